@@ -1,0 +1,34 @@
+# Thin wrapper: the README's two commands. Everything real is in CMake.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+ifneq ($(CI),)
+CMAKE_FLAGS += -DGPP_WERROR=ON
+endif
+
+.PHONY: all deps build run test bench clean format
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# The main job on the local default.
+run: build
+	@bash scripts/run-main.sh $(BUILD)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	@bash bench/run-all.sh $(BUILD)
+
+format:
+	@clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
+
+clean:
+	@rm -rf $(BUILD)

@@ -1,0 +1,54 @@
+/* gpp_err: the run-time error tier (STYLE rule 4).
+ *
+ * Library code never exits: a function that can fail on run-time input
+ * (a file, a config, a peer, CUDA) returns -1/NULL and fills a gpp_err_t with
+ * a message a user can act on ("FILE:LINE: field 'x': expected ...; fix ...").
+ * Programmer errors are assert()s. */
+#ifndef GPP_ERR_H
+#define GPP_ERR_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#define GPP_ERR_LEN 512
+
+typedef struct {
+    char msg[GPP_ERR_LEN];
+} gpp_err_t;
+
+/* Fills err (if not NULL) with a printf-style message; returns -1 so that
+ * `return gpp_err_set(err, ...)` reads as a failing return. */
+int gpp_err_set(gpp_err_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prefixes an existing message: "prefix: old message". Returns -1. */
+int gpp_err_prefix(gpp_err_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Check macro for syscalls and libc calls that set errno: on failure records
+ * file:line and strerror(errno) and jumps to `fail`. */
+#define GPP_CHECK_SYS_GOTO(call, err, label)                                   \
+    do {                                                                       \
+        if ((call) < 0) {                                                      \
+            gpp_err_set((err), "%s:%d: %s: %s", __FILE__, __LINE__, #call,     \
+                        strerror(errno));                                      \
+            goto label;                                                        \
+        }                                                                      \
+    } while (0)
+
+/* Logging to stderr with a level prefix; GPP_LOG_LEVEL env (0=error..3=debug)
+ * is read once. */
+enum { GPP_LOG_ERROR = 0, GPP_LOG_WARN = 1, GPP_LOG_INFO = 2, GPP_LOG_DEBUG = 3 };
+void gpp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define gpp_error(...) gpp_log(GPP_LOG_ERROR, __VA_ARGS__)
+#define gpp_warn(...) gpp_log(GPP_LOG_WARN, __VA_ARGS__)
+#define gpp_info(...) gpp_log(GPP_LOG_INFO, __VA_ARGS__)
+#define gpp_debug(...) gpp_log(GPP_LOG_DEBUG, __VA_ARGS__)
+
+/* Checked allocation: allocation failure is treated as fatal (abort with a
+ * message), as in CZMQ; everything else reports through gpp_err_t. */
+void *gpp_xcalloc(size_t n, size_t size);
+void *gpp_xrealloc(void *p, size_t size);
+char *gpp_xstrdup(const char *s);
+
+#endif

@@ -1,0 +1,148 @@
+/* gpp_graph: the model graph IR, one source of truth for planner and runtime.
+ *
+ * A graph is a list of ops in topological order (every input id is smaller
+ * than the op's own id). Each op produces one tensor. Per sample, a tensor is
+ * a row-major matrix of `rows` x `cols` elements (rows = sequence length, 1 for
+ * flat features); a micro-batch of b samples is [b, rows, cols] row-major.
+ * Dense tensors are fp32; the output of a GPP_INPUT_INDICES input is int32
+ * (4 bytes too), holding `cols` table indices per sample.
+ *
+ * After gpp_graph_finalize() every op carries derived figures (parameters,
+ * FLOPs, bytes) that the cost model and the memory bound use, and the
+ * consumer lists. The executor instantiates the same ops as kernels.
+ *
+ * Ownership: gpp_graph_new/zoo/read return a graph the caller owns; free with
+ * gpp_graph_destroy(). Ops and their arrays are owned by the graph. */
+#ifndef GPP_GRAPH_H
+#define GPP_GRAPH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/gpp_err.h"
+
+typedef enum {
+    GPP_OP_INPUT = 0,     /* data source: no inputs; attrs rows, cols, input_kind */
+    GPP_OP_LINEAR,        /* y = x W^T (+ b); W (out_features, cols_in); attr bias */
+    GPP_OP_RELU,
+    GPP_OP_GELU,          /* tanh approximation */
+    GPP_OP_LAYERNORM,     /* over the last dim, with gain and bias, eps 1e-5 */
+    GPP_OP_ATTENTION,     /* multi-head self-attention over rows=seq, including the
+                             QKV projection (cols -> 3 cols) and output projection
+                             (cols -> cols); attr heads; no causal mask */
+    GPP_OP_EMBEDDING_BAG, /* input: indices [bag]; table (table_rows, dim); sum */
+    GPP_OP_CONCAT,        /* along features (cols); all inputs have equal rows */
+    GPP_OP_ADD,           /* residual add of two equal-shaped inputs */
+    GPP_OP_LOSS_MSE,      /* mean squared error against the teacher target; out 1x1 */
+    GPP_OP_LOSS_CE,       /* softmax cross-entropy per row against teacher classes; out 1x1 */
+    GPP_OP_OPAQUE,        /* from a profile file: costs only, not executable */
+    GPP_OP__COUNT
+} gpp_op_type_t;
+
+typedef enum {
+    GPP_INPUT_DENSE = 0,  /* fp32 features [rows, cols] */
+    GPP_INPUT_INDICES = 1 /* int32 indices [1, cols=bag] in [0, table_rows) */
+} gpp_input_kind_t;
+
+#define GPP_NAME_LEN 64
+
+typedef struct {
+    int id;                  /* index in gpp_graph_t.ops */
+    char name[GPP_NAME_LEN]; /* unique within the graph */
+    gpp_op_type_t type;
+    int n_inputs;
+    int *inputs;             /* producer op ids, in operand order */
+
+    /* attributes (those not used by the type are 0) */
+    int64_t rows, cols;      /* output shape per sample (derived for all but INPUT) */
+    int64_t out_features;    /* LINEAR */
+    int bias;                /* LINEAR: 1 with bias */
+    int heads;               /* ATTENTION */
+    int64_t table_rows;      /* EMBEDDING_BAG: table rows; INPUT_INDICES: index range */
+    int64_t dim;             /* EMBEDDING_BAG */
+    int input_kind;          /* INPUT: gpp_input_kind_t */
+    int64_t classes;         /* LOSS_CE: classes = cols of its input */
+
+    /* derived by gpp_graph_finalize (OPAQUE: given by the profile) */
+    int64_t params;          /* trainable parameters (elements) */
+    double fwd_flops;        /* per sample */
+    double bwd_flops;        /* per sample (input grads + weight grads) */
+    int64_t out_bytes;       /* output tensor bytes per sample */
+    int64_t stash_bytes;     /* activation bytes kept from forward to backward, per sample */
+    int64_t io_bytes;        /* activation bytes read + written by fwd+bwd, per sample
+                                (memory-bound roofline term) */
+    int64_t weight_io_bytes; /* weight bytes touched by fwd+bwd per micro-batch, independent
+                                of its size (dense: 3 x params x 4; embedding: only touched rows,
+                                counted in io_bytes instead) */
+    int sparse_params;       /* 1 when gradients are sparse (embedding tables) */
+
+    /* derived: consumers */
+    int n_outputs;
+    int *outputs;            /* consumer op ids, ascending */
+} gpp_op_t;
+
+typedef struct {
+    char name[GPP_NAME_LEN]; /* zoo name ("mmt") or the file's name */
+    char spec[512];          /* full spec with every parameter, or the file path */
+    int n_ops;
+    gpp_op_t *ops;
+    int cap;
+    int finalized;
+} gpp_graph_t;
+
+/* Caller owns the result. */
+gpp_graph_t *gpp_graph_new(const char *name);
+void gpp_graph_destroy(gpp_graph_t **self_p);
+
+/* Appends an op; copies `name` and the `inputs` array. Returns the new id.
+ * Attributes are set on the returned op (gpp_graph_op()) before finalize. */
+int gpp_graph_add(gpp_graph_t *g, gpp_op_type_t type, const char *name, int n_inputs,
+                  const int *inputs);
+gpp_op_t *gpp_graph_op(gpp_graph_t *g, int id);
+
+/* Convenience builders used by the zoo and tests; return the new op id. */
+int gpp_graph_input(gpp_graph_t *g, const char *name, int64_t rows, int64_t cols);
+int gpp_graph_input_indices(gpp_graph_t *g, const char *name, int64_t bag, int64_t table_rows);
+int gpp_graph_linear(gpp_graph_t *g, const char *name, int in, int64_t out_features, int bias);
+int gpp_graph_unary(gpp_graph_t *g, gpp_op_type_t type, const char *name, int in);
+int gpp_graph_attention(gpp_graph_t *g, const char *name, int in, int heads);
+int gpp_graph_embedding_bag(gpp_graph_t *g, const char *name, int in, int64_t table_rows,
+                            int64_t dim);
+int gpp_graph_concat(gpp_graph_t *g, const char *name, int n, const int *ins);
+int gpp_graph_add2(gpp_graph_t *g, const char *name, int a, int b);
+
+/* Validates (topological order, arity, shapes, unique names, one or more
+ * sinks) and derives shapes, figures and consumer lists. Idempotent.
+ * Returns 0, or -1 with a message naming the op. */
+int gpp_graph_finalize(gpp_graph_t *g, gpp_err_t *err);
+
+/* Totals over all ops. */
+int64_t gpp_graph_params(const gpp_graph_t *g);
+double gpp_graph_flops(const gpp_graph_t *g); /* fwd+bwd per sample */
+
+/* Number of sink ops (no consumers) and source ops (no inputs). */
+int gpp_graph_count_sinks(const gpp_graph_t *g);
+
+const char *gpp_op_type_name(gpp_op_type_t t);
+/* Returns the type for a name ("linear"), or -1. */
+int gpp_op_type_parse(const char *name);
+
+/* ---- model zoo (gpp_zoo.c) ----
+ * spec: "name" or "name:key=value,key=value". Unknown names or keys, bad
+ * values -> NULL with a message listing what is accepted. */
+gpp_graph_t *gpp_zoo_build(const char *spec, gpp_err_t *err);
+/* Writes every zoo model with its parameters and defaults. */
+void gpp_zoo_list(FILE *out);
+
+/* ---- JSON (gpp_graph_json.c) ----
+ * Format "gpp-graph/1": {"format":"gpp-graph/1","name":...,"ops":[{"id","name",
+ * "type","inputs":[...], attrs...}]}. Ids in the file may be any distinct
+ * integers; ops may come in any order (they are sorted topologically; a
+ * cycle is an error). Errors name the file, op and field. */
+gpp_graph_t *gpp_graph_read_json(const char *path, gpp_err_t *err);
+gpp_graph_t *gpp_graph_parse_json(const char *text, const char *origin, gpp_err_t *err);
+int gpp_graph_write_json(const gpp_graph_t *g, const char *path, gpp_err_t *err);
+/* Caller owns the returned string (free()). */
+char *gpp_graph_to_json(const gpp_graph_t *g);
+
+#endif

@@ -1,0 +1,205 @@
+/* gpp_plan: plan construction and stage-graph derivation. */
+#include "planner/gpp_plan.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *s_act_names[GPP_ACT__COUNT] = {"FWD",       "BWD",       "SEND_ACT",
+                                                   "RECV_ACT",  "SEND_GRAD", "RECV_GRAD",
+                                                   "ALLREDUCE", "STEP"};
+
+const char *gpp_act_type_name(gpp_act_type_t t)
+{
+    return (t >= 0 && t < GPP_ACT__COUNT) ? s_act_names[t] : "?";
+}
+
+void gpp_actions_push(gpp_actions_t *l, gpp_action_t a)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->a = gpp_xrealloc(l->a, (size_t)l->cap * sizeof *l->a);
+    }
+    l->a[l->n++] = a;
+}
+
+void gpp_actions_clear(gpp_actions_t *l)
+{
+    free(l->a);
+    l->a = NULL;
+    l->n = l->cap = 0;
+}
+
+gpp_plan_t *gpp_plan_new(const char *planner, const gpp_graph_t *g, int n_devices, int batch)
+{
+    gpp_plan_t *p = gpp_xcalloc(1, sizeof *p);
+    snprintf(p->planner, sizeof p->planner, "%s", planner);
+    snprintf(p->model, sizeof p->model, "%s", g->name);
+    p->model_ops = g->n_ops;
+    p->n_devices = n_devices;
+    p->batch = batch;
+    p->stage_of_op = gpp_xcalloc((size_t)g->n_ops, sizeof(int));
+    for (int i = 0; i < g->n_ops; i++)
+        p->stage_of_op[i] = -1;
+    return p;
+}
+
+static void s_stage_free(gpp_stage_t *s)
+{
+    free(s->ops);
+    free(s->succ);
+    free(s->pred);
+    gpp_actions_clear(&s->compute);
+    if (s->replica) {
+        for (int r = 0; r < s->devices; r++)
+            gpp_actions_clear(&s->replica[r]);
+        free(s->replica);
+    }
+}
+
+void gpp_plan_destroy(gpp_plan_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_plan_t *p = *self_p;
+    for (int i = 0; i < p->n_stages; i++)
+        s_stage_free(&p->stages[i]);
+    free(p->stages);
+    free(p->stage_of_op);
+    free(p);
+    *self_p = NULL;
+}
+
+gpp_stage_t *gpp_plan_add_stage(gpp_plan_t *p, int n_ops, const int *ops)
+{
+    assert(n_ops > 0);
+    p->stages = gpp_xrealloc(p->stages, (size_t)(p->n_stages + 1) * sizeof *p->stages);
+    gpp_stage_t *s = &p->stages[p->n_stages];
+    memset(s, 0, sizeof *s);
+    s->id = p->n_stages++;
+    s->n_ops = n_ops;
+    s->ops = gpp_xcalloc((size_t)n_ops, sizeof(int));
+    memcpy(s->ops, ops, (size_t)n_ops * sizeof(int));
+    s->devices = 1;
+    s->micro_batch = 1;
+    s->k = 1;
+    return s;
+}
+
+static int s_cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Adds v to a sorted unique list (n, arr) of capacity >= n+1. */
+static void s_set_add(int *arr, int *n, int v)
+{
+    for (int i = 0; i < *n; i++)
+        if (arr[i] == v)
+            return;
+    arr[(*n)++] = v;
+    qsort(arr, (size_t)*n, sizeof(int), s_cmp_int);
+}
+
+int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
+{
+    int S = p->n_stages;
+    if (S == 0)
+        return gpp_err_set(err, "plan has no stages");
+    for (int i = 0; i < g->n_ops; i++)
+        p->stage_of_op[i] = -1;
+    for (int s = 0; s < S; s++) {
+        gpp_stage_t *st = &p->stages[s];
+        qsort(st->ops, (size_t)st->n_ops, sizeof(int), s_cmp_int);
+        for (int k = 0; k < st->n_ops; k++) {
+            int o = st->ops[k];
+            if (o < 0 || o >= g->n_ops)
+                return gpp_err_set(err, "stage %d: op id %d out of range [0,%d)", s, o, g->n_ops);
+            if (p->stage_of_op[o] >= 0)
+                return gpp_err_set(err, "op %d '%s' is in stages %d and %d (C1: stages must not overlap)",
+                                   o, g->ops[o].name, p->stage_of_op[o], s);
+            p->stage_of_op[o] = s;
+        }
+    }
+    for (int i = 0; i < g->n_ops; i++)
+        if (p->stage_of_op[i] < 0)
+            return gpp_err_set(err, "op %d '%s' is in no stage (C1: stages must cover the graph)",
+                               i, g->ops[i].name);
+    /* stage edges (C2) */
+    char *adj = gpp_xcalloc((size_t)S * (size_t)S, 1);
+    for (int i = 0; i < g->n_ops; i++)
+        for (int k = 0; k < g->ops[i].n_inputs; k++) {
+            int a = p->stage_of_op[g->ops[i].inputs[k]], b = p->stage_of_op[i];
+            if (a != b)
+                adj[(size_t)a * S + b] = 1;
+        }
+    /* topological order of stages (Kahn); a cycle means a non-convex stage */
+    int *indeg = gpp_xcalloc((size_t)S, sizeof(int)), *order = gpp_xcalloc((size_t)S, sizeof(int));
+    for (int a = 0; a < S; a++)
+        for (int b = 0; b < S; b++)
+            indeg[b] += adj[(size_t)a * S + b];
+    int head = 0, tail = 0;
+    for (int s = 0; s < S; s++)
+        if (!indeg[s])
+            order[tail++] = s;
+    while (head < tail) {
+        int a = order[head++];
+        for (int b = 0; b < S; b++)
+            if (adj[(size_t)a * S + b] && --indeg[b] == 0)
+                order[tail++] = b;
+    }
+    if (tail != S) {
+        free(adj), free(indeg), free(order);
+        return gpp_err_set(err, "stage graph has a cycle: some stage is not convex (C1/C2)");
+    }
+    /* renumber stages in topological order (stable: by smallest op id among ready ones
+       is not needed; Kahn order from ascending ids is deterministic) */
+    gpp_stage_t *old = p->stages;
+    gpp_stage_t *ns = gpp_xcalloc((size_t)S, sizeof *ns);
+    int *newid = gpp_xcalloc((size_t)S, sizeof(int));
+    for (int i = 0; i < S; i++) {
+        ns[i] = old[order[i]];
+        newid[order[i]] = i;
+        ns[i].id = i;
+    }
+    char *nadj = gpp_xcalloc((size_t)S * (size_t)S, 1);
+    for (int a = 0; a < S; a++)
+        for (int b = 0; b < S; b++)
+            if (adj[(size_t)a * S + b])
+                nadj[(size_t)newid[a] * S + newid[b]] = 1;
+    free(old);
+    p->stages = ns;
+    for (int i = 0; i < g->n_ops; i++)
+        p->stage_of_op[i] = newid[p->stage_of_op[i]];
+    int dev = 0;
+    for (int s = 0; s < S; s++) {
+        gpp_stage_t *st = &p->stages[s];
+        free(st->succ), free(st->pred);
+        st->succ = gpp_xcalloc((size_t)S, sizeof(int));
+        st->pred = gpp_xcalloc((size_t)S, sizeof(int));
+        st->n_succ = st->n_pred = 0;
+        st->first_device = dev;
+        dev += st->devices;
+    }
+    for (int a = 0; a < S; a++)
+        for (int b = 0; b < S; b++)
+            if (nadj[(size_t)a * S + b]) {
+                s_set_add(p->stages[a].succ, &p->stages[a].n_succ, b);
+                s_set_add(p->stages[b].pred, &p->stages[b].n_pred, a);
+            }
+    /* depth: stages on the longest path */
+    int *longest = gpp_xcalloc((size_t)S, sizeof(int));
+    p->depth = 0;
+    for (int s = 0; s < S; s++) {
+        int best = 0;
+        for (int k = 0; k < p->stages[s].n_pred; k++)
+            if (longest[p->stages[s].pred[k]] > best)
+                best = longest[p->stages[s].pred[k]];
+        longest[s] = best + 1;
+        if (longest[s] > p->depth)
+            p->depth = longest[s];
+    }
+    free(longest), free(adj), free(nadj), free(indeg), free(order), free(newid);
+    return 0;
+}

@@ -1,0 +1,107 @@
+/* gpp_plan: a pipeline plan, the planner's output and the coordinator's input.
+ *
+ * A plan is a DAG of stages. Stage s holds a convex set of ops, runs on
+ * `devices` data-parallel replicas (global device ids first_device ..
+ * first_device+devices-1), processes micro-batches of `micro_batch` samples
+ * (each replica r takes samples [floor(r*b/d), floor((r+1)*b/d)) of every
+ * micro-batch), and follows a kFkB schedule with `inflight` samples in flight
+ * at most.
+ *
+ * Micro-batch j of stage s covers the iteration's samples [j*b, (j+1)*b);
+ * the iteration has batch/b micro-batches (b divides batch).
+ *
+ * Producers: the partitioner (gpp_part) fills stages (ops, devices,
+ * micro_batch, k, inflight, tps, memory, succ/pred); the scheduler
+ * (gpp_sched) fills the per-stage compute order and the lowered per-replica
+ * action lists; the simulator (gpp_sim) fills iteration time and throughput.
+ *
+ * Ownership: gpp_plan_new returns a plan the caller owns; gpp_plan_destroy
+ * frees stages, arrays and action lists. */
+#ifndef GPP_PLAN_H
+#define GPP_PLAN_H
+
+#include <stdint.h>
+
+#include "common/gpp_err.h"
+#include "planner/gpp_graph.h"
+
+typedef enum {
+    GPP_ACT_FWD = 0,   /* forward of micro-batch mb */
+    GPP_ACT_BWD,       /* backward of micro-batch mb */
+    GPP_ACT_SEND_ACT,  /* activations of `tensor` for samples [lo,hi) to peer */
+    GPP_ACT_RECV_ACT,  /* activations of `tensor` for samples [lo,hi) from peer */
+    GPP_ACT_SEND_GRAD, /* gradient of `tensor` for samples [lo,hi) to peer */
+    GPP_ACT_RECV_GRAD, /* gradient of `tensor` for samples [lo,hi) from peer */
+    GPP_ACT_ALLREDUCE, /* gradient all-reduce across the stage's replicas */
+    GPP_ACT_STEP,      /* optimizer step */
+    GPP_ACT__COUNT
+} gpp_act_type_t;
+
+typedef struct {
+    gpp_act_type_t type;
+    int mb;            /* this stage's micro-batch index (FWD/BWD, and the
+                          micro-batch a SEND follows or a RECV precedes); -1 else */
+    int peer_stage;    /* SEND/RECV: the other stage; -1 else */
+    int peer_replica;  /* SEND/RECV: replica index within peer_stage */
+    int tensor;        /* SEND/RECV: producer op id of the tensor */
+    int64_t lo, hi;    /* SEND/RECV: sample range within the iteration */
+} gpp_action_t;
+
+typedef struct {
+    int n;
+    int cap;
+    gpp_action_t *a;
+} gpp_actions_t;
+
+typedef struct {
+    int id;
+    int n_ops;
+    int *ops;          /* ascending op ids */
+    int devices;       /* data-parallel degree */
+    int first_device;  /* global id of replica 0 */
+    int micro_batch;   /* samples per micro-batch (split over replicas) */
+    int k;             /* kFkB */
+    int inflight;      /* samples in flight at most (warm-up forwards = inflight / micro_batch) */
+    double tps_ms;     /* time per sample of this stage (compute + its share of comm) */
+    double fwd_ms;     /* forward of one micro-batch on one replica */
+    double bwd_ms;     /* backward of one micro-batch on one replica */
+    double allreduce_ms; /* gradient sync per iteration (0 when devices == 1) */
+    int64_t weight_bytes; /* weights + grads + optimizer state per device */
+    int64_t act_bytes;    /* peak stashed activations per device */
+    int64_t mem_bytes;    /* weight_bytes + act_bytes (+ reserved) per device */
+    int n_succ, *succ;    /* successor stage ids, ascending */
+    int n_pred, *pred;    /* predecessor stage ids, ascending */
+    gpp_actions_t compute;   /* compute-only order: FWD/BWD */
+    gpp_actions_t *replica;  /* [devices]: lowered action list per replica */
+} gpp_stage_t;
+
+typedef struct {
+    char planner[8];      /* "gpp" | "spp" */
+    char model[GPP_NAME_LEN];
+    int model_ops;
+    int n_devices;
+    int batch;
+    int micro_batch;      /* universal micro-batch, or 0 when per-stage */
+    int depth;            /* stages on the longest path */
+    double bottleneck_tps_ms;
+    double iteration_ms;  /* simulated */
+    double throughput;    /* samples/s, simulated */
+    double search_ms;
+    int n_stages;
+    gpp_stage_t *stages;
+    int *stage_of_op;     /* [model_ops] */
+} gpp_plan_t;
+
+gpp_plan_t *gpp_plan_new(const char *planner, const gpp_graph_t *g, int n_devices, int batch);
+void gpp_plan_destroy(gpp_plan_t **self_p);
+/* Appends a stage with a copy of ops; returns it (owned by the plan). */
+gpp_stage_t *gpp_plan_add_stage(gpp_plan_t *p, int n_ops, const int *ops);
+/* Derives stage_of_op, succ/pred lists and depth from the graph; numbers
+ * stages in a topological order and first_device consecutively. */
+int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err);
+
+void gpp_actions_push(gpp_actions_t *l, gpp_action_t a);
+void gpp_actions_clear(gpp_actions_t *l);
+const char *gpp_act_type_name(gpp_act_type_t t);
+
+#endif

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package gpp needs to build, test and benchmark.
+# Idempotent: when everything is present it prints nothing and exits 0.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config
+  libczmq-dev libzmq3-dev          # control plane (ZeroMQ + CZMQ)
+  libprotobuf-c-dev protobuf-c-compiler  # wire protocol
+  libopenblas-dev                  # CPU kernels
+  libgloo-dev                      # CPU collectives (TCP)
+  libtomlplusplus-dev              # cluster.toml parsing (behind a C shim)
+  libcjson-dev                     # graph / profile / plan JSON
+  libncurses-dev                   # gpp-top
+)
+# Benchmark-only: PyTorch on CPU for the training-speed comparison.
+if [ "${GPP_BENCH_DEPS:-0}" = 1 ]; then PKGS+=(python3-torch); fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

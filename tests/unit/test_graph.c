@@ -1,0 +1,199 @@
+/* Tests of the model graph IR, the zoo and graph JSON. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/gpp_graph.h"
+#include "planner/gpp_json.h"
+#include "tests/unit/gpp_test.h"
+
+static int s_count_type(const gpp_graph_t *g, gpp_op_type_t t)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_ops; i++)
+        n += g->ops[i].type == t;
+    return n;
+}
+
+static void t_zoo_defaults_match_appendix(void)
+{
+    gpp_err_t err = {0};
+    gpp_graph_t *g = gpp_zoo_build("mmt", &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    /* 4 branches x 8 layers, each layer one attention; hidden 1024, seq 256 */
+    GPP_EXPECT(s_count_type(g, GPP_OP_ATTENTION) == 32);
+    GPP_EXPECT(s_count_type(g, GPP_OP_INPUT) == 4);
+    GPP_EXPECT(s_count_type(g, GPP_OP_CONCAT) == 1);
+    GPP_EXPECT(gpp_graph_count_sinks(g) == 1);
+    const gpp_op_t *in = &g->ops[0];
+    GPP_EXPECT(in->rows == 256 && in->cols == 1024);
+    /* a transformer layer: attention 4h^2+4h, two LN 2h each, ffn 2*h*4h + 4h + h */
+    int64_t h = 1024, per_layer = 4 * h * h + 4 * h + 4 * h + 2 * h * 4096 + 4096 + h;
+    int64_t expect = 32 * per_layer + 4 * 2 * h + (4 * h * 16 + 16);
+    GPP_EXPECT_MSG(gpp_graph_params(g) == expect, "%lld vs %lld",
+                   (long long)gpp_graph_params(g), (long long)expect);
+    gpp_graph_destroy(&g);
+    GPP_EXPECT(g == NULL);
+
+    g = gpp_zoo_build("dlrm", &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    GPP_EXPECT(s_count_type(g, GPP_OP_EMBEDDING_BAG) == 7);
+    GPP_EXPECT(s_count_type(g, GPP_OP_INPUT) == 14);
+    int cat = -1;
+    for (int i = 0; i < g->n_ops; i++)
+        if (g->ops[i].type == GPP_OP_CONCAT)
+            cat = i;
+    GPP_EXPECT(cat >= 0 && g->ops[cat].cols == 7 * 4096 + 7 * 64);
+    for (int i = 0; i < g->n_ops; i++)
+        if (g->ops[i].type == GPP_OP_EMBEDDING_BAG)
+            GPP_EXPECT(g->ops[i].params == 1000000LL * 64 && g->ops[i].sparse_params);
+    gpp_graph_destroy(&g);
+
+    g = gpp_zoo_build("candle_uno", &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    /* 7 branches x 4 layers + 2 top + output */
+    GPP_EXPECT(s_count_type(g, GPP_OP_LINEAR) == 7 * 4 + 2 + 1);
+    GPP_EXPECT(s_count_type(g, GPP_OP_INPUT) == 8); /* 7 features + dose */
+    gpp_graph_destroy(&g);
+
+    g = gpp_zoo_build("transformer", &err);
+    GPP_EXPECT(g && s_count_type(g, GPP_OP_ATTENTION) == 8 && s_count_type(g, GPP_OP_CONCAT) == 0);
+    gpp_graph_destroy(&g);
+    g = gpp_zoo_build("case_study", &err);
+    GPP_EXPECT(g && s_count_type(g, GPP_OP_ATTENTION) == 8 &&
+               s_count_type(g, GPP_OP_LINEAR) == 2 * 4 * 2 + 1);
+    gpp_graph_destroy(&g);
+}
+
+static void t_zoo_params_and_errors(void)
+{
+    gpp_err_t err = {0};
+    gpp_graph_t *g = gpp_zoo_build("mmt:branches=2,layers=2,hidden=64,heads=4,seq=16", &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    GPP_EXPECT(g && s_count_type(g, GPP_OP_ATTENTION) == 4);
+    GPP_EXPECT(g && strstr(g->spec, "hidden=64") && strstr(g->spec, "ffn=4096"));
+    gpp_graph_destroy(&g);
+
+    g = gpp_zoo_build("nosuch", &err);
+    GPP_EXPECT(g == NULL && strstr(err.msg, "unknown model 'nosuch'"));
+    g = gpp_zoo_build("mmt:layerz=2", &err);
+    GPP_EXPECT(g == NULL && strstr(err.msg, "unknown parameter 'layerz'") &&
+               strstr(err.msg, "layers"));
+    g = gpp_zoo_build("mmt:layers=abc", &err);
+    GPP_EXPECT(g == NULL && strstr(err.msg, "must be an integer"));
+    g = gpp_zoo_build("mmt:layers=0", &err);
+    GPP_EXPECT(g == NULL && strstr(err.msg, ">= 1"));
+    g = gpp_zoo_build("mmt:hidden=100,heads=16", &err);
+    GPP_EXPECT(g == NULL && strstr(err.msg, "divide"));
+    g = gpp_zoo_build("mmt:layers", &err);
+    GPP_EXPECT(g == NULL && strstr(err.msg, "needs a value"));
+}
+
+static void t_figures(void)
+{
+    gpp_graph_t *g = gpp_graph_new("t");
+    int x = gpp_graph_input(g, "x", 4, 8);
+    int l = gpp_graph_linear(g, "fc", x, 16, 1);
+    int r = gpp_graph_unary(g, GPP_OP_RELU, "relu", l);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", r);
+    gpp_err_t err = {0};
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    const gpp_op_t *fc = &g->ops[l];
+    GPP_EXPECT(fc->rows == 4 && fc->cols == 16);
+    GPP_EXPECT(fc->params == 16 * 8 + 16);
+    GPP_EXPECT_NEAR(fc->fwd_flops, 2.0 * 4 * 8 * 16, 0);
+    GPP_EXPECT_NEAR(fc->bwd_flops, 2 * fc->fwd_flops, 0);
+    GPP_EXPECT(fc->out_bytes == 4 * 16 * 4);
+    GPP_EXPECT(fc->stash_bytes == 4 * 8 * 4);
+    GPP_EXPECT(g->ops[x].n_outputs == 1 && g->ops[x].outputs[0] == l);
+    gpp_graph_destroy(&g);
+
+    /* shape errors name the op */
+    g = gpp_graph_new("bad");
+    int a = gpp_graph_input(g, "a", 1, 8), b = gpp_graph_input(g, "b", 1, 9);
+    gpp_graph_add2(g, "sum", a, b);
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == -1 && strstr(err.msg, "'sum'") &&
+               strstr(err.msg, "shapes differ"));
+    gpp_graph_destroy(&g);
+}
+
+static void t_json_roundtrip(void)
+{
+    gpp_err_t err = {0};
+    gpp_graph_t *g = gpp_zoo_build("dlrm:dense_branches=2,sparse_branches=2,dense_in=32,"
+                                   "hidden=32,rows=100,dim=8,bag=4",
+                                   &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    char *s = gpp_graph_to_json(g);
+    gpp_graph_t *h = gpp_graph_parse_json(s, "mem", &err);
+    GPP_EXPECT_MSG(h != NULL, "%s", err.msg);
+    if (h) {
+        GPP_EXPECT(h->n_ops == g->n_ops);
+        for (int i = 0; i < g->n_ops && i < h->n_ops; i++) {
+            GPP_EXPECT(h->ops[i].type == g->ops[i].type);
+            GPP_EXPECT(strcmp(h->ops[i].name, g->ops[i].name) == 0);
+            GPP_EXPECT(h->ops[i].params == g->ops[i].params);
+            GPP_EXPECT(h->ops[i].out_bytes == g->ops[i].out_bytes);
+            GPP_EXPECT(h->ops[i].n_inputs == g->ops[i].n_inputs);
+        }
+    }
+    free(s);
+    gpp_graph_destroy(&h);
+    gpp_graph_destroy(&g);
+}
+
+static void t_json_any_order_and_errors(void)
+{
+    gpp_err_t err = {0};
+    /* ids out of order, consumer listed first */
+    const char *ok = "{\"format\":\"gpp-graph/1\",\"name\":\"mine\",\"ops\":["
+                     "{\"id\":7,\"name\":\"loss\",\"type\":\"loss_mse\",\"inputs\":[3]},"
+                     "{\"id\":3,\"name\":\"fc\",\"type\":\"linear\",\"inputs\":[10],"
+                     "\"out_features\":4},"
+                     "{\"id\":10,\"name\":\"x\",\"type\":\"input\",\"rows\":1,\"cols\":8}]}";
+    gpp_graph_t *g = gpp_graph_parse_json(ok, "mine.json", &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    GPP_EXPECT(g && g->n_ops == 3 && strcmp(g->ops[0].name, "x") == 0 &&
+               strcmp(g->ops[2].name, "loss") == 0);
+    gpp_graph_destroy(&g);
+
+    struct {
+        const char *text, *want;
+    } bad[] = {
+        {"{\"format\":\"gpp-graph/1\",\n\"ops\":[ {\"id\":1,}]}", "bad.json:2:"},
+        {"{\"format\":\"x\",\"ops\":[]}", "'format'"},
+        {"{\"format\":\"gpp-graph/1\",\"ops\":[{\"id\":1,\"name\":\"a\",\"type\":\"linear\","
+         "\"inputs\":[2],\"out_features\":2},{\"id\":2,\"name\":\"b\",\"type\":\"relu\","
+         "\"inputs\":[1]}]}",
+         "cycle"},
+        {"{\"format\":\"gpp-graph/1\",\"ops\":[{\"id\":1,\"name\":\"a\",\"type\":\"conv\"}]}",
+         "'type'"},
+        {"{\"format\":\"gpp-graph/1\",\"ops\":[{\"id\":1,\"name\":\"a\",\"type\":\"relu\","
+         "\"inputs\":[5]}]}",
+         "refers to no op"},
+        {"{\"format\":\"gpp-graph/1\",\"ops\":[{\"id\":1,\"name\":\"a\",\"type\":\"input\","
+         "\"rows\":\"x\",\"cols\":3}]}",
+         "'rows'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err.msg[0] = 0;
+        g = gpp_graph_parse_json(bad[i].text, "bad.json", &err);
+        GPP_EXPECT_MSG(g == NULL && strstr(err.msg, bad[i].want), "case %zu: '%s'", i, err.msg);
+        gpp_graph_destroy(&g);
+    }
+}
+
+static const gpp_test_case_t cases[] = {
+    {"zoo_defaults_match_appendix", t_zoo_defaults_match_appendix},
+    {"zoo_params_and_errors", t_zoo_params_and_errors},
+    {"figures", t_figures},
+    {"json_roundtrip", t_json_roundtrip},
+    {"json_any_order_and_errors", t_json_any_order_and_errors},
+    {NULL, NULL}};
+
+int main(void)
+{
+    return gpp_test_run(cases);
+}
