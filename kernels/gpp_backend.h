@@ -1,0 +1,176 @@
+/* gpp_backend: devices, memory, streams, events and tensors for the kernels.
+ *
+ * One interface for every device kind. The CPU backend (OpenBLAS + C) exists
+ * now; a CUDA backend (cuBLAS + own kernels) plugs in behind the same calls
+ * (the backend is an object with a private table of operations, see
+ * gpp_backend_impl.h). Callers never branch on the device kind.
+ *
+ * Memory. gpp_backend_alloc returns device memory of the backend (on CPU:
+ * 64-byte aligned host memory). Pointers from different backends never mix.
+ * Host memory is ordinary malloc'ed memory; copies say their direction.
+ *
+ * Streams and the asynchronous contract. Every kernel, copy and memset is
+ * *enqueued* on a stream and may run after the call returns (CUDA); calls
+ * enqueued on one stream run in order. The caller must keep every buffer an
+ * enqueued call reads or writes alive and unchanged (host buffers of copies
+ * included) until a synchronisation point shows the call complete:
+ * gpp_stream_sync, gpp_event_sync, or gpp_event_query returning 1 for an
+ * event recorded after the call. Work on two streams is ordered only through
+ * gpp_event_record + gpp_event_wait. The CPU backend runs every call to
+ * completion before returning, so its events are complete once recorded;
+ * code written against the contract above is correct on both.
+ *
+ * Errors. Run-time failures (out of device memory, a failed launch, bad
+ * data such as an out-of-range index) return -1 (or NULL) and fill the
+ * gpp_err_t. On an asynchronous backend an execution error may surface at
+ * the next synchronisation point instead of at the failing call. Shape and
+ * argument mistakes are programmer errors and assert.
+ *
+ * Threads. A backend and its streams are used from one thread at a time.
+ * The CPU backend runs OpenBLAS with a fixed thread count (see
+ * gpp_backend_cfg_t.cpu_threads; OpenBLAS's setting is process-wide), which
+ * makes results bit-identical from run to run on the same machine.
+ *
+ * Ownership: gpp_backend_new / gpp_stream_new / gpp_event_new return objects
+ * the caller owns. Streams and events must be destroyed before their backend.
+ * Memory from gpp_backend_alloc is owned by the caller and freed with
+ * gpp_backend_free on the same backend. */
+#ifndef GPP_BACKEND_H
+#define GPP_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gpp_err.h"
+
+typedef enum {
+    GPP_DEVICE_CPU = 0,
+    GPP_DEVICE_CUDA = 1 /* not built yet: gpp_backend_new fails with a message */
+} gpp_device_kind_t;
+
+typedef enum {
+    GPP_DTYPE_F32 = 0,
+    GPP_DTYPE_I32 = 1
+} gpp_dtype_t;
+
+typedef enum {
+    GPP_COPY_H2D = 0, /* host -> device */
+    GPP_COPY_D2H,     /* device -> host */
+    GPP_COPY_D2D      /* device -> device (same backend) */
+} gpp_copy_kind_t;
+
+typedef struct {
+    gpp_device_kind_t kind;
+    int device;      /* CUDA device ordinal; 0 for CPU */
+    int cpu_threads; /* CPU: OpenBLAS threads; 0 keeps OpenBLAS's default
+                        (OPENBLAS_NUM_THREADS or the core count) */
+} gpp_backend_cfg_t;
+
+typedef struct gpp_backend_s gpp_backend_t;
+typedef struct gpp_stream_s gpp_stream_t;
+typedef struct gpp_event_s gpp_event_t;
+
+/* ---- backend ---- */
+
+/* Caller owns the result; NULL with a message when the kind is not built
+ * or the device cannot be opened. */
+gpp_backend_t *gpp_backend_new(const gpp_backend_cfg_t *cfg, gpp_err_t *err);
+void gpp_backend_destroy(gpp_backend_t **self_p);
+gpp_device_kind_t gpp_backend_kind(const gpp_backend_t *self);
+const char *gpp_backend_name(const gpp_backend_t *self); /* "cpu", "cuda:0" */
+
+/* Device memory, 64-byte aligned, contents undefined. Caller owns the
+ * result. bytes == 0 returns a valid unique pointer. NULL + message when the
+ * device is out of memory. Synchronous (not stream-ordered). */
+void *gpp_backend_alloc(gpp_backend_t *self, size_t bytes, gpp_err_t *err);
+/* Frees memory from gpp_backend_alloc; accepts NULL and NULLs *ptr_p. The
+ * caller must have synchronised every stream that uses the memory. */
+void gpp_backend_free(gpp_backend_t *self, void **ptr_p);
+
+/* ---- streams: in-order queues of work on one backend ---- */
+
+/* Caller owns the result. */
+gpp_stream_t *gpp_stream_new(gpp_backend_t *be, gpp_err_t *err);
+/* Synchronises the stream, frees its workspace; accepts NULL. */
+void gpp_stream_destroy(gpp_stream_t **self_p);
+gpp_backend_t *gpp_stream_backend(const gpp_stream_t *self);
+/* Blocks until everything enqueued on the stream has completed; returns -1
+ * with the first execution error since the last synchronisation. */
+int gpp_stream_sync(gpp_stream_t *self, gpp_err_t *err);
+
+/* Per-stream scratch memory for kernels and callers: returns device memory
+ * of at least `bytes` owned by the stream. It stays valid until the next
+ * gpp_stream_workspace call on the same stream (which may reallocate; a
+ * reallocation is stream-ordered, so work already enqueued keeps its old
+ * buffer) or gpp_stream_destroy. Kernels call this internally, so a caller
+ * must not hold a workspace pointer across a kernel call on the same stream.
+ * NULL + message when out of memory. */
+void *gpp_stream_workspace(gpp_stream_t *self, size_t bytes, gpp_err_t *err);
+
+/* Enqueued copy of `bytes` between host and device memory, or within the
+ * device. Host buffers must stay alive and unchanged until the copy is
+ * known complete (see the contract above). */
+int gpp_stream_copy(gpp_stream_t *self, void *dst, const void *src, size_t bytes,
+                    gpp_copy_kind_t kind, gpp_err_t *err);
+/* Enqueued zero fill of device memory. */
+int gpp_stream_zero(gpp_stream_t *self, void *dst, size_t bytes, gpp_err_t *err);
+
+/* ---- events: points in a stream's queue ---- */
+
+/* Caller owns the result. A new event counts as complete. */
+gpp_event_t *gpp_event_new(gpp_backend_t *be, gpp_err_t *err);
+void gpp_event_destroy(gpp_event_t **self_p);
+/* Marks the current end of `stream`'s queue. */
+int gpp_event_record(gpp_event_t *self, gpp_stream_t *stream, gpp_err_t *err);
+/* Work enqueued on `stream` after this call waits for the event (does not
+ * block the host). */
+int gpp_event_wait(gpp_event_t *self, gpp_stream_t *stream, gpp_err_t *err);
+/* Blocks the host until the event is complete. */
+int gpp_event_sync(gpp_event_t *self, gpp_err_t *err);
+/* 1 complete, 0 pending, -1 error (message in err). Never blocks. */
+int gpp_event_query(gpp_event_t *self, gpp_err_t *err);
+
+/* ---- tensors ----
+ * A view: `data` is device memory of some backend, not owned by the tensor
+ * unless it came from gpp_tensor_alloc. Shape [n, rows, cols], row-major,
+ * contiguous: element (i, r, c) is at ((i * rows) + r) * cols + c.
+ * Weights use n = 1 (a linear W (out, in) is [1, out, in]; a bias is
+ * [1, 1, out]). */
+typedef struct {
+    void *data;
+    gpp_dtype_t dtype;
+    int64_t n, rows, cols;
+} gpp_tensor_t;
+
+static inline gpp_tensor_t gpp_tensor(void *data, gpp_dtype_t dtype, int64_t n, int64_t rows,
+                                      int64_t cols)
+{
+    gpp_tensor_t t = {data, dtype, n, rows, cols};
+    return t;
+}
+static inline int64_t gpp_tensor_numel(const gpp_tensor_t *t)
+{
+    return t->n * t->rows * t->cols;
+}
+static inline size_t gpp_tensor_bytes(const gpp_tensor_t *t)
+{
+    return (size_t)gpp_tensor_numel(t) * 4; /* f32 and i32 are both 4 bytes */
+}
+static inline float *gpp_tensor_f32(const gpp_tensor_t *t)
+{
+    return (float *)t->data;
+}
+static inline int32_t *gpp_tensor_i32(const gpp_tensor_t *t)
+{
+    return (int32_t *)t->data;
+}
+
+/* Allocates device memory for a [n, rows, cols] tensor of `dtype` on `be`
+ * into *t (contents undefined). The caller owns t->data; free with
+ * gpp_tensor_free on the same backend. */
+int gpp_tensor_alloc(gpp_backend_t *be, gpp_dtype_t dtype, int64_t n, int64_t rows, int64_t cols,
+                     gpp_tensor_t *t, gpp_err_t *err);
+/* Frees t->data (NULL allowed) and NULLs it. */
+void gpp_tensor_free(gpp_backend_t *be, gpp_tensor_t *t);
+
+#endif

@@ -1,0 +1,140 @@
+/* gpp_backend_impl: what a backend implements. Private to kernels/.
+ *
+ * A backend is a table of operations (gpp_backend_vt_t) plus per-object
+ * state behind `impl` pointers. The public calls (gpp_backend.c, gpp_ops.c,
+ * gpp_sparse.c, gpp_optim.c) check arguments and shapes once for every
+ * backend, then call through the table; an entry sees valid arguments and
+ * only does the work. Adding CUDA means writing kernels/cuda/ with one
+ * gpp_backend_vt_t and naming it in gpp_backend_new. */
+#ifndef GPP_BACKEND_IMPL_H
+#define GPP_BACKEND_IMPL_H
+
+#include "kernels/gpp_backend.h"
+#include "kernels/gpp_ops.h"
+#include "kernels/gpp_optim.h"
+#include "kernels/gpp_sparse.h"
+
+struct gpp_backend_s {
+    const struct gpp_backend_vt_s *vt;
+    gpp_backend_cfg_t cfg;
+    char name[32];
+    void *impl; /* backend-specific, owned by the backend */
+};
+
+struct gpp_stream_s {
+    gpp_backend_t *be;
+    void *impl;
+    void *ws; /* workspace, device memory owned by the stream */
+    size_t ws_bytes;
+};
+
+struct gpp_event_s {
+    gpp_backend_t *be;
+    void *impl;
+};
+
+/* Row-sparse gradient (gpp_sparse.h); all arrays are device memory. */
+struct gpp_sparse_grad_s {
+    gpp_backend_t *be;
+    int64_t table_rows, dim;
+    int64_t cap;     /* rows the value block holds */
+    int64_t count;   /* touched rows (device-side counter on async backends) */
+    int32_t *slot;   /* [table_rows]: slot of the row in rows/values, or -1 */
+    int32_t *rows;   /* [cap]: row id of each slot, first-touch order */
+    float *values;   /* [cap, dim] */
+};
+
+struct gpp_optim_state_s {
+    gpp_backend_t *be;
+    gpp_optim_kind_t kind;
+    int64_t numel;
+    int nbufs;
+    float *buf[2];
+};
+
+typedef struct gpp_backend_vt_s {
+    /* lifetime: init fills be->impl and be->name from be->cfg */
+    int (*init)(gpp_backend_t *be, gpp_err_t *err);
+    void (*fini)(gpp_backend_t *be);
+
+    /* memory (synchronous) */
+    void *(*alloc)(gpp_backend_t *be, size_t bytes, gpp_err_t *err);
+    void (*free)(gpp_backend_t *be, void *p);
+
+    /* streams; stream_free releases memory after the work enqueued so far */
+    int (*stream_init)(gpp_stream_t *s, gpp_err_t *err);
+    void (*stream_fini)(gpp_stream_t *s);
+    int (*stream_sync)(gpp_stream_t *s, gpp_err_t *err);
+    void (*stream_free)(gpp_stream_t *s, void *p);
+    int (*copy)(gpp_stream_t *s, void *dst, const void *src, size_t bytes, gpp_copy_kind_t kind,
+                gpp_err_t *err);
+    int (*zero)(gpp_stream_t *s, void *dst, size_t bytes, gpp_err_t *err);
+
+    /* events */
+    int (*event_init)(gpp_event_t *e, gpp_err_t *err);
+    void (*event_fini)(gpp_event_t *e);
+    int (*event_record)(gpp_event_t *e, gpp_stream_t *s, gpp_err_t *err);
+    int (*event_wait)(gpp_event_t *e, gpp_stream_t *s, gpp_err_t *err);
+    int (*event_sync)(gpp_event_t *e, gpp_err_t *err);
+    int (*event_query)(gpp_event_t *e, gpp_err_t *err);
+
+    /* kernels: the gpp_ops.h contracts, arguments already checked */
+    int (*linear_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                      const gpp_tensor_t *b, gpp_tensor_t *y, gpp_err_t *err);
+    int (*linear_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                      const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw,
+                      gpp_tensor_t *db, gpp_err_t *err);
+    int (*relu_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
+    int (*relu_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+                    gpp_tensor_t *dx, gpp_err_t *err);
+    int (*gelu_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
+    int (*gelu_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+                    gpp_tensor_t *dx, gpp_err_t *err);
+    int (*layernorm_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
+                         const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err);
+    int (*layernorm_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
+                         const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                         gpp_tensor_t *dgain, gpp_tensor_t *dbias, gpp_err_t *err);
+    int (*attention_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                         int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err);
+    int (*attention_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                         int heads, const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                         gpp_attention_params_t *dp, gpp_err_t *err);
+    int (*embedding_bag_fwd)(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
+                             gpp_tensor_t *y, gpp_err_t *err);
+    int (*embedding_bag_bwd)(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *dy,
+                             gpp_sparse_grad_t *dtable, gpp_err_t *err);
+    int (*concat_fwd)(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp_tensor_t *y,
+                      gpp_err_t *err);
+    int (*concat_bwd)(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy,
+                      gpp_tensor_t *const *dxs, gpp_err_t *err);
+    int (*loss_mse)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target,
+                    float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
+    int (*loss_ce)(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
+                   float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
+    /* y = a + b over n elements, and y += alpha x, x *= alpha */
+    int (*add)(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
+               gpp_err_t *err);
+    int (*axpy)(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y,
+                gpp_err_t *err);
+    int (*scale)(gpp_stream_t *s, int64_t n, float alpha, float *x, gpp_err_t *err);
+
+    /* sparse gradients: fill the slot map with -1; accumulate pairs (growing
+     * the value block as needed); clear the touched rows */
+    int (*sparse_init)(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err);
+    int (*sparse_add)(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, const int32_t *rows,
+                      const float *values, int64_t value_stride, gpp_err_t *err);
+    int (*sparse_clear)(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err);
+
+    /* optimizer steps over numel elements / a sparse table */
+    int (*optim_step)(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,
+                      int64_t step, float *param, const float *grad, gpp_err_t *err);
+    int (*optim_step_sparse)(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,
+                             int64_t step, float *table, const gpp_sparse_grad_t *grad,
+                             gpp_err_t *err);
+} gpp_backend_vt_t;
+
+/* The CPU backend (kernels/cpu/gpp_cpu_backend.c). */
+extern const gpp_backend_vt_t gpp_cpu_backend_vt;
+
+#endif

@@ -1,0 +1,140 @@
+/* gpp_ops: forward and backward of every executable graph op (gpp_graph.h).
+ *
+ * Every function enqueues its work on a stream (gpp_backend.h: asynchronous
+ * contract; the CPU backend runs it before returning) and works on the
+ * stream's backend memory. Shapes follow the graph IR: activations are
+ * [n, rows, cols] fp32 row-major (n = micro-batch samples), weights [1, out, in],
+ * biases and gains [1, 1, cols]. A shape mismatch is a programmer error
+ * (assert). Run-time errors (bad data, failed launch, no memory for the
+ * workspace) return -1 with a message; 0 on success.
+ *
+ * Output contract.
+ *  - Forward outputs (y) are overwritten (=). Outputs never alias inputs.
+ *  - Backward ACCUMULATES (+=) into every gradient buffer it is given: input
+ *    gradients (dx) so that a tensor feeding several consumers sums the
+ *    gradients of all of them, and parameter gradients (dw, db, ...) so that
+ *    they sum over the micro-batches of an iteration. The caller zeroes
+ *    gradient buffers (gpp_stream_zero) at the start of an iteration / before
+ *    the first consumer's backward. Any gradient pointer may be NULL: that
+ *    gradient is not computed (a frozen weight, an input that is data).
+ *  - Backward needs the forward's inputs (x) unchanged, and for the ops with
+ *    a stash, the stash the forward filled. Stash buffers are device memory
+ *    of gpp_X_stash_bytes(...) bytes that the caller owns and keeps from the
+ *    forward until the backward of the same micro-batch.
+ *
+ * Scratch memory comes from the stream's workspace (gpp_stream_workspace),
+ * so workspace pointers a caller holds are invalid after any call here.
+ *
+ * Determinism: for a fixed backend configuration (CPU: fixed OpenBLAS thread
+ * count) every op is bit-reproducible; reductions have a fixed order. */
+#ifndef GPP_OPS_H
+#define GPP_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gpp_err.h"
+#include "kernels/gpp_backend.h"
+#include "kernels/gpp_sparse.h"
+
+/* ---- linear: y = x W^T (+ b) ----
+ * x [n, rows, in], w [1, out, in], b [1, 1, out] or NULL, y [n, rows, out].
+ * The n*rows rows of x form one matrix product (one sgemm on CPU). */
+int gpp_linear_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                   const gpp_tensor_t *b, gpp_tensor_t *y, gpp_err_t *err);
+/* dx += dy W, dw += dy^T x, db += sum over rows of dy. */
+int gpp_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                   const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw, gpp_tensor_t *db,
+                   gpp_err_t *err);
+
+/* ---- element-wise activations; x, y, dy, dx all the same shape ----
+ * Backward takes the forward input x. GELU is the tanh approximation
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+int gpp_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
+int gpp_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+                 gpp_tensor_t *dx, gpp_err_t *err);
+int gpp_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
+int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+                 gpp_tensor_t *dx, gpp_err_t *err);
+
+/* ---- layer norm over the last dim (cols), eps 1e-5 ----
+ * y = (x - mean) / sqrt(var + eps) * gain + bias, var the biased variance.
+ * x, y [n, rows, cols]; gain, bias [1, 1, cols]. Stash: mean and 1/std per
+ * row (2 floats per row). */
+#define GPP_LAYERNORM_EPS 1e-5f
+size_t gpp_layernorm_stash_bytes(int64_t n, int64_t rows);
+int gpp_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
+                      const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err);
+int gpp_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
+                      const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                      gpp_tensor_t *dgain, gpp_tensor_t *dbias, gpp_err_t *err);
+
+/* ---- multi-head self-attention, no mask ----
+ * x, y [n, seq, hidden]; heads divides hidden, dh = hidden / heads.
+ *   qkv = x W_qkv^T + b_qkv           (hidden -> 3 hidden: Q | K | V)
+ *   ctx_h = softmax(Q_h K_h^T / sqrt(dh)) V_h   per sample and head h,
+ *           Q_h = columns [h dh, (h+1) dh) of Q, likewise K_h, V_h
+ *   y = ctx W_o^T + b_o
+ * Stash: qkv [n, seq, 3 hidden], softmax probabilities [n, heads, seq, seq]
+ * and ctx [n, seq, hidden]. Backward uses the stream workspace for
+ * dctx, dqkv and one [seq, seq] block. */
+typedef struct {
+    gpp_tensor_t w_qkv; /* [1, 3 hidden, hidden] */
+    gpp_tensor_t b_qkv; /* [1, 1, 3 hidden] */
+    gpp_tensor_t w_o;   /* [1, hidden, hidden] */
+    gpp_tensor_t b_o;   /* [1, 1, hidden] */
+} gpp_attention_params_t;
+size_t gpp_attention_stash_bytes(int64_t n, int64_t seq, int64_t hidden, int heads);
+int gpp_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                      int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err);
+/* dx += ..., and every non-NULL data pointer of *dp += its parameter's
+ * gradient (dp itself may be NULL: no parameter gradients). */
+int gpp_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                      int heads, const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                      gpp_attention_params_t *dp, gpp_err_t *err);
+
+/* ---- embedding bag, sum ----
+ * idx i32 [n, rows, bag], table [1, table_rows, dim], y [n, rows, dim]:
+ * y[i, r] = sum_k table[idx[i, r, k]]. An index outside [0, table_rows) is
+ * a run-time error (-1 naming the sample and index; y is then undefined).
+ * Backward accumulates dy[i, r] into row idx[i, r, k] of the sparse
+ * gradient (gpp_sparse.h): only touched rows cost time or memory. */
+int gpp_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
+                          gpp_tensor_t *y, gpp_err_t *err);
+int gpp_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *dy,
+                          gpp_sparse_grad_t *dtable, gpp_err_t *err);
+
+/* ---- concat along features (cols) of n_in inputs ----
+ * xs[i] [n, rows, c_i], y [n, rows, sum c_i] in input order. The backward is
+ * the split: dxs[i] += the matching column block of dy (dxs[i] may be NULL). */
+int gpp_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp_tensor_t *y,
+                   gpp_err_t *err);
+int gpp_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,
+                   gpp_err_t *err);
+
+/* ---- residual add: y = a + b, all the same shape; da += dy, db += dy ---- */
+int gpp_add_fwd(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, gpp_tensor_t *y,
+                gpp_err_t *err);
+int gpp_add_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, gpp_tensor_t *da, gpp_tensor_t *db,
+                gpp_err_t *err);
+
+/* ---- losses: forward and backward in one call ----
+ * loss: device pointer to one float, overwritten with the loss.
+ * dx (may be NULL) += grad_scale * d loss / d x; grad_scale is the upstream
+ * gradient of the loss (1, or e.g. 1 / micro-batches per iteration).
+ * MSE: loss = mean over all elements of (x - target)^2; target like x.
+ * CE: logits [n, rows, classes], labels i32 [n, rows, 1] in [0, classes);
+ *     loss = mean over the n*rows rows of -log softmax(logits row)[label].
+ *     A label out of range is a run-time error. */
+int gpp_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target,
+                 float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
+int gpp_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
+                float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
+
+/* ---- helpers for the executor and the gradient sync ----
+ * y += alpha x (same numel; shapes may differ), x *= alpha. */
+int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y,
+             gpp_err_t *err);
+int gpp_scale(gpp_stream_t *s, float alpha, gpp_tensor_t *x, gpp_err_t *err);
+
+#endif
