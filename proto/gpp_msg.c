@@ -1,0 +1,457 @@
+/* gpp_msg: encode, decode and validate control-plane envelopes.
+ *
+ * Validation has two passes. The structural pass walks the protobuf-c
+ * descriptors, so it covers every field of every message, present and
+ * future: strings bounded, enums known, doubles finite, repeated counts
+ * bounded, repeated sub-messages non-NULL. The semantic pass checks what the
+ * schema cannot say (ranges, ranks < world size, lo < hi, ...). Decoding also
+ * requires the canonical encoding: the decoded message must re-encode to
+ * exactly the bytes received. protobuf-c stores strings C-style, so a string
+ * with an embedded NUL would otherwise decode to a silently shorter one; the
+ * same check rejects duplicated fields and overlong varints, which our
+ * encoder never produces. */
+#include "proto/gpp_msg.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_PATH_LEN 160
+
+#define S_REQUIRE(cond, ...)                                                   \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            return gpp_err_set(err, __VA_ARGS__);                              \
+    } while (0)
+
+void gpp_msg_init(gpp_msg_t *m, uint64_t seq, int sender)
+{
+    assert(m);
+    gpp__envelope__init(m);
+    m->magic = GPP_MSG_MAGIC;
+    m->protocol_version = GPP_PROTOCOL_VERSION;
+    m->seq = seq;
+    m->sender = sender;
+}
+
+const char *gpp_msg_type_name(gpp_msg_type_t t)
+{
+    if (t == GPP__ENVELOPE__BODY__NOT_SET)
+        return "none";
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&gpp__envelope__descriptor, (unsigned)t);
+    if (!f || !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
+        return "unknown";
+    return f->name;
+}
+
+/* ---- structural pass ---- */
+
+static int s_walk(const ProtobufCMessage *msg, char *path, size_t plen, gpp_err_t *err);
+
+static int s_check_value(const ProtobufCFieldDescriptor *f, const void *p, char *path,
+                         size_t plen, gpp_err_t *err)
+{
+    switch (f->type) {
+    case PROTOBUF_C_TYPE_STRING: {
+        const char *s = *(const char *const *)p;
+        S_REQUIRE(!s || strnlen(s, GPP_MSG_STR_MAX + 1) <= GPP_MSG_STR_MAX,
+                  "%s: string longer than %d bytes", path, GPP_MSG_STR_MAX);
+        return 0;
+    }
+    case PROTOBUF_C_TYPE_ENUM: {
+        int v = *(const int *)p;
+        S_REQUIRE(protobuf_c_enum_descriptor_get_value(f->descriptor, v) != NULL,
+                  "%s: %d is not a valid %s", path, v,
+                  ((const ProtobufCEnumDescriptor *)f->descriptor)->short_name);
+        return 0;
+    }
+    case PROTOBUF_C_TYPE_DOUBLE:
+        S_REQUIRE(isfinite(*(const double *)p), "%s: not a finite number", path);
+        return 0;
+    case PROTOBUF_C_TYPE_FLOAT:
+        S_REQUIRE(isfinite(*(const float *)p), "%s: not a finite number", path);
+        return 0;
+    case PROTOBUF_C_TYPE_MESSAGE: {
+        const ProtobufCMessage *sub = *(const ProtobufCMessage *const *)p;
+        return sub ? s_walk(sub, path, plen, err) : 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+static size_t s_elem_size(const ProtobufCFieldDescriptor *f)
+{
+    switch (f->type) {
+    case PROTOBUF_C_TYPE_INT32:
+    case PROTOBUF_C_TYPE_SINT32:
+    case PROTOBUF_C_TYPE_SFIXED32:
+    case PROTOBUF_C_TYPE_UINT32:
+    case PROTOBUF_C_TYPE_FIXED32:
+    case PROTOBUF_C_TYPE_FLOAT:
+    case PROTOBUF_C_TYPE_ENUM:
+        return 4;
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_DOUBLE:
+        return 8;
+    case PROTOBUF_C_TYPE_BOOL:
+        return sizeof(protobuf_c_boolean);
+    case PROTOBUF_C_TYPE_STRING:
+        return sizeof(char *);
+    case PROTOBUF_C_TYPE_BYTES:
+        return sizeof(ProtobufCBinaryData);
+    case PROTOBUF_C_TYPE_MESSAGE:
+        return sizeof(ProtobufCMessage *);
+    }
+    return 0;
+}
+
+/* path holds the dotted path of msg (plen bytes used); fields append to it. */
+static int s_walk(const ProtobufCMessage *msg, char *path, size_t plen, gpp_err_t *err)
+{
+    const ProtobufCMessageDescriptor *d = msg->descriptor;
+    const char *base = (const char *)msg;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+            uint32_t which = *(const uint32_t *)(base + f->quantifier_offset);
+            if (which != f->id)
+                continue;
+        }
+        int n = snprintf(path + plen, S_PATH_LEN - plen, "%s%s", plen ? "." : "", f->name);
+        size_t flen = plen + (n > 0 ? (size_t)n : 0);
+        if (flen >= S_PATH_LEN)
+            flen = S_PATH_LEN - 1;
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t count = *(const size_t *)(base + f->quantifier_offset);
+            const char *arr = *(const char *const *)(base + f->offset);
+            S_REQUIRE(count <= GPP_MSG_REPEATED_MAX, "%s: %zu elements, at most %d allowed",
+                      path, count, GPP_MSG_REPEATED_MAX);
+            S_REQUIRE(count == 0 || arr, "%s: %zu elements but no array", path, count);
+            size_t esz = s_elem_size(f);
+            for (size_t k = 0; k < count; k++) {
+                int m = snprintf(path + flen, S_PATH_LEN - flen, "[%zu]", k);
+                size_t elen = flen + (m > 0 ? (size_t)m : 0);
+                if (elen >= S_PATH_LEN)
+                    elen = S_PATH_LEN - 1;
+                const void *p = arr + k * esz;
+                if (f->type == PROTOBUF_C_TYPE_MESSAGE)
+                    S_REQUIRE(*(const void *const *)p, "%s: missing element", path);
+                if (s_check_value(f, p, path, elen, err) < 0)
+                    return -1;
+            }
+        } else if (s_check_value(f, base + f->offset, path, flen, err) < 0) {
+            return -1;
+        }
+        path[plen] = '\0';
+    }
+    return 0;
+}
+
+/* ---- semantic pass ---- */
+
+static int s_nonempty(const char *s) { return s && s[0]; }
+
+static int s_check_register(const Gpp__Register *r, gpp_err_t *err)
+{
+    S_REQUIRE(s_nonempty(r->host), "register.host: empty");
+    S_REQUIRE(r->slot >= 0, "register.slot: %d is negative", r->slot);
+    S_REQUIRE(r->backend != GPP__BACKEND__BACKEND_UNSPECIFIED, "register.backend: not set");
+    S_REQUIRE(r->mem_bytes > 0, "register.mem_bytes: %lld is not positive",
+              (long long)r->mem_bytes);
+    S_REQUIRE(r->pid > 0, "register.pid: %d is not positive", r->pid);
+    return 0;
+}
+
+static int s_check_profile_request(const Gpp__ProfileRequest *p, gpp_err_t *err)
+{
+    S_REQUIRE(s_nonempty(p->model), "profile_request.model: empty");
+    S_REQUIRE(p->n_micro_batches > 0, "profile_request.micro_batches: empty");
+    for (size_t i = 0; i < p->n_micro_batches; i++)
+        S_REQUIRE(p->micro_batches[i] > 0, "profile_request.micro_batches[%zu]: %d is not positive",
+                  i, p->micro_batches[i]);
+    S_REQUIRE(p->iterations > 0, "profile_request.iterations: %d is not positive", p->iterations);
+    return 0;
+}
+
+static int s_check_profile_result(const Gpp__ProfileResult *p, gpp_err_t *err)
+{
+    for (size_t i = 0; i < p->n_ops; i++) {
+        const Gpp__OpProfile *o = p->ops[i];
+        S_REQUIRE(o->op >= 0, "profile_result.ops[%zu].op: %d is negative", i, o->op);
+        S_REQUIRE(o->micro_batch > 0, "profile_result.ops[%zu].micro_batch: %d is not positive",
+                  i, o->micro_batch);
+        S_REQUIRE(o->fwd_ms >= 0 && o->bwd_ms >= 0, "profile_result.ops[%zu]: negative time", i);
+    }
+    return 0;
+}
+
+static int s_check_action(const Gpp__Assignment *a, size_t i, gpp_err_t *err)
+{
+    const Gpp__Action *x = a->actions[i];
+    int n_mb = a->batch / a->micro_batch;
+    switch (x->type) {
+    case GPP__ACTION_TYPE__ACT_FWD:
+    case GPP__ACTION_TYPE__ACT_BWD:
+        S_REQUIRE(x->mb >= 0 && x->mb < n_mb,
+                  "assignment.actions[%zu].mb: %d outside [0, %d) (batch/micro_batch)", i, x->mb,
+                  n_mb);
+        return 0;
+    case GPP__ACTION_TYPE__ACT_SEND_ACT:
+    case GPP__ACTION_TYPE__ACT_RECV_ACT:
+    case GPP__ACTION_TYPE__ACT_SEND_GRAD:
+    case GPP__ACTION_TYPE__ACT_RECV_GRAD:
+        S_REQUIRE(x->mb >= -1 && x->mb < n_mb, "assignment.actions[%zu].mb: %d outside [-1, %d)",
+                  i, x->mb, n_mb);
+        S_REQUIRE(x->peer_stage >= 0 && x->peer_stage < a->n_stages && x->peer_stage != a->stage,
+                  "assignment.actions[%zu].peer_stage: %d is not another stage of [0, %d)", i,
+                  x->peer_stage, a->n_stages);
+        S_REQUIRE(x->peer_replica >= 0, "assignment.actions[%zu].peer_replica: %d is negative", i,
+                  x->peer_replica);
+        S_REQUIRE(x->tensor >= 0, "assignment.actions[%zu].tensor: %d is negative", i, x->tensor);
+        S_REQUIRE(x->lo >= 0 && x->lo < x->hi && x->hi <= a->batch,
+                  "assignment.actions[%zu]: samples [%lld, %lld) not within [0, %d) or empty", i,
+                  (long long)x->lo, (long long)x->hi, a->batch);
+        return 0;
+    default: /* ALLREDUCE, STEP: no operands */
+        return 0;
+    }
+}
+
+static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
+{
+    S_REQUIRE(s_nonempty(a->model), "assignment.model: empty");
+    S_REQUIRE(a->n_stages > 0, "assignment.n_stages: %d is not positive", a->n_stages);
+    S_REQUIRE(a->stage >= 0 && a->stage < a->n_stages, "assignment.stage: %d outside [0, %d)",
+              a->stage, a->n_stages);
+    S_REQUIRE(a->replicas > 0, "assignment.replicas: %d is not positive", a->replicas);
+    S_REQUIRE(a->replica >= 0 && a->replica < a->replicas,
+              "assignment.replica: %d outside [0, %d)", a->replica, a->replicas);
+    S_REQUIRE(a->n_ops > 0, "assignment.ops: empty");
+    for (size_t i = 0; i < a->n_ops; i++)
+        S_REQUIRE(a->ops[i] >= 0 && (i == 0 || a->ops[i] > a->ops[i - 1]),
+                  "assignment.ops[%zu]: %d is negative or not ascending", i, a->ops[i]);
+    S_REQUIRE(a->micro_batch > 0, "assignment.micro_batch: %d is not positive", a->micro_batch);
+    S_REQUIRE(a->k > 0, "assignment.k: %d is not positive", a->k);
+    S_REQUIRE(a->batch > 0 && a->batch % a->micro_batch == 0,
+              "assignment.batch: %d is not a positive multiple of micro_batch %d", a->batch,
+              a->micro_batch);
+    S_REQUIRE(a->comm, "assignment.comm: missing");
+    const Gpp__CommBootstrap *c = a->comm;
+    S_REQUIRE(s_nonempty(c->store_addr), "assignment.comm.store_addr: empty");
+    S_REQUIRE(c->world_size > 0, "assignment.comm.world_size: %d is not positive", c->world_size);
+    S_REQUIRE(c->rank >= 0 && c->rank < c->world_size, "assignment.comm.rank: %d outside [0, %d)",
+              c->rank, c->world_size);
+    for (size_t i = 0; i < a->n_actions; i++)
+        if (s_check_action(a, i, err) < 0)
+            return -1;
+    for (size_t i = 0; i < a->n_edges; i++) {
+        const Gpp__Edge *e = a->edges[i];
+        S_REQUIRE(e->peer_stage >= 0 && e->peer_stage < a->n_stages && e->peer_stage != a->stage,
+                  "assignment.edges[%zu].peer_stage: %d is not another stage of [0, %d)", i,
+                  e->peer_stage, a->n_stages);
+        S_REQUIRE(e->n_tensors > 0, "assignment.edges[%zu].tensors: empty", i);
+        for (size_t j = 0; j < e->n_tensors; j++)
+            S_REQUIRE(e->tensors[j] >= 0, "assignment.edges[%zu].tensors[%zu]: %d is negative", i,
+                      j, e->tensors[j]);
+        S_REQUIRE(e->n_replicas > 0, "assignment.edges[%zu].replicas: empty", i);
+        for (size_t j = 0; j < e->n_replicas; j++) {
+            const Gpp__PeerReplica *r = e->replicas[j];
+            S_REQUIRE(r->replica >= 0, "assignment.edges[%zu].replicas[%zu].replica: %d is negative",
+                      i, j, r->replica);
+            S_REQUIRE(r->rank >= 0 && r->rank < c->world_size,
+                      "assignment.edges[%zu].replicas[%zu].rank: %d outside [0, %d)", i, j, r->rank,
+                      c->world_size);
+        }
+    }
+    S_REQUIRE(a->n_dp_ranks == (size_t)a->replicas,
+              "assignment.dp_ranks: %zu ranks for %d replicas", a->n_dp_ranks, a->replicas);
+    for (size_t i = 0; i < a->n_dp_ranks; i++)
+        S_REQUIRE(a->dp_ranks[i] >= 0 && a->dp_ranks[i] < c->world_size,
+                  "assignment.dp_ranks[%zu]: %d outside [0, %d)", i, a->dp_ranks[i], c->world_size);
+    S_REQUIRE(a->dp_ranks[a->replica] == c->rank,
+              "assignment.dp_ranks[%d]: %d is not this agent's comm rank %d", a->replica,
+              a->dp_ranks[a->replica], c->rank);
+    S_REQUIRE(a->hyper, "assignment.hyper: missing");
+    const Gpp__HyperParams *h = a->hyper;
+    S_REQUIRE(h->optimizer != GPP__OPTIMIZER__OPTIMIZER_UNSPECIFIED,
+              "assignment.hyper.optimizer: not set");
+    S_REQUIRE(h->lr > 0, "assignment.hyper.lr: %g is not positive", h->lr);
+    S_REQUIRE(h->momentum >= 0 && h->momentum < 1, "assignment.hyper.momentum: %g outside [0, 1)",
+              h->momentum);
+    S_REQUIRE(h->weight_decay >= 0, "assignment.hyper.weight_decay: %g is negative",
+              h->weight_decay);
+    S_REQUIRE(h->beta1 >= 0 && h->beta1 < 1 && h->beta2 >= 0 && h->beta2 < 1,
+              "assignment.hyper: betas (%g, %g) outside [0, 1)", h->beta1, h->beta2);
+    S_REQUIRE(h->eps >= 0, "assignment.hyper.eps: %g is negative", h->eps);
+    S_REQUIRE(a->iterations > 0, "assignment.iterations: %d is not positive", a->iterations);
+    S_REQUIRE(a->checkpoint_interval >= 0, "assignment.checkpoint_interval: %d is negative",
+              a->checkpoint_interval);
+    S_REQUIRE(a->checkpoint_interval == 0 || s_nonempty(a->checkpoint_dir),
+              "assignment.checkpoint_dir: empty with checkpoint_interval %d",
+              a->checkpoint_interval);
+    S_REQUIRE(a->start_iteration >= 0 && a->start_iteration <= a->iterations,
+              "assignment.start_iteration: %d outside [0, %d]", a->start_iteration, a->iterations);
+    return 0;
+}
+
+static int s_check_metrics(const Gpp__Metrics *m, gpp_err_t *err)
+{
+    S_REQUIRE(m->iteration >= 0, "metrics.iteration: %d is negative", m->iteration);
+    for (size_t i = 0; i < m->n_action_ms; i++)
+        S_REQUIRE(m->action_ms[i] >= 0, "metrics.action_ms[%zu]: %g is negative", i,
+                  m->action_ms[i]);
+    S_REQUIRE(m->iteration_ms >= 0, "metrics.iteration_ms: %g is negative", m->iteration_ms);
+    S_REQUIRE(m->bubble_ms >= 0 && m->bubble_ms <= m->iteration_ms,
+              "metrics.bubble_ms: %g outside [0, iteration_ms=%g]", m->bubble_ms, m->iteration_ms);
+    S_REQUIRE(m->mem_high_water_bytes >= 0, "metrics.mem_high_water_bytes: negative");
+    S_REQUIRE(m->samples >= 0, "metrics.samples: %lld is negative", (long long)m->samples);
+    return 0;
+}
+
+static int s_check_body(const gpp_msg_t *m, gpp_err_t *err)
+{
+    switch (m->body_case) {
+    case GPP__ENVELOPE__BODY_REGISTER:
+        return s_check_register(m->register_, err);
+    case GPP__ENVELOPE__BODY_REGISTER_ACK:
+        S_REQUIRE(m->register_ack->world_size > 0, "register_ack.world_size: %d is not positive",
+                  m->register_ack->world_size);
+        S_REQUIRE(m->register_ack->rank >= 0 && m->register_ack->rank < m->register_ack->world_size,
+                  "register_ack.rank: %d outside [0, %d)", m->register_ack->rank,
+                  m->register_ack->world_size);
+        return 0;
+    case GPP__ENVELOPE__BODY_REJECT:
+        S_REQUIRE(s_nonempty(m->reject->reason), "reject.reason: empty");
+        return 0;
+    case GPP__ENVELOPE__BODY_PROFILE_REQUEST:
+        return s_check_profile_request(m->profile_request, err);
+    case GPP__ENVELOPE__BODY_PROFILE_RESULT:
+        return s_check_profile_result(m->profile_result, err);
+    case GPP__ENVELOPE__BODY_ASSIGNMENT:
+        return s_check_assignment(m->assignment, err);
+    case GPP__ENVELOPE__BODY_READY:
+        S_REQUIRE(m->ready->stage >= 0 && m->ready->replica >= 0,
+                  "ready: stage %d / replica %d negative", m->ready->stage, m->ready->replica);
+        return 0;
+    case GPP__ENVELOPE__BODY_BARRIER_ENTER:
+        S_REQUIRE(m->barrier_enter->barrier_id >= 0, "barrier_enter.barrier_id: %d is negative",
+                  m->barrier_enter->barrier_id);
+        return 0;
+    case GPP__ENVELOPE__BODY_BARRIER_RELEASE:
+        S_REQUIRE(m->barrier_release->barrier_id >= 0,
+                  "barrier_release.barrier_id: %d is negative", m->barrier_release->barrier_id);
+        return 0;
+    case GPP__ENVELOPE__BODY_HEARTBEAT:
+        S_REQUIRE(m->heartbeat->timestamp_us >= 0, "heartbeat.timestamp_us: negative");
+        return 0;
+    case GPP__ENVELOPE__BODY_METRICS:
+        return s_check_metrics(m->metrics, err);
+    case GPP__ENVELOPE__BODY_ABORT:
+        S_REQUIRE(s_nonempty(m->abort->reason), "abort.reason: empty");
+        return 0;
+    case GPP__ENVELOPE__BODY_SHUTDOWN:
+        return 0;
+    case GPP__ENVELOPE__BODY_ERROR:
+        S_REQUIRE(m->error->code != GPP__ERROR_CODE__ERROR_UNSPECIFIED, "error.code: not set");
+        return 0;
+    default:
+        return gpp_err_set(err, "body: unknown message type %d", (int)m->body_case);
+    }
+}
+
+/* The oneof member for body_case, or NULL (a decoded oneof always has one). */
+static const void *s_body_ptr(const gpp_msg_t *m)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&gpp__envelope__descriptor, (unsigned)m->body_case);
+    if (!f || !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
+        return NULL;
+    return *(const void *const *)((const char *)m + f->offset);
+}
+
+int gpp_msg_validate(const gpp_msg_t *m, gpp_err_t *err)
+{
+    assert(m);
+    S_REQUIRE(m->magic == GPP_MSG_MAGIC, "magic: 0x%08x is not a gpp message (0x%08x)", m->magic,
+              GPP_MSG_MAGIC);
+    S_REQUIRE(m->protocol_version == GPP_PROTOCOL_VERSION,
+              "protocol_version: peer speaks %u, we speak %u; run the same gpp build on "
+              "coordinator and agents",
+              m->protocol_version, GPP_PROTOCOL_VERSION);
+    S_REQUIRE(m->seq > 0, "seq: 0 (sequence numbers start at 1)");
+    S_REQUIRE(m->sender >= GPP_MSG_SENDER_UNREGISTERED, "sender: %d is not a rank, -1 or -2",
+              m->sender);
+    S_REQUIRE(m->body_case != GPP__ENVELOPE__BODY__NOT_SET, "body: no message type set");
+    S_REQUIRE(s_body_ptr(m), "body: message type %d without a body", (int)m->body_case);
+    char path[S_PATH_LEN] = "";
+    if (s_walk(&m->base, path, 0, err) < 0)
+        return -1;
+    return s_check_body(m, err);
+}
+
+int gpp_msg_encode(const gpp_msg_t *m, uint8_t **data_out, size_t *len_out, gpp_err_t *err)
+{
+    assert(m && data_out && len_out);
+    *data_out = NULL;
+    *len_out = 0;
+    if (gpp_msg_validate(m, err) < 0)
+        return gpp_err_prefix(err, "gpp_msg: refusing to encode %s", gpp_msg_type_name(m->body_case));
+    size_t len = gpp__envelope__get_packed_size(m);
+    if (len > GPP_MSG_MAX_BYTES)
+        return gpp_err_set(err, "gpp_msg: %s message of %zu bytes exceeds %u bytes",
+                           gpp_msg_type_name(m->body_case), len, GPP_MSG_MAX_BYTES);
+    uint8_t *buf = gpp_xcalloc(len ? len : 1, 1);
+    size_t n = gpp__envelope__pack(m, buf);
+    assert(n == len);
+    *data_out = buf;
+    *len_out = n;
+    return 0;
+}
+
+gpp_msg_t *gpp_msg_decode(const uint8_t *data, size_t len, gpp_err_t *err)
+{
+    assert(data || len == 0);
+    static const uint8_t empty[1];
+    if (len > GPP_MSG_MAX_BYTES) {
+        gpp_err_set(err, "gpp_msg: frame of %zu bytes exceeds %u bytes; not a gpp message", len,
+                    GPP_MSG_MAX_BYTES);
+        return NULL;
+    }
+    gpp_msg_t *m = gpp__envelope__unpack(NULL, len, data ? data : empty);
+    if (!m) {
+        gpp_err_set(err, "gpp_msg: %zu bytes do not decode as a gpp envelope (truncated or "
+                    "corrupt frame, or not a gpp peer)", len);
+        return NULL;
+    }
+    if (gpp_msg_validate(m, err) < 0) {
+        gpp_err_prefix(err, "gpp_msg: bad %s message from sender %d", gpp_msg_type_name(m->body_case),
+                       m->sender);
+        gpp_msg_destroy(&m);
+        return NULL;
+    }
+    size_t canon = gpp__envelope__get_packed_size(m);
+    if (canon != len) {
+        gpp_err_set(err, "gpp_msg: bad %s message from sender %d: %zu bytes re-encode to %zu "
+                    "(embedded NUL in a string, duplicated field or non-canonical encoding)",
+                    gpp_msg_type_name(m->body_case), m->sender, len, canon);
+        gpp_msg_destroy(&m);
+        return NULL;
+    }
+    return m;
+}
+
+void gpp_msg_destroy(gpp_msg_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp__envelope__free_unpacked(*self_p, NULL);
+    *self_p = NULL;
+}

@@ -1,0 +1,61 @@
+/* gpp_msg: the control-plane message layer over the generated protobuf-c
+ * code (proto/gpp.proto).
+ *
+ * A message is a Gpp__Envelope (typedef gpp_msg_t): magic, protocol version,
+ * sequence number, sender, and a oneof body. Build one on the stack with
+ * gpp_msg_init() and the generated *_INIT macros, set env.body_case and the
+ * body pointer, then gpp_msg_encode(). Receivers call gpp_msg_decode(), which
+ * returns a message only after it passed gpp_msg_validate(): the structural
+ * pass (every string bounded and NUL-free, every enum a known value, every
+ * double finite, counts bounded) and the semantic pass (ranks < world size,
+ * lo < hi, ids non-negative, ...). protobuf-c alone accepts such garbage, so
+ * nothing from the wire is used before this. See docs/protocol.md. */
+#ifndef GPP_MSG_H
+#define GPP_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gpp_err.h"
+#include "proto/gpp.pb-c.h"
+
+#define GPP_MSG_MAGIC 0x31505047u /* "GPP1" as little-endian bytes */
+#define GPP_PROTOCOL_VERSION 1u
+
+/* Envelope.sender values that are not agent ranks. */
+#define GPP_MSG_SENDER_COORD (-1)
+#define GPP_MSG_SENDER_UNREGISTERED (-2)
+
+#define GPP_MSG_MAX_BYTES (64u << 20) /* larger frames are rejected unread */
+#define GPP_MSG_STR_MAX 4096          /* bytes, excluding the NUL */
+#define GPP_MSG_REPEATED_MAX (1 << 22) /* elements in one repeated field */
+
+typedef Gpp__Envelope gpp_msg_t;
+typedef Gpp__Envelope__BodyCase gpp_msg_type_t;
+
+/* Initializes *m: magic, our protocol version, seq, sender; no body. */
+void gpp_msg_init(gpp_msg_t *m, uint64_t seq, int sender);
+
+/* Validates m, then encodes it. On success *data_out is a malloc'ed buffer of
+ * *len_out bytes: caller owns the result (free()). On failure returns -1,
+ * fills err and leaves *data_out NULL. */
+int gpp_msg_encode(const gpp_msg_t *m, uint8_t **data_out, size_t *len_out,
+                   gpp_err_t *err);
+
+/* Decodes len bytes and validates the result. Returns NULL with the reason
+ * in err on any failure (never crashes on hostile input). Caller owns the
+ * result: free it with gpp_msg_destroy(). */
+gpp_msg_t *gpp_msg_decode(const uint8_t *data, size_t len, gpp_err_t *err);
+
+/* Frees a message returned by gpp_msg_decode() and NULLs *self_p; accepts
+ * NULL and *self_p == NULL. Not for messages built by the caller. */
+void gpp_msg_destroy(gpp_msg_t **self_p);
+
+/* Both validation passes. Returns 0, or -1 with "<path>: <problem>" in err,
+ * e.g. "assignment.actions[3]: lo=8 >= hi=4". */
+int gpp_msg_validate(const gpp_msg_t *m, gpp_err_t *err);
+
+/* "register", "assignment", ...; "none" for an unset body, "unknown" else. */
+const char *gpp_msg_type_name(gpp_msg_type_t t);
+
+#endif

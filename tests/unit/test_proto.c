@@ -1,0 +1,556 @@
+/* test_proto: the wire protocol (proto/gpp_msg). Round trip of every message
+ * type; truncated frames, seeded random garbage and mutations, wrong
+ * version and out-of-range fields must be rejected with a reason naming the
+ * field, never crash (run under -DGPP_SANITIZE=ON too). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/gpp_msg.h"
+#include "tests/unit/gpp_test.h"
+
+/* Storage for one message of every type, filled with valid values. */
+typedef struct {
+    gpp_msg_t env;
+    Gpp__Register reg;
+    Gpp__RegisterAck ack;
+    Gpp__Reject reject;
+    Gpp__ProfileRequest preq;
+    int32_t preq_mb[3];
+    Gpp__ProfileResult pres;
+    Gpp__OpProfile op[2];
+    Gpp__OpProfile *opp[2];
+    Gpp__Assignment asg;
+    int32_t ops[3];
+    Gpp__Action act[4];
+    Gpp__Action *actp[4];
+    Gpp__Edge edge;
+    Gpp__Edge *edgep[1];
+    int32_t edge_tensors[1];
+    Gpp__PeerReplica peer[2];
+    Gpp__PeerReplica *peerp[2];
+    int32_t dp_ranks[2];
+    Gpp__CommBootstrap comm;
+    Gpp__HyperParams hyper;
+    Gpp__Ready ready;
+    Gpp__BarrierEnter benter;
+    Gpp__BarrierRelease brelease;
+    Gpp__Heartbeat hb;
+    Gpp__Metrics metrics;
+    double action_ms[4];
+    Gpp__Abort abort_;
+    Gpp__Shutdown shutdown;
+    Gpp__Error error;
+} sample_t;
+
+static const gpp_msg_type_t ALL_TYPES[] = {
+    GPP__ENVELOPE__BODY_REGISTER,        GPP__ENVELOPE__BODY_REGISTER_ACK,
+    GPP__ENVELOPE__BODY_REJECT,          GPP__ENVELOPE__BODY_PROFILE_REQUEST,
+    GPP__ENVELOPE__BODY_PROFILE_RESULT,  GPP__ENVELOPE__BODY_ASSIGNMENT,
+    GPP__ENVELOPE__BODY_READY,           GPP__ENVELOPE__BODY_BARRIER_ENTER,
+    GPP__ENVELOPE__BODY_BARRIER_RELEASE, GPP__ENVELOPE__BODY_HEARTBEAT,
+    GPP__ENVELOPE__BODY_METRICS,         GPP__ENVELOPE__BODY_ABORT,
+    GPP__ENVELOPE__BODY_SHUTDOWN,        GPP__ENVELOPE__BODY_ERROR,
+};
+#define N_TYPES (sizeof ALL_TYPES / sizeof ALL_TYPES[0])
+
+static void s_sample(sample_t *s, gpp_msg_type_t t)
+{
+    memset(s, 0, sizeof *s);
+    gpp_msg_init(&s->env, 7, 3);
+    s->env.body_case = t;
+    switch (t) {
+    case GPP__ENVELOPE__BODY_REGISTER:
+        gpp__register__init(&s->reg);
+        s->reg.host = "node-a";
+        s->reg.slot = 2;
+        s->reg.backend = GPP__BACKEND__BACKEND_CUDA;
+        s->reg.mem_bytes = 80LL << 30;
+        s->reg.pid = 4242;
+        s->reg.build_version = "0.1.0";
+        s->reg.data_addr = "10.0.0.1:29500";
+        s->env.sender = GPP_MSG_SENDER_UNREGISTERED;
+        s->env.register_ = &s->reg;
+        break;
+    case GPP__ENVELOPE__BODY_REGISTER_ACK:
+        gpp__register_ack__init(&s->ack);
+        s->ack.rank = 3;
+        s->ack.world_size = 4;
+        s->env.sender = GPP_MSG_SENDER_COORD;
+        s->env.register_ack = &s->ack;
+        break;
+    case GPP__ENVELOPE__BODY_REJECT:
+        gpp__reject__init(&s->reject);
+        s->reject.reason = "job is full";
+        s->env.reject = &s->reject;
+        break;
+    case GPP__ENVELOPE__BODY_PROFILE_REQUEST:
+        gpp__profile_request__init(&s->preq);
+        s->preq.model = "mmt:branches=2,layers=2,hidden=64,heads=4,seq=16";
+        s->preq_mb[0] = 1, s->preq_mb[1] = 2, s->preq_mb[2] = 4;
+        s->preq.n_micro_batches = 3;
+        s->preq.micro_batches = s->preq_mb;
+        s->preq.iterations = 5;
+        s->env.profile_request = &s->preq;
+        break;
+    case GPP__ENVELOPE__BODY_PROFILE_RESULT:
+        gpp__profile_result__init(&s->pres);
+        for (int i = 0; i < 2; i++) {
+            gpp__op_profile__init(&s->op[i]);
+            s->op[i].op = i;
+            s->op[i].micro_batch = 4;
+            s->op[i].fwd_ms = 0.25 * (i + 1);
+            s->op[i].bwd_ms = 0.5 * (i + 1);
+            s->opp[i] = &s->op[i];
+        }
+        s->pres.n_ops = 2;
+        s->pres.ops = s->opp;
+        s->env.profile_result = &s->pres;
+        break;
+    case GPP__ENVELOPE__BODY_ASSIGNMENT: {
+        Gpp__Assignment *a = &s->asg;
+        gpp__assignment__init(a);
+        a->model = "mmt:branches=2";
+        a->stage = 1;
+        a->n_stages = 3;
+        a->replica = 1;
+        a->replicas = 2;
+        s->ops[0] = 4, s->ops[1] = 5, s->ops[2] = 9;
+        a->n_ops = 3;
+        a->ops = s->ops;
+        a->micro_batch = 4;
+        a->k = 1;
+        a->batch = 16;
+        const Gpp__ActionType types[4] = {GPP__ACTION_TYPE__ACT_RECV_ACT,
+                                          GPP__ACTION_TYPE__ACT_FWD,
+                                          GPP__ACTION_TYPE__ACT_SEND_ACT,
+                                          GPP__ACTION_TYPE__ACT_STEP};
+        for (int i = 0; i < 4; i++) {
+            gpp__action__init(&s->act[i]);
+            s->act[i].type = types[i];
+            s->act[i].mb = types[i] == GPP__ACTION_TYPE__ACT_STEP ? -1 : 0;
+            s->act[i].peer_stage = i == 0 ? 0 : i == 2 ? 2 : -1;
+            s->act[i].peer_replica = (i == 0 || i == 2) ? 0 : -1;
+            s->act[i].tensor = (i == 0 || i == 2) ? 3 + i : -1;
+            s->act[i].lo = (i == 0 || i == 2) ? 2 : 0;
+            s->act[i].hi = (i == 0 || i == 2) ? 4 : 0;
+            s->actp[i] = &s->act[i];
+        }
+        a->n_actions = 4;
+        a->actions = s->actp;
+        gpp__edge__init(&s->edge);
+        s->edge.peer_stage = 2;
+        s->edge.downstream = 1;
+        s->edge_tensors[0] = 5;
+        s->edge.n_tensors = 1;
+        s->edge.tensors = s->edge_tensors;
+        for (int i = 0; i < 2; i++) {
+            gpp__peer_replica__init(&s->peer[i]);
+            s->peer[i].replica = i;
+            s->peer[i].rank = 3 + i;
+            s->peer[i].address = "node-b:29500";
+            s->peerp[i] = &s->peer[i];
+        }
+        s->edge.n_replicas = 2;
+        s->edge.replicas = s->peerp;
+        s->edgep[0] = &s->edge;
+        a->n_edges = 1;
+        a->edges = s->edgep;
+        s->dp_ranks[0] = 1, s->dp_ranks[1] = 2;
+        a->n_dp_ranks = 2;
+        a->dp_ranks = s->dp_ranks;
+        gpp__comm_bootstrap__init(&s->comm);
+        s->comm.store_addr = "127.0.0.1:29400";
+        s->comm.prefix = "job1/attempt0";
+        s->comm.world_size = 5;
+        s->comm.rank = 2;
+        a->comm = &s->comm;
+        gpp__hyper_params__init(&s->hyper);
+        s->hyper.optimizer = GPP__OPTIMIZER__OPTIMIZER_ADAMW;
+        s->hyper.lr = 1e-3;
+        s->hyper.weight_decay = 0.01;
+        s->hyper.beta1 = 0.9;
+        s->hyper.beta2 = 0.999;
+        s->hyper.eps = 1e-8;
+        a->hyper = &s->hyper;
+        a->iterations = 20;
+        a->seed = 1234567890123ULL;
+        a->checkpoint_dir = "/tmp/ckpt";
+        a->checkpoint_interval = 5;
+        a->start_iteration = 10;
+        s->env.assignment = a;
+        break;
+    }
+    case GPP__ENVELOPE__BODY_READY:
+        gpp__ready__init(&s->ready);
+        s->ready.stage = 1;
+        s->ready.replica = 0;
+        s->env.ready = &s->ready;
+        break;
+    case GPP__ENVELOPE__BODY_BARRIER_ENTER:
+        gpp__barrier_enter__init(&s->benter);
+        s->benter.barrier_id = 12;
+        s->env.barrier_enter = &s->benter;
+        break;
+    case GPP__ENVELOPE__BODY_BARRIER_RELEASE:
+        gpp__barrier_release__init(&s->brelease);
+        s->brelease.barrier_id = 12;
+        s->env.barrier_release = &s->brelease;
+        break;
+    case GPP__ENVELOPE__BODY_HEARTBEAT:
+        gpp__heartbeat__init(&s->hb);
+        s->hb.timestamp_us = 1700000000123456LL;
+        s->env.heartbeat = &s->hb;
+        break;
+    case GPP__ENVELOPE__BODY_METRICS:
+        gpp__metrics__init(&s->metrics);
+        s->metrics.iteration = 9;
+        for (int i = 0; i < 4; i++)
+            s->action_ms[i] = 1.5 * i;
+        s->metrics.n_action_ms = 4;
+        s->metrics.action_ms = s->action_ms;
+        s->metrics.iteration_ms = 20;
+        s->metrics.bubble_ms = 3.5;
+        s->metrics.mem_high_water_bytes = 123456789;
+        s->metrics.has_loss = 1;
+        s->metrics.loss = 2.302585;
+        s->metrics.samples = 16;
+        s->env.metrics = &s->metrics;
+        break;
+    case GPP__ENVELOPE__BODY_ABORT:
+        gpp__abort__init(&s->abort_);
+        s->abort_.reason = "agent 3 silent for 5000 ms";
+        s->env.abort = &s->abort_;
+        break;
+    case GPP__ENVELOPE__BODY_SHUTDOWN:
+        gpp__shutdown__init(&s->shutdown);
+        s->env.shutdown = &s->shutdown;
+        break;
+    case GPP__ENVELOPE__BODY_ERROR:
+        gpp__error__init(&s->error);
+        s->error.code = GPP__ERROR_CODE__ERROR_DEVICE;
+        s->error.text = "cudaMalloc: out of memory";
+        s->env.error = &s->error;
+        break;
+    default:
+        break;
+    }
+}
+
+/* Packs without validation: how a buggy or hostile peer would send it. */
+static uint8_t *s_pack_raw(const gpp_msg_t *m, size_t *len)
+{
+    *len = gpp__envelope__get_packed_size(m);
+    uint8_t *buf = malloc(*len ? *len : 1);
+    gpp__envelope__pack(m, buf);
+    return buf;
+}
+
+static uint64_t s_rng = 0x9E3779B97F4A7C15ULL;
+static uint64_t s_next(void)
+{
+    s_rng ^= s_rng << 13;
+    s_rng ^= s_rng >> 7;
+    s_rng ^= s_rng << 17;
+    return s_rng;
+}
+
+static void t_round_trip_every_type(void)
+{
+    for (size_t i = 0; i < N_TYPES; i++) {
+        sample_t s;
+        s_sample(&s, ALL_TYPES[i]);
+        gpp_err_t err = {{0}};
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        int rc = gpp_msg_encode(&s.env, &buf, &len, &err);
+        GPP_EXPECT_MSG(rc == 0, "%s: %s", gpp_msg_type_name(ALL_TYPES[i]), err.msg);
+        if (rc)
+            continue;
+        gpp_msg_t *m = gpp_msg_decode(buf, len, &err);
+        GPP_EXPECT_MSG(m, "%s: %s", gpp_msg_type_name(ALL_TYPES[i]), err.msg);
+        if (m) {
+            GPP_EXPECT(m->body_case == ALL_TYPES[i]);
+            GPP_EXPECT(m->seq == 7 && m->sender == s.env.sender);
+            /* Same message: re-encoding gives the same bytes. */
+            size_t len2 = 0;
+            uint8_t *buf2 = s_pack_raw(m, &len2);
+            GPP_EXPECT(len2 == len && memcmp(buf, buf2, len) == 0);
+            free(buf2);
+        }
+        gpp_msg_destroy(&m);
+        GPP_EXPECT(m == NULL);
+        free(buf);
+    }
+    gpp_msg_destroy(NULL);
+}
+
+static void t_round_trip_fields(void)
+{
+    sample_t s;
+    s_sample(&s, GPP__ENVELOPE__BODY_ASSIGNMENT);
+    gpp_err_t err = {{0}};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    GPP_EXPECT(gpp_msg_encode(&s.env, &buf, &len, &err) == 0);
+    gpp_msg_t *m = gpp_msg_decode(buf, len, &err);
+    GPP_EXPECT_MSG(m, "%s", err.msg);
+    if (m) {
+        const Gpp__Assignment *a = m->assignment;
+        GPP_EXPECT(strcmp(a->model, "mmt:branches=2") == 0);
+        GPP_EXPECT(a->n_ops == 3 && a->ops[2] == 9);
+        GPP_EXPECT(a->n_actions == 4 && a->actions[0]->type == GPP__ACTION_TYPE__ACT_RECV_ACT);
+        GPP_EXPECT(a->actions[3]->mb == -1 && a->actions[2]->lo == 2 && a->actions[2]->hi == 4);
+        GPP_EXPECT(a->edges[0]->replicas[1]->rank == 4);
+        GPP_EXPECT(strcmp(a->edges[0]->replicas[1]->address, "node-b:29500") == 0);
+        GPP_EXPECT(a->comm->rank == 2 && a->comm->world_size == 5);
+        GPP_EXPECT(a->hyper->beta2 == 0.999 && a->hyper->lr == 1e-3);
+        GPP_EXPECT(a->seed == 1234567890123ULL && a->start_iteration == 10);
+    }
+    gpp_msg_destroy(&m);
+    free(buf);
+    /* Action types agree with planner/gpp_plan.h. */
+    GPP_EXPECT(GPP__ACTION_TYPE__ACT_STEP == 7 && GPP__ACTION_TYPE__ACT_RECV_GRAD == 5);
+    GPP_EXPECT(strcmp(gpp_msg_type_name(GPP__ENVELOPE__BODY_BARRIER_RELEASE), "barrier_release") == 0);
+    GPP_EXPECT(strcmp(gpp_msg_type_name(GPP__ENVELOPE__BODY__NOT_SET), "none") == 0);
+}
+
+static void t_truncated(void)
+{
+    for (size_t i = 0; i < N_TYPES; i++) {
+        sample_t s;
+        s_sample(&s, ALL_TYPES[i]);
+        size_t len;
+        uint8_t *buf = s_pack_raw(&s.env, &len);
+        for (size_t cut = 0; cut < len; cut++) {
+            gpp_err_t err = {{0}};
+            uint8_t *copy = malloc(cut ? cut : 1); /* exact size: ASan sees overreads */
+            memcpy(copy, buf, cut);
+            gpp_msg_t *m = gpp_msg_decode(copy, cut, &err);
+            GPP_EXPECT_MSG(!m, "%s cut at %zu of %zu accepted", gpp_msg_type_name(ALL_TYPES[i]),
+                           cut, len);
+            GPP_EXPECT(err.msg[0] != '\0');
+            gpp_msg_destroy(&m);
+            free(copy);
+        }
+        free(buf);
+    }
+}
+
+static void t_random_garbage(void)
+{
+    s_rng = 12345;
+    int rejected = 0;
+    for (int c = 0; c < 10000; c++) {
+        size_t len = (size_t)(s_next() % 512);
+        uint8_t *buf = malloc(len ? len : 1);
+        for (size_t j = 0; j < len; j++)
+            buf[j] = (uint8_t)s_next();
+        /* Half the cases start with a valid header so the body is exercised. */
+        if (c % 2 && len > 8) {
+            const uint8_t hdr[] = {0x0d, 'G', 'P', 'P', '1', 0x10, GPP_PROTOCOL_VERSION, 0x18, 1};
+            memcpy(buf, hdr, sizeof hdr < len ? sizeof hdr : len);
+        }
+        gpp_err_t err = {{0}};
+        gpp_msg_t *m = gpp_msg_decode(buf, len, &err);
+        if (!m) {
+            rejected++;
+            GPP_EXPECT(err.msg[0] != '\0');
+        } else {
+            GPP_EXPECT(gpp_msg_validate(m, &err) == 0);
+        }
+        gpp_msg_destroy(&m);
+        free(buf);
+    }
+    printf("  random garbage: %d of 10000 rejected\n", rejected);
+    GPP_EXPECT(rejected >= 9990);
+}
+
+static void t_mutations(void)
+{
+    /* Flip bytes of valid frames: anything accepted must still be valid. */
+    s_rng = 777;
+    int rejected = 0, total = 0;
+    for (size_t i = 0; i < N_TYPES; i++) {
+        sample_t s;
+        s_sample(&s, ALL_TYPES[i]);
+        size_t len;
+        uint8_t *buf = s_pack_raw(&s.env, &len);
+        for (int c = 0; c < 1000; c++, total++) {
+            uint8_t *copy = malloc(len);
+            memcpy(copy, buf, len);
+            int flips = 1 + (int)(s_next() % 3);
+            for (int f = 0; f < flips; f++)
+                copy[s_next() % len] = (uint8_t)s_next();
+            gpp_err_t err = {{0}};
+            gpp_msg_t *m = gpp_msg_decode(copy, len, &err);
+            if (!m) {
+                rejected++;
+                GPP_EXPECT(err.msg[0] != '\0');
+            } else {
+                GPP_EXPECT_MSG(gpp_msg_validate(m, &err) == 0, "%s", err.msg);
+            }
+            gpp_msg_destroy(&m);
+            free(copy);
+        }
+        free(buf);
+    }
+    printf("  mutations: %d of %d rejected\n", rejected, total);
+    GPP_EXPECT(rejected > 0);
+}
+
+/* One bad field: a mutation of a valid sample and the text the reason must
+ * contain. */
+typedef struct {
+    const char *name;
+    gpp_msg_type_t type;
+    void (*mutate)(sample_t *s);
+    const char *expect;
+} bad_case_t;
+
+static char s_long[GPP_MSG_STR_MAX + 2];
+
+static void m_magic(sample_t *s) { s->env.magic = 0x12345678; }
+static void m_version(sample_t *s) { s->env.protocol_version = GPP_PROTOCOL_VERSION + 1; }
+static void m_seq(sample_t *s) { s->env.seq = 0; }
+static void m_sender(sample_t *s) { s->env.sender = -7; }
+static void m_no_body(sample_t *s) { s->env.body_case = GPP__ENVELOPE__BODY__NOT_SET; }
+static void m_backend(sample_t *s) { s->reg.backend = 9; }
+static void m_backend_unset(sample_t *s) { s->reg.backend = 0; }
+static void m_host_long(sample_t *s) { s->reg.host = s_long; }
+static void m_mem(sample_t *s) { s->reg.mem_bytes = -1; }
+static void m_ack_rank(sample_t *s) { s->ack.rank = 4; }
+static void m_prof_mb(sample_t *s) { s->preq_mb[1] = 0; }
+static void m_prof_nan(sample_t *s) { s->op[1].fwd_ms = NAN; }
+static void m_prof_neg(sample_t *s) { s->op[0].op = -3; }
+static void m_comm_rank(sample_t *s) { s->comm.rank = 5; }
+static void m_peer_rank(sample_t *s) { s->peer[1].rank = 99; }
+static void m_dp_rank(sample_t *s) { s->dp_ranks[0] = -1; }
+static void m_dp_count(sample_t *s) { s->asg.n_dp_ranks = 1; }
+static void m_lo_hi(sample_t *s) { s->act[2].lo = 4; }
+static void m_hi_batch(sample_t *s) { s->act[0].hi = 17; }
+static void m_act_type(sample_t *s) { s->act[1].type = 42; }
+static void m_act_mb(sample_t *s) { s->act[1].mb = 4; }
+static void m_act_peer(sample_t *s) { s->act[0].peer_stage = 1; }
+static void m_op_neg(sample_t *s) { s->ops[0] = -1; }
+static void m_op_order(sample_t *s) { s->ops[2] = 5; }
+static void m_stage(sample_t *s) { s->asg.stage = 3; }
+static void m_batch(sample_t *s) { s->asg.batch = 18; }
+static void m_lr(sample_t *s) { s->hyper.lr = INFINITY; }
+static void m_momentum(sample_t *s) { s->hyper.momentum = 1.5; }
+static void m_optimizer(sample_t *s) { s->hyper.optimizer = 3; }
+static void m_no_comm(sample_t *s) { s->asg.comm = NULL; }
+static void m_ckpt(sample_t *s) { s->asg.checkpoint_dir = ""; }
+static void m_start(sample_t *s) { s->asg.start_iteration = 21; }
+static void m_loss(sample_t *s) { s->metrics.loss = NAN; }
+static void m_bubble(sample_t *s) { s->metrics.bubble_ms = 30; }
+static void m_barrier(sample_t *s) { s->benter.barrier_id = -1; }
+static void m_err_code(sample_t *s) { s->error.code = 1000; }
+static void m_abort(sample_t *s) { s->abort_.reason = ""; }
+
+static const bad_case_t BAD[] = {
+    {"magic", GPP__ENVELOPE__BODY_SHUTDOWN, m_magic, "magic"},
+    {"version", GPP__ENVELOPE__BODY_HEARTBEAT, m_version, "protocol_version: peer speaks 2"},
+    {"seq", GPP__ENVELOPE__BODY_HEARTBEAT, m_seq, "seq"},
+    {"sender", GPP__ENVELOPE__BODY_HEARTBEAT, m_sender, "sender"},
+    {"no body", GPP__ENVELOPE__BODY_HEARTBEAT, m_no_body, "body"},
+    {"backend enum", GPP__ENVELOPE__BODY_REGISTER, m_backend, "register.backend: 9 is not a valid Backend"},
+    {"backend unset", GPP__ENVELOPE__BODY_REGISTER, m_backend_unset, "register.backend"},
+    {"host long", GPP__ENVELOPE__BODY_REGISTER, m_host_long, "register.host: string longer"},
+    {"mem", GPP__ENVELOPE__BODY_REGISTER, m_mem, "register.mem_bytes"},
+    {"ack rank", GPP__ENVELOPE__BODY_REGISTER_ACK, m_ack_rank, "register_ack.rank: 4 outside [0, 4)"},
+    {"profile mb", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_mb, "profile_request.micro_batches[1]"},
+    {"profile nan", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_nan, "profile_result.ops[1].fwd_ms: not a finite"},
+    {"profile op", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_neg, "profile_result.ops[0].op"},
+    {"comm rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_comm_rank, "assignment.comm.rank: 5 outside [0, 5)"},
+    {"peer rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_peer_rank, "assignment.edges[0].replicas[1].rank"},
+    {"dp rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_dp_rank, "assignment.dp_ranks[0]"},
+    {"dp count", GPP__ENVELOPE__BODY_ASSIGNMENT, m_dp_count, "assignment.dp_ranks: 1 ranks for 2"},
+    {"lo >= hi", GPP__ENVELOPE__BODY_ASSIGNMENT, m_lo_hi, "assignment.actions[2]: samples [4, 4)"},
+    {"hi > batch", GPP__ENVELOPE__BODY_ASSIGNMENT, m_hi_batch, "assignment.actions[0]: samples"},
+    {"action enum", GPP__ENVELOPE__BODY_ASSIGNMENT, m_act_type, "assignment.actions[1].type: 42"},
+    {"action mb", GPP__ENVELOPE__BODY_ASSIGNMENT, m_act_mb, "assignment.actions[1].mb"},
+    {"action self peer", GPP__ENVELOPE__BODY_ASSIGNMENT, m_act_peer, "assignment.actions[0].peer_stage"},
+    {"op negative", GPP__ENVELOPE__BODY_ASSIGNMENT, m_op_neg, "assignment.ops[0]"},
+    {"op order", GPP__ENVELOPE__BODY_ASSIGNMENT, m_op_order, "assignment.ops[2]"},
+    {"stage", GPP__ENVELOPE__BODY_ASSIGNMENT, m_stage, "assignment.stage"},
+    {"batch", GPP__ENVELOPE__BODY_ASSIGNMENT, m_batch, "assignment.batch"},
+    {"lr inf", GPP__ENVELOPE__BODY_ASSIGNMENT, m_lr, "assignment.hyper.lr: not a finite"},
+    {"momentum", GPP__ENVELOPE__BODY_ASSIGNMENT, m_momentum, "assignment.hyper.momentum"},
+    {"optimizer enum", GPP__ENVELOPE__BODY_ASSIGNMENT, m_optimizer, "assignment.hyper.optimizer"},
+    {"no comm", GPP__ENVELOPE__BODY_ASSIGNMENT, m_no_comm, "assignment.comm: missing"},
+    {"checkpoint", GPP__ENVELOPE__BODY_ASSIGNMENT, m_ckpt, "assignment.checkpoint_dir"},
+    {"start", GPP__ENVELOPE__BODY_ASSIGNMENT, m_start, "assignment.start_iteration"},
+    {"loss nan", GPP__ENVELOPE__BODY_METRICS, m_loss, "metrics.loss: not a finite"},
+    {"bubble", GPP__ENVELOPE__BODY_METRICS, m_bubble, "metrics.bubble_ms"},
+    {"barrier", GPP__ENVELOPE__BODY_BARRIER_ENTER, m_barrier, "barrier_enter.barrier_id"},
+    {"error code", GPP__ENVELOPE__BODY_ERROR, m_err_code, "error.code: 1000"},
+    {"abort reason", GPP__ENVELOPE__BODY_ABORT, m_abort, "abort.reason"},
+};
+
+static void t_bad_fields(void)
+{
+    memset(s_long, 'x', sizeof s_long - 1);
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        const bad_case_t *c = &BAD[i];
+        sample_t s;
+        s_sample(&s, c->type);
+        c->mutate(&s);
+        /* Our encoder refuses it ... */
+        gpp_err_t err = {{0}};
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        GPP_EXPECT_MSG(gpp_msg_encode(&s.env, &buf, &len, &err) < 0 && !buf, "%s encoded", c->name);
+        GPP_EXPECT_MSG(strstr(err.msg, c->expect), "%s: '%s' lacks '%s'", c->name, err.msg,
+                       c->expect);
+        /* ... and our decoder rejects it from a peer that skips validation. */
+        buf = s_pack_raw(&s.env, &len);
+        memset(&err, 0, sizeof err);
+        gpp_msg_t *m = gpp_msg_decode(buf, len, &err);
+        GPP_EXPECT_MSG(!m, "%s decoded", c->name);
+        GPP_EXPECT_MSG(strstr(err.msg, c->expect), "%s: '%s' lacks '%s'", c->name, err.msg,
+                       c->expect);
+        gpp_msg_destroy(&m);
+        free(buf);
+    }
+}
+
+static void t_embedded_nul_and_oversize(void)
+{
+    sample_t s;
+    s_sample(&s, GPP__ENVELOPE__BODY_REGISTER);
+    s.reg.host = "nodeXhost";
+    size_t len;
+    uint8_t *buf = s_pack_raw(&s.env, &len);
+    uint8_t *x = memchr(buf, 'X', len);
+    GPP_EXPECT(x);
+    if (x)
+        *x = 0;
+    gpp_err_t err = {{0}};
+    gpp_msg_t *m = gpp_msg_decode(buf, len, &err);
+    GPP_EXPECT_MSG(!m, "embedded NUL accepted: host '%s'", m ? m->register_->host : "");
+    GPP_EXPECT(strstr(err.msg, "embedded NUL"));
+    gpp_msg_destroy(&m);
+    free(buf);
+
+    memset(&err, 0, sizeof err);
+    GPP_EXPECT(!gpp_msg_decode((const uint8_t *)"", (size_t)GPP_MSG_MAX_BYTES + 1, &err));
+    GPP_EXPECT(strstr(err.msg, "exceeds"));
+    memset(&err, 0, sizeof err);
+    GPP_EXPECT(!gpp_msg_decode(NULL, 0, &err));
+    GPP_EXPECT(strstr(err.msg, "magic"));
+}
+
+static const gpp_test_case_t cases[] = {
+    {"round_trip_every_type", t_round_trip_every_type},
+    {"round_trip_fields", t_round_trip_fields},
+    {"truncated", t_truncated},
+    {"random_garbage_10k", t_random_garbage},
+    {"mutations", t_mutations},
+    {"bad_fields", t_bad_fields},
+    {"embedded_nul_and_oversize", t_embedded_nul_and_oversize},
+    {NULL, NULL},
+};
+
+int main(void) { return gpp_test_run(cases); }
