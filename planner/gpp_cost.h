@@ -1,0 +1,153 @@
+/* gpp_cost: the planner's cost model — devices, links, per-op time, stage
+ * time and memory (paper section 3 and 5: TPS and DeviceMemoryUsage).
+ *
+ * Units are in the names: _ms (milliseconds), _bytes, _flops (FLOP/s for
+ * peaks). "Samples" are training samples; a micro-batch of b samples on a
+ * stage with d data-parallel replicas gives each replica ceil(b/d) samples.
+ *
+ * Per-op time comes from a measured profile when one is attached (the paper
+ * authors' profile.json schema, see gpp_cost_attach_profile), otherwise from
+ * a roofline of the device:
+ *   t(flops, bytes, kernels) = max(flops / (peak * eff(w)), bytes / bw)
+ *                              + kernels * launch_ms,
+ *   eff(w) = eff_max * w / (w + w_half), w = flops per kernel,
+ *   w_half = fill_ms * peak * eff_max (the work whose ideal time equals the
+ *   per-kernel fill/tail time). docs/planner.md justifies the constants.
+ *
+ * Memory per device of a stage (fp32 AdamW): 16 bytes per parameter
+ * (weights 4 + grads 4 + Adam m and v 8) + stashed activations of the
+ * samples in flight on that replica + reserved bytes from the profile.
+ *
+ * Ownership: gpp_cost_new returns a model the caller owns (free with
+ * gpp_cost_destroy); it borrows the graph, which must outlive it, and copies
+ * the cluster. gpp_profile_read_graph returns a graph the caller owns. */
+#ifndef GPP_COST_H
+#define GPP_COST_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/gpp_err.h"
+#include "planner/gpp_graph.h"
+
+typedef struct {
+    char name[32];
+    double peak_flops;         /* FLOP/s the roofline uses (fp32 or tensor, see preset) */
+    double mem_bw_bytes_per_s; /* HBM bandwidth */
+    int64_t mem_bytes;         /* device memory */
+    double eff_max;            /* best fraction of peak a large kernel reaches */
+    double fill_ms;            /* per-kernel fill/tail time that sets w_half */
+    double launch_ms;          /* per-kernel launch overhead */
+} gpp_device_t;
+
+typedef struct {
+    double alpha_ms;       /* latency per message */
+    double bw_bytes_per_s; /* bandwidth per direction */
+} gpp_link_t;
+
+/* One homogeneous cluster: device ids 0..n_devices-1, node = id / gpus_per_node.
+ * Filled by the CLI and by the coordinator's cluster.toml loader. */
+typedef struct {
+    int n_devices;
+    int gpus_per_node;
+    gpp_device_t device;
+    int64_t mem_bound_bytes;  /* per-device bound for the planner; 0 = device.mem_bytes
+                                 minus GPP_CONTEXT_BYTES (CUDA context, workspaces) */
+    gpp_link_t intra;         /* between devices of one node */
+    gpp_link_t inter;         /* between nodes */
+} gpp_cluster_t;
+
+#define GPP_CONTEXT_BYTES ((int64_t)512 << 20)
+#define GPP_BYTES_PER_PARAM 16 /* fp32 AdamW: weight 4 + grad 4 + m 4 + v 4 */
+
+/* Presets: "v100-16g", "v100-32g", "a100-80g", "h100-80g". mixed_precision 0
+ * uses the fp32 (non-tensor) peak — what the fp32 executor runs; 1 uses the
+ * fp16/bf16 dense tensor-core peak. Returns 0, or -1 listing the presets. */
+int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, gpp_err_t *err);
+void gpp_device_list(FILE *out);
+
+/* Fills c with a preset device and the default links (NVLink intra-node,
+ * InfiniBand EDR inter-node; docs/planner.md). Returns 0 or -1. */
+int gpp_cluster_init(gpp_cluster_t *c, const char *preset, int n_devices, int gpus_per_node,
+                     gpp_err_t *err);
+/* The per-device memory bound the planner enforces. */
+int64_t gpp_cluster_mem_bound(const gpp_cluster_t *c);
+int gpp_cluster_node(const gpp_cluster_t *c, int device);
+/* Link between two devices (intra when on one node). */
+const gpp_link_t *gpp_cluster_link(const gpp_cluster_t *c, int dev_a, int dev_b);
+/* Link a group of `devices` consecutive devices starting at first_device
+ * uses for collectives: inter when the group spans nodes. */
+const gpp_link_t *gpp_cluster_group_link(const gpp_cluster_t *c, int first_device, int devices);
+
+/* Point-to-point message: alpha + bytes / bw. */
+double gpp_link_ms(const gpp_link_t *l, double bytes);
+/* Ring all-reduce over d ranks: 2(d-1)/d * bytes/bw + 2(d-1)*alpha; 0 when d <= 1. */
+double gpp_allreduce_ms(const gpp_link_t *l, int d, double bytes);
+
+/* Roofline time of one kernel group (see the file comment). */
+double gpp_roofline_ms(const gpp_device_t *dev, double flops, double bytes, int kernels);
+
+typedef struct gpp_cost gpp_cost_t;
+
+/* Borrows g (finalized; must outlive the model); copies the cluster. */
+gpp_cost_t *gpp_cost_new(const gpp_graph_t *g, const gpp_cluster_t *c);
+void gpp_cost_destroy(gpp_cost_t **self_p);
+const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c);
+const gpp_graph_t *gpp_cost_graph(const gpp_cost_t *c);
+
+/* Attaches measured runtimes from a profile.json (schema: object keyed by
+ * op id string; entry {name, inputs, input_size, weight_size, runtime:
+ * {"<micro-batch>": fwd+bwd ms}, reserved_mem?}). Entries are matched by id
+ * and must carry the op's name; ops without an entry keep the roofline.
+ * Runtime for b samples: linear between table points, the per-sample rate of
+ * the nearest end point outside them; split fwd:bwd = 1:2. Errors name the
+ * file, op id and field. Returns 0 or -1. */
+int gpp_cost_attach_profile(gpp_cost_t *c, const char *path, gpp_err_t *err);
+int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *origin,
+                                 gpp_err_t *err);
+
+/* Builds a graph of GPP_OP_OPAQUE ops from a profile.json (params =
+ * weight_size/4, out_bytes = the largest input_size any consumer declares
+ * for it, stash_bytes = sum of the op's own input sizes; docs/planner.md).
+ * Op names are the entries' names made unique. Caller owns the result. */
+gpp_graph_t *gpp_profile_read_graph(const char *path, gpp_err_t *err);
+gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_err_t *err);
+
+/* Forward / backward time of op for `samples` samples on one device. */
+double gpp_cost_op_fwd_ms(const gpp_cost_t *c, int op, int samples);
+double gpp_cost_op_bwd_ms(const gpp_cost_t *c, int op, int samples);
+int gpp_cost_op_profiled(const gpp_cost_t *c, int op);
+int64_t gpp_cost_op_reserved_bytes(const gpp_cost_t *c, int op);
+/* Bytes one replica contributes to the per-iteration gradient sync of op:
+ * dense: params*4; sparse (embedding): the rows a mini-batch touches, at most
+ * the table. */
+double gpp_cost_op_grad_bytes(const gpp_cost_t *c, int op, int batch);
+
+/* Link the planner assumes for stage-to-stage traffic before placement:
+ * intra when the whole cluster is one node, else inter (conservative). */
+const gpp_link_t *gpp_cost_p2p_link(const gpp_cost_t *c);
+/* Link the planner assumes for a d-replica group: intra when d fits a node
+ * (groups are placed node-aligned), else inter. */
+const gpp_link_t *gpp_cost_group_link(const gpp_cost_t *c, int d);
+
+/* Cost of one stage: a set of ops run on `devices` replicas with
+ * micro-batch b out of mini-batch `batch`. */
+typedef struct {
+    double fwd_ms;         /* forward of one micro-batch on one replica */
+    double bwd_ms;         /* backward of one micro-batch on one replica */
+    double comm_ms;        /* boundary activations in/out + their gradients, per
+                              micro-batch per replica */
+    double allreduce_ms;   /* gradient sync per iteration */
+    double tps_ms;         /* (fwd+bwd+comm)/b + allreduce/batch */
+    int64_t weight_bytes;  /* GPP_BYTES_PER_PARAM * params */
+    int64_t stash_bytes;   /* stashed activation bytes per sample */
+    int64_t reserved_bytes;
+} gpp_stage_cost_t;
+
+void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                    int micro_batch, int batch, gpp_stage_cost_t *out);
+/* Activation bytes per replica with `inflight` samples in flight:
+ * stash * ceil(inflight/b) * ceil(b/d). */
+int64_t gpp_cost_act_bytes(int64_t stash_bytes, int inflight, int micro_batch, int devices);
+
+#endif
