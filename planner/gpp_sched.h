@@ -1,0 +1,79 @@
+/* gpp_sched: the static micro-batch scheduler (paper section 5) and the
+ * lowering of its per-stage orders into per-replica action lists.
+ *
+ * 1. gpp_sched_compute() fills stage.compute of every stage with FWD/BWD
+ *    actions: warm-up forwards w = clamp(inflight / micro_batch, 1, m), then
+ *    the kFkB steady state (k backwards, k forwards, alternating; 1F1B when
+ *    k = 1), then the cool-down backwards. m = batch / micro_batch.
+ *
+ * 2. gpp_sched_lower() fills stage.replica[r] for every replica r:
+ *      RECV_ACT*  FWD j  SEND_ACT*      for every FWD of the compute order
+ *      RECV_GRAD* BWD j  SEND_GRAD*     for every BWD
+ *      ALLREDUCE (devices > 1)  STEP    at the end
+ *    There is one transfer per edge tensor (the producer op id of a graph
+ *    edge that crosses stages; a tensor read by several ops of one stage is
+ *    sent once), per peer replica and per overlapping sample range. Replica r
+ *    of a stage with d replicas and micro-batch b owns samples
+ *    [j*b + floor(r*b/d), j*b + floor((r+1)*b/d)) of micro-batch j; a transfer
+ *    carries the intersection of the two sides' ranges, so data-parallel
+ *    degrees and micro-batch sizes may differ across an edge. Gradients flow
+ *    back along the same transfers (none for tensors of INPUT ops: data has no
+ *    gradient). When one tensor feeds several consumer stages, each sends its
+ *    gradient back and the producer sums them (and adds the gradient from
+ *    consumers inside its own stage). Receives for one FWD/BWD come in order
+ *    of (lo, peer stage, tensor, peer replica): a receive precedes exactly the
+ *    pass that needs it, never an earlier one, so receives from producers
+ *    that finish at different times are never waited on together.
+ *
+ * 3. gpp_sched_validate() checks the paper's constraints C1-C4 and that the
+ *    lowered lists are consistent and deadlock-free: every SEND is matched
+ *    by exactly one RECV with the same (src, dst, tensor, lo, hi), and an
+ *    execution in which each replica runs its list in order, sends are
+ *    asynchronous (buffered) and a RECV blocks until its SEND has run,
+ *    completes. Messages name the violated constraint and the stage.
+ *
+ * gpp_sched_links_new() exposes that SEND/RECV matching to the simulator. */
+#ifndef GPP_SCHED_H
+#define GPP_SCHED_H
+
+#include "common/gpp_err.h"
+#include "planner/gpp_graph.h"
+#include "planner/gpp_plan.h"
+
+/* Fills stage.compute for every stage (replacing what was there). Fails
+ * when a stage's micro_batch does not divide the batch or k < 1. */
+int gpp_sched_compute(gpp_plan_t *p, gpp_err_t *err);
+
+/* Fills stage.replica[0..devices) from stage.compute (replacing what was
+ * there). Needs a linked plan (gpp_plan_link). */
+int gpp_sched_lower(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err);
+
+/* gpp_sched_compute + gpp_sched_lower + gpp_sched_validate. */
+int gpp_sched_build(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err);
+
+/* C1-C4 on stages and stage.compute; when the replica lists exist, also
+ * their agreement with stage.compute, SEND/RECV matching and deadlock
+ * freedom. Returns 0, or -1 with a message naming the constraint and stage. */
+int gpp_sched_validate(const gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err);
+
+/* Samples [*lo, *hi) of micro-batch mb held by replica r of stage st. */
+void gpp_sched_replica_range(const gpp_stage_t *st, int mb, int r, int64_t *lo, int64_t *hi);
+
+/* The SEND/RECV matching of a lowered plan. Actions are numbered flat:
+ * action i of stage s replica r is act_base[list_base[s] + r] + i. */
+typedef struct {
+    int n_lists;      /* replica lists over all stages */
+    int *list_base;   /* [n_stages]: list index of each stage's replica 0 */
+    int *list_stage;  /* [n_lists]: stage of each list */
+    int *act_base;    /* [n_lists + 1]: flat index of each list's first action */
+    int n_acts;       /* act_base[n_lists] */
+    int *match;       /* [n_acts]: flat index of the matching RECV (for a SEND)
+                         or SEND (for a RECV); -1 for other actions */
+} gpp_sched_links_t;
+
+/* Caller owns the result (gpp_sched_links_destroy). NULL with a message
+ * when a SEND or RECV has no partner or more than one. */
+gpp_sched_links_t *gpp_sched_links_new(const gpp_plan_t *p, gpp_err_t *err);
+void gpp_sched_links_destroy(gpp_sched_links_t **self_p);
+
+#endif

@@ -1,0 +1,417 @@
+/* test_sched: kFkB compute orders, lowering (re-sharding, per-stage
+ * micro-batches, multi-consumer tensors), and validation of C1-C4 and
+ * deadlock freedom on hand-built plans. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/gpp_graph.h"
+#include "planner/gpp_plan.h"
+#include "planner/gpp_sched.h"
+#include "tests/unit/gpp_test.h"
+
+/* A chain: in -> l1 -> l2 -> ... -> l_{n} -> loss (n + 2 ops). */
+static gpp_graph_t *s_chain(int n)
+{
+    gpp_graph_t *g = gpp_graph_new("chain");
+    int x = gpp_graph_input(g, "in", 1, 8);
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "l%d", i + 1);
+        x = gpp_graph_linear(g, name, x, 8, 1);
+    }
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", x);
+    gpp_err_t err;
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    return g;
+}
+
+/* A diamond: in(0) -> a(1) -> {b(2), c(3)} -> cat(4) -> loss(5). */
+static gpp_graph_t *s_diamond(void)
+{
+    gpp_graph_t *g = gpp_graph_new("diamond");
+    int in = gpp_graph_input(g, "in", 1, 8);
+    int a = gpp_graph_linear(g, "a", in, 8, 1);
+    int b = gpp_graph_linear(g, "b", a, 8, 1);
+    int c = gpp_graph_linear(g, "c", a, 8, 1);
+    int bc[2] = {b, c};
+    int cat = gpp_graph_concat(g, "cat", 2, bc);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", cat);
+    gpp_err_t err;
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    return g;
+}
+
+/* Adds a stage of ops [lo, hi]. */
+static gpp_stage_t *s_stage(gpp_plan_t *p, int lo, int hi, int devices, int b, int k, int inflight)
+{
+    int ops[64], n = 0;
+    for (int o = lo; o <= hi; o++)
+        ops[n++] = o;
+    gpp_stage_t *st = gpp_plan_add_stage(p, n, ops);
+    st->devices = devices;
+    st->micro_batch = b;
+    st->k = k;
+    st->inflight = inflight;
+    return st;
+}
+
+static int s_count(const gpp_actions_t *l, gpp_act_type_t t)
+{
+    int n = 0;
+    for (int i = 0; i < l->n; i++)
+        n += l->a[i].type == t;
+    return n;
+}
+
+/* "F0 F1 B0 ..." of a compute list. */
+static void s_order(const gpp_actions_t *l, char *buf, size_t n)
+{
+    buf[0] = 0;
+    for (int i = 0; i < l->n; i++) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, n - len, "%s%c%d", i ? " " : "", l->a[i].type == GPP_ACT_FWD ? 'F' : 'B',
+                 l->a[i].mb);
+    }
+}
+
+static void t_1f1b_chain(void)
+{
+    gpp_graph_t *g = s_chain(2); /* in l1 l2 loss: stages {in,l1} {l2,loss} */
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 2, 4);
+    s_stage(p, 0, 1, 1, 1, 1, 2);
+    s_stage(p, 2, 3, 1, 1, 1, 1);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
+    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
+    char buf[256];
+    s_order(&p->stages[0].compute, buf, sizeof buf);
+    GPP_EXPECT_MSG(strcmp(buf, "F0 F1 B0 F2 B1 F3 B2 B3") == 0, "%s", buf);
+    s_order(&p->stages[1].compute, buf, sizeof buf);
+    GPP_EXPECT_MSG(strcmp(buf, "F0 B0 F1 B1 F2 B2 F3 B3") == 0, "%s", buf);
+    /* stage 0 sends l1's output after every FWD and receives its gradient
+       before every BWD; no ALLREDUCE with one device; STEP last */
+    const gpp_actions_t *l0 = &p->stages[0].replica[0];
+    GPP_EXPECT(s_count(l0, GPP_ACT_SEND_ACT) == 4);
+    GPP_EXPECT(s_count(l0, GPP_ACT_RECV_GRAD) == 4);
+    GPP_EXPECT(s_count(l0, GPP_ACT_RECV_ACT) == 0);
+    GPP_EXPECT(s_count(l0, GPP_ACT_ALLREDUCE) == 0);
+    GPP_EXPECT(l0->a[l0->n - 1].type == GPP_ACT_STEP);
+    GPP_EXPECT(l0->a[0].type == GPP_ACT_FWD && l0->a[1].type == GPP_ACT_SEND_ACT);
+    GPP_EXPECT(l0->a[1].tensor == 1 && l0->a[1].lo == 0 && l0->a[1].hi == 1);
+    const gpp_actions_t *l1 = &p->stages[1].replica[0];
+    GPP_EXPECT(l1->a[0].type == GPP_ACT_RECV_ACT && l1->a[0].peer_stage == 0);
+    GPP_EXPECT(s_count(l1, GPP_ACT_SEND_GRAD) == 4);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+static void t_kfkb_order(void)
+{
+    gpp_graph_t *g = s_chain(1);
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 1, 8);
+    s_stage(p, 0, 2, 1, 1, 2, 4); /* warm-up 4, then 2B 2F */
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
+    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
+    char buf[256];
+    s_order(&p->stages[0].compute, buf, sizeof buf);
+    GPP_EXPECT_MSG(strcmp(buf, "F0 F1 F2 F3 B0 B1 F4 F5 B2 B3 F6 F7 B4 B5 B6 B7") == 0, "%s", buf);
+    /* in-flight below one micro-batch still schedules one warm-up forward;
+       above the batch it is capped */
+    p->stages[0].k = 1, p->stages[0].inflight = 0;
+    GPP_EXPECT(gpp_sched_compute(p, &err) == 0);
+    s_order(&p->stages[0].compute, buf, sizeof buf);
+    GPP_EXPECT_MSG(strncmp(buf, "F0 B0 F1 B1", 11) == 0, "%s", buf);
+    p->stages[0].inflight = 100;
+    GPP_EXPECT(gpp_sched_compute(p, &err) == 0);
+    s_order(&p->stages[0].compute, buf, sizeof buf);
+    GPP_EXPECT_MSG(strcmp(buf, "F0 F1 F2 F3 F4 F5 F6 F7 B0 B1 B2 B3 B4 B5 B6 B7") == 0, "%s", buf);
+    p->stages[0].micro_batch = 3;
+    GPP_EXPECT(gpp_sched_compute(p, &err) == -1 && strstr(err.msg, "does not divide"));
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+/* Sums the sample counts of `type` transfers of replica list l per peer. */
+static int64_t s_samples(const gpp_actions_t *l, gpp_act_type_t type, int mb)
+{
+    int64_t n = 0;
+    for (int i = 0; i < l->n; i++)
+        if (l->a[i].type == type && (mb < 0 || l->a[i].mb == mb))
+            n += l->a[i].hi - l->a[i].lo;
+    return n;
+}
+
+static void t_reshard(void)
+{
+    /* stage 0: 2 replicas, b = 4; stage 1: 3 replicas, b = 6 (batch 12). */
+    gpp_graph_t *g = s_chain(2);
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 5, 12);
+    s_stage(p, 0, 1, 2, 4, 1, 12);
+    s_stage(p, 2, 3, 3, 6, 1, 6);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
+    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
+    /* every consumer replica receives exactly its own samples */
+    const gpp_stage_t *c = &p->stages[1];
+    for (int r = 0; r < 3; r++)
+        for (int j = 0; j < 2; j++) {
+            int64_t lo, hi;
+            gpp_sched_replica_range(c, j, r, &lo, &hi);
+            GPP_EXPECT(hi - lo == 2);
+            GPP_EXPECT(s_samples(&c->replica[r], GPP_ACT_RECV_ACT, j) == hi - lo);
+            GPP_EXPECT(s_samples(&c->replica[r], GPP_ACT_SEND_GRAD, j) == hi - lo);
+            for (int i = 0; i < c->replica[r].n; i++) {
+                const gpp_action_t *a = &c->replica[r].a[i];
+                if (a->type == GPP_ACT_RECV_ACT && a->mb == j)
+                    GPP_EXPECT(a->lo >= lo && a->hi <= hi);
+            }
+        }
+    /* producer replicas send all their samples: 2 per micro-batch, 3 mbs */
+    for (int r = 0; r < 2; r++) {
+        GPP_EXPECT(s_samples(&p->stages[0].replica[r], GPP_ACT_SEND_ACT, -1) == 6);
+        GPP_EXPECT(s_count(&p->stages[0].replica[r], GPP_ACT_ALLREDUCE) == 1);
+    }
+    /* replica 1 of stage 1 (samples 2,3 of mb 0) takes sample 2 from
+       stage-0 replica 1 (samples [2,4) of mb 0) */
+    const gpp_actions_t *l = &c->replica[1];
+    int seen = 0;
+    for (int i = 0; i < l->n; i++)
+        if (l->a[i].type == GPP_ACT_RECV_ACT && l->a[i].lo == 2) {
+            GPP_EXPECT(l->a[i].peer_replica == 1 && l->a[i].hi == 4);
+            seen = 1;
+        }
+    GPP_EXPECT(seen);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+static void t_per_stage_mbs(void)
+{
+    /* producer b = 1 feeds consumer b = 2: the consumer's FWD j needs two
+       producer micro-batches; the producer needs 2 more in flight. */
+    gpp_graph_t *g = s_chain(2);
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 2, 8);
+    s_stage(p, 0, 1, 1, 1, 1, 4);
+    s_stage(p, 2, 3, 1, 2, 1, 2);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
+    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
+    const gpp_actions_t *l = &p->stages[1].replica[0];
+    GPP_EXPECT(l->a[0].type == GPP_ACT_RECV_ACT && l->a[0].lo == 0 && l->a[0].hi == 1);
+    GPP_EXPECT(l->a[1].type == GPP_ACT_RECV_ACT && l->a[1].lo == 1 && l->a[1].hi == 2);
+    GPP_EXPECT(l->a[2].type == GPP_ACT_FWD && l->a[2].mb == 0);
+    /* reverse: producer b = 2, consumer b = 1: the receive for consumer mb 1
+       sits before its FWD 1, not batched before FWD 0 */
+    p->stages[0].micro_batch = 2, p->stages[0].inflight = 4;
+    p->stages[1].micro_batch = 1, p->stages[1].inflight = 1;
+    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
+    l = &p->stages[1].replica[0];
+    GPP_EXPECT(l->a[0].type == GPP_ACT_RECV_ACT && l->a[0].hi == 1 && l->a[1].type == GPP_ACT_FWD);
+    /* too few in flight at the b = 1 producer: its BWD 0 waits for the
+       consumer's BWD 0, which waits for the producer's FWD 1 -> deadlock */
+    p->stages[0].micro_batch = 1, p->stages[0].inflight = 1;
+    p->stages[1].micro_batch = 2, p->stages[1].inflight = 2;
+    GPP_EXPECT(gpp_sched_build(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "deadlock") != NULL, "%s", err.msg);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+static void t_multi_consumer(void)
+{
+    /* stages {in,a} -> {b} , {c} -> {cat,loss}: tensor a feeds stages 1 and
+       2; stage 0 receives one gradient of a from each and sums them. */
+    gpp_graph_t *g = s_diamond();
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 4, 4);
+    s_stage(p, 0, 1, 1, 1, 1, 3);
+    s_stage(p, 2, 2, 1, 1, 1, 2);
+    s_stage(p, 3, 3, 1, 1, 1, 2);
+    s_stage(p, 4, 5, 1, 1, 1, 1);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
+    GPP_EXPECT(p->depth == 3);
+    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
+    const gpp_actions_t *l0 = &p->stages[0].replica[0];
+    GPP_EXPECT(s_count(l0, GPP_ACT_SEND_ACT) == 8);  /* a to stages 1, 2 */
+    GPP_EXPECT(s_count(l0, GPP_ACT_RECV_GRAD) == 8); /* grad of a from both */
+    for (int i = 0; i < l0->n; i++)
+        if (l0->a[i].type == GPP_ACT_RECV_GRAD)
+            GPP_EXPECT(l0->a[i].tensor == 1);
+    const gpp_actions_t *l3 = &p->stages[3].replica[0];
+    GPP_EXPECT(s_count(l3, GPP_ACT_RECV_ACT) == 8);
+    /* receives of one FWD come ordered by peer stage */
+    GPP_EXPECT(l3->a[0].peer_stage == 1 && l3->a[1].peer_stage == 2);
+    /* the input's tensor is never sent: 'in' and 'a' share stage 0 */
+    GPP_EXPECT(s_count(&p->stages[1].replica[0], GPP_ACT_SEND_GRAD) == 4);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+static void t_input_no_grad(void)
+{
+    /* the input alone in stage 0: activations go forward, no gradient back */
+    gpp_graph_t *g = s_chain(1);
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 2, 2);
+    s_stage(p, 0, 0, 1, 1, 1, 2);
+    s_stage(p, 1, 2, 1, 1, 1, 1);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
+    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
+    GPP_EXPECT(s_count(&p->stages[0].replica[0], GPP_ACT_SEND_ACT) == 2);
+    GPP_EXPECT(s_count(&p->stages[0].replica[0], GPP_ACT_RECV_GRAD) == 0);
+    GPP_EXPECT(s_count(&p->stages[1].replica[0], GPP_ACT_SEND_GRAD) == 0);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+/* A linked, scheduled 2-stage chain plan for the negative tests. */
+static gpp_plan_t *s_good(const gpp_graph_t *g)
+{
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 3, 4);
+    s_stage(p, 0, 1, 1, 1, 1, 2);
+    s_stage(p, 2, 3, 2, 2, 1, 2);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
+    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
+    return p;
+}
+
+static void t_validate_errors(void)
+{
+    gpp_graph_t *g = s_chain(2);
+    gpp_err_t err = {{0}};
+    gpp_plan_t *p;
+
+    /* C1: op 1 moved to stage 1 without telling stage 0 -> overlap */
+    p = s_good(g);
+    p->stages[1].ops[0] = 1;
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "C1") && strstr(err.msg, "stages 0 and 1"), "%s", err.msg);
+    gpp_plan_destroy(&p);
+
+    /* C1: non-convex: stage 0 = {in, l2}, stage 1 = {l1, loss} */
+    p = s_good(g);
+    p->stages[0].ops[1] = 2, p->stages[1].ops[0] = 1;
+    p->stage_of_op[1] = 1, p->stage_of_op[2] = 0;
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "C1") && strstr(err.msg, "not convex"), "%s", err.msg);
+    gpp_plan_destroy(&p);
+
+    /* C2: missing stage edge */
+    p = s_good(g);
+    p->stages[0].n_succ = 0;
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "C2") && strstr(err.msg, "stage 0"), "%s", err.msg);
+    gpp_plan_destroy(&p);
+
+    /* C2: an edge with no graph edge behind it (1 -> 0) */
+    p = s_good(g);
+    p->stages[1].succ = realloc(p->stages[1].succ, sizeof(int));
+    p->stages[1].succ[0] = 0, p->stages[1].n_succ = 1;
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "C2") && strstr(err.msg, "stage 1"), "%s", err.msg);
+    gpp_plan_destroy(&p);
+
+    /* C3: overlapping devices, and one device unused */
+    p = s_good(g);
+    p->stages[1].first_device = 0;
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "C3") && strstr(err.msg, "device 0"), "%s", err.msg);
+    p->stages[1].first_device = 1;
+    p->n_devices = 4;
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "C3") && strstr(err.msg, "device 3"), "%s", err.msg);
+    gpp_plan_destroy(&p);
+
+    /* C4: swapped forwards, backward before its forward */
+    p = s_good(g);
+    gpp_actions_t *c = &p->stages[0].compute;
+    gpp_action_t t = c->a[0];
+    c->a[0] = c->a[1], c->a[1] = t;
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "C4") && strstr(err.msg, "stage 0"), "%s", err.msg);
+    c->a[1] = c->a[0], c->a[0] = t;
+    for (int i = 0; i < c->n; i++)
+        if (c->a[i].type == GPP_ACT_BWD && c->a[i].mb == 0) {
+            gpp_action_t b = c->a[i];
+            memmove(&c->a[1], &c->a[0], (size_t)i * sizeof *c->a);
+            c->a[0] = b;
+            break;
+        }
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "C4") && strstr(err.msg, "bw_0 precedes fw_0"), "%s", err.msg);
+    gpp_plan_destroy(&p);
+
+    /* unmatched SEND: drop a RECV from the consumer's replica 1 */
+    p = s_good(g);
+    gpp_actions_t *l = &p->stages[1].replica[1];
+    for (int i = 0; i < l->n; i++)
+        if (l->a[i].type == GPP_ACT_RECV_ACT) {
+            memmove(&l->a[i], &l->a[i + 1], (size_t)(l->n - i - 1) * sizeof *l->a);
+            l->n--;
+            break;
+        }
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "1 SEND and 0 RECV"), "%s", err.msg);
+    gpp_plan_destroy(&p);
+
+    /* a RECV moved before the SEND it waits for on the same list is a
+       deadlock: stage 0 waits for a gradient before its first FWD */
+    p = s_good(g);
+    l = &p->stages[0].replica[0];
+    for (int i = 0; i < l->n; i++)
+        if (l->a[i].type == GPP_ACT_RECV_GRAD) {
+            gpp_action_t a = l->a[i];
+            memmove(&l->a[1], &l->a[0], (size_t)i * sizeof *l->a);
+            l->a[0] = a;
+            break;
+        }
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "deadlock") && strstr(err.msg, "stage 0"), "%s", err.msg);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+static void t_links(void)
+{
+    gpp_graph_t *g = s_chain(2);
+    gpp_plan_t *p = s_good(g);
+    gpp_err_t err = {{0}};
+    gpp_sched_links_t *k = gpp_sched_links_new(p, &err);
+    GPP_EXPECT(k != NULL);
+    if (k) {
+        GPP_EXPECT(k->n_lists == 3);
+        int pairs = 0;
+        for (int i = 0; i < k->n_acts; i++)
+            if (k->match[i] >= 0) {
+                GPP_EXPECT(k->match[k->match[i]] == i);
+                pairs++;
+            }
+        /* 4 samples forward and back, one transfer per sample range piece:
+           mb j of stage 0 (1 sample) -> one replica of stage 1: 4 + 4 */
+        GPP_EXPECT_MSG(pairs == 2 * 8, "%d", pairs);
+    }
+    gpp_sched_links_destroy(&k);
+    gpp_sched_links_destroy(&k);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+static const gpp_test_case_t cases[] = {
+    {"1f1b_chain", t_1f1b_chain},
+    {"kfkb_order", t_kfkb_order},
+    {"reshard", t_reshard},
+    {"per_stage_mbs", t_per_stage_mbs},
+    {"multi_consumer", t_multi_consumer},
+    {"input_no_grad", t_input_no_grad},
+    {"validate_errors", t_validate_errors},
+    {"links", t_links},
+    {NULL, NULL},
+};
+
+int main(void)
+{
+    return gpp_test_run(cases);
+}
