@@ -1,0 +1,397 @@
+/* gpp_sim: event-driven simulation of one iteration of a lowered plan. */
+#include "planner/gpp_sim.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/gpp_json.h"
+#include "planner/gpp_sched.h"
+
+typedef struct {
+    int device;
+    int row;          /* 0: compute, 1: sent transfers */
+    char name[48];
+    int stage, mb;
+    double ts_ms, dur_ms;
+} s_event_t;
+
+struct gpp_sim {
+    const gpp_plan_t *p;
+    const gpp_graph_t *g;
+    const gpp_cost_t *cost;
+    double iteration_ms;
+    double throughput;
+    gpp_sim_stage_t *st;  /* [n_stages] */
+    s_event_t *ev;
+    int n_ev, cap_ev;
+};
+
+gpp_sim_t *gpp_sim_new(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost_t *cost)
+{
+    assert(p && g);
+    gpp_sim_t *s = gpp_xcalloc(1, sizeof *s);
+    s->p = p;
+    s->g = g;
+    s->cost = cost;
+    s->st = gpp_xcalloc((size_t)(p->n_stages > 0 ? p->n_stages : 1), sizeof *s->st);
+    return s;
+}
+
+void gpp_sim_destroy(gpp_sim_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_sim_t *s = *self_p;
+    free(s->st);
+    free(s->ev);
+    free(s);
+    *self_p = NULL;
+}
+
+double gpp_sim_iteration_ms(const gpp_sim_t *s)
+{
+    return s->iteration_ms;
+}
+
+double gpp_sim_throughput(const gpp_sim_t *s)
+{
+    return s->throughput;
+}
+
+const gpp_sim_stage_t *gpp_sim_stage(const gpp_sim_t *s, int i)
+{
+    assert(i >= 0 && i < s->p->n_stages);
+    return &s->st[i];
+}
+
+static void s_event(gpp_sim_t *s, int device, int row, int stage, int mb, double ts, double dur,
+                    const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+
+static void s_event(gpp_sim_t *s, int device, int row, int stage, int mb, double ts, double dur,
+                    const char *fmt, ...)
+{
+    if (s->n_ev == s->cap_ev) {
+        s->cap_ev = s->cap_ev ? 2 * s->cap_ev : 256;
+        s->ev = gpp_xrealloc(s->ev, (size_t)s->cap_ev * sizeof *s->ev);
+    }
+    s_event_t *e = &s->ev[s->n_ev++];
+    e->device = device, e->row = row, e->stage = stage, e->mb = mb;
+    e->ts_ms = ts, e->dur_ms = dur;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->name, sizeof e->name, fmt, ap);
+    va_end(ap);
+}
+
+/* Per-stage durations (fwd/bwd per micro-batch, all-reduce, step) and the
+ * memory figures that do not depend on the schedule. */
+static void s_stage_costs(gpp_sim_t *s, int i, int64_t *stash_per_sample, int64_t *fixed_bytes)
+{
+    const gpp_plan_t *p = s->p;
+    const gpp_stage_t *st = &p->stages[i];
+    gpp_sim_stage_t *r = &s->st[i];
+    int64_t params = 0, stash = 0, reserved = 0;
+    double grad_bytes = 0;
+    int kernels = 0;
+    for (int k = 0; k < st->n_ops; k++) {
+        const gpp_op_t *op = &s->g->ops[st->ops[k]];
+        params += op->params;
+        stash += op->stash_bytes;
+        kernels += op->params > 0;
+        if (s->cost) {
+            grad_bytes += gpp_cost_op_grad_bytes(s->cost, op->id, p->batch);
+            reserved += gpp_cost_op_reserved_bytes(s->cost, op->id);
+        }
+    }
+    r->fwd_ms = st->fwd_ms;
+    r->bwd_ms = st->bwd_ms;
+    r->allreduce_ms = st->devices > 1 ? st->allreduce_ms : 0;
+    r->step_ms = 0;
+    if (s->cost) {
+        const gpp_cluster_t *cl = gpp_cost_cluster(s->cost);
+        if (st->fwd_ms == 0 && st->bwd_ms == 0) {
+            gpp_stage_cost_t sc;
+            gpp_cost_stage(s->cost, st->n_ops, st->ops, st->devices, st->micro_batch, p->batch,
+                           &sc);
+            r->fwd_ms = sc.fwd_ms;
+            r->bwd_ms = sc.bwd_ms;
+        }
+        r->allreduce_ms = gpp_allreduce_ms(gpp_cluster_group_link(cl, st->first_device,
+                                                                  st->devices),
+                                           st->devices, grad_bytes);
+        /* AdamW: read w, g, m, v and write w, m, v: 7 x 4 bytes per element */
+        double elems = grad_bytes / 4;
+        if (kernels)
+            r->step_ms = gpp_roofline_ms(&cl->device, 12 * elems, 7 * grad_bytes, kernels);
+    }
+    *stash_per_sample = stash;
+    *fixed_bytes = (st->weight_bytes > 0 ? st->weight_bytes : GPP_BYTES_PER_PARAM * params) +
+                   reserved;
+}
+
+static int s_is_recv(gpp_act_type_t t)
+{
+    return t == GPP_ACT_RECV_ACT || t == GPP_ACT_RECV_GRAD;
+}
+
+int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
+{
+    const gpp_plan_t *p = s->p;
+    const gpp_cluster_t *cl = s->cost ? gpp_cost_cluster(s->cost) : NULL;
+    gpp_sched_links_t *k = gpp_sched_links_new(p, err);
+    if (!k)
+        return -1;
+    int nd = p->n_devices, rc = -1;
+    for (int i = 0; i < p->n_stages; i++) {
+        const gpp_stage_t *st = &p->stages[i];
+        if (st->first_device < 0 || st->first_device + st->devices > nd) {
+            gpp_err_set(err, "stage %d: devices [%d,%d) outside the plan's %d (C3)", i,
+                        st->first_device, st->first_device + st->devices, nd);
+            gpp_sched_links_destroy(&k);
+            return -1;
+        }
+    }
+    s->n_ev = 0;
+    double *t = gpp_xcalloc((size_t)k->n_lists, sizeof(double));
+    int *pos = gpp_xcalloc((size_t)k->n_lists, sizeof(int));
+    double *arrival = gpp_xcalloc((size_t)k->n_acts + 1, sizeof(double));
+    double *link_free = gpp_xcalloc((size_t)nd * (size_t)nd, sizeof(double));
+    double *busy = gpp_xcalloc((size_t)k->n_lists, sizeof(double));
+    int64_t *stash = gpp_xcalloc((size_t)p->n_stages, sizeof(int64_t));
+    int64_t *fixed = gpp_xcalloc((size_t)p->n_stages, sizeof(int64_t));
+    for (int i = 0; i < k->n_acts; i++)
+        arrival[i] = -1;
+    for (int i = 0; i < p->n_stages; i++)
+        s_stage_costs(s, i, &stash[i], &fixed[i]);
+
+    int remaining = 0;
+    for (int li = 0; li < k->n_lists; li++) {
+        int si = k->list_stage[li];
+        remaining += p->stages[si].replica[li - k->list_base[si]].n > 0;
+    }
+    while (remaining) {
+        /* the ready device with the earliest clock goes next */
+        int best = -1;
+        for (int li = 0; li < k->n_lists; li++) {
+            int si = k->list_stage[li];
+            const gpp_stage_t *st = &p->stages[si];
+            const gpp_actions_t *l = &st->replica[li - k->list_base[si]];
+            if (pos[li] >= l->n || (best >= 0 && t[li] >= t[best]))
+                continue;
+            const gpp_action_t *a = &l->a[pos[li]];
+            if (s_is_recv(a->type) && arrival[k->match[k->act_base[li] + pos[li]]] < 0)
+                continue;
+            if (a->type == GPP_ACT_ALLREDUCE) {
+                int all = 1;
+                for (int q = 0; q < st->devices; q++) {
+                    int lq = k->list_base[si] + q;
+                    if (pos[lq] >= st->replica[q].n ||
+                        st->replica[q].a[pos[lq]].type != GPP_ACT_ALLREDUCE)
+                        all = 0;
+                }
+                if (!all)
+                    continue;
+            }
+            best = li;
+        }
+        if (best < 0)
+            break;
+        int si = k->list_stage[best], r = best - k->list_base[si];
+        const gpp_stage_t *st = &p->stages[si];
+        const gpp_action_t *a = &st->replica[r].a[pos[best]];
+        gpp_sim_stage_t *res = &s->st[si];
+        int dev = st->first_device + r, flat = k->act_base[best] + pos[best];
+        double dur = 0;
+        switch (a->type) {
+        case GPP_ACT_FWD:
+        case GPP_ACT_BWD:
+            dur = a->type == GPP_ACT_FWD ? res->fwd_ms : res->bwd_ms;
+            s_event(s, dev, 0, si, a->mb, t[best], dur, "%c%d", a->type == GPP_ACT_FWD ? 'F' : 'B',
+                    a->mb);
+            break;
+        case GPP_ACT_STEP:
+            dur = res->step_ms;
+            s_event(s, dev, 0, si, -1, t[best], dur, "STEP");
+            break;
+        case GPP_ACT_SEND_ACT:
+        case GPP_ACT_SEND_GRAD: {
+            const gpp_stage_t *peer = &p->stages[a->peer_stage];
+            int pdev = peer->first_device + a->peer_replica;
+            double bytes = (double)s->g->ops[a->tensor].out_bytes * (double)(a->hi - a->lo);
+            double cms = cl ? gpp_link_ms(gpp_cluster_link(cl, dev, pdev), bytes) : 0;
+            double *lf = &link_free[(size_t)dev * (size_t)nd + (size_t)pdev];
+            double start = t[best] > *lf ? t[best] : *lf;
+            *lf = start + cms;
+            arrival[flat] = start + cms;
+            if (cms > 0)
+                s_event(s, dev, 1, si, a->mb, start, cms, "%s t%d [%lld,%lld) to s%d.%d",
+                        a->type == GPP_ACT_SEND_ACT ? "act" : "grad", a->tensor,
+                        (long long)a->lo, (long long)a->hi, a->peer_stage, a->peer_replica);
+            break;
+        }
+        case GPP_ACT_RECV_ACT:
+        case GPP_ACT_RECV_GRAD: {
+            double arr = arrival[k->match[flat]];
+            if (arr > t[best])
+                t[best] = arr;
+            break;
+        }
+        case GPP_ACT_ALLREDUCE: {
+            double start = 0;
+            for (int q = 0; q < st->devices; q++)
+                if (t[k->list_base[si] + q] > start)
+                    start = t[k->list_base[si] + q];
+            for (int q = 0; q < st->devices; q++) {
+                int lq = k->list_base[si] + q;
+                s_event(s, st->first_device + q, 0, si, -1, start, res->allreduce_ms, "ALLREDUCE");
+                t[lq] = start + res->allreduce_ms;
+                busy[lq] += res->allreduce_ms;
+                if (++pos[lq] == st->replica[q].n)
+                    remaining--;
+            }
+            continue;
+        }
+        default:
+            assert(0 && "unknown action type");
+        }
+        t[best] += dur;
+        busy[best] += dur;
+        if (++pos[best] == st->replica[r].n)
+            remaining--;
+    }
+    if (remaining) {
+        for (int li = 0; li < k->n_lists; li++) {
+            int si = k->list_stage[li], r = li - k->list_base[si];
+            const gpp_actions_t *l = &p->stages[si].replica[r];
+            if (pos[li] < l->n) {
+                gpp_err_set(err, "simulation stalls: stage %d replica %d waits at action %d (%s "
+                            "mb %d); validate the plan (gpp_sched_validate)", si, r, pos[li],
+                            gpp_act_type_name(l->a[pos[li]].type), l->a[pos[li]].mb);
+                break;
+            }
+        }
+        goto out;
+    }
+    s->iteration_ms = 0;
+    for (int li = 0; li < k->n_lists; li++)
+        if (t[li] > s->iteration_ms)
+            s->iteration_ms = t[li];
+    s->throughput = s->iteration_ms > 0 ? p->batch / (s->iteration_ms / 1000.0) : 0;
+    for (int i = 0; i < p->n_stages; i++) {
+        const gpp_stage_t *st = &p->stages[i];
+        gpp_sim_stage_t *res = &s->st[i];
+        res->busy_ms = 0;
+        res->peak_live_mbs = 0;
+        res->stash_peak_bytes = 0;
+        for (int r = 0; r < st->devices; r++) {
+            int li = k->list_base[i] + r;
+            if (busy[li] > res->busy_ms)
+                res->busy_ms = busy[li];
+            /* stash high-water: samples forwarded and not yet backwarded */
+            int64_t live = 0;
+            int live_mbs = 0;
+            for (int j = 0; j < st->replica[r].n; j++) {
+                const gpp_action_t *a = &st->replica[r].a[j];
+                if (a->type != GPP_ACT_FWD && a->type != GPP_ACT_BWD)
+                    continue;
+                int64_t lo, hi;
+                gpp_sched_replica_range(st, a->mb, r, &lo, &hi);
+                int sign = a->type == GPP_ACT_FWD ? 1 : -1;
+                live += sign * (hi - lo);
+                live_mbs += sign;
+                if (live * stash[i] > res->stash_peak_bytes)
+                    res->stash_peak_bytes = live * stash[i];
+                if (live_mbs > res->peak_live_mbs)
+                    res->peak_live_mbs = live_mbs;
+            }
+        }
+        res->bubble_ms = s->iteration_ms - res->busy_ms;
+        res->peak_mem_bytes = fixed[i] + res->stash_peak_bytes;
+    }
+    rc = 0;
+out:
+    free(t);
+    free(pos);
+    free(arrival);
+    free(link_free);
+    free(busy);
+    free(stash);
+    free(fixed);
+    gpp_sched_links_destroy(&k);
+    return rc;
+}
+
+/* ---- Chrome trace ------------------------------------------------------ */
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+} s_buf_t;
+
+static void s_printf(s_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void s_printf(s_buf_t *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int w = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        assert(w >= 0);
+        if (b->s && b->n + (size_t)w < b->cap) {
+            b->n += (size_t)w;
+            return;
+        }
+        b->cap = 2 * (b->cap + (size_t)w + 64);
+        b->s = gpp_xrealloc(b->s, b->cap);
+    }
+}
+
+char *gpp_sim_trace_json(const gpp_sim_t *s)
+{
+    const gpp_plan_t *p = s->p;
+    s_buf_t b = {0};
+    s_printf(&b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"%s\",\"planner\":\"%s\","
+             "\"iteration_ms\":%.6f},\"traceEvents\":[\n", p->model, p->planner, s->iteration_ms);
+    s_printf(&b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
+             "\"args\":{\"name\":\"compute\"}},\n");
+    s_printf(&b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
+             "\"args\":{\"name\":\"sends\"}}");
+    for (int i = 0; i < p->n_stages; i++)
+        for (int r = 0; r < p->stages[i].devices; r++)
+            for (int pid = 0; pid < 2; pid++)
+                s_printf(&b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+                         "\"args\":{\"name\":\"dev %d: stage %d replica %d\"}}", pid,
+                         p->stages[i].first_device + r, p->stages[i].first_device + r, i, r);
+    for (int i = 0; i < s->n_ev; i++) {
+        const s_event_t *e = &s->ev[i];
+        s_printf(&b, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
+                 "\"pid\":%d,\"tid\":%d,\"args\":{\"stage\":%d,\"mb\":%d}}", e->name,
+                 e->row ? "comm" : "compute", e->ts_ms * 1000.0, e->dur_ms * 1000.0, e->row,
+                 e->device, e->stage, e->mb);
+    }
+    s_printf(&b, "\n]}\n");
+    return b.s;
+}
+
+int gpp_sim_write_trace(const gpp_sim_t *s, const char *path, gpp_err_t *err)
+{
+    char *json = gpp_sim_trace_json(s);
+    int rc = gpp_write_file_atomic(path, json, strlen(json), err);
+    free(json);
+    return rc;
+}
+
+int gpp_sim_plan(gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost_t *cost, gpp_err_t *err)
+{
+    gpp_sim_t *s = gpp_sim_new(p, g, cost);
+    int rc = gpp_sim_run(s, err);
+    if (rc == 0) {
+        p->iteration_ms = s->iteration_ms;
+        p->throughput = s->throughput;
+    }
+    gpp_sim_destroy(&s);
+    return rc;
+}

@@ -1,0 +1,299 @@
+/* test_sim: the event simulator against closed forms on balanced plans,
+ * communication and memory accounting, the Chrome trace, and every plan of
+ * the zoo models passing C1-C4 and the deadlock check. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "planner/gpp_cost.h"
+#include "planner/gpp_graph.h"
+#include "planner/gpp_plan.h"
+#include "planner/gpp_sched.h"
+#include "planner/gpp_sim.h"
+#include "tests/unit/gpp_test.h"
+
+static gpp_graph_t *s_chain(int n)
+{
+    gpp_graph_t *g = gpp_graph_new("chain");
+    int x = gpp_graph_input(g, "in", 1, 16);
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "l%d", i + 1);
+        x = gpp_graph_linear(g, name, x, 16, 1);
+    }
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", x);
+    gpp_err_t err;
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    return g;
+}
+
+/* in(0) -> a(1) -> {b(2), c(3)} -> cat(4) -> loss(5) */
+static gpp_graph_t *s_diamond(void)
+{
+    gpp_graph_t *g = gpp_graph_new("diamond");
+    int in = gpp_graph_input(g, "in", 1, 16);
+    int a = gpp_graph_linear(g, "a", in, 16, 1);
+    int bc[2] = {gpp_graph_linear(g, "b", a, 16, 1), gpp_graph_linear(g, "c", a, 16, 1)};
+    int cat = gpp_graph_concat(g, "cat", 2, bc);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", cat);
+    gpp_err_t err;
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    return g;
+}
+
+static gpp_stage_t *s_stage(gpp_plan_t *p, int lo, int hi, int devices, int b, double fwd_ms,
+                            double bwd_ms)
+{
+    int ops[256], n = 0;
+    for (int o = lo; o <= hi; o++)
+        ops[n++] = o;
+    gpp_stage_t *st = gpp_plan_add_stage(p, n, ops);
+    st->devices = devices;
+    st->micro_batch = b;
+    st->k = 1;
+    st->fwd_ms = fwd_ms;
+    st->bwd_ms = bwd_ms;
+    return st;
+}
+
+/* The partitioner's default 1F1B rule: a sink holds b samples, every other
+ * stage b more than its most demanding successor (capped at the batch). */
+static void s_default_inflight(gpp_plan_t *p)
+{
+    for (int s = p->n_stages - 1; s >= 0; s--) {
+        gpp_stage_t *st = &p->stages[s];
+        int most = 0;
+        for (int k = 0; k < st->n_succ; k++)
+            if (p->stages[st->succ[k]].inflight > most)
+                most = p->stages[st->succ[k]].inflight;
+        st->inflight = st->micro_batch + most;
+        if (st->inflight > p->batch)
+            st->inflight = p->batch;
+    }
+}
+
+static double s_sim(gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost_t *cost)
+{
+    gpp_err_t err = {{0}};
+    GPP_EXPECT_MSG(gpp_plan_link(p, g, &err) == 0, "%s", err.msg);
+    s_default_inflight(p);
+    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(gpp_sim_plan(p, g, cost, &err) == 0, "%s", err.msg);
+    return p->iteration_ms;
+}
+
+static void t_balanced_chain_closed_form(void)
+{
+    /* (m + p - 1)(t_f + t_b) for every p, m with free communication */
+    int ps[] = {1, 2, 3, 4, 6}, ms[] = {1, 2, 4, 7, 16};
+    double tf = 1.25, tb = 2.5;
+    double maxdiff = 0;
+    for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
+        for (size_t j = 0; j < sizeof ms / sizeof *ms; j++) {
+            int P = ps[i], m = ms[j];
+            gpp_graph_t *g = s_chain(2 * P - 2);
+            gpp_plan_t *pl = gpp_plan_new("gpp", g, P, m);
+            for (int s = 0; s < P; s++)
+                s_stage(pl, 2 * s, 2 * s + 1, 1, 1, tf, tb);
+            double it = s_sim(pl, g, NULL);
+            double want = (m + P - 1) * (tf + tb);
+            if (fabs(it - want) > maxdiff)
+                maxdiff = fabs(it - want);
+            GPP_EXPECT_MSG(fabs(it - want) < 1e-9, "p=%d m=%d: %.6f vs %.6f", P, m, it, want);
+            GPP_EXPECT_NEAR(pl->throughput, m / (want / 1000.0), 1e-6 * pl->throughput);
+            gpp_plan_destroy(&pl);
+            gpp_graph_destroy(&g);
+        }
+    printf("  balanced chain: max |sim - (m+p-1)(tf+tb)| = %.3g ms\n", maxdiff);
+}
+
+static void t_balanced_tps_formula(void)
+{
+    /* diamond, stage 0 data-parallel over 2 devices, b = 4, B = 32: TPS of
+       every stage (fwd+bwd)/b + allreduce/B; iteration ~ TPS (B + (depth-1) b) */
+    gpp_graph_t *g = s_diamond();
+    int b = 4, B = 32;
+    double tf = 1.0, tb = 2.0, ar = 0.05;
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 5, B);
+    gpp_stage_t *st = s_stage(p, 0, 1, 2, b, tf, tb);
+    st->allreduce_ms = ar;
+    s_stage(p, 2, 2, 1, b, tf, tb);
+    s_stage(p, 3, 3, 1, b, tf, tb);
+    s_stage(p, 4, 5, 1, b, tf, tb);
+    double it = s_sim(p, g, NULL);
+    double tps = (tf + tb) / b + ar / B;
+    double want = tps * (B + (p->depth - 1) * b);
+    GPP_EXPECT(p->depth == 3);
+    printf("  diamond: sim %.4f ms, TPS formula %.4f ms, rel diff %.3g\n", it, want,
+           fabs(it - want) / want);
+    GPP_EXPECT_MSG(fabs(it - want) <= 0.01 * want, "%.4f vs %.4f", it, want);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+static void t_memory_and_busy(void)
+{
+    gpp_graph_t *g = s_chain(6);
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 4, 16);
+    for (int s = 0; s < 4; s++)
+        s_stage(p, 2 * s, 2 * s + 1, 1, 2, 1, 2);
+    GPP_EXPECT(s_sim(p, g, NULL) > 0);
+    gpp_sim_t *sim = gpp_sim_new(p, g, NULL);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_sim_run(sim, &err) == 0);
+    for (int s = 0; s < 4; s++) {
+        const gpp_sim_stage_t *r = gpp_sim_stage(sim, s);
+        /* 1F1B: stage s holds 4 - s micro-batches at its peak */
+        GPP_EXPECT_MSG(r->peak_live_mbs == 4 - s, "stage %d: %d", s, r->peak_live_mbs);
+        int64_t stash = 0, params = 0;
+        for (int k = 0; k < p->stages[s].n_ops; k++) {
+            stash += g->ops[p->stages[s].ops[k]].stash_bytes;
+            params += g->ops[p->stages[s].ops[k]].params;
+        }
+        GPP_EXPECT(r->stash_peak_bytes == (4 - s) * 2 * stash);
+        GPP_EXPECT(r->peak_mem_bytes == GPP_BYTES_PER_PARAM * params + r->stash_peak_bytes);
+        GPP_EXPECT_NEAR(r->busy_ms, 8 * 3.0, 1e-9);
+        GPP_EXPECT_NEAR(r->busy_ms + r->bubble_ms, gpp_sim_iteration_ms(sim), 1e-9);
+    }
+    gpp_sim_destroy(&sim);
+    gpp_sim_destroy(&sim);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+static void t_comm_cost(void)
+{
+    /* two stages on two nodes, one micro-batch: the activation crosses the
+       inter-node link forward and its gradient backward */
+    gpp_graph_t *g = s_chain(2);
+    gpp_cluster_t cl;
+    gpp_err_t err = {{0}};
+    GPP_EXPECT_MSG(gpp_cluster_init(&cl, "a100-80g", 2, 1, &err) == 0, "%s", err.msg);
+    gpp_cost_t *cost = gpp_cost_new(g, &cl);
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 2, 8);
+    s_stage(p, 0, 1, 1, 8, 1, 2);
+    s_stage(p, 2, 3, 1, 8, 1, 2);
+    double it = s_sim(p, g, cost);
+    double bytes = (double)g->ops[1].out_bytes * 8;
+    double c = gpp_link_ms(gpp_cluster_link(&cl, 0, 1), bytes);
+    gpp_sim_t *sim = gpp_sim_new(p, g, cost);
+    GPP_EXPECT(gpp_sim_run(sim, &err) == 0);
+    double step = gpp_sim_stage(sim, 0)->step_ms;
+    GPP_EXPECT(step > 0);
+    GPP_EXPECT(gpp_sim_stage(sim, 0)->allreduce_ms == 0);
+    /* stage 0 finishes last: F, send, (F B on stage 1), send back, B, STEP */
+    double want = 1 + c + 1 + 2 + c + 2 + step;
+    GPP_EXPECT_MSG(fabs(it - want) < 1e-9, "%.6f vs %.6f (comm %.6f)", it, want, c);
+    gpp_sim_destroy(&sim);
+    gpp_plan_destroy(&p);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
+static void t_trace(void)
+{
+    gpp_graph_t *g = s_diamond();
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 5, 8);
+    s_stage(p, 0, 1, 2, 2, 1, 2)->allreduce_ms = 0.5;
+    s_stage(p, 2, 2, 1, 2, 1, 2);
+    s_stage(p, 3, 3, 1, 2, 1, 2);
+    s_stage(p, 4, 5, 1, 2, 1, 2);
+    s_sim(p, g, NULL);
+    gpp_sim_t *sim = gpp_sim_new(p, g, NULL);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_sim_run(sim, &err) == 0);
+    char *json = gpp_sim_trace_json(sim);
+    cJSON *root = cJSON_Parse(json);
+    GPP_EXPECT(root != NULL);
+    cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
+    GPP_EXPECT(cJSON_IsArray(ev));
+    int spans = 0, rows[8] = {0}, ok = 1;
+    cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+    {
+        const char *ph = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "ph"));
+        if (!ph || strcmp(ph, "X") != 0)
+            continue;
+        spans++;
+        int tid = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "tid"));
+        if (tid >= 0 && tid < 8)
+            rows[tid]++;
+        ok &= cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "ts")) &&
+              cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "dur")) &&
+              cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "name"));
+    }
+    /* 5 devices x (4 F + 4 B + STEP) + 2 ALLREDUCE */
+    GPP_EXPECT_MSG(spans == 5 * 9 + 2, "%d spans", spans);
+    GPP_EXPECT(ok);
+    for (int d = 0; d < 5; d++)
+        GPP_EXPECT(rows[d] == 9 + (d < 2));
+    cJSON_Delete(root);
+    free(json);
+    GPP_EXPECT(gpp_sim_write_trace(sim, "/nonexistent-dir/trace.json", &err) == -1);
+    gpp_sim_destroy(&sim);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+static void t_stall_reported(void)
+{
+    gpp_graph_t *g = s_chain(2);
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 2, 4);
+    s_stage(p, 0, 1, 1, 1, 1, 2);
+    s_stage(p, 2, 3, 1, 2, 1, 2);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
+    p->stages[0].inflight = 1; /* needs 4: the consumer takes two mbs at once */
+    p->stages[1].inflight = 2;
+    GPP_EXPECT(gpp_sched_compute(p, &err) == 0 && gpp_sched_lower(p, g, &err) == 0);
+    GPP_EXPECT(gpp_sim_plan(p, g, NULL, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "stalls") && strstr(err.msg, "stage"), "%s", err.msg);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
+/* Zoo models cut into contiguous op-id ranges (always convex: ids are a
+ * topological order), default in-flight counts: C1-C4 and deadlock free. */
+static void t_zoo_handmade_plans(void)
+{
+    const char *specs[] = {"mmt:branches=2,layers=2,hidden=64,heads=4,seq=16", "dlrm",
+                           "candle_uno", "case_study", "transformer:layers=2,hidden=64,heads=4,seq=16"};
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+        gpp_err_t err = {{0}};
+        gpp_graph_t *g = gpp_zoo_build(specs[i], &err);
+        GPP_EXPECT_MSG(g != NULL, "%s: %s", specs[i], err.msg);
+        if (!g)
+            continue;
+        for (int P = 1; P <= 4; P++) {
+            gpp_plan_t *p = gpp_plan_new("spp", g, P * 2, 16);
+            int per = (g->n_ops + P - 1) / P;
+            for (int s = 0; s < P && s * per < g->n_ops; s++) {
+                int hi = (s + 1) * per - 1 < g->n_ops - 1 ? (s + 1) * per - 1 : g->n_ops - 1;
+                s_stage(p, s * per, hi, 2, 4, 1, 2);
+            }
+            p->n_devices = 2 * p->n_stages;
+            double it = s_sim(p, g, NULL);
+            GPP_EXPECT_MSG(it > 0, "%s P=%d", specs[i], P);
+            gpp_plan_destroy(&p);
+        }
+        gpp_graph_destroy(&g);
+    }
+}
+
+static const gpp_test_case_t cases[] = {
+    {"balanced_chain_closed_form", t_balanced_chain_closed_form},
+    {"balanced_tps_formula", t_balanced_tps_formula},
+    {"memory_and_busy", t_memory_and_busy},
+    {"comm_cost", t_comm_cost},
+    {"trace", t_trace},
+    {"stall_reported", t_stall_reported},
+    {"zoo_handmade_plans", t_zoo_handmade_plans},
+    {NULL, NULL},
+};
+
+int main(void)
+{
+    return gpp_test_run(cases);
+}
