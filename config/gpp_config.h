@@ -1,0 +1,109 @@
+/* gpp_config: cluster.toml -> one C struct (STYLE rule 11).
+ *
+ * gpp_config_load() parses the file with toml++ (through gpp_toml_shim),
+ * starts from the defaults of gpp_config_defaults(), applies every key
+ * (unknown keys and sections are errors: typos must not pass silently),
+ * checks ranges and cross-field rules, then applies the environment
+ * overrides (GPP_HEARTBEAT_MS, ... listed in docs/config.md), each read once
+ * and logged at info level. Errors read
+ *   "cluster.toml:12:9: job.batch: expected a positive integer, got -4".
+ *
+ * Units are in the field names. Every field is documented in docs/config.md. */
+#ifndef GPP_CONFIG_H
+#define GPP_CONFIG_H
+
+#include <stdint.h>
+
+#include "common/gpp_err.h"
+
+#define GPP_CONFIG_STR 256  /* bytes incl. NUL: hosts, endpoints, presets */
+#define GPP_CONFIG_PATH 1024 /* bytes incl. NUL: file and directory paths */
+#define GPP_CONFIG_MAX_NODES 4096
+
+/* Launch mode: local = the coordinator forks one agent per slot on this host;
+ * external = agents are started elsewhere (systemd, Slurm) and register. */
+typedef enum { GPP_CONFIG_LAUNCH_LOCAL = 0, GPP_CONFIG_LAUNCH_EXTERNAL } gpp_config_launch_t;
+typedef enum { GPP_CONFIG_BACKEND_CPU = 0, GPP_CONFIG_BACKEND_CUDA } gpp_config_backend_t;
+/* Numerically equal to gpp_optim_kind_t (kernels/gpp_optim.h). */
+typedef enum { GPP_CONFIG_OPTIM_SGD = 0, GPP_CONFIG_OPTIM_ADAMW } gpp_config_optim_t;
+
+typedef struct {
+    char host[GPP_CONFIG_STR]; /* hostname or address agents on it report */
+    int slots;                 /* GPUs (cuda) or CPU agent slots (cpu) on it */
+} gpp_config_node_t;
+
+typedef struct {
+    char path[GPP_CONFIG_PATH]; /* the file this came from ("" for defaults) */
+
+    struct {
+        char endpoint[GPP_CONFIG_STR]; /* ZeroMQ endpoint, "tcp://127.0.0.1:5555" */
+        char store[GPP_CONFIG_STR];    /* comm rendezvous store "host:port" */
+    } coordinator;
+
+    struct {
+        char device[GPP_CONFIG_STR];  /* preset: v100-16g v100-32g a100-80g h100-80g cpu */
+        char profile[GPP_CONFIG_PATH]; /* profile.json; "" = roofline of the preset */
+        double mem_gib;               /* memory per device; 0 = the preset's */
+        double intra_gbps;            /* intra-node link GB/s; 0 = planner default */
+        double inter_gbps;            /* inter-node link GB/s; 0 = planner default */
+        double intra_latency_us;      /* 0 = planner default */
+        double inter_latency_us;      /* 0 = planner default */
+    } cluster;
+
+    int n_nodes;               /* >= 1 */
+    gpp_config_node_t *nodes;  /* [n_nodes], owned by the config */
+
+    struct {
+        char model[GPP_CONFIG_PATH]; /* zoo spec "mmt:branches=2,..." or graph JSON path */
+        int batch;                   /* mini-batch samples per iteration */
+        int iterations;
+        gpp_config_optim_t optimizer;
+        double lr;
+        double momentum;     /* sgd */
+        double weight_decay;
+        double beta1, beta2; /* adamw */
+        double eps;          /* adamw */
+        uint64_t seed;
+        char planner[8];     /* "gpp" | "spp" */
+        int micro_batch;     /* 0 = planner sweeps it */
+        char checkpoint_dir[GPP_CONFIG_PATH]; /* "" = no checkpoints */
+        int checkpoint_interval;              /* iterations; 0 = none */
+        gpp_config_launch_t launch;
+        gpp_config_backend_t backend;
+    } job;
+
+    struct {
+        int heartbeat_ms; /* interval between heartbeats, both ways */
+        int timeout_ms;   /* silence after which a peer is declared dead */
+    } health;
+
+    struct {
+        char file[GPP_CONFIG_PATH]; /* per-iteration metrics JSON lines; "" = none */
+        int http_port;              /* Prometheus /metrics; 0 = off */
+    } metrics;
+} gpp_config_t;
+
+/* Fills *c with every default (one local node with 1 slot, no model). The
+ * caller releases it with gpp_config_release(). */
+void gpp_config_defaults(gpp_config_t *c);
+
+/* Loads path into *c (defaults, file, checks, environment). Returns 0, or -1
+ * with "PATH:LINE:COL: section.key: problem; fix" in err, leaving *c
+ * released. Release with gpp_config_release(). */
+int gpp_config_load(gpp_config_t *c, const char *path, gpp_err_t *err);
+/* Same for TOML text in memory; `name` stands for the path in messages.
+ * Environment overrides apply as in gpp_config_load(). */
+int gpp_config_load_string(gpp_config_t *c, const char *text, const char *name, gpp_err_t *err);
+
+/* Frees what *c owns (the nodes array); *c can be loaded again. */
+void gpp_config_release(gpp_config_t *c);
+
+/* Total slots over all nodes: the planner's device count. */
+int gpp_config_devices(const gpp_config_t *c);
+
+/* "local" / "external", "cpu" / "cuda", "sgd" / "adamw". */
+const char *gpp_config_launch_name(gpp_config_launch_t l);
+const char *gpp_config_backend_name(gpp_config_backend_t b);
+const char *gpp_config_optim_name(gpp_config_optim_t o);
+
+#endif
