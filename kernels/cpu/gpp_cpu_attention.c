@@ -1,0 +1,118 @@
+/* gpp_cpu_attention: multi-head self-attention without mask.
+ *
+ * Every matrix product is an sgemm on strided views, with no copies: head h
+ * of Q is the [seq, dh] block at column h*dh of the [seq, 3 hidden] qkv
+ * matrix (row stride 3 hidden), K and V are at +hidden and +2 hidden, and
+ * each head's context is written straight into its column block of ctx
+ * (row stride hidden). One loop over (sample, head) issues the per-head
+ * products.
+ *
+ * Stash layout (floats): qkv [n*seq, 3 hidden] | probabilities
+ * [n, heads, seq, seq] | ctx [n*seq, hidden]. */
+#include <math.h>
+
+#include "kernels/cpu/gpp_cpu.h"
+
+/* Row-wise softmax of a [rows, cols] block in place. */
+static void s_softmax_rows(int64_t rows, int64_t cols, float *a)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *ar = a + r * cols;
+        float mx = ar[0];
+        for (int64_t j = 1; j < cols; j++)
+            mx = ar[j] > mx ? ar[j] : mx;
+        double sum = 0.0;
+        for (int64_t j = 0; j < cols; j++) {
+            ar[j] = expf(ar[j] - mx);
+            sum += ar[j];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int64_t j = 0; j < cols; j++)
+            ar[j] *= inv;
+    }
+}
+
+/* Softmax backward in place: dp := p * (dp - sum_j dp_j p_j), per row. */
+static void s_softmax_bwd_rows(int64_t rows, int64_t cols, const float *p, float *dp)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *pr = p + r * cols;
+        float *dr = dp + r * cols;
+        double dot = 0.0;
+        for (int64_t j = 0; j < cols; j++)
+            dot += (double)dr[j] * pr[j];
+        float d = (float)dot;
+        for (int64_t j = 0; j < cols; j++)
+            dr[j] = pr[j] * (dr[j] - d);
+    }
+}
+
+int gpp_cpu_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                          int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err)
+{
+    (void)s, (void)err;
+    int64_t n = x->n, seq = x->rows, hid = x->cols, dh = hid / heads, m = n * seq;
+    float *qkv = stash;
+    float *prob = qkv + m * 3 * hid;
+    float *ctx = prob + n * heads * seq * seq;
+    float scale = 1.0f / sqrtf((float)dh);
+
+    gpp_cpu_linear_fwd_raw(m, hid, 3 * hid, x->data, p->w_qkv.data, p->b_qkv.data, qkv);
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t h = 0; h < heads; h++) {
+            const float *q = qkv + i * seq * 3 * hid + h * dh;
+            const float *k = q + hid, *v = q + 2 * hid;
+            float *ph = prob + (i * heads + h) * seq * seq;
+            gpp_cpu_sgemm(0, 1, seq, seq, dh, scale, q, 3 * hid, k, 3 * hid, 0.0f, ph, seq);
+            s_softmax_rows(seq, seq, ph);
+            gpp_cpu_sgemm(0, 0, seq, dh, seq, 1.0f, ph, seq, v, 3 * hid, 0.0f,
+                          ctx + i * seq * hid + h * dh, hid);
+        }
+    }
+    gpp_cpu_linear_fwd_raw(m, hid, hid, ctx, p->w_o.data, p->b_o.data, y->data);
+    return 0;
+}
+
+int gpp_cpu_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                          int heads, const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                          gpp_attention_params_t *dp, gpp_err_t *err)
+{
+    int64_t n = x->n, seq = x->rows, hid = x->cols, dh = hid / heads, m = n * seq;
+    const float *qkv = stash;
+    const float *prob = qkv + m * 3 * hid;
+    const float *ctx = prob + n * heads * seq * seq;
+    float scale = 1.0f / sqrtf((float)dh);
+
+    size_t ws_floats = (size_t)(m * hid + m * 3 * hid + seq * seq);
+    float *dctx = gpp_stream_workspace(s, ws_floats * sizeof(float), err);
+    if (!dctx)
+        return gpp_err_prefix(err, "attention backward workspace");
+    float *dqkv = dctx + m * hid;
+    float *dprob = dqkv + m * 3 * hid;
+
+    /* output projection: dctx = dy W_o (overwritten), dW_o, db_o += */
+    const float *dyp = dy->data;
+    gpp_cpu_sgemm(0, 0, m, hid, hid, 1.0f, dyp, hid, p->w_o.data, hid, 0.0f, dctx, hid);
+    gpp_cpu_linear_bwd_raw(m, hid, hid, ctx, p->w_o.data, dyp, NULL, dp ? dp->w_o.data : NULL,
+                           dp ? dp->b_o.data : NULL);
+
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t h = 0; h < heads; h++) {
+            int64_t off = i * seq * 3 * hid + h * dh;
+            const float *q = qkv + off, *k = q + hid, *v = q + 2 * hid;
+            float *dq = dqkv + off, *dk = dq + hid, *dv = dq + 2 * hid;
+            const float *ph = prob + (i * heads + h) * seq * seq;
+            const float *dc = dctx + i * seq * hid + h * dh;
+            /* dV = P^T dctx_h; dP = dctx_h V^T */
+            gpp_cpu_sgemm(1, 0, seq, dh, seq, 1.0f, ph, seq, dc, hid, 0.0f, dv, 3 * hid);
+            gpp_cpu_sgemm(0, 1, seq, seq, dh, 1.0f, dc, hid, v, 3 * hid, 0.0f, dprob, seq);
+            s_softmax_bwd_rows(seq, seq, ph, dprob);
+            /* scores = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
+            gpp_cpu_sgemm(0, 0, seq, dh, seq, scale, dprob, seq, k, 3 * hid, 0.0f, dq, 3 * hid);
+            gpp_cpu_sgemm(1, 0, seq, dh, seq, scale, dprob, seq, q, 3 * hid, 0.0f, dk, 3 * hid);
+        }
+    }
+    gpp_cpu_linear_bwd_raw(m, hid, 3 * hid, x->data, p->w_qkv.data, dqkv, dx ? dx->data : NULL,
+                           dp ? dp->w_qkv.data : NULL, dp ? dp->b_qkv.data : NULL);
+    return 0;
+}

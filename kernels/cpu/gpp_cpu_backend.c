@@ -1,0 +1,160 @@
+/* gpp_cpu_backend: the CPU backend's memory, streams and events.
+ *
+ * Device memory is host memory; every enqueued call runs to completion
+ * before it returns, so a stream is only a workspace owner and an event is
+ * complete as soon as it is recorded. The asynchronous API is kept so that
+ * code written for the CPU backend is correct on CUDA. */
+#include <assert.h>
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/gpp_cpu.h"
+
+#define GPP_CPU_ALIGN 64
+
+static int s_init(gpp_backend_t *be, gpp_err_t *err)
+{
+    (void)err;
+    if (be->cfg.cpu_threads > 0)
+        openblas_set_num_threads(be->cfg.cpu_threads);
+    snprintf(be->name, sizeof be->name, "cpu");
+    return 0;
+}
+
+static void s_fini(gpp_backend_t *be)
+{
+    (void)be;
+}
+
+static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
+{
+    (void)be;
+    size_t rounded = (bytes + GPP_CPU_ALIGN - 1) / GPP_CPU_ALIGN * GPP_CPU_ALIGN;
+    if (rounded == 0)
+        rounded = GPP_CPU_ALIGN;
+    void *p = aligned_alloc(GPP_CPU_ALIGN, rounded);
+    if (!p)
+        gpp_err_set(err, "cpu backend: out of memory allocating %zu bytes; reduce the "
+                         "micro-batch size or the stage's ops",
+                    bytes);
+    return p;
+}
+
+static void s_free(gpp_backend_t *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static int s_stream_init(gpp_stream_t *s, gpp_err_t *err)
+{
+    (void)s, (void)err;
+    return 0;
+}
+
+static void s_stream_fini(gpp_stream_t *s)
+{
+    (void)s;
+}
+
+static int s_stream_sync(gpp_stream_t *s, gpp_err_t *err)
+{
+    (void)s, (void)err;
+    return 0;
+}
+
+/* Work enqueued before has completed already. */
+static void s_stream_free(gpp_stream_t *s, void *p)
+{
+    (void)s;
+    free(p);
+}
+
+static int s_copy(gpp_stream_t *s, void *dst, const void *src, size_t bytes,
+                  gpp_copy_kind_t kind, gpp_err_t *err)
+{
+    (void)s, (void)kind, (void)err;
+    memmove(dst, src, bytes);
+    return 0;
+}
+
+static int s_zero(gpp_stream_t *s, void *dst, size_t bytes, gpp_err_t *err)
+{
+    (void)s, (void)err;
+    memset(dst, 0, bytes);
+    return 0;
+}
+
+static int s_event_init(gpp_event_t *e, gpp_err_t *err)
+{
+    (void)e, (void)err;
+    return 0;
+}
+
+static void s_event_fini(gpp_event_t *e)
+{
+    (void)e;
+}
+
+static int s_event_noop(gpp_event_t *e, gpp_stream_t *s, gpp_err_t *err)
+{
+    (void)e, (void)s, (void)err;
+    return 0;
+}
+
+static int s_event_sync(gpp_event_t *e, gpp_err_t *err)
+{
+    (void)e, (void)err;
+    return 0;
+}
+
+static int s_event_query(gpp_event_t *e, gpp_err_t *err)
+{
+    (void)e, (void)err;
+    return 1;
+}
+
+const gpp_backend_vt_t gpp_cpu_backend_vt = {
+    .init = s_init,
+    .fini = s_fini,
+    .alloc = s_alloc,
+    .free = s_free,
+    .stream_init = s_stream_init,
+    .stream_fini = s_stream_fini,
+    .stream_sync = s_stream_sync,
+    .stream_free = s_stream_free,
+    .copy = s_copy,
+    .zero = s_zero,
+    .event_init = s_event_init,
+    .event_fini = s_event_fini,
+    .event_record = s_event_noop,
+    .event_wait = s_event_noop,
+    .event_sync = s_event_sync,
+    .event_query = s_event_query,
+    .linear_fwd = gpp_cpu_linear_fwd,
+    .linear_bwd = gpp_cpu_linear_bwd,
+    .relu_fwd = gpp_cpu_relu_fwd,
+    .relu_bwd = gpp_cpu_relu_bwd,
+    .gelu_fwd = gpp_cpu_gelu_fwd,
+    .gelu_bwd = gpp_cpu_gelu_bwd,
+    .layernorm_fwd = gpp_cpu_layernorm_fwd,
+    .layernorm_bwd = gpp_cpu_layernorm_bwd,
+    .attention_fwd = gpp_cpu_attention_fwd,
+    .attention_bwd = gpp_cpu_attention_bwd,
+    .embedding_bag_fwd = gpp_cpu_embedding_bag_fwd,
+    .embedding_bag_bwd = gpp_cpu_embedding_bag_bwd,
+    .concat_fwd = gpp_cpu_concat_fwd,
+    .concat_bwd = gpp_cpu_concat_bwd,
+    .loss_mse = gpp_cpu_loss_mse,
+    .loss_ce = gpp_cpu_loss_ce,
+    .add = gpp_cpu_add,
+    .axpy = gpp_cpu_axpy,
+    .scale = gpp_cpu_scale,
+    .sparse_init = gpp_cpu_sparse_init,
+    .sparse_add = gpp_cpu_sparse_add,
+    .sparse_clear = gpp_cpu_sparse_clear,
+    .optim_step = gpp_cpu_optim_step,
+    .optim_step_sparse = gpp_cpu_optim_step_sparse,
+};

@@ -1,0 +1,40 @@
+/* gpp_cpu_concat: concat along features and its backward, the split. */
+#include <string.h>
+
+#include "kernels/cpu/gpp_cpu.h"
+
+int gpp_cpu_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp_tensor_t *y,
+                       gpp_err_t *err)
+{
+    (void)s, (void)err;
+    int64_t rows = y->n * y->rows, cy = y->cols;
+    int64_t off = 0;
+    for (int i = 0; i < n_in; i++) {
+        int64_t c = xs[i]->cols;
+        const float *x = xs[i]->data;
+        float *yb = (float *)y->data + off;
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(yb + r * cy, x + r * c, (size_t)c * sizeof(float));
+        off += c;
+    }
+    return 0;
+}
+
+int gpp_cpu_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy,
+                       gpp_tensor_t *const *dxs, gpp_err_t *err)
+{
+    (void)s, (void)err;
+    int64_t rows = dy->n * dy->rows, cy = dy->cols;
+    int64_t off = 0;
+    for (int i = 0; i < n_in; i++) {
+        int64_t c = dxs[i]->cols;
+        float *dx = dxs[i]->data;
+        const float *dyb = (const float *)dy->data + off;
+        off += c;
+        if (!dx)
+            continue;
+        for (int64_t r = 0; r < rows; r++)
+            gpp_cpu_acc(c, dyb + r * cy, dx + r * c);
+    }
+    return 0;
+}

@@ -1,0 +1,210 @@
+/* gpp_backend: backend-independent half of backends, streams, events and
+ * tensors; the device work goes through the backend's table. */
+#include "kernels/gpp_backend.h"
+
+#include <assert.h>
+#include <stdlib.h>
+
+#include "kernels/gpp_backend_impl.h"
+
+gpp_backend_t *gpp_backend_new(const gpp_backend_cfg_t *cfg, gpp_err_t *err)
+{
+    assert(cfg);
+    const gpp_backend_vt_t *vt = NULL;
+    switch (cfg->kind) {
+    case GPP_DEVICE_CPU:
+        vt = &gpp_cpu_backend_vt;
+        break;
+    case GPP_DEVICE_CUDA:
+        gpp_err_set(err, "backend cuda:%d: the CUDA backend is not built in this gpp; "
+                         "use the cpu backend",
+                    cfg->device);
+        return NULL;
+    default:
+        gpp_err_set(err, "backend: unknown device kind %d", (int)cfg->kind);
+        return NULL;
+    }
+    gpp_backend_t *self = gpp_xcalloc(1, sizeof *self);
+    self->vt = vt;
+    self->cfg = *cfg;
+    if (vt->init(self, err) < 0) {
+        free(self);
+        return NULL;
+    }
+    return self;
+}
+
+void gpp_backend_destroy(gpp_backend_t **self_p)
+{
+    assert(self_p);
+    gpp_backend_t *self = *self_p;
+    if (!self)
+        return;
+    self->vt->fini(self);
+    free(self);
+    *self_p = NULL;
+}
+
+gpp_device_kind_t gpp_backend_kind(const gpp_backend_t *self)
+{
+    assert(self);
+    return self->cfg.kind;
+}
+
+const char *gpp_backend_name(const gpp_backend_t *self)
+{
+    assert(self);
+    return self->name;
+}
+
+void *gpp_backend_alloc(gpp_backend_t *self, size_t bytes, gpp_err_t *err)
+{
+    assert(self);
+    return self->vt->alloc(self, bytes, err);
+}
+
+void gpp_backend_free(gpp_backend_t *self, void **ptr_p)
+{
+    assert(self && ptr_p);
+    if (*ptr_p)
+        self->vt->free(self, *ptr_p);
+    *ptr_p = NULL;
+}
+
+gpp_stream_t *gpp_stream_new(gpp_backend_t *be, gpp_err_t *err)
+{
+    assert(be);
+    gpp_stream_t *self = gpp_xcalloc(1, sizeof *self);
+    self->be = be;
+    if (be->vt->stream_init(self, err) < 0) {
+        free(self);
+        return NULL;
+    }
+    return self;
+}
+
+void gpp_stream_destroy(gpp_stream_t **self_p)
+{
+    assert(self_p);
+    gpp_stream_t *self = *self_p;
+    if (!self)
+        return;
+    const gpp_backend_vt_t *vt = self->be->vt;
+    /* Errors of work still in flight have no one left to report to. */
+    vt->stream_sync(self, NULL);
+    if (self->ws)
+        vt->free(self->be, self->ws);
+    vt->stream_fini(self);
+    free(self);
+    *self_p = NULL;
+}
+
+gpp_backend_t *gpp_stream_backend(const gpp_stream_t *self)
+{
+    assert(self);
+    return self->be;
+}
+
+int gpp_stream_sync(gpp_stream_t *self, gpp_err_t *err)
+{
+    assert(self);
+    return self->be->vt->stream_sync(self, err);
+}
+
+void *gpp_stream_workspace(gpp_stream_t *self, size_t bytes, gpp_err_t *err)
+{
+    assert(self);
+    if (bytes <= self->ws_bytes && self->ws)
+        return self->ws;
+    /* Grow by at least half so that a sequence of slightly larger requests
+     * does not reallocate every time. */
+    size_t want = bytes > self->ws_bytes + self->ws_bytes / 2 ? bytes
+                                                              : self->ws_bytes + self->ws_bytes / 2;
+    void *p = self->be->vt->alloc(self->be, want, err);
+    if (!p)
+        return NULL;
+    if (self->ws)
+        self->be->vt->stream_free(self, self->ws);
+    self->ws = p;
+    self->ws_bytes = want;
+    return p;
+}
+
+int gpp_stream_copy(gpp_stream_t *self, void *dst, const void *src, size_t bytes,
+                    gpp_copy_kind_t kind, gpp_err_t *err)
+{
+    assert(self && (bytes == 0 || (dst && src)));
+    if (bytes == 0)
+        return 0;
+    return self->be->vt->copy(self, dst, src, bytes, kind, err);
+}
+
+int gpp_stream_zero(gpp_stream_t *self, void *dst, size_t bytes, gpp_err_t *err)
+{
+    assert(self && (bytes == 0 || dst));
+    if (bytes == 0)
+        return 0;
+    return self->be->vt->zero(self, dst, bytes, err);
+}
+
+gpp_event_t *gpp_event_new(gpp_backend_t *be, gpp_err_t *err)
+{
+    assert(be);
+    gpp_event_t *self = gpp_xcalloc(1, sizeof *self);
+    self->be = be;
+    if (be->vt->event_init(self, err) < 0) {
+        free(self);
+        return NULL;
+    }
+    return self;
+}
+
+void gpp_event_destroy(gpp_event_t **self_p)
+{
+    assert(self_p);
+    gpp_event_t *self = *self_p;
+    if (!self)
+        return;
+    self->be->vt->event_fini(self);
+    free(self);
+    *self_p = NULL;
+}
+
+int gpp_event_record(gpp_event_t *self, gpp_stream_t *stream, gpp_err_t *err)
+{
+    assert(self && stream && stream->be == self->be);
+    return self->be->vt->event_record(self, stream, err);
+}
+
+int gpp_event_wait(gpp_event_t *self, gpp_stream_t *stream, gpp_err_t *err)
+{
+    assert(self && stream && stream->be == self->be);
+    return self->be->vt->event_wait(self, stream, err);
+}
+
+int gpp_event_sync(gpp_event_t *self, gpp_err_t *err)
+{
+    assert(self);
+    return self->be->vt->event_sync(self, err);
+}
+
+int gpp_event_query(gpp_event_t *self, gpp_err_t *err)
+{
+    assert(self);
+    return self->be->vt->event_query(self, err);
+}
+
+int gpp_tensor_alloc(gpp_backend_t *be, gpp_dtype_t dtype, int64_t n, int64_t rows, int64_t cols,
+                     gpp_tensor_t *t, gpp_err_t *err)
+{
+    assert(be && t && n >= 0 && rows >= 0 && cols >= 0);
+    *t = gpp_tensor(NULL, dtype, n, rows, cols);
+    t->data = be->vt->alloc(be, gpp_tensor_bytes(t), err);
+    return t->data ? 0 : -1;
+}
+
+void gpp_tensor_free(gpp_backend_t *be, gpp_tensor_t *t)
+{
+    assert(be && t);
+    gpp_backend_free(be, &t->data);
+}

@@ -1,0 +1,256 @@
+/* gpp_ops: argument and shape checks shared by every backend, then dispatch
+ * through the stream's backend table. */
+#include "kernels/gpp_ops.h"
+
+#include <assert.h>
+
+#include "kernels/gpp_backend_impl.h"
+
+static const gpp_backend_vt_t *s_vt(gpp_stream_t *s)
+{
+    assert(s && s->be && s->be->vt);
+    return s->be->vt;
+}
+
+/* A usable fp32 / int32 tensor. */
+static inline int s_f32(const gpp_tensor_t *t)
+{
+    return t && t->dtype == GPP_DTYPE_F32 && (t->data || gpp_tensor_numel(t) == 0);
+}
+static inline int s_i32(const gpp_tensor_t *t)
+{
+    return t && t->dtype == GPP_DTYPE_I32 && (t->data || gpp_tensor_numel(t) == 0);
+}
+static inline int s_same_shape(const gpp_tensor_t *a, const gpp_tensor_t *b)
+{
+    return a->n == b->n && a->rows == b->rows && a->cols == b->cols;
+}
+/* A [1, 1, cols] vector. */
+static inline int s_vec(const gpp_tensor_t *t, int64_t cols)
+{
+    return s_f32(t) && t->n == 1 && t->rows == 1 && t->cols == cols;
+}
+/* A [1, rows, cols] matrix. */
+static inline int s_mat(const gpp_tensor_t *t, int64_t rows, int64_t cols)
+{
+    return s_f32(t) && t->n == 1 && t->rows == rows && t->cols == cols;
+}
+/* An optional gradient: NULL or the shape of `like`. */
+static inline int s_opt_like(const gpp_tensor_t *g, const gpp_tensor_t *like)
+{
+    return !g || (s_f32(g) && s_same_shape(g, like));
+}
+
+int gpp_linear_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                   const gpp_tensor_t *b, gpp_tensor_t *y, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(w) && s_f32(y));
+    assert(w->n == 1 && w->cols == x->cols);
+    assert(!b || s_vec(b, w->rows));
+    assert(y->n == x->n && y->rows == x->rows && y->cols == w->rows);
+    return s_vt(s)->linear_fwd(s, x, w, b, y, err);
+}
+
+int gpp_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                   const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw, gpp_tensor_t *db,
+                   gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(w) && s_f32(dy));
+    assert(w->n == 1 && w->cols == x->cols);
+    assert(dy->n == x->n && dy->rows == x->rows && dy->cols == w->rows);
+    assert(s_opt_like(dx, x) && s_opt_like(dw, w) && (!db || s_vec(db, w->rows)));
+    return s_vt(s)->linear_bwd(s, x, w, dy, dx, dw, db, err);
+}
+
+int gpp_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(y) && s_same_shape(x, y));
+    return s_vt(s)->relu_fwd(s, x, y, err);
+}
+
+int gpp_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+                 gpp_tensor_t *dx, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && s_opt_like(dx, x));
+    if (!dx)
+        return 0;
+    return s_vt(s)->relu_bwd(s, x, dy, dx, err);
+}
+
+int gpp_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(y) && s_same_shape(x, y));
+    return s_vt(s)->gelu_fwd(s, x, y, err);
+}
+
+int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+                 gpp_tensor_t *dx, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && s_opt_like(dx, x));
+    if (!dx)
+        return 0;
+    return s_vt(s)->gelu_bwd(s, x, dy, dx, err);
+}
+
+size_t gpp_layernorm_stash_bytes(int64_t n, int64_t rows)
+{
+    assert(n >= 0 && rows >= 0);
+    return (size_t)(n * rows) * 2 * sizeof(float);
+}
+
+int gpp_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
+                      const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(y) && s_same_shape(x, y) && x->cols > 0);
+    assert(s_vec(gain, x->cols) && s_vec(bias, x->cols));
+    assert(stash || x->n * x->rows == 0);
+    return s_vt(s)->layernorm_fwd(s, x, gain, bias, y, stash, err);
+}
+
+int gpp_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
+                      const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                      gpp_tensor_t *dgain, gpp_tensor_t *dbias, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && x->cols > 0);
+    assert(s_vec(gain, x->cols) && s_opt_like(dx, x));
+    assert((!dgain || s_vec(dgain, x->cols)) && (!dbias || s_vec(dbias, x->cols)));
+    assert(stash || x->n * x->rows == 0);
+    return s_vt(s)->layernorm_bwd(s, x, gain, stash, dy, dx, dgain, dbias, err);
+}
+
+size_t gpp_attention_stash_bytes(int64_t n, int64_t seq, int64_t hidden, int heads)
+{
+    assert(n >= 0 && seq >= 0 && hidden >= 0 && heads > 0);
+    int64_t floats = n * seq * 3 * hidden + n * heads * seq * seq + n * seq * hidden;
+    return (size_t)floats * sizeof(float);
+}
+
+static inline int s_attention_params_ok(const gpp_attention_params_t *p, int64_t h)
+{
+    return s_mat(&p->w_qkv, 3 * h, h) && s_vec(&p->b_qkv, 3 * h) && s_mat(&p->w_o, h, h) &&
+           s_vec(&p->b_o, h);
+}
+
+int gpp_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                      int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(y) && s_same_shape(x, y) && p);
+    assert(heads > 0 && x->cols % heads == 0 && s_attention_params_ok(p, x->cols));
+    assert(stash);
+    return s_vt(s)->attention_fwd(s, x, p, heads, y, stash, err);
+}
+
+int gpp_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                      int heads, const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                      gpp_attention_params_t *dp, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && s_opt_like(dx, x) && p);
+    assert(heads > 0 && x->cols % heads == 0 && s_attention_params_ok(p, x->cols));
+    if (dp) {
+        /* each gradient may be absent (data NULL) or shaped like its parameter */
+        assert(!dp->w_qkv.data || s_same_shape(&dp->w_qkv, &p->w_qkv));
+        assert(!dp->b_qkv.data || s_same_shape(&dp->b_qkv, &p->b_qkv));
+        assert(!dp->w_o.data || s_same_shape(&dp->w_o, &p->w_o));
+        assert(!dp->b_o.data || s_same_shape(&dp->b_o, &p->b_o));
+    }
+    assert(stash);
+    return s_vt(s)->attention_bwd(s, x, p, heads, stash, dy, dx, dp, err);
+}
+
+int gpp_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
+                          gpp_tensor_t *y, gpp_err_t *err)
+{
+    assert(s_i32(idx) && s_f32(table) && s_f32(y) && table->n == 1);
+    assert(y->n == idx->n && y->rows == idx->rows && y->cols == table->cols);
+    return s_vt(s)->embedding_bag_fwd(s, idx, table, y, err);
+}
+
+int gpp_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *dy,
+                          gpp_sparse_grad_t *dtable, gpp_err_t *err)
+{
+    assert(s_i32(idx) && s_f32(dy));
+    assert(dy->n == idx->n && dy->rows == idx->rows);
+    if (!dtable)
+        return 0;
+    assert(dtable->dim == dy->cols && dtable->be == s->be);
+    return s_vt(s)->embedding_bag_bwd(s, idx, dy, dtable, err);
+}
+
+int gpp_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp_tensor_t *y,
+                   gpp_err_t *err)
+{
+    assert(n_in >= 1 && xs && s_f32(y));
+    int64_t cols = 0;
+    for (int i = 0; i < n_in; i++) {
+        assert(s_f32(xs[i]) && xs[i]->n == y->n && xs[i]->rows == y->rows);
+        cols += xs[i]->cols;
+    }
+    assert(cols == y->cols);
+    (void)cols;
+    return s_vt(s)->concat_fwd(s, n_in, xs, y, err);
+}
+
+int gpp_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,
+                   gpp_err_t *err)
+{
+    assert(n_in >= 1 && dxs && s_f32(dy));
+    int64_t cols = 0;
+    for (int i = 0; i < n_in; i++) {
+        /* a NULL entry still needs its width: callers pass a tensor with
+         * data NULL to skip an input */
+        assert(dxs[i] && dxs[i]->n == dy->n && dxs[i]->rows == dy->rows);
+        assert(dxs[i]->dtype == GPP_DTYPE_F32);
+        cols += dxs[i]->cols;
+    }
+    assert(cols == dy->cols);
+    (void)cols;
+    return s_vt(s)->concat_bwd(s, n_in, dy, dxs, err);
+}
+
+int gpp_add_fwd(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, gpp_tensor_t *y,
+                gpp_err_t *err)
+{
+    assert(s_f32(a) && s_f32(b) && s_f32(y) && s_same_shape(a, b) && s_same_shape(a, y));
+    return s_vt(s)->add(s, gpp_tensor_numel(y), a->data, b->data, y->data, err);
+}
+
+int gpp_add_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, gpp_tensor_t *da, gpp_tensor_t *db,
+                gpp_err_t *err)
+{
+    assert(s_f32(dy) && s_opt_like(da, dy) && s_opt_like(db, dy));
+    if (da && gpp_axpy(s, 1.0f, dy, da, err) < 0)
+        return -1;
+    if (db && gpp_axpy(s, 1.0f, dy, db, err) < 0)
+        return -1;
+    return 0;
+}
+
+int gpp_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target,
+                 float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(target) && s_same_shape(x, target) && s_opt_like(dx, x));
+    assert(loss && gpp_tensor_numel(x) > 0);
+    return s_vt(s)->loss_mse(s, x, target, loss, grad_scale, dx, err);
+}
+
+int gpp_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
+                float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err)
+{
+    assert(s_f32(logits) && s_i32(labels) && s_opt_like(dx, logits));
+    assert(labels->n == logits->n && labels->rows == logits->rows && labels->cols == 1);
+    assert(loss && logits->n * logits->rows > 0 && logits->cols > 0);
+    return s_vt(s)->loss_ce(s, logits, labels, loss, grad_scale, dx, err);
+}
+
+int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y,
+             gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(y) && gpp_tensor_numel(x) == gpp_tensor_numel(y));
+    return s_vt(s)->axpy(s, gpp_tensor_numel(y), alpha, x->data, y->data, err);
+}
+
+int gpp_scale(gpp_stream_t *s, float alpha, gpp_tensor_t *x, gpp_err_t *err)
+{
+    assert(s_f32(x));
+    return s_vt(s)->scale(s, gpp_tensor_numel(x), alpha, x->data, err);
+}

@@ -1,0 +1,99 @@
+/* gpp_sparse: row-sparse gradient objects; accumulation runs on the backend. */
+#include "kernels/gpp_sparse.h"
+
+#include <assert.h>
+#include <stdlib.h>
+
+#include "kernels/gpp_backend_impl.h"
+
+/* Rows the value block holds at first when the caller gives no hint. */
+#define GPP_SPARSE_DEFAULT_CAP 1024
+
+gpp_sparse_grad_t *gpp_sparse_grad_new(gpp_stream_t *s, int64_t table_rows, int64_t dim,
+                                       int64_t cap_rows, gpp_err_t *err)
+{
+    assert(s && table_rows > 0 && table_rows <= INT32_MAX && dim > 0 && cap_rows >= 0);
+    gpp_backend_t *be = s->be;
+    gpp_sparse_grad_t *self = gpp_xcalloc(1, sizeof *self);
+    self->be = be;
+    self->table_rows = table_rows;
+    self->dim = dim;
+    self->cap = cap_rows ? cap_rows : GPP_SPARSE_DEFAULT_CAP;
+    if (self->cap > table_rows)
+        self->cap = table_rows;
+    self->slot = be->vt->alloc(be, (size_t)table_rows * sizeof(int32_t), err);
+    if (!self->slot)
+        goto fail;
+    self->rows = be->vt->alloc(be, (size_t)self->cap * sizeof(int32_t), err);
+    if (!self->rows)
+        goto fail;
+    self->values = be->vt->alloc(be, (size_t)(self->cap * dim) * sizeof(float), err);
+    if (!self->values)
+        goto fail;
+    if (be->vt->sparse_init(s, self, err) < 0)
+        goto fail;
+    return self;
+fail:
+    gpp_err_prefix(err, "sparse gradient for a (%lld, %lld) table", (long long)table_rows,
+                   (long long)dim);
+    gpp_sparse_grad_destroy(&self);
+    return NULL;
+}
+
+void gpp_sparse_grad_destroy(gpp_sparse_grad_t **self_p)
+{
+    assert(self_p);
+    gpp_sparse_grad_t *self = *self_p;
+    if (!self)
+        return;
+    gpp_backend_free(self->be, (void **)&self->slot);
+    gpp_backend_free(self->be, (void **)&self->rows);
+    gpp_backend_free(self->be, (void **)&self->values);
+    free(self);
+    *self_p = NULL;
+}
+
+int64_t gpp_sparse_grad_table_rows(const gpp_sparse_grad_t *self)
+{
+    assert(self);
+    return self->table_rows;
+}
+
+int64_t gpp_sparse_grad_dim(const gpp_sparse_grad_t *self)
+{
+    assert(self);
+    return self->dim;
+}
+
+int64_t gpp_sparse_grad_count(const gpp_sparse_grad_t *self)
+{
+    assert(self);
+    return self->count;
+}
+
+const int32_t *gpp_sparse_grad_rows(const gpp_sparse_grad_t *self)
+{
+    assert(self);
+    return self->rows;
+}
+
+const float *gpp_sparse_grad_values(const gpp_sparse_grad_t *self)
+{
+    assert(self);
+    return self->values;
+}
+
+int gpp_sparse_grad_add(gpp_stream_t *s, gpp_sparse_grad_t *self, int64_t count,
+                        const int32_t *rows, const float *values, gpp_err_t *err)
+{
+    assert(s && self && s->be == self->be && count >= 0 && (count == 0 || (rows && values)));
+    if (count == 0)
+        return 0;
+    return s->be->vt->sparse_add(s, self, count, rows, values, self->dim, err);
+}
+
+int gpp_sparse_grad_clear(gpp_stream_t *s, gpp_sparse_grad_t *self, gpp_err_t *err)
+{
+    assert(s && self && s->be == self->be);
+    return s->be->vt->sparse_clear(s, self, err);
+}
