@@ -1,0 +1,324 @@
+/* test_comm: the Gloo comm backend with N=4 forked ranks on loopback, a
+ * gpp_store server in the parent. Point-to-point tensors (counting wrong
+ * elements), all-reduce over groups of 2 and 4 and the world, tags that do
+ * not mix, test(), barrier, and abort unblocking a pending receive.
+ * Deterministic; each scenario is its own job (store prefix). */
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/comm/gpp_comm.h"
+#include "agent/comm/gpp_store.h"
+#include "common/gpp_time.h"
+#include "tests/unit/gpp_test.h"
+
+#define N_RANKS 4
+#define SCENARIO_TIMEOUT_MS 20000
+
+static gpp_store_server_t *s_server;
+static char s_store_addr[64];
+static int s_pipe[2]; /* rank 0 -> others: "you may leave" */
+
+static gpp_comm_t *s_join(int rank, const char *scenario)
+{
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "test_comm/%d/%s", (int)getppid(), scenario);
+    gpp_comm_opts_t o = {.store_addr = s_store_addr, .prefix = prefix, .world_size = N_RANKS,
+                         .rank = rank, .host = "127.0.0.1", .timeout_ms = 15000};
+    gpp_err_t err = {{0}};
+    gpp_comm_t *c = gpp_comm_gloo_new(&o, &err);
+    GPP_EXPECT_MSG(c, "rank %d: %s", rank, err.msg);
+    return c;
+}
+
+static float s_val(int src, int dst, size_t i) { return (float)(src * 1000 + dst * 100) + (float)(i % 977) * 0.25f; }
+
+/* ---- scenarios, run in each child ---- */
+
+static void sc_p2p(int rank)
+{
+    gpp_comm_t *c = s_join(rank, "p2p");
+    if (!c)
+        return;
+    GPP_EXPECT(gpp_comm_rank(c) == rank && gpp_comm_size(c) == N_RANKS);
+    GPP_EXPECT(strcmp(gpp_comm_backend(c), "gloo") == 0);
+    const size_t sizes[] = {1, 1000, (size_t)1 << 22}; /* up to 16 MiB */
+    int right = (rank + 1) % N_RANKS, left = (rank + N_RANKS - 1) % N_RANKS;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        float *out = malloc(n * sizeof *out), *in = calloc(n, sizeof *in);
+        for (size_t i = 0; i < n; i++)
+            out[i] = s_val(rank, right, i);
+        gpp_err_t err = {{0}};
+        gpp_comm_req_t *rr = NULL, *sr = NULL;
+        /* Receive posted first, send second, test() until done, then wait. */
+        GPP_EXPECT_MSG(gpp_comm_irecv(c, in, n * sizeof *in, left, 7, &rr, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_comm_isend(c, out, n * sizeof *out, right, 7, &sr, &err) == 0, "%s", err.msg);
+        int done = 0;
+        double t0 = gpp_now_ms();
+        while (rr && !done && gpp_now_ms() - t0 < 10000)
+            GPP_EXPECT_MSG(gpp_comm_test(c, rr, &done, &err) == 0, "%s", err.msg);
+        GPP_EXPECT(done);
+        GPP_EXPECT_MSG(gpp_comm_wait(c, &rr, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_comm_wait(c, &sr, &err) == 0, "%s", err.msg);
+        GPP_EXPECT(rr == NULL && sr == NULL);
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; i++)
+            wrong += in[i] != s_val(left, rank, i);
+        GPP_EXPECT_MSG(wrong == 0, "rank %d: %zu of %zu elements wrong", rank, wrong, n);
+        free(out);
+        free(in);
+    }
+    /* Bad peers are rejected before any transport call. */
+    gpp_err_t err = {{0}};
+    float x = 0;
+    GPP_EXPECT(gpp_comm_send(c, &x, sizeof x, rank, 1, &err) == -1 && strstr(err.msg, "peer"));
+    GPP_EXPECT(gpp_comm_send(c, &x, sizeof x, N_RANKS, 1, &err) == -1);
+    /* Zero-byte messages complete on both sides. */
+    GPP_EXPECT(gpp_comm_send(c, NULL, 0, right, 9, &err) == 0);
+    GPP_EXPECT(gpp_comm_recv(c, NULL, 0, left, 9, &err) == 0);
+    GPP_EXPECT_MSG(gpp_comm_barrier(c, NULL, &err) == 0, "%s", err.msg);
+    gpp_comm_destroy(&c);
+    GPP_EXPECT(c == NULL);
+}
+
+static void s_check_allreduce(gpp_comm_t *c, gpp_comm_group_t *g, const int *members, int n_members,
+                              size_t count, const char *what)
+{
+    int rank = gpp_comm_rank(c);
+    float *buf = malloc((count ? count : 1) * sizeof *buf);
+    for (size_t i = 0; i < count; i++)
+        buf[i] = (float)(rank + 1) + (float)(i % 1024) * 0.5f;
+    gpp_err_t err = {{0}};
+    int rc = gpp_comm_allreduce_sum_f32(c, g, buf, count, &err);
+    GPP_EXPECT_MSG(rc == 0, "%s: %s", what, err.msg);
+    size_t wrong = 0;
+    float rsum = 0;
+    for (int m = 0; m < n_members; m++)
+        rsum += (float)(members[m] + 1);
+    for (size_t i = 0; i < count; i++)
+        wrong += buf[i] != rsum + (float)n_members * (float)(i % 1024) * 0.5f;
+    GPP_EXPECT_MSG(wrong == 0, "rank %d %s count %zu: %zu wrong", rank, what, count, wrong);
+    free(buf);
+}
+
+static void sc_allreduce(int rank)
+{
+    gpp_comm_t *c = s_join(rank, "allreduce");
+    if (!c)
+        return;
+    const size_t counts[] = {1, 3, 1001, (size_t)1 << 20};
+    int pair[2] = {rank & ~1, (rank & ~1) + 1}; /* {0,1} and {2,3} */
+    int all[4] = {0, 1, 2, 3};
+    gpp_err_t err = {{0}};
+    gpp_comm_group_t *g2 = gpp_comm_group_new(c, pair, 2, &err);
+    GPP_EXPECT_MSG(g2, "%s", err.msg);
+    gpp_comm_group_t *g4 = gpp_comm_group_new(c, all, 4, &err);
+    GPP_EXPECT_MSG(g4, "%s", err.msg);
+    if (g2 && g4) {
+        GPP_EXPECT(gpp_comm_group_size(g2) == 2 && gpp_comm_group_rank(g2) == (rank & 1));
+        GPP_EXPECT(gpp_comm_group_size(g4) == 4 && gpp_comm_group_rank(g4) == rank);
+        for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+            s_check_allreduce(c, g2, pair, 2, counts[k], "group of 2");
+            s_check_allreduce(c, g4, all, 4, counts[k], "group of 4");
+            s_check_allreduce(c, NULL, all, 4, counts[k], "world");
+        }
+        GPP_EXPECT_MSG(gpp_comm_barrier(c, g2, &err) == 0, "%s", err.msg);
+    }
+    /* Membership is checked. */
+    int others[2] = {(rank + 1) % 4, (rank + 2) % 4};
+    if (others[0] > others[1]) {
+        int t = others[0];
+        others[0] = others[1], others[1] = t;
+    }
+    GPP_EXPECT(gpp_comm_group_new(c, others, 2, &err) == NULL && strstr(err.msg, "not a member"));
+    gpp_comm_group_destroy(&g2);
+    gpp_comm_group_destroy(&g4);
+    GPP_EXPECT(g2 == NULL && g4 == NULL);
+    GPP_EXPECT_MSG(gpp_comm_barrier(c, NULL, &err) == 0, "%s", err.msg);
+    gpp_comm_destroy(&c);
+}
+
+static void sc_tags(int rank)
+{
+    gpp_comm_t *c = s_join(rank, "tags");
+    if (!c)
+        return;
+    enum { N = 4096 };
+    static float a[N], b[N], ra[N], rb[N];
+    gpp_err_t err = {{0}};
+    if (rank == 0 || rank == 1) {
+        int peer = 1 - rank;
+        for (int i = 0; i < N; i++)
+            a[i] = (float)(rank * 10 + 1), b[i] = (float)(rank * 10 + 2);
+        gpp_comm_req_t *s1, *s2, *r2, *r1;
+        /* Sends in tag order 1, 2; receives posted in order 2, 1. */
+        GPP_EXPECT(gpp_comm_irecv(c, rb, sizeof rb, peer, 2, &r2, &err) == 0);
+        GPP_EXPECT(gpp_comm_isend(c, a, sizeof a, peer, 1, &s1, &err) == 0);
+        GPP_EXPECT(gpp_comm_isend(c, b, sizeof b, peer, 2, &s2, &err) == 0);
+        GPP_EXPECT(gpp_comm_irecv(c, ra, sizeof ra, peer, 1, &r1, &err) == 0);
+        GPP_EXPECT_MSG(gpp_comm_wait(c, &r2, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_comm_wait(c, &r1, &err) == 0, "%s", err.msg);
+        GPP_EXPECT(gpp_comm_wait(c, &s1, &err) == 0 && gpp_comm_wait(c, &s2, &err) == 0);
+        int wrong = 0;
+        for (int i = 0; i < N; i++)
+            wrong += ra[i] != (float)(peer * 10 + 1) || rb[i] != (float)(peer * 10 + 2);
+        GPP_EXPECT_MSG(wrong == 0, "rank %d: %d elements of the wrong tag", rank, wrong);
+    } else {
+        /* Ranks 2 and 3: same tag from two different peers does not mix. */
+        int peer = rank == 2 ? 3 : 2;
+        float mine = (float)rank, got = 0;
+        gpp_comm_req_t *r, *s;
+        GPP_EXPECT(gpp_comm_irecv(c, &got, sizeof got, peer, 1, &r, &err) == 0);
+        GPP_EXPECT(gpp_comm_isend(c, &mine, sizeof mine, peer, 1, &s, &err) == 0);
+        GPP_EXPECT(gpp_comm_wait(c, &r, &err) == 0 && gpp_comm_wait(c, &s, &err) == 0);
+        GPP_EXPECT(got == (float)peer);
+    }
+    GPP_EXPECT_MSG(gpp_comm_barrier(c, NULL, &err) == 0, "%s", err.msg);
+    gpp_comm_destroy(&c);
+}
+
+static void *s_abort_later(void *arg)
+{
+    nanosleep(&(struct timespec){0, 200 * 1000000L}, NULL);
+    gpp_comm_abort(arg, "test abort");
+    return NULL;
+}
+
+static void sc_abort(int rank)
+{
+    gpp_comm_t *c = s_join(rank, "abort");
+    if (!c)
+        return;
+    gpp_err_t err = {{0}};
+    if (rank != 0) {
+        /* Stay connected (never send) until rank 0 has checked. */
+        char byte;
+        GPP_EXPECT(read(s_pipe[0], &byte, 1) == 1);
+        gpp_comm_destroy(&c);
+        return;
+    }
+    float buf[16];
+    gpp_comm_req_t *r;
+    GPP_EXPECT(gpp_comm_irecv(c, buf, sizeof buf, 1, 3, &r, &err) == 0);
+    pthread_t t;
+    pthread_create(&t, NULL, s_abort_later, c);
+    double t0 = gpp_now_ms();
+    int rc = gpp_comm_wait(c, &r, &err);
+    double waited = gpp_now_ms() - t0;
+    pthread_join(t, NULL);
+    GPP_EXPECT(rc == -1 && r == NULL);
+    GPP_EXPECT_MSG(strstr(err.msg, "aborted: test abort"), "%s", err.msg);
+    GPP_EXPECT_MSG(waited >= 150 && waited < 5000, "wait returned after %.0f ms", waited);
+    printf("  rank 0: pending recv unblocked by abort after %.0f ms: %s\n", waited, err.msg);
+    /* Everything after the abort fails at once, including a second abort's
+     * reason not replacing the first. */
+    gpp_comm_abort(c, "second");
+    GPP_EXPECT(gpp_comm_irecv(c, buf, sizeof buf, 2, 3, &r, &err) == -1 && strstr(err.msg, "test abort"));
+    GPP_EXPECT(gpp_comm_allreduce_sum_f32(c, NULL, buf, 16, &err) == -1 && strstr(err.msg, "aborted"));
+    for (int i = 1; i < N_RANKS; i++)
+        GPP_EXPECT(write(s_pipe[1], "x", 1) == 1);
+    gpp_comm_destroy(&c);
+}
+
+/* ---- parent side ---- */
+
+static void s_run(const char *name, void (*scenario)(int rank))
+{
+    if (pipe(s_pipe) < 0) {
+        GPP_EXPECT(!"pipe");
+        return;
+    }
+    pid_t pids[N_RANKS];
+    for (int r = 0; r < N_RANKS; r++) {
+        fflush(stdout);
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            scenario(r);
+            fflush(stdout);
+            _exit(gpp_test_failures_ > 100 ? 100 : gpp_test_failures_);
+        }
+        GPP_EXPECT(pids[r] > 0);
+    }
+    double t0 = gpp_now_ms();
+    int left = N_RANKS;
+    int status[N_RANKS];
+    int done[N_RANKS] = {0};
+    while (left > 0 && gpp_now_ms() - t0 < SCENARIO_TIMEOUT_MS) {
+        for (int r = 0; r < N_RANKS; r++) {
+            if (done[r] || pids[r] <= 0)
+                continue;
+            if (waitpid(pids[r], &status[r], WNOHANG) == pids[r])
+                done[r] = 1, left--;
+        }
+        nanosleep(&(struct timespec){0, 5 * 1000000L}, NULL);
+    }
+    for (int r = 0; r < N_RANKS; r++) {
+        if (!done[r] && pids[r] > 0) {
+            kill(pids[r], SIGKILL);
+            waitpid(pids[r], &status[r], 0);
+            GPP_EXPECT_MSG(0, "%s: rank %d still running after %d ms, killed", name, r,
+                           SCENARIO_TIMEOUT_MS);
+            continue;
+        }
+        GPP_EXPECT_MSG(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0,
+                       "%s: rank %d exited with status 0x%x", name, r, status[r]);
+    }
+    close(s_pipe[0]);
+    close(s_pipe[1]);
+    printf("  %s: %.0f ms\n", name, gpp_now_ms() - t0);
+}
+
+static void t_p2p(void) { s_run("p2p", sc_p2p); }
+static void t_allreduce(void) { s_run("allreduce", sc_allreduce); }
+static void t_tags(void) { s_run("tags", sc_tags); }
+static void t_abort(void) { s_run("abort", sc_abort); }
+
+static void t_store(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_store_t *s = gpp_store_connect(s_store_addr, 1000, &err);
+    GPP_EXPECT_MSG(s, "%s", err.msg);
+    if (!s)
+        return;
+    GPP_EXPECT(gpp_store_set(s, "k1", "hello", 5, &err) == 0);
+    void *v = NULL;
+    size_t len = 0;
+    GPP_EXPECT(gpp_store_get(s, "k1", 100, &v, &len, &err) == 0 && len == 5 && !memcmp(v, "hello", 5));
+    free(v);
+    double t0 = gpp_now_ms();
+    GPP_EXPECT(gpp_store_get(s, "missing", 100, &v, &len, &err) == -1 && strstr(err.msg, "missing"));
+    GPP_EXPECT(gpp_now_ms() - t0 >= 90);
+    gpp_store_destroy(&s);
+    GPP_EXPECT(s == NULL);
+    GPP_EXPECT(gpp_store_connect("no-port", 100, &err) == NULL && strstr(err.msg, "HOST:PORT"));
+}
+
+static const gpp_test_case_t cases[] = {
+    {"store", t_store},
+    {"p2p_tensors", t_p2p},
+    {"allreduce_groups_2_4_world", t_allreduce},
+    {"tags_do_not_mix", t_tags},
+    {"abort_unblocks_recv", t_abort},
+    {NULL, NULL},
+};
+
+int main(void)
+{
+    gpp_err_t err = {{0}};
+    s_server = gpp_store_server_new("127.0.0.1", 0, &err);
+    if (!s_server) {
+        fprintf(stderr, "test_comm: %s\n", err.msg);
+        return 1;
+    }
+    snprintf(s_store_addr, sizeof s_store_addr, "127.0.0.1:%d", gpp_store_server_port(s_server));
+    int rc = gpp_test_run(cases);
+    gpp_store_server_destroy(&s_server);
+    return rc;
+}
