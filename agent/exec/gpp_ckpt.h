@@ -1,0 +1,34 @@
+/* gpp_ckpt: checkpoints of an executor's parameters and optimizer state.
+ *
+ * File format, version 1, little-endian, no padding:
+ *   char magic[8] = "GPPCKPT\0"; u32 version = 1;
+ *   u32 optimizer (gpp_optim_kind_t); u64 steps (optimizer steps taken);
+ *   u32 spec_len; char spec[spec_len] (the model's canonical spec);
+ *   u32 n_tensors; then per tensor:
+ *     u32 name_len; char name[name_len] ("<op>.<param>", see gpp_exec.h);
+ *     u32 role (0 the value, 1 + k optimizer state buffer k);
+ *     i64 rows; i64 cols; f32 data[rows x cols]
+ *   u32 crc: CRC-32 of every byte before it.
+ * A checkpoint holds one executor's (stage's) tensors; a stage loads from a
+ * file holding a superset (e.g. a whole-model checkpoint) of the same model.
+ *
+ * Saving streams through gpp_afile (temp file + fsync + rename): an existing
+ * file is untouched when the save fails. Loading first checks the whole file
+ * (magic, version, CRC, size), then the model spec, optimizer and every
+ * tensor's presence and shape, and only then changes the executor: on any
+ * error the executor is unchanged.
+ *
+ * Both synchronise the executor's stream; call them between iterations. */
+#ifndef GPP_CKPT_H
+#define GPP_CKPT_H
+
+#include "agent/exec/gpp_exec.h"
+#include "common/gpp_err.h"
+
+#define GPP_CKPT_MAGIC "GPPCKPT"
+#define GPP_CKPT_VERSION 1
+
+int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err);
+int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err);
+
+#endif

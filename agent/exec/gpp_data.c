@@ -1,0 +1,600 @@
+/* gpp_data: synthetic data with a fixed teacher, and dataset files (see
+ * gpp_data.h for the contract and the file format). */
+#include "agent/exec/gpp_data.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/exec/gpp_afile.h"
+#include "agent/exec/gpp_hash.h"
+
+/* Purpose tags of the random streams (gpp_hash_key's second field). */
+enum { TAG_INPUT = 0x494e50, TAG_EMB = 0x454d42, TAG_PROJ = 0x50524f };
+
+#define HDR_FIXED 32
+#define HDR_ENTRY 104
+
+typedef struct {
+    char name[GPP_NAME_LEN];
+    uint32_t role, dtype;
+    int64_t rows, cols, range;
+    uint32_t crc;
+    int64_t offset; /* of the data in the file */
+} data_array_t;
+
+/* The teacher of one loss op: the inputs it reads and its projection. */
+typedef struct {
+    int n_in;
+    int *in;       /* ancestor INPUT op ids, ascending */
+    int64_t dim_z; /* features per row */
+    int64_t C;     /* outputs per row (MSE cols, CE classes) */
+    float *P;      /* [dim_z, C] */
+} teacher_t;
+
+struct gpp_data_s {
+    const gpp_graph_t *g;
+    uint64_t seed;
+    teacher_t *teach; /* [n_ops], set for loss ops (synthetic only) */
+    /* file source */
+    int fd;
+    char *path;
+    int64_t n_samples;
+    int n_arrays;
+    data_array_t *arr;
+    int *arr_of_op; /* [n_ops] -> array index or -1 */
+};
+
+static int s_is_loss(const gpp_op_t *op)
+{
+    return op->type == GPP_OP_LOSS_MSE || op->type == GPP_OP_LOSS_CE;
+}
+
+void gpp_data_label_shape(const gpp_graph_t *g, int op, gpp_dtype_t *dtype, int64_t *rows,
+                          int64_t *cols)
+{
+    const gpp_op_t *L = &g->ops[op];
+    assert(s_is_loss(L));
+    const gpp_op_t *x = &g->ops[L->inputs[0]];
+    *rows = x->rows;
+    *dtype = L->type == GPP_OP_LOSS_CE ? GPP_DTYPE_I32 : GPP_DTYPE_F32;
+    *cols = L->type == GPP_OP_LOSS_CE ? 1 : x->cols;
+}
+
+/* Marks the INPUT ops `op` depends on. */
+static void s_ancestors(const gpp_graph_t *g, int op, char *seen)
+{
+    if (seen[op])
+        return;
+    seen[op] = 1;
+    for (int i = 0; i < g->ops[op].n_inputs; i++)
+        s_ancestors(g, g->ops[op].inputs[i], seen);
+}
+
+static int64_t s_features(const gpp_op_t *in)
+{
+    return in->input_kind == GPP_INPUT_INDICES ? GPP_DATA_TEACHER_DIM : in->cols;
+}
+
+gpp_data_t *gpp_data_new(const gpp_graph_t *g, uint64_t seed)
+{
+    assert(g && g->finalized);
+    gpp_data_t *self = gpp_xcalloc(1, sizeof *self);
+    self->g = g;
+    self->seed = seed;
+    self->fd = -1;
+    self->teach = gpp_xcalloc((size_t)g->n_ops, sizeof *self->teach);
+    char *seen = gpp_xcalloc((size_t)g->n_ops, 1);
+    for (int o = 0; o < g->n_ops; o++) {
+        const gpp_op_t *L = &g->ops[o];
+        if (!s_is_loss(L))
+            continue;
+        teacher_t *t = &self->teach[o];
+        memset(seen, 0, (size_t)g->n_ops);
+        s_ancestors(g, o, seen);
+        t->in = gpp_xcalloc((size_t)g->n_ops, sizeof(int));
+        for (int i = 0; i < g->n_ops; i++)
+            if (seen[i] && g->ops[i].type == GPP_OP_INPUT) {
+                t->in[t->n_in++] = i;
+                t->dim_z += s_features(&g->ops[i]);
+            }
+        const gpp_op_t *x = &g->ops[L->inputs[0]];
+        t->C = x->cols; /* CE: classes = cols of the logits */
+        t->P = gpp_xcalloc((size_t)(t->dim_z * t->C), sizeof(float));
+        uint64_t key = gpp_hash_key(seed, TAG_PROJ, (uint64_t)o);
+        for (int64_t k = 0; k < t->dim_z * t->C; k++)
+            t->P[k] = gpp_hash_normal(key, (uint64_t)k);
+    }
+    free(seen);
+    return self;
+}
+
+void gpp_data_destroy(gpp_data_t **self_p)
+{
+    assert(self_p);
+    gpp_data_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->teach) {
+        for (int o = 0; o < self->g->n_ops; o++) {
+            free(self->teach[o].in);
+            free(self->teach[o].P);
+        }
+        free(self->teach);
+    }
+    if (self->fd >= 0)
+        close(self->fd);
+    free(self->path);
+    free(self->arr);
+    free(self->arr_of_op);
+    free(self);
+    *self_p = NULL;
+}
+
+int64_t gpp_data_samples(const gpp_data_t *self)
+{
+    assert(self);
+    return self->fd >= 0 ? self->n_samples : -1;
+}
+
+/* ---- synthetic ---- */
+
+static void s_gen_input(const gpp_data_t *self, const gpp_op_t *op, int64_t lo, int64_t n,
+                        void *out)
+{
+    int64_t per = op->rows * op->cols;
+    uint64_t key = gpp_hash_key(self->seed, TAG_INPUT, (uint64_t)op->id);
+    if (op->input_kind == GPP_INPUT_INDICES) {
+        int32_t *o = out;
+        for (int64_t s = 0; s < n; s++)
+            for (int64_t e = 0; e < per; e++)
+                o[s * per + e] = (int32_t)gpp_hash_below(key, (uint64_t)((lo + s) * per + e),
+                                                         op->table_rows);
+    } else {
+        float *o = out;
+        for (int64_t s = 0; s < n; s++)
+            for (int64_t e = 0; e < per; e++)
+                o[s * per + e] = gpp_hash_normal(key, (uint64_t)((lo + s) * per + e));
+    }
+}
+
+/* Labels of one sample from the teacher; x: scratch for the largest input. */
+static void s_teach_sample(const gpp_data_t *self, const gpp_op_t *L, int64_t sample, void *out,
+                           void *x, float *z, float *u)
+{
+    const gpp_graph_t *g = self->g;
+    const teacher_t *t = &self->teach[L->id];
+    int64_t rows = g->ops[L->inputs[0]].rows;
+    float inv = 1.0f / sqrtf((float)t->dim_z);
+    /* z for every row: [rows, dim_z] */
+    int64_t off = 0;
+    for (int i = 0; i < t->n_in; i++) {
+        const gpp_op_t *in = &g->ops[t->in[i]];
+        s_gen_input(self, in, sample, 1, x);
+        int64_t f = s_features(in);
+        for (int64_t r = 0; r < rows; r++) {
+            float *zr = z + r * t->dim_z + off;
+            if (in->input_kind == GPP_INPUT_INDICES) {
+                const int32_t *idx = x;
+                uint64_t key = gpp_hash_key(self->seed, TAG_EMB, (uint64_t)in->id);
+                float sc = 1.0f / sqrtf((float)in->cols);
+                for (int64_t k = 0; k < f; k++)
+                    zr[k] = 0;
+                for (int64_t b = 0; b < in->cols; b++)
+                    for (int64_t k = 0; k < f; k++)
+                        zr[k] += sc * gpp_hash_normal(key, (uint64_t)(idx[b] * f + k));
+            } else if (in->rows == rows) {
+                memcpy(zr, (const float *)x + r * f, (size_t)f * sizeof(float));
+            } else {
+                for (int64_t k = 0; k < f; k++) {
+                    float s = 0;
+                    for (int64_t rr = 0; rr < in->rows; rr++)
+                        s += ((const float *)x)[rr * f + k];
+                    zr[k] = s / (float)in->rows;
+                }
+            }
+        }
+        off += f;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < t->C; c++)
+            u[c] = 0;
+        for (int64_t d = 0; d < t->dim_z; d++) {
+            float zd = z[r * t->dim_z + d] * inv;
+            const float *p = t->P + d * t->C;
+            for (int64_t c = 0; c < t->C; c++)
+                u[c] += zd * p[c];
+        }
+        if (L->type == GPP_OP_LOSS_CE) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < t->C; c++)
+                if (u[c] > u[best])
+                    best = c;
+            ((int32_t *)out)[r] = (int32_t)best;
+        } else {
+            memcpy((float *)out + r * t->C, u, (size_t)t->C * sizeof(float));
+        }
+    }
+}
+
+static int s_gen_labels(const gpp_data_t *self, const gpp_op_t *L, int64_t lo, int64_t n,
+                        void *out)
+{
+    const gpp_graph_t *g = self->g;
+    const teacher_t *t = &self->teach[L->id];
+    gpp_dtype_t dt;
+    int64_t rows, cols, xmax = 1;
+    gpp_data_label_shape(g, L->id, &dt, &rows, &cols);
+    for (int i = 0; i < t->n_in; i++) {
+        const gpp_op_t *in = &g->ops[t->in[i]];
+        if (in->rows * in->cols > xmax)
+            xmax = in->rows * in->cols;
+    }
+    float *x = gpp_xcalloc((size_t)xmax, sizeof(float));
+    float *z = gpp_xcalloc((size_t)(rows * t->dim_z + 1), sizeof(float));
+    float *u = gpp_xcalloc((size_t)t->C, sizeof(float));
+    for (int64_t s = 0; s < n; s++)
+        s_teach_sample(self, L, lo + s, (char *)out + s * rows * cols * 4, x, z, u);
+    free(x);
+    free(z);
+    free(u);
+    return 0;
+}
+
+/* ---- file source ---- */
+
+static uint32_t s_u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t s_u64(const unsigned char *p)
+{
+    return (uint64_t)s_u32(p) | (uint64_t)s_u32(p + 4) << 32;
+}
+static void s_put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+static void s_put64(unsigned char *p, uint64_t v)
+{
+    s_put32(p, (uint32_t)v);
+    s_put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static int s_pread_all(int fd, void *buf, size_t len, int64_t off)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t r = pread(fd, p, len, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        len -= (size_t)r;
+        off += r;
+    }
+    return 0;
+}
+
+/* The arrays a dataset for g must hold, in file order: INPUT ops, then loss
+ * ops, both ascending by id. */
+static int s_expected(const gpp_graph_t *g, data_array_t *arr)
+{
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int o = 0; o < g->n_ops; o++) {
+            const gpp_op_t *op = &g->ops[o];
+            data_array_t a = {0};
+            if (pass == 0 && op->type == GPP_OP_INPUT) {
+                a.role = 0;
+                a.dtype = op->input_kind == GPP_INPUT_INDICES ? GPP_DTYPE_I32 : GPP_DTYPE_F32;
+                a.rows = op->rows, a.cols = op->cols;
+                a.range = op->input_kind == GPP_INPUT_INDICES ? op->table_rows : 0;
+            } else if (pass == 1 && s_is_loss(op)) {
+                gpp_dtype_t dt;
+                a.role = 1;
+                gpp_data_label_shape(g, o, &dt, &a.rows, &a.cols);
+                a.dtype = dt;
+                a.range = dt == GPP_DTYPE_I32 ? g->ops[op->inputs[0]].cols : 0;
+            } else {
+                continue;
+            }
+            snprintf(a.name, sizeof a.name, "%s", op->name);
+            if (arr)
+                arr[n] = a;
+            n++;
+        }
+    return n;
+}
+
+static int s_find_op(const gpp_graph_t *g, const char *name)
+{
+    for (int o = 0; o < g->n_ops; o++)
+        if (strcmp(g->ops[o].name, name) == 0)
+            return o;
+    return -1;
+}
+
+gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err)
+{
+    assert(g && g->finalized && path);
+    gpp_data_t *self = gpp_xcalloc(1, sizeof *self);
+    self->g = g;
+    self->path = gpp_xstrdup(path);
+    unsigned char *hdr = NULL, *buf = NULL;
+    data_array_t *want = NULL;
+    self->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (self->fd < 0) {
+        gpp_err_set(err, "dataset %s: cannot open: %s", path, strerror(errno));
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(self->fd, &st) < 0) {
+        gpp_err_set(err, "dataset %s: cannot stat: %s", path, strerror(errno));
+        goto fail;
+    }
+    int64_t fsize = st.st_size;
+    unsigned char fixed[HDR_FIXED];
+    if (fsize < HDR_FIXED || s_pread_all(self->fd, fixed, HDR_FIXED, 0) < 0 ||
+        memcmp(fixed, GPP_DATA_MAGIC, 8) != 0) {
+        gpp_err_set(err, "dataset %s: not a gpp dataset file (bad magic); write one with "
+                         "gpp-train --write-dataset FILE --samples N",
+                    path);
+        goto fail;
+    }
+    uint32_t version = s_u32(fixed + 8);
+    if (version != GPP_DATA_VERSION) {
+        gpp_err_set(err, "dataset %s: format version %u, this gpp reads version %d; rewrite it "
+                         "with this gpp-train --write-dataset",
+                    path, version, GPP_DATA_VERSION);
+        goto fail;
+    }
+    uint32_t n_arrays = s_u32(fixed + 12);
+    self->n_samples = (int64_t)s_u64(fixed + 16);
+    uint64_t hbytes = s_u64(fixed + 24);
+    if (n_arrays > 100000 || hbytes != HDR_FIXED + (uint64_t)HDR_ENTRY * n_arrays + 4 ||
+        self->n_samples < 1) {
+        gpp_err_set(err, "dataset %s: corrupt header (arrays %u, samples %lld, header %llu "
+                         "bytes)",
+                    path, n_arrays, (long long)self->n_samples, (unsigned long long)hbytes);
+        goto fail;
+    }
+    if ((int64_t)hbytes > fsize) {
+        gpp_err_set(err, "dataset %s: truncated: header needs %llu bytes, file has %lld", path,
+                    (unsigned long long)hbytes, (long long)fsize);
+        goto fail;
+    }
+    hdr = gpp_xcalloc(1, hbytes);
+    if (s_pread_all(self->fd, hdr, hbytes, 0) < 0) {
+        gpp_err_set(err, "dataset %s: read failed: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (gpp_crc32(0, hdr, hbytes - 4) != s_u32(hdr + hbytes - 4)) {
+        gpp_err_set(err, "dataset %s: header checksum mismatch (corrupted file)", path);
+        goto fail;
+    }
+    self->n_arrays = (int)n_arrays;
+    self->arr = gpp_xcalloc(n_arrays + 1, sizeof *self->arr);
+    int64_t off = (int64_t)hbytes;
+    for (uint32_t i = 0; i < n_arrays; i++) {
+        const unsigned char *e = hdr + HDR_FIXED + (size_t)HDR_ENTRY * i;
+        data_array_t *a = &self->arr[i];
+        memcpy(a->name, e, GPP_NAME_LEN);
+        a->name[GPP_NAME_LEN - 1] = 0;
+        a->role = s_u32(e + 64);
+        a->dtype = s_u32(e + 68);
+        a->rows = (int64_t)s_u64(e + 72);
+        a->cols = (int64_t)s_u64(e + 80);
+        a->range = (int64_t)s_u64(e + 88);
+        a->crc = s_u32(e + 96);
+        a->offset = off;
+        off += self->n_samples * a->rows * a->cols * 4;
+    }
+    if (off != fsize) {
+        gpp_err_set(err, "dataset %s: %s: expected %lld bytes, file has %lld", path,
+                    off > fsize ? "truncated" : "trailing bytes", (long long)off,
+                    (long long)fsize);
+        goto fail;
+    }
+    /* The arrays must be exactly the model's inputs and labels. */
+    int n_want = s_expected(g, NULL);
+    want = gpp_xcalloc((size_t)n_want + 1, sizeof *want);
+    s_expected(g, want);
+    self->arr_of_op = gpp_xcalloc((size_t)g->n_ops, sizeof(int));
+    for (int o = 0; o < g->n_ops; o++)
+        self->arr_of_op[o] = -1;
+    for (int i = 0; i < self->n_arrays; i++) {
+        const data_array_t *a = &self->arr[i];
+        int o = s_find_op(g, a->name);
+        const data_array_t *w = NULL;
+        for (int k = 0; k < n_want; k++)
+            if (strcmp(want[k].name, a->name) == 0)
+                w = &want[k];
+        if (o < 0 || !w || w->role != a->role) {
+            gpp_err_set(err, "dataset %s: array '%s' is not an %s of model %s; the file was "
+                             "written for another model",
+                        path, a->name, a->role ? "loss op" : "input op", g->spec);
+            goto fail;
+        }
+        if (w->dtype != a->dtype || w->rows != a->rows || w->cols != a->cols ||
+            w->range != a->range) {
+            gpp_err_set(err, "dataset %s: array '%s' has %s [%lld, %lld] range %lld, model %s "
+                             "needs %s [%lld, %lld] range %lld; the file was written for another "
+                             "model",
+                        path, a->name, a->dtype ? "i32" : "f32", (long long)a->rows,
+                        (long long)a->cols, (long long)a->range, g->spec,
+                        w->dtype ? "i32" : "f32", (long long)w->rows, (long long)w->cols,
+                        (long long)w->range);
+            goto fail;
+        }
+        self->arr_of_op[o] = i;
+    }
+    for (int k = 0; k < n_want; k++)
+        if (self->arr_of_op[s_find_op(g, want[k].name)] < 0) {
+            gpp_err_set(err, "dataset %s: no array for %s '%s' of model %s", path,
+                        want[k].role ? "loss op" : "input op", want[k].name, g->spec);
+            goto fail;
+        }
+    /* Data checksums: one sequential read. */
+    size_t chunk = 1 << 20;
+    buf = gpp_xcalloc(1, chunk);
+    for (int i = 0; i < self->n_arrays; i++) {
+        const data_array_t *a = &self->arr[i];
+        int64_t len = self->n_samples * a->rows * a->cols * 4, done = 0;
+        uint32_t crc = 0;
+        while (done < len) {
+            size_t part = (size_t)(len - done < (int64_t)chunk ? len - done : (int64_t)chunk);
+            if (s_pread_all(self->fd, buf, part, a->offset + done) < 0) {
+                gpp_err_set(err, "dataset %s: read failed: %s", path, strerror(errno));
+                goto fail;
+            }
+            crc = gpp_crc32(crc, buf, part);
+            done += (int64_t)part;
+        }
+        if (crc != a->crc) {
+            gpp_err_set(err, "dataset %s: array '%s': data checksum mismatch (corrupted file)",
+                        path, a->name);
+            goto fail;
+        }
+    }
+    free(buf);
+    free(hdr);
+    free(want);
+    return self;
+fail:
+    free(buf);
+    free(hdr);
+    free(want);
+    gpp_data_destroy(&self);
+    return NULL;
+}
+
+/* Reads samples [lo, lo+n) (wrapping) of array `a` into out and checks the
+ * range of i32 values. */
+static int s_read(gpp_data_t *self, const data_array_t *a, int64_t lo, int64_t n, void *out,
+                  gpp_err_t *err)
+{
+    int64_t per = a->rows * a->cols * 4;
+    for (int64_t s = 0; s < n;) {
+        int64_t rec = (lo + s) % self->n_samples;
+        int64_t run = self->n_samples - rec < n - s ? self->n_samples - rec : n - s;
+        if (s_pread_all(self->fd, (char *)out + s * per, (size_t)(run * per),
+                        a->offset + rec * per) < 0)
+            return gpp_err_set(err, "dataset %s: read of '%s' failed: %s", self->path, a->name,
+                               strerror(errno));
+        s += run;
+    }
+    if (a->dtype == GPP_DTYPE_I32) {
+        const int32_t *v = out;
+        for (int64_t i = 0; i < n * a->rows * a->cols; i++)
+            if (v[i] < 0 || v[i] >= a->range)
+                return gpp_err_set(err, "dataset %s: '%s' sample %lld: value %d outside [0, %lld)",
+                                   self->path, a->name,
+                                   (long long)((lo + i / (a->rows * a->cols)) % self->n_samples),
+                                   v[i], (long long)a->range);
+    }
+    return 0;
+}
+
+int gpp_data_input(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
+                   gpp_err_t *err)
+{
+    assert(self && op >= 0 && op < self->g->n_ops && sample_lo >= 0 && n >= 0);
+    const gpp_op_t *o = &self->g->ops[op];
+    assert(o->type == GPP_OP_INPUT);
+    if (self->fd >= 0)
+        return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err);
+    s_gen_input(self, o, sample_lo, n, out);
+    return 0;
+}
+
+int gpp_data_label(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
+                   gpp_err_t *err)
+{
+    assert(self && op >= 0 && op < self->g->n_ops && sample_lo >= 0 && n >= 0);
+    const gpp_op_t *o = &self->g->ops[op];
+    assert(s_is_loss(o));
+    if (self->fd >= 0)
+        return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err);
+    return s_gen_labels(self, o, sample_lo, n, out);
+}
+
+int gpp_data_write_file(gpp_data_t *src, const char *path, int64_t n_samples, gpp_err_t *err)
+{
+    assert(src && path);
+    if (n_samples < 1)
+        return gpp_err_set(err, "dataset %s: --samples must be >= 1", path);
+    const gpp_graph_t *g = src->g;
+    int n = s_expected(g, NULL);
+    data_array_t *arr = gpp_xcalloc((size_t)n + 1, sizeof *arr);
+    s_expected(g, arr);
+    size_t hbytes = HDR_FIXED + (size_t)HDR_ENTRY * (size_t)n + 4;
+    unsigned char *hdr = gpp_xcalloc(1, hbytes);
+    void *buf = NULL;
+    gpp_afile_t *f = NULL;
+    int rc = -1;
+    /* Per-array CRCs first (the header precedes the data): generate twice
+     * rather than hold the data in memory; generation is cheap. */
+    int64_t block = 256;
+    int64_t maxper = 1;
+    for (int i = 0; i < n; i++)
+        if (arr[i].rows * arr[i].cols > maxper)
+            maxper = arr[i].rows * arr[i].cols;
+    buf = gpp_xcalloc((size_t)(block * maxper), 4);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            memcpy(hdr, GPP_DATA_MAGIC, 8);
+            s_put32(hdr + 8, GPP_DATA_VERSION);
+            s_put32(hdr + 12, (uint32_t)n);
+            s_put64(hdr + 16, (uint64_t)n_samples);
+            s_put64(hdr + 24, hbytes);
+            for (int i = 0; i < n; i++) {
+                unsigned char *e = hdr + HDR_FIXED + (size_t)HDR_ENTRY * i;
+                memcpy(e, arr[i].name, GPP_NAME_LEN);
+                s_put32(e + 64, arr[i].role);
+                s_put32(e + 68, arr[i].dtype);
+                s_put64(e + 72, (uint64_t)arr[i].rows);
+                s_put64(e + 80, (uint64_t)arr[i].cols);
+                s_put64(e + 88, (uint64_t)arr[i].range);
+                s_put32(e + 96, arr[i].crc);
+            }
+            s_put32(hdr + hbytes - 4, gpp_crc32(0, hdr, hbytes - 4));
+            if (!(f = gpp_afile_open(path, err)) || gpp_afile_write(f, hdr, hbytes, err) < 0)
+                goto done;
+        }
+        for (int i = 0; i < n; i++) {
+            int op = s_find_op(g, arr[i].name);
+            uint32_t crc = 0;
+            for (int64_t lo = 0; lo < n_samples; lo += block) {
+                int64_t m = n_samples - lo < block ? n_samples - lo : block;
+                int r = arr[i].role == 0 ? gpp_data_input(src, op, lo, m, buf, err)
+                                         : gpp_data_label(src, op, lo, m, buf, err);
+                if (r < 0)
+                    goto done;
+                size_t len = (size_t)(m * arr[i].rows * arr[i].cols * 4);
+                if (pass == 0)
+                    crc = gpp_crc32(crc, buf, len);
+                else if (gpp_afile_write(f, buf, len, err) < 0)
+                    goto done;
+            }
+            if (pass == 0)
+                arr[i].crc = crc;
+        }
+    }
+    rc = gpp_afile_commit(&f, err);
+done:
+    if (rc < 0)
+        gpp_err_prefix(err, "writing dataset %s", path);
+    gpp_afile_destroy(&f);
+    free(buf);
+    free(hdr);
+    free(arr);
+    return rc;
+}

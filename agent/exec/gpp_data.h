@@ -1,0 +1,89 @@
+/* gpp_data: training data for source stages and labels for sink stages.
+ *
+ * Two kinds of source behind one interface:
+ *
+ *  - Synthetic (gpp_data_new): every value is a pure function of (seed, op
+ *    id, sample index), so any replica regenerates any sample with no data
+ *    traffic. Dense inputs are N(0, 1); index inputs are uniform in
+ *    [0, table_rows). Labels come from a FIXED TEACHER, a function of the
+ *    sample's inputs only, so the task is learnable and the loss decreases:
+ *      z_r = the features of row r of the sample: for each INPUT op the loss
+ *            depends on, in op order, its row r (its mean over rows when its
+ *            row count differs from the loss input's), and for an index
+ *            input the sum over the bag of a fixed random N(0,1) vector of
+ *            GPP_DATA_TEACHER_DIM elements per index, divided by sqrt(bag);
+ *      u_r = z_r P / sqrt(dim z), P a fixed N(0,1) matrix [dim z, C] per loss;
+ *      MSE: target row r = u_r (C = the loss input's cols);
+ *      CE:  label of row r = argmax_c u_r[c] (C = classes).
+ *    The sink stage regenerates the inputs it does not hold to compute them.
+ *
+ *  - A dataset file (gpp_data_open), written by gpp_data_write_file (or
+ *    `gpp-train --write-dataset FILE --samples N`) from a synthetic source.
+ *    Sample index i reads record i mod n_samples (epochs wrap around).
+ *
+ * Dataset file format, version 1, little-endian, no padding:
+ *   header:  char magic[8] = "GPPDATA\0"; u32 version = 1; u32 n_arrays;
+ *            u64 n_samples; u64 header_bytes (= 32 + 104 n_arrays + 4)
+ *   n_arrays entries of 104 bytes:
+ *            char name[64] (op name, NUL-padded); u32 role (0 input, 1 label);
+ *            u32 dtype (0 f32, 1 i32); i64 rows; i64 cols (per sample);
+ *            i64 range (i32 arrays: values lie in [0, range); f32: 0);
+ *            u32 data_crc (CRC-32 of the array's data); u32 reserved = 0
+ *   u32 header_crc: CRC-32 of every header byte before it
+ *   data: each array in entry order, n_samples x rows x cols x 4 bytes,
+ *            sample-major ([n_samples, rows, cols] row-major)
+ * The file holds one input array per INPUT op and one label array per loss
+ * op of the model (MSE: f32 [rows, cols] targets; CE: i32 [rows, 1]
+ * classes). Opening validates magic, version, header CRC, the exact file
+ * size (truncation), that the arrays match the model's ops by name, role,
+ * dtype and shape, and every array's data CRC (one sequential read of the
+ * file); reads check index and class ranges.
+ *
+ * Ownership: gpp_data_new / gpp_data_open return a source the caller owns;
+ * it borrows the graph, which must outlive it. A source is used from one
+ * thread at a time. */
+#ifndef GPP_DATA_H
+#define GPP_DATA_H
+
+#include <stdint.h>
+
+#include "common/gpp_err.h"
+#include "kernels/gpp_backend.h"
+#include "planner/gpp_graph.h"
+
+#define GPP_DATA_MAGIC "GPPDATA"
+#define GPP_DATA_VERSION 1
+#define GPP_DATA_TEACHER_DIM 8
+
+typedef struct gpp_data_s gpp_data_t;
+
+/* Synthetic source for g (finalized). Caller owns the result. */
+gpp_data_t *gpp_data_new(const gpp_graph_t *g, uint64_t seed);
+/* Dataset file source for g. Caller owns the result; NULL + message naming
+ * the file and what is wrong when it is not a valid dataset for g. */
+gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err);
+void gpp_data_destroy(gpp_data_t **self_p);
+
+/* Samples in the file; -1 for a synthetic source (unbounded). */
+int64_t gpp_data_samples(const gpp_data_t *self);
+
+/* Per-sample label layout of loss op `op`: MSE f32 [rows, cols of its
+ * input]; CE i32 [rows, 1]. */
+void gpp_data_label_shape(const gpp_graph_t *g, int op, gpp_dtype_t *dtype, int64_t *rows,
+                          int64_t *cols);
+
+/* Fills host memory `out` with INPUT op `op`'s values for samples
+ * [sample_lo, sample_lo + n): [n, rows, cols], f32 (dense) or i32 (indices).
+ * Returns 0, or -1 + message (file read error, value out of range). */
+int gpp_data_input(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
+                   gpp_err_t *err);
+/* Fills host memory `out` with loss op `op`'s labels for the same samples
+ * (layout from gpp_data_label_shape). Returns 0 or -1 + message. */
+int gpp_data_label(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
+                   gpp_err_t *err);
+
+/* Writes samples [0, n_samples) of `src` as a dataset file, atomically
+ * (temp file + rename: an existing file is untouched on failure). */
+int gpp_data_write_file(gpp_data_t *src, const char *path, int64_t n_samples, gpp_err_t *err);
+
+#endif

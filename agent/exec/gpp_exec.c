@@ -1,0 +1,1141 @@
+/* gpp_exec: stage executor (see gpp_exec.h for the contract).
+ *
+ * Tensors of a stage live in "slots": one per op of the stage (its output)
+ * and one per external producer (a boundary input). A micro-batch holds, per
+ * slot, the activation and the activation gradient, plus per op the kernel
+ * stash. Ops run in ascending id order (topological by the IR's invariant)
+ * forward and in reverse backward; gradients from several consumers meet in
+ * the producer slot's gradient buffer because every backward kernel
+ * accumulates (+=) into dx. */
+#include "agent/exec/gpp_exec.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/exec/gpp_hash.h"
+#include "common/gpp_time.h"
+#include "kernels/gpp_ops.h"
+
+#define TAG_PARAM 0x504152
+
+enum { MB_FREE = 0, MB_OPEN, MB_FORWARD, MB_BACKWARD };
+
+typedef struct {
+    char name[GPP_NAME_LEN + 8];
+    int op;
+    int sparse;     /* index into the sparse arrays, or -1 */
+    int64_t offset; /* dense: element offset into pflat / gflat */
+    gpp_tensor_t value;
+    gpp_tensor_t grad; /* dense: view into gflat; sparse: data NULL */
+} exec_param_t;
+
+typedef struct {
+    int producer;     /* op id */
+    int local;        /* produced inside the stage */
+    int needs_grad;   /* gradient flows into it (producer is not an INPUT op) */
+    int keep;         /* needed after the forward: a backward reads it or it is sent */
+    int boundary_out; /* local op consumed outside the stage */
+    gpp_dtype_t dtype;
+    int64_t rows, cols;
+} exec_slot_t;
+
+typedef struct {
+    const gpp_op_t *op;
+    int out;         /* slot of the output */
+    int *in;         /* slots of the inputs */
+    int first_param; /* index into params */
+    int n_params;
+    int loss;        /* index into losses, or -1 */
+    double fwd_ms, bwd_ms;
+    int64_t calls;
+} exec_op_t;
+
+typedef struct {
+    int state;
+    int64_t sample_lo, n;
+    gpp_tensor_t *act;  /* [n_slots] */
+    gpp_tensor_t *grad; /* [n_slots] */
+    int64_t *filled;    /* [n_slots]: samples set by the caller (boundary inputs) */
+    int *got_grad;      /* [n_slots]: boundary output gradient received */
+    void **stash;       /* [n_local] */
+    size_t *stash_bytes;
+    float *loss_dev;    /* [n_loss] device */
+    float *loss_host;   /* [n_loss] host, valid after a stream sync */
+    int loss_pending;   /* loss_host holds values not yet folded into loss_acc */
+} exec_mb_t;
+
+typedef struct {
+    void *p;
+    size_t bytes;
+} exec_block_t;
+
+struct gpp_exec_s {
+    const gpp_graph_t *g;
+    gpp_backend_t *be;
+    gpp_stream_t *s;
+    gpp_data_t *data;
+    gpp_exec_cfg_t cfg;
+    int n_local;
+    exec_op_t *ops; /* [n_local], ascending ids */
+    int *slot_of;   /* [g->n_ops] -> slot or -1 */
+    int n_slots;
+    exec_slot_t *slots;
+    int n_inputs, *inputs;   /* boundary input producers */
+    int n_outputs, *outputs; /* boundary output ops */
+    int n_loss;
+    /* parameters */
+    int n_params;
+    exec_param_t *params;
+    float *pflat, *gflat; /* dense values and gradients, device */
+    int64_t dense_numel;
+    gpp_optim_state_t *dense_state;
+    int n_sparse;
+    gpp_sparse_grad_t **sgrad;
+    gpp_optim_state_t **sstate;
+    int *sparse_param; /* [n_sparse] -> param index */
+    int64_t steps;
+    /* micro-batches */
+    int n_mb;
+    exec_mb_t *mb;
+    double loss_acc;
+    /* memory */
+    int n_free, cap_free;
+    exec_block_t *free_blocks;
+    int64_t live_bytes, peak_bytes;
+    void *host;
+    size_t host_bytes;
+    int timing;
+};
+
+/* ---- memory: a pool of equal-size blocks (micro-batches repeat shapes) ---- */
+
+static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
+{
+    if (bytes == 0)
+        bytes = 4;
+    void *p = NULL;
+    for (int i = 0; i < self->n_free; i++)
+        if (self->free_blocks[i].bytes == bytes) {
+            p = self->free_blocks[i].p;
+            self->free_blocks[i] = self->free_blocks[--self->n_free];
+            break;
+        }
+    if (!p) {
+        p = gpp_backend_alloc(self->be, bytes, NULL);
+        if (!p) {
+            /* Out of memory with cached blocks: give them back and retry. */
+            gpp_stream_sync(self->s, NULL);
+            for (int i = 0; i < self->n_free; i++)
+                gpp_backend_free(self->be, &self->free_blocks[i].p);
+            self->n_free = 0;
+            p = gpp_backend_alloc(self->be, bytes, err);
+            if (!p)
+                return NULL;
+        }
+    }
+    self->live_bytes += (int64_t)bytes;
+    if (self->live_bytes > self->peak_bytes)
+        self->peak_bytes = self->live_bytes;
+    return p;
+}
+
+static void s_release(gpp_exec_t *self, void **p_p, size_t bytes)
+{
+    if (!*p_p)
+        return;
+    if (bytes == 0)
+        bytes = 4;
+    if (self->n_free == self->cap_free) {
+        self->cap_free = self->cap_free ? 2 * self->cap_free : 64;
+        self->free_blocks =
+            gpp_xrealloc(self->free_blocks, (size_t)self->cap_free * sizeof *self->free_blocks);
+    }
+    /* Stream-ordered reuse: later work on the same stream may take it. */
+    self->free_blocks[self->n_free].p = *p_p;
+    self->free_blocks[self->n_free].bytes = bytes;
+    self->n_free++;
+    self->live_bytes -= (int64_t)bytes;
+    *p_p = NULL;
+}
+
+static int s_tensor_new(gpp_exec_t *self, const exec_slot_t *sl, int64_t n, gpp_tensor_t *t,
+                        gpp_err_t *err)
+{
+    *t = gpp_tensor(NULL, sl->dtype, n, sl->rows, sl->cols);
+    t->data = s_alloc(self, gpp_tensor_bytes(t), err);
+    return t->data ? 0 : -1;
+}
+
+static void s_tensor_release(gpp_exec_t *self, gpp_tensor_t *t)
+{
+    s_release(self, &t->data, gpp_tensor_bytes(t));
+}
+
+/* Host staging buffer for data going to the device. */
+static void *s_host(gpp_exec_t *self, size_t bytes)
+{
+    if (bytes > self->host_bytes) {
+        free(self->host);
+        self->host = gpp_xcalloc(1, bytes);
+        self->host_bytes = bytes;
+    }
+    return self->host;
+}
+
+/* ---- construction ---- */
+
+static int s_is_loss(const gpp_op_t *op)
+{
+    return op->type == GPP_OP_LOSS_MSE || op->type == GPP_OP_LOSS_CE;
+}
+
+/* Does the backward of `op` read its input activations? */
+static int s_bwd_reads_input(const gpp_op_t *op)
+{
+    switch (op->type) {
+    case GPP_OP_LINEAR:
+    case GPP_OP_RELU:
+    case GPP_OP_GELU:
+    case GPP_OP_LAYERNORM:
+    case GPP_OP_ATTENTION:
+    case GPP_OP_EMBEDDING_BAG:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int s_add_slot(gpp_exec_t *self, const gpp_op_t *prod, int local)
+{
+    int k = self->n_slots++;
+    exec_slot_t *sl = &self->slots[k];
+    sl->producer = prod->id;
+    sl->local = local;
+    sl->needs_grad = prod->type != GPP_OP_INPUT && !s_is_loss(prod);
+    sl->dtype = prod->type == GPP_OP_INPUT && prod->input_kind == GPP_INPUT_INDICES
+                    ? GPP_DTYPE_I32
+                    : GPP_DTYPE_F32;
+    sl->rows = prod->rows;
+    sl->cols = prod->cols;
+    self->slot_of[prod->id] = k;
+    return k;
+}
+
+/* Adds one parameter [1, rows, cols] to the op; dense ones get a range of
+ * the flat buffers (bound after all are counted). */
+static exec_param_t *s_add_param(gpp_exec_t *self, exec_op_t *eo, const char *suffix,
+                                 int64_t rows, int64_t cols, int sparse)
+{
+    exec_param_t *p = &self->params[self->n_params++];
+    eo->n_params++;
+    snprintf(p->name, sizeof p->name, "%s.%s", eo->op->name, suffix);
+    p->op = eo->op->id;
+    p->value = gpp_tensor(NULL, GPP_DTYPE_F32, 1, rows, cols);
+    p->grad = p->value;
+    p->sparse = sparse ? self->n_sparse++ : -1;
+    p->offset = sparse ? -1 : self->dense_numel;
+    if (!sparse)
+        self->dense_numel += rows * cols;
+    return p;
+}
+
+/* Deterministic initial values of parameter slot `k` of op into host h. */
+static void s_init_param(const gpp_exec_t *self, const exec_param_t *p, int k, float *h)
+{
+    const gpp_op_t *op = &self->g->ops[p->op];
+    int64_t numel = p->value.rows * p->value.cols;
+    uint64_t key = gpp_hash_key(self->cfg.seed, TAG_PARAM + (uint64_t)k, (uint64_t)op->id);
+    /* slots: linear weight, bias; layernorm gain, bias; attention w_qkv,
+     * b_qkv, w_o, b_o; embedding table */
+    int is_bias = (op->type == GPP_OP_ATTENTION && (k == 1 || k == 3)) ||
+                  (op->type != GPP_OP_ATTENTION && k == 1);
+    if (op->type == GPP_OP_LAYERNORM && k == 0) {
+        for (int64_t i = 0; i < numel; i++)
+            h[i] = 1.0f; /* gain */
+    } else if (is_bias) {
+        memset(h, 0, (size_t)numel * sizeof(float));
+    } else if (op->type == GPP_OP_EMBEDDING_BAG) {
+        const gpp_op_t *in = &self->g->ops[op->inputs[0]];
+        float sd = 1.0f / sqrtf((float)in->cols); /* the bag sum has unit variance */
+        for (int64_t i = 0; i < numel; i++)
+            h[i] = sd * gpp_hash_normal(key, (uint64_t)i);
+    } else {
+        /* Xavier-uniform; for the QKV projection each of Q, K, V is a
+         * (hidden, hidden) map. */
+        double fan_in = (double)p->value.cols;
+        double fan_out = op->type == GPP_OP_ATTENTION ? (double)p->value.cols
+                                                      : (double)p->value.rows;
+        float a = (float)sqrt(6.0 / (fan_in + fan_out));
+        for (int64_t i = 0; i < numel; i++)
+            h[i] = a * (2.0f * gpp_hash_uniform(key, (uint64_t)i) - 1.0f);
+    }
+}
+
+static int s_cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
+                         gpp_data_t *data, const gpp_exec_cfg_t *cfg, gpp_err_t *err)
+{
+    assert(g && g->finalized && be && cfg && (n_ops == 0 || ops));
+    if (n_ops < 1)
+        return gpp_err_set(err, "executor: a stage needs at least one op"), NULL;
+    if (cfg->batch < 1)
+        return gpp_err_set(err, "executor: mini-batch size must be >= 1 (got %lld)",
+                           (long long)cfg->batch),
+               NULL;
+    int *ids = gpp_xcalloc((size_t)n_ops, sizeof(int));
+    memcpy(ids, ops, (size_t)n_ops * sizeof(int));
+    qsort(ids, (size_t)n_ops, sizeof(int), s_cmp_int);
+    for (int i = 0; i < n_ops; i++) {
+        if (ids[i] < 0 || ids[i] >= g->n_ops) {
+            gpp_err_set(err, "executor: op id %d is not in model %s (it has ops 0..%d)", ids[i],
+                        g->spec, g->n_ops - 1);
+            free(ids);
+            return NULL;
+        }
+        if (i && ids[i] == ids[i - 1]) {
+            gpp_err_set(err, "executor: op %d '%s' listed twice in the stage", ids[i],
+                        g->ops[ids[i]].name);
+            free(ids);
+            return NULL;
+        }
+        if (g->ops[ids[i]].type == GPP_OP_OPAQUE) {
+            gpp_err_set(err, "executor: op %d '%s' is opaque (from a profile: costs only); "
+                             "train a zoo model or a graph JSON with executable ops",
+                        ids[i], g->ops[ids[i]].name);
+            free(ids);
+            return NULL;
+        }
+    }
+    gpp_exec_t *self = gpp_xcalloc(1, sizeof *self);
+    self->g = g;
+    self->be = be;
+    self->data = data;
+    self->cfg = *cfg;
+    self->n_local = n_ops;
+    self->ops = gpp_xcalloc((size_t)n_ops, sizeof *self->ops);
+    self->slot_of = gpp_xcalloc((size_t)g->n_ops, sizeof(int));
+    for (int i = 0; i < g->n_ops; i++)
+        self->slot_of[i] = -1;
+    self->slots = gpp_xcalloc((size_t)g->n_ops, sizeof *self->slots);
+    self->inputs = gpp_xcalloc((size_t)g->n_ops, sizeof(int));
+    self->outputs = gpp_xcalloc((size_t)g->n_ops, sizeof(int));
+    char *in_stage = gpp_xcalloc((size_t)g->n_ops, 1);
+    for (int i = 0; i < n_ops; i++)
+        in_stage[ids[i]] = 1;
+    int64_t max_params = 4 * (int64_t)n_ops;
+    self->params = gpp_xcalloc((size_t)max_params, sizeof *self->params);
+    int need_data = 0;
+
+    /* slots: external producers first seen as inputs, then outputs */
+    for (int i = 0; i < n_ops; i++) {
+        exec_op_t *eo = &self->ops[i];
+        eo->op = &g->ops[ids[i]];
+        eo->loss = s_is_loss(eo->op) ? self->n_loss++ : -1;
+        eo->in = gpp_xcalloc((size_t)eo->op->n_inputs + 1, sizeof(int));
+        for (int k = 0; k < eo->op->n_inputs; k++) {
+            int p = eo->op->inputs[k];
+            if (self->slot_of[p] < 0) {
+                assert(!in_stage[p]); /* topological: local producers come first */
+                s_add_slot(self, &g->ops[p], 0);
+                self->inputs[self->n_inputs++] = p;
+                need_data |= g->ops[p].type == GPP_OP_INPUT;
+            }
+            eo->in[k] = self->slot_of[p];
+            if (s_bwd_reads_input(eo->op))
+                self->slots[eo->in[k]].keep = 1;
+        }
+        eo->out = s_add_slot(self, eo->op, 1);
+        for (int k = 0; k < eo->op->n_outputs; k++)
+            if (!in_stage[eo->op->outputs[k]])
+                self->slots[eo->out].boundary_out = 1;
+        if (self->slots[eo->out].boundary_out) {
+            self->slots[eo->out].keep = 1;
+            self->outputs[self->n_outputs++] = eo->op->id;
+        }
+        need_data |= eo->op->type == GPP_OP_INPUT || eo->loss >= 0;
+
+        /* parameters */
+        const gpp_op_t *op = eo->op;
+        eo->first_param = self->n_params;
+        int64_t in_cols = op->n_inputs ? g->ops[op->inputs[0]].cols : 0;
+        switch (op->type) {
+        case GPP_OP_LINEAR:
+            s_add_param(self, eo, "weight", op->out_features, in_cols, 0);
+            if (op->bias)
+                s_add_param(self, eo, "bias", 1, op->out_features, 0);
+            break;
+        case GPP_OP_LAYERNORM:
+            s_add_param(self, eo, "gain", 1, op->cols, 0);
+            s_add_param(self, eo, "bias", 1, op->cols, 0);
+            break;
+        case GPP_OP_ATTENTION:
+            s_add_param(self, eo, "w_qkv", 3 * op->cols, op->cols, 0);
+            s_add_param(self, eo, "b_qkv", 1, 3 * op->cols, 0);
+            s_add_param(self, eo, "w_o", op->cols, op->cols, 0);
+            s_add_param(self, eo, "b_o", 1, op->cols, 0);
+            break;
+        case GPP_OP_EMBEDDING_BAG:
+            s_add_param(self, eo, "table", op->table_rows, op->dim, 1);
+            break;
+        default:
+            break;
+        }
+    }
+    free(in_stage);
+    free(ids);
+    if (need_data && !data) {
+        gpp_err_set(err, "executor: the stage reads inputs or labels but no data source was "
+                         "given");
+        goto fail;
+    }
+    if (!(self->s = gpp_stream_new(be, err)))
+        goto fail;
+
+    /* parameter storage and deterministic init */
+    self->pflat = gpp_backend_alloc(be, (size_t)self->dense_numel * 4, err);
+    self->gflat = gpp_backend_alloc(be, (size_t)self->dense_numel * 4, err);
+    if (!self->pflat || !self->gflat)
+        goto fail;
+    if (gpp_stream_zero(self->s, self->gflat, (size_t)self->dense_numel * 4, err) < 0)
+        goto fail;
+    self->sgrad = gpp_xcalloc((size_t)self->n_sparse + 1, sizeof *self->sgrad);
+    self->sstate = gpp_xcalloc((size_t)self->n_sparse + 1, sizeof *self->sstate);
+    self->sparse_param = gpp_xcalloc((size_t)self->n_sparse + 1, sizeof(int));
+    for (int i = 0; i < self->n_local; i++) {
+        exec_op_t *eo = &self->ops[i];
+        for (int k = 0; k < eo->n_params; k++) {
+            exec_param_t *p = &self->params[eo->first_param + k];
+            int64_t numel = gpp_tensor_numel(&p->value);
+            if (p->sparse >= 0) {
+                p->value.data = gpp_backend_alloc(be, (size_t)numel * 4, err);
+                if (!p->value.data)
+                    goto fail;
+                p->grad.data = NULL;
+                self->sparse_param[p->sparse] = eo->first_param + k;
+                if (!(self->sgrad[p->sparse] = gpp_sparse_grad_new(
+                          self->s, p->value.rows, p->value.cols, 0, err)) ||
+                    !(self->sstate[p->sparse] =
+                          gpp_optim_state_new(self->s, cfg->optim.kind, numel, err)))
+                    goto fail;
+            } else {
+                p->value.data = self->pflat + p->offset;
+                p->grad.data = self->gflat + p->offset;
+            }
+            /* Generate in chunks so a million-row table needs no second copy. */
+            int64_t chunk = (int64_t)1 << 20;
+            float *h = s_host(self, (size_t)(numel < chunk ? numel : chunk) * 4);
+            float *all = numel <= chunk ? h : gpp_xcalloc((size_t)numel, 4);
+            s_init_param(self, p, k, all);
+            int rc = gpp_stream_copy(self->s, p->value.data, all, (size_t)numel * 4,
+                                     GPP_COPY_H2D, err);
+            if (rc == 0)
+                rc = gpp_stream_sync(self->s, err);
+            if (all != h)
+                free(all);
+            if (rc < 0)
+                goto fail;
+        }
+    }
+    if (self->dense_numel > 0 &&
+        !(self->dense_state = gpp_optim_state_new(self->s, cfg->optim.kind, self->dense_numel, err)))
+        goto fail;
+    if (gpp_stream_sync(self->s, err) < 0)
+        goto fail;
+    return self;
+fail:
+    gpp_err_prefix(err, "executor for model %s", g->spec);
+    gpp_exec_destroy(&self);
+    return NULL;
+}
+
+void gpp_exec_destroy(gpp_exec_t **self_p)
+{
+    assert(self_p);
+    gpp_exec_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->s)
+        gpp_stream_sync(self->s, NULL);
+    for (int m = 0; m < self->n_mb; m++) {
+        gpp_exec_release(self, m);
+        exec_mb_t *mb = &self->mb[m];
+        gpp_backend_free(self->be, (void **)&mb->loss_dev);
+        free(mb->loss_host);
+        free(mb->act);
+        free(mb->grad);
+        free(mb->filled);
+        free(mb->got_grad);
+        free(mb->stash);
+        free(mb->stash_bytes);
+    }
+    free(self->mb);
+    for (int i = 0; i < self->n_sparse; i++) {
+        if (self->sparse_param) {
+            exec_param_t *p = &self->params[self->sparse_param[i]];
+            gpp_backend_free(self->be, &p->value.data);
+        }
+        if (self->sgrad)
+            gpp_sparse_grad_destroy(&self->sgrad[i]);
+        if (self->sstate)
+            gpp_optim_state_destroy(&self->sstate[i]);
+    }
+    free(self->sgrad);
+    free(self->sstate);
+    free(self->sparse_param);
+    gpp_optim_state_destroy(&self->dense_state);
+    gpp_backend_free(self->be, (void **)&self->pflat);
+    gpp_backend_free(self->be, (void **)&self->gflat);
+    for (int i = 0; i < self->n_free; i++)
+        gpp_backend_free(self->be, &self->free_blocks[i].p);
+    free(self->free_blocks);
+    gpp_stream_destroy(&self->s);
+    for (int i = 0; i < self->n_local; i++)
+        free(self->ops[i].in);
+    free(self->ops);
+    free(self->slot_of);
+    free(self->slots);
+    free(self->inputs);
+    free(self->outputs);
+    free(self->params);
+    free(self->host);
+    free(self);
+    *self_p = NULL;
+}
+
+gpp_stream_t *gpp_exec_stream(gpp_exec_t *self)
+{
+    assert(self);
+    return self->s;
+}
+
+const gpp_graph_t *gpp_exec_graph(const gpp_exec_t *self)
+{
+    assert(self);
+    return self->g;
+}
+
+int gpp_exec_n_inputs(const gpp_exec_t *self)
+{
+    return self->n_inputs;
+}
+
+int gpp_exec_input_op(const gpp_exec_t *self, int i)
+{
+    assert(i >= 0 && i < self->n_inputs);
+    return self->inputs[i];
+}
+
+int gpp_exec_n_outputs(const gpp_exec_t *self)
+{
+    return self->n_outputs;
+}
+
+int gpp_exec_output_op(const gpp_exec_t *self, int i)
+{
+    assert(i >= 0 && i < self->n_outputs);
+    return self->outputs[i];
+}
+
+int gpp_exec_has_loss(const gpp_exec_t *self)
+{
+    return self->n_loss > 0;
+}
+
+/* ---- micro-batches ---- */
+
+static exec_mb_t *s_mb(gpp_exec_t *self, int mb)
+{
+    assert(mb >= 0);
+    if (mb >= self->n_mb) {
+        int n = mb + 1;
+        self->mb = gpp_xrealloc(self->mb, (size_t)n * sizeof *self->mb);
+        memset(self->mb + self->n_mb, 0, (size_t)(n - self->n_mb) * sizeof *self->mb);
+        for (int m = self->n_mb; m < n; m++) {
+            exec_mb_t *x = &self->mb[m];
+            x->act = gpp_xcalloc((size_t)self->n_slots, sizeof *x->act);
+            x->grad = gpp_xcalloc((size_t)self->n_slots, sizeof *x->grad);
+            x->filled = gpp_xcalloc((size_t)self->n_slots, sizeof *x->filled);
+            x->got_grad = gpp_xcalloc((size_t)self->n_slots, sizeof *x->got_grad);
+            x->stash = gpp_xcalloc((size_t)self->n_local, sizeof *x->stash);
+            x->stash_bytes = gpp_xcalloc((size_t)self->n_local, sizeof *x->stash_bytes);
+            x->loss_host = gpp_xcalloc((size_t)self->n_loss + 1, sizeof(float));
+        }
+        self->n_mb = n;
+    }
+    return &self->mb[mb];
+}
+
+static exec_slot_t *s_boundary_slot(gpp_exec_t *self, int op, int want_local)
+{
+    assert(op >= 0 && op < self->g->n_ops && self->slot_of[op] >= 0);
+    exec_slot_t *sl = &self->slots[self->slot_of[op]];
+    (void)want_local; /* only read by the assert */
+    assert(want_local ? sl->boundary_out : !sl->local);
+    return sl;
+}
+
+/* Folds a slot's loss values (device -> host copy done) into loss_acc. */
+static int s_fold_loss(gpp_exec_t *self, exec_mb_t *mb, gpp_err_t *err)
+{
+    if (!mb->loss_pending)
+        return 0;
+    if (gpp_stream_sync(self->s, err) < 0)
+        return -1;
+    double w = (double)mb->n / (double)self->cfg.batch;
+    for (int k = 0; k < self->n_loss; k++)
+        self->loss_acc += w * mb->loss_host[k];
+    mb->loss_pending = 0;
+    return 0;
+}
+
+void gpp_exec_release(gpp_exec_t *self, int m)
+{
+    assert(self && m >= 0);
+    if (m >= self->n_mb)
+        return;
+    exec_mb_t *mb = &self->mb[m];
+    s_fold_loss(self, mb, NULL);
+    for (int k = 0; k < self->n_slots; k++) {
+        s_tensor_release(self, &mb->act[k]);
+        s_tensor_release(self, &mb->grad[k]);
+        mb->filled[k] = 0;
+        mb->got_grad[k] = 0;
+    }
+    for (int i = 0; i < self->n_local; i++)
+        s_release(self, &mb->stash[i], mb->stash_bytes[i]);
+    mb->state = MB_FREE;
+}
+
+int gpp_exec_begin(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_err_t *err)
+{
+    assert(self && m >= 0 && n >= 1 && sample_lo >= 0);
+    exec_mb_t *mb = s_mb(self, m);
+    if (mb->state == MB_OPEN || mb->state == MB_FORWARD)
+        return gpp_err_set(err, "executor: micro-batch slot %d is still in flight (begun, no "
+                                "backward yet)",
+                           m);
+    gpp_exec_release(self, m);
+    if (!mb->loss_dev && self->n_loss) {
+        mb->loss_dev = gpp_backend_alloc(self->be, (size_t)self->n_loss * 4, err);
+        if (!mb->loss_dev)
+            return -1;
+    }
+    mb->sample_lo = sample_lo;
+    mb->n = n;
+    mb->state = MB_OPEN;
+    /* Buffers for the boundary inputs the caller fills. */
+    for (int i = 0; i < self->n_inputs; i++) {
+        int k = self->slot_of[self->inputs[i]];
+        if (s_tensor_new(self, &self->slots[k], n, &mb->act[k], err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+gpp_tensor_t *gpp_exec_input(gpp_exec_t *self, int m, int producer)
+{
+    assert(self && m >= 0 && m < self->n_mb && self->mb[m].state == MB_OPEN);
+    s_boundary_slot(self, producer, 0);
+    int k = self->slot_of[producer];
+    self->mb[m].filled[k] = self->mb[m].n;
+    return &self->mb[m].act[k];
+}
+
+int gpp_exec_set_input(gpp_exec_t *self, int m, int producer, const gpp_tensor_t *src,
+                       int64_t lo, gpp_err_t *err)
+{
+    assert(self && src && m >= 0);
+    const exec_slot_t *sl = s_boundary_slot(self, producer, 0);
+    if (m >= self->n_mb || self->mb[m].state != MB_OPEN)
+        return gpp_err_set(err, "executor: set_input for micro-batch %d that is not begun", m);
+    exec_mb_t *mb = &self->mb[m];
+    int k = self->slot_of[producer];
+    const gpp_op_t *p = &self->g->ops[producer];
+    if (src->dtype != sl->dtype || src->rows != sl->rows || src->cols != sl->cols ||
+        lo < 0 || lo + src->n > mb->n)
+        return gpp_err_set(err, "executor: input from op %d '%s' for micro-batch %d: got %s "
+                                "[%lld, %lld, %lld] at sample %lld, expected %s [.., %lld, %lld] "
+                                "within %lld samples",
+                           producer, p->name, m, src->dtype ? "i32" : "f32", (long long)src->n,
+                           (long long)src->rows, (long long)src->cols, (long long)lo,
+                           sl->dtype ? "i32" : "f32", (long long)sl->rows, (long long)sl->cols,
+                           (long long)mb->n);
+    char *dst = (char *)mb->act[k].data + (size_t)(lo * sl->rows * sl->cols) * 4;
+    if (gpp_stream_copy(self->s, dst, src->data, gpp_tensor_bytes(src), GPP_COPY_D2D, err) < 0)
+        return -1;
+    mb->filled[k] += src->n;
+    return 0;
+}
+
+/* Zeroed gradient buffer of slot k, allocated on first use. */
+static gpp_tensor_t *s_grad(gpp_exec_t *self, exec_mb_t *mb, int k, gpp_err_t *err)
+{
+    gpp_tensor_t *t = &mb->grad[k];
+    if (!t->data) {
+        if (s_tensor_new(self, &self->slots[k], mb->n, t, err) < 0)
+            return NULL;
+        t->dtype = GPP_DTYPE_F32;
+        if (gpp_stream_zero(self->s, t->data, gpp_tensor_bytes(t), err) < 0)
+            return NULL;
+    }
+    return t;
+}
+
+/* Data for an INPUT op's slot (or labels) through the host staging buffer. */
+static int s_load(gpp_exec_t *self, exec_mb_t *mb, int op, int labels, gpp_tensor_t *dst,
+                  gpp_err_t *err)
+{
+    void *h = s_host(self, gpp_tensor_bytes(dst));
+    int rc = labels ? gpp_data_label(self->data, op, mb->sample_lo, mb->n, h, err)
+                    : gpp_data_input(self->data, op, mb->sample_lo, mb->n, h, err);
+    if (rc < 0)
+        return -1;
+    if (gpp_stream_copy(self->s, dst->data, h, gpp_tensor_bytes(dst), GPP_COPY_H2D, err) < 0)
+        return -1;
+    /* The staging buffer is reused by the next load: wait for the copy. */
+    return gpp_stream_sync(self->s, err);
+}
+
+static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
+{
+    exec_op_t *eo = &self->ops[i];
+    const gpp_op_t *op = eo->op;
+    gpp_stream_t *s = self->s;
+    exec_param_t *P = &self->params[eo->first_param];
+    gpp_tensor_t *y = &mb->act[eo->out];
+    const gpp_tensor_t *x = op->n_inputs ? &mb->act[eo->in[0]] : NULL;
+    int64_t n = mb->n;
+    if (op->type != GPP_OP_LOSS_MSE && op->type != GPP_OP_LOSS_CE &&
+        s_tensor_new(self, &self->slots[eo->out], n, y, err) < 0)
+        return -1;
+    switch (op->type) {
+    case GPP_OP_INPUT:
+        return s_load(self, mb, op->id, 0, y, err);
+    case GPP_OP_LINEAR:
+        return gpp_linear_fwd(s, x, &P[0].value, op->bias ? &P[1].value : NULL, y, err);
+    case GPP_OP_RELU:
+        return gpp_relu_fwd(s, x, y, err);
+    case GPP_OP_GELU:
+        return gpp_gelu_fwd(s, x, y, err);
+    case GPP_OP_LAYERNORM:
+        mb->stash_bytes[i] = gpp_layernorm_stash_bytes(n, x->rows);
+        if (!(mb->stash[i] = s_alloc(self, mb->stash_bytes[i], err)))
+            return -1;
+        return gpp_layernorm_fwd(s, x, &P[0].value, &P[1].value, y, mb->stash[i], err);
+    case GPP_OP_ATTENTION: {
+        gpp_attention_params_t ap = {P[0].value, P[1].value, P[2].value, P[3].value};
+        mb->stash_bytes[i] = gpp_attention_stash_bytes(n, x->rows, x->cols, op->heads);
+        if (!(mb->stash[i] = s_alloc(self, mb->stash_bytes[i], err)))
+            return -1;
+        return gpp_attention_fwd(s, x, &ap, op->heads, y, mb->stash[i], err);
+    }
+    case GPP_OP_EMBEDDING_BAG:
+        return gpp_embedding_bag_fwd(s, x, &P[0].value, y, err);
+    case GPP_OP_CONCAT: {
+        const gpp_tensor_t *xs[op->n_inputs];
+        for (int k = 0; k < op->n_inputs; k++)
+            xs[k] = &mb->act[eo->in[k]];
+        return gpp_concat_fwd(s, op->n_inputs, xs, y, err);
+    }
+    case GPP_OP_ADD:
+        return gpp_add_fwd(s, x, &mb->act[eo->in[1]], y, err);
+    case GPP_OP_LOSS_MSE:
+    case GPP_OP_LOSS_CE: {
+        gpp_dtype_t dt;
+        int64_t r, c;
+        gpp_data_label_shape(self->g, op->id, &dt, &r, &c);
+        gpp_tensor_t lab = gpp_tensor(NULL, dt, n, r, c);
+        if (!(lab.data = s_alloc(self, gpp_tensor_bytes(&lab), err)))
+            return -1;
+        int rc = s_load(self, mb, op->id, 1, &lab, err);
+        gpp_tensor_t *dx = NULL;
+        if (rc == 0 && self->slots[eo->in[0]].needs_grad && !(dx = s_grad(self, mb, eo->in[0], err)))
+            rc = -1;
+        float scale = (float)((double)n / (double)self->cfg.batch);
+        float *loss = mb->loss_dev + eo->loss;
+        if (rc == 0)
+            rc = op->type == GPP_OP_LOSS_MSE ? gpp_loss_mse(s, x, &lab, loss, scale, dx, err)
+                                             : gpp_loss_ce(s, x, &lab, loss, scale, dx, err);
+        if (rc == 0)
+            rc = gpp_stream_copy(s, mb->loss_host + eo->loss, loss, 4, GPP_COPY_D2H, err);
+        s_release(self, &lab.data, gpp_tensor_bytes(&lab));
+        return rc;
+    }
+    default:
+        return gpp_err_set(err, "op %d '%s': type %s cannot run", op->id, op->name,
+                           gpp_op_type_name(op->type));
+    }
+}
+
+int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
+{
+    assert(self && m >= 0);
+    if (m >= self->n_mb || self->mb[m].state != MB_OPEN)
+        return gpp_err_set(err, "executor: forward of micro-batch %d that is not begun (or "
+                                "already forwarded)",
+                           m);
+    exec_mb_t *mb = &self->mb[m];
+    for (int i = 0; i < self->n_inputs; i++) {
+        int p = self->inputs[i], k = self->slot_of[p];
+        if (mb->filled[k] == mb->n)
+            continue;
+        if (mb->filled[k] == 0 && self->g->ops[p].type == GPP_OP_INPUT) {
+            /* data produced elsewhere: regenerate rather than receive */
+            if (s_load(self, mb, p, 0, &mb->act[k], err) < 0)
+                goto fail;
+            continue;
+        }
+        gpp_err_set(err, "executor: micro-batch %d: input from op %d '%s' has %lld of %lld "
+                         "samples set",
+                    m, p, self->g->ops[p].name, (long long)mb->filled[k], (long long)mb->n);
+        goto fail;
+    }
+    for (int i = 0; i < self->n_local; i++) {
+        double t0 = self->timing ? gpp_now_ms() : 0;
+        if (s_forward_op(self, mb, i, err) < 0) {
+            gpp_err_prefix(err, "forward of op %d '%s'", self->ops[i].op->id,
+                           self->ops[i].op->name);
+            goto fail;
+        }
+        if (self->timing) {
+            if (gpp_stream_sync(self->s, err) < 0)
+                goto fail;
+            self->ops[i].fwd_ms += gpp_now_ms() - t0;
+            self->ops[i].calls++;
+        }
+    }
+    /* Keep only what the backward reads or the caller may send. */
+    for (int k = 0; k < self->n_slots; k++)
+        if (!self->slots[k].keep)
+            s_tensor_release(self, &mb->act[k]);
+    mb->loss_pending = self->n_loss > 0;
+    mb->state = MB_FORWARD;
+    return 0;
+fail:
+    gpp_exec_release(self, m);
+    return -1;
+}
+
+const gpp_tensor_t *gpp_exec_output(gpp_exec_t *self, int m, int op)
+{
+    assert(self && m >= 0 && m < self->n_mb && self->mb[m].state == MB_FORWARD);
+    s_boundary_slot(self, op, 1);
+    return &self->mb[m].act[self->slot_of[op]];
+}
+
+int gpp_exec_add_output_grad(gpp_exec_t *self, int m, int op, const gpp_tensor_t *dy, int64_t lo,
+                             gpp_err_t *err)
+{
+    assert(self && dy && m >= 0);
+    const exec_slot_t *sl = s_boundary_slot(self, op, 1);
+    if (m >= self->n_mb || self->mb[m].state != MB_FORWARD)
+        return gpp_err_set(err, "executor: output gradient for micro-batch %d outside its "
+                                "forward..backward",
+                           m);
+    exec_mb_t *mb = &self->mb[m];
+    int k = self->slot_of[op];
+    if (!sl->needs_grad)
+        return 0; /* an INPUT op sent to another stage: data has no gradient */
+    if (dy->dtype != GPP_DTYPE_F32 || dy->rows != sl->rows || dy->cols != sl->cols || lo < 0 ||
+        lo + dy->n > mb->n)
+        return gpp_err_set(err, "executor: gradient for op %d '%s' micro-batch %d: got [%lld, "
+                                "%lld, %lld] at sample %lld, expected f32 [.., %lld, %lld] within "
+                                "%lld samples",
+                           op, self->g->ops[op].name, m, (long long)dy->n, (long long)dy->rows,
+                           (long long)dy->cols, (long long)lo, (long long)sl->rows,
+                           (long long)sl->cols, (long long)mb->n);
+    gpp_tensor_t *g = s_grad(self, mb, k, err);
+    if (!g)
+        return -1;
+    gpp_tensor_t part = gpp_tensor((char *)g->data + (size_t)(lo * sl->rows * sl->cols) * 4,
+                                   GPP_DTYPE_F32, dy->n, sl->rows, sl->cols);
+    if (gpp_axpy(self->s, 1.0f, dy, &part, err) < 0)
+        return -1;
+    mb->got_grad[k] = 1;
+    return 0;
+}
+
+/* Input gradient pointer for input k of op eo: NULL when no gradient flows. */
+static int s_dx(gpp_exec_t *self, exec_mb_t *mb, const exec_op_t *eo, int k, gpp_tensor_t **dx,
+                gpp_err_t *err)
+{
+    *dx = NULL;
+    if (!self->slots[eo->in[k]].needs_grad)
+        return 0;
+    *dx = s_grad(self, mb, eo->in[k], err);
+    return *dx ? 0 : -1;
+}
+
+static int s_backward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
+{
+    exec_op_t *eo = &self->ops[i];
+    const gpp_op_t *op = eo->op;
+    gpp_stream_t *s = self->s;
+    exec_param_t *P = &self->params[eo->first_param];
+    const gpp_tensor_t *dy = &mb->grad[eo->out];
+    if (op->type == GPP_OP_INPUT || s_is_loss(op) || !dy->data)
+        return 0; /* losses ran with the forward; no gradient reached this op */
+    const gpp_tensor_t *x = &mb->act[eo->in[0]];
+    gpp_tensor_t *dx = NULL;
+    if (op->type != GPP_OP_CONCAT && op->type != GPP_OP_EMBEDDING_BAG &&
+        s_dx(self, mb, eo, 0, &dx, err) < 0)
+        return -1;
+    switch (op->type) {
+    case GPP_OP_LINEAR:
+        return gpp_linear_bwd(s, x, &P[0].value, dy, dx, &P[0].grad, op->bias ? &P[1].grad : NULL,
+                              err);
+    case GPP_OP_RELU:
+        return dx ? gpp_relu_bwd(s, x, dy, dx, err) : 0;
+    case GPP_OP_GELU:
+        return dx ? gpp_gelu_bwd(s, x, dy, dx, err) : 0;
+    case GPP_OP_LAYERNORM:
+        return gpp_layernorm_bwd(s, x, &P[0].value, mb->stash[i], dy, dx, &P[0].grad,
+                                 &P[1].grad, err);
+    case GPP_OP_ATTENTION: {
+        gpp_attention_params_t ap = {P[0].value, P[1].value, P[2].value, P[3].value};
+        gpp_attention_params_t dp = {P[0].grad, P[1].grad, P[2].grad, P[3].grad};
+        return gpp_attention_bwd(s, x, &ap, op->heads, mb->stash[i], dy, dx, &dp, err);
+    }
+    case GPP_OP_EMBEDDING_BAG:
+        return gpp_embedding_bag_bwd(s, x, dy, self->sgrad[P[0].sparse], err);
+    case GPP_OP_CONCAT: {
+        /* An input without gradient is skipped through a tensor whose data
+         * is NULL: the kernel still needs its width. */
+        gpp_tensor_t *dxs[op->n_inputs], skip[op->n_inputs];
+        for (int k = 0; k < op->n_inputs; k++) {
+            if (s_dx(self, mb, eo, k, &dxs[k], err) < 0)
+                return -1;
+            if (!dxs[k]) {
+                const exec_slot_t *sl = &self->slots[eo->in[k]];
+                skip[k] = gpp_tensor(NULL, GPP_DTYPE_F32, mb->n, sl->rows, sl->cols);
+                dxs[k] = &skip[k];
+            }
+        }
+        return gpp_concat_bwd(s, op->n_inputs, dy, dxs, err);
+    }
+    case GPP_OP_ADD: {
+        gpp_tensor_t *db = NULL;
+        if (s_dx(self, mb, eo, 1, &db, err) < 0)
+            return -1;
+        return gpp_add_bwd(s, dy, dx, db, err);
+    }
+    default:
+        return gpp_err_set(err, "op %d '%s': type %s has no backward", op->id, op->name,
+                           gpp_op_type_name(op->type));
+    }
+}
+
+int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
+{
+    assert(self && m >= 0);
+    if (m >= self->n_mb || self->mb[m].state != MB_FORWARD)
+        return gpp_err_set(err, "executor: backward of micro-batch %d without its forward", m);
+    exec_mb_t *mb = &self->mb[m];
+    for (int i = 0; i < self->n_outputs; i++) {
+        int op = self->outputs[i], k = self->slot_of[op];
+        if (self->slots[k].needs_grad && !mb->got_grad[k])
+            return gpp_err_set(err, "executor: backward of micro-batch %d: no gradient received "
+                                    "for output op %d '%s' (consumed by another stage)",
+                               m, op, self->g->ops[op].name);
+    }
+    for (int i = self->n_local - 1; i >= 0; i--) {
+        double t0 = self->timing ? gpp_now_ms() : 0;
+        if (s_backward_op(self, mb, i, err) < 0) {
+            gpp_err_prefix(err, "backward of op %d '%s'", self->ops[i].op->id,
+                           self->ops[i].op->name);
+            return -1;
+        }
+        if (self->timing) {
+            if (gpp_stream_sync(self->s, err) < 0)
+                return -1;
+            self->ops[i].bwd_ms += gpp_now_ms() - t0;
+        }
+    }
+    /* Input gradients stay (the caller sends them); every boundary input
+     * that takes a gradient gets one, zero if nothing reached it. */
+    for (int k = 0; k < self->n_slots; k++) {
+        const exec_slot_t *sl = &self->slots[k];
+        if (!sl->local && sl->needs_grad) {
+            if (!s_grad(self, mb, k, err))
+                return -1;
+        } else {
+            s_tensor_release(self, &mb->grad[k]);
+        }
+        s_tensor_release(self, &mb->act[k]);
+    }
+    for (int i = 0; i < self->n_local; i++)
+        s_release(self, &mb->stash[i], mb->stash_bytes[i]);
+    mb->state = MB_BACKWARD;
+    return 0;
+}
+
+const gpp_tensor_t *gpp_exec_input_grad(gpp_exec_t *self, int m, int producer)
+{
+    assert(self && m >= 0 && m < self->n_mb && self->mb[m].state == MB_BACKWARD);
+    const exec_slot_t *sl = s_boundary_slot(self, producer, 0);
+    if (!sl->needs_grad)
+        return NULL;
+    return &self->mb[m].grad[self->slot_of[producer]];
+}
+
+/* ---- iteration ---- */
+
+float *gpp_exec_grads(gpp_exec_t *self, int64_t *numel)
+{
+    assert(self && numel);
+    *numel = self->dense_numel;
+    return self->gflat;
+}
+
+int gpp_exec_n_sparse(const gpp_exec_t *self)
+{
+    return self->n_sparse;
+}
+
+gpp_sparse_grad_t *gpp_exec_sparse_grad(gpp_exec_t *self, int i)
+{
+    assert(self && i >= 0 && i < self->n_sparse);
+    return self->sgrad[i];
+}
+
+int gpp_exec_loss(gpp_exec_t *self, double *loss, gpp_err_t *err)
+{
+    assert(self && loss);
+    for (int m = 0; m < self->n_mb; m++)
+        if (s_fold_loss(self, &self->mb[m], err) < 0)
+            return -1;
+    *loss = self->loss_acc;
+    return 0;
+}
+
+int gpp_exec_step(gpp_exec_t *self, gpp_err_t *err)
+{
+    assert(self);
+    for (int m = 0; m < self->n_mb; m++) {
+        int st = self->mb[m].state;
+        if (st == MB_OPEN || st == MB_FORWARD)
+            return gpp_err_set(err, "executor: optimizer step with micro-batch %d still in "
+                                    "flight",
+                               m);
+        if (s_fold_loss(self, &self->mb[m], err) < 0)
+            return -1;
+    }
+    int64_t t = self->steps + 1;
+    if (self->dense_numel > 0) {
+        gpp_tensor_t p = gpp_tensor(self->pflat, GPP_DTYPE_F32, 1, 1, self->dense_numel);
+        gpp_tensor_t g = gpp_tensor(self->gflat, GPP_DTYPE_F32, 1, 1, self->dense_numel);
+        if (gpp_optim_step(self->s, self->dense_state, &self->cfg.optim, t, &p, &g, err) < 0 ||
+            gpp_stream_zero(self->s, self->gflat, (size_t)self->dense_numel * 4, err) < 0)
+            return -1;
+    }
+    for (int i = 0; i < self->n_sparse; i++) {
+        exec_param_t *p = &self->params[self->sparse_param[i]];
+        if (gpp_optim_step_sparse(self->s, self->sstate[i], &self->cfg.optim, t, &p->value,
+                                  self->sgrad[i], err) < 0 ||
+            gpp_sparse_grad_clear(self->s, self->sgrad[i], err) < 0)
+            return -1;
+    }
+    self->steps = t;
+    self->loss_acc = 0;
+    return gpp_stream_sync(self->s, err);
+}
+
+int64_t gpp_exec_step_count(const gpp_exec_t *self)
+{
+    return self->steps;
+}
+
+void gpp_exec_set_step_count(gpp_exec_t *self, int64_t steps)
+{
+    assert(self && steps >= 0);
+    self->steps = steps;
+}
+
+const gpp_optim_hp_t *gpp_exec_optim(const gpp_exec_t *self)
+{
+    return &self->cfg.optim;
+}
+
+/* ---- parameters ---- */
+
+int gpp_exec_n_params(const gpp_exec_t *self)
+{
+    return self->n_params;
+}
+
+const char *gpp_exec_param_name(const gpp_exec_t *self, int i)
+{
+    assert(i >= 0 && i < self->n_params);
+    return self->params[i].name;
+}
+
+gpp_tensor_t *gpp_exec_param(gpp_exec_t *self, int i)
+{
+    assert(i >= 0 && i < self->n_params);
+    return &self->params[i].value;
+}
+
+gpp_tensor_t *gpp_exec_param_grad(gpp_exec_t *self, int i)
+{
+    assert(i >= 0 && i < self->n_params);
+    return self->params[i].sparse >= 0 ? NULL : &self->params[i].grad;
+}
+
+int gpp_exec_optim_nbufs(const gpp_exec_t *self)
+{
+    return self->cfg.optim.kind == GPP_OPTIM_ADAMW ? 2 : 1;
+}
+
+float *gpp_exec_param_state(gpp_exec_t *self, int i, int k)
+{
+    assert(i >= 0 && i < self->n_params && k >= 0 && k < gpp_exec_optim_nbufs(self));
+    const exec_param_t *p = &self->params[i];
+    if (p->sparse >= 0)
+        return gpp_optim_state_buf(self->sstate[p->sparse], k);
+    return gpp_optim_state_buf(self->dense_state, k) + p->offset;
+}
+
+/* ---- measurement ---- */
+
+int64_t gpp_exec_stash_bytes(const gpp_exec_t *self)
+{
+    return self->live_bytes;
+}
+
+int64_t gpp_exec_peak_stash_bytes(const gpp_exec_t *self)
+{
+    return self->peak_bytes;
+}
+
+void gpp_exec_set_timing(gpp_exec_t *self, int on)
+{
+    self->timing = on;
+}
+
+void gpp_exec_op_time(const gpp_exec_t *self, int op, double *fwd_ms, double *bwd_ms,
+                      int64_t *calls)
+{
+    assert(op >= 0 && op < self->g->n_ops && self->slot_of[op] >= 0 &&
+           self->slots[self->slot_of[op]].local);
+    for (int i = 0; i < self->n_local; i++)
+        if (self->ops[i].op->id == op) {
+            *fwd_ms = self->ops[i].fwd_ms;
+            *bwd_ms = self->ops[i].bwd_ms;
+            *calls = self->ops[i].calls;
+        }
+}
+
+void gpp_exec_reset_times(gpp_exec_t *self)
+{
+    for (int i = 0; i < self->n_local; i++) {
+        self->ops[i].fwd_ms = self->ops[i].bwd_ms = 0;
+        self->ops[i].calls = 0;
+    }
+}

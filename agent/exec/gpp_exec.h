@@ -1,0 +1,190 @@
+/* gpp_exec: the stage executor — runs a set of ops of a model (a pipeline
+ * stage, or the whole model) forward and backward on one backend, one
+ * micro-batch at a time, and owns the stage's parameters, gradients and
+ * optimizer state.
+ *
+ * Life of an iteration, as a pipeline agent drives it (micro-batch slots
+ * `mb` are small integers chosen by the caller; several may be in flight):
+ *
+ *   gpp_exec_begin(ex, mb, sample_lo, n)       samples [sample_lo, +n)
+ *   gpp_exec_set_input(ex, mb, producer, t, lo) for every boundary input
+ *        (or write into gpp_exec_input(ex, mb, producer) directly)
+ *   gpp_exec_forward(ex, mb)
+ *   gpp_exec_output(ex, mb, op)                -> send to consumer stages
+ *   ... later ...
+ *   gpp_exec_add_output_grad(ex, mb, op, dy, lo) for every boundary output,
+ *        once per consumer stage / re-sharded piece: they are summed
+ *   gpp_exec_backward(ex, mb)                  frees the micro-batch's stash
+ *   gpp_exec_input_grad(ex, mb, producer)      -> send to producer stages
+ *   gpp_exec_release(ex, mb)                   frees the input gradients
+ *   ... after the last micro-batch of the iteration ...
+ *   gpp_exec_grads / gpp_exec_sparse_grad      -> all-reduce across replicas
+ *   gpp_exec_loss(ex, &loss)                   this replica's loss share
+ *   gpp_exec_step(ex)                          optimizer step, zero grads
+ *
+ * Boundary inputs are tensors produced by ops outside the stage; INPUT ops
+ * inside the stage are read from the data source, and so is an external
+ * INPUT producer whose tensor the caller did not set (any replica can
+ * regenerate data). Loss ops read their labels from the data source by
+ * sample index, so the sink stage needs no label traffic.
+ *
+ * GRADIENT CONVENTION. `batch` (B) in the config is the mini-batch size over
+ * all micro-batches AND all data-parallel replicas. A loss op over a
+ * micro-batch of n samples contributes (n / B) x (its mean over the
+ * micro-batch) — i.e. the sum of per-sample losses divided by B — so the
+ * accumulated gradient is the gradient of the mini-batch mean whatever the
+ * micro-batching. Data-parallel replicas must SUM (not average) their
+ * gradients in the all-reduce. Several loss ops add. gpp_exec_loss returns
+ * the same share of the loss value: summed over replicas it is the
+ * mini-batch mean.
+ *
+ * Parameters are initialised from (seed, op id, parameter slot, element
+ * index) with a counter-based generator (gpp_hash.h), so every process
+ * builds identical weights for an op whatever the stage it sits in:
+ * linear and attention weights Xavier-uniform, biases 0, LayerNorm gain 1
+ * and bias 0, embedding tables N(0, 1/bag).
+ *
+ * Memory: activations, stashes and gradients of a micro-batch live from its
+ * forward to its backward (only the tensors the backward reads or the caller
+ * may send are kept past the forward); a pool reuses freed blocks of equal
+ * size. gpp_exec_peak_stash_bytes reports the high-water mark.
+ *
+ * Errors: run-time failures (data source, backend, a caller that sets an
+ * input of the wrong shape, backward before forward, missing boundary
+ * gradients) return -1 with a message; passing an op id that is not a
+ * boundary of the stage is a programmer error (assert).
+ *
+ * Threads and streams: everything is enqueued on the executor's stream
+ * (gpp_exec_stream). Tensors returned by gpp_exec_output / input_grad are
+ * complete once that stream is synchronised (or after an event recorded on
+ * it). Tensors passed in (set_input, add_output_grad) are read by work
+ * enqueued on the stream: keep them unchanged until the stream is
+ * synchronised (the CPU backend completes the work before returning).
+ *
+ * Ownership: gpp_exec_new returns an executor the caller owns; it borrows
+ * the graph, the backend and the data source, which must outlive it.
+ * Returned tensors are owned by the executor. */
+#ifndef GPP_EXEC_H
+#define GPP_EXEC_H
+
+#include <stdint.h>
+
+#include "agent/exec/gpp_data.h"
+#include "common/gpp_err.h"
+#include "kernels/gpp_backend.h"
+#include "kernels/gpp_optim.h"
+#include "kernels/gpp_sparse.h"
+#include "planner/gpp_graph.h"
+
+typedef struct {
+    uint64_t seed;        /* weight initialisation */
+    gpp_optim_hp_t optim; /* optimizer and hyper-parameters */
+    int64_t batch;        /* B: mini-batch samples over all micro-batches and replicas */
+} gpp_exec_cfg_t;
+
+typedef struct gpp_exec_s gpp_exec_t;
+
+/* Instantiates ops `ops[0..n_ops)` (any order, no duplicates) of g
+ * (finalized). `data` may be NULL when the stage has no INPUT op, no loss op
+ * and no external INPUT producer. Caller owns the result; NULL + message on
+ * an op that cannot run (OPAQUE), an id out of range, a bad config or no
+ * memory. */
+gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
+                         gpp_data_t *data, const gpp_exec_cfg_t *cfg, gpp_err_t *err);
+void gpp_exec_destroy(gpp_exec_t **self_p);
+
+gpp_stream_t *gpp_exec_stream(gpp_exec_t *self);
+const gpp_graph_t *gpp_exec_graph(const gpp_exec_t *self);
+
+/* ---- the stage's boundaries (ascending op ids) ---- */
+/* Producers outside the stage whose tensors the stage consumes. */
+int gpp_exec_n_inputs(const gpp_exec_t *self);
+int gpp_exec_input_op(const gpp_exec_t *self, int i);
+/* Ops of the stage consumed by ops outside it. */
+int gpp_exec_n_outputs(const gpp_exec_t *self);
+int gpp_exec_output_op(const gpp_exec_t *self, int i);
+/* 1 when the stage holds a loss op. */
+int gpp_exec_has_loss(const gpp_exec_t *self);
+
+/* ---- one micro-batch ---- */
+
+/* Opens slot mb (>= 0) for samples [sample_lo, sample_lo + n), n >= 1. -1 if
+ * the slot is still between forward and backward. A slot whose backward is
+ * done is released implicitly. */
+int gpp_exec_begin(gpp_exec_t *self, int mb, int64_t sample_lo, int64_t n, gpp_err_t *err);
+/* The device buffer [n, rows, cols] of boundary input `producer` for the
+ * caller to fill (e.g. receive into it); marks the input as set. */
+gpp_tensor_t *gpp_exec_input(gpp_exec_t *self, int mb, int producer);
+/* Copies device tensor src [k, rows, cols] into samples [lo, lo + k) of the
+ * boundary input. -1 when dtype, rows or cols differ from the producer's or
+ * [lo, lo + k) is outside the micro-batch. */
+int gpp_exec_set_input(gpp_exec_t *self, int mb, int producer, const gpp_tensor_t *src,
+                       int64_t lo, gpp_err_t *err);
+/* Runs the stage's ops forward. Loss ops compute their loss and their
+ * input's gradient here. -1 when a boundary input was not (fully) set. */
+int gpp_exec_forward(gpp_exec_t *self, int mb, gpp_err_t *err);
+/* Output [n, rows, cols] of a boundary output op, valid until the
+ * micro-batch's backward. */
+const gpp_tensor_t *gpp_exec_output(gpp_exec_t *self, int mb, int op);
+/* Accumulates dy [k, rows, cols] into samples [lo, lo + k) of boundary output
+ * op's gradient (+=). -1 on a shape mismatch or outside forward..backward. */
+int gpp_exec_add_output_grad(gpp_exec_t *self, int mb, int op, const gpp_tensor_t *dy,
+                             int64_t lo, gpp_err_t *err);
+/* Runs backward; accumulates parameter gradients; frees activations and
+ * stashes. -1 when a boundary output received no gradient. */
+int gpp_exec_backward(gpp_exec_t *self, int mb, gpp_err_t *err);
+/* Gradient [n, rows, cols] of a boundary input after backward; NULL when the
+ * producer is an INPUT op (data has no gradient). Valid until release. */
+const gpp_tensor_t *gpp_exec_input_grad(gpp_exec_t *self, int mb, int producer);
+/* Frees whatever the slot still holds (also aborts a micro-batch). */
+void gpp_exec_release(gpp_exec_t *self, int mb);
+
+/* ---- the iteration ---- */
+
+/* Flat dense gradients (device memory, all dense parameters of the stage in
+ * gpp_exec_param order); *numel receives the element count. */
+float *gpp_exec_grads(gpp_exec_t *self, int64_t *numel);
+/* Embedding tables' sparse gradients (gpp_sparse.h), in parameter order. */
+int gpp_exec_n_sparse(const gpp_exec_t *self);
+gpp_sparse_grad_t *gpp_exec_sparse_grad(gpp_exec_t *self, int i);
+/* This replica's share of the loss of the micro-batches forwarded since the
+ * last step (convention above); synchronises the stream. */
+int gpp_exec_loss(gpp_exec_t *self, double *loss, gpp_err_t *err);
+/* Optimizer step on every parameter, then zeroes the gradients. -1 when a
+ * micro-batch is still in flight. */
+int gpp_exec_step(gpp_exec_t *self, gpp_err_t *err);
+/* Optimizer steps taken (restored by the checkpoint). */
+int64_t gpp_exec_step_count(const gpp_exec_t *self);
+void gpp_exec_set_step_count(gpp_exec_t *self, int64_t steps);
+const gpp_optim_hp_t *gpp_exec_optim(const gpp_exec_t *self);
+
+/* ---- parameters (checkpoint, broadcast, tests) ---- */
+int gpp_exec_n_params(const gpp_exec_t *self);
+/* Name "<op name>.<param>" (weight, bias, gain, w_qkv, b_qkv, w_o, b_o,
+ * table). */
+const char *gpp_exec_param_name(const gpp_exec_t *self, int i);
+/* The parameter's device tensor. */
+gpp_tensor_t *gpp_exec_param(gpp_exec_t *self, int i);
+/* Dense gradient of the parameter (a view into gpp_exec_grads); NULL for an
+ * embedding table (its gradient is sparse). */
+gpp_tensor_t *gpp_exec_param_grad(gpp_exec_t *self, int i);
+/* Optimizer state buffers per parameter (gpp_optim.h: SGD 1, AdamW 2) and
+ * buffer k of parameter i: device memory of the parameter's numel floats. */
+int gpp_exec_optim_nbufs(const gpp_exec_t *self);
+float *gpp_exec_param_state(gpp_exec_t *self, int i, int k);
+
+/* ---- measurement ---- */
+/* Bytes of micro-batch state held now and at most since creation
+ * (activations kept for backward, op stashes, activation gradients). */
+int64_t gpp_exec_stash_bytes(const gpp_exec_t *self);
+int64_t gpp_exec_peak_stash_bytes(const gpp_exec_t *self);
+/* Per-op timing hook: when on, the stream is synchronised after every op
+ * and its wall time added to the op's forward or backward total (slower;
+ * for profiling). */
+void gpp_exec_set_timing(gpp_exec_t *self, int on);
+/* Totals since the last reset for op (must be in the stage). */
+void gpp_exec_op_time(const gpp_exec_t *self, int op, double *fwd_ms, double *bwd_ms,
+                      int64_t *calls);
+void gpp_exec_reset_times(gpp_exec_t *self);
+
+#endif

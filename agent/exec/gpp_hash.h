@@ -1,0 +1,52 @@
+/* gpp_hash: counter-based random numbers and CRC-32 for the executor.
+ *
+ * Random numbers are a pure function of a key, never of a stream position:
+ * the value for (seed, op id, element index) is the same in every process,
+ * whatever order or subset of elements it generates. That is what lets every
+ * replica build identical weights and regenerate any sample's data with no
+ * traffic. The mixer is splitmix64's finaliser (Steele, Lea, Flood 2014).
+ *
+ * CRC-32 is the IEEE 802.3 polynomial (zlib's crc32), used by the
+ * checkpoint and dataset formats. */
+#ifndef GPP_HASH_H
+#define GPP_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* splitmix64 finaliser: a bijective 64-bit mix. */
+static inline uint64_t gpp_hash_mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Key of a stream of numbers: mixes up to three 64-bit fields (seed, op id,
+ * a purpose tag, ...). Element i of the stream is gpp_hash_mix(key + i). */
+static inline uint64_t gpp_hash_key(uint64_t a, uint64_t b, uint64_t c)
+{
+    return gpp_hash_mix(gpp_hash_mix(gpp_hash_mix(a) ^ b) ^ c);
+}
+
+/* Uniform in [0, 1) with 24 random bits (exact in float). */
+static inline float gpp_hash_uniform(uint64_t key, uint64_t i)
+{
+    return (float)(gpp_hash_mix(key + i) >> 40) * (1.0f / 16777216.0f);
+}
+
+/* Standard normal (Box-Muller on two 32-bit halves of one draw). */
+float gpp_hash_normal(uint64_t key, uint64_t i);
+
+/* Uniform integer in [0, n) (n >= 1; multiply-shift, bias < n / 2^32). */
+static inline int64_t gpp_hash_below(uint64_t key, uint64_t i, int64_t n)
+{
+    return (int64_t)(((gpp_hash_mix(key + i) >> 32) * (uint64_t)n) >> 32);
+}
+
+/* CRC-32 (IEEE). Start with crc = 0; feed chunks by passing the previous
+ * result: gpp_crc32(gpp_crc32(0, a, na), b, nb) == crc of a||b. */
+uint32_t gpp_crc32(uint32_t crc, const void *data, size_t len);
+
+#endif

@@ -1,0 +1,139 @@
+/* gpp_profile: per-op timing table for the planner (see gpp_profile.h). */
+#include "agent/exec/gpp_profile.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "agent/exec/gpp_exec.h"
+#include "agent/exec/gpp_hash.h"
+#include "planner/gpp_json.h"
+
+/* Fills a device tensor with scaled N(0,1) values through a host buffer. */
+static int s_fill(gpp_stream_t *s, gpp_tensor_t *t, uint64_t key, float scale, gpp_err_t *err)
+{
+    int64_t n = gpp_tensor_numel(t);
+    float *h = gpp_xcalloc((size_t)n + 1, sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        h[i] = scale * gpp_hash_normal(key, (uint64_t)i);
+    int rc = gpp_stream_copy(s, t->data, h, (size_t)n * 4, GPP_COPY_H2D, err);
+    if (rc == 0)
+        rc = gpp_stream_sync(s, err);
+    free(h);
+    return rc;
+}
+
+/* One micro-batch of b samples through the stage. */
+static int s_run(gpp_exec_t *ex, int64_t b, gpp_tensor_t *dys, gpp_err_t *err)
+{
+    const gpp_graph_t *g = gpp_exec_graph(ex);
+    gpp_stream_t *s = gpp_exec_stream(ex);
+    if (gpp_exec_begin(ex, 0, 0, b, err) < 0)
+        return -1;
+    for (int i = 0; i < gpp_exec_n_inputs(ex); i++) {
+        int p = gpp_exec_input_op(ex, i);
+        if (g->ops[p].type == GPP_OP_INPUT)
+            continue; /* the executor reads data itself */
+        if (s_fill(s, gpp_exec_input(ex, 0, p), gpp_hash_key(1, 2, (uint64_t)p), 1.0f, err) < 0)
+            return -1;
+    }
+    if (gpp_exec_forward(ex, 0, err) < 0)
+        return -1;
+    for (int i = 0; i < gpp_exec_n_outputs(ex); i++)
+        if (gpp_exec_add_output_grad(ex, 0, gpp_exec_output_op(ex, i), &dys[i], 0, err) < 0)
+            return -1;
+    if (gpp_exec_backward(ex, 0, err) < 0)
+        return -1;
+    gpp_exec_release(ex, 0);
+    return gpp_stream_sync(s, err);
+}
+
+int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
+                      gpp_data_t *data, const gpp_profile_cfg_t *cfg, const char *path,
+                      gpp_err_t *err)
+{
+    assert(g && ops && be && cfg && path);
+    int warmup = cfg->warmup > 0 ? cfg->warmup : 1, reps = cfg->reps > 0 ? cfg->reps : 3;
+    if (cfg->max_micro_batch < 1)
+        return gpp_err_set(err, "profile: largest micro-batch must be >= 1");
+    cJSON *root = cJSON_CreateObject();
+    cJSON **rt = gpp_xcalloc((size_t)n_ops, sizeof *rt);
+    gpp_exec_t *ex = NULL;
+    gpp_tensor_t *dys = NULL;
+    int n_dys = 0, rc = -1;
+    char key[32];
+    for (int i = 0; i < n_ops; i++) {
+        const gpp_op_t *op = &g->ops[ops[i]];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", op->name);
+        cJSON *in = cJSON_AddArrayToObject(e, "inputs");
+        cJSON *sz = cJSON_AddArrayToObject(e, "input_size");
+        for (int k = 0; k < op->n_inputs; k++) {
+            cJSON_AddItemToArray(in, cJSON_CreateNumber(op->inputs[k]));
+            cJSON_AddItemToArray(sz, cJSON_CreateNumber((double)g->ops[op->inputs[k]].out_bytes));
+        }
+        cJSON_AddNumberToObject(e, "weight_size", (double)op->params * 4);
+        rt[i] = cJSON_AddObjectToObject(e, "runtime");
+        int64_t in_bytes = 0;
+        for (int k = 0; k < op->n_inputs; k++)
+            in_bytes += g->ops[op->inputs[k]].out_bytes;
+        cJSON_AddNumberToObject(e, "reserved_mem",
+                                (double)(op->stash_bytes > in_bytes ? op->stash_bytes - in_bytes : 0));
+        snprintf(key, sizeof key, "%d", op->id);
+        cJSON_AddItemToObject(root, key, e);
+    }
+    for (int64_t b = 1; b <= cfg->max_micro_batch; b *= 2) {
+        gpp_exec_cfg_t ec = {.seed = cfg->seed, .batch = b};
+        ec.optim.kind = GPP_OPTIM_SGD;
+        ec.optim.lr = 0;
+        if (!(ex = gpp_exec_new(g, n_ops, ops, be, data, &ec, err)))
+            goto done;
+        n_dys = gpp_exec_n_outputs(ex);
+        dys = gpp_xcalloc((size_t)n_dys + 1, sizeof *dys);
+        for (int i = 0; i < n_dys; i++) {
+            const gpp_op_t *o = &g->ops[gpp_exec_output_op(ex, i)];
+            if (gpp_tensor_alloc(be, GPP_DTYPE_F32, b, o->rows, o->cols, &dys[i], err) < 0 ||
+                s_fill(gpp_exec_stream(ex), &dys[i], gpp_hash_key(3, 4, (uint64_t)o->id),
+                       1.0f / sqrtf((float)(o->rows * o->cols)), err) < 0)
+                goto done;
+        }
+        for (int r = 0; r < warmup; r++)
+            if (s_run(ex, b, dys, err) < 0)
+                goto done;
+        gpp_exec_set_timing(ex, 1);
+        gpp_exec_reset_times(ex);
+        for (int r = 0; r < reps; r++)
+            if (s_run(ex, b, dys, err) < 0)
+                goto done;
+        snprintf(key, sizeof key, "%lld", (long long)b);
+        for (int i = 0; i < n_ops; i++) {
+            double f, bw;
+            int64_t calls;
+            gpp_exec_op_time(ex, ops[i], &f, &bw, &calls);
+            cJSON_AddNumberToObject(rt[i], key, (f + bw) / (double)(calls ? calls : 1));
+        }
+        for (int i = 0; i < n_dys; i++)
+            gpp_tensor_free(be, &dys[i]);
+        free(dys);
+        dys = NULL;
+        gpp_exec_destroy(&ex);
+        if (b > (int64_t)1 << 40)
+            break;
+    }
+    char *text = cJSON_Print(root);
+    rc = gpp_write_file_atomic(path, text, strlen(text), err);
+    free(text);
+done:
+    if (rc < 0)
+        gpp_err_prefix(err, "profile %s", path);
+    for (int i = 0; dys && i < n_dys; i++)
+        gpp_tensor_free(be, &dys[i]);
+    free(dys);
+    gpp_exec_destroy(&ex);
+    free(rt);
+    cJSON_Delete(root);
+    return rc;
+}

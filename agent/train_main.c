@@ -1,0 +1,261 @@
+/* gpp-train: single-process training of any zoo model with the whole graph
+ * as one stage (the numerical reference for pipeline-parallel runs), plus
+ * the dataset writer and the op profiler. docs/executor.md describes it.
+ *
+ * Exit status: 0 success, 2 bad input (usage, unknown model, bad or
+ * mismatched checkpoint or dataset) or a run-time failure. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/exec/gpp_ckpt.h"
+#include "agent/exec/gpp_data.h"
+#include "agent/exec/gpp_exec.h"
+#include "agent/exec/gpp_profile.h"
+#include "common/gpp_time.h"
+#include "kernels/gpp_backend.h"
+#include "planner/gpp_graph.h"
+
+typedef struct {
+    const char *model;
+    long long iterations, batch, micro_batch, samples;
+    int threads, profile_max_mb;
+    unsigned long long seed;
+    gpp_optim_hp_t hp;
+    int lr_set;
+    const char *save, *load, *data, *write_dataset, *profile_out;
+} opts_t;
+
+static void s_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gpp-train --model SPEC [options]\n"
+            "  --model SPEC          zoo model, e.g. mmt:branches=2,layers=2,hidden=64,heads=4,seq=16\n"
+            "                        (--list-models shows the zoo)\n"
+            "  --iterations N        optimizer steps (default 10)\n"
+            "  --batch B             mini-batch samples (default 32)\n"
+            "  --micro-batch b       samples per micro-batch (default B); gradients accumulate\n"
+            "  --optimizer sgd|adamw (default adamw)\n"
+            "  --lr X                learning rate (default 1e-3 adamw, 0.05 sgd)\n"
+            "  --momentum X          SGD momentum (default 0.9)\n"
+            "  --weight-decay X      (default 0)\n"
+            "  --seed S              weights and synthetic data (default 1)\n"
+            "  --threads T           CPU threads for the kernels (default: OpenBLAS's)\n"
+            "  --data FILE           read inputs and labels from a dataset file\n"
+            "  --save FILE           write weights + optimizer state at the end (atomic)\n"
+            "  --load FILE           start from a checkpoint of the same model and optimizer\n"
+            "  --write-dataset FILE --samples N   write N synthetic samples and exit\n"
+            "  --profile-out FILE [--profile-max-mb M]  time every op at micro-batch 1,2,4..M\n"
+            "                        (default 8), write the planner's profile.json and exit\n");
+}
+
+static int s_num(const char *flag, const char *v, long long min, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < min) {
+        fprintf(stderr, "gpp-train: error: %s '%s' must be an integer >= %lld\n", flag, v, min);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int s_real(const char *flag, const char *v, float *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || x < 0) {
+        fprintf(stderr, "gpp-train: error: %s '%s' must be a non-negative number\n", flag, v);
+        return -1;
+    }
+    *out = (float)x;
+    return 0;
+}
+
+static int s_parse(int argc, char **argv, opts_t *o)
+{
+    enum { O_MODEL = 256, O_ITER, O_BATCH, O_MB, O_OPT, O_LR, O_MOM, O_WD, O_SEED, O_THREADS,
+           O_DATA, O_SAVE, O_LOAD, O_WDS, O_SAMPLES, O_PROF, O_PROFMB, O_LIST, O_HELP };
+    static const struct option lo[] = {
+        {"model", 1, 0, O_MODEL},        {"iterations", 1, 0, O_ITER},
+        {"batch", 1, 0, O_BATCH},        {"micro-batch", 1, 0, O_MB},
+        {"optimizer", 1, 0, O_OPT},      {"lr", 1, 0, O_LR},
+        {"momentum", 1, 0, O_MOM},       {"weight-decay", 1, 0, O_WD},
+        {"seed", 1, 0, O_SEED},          {"threads", 1, 0, O_THREADS},
+        {"data", 1, 0, O_DATA},          {"save", 1, 0, O_SAVE},
+        {"load", 1, 0, O_LOAD},          {"write-dataset", 1, 0, O_WDS},
+        {"samples", 1, 0, O_SAMPLES},    {"profile-out", 1, 0, O_PROF},
+        {"profile-max-mb", 1, 0, O_PROFMB}, {"list-models", 0, 0, O_LIST},
+        {"help", 0, 0, O_HELP},          {0, 0, 0, 0}};
+    o->iterations = 10;
+    o->batch = 32;
+    o->seed = 1;
+    o->profile_max_mb = 8;
+    o->hp = (gpp_optim_hp_t){.kind = GPP_OPTIM_ADAMW, .lr = 1e-3f, .momentum = 0.9f,
+                             .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    long long v;
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case O_MODEL: o->model = optarg; break;
+        case O_ITER: if (s_num("--iterations", optarg, 0, &o->iterations)) return -1; break;
+        case O_BATCH: if (s_num("--batch", optarg, 1, &o->batch)) return -1; break;
+        case O_MB: if (s_num("--micro-batch", optarg, 1, &o->micro_batch)) return -1; break;
+        case O_OPT:
+            if (strcmp(optarg, "sgd") == 0)
+                o->hp.kind = GPP_OPTIM_SGD;
+            else if (strcmp(optarg, "adamw") == 0)
+                o->hp.kind = GPP_OPTIM_ADAMW;
+            else {
+                fprintf(stderr, "gpp-train: error: --optimizer '%s': use sgd or adamw\n", optarg);
+                return -1;
+            }
+            break;
+        case O_LR: if (s_real("--lr", optarg, &o->hp.lr)) return -1; o->lr_set = 1; break;
+        case O_MOM: if (s_real("--momentum", optarg, &o->hp.momentum)) return -1; break;
+        case O_WD: if (s_real("--weight-decay", optarg, &o->hp.weight_decay)) return -1; break;
+        case O_SEED: if (s_num("--seed", optarg, 0, &v)) return -1; o->seed = (unsigned long long)v; break;
+        case O_THREADS: if (s_num("--threads", optarg, 1, &v)) return -1; o->threads = (int)v; break;
+        case O_DATA: o->data = optarg; break;
+        case O_SAVE: o->save = optarg; break;
+        case O_LOAD: o->load = optarg; break;
+        case O_WDS: o->write_dataset = optarg; break;
+        case O_SAMPLES: if (s_num("--samples", optarg, 1, &o->samples)) return -1; break;
+        case O_PROF: o->profile_out = optarg; break;
+        case O_PROFMB: if (s_num("--profile-max-mb", optarg, 1, &v)) return -1; o->profile_max_mb = (int)v; break;
+        case O_LIST: gpp_zoo_list(stdout); exit(0);
+        case O_HELP: s_usage(stdout); exit(0);
+        default:
+            fprintf(stderr, "gpp-train: error: unknown or incomplete option '%s'\n",
+                    argv[optind - 1]);
+            s_usage(stderr);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpp-train: error: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    if (!o->model) {
+        fprintf(stderr, "gpp-train: error: --model SPEC is required\n");
+        s_usage(stderr);
+        return -1;
+    }
+    if (o->write_dataset && !o->samples) {
+        fprintf(stderr, "gpp-train: error: --write-dataset needs --samples N\n");
+        return -1;
+    }
+    if (!o->micro_batch)
+        o->micro_batch = o->batch;
+    if (o->micro_batch > o->batch) {
+        fprintf(stderr, "gpp-train: error: --micro-batch %lld is larger than --batch %lld\n",
+                o->micro_batch, o->batch);
+        return -1;
+    }
+    if (!o->lr_set && o->hp.kind == GPP_OPTIM_SGD)
+        o->hp.lr = 0.05f;
+    return 0;
+}
+
+/* One iteration: micro-batches of the mini-batch [t B, (t+1) B). */
+static int s_iteration(gpp_exec_t *ex, const opts_t *o, int64_t t, double *loss, gpp_err_t *err)
+{
+    int64_t lo = t * o->batch;
+    for (int64_t done = 0, m = 0; done < o->batch; m++) {
+        int64_t n = o->batch - done < o->micro_batch ? o->batch - done : o->micro_batch;
+        if (gpp_exec_begin(ex, 0, lo + done, n, err) < 0 || gpp_exec_forward(ex, 0, err) < 0 ||
+            gpp_exec_backward(ex, 0, err) < 0)
+            return -1;
+        done += n;
+    }
+    if (gpp_exec_loss(ex, loss, err) < 0)
+        return -1;
+    return gpp_exec_step(ex, err);
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o = {0};
+    if (s_parse(argc, argv, &o) < 0)
+        return 2;
+    gpp_err_t err = {0};
+    int rc = 2;
+    gpp_graph_t *g = NULL;
+    gpp_backend_t *be = NULL;
+    gpp_data_t *data = NULL;
+    gpp_exec_t *ex = NULL;
+    int *ops = NULL;
+    if (!(g = gpp_zoo_build(o.model, &err)))
+        goto fail;
+    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = o.threads};
+    if (!(be = gpp_backend_new(&bc, &err)))
+        goto fail;
+    data = o.data ? gpp_data_open(g, o.data, &err) : gpp_data_new(g, o.seed);
+    if (!data)
+        goto fail;
+    if (o.write_dataset) {
+        if (gpp_data_write_file(data, o.write_dataset, o.samples, &err) < 0)
+            goto fail;
+        printf("wrote %lld samples of %s to %s\n", o.samples, g->spec, o.write_dataset);
+        rc = 0;
+        goto fail;
+    }
+    ops = calloc((size_t)g->n_ops, sizeof(int));
+    for (int i = 0; i < g->n_ops; i++)
+        ops[i] = i;
+    if (o.profile_out) {
+        gpp_profile_cfg_t pc = {.max_micro_batch = o.profile_max_mb, .seed = o.seed};
+        if (gpp_profile_write(g, g->n_ops, ops, be, data, &pc, o.profile_out, &err) < 0)
+            goto fail;
+        printf("wrote profile of %s (%d ops, micro-batch 1..%d) to %s\n", g->spec, g->n_ops,
+               o.profile_max_mb, o.profile_out);
+        rc = 0;
+        goto fail;
+    }
+    gpp_exec_cfg_t ec = {.seed = o.seed, .optim = o.hp, .batch = o.batch};
+    if (!(ex = gpp_exec_new(g, g->n_ops, ops, be, data, &ec, &err)))
+        goto fail;
+    if (o.load && gpp_ckpt_load(ex, o.load, &err) < 0)
+        goto fail;
+    printf("model %s: %d ops, %lld parameters; batch %lld, micro-batch %lld, %s lr %g, %s\n",
+           g->spec, g->n_ops, (long long)gpp_graph_params(g), o.batch, o.micro_batch,
+           o.hp.kind == GPP_OPTIM_SGD ? "sgd" : "adamw", (double)o.hp.lr,
+           o.load ? "resumed" : "fresh");
+    double total_ms = 0;
+    for (long long i = 0; i < o.iterations; i++) {
+        double loss, t0 = gpp_now_ms();
+        if (s_iteration(ex, &o, gpp_exec_step_count(ex), &loss, &err) < 0) {
+            gpp_err_prefix(&err, "iteration %lld", i);
+            goto fail;
+        }
+        double ms = gpp_now_ms() - t0;
+        total_ms += ms;
+        printf("iter=%lld loss=%.6f samples/s=%.1f\n", i, loss, (double)o.batch * 1000.0 / ms);
+        fflush(stdout);
+    }
+    if (o.iterations)
+        printf("done: iterations=%lld steps=%lld samples/s=%.1f peak_stash_bytes=%lld\n",
+               o.iterations, (long long)gpp_exec_step_count(ex),
+               (double)o.batch * (double)o.iterations * 1000.0 / total_ms,
+               (long long)gpp_exec_peak_stash_bytes(ex));
+    if (o.save && gpp_ckpt_save(ex, o.save, &err) < 0)
+        goto fail;
+    if (o.save)
+        printf("saved %s\n", o.save);
+    rc = 0;
+fail:
+    if (rc)
+        fprintf(stderr, "gpp-train: error: %s\n", err.msg);
+    gpp_exec_destroy(&ex);
+    gpp_data_destroy(&data);
+    gpp_backend_destroy(&be);
+    gpp_graph_destroy(&g);
+    free(ops);
+    return rc;
+}
