@@ -1,0 +1,703 @@
+/* gpp_cost: device presets, links, roofline and profile-based op times,
+ * stage cost and memory. See gpp_cost.h and docs/planner.md. */
+#include "planner/gpp_cost.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/gpp_json.h"
+
+#define GIB ((int64_t)1 << 30)
+#define PROFILE_MAX_BYTES ((size_t)256 << 20)
+
+/* Published peak figures (SXM parts). fp32 is the CUDA-core peak; tensor is
+ * the dense fp16/bf16 tensor-core peak. eff_max: the fraction of peak large
+ * cuBLAS GEMMs sustain (about 0.9 for SGEMM, 0.8 for tensor-core HGEMM). */
+typedef struct {
+    const char *name;
+    double fp32_flops, tensor_flops, bw_bytes_per_s;
+    int64_t mem_bytes;
+} s_preset_t;
+
+static const s_preset_t s_presets[] = {
+    {"v100-16g", 15.7e12, 125e12, 900e9, 16 * GIB},
+    {"v100-32g", 15.7e12, 125e12, 900e9, 32 * GIB},
+    {"a100-80g", 19.5e12, 312e12, 2039e9, 80 * GIB},
+    {"h100-80g", 67e12, 989e12, 3350e9, 80 * GIB},
+};
+#define N_PRESETS ((int)(sizeof s_presets / sizeof s_presets[0]))
+
+/* Per-kernel fill/tail time (a kernel whose ideal time equals this reaches
+ * half of eff_max) and launch overhead; docs/planner.md. */
+#define FILL_MS 0.010
+#define LAUNCH_MS 0.005
+
+/* Summit defaults: NVLink2 between GPU pairs 50 GB/s per direction, ~5 us;
+ * Mellanox EDR InfiniBand 100 Gb/s = 12.5 GB/s, ~10 us. */
+static const gpp_link_t s_nvlink = {0.005, 50e9};
+static const gpp_link_t s_edr = {0.010, 12.5e9};
+
+int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, gpp_err_t *err)
+{
+    for (int i = 0; i < N_PRESETS; i++) {
+        if (strcmp(name, s_presets[i].name) != 0)
+            continue;
+        memset(out, 0, sizeof *out);
+        snprintf(out->name, sizeof out->name, "%s%s", s_presets[i].name,
+                 mixed_precision ? "+tc" : "");
+        out->peak_flops = mixed_precision ? s_presets[i].tensor_flops : s_presets[i].fp32_flops;
+        out->mem_bw_bytes_per_s = s_presets[i].bw_bytes_per_s;
+        out->mem_bytes = s_presets[i].mem_bytes;
+        out->eff_max = mixed_precision ? 0.8 : 0.9;
+        out->fill_ms = FILL_MS;
+        out->launch_ms = LAUNCH_MS;
+        return 0;
+    }
+    return gpp_err_set(err, "unknown device preset '%s'; use one of: v100-16g, v100-32g, "
+                            "a100-80g, h100-80g",
+                       name);
+}
+
+void gpp_device_list(FILE *out)
+{
+    for (int i = 0; i < N_PRESETS; i++)
+        fprintf(out, "%-10s fp32 %.1f TFLOP/s, tensor %.0f TFLOP/s, HBM %.0f GB/s, %lld GiB\n",
+                s_presets[i].name, s_presets[i].fp32_flops / 1e12, s_presets[i].tensor_flops / 1e12,
+                s_presets[i].bw_bytes_per_s / 1e9, (long long)(s_presets[i].mem_bytes / GIB));
+}
+
+int gpp_cluster_init(gpp_cluster_t *c, const char *preset, int n_devices, int gpus_per_node,
+                     gpp_err_t *err)
+{
+    memset(c, 0, sizeof *c);
+    if (n_devices < 1)
+        return gpp_err_set(err, "cluster: n_devices must be >= 1 (got %d)", n_devices);
+    if (gpus_per_node < 1)
+        return gpp_err_set(err, "cluster: gpus_per_node must be >= 1 (got %d)", gpus_per_node);
+    if (gpp_device_preset(preset, 0, &c->device, err))
+        return -1;
+    c->n_devices = n_devices;
+    c->gpus_per_node = gpus_per_node;
+    c->intra = s_nvlink;
+    c->inter = s_edr;
+    return 0;
+}
+
+int64_t gpp_cluster_mem_bound(const gpp_cluster_t *c)
+{
+    if (c->mem_bound_bytes > 0)
+        return c->mem_bound_bytes;
+    return c->device.mem_bytes - GPP_CONTEXT_BYTES;
+}
+
+int gpp_cluster_node(const gpp_cluster_t *c, int device)
+{
+    return device / c->gpus_per_node;
+}
+
+const gpp_link_t *gpp_cluster_link(const gpp_cluster_t *c, int dev_a, int dev_b)
+{
+    return gpp_cluster_node(c, dev_a) == gpp_cluster_node(c, dev_b) ? &c->intra : &c->inter;
+}
+
+const gpp_link_t *gpp_cluster_group_link(const gpp_cluster_t *c, int first_device, int devices)
+{
+    if (devices <= 1)
+        return &c->intra;
+    return gpp_cluster_link(c, first_device, first_device + devices - 1);
+}
+
+double gpp_link_ms(const gpp_link_t *l, double bytes)
+{
+    return l->alpha_ms + bytes / l->bw_bytes_per_s * 1e3;
+}
+
+double gpp_allreduce_ms(const gpp_link_t *l, int d, double bytes)
+{
+    if (d <= 1)
+        return 0.0;
+    return 2.0 * (d - 1) / d * bytes / l->bw_bytes_per_s * 1e3 + 2.0 * (d - 1) * l->alpha_ms;
+}
+
+double gpp_roofline_ms(const gpp_device_t *dev, double flops, double bytes, int kernels)
+{
+    /* flops / (peak * eff(w)) with eff(w) = eff_max * w / (w + w_half), w = flops/kernels,
+       is (flops + kernels * w_half) / (peak * eff_max). */
+    double rate = dev->peak_flops * dev->eff_max; /* FLOP/s */
+    double w_half = dev->fill_ms * 1e-3 * rate;
+    double t_compute = flops > 0 ? (flops + (kernels > 0 ? kernels : 1) * w_half) / rate * 1e3 : 0.0;
+    double t_mem = bytes / dev->mem_bw_bytes_per_s * 1e3;
+    return (t_compute > t_mem ? t_compute : t_mem) + kernels * dev->launch_ms;
+}
+
+/* ---- cost model ---- */
+
+typedef struct {
+    int n;        /* table points; 0 = roofline */
+    int *mbs;     /* ascending micro-batch sizes */
+    double *ms;   /* forward+backward ms at mbs[i] */
+    int64_t reserved_bytes;
+} s_prof_t;
+
+struct gpp_cost {
+    const gpp_graph_t *g;
+    gpp_cluster_t cl;
+    s_prof_t *prof; /* [n_ops] */
+};
+
+gpp_cost_t *gpp_cost_new(const gpp_graph_t *g, const gpp_cluster_t *c)
+{
+    gpp_cost_t *self = gpp_xcalloc(1, sizeof *self);
+    self->g = g;
+    self->cl = *c;
+    self->prof = gpp_xcalloc((size_t)(g->n_ops > 0 ? g->n_ops : 1), sizeof *self->prof);
+    return self;
+}
+
+static void s_prof_clear(s_prof_t *p)
+{
+    free(p->mbs);
+    free(p->ms);
+    memset(p, 0, sizeof *p);
+}
+
+void gpp_cost_destroy(gpp_cost_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_cost_t *self = *self_p;
+    for (int i = 0; i < self->g->n_ops; i++)
+        s_prof_clear(&self->prof[i]);
+    free(self->prof);
+    free(self);
+    *self_p = NULL;
+}
+
+const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c)
+{
+    return &c->cl;
+}
+
+const gpp_graph_t *gpp_cost_graph(const gpp_cost_t *c)
+{
+    return c->g;
+}
+
+/* Kernels per forward pass by op type (backward launches twice as many). */
+static int s_fwd_kernels(gpp_op_type_t t)
+{
+    switch (t) {
+    case GPP_OP_INPUT:
+        return 0;
+    case GPP_OP_ATTENTION:
+        return 5; /* QKV GEMM, scores GEMM, softmax, context GEMM, output GEMM */
+    case GPP_OP_LOSS_MSE:
+    case GPP_OP_LOSS_CE:
+        return 2; /* per-row loss, reduction */
+    default:
+        return 1;
+    }
+}
+
+static double s_profile_ms(const s_prof_t *p, int samples)
+{
+    int n = p->n;
+    if (samples <= p->mbs[0])
+        return p->ms[0] * samples / p->mbs[0];
+    if (samples >= p->mbs[n - 1])
+        return p->ms[n - 1] * samples / p->mbs[n - 1];
+    int i = 1;
+    while (p->mbs[i] < samples)
+        i++;
+    double f = (double)(samples - p->mbs[i - 1]) / (double)(p->mbs[i] - p->mbs[i - 1]);
+    return p->ms[i - 1] + f * (p->ms[i] - p->ms[i - 1]);
+}
+
+static void s_op_ms(const gpp_cost_t *c, int op, int samples, double *fwd, double *bwd)
+{
+    const gpp_op_t *o = &c->g->ops[op];
+    const s_prof_t *p = &c->prof[op];
+    if (p->n > 0) {
+        double t = s_profile_ms(p, samples);
+        *fwd = t / 3.0;
+        *bwd = 2.0 * t / 3.0;
+        return;
+    }
+    const gpp_device_t *dev = &c->cl.device;
+    double bytes = (double)o->io_bytes * samples + (double)o->weight_io_bytes;
+    int kf = s_fwd_kernels(o->type);
+    if (o->type == GPP_OP_INPUT) {
+        *fwd = gpp_roofline_ms(dev, 0.0, bytes, 0);
+        *bwd = 0.0;
+        return;
+    }
+    *fwd = gpp_roofline_ms(dev, o->fwd_flops * samples, bytes / 3.0, kf);
+    *bwd = gpp_roofline_ms(dev, o->bwd_flops * samples, 2.0 * bytes / 3.0, 2 * kf);
+}
+
+double gpp_cost_op_fwd_ms(const gpp_cost_t *c, int op, int samples)
+{
+    double f, b;
+    s_op_ms(c, op, samples, &f, &b);
+    return f;
+}
+
+double gpp_cost_op_bwd_ms(const gpp_cost_t *c, int op, int samples)
+{
+    double f, b;
+    s_op_ms(c, op, samples, &f, &b);
+    return b;
+}
+
+int gpp_cost_op_profiled(const gpp_cost_t *c, int op)
+{
+    return c->prof[op].n > 0;
+}
+
+int64_t gpp_cost_op_reserved_bytes(const gpp_cost_t *c, int op)
+{
+    return c->prof[op].reserved_bytes;
+}
+
+double gpp_cost_op_grad_bytes(const gpp_cost_t *c, int op, int batch)
+{
+    const gpp_op_t *o = &c->g->ops[op];
+    double dense = 4.0 * (double)o->params;
+    if (!o->sparse_params || o->n_inputs < 1)
+        return dense;
+    /* rows a mini-batch touches: bag indices per sample, dim floats per row */
+    double touched = (double)batch * (double)c->g->ops[o->inputs[0]].cols * (double)o->dim * 4.0;
+    return touched < dense ? touched : dense;
+}
+
+const gpp_link_t *gpp_cost_p2p_link(const gpp_cost_t *c)
+{
+    return c->cl.n_devices <= c->cl.gpus_per_node ? &c->cl.intra : &c->cl.inter;
+}
+
+const gpp_link_t *gpp_cost_group_link(const gpp_cost_t *c, int d)
+{
+    return d <= c->cl.gpus_per_node ? &c->cl.intra : &c->cl.inter;
+}
+
+int64_t gpp_cost_act_bytes(int64_t stash_bytes, int inflight, int micro_batch, int devices)
+{
+    int64_t mbs_in_flight = (inflight + micro_batch - 1) / micro_batch;
+    int64_t per_replica = (micro_batch + devices - 1) / devices;
+    return stash_bytes * mbs_in_flight * per_replica;
+}
+
+void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices, int micro_batch,
+                    int batch, gpp_stage_cost_t *out)
+{
+    const gpp_graph_t *g = c->g;
+    memset(out, 0, sizeof *out);
+    int m = (micro_batch + devices - 1) / devices;
+    char *in = gpp_xcalloc((size_t)g->n_ops, 1);
+    char *seen = gpp_xcalloc((size_t)g->n_ops, 1);
+    for (int k = 0; k < n_ops; k++)
+        in[ops[k]] = 1;
+    double bnd_bytes = 0, grad = 0;
+    int n_bnd = 0;
+    int64_t params = 0;
+    for (int k = 0; k < n_ops; k++) {
+        const gpp_op_t *o = &g->ops[ops[k]];
+        double f, b;
+        s_op_ms(c, ops[k], m, &f, &b);
+        out->fwd_ms += f;
+        out->bwd_ms += b;
+        params += o->params;
+        out->stash_bytes += o->stash_bytes;
+        out->reserved_bytes += c->prof[ops[k]].reserved_bytes;
+        grad += gpp_cost_op_grad_bytes(c, ops[k], batch);
+        for (int j = 0; j < o->n_outputs; j++)
+            if (!in[o->outputs[j]]) {
+                bnd_bytes += (double)o->out_bytes;
+                n_bnd++;
+                break;
+            }
+        for (int j = 0; j < o->n_inputs; j++) {
+            int q = o->inputs[j];
+            if (!in[q] && !seen[q]) {
+                seen[q] = 1;
+                bnd_bytes += (double)g->ops[q].out_bytes;
+                n_bnd++;
+            }
+        }
+    }
+    free(in);
+    free(seen);
+    const gpp_link_t *l = gpp_cost_p2p_link(c);
+    /* each boundary tensor: activations one way in forward, gradients back in backward */
+    out->comm_ms = 2.0 * n_bnd * l->alpha_ms + 2.0 * m * bnd_bytes / l->bw_bytes_per_s * 1e3;
+    out->allreduce_ms = gpp_allreduce_ms(gpp_cost_group_link(c, devices), devices, grad);
+    out->tps_ms = (out->fwd_ms + out->bwd_ms + out->comm_ms) / micro_batch +
+                  out->allreduce_ms / batch;
+    out->weight_bytes = GPP_BYTES_PER_PARAM * params;
+}
+
+/* ---- profile.json ---- */
+
+typedef struct {
+    int id;          /* the file's id */
+    const char *key; /* the file's key string */
+    cJSON *entry;
+    char name[GPP_NAME_LEN];
+} s_entry_t;
+
+static int s_entry_cmp(const void *a, const void *b)
+{
+    const s_entry_t *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Parses the top level: entries sorted by id, with unique names ("name", or
+ * "name#id" when a name repeats). Caller frees *entries_out. */
+static int s_profile_entries(const cJSON *root, const char *origin, s_entry_t **entries_out,
+                             int *n_out, gpp_err_t *err)
+{
+    if (!cJSON_IsObject(root))
+        return gpp_err_set(err, "%s: profile must be a JSON object keyed by op id", origin);
+    int n = cJSON_GetArraySize(root);
+    if (n < 1)
+        return gpp_err_set(err, "%s: profile has no ops", origin);
+    s_entry_t *e = gpp_xcalloc((size_t)n, sizeof *e);
+    int i = 0;
+    for (cJSON *it = root->child; it; it = it->next, i++) {
+        char *end = NULL;
+        long id = strtol(it->string, &end, 10);
+        if (!it->string[0] || *end || id < 0 || id > 1000000000L) {
+            gpp_err_set(err, "%s: op key '%s' is not a non-negative integer id", origin, it->string);
+            goto fail;
+        }
+        e[i].id = (int)id;
+        e[i].key = it->string;
+        e[i].entry = it;
+        if (!cJSON_IsObject(it)) {
+            gpp_err_set(err, "%s: op %s: entry must be an object", origin, it->string);
+            goto fail;
+        }
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+        if (!cJSON_IsString(nm) || !nm->valuestring[0]) {
+            gpp_err_set(err, "%s: op %s: field 'name' missing or not a non-empty string", origin,
+                        it->string);
+            goto fail;
+        }
+    }
+    qsort(e, (size_t)n, sizeof *e, s_entry_cmp);
+    for (i = 1; i < n; i++)
+        if (e[i].id == e[i - 1].id) {
+            gpp_err_set(err, "%s: op id %d appears twice", origin, e[i].id);
+            goto fail;
+        }
+    for (i = 0; i < n; i++) {
+        const char *nm = cJSON_GetObjectItemCaseSensitive(e[i].entry, "name")->valuestring;
+        int dup = 0;
+        for (int j = 0; j < n && !dup; j++)
+            dup = j != i && strcmp(nm, cJSON_GetObjectItemCaseSensitive(e[j].entry, "name")
+                                           ->valuestring) == 0;
+        if (dup)
+            snprintf(e[i].name, sizeof e[i].name, "%.*s#%d", GPP_NAME_LEN - 13, nm, e[i].id);
+        else
+            snprintf(e[i].name, sizeof e[i].name, "%s", nm);
+    }
+    *entries_out = e;
+    *n_out = n;
+    return 0;
+fail:
+    free(e);
+    return -1;
+}
+
+static int s_get_nonneg(const cJSON *o, const char *field, int required, double *v,
+                        const char *origin, const char *key, gpp_err_t *err)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, field);
+    if (!f) {
+        *v = 0;
+        if (required)
+            return gpp_err_set(err, "%s: op %s: field '%s' missing", origin, key, field);
+        return 0;
+    }
+    if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble) || f->valuedouble < 0)
+        return gpp_err_set(err, "%s: op %s: field '%s' must be a non-negative number", origin, key,
+                           field);
+    *v = f->valuedouble;
+    return 0;
+}
+
+static int s_int_cmp(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Reads one entry's runtime table into p. */
+static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, const char *key,
+                           gpp_err_t *err)
+{
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(entry, "runtime");
+    if (!cJSON_IsObject(rt) || cJSON_GetArraySize(rt) < 1)
+        return gpp_err_set(err, "%s: op %s: field 'runtime' must be a non-empty object "
+                                "{\"<micro-batch>\": ms}",
+                           origin, key);
+    int n = cJSON_GetArraySize(rt);
+    int *order = gpp_xcalloc((size_t)n, sizeof(int) * 2);
+    double *ms = gpp_xcalloc((size_t)n, sizeof(double));
+    int i = 0;
+    for (const cJSON *it = rt->child; it; it = it->next, i++) {
+        char *end = NULL;
+        long b = strtol(it->string, &end, 10);
+        if (!it->string[0] || *end || b < 1 || b > 1 << 24) {
+            free(order), free(ms);
+            return gpp_err_set(err, "%s: op %s: runtime key '%s' is not a micro-batch size >= 1",
+                               origin, key, it->string);
+        }
+        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0) {
+            free(order), free(ms);
+            return gpp_err_set(err, "%s: op %s: runtime[\"%s\"] must be a non-negative number of ms",
+                               origin, key, it->string);
+        }
+        order[2 * i] = (int)b;
+        order[2 * i + 1] = i;
+        ms[i] = it->valuedouble;
+    }
+    qsort(order, (size_t)n, sizeof(int) * 2, s_int_cmp);
+    s_prof_clear(p);
+    p->n = n;
+    p->mbs = gpp_xcalloc((size_t)n, sizeof(int));
+    p->ms = gpp_xcalloc((size_t)n, sizeof(double));
+    for (i = 0; i < n; i++) {
+        p->mbs[i] = order[2 * i];
+        p->ms[i] = ms[order[2 * i + 1]];
+        if (i > 0 && p->mbs[i] == p->mbs[i - 1]) {
+            free(order), free(ms);
+            return gpp_err_set(err, "%s: op %s: runtime lists micro-batch %d twice", origin, key,
+                               p->mbs[i]);
+        }
+    }
+    free(order), free(ms);
+    double rm;
+    if (s_get_nonneg(entry, "reserved_mem", 0, &rm, origin, key, err))
+        return -1;
+    p->reserved_bytes = (int64_t)rm;
+    return 0;
+}
+
+int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *origin,
+                                 gpp_err_t *err)
+{
+    cJSON *root = gpp_json_parse(text, origin, err);
+    if (!root)
+        return -1;
+    s_entry_t *e = NULL;
+    int n = 0, rc = -1;
+    s_prof_t *tmp = gpp_xcalloc((size_t)c->g->n_ops, sizeof *tmp);
+    if (s_profile_entries(root, origin, &e, &n, err))
+        goto done;
+    for (int i = 0; i < n; i++) {
+        int op = -1;
+        for (int k = 0; k < c->g->n_ops && op < 0; k++)
+            if (strcmp(c->g->ops[k].name, e[i].name) == 0)
+                op = k;
+        if (op < 0) {
+            gpp_err_set(err, "%s: op %s: name '%s' is not an op of model '%s'; was the profile "
+                             "written for another model?",
+                        origin, e[i].key, e[i].name, c->g->name);
+            goto done;
+        }
+        if (tmp[op].n) {
+            gpp_err_set(err, "%s: op %s: model op '%s' is profiled twice", origin, e[i].key,
+                        e[i].name);
+            goto done;
+        }
+        if (s_parse_runtime(e[i].entry, &tmp[op], origin, e[i].key, err))
+            goto done;
+    }
+    /* all good: replace */
+    for (int k = 0; k < c->g->n_ops; k++)
+        if (tmp[k].n) {
+            s_prof_clear(&c->prof[k]);
+            c->prof[k] = tmp[k];
+            memset(&tmp[k], 0, sizeof tmp[k]);
+        }
+    rc = 0;
+done:
+    for (int k = 0; k < c->g->n_ops; k++)
+        s_prof_clear(&tmp[k]);
+    free(tmp);
+    free(e);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int gpp_cost_attach_profile(gpp_cost_t *c, const char *path, gpp_err_t *err)
+{
+    char *text = gpp_read_file(path, PROFILE_MAX_BYTES, err);
+    if (!text)
+        return -1;
+    int rc = gpp_cost_attach_profile_text(c, text, path, err);
+    free(text);
+    return rc;
+}
+
+gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_err_t *err)
+{
+    cJSON *root = gpp_json_parse(text, origin, err);
+    if (!root)
+        return NULL;
+    s_entry_t *e = NULL;
+    int n = 0;
+    gpp_graph_t *g = NULL;
+    int **ins = NULL, *nin = NULL, *newid = NULL, *order = NULL, *indeg = NULL;
+    double **insz = NULL;
+    if (s_profile_entries(root, origin, &e, &n, err))
+        goto fail;
+    ins = gpp_xcalloc((size_t)n, sizeof *ins);
+    insz = gpp_xcalloc((size_t)n, sizeof *insz);
+    nin = gpp_xcalloc((size_t)n, sizeof *nin);
+    for (int i = 0; i < n; i++) {
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(e[i].entry, "inputs");
+        const cJSON *sz = cJSON_GetObjectItemCaseSensitive(e[i].entry, "input_size");
+        if (in && !cJSON_IsArray(in)) {
+            gpp_err_set(err, "%s: op %s: field 'inputs' must be an array of op ids", origin,
+                        e[i].key);
+            goto fail;
+        }
+        nin[i] = in ? cJSON_GetArraySize(in) : 0;
+        ins[i] = gpp_xcalloc((size_t)nin[i] + 1, sizeof(int));
+        insz[i] = gpp_xcalloc((size_t)nin[i] + 1, sizeof(double));
+        int k = 0;
+        for (const cJSON *it = in ? in->child : NULL; it; it = it->next, k++) {
+            int pid = -1;
+            if (cJSON_IsNumber(it))
+                pid = (int)it->valuedouble;
+            else if (cJSON_IsString(it))
+                pid = atoi(it->valuestring);
+            s_entry_t key = {.id = pid};
+            s_entry_t *hit = bsearch(&key, e, (size_t)n, sizeof *e, s_entry_cmp);
+            if (!hit || (!cJSON_IsNumber(it) && !cJSON_IsString(it))) {
+                gpp_err_set(err, "%s: op %s: inputs[%d] does not name an op id of this profile",
+                            origin, e[i].key, k);
+                goto fail;
+            }
+            ins[i][k] = (int)(hit - e);
+            if (ins[i][k] == i) {
+                gpp_err_set(err, "%s: op %s: lists itself as an input", origin, e[i].key);
+                goto fail;
+            }
+        }
+        if (nin[i] > 0) {
+            if (cJSON_IsNumber(sz) && nin[i] == 1 && sz->valuedouble >= 0) {
+                insz[i][0] = sz->valuedouble;
+            } else if (!cJSON_IsArray(sz) || cJSON_GetArraySize(sz) != nin[i]) {
+                gpp_err_set(err, "%s: op %s: field 'input_size' must be an array with one "
+                                 "bytes-per-sample figure per input (%d)",
+                            origin, e[i].key, nin[i]);
+                goto fail;
+            } else {
+                k = 0;
+                for (const cJSON *it = sz->child; it; it = it->next, k++) {
+                    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0) {
+                        gpp_err_set(err, "%s: op %s: input_size[%d] must be a non-negative number",
+                                    origin, e[i].key, k);
+                        goto fail;
+                    }
+                    insz[i][k] = it->valuedouble;
+                }
+            }
+        }
+        double w;
+        if (s_get_nonneg(e[i].entry, "weight_size", 1, &w, origin, e[i].key, err))
+            goto fail;
+        s_prof_t check = {0};
+        int bad = s_parse_runtime(e[i].entry, &check, origin, e[i].key, err);
+        s_prof_clear(&check);
+        if (bad)
+            goto fail;
+    }
+    /* topological order (Kahn, smallest file id first) */
+    indeg = gpp_xcalloc((size_t)n, sizeof(int));
+    order = gpp_xcalloc((size_t)n, sizeof(int));
+    newid = gpp_xcalloc((size_t)n, sizeof(int));
+    for (int i = 0; i < n; i++)
+        indeg[i] = nin[i];
+    int done = 0;
+    while (done < n) {
+        int pick = -1;
+        for (int i = 0; i < n && pick < 0; i++)
+            if (indeg[i] == 0)
+                pick = i;
+        if (pick < 0) {
+            for (int i = 0; i < n; i++)
+                if (indeg[i] > 0) {
+                    gpp_err_set(err, "%s: op %s: inputs form a cycle", origin, e[i].key);
+                    break;
+                }
+            goto fail;
+        }
+        indeg[pick] = -1;
+        newid[pick] = done;
+        order[done++] = pick;
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < nin[i]; k++)
+                if (ins[i][k] == pick)
+                    indeg[i]--;
+    }
+    g = gpp_graph_new(origin);
+    snprintf(g->spec, sizeof g->spec, "%s", origin);
+    for (int t = 0; t < n; t++) {
+        int i = order[t];
+        int *mapped = gpp_xcalloc((size_t)nin[i] + 1, sizeof(int));
+        for (int k = 0; k < nin[i]; k++)
+            mapped[k] = newid[ins[i][k]];
+        int id = gpp_graph_add(g, GPP_OP_OPAQUE, e[i].name, nin[i], mapped);
+        free(mapped);
+        gpp_op_t *op = gpp_graph_op(g, id);
+        double w = cJSON_GetObjectItemCaseSensitive(e[i].entry, "weight_size")->valuedouble;
+        op->params = (int64_t)(w / 4.0);
+        op->weight_io_bytes = 3 * op->params * 4;
+        op->rows = 1;
+        int64_t stash = 0;
+        for (int k = 0; k < nin[i]; k++)
+            stash += (int64_t)insz[i][k];
+        op->stash_bytes = stash;
+        op->io_bytes = 3 * stash;
+    }
+    /* out_bytes: what consumers declare they read from the op (the largest) */
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < nin[i]; k++) {
+            gpp_op_t *p = gpp_graph_op(g, newid[ins[i][k]]);
+            if ((int64_t)insz[i][k] > p->out_bytes)
+                p->out_bytes = (int64_t)insz[i][k];
+        }
+    for (int i = 0; i < g->n_ops; i++) {
+        gpp_op_t *op = gpp_graph_op(g, i);
+        op->cols = op->out_bytes / 4 > 0 ? op->out_bytes / 4 : 1;
+        op->io_bytes += op->out_bytes * 3;
+    }
+    if (gpp_graph_finalize(g, err)) {
+        gpp_err_prefix(err, "%s", origin);
+        goto fail;
+    }
+    goto done;
+fail:
+    gpp_graph_destroy(&g);
+done:
+    for (int i = 0; ins && i < n; i++)
+        free(ins[i]), free(insz[i]);
+    free(ins), free(insz), free(nin), free(newid), free(order), free(indeg), free(e);
+    cJSON_Delete(root);
+    return g;
+}
+
+gpp_graph_t *gpp_profile_read_graph(const char *path, gpp_err_t *err)
+{
+    char *text = gpp_read_file(path, PROFILE_MAX_BYTES, err);
+    if (!text)
+        return NULL;
+    gpp_graph_t *g = gpp_profile_parse_graph(text, path, err);
+    free(text);
+    return g;
+}

@@ -1,0 +1,1104 @@
+/* gpp_part: GPP / SPP stage partitioner (paper Algorithm 1), see gpp_part.h.
+ *
+ * DP value. For an SP sub-graph G and a successor context ctx (the in-flight
+ * level and schedule config of the stage(s) that follow G, or "none" when G
+ * ends the model), D(G, ctx)[c][l] is the least number of devices that
+ * partitions G into stages with TPS <= t and memory within the bound such
+ * that G's source stages all use schedule config c and hold at most level l
+ * (l * q samples) in flight. Arrays are non-increasing in l.
+ *
+ *   series suffix i (children i..k-1):
+ *     first block = children i..m as one stage, or child i decomposed (m = i),
+ *     then suffix m+1 whose result gives the block's successor context;
+ *   parallel suffix i (branches i..k-1):
+ *     first block = branches i..m as one stage, or branch i decomposed, plus
+ *     suffix m+1 under the same context (devices add, levels take the max).
+ *
+ * Every sub-result of a node for one ctx is filled bottom-up in one call
+ * (s_fill), so recursion depth is the tree depth. Arrays live in a chunked
+ * arena (stable pointers, reused between runs: no allocation in steady
+ * state); memo slots are validated by a run generation, not cleared. The
+ * stage set is rebuilt by re-running the same enumeration in "emit" mode and
+ * following the transition that produced the value. */
+#include "planner/gpp_part.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/gpp_time.h"
+#include "planner/gpp_sp.h"
+
+#define MAX_CFG 256
+#define ARENA_CHUNK ((size_t)1 << 20)
+
+typedef struct {
+    int b, k;
+} s_cfg_t;
+
+typedef struct {
+    int l, r;  /* leaf positions */
+    int ci;    /* config index */
+    int d;
+    int infl;  /* samples in flight (DP view) */
+} s_stage_t;
+
+typedef struct {
+    int cf, lev, want; /* emit target */
+} s_want_t;
+
+typedef struct {
+    int **chunks;
+    size_t *used;
+    int n_chunks, cur;
+} s_arena_t;
+
+typedef struct {
+    const gpp_graph_t *g;
+    const gpp_cost_t *cost;
+    const gpp_sp_t *t;
+    int B, n_dev, gpn, INF;
+    int64_t M;
+    int generalized;
+    int C;
+    s_cfg_t cfg[MAX_CFG];
+    int q, NL, nctx;
+    int sp_depth;
+    /* per position prefix sums */
+    int64_t *pre_params, *pre_stash, *pre_res;
+    double *pre_grad;
+    double *pre_rate; /* least per-sample fwd+bwd ms of each op over the used sizes */
+    int *reserve;     /* [node]: devices the rest of the graph needs at least (per run) */
+    double **pre_ms; /* [B+1]: per samples m, prefix of fwd+bwd ms */
+    double *ar_a, *ar_b; /* [n_dev+1]: allreduce_ms = ar_a*bytes + ar_b */
+    double p2p_alpha_ms, p2p_ms_per_byte;
+    /* boundary */
+    int *maxc;       /* [pos]: largest consumer position, -1 for none */
+    int *stamp;      /* [pos] */
+    int stamp_v;
+    /* memo */
+    int *base;       /* [node] first suffix id */
+    int n_suffix;
+    unsigned *memo_gen;
+    int **memo_p;    /* [n_suffix * nctx] pointer into arena */
+    unsigned gen;
+    size_t memo_slots;
+    s_arena_t ar;
+    int *zero;       /* [C*NL] zeros */
+    double tgt;      /* target TPS */
+    /* emit */
+    s_stage_t *out;
+    int n_out, cap_out;
+    long long n_eval;
+} s_dp_t;
+
+/* ---- ComputeInFlight (appendix table) ---- */
+
+static int s_cif_all(int kx, int bx, int ky, int by, int iy, int vals[10])
+{
+    int X = kx * bx, Y = ky * by, M = bx > by ? bx : by;
+    int cond[10] = {
+        M < X && X < Y,
+        M == X && X < Y,
+        bx <= by && by < Y && Y < X,
+        bx <= by && by == Y && Y < X,
+        by <= bx && bx < Y && Y < X,
+        by <= bx && bx == Y && Y < X,
+        M == Y && Y == X,
+        M < Y && Y == X,
+        bx <= X && X < by && by <= Y,
+        by <= Y && Y < bx && bx <= X,
+    };
+    int res[10] = {
+        iy + 2 * M, iy + M, iy + X - Y + 2 * by, iy + X, iy + X - Y + 2 * bx,
+        iy + X,     iy + Y, iy + 2 * M,          iy + by, iy + X - Y + bx,
+    };
+    int mask = 0;
+    for (int r = 0; r < 10; r++) {
+        vals[r] = res[r];
+        if (cond[r])
+            mask |= 1 << r;
+    }
+    return mask;
+}
+
+int gpp_part_inflight_matches(int kx, int bx, int ky, int by)
+{
+    int v[10];
+    return __builtin_popcount((unsigned)s_cif_all(kx, bx, ky, by, 0, v));
+}
+
+int gpp_part_inflight(int kx, int bx, int ky, int by, int iy, int *row_out)
+{
+    assert(kx >= 1 && bx >= 1 && ky >= 1 && by >= 1 && iy >= 0);
+    int v[10];
+    int mask = s_cif_all(kx, bx, ky, by, iy, v);
+    assert(mask != 0 && "ComputeInFlight: no table row matches");
+    int row = __builtin_ctz((unsigned)mask);
+    for (int r = row + 1; r < 10; r++)
+        assert(!(mask >> r & 1) || v[r] == v[row]);
+    if (row_out)
+        *row_out = row + 1;
+    return v[row];
+}
+
+/* ---- arena ---- */
+
+static void s_arena_reset(s_arena_t *a)
+{
+    for (int i = 0; i < a->n_chunks; i++)
+        a->used[i] = 0;
+    a->cur = 0;
+}
+
+static int *s_arena_get(s_arena_t *a, size_t n)
+{
+    assert(n <= ARENA_CHUNK);
+    while (a->cur < a->n_chunks && a->used[a->cur] + n > ARENA_CHUNK)
+        a->cur++;
+    if (a->cur == a->n_chunks) {
+        a->chunks = gpp_xrealloc(a->chunks, (size_t)(a->n_chunks + 1) * sizeof *a->chunks);
+        a->used = gpp_xrealloc(a->used, (size_t)(a->n_chunks + 1) * sizeof *a->used);
+        a->chunks[a->n_chunks] = gpp_xcalloc(ARENA_CHUNK, sizeof(int));
+        a->used[a->n_chunks] = 0;
+        a->n_chunks++;
+    }
+    int *p = a->chunks[a->cur] + a->used[a->cur];
+    a->used[a->cur] += n;
+    return p;
+}
+
+static void s_arena_free(s_arena_t *a)
+{
+    for (int i = 0; i < a->n_chunks; i++)
+        free(a->chunks[i]);
+    free(a->chunks);
+    free(a->used);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---- in-flight of a stage with config ci before context ctx ---- */
+
+static int s_infl(const s_dp_t *s, int ci, int ctx)
+{
+    const s_cfg_t *x = &s->cfg[ci];
+    int v;
+    if (ctx == 0) {
+        v = x->k * x->b;
+    } else {
+        int cb = (ctx - 1) / s->NL, ib = (ctx - 1) % s->NL;
+        int iy = ib * s->q;
+        if (!s->generalized)
+            v = x->b + iy;
+        else
+            v = gpp_part_inflight(x->k, x->b, s->cfg[cb].k, s->cfg[cb].b, iy, NULL);
+    }
+    return v < s->B ? v : s->B;
+}
+
+static int s_ctx(const s_dp_t *s, int cy, int lev)
+{
+    return 1 + cy * s->NL + lev;
+}
+
+/* ---- boundary of a growing interval [l, r] ---- */
+
+typedef struct {
+    int l, r;       /* current interval, r = l - 1 when empty */
+    double bytes;
+    int n;
+    int st;
+} s_bnd_t;
+
+static void s_bnd_start(s_dp_t *s, s_bnd_t *bd, int l)
+{
+    bd->l = l;
+    bd->r = l - 1;
+    bd->bytes = 0;
+    bd->n = 0;
+    bd->st = ++s->stamp_v;
+}
+
+static void s_bnd_extend(s_dp_t *s, s_bnd_t *bd, int r)
+{
+    const gpp_graph_t *g = s->g;
+    while (bd->r < r) {
+        int pos = ++bd->r;
+        const gpp_op_t *o = &g->ops[s->t->op_at[pos]];
+        if (s->maxc[pos] > pos) {
+            bd->bytes += (double)o->out_bytes;
+            bd->n++;
+        }
+        for (int k = 0; k < o->n_inputs; k++) {
+            int q = o->inputs[k], pq = s->t->pos_of[q];
+            int dup = 0;
+            for (int j = 0; j < k; j++)
+                dup |= o->inputs[j] == q;
+            if (dup)
+                continue;
+            if (pq < bd->l) {
+                if (s->stamp[pq] != bd->st) {
+                    s->stamp[pq] = bd->st;
+                    bd->bytes += (double)g->ops[q].out_bytes;
+                    bd->n++;
+                }
+            } else if (s->maxc[pq] == pos) {
+                bd->bytes -= (double)g->ops[q].out_bytes;
+                bd->n--;
+            }
+        }
+    }
+}
+
+/* ---- one stage: least devices, or INF ---- */
+
+static double s_compute_ms(const s_dp_t *s, int m, int l, int r)
+{
+    return s->pre_ms[m][r + 1] - s->pre_ms[m][l];
+}
+
+/* Least devices any set of stages covering positions [l, r] needs at TPS t:
+ * a stage with d replicas and per-replica size m = ceil(b/d) has
+ * d * TPS >= d * m / b * sum(rate) >= sum(rate), rate = least per-sample time. */
+static int s_lbdev(const s_dp_t *s, int l, int r)
+{
+    if (l > r)
+        return 0;
+    if (!isfinite(s->tgt))
+        return 1;
+    double x = (s->pre_rate[r + 1] - s->pre_rate[l]) / s->tgt * (1.0 - 1e-9);
+    if (x > s->n_dev)
+        return s->n_dev + 1;
+    int d = (int)ceil(x);
+    return d > 1 ? d : 1;
+}
+
+static int s_stage_dev(s_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int infl, int cap)
+{
+    s->n_eval++;
+    int b = s->cfg[ci].b;
+    int dmax = b < s->n_dev ? b : s->n_dev;
+    if (cap < dmax)
+        dmax = cap;
+    int64_t W = GPP_BYTES_PER_PARAM * (s->pre_params[r + 1] - s->pre_params[l]) +
+                (s->pre_res[r + 1] - s->pre_res[l]);
+    if (W > s->M)
+        return s->INF;
+    int64_t stash = s->pre_stash[r + 1] - s->pre_stash[l];
+    int64_t mbf = (infl + b - 1) / b;
+    int d = 1;
+    if (stash > 0) {
+        int64_t mcap = (s->M - W) / (stash * mbf);
+        if (mcap < 1)
+            return s->INF;
+        if (mcap < b)
+            d = (int)((b + mcap - 1) / mcap);
+    }
+    double G = s->pre_grad[r + 1] - s->pre_grad[l];
+    double t = s->tgt;
+    while (d <= dmax) {
+        int m = (b + d - 1) / d;
+        double tps = (s_compute_ms(s, m, l, r) + 2.0 * bd->n * s->p2p_alpha_ms +
+                      2.0 * m * bd->bytes * s->p2p_ms_per_byte) / b +
+                     (s->ar_a[d] * G + s->ar_b[d]) / s->B;
+        if (tps <= t)
+            return d;
+        if (m == 1)
+            break;
+        d = (b + m - 2) / (m - 1); /* least d with ceil(b/d) <= m-1 */
+    }
+    return s->INF;
+}
+
+/* Lower bound: even with the most replicas the compute of [l, r] exceeds t
+ * for every config (then so does every larger interval). */
+static int s_too_heavy(const s_dp_t *s, int l, int r)
+{
+    for (int ci = 0; ci < s->C; ci++) {
+        int b = s->cfg[ci].b;
+        int dmax = b < s->n_dev ? b : s->n_dev;
+        int m = (b + dmax - 1) / dmax;
+        if (s_compute_ms(s, m, l, r) / b <= s->tgt &&
+            GPP_BYTES_PER_PARAM * (s->pre_params[r + 1] - s->pre_params[l]) <= s->M)
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- DP ---- */
+
+static int *s_get(s_dp_t *s, int node, int ctx);
+
+static void s_emit_stage(s_dp_t *s, int l, int r, int ci, int d, int infl)
+{
+    if (s->n_out == s->cap_out) {
+        s->cap_out = s->cap_out ? 2 * s->cap_out : 64;
+        s->out = gpp_xrealloc(s->out, (size_t)s->cap_out * sizeof *s->out);
+    }
+    s->out[s->n_out++] = (s_stage_t){l, r, ci, d, infl};
+}
+
+static void s_emit_node(s_dp_t *s, int node, int suffix, int ctx, const s_want_t *w);
+
+static int s_nchild(const s_dp_t *s, int node)
+{
+    const gpp_sp_node_t *n = &s->t->nodes[node];
+    return n->kind == GPP_SP_LEAF ? 1 : n->n_children;
+}
+
+/* Range of positions of child c of node (the leaf itself for a leaf). */
+static void s_child_range(const s_dp_t *s, int node, int c, int *first, int *last, int *child)
+{
+    const gpp_sp_node_t *n = &s->t->nodes[node];
+    if (n->kind == GPP_SP_LEAF) {
+        *first = n->first, *last = n->last, *child = -1;
+        return;
+    }
+    const gpp_sp_node_t *ch = &s->t->nodes[n->children[c]];
+    *first = ch->first, *last = ch->last;
+    *child = ch->kind == GPP_SP_LEAF ? -1 : n->children[c];
+}
+
+static int *s_slot(s_dp_t *s, int node, int i, int ctx)
+{
+    size_t k = (size_t)(s->base[node] + i) * s->nctx + ctx;
+    if (s->memo_gen[k] != s->gen)
+        return NULL;
+    return s->memo_p[k];
+}
+
+/* Evaluates suffix i of node under ctx. Fill mode (w == NULL): writes R.
+ * Emit mode: finds the transition giving w->want at (w->cf, <= w->lev),
+ * emits its stages and returns 1. */
+static int s_eval(s_dp_t *s, int node, int i, int ctx, int *R, const s_want_t *w)
+{
+    const gpp_sp_node_t *n = &s->t->nodes[node];
+    const int C = s->C, NL = s->NL, INF = s->INF;
+    int k = s_nchild(s, node);
+    int par = n->kind == GPP_SP_PARALLEL;
+    if (!w)
+        for (int x = 0; x < C * NL; x++)
+            R[x] = INF;
+    int l0, l1, child;
+    s_child_range(s, node, i, &l0, &l1, &child);
+    /* devices this suffix may use: the rest of the graph and the children
+       before i need at least reserve + lbdev(prefix) */
+    const int budget = s->n_dev - s->reserve[node] - s_lbdev(s, n->first, l0 - 1);
+    if (budget < 1) {
+        (void)l1;
+        return 0; /* R stays INF */
+    }
+    s_bnd_t bd;
+    s_bnd_start(s, &bd, l0);
+    for (int m = i; m < k; m++) {
+        int f, last, ch_m;
+        s_child_range(s, node, m, &f, &last, &ch_m);
+        s_bnd_extend(s, &bd, last);
+        const int *rest = m == k - 1 ? NULL : s_slot(s, node, m + 1, ctx);
+        assert(m == k - 1 || rest);
+        if (m == i && child >= 0) {
+            /* child i decomposed */
+            if (par || m == k - 1) {
+                const int *A = s_get(s, child, ctx);
+                const int *Rs = par && rest ? rest : s->zero;
+                for (int cf = 0; cf < C; cf++)
+                    for (int l = 0; l < NL; l++) {
+                        int v = A[cf * NL + l] + Rs[cf * NL + l];
+                        if (v > budget)
+                            continue;
+                        if (!w) {
+                            if (v < R[cf * NL + l])
+                                R[cf * NL + l] = v;
+                        } else if (cf == w->cf && l <= w->lev && v == w->want) {
+                            s_want_t wa = {cf, l, A[cf * NL + l]};
+                            s_emit_node(s, child, 0, ctx, &wa);
+                            if (par && rest) {
+                                s_want_t wr = {cf, l, Rs[cf * NL + l]};
+                                s_emit_node(s, node, m + 1, ctx, &wr);
+                            }
+                            return 1;
+                        }
+                    }
+            } else {
+                for (int cy = 0; cy < C; cy++)
+                    for (int l2 = 0; l2 < NL; l2++) {
+                        int rv = rest[cy * NL + l2];
+                        if (rv >= INF || (l2 > 0 && rv == rest[cy * NL + l2 - 1]))
+                            continue;
+                        int ctx2 = s_ctx(s, cy, l2);
+                        const int *A = s_get(s, child, ctx2);
+                        /* rest may have moved? no: arena pointers are stable */
+                        for (int cf = 0; cf < C; cf++)
+                            for (int l = 0; l < NL; l++) {
+                                int v = A[cf * NL + l] + rv;
+                                if (v > budget)
+                                    continue;
+                                if (!w) {
+                                    if (v < R[cf * NL + l])
+                                        R[cf * NL + l] = v;
+                                } else if (cf == w->cf && l <= w->lev && v == w->want) {
+                                    s_want_t wa = {cf, l, A[cf * NL + l]};
+                                    s_emit_node(s, child, 0, ctx2, &wa);
+                                    s_want_t wr = {cy, l2, rv};
+                                    s_emit_node(s, node, m + 1, ctx, &wr);
+                                    return 1;
+                                }
+                            }
+                    }
+            }
+            continue; /* the child as one stage is inside A */
+        }
+        if (s_too_heavy(s, l0, last) || s_lbdev(s, l0, last) > budget)
+            break;
+        if (par || m == k - 1) {
+            const int *Rs = par && rest ? rest : s->zero;
+            for (int cx = 0; cx < C; cx++) {
+                int I = s_infl(s, cx, ctx);
+                int d = s_stage_dev(s, l0, last, &bd, cx, I, budget);
+                if (d >= INF)
+                    continue;
+                int lev = I / s->q;
+                assert(lev < NL);
+                for (int l = lev; l < NL; l++) {
+                    int v = d + Rs[cx * NL + l];
+                    if (v > budget)
+                        continue;
+                    if (!w) {
+                        if (v < R[cx * NL + l])
+                            R[cx * NL + l] = v;
+                    } else if (cx == w->cf && l <= w->lev && v == w->want) {
+                        s_emit_stage(s, l0, last, cx, d, I);
+                        if (par && rest) {
+                            s_want_t wr = {cx, l, Rs[cx * NL + l]};
+                            s_emit_node(s, node, m + 1, ctx, &wr);
+                        }
+                        return 1;
+                    }
+                    if (!par)
+                        break; /* prefix-min below covers higher levels */
+                }
+            }
+        } else {
+            for (int cy = 0; cy < C; cy++)
+                for (int l2 = 0; l2 < NL; l2++) {
+                    int rv = rest[cy * NL + l2];
+                    if (rv >= budget || (l2 > 0 && rv == rest[cy * NL + l2 - 1]))
+                        continue;
+                    int ctx2 = s_ctx(s, cy, l2);
+                    for (int cx = 0; cx < C; cx++) {
+                        int I = s_infl(s, cx, ctx2);
+                        int d = s_stage_dev(s, l0, last, &bd, cx, I, budget - rv);
+                        int v = d + rv;
+                        if (d >= INF || v > budget)
+                            continue;
+                        int lev = I / s->q;
+                        assert(lev < NL);
+                        if (!w) {
+                            if (v < R[cx * NL + lev])
+                                R[cx * NL + lev] = v;
+                        } else if (cx == w->cf && lev <= w->lev && v == w->want) {
+                            s_emit_stage(s, l0, last, cx, d, I);
+                            s_want_t wr = {cy, l2, rv};
+                            s_emit_node(s, node, m + 1, ctx, &wr);
+                            return 1;
+                        }
+                    }
+                }
+        }
+    }
+    if (!w)
+        for (int cf = 0; cf < C; cf++)
+            for (int l = 1; l < NL; l++)
+                if (R[cf * NL + l - 1] < R[cf * NL + l])
+                    R[cf * NL + l] = R[cf * NL + l - 1];
+    return 0;
+}
+
+/* Fills every suffix of node under ctx (bottom-up). */
+static void s_fill(s_dp_t *s, int node, int ctx)
+{
+    int k = s_nchild(s, node);
+    for (int i = k - 1; i >= 0; i--) {
+        size_t key = (size_t)(s->base[node] + i) * s->nctx + ctx;
+        int *R = s_arena_get(&s->ar, (size_t)s->C * s->NL);
+        s_eval(s, node, i, ctx, R, NULL);
+        s->memo_p[key] = R;
+        s->memo_gen[key] = s->gen;
+    }
+}
+
+static int *s_get(s_dp_t *s, int node, int ctx)
+{
+    int *R = s_slot(s, node, 0, ctx);
+    if (R)
+        return R;
+    s_fill(s, node, ctx);
+    return s_slot(s, node, 0, ctx);
+}
+
+static void s_emit_node(s_dp_t *s, int node, int suffix, int ctx, const s_want_t *w)
+{
+    int found = s_eval(s, node, suffix, ctx, NULL, w);
+    assert(found && "partitioner: DP value could not be reconstructed");
+    (void)found;
+}
+
+/* One DP run at target t. Returns 1 when feasible; then s->out holds the
+ * stages of the plan with the fewest samples in flight at its sources. */
+static int s_run(s_dp_t *s, double t, int emit)
+{
+    s->tgt = t;
+    s->gen++;
+    s_arena_reset(&s->ar);
+    const gpp_sp_t *tr = s->t;
+    s->reserve[tr->root] = 0;
+    for (int v = 0; v < tr->n_nodes; v++) { /* preorder: parents first */
+        const gpp_sp_node_t *n = &tr->nodes[v];
+        for (int c = 0; c < n->n_children; c++) {
+            const gpp_sp_node_t *ch = &tr->nodes[n->children[c]];
+            s->reserve[n->children[c]] = s->reserve[v] + s_lbdev(s, n->first, ch->first - 1) +
+                                         s_lbdev(s, ch->last + 1, n->last);
+        }
+    }
+    const int *R = s_get(s, s->t->root, 0);
+    int best_cf = -1, best_l = -1;
+    for (int l = 0; l < s->NL && best_cf < 0; l++)
+        for (int cf = 0; cf < s->C; cf++)
+            if (R[cf * s->NL + l] <= s->n_dev &&
+                (best_cf < 0 || R[cf * s->NL + l] < R[best_cf * s->NL + l]))
+                best_cf = cf, best_l = l;
+    if (best_cf < 0)
+        return 0;
+    if (emit) {
+        s->n_out = 0;
+        s_want_t w = {best_cf, best_l, R[best_cf * s->NL + best_l]};
+        s_emit_node(s, s->t->root, 0, 0, &w);
+    }
+    return 1;
+}
+
+/* ---- setup ---- */
+
+static void s_ensure_ms(s_dp_t *s, int m)
+{
+    if (s->pre_ms[m])
+        return;
+    int n = s->t->n_ops;
+    double *p = gpp_xcalloc((size_t)n + 1, sizeof(double));
+    for (int pos = 0; pos < n; pos++) {
+        int op = s->t->op_at[pos];
+        p[pos + 1] = p[pos] + gpp_cost_op_fwd_ms(s->cost, op, m) + gpp_cost_op_bwd_ms(s->cost, op, m);
+    }
+    s->pre_ms[m] = p;
+}
+
+static int s_sp_depth(const gpp_sp_t *t, int v)
+{
+    const gpp_sp_node_t *n = &t->nodes[v];
+    if (n->kind == GPP_SP_LEAF)
+        return 1;
+    int acc = 0;
+    for (int c = 0; c < n->n_children; c++) {
+        int d = s_sp_depth(t, n->children[c]);
+        acc = n->kind == GPP_SP_SERIES ? acc + d : (d > acc ? d : acc);
+    }
+    return acc;
+}
+
+static s_dp_t *s_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_t *t, int B,
+                        int64_t M)
+{
+    s_dp_t *s = gpp_xcalloc(1, sizeof *s);
+    const gpp_cluster_t *cl = gpp_cost_cluster(cost);
+    s->g = g, s->cost = cost, s->t = t, s->B = B, s->M = M;
+    s->n_dev = cl->n_devices;
+    s->gpn = cl->gpus_per_node;
+    s->INF = s->n_dev + 1;
+    int n = t->n_ops;
+    s->pre_params = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
+    s->pre_stash = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
+    s->pre_res = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
+    s->pre_grad = gpp_xcalloc((size_t)n + 1, sizeof(double));
+    s->maxc = gpp_xcalloc((size_t)n, sizeof(int));
+    s->stamp = gpp_xcalloc((size_t)n, sizeof(int));
+    for (int pos = 0; pos < n; pos++) {
+        int op = t->op_at[pos];
+        const gpp_op_t *o = &g->ops[op];
+        s->pre_params[pos + 1] = s->pre_params[pos] + o->params;
+        s->pre_stash[pos + 1] = s->pre_stash[pos] + o->stash_bytes;
+        s->pre_res[pos + 1] = s->pre_res[pos] + gpp_cost_op_reserved_bytes(cost, op);
+        s->pre_grad[pos + 1] = s->pre_grad[pos] + gpp_cost_op_grad_bytes(cost, op, B);
+        int mc = -1;
+        for (int k = 0; k < o->n_outputs; k++)
+            if (t->pos_of[o->outputs[k]] > mc)
+                mc = t->pos_of[o->outputs[k]];
+        s->maxc[pos] = mc;
+    }
+    s->pre_ms = gpp_xcalloc((size_t)B + 1, sizeof(double *));
+    s->ar_a = gpp_xcalloc((size_t)s->n_dev + 1, sizeof(double));
+    s->ar_b = gpp_xcalloc((size_t)s->n_dev + 1, sizeof(double));
+    for (int d = 1; d <= s->n_dev; d++) {
+        const gpp_link_t *l = gpp_cost_group_link(cost, d);
+        s->ar_a[d] = gpp_allreduce_ms(l, d, 1.0) - gpp_allreduce_ms(l, d, 0.0);
+        s->ar_b[d] = gpp_allreduce_ms(l, d, 0.0);
+    }
+    const gpp_link_t *p2p = gpp_cost_p2p_link(cost);
+    s->p2p_alpha_ms = p2p->alpha_ms;
+    s->p2p_ms_per_byte = 1e3 / p2p->bw_bytes_per_s;
+    s->base = gpp_xcalloc((size_t)t->n_nodes, sizeof(int));
+    for (int v = 0; v < t->n_nodes; v++) {
+        s->base[v] = s->n_suffix;
+        s->n_suffix += s_nchild(s, v);
+    }
+    s->sp_depth = s_sp_depth(t, t->root);
+    s->reserve = gpp_xcalloc((size_t)t->n_nodes, sizeof(int));
+    s->pre_rate = gpp_xcalloc((size_t)n + 1, sizeof(double));
+    return s;
+}
+
+/* Sets the candidate configs and sizes the memo. */
+static void s_dp_configure(s_dp_t *s, const s_cfg_t *cfg, int C, int generalized)
+{
+    assert(C >= 1 && C <= MAX_CFG);
+    memcpy(s->cfg, cfg, (size_t)C * sizeof *cfg);
+    s->C = C;
+    s->generalized = generalized;
+    int q = 0, maxkb = 0;
+    for (int c = 0; c < C; c++) {
+        int a = q, b = cfg[c].b;
+        while (b) {
+            int r = a % b;
+            a = b, b = r;
+        }
+        q = a;
+        if (cfg[c].k * cfg[c].b > maxkb)
+            maxkb = cfg[c].k * cfg[c].b;
+        int dmax = cfg[c].b < s->n_dev ? cfg[c].b : s->n_dev;
+        for (int d = 1; d <= dmax; d++)
+            s_ensure_ms(s, (cfg[c].b + d - 1) / d);
+    }
+    s->q = q;
+    for (int pos = 0; pos < s->t->n_ops; pos++) {
+        double best = INFINITY;
+        for (int c = 0; c < C; c++) {
+            int dmax = cfg[c].b < s->n_dev ? cfg[c].b : s->n_dev;
+            for (int d = 1; d <= dmax; d++) {
+                int m = (cfg[c].b + d - 1) / d;
+                double r = (s->pre_ms[m][pos + 1] - s->pre_ms[m][pos]) / m;
+                if (r < best)
+                    best = r;
+            }
+        }
+        s->pre_rate[pos + 1] = s->pre_rate[pos] + best;
+    }
+    int depth = s->sp_depth < s->n_dev ? s->sp_depth : s->n_dev;
+    int64_t top = (int64_t)depth * (generalized ? 3 * maxkb : maxkb);
+    if (top > s->B)
+        top = s->B;
+    s->NL = (int)(top / q) + 1;
+    s->nctx = 1 + C * s->NL;
+    size_t slots = (size_t)s->n_suffix * s->nctx;
+    if (slots > s->memo_slots) { /* generations keep old slots invalid: no clearing */
+        free(s->memo_gen);
+        free(s->memo_p);
+        s->memo_gen = gpp_xcalloc(slots, sizeof(unsigned));
+        s->memo_p = gpp_xcalloc(slots, sizeof(int *));
+        s->memo_slots = slots;
+        s->gen = 0;
+    }
+    free(s->zero);
+    s->zero = gpp_xcalloc((size_t)C * s->NL, sizeof(int));
+}
+
+static void s_dp_destroy(s_dp_t **sp)
+{
+    s_dp_t *s = *sp;
+    if (!s)
+        return;
+    free(s->pre_params), free(s->pre_stash), free(s->pre_res), free(s->pre_grad);
+    for (int m = 0; m <= s->B; m++)
+        free(s->pre_ms[m]);
+    free(s->pre_ms);
+    free(s->ar_a), free(s->ar_b), free(s->maxc), free(s->reserve), free(s->pre_rate), free(s->stamp), free(s->base);
+    free(s->memo_gen), free(s->memo_p), free(s->zero), free(s->out);
+    s_arena_free(&s->ar);
+    free(s);
+    *sp = NULL;
+}
+
+/* ---- plan assembly ---- */
+
+static int s_cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static void s_stage_ops(const s_dp_t *s, const s_stage_t *st, int *ops)
+{
+    int n = st->r - st->l + 1;
+    for (int i = 0; i < n; i++)
+        ops[i] = s->t->op_at[st->l + i];
+    qsort(ops, (size_t)n, sizeof(int), s_cmp_int);
+}
+
+/* Actual bottleneck TPS of the emitted stages (gpp_cost_stage). */
+static double s_out_tps(const s_dp_t *s)
+{
+    int *ops = gpp_xcalloc((size_t)s->t->n_ops, sizeof(int));
+    double worst = 0;
+    for (int i = 0; i < s->n_out; i++) {
+        const s_stage_t *st = &s->out[i];
+        gpp_stage_cost_t sc;
+        s_stage_ops(s, st, ops);
+        gpp_cost_stage(s->cost, st->r - st->l + 1, ops, st->d, s->cfg[st->ci].b, s->B, &sc);
+        if (sc.tps_ms > worst)
+            worst = sc.tps_ms;
+    }
+    free(ops);
+    return worst;
+}
+
+/* Builds the plan from s->out: leftover devices to the slowest stages,
+ * link, in-flight over the real stage DAG, costs and memory. */
+static gpp_plan_t *s_build_plan(const s_dp_t *s, const char *planner, int universal_b,
+                                gpp_err_t *err)
+{
+    int S = s->n_out;
+    int *ops = gpp_xcalloc((size_t)s->t->n_ops, sizeof(int));
+    int *dev = gpp_xcalloc((size_t)S, sizeof(int));
+    double *tps = gpp_xcalloc((size_t)S, sizeof(double));
+    int used = 0;
+    gpp_stage_cost_t sc;
+    for (int i = 0; i < S; i++) {
+        dev[i] = s->out[i].d;
+        used += dev[i];
+        s_stage_ops(s, &s->out[i], ops);
+        gpp_cost_stage(s->cost, s->out[i].r - s->out[i].l + 1, ops, dev[i], s->cfg[s->out[i].ci].b,
+                       s->B, &sc);
+        tps[i] = sc.tps_ms;
+    }
+    /* leftover devices: give one at a time to the slowest stage while that
+       lowers its TPS (fewer samples per replica; memory only shrinks) */
+    for (int spare = s->n_dev - used; spare > 0; spare--) {
+        int best = -1;
+        double best_new = 0;
+        for (int i = 0; i < S; i++) {
+            if (dev[i] + 1 > s->cfg[s->out[i].ci].b || (best >= 0 && tps[i] <= tps[best]))
+                continue;
+            s_stage_ops(s, &s->out[i], ops);
+            gpp_cost_stage(s->cost, s->out[i].r - s->out[i].l + 1, ops, dev[i] + 1,
+                           s->cfg[s->out[i].ci].b, s->B, &sc);
+            if (sc.tps_ms < tps[i])
+                best = i, best_new = sc.tps_ms;
+        }
+        /* only the current slowest stage matters for the bottleneck */
+        int slowest = 0;
+        for (int i = 1; i < S; i++)
+            if (tps[i] > tps[slowest])
+                slowest = i;
+        if (best != slowest)
+            break;
+        dev[best]++;
+        tps[best] = best_new;
+    }
+    gpp_plan_t *p = gpp_plan_new(planner, s->g, s->n_dev, s->B);
+    for (int i = 0; i < S; i++) {
+        s_stage_ops(s, &s->out[i], ops);
+        gpp_stage_t *st = gpp_plan_add_stage(p, s->out[i].r - s->out[i].l + 1, ops);
+        st->devices = dev[i];
+        st->micro_batch = s->cfg[s->out[i].ci].b;
+        st->k = s->cfg[s->out[i].ci].k;
+        st->inflight = s->out[i].infl;
+    }
+    free(ops), free(dev), free(tps);
+    if (gpp_plan_link(p, s->g, err)) {
+        gpp_err_prefix(err, "partitioner produced an invalid plan");
+        gpp_plan_destroy(&p);
+        return NULL;
+    }
+    /* in-flight over the real stage DAG (reverse topological order) */
+    for (int i = p->n_stages - 1; i >= 0; i--) {
+        gpp_stage_t *st = &p->stages[i];
+        int v = st->k * st->micro_batch;
+        if (st->n_succ > 0) {
+            v = 0;
+            for (int j = 0; j < st->n_succ; j++) {
+                const gpp_stage_t *y = &p->stages[st->succ[j]];
+                int c = s->generalized
+                            ? gpp_part_inflight(st->k, st->micro_batch, y->k, y->micro_batch,
+                                                y->inflight, NULL)
+                            : st->micro_batch + y->inflight;
+                if (c > v)
+                    v = c;
+            }
+        }
+        if (v > s->B)
+            v = s->B;
+        if (!s->generalized)
+            assert(v <= st->inflight); /* the DP view is never optimistic */
+        st->inflight = v;
+    }
+    p->micro_batch = universal_b;
+    p->bottleneck_tps_ms = 0;
+    for (int i = 0; i < p->n_stages; i++) {
+        gpp_stage_t *st = &p->stages[i];
+        gpp_cost_stage(s->cost, st->n_ops, st->ops, st->devices, st->micro_batch, s->B, &sc);
+        st->fwd_ms = sc.fwd_ms;
+        st->bwd_ms = sc.bwd_ms;
+        st->allreduce_ms = sc.allreduce_ms;
+        st->tps_ms = sc.tps_ms;
+        st->weight_bytes = sc.weight_bytes;
+        st->act_bytes = gpp_cost_act_bytes(sc.stash_bytes, st->inflight, st->micro_batch,
+                                           st->devices);
+        st->mem_bytes = st->weight_bytes + st->act_bytes + sc.reserved_bytes;
+        if (st->tps_ms > p->bottleneck_tps_ms)
+            p->bottleneck_tps_ms = st->tps_ms;
+    }
+    return p;
+}
+
+/* Estimated iteration time: TPS * (B + (longest path of micro-batch sizes) - b_last). */
+static double s_iter_estimate(const gpp_plan_t *p)
+{
+    int S = p->n_stages;
+    int *acc = gpp_xcalloc((size_t)S, sizeof(int));
+    int worst = 0;
+    for (int i = 0; i < S; i++) {
+        int best = 0;
+        for (int j = 0; j < p->stages[i].n_pred; j++)
+            if (acc[p->stages[i].pred[j]] > best)
+                best = acc[p->stages[i].pred[j]];
+        acc[i] = best + p->stages[i].micro_batch;
+        if (p->stages[i].n_succ == 0 && acc[i] - p->stages[i].micro_batch > worst)
+            worst = acc[i] - p->stages[i].micro_batch;
+    }
+    free(acc);
+    return p->bottleneck_tps_ms * ((double)p->batch + worst);
+}
+
+/* ---- search ---- */
+
+typedef struct {
+    gpp_plan_t *best;
+    double best_iter;
+    int any_feasible_mem; /* some config set was feasible at t = inf */
+    long long evals, runs;
+} s_result_t;
+
+/* Binary search for one config set; keeps the best plan in res. */
+static int s_search(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, int universal_b,
+                    s_result_t *res, gpp_err_t *err)
+{
+    res->runs++;
+    if (!s_run(s, INFINITY, 1))
+        return 0; /* memory */
+    res->any_feasible_mem = 1;
+    double t_r = s_out_tps(s);
+    /* a plan with TPS >= best_iter / B cannot beat the best one (estimate >= TPS * B) */
+    if (res->best && res->best_iter / s->B < t_r) {
+        double cut = res->best_iter / s->B;
+        res->runs++;
+        if (!s_run(s, cut, 1))
+            return 0;
+        t_r = s_out_tps(s);
+    }
+    s_stage_t *keep = gpp_xcalloc((size_t)s->n_out, sizeof *keep);
+    int n_keep = s->n_out;
+    memcpy(keep, s->out, (size_t)n_keep * sizeof *keep);
+    /* lower bound: total per-sample compute at full micro-batch over all devices */
+    double lb = INFINITY;
+    for (int c = 0; c < s->C; c++) {
+        double w = s_compute_ms(s, s->cfg[c].b, 0, s->t->n_ops - 1) / s->cfg[c].b / s->n_dev;
+        if (w < lb)
+            lb = w;
+    }
+    double t_l = lb < t_r ? lb : 0;
+    while (t_r - t_l > o->eps * t_r) {
+        double mid = 0.5 * (t_l + t_r);
+        res->runs++;
+        if (s_run(s, mid, 1)) {
+            double a = s_out_tps(s);
+            t_r = a < mid ? a : mid;
+            keep = gpp_xrealloc(keep, (size_t)s->n_out * sizeof *keep);
+            n_keep = s->n_out;
+            memcpy(keep, s->out, (size_t)n_keep * sizeof *keep);
+        } else {
+            t_l = mid;
+        }
+    }
+    s->n_out = n_keep;
+    if (s->cap_out < n_keep) {
+        s->out = gpp_xrealloc(s->out, (size_t)n_keep * sizeof *s->out);
+        s->cap_out = n_keep;
+    }
+    memcpy(s->out, keep, (size_t)n_keep * sizeof *keep);
+    free(keep);
+    gpp_plan_t *p = s_build_plan(s, planner, universal_b, err);
+    if (!p)
+        return -1;
+    double it = s_iter_estimate(p);
+    gpp_debug("partitioner: b=%d C=%d NL=%d tps %.6f iter %.3f after %lld runs, %lld evals",
+              universal_b, s->C, s->NL, p->bottleneck_tps_ms, it, res->runs, s->n_eval);
+    p->iteration_ms = it;
+    p->throughput = it > 0 ? p->batch / it * 1e3 : 0;
+    if (!res->best || it < res->best_iter) {
+        gpp_plan_destroy(&res->best);
+        res->best = p;
+        res->best_iter = it;
+    } else {
+        gpp_plan_destroy(&p);
+    }
+    return 0;
+}
+
+void gpp_part_opts_default(gpp_part_opts_t *o, int batch)
+{
+    memset(o, 0, sizeof *o);
+    o->batch = batch;
+    o->max_k = 4;
+    o->eps = 1e-3;
+}
+
+/* Candidate micro-batch sizes: divisors of B (at most cap). */
+static int s_divisors(int B, int cap, int *out, int max_out)
+{
+    int n = 0;
+    for (int b = 1; b <= B && b <= cap && n < max_out; b++)
+        if (B % b == 0)
+            out[n++] = b;
+    return n;
+}
+
+/* Runs every config set for one memory bound. Returns -1 on error. */
+static int s_all(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, s_result_t *res,
+                 gpp_err_t *err)
+{
+    int B = o->batch;
+    int cap = o->max_mbs > 0 ? o->max_mbs : B;
+    int divs[MAX_CFG];
+    int nd = s_divisors(B, cap, divs, MAX_CFG);
+    if (o->per_stage_mbs || o->kfkb) {
+        s_cfg_t cfg[MAX_CFG];
+        int C = 0;
+        const int *bs = divs;
+        int nb = nd, one = o->micro_batch;
+        if (!o->per_stage_mbs) { /* universal b, per-stage k */
+            if (!one) {
+                /* sweep b, each with k choices */
+                for (int i = 0; i < nd; i++) {
+                    C = 0;
+                    for (int k = 1; k <= o->max_k && C < MAX_CFG; k++)
+                        if ((int64_t)k * divs[i] <= B)
+                            cfg[C++] = (s_cfg_t){divs[i], k};
+                    s_dp_configure(s, cfg, C, 1);
+                    if (s_search(s, o, planner, divs[i], res, err))
+                        return -1;
+                }
+                return 0;
+            }
+            bs = &one, nb = 1;
+        }
+        for (int i = 0; i < nb; i++)
+            for (int k = 1; k <= (o->kfkb ? o->max_k : 1) && C < MAX_CFG; k++)
+                if ((int64_t)k * bs[i] <= B)
+                    cfg[C++] = (s_cfg_t){bs[i], k};
+        s_dp_configure(s, cfg, C, 1);
+        return s_search(s, o, planner, o->per_stage_mbs ? 0 : bs[0], res, err);
+    }
+    if (o->micro_batch) {
+        s_cfg_t c = {o->micro_batch, 1};
+        s_dp_configure(s, &c, 1, 0);
+        return s_search(s, o, planner, o->micro_batch, res, err);
+    }
+    /* larger micro-batches first: they usually win, which makes the cut-off
+       prune the small ones after a single DP run */
+    for (int i = nd - 1; i >= 0; i--) {
+        s_cfg_t c = {divs[i], 1};
+        s_dp_configure(s, &c, 1, 0);
+        if (s_search(s, o, planner, divs[i], res, err))
+            return -1;
+    }
+    return 0;
+}
+
+gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,
+                         const gpp_part_opts_t *o, int64_t *min_mem_bytes, gpp_err_t *err)
+{
+    double t0 = gpp_now_ms();
+    if (min_mem_bytes)
+        *min_mem_bytes = 0;
+    if (o->batch < 1) {
+        gpp_err_set(err, "partitioner: batch must be >= 1 (got %d)", o->batch);
+        return NULL;
+    }
+    if (o->micro_batch < 0 || (o->micro_batch > 0 && o->batch % o->micro_batch != 0)) {
+        gpp_err_set(err, "partitioner: micro-batch %d must divide the batch %d", o->micro_batch,
+                    o->batch);
+        return NULL;
+    }
+    if (!(o->eps > 0 && o->eps < 1) || o->max_k < 1) {
+        gpp_err_set(err, "partitioner: eps must be in (0,1) and max_k >= 1");
+        return NULL;
+    }
+    if (!g->finalized) {
+        gpp_err_set(err, "partitioner: graph '%s' is not finalized", g->name);
+        return NULL;
+    }
+    gpp_sp_t *t = o->spp ? gpp_sp_linear(g) : gpp_sp_build(g, err);
+    if (!t)
+        return NULL;
+    const char *planner = o->spp ? "spp" : "gpp";
+    int64_t M = gpp_cluster_mem_bound(gpp_cost_cluster(cost));
+    s_dp_t *s = s_dp_new(g, cost, t, o->batch, M);
+    s_result_t res = {0};
+    gpp_plan_t *p = NULL;
+    if (s_all(s, o, planner, &res, err))
+        goto done;
+    if (!res.best) {
+        /* memory is the only reason at t = inf: find the least bound that fits */
+        int64_t lo = M > 0 ? M : 0, hi = M > 0 ? M : ((int64_t)1 << 20);
+        s_result_t probe = {0};
+        gpp_part_opts_t q = *o;
+        do {
+            hi *= 2;
+            s->M = hi;
+            gpp_plan_destroy(&probe.best);
+            memset(&probe, 0, sizeof probe);
+            if (s_all(s, &q, planner, &probe, err))
+                goto done;
+        } while (!probe.any_feasible_mem && hi < ((int64_t)1 << 52));
+        gpp_plan_destroy(&probe.best);
+        while (hi - lo > ((int64_t)1 << 20)) {
+            int64_t mid = lo + (hi - lo) / 2;
+            s->M = mid;
+            memset(&probe, 0, sizeof probe);
+            q.eps = 0.5; /* feasibility only */
+            if (s_all(s, &q, planner, &probe, err))
+                goto done;
+            gpp_plan_destroy(&probe.best);
+            if (probe.any_feasible_mem)
+                hi = mid;
+            else
+                lo = mid;
+        }
+        if (min_mem_bytes)
+            *min_mem_bytes = hi;
+        gpp_err_set(err,
+                    "partitioner (%s): no plan of '%s' fits %lld MiB per device on %d devices "
+                    "(batch %d); the least bound that fits is %lld MiB: use more devices, "
+                    "a smaller batch or a larger memory bound",
+                    planner, g->name, (long long)(M >> 20), s->n_dev, o->batch,
+                    (long long)(hi >> 20));
+        goto done;
+    }
+    p = res.best;
+    p->search_ms = gpp_now_ms() - t0;
+    gpp_debug("partitioner %s: %lld DP runs, %lld stage evaluations, %.2f ms", planner, res.runs,
+              s->n_eval, p->search_ms);
+done:
+    s_dp_destroy(&s);
+    gpp_sp_destroy(&t);
+    return p;
+}
