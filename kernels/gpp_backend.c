@@ -16,8 +16,9 @@ gpp_backend_t *gpp_backend_new(const gpp_backend_cfg_t *cfg, gpp_err_t *err)
         vt = &gpp_cpu_backend_vt;
         break;
     case GPP_DEVICE_CUDA:
-        gpp_err_set(err, "backend cuda:%d: the CUDA backend is not built in this gpp; "
-                         "use the cpu backend",
+        gpp_err_set(err,
+                    "backend cuda:%d: the CUDA backend is not built in this gpp; "
+                    "use the cpu backend",
                     cfg->device);
         return NULL;
     default:
@@ -118,8 +119,8 @@ void *gpp_stream_workspace(gpp_stream_t *self, size_t bytes, gpp_err_t *err)
         return self->ws;
     /* Grow by at least half so that a sequence of slightly larger requests
      * does not reallocate every time. */
-    size_t want = bytes > self->ws_bytes + self->ws_bytes / 2 ? bytes
-                                                              : self->ws_bytes + self->ws_bytes / 2;
+    size_t want =
+        bytes > self->ws_bytes + self->ws_bytes / 2 ? bytes : self->ws_bytes + self->ws_bytes / 2;
     void *p = self->be->vt->alloc(self->be, want, err);
     if (!p)
         return NULL;

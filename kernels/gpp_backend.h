@@ -48,10 +48,7 @@ typedef enum {
     GPP_DEVICE_CUDA = 1 /* not built yet: gpp_backend_new fails with a message */
 } gpp_device_kind_t;
 
-typedef enum {
-    GPP_DTYPE_F32 = 0,
-    GPP_DTYPE_I32 = 1
-} gpp_dtype_t;
+typedef enum { GPP_DTYPE_F32 = 0, GPP_DTYPE_I32 = 1 } gpp_dtype_t;
 
 typedef enum {
     GPP_COPY_H2D = 0, /* host -> device */

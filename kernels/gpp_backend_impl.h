@@ -37,11 +37,11 @@ struct gpp_event_s {
 struct gpp_sparse_grad_s {
     gpp_backend_t *be;
     int64_t table_rows, dim;
-    int64_t cap;     /* rows the value block holds */
-    int64_t count;   /* touched rows (device-side counter on async backends) */
-    int32_t *slot;   /* [table_rows]: slot of the row in rows/values, or -1 */
-    int32_t *rows;   /* [cap]: row id of each slot, first-touch order */
-    float *values;   /* [cap, dim] */
+    int64_t cap;   /* rows the value block holds */
+    int64_t count; /* touched rows (device-side counter on async backends) */
+    int32_t *slot; /* [table_rows]: slot of the row in rows/values, or -1 */
+    int32_t *rows; /* [cap]: row id of each slot, first-touch order */
+    float *values; /* [cap, dim] */
 };
 
 struct gpp_optim_state_s {
@@ -82,8 +82,8 @@ typedef struct gpp_backend_vt_s {
     int (*linear_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
                       const gpp_tensor_t *b, gpp_tensor_t *y, gpp_err_t *err);
     int (*linear_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
-                      const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw,
-                      gpp_tensor_t *db, gpp_err_t *err);
+                      const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw, gpp_tensor_t *db,
+                      gpp_err_t *err);
     int (*relu_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
     int (*relu_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
                     gpp_tensor_t *dx, gpp_err_t *err);
@@ -106,17 +106,16 @@ typedef struct gpp_backend_vt_s {
                              gpp_sparse_grad_t *dtable, gpp_err_t *err);
     int (*concat_fwd)(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp_tensor_t *y,
                       gpp_err_t *err);
-    int (*concat_bwd)(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy,
-                      gpp_tensor_t *const *dxs, gpp_err_t *err);
-    int (*loss_mse)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target,
-                    float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
+    int (*concat_bwd)(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,
+                      gpp_err_t *err);
+    int (*loss_mse)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target, float *loss,
+                    float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
     int (*loss_ce)(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
                    float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
     /* y = a + b over n elements, and y += alpha x, x *= alpha */
     int (*add)(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
                gpp_err_t *err);
-    int (*axpy)(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y,
-                gpp_err_t *err);
+    int (*axpy)(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y, gpp_err_t *err);
     int (*scale)(gpp_stream_t *s, int64_t n, float alpha, float *x, gpp_err_t *err);
 
     /* sparse gradients: fill the slot map with -1; accumulate pairs (growing

@@ -68,8 +68,8 @@ int gpp_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_er
     return s_vt(s)->relu_fwd(s, x, y, err);
 }
 
-int gpp_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
-                 gpp_tensor_t *dx, gpp_err_t *err)
+int gpp_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                 gpp_err_t *err)
 {
     assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && s_opt_like(dx, x));
     if (!dx)
@@ -83,8 +83,8 @@ int gpp_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_er
     return s_vt(s)->gelu_fwd(s, x, y, err);
 }
 
-int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
-                 gpp_tensor_t *dx, gpp_err_t *err)
+int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                 gpp_err_t *err)
 {
     assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && s_opt_like(dx, x));
     if (!dx)
@@ -225,8 +225,8 @@ int gpp_add_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, gpp_tensor_t *da, gpp_t
     return 0;
 }
 
-int gpp_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target,
-                 float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err)
+int gpp_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target, float *loss,
+                 float grad_scale, gpp_tensor_t *dx, gpp_err_t *err)
 {
     assert(s_f32(x) && s_f32(target) && s_same_shape(x, target) && s_opt_like(dx, x));
     assert(loss && gpp_tensor_numel(x) > 0);
@@ -242,8 +242,7 @@ int gpp_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t 
     return s_vt(s)->loss_ce(s, logits, labels, loss, grad_scale, dx, err);
 }
 
-int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y,
-             gpp_err_t *err)
+int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
 {
     assert(s_f32(x) && s_f32(y) && gpp_tensor_numel(x) == gpp_tensor_numel(y));
     return s_vt(s)->axpy(s, gpp_tensor_numel(y), alpha, x->data, y->data, err);

@@ -51,11 +51,11 @@ int gpp_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w
  * Backward takes the forward input x. GELU is the tanh approximation
  * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
 int gpp_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
-int gpp_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
-                 gpp_tensor_t *dx, gpp_err_t *err);
+int gpp_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                 gpp_err_t *err);
 int gpp_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
-int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
-                 gpp_tensor_t *dx, gpp_err_t *err);
+int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                 gpp_err_t *err);
 
 /* ---- layer norm over the last dim (cols), eps 1e-5 ----
  * y = (x - mean) / sqrt(var + eps) * gain + bias, var the biased variance.
@@ -128,15 +128,14 @@ int gpp_add_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, gpp_tensor_t *da, gpp_t
  * CE: logits [n, rows, classes], labels i32 [n, rows, 1] in [0, classes);
  *     loss = mean over the n*rows rows of -log softmax(logits row)[label].
  *     A label out of range is a run-time error. */
-int gpp_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target,
-                 float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
+int gpp_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target, float *loss,
+                 float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
 int gpp_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
                 float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
 
 /* ---- helpers for the executor and the gradient sync ----
  * y += alpha x (same numel; shapes may differ), x *= alpha. */
-int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y,
-             gpp_err_t *err);
+int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
 int gpp_scale(gpp_stream_t *s, float alpha, gpp_tensor_t *x, gpp_err_t *err);
 
 #endif

@@ -73,8 +73,8 @@ static void s_check_hp(const gpp_optim_state_t *st, const gpp_optim_hp_t *hp, in
     (void)st, (void)hp, (void)step;
 }
 
-int gpp_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,
-                   int64_t step, gpp_tensor_t *param, const gpp_tensor_t *grad, gpp_err_t *err)
+int gpp_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp, int64_t step,
+                   gpp_tensor_t *param, const gpp_tensor_t *grad, gpp_err_t *err)
 {
     s_check_hp(st, hp, step);
     assert(s && s->be == st->be && param && grad);

@@ -36,10 +36,7 @@
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_sparse.h"
 
-typedef enum {
-    GPP_OPTIM_SGD = 0,
-    GPP_OPTIM_ADAMW = 1
-} gpp_optim_kind_t;
+typedef enum { GPP_OPTIM_SGD = 0, GPP_OPTIM_ADAMW = 1 } gpp_optim_kind_t;
 
 typedef struct {
     gpp_optim_kind_t kind;
@@ -66,8 +63,8 @@ int gpp_optim_state_nbufs(const gpp_optim_state_t *self);
 float *gpp_optim_state_buf(gpp_optim_state_t *self, int i);
 
 /* Dense step: param and grad have the state's numel (any shape). step >= 1. */
-int gpp_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,
-                   int64_t step, gpp_tensor_t *param, const gpp_tensor_t *grad, gpp_err_t *err);
+int gpp_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp, int64_t step,
+                   gpp_tensor_t *param, const gpp_tensor_t *grad, gpp_err_t *err);
 /* Sparse step for a table [1, table_rows, dim] (rules above). The gradient
  * is not cleared. */
 int gpp_optim_step_sparse(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,

@@ -19,10 +19,15 @@ void gpp_cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, fl
 /* y [m, out] = x [m, in] W^T (+ b), W (out, in), b NULL or [out]. */
 void gpp_cpu_linear_fwd_raw(int64_t m, int64_t in, int64_t out, const float *x, const float *w,
                             const float *b, float *y);
-/* dx [m, in] += dy W; dw (out, in) += dy^T x; db [out] += column sums of dy.
- * NULL skips a gradient. */
+/* dx [m, in] += dy W; dw (out, in) += dy^T x; db [out] += column sums of dy,
+ * computed as dy^T ones with `ones` m floats equal to 1 (an sgemv, which
+ * OpenBLAS threads). NULL skips a gradient. */
 void gpp_cpu_linear_bwd_raw(int64_t m, int64_t in, int64_t out, const float *x, const float *w,
-                            const float *dy, float *dx, float *dw, float *db);
+                            const float *dy, float *dx, float *dw, float *db, const float *ones);
+/* The stream's workspace with room for head_floats floats the caller uses
+ * followed by m floats set to 1 (the `ones` of gpp_cpu_linear_bwd_raw, at
+ * result + head_floats). NULL + message when out of memory. */
+float *gpp_cpu_workspace_ones(gpp_stream_t *s, int64_t head_floats, int64_t m, gpp_err_t *err);
 /* y[i] += x[i] over n elements. */
 void gpp_cpu_acc(int64_t n, const float *x, float *y);
 
@@ -30,8 +35,8 @@ void gpp_cpu_acc(int64_t n, const float *x, float *y);
 int gpp_cpu_linear_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
                        const gpp_tensor_t *b, gpp_tensor_t *y, gpp_err_t *err);
 int gpp_cpu_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
-                       const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw,
-                       gpp_tensor_t *db, gpp_err_t *err);
+                       const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw, gpp_tensor_t *db,
+                       gpp_err_t *err);
 
 int gpp_cpu_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
 int gpp_cpu_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
@@ -41,8 +46,7 @@ int gpp_cpu_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t 
                      gpp_tensor_t *dx, gpp_err_t *err);
 int gpp_cpu_add(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
                 gpp_err_t *err);
-int gpp_cpu_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y,
-                 gpp_err_t *err);
+int gpp_cpu_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y, gpp_err_t *err);
 int gpp_cpu_scale(gpp_stream_t *s, int64_t n, float alpha, float *x, gpp_err_t *err);
 
 int gpp_cpu_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
@@ -68,8 +72,8 @@ int gpp_cpu_sparse_clear(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err);
 
 int gpp_cpu_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp_tensor_t *y,
                        gpp_err_t *err);
-int gpp_cpu_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy,
-                       gpp_tensor_t *const *dxs, gpp_err_t *err);
+int gpp_cpu_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,
+                       gpp_err_t *err);
 
 int gpp_cpu_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target,
                      float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);

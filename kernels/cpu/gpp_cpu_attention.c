@@ -83,10 +83,12 @@ int gpp_cpu_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_atte
     const float *ctx = prob + n * heads * seq * seq;
     float scale = 1.0f / sqrtf((float)dh);
 
-    size_t ws_floats = (size_t)(m * hid + m * 3 * hid + seq * seq);
-    float *dctx = gpp_stream_workspace(s, ws_floats * sizeof(float), err);
+    /* workspace: dctx [m, hid] | dqkv [m, 3 hid] | dprob [seq, seq] | ones [m] */
+    int64_t ws_floats = m * hid + m * 3 * hid + seq * seq;
+    float *dctx = gpp_cpu_workspace_ones(s, ws_floats, m, err);
     if (!dctx)
         return gpp_err_prefix(err, "attention backward workspace");
+    const float *ones = dctx + ws_floats;
     float *dqkv = dctx + m * hid;
     float *dprob = dqkv + m * 3 * hid;
 
@@ -94,7 +96,7 @@ int gpp_cpu_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_atte
     const float *dyp = dy->data;
     gpp_cpu_sgemm(0, 0, m, hid, hid, 1.0f, dyp, hid, p->w_o.data, hid, 0.0f, dctx, hid);
     gpp_cpu_linear_bwd_raw(m, hid, hid, ctx, p->w_o.data, dyp, NULL, dp ? dp->w_o.data : NULL,
-                           dp ? dp->b_o.data : NULL);
+                           dp ? dp->b_o.data : NULL, ones);
 
     for (int64_t i = 0; i < n; i++) {
         for (int64_t h = 0; h < heads; h++) {
@@ -113,6 +115,6 @@ int gpp_cpu_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_atte
         }
     }
     gpp_cpu_linear_bwd_raw(m, hid, 3 * hid, x->data, p->w_qkv.data, dqkv, dx ? dx->data : NULL,
-                           dp ? dp->w_qkv.data : NULL, dp ? dp->b_qkv.data : NULL);
+                           dp ? dp->w_qkv.data : NULL, dp ? dp->b_qkv.data : NULL, ones);
     return 0;
 }

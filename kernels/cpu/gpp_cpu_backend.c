@@ -14,9 +14,34 @@
 
 #define GPP_CPU_ALIGN 64
 
+/* OpenBLAS picks its kernels from the CPU model when it loads. A CPU model
+ * it does not know (common in VMs: "Intel Xeon Processor") makes it fall
+ * back to SSE3 "Prescott" kernels, 4-5x slower on an AVX-512 machine. The
+ * choice cannot be changed once loaded, so tell the user how to fix it. */
+static void s_check_openblas_core(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int checked;
+    if (checked++)
+        return;
+    static const char *legacy[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom"};
+    const char *core = openblas_get_corename();
+    if (!core || !__builtin_cpu_supports("avx2"))
+        return;
+    for (size_t i = 0; i < sizeof legacy / sizeof legacy[0]; i++)
+        if (!strcmp(core, legacy[i]))
+            gpp_warn("cpu backend: OpenBLAS chose its %s kernels on a CPU with AVX2%s; "
+                     "matrix products run several times slower than they could; set "
+                     "OPENBLAS_CORETYPE=%s in the environment",
+                     core, __builtin_cpu_supports("avx512f") ? " and AVX-512" : "",
+                     __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
+#endif
+}
+
 static int s_init(gpp_backend_t *be, gpp_err_t *err)
 {
     (void)err;
+    s_check_openblas_core();
     if (be->cfg.cpu_threads > 0)
         openblas_set_num_threads(be->cfg.cpu_threads);
     snprintf(be->name, sizeof be->name, "cpu");
@@ -36,8 +61,9 @@ static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
         rounded = GPP_CPU_ALIGN;
     void *p = aligned_alloc(GPP_CPU_ALIGN, rounded);
     if (!p)
-        gpp_err_set(err, "cpu backend: out of memory allocating %zu bytes; reduce the "
-                         "micro-batch size or the stage's ops",
+        gpp_err_set(err,
+                    "cpu backend: out of memory allocating %zu bytes; reduce the "
+                    "micro-batch size or the stage's ops",
                     bytes);
     return p;
 }
@@ -72,8 +98,8 @@ static void s_stream_free(gpp_stream_t *s, void *p)
     free(p);
 }
 
-static int s_copy(gpp_stream_t *s, void *dst, const void *src, size_t bytes,
-                  gpp_copy_kind_t kind, gpp_err_t *err)
+static int s_copy(gpp_stream_t *s, void *dst, const void *src, size_t bytes, gpp_copy_kind_t kind,
+                  gpp_err_t *err)
 {
     (void)s, (void)kind, (void)err;
     memmove(dst, src, bytes);

@@ -20,8 +20,8 @@ int gpp_cpu_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs,
     return 0;
 }
 
-int gpp_cpu_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy,
-                       gpp_tensor_t *const *dxs, gpp_err_t *err)
+int gpp_cpu_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,
+                       gpp_err_t *err)
 {
     (void)s, (void)err;
     int64_t rows = dy->n * dy->rows, cy = dy->cols;

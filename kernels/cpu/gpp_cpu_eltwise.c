@@ -67,8 +67,7 @@ int gpp_cpu_add(gpp_stream_t *s, int64_t n, const float *a, const float *b, floa
     return 0;
 }
 
-int gpp_cpu_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y,
-                 gpp_err_t *err)
+int gpp_cpu_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y, gpp_err_t *err)
 {
     (void)s, (void)err;
     if (alpha == 1.0f) {

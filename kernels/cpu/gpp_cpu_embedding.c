@@ -85,8 +85,9 @@ int gpp_cpu_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, con
     int64_t fresh = 0;
     for (int64_t k = 0; k < count; k++) {
         if (rows[k] < 0 || rows[k] >= g->table_rows)
-            return gpp_err_set(err, "sparse gradient: row id %d at position %lld outside the "
-                                    "table's [0, %lld) rows",
+            return gpp_err_set(err,
+                               "sparse gradient: row id %d at position %lld outside the "
+                               "table's [0, %lld) rows",
                                rows[k], (long long)k, (long long)g->table_rows);
         fresh += g->slot[rows[k]] < 0;
     }

@@ -2,7 +2,8 @@
  *
  * The n*rows rows of x form one [m, in] matrix, so a linear is exactly one
  * sgemm forward (the bias is written into y first and the product added
- * with beta = 1, saving a second pass over y) and two sgemms backward. */
+ * with beta = 1, saving a second pass over y) and two sgemms backward, plus
+ * an sgemv with a vector of ones for the bias gradient. */
 #include <assert.h>
 #include <cblas.h>
 #include <limits.h>
@@ -20,8 +21,8 @@ void gpp_cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, fl
     if (m == 0 || n == 0)
         return;
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
-                b, (int)ldb, beta, c, (int)ldc);
+                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+                (int)ldb, beta, c, (int)ldc);
 }
 
 void gpp_cpu_acc(int64_t n, const float *x, float *y)
@@ -40,32 +41,47 @@ void gpp_cpu_linear_fwd_raw(int64_t m, int64_t in, int64_t out, const float *x, 
 }
 
 void gpp_cpu_linear_bwd_raw(int64_t m, int64_t in, int64_t out, const float *x, const float *w,
-                            const float *dy, float *dx, float *dw, float *db)
+                            const float *dy, float *dx, float *dw, float *db, const float *ones)
 {
     if (dx) /* [m, in] += [m, out] (out, in) */
         gpp_cpu_sgemm(0, 0, m, in, out, 1.0f, dy, out, w, in, 1.0f, dx, in);
     if (dw) /* (out, in) += [m, out]^T [m, in] */
         gpp_cpu_sgemm(1, 0, out, in, m, 1.0f, dy, out, x, in, 1.0f, dw, in);
-    if (db)
-        for (int64_t i = 0; i < m; i++)
-            gpp_cpu_acc(out, dy + i * out, db);
+    if (db && m > 0) { /* [out] += [m, out]^T ones */
+        assert(ones && m <= INT_MAX && out <= INT_MAX);
+        cblas_sgemv(CblasRowMajor, CblasTrans, (int)m, (int)out, 1.0f, dy, (int)out, ones, 1, 1.0f,
+                    db, 1);
+    }
+}
+
+float *gpp_cpu_workspace_ones(gpp_stream_t *s, int64_t head_floats, int64_t m, gpp_err_t *err)
+{
+    float *ws = gpp_stream_workspace(s, (size_t)(head_floats + m) * sizeof(float), err);
+    if (!ws)
+        return NULL;
+    for (int64_t i = 0; i < m; i++)
+        ws[head_floats + i] = 1.0f;
+    return ws;
 }
 
 int gpp_cpu_linear_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
                        const gpp_tensor_t *b, gpp_tensor_t *y, gpp_err_t *err)
 {
     (void)s, (void)err;
-    gpp_cpu_linear_fwd_raw(x->n * x->rows, x->cols, w->rows, x->data, w->data,
-                           b ? b->data : NULL, y->data);
+    gpp_cpu_linear_fwd_raw(x->n * x->rows, x->cols, w->rows, x->data, w->data, b ? b->data : NULL,
+                           y->data);
     return 0;
 }
 
 int gpp_cpu_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
-                       const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw,
-                       gpp_tensor_t *db, gpp_err_t *err)
+                       const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw, gpp_tensor_t *db,
+                       gpp_err_t *err)
 {
-    (void)s, (void)err;
-    gpp_cpu_linear_bwd_raw(x->n * x->rows, x->cols, w->rows, x->data, w->data, dy->data,
-                           dx ? dx->data : NULL, dw ? dw->data : NULL, db ? db->data : NULL);
+    int64_t m = x->n * x->rows;
+    const float *ones = NULL;
+    if (db && !(ones = gpp_cpu_workspace_ones(s, 0, m, err)))
+        return gpp_err_prefix(err, "linear backward");
+    gpp_cpu_linear_bwd_raw(m, x->cols, w->rows, x->data, w->data, dy->data, dx ? dx->data : NULL,
+                           dw ? dw->data : NULL, db ? db->data : NULL, ones);
     return 0;
 }

@@ -31,8 +31,9 @@ int gpp_cpu_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tenso
     const int32_t *lab = labels->data;
     for (int64_t r = 0; r < rows; r++)
         if (lab[r] < 0 || lab[r] >= c)
-            return gpp_err_set(err, "cross-entropy: row %lld: label %d outside [0, %lld) "
-                                    "classes; check the data source's labels",
+            return gpp_err_set(err,
+                               "cross-entropy: row %lld: label %d outside [0, %lld) "
+                               "classes; check the data source's labels",
                                (long long)r, lab[r], (long long)c);
     float g = grad_scale / (float)rows;
     double total = 0.0;

@@ -111,7 +111,7 @@ static void s_expect_vals(const char *what, const gpp_tensor_t *t, const float *
 
 typedef struct {
     const char *name;
-    float *x;       /* values perturbed */
+    float *x; /* values perturbed */
     int64_t n;
     const float *g; /* analytic gradient, GRAD_INIT + dL/dx */
 } gc_var_t;
@@ -166,7 +166,10 @@ static gpp_tensor_t s_weights_like(const gpp_tensor_t *y)
     return s_rand(y->n, y->rows, y->cols, 1.0f);
 }
 
-#define VAR(nm, t, gt) {nm, (float *)(t).data, gpp_tensor_numel(&(t)), (const float *)(gt).data}
+#define VAR(nm, t, gt)                                                                             \
+    {                                                                                              \
+        nm, (float *)(t).data, gpp_tensor_numel(&(t)), (const float *)(gt).data                    \
+    }
 
 /* ---- backend ---- */
 
@@ -293,8 +296,8 @@ static void s_act_fwd(void *c)
 {
     act_ctx_t *k = c;
     gpp_err_t err;
-    int rc = k->gelu ? gpp_gelu_fwd(s_st, &k->x, &k->y, &err)
-                     : gpp_relu_fwd(s_st, &k->x, &k->y, &err);
+    int rc =
+        k->gelu ? gpp_gelu_fwd(s_st, &k->x, &k->y, &err) : gpp_relu_fwd(s_st, &k->x, &k->y, &err);
     GPP_EXPECT(rc == 0);
 }
 
@@ -341,8 +344,7 @@ static void t_layernorm_forward(void)
     gpp_tensor_t g2 = s_from(1, 1, 3, (const float[]){2, 2, 2});
     gpp_tensor_t b2 = s_from(1, 1, 3, (const float[]){1, 1, 1});
     GPP_EXPECT(gpp_layernorm_fwd(s_st, &x, &g2, &b2, &y, stash, &err) == 0);
-    s_expect_vals("layernorm gain 2 bias 1", &y, (const float[]){-1.4494714f, 1, 3.4494714f},
-                  2e-6);
+    s_expect_vals("layernorm gain 2 bias 1", &y, (const float[]){-1.4494714f, 1, 3.4494714f}, 2e-6);
     s_arena_free();
 }
 
@@ -393,7 +395,8 @@ static void t_attention_forward(void)
     p.b_o = s_new(GPP_DTYPE_F32, 1, 1, 2);
     gpp_tensor_t x = s_from(1, 2, 2, (const float[]){1, 0, 0, 1});
     gpp_tensor_t y = s_new(GPP_DTYPE_F32, 1, 2, 2);
-    gpp_tensor_t st = s_new(GPP_DTYPE_F32, 1, 1, (int64_t)gpp_attention_stash_bytes(1, 2, 2, 1) / 4);
+    gpp_tensor_t st =
+        s_new(GPP_DTYPE_F32, 1, 1, (int64_t)gpp_attention_stash_bytes(1, 2, 2, 1) / 4);
     GPP_EXPECT(gpp_attention_fwd(s_st, &x, &p, 1, &y, st.data, &err) == 0);
     s_expect_vals("attention 1 head seq 2", &y,
                   (const float[]){0.6697615f, 0.3302385f, 0.3302385f, 0.6697615f}, 1e-6);
@@ -568,8 +571,8 @@ static void t_concat_add_forward(void)
     gpp_tensor_t *dxs[] = {&da, &db_skip, &dc};
     GPP_EXPECT(gpp_concat_bwd(s_st, 3, &y, dxs, &err) == 0);
     s_expect_vals("concat bwd block 0", &da, (const float[]){1.5f, 2.5f, 10.5f, 20.5f}, 0);
-    s_expect_vals("concat bwd block 2", &dc,
-                  (const float[]){4.5f, 5.5f, 6.5f, 40.5f, 50.5f, 60.5f}, 0);
+    s_expect_vals("concat bwd block 2", &dc, (const float[]){4.5f, 5.5f, 6.5f, 40.5f, 50.5f, 60.5f},
+                  0);
     s_arena_free();
 }
 
@@ -686,7 +689,7 @@ static int s_same(const gpp_tensor_t *a, const gpp_tensor_t *b)
 static void t_determinism(void)
 {
     gpp_err_t err;
-    /* linear (multi-threaded sgemm), attention, layernorm, gelu, CE: twice */
+    /* linear (multi-threaded sgemm, sgemv), attention, layernorm, gelu, CE: twice */
     gpp_tensor_t x = s_rand(8, 64, 256, 1.0f), w = s_rand(1, 512, 256, 0.1f);
     gpp_tensor_t b = s_rand(1, 1, 512, 0.1f);
     attn_ctx_t k;
@@ -696,34 +699,35 @@ static void t_determinism(void)
     gpp_tensor_t lab = s_new(GPP_DTYPE_I32, 8, 64, 1);
     for (int i = 0; i < 8 * 64; i++)
         ((int32_t *)lab.data)[i] = i % 512;
-    gpp_tensor_t out[2][8];
+    gpp_tensor_t out[2][9];
     float loss[2];
     for (int run = 0; run < 2; run++) {
         gpp_tensor_t *o = out[run];
-        o[0] = s_new(GPP_DTYPE_F32, 8, 64, 512); /* linear y */
-        o[1] = s_new(GPP_DTYPE_F32, 8, 64, 512); /* layernorm -> gelu */
-        o[2] = s_new(GPP_DTYPE_F32, 8, 64, 512); /* d logits */
-        o[3] = s_new(GPP_DTYPE_F32, 8, 64, 256); /* dx */
+        o[0] = s_new(GPP_DTYPE_F32, 8, 64, 512);  /* linear y */
+        o[1] = s_new(GPP_DTYPE_F32, 8, 64, 512);  /* layernorm -> gelu */
+        o[2] = s_new(GPP_DTYPE_F32, 8, 64, 512);  /* d logits */
+        o[3] = s_new(GPP_DTYPE_F32, 8, 64, 256);  /* dx */
         o[4] = s_new(GPP_DTYPE_F32, 1, 512, 256); /* dw */
         o[5] = s_new(GPP_DTYPE_F32, 2, 64, 128);  /* attention y */
         o[6] = s_new(GPP_DTYPE_F32, 2, 64, 128);  /* attention dx */
         o[7] = s_new(GPP_DTYPE_F32, 1, 384, 128); /* attention dw_qkv */
+        o[8] = s_new(GPP_DTYPE_F32, 1, 1, 512);   /* db */
         gpp_tensor_t ln = s_new(GPP_DTYPE_F32, 8, 64, 512);
         GPP_EXPECT(gpp_linear_fwd(s_st, &x, &w, &b, &o[0], &err) == 0);
         GPP_EXPECT(gpp_layernorm_fwd(s_st, &o[0], &gain, &bias, &ln, lnst.data, &err) == 0);
         GPP_EXPECT(gpp_gelu_fwd(s_st, &ln, &o[1], &err) == 0);
         GPP_EXPECT(gpp_loss_ce(s_st, &o[1], &lab, &loss[run], 1.0f, &o[2], &err) == 0);
-        GPP_EXPECT(gpp_linear_bwd(s_st, &x, &w, &o[2], &o[3], &o[4], NULL, &err) == 0);
+        GPP_EXPECT(gpp_linear_bwd(s_st, &x, &w, &o[2], &o[3], &o[4], &o[8], &err) == 0);
         k.y = o[5];
         s_attn_fwd(&k);
         gpp_attention_params_t dp = {o[7], {0}, {0}, {0}};
-        GPP_EXPECT(gpp_attention_bwd(s_st, &k.x, &k.p, k.heads, k.stash, &o[5], &o[6], &dp,
-                                     &err) == 0);
+        GPP_EXPECT(gpp_attention_bwd(s_st, &k.x, &k.p, k.heads, k.stash, &o[5], &o[6], &dp, &err) ==
+                   0);
     }
     int same = memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         same &= s_same(&out[0][i], &out[1][i]);
-    printf("  determinism: 8 outputs/gradients and the loss bit-identical over 2 runs: %s\n",
+    printf("  determinism: 9 outputs/gradients and the loss bit-identical over 2 runs: %s\n",
            same ? "yes" : "NO");
     GPP_EXPECT(same);
     s_arena_free();

@@ -24,10 +24,13 @@
 static gpp_backend_t *s_be;
 static gpp_stream_t *s_st;
 
-static const gpp_optim_hp_t s_sgd = {.kind = GPP_OPTIM_SGD, .lr = 0.1f, .weight_decay = 0.01f,
-                                     .momentum = 0.9f};
-static const gpp_optim_hp_t s_adamw = {.kind = GPP_OPTIM_ADAMW, .lr = 0.1f,
-                                       .weight_decay = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f,
+static const gpp_optim_hp_t s_sgd = {
+    .kind = GPP_OPTIM_SGD, .lr = 0.1f, .weight_decay = 0.01f, .momentum = 0.9f};
+static const gpp_optim_hp_t s_adamw = {.kind = GPP_OPTIM_ADAMW,
+                                       .lr = 0.1f,
+                                       .weight_decay = 0.01f,
+                                       .beta1 = 0.9f,
+                                       .beta2 = 0.999f,
                                        .eps = 1e-8f};
 
 static double s_maxdiff(const float *a, const float *b, int n)
