@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/gpp_toml_shim.h"
 
@@ -442,6 +443,10 @@ static int s_check(s_load_t *L)
     if (!colon || colon == c->coordinator.store || !end || *end || port < 1 || port > 65535)
         return s_fail(L, s_pos_of(L, "coordinator", "store"), "coordinator", "store",
                       "\"%s\" is not HOST:PORT with a port in [1, 65535]", c->coordinator.store);
+    if (c->cluster.profile[0] && access(c->cluster.profile, R_OK) < 0)
+        return s_fail(L, s_pos_of(L, "cluster", "profile"), "cluster", "profile",
+                      "cannot read \"%s\": %s (paths are relative to the working directory)",
+                      c->cluster.profile, strerror(errno));
     if (c->health.timeout_ms <= c->health.heartbeat_ms)
         return s_fail(L, s_pos_of(L, "health", "timeout_ms"), "health", "timeout_ms",
                       "%d must exceed heartbeat_ms %d (use a few heartbeats, e.g. %d)",

@@ -6,7 +6,10 @@
  *
  * Point-to-point: post a receive early (gpp_comm_irecv), wait for it just
  * before the data is used (gpp_comm_wait). A message is matched by (peer,
- * tag) in posting order; sizes must agree on both sides. Tags are the
+ * tag) in posting order; sizes must agree on both sides (Gloo terminates
+ * the receiving process when a message is longer than the posted receive:
+ * sizes come from the validated plan on both sides, so a mismatch is a gpp
+ * bug, and the coordinator sees that agent die). Tags are the
  * caller's: the executor derives them from (tensor, micro-batch, direction)
  * so that different tensors never mix.
  *

@@ -219,9 +219,7 @@ int s_post(gpp_comm_t *c, void *buf, size_t bytes, int peer, uint32_t tag, bool 
         return gpp_err_set(err, "gpp_comm: %s rank %d tag %u: %s", recv ? "irecv from" : "isend to",
                            peer, tag, e.what());
     }
-    auto *sr = static_cast<s_req *>(calloc(1, sizeof(s_req)));
-    if (!sr)
-        abort();
+    auto *sr = static_cast<s_req *>(gpp_xcalloc(1, sizeof(s_req)));
     sr->base.comm = c;
     sr->impl = r;
     *req = &sr->base;
@@ -387,9 +385,7 @@ gpp_comm_group_t *s_group_new(gpp_comm_t *c, const int *ranks, int n, gpp_err_t 
         gpp_err_set(err, "gpp_comm: group {%s}: rendezvous failed: %s", members.c_str(), e.what());
         return nullptr;
     }
-    auto *sg = static_cast<s_group *>(calloc(1, sizeof(s_group)));
-    if (!sg)
-        abort();
+    auto *sg = static_cast<s_group *>(gpp_xcalloc(1, sizeof(s_group)));
     sg->base.comm = c;
     sg->base.size = n;
     sg->base.rank = me;
@@ -469,9 +465,7 @@ extern "C" gpp_comm_t *gpp_comm_gloo_new(const gpp_comm_opts_t *o, gpp_err_t *er
         delete ci;
         return nullptr;
     }
-    auto *sc = static_cast<s_comm *>(calloc(1, sizeof(s_comm)));
-    if (!sc)
-        abort();
+    auto *sc = static_cast<s_comm *>(gpp_xcalloc(1, sizeof(s_comm)));
     sc->base.ops = &s_ops;
     sc->base.rank = o->rank;
     sc->base.world_size = o->world_size;

@@ -103,6 +103,8 @@ static const bad_t BAD[] = {
                           "ZeroMQ endpoint"},
     {"bad-no-model.toml", "bad-no-model.toml: job.model: missing; add model = "},
     {"bad-nul.toml", "bad-nul.toml:2:9: job.model: contains a NUL character"},
+    {"bad-profile.toml", "bad-profile.toml:3:1: cluster.profile: cannot read "
+                         "\"tests/data/config/no-such-profile.json\": No such file"},
     {"bad-micro-batch.toml", "bad-micro-batch.toml:4:1: job.micro_batch: 5 does not divide job.batch 32"},
 };
 
