@@ -792,10 +792,11 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
                 goto fail;
             continue;
         }
-        gpp_err_set(err, "executor: micro-batch %d: input from op %d '%s' has %lld of %lld "
-                         "samples set",
-                    m, p, self->g->ops[p].name, (long long)mb->filled[k], (long long)mb->n);
-        goto fail;
+        /* the caller may still set it: the micro-batch stays open */
+        return gpp_err_set(err, "executor: micro-batch %d: input from op %d '%s' has %lld of "
+                                "%lld samples set",
+                           m, p, self->g->ops[p].name, (long long)mb->filled[k],
+                           (long long)mb->n);
     }
     for (int i = 0; i < self->n_local; i++) {
         double t0 = self->timing ? gpp_now_ms() : 0;

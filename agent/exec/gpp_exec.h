@@ -121,7 +121,9 @@ gpp_tensor_t *gpp_exec_input(gpp_exec_t *self, int mb, int producer);
 int gpp_exec_set_input(gpp_exec_t *self, int mb, int producer, const gpp_tensor_t *src,
                        int64_t lo, gpp_err_t *err);
 /* Runs the stage's ops forward. Loss ops compute their loss and their
- * input's gradient here. -1 when a boundary input was not (fully) set. */
+ * input's gradient here. -1 when a boundary input was not (fully) set (the
+ * micro-batch stays open: set it and call again); -1 from the data source or
+ * a kernel aborts the micro-batch (its slot is released). */
 int gpp_exec_forward(gpp_exec_t *self, int mb, gpp_err_t *err);
 /* Output [n, rows, cols] of a boundary output op, valid until the
  * micro-batch's backward. */

@@ -1,0 +1,517 @@
+/* Tests of the stage executor: micro-batch accumulation equals one full
+ * mini-batch, a model cut into stages (with a tensor feeding two consumer
+ * stages, re-sharded pieces and regenerated data) equals the whole model,
+ * data-parallel halves sum to the full gradient, stash accounting, the
+ * profiler's table is readable by the planner, and bad calls fail cleanly.
+ *
+ * Tolerance: gradients and updated weights agree to a relative error of
+ * 1e-5 of the largest magnitude of the reference tensor (max |a-b| / max |b|);
+ * the max difference is printed for every comparison. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/exec/gpp_data.h"
+#include "agent/exec/gpp_exec.h"
+#include "agent/exec/gpp_profile.h"
+#include "kernels/gpp_backend.h"
+#include "planner/gpp_cost.h"
+#include "planner/gpp_graph.h"
+#include "tests/unit/gpp_test.h"
+
+#define REL_TOL 1e-5
+
+static const char *s_specs[] = {
+    "mmt:branches=2,layers=1,hidden=32,heads=4,seq=8,ffn=64,classes=8",
+    "dlrm:dense_branches=2,sparse_branches=2,dense_in=16,hidden=32,dense_layers=2,rows=100,"
+    "dim=8,bag=4,top_layers=1",
+    "candle_uno:branches=2,layers=2,hidden=32,in=16,doses=1,top_layers=1",
+    NULL};
+
+typedef struct {
+    gpp_graph_t *g;
+    gpp_backend_t *be;
+    gpp_data_t *data;
+    int *all; /* 0..n_ops-1 */
+} fix_t;
+
+static int s_fix(fix_t *f, const char *spec)
+{
+    gpp_err_t err = {0};
+    memset(f, 0, sizeof *f);
+    f->g = gpp_zoo_build(spec, &err);
+    GPP_EXPECT_MSG(f->g != NULL, "%s", err.msg);
+    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = 1};
+    f->be = gpp_backend_new(&bc, &err);
+    GPP_EXPECT_MSG(f->be != NULL, "%s", err.msg);
+    if (!f->g || !f->be)
+        return -1;
+    f->data = gpp_data_new(f->g, 7);
+    f->all = calloc((size_t)f->g->n_ops, sizeof(int));
+    for (int i = 0; i < f->g->n_ops; i++)
+        f->all[i] = i;
+    return 0;
+}
+
+static void s_unfix(fix_t *f)
+{
+    gpp_data_destroy(&f->data);
+    gpp_backend_destroy(&f->be);
+    gpp_graph_destroy(&f->g);
+    free(f->all);
+}
+
+static gpp_exec_t *s_exec(fix_t *f, int n, const int *ops, int64_t B)
+{
+    gpp_err_t err = {0};
+    gpp_exec_cfg_t c = {.seed = 11, .batch = B};
+    c.optim.kind = GPP_OPTIM_SGD;
+    c.optim.lr = 0.1f; /* momentum 0: the update is lr x gradient */
+    gpp_exec_t *ex = gpp_exec_new(f->g, n, ops, f->be, f->data, &c, &err);
+    GPP_EXPECT_MSG(ex != NULL, "%s", err.msg);
+    return ex;
+}
+
+/* Whole mini-batch [lo, lo + B) in micro-batches of b through a
+ * whole-model executor. */
+static int s_iter(gpp_exec_t *ex, int64_t lo, int64_t B, int64_t b)
+{
+    gpp_err_t err = {0};
+    for (int64_t d = 0; d < B; d += b) {
+        int64_t n = B - d < b ? B - d : b;
+        if (gpp_exec_begin(ex, 0, lo + d, n, &err) < 0 || gpp_exec_forward(ex, 0, &err) < 0 ||
+            gpp_exec_backward(ex, 0, &err) < 0) {
+            GPP_EXPECT_MSG(0, "%s", err.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int s_find_param(gpp_exec_t *ex, const char *name)
+{
+    for (int i = 0; i < gpp_exec_n_params(ex); i++)
+        if (strcmp(gpp_exec_param_name(ex, i), name) == 0)
+            return i;
+    return -1;
+}
+
+/* max |a-b| / max |b| over one tensor; updates the running maxima. */
+static void s_cmp(const gpp_tensor_t *a, const gpp_tensor_t *b, double *max_diff, double *worst_rel)
+{
+    int64_t n = gpp_tensor_numel(b);
+    double d = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = gpp_tensor_f32(a)[i], y = gpp_tensor_f32(b)[i];
+        if (fabs(x - y) > d)
+            d = fabs(x - y);
+        if (fabs(y) > m)
+            m = fabs(y);
+    }
+    if (d > *max_diff)
+        *max_diff = d;
+    double rel = m > 0 ? d / m : d;
+    if (rel > *worst_rel)
+        *worst_rel = rel;
+}
+
+/* Compares every parameter (grads when `grads`, else values) of `got`
+ * against the same-named ones of `ref`. */
+static void s_cmp_params(gpp_exec_t *got, gpp_exec_t *ref, int grads, const char *what)
+{
+    double max_diff = 0, worst = 0;
+    int missing = 0;
+    for (int i = 0; i < gpp_exec_n_params(got); i++) {
+        int j = s_find_param(ref, gpp_exec_param_name(got, i));
+        if (j < 0) {
+            missing++;
+            continue;
+        }
+        if (grads) {
+            if (!gpp_exec_param_grad(got, i))
+                continue; /* sparse: compared through the updated values */
+            s_cmp(gpp_exec_param_grad(got, i), gpp_exec_param_grad(ref, j), &max_diff, &worst);
+        } else {
+            s_cmp(gpp_exec_param(got, i), gpp_exec_param(ref, j), &max_diff, &worst);
+        }
+    }
+    printf("    %s: max diff %.3g, max relative %.3g (tol %g)\n", what, max_diff, worst, REL_TOL);
+    GPP_EXPECT(missing == 0);
+    GPP_EXPECT_MSG(worst <= REL_TOL, "%s: relative difference %g", what, worst);
+}
+
+static void t_micro_batches_equal_full_batch(void)
+{
+    for (int m = 0; s_specs[m]; m++) {
+        fix_t f;
+        if (s_fix(&f, s_specs[m]) < 0)
+            return;
+        printf("  %s\n", f.g->spec);
+        int64_t B = 12;
+        gpp_exec_t *full = s_exec(&f, f.g->n_ops, f.all, B);
+        gpp_exec_t *acc = s_exec(&f, f.g->n_ops, f.all, B);
+        gpp_err_t err = {0};
+        double lf = 0, la = 0;
+        /* two iterations: the second starts from the updated weights */
+        for (int it = 0; it < 2 && full && acc; it++) {
+            s_iter(full, it * B, B, B);
+            s_iter(acc, it * B, B, 5); /* 5 + 5 + 2: an uneven last micro-batch */
+            GPP_EXPECT(gpp_exec_loss(full, &lf, &err) == 0);
+            GPP_EXPECT(gpp_exec_loss(acc, &la, &err) == 0);
+            printf("    iteration %d loss full %.7f accumulated %.7f\n", it, lf, la);
+            GPP_EXPECT_NEAR(la, lf, REL_TOL * fabs(lf));
+            s_cmp_params(acc, full, 1, "gradients");
+            GPP_EXPECT(gpp_exec_step(full, &err) == 0);
+            GPP_EXPECT(gpp_exec_step(acc, &err) == 0);
+            s_cmp_params(acc, full, 0, "weights after the step");
+        }
+        gpp_exec_destroy(&full);
+        gpp_exec_destroy(&acc);
+        s_unfix(&f);
+    }
+}
+
+/* ---- the model cut into stages, driven like a pipeline agent ---- */
+
+typedef struct {
+    const char *prefix; /* op names starting with it */
+    int stage;
+} rule_t;
+
+static int s_stage_of(const char *name, const rule_t *rules)
+{
+    for (const rule_t *r = rules; r->prefix; r++)
+        if (strncmp(name, r->prefix, strlen(r->prefix)) == 0)
+            return r->stage;
+    return -1;
+}
+
+/* Runs micro-batches of b through the stages (all forwards, then all
+ * backwards: several micro-batches in flight), tensors moving between
+ * stages in two re-sharded halves; steps every stage. */
+static void s_pipeline(fix_t *f, const rule_t *rules, int n_stages, int64_t B, int64_t b,
+                       gpp_exec_t *ref)
+{
+    gpp_err_t err = {0};
+    int *stage_of = calloc((size_t)f->g->n_ops, sizeof(int));
+    gpp_exec_t *ex[8] = {0};
+    for (int i = 0; i < f->g->n_ops; i++) {
+        stage_of[i] = s_stage_of(f->g->ops[i].name, rules);
+        GPP_EXPECT_MSG(stage_of[i] >= 0, "op %s has no stage", f->g->ops[i].name);
+    }
+    for (int s = 0; s < n_stages; s++) {
+        int ops[256], n = 0;
+        for (int i = 0; i < f->g->n_ops; i++)
+            if (stage_of[i] == s)
+                ops[n++] = i;
+        ex[s] = s_exec(f, n, ops, B);
+        if (!ex[s])
+            goto done;
+    }
+    int n_mb = (int)((B + b - 1) / b);
+    for (int j = 0; j < n_mb; j++) {
+        int64_t lo = j * b, n = B - lo < b ? B - lo : b, h = n / 2;
+        for (int s = 0; s < n_stages; s++) {
+            GPP_EXPECT(gpp_exec_begin(ex[s], j, lo, n, &err) == 0);
+            for (int k = 0; k < gpp_exec_n_inputs(ex[s]); k++) {
+                int p = gpp_exec_input_op(ex[s], k);
+                /* every other data input is regenerated by the consumer */
+                if (f->g->ops[p].type == GPP_OP_INPUT && p % 2)
+                    continue;
+                const gpp_tensor_t *y = gpp_exec_output(ex[stage_of[p]], j, p);
+                int64_t per = y->rows * y->cols * 4;
+                gpp_tensor_t a = gpp_tensor(y->data, y->dtype, h, y->rows, y->cols);
+                gpp_tensor_t c = gpp_tensor((char *)y->data + h * per, y->dtype, n - h, y->rows,
+                                            y->cols);
+                GPP_EXPECT_MSG(gpp_exec_set_input(ex[s], j, p, &c, h, &err) == 0, "%s", err.msg);
+                if (h)
+                    GPP_EXPECT_MSG(gpp_exec_set_input(ex[s], j, p, &a, 0, &err) == 0, "%s",
+                                   err.msg);
+            }
+            GPP_EXPECT_MSG(gpp_exec_forward(ex[s], j, &err) == 0, "%s", err.msg);
+        }
+    }
+    for (int j = n_mb - 1; j >= 0; j--) {
+        int64_t n = B - j * b < b ? B - j * b : b, h = n / 2;
+        for (int s = n_stages - 1; s >= 0; s--) {
+            for (int k = 0; k < gpp_exec_n_outputs(ex[s]); k++) {
+                int o = gpp_exec_output_op(ex[s], k);
+                for (int t = s + 1; t < n_stages; t++)
+                    for (int q = 0; q < gpp_exec_n_inputs(ex[t]); q++) {
+                        if (gpp_exec_input_op(ex[t], q) != o)
+                            continue;
+                        const gpp_tensor_t *dy = gpp_exec_input_grad(ex[t], j, o);
+                        if (!dy)
+                            continue; /* data: no gradient */
+                        int64_t per = dy->rows * dy->cols * 4;
+                        gpp_tensor_t a = gpp_tensor(dy->data, dy->dtype, h, dy->rows, dy->cols);
+                        gpp_tensor_t c = gpp_tensor((char *)dy->data + h * per, dy->dtype, n - h,
+                                                    dy->rows, dy->cols);
+                        GPP_EXPECT(gpp_exec_add_output_grad(ex[s], j, o, &a, 0, &err) == 0);
+                        GPP_EXPECT(gpp_exec_add_output_grad(ex[s], j, o, &c, h, &err) == 0);
+                    }
+            }
+            GPP_EXPECT_MSG(gpp_exec_backward(ex[s], j, &err) == 0, "%s", err.msg);
+        }
+    }
+    double loss = 0, ref_loss = 0, l;
+    for (int s = 0; s < n_stages; s++) {
+        for (int j = 0; j < n_mb; j++)
+            gpp_exec_release(ex[s], j);
+        GPP_EXPECT(gpp_exec_stash_bytes(ex[s]) == 0);
+        GPP_EXPECT(gpp_exec_loss(ex[s], &l, &err) == 0);
+        loss += l;
+    }
+    s_iter(ref, 0, B, B);
+    GPP_EXPECT(gpp_exec_loss(ref, &ref_loss, &err) == 0);
+    printf("    loss pipeline %.7f whole model %.7f\n", loss, ref_loss);
+    GPP_EXPECT_NEAR(loss, ref_loss, REL_TOL * fabs(ref_loss));
+    for (int s = 0; s < n_stages; s++) {
+        s_cmp_params(ex[s], ref, 1, "stage gradients");
+        GPP_EXPECT(gpp_exec_step(ex[s], &err) == 0);
+    }
+    GPP_EXPECT(gpp_exec_step(ref, &err) == 0);
+    for (int s = 0; s < n_stages; s++)
+        s_cmp_params(ex[s], ref, 0, "stage weights after the step");
+done:
+    for (int s = 0; s < n_stages; s++)
+        gpp_exec_destroy(&ex[s]);
+    free(stage_of);
+}
+
+static void t_stages_equal_whole_model(void)
+{
+    /* MMT: b0.l0.add1's output feeds ln2 (stage 1) and add2 (stage 2): its
+     * gradient is the sum of two consumer stages'. */
+    static const rule_t mmt[] = {
+        {"b0.input", 0},   {"b0.l0.ln1", 0}, {"b0.l0.attn", 0}, {"b0.l0.add1", 0},
+        {"b0.l0.ln2", 1},  {"b0.l0.fc1", 1}, {"b0.l0.gelu", 1}, {"b0.l0.fc2", 2},
+        {"b0.l0.add2", 2}, {"b0.ln_f", 2},   {"b1.", 3},        {"concat", 4},
+        {"head", 4},       {"loss", 4},      {NULL, 0}};
+    /* DLRM: an index input alone in a stage, sent to its embedding stage;
+     * the other index input regenerated by its consumer. */
+    static const rule_t dlrm[] = {{"dense0.", 0},        {"dense1.", 1}, {"sparse0.input", 2},
+                                  {"sparse0.emb", 3},    {"sparse1.", 3}, {"concat", 4},
+                                  {"top", 4},            {"out", 4},     {"loss", 4},
+                                  {NULL, 0}};
+    const rule_t *rules[] = {mmt, dlrm};
+    for (int m = 0; m < 2; m++) {
+        fix_t f;
+        if (s_fix(&f, s_specs[m]) < 0)
+            return;
+        printf("  %s\n", f.g->spec);
+        gpp_exec_t *ref = s_exec(&f, f.g->n_ops, f.all, 10);
+        if (ref)
+            s_pipeline(&f, rules[m], 5, 10, 4, ref);
+        gpp_exec_destroy(&ref);
+        s_unfix(&f);
+    }
+}
+
+static void t_data_parallel_halves_sum(void)
+{
+    fix_t f;
+    if (s_fix(&f, s_specs[2]) < 0)
+        return;
+    int64_t B = 8;
+    gpp_exec_t *ref = s_exec(&f, f.g->n_ops, f.all, B);
+    gpp_exec_t *r0 = s_exec(&f, f.g->n_ops, f.all, B);
+    gpp_exec_t *r1 = s_exec(&f, f.g->n_ops, f.all, B);
+    gpp_err_t err = {0};
+    if (ref && r0 && r1) {
+        s_iter(ref, 0, B, B);
+        s_iter(r0, 0, B / 2, 2); /* replica 0: samples [0, 4) */
+        s_iter(r1, B / 2, B / 2, 4); /* replica 1: samples [4, 8) */
+        int64_t n, n1;
+        float *g0 = gpp_exec_grads(r0, &n), *g1 = gpp_exec_grads(r1, &n1);
+        GPP_EXPECT(n == n1);
+        for (int64_t i = 0; i < n; i++)
+            g0[i] += g1[i]; /* the all-reduce: a sum */
+        s_cmp_params(r0, ref, 1, "summed replica gradients");
+        double l0, l1, lr;
+        GPP_EXPECT(gpp_exec_loss(r0, &l0, &err) == 0 && gpp_exec_loss(r1, &l1, &err) == 0 &&
+                   gpp_exec_loss(ref, &lr, &err) == 0);
+        printf("    loss shares %.7f + %.7f vs %.7f\n", l0, l1, lr);
+        GPP_EXPECT_NEAR(l0 + l1, lr, REL_TOL * fabs(lr));
+    }
+    gpp_exec_destroy(&ref);
+    gpp_exec_destroy(&r0);
+    gpp_exec_destroy(&r1);
+    s_unfix(&f);
+}
+
+static void t_identical_weights_everywhere(void)
+{
+    fix_t f;
+    if (s_fix(&f, s_specs[0]) < 0)
+        return;
+    gpp_exec_t *a = s_exec(&f, f.g->n_ops, f.all, 4);
+    int head[3], n = 0;
+    for (int i = 0; i < f.g->n_ops; i++)
+        if (strcmp(f.g->ops[i].name, "head") == 0 || strcmp(f.g->ops[i].name, "loss") == 0 ||
+            strcmp(f.g->ops[i].name, "concat") == 0)
+            head[n++] = i;
+    gpp_exec_t *b = s_exec(&f, n, head, 4);
+    if (a && b) {
+        double d = 0, rel = 0;
+        int i = s_find_param(b, "head.weight"), j = s_find_param(a, "head.weight");
+        GPP_EXPECT(i >= 0 && j >= 0);
+        s_cmp(gpp_exec_param(b, i), gpp_exec_param(a, j), &d, &rel);
+        GPP_EXPECT(d == 0);
+        /* Xavier scale, LayerNorm gain 1 */
+        const gpp_tensor_t *w = gpp_exec_param(a, j);
+        float bound = sqrtf(6.0f / (float)(w->rows + w->cols)), mx = 0;
+        for (int64_t k = 0; k < gpp_tensor_numel(w); k++)
+            mx = fmaxf(mx, fabsf(gpp_tensor_f32(w)[k]));
+        GPP_EXPECT(mx <= bound && mx > 0.5f * bound);
+        int g = s_find_param(a, "b0.ln_f.gain");
+        GPP_EXPECT(g >= 0 && gpp_tensor_f32(gpp_exec_param(a, g))[0] == 1.0f);
+    }
+    gpp_exec_destroy(&a);
+    gpp_exec_destroy(&b);
+    s_unfix(&f);
+}
+
+static void t_stash_accounting(void)
+{
+    fix_t f;
+    if (s_fix(&f, s_specs[0]) < 0)
+        return;
+    gpp_exec_t *ex = s_exec(&f, f.g->n_ops, f.all, 8);
+    gpp_err_t err = {0};
+    if (ex) {
+        GPP_EXPECT(gpp_exec_begin(ex, 0, 0, 4, &err) == 0 && gpp_exec_forward(ex, 0, &err) == 0);
+        int64_t one = gpp_exec_stash_bytes(ex);
+        GPP_EXPECT(gpp_exec_begin(ex, 1, 4, 4, &err) == 0 && gpp_exec_forward(ex, 1, &err) == 0);
+        int64_t two = gpp_exec_stash_bytes(ex);
+        printf("    stash: 1 micro-batch %lld bytes, 2 in flight %lld, peak %lld\n",
+               (long long)one, (long long)two, (long long)gpp_exec_peak_stash_bytes(ex));
+        GPP_EXPECT(one > 0 && two == 2 * one);
+        /* a slot in flight cannot be reopened, nor the step taken */
+        GPP_EXPECT(gpp_exec_begin(ex, 0, 0, 4, &err) == -1);
+        GPP_EXPECT(gpp_exec_step(ex, &err) == -1);
+        GPP_EXPECT(gpp_exec_backward(ex, 0, &err) == 0 && gpp_exec_backward(ex, 1, &err) == 0);
+        GPP_EXPECT(gpp_exec_stash_bytes(ex) == 0); /* whole model: no input gradients */
+        GPP_EXPECT(gpp_exec_peak_stash_bytes(ex) >= two);
+        GPP_EXPECT(gpp_exec_step(ex, &err) == 0);
+        GPP_EXPECT(gpp_exec_step_count(ex) == 1);
+    }
+    gpp_exec_destroy(&ex);
+    s_unfix(&f);
+}
+
+static void t_bad_calls_fail_cleanly(void)
+{
+    fix_t f;
+    if (s_fix(&f, s_specs[2]) < 0)
+        return;
+    gpp_err_t err = {0};
+    gpp_exec_cfg_t c = {.seed = 1, .batch = 4};
+    int bad[2] = {0, 999};
+    GPP_EXPECT(gpp_exec_new(f.g, 2, bad, f.be, f.data, &c, &err) == NULL);
+    GPP_EXPECT(strstr(err.msg, "999") != NULL);
+    int dup[2] = {1, 1};
+    GPP_EXPECT(gpp_exec_new(f.g, 2, dup, f.be, f.data, &c, &err) == NULL);
+    c.batch = 0;
+    GPP_EXPECT(gpp_exec_new(f.g, f.g->n_ops, f.all, f.be, f.data, &c, &err) == NULL);
+    c.batch = 4;
+    GPP_EXPECT(gpp_exec_new(f.g, f.g->n_ops, f.all, f.be, NULL, &c, &err) == NULL);
+    GPP_EXPECT(strstr(err.msg, "data source") != NULL);
+    /* a stage of the top MLP: its input is the concat from another stage */
+    int top[64], n = 0, cat = -1;
+    for (int i = 0; i < f.g->n_ops; i++) {
+        if (f.g->ops[i].type == GPP_OP_CONCAT)
+            cat = i;
+        if (cat >= 0 && i > cat)
+            top[n++] = i;
+    }
+    gpp_exec_t *ex = gpp_exec_new(f.g, n, top, f.be, f.data, &c, &err);
+    GPP_EXPECT_MSG(ex != NULL, "%s", err.msg);
+    if (ex) {
+        GPP_EXPECT(gpp_exec_n_inputs(ex) == 1 && gpp_exec_input_op(ex, 0) == cat);
+        GPP_EXPECT(gpp_exec_forward(ex, 0, &err) == -1); /* not begun */
+        GPP_EXPECT(gpp_exec_begin(ex, 0, 0, 4, &err) == 0);
+        GPP_EXPECT(gpp_exec_forward(ex, 0, &err) == -1); /* input not set */
+        GPP_EXPECT(strstr(err.msg, "0 of 4") != NULL);
+        gpp_tensor_t t;
+        GPP_EXPECT(gpp_tensor_alloc(f.be, GPP_DTYPE_F32, 4, 1, f.g->ops[cat].cols + 1, &t, &err) == 0);
+        GPP_EXPECT(gpp_exec_set_input(ex, 0, cat, &t, 0, &err) == -1); /* wrong cols */
+        t.cols -= 1;
+        memset(t.data, 0, gpp_tensor_bytes(&t));
+        GPP_EXPECT(gpp_exec_set_input(ex, 0, cat, &t, 1, &err) == -1); /* past the end */
+        GPP_EXPECT(gpp_exec_set_input(ex, 0, cat, &t, 0, &err) == 0);
+        GPP_EXPECT(gpp_exec_backward(ex, 0, &err) == -1); /* before forward */
+        GPP_EXPECT_MSG(gpp_exec_forward(ex, 0, &err) == 0, "%s", err.msg);
+        GPP_EXPECT(gpp_exec_backward(ex, 0, &err) == 0);
+        GPP_EXPECT(gpp_exec_input_grad(ex, 0, cat) != NULL);
+        gpp_tensor_free(f.be, &t);
+        gpp_exec_destroy(&ex);
+    }
+    /* a stage whose output goes elsewhere needs that gradient before backward */
+    int below[64];
+    for (int i = 0; i <= cat; i++)
+        below[i] = i;
+    ex = gpp_exec_new(f.g, cat + 1, below, f.be, f.data, &c, &err);
+    if (ex) {
+        GPP_EXPECT(gpp_exec_n_outputs(ex) == 1 && !gpp_exec_has_loss(ex));
+        GPP_EXPECT(gpp_exec_begin(ex, 0, 0, 4, &err) == 0 && gpp_exec_forward(ex, 0, &err) == 0);
+        GPP_EXPECT(gpp_exec_backward(ex, 0, &err) == -1);
+        GPP_EXPECT(strstr(err.msg, "no gradient") != NULL);
+        gpp_exec_destroy(&ex);
+    }
+    s_unfix(&f);
+}
+
+static void t_profile_readable_by_planner(void)
+{
+    fix_t f;
+    if (s_fix(&f, s_specs[0]) < 0)
+        return;
+    char path[] = "/tmp/gpp_test_profile_XXXXXX";
+    int fd = mkstemp(path);
+    GPP_EXPECT(fd >= 0);
+    close(fd);
+    gpp_err_t err = {0};
+    gpp_profile_cfg_t pc = {.max_micro_batch = 4, .reps = 2, .seed = 3};
+    GPP_EXPECT_MSG(gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, &err) == 0,
+                   "%s", err.msg);
+    gpp_cluster_t cl;
+    GPP_EXPECT_MSG(gpp_cluster_init(&cl, "h100-80g", 1, 1, &err) == 0, "%s", err.msg);
+    gpp_cost_t *cost = gpp_cost_new(f.g, &cl);
+    GPP_EXPECT_MSG(gpp_cost_attach_profile(cost, path, &err) == 0, "%s", err.msg);
+    int attn = -1;
+    for (int i = 0; i < f.g->n_ops; i++)
+        if (f.g->ops[i].type == GPP_OP_ATTENTION)
+            attn = i;
+    GPP_EXPECT(gpp_cost_op_profiled(cost, attn));
+    double t1 = gpp_cost_op_fwd_ms(cost, attn, 1) + gpp_cost_op_bwd_ms(cost, attn, 1);
+    double t4 = gpp_cost_op_fwd_ms(cost, attn, 4) + gpp_cost_op_bwd_ms(cost, attn, 4);
+    printf("    attention fwd+bwd: %.4f ms at 1, %.4f ms at 4\n", t1, t4);
+    GPP_EXPECT(t1 > 0 && t4 > t1);
+    gpp_cost_destroy(&cost);
+    /* a stage profiles too: boundary inputs are filled with noise */
+    int top[8], n = 0;
+    for (int i = 0; i < f.g->n_ops; i++)
+        if (strcmp(f.g->ops[i].name, "head") == 0 || strcmp(f.g->ops[i].name, "loss") == 0)
+            top[n++] = i;
+    GPP_EXPECT_MSG(gpp_profile_write(f.g, n, top, f.be, f.data, &pc, path, &err) == 0, "%s",
+                   err.msg);
+    unlink(path);
+    s_unfix(&f);
+}
+
+static const gpp_test_case_t cases[] = {
+    {"micro_batches_equal_full_batch", t_micro_batches_equal_full_batch},
+    {"stages_equal_whole_model", t_stages_equal_whole_model},
+    {"data_parallel_halves_sum", t_data_parallel_halves_sum},
+    {"identical_weights_everywhere", t_identical_weights_everywhere},
+    {"stash_accounting", t_stash_accounting},
+    {"bad_calls_fail_cleanly", t_bad_calls_fail_cleanly},
+    {"profile_readable_by_planner", t_profile_readable_by_planner},
+    {NULL, NULL}};
+
+int main(void)
+{
+    return gpp_test_run(cases);
+}
