@@ -341,12 +341,17 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err
         goto fail;
     }
     int64_t fsize = st.st_size;
-    unsigned char fixed[HDR_FIXED];
-    if (fsize < HDR_FIXED || s_pread_all(self->fd, fixed, HDR_FIXED, 0) < 0 ||
+    unsigned char fixed[HDR_FIXED] = {0};
+    if (fsize < 8 || s_pread_all(self->fd, fixed, 8, 0) < 0 ||
         memcmp(fixed, GPP_DATA_MAGIC, 8) != 0) {
         gpp_err_set(err, "dataset %s: not a gpp dataset file (bad magic); write one with "
                          "gpp-train --write-dataset FILE --samples N",
                     path);
+        goto fail;
+    }
+    if (fsize < HDR_FIXED || s_pread_all(self->fd, fixed, HDR_FIXED, 0) < 0) {
+        gpp_err_set(err, "dataset %s: truncated: %lld bytes, shorter than the header", path,
+                    (long long)fsize);
         goto fail;
     }
     uint32_t version = s_u32(fixed + 8);

@@ -1,0 +1,302 @@
+/* Tests of the data source: deterministic synthetic inputs and teacher
+ * labels, the dataset file round trip, and the validated reader on bad,
+ * truncated, corrupted and foreign files. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/exec/gpp_afile.h"
+#include "agent/exec/gpp_data.h"
+#include "agent/exec/gpp_hash.h"
+#include "planner/gpp_graph.h"
+#include "tests/unit/gpp_test.h"
+
+#define DLRM "dlrm:dense_branches=2,sparse_branches=2,dense_in=16,hidden=32,dense_layers=1,rows=100,dim=8,bag=4,top_layers=1"
+#define MMT "mmt:branches=2,layers=1,hidden=16,heads=2,seq=4,ffn=32,classes=5"
+
+static gpp_graph_t *s_model(const char *spec)
+{
+    gpp_err_t err = {0};
+    gpp_graph_t *g = gpp_zoo_build(spec, &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    return g;
+}
+
+static int s_op(const gpp_graph_t *g, const char *name)
+{
+    for (int i = 0; i < g->n_ops; i++)
+        if (strcmp(g->ops[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static char *s_tmp(void)
+{
+    char *p = strdup("/tmp/gpp_test_data_XXXXXX");
+    int fd = mkstemp(p);
+    GPP_EXPECT(fd >= 0);
+    close(fd);
+    return p;
+}
+
+static void t_synthetic_is_deterministic(void)
+{
+    gpp_graph_t *g = s_model(DLRM);
+    if (!g)
+        return;
+    gpp_err_t err = {0};
+    gpp_data_t *a = gpp_data_new(g, 5), *b = gpp_data_new(g, 5), *c = gpp_data_new(g, 6);
+    int d = s_op(g, "dense0.input"), sp = s_op(g, "sparse1.input"), L = s_op(g, "loss");
+    float x[64 * 16], y[64 * 16], z[64 * 16];
+    GPP_EXPECT(gpp_data_input(a, d, 100, 64, x, &err) == 0);
+    /* any split of the sample range, in any process, gives the same values */
+    GPP_EXPECT(gpp_data_input(b, d, 130, 34, y + 30 * 16, &err) == 0);
+    GPP_EXPECT(gpp_data_input(b, d, 100, 30, y, &err) == 0);
+    GPP_EXPECT(memcmp(x, y, sizeof x) == 0);
+    GPP_EXPECT(gpp_data_input(c, d, 100, 64, z, &err) == 0);
+    GPP_EXPECT(memcmp(x, z, sizeof x) != 0);
+    double m = 0, v = 0;
+    for (int i = 0; i < 64 * 16; i++)
+        m += x[i], v += x[i] * x[i];
+    m /= 64 * 16, v = v / (64 * 16) - m * m;
+    printf("    dense inputs: mean %.3f variance %.3f\n", m, v);
+    GPP_EXPECT(fabs(m) < 0.1 && fabs(v - 1) < 0.15);
+    int32_t idx[256 * 4];
+    int seen[100] = {0}, distinct = 0;
+    GPP_EXPECT(gpp_data_input(a, sp, 0, 256, idx, &err) == 0);
+    for (int i = 0; i < 256 * 4; i++) {
+        GPP_EXPECT(idx[i] >= 0 && idx[i] < 100);
+        if (idx[i] >= 0 && idx[i] < 100 && !seen[idx[i]]++)
+            distinct++;
+    }
+    GPP_EXPECT(distinct > 90);
+    float t1[256], t2[256];
+    GPP_EXPECT(gpp_data_label(a, L, 0, 256, t1, &err) == 0);
+    GPP_EXPECT(gpp_data_label(b, L, 0, 256, t2, &err) == 0);
+    GPP_EXPECT(memcmp(t1, t2, sizeof t1) == 0);
+    v = 0;
+    for (int i = 0; i < 256; i++)
+        v += t1[i] * t1[i];
+    printf("    MSE teacher targets: mean square %.3f\n", v / 256);
+    GPP_EXPECT(v / 256 > 0.3 && v / 256 < 3);
+    gpp_data_destroy(&a);
+    gpp_data_destroy(&b);
+    gpp_data_destroy(&c);
+    GPP_EXPECT(a == NULL);
+    gpp_graph_destroy(&g);
+}
+
+static void t_ce_labels_follow_teacher(void)
+{
+    gpp_graph_t *g = s_model(MMT);
+    if (!g)
+        return;
+    gpp_err_t err = {0};
+    gpp_data_t *a = gpp_data_new(g, 1);
+    int L = s_op(g, "loss");
+    gpp_dtype_t dt;
+    int64_t rows, cols;
+    gpp_data_label_shape(g, L, &dt, &rows, &cols);
+    GPP_EXPECT(dt == GPP_DTYPE_I32 && rows == 4 && cols == 1);
+    int32_t lab[200 * 4];
+    int count[5] = {0};
+    GPP_EXPECT(gpp_data_label(a, L, 0, 200, lab, &err) == 0);
+    for (int i = 0; i < 800; i++) {
+        GPP_EXPECT(lab[i] >= 0 && lab[i] < 5);
+        if (lab[i] >= 0 && lab[i] < 5)
+            count[lab[i]]++;
+    }
+    printf("    class counts %d %d %d %d %d\n", count[0], count[1], count[2], count[3], count[4]);
+    for (int c = 0; c < 5; c++)
+        GPP_EXPECT(count[c] > 40); /* every class is used: a real task */
+    gpp_data_destroy(&a);
+    gpp_graph_destroy(&g);
+}
+
+static void t_file_round_trip(void)
+{
+    gpp_graph_t *g = s_model(DLRM);
+    if (!g)
+        return;
+    gpp_err_t err = {0};
+    char *path = s_tmp();
+    gpp_data_t *syn = gpp_data_new(g, 9);
+    GPP_EXPECT_MSG(gpp_data_write_file(syn, path, 20, &err) == 0, "%s", err.msg);
+    gpp_data_t *f = gpp_data_open(g, path, &err);
+    GPP_EXPECT_MSG(f != NULL, "%s", err.msg);
+    if (f) {
+        GPP_EXPECT(gpp_data_samples(f) == 20 && gpp_data_samples(syn) == -1);
+        for (int o = 0; o < g->n_ops; o++) {
+            const gpp_op_t *op = &g->ops[o];
+            int in = op->type == GPP_OP_INPUT, lab = op->type == GPP_OP_LOSS_MSE;
+            if (!in && !lab)
+                continue;
+            float a[20 * 16], b[20 * 16], w[16];
+            int ra = in ? gpp_data_input(f, o, 0, 20, a, &err) : gpp_data_label(f, o, 0, 20, a, &err);
+            int rb = in ? gpp_data_input(syn, o, 0, 20, b, &err)
+                        : gpp_data_label(syn, o, 0, 20, b, &err);
+            GPP_EXPECT(ra == 0 && rb == 0);
+            int64_t per = in ? op->rows * op->cols : 1;
+            GPP_EXPECT(memcmp(a, b, (size_t)(20 * per * 4)) == 0);
+            /* sample 23 wraps to record 3 */
+            GPP_EXPECT(in ? gpp_data_input(f, o, 23, 1, w, &err) == 0
+                          : gpp_data_label(f, o, 23, 1, w, &err) == 0);
+            GPP_EXPECT(memcmp(w, a + 3 * per, (size_t)per * 4) == 0);
+        }
+    }
+    gpp_data_destroy(&f);
+    gpp_data_destroy(&syn);
+    unlink(path);
+    free(path);
+    gpp_graph_destroy(&g);
+}
+
+/* Reads the whole file into memory. */
+static unsigned char *s_slurp(const char *path, long *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    *len = ftell(f);
+    rewind(f);
+    unsigned char *b = malloc((size_t)*len + 1);
+    if (fread(b, 1, (size_t)*len, f) != (size_t)*len)
+        *len = -1;
+    fclose(f);
+    return b;
+}
+
+static void s_spit(const char *path, const unsigned char *b, long len)
+{
+    FILE *f = fopen(path, "wb");
+    GPP_EXPECT(f && fwrite(b, 1, (size_t)len, f) == (size_t)len);
+    if (f)
+        fclose(f);
+}
+
+static void s_expect_open_fails(const gpp_graph_t *g, const char *path, const char *words)
+{
+    gpp_err_t err = {0};
+    gpp_data_t *d = gpp_data_open(g, path, &err);
+    GPP_EXPECT(d == NULL);
+    GPP_EXPECT_MSG(strstr(err.msg, words) != NULL, "'%s' lacks '%s'", err.msg, words);
+    printf("    rejected: %s\n", err.msg);
+    gpp_data_destroy(&d);
+}
+
+static void s_put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void t_bad_files_rejected(void)
+{
+    gpp_graph_t *g = s_model(DLRM);
+    gpp_graph_t *other = s_model("dlrm:dense_branches=2,sparse_branches=2,dense_in=8,hidden=32,"
+                                 "dense_layers=1,rows=100,dim=8,bag=4,top_layers=1");
+    if (!g || !other)
+        return;
+    gpp_err_t err = {0};
+    char *path = s_tmp(), *bad = s_tmp();
+    gpp_data_t *syn = gpp_data_new(g, 9);
+    GPP_EXPECT(gpp_data_write_file(syn, path, 10, &err) == 0);
+    long len = 0;
+    unsigned char *orig = s_slurp(path, &len), *b = malloc((size_t)len);
+    GPP_EXPECT(orig && len > 100);
+
+    memcpy(b, orig, (size_t)len);
+    b[0] = 'X';
+    s_spit(bad, b, len);
+    s_expect_open_fails(g, bad, "bad magic");
+
+    memcpy(b, orig, (size_t)len);
+    b[8] = 2; /* version */
+    s_spit(bad, b, len);
+    s_expect_open_fails(g, bad, "version 2");
+
+    s_spit(bad, orig, len - 7);
+    s_expect_open_fails(g, bad, "truncated");
+
+    s_spit(bad, orig, 20);
+    s_expect_open_fails(g, bad, "truncated");
+
+    memcpy(b, orig, (size_t)len);
+    b[len - 5] ^= 0x10; /* a label byte */
+    s_spit(bad, b, len);
+    s_expect_open_fails(g, bad, "checksum");
+
+    memcpy(b, orig, (size_t)len);
+    b[40] ^= 0x01; /* an array name in the header */
+    s_spit(bad, b, len);
+    s_expect_open_fails(g, bad, "header checksum");
+
+    s_expect_open_fails(other, path, "another model");
+    s_expect_open_fails(g, "/nonexistent/gpp.data", "cannot open");
+
+    /* A bad index with valid checksums is caught when read. Layout: 5
+     * arrays (dense0, dense1, sparse0, sparse1, loss); sparse0's data
+     * follows two [10, 1, 16] f32 arrays. */
+    uint32_t n_arrays = 5, hbytes = 32 + 104 * n_arrays + 4;
+    memcpy(b, orig, (size_t)len);
+    long off = (long)hbytes + 2 * 10 * 16 * 4;
+    s_put32(b + off, 1000);
+    s_put32(b + 32 + 104 * 2 + 96, gpp_crc32(0, b + off, 10 * 4 * 4));
+    s_put32(b + hbytes - 4, gpp_crc32(0, b, hbytes - 4));
+    s_spit(bad, b, len);
+    gpp_data_t *d = gpp_data_open(g, bad, &err);
+    GPP_EXPECT_MSG(d != NULL, "%s", err.msg);
+    int32_t idx[4];
+    if (d) {
+        GPP_EXPECT(gpp_data_input(d, s_op(g, "sparse0.input"), 0, 1, idx, &err) == -1);
+        GPP_EXPECT(strstr(err.msg, "value 1000 outside [0, 100)") != NULL);
+        GPP_EXPECT(gpp_data_input(d, s_op(g, "sparse0.input"), 1, 1, idx, &err) == 0);
+    }
+    gpp_data_destroy(&d);
+
+    /* A failed write leaves the existing file intact and no temp file. */
+    gpp_afile_fault_after(100);
+    GPP_EXPECT(gpp_data_write_file(syn, path, 50, &err) == -1);
+    gpp_afile_fault_after(-1);
+    printf("    failed write: %s\n", err.msg);
+    long len2 = 0;
+    unsigned char *after = s_slurp(path, &len2);
+    GPP_EXPECT(after && len2 == len && memcmp(after, orig, (size_t)len) == 0);
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    GPP_EXPECT(access(tmp, F_OK) != 0);
+    free(after);
+
+    gpp_data_destroy(&syn);
+    unlink(path);
+    unlink(bad);
+    free(path);
+    free(bad);
+    free(orig);
+    free(b);
+    gpp_graph_destroy(&g);
+    gpp_graph_destroy(&other);
+}
+
+static void t_crc32_known_value(void)
+{
+    /* the standard check value of CRC-32/IEEE */
+    GPP_EXPECT(gpp_crc32(0, "123456789", 9) == 0xcbf43926u);
+    GPP_EXPECT(gpp_crc32(gpp_crc32(0, "1234", 4), "56789", 5) == 0xcbf43926u);
+}
+
+static const gpp_test_case_t cases[] = {
+    {"crc32_known_value", t_crc32_known_value},
+    {"synthetic_is_deterministic", t_synthetic_is_deterministic},
+    {"ce_labels_follow_teacher", t_ce_labels_follow_teacher},
+    {"file_round_trip", t_file_round_trip},
+    {"bad_files_rejected", t_bad_files_rejected},
+    {NULL, NULL}};
+
+int main(void)
+{
+    return gpp_test_run(cases);
+}
