@@ -25,18 +25,19 @@ typedef struct {
     const char *section; /* NULL for [[nodes]] fields */
     const char *key;
     s_kind_t kind;
-    size_t offset;       /* in gpp_config_t, or in gpp_config_node_t for nodes */
-    size_t size;         /* F_STR: buffer bytes */
-    double min, max;     /* F_INT / F_U64 / F_DOUBLE: range */
-    int min_open;        /* 1: min itself is excluded */
-    int max_open;        /* 1: max itself is excluded */
+    size_t offset;            /* in gpp_config_t, or in gpp_config_node_t for nodes */
+    size_t size;              /* F_STR: buffer bytes */
+    double min, max;          /* F_INT / F_U64 / F_DOUBLE: range */
+    int min_open;             /* 1: min itself is excluded */
+    int max_open;             /* 1: max itself is excluded */
     const char *const *words; /* F_WORD: allowed words; index stored as int.
                                  F_STR: allowed values when not NULL */
-    const char *env;     /* environment override, or NULL */
-    const char *expect;  /* "a positive integer" */
+    const char *env;          /* environment override, or NULL */
+    const char *expect;       /* "a positive integer" */
 } s_field_t;
 
-static const char *const S_DEVICES[] = {"v100-16g", "v100-32g", "a100-80g", "h100-80g", "cpu", NULL};
+static const char *const S_DEVICES[] = {"v100-16g", "v100-32g", "a100-80g",
+                                        "h100-80g", "cpu",      NULL};
 static const char *const S_OPTIMS[] = {"sgd", "adamw", NULL};
 static const char *const S_PLANNERS[] = {"gpp", "spp", NULL};
 static const char *const S_LAUNCHES[] = {"local", "external", NULL};
@@ -44,11 +45,22 @@ static const char *const S_BACKENDS[] = {"cpu", "cuda", NULL};
 
 #define C_OFF(m) offsetof(gpp_config_t, m)
 #define C_SZ(m) sizeof(((gpp_config_t *)0)->m)
-#define S_STR(sec, k, m, env, what) {sec, k, F_STR, C_OFF(m), C_SZ(m), 0, 0, 0, 0, NULL, env, what}
-#define S_WORDS(sec, k, m, w, env) {sec, k, F_WORD, C_OFF(m), 0, 0, 0, 0, 0, w, env, NULL}
-#define S_INT(sec, k, m, lo, hi, env, what) {sec, k, F_INT, C_OFF(m), 0, lo, hi, 0, 0, NULL, env, what}
-#define S_DBL(sec, k, m, lo, lo_open, hi, hi_open, what)                                  \
-    {sec, k, F_DOUBLE, C_OFF(m), 0, lo, hi, lo_open, hi_open, NULL, NULL, what}
+#define S_STR(sec, k, m, env, what)                                                                \
+    {                                                                                              \
+        sec, k, F_STR, C_OFF(m), C_SZ(m), 0, 0, 0, 0, NULL, env, what                              \
+    }
+#define S_WORDS(sec, k, m, w, env)                                                                 \
+    {                                                                                              \
+        sec, k, F_WORD, C_OFF(m), 0, 0, 0, 0, 0, w, env, NULL                                      \
+    }
+#define S_INT(sec, k, m, lo, hi, env, what)                                                        \
+    {                                                                                              \
+        sec, k, F_INT, C_OFF(m), 0, lo, hi, 0, 0, NULL, env, what                                  \
+    }
+#define S_DBL(sec, k, m, lo, lo_open, hi, hi_open, what)                                           \
+    {                                                                                              \
+        sec, k, F_DOUBLE, C_OFF(m), 0, lo, hi, lo_open, hi_open, NULL, NULL, what                  \
+    }
 
 static const s_field_t S_FIELDS[] = {
     S_STR("coordinator", "endpoint", coordinator.endpoint, "GPP_ENDPOINT",
@@ -105,7 +117,8 @@ static const s_field_t S_NODE_FIELDS[] = {
 };
 #define S_N_NODE_FIELDS (sizeof S_NODE_FIELDS / sizeof S_NODE_FIELDS[0])
 
-static const char *const S_SECTIONS[] = {"coordinator", "cluster", "job", "health", "metrics", NULL};
+static const char *const S_SECTIONS[] = {"coordinator", "cluster", "job",
+                                         "health",      "metrics", NULL};
 
 /* Where a field was last set, for cross-field messages. */
 typedef struct {
@@ -160,7 +173,7 @@ static int s_fail(s_load_t *L, s_pos_t p, const char *section, const char *key, 
 /* A value to store: from TOML (typed) or from the environment (text). */
 typedef struct {
     int is_text;
-    const char *text;    /* is_text */
+    const char *text; /* is_text */
     const gpp_toml_node_t *node;
 } s_value_t;
 
@@ -342,8 +355,8 @@ static int s_apply_nodes(s_load_t *L, const gpp_toml_node_t *arr, s_pos_t kp)
                       gpp_toml_kind_name(gpp_toml_kind(arr)));
     size_t n = gpp_toml_array_size(arr);
     if (n == 0 || n > GPP_CONFIG_MAX_NODES)
-        return s_fail(L, kp, NULL, "nodes", "expected 1 to %d nodes, got %zu",
-                      GPP_CONFIG_MAX_NODES, n);
+        return s_fail(L, kp, NULL, "nodes", "expected 1 to %d nodes, got %zu", GPP_CONFIG_MAX_NODES,
+                      n);
     gpp_config_node_t *nodes = gpp_xcalloc(n, sizeof *nodes);
     free(L->c->nodes);
     L->c->nodes = nodes;
@@ -458,8 +471,9 @@ static int s_check(s_load_t *L)
         return s_fail(L, s_pos_of(L, "job", "micro_batch"), "job", "micro_batch",
                       "%d does not divide job.batch %d", c->job.micro_batch, c->job.batch);
     if (c->job.backend == GPP_CONFIG_BACKEND_CUDA && strcmp(c->cluster.device, "cpu") == 0)
-        return s_fail(L, s_pos_of(L, "job", "backend"), "job", "backend",
-                      "\"cuda\" with cluster.device \"cpu\"; set a GPU preset or backend = \"cpu\"");
+        return s_fail(
+            L, s_pos_of(L, "job", "backend"), "job", "backend",
+            "\"cuda\" with cluster.device \"cpu\"; set a GPU preset or backend = \"cpu\"");
     if (c->job.launch == GPP_CONFIG_LAUNCH_LOCAL && c->n_nodes != 1)
         return s_fail(L, s_pos_of(L, "job", "launch"), "job", "launch",
                       "\"local\" starts every agent on this host but %d nodes are listed; list "
@@ -544,6 +558,15 @@ int gpp_config_devices(const gpp_config_t *c)
     return n;
 }
 
-const char *gpp_config_launch_name(gpp_config_launch_t l) { return S_LAUNCHES[l]; }
-const char *gpp_config_backend_name(gpp_config_backend_t b) { return S_BACKENDS[b]; }
-const char *gpp_config_optim_name(gpp_config_optim_t o) { return S_OPTIMS[o]; }
+const char *gpp_config_launch_name(gpp_config_launch_t l)
+{
+    return S_LAUNCHES[l];
+}
+const char *gpp_config_backend_name(gpp_config_backend_t b)
+{
+    return S_BACKENDS[b];
+}
+const char *gpp_config_optim_name(gpp_config_optim_t o)
+{
+    return S_OPTIMS[o];
+}

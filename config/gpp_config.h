@@ -16,7 +16,7 @@
 
 #include "common/gpp_err.h"
 
-#define GPP_CONFIG_STR 256  /* bytes incl. NUL: hosts, endpoints, presets */
+#define GPP_CONFIG_STR 256   /* bytes incl. NUL: hosts, endpoints, presets */
 #define GPP_CONFIG_PATH 1024 /* bytes incl. NUL: file and directory paths */
 #define GPP_CONFIG_MAX_NODES 4096
 
@@ -41,17 +41,17 @@ typedef struct {
     } coordinator;
 
     struct {
-        char device[GPP_CONFIG_STR];  /* preset: v100-16g v100-32g a100-80g h100-80g cpu */
+        char device[GPP_CONFIG_STR];   /* preset: v100-16g v100-32g a100-80g h100-80g cpu */
         char profile[GPP_CONFIG_PATH]; /* profile.json; "" = roofline of the preset */
-        double mem_gib;               /* memory per device; 0 = the preset's */
-        double intra_gbps;            /* intra-node link GB/s; 0 = planner default */
-        double inter_gbps;            /* inter-node link GB/s; 0 = planner default */
-        double intra_latency_us;      /* 0 = planner default */
-        double inter_latency_us;      /* 0 = planner default */
+        double mem_gib;                /* memory per device; 0 = the preset's */
+        double intra_gbps;             /* intra-node link GB/s; 0 = planner default */
+        double inter_gbps;             /* inter-node link GB/s; 0 = planner default */
+        double intra_latency_us;       /* 0 = planner default */
+        double inter_latency_us;       /* 0 = planner default */
     } cluster;
 
-    int n_nodes;               /* >= 1 */
-    gpp_config_node_t *nodes;  /* [n_nodes], owned by the config */
+    int n_nodes;              /* >= 1 */
+    gpp_config_node_t *nodes; /* [n_nodes], owned by the config */
 
     struct {
         char model[GPP_CONFIG_PATH]; /* zoo spec "mmt:branches=2,..." or graph JSON path */
@@ -59,13 +59,13 @@ typedef struct {
         int iterations;
         gpp_config_optim_t optimizer;
         double lr;
-        double momentum;     /* sgd */
+        double momentum; /* sgd */
         double weight_decay;
         double beta1, beta2; /* adamw */
         double eps;          /* adamw */
         uint64_t seed;
-        char planner[8];     /* "gpp" | "spp" */
-        int micro_batch;     /* 0 = planner sweeps it */
+        char planner[8];                      /* "gpp" | "spp" */
+        int micro_batch;                      /* 0 = planner sweeps it */
         char checkpoint_dir[GPP_CONFIG_PATH]; /* "" = no checkpoints */
         int checkpoint_interval;              /* iterations; 0 = none */
         gpp_config_launch_t launch;

@@ -19,14 +19,20 @@ struct gpp_toml {
     toml::table root;
 };
 
-namespace {
+namespace
+{
 
-const toml::node *s_node(const gpp_toml_node_t *n) { return reinterpret_cast<const toml::node *>(n); }
-const gpp_toml_node_t *s_handle(const toml::node *n) {
+const toml::node *s_node(const gpp_toml_node_t *n)
+{
+    return reinterpret_cast<const toml::node *>(n);
+}
+const gpp_toml_node_t *s_handle(const toml::node *n)
+{
     return reinterpret_cast<const gpp_toml_node_t *>(n);
 }
 
-gpp_toml_t *s_parse(const std::string &text, const char *name, gpp_err_t *err) {
+gpp_toml_t *s_parse(const std::string &text, const char *name, gpp_err_t *err)
+{
     try {
         auto *doc = new gpp_toml;
         try {
@@ -46,16 +52,18 @@ gpp_toml_t *s_parse(const std::string &text, const char *name, gpp_err_t *err) {
     return nullptr;
 }
 
-}  // namespace
+} // namespace
 
 extern "C" {
 
-gpp_toml_t *gpp_toml_parse_string(const char *text, const char *name, gpp_err_t *err) {
+gpp_toml_t *gpp_toml_parse_string(const char *text, const char *name, gpp_err_t *err)
+{
     assert(text && name);
     return s_parse(std::string(text), name, err);
 }
 
-gpp_toml_t *gpp_toml_parse_file(const char *path, gpp_err_t *err) {
+gpp_toml_t *gpp_toml_parse_file(const char *path, gpp_err_t *err)
+{
     assert(path);
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -76,50 +84,64 @@ gpp_toml_t *gpp_toml_parse_file(const char *path, gpp_err_t *err) {
     return s_parse(text, path, err);
 }
 
-void gpp_toml_destroy(gpp_toml_t **self_p) {
+void gpp_toml_destroy(gpp_toml_t **self_p)
+{
     if (!self_p || !*self_p)
         return;
     delete *self_p;
     *self_p = nullptr;
 }
 
-const gpp_toml_node_t *gpp_toml_root(const gpp_toml_t *doc) {
+const gpp_toml_node_t *gpp_toml_root(const gpp_toml_t *doc)
+{
     assert(doc);
     return s_handle(&doc->root);
 }
 
-gpp_toml_kind_t gpp_toml_kind(const gpp_toml_node_t *h) {
+gpp_toml_kind_t gpp_toml_kind(const gpp_toml_node_t *h)
+{
     switch (s_node(h)->type()) {
-    case toml::node_type::table: return GPP_TOML_TABLE;
-    case toml::node_type::array: return GPP_TOML_ARRAY;
-    case toml::node_type::string: return GPP_TOML_STRING;
-    case toml::node_type::integer: return GPP_TOML_INT;
-    case toml::node_type::floating_point: return GPP_TOML_FLOAT;
-    case toml::node_type::boolean: return GPP_TOML_BOOL;
-    default: return GPP_TOML_DATETIME;
+    case toml::node_type::table:
+        return GPP_TOML_TABLE;
+    case toml::node_type::array:
+        return GPP_TOML_ARRAY;
+    case toml::node_type::string:
+        return GPP_TOML_STRING;
+    case toml::node_type::integer:
+        return GPP_TOML_INT;
+    case toml::node_type::floating_point:
+        return GPP_TOML_FLOAT;
+    case toml::node_type::boolean:
+        return GPP_TOML_BOOL;
+    default:
+        return GPP_TOML_DATETIME;
     }
 }
 
-const char *gpp_toml_kind_name(gpp_toml_kind_t k) {
+const char *gpp_toml_kind_name(gpp_toml_kind_t k)
+{
     static const char *const names[] = {"table", "array",   "string",   "integer",
                                         "float", "boolean", "date/time"};
     return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
 }
 
-void gpp_toml_pos(const gpp_toml_node_t *h, int *line, int *col) {
+void gpp_toml_pos(const gpp_toml_node_t *h, int *line, int *col)
+{
     const auto &b = s_node(h)->source().begin;
     *line = (int)b.line;
     *col = (int)b.column;
 }
 
-size_t gpp_toml_table_size(const gpp_toml_node_t *h) {
+size_t gpp_toml_table_size(const gpp_toml_node_t *h)
+{
     const toml::table *t = s_node(h)->as_table();
     assert(t);
     return t->size();
 }
 
 const gpp_toml_node_t *gpp_toml_table_at(const gpp_toml_node_t *h, size_t i, const char **key_out,
-                                         int *key_line, int *key_col) {
+                                         int *key_line, int *key_col)
+{
     const toml::table *t = s_node(h)->as_table();
     assert(t && i < t->size());
     auto it = t->cbegin();
@@ -132,25 +154,29 @@ const gpp_toml_node_t *gpp_toml_table_at(const gpp_toml_node_t *h, size_t i, con
     return s_handle(&it->second);
 }
 
-const gpp_toml_node_t *gpp_toml_table_get(const gpp_toml_node_t *h, const char *key) {
+const gpp_toml_node_t *gpp_toml_table_get(const gpp_toml_node_t *h, const char *key)
+{
     const toml::table *t = s_node(h)->as_table();
     assert(t && key);
     return s_handle(t->get(key));
 }
 
-size_t gpp_toml_array_size(const gpp_toml_node_t *h) {
+size_t gpp_toml_array_size(const gpp_toml_node_t *h)
+{
     const toml::array *a = s_node(h)->as_array();
     assert(a);
     return a->size();
 }
 
-const gpp_toml_node_t *gpp_toml_array_at(const gpp_toml_node_t *h, size_t i) {
+const gpp_toml_node_t *gpp_toml_array_at(const gpp_toml_node_t *h, size_t i)
+{
     const toml::array *a = s_node(h)->as_array();
     assert(a && i < a->size());
     return s_handle(a->get(i));
 }
 
-const char *gpp_toml_string(const gpp_toml_node_t *h, size_t *len_out) {
+const char *gpp_toml_string(const gpp_toml_node_t *h, size_t *len_out)
+{
     const auto *v = s_node(h)->as_string();
     assert(v);
     if (len_out)
@@ -158,22 +184,25 @@ const char *gpp_toml_string(const gpp_toml_node_t *h, size_t *len_out) {
     return v->get().c_str();
 }
 
-int64_t gpp_toml_int(const gpp_toml_node_t *h) {
+int64_t gpp_toml_int(const gpp_toml_node_t *h)
+{
     const auto *v = s_node(h)->as_integer();
     assert(v);
     return v->get();
 }
 
-double gpp_toml_float(const gpp_toml_node_t *h) {
+double gpp_toml_float(const gpp_toml_node_t *h)
+{
     const auto *v = s_node(h)->as_floating_point();
     assert(v);
     return v->get();
 }
 
-int gpp_toml_bool(const gpp_toml_node_t *h) {
+int gpp_toml_bool(const gpp_toml_node_t *h)
+{
     const auto *v = s_node(h)->as_boolean();
     assert(v);
     return v->get() ? 1 : 0;
 }
 
-}  // extern "C"
+} // extern "C"

@@ -20,10 +20,10 @@
 
 #define S_PATH_LEN 160
 
-#define S_REQUIRE(cond, ...)                                                   \
-    do {                                                                       \
-        if (!(cond))                                                           \
-            return gpp_err_set(err, __VA_ARGS__);                              \
+#define S_REQUIRE(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            return gpp_err_set(err, __VA_ARGS__);                                                  \
     } while (0)
 
 void gpp_msg_init(gpp_msg_t *m, uint64_t seq, int sender)
@@ -51,8 +51,8 @@ const char *gpp_msg_type_name(gpp_msg_type_t t)
 
 static int s_walk(const ProtobufCMessage *msg, char *path, size_t plen, gpp_err_t *err);
 
-static int s_check_value(const ProtobufCFieldDescriptor *f, const void *p, char *path,
-                         size_t plen, gpp_err_t *err)
+static int s_check_value(const ProtobufCFieldDescriptor *f, const void *p, char *path, size_t plen,
+                         gpp_err_t *err)
 {
     switch (f->type) {
     case PROTOBUF_C_TYPE_STRING: {
@@ -132,8 +132,8 @@ static int s_walk(const ProtobufCMessage *msg, char *path, size_t plen, gpp_err_
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             size_t count = *(const size_t *)(base + f->quantifier_offset);
             const char *arr = *(const char *const *)(base + f->offset);
-            S_REQUIRE(count <= GPP_MSG_REPEATED_MAX, "%s: %zu elements, at most %d allowed",
-                      path, count, GPP_MSG_REPEATED_MAX);
+            S_REQUIRE(count <= GPP_MSG_REPEATED_MAX, "%s: %zu elements, at most %d allowed", path,
+                      count, GPP_MSG_REPEATED_MAX);
             S_REQUIRE(count == 0 || arr, "%s: %zu elements but no array", path, count);
             size_t esz = s_elem_size(f);
             for (size_t k = 0; k < count; k++) {
@@ -157,7 +157,10 @@ static int s_walk(const ProtobufCMessage *msg, char *path, size_t plen, gpp_err_
 
 /* ---- semantic pass ---- */
 
-static int s_nonempty(const char *s) { return s && s[0]; }
+static int s_nonempty(const char *s)
+{
+    return s && s[0];
+}
 
 static int s_check_register(const Gpp__Register *r, gpp_err_t *err)
 {
@@ -186,8 +189,8 @@ static int s_check_profile_result(const Gpp__ProfileResult *p, gpp_err_t *err)
     for (size_t i = 0; i < p->n_ops; i++) {
         const Gpp__OpProfile *o = p->ops[i];
         S_REQUIRE(o->op >= 0, "profile_result.ops[%zu].op: %d is negative", i, o->op);
-        S_REQUIRE(o->micro_batch > 0, "profile_result.ops[%zu].micro_batch: %d is not positive",
-                  i, o->micro_batch);
+        S_REQUIRE(o->micro_batch > 0, "profile_result.ops[%zu].micro_batch: %d is not positive", i,
+                  o->micro_batch);
         S_REQUIRE(o->fwd_ms >= 0 && o->bwd_ms >= 0, "profile_result.ops[%zu]: negative time", i);
     }
     return 0;
@@ -208,8 +211,8 @@ static int s_check_action(const Gpp__Assignment *a, size_t i, gpp_err_t *err)
     case GPP__ACTION_TYPE__ACT_RECV_ACT:
     case GPP__ACTION_TYPE__ACT_SEND_GRAD:
     case GPP__ACTION_TYPE__ACT_RECV_GRAD:
-        S_REQUIRE(x->mb >= -1 && x->mb < n_mb, "assignment.actions[%zu].mb: %d outside [-1, %d)",
-                  i, x->mb, n_mb);
+        S_REQUIRE(x->mb >= -1 && x->mb < n_mb, "assignment.actions[%zu].mb: %d outside [-1, %d)", i,
+                  x->mb, n_mb);
         S_REQUIRE(x->peer_stage >= 0 && x->peer_stage < a->n_stages && x->peer_stage != a->stage,
                   "assignment.actions[%zu].peer_stage: %d is not another stage of [0, %d)", i,
                   x->peer_stage, a->n_stages);
@@ -232,8 +235,8 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
     S_REQUIRE(a->stage >= 0 && a->stage < a->n_stages, "assignment.stage: %d outside [0, %d)",
               a->stage, a->n_stages);
     S_REQUIRE(a->replicas > 0, "assignment.replicas: %d is not positive", a->replicas);
-    S_REQUIRE(a->replica >= 0 && a->replica < a->replicas,
-              "assignment.replica: %d outside [0, %d)", a->replica, a->replicas);
+    S_REQUIRE(a->replica >= 0 && a->replica < a->replicas, "assignment.replica: %d outside [0, %d)",
+              a->replica, a->replicas);
     S_REQUIRE(a->n_ops > 0, "assignment.ops: empty");
     for (size_t i = 0; i < a->n_ops; i++)
         S_REQUIRE(a->ops[i] >= 0 && (i == 0 || a->ops[i] > a->ops[i - 1]),
@@ -264,8 +267,9 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
         S_REQUIRE(e->n_replicas > 0, "assignment.edges[%zu].replicas: empty", i);
         for (size_t j = 0; j < e->n_replicas; j++) {
             const Gpp__PeerReplica *r = e->replicas[j];
-            S_REQUIRE(r->replica >= 0, "assignment.edges[%zu].replicas[%zu].replica: %d is negative",
-                      i, j, r->replica);
+            S_REQUIRE(r->replica >= 0,
+                      "assignment.edges[%zu].replicas[%zu].replica: %d is negative", i, j,
+                      r->replica);
             S_REQUIRE(r->rank >= 0 && r->rank < c->world_size,
                       "assignment.edges[%zu].replicas[%zu].rank: %d outside [0, %d)", i, j, r->rank,
                       c->world_size);
@@ -346,8 +350,8 @@ static int s_check_body(const gpp_msg_t *m, gpp_err_t *err)
                   m->barrier_enter->barrier_id);
         return 0;
     case GPP__ENVELOPE__BODY_BARRIER_RELEASE:
-        S_REQUIRE(m->barrier_release->barrier_id >= 0,
-                  "barrier_release.barrier_id: %d is negative", m->barrier_release->barrier_id);
+        S_REQUIRE(m->barrier_release->barrier_id >= 0, "barrier_release.barrier_id: %d is negative",
+                  m->barrier_release->barrier_id);
         return 0;
     case GPP__ENVELOPE__BODY_HEARTBEAT:
         S_REQUIRE(m->heartbeat->timestamp_us >= 0, "heartbeat.timestamp_us: negative");
@@ -403,7 +407,8 @@ int gpp_msg_encode(const gpp_msg_t *m, uint8_t **data_out, size_t *len_out, gpp_
     *data_out = NULL;
     *len_out = 0;
     if (gpp_msg_validate(m, err) < 0)
-        return gpp_err_prefix(err, "gpp_msg: refusing to encode %s", gpp_msg_type_name(m->body_case));
+        return gpp_err_prefix(err, "gpp_msg: refusing to encode %s",
+                              gpp_msg_type_name(m->body_case));
     size_t len = gpp__envelope__get_packed_size(m);
     if (len > GPP_MSG_MAX_BYTES)
         return gpp_err_set(err, "gpp_msg: %s message of %zu bytes exceeds %u bytes",
@@ -427,19 +432,22 @@ gpp_msg_t *gpp_msg_decode(const uint8_t *data, size_t len, gpp_err_t *err)
     }
     gpp_msg_t *m = gpp__envelope__unpack(NULL, len, data ? data : empty);
     if (!m) {
-        gpp_err_set(err, "gpp_msg: %zu bytes do not decode as a gpp envelope (truncated or "
-                    "corrupt frame, or not a gpp peer)", len);
+        gpp_err_set(err,
+                    "gpp_msg: %zu bytes do not decode as a gpp envelope (truncated or "
+                    "corrupt frame, or not a gpp peer)",
+                    len);
         return NULL;
     }
     if (gpp_msg_validate(m, err) < 0) {
-        gpp_err_prefix(err, "gpp_msg: bad %s message from sender %d", gpp_msg_type_name(m->body_case),
-                       m->sender);
+        gpp_err_prefix(err, "gpp_msg: bad %s message from sender %d",
+                       gpp_msg_type_name(m->body_case), m->sender);
         gpp_msg_destroy(&m);
         return NULL;
     }
     size_t canon = gpp__envelope__get_packed_size(m);
     if (canon != len) {
-        gpp_err_set(err, "gpp_msg: bad %s message from sender %d: %zu bytes re-encode to %zu "
+        gpp_err_set(err,
+                    "gpp_msg: bad %s message from sender %d: %zu bytes re-encode to %zu "
                     "(embedded NUL in a string, duplicated field or non-canonical encoding)",
                     gpp_msg_type_name(m->body_case), m->sender, len, canon);
         gpp_msg_destroy(&m);

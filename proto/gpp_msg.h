@@ -26,8 +26,8 @@
 #define GPP_MSG_SENDER_COORD (-1)
 #define GPP_MSG_SENDER_UNREGISTERED (-2)
 
-#define GPP_MSG_MAX_BYTES (64u << 20) /* larger frames are rejected unread */
-#define GPP_MSG_STR_MAX 4096          /* bytes, excluding the NUL */
+#define GPP_MSG_MAX_BYTES (64u << 20)  /* larger frames are rejected unread */
+#define GPP_MSG_STR_MAX 4096           /* bytes, excluding the NUL */
 #define GPP_MSG_REPEATED_MAX (1 << 22) /* elements in one repeated field */
 
 typedef Gpp__Envelope gpp_msg_t;
@@ -39,8 +39,7 @@ void gpp_msg_init(gpp_msg_t *m, uint64_t seq, int sender);
 /* Validates m, then encodes it. On success *data_out is a malloc'ed buffer of
  * *len_out bytes: caller owns the result (free()). On failure returns -1,
  * fills err and leaves *data_out NULL. */
-int gpp_msg_encode(const gpp_msg_t *m, uint8_t **data_out, size_t *len_out,
-                   gpp_err_t *err);
+int gpp_msg_encode(const gpp_msg_t *m, uint8_t **data_out, size_t *len_out, gpp_err_t *err);
 
 /* Decodes len bytes and validates the result. Returns NULL with the reason
  * in err on any failure (never crashes on hostile input). Caller owns the

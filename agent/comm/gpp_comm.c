@@ -14,9 +14,18 @@ void gpp_comm_destroy(gpp_comm_t **self_p)
     *self_p = NULL;
 }
 
-int gpp_comm_rank(const gpp_comm_t *self) { return self->rank; }
-int gpp_comm_size(const gpp_comm_t *self) { return self->world_size; }
-const char *gpp_comm_backend(const gpp_comm_t *self) { return self->ops->name; }
+int gpp_comm_rank(const gpp_comm_t *self)
+{
+    return self->rank;
+}
+int gpp_comm_size(const gpp_comm_t *self)
+{
+    return self->world_size;
+}
+const char *gpp_comm_backend(const gpp_comm_t *self)
+{
+    return self->ops->name;
+}
 
 static int s_check_peer(const gpp_comm_t *c, int peer, gpp_err_t *err)
 {
@@ -70,8 +79,7 @@ int gpp_comm_send(gpp_comm_t *self, const void *buf, size_t bytes, int peer, uin
     return gpp_comm_wait(self, &r, err);
 }
 
-int gpp_comm_recv(gpp_comm_t *self, void *buf, size_t bytes, int peer, uint32_t tag,
-                  gpp_err_t *err)
+int gpp_comm_recv(gpp_comm_t *self, void *buf, size_t bytes, int peer, uint32_t tag, gpp_err_t *err)
 {
     gpp_comm_req_t *r;
     if (gpp_comm_irecv(self, buf, bytes, peer, tag, &r, err) < 0)
@@ -85,8 +93,10 @@ gpp_comm_group_t *gpp_comm_group_new(gpp_comm_t *self, const int *ranks, int n, 
     int me = 0;
     for (int i = 0; i < n; i++) {
         if (ranks[i] < 0 || ranks[i] >= self->world_size || (i && ranks[i] <= ranks[i - 1])) {
-            gpp_err_set(err, "gpp_comm: group ranks must be ascending ranks of [0, %d); "
-                        "ranks[%d] = %d", self->world_size, i, ranks[i]);
+            gpp_err_set(err,
+                        "gpp_comm: group ranks must be ascending ranks of [0, %d); "
+                        "ranks[%d] = %d",
+                        self->world_size, i, ranks[i]);
             return NULL;
         }
         me += ranks[i] == self->rank;
@@ -107,11 +117,17 @@ void gpp_comm_group_destroy(gpp_comm_group_t **group_p)
     *group_p = NULL;
 }
 
-int gpp_comm_group_size(const gpp_comm_group_t *group) { return group->size; }
-int gpp_comm_group_rank(const gpp_comm_group_t *group) { return group->rank; }
+int gpp_comm_group_size(const gpp_comm_group_t *group)
+{
+    return group->size;
+}
+int gpp_comm_group_rank(const gpp_comm_group_t *group)
+{
+    return group->rank;
+}
 
-int gpp_comm_allreduce_sum_f32(gpp_comm_t *self, gpp_comm_group_t *group, float *buf,
-                               size_t count, gpp_err_t *err)
+int gpp_comm_allreduce_sum_f32(gpp_comm_t *self, gpp_comm_group_t *group, float *buf, size_t count,
+                               gpp_err_t *err)
 {
     assert(self && (buf || !count) && (!group || group->comm == self));
     return self->ops->allreduce_sum_f32(self, group, buf, count, err);

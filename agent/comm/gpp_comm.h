@@ -96,8 +96,8 @@ int gpp_comm_group_rank(const gpp_comm_group_t *group); /* this rank's index in 
 
 /* In-place sum of count floats over the group (NULL = world); every member
  * ends with the same bits. */
-int gpp_comm_allreduce_sum_f32(gpp_comm_t *self, gpp_comm_group_t *group, float *buf,
-                               size_t count, gpp_err_t *err);
+int gpp_comm_allreduce_sum_f32(gpp_comm_t *self, gpp_comm_group_t *group, float *buf, size_t count,
+                               gpp_err_t *err);
 /* Returns when every member of the group (NULL = world) has entered. */
 int gpp_comm_barrier(gpp_comm_t *self, gpp_comm_group_t *group, gpp_err_t *err);
 

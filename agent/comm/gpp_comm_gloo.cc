@@ -47,33 +47,44 @@ extern "C" {
 #include "agent/comm/gpp_comm_impl.h"
 #include "agent/comm/gpp_store.h"
 
-namespace {
+namespace
+{
 
 using Buffer = gloo::transport::UnboundBuffer;
 constexpr uint64_t kCollSlot = uint64_t(0x20) << 56;
 constexpr int kDefaultTimeoutMs = 300000;
 
 // gloo::rendezvous::Store over a gpp_store connection.
-class StoreAdapter : public gloo::rendezvous::Store {
+class StoreAdapter : public gloo::rendezvous::Store
+{
   public:
-    StoreAdapter(gpp_store_t *s, int timeout_ms) : s_(s), timeout_ms_(timeout_ms) {}
-    void set(const std::string &key, const std::vector<char> &data) override {
+    StoreAdapter(gpp_store_t *s, int timeout_ms) : s_(s), timeout_ms_(timeout_ms)
+    {
+    }
+    void set(const std::string &key, const std::vector<char> &data) override
+    {
         gpp_err_t err{};
         if (gpp_store_set(s_, key.c_str(), data.data(), data.size(), &err) < 0)
             throw std::runtime_error(err.msg);
     }
-    std::vector<char> get(const std::string &key) override { return fetch(key, timeout_ms_); }
-    void wait(const std::vector<std::string> &keys) override {
+    std::vector<char> get(const std::string &key) override
+    {
+        return fetch(key, timeout_ms_);
+    }
+    void wait(const std::vector<std::string> &keys) override
+    {
         wait(keys, std::chrono::milliseconds(timeout_ms_));
     }
     void wait(const std::vector<std::string> &keys,
-              const std::chrono::milliseconds &timeout) override {
+              const std::chrono::milliseconds &timeout) override
+    {
         for (const auto &k : keys)
             fetch(k, (int)std::min<long long>(timeout.count(), INT32_MAX));
     }
 
   private:
-    std::vector<char> fetch(const std::string &key, int timeout_ms) {
+    std::vector<char> fetch(const std::string &key, int timeout_ms)
+    {
         gpp_err_t err{};
         void *data = nullptr;
         size_t len = 0;
@@ -112,8 +123,8 @@ struct CommImpl {
     uint32_t world_coll_seq = 0;
     std::map<std::string, int> group_gen;
 
-    std::mutex mu;              // guards live and reason
-    std::set<Buffer *> live;    // buffers that may be waited on now
+    std::mutex mu;           // guards live and reason
+    std::set<Buffer *> live; // buffers that may be waited on now
     std::atomic<bool> aborted{false};
     std::string reason;
 };
@@ -137,11 +148,21 @@ struct s_group {
     GroupImpl *impl;
 };
 
-CommImpl *s_impl(gpp_comm_t *c) { return reinterpret_cast<s_comm *>(c)->impl; }
-ReqImpl *s_rimpl(gpp_comm_req_t *r) { return reinterpret_cast<s_req *>(r)->impl; }
-GroupImpl *s_gimpl(gpp_comm_group_t *g) { return reinterpret_cast<s_group *>(g)->impl; }
+CommImpl *s_impl(gpp_comm_t *c)
+{
+    return reinterpret_cast<s_comm *>(c)->impl;
+}
+ReqImpl *s_rimpl(gpp_comm_req_t *r)
+{
+    return reinterpret_cast<s_req *>(r)->impl;
+}
+GroupImpl *s_gimpl(gpp_comm_group_t *g)
+{
+    return reinterpret_cast<s_group *>(g)->impl;
+}
 
-void s_track(CommImpl *ci, Buffer *b) {
+void s_track(CommImpl *ci, Buffer *b)
+{
     std::lock_guard<std::mutex> lock(ci->mu);
     ci->live.insert(b);
     if (ci->aborted) {
@@ -151,18 +172,21 @@ void s_track(CommImpl *ci, Buffer *b) {
     }
 }
 
-void s_untrack(CommImpl *ci, Buffer *b) {
+void s_untrack(CommImpl *ci, Buffer *b)
+{
     std::lock_guard<std::mutex> lock(ci->mu);
     ci->live.erase(b);
 }
 
-int s_aborted_err(CommImpl *ci, gpp_err_t *err, const char *what) {
+int s_aborted_err(CommImpl *ci, gpp_err_t *err, const char *what)
+{
     std::lock_guard<std::mutex> lock(ci->mu);
     return gpp_err_set(err, "gpp_comm: %s: aborted: %s", what, ci->reason.c_str());
 }
 
 // Waits for one completion of b (recv or send). Returns 0, or -1 with err.
-int s_wait_one(CommImpl *ci, Buffer *b, bool recv, const char *what, gpp_err_t *err) {
+int s_wait_one(CommImpl *ci, Buffer *b, bool recv, const char *what, gpp_err_t *err)
+{
     if (ci->aborted)
         return s_aborted_err(ci, err, what);
     try {
@@ -175,13 +199,15 @@ int s_wait_one(CommImpl *ci, Buffer *b, bool recv, const char *what, gpp_err_t *
     }
 }
 
-void s_describe(const ReqImpl *r, char *buf, size_t len) {
+void s_describe(const ReqImpl *r, char *buf, size_t len)
+{
     snprintf(buf, len, "%s %zu bytes %s rank %d tag %u", r->is_recv ? "recv" : "send", r->bytes,
              r->is_recv ? "from" : "to", r->peer, r->tag);
 }
 
 // The wait proper, run by wait() or by the helper thread.
-void s_req_run(CommImpl *ci, ReqImpl *r) {
+void s_req_run(CommImpl *ci, ReqImpl *r)
+{
     gpp_err_t err{};
     char what[128];
     s_describe(r, what, sizeof what);
@@ -194,7 +220,8 @@ void s_req_run(CommImpl *ci, ReqImpl *r) {
 }
 
 int s_post(gpp_comm_t *c, void *buf, size_t bytes, int peer, uint32_t tag, bool recv,
-           gpp_comm_req_t **req, gpp_err_t *err) {
+           gpp_comm_req_t **req, gpp_err_t *err)
+{
     CommImpl *ci = s_impl(c);
     if (ci->aborted)
         return s_aborted_err(ci, err, recv ? "irecv" : "isend");
@@ -227,16 +254,19 @@ int s_post(gpp_comm_t *c, void *buf, size_t bytes, int peer, uint32_t tag, bool 
 }
 
 int s_isend(gpp_comm_t *c, const void *buf, size_t bytes, int peer, uint32_t tag,
-            gpp_comm_req_t **req, gpp_err_t *err) {
+            gpp_comm_req_t **req, gpp_err_t *err)
+{
     return s_post(c, const_cast<void *>(buf), bytes, peer, tag, false, req, err);
 }
 
 int s_irecv(gpp_comm_t *c, void *buf, size_t bytes, int peer, uint32_t tag, gpp_comm_req_t **req,
-            gpp_err_t *err) {
+            gpp_err_t *err)
+{
     return s_post(c, buf, bytes, peer, tag, true, req, err);
 }
 
-int s_wait(gpp_comm_t *c, gpp_comm_req_t *req, gpp_err_t *err) {
+int s_wait(gpp_comm_t *c, gpp_comm_req_t *req, gpp_err_t *err)
+{
     CommImpl *ci = s_impl(c);
     ReqImpl *r = s_rimpl(req);
     if (r->helper.joinable())
@@ -248,7 +278,8 @@ int s_wait(gpp_comm_t *c, gpp_comm_req_t *req, gpp_err_t *err) {
     return 0;
 }
 
-int s_test(gpp_comm_t *c, gpp_comm_req_t *req, int *done, gpp_err_t *err) {
+int s_test(gpp_comm_t *c, gpp_comm_req_t *req, int *done, gpp_err_t *err)
+{
     CommImpl *ci = s_impl(c);
     ReqImpl *r = s_rimpl(req);
     if (!r->finished && !r->helper.joinable()) {
@@ -264,7 +295,8 @@ int s_test(gpp_comm_t *c, gpp_comm_req_t *req, int *done, gpp_err_t *err) {
     return 0;
 }
 
-void s_req_free(gpp_comm_t *c, gpp_comm_req_t *req) {
+void s_req_free(gpp_comm_t *c, gpp_comm_req_t *req)
+{
     CommImpl *ci = s_impl(c);
     ReqImpl *r = s_rimpl(req);
     if (r->helper.joinable()) {
@@ -282,7 +314,8 @@ void s_req_free(gpp_comm_t *c, gpp_comm_req_t *req) {
 
 // Ring all-reduce (sum, fp32) over ctx. Every wait is on a tracked buffer.
 int s_ring_allreduce(CommImpl *ci, gloo::rendezvous::Context &ctx, uint32_t seq, float *data,
-                     size_t count, gpp_err_t *err) {
+                     size_t count, gpp_err_t *err)
+{
     const int n = ctx.size, me = ctx.rank;
     if (n == 1 || count == 0)
         return 0;
@@ -316,8 +349,8 @@ int s_ring_allreduce(CommImpl *ci, gloo::rendezvous::Context &ctx, uint32_t seq,
             }
             if (send_n)
                 bbuf->send(right, slot, off[send_seg] * sizeof(float), send_n * sizeof(float));
-            if (recv_n && s_wait_one(ci, gather ? bbuf.get() : tbuf.get(), true,
-                                     "allreduce recv", err) < 0)
+            if (recv_n &&
+                s_wait_one(ci, gather ? bbuf.get() : tbuf.get(), true, "allreduce recv", err) < 0)
                 goto done;
             if (send_n && s_wait_one(ci, bbuf.get(), false, "allreduce send", err) < 0)
                 goto done;
@@ -337,7 +370,8 @@ done:
     return rc;
 }
 
-int s_allreduce(gpp_comm_t *c, gpp_comm_group_t *g, float *buf, size_t count, gpp_err_t *err) {
+int s_allreduce(gpp_comm_t *c, gpp_comm_group_t *g, float *buf, size_t count, gpp_err_t *err)
+{
     CommImpl *ci = s_impl(c);
     if (ci->aborted)
         return s_aborted_err(ci, err, "allreduce");
@@ -347,15 +381,17 @@ int s_allreduce(gpp_comm_t *c, gpp_comm_group_t *g, float *buf, size_t count, gp
     return s_ring_allreduce(ci, *gi->ctx, gi->coll_seq++, buf, count, err);
 }
 
-int s_barrier(gpp_comm_t *c, gpp_comm_group_t *g, gpp_err_t *err) {
+int s_barrier(gpp_comm_t *c, gpp_comm_group_t *g, gpp_err_t *err)
+{
     float one = 1.0f;
     if (s_allreduce(c, g, &one, 1, err) < 0)
         return gpp_err_prefix(err, "barrier");
     return 0;
 }
 
-std::shared_ptr<gloo::rendezvous::Context> s_connect(CommImpl *ci, const std::string &key,
-                                                     int rank, int size) {
+std::shared_ptr<gloo::rendezvous::Context> s_connect(CommImpl *ci, const std::string &key, int rank,
+                                                     int size)
+{
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
     ctx->setTimeout(std::chrono::milliseconds(ci->timeout_ms));
     gloo::rendezvous::PrefixStore ps(ci->prefix + "/" + key, *ci->adapter);
@@ -363,7 +399,8 @@ std::shared_ptr<gloo::rendezvous::Context> s_connect(CommImpl *ci, const std::st
     return ctx;
 }
 
-gpp_comm_group_t *s_group_new(gpp_comm_t *c, const int *ranks, int n, gpp_err_t *err) {
+gpp_comm_group_t *s_group_new(gpp_comm_t *c, const int *ranks, int n, gpp_err_t *err)
+{
     CommImpl *ci = s_impl(c);
     if (ci->aborted) {
         s_aborted_err(ci, err, "group_new");
@@ -393,12 +430,14 @@ gpp_comm_group_t *s_group_new(gpp_comm_t *c, const int *ranks, int n, gpp_err_t 
     return &sg->base;
 }
 
-void s_group_free(gpp_comm_group_t *g) {
+void s_group_free(gpp_comm_group_t *g)
+{
     delete s_gimpl(g);
     free(reinterpret_cast<s_group *>(g));
 }
 
-void s_abort(gpp_comm_t *c, const char *reason) {
+void s_abort(gpp_comm_t *c, const char *reason)
+{
     CommImpl *ci = s_impl(c);
     std::lock_guard<std::mutex> lock(ci->mu);
     if (!ci->aborted)
@@ -410,7 +449,8 @@ void s_abort(gpp_comm_t *c, const char *reason) {
     }
 }
 
-void s_destroy(gpp_comm_t *c) {
+void s_destroy(gpp_comm_t *c)
+{
     CommImpl *ci = s_impl(c);
     try {
         ci->world.reset();
@@ -424,17 +464,20 @@ void s_destroy(gpp_comm_t *c) {
 }
 
 const gpp_comm_ops_t s_ops = {
-    "gloo",   s_isend,     s_irecv,   s_wait,  s_test,    s_req_free,
+    "gloo",      s_isend,      s_irecv,     s_wait,    s_test,  s_req_free,
     s_group_new, s_group_free, s_allreduce, s_barrier, s_abort, s_destroy,
 };
 
-}  // namespace
+} // namespace
 
-extern "C" gpp_comm_t *gpp_comm_gloo_new(const gpp_comm_opts_t *o, gpp_err_t *err) {
+extern "C" gpp_comm_t *gpp_comm_gloo_new(const gpp_comm_opts_t *o, gpp_err_t *err)
+{
     if (!o || !o->store_addr || !o->prefix || o->world_size <= 0 || o->rank < 0 ||
         o->rank >= o->world_size) {
-        gpp_err_set(err, "gpp_comm_gloo_new: need store_addr, prefix and 0 <= rank < world_size "
-                    "(got rank %d of %d)", o ? o->rank : -1, o ? o->world_size : -1);
+        gpp_err_set(err,
+                    "gpp_comm_gloo_new: need store_addr, prefix and 0 <= rank < world_size "
+                    "(got rank %d of %d)",
+                    o ? o->rank : -1, o ? o->world_size : -1);
         return nullptr;
     }
     auto *ci = new CommImpl;

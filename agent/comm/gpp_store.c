@@ -53,7 +53,8 @@ struct gpp_store {
 
 static void s_put_u32(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
+    p[3] = (uint8_t)(v >> 24);
 }
 
 static uint32_t s_get_u32(const uint8_t *p)
@@ -257,7 +258,8 @@ gpp_store_server_t *gpp_store_server_new(const char *host, int port, gpp_err_t *
     s->wake[0] = s->wake[1] = -1;
     char port_s[16];
     snprintf(port_s, sizeof port_s, "%d", port);
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo hints = {
+        .ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *ai = NULL;
     int rc = getaddrinfo(host && host[0] ? host : NULL, port_s, &hints, &ai);
     if (rc) {
@@ -268,7 +270,8 @@ gpp_store_server_t *gpp_store_server_new(const char *host, int port, gpp_err_t *
     int one = 1;
     setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(s->listen_fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-        gpp_err_set(err, "gpp_store: cannot listen on %s:%d: %s; is another job using the port? "
+        gpp_err_set(err,
+                    "gpp_store: cannot listen on %s:%d: %s; is another job using the port? "
                     "set coordinator.store in cluster.toml",
                     host && host[0] ? host : "*", port, strerror(errno));
         goto fail;
@@ -364,7 +367,8 @@ gpp_store_t *gpp_store_connect(const char *addr, int timeout_ms, gpp_err_t *err)
     }
     freeaddrinfo(ai);
     if (fd < 0) {
-        gpp_err_set(err, "gpp_store: cannot connect to %s within %d ms: %s; is the coordinator "
+        gpp_err_set(err,
+                    "gpp_store: cannot connect to %s within %d ms: %s; is the coordinator "
                     "(store server) running?",
                     addr, timeout_ms, strerror(last_errno));
         return NULL;
@@ -449,7 +453,8 @@ int gpp_store_get(gpp_store_t *self, const char *key, int timeout_ms, void **dat
         if (tag != 'N')
             return gpp_err_set(err, "gpp_store %s: bad reply", self->addr);
         if (gpp_now_ms() >= deadline)
-            return gpp_err_set(err, "gpp_store %s: key '%s' not set within %d ms; a peer did not "
+            return gpp_err_set(err,
+                               "gpp_store %s: key '%s' not set within %d ms; a peer did not "
                                "join (check that every agent of the job started)",
                                self->addr, key, timeout_ms);
         nanosleep(&(struct timespec){0, 5 * 1000000L}, NULL);

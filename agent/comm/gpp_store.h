@@ -43,8 +43,7 @@ gpp_store_t *gpp_store_connect(const char *addr, int timeout_ms, gpp_err_t *err)
 void gpp_store_destroy(gpp_store_t **self_p);
 
 /* Sets key to len bytes of data (overwrites). */
-int gpp_store_set(gpp_store_t *self, const char *key, const void *data, size_t len,
-                  gpp_err_t *err);
+int gpp_store_set(gpp_store_t *self, const char *key, const void *data, size_t len, gpp_err_t *err);
 /* Waits up to timeout_ms for key to be set, then returns its value in *data
  * (malloc'ed, caller owns it: free()) and *len. */
 int gpp_store_get(gpp_store_t *self, const char *key, int timeout_ms, void **data, size_t *len,

@@ -29,15 +29,22 @@ static gpp_comm_t *s_join(int rank, const char *scenario)
 {
     char prefix[128];
     snprintf(prefix, sizeof prefix, "test_comm/%d/%s", (int)getppid(), scenario);
-    gpp_comm_opts_t o = {.store_addr = s_store_addr, .prefix = prefix, .world_size = N_RANKS,
-                         .rank = rank, .host = "127.0.0.1", .timeout_ms = 15000};
+    gpp_comm_opts_t o = {.store_addr = s_store_addr,
+                         .prefix = prefix,
+                         .world_size = N_RANKS,
+                         .rank = rank,
+                         .host = "127.0.0.1",
+                         .timeout_ms = 15000};
     gpp_err_t err = {{0}};
     gpp_comm_t *c = gpp_comm_gloo_new(&o, &err);
     GPP_EXPECT_MSG(c, "rank %d: %s", rank, err.msg);
     return c;
 }
 
-static float s_val(int src, int dst, size_t i) { return (float)(src * 1000 + dst * 100) + (float)(i % 977) * 0.25f; }
+static float s_val(int src, int dst, size_t i)
+{
+    return (float)(src * 1000 + dst * 100) + (float)(i % 977) * 0.25f;
+}
 
 /* ---- scenarios, run in each child ---- */
 
@@ -58,8 +65,10 @@ static void sc_p2p(int rank)
         gpp_err_t err = {{0}};
         gpp_comm_req_t *rr = NULL, *sr = NULL;
         /* Receive posted first, send second, test() until done, then wait. */
-        GPP_EXPECT_MSG(gpp_comm_irecv(c, in, n * sizeof *in, left, 7, &rr, &err) == 0, "%s", err.msg);
-        GPP_EXPECT_MSG(gpp_comm_isend(c, out, n * sizeof *out, right, 7, &sr, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_comm_irecv(c, in, n * sizeof *in, left, 7, &rr, &err) == 0, "%s",
+                       err.msg);
+        GPP_EXPECT_MSG(gpp_comm_isend(c, out, n * sizeof *out, right, 7, &sr, &err) == 0, "%s",
+                       err.msg);
         int done = 0;
         double t0 = gpp_now_ms();
         while (rr && !done && gpp_now_ms() - t0 < 10000)
@@ -220,8 +229,10 @@ static void sc_abort(int rank)
     /* Everything after the abort fails at once, including a second abort's
      * reason not replacing the first. */
     gpp_comm_abort(c, "second");
-    GPP_EXPECT(gpp_comm_irecv(c, buf, sizeof buf, 2, 3, &r, &err) == -1 && strstr(err.msg, "test abort"));
-    GPP_EXPECT(gpp_comm_allreduce_sum_f32(c, NULL, buf, 16, &err) == -1 && strstr(err.msg, "aborted"));
+    GPP_EXPECT(gpp_comm_irecv(c, buf, sizeof buf, 2, 3, &r, &err) == -1 &&
+               strstr(err.msg, "test abort"));
+    GPP_EXPECT(gpp_comm_allreduce_sum_f32(c, NULL, buf, 16, &err) == -1 &&
+               strstr(err.msg, "aborted"));
     for (int i = 1; i < N_RANKS; i++)
         GPP_EXPECT(write(s_pipe[1], "x", 1) == 1);
     gpp_comm_destroy(&c);
@@ -275,10 +286,22 @@ static void s_run(const char *name, void (*scenario)(int rank))
     printf("  %s: %.0f ms\n", name, gpp_now_ms() - t0);
 }
 
-static void t_p2p(void) { s_run("p2p", sc_p2p); }
-static void t_allreduce(void) { s_run("allreduce", sc_allreduce); }
-static void t_tags(void) { s_run("tags", sc_tags); }
-static void t_abort(void) { s_run("abort", sc_abort); }
+static void t_p2p(void)
+{
+    s_run("p2p", sc_p2p);
+}
+static void t_allreduce(void)
+{
+    s_run("allreduce", sc_allreduce);
+}
+static void t_tags(void)
+{
+    s_run("tags", sc_tags);
+}
+static void t_abort(void)
+{
+    s_run("abort", sc_abort);
+}
 
 static void t_store(void)
 {
@@ -290,10 +313,12 @@ static void t_store(void)
     GPP_EXPECT(gpp_store_set(s, "k1", "hello", 5, &err) == 0);
     void *v = NULL;
     size_t len = 0;
-    GPP_EXPECT(gpp_store_get(s, "k1", 100, &v, &len, &err) == 0 && len == 5 && !memcmp(v, "hello", 5));
+    GPP_EXPECT(gpp_store_get(s, "k1", 100, &v, &len, &err) == 0 && len == 5 &&
+               !memcmp(v, "hello", 5));
     free(v);
     double t0 = gpp_now_ms();
-    GPP_EXPECT(gpp_store_get(s, "missing", 100, &v, &len, &err) == -1 && strstr(err.msg, "missing"));
+    GPP_EXPECT(gpp_store_get(s, "missing", 100, &v, &len, &err) == -1 &&
+               strstr(err.msg, "missing"));
     GPP_EXPECT(gpp_now_ms() - t0 >= 90);
     gpp_store_destroy(&s);
     GPP_EXPECT(s == NULL);

@@ -53,7 +53,8 @@ static void t_multi_node_example(void)
         return;
     GPP_EXPECT(c.n_nodes == 4 && gpp_config_devices(&c) == 32);
     GPP_EXPECT(strcmp(c.nodes[3].host, "node-3") == 0);
-    GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_EXTERNAL && c.job.backend == GPP_CONFIG_BACKEND_CUDA);
+    GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_EXTERNAL &&
+               c.job.backend == GPP_CONFIG_BACKEND_CUDA);
     GPP_EXPECT(c.cluster.inter_gbps == 25 && c.cluster.intra_latency_us == 5);
     GPP_EXPECT(c.job.beta2 == 0.95 && c.metrics.http_port == 9464);
     GPP_EXPECT(strcmp(gpp_config_launch_name(c.job.launch), "external") == 0);
@@ -93,19 +94,23 @@ static const bad_t BAD[] = {
     {"bad-optimizer.toml", "bad-optimizer.toml:3:13: job.optimizer: expected one of \"sgd\", "
                            "\"adamw\", got \"adam\""},
     {"bad-device.toml", "bad-device.toml:2:10: cluster.device: expected one of v100-16g"},
-    {"bad-momentum.toml", "bad-momentum.toml:4:12: job.momentum: expected a number in [0, 1), got 1"},
-    {"bad-timeout.toml", "bad-timeout.toml:6:1: health.timeout_ms: 500 must exceed heartbeat_ms 1000"},
+    {"bad-momentum.toml",
+     "bad-momentum.toml:4:12: job.momentum: expected a number in [0, 1), got 1"},
+    {"bad-timeout.toml",
+     "bad-timeout.toml:6:1: health.timeout_ms: 500 must exceed heartbeat_ms 1000"},
     {"bad-node-host.toml", "bad-node-host.toml:9:1: nodes[1].host: missing"},
     {"bad-local-multinode.toml", "bad-local-multinode.toml:3:1: job.launch: \"local\" starts every "
                                  "agent on this host but 2 nodes"},
     {"bad-syntax.toml", "bad-syntax.toml:2:"},
-    {"bad-endpoint.toml", "bad-endpoint.toml:2:1: coordinator.endpoint: \"127.0.0.1:5555\" is not a "
-                          "ZeroMQ endpoint"},
+    {"bad-endpoint.toml",
+     "bad-endpoint.toml:2:1: coordinator.endpoint: \"127.0.0.1:5555\" is not a "
+     "ZeroMQ endpoint"},
     {"bad-no-model.toml", "bad-no-model.toml: job.model: missing; add model = "},
     {"bad-nul.toml", "bad-nul.toml:2:9: job.model: contains a NUL character"},
     {"bad-profile.toml", "bad-profile.toml:3:1: cluster.profile: cannot read "
                          "\"tests/data/config/no-such-profile.json\": No such file"},
-    {"bad-micro-batch.toml", "bad-micro-batch.toml:4:1: job.micro_batch: 5 does not divide job.batch 32"},
+    {"bad-micro-batch.toml",
+     "bad-micro-batch.toml:4:1: job.micro_batch: 5 does not divide job.batch 32"},
 };
 
 static void t_bad_fixtures(void)
@@ -153,20 +158,22 @@ static void t_env_override(void)
     setenv("GPP_HEARTBEAT_MS", "2000", 1);
     memset(&err, 0, sizeof err);
     GPP_EXPECT(gpp_config_load_string(&c, text, "inline.toml", &err) == -1);
-    GPP_EXPECT_MSG(strstr(err.msg, "inline.toml:7:1: health.timeout_ms: 1000 must exceed heartbeat_ms 2000"),
-                   "%s", err.msg);
+    GPP_EXPECT_MSG(
+        strstr(err.msg, "inline.toml:7:1: health.timeout_ms: 1000 must exceed heartbeat_ms 2000"),
+        "%s", err.msg);
     setenv("GPP_HEARTBEAT_MS", "12x", 1);
     memset(&err, 0, sizeof err);
     GPP_EXPECT(gpp_config_load_string(&c, text, "inline.toml", &err) == -1);
-    GPP_EXPECT_MSG(strstr(err.msg, "environment GPP_HEARTBEAT_MS: inline.toml: health.heartbeat_ms: "
-                                   "expected a positive integer (milliseconds), got '12x'"),
+    GPP_EXPECT_MSG(strstr(err.msg,
+                          "environment GPP_HEARTBEAT_MS: inline.toml: health.heartbeat_ms: "
+                          "expected a positive integer (milliseconds), got '12x'"),
                    "%s", err.msg);
     unsetenv("GPP_HEARTBEAT_MS");
     setenv("GPP_BACKEND", "tpu", 1);
     memset(&err, 0, sizeof err);
     GPP_EXPECT(gpp_config_load_string(&c, text, "inline.toml", &err) == -1);
-    GPP_EXPECT_MSG(strstr(err.msg, "job.backend: expected one of \"cpu\", \"cuda\", got 'tpu'"), "%s",
-                   err.msg);
+    GPP_EXPECT_MSG(strstr(err.msg, "job.backend: expected one of \"cpu\", \"cuda\", got 'tpu'"),
+                   "%s", err.msg);
     unsetenv("GPP_BACKEND");
 }
 
@@ -180,4 +187,7 @@ static const gpp_test_case_t cases[] = {
     {NULL, NULL},
 };
 
-int main(void) { return gpp_test_run(cases); }
+int main(void)
+{
+    return gpp_test_run(cases);
+}

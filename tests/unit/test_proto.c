@@ -122,8 +122,7 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         a->micro_batch = 4;
         a->k = 1;
         a->batch = 16;
-        const Gpp__ActionType types[4] = {GPP__ACTION_TYPE__ACT_RECV_ACT,
-                                          GPP__ACTION_TYPE__ACT_FWD,
+        const Gpp__ActionType types[4] = {GPP__ACTION_TYPE__ACT_RECV_ACT, GPP__ACTION_TYPE__ACT_FWD,
                                           GPP__ACTION_TYPE__ACT_SEND_ACT,
                                           GPP__ACTION_TYPE__ACT_STEP};
         for (int i = 0; i < 4; i++) {
@@ -312,7 +311,8 @@ static void t_round_trip_fields(void)
     free(buf);
     /* Action types agree with planner/gpp_plan.h. */
     GPP_EXPECT(GPP__ACTION_TYPE__ACT_STEP == 7 && GPP__ACTION_TYPE__ACT_RECV_GRAD == 5);
-    GPP_EXPECT(strcmp(gpp_msg_type_name(GPP__ENVELOPE__BODY_BARRIER_RELEASE), "barrier_release") == 0);
+    GPP_EXPECT(strcmp(gpp_msg_type_name(GPP__ENVELOPE__BODY_BARRIER_RELEASE), "barrier_release") ==
+               0);
     GPP_EXPECT(strcmp(gpp_msg_type_name(GPP__ENVELOPE__BODY__NOT_SET), "none") == 0);
 }
 
@@ -411,43 +411,154 @@ typedef struct {
 
 static char s_long[GPP_MSG_STR_MAX + 2];
 
-static void m_magic(sample_t *s) { s->env.magic = 0x12345678; }
-static void m_version(sample_t *s) { s->env.protocol_version = GPP_PROTOCOL_VERSION + 1; }
-static void m_seq(sample_t *s) { s->env.seq = 0; }
-static void m_sender(sample_t *s) { s->env.sender = -7; }
-static void m_no_body(sample_t *s) { s->env.body_case = GPP__ENVELOPE__BODY__NOT_SET; }
-static void m_backend(sample_t *s) { s->reg.backend = 9; }
-static void m_backend_unset(sample_t *s) { s->reg.backend = 0; }
-static void m_host_long(sample_t *s) { s->reg.host = s_long; }
-static void m_mem(sample_t *s) { s->reg.mem_bytes = -1; }
-static void m_ack_rank(sample_t *s) { s->ack.rank = 4; }
-static void m_prof_mb(sample_t *s) { s->preq_mb[1] = 0; }
-static void m_prof_nan(sample_t *s) { s->op[1].fwd_ms = NAN; }
-static void m_prof_neg(sample_t *s) { s->op[0].op = -3; }
-static void m_comm_rank(sample_t *s) { s->comm.rank = 5; }
-static void m_peer_rank(sample_t *s) { s->peer[1].rank = 99; }
-static void m_dp_rank(sample_t *s) { s->dp_ranks[0] = -1; }
-static void m_dp_count(sample_t *s) { s->asg.n_dp_ranks = 1; }
-static void m_lo_hi(sample_t *s) { s->act[2].lo = 4; }
-static void m_hi_batch(sample_t *s) { s->act[0].hi = 17; }
-static void m_act_type(sample_t *s) { s->act[1].type = 42; }
-static void m_act_mb(sample_t *s) { s->act[1].mb = 4; }
-static void m_act_peer(sample_t *s) { s->act[0].peer_stage = 1; }
-static void m_op_neg(sample_t *s) { s->ops[0] = -1; }
-static void m_op_order(sample_t *s) { s->ops[2] = 5; }
-static void m_stage(sample_t *s) { s->asg.stage = 3; }
-static void m_batch(sample_t *s) { s->asg.batch = 18; }
-static void m_lr(sample_t *s) { s->hyper.lr = INFINITY; }
-static void m_momentum(sample_t *s) { s->hyper.momentum = 1.5; }
-static void m_optimizer(sample_t *s) { s->hyper.optimizer = 3; }
-static void m_no_comm(sample_t *s) { s->asg.comm = NULL; }
-static void m_ckpt(sample_t *s) { s->asg.checkpoint_dir = ""; }
-static void m_start(sample_t *s) { s->asg.start_iteration = 21; }
-static void m_loss(sample_t *s) { s->metrics.loss = NAN; }
-static void m_bubble(sample_t *s) { s->metrics.bubble_ms = 30; }
-static void m_barrier(sample_t *s) { s->benter.barrier_id = -1; }
-static void m_err_code(sample_t *s) { s->error.code = 1000; }
-static void m_abort(sample_t *s) { s->abort_.reason = ""; }
+static void m_magic(sample_t *s)
+{
+    s->env.magic = 0x12345678;
+}
+static void m_version(sample_t *s)
+{
+    s->env.protocol_version = GPP_PROTOCOL_VERSION + 1;
+}
+static void m_seq(sample_t *s)
+{
+    s->env.seq = 0;
+}
+static void m_sender(sample_t *s)
+{
+    s->env.sender = -7;
+}
+static void m_no_body(sample_t *s)
+{
+    s->env.body_case = GPP__ENVELOPE__BODY__NOT_SET;
+}
+static void m_backend(sample_t *s)
+{
+    s->reg.backend = 9;
+}
+static void m_backend_unset(sample_t *s)
+{
+    s->reg.backend = 0;
+}
+static void m_host_long(sample_t *s)
+{
+    s->reg.host = s_long;
+}
+static void m_mem(sample_t *s)
+{
+    s->reg.mem_bytes = -1;
+}
+static void m_ack_rank(sample_t *s)
+{
+    s->ack.rank = 4;
+}
+static void m_prof_mb(sample_t *s)
+{
+    s->preq_mb[1] = 0;
+}
+static void m_prof_nan(sample_t *s)
+{
+    s->op[1].fwd_ms = NAN;
+}
+static void m_prof_neg(sample_t *s)
+{
+    s->op[0].op = -3;
+}
+static void m_comm_rank(sample_t *s)
+{
+    s->comm.rank = 5;
+}
+static void m_peer_rank(sample_t *s)
+{
+    s->peer[1].rank = 99;
+}
+static void m_dp_rank(sample_t *s)
+{
+    s->dp_ranks[0] = -1;
+}
+static void m_dp_count(sample_t *s)
+{
+    s->asg.n_dp_ranks = 1;
+}
+static void m_lo_hi(sample_t *s)
+{
+    s->act[2].lo = 4;
+}
+static void m_hi_batch(sample_t *s)
+{
+    s->act[0].hi = 17;
+}
+static void m_act_type(sample_t *s)
+{
+    s->act[1].type = 42;
+}
+static void m_act_mb(sample_t *s)
+{
+    s->act[1].mb = 4;
+}
+static void m_act_peer(sample_t *s)
+{
+    s->act[0].peer_stage = 1;
+}
+static void m_op_neg(sample_t *s)
+{
+    s->ops[0] = -1;
+}
+static void m_op_order(sample_t *s)
+{
+    s->ops[2] = 5;
+}
+static void m_stage(sample_t *s)
+{
+    s->asg.stage = 3;
+}
+static void m_batch(sample_t *s)
+{
+    s->asg.batch = 18;
+}
+static void m_lr(sample_t *s)
+{
+    s->hyper.lr = INFINITY;
+}
+static void m_momentum(sample_t *s)
+{
+    s->hyper.momentum = 1.5;
+}
+static void m_optimizer(sample_t *s)
+{
+    s->hyper.optimizer = 3;
+}
+static void m_no_comm(sample_t *s)
+{
+    s->asg.comm = NULL;
+}
+static void m_ckpt(sample_t *s)
+{
+    s->asg.checkpoint_dir = "";
+}
+static void m_start(sample_t *s)
+{
+    s->asg.start_iteration = 21;
+}
+static void m_loss(sample_t *s)
+{
+    s->metrics.loss = NAN;
+}
+static void m_bubble(sample_t *s)
+{
+    s->metrics.bubble_ms = 30;
+}
+static void m_barrier(sample_t *s)
+{
+    s->benter.barrier_id = -1;
+}
+static void m_err_code(sample_t *s)
+{
+    s->error.code = 1000;
+}
+static void m_abort(sample_t *s)
+{
+    s->abort_.reason = "";
+}
 
 static const bad_case_t BAD[] = {
     {"magic", GPP__ENVELOPE__BODY_SHUTDOWN, m_magic, "magic"},
@@ -455,23 +566,30 @@ static const bad_case_t BAD[] = {
     {"seq", GPP__ENVELOPE__BODY_HEARTBEAT, m_seq, "seq"},
     {"sender", GPP__ENVELOPE__BODY_HEARTBEAT, m_sender, "sender"},
     {"no body", GPP__ENVELOPE__BODY_HEARTBEAT, m_no_body, "body"},
-    {"backend enum", GPP__ENVELOPE__BODY_REGISTER, m_backend, "register.backend: 9 is not a valid Backend"},
+    {"backend enum", GPP__ENVELOPE__BODY_REGISTER, m_backend,
+     "register.backend: 9 is not a valid Backend"},
     {"backend unset", GPP__ENVELOPE__BODY_REGISTER, m_backend_unset, "register.backend"},
     {"host long", GPP__ENVELOPE__BODY_REGISTER, m_host_long, "register.host: string longer"},
     {"mem", GPP__ENVELOPE__BODY_REGISTER, m_mem, "register.mem_bytes"},
-    {"ack rank", GPP__ENVELOPE__BODY_REGISTER_ACK, m_ack_rank, "register_ack.rank: 4 outside [0, 4)"},
-    {"profile mb", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_mb, "profile_request.micro_batches[1]"},
-    {"profile nan", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_nan, "profile_result.ops[1].fwd_ms: not a finite"},
+    {"ack rank", GPP__ENVELOPE__BODY_REGISTER_ACK, m_ack_rank,
+     "register_ack.rank: 4 outside [0, 4)"},
+    {"profile mb", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_mb,
+     "profile_request.micro_batches[1]"},
+    {"profile nan", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_nan,
+     "profile_result.ops[1].fwd_ms: not a finite"},
     {"profile op", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_neg, "profile_result.ops[0].op"},
-    {"comm rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_comm_rank, "assignment.comm.rank: 5 outside [0, 5)"},
-    {"peer rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_peer_rank, "assignment.edges[0].replicas[1].rank"},
+    {"comm rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_comm_rank,
+     "assignment.comm.rank: 5 outside [0, 5)"},
+    {"peer rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_peer_rank,
+     "assignment.edges[0].replicas[1].rank"},
     {"dp rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_dp_rank, "assignment.dp_ranks[0]"},
     {"dp count", GPP__ENVELOPE__BODY_ASSIGNMENT, m_dp_count, "assignment.dp_ranks: 1 ranks for 2"},
     {"lo >= hi", GPP__ENVELOPE__BODY_ASSIGNMENT, m_lo_hi, "assignment.actions[2]: samples [4, 4)"},
     {"hi > batch", GPP__ENVELOPE__BODY_ASSIGNMENT, m_hi_batch, "assignment.actions[0]: samples"},
     {"action enum", GPP__ENVELOPE__BODY_ASSIGNMENT, m_act_type, "assignment.actions[1].type: 42"},
     {"action mb", GPP__ENVELOPE__BODY_ASSIGNMENT, m_act_mb, "assignment.actions[1].mb"},
-    {"action self peer", GPP__ENVELOPE__BODY_ASSIGNMENT, m_act_peer, "assignment.actions[0].peer_stage"},
+    {"action self peer", GPP__ENVELOPE__BODY_ASSIGNMENT, m_act_peer,
+     "assignment.actions[0].peer_stage"},
     {"op negative", GPP__ENVELOPE__BODY_ASSIGNMENT, m_op_neg, "assignment.ops[0]"},
     {"op order", GPP__ENVELOPE__BODY_ASSIGNMENT, m_op_order, "assignment.ops[2]"},
     {"stage", GPP__ENVELOPE__BODY_ASSIGNMENT, m_stage, "assignment.stage"},
@@ -553,4 +671,7 @@ static const gpp_test_case_t cases[] = {
     {NULL, NULL},
 };
 
-int main(void) { return gpp_test_run(cases); }
+int main(void)
+{
+    return gpp_test_run(cases);
+}
