@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# train_cli: gpp-train as a user runs it. Loss decreases on small MMT, DLRM
+# and CANDLE-Uno variants; micro-batching does not change the losses; save +
+# load resumes exactly; bad input (unknown model or option, corrupted,
+# truncated or foreign checkpoint, bad dataset) exits 2 with a message and
+# leaves the existing checkpoint untouched; a failed save keeps the old
+# file; dataset files and the profile table work end to end.
+# Usage: train_cli.sh BUILD_DIR
+set -u
+BUILD=${1:?usage: train_cli.sh BUILD_DIR}
+TRAIN=$BUILD/agent/exec/gpp-train
+TMP=$(mktemp -d /tmp/gpp_train_cli.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok   $*"; }
+
+MMT="mmt:branches=2,layers=2,hidden=64,heads=4,seq=16,ffn=256"
+DLRM="dlrm:dense_branches=2,sparse_branches=2,dense_in=32,hidden=64,dense_layers=2,rows=1000,dim=16,bag=8,top_layers=2"
+CANDLE="candle_uno:branches=3,layers=2,hidden=64,in=32,doses=1,top_layers=2"
+
+# losses of a run, one per line
+losses() { grep -o 'loss=[0-9.eE+-]*' "$1" | cut -d= -f2; }
+
+# expect_fail NAME WORDS CMD...: exit status 2 and WORDS in stderr
+expect_fail() {
+    local name=$1 words=$2
+    shift 2
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    if [ $rc -ne 2 ]; then
+        fail "$name: exit $rc, expected 2"
+    elif ! grep -q -- "$words" "$TMP/err"; then
+        fail "$name: stderr lacks '$words': $(cat "$TMP/err")"
+    else
+        pass "$name: $(grep -m1 "error:" "$TMP/err" | head -c 160)"
+    fi
+}
+
+# 1. loss decreases: mean of the last 5 iterations < 0.8 x mean of the first 5
+for spec in "$MMT" "$DLRM" "$CANDLE"; do
+    name=${spec%%:*}
+    if ! "$TRAIN" --model "$spec" --iterations 40 --batch 64 --lr 0.003 --threads 1 \
+        >"$TMP/$name.log" 2>"$TMP/$name.err"; then
+        fail "$name: gpp-train failed: $(cat "$TMP/$name.err")"
+        continue
+    fi
+    read -r first last < <(losses "$TMP/$name.log" | awk '{l[NR]=$1} END {
+        for (i = 1; i <= 5; i++) { a += l[i]; b += l[NR - 5 + i] } print a / 5, b / 5 }')
+    if awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.8 * a) }'; then
+        pass "$name: loss $first -> $last over 40 iterations"
+    else
+        fail "$name: loss did not decrease enough: $first -> $last"
+    fi
+    grep -q 'samples/s=' "$TMP/$name.log" || fail "$name: no samples/s printed"
+done
+
+# 2. micro-batches of 4 give the losses of one mini-batch of 16 (rel 1e-4
+#    after 5 steps: float sums in another order)
+"$TRAIN" --model "$CANDLE" --iterations 5 --batch 16 --threads 1 >"$TMP/full.log" 2>&1
+"$TRAIN" --model "$CANDLE" --iterations 5 --batch 16 --micro-batch 4 --threads 1 >"$TMP/mb.log" 2>&1
+if paste <(losses "$TMP/full.log") <(losses "$TMP/mb.log") |
+    awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; if (d > 1e-4 * $1 + 1e-7) bad = 1 }
+         END { printf "max loss difference %g\n", m; exit bad || NR != 5 }'; then
+    pass "micro-batch 4 x 4 matches batch 16"
+else
+    fail "micro-batching changed the losses"
+fi
+
+# 3. save after 4 + load and 4 more == 8 straight (exact: same kernels, same data)
+"$TRAIN" --model "$MMT" --iterations 8 --batch 8 --threads 1 --optimizer adamw >"$TMP/straight.log" 2>&1
+"$TRAIN" --model "$MMT" --iterations 4 --batch 8 --threads 1 --save "$TMP/ck" >"$TMP/a.log" 2>&1
+"$TRAIN" --model "$MMT" --iterations 4 --batch 8 --threads 1 --load "$TMP/ck" >"$TMP/b.log" 2>&1
+if [ "$(losses "$TMP/straight.log" | tail -4)" = "$(losses "$TMP/b.log")" ] &&
+    [ -n "$(losses "$TMP/b.log")" ]; then
+    pass "resume from checkpoint reproduces iterations 4..7 exactly"
+else
+    fail "resumed losses differ: $(losses "$TMP/straight.log" | tail -4 | tr '\n' ' ') vs $(losses "$TMP/b.log" | tr '\n' ' ')"
+fi
+
+# 4. bad input: exit 2, a message, the checkpoint untouched
+sum0=$(sha256sum <"$TMP/ck")
+expect_fail "unknown model" "unknown model 'nosuch'" "$TRAIN" --model nosuch
+expect_fail "unknown zoo key" "unknown parameter 'wings'" "$TRAIN" --model mmt:wings=2
+expect_fail "unknown option" "unknown or incomplete option" "$TRAIN" --model "$MMT" --frobnicate
+expect_fail "bad number" "must be an integer" "$TRAIN" --model "$MMT" --batch x
+expect_fail "no model" "--model SPEC is required" "$TRAIN" --iterations 3
+expect_fail "wrong model" "is for model" "$TRAIN" --model "$CANDLE" --iterations 1 --load "$TMP/ck"
+expect_fail "wrong optimizer" "pass --optimizer adamw" "$TRAIN" --model "$MMT" --optimizer sgd --iterations 1 --load "$TMP/ck"
+cp "$TMP/ck" "$TMP/corrupt"
+size=$(stat -c %s "$TMP/corrupt")
+printf '\x5a' | dd of="$TMP/corrupt" bs=1 seek=$((size / 2)) conv=notrunc status=none
+expect_fail "corrupted checkpoint" "checksum mismatch" "$TRAIN" --model "$MMT" --iterations 1 --load "$TMP/corrupt"
+head -c $((size - 100)) "$TMP/ck" >"$TMP/trunc"
+expect_fail "truncated checkpoint" "checksum mismatch" "$TRAIN" --model "$MMT" --iterations 1 --load "$TMP/trunc"
+expect_fail "missing checkpoint" "cannot open" "$TRAIN" --model "$MMT" --iterations 1 --load "$TMP/none"
+# a failed load must not overwrite the --save target
+expect_fail "bad load keeps save target" "checksum mismatch" "$TRAIN" --model "$MMT" --iterations 1 --load "$TMP/corrupt" --save "$TMP/ck"
+# a save that fails midway (fault injection: disk full after 4 KiB)
+expect_fail "failed save" "untouched" env GPP_FAULT_AFILE_AFTER_BYTES=4096 "$TRAIN" --model "$MMT" --iterations 1 --batch 8 --threads 1 --save "$TMP/ck"
+[ "$(sha256sum <"$TMP/ck")" = "$sum0" ] && pass "checkpoint untouched by every failure" ||
+    fail "checkpoint changed"
+ls "$TMP"/ck.tmp.* >/dev/null 2>&1 && fail "temp file left behind" || pass "no temp file left"
+"$TRAIN" --model "$MMT" --iterations 1 --batch 8 --threads 1 --load "$TMP/ck" >/dev/null 2>&1 &&
+    pass "old checkpoint still loads" || fail "old checkpoint no longer loads"
+
+# 5. dataset file: write, train from it, reject broken ones
+if "$TRAIN" --model "$DLRM" --write-dataset "$TMP/ds" --samples 256 >"$TMP/ds.log" 2>&1 &&
+    "$TRAIN" --model "$DLRM" --data "$TMP/ds" --iterations 3 --batch 64 --threads 1 >"$TMP/dsrun.log" 2>&1 &&
+    [ "$(losses "$TMP/dsrun.log" | wc -l)" -eq 3 ]; then
+    pass "dataset written and trained from"
+else
+    fail "dataset round trip: $(cat "$TMP/ds.log" "$TMP/dsrun.log")"
+fi
+# the file holds the synthetic samples: same losses as the generator
+"$TRAIN" --model "$DLRM" --iterations 3 --batch 64 --threads 1 >"$TMP/synrun.log" 2>&1
+[ "$(losses "$TMP/dsrun.log")" = "$(losses "$TMP/synrun.log")" ] &&
+    pass "dataset losses equal generator losses" || fail "dataset and generator losses differ"
+cp "$TMP/ds" "$TMP/ds_bad"
+printf 'XX' | dd of="$TMP/ds_bad" bs=1 seek=0 conv=notrunc status=none
+expect_fail "dataset bad magic" "bad magic" "$TRAIN" --model "$DLRM" --data "$TMP/ds_bad" --iterations 1
+head -c 3000 "$TMP/ds" >"$TMP/ds_trunc"
+expect_fail "dataset truncated" "truncated" "$TRAIN" --model "$DLRM" --data "$TMP/ds_trunc" --iterations 1
+expect_fail "dataset wrong model" "another model" "$TRAIN" --model "$CANDLE" --data "$TMP/ds" --iterations 1
+expect_fail "dataset without samples" "needs --samples" "$TRAIN" --model "$DLRM" --write-dataset "$TMP/x"
+
+# 6. profile table in the planner's schema
+if "$TRAIN" --model "$MMT" --profile-out "$TMP/prof.json" --profile-max-mb 4 --threads 1 >"$TMP/prof.log" 2>&1 &&
+    python3 - "$TMP/prof.json" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert len(p) == 39, len(p)  # every op of the MMT variant
+for k, e in p.items():
+    assert set(e) >= {"name", "inputs", "input_size", "weight_size", "runtime"}, e
+    assert sorted(e["runtime"], key=int) == ["1", "2", "4"], e["runtime"]
+    assert len(e["inputs"]) == len(e["input_size"])
+    assert all(v >= 0 for v in e["runtime"].values())
+EOF
+then
+    pass "profile.json written in the planner's schema"
+else
+    fail "profile: $(cat "$TMP/prof.log")"
+fi
+
+echo "$FAILS failed"
+[ "$FAILS" -eq 0 ]
