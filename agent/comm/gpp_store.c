@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -239,6 +240,10 @@ static void *s_thread(void *arg)
             if (fd >= 0) {
                 int one = 1;
                 setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                /* Replies are written blocking: a client that stops reading
+                 * is dropped after this long instead of stalling the store. */
+                struct timeval tv = {.tv_sec = 5};
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
                 if (s->n_clients == s->cap_clients) {
                     s->cap_clients = s->cap_clients ? 2 * s->cap_clients : 16;
                     s->clients = gpp_xrealloc(s->clients, s->cap_clients * sizeof *s->clients);

@@ -238,6 +238,42 @@ static void sc_abort(int rank)
     gpp_comm_destroy(&c);
 }
 
+/* A rank dies without a word: its peers get errors, not crashes or hangs,
+ * and a group that does not contain it keeps working. */
+static void sc_peer_dies(int rank)
+{
+    gpp_comm_t *c = s_join(rank, "peer_dies");
+    if (!c)
+        return;
+    gpp_err_t err = {{0}};
+    /* Everyone is connected before rank 3 leaves: a barrier, then the
+     * others tell rank 3 through the pipe that theirs returned too. */
+    GPP_EXPECT_MSG(gpp_comm_barrier(c, NULL, &err) == 0, "%s", err.msg);
+    if (rank == 3) {
+        char byte;
+        for (int i = 0; i < 3; i++)
+            GPP_EXPECT(read(s_pipe[0], &byte, 1) == 1);
+        _exit(gpp_test_failures_);
+    }
+    GPP_EXPECT(write(s_pipe[1], "x", 1) == 1);
+    float buf[256] = {0};
+    double t0 = gpp_now_ms();
+    int rc = gpp_comm_recv(c, buf, sizeof buf, 3, 1, &err);
+    GPP_EXPECT_MSG(rc == -1 && strstr(err.msg, "rank 3"), "recv from the dead rank: %s", err.msg);
+    GPP_EXPECT(gpp_now_ms() - t0 < 14000); /* an error from the transport, not the timeout */
+    if (rank == 0)
+        printf("  rank 0: recv from a dead rank: %s\n", err.msg);
+    int pair[2] = {0, 1};
+    if (rank < 2) {
+        gpp_comm_group_t *g = gpp_comm_group_new(c, pair, 2, &err);
+        GPP_EXPECT_MSG(g, "%s", err.msg);
+        if (g)
+            s_check_allreduce(c, g, pair, 2, 1000, "group of 2 beside a dead rank");
+        gpp_comm_group_destroy(&g);
+    }
+    gpp_comm_destroy(&c);
+}
+
 /* ---- parent side ---- */
 
 static void s_run(const char *name, void (*scenario)(int rank))
@@ -302,6 +338,10 @@ static void t_abort(void)
 {
     s_run("abort", sc_abort);
 }
+static void t_peer_dies(void)
+{
+    s_run("peer_dies", sc_peer_dies);
+}
 
 static void t_store(void)
 {
@@ -331,6 +371,7 @@ static const gpp_test_case_t cases[] = {
     {"allreduce_groups_2_4_world", t_allreduce},
     {"tags_do_not_mix", t_tags},
     {"abort_unblocks_recv", t_abort},
+    {"peer_dies", t_peer_dies},
     {NULL, NULL},
 };
 
