@@ -22,6 +22,7 @@ int main(int argc, char **argv)
     const char *model = argv[1], *device = "v100-16g";
     int n_dev = atoi(argv[2]), batch = atoi(argv[3]), gpn = 4, repeat = 1, spp = 0, show = 0;
     int mbs = 0;
+    double eps = 0;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--spp"))
             spp = 1;
@@ -35,6 +36,8 @@ int main(int argc, char **argv)
             repeat = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mbs") && i + 1 < argc)
             mbs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--eps") && i + 1 < argc)
+            eps = atof(argv[++i]);
         else {
             fprintf(stderr, "unknown argument '%s'\n", argv[i]);
             return 2;
@@ -56,6 +59,8 @@ int main(int argc, char **argv)
     gpp_part_opts_default(&o, batch);
     o.spp = spp;
     o.micro_batch = mbs;
+    if (eps > 0)
+        o.eps = eps;
     double best_ms = 1e300;
     gpp_plan_t *p = NULL;
     for (int r = 0; r < repeat; r++) {

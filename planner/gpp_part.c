@@ -31,7 +31,7 @@
 #include "planner/gpp_sp.h"
 
 #define MAX_CFG 256
-#define ARENA_CHUNK ((size_t)1 << 20)
+#define ARENA_CHUNK ((size_t)1 << 18)
 
 typedef struct {
     int b, k;
@@ -69,7 +69,6 @@ typedef struct {
     int64_t *pre_params, *pre_stash, *pre_res;
     double *pre_grad;
     double *pre_rate; /* least per-sample fwd+bwd ms of each op over the used sizes */
-    int *reserve;     /* [node]: devices the rest of the graph needs at least (per run) */
     double **pre_ms; /* [B+1]: per samples m, prefix of fwd+bwd ms */
     double *ar_a, *ar_b; /* [n_dev+1]: allreduce_ms = ar_a*bytes + ar_b */
     double p2p_alpha_ms, p2p_ms_per_byte;
@@ -90,6 +89,7 @@ typedef struct {
     /* emit */
     s_stage_t *out;
     int n_out, cap_out;
+    int out_level;   /* source level of the emitted plan */
     long long n_eval;
 } s_dp_t;
 
@@ -160,7 +160,7 @@ static int *s_arena_get(s_arena_t *a, size_t n)
     if (a->cur == a->n_chunks) {
         a->chunks = gpp_xrealloc(a->chunks, (size_t)(a->n_chunks + 1) * sizeof *a->chunks);
         a->used = gpp_xrealloc(a->used, (size_t)(a->n_chunks + 1) * sizeof *a->used);
-        a->chunks[a->n_chunks] = gpp_xcalloc(ARENA_CHUNK, sizeof(int));
+        a->chunks[a->n_chunks] = gpp_xrealloc(NULL, ARENA_CHUNK * sizeof(int));
         a->used[a->n_chunks] = 0;
         a->n_chunks++;
     }
@@ -251,6 +251,33 @@ static void s_bnd_extend(s_dp_t *s, s_bnd_t *bd, int r)
     }
 }
 
+/* Grows the interval to the left down to position l. */
+static void s_bnd_extend_left(s_dp_t *s, s_bnd_t *bd, int l)
+{
+    const gpp_graph_t *g = s->g;
+    while (bd->l > l) {
+        int pos = --bd->l;
+        const gpp_op_t *o = &g->ops[s->t->op_at[pos]];
+        if (s->stamp[pos] == bd->st) { /* was an outside producer of the interval */
+            s->stamp[pos] = 0;
+            bd->bytes -= (double)o->out_bytes;
+            bd->n--;
+        }
+        if (s->maxc[pos] > bd->r) {
+            bd->bytes += (double)o->out_bytes;
+            bd->n++;
+        }
+        for (int k = 0; k < o->n_inputs; k++) {
+            int pq = s->t->pos_of[o->inputs[k]];
+            if (s->stamp[pq] != bd->st) {
+                s->stamp[pq] = bd->st;
+                bd->bytes += (double)g->ops[o->inputs[k]].out_bytes;
+                bd->n++;
+            }
+        }
+    }
+}
+
 /* ---- one stage: least devices, or INF ---- */
 
 static double s_compute_ms(const s_dp_t *s, int m, int l, int r)
@@ -272,6 +299,16 @@ static int s_lbdev(const s_dp_t *s, int l, int r)
         return s->n_dev + 1;
     int d = (int)ceil(x);
     return d > 1 ? d : 1;
+}
+
+/* Devices an entry covering positions [l, r] may use. Every DP stage is a
+ * contiguous position range and the entry is a union of whole stages, so no
+ * stage holds ops on both sides of it: the ops left of l and the ops right
+ * of r each need lbdev of their own. */
+static int s_budget(const s_dp_t *s, int l, int r)
+{
+    int left = s_lbdev(s, 0, l - 1), right = s_lbdev(s, r + 1, s->t->n_ops - 1);
+    return s->n_dev - left - right;
 }
 
 static int s_stage_dev(s_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int infl, int cap)
@@ -328,7 +365,7 @@ static int s_too_heavy(const s_dp_t *s, int l, int r)
 
 /* ---- DP ---- */
 
-static int *s_get(s_dp_t *s, int node, int ctx);
+static int *s_get(s_dp_t *s, int node, int idx, int ctx);
 
 static void s_emit_stage(s_dp_t *s, int l, int r, int ci, int d, int infl)
 {
@@ -339,7 +376,7 @@ static void s_emit_stage(s_dp_t *s, int l, int r, int ci, int d, int infl)
     s->out[s->n_out++] = (s_stage_t){l, r, ci, d, infl};
 }
 
-static void s_emit_node(s_dp_t *s, int node, int suffix, int ctx, const s_want_t *w);
+static void s_emit_node(s_dp_t *s, int node, int idx, int ctx, int cf, int lev, int want);
 
 static int s_nchild(const s_dp_t *s, int node)
 {
@@ -347,7 +384,14 @@ static int s_nchild(const s_dp_t *s, int node)
     return n->kind == GPP_SP_LEAF ? 1 : n->n_children;
 }
 
-/* Range of positions of child c of node (the leaf itself for a leaf). */
+/* Entry holding the whole node: suffix 0 of a series, prefix k-1 of a parallel node. */
+static int s_top(const s_dp_t *s, int node)
+{
+    return s->t->nodes[node].kind == GPP_SP_PARALLEL ? s_nchild(s, node) - 1 : 0;
+}
+
+/* Position range of child c of node (the leaf itself for a leaf); *child is
+ * the child's node when it is not a leaf, else -1. */
 static void s_child_range(const s_dp_t *s, int node, int c, int *first, int *last, int *child)
 {
     const gpp_sp_node_t *n = &s->t->nodes[node];
@@ -360,221 +404,284 @@ static void s_child_range(const s_dp_t *s, int node, int c, int *first, int *las
     *child = ch->kind == GPP_SP_LEAF ? -1 : n->children[c];
 }
 
-static int *s_slot(s_dp_t *s, int node, int i, int ctx)
+static int *s_slot(s_dp_t *s, int node, int idx, int ctx)
 {
-    size_t k = (size_t)(s->base[node] + i) * s->nctx + ctx;
+    size_t k = (size_t)(s->base[node] + idx) * s->nctx + ctx;
     if (s->memo_gen[k] != s->gen)
         return NULL;
     return s->memo_p[k];
 }
 
-/* Evaluates suffix i of node under ctx. Fill mode (w == NULL): writes R.
- * Emit mode: finds the transition giving w->want at (w->cf, <= w->lev),
- * emits its stages and returns 1. */
-static int s_eval(s_dp_t *s, int node, int i, int ctx, int *R, const s_want_t *w)
+/* Accumulator of one entry: fill mode writes R; emit mode (w != NULL)
+ * reports the first candidate equal to the wanted value. */
+typedef struct {
+    int *R;
+    int NL;
+    const s_want_t *w;
+} s_acc_t;
+
+static inline int s_offer(const s_acc_t *a, int cf, int lev, int v)
+{
+    if (!a->w) {
+        int *x = &a->R[cf * a->NL + lev];
+        if (v < *x)
+            *x = v;
+        return 0;
+    }
+    return cf == a->w->cf && lev <= a->w->lev && v == a->w->want;
+}
+
+/* Steps of a non-increasing rest array: the levels where it drops. With
+ * last != 0 there is no rest: one step, the outer context, 0 devices. */
+#define FOR_REST_STEPS(s, rest, last, ctx, lim, cy, l2, rv, ctx2)                              \
+    for (int idx_ = 0; idx_ < ((last) ? 1 : (s)->C * (s)->NL); idx_++)                         \
+        for (int cy = idx_ / (s)->NL, l2 = idx_ % (s)->NL, rv = (last) ? 0 : (rest)[idx_],        \
+                 ctx2 = (last) ? (ctx) : s_ctx((s), cy, l2), once_ = 1;                           \
+             once_ && rv < (lim) && ((last) || l2 == 0 || rv != (rest)[idx_ - 1]); once_ = 0)
+
+/* Series suffix i (children i..k-1) under ctx; also a leaf (k = 1). */
+static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc)
 {
     const gpp_sp_node_t *n = &s->t->nodes[node];
     const int C = s->C, NL = s->NL, INF = s->INF;
-    int k = s_nchild(s, node);
-    int par = n->kind == GPP_SP_PARALLEL;
-    if (!w)
-        for (int x = 0; x < C * NL; x++)
-            R[x] = INF;
+    const int k = s_nchild(s, node);
     int l0, l1, child;
     s_child_range(s, node, i, &l0, &l1, &child);
-    /* devices this suffix may use: the rest of the graph and the children
-       before i need at least reserve + lbdev(prefix) */
-    const int budget = s->n_dev - s->reserve[node] - s_lbdev(s, n->first, l0 - 1);
-    if (budget < 1) {
-        (void)l1;
-        return 0; /* R stays INF */
+    const int budget = s_budget(s, l0, n->last);
+    if (budget < 1)
+        return 0;
+    const int *rest_i = i == k - 1 ? NULL : s_slot(s, node, i + 1, ctx);
+    /* (a) child i decomposed; its single-stage option is inside A */
+    if (child >= 0) {
+        FOR_REST_STEPS(s, rest_i, i == k - 1, ctx, budget, cy, l2, rv, ctx2)
+        {
+            const int *A = s_get(s, child, s_top(s, child), ctx2);
+            for (int cf = 0; cf < C; cf++)
+                for (int l = 0; l < NL; l++) {
+                    int v = A[cf * NL + l] + rv;
+                    if (v <= budget && s_offer(acc, cf, l, v)) {
+                        s_emit_node(s, child, s_top(s, child), ctx2, cf, l, A[cf * NL + l]);
+                        if (i < k - 1)
+                            s_emit_node(s, node, i + 1, ctx, cy, l2, rv);
+                        return 1;
+                    }
+                }
+        }
     }
+    /* (b) children i..m as one stage */
     s_bnd_t bd;
     s_bnd_start(s, &bd, l0);
     for (int m = i; m < k; m++) {
         int f, last, ch_m;
         s_child_range(s, node, m, &f, &last, &ch_m);
+        if (m == i && child >= 0) {
+            s_bnd_extend(s, &bd, last);
+            continue;
+        }
+        if (s_lbdev(s, l0, last) > budget || s_too_heavy(s, l0, last))
+            break;
         s_bnd_extend(s, &bd, last);
         const int *rest = m == k - 1 ? NULL : s_slot(s, node, m + 1, ctx);
-        assert(m == k - 1 || rest);
-        if (m == i && child >= 0) {
-            /* child i decomposed */
-            if (par || m == k - 1) {
-                const int *A = s_get(s, child, ctx);
-                const int *Rs = par && rest ? rest : s->zero;
-                for (int cf = 0; cf < C; cf++)
-                    for (int l = 0; l < NL; l++) {
-                        int v = A[cf * NL + l] + Rs[cf * NL + l];
-                        if (v > budget)
-                            continue;
-                        if (!w) {
-                            if (v < R[cf * NL + l])
-                                R[cf * NL + l] = v;
-                        } else if (cf == w->cf && l <= w->lev && v == w->want) {
-                            s_want_t wa = {cf, l, A[cf * NL + l]};
-                            s_emit_node(s, child, 0, ctx, &wa);
-                            if (par && rest) {
-                                s_want_t wr = {cf, l, Rs[cf * NL + l]};
-                                s_emit_node(s, node, m + 1, ctx, &wr);
-                            }
-                            return 1;
-                        }
-                    }
-            } else {
-                for (int cy = 0; cy < C; cy++)
-                    for (int l2 = 0; l2 < NL; l2++) {
-                        int rv = rest[cy * NL + l2];
-                        if (rv >= INF || (l2 > 0 && rv == rest[cy * NL + l2 - 1]))
-                            continue;
-                        int ctx2 = s_ctx(s, cy, l2);
-                        const int *A = s_get(s, child, ctx2);
-                        /* rest may have moved? no: arena pointers are stable */
-                        for (int cf = 0; cf < C; cf++)
-                            for (int l = 0; l < NL; l++) {
-                                int v = A[cf * NL + l] + rv;
-                                if (v > budget)
-                                    continue;
-                                if (!w) {
-                                    if (v < R[cf * NL + l])
-                                        R[cf * NL + l] = v;
-                                } else if (cf == w->cf && l <= w->lev && v == w->want) {
-                                    s_want_t wa = {cf, l, A[cf * NL + l]};
-                                    s_emit_node(s, child, 0, ctx2, &wa);
-                                    s_want_t wr = {cy, l2, rv};
-                                    s_emit_node(s, node, m + 1, ctx, &wr);
-                                    return 1;
-                                }
-                            }
-                    }
-            }
-            continue; /* the child as one stage is inside A */
-        }
-        if (s_too_heavy(s, l0, last) || s_lbdev(s, l0, last) > budget)
-            break;
-        if (par || m == k - 1) {
-            const int *Rs = par && rest ? rest : s->zero;
+        FOR_REST_STEPS(s, rest, m == k - 1, ctx, budget, cy, l2, rv, ctx2)
+        {
             for (int cx = 0; cx < C; cx++) {
-                int I = s_infl(s, cx, ctx);
-                int d = s_stage_dev(s, l0, last, &bd, cx, I, budget);
-                if (d >= INF)
+                int I = s_infl(s, cx, ctx2);
+                int d = s_stage_dev(s, l0, last, &bd, cx, I, budget - rv);
+                if (d >= INF || d + rv > budget)
                     continue;
-                int lev = I / s->q;
-                assert(lev < NL);
-                for (int l = lev; l < NL; l++) {
-                    int v = d + Rs[cx * NL + l];
-                    if (v > budget)
-                        continue;
-                    if (!w) {
-                        if (v < R[cx * NL + l])
-                            R[cx * NL + l] = v;
-                    } else if (cx == w->cf && l <= w->lev && v == w->want) {
-                        s_emit_stage(s, l0, last, cx, d, I);
-                        if (par && rest) {
-                            s_want_t wr = {cx, l, Rs[cx * NL + l]};
-                            s_emit_node(s, node, m + 1, ctx, &wr);
-                        }
-                        return 1;
-                    }
-                    if (!par)
-                        break; /* prefix-min below covers higher levels */
+                if (s_offer(acc, cx, I / s->q, d + rv)) {
+                    s_emit_stage(s, l0, last, cx, d, I);
+                    if (m < k - 1)
+                        s_emit_node(s, node, m + 1, ctx, cy, l2, rv);
+                    return 1;
                 }
             }
-        } else {
-            for (int cy = 0; cy < C; cy++)
-                for (int l2 = 0; l2 < NL; l2++) {
-                    int rv = rest[cy * NL + l2];
-                    if (rv >= budget || (l2 > 0 && rv == rest[cy * NL + l2 - 1]))
-                        continue;
-                    int ctx2 = s_ctx(s, cy, l2);
-                    for (int cx = 0; cx < C; cx++) {
-                        int I = s_infl(s, cx, ctx2);
-                        int d = s_stage_dev(s, l0, last, &bd, cx, I, budget - rv);
-                        int v = d + rv;
-                        if (d >= INF || v > budget)
-                            continue;
-                        int lev = I / s->q;
-                        assert(lev < NL);
-                        if (!w) {
-                            if (v < R[cx * NL + lev])
-                                R[cx * NL + lev] = v;
-                        } else if (cx == w->cf && lev <= w->lev && v == w->want) {
-                            s_emit_stage(s, l0, last, cx, d, I);
-                            s_want_t wr = {cy, l2, rv};
-                            s_emit_node(s, node, m + 1, ctx, &wr);
-                            return 1;
-                        }
-                    }
-                }
         }
     }
-    if (!w)
+    /* (c) child i parallel: its branches j..end join children i+1..m in one
+       stage (the join side of a fork/join), branches 0..j-1 decomposed
+       before it. One contiguous position range. */
+    if (child >= 0 && s->t->nodes[child].kind == GPP_SP_PARALLEL && i < k - 1) {
+        const gpp_sp_node_t *P = &s->t->nodes[child];
+        int f1, x1, c1;
+        s_child_range(s, node, i + 1, &f1, &x1, &c1);
+        for (int m = i + 1; m < k; m++) {
+            int f, last, ch_m;
+            s_child_range(s, node, m, &f, &last, &ch_m);
+            if (s_lbdev(s, f1, last) + 1 > budget)
+                break;
+            int started = 0;
+            const int *rest = m == k - 1 ? NULL : s_slot(s, node, m + 1, ctx);
+            for (int j = P->n_children - 1; j >= 1; j--) {
+                int bl = s->t->nodes[P->children[j]].first;
+                if (s_lbdev(s, bl, last) + 1 > budget || s_too_heavy(s, bl, last))
+                    break;
+                if (!started) {
+                    s_bnd_start(s, &bd, f1);
+                    s_bnd_extend(s, &bd, last);
+                    started = 1;
+                }
+                s_bnd_extend_left(s, &bd, bl);
+                FOR_REST_STEPS(s, rest, m == k - 1, ctx, budget, cy, l2, rv, ctx2)
+                {
+                    for (int cx = 0; cx < C; cx++) {
+                        int I = s_infl(s, cx, ctx2);
+                        int d = s_stage_dev(s, bl, last, &bd, cx, I, budget - rv - 1);
+                        if (d >= INF)
+                            continue;
+                        int lev = I / s->q;
+                        int ctxb = s_ctx(s, cx, lev);
+                        const int *Pp = s_get(s, child, j - 1, ctxb);
+                        for (int l = 0; l < NL; l++) {
+                            int pv = Pp[cx * NL + l], v = pv + d + rv;
+                            if (v > budget)
+                                continue;
+                            if (s_offer(acc, cx, l > lev ? l : lev, v)) {
+                                s_emit_stage(s, bl, last, cx, d, I);
+                                s_emit_node(s, child, j - 1, ctxb, cx, l, pv);
+                                if (m < k - 1)
+                                    s_emit_node(s, node, m + 1, ctx, cy, l2, rv);
+                                return 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Parallel prefix e (branches 0..e) under ctx: every branch's stages share
+ * the context; devices add up, levels take the max. */
+static int s_eval_parallel(s_dp_t *s, int node, int e, int ctx, const s_acc_t *acc)
+{
+    const gpp_sp_node_t *n = &s->t->nodes[node];
+    const int C = s->C, NL = s->NL, INF = s->INF;
+    int fe, le, child;
+    s_child_range(s, node, e, &fe, &le, &child);
+    const int budget = s_budget(s, n->first, le);
+    if (budget < 1)
+        return 0;
+    /* (a) branch e decomposed */
+    if (child >= 0) {
+        const int *A = s_get(s, child, s_top(s, child), ctx);
+        const int *Pv = e > 0 ? s_slot(s, node, e - 1, ctx) : s->zero;
+        for (int cf = 0; cf < C; cf++)
+            for (int l = 0; l < NL; l++) {
+                int v = A[cf * NL + l] + Pv[cf * NL + l];
+                if (v <= budget && s_offer(acc, cf, l, v)) {
+                    s_emit_node(s, child, s_top(s, child), ctx, cf, l, A[cf * NL + l]);
+                    if (e > 0)
+                        s_emit_node(s, node, e - 1, ctx, cf, l, Pv[cf * NL + l]);
+                    return 1;
+                }
+            }
+    }
+    /* (b) branches b..e as one stage */
+    s_bnd_t bd;
+    s_bnd_start(s, &bd, fe);
+    if (child < 0 || e > 0)
+        s_bnd_extend(s, &bd, le);
+    for (int b = e; b >= 0; b--) {
+        int fb, lb, cb;
+        s_child_range(s, node, b, &fb, &lb, &cb);
+        if (!(b == e && child >= 0) && (s_lbdev(s, fb, le) > budget || s_too_heavy(s, fb, le)))
+            break;
+        s_bnd_extend_left(s, &bd, fb);
+        if (b == e && child >= 0)
+            continue;
+        const int *Pv = b > 0 ? s_slot(s, node, b - 1, ctx) : s->zero;
+        for (int cx = 0; cx < C; cx++) {
+            int I = s_infl(s, cx, ctx);
+            int d = s_stage_dev(s, fb, le, &bd, cx, I, budget);
+            if (d >= INF)
+                continue;
+            for (int l = I / s->q; l < NL; l++) {
+                int v = d + Pv[cx * NL + l];
+                if (v <= budget && s_offer(acc, cx, l, v)) {
+                    s_emit_stage(s, fb, le, cx, d, I);
+                    if (b > 0)
+                        s_emit_node(s, node, b - 1, ctx, cx, l, Pv[cx * NL + l]);
+                    return 1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static int s_eval(s_dp_t *s, int node, int idx, int ctx, const s_acc_t *acc)
+{
+    if (s->t->nodes[node].kind == GPP_SP_PARALLEL)
+        return s_eval_parallel(s, node, idx, ctx, acc);
+    return s_eval_series(s, node, idx, ctx, acc);
+}
+
+/* Fills every entry of node under ctx, in dependency order. */
+long long g_fills[4];
+static void s_fill(s_dp_t *s, int node, int ctx)
+{
+    g_fills[s->t->nodes[node].kind]++; if (s_nchild(s, node) > 20) g_fills[3]++;
+    int k = s_nchild(s, node);
+    int par = s->t->nodes[node].kind == GPP_SP_PARALLEL;
+    const int C = s->C, NL = s->NL;
+    for (int it = 0; it < k; it++) {
+        int idx = par ? it : k - 1 - it;
+        size_t key = (size_t)(s->base[node] + idx) * s->nctx + ctx;
+        int *R = s_arena_get(&s->ar, (size_t)C * NL);
+        for (int x = 0; x < C * NL; x++)
+            R[x] = s->INF;
+        s_acc_t acc = {R, NL, NULL};
+        s_eval(s, node, idx, ctx, &acc);
         for (int cf = 0; cf < C; cf++)
             for (int l = 1; l < NL; l++)
                 if (R[cf * NL + l - 1] < R[cf * NL + l])
                     R[cf * NL + l] = R[cf * NL + l - 1];
-    return 0;
-}
-
-/* Fills every suffix of node under ctx (bottom-up). */
-static void s_fill(s_dp_t *s, int node, int ctx)
-{
-    int k = s_nchild(s, node);
-    for (int i = k - 1; i >= 0; i--) {
-        size_t key = (size_t)(s->base[node] + i) * s->nctx + ctx;
-        int *R = s_arena_get(&s->ar, (size_t)s->C * s->NL);
-        s_eval(s, node, i, ctx, R, NULL);
         s->memo_p[key] = R;
         s->memo_gen[key] = s->gen;
     }
 }
 
-static int *s_get(s_dp_t *s, int node, int ctx)
+static int *s_get(s_dp_t *s, int node, int idx, int ctx)
 {
-    int *R = s_slot(s, node, 0, ctx);
+    int *R = s_slot(s, node, idx, ctx);
     if (R)
         return R;
     s_fill(s, node, ctx);
-    return s_slot(s, node, 0, ctx);
+    return s_slot(s, node, idx, ctx);
 }
 
-static void s_emit_node(s_dp_t *s, int node, int suffix, int ctx, const s_want_t *w)
+static void s_emit_node(s_dp_t *s, int node, int idx, int ctx, int cf, int lev, int want)
 {
-    int found = s_eval(s, node, suffix, ctx, NULL, w);
+    s_want_t w = {cf, lev, want};
+    s_acc_t acc = {NULL, s->NL, &w};
+    int found = s_eval(s, node, idx, ctx, &acc);
     assert(found && "partitioner: DP value could not be reconstructed");
     (void)found;
 }
 
-/* One DP run at target t. Returns 1 when feasible; then s->out holds the
- * stages of the plan with the fewest samples in flight at its sources. */
-static int s_run(s_dp_t *s, double t, int emit)
+/* One DP run at target t. Returns 1 when some plan has every stage TPS <= t
+ * and its source level <= max_level; then s->out holds the stages of the one
+ * with the fewest samples in flight at its sources. */
+static int s_run(s_dp_t *s, double t, int max_level)
 {
     s->tgt = t;
     s->gen++;
     s_arena_reset(&s->ar);
-    const gpp_sp_t *tr = s->t;
-    s->reserve[tr->root] = 0;
-    for (int v = 0; v < tr->n_nodes; v++) { /* preorder: parents first */
-        const gpp_sp_node_t *n = &tr->nodes[v];
-        for (int c = 0; c < n->n_children; c++) {
-            const gpp_sp_node_t *ch = &tr->nodes[n->children[c]];
-            s->reserve[n->children[c]] = s->reserve[v] + s_lbdev(s, n->first, ch->first - 1) +
-                                         s_lbdev(s, ch->last + 1, n->last);
-        }
-    }
-    const int *R = s_get(s, s->t->root, 0);
+    const int *R = s_get(s, s->t->root, s_top(s, s->t->root), 0);
     int best_cf = -1, best_l = -1;
-    for (int l = 0; l < s->NL && best_cf < 0; l++)
+    for (int l = 0; l < s->NL && l <= max_level && best_cf < 0; l++)
         for (int cf = 0; cf < s->C; cf++)
             if (R[cf * s->NL + l] <= s->n_dev &&
                 (best_cf < 0 || R[cf * s->NL + l] < R[best_cf * s->NL + l]))
                 best_cf = cf, best_l = l;
     if (best_cf < 0)
         return 0;
-    if (emit) {
-        s->n_out = 0;
-        s_want_t w = {best_cf, best_l, R[best_cf * s->NL + best_l]};
-        s_emit_node(s, s->t->root, 0, 0, &w);
-    }
+    s->n_out = 0;
+    s_emit_node(s, s->t->root, s_top(s, s->t->root), 0, best_cf, best_l,
+                R[best_cf * s->NL + best_l]);
+    s->out_level = best_l;
     return 1;
 }
 
@@ -652,7 +759,6 @@ static s_dp_t *s_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_
         s->n_suffix += s_nchild(s, v);
     }
     s->sp_depth = s_sp_depth(t, t->root);
-    s->reserve = gpp_xcalloc((size_t)t->n_nodes, sizeof(int));
     s->pre_rate = gpp_xcalloc((size_t)n + 1, sizeof(double));
     return s;
 }
@@ -679,6 +785,7 @@ static void s_dp_configure(s_dp_t *s, const s_cfg_t *cfg, int C, int generalized
             s_ensure_ms(s, (cfg[c].b + d - 1) / d);
     }
     s->q = q;
+    s_ensure_ms(s, 1); /* the TPS cap uses the per-sample worst case */
     for (int pos = 0; pos < s->t->n_ops; pos++) {
         double best = INFINITY;
         for (int c = 0; c < C; c++) {
@@ -720,7 +827,7 @@ static void s_dp_destroy(s_dp_t **sp)
     for (int m = 0; m <= s->B; m++)
         free(s->pre_ms[m]);
     free(s->pre_ms);
-    free(s->ar_a), free(s->ar_b), free(s->maxc), free(s->reserve), free(s->pre_rate), free(s->stamp), free(s->base);
+    free(s->ar_a), free(s->ar_b), free(s->maxc), free(s->pre_rate), free(s->stamp), free(s->base);
     free(s->memo_gen), free(s->memo_p), free(s->zero), free(s->out);
     s_arena_free(&s->ar);
     free(s);
@@ -883,72 +990,163 @@ static double s_iter_estimate(const gpp_plan_t *p)
 typedef struct {
     gpp_plan_t *best;
     double best_iter;
+    double last_iter;     /* best estimate of the latest s_search */
     int any_feasible_mem; /* some config set was feasible at t = inf */
     long long evals, runs;
 } s_result_t;
 
-/* Binary search for one config set; keeps the best plan in res. */
-static int s_search(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, int universal_b,
-                    s_result_t *res, gpp_err_t *err)
+/* Least t (within eps) in (lo, hi] for which s_run(t, max_level) succeeds:
+ * gallop up from lo (runs below the optimum are cheap, the budget bound
+ * prunes them hard), then bisect. Returns 1 with the plan in s->out and its
+ * bottleneck in *t_out, or 0 when even hi fails. */
+static int s_bsearch(s_dp_t *s, double eps, double lo, double hi, int max_level, double *t_out,
+                     double *t_low, s_result_t *res)
 {
-    res->runs++;
-    if (!s_run(s, INFINITY, 1))
-        return 0; /* memory */
-    res->any_feasible_mem = 1;
-    double t_r = s_out_tps(s);
-    /* a plan with TPS >= best_iter / B cannot beat the best one (estimate >= TPS * B) */
-    if (res->best && res->best_iter / s->B < t_r) {
-        double cut = res->best_iter / s->B;
+    s_stage_t *keep = NULL;
+    int n_keep = 0, keep_level = 0, found = 0;
+    double t_l = lo, t_r = hi;
+    for (double step = 0.01;; step *= 2) {
+        double t = lo * (1 + step);
+        int last = !(t < hi);
+        if (last)
+            t = hi;
         res->runs++;
-        if (!s_run(s, cut, 1))
-            return 0;
-        t_r = s_out_tps(s);
+        if (s_run(s, t, max_level)) {
+            t_r = s_out_tps(s);
+            if (t_r > t)
+                t_r = t;
+            found = 1;
+            break;
+        }
+        t_l = t;
+        if (last)
+            break;
     }
-    s_stage_t *keep = gpp_xcalloc((size_t)s->n_out, sizeof *keep);
-    int n_keep = s->n_out;
+    if (!found)
+        return 0;
+    keep = gpp_xcalloc((size_t)s->n_out, sizeof *keep);
+    n_keep = s->n_out;
+    keep_level = s->out_level;
     memcpy(keep, s->out, (size_t)n_keep * sizeof *keep);
-    /* lower bound: total per-sample compute at full micro-batch over all devices */
-    double lb = INFINITY;
-    for (int c = 0; c < s->C; c++) {
-        double w = s_compute_ms(s, s->cfg[c].b, 0, s->t->n_ops - 1) / s->cfg[c].b / s->n_dev;
-        if (w < lb)
-            lb = w;
-    }
-    double t_l = lb < t_r ? lb : 0;
-    while (t_r - t_l > o->eps * t_r) {
+    while (t_r - t_l > eps * t_r) {
         double mid = 0.5 * (t_l + t_r);
         res->runs++;
-        if (s_run(s, mid, 1)) {
+        if (s_run(s, mid, max_level)) {
             double a = s_out_tps(s);
             t_r = a < mid ? a : mid;
             keep = gpp_xrealloc(keep, (size_t)s->n_out * sizeof *keep);
             n_keep = s->n_out;
+            keep_level = s->out_level;
             memcpy(keep, s->out, (size_t)n_keep * sizeof *keep);
         } else {
             t_l = mid;
         }
     }
-    s->n_out = n_keep;
     if (s->cap_out < n_keep) {
         s->out = gpp_xrealloc(s->out, (size_t)n_keep * sizeof *s->out);
         s->cap_out = n_keep;
     }
     memcpy(s->out, keep, (size_t)n_keep * sizeof *keep);
+    s->n_out = n_keep;
+    s->out_level = keep_level;
     free(keep);
+    *t_out = t_r;
+    if (t_low)
+        *t_low = t_l;
+    return 1;
+}
+
+/* Builds the plan in s->out and keeps it when its estimate is the best. */
+static int s_offer_plan(s_dp_t *s, const char *planner, int universal_b, s_result_t *res,
+                        gpp_err_t *err)
+{
     gpp_plan_t *p = s_build_plan(s, planner, universal_b, err);
     if (!p)
         return -1;
     double it = s_iter_estimate(p);
-    gpp_debug("partitioner: b=%d C=%d NL=%d tps %.6f iter %.3f after %lld runs, %lld evals",
-              universal_b, s->C, s->NL, p->bottleneck_tps_ms, it, res->runs, s->n_eval);
     p->iteration_ms = it;
     p->throughput = it > 0 ? p->batch / it * 1e3 : 0;
+    gpp_debug("partitioner: b=%d C=%d NL=%d level %d tps %.6f depth %d iter %.3f after %lld runs, "
+              "%lld evals",
+              universal_b, s->C, s->NL, s->out_level, p->bottleneck_tps_ms, p->depth, it, res->runs,
+              s->n_eval);
+    if (it < res->last_iter)
+        res->last_iter = it;
     if (!res->best || it < res->best_iter) {
         gpp_plan_destroy(&res->best);
         res->best = p;
         res->best_iter = it;
     } else {
         gpp_plan_destroy(&p);
+    }
+    return 0;
+}
+
+/* Upper bound on any stage's TPS (every op on one stage at the worst
+ * per-sample rate, all boundary traffic, the largest all-reduce): above it
+ * the TPS constraint never binds, so failing there means memory. */
+static double s_tps_cap(const s_dp_t *s)
+{
+    int n = s->t->n_ops;
+    double worst = s->pre_ms[1][n], bytes = 0;
+    for (int pos = 0; pos < n; pos++)
+        bytes += (double)s->g->ops[s->t->op_at[pos]].out_bytes;
+    double ar = 0;
+    for (int d = 1; d <= s->n_dev; d++)
+        if (s->ar_a[d] * s->pre_grad[n] + s->ar_b[d] > ar)
+            ar = s->ar_a[d] * s->pre_grad[n] + s->ar_b[d];
+    return (worst + 2.0 * bytes * s->p2p_ms_per_byte + 2.0 * n * s->p2p_alpha_ms + ar / s->B) * 1.01;
+}
+
+/* Search for one config set; keeps the best plan in res. In default mode the
+ * source level is the pipeline depth: after the least-TPS plan (depth L) the
+ * search also asks for the least TPS at depth L-1, L-2, ... while that keeps
+ * improving the iteration estimate TPS * (B + (depth - 1) * b). */
+static int s_search(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, int universal_b,
+                    double eps, double lo_hint, int descend, double *t_low, s_result_t *res,
+                    gpp_err_t *err)
+{
+    double cap = s_tps_cap(s);
+    double lb = INFINITY;
+    for (int c = 0; c < s->C; c++) {
+        double w = s->pre_rate[s->t->n_ops] / s->n_dev;
+        if (w < lb)
+            lb = w;
+    }
+    /* a plan with TPS >= best_iter / B cannot beat the best one (estimate >= TPS * B) */
+    if (!(lb > 0))
+        lb = cap * 1e-9;
+    if (lo_hint > lb)
+        lb = lo_hint;
+    if (t_low)
+        *t_low = INFINITY;
+    double hi = res->best && res->best_iter / s->B < cap ? res->best_iter / s->B : cap;
+    double t;
+    double t_l = lb;
+    if (lb >= hi || !s_bsearch(s, eps, lb, hi, s->NL - 1, &t, &t_l, res)) {
+        if (hi >= cap)
+            return 0; /* memory */
+        res->any_feasible_mem = 1;
+        return 0;
+    }
+    res->any_feasible_mem = 1;
+    if (t_low)
+        *t_low = t_l;
+    int level = s->out_level;
+    double tps = t;
+    if (s_offer_plan(s, planner, universal_b, res, err))
+        return -1;
+    if (!descend || s->generalized || !universal_b || o->micro_batch)
+        return 0; /* a fixed b is Algorithm 1 as is: the least bottleneck TPS */
+    for (int l = level - 1; l >= 1; l--) {
+        double before = res->best_iter;
+        double lim = res->best_iter / (s->B + (double)(l - 1) * universal_b);
+        if (lim <= tps || !s_bsearch(s, eps, tps, lim, l, &t, NULL, res))
+            break;
+        if (s_offer_plan(s, planner, universal_b, res, err))
+            return -1;
+        if (!(res->best_iter < before))
+            break;
     }
     return 0;
 }
@@ -993,7 +1191,7 @@ static int s_all(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, s_res
                         if ((int64_t)k * divs[i] <= B)
                             cfg[C++] = (s_cfg_t){divs[i], k};
                     s_dp_configure(s, cfg, C, 1);
-                    if (s_search(s, o, planner, divs[i], res, err))
+                    if (s_search(s, o, planner, divs[i], o->eps, 0, 0, NULL, res, err))
                         return -1;
                 }
                 return 0;
@@ -1005,19 +1203,39 @@ static int s_all(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, s_res
                 if ((int64_t)k * bs[i] <= B)
                     cfg[C++] = (s_cfg_t){bs[i], k};
         s_dp_configure(s, cfg, C, 1);
-        return s_search(s, o, planner, o->per_stage_mbs ? 0 : bs[0], res, err);
+        return s_search(s, o, planner, o->per_stage_mbs ? 0 : bs[0], o->eps, 0, 0, NULL, res, err);
     }
     if (o->micro_batch) {
         s_cfg_t c = {o->micro_batch, 1};
         s_dp_configure(s, &c, 1, 0);
-        return s_search(s, o, planner, o->micro_batch, res, err);
+        return s_search(s, o, planner, o->micro_batch, o->eps, 0, 0, NULL, res, err);
     }
     /* larger micro-batches first: they usually win, which makes the cut-off
        prune the small ones after a single DP run */
+    /* Two passes: every b to a coarse tolerance, then the b that can still
+       win (coarse lower bound * B below the best estimate) to eps, with the
+       depth descent. */
+    double eps_c = o->eps < 1e-2 ? 1e-2 : o->eps;
+    double low[MAX_CFG], est[MAX_CFG];
     for (int i = nd - 1; i >= 0; i--) {
         s_cfg_t c = {divs[i], 1};
         s_dp_configure(s, &c, 1, 0);
-        if (s_search(s, o, planner, divs[i], res, err))
+        double before = res->best ? res->best_iter : INFINITY;
+        res->last_iter = INFINITY;
+        if (s_search(s, o, planner, divs[i], eps_c, 0, 1, &low[i], res, err))
+            return -1;
+        est[i] = res->last_iter;
+        (void)before;
+    }
+    if (eps_c <= o->eps)
+        return 0;
+    for (int i = nd - 1; i >= 0; i--) {
+        /* within the coarse tolerance of the best: refinement may still win */
+        if (!(est[i] < res->best_iter * (1 + 2 * eps_c)) || !isfinite(low[i]))
+            continue;
+        s_cfg_t c = {divs[i], 1};
+        s_dp_configure(s, &c, 1, 0);
+        if (s_search(s, o, planner, divs[i], o->eps, low[i], 1, NULL, res, err))
             return -1;
     }
     return 0;
@@ -1095,6 +1313,7 @@ gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,
     }
     p = res.best;
     p->search_ms = gpp_now_ms() - t0;
+    gpp_debug("fills leaf %lld series %lld par %lld big %lld", g_fills[0], g_fills[1], g_fills[2], g_fills[3]);
     gpp_debug("partitioner %s: %lld DP runs, %lld stage evaluations, %.2f ms", planner, res.runs,
               s->n_eval, p->search_ms);
 done:
