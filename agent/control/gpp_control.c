@@ -1,0 +1,312 @@
+/* gpp_control: the agent's DEALER client. See gpp_control.h. */
+#include "agent/control/gpp_control.h"
+
+#include <assert.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "common/gpp_time.h"
+
+#define S_HOST_MAX 256
+#define S_SNDHWM 10000 /* queued messages before sends are dropped */
+
+struct gpp_control_s {
+    zloop_t *loop;     /* borrowed */
+    zsock_t *sock;     /* DEALER */
+    int timer_id;
+    gpp_control_handlers_t h;
+    void *arg;
+    char endpoint[S_HOST_MAX];
+    char host[S_HOST_MAX];
+    char data_addr[S_HOST_MAX];
+    int slot;
+    int backend;
+    int64_t mem_bytes;
+    int heartbeat_ms;
+    int timeout_ms;
+    uint64_t seq;          /* last sequence number sent */
+    uint64_t peer_seq;     /* last sequence number received */
+    int rank;              /* -1 until RegisterAck */
+    int world;
+    int barrier_pending;   /* id of the barrier we entered and await, -1 none */
+    double last_rx_ms;     /* gpp_now_ms of the last valid message */
+    int lost;              /* on_lost was called */
+    uint64_t dropped;
+};
+
+static int64_t s_realtime_us(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+static int s_send_raw(gpp_control_t *self, gpp_msg_t *m, gpp_err_t *err)
+{
+    m->seq = ++self->seq;
+    m->sender = self->rank >= 0 ? self->rank : GPP_MSG_SENDER_UNREGISTERED;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (gpp_msg_encode(m, &buf, &len, err) < 0)
+        return -1;
+    zframe_t *f = zframe_new(buf, len);
+    free(buf);
+    if (zframe_send(&f, self->sock, ZFRAME_DONTWAIT) < 0) {
+        zframe_destroy(&f);
+        return gpp_err_set(err, "control: cannot queue %s to %s: %s (coordinator gone?)",
+                           gpp_msg_type_name(m->body_case), self->endpoint,
+                           zmq_strerror(zmq_errno()));
+    }
+    if (m->body_case == GPP__ENVELOPE__BODY_BARRIER_ENTER)
+        self->barrier_pending = m->barrier_enter->barrier_id;
+    return 0;
+}
+
+int gpp_control_send(gpp_control_t *self, gpp_msg_t *m, gpp_err_t *err)
+{
+    assert(self && m);
+    return s_send_raw(self, m, err);
+}
+
+int gpp_control_forward(gpp_control_t *self, const uint8_t *data, size_t len, gpp_err_t *err)
+{
+    assert(self);
+    gpp_msg_t *m = gpp_msg_decode(data, len, err);
+    if (!m)
+        return gpp_err_prefix(err, "control: forward");
+    int rc = s_send_raw(self, m, err);
+    gpp_msg_destroy(&m);
+    return rc;
+}
+
+int gpp_control_barrier_enter(gpp_control_t *self, int barrier_id, gpp_err_t *err)
+{
+    Gpp__BarrierEnter b = GPP__BARRIER_ENTER__INIT;
+    b.barrier_id = barrier_id;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, 0);
+    m.body_case = GPP__ENVELOPE__BODY_BARRIER_ENTER;
+    m.barrier_enter = &b;
+    return s_send_raw(self, &m, err);
+}
+
+int gpp_control_error(gpp_control_t *self, int code, const char *text, gpp_err_t *err)
+{
+    Gpp__Error e = GPP__ERROR__INIT;
+    e.code = code;
+    char buf[GPP_MSG_STR_MAX];
+    snprintf(buf, sizeof buf, "%s", text ? text : "");
+    e.text = buf;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, 0);
+    m.body_case = GPP__ENVELOPE__BODY_ERROR;
+    m.error = &e;
+    return s_send_raw(self, &m, err);
+}
+
+static int s_send_register(gpp_control_t *self, gpp_err_t *err)
+{
+    Gpp__Register r = GPP__REGISTER__INIT;
+    r.host = self->host;
+    r.slot = self->slot;
+    r.backend = self->backend;
+    r.mem_bytes = self->mem_bytes;
+    r.pid = (int32_t)getpid();
+    r.build_version = (char *)GPP_VERSION;
+    r.data_addr = self->data_addr;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, 0);
+    m.body_case = GPP__ENVELOPE__BODY_REGISTER;
+    m.register_ = &r;
+    return s_send_raw(self, &m, err);
+}
+
+/* Cross-checks a validated message against this agent. 0 ok, -1 drop. */
+static int s_check(gpp_control_t *self, const gpp_msg_t *m, gpp_err_t *err)
+{
+    if (m->sender != GPP_MSG_SENDER_COORD)
+        return gpp_err_set(err, "sender %d is not the coordinator (-1)", m->sender);
+    if (m->seq <= self->peer_seq)
+        return gpp_err_set(err, "seq %llu not after %llu (replayed or reordered)",
+                           (unsigned long long)m->seq, (unsigned long long)self->peer_seq);
+    switch (m->body_case) {
+    case GPP__ENVELOPE__BODY_REGISTER_ACK:
+        if (self->rank >= 0)
+            return gpp_err_set(err, "second register_ack (rank %d, already rank %d)",
+                               m->register_ack->rank, self->rank);
+        return 0;
+    case GPP__ENVELOPE__BODY_ASSIGNMENT: {
+        const Gpp__Assignment *a = m->assignment;
+        if (self->rank < 0)
+            return gpp_err_set(err, "assignment before register_ack");
+        if (a->comm->rank != self->rank || a->comm->world_size != self->world)
+            return gpp_err_set(err, "assignment.comm rank %d / world %d, but we are rank %d of %d",
+                               a->comm->rank, a->comm->world_size, self->rank, self->world);
+        return 0;
+    }
+    case GPP__ENVELOPE__BODY_BARRIER_RELEASE:
+        if (m->barrier_release->barrier_id != self->barrier_pending)
+            return gpp_err_set(err, "barrier_release %d but we wait for %d",
+                               m->barrier_release->barrier_id, self->barrier_pending);
+        return 0;
+    case GPP__ENVELOPE__BODY_REGISTER:
+    case GPP__ENVELOPE__BODY_PROFILE_RESULT:
+    case GPP__ENVELOPE__BODY_READY:
+    case GPP__ENVELOPE__BODY_BARRIER_ENTER:
+    case GPP__ENVELOPE__BODY_METRICS:
+        return gpp_err_set(err, "%s is an agent-to-coordinator message",
+                           gpp_msg_type_name(m->body_case));
+    default:
+        return 0;
+    }
+}
+
+static int s_on_frame(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    (void)loop;
+    gpp_control_t *self = arg;
+    zmsg_t *zm = zmsg_recv(sock);
+    if (!zm)
+        return 0;
+    gpp_err_t err = {{0}};
+    gpp_msg_t *m = NULL;
+    if (zmsg_size(zm) != 1) {
+        gpp_err_set(&err, "%zu frames, expected 1", zmsg_size(zm));
+    } else {
+        zframe_t *f = zmsg_first(zm);
+        m = gpp_msg_decode(zframe_data(f), zframe_size(f), &err);
+        if (m && s_check(self, m, &err) < 0)
+            gpp_msg_destroy(&m);
+    }
+    zmsg_destroy(&zm);
+    if (!m) {
+        self->dropped++;
+        gpp_warn("agent %s:%d: dropped a message from the coordinator (%llu so far): %s",
+                 self->host, self->slot, (unsigned long long)self->dropped, err.msg);
+        return 0;
+    }
+    self->peer_seq = m->seq;
+    self->last_rx_ms = gpp_now_ms();
+    int rc = 0;
+    switch (m->body_case) {
+    case GPP__ENVELOPE__BODY_HEARTBEAT:
+        break;
+    case GPP__ENVELOPE__BODY_REGISTER_ACK:
+        self->rank = m->register_ack->rank;
+        self->world = m->register_ack->world_size;
+        rc = self->h.on_message(self, &m, self->arg);
+        break;
+    case GPP__ENVELOPE__BODY_BARRIER_RELEASE:
+        self->barrier_pending = -1;
+        rc = self->h.on_message(self, &m, self->arg);
+        break;
+    default:
+        rc = self->h.on_message(self, &m, self->arg);
+        break;
+    }
+    gpp_msg_destroy(&m);
+    return rc;
+}
+
+static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
+{
+    (void)loop;
+    (void)timer_id;
+    gpp_control_t *self = arg;
+    double silent_ms = gpp_now_ms() - self->last_rx_ms;
+    if (!self->lost && silent_ms >= self->timeout_ms) {
+        self->lost = 1;
+        return self->h.on_lost ? self->h.on_lost(self, silent_ms, self->arg) : -1;
+    }
+    if (self->rank < 0)
+        return 0; /* heartbeats only once registered */
+    Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
+    hb.timestamp_us = s_realtime_us();
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, 0);
+    m.body_case = GPP__ENVELOPE__BODY_HEARTBEAT;
+    m.heartbeat = &hb;
+    gpp_err_t err = {{0}};
+    if (s_send_raw(self, &m, &err) < 0)
+        gpp_warn("agent %s:%d: heartbeat: %s", self->host, self->slot, err.msg);
+    return 0;
+}
+
+gpp_control_t *gpp_control_new(const gpp_control_cfg_t *cfg, zloop_t *loop,
+                               const gpp_control_handlers_t *handlers, void *arg, gpp_err_t *err)
+{
+    assert(cfg && loop && handlers && handlers->on_message);
+    if (!cfg->endpoint || !cfg->endpoint[0] || !cfg->host || !cfg->host[0]) {
+        gpp_err_set(err, "control: coordinator endpoint and host must be set");
+        return NULL;
+    }
+    if (cfg->heartbeat_ms <= 0 || cfg->timeout_ms <= cfg->heartbeat_ms) {
+        gpp_err_set(err, "control: heartbeat %d ms / timeout %d ms: need 0 < heartbeat < timeout",
+                    cfg->heartbeat_ms, cfg->timeout_ms);
+        return NULL;
+    }
+    gpp_control_t *self = gpp_xcalloc(1, sizeof *self);
+    self->loop = loop;
+    self->h = *handlers;
+    self->arg = arg;
+    snprintf(self->endpoint, sizeof self->endpoint, "%s", cfg->endpoint);
+    snprintf(self->host, sizeof self->host, "%s", cfg->host);
+    snprintf(self->data_addr, sizeof self->data_addr, "%s", cfg->data_addr ? cfg->data_addr : "");
+    self->slot = cfg->slot;
+    self->backend = cfg->backend;
+    self->mem_bytes = cfg->mem_bytes;
+    self->heartbeat_ms = cfg->heartbeat_ms;
+    self->timeout_ms = cfg->timeout_ms;
+    self->rank = -1;
+    self->barrier_pending = -1;
+    self->timer_id = -1;
+    self->last_rx_ms = gpp_now_ms();
+
+    self->sock = zsock_new(ZMQ_DEALER);
+    if (!self->sock) {
+        gpp_err_set(err, "control: cannot create a DEALER socket: %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    zsock_set_sndhwm(self->sock, S_SNDHWM);
+    zsock_set_linger(self->sock, 1000);
+    if (zsock_connect(self->sock, "%s", self->endpoint) < 0) {
+        gpp_err_set(err, "control: cannot connect to '%s': %s; expected tcp://HOST:PORT",
+                    self->endpoint, zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    if (zloop_reader(loop, self->sock, s_on_frame, self) < 0) {
+        gpp_err_set(err, "control: zloop_reader failed");
+        goto fail;
+    }
+    self->timer_id = zloop_timer(loop, (size_t)self->heartbeat_ms, 0, s_on_timer, self);
+    if (self->timer_id < 0) {
+        gpp_err_set(err, "control: zloop_timer failed");
+        goto fail;
+    }
+    if (s_send_register(self, err) < 0)
+        goto fail;
+    return self;
+fail:
+    gpp_control_destroy(&self);
+    return NULL;
+}
+
+void gpp_control_destroy(gpp_control_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_control_t *self = *self_p;
+    if (self->timer_id >= 0)
+        zloop_timer_end(self->loop, self->timer_id);
+    if (self->sock) {
+        zloop_reader_end(self->loop, self->sock);
+        zsock_destroy(&self->sock);
+    }
+    free(self);
+    *self_p = NULL;
+}
+
+int gpp_control_rank(const gpp_control_t *self) { return self->rank; }
+int gpp_control_world(const gpp_control_t *self) { return self->world; }
+uint64_t gpp_control_dropped(const gpp_control_t *self) { return self->dropped; }

@@ -1,0 +1,78 @@
+/* gpp_control: the agent's control-plane client (a DEALER socket to the
+ * coordinator's ROUTER), driven by the agent's one zloop.
+ *
+ * gpp_control_new() connects, sends Register and arms the heartbeat timer.
+ * Every frame from the coordinator is decoded and validated (gpp_msg) and
+ * cross-checked against this agent (sender is the coordinator, a
+ * RegisterAck/Assignment is for our slot and rank, barrier ids increase);
+ * frames that fail are dropped with a logged reason and counted. Heartbeats
+ * are answered internally: an agent sends one every heartbeat_ms once
+ * registered, and declares the coordinator lost when nothing valid arrived
+ * for timeout_ms. Every other valid message goes to on_message.
+ *
+ * Sends never block: a full queue (coordinator gone) drops the message with
+ * a logged reason.
+ *
+ * Ownership: gpp_control_new returns an object the caller owns; it borrows
+ * the zloop, which must outlive it. */
+#ifndef GPP_CONTROL_H
+#define GPP_CONTROL_H
+
+#include <czmq.h>
+#include <stdint.h>
+
+#include "common/gpp_err.h"
+#include "proto/gpp_msg.h"
+
+typedef struct gpp_control_s gpp_control_t;
+
+typedef struct {
+    const char *endpoint;  /* coordinator ROUTER, e.g. "tcp://127.0.0.1:5555" */
+    const char *host;      /* this node's name as cluster.toml spells it */
+    int slot;              /* CPU slot or GPU index on the node, >= 0 */
+    int backend;           /* Gpp__Backend */
+    int64_t mem_bytes;     /* device memory usable by the stage, > 0 */
+    const char *data_addr; /* data-plane address, may be NULL */
+    int heartbeat_ms;      /* interval between our heartbeats, > 0 */
+    int timeout_ms;        /* coordinator silent this long: lost, > heartbeat_ms */
+} gpp_control_cfg_t;
+
+typedef struct {
+    /* A validated message other than Heartbeat (RegisterAck, Reject,
+     * Assignment, BarrierRelease, Abort, Shutdown, ProfileRequest, Error).
+     * The handler takes ownership of *msg_p (sets it NULL or leaves it for
+     * the caller to free: gpp_control frees whatever is left). Return -1 to
+     * end the zloop. */
+    int (*on_message)(gpp_control_t *ctl, gpp_msg_t **msg_p, void *arg);
+    /* Nothing valid from the coordinator for silent_ms >= timeout_ms.
+     * Called once. Return -1 to end the zloop. */
+    int (*on_lost)(gpp_control_t *ctl, double silent_ms, void *arg);
+} gpp_control_handlers_t;
+
+/* Connects and sends Register. NULL with a message on failure. */
+gpp_control_t *gpp_control_new(const gpp_control_cfg_t *cfg, zloop_t *loop,
+                               const gpp_control_handlers_t *handlers, void *arg,
+                               gpp_err_t *err);
+/* Unregisters from the loop, closes the socket (lingering up to 1 s so that
+ * a last message goes out). Accepts NULL. */
+void gpp_control_destroy(gpp_control_t **self_p);
+
+/* Stamps seq and sender on m (which the caller keeps owning), encodes and
+ * queues it. -1 with a message when it fails validation or cannot be queued. */
+int gpp_control_send(gpp_control_t *self, gpp_msg_t *m, gpp_err_t *err);
+
+/* Sends an already-encoded envelope (made by another thread of this agent
+ * with any seq/sender): decodes it, re-stamps seq and sender, sends. */
+int gpp_control_forward(gpp_control_t *self, const uint8_t *data, size_t len, gpp_err_t *err);
+
+/* Convenience senders. */
+int gpp_control_barrier_enter(gpp_control_t *self, int barrier_id, gpp_err_t *err);
+int gpp_control_error(gpp_control_t *self, int code, const char *text, gpp_err_t *err);
+
+/* Our rank once RegisterAck arrived, else -1; world size likewise (0). */
+int gpp_control_rank(const gpp_control_t *self);
+int gpp_control_world(const gpp_control_t *self);
+/* Frames dropped because they failed decoding or cross-checks. */
+uint64_t gpp_control_dropped(const gpp_control_t *self);
+
+#endif

@@ -1,0 +1,706 @@
+/* gpp_coord: see gpp_coord.h. */
+#include "coordinator/gpp_coord.h"
+
+#include <assert.h>
+#include <czmq.h>
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "agent/control/gpp_sigfd.h"
+#include "common/gpp_time.h"
+
+#define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
+#define S_LINGER_MS 300       /* external agents: let the last messages go out */
+
+typedef enum {
+    S_WAITING = 0,
+    S_PLANNING,
+    S_ASSIGNING,
+    S_RENDEZVOUS,
+    S_TRAINING,
+    S_DONE
+} s_state_t;
+
+static const char *s_state_name[] = {"waiting", "planning", "assigning",
+                                     "rendezvous", "training", "done"};
+
+struct gpp_coord_s {
+    gpp_coord_cfg_t cfg;
+    zloop_t *loop;
+    zsock_t *router;
+    int port;
+    zmq_pollitem_t sig_item;
+    int timer_id;
+    s_state_t state;
+    double start_ms;
+    gpp_registry_t *reg;
+    gpp_coord_job_t job;
+    int *in_job;           /* [n_agents]: 1 when the agent takes part (gets barriers) */
+    int n_in_job;
+    gpp_progress_t *progress;
+    int barrier_id;        /* the barrier now open */
+    int barrier_count;     /* agents in it */
+    double barrier_release_ms; /* when the previous one was released */
+    double *barrier_ms;
+    int n_barrier_ms, cap_barrier_ms;
+    int stopped;           /* -1: aborted; 0: running/finished */
+    int exit_code;
+    char reason[GPP_ERR_LEN];
+    double exit_deadline_ms;
+    uint64_t dropped;
+};
+
+/* ---- sending ---- */
+
+static int s_send_to(gpp_coord_t *self, const void *id, size_t id_len, uint64_t seq,
+                     gpp_msg_t *m)
+{
+    m->seq = seq;
+    m->sender = GPP_MSG_SENDER_COORD;
+    gpp_err_t err = {{0}};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (gpp_msg_encode(m, &buf, &len, &err) < 0) {
+        gpp_error("coordinator: %s", err.msg);
+        return -1;
+    }
+    zmsg_t *zm = zmsg_new();
+    zmsg_addmem(zm, id, id_len);
+    zmsg_addmem(zm, buf, len);
+    free(buf);
+    int rc = zmsg_send(&zm, self->router);
+    if (rc < 0) {
+        zmsg_destroy(&zm);
+        gpp_warn("coordinator: cannot send %s: %s", gpp_msg_type_name(m->body_case),
+                 zmq_strerror(zmq_errno()));
+    }
+    return rc;
+}
+
+static int s_send(gpp_coord_t *self, gpp_agent_t *a, gpp_msg_t *m)
+{
+    return s_send_to(self, a->id, a->id_len, ++a->sent_seq, m);
+}
+
+static void s_send_reject(gpp_coord_t *self, const void *id, size_t id_len, const char *reason)
+{
+    Gpp__Reject rj = GPP__REJECT__INIT;
+    char buf[GPP_MSG_STR_MAX];
+    snprintf(buf, sizeof buf, "%s", reason && reason[0] ? reason : "rejected");
+    rj.reason = buf;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
+    m.body_case = GPP__ENVELOPE__BODY_REJECT;
+    m.reject = &rj;
+    s_send_to(self, id, id_len, 1, &m);
+}
+
+/* Sends a body-less-ish message to every alive agent (or only in-job ones). */
+static void s_broadcast(gpp_coord_t *self, gpp_msg_t *m, int only_in_job)
+{
+    int n = gpp_registry_size(self->reg);
+    for (int r = 0; r < n; r++) {
+        gpp_agent_t *a = gpp_registry_agent(self->reg, r);
+        if (a->state != GPP_AGENT_ALIVE || (only_in_job && !self->in_job[r]))
+            continue;
+        s_send(self, a, m);
+    }
+}
+
+/* ---- stopping ---- */
+
+static void s_enter_exit(gpp_coord_t *self)
+{
+    self->state = S_DONE;
+    self->exit_deadline_ms = gpp_now_ms() + (self->cfg.launch ? S_EXIT_GRACE_MS : S_LINGER_MS);
+}
+
+/* Stops the job: Abort to every live agent, naming the reason. */
+static void s_abort(gpp_coord_t *self, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_abort(gpp_coord_t *self, const char *fmt, ...)
+{
+    if (self->stopped)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(self->reason, sizeof self->reason, fmt, ap);
+    va_end(ap);
+    self->stopped = -1;
+    if (!self->exit_code)
+        self->exit_code = 1;
+    gpp_error("coordinator: job stopped in state %s: %s", s_state_name[self->state], self->reason);
+    Gpp__Abort ab = GPP__ABORT__INIT;
+    ab.reason = self->reason;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
+    m.body_case = GPP__ENVELOPE__BODY_ABORT;
+    m.abort = &ab;
+    s_broadcast(self, &m, 0);
+    int n = gpp_registry_size(self->reg);
+    for (int r = 0; r < n; r++) {
+        gpp_agent_t *a = gpp_registry_agent(self->reg, r);
+        if (a->state == GPP_AGENT_ALIVE)
+            a->state = GPP_AGENT_EXITED;
+    }
+    s_enter_exit(self);
+}
+
+static void s_shutdown_agent(gpp_coord_t *self, gpp_agent_t *a)
+{
+    Gpp__Shutdown sd = GPP__SHUTDOWN__INIT;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
+    m.body_case = GPP__ENVELOPE__BODY_SHUTDOWN;
+    m.shutdown = &sd;
+    s_send(self, a, &m);
+    a->state = GPP_AGENT_EXITED;
+}
+
+static void s_finish(gpp_coord_t *self)
+{
+    gpp_info("coordinator: job finished; shutting down %d agents",
+             gpp_registry_count(self->reg, GPP_AGENT_ALIVE));
+    int n = gpp_registry_size(self->reg);
+    for (int r = 0; r < n; r++) {
+        gpp_agent_t *a = gpp_registry_agent(self->reg, r);
+        if (a->state == GPP_AGENT_ALIVE)
+            s_shutdown_agent(self, a);
+    }
+    s_enter_exit(self);
+}
+
+/* ---- state transitions ---- */
+
+static void s_start_barrier_phase(gpp_coord_t *self)
+{
+    self->barrier_id = 0;
+    self->barrier_count = 0;
+    self->barrier_release_ms = gpp_now_ms();
+}
+
+static void s_plan(gpp_coord_t *self)
+{
+    int n = gpp_registry_size(self->reg);
+    self->state = S_PLANNING;
+    if (!self->cfg.plan_fn) {
+        /* control-only job: every agent takes part in the barriers (set up
+         * in gpp_coord_new, so that early entries count) */
+        self->state = S_TRAINING;
+        gpp_info("coordinator: control-only job: %d barriers across %d agents",
+                 self->cfg.barriers, n);
+        if (self->cfg.barriers == 0)
+            s_finish(self);
+        return;
+    }
+    gpp_err_t err = {{0}};
+    double t0 = gpp_now_ms();
+    if (self->cfg.plan_fn(self->cfg.plan_arg, self->reg, &self->job, &err) < 0) {
+        s_abort(self, "planning failed: %s", err.msg);
+        return;
+    }
+    gpp_info("coordinator: planned in %.1f ms", gpp_now_ms() - t0);
+    int *stage = gpp_xcalloc((size_t)n, sizeof *stage);
+    int *replica = gpp_xcalloc((size_t)n, sizeof *replica);
+    int *n_actions = gpp_xcalloc((size_t)n, sizeof *n_actions);
+    int iterations = 0, batch = 0, bad = 0;
+    for (int r = 0; r < n; r++) {
+        const Gpp__Assignment *as = self->job.assign[r];
+        stage[r] = as ? as->stage : -1;
+        replica[r] = as ? as->replica : -1;
+        n_actions[r] = as ? (int)as->n_actions : 0;
+        if (!as)
+            continue;
+        if (as->stage >= self->job.n_stages || as->comm->rank != r ||
+            as->comm->world_size != n || (iterations && (as->iterations != iterations ||
+                                                         as->batch != batch)))
+            bad = 1;
+        iterations = as->iterations;
+        batch = as->batch;
+        self->in_job[r] = 1;
+        self->n_in_job++;
+    }
+    if (!self->n_in_job || bad) {
+        s_abort(self, "planning produced %s", bad ? "inconsistent assignments (stage, rank, "
+                                                    "iterations or batch)"
+                                                  : "no assignment for any agent");
+    } else {
+        self->progress = gpp_progress_new(n, stage, replica, n_actions, self->job.n_stages,
+                                          self->job.sink_stage, iterations, batch,
+                                          self->cfg.progress, self->cfg.metrics_path, &err);
+        if (!self->progress)
+            s_abort(self, "%s", err.msg);
+    }
+    free(stage);
+    free(replica);
+    free(n_actions);
+    if (self->stopped)
+        return;
+    self->state = S_ASSIGNING;
+    for (int r = 0; r < n; r++) {
+        gpp_agent_t *a = gpp_registry_agent(self->reg, r);
+        if (!self->in_job[r]) {
+            gpp_info("coordinator: agent %s:%d has no stage in the plan; shutting it down",
+                     a->host, a->slot);
+            s_shutdown_agent(self, a);
+            continue;
+        }
+        gpp_msg_t m;
+        gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
+        m.body_case = GPP__ENVELOPE__BODY_ASSIGNMENT;
+        m.assignment = self->job.assign[r];
+        if (s_send(self, a, &m) < 0) {
+            s_abort(self, "cannot send the assignment of %s:%d", a->host, a->slot);
+            return;
+        }
+    }
+    gpp_info("coordinator: assignments sent to %d agents", self->n_in_job);
+}
+
+/* ---- message handlers ---- */
+
+static void s_drop(gpp_coord_t *self, const char *who, const char *why)
+{
+    self->dropped++;
+    gpp_warn("coordinator: dropped a message from %s (%llu dropped so far): %s", who,
+             (unsigned long long)self->dropped, why);
+}
+
+static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id, size_t id_len)
+{
+    gpp_err_t err = {{0}};
+    if (self->state != S_WAITING) {
+        gpp_err_set(&err, "registration closed: the job is already %s", s_state_name[self->state]);
+    } else if (m->sender != GPP_MSG_SENDER_UNREGISTERED) {
+        gpp_err_set(&err, "register with sender %d, expected -2", m->sender);
+    } else if (strcmp(m->register_->build_version, GPP_VERSION) != 0) {
+        gpp_err_set(&err, "agent build %s, coordinator build %s; run the same gpp build",
+                    m->register_->build_version, GPP_VERSION);
+    } else {
+        gpp_agent_t *a = gpp_registry_register(self->reg, m->register_, id, id_len, gpp_now_ms(),
+                                               &err);
+        if (a) {
+            a->last_seq = m->seq;
+            Gpp__RegisterAck ack = GPP__REGISTER_ACK__INIT;
+            ack.rank = a->rank;
+            ack.world_size = gpp_registry_size(self->reg);
+            gpp_msg_t out;
+            gpp_msg_init(&out, 1, GPP_MSG_SENDER_COORD);
+            out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
+            out.register_ack = &ack;
+            s_send(self, a, &out);
+            int have = gpp_registry_size(self->reg) - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED);
+            char name[GPP_REG_HOST_MAX + 64];
+            gpp_info("coordinator: registered %s (%d/%d)", gpp_agent_name(a, name, sizeof name),
+                     have, gpp_registry_size(self->reg));
+            if (have == gpp_registry_size(self->reg))
+                s_plan(self);
+            return;
+        }
+    }
+    self->dropped++;
+    gpp_warn("coordinator: rejected a registration from %s:%d (pid %d): %s", m->register_->host,
+             m->register_->slot, m->register_->pid, err.msg);
+    s_send_reject(self, id, id_len, err.msg);
+}
+
+static void s_on_barrier_enter(gpp_coord_t *self, gpp_agent_t *a, int id, const char *who)
+{
+    char why[256];
+    /* control-only: agents may enter barrier 0 as soon as they are registered */
+    int open = self->cfg.plan_fn ? (self->state >= S_ASSIGNING && self->state <= S_TRAINING)
+                                 : (self->state == S_WAITING || self->state == S_TRAINING);
+    if (!self->in_job[a->rank] || !open) {
+        snprintf(why, sizeof why, "barrier_enter %d in state %s", id, s_state_name[self->state]);
+        s_drop(self, who, why);
+        return;
+    }
+    if (id != self->barrier_id || a->barrier == id) {
+        snprintf(why, sizeof why, "barrier_enter %d, but barrier %d is open and it entered %d",
+                 id, self->barrier_id, a->barrier);
+        s_drop(self, who, why);
+        return;
+    }
+    if (self->cfg.plan_fn && !a->ready) {
+        snprintf(why, sizeof why, "barrier_enter %d before ready", id);
+        s_drop(self, who, why);
+        return;
+    }
+    a->barrier = id;
+    if (++self->barrier_count < self->n_in_job)
+        return;
+    /* everyone is in: release */
+    double now = gpp_now_ms();
+    if (id > 0) {
+        if (self->n_barrier_ms == self->cap_barrier_ms) {
+            self->cap_barrier_ms = self->cap_barrier_ms ? 2 * self->cap_barrier_ms : 64;
+            self->barrier_ms = gpp_xrealloc(self->barrier_ms,
+                                            (size_t)self->cap_barrier_ms * sizeof(double));
+        }
+        self->barrier_ms[self->n_barrier_ms++] = now - self->barrier_release_ms;
+    }
+    self->barrier_release_ms = now;
+    Gpp__BarrierRelease rel = GPP__BARRIER_RELEASE__INIT;
+    rel.barrier_id = id;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
+    m.body_case = GPP__ENVELOPE__BODY_BARRIER_RELEASE;
+    m.barrier_release = &rel;
+    s_broadcast(self, &m, 1);
+    self->barrier_id++;
+    self->barrier_count = 0;
+    if (self->state == S_RENDEZVOUS && id == 0) {
+        self->state = S_TRAINING;
+        gpp_info("coordinator: all %d agents ready; training", self->n_in_job);
+    } else if (!self->cfg.plan_fn && self->barrier_id == self->cfg.barriers) {
+        s_finish(self);
+    }
+}
+
+static void s_on_ready(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Ready *rd, const char *who)
+{
+    const Gpp__Assignment *as = self->job.assign ? self->job.assign[a->rank] : NULL;
+    char why[256];
+    if (self->state != S_ASSIGNING && self->state != S_RENDEZVOUS) {
+        snprintf(why, sizeof why, "ready in state %s", s_state_name[self->state]);
+        s_drop(self, who, why);
+        return;
+    }
+    if (!as || rd->stage != as->stage || rd->replica != as->replica || a->ready) {
+        snprintf(why, sizeof why, "ready for stage %d replica %d, assigned %d/%d%s", rd->stage,
+                 rd->replica, as ? as->stage : -1, as ? as->replica : -1,
+                 a->ready ? " (already ready)" : "");
+        s_drop(self, who, why);
+        return;
+    }
+    a->ready = 1;
+    int ready = 0;
+    for (int r = 0; r < gpp_registry_size(self->reg); r++)
+        ready += gpp_registry_agent(self->reg, r)->ready;
+    if (ready == self->n_in_job) {
+        self->state = S_RENDEZVOUS;
+        s_start_barrier_phase(self);
+        gpp_info("coordinator: all %d agents brought up their communicators", ready);
+    }
+}
+
+static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *mt,
+                         const char *who)
+{
+    if (self->state != S_TRAINING || !self->progress) {
+        char why[128];
+        snprintf(why, sizeof why, "metrics in state %s", s_state_name[self->state]);
+        s_drop(self, who, why);
+        return;
+    }
+    gpp_err_t err = {{0}};
+    if (gpp_progress_add(self->progress, a->rank, mt, &err) < 0) {
+        s_drop(self, who, err.msg);
+        return;
+    }
+    a->iteration = mt->iteration;
+    if (gpp_progress_finished(self->progress))
+        s_finish(self);
+}
+
+static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m)
+{
+    char who[GPP_REG_HOST_MAX + 64];
+    gpp_agent_name(a, who, sizeof who);
+    char why[256];
+    if (a->state != GPP_AGENT_ALIVE) {
+        /* a late message from an agent we already told to go */
+        if (a->state == GPP_AGENT_EXITED)
+            return;
+        snprintf(why, sizeof why, "%s from an agent marked dead", gpp_msg_type_name(m->body_case));
+        s_drop(self, who, why);
+        return;
+    }
+    if (m->sender != a->rank) {
+        snprintf(why, sizeof why, "sender %d, but it is rank %d", m->sender, a->rank);
+        s_drop(self, who, why);
+        return;
+    }
+    if (m->seq <= a->last_seq) {
+        snprintf(why, sizeof why, "seq %llu not after %llu", (unsigned long long)m->seq,
+                 (unsigned long long)a->last_seq);
+        s_drop(self, who, why);
+        return;
+    }
+    a->last_seq = m->seq;
+    a->last_seen_ms = gpp_now_ms();
+    switch (m->body_case) {
+    case GPP__ENVELOPE__BODY_HEARTBEAT:
+        return;
+    case GPP__ENVELOPE__BODY_READY:
+        s_on_ready(self, a, m->ready, who);
+        return;
+    case GPP__ENVELOPE__BODY_BARRIER_ENTER:
+        s_on_barrier_enter(self, a, m->barrier_enter->barrier_id, who);
+        return;
+    case GPP__ENVELOPE__BODY_METRICS:
+        s_on_metrics(self, a, m->metrics, who);
+        return;
+    case GPP__ENVELOPE__BODY_ERROR:
+        s_abort(self, "agent %s reported an error: %s", who, m->error->text);
+        return;
+    default:
+        snprintf(why, sizeof why, "unexpected %s from an agent", gpp_msg_type_name(m->body_case));
+        s_drop(self, who, why);
+        return;
+    }
+}
+
+static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    (void)loop;
+    gpp_coord_t *self = arg;
+    zmsg_t *zm = zmsg_recv(sock);
+    if (!zm)
+        return 0;
+    zframe_t *idf = zmsg_first(zm);
+    zframe_t *body = zmsg_next(zm);
+    const void *id = zframe_data(idf);
+    size_t id_len = zframe_size(idf);
+    gpp_agent_t *a = gpp_registry_find(self->reg, id, id_len);
+    char who[GPP_REG_HOST_MAX + 64];
+    if (a)
+        gpp_agent_name(a, who, sizeof who);
+    else
+        snprintf(who, sizeof who, "an unregistered peer");
+    gpp_err_t err = {{0}};
+    gpp_msg_t *m = NULL;
+    if (zmsg_size(zm) != 2)
+        gpp_err_set(&err, "%zu frames, expected 1 after the routing id", zmsg_size(zm) - 1);
+    else
+        m = gpp_msg_decode(zframe_data(body), zframe_size(body), &err);
+    if (!m) {
+        s_drop(self, who, err.msg);
+        if (!a)
+            s_send_reject(self, id, id_len, err.msg);
+    } else if (m->body_case == GPP__ENVELOPE__BODY_REGISTER && !a) {
+        s_on_register(self, m, id, id_len);
+    } else if (!a) {
+        char why[128];
+        snprintf(why, sizeof why, "%s before register", gpp_msg_type_name(m->body_case));
+        s_drop(self, who, why);
+        s_send_reject(self, id, id_len, why);
+    } else {
+        s_on_agent_msg(self, a, m);
+    }
+    gpp_msg_destroy(&m);
+    zmsg_destroy(&zm);
+    return self->state == S_DONE && gpp_now_ms() > self->exit_deadline_ms ? -1 : 0;
+}
+
+/* ---- timers and signals ---- */
+
+static int64_t s_realtime_us(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
+{
+    (void)loop;
+    (void)timer_id;
+    gpp_coord_t *self = arg;
+    double now = gpp_now_ms();
+    if (self->state == S_DONE) {
+        if (self->cfg.launch && gpp_launch_live(self->cfg.launch) == 0)
+            return -1;
+        if (now > self->exit_deadline_ms) {
+            if (self->cfg.launch)
+                gpp_warn("coordinator: %d local agents still running after %d ms; stopping them",
+                         gpp_launch_live(self->cfg.launch), S_EXIT_GRACE_MS);
+            return -1;
+        }
+        return 0;
+    }
+    if (self->state == S_WAITING && now - self->start_ms > self->cfg.start_timeout_ms) {
+        char missing[1024];
+        gpp_registry_list(self->reg, GPP_AGENT_EXPECTED, 16, missing, sizeof missing);
+        int n = gpp_registry_size(self->reg);
+        s_abort(self,
+                "timed out after %.1f s waiting for agents: missing %s (%d of %d registered); "
+                "start them or fix [[nodes]] in the cluster file",
+                self->cfg.start_timeout_ms / 1000.0, missing,
+                n - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED), n);
+        return 0;
+    }
+    int n = gpp_registry_size(self->reg);
+    for (int r = 0; r < n; r++) {
+        gpp_agent_t *a = gpp_registry_agent(self->reg, r);
+        if (a->state == GPP_AGENT_ALIVE && now - a->last_seen_ms > self->cfg.timeout_ms) {
+            a->state = GPP_AGENT_DEAD;
+            char who[GPP_REG_HOST_MAX + 64];
+            s_abort(self, "agent %s silent for %.1f s (heartbeat timeout %.1f s)",
+                    gpp_agent_name(a, who, sizeof who), (now - a->last_seen_ms) / 1000.0,
+                    self->cfg.timeout_ms / 1000.0);
+            return 0;
+        }
+    }
+    Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
+    hb.timestamp_us = s_realtime_us();
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
+    m.body_case = GPP__ENVELOPE__BODY_HEARTBEAT;
+    m.heartbeat = &hb;
+    s_broadcast(self, &m, 0);
+    return 0;
+}
+
+static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
+{
+    gpp_coord_t *self = arg;
+    (void)tag;
+    gpp_agent_t *a = gpp_registry_find_pid(self->reg, pid);
+    char st[128], who[GPP_REG_HOST_MAX + 64];
+    gpp_launch_status_str(status, st, sizeof st);
+    if (!a) {
+        gpp_warn("coordinator: child %d %s", (int)pid, st);
+        return;
+    }
+    a->launched_pid = -pid; /* reaped; keep it out of find_pid */
+    if (a->pid <= 0)
+        a->pid = pid;
+    gpp_agent_name(a, who, sizeof who);
+    if (a->state == GPP_AGENT_EXITED) {
+        if (status != 0)
+            gpp_warn("coordinator: agent %s %s", who, st);
+        return;
+    }
+    a->state = GPP_AGENT_DEAD;
+    s_abort(self, "agent %s %s before the job finished (see its log above)", who, st);
+}
+
+static int s_on_signal(zloop_t *loop, zmq_pollitem_t *item, void *arg)
+{
+    (void)loop;
+    gpp_coord_t *self = arg;
+    int sig;
+    while ((sig = gpp_sigfd_read(item->fd)) > 0) {
+        if (sig == SIGCHLD) {
+            if (self->cfg.launch)
+                gpp_launch_reap(self->cfg.launch, s_on_child_exit, self);
+            continue;
+        }
+        if (self->state == S_DONE) {
+            /* a second interrupt: stop waiting for agents */
+            gpp_warn("coordinator: %s again; not waiting for agents any longer", strsignal(sig));
+            return -1;
+        }
+        self->exit_code = 128 + sig;
+        s_abort(self, "interrupted by %s", strsignal(sig));
+    }
+    if (self->state == S_DONE && self->cfg.launch && gpp_launch_live(self->cfg.launch) == 0)
+        return -1;
+    return 0;
+}
+
+/* ---- lifecycle ---- */
+
+gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
+{
+    assert(cfg && cfg->endpoint && cfg->n_agents > 0 && cfg->hosts && cfg->slots);
+    if (cfg->heartbeat_ms <= 0 || cfg->timeout_ms <= cfg->heartbeat_ms ||
+        cfg->start_timeout_ms <= 0 || cfg->barriers < 0) {
+        gpp_err_set(err, "coordinator: heartbeat %d ms, timeout %d ms, start timeout %d ms: need "
+                    "0 < heartbeat < timeout and a positive start timeout",
+                    cfg->heartbeat_ms, cfg->timeout_ms, cfg->start_timeout_ms);
+        return NULL;
+    }
+    gpp_coord_t *self = gpp_xcalloc(1, sizeof *self);
+    self->cfg = *cfg;
+    self->reg = gpp_registry_new(cfg->n_agents, cfg->hosts, cfg->slots);
+    self->in_job = gpp_xcalloc((size_t)cfg->n_agents, sizeof *self->in_job);
+    self->timer_id = -1;
+    if (!cfg->plan_fn) {
+        for (int r = 0; r < cfg->n_agents; r++)
+            self->in_job[r] = 1;
+        self->n_in_job = cfg->n_agents;
+    }
+    self->router = zsock_new(ZMQ_ROUTER);
+    if (!self->router) {
+        gpp_err_set(err, "coordinator: cannot create a ROUTER socket: %s",
+                    zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    zsock_set_router_mandatory(self->router, 1);
+    zsock_set_sndhwm(self->router, 100000);
+    zsock_set_linger(self->router, 1000);
+    self->port = zsock_bind(self->router, "%s", cfg->endpoint);
+    if (self->port < 0) {
+        gpp_err_set(err, "coordinator: cannot bind '%s': %s; is another coordinator using the "
+                    "port? set [coordinator] endpoint in the cluster file",
+                    cfg->endpoint, zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    if (self->port == 0) /* a named endpoint without a port number */
+        self->port = -1;
+    self->loop = zloop_new();
+    zloop_set_nonstop(self->loop, true);
+    if (zloop_reader(self->loop, self->router, s_on_router, self) < 0)
+        goto fail_loop;
+    self->timer_id = zloop_timer(self->loop, (size_t)cfg->heartbeat_ms, 0, s_on_timer, self);
+    if (self->timer_id < 0)
+        goto fail_loop;
+    if (cfg->sigfd >= 0) {
+        self->sig_item = (zmq_pollitem_t){NULL, cfg->sigfd, ZMQ_POLLIN, 0};
+        if (zloop_poller(self->loop, &self->sig_item, s_on_signal, self) < 0)
+            goto fail_loop;
+    }
+    return self;
+fail_loop:
+    gpp_err_set(err, "coordinator: cannot set up the event loop");
+fail:
+    gpp_coord_destroy(&self);
+    return NULL;
+}
+
+void gpp_coord_destroy(gpp_coord_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_coord_t *self = *self_p;
+    zloop_destroy(&self->loop);
+    zsock_destroy(&self->router);
+    gpp_progress_destroy(&self->progress);
+    gpp_registry_destroy(&self->reg);
+    free(self->in_job);
+    free(self->barrier_ms);
+    free(self);
+    *self_p = NULL;
+}
+
+int gpp_coord_run(gpp_coord_t *self)
+{
+    self->start_ms = gpp_now_ms();
+    self->state = S_WAITING;
+    gpp_info("coordinator: listening on %s (port %d), waiting for %d agents", self->cfg.endpoint,
+             self->port, gpp_registry_size(self->reg));
+    zloop_start(self->loop);
+    if (self->state != S_DONE && !self->stopped) {
+        snprintf(self->reason, sizeof self->reason, "event loop ended in state %s",
+                 s_state_name[self->state]);
+        self->stopped = -1;
+        self->exit_code = 1;
+    }
+    return self->stopped;
+}
+
+int gpp_coord_port(const gpp_coord_t *self) { return self->port; }
+gpp_registry_t *gpp_coord_registry(gpp_coord_t *self) { return self->reg; }
+const char *gpp_coord_reason(const gpp_coord_t *self) { return self->reason; }
+int gpp_coord_exit_code(const gpp_coord_t *self) { return self->exit_code; }
+uint64_t gpp_coord_dropped(const gpp_coord_t *self) { return self->dropped; }
+const gpp_progress_t *gpp_coord_progress(const gpp_coord_t *self) { return self->progress; }
+
+int gpp_coord_barrier_times(const gpp_coord_t *self, const double **ms_out)
+{
+    *ms_out = self->barrier_ms;
+    return self->n_barrier_ms;
+}

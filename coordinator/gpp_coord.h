@@ -1,0 +1,99 @@
+/* gpp_coord: the coordinator's event loop and job state machine.
+ *
+ * One zloop drives everything: the ROUTER socket the agents' DEALERs talk
+ * to, a heartbeat timer, and (optionally) a signalfd for SIGINT/SIGTERM/
+ * SIGCHLD. No handler blocks.
+ *
+ *   waiting ──all registered──► planning ──plan_fn──► assigning ──all Ready──►
+ *   rendezvous ──barrier 0 released──► training ──last metrics──► done
+ *
+ * waiting:    Register → RegisterAck (rank = the slot's place in the cluster
+ *             file) or Reject with a reason (unknown slot, slot taken, bad
+ *             message). Not all registered within start_timeout_ms: the job
+ *             stops with a message naming the missing host:slot.
+ * planning:   plan_fn returns one Assignment per rank (NULL: agent unused, it
+ *             gets Shutdown). No plan_fn: a control-only job, in which the
+ *             agents run `barriers` barriers and are shut down.
+ * assigning / rendezvous: each agent brings up its comm backend and answers
+ *             Ready, then enters barrier 0; releasing it starts training.
+ * training:   Metrics per agent per iteration, aggregated by gpp_progress;
+ *             barriers as agents ask.
+ * done:       Shutdown to everyone; local agents are waited for.
+ *
+ * Failures (an agent silent past timeout_ms, a local agent exiting early,
+ * an agent's Error, SIGINT/SIGTERM) stop the job: Abort goes to every live
+ * agent with the reason, which names the agent, and gpp_coord_run returns -1.
+ * Invalid frames (undecodable, failed validation, wrong sender/sequence,
+ * wrong state or ids) are dropped with a logged reason and counted; an
+ * unregistered peer also gets a Reject with that reason.
+ *
+ * Ownership: gpp_coord_new returns an object the caller owns. It borrows
+ * the launcher and the assignments plan_fn returns. */
+#ifndef GPP_COORD_H
+#define GPP_COORD_H
+
+#include <stdio.h>
+
+#include "common/gpp_err.h"
+#include "coordinator/gpp_launch.h"
+#include "coordinator/gpp_progress.h"
+#include "coordinator/gpp_registry.h"
+#include "proto/gpp_msg.h"
+
+typedef struct gpp_coord_s gpp_coord_t;
+
+/* What plan_fn hands back; arrays stay owned by the plan_fn's caller and
+ * must outlive the coordinator. */
+typedef struct {
+    Gpp__Assignment **assign; /* [n_agents]; NULL: agent not used */
+    int n_stages;
+    const int *sink_stage;    /* [n_stages]: 1 when the stage reports a loss */
+} gpp_coord_job_t;
+
+typedef int(gpp_coord_plan_fn)(void *arg, gpp_registry_t *reg, gpp_coord_job_t *job,
+                               gpp_err_t *err);
+
+typedef struct {
+    const char *endpoint;       /* bind address, e.g. "tcp://0.0.0.0:5555"; port "*" picks one */
+    int n_agents;
+    const char *const *hosts;   /* [n_agents], cluster-file order = rank */
+    const int *slots;           /* [n_agents] */
+    int heartbeat_ms;           /* our heartbeat interval, > 0 */
+    int timeout_ms;             /* agent silent this long: dead, > heartbeat_ms */
+    int start_timeout_ms;       /* every agent registered within this, > 0 */
+    gpp_coord_plan_fn *plan_fn; /* NULL: control-only job */
+    void *plan_arg;
+    int barriers;               /* control-only job: barriers to run, >= 0 */
+    FILE *progress;             /* progress lines; NULL: none */
+    const char *metrics_path;   /* JSON lines; NULL: none */
+    int sigfd;                  /* gpp_sigfd, or -1 */
+    gpp_launch_t *launch;       /* local launcher, or NULL */
+} gpp_coord_cfg_t;
+
+/* Binds the ROUTER. NULL with a message when the address is unusable. */
+gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err);
+void gpp_coord_destroy(gpp_coord_t **self_p);
+
+/* The port the ROUTER is bound to. */
+int gpp_coord_port(const gpp_coord_t *self);
+gpp_registry_t *gpp_coord_registry(gpp_coord_t *self);
+
+/* Runs the loop to the end of the job: 0 when it finished, -1 when it was
+ * stopped (gpp_coord_reason says why; 130 from gpp_coord_exit_code after
+ * SIGINT). */
+int gpp_coord_run(gpp_coord_t *self);
+const char *gpp_coord_reason(const gpp_coord_t *self);
+int gpp_coord_exit_code(const gpp_coord_t *self);
+
+/* Frames dropped as invalid. */
+uint64_t gpp_coord_dropped(const gpp_coord_t *self);
+
+/* Training metrics (NULL for a control-only job or before planning). */
+const gpp_progress_t *gpp_coord_progress(const gpp_coord_t *self);
+
+/* Barrier round trips: the time from releasing barrier i-1 to releasing
+ * barrier i (every agent received the release and entered the next), for
+ * i >= 1, in ms. Returns how many; *ms_out borrowed. */
+int gpp_coord_barrier_times(const gpp_coord_t *self, const double **ms_out);
+
+#endif

@@ -1,0 +1,52 @@
+/* gpp_launch: the coordinator's local launcher (launch mode "local").
+ *
+ * Spawns agents as child processes and reaps them. No orphans: every child
+ * asks the kernel for SIGTERM when the coordinator dies (prctl
+ * PR_SET_PDEATHSIG, checked against a parent that died before the call),
+ * starts with an empty signal mask, and gpp_launch_stop() (also run by
+ * gpp_launch_destroy) terminates and reaps whatever is still running.
+ *
+ * Reaping is driven by SIGCHLD from the coordinator's loop (gpp_sigfd):
+ * gpp_launch_reap() never blocks.
+ *
+ * Ownership: gpp_launch_new returns an object the caller owns. */
+#ifndef GPP_LAUNCH_H
+#define GPP_LAUNCH_H
+
+#include <sys/types.h>
+
+#include "common/gpp_err.h"
+
+typedef struct gpp_launch_s gpp_launch_t;
+
+/* Caller owns the result. */
+gpp_launch_t *gpp_launch_new(void);
+/* gpp_launch_stop(self, 2000) then frees. Accepts NULL. */
+void gpp_launch_destroy(gpp_launch_t **self_p);
+
+/* Forks and execs argv (argv[0] a path, NULL-terminated); tag is the
+ * caller's name for the child (the agent's rank). Returns the pid, or -1
+ * with a message. */
+pid_t gpp_launch_spawn(gpp_launch_t *self, char *const argv[], int tag, gpp_err_t *err);
+
+/* Reaps every child that has exited, without blocking, calling
+ * fn(arg, tag, pid, status) for each (status as from waitpid). Returns the
+ * number reaped. */
+typedef void(gpp_launch_exit_fn)(void *arg, int tag, pid_t pid, int status);
+int gpp_launch_reap(gpp_launch_t *self, gpp_launch_exit_fn *fn, void *arg);
+
+/* Children not yet reaped. */
+int gpp_launch_live(const gpp_launch_t *self);
+
+/* Sends sig to every live child. */
+void gpp_launch_signal(gpp_launch_t *self, int sig);
+
+/* Waits up to grace_ms for the children to exit by themselves, then sends
+ * SIGTERM, waits grace_ms more, then SIGKILL; reaps everything. Blocks:
+ * for the end of main, never inside a loop handler. */
+void gpp_launch_stop(gpp_launch_t *self, int grace_ms);
+
+/* "exited with status 3" / "killed by signal 9 (Killed)". */
+const char *gpp_launch_status_str(int status, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,262 @@
+/* gpp_progress: see gpp_progress.h. */
+#include "coordinator/gpp_progress.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int reported;        /* this rank's metrics for the iteration arrived */
+    double iteration_ms;
+    double bubble_ms;
+    int64_t mem_bytes;
+    int has_loss;
+    double loss;
+    int64_t samples;
+    int n_action_ms;
+    double *action_ms;   /* owned */
+} s_cell_t;
+
+struct gpp_progress_s {
+    int n_agents, n_stages, iterations, batch;
+    int *stage_of_rank, *replica_of_rank, *n_actions_of_rank, *sink_stage;
+    int in_job;          /* ranks with a stage */
+    int *next_iter;      /* [n_agents]: the iteration each rank reports next */
+    int *count;          /* [iterations]: ranks that reported it */
+    s_cell_t *cells;     /* [iterations * n_agents] */
+    double *loss;        /* [iterations] */
+    double *iter_ms;     /* [iterations] */
+    int done;            /* complete iterations (they complete in order) */
+    FILE *text;
+    FILE *jsonl;
+};
+
+static int *s_dup(const int *a, int n)
+{
+    int *b = gpp_xcalloc((size_t)n, sizeof *b);
+    memcpy(b, a, (size_t)n * sizeof *b);
+    return b;
+}
+
+gpp_progress_t *gpp_progress_new(int n_agents, const int *stage_of_rank,
+                                 const int *replica_of_rank, const int *n_actions_of_rank,
+                                 int n_stages, const int *sink_stage, int iterations, int batch,
+                                 FILE *text, const char *jsonl_path, gpp_err_t *err)
+{
+    assert(n_agents > 0 && n_stages > 0 && iterations > 0 && batch > 0);
+    gpp_progress_t *self = gpp_xcalloc(1, sizeof *self);
+    self->n_agents = n_agents;
+    self->n_stages = n_stages;
+    self->iterations = iterations;
+    self->batch = batch;
+    self->stage_of_rank = s_dup(stage_of_rank, n_agents);
+    self->replica_of_rank = s_dup(replica_of_rank, n_agents);
+    self->n_actions_of_rank = s_dup(n_actions_of_rank, n_agents);
+    self->sink_stage = s_dup(sink_stage, n_stages);
+    for (int r = 0; r < n_agents; r++)
+        self->in_job += stage_of_rank[r] >= 0;
+    self->next_iter = gpp_xcalloc((size_t)n_agents, sizeof *self->next_iter);
+    self->count = gpp_xcalloc((size_t)iterations, sizeof *self->count);
+    self->cells = gpp_xcalloc((size_t)iterations * (size_t)n_agents, sizeof *self->cells);
+    self->loss = gpp_xcalloc((size_t)iterations, sizeof *self->loss);
+    self->iter_ms = gpp_xcalloc((size_t)iterations, sizeof *self->iter_ms);
+    self->text = text;
+    if (jsonl_path && jsonl_path[0]) {
+        self->jsonl = fopen(jsonl_path, "w");
+        if (!self->jsonl) {
+            gpp_err_set(err, "metrics file '%s': %s", jsonl_path, strerror(errno));
+            gpp_progress_destroy(&self);
+            return NULL;
+        }
+    }
+    return self;
+}
+
+void gpp_progress_destroy(gpp_progress_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_progress_t *self = *self_p;
+    if (self->cells)
+        for (size_t i = 0; i < (size_t)self->iterations * (size_t)self->n_agents; i++)
+            free(self->cells[i].action_ms);
+    if (self->jsonl)
+        fclose(self->jsonl);
+    free(self->stage_of_rank);
+    free(self->replica_of_rank);
+    free(self->n_actions_of_rank);
+    free(self->sink_stage);
+    free(self->next_iter);
+    free(self->count);
+    free(self->cells);
+    free(self->loss);
+    free(self->iter_ms);
+    free(self);
+    *self_p = NULL;
+}
+
+/* Writes iteration it (complete) as text and JSON. */
+static void s_emit(gpp_progress_t *self, int it)
+{
+    s_cell_t *row = &self->cells[(size_t)it * (size_t)self->n_agents];
+    double iter_ms = 0, loss = 0;
+    int has_loss = 0;
+    for (int r = 0; r < self->n_agents; r++)
+        if (self->stage_of_rank[r] >= 0 && row[r].iteration_ms > iter_ms)
+            iter_ms = row[r].iteration_ms;
+    for (int s = 0; s < self->n_stages; s++) {
+        if (!self->sink_stage[s])
+            continue;
+        double num = 0, den = 0;
+        for (int r = 0; r < self->n_agents; r++)
+            if (self->stage_of_rank[r] == s && row[r].has_loss) {
+                double w = row[r].samples > 0 ? (double)row[r].samples : 1.0;
+                num += row[r].loss * w;
+                den += w;
+            }
+        if (den > 0) {
+            loss += num / den;
+            has_loss = 1;
+        }
+    }
+    self->loss[it] = has_loss ? loss : NAN;
+    self->iter_ms[it] = iter_ms;
+    double sps = iter_ms > 0 ? self->batch * 1000.0 / iter_ms : 0;
+
+    /* per-stage mean bubble % over replicas */
+    double *bub = gpp_xcalloc((size_t)self->n_stages, sizeof *bub);
+    int *nrep = gpp_xcalloc((size_t)self->n_stages, sizeof *nrep);
+    for (int r = 0; r < self->n_agents; r++) {
+        int s = self->stage_of_rank[r];
+        if (s < 0)
+            continue;
+        bub[s] += row[r].iteration_ms > 0 ? 100.0 * row[r].bubble_ms / row[r].iteration_ms : 0;
+        nrep[s]++;
+    }
+    if (self->text) {
+        char stages[1024];
+        size_t off = 0;
+        stages[0] = 0;
+        for (int s = 0; s < self->n_stages && off < sizeof stages; s++) {
+            int w = snprintf(stages + off, sizeof stages - off, "%ss%d=%.0f%%", s ? " " : "", s,
+                             nrep[s] ? bub[s] / nrep[s] : 0.0);
+            if (w < 0)
+                break;
+            off += (size_t)w;
+        }
+        fprintf(self->text, "iter %d/%d  loss %s%.6f  %.1f samples/s  %.2f ms  bubble %s\n",
+                it + 1, self->iterations, has_loss ? "" : "(none) ", has_loss ? loss : 0.0, sps,
+                iter_ms, stages);
+        fflush(self->text);
+    }
+    if (self->jsonl) {
+        FILE *f = self->jsonl;
+        fprintf(f, "{\"iteration\":%d,", it);
+        if (has_loss)
+            fprintf(f, "\"loss\":%.9g,", loss);
+        else
+            fprintf(f, "\"loss\":null,");
+        fprintf(f, "\"iteration_ms\":%.6g,\"samples_per_s\":%.6g,\"stages\":[", iter_ms, sps);
+        for (int s = 0; s < self->n_stages; s++)
+            fprintf(f, "%s{\"stage\":%d,\"bubble_pct\":%.4g}", s ? "," : "", s,
+                    nrep[s] ? bub[s] / nrep[s] : 0.0);
+        fprintf(f, "],\"agents\":[");
+        int first = 1;
+        for (int r = 0; r < self->n_agents; r++) {
+            const s_cell_t *c = &row[r];
+            if (self->stage_of_rank[r] < 0)
+                continue;
+            fprintf(f,
+                    "%s{\"rank\":%d,\"stage\":%d,\"replica\":%d,\"iteration_ms\":%.6g,"
+                    "\"bubble_ms\":%.6g,\"mem_high_water_bytes\":%lld,\"samples\":%lld",
+                    first ? "" : ",", r, self->stage_of_rank[r], self->replica_of_rank[r],
+                    c->iteration_ms, c->bubble_ms, (long long)c->mem_bytes,
+                    (long long)c->samples);
+            if (c->has_loss)
+                fprintf(f, ",\"loss\":%.9g", c->loss);
+            fprintf(f, ",\"action_ms\":[");
+            for (int i = 0; i < c->n_action_ms; i++)
+                fprintf(f, "%s%.4g", i ? "," : "", c->action_ms[i]);
+            fprintf(f, "]}");
+            first = 0;
+        }
+        fprintf(f, "]}\n");
+        fflush(f);
+    }
+    free(bub);
+    free(nrep);
+}
+
+int gpp_progress_add(gpp_progress_t *self, int rank, const Gpp__Metrics *m, gpp_err_t *err)
+{
+    assert(self && m);
+    if (rank < 0 || rank >= self->n_agents || self->stage_of_rank[rank] < 0)
+        return gpp_err_set(err, "metrics from rank %d, which has no stage in this job", rank);
+    int s = self->stage_of_rank[rank];
+    if (m->iteration != self->next_iter[rank])
+        return gpp_err_set(err, "metrics for iteration %d, expected %d", m->iteration,
+                           self->next_iter[rank]);
+    if (m->iteration >= self->iterations)
+        return gpp_err_set(err, "metrics for iteration %d of a %d-iteration job", m->iteration,
+                           self->iterations);
+    if (m->has_loss && !self->sink_stage[s])
+        return gpp_err_set(err, "loss from stage %d, which holds no loss op", s);
+    if (m->n_action_ms != 0 && m->n_action_ms != (size_t)self->n_actions_of_rank[rank])
+        return gpp_err_set(err, "%zu action times for an action list of %d", m->n_action_ms,
+                           self->n_actions_of_rank[rank]);
+    s_cell_t *c = &self->cells[(size_t)m->iteration * (size_t)self->n_agents + (size_t)rank];
+    c->reported = 1;
+    c->iteration_ms = m->iteration_ms;
+    c->bubble_ms = m->bubble_ms;
+    c->mem_bytes = m->mem_high_water_bytes;
+    c->has_loss = m->has_loss;
+    c->loss = m->loss;
+    c->samples = m->samples;
+    c->n_action_ms = (int)m->n_action_ms;
+    if (m->n_action_ms) {
+        c->action_ms = gpp_xcalloc(m->n_action_ms, sizeof *c->action_ms);
+        memcpy(c->action_ms, m->action_ms, m->n_action_ms * sizeof *c->action_ms);
+    }
+    self->next_iter[rank]++;
+    self->count[m->iteration]++;
+    int completed = 0;
+    while (self->done < self->iterations && self->count[self->done] == self->in_job) {
+        s_emit(self, self->done);
+        self->done++;
+        completed = 1;
+    }
+    return completed;
+}
+
+int gpp_progress_finished(const gpp_progress_t *self) { return self->done == self->iterations; }
+
+double gpp_progress_loss(const gpp_progress_t *self, int iteration)
+{
+    if (iteration < 0 || iteration >= self->done)
+        return NAN;
+    return self->loss[iteration];
+}
+
+void gpp_progress_summary(const gpp_progress_t *self, gpp_progress_summary_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->iterations_done = self->done;
+    out->loss_first = self->done ? self->loss[0] : NAN;
+    out->loss_last = self->done ? self->loss[self->done - 1] : NAN;
+    double sum = 0;
+    int n = 0;
+    for (int i = self->done > 1 ? 1 : 0; i < self->done; i++) {
+        sum += self->iter_ms[i];
+        n++;
+    }
+    out->iteration_ms = n ? sum / n : 0;
+    out->samples_per_s = out->iteration_ms > 0 ? self->batch * 1000.0 / out->iteration_ms : 0;
+    for (int i = 0; i < self->done; i++)
+        for (int r = 0; r < self->n_agents; r++) {
+            double b = (double)self->cells[(size_t)i * (size_t)self->n_agents + (size_t)r].mem_bytes;
+            if (b > out->max_mem_bytes)
+                out->max_mem_bytes = b;
+        }
+}

@@ -1,0 +1,63 @@
+/* gpp_progress: the coordinator's per-iteration metrics aggregation.
+ *
+ * Every agent of a training job reports one Metrics message per iteration.
+ * When all agents of the job have reported iteration i, the iteration is
+ * complete: one progress line goes to the text stream (iteration, loss,
+ * samples/s, per-stage bubble %) and one JSON object per line to the metrics
+ * file (fields in docs/coordinator.md).
+ *
+ * Job figures: iteration time is the slowest agent's iteration_ms (the
+ * pipeline finishes when its last stage does); samples/s is batch / that
+ * time; the loss is, per sink stage, the sample-weighted mean of its
+ * replicas' losses, summed over sink stages (one loss op per model in the
+ * zoo, so in practice that one loss).
+ *
+ * Ownership: gpp_progress_new returns an object the caller owns; it borrows
+ * the text stream. */
+#ifndef GPP_PROGRESS_H
+#define GPP_PROGRESS_H
+
+#include <stdio.h>
+
+#include "common/gpp_err.h"
+#include "proto/gpp_msg.h"
+
+typedef struct gpp_progress_s gpp_progress_t;
+
+typedef struct {
+    int iterations_done;     /* complete iterations */
+    double loss_first;       /* loss of the first complete iteration */
+    double loss_last;        /* loss of the last complete iteration */
+    double iteration_ms;     /* mean over complete iterations after the first
+                                (the first warms caches and allocators);
+                                the first one's when only one completed */
+    double samples_per_s;    /* batch / iteration_ms */
+    double max_mem_bytes;    /* highest memory high-water of any agent */
+} gpp_progress_summary_t;
+
+/* n_agents ranks; stage_of_rank[r] is the rank's stage or -1 for an agent
+ * outside the job; replica_of_rank likewise; n_actions_of_rank[r] the
+ * length of its action list (Metrics.action_ms must have that length or be
+ * empty); sink_stage[s] is 1 for stages that report a loss. jsonl_path may
+ * be NULL (no file). NULL with a message when the file cannot be created. */
+gpp_progress_t *gpp_progress_new(int n_agents, const int *stage_of_rank,
+                                 const int *replica_of_rank, const int *n_actions_of_rank,
+                                 int n_stages, const int *sink_stage, int iterations, int batch,
+                                 FILE *text, const char *jsonl_path, gpp_err_t *err);
+void gpp_progress_destroy(gpp_progress_t **self_p);
+
+/* Records rank's metrics. Checks them against the job (iteration is the
+ * rank's next one, loss only from sink stages, action count): -1 with the
+ * reason when they do not fit (the caller drops and counts them). Returns 1
+ * when this completed an iteration (a line was printed and written), else 0. */
+int gpp_progress_add(gpp_progress_t *self, int rank, const Gpp__Metrics *m, gpp_err_t *err);
+
+/* 1 when every iteration is complete. */
+int gpp_progress_finished(const gpp_progress_t *self);
+
+void gpp_progress_summary(const gpp_progress_t *self, gpp_progress_summary_t *out);
+
+/* Loss of complete iteration i (NAN when not complete or no sink). */
+double gpp_progress_loss(const gpp_progress_t *self, int iteration);
+
+#endif

@@ -1,0 +1,314 @@
+/* gpp-coordinator: plans a job from cluster.toml, launches or awaits the
+ * agents, drives them through assignment, rendezvous and training, and
+ * reports progress. See docs/coordinator.md.
+ *
+ *   gpp-coordinator [--plan auto|gpp|spp|FILE.json] [options] CLUSTER.toml
+ *
+ * Exit status: 0 job finished, 1 job stopped (the reason is the last line on
+ * stderr), 2 bad command line or configuration, 128+N killed by signal N. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/control/gpp_sigfd.h"
+#include "config/gpp_config.h"
+#include "coordinator/gpp_coord.h"
+#include "coordinator/gpp_launch.h"
+
+#ifdef GPP_HAVE_PLANNER_JOB
+#include "coordinator/gpp_job.h"
+#endif
+
+typedef struct {
+    const char *config_path;
+    const char *plan;        /* auto | gpp | spp | FILE.json */
+    const char *endpoint;    /* bind override */
+    const char *agent_path;
+    const char *metrics;     /* override of [metrics] file */
+    int control_only;
+    int barriers;
+    int start_timeout_ms;
+    int external;            /* ignore launch = "local" */
+    int iterations;          /* override of job.iterations, 0 keep */
+    int quiet_agents;
+} s_opts_t;
+
+static void s_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gpp-coordinator [options] CLUSTER.toml\n"
+            "  --plan auto|gpp|spp|FILE.json  plan to run (auto: the cluster file's planner)\n"
+            "  --control-only                 no training: agents register, run barriers, stop\n"
+            "  --barriers N                   barriers of a control-only job (default 1)\n"
+            "  --endpoint ENDPOINT            bind here instead of [coordinator] endpoint\n"
+            "  --start-timeout-ms N           wait this long for all agents (default 60000)\n"
+            "  --external                     do not launch agents even if launch = \"local\"\n"
+            "  --agent PATH                   gpp-agent binary for local launch\n"
+            "  --metrics FILE                 JSON-lines metrics file (overrides [metrics] file)\n"
+            "  --iterations N                 override job.iterations\n"
+            "  --help\n");
+}
+
+static int s_parse(int argc, char **argv, s_opts_t *o)
+{
+    static const struct option longs[] = {
+        {"plan", required_argument, 0, 'p'},       {"control-only", no_argument, 0, 'c'},
+        {"barriers", required_argument, 0, 'b'},   {"endpoint", required_argument, 0, 'e'},
+        {"start-timeout-ms", required_argument, 0, 't'}, {"external", no_argument, 0, 'x'},
+        {"agent", required_argument, 0, 'a'},      {"metrics", required_argument, 0, 'm'},
+        {"iterations", required_argument, 0, 'i'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->plan = "auto";
+    o->barriers = 1;
+    o->start_timeout_ms = 60000;
+    int c;
+    char *end;
+    while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+        long v = 0;
+        if (c == 'b' || c == 't' || c == 'i') {
+            errno = 0;
+            v = strtol(optarg, &end, 10);
+            if (errno || *end || v < 0 || v > INT_MAX) {
+                fprintf(stderr, "gpp-coordinator: --%s: '%s' is not a non-negative integer\n",
+                        c == 'b' ? "barriers" : c == 't' ? "start-timeout-ms" : "iterations",
+                        optarg);
+                return -1;
+            }
+        }
+        switch (c) {
+        case 'p': o->plan = optarg; break;
+        case 'c': o->control_only = 1; break;
+        case 'b': o->barriers = (int)v; break;
+        case 'e': o->endpoint = optarg; break;
+        case 't': o->start_timeout_ms = (int)v; break;
+        case 'x': o->external = 1; break;
+        case 'a': o->agent_path = optarg; break;
+        case 'm': o->metrics = optarg; break;
+        case 'i': o->iterations = (int)v; break;
+        case 'h': s_usage(stdout); exit(0);
+        default: s_usage(stderr); return -1;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "gpp-coordinator: expected one cluster file, got %d arguments\n",
+                argc - optind);
+        s_usage(stderr);
+        return -1;
+    }
+    o->config_path = argv[optind];
+    if (o->start_timeout_ms <= 0) {
+        fprintf(stderr, "gpp-coordinator: --start-timeout-ms must be positive\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* The gpp-agent binary: --agent, $GPP_AGENT, next to us, or the build's. */
+static int s_agent_path(const s_opts_t *o, char *out, size_t len)
+{
+    if (o->agent_path) {
+        snprintf(out, len, "%s", o->agent_path);
+        return 0;
+    }
+    const char *env = getenv("GPP_AGENT");
+    if (env && env[0]) {
+        snprintf(out, len, "%s", env);
+        return 0;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(out, len, "%s/gpp-agent", self);
+            if (access(out, X_OK) == 0)
+                return 0;
+        }
+    }
+    snprintf(out, len, "%s", GPP_AGENT_BUILD_PATH);
+    return access(out, X_OK) == 0 ? 0 : -1;
+}
+
+/* A wildcard bind address ("tcp://" "*:5555") becomes "tcp://127.0.0.1:5555":
+ * where local agents connect. */
+static void s_connect_endpoint(const char *bind, int port, char *out, size_t len)
+{
+    const char *host = strstr(bind, "://");
+    host = host ? host + 3 : bind;
+    const char *colon = strrchr(host, ':');
+    int hl = colon ? (int)(colon - host) : (int)strlen(host);
+    if (hl == 1 && host[0] == '*')
+        snprintf(out, len, "tcp://127.0.0.1:%d", port);
+    else
+        snprintf(out, len, "tcp://%.*s:%d", hl, host, port);
+}
+
+static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_config_t *cfg,
+                           const s_opts_t *o, const char *const *hosts, const int *slots, int n)
+{
+    char agent[PATH_MAX];
+    if (s_agent_path(o, agent, sizeof agent) < 0) {
+        gpp_error("gpp-coordinator: cannot find gpp-agent (tried --agent, $GPP_AGENT, next to "
+                  "this binary and %s); pass --agent PATH",
+                  GPP_AGENT_BUILD_PATH);
+        return -1;
+    }
+    char ep[512], slot[16], hb[16], to[16], mem[32], bar[16];
+    s_connect_endpoint(o->endpoint ? o->endpoint : cfg->coordinator.endpoint,
+                       gpp_coord_port(coord), ep, sizeof ep);
+    snprintf(hb, sizeof hb, "%d", cfg->health.heartbeat_ms);
+    snprintf(to, sizeof to, "%d", cfg->health.timeout_ms);
+    snprintf(mem, sizeof mem, "%lld",
+             (long long)(cfg->cluster.mem_gib > 0 ? cfg->cluster.mem_gib * 1073741824.0
+                                                  : 4 * 1073741824.0));
+    snprintf(bar, sizeof bar, "%d", o->control_only ? o->barriers : 0);
+    for (int r = 0; r < n; r++) {
+        snprintf(slot, sizeof slot, "%d", slots[r]);
+        char *argv[] = {agent,    "--coordinator", ep,   "--host",         (char *)hosts[r],
+                        "--slot", slot,            "--heartbeat-ms", hb, "--timeout-ms",
+                        to,       "--mem-bytes",   mem,  "--control-barriers", bar,
+                        NULL};
+        gpp_err_t err = {{0}};
+        pid_t pid = gpp_launch_spawn(launch, argv, r, &err);
+        if (pid < 0) {
+            gpp_error("gpp-coordinator: %s", err.msg);
+            return -1;
+        }
+        gpp_registry_agent(gpp_coord_registry(coord), r)->launched_pid = pid;
+    }
+    gpp_info("gpp-coordinator: launched %d local agents (%s)", n, agent);
+    return 0;
+}
+
+static void s_print_barriers(gpp_coord_t *coord, int n_agents)
+{
+    const double *ms;
+    int n = gpp_coord_barrier_times(coord, &ms);
+    if (n <= 0)
+        return;
+    double *s = gpp_xcalloc((size_t)n, sizeof *s);
+    memcpy(s, ms, (size_t)n * sizeof *s);
+    for (int i = 1; i < n; i++) /* insertion sort: n is small */
+        for (int j = i; j > 0 && s[j - 1] > s[j]; j--) {
+            double t = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = t;
+        }
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += s[i];
+    printf("barrier: %d agents, %d round trips: mean %.3f ms, p50 %.3f ms, p99 %.3f ms, max "
+           "%.3f ms\n",
+           n_agents, n, sum / n, s[n / 2], s[(int)((n - 1) * 0.99)], s[n - 1]);
+    free(s);
+}
+
+int main(int argc, char **argv)
+{
+    s_opts_t o;
+    if (s_parse(argc, argv, &o) < 0)
+        return 2;
+    gpp_err_t err = {{0}};
+    int sigfd = gpp_sigfd_open(&err);
+    if (sigfd < 0) {
+        gpp_error("gpp-coordinator: %s", err.msg);
+        return 1;
+    }
+    gpp_config_t cfg;
+    if (gpp_config_load(&cfg, o.config_path, &err) < 0) {
+        fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
+        return 2;
+    }
+    if (o.iterations > 0)
+        cfg.job.iterations = o.iterations;
+
+    int n = gpp_config_devices(&cfg);
+    const char **hosts = gpp_xcalloc((size_t)n, sizeof *hosts);
+    int *slots = gpp_xcalloc((size_t)n, sizeof *slots);
+    for (int i = 0, r = 0; i < cfg.n_nodes; i++)
+        for (int s = 0; s < cfg.nodes[i].slots; s++, r++) {
+            hosts[r] = cfg.nodes[i].host;
+            slots[r] = s;
+        }
+
+    int rc = 1;
+    gpp_launch_t *launch = NULL;
+    gpp_coord_t *coord = NULL;
+#ifdef GPP_HAVE_PLANNER_JOB
+    gpp_job_t *job = NULL;
+#endif
+    gpp_coord_cfg_t cc = {0};
+    cc.endpoint = o.endpoint ? o.endpoint : cfg.coordinator.endpoint;
+    cc.n_agents = n;
+    cc.hosts = hosts;
+    cc.slots = slots;
+    cc.heartbeat_ms = cfg.health.heartbeat_ms;
+    cc.timeout_ms = cfg.health.timeout_ms;
+    cc.start_timeout_ms = o.start_timeout_ms;
+    cc.barriers = o.barriers;
+    cc.progress = stdout;
+    cc.metrics_path = o.metrics ? o.metrics : cfg.metrics.file;
+    cc.sigfd = sigfd;
+    if (!o.control_only) {
+#ifdef GPP_HAVE_PLANNER_JOB
+        job = gpp_job_new(&cfg, o.plan, &err);
+        if (!job) {
+            fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
+            rc = 2;
+            goto done;
+        }
+        gpp_job_print_plan(job, stdout);
+        cc.plan_fn = gpp_job_plan_fn;
+        cc.plan_arg = job;
+#else
+        fprintf(stderr, "gpp-coordinator: this build has no planner/executor; use "
+                        "--control-only\n");
+        rc = 2;
+        goto done;
+#endif
+    }
+    int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
+    if (local) {
+        launch = gpp_launch_new();
+        cc.launch = launch;
+    }
+    coord = gpp_coord_new(&cc, &err);
+    if (!coord) {
+        fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
+        goto done;
+    }
+    if (local && s_launch_agents(coord, launch, &cfg, &o, hosts, slots, n) < 0)
+        goto done;
+    rc = gpp_coord_run(coord) == 0 ? 0 : gpp_coord_exit_code(coord);
+    if (o.control_only)
+        s_print_barriers(coord, n);
+#ifdef GPP_HAVE_PLANNER_JOB
+    else if (job && gpp_coord_progress(coord))
+        gpp_job_print_summary(job, gpp_coord_progress(coord), stdout);
+#endif
+    if (gpp_coord_dropped(coord))
+        printf("control: %llu invalid messages dropped\n",
+               (unsigned long long)gpp_coord_dropped(coord));
+    if (rc != 0)
+        fprintf(stderr, "gpp-coordinator: job stopped: %s\n", gpp_coord_reason(coord));
+done:
+    gpp_launch_destroy(&launch); /* reaps every child: no orphans */
+    gpp_coord_destroy(&coord);
+#ifdef GPP_HAVE_PLANNER_JOB
+    gpp_job_destroy(&job);
+#endif
+    free(hosts);
+    free(slots);
+    gpp_config_release(&cfg);
+    close(sigfd);
+    fflush(stdout);
+    return rc;
+}

@@ -1,0 +1,460 @@
+/* test_coord: the coordinator's registry, metrics aggregation and control
+ * protocol. The protocol cases run a real gpp_coord (control-only job) in a
+ * thread and talk to it through raw ZeroMQ DEALER sockets that speak the
+ * protocol by hand, so that they can also send garbage, a wrong protocol
+ * version, replays and duplicate slots. */
+#include <czmq.h>
+#include <math.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coordinator/gpp_coord.h"
+#include "coordinator/gpp_progress.h"
+#include "coordinator/gpp_registry.h"
+#include "tests/unit/gpp_test.h"
+
+/* ---- registry ---- */
+
+static Gpp__Register s_reg_msg(const char *host, int slot)
+{
+    Gpp__Register r = GPP__REGISTER__INIT;
+    r.host = (char *)host;
+    r.slot = slot;
+    r.backend = GPP__BACKEND__BACKEND_CPU;
+    r.mem_bytes = 1 << 20;
+    r.pid = 4242;
+    r.build_version = (char *)GPP_VERSION;
+    return r;
+}
+
+static void t_registry(void)
+{
+    const char *hosts[] = {"a", "a", "b"};
+    const int slots[] = {0, 1, 0};
+    gpp_registry_t *reg = gpp_registry_new(3, hosts, slots);
+    gpp_err_t err = {{0}};
+    Gpp__Register r = s_reg_msg("a", 1);
+    gpp_agent_t *ag = gpp_registry_register(reg, &r, "id1", 3, 0, &err);
+    GPP_EXPECT(ag && ag->rank == 1 && ag->state == GPP_AGENT_ALIVE);
+    /* the same slot again, from another peer */
+    GPP_EXPECT(!gpp_registry_register(reg, &r, "id2", 3, 0, &err));
+    GPP_EXPECT_MSG(strstr(err.msg, "already taken"), "%s", err.msg);
+    /* the same peer again, for another slot */
+    Gpp__Register r2 = s_reg_msg("b", 0);
+    GPP_EXPECT(!gpp_registry_register(reg, &r2, "id1", 3, 0, &err));
+    GPP_EXPECT_MSG(strstr(err.msg, "already registered"), "%s", err.msg);
+    /* a slot that is not in the cluster file */
+    Gpp__Register r3 = s_reg_msg("c", 0);
+    GPP_EXPECT(!gpp_registry_register(reg, &r3, "id3", 3, 0, &err));
+    GPP_EXPECT_MSG(strstr(err.msg, "not in the cluster file") && strstr(err.msg, "a:0, b:0"),
+                   "%s", err.msg);
+    GPP_EXPECT(gpp_registry_find(reg, "id1", 3) == ag);
+    GPP_EXPECT(!gpp_registry_find(reg, "id2", 3));
+    GPP_EXPECT(gpp_registry_count(reg, GPP_AGENT_EXPECTED) == 2);
+    char buf[64];
+    gpp_registry_list(reg, GPP_AGENT_EXPECTED, 1, buf, sizeof buf);
+    GPP_EXPECT_MSG(!strcmp(buf, "a:0 and 1 more"), "%s", buf);
+    gpp_registry_destroy(&reg);
+    GPP_EXPECT(reg == NULL);
+}
+
+/* ---- progress ---- */
+
+static void t_progress(void)
+{
+    /* 3 agents: stage 0 (rank 0), stage 1 with two replicas (ranks 1, 2, the sink) */
+    const int stage[] = {0, 1, 1}, replica[] = {0, 0, 1}, nact[] = {4, 5, 5}, sink[] = {0, 1};
+    char path[] = "/tmp/test_coord_metrics_XXXXXX";
+    int fd = mkstemp(path);
+    GPP_EXPECT(fd >= 0);
+    close(fd);
+    FILE *text = tmpfile();
+    gpp_err_t err = {{0}};
+    gpp_progress_t *p = gpp_progress_new(3, stage, replica, nact, 2, sink, 2, 16, text, path, &err);
+    GPP_EXPECT_MSG(p, "%s", err.msg);
+    if (!p)
+        return;
+    double act[5] = {1, 2, 3, 4, 5};
+    Gpp__Metrics m = GPP__METRICS__INIT;
+    m.iteration = 0;
+    m.iteration_ms = 10;
+    m.bubble_ms = 2;
+    m.n_action_ms = 4;
+    m.action_ms = act;
+    GPP_EXPECT(gpp_progress_add(p, 0, &m, &err) == 0);
+    /* the same iteration twice */
+    GPP_EXPECT(gpp_progress_add(p, 0, &m, &err) < 0);
+    GPP_EXPECT_MSG(strstr(err.msg, "expected 1"), "%s", err.msg);
+    /* a loss from a stage without a loss op */
+    m.iteration = 1;
+    m.has_loss = 1;
+    GPP_EXPECT(gpp_progress_add(p, 0, &m, &err) < 0);
+    /* wrong action count */
+    m.iteration = 0;
+    m.n_action_ms = 3;
+    GPP_EXPECT(gpp_progress_add(p, 1, &m, &err) < 0);
+    m.n_action_ms = 5;
+    m.iteration_ms = 20;
+    m.loss = 1.0;
+    m.samples = 8;
+    GPP_EXPECT(gpp_progress_add(p, 1, &m, &err) == 0);
+    m.loss = 3.0;
+    m.samples = 8;
+    GPP_EXPECT(gpp_progress_add(p, 2, &m, &err) == 1); /* completes iteration 0 */
+    GPP_EXPECT_NEAR(gpp_progress_loss(p, 0), 2.0, 1e-12);
+    GPP_EXPECT(isnan(gpp_progress_loss(p, 1)));
+    GPP_EXPECT(!gpp_progress_finished(p));
+    gpp_progress_summary_t s;
+    gpp_progress_summary(p, &s);
+    GPP_EXPECT(s.iterations_done == 1);
+    GPP_EXPECT_NEAR(s.iteration_ms, 20, 1e-12);
+    GPP_EXPECT_NEAR(s.samples_per_s, 800, 1e-9);
+    gpp_progress_destroy(&p);
+    /* one text line and one JSON line */
+    char line[4096];
+    rewind(text);
+    GPP_EXPECT(fgets(line, sizeof line, text) && strstr(line, "iter 1/2") &&
+               strstr(line, "loss 2.000000") && strstr(line, "800.0 samples/s") &&
+               strstr(line, "s0=20%") && strstr(line, "s1=10%"));
+    fclose(text);
+    FILE *f = fopen(path, "r");
+    GPP_EXPECT(f && fgets(line, sizeof line, f));
+    GPP_EXPECT_MSG(strstr(line, "\"iteration\":0,\"loss\":2,") &&
+                       strstr(line, "\"action_ms\":[1,2,3,4,5]"),
+                   "%s", line);
+    GPP_EXPECT(!fgets(line, sizeof line, f));
+    fclose(f);
+    unlink(path);
+}
+
+/* ---- a coordinator in a thread ---- */
+
+typedef struct {
+    gpp_coord_cfg_t cfg;
+    const char *hosts[4];
+    int slots[4];
+    sem_t up;
+    int port;
+    int rc;
+    char reason[GPP_ERR_LEN];
+    uint64_t dropped;
+    int barriers_timed;
+    pthread_t th;
+} s_coord_run_t;
+
+static void *s_coord_thread(void *arg)
+{
+    s_coord_run_t *r = arg;
+    gpp_err_t err = {{0}};
+    gpp_coord_t *c = gpp_coord_new(&r->cfg, &err);
+    if (!c) {
+        fprintf(stderr, "gpp_coord_new: %s\n", err.msg);
+        r->port = -1;
+        sem_post(&r->up);
+        return NULL;
+    }
+    r->port = gpp_coord_port(c);
+    sem_post(&r->up);
+    r->rc = gpp_coord_run(c);
+    snprintf(r->reason, sizeof r->reason, "%s", gpp_coord_reason(c));
+    r->dropped = gpp_coord_dropped(c);
+    const double *ms;
+    r->barriers_timed = gpp_coord_barrier_times(c, &ms);
+    gpp_coord_destroy(&c);
+    return NULL;
+}
+
+/* A control-only job of n agents on host "h", slots 0..n-1. */
+static int s_coord_start(s_coord_run_t *r, int n, int barriers, int timeout_ms, int start_ms)
+{
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < n; i++) {
+        r->hosts[i] = "h";
+        r->slots[i] = i;
+    }
+    r->cfg.endpoint = "tcp://127.0.0.1:*";
+    r->cfg.n_agents = n;
+    r->cfg.hosts = r->hosts;
+    r->cfg.slots = r->slots;
+    r->cfg.heartbeat_ms = 50;
+    r->cfg.timeout_ms = timeout_ms;
+    r->cfg.start_timeout_ms = start_ms;
+    r->cfg.barriers = barriers;
+    r->cfg.sigfd = -1;
+    sem_init(&r->up, 0, 0);
+    pthread_create(&r->th, NULL, s_coord_thread, r);
+    sem_wait(&r->up);
+    return r->port;
+}
+
+static void s_coord_join(s_coord_run_t *r)
+{
+    pthread_join(r->th, NULL);
+    sem_destroy(&r->up);
+}
+
+/* ---- a raw peer ---- */
+
+typedef struct {
+    zsock_t *s;
+    uint64_t seq;
+    int rank;
+} s_peer_t;
+
+static void s_peer_open(s_peer_t *p, int port)
+{
+    p->s = zsock_new(ZMQ_DEALER);
+    zsock_set_rcvtimeo(p->s, 5000);
+    zsock_set_linger(p->s, 0);
+    zsock_connect(p->s, "tcp://127.0.0.1:%d", port);
+    p->seq = 0;
+    p->rank = GPP_MSG_SENDER_UNREGISTERED;
+}
+
+static void s_send_bytes(s_peer_t *p, const void *data, size_t len)
+{
+    zframe_t *f = zframe_new(data, len);
+    zframe_send(&f, p->s, 0);
+}
+
+/* Packs m as it is (no validation: the tests send invalid envelopes too). */
+static void s_send_env(s_peer_t *p, gpp_msg_t *m)
+{
+    size_t len = gpp__envelope__get_packed_size(m);
+    uint8_t *buf = malloc(len ? len : 1);
+    gpp__envelope__pack(m, buf);
+    s_send_bytes(p, buf, len);
+    free(buf);
+}
+
+static void s_send_register(s_peer_t *p, int slot, unsigned version)
+{
+    Gpp__Register r = s_reg_msg("h", slot);
+    gpp_msg_t m;
+    gpp_msg_init(&m, ++p->seq, GPP_MSG_SENDER_UNREGISTERED);
+    m.protocol_version = version;
+    m.body_case = GPP__ENVELOPE__BODY_REGISTER;
+    m.register_ = &r;
+    s_send_env(p, &m);
+}
+
+static void s_send_barrier(s_peer_t *p, int id)
+{
+    Gpp__BarrierEnter b = GPP__BARRIER_ENTER__INIT;
+    b.barrier_id = id;
+    gpp_msg_t m;
+    gpp_msg_init(&m, ++p->seq, p->rank);
+    m.body_case = GPP__ENVELOPE__BODY_BARRIER_ENTER;
+    m.barrier_enter = &b;
+    s_send_env(p, &m);
+}
+
+/* The next message other than a heartbeat, or NULL after the timeout. */
+static gpp_msg_t *s_recv(s_peer_t *p)
+{
+    for (;;) {
+        zframe_t *f = zframe_recv(p->s);
+        if (!f)
+            return NULL;
+        gpp_err_t err = {{0}};
+        gpp_msg_t *m = gpp_msg_decode(zframe_data(f), zframe_size(f), &err);
+        zframe_destroy(&f);
+        if (!m) {
+            fprintf(stderr, "  peer: undecodable reply: %s\n", err.msg);
+            return NULL;
+        }
+        if (m->body_case != GPP__ENVELOPE__BODY_HEARTBEAT)
+            return m;
+        gpp_msg_destroy(&m);
+    }
+}
+
+static int s_expect(s_peer_t *p, gpp_msg_type_t type, const char *needle, gpp_msg_t **out)
+{
+    gpp_msg_t *m = s_recv(p);
+    int ok = m && m->body_case == type;
+    const char *text = !m ? "" : m->body_case == GPP__ENVELOPE__BODY_REJECT ? m->reject->reason
+                             : m->body_case == GPP__ENVELOPE__BODY_ABORT  ? m->abort->reason
+                                                                          : "";
+    if (ok && needle && !strstr(text, needle))
+        ok = 0;
+    if (!ok)
+        fprintf(stderr, "  expected %s%s%s, got %s '%s'\n", gpp_msg_type_name(type),
+                needle ? " containing " : "", needle ? needle : "",
+                m ? gpp_msg_type_name(m->body_case) : "nothing", text);
+    if (out && ok)
+        *out = m;
+    else
+        gpp_msg_destroy(&m);
+    return ok;
+}
+
+static void s_heartbeat(s_peer_t *p)
+{
+    Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
+    gpp_msg_t m;
+    gpp_msg_init(&m, ++p->seq, p->rank);
+    m.body_case = GPP__ENVELOPE__BODY_HEARTBEAT;
+    m.heartbeat = &hb;
+    s_send_env(p, &m);
+}
+
+static int s_register_ok(s_peer_t *p, int slot)
+{
+    s_send_register(p, slot, GPP_PROTOCOL_VERSION);
+    gpp_msg_t *m = NULL;
+    if (!s_expect(p, GPP__ENVELOPE__BODY_REGISTER_ACK, NULL, &m))
+        return 0;
+    p->rank = m->register_ack->rank;
+    gpp_msg_destroy(&m);
+    return 1;
+}
+
+/* Garbage, a wrong version, a duplicate slot and a replay are dropped and
+ * counted; the job (2 agents, 3 barriers) goes on and finishes. */
+static void t_bad_peers(void)
+{
+    s_coord_run_t run;
+    int port = s_coord_start(&run, 2, 3, 5000, 5000);
+    GPP_EXPECT(port > 0);
+    if (port <= 0)
+        return;
+    s_peer_t junk, oldv, a, b, dup;
+    s_peer_open(&junk, port);
+    s_peer_open(&oldv, port);
+    s_peer_open(&a, port);
+    s_peer_open(&b, port);
+    s_peer_open(&dup, port);
+
+    const char garbage[] = "\xff\x01this is not a protobuf envelope\x00\x07";
+    s_send_bytes(&junk, garbage, sizeof garbage);
+    GPP_EXPECT(s_expect(&junk, GPP__ENVELOPE__BODY_REJECT, "gpp", NULL));
+    s_send_register(&oldv, 0, GPP_PROTOCOL_VERSION + 1);
+    GPP_EXPECT(s_expect(&oldv, GPP__ENVELOPE__BODY_REJECT, "protocol_version", NULL));
+
+    GPP_EXPECT(s_register_ok(&a, 0));
+    GPP_EXPECT(a.rank == 0);
+    s_send_register(&dup, 0, GPP_PROTOCOL_VERSION);
+    GPP_EXPECT(s_expect(&dup, GPP__ENVELOPE__BODY_REJECT, "already taken", NULL));
+    /* a registered agent replays an old sequence number: dropped */
+    uint64_t seq = a.seq;
+    a.seq = 0;
+    s_heartbeat(&a);
+    a.seq = seq;
+    GPP_EXPECT(s_register_ok(&b, 1));
+    GPP_EXPECT(b.rank == 1);
+    for (int i = 0; i < 3; i++) {
+        s_send_barrier(&a, i);
+        s_send_barrier(&b, i);
+        gpp_msg_t *m = NULL;
+        GPP_EXPECT(s_expect(&a, GPP__ENVELOPE__BODY_BARRIER_RELEASE, NULL, &m) &&
+                   m->barrier_release->barrier_id == i);
+        gpp_msg_destroy(&m);
+        GPP_EXPECT(s_expect(&b, GPP__ENVELOPE__BODY_BARRIER_RELEASE, NULL, &m) &&
+                   m->barrier_release->barrier_id == i);
+        gpp_msg_destroy(&m);
+    }
+    GPP_EXPECT(s_expect(&a, GPP__ENVELOPE__BODY_SHUTDOWN, NULL, NULL));
+    GPP_EXPECT(s_expect(&b, GPP__ENVELOPE__BODY_SHUTDOWN, NULL, NULL));
+    s_coord_join(&run);
+    GPP_EXPECT_MSG(run.rc == 0, "rc %d: %s", run.rc, run.reason);
+    GPP_EXPECT_MSG(run.dropped == 4, "dropped %llu, expected 4 (garbage, version, duplicate, "
+                                     "replay)", (unsigned long long)run.dropped);
+    GPP_EXPECT(run.barriers_timed == 2);
+    zsock_destroy(&junk.s);
+    zsock_destroy(&oldv.s);
+    zsock_destroy(&a.s);
+    zsock_destroy(&b.s);
+    zsock_destroy(&dup.s);
+}
+
+/* One of two agents never comes: the job stops naming its host:slot, and
+ * the registered one gets Abort with the same reason. */
+static void t_missing_agent(void)
+{
+    s_coord_run_t run;
+    int port = s_coord_start(&run, 2, 1, 5000, 300);
+    s_peer_t a;
+    s_peer_open(&a, port);
+    GPP_EXPECT(s_register_ok(&a, 1));
+    GPP_EXPECT(s_expect(&a, GPP__ENVELOPE__BODY_ABORT, "missing h:0", NULL));
+    s_coord_join(&run);
+    GPP_EXPECT(run.rc == -1);
+    GPP_EXPECT_MSG(strstr(run.reason, "waiting for agents: missing h:0 (1 of 2 registered)"),
+                   "%s", run.reason);
+    zsock_destroy(&a.s);
+}
+
+/* A registered agent goes silent: the job stops naming it. */
+static void t_silent_agent(void)
+{
+    s_coord_run_t run;
+    int port = s_coord_start(&run, 2, 5, 400, 5000);
+    s_peer_t a, b;
+    s_peer_open(&a, port);
+    s_peer_open(&b, port);
+    GPP_EXPECT(s_register_ok(&a, 0));
+    GPP_EXPECT(s_register_ok(&b, 1));
+    /* a keeps heartbeating, b says nothing more */
+    gpp_msg_t *m = NULL;
+    int64_t t0 = zclock_mono();
+    while (zclock_mono() - t0 < 3000) {
+        s_heartbeat(&a);
+        zsock_set_rcvtimeo(a.s, 50);
+        m = s_recv(&a);
+        if (m)
+            break;
+    }
+    GPP_EXPECT_MSG(m && m->body_case == GPP__ENVELOPE__BODY_ABORT &&
+                       strstr(m->abort->reason, "agent h:1 (rank 1, pid 4242) silent"),
+                   "%s", m && m->body_case == GPP__ENVELOPE__BODY_ABORT ? m->abort->reason : "-");
+    gpp_msg_destroy(&m);
+    s_coord_join(&run);
+    GPP_EXPECT(run.rc == -1 && strstr(run.reason, "heartbeat timeout"));
+    zsock_destroy(&a.s);
+    zsock_destroy(&b.s);
+}
+
+/* Protocol misuse by a registered agent (wrong sender, a barrier that is
+ * not open, a coordinator-only message) is dropped; the job still ends. */
+static void t_misuse(void)
+{
+    s_coord_run_t run;
+    int port = s_coord_start(&run, 1, 1, 5000, 5000);
+    s_peer_t a;
+    s_peer_open(&a, port);
+    GPP_EXPECT(s_register_ok(&a, 0));
+    a.rank = 7; /* lies about its rank */
+    s_heartbeat(&a);
+    a.rank = 0;
+    s_send_barrier(&a, 5); /* not the open barrier */
+    Gpp__Shutdown sd = GPP__SHUTDOWN__INIT;
+    gpp_msg_t m;
+    gpp_msg_init(&m, ++a.seq, 0);
+    m.body_case = GPP__ENVELOPE__BODY_SHUTDOWN;
+    m.shutdown = &sd;
+    s_send_env(&a, &m);
+    s_send_barrier(&a, 0);
+    GPP_EXPECT(s_expect(&a, GPP__ENVELOPE__BODY_BARRIER_RELEASE, NULL, NULL));
+    GPP_EXPECT(s_expect(&a, GPP__ENVELOPE__BODY_SHUTDOWN, NULL, NULL));
+    s_coord_join(&run);
+    GPP_EXPECT_MSG(run.rc == 0, "%s", run.reason);
+    GPP_EXPECT_MSG(run.dropped == 3, "dropped %llu", (unsigned long long)run.dropped);
+    zsock_destroy(&a.s);
+}
+
+static const gpp_test_case_t cases[] = {
+    {"registry", t_registry},       {"progress", t_progress},
+    {"bad_peers", t_bad_peers},     {"missing_agent", t_missing_agent},
+    {"silent_agent", t_silent_agent}, {"misuse", t_misuse},
+    {NULL, NULL}};
+
+int main(void)
+{
+    zsys_handler_set(NULL);
+    return gpp_test_run(cases);
+}
