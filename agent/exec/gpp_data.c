@@ -156,10 +156,7 @@ static void s_gen_input(const gpp_data_t *self, const gpp_op_t *op, int64_t lo, 
                 o[s * per + e] = (int32_t)gpp_hash_below(key, (uint64_t)((lo + s) * per + e),
                                                          op->table_rows);
     } else {
-        float *o = out;
-        for (int64_t s = 0; s < n; s++)
-            for (int64_t e = 0; e < per; e++)
-                o[s * per + e] = gpp_hash_normal(key, (uint64_t)((lo + s) * per + e));
+        gpp_hash_normal_fill(key, (uint64_t)(lo * per), n * per, out);
     }
 }
 

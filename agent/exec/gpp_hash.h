@@ -36,8 +36,12 @@ static inline float gpp_hash_uniform(uint64_t key, uint64_t i)
     return (float)(gpp_hash_mix(key + i) >> 40) * (1.0f / 16777216.0f);
 }
 
-/* Standard normal (Box-Muller on two 32-bit halves of one draw). */
+/* Standard normal: elements 2k and 2k+1 are the cosine and sine halves of
+ * one Box-Muller transform of draw k (two 32-bit uniforms). */
 float gpp_hash_normal(uint64_t key, uint64_t i);
+/* out[j] = gpp_hash_normal(key, first + j) for j in [0, n), computing each
+ * Box-Muller pair once (bulk data and weight generation). */
+void gpp_hash_normal_fill(uint64_t key, uint64_t first, int64_t n, float *out);
 
 /* Uniform integer in [0, n) (n >= 1; multiply-shift, bias < n / 2^32). */
 static inline int64_t gpp_hash_below(uint64_t key, uint64_t i, int64_t n)
