@@ -42,6 +42,7 @@ typedef struct {
     int ci;    /* config index */
     int d;
     int infl;  /* samples in flight (DP view) */
+    double tps_ms;
 } s_stage_t;
 
 typedef struct {
@@ -86,10 +87,12 @@ typedef struct {
     s_arena_t ar;
     int *zero;       /* [C*NL] zeros */
     double tgt;      /* target TPS */
+    double inv_t;    /* (1 - 1e-9) / tgt: lbdev rounds safely down */
     /* emit */
     s_stage_t *out;
     int n_out, cap_out;
     int out_level;   /* source level of the emitted plan */
+    int max_level;   /* level limit of the current run */
     long long n_eval;
 } s_dp_t;
 
@@ -294,7 +297,7 @@ static int s_lbdev(const s_dp_t *s, int l, int r)
         return 0;
     if (!isfinite(s->tgt))
         return 1;
-    double x = (s->pre_rate[r + 1] - s->pre_rate[l]) / s->tgt * (1.0 - 1e-9);
+    double x = (s->pre_rate[r + 1] - s->pre_rate[l]) * s->inv_t;
     if (x > s->n_dev)
         return s->n_dev + 1;
     int d = (int)ceil(x);
@@ -311,7 +314,20 @@ static int s_budget(const s_dp_t *s, int l, int r)
     return s->n_dev - left - right;
 }
 
-static int s_stage_dev(s_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int infl, int cap)
+/* TPS of positions [l, r] as one stage of d replicas at micro-batch b
+ * (the same figures gpp_cost_stage sums op by op). */
+static inline double s_stage_tps(const s_dp_t *s, int l, int r, const s_bnd_t *bd, int b, int d)
+{
+    int m = (b + d - 1) / d;
+    double G = s->pre_grad[r + 1] - s->pre_grad[l];
+    return (s_compute_ms(s, m, l, r) + 2.0 * bd->n * s->p2p_alpha_ms +
+            2.0 * m * bd->bytes * s->p2p_ms_per_byte) / b +
+           (s->ar_a[d] * G + s->ar_b[d]) / s->B;
+}
+
+/* dmin: a known lower bound (s_lbdev of the interval). */
+static int s_stage_dev(s_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int infl, int cap,
+                       int dmin)
 {
     s->n_eval++;
     int b = s->cfg[ci].b;
@@ -332,14 +348,12 @@ static int s_stage_dev(s_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int i
         if (mcap < b)
             d = (int)((b + mcap - 1) / mcap);
     }
-    double G = s->pre_grad[r + 1] - s->pre_grad[l];
+    if (d < dmin)
+        d = dmin;
     double t = s->tgt;
     while (d <= dmax) {
         int m = (b + d - 1) / d;
-        double tps = (s_compute_ms(s, m, l, r) + 2.0 * bd->n * s->p2p_alpha_ms +
-                      2.0 * m * bd->bytes * s->p2p_ms_per_byte) / b +
-                     (s->ar_a[d] * G + s->ar_b[d]) / s->B;
-        if (tps <= t)
+        if (s_stage_tps(s, l, r, bd, b, d) <= t)
             return d;
         if (m == 1)
             break;
@@ -367,13 +381,13 @@ static int s_too_heavy(const s_dp_t *s, int l, int r)
 
 static int *s_get(s_dp_t *s, int node, int idx, int ctx);
 
-static void s_emit_stage(s_dp_t *s, int l, int r, int ci, int d, int infl)
+static void s_emit_stage(s_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int d, int infl)
 {
     if (s->n_out == s->cap_out) {
         s->cap_out = s->cap_out ? 2 * s->cap_out : 64;
         s->out = gpp_xrealloc(s->out, (size_t)s->cap_out * sizeof *s->out);
     }
-    s->out[s->n_out++] = (s_stage_t){l, r, ci, d, infl};
+    s->out[s->n_out++] = (s_stage_t){l, r, ci, d, infl, s_stage_tps(s, l, r, bd, s->cfg[ci].b, d)};
 }
 
 static void s_emit_node(s_dp_t *s, int node, int idx, int ctx, int cf, int lev, int want);
@@ -392,7 +406,7 @@ static int s_top(const s_dp_t *s, int node)
 
 /* Position range of child c of node (the leaf itself for a leaf); *child is
  * the child's node when it is not a leaf, else -1. */
-static void s_child_range(const s_dp_t *s, int node, int c, int *first, int *last, int *child)
+static inline void s_child_range(const s_dp_t *s, int node, int c, int *first, int *last, int *child)
 {
     const gpp_sp_node_t *n = &s->t->nodes[node];
     if (n->kind == GPP_SP_LEAF) {
@@ -434,10 +448,11 @@ static inline int s_offer(const s_acc_t *a, int cf, int lev, int v)
 /* Steps of a non-increasing rest array: the levels where it drops. With
  * last != 0 there is no rest: one step, the outer context, 0 devices. */
 #define FOR_REST_STEPS(s, rest, last, ctx, lim, cy, l2, rv, ctx2)                              \
-    for (int idx_ = 0; idx_ < ((last) ? 1 : (s)->C * (s)->NL); idx_++)                         \
-        for (int cy = idx_ / (s)->NL, l2 = idx_ % (s)->NL, rv = (last) ? 0 : (rest)[idx_],        \
-                 ctx2 = (last) ? (ctx) : s_ctx((s), cy, l2), once_ = 1;                           \
-             once_ && rv < (lim) && ((last) || l2 == 0 || rv != (rest)[idx_ - 1]); once_ = 0)
+    for (int n_ = (last) ? 1 : (rest)[(s)->C * (s)->NL], j_ = 0; j_ < n_; j_++)                   \
+        for (int idx_ = (last) ? 0 : (rest)[(s)->C * (s)->NL + 1 + j_], cy = idx_ / (s)->NL,      \
+                 l2 = idx_ % (s)->NL, rv = (last) ? 0 : (rest)[idx_],                               \
+                 ctx2 = (last) ? (ctx) : s_ctx((s), cy, l2), once_ = 1;                             \
+             once_ && rv < (lim); once_ = 0)
 
 /* Series suffix i (children i..k-1) under ctx; also a leaf (k = 1). */
 static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc)
@@ -474,11 +489,10 @@ static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc
     for (int m = i; m < k; m++) {
         int f, last, ch_m;
         s_child_range(s, node, m, &f, &last, &ch_m);
-        if (m == i && child >= 0) {
-            s_bnd_extend(s, &bd, last);
-            continue;
-        }
-        if (s_lbdev(s, l0, last) > budget || s_too_heavy(s, l0, last))
+        if (m == i && child >= 0)
+            continue; /* the next block extends over it */
+        int lbb = s_lbdev(s, l0, last);
+        if (lbb > budget || s_too_heavy(s, l0, last))
             break;
         s_bnd_extend(s, &bd, last);
         const int *rest = m == k - 1 ? NULL : s_slot(s, node, m + 1, ctx);
@@ -486,11 +500,13 @@ static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc
         {
             for (int cx = 0; cx < C; cx++) {
                 int I = s_infl(s, cx, ctx2);
-                int d = s_stage_dev(s, l0, last, &bd, cx, I, budget - rv);
+                if (I / s->q > s->max_level)
+                    continue;
+                int d = s_stage_dev(s, l0, last, &bd, cx, I, budget - rv, lbb);
                 if (d >= INF || d + rv > budget)
                     continue;
                 if (s_offer(acc, cx, I / s->q, d + rv)) {
-                    s_emit_stage(s, l0, last, cx, d, I);
+                    s_emit_stage(s, l0, last, &bd, cx, d, I);
                     if (m < k - 1)
                         s_emit_node(s, node, m + 1, ctx, cy, l2, rv);
                     return 1;
@@ -514,7 +530,8 @@ static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc
             const int *rest = m == k - 1 ? NULL : s_slot(s, node, m + 1, ctx);
             for (int j = P->n_children - 1; j >= 1; j--) {
                 int bl = s->t->nodes[P->children[j]].first;
-                if (s_lbdev(s, bl, last) + 1 > budget || s_too_heavy(s, bl, last))
+                int lbb = s_lbdev(s, bl, last);
+                if (lbb + 1 > budget || s_too_heavy(s, bl, last))
                     break;
                 if (!started) {
                     s_bnd_start(s, &bd, f1);
@@ -526,7 +543,9 @@ static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc
                 {
                     for (int cx = 0; cx < C; cx++) {
                         int I = s_infl(s, cx, ctx2);
-                        int d = s_stage_dev(s, bl, last, &bd, cx, I, budget - rv - 1);
+                        if (I / s->q > s->max_level)
+                            continue;
+                        int d = s_stage_dev(s, bl, last, &bd, cx, I, budget - rv - 1, lbb);
                         if (d >= INF)
                             continue;
                         int lev = I / s->q;
@@ -537,7 +556,7 @@ static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc
                             if (v > budget)
                                 continue;
                             if (s_offer(acc, cx, l > lev ? l : lev, v)) {
-                                s_emit_stage(s, bl, last, cx, d, I);
+                                s_emit_stage(s, bl, last, &bd, cx, d, I);
                                 s_emit_node(s, child, j - 1, ctxb, cx, l, pv);
                                 if (m < k - 1)
                                     s_emit_node(s, node, m + 1, ctx, cy, l2, rv);
@@ -580,27 +599,30 @@ static int s_eval_parallel(s_dp_t *s, int node, int e, int ctx, const s_acc_t *a
     }
     /* (b) branches b..e as one stage */
     s_bnd_t bd;
-    s_bnd_start(s, &bd, fe);
-    if (child < 0 || e > 0)
-        s_bnd_extend(s, &bd, le);
+    s_bnd_start(s, &bd, fe); /* built on first use: [fe, le], then leftwards */
     for (int b = e; b >= 0; b--) {
         int fb, lb, cb;
         s_child_range(s, node, b, &fb, &lb, &cb);
-        if (!(b == e && child >= 0) && (s_lbdev(s, fb, le) > budget || s_too_heavy(s, fb, le)))
+        int lbb = s_lbdev(s, fb, le);
+        if (!(b == e && child >= 0) && (lbb > budget || s_too_heavy(s, fb, le)))
             break;
-        s_bnd_extend_left(s, &bd, fb);
         if (b == e && child >= 0)
             continue;
+        if (bd.r < le)
+            s_bnd_extend(s, &bd, le);
+        s_bnd_extend_left(s, &bd, fb);
         const int *Pv = b > 0 ? s_slot(s, node, b - 1, ctx) : s->zero;
         for (int cx = 0; cx < C; cx++) {
             int I = s_infl(s, cx, ctx);
-            int d = s_stage_dev(s, fb, le, &bd, cx, I, budget);
+            if (I / s->q > s->max_level)
+                continue;
+            int d = s_stage_dev(s, fb, le, &bd, cx, I, budget, lbb);
             if (d >= INF)
                 continue;
             for (int l = I / s->q; l < NL; l++) {
                 int v = d + Pv[cx * NL + l];
                 if (v <= budget && s_offer(acc, cx, l, v)) {
-                    s_emit_stage(s, fb, le, cx, d, I);
+                    s_emit_stage(s, fb, le, &bd, cx, d, I);
                     if (b > 0)
                         s_emit_node(s, node, b - 1, ctx, cx, l, Pv[cx * NL + l]);
                     return 1;
@@ -619,17 +641,16 @@ static int s_eval(s_dp_t *s, int node, int idx, int ctx, const s_acc_t *acc)
 }
 
 /* Fills every entry of node under ctx, in dependency order. */
-long long g_fills[4];
 static void s_fill(s_dp_t *s, int node, int ctx)
 {
-    g_fills[s->t->nodes[node].kind]++; if (s_nchild(s, node) > 20) g_fills[3]++;
     int k = s_nchild(s, node);
     int par = s->t->nodes[node].kind == GPP_SP_PARALLEL;
     const int C = s->C, NL = s->NL;
     for (int it = 0; it < k; it++) {
         int idx = par ? it : k - 1 - it;
         size_t key = (size_t)(s->base[node] + idx) * s->nctx + ctx;
-        int *R = s_arena_get(&s->ar, (size_t)C * NL);
+        /* R[C*NL], then the step list: count, indices where R drops */
+        int *R = s_arena_get(&s->ar, (size_t)2 * C * NL + 1);
         for (int x = 0; x < C * NL; x++)
             R[x] = s->INF;
         s_acc_t acc = {R, NL, NULL};
@@ -638,6 +659,11 @@ static void s_fill(s_dp_t *s, int node, int ctx)
             for (int l = 1; l < NL; l++)
                 if (R[cf * NL + l - 1] < R[cf * NL + l])
                     R[cf * NL + l] = R[cf * NL + l - 1];
+        int *steps = R + C * NL, n_steps = 0;
+        for (int x = 0; x < C * NL; x++)
+            if (R[x] < s->INF && (x % NL == 0 || R[x] != R[x - 1]))
+                steps[1 + n_steps++] = x;
+        steps[0] = n_steps;
         s->memo_p[key] = R;
         s->memo_gen[key] = s->gen;
     }
@@ -667,6 +693,10 @@ static void s_emit_node(s_dp_t *s, int node, int idx, int ctx, int cf, int lev, 
 static int s_run(s_dp_t *s, double t, int max_level)
 {
     s->tgt = t;
+    s->inv_t = (1.0 - 1e-9) / t;
+    /* levels only grow towards the sources, so no entry needs a level above
+       the root's limit */
+    s->max_level = max_level < s->NL - 1 ? max_level : s->NL - 1;
     s->gen++;
     s_arena_reset(&s->ar);
     const int *R = s_get(s, s->t->root, s_top(s, s->t->root), 0);
@@ -850,20 +880,13 @@ static void s_stage_ops(const s_dp_t *s, const s_stage_t *st, int *ops)
     qsort(ops, (size_t)n, sizeof(int), s_cmp_int);
 }
 
-/* Actual bottleneck TPS of the emitted stages (gpp_cost_stage). */
+/* Bottleneck TPS of the emitted stages. */
 static double s_out_tps(const s_dp_t *s)
 {
-    int *ops = gpp_xcalloc((size_t)s->t->n_ops, sizeof(int));
     double worst = 0;
-    for (int i = 0; i < s->n_out; i++) {
-        const s_stage_t *st = &s->out[i];
-        gpp_stage_cost_t sc;
-        s_stage_ops(s, st, ops);
-        gpp_cost_stage(s->cost, st->r - st->l + 1, ops, st->d, s->cfg[st->ci].b, s->B, &sc);
-        if (sc.tps_ms > worst)
-            worst = sc.tps_ms;
-    }
-    free(ops);
+    for (int i = 0; i < s->n_out; i++)
+        if (s->out[i].tps_ms > worst)
+            worst = s->out[i].tps_ms;
     return worst;
 }
 
@@ -1313,7 +1336,6 @@ gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,
     }
     p = res.best;
     p->search_ms = gpp_now_ms() - t0;
-    gpp_debug("fills leaf %lld series %lld par %lld big %lld", g_fills[0], g_fills[1], g_fills[2], g_fills[3]);
     gpp_debug("partitioner %s: %lld DP runs, %lld stage evaluations, %.2f ms", planner, res.runs,
               s->n_eval, p->search_ms);
 done:
