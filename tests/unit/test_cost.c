@@ -1,0 +1,268 @@
+/* test_cost: device presets, roofline monotonicity, links and the ring
+ * all-reduce formula, profile.json parsing (fixture tests/data/
+ * profile_small.json), malformed profiles, stage cost and memory. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "gpp_test.h"
+#include "planner/gpp_cost.h"
+
+static char s_path[1024];
+
+static const char *s_data(const char *name)
+{
+    const char *src = getenv("GPP_SRC");
+    snprintf(s_path, sizeof s_path, "%s/tests/data/%s", src ? src : ".", name);
+    return s_path;
+}
+
+static void t_presets(void)
+{
+    gpp_device_t d;
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_device_preset("v100-16g", 0, &d, &err) == 0);
+    GPP_EXPECT_NEAR(d.peak_flops, 15.7e12, 1);
+    GPP_EXPECT_NEAR(d.mem_bw_bytes_per_s, 900e9, 1);
+    GPP_EXPECT(d.mem_bytes == 16LL << 30);
+    GPP_EXPECT(gpp_device_preset("v100-32g", 1, &d, &err) == 0);
+    GPP_EXPECT_NEAR(d.peak_flops, 125e12, 1);
+    GPP_EXPECT(d.mem_bytes == 32LL << 30);
+    GPP_EXPECT(gpp_device_preset("a100-80g", 1, &d, &err) == 0);
+    GPP_EXPECT_NEAR(d.peak_flops, 312e12, 1);
+    GPP_EXPECT(gpp_device_preset("h100-80g", 0, &d, &err) == 0);
+    GPP_EXPECT_NEAR(d.peak_flops, 67e12, 1);
+    GPP_EXPECT_NEAR(d.mem_bw_bytes_per_s, 3350e9, 1);
+    GPP_EXPECT(gpp_device_preset("tpu", 0, &d, &err) == -1);
+    GPP_EXPECT(strstr(err.msg, "v100-16g") != NULL);
+    gpp_cluster_t c;
+    GPP_EXPECT(gpp_cluster_init(&c, "v100-16g", 8, 4, &err) == 0);
+    GPP_EXPECT(gpp_cluster_mem_bound(&c) == (16LL << 30) - GPP_CONTEXT_BYTES);
+    c.mem_bound_bytes = 1 << 30;
+    GPP_EXPECT(gpp_cluster_mem_bound(&c) == 1 << 30);
+    GPP_EXPECT(gpp_cluster_init(&c, "v100-16g", 0, 4, &err) == -1);
+}
+
+static void t_roofline_monotone(void)
+{
+    gpp_device_t d;
+    gpp_device_preset("v100-16g", 0, &d, NULL);
+    double prev = 0;
+    for (double f = 1e6; f < 1e13; f *= 3) {
+        double t = gpp_roofline_ms(&d, f, 1e6, 1);
+        GPP_EXPECT(t >= prev);
+        prev = t;
+        /* efficiency grows with work: time per flop falls, never below peak */
+        GPP_EXPECT(t * 1e-3 >= f / (d.peak_flops * d.eff_max));
+    }
+    prev = 0;
+    for (double b = 1e3; b < 1e11; b *= 3) {
+        double t = gpp_roofline_ms(&d, 1e9, b, 1);
+        GPP_EXPECT(t >= prev);
+        prev = t;
+    }
+    /* memory-bound: bytes / bw plus launch */
+    GPP_EXPECT_NEAR(gpp_roofline_ms(&d, 1.0, 9e9, 1), 10.0 + d.launch_ms, 1e-6);
+    /* half efficiency at w_half: time = 2 * w / (peak * eff_max) + launch */
+    double w_half = d.fill_ms * 1e-3 * d.peak_flops * d.eff_max;
+    GPP_EXPECT_NEAR(gpp_roofline_ms(&d, w_half, 0, 1),
+                    2 * w_half / (d.peak_flops * d.eff_max) * 1e3 + d.launch_ms, 1e-9);
+
+    /* per-op: time grows with samples, time per sample falls */
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_zoo_build("mmt:branches=1,layers=1,hidden=256,heads=4,seq=64,ffn=512", &err);
+    GPP_EXPECT(g && gpp_graph_finalize(g, &err) == 0);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "v100-16g", 1, 1, &err);
+    gpp_cost_t *cost = gpp_cost_new(g, &c);
+    int bad = 0;
+    for (int op = 0; op < g->n_ops; op++) {
+        double pt = 0, pps = 1e300;
+        for (int m = 1; m <= 256; m *= 2) {
+            double t = gpp_cost_op_fwd_ms(cost, op, m) + gpp_cost_op_bwd_ms(cost, op, m);
+            bad += t < pt - 1e-12 || t / m > pps + 1e-12;
+            pt = t, pps = t / m;
+        }
+        if (g->ops[op].type == GPP_OP_LINEAR || g->ops[op].type == GPP_OP_ATTENTION)
+            GPP_EXPECT(gpp_cost_op_bwd_ms(cost, op, 8) > gpp_cost_op_fwd_ms(cost, op, 8));
+    }
+    GPP_EXPECT_MSG(bad == 0, "%d non-monotone op times", bad);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
+static void t_links_allreduce(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "v100-16g", 16, 4, &err);
+    GPP_EXPECT_NEAR(c.intra.bw_bytes_per_s, 50e9, 1);
+    GPP_EXPECT_NEAR(c.inter.bw_bytes_per_s, 12.5e9, 1);
+    GPP_EXPECT(gpp_cluster_node(&c, 5) == 1);
+    GPP_EXPECT(gpp_cluster_link(&c, 4, 7) == &c.intra);
+    GPP_EXPECT(gpp_cluster_link(&c, 3, 4) == &c.inter);
+    GPP_EXPECT(gpp_cluster_group_link(&c, 4, 4) == &c.intra);
+    GPP_EXPECT(gpp_cluster_group_link(&c, 2, 4) == &c.inter);
+    GPP_EXPECT_NEAR(gpp_link_ms(&c.intra, 50e6), 1.0 + c.intra.alpha_ms, 1e-12);
+    double bytes = 1e9;
+    GPP_EXPECT(gpp_allreduce_ms(&c.inter, 1, bytes) == 0.0);
+    for (int d = 2; d <= 16; d++) {
+        double want = 2.0 * (d - 1) / d * bytes / c.inter.bw_bytes_per_s * 1e3 +
+                      2.0 * (d - 1) * c.inter.alpha_ms;
+        GPP_EXPECT_NEAR(gpp_allreduce_ms(&c.inter, d, bytes), want, 1e-9);
+        GPP_EXPECT(gpp_allreduce_ms(&c.inter, d, bytes) > gpp_allreduce_ms(&c.inter, d - 1, bytes));
+    }
+    gpp_graph_t *g = gpp_zoo_build("candle_uno:branches=2,layers=1,hidden=64,in=64", &err);
+    GPP_EXPECT(g && gpp_graph_finalize(g, &err) == 0);
+    gpp_cost_t *cost = gpp_cost_new(g, &c);
+    const gpp_cluster_t *cc = gpp_cost_cluster(cost); /* the model keeps a copy */
+    GPP_EXPECT(gpp_cost_group_link(cost, 4) == &cc->intra);
+    GPP_EXPECT(gpp_cost_group_link(cost, 5) == &cc->inter);
+    GPP_EXPECT(gpp_cost_p2p_link(cost) == &cc->inter);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
+static void t_profile_graph(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_profile_read_graph(s_data("profile_small.json"), &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    GPP_EXPECT(g->n_ops == 5);
+    const char *order[] = {"in", "fc_a", "fc_b", "cat", "loss"};
+    for (int i = 0; i < 5; i++)
+        GPP_EXPECT(strcmp(g->ops[i].name, order[i]) == 0 && g->ops[i].type == GPP_OP_OPAQUE);
+    GPP_EXPECT(g->ops[1].params == 4194304 / 4);
+    GPP_EXPECT(g->ops[0].out_bytes == 4096);   /* fc_a and fc_b read 4096 */
+    GPP_EXPECT(g->ops[1].out_bytes == 4096);   /* cat reads 4096 from fc_a */
+    GPP_EXPECT(g->ops[2].out_bytes == 2048);   /* and 2048 from fc_b */
+    GPP_EXPECT(g->ops[3].out_bytes == 6144);
+    GPP_EXPECT(g->ops[3].stash_bytes == 4096 + 2048);
+    GPP_EXPECT(g->ops[3].n_inputs == 2 && g->ops[3].inputs[0] == 1 && g->ops[3].inputs[1] == 2);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "v100-16g", 2, 2, &err);
+    gpp_cost_t *cost = gpp_cost_new(g, &c);
+    GPP_EXPECT_MSG(gpp_cost_attach_profile(cost, s_data("profile_small.json"), &err) == 0, "%s",
+                   err.msg);
+    /* fc_a: {1: 0.3, 2: 0.4, 8: 1.0} ms fwd+bwd, split 1:2 */
+    GPP_EXPECT(gpp_cost_op_profiled(cost, 1));
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 1), 0.1, 1e-12);
+    GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(cost, 1, 1), 0.2, 1e-12);
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 4) * 3, 0.6, 1e-12);   /* linear 2..8 */
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 16) * 3, 2.0, 1e-12);  /* rate beyond 8 */
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 0, 2) * 3, 0.04, 1e-12);  /* in: 1..4 */
+    GPP_EXPECT(gpp_cost_op_reserved_bytes(cost, 2) == 1048576);
+    gpp_stage_cost_t sc;
+    int ops[] = {1, 2};
+    gpp_cost_stage(cost, 2, ops, 1, 2, 8, &sc);
+    GPP_EXPECT_NEAR(sc.fwd_ms + sc.bwd_ms, 0.8, 1e-12);
+    GPP_EXPECT(sc.weight_bytes == GPP_BYTES_PER_PARAM * 2 * (4194304 / 4));
+    GPP_EXPECT(sc.reserved_bytes == 1048576);
+    GPP_EXPECT(sc.stash_bytes == 8192);
+    /* boundary: in (4096) received, fc_a (4096) and fc_b (2048) sent */
+    const gpp_link_t *l = gpp_cost_p2p_link(cost);
+    GPP_EXPECT_NEAR(sc.comm_ms, 2.0 * 3 * l->alpha_ms + 2.0 * 2 * (4096 + 4096 + 2048) /
+                                                            l->bw_bytes_per_s * 1e3, 1e-12);
+    GPP_EXPECT_NEAR(sc.tps_ms, (sc.fwd_ms + sc.bwd_ms + sc.comm_ms) / 2, 1e-12);
+    gpp_cost_stage(cost, 2, ops, 2, 2, 8, &sc);
+    GPP_EXPECT_NEAR(sc.allreduce_ms, gpp_allreduce_ms(&c.intra, 2, 2.0 * 4194304), 1e-12);
+    GPP_EXPECT(gpp_cost_act_bytes(1000, 6, 2, 2) == 1000 * 3 * 1);
+    GPP_EXPECT(gpp_cost_act_bytes(1000, 5, 4, 3) == 1000 * 2 * 2);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
+static void t_malformed(void)
+{
+    struct {
+        const char *text, *expect;
+    } bad[] = {
+        {"[1, 2]", "object keyed by op id"},
+        {"{\"a\": {}}", "not a non-negative integer"},
+        {"{\"0\": {\"inputs\": []}}", "'name'"},
+        {"{\"0\": {\"name\": \"x\", \"weight_size\": 0}}", "'runtime'"},
+        {"{\"0\": {\"name\": \"x\", \"weight_size\": 0, \"runtime\": {\"0\": 1}}}", "runtime key"},
+        {"{\"0\": {\"name\": \"x\", \"weight_size\": 0, \"runtime\": {\"1\": -1}}}", "runtime[\"1\"]"},
+        {"{\"0\": {\"name\": \"x\", \"runtime\": {\"1\": 1}}}", "'weight_size' missing"},
+        {"{\"0\": {\"name\": \"x\", \"weight_size\": -4, \"runtime\": {\"1\": 1}}}", "'weight_size'"},
+        {"{\"0\": {\"name\": \"x\", \"inputs\": [7], \"input_size\": [4], \"weight_size\": 0, "
+         "\"runtime\": {\"1\": 1}}}",
+         "inputs[0]"},
+        {"{\"0\": {\"name\": \"x\", \"weight_size\": 0, \"runtime\": {\"1\": 1}}, \"1\": {\"name\": "
+         "\"y\", \"inputs\": [0], \"input_size\": [4, 4], \"weight_size\": 0, \"runtime\": "
+         "{\"1\": 1}}}",
+         "'input_size'"},
+        {"{\"0\": {\"name\": \"x\", \"inputs\": [1], \"input_size\": [4], \"weight_size\": 0, "
+         "\"runtime\": {\"1\": 1}}, \"1\": {\"name\": \"y\", \"inputs\": [0], \"input_size\": [4], "
+         "\"weight_size\": 0, \"runtime\": {\"1\": 1}}}",
+         "cycle"},
+        {"{\"0\": {\"name\": \"x\", \"weight_size\": 0, \"runtime\": {\"1\": 1}, \"reserved_mem\": "
+         "\"lots\"}}",
+         "'reserved_mem'"},
+        {"{\"0\": {\"name\": ", "bad.json"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gpp_err_t err = {{0}};
+        gpp_graph_t *g = gpp_profile_parse_graph(bad[i].text, "bad.json", &err);
+        GPP_EXPECT_MSG(g == NULL, "case %zu parsed", i);
+        GPP_EXPECT_MSG(strstr(err.msg, bad[i].expect) && strstr(err.msg, "bad.json"),
+                       "case %zu: '%s' lacks '%s'", i, err.msg, bad[i].expect);
+        gpp_graph_destroy(&g);
+    }
+    /* attaching a profile of another model names the op */
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_zoo_build("candle_uno:branches=2,layers=1,hidden=64,in=64", &err);
+    GPP_EXPECT(g && gpp_graph_finalize(g, &err) == 0);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "v100-16g", 2, 2, &err);
+    gpp_cost_t *cost = gpp_cost_new(g, &c);
+    GPP_EXPECT(gpp_cost_attach_profile(cost, s_data("profile_small.json"), &err) == -1);
+    GPP_EXPECT(strstr(err.msg, "op 0") && strstr(err.msg, "'in'"));
+    GPP_EXPECT(gpp_cost_attach_profile(cost, s_data("no_such_profile.json"), &err) == -1);
+    /* a good partial profile of this model attaches; others keep the roofline */
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"3\": {\"name\": \"%s\", \"weight_size\": 0, \"runtime\": {\"4\": 2.0}}}",
+             g->ops[3].name);
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ok.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(gpp_cost_op_profiled(cost, 3) && !gpp_cost_op_profiled(cost, 2));
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 3, 2) * 3, 1.0, 1e-12); /* rate below 4 */
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
+static void t_sparse_grad(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_zoo_build("dlrm:dense_branches=1,sparse_branches=1", &err);
+    GPP_EXPECT(g && gpp_graph_finalize(g, &err) == 0);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "v100-16g", 2, 2, &err);
+    gpp_cost_t *cost = gpp_cost_new(g, &c);
+    for (int i = 0; i < g->n_ops; i++)
+        if (g->ops[i].type == GPP_OP_EMBEDDING_BAG) {
+            double table = 4.0 * g->ops[i].params;
+            GPP_EXPECT_NEAR(gpp_cost_op_grad_bytes(cost, i, 64), 64.0 * 100 * 64 * 4, 1e-6);
+            GPP_EXPECT_NEAR(gpp_cost_op_grad_bytes(cost, i, 1 << 20), table, 1e-6);
+        } else {
+            GPP_EXPECT_NEAR(gpp_cost_op_grad_bytes(cost, i, 64), 4.0 * g->ops[i].params, 1e-6);
+        }
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
+static const gpp_test_case_t cases[] = {
+    {"presets", t_presets},
+    {"roofline_monotone", t_roofline_monotone},
+    {"links_allreduce", t_links_allreduce},
+    {"profile_graph", t_profile_graph},
+    {"malformed", t_malformed},
+    {"sparse_grad", t_sparse_grad},
+    {NULL, NULL},
+};
+
+int main(void)
+{
+    return gpp_test_run(cases);
+}
