@@ -28,6 +28,16 @@ typedef struct {
     int64_t offset; /* of the data in the file */
 } data_array_t;
 
+/* Samples [lo, lo + n) of one INPUT op, host memory. */
+typedef struct {
+    int64_t lo, n;
+    void *buf;
+    size_t cap_bytes;
+} data_block_t;
+
+/* Blocks up to this size are kept for the teacher. */
+#define CACHE_MAX_BYTES ((size_t)64 << 20)
+
 /* The teacher of one loss op: the inputs it reads and its projection. */
 typedef struct {
     int n_in;
@@ -48,6 +58,9 @@ struct gpp_data_s {
     int n_arrays;
     data_array_t *arr;
     int *arr_of_op; /* [n_ops] -> array index or -1 */
+    /* synthetic: the last block generated per INPUT op, so that the teacher
+     * reuses the inputs the same process just generated */
+    data_block_t *cache; /* [n_ops] */
 };
 
 static int s_is_loss(const gpp_op_t *op)
@@ -89,6 +102,7 @@ gpp_data_t *gpp_data_new(const gpp_graph_t *g, uint64_t seed)
     self->seed = seed;
     self->fd = -1;
     self->teach = gpp_xcalloc((size_t)g->n_ops, sizeof *self->teach);
+    self->cache = gpp_xcalloc((size_t)g->n_ops, sizeof *self->cache);
     char *seen = gpp_xcalloc((size_t)g->n_ops, 1);
     for (int o = 0; o < g->n_ops; o++) {
         const gpp_op_t *L = &g->ops[o];
@@ -127,6 +141,10 @@ void gpp_data_destroy(gpp_data_t **self_p)
         }
         free(self->teach);
     }
+    if (self->cache)
+        for (int o = 0; o < self->g->n_ops; o++)
+            free(self->cache[o].buf);
+    free(self->cache);
     if (self->fd >= 0)
         close(self->fd);
     free(self->path);
@@ -156,28 +174,66 @@ static void s_gen_input(const gpp_data_t *self, const gpp_op_t *op, int64_t lo, 
                 o[s * per + e] = (int32_t)gpp_hash_below(key, (uint64_t)((lo + s) * per + e),
                                                          op->table_rows);
     } else {
-        gpp_hash_normal_fill(key, (uint64_t)(lo * per), n * per, out);
+        float *o = out;
+        for (int64_t e = 0; e < n * per; e++)
+            o[e] = gpp_hash_normal(key, (uint64_t)(lo * per + e));
     }
 }
 
-/* Labels of one sample from the teacher; x: scratch for the largest input. */
-static void s_teach_sample(const gpp_data_t *self, const gpp_op_t *L, int64_t sample, void *out,
-                           void *x, float *z, float *u)
+/* Keeps a copy of a generated block for the teacher. */
+static void s_cache_put(gpp_data_t *self, const gpp_op_t *op, int64_t lo, int64_t n,
+                        const void *x)
+{
+    size_t bytes = (size_t)(n * op->rows * op->cols) * 4;
+    data_block_t *c = &self->cache[op->id];
+    if (bytes > CACHE_MAX_BYTES)
+        return;
+    if (bytes > c->cap_bytes) {
+        free(c->buf);
+        c->buf = gpp_xcalloc(1, bytes);
+        c->cap_bytes = bytes;
+    }
+    memcpy(c->buf, x, bytes);
+    c->lo = lo, c->n = n;
+}
+
+/* Samples [lo, lo + n) of INPUT op: from the cache, else generated (and
+ * cached, or into *scratch when too large; the caller frees it). */
+static const void *s_block(gpp_data_t *self, const gpp_op_t *op, int64_t lo, int64_t n,
+                           void **scratch)
+{
+    const data_block_t *c = &self->cache[op->id];
+    if (c->buf && c->n > 0 && lo >= c->lo && lo + n <= c->lo + c->n)
+        return (const char *)c->buf + (size_t)((lo - c->lo) * op->rows * op->cols) * 4;
+    void *x = gpp_xcalloc((size_t)(n * op->rows * op->cols) + 1, 4);
+    s_gen_input(self, op, lo, n, x);
+    s_cache_put(self, op, lo, n, x);
+    if (self->cache[op->id].buf && self->cache[op->id].lo == lo && self->cache[op->id].n == n) {
+        free(x);
+        return self->cache[op->id].buf;
+    }
+    *scratch = x;
+    return x;
+}
+
+/* Labels of one sample from the teacher; xs[i]: the sample's values of
+ * teacher input i; z [rows, dim_z] and u [C] scratch. */
+static void s_teach_sample(const gpp_data_t *self, const gpp_op_t *L, const void *const *xs,
+                           void *out, float *z, float *u)
 {
     const gpp_graph_t *g = self->g;
     const teacher_t *t = &self->teach[L->id];
     int64_t rows = g->ops[L->inputs[0]].rows;
     float inv = 1.0f / sqrtf((float)t->dim_z);
-    /* z for every row: [rows, dim_z] */
     int64_t off = 0;
     for (int i = 0; i < t->n_in; i++) {
         const gpp_op_t *in = &g->ops[t->in[i]];
-        s_gen_input(self, in, sample, 1, x);
+        const float *x = xs[i];
         int64_t f = s_features(in);
         for (int64_t r = 0; r < rows; r++) {
             float *zr = z + r * t->dim_z + off;
             if (in->input_kind == GPP_INPUT_INDICES) {
-                const int32_t *idx = x;
+                const int32_t *idx = xs[i];
                 uint64_t key = gpp_hash_key(self->seed, TAG_EMB, (uint64_t)in->id);
                 float sc = 1.0f / sqrtf((float)in->cols);
                 for (int64_t k = 0; k < f; k++)
@@ -186,12 +242,12 @@ static void s_teach_sample(const gpp_data_t *self, const gpp_op_t *L, int64_t sa
                     for (int64_t k = 0; k < f; k++)
                         zr[k] += sc * gpp_hash_normal(key, (uint64_t)(idx[b] * f + k));
             } else if (in->rows == rows) {
-                memcpy(zr, (const float *)x + r * f, (size_t)f * sizeof(float));
+                memcpy(zr, x + r * f, (size_t)f * sizeof(float));
             } else {
                 for (int64_t k = 0; k < f; k++) {
                     float s = 0;
                     for (int64_t rr = 0; rr < in->rows; rr++)
-                        s += ((const float *)x)[rr * f + k];
+                        s += x[rr * f + k];
                     zr[k] = s / (float)in->rows;
                 }
             }
@@ -219,25 +275,32 @@ static void s_teach_sample(const gpp_data_t *self, const gpp_op_t *L, int64_t sa
     }
 }
 
-static int s_gen_labels(const gpp_data_t *self, const gpp_op_t *L, int64_t lo, int64_t n,
-                        void *out)
+static int s_gen_labels(gpp_data_t *self, const gpp_op_t *L, int64_t lo, int64_t n, void *out)
 {
     const gpp_graph_t *g = self->g;
     const teacher_t *t = &self->teach[L->id];
     gpp_dtype_t dt;
-    int64_t rows, cols, xmax = 1;
+    int64_t rows, cols;
     gpp_data_label_shape(g, L->id, &dt, &rows, &cols);
-    for (int i = 0; i < t->n_in; i++) {
-        const gpp_op_t *in = &g->ops[t->in[i]];
-        if (in->rows * in->cols > xmax)
-            xmax = in->rows * in->cols;
-    }
-    float *x = gpp_xcalloc((size_t)xmax, sizeof(float));
+    const void **blk = gpp_xcalloc((size_t)t->n_in + 1, sizeof *blk);
+    const void **xs = gpp_xcalloc((size_t)t->n_in + 1, sizeof *xs);
+    void **scratch = gpp_xcalloc((size_t)t->n_in + 1, sizeof *scratch);
+    for (int i = 0; i < t->n_in; i++)
+        blk[i] = s_block(self, &g->ops[t->in[i]], lo, n, &scratch[i]);
     float *z = gpp_xcalloc((size_t)(rows * t->dim_z + 1), sizeof(float));
     float *u = gpp_xcalloc((size_t)t->C, sizeof(float));
-    for (int64_t s = 0; s < n; s++)
-        s_teach_sample(self, L, lo + s, (char *)out + s * rows * cols * 4, x, z, u);
-    free(x);
+    for (int64_t s = 0; s < n; s++) {
+        for (int i = 0; i < t->n_in; i++) {
+            const gpp_op_t *in = &g->ops[t->in[i]];
+            xs[i] = (const char *)blk[i] + (size_t)(s * in->rows * in->cols) * 4;
+        }
+        s_teach_sample(self, L, xs, (char *)out + s * rows * cols * 4, z, u);
+    }
+    for (int i = 0; i < t->n_in; i++)
+        free(scratch[i]);
+    free(scratch);
+    free(xs);
+    free(blk);
     free(z);
     free(u);
     return 0;
@@ -514,6 +577,7 @@ int gpp_data_input(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void 
     if (self->fd >= 0)
         return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err);
     s_gen_input(self, o, sample_lo, n, out);
+    s_cache_put(self, o, sample_lo, n, out);
     return 0;
 }
 

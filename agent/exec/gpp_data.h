@@ -4,7 +4,8 @@
  *
  *  - Synthetic (gpp_data_new): every value is a pure function of (seed, op
  *    id, sample index), so any replica regenerates any sample with no data
- *    traffic. Dense inputs are N(0, 1); index inputs are uniform in
+ *    traffic. Dense inputs are N(0, 1) (gpp_hash_normal: exact mean and
+ *    variance, tails cut at +-3.46); index inputs are uniform in
  *    [0, table_rows). Labels come from a FIXED TEACHER, a function of the
  *    sample's inputs only, so the task is learnable and the loss decreases:
  *      z_r = the features of row r of the sample: for each INPUT op the loss
@@ -15,7 +16,9 @@
  *      u_r = z_r P / sqrt(dim z), P a fixed N(0,1) matrix [dim z, C] per loss;
  *      MSE: target row r = u_r (C = the loss input's cols);
  *      CE:  label of row r = argmax_c u_r[c] (C = classes).
- *    The sink stage regenerates the inputs it does not hold to compute them.
+ *    The sink stage regenerates the inputs it does not hold to compute them
+ *    (a source keeps the last block it generated per input op, up to 64 MB,
+ *    so a stage holding both inputs and loss generates them once).
  *
  *  - A dataset file (gpp_data_open), written by gpp_data_write_file (or
  *    `gpp-train --write-dataset FILE --samples N`) from a synthetic source.

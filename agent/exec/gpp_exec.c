@@ -259,9 +259,8 @@ static void s_init_param(const gpp_exec_t *self, const exec_param_t *p, int k, f
     } else if (op->type == GPP_OP_EMBEDDING_BAG) {
         const gpp_op_t *in = &self->g->ops[op->inputs[0]];
         float sd = 1.0f / sqrtf((float)in->cols); /* the bag sum has unit variance */
-        gpp_hash_normal_fill(key, 0, numel, h);
         for (int64_t i = 0; i < numel; i++)
-            h[i] *= sd;
+            h[i] = sd * gpp_hash_normal(key, (uint64_t)i);
     } else {
         /* Xavier-uniform; for the QKV projection each of Q, K, V is a
          * (hidden, hidden) map. */

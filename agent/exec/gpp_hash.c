@@ -1,41 +1,7 @@
-/* gpp_hash: normal draws and a table-driven CRC-32 (see gpp_hash.h). */
+/* gpp_hash: a table-driven CRC-32 (see gpp_hash.h). */
 #include "agent/exec/gpp_hash.h"
 
-#include <math.h>
 #include <pthread.h>
-
-/* Radius and angle of Box-Muller pair k. */
-static void s_pair(uint64_t key, uint64_t k, double *rad, double *ang)
-{
-    uint64_t r = gpp_hash_mix(key + k);
-    /* u1 in (0, 1] so that log(u1) is finite; u2 in [0, 1). */
-    double u1 = ((double)(r >> 32) + 1.0) * (1.0 / 4294967296.0);
-    double u2 = (double)(r & 0xffffffffu) * (1.0 / 4294967296.0);
-    *rad = sqrt(-2.0 * log(u1));
-    *ang = 6.283185307179586 * u2;
-}
-
-float gpp_hash_normal(uint64_t key, uint64_t i)
-{
-    double rad, ang;
-    s_pair(key, i >> 1, &rad, &ang);
-    return (float)(rad * (i & 1 ? sin(ang) : cos(ang)));
-}
-
-void gpp_hash_normal_fill(uint64_t key, uint64_t first, int64_t n, float *out)
-{
-    int64_t j = 0;
-    if (n > 0 && (first & 1))
-        out[j++] = gpp_hash_normal(key, first);
-    for (; j + 1 < n; j += 2) {
-        double rad, ang;
-        s_pair(key, (first + (uint64_t)j) >> 1, &rad, &ang);
-        out[j] = (float)(rad * cos(ang));
-        out[j + 1] = (float)(rad * sin(ang));
-    }
-    if (j < n)
-        out[j] = gpp_hash_normal(key, first + (uint64_t)j);
-}
 
 static uint32_t s_crc_table[8][256];
 static pthread_once_t s_crc_once = PTHREAD_ONCE_INIT;

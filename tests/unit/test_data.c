@@ -288,19 +288,8 @@ static void t_crc32_known_value(void)
     GPP_EXPECT(gpp_crc32(gpp_crc32(0, "1234", 4), "56789", 5) == 0xcbf43926u);
 }
 
-static void t_normal_fill_matches_elements(void)
-{
-    float a[37];
-    for (uint64_t first = 0; first < 3; first++) {
-        gpp_hash_normal_fill(42, first, 37, a);
-        for (int j = 0; j < 37; j++)
-            GPP_EXPECT(a[j] == gpp_hash_normal(42, first + (uint64_t)j));
-    }
-}
-
 static const gpp_test_case_t cases[] = {
     {"crc32_known_value", t_crc32_known_value},
-    {"normal_fill_matches_elements", t_normal_fill_matches_elements},
     {"synthetic_is_deterministic", t_synthetic_is_deterministic},
     {"ce_labels_follow_teacher", t_ce_labels_follow_teacher},
     {"file_round_trip", t_file_round_trip},
