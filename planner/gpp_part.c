@@ -291,12 +291,10 @@ static double s_compute_ms(const s_dp_t *s, int m, int l, int r)
 /* Least devices any set of stages covering positions [l, r] needs at TPS t:
  * a stage with d replicas and per-replica size m = ceil(b/d) has
  * d * TPS >= d * m / b * sum(rate) >= sum(rate), rate = least per-sample time. */
-static int s_lbdev(const s_dp_t *s, int l, int r)
+static inline int s_lbdev(const s_dp_t *s, int l, int r)
 {
     if (l > r)
         return 0;
-    if (!isfinite(s->tgt))
-        return 1;
     double x = (s->pre_rate[r + 1] - s->pre_rate[l]) * s->inv_t;
     if (x > s->n_dev)
         return s->n_dev + 1;
@@ -492,10 +490,14 @@ static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc
         if (m == i && child >= 0)
             continue; /* the next block extends over it */
         int lbb = s_lbdev(s, l0, last);
-        if (lbb > budget || s_too_heavy(s, l0, last))
+        if (lbb > budget)
+            break;
+        const int *rest = m == k - 1 ? NULL : s_slot(s, node, m + 1, ctx);
+        if (rest && lbb + rest[2 * C * NL + 1] > budget)
+            continue; /* the rest alone leaves too few devices */
+        if (s_too_heavy(s, l0, last))
             break;
         s_bnd_extend(s, &bd, last);
-        const int *rest = m == k - 1 ? NULL : s_slot(s, node, m + 1, ctx);
         FOR_REST_STEPS(s, rest, m == k - 1, ctx, budget, cy, l2, rv, ctx2)
         {
             for (int cx = 0; cx < C; cx++) {
@@ -528,6 +530,8 @@ static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc
                 break;
             int started = 0;
             const int *rest = m == k - 1 ? NULL : s_slot(s, node, m + 1, ctx);
+            if (rest && s_lbdev(s, f1, last) + 1 + rest[2 * C * NL + 1] > budget)
+                continue;
             for (int j = P->n_children - 1; j >= 1; j--) {
                 int bl = s->t->nodes[P->children[j]].first;
                 int lbb = s_lbdev(s, bl, last);
@@ -650,7 +654,7 @@ static void s_fill(s_dp_t *s, int node, int ctx)
         int idx = par ? it : k - 1 - it;
         size_t key = (size_t)(s->base[node] + idx) * s->nctx + ctx;
         /* R[C*NL], then the step list: count, indices where R drops */
-        int *R = s_arena_get(&s->ar, (size_t)2 * C * NL + 1);
+        int *R = s_arena_get(&s->ar, (size_t)2 * C * NL + 2);
         for (int x = 0; x < C * NL; x++)
             R[x] = s->INF;
         s_acc_t acc = {R, NL, NULL};
@@ -659,11 +663,15 @@ static void s_fill(s_dp_t *s, int node, int ctx)
             for (int l = 1; l < NL; l++)
                 if (R[cf * NL + l - 1] < R[cf * NL + l])
                     R[cf * NL + l] = R[cf * NL + l - 1];
-        int *steps = R + C * NL, n_steps = 0;
+        int *steps = R + C * NL, n_steps = 0, lo = s->INF;
         for (int x = 0; x < C * NL; x++)
-            if (R[x] < s->INF && (x % NL == 0 || R[x] != R[x - 1]))
+            if (R[x] < s->INF && (x % NL == 0 || R[x] != R[x - 1])) {
                 steps[1 + n_steps++] = x;
+                if (R[x] < lo)
+                    lo = R[x];
+            }
         steps[0] = n_steps;
+        steps[C * NL + 1] = lo; /* least devices over all configs and levels */
         s->memo_p[key] = R;
         s->memo_gen[key] = s->gen;
     }
@@ -693,7 +701,7 @@ static void s_emit_node(s_dp_t *s, int node, int idx, int ctx, int cf, int lev, 
 static int s_run(s_dp_t *s, double t, int max_level)
 {
     s->tgt = t;
-    s->inv_t = (1.0 - 1e-9) / t;
+    s->inv_t = isfinite(t) ? (1.0 - 1e-9) / t : 0.0; /* t = inf: lbdev = 1 */
     /* levels only grow towards the sources, so no entry needs a level above
        the root's limit */
     s->max_level = max_level < s->NL - 1 ? max_level : s->NL - 1;
