@@ -241,11 +241,12 @@ static exec_param_t *s_add_param(gpp_exec_t *self, exec_op_t *eo, const char *su
     return p;
 }
 
-/* Deterministic initial values of parameter slot `k` of op into host h. */
-static void s_init_param(const gpp_exec_t *self, const exec_param_t *p, int k, float *h)
+/* Deterministic initial values of elements [first, first + numel) of
+ * parameter slot `k` of its op into host h. */
+static void s_init_param(const gpp_exec_t *self, const exec_param_t *p, int k, int64_t first,
+                         int64_t numel, float *h)
 {
     const gpp_op_t *op = &self->g->ops[p->op];
-    int64_t numel = p->value.rows * p->value.cols;
     uint64_t key = gpp_hash_key(self->cfg.seed, TAG_PARAM + (uint64_t)k, (uint64_t)op->id);
     /* slots: linear weight, bias; layernorm gain, bias; attention w_qkv,
      * b_qkv, w_o, b_o; embedding table */
@@ -260,7 +261,7 @@ static void s_init_param(const gpp_exec_t *self, const exec_param_t *p, int k, f
         const gpp_op_t *in = &self->g->ops[op->inputs[0]];
         float sd = 1.0f / sqrtf((float)in->cols); /* the bag sum has unit variance */
         for (int64_t i = 0; i < numel; i++)
-            h[i] = sd * gpp_hash_normal(key, (uint64_t)i);
+            h[i] = sd * gpp_hash_normal(key, (uint64_t)(first + i));
     } else {
         /* Xavier-uniform; for the QKV projection each of Q, K, V is a
          * (hidden, hidden) map. */
@@ -269,7 +270,7 @@ static void s_init_param(const gpp_exec_t *self, const exec_param_t *p, int k, f
                                                       : (double)p->value.rows;
         float a = (float)sqrt(6.0 / (fan_in + fan_out));
         for (int64_t i = 0; i < numel; i++)
-            h[i] = a * (2.0f * gpp_hash_uniform(key, (uint64_t)i) - 1.0f);
+            h[i] = a * (2.0f * gpp_hash_uniform(key, (uint64_t)(first + i)) - 1.0f);
     }
 }
 
@@ -428,19 +429,17 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
                 p->value.data = self->pflat + p->offset;
                 p->grad.data = self->gflat + p->offset;
             }
-            /* Generate in chunks so a million-row table needs no second copy. */
-            int64_t chunk = (int64_t)1 << 20;
+            /* In chunks: a million-row table needs no second copy on the host. */
+            const int64_t chunk = (int64_t)1 << 20;
             float *h = s_host(self, (size_t)(numel < chunk ? numel : chunk) * 4);
-            float *all = numel <= chunk ? h : gpp_xcalloc((size_t)numel, 4);
-            s_init_param(self, p, k, all);
-            int rc = gpp_stream_copy(self->s, p->value.data, all, (size_t)numel * 4,
-                                     GPP_COPY_H2D, err);
-            if (rc == 0)
-                rc = gpp_stream_sync(self->s, err);
-            if (all != h)
-                free(all);
-            if (rc < 0)
-                goto fail;
+            for (int64_t first = 0; first < numel; first += chunk) {
+                int64_t m = numel - first < chunk ? numel - first : chunk;
+                s_init_param(self, p, k, first, m, h);
+                if (gpp_stream_copy(self->s, gpp_tensor_f32(&p->value) + first, h,
+                                    (size_t)m * 4, GPP_COPY_H2D, err) < 0 ||
+                    gpp_stream_sync(self->s, err) < 0)
+                    goto fail;
+            }
         }
     }
     if (self->dense_numel > 0 &&
