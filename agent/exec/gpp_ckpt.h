@@ -16,7 +16,8 @@
  * file is untouched when the save fails. Loading first checks the whole file
  * (magic, version, CRC, size), then the model spec, optimizer and every
  * tensor's presence and shape, and only then changes the executor: on any
- * error the executor is unchanged.
+ * of those errors the executor is unchanged (only a read error in the final
+ * copy, i.e. the file changing underneath, could leave it partly loaded).
  *
  * Both synchronise the executor's stream; call them between iterations. */
 #ifndef GPP_CKPT_H
