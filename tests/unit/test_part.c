@@ -453,6 +453,8 @@ static double s_bf_convex(s_bf_t *bf)
 static void t_random_vs_bruteforce(void)
 {
     int n_cases = 240, agree = 0, infeasible = 0, convex_better = 0, compared = 0;
+    int sp_compared = 0, sp_better = 0;
+    double sp_sum = 0, sp_max = 1;
     double ratio_sum = 0, ratio_max = 1;
     s_bf_t *bf = calloc(1, sizeof *bf);
     for (int c = 0; c < n_cases; c++) {
@@ -519,6 +521,13 @@ static void t_random_vs_bruteforce(void)
                     ratio_max = r;
                 convex_better += r > 1 + EPS;
                 compared++;
+                if (t->added_cuts == 0) {
+                    sp_compared++;
+                    sp_better += r > 1 + EPS;
+                    sp_sum += r;
+                    if (r > sp_max)
+                        sp_max = r;
+                }
             }
         }
         gpp_plan_destroy(&p);
@@ -534,6 +543,8 @@ static void t_random_vs_bruteforce(void)
            "ratio mean %.4f max %.4f\n",
            convex_better, compared, compared ? 100.0 * convex_better / compared : 0.0,
            compared ? ratio_sum / compared : 1.0, ratio_max);
+    printf("  of those, SP graphs: better in %d of %d; ratio mean %.4f max %.4f\n", sp_better,
+           sp_compared, sp_compared ? sp_sum / sp_compared : 1.0, sp_max);
 }
 
 static gpp_plan_t *s_plan_zoo(const char *spec, int n_dev, int batch, int mbs, int spp,
@@ -584,17 +595,20 @@ static void t_chain_gpp_equals_spp(void)
     gpp_graph_t *g1, *g2;
     gpp_cost_t *c1, *c2;
     const char *spec = "transformer:layers=4,hidden=256,heads=4,seq=64,ffn=1024";
-    gpp_plan_t *a = s_plan_zoo(spec, 8, 64, 0, 0, &g1, &c1);
-    gpp_plan_t *b = s_plan_zoo(spec, 8, 64, 0, 1, &g2, &c2);
-    if (a && b) {
-        GPP_EXPECT_NEAR(a->bottleneck_tps_ms, b->bottleneck_tps_ms, 1e-12);
-        GPP_EXPECT(a->n_stages == b->n_stages && a->micro_batch == b->micro_batch);
-        printf("  chain: gpp %.6f ms, spp %.6f ms per sample, %d stages\n", a->bottleneck_tps_ms,
-               b->bottleneck_tps_ms, a->n_stages);
+    int devs[] = {2, 5, 8, 8}, mbs[] = {4, 8, 2, 0};
+    for (int i = 0; i < 4; i++) {
+        gpp_plan_t *a = s_plan_zoo(spec, devs[i], 64, mbs[i], 0, &g1, &c1);
+        gpp_plan_t *b = s_plan_zoo(spec, devs[i], 64, mbs[i], 1, &g2, &c2);
+        if (a && b) {
+            GPP_EXPECT_NEAR(a->bottleneck_tps_ms, b->bottleneck_tps_ms, 1e-12);
+            GPP_EXPECT(a->n_stages == b->n_stages && a->micro_batch == b->micro_batch);
+            printf("  chain, %d devices, b=%d: gpp %.6f ms, spp %.6f ms per sample, %d stages\n",
+                   devs[i], a->micro_batch, a->bottleneck_tps_ms, b->bottleneck_tps_ms, a->n_stages);
+        }
+        gpp_plan_destroy(&a), gpp_plan_destroy(&b);
+        gpp_cost_destroy(&c1), gpp_cost_destroy(&c2);
+        gpp_graph_destroy(&g1), gpp_graph_destroy(&g2);
     }
-    gpp_plan_destroy(&a), gpp_plan_destroy(&b);
-    gpp_cost_destroy(&c1), gpp_cost_destroy(&c2);
-    gpp_graph_destroy(&g1), gpp_graph_destroy(&g2);
 }
 
 static void t_inflight_rule_default(void)
