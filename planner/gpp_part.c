@@ -93,6 +93,7 @@ typedef struct {
     int n_out, cap_out;
     int out_level;   /* source level of the emitted plan */
     int max_level;   /* level limit of the current run */
+    int min_tps;     /* opts.min_tps: rank plans by TPS, not by the estimate */
     long long n_eval;
 } s_dp_t;
 
@@ -1020,7 +1021,7 @@ static double s_iter_estimate(const gpp_plan_t *p)
 
 typedef struct {
     gpp_plan_t *best;
-    double best_iter;
+    double best_iter;     /* the best plan's key: estimate, or TPS with min_tps */
     double last_iter;     /* best estimate of the latest s_search */
     int any_feasible_mem; /* some config set was feasible at t = inf */
     long long evals, runs;
@@ -1101,12 +1102,13 @@ static int s_offer_plan(s_dp_t *s, const char *planner, int universal_b, s_resul
               "%lld evals",
               universal_b, s->C, s->NL, s->out_level, p->bottleneck_tps_ms, p->depth, it, res->runs,
               s->n_eval);
-    if (it < res->last_iter)
-        res->last_iter = it;
-    if (!res->best || it < res->best_iter) {
+    double key = s->min_tps ? p->bottleneck_tps_ms : it;
+    if (key < res->last_iter)
+        res->last_iter = key;
+    if (!res->best || key < res->best_iter) {
         gpp_plan_destroy(&res->best);
         res->best = p;
-        res->best_iter = it;
+        res->best_iter = key;
     } else {
         gpp_plan_destroy(&p);
     }
@@ -1151,7 +1153,8 @@ static int s_search(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, in
         lb = lo_hint;
     if (t_low)
         *t_low = INFINITY;
-    double hi = res->best && res->best_iter / s->B < cap ? res->best_iter / s->B : cap;
+    double beat = s->min_tps ? res->best_iter : res->best_iter / s->B;
+    double hi = res->best && beat < cap ? beat : cap;
     double t;
     double t_l = lb;
     if (lb >= hi || !s_bsearch(s, eps, lb, hi, s->NL - 1, &t, &t_l, res)) {
@@ -1167,7 +1170,7 @@ static int s_search(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, in
     double tps = t;
     if (s_offer_plan(s, planner, universal_b, res, err))
         return -1;
-    if (!descend || s->generalized || !universal_b || o->micro_batch)
+    if (!descend || s->min_tps || s->generalized || !universal_b || o->micro_batch)
         return 0; /* a fixed b is Algorithm 1 as is: the least bottleneck TPS */
     for (int l = level - 1; l >= 1; l--) {
         double before = res->best_iter;
@@ -1201,67 +1204,31 @@ static int s_divisors(int B, int cap, int *out, int max_out)
 }
 
 /* Runs every config set for one memory bound. Returns -1 on error. */
-static int s_all(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, s_result_t *res,
-                 gpp_err_t *err)
+/* Universal micro-batch, 1F1B: the fixed b, or every divisor of B in two
+ * passes (all to a 1% tolerance with the depth descent, then those within 2%
+ * of the best estimate to eps). Larger b first: they usually win, and the
+ * cut-off (best estimate / B) then prunes the small ones after one run. */
+static int s_universal(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, const int *divs,
+                       int nd, s_result_t *res, gpp_err_t *err)
 {
-    int B = o->batch;
-    int cap = o->max_mbs > 0 ? o->max_mbs : B;
-    int divs[MAX_CFG];
-    int nd = s_divisors(B, cap, divs, MAX_CFG);
-    if (o->per_stage_mbs || o->kfkb) {
-        s_cfg_t cfg[MAX_CFG];
-        int C = 0;
-        const int *bs = divs;
-        int nb = nd, one = o->micro_batch;
-        if (!o->per_stage_mbs) { /* universal b, per-stage k */
-            if (!one) {
-                /* sweep b, each with k choices */
-                for (int i = 0; i < nd; i++) {
-                    C = 0;
-                    for (int k = 1; k <= o->max_k && C < MAX_CFG; k++)
-                        if ((int64_t)k * divs[i] <= B)
-                            cfg[C++] = (s_cfg_t){divs[i], k};
-                    s_dp_configure(s, cfg, C, 1);
-                    if (s_search(s, o, planner, divs[i], o->eps, 0, 0, NULL, res, err))
-                        return -1;
-                }
-                return 0;
-            }
-            bs = &one, nb = 1;
-        }
-        for (int i = 0; i < nb; i++)
-            for (int k = 1; k <= (o->kfkb ? o->max_k : 1) && C < MAX_CFG; k++)
-                if ((int64_t)k * bs[i] <= B)
-                    cfg[C++] = (s_cfg_t){bs[i], k};
-        s_dp_configure(s, cfg, C, 1);
-        return s_search(s, o, planner, o->per_stage_mbs ? 0 : bs[0], o->eps, 0, 0, NULL, res, err);
-    }
     if (o->micro_batch) {
         s_cfg_t c = {o->micro_batch, 1};
         s_dp_configure(s, &c, 1, 0);
         return s_search(s, o, planner, o->micro_batch, o->eps, 0, 0, NULL, res, err);
     }
-    /* larger micro-batches first: they usually win, which makes the cut-off
-       prune the small ones after a single DP run */
-    /* Two passes: every b to a coarse tolerance, then the b that can still
-       win (coarse lower bound * B below the best estimate) to eps, with the
-       depth descent. */
     double eps_c = o->eps < 1e-2 ? 1e-2 : o->eps;
     double low[MAX_CFG], est[MAX_CFG];
     for (int i = nd - 1; i >= 0; i--) {
         s_cfg_t c = {divs[i], 1};
         s_dp_configure(s, &c, 1, 0);
-        double before = res->best ? res->best_iter : INFINITY;
         res->last_iter = INFINITY;
         if (s_search(s, o, planner, divs[i], eps_c, 0, 1, &low[i], res, err))
             return -1;
         est[i] = res->last_iter;
-        (void)before;
     }
     if (eps_c <= o->eps)
         return 0;
     for (int i = nd - 1; i >= 0; i--) {
-        /* within the coarse tolerance of the best: refinement may still win */
         if (!(est[i] < res->best_iter * (1 + 2 * eps_c)) || !isfinite(low[i]))
             continue;
         s_cfg_t c = {divs[i], 1};
@@ -1270,6 +1237,78 @@ static int s_all(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, s_res
             return -1;
     }
     return 0;
+}
+
+/* Memo size guard for the generalized search (levels are counted in samples). */
+static int s_check_size(const s_dp_t *s, const s_cfg_t *cfg, int C, gpp_err_t *err)
+{
+    int q = 0, maxkb = 0;
+    for (int c = 0; c < C; c++) {
+        int a = q, b = cfg[c].b;
+        while (b) {
+            int r = a % b;
+            a = b, b = r;
+        }
+        q = a;
+        if (cfg[c].k * cfg[c].b > maxkb)
+            maxkb = cfg[c].k * cfg[c].b;
+    }
+    int depth = s->sp_depth < s->n_dev ? s->sp_depth : s->n_dev;
+    int64_t top = (int64_t)depth * 3 * maxkb;
+    if (top > s->B)
+        top = s->B;
+    int64_t NL = top / q + 1, per = (int64_t)C * NL;
+    if (2 * per + 2 > (int64_t)ARENA_CHUNK || per * s->n_suffix > ((int64_t)1 << 25))
+        return gpp_err_set(err,
+                           "partitioner: the per-stage search has %d configs x %lld in-flight "
+                           "levels; too large (use fewer micro-batch sizes: max_mbs, or a "
+                           "smaller max_k)",
+                           C, (long long)NL);
+    return 0;
+}
+
+/* Every candidate set for one memory bound. With per-stage micro-batches or
+ * kFkB the universal plans are candidates too, so the result is never worse
+ * by the estimate. */
+static int s_all(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, s_result_t *res,
+                 gpp_err_t *err)
+{
+    int B = o->batch;
+    int cap = o->max_mbs > 0 ? o->max_mbs : B;
+    int divs[MAX_CFG];
+    int nd = s_divisors(B, cap, divs, MAX_CFG);
+    s->min_tps = o->min_tps;
+    if (!(o->min_tps && (o->per_stage_mbs || o->kfkb)) &&
+        s_universal(s, o, planner, divs, nd, res, err))
+        return -1;
+    if (!o->per_stage_mbs && !o->kfkb)
+        return 0;
+    s_cfg_t cfg[MAX_CFG];
+    int C = 0;
+    if (!o->per_stage_mbs) { /* universal b, each stage picks k */
+        int one = o->micro_batch;
+        const int *bs = one ? &one : divs;
+        for (int i = 0; i < (one ? 1 : nd); i++) {
+            C = 0;
+            for (int k = 1; k <= o->max_k && C < MAX_CFG; k++)
+                if ((int64_t)k * bs[i] <= B)
+                    cfg[C++] = (s_cfg_t){bs[i], k};
+            if (s_check_size(s, cfg, C, err))
+                return -1;
+            s_dp_configure(s, cfg, C, 1);
+            if (s_search(s, o, planner, bs[i], o->eps, 0, 0, NULL, res, err))
+                return -1;
+        }
+        return 0;
+    }
+    for (int i = 0; i < nd; i++)
+        for (int k = 1; k <= (o->kfkb ? o->max_k : 1) && C < MAX_CFG; k++)
+            if ((int64_t)k * divs[i] <= B)
+                cfg[C++] = (s_cfg_t){divs[i], k};
+    if (s_check_size(s, cfg, C, err))
+        return -1;
+    s_dp_configure(s, cfg, C, 1);
+    return s_search(s, o, planner, 0, o->eps, 0, 0, NULL, res, err);
 }
 
 gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,

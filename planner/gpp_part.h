@@ -19,7 +19,11 @@
  * (gpp_part_inflight), maximised over successors; a sink has k*b.
  *
  * The universal micro-batch is swept over the divisors of B; the plan with
- * the least estimated iteration time TPS * (B + (depth - 1) * b) wins.
+ * the least estimated iteration time TPS * (B + (depth - 1) * b) wins (for
+ * each b the least-TPS plan, then shallower ones while the estimate
+ * improves). With per-stage micro-batches or kFkB those plans compete with
+ * the universal ones by the same estimate. A fixed micro-batch (or min_tps)
+ * gives Algorithm 1 as is: the least bottleneck TPS.
  * SPP runs the same DP on gpp_sp_linear (a chain). */
 #ifndef GPP_PART_H
 #define GPP_PART_H
@@ -41,6 +45,10 @@ typedef struct {
     double eps;         /* relative binary-search tolerance: stop when
                            t_r - t_l <= eps * t_r; default 1e-3 */
     int spp;            /* 1: SPP baseline (graph linearized in topological order) */
+    int min_tps;        /* 1: return the least bottleneck TPS over the candidate
+                           configs (Algorithm 1 as is) instead of the least
+                           estimated iteration time; with per_stage_mbs/kfkb the
+                           universal 1F1B plans are then not candidates */
 } gpp_part_opts_t;
 
 void gpp_part_opts_default(gpp_part_opts_t *o, int batch);

@@ -707,10 +707,41 @@ static void t_generalized_plans(void)
     o.kfkb = 1;
     o.max_k = 2;
     o.max_mbs = 8;
+    /* the generalized DP alone: least TPS over per-stage (b, k) */
+    o.min_tps = 1;
+    gpp_plan_t *g1 = gpp_part_run(g, cost, &o, NULL, &err);
+    GPP_EXPECT_MSG(g1 != NULL, "%s", err.msg);
+    if (g1) {
+        GPP_EXPECT(g1->micro_batch == 0);
+        s_check_inflight_rule(g1);
+        int mixed = 0;
+        for (int st = 0; st < g1->n_stages; st++)
+            mixed |= g1->stages[st].micro_batch != g1->stages[0].micro_batch ||
+                     g1->stages[st].k != 1;
+        printf("  per-stage (b, k), least TPS: %.5f ms, %d stages:", g1->bottleneck_tps_ms,
+               g1->n_stages);
+        for (int st = 0; st < g1->n_stages; st++)
+            printf(" (b=%d k=%d i=%d)", g1->stages[st].micro_batch, g1->stages[st].k,
+                   g1->stages[st].inflight);
+        printf("%s\n", mixed ? "" : " (uniform)");
+        /* no universal b gives a lower TPS: the generalized space contains them */
+        for (int b = 1; b <= 8; b *= 2) {
+            gpp_part_opts_t u;
+            gpp_part_opts_default(&u, 32);
+            u.micro_batch = b;
+            gpp_plan_t *q = gpp_part_run(g, cost, &u, NULL, &err);
+            if (q)
+                GPP_EXPECT_MSG(g1->bottleneck_tps_ms <= q->bottleneck_tps_ms * (1 + 2e-3),
+                               "b=%d: universal %.6f < per-stage %.6f", b, q->bottleneck_tps_ms,
+                               g1->bottleneck_tps_ms);
+            gpp_plan_destroy(&q);
+        }
+    }
+    gpp_plan_destroy(&g1);
+    o.min_tps = 0;
     gpp_plan_t *p = gpp_part_run(g, cost, &o, NULL, &err);
     GPP_EXPECT_MSG(p != NULL, "%s", err.msg);
     if (p) {
-        GPP_EXPECT(p->micro_batch == 0);
         s_check_inflight_rule(p);
         for (int s = 0; s < p->n_stages; s++)
             GPP_EXPECT(p->stages[s].k * p->stages[s].micro_batch <= 32 &&
@@ -721,9 +752,11 @@ static void t_generalized_plans(void)
         u.max_mbs = 8;
         gpp_plan_t *q = gpp_part_run(g, cost, &u, NULL, &err);
         if (q) {
-            double best_u = q->bottleneck_tps_ms;
-            printf("  per-stage mbs + kFkB: tps %.5f ms (%d stages); universal: %.5f ms (b=%d)\n",
-                   p->bottleneck_tps_ms, p->n_stages, best_u, q->micro_batch);
+            printf("  per-stage mbs + kFkB: est %.3f ms, tps %.5f ms (%d stages, b=%d); universal: "
+                   "est %.3f ms, tps %.5f (b=%d)\n",
+                   p->iteration_ms, p->bottleneck_tps_ms, p->n_stages, p->micro_batch,
+                   q->iteration_ms, q->bottleneck_tps_ms, q->micro_batch);
+            GPP_EXPECT(p->iteration_ms <= q->iteration_ms * (1 + 1e-9));
         }
         gpp_plan_destroy(&q);
     }
