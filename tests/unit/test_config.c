@@ -2,6 +2,7 @@
  * good fixture parse to the expected struct; every bad fixture in
  * tests/data/config/ is rejected with "file:line:col: section.key: ..." and
  * environment overrides apply and are checked. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,32 @@ static void t_multi_node_example(void)
     GPP_EXPECT(c.job.beta2 == 0.95 && c.metrics.http_port == 9464);
     GPP_EXPECT(strcmp(gpp_config_launch_name(c.job.launch), "external") == 0);
     gpp_config_release(&c);
+}
+
+/* Every example in config/examples/ loads (a new example is tested too). */
+static void t_all_examples(void)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/config/examples", s_src());
+    DIR *d = opendir(dir);
+    GPP_EXPECT_MSG(d, "cannot open %s", dir);
+    if (!d)
+        return;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 5, ".toml"))
+            continue;
+        char rel[512];
+        snprintf(rel, sizeof rel, "config/examples/%s", e->d_name);
+        gpp_config_t c;
+        gpp_err_t err;
+        GPP_EXPECT_MSG(s_load(&c, rel, &err) == 0, "%s", err.msg);
+        gpp_config_release(&c);
+        n++;
+    }
+    closedir(d);
+    GPP_EXPECT(n >= 2);
 }
 
 static void t_defaults(void)
@@ -178,13 +205,10 @@ static void t_env_override(void)
 }
 
 static const gpp_test_case_t cases[] = {
-    {"local_cpu_example", t_local_cpu_example},
-    {"multi_node_example", t_multi_node_example},
-    {"defaults", t_defaults},
-    {"bad_fixtures", t_bad_fixtures},
-    {"missing_file", t_missing_file},
-    {"env_override", t_env_override},
-    {NULL, NULL},
+    {"local_cpu_example", t_local_cpu_example}, {"multi_node_example", t_multi_node_example},
+    {"all_examples", t_all_examples},           {"defaults", t_defaults},
+    {"bad_fixtures", t_bad_fixtures},           {"missing_file", t_missing_file},
+    {"env_override", t_env_override},           {NULL, NULL},
 };
 
 int main(void)
