@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent/exec/gpp_ckpt.h"
 #include "agent/exec/gpp_data.h"
@@ -163,6 +164,13 @@ static int s_parse(int argc, char **argv, opts_t *o)
     return 0;
 }
 
+static double s_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 /* One iteration: micro-batches of the mini-batch [t B, (t+1) B). */
 static int s_iteration(gpp_exec_t *ex, const opts_t *o, int64_t t, double *loss, gpp_err_t *err)
 {
@@ -229,14 +237,17 @@ int main(int argc, char **argv)
            o.load ? "resumed" : "fresh");
     double total_ms = 0;
     for (long long i = 0; i < o.iterations; i++) {
-        double loss, t0 = gpp_now_ms();
+        double loss, t0 = gpp_now_ms(), c0 = s_cpu_ms();
         if (s_iteration(ex, &o, gpp_exec_step_count(ex), &loss, &err) < 0) {
             gpp_err_prefix(&err, "iteration %lld", i);
             goto fail;
         }
         double ms = gpp_now_ms() - t0;
         total_ms += ms;
-        printf("iter=%lld loss=%.6f samples/s=%.1f\n", i, loss, (double)o.batch * 1000.0 / ms);
+        /* cpu_ms: CPU time of the process (all threads) for the iteration;
+         * with one thread it is the wall time other processes did not take */
+        printf("iter=%lld loss=%.6f samples/s=%.1f cpu_ms=%.2f\n", i, loss,
+               (double)o.batch * 1000.0 / ms, s_cpu_ms() - c0);
         fflush(stdout);
     }
     if (o.iterations)

@@ -7,8 +7,11 @@
 # Each side runs ROUNDS times, alternating, and the best round counts: on a
 # shared machine the best round is the one least disturbed by other work.
 # A round times ITERS iterations after WARMUP untimed ones (samples/s =
-# batch x iterations / their wall time). gpp's time includes generating the
-# inputs and teacher labels; PyTorch's includes torch.randn inputs.
+# batch x iterations / their wall time). The CPU-time columns divide by the
+# process CPU time instead (all threads): with one thread that is the time
+# the run actually computed, robust to other load on the machine. gpp's time
+# includes generating the inputs and teacher labels; PyTorch's includes
+# torch.randn inputs.
 #
 # usage: bench/bench_train.sh [BUILD_DIR] [THREADS]
 #   env: ROUNDS (3), ITERS (10), WARMUP (3), PYTHON (/usr/bin/python3)
@@ -35,30 +38,35 @@ MODELS=(
     "candle_uno:branches=3,layers=3,hidden=512,in=512,doses=1,top_layers=2 128"
 )
 
-# samples/s of one gpp round: per-iteration rates after the warm-up
+# One gpp round -> "wall_rate cpu_rate": per-iteration wall and process-CPU
+# times after the warm-up.
 gpp_round() {
     "$TRAIN" --model "$1" --batch "$2" --iterations $((WARMUP + ITERS)) --threads "$THREADS" |
-        grep -o 'samples/s=[0-9.]*' | head -n $((WARMUP + ITERS)) | cut -d= -f2 |
-        awk -v w="$WARMUP" -v b="$2" 'NR > w { t += b / $1; n++ } END { printf "%.1f", b * n / t }'
+        grep '^iter=' | sed 's/.*samples\/s=\([0-9.]*\) cpu_ms=\([0-9.]*\)/\1 \2/' |
+        awk -v w="$WARMUP" -v b="$2" 'NR > w { t += b / $1; c += $2 / 1000; n++ }
+            END { printf "%.1f %.1f\n", b * n / t, b * n / c }'
 }
 torch_round() {
     "$PYTHON" "$HERE/torch_train.py" --model "$1" --batch "$2" --iterations "$ITERS" \
-        --warmup "$WARMUP" --threads "$THREADS" | grep -o 'samples/s=[0-9.]*' | cut -d= -f2
+        --warmup "$WARMUP" --threads "$THREADS" |
+        sed 's/.* samples\/s=\([0-9.]*\) cpu_samples\/s=\([0-9.]*\).*/\1 \2/'
 }
 best() { printf '%s\n' "$@" | sort -g | tail -n 1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 
-printf '| model | batch | threads | gpp samples/s | PyTorch samples/s | gpp / PyTorch |\n'
-printf '|---|---|---|---|---|---|\n'
+printf '| model | batch | threads | gpp samples/s | PyTorch samples/s | gpp / PyTorch | gpp CPU-time samples/s | PyTorch CPU-time samples/s | gpp / PyTorch (CPU time) |\n'
+printf '|---|---|---|---|---|---|---|---|---|\n'
 for entry in "${MODELS[@]}"; do
     spec=${entry% *}
     batch=${entry##* }
-    g=() p=()
+    gw=() gc=() pw=() pc=()
     for _ in $(seq "$ROUNDS"); do
-        g+=("$(gpp_round "$spec" "$batch")")
-        p+=("$(torch_round "$spec" "$batch")")
+        read -r w c < <(gpp_round "$spec" "$batch")
+        gw+=("$w") gc+=("$c")
+        read -r w c < <(torch_round "$spec" "$batch")
+        pw+=("$w") pc+=("$c")
     done
-    gb=$(best "${g[@]}")
-    pb=$(best "${p[@]}")
-    printf '| `%s` | %s | %s | %s | %s | %.2fx |\n' "$spec" "$batch" "$THREADS" "$gb" "$pb" \
-        "$(awk -v a="$gb" -v b="$pb" 'BEGIN { print a / b }')"
+    a=$(best "${gw[@]}") b=$(best "${pw[@]}") c=$(best "${gc[@]}") d=$(best "${pc[@]}")
+    printf '| `%s` | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$spec" "$batch" "$THREADS" \
+        "$a" "$b" "$(ratio "$a" "$b")" "$c" "$d" "$(ratio "$c" "$d")"
 done

@@ -148,9 +148,9 @@ def main():
     opts = [torch.optim.AdamW(dense, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)]
     if sparse:
         opts.append(torch.optim.SparseAdam(sparse, lr=1e-3, betas=(0.9, 0.999), eps=1e-8))
-    elapsed = 0.0
+    elapsed = cpu = 0.0
     for it in range(a.warmup + a.iterations):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         xs, y = model.batch(a.batch)
         for o in opts:
             o.zero_grad(set_to_none=True)
@@ -158,11 +158,13 @@ def main():
         loss.backward()
         for o in opts:
             o.step()
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         if it >= a.warmup:
             elapsed += dt
+            cpu += dc
     print(f"torch model={name} batch={a.batch} threads={a.threads} "
-          f"samples/s={a.batch * a.iterations / elapsed:.1f} loss={loss.item():.4f}")
+          f"samples/s={a.batch * a.iterations / elapsed:.1f} "
+          f"cpu_samples/s={a.batch * a.iterations / cpu:.1f} loss={loss.item():.4f}")
 
 
 if __name__ == "__main__":
