@@ -7,6 +7,10 @@
 #ifndef GPP_ERR_H
 #define GPP_ERR_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #include <stdarg.h>
 #include <stddef.h>
 
@@ -50,5 +54,9 @@ void gpp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 void *gpp_xcalloc(size_t n, size_t size);
 void *gpp_xrealloc(void *p, size_t size);
 char *gpp_xstrdup(const char *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
