@@ -819,7 +819,69 @@ static void t_gpp_not_worse_than_spp_mmt(void)
     gpp_graph_destroy(&g1), gpp_graph_destroy(&g2);
 }
 
+static void t_edge_cases(void)
+{
+    gpp_err_t err = {{0}};
+    /* one op, one device, batch 1 */
+    gpp_graph_t *g = gpp_graph_new("one");
+    int id = gpp_graph_add(g, GPP_OP_OPAQUE, "only", 0, NULL);
+    gpp_graph_op(g, id)->fwd_flops = 1e9;
+    gpp_graph_op(g, id)->out_bytes = 4;
+    gpp_graph_op(g, id)->rows = gpp_graph_op(g, id)->cols = 1;
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    gpp_cluster_t cl;
+    gpp_cluster_init(&cl, "v100-16g", 1, 1, &err);
+    gpp_cost_t *cost = gpp_cost_new(g, &cl);
+    gpp_part_opts_t o;
+    gpp_part_opts_default(&o, 1);
+    gpp_plan_t *p = gpp_part_run(g, cost, &o, NULL, &err);
+    GPP_EXPECT_MSG(p && p->n_stages == 1 && p->stages[0].devices == 1 &&
+                       p->stages[0].inflight == 1 && p->depth == 1,
+                   "%s", err.msg);
+    gpp_plan_destroy(&p);
+    gpp_cost_destroy(&cost);
+    /* more devices than samples: no stage gets more replicas than b */
+    gpp_cluster_init(&cl, "v100-16g", 16, 4, &err);
+    cost = gpp_cost_new(g, &cl);
+    gpp_part_opts_default(&o, 4);
+    p = gpp_part_run(g, cost, &o, NULL, &err);
+    GPP_EXPECT(p != NULL);
+    for (int s = 0; p && s < p->n_stages; s++)
+        GPP_EXPECT(p->stages[s].devices <= p->stages[s].micro_batch);
+    gpp_plan_destroy(&p);
+    /* bad options are errors, not crashes */
+    o.micro_batch = 3;
+    GPP_EXPECT(gpp_part_run(g, cost, &o, NULL, &err) == NULL && strstr(err.msg, "divide"));
+    gpp_part_opts_default(&o, 0);
+    GPP_EXPECT(gpp_part_run(g, cost, &o, NULL, &err) == NULL);
+    gpp_part_opts_default(&o, 8);
+    o.eps = 0;
+    GPP_EXPECT(gpp_part_run(g, cost, &o, NULL, &err) == NULL);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+    /* a profile-built graph plans end to end */
+    char path[1024];
+    const char *src = getenv("GPP_SRC");
+    snprintf(path, sizeof path, "%s/tests/data/profile_small.json", src ? src : ".");
+    g = gpp_profile_read_graph(path, &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (g) {
+        gpp_cluster_init(&cl, "v100-16g", 3, 4, &err);
+        cost = gpp_cost_new(g, &cl);
+        GPP_EXPECT(gpp_cost_attach_profile(cost, path, &err) == 0);
+        gpp_part_opts_default(&o, 8);
+        p = gpp_part_run(g, cost, &o, NULL, &err);
+        GPP_EXPECT_MSG(p != NULL, "%s", err.msg);
+        if (p)
+            s_check_inflight_rule(p);
+        gpp_plan_destroy(&p);
+        gpp_cost_destroy(&cost);
+        gpp_graph_destroy(&g);
+    }
+}
+
 static const gpp_test_case_t cases[] = {
+    {"edge_cases", t_edge_cases},
     {"compute_inflight_rows", t_compute_inflight_rows},
     {"random_vs_bruteforce", t_random_vs_bruteforce},
     {"chain_gpp_equals_spp", t_chain_gpp_equals_spp},
