@@ -3,8 +3,8 @@
  *
  *   bench_gemm [--threads N] [--reps R] [--quick] [--shape M,IN,OUT]...
  *
- * For each shape (m rows, in -> out features) it times, best of R rounds
- * after a warm-up round (the variants take turns within a round):
+ * For each shape (m rows, in -> out features) it runs R rounds after a
+ * warm-up round; the variants take turns within a round:
  *   sgemm        cblas_sgemm(x [m,in], W^T) -> y, beta 0 (the reference)
  *   linear       gpp_linear_fwd without bias
  *   linear+b     gpp_linear_fwd with bias
@@ -12,10 +12,11 @@
  *                dW += dy^T x)
  *   linear bwd   gpp_linear_bwd with dx, dW
  *   linear+b bwd gpp_linear_bwd with dx, dW, db (one more pass over dy)
- * and prints GFLOP/s and the ratio to the reference (the kernel's target is
- * >= 0.95). Default shapes: (4096, 1024 -> 4096) = a micro-batch of 4 x 1024
- * tokens through a transformer MLP, (256, 4096 -> 4096), (64, 29120 -> 4096)
- * (the CANDLE-Uno-like wide input layer). --quick uses shapes 4x smaller;
+ * and prints the best time, GFLOP/s at the best time, and the ratio of the
+ * reference's time to the variant's, the median over rounds of the ratio
+ * within each round (the kernel's target is >= 0.95). Default shapes: (4096, 1024 -> 4096) = a
+ * micro-batch of 4 x 1024 tokens through a transformer MLP, (256, 4096 -> 4096), (64, 29120 ->
+ * 4096) (the CANDLE-Uno-like wide input layer). --quick uses shapes 4x smaller;
  * --shape (repeatable) replaces the defaults. */
 #include <cblas.h>
 #include <stdio.h>
@@ -47,6 +48,12 @@ typedef struct {
 enum { V_SGEMM, V_LINEAR, V_LINEAR_BIAS, V_SGEMM_BWD, V_LINEAR_BWD, V_LINEAR_BWD_BIAS, V__COUNT };
 static const char *s_names[V__COUNT] = {"sgemm",     "linear",     "linear+b",
                                         "sgemm bwd", "linear bwd", "linear+b bwd"};
+
+static int s_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
 
 static int s_run(ctx_t *c, int v)
 {
@@ -130,7 +137,7 @@ int main(int argc, char **argv)
     int div = quick ? 4 : 1;
     printf("bench_gemm: OpenBLAS %s, core %s, %d threads, best of %d\n", openblas_get_config(),
            openblas_get_corename(), openblas_get_num_threads(), reps);
-    printf("%-22s %-11s %10s %10s %8s\n", "shape (m, in -> out)", "variant", "ms", "GFLOP/s",
+    printf("%-22s %-12s %10s %10s %8s\n", "shape (m, in -> out)", "variant", "best ms", "GFLOP/s",
            "ratio");
     int rc = 0;
     for (int k = 0; k < n_shapes && rc == 0; k++) {
@@ -150,32 +157,38 @@ int main(int argc, char **argv)
             }
             s_fill(*bufs[i], (int64_t)sizes[i], 17u + (unsigned)i);
         }
-        /* Variants take turns within each round so that drift in machine
+        /* Variants take turns within each round, so that drift in machine
          * speed (other load, frequency) hits all of them alike; round 0
-         * warms up. */
-        double ms[V__COUNT];
-        for (int v = 0; v < V__COUNT; v++)
-            ms[v] = 1e30;
+         * warms up. The ratio to the reference is the median over rounds
+         * of the ratio within a round, which cancels most of that drift. */
+        double *t = calloc((size_t)reps * V__COUNT, sizeof(double));
         for (int r = 0; r <= reps && rc == 0; r++) {
             for (int v = 0; v < V__COUNT && rc == 0; v++) {
                 double t0 = gpp_now_ms();
                 rc = s_run(&c, v);
-                double t = gpp_now_ms() - t0;
-                if (r > 0 && t < ms[v])
-                    ms[v] = t;
+                if (r > 0)
+                    t[(r - 1) * V__COUNT + v] = gpp_now_ms() - t0;
             }
         }
         for (int v = 0; v < V__COUNT && rc == 0; v++) {
+            int ref = v >= V_SGEMM_BWD ? V_SGEMM_BWD : V_SGEMM;
+            double best = 1e30, ratio[reps];
+            for (int r = 0; r < reps; r++) {
+                best = t[r * V__COUNT + v] < best ? t[r * V__COUNT + v] : best;
+                ratio[r] = t[r * V__COUNT + ref] / t[r * V__COUNT + v];
+            }
+            qsort(ratio, (size_t)reps, sizeof ratio[0], s_cmp_double);
+            double med = reps % 2 ? ratio[reps / 2] : 0.5 * (ratio[reps / 2 - 1] + ratio[reps / 2]);
             double flops = 2.0 * (double)sh.m * (double)sh.in * (double)sh.out;
             if (v >= V_SGEMM_BWD)
                 flops *= 2;
-            double ref = v >= V_SGEMM_BWD ? ms[V_SGEMM_BWD] : ms[V_SGEMM];
             char label[64];
             snprintf(label, sizeof label, "(%lld, %lld -> %lld)", (long long)sh.m, (long long)sh.in,
                      (long long)sh.out);
-            printf("%-22s %-11s %10.2f %10.1f %8.3f\n", label, s_names[v], ms[v],
-                   flops / ms[v] / 1e6, ref / ms[v]);
+            printf("%-22s %-12s %10.2f %10.1f %8.3f\n", label, s_names[v], best, flops / best / 1e6,
+                   med);
         }
+        free(t);
         fflush(stdout);
         for (int i = 0; i < 8; i++)
             gpp_backend_free(be, (void **)bufs[i]);
