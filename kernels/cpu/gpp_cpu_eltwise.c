@@ -28,6 +28,15 @@ int gpp_cpu_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t 
 #define GPP_GELU_C 0.7978845608028654f /* sqrt(2 / pi) */
 #define GPP_GELU_A 0.044715f
 
+/* tanh through one expf: 1 - 2 / (exp(2u) + 1), several times faster than
+ * tanhf and within 2e-7 (absolute) of tanh. u is clamped to +-15, where tanh is 1 in
+ * fp32, so that expf never overflows (its overflow path is slow). */
+static inline float s_tanh(float u)
+{
+    u = u > 15.0f ? 15.0f : u < -15.0f ? -15.0f : u;
+    return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f);
+}
+
 int gpp_cpu_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
 {
     (void)s, (void)err;
@@ -36,7 +45,7 @@ int gpp_cpu_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gp
     for (int64_t i = 0, n = gpp_tensor_numel(x); i < n; i++) {
         float v = xp[i];
         float u = GPP_GELU_C * (v + GPP_GELU_A * v * v * v);
-        yp[i] = 0.5f * v * (1.0f + tanhf(u));
+        yp[i] = 0.5f * v * (1.0f + s_tanh(u));
     }
     return 0;
 }
@@ -49,7 +58,7 @@ int gpp_cpu_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t 
     float *dxp = dx->data;
     for (int64_t i = 0, n = gpp_tensor_numel(x); i < n; i++) {
         float v = xp[i];
-        float t = tanhf(GPP_GELU_C * (v + GPP_GELU_A * v * v * v));
+        float t = s_tanh(GPP_GELU_C * (v + GPP_GELU_A * v * v * v));
         /* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2) */
         float d = 0.5f * (1.0f + t) +
                   0.5f * v * (1.0f - t * t) * GPP_GELU_C * (1.0f + 3.0f * GPP_GELU_A * v * v);
