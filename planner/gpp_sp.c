@@ -110,11 +110,20 @@ static int s_components(s_build_t *b, const int *S, int n, int *comp)
     return nc;
 }
 
-static int s_popcount_and(const uint64_t *a, const uint64_t *m, int W)
+static inline int s_pop(uint64_t x) /* SWAR: no libgcc call without -mpopcnt */
+{
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* popcount(a & m) over words w0..w1 (the span of the set's ids) */
+static int s_popcount_and(const uint64_t *a, const uint64_t *m, int w0, int w1)
 {
     int c = 0;
-    for (int w = 0; w < W; w++)
-        c += __builtin_popcountll(a[w] & m[w]);
+    for (int w = w0; w <= w1; w++)
+        c += s_pop(a[w] & m[w]);
     return c;
 }
 
@@ -152,15 +161,15 @@ static int s_decompose(s_build_t *b, const int *S, int n)
     }
     /* connected: bottleneck ops */
     const int W = b->W;
-    memset(b->mask, 0, (size_t)W * sizeof(uint64_t));
+    memset(b->mask + (S[0] >> 6), 0, (size_t)((S[n - 1] >> 6) - (S[0] >> 6) + 1) * sizeof(uint64_t));
     for (int i = 0; i < n; i++)
         b->mask[S[i] >> 6] |= 1ull << (S[i] & 63);
     int *bott = gpp_xcalloc((size_t)n, sizeof(int));
     int nb = 0;
     for (int i = 0; i < n; i++) {
         int v = S[i];
-        int a = s_popcount_and(&b->anc[(size_t)v * W], b->mask, W);
-        int d = s_popcount_and(&b->desc[(size_t)v * W], b->mask, W);
+        int a = s_popcount_and(&b->anc[(size_t)v * W], b->mask, S[0] >> 6, S[n - 1] >> 6);
+        int d = s_popcount_and(&b->desc[(size_t)v * W], b->mask, S[0] >> 6, S[n - 1] >> 6);
         if (a + d + 1 == n)
             bott[nb++] = v; /* ascending ids: ancestors come first */
     }
@@ -203,28 +212,61 @@ static int s_decompose(s_build_t *b, const int *S, int n)
         assert(maxlev >= 1);
         int best_k = 0, best_score = -1, best_bal = n + 1;
         int *side = gpp_xcalloc((size_t)n, sizeof(int));
-        int *scratch = gpp_xcalloc((size_t)n, sizeof(int));
-        int *sub = gpp_xcalloc((size_t)n, sizeof(int));
+        /* components of A = {level <= k} and of B = {level > k} for every k,
+           by adding ops level by level to a union-find (one pass each way) */
+        int *by_lev = gpp_xcalloc((size_t)n, sizeof(int)), *start = gpp_xcalloc((size_t)maxlev + 2, sizeof(int));
+        int *comps_a = gpp_xcalloc((size_t)maxlev + 1, sizeof(int)), *comps_b = gpp_xcalloc((size_t)maxlev + 1, sizeof(int));
+        for (int i = 0; i < n; i++)
+            start[lev[S[i]] + 1]++;
+        for (int k = 0; k <= maxlev; k++)
+            start[k + 1] += start[k];
+        for (int i = 0; i < n; i++)
+            by_lev[start[lev[S[i]]]++] = S[i];
+        for (int k = maxlev; k >= 0; k--) /* restore starts */
+            start[k + 1] = start[k];
+        start[0] = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < n; i++)
+                b->uf[S[i]] = S[i];
+            int comps = 0;
+            for (int step = 0; step <= maxlev; step++) {
+                int k = pass == 0 ? step : maxlev - step;
+                for (int j = start[k]; j < start[k + 1]; j++) {
+                    int v = by_lev[j];
+                    const gpp_op_t *o = &b->g->ops[v];
+                    int deg = pass == 0 ? o->n_inputs : o->n_outputs;
+                    const int *nb = pass == 0 ? o->inputs : o->outputs;
+                    comps++;
+                    for (int e = 0; e < deg; e++) {
+                        int u = nb[e];
+                        if (b->mark[u] != st)
+                            continue; /* not in S; in S it was added before */
+                        int x = s_find(b->uf, v), y = s_find(b->uf, u);
+                        if (x != y) {
+                            b->uf[x > y ? x : y] = x < y ? x : y;
+                            comps--;
+                        }
+                    }
+                }
+                if (pass == 0)
+                    comps_a[k] = comps; /* A = levels <= k */
+                else if (k >= 1)
+                    comps_b[k - 1] = comps; /* B = levels >= k */
+            }
+        }
         for (int k = 0; k < maxlev; k++) {
-            int na = 0, nbb = 0;
-            for (int i = 0; i < n; i++)
-                if (lev[S[i]] <= k)
-                    sub[na++] = S[i];
-            int ca = s_components(b, sub, na, scratch);
-            for (int i = 0; i < n; i++)
-                if (lev[S[i]] > k)
-                    sub[nbb++] = S[i];
-            int cb = s_components(b, sub, nbb, scratch);
-            int bal = abs(na - nbb);
+            int ca = comps_a[k], cb = comps_b[k];
+            int na = start[k + 1], bal = abs(na - (n - na));
             if (ca + cb > best_score || (ca + cb == best_score && bal < best_bal))
                 best_k = k, best_score = ca + cb, best_bal = bal;
         }
+        free(by_lev), free(start), free(comps_a), free(comps_b);
         for (int i = 0; i < n; i++)
             side[i] = lev[S[i]] > best_k;
         b->t->added_cuts++;
         s_add_child(b, node, s_decompose_sel(b, S, n, side, 0));
         s_add_child(b, node, s_decompose_sel(b, S, n, side, 1));
-        free(lev), free(side), free(scratch), free(sub);
+        free(lev), free(side);
     }
     free(bott);
     free(tag);
