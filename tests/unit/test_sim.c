@@ -1,6 +1,7 @@
 /* test_sim: the event simulator against closed forms on balanced plans,
  * communication and memory accounting, the Chrome trace, and every plan of
- * the zoo models passing C1-C4 and the deadlock check. */
+ * the zoo models (hand-cut and from the partitioner) passing C1-C4 and the
+ * deadlock check. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #include "planner/gpp_cost.h"
 #include "planner/gpp_graph.h"
+#include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
@@ -282,6 +284,72 @@ static void t_zoo_handmade_plans(void)
     }
 }
 
+/* Every plan the partitioner makes for the zoo models (GPP and SPP, default
+ * and per-stage micro-batch + kFkB) passes C1-C4 and the deadlock check,
+ * simulates, and keeps its simulated peak memory within the bound. Prints
+ * simulated vs TPS-estimated iteration times. */
+static void t_zoo_partitioner_plans(void)
+{
+    static const struct {
+        const char *spec;
+        int batch;
+    } models[] = {
+        {"mmt:branches=2,layers=2,hidden=64,heads=4,seq=16,ffn=128", 32},
+        {"mmt:branches=4,layers=2,hidden=128,heads=4,seq=32,ffn=256", 64},
+        {"dlrm", 256},
+        {"candle_uno", 512},
+        {"case_study", 64},
+    };
+    static const int devices[] = {4, 8};
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        gpp_err_t err = {{0}};
+        gpp_graph_t *g = gpp_zoo_build(models[i].spec, &err);
+        GPP_EXPECT_MSG(g != NULL, "%s: %s", models[i].spec, err.msg);
+        if (!g)
+            continue;
+        for (size_t d = 0; d < sizeof devices / sizeof *devices; d++)
+            for (int mode = 0; mode < 4; mode++) {
+                gpp_cluster_t cl;
+                GPP_EXPECT(gpp_cluster_init(&cl, "a100-80g", devices[d], 4, &err) == 0);
+                gpp_cost_t *cost = gpp_cost_new(g, &cl);
+                gpp_part_opts_t o;
+                gpp_part_opts_default(&o, models[i].batch);
+                o.spp = mode & 1;
+                o.per_stage_mbs = o.kfkb = (mode & 2) != 0;
+                o.max_mbs = 64; /* keeps the per-stage search short */
+                int64_t min_mem = 0;
+                gpp_plan_t *p = gpp_part_run(g, cost, &o, &min_mem, &err);
+                GPP_EXPECT_MSG(p != NULL, "%s on %d (mode %d): %s", models[i].spec, devices[d],
+                               mode, err.msg);
+                if (p) {
+                    int used = 0; /* the partitioner may leave devices idle */
+                    for (int s = 0; s < p->n_stages; s++)
+                        used += p->stages[s].devices;
+                    GPP_EXPECT(used <= p->n_devices);
+                    p->n_devices = used;
+                    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s on %d (mode %d): %s",
+                                   models[i].spec, devices[d], mode, err.msg);
+                    gpp_sim_t *sim = gpp_sim_new(p, g, cost);
+                    GPP_EXPECT_MSG(gpp_sim_run(sim, &err) == 0, "%s", err.msg);
+                    double est = p->iteration_ms;
+                    for (int s = 0; s < p->n_stages; s++)
+                        GPP_EXPECT_MSG(gpp_sim_stage(sim, s)->peak_mem_bytes <=
+                                           gpp_cluster_mem_bound(&cl),
+                                       "%s stage %d: %lld bytes", models[i].spec, s,
+                                       (long long)gpp_sim_stage(sim, s)->peak_mem_bytes);
+                    printf("  %-10.10s %s%s on %d: %d stages, depth %d, estimate %.3f ms, "
+                           "simulated %.3f ms (%.3fx)\n", models[i].spec, o.spp ? "spp" : "gpp",
+                           mode & 2 ? "+mbs+kfkb" : "", devices[d], p->n_stages, p->depth, est,
+                           gpp_sim_iteration_ms(sim), gpp_sim_iteration_ms(sim) / est);
+                    gpp_sim_destroy(&sim);
+                }
+                gpp_plan_destroy(&p);
+                gpp_cost_destroy(&cost);
+            }
+        gpp_graph_destroy(&g);
+    }
+}
+
 static const gpp_test_case_t cases[] = {
     {"balanced_chain_closed_form", t_balanced_chain_closed_form},
     {"balanced_tps_formula", t_balanced_tps_formula},
@@ -290,6 +358,7 @@ static const gpp_test_case_t cases[] = {
     {"trace", t_trace},
     {"stall_reported", t_stall_reported},
     {"zoo_handmade_plans", t_zoo_handmade_plans},
+    {"zoo_partitioner_plans", t_zoo_partitioner_plans},
     {NULL, NULL},
 };
 

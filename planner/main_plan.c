@@ -1,0 +1,422 @@
+/* gpp-plan: plan a model on a cluster and print / write the plan.
+ *
+ *   gpp-plan (--model SPEC | --graph FILE | --profile FILE)
+ *            (--devices N --device PRESET [--gpus-per-node G] | --cluster FILE.toml)
+ *            --batch B [--micro-batch b] [--mem-gib M] [--planner gpp|spp]
+ *            [--per-stage-mbs] [--kfkb] [--json FILE] [--dot FILE]
+ *            [--trace FILE] [--strategy FILE]
+ *   gpp-plan --list-models
+ *
+ * Partition (gpp_part), schedule and validate (gpp_sched), simulate one
+ * iteration (gpp_sim), then print the stage table and write the requested
+ * files (gpp_plan_io, gpp_sim). Exit status: 0 on success, 2 on bad input
+ * (flags, model, files, infeasible memory), 1 when a produced plan fails its
+ * own validation (a bug). */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/gpp_err.h"
+#include "common/gpp_time.h"
+#include "planner/gpp_cost.h"
+#include "planner/gpp_graph.h"
+#include "planner/gpp_part.h"
+#include "planner/gpp_plan.h"
+#include "planner/gpp_plan_io.h"
+#include "planner/gpp_sched.h"
+#include "planner/gpp_sim.h"
+#ifdef GPP_HAVE_CONFIG
+#include "config/gpp_config.h"
+#endif
+
+#define EXIT_BAD_INPUT 2
+#define EXIT_INTERNAL 1
+
+static const char s_usage[] =
+    "usage: gpp-plan (--model SPEC | --graph FILE | --profile FILE)\n"
+    "                (--devices N --device PRESET [--gpus-per-node G] | --cluster FILE.toml)\n"
+    "                --batch B [--micro-batch b] [--mem-gib M] [--planner gpp|spp]\n"
+    "                [--per-stage-mbs] [--kfkb] [--json FILE] [--dot FILE] [--trace FILE]\n"
+    "                [--strategy FILE]\n"
+    "       gpp-plan --list-models\n"
+    "  --model SPEC       zoo model, e.g. mmt or mmt:branches=2,layers=2 (--list-models)\n"
+    "  --graph FILE       model graph JSON (gpp-graph/1)\n"
+    "  --profile FILE     profile.json: ops, sizes and measured runtimes\n"
+    "  --devices N        devices to plan for; --device PRESET their kind\n"
+    "  --gpus-per-node G  devices per node (default min(N, 8))\n"
+    "  --cluster FILE     cluster.toml (device, nodes, links, and job defaults)\n"
+    "  --batch B          mini-batch samples per iteration\n"
+    "  --micro-batch b    fix the universal micro-batch (default: sweep divisors of B)\n"
+    "  --mem-gib M        per-device memory bound (default: the device's, less 0.5 GiB)\n"
+    "  --planner gpp|spp  graph pipeline (default) or the sequential baseline\n"
+    "  --per-stage-mbs    let each stage choose its micro-batch size\n"
+    "  --kfkb             let each stage choose a kFkB schedule\n"
+    "  --json/--dot/--trace/--strategy FILE   write the plan, the stage DAG, a Chrome\n"
+    "                     trace of one simulated iteration, the authors' strategy file\n";
+
+typedef struct {
+    const char *model, *graph, *profile, *device, *cluster, *planner;
+    const char *json, *dot, *trace, *strategy;
+    int devices, gpus_per_node, batch, micro_batch;
+    double mem_gib;
+    int per_stage_mbs, kfkb, list_models;
+} s_args_t;
+
+static void s_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
+static void s_die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "gpp-plan: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    if (code == EXIT_BAD_INPUT)
+        fprintf(stderr, "(gpp-plan --help shows the usage)\n");
+    exit(code);
+}
+
+static int s_parse_int(const char *flag, const char *v, int lo)
+{
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > INT_MAX)
+        s_die(EXIT_BAD_INPUT, "%s: expected an integer >= %d, got '%s'", flag, lo, v);
+    return (int)x;
+}
+
+static double s_parse_pos(const char *flag, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (!*v || *end || errno || !(x > 0) || x > 1e9)
+        s_die(EXIT_BAD_INPUT, "%s: expected a positive number, got '%s'", flag, v);
+    return x;
+}
+
+/* Flags with a value; `seen` catches duplicates. */
+typedef struct {
+    const char *name;
+    const char **str;
+    int *i;
+    double *d;
+    int min;
+} s_flag_t;
+
+static void s_parse_args(int argc, char **argv, s_args_t *a)
+{
+    memset(a, 0, sizeof *a);
+    const s_flag_t flags[] = {
+        {"--model", &a->model, NULL, NULL, 0},       {"--graph", &a->graph, NULL, NULL, 0},
+        {"--profile", &a->profile, NULL, NULL, 0},   {"--device", &a->device, NULL, NULL, 0},
+        {"--cluster", &a->cluster, NULL, NULL, 0},   {"--planner", &a->planner, NULL, NULL, 0},
+        {"--json", &a->json, NULL, NULL, 0},         {"--dot", &a->dot, NULL, NULL, 0},
+        {"--trace", &a->trace, NULL, NULL, 0},       {"--strategy", &a->strategy, NULL, NULL, 0},
+        {"--devices", NULL, &a->devices, NULL, 1},   {"--gpus-per-node", NULL, &a->gpus_per_node, NULL, 1},
+        {"--batch", NULL, &a->batch, NULL, 1},       {"--micro-batch", NULL, &a->micro_batch, NULL, 1},
+        {"--mem-gib", NULL, NULL, &a->mem_gib, 0},
+    };
+    const struct {
+        const char *name;
+        int *v;
+    } switches[] = {{"--per-stage-mbs", &a->per_stage_mbs},
+                    {"--kfkb", &a->kfkb},
+                    {"--list-models", &a->list_models}};
+    enum { NF = sizeof flags / sizeof *flags, NS = sizeof switches / sizeof *switches };
+    int seen[NF + NS] = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            fputs(s_usage, stdout);
+            exit(0);
+        }
+        const char *eq = strchr(arg, '=');
+        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+        int found = 0;
+        for (int f = 0; f < NF && !found; f++) {
+            if (strlen(flags[f].name) != nlen || strncmp(arg, flags[f].name, nlen) != 0)
+                continue;
+            found = 1;
+            if (seen[f]++)
+                s_die(EXIT_BAD_INPUT, "%s given twice", flags[f].name);
+            const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || (!eq && !strncmp(v, "--", 2)))
+                s_die(EXIT_BAD_INPUT, "%s needs a value", flags[f].name);
+            if (flags[f].str) {
+                if (!*v)
+                    s_die(EXIT_BAD_INPUT, "%s: empty value", flags[f].name);
+                *flags[f].str = v;
+            } else if (flags[f].i) {
+                *flags[f].i = s_parse_int(flags[f].name, v, flags[f].min);
+            } else {
+                *flags[f].d = s_parse_pos(flags[f].name, v);
+            }
+        }
+        for (int s = 0; s < NS && !found; s++) {
+            if (strcmp(arg, switches[s].name) != 0)
+                continue;
+            found = 1;
+            if (seen[NF + s]++)
+                s_die(EXIT_BAD_INPUT, "%s given twice", switches[s].name);
+            *switches[s].v = 1;
+        }
+        if (!found)
+            s_die(EXIT_BAD_INPUT, "unknown argument '%s'", arg);
+    }
+}
+
+#ifdef GPP_HAVE_CONFIG
+/* A config's model is a zoo spec or, when it names a .json file, a graph. */
+static int s_is_json_path(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 5 && strcmp(s + n - 5, ".json") == 0;
+}
+#endif
+
+/* Fills the cluster (and job defaults) from the flags or the TOML file. */
+static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
+{
+    gpp_err_t err = {{0}};
+    if (a->cluster) {
+        if (a->devices || a->device || a->gpus_per_node)
+            s_die(EXIT_BAD_INPUT, "--cluster replaces --devices, --device and --gpus-per-node; "
+                  "give one or the other");
+#ifdef GPP_HAVE_CONFIG
+        gpp_config_t cfg;
+        if (gpp_config_load(&cfg, a->cluster, &err) < 0)
+            s_die(EXIT_BAD_INPUT, "%s", err.msg);
+        int gpn = cfg.nodes[0].slots;
+        for (int i = 1; i < cfg.n_nodes; i++)
+            if (cfg.nodes[i].slots != gpn)
+                s_die(EXIT_BAD_INPUT, "%s: nodes have %d and %d slots; the planner needs the "
+                      "same number of devices on every node", a->cluster, gpn,
+                      cfg.nodes[i].slots);
+        if (gpp_cluster_init(cl, cfg.cluster.device, gpp_config_devices(&cfg), gpn, &err) < 0)
+            s_die(EXIT_BAD_INPUT, "%s: cluster.device: %s", a->cluster, err.msg);
+        if (cfg.cluster.mem_gib > 0 && a->mem_gib == 0)
+            cl->mem_bound_bytes = (int64_t)(cfg.cluster.mem_gib * (double)(1 << 30));
+        if (cfg.cluster.intra_gbps > 0)
+            cl->intra.bw_bytes_per_s = cfg.cluster.intra_gbps * 1e9;
+        if (cfg.cluster.inter_gbps > 0)
+            cl->inter.bw_bytes_per_s = cfg.cluster.inter_gbps * 1e9;
+        if (cfg.cluster.intra_latency_us > 0)
+            cl->intra.alpha_ms = cfg.cluster.intra_latency_us / 1000.0;
+        if (cfg.cluster.inter_latency_us > 0)
+            cl->inter.alpha_ms = cfg.cluster.inter_latency_us / 1000.0;
+        /* job defaults the flags did not give; strings live as long as the
+           process, so the config is deliberately not released */
+        static char model[GPP_CONFIG_PATH], profile[GPP_CONFIG_PATH], planner[8];
+        if (!a->model && !a->graph && !a->profile) {
+            if (cfg.cluster.profile[0]) {
+                snprintf(profile, sizeof profile, "%s", cfg.cluster.profile);
+                a->profile = profile;
+            } else if (cfg.job.model[0]) {
+                snprintf(model, sizeof model, "%s", cfg.job.model);
+                if (s_is_json_path(model))
+                    a->graph = model;
+                else
+                    a->model = model;
+            }
+        }
+        if (!a->batch && cfg.job.batch > 0)
+            a->batch = cfg.job.batch;
+        if (!a->micro_batch && cfg.job.micro_batch > 0)
+            a->micro_batch = cfg.job.micro_batch;
+        if (!a->planner && cfg.job.planner[0]) {
+            snprintf(planner, sizeof planner, "%s", cfg.job.planner);
+            a->planner = planner;
+        }
+        gpp_config_release(&cfg);
+#else
+        s_die(EXIT_BAD_INPUT, "--cluster %s: cluster files need the config library "
+              "(gpp_config), which this build lacks; use --devices N --device PRESET",
+              a->cluster);
+#endif
+    } else {
+        if (!a->devices || !a->device)
+            s_die(EXIT_BAD_INPUT, "give the cluster: --devices N --device PRESET, or --cluster "
+                  "FILE.toml");
+        int gpn = a->gpus_per_node ? a->gpus_per_node : (a->devices < 8 ? a->devices : 8);
+        if (gpp_cluster_init(cl, a->device, a->devices, gpn, &err) < 0)
+            s_die(EXIT_BAD_INPUT, "--device %s: %s", a->device, err.msg);
+    }
+    if (a->mem_gib > 0)
+        cl->mem_bound_bytes = (int64_t)(a->mem_gib * (double)(1 << 30));
+}
+
+static gpp_graph_t *s_graph(const s_args_t *a)
+{
+    gpp_err_t err = {{0}};
+    int given = !!a->model + !!a->graph + !!a->profile;
+    if (given == 0)
+        s_die(EXIT_BAD_INPUT, "give the model: --model SPEC, --graph FILE or --profile FILE");
+    if (given > 1)
+        s_die(EXIT_BAD_INPUT, "give only one of --model, --graph and --profile");
+    gpp_graph_t *g = a->model     ? gpp_zoo_build(a->model, &err)
+                     : a->graph ? gpp_graph_read_json(a->graph, &err)
+                                : gpp_profile_read_graph(a->profile, &err);
+    if (!g)
+        s_die(EXIT_BAD_INPUT, "%s", err.msg);
+    if (gpp_graph_finalize(g, &err) < 0)
+        s_die(EXIT_BAD_INPUT, "%s", err.msg);
+    return g;
+}
+
+/* "name" cut to fit n columns. */
+static void s_fit(char *out, size_t n, const char *s)
+{
+    if (strlen(s) < n)
+        snprintf(out, n, "%s", s);
+    else
+        snprintf(out, n, "%.*s~", (int)n - 2, s);
+}
+
+static void s_print(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_sim_t *sim,
+                    const gpp_cluster_t *cl, double estimate_ms, double total_ms)
+{
+    printf("%s plan of %s (%d ops, %.3g M params) on %d x %s (%d per node), batch %d\n\n",
+           p->planner, g->spec[0] ? g->spec : p->model, g->n_ops,
+           (double)gpp_graph_params(g) / 1e6, cl->n_devices, cl->device.name, cl->gpus_per_node,
+           p->batch);
+    printf("%-5s %-5s %-36s %-7s %-5s %-3s %-8s %-9s %-10s %-10s %-10s\n", "stage", "ops",
+           "first .. last", "devices", "mbs", "k", "inflight", "TPS ms", "weights", "act",
+           "sim peak");
+    for (int s = 0; s < p->n_stages; s++) {
+        const gpp_stage_t *st = &p->stages[s];
+        char a[18], b[18], range[40], devs[16];
+        s_fit(a, sizeof a, g->ops[st->ops[0]].name);
+        s_fit(b, sizeof b, g->ops[st->ops[st->n_ops - 1]].name);
+        snprintf(range, sizeof range, "%s .. %s", a, b);
+        if (st->devices == 1)
+            snprintf(devs, sizeof devs, "%d", st->first_device);
+        else
+            snprintf(devs, sizeof devs, "%d-%d", st->first_device,
+                     st->first_device + st->devices - 1);
+        printf("%-5d %-5d %-36s %-7s %-5d %-3d %-8d %-9.4f %-10.1f %-10.1f %-10.1f\n", s,
+               st->n_ops, range, devs, st->micro_batch, st->k, st->inflight, st->tps_ms,
+               (double)st->weight_bytes / (1 << 20), (double)st->act_bytes / (1 << 20),
+               (double)gpp_sim_stage(sim, s)->peak_mem_bytes / (1 << 20));
+    }
+    printf("(memory in MiB per device; bound %.1f MiB)\n\n",
+           (double)gpp_cluster_mem_bound(cl) / (1 << 20));
+    printf("stages            %d\n", p->n_stages);
+    printf("depth             %d\n", p->depth);
+    if (p->micro_batch)
+        printf("micro-batch       %d\n", p->micro_batch);
+    else
+        printf("micro-batch       per stage\n");
+    printf("bottleneck TPS    %.4f ms/sample\n", p->bottleneck_tps_ms);
+    printf("estimated         %.3f ms/iteration (partitioner)\n", estimate_ms);
+    printf("simulated         %.3f ms/iteration, %.1f samples/s\n", p->iteration_ms,
+           p->throughput);
+    double worst = 0;
+    int worst_s = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        if (gpp_sim_stage(sim, s)->bubble_ms > worst)
+            worst = gpp_sim_stage(sim, s)->bubble_ms, worst_s = s;
+    printf("largest bubble    %.3f ms (stage %d)\n", worst, worst_s);
+    printf("search time       %.1f ms (total with schedule and simulation %.1f ms)\n",
+           p->search_ms, total_ms);
+    for (int s = 0; s < p->n_stages; s++) {
+        const gpp_stage_t *st = &p->stages[s];
+        int first = gpp_cluster_node(cl, st->first_device);
+        int last = gpp_cluster_node(cl, st->first_device + st->devices - 1);
+        if (first != last && st->devices <= cl->gpus_per_node)
+            printf("warning: stage %d's devices %d-%d span nodes %d-%d, so its all-reduce "
+                   "crosses the inter-node link (%.3f ms simulated)\n", s, st->first_device,
+                   st->first_device + st->devices - 1, first, last,
+                   gpp_sim_stage(sim, s)->allreduce_ms);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    s_args_t a;
+    s_parse_args(argc, argv, &a);
+    if (a.list_models) {
+        gpp_zoo_list(stdout);
+        printf("\ndevice presets:\n");
+        gpp_device_list(stdout);
+        return 0;
+    }
+    if (!a.model && !a.graph && !a.profile && !a.cluster) /* a cluster file may name one */
+        s_die(EXIT_BAD_INPUT, "give the model: --model SPEC, --graph FILE or --profile FILE");
+    double t0 = gpp_now_ms();
+    gpp_cluster_t cl;
+    s_cluster(&a, &cl);
+    if (!a.batch)
+        s_die(EXIT_BAD_INPUT, "give the mini-batch: --batch B");
+    if (a.planner && strcmp(a.planner, "gpp") != 0 && strcmp(a.planner, "spp") != 0)
+        s_die(EXIT_BAD_INPUT, "--planner: expected gpp or spp, got '%s'", a.planner);
+    if (a.micro_batch && a.batch % a.micro_batch != 0)
+        s_die(EXIT_BAD_INPUT, "--micro-batch %d does not divide --batch %d", a.micro_batch,
+              a.batch);
+    if (a.micro_batch && a.per_stage_mbs)
+        s_die(EXIT_BAD_INPUT, "--micro-batch fixes one size for all stages; drop it or "
+              "--per-stage-mbs");
+    gpp_graph_t *g = s_graph(&a);
+    gpp_err_t err = {{0}};
+    gpp_cost_t *cost = gpp_cost_new(g, &cl);
+    if (a.profile && gpp_cost_attach_profile(cost, a.profile, &err) < 0)
+        s_die(EXIT_BAD_INPUT, "%s", err.msg);
+
+    gpp_part_opts_t o;
+    gpp_part_opts_default(&o, a.batch);
+    o.micro_batch = a.micro_batch;
+    o.per_stage_mbs = a.per_stage_mbs;
+    o.kfkb = a.kfkb;
+    o.spp = a.planner && !strcmp(a.planner, "spp");
+    int64_t min_mem = 0;
+    gpp_plan_t *p = gpp_part_run(g, cost, &o, &min_mem, &err);
+    if (!p) {
+        if (min_mem > 0) /* rounded up to what --mem-gib can say */
+            s_die(EXIT_BAD_INPUT, "no %s plan of %s on %d devices (batch %d) fits in %.2f GiB "
+                  "per device; the smallest memory that fits is %.2f GiB (--mem-gib %.2f), or "
+                  "use more devices or a smaller batch", o.spp ? "spp" : "gpp", g->name,
+                  cl.n_devices, a.batch, (double)gpp_cluster_mem_bound(&cl) / (1 << 30),
+                  ceil((double)min_mem / (1 << 30) * 100) / 100,
+                  ceil((double)min_mem / (1 << 30) * 100) / 100);
+        s_die(EXIT_BAD_INPUT, "no plan: %s", err.msg);
+    }
+    /* The partitioner may leave devices idle; the plan (C3) covers the ones
+       it uses, which are numbered from 0. */
+    int used = 0;
+    for (int i = 0; i < p->n_stages; i++)
+        used += p->stages[i].devices;
+    int idle = p->n_devices - used;
+    if (idle > 0)
+        p->n_devices = used;
+    if (gpp_sched_build(p, g, &err) < 0)
+        s_die(EXIT_INTERNAL, "internal error: the %s plan fails validation: %s", p->planner,
+              err.msg);
+    double estimate_ms = p->iteration_ms; /* the partitioner's, until simulated */
+    gpp_sim_t *sim = gpp_sim_new(p, g, cost);
+    if (gpp_sim_run(sim, &err) < 0)
+        s_die(EXIT_INTERNAL, "internal error: simulation: %s", err.msg);
+    p->iteration_ms = gpp_sim_iteration_ms(sim);
+    p->throughput = gpp_sim_throughput(sim);
+    s_print(p, g, sim, &cl, estimate_ms, gpp_now_ms() - t0);
+    if (idle > 0)
+        printf("idle devices      %d of %d (more would not lower the bottleneck TPS)\n", idle,
+               cl.n_devices);
+
+    if ((a.json && gpp_plan_write_json(p, a.json, &err) < 0) ||
+        (a.strategy && gpp_plan_write_strategy(p, a.strategy, &err) < 0) ||
+        (a.dot && gpp_plan_write_dot(p, g, a.dot, &err) < 0) ||
+        (a.trace && gpp_sim_write_trace(sim, a.trace, &err) < 0))
+        s_die(EXIT_BAD_INPUT, "%s", err.msg);
+    gpp_sim_destroy(&sim);
+    gpp_plan_destroy(&p);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+    return 0;
+}
