@@ -19,8 +19,10 @@
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s MODEL DEVICES BATCH [--spp] [--device NAME] [--gpn N] "
-                        "[--repeat N] [--mbs B] [--stages]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s MODEL DEVICES BATCH [--spp] [--device NAME] [--gpn N] "
+                "[--repeat N] [--mbs B] [--stages]\n",
+                argv[0]);
         return 2;
     }
     const char *model = argv[1], *device = "v100-16g";

@@ -54,8 +54,9 @@ int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, 
         out->launch_ms = LAUNCH_MS;
         return 0;
     }
-    return gpp_err_set(err, "unknown device preset '%s'; use one of: v100-16g, v100-32g, "
-                            "a100-80g, h100-80g",
+    return gpp_err_set(err,
+                       "unknown device preset '%s'; use one of: v100-16g, v100-32g, "
+                       "a100-80g, h100-80g",
                        name);
 }
 
@@ -126,7 +127,8 @@ double gpp_roofline_ms(const gpp_device_t *dev, double flops, double bytes, int 
        is (flops + kernels * w_half) / (peak * eff_max). */
     double rate = dev->peak_flops * dev->eff_max; /* FLOP/s */
     double w_half = dev->fill_ms * 1e-3 * rate;
-    double t_compute = flops > 0 ? (flops + (kernels > 0 ? kernels : 1) * w_half) / rate * 1e3 : 0.0;
+    double t_compute =
+        flops > 0 ? (flops + (kernels > 0 ? kernels : 1) * w_half) / rate * 1e3 : 0.0;
     double t_mem = bytes / dev->mem_bw_bytes_per_s * 1e3;
     return (t_compute > t_mem ? t_compute : t_mem) + kernels * dev->launch_ms;
 }
@@ -134,9 +136,9 @@ double gpp_roofline_ms(const gpp_device_t *dev, double flops, double bytes, int 
 /* ---- cost model ---- */
 
 typedef struct {
-    int n;        /* table points; 0 = roofline */
-    int *mbs;     /* ascending micro-batch sizes */
-    double *ms;   /* forward+backward ms at mbs[i] */
+    int n;      /* table points; 0 = roofline */
+    int *mbs;   /* ascending micro-batch sizes */
+    double *ms; /* forward+backward ms at mbs[i] */
     int64_t reserved_bytes;
 } s_prof_t;
 
@@ -332,8 +334,8 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
     /* each boundary tensor: activations one way in forward, gradients back in backward */
     out->comm_ms = 2.0 * n_bnd * l->alpha_ms + 2.0 * m * bnd_bytes / l->bw_bytes_per_s * 1e3;
     out->allreduce_ms = gpp_allreduce_ms(gpp_cost_group_link(c, devices), devices, grad);
-    out->tps_ms = (out->fwd_ms + out->bwd_ms + out->comm_ms) / micro_batch +
-                  out->allreduce_ms / batch;
+    out->tps_ms =
+        (out->fwd_ms + out->bwd_ms + out->comm_ms) / micro_batch + out->allreduce_ms / batch;
     out->weight_bytes = GPP_BYTES_PER_PARAM * params;
 }
 
@@ -368,7 +370,8 @@ static int s_profile_entries(const cJSON *root, const char *origin, s_entry_t **
         char *end = NULL;
         long id = strtol(it->string, &end, 10);
         if (!it->string[0] || *end || id < 0 || id > 1000000000L) {
-            gpp_err_set(err, "%s: op key '%s' is not a non-negative integer id", origin, it->string);
+            gpp_err_set(err, "%s: op key '%s' is not a non-negative integer id", origin,
+                        it->string);
             goto fail;
         }
         e[i].id = (int)id;
@@ -395,8 +398,9 @@ static int s_profile_entries(const cJSON *root, const char *origin, s_entry_t **
         const char *nm = cJSON_GetObjectItemCaseSensitive(e[i].entry, "name")->valuestring;
         int dup = 0;
         for (int j = 0; j < n && !dup; j++)
-            dup = j != i && strcmp(nm, cJSON_GetObjectItemCaseSensitive(e[j].entry, "name")
-                                           ->valuestring) == 0;
+            dup =
+                j != i &&
+                strcmp(nm, cJSON_GetObjectItemCaseSensitive(e[j].entry, "name")->valuestring) == 0;
         if (dup)
             snprintf(e[i].name, sizeof e[i].name, "%.*s#%d", GPP_NAME_LEN - 13, nm, e[i].id);
         else
@@ -439,8 +443,9 @@ static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, 
 {
     const cJSON *rt = cJSON_GetObjectItemCaseSensitive(entry, "runtime");
     if (!cJSON_IsObject(rt) || cJSON_GetArraySize(rt) < 1)
-        return gpp_err_set(err, "%s: op %s: field 'runtime' must be a non-empty object "
-                                "{\"<micro-batch>\": ms}",
+        return gpp_err_set(err,
+                           "%s: op %s: field 'runtime' must be a non-empty object "
+                           "{\"<micro-batch>\": ms}",
                            origin, key);
     int n = cJSON_GetArraySize(rt);
     int *order = gpp_xcalloc((size_t)n, sizeof(int) * 2);
@@ -456,7 +461,8 @@ static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, 
         }
         if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0) {
             free(order), free(ms);
-            return gpp_err_set(err, "%s: op %s: runtime[\"%s\"] must be a non-negative number of ms",
+            return gpp_err_set(err,
+                               "%s: op %s: runtime[\"%s\"] must be a non-negative number of ms",
                                origin, key, it->string);
         }
         order[2 * i] = (int)b;
@@ -502,8 +508,9 @@ int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *or
             if (strcmp(c->g->ops[k].name, e[i].name) == 0)
                 op = k;
         if (op < 0) {
-            gpp_err_set(err, "%s: op %s: name '%s' is not an op of model '%s'; was the profile "
-                             "written for another model?",
+            gpp_err_set(err,
+                        "%s: op %s: name '%s' is not an op of model '%s'; was the profile "
+                        "written for another model?",
                         origin, e[i].key, e[i].name, c->g->name);
             goto done;
         }
@@ -592,8 +599,9 @@ gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_e
             if (cJSON_IsNumber(sz) && nin[i] == 1 && sz->valuedouble >= 0) {
                 insz[i][0] = sz->valuedouble;
             } else if (!cJSON_IsArray(sz) || cJSON_GetArraySize(sz) != nin[i]) {
-                gpp_err_set(err, "%s: op %s: field 'input_size' must be an array with one "
-                                 "bytes-per-sample figure per input (%d)",
+                gpp_err_set(err,
+                            "%s: op %s: field 'input_size' must be an array with one "
+                            "bytes-per-sample figure per input (%d)",
                             origin, e[i].key, nin[i]);
                 goto fail;
             } else {

@@ -51,10 +51,10 @@ typedef struct {
     int n_devices;
     int gpus_per_node;
     gpp_device_t device;
-    int64_t mem_bound_bytes;  /* per-device bound for the planner; 0 = device.mem_bytes
-                                 minus GPP_CONTEXT_BYTES (CUDA context, workspaces) */
-    gpp_link_t intra;         /* between devices of one node */
-    gpp_link_t inter;         /* between nodes */
+    int64_t mem_bound_bytes; /* per-device bound for the planner; 0 = device.mem_bytes
+                                minus GPP_CONTEXT_BYTES (CUDA context, workspaces) */
+    gpp_link_t intra;        /* between devices of one node */
+    gpp_link_t inter;        /* between nodes */
 } gpp_cluster_t;
 
 #define GPP_CONTEXT_BYTES ((int64_t)512 << 20)
@@ -133,19 +133,19 @@ const gpp_link_t *gpp_cost_group_link(const gpp_cost_t *c, int d);
 /* Cost of one stage: a set of ops run on `devices` replicas with
  * micro-batch b out of mini-batch `batch`. */
 typedef struct {
-    double fwd_ms;         /* forward of one micro-batch on one replica */
-    double bwd_ms;         /* backward of one micro-batch on one replica */
-    double comm_ms;        /* boundary activations in/out + their gradients, per
-                              micro-batch per replica */
-    double allreduce_ms;   /* gradient sync per iteration */
-    double tps_ms;         /* (fwd+bwd+comm)/b + allreduce/batch */
-    int64_t weight_bytes;  /* GPP_BYTES_PER_PARAM * params */
-    int64_t stash_bytes;   /* stashed activation bytes per sample */
+    double fwd_ms;        /* forward of one micro-batch on one replica */
+    double bwd_ms;        /* backward of one micro-batch on one replica */
+    double comm_ms;       /* boundary activations in/out + their gradients, per
+                             micro-batch per replica */
+    double allreduce_ms;  /* gradient sync per iteration */
+    double tps_ms;        /* (fwd+bwd+comm)/b + allreduce/batch */
+    int64_t weight_bytes; /* GPP_BYTES_PER_PARAM * params */
+    int64_t stash_bytes;  /* stashed activation bytes per sample */
     int64_t reserved_bytes;
 } gpp_stage_cost_t;
 
-void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
-                    int micro_batch, int batch, gpp_stage_cost_t *out);
+void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices, int micro_batch,
+                    int batch, gpp_stage_cost_t *out);
 /* Activation bytes per replica with `inflight` samples in flight:
  * stash * ceil(inflight/b) * ceil(b/d). */
 int64_t gpp_cost_act_bytes(int64_t stash_bytes, int inflight, int micro_batch, int devices);

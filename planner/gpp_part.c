@@ -1,4 +1,5 @@
-/* gpp_part: GPP / SPP stage partitioner (paper Algorithm 1), see gpp_part.h.
+/* gpp_part: GPP / SPP stage partitioner (paper Algorithm 1), see gpp_part.h
+ * and docs/planner.md.
  *
  * DP value. For an SP sub-graph G and a successor context ctx (the in-flight
  * level and schedule config of the stage(s) that follow G, or "none" when G
@@ -7,19 +8,20 @@
  * that G's source stages all use schedule config c and hold at most level l
  * (l * q samples) in flight. Arrays are non-increasing in l.
  *
- *   series suffix i (children i..k-1):
- *     first block = children i..m as one stage, or child i decomposed (m = i),
- *     then suffix m+1 whose result gives the block's successor context;
- *   parallel suffix i (branches i..k-1):
- *     first block = branches i..m as one stage, or branch i decomposed, plus
- *     suffix m+1 under the same context (devices add, levels take the max).
+ *   series suffix i (children i..k-1): the first block is children i..m as
+ *     one stage, or child i decomposed, or (child i parallel) its branches
+ *     j..end joined with children i+1..m in one stage after the decomposed
+ *     branches 0..j-1; then suffix m+1, whose result is the block's context;
+ *   parallel prefix e (branches 0..e): the last block is branches b..e as one
+ *     stage or branch e decomposed, plus prefix b-1 under the same context
+ *     (devices add, levels take the max).
  *
- * Every sub-result of a node for one ctx is filled bottom-up in one call
- * (s_fill), so recursion depth is the tree depth. Arrays live in a chunked
- * arena (stable pointers, reused between runs: no allocation in steady
- * state); memo slots are validated by a run generation, not cleared. The
- * stage set is rebuilt by re-running the same enumeration in "emit" mode and
- * following the transition that produced the value. */
+ * Every entry of a node for one ctx is filled in dependency order in one
+ * call (s_fill), so recursion depth is the tree depth. Arrays live in a
+ * chunked arena (stable pointers, reused between runs: no allocation in
+ * steady state); memo slots are validated by a run generation, not cleared.
+ * The stage set is rebuilt by re-running the same enumeration in "emit" mode
+ * and following the transition that produced the value. */
 #include "planner/gpp_part.h"
 
 #include <assert.h>
@@ -38,10 +40,10 @@ typedef struct {
 } s_cfg_t;
 
 typedef struct {
-    int l, r;  /* leaf positions */
-    int ci;    /* config index */
+    int l, r; /* leaf positions */
+    int ci;   /* config index */
     int d;
-    int infl;  /* samples in flight (DP view) */
+    int infl; /* samples in flight (DP view) */
     double tps_ms;
 } s_stage_t;
 
@@ -59,7 +61,7 @@ typedef struct {
     const gpp_graph_t *g;
     const gpp_cost_t *cost;
     const gpp_sp_t *t;
-    int B, n_dev, gpn, INF;
+    int B, n_dev, INF;
     int64_t M;
     int generalized;
     int C;
@@ -69,31 +71,31 @@ typedef struct {
     /* per position prefix sums */
     int64_t *pre_params, *pre_stash, *pre_res;
     double *pre_grad;
-    double *pre_rate; /* least per-sample fwd+bwd ms of each op over the used sizes */
-    double **pre_ms; /* [B+1]: per samples m, prefix of fwd+bwd ms */
+    double *pre_rate;    /* least per-sample fwd+bwd ms of each op over the used sizes */
+    double **pre_ms;     /* [B+1]: per samples m, prefix of fwd+bwd ms */
     double *ar_a, *ar_b; /* [n_dev+1]: allreduce_ms = ar_a*bytes + ar_b */
     double p2p_alpha_ms, p2p_ms_per_byte;
     /* boundary */
-    int *maxc;       /* [pos]: largest consumer position, -1 for none */
-    int *stamp;      /* [pos] */
+    int *maxc;  /* [pos]: largest consumer position, -1 for none */
+    int *stamp; /* [pos] */
     int stamp_v;
     /* memo */
-    int *base;       /* [node] first suffix id */
+    int *base; /* [node] first suffix id */
     int n_suffix;
     unsigned *memo_gen;
-    int **memo_p;    /* [n_suffix * nctx] pointer into arena */
+    int **memo_p; /* [n_suffix * nctx] pointer into arena */
     unsigned gen;
     size_t memo_slots;
     s_arena_t ar;
-    int *zero;       /* [C*NL] zeros */
-    double tgt;      /* target TPS */
-    double inv_t;    /* (1 - 1e-9) / tgt: lbdev rounds safely down */
+    int *zero;    /* [C*NL] zeros */
+    double tgt;   /* target TPS */
+    double inv_t; /* (1 - 1e-9) / tgt: lbdev rounds safely down */
     /* emit */
     s_stage_t *out;
     int n_out, cap_out;
-    int out_level;   /* source level of the emitted plan */
-    int max_level;   /* level limit of the current run */
-    int min_tps;     /* opts.min_tps: rank plans by TPS, not by the estimate */
+    int out_level; /* source level of the emitted plan */
+    int max_level; /* level limit of the current run */
+    int min_tps;   /* opts.min_tps: rank plans by TPS, not by the estimate */
     long long n_eval;
 } s_dp_t;
 
@@ -115,7 +117,7 @@ static int s_cif_all(int kx, int bx, int ky, int by, int iy, int vals[10])
         by <= Y && Y < bx && bx <= X,
     };
     int res[10] = {
-        iy + 2 * M, iy + M, iy + X - Y + 2 * by, iy + X, iy + X - Y + 2 * bx,
+        iy + 2 * M, iy + M, iy + X - Y + 2 * by, iy + X,  iy + X - Y + 2 * bx,
         iy + X,     iy + Y, iy + 2 * M,          iy + by, iy + X - Y + bx,
     };
     int mask = 0;
@@ -209,7 +211,7 @@ static int s_ctx(const s_dp_t *s, int cy, int lev)
 /* ---- boundary of a growing interval [l, r] ---- */
 
 typedef struct {
-    int l, r;       /* current interval, r = l - 1 when empty */
+    int l, r; /* current interval, r = l - 1 when empty */
     double bytes;
     int n;
     int st;
@@ -320,7 +322,8 @@ static inline double s_stage_tps(const s_dp_t *s, int l, int r, const s_bnd_t *b
     int m = (b + d - 1) / d;
     double G = s->pre_grad[r + 1] - s->pre_grad[l];
     return (s_compute_ms(s, m, l, r) + 2.0 * bd->n * s->p2p_alpha_ms +
-            2.0 * m * bd->bytes * s->p2p_ms_per_byte) / b +
+            2.0 * m * bd->bytes * s->p2p_ms_per_byte) /
+               b +
            (s->ar_a[d] * G + s->ar_b[d]) / s->B;
 }
 
@@ -405,7 +408,8 @@ static int s_top(const s_dp_t *s, int node)
 
 /* Position range of child c of node (the leaf itself for a leaf); *child is
  * the child's node when it is not a leaf, else -1. */
-static inline void s_child_range(const s_dp_t *s, int node, int c, int *first, int *last, int *child)
+static inline void s_child_range(const s_dp_t *s, int node, int c, int *first, int *last,
+                                 int *child)
 {
     const gpp_sp_node_t *n = &s->t->nodes[node];
     if (n->kind == GPP_SP_LEAF) {
@@ -446,11 +450,11 @@ static inline int s_offer(const s_acc_t *a, int cf, int lev, int v)
 
 /* Steps of a non-increasing rest array: the levels where it drops. With
  * last != 0 there is no rest: one step, the outer context, 0 devices. */
-#define FOR_REST_STEPS(s, rest, last, ctx, lim, cy, l2, rv, ctx2)                              \
-    for (int n_ = (last) ? 1 : (rest)[(s)->C * (s)->NL], j_ = 0; j_ < n_; j_++)                   \
-        for (int idx_ = (last) ? 0 : (rest)[(s)->C * (s)->NL + 1 + j_], cy = idx_ / (s)->NL,      \
-                 l2 = idx_ % (s)->NL, rv = (last) ? 0 : (rest)[idx_],                               \
-                 ctx2 = (last) ? (ctx) : s_ctx((s), cy, l2), once_ = 1;                             \
+#define FOR_REST_STEPS(s, rest, last, ctx, lim, cy, l2, rv, ctx2)                                  \
+    for (int n_ = (last) ? 1 : (rest)[(s)->C * (s)->NL], j_ = 0; j_ < n_; j_++)                    \
+        for (int idx_ = (last) ? 0 : (rest)[(s)->C * (s)->NL + 1 + j_], cy = idx_ / (s)->NL,       \
+                 l2 = idx_ % (s)->NL, rv = (last) ? 0 : (rest)[idx_],                              \
+                 ctx2 = (last) ? (ctx) : s_ctx((s), cy, l2), once_ = 1;                            \
              once_ && rv < (lim); once_ = 0)
 
 /* Series suffix i (children i..k-1) under ctx; also a leaf (k = 1). */
@@ -734,7 +738,8 @@ static void s_ensure_ms(s_dp_t *s, int m)
     double *p = gpp_xcalloc((size_t)n + 1, sizeof(double));
     for (int pos = 0; pos < n; pos++) {
         int op = s->t->op_at[pos];
-        p[pos + 1] = p[pos] + gpp_cost_op_fwd_ms(s->cost, op, m) + gpp_cost_op_bwd_ms(s->cost, op, m);
+        p[pos + 1] =
+            p[pos] + gpp_cost_op_fwd_ms(s->cost, op, m) + gpp_cost_op_bwd_ms(s->cost, op, m);
     }
     s->pre_ms[m] = p;
 }
@@ -759,7 +764,6 @@ static s_dp_t *s_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_
     const gpp_cluster_t *cl = gpp_cost_cluster(cost);
     s->g = g, s->cost = cost, s->t = t, s->B = B, s->M = M;
     s->n_dev = cl->n_devices;
-    s->gpn = cl->gpus_per_node;
     s->INF = s->n_dev + 1;
     int n = t->n_ops;
     s->pre_params = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
@@ -965,10 +969,9 @@ static gpp_plan_t *s_build_plan(const s_dp_t *s, const char *planner, int univer
             v = 0;
             for (int j = 0; j < st->n_succ; j++) {
                 const gpp_stage_t *y = &p->stages[st->succ[j]];
-                int c = s->generalized
-                            ? gpp_part_inflight(st->k, st->micro_batch, y->k, y->micro_batch,
-                                                y->inflight, NULL)
-                            : st->micro_batch + y->inflight;
+                int c = s->generalized ? gpp_part_inflight(st->k, st->micro_batch, y->k,
+                                                           y->micro_batch, y->inflight, NULL)
+                                       : st->micro_batch + y->inflight;
                 if (c > v)
                     v = c;
             }
@@ -989,8 +992,8 @@ static gpp_plan_t *s_build_plan(const s_dp_t *s, const char *planner, int univer
         st->allreduce_ms = sc.allreduce_ms;
         st->tps_ms = sc.tps_ms;
         st->weight_bytes = sc.weight_bytes;
-        st->act_bytes = gpp_cost_act_bytes(sc.stash_bytes, st->inflight, st->micro_batch,
-                                           st->devices);
+        st->act_bytes =
+            gpp_cost_act_bytes(sc.stash_bytes, st->inflight, st->micro_batch, st->devices);
         st->mem_bytes = st->weight_bytes + st->act_bytes + sc.reserved_bytes;
         if (st->tps_ms > p->bottleneck_tps_ms)
             p->bottleneck_tps_ms = st->tps_ms;
@@ -1128,7 +1131,8 @@ static double s_tps_cap(const s_dp_t *s)
     for (int d = 1; d <= s->n_dev; d++)
         if (s->ar_a[d] * s->pre_grad[n] + s->ar_b[d] > ar)
             ar = s->ar_a[d] * s->pre_grad[n] + s->ar_b[d];
-    return (worst + 2.0 * bytes * s->p2p_ms_per_byte + 2.0 * n * s->p2p_alpha_ms + ar / s->B) * 1.01;
+    return (worst + 2.0 * bytes * s->p2p_ms_per_byte + 2.0 * n * s->p2p_alpha_ms + ar / s->B) *
+           1.01;
 }
 
 /* Search for one config set; keeps the best plan in res. In default mode the
@@ -1311,8 +1315,8 @@ static int s_all(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, s_res
     return s_search(s, o, planner, 0, o->eps, 0, 0, NULL, res, err);
 }
 
-gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,
-                         const gpp_part_opts_t *o, int64_t *min_mem_bytes, gpp_err_t *err)
+gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_part_opts_t *o,
+                         int64_t *min_mem_bytes, gpp_err_t *err)
 {
     double t0 = gpp_now_ms();
     if (min_mem_bytes)

@@ -36,19 +36,19 @@
 #include "planner/gpp_plan.h"
 
 typedef struct {
-    int batch;          /* mini-batch B (samples per iteration) */
-    int micro_batch;    /* universal b; 0 = sweep every divisor of B */
-    int per_stage_mbs;  /* 1: each stage picks its own b (divisors of B, at most max_mbs) */
-    int kfkb;           /* 1: each stage picks k in 1..max_k (k*b divides B) */
-    int max_k;          /* default 4 */
-    int max_mbs;        /* cap on candidate micro-batch sizes; 0 = B */
-    double eps;         /* relative binary-search tolerance: stop when
-                           t_r - t_l <= eps * t_r; default 1e-3 */
-    int spp;            /* 1: SPP baseline (graph linearized in topological order) */
-    int min_tps;        /* 1: return the least bottleneck TPS over the candidate
-                           configs (Algorithm 1 as is) instead of the least
-                           estimated iteration time; with per_stage_mbs/kfkb the
-                           universal 1F1B plans are then not candidates */
+    int batch;         /* mini-batch B (samples per iteration) */
+    int micro_batch;   /* universal b; 0 = sweep every divisor of B */
+    int per_stage_mbs; /* 1: each stage picks its own b (divisors of B, at most max_mbs) */
+    int kfkb;          /* 1: each stage picks k in 1..max_k (k*b divides B) */
+    int max_k;         /* default 4 */
+    int max_mbs;       /* cap on candidate micro-batch sizes; 0 = B */
+    double eps;        /* relative binary-search tolerance: stop when
+                          t_r - t_l <= eps * t_r; default 1e-3 */
+    int spp;           /* 1: SPP baseline (graph linearized in topological order) */
+    int min_tps;       /* 1: return the least bottleneck TPS over the candidate
+                          configs (Algorithm 1 as is) instead of the least
+                          estimated iteration time; with per_stage_mbs/kfkb the
+                          universal 1F1B plans are then not candidates */
 } gpp_part_opts_t;
 
 void gpp_part_opts_default(gpp_part_opts_t *o, int batch);
@@ -60,8 +60,8 @@ void gpp_part_opts_default(gpp_part_opts_t *o, int batch);
  * Returns NULL with a message when no plan exists; when memory is what
  * prevents one and min_mem_bytes is not NULL, *min_mem_bytes is set to the
  * smallest per-device bound (to 1 MiB) that admits a plan, and 0 otherwise. */
-gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,
-                         const gpp_part_opts_t *opts, int64_t *min_mem_bytes, gpp_err_t *err);
+gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_part_opts_t *opts,
+                         int64_t *min_mem_bytes, gpp_err_t *err);
 
 /* Appendix ComputeInFlight: in-flight samples of stage x (k_x F k_x B, micro-
  * batch b_x) feeding stage y that holds i_y samples. Rows are matched in the

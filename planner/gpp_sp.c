@@ -21,14 +21,14 @@
 
 typedef struct {
     const gpp_graph_t *g;
-    int W;            /* 64-bit words per bitset */
-    uint64_t *anc;    /* [n_ops][W] */
-    uint64_t *desc;   /* [n_ops][W] */
-    uint64_t *mask;   /* [W] scratch: members of the current S */
-    int *mark;        /* [n_ops] scratch stamps */
+    int W;          /* 64-bit words per bitset */
+    uint64_t *anc;  /* [n_ops][W] */
+    uint64_t *desc; /* [n_ops][W] */
+    uint64_t *mask; /* [W] scratch: members of the current S */
+    int *mark;      /* [n_ops] scratch stamps */
     int stamp;
-    int *uf;          /* [n_ops] union-find parent */
-    int *cidx;        /* [n_ops] component index of a root */
+    int *uf;   /* [n_ops] union-find parent */
+    int *cidx; /* [n_ops] component index of a root */
     gpp_sp_t *t;
     int cap_nodes;
 } s_build_t;
@@ -161,7 +161,8 @@ static int s_decompose(s_build_t *b, const int *S, int n)
     }
     /* connected: bottleneck ops */
     const int W = b->W;
-    memset(b->mask + (S[0] >> 6), 0, (size_t)((S[n - 1] >> 6) - (S[0] >> 6) + 1) * sizeof(uint64_t));
+    memset(b->mask + (S[0] >> 6), 0,
+           (size_t)((S[n - 1] >> 6) - (S[0] >> 6) + 1) * sizeof(uint64_t));
     for (int i = 0; i < n; i++)
         b->mask[S[i] >> 6] |= 1ull << (S[i] & 63);
     int *bott = gpp_xcalloc((size_t)n, sizeof(int));
@@ -214,8 +215,10 @@ static int s_decompose(s_build_t *b, const int *S, int n)
         int *side = gpp_xcalloc((size_t)n, sizeof(int));
         /* components of A = {level <= k} and of B = {level > k} for every k,
            by adding ops level by level to a union-find (one pass each way) */
-        int *by_lev = gpp_xcalloc((size_t)n, sizeof(int)), *start = gpp_xcalloc((size_t)maxlev + 2, sizeof(int));
-        int *comps_a = gpp_xcalloc((size_t)maxlev + 1, sizeof(int)), *comps_b = gpp_xcalloc((size_t)maxlev + 1, sizeof(int));
+        int *by_lev = gpp_xcalloc((size_t)n, sizeof(int)),
+            *start = gpp_xcalloc((size_t)maxlev + 2, sizeof(int));
+        int *comps_a = gpp_xcalloc((size_t)maxlev + 1, sizeof(int)),
+            *comps_b = gpp_xcalloc((size_t)maxlev + 1, sizeof(int));
         for (int i = 0; i < n; i++)
             start[lev[S[i]] + 1]++;
         for (int k = 0; k <= maxlev; k++)

@@ -31,7 +31,7 @@ typedef enum { GPP_SP_LEAF = 0, GPP_SP_SERIES, GPP_SP_PARALLEL } gpp_sp_kind_t;
 
 typedef struct {
     gpp_sp_kind_t kind;
-    int op;          /* LEAF: op id; -1 else */
+    int op; /* LEAF: op id; -1 else */
     int n_children;
     int *children;   /* node indices, in series order / branch order */
     int first, last; /* leaf positions covered, inclusive */
@@ -43,9 +43,9 @@ typedef struct {
     gpp_sp_node_t *nodes;
     int root;
     int n_ops;
-    int *op_at;       /* [n_ops]: op id at each leaf position */
-    int *pos_of;      /* [n_ops]: leaf position of each op id */
-    int added_cuts;   /* series cuts that added dependencies (0 for SP graphs) */
+    int *op_at;     /* [n_ops]: op id at each leaf position */
+    int *pos_of;    /* [n_ops]: leaf position of each op id */
+    int added_cuts; /* series cuts that added dependencies (0 for SP graphs) */
 } gpp_sp_t;
 
 /* Decomposes a finalized graph. Returns NULL with a message on failure. */

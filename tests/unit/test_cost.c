@@ -69,7 +69,8 @@ static void t_roofline_monotone(void)
 
     /* per-op: time grows with samples, time per sample falls */
     gpp_err_t err = {{0}};
-    gpp_graph_t *g = gpp_zoo_build("mmt:branches=1,layers=1,hidden=256,heads=4,seq=64,ffn=512", &err);
+    gpp_graph_t *g =
+        gpp_zoo_build("mmt:branches=1,layers=1,hidden=256,heads=4,seq=64,ffn=512", &err);
     GPP_EXPECT(g && gpp_graph_finalize(g, &err) == 0);
     gpp_cluster_t c;
     gpp_cluster_init(&c, "v100-16g", 1, 1, &err);
@@ -134,9 +135,9 @@ static void t_profile_graph(void)
     for (int i = 0; i < 5; i++)
         GPP_EXPECT(strcmp(g->ops[i].name, order[i]) == 0 && g->ops[i].type == GPP_OP_OPAQUE);
     GPP_EXPECT(g->ops[1].params == 4194304 / 4);
-    GPP_EXPECT(g->ops[0].out_bytes == 4096);   /* fc_a and fc_b read 4096 */
-    GPP_EXPECT(g->ops[1].out_bytes == 4096);   /* cat reads 4096 from fc_a */
-    GPP_EXPECT(g->ops[2].out_bytes == 2048);   /* and 2048 from fc_b */
+    GPP_EXPECT(g->ops[0].out_bytes == 4096); /* fc_a and fc_b read 4096 */
+    GPP_EXPECT(g->ops[1].out_bytes == 4096); /* cat reads 4096 from fc_a */
+    GPP_EXPECT(g->ops[2].out_bytes == 2048); /* and 2048 from fc_b */
     GPP_EXPECT(g->ops[3].out_bytes == 6144);
     GPP_EXPECT(g->ops[3].stash_bytes == 4096 + 2048);
     GPP_EXPECT(g->ops[3].n_inputs == 2 && g->ops[3].inputs[0] == 1 && g->ops[3].inputs[1] == 2);
@@ -149,9 +150,9 @@ static void t_profile_graph(void)
     GPP_EXPECT(gpp_cost_op_profiled(cost, 1));
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 1), 0.1, 1e-12);
     GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(cost, 1, 1), 0.2, 1e-12);
-    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 4) * 3, 0.6, 1e-12);   /* linear 2..8 */
-    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 16) * 3, 2.0, 1e-12);  /* rate beyond 8 */
-    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 0, 2) * 3, 0.04, 1e-12);  /* in: 1..4 */
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 4) * 3, 0.6, 1e-12);  /* linear 2..8 */
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 16) * 3, 2.0, 1e-12); /* rate beyond 8 */
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 0, 2) * 3, 0.04, 1e-12); /* in: 1..4 */
     GPP_EXPECT(gpp_cost_op_reserved_bytes(cost, 2) == 1048576);
     gpp_stage_cost_t sc;
     int ops[] = {1, 2};
@@ -162,8 +163,9 @@ static void t_profile_graph(void)
     GPP_EXPECT(sc.stash_bytes == 8192);
     /* boundary: in (4096) received, fc_a (4096) and fc_b (2048) sent */
     const gpp_link_t *l = gpp_cost_p2p_link(cost);
-    GPP_EXPECT_NEAR(sc.comm_ms, 2.0 * 3 * l->alpha_ms + 2.0 * 2 * (4096 + 4096 + 2048) /
-                                                            l->bw_bytes_per_s * 1e3, 1e-12);
+    GPP_EXPECT_NEAR(
+        sc.comm_ms,
+        2.0 * 3 * l->alpha_ms + 2.0 * 2 * (4096 + 4096 + 2048) / l->bw_bytes_per_s * 1e3, 1e-12);
     GPP_EXPECT_NEAR(sc.tps_ms, (sc.fwd_ms + sc.bwd_ms + sc.comm_ms) / 2, 1e-12);
     gpp_cost_stage(cost, 2, ops, 2, 2, 8, &sc);
     GPP_EXPECT_NEAR(sc.allreduce_ms, gpp_allreduce_ms(&c.intra, 2, 2.0 * 4194304), 1e-12);
@@ -183,13 +185,16 @@ static void t_malformed(void)
         {"{\"0\": {\"inputs\": []}}", "'name'"},
         {"{\"0\": {\"name\": \"x\", \"weight_size\": 0}}", "'runtime'"},
         {"{\"0\": {\"name\": \"x\", \"weight_size\": 0, \"runtime\": {\"0\": 1}}}", "runtime key"},
-        {"{\"0\": {\"name\": \"x\", \"weight_size\": 0, \"runtime\": {\"1\": -1}}}", "runtime[\"1\"]"},
+        {"{\"0\": {\"name\": \"x\", \"weight_size\": 0, \"runtime\": {\"1\": -1}}}",
+         "runtime[\"1\"]"},
         {"{\"0\": {\"name\": \"x\", \"runtime\": {\"1\": 1}}}", "'weight_size' missing"},
-        {"{\"0\": {\"name\": \"x\", \"weight_size\": -4, \"runtime\": {\"1\": 1}}}", "'weight_size'"},
+        {"{\"0\": {\"name\": \"x\", \"weight_size\": -4, \"runtime\": {\"1\": 1}}}",
+         "'weight_size'"},
         {"{\"0\": {\"name\": \"x\", \"inputs\": [7], \"input_size\": [4], \"weight_size\": 0, "
          "\"runtime\": {\"1\": 1}}}",
          "inputs[0]"},
-        {"{\"0\": {\"name\": \"x\", \"weight_size\": 0, \"runtime\": {\"1\": 1}}, \"1\": {\"name\": "
+        {"{\"0\": {\"name\": \"x\", \"weight_size\": 0, \"runtime\": {\"1\": 1}}, \"1\": "
+         "{\"name\": "
          "\"y\", \"inputs\": [0], \"input_size\": [4, 4], \"weight_size\": 0, \"runtime\": "
          "{\"1\": 1}}}",
          "'input_size'"},

@@ -155,8 +155,7 @@ static double s_bf_eval(s_bf_t *bf, const unsigned *st, int S, const int adj[MAX
 
 /* Stage adjacency from op edges (graph edges plus extra edges). Returns -1 on
  * a cycle. */
-static int s_bf_adj(const s_bf_t *bf, const unsigned *st, int S, int adj[MAXN][MAXN],
-                    int use_extra)
+static int s_bf_adj(const s_bf_t *bf, const unsigned *st, int S, int adj[MAXN][MAXN], int use_extra)
 {
     int of[MAXN];
     for (int s = 0; s < S; s++)
@@ -304,9 +303,10 @@ static void s_enum_ser(const gpp_sp_t *t, int v, int i, s_plist_t *out)
                 s_plist_t pre = {0}, rest = {0}, tmp = {0};
                 s_enum_par(t, n->children[i], j - 1, &pre);
                 s_enum_ser(t, v, m + 1, &rest);
-                s_pl_product(&pre, &rest, s_mask(t, t->nodes[ci->children[j]].first,
-                                                 t->nodes[n->children[m]].last),
-                             1, &tmp);
+                s_pl_product(
+                    &pre, &rest,
+                    s_mask(t, t->nodes[ci->children[j]].first, t->nodes[n->children[m]].last), 1,
+                    &tmp);
                 for (int x = 0; x < tmp.n; x++)
                     s_pl_add(out, tmp.p[x]);
                 free(pre.p), free(rest.p), free(tmp.p);
@@ -487,8 +487,7 @@ static void t_random_vs_bruteforce(void)
             GPP_EXPECT_MSG(p == NULL && need > 0, "case %d: brute force infeasible, DP %s", c,
                            p ? "found a plan" : "no bound");
         } else {
-            GPP_EXPECT_MSG(p != NULL, "case %d: brute force %.6f, DP failed: %s", c, want,
-                           err.msg);
+            GPP_EXPECT_MSG(p != NULL, "case %d: brute force %.6f, DP failed: %s", c, want, err.msg);
             if (p) {
                 double got = p->bottleneck_tps_ms;
                 int ok = got >= want * (1 - 1e-9) && got <= want * (1 + EPS) + 1e-12;
@@ -585,7 +584,8 @@ static void s_check_inflight_rule(const gpp_plan_t *p)
         }
         if (v > p->batch)
             v = p->batch;
-        GPP_EXPECT_MSG(st->inflight == v, "stage %d inflight %d, rule gives %d", s, st->inflight, v);
+        GPP_EXPECT_MSG(st->inflight == v, "stage %d inflight %d, rule gives %d", s, st->inflight,
+                       v);
         GPP_EXPECT(st->mem_bytes <= 15LL * (1 << 30) + (1 << 29));
     }
 }
@@ -603,7 +603,8 @@ static void t_chain_gpp_equals_spp(void)
             GPP_EXPECT_NEAR(a->bottleneck_tps_ms, b->bottleneck_tps_ms, 1e-12);
             GPP_EXPECT(a->n_stages == b->n_stages && a->micro_batch == b->micro_batch);
             printf("  chain, %d devices, b=%d: gpp %.6f ms, spp %.6f ms per sample, %d stages\n",
-                   devs[i], a->micro_batch, a->bottleneck_tps_ms, b->bottleneck_tps_ms, a->n_stages);
+                   devs[i], a->micro_batch, a->bottleneck_tps_ms, b->bottleneck_tps_ms,
+                   a->n_stages);
         }
         gpp_plan_destroy(&a), gpp_plan_destroy(&b);
         gpp_cost_destroy(&c1), gpp_cost_destroy(&c2);
@@ -661,8 +662,8 @@ static void t_compute_inflight_rows(void)
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         int got = gpp_part_inflight(c[i].kx, c[i].bx, c[i].ky, c[i].by, c[i].iy, &row);
-        GPP_EXPECT_MSG(got == c[i].want && row == c[i].row, "case %zu: %d (row %d), want %d (row %d)",
-                       i, got, row, c[i].want, c[i].row);
+        GPP_EXPECT_MSG(got == c[i].want && row == c[i].row,
+                       "case %zu: %d (row %d), want %d (row %d)", i, got, row, c[i].want, c[i].row);
     }
     /* coverage over the candidate domain the partitioner generates: b | B,
        1 <= k <= 8, k*b <= B; every pair matches >= 1 row, all matching rows
@@ -696,7 +697,8 @@ static void t_compute_inflight_rows(void)
 static void t_generalized_plans(void)
 {
     gpp_err_t err = {{0}};
-    gpp_graph_t *g = gpp_zoo_build("case_study:branches=2,blocks=2,hidden=256,heads=4,seq=64,ffn=512", &err);
+    gpp_graph_t *g =
+        gpp_zoo_build("case_study:branches=2,blocks=2,hidden=256,heads=4,seq=64,ffn=512", &err);
     GPP_EXPECT_MSG(g && gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
     gpp_cluster_t cl;
     gpp_cluster_init(&cl, "v100-16g", 6, 4, &err);
@@ -716,8 +718,8 @@ static void t_generalized_plans(void)
         s_check_inflight_rule(g1);
         int mixed = 0;
         for (int st = 0; st < g1->n_stages; st++)
-            mixed |= g1->stages[st].micro_batch != g1->stages[0].micro_batch ||
-                     g1->stages[st].k != 1;
+            mixed |=
+                g1->stages[st].micro_batch != g1->stages[0].micro_batch || g1->stages[st].k != 1;
         printf("  per-stage (b, k), least TPS: %.5f ms, %d stages:", g1->bottleneck_tps_ms,
                g1->n_stages);
         for (int st = 0; st < g1->n_stages; st++)
@@ -768,7 +770,8 @@ static void t_generalized_plans(void)
 static void t_memory_infeasible(void)
 {
     gpp_err_t err = {{0}};
-    gpp_graph_t *g = gpp_zoo_build("mmt:branches=2,layers=2,hidden=512,heads=8,seq=128,ffn=2048", &err);
+    gpp_graph_t *g =
+        gpp_zoo_build("mmt:branches=2,layers=2,hidden=512,heads=8,seq=128,ffn=2048", &err);
     GPP_EXPECT(g && gpp_graph_finalize(g, &err) == 0);
     gpp_cluster_t cl;
     gpp_cluster_init(&cl, "v100-16g", 2, 4, &err);
@@ -809,9 +812,10 @@ static void t_gpp_not_worse_than_spp_mmt(void)
     gpp_plan_t *a = s_plan_zoo(spec, 16, 256, 0, 0, &g1, &c1);
     gpp_plan_t *b = s_plan_zoo(spec, 16, 256, 0, 1, &g2, &c2);
     if (a && b) {
-        printf("  mmt 16 dev: gpp tps %.5f depth %d est %.2f ms; spp tps %.5f depth %d est %.2f ms\n",
-               a->bottleneck_tps_ms, a->depth, a->iteration_ms, b->bottleneck_tps_ms, b->depth,
-               b->iteration_ms);
+        printf(
+            "  mmt 16 dev: gpp tps %.5f depth %d est %.2f ms; spp tps %.5f depth %d est %.2f ms\n",
+            a->bottleneck_tps_ms, a->depth, a->iteration_ms, b->bottleneck_tps_ms, b->depth,
+            b->iteration_ms);
         GPP_EXPECT(a->iteration_ms <= b->iteration_ms * (1 + 1e-9));
     }
     gpp_plan_destroy(&a), gpp_plan_destroy(&b);

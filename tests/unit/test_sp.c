@@ -75,8 +75,8 @@ static int s_count(const gpp_sp_t *t, gpp_sp_kind_t k)
 
 static void t_zoo(void)
 {
-    const char *specs[] = {"mmt", "dlrm", "candle_uno", "transformer", "case_study",
-                           "mmt:branches=64,layers=2", NULL};
+    const char *specs[] = {
+        "mmt", "dlrm", "candle_uno", "transformer", "case_study", "mmt:branches=64,layers=2", NULL};
     for (int i = 0; specs[i]; i++) {
         gpp_err_t err = {{0}};
         gpp_graph_t *g = gpp_zoo_build(specs[i], &err);
@@ -163,7 +163,7 @@ static void t_random(void)
     int non_sp = 0;
     for (int c = 0; c < 300; c++) {
         int n = 2 + (int)(c % 24);
-        int (*e)[2] = calloc((size_t)n * 3, sizeof *e);
+        int(*e)[2] = calloc((size_t)n * 3, sizeof *e);
         int ne = 0;
         for (int v = 1; v < n; v++)
             for (int k = 0; k < 3; k++) {
@@ -192,8 +192,7 @@ static void t_random(void)
         gpp_graph_destroy(&g);
         free(e);
     }
-    printf("  300 random DAGs (2..25 ops): %d needed added dependencies; all edges kept\n",
-           non_sp);
+    printf("  300 random DAGs (2..25 ops): %d needed added dependencies; all edges kept\n", non_sp);
 }
 
 static void t_linear(void)
@@ -211,8 +210,8 @@ static void t_linear(void)
 }
 
 static const gpp_test_case_t cases[] = {
-    {"zoo", t_zoo},           {"mmt_shape", t_mmt_shape}, {"residual", t_residual},
-    {"non_sp", t_non_sp},     {"random", t_random},       {"linear", t_linear},
+    {"zoo", t_zoo},       {"mmt_shape", t_mmt_shape}, {"residual", t_residual},
+    {"non_sp", t_non_sp}, {"random", t_random},       {"linear", t_linear},
     {NULL, NULL},
 };
 
