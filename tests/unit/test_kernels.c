@@ -733,6 +733,30 @@ static void t_determinism(void)
     s_arena_free();
 }
 
+/* A replica's shard of a micro-batch can be empty: every op accepts n = 0
+ * and leaves parameter gradients as they were. */
+static void t_empty_micro_batch(void)
+{
+    gpp_err_t err;
+    gpp_tensor_t x = s_new(GPP_DTYPE_F32, 0, 4, 8), y = s_new(GPP_DTYPE_F32, 0, 4, 6);
+    gpp_tensor_t w = s_rand(1, 6, 8, 1.0f), b = s_rand(1, 1, 6, 1.0f);
+    gpp_tensor_t dw = s_grad(&w), db = s_grad(&b), dx = s_grad(&x);
+    GPP_EXPECT(gpp_linear_fwd(s_st, &x, &w, &b, &y, &err) == 0);
+    GPP_EXPECT(gpp_linear_bwd(s_st, &x, &w, &y, &dx, &dw, &db, &err) == 0);
+    GPP_EXPECT(((float *)dw.data)[47] == GRAD_INIT && ((float *)db.data)[5] == GRAD_INIT);
+    attn_ctx_t k;
+    s_attn_make(&k, 0, 4, 8, 2);
+    gpp_attention_params_t dp = {s_grad(&k.p.w_qkv), s_grad(&k.p.b_qkv), s_grad(&k.p.w_o),
+                                 s_grad(&k.p.b_o)};
+    s_attn_fwd(&k);
+    GPP_EXPECT(gpp_attention_bwd(s_st, &k.x, &k.p, 2, k.stash, &k.y, &dx, &dp, &err) == 0);
+    GPP_EXPECT(((float *)dp.b_qkv.data)[0] == GRAD_INIT);
+    gpp_tensor_t g = s_rand(1, 1, 8, 1.0f), z = s_new(GPP_DTYPE_F32, 0, 4, 8);
+    GPP_EXPECT(gpp_layernorm_fwd(s_st, &x, &g, &g, &z, NULL, &err) == 0);
+    GPP_EXPECT(gpp_gelu_fwd(s_st, &x, &z, &err) == 0);
+    s_arena_free();
+}
+
 static const gpp_test_case_t cases[] = {
     {"backend_memory_events", t_backend_memory_events},
     {"linear_forward", t_linear_forward},
@@ -750,6 +774,7 @@ static const gpp_test_case_t cases[] = {
     {"concat_add_backward", t_concat_add_backward},
     {"loss_forward", t_loss_forward},
     {"loss_backward", t_loss_backward},
+    {"empty_micro_batch", t_empty_micro_batch},
     {"determinism", t_determinism},
     {NULL, NULL},
 };
