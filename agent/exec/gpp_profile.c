@@ -77,11 +77,6 @@ int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backe
         }
         cJSON_AddNumberToObject(e, "weight_size", (double)op->params * 4);
         rt[i] = cJSON_AddObjectToObject(e, "runtime");
-        int64_t in_bytes = 0;
-        for (int k = 0; k < op->n_inputs; k++)
-            in_bytes += g->ops[op->inputs[k]].out_bytes;
-        cJSON_AddNumberToObject(e, "reserved_mem",
-                                (double)(op->stash_bytes > in_bytes ? op->stash_bytes - in_bytes : 0));
         snprintf(key, sizeof key, "%d", op->id);
         cJSON_AddItemToObject(root, key, e);
     }

@@ -5,11 +5,11 @@
  * one JSON object keyed by op id (string), each entry
  *   {"name": op name, "inputs": [producer ids], "input_size": [bytes per
  *    sample of each input], "weight_size": parameter bytes,
- *    "runtime": {"<micro-batch>": fwd+bwd ms, ...},
- *    "reserved_mem": op stash bytes per sample (kernel scratch kept from
- *    forward to backward beyond the inputs)}.
- * planner/gpp_cost has no writer, so this module writes the JSON with cJSON
- * in that schema.
+ *    "runtime": {"<micro-batch>": fwd+bwd ms, ...}}.
+ * The optional "reserved_mem" (a constant per-stage reservation to the
+ * planner) is not written: the executor's memory is the graph's stash and
+ * parameter figures, which the planner already has. planner/gpp_cost has no
+ * writer, so this module writes the JSON with cJSON in that schema.
  *
  * Method: for each size b, an executor of the stage runs `warmup` untimed
  * and `reps` timed micro-batches with the per-op timing hook on
