@@ -37,6 +37,8 @@ typedef struct {
     gpp_control_cfg_t ctl;
     int control_barriers; /* control-only job: barriers to run after RegisterAck */
     int threads;          /* CPU backend threads */
+    const char *data_host; /* data-plane bind address; default: --host */
+    int comm_timeout_ms;  /* data-plane rendezvous and waits */
 } s_opts_t;
 
 typedef struct {
@@ -56,7 +58,8 @@ static void s_usage(FILE *f)
 {
     fprintf(f, "usage: gpp-agent --coordinator tcp://HOST:PORT --host NAME --slot N\n"
                "                 [--heartbeat-ms N] [--timeout-ms N] [--mem-bytes N]\n"
-               "                 [--threads N] [--control-barriers N]\n");
+               "                 [--threads N] [--data-host ADDR] [--comm-timeout-ms N]\n"
+               "                 [--control-barriers N]\n");
 }
 
 static int s_int(const char *name, const char *v, long lo, long hi, long *out)
@@ -80,6 +83,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         {"slot", required_argument, 0, 's'},        {"heartbeat-ms", required_argument, 0, 'b'},
         {"timeout-ms", required_argument, 0, 't'},  {"mem-bytes", required_argument, 0, 'm'},
         {"threads", required_argument, 0, 'T'},     {"control-barriers", required_argument, 0, 'B'},
+        {"data-host", required_argument, 0, 'D'},   {"comm-timeout-ms", required_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
     static char hostname[256];
     memset(o, 0, sizeof *o);
@@ -125,6 +129,12 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                 return -1;
             o->control_barriers = (int)v;
             break;
+        case 'D': o->data_host = optarg; break;
+        case 'C':
+            if (s_int("comm-timeout-ms", optarg, 1, INT_MAX, &v) < 0)
+                return -1;
+            o->comm_timeout_ms = (int)v;
+            break;
         case 'h': s_usage(stdout); exit(0);
         default: s_usage(stderr); return -1;
         }
@@ -139,6 +149,10 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             snprintf(hostname, sizeof hostname, "localhost");
         o->ctl.host = hostname;
     }
+    if (!o->data_host)
+        o->data_host = o->ctl.host;
+    if (!o->comm_timeout_ms) /* a dead peer is the coordinator's to report first */
+        o->comm_timeout_ms = o->ctl.timeout_ms * 4 > 60000 ? o->ctl.timeout_ms * 4 : 60000;
     return 0;
 }
 
@@ -151,13 +165,30 @@ static int s_end(s_agent_t *self, int code)
     }
 #ifdef GPP_HAVE_RUNNER
     if (self->runner && !gpp_runner_done(self->runner)) {
-        /* the worker is still running: stop it; the loop ends when it has */
-        gpp_runner_abort(self->runner);
+        /* the worker is still running: stop it (at once unless the job
+         * ended normally); the loop ends when it reports done */
+        gpp_runner_stop(self->runner, code != 0);
         return 0;
     }
 #endif
     return -1;
 }
+
+#ifdef GPP_HAVE_RUNNER
+/* The worker ended: after Shutdown/Abort (finished is set), or by itself
+ * on a failure, which it already reported to the coordinator. */
+static int s_on_runner_done(void *arg, int ok)
+{
+    s_agent_t *self = arg;
+    if (!self->finished) {
+        self->finished = 1;
+        self->exit_code = 1;
+    } else if (!ok && self->exit_code == 0) {
+        self->exit_code = 1;
+    }
+    return -1;
+}
+#endif
 
 static int s_control_barrier(s_agent_t *self)
 {
@@ -204,7 +235,14 @@ static int s_on_message(gpp_control_t *ctl, gpp_msg_t **msg_p, void *arg)
             return 0;
         }
         gpp_err_t err = {{0}};
-        gpp_runner_cfg_t rc = {.threads = self->o.threads};
+        gpp_runner_cfg_t rc = {.threads = self->o.threads,
+                               .host = self->o.data_host,
+                               .comm_timeout_ms = self->o.comm_timeout_ms,
+                               .on_done = s_on_runner_done,
+                               .arg = self};
+        gpp_info("agent %s:%d: assigned stage %d replica %d of %d (%zu ops, %zu actions)", host,
+                 slot, m->assignment->stage, m->assignment->replica, m->assignment->replicas,
+                 m->assignment->n_ops, m->assignment->n_actions);
         self->runner = gpp_runner_start(msg_p, &rc, self->loop, self->ctl, &err);
         if (!self->runner) {
             gpp_error("agent %s:%d: %s", host, slot, err.msg);
@@ -263,18 +301,6 @@ static int s_on_signal(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     return 0;
 }
 
-#ifdef GPP_HAVE_RUNNER
-/* The worker finished (normally or not): end when told to, else report. */
-static int s_on_runner_done(void *arg, int ok)
-{
-    s_agent_t *self = arg;
-    if (self->finished)
-        return -1;
-    if (!ok)
-        return s_end(self, 1) < 0 ? -1 : -1;
-    return 0; /* trained; wait for Shutdown */
-}
-#endif
 
 int main(int argc, char **argv)
 {
@@ -297,13 +323,9 @@ int main(int argc, char **argv)
     if (!self.ctl) {
         gpp_error("gpp-agent: %s", err.msg);
         zloop_destroy(&self.loop);
-        close(sigfd);
         return 1;
     }
-#ifdef GPP_HAVE_RUNNER
-    gpp_runner_set_done_fn(s_on_runner_done, &self);
-#endif
-    zloop_start(self.loop);
+    gpp_sigfd_run_loop(self.loop);
 #ifdef GPP_HAVE_RUNNER
     gpp_runner_destroy(&self.runner); /* joins the worker */
 #endif
@@ -313,6 +335,5 @@ int main(int argc, char **argv)
                  (unsigned long long)gpp_control_dropped(self.ctl));
     gpp_control_destroy(&self.ctl);
     zloop_destroy(&self.loop);
-    close(sigfd);
     return self.exit_code;
 }

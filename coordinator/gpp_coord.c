@@ -173,10 +173,10 @@ static void s_finish(gpp_coord_t *self)
 
 /* ---- state transitions ---- */
 
+/* Agents may already have entered barrier 0 (right after their Ready):
+ * those entries stay counted. */
 static void s_start_barrier_phase(gpp_coord_t *self)
 {
-    self->barrier_id = 0;
-    self->barrier_count = 0;
     self->barrier_release_ms = gpp_now_ms();
 }
 
@@ -213,7 +213,7 @@ static void s_plan(gpp_coord_t *self)
         if (!as)
             continue;
         if (as->stage >= self->job.n_stages || as->comm->rank != r ||
-            as->comm->world_size != n || (iterations && (as->iterations != iterations ||
+            as->comm->world_size > n || (iterations && (as->iterations != iterations ||
                                                          as->batch != batch)))
             bad = 1;
         iterations = as->iterations;
@@ -430,6 +430,8 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
     }
     a->last_seq = m->seq;
     a->last_seen_ms = gpp_now_ms();
+    if (m->body_case != GPP__ENVELOPE__BODY_HEARTBEAT)
+        gpp_debug("coordinator: %s from %s", gpp_msg_type_name(m->body_case), who);
     switch (m->body_case) {
     case GPP__ENVELOPE__BODY_HEARTBEAT:
         return;
@@ -682,7 +684,7 @@ int gpp_coord_run(gpp_coord_t *self)
     self->state = S_WAITING;
     gpp_info("coordinator: listening on %s (port %d), waiting for %d agents", self->cfg.endpoint,
              self->port, gpp_registry_size(self->reg));
-    zloop_start(self->loop);
+    gpp_sigfd_run_loop(self->loop);
     if (self->state != S_DONE && !self->stopped) {
         snprintf(self->reason, sizeof self->reason, "event loop ended in state %s",
                  s_state_name[self->state]);

@@ -106,21 +106,11 @@ static void s_emit(gpp_progress_t *self, int it)
     for (int r = 0; r < self->n_agents; r++)
         if (self->stage_of_rank[r] >= 0 && row[r].iteration_ms > iter_ms)
             iter_ms = row[r].iteration_ms;
-    for (int s = 0; s < self->n_stages; s++) {
-        if (!self->sink_stage[s])
-            continue;
-        double num = 0, den = 0;
-        for (int r = 0; r < self->n_agents; r++)
-            if (self->stage_of_rank[r] == s && row[r].has_loss) {
-                double w = row[r].samples > 0 ? (double)row[r].samples : 1.0;
-                num += row[r].loss * w;
-                den += w;
-            }
-        if (den > 0) {
-            loss += num / den;
+    for (int r = 0; r < self->n_agents; r++)
+        if (self->stage_of_rank[r] >= 0 && row[r].has_loss) {
+            loss += row[r].loss;
             has_loss = 1;
         }
-    }
     self->loss[it] = has_loss ? loss : NAN;
     self->iter_ms[it] = iter_ms;
     double sps = iter_ms > 0 ? self->batch * 1000.0 / iter_ms : 0;

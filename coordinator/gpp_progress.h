@@ -8,9 +8,10 @@
  *
  * Job figures: iteration time is the slowest agent's iteration_ms (the
  * pipeline finishes when its last stage does); samples/s is batch / that
- * time; the loss is, per sink stage, the sample-weighted mean of its
- * replicas' losses, summed over sink stages (one loss op per model in the
- * zoo, so in practice that one loss).
+ * time; the loss is the sum of the reported losses: each sink replica
+ * reports its share (its samples' loss sum / batch, the executor's
+ * convention in agent/exec/gpp_exec.h), so the shares add up to the
+ * mini-batch mean (summed over loss ops when a model has several).
  *
  * Ownership: gpp_progress_new returns an object the caller owns; it borrows
  * the text stream. */

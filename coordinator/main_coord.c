@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +267,13 @@ int main(int argc, char **argv)
             goto done;
         }
         gpp_job_print_plan(job, stdout);
+        gpp_sigfd_mask(SIG_BLOCK); /* the store's thread must not take our signals */
+        int src = gpp_job_start_store(job, &err);
+        gpp_sigfd_mask(SIG_UNBLOCK);
+        if (src < 0) {
+            fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
+            goto done;
+        }
         cc.plan_fn = gpp_job_plan_fn;
         cc.plan_arg = job;
 #else
@@ -308,7 +316,6 @@ done:
     free(hosts);
     free(slots);
     gpp_config_release(&cfg);
-    close(sigfd);
     fflush(stdout);
     return rc;
 }

@@ -140,7 +140,8 @@ static int s_check(gpp_control_t *self, const gpp_msg_t *m, gpp_err_t *err)
         const Gpp__Assignment *a = m->assignment;
         if (self->rank < 0)
             return gpp_err_set(err, "assignment before register_ack");
-        if (a->comm->rank != self->rank || a->comm->world_size != self->world)
+        /* comm ranks are agent ranks; the comm world is the agents the plan uses */
+        if (a->comm->rank != self->rank || a->comm->world_size > self->world)
             return gpp_err_set(err, "assignment.comm rank %d / world %d, but we are rank %d of %d",
                                a->comm->rank, a->comm->world_size, self->rank, self->world);
         return 0;
@@ -188,6 +189,9 @@ static int s_on_frame(zloop_t *loop, zsock_t *sock, void *arg)
     }
     self->peer_seq = m->seq;
     self->last_rx_ms = gpp_now_ms();
+    if (m->body_case != GPP__ENVELOPE__BODY_HEARTBEAT)
+        gpp_debug("agent %s:%d: %s from the coordinator", self->host, self->slot,
+                  gpp_msg_type_name(m->body_case));
     int rc = 0;
     switch (m->body_case) {
     case GPP__ENVELOPE__BODY_HEARTBEAT:

@@ -1,26 +1,34 @@
 /* gpp_sigfd: process signals as readable events for a daemon's zloop.
  *
- * Both daemons (gpp-coordinator, gpp-agent) handle SIGINT, SIGTERM and
- * SIGCHLD inside their one event loop instead of in async signal handlers:
- * gpp_sigfd_open() blocks the signals in the calling thread (call it first in
- * main, before CZMQ or any other thread starts, so every thread inherits the
- * mask) and returns a signalfd that a zloop poller watches. CZMQ's own
- * SIGINT handler is switched off so zloop never stops behind our back. */
+ * Both daemons (gpp-coordinator, gpp-agent) handle SIGINT, SIGTERM, SIGHUP
+ * and SIGCHLD inside their one event loop: the signal handler only writes
+ * the signal number to a pipe, and gpp_sigfd_open() returns the pipe's read
+ * end for a zloop poller. CZMQ's own SIGINT handler is switched off so
+ * zloop never stops behind our back. One per process. */
 #ifndef GPP_SIGFD_H
 #define GPP_SIGFD_H
 
 #include "common/gpp_err.h"
 
-/* Blocks SIGINT, SIGTERM, SIGCHLD and SIGHUP and returns a non-blocking,
- * close-on-exec signalfd for them; -1 with a message on failure. The caller
- * owns the fd (close()). */
+/* Installs the handlers and returns the non-blocking, close-on-exec read
+ * end of the signal pipe; -1 with a message on failure. Call once, early in
+ * main. The fd stays open for the process's life. */
 int gpp_sigfd_open(gpp_err_t *err);
+
+/* Blocks (how = SIG_BLOCK) or unblocks (SIG_UNBLOCK) the handled signals in
+ * the calling thread; threads it creates inherit the mask. Worker threads
+ * block them so that only the loop thread is interrupted. */
+void gpp_sigfd_mask(int how);
+
+/* zloop_start() returns 0 when a signal interrupted its poll (EINTR) and -1
+ * when a handler ended it: runs it until a handler ends it. */
+void gpp_sigfd_run_loop(void *zloop);
 
 /* Reads one pending signal: its number, 0 when none is pending, -1 on error. */
 int gpp_sigfd_read(int fd);
 
-/* Unblocks every signal and restores default dispositions. For a forked
- * child before execve (async-signal-safe). */
+/* Restores default dispositions and an empty mask. For a forked child
+ * before execve (async-signal-safe). */
 void gpp_sigfd_reset_child(void);
 
 #endif

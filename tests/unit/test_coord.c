@@ -99,10 +99,10 @@ static void t_progress(void)
     GPP_EXPECT(gpp_progress_add(p, 1, &m, &err) < 0);
     m.n_action_ms = 5;
     m.iteration_ms = 20;
-    m.loss = 1.0;
+    m.loss = 0.5; /* shares: half the batch each */
     m.samples = 8;
     GPP_EXPECT(gpp_progress_add(p, 1, &m, &err) == 0);
-    m.loss = 3.0;
+    m.loss = 1.5;
     m.samples = 8;
     GPP_EXPECT(gpp_progress_add(p, 2, &m, &err) == 1); /* completes iteration 0 */
     GPP_EXPECT_NEAR(gpp_progress_loss(p, 0), 2.0, 1e-12);

@@ -1,0 +1,438 @@
+/* gpp_job: see gpp_job.h. */
+#include "coordinator/gpp_job.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/comm/gpp_store.h"
+#include "agent/control/gpp_model.h"
+#include "common/gpp_time.h"
+#include "planner/gpp_cost.h"
+#include "planner/gpp_part.h"
+#include "planner/gpp_plan_io.h"
+#include "planner/gpp_sched.h"
+#include "planner/gpp_sim.h"
+
+/* The "cpu" device: one OpenBLAS thread on a current x86 core (AVX2 FMA
+ * sgemm sustains a few tens of GFLOP/s; memory bandwidth per core about
+ * 10 GB/s), and loopback TCP between agents. Only the plan's shape depends
+ * on these; measured profiles (cluster.profile) replace them. */
+#define S_CPU_PEAK_FLOPS 50e9
+#define S_CPU_BW_BYTES_PER_S 10e9
+#define S_CPU_LINK_ALPHA_MS 0.05
+#define S_CPU_LINK_BW_BYTES_PER_S 2e9
+
+struct gpp_job_s {
+    gpp_config_t cfg;        /* copy; nodes not used after new */
+    char plan_name[1024];
+    gpp_graph_t *g;
+    gpp_cost_t *cost;
+    gpp_plan_t *plan;
+    int n_agents;
+    int used;                /* devices the plan uses: ranks 0..used-1 */
+    int *sink;               /* [n_stages] */
+    char store_host[GPP_CONFIG_STR];
+    int store_port;
+    char store_addr[GPP_CONFIG_STR + 16];
+    char prefix[96];
+    gpp_store_server_t *store;
+    /* what gpp_job_plan_fn hands out */
+    Gpp__Assignment **assign; /* [n_agents] */
+};
+
+static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_t *err)
+{
+    int gpn = cfg->nodes[0].slots;
+    for (int i = 1; i < cfg->n_nodes; i++)
+        if (cfg->nodes[i].slots != gpn)
+            return gpp_err_set(err, "%s: nodes have %d and %d slots; the planner needs the same "
+                               "number of devices on every node",
+                               cfg->path, gpn, cfg->nodes[i].slots);
+    if (strcmp(cfg->cluster.device, "cpu") == 0) {
+        memset(cl, 0, sizeof *cl);
+        cl->n_devices = n;
+        cl->gpus_per_node = gpn;
+        snprintf(cl->device.name, sizeof cl->device.name, "cpu");
+        cl->device.peak_flops = S_CPU_PEAK_FLOPS;
+        cl->device.mem_bw_bytes_per_s = S_CPU_BW_BYTES_PER_S;
+        cl->device.mem_bytes = (int64_t)4 << 30;
+        cl->device.eff_max = 0.8;
+        cl->device.fill_ms = 0.01;
+        cl->device.launch_ms = 0.002;
+        cl->intra = (gpp_link_t){S_CPU_LINK_ALPHA_MS, S_CPU_LINK_BW_BYTES_PER_S};
+        cl->inter = cl->intra;
+    } else if (gpp_cluster_init(cl, cfg->cluster.device, n, gpn, err) < 0) {
+        return gpp_err_prefix(err, "%s: cluster.device", cfg->path);
+    }
+    if (cfg->cluster.mem_gib > 0) {
+        cl->mem_bound_bytes = (int64_t)(cfg->cluster.mem_gib * 1073741824.0);
+        if (cl->device.mem_bytes < cl->mem_bound_bytes)
+            cl->device.mem_bytes = cl->mem_bound_bytes;
+    }
+    if (cfg->cluster.intra_gbps > 0)
+        cl->intra.bw_bytes_per_s = cfg->cluster.intra_gbps * 1e9;
+    if (cfg->cluster.inter_gbps > 0)
+        cl->inter.bw_bytes_per_s = cfg->cluster.inter_gbps * 1e9;
+    if (cfg->cluster.intra_latency_us > 0)
+        cl->intra.alpha_ms = cfg->cluster.intra_latency_us / 1000.0;
+    if (cfg->cluster.inter_latency_us > 0)
+        cl->inter.alpha_ms = cfg->cluster.inter_latency_us / 1000.0;
+    return 0;
+}
+
+gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, gpp_err_t *err)
+{
+    assert(cfg && plan);
+    gpp_job_t *self = gpp_xcalloc(1, sizeof *self);
+    self->cfg = *cfg;
+    self->cfg.nodes = NULL;
+    self->n_agents = gpp_config_devices(cfg);
+    if (!cfg->job.model[0]) {
+        gpp_err_set(err, "%s: job.model: not set; name a zoo model (\"mmt:branches=2\") or a "
+                    "graph JSON file", cfg->path);
+        goto fail;
+    }
+    self->g = gpp_model_load(cfg->job.model, err);
+    if (!self->g) {
+        gpp_err_prefix(err, "%s: job.model", cfg->path);
+        goto fail;
+    }
+    gpp_cluster_t cl;
+    if (s_cluster(cfg, self->n_agents, &cl, err) < 0)
+        goto fail;
+    self->cost = gpp_cost_new(self->g, &cl);
+    if (cfg->cluster.profile[0] && gpp_cost_attach_profile(self->cost, cfg->cluster.profile, err) < 0)
+        goto fail;
+
+    const char *which = strcmp(plan, "auto") == 0 ? (cfg->job.planner[0] ? cfg->job.planner : "gpp")
+                                                  : plan;
+    size_t pl = strlen(which);
+    if (pl > 5 && strcmp(which + pl - 5, ".json") == 0) {
+        self->plan = gpp_plan_read_json(which, self->g, err);
+        if (!self->plan)
+            goto fail;
+        if (self->plan->batch != cfg->job.batch) {
+            gpp_err_set(err, "plan %s is for batch %d, but %s has job.batch = %d", which,
+                        self->plan->batch, cfg->path, cfg->job.batch);
+            goto fail;
+        }
+    } else if (strcmp(which, "gpp") == 0 || strcmp(which, "spp") == 0) {
+        gpp_part_opts_t o;
+        gpp_part_opts_default(&o, cfg->job.batch);
+        o.micro_batch = cfg->job.micro_batch;
+        o.spp = which[0] == 's';
+        int64_t min_mem = 0;
+        self->plan = gpp_part_run(self->g, self->cost, &o, &min_mem, err);
+        if (!self->plan) {
+            if (min_mem > 0)
+                gpp_err_prefix(err, "no plan fits %.2f GiB per device (%.2f GiB would); raise "
+                               "cluster.mem_gib",
+                               cfg->cluster.mem_gib, (double)min_mem / 1073741824.0);
+            goto fail;
+        }
+        if (gpp_sched_build(self->plan, self->g, err) < 0)
+            goto fail;
+    } else {
+        gpp_err_set(err, "--plan %s: use auto, gpp, spp or a gpp-plan/1 FILE.json", plan);
+        goto fail;
+    }
+    snprintf(self->plan_name, sizeof self->plan_name, "%s", which);
+    for (int s = 0; s < self->plan->n_stages; s++)
+        self->used += self->plan->stages[s].devices;
+    if (self->used > self->n_agents) {
+        gpp_err_set(err, "the plan uses %d devices, but %s has %d slots", self->used, cfg->path,
+                    self->n_agents);
+        goto fail;
+    }
+    if (gpp_sim_plan(self->plan, self->g, self->cost, err) < 0) {
+        gpp_err_prefix(err, "simulating the plan");
+        goto fail;
+    }
+    self->sink = gpp_xcalloc((size_t)self->plan->n_stages, sizeof *self->sink);
+    for (int s = 0; s < self->plan->n_stages; s++) {
+        const gpp_stage_t *st = &self->plan->stages[s];
+        for (int i = 0; i < st->n_ops; i++) {
+            gpp_op_type_t t = self->g->ops[st->ops[i]].type;
+            if (t == GPP_OP_LOSS_MSE || t == GPP_OP_LOSS_CE)
+                self->sink[s] = 1;
+        }
+    }
+    const char *colon = strrchr(cfg->coordinator.store, ':');
+    snprintf(self->store_host, sizeof self->store_host, "%.*s",
+             (int)(colon - cfg->coordinator.store), cfg->coordinator.store);
+    self->store_port = atoi(colon + 1);
+    snprintf(self->prefix, sizeof self->prefix, "gpp-%d-%lld/", (int)getpid(),
+             (long long)time(NULL));
+    return self;
+fail:
+    gpp_job_destroy(&self);
+    return NULL;
+}
+
+static void s_free_assignment(Gpp__Assignment *a)
+{
+    if (!a)
+        return;
+    free(a->ops);
+    for (size_t i = 0; i < a->n_actions; i++)
+        free(a->actions[i]);
+    free(a->actions);
+    for (size_t i = 0; i < a->n_edges; i++) {
+        Gpp__Edge *e = a->edges[i];
+        free(e->tensors);
+        for (size_t j = 0; j < e->n_replicas; j++)
+            free(e->replicas[j]);
+        free(e->replicas);
+        free(e);
+    }
+    free(a->edges);
+    free(a->dp_ranks);
+    free(a->comm);
+    free(a->hyper);
+    free(a);
+}
+
+void gpp_job_destroy(gpp_job_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_job_t *self = *self_p;
+    if (self->assign)
+        for (int r = 0; r < self->n_agents; r++)
+            s_free_assignment(self->assign[r]);
+    free(self->assign);
+    gpp_store_server_destroy(&self->store);
+    free(self->sink);
+    gpp_plan_destroy(&self->plan);
+    gpp_cost_destroy(&self->cost);
+    gpp_graph_destroy(&self->g);
+    free(self);
+    *self_p = NULL;
+}
+
+int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err)
+{
+    self->store = gpp_store_server_new(self->store_host, self->store_port, err);
+    if (!self->store)
+        return gpp_err_prefix(err, "rendezvous store on %s (coordinator.store)",
+                              self->cfg.coordinator.store);
+    snprintf(self->store_addr, sizeof self->store_addr, "%s:%d", self->store_host,
+             gpp_store_server_port(self->store));
+    return 0;
+}
+
+const gpp_plan_t *gpp_job_plan(const gpp_job_t *self) { return self->plan; }
+const gpp_graph_t *gpp_job_graph(const gpp_job_t *self) { return self->g; }
+
+/* Producer op ids of the tensors on edge from -> to (ascending, unique). */
+static int s_edge_tensors(const gpp_job_t *self, int from, int to, int32_t **out)
+{
+    const gpp_plan_t *p = self->plan;
+    const gpp_stage_t *src = &p->stages[from];
+    int n = 0;
+    int32_t *t = gpp_xcalloc((size_t)src->n_ops, sizeof *t);
+    for (int i = 0; i < src->n_ops; i++) {
+        const gpp_op_t *op = &self->g->ops[src->ops[i]];
+        for (int j = 0; j < op->n_outputs; j++)
+            if (p->stage_of_op[op->outputs[j]] == to) {
+                t[n++] = op->id;
+                break;
+            }
+    }
+    *out = t;
+    return n;
+}
+
+static Gpp__Edge *s_edge(const gpp_job_t *self, int s, int peer, int downstream)
+{
+    Gpp__Edge *e = gpp_xcalloc(1, sizeof *e);
+    gpp__edge__init(e);
+    e->peer_stage = peer;
+    e->downstream = downstream;
+    int32_t *t;
+    e->n_tensors = (size_t)s_edge_tensors(self, downstream ? s : peer, downstream ? peer : s, &t);
+    e->tensors = t;
+    const gpp_stage_t *ps = &self->plan->stages[peer];
+    e->n_replicas = (size_t)ps->devices;
+    e->replicas = gpp_xcalloc(e->n_replicas, sizeof *e->replicas);
+    for (int r = 0; r < ps->devices; r++) {
+        Gpp__PeerReplica *pr = gpp_xcalloc(1, sizeof *pr);
+        gpp__peer_replica__init(pr);
+        pr->replica = r;
+        pr->rank = ps->first_device + r;
+        pr->address = (char *)"";
+        e->replicas[r] = pr;
+    }
+    return e;
+}
+
+static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
+{
+    const gpp_plan_t *p = self->plan;
+    const gpp_stage_t *st = &p->stages[s];
+    const gpp_config_t *c = &self->cfg;
+    Gpp__Assignment *a = gpp_xcalloc(1, sizeof *a);
+    gpp__assignment__init(a);
+    a->model = self->cfg.job.model;
+    a->stage = s;
+    a->n_stages = p->n_stages;
+    a->replica = r;
+    a->replicas = st->devices;
+    a->n_ops = (size_t)st->n_ops;
+    a->ops = gpp_xcalloc(a->n_ops, sizeof *a->ops);
+    for (int i = 0; i < st->n_ops; i++)
+        a->ops[i] = st->ops[i];
+    a->micro_batch = st->micro_batch;
+    a->k = st->k;
+    a->batch = p->batch;
+    const gpp_actions_t *acts = &st->replica[r];
+    a->n_actions = (size_t)acts->n;
+    a->actions = gpp_xcalloc(a->n_actions ? a->n_actions : 1, sizeof *a->actions);
+    for (int i = 0; i < acts->n; i++) {
+        const gpp_action_t *x = &acts->a[i];
+        Gpp__Action *y = gpp_xcalloc(1, sizeof *y);
+        gpp__action__init(y);
+        y->type = (Gpp__ActionType)x->type;
+        y->mb = x->mb;
+        y->peer_stage = x->peer_stage;
+        y->peer_replica = x->peer_replica;
+        y->tensor = x->tensor;
+        y->lo = x->lo;
+        y->hi = x->hi;
+        a->actions[i] = y;
+    }
+    a->n_edges = (size_t)(st->n_succ + st->n_pred);
+    a->edges = gpp_xcalloc(a->n_edges ? a->n_edges : 1, sizeof *a->edges);
+    size_t e = 0;
+    for (int i = 0; i < st->n_pred; i++)
+        a->edges[e++] = s_edge(self, s, st->pred[i], 0);
+    for (int i = 0; i < st->n_succ; i++)
+        a->edges[e++] = s_edge(self, s, st->succ[i], 1);
+    a->n_dp_ranks = (size_t)st->devices;
+    a->dp_ranks = gpp_xcalloc(a->n_dp_ranks, sizeof *a->dp_ranks);
+    for (int i = 0; i < st->devices; i++)
+        a->dp_ranks[i] = st->first_device + i;
+    a->comm = gpp_xcalloc(1, sizeof *a->comm);
+    gpp__comm_bootstrap__init(a->comm);
+    a->comm->store_addr = self->store_addr;
+    a->comm->prefix = self->prefix;
+    a->comm->world_size = self->used;
+    a->comm->rank = st->first_device + r;
+    a->hyper = gpp_xcalloc(1, sizeof *a->hyper);
+    gpp__hyper_params__init(a->hyper);
+    a->hyper->optimizer = c->job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP__OPTIMIZER__OPTIMIZER_SGD
+                                                                   : GPP__OPTIMIZER__OPTIMIZER_ADAMW;
+    a->hyper->lr = c->job.lr;
+    a->hyper->momentum = c->job.momentum;
+    a->hyper->weight_decay = c->job.weight_decay;
+    a->hyper->beta1 = c->job.beta1;
+    a->hyper->beta2 = c->job.beta2;
+    a->hyper->eps = c->job.eps;
+    a->iterations = c->job.iterations;
+    a->seed = c->job.seed;
+    a->checkpoint_dir = self->cfg.job.checkpoint_dir;
+    a->checkpoint_interval = c->job.checkpoint_interval;
+    a->start_iteration = 0;
+    return a;
+}
+
+int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, gpp_coord_job_t *job, gpp_err_t *err)
+{
+    gpp_job_t *self = arg;
+    const gpp_plan_t *p = self->plan;
+    int n = gpp_registry_size(reg);
+    assert(n == self->n_agents);
+    if (!self->store_addr[0])
+        return gpp_err_set(err, "the rendezvous store is not running");
+    /* every agent that gets a stage must have the memory the plan counts on */
+    for (int s = 0; s < p->n_stages; s++) {
+        const gpp_stage_t *st = &p->stages[s];
+        for (int r = 0; r < st->devices; r++) {
+            gpp_agent_t *a = gpp_registry_agent(reg, st->first_device + r);
+            if (a->mem_bytes < st->mem_bytes) {
+                char who[GPP_REG_HOST_MAX + 64];
+                return gpp_err_set(err, "agent %s offers %.2f GiB, but stage %d needs %.2f GiB",
+                                   gpp_agent_name(a, who, sizeof who),
+                                   (double)a->mem_bytes / 1073741824.0, s,
+                                   (double)st->mem_bytes / 1073741824.0);
+            }
+        }
+    }
+    if (!self->assign) {
+        self->assign = gpp_xcalloc((size_t)n, sizeof *self->assign);
+        for (int s = 0; s < p->n_stages; s++)
+            for (int r = 0; r < p->stages[s].devices; r++)
+                self->assign[p->stages[s].first_device + r] = s_assignment(self, s, r);
+    }
+    /* validate what we are about to send, as the agents will */
+    for (int r = 0; r < n; r++) {
+        if (!self->assign[r])
+            continue;
+        gpp_msg_t m;
+        gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
+        m.body_case = GPP__ENVELOPE__BODY_ASSIGNMENT;
+        m.assignment = self->assign[r];
+        if (gpp_msg_validate(&m, err) < 0)
+            return gpp_err_prefix(err, "assignment of rank %d", r);
+    }
+    job->assign = self->assign;
+    job->n_stages = p->n_stages;
+    job->sink_stage = self->sink;
+    return 0;
+}
+
+void gpp_job_print_plan(const gpp_job_t *self, FILE *out)
+{
+    const gpp_plan_t *p = self->plan;
+    fprintf(out, "plan %s (%s) for %s: %d stages, depth %d, %d of %d devices, batch %d\n",
+            self->plan_name, p->planner, self->g->spec, p->n_stages, p->depth, self->used,
+            self->n_agents, p->batch);
+    fprintf(out, "  stage  ops                 agents  micro-batch  k  in-flight  succ\n");
+    for (int s = 0; s < p->n_stages; s++) {
+        const gpp_stage_t *st = &p->stages[s];
+        char ops[64], succ[64], ag[32];
+        snprintf(ops, sizeof ops, "%d ops (%s..%s)", st->n_ops, self->g->ops[st->ops[0]].name,
+                 self->g->ops[st->ops[st->n_ops - 1]].name);
+        if (strlen(ops) > 19)
+            snprintf(ops, sizeof ops, "%d ops (%d..%d)", st->n_ops, st->ops[0],
+                     st->ops[st->n_ops - 1]);
+        size_t off = 0;
+        succ[0] = 0;
+        for (int i = 0; i < st->n_succ && off < sizeof succ; i++)
+            off += (size_t)snprintf(succ + off, sizeof succ - off, "%s%d", i ? "," : "",
+                                    st->succ[i]);
+        if (st->devices == 1)
+            snprintf(ag, sizeof ag, "%d", st->first_device);
+        else
+            snprintf(ag, sizeof ag, "%d-%d", st->first_device, st->first_device + st->devices - 1);
+        fprintf(out, "  %5d  %-19s %-7s %11d  %d  %9d  %s\n", s, ops, ag, st->micro_batch, st->k,
+                st->inflight, st->n_succ ? succ : "-");
+    }
+    fprintf(out, "  simulated iteration %.3f ms (%.1f samples/s)\n", p->iteration_ms,
+            p->throughput);
+    fflush(out);
+}
+
+void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out)
+{
+    gpp_progress_summary_t s;
+    gpp_progress_summary(progress, &s);
+    const gpp_plan_t *p = self->plan;
+    fprintf(out, "summary: plan %s, %d stages on %d agents, %d iterations\n", self->plan_name,
+            p->n_stages, self->used, s.iterations_done);
+    if (s.iterations_done == 0) {
+        fflush(out);
+        return;
+    }
+    fprintf(out, "  loss %.6f -> %.6f\n", s.loss_first, s.loss_last);
+    fprintf(out, "  measured  %.3f ms/iteration, %.1f samples/s\n", s.iteration_ms,
+            s.samples_per_s);
+    fprintf(out, "  simulated %.3f ms/iteration, %.1f samples/s (measured/simulated %.2f)\n",
+            p->iteration_ms, p->throughput,
+            p->iteration_ms > 0 ? s.iteration_ms / p->iteration_ms : NAN);
+    fflush(out);
+}

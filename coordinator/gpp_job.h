@@ -1,0 +1,59 @@
+/* gpp_job: the coordinator's planning step and the job it hands out.
+ *
+ * From the cluster file and --plan it builds the model graph (zoo spec or
+ * graph JSON), the planner's cost model (every slot is one device of
+ * [cluster] device; the "cpu" preset, which the planner library does not
+ * know, is the CPU roofline described in docs/coordinator.md), and a plan:
+ *   auto      the planner the cluster file names (job.planner, gpp default)
+ *   gpp, spp  that partitioner
+ *   FILE.json a gpp-plan/1 file (gpp-plan --json, or hand-written)
+ * The plan is lowered (gpp_sched) and simulated (gpp_sim) for the predicted
+ * iteration time. Then, once the agents have registered, gpp_job_plan_fn
+ * makes one Assignment per agent: agent rank r runs plan device r (stage s,
+ * replica r - first_device(s)); ranks past the plan's devices get none.
+ * Comm ranks equal agent ranks; the comm world is the plan's devices.
+ *
+ * The job also runs the data-plane rendezvous store (gpp_store) on
+ * [coordinator] store; its keys use a prefix unique to this job.
+ *
+ * Ownership: gpp_job_new returns an object the caller owns; it owns the
+ * graph, plan, cost model, store and the Assignments it hands out (valid
+ * until gpp_job_destroy). */
+#ifndef GPP_JOB_H
+#define GPP_JOB_H
+
+#include <stdio.h>
+
+#include "common/gpp_err.h"
+#include "config/gpp_config.h"
+#include "coordinator/gpp_coord.h"
+#include "coordinator/gpp_progress.h"
+#include "planner/gpp_graph.h"
+#include "planner/gpp_plan.h"
+
+typedef struct gpp_job_s gpp_job_t;
+
+/* Plans the job (no network yet). NULL with a message naming what is wrong
+ * (model, plan file, infeasible plan, more devices than slots). */
+gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, gpp_err_t *err);
+void gpp_job_destroy(gpp_job_t **self_p);
+
+/* Starts the rendezvous store on [coordinator] store. -1 with a message. */
+int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err);
+
+/* The plan, lowered and simulated. */
+const gpp_plan_t *gpp_job_plan(const gpp_job_t *self);
+const gpp_graph_t *gpp_job_graph(const gpp_job_t *self);
+
+/* gpp_coord_plan_fn: checks the agents' memory against the plan and fills
+ * job with one Assignment per rank. arg is the gpp_job_t. */
+int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, gpp_coord_job_t *job, gpp_err_t *err);
+
+/* The stage table (ops, devices, micro-batch, k, in-flight, agents) and
+ * the simulated iteration time. */
+void gpp_job_print_plan(const gpp_job_t *self, FILE *out);
+/* Plan, loss, samples/s and the simulated iteration time next to the
+ * measured one. */
+void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out);
+
+#endif
