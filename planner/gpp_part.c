@@ -828,7 +828,6 @@ static void s_dp_configure(s_dp_t *s, const s_cfg_t *cfg, int C, int generalized
             s_ensure_ms(s, (cfg[c].b + d - 1) / d);
     }
     s->q = q;
-    s_ensure_ms(s, 1); /* the TPS cap uses the per-sample worst case */
     for (int pos = 0; pos < s->t->n_ops; pos++) {
         double best = INFINITY;
         for (int c = 0; c < C; c++) {
@@ -1124,7 +1123,10 @@ static int s_offer_plan(s_dp_t *s, const char *planner, int universal_b, s_resul
 static double s_tps_cap(const s_dp_t *s)
 {
     int n = s->t->n_ops;
-    double worst = s->pre_ms[1][n], bytes = 0;
+    double worst = 0, bytes = 0; /* a stage's compute per sample is c(m)/b <= c(m)/m */
+    for (int m = 1; m <= s->B; m++)
+        if (s->pre_ms[m] && s->pre_ms[m][n] / m > worst)
+            worst = s->pre_ms[m][n] / m;
     for (int pos = 0; pos < n; pos++)
         bytes += (double)s->g->ops[s->t->op_at[pos]].out_bytes;
     double ar = 0;
