@@ -653,7 +653,8 @@ gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_e
                 if (ins[i][k] == pick)
                     indeg[i]--;
     }
-    g = gpp_graph_new(origin);
+    const char *slash = strrchr(origin, '/');
+    g = gpp_graph_new(slash ? slash + 1 : origin); /* the file's name */
     snprintf(g->spec, sizeof g->spec, "%s", origin);
     for (int t = 0; t < n; t++) {
         int i = order[t];
