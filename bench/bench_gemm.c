@@ -12,9 +12,10 @@
  *                dW += dy^T x)
  *   linear bwd   gpp_linear_bwd with dx, dW
  *   linear+b bwd gpp_linear_bwd with dx, dW, db (one more pass over dy)
- * and prints the best time, GFLOP/s at the best time, and the ratio of the
- * reference's time to the variant's, the median over rounds of the ratio
- * within each round (the kernel's target is >= 0.95). Default shapes: (4096, 1024 -> 4096) = a
+ * and prints the best wall time, GFLOP/s at that time, and the ratio of the
+ * reference's time to the variant's (the median over rounds of the ratio
+ * within each round; the kernel's target is >= 0.95), then the same best
+ * time and ratio for the process's CPU time. Default shapes: (4096, 1024 -> 4096) = a
  * micro-batch of 4 x 1024 tokens through a transformer MLP, (256, 4096 -> 4096), (64, 29120 ->
  * 4096) (the CANDLE-Uno-like wide input layer). --quick uses shapes 4x smaller;
  * --shape (repeatable) replaces the defaults. */
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/gpp_time.h"
 #include "kernels/gpp_backend.h"
@@ -48,6 +50,14 @@ typedef struct {
 enum { V_SGEMM, V_LINEAR, V_LINEAR_BIAS, V_SGEMM_BWD, V_LINEAR_BWD, V_LINEAR_BWD_BIAS, V__COUNT };
 static const char *s_names[V__COUNT] = {"sgemm",     "linear",     "linear+b",
                                         "sgemm bwd", "linear bwd", "linear+b bwd"};
+
+/* CPU time of the whole process (all its threads), milliseconds. */
+static double s_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 static int s_cmp_double(const void *a, const void *b)
 {
@@ -137,8 +147,8 @@ int main(int argc, char **argv)
     int div = quick ? 4 : 1;
     printf("bench_gemm: OpenBLAS %s, core %s, %d threads, best of %d\n", openblas_get_config(),
            openblas_get_corename(), openblas_get_num_threads(), reps);
-    printf("%-22s %-12s %10s %10s %8s\n", "shape (m, in -> out)", "variant", "best ms", "GFLOP/s",
-           "ratio");
+    printf("%-22s %-12s %9s %8s %7s %9s %7s\n", "shape (m, in -> out)", "variant", "wall ms",
+           "GFLOP/s", "ratio", "cpu ms", "ratio");
     int rc = 0;
     for (int k = 0; k < n_shapes && rc == 0; k++) {
         shape_t sh = shapes[k];
@@ -159,34 +169,43 @@ int main(int argc, char **argv)
         }
         /* Variants take turns within each round, so that drift in machine
          * speed (other load, frequency) hits all of them alike; round 0
-         * warms up. The ratio to the reference is the median over rounds
-         * of the ratio within a round, which cancels most of that drift. */
-        double *t = calloc((size_t)reps * V__COUNT, sizeof(double));
+         * warms up. A ratio to the reference is the median over rounds of
+         * the ratio within a round, which cancels most of that drift; it is
+         * given for wall time and for the process's CPU time (which does
+         * not count time other processes hold the cores; with --threads 1
+         * it is the steadiest figure on a shared machine). */
+        double *t = calloc((size_t)reps * V__COUNT * 2, sizeof(double));
         for (int r = 0; r <= reps && rc == 0; r++) {
             for (int v = 0; v < V__COUNT && rc == 0; v++) {
-                double t0 = gpp_now_ms();
+                double t0 = gpp_now_ms(), c0 = s_cpu_ms();
                 rc = s_run(&c, v);
-                if (r > 0)
-                    t[(r - 1) * V__COUNT + v] = gpp_now_ms() - t0;
+                if (r > 0) {
+                    t[((r - 1) * V__COUNT + v) * 2] = gpp_now_ms() - t0;
+                    t[((r - 1) * V__COUNT + v) * 2 + 1] = s_cpu_ms() - c0;
+                }
             }
         }
         for (int v = 0; v < V__COUNT && rc == 0; v++) {
             int ref = v >= V_SGEMM_BWD ? V_SGEMM_BWD : V_SGEMM;
-            double best = 1e30, ratio[reps];
-            for (int r = 0; r < reps; r++) {
-                best = t[r * V__COUNT + v] < best ? t[r * V__COUNT + v] : best;
-                ratio[r] = t[r * V__COUNT + ref] / t[r * V__COUNT + v];
+            double best[2] = {1e30, 1e30}, med[2];
+            for (int k = 0; k < 2; k++) {
+                double ratio[reps];
+                for (int r = 0; r < reps; r++) {
+                    double tv = t[(r * V__COUNT + v) * 2 + k];
+                    best[k] = tv < best[k] ? tv : best[k];
+                    ratio[r] = t[(r * V__COUNT + ref) * 2 + k] / tv;
+                }
+                qsort(ratio, (size_t)reps, sizeof ratio[0], s_cmp_double);
+                med[k] = reps % 2 ? ratio[reps / 2] : 0.5 * (ratio[reps / 2 - 1] + ratio[reps / 2]);
             }
-            qsort(ratio, (size_t)reps, sizeof ratio[0], s_cmp_double);
-            double med = reps % 2 ? ratio[reps / 2] : 0.5 * (ratio[reps / 2 - 1] + ratio[reps / 2]);
             double flops = 2.0 * (double)sh.m * (double)sh.in * (double)sh.out;
             if (v >= V_SGEMM_BWD)
                 flops *= 2;
             char label[64];
             snprintf(label, sizeof label, "(%lld, %lld -> %lld)", (long long)sh.m, (long long)sh.in,
                      (long long)sh.out);
-            printf("%-22s %-12s %10.2f %10.1f %8.3f\n", label, s_names[v], best, flops / best / 1e6,
-                   med);
+            printf("%-22s %-12s %9.2f %8.1f %7.3f %9.2f %7.3f\n", label, s_names[v], best[0],
+                   flops / best[0] / 1e6, med[0], best[1], med[1]);
         }
         free(t);
         fflush(stdout);
