@@ -2,6 +2,7 @@
  * stage cost and memory. See gpp_cost.h and docs/planner.md. */
 #include "planner/gpp_cost.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,7 @@ struct gpp_cost {
 
 gpp_cost_t *gpp_cost_new(const gpp_graph_t *g, const gpp_cluster_t *c)
 {
+    assert(g->finalized && c->n_devices >= 1 && c->gpus_per_node >= 1);
     gpp_cost_t *self = gpp_xcalloc(1, sizeof *self);
     self->g = g;
     self->cl = *c;
