@@ -34,7 +34,7 @@ static void s_usage(FILE *out)
     fprintf(out,
             "usage: gpp-train --model SPEC [options]\n"
             "  --model SPEC          zoo model, e.g. mmt:branches=2,layers=2,hidden=64,heads=4,seq=16\n"
-            "                        (--list-models shows the zoo)\n"
+            "                        (--list-models shows the zoo), or a graph FILE.json\n"
             "  --iterations N        optimizer steps (default 10)\n"
             "  --batch B             mini-batch samples (default 32)\n"
             "  --micro-batch b       samples per micro-batch (default B); gradients accumulate\n"
@@ -199,7 +199,10 @@ int main(int argc, char **argv)
     gpp_data_t *data = NULL;
     gpp_exec_t *ex = NULL;
     int *ops = NULL;
-    if (!(g = gpp_zoo_build(o.model, &err)))
+    /* a zoo spec, or a graph JSON file (gpp-graph/1) */
+    size_t ml = strlen(o.model);
+    int is_file = ml > 5 && strcmp(o.model + ml - 5, ".json") == 0;
+    if (!(g = is_file ? gpp_graph_read_json(o.model, &err) : gpp_zoo_build(o.model, &err)))
         goto fail;
     gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = o.threads};
     if (!(be = gpp_backend_new(&bc, &err)))

@@ -105,6 +105,21 @@ ls "$TMP"/ck.tmp.* >/dev/null 2>&1 && fail "temp file left behind" || pass "no t
 "$TRAIN" --model "$MMT" --iterations 1 --batch 8 --threads 1 --load "$TMP/ck" >/dev/null 2>&1 &&
     pass "old checkpoint still loads" || fail "old checkpoint no longer loads"
 
+# 4b. a graph JSON file trains; an unknown op type is a clear error
+cat >"$TMP/g.json" <<'EOF'
+{"format": "gpp-graph/1", "name": "tiny", "ops": [
+ {"id": 0, "name": "x", "type": "input", "inputs": [], "rows": 1, "cols": 8, "input_kind": "dense"},
+ {"id": 1, "name": "fc", "type": "linear", "inputs": [0], "out_features": 16, "bias": 1},
+ {"id": 2, "name": "act", "type": "gelu", "inputs": [1]},
+ {"id": 3, "name": "out", "type": "linear", "inputs": [2], "out_features": 2, "bias": 1},
+ {"id": 4, "name": "loss", "type": "loss_mse", "inputs": [3]}]}
+EOF
+"$TRAIN" --model "$TMP/g.json" --iterations 3 --batch 8 --threads 1 >"$TMP/json.log" 2>&1 &&
+    [ "$(losses "$TMP/json.log" | wc -l)" -eq 3 ] && pass "graph JSON model trains" ||
+    fail "graph JSON model: $(cat "$TMP/json.log")"
+sed 's/"gelu"/"frobnicate"/' "$TMP/g.json" >"$TMP/bad.json"
+expect_fail "unknown op type" "field .type. must be one of" "$TRAIN" --model "$TMP/bad.json" --iterations 1
+
 # 5. dataset file: write, train from it, reject broken ones
 if "$TRAIN" --model "$DLRM" --write-dataset "$TMP/ds" --samples 256 >"$TMP/ds.log" 2>&1 &&
     "$TRAIN" --model "$DLRM" --data "$TMP/ds" --iterations 3 --batch 64 --threads 1 >"$TMP/dsrun.log" 2>&1 &&
