@@ -614,7 +614,7 @@ void gpp_exec_release(gpp_exec_t *self, int m)
 
 int gpp_exec_begin(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_err_t *err)
 {
-    assert(self && m >= 0 && n >= 1 && sample_lo >= 0);
+    assert(self && m >= 0 && n >= 0 && sample_lo >= 0);
     exec_mb_t *mb = s_mb(self, m);
     if (mb->state == MB_OPEN || mb->state == MB_FORWARD)
         return gpp_err_set(err, "executor: micro-batch slot %d is still in flight (begun, no "
@@ -797,7 +797,9 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
                            m, p, self->g->ops[p].name, (long long)mb->filled[k],
                            (long long)mb->n);
     }
-    for (int i = 0; i < self->n_local; i++) {
+    /* An empty shard (a data-parallel replica with no samples of this
+     * micro-batch) runs nothing; its outputs and gradients are empty. */
+    for (int i = 0; i < self->n_local && mb->n > 0; i++) {
         double t0 = self->timing ? gpp_now_ms() : 0;
         if (s_forward_op(self, mb, i, err) < 0) {
             gpp_err_prefix(err, "forward of op %d '%s'", self->ops[i].op->id,
@@ -812,10 +814,14 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
         }
     }
     /* Keep only what the backward reads or the caller may send. */
-    for (int k = 0; k < self->n_slots; k++)
+    for (int k = 0; k < self->n_slots; k++) {
         if (!self->slots[k].keep)
             s_tensor_release(self, &mb->act[k]);
-    mb->loss_pending = self->n_loss > 0;
+        else if (mb->n == 0 && self->slots[k].local)
+            mb->act[k] = gpp_tensor(NULL, self->slots[k].dtype, 0, self->slots[k].rows,
+                                    self->slots[k].cols);
+    }
+    mb->loss_pending = self->n_loss > 0 && mb->n > 0;
     mb->state = MB_FORWARD;
     return 0;
 fail:
@@ -851,6 +857,10 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int m, int op, const gpp_tensor_t
                            op, self->g->ops[op].name, m, (long long)dy->n, (long long)dy->rows,
                            (long long)dy->cols, (long long)lo, (long long)sl->rows,
                            (long long)sl->cols, (long long)mb->n);
+    if (dy->n == 0) {
+        mb->got_grad[k] = 1; /* an empty shard */
+        return 0;
+    }
     gpp_tensor_t *g = s_grad(self, mb, k, err);
     if (!g)
         return -1;
@@ -945,7 +955,7 @@ int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
                                     "for output op %d '%s' (consumed by another stage)",
                                m, op, self->g->ops[op].name);
     }
-    for (int i = self->n_local - 1; i >= 0; i--) {
+    for (int i = self->n_local - 1; i >= 0 && mb->n > 0; i--) {
         double t0 = self->timing ? gpp_now_ms() : 0;
         if (s_backward_op(self, mb, i, err) < 0) {
             gpp_err_prefix(err, "backward of op %d '%s'", self->ops[i].op->id,

@@ -108,9 +108,11 @@ int gpp_exec_has_loss(const gpp_exec_t *self);
 
 /* ---- one micro-batch ---- */
 
-/* Opens slot mb (>= 0) for samples [sample_lo, sample_lo + n), n >= 1. -1 if
- * the slot is still between forward and backward. A slot whose backward is
- * done is released implicitly. */
+/* Opens slot mb (>= 0) for samples [sample_lo, sample_lo + n), n >= 0 (0: an
+ * empty data-parallel shard; forward and backward then run nothing and
+ * outputs and gradients have n = 0). -1 if the slot is still between
+ * forward and backward. A slot whose backward is done is released
+ * implicitly. */
 int gpp_exec_begin(gpp_exec_t *self, int mb, int64_t sample_lo, int64_t n, gpp_err_t *err);
 /* The device buffer [n, rows, cols] of boundary input `producer` for the
  * caller to fill (e.g. receive into it); marks the input as set. */

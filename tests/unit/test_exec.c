@@ -448,6 +448,26 @@ static void t_bad_calls_fail_cleanly(void)
         gpp_tensor_free(f.be, &t);
         gpp_exec_destroy(&ex);
     }
+    /* an empty data-parallel shard runs nothing and changes no gradient */
+    ex = gpp_exec_new(f.g, n, top, f.be, f.data, &c, &err);
+    if (ex) {
+        int64_t numel;
+        float *g = gpp_exec_grads(ex, &numel);
+        gpp_tensor_t none = gpp_tensor(NULL, GPP_DTYPE_F32, 0, 1, f.g->ops[cat].cols);
+        GPP_EXPECT(gpp_exec_begin(ex, 0, 0, 0, &err) == 0);
+        GPP_EXPECT(gpp_exec_set_input(ex, 0, cat, &none, 0, &err) == 0);
+        GPP_EXPECT_MSG(gpp_exec_forward(ex, 0, &err) == 0, "%s", err.msg);
+        GPP_EXPECT(gpp_exec_backward(ex, 0, &err) == 0);
+        const gpp_tensor_t *dx = gpp_exec_input_grad(ex, 0, cat);
+        GPP_EXPECT(dx && dx->n == 0 && dx->cols == f.g->ops[cat].cols);
+        double l = 1;
+        GPP_EXPECT(gpp_exec_loss(ex, &l, &err) == 0 && l == 0);
+        int nonzero = 0;
+        for (int64_t i = 0; i < numel; i++)
+            nonzero += g[i] != 0;
+        GPP_EXPECT(nonzero == 0);
+        gpp_exec_destroy(&ex);
+    }
     /* a stage whose output goes elsewhere needs that gradient before backward */
     int below[64];
     for (int i = 0; i <= cat; i++)
