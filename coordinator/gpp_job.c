@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/comm/gpp_store.h"
@@ -216,6 +217,22 @@ void gpp_job_destroy(gpp_job_t **self_p)
 
 int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err)
 {
+    /* the plan beside the stage checkpoints: what they are checkpoints of */
+    if (self->cfg.job.checkpoint_dir[0]) {
+        char path[GPP_CONFIG_PATH + 16];
+        snprintf(path, sizeof path, "%s/plan.json", self->cfg.job.checkpoint_dir);
+        char dir[GPP_CONFIG_PATH + 32];
+        snprintf(dir, sizeof dir, "%s", self->cfg.job.checkpoint_dir);
+        for (char *s = dir + 1; *s; s++)
+            if (*s == '/') {
+                *s = 0;
+                mkdir(dir, 0777);
+                *s = '/';
+            }
+        mkdir(dir, 0777);
+        if (gpp_plan_write_json(self->plan, path, err) < 0)
+            return gpp_err_prefix(err, "job.checkpoint_dir");
+    }
     self->store = gpp_store_server_new(self->store_host, self->store_port, err);
     if (!self->store)
         return gpp_err_prefix(err, "rendezvous store on %s (coordinator.store)",

@@ -38,7 +38,9 @@ typedef struct gpp_job_s gpp_job_t;
 gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, gpp_err_t *err);
 void gpp_job_destroy(gpp_job_t **self_p);
 
-/* Starts the rendezvous store on [coordinator] store. -1 with a message. */
+/* Writes the plan to <checkpoint_dir>/plan.json (when checkpoints are on)
+ * and starts the rendezvous store on [coordinator] store. -1 with a
+ * message. */
 int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err);
 
 /* The plan, lowered and simulated. */
