@@ -486,7 +486,7 @@ static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, 
         }
     }
     free(order), free(ms);
-    double rm;
+    double rm = 0;
     if (s_get_nonneg(entry, "reserved_mem", 0, &rm, origin, key, err))
         return -1;
     p->reserved_bytes = (int64_t)rm;
@@ -618,7 +618,7 @@ gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_e
                 }
             }
         }
-        double w;
+        double w = 0;
         if (s_get_nonneg(e[i].entry, "weight_size", 1, &w, origin, e[i].key, err))
             goto fail;
         s_prof_t check = {0};
