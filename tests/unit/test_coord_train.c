@@ -229,6 +229,8 @@ static void t_mmt_dp(void) { s_case("mmt_dp", S_MMT, "mmt2_dp.json"); }
 static void t_mmt_spp(void) { s_case("mmt_spp", S_MMT, "mmt2_spp.json"); }
 static void t_mmt_auto(void) { s_case("mmt_auto", S_MMT, "gpp"); }
 static void t_dlrm(void) { s_case("dlrm", S_DLRM, "dlrm_gpp.json"); }
+/* embedding tables in a data-parallel stage: the sparse gradient sync */
+static void t_dlrm_dp(void) { s_case("dlrm_dp", S_DLRM, "dlrm_dp.json"); }
 static void t_candle_uno(void) { s_case("candle_uno", S_UNO, "candle_uno_gpp.json"); }
 
 /* The same plan and seed twice: byte-identical stage checkpoints. */
@@ -246,7 +248,8 @@ static void t_deterministic(void)
 static const gpp_test_case_t cases[] = {
     {"mmt_branches", t_mmt_branches}, {"mmt_dp", t_mmt_dp},
     {"mmt_spp", t_mmt_spp},           {"mmt_auto", t_mmt_auto},
-    {"dlrm", t_dlrm},                 {"candle_uno", t_candle_uno},
+    {"dlrm", t_dlrm},                 {"dlrm_dp", t_dlrm_dp},
+    {"candle_uno", t_candle_uno},
     {"deterministic", t_deterministic}, {NULL, NULL}};
 
 int main(void)
