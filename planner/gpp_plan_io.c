@@ -130,17 +130,33 @@ int gpp_plan_write_strategy(const gpp_plan_t *p, const char *path, gpp_err_t *er
     return s_write_string(gpp_plan_to_strategy(p), path, err);
 }
 
+/* An op name inside a DOT string: quotes and backslashes escaped. */
+static const char *s_dot_str(const char *name, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (const char *c = name; *c && k + 3 < n; c++) {
+        if (*c == '"' || *c == '\\')
+            buf[k++] = '\\';
+        buf[k++] = *c;
+    }
+    buf[k] = 0;
+    return buf;
+}
+
 char *gpp_plan_to_dot(const gpp_plan_t *p, const gpp_graph_t *g)
 {
+    char e1[2 * GPP_NAME_LEN + 4], e2[2 * GPP_NAME_LEN + 4];
     s_buf_t b = {0};
+    s_dot_str(p->model, e1, sizeof e1);
     s_printf(&b, "digraph \"%s\" {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n"
              "  label=\"%s plan of %s: %d stages, depth %d, %d devices, batch %d\";\n",
-             p->model, p->planner, p->model, p->n_stages, p->depth, p->n_devices, p->batch);
+             e1, p->planner, e1, p->n_stages, p->depth, p->n_devices, p->batch);
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];
         s_printf(&b, "  s%d [label=\"S%d: %d ops\\n%s .. %s\\ndevices %d-%d  b=%d  k=%d\\n"
-                 "in-flight %d  TPS %.4f ms\"];\n", s, s, st->n_ops, g->ops[st->ops[0]].name,
-                 g->ops[st->ops[st->n_ops - 1]].name, st->first_device,
+                 "in-flight %d  TPS %.4f ms\"];\n", s, s, st->n_ops,
+                 s_dot_str(g->ops[st->ops[0]].name, e1, sizeof e1),
+                 s_dot_str(g->ops[st->ops[st->n_ops - 1]].name, e2, sizeof e2), st->first_device,
                  st->first_device + st->devices - 1, st->micro_batch, st->k, st->inflight,
                  st->tps_ms);
     }
@@ -154,7 +170,7 @@ char *gpp_plan_to_dot(const gpp_plan_t *p, const gpp_graph_t *g)
                 const gpp_op_t *op = &g->ops[st->ops[i]];
                 for (int c = 0; c < op->n_outputs; c++)
                     if (p->stage_of_op[op->outputs[c]] == t) {
-                        s_printf(&b, "%s%s", n++ ? "\\n" : "", op->name);
+                        s_printf(&b, "%s%s", n++ ? "\\n" : "", s_dot_str(op->name, e1, sizeof e1));
                         break;
                     }
             }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "planner/gpp_json.h"
 #include "planner/gpp_sched.h"
 
@@ -325,55 +327,55 @@ out:
 
 /* ---- Chrome trace ------------------------------------------------------ */
 
-typedef struct {
-    char *s;
-    size_t n, cap;
-} s_buf_t;
-
-static void s_printf(s_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void s_printf(s_buf_t *b, const char *fmt, ...)
+static cJSON *s_meta(const char *what, int pid, int tid, const char *name)
 {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        assert(w >= 0);
-        if (b->s && b->n + (size_t)w < b->cap) {
-            b->n += (size_t)w;
-            return;
-        }
-        b->cap = 2 * (b->cap + (size_t)w + 64);
-        b->s = gpp_xrealloc(b->s, b->cap);
-    }
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "name", what);
+    cJSON_AddStringToObject(e, "ph", "M");
+    cJSON_AddNumberToObject(e, "pid", pid);
+    cJSON_AddNumberToObject(e, "tid", tid);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(e, "args"), "name", name);
+    return e;
 }
 
 char *gpp_sim_trace_json(const gpp_sim_t *s)
 {
     const gpp_plan_t *p = s->p;
-    s_buf_t b = {0};
-    s_printf(&b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"%s\",\"planner\":\"%s\","
-             "\"iteration_ms\":%.6f},\"traceEvents\":[\n", p->model, p->planner, s->iteration_ms);
-    s_printf(&b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
-             "\"args\":{\"name\":\"compute\"}},\n");
-    s_printf(&b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
-             "\"args\":{\"name\":\"sends\"}}");
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "displayTimeUnit", "ms");
+    cJSON *other = cJSON_AddObjectToObject(root, "otherData");
+    cJSON_AddStringToObject(other, "model", p->model);
+    cJSON_AddStringToObject(other, "planner", p->planner);
+    cJSON_AddNumberToObject(other, "iteration_ms", s->iteration_ms);
+    cJSON *ev = cJSON_AddArrayToObject(root, "traceEvents");
+    cJSON_AddItemToArray(ev, s_meta("process_name", 0, 0, "compute"));
+    cJSON_AddItemToArray(ev, s_meta("process_name", 1, 0, "sends"));
     for (int i = 0; i < p->n_stages; i++)
         for (int r = 0; r < p->stages[i].devices; r++)
-            for (int pid = 0; pid < 2; pid++)
-                s_printf(&b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-                         "\"args\":{\"name\":\"dev %d: stage %d replica %d\"}}", pid,
-                         p->stages[i].first_device + r, p->stages[i].first_device + r, i, r);
+            for (int pid = 0; pid < 2; pid++) {
+                char name[64];
+                int dev = p->stages[i].first_device + r;
+                snprintf(name, sizeof name, "dev %d: stage %d replica %d", dev, i, r);
+                cJSON_AddItemToArray(ev, s_meta("thread_name", pid, dev, name));
+            }
     for (int i = 0; i < s->n_ev; i++) {
-        const s_event_t *e = &s->ev[i];
-        s_printf(&b, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
-                 "\"pid\":%d,\"tid\":%d,\"args\":{\"stage\":%d,\"mb\":%d}}", e->name,
-                 e->row ? "comm" : "compute", e->ts_ms * 1000.0, e->dur_ms * 1000.0, e->row,
-                 e->device, e->stage, e->mb);
+        const s_event_t *x = &s->ev[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", x->name);
+        cJSON_AddStringToObject(e, "cat", x->row ? "comm" : "compute");
+        cJSON_AddStringToObject(e, "ph", "X");
+        cJSON_AddNumberToObject(e, "ts", x->ts_ms * 1000.0); /* us */
+        cJSON_AddNumberToObject(e, "dur", x->dur_ms * 1000.0);
+        cJSON_AddNumberToObject(e, "pid", x->row);
+        cJSON_AddNumberToObject(e, "tid", x->device);
+        cJSON *args = cJSON_AddObjectToObject(e, "args");
+        cJSON_AddNumberToObject(args, "stage", x->stage);
+        cJSON_AddNumberToObject(args, "mb", x->mb);
+        cJSON_AddItemToArray(ev, e);
     }
-    s_printf(&b, "\n]}\n");
-    return b.s;
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return text;
 }
 
 int gpp_sim_write_trace(const gpp_sim_t *s, const char *path, gpp_err_t *err)

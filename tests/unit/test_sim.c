@@ -12,6 +12,7 @@
 #include "planner/gpp_graph.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
+#include "planner/gpp_plan_io.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
 #include "tests/unit/gpp_test.h"
@@ -342,6 +343,17 @@ static void t_zoo_partitioner_plans(void)
                            mode & 2 ? "+mbs+kfkb" : "", devices[d], p->n_stages, p->depth, est,
                            gpp_sim_iteration_ms(sim), gpp_sim_iteration_ms(sim) / est);
                     gpp_sim_destroy(&sim);
+                    /* the coordinator's path: JSON out, read back, same plan */
+                    char *json = gpp_plan_to_json(p);
+                    gpp_plan_t *q = gpp_plan_parse_json(json, models[i].spec, g, &err);
+                    GPP_EXPECT_MSG(q != NULL, "%s", err.msg);
+                    if (q) {
+                        char *again = gpp_plan_to_json(q);
+                        GPP_EXPECT(strcmp(json, again) == 0);
+                        free(again);
+                    }
+                    gpp_plan_destroy(&q);
+                    free(json);
                 }
                 gpp_plan_destroy(&p);
                 gpp_cost_destroy(&cost);
