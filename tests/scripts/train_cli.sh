@@ -117,6 +117,10 @@ EOF
 "$TRAIN" --model "$TMP/g.json" --iterations 3 --batch 8 --threads 1 >"$TMP/json.log" 2>&1 &&
     [ "$(losses "$TMP/json.log" | wc -l)" -eq 3 ] && pass "graph JSON model trains" ||
     fail "graph JSON model: $(cat "$TMP/json.log")"
+# same file name, other shapes: the per-tensor shape check answers
+"$TRAIN" --model "$TMP/g.json" --iterations 1 --batch 8 --threads 1 --save "$TMP/gck" >/dev/null 2>&1
+sed -i 's/"out_features": 16/"out_features": 32/' "$TMP/g.json"
+expect_fail "checkpoint shape mismatch" "the model needs \[32, 8\]" "$TRAIN" --model "$TMP/g.json" --iterations 1 --load "$TMP/gck"
 sed 's/"gelu"/"frobnicate"/' "$TMP/g.json" >"$TMP/bad.json"
 expect_fail "unknown op type" "field .type. must be one of" "$TRAIN" --model "$TMP/bad.json" --iterations 1
 
