@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# The main job on the local default (make run): plans the default model.
+# The main job on the local default (make run): gpp-coordinator plans the
+# default multi-branch model, starts one gpp-agent per CPU slot of
+# config/examples/local-cpu.toml, trains with progress lines, and ends with
+# the plan, the loss, samples/s and the simulated next to the measured
+# iteration time. Metrics: run/metrics.jsonl; checkpoints: run/ckpt/.
 set -euo pipefail
 BUILD=${1:-build}
-exec "$BUILD/planner/gpp-plan" --model mmt --devices 8 --device v100-16g --gpus-per-node 4 --batch 128
+exec "$BUILD/coordinator/gpp-coordinator" --plan auto config/examples/local-cpu.toml
