@@ -6,7 +6,7 @@
  * CPU time of the same call, which a loaded machine inflates less.
  *
  *   bench_plan MODEL DEVICES BATCH [--spp] [--device v100-16g] [--gpn 4]
- *              [--repeat N] [--stages] */
+ *              [--repeat N] [--mbs B] [--eps E] [--per-stage-mbs] [--kfkb] [--stages] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +21,7 @@ int main(int argc, char **argv)
     if (argc < 4) {
         fprintf(stderr,
                 "usage: %s MODEL DEVICES BATCH [--spp] [--device NAME] [--gpn N] "
-                "[--repeat N] [--mbs B] [--stages]\n",
+                "[--repeat N] [--mbs B] [--eps E] [--per-stage-mbs] [--kfkb] [--stages]\n",
                 argv[0]);
         return 2;
     }
@@ -29,6 +29,7 @@ int main(int argc, char **argv)
     int n_dev = atoi(argv[2]), batch = atoi(argv[3]), gpn = 4, repeat = 1, spp = 0, show = 0;
     int mbs = 0;
     double eps = 0;
+    int per_stage = 0, kfkb = 0;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--spp"))
             spp = 1;
@@ -42,6 +43,10 @@ int main(int argc, char **argv)
             repeat = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mbs") && i + 1 < argc)
             mbs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--per-stage-mbs"))
+            per_stage = 1;
+        else if (!strcmp(argv[i], "--kfkb"))
+            kfkb = 1;
         else if (!strcmp(argv[i], "--eps") && i + 1 < argc)
             eps = atof(argv[++i]);
         else {
@@ -65,6 +70,8 @@ int main(int argc, char **argv)
     gpp_part_opts_default(&o, batch);
     o.spp = spp;
     o.micro_batch = mbs;
+    o.per_stage_mbs = per_stage;
+    o.kfkb = kfkb;
     if (eps > 0)
         o.eps = eps;
     double best_ms = 1e300, best_cpu_ms = 1e300;
