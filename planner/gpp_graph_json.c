@@ -216,7 +216,7 @@ gpp_graph_t *gpp_graph_parse_json(const char *text, const char *origin, gpp_err_
                 continue;
             int id = gpp_graph_add(g, (gpp_op_type_t)type, opname, nin, ins);
             gpp_op_t *op = gpp_graph_op(g, id);
-            int64_t v;
+            int64_t v = 0;
             if (s_get_int(o2, "rows", &op->rows, 1, origin, opname, err) ||
                 s_get_int(o2, "cols", &op->cols, 0, origin, opname, err) ||
                 s_get_int(o2, "out_features", &op->out_features, 0, origin, opname, err) ||
