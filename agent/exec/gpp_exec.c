@@ -475,11 +475,10 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
         free(mb->stash_bytes);
     }
     free(self->mb);
+    for (int i = 0; i < self->n_params; i++)
+        if (self->params[i].sparse >= 0) /* tables own their memory; dense ones are views */
+            gpp_backend_free(self->be, &self->params[i].value.data);
     for (int i = 0; i < self->n_sparse; i++) {
-        if (self->sparse_param) {
-            exec_param_t *p = &self->params[self->sparse_param[i]];
-            gpp_backend_free(self->be, &p->value.data);
-        }
         if (self->sgrad)
             gpp_sparse_grad_destroy(&self->sgrad[i]);
         if (self->sstate)

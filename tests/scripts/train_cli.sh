@@ -105,6 +105,10 @@ ls "$TMP"/ck.tmp.* >/dev/null 2>&1 && fail "temp file left behind" || pass "no t
 "$TRAIN" --model "$MMT" --iterations 1 --batch 8 --threads 1 --load "$TMP/ck" >/dev/null 2>&1 &&
     pass "old checkpoint still loads" || fail "old checkpoint no longer loads"
 
+# a model too large for memory fails cleanly (half-built executor torn down)
+expect_fail "out of memory" "out of memory" env ASAN_OPTIONS=allocator_may_return_null=1 "$TRAIN" \
+    --model "dlrm:dense_branches=1,sparse_branches=2,dense_in=4,hidden=4,dense_layers=1,rows=1000000000000,dim=4,bag=2" --iterations 1
+
 # 4b. a graph JSON file trains; an unknown op type is a clear error
 cat >"$TMP/g.json" <<'EOF'
 {"format": "gpp-graph/1", "name": "tiny", "ops": [
