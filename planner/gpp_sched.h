@@ -25,7 +25,9 @@
  *    pass that needs it, never an earlier one, so receives from producers
  *    that finish at different times are never waited on together.
  *
- * 3. gpp_sched_validate() checks the paper's constraints C1-C4 and that the
+ * 3. gpp_sched_validate() checks the paper's constraints C1-C4 (C3 over the
+ *    devices the stages use: ranges disjoint and within [0, n_devices); the
+ *    partitioner may leave devices idle) and that the
  *    lowered lists are consistent and deadlock-free: every SEND is matched
  *    by exactly one RECV with the same (src, dst, tensor, lo, hi), and an
  *    execution in which each replica runs its list in order, sends are

@@ -121,7 +121,7 @@ static void t_reader_errors(void)
     s_bad(g, json, "\"depth\":\t3", "\"depth\":\t2", "longest path has 3 stages");
     s_bad(g, json, "\"F0\", \"F1\"", "\"F1\", \"F0\"", "C4: stage 0");
     s_bad(g, json, "\"F0\"", "\"X0\"", "schedule[0][0]: expected \"F<mb>\"");
-    s_bad(g, json, "\"devices\":\t5", "\"devices\":\t6", "C3: device 5 is given to no stage");
+    s_bad(g, json, "\"devices\":\t5", "\"devices\":\t3", "C3: stage 2 uses device 3");
     s_bad(g, json, "\"inflight\":\t12", "\"inflight\":\t-1", "stages[0].inflight");
     free(json);
     gpp_err_t err = {{0}};

@@ -314,15 +314,20 @@ static void t_validate_errors(void)
     GPP_EXPECT_MSG(strstr(err.msg, "C2") && strstr(err.msg, "stage 1"), "%s", err.msg);
     gpp_plan_destroy(&p);
 
-    /* C3: overlapping devices, and one device unused */
+    /* C3: overlapping devices, devices outside the plan's; idle ones are fine */
     p = s_good(g);
     p->stages[1].first_device = 0;
     GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
     GPP_EXPECT_MSG(strstr(err.msg, "C3") && strstr(err.msg, "device 0"), "%s", err.msg);
-    p->stages[1].first_device = 1;
-    p->n_devices = 4;
+    p->stages[1].first_device = 2;
     GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
-    GPP_EXPECT_MSG(strstr(err.msg, "C3") && strstr(err.msg, "device 3"), "%s", err.msg);
+    GPP_EXPECT_MSG(strstr(err.msg, "C3: stage 1 uses device 3, outside [0,3)"), "%s", err.msg);
+    p->n_devices = 4; /* device 1 idle */
+    GPP_EXPECT_MSG(gpp_sched_validate(p, g, &err) == 0, "%s", err.msg);
+    p->stages[1].devices = 0;
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "C3: stage 1 has 0 devices"), "%s", err.msg);
+    p->stages[1].devices = 2;
     gpp_plan_destroy(&p);
 
     /* C4: swapped forwards, backward before its forward */
