@@ -31,25 +31,26 @@ typedef struct {
 
 static void s_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: gpp-train --model SPEC [options]\n"
-            "  --model SPEC          zoo model, e.g. mmt:branches=2,layers=2,hidden=64,heads=4,seq=16\n"
-            "                        (--list-models shows the zoo), or a graph FILE.json\n"
-            "  --iterations N        optimizer steps (default 10)\n"
-            "  --batch B             mini-batch samples (default 32)\n"
-            "  --micro-batch b       samples per micro-batch (default B); gradients accumulate\n"
-            "  --optimizer sgd|adamw (default adamw)\n"
-            "  --lr X                learning rate (default 1e-3 adamw, 0.05 sgd)\n"
-            "  --momentum X          SGD momentum (default 0.9)\n"
-            "  --weight-decay X      (default 0)\n"
-            "  --seed S              weights and synthetic data (default 1)\n"
-            "  --threads T           CPU threads for the kernels (default: OpenBLAS's)\n"
-            "  --data FILE           read inputs and labels from a dataset file\n"
-            "  --save FILE           write weights + optimizer state at the end (atomic)\n"
-            "  --load FILE           start from a checkpoint of the same model and optimizer\n"
-            "  --write-dataset FILE --samples N   write N synthetic samples and exit\n"
-            "  --profile-out FILE [--profile-max-mb M]  time every op at micro-batch 1,2,4..M\n"
-            "                        (default 8), write the planner's profile.json and exit\n");
+    fprintf(
+        out,
+        "usage: gpp-train --model SPEC [options]\n"
+        "  --model SPEC          zoo model, e.g. mmt:branches=2,layers=2,hidden=64,heads=4,seq=16\n"
+        "                        (--list-models shows the zoo), or a graph FILE.json\n"
+        "  --iterations N        optimizer steps (default 10)\n"
+        "  --batch B             mini-batch samples (default 32)\n"
+        "  --micro-batch b       samples per micro-batch (default B); gradients accumulate\n"
+        "  --optimizer sgd|adamw (default adamw)\n"
+        "  --lr X                learning rate (default 1e-3 adamw, 0.05 sgd)\n"
+        "  --momentum X          SGD momentum (default 0.9)\n"
+        "  --weight-decay X      (default 0)\n"
+        "  --seed S              weights and synthetic data (default 1)\n"
+        "  --threads T           CPU threads for the kernels (default: OpenBLAS's)\n"
+        "  --data FILE           read inputs and labels from a dataset file\n"
+        "  --save FILE           write weights + optimizer state at the end (atomic)\n"
+        "  --load FILE           start from a checkpoint of the same model and optimizer\n"
+        "  --write-dataset FILE --samples N   write N synthetic samples and exit\n"
+        "  --profile-out FILE [--profile-max-mb M]  time every op at micro-batch 1,2,4..M\n"
+        "                        (default 8), write the planner's profile.json and exit\n");
 }
 
 static int s_num(const char *flag, const char *v, long long min, long long *out)
@@ -80,34 +81,77 @@ static int s_real(const char *flag, const char *v, float *out)
 
 static int s_parse(int argc, char **argv, opts_t *o)
 {
-    enum { O_MODEL = 256, O_ITER, O_BATCH, O_MB, O_OPT, O_LR, O_MOM, O_WD, O_SEED, O_THREADS,
-           O_DATA, O_SAVE, O_LOAD, O_WDS, O_SAMPLES, O_PROF, O_PROFMB, O_LIST, O_HELP };
-    static const struct option lo[] = {
-        {"model", 1, 0, O_MODEL},        {"iterations", 1, 0, O_ITER},
-        {"batch", 1, 0, O_BATCH},        {"micro-batch", 1, 0, O_MB},
-        {"optimizer", 1, 0, O_OPT},      {"lr", 1, 0, O_LR},
-        {"momentum", 1, 0, O_MOM},       {"weight-decay", 1, 0, O_WD},
-        {"seed", 1, 0, O_SEED},          {"threads", 1, 0, O_THREADS},
-        {"data", 1, 0, O_DATA},          {"save", 1, 0, O_SAVE},
-        {"load", 1, 0, O_LOAD},          {"write-dataset", 1, 0, O_WDS},
-        {"samples", 1, 0, O_SAMPLES},    {"profile-out", 1, 0, O_PROF},
-        {"profile-max-mb", 1, 0, O_PROFMB}, {"list-models", 0, 0, O_LIST},
-        {"help", 0, 0, O_HELP},          {0, 0, 0, 0}};
+    enum {
+        O_MODEL = 256,
+        O_ITER,
+        O_BATCH,
+        O_MB,
+        O_OPT,
+        O_LR,
+        O_MOM,
+        O_WD,
+        O_SEED,
+        O_THREADS,
+        O_DATA,
+        O_SAVE,
+        O_LOAD,
+        O_WDS,
+        O_SAMPLES,
+        O_PROF,
+        O_PROFMB,
+        O_LIST,
+        O_HELP
+    };
+    static const struct option lo[] = {{"model", 1, 0, O_MODEL},
+                                       {"iterations", 1, 0, O_ITER},
+                                       {"batch", 1, 0, O_BATCH},
+                                       {"micro-batch", 1, 0, O_MB},
+                                       {"optimizer", 1, 0, O_OPT},
+                                       {"lr", 1, 0, O_LR},
+                                       {"momentum", 1, 0, O_MOM},
+                                       {"weight-decay", 1, 0, O_WD},
+                                       {"seed", 1, 0, O_SEED},
+                                       {"threads", 1, 0, O_THREADS},
+                                       {"data", 1, 0, O_DATA},
+                                       {"save", 1, 0, O_SAVE},
+                                       {"load", 1, 0, O_LOAD},
+                                       {"write-dataset", 1, 0, O_WDS},
+                                       {"samples", 1, 0, O_SAMPLES},
+                                       {"profile-out", 1, 0, O_PROF},
+                                       {"profile-max-mb", 1, 0, O_PROFMB},
+                                       {"list-models", 0, 0, O_LIST},
+                                       {"help", 0, 0, O_HELP},
+                                       {0, 0, 0, 0}};
     o->iterations = 10;
     o->batch = 32;
     o->seed = 1;
     o->profile_max_mb = 8;
-    o->hp = (gpp_optim_hp_t){.kind = GPP_OPTIM_ADAMW, .lr = 1e-3f, .momentum = 0.9f,
-                             .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    o->hp = (gpp_optim_hp_t){.kind = GPP_OPTIM_ADAMW,
+                             .lr = 1e-3f,
+                             .momentum = 0.9f,
+                             .beta1 = 0.9f,
+                             .beta2 = 0.999f,
+                             .eps = 1e-8f};
     long long v;
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case O_MODEL: o->model = optarg; break;
-        case O_ITER: if (s_num("--iterations", optarg, 0, &o->iterations)) return -1; break;
-        case O_BATCH: if (s_num("--batch", optarg, 1, &o->batch)) return -1; break;
-        case O_MB: if (s_num("--micro-batch", optarg, 1, &o->micro_batch)) return -1; break;
+        case O_MODEL:
+            o->model = optarg;
+            break;
+        case O_ITER:
+            if (s_num("--iterations", optarg, 0, &o->iterations))
+                return -1;
+            break;
+        case O_BATCH:
+            if (s_num("--batch", optarg, 1, &o->batch))
+                return -1;
+            break;
+        case O_MB:
+            if (s_num("--micro-batch", optarg, 1, &o->micro_batch))
+                return -1;
+            break;
         case O_OPT:
             if (strcmp(optarg, "sgd") == 0)
                 o->hp.kind = GPP_OPTIM_SGD;
@@ -118,20 +162,59 @@ static int s_parse(int argc, char **argv, opts_t *o)
                 return -1;
             }
             break;
-        case O_LR: if (s_real("--lr", optarg, &o->hp.lr)) return -1; o->lr_set = 1; break;
-        case O_MOM: if (s_real("--momentum", optarg, &o->hp.momentum)) return -1; break;
-        case O_WD: if (s_real("--weight-decay", optarg, &o->hp.weight_decay)) return -1; break;
-        case O_SEED: if (s_num("--seed", optarg, 0, &v)) return -1; o->seed = (unsigned long long)v; break;
-        case O_THREADS: if (s_num("--threads", optarg, 1, &v)) return -1; o->threads = (int)v; break;
-        case O_DATA: o->data = optarg; break;
-        case O_SAVE: o->save = optarg; break;
-        case O_LOAD: o->load = optarg; break;
-        case O_WDS: o->write_dataset = optarg; break;
-        case O_SAMPLES: if (s_num("--samples", optarg, 1, &o->samples)) return -1; break;
-        case O_PROF: o->profile_out = optarg; break;
-        case O_PROFMB: if (s_num("--profile-max-mb", optarg, 1, &v)) return -1; o->profile_max_mb = (int)v; break;
-        case O_LIST: gpp_zoo_list(stdout); exit(0);
-        case O_HELP: s_usage(stdout); exit(0);
+        case O_LR:
+            if (s_real("--lr", optarg, &o->hp.lr))
+                return -1;
+            o->lr_set = 1;
+            break;
+        case O_MOM:
+            if (s_real("--momentum", optarg, &o->hp.momentum))
+                return -1;
+            break;
+        case O_WD:
+            if (s_real("--weight-decay", optarg, &o->hp.weight_decay))
+                return -1;
+            break;
+        case O_SEED:
+            if (s_num("--seed", optarg, 0, &v))
+                return -1;
+            o->seed = (unsigned long long)v;
+            break;
+        case O_THREADS:
+            if (s_num("--threads", optarg, 1, &v))
+                return -1;
+            o->threads = (int)v;
+            break;
+        case O_DATA:
+            o->data = optarg;
+            break;
+        case O_SAVE:
+            o->save = optarg;
+            break;
+        case O_LOAD:
+            o->load = optarg;
+            break;
+        case O_WDS:
+            o->write_dataset = optarg;
+            break;
+        case O_SAMPLES:
+            if (s_num("--samples", optarg, 1, &o->samples))
+                return -1;
+            break;
+        case O_PROF:
+            o->profile_out = optarg;
+            break;
+        case O_PROFMB:
+            if (s_num("--profile-max-mb", optarg, 1, &v))
+                return -1;
+            o->profile_max_mb = (int)v;
+            break;
+        case O_LIST:
+            gpp_zoo_list(stdout);
+            exit(0);
+        case O_HELP:
+            s_usage(stdout);
+            exit(0);
         default:
             fprintf(stderr, "gpp-train: error: unknown or incomplete option '%s'\n",
                     argv[optind - 1]);

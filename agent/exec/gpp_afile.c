@@ -41,8 +41,9 @@ gpp_afile_t *gpp_afile_open(const char *path, gpp_err_t *err)
     snprintf(tmp, n, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        gpp_err_set(err, "%s: cannot create a temp file beside it (%s): %s; check the "
-                         "directory exists and is writable",
+        gpp_err_set(err,
+                    "%s: cannot create a temp file beside it (%s): %s; check the "
+                    "directory exists and is writable",
                     path, tmp, strerror(errno));
         free(tmp);
         return NULL;

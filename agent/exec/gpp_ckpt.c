@@ -72,17 +72,18 @@ int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err)
     if (s_w(&w, GPP_CKPT_MAGIC "", 8, err) < 0 || s_w32(&w, GPP_CKPT_VERSION, err) < 0 ||
         s_w32(&w, (uint32_t)gpp_exec_optim(ex)->kind, err) < 0 ||
         s_w64(&w, (uint64_t)gpp_exec_step_count(ex), err) < 0 ||
-        s_w32(&w, (uint32_t)strlen(g->spec), err) < 0 || s_w(&w, g->spec, strlen(g->spec), err) < 0 ||
-        s_w32(&w, (uint32_t)(np * (1 + nb)), err) < 0)
+        s_w32(&w, (uint32_t)strlen(g->spec), err) < 0 ||
+        s_w(&w, g->spec, strlen(g->spec), err) < 0 || s_w32(&w, (uint32_t)(np * (1 + nb)), err) < 0)
         goto done;
     for (int i = 0; i < np; i++) {
         const char *name = gpp_exec_param_name(ex, i);
         gpp_tensor_t *t = gpp_exec_param(ex, i);
         for (int role = 0; role <= nb; role++) {
-            const float *src = role == 0 ? gpp_tensor_f32(t) : gpp_exec_param_state(ex, i, role - 1);
-            if (s_w32(&w, (uint32_t)strlen(name), err) < 0 || s_w(&w, name, strlen(name), err) < 0 ||
-                s_w32(&w, (uint32_t)role, err) < 0 || s_w64(&w, (uint64_t)t->rows, err) < 0 ||
-                s_w64(&w, (uint64_t)t->cols, err) < 0 ||
+            const float *src =
+                role == 0 ? gpp_tensor_f32(t) : gpp_exec_param_state(ex, i, role - 1);
+            if (s_w32(&w, (uint32_t)strlen(name), err) < 0 ||
+                s_w(&w, name, strlen(name), err) < 0 || s_w32(&w, (uint32_t)role, err) < 0 ||
+                s_w64(&w, (uint64_t)t->rows, err) < 0 || s_w64(&w, (uint64_t)t->cols, err) < 0 ||
                 s_w_device(&w, s, src, t->rows * t->cols, host, err) < 0)
                 goto done;
         }
@@ -185,8 +186,8 @@ int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err)
     uint32_t crc = 0, stored;
     rewind(r.f);
     for (long off = 0; off < r.size - 4;) {
-        size_t part = (size_t)(r.size - 4 - off) < CHUNK_BYTES ? (size_t)(r.size - 4 - off)
-                                                               : CHUNK_BYTES;
+        size_t part =
+            (size_t)(r.size - 4 - off) < CHUNK_BYTES ? (size_t)(r.size - 4 - off) : CHUNK_BYTES;
         if (fread(host, 1, part, r.f) != part) {
             gpp_err_set(err, "checkpoint %s: read failed: %s", path, strerror(errno));
             goto done;
@@ -201,8 +202,9 @@ int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err)
     }
     stored = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
     if (crc != stored) {
-        gpp_err_set(err, "checkpoint %s: checksum mismatch (file corrupted or truncated); use an "
-                         "older checkpoint",
+        gpp_err_set(err,
+                    "checkpoint %s: checksum mismatch (file corrupted or truncated); use an "
+                    "older checkpoint",
                     path);
         goto done;
     }
@@ -224,14 +226,16 @@ int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err)
     if (s_r(&r, spec, spec_len, err) < 0 || s_r32(&r, &n_ents, err) < 0)
         goto done;
     if (strcmp(spec, g->spec) != 0) {
-        gpp_err_set(err, "checkpoint %s is for model '%s', this run trains '%s'; pass the "
-                         "checkpoint's --model or drop --load",
+        gpp_err_set(err,
+                    "checkpoint %s is for model '%s', this run trains '%s'; pass the "
+                    "checkpoint's --model or drop --load",
                     path, spec, g->spec);
         goto done;
     }
     if (kind != (uint32_t)gpp_exec_optim(ex)->kind) {
-        gpp_err_set(err, "checkpoint %s holds %s optimizer state, this run uses %s; pass "
-                         "--optimizer %s",
+        gpp_err_set(err,
+                    "checkpoint %s holds %s optimizer state, this run uses %s; pass "
+                    "--optimizer %s",
                     path, s_optim_name(kind), s_optim_name(gpp_exec_optim(ex)->kind),
                     s_optim_name(kind));
         goto done;
@@ -258,8 +262,9 @@ int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err)
         ents[i].offset = r.pos;
         if (rows > (1ULL << 40) || cols > (1ULL << 40) ||
             (double)rows * (double)cols * 4 > (double)(r.size - 4 - r.pos)) {
-            gpp_err_set(err, "checkpoint %s: tensor '%s' [%llu, %llu] runs past the end of the "
-                             "file",
+            gpp_err_set(err,
+                        "checkpoint %s: tensor '%s' [%llu, %llu] runs past the end of the "
+                        "file",
                         path, ents[i].name, (unsigned long long)rows, (unsigned long long)cols);
             goto done;
         }
@@ -281,16 +286,18 @@ int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err)
         for (uint32_t role = 0; role <= (uint32_t)nb; role++) {
             const entry_t *e = s_find(ents, n_ents, name, role);
             if (!e) {
-                gpp_err_set(err, "checkpoint %s has no tensor '%s'%s; it was written for another "
-                                 "model or stage",
+                gpp_err_set(err,
+                            "checkpoint %s has no tensor '%s'%s; it was written for another "
+                            "model or stage",
                             path, name, role ? " (optimizer state)" : "");
                 goto done;
             }
             if (e->rows != t->rows || e->cols != t->cols) {
-                gpp_err_set(err, "checkpoint %s: tensor '%s' is [%lld, %lld], the model needs "
-                                 "[%lld, %lld]; it was written for another model",
-                            path, name, (long long)e->rows, (long long)e->cols,
-                            (long long)t->rows, (long long)t->cols);
+                gpp_err_set(err,
+                            "checkpoint %s: tensor '%s' is [%lld, %lld], the model needs "
+                            "[%lld, %lld]; it was written for another model",
+                            path, name, (long long)e->rows, (long long)e->cols, (long long)t->rows,
+                            (long long)t->cols);
                 goto done;
             }
         }
@@ -303,7 +310,8 @@ int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err)
         gpp_tensor_t *t = gpp_exec_param(ex, i);
         for (uint32_t role = 0; role <= (uint32_t)nb; role++) {
             const entry_t *e = s_find(ents, n_ents, name, role);
-            char *dst = (char *)(role == 0 ? gpp_tensor_f32(t) : gpp_exec_param_state(ex, i, (int)role - 1));
+            char *dst = (char *)(role == 0 ? gpp_tensor_f32(t)
+                                           : gpp_exec_param_state(ex, i, (int)role - 1));
             size_t total = (size_t)(e->rows * e->cols) * 4;
             if (fseek(r.f, e->offset, SEEK_SET) != 0) {
                 gpp_err_set(err, "checkpoint %s: cannot seek", path);

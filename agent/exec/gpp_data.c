@@ -171,8 +171,8 @@ static void s_gen_input(const gpp_data_t *self, const gpp_op_t *op, int64_t lo, 
         int32_t *o = out;
         for (int64_t s = 0; s < n; s++)
             for (int64_t e = 0; e < per; e++)
-                o[s * per + e] = (int32_t)gpp_hash_below(key, (uint64_t)((lo + s) * per + e),
-                                                         op->table_rows);
+                o[s * per + e] =
+                    (int32_t)gpp_hash_below(key, (uint64_t)((lo + s) * per + e), op->table_rows);
     } else {
         float *o = out;
         for (int64_t e = 0; e < n * per; e++)
@@ -181,8 +181,7 @@ static void s_gen_input(const gpp_data_t *self, const gpp_op_t *op, int64_t lo, 
 }
 
 /* Keeps a copy of a generated block for the teacher. */
-static void s_cache_put(gpp_data_t *self, const gpp_op_t *op, int64_t lo, int64_t n,
-                        const void *x)
+static void s_cache_put(gpp_data_t *self, const gpp_op_t *op, int64_t lo, int64_t n, const void *x)
 {
     size_t bytes = (size_t)(n * op->rows * op->cols) * 4;
     data_block_t *c = &self->cache[op->id];
@@ -404,8 +403,9 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err
     unsigned char fixed[HDR_FIXED] = {0};
     if (fsize < 8 || s_pread_all(self->fd, fixed, 8, 0) < 0 ||
         memcmp(fixed, GPP_DATA_MAGIC, 8) != 0) {
-        gpp_err_set(err, "dataset %s: not a gpp dataset file (bad magic); write one with "
-                         "gpp-train --write-dataset FILE --samples N",
+        gpp_err_set(err,
+                    "dataset %s: not a gpp dataset file (bad magic); write one with "
+                    "gpp-train --write-dataset FILE --samples N",
                     path);
         goto fail;
     }
@@ -416,8 +416,9 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err
     }
     uint32_t version = s_u32(fixed + 8);
     if (version != GPP_DATA_VERSION) {
-        gpp_err_set(err, "dataset %s: format version %u, this gpp reads version %d; rewrite it "
-                         "with this gpp-train --write-dataset",
+        gpp_err_set(err,
+                    "dataset %s: format version %u, this gpp reads version %d; rewrite it "
+                    "with this gpp-train --write-dataset",
                     path, version, GPP_DATA_VERSION);
         goto fail;
     }
@@ -426,8 +427,9 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err
     uint64_t hbytes = s_u64(fixed + 24);
     if (n_arrays > 100000 || hbytes != HDR_FIXED + (uint64_t)HDR_ENTRY * n_arrays + 4 ||
         self->n_samples < 1) {
-        gpp_err_set(err, "dataset %s: corrupt header (arrays %u, samples %lld, header %llu "
-                         "bytes)",
+        gpp_err_set(err,
+                    "dataset %s: corrupt header (arrays %u, samples %lld, header %llu "
+                    "bytes)",
                     path, n_arrays, (long long)self->n_samples, (unsigned long long)hbytes);
         goto fail;
     }
@@ -464,8 +466,7 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err
     }
     if (off != fsize) {
         gpp_err_set(err, "dataset %s: %s: expected %lld bytes, file has %lld", path,
-                    off > fsize ? "truncated" : "trailing bytes", (long long)off,
-                    (long long)fsize);
+                    off > fsize ? "truncated" : "trailing bytes", (long long)off, (long long)fsize);
         goto fail;
     }
     /* The arrays must be exactly the model's inputs and labels. */
@@ -483,20 +484,21 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err
             if (strcmp(want[k].name, a->name) == 0)
                 w = &want[k];
         if (o < 0 || !w || w->role != a->role) {
-            gpp_err_set(err, "dataset %s: array '%s' is not an %s of model %s; the file was "
-                             "written for another model",
+            gpp_err_set(err,
+                        "dataset %s: array '%s' is not an %s of model %s; the file was "
+                        "written for another model",
                         path, a->name, a->role ? "loss op" : "input op", g->spec);
             goto fail;
         }
         if (w->dtype != a->dtype || w->rows != a->rows || w->cols != a->cols ||
             w->range != a->range) {
-            gpp_err_set(err, "dataset %s: array '%s' has %s [%lld, %lld] range %lld, model %s "
-                             "needs %s [%lld, %lld] range %lld; the file was written for another "
-                             "model",
+            gpp_err_set(err,
+                        "dataset %s: array '%s' has %s [%lld, %lld] range %lld, model %s "
+                        "needs %s [%lld, %lld] range %lld; the file was written for another "
+                        "model",
                         path, a->name, a->dtype ? "i32" : "f32", (long long)a->rows,
-                        (long long)a->cols, (long long)a->range, g->spec,
-                        w->dtype ? "i32" : "f32", (long long)w->rows, (long long)w->cols,
-                        (long long)w->range);
+                        (long long)a->cols, (long long)a->range, g->spec, w->dtype ? "i32" : "f32",
+                        (long long)w->rows, (long long)w->cols, (long long)w->range);
             goto fail;
         }
         self->arr_of_op[o] = i;

@@ -47,7 +47,7 @@ typedef struct {
     int *in;         /* slots of the inputs */
     int first_param; /* index into params */
     int n_params;
-    int loss;        /* index into losses, or -1 */
+    int loss; /* index into losses, or -1 */
     double fwd_ms, bwd_ms;
     int64_t calls;
 } exec_op_t;
@@ -61,9 +61,9 @@ typedef struct {
     int *got_grad;      /* [n_slots]: boundary output gradient received */
     void **stash;       /* [n_local] */
     size_t *stash_bytes;
-    float *loss_dev;    /* [n_loss] device */
-    float *loss_host;   /* [n_loss] host, valid after a stream sync */
-    int loss_pending;   /* loss_host holds values not yet folded into loss_acc */
+    float *loss_dev;  /* [n_loss] device */
+    float *loss_host; /* [n_loss] host, valid after a stream sync */
+    int loss_pending; /* loss_host holds values not yet folded into loss_acc */
 } exec_mb_t;
 
 typedef struct {
@@ -214,9 +214,8 @@ static int s_add_slot(gpp_exec_t *self, const gpp_op_t *prod, int local)
     sl->producer = prod->id;
     sl->local = local;
     sl->needs_grad = prod->type != GPP_OP_INPUT && !s_is_loss(prod);
-    sl->dtype = prod->type == GPP_OP_INPUT && prod->input_kind == GPP_INPUT_INDICES
-                    ? GPP_DTYPE_I32
-                    : GPP_DTYPE_F32;
+    sl->dtype = prod->type == GPP_OP_INPUT && prod->input_kind == GPP_INPUT_INDICES ? GPP_DTYPE_I32
+                                                                                    : GPP_DTYPE_F32;
     sl->rows = prod->rows;
     sl->cols = prod->cols;
     self->slot_of[prod->id] = k;
@@ -225,8 +224,8 @@ static int s_add_slot(gpp_exec_t *self, const gpp_op_t *prod, int local)
 
 /* Adds one parameter [1, rows, cols] to the op; dense ones get a range of
  * the flat buffers (bound after all are counted). */
-static exec_param_t *s_add_param(gpp_exec_t *self, exec_op_t *eo, const char *suffix,
-                                 int64_t rows, int64_t cols, int sparse)
+static exec_param_t *s_add_param(gpp_exec_t *self, exec_op_t *eo, const char *suffix, int64_t rows,
+                                 int64_t cols, int sparse)
 {
     exec_param_t *p = &self->params[self->n_params++];
     eo->n_params++;
@@ -266,8 +265,8 @@ static void s_init_param(const gpp_exec_t *self, const exec_param_t *p, int k, i
         /* Xavier-uniform; for the QKV projection each of Q, K, V is a
          * (hidden, hidden) map. */
         double fan_in = (double)p->value.cols;
-        double fan_out = op->type == GPP_OP_ATTENTION ? (double)p->value.cols
-                                                      : (double)p->value.rows;
+        double fan_out =
+            op->type == GPP_OP_ATTENTION ? (double)p->value.cols : (double)p->value.rows;
         float a = (float)sqrt(6.0 / (fan_in + fan_out));
         for (int64_t i = 0; i < numel; i++)
             h[i] = a * (2.0f * gpp_hash_uniform(key, (uint64_t)(first + i)) - 1.0f);
@@ -307,8 +306,9 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
             return NULL;
         }
         if (g->ops[ids[i]].type == GPP_OP_OPAQUE) {
-            gpp_err_set(err, "executor: op %d '%s' is opaque (from a profile: costs only); "
-                             "train a zoo model or a graph JSON with executable ops",
+            gpp_err_set(err,
+                        "executor: op %d '%s' is opaque (from a profile: costs only); "
+                        "train a zoo model or a graph JSON with executable ops",
                         ids[i], g->ops[ids[i]].name);
             free(ids);
             return NULL;
@@ -420,8 +420,8 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
                     goto fail;
                 p->grad.data = NULL;
                 self->sparse_param[p->sparse] = eo->first_param + k;
-                if (!(self->sgrad[p->sparse] = gpp_sparse_grad_new(
-                          self->s, p->value.rows, p->value.cols, 0, err)) ||
+                if (!(self->sgrad[p->sparse] =
+                          gpp_sparse_grad_new(self->s, p->value.rows, p->value.cols, 0, err)) ||
                     !(self->sstate[p->sparse] =
                           gpp_optim_state_new(self->s, cfg->optim.kind, numel, err)))
                     goto fail;
@@ -435,15 +435,15 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
             for (int64_t first = 0; first < numel; first += chunk) {
                 int64_t m = numel - first < chunk ? numel - first : chunk;
                 s_init_param(self, p, k, first, m, h);
-                if (gpp_stream_copy(self->s, gpp_tensor_f32(&p->value) + first, h,
-                                    (size_t)m * 4, GPP_COPY_H2D, err) < 0 ||
+                if (gpp_stream_copy(self->s, gpp_tensor_f32(&p->value) + first, h, (size_t)m * 4,
+                                    GPP_COPY_H2D, err) < 0 ||
                     gpp_stream_sync(self->s, err) < 0)
                     goto fail;
             }
         }
     }
-    if (self->dense_numel > 0 &&
-        !(self->dense_state = gpp_optim_state_new(self->s, cfg->optim.kind, self->dense_numel, err)))
+    if (self->dense_numel > 0 && !(self->dense_state = gpp_optim_state_new(self->s, cfg->optim.kind,
+                                                                           self->dense_numel, err)))
         goto fail;
     if (gpp_stream_sync(self->s, err) < 0)
         goto fail;
@@ -616,8 +616,9 @@ int gpp_exec_begin(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_er
     assert(self && m >= 0 && n >= 0 && sample_lo >= 0);
     exec_mb_t *mb = s_mb(self, m);
     if (mb->state == MB_OPEN || mb->state == MB_FORWARD)
-        return gpp_err_set(err, "executor: micro-batch slot %d is still in flight (begun, no "
-                                "backward yet)",
+        return gpp_err_set(err,
+                           "executor: micro-batch slot %d is still in flight (begun, no "
+                           "backward yet)",
                            m);
     gpp_exec_release(self, m);
     if (!mb->loss_dev && self->n_loss) {
@@ -646,8 +647,8 @@ gpp_tensor_t *gpp_exec_input(gpp_exec_t *self, int m, int producer)
     return &self->mb[m].act[k];
 }
 
-int gpp_exec_set_input(gpp_exec_t *self, int m, int producer, const gpp_tensor_t *src,
-                       int64_t lo, gpp_err_t *err)
+int gpp_exec_set_input(gpp_exec_t *self, int m, int producer, const gpp_tensor_t *src, int64_t lo,
+                       gpp_err_t *err)
 {
     assert(self && src && m >= 0);
     const exec_slot_t *sl = s_boundary_slot(self, producer, 0);
@@ -656,11 +657,12 @@ int gpp_exec_set_input(gpp_exec_t *self, int m, int producer, const gpp_tensor_t
     exec_mb_t *mb = &self->mb[m];
     int k = self->slot_of[producer];
     const gpp_op_t *p = &self->g->ops[producer];
-    if (src->dtype != sl->dtype || src->rows != sl->rows || src->cols != sl->cols ||
-        lo < 0 || lo + src->n > mb->n)
-        return gpp_err_set(err, "executor: input from op %d '%s' for micro-batch %d: got %s "
-                                "[%lld, %lld, %lld] at sample %lld, expected %s [.., %lld, %lld] "
-                                "within %lld samples",
+    if (src->dtype != sl->dtype || src->rows != sl->rows || src->cols != sl->cols || lo < 0 ||
+        lo + src->n > mb->n)
+        return gpp_err_set(err,
+                           "executor: input from op %d '%s' for micro-batch %d: got %s "
+                           "[%lld, %lld, %lld] at sample %lld, expected %s [.., %lld, %lld] "
+                           "within %lld samples",
                            producer, p->name, m, src->dtype ? "i32" : "f32", (long long)src->n,
                            (long long)src->rows, (long long)src->cols, (long long)lo,
                            sl->dtype ? "i32" : "f32", (long long)sl->rows, (long long)sl->cols,
@@ -754,7 +756,8 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
             return -1;
         int rc = s_load(self, mb, op->id, 1, &lab, err);
         gpp_tensor_t *dx = NULL;
-        if (rc == 0 && self->slots[eo->in[0]].needs_grad && !(dx = s_grad(self, mb, eo->in[0], err)))
+        if (rc == 0 && self->slots[eo->in[0]].needs_grad &&
+            !(dx = s_grad(self, mb, eo->in[0], err)))
             rc = -1;
         float scale = (float)((double)n / (double)self->cfg.batch);
         float *loss = mb->loss_dev + eo->loss;
@@ -776,8 +779,9 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
 {
     assert(self && m >= 0);
     if (m >= self->n_mb || self->mb[m].state != MB_OPEN)
-        return gpp_err_set(err, "executor: forward of micro-batch %d that is not begun (or "
-                                "already forwarded)",
+        return gpp_err_set(err,
+                           "executor: forward of micro-batch %d that is not begun (or "
+                           "already forwarded)",
                            m);
     exec_mb_t *mb = &self->mb[m];
     for (int i = 0; i < self->n_inputs; i++) {
@@ -791,10 +795,10 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
             continue;
         }
         /* the caller may still set it: the micro-batch stays open */
-        return gpp_err_set(err, "executor: micro-batch %d: input from op %d '%s' has %lld of "
-                                "%lld samples set",
-                           m, p, self->g->ops[p].name, (long long)mb->filled[k],
-                           (long long)mb->n);
+        return gpp_err_set(err,
+                           "executor: micro-batch %d: input from op %d '%s' has %lld of "
+                           "%lld samples set",
+                           m, p, self->g->ops[p].name, (long long)mb->filled[k], (long long)mb->n);
     }
     /* An empty shard (a data-parallel replica with no samples of this
      * micro-batch) runs nothing; its outputs and gradients are empty. */
@@ -817,8 +821,8 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
         if (!self->slots[k].keep)
             s_tensor_release(self, &mb->act[k]);
         else if (mb->n == 0 && self->slots[k].local)
-            mb->act[k] = gpp_tensor(NULL, self->slots[k].dtype, 0, self->slots[k].rows,
-                                    self->slots[k].cols);
+            mb->act[k] =
+                gpp_tensor(NULL, self->slots[k].dtype, 0, self->slots[k].rows, self->slots[k].cols);
     }
     mb->loss_pending = self->n_loss > 0 && mb->n > 0;
     mb->state = MB_FORWARD;
@@ -841,8 +845,9 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int m, int op, const gpp_tensor_t
     assert(self && dy && m >= 0);
     const exec_slot_t *sl = s_boundary_slot(self, op, 1);
     if (m >= self->n_mb || self->mb[m].state != MB_FORWARD)
-        return gpp_err_set(err, "executor: output gradient for micro-batch %d outside its "
-                                "forward..backward",
+        return gpp_err_set(err,
+                           "executor: output gradient for micro-batch %d outside its "
+                           "forward..backward",
                            m);
     exec_mb_t *mb = &self->mb[m];
     int k = self->slot_of[op];
@@ -850,9 +855,10 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int m, int op, const gpp_tensor_t
         return 0; /* an INPUT op sent to another stage: data has no gradient */
     if (dy->dtype != GPP_DTYPE_F32 || dy->rows != sl->rows || dy->cols != sl->cols || lo < 0 ||
         lo + dy->n > mb->n)
-        return gpp_err_set(err, "executor: gradient for op %d '%s' micro-batch %d: got [%lld, "
-                                "%lld, %lld] at sample %lld, expected f32 [.., %lld, %lld] within "
-                                "%lld samples",
+        return gpp_err_set(err,
+                           "executor: gradient for op %d '%s' micro-batch %d: got [%lld, "
+                           "%lld, %lld] at sample %lld, expected f32 [.., %lld, %lld] within "
+                           "%lld samples",
                            op, self->g->ops[op].name, m, (long long)dy->n, (long long)dy->rows,
                            (long long)dy->cols, (long long)lo, (long long)sl->rows,
                            (long long)sl->cols, (long long)mb->n);
@@ -905,8 +911,8 @@ static int s_backward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     case GPP_OP_GELU:
         return dx ? gpp_gelu_bwd(s, x, dy, dx, err) : 0;
     case GPP_OP_LAYERNORM:
-        return gpp_layernorm_bwd(s, x, &P[0].value, mb->stash[i], dy, dx, &P[0].grad,
-                                 &P[1].grad, err);
+        return gpp_layernorm_bwd(s, x, &P[0].value, mb->stash[i], dy, dx, &P[0].grad, &P[1].grad,
+                                 err);
     case GPP_OP_ATTENTION: {
         gpp_attention_params_t ap = {P[0].value, P[1].value, P[2].value, P[3].value};
         gpp_attention_params_t dp = {P[0].grad, P[1].grad, P[2].grad, P[3].grad};
@@ -950,8 +956,9 @@ int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
     for (int i = 0; i < self->n_outputs; i++) {
         int op = self->outputs[i], k = self->slot_of[op];
         if (self->slots[k].needs_grad && !mb->got_grad[k])
-            return gpp_err_set(err, "executor: backward of micro-batch %d: no gradient received "
-                                    "for output op %d '%s' (consumed by another stage)",
+            return gpp_err_set(err,
+                               "executor: backward of micro-batch %d: no gradient received "
+                               "for output op %d '%s' (consumed by another stage)",
                                m, op, self->g->ops[op].name);
     }
     for (int i = self->n_local - 1; i >= 0 && mb->n > 0; i--) {
@@ -1030,8 +1037,9 @@ int gpp_exec_step(gpp_exec_t *self, gpp_err_t *err)
     for (int m = 0; m < self->n_mb; m++) {
         int st = self->mb[m].state;
         if (st == MB_OPEN || st == MB_FORWARD)
-            return gpp_err_set(err, "executor: optimizer step with micro-batch %d still in "
-                                    "flight",
+            return gpp_err_set(err,
+                               "executor: optimizer step with micro-batch %d still in "
+                               "flight",
                                m);
         if (s_fold_loss(self, &self->mb[m], err) < 0)
             return -1;

@@ -120,8 +120,8 @@ gpp_tensor_t *gpp_exec_input(gpp_exec_t *self, int mb, int producer);
 /* Copies device tensor src [k, rows, cols] into samples [lo, lo + k) of the
  * boundary input. -1 when dtype, rows or cols differ from the producer's or
  * [lo, lo + k) is outside the micro-batch. */
-int gpp_exec_set_input(gpp_exec_t *self, int mb, int producer, const gpp_tensor_t *src,
-                       int64_t lo, gpp_err_t *err);
+int gpp_exec_set_input(gpp_exec_t *self, int mb, int producer, const gpp_tensor_t *src, int64_t lo,
+                       gpp_err_t *err);
 /* Runs the stage's ops forward. Loss ops compute their loss and their
  * input's gradient here. -1 when a boundary input was not (fully) set (the
  * micro-batch stays open: set it and call again); -1 from the data source or
@@ -132,8 +132,8 @@ int gpp_exec_forward(gpp_exec_t *self, int mb, gpp_err_t *err);
 const gpp_tensor_t *gpp_exec_output(gpp_exec_t *self, int mb, int op);
 /* Accumulates dy [k, rows, cols] into samples [lo, lo + k) of boundary output
  * op's gradient (+=). -1 on a shape mismatch or outside forward..backward. */
-int gpp_exec_add_output_grad(gpp_exec_t *self, int mb, int op, const gpp_tensor_t *dy,
-                             int64_t lo, gpp_err_t *err);
+int gpp_exec_add_output_grad(gpp_exec_t *self, int mb, int op, const gpp_tensor_t *dy, int64_t lo,
+                             gpp_err_t *err);
 /* Runs backward; accumulates parameter gradients; frees activations and
  * stashes. -1 when a boundary output received no gradient. */
 int gpp_exec_backward(gpp_exec_t *self, int mb, gpp_err_t *err);

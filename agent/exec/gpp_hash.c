@@ -30,8 +30,8 @@ uint32_t gpp_crc32(uint32_t crc, const void *data, size_t len)
     while (len >= 8) {
         uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                              (uint32_t)p[3] << 24);
-        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
-                      (uint32_t)p[7] << 24;
+        uint32_t hi =
+            (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
         crc = s_crc_table[7][lo & 0xff] ^ s_crc_table[6][(lo >> 8) & 0xff] ^
               s_crc_table[5][(lo >> 16) & 0xff] ^ s_crc_table[4][lo >> 24] ^
               s_crc_table[3][hi & 0xff] ^ s_crc_table[2][(hi >> 8) & 0xff] ^

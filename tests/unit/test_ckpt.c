@@ -15,7 +15,9 @@
 #include "agent/exec/gpp_exec.h"
 #include "tests/unit/gpp_test.h"
 
-#define DLRM "dlrm:dense_branches=1,sparse_branches=2,dense_in=8,hidden=16,dense_layers=1,rows=50,dim=4,bag=3,top_layers=1"
+#define DLRM                                                                                       \
+    "dlrm:dense_branches=1,sparse_branches=2,dense_in=8,hidden=16,dense_layers=1,rows=50,dim=4,"   \
+    "bag=3,top_layers=1"
 
 typedef struct {
     gpp_graph_t *g;
@@ -53,8 +55,13 @@ static gpp_exec_t *s_exec(fix_t *f, int n, const int *ops, gpp_optim_kind_t kind
 {
     gpp_err_t err = {0};
     gpp_exec_cfg_t c = {.seed = seed, .batch = 8};
-    c.optim = (gpp_optim_hp_t){.kind = kind, .lr = 0.01f, .momentum = 0.9f, .beta1 = 0.9f,
-                               .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
+    c.optim = (gpp_optim_hp_t){.kind = kind,
+                               .lr = 0.01f,
+                               .momentum = 0.9f,
+                               .beta1 = 0.9f,
+                               .beta2 = 0.999f,
+                               .eps = 1e-8f,
+                               .weight_decay = 0.01f};
     gpp_exec_t *ex = gpp_exec_new(f->g, n, ops, f->be, f->data, &c, &err);
     GPP_EXPECT_MSG(ex != NULL, "%s", err.msg);
     return ex;
@@ -85,8 +92,10 @@ static double s_diff(gpp_exec_t *a, gpp_exec_t *b, int state)
             return INFINITY;
         int64_t n = gpp_tensor_numel(gpp_exec_param(a, i));
         for (int s = 0; s <= (state ? gpp_exec_optim_nbufs(a) : 0); s++) {
-            const float *x = s ? gpp_exec_param_state(a, i, s - 1) : gpp_tensor_f32(gpp_exec_param(a, i));
-            const float *y = s ? gpp_exec_param_state(b, j, s - 1) : gpp_tensor_f32(gpp_exec_param(b, j));
+            const float *x =
+                s ? gpp_exec_param_state(a, i, s - 1) : gpp_tensor_f32(gpp_exec_param(a, i));
+            const float *y =
+                s ? gpp_exec_param_state(b, j, s - 1) : gpp_tensor_f32(gpp_exec_param(b, j));
             for (int64_t e = 0; e < n; e++)
                 d += fabs((double)x[e] - (double)y[e]);
         }
@@ -267,10 +276,11 @@ done:
     s_unfix(&o);
 }
 
-static const gpp_test_case_t cases[] = {{"resume_is_exact", t_resume_is_exact},
-                                        {"stage_loads_from_whole_model", t_stage_loads_from_whole_model},
-                                        {"bad_checkpoints_rejected", t_bad_checkpoints_rejected},
-                                        {NULL, NULL}};
+static const gpp_test_case_t cases[] = {
+    {"resume_is_exact", t_resume_is_exact},
+    {"stage_loads_from_whole_model", t_stage_loads_from_whole_model},
+    {"bad_checkpoints_rejected", t_bad_checkpoints_rejected},
+    {NULL, NULL}};
 
 int main(void)
 {

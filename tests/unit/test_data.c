@@ -13,7 +13,9 @@
 #include "planner/gpp_graph.h"
 #include "tests/unit/gpp_test.h"
 
-#define DLRM "dlrm:dense_branches=2,sparse_branches=2,dense_in=16,hidden=32,dense_layers=1,rows=100,dim=8,bag=4,top_layers=1"
+#define DLRM                                                                                       \
+    "dlrm:dense_branches=2,sparse_branches=2,dense_in=16,hidden=32,dense_layers=1,rows=100,dim=8," \
+    "bag=4,top_layers=1"
 #define MMT "mmt:branches=2,layers=1,hidden=16,heads=2,seq=4,ffn=32,classes=5"
 
 static gpp_graph_t *s_model(const char *spec)
@@ -134,7 +136,8 @@ static void t_file_round_trip(void)
             if (!in && !lab)
                 continue;
             float a[20 * 16], b[20 * 16], w[16];
-            int ra = in ? gpp_data_input(f, o, 0, 20, a, &err) : gpp_data_label(f, o, 0, 20, a, &err);
+            int ra =
+                in ? gpp_data_input(f, o, 0, 20, a, &err) : gpp_data_label(f, o, 0, 20, a, &err);
             int rb = in ? gpp_data_input(syn, o, 0, 20, b, &err)
                         : gpp_data_label(syn, o, 0, 20, b, &err);
             GPP_EXPECT(ra == 0 && rb == 0);
