@@ -135,6 +135,12 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, gpp_err_t *err
                                cfg->cluster.mem_gib, (double)min_mem / 1073741824.0);
             goto fail;
         }
+        /* the partitioner may leave devices idle; the plan (C3) covers the
+         * ones it uses, numbered from 0: their agents get no assignment */
+        int used = 0;
+        for (int s = 0; s < self->plan->n_stages; s++)
+            used += self->plan->stages[s].devices;
+        self->plan->n_devices = used;
         if (gpp_sched_build(self->plan, self->g, err) < 0)
             goto fail;
     } else {

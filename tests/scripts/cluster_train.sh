@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# cluster_train: training jobs with real processes on loopback — a job that
+# finishes (progress lines, JSON metrics, checkpoints, the closing summary),
+# an agent killed during training, Ctrl-C during training, and plans that
+# cannot run. Weights against single-process training: test_coord_train.
+# Usage: cluster_train.sh BUILD_DIR
+set -u
+BUILD=${1:?usage: cluster_train.sh BUILD_DIR}
+COORD=$BUILD/coordinator/gpp-coordinator
+TMP=$(mktemp -d /tmp/gpp_cluster_train.XXXXXX)
+PORT0=$((20000 + ($$ * 17) % 20000))
+FAILS=0
+PIDS=()
+MODEL="mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64"
+
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok   $*"; }
+
+# cluster file: $1 name, $2 port (and $2+1 for the store), $3 slots, $4 iterations
+mkconf() {
+    cat >"$TMP/$1.toml" <<EOF
+[coordinator]
+endpoint = "tcp://127.0.0.1:$2"
+store = "127.0.0.1:$(($2 + 1))"
+[cluster]
+device = "cpu"
+mem_gib = 2
+[[nodes]]
+host = "127.0.0.1"
+slots = $3
+[job]
+model = "$MODEL"
+batch = 16
+micro_batch = 4
+iterations = $4
+launch = "local"
+checkpoint_dir = "$TMP/$1.ckpt"
+[health]
+heartbeat_ms = 100
+timeout_ms = 3000
+[metrics]
+file = "$TMP/$1.jsonl"
+EOF
+    echo "$TMP/$1.toml"
+}
+running() {
+    [ -r "/proc/$1/stat" ] || return 1
+    [ "$(sed 's/^.*) \(.\).*$/\1/' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+wait_gone() {
+    local t=$(($1 * 10)); shift
+    while [ $t -gt 0 ]; do
+        local alive=0
+        for p in "$@"; do running "$p" && alive=1; done
+        [ $alive = 0 ] && return 0
+        sleep 0.1; t=$((t - 1))
+    done
+    return 1
+}
+bwait() {
+    local t=$(($2 * 10))
+    while kill -0 "$1" 2>/dev/null && [ $t -gt 0 ]; do sleep 0.1; t=$((t - 1)); done
+    kill -0 "$1" 2>/dev/null && { echo "  (pid $1 still running after $2 s: killed)"; kill -KILL "$1"; }
+    wait "$1"
+}
+# the coordinator's agents once training has started (at most 30 s)
+training_kids() {
+    local t=300
+    while [ $t -gt 0 ]; do
+        grep -q "^iter 2/" "$2" 2>/dev/null && { pgrep -P "$1" | tr '\n' ' '; return; }
+        sleep 0.1; t=$((t - 1))
+    done
+}
+
+# 1. a job that finishes
+P=$((PORT0 + 2)); C=$(mkconf ok $P 4 3)
+timeout 120 "$COORD" --plan gpp "$C" >"$TMP/1.out" 2>"$TMP/1.err"; rc=$?
+if [ $rc = 0 ] && [ "$(grep -c '^iter [1-3]/3  loss ' "$TMP/1.out")" = 3 ] &&
+    grep -q "^  measured .* ms/iteration" "$TMP/1.out" && grep -q "^  simulated .*measured/simulated" "$TMP/1.out" &&
+    [ "$(wc -l <"$TMP/ok.jsonl")" = 3 ] && grep -q '"iteration":2,"loss":' "$TMP/ok.jsonl" &&
+    ls "$TMP/ok.ckpt"/stage0.ckpt "$TMP/ok.ckpt/plan.json" >/dev/null 2>&1; then
+    pass "training job: progress, metrics, checkpoints, summary"
+else
+    fail "training job (rc $rc)"; cat "$TMP/1.out"; grep -v OpenBLAS "$TMP/1.err" | tail -10
+fi
+
+# 2. an agent killed during training: named, the job stops, no one left
+P=$((PORT0 + 4)); C=$(mkconf kill $P 4 1000000)
+"$COORD" --plan spp "$C" >"$TMP/2.out" 2>"$TMP/2.err" &
+CP=$!; PIDS+=($CP)
+KIDS=$(training_kids $CP "$TMP/2.out"); PIDS+=($KIDS)
+# rank 0 always has a stage (the plan's first device)
+VICTIM=$(sed -n 's/.*registered 127.0.0.1:0 (rank 0, pid \([0-9]*\)).*/\1/p' "$TMP/2.err" | head -1)
+[ -n "$VICTIM" ] && kill -KILL "$VICTIM"
+bwait $CP 30; rc=$?
+if [ -n "$VICTIM" ] && [ $rc = 1 ] &&
+    grep -q "pid $VICTIM) \(killed by signal 9\|silent\)" "$TMP/2.err" && wait_gone 15 $KIDS; then
+    pass "agent killed during training: named, job stopped, agents gone"
+else
+    fail "agent killed during training (rc $rc, victim '$VICTIM')"; grep -v OpenBLAS "$TMP/2.err" | tail -8
+fi
+
+# 3. Ctrl-C during training: agents aborted and reaped, status 130
+P=$((PORT0 + 6)); C=$(mkconf intr $P 4 1000000)
+"$COORD" --plan gpp "$C" >"$TMP/3.out" 2>"$TMP/3.err" &
+CP=$!; PIDS+=($CP)
+KIDS=$(training_kids $CP "$TMP/3.out"); PIDS+=($KIDS)
+kill -INT $CP
+bwait $CP 30; rc=$?
+if [ -n "$KIDS" ] && [ $rc = 130 ] && grep -q "interrupted by Interrupt" "$TMP/3.err" &&
+    wait_gone 10 $KIDS; then
+    pass "SIGINT during training: agents stopped and reaped, status 130"
+else
+    fail "SIGINT during training (rc $rc)"; grep -v OpenBLAS "$TMP/3.err" | tail -8
+fi
+
+# 4. plans that cannot run: status 2 with the reason, no agent started
+P=$((PORT0 + 8)); C=$(mkconf small $P 2 1)
+sed -i -e 's/^model = .*/model = "mmt:branches=2,layers=2,hidden=64,heads=4,seq=16,ffn=128"/' -e 's/^batch = .*/batch = 32/' "$C"
+"$COORD" --plan tests/data/plans/mmt2_dp.json "$C" >/dev/null 2>"$TMP/4a.err"; ra=$?
+"$COORD" --plan bogus "$C" >/dev/null 2>"$TMP/4b.err"; rb=$?
+sed 's/^model = .*/model = "dlrm:dense_branches=2,sparse_branches=2,dense_in=32,hidden=64,dense_layers=2,rows=1000,dim=16,bag=8,top_layers=2"/' "$C" >"$TMP/dlrm.toml"
+"$COORD" --plan tests/data/plans/mmt2_dp.json "$TMP/dlrm.toml" >/dev/null 2>"$TMP/4c.err"; rcc=$?
+if [ $ra = 2 ] && grep -q "the plan uses 4 devices, but .* has 2 slots" "$TMP/4a.err" &&
+    [ $rb = 2 ] && grep -q "use auto, gpp, spp or a gpp-plan/1 FILE.json" "$TMP/4b.err" &&
+    [ $rcc = 2 ] && grep -q "mmt2_dp.json: the plan is for model 'mmt' with 39 ops, but the graph is 'dlrm'" "$TMP/4c.err"; then
+    pass "unusable plans rejected with the reason"
+else
+    fail "unusable plans ($ra $rb $rcc)"; cat "$TMP/4a.err" "$TMP/4b.err" "$TMP/4c.err"
+fi
+
+[ $FAILS = 0 ] && echo "cluster_train: all passed" || echo "cluster_train: $FAILS failed"
+exit $((FAILS > 0))
