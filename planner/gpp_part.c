@@ -960,6 +960,7 @@ static gpp_plan_t *s_build_plan(const s_dp_t *s, const char *planner, int univer
         gpp_plan_destroy(&p);
         return NULL;
     }
+    gpp_plan_place(p, gpp_cost_cluster(s->cost)->gpus_per_node);
     /* in-flight over the real stage DAG (reverse topological order) */
     for (int i = p->n_stages - 1; i >= 0; i--) {
         gpp_stage_t *st = &p->stages[i];

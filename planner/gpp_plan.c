@@ -203,3 +203,63 @@ int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
     free(longest), free(adj), free(nadj), free(indeg), free(order), free(newid);
     return 0;
 }
+
+int gpp_plan_place(gpp_plan_t *p, int gpus_per_node)
+{
+    int G = gpus_per_node, N = p->n_devices, S = p->n_stages;
+    if (G < 1 || N < 1 || S < 1)
+        return 0;
+    int nodes = (N + G - 1) / G;
+    int *next = gpp_xcalloc((size_t)nodes, sizeof(int)); /* next free device per node */
+    int *end = gpp_xcalloc((size_t)nodes, sizeof(int));
+    int *order = gpp_xcalloc((size_t)S, sizeof(int)), *start = gpp_xcalloc((size_t)S, sizeof(int));
+    for (int n = 0; n < nodes; n++) {
+        next[n] = n * G;
+        end[n] = (n + 1) * G < N ? (n + 1) * G : N;
+    }
+    for (int s = 0; s < S; s++)
+        order[s] = s;
+    /* largest first; ties by id, so placement is deterministic */
+    for (int i = 1; i < S; i++)
+        for (int j = i; j > 0 && p->stages[order[j]].devices > p->stages[order[j - 1]].devices; j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    int ok = 1;
+    for (int i = 0; i < S && ok; i++) {
+        int s = order[i], d = p->stages[s].devices, chosen = -1;
+        if (d <= G) { /* best fit inside one node */
+            for (int n = 0; n < nodes; n++)
+                if (end[n] - next[n] >= d &&
+                    (chosen < 0 || end[n] - next[n] < end[chosen] - next[chosen]))
+                    chosen = n;
+            if (chosen < 0) {
+                ok = 0;
+                break;
+            }
+            start[s] = next[chosen];
+            next[chosen] += d;
+        } else { /* whole fresh nodes, the last one possibly partly */
+            int span = (d + G - 1) / G;
+            for (int n = 0; n + span <= nodes && chosen < 0; n++) {
+                int fresh = 1;
+                for (int m = n; m < n + span; m++)
+                    fresh &= next[m] == m * G;
+                if (fresh && n * G + d <= N)
+                    chosen = n;
+            }
+            if (chosen < 0) {
+                ok = 0;
+                break;
+            }
+            start[s] = chosen * G;
+            for (int m = chosen; m < chosen + span; m++)
+                next[m] = (start[s] + d < end[m]) ? start[s] + d : end[m];
+        }
+    }
+    if (ok)
+        for (int s = 0; s < S; s++)
+            p->stages[s].first_device = start[s];
+    free(next), free(end), free(order), free(start);
+    return ok;
+}

@@ -100,6 +100,14 @@ gpp_stage_t *gpp_plan_add_stage(gpp_plan_t *p, int n_ops, const int *ops);
  * stages in a topological order and first_device consecutively. */
 int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err);
 
+/* Re-places stages on devices so that every stage of d <= gpus_per_node
+ * replicas lies inside one node and a larger one starts on a node boundary
+ * (best fit, largest stages first) — the placement the cost model assumes
+ * for data-parallel groups. When the devices cannot be packed that way the
+ * consecutive placement of gpp_plan_link is kept. Returns 1 when
+ * node-aligned, 0 when kept consecutive. */
+int gpp_plan_place(gpp_plan_t *p, int gpus_per_node);
+
 void gpp_actions_push(gpp_actions_t *l, gpp_action_t a);
 void gpp_actions_clear(gpp_actions_t *l);
 const char *gpp_act_type_name(gpp_act_type_t t);
