@@ -24,7 +24,10 @@ int gpp_sched_compute(gpp_plan_t *p, gpp_err_t *err)
         if (st->k < 1)
             return gpp_err_set(err, "stage %d: k = %d; kFkB needs k >= 1", s, st->k);
         int m = p->batch / st->micro_batch;
-        int w = st->inflight / st->micro_batch;
+        /* holding `inflight` samples takes ceil(inflight / b) micro-batches (as
+           gpp_cost_act_bytes counts them); the appendix table gives counts
+           that are not always multiples of b */
+        int w = (st->inflight + st->micro_batch - 1) / st->micro_batch;
         if (w < 1)
             w = 1;
         if (w > m)

@@ -2,7 +2,7 @@
  * lowering of its per-stage orders into per-replica action lists.
  *
  * 1. gpp_sched_compute() fills stage.compute of every stage with FWD/BWD
- *    actions: warm-up forwards w = clamp(inflight / micro_batch, 1, m), then
+ *    actions: warm-up forwards w = clamp(ceil(inflight / micro_batch), 1, m), then
  *    the kFkB steady state (k backwards, k forwards, alternating; 1F1B when
  *    k = 1), then the cool-down backwards. m = batch / micro_batch.
  *

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "planner/gpp_graph.h"
+#include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_sched.h"
 #include "tests/unit/gpp_test.h"
@@ -404,6 +405,64 @@ static void t_links(void)
     gpp_graph_destroy(&g);
 }
 
+/* Every combination of per-stage micro-batch sizes and kFkB schedules, with
+ * in-flight counts from the appendix ComputeInFlight table (the maximum over
+ * successors), lowers to deadlock-free lists: the scheduler's kFkB orders are
+ * the ones the table assumes. Chain in -> {0,1} -> {2} -> {3,4} and diamond
+ * {0,1} -> {2}, {3} -> {4,5}. */
+static void t_kfkb_inflight_table(void)
+{
+    static const int bs[] = {1, 2, 4, 8};
+    const int B = 48;
+    int tried = 0, failed = 0;
+    for (int shape = 0; shape < 2; shape++) {
+        gpp_graph_t *g = shape ? s_diamond() : s_chain(3);
+        int S = shape ? 4 : 3;
+        for (int combo = 0; combo < 4 * 4 * 4 * 4 * 4 * 4; combo++) {
+            int b[4], k[4], c = combo, ok = 1;
+            for (int s = 0; s < 3; s++) {
+                b[s] = bs[c % 4], c /= 4;
+                k[s] = 1 + c % 4, c /= 4;
+            }
+            b[3] = b[1], k[3] = k[1] == 4 ? 1 : k[1] + 1; /* the diamond's other branch */
+            for (int s = 0; s < S; s++)
+                ok &= B % (k[s] * b[s]) == 0;
+            if (!ok)
+                continue;
+            gpp_plan_t *p = gpp_plan_new("gpp", g, S, B);
+            static const int chain[3][2] = {{0, 1}, {2, 3}, {4, 4}};
+            static const int diamond[4][2] = {{0, 1}, {2, 2}, {3, 3}, {4, 5}};
+            for (int s = 0; s < S; s++) {
+                const int *r = shape ? diamond[s] : chain[s];
+                s_stage(p, r[0], r[1], 1, b[s], k[s], 0);
+            }
+            gpp_err_t err = {{0}};
+            GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
+            for (int s = S - 1; s >= 0; s--) {
+                gpp_stage_t *x = &p->stages[s];
+                x->inflight = x->n_succ ? 0 : x->k * x->micro_batch;
+                for (int t = 0; t < x->n_succ; t++) {
+                    const gpp_stage_t *y = &p->stages[x->succ[t]];
+                    int i = gpp_part_inflight(x->k, x->micro_batch, y->k, y->micro_batch,
+                                              y->inflight, NULL);
+                    if (i > x->inflight)
+                        x->inflight = i;
+                }
+                if (x->inflight > B)
+                    x->inflight = B;
+            }
+            tried++;
+            if (gpp_sched_build(p, g, &err) < 0 && failed++ < 5)
+                fprintf(stderr, "  shape %d b=%d,%d,%d,%d k=%d,%d,%d,%d: %s\n", shape, b[0], b[1],
+                        b[2], b[3], k[0], k[1], k[2], k[3], err.msg);
+            gpp_plan_destroy(&p);
+        }
+        gpp_graph_destroy(&g);
+    }
+    printf("  %d per-stage mbs/kFkB plans, %d deadlocked\n", tried, failed);
+    GPP_EXPECT(tried > 1000 && failed == 0);
+}
+
 static const gpp_test_case_t cases[] = {
     {"1f1b_chain", t_1f1b_chain},
     {"kfkb_order", t_kfkb_order},
@@ -413,6 +472,7 @@ static const gpp_test_case_t cases[] = {
     {"input_no_grad", t_input_no_grad},
     {"validate_errors", t_validate_errors},
     {"links", t_links},
+    {"kfkb_inflight_table", t_kfkb_inflight_table},
     {NULL, NULL},
 };
 
