@@ -411,9 +411,9 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, gpp_coord_job_t *job, gpp_er
 void gpp_job_print_plan(const gpp_job_t *self, FILE *out)
 {
     const gpp_plan_t *p = self->plan;
-    fprintf(out, "plan %s (%s) for %s: %d stages, depth %d, %d of %d devices, batch %d\n",
-            self->plan_name, p->planner, self->g->spec, p->n_stages, p->depth, self->used,
-            self->n_agents, p->batch);
+    fprintf(out, "plan %s (%s) for %s: %d stage%s, depth %d, %d of %d devices, batch %d\n",
+            self->plan_name, p->planner, self->g->spec, p->n_stages, p->n_stages == 1 ? "" : "s",
+            p->depth, self->used, self->n_agents, p->batch);
     fprintf(out, "  stage  ops                 agents  micro-batch  k  in-flight  succ\n");
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];
@@ -445,8 +445,8 @@ void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress
     gpp_progress_summary_t s;
     gpp_progress_summary(progress, &s);
     const gpp_plan_t *p = self->plan;
-    fprintf(out, "summary: plan %s, %d stages on %d agents, %d iterations\n", self->plan_name,
-            p->n_stages, self->used, s.iterations_done);
+    fprintf(out, "summary: plan %s, %d stage%s on %d agents, %d iterations\n", self->plan_name,
+            p->n_stages, p->n_stages == 1 ? "" : "s", self->used, s.iterations_done);
     if (s.iterations_done == 0) {
         fflush(out);
         return;
