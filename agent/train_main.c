@@ -293,6 +293,8 @@ int main(int argc, char **argv)
     data = o.data ? gpp_data_open(g, o.data, &err) : gpp_data_new(g, o.seed);
     if (!data)
         goto fail;
+    if (o.data)
+        printf("data: %s, %lld samples\n", o.data, (long long)gpp_data_samples(data));
     if (o.write_dataset) {
         if (gpp_data_write_file(data, o.write_dataset, o.samples, &err) < 0)
             goto fail;

@@ -72,12 +72,6 @@ int gpp_afile_write(gpp_afile_t *self, const void *data, size_t len, gpp_err_t *
     return 0;
 }
 
-int64_t gpp_afile_size(const gpp_afile_t *self)
-{
-    assert(self);
-    return self->size;
-}
-
 int gpp_afile_commit(gpp_afile_t **self_p, gpp_err_t *err)
 {
     assert(self_p && *self_p);

@@ -30,8 +30,6 @@ gpp_afile_t *gpp_afile_open(const char *path, gpp_err_t *err);
 /* Appends len bytes. -1 + message on failure (the file is then unusable:
  * destroy it). */
 int gpp_afile_write(gpp_afile_t *self, const void *data, size_t len, gpp_err_t *err);
-/* Bytes written so far. */
-int64_t gpp_afile_size(const gpp_afile_t *self);
 /* Flush, fsync, rename over the target; frees the object and NULLs *self_p
  * whatever the outcome. */
 int gpp_afile_commit(gpp_afile_t **self_p, gpp_err_t *err);
