@@ -309,7 +309,7 @@ static void t_stages_equal_whole_model(void)
 static void t_data_parallel_halves_sum(void)
 {
     fix_t f;
-    if (s_fix(&f, s_specs[2]) < 0)
+    if (s_fix(&f, s_specs[1]) < 0) /* DLRM: dense and sparse gradients */
         return;
     int64_t B = 8;
     gpp_exec_t *ref = s_exec(&f, f.g->n_ops, f.all, B);
@@ -326,11 +326,21 @@ static void t_data_parallel_halves_sum(void)
         for (int64_t i = 0; i < n; i++)
             g0[i] += g1[i]; /* the all-reduce: a sum */
         s_cmp_params(r0, ref, 1, "summed replica gradients");
+        /* the sparse sync: replica 1's (row, value) pairs added to replica 0's */
+        GPP_EXPECT(gpp_exec_n_sparse(r0) == 2);
+        for (int i = 0; i < gpp_exec_n_sparse(r0); i++) {
+            gpp_sparse_grad_t *s1 = gpp_exec_sparse_grad(r1, i);
+            GPP_EXPECT(gpp_sparse_grad_add(gpp_exec_stream(r0), gpp_exec_sparse_grad(r0, i),
+                                           gpp_sparse_grad_count(s1), gpp_sparse_grad_rows(s1),
+                                           gpp_sparse_grad_values(s1), &err) == 0);
+        }
         double l0, l1, lr;
         GPP_EXPECT(gpp_exec_loss(r0, &l0, &err) == 0 && gpp_exec_loss(r1, &l1, &err) == 0 &&
                    gpp_exec_loss(ref, &lr, &err) == 0);
         printf("    loss shares %.7f + %.7f vs %.7f\n", l0, l1, lr);
         GPP_EXPECT_NEAR(l0 + l1, lr, REL_TOL * fabs(lr));
+        GPP_EXPECT(gpp_exec_step(r0, &err) == 0 && gpp_exec_step(ref, &err) == 0);
+        s_cmp_params(r0, ref, 0, "weights (tables included) after the step");
     }
     gpp_exec_destroy(&ref);
     gpp_exec_destroy(&r0);
