@@ -46,6 +46,7 @@ char *gpp_plan_to_json(const gpp_plan_t *p)
         cJSON_AddNumberToObject(o, "id", st->id);
         cJSON_AddItemToObject(o, "ops", s_int_array(st->ops, st->n_ops));
         cJSON_AddNumberToObject(o, "devices", st->devices);
+        cJSON_AddNumberToObject(o, "first_device", st->first_device);
         cJSON_AddNumberToObject(o, "micro_batch", st->micro_batch);
         cJSON_AddNumberToObject(o, "k", st->k);
         cJSON_AddNumberToObject(o, "inflight", st->inflight);
@@ -403,6 +404,14 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
         }
         free(succ);
         succ = NULL;
+        /* placement: gpp_plan_link numbers devices consecutively; the file
+           may place stages node-aligned (gpp_plan_place) */
+        if (cJSON_GetObjectItemCaseSensitive(o, "first_device")) {
+            int64_t first;
+            if (s_int(o, "first_device", origin, where, 0, devices - 1, &first, err) < 0)
+                goto fail;
+            st->first_device = (int)first;
+        }
         if (s_parse_schedule(cJSON_GetArrayItem(sched, js), st, origin, js, err) < 0)
             goto fail;
     }

@@ -8,7 +8,7 @@
  *    "devices":D,"batch":B,"micro_batch":b (0 = per-stage),"depth":P,
  *    "bottleneck_tps_ms":x,"iteration_ms":x,"throughput":samples/s,
  *    "search_ms":x,
- *    "stages":[{"id":0,"ops":[op ids],"devices":d,"micro_batch":b,"k":k,
+ *    "stages":[{"id":0,"ops":[op ids],"devices":d,"first_device":id,"micro_batch":b,"k":k,
  *               "inflight":samples,"tps_ms":x,"mem_bytes":n,"succ":[ids]}],
  *    "schedule":[["F0","F1","B0",...] per stage]}
  *

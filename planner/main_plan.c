@@ -387,14 +387,10 @@ int main(int argc, char **argv)
                   ceil((double)min_mem / (1 << 30) * 100) / 100);
         s_die(EXIT_BAD_INPUT, "no plan: %s", err.msg);
     }
-    /* The partitioner may leave devices idle; the plan (C3) covers the ones
-       it uses, which are numbered from 0. */
-    int used = 0;
+    int used = 0; /* the partitioner may leave devices idle */
     for (int i = 0; i < p->n_stages; i++)
         used += p->stages[i].devices;
     int idle = p->n_devices - used;
-    if (idle > 0)
-        p->n_devices = used;
     if (gpp_sched_build(p, g, &err) < 0)
         s_die(EXIT_INTERNAL, "internal error: the %s plan fails validation: %s", p->planner,
               err.msg);

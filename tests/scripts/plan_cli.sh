@@ -63,7 +63,8 @@ assert p["format"] == "gpp-plan/1" and p["planner"] == "gpp"
 assert p["model"]["name"] == "mmt" and set(p["model"]) == {"name", "ops"}
 n_ops, B = p["model"]["ops"], p["batch"]
 assert B == 32 and p["iteration_ms"] > 0 and p["throughput"] > 0
-skeys = ["id", "ops", "devices", "micro_batch", "k", "inflight", "tps_ms", "mem_bytes", "succ"]
+skeys = ["id", "ops", "devices", "first_device", "micro_batch", "k", "inflight", "tps_ms",
+         "mem_bytes", "succ"]
 ops = []
 for i, s in enumerate(p["stages"]):
     assert list(s.keys()) == skeys, list(s.keys())
@@ -73,7 +74,9 @@ for i, s in enumerate(p["stages"]):
         assert t > i
 sched = p["schedule"]
 assert sorted(ops) == list(range(n_ops)), "stages must partition the ops"
-assert sum(s["devices"] for s in p["stages"]) == p["devices"] <= 4
+assert p["devices"] == 4
+devs = [d for s in p["stages"] for d in range(s["first_device"], s["first_device"] + s["devices"])]
+assert len(set(devs)) == len(devs) and all(0 <= d < 4 for d in devs), devs
 assert len(sched) == len(p["stages"])
 for s, order in zip(p["stages"], sched):
     m = B // s["micro_batch"]
@@ -90,7 +93,7 @@ for i, s in enumerate(p["stages"]):
 t = json.load(open(sys.argv[3]))
 spans = [e for e in t["traceEvents"] if e["ph"] == "X"]
 assert spans and all({"name", "ts", "dur", "pid", "tid"} <= set(e) for e in spans)
-assert len({e["tid"] for e in spans if e["pid"] == 0}) == p["devices"]
+assert {e["tid"] for e in spans if e["pid"] == 0} == set(devs)
 d = open(sys.argv[4]).read()
 assert d.startswith("digraph") and d.count("->") == sum(len(s["succ"]) for s in p["stages"])
 EOF

@@ -52,12 +52,17 @@ static void t_round_trip(void)
 {
     gpp_graph_t *g = s_diamond();
     gpp_plan_t *p = s_plan(g);
+    /* a node-aligned placement, not gpp_plan_link's consecutive one, survives */
+    p->n_devices = 8;
+    GPP_EXPECT(gpp_plan_place(p, 2) == 1);
+    p->stages[3].first_device = 7; /* and one that is not consecutive for sure */
+    GPP_EXPECT_MSG(gpp_sched_validate(p, g, &(gpp_err_t){{0}}) == 0, "placed plan invalid");
     char *json = gpp_plan_to_json(p);
     gpp_err_t err = {{0}};
     gpp_plan_t *q = gpp_plan_parse_json(json, "mem", g, &err);
     GPP_EXPECT_MSG(q != NULL, "%s", err.msg);
     if (q) {
-        GPP_EXPECT(strcmp(q->planner, "gpp") == 0 && q->n_devices == 5 && q->batch == 16);
+        GPP_EXPECT(strcmp(q->planner, "gpp") == 0 && q->n_devices == 8 && q->batch == 16);
         GPP_EXPECT(q->micro_batch == 4 && q->depth == 3 && q->n_stages == 4);
         GPP_EXPECT(q->iteration_ms == 21.5 && q->search_ms == 3.25 && q->throughput == 744.186);
         for (int s = 0; s < 4; s++) {
@@ -121,7 +126,8 @@ static void t_reader_errors(void)
     s_bad(g, json, "\"depth\":\t3", "\"depth\":\t2", "longest path has 3 stages");
     s_bad(g, json, "\"F0\", \"F1\"", "\"F1\", \"F0\"", "C4: stage 0");
     s_bad(g, json, "\"F0\"", "\"X0\"", "schedule[0][0]: expected \"F<mb>\"");
-    s_bad(g, json, "\"devices\":\t5", "\"devices\":\t3", "C3: stage 2 uses device 3");
+    s_bad(g, json, "\"devices\":\t5", "\"devices\":\t3", "stages[2].first_device: expected an integer in [0, 2]");
+    s_bad(g, json, "\"first_device\":\t2", "\"first_device\":\t1", "C3: device 1 is given to stages 0 and 1");
     s_bad(g, json, "\"inflight\":\t12", "\"inflight\":\t-1", "stages[0].inflight");
     free(json);
     gpp_err_t err = {{0}};
