@@ -50,7 +50,8 @@ typedef struct {
     int exit_code;
     int finished;         /* the loop should end */
 #ifdef GPP_HAVE_RUNNER
-    gpp_runner_t *runner; /* the worker, once assigned */
+    gpp_runner_t *runner;   /* the training worker, once assigned */
+    gpp_runner_t *profiler; /* the profiling worker, while asked to profile */
 #endif
 } s_agent_t;
 
@@ -164,6 +165,10 @@ static int s_end(s_agent_t *self, int code)
         self->exit_code = code;
     }
 #ifdef GPP_HAVE_RUNNER
+    if (self->profiler && !gpp_runner_done(self->profiler)) {
+        gpp_runner_stop(self->profiler, 1); /* the loop ends when it reports done */
+        return 0;
+    }
     if (self->runner && !gpp_runner_done(self->runner)) {
         /* the worker is still running: stop it (at once unless the job
          * ended normally); the loop ends when it reports done */
@@ -187,6 +192,23 @@ static int s_on_runner_done(void *arg, int ok)
         self->exit_code = 1;
     }
     return -1;
+}
+#endif
+
+#ifdef GPP_HAVE_RUNNER
+/* The profiling worker ended: carry on (the assignment comes next) unless
+ * the agent is ending. A failure was reported to the coordinator. */
+static int s_on_profiler_done(void *arg, int ok)
+{
+    s_agent_t *self = arg;
+    if (self->finished)
+        return -1;
+    if (!ok) {
+        self->finished = 1;
+        self->exit_code = 1;
+        return -1;
+    }
+    return 0;
 }
 #endif
 
@@ -234,6 +256,7 @@ static int s_on_message(gpp_control_t *ctl, gpp_msg_t **msg_p, void *arg)
             gpp_warn("agent %s:%d: a second assignment; ignored", host, slot);
             return 0;
         }
+        gpp_runner_destroy(&self->profiler); /* done: its report came before this */
         gpp_err_t err = {{0}};
         gpp_runner_cfg_t rc = {.threads = self->o.threads,
                                .host = self->o.data_host,
@@ -256,6 +279,32 @@ static int s_on_message(gpp_control_t *ctl, gpp_msg_t **msg_p, void *arg)
         gpp_err_t err = {{0}};
         gpp_control_error(self->ctl, GPP__ERROR_CODE__ERROR_CONFIG,
                           "this gpp-agent build has no executor", &err);
+        return s_end(self, 1);
+#endif
+    }
+    case GPP__ENVELOPE__BODY_PROFILE_REQUEST: {
+#ifdef GPP_HAVE_RUNNER
+        if (self->profiler || self->runner) {
+            gpp_warn("agent %s:%d: a second profile request; ignored", host, slot);
+            return 0;
+        }
+        gpp_err_t err = {{0}};
+        gpp_runner_cfg_t rc = {.threads = self->o.threads,
+                               .on_done = s_on_profiler_done,
+                               .arg = self};
+        gpp_info("agent %s:%d: profiling %s", host, slot, m->profile_request->model);
+        self->profiler = gpp_runner_start(msg_p, &rc, self->loop, self->ctl, &err);
+        if (!self->profiler) {
+            gpp_error("agent %s:%d: %s", host, slot, err.msg);
+            gpp_err_t e2 = {{0}};
+            gpp_control_error(self->ctl, GPP__ERROR_CODE__ERROR_INTERNAL, err.msg, &e2);
+            return s_end(self, 1);
+        }
+        return 0;
+#else
+        gpp_err_t err = {{0}};
+        gpp_control_error(self->ctl, GPP__ERROR_CODE__ERROR_CONFIG,
+                          "this gpp-agent build has no executor to profile with", &err);
         return s_end(self, 1);
 #endif
     }
@@ -327,7 +376,8 @@ int main(int argc, char **argv)
     }
     gpp_sigfd_run_loop(self.loop);
 #ifdef GPP_HAVE_RUNNER
-    gpp_runner_destroy(&self.runner); /* joins the worker */
+    gpp_runner_destroy(&self.profiler); /* join the workers */
+    gpp_runner_destroy(&self.runner);
 #endif
     if (gpp_control_dropped(self.ctl))
         gpp_warn("agent %s:%d: %llu invalid messages from the coordinator dropped",

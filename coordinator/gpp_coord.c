@@ -16,6 +16,7 @@
 
 typedef enum {
     S_WAITING = 0,
+    S_PROFILING,
     S_PLANNING,
     S_ASSIGNING,
     S_RENDEZVOUS,
@@ -23,7 +24,7 @@ typedef enum {
     S_DONE
 } s_state_t;
 
-static const char *s_state_name[] = {"waiting", "planning", "assigning",
+static const char *s_state_name[] = {"waiting", "profiling", "planning", "assigning",
                                      "rendezvous", "training", "done"};
 
 struct gpp_coord_s {
@@ -51,6 +52,8 @@ struct gpp_coord_s {
     double exit_deadline_ms;
     uint64_t dropped;
 };
+
+static void s_drop(gpp_coord_t *self, const char *who, const char *why);
 
 /* ---- sending ---- */
 
@@ -258,6 +261,45 @@ static void s_plan(gpp_coord_t *self)
     gpp_info("coordinator: assignments sent to %d agents", self->n_in_job);
 }
 
+/* All agents are in: profile first when asked to, else plan. */
+static void s_profile_or_plan(gpp_coord_t *self)
+{
+    if (!self->cfg.profile_req || !self->cfg.plan_fn) {
+        s_plan(self);
+        return;
+    }
+    self->state = S_PROFILING;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
+    m.body_case = GPP__ENVELOPE__BODY_PROFILE_REQUEST;
+    m.profile_request = (Gpp__ProfileRequest *)self->cfg.profile_req;
+    gpp_agent_t *a = gpp_registry_agent(self->reg, 0);
+    if (s_send(self, a, &m) < 0) {
+        s_abort(self, "cannot send the profile request to %s:%d", a->host, a->slot);
+        return;
+    }
+    gpp_info("coordinator: profiling the model's ops on %s:%d", a->host, a->slot);
+}
+
+static void s_on_profile_result(gpp_coord_t *self, gpp_agent_t *a, const Gpp__ProfileResult *res,
+                                const char *who)
+{
+    if (self->state != S_PROFILING || a->rank != 0) {
+        char why[128];
+        snprintf(why, sizeof why, "profile_result in state %s from rank %d",
+                 s_state_name[self->state], a->rank);
+        s_drop(self, who, why);
+        return;
+    }
+    gpp_err_t err = {{0}};
+    if (self->cfg.profile_fn(self->cfg.plan_arg, res, &err) < 0) {
+        s_abort(self, "the profile from %s: %s", who, err.msg);
+        return;
+    }
+    gpp_info("coordinator: profile of %zu (op, micro-batch) pairs from %s", res->n_ops, who);
+    s_plan(self);
+}
+
 /* ---- message handlers ---- */
 
 static void s_drop(gpp_coord_t *self, const char *who, const char *why)
@@ -295,7 +337,7 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
             gpp_info("coordinator: registered %s (%d/%d)", gpp_agent_name(a, name, sizeof name),
                      have, gpp_registry_size(self->reg));
             if (have == gpp_registry_size(self->reg))
-                s_plan(self);
+                s_profile_or_plan(self);
             return;
         }
     }
@@ -443,6 +485,9 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
         return;
     case GPP__ENVELOPE__BODY_METRICS:
         s_on_metrics(self, a, m->metrics, who);
+        return;
+    case GPP__ENVELOPE__BODY_PROFILE_RESULT:
+        s_on_profile_result(self, a, m->profile_result, who);
         return;
     case GPP__ENVELOPE__BODY_ERROR:
         s_abort(self, "agent %s reported an error: %s", who, m->error->text);

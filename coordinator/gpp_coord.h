@@ -4,13 +4,15 @@
  * to, a heartbeat timer, and (optionally) a signalfd for SIGINT/SIGTERM/
  * SIGCHLD. No handler blocks.
  *
- *   waiting ──all registered──► planning ──plan_fn──► assigning ──all Ready──►
+ *   waiting ──all registered──► (profiling) ──► planning ──plan_fn──► assigning ──all Ready──►
  *   rendezvous ──barrier 0 released──► training ──last metrics──► done
  *
  * waiting:    Register → RegisterAck (rank = the slot's place in the cluster
  *             file) or Reject with a reason (unknown slot, slot taken, bad
  *             message). Not all registered within start_timeout_ms: the job
  *             stops with a message naming the missing host:slot.
+ * profiling:  with profile_req, the rank-0 agent times the model's ops and
+ *             its ProfileResult goes to profile_fn (the cost model).
  * planning:   plan_fn returns one Assignment per rank (NULL: agent unused, it
  *             gets Shutdown). No plan_fn: a control-only job, in which the
  *             agents run `barriers` barriers and are shut down.
@@ -63,6 +65,11 @@ typedef struct {
     int start_timeout_ms;       /* every agent registered within this, > 0 */
     gpp_coord_plan_fn *plan_fn; /* NULL: control-only job */
     void *plan_arg;
+    /* Profiling (state profiling, before planning): when profile_req is set,
+     * it goes to the rank-0 agent once all have registered, and its
+     * ProfileResult is handed to profile_fn(plan_arg, ...) before plan_fn. */
+    const Gpp__ProfileRequest *profile_req;
+    int (*profile_fn)(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err);
     int barriers;               /* control-only job: barriers to run, >= 0 */
     FILE *progress;             /* progress lines; NULL: none */
     const char *metrics_path;   /* JSON lines; NULL: none */

@@ -2,6 +2,7 @@
 #include "coordinator/gpp_job.h"
 
 #include <assert.h>
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,12 @@
 
 struct gpp_job_s {
     gpp_config_t cfg;        /* copy; nodes not used after new */
-    char plan_name[1024];
+    char plan_arg[1024];     /* --plan as given */
+    char plan_name[1024];    /* the planner or file that made the plan */
+    FILE *out;               /* plan table */
+    int profiling;           /* plan after the agents' profile */
+    Gpp__ProfileRequest preq;
+    int32_t *preq_mbs;
     gpp_graph_t *g;
     gpp_cost_t *cost;
     gpp_plan_t *plan;
@@ -85,12 +91,93 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
     return 0;
 }
 
-gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, gpp_err_t *err)
+/* Makes the plan (partitioner or file), schedules and simulates it, prints
+ * it and writes it beside the checkpoints. */
+static int s_make_plan(gpp_job_t *self, gpp_err_t *err)
+{
+    const gpp_config_t *cfg = &self->cfg;
+    const char *plan = self->plan_arg;
+    const char *which = strcmp(plan, "auto") == 0 ? (cfg->job.planner[0] ? cfg->job.planner : "gpp")
+                                                  : plan;
+    size_t pl = strlen(which);
+    if (pl > 5 && strcmp(which + pl - 5, ".json") == 0) {
+        self->plan = gpp_plan_read_json(which, self->g, err);
+        if (!self->plan)
+            return -1;
+        if (self->plan->batch != cfg->job.batch)
+            return gpp_err_set(err, "plan %s is for batch %d, but %s has job.batch = %d", which,
+                               self->plan->batch, cfg->path, cfg->job.batch);
+    } else if (strcmp(which, "gpp") == 0 || strcmp(which, "spp") == 0) {
+        gpp_part_opts_t o;
+        gpp_part_opts_default(&o, cfg->job.batch);
+        o.micro_batch = cfg->job.micro_batch;
+        o.spp = which[0] == 's';
+        int64_t min_mem = 0;
+        self->plan = gpp_part_run(self->g, self->cost, &o, &min_mem, err);
+        if (!self->plan) {
+            if (min_mem > 0)
+                gpp_err_prefix(err, "no plan fits %.2f GiB per device (%.2f GiB would); raise "
+                               "cluster.mem_gib",
+                               cfg->cluster.mem_gib, (double)min_mem / 1073741824.0);
+            return -1;
+        }
+        /* the partitioner may leave devices idle; the plan (C3) covers the
+         * ones it uses, numbered from 0: their agents get no assignment */
+        int used = 0;
+        for (int s = 0; s < self->plan->n_stages; s++)
+            used += self->plan->stages[s].devices;
+        self->plan->n_devices = used;
+        if (gpp_sched_build(self->plan, self->g, err) < 0)
+            return -1;
+    } else {
+        return gpp_err_set(err, "--plan %s: use auto, gpp, spp or a gpp-plan/1 FILE.json", plan);
+    }
+    snprintf(self->plan_name, sizeof self->plan_name, "%s%s", which,
+             self->profiling ? " (agent profile)" : "");
+    for (int s = 0; s < self->plan->n_stages; s++)
+        self->used += self->plan->stages[s].devices;
+    if (self->used > self->n_agents)
+        return gpp_err_set(err, "the plan uses %d devices, but %s has %d slots", self->used,
+                           cfg->path, self->n_agents);
+    if (gpp_sim_plan(self->plan, self->g, self->cost, err) < 0)
+        return gpp_err_prefix(err, "simulating the plan");
+    self->sink = gpp_xcalloc((size_t)self->plan->n_stages, sizeof *self->sink);
+    for (int s = 0; s < self->plan->n_stages; s++) {
+        const gpp_stage_t *st = &self->plan->stages[s];
+        for (int i = 0; i < st->n_ops; i++) {
+            gpp_op_type_t t = self->g->ops[st->ops[i]].type;
+            if (t == GPP_OP_LOSS_MSE || t == GPP_OP_LOSS_CE)
+                self->sink[s] = 1;
+        }
+    }
+    if (self->out)
+        gpp_job_print_plan(self, self->out);
+    /* the plan beside the stage checkpoints: what they are checkpoints of */
+    if (cfg->job.checkpoint_dir[0]) {
+        char dir[GPP_CONFIG_PATH + 32], path[GPP_CONFIG_PATH + 16];
+        snprintf(dir, sizeof dir, "%s", cfg->job.checkpoint_dir);
+        for (char *s = dir + 1; *s; s++)
+            if (*s == '/') {
+                *s = 0;
+                mkdir(dir, 0777);
+                *s = '/';
+            }
+        mkdir(dir, 0777);
+        snprintf(path, sizeof path, "%s/plan.json", cfg->job.checkpoint_dir);
+        if (gpp_plan_write_json(self->plan, path, err) < 0)
+            return gpp_err_prefix(err, "job.checkpoint_dir");
+    }
+    return 0;
+}
+
+gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, FILE *out, gpp_err_t *err)
 {
     assert(cfg && plan);
     gpp_job_t *self = gpp_xcalloc(1, sizeof *self);
     self->cfg = *cfg;
     self->cfg.nodes = NULL;
+    self->out = out;
+    snprintf(self->plan_arg, sizeof self->plan_arg, "%s", plan);
     self->n_agents = gpp_config_devices(cfg);
     if (!cfg->job.model[0]) {
         gpp_err_set(err, "%s: job.model: not set; name a zoo model (\"mmt:branches=2\") or a "
@@ -108,76 +195,88 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, gpp_err_t *err
     self->cost = gpp_cost_new(self->g, &cl);
     if (cfg->cluster.profile[0] && gpp_cost_attach_profile(self->cost, cfg->cluster.profile, err) < 0)
         goto fail;
-
-    const char *which = strcmp(plan, "auto") == 0 ? (cfg->job.planner[0] ? cfg->job.planner : "gpp")
-                                                  : plan;
-    size_t pl = strlen(which);
-    if (pl > 5 && strcmp(which + pl - 5, ".json") == 0) {
-        self->plan = gpp_plan_read_json(which, self->g, err);
-        if (!self->plan)
-            goto fail;
-        if (self->plan->batch != cfg->job.batch) {
-            gpp_err_set(err, "plan %s is for batch %d, but %s has job.batch = %d", which,
-                        self->plan->batch, cfg->path, cfg->job.batch);
-            goto fail;
-        }
-    } else if (strcmp(which, "gpp") == 0 || strcmp(which, "spp") == 0) {
-        gpp_part_opts_t o;
-        gpp_part_opts_default(&o, cfg->job.batch);
-        o.micro_batch = cfg->job.micro_batch;
-        o.spp = which[0] == 's';
-        int64_t min_mem = 0;
-        self->plan = gpp_part_run(self->g, self->cost, &o, &min_mem, err);
-        if (!self->plan) {
-            if (min_mem > 0)
-                gpp_err_prefix(err, "no plan fits %.2f GiB per device (%.2f GiB would); raise "
-                               "cluster.mem_gib",
-                               cfg->cluster.mem_gib, (double)min_mem / 1073741824.0);
-            goto fail;
-        }
-        /* the partitioner may leave devices idle; the plan (C3) covers the
-         * ones it uses, numbered from 0: their agents get no assignment */
-        int used = 0;
-        for (int s = 0; s < self->plan->n_stages; s++)
-            used += self->plan->stages[s].devices;
-        self->plan->n_devices = used;
-        if (gpp_sched_build(self->plan, self->g, err) < 0)
-            goto fail;
-    } else {
-        gpp_err_set(err, "--plan %s: use auto, gpp, spp or a gpp-plan/1 FILE.json", plan);
-        goto fail;
-    }
-    snprintf(self->plan_name, sizeof self->plan_name, "%s", which);
-    for (int s = 0; s < self->plan->n_stages; s++)
-        self->used += self->plan->stages[s].devices;
-    if (self->used > self->n_agents) {
-        gpp_err_set(err, "the plan uses %d devices, but %s has %d slots", self->used, cfg->path,
-                    self->n_agents);
-        goto fail;
-    }
-    if (gpp_sim_plan(self->plan, self->g, self->cost, err) < 0) {
-        gpp_err_prefix(err, "simulating the plan");
-        goto fail;
-    }
-    self->sink = gpp_xcalloc((size_t)self->plan->n_stages, sizeof *self->sink);
-    for (int s = 0; s < self->plan->n_stages; s++) {
-        const gpp_stage_t *st = &self->plan->stages[s];
-        for (int i = 0; i < st->n_ops; i++) {
-            gpp_op_type_t t = self->g->ops[st->ops[i]].type;
-            if (t == GPP_OP_LOSS_MSE || t == GPP_OP_LOSS_CE)
-                self->sink[s] = 1;
-        }
-    }
     const char *colon = strrchr(cfg->coordinator.store, ':');
     snprintf(self->store_host, sizeof self->store_host, "%.*s",
              (int)(colon - cfg->coordinator.store), cfg->coordinator.store);
     self->store_port = atoi(colon + 1);
     snprintf(self->prefix, sizeof self->prefix, "gpp-%d-%lld/", (int)getpid(),
              (long long)time(NULL));
+    /* --plan auto without a measured profile: the agents measure one first */
+    self->profiling = strcmp(plan, "auto") == 0 && !cfg->cluster.profile[0];
+    if (self->profiling) {
+        gpp__profile_request__init(&self->preq);
+        self->preq.model = self->cfg.job.model;
+        int n = 0;
+        for (int b = 1; b <= cfg->job.batch; b *= 2)
+            n++;
+        self->preq_mbs = gpp_xcalloc((size_t)n, sizeof *self->preq_mbs);
+        n = 0;
+        for (int b = 1; b <= cfg->job.batch; b *= 2)
+            self->preq_mbs[n++] = b;
+        self->preq.n_micro_batches = (size_t)n;
+        self->preq.micro_batches = self->preq_mbs;
+        self->preq.iterations = 3;
+        if (self->out)
+            fprintf(self->out, "plan: auto, after the agents profile %s at micro-batch 1..%d\n",
+                    self->g->spec, self->preq_mbs[n - 1]);
+    } else if (s_make_plan(self, err) < 0) {
+        goto fail;
+    }
     return self;
 fail:
     gpp_job_destroy(&self);
     return NULL;
+}
+
+const Gpp__ProfileRequest *gpp_job_profile_request(const gpp_job_t *self)
+{
+    return self->profiling ? &self->preq : NULL;
+}
+
+int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
+{
+    gpp_job_t *self = arg;
+    const gpp_graph_t *g = self->g;
+    /* the planner's profile.json schema (planner/gpp_cost.h), from the rows */
+    cJSON *root = cJSON_CreateObject();
+    cJSON **rt = gpp_xcalloc((size_t)g->n_ops, sizeof *rt);
+    for (size_t i = 0; i < res->n_ops; i++) {
+        const Gpp__OpProfile *r = res->ops[i];
+        if (r->op >= g->n_ops) {
+            free(rt);
+            cJSON_Delete(root);
+            return gpp_err_set(err, "ops[%zu].op = %d: %s has %d ops", i, r->op, g->name,
+                               g->n_ops);
+        }
+        if (!rt[r->op]) {
+            const gpp_op_t *op = &g->ops[r->op];
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "name", op->name);
+            cJSON *ins = cJSON_AddArrayToObject(e, "inputs");
+            cJSON *sz = cJSON_AddArrayToObject(e, "input_size");
+            for (int k = 0; k < op->n_inputs; k++) {
+                cJSON_AddItemToArray(ins, cJSON_CreateNumber(op->inputs[k]));
+                cJSON_AddItemToArray(sz, cJSON_CreateNumber((double)g->ops[op->inputs[k]].out_bytes));
+            }
+            cJSON_AddNumberToObject(e, "weight_size", (double)op->params * 4);
+            rt[r->op] = cJSON_AddObjectToObject(e, "runtime");
+            char key[32];
+            snprintf(key, sizeof key, "%d", op->id);
+            cJSON_AddItemToObject(root, key, e);
+        }
+        char mb[32];
+        snprintf(mb, sizeof mb, "%d", r->micro_batch);
+        cJSON_DeleteItemFromObject(rt[r->op], mb);
+        cJSON_AddNumberToObject(rt[r->op], mb, r->fwd_ms + r->bwd_ms);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    int rc = gpp_cost_attach_profile_text(self->cost, text, "the agents' profile", err);
+    free(text);
+    free(rt);
+    cJSON_Delete(root);
+    if (rc < 0)
+        return -1;
+    return s_make_plan(self, err);
 }
 
 static void s_free_assignment(Gpp__Assignment *a)
@@ -212,6 +311,7 @@ void gpp_job_destroy(gpp_job_t **self_p)
         for (int r = 0; r < self->n_agents; r++)
             s_free_assignment(self->assign[r]);
     free(self->assign);
+    free(self->preq_mbs);
     gpp_store_server_destroy(&self->store);
     free(self->sink);
     gpp_plan_destroy(&self->plan);
@@ -223,22 +323,6 @@ void gpp_job_destroy(gpp_job_t **self_p)
 
 int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err)
 {
-    /* the plan beside the stage checkpoints: what they are checkpoints of */
-    if (self->cfg.job.checkpoint_dir[0]) {
-        char path[GPP_CONFIG_PATH + 16];
-        snprintf(path, sizeof path, "%s/plan.json", self->cfg.job.checkpoint_dir);
-        char dir[GPP_CONFIG_PATH + 32];
-        snprintf(dir, sizeof dir, "%s", self->cfg.job.checkpoint_dir);
-        for (char *s = dir + 1; *s; s++)
-            if (*s == '/') {
-                *s = 0;
-                mkdir(dir, 0777);
-                *s = '/';
-            }
-        mkdir(dir, 0777);
-        if (gpp_plan_write_json(self->plan, path, err) < 0)
-            return gpp_err_prefix(err, "job.checkpoint_dir");
-    }
     self->store = gpp_store_server_new(self->store_host, self->store_port, err);
     if (!self->store)
         return gpp_err_prefix(err, "rendezvous store on %s (coordinator.store)",
@@ -371,6 +455,8 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, gpp_coord_job_t *job, gpp_er
     assert(n == self->n_agents);
     if (!self->store_addr[0])
         return gpp_err_set(err, "the rendezvous store is not running");
+    if (!p)
+        return gpp_err_set(err, "no plan (the agents' profile did not arrive)");
     /* every agent that gets a stage must have the memory the plan counts on */
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];

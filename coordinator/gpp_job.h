@@ -33,17 +33,25 @@
 
 typedef struct gpp_job_s gpp_job_t;
 
-/* Plans the job (no network yet). NULL with a message naming what is wrong
- * (model, plan file, infeasible plan, more devices than slots). */
-gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, gpp_err_t *err);
+/* Plans the job (no network yet) and prints the plan on out (may be NULL).
+ * With --plan auto and no cluster.profile, planning waits for the agents'
+ * profile (gpp_job_profile_request / gpp_job_profile_fn). NULL with a
+ * message naming what is wrong (model, plan file, infeasible plan, more
+ * devices than slots). */
+gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, FILE *out, gpp_err_t *err);
+
+/* The ProfileRequest for the rank-0 agent, or NULL when the plan is made. */
+const Gpp__ProfileRequest *gpp_job_profile_request(const gpp_job_t *self);
+/* gpp_coord profile_fn: turns the rows into the planner's profile table,
+ * attaches it to the cost model and makes the plan (printed, written). */
+int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err);
 void gpp_job_destroy(gpp_job_t **self_p);
 
-/* Writes the plan to <checkpoint_dir>/plan.json (when checkpoints are on)
- * and starts the rendezvous store on [coordinator] store. -1 with a
- * message. */
+/* Starts the rendezvous store on [coordinator] store. -1 with a message.
+ * (The plan goes to <checkpoint_dir>/plan.json when it is made.) */
 int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err);
 
-/* The plan, lowered and simulated. */
+/* The plan, lowered and simulated; NULL until the profile is in. */
 const gpp_plan_t *gpp_job_plan(const gpp_job_t *self);
 const gpp_graph_t *gpp_job_graph(const gpp_job_t *self);
 

@@ -260,13 +260,12 @@ int main(int argc, char **argv)
     cc.sigfd = sigfd;
     if (!o.control_only) {
 #ifdef GPP_HAVE_PLANNER_JOB
-        job = gpp_job_new(&cfg, o.plan, &err);
+        job = gpp_job_new(&cfg, o.plan, stdout, &err);
         if (!job) {
             fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
             rc = 2;
             goto done;
         }
-        gpp_job_print_plan(job, stdout);
         gpp_sigfd_mask(SIG_BLOCK); /* the store's thread must not take our signals */
         int src = gpp_job_start_store(job, &err);
         gpp_sigfd_mask(SIG_UNBLOCK);
@@ -276,6 +275,8 @@ int main(int argc, char **argv)
         }
         cc.plan_fn = gpp_job_plan_fn;
         cc.plan_arg = job;
+        cc.profile_req = gpp_job_profile_request(job);
+        cc.profile_fn = gpp_job_profile_fn;
 #else
         fprintf(stderr, "gpp-coordinator: this build has no planner/executor; use "
                         "--control-only\n");

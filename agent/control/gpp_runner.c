@@ -2,6 +2,8 @@
 #include "agent/control/gpp_runner.h"
 
 #include <assert.h>
+#include <cjson/cJSON.h>
+#include <unistd.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +19,7 @@
 #include "agent/exec/gpp_ckpt.h"
 #include "agent/exec/gpp_data.h"
 #include "agent/exec/gpp_exec.h"
+#include "agent/exec/gpp_profile.h"
 #include "common/gpp_time.h"
 #include "kernels/gpp_backend.h"
 #include "planner/gpp_plan.h"
@@ -555,24 +558,121 @@ static void s_teardown(gpp_runner_t *self)
     gpp_graph_destroy(&self->g);
 }
 
+/* Times every op of the model at the requested micro-batch sizes
+ * (gpp_profile, the same code as gpp-train --profile-out) and reports the
+ * rows. The table holds fwd+bwd per op; the rows split it 1:2, the
+ * planner's own split. */
+static int s_profile(gpp_runner_t *self, gpp_err_t *err)
+{
+    const Gpp__ProfileRequest *rq = self->msg->profile_request;
+    snprintf(self->phase, sizeof self->phase, "profiling %s", rq->model);
+    int rc = -1, max_mb = 1, *ops = NULL;
+    char path[] = "/tmp/gpp-profile-XXXXXX";
+    int fd = -1;
+    char *text = NULL;
+    cJSON *root = NULL;
+    Gpp__OpProfile *rows = NULL, **rowp = NULL;
+    self->g = gpp_model_load(rq->model, err);
+    if (!self->g)
+        goto out;
+    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = self->cfg.threads};
+    if (!(self->be = gpp_backend_new(&bc, err)))
+        goto out;
+    self->data = gpp_data_new(self->g, 1);
+    for (size_t i = 0; i < rq->n_micro_batches; i++)
+        if (rq->micro_batches[i] > max_mb)
+            max_mb = rq->micro_batches[i];
+    ops = gpp_xcalloc((size_t)self->g->n_ops, sizeof *ops);
+    for (int i = 0; i < self->g->n_ops; i++)
+        ops[i] = i;
+    if ((fd = mkstemp(path)) < 0) {
+        gpp_err_set(err, "mkstemp %s: %s", path, strerror(errno));
+        goto out;
+    }
+    gpp_profile_cfg_t pc = {.max_micro_batch = max_mb, .reps = rq->iterations, .seed = 1};
+    if (gpp_profile_write(self->g, self->g->n_ops, ops, self->be, self->data, &pc, path, err) < 0)
+        goto out;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        gpp_err_set(err, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    rewind(f);
+    text = gpp_xcalloc((size_t)len + 1, 1);
+    size_t got = fread(text, 1, (size_t)len, f);
+    fclose(f);
+    if (got != (size_t)len || !(root = cJSON_Parse(text))) {
+        gpp_err_set(err, "%s: cannot read back the profile", path);
+        goto out;
+    }
+    size_t n = 0, cap = 64;
+    rows = gpp_xcalloc(cap, sizeof *rows);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root)
+    {
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(e, "runtime"), *v;
+        cJSON_ArrayForEach(v, rt)
+        {
+            if (n == cap) {
+                cap *= 2;
+                rows = gpp_xrealloc(rows, cap * sizeof *rows);
+            }
+            gpp__op_profile__init(&rows[n]);
+            rows[n].op = atoi(e->string);
+            rows[n].micro_batch = atoi(v->string);
+            rows[n].fwd_ms = v->valuedouble / 3;
+            rows[n].bwd_ms = v->valuedouble * 2 / 3;
+            n++;
+        }
+    }
+    rowp = gpp_xcalloc(n ? n : 1, sizeof *rowp);
+    for (size_t i = 0; i < n; i++)
+        rowp[i] = &rows[i];
+    Gpp__ProfileResult res = GPP__PROFILE_RESULT__INIT;
+    res.n_ops = n;
+    res.ops = rowp;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, 0);
+    m.body_case = GPP__ENVELOPE__BODY_PROFILE_RESULT;
+    m.profile_result = &res;
+    s_post(self, &m);
+    rc = 0;
+out:
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    cJSON_Delete(root);
+    free(text);
+    free(rows);
+    free(rowp);
+    free(ops);
+    return rc;
+}
+
 static void *s_worker(void *arg)
 {
     gpp_runner_t *self = arg;
     gpp_sigfd_mask(SIG_BLOCK); /* signals are the loop thread's; Gloo's threads inherit this */
     gpp_err_t err = {{0}};
-    int ok = s_train(self, &err) == 0;
+    int profile = self->msg->body_case == GPP__ENVELOPE__BODY_PROFILE_REQUEST;
+    int ok = (profile ? s_profile(self, &err) : s_train(self, &err)) == 0;
     if (!ok && !atomic_load(&self->abort)) {
-        gpp_error("runner: stage %d replica %d: %s: %s", self->as->stage, self->as->replica,
-                  self->phase, err.msg);
         char text[GPP_MSG_STR_MAX];
-        snprintf(text, sizeof text, "stage %d replica %d: %s: %s", self->as->stage,
-                 self->as->replica, self->phase, err.msg);
+        if (profile)
+            snprintf(text, sizeof text, "%s: %s", self->phase, err.msg);
+        else
+            snprintf(text, sizeof text, "stage %d replica %d: %s: %s", self->as->stage,
+                     self->as->replica, self->phase, err.msg);
+        gpp_error("runner: %s", text);
         s_post_error(self, strstr(err.msg, "comm") || strstr(err.msg, "gloo")
                                ? GPP__ERROR_CODE__ERROR_COMM
                                : GPP__ERROR_CODE__ERROR_INTERNAL,
                      text);
     }
-    if (ok) /* keep the communicator up until every agent has finished */
+    if (ok && !profile) /* keep the communicator up until every agent has finished */
         while (s_wait_word(self) >= 0)
             ;
     s_teardown(self);
@@ -617,11 +717,13 @@ gpp_runner_t *gpp_runner_start(gpp_msg_t **assignment_p, const gpp_runner_cfg_t 
                                zloop_t *loop, gpp_control_t *ctl, gpp_err_t *err)
 {
     assert(assignment_p && *assignment_p && cfg && loop && ctl);
-    assert((*assignment_p)->body_case == GPP__ENVELOPE__BODY_ASSIGNMENT);
+    assert((*assignment_p)->body_case == GPP__ENVELOPE__BODY_ASSIGNMENT ||
+           (*assignment_p)->body_case == GPP__ENVELOPE__BODY_PROFILE_REQUEST);
     gpp_runner_t *self = gpp_xcalloc(1, sizeof *self);
     self->msg = *assignment_p;
     *assignment_p = NULL;
-    self->as = self->msg->assignment;
+    self->as = self->msg->body_case == GPP__ENVELOPE__BODY_ASSIGNMENT ? self->msg->assignment
+                                                                       : NULL;
     self->cfg = *cfg;
     self->loop = loop;
     self->ctl = ctl;

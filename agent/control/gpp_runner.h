@@ -53,8 +53,11 @@ typedef struct {
     void *arg;
 } gpp_runner_cfg_t;
 
-/* Takes ownership of *assignment_p (an Assignment envelope) and starts the
- * worker. NULL with a message when the pipe or thread cannot be made. */
+/* Takes ownership of *assignment_p (an Assignment envelope, or a
+ * ProfileRequest: then the worker times every op of the model at the sizes
+ * asked with gpp_profile, reports a ProfileResult and ends by itself) and
+ * starts the worker. NULL with a message when the pipe or thread cannot be
+ * made. */
 gpp_runner_t *gpp_runner_start(gpp_msg_t **assignment_p, const gpp_runner_cfg_t *cfg,
                                zloop_t *loop, gpp_control_t *ctl, gpp_err_t *err);
 

@@ -90,6 +90,16 @@ else
     fail "training job (rc $rc)"; cat "$TMP/1.out"; grep -v OpenBLAS "$TMP/1.err" | tail -10
 fi
 
+# 1b. --plan auto without a profile: rank 0 profiles the ops, then the plan, then training
+P=$((PORT0 + 10)); C=$(mkconf auto $P 2 2)
+timeout 120 "$COORD" --plan auto "$C" >"$TMP/1b.out" 2>"$TMP/1b.err"; rc=$?
+if [ $rc = 0 ] && grep -q "profiling the model's ops on 127.0.0.1:0" "$TMP/1b.err" &&
+    grep -q "^plan gpp (agent profile)" "$TMP/1b.out" && grep -q "^iter 2/2  loss" "$TMP/1b.out"; then
+    pass "auto plan from the agents' own profile"
+else
+    fail "auto plan with profiling (rc $rc)"; cat "$TMP/1b.out"; grep -v OpenBLAS "$TMP/1b.err" | tail -10
+fi
+
 # 2. an agent killed during training: named, the job stops, no one left
 P=$((PORT0 + 4)); C=$(mkconf kill $P 4 1000000)
 "$COORD" --plan spp "$C" >"$TMP/2.out" 2>"$TMP/2.err" &
