@@ -25,6 +25,7 @@ void gpp_cpu_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, fl
                 (int)ldb, beta, c, (int)ldc);
 }
 
+GPP_CPU_CLONES
 void gpp_cpu_acc(int64_t n, const float *x, float *y)
 {
     for (int64_t i = 0; i < n; i++)

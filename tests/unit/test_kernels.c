@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/gpp_cpu.h" /* gpp_cpu_expf */
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_ops.h"
 #include "kernels/gpp_sparse.h"
@@ -284,6 +285,55 @@ static void t_activation_forward(void)
     GPP_EXPECT(gpp_gelu_fwd(s_st, &x, &y, &err) == 0);
     s_expect_vals("gelu [-1,0,1,2]", &y, (const float[]){-0.1588080f, 0, 0.8411920f, 1.9545977f},
                   1e-6);
+    s_arena_free();
+}
+
+/* The branch-free exp behind GELU and softmax: relative error against exp
+ * in double over its whole range, saturation outside it. */
+static void t_expf_accuracy(void)
+{
+    double max_rel = 0;
+    for (double z = -87.0; z <= 88.0; z += 1e-3) {
+        float zf = (float)z;
+        double want = exp((double)zf), rel = fabs(gpp_cpu_expf(zf) - want) / want;
+        max_rel = rel > max_rel ? rel : max_rel;
+    }
+    printf("  %-28s vs exp in double on [-87, 88]: max rel diff %.3g (tol 1.2e-7)\n",
+           "gpp_cpu_expf", max_rel);
+    GPP_EXPECT(max_rel <= 1.2e-7);
+    GPP_EXPECT(gpp_cpu_expf(-1e4f) == gpp_cpu_expf(-87.0f) && gpp_cpu_expf(-87.0f) > 0.0f);
+    GPP_EXPECT(gpp_cpu_expf(1e4f) == gpp_cpu_expf(88.0f) && isfinite(gpp_cpu_expf(88.0f)));
+    GPP_EXPECT(gpp_cpu_expf(0.0f) == 1.0f);
+}
+
+/* GELU forward and backward on a dense grid against the tanh formula in
+ * double: abs error relative to max(1, |x|). */
+static void t_gelu_accuracy(void)
+{
+    gpp_err_t err;
+    const int64_t n = 24001; /* x = -12 .. 12 step 1e-3 */
+    gpp_tensor_t x = s_new(GPP_DTYPE_F32, 1, 1, n), y = s_new(GPP_DTYPE_F32, 1, 1, n);
+    gpp_tensor_t dy = s_new(GPP_DTYPE_F32, 1, 1, n), dx = s_new(GPP_DTYPE_F32, 1, 1, n);
+    float *xp = x.data, *yp = y.data, *dyp = dy.data, *dxp = dx.data;
+    for (int64_t i = 0; i < n; i++) {
+        xp[i] = (float)(-12.0 + 1e-3 * (double)i);
+        dyp[i] = 1.0f;
+        dxp[i] = 0.0f;
+    }
+    GPP_EXPECT(gpp_gelu_fwd(s_st, &x, &y, &err) == 0);
+    GPP_EXPECT(gpp_gelu_bwd(s_st, &x, &dy, &dx, &err) == 0);
+    double c = sqrt(2.0 / M_PI), a = 0.044715, max_y = 0, max_d = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = xp[i], t = tanh(c * (v + a * v * v * v)), scale = fmax(1.0, fabs(v));
+        double want_y = 0.5 * v * (1.0 + t);
+        double want_d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3.0 * a * v * v);
+        max_y = fmax(max_y, fabs(yp[i] - want_y) / scale);
+        max_d = fmax(max_d, fabs(dxp[i] - want_d) / scale);
+    }
+    printf("  %-28s vs tanh formula in double on [-12, 12]: max abs diff / max(1,|x|) "
+           "forward %.3g, backward %.3g (tol 5e-7)\n",
+           "gelu", max_y, max_d);
+    GPP_EXPECT(max_y <= 5e-7 && max_d <= 5e-7);
     s_arena_free();
 }
 
@@ -763,6 +813,8 @@ static const gpp_test_case_t cases[] = {
     {"linear_backward", t_linear_backward},
     {"activation_forward", t_activation_forward},
     {"activation_backward", t_activation_backward},
+    {"expf_accuracy", t_expf_accuracy},
+    {"gelu_accuracy", t_gelu_accuracy},
     {"layernorm_forward", t_layernorm_forward},
     {"layernorm_backward", t_layernorm_backward},
     {"attention_forward", t_attention_forward},
