@@ -298,7 +298,7 @@ static void t_zoo_partitioner_plans(void)
         {"mmt:branches=2,layers=2,hidden=64,heads=4,seq=16,ffn=128", 32},
         {"mmt:branches=4,layers=2,hidden=128,heads=4,seq=32,ffn=256", 64},
         {"dlrm", 256},
-        {"candle_uno", 512},
+        {"candle_uno", 256},
         {"case_study", 64},
     };
     static const int devices[] = {4, 8};
@@ -317,7 +317,7 @@ static void t_zoo_partitioner_plans(void)
                 gpp_part_opts_default(&o, models[i].batch);
                 o.spp = mode & 1;
                 o.per_stage_mbs = o.kfkb = (mode & 2) != 0;
-                o.max_mbs = 64; /* keeps the per-stage search short */
+                o.max_mbs = 32; /* keeps the per-stage search short */
                 int64_t min_mem = 0;
                 gpp_plan_t *p = gpp_part_run(g, cost, &o, &min_mem, &err);
                 GPP_EXPECT_MSG(p != NULL, "%s on %d (mode %d): %s", models[i].spec, devices[d],
