@@ -149,14 +149,16 @@ char *gpp_plan_to_dot(const gpp_plan_t *p, const gpp_graph_t *g)
     char e1[2 * GPP_NAME_LEN + 4], e2[2 * GPP_NAME_LEN + 4];
     s_buf_t b = {0};
     s_dot_str(p->model, e1, sizeof e1);
-    s_printf(&b, "digraph \"%s\" {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n"
+    s_printf(&b,
+             "digraph \"%s\" {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n"
              "  label=\"%s plan of %s: %d stages, depth %d, %d devices, batch %d\";\n",
              e1, p->planner, e1, p->n_stages, p->depth, p->n_devices, p->batch);
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];
-        s_printf(&b, "  s%d [label=\"S%d: %d ops\\n%s .. %s\\ndevices %d-%d  b=%d  k=%d\\n"
-                 "in-flight %d  TPS %.4f ms\"];\n", s, s, st->n_ops,
-                 s_dot_str(g->ops[st->ops[0]].name, e1, sizeof e1),
+        s_printf(&b,
+                 "  s%d [label=\"S%d: %d ops\\n%s .. %s\\ndevices %d-%d  b=%d  k=%d\\n"
+                 "in-flight %d  TPS %.4f ms\"];\n",
+                 s, s, st->n_ops, s_dot_str(g->ops[st->ops[0]].name, e1, sizeof e1),
                  s_dot_str(g->ops[st->ops[st->n_ops - 1]].name, e2, sizeof e2), st->first_device,
                  st->first_device + st->devices - 1, st->micro_batch, st->k, st->inflight,
                  st->tps_ms);
@@ -182,8 +184,7 @@ char *gpp_plan_to_dot(const gpp_plan_t *p, const gpp_graph_t *g)
     return b.s;
 }
 
-int gpp_plan_write_dot(const gpp_plan_t *p, const gpp_graph_t *g, const char *path,
-                       gpp_err_t *err)
+int gpp_plan_write_dot(const gpp_plan_t *p, const gpp_graph_t *g, const char *path, gpp_err_t *err)
 {
     return s_write_string(gpp_plan_to_dot(p, g), path, err);
 }
@@ -191,8 +192,8 @@ int gpp_plan_write_dot(const gpp_plan_t *p, const gpp_graph_t *g, const char *pa
 /* ---- reader ---------------------------------------------------------------- */
 
 /* Required integer field in [lo, hi]. */
-static int s_int(const cJSON *o, const char *key, const char *origin, const char *where,
-                 int64_t lo, int64_t hi, int64_t *out, gpp_err_t *err)
+static int s_int(const cJSON *o, const char *key, const char *origin, const char *where, int64_t lo,
+                 int64_t hi, int64_t *out, gpp_err_t *err)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v)
@@ -235,8 +236,8 @@ static int s_int_list(const cJSON *o, const char *key, const char *origin, const
             v->valuedouble < lo || v->valuedouble > hi) {
             free(*out);
             *out = NULL;
-            return gpp_err_set(err, "%s: %s.%s[%d]: expected an integer in [%d, %d]", origin,
-                               where, key, i, lo, hi);
+            return gpp_err_set(err, "%s: %s.%s[%d]: expected an integer in [%d, %d]", origin, where,
+                               key, i, lo, hi);
         }
         (*out)[i++] = (int)v->valuedouble;
     }
@@ -267,10 +268,13 @@ static int s_parse_schedule(const cJSON *order, gpp_stage_t *st, const char *ori
         if (s && (s[0] == 'F' || s[0] == 'B') && s[1] >= '0' && s[1] <= '9')
             mb = strtol(s + 1, &end, 10);
         if (mb < 0 || mb > INT_MAX || !end || *end)
-            return gpp_err_set(err, "%s: schedule[%d][%d]: expected \"F<mb>\" or \"B<mb>\"",
-                               origin, js, i);
-        gpp_action_t a = {.type = s[0] == 'F' ? GPP_ACT_FWD : GPP_ACT_BWD, .mb = (int)mb,
-                          .peer_stage = -1, .peer_replica = -1, .tensor = -1};
+            return gpp_err_set(err, "%s: schedule[%d][%d]: expected \"F<mb>\" or \"B<mb>\"", origin,
+                               js, i);
+        gpp_action_t a = {.type = s[0] == 'F' ? GPP_ACT_FWD : GPP_ACT_BWD,
+                          .mb = (int)mb,
+                          .peer_stage = -1,
+                          .peer_replica = -1,
+                          .tensor = -1};
         gpp_actions_push(&st->compute, a);
         i++;
     }
@@ -313,9 +317,10 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
     if (s_int(model, "ops", origin, "model", 1, INT_MAX, &mops, err) < 0)
         goto fail;
     if (strcmp(mname, g->name) != 0 || mops != g->n_ops) {
-        gpp_err_set(err, "%s: the plan is for model '%s' with %lld ops, but the graph is '%s' "
-                    "with %d ops; plan this model again", origin, mname, (long long)mops,
-                    g->name, g->n_ops);
+        gpp_err_set(err,
+                    "%s: the plan is for model '%s' with %lld ops, but the graph is '%s' "
+                    "with %d ops; plan this model again",
+                    origin, mname, (long long)mops, g->name, g->n_ops);
         goto fail;
     }
     if (s_int(root, "devices", origin, "plan", 1, INT_MAX, &devices, err) < 0 ||
@@ -398,8 +403,10 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
             succ[i] = new_of_json[succ[i]];
         qsort(succ, (size_t)n_succ, sizeof(int), s_cmp_int);
         if (n_succ != st->n_succ || memcmp(succ, st->succ, (size_t)n_succ * sizeof(int)) != 0) {
-            gpp_err_set(err, "%s: %s.succ does not match the stage edges its ops' graph edges "
-                        "give (C2)", origin, where);
+            gpp_err_set(err,
+                        "%s: %s.succ does not match the stage edges its ops' graph edges "
+                        "give (C2)",
+                        origin, where);
             goto fail;
         }
         free(succ);
@@ -416,8 +423,8 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
             goto fail;
     }
     if (depth != p->depth) {
-        gpp_err_set(err, "%s: depth %lld, but the stage graph's longest path has %d stages",
-                    origin, (long long)depth, p->depth);
+        gpp_err_set(err, "%s: depth %lld, but the stage graph's longest path has %d stages", origin,
+                    (long long)depth, p->depth);
         goto fail;
     }
     if (gpp_sched_lower(p, g, err) < 0 || gpp_sched_validate(p, g, err) < 0) {

@@ -45,7 +45,6 @@ int gpp_plan_write_strategy(const gpp_plan_t *p, const char *path, gpp_err_t *er
  * in-flight, TPS), one arrow per stage edge labelled with the tensors
  * that cross it. */
 char *gpp_plan_to_dot(const gpp_plan_t *p, const gpp_graph_t *g);
-int gpp_plan_write_dot(const gpp_plan_t *p, const gpp_graph_t *g, const char *path,
-                       gpp_err_t *err);
+int gpp_plan_write_dot(const gpp_plan_t *p, const gpp_graph_t *g, const char *path, gpp_err_t *err);
 
 #endif

@@ -136,8 +136,13 @@ static void s_push_transfers(const gpp_plan_t *p, const gpp_graph_t *g, const gp
                 int64_t a = lo > qlo ? lo : qlo, b = hi < qhi ? hi : qhi;
                 if (a >= b)
                     continue;
-                gpp_action_t x = {.type = type, .mb = mb, .peer_stage = peer->id,
-                                  .peer_replica = q, .tensor = e->e[i].tensor, .lo = a, .hi = b};
+                gpp_action_t x = {.type = type,
+                                  .mb = mb,
+                                  .peer_stage = peer->id,
+                                  .peer_replica = q,
+                                  .tensor = e->e[i].tensor,
+                                  .lo = a,
+                                  .hi = b};
                 gpp_actions_push(&tmp, x);
             }
     }
@@ -215,15 +220,21 @@ typedef struct {
     int flat;
 } s_msg_t;
 
+/* Sort key: the message identity, then RECV before SEND. */
+static void s_msg_key(const s_msg_t *m, int64_t k[9])
+{
+    k[0] = m->src_stage, k[1] = m->src_rep, k[2] = m->dst_stage, k[3] = m->dst_rep;
+    k[4] = m->grad, k[5] = m->tensor, k[6] = m->lo, k[7] = m->hi, k[8] = m->is_send;
+}
+
 static int s_cmp_msg(const void *a, const void *b)
 {
-    const s_msg_t *x = a, *y = b;
-#define S_CMP(f)                                                                                   \
-    if (x->f != y->f)                                                                              \
-        return x->f < y->f ? -1 : 1;
-    S_CMP(src_stage) S_CMP(src_rep) S_CMP(dst_stage) S_CMP(dst_rep) S_CMP(grad) S_CMP(tensor)
-    S_CMP(lo) S_CMP(hi) S_CMP(is_send)
-#undef S_CMP
+    int64_t x[9], y[9];
+    s_msg_key(a, x);
+    s_msg_key(b, y);
+    for (int i = 0; i < 9; i++)
+        if (x[i] != y[i])
+            return x[i] < y[i] ? -1 : 1;
     return 0;
 }
 
@@ -247,7 +258,8 @@ static int s_msg_same(const s_msg_t *x, const s_msg_t *y)
 
 static void s_msg_describe(const s_msg_t *m, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s of tensor %d samples [%lld,%lld) from stage %d replica %d to stage %d replica %d",
+    snprintf(buf, n,
+             "%s of tensor %d samples [%lld,%lld) from stage %d replica %d to stage %d replica %d",
              m->grad ? "gradient" : "activation", m->tensor, (long long)m->lo, (long long)m->hi,
              m->src_stage, m->src_rep, m->dst_stage, m->dst_rep);
 }
@@ -306,12 +318,17 @@ gpp_sched_links_t *gpp_sched_links_new(const gpp_plan_t *p, gpp_err_t *err)
                     continue;
                 if (a->peer_stage < 0 || a->peer_stage >= p->n_stages || a->peer_replica < 0 ||
                     a->peer_replica >= p->stages[a->peer_stage].devices || a->lo >= a->hi) {
-                    gpp_err_set(err, "stage %d replica %d action %d: %s names no valid peer or "
-                                "an empty sample range", s, r, i, gpp_act_type_name(a->type));
+                    gpp_err_set(err,
+                                "stage %d replica %d action %d: %s names no valid peer or "
+                                "an empty sample range",
+                                s, r, i, gpp_act_type_name(a->type));
                     goto fail;
                 }
                 s_msg_t m = {.grad = a->type == GPP_ACT_SEND_GRAD || a->type == GPP_ACT_RECV_GRAD,
-                             .tensor = a->tensor, .lo = a->lo, .hi = a->hi, .is_send = snd,
+                             .tensor = a->tensor,
+                             .lo = a->lo,
+                             .hi = a->hi,
+                             .is_send = snd,
                              .flat = k->act_base[li] + i};
                 m.src_stage = snd ? s : a->peer_stage;
                 m.src_rep = snd ? r : a->peer_replica;
@@ -331,8 +348,10 @@ gpp_sched_links_t *gpp_sched_links_new(const gpp_plan_t *p, gpp_err_t *err)
             int sends = 0;
             for (int t = i; t < j; t++)
                 sends += msgs[t].is_send;
-            gpp_err_set(err, "deadlock check: %s has %d SEND and %d RECV actions; each needs "
-                        "exactly one of both (stage %d)", d, sends, j - i - sends,
+            gpp_err_set(err,
+                        "deadlock check: %s has %d SEND and %d RECV actions; each needs "
+                        "exactly one of both (stage %d)",
+                        d, sends, j - i - sends,
                         msgs[i].is_send ? msgs[i].src_stage : msgs[i].dst_stage);
             goto fail;
         }
@@ -407,9 +426,10 @@ static int s_check_c1(const gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
             }
             if (owner[v] == s) {
                 if (via_out >= 0) {
-                    gpp_err_set(err, "C1: stage %d is not convex: a path leaves it and re-enters "
-                                "at op %d '%s' through op %d '%s' of stage %d", s, v, op->name,
-                                via_out, g->ops[via_out].name, owner[via_out]);
+                    gpp_err_set(err,
+                                "C1: stage %d is not convex: a path leaves it and re-enters "
+                                "at op %d '%s' through op %d '%s' of stage %d",
+                                s, v, op->name, via_out, g->ops[via_out].name, owner[via_out]);
                     goto out;
                 }
             } else if (from_s || via_out >= 0) {
@@ -445,9 +465,10 @@ static int s_check_c2(const gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
                 continue;
             if (!s_in_list(p->stages[a].succ, p->stages[a].n_succ, b) ||
                 !s_in_list(p->stages[b].pred, p->stages[b].n_pred, a)) {
-                gpp_err_set(err, "C2: graph edge %d '%s' -> %d '%s' crosses from stage %d to "
-                            "stage %d, but the stage graph has no edge (%d, %d)", u,
-                            g->ops[u].name, v, g->ops[v].name, a, b, a, b);
+                gpp_err_set(err,
+                            "C2: graph edge %d '%s' -> %d '%s' crosses from stage %d to "
+                            "stage %d, but the stage graph has no edge (%d, %d)",
+                            u, g->ops[u].name, v, g->ops[v].name, a, b, a, b);
                 goto out;
             }
             adj[(size_t)a * S + b] = 1;
@@ -457,16 +478,20 @@ static int s_check_c2(const gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
         for (int k = 0; k < st->n_succ; k++) {
             int b = st->succ[k];
             if (b < 0 || b >= S || !adj[(size_t)a * S + b]) {
-                gpp_err_set(err, "C2: stage %d lists successor %d, but no graph edge goes from "
-                            "stage %d to stage %d", a, b, a, b);
+                gpp_err_set(err,
+                            "C2: stage %d lists successor %d, but no graph edge goes from "
+                            "stage %d to stage %d",
+                            a, b, a, b);
                 goto out;
             }
         }
         for (int k = 0; k < st->n_pred; k++) {
             int b = st->pred[k];
             if (b < 0 || b >= S || !adj[(size_t)b * S + a]) {
-                gpp_err_set(err, "C2: stage %d lists predecessor %d, but no graph edge goes from "
-                            "stage %d to stage %d", a, b, b, a);
+                gpp_err_set(err,
+                            "C2: stage %d lists predecessor %d, but no graph edge goes from "
+                            "stage %d to stage %d",
+                            a, b, b, a);
                 goto out;
             }
         }
@@ -516,8 +541,7 @@ static int s_check_c3(const gpp_plan_t *p, gpp_err_t *err)
         }
         for (int d = st->first_device; d < st->first_device + st->devices; d++) {
             if (d < 0 || d >= p->n_devices) {
-                gpp_err_set(err, "C3: stage %d uses device %d, outside [0,%d)", s, d,
-                            p->n_devices);
+                gpp_err_set(err, "C3: stage %d uses device %d, outside [0,%d)", s, d, p->n_devices);
                 goto out;
             }
             if (owner[d] >= 0) {
@@ -546,13 +570,17 @@ static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const 
         const gpp_action_t *a = &l->a[i];
         if (a->type == GPP_ACT_FWD) {
             if (a->mb != nf)
-                return gpp_err_set(err, "C4: stage %d %s: fw_%d comes where fw_%d must (forwards "
-                                   "in micro-batch order)", s, what, a->mb, nf);
+                return gpp_err_set(err,
+                                   "C4: stage %d %s: fw_%d comes where fw_%d must (forwards "
+                                   "in micro-batch order)",
+                                   s, what, a->mb, nf);
             nf++;
         } else if (a->type == GPP_ACT_BWD) {
             if (a->mb != nb)
-                return gpp_err_set(err, "C4: stage %d %s: bw_%d comes where bw_%d must (backwards "
-                                   "in micro-batch order)", s, what, a->mb, nb);
+                return gpp_err_set(err,
+                                   "C4: stage %d %s: bw_%d comes where bw_%d must (backwards "
+                                   "in micro-batch order)",
+                                   s, what, a->mb, nb);
             if (a->mb >= nf)
                 return gpp_err_set(err, "C4: stage %d %s: bw_%d precedes fw_%d", s, what, a->mb,
                                    a->mb);
@@ -560,8 +588,10 @@ static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const 
         }
     }
     if (nf != m || nb != m)
-        return gpp_err_set(err, "C4: stage %d %s has %d forwards and %d backwards; the batch "
-                           "has %d micro-batches", s, what, nf, nb, m);
+        return gpp_err_set(err,
+                           "C4: stage %d %s has %d forwards and %d backwards; the batch "
+                           "has %d micro-batches",
+                           s, what, nf, nb, m);
     return 0;
 }
 
@@ -578,31 +608,37 @@ static int s_check_replicas(const gpp_plan_t *p, gpp_err_t *err)
                 if (a->type == GPP_ACT_FWD || a->type == GPP_ACT_BWD) {
                     if (c >= st->compute.n || st->compute.a[c].type != a->type ||
                         st->compute.a[c].mb != a->mb)
-                        return gpp_err_set(err, "stage %d replica %d: action %d (%s %d) departs "
-                                           "from the stage's compute order", s, r, i,
-                                           gpp_act_type_name(a->type), a->mb);
+                        return gpp_err_set(err,
+                                           "stage %d replica %d: action %d (%s %d) departs "
+                                           "from the stage's compute order",
+                                           s, r, i, gpp_act_type_name(a->type), a->mb);
                     c++;
                 } else if (a->type == GPP_ACT_ALLREDUCE) {
                     ar++;
                 } else if (a->type == GPP_ACT_STEP) {
                     if (i != l->n - 1)
-                        return gpp_err_set(err, "stage %d replica %d: STEP is not the last "
-                                           "action", s, r);
+                        return gpp_err_set(err,
+                                           "stage %d replica %d: STEP is not the last "
+                                           "action",
+                                           s, r);
                     step++;
                 } else if ((int)a->type < 0 || a->type >= GPP_ACT__COUNT) {
-                    return gpp_err_set(err, "stage %d replica %d: action %d has type %d", s, r,
-                                       i, (int)a->type);
+                    return gpp_err_set(err, "stage %d replica %d: action %d has type %d", s, r, i,
+                                       (int)a->type);
                 }
             }
             if (c != st->compute.n)
-                return gpp_err_set(err, "stage %d replica %d runs %d of the %d passes of the "
-                                   "compute order", s, r, c, st->compute.n);
+                return gpp_err_set(err,
+                                   "stage %d replica %d runs %d of the %d passes of the "
+                                   "compute order",
+                                   s, r, c, st->compute.n);
             if (step != 1)
-                return gpp_err_set(err, "stage %d replica %d: %d STEP actions, want 1", s, r,
-                                   step);
+                return gpp_err_set(err, "stage %d replica %d: %d STEP actions, want 1", s, r, step);
             if (ar != (st->devices > 1))
-                return gpp_err_set(err, "stage %d replica %d: %d ALLREDUCE actions with %d "
-                                   "replicas", s, r, ar, st->devices);
+                return gpp_err_set(err,
+                                   "stage %d replica %d: %d ALLREDUCE actions with %d "
+                                   "replicas",
+                                   s, r, ar, st->devices);
         }
     }
     return 0;
@@ -654,12 +690,13 @@ static int s_check_deadlock(const gpp_plan_t *p, const gpp_sched_links_t *k, gpp
             if (pos[li] == l->n)
                 continue;
             const gpp_action_t *a = &l->a[pos[li]];
-            gpp_err_set(err, "deadlock: stage %d replica %d blocks at action %d (%s mb %d, "
+            gpp_err_set(err,
+                        "deadlock: stage %d replica %d blocks at action %d (%s mb %d, "
                         "tensor %d samples [%lld,%lld) from stage %d replica %d), which is never "
                         "sent; the in-flight count of stage %d or its producers is too small "
-                        "for its consumers", s, r, pos[li], gpp_act_type_name(a->type), a->mb,
-                        a->tensor, (long long)a->lo, (long long)a->hi, a->peer_stage,
-                        a->peer_replica, s);
+                        "for its consumers",
+                        s, r, pos[li], gpp_act_type_name(a->type), a->mb, a->tensor,
+                        (long long)a->lo, (long long)a->hi, a->peer_stage, a->peer_replica, s);
             break;
         }
         goto out;

@@ -64,13 +64,13 @@ void gpp_sched_replica_range(const gpp_stage_t *st, int mb, int r, int64_t *lo, 
 /* The SEND/RECV matching of a lowered plan. Actions are numbered flat:
  * action i of stage s replica r is act_base[list_base[s] + r] + i. */
 typedef struct {
-    int n_lists;      /* replica lists over all stages */
-    int *list_base;   /* [n_stages]: list index of each stage's replica 0 */
-    int *list_stage;  /* [n_lists]: stage of each list */
-    int *act_base;    /* [n_lists + 1]: flat index of each list's first action */
-    int n_acts;       /* act_base[n_lists] */
-    int *match;       /* [n_acts]: flat index of the matching RECV (for a SEND)
-                         or SEND (for a RECV); -1 for other actions */
+    int n_lists;     /* replica lists over all stages */
+    int *list_base;  /* [n_stages]: list index of each stage's replica 0 */
+    int *list_stage; /* [n_lists]: stage of each list */
+    int *act_base;   /* [n_lists + 1]: flat index of each list's first action */
+    int n_acts;      /* act_base[n_lists] */
+    int *match;      /* [n_acts]: flat index of the matching RECV (for a SEND)
+                        or SEND (for a RECV); -1 for other actions */
 } gpp_sched_links_t;
 
 /* Caller owns the result (gpp_sched_links_destroy). NULL with a message

@@ -13,7 +13,7 @@
 
 typedef struct {
     int device;
-    int row;          /* 0: compute, 1: sent transfers */
+    int row; /* 0: compute, 1: sent transfers */
     char name[48];
     int stage, mb;
     double ts_ms, dur_ms;
@@ -25,7 +25,7 @@ struct gpp_sim {
     const gpp_cost_t *cost;
     double iteration_ms;
     double throughput;
-    gpp_sim_stage_t *st;  /* [n_stages] */
+    gpp_sim_stage_t *st; /* [n_stages] */
     s_event_t *ev;
     int n_ev, cap_ev;
 };
@@ -120,17 +120,16 @@ static void s_stage_costs(gpp_sim_t *s, int i, int64_t *stash_per_sample, int64_
             r->fwd_ms = sc.fwd_ms;
             r->bwd_ms = sc.bwd_ms;
         }
-        r->allreduce_ms = gpp_allreduce_ms(gpp_cluster_group_link(cl, st->first_device,
-                                                                  st->devices),
-                                           st->devices, grad_bytes);
+        r->allreduce_ms = gpp_allreduce_ms(
+            gpp_cluster_group_link(cl, st->first_device, st->devices), st->devices, grad_bytes);
         /* AdamW: read w, g, m, v and write w, m, v: 7 x 4 bytes per element */
         double elems = grad_bytes / 4;
         if (kernels)
             r->step_ms = gpp_roofline_ms(&cl->device, 12 * elems, 7 * grad_bytes, kernels);
     }
     *stash_per_sample = stash;
-    *fixed_bytes = (st->weight_bytes > 0 ? st->weight_bytes : GPP_BYTES_PER_PARAM * params) +
-                   reserved;
+    *fixed_bytes =
+        (st->weight_bytes > 0 ? st->weight_bytes : GPP_BYTES_PER_PARAM * params) + reserved;
 }
 
 static int s_is_recv(gpp_act_type_t t)
@@ -229,8 +228,8 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
             arrival[flat] = start + cms;
             if (cms > 0)
                 s_event(s, dev, 1, si, a->mb, start, cms, "%s t%d [%lld,%lld) to s%d.%d",
-                        a->type == GPP_ACT_SEND_ACT ? "act" : "grad", a->tensor,
-                        (long long)a->lo, (long long)a->hi, a->peer_stage, a->peer_replica);
+                        a->type == GPP_ACT_SEND_ACT ? "act" : "grad", a->tensor, (long long)a->lo,
+                        (long long)a->hi, a->peer_stage, a->peer_replica);
             break;
         }
         case GPP_ACT_RECV_ACT:
@@ -268,9 +267,11 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
             int si = k->list_stage[li], r = li - k->list_base[si];
             const gpp_actions_t *l = &p->stages[si].replica[r];
             if (pos[li] < l->n) {
-                gpp_err_set(err, "simulation stalls: stage %d replica %d waits at action %d (%s "
-                            "mb %d); validate the plan (gpp_sched_validate)", si, r, pos[li],
-                            gpp_act_type_name(l->a[pos[li]].type), l->a[pos[li]].mb);
+                gpp_err_set(err,
+                            "simulation stalls: stage %d replica %d waits at action %d (%s "
+                            "mb %d); validate the plan (gpp_sched_validate)",
+                            si, r, pos[li], gpp_act_type_name(l->a[pos[li]].type),
+                            l->a[pos[li]].mb);
                 break;
             }
         }

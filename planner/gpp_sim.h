@@ -40,14 +40,14 @@
 typedef struct gpp_sim gpp_sim_t;
 
 typedef struct {
-    double fwd_ms, bwd_ms;   /* per micro-batch on one replica, as simulated */
-    double busy_ms;          /* compute + all-reduce + step, busiest replica */
-    double bubble_ms;        /* iteration_ms - busy_ms */
-    double allreduce_ms;     /* all-reduce time, as simulated */
+    double fwd_ms, bwd_ms; /* per micro-batch on one replica, as simulated */
+    double busy_ms;        /* compute + all-reduce + step, busiest replica */
+    double bubble_ms;      /* iteration_ms - busy_ms */
+    double allreduce_ms;   /* all-reduce time, as simulated */
     double step_ms;
-    int peak_live_mbs;       /* most micro-batches stashed at once */
+    int peak_live_mbs;        /* most micro-batches stashed at once */
     int64_t stash_peak_bytes; /* high-water of stashed activations, busiest replica */
-    int64_t peak_mem_bytes;  /* weight_bytes + stash_peak_bytes + reserved */
+    int64_t peak_mem_bytes;   /* weight_bytes + stash_peak_bytes + reserved */
 } gpp_sim_stage_t;
 
 /* cost may be NULL (free communication and step). */

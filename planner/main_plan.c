@@ -115,13 +115,20 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
 {
     memset(a, 0, sizeof *a);
     const s_flag_t flags[] = {
-        {"--model", &a->model, NULL, NULL, 0},       {"--graph", &a->graph, NULL, NULL, 0},
-        {"--profile", &a->profile, NULL, NULL, 0},   {"--device", &a->device, NULL, NULL, 0},
-        {"--cluster", &a->cluster, NULL, NULL, 0},   {"--planner", &a->planner, NULL, NULL, 0},
-        {"--json", &a->json, NULL, NULL, 0},         {"--dot", &a->dot, NULL, NULL, 0},
-        {"--trace", &a->trace, NULL, NULL, 0},       {"--strategy", &a->strategy, NULL, NULL, 0},
-        {"--devices", NULL, &a->devices, NULL, 1},   {"--gpus-per-node", NULL, &a->gpus_per_node, NULL, 1},
-        {"--batch", NULL, &a->batch, NULL, 1},       {"--micro-batch", NULL, &a->micro_batch, NULL, 1},
+        {"--model", &a->model, NULL, NULL, 0},
+        {"--graph", &a->graph, NULL, NULL, 0},
+        {"--profile", &a->profile, NULL, NULL, 0},
+        {"--device", &a->device, NULL, NULL, 0},
+        {"--cluster", &a->cluster, NULL, NULL, 0},
+        {"--planner", &a->planner, NULL, NULL, 0},
+        {"--json", &a->json, NULL, NULL, 0},
+        {"--dot", &a->dot, NULL, NULL, 0},
+        {"--trace", &a->trace, NULL, NULL, 0},
+        {"--strategy", &a->strategy, NULL, NULL, 0},
+        {"--devices", NULL, &a->devices, NULL, 1},
+        {"--gpus-per-node", NULL, &a->gpus_per_node, NULL, 1},
+        {"--batch", NULL, &a->batch, NULL, 1},
+        {"--micro-batch", NULL, &a->micro_batch, NULL, 1},
         {"--mem-gib", NULL, NULL, &a->mem_gib, 0},
     };
     const struct {
@@ -189,7 +196,7 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
     if (a->cluster) {
         if (a->devices || a->device || a->gpus_per_node)
             s_die(EXIT_BAD_INPUT, "--cluster replaces --devices, --device and --gpus-per-node; "
-                  "give one or the other");
+                                  "give one or the other");
 #ifdef GPP_HAVE_CONFIG
         gpp_config_t cfg;
         if (gpp_config_load(&cfg, a->cluster, &err) < 0)
@@ -197,9 +204,10 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         int gpn = cfg.nodes[0].slots;
         for (int i = 1; i < cfg.n_nodes; i++)
             if (cfg.nodes[i].slots != gpn)
-                s_die(EXIT_BAD_INPUT, "%s: nodes have %d and %d slots; the planner needs the "
-                      "same number of devices on every node", a->cluster, gpn,
-                      cfg.nodes[i].slots);
+                s_die(EXIT_BAD_INPUT,
+                      "%s: nodes have %d and %d slots; the planner needs the "
+                      "same number of devices on every node",
+                      a->cluster, gpn, cfg.nodes[i].slots);
         if (gpp_cluster_init(cl, cfg.cluster.device, gpp_config_devices(&cfg), gpn, &err) < 0)
             s_die(EXIT_BAD_INPUT, "%s: cluster.device: %s", a->cluster, err.msg);
         if (cfg.cluster.mem_gib > 0 && a->mem_gib == 0)
@@ -237,14 +245,15 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         }
         gpp_config_release(&cfg);
 #else
-        s_die(EXIT_BAD_INPUT, "--cluster %s: cluster files need the config library "
+        s_die(EXIT_BAD_INPUT,
+              "--cluster %s: cluster files need the config library "
               "(gpp_config), which this build lacks; use --devices N --device PRESET",
               a->cluster);
 #endif
     } else {
         if (!a->devices || !a->device)
             s_die(EXIT_BAD_INPUT, "give the cluster: --devices N --device PRESET, or --cluster "
-                  "FILE.toml");
+                                  "FILE.toml");
         int gpn = a->gpus_per_node ? a->gpus_per_node : (a->devices < 8 ? a->devices : 8);
         if (gpp_cluster_init(cl, a->device, a->devices, gpn, &err) < 0)
             s_die(EXIT_BAD_INPUT, "--device %s: %s", a->device, err.msg);
@@ -261,7 +270,7 @@ static gpp_graph_t *s_graph(const s_args_t *a)
         s_die(EXIT_BAD_INPUT, "give the model: --model SPEC, --graph FILE or --profile FILE");
     if (given > 1)
         s_die(EXIT_BAD_INPUT, "give only one of --model, --graph and --profile");
-    gpp_graph_t *g = a->model     ? gpp_zoo_build(a->model, &err)
+    gpp_graph_t *g = a->model   ? gpp_zoo_build(a->model, &err)
                      : a->graph ? gpp_graph_read_json(a->graph, &err)
                                 : gpp_profile_read_graph(a->profile, &err);
     if (!g)
@@ -284,9 +293,8 @@ static void s_print(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_sim_t *
                     const gpp_cluster_t *cl, double estimate_ms, double total_ms)
 {
     printf("%s plan of %s (%d ops, %.3g M params) on %d x %s (%d per node), batch %d\n\n",
-           p->planner, g->spec[0] ? g->spec : p->model, g->n_ops,
-           (double)gpp_graph_params(g) / 1e6, cl->n_devices, cl->device.name, cl->gpus_per_node,
-           p->batch);
+           p->planner, g->spec[0] ? g->spec : p->model, g->n_ops, (double)gpp_graph_params(g) / 1e6,
+           cl->n_devices, cl->device.name, cl->gpus_per_node, p->batch);
     printf("%-5s %-5s %-36s %-7s %-5s %-3s %-8s %-9s %-10s %-10s %-10s\n", "stage", "ops",
            "first .. last", "devices", "mbs", "k", "inflight", "TPS ms", "weights", "act",
            "sim peak");
@@ -301,8 +309,8 @@ static void s_print(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_sim_t *
         else
             snprintf(devs, sizeof devs, "%d-%d", st->first_device,
                      st->first_device + st->devices - 1);
-        printf("%-5d %-5d %-36s %-7s %-5d %-3d %-8d %-9.4f %-10.1f %-10.1f %-10.1f\n", s,
-               st->n_ops, range, devs, st->micro_batch, st->k, st->inflight, st->tps_ms,
+        printf("%-5d %-5d %-36s %-7s %-5d %-3d %-8d %-9.4f %-10.1f %-10.1f %-10.1f\n", s, st->n_ops,
+               range, devs, st->micro_batch, st->k, st->inflight, st->tps_ms,
                (double)st->weight_bytes / (1 << 20), (double)st->act_bytes / (1 << 20),
                (double)gpp_sim_stage(sim, s)->peak_mem_bytes / (1 << 20));
     }
@@ -316,24 +324,23 @@ static void s_print(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_sim_t *
         printf("micro-batch       per stage\n");
     printf("bottleneck TPS    %.4f ms/sample\n", p->bottleneck_tps_ms);
     printf("estimated         %.3f ms/iteration (partitioner)\n", estimate_ms);
-    printf("simulated         %.3f ms/iteration, %.1f samples/s\n", p->iteration_ms,
-           p->throughput);
+    printf("simulated         %.3f ms/iteration, %.1f samples/s\n", p->iteration_ms, p->throughput);
     double worst = 0;
     int worst_s = 0;
     for (int s = 0; s < p->n_stages; s++)
         if (gpp_sim_stage(sim, s)->bubble_ms > worst)
             worst = gpp_sim_stage(sim, s)->bubble_ms, worst_s = s;
     printf("largest bubble    %.3f ms (stage %d)\n", worst, worst_s);
-    printf("search time       %.1f ms (total with schedule and simulation %.1f ms)\n",
-           p->search_ms, total_ms);
+    printf("search time       %.1f ms (total with schedule and simulation %.1f ms)\n", p->search_ms,
+           total_ms);
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];
         int first = gpp_cluster_node(cl, st->first_device);
         int last = gpp_cluster_node(cl, st->first_device + st->devices - 1);
         if (first != last && st->devices <= cl->gpus_per_node)
             printf("warning: stage %d's devices %d-%d span nodes %d-%d, so its all-reduce "
-                   "crosses the inter-node link (%.3f ms simulated)\n", s, st->first_device,
-                   st->first_device + st->devices - 1, first, last,
+                   "crosses the inter-node link (%.3f ms simulated)\n",
+                   s, st->first_device, st->first_device + st->devices - 1, first, last,
                    gpp_sim_stage(sim, s)->allreduce_ms);
     }
 }
@@ -362,7 +369,7 @@ int main(int argc, char **argv)
               a.batch);
     if (a.micro_batch && a.per_stage_mbs)
         s_die(EXIT_BAD_INPUT, "--micro-batch fixes one size for all stages; drop it or "
-              "--per-stage-mbs");
+                              "--per-stage-mbs");
     gpp_graph_t *g = s_graph(&a);
     gpp_err_t err = {{0}};
     gpp_cost_t *cost = gpp_cost_new(g, &cl);
@@ -379,10 +386,12 @@ int main(int argc, char **argv)
     gpp_plan_t *p = gpp_part_run(g, cost, &o, &min_mem, &err);
     if (!p) {
         if (min_mem > 0) /* rounded up to what --mem-gib can say */
-            s_die(EXIT_BAD_INPUT, "no %s plan of %s on %d devices (batch %d) fits in %.2f GiB "
+            s_die(EXIT_BAD_INPUT,
+                  "no %s plan of %s on %d devices (batch %d) fits in %.2f GiB "
                   "per device; the smallest memory that fits is %.2f GiB (--mem-gib %.2f), or "
-                  "use more devices or a smaller batch", o.spp ? "spp" : "gpp", g->name,
-                  cl.n_devices, a.batch, (double)gpp_cluster_mem_bound(&cl) / (1 << 30),
+                  "use more devices or a smaller batch",
+                  o.spp ? "spp" : "gpp", g->name, cl.n_devices, a.batch,
+                  (double)gpp_cluster_mem_bound(&cl) / (1 << 30),
                   ceil((double)min_mem / (1 << 30) * 100) / 100,
                   ceil((double)min_mem / (1 << 30) * 100) / 100);
         s_die(EXIT_BAD_INPUT, "no plan: %s", err.msg);

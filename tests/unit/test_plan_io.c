@@ -126,8 +126,10 @@ static void t_reader_errors(void)
     s_bad(g, json, "\"depth\":\t3", "\"depth\":\t2", "longest path has 3 stages");
     s_bad(g, json, "\"F0\", \"F1\"", "\"F1\", \"F0\"", "C4: stage 0");
     s_bad(g, json, "\"F0\"", "\"X0\"", "schedule[0][0]: expected \"F<mb>\"");
-    s_bad(g, json, "\"devices\":\t5", "\"devices\":\t3", "stages[2].first_device: expected an integer in [0, 2]");
-    s_bad(g, json, "\"first_device\":\t2", "\"first_device\":\t1", "C3: device 1 is given to stages 0 and 1");
+    s_bad(g, json, "\"devices\":\t5", "\"devices\":\t3",
+          "stages[2].first_device: expected an integer in [0, 2]");
+    s_bad(g, json, "\"first_device\":\t2", "\"first_device\":\t1",
+          "C3: device 1 is given to stages 0 and 1");
     s_bad(g, json, "\"inflight\":\t12", "\"inflight\":\t-1", "stages[0].inflight");
     free(json);
     gpp_err_t err = {{0}};
@@ -144,8 +146,7 @@ static void t_strategy_and_dot(void)
     gpp_graph_t *g = s_diamond();
     gpp_plan_t *p = s_plan(g);
     char *s = gpp_plan_to_strategy(p);
-    GPP_EXPECT_MSG(strcmp(s, "6 0 0 1 2 3 3\n4 4 12 1 2 4 8 1 1 4 8 1 1 4 4 1 1\n") == 0, "%s",
-                   s);
+    GPP_EXPECT_MSG(strcmp(s, "6 0 0 1 2 3 3\n4 4 12 1 2 4 8 1 1 4 8 1 1 4 4 1 1\n") == 0, "%s", s);
     free(s);
     char *d = gpp_plan_to_dot(p, g);
     GPP_EXPECT(strstr(d, "digraph") && strstr(d, "s0 -> s1 [label=\"a\"]") &&

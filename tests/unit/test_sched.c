@@ -71,8 +71,8 @@ static void s_order(const gpp_actions_t *l, char *buf, size_t n)
     buf[0] = 0;
     for (int i = 0; i < l->n; i++) {
         size_t len = strlen(buf);
-        snprintf(buf + len, n - len, "%s%c%d", i ? " " : "", l->a[i].type == GPP_ACT_FWD ? 'F' : 'B',
-                 l->a[i].mb);
+        snprintf(buf + len, n - len, "%s%c%d", i ? " " : "",
+                 l->a[i].type == GPP_ACT_FWD ? 'F' : 'B', l->a[i].mb);
     }
 }
 

@@ -261,8 +261,8 @@ static void t_stall_reported(void)
  * topological order), default in-flight counts: C1-C4 and deadlock free. */
 static void t_zoo_handmade_plans(void)
 {
-    const char *specs[] = {"mmt:branches=2,layers=2,hidden=64,heads=4,seq=16", "dlrm",
-                           "candle_uno", "case_study", "transformer:layers=2,hidden=64,heads=4,seq=16"};
+    const char *specs[] = {"mmt:branches=2,layers=2,hidden=64,heads=4,seq=16", "dlrm", "candle_uno",
+                           "case_study", "transformer:layers=2,hidden=64,heads=4,seq=16"};
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
         gpp_err_t err = {{0}};
         gpp_graph_t *g = gpp_zoo_build(specs[i], &err);
@@ -338,9 +338,10 @@ static void t_zoo_partitioner_plans(void)
                                        "%s stage %d: %lld bytes", models[i].spec, s,
                                        (long long)gpp_sim_stage(sim, s)->peak_mem_bytes);
                     printf("  %-10.10s %s%s on %d: %d stages, depth %d, estimate %.3f ms, "
-                           "simulated %.3f ms (%.3fx)\n", models[i].spec, o.spp ? "spp" : "gpp",
-                           mode & 2 ? "+mbs+kfkb" : "", devices[d], p->n_stages, p->depth, est,
-                           gpp_sim_iteration_ms(sim), gpp_sim_iteration_ms(sim) / est);
+                           "simulated %.3f ms (%.3fx)\n",
+                           models[i].spec, o.spp ? "spp" : "gpp", mode & 2 ? "+mbs+kfkb" : "",
+                           devices[d], p->n_stages, p->depth, est, gpp_sim_iteration_ms(sim),
+                           gpp_sim_iteration_ms(sim) / est);
                     gpp_sim_destroy(&sim);
                     /* the coordinator's path: JSON out, read back, same plan */
                     char *json = gpp_plan_to_json(p);
