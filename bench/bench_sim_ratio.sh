@@ -57,8 +57,8 @@ timeout_ms = 20000
 TOML
     "$BUILD/coordinator/gpp-coordinator" --plan "$plan" --metrics "$TMP/m.jsonl" "$TMP/c.toml" \
         >"$TMP/out" 2>"$TMP/err" || { tail -5 "$TMP/err"; exit 1; }
-    sim=$(sed -n 's/^  simulated iteration \([0-9.]*\) ms.*/\1/p' "$TMP/out")
-    stages=$(grep -c '^ \+[0-9]\+  ' "$TMP/out" || true)
+    sim=$(sed -n 's/^  simulated iteration \([0-9.]*\) ms.*/\1/p' "$TMP/out" | head -1)
+    stages=$(sed -n 's/^plan .*: \([0-9]*\) stages\?, .*/\1/p' "$TMP/out" | head -1)
     med=$(python3 -c "
 import json, statistics, sys
 t = [json.loads(l)['iteration_ms'] for l in open(sys.argv[1])][1:]

@@ -132,8 +132,13 @@ static int s_make_plan(gpp_job_t *self, gpp_err_t *err)
     } else {
         return gpp_err_set(err, "--plan %s: use auto, gpp, spp or a gpp-plan/1 FILE.json", plan);
     }
-    snprintf(self->plan_name, sizeof self->plan_name, "%s%s", which,
-             self->profiling ? " (agent profile)" : "");
+    snprintf(self->plan_name, sizeof self->plan_name, "%s%s%s%s", which,
+             strcmp(which, self->plan->planner) != 0 ? " (" : "",
+             strcmp(which, self->plan->planner) != 0 ? self->plan->planner : "",
+             strcmp(which, self->plan->planner) != 0 ? ")" : "");
+    if (self->profiling)
+        snprintf(self->plan_name + strlen(self->plan_name),
+                 sizeof self->plan_name - strlen(self->plan_name), " (agent profile)");
     for (int s = 0; s < self->plan->n_stages; s++)
         self->used += self->plan->stages[s].devices;
     if (self->used > self->n_agents)
@@ -497,9 +502,9 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, gpp_coord_job_t *job, gpp_er
 void gpp_job_print_plan(const gpp_job_t *self, FILE *out)
 {
     const gpp_plan_t *p = self->plan;
-    fprintf(out, "plan %s (%s) for %s: %d stage%s, depth %d, %d of %d devices, batch %d\n",
-            self->plan_name, p->planner, self->g->spec, p->n_stages, p->n_stages == 1 ? "" : "s",
-            p->depth, self->used, self->n_agents, p->batch);
+    fprintf(out, "plan %s for %s: %d stage%s, depth %d, %d of %d devices, batch %d\n",
+            self->plan_name, self->g->spec, p->n_stages, p->n_stages == 1 ? "" : "s", p->depth,
+            self->used, self->n_agents, p->batch);
     fprintf(out, "  stage  ops                 agents  micro-batch  k  in-flight  succ\n");
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];
@@ -531,8 +536,8 @@ void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress
     gpp_progress_summary_t s;
     gpp_progress_summary(progress, &s);
     const gpp_plan_t *p = self->plan;
-    fprintf(out, "summary: plan %s, %d stage%s on %d agents, %d iterations\n", self->plan_name,
-            p->n_stages, p->n_stages == 1 ? "" : "s", self->used, s.iterations_done);
+    fprintf(out, "summary: %d iterations\n", s.iterations_done);
+    gpp_job_print_plan(self, out);
     if (s.iterations_done == 0) {
         fflush(out);
         return;

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
     int reported;        /* this rank's metrics for the iteration arrived */
@@ -64,6 +65,14 @@ gpp_progress_t *gpp_progress_new(int n_agents, const int *stage_of_rank,
     self->iter_ms = gpp_xcalloc((size_t)iterations, sizeof *self->iter_ms);
     self->text = text;
     if (jsonl_path && jsonl_path[0]) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", jsonl_path);
+        for (char *s = dir + 1; *s; s++) /* the file's directories, as mkdir -p */
+            if (*s == '/') {
+                *s = 0;
+                mkdir(dir, 0777);
+                *s = '/';
+            }
         self->jsonl = fopen(jsonl_path, "w");
         if (!self->jsonl) {
             gpp_err_set(err, "metrics file '%s': %s", jsonl_path, strerror(errno));
