@@ -25,6 +25,15 @@
 #endif
 #define GPP_CPU_LANES 16
 
+/* The total of GPP_CPU_LANES partial sums, lane 0 first. */
+static inline double gpp_cpu_lanes_total(const double *acc)
+{
+    double t = 0.0;
+    for (int k = 0; k < GPP_CPU_LANES; k++)
+        t += acc[k];
+    return t;
+}
+
 /* exp(z) for z in [-87, 88] (z is clamped to that range: exp(-87) =
  * 1.6e-38 stands in for anything smaller, exp(88) = 1.7e38 for anything
  * larger), branch-free so that loops calling it vectorise. Cody-Waite range

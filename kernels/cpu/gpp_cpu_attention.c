@@ -13,35 +13,56 @@
 
 #include "kernels/cpu/gpp_cpu.h"
 
-/* Row-wise softmax of a [rows, cols] block in place. */
+#define L GPP_CPU_LANES
+
+/* Row-wise softmax of a [rows, cols] block in place. The row sum runs in
+ * double over GPP_CPU_LANES partial sums in a fixed order and exp is
+ * gpp_cpu_expf, so that every loop vectorises. */
+GPP_CPU_CLONES
 static void s_softmax_rows(int64_t rows, int64_t cols, float *a)
 {
+    int64_t body = cols - cols % L;
     for (int64_t r = 0; r < rows; r++) {
         float *ar = a + r * cols;
-        float mx = ar[0];
-        for (int64_t j = 1; j < cols; j++)
+        float ml[L], mx = ar[0]; /* max: exact in any order */
+        for (int k = 0; k < L; k++)
+            ml[k] = ar[0];
+        for (int64_t j = 0; j < body; j += L)
+            for (int k = 0; k < L; k++)
+                ml[k] = ar[j + k] > ml[k] ? ar[j + k] : ml[k];
+        for (int64_t j = body; j < cols; j++)
             mx = ar[j] > mx ? ar[j] : mx;
-        double sum = 0.0;
-        for (int64_t j = 0; j < cols; j++) {
-            ar[j] = expf(ar[j] - mx);
-            sum += ar[j];
-        }
-        float inv = (float)(1.0 / sum);
+        for (int k = 0; k < L; k++)
+            mx = ml[k] > mx ? ml[k] : mx;
+        for (int64_t j = 0; j < cols; j++)
+            ar[j] = gpp_cpu_expf(ar[j] - mx);
+        double acc[L] = {0};
+        for (int64_t j = 0; j < body; j += L)
+            for (int k = 0; k < L; k++)
+                acc[k] += ar[j + k];
+        for (int64_t j = body; j < cols; j++)
+            acc[j - body] += ar[j];
+        float inv = (float)(1.0 / gpp_cpu_lanes_total(acc));
         for (int64_t j = 0; j < cols; j++)
             ar[j] *= inv;
     }
 }
 
 /* Softmax backward in place: dp := p * (dp - sum_j dp_j p_j), per row. */
+GPP_CPU_CLONES
 static void s_softmax_bwd_rows(int64_t rows, int64_t cols, const float *p, float *dp)
 {
+    int64_t body = cols - cols % L;
     for (int64_t r = 0; r < rows; r++) {
-        const float *pr = p + r * cols;
-        float *dr = dp + r * cols;
-        double dot = 0.0;
-        for (int64_t j = 0; j < cols; j++)
-            dot += (double)dr[j] * pr[j];
-        float d = (float)dot;
+        const float *restrict pr = p + r * cols;
+        float *restrict dr = dp + r * cols;
+        double acc[L] = {0};
+        for (int64_t j = 0; j < body; j += L)
+            for (int k = 0; k < L; k++)
+                acc[k] += (double)dr[j + k] * pr[j + k];
+        for (int64_t j = body; j < cols; j++)
+            acc[j - body] += (double)dr[j] * pr[j];
+        float d = (float)gpp_cpu_lanes_total(acc);
         for (int64_t j = 0; j < cols; j++)
             dr[j] = pr[j] * (dr[j] - d);
     }

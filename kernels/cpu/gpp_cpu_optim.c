@@ -7,6 +7,7 @@
 
 /* SGD over n elements; g NULL means a zero gradient. v unused without
  * momentum. */
+GPP_CPU_CLONES
 static void s_sgd_span(int64_t n, const gpp_optim_hp_t *hp, float *p, float *v, const float *g)
 {
     float lr = hp->lr, wd = hp->weight_decay, mu = hp->momentum;
@@ -21,6 +22,7 @@ static void s_sgd_span(int64_t n, const gpp_optim_hp_t *hp, float *p, float *v, 
 }
 
 /* AdamW over n elements; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. */
+GPP_CPU_CLONES
 static void s_adamw_span(int64_t n, const gpp_optim_hp_t *hp, float bc1, float bc2, float *p,
                          float *m, float *v, const float *g)
 {

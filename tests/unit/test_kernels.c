@@ -414,10 +414,11 @@ static void t_layernorm_backward(void)
 {
     gpp_err_t err;
     ln_ctx_t k;
-    k.x = s_rand(2, 3, 6, 1.0f);
-    k.g = s_rand(1, 1, 6, 1.0f);
-    k.b = s_rand(1, 1, 6, 1.0f);
-    k.y = s_new(GPP_DTYPE_F32, 2, 3, 6);
+    /* 21 cols: one block of 16 lanes of the row sums plus a tail */
+    k.x = s_rand(2, 3, 21, 1.0f);
+    k.g = s_rand(1, 1, 21, 1.0f);
+    k.b = s_rand(1, 1, 21, 1.0f);
+    k.y = s_new(GPP_DTYPE_F32, 2, 3, 21);
     gpp_tensor_t st = s_new(GPP_DTYPE_F32, 1, 1, (int64_t)gpp_layernorm_stash_bytes(2, 3) / 4);
     k.stash = st.data;
     s_ln_fwd(&k);
@@ -485,7 +486,8 @@ static void t_attention_backward(void)
 {
     gpp_err_t err;
     attn_ctx_t k;
-    s_attn_make(&k, 2, 3, 4, 2);
+    /* seq 18: softmax rows of one block of 16 lanes plus a tail */
+    s_attn_make(&k, 2, 18, 4, 2);
     s_attn_fwd(&k);
     gpp_tensor_t dy = s_weights_like(&k.y), dx = s_grad(&k.x);
     gpp_attention_params_t dp = {s_grad(&k.p.w_qkv), s_grad(&k.p.b_qkv), s_grad(&k.p.w_o),
@@ -623,6 +625,16 @@ static void t_concat_add_forward(void)
     s_expect_vals("concat bwd block 0", &da, (const float[]){1.5f, 2.5f, 10.5f, 20.5f}, 0);
     s_expect_vals("concat bwd block 2", &dc, (const float[]){4.5f, 5.5f, 6.5f, 40.5f, 50.5f, 60.5f},
                   0);
+    /* the same skip with a NULL entry, alone and as a run of two */
+    gpp_tensor_t *dxs_null[] = {&da, NULL, &dc};
+    GPP_EXPECT(gpp_concat_bwd(s_st, 3, &y, dxs_null, &err) == 0);
+    s_expect_vals("concat bwd NULL, block 0", &da, (const float[]){2.5f, 4.5f, 20.5f, 40.5f}, 0);
+    s_expect_vals("concat bwd NULL, block 2", &dc,
+                  (const float[]){8.5f, 10.5f, 12.5f, 80.5f, 100.5f, 120.5f}, 0);
+    gpp_tensor_t *dxs_run[] = {NULL, NULL, &dc};
+    GPP_EXPECT(gpp_concat_bwd(s_st, 3, &y, dxs_run, &err) == 0);
+    s_expect_vals("concat bwd NULL run, block 2", &dc,
+                  (const float[]){12.5f, 15.5f, 18.5f, 120.5f, 150.5f, 180.5f}, 0);
     s_arena_free();
 }
 
