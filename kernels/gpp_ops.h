@@ -106,9 +106,11 @@ int gpp_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_te
 
 /* ---- concat along features (cols) of n_in inputs ----
  * xs[i] [n, rows, c_i], y [n, rows, sum c_i] in input order. The backward is
- * the split: dxs[i] += the matching column block of dy. Every dxs[i] gives
- * its block's width; one whose data is NULL is skipped (an input that needs
- * no gradient). */
+ * the split: dxs[i] += the matching column block of dy. An input that needs
+ * no gradient is skipped by a dxs[i] whose data is NULL (it still gives its
+ * block's width) or by a NULL dxs[i]. NULL entries carry no width, so they
+ * must be adjacent (e.g. a single one): their blocks together span the
+ * columns of dy the other entries leave. */
 int gpp_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp_tensor_t *y,
                    gpp_err_t *err);
 int gpp_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,

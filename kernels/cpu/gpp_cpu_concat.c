@@ -25,8 +25,18 @@ int gpp_cpu_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_te
 {
     (void)s, (void)err;
     int64_t rows = dy->n * dy->rows, cy = dy->cols;
+    /* NULL entries are adjacent (gpp_ops.h): the first of them spans all
+     * the columns the others leave, the rest none */
+    int64_t null_cols = cy;
+    for (int i = 0; i < n_in; i++)
+        null_cols -= dxs[i] ? dxs[i]->cols : 0;
     int64_t off = 0;
     for (int i = 0; i < n_in; i++) {
+        if (!dxs[i]) {
+            off += null_cols;
+            null_cols = 0;
+            continue;
+        }
         int64_t c = dxs[i]->cols;
         float *dx = dxs[i]->data;
         const float *dyb = (const float *)dy->data + off;
