@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "coordinator/gpp_coord.h"
@@ -447,10 +449,139 @@ static void t_misuse(void)
     zsock_destroy(&a.s);
 }
 
+/* ---- the agent side: a real gpp-agent against a hand-driven ROUTER ---- */
+
+static void s_router_send(zsock_t *r, zframe_t *id, gpp_msg_t *m)
+{
+    size_t len = gpp__envelope__get_packed_size(m);
+    uint8_t *buf = malloc(len ? len : 1);
+    gpp__envelope__pack(m, buf);
+    zmsg_t *zm = zmsg_new();
+    zmsg_addmem(zm, zframe_data(id), zframe_size(id));
+    zmsg_addmem(zm, buf, len);
+    zmsg_send(&zm, r);
+    free(buf);
+}
+
+/* gpp-agent drops (and counts) garbage, a wrong version, a message not from
+ * the coordinator, a release of a barrier it never entered, a second ack and
+ * a replayed sequence number, then obeys Shutdown and exits 0. */
+static void t_agent_drops_bad_frames(void)
+{
+    const char *bin = getenv("GPP_BIN");
+    char agent[1024], ep[64], logp[] = "/tmp/test_coord_agent_XXXXXX";
+    snprintf(agent, sizeof agent, "%s/agent/control/gpp-agent", bin ? bin : "build");
+    zsock_t *r = zsock_new(ZMQ_ROUTER);
+    zsock_set_rcvtimeo(r, 5000);
+    zsock_set_linger(r, 0);
+    int port = zsock_bind(r, "tcp://127.0.0.1:*");
+    GPP_EXPECT(port > 0);
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    int logfd = mkstemp(logp);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(logfd, 2);
+        execl(agent, agent, "--coordinator", ep, "--host", "h", "--slot", "0", "--heartbeat-ms",
+              "100", "--timeout-ms", "5000", (char *)NULL);
+        _exit(127);
+    }
+    close(logfd);
+    zmsg_t *reg = zmsg_recv(r);
+    GPP_EXPECT_MSG(reg && zmsg_size(reg) == 2, "no register from %s", agent);
+    if (!reg || zmsg_size(reg) != 2) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        zmsg_destroy(&reg);
+        zsock_destroy(&r);
+        unlink(logp);
+        return;
+    }
+    zframe_t *id = zmsg_pop(reg);
+    zframe_t *body = zmsg_pop(reg);
+    gpp_err_t err = {{0}};
+    gpp_msg_t *m = gpp_msg_decode(zframe_data(body), zframe_size(body), &err);
+    GPP_EXPECT(m && m->body_case == GPP__ENVELOPE__BODY_REGISTER && m->register_->slot == 0 &&
+               !strcmp(m->register_->host, "h"));
+    gpp_msg_destroy(&m);
+
+    zmsg_t *junk = zmsg_new(); /* 1: garbage */
+    zmsg_addmem(junk, zframe_data(id), zframe_size(id));
+    zmsg_addstr(junk, "definitely not an envelope");
+    zmsg_send(&junk, r);
+    Gpp__RegisterAck ack = GPP__REGISTER_ACK__INIT;
+    ack.rank = 0;
+    ack.world_size = 1;
+    gpp_msg_t out;
+    gpp_msg_init(&out, 1, GPP_MSG_SENDER_COORD); /* 2: wrong protocol version */
+    out.protocol_version = GPP_PROTOCOL_VERSION + 7;
+    out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
+    out.register_ack = &ack;
+    s_router_send(r, id, &out);
+    gpp_msg_init(&out, 2, 3); /* 3: not from the coordinator */
+    out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
+    out.register_ack = &ack;
+    s_router_send(r, id, &out);
+    gpp_msg_init(&out, 5, GPP_MSG_SENDER_COORD); /* accepted */
+    out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
+    out.register_ack = &ack;
+    s_router_send(r, id, &out);
+    Gpp__BarrierRelease rel = GPP__BARRIER_RELEASE__INIT;
+    gpp_msg_init(&out, 6, GPP_MSG_SENDER_COORD); /* 4: a barrier it never entered */
+    out.body_case = GPP__ENVELOPE__BODY_BARRIER_RELEASE;
+    out.barrier_release = &rel;
+    s_router_send(r, id, &out);
+    gpp_msg_init(&out, 7, GPP_MSG_SENDER_COORD); /* 5: a second ack */
+    out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
+    out.register_ack = &ack;
+    s_router_send(r, id, &out);
+    Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
+    gpp_msg_init(&out, 3, GPP_MSG_SENDER_COORD); /* 6: a replayed sequence number */
+    out.body_case = GPP__ENVELOPE__BODY_HEARTBEAT;
+    out.heartbeat = &hb;
+    s_router_send(r, id, &out);
+    Gpp__Shutdown sd = GPP__SHUTDOWN__INIT;
+    gpp_msg_init(&out, 8, GPP_MSG_SENDER_COORD);
+    out.body_case = GPP__ENVELOPE__BODY_SHUTDOWN;
+    out.shutdown = &sd;
+    s_router_send(r, id, &out);
+
+    int status = -1;
+    for (int i = 0; i < 100; i++) { /* at most 10 s */
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            break;
+        status = -1;
+        zclock_sleep(100);
+    }
+    if (status == -1) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    GPP_EXPECT_MSG(status == 0, "agent wait status %d", status);
+    char log[8192] = "";
+    FILE *f = fopen(logp, "r");
+    if (f) {
+        size_t n = fread(log, 1, sizeof log - 1, f);
+        log[n] = 0;
+        fclose(f);
+    }
+    GPP_EXPECT_MSG(strstr(log, "6 invalid messages from the coordinator dropped") &&
+                       strstr(log, "protocol_version: peer speaks") &&
+                       strstr(log, "is not the coordinator") &&
+                       strstr(log, "barrier_release 0 but we wait for -1") &&
+                       strstr(log, "second register_ack") && strstr(log, "not after 5"),
+                   "agent log:\n%s", log);
+    unlink(logp);
+    zframe_destroy(&id);
+    zframe_destroy(&body);
+    zmsg_destroy(&reg);
+    zsock_destroy(&r);
+}
+
 static const gpp_test_case_t cases[] = {
     {"registry", t_registry},       {"progress", t_progress},
     {"bad_peers", t_bad_peers},     {"missing_agent", t_missing_agent},
     {"silent_agent", t_silent_agent}, {"misuse", t_misuse},
+    {"agent_drops_bad_frames", t_agent_drops_bad_frames},
     {NULL, NULL}};
 
 int main(void)
