@@ -25,8 +25,8 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 TRAIN=$BUILD/agent/exec/gpp-train
 HERE=$(cd "$(dirname "$0")" && pwd)
 # OpenBLAS misdetects some virtualised AVX-512 CPUs as Prescott; both sides
-# link OpenBLAS, so both get the same setting.
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+# link OpenBLAS, so both get the same setting (only one the CPU supports).
+. "$HERE/../scripts/blas-env.sh"
 export OMP_NUM_THREADS=$THREADS
 
 [ -x "$TRAIN" ] || { echo "bench_train: no $TRAIN; build first" >&2; exit 2; }

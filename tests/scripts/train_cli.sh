@@ -11,7 +11,7 @@ BUILD=${1:?usage: train_cli.sh BUILD_DIR}
 TRAIN=$BUILD/agent/exec/gpp-train
 TMP=$(mktemp -d /tmp/gpp_train_cli.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+. "$(dirname "$0")/../../scripts/blas-env.sh" # OPENBLAS_CORETYPE the CPU supports
 FAILS=0
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 pass() { echo "ok   $*"; }
