@@ -5,6 +5,8 @@
 # agents). Two plans of a two-branch MMT: the planner's (--plan gpp) and a
 # branch-parallel one (each branch on its own agent, the head with branch 1).
 # The measured time is the median over the iterations after the first.
+# The machine's load moves both figures, so ROUNDS rounds (default 3) each
+# profile afresh and run both plans; the last lines give the median ratio.
 # Usage: bench_sim_ratio.sh BUILD_DIR [ITERATIONS]
 set -euo pipefail
 BUILD=${1:?usage: bench_sim_ratio.sh BUILD_DIR [ITERATIONS]}
@@ -14,8 +16,6 @@ TMP=$(mktemp -d /tmp/gpp_bench_ratio.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 PORT=$((20000 + ($$ * 11) % 30000))
 
-"$BUILD/agent/exec/gpp-train" --model "$MODEL" --profile-out "$TMP/profile.json" \
-    --profile-max-mb 32 --threads 1 >/dev/null 2>"$TMP/profile.err" || { cat "$TMP/profile.err"; exit 1; }
 
 python3 - "$TMP/branches.json" <<'PY'
 import json, sys
@@ -32,7 +32,12 @@ json.dump(p, open(sys.argv[1], "w"))
 PY
 
 echo "cores: $(nproc); load average: $(cut -d' ' -f1-3 /proc/loadavg); model $MODEL, batch 32, 2 agents"
-printf "%-10s %-34s %12s %12s %8s\n" plan stages "measured ms" "simulated ms" ratio
+ROUNDS=${ROUNDS:-3}
+printf "%-6s %-10s %-8s %12s %12s %8s\n" round plan stages "measured ms" "simulated ms" ratio
+: >"$TMP/ratios"
+for round in $(seq "$ROUNDS"); do
+"$BUILD/agent/exec/gpp-train" --model "$MODEL" --profile-out "$TMP/profile.json" \
+    --profile-max-mb 32 --threads 1 >/dev/null 2>"$TMP/profile.err" || { cat "$TMP/profile.err"; exit 1; }
 for plan in gpp "$TMP/branches.json"; do
     PORT=$((PORT + 2))
     cat >"$TMP/c.toml" <<TOML
@@ -64,6 +69,18 @@ import json, statistics, sys
 t = [json.loads(l)['iteration_ms'] for l in open(sys.argv[1])][1:]
 print('%.2f' % statistics.median(t))" "$TMP/m.jsonl")
     name=$([ "$plan" = gpp ] && echo "gpp (auto)" || echo "branches")
-    printf "%-10s %-34s %12s %12s %8.2f\n" "$name" "$stages stages" "$med" "$sim" \
-        "$(python3 -c "print($med / $sim)")"
+    ratio=$(python3 -c "print('%.2f' % ($med / $sim))")
+    printf "%-6s %-10s %-8s %12s %12s %8s\n" "$round" "$name" "$stages" "$med" "$sim" "$ratio"
+    echo "$name $ratio" >>"$TMP/ratios"
 done
+done
+python3 - "$TMP/ratios" <<'PY'
+import statistics, sys
+r = {}
+for line in open(sys.argv[1]):
+    name, x = line.rsplit(" ", 1)
+    r.setdefault(name, []).append(float(x))
+for name, xs in r.items():
+    print("median measured/simulated, %-10s %.2f  (rounds: %s)" % (name, statistics.median(xs),
+          " ".join("%.2f" % x for x in xs)))
+PY
