@@ -332,6 +332,12 @@ static void t_zoo_partitioner_plans(void)
                     gpp_sim_t *sim = gpp_sim_new(p, g, cost);
                     GPP_EXPECT_MSG(gpp_sim_run(sim, &err) == 0, "%s", err.msg);
                     double est = p->iteration_ms;
+                    for (int s = 0; s < p->n_stages; s++) /* the planned stash holds */
+                        GPP_EXPECT_MSG(gpp_sim_stage(sim, s)->stash_peak_bytes <=
+                                           p->stages[s].act_bytes,
+                                       "%s stage %d: stash %lld > planned %lld", models[i].spec, s,
+                                       (long long)gpp_sim_stage(sim, s)->stash_peak_bytes,
+                                       (long long)p->stages[s].act_bytes);
                     for (int s = 0; s < p->n_stages; s++)
                         GPP_EXPECT_MSG(gpp_sim_stage(sim, s)->peak_mem_bytes <=
                                            gpp_cluster_mem_bound(&cl),
