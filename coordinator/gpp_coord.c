@@ -69,16 +69,18 @@ static int s_send_to(gpp_coord_t *self, const void *id, size_t id_len, uint64_t 
         gpp_error("coordinator: %s", err.msg);
         return -1;
     }
-    zmsg_t *zm = zmsg_new();
-    zmsg_addmem(zm, id, id_len);
-    zmsg_addmem(zm, buf, len);
+    /* never blocks: with ROUTER_MANDATORY a full or unknown peer is an error
+     * (EAGAIN / EHOSTUNREACH), reported and survived */
+    zframe_t *fid = zframe_new(id, id_len), *fbody = zframe_new(buf, len);
     free(buf);
-    int rc = zmsg_send(&zm, self->router);
-    if (rc < 0) {
-        zmsg_destroy(&zm);
+    int rc = zframe_send(&fid, self->router, ZFRAME_MORE | ZFRAME_DONTWAIT);
+    if (rc == 0)
+        rc = zframe_send(&fbody, self->router, ZFRAME_DONTWAIT);
+    if (rc < 0)
         gpp_warn("coordinator: cannot send %s: %s", gpp_msg_type_name(m->body_case),
                  zmq_strerror(zmq_errno()));
-    }
+    zframe_destroy(&fid);
+    zframe_destroy(&fbody);
     return rc;
 }
 
