@@ -61,7 +61,7 @@ typedef struct {
     int first_device;  /* global id of replica 0 */
     int micro_batch;   /* samples per micro-batch (split over replicas) */
     int k;             /* kFkB */
-    int inflight;      /* samples in flight at most (warm-up forwards = inflight / micro_batch) */
+    int inflight;      /* samples in flight at most (warm-up forwards = ceil(inflight / micro_batch)) */
     double tps_ms;     /* time per sample of this stage (compute + its share of comm) */
     double fwd_ms;     /* forward of one micro-batch on one replica */
     double bwd_ms;     /* backward of one micro-batch on one replica */

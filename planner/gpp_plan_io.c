@@ -309,7 +309,7 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
     }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     const char *mname = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(model, "name"));
-    int64_t mops, devices, batch, mbs, depth;
+    int64_t mops = 0, devices = 0, batch = 0, mbs = 0, depth = 0;
     if (!mname) {
         gpp_err_set(err, "%s: model.name: expected a string", origin);
         goto fail;
@@ -350,8 +350,8 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
     json_of_op = gpp_xcalloc((size_t)g->n_ops, sizeof(int));
     for (int js = 0; js < S; js++) {
         const cJSON *o = cJSON_GetArrayItem(stages, js);
-        int64_t id, dev, mb, k, inflight;
-        double mem;
+        int64_t id = 0, dev = 0, mb = 0, k = 0, inflight = 0;
+        double mem = 0;
         snprintf(where, sizeof where, "stages[%d]", js);
         if (!cJSON_IsObject(o)) {
             gpp_err_set(err, "%s: %s: expected an object", origin, where);
@@ -414,7 +414,7 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
         /* placement: gpp_plan_link numbers devices consecutively; the file
            may place stages node-aligned (gpp_plan_place) */
         if (cJSON_GetObjectItemCaseSensitive(o, "first_device")) {
-            int64_t first;
+            int64_t first = 0;
             if (s_int(o, "first_device", origin, where, 0, devices - 1, &first, err) < 0)
                 goto fail;
             st->first_device = (int)first;

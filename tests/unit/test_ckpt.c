@@ -221,7 +221,7 @@ static void t_bad_checkpoints_rejected(void)
     s_train(a, 1);
     GPP_EXPECT(gpp_ckpt_save(a, path, &err) == 0);
     long len = 0;
-    unsigned char *orig = s_slurp(path, &len), *c = malloc((size_t)len);
+    unsigned char *orig = s_slurp(path, &len), *c = malloc(len > 0 ? (size_t)len : 1);
 
     for (long at = 8; at < len; at += len / 7) { /* a flipped byte anywhere */
         memcpy(c, orig, (size_t)len);

@@ -208,7 +208,7 @@ static void t_bad_files_rejected(void)
     gpp_data_t *syn = gpp_data_new(g, 9);
     GPP_EXPECT(gpp_data_write_file(syn, path, 10, &err) == 0);
     long len = 0;
-    unsigned char *orig = s_slurp(path, &len), *b = malloc((size_t)len);
+    unsigned char *orig = s_slurp(path, &len), *b = malloc(len > 0 ? (size_t)len : 1);
     GPP_EXPECT(orig && len > 100);
 
     memcpy(b, orig, (size_t)len);
