@@ -7,7 +7,7 @@
 set -u
 BUILD=${1:?usage: cluster_control.sh BUILD_DIR}
 COORD=$BUILD/coordinator/gpp-coordinator
-AGENT=$BUILD/agent/control/gpp-agent
+AGENT=$BUILD/agent/gpp-agent
 TMP=$(mktemp -d /tmp/gpp_cluster_control.XXXXXX)
 PORT0=$((20000 + ($$ * 7) % 20000)) # unique per run; each case adds its own offset
 FAILS=0

@@ -470,7 +470,7 @@ static void t_agent_drops_bad_frames(void)
 {
     const char *bin = getenv("GPP_BIN");
     char agent[1024], ep[64], logp[] = "/tmp/test_coord_agent_XXXXXX";
-    snprintf(agent, sizeof agent, "%s/agent/control/gpp-agent", bin ? bin : "build");
+    snprintf(agent, sizeof agent, "%s/agent/gpp-agent", bin ? bin : "build");
     zsock_t *r = zsock_new(ZMQ_ROUTER);
     zsock_set_rcvtimeo(r, 5000);
     zsock_set_linger(r, 0);
