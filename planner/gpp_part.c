@@ -76,8 +76,14 @@ typedef struct {
     double *ar_a, *ar_b; /* [n_dev+1]: allreduce_ms = ar_a*bytes + ar_b */
     double p2p_alpha_ms, p2p_ms_per_byte;
     /* boundary */
-    int *maxc;  /* [pos]: largest consumer position, -1 for none */
-    int *stamp; /* [pos] */
+    int *maxc;         /* [pos]: largest consumer position, -1 for none */
+    int *stamp;        /* [2 * (tree depth + 1)][pos]: one pair of rows per SP-tree
+                          depth, so that a boundary survives the nested fills its
+                          entry triggers (those only touch deeper rows) */
+    int *node_depth;   /* [node] depth in the SP tree, root 0 */
+    double *hsc_bytes; /* [depth][hsc_stride]: s_head_t scratch (W, Hd bytes) */
+    int *hsc_int;      /* [depth][hsc_istride]: W, Hd counts, shared producers */
+    size_t hsc_stride, hsc_istride;
     int stamp_v;
     /* memo */
     int *base; /* [node] first suffix id */
@@ -215,15 +221,19 @@ typedef struct {
     double bytes;
     int n;
     int st;
+    int *stamp; /* the stamp row this boundary owns */
 } s_bnd_t;
 
-static void s_bnd_start(s_dp_t *s, s_bnd_t *bd, int l)
+/* Starts an empty interval at l; `row` (0 or 1) picks one of the two stamp
+ * rows of `node`'s depth: two boundaries of one entry use different rows. */
+static void s_bnd_start(s_dp_t *s, s_bnd_t *bd, int l, int node, int row)
 {
     bd->l = l;
     bd->r = l - 1;
     bd->bytes = 0;
     bd->n = 0;
     bd->st = ++s->stamp_v;
+    bd->stamp = s->stamp + (size_t)(2 * s->node_depth[node] + row) * (size_t)s->t->n_ops;
 }
 
 static void s_bnd_extend(s_dp_t *s, s_bnd_t *bd, int r)
@@ -244,8 +254,8 @@ static void s_bnd_extend(s_dp_t *s, s_bnd_t *bd, int r)
             if (dup)
                 continue;
             if (pq < bd->l) {
-                if (s->stamp[pq] != bd->st) {
-                    s->stamp[pq] = bd->st;
+                if (bd->stamp[pq] != bd->st) {
+                    bd->stamp[pq] = bd->st;
                     bd->bytes += (double)g->ops[q].out_bytes;
                     bd->n++;
                 }
@@ -264,8 +274,8 @@ static void s_bnd_extend_left(s_dp_t *s, s_bnd_t *bd, int l)
     while (bd->l > l) {
         int pos = --bd->l;
         const gpp_op_t *o = &g->ops[s->t->op_at[pos]];
-        if (s->stamp[pos] == bd->st) { /* was an outside producer of the interval */
-            s->stamp[pos] = 0;
+        if (bd->stamp[pos] == bd->st) { /* was an outside producer of the interval */
+            bd->stamp[pos] = 0;
             bd->bytes -= (double)o->out_bytes;
             bd->n--;
         }
@@ -275,8 +285,8 @@ static void s_bnd_extend_left(s_dp_t *s, s_bnd_t *bd, int l)
         }
         for (int k = 0; k < o->n_inputs; k++) {
             int pq = s->t->pos_of[o->inputs[k]];
-            if (s->stamp[pq] != bd->st) {
-                s->stamp[pq] = bd->st;
+            if (bd->stamp[pq] != bd->st) {
+                bd->stamp[pq] = bd->st;
                 bd->bytes += (double)g->ops[o->inputs[k]].out_bytes;
                 bd->n++;
             }
@@ -457,6 +467,93 @@ static inline int s_offer(const s_acc_t *a, int cf, int lev, int v)
                  ctx2 = (last) ? (ctx) : s_ctx((s), cy, l2), once_ = 1;                            \
              once_ && rv < (lim); once_ = 0)
 
+/* Head stages of a join-side split through series branch j of parallel node
+ * P (a child of series `node`): H(h, e) = W(h) + Hd(e), W(h) = whole branches
+ * h..j-1, Hd(e) = children 0..e of branch j; one contiguous range. Branches
+ * of a parallel node share no edge, so the boundary of H is W's plus Hd's
+ * less the producers outside P that both read (counted once). Hd and the
+ * shared-producer list are built at init, W grows leftwards on demand; all
+ * in node's depth row of the scratch, which the nested fills (deeper rows)
+ * leave alone. */
+typedef struct {
+    const gpp_sp_node_t *P, *Bj;
+    int node, j, w_low;
+    s_bnd_t w;
+    double *w_bytes, *hd_bytes; /* [nc], [kj - 1] */
+    int *w_n, *hd_n;
+    int *lst, nl; /* shared candidates: (position, first e, last branch < j reading it) */
+} s_head_t;
+
+static void s_head_init(s_dp_t *s, int node, const gpp_sp_node_t *P, int j, s_head_t *H)
+{
+    const gpp_sp_t *t = s->t;
+    const gpp_graph_t *g = s->g;
+    int nc = P->n_children;
+    H->P = P, H->Bj = &t->nodes[P->children[j]], H->node = node, H->j = j, H->w_low = j;
+    size_t dr = (size_t)s->node_depth[node];
+    H->w_bytes = s->hsc_bytes + dr * s->hsc_stride;
+    H->hd_bytes = H->w_bytes + nc;
+    H->w_n = s->hsc_int + dr * s->hsc_istride;
+    H->hd_n = H->w_n + nc;
+    H->lst = H->hd_n + (s->hsc_stride - (size_t)nc);
+    H->nl = 0;
+    int kj = H->Bj->n_children;
+    s_bnd_t bd;
+    s_bnd_start(s, &bd, H->Bj->first, node, 1);
+    for (int e = 0; e < kj - 1; e++) {
+        const gpp_sp_node_t *ce = &t->nodes[H->Bj->children[e]];
+        s_bnd_extend(s, &bd, ce->last);
+        H->hd_bytes[e] = bd.bytes, H->hd_n[e] = bd.n;
+        for (int pos = ce->first; pos <= ce->last; pos++) {
+            const gpp_op_t *o = &g->ops[t->op_at[pos]];
+            for (int k = 0; k < o->n_inputs; k++) {
+                int pq = t->pos_of[o->inputs[k]], dup = 0;
+                if (pq >= P->first)
+                    continue;
+                for (int x = 0; x < H->nl && !dup; x++)
+                    dup = H->lst[3 * x] == pq;
+                if (dup)
+                    continue;
+                int hmax = -1; /* last branch before j that reads pq */
+                const gpp_op_t *po = &g->ops[t->op_at[pq]];
+                for (int c = 0; c < po->n_outputs; c++) {
+                    int cp = t->pos_of[po->outputs[c]];
+                    if (cp < P->first || cp >= H->Bj->first)
+                        continue;
+                    for (int br = j - 1; br > hmax; br--)
+                        if (cp >= t->nodes[P->children[br]].first) {
+                            hmax = br;
+                            break;
+                        }
+                }
+                int *L = H->lst + 3 * H->nl++;
+                L[0] = pq, L[1] = e, L[2] = hmax;
+            }
+        }
+    }
+    s_bnd_start(s, &H->w, H->Bj->first, node, 1); /* W(j): empty */
+}
+
+/* Boundary of H(h, e) into *bh (bytes and count only). */
+static void s_head_bnd(s_dp_t *s, s_head_t *H, int h, int e, s_bnd_t *bh)
+{
+    while (H->w_low > h) {
+        H->w_low--;
+        s_bnd_extend_left(s, &H->w, s->t->nodes[H->P->children[H->w_low]].first);
+        H->w_bytes[H->w_low] = H->w.bytes, H->w_n[H->w_low] = H->w.n;
+    }
+    double bytes = H->hd_bytes[e] + (h < H->j ? H->w_bytes[h] : 0);
+    int n = H->hd_n[e] + (h < H->j ? H->w_n[h] : 0);
+    for (int x = 0; x < H->nl; x++) {
+        const int *L = H->lst + 3 * x;
+        if (L[1] <= e && L[2] >= h) {
+            bytes -= (double)s->g->ops[s->t->op_at[L[0]]].out_bytes;
+            n--;
+        }
+    }
+    bh->bytes = bytes, bh->n = n;
+}
+
 /* Series suffix i (children i..k-1) under ctx; also a leaf (k = 1). */
 static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc)
 {
@@ -488,7 +585,7 @@ static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc
     }
     /* (b) children i..m as one stage */
     s_bnd_t bd;
-    s_bnd_start(s, &bd, l0);
+    s_bnd_start(s, &bd, l0, node, 0);
     for (int m = i; m < k; m++) {
         int f, last, ch_m;
         s_child_range(s, node, m, &f, &last, &ch_m);
@@ -521,9 +618,13 @@ static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc
             }
         }
     }
-    /* (c) child i parallel: its branches j..end join children i+1..m in one
-       stage (the join side of a fork/join), branches 0..j-1 decomposed
-       before it. One contiguous position range. */
+    /* (c) child i parallel P, the join side: one stage T holds branches
+       j+1..end of P, branch j whole or its tail (series children e+1..),
+       and children i+1..m. Before T: with branch j whole (j >= 1), branches
+       0..j-1 decomposed; with a split, the head of branch j (children 0..e)
+       is one stage H, alone or with whole branches h..j-1, after branches
+       0..h-1 decomposed. T (and H) are contiguous position ranges; T only
+       grows as (j, e) go down, so its boundary is extended leftwards. */
     if (child >= 0 && s->t->nodes[child].kind == GPP_SP_PARALLEL && i < k - 1) {
         const gpp_sp_node_t *P = &s->t->nodes[child];
         int f1, x1, c1;
@@ -533,43 +634,96 @@ static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc
             s_child_range(s, node, m, &f, &last, &ch_m);
             if (s_lbdev(s, f1, last) + 1 > budget)
                 break;
-            int started = 0;
             const int *rest = m == k - 1 ? NULL : s_slot(s, node, m + 1, ctx);
             if (rest && s_lbdev(s, f1, last) + 1 + rest[2 * C * NL + 1] > budget)
                 continue;
-            for (int j = P->n_children - 1; j >= 1; j--) {
-                int bl = s->t->nodes[P->children[j]].first;
-                int lbb = s_lbdev(s, bl, last);
-                if (lbb + 1 > budget || s_too_heavy(s, bl, last))
-                    break;
-                if (!started) {
-                    s_bnd_start(s, &bd, f1);
-                    s_bnd_extend(s, &bd, last);
-                    started = 1;
-                }
-                s_bnd_extend_left(s, &bd, bl);
-                FOR_REST_STEPS(s, rest, m == k - 1, ctx, budget, cy, l2, rv, ctx2)
-                {
-                    for (int cx = 0; cx < C; cx++) {
-                        int I = s_infl(s, cx, ctx2);
-                        if (I / s->q > s->max_level)
-                            continue;
-                        int d = s_stage_dev(s, bl, last, &bd, cx, I, budget - rv - 1, lbb);
-                        if (d >= INF)
-                            continue;
-                        int lev = I / s->q;
-                        int ctxb = s_ctx(s, cx, lev);
-                        const int *Pp = s_get(s, child, j - 1, ctxb);
-                        for (int l = 0; l < NL; l++) {
-                            int pv = Pp[cx * NL + l], v = pv + d + rv;
-                            if (v > budget)
+            s_bnd_start(s, &bd, f1, node, 0);
+            s_bnd_extend(s, &bd, last);
+            int stop = 0;
+            for (int j = P->n_children - 1; j >= 0 && !stop; j--) {
+                const gpp_sp_node_t *Bj = &s->t->nodes[P->children[j]];
+                int n_split = Bj->kind == GPP_SP_SERIES ? Bj->n_children - 1 : 0;
+                int have_h = 0;
+                s_head_t hd;
+                /* e = n_split - 1 .. 0: split after child e; e = -1: branch j whole */
+                for (int e = n_split - 1; e >= -1; e--) {
+                    if (e < 0 && j == 0)
+                        break; /* all of P with the join: a series block of (b) */
+                    int tl = e < 0 ? Bj->first : s->t->nodes[Bj->children[e + 1]].first;
+                    int lbb = s_lbdev(s, tl, last);
+                    if (lbb + 1 > budget || s_too_heavy(s, tl, last)) {
+                        stop = 1;
+                        break;
+                    }
+                    s_bnd_extend_left(s, &bd, tl);
+                    int hr = e < 0 ? -1 : s->t->nodes[Bj->children[e]].last;
+                    /* every stage before T covers [P.first, tl - 1] */
+                    int lbp = s_lbdev(s, P->first, tl - 1);
+                    if (lbb + lbp + (rest ? rest[2 * C * NL + 1] : 0) > budget)
+                        continue;
+                    if (e >= 0 && !have_h) {
+                        s_head_init(s, node, P, j, &hd);
+                        have_h = 1;
+                    }
+                    FOR_REST_STEPS(s, rest, m == k - 1, ctx, budget, cy, l2, rv, ctx2)
+                    {
+                        for (int cx = 0; cx < C; cx++) {
+                            int I = s_infl(s, cx, ctx2);
+                            int lev = I / s->q;
+                            if (lev > s->max_level)
                                 continue;
-                            if (s_offer(acc, cx, l > lev ? l : lev, v)) {
-                                s_emit_stage(s, bl, last, &bd, cx, d, I);
-                                s_emit_node(s, child, j - 1, ctxb, cx, l, pv);
-                                if (m < k - 1)
-                                    s_emit_node(s, node, m + 1, ctx, cy, l2, rv);
-                                return 1;
+                            int d = s_stage_dev(s, tl, last, &bd, cx, I, budget - rv - lbp, lbb);
+                            if (d >= INF)
+                                continue;
+                            int ctxb = s_ctx(s, cx, lev);
+                            if (e < 0) { /* T is a source of P's block: config cx */
+                                const int *Pp = s_get(s, child, j - 1, ctxb);
+                                for (int l = 0; l < NL; l++) {
+                                    int pv = Pp[cx * NL + l], v = pv + d + rv;
+                                    if (v > budget)
+                                        continue;
+                                    if (s_offer(acc, cx, l > lev ? l : lev, v)) {
+                                        s_emit_stage(s, tl, last, &bd, cx, d, I);
+                                        s_emit_node(s, child, j - 1, ctxb, cx, l, pv);
+                                        if (m < k - 1)
+                                            s_emit_node(s, node, m + 1, ctx, cy, l2, rv);
+                                        return 1;
+                                    }
+                                }
+                                continue;
+                            }
+                            /* split: H = branches h..j-1 and the head of branch j */
+                            for (int h = j; h >= 0; h--) {
+                                int hl = s->t->nodes[P->children[h]].first;
+                                int lbh = s_lbdev(s, hl, hr);
+                                if (lbh + d + rv > budget || s_too_heavy(s, hl, hr))
+                                    break;
+                                s_bnd_t bh;
+                                s_head_bnd(s, &hd, h, e, &bh);
+                                const int *Pv = h > 0 ? s_get(s, child, h - 1, ctxb) : s->zero;
+                                for (int cf = 0; cf < C; cf++) {
+                                    int IH = s_infl(s, cf, ctxb);
+                                    if (IH / s->q > s->max_level)
+                                        continue;
+                                    int dh =
+                                        s_stage_dev(s, hl, hr, &bh, cf, IH, budget - rv - d, lbh);
+                                    if (dh >= INF)
+                                        continue;
+                                    for (int l = IH / s->q; l < NL; l++) {
+                                        int pv = Pv[cf * NL + l], v = pv + dh + d + rv;
+                                        if (v > budget)
+                                            continue;
+                                        if (s_offer(acc, cf, l, v)) {
+                                            s_emit_stage(s, tl, last, &bd, cx, d, I);
+                                            s_emit_stage(s, hl, hr, &bh, cf, dh, IH);
+                                            if (h > 0)
+                                                s_emit_node(s, child, h - 1, ctxb, cf, l, pv);
+                                            if (m < k - 1)
+                                                s_emit_node(s, node, m + 1, ctx, cy, l2, rv);
+                                            return 1;
+                                        }
+                                    }
+                                }
                             }
                         }
                     }
@@ -608,7 +762,7 @@ static int s_eval_parallel(s_dp_t *s, int node, int e, int ctx, const s_acc_t *a
     }
     /* (b) branches b..e as one stage */
     s_bnd_t bd;
-    s_bnd_start(s, &bd, fe); /* built on first use: [fe, le], then leftwards */
+    s_bnd_start(s, &bd, fe, node, 0); /* built on first use: [fe, le], then leftwards */
     for (int b = e; b >= 0; b--) {
         int fb, lb, cb;
         s_child_range(s, node, b, &fb, &lb, &cb);
@@ -771,7 +925,33 @@ static s_dp_t *s_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_
     s->pre_res = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
     s->pre_grad = gpp_xcalloc((size_t)n + 1, sizeof(double));
     s->maxc = gpp_xcalloc((size_t)n, sizeof(int));
-    s->stamp = gpp_xcalloc((size_t)n, sizeof(int));
+    s->node_depth = gpp_xcalloc((size_t)t->n_nodes, sizeof(int));
+    int max_depth = 0;
+    for (int v = 0; v < t->n_nodes; v++) {
+        int dv = 0;
+        for (int u = t->nodes[v].parent; u >= 0; u = t->nodes[u].parent)
+            dv++;
+        s->node_depth[v] = dv;
+        if (dv > max_depth)
+            max_depth = dv;
+    }
+    s->stamp = gpp_xcalloc((size_t)2 * (size_t)(max_depth + 1) * (size_t)n, sizeof(int));
+    /* s_head_t scratch per depth: nc + (branch children) doubles; the same
+       ints plus 3 per op for the shared-producer list */
+    s->hsc_stride = 1;
+    for (int v = 0; v < t->n_nodes; v++) {
+        const gpp_sp_node_t *P = &t->nodes[v];
+        if (P->kind != GPP_SP_PARALLEL)
+            continue;
+        for (int c = 0; c < P->n_children; c++) {
+            size_t x = (size_t)P->n_children + (size_t)t->nodes[P->children[c]].n_children;
+            if (x > s->hsc_stride)
+                s->hsc_stride = x;
+        }
+    }
+    s->hsc_istride = s->hsc_stride + 3 * (size_t)n;
+    s->hsc_bytes = gpp_xcalloc((size_t)(max_depth + 1) * s->hsc_stride, sizeof(double));
+    s->hsc_int = gpp_xcalloc((size_t)(max_depth + 1) * s->hsc_istride, sizeof(int));
     for (int pos = 0; pos < n; pos++) {
         int op = t->op_at[pos];
         const gpp_op_t *o = &g->ops[op];
@@ -870,6 +1050,7 @@ static void s_dp_destroy(s_dp_t **sp)
         free(s->pre_ms[m]);
     free(s->pre_ms);
     free(s->ar_a), free(s->ar_b), free(s->maxc), free(s->pre_rate), free(s->stamp), free(s->base);
+    free(s->node_depth), free(s->hsc_bytes), free(s->hsc_int);
     free(s->memo_gen), free(s->memo_p), free(s->zero), free(s->out);
     s_arena_free(&s->ar);
     free(s);

@@ -311,6 +311,34 @@ static void s_enum_ser(const gpp_sp_t *t, int v, int i, s_plist_t *out)
                     s_pl_add(out, tmp.p[x]);
                 free(pre.p), free(rest.p), free(tmp.p);
             }
+    /* the join side cutting through a branch: T = the tail of series branch
+       j (children e+1..), whole branches j+1.., children i+1..m; H = the head
+       of branch j (children 0..e) with whole branches h..j-1; branches
+       0..h-1 partitioned as a parallel prefix; then the rest */
+    if (ci->kind == GPP_SP_PARALLEL)
+        for (int m = i + 1; m < k; m++)
+            for (int j = 0; j < ci->n_children; j++) {
+                const gpp_sp_node_t *bj = &t->nodes[ci->children[j]];
+                if (bj->kind != GPP_SP_SERIES)
+                    continue;
+                for (int e = 0; e + 1 < bj->n_children; e++)
+                    for (int h = j; h >= 0; h--) {
+                        s_plist_t pre = {0}, rest = {0}, tmp = {0}, tmp2 = {0};
+                        s_enum_par(t, n->children[i], h - 1, &pre);
+                        s_enum_ser(t, v, m + 1, &rest);
+                        unsigned T = s_mask(t, t->nodes[bj->children[e + 1]].first,
+                                            t->nodes[n->children[m]].last);
+                        unsigned H = s_mask(t, t->nodes[ci->children[h]].first,
+                                            t->nodes[bj->children[e]].last);
+                        s_pl_product(&pre, &rest, T, 1, &tmp);
+                        s_plist_t one = {0};
+                        s_unit(&one);
+                        s_pl_product(&tmp, &one, H, 1, &tmp2);
+                        for (int x = 0; x < tmp2.n; x++)
+                            s_pl_add(out, tmp2.p[x]);
+                        free(pre.p), free(rest.p), free(tmp.p), free(tmp2.p), free(one.p);
+                    }
+            }
 }
 
 static void s_enum_node(const gpp_sp_t *t, int v, s_plist_t *out)
