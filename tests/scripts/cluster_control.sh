@@ -38,7 +38,7 @@ iterations = 1
 launch = "$4"
 [health]
 heartbeat_ms = 100
-timeout_ms = 1500
+timeout_ms = 3000
 EOF
     echo "$TMP/$1.toml"
 }
@@ -96,10 +96,10 @@ P=$((PORT0 + 2)); C=$(mkconf ext $P 2 external)
 "$COORD" --control-only --barriers 5 "$C" >"$TMP/2.out" 2>"$TMP/2.err" &
 CP=$!; PIDS+=($CP)
 "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 1 --control-barriers 5 \
-    --heartbeat-ms 100 --timeout-ms 1500 2>"$TMP/2a1.err" &
+    --heartbeat-ms 100 --timeout-ms 3000 2>"$TMP/2a1.err" &
 A1=$!; PIDS+=($A1)
 "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 0 --control-barriers 5 \
-    --heartbeat-ms 100 --timeout-ms 1500 2>"$TMP/2a0.err" &
+    --heartbeat-ms 100 --timeout-ms 3000 2>"$TMP/2a0.err" &
 A0=$!; PIDS+=($A0)
 bwait $CP 30; rc=$?; bwait $A0 10; r0=$?; bwait $A1 10; r1=$?
 if [ $rc = 0 ] && [ $r0 = 0 ] && [ $r1 = 0 ] && grep -q "registered as rank 1 of 2" "$TMP/2a1.err"; then
@@ -113,7 +113,7 @@ P=$((PORT0 + 3)); C=$(mkconf miss $P 3 external)
 "$COORD" --control-only --start-timeout-ms 1000 "$C" >"$TMP/3.out" 2>"$TMP/3.err" &
 CP=$!; PIDS+=($CP)
 "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 1 --control-barriers 1 \
-    --heartbeat-ms 100 --timeout-ms 1500 2>"$TMP/3a.err" &
+    --heartbeat-ms 100 --timeout-ms 3000 2>"$TMP/3a.err" &
 A=$!; PIDS+=($A)
 bwait $CP 30; rc=$?; bwait $A 10; ra=$?
 if [ $rc = 1 ] && [ $ra = 1 ] &&
@@ -129,12 +129,12 @@ P=$((PORT0 + 4)); C=$(mkconf dup $P 2 external)
 "$COORD" --control-only --barriers 3 --start-timeout-ms 5000 "$C" >"$TMP/4.out" 2>"$TMP/4.err" &
 CP=$!; PIDS+=($CP)
 "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 0 --control-barriers 0 \
-    --heartbeat-ms 100 --timeout-ms 1500 2>"$TMP/4a.err" &
+    --heartbeat-ms 100 --timeout-ms 3000 2>"$TMP/4a.err" &
 A=$!; PIDS+=($A)
 # the second one waits until the first is registered
 for i in $(seq 50); do grep -q "registered as rank" "$TMP/4a.err" && break; sleep 0.1; done
 "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 0 --control-barriers 3 \
-    --heartbeat-ms 100 --timeout-ms 1500 2>"$TMP/4b.err"
+    --heartbeat-ms 100 --timeout-ms 3000 2>"$TMP/4b.err"
 rb=$?
 # the job never finishes its barriers (the registered agent runs none): stop it
 kill -INT $CP; bwait $CP 30; rc=$?; bwait $A 10; ra=$?
