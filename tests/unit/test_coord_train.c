@@ -226,6 +226,8 @@ static void s_case(const char *name, const char *model, const char *plan)
 
 static void t_mmt_branches(void) { s_case("mmt_branches", S_MMT, "mmt2_branches.json"); }
 static void t_mmt_dp(void) { s_case("mmt_dp", S_MMT, "mmt2_dp.json"); }
+/* one tensor (a residual) consumed by two stages: its gradients are summed */
+static void t_mmt_fanout(void) { s_case("mmt_fanout", S_MMT, "mmt2_fanout.json"); }
 static void t_mmt_spp(void) { s_case("mmt_spp", S_MMT, "mmt2_spp.json"); }
 static void t_mmt_auto(void) { s_case("mmt_auto", S_MMT, "gpp"); }
 static void t_dlrm(void) { s_case("dlrm", S_DLRM, "dlrm_gpp.json"); }
@@ -247,7 +249,8 @@ static void t_deterministic(void)
 
 static const gpp_test_case_t cases[] = {
     {"mmt_branches", t_mmt_branches}, {"mmt_dp", t_mmt_dp},
-    {"mmt_spp", t_mmt_spp},           {"mmt_auto", t_mmt_auto},
+    {"mmt_fanout", t_mmt_fanout},     {"mmt_spp", t_mmt_spp},
+    {"mmt_auto", t_mmt_auto},
     {"dlrm", t_dlrm},                 {"dlrm_dp", t_dlrm_dp},
     {"candle_uno", t_candle_uno},
     {"deterministic", t_deterministic}, {NULL, NULL}};
