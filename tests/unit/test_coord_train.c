@@ -228,6 +228,8 @@ static void t_mmt_branches(void) { s_case("mmt_branches", S_MMT, "mmt2_branches.
 static void t_mmt_dp(void) { s_case("mmt_dp", S_MMT, "mmt2_dp.json"); }
 /* one tensor (a residual) consumed by two stages: its gradients are summed */
 static void t_mmt_fanout(void) { s_case("mmt_fanout", S_MMT, "mmt2_fanout.json"); }
+/* per-stage micro-batch sizes (16 on 2 replicas next to 8): re-sharding */
+static void t_mmt_mbs(void) { s_case("mmt_mbs", S_MMT, "mmt2_mbs.json"); }
 static void t_mmt_spp(void) { s_case("mmt_spp", S_MMT, "mmt2_spp.json"); }
 static void t_mmt_auto(void) { s_case("mmt_auto", S_MMT, "gpp"); }
 static void t_dlrm(void) { s_case("dlrm", S_DLRM, "dlrm_gpp.json"); }
@@ -249,7 +251,8 @@ static void t_deterministic(void)
 
 static const gpp_test_case_t cases[] = {
     {"mmt_branches", t_mmt_branches}, {"mmt_dp", t_mmt_dp},
-    {"mmt_fanout", t_mmt_fanout},     {"mmt_spp", t_mmt_spp},
+    {"mmt_fanout", t_mmt_fanout},     {"mmt_mbs", t_mmt_mbs},
+    {"mmt_spp", t_mmt_spp},
     {"mmt_auto", t_mmt_auto},
     {"dlrm", t_dlrm},                 {"dlrm_dp", t_dlrm_dp},
     {"candle_uno", t_candle_uno},
