@@ -1083,64 +1083,110 @@ static double s_out_tps(const s_dp_t *s)
     return worst;
 }
 
-/* Builds the plan from s->out: leftover devices to the slowest stages,
- * link, in-flight over the real stage DAG, costs and memory. */
+/* Refined iteration estimate of stages with per-micro-batch time c[i]
+ * (fwd + bwd + comm of one micro-batch on one replica), micro-batch b[i] and
+ * all-reduce ar[i], over the linked stage DAG p: the steady state repeats the
+ * slowest stage (B/b - 1 more micro-batches), the first micro-batch crosses
+ * the longest path of c, and the slowest all-reduce ends the iteration. Unlike
+ * TPS * (B + (depth - 1) b) it sees a faster non-bottleneck stage on the
+ * critical path (what an extra replica buys there). acc: scratch [S]. */
+static double s_refined_estimate(const gpp_plan_t *p, const double *c, const int *b,
+                                 const double *ar, double *acc)
+{
+    double steady = 0, path = 0, sync = 0;
+    for (int i = 0; i < p->n_stages; i++) { /* stages are in topological order */
+        double best = 0;
+        for (int j = 0; j < p->stages[i].n_pred; j++)
+            if (acc[p->stages[i].pred[j]] > best)
+                best = acc[p->stages[i].pred[j]];
+        acc[i] = best + c[i];
+        if (acc[i] > path)
+            path = acc[i];
+        double st = ((double)p->batch / b[i] - 1) * c[i];
+        if (st > steady)
+            steady = st;
+        if (ar[i] > sync)
+            sync = ar[i];
+    }
+    return steady + path + sync;
+}
+
+/* Builds the plan from s->out: link, leftover devices where they lower the
+ * refined estimate, in-flight over the real stage DAG, costs and memory. */
 static gpp_plan_t *s_build_plan(const s_dp_t *s, const char *planner, int universal_b,
                                 gpp_err_t *err)
 {
     int S = s->n_out;
     int *ops = gpp_xcalloc((size_t)s->t->n_ops, sizeof(int));
-    int *dev = gpp_xcalloc((size_t)S, sizeof(int));
-    double *tps = gpp_xcalloc((size_t)S, sizeof(double));
-    int used = 0;
-    gpp_stage_cost_t sc;
-    for (int i = 0; i < S; i++) {
-        dev[i] = s->out[i].d;
-        used += dev[i];
-        s_stage_ops(s, &s->out[i], ops);
-        gpp_cost_stage(s->cost, s->out[i].r - s->out[i].l + 1, ops, dev[i], s->cfg[s->out[i].ci].b,
-                       s->B, &sc);
-        tps[i] = sc.tps_ms;
-    }
-    /* leftover devices: give one at a time to the slowest stage while that
-       lowers its TPS (fewer samples per replica; memory only shrinks) */
-    for (int spare = s->n_dev - used; spare > 0; spare--) {
-        int best = -1;
-        double best_new = 0;
-        for (int i = 0; i < S; i++) {
-            if (dev[i] + 1 > s->cfg[s->out[i].ci].b || (best >= 0 && tps[i] <= tps[best]))
-                continue;
-            s_stage_ops(s, &s->out[i], ops);
-            gpp_cost_stage(s->cost, s->out[i].r - s->out[i].l + 1, ops, dev[i] + 1,
-                           s->cfg[s->out[i].ci].b, s->B, &sc);
-            if (sc.tps_ms < tps[i])
-                best = i, best_new = sc.tps_ms;
-        }
-        /* only the current slowest stage matters for the bottleneck */
-        int slowest = 0;
-        for (int i = 1; i < S; i++)
-            if (tps[i] > tps[slowest])
-                slowest = i;
-        if (best != slowest)
-            break;
-        dev[best]++;
-        tps[best] = best_new;
-    }
     gpp_plan_t *p = gpp_plan_new(planner, s->g, s->n_dev, s->B);
+    int used = 0;
     for (int i = 0; i < S; i++) {
         s_stage_ops(s, &s->out[i], ops);
         gpp_stage_t *st = gpp_plan_add_stage(p, s->out[i].r - s->out[i].l + 1, ops);
-        st->devices = dev[i];
+        st->devices = s->out[i].d;
         st->micro_batch = s->cfg[s->out[i].ci].b;
         st->k = s->cfg[s->out[i].ci].k;
         st->inflight = s->out[i].infl;
+        used += st->devices;
     }
-    free(ops), free(dev), free(tps);
+    free(ops);
     if (gpp_plan_link(p, s->g, err)) {
         gpp_err_prefix(err, "partitioner produced an invalid plan");
         gpp_plan_destroy(&p);
         return NULL;
     }
+    /* leftover devices: one at a time to the stage where an extra replica
+       lowers the refined estimate most (fewer samples per replica, more
+       all-reduce; memory only shrinks), while one lowers it or keeps it and
+       shortens that stage's micro-batch time */
+    S = p->n_stages;
+    double *c = gpp_xcalloc((size_t)S, sizeof(double)),
+           *ar = gpp_xcalloc((size_t)S, sizeof(double));
+    double *acc = gpp_xcalloc((size_t)S, sizeof(double));
+    double *c1 = gpp_xcalloc((size_t)S, sizeof(double)),
+           *ar1 = gpp_xcalloc((size_t)S, sizeof(double));
+    int *bs = gpp_xcalloc((size_t)S, sizeof(int));
+    gpp_stage_cost_t sc;
+    for (int i = 0; i < S && used < s->n_dev; i++) {
+        const gpp_stage_t *st = &p->stages[i];
+        bs[i] = st->micro_batch;
+        gpp_cost_stage(s->cost, st->n_ops, st->ops, st->devices, st->micro_batch, s->B, &sc);
+        c[i] = sc.fwd_ms + sc.bwd_ms + sc.comm_ms, ar[i] = sc.allreduce_ms;
+        if (st->devices + 1 <= st->micro_batch) {
+            gpp_cost_stage(s->cost, st->n_ops, st->ops, st->devices + 1, st->micro_batch, s->B,
+                           &sc);
+            c1[i] = sc.fwd_ms + sc.bwd_ms + sc.comm_ms, ar1[i] = sc.allreduce_ms;
+        }
+    }
+    for (; used < s->n_dev; used++) {
+        double now = s_refined_estimate(p, c, bs, ar, acc), best_e = now;
+        int best = -1;
+        for (int i = 0; i < S; i++) {
+            if (p->stages[i].devices + 1 > p->stages[i].micro_batch)
+                continue;
+            double c0 = c[i], a0 = ar[i];
+            c[i] = c1[i], ar[i] = ar1[i];
+            double e = s_refined_estimate(p, c, bs, ar, acc);
+            c[i] = c0, ar[i] = a0;
+            /* ties count (two equal bottlenecks need a device each), as
+               long as the replica lowers the stage's own micro-batch time */
+            if (c1[i] < c[i] && (best < 0 ? e <= now : e < best_e))
+                best = i, best_e = e;
+        }
+        if (best < 0)
+            break;
+        gpp_stage_t *st = &p->stages[best];
+        st->devices++;
+        c[best] = c1[best], ar[best] = ar1[best];
+        if (st->devices + 1 <= st->micro_batch) {
+            gpp_cost_stage(s->cost, st->n_ops, st->ops, st->devices + 1, st->micro_batch, s->B,
+                           &sc);
+            c1[best] = sc.fwd_ms + sc.bwd_ms + sc.comm_ms, ar1[best] = sc.allreduce_ms;
+        }
+    }
+    free(c), free(ar), free(acc), free(c1), free(ar1), free(bs);
+    for (int i = 0, dev = 0; i < S; dev += p->stages[i++].devices)
+        p->stages[i].first_device = dev; /* consecutive, as gpp_plan_link places */
     gpp_plan_place(p, gpp_cost_cluster(s->cost)->gpus_per_node);
     /* in-flight over the real stage DAG (reverse topological order) */
     for (int i = p->n_stages - 1; i >= 0; i--) {

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# plan_throughput.sh: simulated throughput of GPP vs SPP plans (gpp-plan's
+# "simulated" iteration time: the event simulator run on the scheduled plan,
+# not the partitioner's estimate), v100-16g, 4 GPUs per node:
+#   1. MMT, DLRM, CANDLE-Uno at 4/8/16/32 GPUs, the appendix mini-batches;
+#   2. CANDLE-Uno with 2..16 feature branches at 16 GPUs, batch 16384 (the
+#      appendix's CANDLE-Uno batch for 16 devices);
+#   3. sequential Transformer (one MMT branch) at 4-32 GPUs, MMT's batches.
+# Prints markdown tables (the ones in BENCHMARKS.md).
+#
+#   bench/plan_throughput.sh [BUILD_DIR]     (default: build)
+set -euo pipefail
+BUILD=${1:-build}
+BIN="$BUILD/planner/gpp-plan"
+if [ ! -x "$BIN" ]; then
+    echo "plan_throughput: $BIN not found; build first: cmake --build $BUILD --target gpp-plan" >&2
+    exit 1
+fi
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# run SPEC DEVICES BATCH PLANNER -> "iter_ms samples_per_s depth mbs stages used"
+run() {
+    local out="$TMP/p.json"
+    "$BIN" --model "$1" --devices "$2" --device v100-16g --gpus-per-node 4 --batch "$3" \
+        --planner "$4" --json "$out" >/dev/null
+    python3 - "$out" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+used = sum(s["devices"] for s in p["stages"])
+print("%.1f %.0f %d %d %d %d" % (p["iteration_ms"], p["throughput"], p["depth"],
+                                 p["micro_batch"], len(p["stages"]), used))
+EOF
+}
+
+# row LABEL SPEC DEVICES BATCH: one table row, GPP and SPP side by side
+row() {
+    local g s
+    read -r gi gt gd gb gs gu <<<"$(run "$2" "$3" "$4" gpp)"
+    read -r si st sd sb ss su <<<"$(run "$2" "$3" "$4" spp)"
+    local ratio
+    ratio=$(python3 -c "print('%.2f' % ($gt / $st))")
+    echo "| $1 | $3 | $4 | $gi | $gt | $gd | $gb | $gs | $gu | $si | $st | $sd | $sb | $ss | $su | ${ratio}x |"
+}
+
+HDR="| model | GPUs | batch | GPP sim ms | GPP samples/s | depth | mbs | stages | GPUs used | SPP sim ms | SPP samples/s | depth | mbs | stages | GPUs used | GPP/SPP |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+
+echo "### Multi-branch models, 4-32 GPUs"
+echo
+echo "$HDR"
+for m in "mmt MMT 64" "dlrm DLRM 256" "candle_uno CANDLE-Uno 4096"; do
+    set -- $m
+    for mul in 1 2 4 8; do
+        row "$2" "$1" $((4 * mul)) $(($3 * mul))
+    done
+done
+echo
+echo "### CANDLE-Uno branch sweep, 16 GPUs, batch 16384"
+echo
+echo "${HDR/| model |/| branches |}"
+for br in 2 4 6 8 10 12 14 16; do
+    row "$br" "candle_uno:branches=$br" 16 16384
+done
+echo
+echo "### Sequential Transformer (parity)"
+echo
+echo "$HDR"
+for mul in 1 2 4 8; do
+    row Transformer transformer $((4 * mul)) $((64 * mul))
+done
