@@ -1146,6 +1146,7 @@ static gpp_plan_t *s_build_plan(const s_dp_t *s, const char *planner, int univer
     double *c1 = gpp_xcalloc((size_t)S, sizeof(double)),
            *ar1 = gpp_xcalloc((size_t)S, sizeof(double));
     int *bs = gpp_xcalloc((size_t)S, sizeof(int));
+    int *added = gpp_xcalloc((size_t)s->n_dev + 1, sizeof(int)), n_added = 0;
     gpp_stage_cost_t sc;
     for (int i = 0; i < S && used < s->n_dev; i++) {
         const gpp_stage_t *st = &p->stages[i];
@@ -1177,6 +1178,7 @@ static gpp_plan_t *s_build_plan(const s_dp_t *s, const char *planner, int univer
             break;
         gpp_stage_t *st = &p->stages[best];
         st->devices++;
+        added[n_added++] = best;
         c[best] = c1[best], ar[best] = ar1[best];
         if (st->devices + 1 <= st->micro_batch) {
             gpp_cost_stage(s->cost, st->n_ops, st->ops, st->devices + 1, st->micro_batch, s->B,
@@ -1185,9 +1187,16 @@ static gpp_plan_t *s_build_plan(const s_dp_t *s, const char *planner, int univer
         }
     }
     free(c), free(ar), free(acc), free(c1), free(ar1), free(bs);
-    for (int i = 0, dev = 0; i < S; dev += p->stages[i++].devices)
-        p->stages[i].first_device = dev; /* consecutive, as gpp_plan_link places */
-    gpp_plan_place(p, gpp_cost_cluster(s->cost)->gpus_per_node);
+    /* the cost model assumes node-aligned groups: take extra replicas back,
+       latest first, until the stages pack that way (or none is left) */
+    for (;;) {
+        for (int i = 0, dev = 0; i < S; dev += p->stages[i++].devices)
+            p->stages[i].first_device = dev; /* consecutive, as gpp_plan_link places */
+        if (gpp_plan_place(p, gpp_cost_cluster(s->cost)->gpus_per_node) || n_added == 0)
+            break;
+        p->stages[added[--n_added]].devices--;
+    }
+    free(added);
     /* in-flight over the real stage DAG (reverse topological order) */
     for (int i = p->n_stages - 1; i >= 0; i--) {
         gpp_stage_t *st = &p->stages[i];
