@@ -9,7 +9,7 @@ BUILD=${1:?usage: cluster_control.sh BUILD_DIR}
 COORD=$BUILD/coordinator/gpp-coordinator
 AGENT=$BUILD/agent/gpp-agent
 TMP=$(mktemp -d /tmp/gpp_cluster_control.XXXXXX)
-PORT0=$((20000 + ($$ * 7) % 20000)) # unique per run; each case adds its own offset
+PORT0=$((10000 + ($$ * 7) % 10000)) # unique per run, below the ephemeral range; each case adds its own offset
 FAILS=0
 PIDS=()   # every process this script started or learnt about
 

@@ -8,7 +8,7 @@ set -u
 BUILD=${1:?usage: cluster_train.sh BUILD_DIR}
 COORD=$BUILD/coordinator/gpp-coordinator
 TMP=$(mktemp -d /tmp/gpp_cluster_train.XXXXXX)
-PORT0=$((20000 + ($$ * 17) % 20000))
+PORT0=$((20000 + ($$ * 17) % 6000)) # below the ephemeral range (32768-)
 FAILS=0
 PIDS=()
 MODEL="mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64"

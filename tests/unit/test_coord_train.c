@@ -264,7 +264,7 @@ int main(void)
     snprintf(s_bin, sizeof s_bin, "%s", bin ? bin : "build");
     snprintf(s_src, sizeof s_src, "%s", src ? src : ".");
     snprintf(s_tmp, sizeof s_tmp, "/tmp/test_coord_train.%d", (int)getpid());
-    s_port = 30000 + (int)(getpid() % 15000) * 2;
+    s_port = 26100 + (int)(getpid() % 3000) * 2; /* below the ephemeral range (32768-) */
     if (s_sh("mkdir -p %s", s_tmp) != 0)
         return 1;
     int rc = gpp_test_run(cases);
