@@ -18,10 +18,12 @@
  * contract a*b+c into FMA (ISO C mode: -ffp-contract=off) and no loop here
  * is reassociated by the compiler; reductions that must vectorise spell out
  * their lanes (GPP_CPU_LANES) in a fixed order. */
+#ifndef GPP_CPU_CLONES /* -DGPP_CPU_CLONES= builds the baseline ISA only */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GPP_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define GPP_CPU_CLONES
+#endif
 #endif
 #define GPP_CPU_LANES 16
 
