@@ -35,10 +35,10 @@
 
 typedef struct {
     gpp_control_cfg_t ctl;
-    int control_barriers; /* control-only job: barriers to run after RegisterAck */
-    int threads;          /* CPU backend threads */
+    int control_barriers;  /* control-only job: barriers to run after RegisterAck */
+    int threads;           /* CPU backend threads */
     const char *data_host; /* data-plane bind address; default: --host */
-    int comm_timeout_ms;  /* data-plane rendezvous and waits */
+    int comm_timeout_ms;   /* data-plane rendezvous and waits */
 } s_opts_t;
 
 typedef struct {
@@ -46,9 +46,9 @@ typedef struct {
     zloop_t *loop;
     gpp_control_t *ctl;
     zmq_pollitem_t sig_item;
-    int next_barrier;     /* control-only job */
+    int next_barrier; /* control-only job */
     int exit_code;
-    int finished;         /* the loop should end */
+    int finished; /* the loop should end */
 #ifdef GPP_HAVE_RUNNER
     gpp_runner_t *runner;   /* the training worker, once assigned */
     gpp_runner_t *profiler; /* the profiling worker, while asked to profile */
@@ -69,8 +69,7 @@ static int s_int(const char *name, const char *v, long lo, long hi, long *out)
     errno = 0;
     long x = strtol(v, &end, 10);
     if (errno || *end || x < lo || x > hi) {
-        fprintf(stderr, "gpp-agent: --%s: '%s' is not an integer in [%ld, %ld]\n", name, v, lo,
-                hi);
+        fprintf(stderr, "gpp-agent: --%s: '%s' is not an integer in [%ld, %ld]\n", name, v, lo, hi);
         return -1;
     }
     *out = x;
@@ -79,13 +78,18 @@ static int s_int(const char *name, const char *v, long lo, long hi, long *out)
 
 static int s_parse(int argc, char **argv, s_opts_t *o)
 {
-    static const struct option longs[] = {
-        {"coordinator", required_argument, 0, 'c'}, {"host", required_argument, 0, 'H'},
-        {"slot", required_argument, 0, 's'},        {"heartbeat-ms", required_argument, 0, 'b'},
-        {"timeout-ms", required_argument, 0, 't'},  {"mem-bytes", required_argument, 0, 'm'},
-        {"threads", required_argument, 0, 'T'},     {"control-barriers", required_argument, 0, 'B'},
-        {"data-host", required_argument, 0, 'D'},   {"comm-timeout-ms", required_argument, 0, 'C'},
-        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
+    static const struct option longs[] = {{"coordinator", required_argument, 0, 'c'},
+                                          {"host", required_argument, 0, 'H'},
+                                          {"slot", required_argument, 0, 's'},
+                                          {"heartbeat-ms", required_argument, 0, 'b'},
+                                          {"timeout-ms", required_argument, 0, 't'},
+                                          {"mem-bytes", required_argument, 0, 'm'},
+                                          {"threads", required_argument, 0, 'T'},
+                                          {"control-barriers", required_argument, 0, 'B'},
+                                          {"data-host", required_argument, 0, 'D'},
+                                          {"comm-timeout-ms", required_argument, 0, 'C'},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
     static char hostname[256];
     memset(o, 0, sizeof *o);
     o->ctl.slot = -1;
@@ -98,8 +102,12 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     long v;
     while ((c = getopt_long(argc, argv, "h", longs, &idx)) != -1) {
         switch (c) {
-        case 'c': o->ctl.endpoint = optarg; break;
-        case 'H': o->ctl.host = optarg; break;
+        case 'c':
+            o->ctl.endpoint = optarg;
+            break;
+        case 'H':
+            o->ctl.host = optarg;
+            break;
         case 's':
             if (s_int("slot", optarg, 0, INT_MAX, &v) < 0)
                 return -1;
@@ -130,14 +138,20 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                 return -1;
             o->control_barriers = (int)v;
             break;
-        case 'D': o->data_host = optarg; break;
+        case 'D':
+            o->data_host = optarg;
+            break;
         case 'C':
             if (s_int("comm-timeout-ms", optarg, 1, INT_MAX, &v) < 0)
                 return -1;
             o->comm_timeout_ms = (int)v;
             break;
-        case 'h': s_usage(stdout); exit(0);
-        default: s_usage(stderr); return -1;
+        case 'h':
+            s_usage(stdout);
+            exit(0);
+        default:
+            s_usage(stderr);
+            return -1;
         }
     }
     if (optind != argc || !o->ctl.endpoint || o->ctl.slot < 0) {
@@ -289,9 +303,8 @@ static int s_on_message(gpp_control_t *ctl, gpp_msg_t **msg_p, void *arg)
             return 0;
         }
         gpp_err_t err = {{0}};
-        gpp_runner_cfg_t rc = {.threads = self->o.threads,
-                               .on_done = s_on_profiler_done,
-                               .arg = self};
+        gpp_runner_cfg_t rc = {
+            .threads = self->o.threads, .on_done = s_on_profiler_done, .arg = self};
         gpp_info("agent %s:%d: profiling %s", host, slot, m->profile_request->model);
         self->profiler = gpp_runner_start(msg_p, &rc, self->loop, self->ctl, &err);
         if (!self->profiler) {
@@ -342,14 +355,12 @@ static int s_on_signal(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     while ((sig = gpp_sigfd_read(item->fd)) > 0) {
         if (sig == SIGCHLD)
             continue;
-        gpp_warn("agent %s:%d: %s; stopping", self->o.ctl.host, self->o.ctl.slot,
-                 strsignal(sig));
+        gpp_warn("agent %s:%d: %s; stopping", self->o.ctl.host, self->o.ctl.slot, strsignal(sig));
         if (s_end(self, 128 + sig) < 0)
             return -1;
     }
     return 0;
 }
-
 
 int main(int argc, char **argv)
 {
@@ -380,9 +391,8 @@ int main(int argc, char **argv)
     gpp_runner_destroy(&self.runner);
 #endif
     if (gpp_control_dropped(self.ctl))
-        gpp_warn("agent %s:%d: %llu invalid messages from the coordinator dropped",
-                 self.o.ctl.host, self.o.ctl.slot,
-                 (unsigned long long)gpp_control_dropped(self.ctl));
+        gpp_warn("agent %s:%d: %llu invalid messages from the coordinator dropped", self.o.ctl.host,
+                 self.o.ctl.slot, (unsigned long long)gpp_control_dropped(self.ctl));
     gpp_control_destroy(&self.ctl);
     zloop_destroy(&self.loop);
     return self.exit_code;

@@ -24,8 +24,8 @@ typedef enum {
     S_DONE
 } s_state_t;
 
-static const char *s_state_name[] = {"waiting", "profiling", "planning", "assigning",
-                                     "rendezvous", "training", "done"};
+static const char *s_state_name[] = {"waiting",    "profiling", "planning", "assigning",
+                                     "rendezvous", "training",  "done"};
 
 struct gpp_coord_s {
     gpp_coord_cfg_t cfg;
@@ -38,15 +38,15 @@ struct gpp_coord_s {
     double start_ms;
     gpp_registry_t *reg;
     gpp_coord_job_t job;
-    int *in_job;           /* [n_agents]: 1 when the agent takes part (gets barriers) */
+    int *in_job; /* [n_agents]: 1 when the agent takes part (gets barriers) */
     int n_in_job;
     gpp_progress_t *progress;
-    int barrier_id;        /* the barrier now open */
-    int barrier_count;     /* agents in it */
+    int barrier_id;            /* the barrier now open */
+    int barrier_count;         /* agents in it */
     double barrier_release_ms; /* when the previous one was released */
     double *barrier_ms;
     int n_barrier_ms, cap_barrier_ms;
-    int stopped;           /* -1: aborted; 0: running/finished */
+    int stopped; /* -1: aborted; 0: running/finished */
     int exit_code;
     char reason[GPP_ERR_LEN];
     double exit_deadline_ms;
@@ -57,8 +57,7 @@ static void s_drop(gpp_coord_t *self, const char *who, const char *why);
 
 /* ---- sending ---- */
 
-static int s_send_to(gpp_coord_t *self, const void *id, size_t id_len, uint64_t seq,
-                     gpp_msg_t *m)
+static int s_send_to(gpp_coord_t *self, const void *id, size_t id_len, uint64_t seq, gpp_msg_t *m)
 {
     m->seq = seq;
     m->sender = GPP_MSG_SENDER_COORD;
@@ -193,8 +192,8 @@ static void s_plan(gpp_coord_t *self)
         /* control-only job: every agent takes part in the barriers (set up
          * in gpp_coord_new, so that early entries count) */
         self->state = S_TRAINING;
-        gpp_info("coordinator: control-only job: %d barriers across %d agents",
-                 self->cfg.barriers, n);
+        gpp_info("coordinator: control-only job: %d barriers across %d agents", self->cfg.barriers,
+                 n);
         if (self->cfg.barriers == 0)
             s_finish(self);
         return;
@@ -217,9 +216,8 @@ static void s_plan(gpp_coord_t *self)
         n_actions[r] = as ? (int)as->n_actions : 0;
         if (!as)
             continue;
-        if (as->stage >= self->job.n_stages || as->comm->rank != r ||
-            as->comm->world_size > n || (iterations && (as->iterations != iterations ||
-                                                         as->batch != batch)))
+        if (as->stage >= self->job.n_stages || as->comm->rank != r || as->comm->world_size > n ||
+            (iterations && (as->iterations != iterations || as->batch != batch)))
             bad = 1;
         iterations = as->iterations;
         batch = as->batch;
@@ -227,13 +225,14 @@ static void s_plan(gpp_coord_t *self)
         self->n_in_job++;
     }
     if (!self->n_in_job || bad) {
-        s_abort(self, "planning produced %s", bad ? "inconsistent assignments (stage, rank, "
-                                                    "iterations or batch)"
-                                                  : "no assignment for any agent");
+        s_abort(self, "planning produced %s",
+                bad ? "inconsistent assignments (stage, rank, "
+                      "iterations or batch)"
+                    : "no assignment for any agent");
     } else {
-        self->progress = gpp_progress_new(n, stage, replica, n_actions, self->job.n_stages,
-                                          self->job.sink_stage, iterations, batch,
-                                          self->cfg.progress, self->cfg.metrics_path, &err);
+        self->progress =
+            gpp_progress_new(n, stage, replica, n_actions, self->job.n_stages, self->job.sink_stage,
+                             iterations, batch, self->cfg.progress, self->cfg.metrics_path, &err);
         if (!self->progress)
             s_abort(self, "%s", err.msg);
     }
@@ -246,8 +245,8 @@ static void s_plan(gpp_coord_t *self)
     for (int r = 0; r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(self->reg, r);
         if (!self->in_job[r]) {
-            gpp_info("coordinator: agent %s:%d has no stage in the plan; shutting it down",
-                     a->host, a->slot);
+            gpp_info("coordinator: agent %s:%d has no stage in the plan; shutting it down", a->host,
+                     a->slot);
             s_shutdown_agent(self, a);
             continue;
         }
@@ -322,8 +321,8 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
         gpp_err_set(&err, "agent build %s, coordinator build %s; run the same gpp build",
                     m->register_->build_version, GPP_VERSION);
     } else {
-        gpp_agent_t *a = gpp_registry_register(self->reg, m->register_, id, id_len, gpp_now_ms(),
-                                               &err);
+        gpp_agent_t *a =
+            gpp_registry_register(self->reg, m->register_, id, id_len, gpp_now_ms(), &err);
         if (a) {
             a->last_seq = m->seq;
             Gpp__RegisterAck ack = GPP__REGISTER_ACK__INIT;
@@ -334,7 +333,8 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
             out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
             out.register_ack = &ack;
             s_send(self, a, &out);
-            int have = gpp_registry_size(self->reg) - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED);
+            int have =
+                gpp_registry_size(self->reg) - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED);
             char name[GPP_REG_HOST_MAX + 64];
             gpp_info("coordinator: registered %s (%d/%d)", gpp_agent_name(a, name, sizeof name),
                      have, gpp_registry_size(self->reg));
@@ -361,8 +361,8 @@ static void s_on_barrier_enter(gpp_coord_t *self, gpp_agent_t *a, int id, const 
         return;
     }
     if (id != self->barrier_id || a->barrier == id) {
-        snprintf(why, sizeof why, "barrier_enter %d, but barrier %d is open and it entered %d",
-                 id, self->barrier_id, a->barrier);
+        snprintf(why, sizeof why, "barrier_enter %d, but barrier %d is open and it entered %d", id,
+                 self->barrier_id, a->barrier);
         s_drop(self, who, why);
         return;
     }
@@ -379,8 +379,8 @@ static void s_on_barrier_enter(gpp_coord_t *self, gpp_agent_t *a, int id, const 
     if (id > 0) {
         if (self->n_barrier_ms == self->cap_barrier_ms) {
             self->cap_barrier_ms = self->cap_barrier_ms ? 2 * self->cap_barrier_ms : 64;
-            self->barrier_ms = gpp_xrealloc(self->barrier_ms,
-                                            (size_t)self->cap_barrier_ms * sizeof(double));
+            self->barrier_ms =
+                gpp_xrealloc(self->barrier_ms, (size_t)self->cap_barrier_ms * sizeof(double));
         }
         self->barrier_ms[self->n_barrier_ms++] = now - self->barrier_release_ms;
     }
@@ -429,8 +429,7 @@ static void s_on_ready(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Ready *rd, 
     }
 }
 
-static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *mt,
-                         const char *who)
+static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *mt, const char *who)
 {
     if (self->state != S_TRAINING || !self->progress) {
         char why[128];
@@ -657,7 +656,8 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
     assert(cfg && cfg->endpoint && cfg->n_agents > 0 && cfg->hosts && cfg->slots);
     if (cfg->heartbeat_ms <= 0 || cfg->timeout_ms <= cfg->heartbeat_ms ||
         cfg->start_timeout_ms <= 0 || cfg->barriers < 0) {
-        gpp_err_set(err, "coordinator: heartbeat %d ms, timeout %d ms, start timeout %d ms: need "
+        gpp_err_set(err,
+                    "coordinator: heartbeat %d ms, timeout %d ms, start timeout %d ms: need "
                     "0 < heartbeat < timeout and a positive start timeout",
                     cfg->heartbeat_ms, cfg->timeout_ms, cfg->start_timeout_ms);
         return NULL;
@@ -683,7 +683,8 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
     zsock_set_linger(self->router, 1000);
     self->port = zsock_bind(self->router, "%s", cfg->endpoint);
     if (self->port < 0) {
-        gpp_err_set(err, "coordinator: cannot bind '%s': %s; is another coordinator using the "
+        gpp_err_set(err,
+                    "coordinator: cannot bind '%s': %s; is another coordinator using the "
                     "port? set [coordinator] endpoint in the cluster file",
                     cfg->endpoint, zmq_strerror(zmq_errno()));
         goto fail;
@@ -741,12 +742,30 @@ int gpp_coord_run(gpp_coord_t *self)
     return self->stopped;
 }
 
-int gpp_coord_port(const gpp_coord_t *self) { return self->port; }
-gpp_registry_t *gpp_coord_registry(gpp_coord_t *self) { return self->reg; }
-const char *gpp_coord_reason(const gpp_coord_t *self) { return self->reason; }
-int gpp_coord_exit_code(const gpp_coord_t *self) { return self->exit_code; }
-uint64_t gpp_coord_dropped(const gpp_coord_t *self) { return self->dropped; }
-const gpp_progress_t *gpp_coord_progress(const gpp_coord_t *self) { return self->progress; }
+int gpp_coord_port(const gpp_coord_t *self)
+{
+    return self->port;
+}
+gpp_registry_t *gpp_coord_registry(gpp_coord_t *self)
+{
+    return self->reg;
+}
+const char *gpp_coord_reason(const gpp_coord_t *self)
+{
+    return self->reason;
+}
+int gpp_coord_exit_code(const gpp_coord_t *self)
+{
+    return self->exit_code;
+}
+uint64_t gpp_coord_dropped(const gpp_coord_t *self)
+{
+    return self->dropped;
+}
+const gpp_progress_t *gpp_coord_progress(const gpp_coord_t *self)
+{
+    return self->progress;
+}
 
 int gpp_coord_barrier_times(const gpp_coord_t *self, const double **ms_out)
 {

@@ -49,14 +49,14 @@ typedef struct gpp_coord_s gpp_coord_t;
 typedef struct {
     Gpp__Assignment **assign; /* [n_agents]; NULL: agent not used */
     int n_stages;
-    const int *sink_stage;    /* [n_stages]: 1 when the stage reports a loss */
+    const int *sink_stage; /* [n_stages]: 1 when the stage reports a loss */
 } gpp_coord_job_t;
 
 typedef int(gpp_coord_plan_fn)(void *arg, gpp_registry_t *reg, gpp_coord_job_t *job,
                                gpp_err_t *err);
 
 typedef struct {
-    const char *endpoint;       /* bind address, e.g. "tcp://0.0.0.0:5555"; port "*" picks one */
+    const char *endpoint; /* bind address, e.g. "tcp://0.0.0.0:5555"; port "*" picks one */
     int n_agents;
     const char *const *hosts;   /* [n_agents], cluster-file order = rank */
     const int *slots;           /* [n_agents] */
@@ -70,11 +70,11 @@ typedef struct {
      * ProfileResult is handed to profile_fn(plan_arg, ...) before plan_fn. */
     const Gpp__ProfileRequest *profile_req;
     int (*profile_fn)(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err);
-    int barriers;               /* control-only job: barriers to run, >= 0 */
-    FILE *progress;             /* progress lines; NULL: none */
-    const char *metrics_path;   /* JSON lines; NULL: none */
-    int sigfd;                  /* gpp_sigfd, or -1 */
-    gpp_launch_t *launch;       /* local launcher, or NULL */
+    int barriers;             /* control-only job: barriers to run, >= 0 */
+    FILE *progress;           /* progress lines; NULL: none */
+    const char *metrics_path; /* JSON lines; NULL: none */
+    int sigfd;                /* gpp_sigfd, or -1 */
+    gpp_launch_t *launch;     /* local launcher, or NULL */
 } gpp_coord_cfg_t;
 
 /* Binds the ROUTER. NULL with a message when the address is unusable. */

@@ -29,19 +29,19 @@
 #define S_CPU_LINK_BW_BYTES_PER_S 2e9
 
 struct gpp_job_s {
-    gpp_config_t cfg;        /* copy; nodes not used after new */
-    char plan_arg[1024];     /* --plan as given */
-    char plan_name[1024];    /* the planner or file that made the plan */
-    FILE *out;               /* plan table */
-    int profiling;           /* plan after the agents' profile */
+    gpp_config_t cfg;     /* copy; nodes not used after new */
+    char plan_arg[1024];  /* --plan as given */
+    char plan_name[1024]; /* the planner or file that made the plan */
+    FILE *out;            /* plan table */
+    int profiling;        /* plan after the agents' profile */
     Gpp__ProfileRequest preq;
     int32_t *preq_mbs;
     gpp_graph_t *g;
     gpp_cost_t *cost;
     gpp_plan_t *plan;
     int n_agents;
-    int used;                /* devices the plan uses: ranks 0..used-1 */
-    int *sink;               /* [n_stages] */
+    int used;  /* devices the plan uses: ranks 0..used-1 */
+    int *sink; /* [n_stages] */
     char store_host[GPP_CONFIG_STR];
     int store_port;
     char store_addr[GPP_CONFIG_STR + 16];
@@ -56,7 +56,8 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
     int gpn = cfg->nodes[0].slots;
     for (int i = 1; i < cfg->n_nodes; i++)
         if (cfg->nodes[i].slots != gpn)
-            return gpp_err_set(err, "%s: nodes have %d and %d slots; the planner needs the same "
+            return gpp_err_set(err,
+                               "%s: nodes have %d and %d slots; the planner needs the same "
                                "number of devices on every node",
                                cfg->path, gpn, cfg->nodes[i].slots);
     if (strcmp(cfg->cluster.device, "cpu") == 0) {
@@ -97,8 +98,8 @@ static int s_make_plan(gpp_job_t *self, gpp_err_t *err)
 {
     const gpp_config_t *cfg = &self->cfg;
     const char *plan = self->plan_arg;
-    const char *which = strcmp(plan, "auto") == 0 ? (cfg->job.planner[0] ? cfg->job.planner : "gpp")
-                                                  : plan;
+    const char *which =
+        strcmp(plan, "auto") == 0 ? (cfg->job.planner[0] ? cfg->job.planner : "gpp") : plan;
     size_t pl = strlen(which);
     if (pl > 5 && strcmp(which + pl - 5, ".json") == 0) {
         self->plan = gpp_plan_read_json(which, self->g, err);
@@ -116,7 +117,8 @@ static int s_make_plan(gpp_job_t *self, gpp_err_t *err)
         self->plan = gpp_part_run(self->g, self->cost, &o, &min_mem, err);
         if (!self->plan) {
             if (min_mem > 0)
-                gpp_err_prefix(err, "no plan fits %.2f GiB per device (%.2f GiB would); raise "
+                gpp_err_prefix(err,
+                               "no plan fits %.2f GiB per device (%.2f GiB would); raise "
                                "cluster.mem_gib",
                                cfg->cluster.mem_gib, (double)min_mem / 1073741824.0);
             return -1;
@@ -185,8 +187,10 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, FILE *out, gpp
     snprintf(self->plan_arg, sizeof self->plan_arg, "%s", plan);
     self->n_agents = gpp_config_devices(cfg);
     if (!cfg->job.model[0]) {
-        gpp_err_set(err, "%s: job.model: not set; name a zoo model (\"mmt:branches=2\") or a "
-                    "graph JSON file", cfg->path);
+        gpp_err_set(err,
+                    "%s: job.model: not set; name a zoo model (\"mmt:branches=2\") or a "
+                    "graph JSON file",
+                    cfg->path);
         goto fail;
     }
     self->g = gpp_model_load(cfg->job.model, err);
@@ -198,7 +202,8 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, FILE *out, gpp
     if (s_cluster(cfg, self->n_agents, &cl, err) < 0)
         goto fail;
     self->cost = gpp_cost_new(self->g, &cl);
-    if (cfg->cluster.profile[0] && gpp_cost_attach_profile(self->cost, cfg->cluster.profile, err) < 0)
+    if (cfg->cluster.profile[0] &&
+        gpp_cost_attach_profile(self->cost, cfg->cluster.profile, err) < 0)
         goto fail;
     const char *colon = strrchr(cfg->coordinator.store, ':');
     snprintf(self->store_host, sizeof self->store_host, "%.*s",
@@ -250,8 +255,7 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
         if (r->op >= g->n_ops) {
             free(rt);
             cJSON_Delete(root);
-            return gpp_err_set(err, "ops[%zu].op = %d: %s has %d ops", i, r->op, g->name,
-                               g->n_ops);
+            return gpp_err_set(err, "ops[%zu].op = %d: %s has %d ops", i, r->op, g->name, g->n_ops);
         }
         if (!rt[r->op]) {
             const gpp_op_t *op = &g->ops[r->op];
@@ -261,7 +265,8 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
             cJSON *sz = cJSON_AddArrayToObject(e, "input_size");
             for (int k = 0; k < op->n_inputs; k++) {
                 cJSON_AddItemToArray(ins, cJSON_CreateNumber(op->inputs[k]));
-                cJSON_AddItemToArray(sz, cJSON_CreateNumber((double)g->ops[op->inputs[k]].out_bytes));
+                cJSON_AddItemToArray(sz,
+                                     cJSON_CreateNumber((double)g->ops[op->inputs[k]].out_bytes));
             }
             cJSON_AddNumberToObject(e, "weight_size", (double)op->params * 4);
             rt[r->op] = cJSON_AddObjectToObject(e, "runtime");
@@ -337,8 +342,14 @@ int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err)
     return 0;
 }
 
-const gpp_plan_t *gpp_job_plan(const gpp_job_t *self) { return self->plan; }
-const gpp_graph_t *gpp_job_graph(const gpp_job_t *self) { return self->g; }
+const gpp_plan_t *gpp_job_plan(const gpp_job_t *self)
+{
+    return self->plan;
+}
+const gpp_graph_t *gpp_job_graph(const gpp_job_t *self)
+{
+    return self->g;
+}
 
 /* Producer op ids of the tensors on edge from -> to (ascending, unique). */
 static int s_edge_tensors(const gpp_job_t *self, int from, int to, int32_t **out)
@@ -436,8 +447,9 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->comm->rank = st->first_device + r;
     a->hyper = gpp_xcalloc(1, sizeof *a->hyper);
     gpp__hyper_params__init(a->hyper);
-    a->hyper->optimizer = c->job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP__OPTIMIZER__OPTIMIZER_SGD
-                                                                   : GPP__OPTIMIZER__OPTIMIZER_ADAMW;
+    a->hyper->optimizer = c->job.optimizer == GPP_CONFIG_OPTIM_SGD
+                              ? GPP__OPTIMIZER__OPTIMIZER_SGD
+                              : GPP__OPTIMIZER__OPTIMIZER_ADAMW;
     a->hyper->lr = c->job.lr;
     a->hyper->momentum = c->job.momentum;
     a->hyper->weight_decay = c->job.weight_decay;
@@ -517,8 +529,8 @@ void gpp_job_print_plan(const gpp_job_t *self, FILE *out)
         size_t off = 0;
         succ[0] = 0;
         for (int i = 0; i < st->n_succ && off < sizeof succ; i++)
-            off += (size_t)snprintf(succ + off, sizeof succ - off, "%s%d", i ? "," : "",
-                                    st->succ[i]);
+            off +=
+                (size_t)snprintf(succ + off, sizeof succ - off, "%s%d", i ? "," : "", st->succ[i]);
         if (st->devices == 1)
             snprintf(ag, sizeof ag, "%d", st->first_device);
         else

@@ -24,7 +24,10 @@ struct gpp_launch_s {
     s_child_t *kids;
 };
 
-gpp_launch_t *gpp_launch_new(void) { return gpp_xcalloc(1, sizeof(gpp_launch_t)); }
+gpp_launch_t *gpp_launch_new(void)
+{
+    return gpp_xcalloc(1, sizeof(gpp_launch_t));
+}
 
 void gpp_launch_destroy(gpp_launch_t **self_p)
 {
@@ -102,8 +105,8 @@ void gpp_launch_signal(gpp_launch_t *self, int sig)
 static void s_wait(gpp_launch_t *self, int ms)
 {
     struct timespec ts = {0, 10 * 1000 * 1000};
-    for (int waited = 0; gpp_launch_reap(self, NULL, NULL) >= 0 && gpp_launch_live(self) &&
-                         waited < ms;
+    for (int waited = 0;
+         gpp_launch_reap(self, NULL, NULL) >= 0 && gpp_launch_live(self) && waited < ms;
          waited += 10)
         nanosleep(&ts, NULL);
 }

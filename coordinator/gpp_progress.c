@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 typedef struct {
-    int reported;        /* this rank's metrics for the iteration arrived */
+    int reported; /* this rank's metrics for the iteration arrived */
     double iteration_ms;
     double bubble_ms;
     int64_t mem_bytes;
@@ -17,19 +17,19 @@ typedef struct {
     double loss;
     int64_t samples;
     int n_action_ms;
-    double *action_ms;   /* owned */
+    double *action_ms; /* owned */
 } s_cell_t;
 
 struct gpp_progress_s {
     int n_agents, n_stages, iterations, batch;
     int *stage_of_rank, *replica_of_rank, *n_actions_of_rank, *sink_stage;
-    int in_job;          /* ranks with a stage */
-    int *next_iter;      /* [n_agents]: the iteration each rank reports next */
-    int *count;          /* [iterations]: ranks that reported it */
-    s_cell_t *cells;     /* [iterations * n_agents] */
-    double *loss;        /* [iterations] */
-    double *iter_ms;     /* [iterations] */
-    int done;            /* complete iterations (they complete in order) */
+    int in_job;      /* ranks with a stage */
+    int *next_iter;  /* [n_agents]: the iteration each rank reports next */
+    int *count;      /* [iterations]: ranks that reported it */
+    s_cell_t *cells; /* [iterations * n_agents] */
+    double *loss;    /* [iterations] */
+    double *iter_ms; /* [iterations] */
+    int done;        /* complete iterations (they complete in order) */
     FILE *text;
     FILE *jsonl;
 };
@@ -41,10 +41,10 @@ static int *s_dup(const int *a, int n)
     return b;
 }
 
-gpp_progress_t *gpp_progress_new(int n_agents, const int *stage_of_rank,
-                                 const int *replica_of_rank, const int *n_actions_of_rank,
-                                 int n_stages, const int *sink_stage, int iterations, int batch,
-                                 FILE *text, const char *jsonl_path, gpp_err_t *err)
+gpp_progress_t *gpp_progress_new(int n_agents, const int *stage_of_rank, const int *replica_of_rank,
+                                 const int *n_actions_of_rank, int n_stages, const int *sink_stage,
+                                 int iterations, int batch, FILE *text, const char *jsonl_path,
+                                 gpp_err_t *err)
 {
     assert(n_agents > 0 && n_stages > 0 && iterations > 0 && batch > 0);
     gpp_progress_t *self = gpp_xcalloc(1, sizeof *self);
@@ -145,9 +145,9 @@ static void s_emit(gpp_progress_t *self, int it)
                 break;
             off += (size_t)w;
         }
-        fprintf(self->text, "iter %d/%d  loss %s%.6f  %.1f samples/s  %.2f ms  bubble %s\n",
-                it + 1, self->iterations, has_loss ? "" : "(none) ", has_loss ? loss : 0.0, sps,
-                iter_ms, stages);
+        fprintf(self->text, "iter %d/%d  loss %s%.6f  %.1f samples/s  %.2f ms  bubble %s\n", it + 1,
+                self->iterations, has_loss ? "" : "(none) ", has_loss ? loss : 0.0, sps, iter_ms,
+                stages);
         fflush(self->text);
     }
     if (self->jsonl) {
@@ -171,8 +171,7 @@ static void s_emit(gpp_progress_t *self, int it)
                     "%s{\"rank\":%d,\"stage\":%d,\"replica\":%d,\"iteration_ms\":%.6g,"
                     "\"bubble_ms\":%.6g,\"mem_high_water_bytes\":%lld,\"samples\":%lld",
                     first ? "" : ",", r, self->stage_of_rank[r], self->replica_of_rank[r],
-                    c->iteration_ms, c->bubble_ms, (long long)c->mem_bytes,
-                    (long long)c->samples);
+                    c->iteration_ms, c->bubble_ms, (long long)c->mem_bytes, (long long)c->samples);
             if (c->has_loss)
                 fprintf(f, ",\"loss\":%.9g", c->loss);
             fprintf(f, ",\"action_ms\":[");
@@ -229,7 +228,10 @@ int gpp_progress_add(gpp_progress_t *self, int rank, const Gpp__Metrics *m, gpp_
     return completed;
 }
 
-int gpp_progress_finished(const gpp_progress_t *self) { return self->done == self->iterations; }
+int gpp_progress_finished(const gpp_progress_t *self)
+{
+    return self->done == self->iterations;
+}
 
 double gpp_progress_loss(const gpp_progress_t *self, int iteration)
 {
@@ -254,7 +256,8 @@ void gpp_progress_summary(const gpp_progress_t *self, gpp_progress_summary_t *ou
     out->samples_per_s = out->iteration_ms > 0 ? self->batch * 1000.0 / out->iteration_ms : 0;
     for (int i = 0; i < self->done; i++)
         for (int r = 0; r < self->n_agents; r++) {
-            double b = (double)self->cells[(size_t)i * (size_t)self->n_agents + (size_t)r].mem_bytes;
+            double b =
+                (double)self->cells[(size_t)i * (size_t)self->n_agents + (size_t)r].mem_bytes;
             if (b > out->max_mem_bytes)
                 out->max_mem_bytes = b;
         }

@@ -26,14 +26,14 @@
 typedef struct gpp_progress_s gpp_progress_t;
 
 typedef struct {
-    int iterations_done;     /* complete iterations */
-    double loss_first;       /* loss of the first complete iteration */
-    double loss_last;        /* loss of the last complete iteration */
-    double iteration_ms;     /* mean over complete iterations after the first
-                                (the first warms caches and allocators);
-                                the first one's when only one completed */
-    double samples_per_s;    /* batch / iteration_ms */
-    double max_mem_bytes;    /* highest memory high-water of any agent */
+    int iterations_done;  /* complete iterations */
+    double loss_first;    /* loss of the first complete iteration */
+    double loss_last;     /* loss of the last complete iteration */
+    double iteration_ms;  /* mean over complete iterations after the first
+                             (the first warms caches and allocators);
+                             the first one's when only one completed */
+    double samples_per_s; /* batch / iteration_ms */
+    double max_mem_bytes; /* highest memory high-water of any agent */
 } gpp_progress_summary_t;
 
 /* n_agents ranks; stage_of_rank[r] is the rank's stage or -1 for an agent
@@ -41,10 +41,10 @@ typedef struct {
  * length of its action list (Metrics.action_ms must have that length or be
  * empty); sink_stage[s] is 1 for stages that report a loss. jsonl_path may
  * be NULL (no file). NULL with a message when the file cannot be created. */
-gpp_progress_t *gpp_progress_new(int n_agents, const int *stage_of_rank,
-                                 const int *replica_of_rank, const int *n_actions_of_rank,
-                                 int n_stages, const int *sink_stage, int iterations, int batch,
-                                 FILE *text, const char *jsonl_path, gpp_err_t *err);
+gpp_progress_t *gpp_progress_new(int n_agents, const int *stage_of_rank, const int *replica_of_rank,
+                                 const int *n_actions_of_rank, int n_stages, const int *sink_stage,
+                                 int iterations, int batch, FILE *text, const char *jsonl_path,
+                                 gpp_err_t *err);
 void gpp_progress_destroy(gpp_progress_t **self_p);
 
 /* Records rank's metrics. Checks them against the job (iteration is the

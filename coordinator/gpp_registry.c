@@ -38,7 +38,10 @@ void gpp_registry_destroy(gpp_registry_t **self_p)
     *self_p = NULL;
 }
 
-int gpp_registry_size(const gpp_registry_t *self) { return self->n; }
+int gpp_registry_size(const gpp_registry_t *self)
+{
+    return self->n;
+}
 
 gpp_agent_t *gpp_registry_agent(gpp_registry_t *self, int rank)
 {
@@ -73,8 +76,8 @@ gpp_agent_t *gpp_registry_find_pid(gpp_registry_t *self, int pid)
     return NULL;
 }
 
-gpp_agent_t *gpp_registry_register(gpp_registry_t *self, const Gpp__Register *r,
-                                   const void *id, size_t id_len, double now_ms, gpp_err_t *err)
+gpp_agent_t *gpp_registry_register(gpp_registry_t *self, const Gpp__Register *r, const void *id,
+                                   size_t id_len, double now_ms, gpp_err_t *err)
 {
     assert(r && id && id_len > 0);
     if (id_len > GPP_REG_ID_MAX) {
@@ -93,7 +96,8 @@ gpp_agent_t *gpp_registry_register(gpp_registry_t *self, const Gpp__Register *r,
         if (strcmp(a->host, r->host) != 0 || a->slot != r->slot)
             continue;
         if (a->state != GPP_AGENT_EXPECTED) {
-            gpp_err_set(err, "slot %s:%d is already taken by %s; two agents were started for "
+            gpp_err_set(err,
+                        "slot %s:%d is already taken by %s; two agents were started for "
                         "one slot",
                         r->host, r->slot, gpp_agent_name(a, name, sizeof name));
             return NULL;
@@ -109,7 +113,8 @@ gpp_agent_t *gpp_registry_register(gpp_registry_t *self, const Gpp__Register *r,
     }
     char known[512];
     gpp_registry_list(self, GPP_AGENT_EXPECTED, 8, known, sizeof known);
-    gpp_err_set(err, "slot %s:%d is not in the cluster file (unregistered slots: %s); "
+    gpp_err_set(err,
+                "slot %s:%d is not in the cluster file (unregistered slots: %s); "
                 "check the agent's --host/--slot against [[nodes]]",
                 r->host, r->slot, known[0] ? known : "none");
     return NULL;
@@ -123,8 +128,8 @@ int gpp_registry_count(const gpp_registry_t *self, gpp_agent_state_t state)
     return c;
 }
 
-void gpp_registry_list(const gpp_registry_t *self, gpp_agent_state_t state, int max_list,
-                       char *buf, size_t len)
+void gpp_registry_list(const gpp_registry_t *self, gpp_agent_state_t state, int max_list, char *buf,
+                       size_t len)
 {
     assert(buf && len > 0);
     buf[0] = 0;

@@ -30,22 +30,22 @@ typedef enum {
 } gpp_agent_state_t;
 
 typedef struct {
-    int rank;                      /* index in cluster.toml order */
+    int rank; /* index in cluster.toml order */
     char host[GPP_REG_HOST_MAX];
     int slot;
     gpp_agent_state_t state;
-    uint8_t id[GPP_REG_ID_MAX];    /* ROUTER routing identity */
+    uint8_t id[GPP_REG_ID_MAX]; /* ROUTER routing identity */
     size_t id_len;
-    int pid;                       /* as the agent reported it */
+    int pid; /* as the agent reported it */
     int64_t mem_bytes;
     char build_version[64];
-    double last_seen_ms;           /* gpp_now_ms of its last valid message */
-    uint64_t last_seq;             /* its last sequence number */
-    uint64_t sent_seq;             /* our last sequence number to it */
-    int ready;                     /* sent Ready for its assignment */
-    int barrier;                   /* last barrier id it entered, -1 none */
-    int iteration;                 /* last iteration it reported metrics for, -1 none */
-    int launched_pid;              /* local launch: the child's pid, 0 else */
+    double last_seen_ms; /* gpp_now_ms of its last valid message */
+    uint64_t last_seq;   /* its last sequence number */
+    uint64_t sent_seq;   /* our last sequence number to it */
+    int ready;           /* sent Ready for its assignment */
+    int barrier;         /* last barrier id it entered, -1 none */
+    int iteration;       /* last iteration it reported metrics for, -1 none */
+    int launched_pid;    /* local launch: the child's pid, 0 else */
 } gpp_agent_t;
 
 typedef struct gpp_registry_s gpp_registry_t;
@@ -60,8 +60,8 @@ gpp_agent_t *gpp_registry_agent(gpp_registry_t *self, int rank);
 /* Registers a validated Register from routing identity id. Returns the
  * agent, or NULL with the reason in err (slot not in the cluster file,
  * slot already taken, identity already registered). */
-gpp_agent_t *gpp_registry_register(gpp_registry_t *self, const Gpp__Register *r,
-                                   const void *id, size_t id_len, double now_ms, gpp_err_t *err);
+gpp_agent_t *gpp_registry_register(gpp_registry_t *self, const Gpp__Register *r, const void *id,
+                                   size_t id_len, double now_ms, gpp_err_t *err);
 
 /* The registered agent with this routing identity, or NULL. */
 gpp_agent_t *gpp_registry_find(gpp_registry_t *self, const void *id, size_t id_len);
@@ -73,8 +73,8 @@ int gpp_registry_count(const gpp_registry_t *self, gpp_agent_state_t state);
 
 /* Writes "host:slot, host:slot, ..." of the agents in `state` (at most
  * `max_list` named, then "and N more") into buf. */
-void gpp_registry_list(const gpp_registry_t *self, gpp_agent_state_t state, int max_list,
-                       char *buf, size_t len);
+void gpp_registry_list(const gpp_registry_t *self, gpp_agent_state_t state, int max_list, char *buf,
+                       size_t len);
 
 /* "host:slot (rank R, pid P)" for messages. */
 const char *gpp_agent_name(const gpp_agent_t *a, char *buf, size_t len);

@@ -27,15 +27,15 @@
 
 typedef struct {
     const char *config_path;
-    const char *plan;        /* auto | gpp | spp | FILE.json */
-    const char *endpoint;    /* bind override */
+    const char *plan;     /* auto | gpp | spp | FILE.json */
+    const char *endpoint; /* bind override */
     const char *agent_path;
-    const char *metrics;     /* override of [metrics] file */
+    const char *metrics; /* override of [metrics] file */
     int control_only;
     int barriers;
     int start_timeout_ms;
-    int external;            /* ignore launch = "local" */
-    int iterations;          /* override of job.iterations, 0 keep */
+    int external;   /* ignore launch = "local" */
+    int iterations; /* override of job.iterations, 0 keep */
     int quiet_agents;
 } s_opts_t;
 
@@ -57,13 +57,17 @@ static void s_usage(FILE *f)
 
 static int s_parse(int argc, char **argv, s_opts_t *o)
 {
-    static const struct option longs[] = {
-        {"plan", required_argument, 0, 'p'},       {"control-only", no_argument, 0, 'c'},
-        {"barriers", required_argument, 0, 'b'},   {"endpoint", required_argument, 0, 'e'},
-        {"start-timeout-ms", required_argument, 0, 't'}, {"external", no_argument, 0, 'x'},
-        {"agent", required_argument, 0, 'a'},      {"metrics", required_argument, 0, 'm'},
-        {"iterations", required_argument, 0, 'i'}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option longs[] = {{"plan", required_argument, 0, 'p'},
+                                          {"control-only", no_argument, 0, 'c'},
+                                          {"barriers", required_argument, 0, 'b'},
+                                          {"endpoint", required_argument, 0, 'e'},
+                                          {"start-timeout-ms", required_argument, 0, 't'},
+                                          {"external", no_argument, 0, 'x'},
+                                          {"agent", required_argument, 0, 'a'},
+                                          {"metrics", required_argument, 0, 'm'},
+                                          {"iterations", required_argument, 0, 'i'},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->plan = "auto";
     o->barriers = 1;
@@ -77,23 +81,47 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             v = strtol(optarg, &end, 10);
             if (errno || *end || v < 0 || v > INT_MAX) {
                 fprintf(stderr, "gpp-coordinator: --%s: '%s' is not a non-negative integer\n",
-                        c == 'b' ? "barriers" : c == 't' ? "start-timeout-ms" : "iterations",
+                        c == 'b'   ? "barriers"
+                        : c == 't' ? "start-timeout-ms"
+                                   : "iterations",
                         optarg);
                 return -1;
             }
         }
         switch (c) {
-        case 'p': o->plan = optarg; break;
-        case 'c': o->control_only = 1; break;
-        case 'b': o->barriers = (int)v; break;
-        case 'e': o->endpoint = optarg; break;
-        case 't': o->start_timeout_ms = (int)v; break;
-        case 'x': o->external = 1; break;
-        case 'a': o->agent_path = optarg; break;
-        case 'm': o->metrics = optarg; break;
-        case 'i': o->iterations = (int)v; break;
-        case 'h': s_usage(stdout); exit(0);
-        default: s_usage(stderr); return -1;
+        case 'p':
+            o->plan = optarg;
+            break;
+        case 'c':
+            o->control_only = 1;
+            break;
+        case 'b':
+            o->barriers = (int)v;
+            break;
+        case 'e':
+            o->endpoint = optarg;
+            break;
+        case 't':
+            o->start_timeout_ms = (int)v;
+            break;
+        case 'x':
+            o->external = 1;
+            break;
+        case 'a':
+            o->agent_path = optarg;
+            break;
+        case 'm':
+            o->metrics = optarg;
+            break;
+        case 'i':
+            o->iterations = (int)v;
+            break;
+        case 'h':
+            s_usage(stdout);
+            exit(0);
+        default:
+            s_usage(stderr);
+            return -1;
         }
     }
     if (optind != argc - 1) {
@@ -163,8 +191,8 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
         return -1;
     }
     char ep[512], slot[16], hb[16], to[16], mem[32], bar[16];
-    s_connect_endpoint(o->endpoint ? o->endpoint : cfg->coordinator.endpoint,
-                       gpp_coord_port(coord), ep, sizeof ep);
+    s_connect_endpoint(o->endpoint ? o->endpoint : cfg->coordinator.endpoint, gpp_coord_port(coord),
+                       ep, sizeof ep);
     snprintf(hb, sizeof hb, "%d", cfg->health.heartbeat_ms);
     snprintf(to, sizeof to, "%d", cfg->health.timeout_ms);
     snprintf(mem, sizeof mem, "%lld",
@@ -173,9 +201,21 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
     snprintf(bar, sizeof bar, "%d", o->control_only ? o->barriers : 0);
     for (int r = 0; r < n; r++) {
         snprintf(slot, sizeof slot, "%d", slots[r]);
-        char *argv[] = {agent,    "--coordinator", ep,   "--host",         (char *)hosts[r],
-                        "--slot", slot,            "--heartbeat-ms", hb, "--timeout-ms",
-                        to,       "--mem-bytes",   mem,  "--control-barriers", bar,
+        char *argv[] = {agent,
+                        "--coordinator",
+                        ep,
+                        "--host",
+                        (char *)hosts[r],
+                        "--slot",
+                        slot,
+                        "--heartbeat-ms",
+                        hb,
+                        "--timeout-ms",
+                        to,
+                        "--mem-bytes",
+                        mem,
+                        "--control-barriers",
+                        bar,
                         NULL};
         gpp_err_t err = {{0}};
         pid_t pid = gpp_launch_spawn(launch, argv, r, &err);

@@ -12,8 +12,8 @@
 #define S_SNDHWM 10000 /* queued messages before sends are dropped */
 
 struct gpp_control_s {
-    zloop_t *loop;     /* borrowed */
-    zsock_t *sock;     /* DEALER */
+    zloop_t *loop; /* borrowed */
+    zsock_t *sock; /* DEALER */
     int timer_id;
     gpp_control_handlers_t h;
     void *arg;
@@ -25,13 +25,13 @@ struct gpp_control_s {
     int64_t mem_bytes;
     int heartbeat_ms;
     int timeout_ms;
-    uint64_t seq;          /* last sequence number sent */
-    uint64_t peer_seq;     /* last sequence number received */
-    int rank;              /* -1 until RegisterAck */
+    uint64_t seq;      /* last sequence number sent */
+    uint64_t peer_seq; /* last sequence number received */
+    int rank;          /* -1 until RegisterAck */
     int world;
-    int barrier_pending;   /* id of the barrier we entered and await, -1 none */
-    double last_rx_ms;     /* gpp_now_ms of the last valid message */
-    int lost;              /* on_lost was called */
+    int barrier_pending; /* id of the barrier we entered and await, -1 none */
+    double last_rx_ms;   /* gpp_now_ms of the last valid message */
+    int lost;            /* on_lost was called */
     uint64_t dropped;
 };
 
@@ -311,6 +311,15 @@ void gpp_control_destroy(gpp_control_t **self_p)
     *self_p = NULL;
 }
 
-int gpp_control_rank(const gpp_control_t *self) { return self->rank; }
-int gpp_control_world(const gpp_control_t *self) { return self->world; }
-uint64_t gpp_control_dropped(const gpp_control_t *self) { return self->dropped; }
+int gpp_control_rank(const gpp_control_t *self)
+{
+    return self->rank;
+}
+int gpp_control_world(const gpp_control_t *self)
+{
+    return self->world;
+}
+uint64_t gpp_control_dropped(const gpp_control_t *self)
+{
+    return self->dropped;
+}

@@ -51,8 +51,7 @@ typedef struct {
 
 /* Connects and sends Register. NULL with a message on failure. */
 gpp_control_t *gpp_control_new(const gpp_control_cfg_t *cfg, zloop_t *loop,
-                               const gpp_control_handlers_t *handlers, void *arg,
-                               gpp_err_t *err);
+                               const gpp_control_handlers_t *handlers, void *arg, gpp_err_t *err);
 /* Unregisters from the loop, closes the socket (lingering up to 1 s so that
  * a last message goes out). Accepts NULL. */
 void gpp_control_destroy(gpp_control_t **self_p);

@@ -30,16 +30,16 @@
 typedef struct {
     gpp_act_type_t type;
     int mb;
-    int peer;             /* SEND/RECV: peer comm rank */
+    int peer; /* SEND/RECV: peer comm rank */
     int tensor;
-    int64_t lo, hi;       /* SEND/RECV: samples of the iteration */
-    int64_t off;          /* SEND/RECV: lo - first sample of this replica's micro-batch mb */
-    int64_t row_elems;    /* elements per sample of the tensor */
+    int64_t lo, hi;    /* SEND/RECV: samples of the iteration */
+    int64_t off;       /* SEND/RECV: lo - first sample of this replica's micro-batch mb */
+    int64_t row_elems; /* elements per sample of the tensor */
     gpp_dtype_t dtype;
     size_t bytes;
     uint32_t tag;
-    void *buf;            /* SEND/RECV: host buffer of `bytes`, owned */
-    gpp_comm_req_t *req;  /* in flight */
+    void *buf;           /* SEND/RECV: host buffer of `bytes`, owned */
+    gpp_comm_req_t *req; /* in flight */
 } s_act_t;
 
 struct gpp_runner_s {
@@ -47,20 +47,20 @@ struct gpp_runner_s {
     pthread_t th;
     int th_started;
     atomic_int abort;
-    atomic_int done;      /* the worker has ended */
-    pthread_mutex_t mu;   /* guards comm against abort from the main thread */
+    atomic_int done;    /* the worker has ended */
+    pthread_mutex_t mu; /* guards comm against abort from the main thread */
     gpp_comm_t *comm;
 
     /* main thread */
     zloop_t *loop;
     gpp_control_t *ctl;
-    zsock_t *pipe;        /* main end */
+    zsock_t *pipe; /* main end */
     gpp_runner_cfg_t cfg;
     int ok;
 
     /* worker thread */
-    zsock_t *wpipe;       /* worker end */
-    gpp_msg_t *msg;       /* the Assignment envelope, owned */
+    zsock_t *wpipe; /* worker end */
+    gpp_msg_t *msg; /* the Assignment envelope, owned */
     const Gpp__Assignment *as;
     char host[256];
     gpp_graph_t *g;
@@ -71,7 +71,7 @@ struct gpp_runner_s {
     int n_acts;
     s_act_t *acts;
     double *act_ms;
-    char phase[64];       /* what the worker is doing, for messages */
+    char phase[64]; /* what the worker is doing, for messages */
 };
 
 /* ---- worker -> main ---- */
@@ -142,8 +142,8 @@ static int s_peer_rank(const Gpp__Assignment *as, int peer_stage, int peer_repli
         for (size_t j = 0; j < e->n_replicas; j++)
             if (e->replicas[j]->replica == peer_replica)
                 return e->replicas[j]->rank;
-        return gpp_err_set(err, "stage %d has no replica %d in the assignment's edges",
-                           peer_stage, peer_replica);
+        return gpp_err_set(err, "stage %d has no replica %d in the assignment's edges", peer_stage,
+                           peer_replica);
     }
     return gpp_err_set(err, "tensor %d is on no %s edge to stage %d", tensor,
                        downstream_tensor_owner_is_us ? "outgoing" : "incoming", peer_stage);
@@ -188,7 +188,8 @@ static int s_resolve(gpp_runner_t *self, gpp_err_t *err)
         int64_t mylo, myn;
         s_my_range(as, a->mb, &mylo, &myn);
         if (a->mb < 0 || a->lo < mylo || a->hi > mylo + myn)
-            return gpp_err_set(err, "action %d: samples [%lld, %lld) outside this replica's "
+            return gpp_err_set(err,
+                               "action %d: samples [%lld, %lld) outside this replica's "
                                "[%lld, %lld) of micro-batch %d",
                                i, (long long)a->lo, (long long)a->hi, (long long)mylo,
                                (long long)(mylo + myn), a->mb);
@@ -203,8 +204,10 @@ static int s_resolve(gpp_runner_t *self, gpp_err_t *err)
         uint64_t tag = ((uint64_t)a->lo * (uint64_t)g->n_ops + (uint64_t)a->tensor) * 2 +
                        (a->type >= GPP_ACT_SEND_GRAD);
         if (tag > UINT32_MAX)
-            return gpp_err_set(err, "action %d: message tag overflows 32 bits (batch x ops too "
-                               "large)", i);
+            return gpp_err_set(err,
+                               "action %d: message tag overflows 32 bits (batch x ops too "
+                               "large)",
+                               i);
         a->tag = (uint32_t)tag;
         a->buf = gpp_xcalloc(a->bytes ? a->bytes : 1, 1);
     }
@@ -228,17 +231,17 @@ static int s_setup(gpp_runner_t *self, gpp_err_t *err)
         return -1;
     self->data = gpp_data_new(self->g, as->seed);
     const Gpp__HyperParams *h = as->hyper;
-    gpp_exec_cfg_t ec = {
-        .seed = as->seed,
-        .optim = {.kind = h->optimizer == GPP__OPTIMIZER__OPTIMIZER_SGD ? GPP_OPTIM_SGD
-                                                                         : GPP_OPTIM_ADAMW,
-                  .lr = (float)h->lr,
-                  .weight_decay = (float)h->weight_decay,
-                  .momentum = (float)h->momentum,
-                  .beta1 = (float)h->beta1,
-                  .beta2 = (float)h->beta2,
-                  .eps = (float)h->eps},
-        .batch = as->batch};
+    gpp_exec_cfg_t ec = {.seed = as->seed,
+                         .optim = {.kind = h->optimizer == GPP__OPTIMIZER__OPTIMIZER_SGD
+                                               ? GPP_OPTIM_SGD
+                                               : GPP_OPTIM_ADAMW,
+                                   .lr = (float)h->lr,
+                                   .weight_decay = (float)h->weight_decay,
+                                   .momentum = (float)h->momentum,
+                                   .beta1 = (float)h->beta1,
+                                   .beta2 = (float)h->beta2,
+                                   .eps = (float)h->eps},
+                         .batch = as->batch};
     self->ex = gpp_exec_new(self->g, (int)as->n_ops, as->ops, self->be, self->data, &ec, err);
     if (!self->ex)
         return -1;
@@ -295,8 +298,7 @@ static int s_allreduce(gpp_runner_t *self, gpp_err_t *err)
         return -1;
     int64_t numel = 0;
     float *gr = gpp_exec_grads(self->ex, &numel);
-    if (numel > 0 &&
-        gpp_comm_allreduce_sum_f32(self->comm, self->dp, gr, (size_t)numel, err) < 0)
+    if (numel > 0 && gpp_comm_allreduce_sum_f32(self->comm, self->dp, gr, (size_t)numel, err) < 0)
         return -1;
     gpp_stream_t *st = gpp_exec_stream(self->ex);
     for (int i = 0; i < gpp_exec_n_sparse(self->ex); i++) {
@@ -354,9 +356,8 @@ static int s_mkdirs(const char *dir, gpp_err_t *err)
     return 0;
 }
 
-static int s_iteration(gpp_runner_t *self, int it, double *loss_out,
-                       int *has_loss, int64_t *samples, double *iter_ms, double *bubble_ms,
-                       gpp_err_t *err)
+static int s_iteration(gpp_runner_t *self, int it, double *loss_out, int *has_loss,
+                       int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
 {
     const Gpp__Assignment *as = self->as;
     int64_t base = (int64_t)it * as->batch;
@@ -409,9 +410,9 @@ static int s_iteration(gpp_runner_t *self, int it, double *loss_out,
             if (gpp_comm_wait(self->comm, &a->req, err) < 0)
                 goto out;
             bubble += gpp_now_ms() - t0;
-            gpp_tensor_t src = gpp_tensor(a->buf, a->dtype, a->hi - a->lo,
-                                          self->g->ops[a->tensor].rows,
-                                          self->g->ops[a->tensor].cols);
+            gpp_tensor_t src =
+                gpp_tensor(a->buf, a->dtype, a->hi - a->lo, self->g->ops[a->tensor].rows,
+                           self->g->ops[a->tensor].cols);
             int r = a->type == GPP_ACT_RECV_ACT
                         ? gpp_exec_set_input(self->ex, a->mb, a->tensor, &src, a->off, err)
                         : gpp_exec_add_output_grad(self->ex, a->mb, a->tensor, &src, a->off, err);
@@ -512,8 +513,8 @@ static int s_train(gpp_runner_t *self, gpp_err_t *err)
         if (s_iteration(self, it, &loss, &has_loss, &samples, &iter_ms, &bubble_ms, err) < 0)
             return -1;
         int last = it + 1 == as->iterations;
-        if (save && (last || (as->checkpoint_interval > 0 &&
-                              (it + 1) % as->checkpoint_interval == 0))) {
+        if (save &&
+            (last || (as->checkpoint_interval > 0 && (it + 1) % as->checkpoint_interval == 0))) {
             char path[4200];
             snprintf(path, sizeof path, "%s/stage%d.ckpt", as->checkpoint_dir, as->stage);
             if (gpp_ckpt_save(self->ex, path, err) < 0)
@@ -667,9 +668,10 @@ static void *s_worker(void *arg)
             snprintf(text, sizeof text, "stage %d replica %d: %s: %s", self->as->stage,
                      self->as->replica, self->phase, err.msg);
         gpp_error("runner: %s", text);
-        s_post_error(self, strstr(err.msg, "comm") || strstr(err.msg, "gloo")
-                               ? GPP__ERROR_CODE__ERROR_COMM
-                               : GPP__ERROR_CODE__ERROR_INTERNAL,
+        s_post_error(self,
+                     strstr(err.msg, "comm") || strstr(err.msg, "gloo")
+                         ? GPP__ERROR_CODE__ERROR_COMM
+                         : GPP__ERROR_CODE__ERROR_INTERNAL,
                      text);
     }
     if (ok && !profile) /* keep the communicator up until every agent has finished */
@@ -713,8 +715,8 @@ static int s_on_pipe(zloop_t *loop, zsock_t *sock, void *arg)
     return rc;
 }
 
-gpp_runner_t *gpp_runner_start(gpp_msg_t **assignment_p, const gpp_runner_cfg_t *cfg,
-                               zloop_t *loop, gpp_control_t *ctl, gpp_err_t *err)
+gpp_runner_t *gpp_runner_start(gpp_msg_t **assignment_p, const gpp_runner_cfg_t *cfg, zloop_t *loop,
+                               gpp_control_t *ctl, gpp_err_t *err)
 {
     assert(assignment_p && *assignment_p && cfg && loop && ctl);
     assert((*assignment_p)->body_case == GPP__ENVELOPE__BODY_ASSIGNMENT ||
@@ -722,8 +724,8 @@ gpp_runner_t *gpp_runner_start(gpp_msg_t **assignment_p, const gpp_runner_cfg_t 
     gpp_runner_t *self = gpp_xcalloc(1, sizeof *self);
     self->msg = *assignment_p;
     *assignment_p = NULL;
-    self->as = self->msg->body_case == GPP__ENVELOPE__BODY_ASSIGNMENT ? self->msg->assignment
-                                                                       : NULL;
+    self->as =
+        self->msg->body_case == GPP__ENVELOPE__BODY_ASSIGNMENT ? self->msg->assignment : NULL;
     self->cfg = *cfg;
     self->loop = loop;
     self->ctl = ctl;
@@ -772,7 +774,10 @@ void gpp_runner_stop(gpp_runner_t *self, int abort)
     zstr_send(self->pipe, "stop");
 }
 
-int gpp_runner_done(const gpp_runner_t *self) { return atomic_load(&self->done); }
+int gpp_runner_done(const gpp_runner_t *self)
+{
+    return atomic_load(&self->done);
+}
 
 void gpp_runner_destroy(gpp_runner_t **self_p)
 {

@@ -44,9 +44,9 @@
 typedef struct gpp_runner_s gpp_runner_t;
 
 typedef struct {
-    int threads;          /* CPU backend threads, >= 1 */
-    const char *host;     /* data-plane address to bind, e.g. "127.0.0.1" */
-    int comm_timeout_ms;  /* rendezvous and per-wait limit; 0: the comm's default */
+    int threads;         /* CPU backend threads, >= 1 */
+    const char *host;    /* data-plane address to bind, e.g. "127.0.0.1" */
+    int comm_timeout_ms; /* rendezvous and per-wait limit; 0: the comm's default */
     /* Main thread, once the worker has ended (ok = 1 when it trained and
      * was stopped, 0 on failure or abort). Return -1 to end the zloop. */
     int (*on_done)(void *arg, int ok);
@@ -58,8 +58,8 @@ typedef struct {
  * asked with gpp_profile, reports a ProfileResult and ends by itself) and
  * starts the worker. NULL with a message when the pipe or thread cannot be
  * made. */
-gpp_runner_t *gpp_runner_start(gpp_msg_t **assignment_p, const gpp_runner_cfg_t *cfg,
-                               zloop_t *loop, gpp_control_t *ctl, gpp_err_t *err);
+gpp_runner_t *gpp_runner_start(gpp_msg_t **assignment_p, const gpp_runner_cfg_t *cfg, zloop_t *loop,
+                               gpp_control_t *ctl, gpp_err_t *err);
 
 /* Passes a BarrierRelease on to the worker. */
 void gpp_runner_release(gpp_runner_t *self, int barrier_id);

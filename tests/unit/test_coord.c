@@ -52,8 +52,8 @@ static void t_registry(void)
     /* a slot that is not in the cluster file */
     Gpp__Register r3 = s_reg_msg("c", 0);
     GPP_EXPECT(!gpp_registry_register(reg, &r3, "id3", 3, 0, &err));
-    GPP_EXPECT_MSG(strstr(err.msg, "not in the cluster file") && strstr(err.msg, "a:0, b:0"),
-                   "%s", err.msg);
+    GPP_EXPECT_MSG(strstr(err.msg, "not in the cluster file") && strstr(err.msg, "a:0, b:0"), "%s",
+                   err.msg);
     GPP_EXPECT(gpp_registry_find(reg, "id1", 3) == ag);
     GPP_EXPECT(!gpp_registry_find(reg, "id2", 3));
     GPP_EXPECT(gpp_registry_count(reg, GPP_AGENT_EXPECTED) == 2);
@@ -279,9 +279,10 @@ static int s_expect(s_peer_t *p, gpp_msg_type_t type, const char *needle, gpp_ms
 {
     gpp_msg_t *m = s_recv(p);
     int ok = m && m->body_case == type;
-    const char *text = !m ? "" : m->body_case == GPP__ENVELOPE__BODY_REJECT ? m->reject->reason
-                             : m->body_case == GPP__ENVELOPE__BODY_ABORT  ? m->abort->reason
-                                                                          : "";
+    const char *text = !m                                           ? ""
+                       : m->body_case == GPP__ENVELOPE__BODY_REJECT ? m->reject->reason
+                       : m->body_case == GPP__ENVELOPE__BODY_ABORT  ? m->abort->reason
+                                                                    : "";
     if (ok && needle && !strstr(text, needle))
         ok = 0;
     if (!ok)
@@ -364,8 +365,10 @@ static void t_bad_peers(void)
     GPP_EXPECT(s_expect(&b, GPP__ENVELOPE__BODY_SHUTDOWN, NULL, NULL));
     s_coord_join(&run);
     GPP_EXPECT_MSG(run.rc == 0, "rc %d: %s", run.rc, run.reason);
-    GPP_EXPECT_MSG(run.dropped == 4, "dropped %llu, expected 4 (garbage, version, duplicate, "
-                                     "replay)", (unsigned long long)run.dropped);
+    GPP_EXPECT_MSG(run.dropped == 4,
+                   "dropped %llu, expected 4 (garbage, version, duplicate, "
+                   "replay)",
+                   (unsigned long long)run.dropped);
     GPP_EXPECT(run.barriers_timed == 2);
     zsock_destroy(&junk.s);
     zsock_destroy(&oldv.s);
@@ -386,8 +389,8 @@ static void t_missing_agent(void)
     GPP_EXPECT(s_expect(&a, GPP__ENVELOPE__BODY_ABORT, "missing h:0", NULL));
     s_coord_join(&run);
     GPP_EXPECT(run.rc == -1);
-    GPP_EXPECT_MSG(strstr(run.reason, "waiting for agents: missing h:0 (1 of 2 registered)"),
-                   "%s", run.reason);
+    GPP_EXPECT_MSG(strstr(run.reason, "waiting for agents: missing h:0 (1 of 2 registered)"), "%s",
+                   run.reason);
     zsock_destroy(&a.s);
 }
 
@@ -577,12 +580,14 @@ static void t_agent_drops_bad_frames(void)
     zsock_destroy(&r);
 }
 
-static const gpp_test_case_t cases[] = {
-    {"registry", t_registry},       {"progress", t_progress},
-    {"bad_peers", t_bad_peers},     {"missing_agent", t_missing_agent},
-    {"silent_agent", t_silent_agent}, {"misuse", t_misuse},
-    {"agent_drops_bad_frames", t_agent_drops_bad_frames},
-    {NULL, NULL}};
+static const gpp_test_case_t cases[] = {{"registry", t_registry},
+                                        {"progress", t_progress},
+                                        {"bad_peers", t_bad_peers},
+                                        {"missing_agent", t_missing_agent},
+                                        {"silent_agent", t_silent_agent},
+                                        {"misuse", t_misuse},
+                                        {"agent_drops_bad_frames", t_agent_drops_bad_frames},
+                                        {NULL, NULL}};
 
 int main(void)
 {

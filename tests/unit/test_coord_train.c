@@ -39,8 +39,8 @@
 #define S_TOL 1e-4
 
 #define S_MMT "mmt:branches=2,layers=2,hidden=64,heads=4,seq=16,ffn=128"
-#define S_DLRM                                                                                   \
-    "dlrm:dense_branches=2,sparse_branches=2,dense_in=32,hidden=64,dense_layers=2,rows=1000,"    \
+#define S_DLRM                                                                                     \
+    "dlrm:dense_branches=2,sparse_branches=2,dense_in=32,hidden=64,dense_layers=2,rows=1000,"      \
     "dim=16,bag=8,top_layers=2"
 #define S_UNO "candle_uno:branches=3,layers=2,hidden=64,in=32,doses=1,top_layers=2"
 
@@ -128,8 +128,11 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
     worst = tworst = 0;
     *max_abs = 0;
     gpp_exec_cfg_t ec = {.seed = S_SEED,
-                         .optim = {.kind = GPP_OPTIM_ADAMW, .lr = 1e-3f, .beta1 = 0.9f,
-                                   .beta2 = 0.999f, .eps = 1e-8f},
+                         .optim = {.kind = GPP_OPTIM_ADAMW,
+                                   .lr = 1e-3f,
+                                   .beta1 = 0.9f,
+                                   .beta2 = 0.999f,
+                                   .eps = 1e-8f},
                          .batch = S_BATCH};
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];
@@ -192,8 +195,8 @@ static void s_case(const char *name, const char *model, const char *plan)
     GPP_EXPECT(conf != NULL);
     if (!conf)
         return;
-    int rc = s_sh("timeout 180 %s/coordinator/gpp-coordinator --plan %s %s > %s/%s.out 2>&1",
-                  s_bin, plan_arg, conf, s_tmp, name);
+    int rc = s_sh("timeout 180 %s/coordinator/gpp-coordinator --plan %s %s > %s/%s.out 2>&1", s_bin,
+                  plan_arg, conf, s_tmp, name);
     GPP_EXPECT_MSG(rc == 0, "%s: coordinator failed; see %s/%s.out", name, s_tmp, name);
     if (rc != 0) {
         s_sh("grep -v OpenBLAS %s/%s.out | tail -20 >&2", s_tmp, name);
@@ -214,28 +217,56 @@ static void s_case(const char *name, const char *model, const char *plan)
         if (d > lrel)
             lrel = d;
     }
-    printf("  %-16s weights: stage rel %.3g, max abs %.3g, worst tensor %.3g (%s); loss %.6f -> %.6f (ref %.6f -> %.6f), "
+    printf("  %-16s weights: stage rel %.3g, max abs %.3g, worst tensor %.3g (%s); loss %.6f -> "
+           "%.6f (ref %.6f -> %.6f), "
            "max rel %.3g\n",
-           name, rel, abs_diff, tensor_rel, s_worst[0] ? s_worst : "-", np ? l_pipe[0] : NAN, np ? l_pipe[np - 1] : NAN,
-           nr ? l_ref[0] : NAN, nr ? l_ref[nr - 1] : NAN, lrel);
+           name, rel, abs_diff, tensor_rel, s_worst[0] ? s_worst : "-", np ? l_pipe[0] : NAN,
+           np ? l_pipe[np - 1] : NAN, nr ? l_ref[0] : NAN, nr ? l_ref[nr - 1] : NAN, lrel);
     GPP_EXPECT_MSG(rel <= S_TOL, "%s: weights differ by %g (relative)", name, rel);
     GPP_EXPECT_MSG(np == S_ITERS && nr == S_ITERS, "%s: %d / %d losses", name, np, nr);
     GPP_EXPECT_MSG(lrel <= S_TOL, "%s: losses differ by %g (relative)", name, lrel);
     GPP_EXPECT_MSG(np < 2 || l_pipe[np - 1] < l_pipe[0], "%s: the loss did not decrease", name);
 }
 
-static void t_mmt_branches(void) { s_case("mmt_branches", S_MMT, "mmt2_branches.json"); }
-static void t_mmt_dp(void) { s_case("mmt_dp", S_MMT, "mmt2_dp.json"); }
+static void t_mmt_branches(void)
+{
+    s_case("mmt_branches", S_MMT, "mmt2_branches.json");
+}
+static void t_mmt_dp(void)
+{
+    s_case("mmt_dp", S_MMT, "mmt2_dp.json");
+}
 /* one tensor (a residual) consumed by two stages: its gradients are summed */
-static void t_mmt_fanout(void) { s_case("mmt_fanout", S_MMT, "mmt2_fanout.json"); }
+static void t_mmt_fanout(void)
+{
+    s_case("mmt_fanout", S_MMT, "mmt2_fanout.json");
+}
 /* per-stage micro-batch sizes (16 on 2 replicas next to 8): re-sharding */
-static void t_mmt_mbs(void) { s_case("mmt_mbs", S_MMT, "mmt2_mbs.json"); }
-static void t_mmt_spp(void) { s_case("mmt_spp", S_MMT, "mmt2_spp.json"); }
-static void t_mmt_auto(void) { s_case("mmt_auto", S_MMT, "gpp"); }
-static void t_dlrm(void) { s_case("dlrm", S_DLRM, "dlrm_gpp.json"); }
+static void t_mmt_mbs(void)
+{
+    s_case("mmt_mbs", S_MMT, "mmt2_mbs.json");
+}
+static void t_mmt_spp(void)
+{
+    s_case("mmt_spp", S_MMT, "mmt2_spp.json");
+}
+static void t_mmt_auto(void)
+{
+    s_case("mmt_auto", S_MMT, "gpp");
+}
+static void t_dlrm(void)
+{
+    s_case("dlrm", S_DLRM, "dlrm_gpp.json");
+}
 /* embedding tables in a data-parallel stage: the sparse gradient sync */
-static void t_dlrm_dp(void) { s_case("dlrm_dp", S_DLRM, "dlrm_dp.json"); }
-static void t_candle_uno(void) { s_case("candle_uno", S_UNO, "candle_uno_gpp.json"); }
+static void t_dlrm_dp(void)
+{
+    s_case("dlrm_dp", S_DLRM, "dlrm_dp.json");
+}
+static void t_candle_uno(void)
+{
+    s_case("candle_uno", S_UNO, "candle_uno_gpp.json");
+}
 
 /* The same plan and seed twice: byte-identical stage checkpoints. */
 static void t_deterministic(void)
@@ -243,20 +274,23 @@ static void t_deterministic(void)
     s_case("mmt_dp_again", S_MMT, "mmt2_dp.json");
     int same = 1;
     for (int s = 0; s < 3; s++)
-        same &= s_sh("cmp -s %s/mmt_dp.ckpt/stage%d.ckpt %s/mmt_dp_again.ckpt/stage%d.ckpt",
-                     s_tmp, s, s_tmp, s) == 0;
+        same &= s_sh("cmp -s %s/mmt_dp.ckpt/stage%d.ckpt %s/mmt_dp_again.ckpt/stage%d.ckpt", s_tmp,
+                     s, s_tmp, s) == 0;
     printf("  mmt_dp twice: stage checkpoints %s\n", same ? "bit-identical" : "DIFFER");
     GPP_EXPECT(same);
 }
 
-static const gpp_test_case_t cases[] = {
-    {"mmt_branches", t_mmt_branches}, {"mmt_dp", t_mmt_dp},
-    {"mmt_fanout", t_mmt_fanout},     {"mmt_mbs", t_mmt_mbs},
-    {"mmt_spp", t_mmt_spp},
-    {"mmt_auto", t_mmt_auto},
-    {"dlrm", t_dlrm},                 {"dlrm_dp", t_dlrm_dp},
-    {"candle_uno", t_candle_uno},
-    {"deterministic", t_deterministic}, {NULL, NULL}};
+static const gpp_test_case_t cases[] = {{"mmt_branches", t_mmt_branches},
+                                        {"mmt_dp", t_mmt_dp},
+                                        {"mmt_fanout", t_mmt_fanout},
+                                        {"mmt_mbs", t_mmt_mbs},
+                                        {"mmt_spp", t_mmt_spp},
+                                        {"mmt_auto", t_mmt_auto},
+                                        {"dlrm", t_dlrm},
+                                        {"dlrm_dp", t_dlrm_dp},
+                                        {"candle_uno", t_candle_uno},
+                                        {"deterministic", t_deterministic},
+                                        {NULL, NULL}};
 
 int main(void)
 {
