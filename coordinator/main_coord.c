@@ -190,7 +190,11 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
                   GPP_AGENT_BUILD_PATH);
         return -1;
     }
-    char ep[512], slot[16], hb[16], to[16], mem[32], bar[16];
+    char ep[512], slot[16], hb[16], to[16], mem[32], bar[16], thr[16];
+    /* the cores are shared out among the local agents (one thread at least):
+     * a fixed count per run keeps OpenBLAS results reproducible */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(thr, sizeof thr, "%ld", cores > n ? cores / n : 1);
     s_connect_endpoint(o->endpoint ? o->endpoint : cfg->coordinator.endpoint, gpp_coord_port(coord),
                        ep, sizeof ep);
     snprintf(hb, sizeof hb, "%d", cfg->health.heartbeat_ms);
@@ -216,6 +220,8 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
                         mem,
                         "--control-barriers",
                         bar,
+                        "--threads",
+                        thr,
                         NULL};
         gpp_err_t err = {{0}};
         pid_t pid = gpp_launch_spawn(launch, argv, r, &err);
@@ -225,7 +231,12 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
         }
         gpp_registry_agent(gpp_coord_registry(coord), r)->launched_pid = pid;
     }
-    gpp_info("gpp-coordinator: launched %d local agents (%s)", n, agent);
+    gpp_info("gpp-coordinator: launched %d local agents (%s, %s CPU thread%s each)", n, agent, thr,
+             strcmp(thr, "1") ? "s" : "");
+    if (cores < n)
+        printf("note: %d agents share %ld cores; the simulation assumes a device each, so the "
+               "measured iterations will be slower\n",
+               n, cores);
     return 0;
 }
 
