@@ -177,23 +177,21 @@ static int s_decompose(s_build_t *b, const int *S, int n)
     node = s_new_node(b, GPP_SP_SERIES, -1);
     if (nb > 0) {
         /* tag[i] = 2*(bottlenecks S[i] descends from) for segment members,
-           2*j+1 for the j-th bottleneck */
-        for (int i = 0; i < n; i++) {
-            int v = S[i], cnt = 0, isb = -1;
-            for (int j = 0; j < nb; j++) {
-                if (bott[j] == v)
-                    isb = j;
-                else if (b->desc[(size_t)bott[j] * W + (v >> 6)] >> (v & 63) & 1)
-                    cnt++;
-            }
-            tag[i] = isb >= 0 ? 2 * isb + 1 : 2 * cnt;
+           2*j+1 for the j-th bottleneck. Every member is comparable with
+           every bottleneck and ids are topological, so S[i] descends from
+           exactly the bottlenecks with smaller ids: tags never decrease
+           along S, and each child is a contiguous run of S. */
+        for (int i = 0, j = 0; i < n; i++) {
+            while (j < nb && bott[j] < S[i])
+                j++;
+            tag[i] = j < nb && bott[j] == S[i] ? 2 * j + 1 : 2 * j;
         }
-        for (int want = 0; want <= 2 * nb; want++) {
-            int any = 0;
-            for (int i = 0; i < n && !any; i++)
-                any = tag[i] == want;
-            if (any)
-                s_add_child(b, node, s_decompose_sel(b, S, n, tag, want));
+        for (int i = 0; i < n;) {
+            int e = i + 1;
+            while (e < n && tag[e] == tag[i])
+                e++;
+            s_add_child(b, node, s_decompose(b, S + i, e - i));
+            i = e;
         }
     } else {
         /* not series-parallel here: cut by longest-path level */
