@@ -292,6 +292,13 @@ int64_t gpp_cost_act_bytes(int64_t stash_bytes, int inflight, int micro_batch, i
     return stash_bytes * mbs_in_flight * per_replica;
 }
 
+double gpp_cost_step_ms(const gpp_cost_t *c, double grad_bytes, int kernels)
+{
+    if (kernels <= 0)
+        return 0.0;
+    return gpp_roofline_ms(&c->cl.device, 12.0 * (grad_bytes / 4), 7.0 * grad_bytes, kernels);
+}
+
 void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices, int micro_batch,
                     int batch, gpp_stage_cost_t *out)
 {
@@ -303,7 +310,7 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
     for (int k = 0; k < n_ops; k++)
         in[ops[k]] = 1;
     double bnd_bytes = 0, grad = 0;
-    int n_bnd = 0;
+    int n_bnd = 0, kernels = 0;
     int64_t params = 0;
     for (int k = 0; k < n_ops; k++) {
         const gpp_op_t *o = &g->ops[ops[k]];
@@ -315,6 +322,7 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
         out->stash_bytes += o->stash_bytes;
         out->reserved_bytes += c->prof[ops[k]].reserved_bytes;
         grad += gpp_cost_op_grad_bytes(c, ops[k], batch);
+        kernels += o->params > 0;
         for (int j = 0; j < o->n_outputs; j++)
             if (!in[o->outputs[j]]) {
                 bnd_bytes += (double)o->out_bytes;
@@ -336,8 +344,9 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
     /* each boundary tensor: activations one way in forward, gradients back in backward */
     out->comm_ms = 2.0 * n_bnd * l->alpha_ms + 2.0 * m * bnd_bytes / l->bw_bytes_per_s * 1e3;
     out->allreduce_ms = gpp_allreduce_ms(gpp_cost_group_link(c, devices), devices, grad);
-    out->tps_ms =
-        (out->fwd_ms + out->bwd_ms + out->comm_ms) / micro_batch + out->allreduce_ms / batch;
+    out->step_ms = gpp_cost_step_ms(c, grad, kernels);
+    out->tps_ms = (out->fwd_ms + out->bwd_ms + out->comm_ms) / micro_batch +
+                  (out->allreduce_ms + out->step_ms) / batch;
     out->weight_bytes = GPP_BYTES_PER_PARAM * params;
 }
 

@@ -123,6 +123,13 @@ int64_t gpp_cost_op_reserved_bytes(const gpp_cost_t *c, int op);
  * the table. */
 double gpp_cost_op_grad_bytes(const gpp_cost_t *c, int op, int batch);
 
+/* AdamW update on one replica (each replica updates its own full copy):
+ * read w, g, m, v and write w, m, v — 28 bytes and 12 FLOPs per gradient
+ * element (grad_bytes / 4), one kernel per op with parameters (`kernels`),
+ * roofline of the device; 0 without kernels. The simulator's STEP action
+ * charges the same, so the partitioner's TPS counts it once per iteration. */
+double gpp_cost_step_ms(const gpp_cost_t *c, double grad_bytes, int kernels);
+
 /* Link the planner assumes for stage-to-stage traffic before placement:
  * intra when the whole cluster is one node, else inter (conservative). */
 const gpp_link_t *gpp_cost_p2p_link(const gpp_cost_t *c);
@@ -138,7 +145,8 @@ typedef struct {
     double comm_ms;       /* boundary activations in/out + their gradients, per
                              micro-batch per replica */
     double allreduce_ms;  /* gradient sync per iteration */
-    double tps_ms;        /* (fwd+bwd+comm)/b + allreduce/batch */
+    double step_ms;       /* optimizer step per iteration (gpp_cost_step_ms) */
+    double tps_ms;        /* (fwd+bwd+comm)/b + (allreduce+step)/batch */
     int64_t weight_bytes; /* GPP_BYTES_PER_PARAM * params */
     int64_t stash_bytes;  /* stashed activation bytes per sample */
     int64_t reserved_bytes;

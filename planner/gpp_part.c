@@ -30,6 +30,8 @@
 #include <string.h>
 
 #include "common/gpp_time.h"
+#include "planner/gpp_sched.h"
+#include "planner/gpp_sim.h"
 #include "planner/gpp_sp.h"
 
 #define MAX_CFG 256
@@ -71,19 +73,24 @@ typedef struct {
     /* per position prefix sums */
     int64_t *pre_params, *pre_stash, *pre_res;
     double *pre_grad;
+    int *pre_kern;      /* ops with parameters (optimizer-step kernels) */
+    int step_l, step_r; /* s_step_ms cache: range and value */
+    double step_v;
     double *pre_rate;    /* least per-sample fwd+bwd ms of each op over the used sizes */
     double **pre_ms;     /* [B+1]: per samples m, prefix of fwd+bwd ms */
     double *ar_a, *ar_b; /* [n_dev+1]: allreduce_ms = ar_a*bytes + ar_b */
     double p2p_alpha_ms, p2p_ms_per_byte;
     /* boundary */
-    int *maxc;         /* [pos]: largest consumer position, -1 for none */
-    int *stamp;        /* [2 * (tree depth + 1)][pos]: one pair of rows per SP-tree
-                          depth, so that a boundary survives the nested fills its
-                          entry triggers (those only touch deeper rows) */
-    int *node_depth;   /* [node] depth in the SP tree, root 0 */
-    double *hsc_bytes; /* [depth][hsc_stride]: s_head_t scratch (W, Hd bytes) */
-    int *hsc_int;      /* [depth][hsc_istride]: W, Hd counts, shared producers */
-    size_t hsc_stride, hsc_istride;
+    int *maxc;                      /* [pos]: largest consumer position, -1 for none */
+    int *stamp;                     /* [2 * (tree depth + 1)][pos]: one pair of rows per SP-tree
+                                       depth, so that a boundary survives the nested fills its
+                                       entry triggers (those only touch deeper rows) */
+    int *node_depth;                /* [node] depth in the SP tree, root 0 */
+    double *hsc_bytes;              /* [depth][hsc_stride]: s_head_t scratch (W, Hd bytes) */
+    int *hsc_int;                   /* [depth][hsc_istride]: W, Hd counts, shared producers */
+    size_t hsc_stride, hsc_istride; /* row sizes (s_head_init) */
+    int hsc_maxnc;
+    int *hsc_owner, *hsc_used; /* [depth]: parallel node owning the row, list entries used */
     int stamp_v;
     /* memo */
     int *base; /* [node] first suffix id */
@@ -102,6 +109,7 @@ typedef struct {
     int out_level; /* source level of the emitted plan */
     int max_level; /* level limit of the current run */
     int min_tps;   /* opts.min_tps: rank plans by TPS, not by the estimate */
+    int simulate;  /* opts.simulate: keep candidates for s_pick_simulated */
     long long n_eval;
 } s_dp_t;
 
@@ -303,7 +311,9 @@ static double s_compute_ms(const s_dp_t *s, int m, int l, int r)
 
 /* Least devices any set of stages covering positions [l, r] needs at TPS t:
  * a stage with d replicas and per-replica size m = ceil(b/d) has
- * d * TPS >= d * m / b * sum(rate) >= sum(rate), rate = least per-sample time. */
+ * d * TPS >= d * m / b * sum(rate) >= sum(rate), rate = least per-sample time
+ * (plus a lower bound on the op's share of the optimizer step over B, which
+ * each replica pays in full). */
 static inline int s_lbdev(const s_dp_t *s, int l, int r)
 {
     if (l > r)
@@ -325,6 +335,20 @@ static int s_budget(const s_dp_t *s, int l, int r)
     return s->n_dev - left - right;
 }
 
+/* Optimizer step of positions [l, r] (gpp_cost_step_ms of their gradient
+ * bytes and kernels). The DP asks for the same range over many replica
+ * counts in a row: the last range is cached. */
+static inline double s_step_ms(const s_dp_t *s, int l, int r)
+{
+    s_dp_t *m = (s_dp_t *)s; /* cache only */
+    if (l != m->step_l || r != m->step_r) {
+        m->step_l = l, m->step_r = r;
+        m->step_v = gpp_cost_step_ms(s->cost, s->pre_grad[r + 1] - s->pre_grad[l],
+                                     s->pre_kern[r + 1] - s->pre_kern[l]);
+    }
+    return m->step_v;
+}
+
 /* TPS of positions [l, r] as one stage of d replicas at micro-batch b
  * (the same figures gpp_cost_stage sums op by op). */
 static inline double s_stage_tps(const s_dp_t *s, int l, int r, const s_bnd_t *bd, int b, int d)
@@ -334,7 +358,7 @@ static inline double s_stage_tps(const s_dp_t *s, int l, int r, const s_bnd_t *b
     return (s_compute_ms(s, m, l, r) + 2.0 * bd->n * s->p2p_alpha_ms +
             2.0 * m * bd->bytes * s->p2p_ms_per_byte) /
                b +
-           (s->ar_a[d] * G + s->ar_b[d]) / s->B;
+           (s->ar_a[d] * G + s->ar_b[d] + s_step_ms(s, l, r)) / s->B;
 }
 
 /* dmin: a known lower bound (s_lbdev of the interval). */
@@ -471,66 +495,88 @@ static inline int s_offer(const s_acc_t *a, int cf, int lev, int v)
  * P (a child of series `node`): H(h, e) = W(h) + Hd(e), W(h) = whole branches
  * h..j-1, Hd(e) = children 0..e of branch j; one contiguous range. Branches
  * of a parallel node share no edge, so the boundary of H is W's plus Hd's
- * less the producers outside P that both read (counted once). Hd and the
- * shared-producer list are built at init, W grows leftwards on demand; all
- * in node's depth row of the scratch, which the nested fills (deeper rows)
- * leave alone. */
+ * less the producers outside P that both read (counted once). Hd and its
+ * shared-producer list depend on (P, j) only: they are built once and kept
+ * in node's depth row of the scratch (the nested fills use deeper rows)
+ * until another parallel node at that depth claims the row. W grows
+ * leftwards on demand. Row layout, doubles: W bytes [nc], Hd bytes per
+ * branch; ints: W counts [nc], Hd counts per branch, then per branch the
+ * owner P (-1: not built), list offset and length, then the lists. */
 typedef struct {
     const gpp_sp_node_t *P, *Bj;
     int node, j, w_low;
     s_bnd_t w;
     double *w_bytes, *hd_bytes; /* [nc], [kj - 1] */
     int *w_n, *hd_n;
-    int *lst, nl; /* shared candidates: (position, first e, last branch < j reading it) */
+    const int *lst; /* shared candidates: (position, first e, last branch < j reading it) */
+    int nl;
 } s_head_t;
 
-static void s_head_init(s_dp_t *s, int node, const gpp_sp_node_t *P, int j, s_head_t *H)
+static void s_head_init(s_dp_t *s, int node, int pnode, int j, s_head_t *H)
 {
     const gpp_sp_t *t = s->t;
     const gpp_graph_t *g = s->g;
-    int nc = P->n_children;
+    const gpp_sp_node_t *P = &t->nodes[pnode];
+    int nc = P->n_children, off = 0;
+    for (int c = 0; c < j; c++)
+        off += t->nodes[P->children[c]].n_children;
     H->P = P, H->Bj = &t->nodes[P->children[j]], H->node = node, H->j = j, H->w_low = j;
     size_t dr = (size_t)s->node_depth[node];
-    H->w_bytes = s->hsc_bytes + dr * s->hsc_stride;
-    H->hd_bytes = H->w_bytes + nc;
-    H->w_n = s->hsc_int + dr * s->hsc_istride;
-    H->hd_n = H->w_n + nc;
-    H->lst = H->hd_n + (s->hsc_stride - (size_t)nc);
-    H->nl = 0;
-    int kj = H->Bj->n_children;
-    s_bnd_t bd;
-    s_bnd_start(s, &bd, H->Bj->first, node, 1);
-    for (int e = 0; e < kj - 1; e++) {
-        const gpp_sp_node_t *ce = &t->nodes[H->Bj->children[e]];
-        s_bnd_extend(s, &bd, ce->last);
-        H->hd_bytes[e] = bd.bytes, H->hd_n[e] = bd.n;
-        for (int pos = ce->first; pos <= ce->last; pos++) {
-            const gpp_op_t *o = &g->ops[t->op_at[pos]];
-            for (int k = 0; k < o->n_inputs; k++) {
-                int pq = t->pos_of[o->inputs[k]], dup = 0;
-                if (pq >= P->first)
-                    continue;
-                for (int x = 0; x < H->nl && !dup; x++)
-                    dup = H->lst[3 * x] == pq;
-                if (dup)
-                    continue;
-                int hmax = -1; /* last branch before j that reads pq */
-                const gpp_op_t *po = &g->ops[t->op_at[pq]];
-                for (int c = 0; c < po->n_outputs; c++) {
-                    int cp = t->pos_of[po->outputs[c]];
-                    if (cp < P->first || cp >= H->Bj->first)
+    double *db = s->hsc_bytes + dr * s->hsc_stride;
+    int *di = s->hsc_int + dr * s->hsc_istride;
+    int *owner = di + s->hsc_stride, *loff = owner + nc, *llen = loff + nc;
+    int *lists = di + s->hsc_stride + 3 * (size_t)s->hsc_maxnc, *used = &s->hsc_used[dr];
+    H->w_bytes = db, H->w_n = di;
+    H->hd_bytes = db + nc + off, H->hd_n = di + nc + off;
+    if (s->hsc_owner[dr] != pnode) { /* claim the row */
+        s->hsc_owner[dr] = pnode;
+        for (int c = 0; c < nc; c++)
+            owner[c] = -1;
+        *used = 0;
+    }
+    if (owner[j] != pnode) {
+        owner[j] = pnode;
+        loff[j] = *used;
+        int nl = 0, *lst = lists + 3 * (size_t)loff[j];
+        int kj = H->Bj->n_children;
+        s_bnd_t bd;
+        s_bnd_start(s, &bd, H->Bj->first, node, 1);
+        for (int e = 0; e < kj - 1; e++) {
+            const gpp_sp_node_t *ce = &t->nodes[H->Bj->children[e]];
+            s_bnd_extend(s, &bd, ce->last);
+            H->hd_bytes[e] = bd.bytes, H->hd_n[e] = bd.n;
+            for (int pos = ce->first; pos <= ce->last; pos++) {
+                const gpp_op_t *o = &g->ops[t->op_at[pos]];
+                for (int k = 0; k < o->n_inputs; k++) {
+                    int pq = t->pos_of[o->inputs[k]], dup = 0;
+                    if (pq >= P->first)
                         continue;
-                    for (int br = j - 1; br > hmax; br--)
-                        if (cp >= t->nodes[P->children[br]].first) {
-                            hmax = br;
-                            break;
-                        }
+                    for (int x = 0; x < nl && !dup; x++)
+                        dup = lst[3 * x] == pq;
+                    if (dup)
+                        continue;
+                    int hmax = -1; /* last branch before j that reads pq */
+                    const gpp_op_t *po = &g->ops[t->op_at[pq]];
+                    for (int c = 0; c < po->n_outputs; c++) {
+                        int cp = t->pos_of[po->outputs[c]];
+                        if (cp < P->first || cp >= H->Bj->first)
+                            continue;
+                        for (int br = j - 1; br > hmax; br--)
+                            if (cp >= t->nodes[P->children[br]].first) {
+                                hmax = br;
+                                break;
+                            }
+                    }
+                    int *L = lst + 3 * nl++;
+                    L[0] = pq, L[1] = e, L[2] = hmax;
                 }
-                int *L = H->lst + 3 * H->nl++;
-                L[0] = pq, L[1] = e, L[2] = hmax;
             }
         }
+        llen[j] = nl;
+        *used += nl;
     }
+    H->lst = lists + 3 * (size_t)loff[j];
+    H->nl = llen[j];
     s_bnd_start(s, &H->w, H->Bj->first, node, 1); /* W(j): empty */
 }
 
@@ -662,7 +708,7 @@ static int s_eval_series(s_dp_t *s, int node, int i, int ctx, const s_acc_t *acc
                     if (lbb + lbp + (rest ? rest[2 * C * NL + 1] : 0) > budget)
                         continue;
                     if (e >= 0 && !have_h) {
-                        s_head_init(s, node, P, j, &hd);
+                        s_head_init(s, node, child, j, &hd);
                         have_h = 1;
                     }
                     FOR_REST_STEPS(s, rest, m == k - 1, ctx, budget, cy, l2, rv, ctx2)
@@ -924,6 +970,8 @@ static s_dp_t *s_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_
     s->pre_stash = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
     s->pre_res = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
     s->pre_grad = gpp_xcalloc((size_t)n + 1, sizeof(double));
+    s->pre_kern = gpp_xcalloc((size_t)n + 1, sizeof(int));
+    s->step_l = s->step_r = -1;
     s->maxc = gpp_xcalloc((size_t)n, sizeof(int));
     s->node_depth = gpp_xcalloc((size_t)t->n_nodes, sizeof(int));
     int max_depth = 0;
@@ -936,21 +984,30 @@ static s_dp_t *s_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_
             max_depth = dv;
     }
     s->stamp = gpp_xcalloc((size_t)2 * (size_t)(max_depth + 1) * (size_t)n, sizeof(int));
-    /* s_head_t scratch per depth: nc + (branch children) doubles; the same
-       ints plus 3 per op for the shared-producer list */
+    /* s_head_init rows per depth: nc + the branches' children doubles; as
+       many ints plus 3 per branch, plus 3 per graph edge for the lists */
     s->hsc_stride = 1;
+    size_t n_edges = 0;
+    for (int v = 0; v < n; v++)
+        n_edges += (size_t)g->ops[v].n_inputs;
     for (int v = 0; v < t->n_nodes; v++) {
         const gpp_sp_node_t *P = &t->nodes[v];
         if (P->kind != GPP_SP_PARALLEL)
             continue;
-        for (int c = 0; c < P->n_children; c++) {
-            size_t x = (size_t)P->n_children + (size_t)t->nodes[P->children[c]].n_children;
-            if (x > s->hsc_stride)
-                s->hsc_stride = x;
-        }
+        size_t x = (size_t)P->n_children;
+        for (int c = 0; c < P->n_children; c++)
+            x += (size_t)t->nodes[P->children[c]].n_children;
+        if (x > s->hsc_stride)
+            s->hsc_stride = x;
+        if (P->n_children > s->hsc_maxnc)
+            s->hsc_maxnc = P->n_children;
     }
-    s->hsc_istride = s->hsc_stride + 3 * (size_t)n;
+    s->hsc_istride = s->hsc_stride + 3 * (size_t)s->hsc_maxnc + 3 * (n_edges + 1);
     s->hsc_bytes = gpp_xcalloc((size_t)(max_depth + 1) * s->hsc_stride, sizeof(double));
+    s->hsc_owner = gpp_xcalloc((size_t)max_depth + 1, sizeof(int));
+    s->hsc_used = gpp_xcalloc((size_t)max_depth + 1, sizeof(int));
+    for (int dv = 0; dv <= max_depth; dv++)
+        s->hsc_owner[dv] = -1;
     s->hsc_int = gpp_xcalloc((size_t)(max_depth + 1) * s->hsc_istride, sizeof(int));
     for (int pos = 0; pos < n; pos++) {
         int op = t->op_at[pos];
@@ -959,6 +1016,7 @@ static s_dp_t *s_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_
         s->pre_stash[pos + 1] = s->pre_stash[pos] + o->stash_bytes;
         s->pre_res[pos + 1] = s->pre_res[pos] + gpp_cost_op_reserved_bytes(cost, op);
         s->pre_grad[pos + 1] = s->pre_grad[pos] + gpp_cost_op_grad_bytes(cost, op, B);
+        s->pre_kern[pos + 1] = s->pre_kern[pos] + (o->params > 0);
         int mc = -1;
         for (int k = 0; k < o->n_outputs; k++)
             if (t->pos_of[o->outputs[k]] > mc)
@@ -1019,7 +1077,15 @@ static void s_dp_configure(s_dp_t *s, const s_cfg_t *cfg, int C, int generalized
                     best = r;
             }
         }
-        s->pre_rate[pos + 1] = s->pre_rate[pos] + best;
+        /* plus the op's share of a lower bound on the optimizer step, which
+           every replica runs once per iteration: gpp_cost_step_ms of a stage
+           is at least its memory term plus its launches, both additive */
+        const gpp_device_t *dev = &gpp_cost_cluster(s->cost)->device;
+        double grad = s->pre_grad[pos + 1] - s->pre_grad[pos];
+        int kern = s->pre_kern[pos + 1] - s->pre_kern[pos];
+        double step_lb =
+            kern ? 7.0 * grad / dev->mem_bw_bytes_per_s * 1e3 + kern * dev->launch_ms : 0.0;
+        s->pre_rate[pos + 1] = s->pre_rate[pos] + best + step_lb / s->B;
     }
     int depth = s->sp_depth < s->n_dev ? s->sp_depth : s->n_dev;
     int64_t top = (int64_t)depth * (generalized ? 3 * maxkb : maxkb);
@@ -1046,11 +1112,13 @@ static void s_dp_destroy(s_dp_t **sp)
     if (!s)
         return;
     free(s->pre_params), free(s->pre_stash), free(s->pre_res), free(s->pre_grad);
+    free(s->pre_kern);
     for (int m = 0; m <= s->B; m++)
         free(s->pre_ms[m]);
     free(s->pre_ms);
     free(s->ar_a), free(s->ar_b), free(s->maxc), free(s->pre_rate), free(s->stamp), free(s->base);
     free(s->node_depth), free(s->hsc_bytes), free(s->hsc_int);
+    free(s->hsc_owner), free(s->hsc_used);
     free(s->memo_gen), free(s->memo_p), free(s->zero), free(s->out);
     s_arena_free(&s->ar);
     free(s);
@@ -1152,11 +1220,11 @@ static gpp_plan_t *s_build_plan(const s_dp_t *s, const char *planner, int univer
         const gpp_stage_t *st = &p->stages[i];
         bs[i] = st->micro_batch;
         gpp_cost_stage(s->cost, st->n_ops, st->ops, st->devices, st->micro_batch, s->B, &sc);
-        c[i] = sc.fwd_ms + sc.bwd_ms + sc.comm_ms, ar[i] = sc.allreduce_ms;
+        c[i] = sc.fwd_ms + sc.bwd_ms + sc.comm_ms, ar[i] = sc.allreduce_ms + sc.step_ms;
         if (st->devices + 1 <= st->micro_batch) {
             gpp_cost_stage(s->cost, st->n_ops, st->ops, st->devices + 1, st->micro_batch, s->B,
                            &sc);
-            c1[i] = sc.fwd_ms + sc.bwd_ms + sc.comm_ms, ar1[i] = sc.allreduce_ms;
+            c1[i] = sc.fwd_ms + sc.bwd_ms + sc.comm_ms, ar1[i] = sc.allreduce_ms + sc.step_ms;
         }
     }
     for (; used < s->n_dev; used++) {
@@ -1183,7 +1251,7 @@ static gpp_plan_t *s_build_plan(const s_dp_t *s, const char *planner, int univer
         if (st->devices + 1 <= st->micro_batch) {
             gpp_cost_stage(s->cost, st->n_ops, st->ops, st->devices + 1, st->micro_batch, s->B,
                            &sc);
-            c1[best] = sc.fwd_ms + sc.bwd_ms + sc.comm_ms, ar1[best] = sc.allreduce_ms;
+            c1[best] = sc.fwd_ms + sc.bwd_ms + sc.comm_ms, ar1[best] = sc.allreduce_ms + sc.step_ms;
         }
     }
     free(c), free(ar), free(acc), free(c1), free(ar1), free(bs);
@@ -1260,7 +1328,9 @@ static double s_iter_estimate(const gpp_plan_t *p)
 
 typedef struct {
     gpp_plan_t *best;
-    double best_iter;     /* the best plan's key: estimate, or TPS with min_tps */
+    double best_iter;  /* the best plan's key: estimate, or TPS with min_tps */
+    gpp_plan_t **cand; /* with simulate: every plan offered (owned) */
+    int n_cand;
     double last_iter;     /* best estimate of the latest s_search */
     int any_feasible_mem; /* some config set was feasible at t = inf */
     long long evals, runs;
@@ -1327,7 +1397,9 @@ static int s_bsearch(s_dp_t *s, double eps, double lo, double hi, int max_level,
     return 1;
 }
 
-/* Builds the plan in s->out and keeps it when its estimate is the best. */
+/* Builds the plan in s->out. The estimate (or TPS with min_tps) steers the
+ * search (res->best_iter: the least one seen) and picks res->best; with
+ * s->simulate every plan is also kept in res->cand for s_pick_simulated. */
 static int s_offer_plan(s_dp_t *s, const char *planner, int universal_b, s_result_t *res,
                         gpp_err_t *err)
 {
@@ -1344,14 +1416,69 @@ static int s_offer_plan(s_dp_t *s, const char *planner, int universal_b, s_resul
     double key = s->min_tps ? p->bottleneck_tps_ms : it;
     if (key < res->last_iter)
         res->last_iter = key;
+    int keep = s->simulate && !s->min_tps;
+    if (keep) {
+        res->cand = gpp_xrealloc(res->cand, (size_t)(res->n_cand + 1) * sizeof *res->cand);
+        res->cand[res->n_cand++] = p;
+    }
     if (!res->best || key < res->best_iter) {
-        gpp_plan_destroy(&res->best);
+        if (!keep)
+            gpp_plan_destroy(&res->best);
         res->best = p;
         res->best_iter = key;
-    } else {
+    } else if (!keep) {
         gpp_plan_destroy(&p);
     }
     return 0;
+}
+
+/* Of the kept candidates whose estimate is within SIM_WINDOW of the best
+ * estimate, the one with the least simulated iteration time (schedule,
+ * lower, one simulated iteration: what gpp-plan reports) becomes res->best;
+ * the others are freed. The estimate misses what the simulator sees (the
+ * all-reduce and optimizer step after the drain, transfers queued on
+ * links, stages faster than the bottleneck on the critical path); on the
+ * zoo models the candidate the simulator prefers was within 3% of the best
+ * estimate, and every simulation costs search time, hence 5%. */
+#define SIM_WINDOW 0.05
+static void s_pick_simulated(const s_dp_t *s, s_result_t *res)
+{
+    double best_ms = INFINITY;
+    gpp_plan_t *best = res->best;
+    for (int i = 0; i < res->n_cand; i++) {
+        gpp_plan_t *p = res->cand[i];
+        if (!(p->iteration_ms <= res->best_iter * (1 + SIM_WINDOW)))
+            continue;
+        int dup = 0; /* the refining pass often finds the same plan again */
+        for (int j = 0; j < i && !dup; j++) {
+            const gpp_plan_t *q = res->cand[j];
+            dup = q && q->micro_batch == p->micro_batch && q->n_stages == p->n_stages &&
+                  q->depth == p->depth && q->bottleneck_tps_ms == p->bottleneck_tps_ms &&
+                  q->iteration_ms == p->iteration_ms;
+        }
+        if (dup)
+            continue;
+        gpp_err_t e = {{0}};
+        double ms = INFINITY;
+        /* schedule and lower only: the caller validates the plan it keeps */
+        if (gpp_sched_compute(p, &e) == 0 && gpp_sched_lower(p, s->g, &e) == 0) {
+            gpp_sim_t *sim = gpp_sim_new(p, s->g, s->cost);
+            if (gpp_sim_run(sim, &e) == 0)
+                ms = gpp_sim_iteration_ms(sim);
+            gpp_sim_destroy(&sim);
+        }
+        gpp_debug("partitioner: candidate %d (b=%d, depth %d): estimate %.3f ms, simulated %.3f ms",
+                  i, p->micro_batch, p->depth, p->iteration_ms, ms);
+        if (ms < best_ms)
+            best_ms = ms, best = p;
+    }
+    for (int i = 0; i < res->n_cand; i++)
+        if (res->cand[i] != best)
+            gpp_plan_destroy(&res->cand[i]);
+    free(res->cand);
+    res->cand = NULL;
+    res->n_cand = 0;
+    res->best = best;
 }
 
 /* Upper bound on any stage's TPS (every op on one stage at the worst
@@ -1370,6 +1497,7 @@ static double s_tps_cap(const s_dp_t *s)
     for (int d = 1; d <= s->n_dev; d++)
         if (s->ar_a[d] * s->pre_grad[n] + s->ar_b[d] > ar)
             ar = s->ar_a[d] * s->pre_grad[n] + s->ar_b[d];
+    ar += gpp_cost_step_ms(s->cost, s->pre_grad[n], s->pre_kern[n]);
     return (worst + 2.0 * bytes * s->p2p_ms_per_byte + 2.0 * n * s->p2p_alpha_ms + ar / s->B) *
            1.01;
 }
@@ -1385,7 +1513,10 @@ static int s_search(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, in
     double cap = s_tps_cap(s);
     double lb = INFINITY;
     for (int c = 0; c < s->C; c++) {
-        double w = s->pre_rate[s->t->n_ops] / s->n_dev;
+        int n = s->t->n_ops;
+        double w =
+            (s->pre_rate[n] + gpp_cost_step_ms(s->cost, s->pre_grad[n], s->pre_kern[n]) / s->B) /
+            s->n_dev;
         if (w < lb)
             lb = w;
     }
@@ -1434,6 +1565,7 @@ void gpp_part_opts_default(gpp_part_opts_t *o, int batch)
     o->batch = batch;
     o->max_k = 4;
     o->eps = 1e-3;
+    o->simulate = 1;
 }
 
 /* Candidate micro-batch sizes: divisors of B (at most cap). */
@@ -1521,6 +1653,7 @@ static int s_all(s_dp_t *s, const gpp_part_opts_t *o, const char *planner, s_res
     int divs[MAX_CFG];
     int nd = s_divisors(B, cap, divs, MAX_CFG);
     s->min_tps = o->min_tps;
+    s->simulate = o->simulate;
     if (!(o->min_tps && (o->per_stage_mbs || o->kfkb)) &&
         s_universal(s, o, planner, divs, nd, res, err))
         return -1;
@@ -1592,6 +1725,7 @@ gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp
         int64_t lo = M > 0 ? M : 0, hi = M > 0 ? M : ((int64_t)1 << 20);
         s_result_t probe = {0};
         gpp_part_opts_t q = *o;
+        q.simulate = 0; /* feasibility only */
         do {
             hi *= 2;
             s->M = hi;
@@ -1624,11 +1758,18 @@ gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp
                     (long long)(hi >> 20));
         goto done;
     }
+    if (res.n_cand)
+        s_pick_simulated(s, &res);
     p = res.best;
     p->search_ms = gpp_now_ms() - t0;
     gpp_debug("partitioner %s: %lld DP runs, %lld stage evaluations, %.2f ms", planner, res.runs,
               s->n_eval, p->search_ms);
 done:
+    for (int i = 0; i < res.n_cand; i++) /* an error left candidates (res.best among them) */
+        gpp_plan_destroy(&res.cand[i]);
+    free(res.cand);
+    if (!res.n_cand && res.best != p)
+        gpp_plan_destroy(&res.best);
     s_dp_destroy(&s);
     gpp_sp_destroy(&t);
     return p;

@@ -49,6 +49,10 @@ typedef struct {
                           configs (Algorithm 1 as is) instead of the least
                           estimated iteration time; with per_stage_mbs/kfkb the
                           universal 1F1B plans are then not candidates */
+    int simulate;      /* 1 (default): of the candidate plans the search yields
+                          (per micro-batch size, per depth), keep the one with
+                          the least simulated iteration time (gpp_sched +
+                          gpp_sim); 0: the least estimate */
 } gpp_part_opts_t;
 
 void gpp_part_opts_default(gpp_part_opts_t *o, int batch);

@@ -166,7 +166,11 @@ static void t_profile_graph(void)
     GPP_EXPECT_NEAR(
         sc.comm_ms,
         2.0 * 3 * l->alpha_ms + 2.0 * 2 * (4096 + 4096 + 2048) / l->bw_bytes_per_s * 1e3, 1e-12);
-    GPP_EXPECT_NEAR(sc.tps_ms, (sc.fwd_ms + sc.bwd_ms + sc.comm_ms) / 2, 1e-12);
+    /* AdamW step: 28 bytes and 12 FLOPs per gradient element, one kernel per op */
+    GPP_EXPECT_NEAR(sc.step_ms,
+                    gpp_roofline_ms(&c.device, 12.0 * 2 * (4194304 / 4), 7.0 * 2 * 4194304, 2),
+                    1e-12);
+    GPP_EXPECT_NEAR(sc.tps_ms, (sc.fwd_ms + sc.bwd_ms + sc.comm_ms) / 2 + sc.step_ms / 8, 1e-12);
     gpp_cost_stage(cost, 2, ops, 2, 2, 8, &sc);
     GPP_EXPECT_NEAR(sc.allreduce_ms, gpp_allreduce_ms(&c.intra, 2, 2.0 * 4194304), 1e-12);
     GPP_EXPECT(gpp_cost_act_bytes(1000, 6, 2, 2) == 1000 * 3 * 1);
