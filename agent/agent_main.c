@@ -26,6 +26,7 @@
 
 #include <czmq.h>
 
+#include "kernels/gpp_backend.h"
 #include "agent/control/gpp_control.h"
 #include "agent/control/gpp_sigfd.h"
 #include "common/gpp_time.h"
@@ -364,6 +365,7 @@ static int s_on_signal(zloop_t *loop, zmq_pollitem_t *item, void *arg)
 
 int main(int argc, char **argv)
 {
+    gpp_cpu_blas_reexec(argv); /* before OpenBLAS's choice matters */
     s_agent_t self;
     memset(&self, 0, sizeof self);
     if (s_parse(argc, argv, &self.o) < 0)

@@ -272,6 +272,7 @@ static int s_iteration(gpp_exec_t *ex, const opts_t *o, int64_t t, double *loss,
 
 int main(int argc, char **argv)
 {
+    gpp_cpu_blas_reexec(argv); /* before OpenBLAS's choice matters */
     opts_t o = {0};
     if (s_parse(argc, argv, &o) < 0)
         return 2;

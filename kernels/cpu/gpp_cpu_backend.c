@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/cpu/gpp_cpu.h"
 
@@ -17,25 +18,45 @@
 /* OpenBLAS picks its kernels from the CPU model when it loads. A CPU model
  * it does not know (common in VMs: "Intel Xeon Processor") makes it fall
  * back to SSE3 "Prescott" kernels, 4-5x slower on an AVX-512 machine. The
- * choice cannot be changed once loaded, so tell the user how to fix it. */
-static void s_check_openblas_core(void)
+ * choice cannot be changed once loaded: OPENBLAS_CORETYPE must be set before
+ * the process starts (gpp_cpu_blas_reexec). */
+const char *gpp_cpu_blas_better_coretype(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    static int checked;
-    if (checked++)
-        return;
     static const char *legacy[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom"};
     const char *core = openblas_get_corename();
     if (!core || !__builtin_cpu_supports("avx2"))
-        return;
+        return NULL;
     for (size_t i = 0; i < sizeof legacy / sizeof legacy[0]; i++)
         if (!strcmp(core, legacy[i]))
-            gpp_warn("cpu backend: OpenBLAS chose its %s kernels on a CPU with AVX2%s; "
-                     "matrix products run several times slower than they could; set "
-                     "OPENBLAS_CORETYPE=%s in the environment",
-                     core, __builtin_cpu_supports("avx512f") ? " and AVX-512" : "",
-                     __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
+            return __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
 #endif
+    return NULL;
+}
+
+void gpp_cpu_blas_reexec(char **argv)
+{
+    const char *better = gpp_cpu_blas_better_coretype();
+    if (!better || getenv("OPENBLAS_CORETYPE"))
+        return; /* right kernels, or the user chose; never loop */
+    if (setenv("OPENBLAS_CORETYPE", better, 0) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE"); /* exec failed: go on with the slow kernels */
+}
+
+static void s_check_openblas_core(void)
+{
+    static int checked;
+    if (checked++)
+        return;
+    const char *better = gpp_cpu_blas_better_coretype();
+    if (better)
+        gpp_warn("cpu backend: OpenBLAS chose its %s kernels on a CPU with %s support; "
+                 "matrix products run several times slower than they could; set "
+                 "OPENBLAS_CORETYPE=%s in the environment",
+                 openblas_get_corename(), strcmp(better, "SkylakeX") ? "AVX2" : "AVX-512",
+                 better);
 }
 
 static int s_init(gpp_backend_t *be, gpp_err_t *err)
