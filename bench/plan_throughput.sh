@@ -6,7 +6,10 @@
 #   2. CANDLE-Uno with 2..16 feature branches at 16 GPUs, batch 16384 (the
 #      appendix's CANDLE-Uno batch for 16 devices);
 #   3. sequential Transformer (one MMT branch) at 4-32 GPUs, MMT's batches.
-# Prints markdown tables (the ones in BENCHMARKS.md).
+# Prints markdown tables (the ones in BENCHMARKS.md). The last column is an
+# estimate, not a simulation: the SPP plan run as a strictly sequential
+# pipeline (the paper's PipeDream baseline: depth = stages), TPS * (B +
+# (stages - 1) * b), over the GPP plan's TPS * (B + (depth - 1) * b).
 #
 #   bench/plan_throughput.sh [BUILD_DIR]     (default: build)
 set -euo pipefail
@@ -19,7 +22,7 @@ fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-# run SPEC DEVICES BATCH PLANNER -> "iter_ms samples_per_s depth mbs stages used"
+# run SPEC DEVICES BATCH PLANNER -> "iter_ms samples_per_s depth mbs stages used est_dag est_seq"
 run() {
     local out="$TMP/p.json"
     "$BIN" --model "$1" --devices "$2" --device v100-16g --gpus-per-node 4 --batch "$3" \
@@ -28,23 +31,26 @@ run() {
 import json, sys
 p = json.load(open(sys.argv[1]))
 used = sum(s["devices"] for s in p["stages"])
-print("%.1f %.0f %d %d %d %d" % (p["iteration_ms"], p["throughput"], p["depth"],
-                                 p["micro_batch"], len(p["stages"]), used))
+B, b, t, S = p["batch"], p["micro_batch"], p["bottleneck_tps_ms"], len(p["stages"])
+print("%.1f %.0f %d %d %d %d %.3f %.3f" % (p["iteration_ms"], p["throughput"], p["depth"], b, S,
+                                           used, t * (B + (p["depth"] - 1) * b),
+                                           t * (B + (S - 1) * b)))
 EOF
 }
 
 # row LABEL SPEC DEVICES BATCH: one table row, GPP and SPP side by side
 row() {
     local g s
-    read -r gi gt gd gb gs gu <<<"$(run "$2" "$3" "$4" gpp)"
-    read -r si st sd sb ss su <<<"$(run "$2" "$3" "$4" spp)"
-    local ratio
+    read -r gi gt gd gb gs gu ge _ <<<"$(run "$2" "$3" "$4" gpp)"
+    read -r si st sd sb ss su _ sq <<<"$(run "$2" "$3" "$4" spp)"
+    local ratio seq
     ratio=$(python3 -c "print('%.2f' % ($gt / $st))")
-    echo "| $1 | $3 | $4 | $gi | $gt | $gd | $gb | $gs | $gu | $si | $st | $sd | $sb | $ss | $su | ${ratio}x |"
+    seq=$(python3 -c "print('%.2f' % ($sq / $ge))")
+    echo "| $1 | $3 | $4 | $gi | $gt | $gd | $gb | $gs | $gu | $si | $st | $sd | $sb | $ss | $su | **${ratio}x** | ${seq}x |"
 }
 
-HDR="| model | GPUs | batch | GPP sim ms | GPP samples/s | depth | mbs | stages | GPUs used | SPP sim ms | SPP samples/s | depth | mbs | stages | GPUs used | GPP/SPP |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+HDR="| model | GPUs | batch | GPP sim ms | GPP samples/s | depth | mbs | stages | GPUs used | SPP sim ms | SPP samples/s | depth | mbs | stages | GPUs used | GPP/SPP simulated | GPP/SPP-sequential estimate |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
 echo "### Multi-branch models, 4-32 GPUs"
 echo

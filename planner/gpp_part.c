@@ -321,7 +321,8 @@ static inline int s_lbdev(const s_dp_t *s, int l, int r)
     double x = (s->pre_rate[r + 1] - s->pre_rate[l]) * s->inv_t;
     if (x > s->n_dev)
         return s->n_dev + 1;
-    int d = (int)ceil(x);
+    int d = (int)x; /* ceil for 0 <= x <= n_dev, without the libm call */
+    d += d < x;
     return d > 1 ? d : 1;
 }
 
