@@ -1256,12 +1256,24 @@ static gpp_plan_t *s_build_plan(const s_dp_t *s, const char *planner, int univer
         }
     }
     free(c), free(ar), free(acc), free(c1), free(ar1), free(bs);
-    /* the cost model assumes node-aligned groups: take extra replicas back,
-       latest first, until the stages pack that way (or none is left) */
+    /* the cost model assumes node-aligned groups: when the DP's stages pack
+       that way, take extra replicas back, latest first, until they still do */
+    int gpn = gpp_cost_cluster(s->cost)->gpus_per_node, aligned0 = 1;
+    if (n_added > 0) { /* would the DP's own assignment pack? */
+        for (int i = 0; i < n_added; i++)
+            p->stages[added[i]].devices--;
+        for (int i = 0, dev = 0; i < S; dev += p->stages[i++].devices)
+            p->stages[i].first_device = dev;
+        aligned0 = gpp_plan_place(p, gpn);
+        for (int i = 0; i < n_added; i++)
+            p->stages[added[i]].devices++;
+    }
+    if (!aligned0)
+        n_added = 0; /* nothing to preserve */
     for (;;) {
         for (int i = 0, dev = 0; i < S; dev += p->stages[i++].devices)
             p->stages[i].first_device = dev; /* consecutive, as gpp_plan_link places */
-        if (gpp_plan_place(p, gpp_cost_cluster(s->cost)->gpus_per_node) || n_added == 0)
+        if (gpp_plan_place(p, gpn) || n_added == 0)
             break;
         p->stages[added[--n_added]].devices--;
     }
