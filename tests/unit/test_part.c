@@ -912,6 +912,63 @@ static void t_edge_cases(void)
     }
 }
 
+/* CANDLE-Uno, 8 GPUs, b = 512: the concat feeds a layer worth almost two
+ * branches, so the best plan cuts through a branch at the join (the join
+ * split); its estimate beats SPP's chain. */
+static void t_join_split_candle(void)
+{
+    gpp_graph_t *g1, *g2;
+    gpp_cost_t *c1, *c2;
+    gpp_plan_t *a = s_plan_zoo("candle_uno", 8, 8192, 512, 0, &g1, &c1);
+    gpp_plan_t *b = s_plan_zoo("candle_uno", 8, 8192, 512, 1, &g2, &c2);
+    if (a && b) {
+        int split = 0; /* a feature branch whose ops lie in two stages */
+        for (int br = 0; br < 7 && !split; br++) {
+            char pre[16];
+            snprintf(pre, sizeof pre, "feat%d.", br);
+            int first = -1;
+            for (int v = 0; v < g1->n_ops; v++)
+                if (!strncmp(g1->ops[v].name, pre, strlen(pre))) {
+                    int st = a->stage_of_op[v];
+                    if (first < 0)
+                        first = st;
+                    split |= st != first;
+                }
+        }
+        printf("  candle_uno 8 dev b=512: gpp %d stages depth %d est %.2f ms (branch split: %s); "
+               "spp %d stages depth %d est %.2f ms\n",
+               a->n_stages, a->depth, a->iteration_ms, split ? "yes" : "no", b->n_stages, b->depth,
+               b->iteration_ms);
+        GPP_EXPECT(split);
+        GPP_EXPECT(a->iteration_ms <= b->iteration_ms * (1 + 1e-9));
+    }
+    gpp_plan_destroy(&a), gpp_plan_destroy(&b);
+    gpp_cost_destroy(&c1), gpp_cost_destroy(&c2);
+    gpp_graph_destroy(&g1), gpp_graph_destroy(&g2);
+}
+
+/* DLRM on 16 and 32 GPUs: the spare devices the DP leaves go where an extra
+ * replica lowers the refined estimate; every GPU ends up used. */
+static void t_leftover_devices(void)
+{
+    int devs[] = {16, 32}, batch[] = {1024, 2048};
+    for (int i = 0; i < 2; i++) {
+        gpp_graph_t *g;
+        gpp_cost_t *c;
+        gpp_plan_t *p = s_plan_zoo("dlrm", devs[i], batch[i], 0, 0, &g, &c);
+        if (p) {
+            int used = 0;
+            for (int s = 0; s < p->n_stages; s++)
+                used += p->stages[s].devices;
+            printf("  dlrm %d dev: %d stages, %d devices used\n", devs[i], p->n_stages, used);
+            GPP_EXPECT(used == devs[i]);
+        }
+        gpp_plan_destroy(&p);
+        gpp_cost_destroy(&c);
+        gpp_graph_destroy(&g);
+    }
+}
+
 static const gpp_test_case_t cases[] = {
     {"edge_cases", t_edge_cases},
     {"compute_inflight_rows", t_compute_inflight_rows},
@@ -921,6 +978,8 @@ static const gpp_test_case_t cases[] = {
     {"generalized_plans", t_generalized_plans},
     {"memory_infeasible", t_memory_infeasible},
     {"gpp_vs_spp_mmt", t_gpp_not_worse_than_spp_mmt},
+    {"join_split_candle", t_join_split_candle},
+    {"leftover_devices", t_leftover_devices},
     {NULL, NULL},
 };
 
