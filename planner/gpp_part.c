@@ -11,7 +11,10 @@
  *   series suffix i (children i..k-1): the first block is children i..m as
  *     one stage, or child i decomposed, or (child i parallel) its branches
  *     j..end joined with children i+1..m in one stage after the decomposed
- *     branches 0..j-1; then suffix m+1, whose result is the block's context;
+ *     branches 0..j-1, or the same with only the tail of branch j in that
+ *     stage and its head in one stage with whole branches h..j-1, after the
+ *     decomposed branches 0..h-1; then suffix m+1, whose result is the
+ *     block's context;
  *   parallel prefix e (branches 0..e): the last block is branches b..e as one
  *     stage or branch e decomposed, plus prefix b-1 under the same context
  *     (devices add, levels take the max).

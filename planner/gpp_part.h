@@ -4,13 +4,16 @@
  * Binary search on the bottleneck time per sample (TPS); for a target t a
  * memoised DP over the SP tree (gpp_sp) decides whether the graph can be cut
  * into stages — a contiguous range of a series node's children, a contiguous
- * range of a parallel node's branches, or any node — each with its own
+ * range of a parallel node's branches, any node, or on the join side of a
+ * parallel node its last branches (the first of them whole or only its
+ * tail) with the series children after it — each with its own
  * data-parallel degree, TPS <= t and memory within the bound given the
  * samples in flight the schedule implies. The DP value of a sub-graph, for
  * the successor's in-flight count and schedule, is the least number of
- * devices that reaches each in-flight count at its source stages. Plans may
- * leave devices idle ("at most n_devices"); leftovers are then given to the
- * slowest stages where that lowers their TPS.
+ * devices that reaches each in-flight count at its source stages. The DP
+ * may leave devices idle ("at most n_devices"); spare devices then go, one
+ * at a time, to the stage where one more replica lowers the refined
+ * iteration estimate (docs/planner.md), while one does.
  *
  * In-flight samples (always capped at the mini-batch: a stage never holds
  * more than all its micro-batches): default (universal micro-batch b, 1F1B)
@@ -18,11 +21,13 @@
  * per-stage micro-batch sizes or kFkB, the appendix ComputeInFlight table
  * (gpp_part_inflight), maximised over successors; a sink has k*b.
  *
- * The universal micro-batch is swept over the divisors of B; the plan with
- * the least estimated iteration time TPS * (B + (depth - 1) * b) wins (for
+ * The universal micro-batch is swept over the divisors of B; plans are
+ * ranked by the estimated iteration time TPS * (B + (depth - 1) * b) (for
  * each b the least-TPS plan, then shallower ones while the estimate
  * improves). With per-stage micro-batches or kFkB those plans compete with
- * the universal ones by the same estimate. A fixed micro-batch (or min_tps)
+ * the universal ones by the same estimate. With opts.simulate (default) the
+ * candidates within 5% of the best estimate are simulated (gpp_sched,
+ * gpp_sim) and the fastest is returned. A fixed micro-batch (or min_tps)
  * gives Algorithm 1 as is: the least bottleneck TPS.
  * SPP runs the same DP on gpp_sp_linear (a chain). */
 #ifndef GPP_PART_H
