@@ -1157,9 +1157,10 @@ static double s_out_tps(const s_dp_t *s)
 
 /* Refined iteration estimate of stages with per-micro-batch time c[i]
  * (fwd + bwd + comm of one micro-batch on one replica), micro-batch b[i] and
- * all-reduce ar[i], over the linked stage DAG p: the steady state repeats the
- * slowest stage (B/b - 1 more micro-batches), the first micro-batch crosses
- * the longest path of c, and the slowest all-reduce ends the iteration. Unlike
+ * per-iteration sync ar[i] (all-reduce + optimizer step), over the linked
+ * stage DAG p: the steady state repeats the slowest stage (B/b - 1 more
+ * micro-batches), the first micro-batch crosses the longest path of c, and
+ * the slowest sync ends the iteration (all in ms). Unlike
  * TPS * (B + (depth - 1) b) it sees a faster non-bottleneck stage on the
  * critical path (what an extra replica buys there). acc: scratch [S]. */
 static double s_refined_estimate(const gpp_plan_t *p, const double *c, const int *b,
