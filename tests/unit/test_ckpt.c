@@ -13,45 +13,15 @@
 #include "agent/exec/gpp_ckpt.h"
 #include "agent/exec/gpp_data.h"
 #include "agent/exec/gpp_exec.h"
+#include "tests/unit/gpp_fixtures.h"
 #include "tests/unit/gpp_test.h"
 
 #define DLRM                                                                                       \
     "dlrm:dense_branches=1,sparse_branches=2,dense_in=8,hidden=16,dense_layers=1,rows=50,dim=4,"   \
     "bag=3,top_layers=1"
 
-typedef struct {
-    gpp_graph_t *g;
-    gpp_backend_t *be;
-    gpp_data_t *data;
-    int *all;
-} fix_t;
-
-static int s_fix(fix_t *f, const char *spec)
-{
-    gpp_err_t err = {0};
-    memset(f, 0, sizeof *f);
-    f->g = gpp_zoo_build(spec, &err);
-    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = 1};
-    f->be = gpp_backend_new(&bc, &err);
-    GPP_EXPECT_MSG(f->g && f->be, "%s", err.msg);
-    if (!f->g || !f->be)
-        return -1;
-    f->data = gpp_data_new(f->g, 3);
-    f->all = calloc((size_t)f->g->n_ops, sizeof(int));
-    for (int i = 0; i < f->g->n_ops; i++)
-        f->all[i] = i;
-    return 0;
-}
-
-static void s_unfix(fix_t *f)
-{
-    gpp_data_destroy(&f->data);
-    gpp_backend_destroy(&f->be);
-    gpp_graph_destroy(&f->g);
-    free(f->all);
-}
-
-static gpp_exec_t *s_exec(fix_t *f, int n, const int *ops, gpp_optim_kind_t kind, uint64_t seed)
+static gpp_exec_t *s_exec(gpp_fixture_exec_t *f, int n, const int *ops, gpp_optim_kind_t kind,
+                          uint64_t seed)
 {
     gpp_err_t err = {0};
     gpp_exec_cfg_t c = {.seed = seed, .batch = 8};
@@ -103,47 +73,15 @@ static double s_diff(gpp_exec_t *a, gpp_exec_t *b, int state)
     return d;
 }
 
-static char *s_tmp(void)
-{
-    char *p = strdup("/tmp/gpp_test_ckpt_XXXXXX");
-    int fd = mkstemp(p);
-    GPP_EXPECT(fd >= 0);
-    close(fd);
-    return p;
-}
-
-static unsigned char *s_slurp(const char *path, long *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = ftell(f);
-    rewind(f);
-    unsigned char *b = malloc((size_t)*len + 1);
-    if (fread(b, 1, (size_t)*len, f) != (size_t)*len)
-        *len = -1;
-    fclose(f);
-    return b;
-}
-
-static void s_spit(const char *path, const unsigned char *b, long len)
-{
-    FILE *f = fopen(path, "wb");
-    GPP_EXPECT(f && fwrite(b, 1, (size_t)len, f) == (size_t)len);
-    if (f)
-        fclose(f);
-}
-
 static void t_resume_is_exact(void)
 {
     const gpp_optim_kind_t kinds[] = {GPP_OPTIM_ADAMW, GPP_OPTIM_SGD};
     for (int k = 0; k < 2; k++) {
-        fix_t f;
-        if (s_fix(&f, DLRM) < 0)
+        gpp_fixture_exec_t f;
+        if (gpp_fixture_exec_open(&f, DLRM, 3) < 0)
             return;
         gpp_err_t err = {0};
-        char *path = s_tmp();
+        char *path = gpp_fixture_tmpfile("ckpt");
         gpp_exec_t *a = s_exec(&f, f.g->n_ops, f.all, kinds[k], 1);
         gpp_exec_t *b = s_exec(&f, f.g->n_ops, f.all, kinds[k], 2); /* other initial weights */
         if (a && b) {
@@ -164,17 +102,17 @@ static void t_resume_is_exact(void)
         gpp_exec_destroy(&b);
         unlink(path);
         free(path);
-        s_unfix(&f);
+        gpp_fixture_exec_close(&f);
     }
 }
 
 static void t_stage_loads_from_whole_model(void)
 {
-    fix_t f;
-    if (s_fix(&f, DLRM) < 0)
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, DLRM, 3) < 0)
         return;
     gpp_err_t err = {0};
-    char *path = s_tmp();
+    char *path = gpp_fixture_tmpfile("ckpt");
     gpp_exec_t *a = s_exec(&f, f.g->n_ops, f.all, GPP_OPTIM_ADAMW, 1);
     int ops[4] = {0, 1}; /* dense0.input, dense0.fc0 */
     gpp_exec_t *st = s_exec(&f, 2, ops, GPP_OPTIM_ADAMW, 5);
@@ -188,7 +126,7 @@ static void t_stage_loads_from_whole_model(void)
     gpp_exec_destroy(&st);
     unlink(path);
     free(path);
-    s_unfix(&f);
+    gpp_fixture_exec_close(&f);
 }
 
 static void s_expect_load_fails(gpp_exec_t *ex, gpp_exec_t *snapshot, const char *path,
@@ -205,11 +143,12 @@ static void s_expect_load_fails(gpp_exec_t *ex, gpp_exec_t *snapshot, const char
 
 static void t_bad_checkpoints_rejected(void)
 {
-    fix_t f, o;
-    if (s_fix(&f, DLRM) < 0 || s_fix(&o, "candle_uno:branches=1,layers=1,hidden=8,in=4") < 0)
+    gpp_fixture_exec_t f, o;
+    if (gpp_fixture_exec_open(&f, DLRM, 3) < 0 ||
+        gpp_fixture_exec_open(&o, "candle_uno:branches=1,layers=1,hidden=8,in=4", 3) < 0)
         return;
     gpp_err_t err = {0};
-    char *path = s_tmp(), *bad = s_tmp();
+    char *path = gpp_fixture_tmpfile("ckpt"), *bad = gpp_fixture_tmpfile("ckpt");
     gpp_exec_t *a = s_exec(&f, f.g->n_ops, f.all, GPP_OPTIM_ADAMW, 1);
     gpp_exec_t *b = s_exec(&f, f.g->n_ops, f.all, GPP_OPTIM_ADAMW, 2);
     gpp_exec_t *b_copy = s_exec(&f, f.g->n_ops, f.all, GPP_OPTIM_ADAMW, 2);
@@ -221,23 +160,23 @@ static void t_bad_checkpoints_rejected(void)
     s_train(a, 1);
     GPP_EXPECT(gpp_ckpt_save(a, path, &err) == 0);
     long len = 0;
-    unsigned char *orig = s_slurp(path, &len), *c = malloc(len > 0 ? (size_t)len : 1);
+    unsigned char *orig = gpp_fixture_slurp(path, &len), *c = malloc(len > 0 ? (size_t)len : 1);
 
     for (long at = 8; at < len; at += len / 7) { /* a flipped byte anywhere */
         memcpy(c, orig, (size_t)len);
         c[at] ^= 0x40;
-        s_spit(bad, c, len);
+        gpp_fixture_spit(bad, c, len);
         s_expect_load_fails(b, b_copy, bad, at < 12 ? "version" : "checksum");
     }
-    s_spit(bad, orig, len - 1);
+    gpp_fixture_spit(bad, orig, len - 1);
     s_expect_load_fails(b, b_copy, bad, "checksum");
-    s_spit(bad, orig, len / 2);
+    gpp_fixture_spit(bad, orig, len / 2);
     s_expect_load_fails(b, b_copy, bad, "checksum");
-    s_spit(bad, orig, 5);
+    gpp_fixture_spit(bad, orig, 5);
     s_expect_load_fails(b, b_copy, bad, "bad magic");
     memcpy(c, orig, (size_t)len);
     c[1] = 'X';
-    s_spit(bad, c, len);
+    gpp_fixture_spit(bad, c, len);
     s_expect_load_fails(b, b_copy, bad, "bad magic");
     s_expect_load_fails(b, b_copy, "/nonexistent/ckpt", "cannot open");
     s_expect_load_fails(foreign, foreign_copy, path, "is for model");
@@ -251,7 +190,7 @@ static void t_bad_checkpoints_rejected(void)
     printf("    failed save: %s\n", err.msg);
     GPP_EXPECT(strstr(err.msg, "untouched") != NULL);
     long len2 = 0;
-    unsigned char *after = s_slurp(path, &len2);
+    unsigned char *after = gpp_fixture_slurp(path, &len2);
     GPP_EXPECT(after && len2 == len && memcmp(after, orig, (size_t)len) == 0);
     char tmp[512];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
@@ -272,8 +211,8 @@ done:
     unlink(bad);
     free(path);
     free(bad);
-    s_unfix(&f);
-    s_unfix(&o);
+    gpp_fixture_exec_close(&f);
+    gpp_fixture_exec_close(&o);
 }
 
 static const gpp_test_case_t cases[] = {

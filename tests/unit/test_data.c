@@ -11,6 +11,7 @@
 #include "agent/exec/gpp_data.h"
 #include "agent/exec/gpp_hash.h"
 #include "planner/gpp_graph.h"
+#include "tests/unit/gpp_fixtures.h"
 #include "tests/unit/gpp_test.h"
 
 #define DLRM                                                                                       \
@@ -32,15 +33,6 @@ static int s_op(const gpp_graph_t *g, const char *name)
         if (strcmp(g->ops[i].name, name) == 0)
             return i;
     return -1;
-}
-
-static char *s_tmp(void)
-{
-    char *p = strdup("/tmp/gpp_test_data_XXXXXX");
-    int fd = mkstemp(p);
-    GPP_EXPECT(fd >= 0);
-    close(fd);
-    return p;
 }
 
 static void t_synthetic_is_deterministic(void)
@@ -123,7 +115,7 @@ static void t_file_round_trip(void)
     if (!g)
         return;
     gpp_err_t err = {0};
-    char *path = s_tmp();
+    char *path = gpp_fixture_tmpfile("data");
     gpp_data_t *syn = gpp_data_new(g, 9);
     GPP_EXPECT_MSG(gpp_data_write_file(syn, path, 20, &err) == 0, "%s", err.msg);
     gpp_data_t *f = gpp_data_open(g, path, &err);
@@ -156,30 +148,6 @@ static void t_file_round_trip(void)
     gpp_graph_destroy(&g);
 }
 
-/* Reads the whole file into memory. */
-static unsigned char *s_slurp(const char *path, long *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = ftell(f);
-    rewind(f);
-    unsigned char *b = malloc((size_t)*len + 1);
-    if (fread(b, 1, (size_t)*len, f) != (size_t)*len)
-        *len = -1;
-    fclose(f);
-    return b;
-}
-
-static void s_spit(const char *path, const unsigned char *b, long len)
-{
-    FILE *f = fopen(path, "wb");
-    GPP_EXPECT(f && fwrite(b, 1, (size_t)len, f) == (size_t)len);
-    if (f)
-        fclose(f);
-}
-
 static void s_expect_open_fails(const gpp_graph_t *g, const char *path, const char *words)
 {
     gpp_err_t err = {0};
@@ -204,37 +172,37 @@ static void t_bad_files_rejected(void)
     if (!g || !other)
         return;
     gpp_err_t err = {0};
-    char *path = s_tmp(), *bad = s_tmp();
+    char *path = gpp_fixture_tmpfile("data"), *bad = gpp_fixture_tmpfile("data");
     gpp_data_t *syn = gpp_data_new(g, 9);
     GPP_EXPECT(gpp_data_write_file(syn, path, 10, &err) == 0);
     long len = 0;
-    unsigned char *orig = s_slurp(path, &len), *b = malloc(len > 0 ? (size_t)len : 1);
+    unsigned char *orig = gpp_fixture_slurp(path, &len), *b = malloc(len > 0 ? (size_t)len : 1);
     GPP_EXPECT(orig && len > 100);
 
     memcpy(b, orig, (size_t)len);
     b[0] = 'X';
-    s_spit(bad, b, len);
+    gpp_fixture_spit(bad, b, len);
     s_expect_open_fails(g, bad, "bad magic");
 
     memcpy(b, orig, (size_t)len);
     b[8] = 2; /* version */
-    s_spit(bad, b, len);
+    gpp_fixture_spit(bad, b, len);
     s_expect_open_fails(g, bad, "version 2");
 
-    s_spit(bad, orig, len - 7);
+    gpp_fixture_spit(bad, orig, len - 7);
     s_expect_open_fails(g, bad, "truncated");
 
-    s_spit(bad, orig, 20);
+    gpp_fixture_spit(bad, orig, 20);
     s_expect_open_fails(g, bad, "truncated");
 
     memcpy(b, orig, (size_t)len);
     b[len - 5] ^= 0x10; /* a label byte */
-    s_spit(bad, b, len);
+    gpp_fixture_spit(bad, b, len);
     s_expect_open_fails(g, bad, "checksum");
 
     memcpy(b, orig, (size_t)len);
     b[40] ^= 0x01; /* an array name in the header */
-    s_spit(bad, b, len);
+    gpp_fixture_spit(bad, b, len);
     s_expect_open_fails(g, bad, "header checksum");
 
     s_expect_open_fails(other, path, "another model");
@@ -249,7 +217,7 @@ static void t_bad_files_rejected(void)
     s_put32(b + off, 1000);
     s_put32(b + 32 + 104 * 2 + 96, gpp_crc32(0, b + off, 10 * 4 * 4));
     s_put32(b + hbytes - 4, gpp_crc32(0, b, hbytes - 4));
-    s_spit(bad, b, len);
+    gpp_fixture_spit(bad, b, len);
     gpp_data_t *d = gpp_data_open(g, bad, &err);
     GPP_EXPECT_MSG(d != NULL, "%s", err.msg);
     int32_t idx[4];
@@ -266,7 +234,7 @@ static void t_bad_files_rejected(void)
     gpp_afile_fault_after(-1);
     printf("    failed write: %s\n", err.msg);
     long len2 = 0;
-    unsigned char *after = s_slurp(path, &len2);
+    unsigned char *after = gpp_fixture_slurp(path, &len2);
     GPP_EXPECT(after && len2 == len && memcmp(after, orig, (size_t)len) == 0);
     char tmp[512];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());

@@ -18,6 +18,7 @@
 #include "kernels/gpp_backend.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_graph.h"
+#include "tests/unit/gpp_fixtures.h"
 #include "tests/unit/gpp_test.h"
 
 #define REL_TOL 1e-5
@@ -28,40 +29,7 @@ static const char *s_specs[] = {
     "dim=8,bag=4,top_layers=1",
     "candle_uno:branches=2,layers=2,hidden=32,in=16,doses=1,top_layers=1", NULL};
 
-typedef struct {
-    gpp_graph_t *g;
-    gpp_backend_t *be;
-    gpp_data_t *data;
-    int *all; /* 0..n_ops-1 */
-} fix_t;
-
-static int s_fix(fix_t *f, const char *spec)
-{
-    gpp_err_t err = {0};
-    memset(f, 0, sizeof *f);
-    f->g = gpp_zoo_build(spec, &err);
-    GPP_EXPECT_MSG(f->g != NULL, "%s", err.msg);
-    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = 1};
-    f->be = gpp_backend_new(&bc, &err);
-    GPP_EXPECT_MSG(f->be != NULL, "%s", err.msg);
-    if (!f->g || !f->be)
-        return -1;
-    f->data = gpp_data_new(f->g, 7);
-    f->all = calloc((size_t)f->g->n_ops, sizeof(int));
-    for (int i = 0; i < f->g->n_ops; i++)
-        f->all[i] = i;
-    return 0;
-}
-
-static void s_unfix(fix_t *f)
-{
-    gpp_data_destroy(&f->data);
-    gpp_backend_destroy(&f->be);
-    gpp_graph_destroy(&f->g);
-    free(f->all);
-}
-
-static gpp_exec_t *s_exec(fix_t *f, int n, const int *ops, int64_t B)
+static gpp_exec_t *s_exec(gpp_fixture_exec_t *f, int n, const int *ops, int64_t B)
 {
     gpp_err_t err = {0};
     gpp_exec_cfg_t c = {.seed = 11, .batch = B};
@@ -143,8 +111,8 @@ static void s_cmp_params(gpp_exec_t *got, gpp_exec_t *ref, int grads, const char
 static void t_micro_batches_equal_full_batch(void)
 {
     for (int m = 0; s_specs[m]; m++) {
-        fix_t f;
-        if (s_fix(&f, s_specs[m]) < 0)
+        gpp_fixture_exec_t f;
+        if (gpp_fixture_exec_open(&f, s_specs[m], 7) < 0)
             return;
         printf("  %s\n", f.g->spec);
         int64_t B = 12;
@@ -167,7 +135,7 @@ static void t_micro_batches_equal_full_batch(void)
         }
         gpp_exec_destroy(&full);
         gpp_exec_destroy(&acc);
-        s_unfix(&f);
+        gpp_fixture_exec_close(&f);
     }
 }
 
@@ -189,8 +157,8 @@ static int s_stage_of(const char *name, const rule_t *rules)
 /* Runs micro-batches of b through the stages (all forwards, then all
  * backwards: several micro-batches in flight), tensors moving between
  * stages in two re-sharded halves; steps every stage. */
-static void s_pipeline(fix_t *f, const rule_t *rules, int n_stages, int64_t B, int64_t b,
-                       gpp_exec_t *ref)
+static void s_pipeline(gpp_fixture_exec_t *f, const rule_t *rules, int n_stages, int64_t B,
+                       int64_t b, gpp_exec_t *ref)
 {
     gpp_err_t err = {0};
     int *stage_of = calloc((size_t)f->g->n_ops, sizeof(int));
@@ -294,22 +262,22 @@ static void t_stages_equal_whole_model(void)
         {"concat", 4},  {"top", 4},     {"out", 4},           {"loss", 4},        {NULL, 0}};
     const rule_t *rules[] = {mmt, dlrm};
     for (int m = 0; m < 2; m++) {
-        fix_t f;
-        if (s_fix(&f, s_specs[m]) < 0)
+        gpp_fixture_exec_t f;
+        if (gpp_fixture_exec_open(&f, s_specs[m], 7) < 0)
             return;
         printf("  %s\n", f.g->spec);
         gpp_exec_t *ref = s_exec(&f, f.g->n_ops, f.all, 10);
         if (ref)
             s_pipeline(&f, rules[m], 5, 10, 4, ref);
         gpp_exec_destroy(&ref);
-        s_unfix(&f);
+        gpp_fixture_exec_close(&f);
     }
 }
 
 static void t_data_parallel_halves_sum(void)
 {
-    fix_t f;
-    if (s_fix(&f, s_specs[1]) < 0) /* DLRM: dense and sparse gradients */
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, s_specs[1], 7) < 0) /* DLRM: dense and sparse gradients */
         return;
     int64_t B = 8;
     gpp_exec_t *ref = s_exec(&f, f.g->n_ops, f.all, B);
@@ -345,13 +313,13 @@ static void t_data_parallel_halves_sum(void)
     gpp_exec_destroy(&ref);
     gpp_exec_destroy(&r0);
     gpp_exec_destroy(&r1);
-    s_unfix(&f);
+    gpp_fixture_exec_close(&f);
 }
 
 static void t_identical_weights_everywhere(void)
 {
-    fix_t f;
-    if (s_fix(&f, s_specs[0]) < 0)
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, s_specs[0], 7) < 0)
         return;
     gpp_exec_t *a = s_exec(&f, f.g->n_ops, f.all, 4);
     int head[3], n = 0;
@@ -377,13 +345,13 @@ static void t_identical_weights_everywhere(void)
     }
     gpp_exec_destroy(&a);
     gpp_exec_destroy(&b);
-    s_unfix(&f);
+    gpp_fixture_exec_close(&f);
 }
 
 static void t_stash_accounting(void)
 {
-    fix_t f;
-    if (s_fix(&f, s_specs[0]) < 0)
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, s_specs[0], 7) < 0)
         return;
     gpp_exec_t *ex = s_exec(&f, f.g->n_ops, f.all, 8);
     gpp_err_t err = {0};
@@ -405,13 +373,13 @@ static void t_stash_accounting(void)
         GPP_EXPECT(gpp_exec_step_count(ex) == 1);
     }
     gpp_exec_destroy(&ex);
-    s_unfix(&f);
+    gpp_fixture_exec_close(&f);
 }
 
 static void t_bad_calls_fail_cleanly(void)
 {
-    fix_t f;
-    if (s_fix(&f, s_specs[2]) < 0)
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, s_specs[2], 7) < 0)
         return;
     gpp_err_t err = {0};
     gpp_exec_cfg_t c = {.seed = 1, .batch = 4};
@@ -488,13 +456,13 @@ static void t_bad_calls_fail_cleanly(void)
         GPP_EXPECT(strstr(err.msg, "no gradient") != NULL);
         gpp_exec_destroy(&ex);
     }
-    s_unfix(&f);
+    gpp_fixture_exec_close(&f);
 }
 
 static void t_profile_readable_by_planner(void)
 {
-    fix_t f;
-    if (s_fix(&f, s_specs[0]) < 0)
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, s_specs[0], 7) < 0)
         return;
     char path[] = "/tmp/gpp_test_profile_XXXXXX";
     int fd = mkstemp(path);
@@ -526,7 +494,7 @@ static void t_profile_readable_by_planner(void)
     GPP_EXPECT_MSG(gpp_profile_write(f.g, n, top, f.be, f.data, &pc, path, &err) == 0, "%s",
                    err.msg);
     unlink(path);
-    s_unfix(&f);
+    gpp_fixture_exec_close(&f);
 }
 
 static const gpp_test_case_t cases[] = {

@@ -8,21 +8,8 @@
 #include "planner/gpp_plan.h"
 #include "planner/gpp_plan_io.h"
 #include "planner/gpp_sched.h"
+#include "tests/unit/gpp_fixtures.h"
 #include "tests/unit/gpp_test.h"
-
-/* in(0) -> a(1) -> {b(2), c(3)} -> cat(4) -> loss(5) */
-static gpp_graph_t *s_diamond(void)
-{
-    gpp_graph_t *g = gpp_graph_new("diamond");
-    int in = gpp_graph_input(g, "in", 1, 16);
-    int a = gpp_graph_linear(g, "a", in, 16, 1);
-    int bc[2] = {gpp_graph_linear(g, "b", a, 16, 1), gpp_graph_linear(g, "c", a, 16, 1)};
-    int cat = gpp_graph_concat(g, "cat", 2, bc);
-    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", cat);
-    gpp_err_t err;
-    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
-    return g;
-}
 
 static gpp_plan_t *s_plan(const gpp_graph_t *g)
 {
@@ -50,7 +37,7 @@ static gpp_plan_t *s_plan(const gpp_graph_t *g)
 
 static void t_round_trip(void)
 {
-    gpp_graph_t *g = s_diamond();
+    gpp_graph_t *g = gpp_fixture_diamond(16);
     gpp_plan_t *p = s_plan(g);
     /* a node-aligned placement, not gpp_plan_link's consecutive one, survives */
     p->n_devices = 8;
@@ -110,7 +97,7 @@ static void s_bad(const gpp_graph_t *g, const char *json, const char *from, cons
 
 static void t_reader_errors(void)
 {
-    gpp_graph_t *g = s_diamond();
+    gpp_graph_t *g = gpp_fixture_diamond(16);
     gpp_plan_t *p = s_plan(g);
     char *json = gpp_plan_to_json(p);
     s_bad(g, json, "gpp-plan/1", "gpp-plan/9", "format 'gpp-plan/9' is not 'gpp-plan/1'");
@@ -143,7 +130,7 @@ static void t_reader_errors(void)
 
 static void t_strategy_and_dot(void)
 {
-    gpp_graph_t *g = s_diamond();
+    gpp_graph_t *g = gpp_fixture_diamond(16);
     gpp_plan_t *p = s_plan(g);
     char *s = gpp_plan_to_strategy(p);
     GPP_EXPECT_MSG(strcmp(s, "6 0 0 1 2 3 3\n4 4 12 1 2 4 8 1 1 4 8 1 1 4 4 1 1\n") == 0, "%s", s);

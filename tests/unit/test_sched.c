@@ -9,39 +9,8 @@
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_sched.h"
+#include "tests/unit/gpp_fixtures.h"
 #include "tests/unit/gpp_test.h"
-
-/* A chain: in -> l1 -> l2 -> ... -> l_{n} -> loss (n + 2 ops). */
-static gpp_graph_t *s_chain(int n)
-{
-    gpp_graph_t *g = gpp_graph_new("chain");
-    int x = gpp_graph_input(g, "in", 1, 8);
-    for (int i = 0; i < n; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "l%d", i + 1);
-        x = gpp_graph_linear(g, name, x, 8, 1);
-    }
-    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", x);
-    gpp_err_t err;
-    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
-    return g;
-}
-
-/* A diamond: in(0) -> a(1) -> {b(2), c(3)} -> cat(4) -> loss(5). */
-static gpp_graph_t *s_diamond(void)
-{
-    gpp_graph_t *g = gpp_graph_new("diamond");
-    int in = gpp_graph_input(g, "in", 1, 8);
-    int a = gpp_graph_linear(g, "a", in, 8, 1);
-    int b = gpp_graph_linear(g, "b", a, 8, 1);
-    int c = gpp_graph_linear(g, "c", a, 8, 1);
-    int bc[2] = {b, c};
-    int cat = gpp_graph_concat(g, "cat", 2, bc);
-    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", cat);
-    gpp_err_t err;
-    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
-    return g;
-}
 
 /* Adds a stage of ops [lo, hi]. */
 static gpp_stage_t *s_stage(gpp_plan_t *p, int lo, int hi, int devices, int b, int k, int inflight)
@@ -78,7 +47,7 @@ static void s_order(const gpp_actions_t *l, char *buf, size_t n)
 
 static void t_1f1b_chain(void)
 {
-    gpp_graph_t *g = s_chain(2); /* in l1 l2 loss: stages {in,l1} {l2,loss} */
+    gpp_graph_t *g = gpp_fixture_chain(2, 8); /* in l1 l2 loss: stages {in,l1} {l2,loss} */
     gpp_plan_t *p = gpp_plan_new("gpp", g, 2, 4);
     s_stage(p, 0, 1, 1, 1, 1, 2);
     s_stage(p, 2, 3, 1, 1, 1, 1);
@@ -109,7 +78,7 @@ static void t_1f1b_chain(void)
 
 static void t_kfkb_order(void)
 {
-    gpp_graph_t *g = s_chain(1);
+    gpp_graph_t *g = gpp_fixture_chain(1, 8);
     gpp_plan_t *p = gpp_plan_new("gpp", g, 1, 8);
     s_stage(p, 0, 2, 1, 1, 2, 4); /* warm-up 4, then 2B 2F */
     gpp_err_t err = {{0}};
@@ -147,7 +116,7 @@ static int64_t s_samples(const gpp_actions_t *l, gpp_act_type_t type, int mb)
 static void t_reshard(void)
 {
     /* stage 0: 2 replicas, b = 4; stage 1: 3 replicas, b = 6 (batch 12). */
-    gpp_graph_t *g = s_chain(2);
+    gpp_graph_t *g = gpp_fixture_chain(2, 8);
     gpp_plan_t *p = gpp_plan_new("gpp", g, 5, 12);
     s_stage(p, 0, 1, 2, 4, 1, 12);
     s_stage(p, 2, 3, 3, 6, 1, 6);
@@ -192,7 +161,7 @@ static void t_per_stage_mbs(void)
 {
     /* producer b = 1 feeds consumer b = 2: the consumer's FWD j needs two
        producer micro-batches; the producer needs 2 more in flight. */
-    gpp_graph_t *g = s_chain(2);
+    gpp_graph_t *g = gpp_fixture_chain(2, 8);
     gpp_plan_t *p = gpp_plan_new("gpp", g, 2, 8);
     s_stage(p, 0, 1, 1, 1, 1, 4);
     s_stage(p, 2, 3, 1, 2, 1, 2);
@@ -224,7 +193,7 @@ static void t_multi_consumer(void)
 {
     /* stages {in,a} -> {b} , {c} -> {cat,loss}: tensor a feeds stages 1 and
        2; stage 0 receives one gradient of a from each and sums them. */
-    gpp_graph_t *g = s_diamond();
+    gpp_graph_t *g = gpp_fixture_diamond(8);
     gpp_plan_t *p = gpp_plan_new("gpp", g, 4, 4);
     s_stage(p, 0, 1, 1, 1, 1, 3);
     s_stage(p, 2, 2, 1, 1, 1, 2);
@@ -253,7 +222,7 @@ static void t_multi_consumer(void)
 static void t_input_no_grad(void)
 {
     /* the input alone in stage 0: activations go forward, no gradient back */
-    gpp_graph_t *g = s_chain(1);
+    gpp_graph_t *g = gpp_fixture_chain(1, 8);
     gpp_plan_t *p = gpp_plan_new("gpp", g, 2, 2);
     s_stage(p, 0, 0, 1, 1, 1, 2);
     s_stage(p, 1, 2, 1, 1, 1, 1);
@@ -281,7 +250,7 @@ static gpp_plan_t *s_good(const gpp_graph_t *g)
 
 static void t_validate_errors(void)
 {
-    gpp_graph_t *g = s_chain(2);
+    gpp_graph_t *g = gpp_fixture_chain(2, 8);
     gpp_err_t err = {{0}};
     gpp_plan_t *p;
 
@@ -382,7 +351,7 @@ static void t_validate_errors(void)
 
 static void t_links(void)
 {
-    gpp_graph_t *g = s_chain(2);
+    gpp_graph_t *g = gpp_fixture_chain(2, 8);
     gpp_plan_t *p = s_good(g);
     gpp_err_t err = {{0}};
     gpp_sched_links_t *k = gpp_sched_links_new(p, &err);
@@ -416,7 +385,7 @@ static void t_kfkb_inflight_table(void)
     const int B = 48;
     int tried = 0, failed = 0;
     for (int shape = 0; shape < 2; shape++) {
-        gpp_graph_t *g = shape ? s_diamond() : s_chain(3);
+        gpp_graph_t *g = shape ? gpp_fixture_diamond(8) : gpp_fixture_chain(3, 8);
         int S = shape ? 4 : 3;
         for (int combo = 0; combo < 4 * 4 * 4 * 4 * 4 * 4; combo++) {
             int b[4], k[4], c = combo, ok = 1;

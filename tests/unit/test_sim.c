@@ -15,36 +15,8 @@
 #include "planner/gpp_plan_io.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
+#include "tests/unit/gpp_fixtures.h"
 #include "tests/unit/gpp_test.h"
-
-static gpp_graph_t *s_chain(int n)
-{
-    gpp_graph_t *g = gpp_graph_new("chain");
-    int x = gpp_graph_input(g, "in", 1, 16);
-    for (int i = 0; i < n; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "l%d", i + 1);
-        x = gpp_graph_linear(g, name, x, 16, 1);
-    }
-    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", x);
-    gpp_err_t err;
-    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
-    return g;
-}
-
-/* in(0) -> a(1) -> {b(2), c(3)} -> cat(4) -> loss(5) */
-static gpp_graph_t *s_diamond(void)
-{
-    gpp_graph_t *g = gpp_graph_new("diamond");
-    int in = gpp_graph_input(g, "in", 1, 16);
-    int a = gpp_graph_linear(g, "a", in, 16, 1);
-    int bc[2] = {gpp_graph_linear(g, "b", a, 16, 1), gpp_graph_linear(g, "c", a, 16, 1)};
-    int cat = gpp_graph_concat(g, "cat", 2, bc);
-    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", cat);
-    gpp_err_t err;
-    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
-    return g;
-}
 
 static gpp_stage_t *s_stage(gpp_plan_t *p, int lo, int hi, int devices, int b, double fwd_ms,
                             double bwd_ms)
@@ -96,7 +68,7 @@ static void t_balanced_chain_closed_form(void)
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
         for (size_t j = 0; j < sizeof ms / sizeof *ms; j++) {
             int P = ps[i], m = ms[j];
-            gpp_graph_t *g = s_chain(2 * P - 2);
+            gpp_graph_t *g = gpp_fixture_chain(2 * P - 2, 16);
             gpp_plan_t *pl = gpp_plan_new("gpp", g, P, m);
             for (int s = 0; s < P; s++)
                 s_stage(pl, 2 * s, 2 * s + 1, 1, 1, tf, tb);
@@ -116,7 +88,7 @@ static void t_balanced_tps_formula(void)
 {
     /* diamond, stage 0 data-parallel over 2 devices, b = 4, B = 32: TPS of
        every stage (fwd+bwd)/b + allreduce/B; iteration ~ TPS (B + (depth-1) b) */
-    gpp_graph_t *g = s_diamond();
+    gpp_graph_t *g = gpp_fixture_diamond(16);
     int b = 4, B = 32;
     double tf = 1.0, tb = 2.0, ar = 0.05;
     gpp_plan_t *p = gpp_plan_new("gpp", g, 5, B);
@@ -138,7 +110,7 @@ static void t_balanced_tps_formula(void)
 
 static void t_memory_and_busy(void)
 {
-    gpp_graph_t *g = s_chain(6);
+    gpp_graph_t *g = gpp_fixture_chain(6, 16);
     gpp_plan_t *p = gpp_plan_new("gpp", g, 4, 16);
     for (int s = 0; s < 4; s++)
         s_stage(p, 2 * s, 2 * s + 1, 1, 2, 1, 2);
@@ -170,7 +142,7 @@ static void t_comm_cost(void)
 {
     /* two stages on two nodes, one micro-batch: the activation crosses the
        inter-node link forward and its gradient backward */
-    gpp_graph_t *g = s_chain(2);
+    gpp_graph_t *g = gpp_fixture_chain(2, 16);
     gpp_cluster_t cl;
     gpp_err_t err = {{0}};
     GPP_EXPECT_MSG(gpp_cluster_init(&cl, "a100-80g", 2, 1, &err) == 0, "%s", err.msg);
@@ -197,7 +169,7 @@ static void t_comm_cost(void)
 
 static void t_trace(void)
 {
-    gpp_graph_t *g = s_diamond();
+    gpp_graph_t *g = gpp_fixture_diamond(16);
     gpp_plan_t *p = gpp_plan_new("gpp", g, 5, 8);
     s_stage(p, 0, 1, 2, 2, 1, 2)->allreduce_ms = 0.5;
     s_stage(p, 2, 2, 1, 2, 1, 2);
@@ -242,7 +214,7 @@ static void t_trace(void)
 
 static void t_stall_reported(void)
 {
-    gpp_graph_t *g = s_chain(2);
+    gpp_graph_t *g = gpp_fixture_chain(2, 16);
     gpp_plan_t *p = gpp_plan_new("gpp", g, 2, 4);
     s_stage(p, 0, 1, 1, 1, 1, 2);
     s_stage(p, 2, 3, 1, 2, 1, 2);

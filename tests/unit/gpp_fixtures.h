@@ -1,0 +1,133 @@
+/* gpp_fixtures: fixtures shared by the unit tests — small hand-built graphs,
+ * temporary files and whole-file read/write, and a zoo model with a CPU
+ * backend and a synthetic data source for executor tests.
+ *
+ * Header-only (static inline) like gpp_test.h; include it after gpp_test.h.
+ * Failures inside a fixture are counted with GPP_EXPECT like any other. */
+#ifndef GPP_FIXTURES_H
+#define GPP_FIXTURES_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/exec/gpp_data.h"
+#include "kernels/gpp_backend.h"
+#include "planner/gpp_graph.h"
+#include "tests/unit/gpp_test.h"
+
+/* A chain of n linear layers of `width` features:
+ * in(0) -> l1(1) -> ... -> l_n(n) -> loss(n+1). Caller owns the result. */
+static inline gpp_graph_t *gpp_fixture_chain(int n, int width)
+{
+    gpp_graph_t *g = gpp_graph_new("chain");
+    int x = gpp_graph_input(g, "in", 1, width);
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "l%d", i + 1);
+        x = gpp_graph_linear(g, name, x, width, 1);
+    }
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", x);
+    gpp_err_t err;
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    return g;
+}
+
+/* A diamond of linear layers of `width` features:
+ * in(0) -> a(1) -> {b(2), c(3)} -> cat(4) -> loss(5). Caller owns the result. */
+static inline gpp_graph_t *gpp_fixture_diamond(int width)
+{
+    gpp_graph_t *g = gpp_graph_new("diamond");
+    int in = gpp_graph_input(g, "in", 1, width);
+    int a = gpp_graph_linear(g, "a", in, width, 1);
+    int b = gpp_graph_linear(g, "b", a, width, 1);
+    int c = gpp_graph_linear(g, "c", a, width, 1);
+    int bc[2] = {b, c};
+    int cat = gpp_graph_concat(g, "cat", 2, bc);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", cat);
+    gpp_err_t err;
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    return g;
+}
+
+/* Creates an empty file /tmp/gpp_test_<tag>_XXXXXX; caller owns the path
+ * (free it, unlink the file). */
+static inline char *gpp_fixture_tmpfile(const char *tag)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/gpp_test_%s_XXXXXX", tag);
+    char *p = strdup(path);
+    int fd = mkstemp(p);
+    GPP_EXPECT(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    return p;
+}
+
+/* Reads the whole file; *len is its size, or -1 on a short read. Returns
+ * NULL when it cannot be opened; caller owns the buffer. */
+static inline unsigned char *gpp_fixture_slurp(const char *path, long *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    *len = ftell(f);
+    rewind(f);
+    unsigned char *b = malloc((size_t)*len + 1);
+    if (fread(b, 1, (size_t)*len, f) != (size_t)*len)
+        *len = -1;
+    fclose(f);
+    return b;
+}
+
+/* Writes len bytes of b as the whole file. */
+static inline void gpp_fixture_spit(const char *path, const unsigned char *b, long len)
+{
+    FILE *f = fopen(path, "wb");
+    GPP_EXPECT(f && fwrite(b, 1, (size_t)len, f) == (size_t)len);
+    if (f)
+        fclose(f);
+}
+
+/* A zoo model with a one-thread CPU backend and a synthetic data source. */
+typedef struct {
+    gpp_graph_t *g;
+    gpp_backend_t *be;
+    gpp_data_t *data;
+    int *all; /* [g->n_ops]: 0..n_ops-1, the whole model as one stage */
+} gpp_fixture_exec_t;
+
+/* Builds the model of `spec` and a data source seeded with data_seed.
+ * Returns 0 (close f with gpp_fixture_exec_close), or -1 with the failure
+ * counted and nothing left to close. */
+static inline int gpp_fixture_exec_open(gpp_fixture_exec_t *f, const char *spec, uint64_t data_seed)
+{
+    gpp_err_t err = {0};
+    memset(f, 0, sizeof *f);
+    f->g = gpp_zoo_build(spec, &err);
+    GPP_EXPECT_MSG(f->g != NULL, "%s", err.msg);
+    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = 1};
+    f->be = gpp_backend_new(&bc, &err);
+    GPP_EXPECT_MSG(f->be != NULL, "%s", err.msg);
+    if (!f->g || !f->be) {
+        gpp_backend_destroy(&f->be);
+        gpp_graph_destroy(&f->g);
+        return -1;
+    }
+    f->data = gpp_data_new(f->g, data_seed);
+    f->all = calloc((size_t)f->g->n_ops, sizeof(int));
+    for (int i = 0; i < f->g->n_ops; i++)
+        f->all[i] = i;
+    return 0;
+}
+
+static inline void gpp_fixture_exec_close(gpp_fixture_exec_t *f)
+{
+    gpp_data_destroy(&f->data);
+    gpp_backend_destroy(&f->be);
+    gpp_graph_destroy(&f->g);
+    free(f->all);
+    f->all = NULL;
+}
+#endif
