@@ -19,15 +19,6 @@
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
 
-/* The "cpu" device: one OpenBLAS thread on a current x86 core (AVX2 FMA
- * sgemm sustains a few tens of GFLOP/s; memory bandwidth per core about
- * 10 GB/s), and loopback TCP between agents. Only the plan's shape depends
- * on these; measured profiles (cluster.profile) replace them. */
-#define S_CPU_PEAK_FLOPS 50e9
-#define S_CPU_BW_BYTES_PER_S 10e9
-#define S_CPU_LINK_ALPHA_MS 0.05
-#define S_CPU_LINK_BW_BYTES_PER_S 2e9
-
 struct gpp_job_s {
     gpp_config_t cfg;     /* copy; nodes not used after new */
     char plan_arg[1024];  /* --plan as given */
@@ -60,21 +51,15 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
                                "%s: nodes have %d and %d slots; the planner needs the same "
                                "number of devices on every node",
                                cfg->path, gpn, cfg->nodes[i].slots);
-    if (strcmp(cfg->cluster.device, "cpu") == 0) {
-        memset(cl, 0, sizeof *cl);
-        cl->n_devices = n;
-        cl->gpus_per_node = gpn;
-        snprintf(cl->device.name, sizeof cl->device.name, "cpu");
-        cl->device.peak_flops = S_CPU_PEAK_FLOPS;
-        cl->device.mem_bw_bytes_per_s = S_CPU_BW_BYTES_PER_S;
-        cl->device.mem_bytes = (int64_t)4 << 30;
-        cl->device.eff_max = 0.8;
-        cl->device.fill_ms = 0.01;
-        cl->device.launch_ms = 0.002;
-        cl->intra = (gpp_link_t){S_CPU_LINK_ALPHA_MS, S_CPU_LINK_BW_BYTES_PER_S};
-        cl->inter = cl->intra;
-    } else if (gpp_cluster_init(cl, cfg->cluster.device, n, gpn, err) < 0) {
+    if (gpp_cluster_init(cl, cfg->cluster.device, n, gpn, err) < 0)
         return gpp_err_prefix(err, "%s: cluster.device", cfg->path);
+    if (strcmp(cfg->cluster.device, "cpu") == 0 && cfg->job.launch == GPP_CONFIG_LAUNCH_LOCAL) {
+        /* local CPU agents share this host's cores (the launcher gives each
+           max(1, cores / agents) threads): with more agents than cores each
+           gets cores / agents of its device */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cores > 0 && cores < gpn)
+            cl->compute_share = (double)cores / gpn;
     }
     if (cfg->cluster.mem_gib > 0) {
         cl->mem_bound_bytes = (int64_t)(cfg->cluster.mem_gib * 1073741824.0);

@@ -2,8 +2,8 @@
  *
  * From the cluster file and --plan it builds the model graph (zoo spec or
  * graph JSON), the planner's cost model (every slot is one device of
- * [cluster] device; the "cpu" preset, which the planner library does not
- * know, is the CPU roofline described in docs/coordinator.md), and a plan:
+ * [cluster] device, e.g. the planner's "cpu" preset for CPU agent slots, with
+ * the compute share of local agents that outnumber the cores), and a plan:
  *   auto      the planner the cluster file names (job.planner, gpp default)
  *   gpp, spp  that partitioner
  *   FILE.json a gpp-plan/1 file (gpp-plan --json, or hand-written)

@@ -14,30 +14,46 @@
 
 /* Published peak figures (SXM parts). fp32 is the CUDA-core peak; tensor is
  * the dense fp16/bf16 tensor-core peak. eff_max: the fraction of peak large
- * cuBLAS GEMMs sustain (about 0.9 for SGEMM, 0.8 for tensor-core HGEMM). */
+ * cuBLAS GEMMs sustain (about 0.9 for SGEMM, 0.8 for tensor-core HGEMM).
+ * fill_ms: per-kernel fill/tail time (a kernel whose ideal time equals it
+ * reaches half of eff_max); launch_ms: per-kernel launch overhead
+ * (docs/planner.md).
+ *
+ * "cpu" is one x86-64 server core running the CPU backend (OpenBLAS), the
+ * device of a CPU agent slot: Intel's published AVX-512 rate for Skylake-SP
+ * (2 FMA units x 16 fp32 lanes x 2 flops = 64 flop/cycle) at a 2.0 GHz
+ * AVX-512 all-core clock = 128 GFLOP/s; no tensor unit; single-core STREAM
+ * bandwidth of that generation is about 12 GB/s. OpenBLAS SGEMM sustains
+ * about 0.9 of peak on one core; a call costs about a microsecond (no kernel
+ * launch), and small GEMMs fill in ~10 us. The memory is whatever the
+ * cluster file gives per agent (cluster.mem_gib); 4 GiB otherwise. */
 typedef struct {
     const char *name;
     double fp32_flops, tensor_flops, bw_bytes_per_s;
     int64_t mem_bytes;
+    double fill_ms, launch_ms;
+    int is_cpu;
 } s_preset_t;
 
 static const s_preset_t s_presets[] = {
-    {"v100-16g", 15.7e12, 125e12, 900e9, 16 * GIB},
-    {"v100-32g", 15.7e12, 125e12, 900e9, 32 * GIB},
-    {"a100-80g", 19.5e12, 312e12, 2039e9, 80 * GIB},
-    {"h100-80g", 67e12, 989e12, 3350e9, 80 * GIB},
+    {"v100-16g", 15.7e12, 125e12, 900e9, 16 * GIB, 0.010, 0.005, 0},
+    {"v100-32g", 15.7e12, 125e12, 900e9, 32 * GIB, 0.010, 0.005, 0},
+    {"a100-80g", 19.5e12, 312e12, 2039e9, 80 * GIB, 0.010, 0.005, 0},
+    {"h100-80g", 67e12, 989e12, 3350e9, 80 * GIB, 0.010, 0.005, 0},
+    {"cpu", 128e9, 128e9, 12e9, 4 * GIB, 0.010, 0.001, 1},
 };
 #define N_PRESETS ((int)(sizeof s_presets / sizeof s_presets[0]))
-
-/* Per-kernel fill/tail time (a kernel whose ideal time equals this reaches
- * half of eff_max) and launch overhead; docs/planner.md. */
-#define FILL_MS 0.010
-#define LAUNCH_MS 0.005
 
 /* Summit defaults: NVLink2 between GPU pairs 50 GB/s per direction, ~5 us;
  * Mellanox EDR InfiniBand 100 Gb/s = 12.5 GB/s, ~10 us. */
 static const gpp_link_t s_nvlink = {0.005, 50e9};
 static const gpp_link_t s_edr = {0.010, 12.5e9};
+/* CPU agents on one host talk over loopback TCP: 5.0-6.5 GB/s measured on
+ * the project's 2-core development VM (one stream, 4 MiB writes, 1 GiB);
+ * 50 us per message for Gloo's TCP pair and wakeups (an estimate). Between
+ * CPU hosts: 10 GbE, 1.25 GB/s, ~50 us. */
+static const gpp_link_t s_loopback = {0.050, 5e9};
+static const gpp_link_t s_10gbe = {0.050, 1.25e9};
 
 int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, gpp_err_t *err)
 {
@@ -50,14 +66,14 @@ int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, 
         out->peak_flops = mixed_precision ? s_presets[i].tensor_flops : s_presets[i].fp32_flops;
         out->mem_bw_bytes_per_s = s_presets[i].bw_bytes_per_s;
         out->mem_bytes = s_presets[i].mem_bytes;
-        out->eff_max = mixed_precision ? 0.8 : 0.9;
-        out->fill_ms = FILL_MS;
-        out->launch_ms = LAUNCH_MS;
+        out->eff_max = mixed_precision && !s_presets[i].is_cpu ? 0.8 : 0.9;
+        out->fill_ms = s_presets[i].fill_ms;
+        out->launch_ms = s_presets[i].launch_ms;
         return 0;
     }
     return gpp_err_set(err,
                        "unknown device preset '%s'; use one of: v100-16g, v100-32g, "
-                       "a100-80g, h100-80g",
+                       "a100-80g, h100-80g, cpu",
                        name);
 }
 
@@ -81,8 +97,10 @@ int gpp_cluster_init(gpp_cluster_t *c, const char *preset, int n_devices, int gp
         return -1;
     c->n_devices = n_devices;
     c->gpus_per_node = gpus_per_node;
-    c->intra = s_nvlink;
-    c->inter = s_edr;
+    int cpu = strcmp(preset, "cpu") == 0;
+    c->intra = cpu ? s_loopback : s_nvlink;
+    c->inter = cpu ? s_10gbe : s_edr;
+    c->compute_share = 1.0;
     return 0;
 }
 
@@ -149,12 +167,22 @@ struct gpp_cost {
     s_prof_t *prof; /* [n_ops] */
 };
 
+static double s_share(const gpp_cluster_t *c)
+{
+    return c->compute_share > 0 && c->compute_share < 1 ? c->compute_share : 1.0;
+}
+
 gpp_cost_t *gpp_cost_new(const gpp_graph_t *g, const gpp_cluster_t *c)
 {
     assert(g->finalized && c->n_devices >= 1 && c->gpus_per_node >= 1);
     gpp_cost_t *self = gpp_xcalloc(1, sizeof *self);
     self->g = g;
     self->cl = *c;
+    /* devices that share compute (CPU agents on fewer cores) run slower:
+       scale the roofline's device; profiled times are scaled in s_op_ms */
+    double share = s_share(c);
+    self->cl.device.peak_flops *= share;
+    self->cl.device.mem_bw_bytes_per_s *= share;
     self->prof = gpp_xcalloc((size_t)(g->n_ops > 0 ? g->n_ops : 1), sizeof *self->prof);
     return self;
 }
@@ -223,7 +251,7 @@ static void s_op_ms(const gpp_cost_t *c, int op, int samples, double *fwd, doubl
     const gpp_op_t *o = &c->g->ops[op];
     const s_prof_t *p = &c->prof[op];
     if (p->n > 0) {
-        double t = s_profile_ms(p, samples);
+        double t = s_profile_ms(p, samples) / s_share(&c->cl);
         *fwd = t / 3.0;
         *bwd = 2.0 * t / 3.0;
         return;

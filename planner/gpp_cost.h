@@ -55,12 +55,15 @@ typedef struct {
                                 minus GPP_CONTEXT_BYTES (CUDA context, workspaces) */
     gpp_link_t intra;        /* between devices of one node */
     gpp_link_t inter;        /* between nodes */
+    double compute_share;    /* fraction of its device's compute each device gets: 1 for
+                                GPUs; cores / (agents x threads) for CPU agents that share
+                                fewer cores (0 = 1). Scales every compute time. */
 } gpp_cluster_t;
 
 #define GPP_CONTEXT_BYTES ((int64_t)512 << 20)
 #define GPP_BYTES_PER_PARAM 16 /* fp32 AdamW: weight 4 + grad 4 + m 4 + v 4 */
 
-/* Presets: "v100-16g", "v100-32g", "a100-80g", "h100-80g". mixed_precision 0
+/* Presets: "v100-16g", "v100-32g", "a100-80g", "h100-80g", "cpu" (one core). mixed_precision 0
  * uses the fp32 (non-tensor) peak — what the fp32 executor runs; 1 uses the
  * fp16/bf16 dense tensor-core peak. Returns 0, or -1 listing the presets. */
 int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, gpp_err_t *err);

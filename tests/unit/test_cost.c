@@ -261,6 +261,46 @@ static void t_sparse_grad(void)
     gpp_graph_destroy(&g);
 }
 
+/* CPU agent slots: the "cpu" preset with loopback links, and agents sharing
+ * fewer cores (compute_share) slow every compute time, roofline or profiled,
+ * but not communication. */
+static void t_cpu_share(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_cluster_t whole, half;
+    GPP_EXPECT(gpp_cluster_init(&whole, "cpu", 4, 4, &err) == 0);
+    GPP_EXPECT(whole.compute_share == 1.0 && whole.intra.bw_bytes_per_s < 50e9);
+    half = whole;
+    half.compute_share = 0.5;
+    gpp_graph_t *g = gpp_zoo_build("mmt:branches=2,layers=1,hidden=64,heads=4,seq=16", &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    gpp_cost_t *a = gpp_cost_new(g, &whole), *b = gpp_cost_new(g, &half);
+    for (int op = 0; op < g->n_ops; op++) {
+        double fa = gpp_cost_op_fwd_ms(a, op, 8), fb = gpp_cost_op_fwd_ms(b, op, 8);
+        double ba = gpp_cost_op_bwd_ms(a, op, 8), bb = gpp_cost_op_bwd_ms(b, op, 8);
+        /* launch overhead is per call, not shared: between 1x and 2x, 2x for big ops */
+        GPP_EXPECT(fb >= fa && fb <= 2 * fa + 1e-12 && bb >= ba && bb <= 2 * ba + 1e-12);
+    }
+    gpp_graph_destroy(&g);
+    gpp_cost_destroy(&a);
+    gpp_cost_destroy(&b);
+
+    g = gpp_profile_read_graph(s_data("profile_small.json"), &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    a = gpp_cost_new(g, &whole), b = gpp_cost_new(g, &half);
+    GPP_EXPECT(gpp_cost_attach_profile(a, s_data("profile_small.json"), &err) == 0);
+    GPP_EXPECT(gpp_cost_attach_profile(b, s_data("profile_small.json"), &err) == 0);
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(b, 1, 1), 2 * gpp_cost_op_fwd_ms(a, 1, 1), 1e-12);
+    GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(b, 1, 8), 2 * gpp_cost_op_bwd_ms(a, 1, 8), 1e-12);
+    gpp_cost_destroy(&a);
+    gpp_cost_destroy(&b);
+    gpp_graph_destroy(&g);
+}
+
 static const gpp_test_case_t cases[] = {
     {"presets", t_presets},
     {"roofline_monotone", t_roofline_monotone},
@@ -268,6 +308,7 @@ static const gpp_test_case_t cases[] = {
     {"profile_graph", t_profile_graph},
     {"malformed", t_malformed},
     {"sparse_grad", t_sparse_grad},
+    {"cpu_share", t_cpu_share},
     {NULL, NULL},
 };
 
