@@ -102,6 +102,30 @@ static void s_set_add(int *arr, int *n, int v)
     qsort(arr, (size_t)*n, sizeof(int), s_cmp_int);
 }
 
+int gpp_plan_topo_order(int S, const char *adj, int *order)
+{
+    int *indeg = gpp_xcalloc((size_t)(S > 0 ? S : 1), sizeof(int));
+    for (int a = 0; a < S; a++)
+        for (int b = 0; b < S; b++)
+            indeg[b] += adj[(size_t)a * S + b] != 0;
+    int head = 0, tail = 0;
+    for (int s = 0; s < S; s++)
+        if (!indeg[s])
+            order[tail++] = s;
+    while (head < tail) {
+        int a = order[head++];
+        for (int b = 0; b < S; b++)
+            if (adj[(size_t)a * S + b] && --indeg[b] == 0)
+                order[tail++] = b;
+    }
+    int n = tail;
+    for (int s = 0; s < S; s++) /* left out: still waiting on a predecessor */
+        if (indeg[s])
+            order[tail++] = s;
+    free(indeg);
+    return n;
+}
+
 int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
 {
     int S = p->n_stages;
@@ -134,23 +158,10 @@ int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
             if (a != b)
                 adj[(size_t)a * S + b] = 1;
         }
-    /* topological order of stages (Kahn); a cycle means a non-convex stage */
-    int *indeg = gpp_xcalloc((size_t)S, sizeof(int)), *order = gpp_xcalloc((size_t)S, sizeof(int));
-    for (int a = 0; a < S; a++)
-        for (int b = 0; b < S; b++)
-            indeg[b] += adj[(size_t)a * S + b];
-    int head = 0, tail = 0;
-    for (int s = 0; s < S; s++)
-        if (!indeg[s])
-            order[tail++] = s;
-    while (head < tail) {
-        int a = order[head++];
-        for (int b = 0; b < S; b++)
-            if (adj[(size_t)a * S + b] && --indeg[b] == 0)
-                order[tail++] = b;
-    }
-    if (tail != S) {
-        free(adj), free(indeg), free(order);
+    /* topological order of stages; a cycle means a non-convex stage */
+    int *order = gpp_xcalloc((size_t)S, sizeof(int));
+    if (gpp_plan_topo_order(S, adj, order) != S) {
+        free(adj), free(order);
         return gpp_err_set(err, "stage graph has a cycle: some stage is not convex (C1/C2)");
     }
     /* renumber stages in topological order (stable: by smallest op id among ready ones
@@ -200,7 +211,7 @@ int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
         if (longest[s] > p->depth)
             p->depth = longest[s];
     }
-    free(longest), free(adj), free(nadj), free(indeg), free(order), free(newid);
+    free(longest), free(adj), free(nadj), free(order), free(newid);
     return 0;
 }
 

@@ -100,6 +100,13 @@ gpp_stage_t *gpp_plan_add_stage(gpp_plan_t *p, int n_ops, const int *ops);
  * stages in a topological order and first_device consecutively. */
 int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err);
 
+/* Topological order of S stages (Kahn, ready stages taken in ascending id)
+ * from adj (S x S, row-major: adj[a*S + b] != 0 for an edge a -> b) into
+ * order[S]. Returns how many stages it ordered: S when the stage graph is
+ * acyclic; fewer when it has a cycle, and then order[n..S) lists the stages
+ * left out (on a cycle or after one), ascending. */
+int gpp_plan_topo_order(int S, const char *adj, int *order);
+
 /* Re-places stages on devices so that every stage of d <= gpus_per_node
  * replicas lies inside one node and a larger one starts on a node boundary
  * (best fit, largest stages first) — the placement the cost model assumes

@@ -457,7 +457,7 @@ static int s_check_c2(const gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
 {
     int S = p->n_stages, rc = -1;
     char *adj = gpp_xcalloc((size_t)S * (size_t)S, 1);
-    int *indeg = gpp_xcalloc((size_t)S, sizeof(int)), *queue = gpp_xcalloc((size_t)S, sizeof(int));
+    int *order = gpp_xcalloc((size_t)S, sizeof(int));
     for (int v = 0; v < g->n_ops; v++)
         for (int k = 0; k < g->ops[v].n_inputs; k++) {
             int u = g->ops[v].inputs[k], a = p->stage_of_op[u], b = p->stage_of_op[v];
@@ -496,31 +496,15 @@ static int s_check_c2(const gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
             }
         }
     }
-    for (int a = 0; a < S; a++)
-        for (int b = 0; b < S; b++)
-            indeg[b] += adj[(size_t)a * S + b];
-    int head = 0, tail = 0;
-    for (int s = 0; s < S; s++)
-        if (!indeg[s])
-            queue[tail++] = s;
-    while (head < tail) {
-        int a = queue[head++];
-        for (int b = 0; b < S; b++)
-            if (adj[(size_t)a * S + b] && --indeg[b] == 0)
-                queue[tail++] = b;
-    }
-    if (tail != S) {
-        int s = 0;
-        while (s < S && !indeg[s])
-            s++;
-        gpp_err_set(err, "C2: the stage graph has a cycle through stage %d", s);
+    int n = gpp_plan_topo_order(S, adj, order);
+    if (n != S) {
+        gpp_err_set(err, "C2: the stage graph has a cycle through stage %d", order[n]);
         goto out;
     }
     rc = 0;
 out:
     free(adj);
-    free(indeg);
-    free(queue);
+    free(order);
     return rc;
 }
 
