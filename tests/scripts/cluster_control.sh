@@ -8,20 +8,9 @@ set -u
 BUILD=${1:?usage: cluster_control.sh BUILD_DIR}
 COORD=$BUILD/coordinator/gpp-coordinator
 AGENT=$BUILD/agent/gpp-agent
-TMP=$(mktemp -d /tmp/gpp_cluster_control.XXXXXX)
 PORT0=$((10000 + ($$ * 7) % 10000)) # unique per run, below the ephemeral range; each case adds its own offset
-FAILS=0
-PIDS=()   # every process this script started or learnt about
-
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok   $*"; }
+. "$(dirname "$0")/lib/cluster_lib.sh"
+cluster_begin cluster_control
 
 # cluster file: $1 name, $2 port, $3 slots, $4 launch
 mkconf() {
@@ -41,32 +30,6 @@ heartbeat_ms = 100
 timeout_ms = 3000
 EOF
     echo "$TMP/$1.toml"
-}
-
-# 0 when pid $1 runs (a zombie does not: an orphan's zombie may wait long for its reaper)
-running() {
-    [ -r "/proc/$1/stat" ] || return 1
-    [ "$(sed 's/^.*) \(.\).*$/\1/' "/proc/$1/stat" 2>/dev/null)" != Z ]
-}
-
-# waits up to $1 seconds for every pid in the rest to be gone; 0 when they are
-wait_gone() {
-    local t=$(($1 * 10)); shift
-    while [ $t -gt 0 ]; do
-        local alive=0
-        for p in "$@"; do running "$p" && alive=1; done
-        [ $alive = 0 ] && return 0
-        sleep 0.1; t=$((t - 1))
-    done
-    return 1
-}
-
-# waits for child $1 at most $2 seconds (then kills it); returns its status
-bwait() {
-    local t=$(($2 * 10))
-    while kill -0 "$1" 2>/dev/null && [ $t -gt 0 ]; do sleep 0.1; t=$((t - 1)); done
-    kill -0 "$1" 2>/dev/null && { echo "  (pid $1 still running after $2 s: killed)"; kill -KILL "$1"; }
-    wait "$1"
 }
 
 # the coordinator's children, once $2 of them are up (at most 5 s)
@@ -231,5 +194,4 @@ else
     fail "bad cluster file (rc $rc)"; cat "$TMP/10.err"
 fi
 
-[ $FAILS = 0 ] && echo "cluster_control: all passed" || echo "cluster_control: $FAILS failed"
-exit $((FAILS > 0))
+cluster_end

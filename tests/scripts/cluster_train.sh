@@ -7,20 +7,10 @@
 set -u
 BUILD=${1:?usage: cluster_train.sh BUILD_DIR}
 COORD=$BUILD/coordinator/gpp-coordinator
-TMP=$(mktemp -d /tmp/gpp_cluster_train.XXXXXX)
 PORT0=$((20000 + ($$ * 17) % 6000)) # below the ephemeral range (32768-)
-FAILS=0
-PIDS=()
+. "$(dirname "$0")/lib/cluster_lib.sh"
+cluster_begin cluster_train
 MODEL="mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64"
-
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok   $*"; }
 
 # cluster file: $1 name, $2 port (and $2+1 for the store), $3 slots, $4 iterations
 mkconf() {
@@ -48,26 +38,6 @@ timeout_ms = 3000
 file = "$TMP/$1.jsonl"
 EOF
     echo "$TMP/$1.toml"
-}
-running() {
-    [ -r "/proc/$1/stat" ] || return 1
-    [ "$(sed 's/^.*) \(.\).*$/\1/' "/proc/$1/stat" 2>/dev/null)" != Z ]
-}
-wait_gone() {
-    local t=$(($1 * 10)); shift
-    while [ $t -gt 0 ]; do
-        local alive=0
-        for p in "$@"; do running "$p" && alive=1; done
-        [ $alive = 0 ] && return 0
-        sleep 0.1; t=$((t - 1))
-    done
-    return 1
-}
-bwait() {
-    local t=$(($2 * 10))
-    while kill -0 "$1" 2>/dev/null && [ $t -gt 0 ]; do sleep 0.1; t=$((t - 1)); done
-    kill -0 "$1" 2>/dev/null && { echo "  (pid $1 still running after $2 s: killed)"; kill -KILL "$1"; }
-    wait "$1"
 }
 # the coordinator's agents once training has started (at most 30 s)
 training_kids() {
@@ -145,5 +115,4 @@ else
     fail "unusable plans ($ra $rb $rcc)"; cat "$TMP/4a.err" "$TMP/4b.err" "$TMP/4c.err"
 fi
 
-[ $FAILS = 0 ] && echo "cluster_train: all passed" || echo "cluster_train: $FAILS failed"
-exit $((FAILS > 0))
+cluster_end
