@@ -122,10 +122,7 @@ static void s_stage_costs(gpp_sim_t *s, int i, int64_t *stash_per_sample, int64_
         }
         r->allreduce_ms = gpp_allreduce_ms(
             gpp_cluster_group_link(cl, st->first_device, st->devices), st->devices, grad_bytes);
-        /* AdamW: read w, g, m, v and write w, m, v: 7 x 4 bytes per element */
-        double elems = grad_bytes / 4;
-        if (kernels)
-            r->step_ms = gpp_roofline_ms(&cl->device, 12 * elems, 7 * grad_bytes, kernels);
+        r->step_ms = gpp_cost_step_ms(s->cost, grad_bytes, kernels);
     }
     *stash_per_sample = stash;
     *fixed_bytes =

@@ -14,9 +14,9 @@
  *   ALLREDUCE   a barrier over the stage's replicas, then the ring
  *               all-reduce of the stage's gradient bytes on the link its
  *               device group spans (without a cost model: stage allreduce_ms)
- *   STEP        the AdamW update: roofline time of reading weights, grads,
- *               m, v and writing weights, m, v (28 bytes per gradient
- *               element); 0 without a cost model
+ *   STEP        the AdamW update of the stage's gradient bytes,
+ *               gpp_cost_step_ms (the partitioner's TPS charges the same);
+ *               0 without a cost model
  * Without a cost model communication and the step are free.
  *
  * Outputs: iteration time (the last device to finish), throughput
