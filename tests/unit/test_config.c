@@ -38,7 +38,7 @@ static void t_local_cpu_example(void)
     GPP_EXPECT(c.job.iterations == 20 && c.job.batch == 32 && c.job.seed == 42);
     GPP_EXPECT(c.job.optimizer == GPP_CONFIG_OPTIM_ADAMW && c.job.lr == 1e-3);
     GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_LOCAL && c.job.backend == GPP_CONFIG_BACKEND_CPU);
-    GPP_EXPECT(strcmp(c.cluster.device, "cpu") == 0 && c.cluster.mem_gib == 4);
+    GPP_EXPECT(strcmp(c.cluster.device, "cpu") == 0 && c.cluster.mem_gib == 0.03);
     GPP_EXPECT(strcmp(gpp_config_optim_name(c.job.optimizer), "adamw") == 0);
     gpp_config_release(&c);
     GPP_EXPECT(c.nodes == NULL);
