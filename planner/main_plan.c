@@ -411,8 +411,9 @@ int main(int argc, char **argv)
     p->throughput = gpp_sim_throughput(sim);
     s_print(p, g, sim, &cl, estimate_ms, gpp_now_ms() - t0);
     if (idle > 0)
-        printf("idle devices      %d of %d (more would not lower the bottleneck TPS)\n", idle,
-               cl.n_devices);
+        printf("idle devices      %d of %d (one more replica on any stage would not lower the "
+               "estimated iteration time)\n",
+               idle, cl.n_devices);
 
     if ((a.json && gpp_plan_write_json(p, a.json, &err) < 0) ||
         (a.strategy && gpp_plan_write_strategy(p, a.strategy, &err) < 0) ||
