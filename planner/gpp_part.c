@@ -1048,13 +1048,12 @@ static s_dp_t *s_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_
     return s;
 }
 
-/* Sets the candidate configs and sizes the memo. */
-static void s_dp_configure(s_dp_t *s, const s_cfg_t *cfg, int C, int generalized)
+/* In-flight levels the memo keeps for configs cfg[0..C): multiples of q, the
+ * gcd of their micro-batch sizes, from 0 up to the samples in flight at most
+ * (stages on a path x k x b, three times that in the generalized search),
+ * capped at the batch. Returns the number of levels; q in *q_out. */
+static int64_t s_levels(const s_dp_t *s, const s_cfg_t *cfg, int C, int generalized, int *q_out)
 {
-    assert(C >= 1 && C <= MAX_CFG);
-    memcpy(s->cfg, cfg, (size_t)C * sizeof *cfg);
-    s->C = C;
-    s->generalized = generalized;
     int q = 0, maxkb = 0;
     for (int c = 0; c < C; c++) {
         int a = q, b = cfg[c].b;
@@ -1065,11 +1064,28 @@ static void s_dp_configure(s_dp_t *s, const s_cfg_t *cfg, int C, int generalized
         q = a;
         if (cfg[c].k * cfg[c].b > maxkb)
             maxkb = cfg[c].k * cfg[c].b;
+    }
+    int depth = s->sp_depth < s->n_dev ? s->sp_depth : s->n_dev;
+    int64_t top = (int64_t)depth * (generalized ? 3 * maxkb : maxkb);
+    if (top > s->B)
+        top = s->B;
+    *q_out = q;
+    return top / q + 1;
+}
+
+/* Sets the candidate configs and sizes the memo. */
+static void s_dp_configure(s_dp_t *s, const s_cfg_t *cfg, int C, int generalized)
+{
+    assert(C >= 1 && C <= MAX_CFG);
+    memcpy(s->cfg, cfg, (size_t)C * sizeof *cfg);
+    s->C = C;
+    s->generalized = generalized;
+    for (int c = 0; c < C; c++) {
         int dmax = cfg[c].b < s->n_dev ? cfg[c].b : s->n_dev;
         for (int d = 1; d <= dmax; d++)
             s_ensure_ms(s, (cfg[c].b + d - 1) / d);
     }
-    s->q = q;
+    s->NL = (int)s_levels(s, cfg, C, generalized, &s->q);
     for (int pos = 0; pos < s->t->n_ops; pos++) {
         double best = INFINITY;
         for (int c = 0; c < C; c++) {
@@ -1091,11 +1107,6 @@ static void s_dp_configure(s_dp_t *s, const s_cfg_t *cfg, int C, int generalized
             kern ? 7.0 * grad / dev->mem_bw_bytes_per_s * 1e3 + kern * dev->launch_ms : 0.0;
         s->pre_rate[pos + 1] = s->pre_rate[pos] + best + step_lb / s->B;
     }
-    int depth = s->sp_depth < s->n_dev ? s->sp_depth : s->n_dev;
-    int64_t top = (int64_t)depth * (generalized ? 3 * maxkb : maxkb);
-    if (top > s->B)
-        top = s->B;
-    s->NL = (int)(top / q) + 1;
     s->nctx = 1 + C * s->NL;
     size_t slots = (size_t)s->n_suffix * s->nctx;
     if (slots > s->memo_slots) { /* generations keep old slots invalid: no clearing */
@@ -1634,22 +1645,8 @@ static int s_universal(s_dp_t *s, const gpp_part_opts_t *o, const char *planner,
 /* Memo size guard for the generalized search (levels are counted in samples). */
 static int s_check_size(const s_dp_t *s, const s_cfg_t *cfg, int C, gpp_err_t *err)
 {
-    int q = 0, maxkb = 0;
-    for (int c = 0; c < C; c++) {
-        int a = q, b = cfg[c].b;
-        while (b) {
-            int r = a % b;
-            a = b, b = r;
-        }
-        q = a;
-        if (cfg[c].k * cfg[c].b > maxkb)
-            maxkb = cfg[c].k * cfg[c].b;
-    }
-    int depth = s->sp_depth < s->n_dev ? s->sp_depth : s->n_dev;
-    int64_t top = (int64_t)depth * 3 * maxkb;
-    if (top > s->B)
-        top = s->B;
-    int64_t NL = top / q + 1, per = (int64_t)C * NL;
+    int q;
+    int64_t NL = s_levels(s, cfg, C, 1, &q), per = (int64_t)C * NL;
     if (2 * per + 2 > (int64_t)ARENA_CHUNK || per * s->n_suffix > ((int64_t)1 << 25))
         return gpp_err_set(err,
                            "partitioner: the per-stage search has %d configs x %lld in-flight "
