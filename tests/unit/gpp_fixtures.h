@@ -90,6 +90,20 @@ static inline void gpp_fixture_spit(const char *path, const unsigned char *b, lo
         fclose(f);
 }
 
+/* After a failed atomic write (gpp_afile) to path: the file still holds the
+ * len bytes of orig, and the writer's temporary path.tmp.<pid> is gone. */
+static inline void gpp_fixture_expect_untouched(const char *path, const unsigned char *orig,
+                                                long len)
+{
+    long now = 0;
+    unsigned char *after = gpp_fixture_slurp(path, &now);
+    GPP_EXPECT(after && now == len && memcmp(after, orig, (size_t)len) == 0);
+    free(after);
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    GPP_EXPECT(access(tmp, F_OK) != 0);
+}
+
 /* A zoo model with a one-thread CPU backend and a synthetic data source. */
 typedef struct {
     gpp_graph_t *g;
