@@ -432,6 +432,23 @@ static void t_kfkb_inflight_table(void)
     GPP_EXPECT(tried > 1000 && failed == 0);
 }
 
+/* gpp_plan_topo_order: ready stages in ascending id; a cycle leaves its
+ * stages and those after it out, listed ascending after the ordered ones. */
+static void t_topo_order(void)
+{
+    /* 0 -> {2, 1} -> 3: ascending among the ready */
+    char dag[16] = {0};
+    dag[0 * 4 + 2] = dag[0 * 4 + 1] = dag[1 * 4 + 3] = dag[2 * 4 + 3] = 1;
+    int order[4];
+    GPP_EXPECT(gpp_plan_topo_order(4, dag, order) == 4);
+    GPP_EXPECT(order[0] == 0 && order[1] == 1 && order[2] == 2 && order[3] == 3);
+    /* 3 -> 0, 0 <-> 2 (a cycle), 2 -> 1: only 3 is ordered */
+    char cyc[16] = {0};
+    cyc[3 * 4 + 0] = cyc[0 * 4 + 2] = cyc[2 * 4 + 0] = cyc[2 * 4 + 1] = 1;
+    GPP_EXPECT(gpp_plan_topo_order(4, cyc, order) == 1);
+    GPP_EXPECT(order[0] == 3 && order[1] == 0 && order[2] == 1 && order[3] == 2);
+}
+
 static const gpp_test_case_t cases[] = {
     {"1f1b_chain", t_1f1b_chain},
     {"kfkb_order", t_kfkb_order},
@@ -442,6 +459,7 @@ static const gpp_test_case_t cases[] = {
     {"validate_errors", t_validate_errors},
     {"links", t_links},
     {"kfkb_inflight_table", t_kfkb_inflight_table},
+    {"topo_order", t_topo_order},
     {NULL, NULL},
 };
 
