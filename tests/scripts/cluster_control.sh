@@ -43,6 +43,17 @@ children() {
     echo "$kids"
 }
 
+# case $1: a control-only job on config $2 with $3 local agents that would
+# run for ever; sets CP and KIDS once the agents are up (and half a second on)
+start_endless() {
+    local C
+    C=$(mkconf "$2" $((PORT0 + $1)) "$3" local)
+    "$COORD" --control-only --barriers 100000000 "$C" >"$TMP/$1.out" 2>"$TMP/$1.err" &
+    CP=$!; PIDS+=($CP)
+    KIDS=$(children $CP "$3"); PIDS+=($KIDS)
+    sleep 0.5
+}
+
 # 1. local launch: 4 agents, 50 barriers, clean shutdown
 P=$((PORT0 + 1)); C=$(mkconf local $P 4 local)
 timeout 30 "$COORD" --control-only --barriers 50 "$C" >"$TMP/1.out" 2>"$TMP/1.err"
@@ -109,11 +120,7 @@ else
 fi
 
 # 5. a silent agent (SIGSTOP): named after the heartbeat timeout, job stopped, no orphans
-P=$((PORT0 + 5)); C=$(mkconf silent $P 3 local)
-"$COORD" --control-only --barriers 100000000 "$C" >"$TMP/5.out" 2>"$TMP/5.err" &
-CP=$!; PIDS+=($CP)
-KIDS=$(children $CP 3); PIDS+=($KIDS)
-sleep 0.5
+start_endless 5 silent 3
 VICTIM=$(echo $KIDS | cut -d' ' -f2)
 kill -STOP $VICTIM
 bwait $CP 30; rc=$?
@@ -126,11 +133,7 @@ else
 fi
 
 # 6. an agent killed: the coordinator names it at once and stops the job
-P=$((PORT0 + 6)); C=$(mkconf kill $P 3 local)
-"$COORD" --control-only --barriers 100000000 "$C" >"$TMP/6.out" 2>"$TMP/6.err" &
-CP=$!; PIDS+=($CP)
-KIDS=$(children $CP 3); PIDS+=($KIDS)
-sleep 0.5
+start_endless 6 kill 3
 VICTIM=$(echo $KIDS | cut -d' ' -f3)
 kill -KILL $VICTIM
 bwait $CP 30; rc=$?
@@ -142,11 +145,7 @@ else
 fi
 
 # 7. Ctrl-C (SIGINT to the coordinator only): agents aborted and reaped, status 130
-P=$((PORT0 + 7)); C=$(mkconf intr $P 4 local)
-"$COORD" --control-only --barriers 100000000 "$C" >"$TMP/7.out" 2>"$TMP/7.err" &
-CP=$!; PIDS+=($CP)
-KIDS=$(children $CP 4); PIDS+=($KIDS)
-sleep 0.5
+start_endless 7 intr 4
 kill -INT $CP
 bwait $CP 30; rc=$?
 if [ $rc = 130 ] && grep -q "interrupted by Interrupt" "$TMP/7.err" && wait_gone 1 $KIDS; then
@@ -156,11 +155,7 @@ else
 fi
 
 # 8. the coordinator killed with SIGKILL: its agents die with it (PR_SET_PDEATHSIG)
-P=$((PORT0 + 8)); C=$(mkconf pdeath $P 3 local)
-"$COORD" --control-only --barriers 100000000 "$C" >"$TMP/8.out" 2>"$TMP/8.err" &
-CP=$!; PIDS+=($CP)
-KIDS=$(children $CP 3); PIDS+=($KIDS)
-sleep 0.5
+start_endless 8 pdeath 3
 kill -KILL $CP
 wait $CP 2>/dev/null
 if [ "$(echo $KIDS | wc -w)" = 3 ] && wait_gone 5 $KIDS; then
