@@ -1,11 +1,12 @@
-/* gpp_fixtures: fixtures shared by the unit tests — small hand-built graphs,
- * temporary files and whole-file read/write, and a zoo model with a CPU
+/* gpp_fixtures: fixtures shared by the unit tests — small hand-built graphs
+ * and plan stages, temporary files and whole-file read/write, and a zoo model with a CPU
  * backend and a synthetic data source for executor tests.
  *
  * Header-only (static inline) like gpp_test.h; include it after gpp_test.h.
  * Failures inside a fixture are counted with GPP_EXPECT like any other. */
 #ifndef GPP_FIXTURES_H
 #define GPP_FIXTURES_H
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "agent/exec/gpp_data.h"
 #include "kernels/gpp_backend.h"
 #include "planner/gpp_graph.h"
+#include "planner/gpp_plan.h"
 #include "tests/unit/gpp_test.h"
 
 /* A chain of n linear layers of `width` features:
@@ -48,6 +50,21 @@ static inline gpp_graph_t *gpp_fixture_diamond(int width)
     gpp_err_t err;
     GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
     return g;
+}
+
+/* Appends to p a stage of ops [lo, hi] on `devices` replicas with
+ * micro-batch b and a 1F1B schedule (k = 1); returns it (owned by p). */
+static inline gpp_stage_t *gpp_fixture_stage(gpp_plan_t *p, int lo, int hi, int devices, int b)
+{
+    int ops[256], n = 0;
+    assert(hi - lo < 256);
+    for (int o = lo; o <= hi; o++)
+        ops[n++] = o;
+    gpp_stage_t *st = gpp_plan_add_stage(p, n, ops);
+    st->devices = devices;
+    st->micro_batch = b;
+    st->k = 1;
+    return st;
 }
 
 /* Creates an empty file /tmp/gpp_test_<tag>_XXXXXX; caller owns the path

@@ -12,15 +12,10 @@
 #include "tests/unit/gpp_fixtures.h"
 #include "tests/unit/gpp_test.h"
 
-/* Adds a stage of ops [lo, hi]. */
+/* Adds a stage of ops [lo, hi] with a kFkB schedule and samples in flight. */
 static gpp_stage_t *s_stage(gpp_plan_t *p, int lo, int hi, int devices, int b, int k, int inflight)
 {
-    int ops[64], n = 0;
-    for (int o = lo; o <= hi; o++)
-        ops[n++] = o;
-    gpp_stage_t *st = gpp_plan_add_stage(p, n, ops);
-    st->devices = devices;
-    st->micro_batch = b;
+    gpp_stage_t *st = gpp_fixture_stage(p, lo, hi, devices, b);
     st->k = k;
     st->inflight = inflight;
     return st;

@@ -21,13 +21,7 @@
 static gpp_stage_t *s_stage(gpp_plan_t *p, int lo, int hi, int devices, int b, double fwd_ms,
                             double bwd_ms)
 {
-    int ops[256], n = 0;
-    for (int o = lo; o <= hi; o++)
-        ops[n++] = o;
-    gpp_stage_t *st = gpp_plan_add_stage(p, n, ops);
-    st->devices = devices;
-    st->micro_batch = b;
-    st->k = 1;
+    gpp_stage_t *st = gpp_fixture_stage(p, lo, hi, devices, b);
     st->fwd_ms = fwd_ms;
     st->bwd_ms = bwd_ms;
     return st;
