@@ -235,10 +235,11 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
     /* the planner's profile.json schema (planner/gpp_cost.h), from the rows */
     cJSON *root = cJSON_CreateObject();
     cJSON **rt = gpp_xcalloc((size_t)g->n_ops, sizeof *rt);
+    cJSON **fw = gpp_xcalloc((size_t)g->n_ops, sizeof *fw);
     for (size_t i = 0; i < res->n_ops; i++) {
         const Gpp__OpProfile *r = res->ops[i];
         if (r->op >= g->n_ops) {
-            free(rt);
+            free(rt), free(fw);
             cJSON_Delete(root);
             return gpp_err_set(err, "ops[%zu].op = %d: %s has %d ops", i, r->op, g->name, g->n_ops);
         }
@@ -255,6 +256,7 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
             }
             cJSON_AddNumberToObject(e, "weight_size", (double)op->params * 4);
             rt[r->op] = cJSON_AddObjectToObject(e, "runtime");
+            fw[r->op] = cJSON_AddObjectToObject(e, "forward");
             char key[32];
             snprintf(key, sizeof key, "%d", op->id);
             cJSON_AddItemToObject(root, key, e);
@@ -263,11 +265,13 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
         snprintf(mb, sizeof mb, "%d", r->micro_batch);
         cJSON_DeleteItemFromObject(rt[r->op], mb);
         cJSON_AddNumberToObject(rt[r->op], mb, r->fwd_ms + r->bwd_ms);
+        cJSON_DeleteItemFromObject(fw[r->op], mb);
+        cJSON_AddNumberToObject(fw[r->op], mb, r->fwd_ms);
     }
     char *text = cJSON_PrintUnformatted(root);
     int rc = gpp_cost_attach_profile_text(self->cost, text, "the agents' profile", err);
     free(text);
-    free(rt);
+    free(rt), free(fw);
     cJSON_Delete(root);
     if (rc < 0)
         return -1;

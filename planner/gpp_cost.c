@@ -158,6 +158,8 @@ typedef struct {
     int n;      /* table points; 0 = roofline */
     int *mbs;   /* ascending micro-batch sizes */
     double *ms; /* forward+backward ms at mbs[i] */
+    double *fwd; /* forward ms at mbs[i] (the optional "forward" table), or NULL:
+                    then forward is a third of ms (backward ~ 2x forward) */
     int64_t reserved_bytes;
 } s_prof_t;
 
@@ -191,6 +193,7 @@ static void s_prof_clear(s_prof_t *p)
 {
     free(p->mbs);
     free(p->ms);
+    free(p->fwd);
     memset(p, 0, sizeof *p);
 }
 
@@ -232,18 +235,20 @@ static int s_fwd_kernels(gpp_op_type_t t)
     }
 }
 
-static double s_profile_ms(const s_prof_t *p, int samples)
+/* Interpolates a table over the micro-batch sizes p->mbs: linear between
+ * points, the per-sample rate of the nearest end beyond them. */
+static double s_profile_ms(const s_prof_t *p, const double *ms, int samples)
 {
     int n = p->n;
     if (samples <= p->mbs[0])
-        return p->ms[0] * samples / p->mbs[0];
+        return ms[0] * samples / p->mbs[0];
     if (samples >= p->mbs[n - 1])
-        return p->ms[n - 1] * samples / p->mbs[n - 1];
+        return ms[n - 1] * samples / p->mbs[n - 1];
     int i = 1;
     while (p->mbs[i] < samples)
         i++;
     double f = (double)(samples - p->mbs[i - 1]) / (double)(p->mbs[i] - p->mbs[i - 1]);
-    return p->ms[i - 1] + f * (p->ms[i] - p->ms[i - 1]);
+    return ms[i - 1] + f * (ms[i] - ms[i - 1]);
 }
 
 static void s_op_ms(const gpp_cost_t *c, int op, int samples, double *fwd, double *bwd)
@@ -251,9 +256,12 @@ static void s_op_ms(const gpp_cost_t *c, int op, int samples, double *fwd, doubl
     const gpp_op_t *o = &c->g->ops[op];
     const s_prof_t *p = &c->prof[op];
     if (p->n > 0) {
-        double t = s_profile_ms(p, samples) / s_share(&c->cl);
-        *fwd = t / 3.0;
-        *bwd = 2.0 * t / 3.0;
+        double share = s_share(&c->cl);
+        double t = s_profile_ms(p, p->ms, samples) / share;
+        *fwd = p->fwd ? s_profile_ms(p, p->fwd, samples) / share : t / 3.0;
+        if (*fwd > t)
+            *fwd = t;
+        *bwd = t - *fwd;
         return;
     }
     const gpp_device_t *dev = &c->cl.device;
@@ -523,6 +531,29 @@ static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, 
         }
     }
     free(order), free(ms);
+    /* optional "forward": {"<micro-batch>": forward ms} for every runtime key */
+    const cJSON *fw = cJSON_GetObjectItemCaseSensitive(entry, "forward");
+    if (fw) {
+        if (!cJSON_IsObject(fw))
+            return gpp_err_set(err, "%s: op %s: field 'forward' must be an object "
+                                    "{\"<micro-batch>\": forward ms}", origin, key);
+        p->fwd = gpp_xcalloc((size_t)p->n, sizeof(double));
+        for (i = 0; i < p->n; i++) {
+            char mb[16];
+            snprintf(mb, sizeof mb, "%d", p->mbs[i]);
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(fw, mb);
+            if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 ||
+                v->valuedouble > p->ms[i] * (1 + 1e-9))
+                return gpp_err_set(err,
+                                   "%s: op %s: forward[\"%s\"] must be a number of ms between 0 "
+                                   "and runtime[\"%s\"] (forward is part of forward+backward)",
+                                   origin, key, mb, mb);
+            p->fwd[i] = v->valuedouble;
+        }
+        if (cJSON_GetArraySize(fw) != p->n)
+            return gpp_err_set(err, "%s: op %s: 'forward' must have exactly the micro-batch "
+                                    "sizes of 'runtime'", origin, key);
+    }
     double rm = 0;
     if (s_get_nonneg(entry, "reserved_mem", 0, &rm, origin, key, err))
         return -1;

@@ -614,8 +614,10 @@ static int s_profile(gpp_runner_t *self, gpp_err_t *err)
     cJSON_ArrayForEach(e, root)
     {
         const cJSON *rt = cJSON_GetObjectItemCaseSensitive(e, "runtime"), *v;
+        const cJSON *fw = cJSON_GetObjectItemCaseSensitive(e, "forward");
         cJSON_ArrayForEach(v, rt)
         {
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(fw, v->string);
             if (n == cap) {
                 cap *= 2;
                 rows = gpp_xrealloc(rows, cap * sizeof *rows);
@@ -623,8 +625,10 @@ static int s_profile(gpp_runner_t *self, gpp_err_t *err)
             gpp__op_profile__init(&rows[n]);
             rows[n].op = atoi(e->string);
             rows[n].micro_batch = atoi(v->string);
-            rows[n].fwd_ms = v->valuedouble / 3;
-            rows[n].bwd_ms = v->valuedouble * 2 / 3;
+            rows[n].fwd_ms = cJSON_IsNumber(f) ? f->valuedouble : v->valuedouble / 3;
+            rows[n].bwd_ms = v->valuedouble - rows[n].fwd_ms;
+            if (rows[n].bwd_ms < 0)
+                rows[n].bwd_ms = 0;
             n++;
         }
     }

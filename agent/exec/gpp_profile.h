@@ -5,7 +5,10 @@
  * one JSON object keyed by op id (string), each entry
  *   {"name": op name, "inputs": [producer ids], "input_size": [bytes per
  *    sample of each input], "weight_size": parameter bytes,
- *    "runtime": {"<micro-batch>": fwd+bwd ms, ...}}.
+ *    "runtime": {"<micro-batch>": fwd+bwd ms, ...},
+ *    "forward": {"<micro-batch>": fwd ms, ...}}  (gpp's addition to the
+ *    authors' schema: the measured split; without it the planner assumes
+ *    backward = 2 x forward).
  * The optional "reserved_mem" (a constant per-stage reservation to the
  * planner) is not written: the executor's memory is the graph's stash and
  * parameter figures, which the planner already has. planner/gpp_cost has no

@@ -301,6 +301,48 @@ static void t_cpu_share(void)
     gpp_graph_destroy(&g);
 }
 
+/* The optional "forward" table: the measured split replaces the 1:2
+ * assumption; it must match runtime's sizes and stay within runtime. */
+static void t_profile_forward(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_graph_new("fw");
+    int x = gpp_graph_input(g, "x", 1, 8);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", gpp_graph_linear(g, "fc", x, 8, 1));
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "cpu", 1, 1, &err);
+    gpp_cost_t *cost = gpp_cost_new(g, &c);
+    const char *ok = "{\"1\":{\"name\":\"fc\",\"inputs\":[0],\"input_size\":[32],"
+                     "\"weight_size\":288,\"runtime\":{\"1\":1.0,\"4\":2.0},"
+                     "\"forward\":{\"1\":0.4,\"4\":0.5}}}";
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, ok, "fw.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 1), 0.4, 1e-12);
+    GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(cost, 1, 1), 0.6, 1e-12);
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 2), 0.4 + 0.1 / 3, 1e-12); /* linear 1..4 */
+    GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(cost, 1, 8), 4.0 - 1.0, 1e-12);     /* rate beyond 4 */
+    const char *bad[][2] = {
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1.0},\"forward\":{\"1\":1.5}}}",
+         "between 0"},
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1.0},\"forward\":{\"2\":0.5}}}",
+         "forward[\"1\"]"},
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1.0},\"forward\":{\"1\":0.5,"
+         "\"2\":0.5}}}",
+         "exactly"},
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1.0},\"forward\":[0.5]}}", "object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err.msg[0] = 0;
+        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, bad[i][0], "fw.json", &err) == -1 &&
+                           strstr(err.msg, bad[i][1]) && strstr(err.msg, "fw.json"),
+                       "case %zu: %s", i, err.msg);
+    }
+    /* a rejected file leaves the attached profile as it was */
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 1), 0.4, 1e-12);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
 static const gpp_test_case_t cases[] = {
     {"presets", t_presets},
     {"roofline_monotone", t_roofline_monotone},
@@ -309,6 +351,7 @@ static const gpp_test_case_t cases[] = {
     {"malformed", t_malformed},
     {"sparse_grad", t_sparse_grad},
     {"cpu_share", t_cpu_share},
+    {"profile_forward", t_profile_forward},
     {NULL, NULL},
 };
 
