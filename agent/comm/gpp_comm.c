@@ -133,6 +133,14 @@ int gpp_comm_allreduce_sum_f32(gpp_comm_t *self, gpp_comm_group_t *group, float 
     return self->ops->allreduce_sum_f32(self, group, buf, count, err);
 }
 
+int gpp_comm_allgatherv(gpp_comm_t *self, gpp_comm_group_t *group, const void *buf, size_t bytes,
+                        void **out, size_t *bytes_each, gpp_err_t *err)
+{
+    assert(self && (buf || !bytes) && out && bytes_each && (!group || group->comm == self));
+    *out = NULL;
+    return self->ops->allgatherv(self, group, buf, bytes, out, bytes_each, err);
+}
+
 int gpp_comm_barrier(gpp_comm_t *self, gpp_comm_group_t *group, gpp_err_t *err)
 {
     assert(self && (!group || group->comm == self));

@@ -98,6 +98,17 @@ int gpp_comm_group_rank(const gpp_comm_group_t *group); /* this rank's index in 
  * ends with the same bits. */
 int gpp_comm_allreduce_sum_f32(gpp_comm_t *self, gpp_comm_group_t *group, float *buf, size_t count,
                                gpp_err_t *err);
+/* All-gather of byte buffers whose sizes differ by member: each member of
+ * the group (NULL = world) contributes `bytes` bytes of buf (0 allowed).
+ * On success *out is a buffer the caller owns (free(); never NULL, even
+ * when every member gave 0 bytes) holding the contributions in group-rank
+ * order, and bytes_each (the caller's array of gpp_comm_group_size
+ * entries, or of the world size) gets each member's size: member i's bytes
+ * start at the sum of bytes_each[0..i). Every member ends with the same
+ * bytes. Sizes travel first (one 8-byte word per member), then the
+ * payloads; both phases are abortable. On error *out is NULL. */
+int gpp_comm_allgatherv(gpp_comm_t *self, gpp_comm_group_t *group, const void *buf, size_t bytes,
+                        void **out, size_t *bytes_each, gpp_err_t *err);
 /* Returns when every member of the group (NULL = world) has entered. */
 int gpp_comm_barrier(gpp_comm_t *self, gpp_comm_group_t *group, gpp_err_t *err);
 

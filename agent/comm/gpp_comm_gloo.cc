@@ -8,12 +8,14 @@
 // order, so they agree on n).
 //
 // Point-to-point uses gloo unbound buffers on the world context: the gloo
-// slot is the caller's 32-bit tag. Collectives are a ring all-reduce
-// (reduce-scatter then all-gather) on the group's context with slots
-// 0x20 << 56 | sequence number, so they never meet user tags. We ring
-// ourselves rather than call gloo::allreduce so that every wait is on an
-// unbound buffer this file knows about: abort() wakes all of them with
-// abortWaitRecv/abortWaitSend, whichever thread is blocked.
+// slot is the caller's 32-bit tag. Collectives run on the group's context
+// with slots 0x20 << 56 | sequence number, so they never meet user tags:
+// a ring all-reduce (reduce-scatter then all-gather) and a ring all-gather
+// of variable-size blocks (sizes first, then payloads; each phase its own
+// sequence number). We ring ourselves rather than call gloo::allreduce /
+// gloo::allgatherv so that every wait is on an unbound buffer this file
+// knows about: abort() wakes all of them with abortWaitRecv/abortWaitSend,
+// whichever thread is blocked.
 //
 // test() cannot peek at a gloo buffer (no such API), so the first test() of
 // a request starts a helper thread that does the wait; later tests read its
@@ -23,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -370,15 +373,108 @@ done:
     return rc;
 }
 
+// Ring all-gather over ctx of the blocks [off[i], off[i + 1]) of data, one
+// per member, this member's filled in. In step s each member passes on the
+// block it got in step s - 1 (its own first). Empty blocks are neither sent
+// nor received: every member knows every block's size. Every wait is on a
+// tracked buffer.
+int s_ring_allgather(CommImpl *ci, gloo::rendezvous::Context &ctx, uint32_t seq, char *data,
+                     const std::vector<size_t> &off, const char *what, gpp_err_t *err)
+{
+    const int n = ctx.size, me = ctx.rank;
+    if (n == 1 || off[n] == 0)
+        return 0;
+    const int right = (me + 1) % n, left = (me - 1 + n) % n;
+    const uint64_t slot = kCollSlot | seq;
+    int rc = -1;
+    std::unique_ptr<Buffer> buf;
+    try {
+        buf = ctx.createUnboundBuffer(data, off[n]);
+        s_track(ci, buf.get());
+        for (int s = 0; s < n - 1; s++) {
+            const int send_blk = (me - s + n) % n, recv_blk = (me - s - 1 + n) % n;
+            const size_t send_n = off[send_blk + 1] - off[send_blk];
+            const size_t recv_n = off[recv_blk + 1] - off[recv_blk];
+            if (recv_n)
+                buf->recv(left, slot, off[recv_blk], recv_n);
+            if (send_n)
+                buf->send(right, slot, off[send_blk], send_n);
+            if (recv_n && s_wait_one(ci, buf.get(), true, what, err) < 0)
+                goto done;
+            if (send_n && s_wait_one(ci, buf.get(), false, what, err) < 0)
+                goto done;
+        }
+        rc = 0;
+    } catch (const std::exception &e) {
+        gpp_err_set(err, "gpp_comm: %s: %s", what, e.what());
+    }
+done:
+    if (buf)
+        s_untrack(ci, buf.get());
+    return rc;
+}
+
+// The context of a group (NULL = world) and its collective sequence counter.
+gloo::rendezvous::Context &s_coll_ctx(CommImpl *ci, gpp_comm_group_t *g, uint32_t **seq)
+{
+    if (!g) {
+        *seq = &ci->world_coll_seq;
+        return *ci->world;
+    }
+    GroupImpl *gi = s_gimpl(g);
+    *seq = &gi->coll_seq;
+    return *gi->ctx;
+}
+
 int s_allreduce(gpp_comm_t *c, gpp_comm_group_t *g, float *buf, size_t count, gpp_err_t *err)
 {
     CommImpl *ci = s_impl(c);
     if (ci->aborted)
         return s_aborted_err(ci, err, "allreduce");
-    if (!g)
-        return s_ring_allreduce(ci, *ci->world, ci->world_coll_seq++, buf, count, err);
-    GroupImpl *gi = s_gimpl(g);
-    return s_ring_allreduce(ci, *gi->ctx, gi->coll_seq++, buf, count, err);
+    uint32_t *seq;
+    gloo::rendezvous::Context &ctx = s_coll_ctx(ci, g, &seq);
+    return s_ring_allreduce(ci, ctx, (*seq)++, buf, count, err);
+}
+
+int s_allgatherv(gpp_comm_t *c, gpp_comm_group_t *g, const void *buf, size_t bytes, void **out,
+                 size_t *bytes_each, gpp_err_t *err)
+{
+    CommImpl *ci = s_impl(c);
+    if (ci->aborted)
+        return s_aborted_err(ci, err, "allgatherv");
+    uint32_t *seq;
+    gloo::rendezvous::Context &ctx = s_coll_ctx(ci, g, &seq);
+    const int n = ctx.size, me = ctx.rank;
+    const uint32_t size_seq = (*seq)++, data_seq = (*seq)++;
+    // Phase 1: every member's size, a uint64 each in host byte order (every
+    // member runs this build).
+    std::vector<uint64_t> sizes(n, 0);
+    std::vector<size_t> off(n + 1, 0);
+    sizes[me] = bytes;
+    for (int i = 0; i < n; i++)
+        off[i + 1] = off[i] + sizeof(uint64_t);
+    if (s_ring_allgather(ci, ctx, size_seq, reinterpret_cast<char *>(sizes.data()), off,
+                         "allgatherv sizes", err) < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] > SIZE_MAX - off[i])
+            return gpp_err_set(err,
+                               "gpp_comm: allgatherv: member %d of %d sends %llu bytes: "
+                               "more than this host can hold",
+                               i, n, (unsigned long long)sizes[i]);
+        off[i + 1] = off[i] + (size_t)sizes[i];
+        bytes_each[i] = (size_t)sizes[i];
+    }
+    // Phase 2: the payloads, straight into the caller's result.
+    char *data = static_cast<char *>(gpp_xcalloc(off[n] ? off[n] : 1, 1));
+    if (bytes)
+        memcpy(data + off[me], buf, bytes);
+    if (s_ring_allgather(ci, ctx, data_seq, data, off, "allgatherv", err) < 0) {
+        free(data);
+        return -1;
+    }
+    *out = data;
+    return 0;
 }
 
 int s_barrier(gpp_comm_t *c, gpp_comm_group_t *g, gpp_err_t *err)
@@ -464,8 +560,8 @@ void s_destroy(gpp_comm_t *c)
 }
 
 const gpp_comm_ops_t s_ops = {
-    "gloo",      s_isend,      s_irecv,     s_wait,    s_test,  s_req_free,
-    s_group_new, s_group_free, s_allreduce, s_barrier, s_abort, s_destroy,
+    "gloo",       s_isend,     s_irecv,      s_wait,    s_test,  s_req_free, s_group_new,
+    s_group_free, s_allreduce, s_allgatherv, s_barrier, s_abort, s_destroy,
 };
 
 } // namespace

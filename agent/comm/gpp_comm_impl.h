@@ -25,6 +25,9 @@ typedef struct {
     void (*group_free)(gpp_comm_group_t *g);
     int (*allreduce_sum_f32)(gpp_comm_t *c, gpp_comm_group_t *g, float *buf, size_t count,
                              gpp_err_t *err);
+    /* *out: gpp_xcalloc'd, at least 1 byte; bytes_each: group size entries */
+    int (*allgatherv)(gpp_comm_t *c, gpp_comm_group_t *g, const void *buf, size_t bytes, void **out,
+                      size_t *bytes_each, gpp_err_t *err);
     int (*barrier)(gpp_comm_t *c, gpp_comm_group_t *g, gpp_err_t *err);
     void (*abort)(gpp_comm_t *c, const char *reason);
     void (*destroy)(gpp_comm_t *c);

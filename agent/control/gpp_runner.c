@@ -287,9 +287,59 @@ static int s_sync(gpp_runner_t *self, gpp_err_t *err)
     return gpp_stream_sync(gpp_exec_stream(self->ex), err);
 }
 
-/* Sums dense and sparse gradients over the stage's replicas. Sparse ones
- * are densified over their table (fine for the tables the CPU agents hold;
- * every replica ends with the same rows and bits). */
+/* Sums one embedding table's sparse gradient over the stage's replicas:
+ * each replica's touched rows travel as one all-gathered block (int32 row
+ * ids [count], then fp32 values [count, dim]; count follows from the size),
+ * and every replica rebuilds the sum by adding the blocks in replica order
+ * to an empty gradient. Same blocks, same order: the same rows and bits on
+ * every replica and in every run. The runner's backend is the CPU one, so
+ * the gradient's device arrays are host memory. */
+static int s_sync_sparse(gpp_runner_t *self, gpp_sparse_grad_t *sg, gpp_err_t *err)
+{
+    gpp_stream_t *st = gpp_exec_stream(self->ex);
+    const int n = gpp_comm_group_size(self->dp);
+    const int64_t dim = gpp_sparse_grad_dim(sg), count = gpp_sparse_grad_count(sg);
+    const size_t row_bytes = sizeof(int32_t) + (size_t)dim * sizeof(float);
+    const size_t ids_bytes = (size_t)count * sizeof(int32_t);
+    char *mine = gpp_xcalloc(count ? (size_t)count * row_bytes : 1, 1);
+    if (count) {
+        memcpy(mine, gpp_sparse_grad_rows(sg), ids_bytes);
+        memcpy(mine + ids_bytes, gpp_sparse_grad_values(sg), (size_t)count * row_bytes - ids_bytes);
+    }
+    size_t *bytes_each = gpp_xcalloc((size_t)n, sizeof *bytes_each);
+    char *all = NULL;
+    int rc = gpp_comm_allgatherv(self->comm, self->dp, mine, (size_t)count * row_bytes,
+                                 (void **)&all, bytes_each, err);
+    if (rc == 0)
+        rc = gpp_sparse_grad_clear(st, sg, err);
+    size_t off = 0;
+    for (int r = 0; rc == 0 && r < n; r++) {
+        if (bytes_each[r] % row_bytes) {
+            rc = gpp_err_set(err,
+                             "sparse gradient sync: replica %d sent %zu bytes, not whole rows "
+                             "of %zu bytes (a replica with another model build?)",
+                             r, bytes_each[r], row_bytes);
+            break;
+        }
+        /* blocks sit at multiples of 4 bytes in a malloc'd buffer: aligned */
+        const int64_t k = (int64_t)(bytes_each[r] / row_bytes);
+        const int32_t *ids = (const int32_t *)(const void *)(all + off);
+        const float *vals = (const float *)(const void *)(all + off + (size_t)k * sizeof(int32_t));
+        rc = gpp_sparse_grad_add(st, sg, k, ids, vals, err);
+        off += bytes_each[r];
+    }
+    if (rc == 0)
+        rc = s_sync(self, err); /* the adds have read `all` */
+    free(all);
+    free(bytes_each);
+    free(mine);
+    return rc;
+}
+
+/* Sums the dense gradients over the stage's replicas with one all-reduce,
+ * and each embedding table's sparse gradient by exchanging touched rows
+ * only (s_sync_sparse): a million-row table costs what its batch touched,
+ * not the table. */
 static int s_allreduce(gpp_runner_t *self, gpp_err_t *err)
 {
     if (!self->dp)
@@ -300,43 +350,9 @@ static int s_allreduce(gpp_runner_t *self, gpp_err_t *err)
     float *gr = gpp_exec_grads(self->ex, &numel);
     if (numel > 0 && gpp_comm_allreduce_sum_f32(self->comm, self->dp, gr, (size_t)numel, err) < 0)
         return -1;
-    gpp_stream_t *st = gpp_exec_stream(self->ex);
-    for (int i = 0; i < gpp_exec_n_sparse(self->ex); i++) {
-        gpp_sparse_grad_t *sg = gpp_exec_sparse_grad(self->ex, i);
-        int64_t rows = gpp_sparse_grad_table_rows(sg), dim = gpp_sparse_grad_dim(sg);
-        int64_t count = gpp_sparse_grad_count(sg);
-        size_t n = (size_t)(rows * dim + rows);
-        float *dense = gpp_xcalloc(n, sizeof *dense); /* values, then a touched mask */
-        const int32_t *ids = gpp_sparse_grad_rows(sg);
-        const float *vals = gpp_sparse_grad_values(sg);
-        for (int64_t k = 0; k < count; k++) {
-            memcpy(dense + (int64_t)ids[k] * dim, vals + k * dim, (size_t)dim * sizeof(float));
-            dense[rows * dim + ids[k]] = 1.0f;
-        }
-        int rc = gpp_comm_allreduce_sum_f32(self->comm, self->dp, dense, n, err);
-        int64_t touched = 0;
-        for (int64_t r = 0; rc == 0 && r < rows; r++)
-            touched += dense[rows * dim + r] > 0;
-        int32_t *nid = gpp_xcalloc((size_t)(touched ? touched : 1), sizeof *nid);
-        float *nval = gpp_xcalloc((size_t)(touched ? touched * dim : 1), sizeof *nval);
-        for (int64_t r = 0, k = 0; rc == 0 && r < rows; r++)
-            if (dense[rows * dim + r] > 0) {
-                nid[k] = (int32_t)r;
-                memcpy(nval + k * dim, dense + r * dim, (size_t)dim * sizeof(float));
-                k++;
-            }
-        if (rc == 0)
-            rc = gpp_sparse_grad_clear(st, sg, err);
-        if (rc == 0 && touched)
-            rc = gpp_sparse_grad_add(st, sg, touched, nid, nval, err);
-        if (rc == 0)
-            rc = s_sync(self, err);
-        free(nid);
-        free(nval);
-        free(dense);
-        if (rc < 0)
-            return -1;
-    }
+    for (int i = 0; i < gpp_exec_n_sparse(self->ex); i++)
+        if (s_sync_sparse(self, gpp_exec_sparse_grad(self->ex, i), err) < 0)
+            return gpp_err_prefix(err, "sparse gradient %d", i);
     return 0;
 }
 

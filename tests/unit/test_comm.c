@@ -1,7 +1,9 @@
 /* test_comm: the Gloo comm backend with N=4 forked ranks on loopback, a
  * gpp_store server in the parent. Point-to-point tensors (counting wrong
- * elements), all-reduce over groups of 2 and 4 and the world, tags that do
- * not mix, test(), barrier, and abort unblocking a pending receive.
+ * elements), all-reduce and variable-size all-gather (a member with 0
+ * bytes each round) over groups of 2 and 4 and the world, tags that do not
+ * mix, test(), barrier, and abort unblocking a pending receive and a
+ * pending all-gather.
  * Deterministic; each scenario is its own job (store prefix). */
 #include <math.h>
 #include <pthread.h>
@@ -151,6 +153,120 @@ static void sc_allreduce(int rank)
     gpp_comm_group_destroy(&g4);
     GPP_EXPECT(g2 == NULL && g4 == NULL);
     GPP_EXPECT_MSG(gpp_comm_barrier(c, NULL, &err) == 0, "%s", err.msg);
+    gpp_comm_destroy(&c);
+}
+
+static void *s_abort_later(void *arg);
+
+/* Member m of a group contributes s_agv_bytes(m, round) bytes, byte j
+ * being (m * 37 + round * 11 + j) & 0xff: sizes differ by member and one
+ * member gives 0 bytes each round (member `round % n`). */
+static size_t s_agv_bytes(int m, int round, int n)
+{
+    if (m == round % n)
+        return 0;
+    static const size_t sizes[] = {1, 7, 4096, (size_t)3 << 20};
+    return sizes[(m + round) % 4] + (size_t)m;
+}
+static unsigned char s_agv_byte(int m, int round, size_t j)
+{
+    return (unsigned char)((size_t)(m * 37 + round * 11) + j);
+}
+
+static void s_check_allgatherv(gpp_comm_t *c, gpp_comm_group_t *g, int n, int round,
+                               const char *what)
+{
+    int me = g ? gpp_comm_group_rank(g) : gpp_comm_rank(c);
+    size_t mine_n = s_agv_bytes(me, round, n);
+    unsigned char *mine = malloc(mine_n ? mine_n : 1);
+    for (size_t j = 0; j < mine_n; j++)
+        mine[j] = s_agv_byte(me, round, j);
+    size_t each[N_RANKS] = {0};
+    void *out = NULL;
+    gpp_err_t err = {{0}};
+    int rc = gpp_comm_allgatherv(c, g, mine_n ? mine : NULL, mine_n, &out, each, &err);
+    GPP_EXPECT_MSG(rc == 0 && out, "%s round %d: %s", what, round, err.msg);
+    if (rc == 0 && out) {
+        size_t wrong = 0, off = 0, bad_sizes = 0;
+        const unsigned char *p = out;
+        for (int m = 0; m < n; m++) {
+            bad_sizes += each[m] != s_agv_bytes(m, round, n);
+            for (size_t j = 0; j < each[m] && !bad_sizes; j++)
+                wrong += p[off + j] != s_agv_byte(m, round, j);
+            off += each[m];
+        }
+        GPP_EXPECT_MSG(bad_sizes == 0 && wrong == 0,
+                       "rank %d %s round %d: %zu sizes, %zu of %zu bytes wrong", gpp_comm_rank(c),
+                       what, round, bad_sizes, wrong, off);
+    }
+    free(out);
+    free(mine);
+}
+
+static void sc_allgatherv(int rank)
+{
+    gpp_comm_t *c = s_join(rank, "allgatherv");
+    if (!c)
+        return;
+    int pair[2] = {rank & ~1, (rank & ~1) + 1};
+    int all[4] = {0, 1, 2, 3};
+    gpp_err_t err = {{0}};
+    gpp_comm_group_t *g2 = gpp_comm_group_new(c, pair, 2, &err);
+    GPP_EXPECT_MSG(g2, "%s", err.msg);
+    gpp_comm_group_t *g4 = gpp_comm_group_new(c, all, 4, &err);
+    GPP_EXPECT_MSG(g4, "%s", err.msg);
+    if (g2 && g4)
+        for (int round = 0; round < 4; round++) {
+            s_check_allgatherv(c, g2, 2, round, "group of 2");
+            s_check_allgatherv(c, g4, 4, round, "group of 4");
+            s_check_allgatherv(c, NULL, 4, round, "world");
+            /* interleaved with the other collective on the same group */
+            s_check_allreduce(c, g4, all, 4, 1001, "all-reduce between all-gathers");
+        }
+    /* Everyone gives nothing: an empty result, still a buffer to free. */
+    size_t each[N_RANKS] = {1, 1, 1, 1};
+    void *out = NULL;
+    GPP_EXPECT_MSG(gpp_comm_allgatherv(c, g4, NULL, 0, &out, each, &err) == 0 && out, "%s",
+                   err.msg);
+    GPP_EXPECT(each[0] == 0 && each[1] == 0 && each[2] == 0 && each[3] == 0);
+    free(out);
+    gpp_comm_group_destroy(&g2);
+    gpp_comm_group_destroy(&g4);
+    GPP_EXPECT_MSG(gpp_comm_barrier(c, NULL, &err) == 0, "%s", err.msg);
+    gpp_comm_destroy(&c);
+}
+
+/* An all-gather whose peers never come is unblocked by abort(), in the size
+ * phase; later ones fail at once. */
+static void sc_allgatherv_abort(int rank)
+{
+    gpp_comm_t *c = s_join(rank, "allgatherv_abort");
+    if (!c)
+        return;
+    gpp_err_t err = {{0}};
+    if (rank != 0) {
+        char byte;
+        GPP_EXPECT(read(s_pipe[0], &byte, 1) == 1);
+        gpp_comm_destroy(&c);
+        return;
+    }
+    char mine[100] = {0};
+    pthread_t t;
+    pthread_create(&t, NULL, s_abort_later, c);
+    void *out = (void *)&err;
+    size_t each[N_RANKS];
+    double t0 = gpp_now_ms();
+    int rc = gpp_comm_allgatherv(c, NULL, mine, sizeof mine, &out, each, &err);
+    double waited = gpp_now_ms() - t0;
+    pthread_join(t, NULL);
+    GPP_EXPECT(rc == -1 && out == NULL);
+    GPP_EXPECT_MSG(strstr(err.msg, "aborted: test abort"), "%s", err.msg);
+    GPP_EXPECT_MSG(waited >= 150 && waited < 5000, "allgatherv returned after %.0f ms", waited);
+    printf("  rank 0: pending allgatherv unblocked by abort after %.0f ms: %s\n", waited, err.msg);
+    GPP_EXPECT(gpp_comm_allgatherv(c, NULL, mine, sizeof mine, &out, each, &err) == -1 &&
+               out == NULL && strstr(err.msg, "aborted"));
+    for (int i = 1; i < N_RANKS; i++)
+        GPP_EXPECT(write(s_pipe[1], "x", 1) == 1);
     gpp_comm_destroy(&c);
 }
 
@@ -330,6 +446,14 @@ static void t_allreduce(void)
 {
     s_run("allreduce", sc_allreduce);
 }
+static void t_allgatherv(void)
+{
+    s_run("allgatherv", sc_allgatherv);
+}
+static void t_allgatherv_abort(void)
+{
+    s_run("allgatherv_abort", sc_allgatherv_abort);
+}
 static void t_tags(void)
 {
     s_run("tags", sc_tags);
@@ -369,6 +493,8 @@ static const gpp_test_case_t cases[] = {
     {"store", t_store},
     {"p2p_tensors", t_p2p},
     {"allreduce_groups_2_4_world", t_allreduce},
+    {"allgatherv_sizes_groups_2_4_world", t_allgatherv},
+    {"allgatherv_abort", t_allgatherv_abort},
     {"tags_do_not_mix", t_tags},
     {"abort_unblocks_recv", t_abort},
     {"peer_dies", t_peer_dies},

@@ -15,7 +15,8 @@
  *     agrees to ~1e-6. Plans without data parallelism match bit for bit;
  *   - the loss per iteration (metrics JSON lines) matches gpp-train's
  *     printed loss to a relative 1e-4;
- *   - the same plan and seed run twice give byte-identical checkpoints.
+ *   - the same plan and seed run twice give byte-identical checkpoints
+ *     (mmt_dp for the dense all-reduce, dlrm_dp_big for the sparse sync).
  * Plans: tests/data/plans/ (gpp-plan/1), written by gpp-plan or by hand
  * where the planner would not produce the shape under test. The binaries
  * come from $GPP_BIN (ctest sets it). */
@@ -42,10 +43,16 @@
 #define S_DLRM                                                                                     \
     "dlrm:dense_branches=2,sparse_branches=2,dense_in=32,hidden=64,dense_layers=2,rows=1000,"      \
     "dim=16,bag=8,top_layers=2"
+/* the same DLRM with tables far larger than a batch touches (32 samples x 8
+ * ids: at most 256 of 100000 rows per table and iteration) */
+#define S_DLRM_BIG                                                                                 \
+    "dlrm:dense_branches=2,sparse_branches=2,dense_in=32,hidden=64,dense_layers=2,rows=100000,"    \
+    "dim=16,bag=8,top_layers=2"
 #define S_UNO "candle_uno:branches=3,layers=2,hidden=64,in=32,doses=1,top_layers=2"
 
 static char s_bin[1024], s_src[1024], s_tmp[256];
 static char s_worst[128]; /* the parameter with the largest relative error */
+static double s_max_abs;  /* the last case's largest absolute weight difference */
 static int s_port;
 
 /* Writes the cluster file for one run; returns its path (static buffer). */
@@ -198,6 +205,7 @@ static void s_case(const char *name, const char *model, const char *plan)
     int rc = s_sh("timeout 180 %s/coordinator/gpp-coordinator --plan %s %s > %s/%s.out 2>&1", s_bin,
                   plan_arg, conf, s_tmp, name);
     GPP_EXPECT_MSG(rc == 0, "%s: coordinator failed; see %s/%s.out", name, s_tmp, name);
+    s_max_abs = INFINITY;
     if (rc != 0) {
         s_sh("grep -v OpenBLAS %s/%s.out | tail -20 >&2", s_tmp, name);
         return;
@@ -208,6 +216,7 @@ static void s_case(const char *name, const char *model, const char *plan)
     GPP_EXPECT(rc == 0);
     double abs_diff, tensor_rel;
     double rel = s_compare(model, ckpt, ref, &abs_diff, &tensor_rel);
+    s_max_abs = abs_diff;
     double l_pipe[S_ITERS], l_ref[S_ITERS];
     int np = s_losses(metrics, "\"loss\":", l_pipe, S_ITERS);
     int nr = s_losses(ref_out, "loss=", l_ref, S_ITERS);
@@ -263,6 +272,24 @@ static void t_dlrm_dp(void)
 {
     s_case("dlrm_dp", S_DLRM, "dlrm_dp.json");
 }
+/* the sparse sync on tables much larger than the touched rows, twice:
+ * byte-identical checkpoints (the replicas' rows are merged in a fixed
+ * order). The stage-relative bound is diluted by 100000 untouched rows (a
+ * sync that drops the peer's rows exceeds it only 1.6-fold), so the weights
+ * must also agree to 1e-6 absolute: such a bug moves them by ~2e-3. */
+static void t_dlrm_dp_big(void)
+{
+    s_case("dlrm_dp_big", S_DLRM_BIG, "dlrm_dp.json");
+    GPP_EXPECT_MSG(s_max_abs <= 1e-6, "dlrm_dp_big: weights differ by %g (absolute)", s_max_abs);
+    s_case("dlrm_dp_big_again", S_DLRM_BIG, "dlrm_dp.json");
+    int same = 1;
+    for (int s = 0; s < 3; s++)
+        same &=
+            s_sh("cmp -s %s/dlrm_dp_big.ckpt/stage%d.ckpt %s/dlrm_dp_big_again.ckpt/stage%d.ckpt",
+                 s_tmp, s, s_tmp, s) == 0;
+    printf("  dlrm_dp_big twice: stage checkpoints %s\n", same ? "bit-identical" : "DIFFER");
+    GPP_EXPECT(same);
+}
 static void t_candle_uno(void)
 {
     s_case("candle_uno", S_UNO, "candle_uno_gpp.json");
@@ -288,6 +315,7 @@ static const gpp_test_case_t cases[] = {{"mmt_branches", t_mmt_branches},
                                         {"mmt_auto", t_mmt_auto},
                                         {"dlrm", t_dlrm},
                                         {"dlrm_dp", t_dlrm_dp},
+                                        {"dlrm_dp_big", t_dlrm_dp_big},
                                         {"candle_uno", t_candle_uno},
                                         {"deterministic", t_deterministic},
                                         {NULL, NULL}};
