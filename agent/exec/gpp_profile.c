@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,58 @@
 #include "agent/exec/gpp_exec.h"
 #include "agent/exec/gpp_hash.h"
 #include "planner/gpp_json.h"
+
+/* Hook point "profile.rep" (see gpp_profile.h): repetitions from
+ * s_fault_from_rep on read s_fault_extra_ms slower per op. */
+static int s_fault_from_rep = -1;
+static double s_fault_extra_ms;
+static int s_fault_env_read;
+
+void gpp_profile_fault_slow(int from_rep, double extra_ms)
+{
+    s_fault_env_read = 1; /* an explicit setting wins over the environment */
+    s_fault_from_rep = from_rep;
+    s_fault_extra_ms = extra_ms;
+}
+
+static void s_fault_env(void)
+{
+    if (s_fault_env_read)
+        return;
+    s_fault_env_read = 1;
+    const char *e = getenv("GPP_FAULT_PROFILE_SLOW");
+    int from = -1;
+    double ms = 0;
+    if (e && *e) {
+        if (sscanf(e, "%d:%lf", &from, &ms) == 2 && from >= 0 && ms >= 0) {
+            s_fault_from_rep = from;
+            s_fault_extra_ms = ms;
+            gpp_warn("fault injection armed: profile.rep reads %g ms slower per op from "
+                     "repetition %d on",
+                     ms, from);
+        } else {
+            gpp_warn("GPP_FAULT_PROFILE_SLOW='%s' ignored: expected REP:MS, e.g. 0:50", e);
+        }
+    }
+}
+
+static int s_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of x[0..n) (sorts x). Taken per op over repetitions: a repetition
+ * preempted by a neighbour on a shared machine is an outlier, not a sample
+ * the mean should spread over every op. The median is order-preserving: if
+ * f[r] <= t[r] for every r, median(f) <= median(t), so forward stays within
+ * forward+backward as the planner requires. */
+static double s_median(double *x, int n)
+{
+    assert(n > 0);
+    qsort(x, (size_t)n, sizeof *x, s_cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
 
 /* Fills a device tensor with scaled N(0,1) values through a host buffer. */
 static int s_fill(gpp_stream_t *s, gpp_tensor_t *t, uint64_t key, float scale, gpp_err_t *err)
@@ -56,12 +109,17 @@ int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backe
                       gpp_err_t *err)
 {
     assert(g && ops && be && cfg && path);
-    int warmup = cfg->warmup > 0 ? cfg->warmup : 1, reps = cfg->reps > 0 ? cfg->reps : 3;
+    int warmup = cfg->warmup > 0 ? cfg->warmup : GPP_PROFILE_WARMUP_DEFAULT;
+    int reps = cfg->reps > 0 ? cfg->reps : GPP_PROFILE_REPS_DEFAULT;
     if (cfg->max_micro_batch < 1)
         return gpp_err_set(err, "profile: largest micro-batch must be >= 1");
+    s_fault_env();
     cJSON *root = cJSON_CreateObject();
     cJSON **rt = gpp_xcalloc((size_t)n_ops, sizeof *rt);
     cJSON **fw = gpp_xcalloc((size_t)n_ops, sizeof *fw);
+    /* per op, per repetition: fwd ms and fwd+bwd ms of one micro-batch */
+    double *f_ms = gpp_xcalloc((size_t)n_ops * (size_t)reps, sizeof *f_ms);
+    double *t_ms = gpp_xcalloc((size_t)n_ops * (size_t)reps, sizeof *t_ms);
     gpp_exec_t *ex = NULL;
     gpp_tensor_t *dys = NULL;
     int n_dys = 0, rc = -1;
@@ -101,17 +159,24 @@ int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backe
             if (s_run(ex, b, dys, err) < 0)
                 goto done;
         gpp_exec_set_timing(ex, 1);
-        gpp_exec_reset_times(ex);
-        for (int r = 0; r < reps; r++)
+        for (int r = 0; r < reps; r++) {
+            gpp_exec_reset_times(ex);
             if (s_run(ex, b, dys, err) < 0)
                 goto done;
+            double slow = s_fault_from_rep >= 0 && r >= s_fault_from_rep ? s_fault_extra_ms : 0;
+            for (int i = 0; i < n_ops; i++) {
+                double f, bw;
+                int64_t calls;
+                gpp_exec_op_time(ex, ops[i], &f, &bw, &calls);
+                /* calls is 1, or 0 for an op the micro-batch skipped */
+                f_ms[(size_t)i * reps + r] = f + slow;
+                t_ms[(size_t)i * reps + r] = f + bw + slow;
+            }
+        }
         snprintf(key, sizeof key, "%lld", (long long)b);
         for (int i = 0; i < n_ops; i++) {
-            double f, bw;
-            int64_t calls;
-            gpp_exec_op_time(ex, ops[i], &f, &bw, &calls);
-            cJSON_AddNumberToObject(rt[i], key, (f + bw) / (double)(calls ? calls : 1));
-            cJSON_AddNumberToObject(fw[i], key, f / (double)(calls ? calls : 1));
+            cJSON_AddNumberToObject(rt[i], key, s_median(&t_ms[(size_t)i * reps], reps));
+            cJSON_AddNumberToObject(fw[i], key, s_median(&f_ms[(size_t)i * reps], reps));
         }
         for (int i = 0; i < n_dys; i++)
             gpp_tensor_free(be, &dys[i]);
@@ -131,6 +196,8 @@ done:
         gpp_tensor_free(be, &dys[i]);
     free(dys);
     gpp_exec_destroy(&ex);
+    free(f_ms);
+    free(t_ms);
     free(rt);
     free(fw);
     cJSON_Delete(root);

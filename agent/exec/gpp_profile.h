@@ -16,10 +16,22 @@
  *
  * Method: for each size b, an executor of the stage runs `warmup` untimed
  * and `reps` timed micro-batches with the per-op timing hook on
- * (gpp_exec_set_timing: a stream sync after every op); an op's time is the
- * mean fwd+bwd wall time per micro-batch. Boundary inputs of a partial stage
- * are N(0,1) (data inputs come from the data source), boundary output
- * gradients are N(0,1)/sqrt(numel per sample). */
+ * (gpp_exec_set_timing: a stream sync after every op). Each repetition is
+ * timed on its own, and an op's entry is the MEDIAN over the repetitions of
+ * its fwd+bwd ("runtime") and of its fwd ("forward") wall time per
+ * micro-batch: on a shared machine one preempted repetition would inflate a
+ * mean (by up to 1.7x between runs at 3 repetitions), the median ignores it.
+ * The median keeps forward <= runtime for every op and size. Boundary
+ * inputs of a partial stage are N(0,1) (data inputs come from the data
+ * source), boundary output gradients are N(0,1)/sqrt(numel per sample).
+ *
+ * Fault injection (STYLE rule 10): hook point "profile.rep". When armed
+ * with gpp_profile_fault_slow(from_rep, extra_ms), or by the environment
+ * variable GPP_FAULT_PROFILE_SLOW=FROM_REP:EXTRA_MS read once at the first
+ * profile, every op of timed repetitions from_rep, from_rep+1, ... (0-based,
+ * at every size) reads extra_ms slower, as if those repetitions had been
+ * preempted. Tests use it to show the table ignores a minority of slow
+ * repetitions and that every repetition is run. */
 #ifndef GPP_PROFILE_H
 #define GPP_PROFILE_H
 
@@ -28,16 +40,26 @@
 #include "kernels/gpp_backend.h"
 #include "planner/gpp_graph.h"
 
+#define GPP_PROFILE_WARMUP_DEFAULT 2
+#define GPP_PROFILE_REPS_DEFAULT 7
+
 typedef struct {
     int max_micro_batch; /* sizes 1, 2, 4, ... up to this (inclusive if a power of 2) */
-    int warmup;          /* untimed micro-batches per size (default 1 when 0) */
-    int reps;            /* timed micro-batches per size (default 3 when 0) */
-    uint64_t seed;
+    int warmup;          /* untimed micro-batches per size (GPP_PROFILE_WARMUP_DEFAULT = 2
+                            when <= 0) */
+    int reps;            /* timed micro-batches per size, each timed on its own; the table
+                            holds their median (GPP_PROFILE_REPS_DEFAULT = 7 when <= 0; an
+                            odd count makes the median one measured repetition) */
+    uint64_t seed;       /* weights and boundary-tensor noise */
 } gpp_profile_cfg_t;
 
 /* Profiles ops[0..n_ops) of g on `be` and writes `path` atomically. */
 int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
                       gpp_data_t *data, const gpp_profile_cfg_t *cfg, const char *path,
                       gpp_err_t *err);
+
+/* Arms hook point "profile.rep" for this process (from_rep < 0 disarms);
+ * overrides GPP_FAULT_PROFILE_SLOW. For tests. */
+void gpp_profile_fault_slow(int from_rep, double extra_ms);
 
 #endif

@@ -2,7 +2,9 @@
  * mini-batch, a model cut into stages (with a tensor feeding two consumer
  * stages, re-sharded pieces and regenerated data) equals the whole model,
  * data-parallel halves sum to the full gradient, stash accounting, the
- * profiler's table is readable by the planner, and bad calls fail cleanly.
+ * profiler's table is readable by the planner and is the median over
+ * repetitions (a minority of slow ones, injected at hook point "profile.rep",
+ * does not move it), and bad calls fail cleanly.
  *
  * Tolerance: gradients and updated weights agree to a relative error of
  * 1e-5 of the largest magnitude of the reference tensor (max |a-b| / max |b|);
@@ -18,6 +20,7 @@
 #include "kernels/gpp_backend.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_graph.h"
+#include "planner/gpp_json.h"
 #include "tests/unit/gpp_fixtures.h"
 #include "tests/unit/gpp_test.h"
 
@@ -497,6 +500,76 @@ static void t_profile_readable_by_planner(void)
     gpp_fixture_exec_close(&f);
 }
 
+/* Largest "runtime" entry of a profile table (ms), or -1 when an op lacks a
+ * size in 1..max_mb or has forward > runtime anywhere. */
+static double s_profile_max_ms(const char *path, int n_ops, int max_mb)
+{
+    gpp_err_t err = {0};
+    char *text = gpp_read_file(path, 1 << 24, &err);
+    cJSON *root = text ? gpp_json_parse(text, path, &err) : NULL;
+    free(text);
+    GPP_EXPECT_MSG(root != NULL, "%s", err.msg);
+    double worst = 0;
+    int n = 0;
+    char key[32];
+    for (const cJSON *e = root ? root->child : NULL; e; e = e->next, n++)
+        for (int b = 1; b <= max_mb; b *= 2) {
+            snprintf(key, sizeof key, "%d", b);
+            const cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "runtime"), key);
+            const cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "forward"), key);
+            if (!cJSON_IsNumber(t) || !cJSON_IsNumber(f) || f->valuedouble < 0 ||
+                f->valuedouble > t->valuedouble) {
+                worst = -1;
+                goto out;
+            }
+            if (t->valuedouble > worst)
+                worst = t->valuedouble;
+        }
+    if (n != n_ops)
+        worst = -1;
+out:
+    cJSON_Delete(root);
+    return worst;
+}
+
+static void t_profile_median_ignores_slow_reps(void)
+{
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, s_specs[0], 7) < 0)
+        return;
+    char path[] = "/tmp/gpp_test_profile_XXXXXX";
+    int fd = mkstemp(path);
+    GPP_EXPECT(fd >= 0);
+    close(fd);
+    gpp_err_t err = {0};
+    const double slow_ms = 1000; /* far above any op of this tiny model */
+    gpp_profile_cfg_t pc = {.max_micro_batch = 2, .warmup = 1, .reps = 5, .seed = 3};
+    /* from_rep -> slow repetitions of 5: 4 -> 1, 3 -> 2 (a minority: the
+     * median is a fast one), 2 -> 3 (a majority: every op reads slow, which
+     * also shows the last repetitions were run and counted) */
+    const struct {
+        int from_rep;
+        int slow;
+    } runs[] = {{-1, 0}, {4, 0}, {3, 0}, {2, 1}};
+    for (size_t c = 0; c < sizeof runs / sizeof runs[0]; c++) {
+        gpp_profile_fault_slow(runs[c].from_rep, slow_ms);
+        GPP_EXPECT_MSG(gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, &err) ==
+                           0,
+                       "%s", err.msg);
+        double worst = s_profile_max_ms(path, f.g->n_ops, pc.max_micro_batch);
+        printf("    slow from repetition %d of 5: largest op fwd+bwd %.4f ms\n", runs[c].from_rep,
+               worst);
+        GPP_EXPECT_MSG(worst >= 0, "every op, every size, with 0 <= forward <= runtime");
+        if (runs[c].slow)
+            GPP_EXPECT(worst >= slow_ms);
+        else
+            GPP_EXPECT(worst < slow_ms / 10); /* a mean would read >= slow_ms / 5 */
+    }
+    gpp_profile_fault_slow(-1, 0);
+    unlink(path);
+    gpp_fixture_exec_close(&f);
+}
+
 static const gpp_test_case_t cases[] = {
     {"micro_batches_equal_full_batch", t_micro_batches_equal_full_batch},
     {"stages_equal_whole_model", t_stages_equal_whole_model},
@@ -505,6 +578,7 @@ static const gpp_test_case_t cases[] = {
     {"stash_accounting", t_stash_accounting},
     {"bad_calls_fail_cleanly", t_bad_calls_fail_cleanly},
     {"profile_readable_by_planner", t_profile_readable_by_planner},
+    {"profile_median_ignores_slow_reps", t_profile_median_ignores_slow_reps},
     {NULL, NULL}};
 
 int main(void)
