@@ -79,8 +79,9 @@ static int s_fill(gpp_stream_t *s, gpp_tensor_t *t, uint64_t key, float scale, g
     return rc;
 }
 
-/* One micro-batch of b samples through the stage. */
-static int s_run(gpp_exec_t *ex, int64_t b, gpp_tensor_t *dys, gpp_err_t *err)
+/* One micro-batch of b samples through the stage; dys: the boundary output
+ * gradients at the largest size, of which the first b samples are used. */
+static int s_run(gpp_exec_t *ex, int64_t b, const gpp_tensor_t *dys, gpp_err_t *err)
 {
     const gpp_graph_t *g = gpp_exec_graph(ex);
     gpp_stream_t *s = gpp_exec_stream(ex);
@@ -95,9 +96,11 @@ static int s_run(gpp_exec_t *ex, int64_t b, gpp_tensor_t *dys, gpp_err_t *err)
     }
     if (gpp_exec_forward(ex, 0, err) < 0)
         return -1;
-    for (int i = 0; i < gpp_exec_n_outputs(ex); i++)
-        if (gpp_exec_add_output_grad(ex, 0, gpp_exec_output_op(ex, i), &dys[i], 0, err) < 0)
+    for (int i = 0; i < gpp_exec_n_outputs(ex); i++) {
+        gpp_tensor_t dy = gpp_tensor(dys[i].data, dys[i].dtype, b, dys[i].rows, dys[i].cols);
+        if (gpp_exec_add_output_grad(ex, 0, gpp_exec_output_op(ex, i), &dy, 0, err) < 0)
             return -1;
+    }
     if (gpp_exec_backward(ex, 0, err) < 0)
         return -1;
     gpp_exec_release(ex, 0);
@@ -117,9 +120,14 @@ int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backe
     cJSON *root = cJSON_CreateObject();
     cJSON **rt = gpp_xcalloc((size_t)n_ops, sizeof *rt);
     cJSON **fw = gpp_xcalloc((size_t)n_ops, sizeof *fw);
-    /* per op, per repetition: fwd ms and fwd+bwd ms of one micro-batch */
-    double *f_ms = gpp_xcalloc((size_t)n_ops * (size_t)reps, sizeof *f_ms);
-    double *t_ms = gpp_xcalloc((size_t)n_ops * (size_t)reps, sizeof *t_ms);
+    int n_sizes = 0;
+    while ((int64_t)1 << n_sizes <= cfg->max_micro_batch) /* max_micro_batch < 2^31 */
+        n_sizes++;
+    int64_t b_max = (int64_t)1 << (n_sizes - 1);
+    /* [size][op][rep]: fwd ms and fwd+bwd ms of one micro-batch */
+    size_t n_cells = (size_t)n_sizes * (size_t)n_ops * (size_t)reps;
+    double *f_ms = gpp_xcalloc(n_cells, sizeof *f_ms);
+    double *t_ms = gpp_xcalloc(n_cells, sizeof *t_ms);
     gpp_exec_t *ex = NULL;
     gpp_tensor_t *dys = NULL;
     int n_dys = 0, rc = -1;
@@ -140,51 +148,59 @@ int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backe
         snprintf(key, sizeof key, "%d", op->id);
         cJSON_AddItemToObject(root, key, e);
     }
-    for (int64_t b = 1; b <= cfg->max_micro_batch; b *= 2) {
-        gpp_exec_cfg_t ec = {.seed = cfg->seed, .batch = b};
-        ec.optim.kind = GPP_OPTIM_SGD;
-        ec.optim.lr = 0;
-        if (!(ex = gpp_exec_new(g, n_ops, ops, be, data, &ec, err)))
+    /* One executor runs every size: a micro-batch may hold fewer samples
+     * than the mini-batch (only the loss scale depends on it; lr = 0). */
+    gpp_exec_cfg_t ec = {.seed = cfg->seed, .batch = b_max};
+    ec.optim.kind = GPP_OPTIM_SGD;
+    ec.optim.lr = 0;
+    if (!(ex = gpp_exec_new(g, n_ops, ops, be, data, &ec, err)))
+        goto done;
+    n_dys = gpp_exec_n_outputs(ex);
+    dys = gpp_xcalloc((size_t)n_dys + 1, sizeof *dys);
+    for (int i = 0; i < n_dys; i++) {
+        const gpp_op_t *o = &g->ops[gpp_exec_output_op(ex, i)];
+        if (gpp_tensor_alloc(be, GPP_DTYPE_F32, b_max, o->rows, o->cols, &dys[i], err) < 0 ||
+            s_fill(gpp_exec_stream(ex), &dys[i], gpp_hash_key(3, 4, (uint64_t)o->id),
+                   1.0f / sqrtf((float)(o->rows * o->cols)), err) < 0)
             goto done;
-        n_dys = gpp_exec_n_outputs(ex);
-        dys = gpp_xcalloc((size_t)n_dys + 1, sizeof *dys);
-        for (int i = 0; i < n_dys; i++) {
-            const gpp_op_t *o = &g->ops[gpp_exec_output_op(ex, i)];
-            if (gpp_tensor_alloc(be, GPP_DTYPE_F32, b, o->rows, o->cols, &dys[i], err) < 0 ||
-                s_fill(gpp_exec_stream(ex), &dys[i], gpp_hash_key(3, 4, (uint64_t)o->id),
-                       1.0f / sqrtf((float)(o->rows * o->cols)), err) < 0)
-                goto done;
-        }
+    }
+    for (int k = 0; k < n_sizes; k++)
         for (int r = 0; r < warmup; r++)
-            if (s_run(ex, b, dys, err) < 0)
+            if (s_run(ex, (int64_t)1 << k, dys, err) < 0)
                 goto done;
-        gpp_exec_set_timing(ex, 1);
-        for (int r = 0; r < reps; r++) {
+    /* Repetition r of every size before repetition r + 1 of any, so that a
+     * burst of load from a neighbour spoils one repetition of a few sizes
+     * (which the median drops), not every repetition of one size. Each
+     * timed micro-batch follows an untimed one of its size: the caches then
+     * hold what a steady stream of that size leaves there, as in training,
+     * not the last larger size's activations. */
+    for (int r = 0; r < reps; r++) {
+        double slow = s_fault_from_rep >= 0 && r >= s_fault_from_rep ? s_fault_extra_ms : 0;
+        for (int k = 0; k < n_sizes; k++) {
+            gpp_exec_set_timing(ex, 0);
+            if (s_run(ex, (int64_t)1 << k, dys, err) < 0)
+                goto done;
+            gpp_exec_set_timing(ex, 1);
             gpp_exec_reset_times(ex);
-            if (s_run(ex, b, dys, err) < 0)
+            if (s_run(ex, (int64_t)1 << k, dys, err) < 0)
                 goto done;
-            double slow = s_fault_from_rep >= 0 && r >= s_fault_from_rep ? s_fault_extra_ms : 0;
             for (int i = 0; i < n_ops; i++) {
                 double f, bw;
-                int64_t calls;
+                int64_t calls; /* 1 */
                 gpp_exec_op_time(ex, ops[i], &f, &bw, &calls);
-                /* calls is 1, or 0 for an op the micro-batch skipped */
-                f_ms[(size_t)i * reps + r] = f + slow;
-                t_ms[(size_t)i * reps + r] = f + bw + slow;
+                size_t at = ((size_t)k * (size_t)n_ops + (size_t)i) * (size_t)reps + (size_t)r;
+                f_ms[at] = f + slow;
+                t_ms[at] = f + bw + slow;
             }
         }
-        snprintf(key, sizeof key, "%lld", (long long)b);
+    }
+    for (int k = 0; k < n_sizes; k++) {
+        snprintf(key, sizeof key, "%lld", (long long)1 << k);
         for (int i = 0; i < n_ops; i++) {
-            cJSON_AddNumberToObject(rt[i], key, s_median(&t_ms[(size_t)i * reps], reps));
-            cJSON_AddNumberToObject(fw[i], key, s_median(&f_ms[(size_t)i * reps], reps));
+            size_t at = ((size_t)k * (size_t)n_ops + (size_t)i) * (size_t)reps;
+            cJSON_AddNumberToObject(rt[i], key, s_median(&t_ms[at], reps));
+            cJSON_AddNumberToObject(fw[i], key, s_median(&f_ms[at], reps));
         }
-        for (int i = 0; i < n_dys; i++)
-            gpp_tensor_free(be, &dys[i]);
-        free(dys);
-        dys = NULL;
-        gpp_exec_destroy(&ex);
-        if (b > (int64_t)1 << 40)
-            break;
     }
     char *text = cJSON_Print(root);
     rc = gpp_write_file_atomic(path, text, strlen(text), err);

@@ -14,14 +14,19 @@
  * parameter figures, which the planner already has. planner/gpp_cost has no
  * writer, so this module writes the JSON with cJSON in that schema.
  *
- * Method: for each size b, an executor of the stage runs `warmup` untimed
- * and `reps` timed micro-batches with the per-op timing hook on
+ * Method: one executor of the stage runs, at every size b, `warmup` untimed
+ * micro-batches, then `reps` timed ones with the per-op timing hook on
  * (gpp_exec_set_timing: a stream sync after every op). Each repetition is
  * timed on its own, and an op's entry is the MEDIAN over the repetitions of
  * its fwd+bwd ("runtime") and of its fwd ("forward") wall time per
- * micro-batch: on a shared machine one preempted repetition would inflate a
- * mean (by up to 1.7x between runs at 3 repetitions), the median ignores it.
- * The median keeps forward <= runtime for every op and size. Boundary
+ * micro-batch: on a shared machine a preempted repetition would inflate a
+ * mean (tables varied up to 1.7x between runs with the mean of 3), the
+ * median drops it, and keeps forward <= runtime for every op and size.
+ * Repetitions go round the sizes (repetition r of every size before r + 1
+ * of any), so that a burst of load spoils one repetition of a few sizes,
+ * not all of one size; each timed micro-batch follows an untimed one of its
+ * size, so caches hold what a steady stream of that size leaves there, as
+ * in training. Cost per size: warmup + 2 x reps micro-batches. Boundary
  * inputs of a partial stage are N(0,1) (data inputs come from the data
  * source), boundary output gradients are N(0,1)/sqrt(numel per sample).
  *
@@ -47,9 +52,10 @@ typedef struct {
     int max_micro_batch; /* sizes 1, 2, 4, ... up to this (inclusive if a power of 2) */
     int warmup;          /* untimed micro-batches per size (GPP_PROFILE_WARMUP_DEFAULT = 2
                             when <= 0) */
-    int reps;            /* timed micro-batches per size, each timed on its own; the table
-                            holds their median (GPP_PROFILE_REPS_DEFAULT = 7 when <= 0; an
-                            odd count makes the median one measured repetition) */
+    int reps;            /* timed micro-batches per size, each timed on its own (and each
+                            after an untimed one); the table holds their median
+                            (GPP_PROFILE_REPS_DEFAULT = 7 when <= 0; an odd count makes the
+                            median one measured repetition) */
     uint64_t seed;       /* weights and boundary-tensor noise */
 } gpp_profile_cfg_t;
 
