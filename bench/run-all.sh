@@ -31,6 +31,7 @@ section bench_train bash bench/bench_train.sh "$BUILD"
 section bench_barrier bash bench/bench_barrier.sh "$BUILD"
 section bench_sim_ratio bash bench/bench_sim_ratio.sh "$BUILD"
 section bench_gemm "$BUILD/bench/bench_gemm"
+section bench_comm "$BUILD/bench/bench_comm"
 
 echo
 if [ ${#FAILED[@]} -gt 0 ]; then

@@ -48,11 +48,25 @@ static const s_preset_t s_presets[] = {
  * Mellanox EDR InfiniBand 100 Gb/s = 12.5 GB/s, ~10 us. */
 static const gpp_link_t s_nvlink = {0.005, 50e9};
 static const gpp_link_t s_edr = {0.010, 12.5e9};
-/* CPU agents on one host talk over loopback TCP: 5.0-6.5 GB/s measured on
- * the project's 2-core development VM (one stream, 4 MiB writes, 1 GiB);
- * 50 us per message for Gloo's TCP pair and wakeups (an estimate). Between
- * CPU hosts: 10 GbE, 1.25 GB/s, ~50 us. */
-static const gpp_link_t s_loopback = {0.050, 5e9};
+/* CPU agents on one host talk through gpp_comm's Gloo TCP pairs over
+ * loopback. Measured with build/bench/bench_comm (2 forked ranks on the
+ * project's 2-vCPU development VM, load average 0.6-1.0, 11 runs): one-way
+ * time of a ping-pong (round trip / 2, median of 15) at 4 B .. 64 MiB, the
+ * affine model fitted by least squares of the relative error over all
+ * sizes: alpha 14-25 us (median 17.6), bw 5.1-7.4 GB/s (median 6.6). The
+ * line is within 10% of the measurement up to 64 KiB, mostly within 25%
+ * from 256 KiB to 16 MiB, and 25-38% below it at 64 MiB (3.8-4.7 GB/s).
+ * The ring all-reduce (gpp_comm_allreduce_sum_f32, 2 ranks) is slower than
+ * gpp_allreduce_ms with these constants: about 2x (1.5-3x) up to 256 KiB,
+ * 2.5-5.7x at 1-64 MiB, because both ranks of a ring step send at once and
+ * the two directions share the cores' copies (an exchange of bytes/2 each
+ * way takes 1.6-3.2x, mostly 2-2.7x, the fitted one-way time), the
+ * reduction and temporary segment add 40-120% on top of those transfers
+ * at 1-64 MiB, and each step is a separate Gloo wake-up that waits up to
+ * ~4 ms when the shared VM's cores are busy. These constants describe the
+ * transport, not that algorithm (BENCHMARKS.md, "Loopback transport").
+ * Between CPU hosts: 10 GbE, 1.25 GB/s, ~50 us (not measured). */
+static const gpp_link_t s_loopback = {0.018, 6.5e9};
 static const gpp_link_t s_10gbe = {0.050, 1.25e9};
 
 int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, gpp_err_t *err)
