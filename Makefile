@@ -24,7 +24,9 @@ run: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# Benchmarks also need PyTorch (the CPU training comparison only).
 bench: build
+	@GPP_BENCH_DEPS=1 bash scripts/install-deps.sh
 	@bash bench/run-all.sh $(BUILD)
 
 format:
