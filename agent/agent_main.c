@@ -26,6 +26,7 @@
 
 #include <czmq.h>
 
+#include "common/gpp_parse.h"
 #include "kernels/gpp_backend.h"
 #include "agent/control/gpp_control.h"
 #include "agent/control/gpp_sigfd.h"
@@ -66,14 +67,13 @@ static void s_usage(FILE *f)
 
 static int s_int(const char *name, const char *v, long lo, long hi, long *out)
 {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || x < lo || x > hi) {
-        fprintf(stderr, "gpp-agent: --%s: '%s' is not an integer in [%ld, %ld]\n", name, v, lo, hi);
+    gpp_err_t err = {{0}};
+    int64_t x;
+    if (gpp_parse_int64(name, v, lo, hi, &x, &err) < 0) {
+        fprintf(stderr, "gpp-agent: --%s\n", err.msg);
         return -1;
     }
-    *out = x;
+    *out = (long)x;
     return 0;
 }
 

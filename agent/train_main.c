@@ -16,6 +16,7 @@
 #include "agent/exec/gpp_exec.h"
 #include "agent/exec/gpp_profile.h"
 #include "common/gpp_time.h"
+#include "common/gpp_parse.h"
 #include "kernels/gpp_backend.h"
 #include "planner/gpp_graph.h"
 
@@ -55,10 +56,8 @@ static void s_usage(FILE *out)
 
 static int s_num(const char *flag, const char *v, long long min, long long *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < min) {
+    int64_t x;
+    if (gpp_parse_int64(flag, v, min, INT64_MAX, &x, NULL) < 0) {
         fprintf(stderr, "gpp-train: error: %s '%s' must be an integer >= %lld\n", flag, v, min);
         return -1;
     }
@@ -68,10 +67,8 @@ static int s_num(const char *flag, const char *v, long long min, long long *out)
 
 static int s_real(const char *flag, const char *v, float *out)
 {
-    char *end = NULL;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || x < 0) {
+    double x;
+    if (gpp_parse_double(flag, v, 0, 0, 3.4e38, &x, NULL) < 0) {
         fprintf(stderr, "gpp-train: error: %s '%s' must be a non-negative number\n", flag, v);
         return -1;
     }

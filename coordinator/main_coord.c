@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/gpp_parse.h"
 #include "agent/control/gpp_sigfd.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
@@ -73,20 +74,19 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     o->barriers = 1;
     o->start_timeout_ms = 60000;
     int c;
-    char *end;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         long v = 0;
         if (c == 'b' || c == 't' || c == 'i') {
-            errno = 0;
-            v = strtol(optarg, &end, 10);
-            if (errno || *end || v < 0 || v > INT_MAX) {
-                fprintf(stderr, "gpp-coordinator: --%s: '%s' is not a non-negative integer\n",
-                        c == 'b'   ? "barriers"
-                        : c == 't' ? "start-timeout-ms"
-                                   : "iterations",
-                        optarg);
+            const char *flag = c == 'b'   ? "--barriers"
+                               : c == 't' ? "--start-timeout-ms"
+                                          : "--iterations";
+            gpp_err_t err = {{0}};
+            int64_t x;
+            if (gpp_parse_int64(flag, optarg, 0, INT_MAX, &x, &err) < 0) {
+                fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
                 return -1;
             }
+            v = (long)x;
         }
         switch (c) {
         case 'p':

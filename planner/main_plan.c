@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/gpp_parse.h"
 #include "common/gpp_err.h"
 #include "common/gpp_time.h"
 #include "planner/gpp_cost.h"
@@ -84,21 +85,19 @@ static void s_die(int code, const char *fmt, ...)
 
 static int s_parse_int(const char *flag, const char *v, int lo)
 {
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > INT_MAX)
-        s_die(EXIT_BAD_INPUT, "%s: expected an integer >= %d, got '%s'", flag, lo, v);
+    gpp_err_t err = {{0}};
+    int64_t x = 0;
+    if (gpp_parse_int64(flag, v, lo, INT_MAX, &x, &err) < 0)
+        s_die(EXIT_BAD_INPUT, "%s", err.msg);
     return (int)x;
 }
 
 static double s_parse_pos(const char *flag, const char *v)
 {
-    char *end = NULL;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (!*v || *end || errno || !(x > 0) || x > 1e9)
-        s_die(EXIT_BAD_INPUT, "%s: expected a positive number, got '%s'", flag, v);
+    gpp_err_t err = {{0}};
+    double x = 0;
+    if (gpp_parse_double(flag, v, 0, 1, 1e9, &x, &err) < 0)
+        s_die(EXIT_BAD_INPUT, "%s", err.msg);
     return x;
 }
 
