@@ -577,16 +577,12 @@ static void s_teardown(gpp_runner_t *self)
 
 /* Times every op of the model at the requested micro-batch sizes
  * (gpp_profile, the same code as gpp-train --profile-out) and reports the
- * rows. The table holds fwd+bwd per op; the rows split it 1:2, the
- * planner's own split. */
+ * measured forward and backward of each op and size as rows. */
 static int s_profile(gpp_runner_t *self, gpp_err_t *err)
 {
     const Gpp__ProfileRequest *rq = self->msg->profile_request;
     snprintf(self->phase, sizeof self->phase, "profiling %s", rq->model);
     int rc = -1, max_mb = 1, *ops = NULL;
-    char path[] = "/tmp/gpp-profile-XXXXXX";
-    int fd = -1;
-    char *text = NULL;
     cJSON *root = NULL;
     Gpp__OpProfile *rows = NULL, **rowp = NULL;
     self->g = gpp_model_load(rq->model, err);
@@ -602,28 +598,10 @@ static int s_profile(gpp_runner_t *self, gpp_err_t *err)
     ops = gpp_xcalloc((size_t)self->g->n_ops, sizeof *ops);
     for (int i = 0; i < self->g->n_ops; i++)
         ops[i] = i;
-    if ((fd = mkstemp(path)) < 0) {
-        gpp_err_set(err, "mkstemp %s: %s", path, strerror(errno));
-        goto out;
-    }
     gpp_profile_cfg_t pc = {.max_micro_batch = max_mb, .reps = rq->iterations, .seed = 1};
-    if (gpp_profile_write(self->g, self->g->n_ops, ops, self->be, self->data, &pc, path, err) < 0)
+    root = gpp_profile_measure(self->g, self->g->n_ops, ops, self->be, self->data, &pc, err);
+    if (!root)
         goto out;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        gpp_err_set(err, "%s: %s", path, strerror(errno));
-        goto out;
-    }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    rewind(f);
-    text = gpp_xcalloc((size_t)len + 1, 1);
-    size_t got = fread(text, 1, (size_t)len, f);
-    fclose(f);
-    if (got != (size_t)len || !(root = cJSON_Parse(text))) {
-        gpp_err_set(err, "%s: cannot read back the profile", path);
-        goto out;
-    }
     size_t n = 0, cap = 64;
     rows = gpp_xcalloc(cap, sizeof *rows);
     const cJSON *e;
@@ -641,10 +619,9 @@ static int s_profile(gpp_runner_t *self, gpp_err_t *err)
             gpp__op_profile__init(&rows[n]);
             rows[n].op = atoi(e->string);
             rows[n].micro_batch = atoi(v->string);
-            rows[n].fwd_ms = cJSON_IsNumber(f) ? f->valuedouble : v->valuedouble / 3;
-            rows[n].bwd_ms = v->valuedouble - rows[n].fwd_ms;
-            if (rows[n].bwd_ms < 0)
-                rows[n].bwd_ms = 0;
+            assert(cJSON_IsNumber(f) && f->valuedouble <= v->valuedouble); /* our table */
+            rows[n].fwd_ms = f->valuedouble;
+            rows[n].bwd_ms = v->valuedouble - f->valuedouble;
             n++;
         }
     }
@@ -661,12 +638,7 @@ static int s_profile(gpp_runner_t *self, gpp_err_t *err)
     s_post(self, &m);
     rc = 0;
 out:
-    if (fd >= 0) {
-        close(fd);
-        unlink(path);
-    }
     cJSON_Delete(root);
-    free(text);
     free(rows);
     free(rowp);
     free(ops);

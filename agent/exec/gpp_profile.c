@@ -107,15 +107,16 @@ static int s_run(gpp_exec_t *ex, int64_t b, const gpp_tensor_t *dys, gpp_err_t *
     return gpp_stream_sync(s, err);
 }
 
-int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
-                      gpp_data_t *data, const gpp_profile_cfg_t *cfg, const char *path,
-                      gpp_err_t *err)
+cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
+                           gpp_data_t *data, const gpp_profile_cfg_t *cfg, gpp_err_t *err)
 {
-    assert(g && ops && be && cfg && path);
+    assert(g && ops && be && cfg);
     int warmup = cfg->warmup > 0 ? cfg->warmup : GPP_PROFILE_WARMUP_DEFAULT;
     int reps = cfg->reps > 0 ? cfg->reps : GPP_PROFILE_REPS_DEFAULT;
-    if (cfg->max_micro_batch < 1)
-        return gpp_err_set(err, "profile: largest micro-batch must be >= 1");
+    if (cfg->max_micro_batch < 1) {
+        gpp_err_set(err, "profile: largest micro-batch must be >= 1");
+        return NULL;
+    }
     s_fault_env();
     cJSON *root = cJSON_CreateObject();
     cJSON **rt = gpp_xcalloc((size_t)n_ops, sizeof *rt);
@@ -202,12 +203,8 @@ int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backe
             cJSON_AddNumberToObject(fw[i], key, s_median(&f_ms[at], reps));
         }
     }
-    char *text = cJSON_Print(root);
-    rc = gpp_write_file_atomic(path, text, strlen(text), err);
-    free(text);
+    rc = 0;
 done:
-    if (rc < 0)
-        gpp_err_prefix(err, "profile %s", path);
     for (int i = 0; dys && i < n_dys; i++)
         gpp_tensor_free(be, &dys[i]);
     free(dys);
@@ -216,6 +213,24 @@ done:
     free(t_ms);
     free(rt);
     free(fw);
+    if (rc < 0)
+        cJSON_Delete(root);
+    return rc < 0 ? NULL : root;
+}
+
+int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
+                      gpp_data_t *data, const gpp_profile_cfg_t *cfg, const char *path,
+                      gpp_err_t *err)
+{
+    assert(path);
+    cJSON *root = gpp_profile_measure(g, n_ops, ops, be, data, cfg, err);
+    if (!root)
+        return gpp_err_prefix(err, "profile %s", path);
+    char *text = cJSON_Print(root);
+    int rc = gpp_write_file_atomic(path, text, strlen(text), err);
+    free(text);
     cJSON_Delete(root);
+    if (rc < 0)
+        gpp_err_prefix(err, "profile %s", path);
     return rc;
 }

@@ -40,6 +40,8 @@
 #ifndef GPP_PROFILE_H
 #define GPP_PROFILE_H
 
+#include <cjson/cJSON.h>
+
 #include "agent/exec/gpp_data.h"
 #include "common/gpp_err.h"
 #include "kernels/gpp_backend.h"
@@ -59,7 +61,12 @@ typedef struct {
     uint64_t seed;       /* weights and boundary-tensor noise */
 } gpp_profile_cfg_t;
 
-/* Profiles ops[0..n_ops) of g on `be` and writes `path` atomically. */
+/* Profiles ops[0..n_ops) of g on `be`: the table above as a cJSON object.
+ * Caller owns the result (cJSON_Delete); NULL with a message on error. */
+cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
+                           gpp_data_t *data, const gpp_profile_cfg_t *cfg, gpp_err_t *err);
+
+/* gpp_profile_measure, written to `path` atomically. */
 int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
                       gpp_data_t *data, const gpp_profile_cfg_t *cfg, const char *path,
                       gpp_err_t *err);
