@@ -29,7 +29,7 @@
 #include "common/gpp_parse.h"
 #include "kernels/gpp_backend.h"
 #include "agent/control/gpp_control.h"
-#include "agent/control/gpp_sigfd.h"
+#include "common/gpp_sigfd.h"
 #include "common/gpp_time.h"
 #ifdef GPP_HAVE_RUNNER
 #include "agent/control/gpp_runner.h"

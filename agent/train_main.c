@@ -18,7 +18,7 @@
 #include "common/gpp_time.h"
 #include "common/gpp_parse.h"
 #include "kernels/gpp_backend.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 
 typedef struct {
     const char *model;

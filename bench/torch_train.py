@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch baseline for bench/bench_train.sh (never used by the product).
 
-Builds the same zoo model as gpp (planner/gpp_zoo.c) from the same spec --
+Builds the same zoo model as gpp (model/gpp_zoo.c) from the same spec --
 MMT (pre-LN transformer branches, concat, linear head, cross-entropy per
 token), DLRM (dense MLP branches + sum embedding bags, concat, top MLP,
 output 1, MSE) or CANDLE-Uno (MLP branches + dose inputs, concat, top MLP,

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "agent/control/gpp_sigfd.h"
+#include "common/gpp_sigfd.h"
 #include "common/gpp_time.h"
 
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "agent/comm/gpp_store.h"
-#include "agent/control/gpp_model.h"
+#include "model/gpp_model.h"
 #include "common/gpp_time.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_part.h"

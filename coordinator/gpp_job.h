@@ -28,7 +28,7 @@
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
 #include "coordinator/gpp_progress.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 #include "planner/gpp_plan.h"
 
 typedef struct gpp_job_s gpp_job_t;

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/control/gpp_sigfd.h"
+#include "common/gpp_sigfd.h"
 
 typedef struct {
     pid_t pid; /* 0: slot free */

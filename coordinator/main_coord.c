@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "common/gpp_parse.h"
-#include "agent/control/gpp_sigfd.h"
+#include "common/gpp_sigfd.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
 #include "coordinator/gpp_launch.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/gpp_json.h"
+#include "common/gpp_json.h"
 
 #define GIB ((int64_t)1 << 30)
 #define PROFILE_MAX_BYTES ((size_t)256 << 20)

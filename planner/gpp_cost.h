@@ -28,7 +28,7 @@
 #include <stdio.h>
 
 #include "common/gpp_err.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 
 typedef struct {
     char name[32];

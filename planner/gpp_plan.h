@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "common/gpp_err.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 
 typedef enum {
     GPP_ACT_FWD = 0,   /* forward of micro-batch mb */

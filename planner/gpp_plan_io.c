@@ -9,7 +9,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "planner/gpp_json.h"
+#include "common/gpp_json.h"
 #include "planner/gpp_sched.h"
 
 /* ---- writers ------------------------------------------------------------- */

@@ -22,7 +22,7 @@
 #define GPP_PLAN_IO_H
 
 #include "common/gpp_err.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 #include "planner/gpp_plan.h"
 
 #define GPP_PLAN_FORMAT "gpp-plan/1"

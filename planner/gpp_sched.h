@@ -39,7 +39,7 @@
 #define GPP_SCHED_H
 
 #include "common/gpp_err.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 #include "planner/gpp_plan.h"
 
 /* Fills stage.compute for every stage (replacing what was there). Fails

@@ -34,7 +34,7 @@
 
 #include "common/gpp_err.h"
 #include "planner/gpp_cost.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 #include "planner/gpp_plan.h"
 
 typedef struct gpp_sim gpp_sim_t;

@@ -25,7 +25,7 @@
 #include <stdio.h>
 
 #include "common/gpp_err.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 
 typedef enum { GPP_SP_LEAF = 0, GPP_SP_SERIES, GPP_SP_PARALLEL } gpp_sp_kind_t;
 

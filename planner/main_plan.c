@@ -25,7 +25,7 @@
 #include "common/gpp_err.h"
 #include "common/gpp_time.h"
 #include "planner/gpp_cost.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_plan_io.h"

@@ -14,8 +14,8 @@
 #include <time.h>
 
 #include "agent/comm/gpp_comm.h"
-#include "agent/control/gpp_model.h"
-#include "agent/control/gpp_sigfd.h"
+#include "model/gpp_model.h"
+#include "common/gpp_sigfd.h"
 #include "agent/exec/gpp_ckpt.h"
 #include "agent/exec/gpp_data.h"
 #include "agent/exec/gpp_exec.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/exec/gpp_afile.h"
+#include "common/gpp_atomic_file.h"
 #include "agent/exec/gpp_hash.h"
 
 #define CHUNK_BYTES ((size_t)4 << 20)
@@ -20,14 +20,14 @@ static const char *s_optim_name(uint32_t k)
 /* ---- save ---- */
 
 typedef struct {
-    gpp_afile_t *f;
+    gpp_atomic_file_t *f;
     uint32_t crc;
 } writer_t;
 
 static int s_w(writer_t *w, const void *p, size_t len, gpp_err_t *err)
 {
     w->crc = gpp_crc32(w->crc, p, len);
-    return gpp_afile_write(w->f, p, len, err);
+    return gpp_atomic_file_write(w->f, p, len, err);
 }
 
 static int s_w32(writer_t *w, uint32_t v, gpp_err_t *err)
@@ -67,7 +67,7 @@ int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err)
     writer_t w = {0};
     void *host = gpp_xcalloc(1, CHUNK_BYTES);
     int rc = -1;
-    if (gpp_stream_sync(s, err) < 0 || !(w.f = gpp_afile_open(path, err)))
+    if (gpp_stream_sync(s, err) < 0 || !(w.f = gpp_atomic_file_open(path, err)))
         goto done;
     if (s_w(&w, GPP_CKPT_MAGIC "", 8, err) < 0 || s_w32(&w, GPP_CKPT_VERSION, err) < 0 ||
         s_w32(&w, (uint32_t)gpp_exec_optim(ex)->kind, err) < 0 ||
@@ -91,11 +91,11 @@ int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err)
     uint32_t crc = w.crc;
     if (s_w32(&w, crc, err) < 0)
         goto done;
-    rc = gpp_afile_commit(&w.f, err);
+    rc = gpp_atomic_file_commit(&w.f, err);
 done:
     if (rc < 0)
         gpp_err_prefix(err, "saving checkpoint %s (any previous file there is untouched)", path);
-    gpp_afile_destroy(&w.f);
+    gpp_atomic_file_destroy(&w.f);
     free(host);
     return rc;
 }

@@ -12,7 +12,7 @@
  * A checkpoint holds one executor's (stage's) tensors; a stage loads from a
  * file holding a superset (e.g. a whole-model checkpoint) of the same model.
  *
- * Saving streams through gpp_afile (temp file + fsync + rename): an existing
+ * Saving streams through gpp_atomic_file (temp file + fsync + rename): an existing
  * file is untouched when the save fails. Loading first checks the whole file
  * (magic, version, CRC, size), then the model spec, optimizer and every
  * tensor's presence and shape, and only then changes the executor: on any

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_afile.h"
+#include "common/gpp_atomic_file.h"
 #include "agent/exec/gpp_hash.h"
 
 /* Purpose tags of the random streams (gpp_hash_key's second field). */
@@ -606,7 +606,7 @@ int gpp_data_write_file(gpp_data_t *src, const char *path, int64_t n_samples, gp
     size_t hbytes = HDR_FIXED + (size_t)HDR_ENTRY * (size_t)n + 4;
     unsigned char *hdr = gpp_xcalloc(1, hbytes);
     void *buf = NULL;
-    gpp_afile_t *f = NULL;
+    gpp_atomic_file_t *f = NULL;
     int rc = -1;
     /* Per-array CRCs first (the header precedes the data): generate twice
      * rather than hold the data in memory; generation is cheap. */
@@ -634,7 +634,7 @@ int gpp_data_write_file(gpp_data_t *src, const char *path, int64_t n_samples, gp
                 s_put32(e + 96, arr[i].crc);
             }
             s_put32(hdr + hbytes - 4, gpp_crc32(0, hdr, hbytes - 4));
-            if (!(f = gpp_afile_open(path, err)) || gpp_afile_write(f, hdr, hbytes, err) < 0)
+            if (!(f = gpp_atomic_file_open(path, err)) || gpp_atomic_file_write(f, hdr, hbytes, err) < 0)
                 goto done;
         }
         for (int i = 0; i < n; i++) {
@@ -649,18 +649,18 @@ int gpp_data_write_file(gpp_data_t *src, const char *path, int64_t n_samples, gp
                 size_t len = (size_t)(m * arr[i].rows * arr[i].cols * 4);
                 if (pass == 0)
                     crc = gpp_crc32(crc, buf, len);
-                else if (gpp_afile_write(f, buf, len, err) < 0)
+                else if (gpp_atomic_file_write(f, buf, len, err) < 0)
                     goto done;
             }
             if (pass == 0)
                 arr[i].crc = crc;
         }
     }
-    rc = gpp_afile_commit(&f, err);
+    rc = gpp_atomic_file_commit(&f, err);
 done:
     if (rc < 0)
         gpp_err_prefix(err, "writing dataset %s", path);
-    gpp_afile_destroy(&f);
+    gpp_atomic_file_destroy(&f);
     free(buf);
     free(hdr);
     free(arr);

@@ -52,7 +52,7 @@
 
 #include "common/gpp_err.h"
 #include "kernels/gpp_backend.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 
 #define GPP_DATA_MAGIC "GPPDATA"
 #define GPP_DATA_VERSION 1

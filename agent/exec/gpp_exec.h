@@ -74,7 +74,7 @@
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_optim.h"
 #include "kernels/gpp_sparse.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 
 typedef struct {
     uint64_t seed;        /* weight initialisation */

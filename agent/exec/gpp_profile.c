@@ -11,7 +11,7 @@
 
 #include "agent/exec/gpp_exec.h"
 #include "agent/exec/gpp_hash.h"
-#include "planner/gpp_json.h"
+#include "common/gpp_json.h"
 
 /* Hook point "profile.rep" (see gpp_profile.h): repetitions from
  * s_fault_from_rep on read s_fault_extra_ms slower per op. */

@@ -45,7 +45,7 @@
 #include "agent/exec/gpp_data.h"
 #include "common/gpp_err.h"
 #include "kernels/gpp_backend.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 
 #define GPP_PROFILE_WARMUP_DEFAULT 2
 #define GPP_PROFILE_REPS_DEFAULT 7

@@ -9,12 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_afile.h"
+#include "common/gpp_atomic_file.h"
 #include "agent/exec/gpp_ckpt.h"
 #include "agent/exec/gpp_data.h"
 #include "agent/exec/gpp_exec.h"
-#include "tests/unit/gpp_fixtures.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_fixtures.h"
+#include "tests/gpp_test.h"
 
 #define DLRM                                                                                       \
     "dlrm:dense_branches=1,sparse_branches=2,dense_in=8,hidden=16,dense_layers=1,rows=50,dim=4,"   \
@@ -184,9 +184,9 @@ static void t_bad_checkpoints_rejected(void)
 
     /* A failed save leaves the old checkpoint intact and no temp file. */
     s_train(a, 1);
-    gpp_afile_fault_after(len / 2);
+    gpp_atomic_file_fault_after(len / 2);
     GPP_EXPECT(gpp_ckpt_save(a, path, &err) == -1);
-    gpp_afile_fault_after(-1);
+    gpp_atomic_file_fault_after(-1);
     printf("    failed save: %s\n", err.msg);
     GPP_EXPECT(strstr(err.msg, "untouched") != NULL);
     gpp_fixture_expect_untouched(path, orig, len);

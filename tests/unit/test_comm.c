@@ -18,7 +18,7 @@
 #include "agent/comm/gpp_comm.h"
 #include "agent/comm/gpp_store.h"
 #include "common/gpp_time.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_test.h"
 
 #define N_RANKS 4
 #define SCENARIO_TIMEOUT_MS 20000

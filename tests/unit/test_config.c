@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "config/gpp_config.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_test.h"
 
 static const char *s_src(void)
 {

@@ -17,7 +17,7 @@
 #include "coordinator/gpp_coord.h"
 #include "coordinator/gpp_progress.h"
 #include "coordinator/gpp_registry.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_test.h"
 
 /* ---- registry ---- */
 

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "gpp_test.h"
+#include "tests/gpp_test.h"
 #include "planner/gpp_cost.h"
 
 static char s_path[1024];

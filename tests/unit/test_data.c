@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_afile.h"
+#include "common/gpp_atomic_file.h"
 #include "agent/exec/gpp_data.h"
 #include "agent/exec/gpp_hash.h"
-#include "planner/gpp_graph.h"
-#include "tests/unit/gpp_fixtures.h"
-#include "tests/unit/gpp_test.h"
+#include "model/gpp_graph.h"
+#include "tests/gpp_fixtures.h"
+#include "tests/gpp_test.h"
 
 #define DLRM                                                                                       \
     "dlrm:dense_branches=2,sparse_branches=2,dense_in=16,hidden=32,dense_layers=1,rows=100,dim=8," \
@@ -229,9 +229,9 @@ static void t_bad_files_rejected(void)
     gpp_data_destroy(&d);
 
     /* A failed write leaves the existing file intact and no temp file. */
-    gpp_afile_fault_after(100);
+    gpp_atomic_file_fault_after(100);
     GPP_EXPECT(gpp_data_write_file(syn, path, 50, &err) == -1);
-    gpp_afile_fault_after(-1);
+    gpp_atomic_file_fault_after(-1);
     printf("    failed write: %s\n", err.msg);
     gpp_fixture_expect_untouched(path, orig, len);
 

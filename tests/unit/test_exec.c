@@ -19,10 +19,10 @@
 #include "agent/exec/gpp_profile.h"
 #include "kernels/gpp_backend.h"
 #include "planner/gpp_cost.h"
-#include "planner/gpp_graph.h"
-#include "planner/gpp_json.h"
-#include "tests/unit/gpp_fixtures.h"
-#include "tests/unit/gpp_test.h"
+#include "model/gpp_graph.h"
+#include "common/gpp_json.h"
+#include "tests/gpp_fixtures.h"
+#include "tests/gpp_test.h"
 
 #define REL_TOL 1e-5
 

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/gpp_graph.h"
-#include "planner/gpp_json.h"
-#include "tests/unit/gpp_test.h"
+#include "model/gpp_graph.h"
+#include "common/gpp_json.h"
+#include "tests/gpp_test.h"
 
 static int s_count_type(const gpp_graph_t *g, gpp_op_type_t t)
 {

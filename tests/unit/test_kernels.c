@@ -24,7 +24,7 @@
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_ops.h"
 #include "kernels/gpp_sparse.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_test.h"
 
 #define GC_H 1e-2
 #define GC_ATOL 5e-4

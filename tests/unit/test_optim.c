@@ -19,7 +19,7 @@
 #include "kernels/gpp_ops.h"
 #include "kernels/gpp_optim.h"
 #include "kernels/gpp_sparse.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_test.h"
 
 static gpp_backend_t *s_be;
 static gpp_stream_t *s_st;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/gpp_parse.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_test.h"
 
 static void t_int(void)
 {

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "gpp_test.h"
+#include "tests/gpp_test.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_sp.h"

@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_plan_io.h"
 #include "planner/gpp_sched.h"
-#include "tests/unit/gpp_fixtures.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_fixtures.h"
+#include "tests/gpp_test.h"
 
 static gpp_plan_t *s_plan(const gpp_graph_t *g)
 {

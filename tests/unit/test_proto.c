@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "proto/gpp_msg.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_test.h"
 
 /* Storage for one message of every type, filled with valid values. */
 typedef struct {

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_sched.h"
-#include "tests/unit/gpp_fixtures.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_fixtures.h"
+#include "tests/gpp_test.h"
 
 /* Adds a stage of ops [lo, hi] with a kFkB schedule and samples in flight. */
 static gpp_stage_t *s_stage(gpp_plan_t *p, int lo, int hi, int devices, int b, int k, int inflight)

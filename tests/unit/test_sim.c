@@ -9,14 +9,14 @@
 #include <cjson/cJSON.h>
 
 #include "planner/gpp_cost.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_plan_io.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
-#include "tests/unit/gpp_fixtures.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_fixtures.h"
+#include "tests/gpp_test.h"
 
 static gpp_stage_t *s_stage(gpp_plan_t *p, int lo, int hi, int devices, int b, double fwd_ms,
                             double bwd_ms)

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "gpp_test.h"
+#include "tests/gpp_test.h"
 #include "planner/gpp_sp.h"
 
 static gpp_graph_t *s_opaque_graph(int n, const int (*edges)[2], int n_edges)

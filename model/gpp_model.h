@@ -8,7 +8,7 @@
 #define GPP_MODEL_H
 
 #include "common/gpp_err.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 
 /* Builds and finalizes the graph. Caller owns the result; NULL with the
  * zoo's or the JSON reader's message. */

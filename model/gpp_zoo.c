@@ -1,7 +1,7 @@
 /* gpp_zoo: the paper's models (appendix "DNN Model Configurations") as
  * parameterised graph builders. Defaults reproduce the appendix exactly; every
  * size is a parameter: "mmt:branches=2,layers=2,hidden=64,heads=4,seq=16". */
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* gpp_afile: temp file + fsync + rename (see gpp_afile.h). */
-#include "agent/exec/gpp_afile.h"
+/* gpp_atomic_file: temp file + fsync + rename (see gpp_atomic_file.h). */
+#include "common/gpp_atomic_file.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-struct gpp_afile_s {
+struct gpp_atomic_file_s {
     FILE *f;
     char *path;
     char *tmp;
@@ -18,13 +18,13 @@ struct gpp_afile_s {
 static int64_t s_fault_after = -1;
 static int s_fault_env_read;
 
-void gpp_afile_fault_after(int64_t bytes)
+void gpp_atomic_file_fault_after(int64_t bytes)
 {
     s_fault_env_read = 1; /* an explicit setting wins over the environment */
     s_fault_after = bytes;
 }
 
-gpp_afile_t *gpp_afile_open(const char *path, gpp_err_t *err)
+gpp_atomic_file_t *gpp_atomic_file_open(const char *path, gpp_err_t *err)
 {
     assert(path);
     if (!s_fault_env_read) {
@@ -48,14 +48,14 @@ gpp_afile_t *gpp_afile_open(const char *path, gpp_err_t *err)
         free(tmp);
         return NULL;
     }
-    gpp_afile_t *self = gpp_xcalloc(1, sizeof *self);
+    gpp_atomic_file_t *self = gpp_xcalloc(1, sizeof *self);
     self->f = f;
     self->path = gpp_xstrdup(path);
     self->tmp = tmp;
     return self;
 }
 
-int gpp_afile_write(gpp_afile_t *self, const void *data, size_t len, gpp_err_t *err)
+int gpp_atomic_file_write(gpp_atomic_file_t *self, const void *data, size_t len, gpp_err_t *err)
 {
     assert(self && self->f);
     if (s_fault_after >= 0 && self->size + (int64_t)len > s_fault_after) {
@@ -72,10 +72,10 @@ int gpp_afile_write(gpp_afile_t *self, const void *data, size_t len, gpp_err_t *
     return 0;
 }
 
-int gpp_afile_commit(gpp_afile_t **self_p, gpp_err_t *err)
+int gpp_atomic_file_commit(gpp_atomic_file_t **self_p, gpp_err_t *err)
 {
     assert(self_p && *self_p);
-    gpp_afile_t *self = *self_p;
+    gpp_atomic_file_t *self = *self_p;
     int rc = 0;
     if (fflush(self->f) != 0 || fsync(fileno(self->f)) != 0) {
         rc = gpp_err_set(err, "%s: write failed: %s", self->tmp, strerror(errno));
@@ -90,14 +90,14 @@ int gpp_afile_commit(gpp_afile_t **self_p, gpp_err_t *err)
         free(self->tmp);
         self->tmp = NULL; /* renamed: nothing for destroy to unlink */
     }
-    gpp_afile_destroy(self_p);
+    gpp_atomic_file_destroy(self_p);
     return rc;
 }
 
-void gpp_afile_destroy(gpp_afile_t **self_p)
+void gpp_atomic_file_destroy(gpp_atomic_file_t **self_p)
 {
     assert(self_p);
-    gpp_afile_t *self = *self_p;
+    gpp_atomic_file_t *self = *self_p;
     if (!self)
         return;
     if (self->f)

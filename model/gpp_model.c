@@ -1,5 +1,5 @@
 /* gpp_model: see gpp_model.h. */
-#include "agent/control/gpp_model.h"
+#include "model/gpp_model.h"
 
 #include <string.h>
 

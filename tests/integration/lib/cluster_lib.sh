@@ -1,7 +1,7 @@
 # cluster_lib: what the cluster_*.sh black-box tests share — a scratch folder
 # and a list of processes cleaned up on exit, pass/fail counting, and waiting
 # for processes with a bound. Sourced, not run (tests/CMakeLists.txt runs
-# only tests/scripts/*.sh, so this folder is not a test).
+# only tests/integration/*.sh, so this folder is not a test).
 #
 #   . "$(dirname "$0")/lib/cluster_lib.sh"
 #   cluster_begin NAME     # TMP, FAILS=0, PIDS=(); cleanup on exit

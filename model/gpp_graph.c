@@ -1,5 +1,5 @@
 /* gpp_graph: model graph IR — construction, validation, derived figures. */
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 
 #include <assert.h>
 #include <stdlib.h>

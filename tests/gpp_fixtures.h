@@ -14,9 +14,9 @@
 
 #include "agent/exec/gpp_data.h"
 #include "kernels/gpp_backend.h"
-#include "planner/gpp_graph.h"
+#include "model/gpp_graph.h"
 #include "planner/gpp_plan.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_test.h"
 
 /* A chain of n linear layers of `width` features:
  * in(0) -> l1(1) -> ... -> l_n(n) -> loss(n+1). Caller owns the result. */
@@ -107,7 +107,7 @@ static inline void gpp_fixture_spit(const char *path, const unsigned char *b, lo
         fclose(f);
 }
 
-/* After a failed atomic write (gpp_afile) to path: the file still holds the
+/* After a failed atomic write (gpp_atomic_file) to path: the file still holds the
  * len bytes of orig, and the writer's temporary path.tmp.<pid> is gone. */
 static inline void gpp_fixture_expect_untouched(const char *path, const unsigned char *orig,
                                                 long len)

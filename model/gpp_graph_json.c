@@ -1,8 +1,8 @@
 /* gpp_graph_json: "gpp-graph/1" JSON read and write, so users can plan
  * their own models. Errors name the origin (file[:line:col]), the op and the
  * field. */
-#include "planner/gpp_graph.h"
-#include "planner/gpp_json.h"
+#include "model/gpp_graph.h"
+#include "common/gpp_json.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

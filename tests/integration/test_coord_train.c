@@ -27,11 +27,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/control/gpp_model.h"
+#include "model/gpp_model.h"
 #include "agent/exec/gpp_ckpt.h"
 #include "agent/exec/gpp_exec.h"
 #include "planner/gpp_plan_io.h"
-#include "tests/unit/gpp_test.h"
+#include "tests/gpp_test.h"
 
 #define S_ITERS 5
 #define S_BATCH 32

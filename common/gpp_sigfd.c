@@ -5,7 +5,7 @@
  * made by a constructor), so a blocked mask cannot be guaranteed. A handler
  * installed with sigaction runs in whichever thread takes the signal and
  * only writes the signal number to the pipe (async-signal-safe). */
-#include "agent/control/gpp_sigfd.h"
+#include "common/gpp_sigfd.h"
 
 #include <czmq.h>
 #include <errno.h>
