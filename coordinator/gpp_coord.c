@@ -37,7 +37,10 @@ struct gpp_coord_s {
     s_state_t state;
     double start_ms;
     gpp_registry_t *reg;
-    gpp_coord_job_t job;
+    gpp_coord_job_t job; /* written by the planning thread until its result is in */
+    zactor_t *planner;   /* the planning thread while it runs */
+    atomic_int cancel;   /* set when the job stops: plan_fn gives up */
+    double plan_start_ms;
     int *in_job; /* [n_agents]: 1 when the agent takes part (gets barriers) */
     int n_in_job;
     gpp_progress_t *progress;
@@ -132,6 +135,7 @@ static void s_abort(gpp_coord_t *self, const char *fmt, ...)
     vsnprintf(self->reason, sizeof self->reason, fmt, ap);
     va_end(ap);
     self->stopped = -1;
+    atomic_store(&self->cancel, 1);
     if (!self->exit_code)
         self->exit_code = 1;
     gpp_error("coordinator: job stopped in state %s: %s", s_state_name[self->state], self->reason);
@@ -184,63 +188,33 @@ static void s_start_barrier_phase(gpp_coord_t *self)
     self->barrier_release_ms = gpp_now_ms();
 }
 
-static void s_plan(gpp_coord_t *self)
+/* The plan is in: check it, set up progress, send the assignments. */
+static void s_assign(gpp_coord_t *self)
 {
     int n = gpp_registry_size(self->reg);
-    self->state = S_PLANNING;
-    if (!self->cfg.plan_fn) {
-        /* control-only job: every agent takes part in the barriers (set up
-         * in gpp_coord_new, so that early entries count) */
-        self->state = S_TRAINING;
-        gpp_info("coordinator: control-only job: %d barriers across %d agents", self->cfg.barriers,
-                 n);
-        if (self->cfg.barriers == 0)
-            s_finish(self);
+    gpp_progress_layout_t *l = &self->job.layout;
+    int bad = l->n_agents != n || l->n_stages < 1 || l->iterations < 1 || l->batch < 1;
+    for (int r = 0; r < n && !bad; r++) {
+        int s = l->stage_of_rank[r];
+        if (s >= l->n_stages || (s >= 0) != (self->job.assign[r] != NULL))
+            bad = 1;
+        else if (s >= 0) {
+            self->in_job[r] = 1;
+            self->n_in_job++;
+        }
+    }
+    if (bad || !self->n_in_job) {
+        s_abort(self, "planning produced %s",
+                bad ? "an inconsistent job (stages, ranks, iterations or batch)"
+                    : "no assignment for any agent");
         return;
     }
     gpp_err_t err = {{0}};
-    double t0 = gpp_now_ms();
-    if (self->cfg.plan_fn(self->cfg.plan_arg, self->reg, &self->job, &err) < 0) {
-        s_abort(self, "planning failed: %s", err.msg);
+    self->progress = gpp_progress_new(l, self->cfg.progress, self->cfg.metrics_path, &err);
+    if (!self->progress) {
+        s_abort(self, "%s", err.msg);
         return;
     }
-    gpp_info("coordinator: planned in %.1f ms", gpp_now_ms() - t0);
-    int *stage = gpp_xcalloc((size_t)n, sizeof *stage);
-    int *replica = gpp_xcalloc((size_t)n, sizeof *replica);
-    int *n_actions = gpp_xcalloc((size_t)n, sizeof *n_actions);
-    int iterations = 0, batch = 0, bad = 0;
-    for (int r = 0; r < n; r++) {
-        const Gpp__Assignment *as = self->job.assign[r];
-        stage[r] = as ? as->stage : -1;
-        replica[r] = as ? as->replica : -1;
-        n_actions[r] = as ? (int)as->n_actions : 0;
-        if (!as)
-            continue;
-        if (as->stage >= self->job.n_stages || as->comm->rank != r || as->comm->world_size > n ||
-            (iterations && (as->iterations != iterations || as->batch != batch)))
-            bad = 1;
-        iterations = as->iterations;
-        batch = as->batch;
-        self->in_job[r] = 1;
-        self->n_in_job++;
-    }
-    if (!self->n_in_job || bad) {
-        s_abort(self, "planning produced %s",
-                bad ? "inconsistent assignments (stage, rank, "
-                      "iterations or batch)"
-                    : "no assignment for any agent");
-    } else {
-        self->progress =
-            gpp_progress_new(n, stage, replica, n_actions, self->job.n_stages, self->job.sink_stage,
-                             iterations, batch, self->cfg.progress, self->cfg.metrics_path, &err);
-        if (!self->progress)
-            s_abort(self, "%s", err.msg);
-    }
-    free(stage);
-    free(replica);
-    free(n_actions);
-    if (self->stopped)
-        return;
     self->state = S_ASSIGNING;
     for (int r = 0; r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(self->reg, r);
@@ -260,6 +234,82 @@ static void s_plan(gpp_coord_t *self)
         }
     }
     gpp_info("coordinator: assignments sent to %d agents", self->n_in_job);
+}
+
+/* The planning thread: runs plan_fn, sends "rc, message" on its pipe, then
+ * waits for $TERM (zactor_destroy). */
+static void s_planner_actor(zsock_t *pipe, void *arg)
+{
+    gpp_coord_t *self = arg;
+    zsock_signal(pipe, 0);
+    gpp_err_t err = {{0}};
+    int rc = self->cfg.plan_fn(self->cfg.plan_arg, self->reg, &self->cancel, &self->job, &err);
+    zsock_send(pipe, "is", rc, err.msg);
+    for (;;) {
+        char *cmd = zstr_recv(pipe);
+        int term = !cmd || strcmp(cmd, "$TERM") == 0;
+        zstr_free(&cmd);
+        if (term)
+            break;
+    }
+}
+
+/* Joins the planning thread, cancelling it when it still runs. */
+static void s_planner_stop(gpp_coord_t *self)
+{
+    if (!self->planner)
+        return;
+    atomic_store(&self->cancel, 1);
+    if (self->loop)
+        zloop_reader_end(self->loop, zactor_sock(self->planner));
+    zactor_destroy(&self->planner);
+}
+
+static int s_on_planned(zloop_t *loop, zsock_t *pipe, void *arg)
+{
+    (void)loop;
+    gpp_coord_t *self = arg;
+    int rc = -1;
+    char *msg = NULL;
+    if (zsock_recv(pipe, "is", &rc, &msg) < 0)
+        rc = -1;
+    s_planner_stop(self); /* it is done: joins at once */
+    if (self->state == S_PLANNING) { /* not stopped meanwhile */
+        if (rc < 0) {
+            s_abort(self, "planning failed: %s", msg ? msg : "no result from the planning thread");
+        } else {
+            gpp_info("coordinator: planned in %.1f ms", gpp_now_ms() - self->plan_start_ms);
+            s_assign(self);
+        }
+    }
+    zstr_free(&msg);
+    return 0;
+}
+
+/* Every agent is in (and profiled): planning starts on its own thread. */
+static void s_plan(gpp_coord_t *self)
+{
+    int n = gpp_registry_size(self->reg);
+    if (!self->cfg.plan_fn) {
+        /* control-only job: every agent takes part in the barriers (set up
+         * in gpp_coord_new, so that early entries count) */
+        self->state = S_TRAINING;
+        gpp_info("coordinator: control-only job: %d barriers across %d agents", self->cfg.barriers,
+                 n);
+        if (self->cfg.barriers == 0)
+            s_finish(self);
+        return;
+    }
+    self->state = S_PLANNING;
+    self->plan_start_ms = gpp_now_ms();
+    if (self->cfg.sigfd >= 0)
+        gpp_sigfd_mask(SIG_BLOCK); /* signals stay with the loop thread */
+    self->planner = zactor_new(s_planner_actor, self);
+    if (self->cfg.sigfd >= 0)
+        gpp_sigfd_mask(SIG_UNBLOCK);
+    if (!self->planner ||
+        zloop_reader(self->loop, zactor_sock(self->planner), s_on_planned, self) < 0)
+        s_abort(self, "cannot start the planning thread");
 }
 
 /* All agents are in: profile first when asked to, else plan. */
@@ -404,17 +454,17 @@ static void s_on_barrier_enter(gpp_coord_t *self, gpp_agent_t *a, int id, const 
 
 static void s_on_ready(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Ready *rd, const char *who)
 {
-    const Gpp__Assignment *as = self->job.assign ? self->job.assign[a->rank] : NULL;
     char why[256];
     if (self->state != S_ASSIGNING && self->state != S_RENDEZVOUS) {
         snprintf(why, sizeof why, "ready in state %s", s_state_name[self->state]);
         s_drop(self, who, why);
         return;
     }
-    if (!as || rd->stage != as->stage || rd->replica != as->replica || a->ready) {
+    int stage = self->job.layout.stage_of_rank[a->rank];
+    int replica = self->job.layout.replica_of_rank[a->rank];
+    if (stage < 0 || rd->stage != stage || rd->replica != replica || a->ready) {
         snprintf(why, sizeof why, "ready for stage %d replica %d, assigned %d/%d%s", rd->stage,
-                 rd->replica, as ? as->stage : -1, as ? as->replica : -1,
-                 a->ready ? " (already ready)" : "");
+                 rd->replica, stage, replica, a->ready ? " (already ready)" : "");
         s_drop(self, who, why);
         return;
     }
@@ -716,6 +766,7 @@ void gpp_coord_destroy(gpp_coord_t **self_p)
     if (!self_p || !*self_p)
         return;
     gpp_coord_t *self = *self_p;
+    s_planner_stop(self);
     zloop_destroy(&self->loop);
     zsock_destroy(&self->router);
     gpp_progress_destroy(&self->progress);
@@ -733,6 +784,7 @@ int gpp_coord_run(gpp_coord_t *self)
     gpp_info("coordinator: listening on %s (port %d), waiting for %d agents", self->cfg.endpoint,
              self->port, gpp_registry_size(self->reg));
     gpp_sigfd_run_loop(self->loop);
+    s_planner_stop(self); /* no thread outlives the run */
     if (self->state != S_DONE && !self->stopped) {
         snprintf(self->reason, sizeof self->reason, "event loop ended in state %s",
                  s_state_name[self->state]);

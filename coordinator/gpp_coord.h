@@ -1,8 +1,9 @@
 /* gpp_coord: the coordinator's event loop and job state machine.
  *
  * One zloop drives everything: the ROUTER socket the agents' DEALERs talk
- * to, a heartbeat timer, and (optionally) a signalfd for SIGINT/SIGTERM/
- * SIGCHLD. No handler blocks.
+ * to, a heartbeat timer, (optionally) a signalfd for SIGINT/SIGTERM/
+ * SIGCHLD, and while planning the pipe of the planning thread. No handler
+ * blocks: planning (seconds at a thousand devices) runs on that thread.
  *
  *   waiting ──all registered──► (profiling) ──► planning ──plan_fn──► assigning ──all Ready──►
  *   rendezvous ──barrier 0 released──► training ──last metrics──► done
@@ -13,9 +14,14 @@
  *             stops with a message naming the missing host:slot.
  * profiling:  with profile_req, the rank-0 agent times the model's ops and
  *             its ProfileResult goes to profile_fn (the cost model).
- * planning:   plan_fn returns one Assignment per rank (NULL: agent unused, it
- *             gets Shutdown). No plan_fn: a control-only job, in which the
- *             agents run `barriers` barriers and are shut down.
+ * planning:   plan_fn runs on a planning thread (a CZMQ actor) and returns
+ *             one Assignment per rank (NULL: agent unused, it gets Shutdown)
+ *             and the job's layout; the loop meanwhile answers heartbeats
+ *             and notices dead agents and signals. Its result on the
+ *             actor's pipe moves the job on. A stop while planning sets the
+ *             cancel flag plan_fn polls; the thread is joined (at the latest
+ *             in gpp_coord_destroy). No plan_fn: a control-only job, in which
+ *             the agents run `barriers` barriers and are shut down.
  * assigning / rendezvous: each agent brings up its comm backend and answers
  *             Ready, then enters barrier 0; releasing it starts training.
  * training:   Metrics per agent per iteration, aggregated by gpp_progress;
@@ -34,6 +40,7 @@
 #ifndef GPP_COORD_H
 #define GPP_COORD_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "common/gpp_err.h"
@@ -47,13 +54,19 @@ typedef struct gpp_coord_s gpp_coord_t;
 /* What plan_fn hands back; arrays stay owned by the plan_fn's caller and
  * must outlive the coordinator. */
 typedef struct {
-    Gpp__Assignment **assign; /* [n_agents]; NULL: agent not used */
-    int n_stages;
-    const int *sink_stage; /* [n_stages]: 1 when the stage reports a loss */
+    Gpp__Assignment **assign;     /* [n_agents]; NULL: agent not used (sent only) */
+    gpp_progress_layout_t layout; /* who runs what, from the plan: the coordinator's
+                                     view of the job (progress, Ready checks) */
 } gpp_coord_job_t;
 
-typedef int(gpp_coord_plan_fn)(void *arg, gpp_registry_t *reg, gpp_coord_job_t *job,
-                               gpp_err_t *err);
+/* Makes the job once every agent registered (and profiled). Runs on the
+ * coordinator's planning thread, never on the event loop: it may take
+ * seconds while the loop goes on answering heartbeats. It may read the
+ * agents' registration fields in reg (rank, host, slot, pid, mem_bytes:
+ * fixed once all registered) and nothing else of the coordinator. *cancel
+ * turns non-zero when the job is stopped meanwhile: return -1 soon after. */
+typedef int(gpp_coord_plan_fn)(void *arg, gpp_registry_t *reg, const atomic_int *cancel,
+                               gpp_coord_job_t *job, gpp_err_t *err);
 
 typedef struct {
     const char *endpoint; /* bind address, e.g. "tcp://0.0.0.0:5555"; port "*" picks one */
@@ -67,7 +80,8 @@ typedef struct {
     void *plan_arg;
     /* Profiling (state profiling, before planning): when profile_req is set,
      * it goes to the rank-0 agent once all have registered, and its
-     * ProfileResult is handed to profile_fn(plan_arg, ...) before plan_fn. */
+     * ProfileResult is handed to profile_fn(plan_arg, ...) on the event loop
+     * (keep it cheap: take the rows; plan in plan_fn). */
     const Gpp__ProfileRequest *profile_req;
     int (*profile_fn)(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err);
     int barriers;             /* control-only job: barriers to run, >= 0 */

@@ -2,8 +2,8 @@
 #include "coordinator/gpp_job.h"
 
 #include <assert.h>
-#include <cjson/cJSON.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +33,8 @@ struct gpp_job_s {
     int n_agents;
     int used;  /* devices the plan uses: ranks 0..used-1 */
     int *sink; /* [n_stages] */
+    /* [n_agents]: stage, replica and action count of each rank (-1, -1, 0 unused) */
+    int *rank_stage, *rank_replica, *rank_actions;
     char store_host[GPP_CONFIG_STR];
     int store_port;
     char store_addr[GPP_CONFIG_STR + 16];
@@ -77,9 +79,54 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
     return 0;
 }
 
+static int s_test_plan_delay_ms;
+
+void gpp_job_test_plan_delay(int ms)
+{
+    s_test_plan_delay_ms = ms;
+}
+
+/* 1 when the coordinator stopped the job (cancel may be NULL: never). */
+static int s_cancelled(const atomic_int *cancel, gpp_err_t *err)
+{
+    if (!cancel || !atomic_load(cancel))
+        return 0;
+    gpp_err_set(err, "planning cancelled: the job was stopped");
+    return 1;
+}
+
+/* Who runs what (gpp_progress_layout_t) and which stages hold a loss op. */
+static void s_layout(gpp_job_t *self)
+{
+    const gpp_plan_t *p = self->plan;
+    self->sink = gpp_xcalloc((size_t)p->n_stages, sizeof *self->sink);
+    for (int s = 0; s < p->n_stages; s++) {
+        const gpp_stage_t *st = &p->stages[s];
+        for (int i = 0; i < st->n_ops; i++) {
+            gpp_op_type_t t = self->g->ops[st->ops[i]].type;
+            if (t == GPP_OP_LOSS_MSE || t == GPP_OP_LOSS_CE)
+                self->sink[s] = 1;
+        }
+    }
+    size_t n = (size_t)self->n_agents;
+    self->rank_stage = gpp_xcalloc(n, sizeof *self->rank_stage);
+    self->rank_replica = gpp_xcalloc(n, sizeof *self->rank_replica);
+    self->rank_actions = gpp_xcalloc(n, sizeof *self->rank_actions);
+    for (size_t r = 0; r < n; r++)
+        self->rank_stage[r] = self->rank_replica[r] = -1;
+    for (int s = 0; s < p->n_stages; s++)
+        for (int r = 0; r < p->stages[s].devices; r++) {
+            int rank = p->stages[s].first_device + r;
+            self->rank_stage[rank] = s;
+            self->rank_replica[rank] = r;
+            self->rank_actions[rank] = p->stages[s].replica[r].n;
+        }
+}
+
 /* Makes the plan (partitioner or file), schedules and simulates it, prints
- * it and writes it beside the checkpoints. */
-static int s_make_plan(gpp_job_t *self, gpp_err_t *err)
+ * it and writes it beside the checkpoints. Gives up between the steps when
+ * cancel (may be NULL) is set. */
+static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err)
 {
     const gpp_config_t *cfg = &self->cfg;
     const char *plan = self->plan_arg;
@@ -114,7 +161,7 @@ static int s_make_plan(gpp_job_t *self, gpp_err_t *err)
         for (int s = 0; s < self->plan->n_stages; s++)
             used += self->plan->stages[s].devices;
         self->plan->n_devices = used;
-        if (gpp_sched_build(self->plan, self->g, err) < 0)
+        if (s_cancelled(cancel, err) || gpp_sched_build(self->plan, self->g, err) < 0)
             return -1;
     } else {
         return gpp_err_set(err, "--plan %s: use auto, gpp, spp or a gpp-plan/1 FILE.json", plan);
@@ -131,17 +178,13 @@ static int s_make_plan(gpp_job_t *self, gpp_err_t *err)
     if (self->used > self->n_agents)
         return gpp_err_set(err, "the plan uses %d devices, but %s has %d slots", self->used,
                            cfg->path, self->n_agents);
+    if (s_cancelled(cancel, err))
+        return -1;
     if (gpp_sim_plan(self->plan, self->g, self->cost, err) < 0)
         return gpp_err_prefix(err, "simulating the plan");
-    self->sink = gpp_xcalloc((size_t)self->plan->n_stages, sizeof *self->sink);
-    for (int s = 0; s < self->plan->n_stages; s++) {
-        const gpp_stage_t *st = &self->plan->stages[s];
-        for (int i = 0; i < st->n_ops; i++) {
-            gpp_op_type_t t = self->g->ops[st->ops[i]].type;
-            if (t == GPP_OP_LOSS_MSE || t == GPP_OP_LOSS_CE)
-                self->sink[s] = 1;
-        }
-    }
+    s_layout(self);
+    if (s_cancelled(cancel, err))
+        return -1;
     if (self->out)
         gpp_job_print_plan(self, self->out);
     /* the plan beside the stage checkpoints: what they are checkpoints of */
@@ -214,7 +257,7 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, FILE *out, gpp
         if (self->out)
             fprintf(self->out, "plan: auto, after the agents profile %s at micro-batch 1..%d\n",
                     self->g->spec, self->preq_mbs[n - 1]);
-    } else if (s_make_plan(self, err) < 0) {
+    } else if (s_make_plan(self, NULL, err) < 0) {
         goto fail;
     }
     return self;
@@ -231,51 +274,14 @@ const Gpp__ProfileRequest *gpp_job_profile_request(const gpp_job_t *self)
 int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
 {
     gpp_job_t *self = arg;
-    const gpp_graph_t *g = self->g;
-    /* the planner's profile.json schema (planner/gpp_cost.h), from the rows */
-    cJSON *root = cJSON_CreateObject();
-    cJSON **rt = gpp_xcalloc((size_t)g->n_ops, sizeof *rt);
-    cJSON **fw = gpp_xcalloc((size_t)g->n_ops, sizeof *fw);
+    gpp_cost_row_t *rows = gpp_xcalloc(res->n_ops ? res->n_ops : 1, sizeof *rows);
     for (size_t i = 0; i < res->n_ops; i++) {
         const Gpp__OpProfile *r = res->ops[i];
-        if (r->op >= g->n_ops) {
-            free(rt), free(fw);
-            cJSON_Delete(root);
-            return gpp_err_set(err, "ops[%zu].op = %d: %s has %d ops", i, r->op, g->name, g->n_ops);
-        }
-        if (!rt[r->op]) {
-            const gpp_op_t *op = &g->ops[r->op];
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "name", op->name);
-            cJSON *ins = cJSON_AddArrayToObject(e, "inputs");
-            cJSON *sz = cJSON_AddArrayToObject(e, "input_size");
-            for (int k = 0; k < op->n_inputs; k++) {
-                cJSON_AddItemToArray(ins, cJSON_CreateNumber(op->inputs[k]));
-                cJSON_AddItemToArray(sz,
-                                     cJSON_CreateNumber((double)g->ops[op->inputs[k]].out_bytes));
-            }
-            cJSON_AddNumberToObject(e, "weight_size", (double)op->params * 4);
-            rt[r->op] = cJSON_AddObjectToObject(e, "runtime");
-            fw[r->op] = cJSON_AddObjectToObject(e, "forward");
-            char key[32];
-            snprintf(key, sizeof key, "%d", op->id);
-            cJSON_AddItemToObject(root, key, e);
-        }
-        char mb[32];
-        snprintf(mb, sizeof mb, "%d", r->micro_batch);
-        cJSON_DeleteItemFromObject(rt[r->op], mb);
-        cJSON_AddNumberToObject(rt[r->op], mb, r->fwd_ms + r->bwd_ms);
-        cJSON_DeleteItemFromObject(fw[r->op], mb);
-        cJSON_AddNumberToObject(fw[r->op], mb, r->fwd_ms);
+        rows[i] = (gpp_cost_row_t){r->op, r->micro_batch, r->fwd_ms, r->bwd_ms};
     }
-    char *text = cJSON_PrintUnformatted(root);
-    int rc = gpp_cost_attach_profile_text(self->cost, text, "the agents' profile", err);
-    free(text);
-    free(rt), free(fw);
-    cJSON_Delete(root);
-    if (rc < 0)
-        return -1;
-    return s_make_plan(self, err);
+    int rc = gpp_cost_attach_rows(self->cost, rows, res->n_ops, "the agents' profile", err);
+    free(rows);
+    return rc;
 }
 
 static void s_free_assignment(Gpp__Assignment *a)
@@ -313,6 +319,9 @@ void gpp_job_destroy(gpp_job_t **self_p)
     free(self->preq_mbs);
     gpp_store_server_destroy(&self->store);
     free(self->sink);
+    free(self->rank_stage);
+    free(self->rank_replica);
+    free(self->rank_actions);
     gpp_plan_destroy(&self->plan);
     gpp_cost_destroy(&self->cost);
     gpp_graph_destroy(&self->g);
@@ -453,16 +462,23 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     return a;
 }
 
-int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, gpp_coord_job_t *job, gpp_err_t *err)
+int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel,
+                    gpp_coord_job_t *job, gpp_err_t *err)
 {
     gpp_job_t *self = arg;
-    const gpp_plan_t *p = self->plan;
     int n = gpp_registry_size(reg);
     assert(n == self->n_agents);
     if (!self->store_addr[0])
         return gpp_err_set(err, "the rendezvous store is not running");
-    if (!p)
-        return gpp_err_set(err, "no plan (the agents' profile did not arrive)");
+    for (int t = 0; t < s_test_plan_delay_ms; t += 10) {
+        if (s_cancelled(cancel, err))
+            return -1;
+        nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+    }
+    /* --plan auto with the agents' profile: the plan is made here */
+    if (!self->plan && s_make_plan(self, cancel, err) < 0)
+        return -1;
+    const gpp_plan_t *p = self->plan;
     /* every agent that gets a stage must have the memory the plan counts on */
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];
@@ -495,8 +511,14 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, gpp_coord_job_t *job, gpp_er
             return gpp_err_prefix(err, "assignment of rank %d", r);
     }
     job->assign = self->assign;
-    job->n_stages = p->n_stages;
-    job->sink_stage = self->sink;
+    job->layout = (gpp_progress_layout_t){.n_agents = n,
+                                          .n_stages = p->n_stages,
+                                          .stage_of_rank = self->rank_stage,
+                                          .replica_of_rank = self->rank_replica,
+                                          .n_actions_of_rank = self->rank_actions,
+                                          .sink_stage = self->sink,
+                                          .iterations = self->cfg.job.iterations,
+                                          .batch = p->batch};
     return 0;
 }
 

@@ -8,8 +8,9 @@
  *   gpp, spp  that partitioner
  *   FILE.json a gpp-plan/1 file (gpp-plan --json, or hand-written)
  * The plan is lowered (gpp_sched) and simulated (gpp_sim) for the predicted
- * iteration time. Then, once the agents have registered, gpp_job_plan_fn
- * makes one Assignment per agent: agent rank r runs plan device r (stage s,
+ * iteration time: in gpp_job_new, or with --plan auto and no
+ * cluster.profile on the coordinator's planning thread once the agents'
+ * profile is in. Then gpp_job_plan_fn makes one Assignment per agent: agent rank r runs plan device r (stage s,
  * replica r - first_device(s)); ranks past the plan's devices get none.
  * Comm ranks equal agent ranks; the comm world is the plan's devices.
  *
@@ -42,8 +43,8 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, FILE *out, gpp
 
 /* The ProfileRequest for the rank-0 agent, or NULL when the plan is made. */
 const Gpp__ProfileRequest *gpp_job_profile_request(const gpp_job_t *self);
-/* gpp_coord profile_fn: turns the rows into the planner's profile table,
- * attaches it to the cost model and makes the plan (printed, written). */
+/* gpp_coord profile_fn (on the event loop, cheap): hands the measured rows
+ * to the cost model; the plan is made by gpp_job_plan_fn. */
 int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err);
 void gpp_job_destroy(gpp_job_t **self_p);
 
@@ -55,9 +56,16 @@ int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err);
 const gpp_plan_t *gpp_job_plan(const gpp_job_t *self);
 const gpp_graph_t *gpp_job_graph(const gpp_job_t *self);
 
-/* gpp_coord_plan_fn: checks the agents' memory against the plan and fills
- * job with one Assignment per rank. arg is the gpp_job_t. */
-int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, gpp_coord_job_t *job, gpp_err_t *err);
+/* gpp_coord_plan_fn (on the coordinator's planning thread): makes the plan
+ * if the agents' profile was awaited (partitioner, lowering, simulation,
+ * plan.json), checks the agents' memory against it and fills job with one
+ * Assignment per rank and the layout from the plan. arg is the gpp_job_t. */
+int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel,
+                    gpp_coord_job_t *job, gpp_err_t *err);
+
+/* Test hook: gpp_job_plan_fn first waits ms (0: not at all; cancellable),
+ * so that tests can watch the coordinator while planning takes long. */
+void gpp_job_test_plan_delay(int ms);
 
 /* The stage table (ops, devices, micro-batch, k, in-flight, agents) and
  * the simulated iteration time. */

@@ -41,23 +41,22 @@ static int *s_dup(const int *a, int n)
     return b;
 }
 
-gpp_progress_t *gpp_progress_new(int n_agents, const int *stage_of_rank, const int *replica_of_rank,
-                                 const int *n_actions_of_rank, int n_stages, const int *sink_stage,
-                                 int iterations, int batch, FILE *text, const char *jsonl_path,
-                                 gpp_err_t *err)
+gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text,
+                                 const char *jsonl_path, gpp_err_t *err)
 {
-    assert(n_agents > 0 && n_stages > 0 && iterations > 0 && batch > 0);
+    assert(l->n_agents > 0 && l->n_stages > 0 && l->iterations > 0 && l->batch > 0);
+    int n_agents = l->n_agents, iterations = l->iterations;
     gpp_progress_t *self = gpp_xcalloc(1, sizeof *self);
     self->n_agents = n_agents;
-    self->n_stages = n_stages;
+    self->n_stages = l->n_stages;
     self->iterations = iterations;
-    self->batch = batch;
-    self->stage_of_rank = s_dup(stage_of_rank, n_agents);
-    self->replica_of_rank = s_dup(replica_of_rank, n_agents);
-    self->n_actions_of_rank = s_dup(n_actions_of_rank, n_agents);
-    self->sink_stage = s_dup(sink_stage, n_stages);
+    self->batch = l->batch;
+    self->stage_of_rank = s_dup(l->stage_of_rank, n_agents);
+    self->replica_of_rank = s_dup(l->replica_of_rank, n_agents);
+    self->n_actions_of_rank = s_dup(l->n_actions_of_rank, n_agents);
+    self->sink_stage = s_dup(l->sink_stage, l->n_stages);
     for (int r = 0; r < n_agents; r++)
-        self->in_job += stage_of_rank[r] >= 0;
+        self->in_job += l->stage_of_rank[r] >= 0;
     self->next_iter = gpp_xcalloc((size_t)n_agents, sizeof *self->next_iter);
     self->count = gpp_xcalloc((size_t)iterations, sizeof *self->count);
     self->cells = gpp_xcalloc((size_t)iterations * (size_t)n_agents, sizeof *self->cells);

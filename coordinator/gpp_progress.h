@@ -36,15 +36,22 @@ typedef struct {
     double max_mem_bytes; /* highest memory high-water of any agent */
 } gpp_progress_summary_t;
 
-/* n_agents ranks; stage_of_rank[r] is the rank's stage or -1 for an agent
- * outside the job; replica_of_rank likewise; n_actions_of_rank[r] the
- * length of its action list (Metrics.action_ms must have that length or be
- * empty); sink_stage[s] is 1 for stages that report a loss. jsonl_path may
- * be NULL (no file). NULL with a message when the file cannot be created. */
-gpp_progress_t *gpp_progress_new(int n_agents, const int *stage_of_rank, const int *replica_of_rank,
-                                 const int *n_actions_of_rank, int n_stages, const int *sink_stage,
-                                 int iterations, int batch, FILE *text, const char *jsonl_path,
-                                 gpp_err_t *err);
+/* Who runs what in a training job, taken from the plan: rank r runs replica
+ * replica_of_rank[r] of stage stage_of_rank[r] (-1 for both: an agent
+ * outside the job) with an action list of n_actions_of_rank[r] actions
+ * (Metrics.action_ms must have that length or be empty); sink_stage[s] is 1
+ * for stages that report a loss. The arrays are borrowed. */
+typedef struct {
+    int n_agents, n_stages;
+    const int *stage_of_rank, *replica_of_rank, *n_actions_of_rank; /* [n_agents] */
+    const int *sink_stage;                                          /* [n_stages] */
+    int iterations, batch;
+} gpp_progress_layout_t;
+
+/* Copies the layout. jsonl_path may be NULL (no file). NULL with a message
+ * when the file cannot be created. */
+gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *layout, FILE *text,
+                                 const char *jsonl_path, gpp_err_t *err);
 void gpp_progress_destroy(gpp_progress_t **self_p);
 
 /* Records rank's metrics. Checks them against the job (iteration is the

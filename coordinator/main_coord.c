@@ -20,11 +20,8 @@
 #include "common/gpp_sigfd.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
-#include "coordinator/gpp_launch.h"
-
-#ifdef GPP_HAVE_PLANNER_JOB
 #include "coordinator/gpp_job.h"
-#endif
+#include "coordinator/gpp_launch.h"
 
 typedef struct {
     const char *config_path;
@@ -294,9 +291,7 @@ int main(int argc, char **argv)
     int rc = 1;
     gpp_launch_t *launch = NULL;
     gpp_coord_t *coord = NULL;
-#ifdef GPP_HAVE_PLANNER_JOB
     gpp_job_t *job = NULL;
-#endif
     gpp_coord_cfg_t cc = {0};
     cc.endpoint = o.endpoint ? o.endpoint : cfg.coordinator.endpoint;
     cc.n_agents = n;
@@ -310,7 +305,6 @@ int main(int argc, char **argv)
     cc.metrics_path = o.metrics ? o.metrics : cfg.metrics.file;
     cc.sigfd = sigfd;
     if (!o.control_only) {
-#ifdef GPP_HAVE_PLANNER_JOB
         job = gpp_job_new(&cfg, o.plan, stdout, &err);
         if (!job) {
             fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
@@ -328,12 +322,6 @@ int main(int argc, char **argv)
         cc.plan_arg = job;
         cc.profile_req = gpp_job_profile_request(job);
         cc.profile_fn = gpp_job_profile_fn;
-#else
-        fprintf(stderr, "gpp-coordinator: this build has no planner/executor; use "
-                        "--control-only\n");
-        rc = 2;
-        goto done;
-#endif
     }
     int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
     if (local) {
@@ -350,10 +338,8 @@ int main(int argc, char **argv)
     rc = gpp_coord_run(coord) == 0 ? 0 : gpp_coord_exit_code(coord);
     if (o.control_only)
         s_print_barriers(coord, n);
-#ifdef GPP_HAVE_PLANNER_JOB
     else if (job && gpp_coord_progress(coord))
         gpp_job_print_summary(job, gpp_coord_progress(coord), stdout);
-#endif
     if (gpp_coord_dropped(coord))
         printf("control: %llu invalid messages dropped\n",
                (unsigned long long)gpp_coord_dropped(coord));
@@ -362,9 +348,7 @@ int main(int argc, char **argv)
 done:
     gpp_launch_destroy(&launch); /* reaps every child: no orphans */
     gpp_coord_destroy(&coord);
-#ifdef GPP_HAVE_PLANNER_JOB
     gpp_job_destroy(&job);
-#endif
     free(hosts);
     free(slots);
     gpp_config_release(&cfg);

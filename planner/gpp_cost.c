@@ -498,7 +498,64 @@ static int s_int_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Reads one entry's runtime table into p. */
+/* The one check of an op's measured table, whichever way it came (a
+ * profile.json entry or the agents' rows): micro-batch sizes 1..2^24, each
+ * once; forward+backward ms[i] finite and >= 0; forward fwd[i] (fwd NULL:
+ * none, a third is assumed) between 0 and ms[i]. NaN stands for a missing
+ * or non-numeric figure. Fills p sorted by micro-batch size. */
+static int s_prof_set(s_prof_t *p, int n, const int *mbs, const double *ms, const double *fwd,
+                      const char *origin, const char *key, gpp_err_t *err)
+{
+    for (int i = 0; i < n; i++) {
+        if (mbs[i] < 1 || mbs[i] > 1 << 24)
+            return gpp_err_set(err, "%s: op %s: runtime key '%d' is not a micro-batch size >= 1",
+                               origin, key, mbs[i]);
+        if (!isfinite(ms[i]) || ms[i] < 0)
+            return gpp_err_set(err,
+                               "%s: op %s: runtime[\"%d\"] must be a non-negative number of ms",
+                               origin, key, mbs[i]);
+        if (fwd && (!isfinite(fwd[i]) || fwd[i] < 0 || fwd[i] > ms[i] * (1 + 1e-9)))
+            return gpp_err_set(err,
+                               "%s: op %s: forward[\"%d\"] must be a number of ms between 0 "
+                               "and runtime[\"%d\"] (forward is part of forward+backward)",
+                               origin, key, mbs[i], mbs[i]);
+    }
+    int *order = gpp_xcalloc((size_t)n, sizeof(int) * 2); /* (micro-batch, index) pairs */
+    for (int i = 0; i < n; i++) {
+        order[2 * i] = mbs[i];
+        order[2 * i + 1] = i;
+    }
+    qsort(order, (size_t)n, sizeof(int) * 2, s_int_cmp);
+    for (int i = 1; i < n; i++)
+        if (order[2 * i] == order[2 * i - 2]) {
+            int b = order[2 * i];
+            free(order);
+            return gpp_err_set(err, "%s: op %s: runtime lists micro-batch %d twice", origin, key,
+                               b);
+        }
+    s_prof_clear(p);
+    p->n = n;
+    p->mbs = gpp_xcalloc((size_t)n, sizeof(int));
+    p->ms = gpp_xcalloc((size_t)n, sizeof(double));
+    p->fwd = fwd ? gpp_xcalloc((size_t)n, sizeof(double)) : NULL;
+    for (int i = 0; i < n; i++) {
+        int j = order[2 * i + 1];
+        p->mbs[i] = mbs[j];
+        p->ms[i] = ms[j];
+        if (fwd)
+            p->fwd[i] = fwd[j];
+    }
+    free(order);
+    return 0;
+}
+
+/* A JSON number, or NaN (s_prof_set refuses it) for anything else. */
+static double s_json_ms(const cJSON *v)
+{
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* Reads one entry's runtime (and optional forward) table into p. */
 static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, const char *key,
                            gpp_err_t *err)
 {
@@ -508,71 +565,67 @@ static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, 
                            "%s: op %s: field 'runtime' must be a non-empty object "
                            "{\"<micro-batch>\": ms}",
                            origin, key);
-    int n = cJSON_GetArraySize(rt);
-    int *order = gpp_xcalloc((size_t)n, sizeof(int) * 2);
-    double *ms = gpp_xcalloc((size_t)n, sizeof(double));
-    int i = 0;
+    /* optional "forward": {"<micro-batch>": forward ms} for every runtime key */
+    const cJSON *fw = cJSON_GetObjectItemCaseSensitive(entry, "forward");
+    if (fw && !cJSON_IsObject(fw))
+        return gpp_err_set(err,
+                           "%s: op %s: field 'forward' must be an object "
+                           "{\"<micro-batch>\": forward ms}",
+                           origin, key);
+    int n = cJSON_GetArraySize(rt), i = 0, rc = -1;
+    int *mbs = gpp_xcalloc((size_t)n, sizeof *mbs);
+    double *ms = gpp_xcalloc((size_t)n, sizeof *ms);
+    double *fwd = fw ? gpp_xcalloc((size_t)n, sizeof *fwd) : NULL;
     for (const cJSON *it = rt->child; it; it = it->next, i++) {
         char *end = NULL;
         long b = strtol(it->string, &end, 10);
         if (!it->string[0] || *end || b < 1 || b > 1 << 24) {
-            free(order), free(ms);
-            return gpp_err_set(err, "%s: op %s: runtime key '%s' is not a micro-batch size >= 1",
-                               origin, key, it->string);
+            gpp_err_set(err, "%s: op %s: runtime key '%s' is not a micro-batch size >= 1", origin,
+                        key, it->string);
+            goto done;
         }
-        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0) {
-            free(order), free(ms);
-            return gpp_err_set(err,
-                               "%s: op %s: runtime[\"%s\"] must be a non-negative number of ms",
-                               origin, key, it->string);
-        }
-        order[2 * i] = (int)b;
-        order[2 * i + 1] = i;
-        ms[i] = it->valuedouble;
+        mbs[i] = (int)b;
+        ms[i] = s_json_ms(it);
+        if (fw)
+            fwd[i] = s_json_ms(cJSON_GetObjectItemCaseSensitive(fw, it->string));
     }
-    qsort(order, (size_t)n, sizeof(int) * 2, s_int_cmp);
-    s_prof_clear(p);
-    p->n = n;
-    p->mbs = gpp_xcalloc((size_t)n, sizeof(int));
-    p->ms = gpp_xcalloc((size_t)n, sizeof(double));
-    for (i = 0; i < n; i++) {
-        p->mbs[i] = order[2 * i];
-        p->ms[i] = ms[order[2 * i + 1]];
-        if (i > 0 && p->mbs[i] == p->mbs[i - 1]) {
-            free(order), free(ms);
-            return gpp_err_set(err, "%s: op %s: runtime lists micro-batch %d twice", origin, key,
-                               p->mbs[i]);
-        }
-    }
-    free(order), free(ms);
-    /* optional "forward": {"<micro-batch>": forward ms} for every runtime key */
-    const cJSON *fw = cJSON_GetObjectItemCaseSensitive(entry, "forward");
-    if (fw) {
-        if (!cJSON_IsObject(fw))
-            return gpp_err_set(err, "%s: op %s: field 'forward' must be an object "
-                                    "{\"<micro-batch>\": forward ms}", origin, key);
-        p->fwd = gpp_xcalloc((size_t)p->n, sizeof(double));
-        for (i = 0; i < p->n; i++) {
-            char mb[16];
-            snprintf(mb, sizeof mb, "%d", p->mbs[i]);
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(fw, mb);
-            if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 ||
-                v->valuedouble > p->ms[i] * (1 + 1e-9))
-                return gpp_err_set(err,
-                                   "%s: op %s: forward[\"%s\"] must be a number of ms between 0 "
-                                   "and runtime[\"%s\"] (forward is part of forward+backward)",
-                                   origin, key, mb, mb);
-            p->fwd[i] = v->valuedouble;
-        }
-        if (cJSON_GetArraySize(fw) != p->n)
-            return gpp_err_set(err, "%s: op %s: 'forward' must have exactly the micro-batch "
-                                    "sizes of 'runtime'", origin, key);
+    if (s_prof_set(p, n, mbs, ms, fwd, origin, key, err) < 0)
+        goto done;
+    if (fw && cJSON_GetArraySize(fw) != n) {
+        gpp_err_set(err,
+                    "%s: op %s: 'forward' must have exactly the micro-batch sizes of 'runtime'",
+                    origin, key);
+        goto done;
     }
     double rm = 0;
     if (s_get_nonneg(entry, "reserved_mem", 0, &rm, origin, key, err))
-        return -1;
+        goto done;
     p->reserved_bytes = (int64_t)rm;
-    return 0;
+    rc = 0;
+done:
+    free(mbs);
+    free(ms);
+    free(fwd);
+    return rc;
+}
+
+/* Moves the checked tables of tmp (ops with one) into the model. */
+static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
+{
+    for (int k = 0; k < c->g->n_ops; k++)
+        if (tmp[k].n) {
+            s_prof_clear(&c->prof[k]);
+            c->prof[k] = tmp[k];
+            memset(&tmp[k], 0, sizeof tmp[k]);
+        }
+}
+
+static void s_prof_free(const gpp_cost_t *c, s_prof_t **tmp_p)
+{
+    for (int k = 0; k < c->g->n_ops; k++)
+        s_prof_clear(&(*tmp_p)[k]);
+    free(*tmp_p);
+    *tmp_p = NULL;
 }
 
 int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *origin,
@@ -606,20 +659,64 @@ int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *or
         if (s_parse_runtime(e[i].entry, &tmp[op], origin, e[i].key, err))
             goto done;
     }
-    /* all good: replace */
-    for (int k = 0; k < c->g->n_ops; k++)
-        if (tmp[k].n) {
-            s_prof_clear(&c->prof[k]);
-            c->prof[k] = tmp[k];
-            memset(&tmp[k], 0, sizeof tmp[k]);
-        }
+    s_prof_commit(c, tmp); /* all good: replace */
     rc = 0;
 done:
-    for (int k = 0; k < c->g->n_ops; k++)
-        s_prof_clear(&tmp[k]);
-    free(tmp);
+    s_prof_free(c, &tmp);
     free(e);
     cJSON_Delete(root);
+    return rc;
+}
+
+int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_rows,
+                         const char *origin, gpp_err_t *err)
+{
+    const gpp_graph_t *g = c->g;
+    /* the rows grouped by op: op's rows are by_op[first[op] .. first[op + 1]) */
+    int *first = gpp_xcalloc((size_t)g->n_ops + 1, sizeof *first);
+    for (size_t i = 0; i < n_rows; i++) {
+        if (rows[i].op < 0 || rows[i].op >= g->n_ops) {
+            free(first);
+            return gpp_err_set(err, "%s: row %zu: op %d, but model '%s' has ops 0..%d", origin, i,
+                               rows[i].op, g->name, g->n_ops - 1);
+        }
+        first[rows[i].op + 1]++;
+    }
+    for (int op = 0; op < g->n_ops; op++)
+        first[op + 1] += first[op];
+    size_t cap = n_rows ? n_rows : 1;
+    int *fill = gpp_xcalloc((size_t)g->n_ops, sizeof *fill);
+    size_t *by_op = gpp_xcalloc(cap, sizeof *by_op);
+    for (size_t i = 0; i < n_rows; i++)
+        by_op[first[rows[i].op] + fill[rows[i].op]++] = i;
+    int *mbs = gpp_xcalloc(cap, sizeof *mbs);
+    double *ms = gpp_xcalloc(cap, sizeof *ms);
+    double *fwd = gpp_xcalloc(cap, sizeof *fwd);
+    s_prof_t *tmp = gpp_xcalloc((size_t)g->n_ops, sizeof *tmp);
+    int rc = 0;
+    for (int op = 0; op < g->n_ops && rc == 0; op++) {
+        int k = 0;
+        for (int j = first[op]; j < first[op + 1]; j++, k++) {
+            const gpp_cost_row_t *r = &rows[by_op[j]];
+            mbs[k] = r->micro_batch;
+            ms[k] = r->fwd_ms + r->bwd_ms;
+            fwd[k] = r->fwd_ms;
+        }
+        if (!k)
+            continue;
+        char key[GPP_NAME_LEN + 16];
+        snprintf(key, sizeof key, "%d (%s)", op, g->ops[op].name);
+        rc = s_prof_set(&tmp[op], k, mbs, ms, fwd, origin, key, err);
+    }
+    if (rc == 0)
+        s_prof_commit(c, tmp);
+    s_prof_free(c, &tmp);
+    free(first);
+    free(fill);
+    free(by_op);
+    free(mbs);
+    free(ms);
+    free(fwd);
     return rc;
 }
 

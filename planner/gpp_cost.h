@@ -109,6 +109,22 @@ int gpp_cost_attach_profile(gpp_cost_t *c, const char *path, gpp_err_t *err);
 int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *origin,
                                  gpp_err_t *err);
 
+/* One measured (op, micro-batch) figure, as the agents' profiler reports it. */
+typedef struct {
+    int op;          /* the model's op index */
+    int micro_batch; /* samples */
+    double fwd_ms;   /* forward */
+    double bwd_ms;   /* backward */
+} gpp_cost_row_t;
+
+/* Attaches measured rows (any order) as a profile.json with runtime =
+ * fwd_ms + bwd_ms and forward = fwd_ms would: the same checks (one
+ * function), the same interpolation; ops without rows keep their table or
+ * the roofline. Errors start with origin and name the op. All or nothing:
+ * on -1 the model is unchanged. Returns 0 or -1. */
+int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_rows,
+                         const char *origin, gpp_err_t *err);
+
 /* Builds a graph of GPP_OP_OPAQUE ops from a profile.json (params =
  * weight_size/4, out_bytes = the largest input_size any consumer declares
  * for it, stash_bytes = sum of the op's own input sizes; docs/planner.md).

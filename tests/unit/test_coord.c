@@ -14,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
+#include "coordinator/gpp_job.h"
 #include "coordinator/gpp_progress.h"
 #include "coordinator/gpp_registry.h"
 #include "tests/gpp_test.h"
@@ -76,7 +78,8 @@ static void t_progress(void)
     close(fd);
     FILE *text = tmpfile();
     gpp_err_t err = {{0}};
-    gpp_progress_t *p = gpp_progress_new(3, stage, replica, nact, 2, sink, 2, 16, text, path, &err);
+    const gpp_progress_layout_t layout = {3, 2, stage, replica, nact, sink, 2, 16};
+    gpp_progress_t *p = gpp_progress_new(&layout, text, path, &err);
     GPP_EXPECT_MSG(p, "%s", err.msg);
     if (!p)
         return;
@@ -170,8 +173,10 @@ static void *s_coord_thread(void *arg)
     return NULL;
 }
 
-/* A control-only job of n agents on host "h", slots 0..n-1. */
-static int s_coord_start(s_coord_run_t *r, int n, int barriers, int timeout_ms, int start_ms)
+/* A job of n agents on host "h", slots 0..n-1: control-only when plan_fn
+ * is NULL. */
+static int s_coord_start_job(s_coord_run_t *r, int n, int barriers, int timeout_ms, int start_ms,
+                             gpp_coord_plan_fn *plan_fn, void *plan_arg)
 {
     memset(r, 0, sizeof *r);
     for (int i = 0; i < n; i++) {
@@ -186,11 +191,18 @@ static int s_coord_start(s_coord_run_t *r, int n, int barriers, int timeout_ms, 
     r->cfg.timeout_ms = timeout_ms;
     r->cfg.start_timeout_ms = start_ms;
     r->cfg.barriers = barriers;
+    r->cfg.plan_fn = plan_fn;
+    r->cfg.plan_arg = plan_arg;
     r->cfg.sigfd = -1;
     sem_init(&r->up, 0, 0);
     pthread_create(&r->th, NULL, s_coord_thread, r);
     sem_wait(&r->up);
     return r->port;
+}
+
+static int s_coord_start(s_coord_run_t *r, int n, int barriers, int timeout_ms, int start_ms)
+{
+    return s_coord_start_job(r, n, barriers, timeout_ms, start_ms, NULL, NULL);
 }
 
 static void s_coord_join(s_coord_run_t *r)
@@ -452,6 +464,163 @@ static void t_misuse(void)
     zsock_destroy(&a.s);
 }
 
+/* ---- planning off the event loop ---- */
+
+/* A planned job (gpp_job, a small model on two CPU slots) whose planning
+ * takes delay_ms (the test hook). NULL when it cannot be set up. */
+static gpp_job_t *s_job_new(int delay_ms)
+{
+    const char *text = "[cluster]\ndevice = \"cpu\"\n[[nodes]]\nhost = \"h\"\nslots = 2\n"
+                       "[job]\nmodel = \"mmt:branches=2,layers=1,hidden=64,heads=4,seq=16\"\n"
+                       "batch = 8\niterations = 2\nplanner = \"gpp\"\nlaunch = \"external\"\n";
+    gpp_config_t cfg;
+    gpp_err_t err = {{0}};
+    GPP_EXPECT_MSG(gpp_config_load_string(&cfg, text, "inline.toml", &err) == 0, "%s", err.msg);
+    if (err.msg[0])
+        return NULL;
+    snprintf(cfg.coordinator.store, sizeof cfg.coordinator.store, "127.0.0.1:0");
+    gpp_job_t *job = gpp_job_new(&cfg, "gpp", NULL, &err);
+    GPP_EXPECT_MSG(job, "%s", err.msg);
+    if (job && gpp_job_start_store(job, &err) < 0) {
+        GPP_EXPECT_MSG(0, "%s", err.msg);
+        gpp_job_destroy(&job);
+    }
+    gpp_config_release(&cfg);
+    gpp_job_test_plan_delay(delay_ms);
+    return job;
+}
+
+/* Registers with memory enough for any stage of the plan. */
+static int s_register_big(s_peer_t *p, int slot)
+{
+    Gpp__Register r = s_reg_msg("h", slot);
+    r.mem_bytes = (int64_t)8 << 30;
+    gpp_msg_t m;
+    gpp_msg_init(&m, ++p->seq, GPP_MSG_SENDER_UNREGISTERED);
+    m.body_case = GPP__ENVELOPE__BODY_REGISTER;
+    m.register_ = &r;
+    s_send_env(p, &m);
+    gpp_msg_t *ack = NULL;
+    if (!s_expect(p, GPP__ENVELOPE__BODY_REGISTER_ACK, NULL, &ack))
+        return 0;
+    p->rank = ack->register_ack->rank;
+    gpp_msg_destroy(&ack);
+    return 1;
+}
+
+/* Heartbeats from peers a and b (b only when b_alive) for at most ms;
+ * counts the coordinator's heartbeats each receives. The first other
+ * message a peer gets goes to other[i] (else NULL); the wait ends when
+ * every heartbeating peer got one. */
+static void s_heartbeat_for(s_peer_t *a, s_peer_t *b, int b_alive, int ms, int hb[2],
+                            gpp_msg_t *other[2])
+{
+    s_peer_t *p[2] = {a, b};
+    other[0] = other[1] = NULL;
+    int64_t t0 = zclock_mono();
+    while (zclock_mono() - t0 < ms && !(other[0] && (other[1] || !b_alive))) {
+        for (int i = 0; i < 2; i++) {
+            if (i == 0 || b_alive)
+                s_heartbeat(p[i]);
+            zframe_t *f;
+            while (!other[i] && (f = zframe_recv_nowait(p[i]->s)) != NULL) {
+                gpp_err_t err = {{0}};
+                gpp_msg_t *m = gpp_msg_decode(zframe_data(f), zframe_size(f), &err);
+                zframe_destroy(&f);
+                if (m && m->body_case == GPP__ENVELOPE__BODY_HEARTBEAT) {
+                    hb[i]++;
+                    gpp_msg_destroy(&m);
+                } else {
+                    other[i] = m;
+                }
+            }
+        }
+        zclock_sleep(20);
+    }
+}
+
+static const char *s_type(const gpp_msg_t *m)
+{
+    return m ? gpp_msg_type_name(m->body_case) : "nothing";
+}
+
+/* Planning that takes 1.5 s runs beside the loop: both agents get the
+ * coordinator's heartbeats all along (50 ms apart) and nobody is declared
+ * dead (timeout 400 ms); then the assignments go out. */
+static void t_planning_keeps_heartbeats(void)
+{
+    gpp_job_t *job = s_job_new(1500);
+    if (!job)
+        return;
+    s_coord_run_t run;
+    int port = s_coord_start_job(&run, 2, 0, 400, 5000, gpp_job_plan_fn, job);
+    s_peer_t a, b;
+    s_peer_open(&a, port);
+    s_peer_open(&b, port);
+    GPP_EXPECT(s_register_big(&a, 0) && s_register_big(&b, 1));
+    int hb[2] = {0, 0};
+    gpp_msg_t *other[2];
+    s_heartbeat_for(&a, &b, 1, 1200, hb, other); /* inside the 1.5 s of planning */
+    GPP_EXPECT_MSG(!other[0] && !other[1], "got %s and %s while planning", s_type(other[0]),
+                   s_type(other[1]));
+    GPP_EXPECT_MSG(hb[0] >= 10 && hb[1] >= 10, "heartbeats while planning: %d and %d", hb[0],
+                   hb[1]);
+    for (int i = 0; i < 2; i++)
+        gpp_msg_destroy(&other[i]);
+    /* then the plan: an Assignment (or Shutdown for an unused agent) each */
+    s_heartbeat_for(&a, &b, 1, 3000, hb, other);
+    int assigned = 0, answered = 0;
+    for (int i = 0; i < 2; i++) {
+        int t = other[i] ? (int)other[i]->body_case : -1;
+        assigned += t == GPP__ENVELOPE__BODY_ASSIGNMENT;
+        answered += t == GPP__ENVELOPE__BODY_ASSIGNMENT || t == GPP__ENVELOPE__BODY_SHUTDOWN;
+    }
+    GPP_EXPECT_MSG(assigned >= 1 && answered == 2, "after planning: %s and %s", s_type(other[0]),
+                   s_type(other[1]));
+    for (int i = 0; i < 2; i++)
+        gpp_msg_destroy(&other[i]);
+    /* the agents fall silent: the job stops */
+    s_coord_join(&run);
+    GPP_EXPECT_MSG(run.rc == -1 && strstr(run.reason, "silent"), "%s", run.reason);
+    zsock_destroy(&a.s);
+    zsock_destroy(&b.s);
+    gpp_job_test_plan_delay(0);
+    gpp_job_destroy(&job);
+}
+
+/* An agent dies while planning (10 s) runs: the job stops at once naming
+ * it, planning is cancelled and its thread joined: the run ends well before
+ * planning would have. */
+static void t_planning_cancelled(void)
+{
+    gpp_job_t *job = s_job_new(10000);
+    if (!job)
+        return;
+    s_coord_run_t run;
+    int port = s_coord_start_job(&run, 2, 0, 400, 5000, gpp_job_plan_fn, job);
+    s_peer_t a, b;
+    s_peer_open(&a, port);
+    s_peer_open(&b, port);
+    GPP_EXPECT(s_register_big(&a, 0) && s_register_big(&b, 1));
+    int64_t t0 = zclock_mono();
+    int hb[2] = {0, 0};
+    gpp_msg_t *other[2];
+    s_heartbeat_for(&a, &b, 0, 3000, hb, other); /* b is silent */
+    GPP_EXPECT_MSG(other[0] && other[0]->body_case == GPP__ENVELOPE__BODY_ABORT &&
+                       strstr(other[0]->abort->reason, "agent h:1 (rank 1, pid 4242) silent"),
+                   "got %s", s_type(other[0]));
+    gpp_msg_destroy(&other[0]);
+    gpp_msg_destroy(&other[1]);
+    s_coord_join(&run);
+    int64_t took = zclock_mono() - t0;
+    GPP_EXPECT_MSG(took < 3000, "the run took %lld ms after planning started", (long long)took);
+    GPP_EXPECT_MSG(run.rc == -1 && strstr(run.reason, "heartbeat timeout"), "%s", run.reason);
+    zsock_destroy(&a.s);
+    zsock_destroy(&b.s);
+    gpp_job_test_plan_delay(0);
+    gpp_job_destroy(&job);
+}
+
 /* ---- the agent side: a real gpp-agent against a hand-driven ROUTER ---- */
 
 static void s_router_send(zsock_t *r, zframe_t *id, gpp_msg_t *m)
@@ -586,6 +755,8 @@ static const gpp_test_case_t cases[] = {{"registry", t_registry},
                                         {"missing_agent", t_missing_agent},
                                         {"silent_agent", t_silent_agent},
                                         {"misuse", t_misuse},
+                                        {"planning_keeps_heartbeats", t_planning_keeps_heartbeats},
+                                        {"planning_cancelled", t_planning_cancelled},
                                         {"agent_drops_bad_frames", t_agent_drops_bad_frames},
                                         {NULL, NULL}};
 

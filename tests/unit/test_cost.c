@@ -343,6 +343,83 @@ static void t_profile_forward(void)
     gpp_graph_destroy(&g);
 }
 
+/* The agents' rows in memory and the same figures as profile.json text
+ * give the same op times, and the rows go through the same checks. */
+static void t_profile_rows(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_zoo_build("mmt:branches=2,layers=1,hidden=64,heads=4,seq=16", &err);
+    GPP_EXPECT_MSG(g && gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    if (!g)
+        return;
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "cpu", 2, 2, &err);
+    c.compute_share = 0.5;
+    gpp_cost_t *json = gpp_cost_new(g, &c), *mem = gpp_cost_new(g, &c);
+    /* every other op at micro-batch 4, 1, 2 (out of order), odd figures */
+    gpp_cost_row_t rows[3 * 64];
+    size_t n = 0;
+    char *text = calloc(1, 1 << 16);
+    size_t off = (size_t)snprintf(text, 1 << 16, "{");
+    for (int op = 0; op < g->n_ops && op < 128; op += 2) {
+        const int mbs[3] = {4, 1, 2};
+        off += (size_t)snprintf(text + off, (1 << 16) - off, "%s\"%d\":{\"name\":\"%s\",",
+                                op ? "," : "", op, g->ops[op].name);
+        char rt[256] = "", fw[256] = "";
+        size_t ro = 0, fo = 0;
+        for (int k = 0; k < 3; k++) {
+            gpp_cost_row_t r = {op, mbs[k], 0.1 * (op + 1) * mbs[k] / 3.0,
+                                0.7 * (op + 2) * mbs[k] / 7.0};
+            rows[n++] = r;
+            ro += (size_t)snprintf(rt + ro, sizeof rt - ro, "%s\"%d\":%.17g", k ? "," : "",
+                                   mbs[k], r.fwd_ms + r.bwd_ms);
+            fo += (size_t)snprintf(fw + fo, sizeof fw - fo, "%s\"%d\":%.17g", k ? "," : "",
+                                   mbs[k], r.fwd_ms);
+        }
+        off += (size_t)snprintf(text + off, (1 << 16) - off, "\"runtime\":{%s},\"forward\":{%s}}",
+                                rt, fw);
+    }
+    snprintf(text + off, (1 << 16) - off, "}");
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(json, text, "rows.json", &err) == 0, "%s",
+                   err.msg);
+    GPP_EXPECT_MSG(gpp_cost_attach_rows(mem, rows, n, "the agents' profile", &err) == 0, "%s",
+                   err.msg);
+    int same = 1;
+    for (int op = 0; op < g->n_ops; op++) {
+        GPP_EXPECT(gpp_cost_op_profiled(mem, op) == (op % 2 == 0));
+        for (int b = 1; b <= 9; b++)
+            same &= gpp_cost_op_fwd_ms(json, op, b) == gpp_cost_op_fwd_ms(mem, op, b) &&
+                    gpp_cost_op_bwd_ms(json, op, b) == gpp_cost_op_bwd_ms(mem, op, b);
+    }
+    GPP_EXPECT_MSG(same, "in-memory rows and profile.json differ");
+    /* the same checks: each bad row is refused naming the figure, and the
+     * model keeps its tables */
+    double before = gpp_cost_op_fwd_ms(mem, 0, 3);
+    struct {
+        gpp_cost_row_t row;
+        const char *expect;
+    } bad[] = {
+        {{0, 0, 1, 1}, "runtime key '0'"},
+        {{0, 1, NAN, 1}, "runtime[\"1\"]"},
+        {{0, 1, -1, 2}, "forward[\"1\"]"},
+        {{0, 1, 2, -1}, "forward[\"1\"]"},
+        {{0, 4, 1, 1}, "micro-batch 4 twice"},
+        {{g->n_ops, 1, 1, 1}, "has ops 0.."},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gpp_cost_row_t two[2] = {{0, 4, 0.5, 0.5}, bad[i].row};
+        err.msg[0] = 0;
+        GPP_EXPECT_MSG(gpp_cost_attach_rows(mem, two, 2, "agents", &err) == -1 &&
+                           strstr(err.msg, bad[i].expect) && strstr(err.msg, "agents"),
+                       "case %zu: %s", i, err.msg);
+    }
+    GPP_EXPECT(gpp_cost_op_fwd_ms(mem, 0, 3) == before);
+    free(text);
+    gpp_cost_destroy(&json);
+    gpp_cost_destroy(&mem);
+    gpp_graph_destroy(&g);
+}
+
 static const gpp_test_case_t cases[] = {
     {"presets", t_presets},
     {"roofline_monotone", t_roofline_monotone},
@@ -352,6 +429,7 @@ static const gpp_test_case_t cases[] = {
     {"sparse_grad", t_sparse_grad},
     {"cpu_share", t_cpu_share},
     {"profile_forward", t_profile_forward},
+    {"profile_rows", t_profile_rows},
     {NULL, NULL},
 };
 
