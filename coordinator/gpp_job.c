@@ -79,6 +79,40 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
     return 0;
 }
 
+/* The stage table (ops, devices, micro-batch, k, in-flight, agents) and
+ * the simulated iteration time. */
+static void s_print_plan(const gpp_job_t *self, FILE *out)
+{
+    const gpp_plan_t *p = self->plan;
+    fprintf(out, "plan %s for %s: %d stage%s, depth %d, %d of %d devices, batch %d\n",
+            self->plan_name, self->g->spec, p->n_stages, p->n_stages == 1 ? "" : "s", p->depth,
+            self->used, self->n_agents, p->batch);
+    fprintf(out, "  stage  ops                 agents  micro-batch  k  in-flight  succ\n");
+    for (int s = 0; s < p->n_stages; s++) {
+        const gpp_stage_t *st = &p->stages[s];
+        char ops[64], succ[64], ag[32];
+        snprintf(ops, sizeof ops, "%d ops (%s..%s)", st->n_ops, self->g->ops[st->ops[0]].name,
+                 self->g->ops[st->ops[st->n_ops - 1]].name);
+        if (strlen(ops) > 19)
+            snprintf(ops, sizeof ops, "%d ops (%d..%d)", st->n_ops, st->ops[0],
+                     st->ops[st->n_ops - 1]);
+        size_t off = 0;
+        succ[0] = 0;
+        for (int i = 0; i < st->n_succ && off < sizeof succ; i++)
+            off +=
+                (size_t)snprintf(succ + off, sizeof succ - off, "%s%d", i ? "," : "", st->succ[i]);
+        if (st->devices == 1)
+            snprintf(ag, sizeof ag, "%d", st->first_device);
+        else
+            snprintf(ag, sizeof ag, "%d-%d", st->first_device, st->first_device + st->devices - 1);
+        fprintf(out, "  %5d  %-19s %-7s %11d  %d  %9d  %s\n", s, ops, ag, st->micro_batch, st->k,
+                st->inflight, st->n_succ ? succ : "-");
+    }
+    fprintf(out, "  simulated iteration %.3f ms (%.1f samples/s)\n", p->iteration_ms,
+            p->throughput);
+    fflush(out);
+}
+
 static int s_test_plan_delay_ms;
 
 void gpp_job_test_plan_delay(int ms)
@@ -186,7 +220,7 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
     if (s_cancelled(cancel, err))
         return -1;
     if (self->out)
-        gpp_job_print_plan(self, self->out);
+        s_print_plan(self, self->out);
     /* the plan beside the stage checkpoints: what they are checkpoints of */
     if (cfg->job.checkpoint_dir[0]) {
         char dir[GPP_CONFIG_PATH + 32], path[GPP_CONFIG_PATH + 16];
@@ -338,15 +372,6 @@ int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err)
     snprintf(self->store_addr, sizeof self->store_addr, "%s:%d", self->store_host,
              gpp_store_server_port(self->store));
     return 0;
-}
-
-const gpp_plan_t *gpp_job_plan(const gpp_job_t *self)
-{
-    return self->plan;
-}
-const gpp_graph_t *gpp_job_graph(const gpp_job_t *self)
-{
-    return self->g;
 }
 
 /* Producer op ids of the tensors on edge from -> to (ascending, unique). */
@@ -522,45 +547,13 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel,
     return 0;
 }
 
-void gpp_job_print_plan(const gpp_job_t *self, FILE *out)
-{
-    const gpp_plan_t *p = self->plan;
-    fprintf(out, "plan %s for %s: %d stage%s, depth %d, %d of %d devices, batch %d\n",
-            self->plan_name, self->g->spec, p->n_stages, p->n_stages == 1 ? "" : "s", p->depth,
-            self->used, self->n_agents, p->batch);
-    fprintf(out, "  stage  ops                 agents  micro-batch  k  in-flight  succ\n");
-    for (int s = 0; s < p->n_stages; s++) {
-        const gpp_stage_t *st = &p->stages[s];
-        char ops[64], succ[64], ag[32];
-        snprintf(ops, sizeof ops, "%d ops (%s..%s)", st->n_ops, self->g->ops[st->ops[0]].name,
-                 self->g->ops[st->ops[st->n_ops - 1]].name);
-        if (strlen(ops) > 19)
-            snprintf(ops, sizeof ops, "%d ops (%d..%d)", st->n_ops, st->ops[0],
-                     st->ops[st->n_ops - 1]);
-        size_t off = 0;
-        succ[0] = 0;
-        for (int i = 0; i < st->n_succ && off < sizeof succ; i++)
-            off +=
-                (size_t)snprintf(succ + off, sizeof succ - off, "%s%d", i ? "," : "", st->succ[i]);
-        if (st->devices == 1)
-            snprintf(ag, sizeof ag, "%d", st->first_device);
-        else
-            snprintf(ag, sizeof ag, "%d-%d", st->first_device, st->first_device + st->devices - 1);
-        fprintf(out, "  %5d  %-19s %-7s %11d  %d  %9d  %s\n", s, ops, ag, st->micro_batch, st->k,
-                st->inflight, st->n_succ ? succ : "-");
-    }
-    fprintf(out, "  simulated iteration %.3f ms (%.1f samples/s)\n", p->iteration_ms,
-            p->throughput);
-    fflush(out);
-}
-
 void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out)
 {
     gpp_progress_summary_t s;
     gpp_progress_summary(progress, &s);
     const gpp_plan_t *p = self->plan;
     fprintf(out, "summary: %d iterations\n", s.iterations_done);
-    gpp_job_print_plan(self, out);
+    s_print_plan(self, out);
     if (s.iterations_done == 0) {
         fflush(out);
         return;

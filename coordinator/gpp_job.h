@@ -52,10 +52,6 @@ void gpp_job_destroy(gpp_job_t **self_p);
  * (The plan goes to <checkpoint_dir>/plan.json when it is made.) */
 int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err);
 
-/* The plan, lowered and simulated; NULL until the profile is in. */
-const gpp_plan_t *gpp_job_plan(const gpp_job_t *self);
-const gpp_graph_t *gpp_job_graph(const gpp_job_t *self);
-
 /* gpp_coord_plan_fn (on the coordinator's planning thread): makes the plan
  * if the agents' profile was awaited (partitioner, lowering, simulation,
  * plan.json), checks the agents' memory against it and fills job with one
@@ -67,9 +63,6 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel,
  * so that tests can watch the coordinator while planning takes long. */
 void gpp_job_test_plan_delay(int ms);
 
-/* The stage table (ops, devices, micro-batch, k, in-flight, agents) and
- * the simulated iteration time. */
-void gpp_job_print_plan(const gpp_job_t *self, FILE *out);
 /* Plan, loss, samples/s and the simulated iteration time next to the
  * measured one. */
 void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out);

@@ -29,11 +29,47 @@ gpp_launch_t *gpp_launch_new(void)
     return gpp_xcalloc(1, sizeof(gpp_launch_t));
 }
 
+/* Sends sig to every live child. */
+static void s_signal(gpp_launch_t *self, int sig)
+{
+    for (int i = 0; i < self->n; i++)
+        if (self->kids[i].pid)
+            kill(self->kids[i].pid, sig);
+}
+
+static void s_wait(gpp_launch_t *self, int ms)
+{
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    for (int waited = 0;
+         gpp_launch_reap(self, NULL, NULL) >= 0 && gpp_launch_live(self) && waited < ms;
+         waited += 10)
+        nanosleep(&ts, NULL);
+}
+
+/* Waits up to grace_ms for the children to exit by themselves, then sends
+ * SIGTERM, waits grace_ms more, then SIGKILL; reaps everything. Blocks. */
+static void s_stop(gpp_launch_t *self, int grace_ms)
+{
+    s_wait(self, grace_ms);
+    if (!gpp_launch_live(self))
+        return;
+    s_signal(self, SIGTERM);
+    s_wait(self, grace_ms);
+    if (!gpp_launch_live(self))
+        return;
+    s_signal(self, SIGKILL);
+    for (int i = 0; i < self->n; i++)
+        if (self->kids[i].pid) {
+            waitpid(self->kids[i].pid, NULL, 0);
+            self->kids[i].pid = 0;
+        }
+}
+
 void gpp_launch_destroy(gpp_launch_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
-    gpp_launch_stop(*self_p, 2000);
+    s_stop(*self_p, 2000);
     free((*self_p)->kids);
     free(*self_p);
     *self_p = NULL;
@@ -93,39 +129,6 @@ int gpp_launch_live(const gpp_launch_t *self)
     for (int i = 0; i < self->n; i++)
         live += self->kids[i].pid != 0;
     return live;
-}
-
-void gpp_launch_signal(gpp_launch_t *self, int sig)
-{
-    for (int i = 0; i < self->n; i++)
-        if (self->kids[i].pid)
-            kill(self->kids[i].pid, sig);
-}
-
-static void s_wait(gpp_launch_t *self, int ms)
-{
-    struct timespec ts = {0, 10 * 1000 * 1000};
-    for (int waited = 0;
-         gpp_launch_reap(self, NULL, NULL) >= 0 && gpp_launch_live(self) && waited < ms;
-         waited += 10)
-        nanosleep(&ts, NULL);
-}
-
-void gpp_launch_stop(gpp_launch_t *self, int grace_ms)
-{
-    s_wait(self, grace_ms);
-    if (!gpp_launch_live(self))
-        return;
-    gpp_launch_signal(self, SIGTERM);
-    s_wait(self, grace_ms);
-    if (!gpp_launch_live(self))
-        return;
-    gpp_launch_signal(self, SIGKILL);
-    for (int i = 0; i < self->n; i++)
-        if (self->kids[i].pid) {
-            waitpid(self->kids[i].pid, NULL, 0);
-            self->kids[i].pid = 0;
-        }
 }
 
 const char *gpp_launch_status_str(int status, char *buf, size_t len)

@@ -3,8 +3,9 @@
  * Spawns agents as child processes and reaps them. No orphans: every child
  * asks the kernel for SIGTERM when the coordinator dies (prctl
  * PR_SET_PDEATHSIG, checked against a parent that died before the call),
- * starts with an empty signal mask, and gpp_launch_stop() (also run by
- * gpp_launch_destroy) terminates and reaps whatever is still running.
+ * starts with an empty signal mask, and gpp_launch_destroy (which blocks:
+ * for the end of main, never inside a loop handler) waits 2 s, then
+ * terminates and reaps whatever is still running.
  *
  * Reaping is driven by SIGCHLD from the coordinator's loop (gpp_sigfd):
  * gpp_launch_reap() never blocks.
@@ -21,7 +22,8 @@ typedef struct gpp_launch_s gpp_launch_t;
 
 /* Caller owns the result. */
 gpp_launch_t *gpp_launch_new(void);
-/* gpp_launch_stop(self, 2000) then frees. Accepts NULL. */
+/* Waits up to 2 s for the children, then SIGTERM, 2 s more, then SIGKILL;
+ * reaps them all and frees. Blocks. Accepts NULL. */
 void gpp_launch_destroy(gpp_launch_t **self_p);
 
 /* Forks and execs argv (argv[0] a path, NULL-terminated); tag is the
@@ -37,14 +39,6 @@ int gpp_launch_reap(gpp_launch_t *self, gpp_launch_exit_fn *fn, void *arg);
 
 /* Children not yet reaped. */
 int gpp_launch_live(const gpp_launch_t *self);
-
-/* Sends sig to every live child. */
-void gpp_launch_signal(gpp_launch_t *self, int sig);
-
-/* Waits up to grace_ms for the children to exit by themselves, then sends
- * SIGTERM, waits grace_ms more, then SIGKILL; reaps everything. Blocks:
- * for the end of main, never inside a loop handler. */
-void gpp_launch_stop(gpp_launch_t *self, int grace_ms);
 
 /* "exited with status 3" / "killed by signal 9 (Killed)". */
 const char *gpp_launch_status_str(int status, char *buf, size_t len);

@@ -228,11 +228,6 @@ const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c)
     return &c->cl;
 }
 
-const gpp_graph_t *gpp_cost_graph(const gpp_cost_t *c)
-{
-    return c->g;
-}
-
 /* Kernels per forward pass by op type (backward launches twice as many). */
 static int s_fwd_kernels(gpp_op_type_t t)
 {

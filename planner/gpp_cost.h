@@ -96,7 +96,6 @@ typedef struct gpp_cost gpp_cost_t;
 gpp_cost_t *gpp_cost_new(const gpp_graph_t *g, const gpp_cluster_t *c);
 void gpp_cost_destroy(gpp_cost_t **self_p);
 const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c);
-const gpp_graph_t *gpp_cost_graph(const gpp_cost_t *c);
 
 /* Attaches measured runtimes from a profile.json (schema: object keyed by
  * op id string; entry {name, inputs, input_size, weight_size, runtime:
