@@ -273,7 +273,7 @@ static int s_on_planned(zloop_t *loop, zsock_t *pipe, void *arg)
     char *msg = NULL;
     if (zsock_recv(pipe, "is", &rc, &msg) < 0)
         rc = -1;
-    s_planner_stop(self); /* it is done: joins at once */
+    s_planner_stop(self);            /* it is done: joins at once */
     if (self->state == S_PLANNING) { /* not stopped meanwhile */
         if (rc < 0) {
             s_abort(self, "planning failed: %s", msg ? msg : "no result from the planning thread");

@@ -79,39 +79,7 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
     return 0;
 }
 
-/* The stage table (ops, devices, micro-batch, k, in-flight, agents) and
- * the simulated iteration time. */
-static void s_print_plan(const gpp_job_t *self, FILE *out)
-{
-    const gpp_plan_t *p = self->plan;
-    fprintf(out, "plan %s for %s: %d stage%s, depth %d, %d of %d devices, batch %d\n",
-            self->plan_name, self->g->spec, p->n_stages, p->n_stages == 1 ? "" : "s", p->depth,
-            self->used, self->n_agents, p->batch);
-    fprintf(out, "  stage  ops                 agents  micro-batch  k  in-flight  succ\n");
-    for (int s = 0; s < p->n_stages; s++) {
-        const gpp_stage_t *st = &p->stages[s];
-        char ops[64], succ[64], ag[32];
-        snprintf(ops, sizeof ops, "%d ops (%s..%s)", st->n_ops, self->g->ops[st->ops[0]].name,
-                 self->g->ops[st->ops[st->n_ops - 1]].name);
-        if (strlen(ops) > 19)
-            snprintf(ops, sizeof ops, "%d ops (%d..%d)", st->n_ops, st->ops[0],
-                     st->ops[st->n_ops - 1]);
-        size_t off = 0;
-        succ[0] = 0;
-        for (int i = 0; i < st->n_succ && off < sizeof succ; i++)
-            off +=
-                (size_t)snprintf(succ + off, sizeof succ - off, "%s%d", i ? "," : "", st->succ[i]);
-        if (st->devices == 1)
-            snprintf(ag, sizeof ag, "%d", st->first_device);
-        else
-            snprintf(ag, sizeof ag, "%d-%d", st->first_device, st->first_device + st->devices - 1);
-        fprintf(out, "  %5d  %-19s %-7s %11d  %d  %9d  %s\n", s, ops, ag, st->micro_batch, st->k,
-                st->inflight, st->n_succ ? succ : "-");
-    }
-    fprintf(out, "  simulated iteration %.3f ms (%.1f samples/s)\n", p->iteration_ms,
-            p->throughput);
-    fflush(out);
-}
+static void s_print_plan(const gpp_job_t *self, FILE *out);
 
 static int s_test_plan_delay_ms;
 
@@ -487,8 +455,8 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     return a;
 }
 
-int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel,
-                    gpp_coord_job_t *job, gpp_err_t *err)
+int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gpp_coord_job_t *job,
+                    gpp_err_t *err)
 {
     gpp_job_t *self = arg;
     int n = gpp_registry_size(reg);
@@ -545,6 +513,40 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel,
                                           .iterations = self->cfg.job.iterations,
                                           .batch = p->batch};
     return 0;
+}
+
+/* The stage table (ops, devices, micro-batch, k, in-flight, agents) and
+ * the simulated iteration time. */
+static void s_print_plan(const gpp_job_t *self, FILE *out)
+{
+    const gpp_plan_t *p = self->plan;
+    fprintf(out, "plan %s for %s: %d stage%s, depth %d, %d of %d devices, batch %d\n",
+            self->plan_name, self->g->spec, p->n_stages, p->n_stages == 1 ? "" : "s", p->depth,
+            self->used, self->n_agents, p->batch);
+    fprintf(out, "  stage  ops                 agents  micro-batch  k  in-flight  succ\n");
+    for (int s = 0; s < p->n_stages; s++) {
+        const gpp_stage_t *st = &p->stages[s];
+        char ops[64], succ[64], ag[32];
+        snprintf(ops, sizeof ops, "%d ops (%s..%s)", st->n_ops, self->g->ops[st->ops[0]].name,
+                 self->g->ops[st->ops[st->n_ops - 1]].name);
+        if (strlen(ops) > 19)
+            snprintf(ops, sizeof ops, "%d ops (%d..%d)", st->n_ops, st->ops[0],
+                     st->ops[st->n_ops - 1]);
+        size_t off = 0;
+        succ[0] = 0;
+        for (int i = 0; i < st->n_succ && off < sizeof succ; i++)
+            off +=
+                (size_t)snprintf(succ + off, sizeof succ - off, "%s%d", i ? "," : "", st->succ[i]);
+        if (st->devices == 1)
+            snprintf(ag, sizeof ag, "%d", st->first_device);
+        else
+            snprintf(ag, sizeof ag, "%d-%d", st->first_device, st->first_device + st->devices - 1);
+        fprintf(out, "  %5d  %-19s %-7s %11d  %d  %9d  %s\n", s, ops, ag, st->micro_batch, st->k,
+                st->inflight, st->n_succ ? succ : "-");
+    }
+    fprintf(out, "  simulated iteration %.3f ms (%.1f samples/s)\n", p->iteration_ms,
+            p->throughput);
+    fflush(out);
 }
 
 void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out)

@@ -10,9 +10,9 @@
  * The plan is lowered (gpp_sched) and simulated (gpp_sim) for the predicted
  * iteration time: in gpp_job_new, or with --plan auto and no
  * cluster.profile on the coordinator's planning thread once the agents'
- * profile is in. Then gpp_job_plan_fn makes one Assignment per agent: agent rank r runs plan device r (stage s,
- * replica r - first_device(s)); ranks past the plan's devices get none.
- * Comm ranks equal agent ranks; the comm world is the plan's devices.
+ * profile is in. Then gpp_job_plan_fn makes one Assignment per agent: agent rank r runs plan device
+ * r (stage s, replica r - first_device(s)); ranks past the plan's devices get none. Comm ranks
+ * equal agent ranks; the comm world is the plan's devices.
  *
  * The job also runs the data-plane rendezvous store (gpp_store) on
  * [coordinator] store; its keys use a prefix unique to this job.
@@ -56,8 +56,8 @@ int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err);
  * if the agents' profile was awaited (partitioner, lowering, simulation,
  * plan.json), checks the agents' memory against it and fills job with one
  * Assignment per rank and the layout from the plan. arg is the gpp_job_t. */
-int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel,
-                    gpp_coord_job_t *job, gpp_err_t *err);
+int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gpp_coord_job_t *job,
+                    gpp_err_t *err);
 
 /* Test hook: gpp_job_plan_fn first waits ms (0: not at all; cancellable),
  * so that tests can watch the coordinator while planning takes long. */

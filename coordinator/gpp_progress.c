@@ -41,8 +41,8 @@ static int *s_dup(const int *a, int n)
     return b;
 }
 
-gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text,
-                                 const char *jsonl_path, gpp_err_t *err)
+gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, const char *jsonl_path,
+                                 gpp_err_t *err)
 {
     assert(l->n_agents > 0 && l->n_stages > 0 && l->iterations > 0 && l->batch > 0);
     int n_agents = l->n_agents, iterations = l->iterations;

@@ -283,9 +283,9 @@ static void t_cpu_share(void)
         /* launch overhead is per call, not shared: between 1x and 2x, 2x for big ops */
         GPP_EXPECT(fb >= fa && fb <= 2 * fa + 1e-12 && bb >= ba && bb <= 2 * ba + 1e-12);
     }
-    gpp_graph_destroy(&g);
-    gpp_cost_destroy(&a);
+    gpp_cost_destroy(&a); /* before the graph it borrows */
     gpp_cost_destroy(&b);
+    gpp_graph_destroy(&g);
 
     g = gpp_profile_read_graph(s_data("profile_small.json"), &err);
     GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
