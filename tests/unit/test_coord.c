@@ -544,23 +544,47 @@ static const char *s_type(const gpp_msg_t *m)
     return m ? gpp_msg_type_name(m->body_case) : "nothing";
 }
 
+/* A planned job whose planning takes delay_ms, its coordinator (agents
+ * silent for timeout_ms are dead) and two registered peers. */
+typedef struct {
+    gpp_job_t *job;
+    s_coord_run_t run;
+    s_peer_t a, b;
+} s_planned_t;
+
+static int s_planned_start(s_planned_t *p, int delay_ms, int timeout_ms)
+{
+    p->job = s_job_new(delay_ms);
+    if (!p->job)
+        return 0;
+    int port = s_coord_start_job(&p->run, 2, 0, timeout_ms, 5000, gpp_job_plan_fn, p->job);
+    s_peer_open(&p->a, port);
+    s_peer_open(&p->b, port);
+    int ok = s_register_big(&p->a, 0) && s_register_big(&p->b, 1);
+    GPP_EXPECT(ok);
+    return 1;
+}
+
+/* After s_coord_join. */
+static void s_planned_end(s_planned_t *p)
+{
+    zsock_destroy(&p->a.s);
+    zsock_destroy(&p->b.s);
+    gpp_job_test_plan_delay(0);
+    gpp_job_destroy(&p->job);
+}
+
 /* Planning that takes 2.5 s runs beside the loop: both agents get the
  * coordinator's heartbeats all along (50 ms apart) and nobody is declared
  * dead (timeout 1 s); then the assignments go out. */
 static void t_planning_keeps_heartbeats(void)
 {
-    gpp_job_t *job = s_job_new(2500);
-    if (!job)
+    s_planned_t pl;
+    if (!s_planned_start(&pl, 2500, 1000))
         return;
-    s_coord_run_t run;
-    int port = s_coord_start_job(&run, 2, 0, 1000, 5000, gpp_job_plan_fn, job);
-    s_peer_t a, b;
-    s_peer_open(&a, port);
-    s_peer_open(&b, port);
-    GPP_EXPECT(s_register_big(&a, 0) && s_register_big(&b, 1));
     int hb[2] = {0, 0};
     gpp_msg_t *other[2];
-    s_heartbeat_for(&a, &b, 1, 2000, hb, other); /* inside the 2.5 s of planning */
+    s_heartbeat_for(&pl.a, &pl.b, 1, 2000, hb, other); /* inside the 2.5 s of planning */
     GPP_EXPECT_MSG(!other[0] && !other[1], "got %s and %s while planning", s_type(other[0]),
                    s_type(other[1]));
     GPP_EXPECT_MSG(hb[0] >= 10 && hb[1] >= 10, "heartbeats while planning: %d and %d", hb[0],
@@ -568,7 +592,7 @@ static void t_planning_keeps_heartbeats(void)
     for (int i = 0; i < 2; i++)
         gpp_msg_destroy(&other[i]);
     /* then the plan: an Assignment (or Shutdown for an unused agent) each */
-    s_heartbeat_for(&a, &b, 1, 3000, hb, other);
+    s_heartbeat_for(&pl.a, &pl.b, 1, 3000, hb, other);
     int assigned = 0, answered = 0;
     for (int i = 0; i < 2; i++) {
         int t = other[i] ? (int)other[i]->body_case : -1;
@@ -580,12 +604,9 @@ static void t_planning_keeps_heartbeats(void)
     for (int i = 0; i < 2; i++)
         gpp_msg_destroy(&other[i]);
     /* the agents fall silent: the job stops */
-    s_coord_join(&run);
-    GPP_EXPECT_MSG(run.rc == -1 && strstr(run.reason, "silent"), "%s", run.reason);
-    zsock_destroy(&a.s);
-    zsock_destroy(&b.s);
-    gpp_job_test_plan_delay(0);
-    gpp_job_destroy(&job);
+    s_coord_join(&pl.run);
+    GPP_EXPECT_MSG(pl.run.rc == -1 && strstr(pl.run.reason, "silent"), "%s", pl.run.reason);
+    s_planned_end(&pl);
 }
 
 /* An agent dies while planning (10 s) runs: the job stops at once naming
@@ -593,32 +614,24 @@ static void t_planning_keeps_heartbeats(void)
  * planning would have. */
 static void t_planning_cancelled(void)
 {
-    gpp_job_t *job = s_job_new(10000);
-    if (!job)
+    s_planned_t pl;
+    if (!s_planned_start(&pl, 10000, 400))
         return;
-    s_coord_run_t run;
-    int port = s_coord_start_job(&run, 2, 0, 400, 5000, gpp_job_plan_fn, job);
-    s_peer_t a, b;
-    s_peer_open(&a, port);
-    s_peer_open(&b, port);
-    GPP_EXPECT(s_register_big(&a, 0) && s_register_big(&b, 1));
     int64_t t0 = zclock_mono();
     int hb[2] = {0, 0};
     gpp_msg_t *other[2];
-    s_heartbeat_for(&a, &b, 0, 3000, hb, other); /* b is silent */
+    s_heartbeat_for(&pl.a, &pl.b, 0, 3000, hb, other); /* b is silent */
     GPP_EXPECT_MSG(other[0] && other[0]->body_case == GPP__ENVELOPE__BODY_ABORT &&
                        strstr(other[0]->abort->reason, "agent h:1 (rank 1, pid 4242) silent"),
                    "got %s", s_type(other[0]));
     gpp_msg_destroy(&other[0]);
     gpp_msg_destroy(&other[1]);
-    s_coord_join(&run);
+    s_coord_join(&pl.run);
     int64_t took = zclock_mono() - t0;
     GPP_EXPECT_MSG(took < 3000, "the run took %lld ms after planning started", (long long)took);
-    GPP_EXPECT_MSG(run.rc == -1 && strstr(run.reason, "heartbeat timeout"), "%s", run.reason);
-    zsock_destroy(&a.s);
-    zsock_destroy(&b.s);
-    gpp_job_test_plan_delay(0);
-    gpp_job_destroy(&job);
+    GPP_EXPECT_MSG(pl.run.rc == -1 && strstr(pl.run.reason, "heartbeat timeout"), "%s",
+                   pl.run.reason);
+    s_planned_end(&pl);
 }
 
 /* ---- the agent side: a real gpp-agent against a hand-driven ROUTER ---- */
