@@ -304,8 +304,8 @@ static void s_on_get(gpp_rdv_t *self, const void *id, size_t id_len, uint64_t se
         return;
     }
     if (self->n_p >= self->lim.max_parked) {
-        s_refuse(self, id, id_len, rank, seq,
-                 "%d gets are waiting already, the limit (max_parked)", self->n_p);
+        s_refuse(self, id, id_len, rank, seq, "%d gets are waiting already, the limit (max_parked)",
+                 self->n_p);
         return;
     }
     if (id_len > sizeof self->p[0].id) {
@@ -396,8 +396,8 @@ void gpp_rdv_close(gpp_rdv_t *self, const char *reason)
         return;
     for (int i = 0; i < self->n_p; i++)
         s_reply(self, self->p[i].id, self->p[i].id_len, self->p[i].request_seq,
-                GPP__RDV_STATUS__RDV_REFUSED, reason && reason[0] ? reason : "the job ended",
-                NULL, 0);
+                GPP__RDV_STATUS__RDV_REFUSED, reason && reason[0] ? reason : "the job ended", NULL,
+                0);
     s_clear(self);
     memset(self->token, 0, sizeof self->token);
     self->open = 0;

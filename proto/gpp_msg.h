@@ -4,8 +4,8 @@
  * A message is a Gpp__Envelope (typedef gpp_msg_t): magic, protocol version,
  * sequence number, sender, and a oneof body. Build the body on the stack
  * with the generated *_INIT macro, wrap it with gpp_msg_wrap() (envelope
- * fields, body case and pointer in one call), then gpp_msg_encode(). Receivers call gpp_msg_decode(), which
- * returns a message only after it passed gpp_msg_validate(): the structural
+ * fields, body case and pointer in one call), then gpp_msg_encode(). Receivers call
+ * gpp_msg_decode(), which returns a message only after it passed gpp_msg_validate(): the structural
  * pass (every string bounded and NUL-free, every enum a known value, every
  * double finite, counts bounded) and the semantic pass (ranks < world size,
  * lo < hi, ids non-negative, ...). protobuf-c alone accepts such garbage, so
@@ -20,7 +20,7 @@
 #include "proto/gpp.pb-c.h"
 
 #define GPP_MSG_MAGIC 0x31505047u /* "GPP1" as little-endian bytes */
-#define GPP_PROTOCOL_VERSION 2u /* 2: rendezvous through the coordinator */
+#define GPP_PROTOCOL_VERSION 2u   /* 2: rendezvous through the coordinator */
 
 /* Envelope.sender values that are not agent ranks. */
 #define GPP_MSG_SENDER_COORD (-1)
@@ -32,11 +32,11 @@
 
 /* Rendezvous messages (RdvSet, RdvGet, RdvReply; CommBootstrap.rdv_*). The
  * coordinator's table has lower limits of its own (coordinator/gpp_rdv.h). */
-#define GPP_RDV_TOKEN_LEN 32             /* hex digits [0-9a-f] */
-#define GPP_RDV_KEY_MAX 256              /* bytes, charset [A-Za-z0-9._,:/=+-] */
-#define GPP_RDV_VALUE_MAX (1 << 20)      /* bytes */
-#define GPP_RDV_GET_KEYS_MAX 1024        /* keys in one RdvGet */
-#define GPP_RDV_TIMEOUT_MAX_MS 3600000   /* RdvGet.timeout_ms */
+#define GPP_RDV_TOKEN_LEN 32           /* hex digits [0-9a-f] */
+#define GPP_RDV_KEY_MAX 256            /* bytes, charset [A-Za-z0-9._,:/=+-] */
+#define GPP_RDV_VALUE_MAX (1 << 20)    /* bytes */
+#define GPP_RDV_GET_KEYS_MAX 1024      /* keys in one RdvGet */
+#define GPP_RDV_TIMEOUT_MAX_MS 3600000 /* RdvGet.timeout_ms */
 
 typedef Gpp__Envelope gpp_msg_t;
 typedef Gpp__Envelope__BodyCase gpp_msg_type_t;

@@ -45,14 +45,14 @@ typedef struct gpp_comm_req gpp_comm_req_t;
 typedef struct gpp_comm_group gpp_comm_group_t;
 
 typedef struct {
-    gpp_rdv_client_t *rdv;  /* rendezvous client: gpp_comm_gloo_new takes it
-                               (also on failure) and sets this to NULL */
-    const char *prefix;     /* rendezvous key prefix, unique per job attempt */
-    int world_size;         /* > 0 */
-    int rank;               /* 0 <= rank < world_size */
-    const char *host;       /* address to bind and advertise for the data
-                               plane; NULL or "" = this host's name */
-    int timeout_ms;         /* per wait and for rendezvous; 0 = 300000 */
+    gpp_rdv_client_t *rdv; /* rendezvous client: gpp_comm_gloo_new takes it
+                              (also on failure) and sets this to NULL */
+    const char *prefix;    /* rendezvous key prefix, unique per job attempt */
+    int world_size;        /* > 0 */
+    int rank;              /* 0 <= rank < world_size */
+    const char *host;      /* address to bind and advertise for the data
+                              plane; NULL or "" = this host's name */
+    int timeout_ms;        /* per wait and for rendezvous; 0 = 300000 */
 } gpp_comm_opts_t;
 
 /* Joins the world communicator (blocks until all world_size ranks joined or

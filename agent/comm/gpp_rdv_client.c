@@ -131,8 +131,8 @@ static gpp_msg_t *s_call(gpp_rdv_client_t *self, gpp_msg_t *m, const char *what,
                         what, self->endpoint, wait_ms);
             return NULL;
         }
-        int n = zmq_poll(&it, 1, left < GPP_RDV_CLIENT_SLICE_MS ? (long)left + 1
-                                                                : GPP_RDV_CLIENT_SLICE_MS);
+        int n = zmq_poll(&it, 1,
+                         left < GPP_RDV_CLIENT_SLICE_MS ? (long)left + 1 : GPP_RDV_CLIENT_SLICE_MS);
         if (n <= 0)
             continue;
         zmq_msg_t f;

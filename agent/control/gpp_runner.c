@@ -256,14 +256,17 @@ static int s_setup(gpp_runner_t *self, gpp_err_t *err)
 
     snprintf(self->phase, sizeof self->phase, "joining the communicator (rank %d of %d)",
              as->comm->rank, as->comm->world_size);
-    gpp_comm_opts_t co = {.rdv = gpp_rdv_client_new(as->comm->rdv_endpoint, as->comm->rdv_token,
-                                                    as->comm->rank, err),
+    gpp_rdv_client_t *rdv =
+        gpp_rdv_client_new(as->comm->rdv_endpoint, as->comm->rdv_token, as->comm->rank, err);
+    if (!rdv)
+        return -1;
+    gpp_comm_opts_t co = {.rdv = rdv, /* the comm takes it over */
                           .prefix = as->comm->prefix,
                           .world_size = as->comm->world_size,
                           .rank = as->comm->rank,
                           .host = self->host,
                           .timeout_ms = self->cfg.comm_timeout_ms};
-    gpp_comm_t *comm = co.rdv ? gpp_comm_gloo_new(&co, err) : NULL;
+    gpp_comm_t *comm = gpp_comm_gloo_new(&co, err);
     if (!comm)
         return -1;
     pthread_mutex_lock(&self->mu);

@@ -27,9 +27,9 @@
 #define N_RANKS 4
 #define SCENARIO_TIMEOUT_MS 20000
 
-static gpp_rdv_service_t *s_svc; /* the parent's rendezvous */
+static gpp_rdv_service_t *s_svc;            /* the parent's rendezvous */
 static char s_token[GPP_RDV_TOKEN_LEN + 1]; /* this scenario's, read by the children */
-static int s_pipe[2]; /* rank 0 -> others: "you may leave" */
+static int s_pipe[2];                       /* rank 0 -> others: "you may leave" */
 
 static gpp_rdv_client_t *s_client(int rank, const char *token)
 {
@@ -512,8 +512,8 @@ static int s_capture(void *arg, const void *id, size_t id_len, gpp_msg_t *m)
         snprintf(r->text[r->n], sizeof r->text[0], "%s", rp->text ? rp->text : "");
         r->n_entries[r->n] = rp->n_entries;
         if (rp->n_entries)
-            snprintf(r->value0[r->n], sizeof r->value0[0], "%.*s",
-                     (int)rp->entries[0]->value.len, (const char *)rp->entries[0]->value.data);
+            snprintf(r->value0[r->n], sizeof r->value0[0], "%.*s", (int)rp->entries[0]->value.len,
+                     (const char *)rp->entries[0]->value.data);
         r->n++;
     }
     return 0;
@@ -558,14 +558,15 @@ static void s_get(gpp_rdv_t *t, int rank, uint64_t seq, const char *token, const
 static void t_rdv_table(void)
 {
     s_replies_t r = {0};
-    gpp_rdv_limits_t lim = {.max_keys = 3, .max_value_bytes = 8, .max_total_bytes = 24,
-                            .max_parked = 1};
+    gpp_rdv_limits_t lim = {
+        .max_keys = 3, .max_value_bytes = 8, .max_total_bytes = 24, .max_parked = 1};
     gpp_rdv_t *t = gpp_rdv_new(&lim, s_capture, s_member_odd_out, &r);
     gpp_err_t err = {{0}};
     const char *zero = "00000000000000000000000000000000";
     /* closed: refused */
     s_set(t, 0, 1, zero, "a", "1", 1);
-    GPP_EXPECT(r.n == 1 && r.status[0] == GPP__RDV_STATUS__RDV_REFUSED && strstr(r.text[0], "open"));
+    GPP_EXPECT(r.n == 1 && r.status[0] == GPP__RDV_STATUS__RDV_REFUSED &&
+               strstr(r.text[0], "open"));
     GPP_EXPECT(gpp_rdv_open(t, 4, &err) == 0 && strlen(gpp_rdv_token(t)) == GPP_RDV_TOKEN_LEN);
     char tok[GPP_RDV_TOKEN_LEN + 1];
     snprintf(tok, sizeof tok, "%s", gpp_rdv_token(t));

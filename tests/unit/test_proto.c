@@ -52,7 +52,6 @@ typedef struct {
 
 #define TOKEN "0123456789abcdef0123456789abcdef"
 
-
 static const gpp_msg_type_t ALL_TYPES[] = {
     GPP__ENVELOPE__BODY_REGISTER,        GPP__ENVELOPE__BODY_REGISTER_ACK,
     GPP__ENVELOPE__BODY_REJECT,          GPP__ENVELOPE__BODY_PROFILE_REQUEST,
@@ -248,7 +247,8 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         gpp__rdv_set__init(&s->rset);
         s->rset.token = TOKEN;
         s->rset.key = "gpp-1-2//world/3";
-        s->rset.value.data = (uint8_t *)"\x00\x01" "addr";
+        s->rset.value.data = (uint8_t *)"\x00\x01"
+                                        "addr";
         s->rset.value.len = 6;
         body = &s->rset;
         break;
@@ -369,7 +369,10 @@ static void t_round_trip_fields(void)
     GPP_EXPECT_MSG(m, "%s", err.msg);
     if (m)
         GPP_EXPECT(!strcmp(m->rdv_set->token, TOKEN) && m->rdv_set->value.len == 6 &&
-                   !memcmp(m->rdv_set->value.data, "\x00\x01" "addr", 6));
+                   !memcmp(m->rdv_set->value.data,
+                           "\x00\x01"
+                           "addr",
+                           6));
     gpp_msg_destroy(&m);
     free(buf);
 }
@@ -687,7 +690,8 @@ static void m_rdv_error_entries(sample_t *s)
 }
 static void m_rdv_entry_key(sample_t *s)
 {
-    s->rentry[1].key = "a\x01" "b";
+    s->rentry[1].key = "a\x01"
+                       "b";
 }
 static void m_rdv_request_seq(sample_t *s)
 {
