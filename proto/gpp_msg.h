@@ -4,12 +4,13 @@
  * A message is a Gpp__Envelope (typedef gpp_msg_t): magic, protocol version,
  * sequence number, sender, and a oneof body. Build the body on the stack
  * with the generated *_INIT macro, wrap it with gpp_msg_wrap() (envelope
- * fields, body case and pointer in one call), then gpp_msg_encode(). Receivers call
- * gpp_msg_decode(), which returns a message only after it passed gpp_msg_validate(): the structural
- * pass (every string bounded and NUL-free, every enum a known value, every
- * double finite, counts bounded) and the semantic pass (ranks < world size,
- * lo < hi, ids non-negative, ...). protobuf-c alone accepts such garbage, so
- * nothing from the wire is used before this. See docs/protocol.md. */
+ * fields, body case and pointer in one call), then gpp_msg_encode().
+ * Receivers call gpp_msg_decode(), which returns a message only after it
+ * passed gpp_msg_validate(): the structural pass (every string bounded and
+ * NUL-free, every enum a known value, every double finite, counts bounded)
+ * and the semantic pass (ranks < world size, lo < hi, ids non-negative,
+ * ...). protobuf-c alone accepts such garbage, so nothing from the wire is
+ * used before this. See docs/protocol.md. */
 #ifndef GPP_MSG_H
 #define GPP_MSG_H
 
