@@ -5,8 +5,8 @@
  *   bench_comm [--ranks N] [--reps R]
  *
  * Forks N ranks (2 or 4; default 2) that join one gpp_comm_gloo world on
- * 127.0.0.1 through a gpp_store server in the parent, as the agents of one
- * host do, then:
+ * 127.0.0.1 through a rendezvous table (coordinator/gpp_rdv) served by the
+ * parent, as the agents of one host do, then:
  *  (a) point-to-point ping-pong between ranks 0 and 1 (any others idle) at
  *      4 B .. 64 MiB: rank 0 posts its receive, sends (gpp_comm_send) and
  *      waits for the echo; one-way time = round trip / 2, the median of R
@@ -35,7 +35,8 @@
 #include <unistd.h>
 
 #include "agent/comm/gpp_comm.h"
-#include "agent/comm/gpp_store.h"
+#include "agent/comm/gpp_rdv_client.h"
+#include "coordinator/gpp_rdv.h"
 #include "common/gpp_time.h"
 #include "planner/gpp_cost.h"
 
@@ -189,17 +190,15 @@ static void s_report(int n_ranks, int reps, const s_stat_t *p2p, const s_stat_t 
 }
 
 /* One rank's whole run. Returns the process exit status. */
-static int s_rank(const char *store_addr, int n_ranks, int rank, int reps)
+static int s_rank(const char *endpoint, const char *token, int n_ranks, int rank, int reps)
 {
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "bench_comm/%d", (int)getppid());
-    gpp_comm_opts_t o = {.store_addr = store_addr,
-                         .prefix = prefix,
+    gpp_err_t err = {{0}};
+    gpp_comm_opts_t o = {.rdv = gpp_rdv_client_new(endpoint, token, rank, &err),
+                         .prefix = "bench_comm",
                          .world_size = n_ranks,
                          .rank = rank,
                          .host = "127.0.0.1",
                          .timeout_ms = 120000};
-    gpp_err_t err = {{0}};
     char *out = malloc(MAX_BYTES), *in = malloc(MAX_BYTES);
     float *ar = malloc(MAX_BYTES);
     s_stat_t p2p[N_P2P] = {{0}}, exch[N_AR] = {{0}}, ars[N_AR] = {{0}};
@@ -213,7 +212,7 @@ static int s_rank(const char *store_addr, int n_ranks, int rank, int reps)
     memset(out, rank + 1, MAX_BYTES); /* fault the pages in before timing */
     memset(in, 0, MAX_BYTES);
     memset(ar, 0, MAX_BYTES);
-    c = gpp_comm_gloo_new(&o, &err);
+    c = o.rdv ? gpp_comm_gloo_new(&o, &err) : NULL;
     if (!c)
         goto fail;
 
@@ -297,13 +296,12 @@ int main(int argc, char **argv)
         return 2;
     }
     gpp_err_t err = {{0}};
-    gpp_store_server_t *server = gpp_store_server_new("127.0.0.1", 0, &err);
-    if (!server) {
+    /* the rendezvous: the coordinator's table on a port from the kernel */
+    gpp_rdv_service_t *svc = gpp_rdv_service_new("tcp://127.0.0.1:*", n_ranks, &err);
+    if (!svc) {
         fprintf(stderr, "bench_comm: %s\n", err.msg);
         return 1;
     }
-    char addr[64];
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", gpp_store_server_port(server));
     double load[3] = {0};
     if (getloadavg(load, 3) < 0)
         load[0] = load[1] = load[2] = -1;
@@ -315,20 +313,31 @@ int main(int argc, char **argv)
     for (int r = 0; r < n_ranks; r++) {
         pids[r] = fork();
         if (pids[r] == 0)
-            _exit(s_rank(addr, n_ranks, r, reps));
+            _exit(s_rank(gpp_rdv_service_endpoint(svc), gpp_rdv_service_token(svc), n_ranks, r,
+                         reps));
         if (pids[r] < 0) {
             perror("bench_comm: fork");
             failed++;
         }
     }
-    for (int r = 0; r < n_ranks; r++) {
-        int status = 0;
-        if (pids[r] > 0 && (waitpid(pids[r], &status, 0) != pids[r] || !WIFEXITED(status) ||
-                            WEXITSTATUS(status) != 0)) {
-            fprintf(stderr, "bench_comm: rank %d failed (status 0x%x)\n", r, status);
-            failed++;
+    /* serve the rendezvous until every rank has exited */
+    for (int left = n_ranks; left > 0;) {
+        gpp_rdv_service_poll(svc, 20);
+        for (int r = 0; r < n_ranks; r++) {
+            int status = 0;
+            if (pids[r] <= 0 || waitpid(pids[r], &status, WNOHANG) != pids[r])
+                continue;
+            pids[r] = 0;
+            left--;
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                fprintf(stderr, "bench_comm: rank %d failed (status 0x%x)\n", r, status);
+                failed++;
+            }
         }
+        for (int r = 0; r < n_ranks; r++)
+            if (pids[r] < 0) /* fork failed: counted already */
+                pids[r] = 0, left--;
     }
-    gpp_store_server_destroy(&server);
+    gpp_rdv_service_destroy(&svc);
     return failed ? 1 : 0;
 }

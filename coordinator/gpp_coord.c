@@ -10,6 +10,7 @@
 
 #include "common/gpp_sigfd.h"
 #include "common/gpp_time.h"
+#include "coordinator/gpp_rdv.h"
 
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
 #define S_LINGER_MS 300       /* external agents: let the last messages go out */
@@ -54,6 +55,8 @@ struct gpp_coord_s {
     char reason[GPP_ERR_LEN];
     double exit_deadline_ms;
     uint64_t dropped;
+    gpp_rdv_t *rdv; /* the job's rendezvous table */
+    char rdv_endpoint[512];
 };
 
 static void s_drop(gpp_coord_t *self, const char *who, const char *why);
@@ -120,6 +123,7 @@ static void s_broadcast(gpp_coord_t *self, gpp_msg_t *m, int only_in_job)
 
 static void s_enter_exit(gpp_coord_t *self)
 {
+    gpp_rdv_close(self->rdv, "the job ended");
     self->state = S_DONE;
     self->exit_deadline_ms = gpp_now_ms() + (self->cfg.launch ? S_EXIT_GRACE_MS : S_LINGER_MS);
 }
@@ -302,6 +306,17 @@ static void s_plan(gpp_coord_t *self)
     }
     self->state = S_PLANNING;
     self->plan_start_ms = gpp_now_ms();
+    /* the job's rendezvous table: its endpoint and token go into the
+     * assignments that plan_fn makes */
+    gpp_err_t err = {{0}};
+    if (gpp_rdv_open(self->rdv, n, &err) < 0) {
+        s_abort(self, "%s", err.msg);
+        return;
+    }
+    gpp_rdv_endpoint(self->cfg.endpoint, self->port, self->cfg.launch != NULL, self->rdv_endpoint,
+                     sizeof self->rdv_endpoint);
+    self->job.rdv_endpoint = self->rdv_endpoint;
+    self->job.rdv_token = gpp_rdv_token(self->rdv);
     if (self->cfg.sigfd >= 0)
         gpp_sigfd_mask(SIG_BLOCK); /* signals stay with the loop thread */
     self->planner = zactor_new(s_planner_actor, self);
@@ -577,6 +592,8 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
         s_drop(self, who, err.msg);
         if (!a)
             s_send_reject(self, id, id_len, err.msg);
+    } else if (gpp_rdv_is_request(m)) {
+        gpp_rdv_handle(self->rdv, id, id_len, m, gpp_now_ms());
     } else if (m->body_case == GPP__ENVELOPE__BODY_REGISTER && !a) {
         s_on_register(self, m, id, id_len);
     } else if (!a) {
@@ -607,6 +624,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     (void)timer_id;
     gpp_coord_t *self = arg;
     double now = gpp_now_ms();
+    gpp_rdv_tick(self->rdv, now);
     if (self->state == S_DONE) {
         if (self->cfg.launch && gpp_launch_live(self->cfg.launch) == 0)
             return -1;
@@ -701,6 +719,19 @@ static int s_on_signal(zloop_t *loop, zmq_pollitem_t *item, void *arg)
 
 /* ---- lifecycle ---- */
 
+static int s_rdv_send(void *arg, const void *id, size_t id_len, gpp_msg_t *m)
+{
+    return s_send_to(arg, id, id_len, m->seq, m);
+}
+
+/* Rendezvous only for live agents that have a part in the job. */
+static int s_rdv_member(void *arg, int rank)
+{
+    gpp_coord_t *self = arg;
+    return rank < gpp_registry_size(self->reg) && self->in_job[rank] &&
+           gpp_registry_agent(self->reg, rank)->state == GPP_AGENT_ALIVE;
+}
+
 gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
 {
     assert(cfg && cfg->endpoint && cfg->n_agents > 0 && cfg->hosts && cfg->slots);
@@ -717,6 +748,7 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
     self->reg = gpp_registry_new(cfg->n_agents, cfg->hosts, cfg->slots);
     self->in_job = gpp_xcalloc((size_t)cfg->n_agents, sizeof *self->in_job);
     self->timer_id = -1;
+    self->rdv = gpp_rdv_new(NULL, s_rdv_send, s_rdv_member, self);
     if (!cfg->plan_fn) {
         for (int r = 0; r < cfg->n_agents; r++)
             self->in_job[r] = 1;
@@ -770,6 +802,7 @@ void gpp_coord_destroy(gpp_coord_t **self_p)
     zloop_destroy(&self->loop);
     zsock_destroy(&self->router);
     gpp_progress_destroy(&self->progress);
+    gpp_rdv_destroy(&self->rdv);
     gpp_registry_destroy(&self->reg);
     free(self->in_job);
     free(self->barrier_ms);

@@ -54,6 +54,10 @@ typedef struct gpp_coord_s gpp_coord_t;
 /* What plan_fn hands back; arrays stay owned by the plan_fn's caller and
  * must outlive the coordinator. */
 typedef struct {
+    /* set by the coordinator before plan_fn: where and with which token
+     * the agents reach the job's rendezvous table (coordinator/gpp_rdv.h) */
+    const char *rdv_endpoint;
+    const char *rdv_token;
     Gpp__Assignment **assign;     /* [n_agents]; NULL: agent not used (sent only) */
     gpp_progress_layout_t layout; /* who runs what, from the plan: the coordinator's
                                      view of the job (progress, Ready checks) */

@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/comm/gpp_store.h"
 #include "model/gpp_model.h"
 #include "common/gpp_time.h"
 #include "planner/gpp_cost.h"
@@ -35,11 +34,9 @@ struct gpp_job_s {
     int *sink; /* [n_stages] */
     /* [n_agents]: stage, replica and action count of each rank (-1, -1, 0 unused) */
     int *rank_stage, *rank_replica, *rank_actions;
-    char store_host[GPP_CONFIG_STR];
-    int store_port;
-    char store_addr[GPP_CONFIG_STR + 16];
+    char rdv_endpoint[512];
+    char rdv_token[GPP_RDV_TOKEN_LEN + 1];
     char prefix[96];
-    gpp_store_server_t *store;
     /* what gpp_job_plan_fn hands out */
     Gpp__Assignment **assign; /* [n_agents] */
 };
@@ -235,10 +232,6 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, FILE *out, gpp
     if (cfg->cluster.profile[0] &&
         gpp_cost_attach_profile(self->cost, cfg->cluster.profile, err) < 0)
         goto fail;
-    const char *colon = strrchr(cfg->coordinator.store, ':');
-    snprintf(self->store_host, sizeof self->store_host, "%.*s",
-             (int)(colon - cfg->coordinator.store), cfg->coordinator.store);
-    self->store_port = atoi(colon + 1);
     snprintf(self->prefix, sizeof self->prefix, "gpp-%d-%lld/", (int)getpid(),
              (long long)time(NULL));
     /* --plan auto without a measured profile: the agents measure one first */
@@ -319,7 +312,6 @@ void gpp_job_destroy(gpp_job_t **self_p)
             s_free_assignment(self->assign[r]);
     free(self->assign);
     free(self->preq_mbs);
-    gpp_store_server_destroy(&self->store);
     free(self->sink);
     free(self->rank_stage);
     free(self->rank_replica);
@@ -329,17 +321,6 @@ void gpp_job_destroy(gpp_job_t **self_p)
     gpp_graph_destroy(&self->g);
     free(self);
     *self_p = NULL;
-}
-
-int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err)
-{
-    self->store = gpp_store_server_new(self->store_host, self->store_port, err);
-    if (!self->store)
-        return gpp_err_prefix(err, "rendezvous store on %s (coordinator.store)",
-                              self->cfg.coordinator.store);
-    snprintf(self->store_addr, sizeof self->store_addr, "%s:%d", self->store_host,
-             gpp_store_server_port(self->store));
-    return 0;
 }
 
 /* Producer op ids of the tensors on edge from -> to (ascending, unique). */
@@ -432,7 +413,8 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
         a->dp_ranks[i] = st->first_device + i;
     a->comm = gpp_xcalloc(1, sizeof *a->comm);
     gpp__comm_bootstrap__init(a->comm);
-    a->comm->store_addr = self->store_addr;
+    a->comm->rdv_endpoint = self->rdv_endpoint;
+    a->comm->rdv_token = self->rdv_token;
     a->comm->prefix = self->prefix;
     a->comm->world_size = self->used;
     a->comm->rank = st->first_device + r;
@@ -461,8 +443,10 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
     gpp_job_t *self = arg;
     int n = gpp_registry_size(reg);
     assert(n == self->n_agents);
-    if (!self->store_addr[0])
-        return gpp_err_set(err, "the rendezvous store is not running");
+    if (!job->rdv_endpoint || !job->rdv_token)
+        return gpp_err_set(err, "the coordinator gave no rendezvous endpoint and token");
+    snprintf(self->rdv_endpoint, sizeof self->rdv_endpoint, "%s", job->rdv_endpoint);
+    snprintf(self->rdv_token, sizeof self->rdv_token, "%s", job->rdv_token);
     for (int t = 0; t < s_test_plan_delay_ms; t += 10) {
         if (s_cancelled(cancel, err))
             return -1;

@@ -14,12 +14,13 @@
  * r (stage s, replica r - first_device(s)); ranks past the plan's devices get none. Comm ranks
  * equal agent ranks; the comm world is the plan's devices.
  *
- * The job also runs the data-plane rendezvous store (gpp_store) on
- * [coordinator] store; its keys use a prefix unique to this job.
+ * The Assignments carry the coordinator's rendezvous endpoint and job token
+ * (gpp_coord_job_t rdv_*, coordinator/gpp_rdv.h) and a key prefix unique to
+ * this job.
  *
  * Ownership: gpp_job_new returns an object the caller owns; it owns the
- * graph, plan, cost model, store and the Assignments it hands out (valid
- * until gpp_job_destroy). */
+ * graph, plan, cost model and the Assignments it hands out (valid until
+ * gpp_job_destroy). */
 #ifndef GPP_JOB_H
 #define GPP_JOB_H
 
@@ -47,10 +48,6 @@ const Gpp__ProfileRequest *gpp_job_profile_request(const gpp_job_t *self);
  * to the cost model; the plan is made by gpp_job_plan_fn. */
 int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err);
 void gpp_job_destroy(gpp_job_t **self_p);
-
-/* Starts the rendezvous store on [coordinator] store. -1 with a message.
- * (The plan goes to <checkpoint_dir>/plan.json when it is made.) */
-int gpp_job_start_store(gpp_job_t *self, gpp_err_t *err);
 
 /* gpp_coord_plan_fn (on the coordinator's planning thread): makes the plan
  * if the agents' profile was awaited (partitioner, lowering, simulation,

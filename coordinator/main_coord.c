@@ -311,13 +311,6 @@ int main(int argc, char **argv)
             rc = 2;
             goto done;
         }
-        gpp_sigfd_mask(SIG_BLOCK); /* the store's thread must not take our signals */
-        int src = gpp_job_start_store(job, &err);
-        gpp_sigfd_mask(SIG_UNBLOCK);
-        if (src < 0) {
-            fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
-            goto done;
-        }
         cc.plan_fn = gpp_job_plan_fn;
         cc.plan_arg = job;
         cc.profile_req = gpp_job_profile_request(job);

@@ -36,15 +36,32 @@ void gpp_msg_init(gpp_msg_t *m, uint64_t seq, int sender)
     m->sender = sender;
 }
 
+/* The envelope's oneof field for a body type, or NULL. */
+static const ProtobufCFieldDescriptor *s_body_field(gpp_msg_type_t t)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&gpp__envelope__descriptor, (unsigned)t);
+    return f && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) ? f : NULL;
+}
+
+void gpp_msg_wrap(gpp_msg_t *m, uint64_t seq, int sender, gpp_msg_type_t type, void *body)
+{
+    assert(m && body);
+    gpp_msg_init(m, seq, sender);
+    const ProtobufCFieldDescriptor *f = s_body_field(type);
+    assert(f && ((const ProtobufCMessage *)body)->descriptor == f->descriptor);
+    if (!f)
+        return; /* NDEBUG: left without a body, which encode refuses */
+    *(uint32_t *)((char *)m + f->quantifier_offset) = f->id;
+    *(void **)((char *)m + f->offset) = body;
+}
+
 const char *gpp_msg_type_name(gpp_msg_type_t t)
 {
     if (t == GPP__ENVELOPE__BODY__NOT_SET)
         return "none";
-    const ProtobufCFieldDescriptor *f =
-        protobuf_c_message_descriptor_get_field(&gpp__envelope__descriptor, (unsigned)t);
-    if (!f || !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
-        return "unknown";
-    return f->name;
+    const ProtobufCFieldDescriptor *f = s_body_field(t);
+    return f ? f->name : "unknown";
 }
 
 /* ---- structural pass ---- */
@@ -196,6 +213,92 @@ static int s_check_profile_result(const Gpp__ProfileResult *p, gpp_err_t *err)
     return 0;
 }
 
+/* ---- rendezvous ---- */
+
+static int s_check_token(const char *t, const char *path, gpp_err_t *err)
+{
+    size_t n = t ? strlen(t) : 0;
+    S_REQUIRE(n == GPP_RDV_TOKEN_LEN, "%s: %zu characters, expected %d hex digits", path, n,
+              GPP_RDV_TOKEN_LEN);
+    for (size_t i = 0; i < n; i++)
+        S_REQUIRE((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f'),
+                  "%s: character %zu is not a hex digit [0-9a-f]", path, i);
+    return 0;
+}
+
+static int s_check_key(const char *k, const char *path, gpp_err_t *err)
+{
+    size_t n = k ? strlen(k) : 0;
+    S_REQUIRE(n > 0 && n <= GPP_RDV_KEY_MAX, "%s: %zu bytes, expected 1..%d", path, n,
+              GPP_RDV_KEY_MAX);
+    for (size_t i = 0; i < n; i++) {
+        char c = k[i];
+        S_REQUIRE((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      (c && strchr("._,:/=+-", c)),
+                  "%s: byte %zu (0x%02x) outside [A-Za-z0-9._,:/=+-]", path, i, (unsigned char)c);
+    }
+    return 0;
+}
+
+static int s_check_rdv_endpoint(const char *ep, gpp_err_t *err)
+{
+    S_REQUIRE(s_nonempty(ep), "assignment.comm.rdv_endpoint: empty");
+    S_REQUIRE(!strncmp(ep, "tcp://", 6) || !strncmp(ep, "ipc://", 6),
+              "assignment.comm.rdv_endpoint: \"%.64s\" is not tcp://HOST:PORT or ipc://PATH", ep);
+    for (const char *p = ep; *p; p++)
+        S_REQUIRE((unsigned char)*p > 0x20 && (unsigned char)*p < 0x7f,
+                  "assignment.comm.rdv_endpoint: blank or non-ASCII byte 0x%02x",
+                  (unsigned char)*p);
+    return 0;
+}
+
+static int s_check_rdv_set(const Gpp__RdvSet *r, gpp_err_t *err)
+{
+    if (s_check_token(r->token, "rdv_set.token", err) < 0 ||
+        s_check_key(r->key, "rdv_set.key", err) < 0)
+        return -1;
+    S_REQUIRE(r->value.len <= GPP_RDV_VALUE_MAX, "rdv_set.value: %zu bytes, at most %d allowed",
+              r->value.len, GPP_RDV_VALUE_MAX);
+    return 0;
+}
+
+static int s_check_rdv_get(const Gpp__RdvGet *r, gpp_err_t *err)
+{
+    if (s_check_token(r->token, "rdv_get.token", err) < 0)
+        return -1;
+    S_REQUIRE(r->n_keys > 0 && r->n_keys <= GPP_RDV_GET_KEYS_MAX,
+              "rdv_get.keys: %zu keys, expected 1..%d", r->n_keys, GPP_RDV_GET_KEYS_MAX);
+    char path[48];
+    for (size_t i = 0; i < r->n_keys; i++) {
+        snprintf(path, sizeof path, "rdv_get.keys[%zu]", i);
+        if (s_check_key(r->keys[i], path, err) < 0)
+            return -1;
+    }
+    S_REQUIRE(r->timeout_ms >= 0 && r->timeout_ms <= GPP_RDV_TIMEOUT_MAX_MS,
+              "rdv_get.timeout_ms: %d outside [0, %d]", r->timeout_ms, GPP_RDV_TIMEOUT_MAX_MS);
+    return 0;
+}
+
+static int s_check_rdv_reply(const Gpp__RdvReply *r, gpp_err_t *err)
+{
+    S_REQUIRE(r->request_seq > 0, "rdv_reply.request_seq: 0");
+    S_REQUIRE(r->status != GPP__RDV_STATUS__RDV_STATUS_UNSPECIFIED, "rdv_reply.status: not set");
+    S_REQUIRE(r->status == GPP__RDV_STATUS__RDV_OK || r->n_entries == 0,
+              "rdv_reply.entries: %zu entries with an error status", r->n_entries);
+    S_REQUIRE(r->n_entries <= GPP_RDV_GET_KEYS_MAX, "rdv_reply.entries: %zu, at most %d",
+              r->n_entries, GPP_RDV_GET_KEYS_MAX);
+    char path[48];
+    for (size_t i = 0; i < r->n_entries; i++) {
+        snprintf(path, sizeof path, "rdv_reply.entries[%zu].key", i);
+        if (s_check_key(r->entries[i]->key, path, err) < 0)
+            return -1;
+        S_REQUIRE(r->entries[i]->value.len <= GPP_RDV_VALUE_MAX,
+                  "rdv_reply.entries[%zu].value: %zu bytes, at most %d allowed", i,
+                  r->entries[i]->value.len, GPP_RDV_VALUE_MAX);
+    }
+    return 0;
+}
+
 static int s_check_action(const Gpp__Assignment *a, size_t i, gpp_err_t *err)
 {
     const Gpp__Action *x = a->actions[i];
@@ -248,7 +351,9 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
               a->micro_batch);
     S_REQUIRE(a->comm, "assignment.comm: missing");
     const Gpp__CommBootstrap *c = a->comm;
-    S_REQUIRE(s_nonempty(c->store_addr), "assignment.comm.store_addr: empty");
+    if (s_check_rdv_endpoint(c->rdv_endpoint, err) < 0 ||
+        s_check_token(c->rdv_token, "assignment.comm.rdv_token", err) < 0)
+        return -1;
     S_REQUIRE(c->world_size > 0, "assignment.comm.world_size: %d is not positive", c->world_size);
     S_REQUIRE(c->rank >= 0 && c->rank < c->world_size, "assignment.comm.rank: %d outside [0, %d)",
               c->rank, c->world_size);
@@ -366,6 +471,12 @@ static int s_check_body(const gpp_msg_t *m, gpp_err_t *err)
     case GPP__ENVELOPE__BODY_ERROR:
         S_REQUIRE(m->error->code != GPP__ERROR_CODE__ERROR_UNSPECIFIED, "error.code: not set");
         return 0;
+    case GPP__ENVELOPE__BODY_RDV_SET:
+        return s_check_rdv_set(m->rdv_set, err);
+    case GPP__ENVELOPE__BODY_RDV_GET:
+        return s_check_rdv_get(m->rdv_get, err);
+    case GPP__ENVELOPE__BODY_RDV_REPLY:
+        return s_check_rdv_reply(m->rdv_reply, err);
     default:
         return gpp_err_set(err, "body: unknown message type %d", (int)m->body_case);
     }
@@ -374,11 +485,8 @@ static int s_check_body(const gpp_msg_t *m, gpp_err_t *err)
 /* The oneof member for body_case, or NULL (a decoded oneof always has one). */
 static const void *s_body_ptr(const gpp_msg_t *m)
 {
-    const ProtobufCFieldDescriptor *f =
-        protobuf_c_message_descriptor_get_field(&gpp__envelope__descriptor, (unsigned)m->body_case);
-    if (!f || !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
-        return NULL;
-    return *(const void *const *)((const char *)m + f->offset);
+    const ProtobufCFieldDescriptor *f = s_body_field(m->body_case);
+    return f ? *(const void *const *)((const char *)m + f->offset) : NULL;
 }
 
 int gpp_msg_validate(const gpp_msg_t *m, gpp_err_t *err)

@@ -2,14 +2,15 @@
  * code (proto/gpp.proto).
  *
  * A message is a Gpp__Envelope (typedef gpp_msg_t): magic, protocol version,
- * sequence number, sender, and a oneof body. Build one on the stack with
- * gpp_msg_init() and the generated *_INIT macros, set env.body_case and the
- * body pointer, then gpp_msg_encode(). Receivers call gpp_msg_decode(), which
- * returns a message only after it passed gpp_msg_validate(): the structural
- * pass (every string bounded and NUL-free, every enum a known value, every
- * double finite, counts bounded) and the semantic pass (ranks < world size,
- * lo < hi, ids non-negative, ...). protobuf-c alone accepts such garbage, so
- * nothing from the wire is used before this. See docs/protocol.md. */
+ * sequence number, sender, and a oneof body. Build the body on the stack
+ * with the generated *_INIT macro, wrap it with gpp_msg_wrap() (envelope
+ * fields, body case and pointer in one call), then gpp_msg_encode().
+ * Receivers call gpp_msg_decode(), which returns a message only after it
+ * passed gpp_msg_validate(): the structural pass (every string bounded and
+ * NUL-free, every enum a known value, every double finite, counts bounded)
+ * and the semantic pass (ranks < world size, lo < hi, ids non-negative,
+ * ...). protobuf-c alone accepts such garbage, so nothing from the wire is
+ * used before this. See docs/protocol.md. */
 #ifndef GPP_MSG_H
 #define GPP_MSG_H
 
@@ -20,7 +21,7 @@
 #include "proto/gpp.pb-c.h"
 
 #define GPP_MSG_MAGIC 0x31505047u /* "GPP1" as little-endian bytes */
-#define GPP_PROTOCOL_VERSION 1u
+#define GPP_PROTOCOL_VERSION 2u   /* 2: rendezvous through the coordinator */
 
 /* Envelope.sender values that are not agent ranks. */
 #define GPP_MSG_SENDER_COORD (-1)
@@ -30,11 +31,25 @@
 #define GPP_MSG_STR_MAX 4096           /* bytes, excluding the NUL */
 #define GPP_MSG_REPEATED_MAX (1 << 22) /* elements in one repeated field */
 
+/* Rendezvous messages (RdvSet, RdvGet, RdvReply; CommBootstrap.rdv_*). The
+ * coordinator's table has lower limits of its own (coordinator/gpp_rdv.h). */
+#define GPP_RDV_TOKEN_LEN 32           /* hex digits [0-9a-f] */
+#define GPP_RDV_KEY_MAX 256            /* bytes, charset [A-Za-z0-9._,:/=+-] */
+#define GPP_RDV_VALUE_MAX (1 << 20)    /* bytes */
+#define GPP_RDV_GET_KEYS_MAX 1024      /* keys in one RdvGet */
+#define GPP_RDV_TIMEOUT_MAX_MS 3600000 /* RdvGet.timeout_ms */
+
 typedef Gpp__Envelope gpp_msg_t;
 typedef Gpp__Envelope__BodyCase gpp_msg_type_t;
 
 /* Initializes *m: magic, our protocol version, seq, sender; no body. */
 void gpp_msg_init(gpp_msg_t *m, uint64_t seq, int sender);
+
+/* The one envelope builder: gpp_msg_init(m, seq, sender), then the body of
+ * the given type, e.g. gpp_msg_wrap(&m, 1, rank, GPP__ENVELOPE__BODY_READY,
+ * &ready) with a Gpp__Ready ready. body is borrowed (it must outlive m) and
+ * must be the generated message of that type (asserted). */
+void gpp_msg_wrap(gpp_msg_t *m, uint64_t seq, int sender, gpp_msg_type_t type, void *body);
 
 /* Validates m, then encodes it. On success *data_out is a malloc'ed buffer of
  * *len_out bytes: caller owns the result (free()). On failure returns -1,

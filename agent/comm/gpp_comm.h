@@ -24,14 +24,16 @@
  * call that may come from another thread (a control thread unblocking an
  * executor stuck in a wait). Everything else is single-threaded per comm.
  *
- * Rendezvous goes through a gpp_store server (agent/comm/gpp_store.h);
- * keys are prefixed with opts.prefix, unique per job attempt. */
+ * Rendezvous goes through the coordinator's table with a rendezvous client
+ * (agent/comm/gpp_rdv_client.h) that the comm takes over; keys are prefixed
+ * with opts.prefix, unique per job attempt. */
 #ifndef GPP_COMM_H
 #define GPP_COMM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/comm/gpp_rdv_client.h"
 #include "common/gpp_err.h"
 
 #ifdef __cplusplus
@@ -43,18 +45,20 @@ typedef struct gpp_comm_req gpp_comm_req_t;
 typedef struct gpp_comm_group gpp_comm_group_t;
 
 typedef struct {
-    const char *store_addr; /* "host:port" of the gpp_store server */
-    const char *prefix;     /* store key prefix, unique per job attempt */
-    int world_size;         /* > 0 */
-    int rank;               /* 0 <= rank < world_size */
-    const char *host;       /* address to bind and advertise for the data
-                               plane; NULL or "" = this host's name */
-    int timeout_ms;         /* per wait and for rendezvous; 0 = 300000 */
+    gpp_rdv_client_t *rdv; /* rendezvous client: gpp_comm_gloo_new takes it
+                              (also on failure) and sets this to NULL */
+    const char *prefix;    /* rendezvous key prefix, unique per job attempt */
+    int world_size;        /* > 0 */
+    int rank;              /* 0 <= rank < world_size */
+    const char *host;      /* address to bind and advertise for the data
+                              plane; NULL or "" = this host's name */
+    int timeout_ms;        /* per wait and for rendezvous; 0 = 300000 */
 } gpp_comm_opts_t;
 
 /* Joins the world communicator (blocks until all world_size ranks joined or
- * timeout). Caller owns the result (gpp_comm_destroy). */
-gpp_comm_t *gpp_comm_gloo_new(const gpp_comm_opts_t *opts, gpp_err_t *err);
+ * timeout). Caller owns the result (gpp_comm_destroy), which owns opts->rdv
+ * (gpp_comm_abort aborts it too). */
+gpp_comm_t *gpp_comm_gloo_new(gpp_comm_opts_t *opts, gpp_err_t *err);
 
 /* Frees the communicator, closing its connections; accepts NULL. Requests
  * not yet waited for are freed too. */

@@ -1,7 +1,8 @@
 // gpp_comm_gloo: the Gloo backend of gpp_comm (CPU tensors over TCP).
 //
 // One gloo tcp Device per comm; the world is a gloo rendezvous Context
-// connected as a full mesh through the gpp_store (keys "<prefix>/world/...").
+// connected as a full mesh through the rendezvous client (the coordinator's
+// table, agent/comm/gpp_rdv_client.h; keys "<prefix>/world/...").
 // Each sub-group gets its own Context on the same Device, rendezvoused
 // under "<prefix>/group/<r0,r1,...>/<n>" where n counts earlier groups with
 // the same members in this process (members create groups in the same
@@ -48,7 +49,10 @@ extern "C" {
 #include "common/gpp_err.h"
 }
 #include "agent/comm/gpp_comm_impl.h"
-#include "agent/comm/gpp_store.h"
+#include "agent/comm/gpp_rdv_client.h"
+extern "C" {
+#include "proto/gpp_msg.h" // GPP_RDV_* limits
+}
 
 namespace
 {
@@ -57,22 +61,32 @@ using Buffer = gloo::transport::UnboundBuffer;
 constexpr uint64_t kCollSlot = uint64_t(0x20) << 56;
 constexpr int kDefaultTimeoutMs = 300000;
 
-// gloo::rendezvous::Store over a gpp_store connection.
-class StoreAdapter : public gloo::rendezvous::Store
+// gloo::rendezvous::Store over the rendezvous client: the coordinator's
+// table (coordinator/gpp_rdv.h). Errors become exceptions, which
+// connectFullMesh passes on to s_connect's callers.
+class RdvStore : public gloo::rendezvous::Store
 {
   public:
-    StoreAdapter(gpp_store_t *s, int timeout_ms) : s_(s), timeout_ms_(timeout_ms)
+    RdvStore(gpp_rdv_client_t *c, int timeout_ms) : c_(c), timeout_ms_(timeout_ms)
     {
     }
     void set(const std::string &key, const std::vector<char> &data) override
     {
         gpp_err_t err{};
-        if (gpp_store_set(s_, key.c_str(), data.data(), data.size(), &err) < 0)
+        if (gpp_rdv_client_set(c_, key.c_str(), data.data(), data.size(), timeout_ms_, &err) < 0)
             throw std::runtime_error(err.msg);
     }
     std::vector<char> get(const std::string &key) override
     {
-        return fetch(key, timeout_ms_);
+        gpp_err_t err{};
+        const char *k = key.c_str();
+        void *data = nullptr;
+        size_t len = 0;
+        if (gpp_rdv_client_get(c_, &k, 1, timeout_ms_, &data, &len, &err) < 0)
+            throw std::runtime_error(err.msg);
+        std::vector<char> v((char *)data, (char *)data + len);
+        free(data);
+        return v;
     }
     void wait(const std::vector<std::string> &keys) override
     {
@@ -81,23 +95,20 @@ class StoreAdapter : public gloo::rendezvous::Store
     void wait(const std::vector<std::string> &keys,
               const std::chrono::milliseconds &timeout) override
     {
+        const int ms = (int)std::min<long long>(timeout.count(), GPP_RDV_TIMEOUT_MAX_MS);
+        std::vector<const char *> ks;
         for (const auto &k : keys)
-            fetch(k, (int)std::min<long long>(timeout.count(), INT32_MAX));
+            ks.push_back(k.c_str());
+        for (size_t i = 0; i < ks.size(); i += GPP_RDV_GET_KEYS_MAX) {
+            gpp_err_t err{};
+            size_t n = std::min<size_t>(GPP_RDV_GET_KEYS_MAX, ks.size() - i);
+            if (gpp_rdv_client_get(c_, ks.data() + i, n, ms, nullptr, nullptr, &err) < 0)
+                throw std::runtime_error(err.msg);
+        }
     }
 
   private:
-    std::vector<char> fetch(const std::string &key, int timeout_ms)
-    {
-        gpp_err_t err{};
-        void *data = nullptr;
-        size_t len = 0;
-        if (gpp_store_get(s_, key.c_str(), timeout_ms, &data, &len, &err) < 0)
-            throw std::runtime_error(err.msg);
-        std::vector<char> v((char *)data, (char *)data + len);
-        free(data);
-        return v;
-    }
-    gpp_store_t *s_;
+    gpp_rdv_client_t *c_;
     int timeout_ms_;
 };
 
@@ -117,8 +128,8 @@ struct ReqImpl {
 };
 
 struct CommImpl {
-    gpp_store_t *store = nullptr;
-    std::unique_ptr<StoreAdapter> adapter;
+    gpp_rdv_client_t *rdv = nullptr; // owned
+    std::unique_ptr<RdvStore> adapter;
     std::shared_ptr<gloo::transport::Device> dev;
     std::shared_ptr<gloo::rendezvous::Context> world;
     std::string prefix;
@@ -543,6 +554,7 @@ void s_abort(gpp_comm_t *c, const char *reason)
         b->abortWaitRecv();
         b->abortWaitSend();
     }
+    gpp_rdv_client_abort(ci->rdv, reason); // a group_new waiting in its rendezvous
 }
 
 void s_destroy(gpp_comm_t *c)
@@ -554,7 +566,7 @@ void s_destroy(gpp_comm_t *c)
     } catch (...) {
         // Tearing down sockets of a failed job: nothing left to report to.
     }
-    gpp_store_destroy(&ci->store);
+    gpp_rdv_client_destroy(&ci->rdv);
     delete ci;
     free(reinterpret_cast<s_comm *>(c));
 }
@@ -566,25 +578,24 @@ const gpp_comm_ops_t s_ops = {
 
 } // namespace
 
-extern "C" gpp_comm_t *gpp_comm_gloo_new(const gpp_comm_opts_t *o, gpp_err_t *err)
+extern "C" gpp_comm_t *gpp_comm_gloo_new(gpp_comm_opts_t *o, gpp_err_t *err)
 {
-    if (!o || !o->store_addr || !o->prefix || o->world_size <= 0 || o->rank < 0 ||
+    if (!o || !o->rdv || !o->prefix || o->world_size <= 0 || o->rank < 0 ||
         o->rank >= o->world_size) {
         gpp_err_set(err,
-                    "gpp_comm_gloo_new: need store_addr, prefix and 0 <= rank < world_size "
-                    "(got rank %d of %d)",
+                    "gpp_comm_gloo_new: need a rendezvous client, a prefix and 0 <= rank < "
+                    "world_size (got rank %d of %d)",
                     o ? o->rank : -1, o ? o->world_size : -1);
+        if (o)
+            gpp_rdv_client_destroy(&o->rdv);
         return nullptr;
     }
     auto *ci = new CommImpl;
     ci->prefix = o->prefix;
     ci->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : kDefaultTimeoutMs;
-    ci->store = gpp_store_connect(o->store_addr, ci->timeout_ms, err);
-    if (!ci->store) {
-        delete ci;
-        return nullptr;
-    }
-    ci->adapter.reset(new StoreAdapter(ci->store, ci->timeout_ms));
+    ci->rdv = o->rdv;
+    o->rdv = nullptr; // ours now
+    ci->adapter.reset(new RdvStore(ci->rdv, ci->timeout_ms));
     char host[256] = "";
     if (o->host && o->host[0])
         snprintf(host, sizeof host, "%s", o->host);
@@ -596,11 +607,11 @@ extern "C" gpp_comm_t *gpp_comm_gloo_new(const gpp_comm_opts_t *o, gpp_err_t *er
         ci->dev = gloo::transport::tcp::CreateDevice(attr);
         ci->world = s_connect(ci, "world", o->rank, o->world_size);
     } catch (const std::exception &e) {
-        gpp_err_set(err, "gpp_comm: rank %d of %d on %s: rendezvous through %s failed: %s", o->rank,
-                    o->world_size, host, o->store_addr, e.what());
+        gpp_err_set(err, "gpp_comm: rank %d of %d on %s: rendezvous failed: %s", o->rank,
+                    o->world_size, host, e.what());
         ci->world.reset();
         ci->dev.reset();
-        gpp_store_destroy(&ci->store);
+        gpp_rdv_client_destroy(&ci->rdv);
         delete ci;
         return nullptr;
     }

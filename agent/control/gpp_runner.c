@@ -256,7 +256,11 @@ static int s_setup(gpp_runner_t *self, gpp_err_t *err)
 
     snprintf(self->phase, sizeof self->phase, "joining the communicator (rank %d of %d)",
              as->comm->rank, as->comm->world_size);
-    gpp_comm_opts_t co = {.store_addr = as->comm->store_addr,
+    gpp_rdv_client_t *rdv =
+        gpp_rdv_client_new(as->comm->rdv_endpoint, as->comm->rdv_token, as->comm->rank, err);
+    if (!rdv)
+        return -1;
+    gpp_comm_opts_t co = {.rdv = rdv, /* the comm takes it over */
                           .prefix = as->comm->prefix,
                           .world_size = as->comm->world_size,
                           .rank = as->comm->rank,

@@ -1,10 +1,13 @@
-/* test_comm: the Gloo comm backend with N=4 forked ranks on loopback, a
- * gpp_store server in the parent. Point-to-point tensors (counting wrong
- * elements), all-reduce and variable-size all-gather (a member with 0
- * bytes each round) over groups of 2 and 4 and the world, tags that do not
- * mix, test(), barrier, and abort unblocking a pending receive and a
- * pending all-gather.
- * Deterministic; each scenario is its own job (store prefix). */
+/* test_comm: the Gloo comm backend with N=4 forked ranks on loopback, the
+ * rendezvous served by the parent: the coordinator's table (gpp_rdv) on a
+ * ROUTER bound to a port from the kernel, reached by each rank's
+ * rendezvous client. Point-to-point tensors (counting wrong elements),
+ * all-reduce and variable-size all-gather (a member with 0 bytes each
+ * round) over groups of 2 and 4 and the world, tags that do not mix,
+ * test(), barrier, and abort unblocking a pending receive and a pending
+ * all-gather. The table itself (limits, parked gets, timeouts, tokens,
+ * members, close) and the client (set/get, timeout, refusal, abort).
+ * Deterministic; each scenario is its own job (a fresh table and token). */
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -16,30 +19,40 @@
 #include <unistd.h>
 
 #include "agent/comm/gpp_comm.h"
-#include "agent/comm/gpp_store.h"
+#include "agent/comm/gpp_rdv_client.h"
 #include "common/gpp_time.h"
+#include "coordinator/gpp_rdv.h"
 #include "tests/gpp_test.h"
 
 #define N_RANKS 4
 #define SCENARIO_TIMEOUT_MS 20000
 
-static gpp_store_server_t *s_server;
-static char s_store_addr[64];
-static int s_pipe[2]; /* rank 0 -> others: "you may leave" */
+static gpp_rdv_service_t *s_svc;            /* the parent's rendezvous */
+static char s_token[GPP_RDV_TOKEN_LEN + 1]; /* this scenario's, read by the children */
+static int s_pipe[2];                       /* rank 0 -> others: "you may leave" */
+
+static gpp_rdv_client_t *s_client(int rank, const char *token)
+{
+    gpp_err_t err = {{0}};
+    gpp_rdv_client_t *c = gpp_rdv_client_new(gpp_rdv_service_endpoint(s_svc), token, rank, &err);
+    GPP_EXPECT_MSG(c, "rank %d: %s", rank, err.msg);
+    return c;
+}
 
 static gpp_comm_t *s_join(int rank, const char *scenario)
 {
     char prefix[128];
-    snprintf(prefix, sizeof prefix, "test_comm/%d/%s", (int)getppid(), scenario);
-    gpp_comm_opts_t o = {.store_addr = s_store_addr,
+    snprintf(prefix, sizeof prefix, "test_comm/%s", scenario);
+    gpp_comm_opts_t o = {.rdv = s_client(rank, s_token),
                          .prefix = prefix,
                          .world_size = N_RANKS,
                          .rank = rank,
                          .host = "127.0.0.1",
                          .timeout_ms = 15000};
     gpp_err_t err = {{0}};
-    gpp_comm_t *c = gpp_comm_gloo_new(&o, &err);
+    gpp_comm_t *c = o.rdv ? gpp_comm_gloo_new(&o, &err) : NULL;
     GPP_EXPECT_MSG(c, "rank %d: %s", rank, err.msg);
+    GPP_EXPECT(o.rdv == NULL); /* the comm took the client */
     return c;
 }
 
@@ -398,6 +411,10 @@ static void s_run(const char *name, void (*scenario)(int rank))
         GPP_EXPECT(!"pipe");
         return;
     }
+    gpp_err_t err = {{0}};
+    gpp_rdv_t *table = gpp_rdv_service_table(s_svc);
+    GPP_EXPECT_MSG(gpp_rdv_open(table, N_RANKS, &err) == 0, "%s", err.msg);
+    snprintf(s_token, sizeof s_token, "%s", gpp_rdv_token(table));
     pid_t pids[N_RANKS];
     for (int r = 0; r < N_RANKS; r++) {
         fflush(stdout);
@@ -420,7 +437,7 @@ static void s_run(const char *name, void (*scenario)(int rank))
             if (waitpid(pids[r], &status[r], WNOHANG) == pids[r])
                 done[r] = 1, left--;
         }
-        nanosleep(&(struct timespec){0, 5 * 1000000L}, NULL);
+        gpp_rdv_service_poll(s_svc, 5); /* serve the rendezvous meanwhile */
     }
     for (int r = 0; r < N_RANKS; r++) {
         if (!done[r] && pids[r] > 0) {
@@ -435,7 +452,8 @@ static void s_run(const char *name, void (*scenario)(int rank))
     }
     close(s_pipe[0]);
     close(s_pipe[1]);
-    printf("  %s: %.0f ms\n", name, gpp_now_ms() - t0);
+    printf("  %s: %.0f ms, %d rendezvous keys\n", name, gpp_now_ms() - t0, gpp_rdv_n_keys(table));
+    gpp_rdv_close(table, "scenario over");
 }
 
 static void t_p2p(void)
@@ -467,30 +485,224 @@ static void t_peer_dies(void)
     s_run("peer_dies", sc_peer_dies);
 }
 
-static void t_store(void)
+/* ---- the rendezvous table, in process ---- */
+
+typedef struct {
+    int n;
+    Gpp__RdvStatus status[16];
+    uint64_t request_seq[16];
+    char text[16][256];
+    size_t n_entries[16];
+    char value0[16][64];
+} s_replies_t;
+
+static int s_capture(void *arg, const void *id, size_t id_len, gpp_msg_t *m)
 {
+    s_replies_t *r = arg;
+    (void)id, (void)id_len;
     gpp_err_t err = {{0}};
-    gpp_store_t *s = gpp_store_connect(s_store_addr, 1000, &err);
-    GPP_EXPECT_MSG(s, "%s", err.msg);
-    if (!s)
-        return;
-    GPP_EXPECT(gpp_store_set(s, "k1", "hello", 5, &err) == 0);
-    void *v = NULL;
+    uint8_t *buf = NULL;
     size_t len = 0;
-    GPP_EXPECT(gpp_store_get(s, "k1", 100, &v, &len, &err) == 0 && len == 5 &&
-               !memcmp(v, "hello", 5));
-    free(v);
+    GPP_EXPECT_MSG(gpp_msg_encode(m, &buf, &len, &err) == 0, "%s", err.msg); /* valid reply */
+    free(buf);
+    if (r->n < 16 && m->body_case == GPP__ENVELOPE__BODY_RDV_REPLY) {
+        const Gpp__RdvReply *rp = m->rdv_reply;
+        r->status[r->n] = rp->status;
+        r->request_seq[r->n] = rp->request_seq;
+        snprintf(r->text[r->n], sizeof r->text[0], "%s", rp->text ? rp->text : "");
+        r->n_entries[r->n] = rp->n_entries;
+        if (rp->n_entries)
+            snprintf(r->value0[r->n], sizeof r->value0[0], "%.*s", (int)rp->entries[0]->value.len,
+                     (const char *)rp->entries[0]->value.data);
+        r->n++;
+    }
+    return 0;
+}
+
+static int s_member_odd_out(void *arg, int rank)
+{
+    (void)arg;
+    return rank != 3;
+}
+
+static void s_set(gpp_rdv_t *t, int rank, uint64_t seq, const char *token, const char *key,
+                  const char *value, size_t len)
+{
+    Gpp__RdvSet b = GPP__RDV_SET__INIT;
+    b.token = (char *)token;
+    b.key = (char *)key;
+    b.value.data = (uint8_t *)value;
+    b.value.len = len;
+    gpp_msg_t m;
+    gpp_msg_wrap(&m, seq, rank, GPP__ENVELOPE__BODY_RDV_SET, &b);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT_MSG(gpp_msg_validate(&m, &err) == 0, "%s", err.msg);
+    gpp_rdv_handle(t, "id", 2, &m, 0);
+}
+
+static void s_get(gpp_rdv_t *t, int rank, uint64_t seq, const char *token, const char **keys,
+                  size_t n, int timeout_ms, double now)
+{
+    Gpp__RdvGet b = GPP__RDV_GET__INIT;
+    b.token = (char *)token;
+    b.keys = (char **)keys;
+    b.n_keys = n;
+    b.timeout_ms = timeout_ms;
+    gpp_msg_t m;
+    gpp_msg_wrap(&m, seq, rank, GPP__ENVELOPE__BODY_RDV_GET, &b);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT_MSG(gpp_msg_validate(&m, &err) == 0, "%s", err.msg);
+    gpp_rdv_handle(t, "id", 2, &m, now);
+}
+
+static void t_rdv_table(void)
+{
+    s_replies_t r = {0};
+    gpp_rdv_limits_t lim = {
+        .max_keys = 3, .max_value_bytes = 8, .max_total_bytes = 24, .max_parked = 1};
+    gpp_rdv_t *t = gpp_rdv_new(&lim, s_capture, s_member_odd_out, &r);
+    gpp_err_t err = {{0}};
+    const char *zero = "00000000000000000000000000000000";
+    /* closed: refused */
+    s_set(t, 0, 1, zero, "a", "1", 1);
+    GPP_EXPECT(r.n == 1 && r.status[0] == GPP__RDV_STATUS__RDV_REFUSED &&
+               strstr(r.text[0], "open"));
+    GPP_EXPECT(gpp_rdv_open(t, 4, &err) == 0 && strlen(gpp_rdv_token(t)) == GPP_RDV_TOKEN_LEN);
+    char tok[GPP_RDV_TOKEN_LEN + 1];
+    snprintf(tok, sizeof tok, "%s", gpp_rdv_token(t));
+    r.n = 0;
+    s_set(t, 0, 2, zero, "a", "1", 1); /* wrong token */
+    s_set(t, 4, 2, tok, "a", "1", 1);  /* rank outside the world */
+    s_set(t, 3, 2, tok, "a", "1", 1);  /* not a member */
+    GPP_EXPECT(r.n == 3 && strstr(r.text[0], "token") && strstr(r.text[1], "not an agent") &&
+               strstr(r.text[2], "not an agent"));
+    GPP_EXPECT(gpp_rdv_n_keys(t) == 0);
+    /* a get parks until its key is set; then set and get are answered */
+    r.n = 0;
+    const char *k_ab[] = {"a", "b"};
+    s_get(t, 1, 7, tok, k_ab, 2, 1000, 0);
+    GPP_EXPECT(r.n == 0 && gpp_rdv_n_parked(t) == 1);
+    s_get(t, 2, 8, tok, k_ab, 2, 1000, 0); /* one parked get at most */
+    GPP_EXPECT(r.n == 1 && r.status[0] == GPP__RDV_STATUS__RDV_REFUSED &&
+               strstr(r.text[0], "max_parked"));
+    s_set(t, 0, 3, tok, "a", "va", 2);
+    GPP_EXPECT(r.n == 2 && r.status[1] == GPP__RDV_STATUS__RDV_OK && r.request_seq[1] == 3);
+    s_set(t, 0, 4, tok, "b", "vb", 2);
+    GPP_EXPECT(r.n == 4 && r.status[3] == GPP__RDV_STATUS__RDV_OK && r.request_seq[3] == 7 &&
+               r.n_entries[3] == 2 && !strcmp(r.value0[3], "va"));
+    GPP_EXPECT(gpp_rdv_n_parked(t) == 0 && gpp_rdv_n_keys(t) == 2 && gpp_rdv_n_bytes(t) == 6);
+    /* overwrite; a present key answers at once */
+    r.n = 0;
+    s_set(t, 0, 5, tok, "a", "new", 3);
+    const char *k_a[] = {"a"};
+    s_get(t, 1, 9, tok, k_a, 1, 0, 0);
+    GPP_EXPECT(r.n == 2 && r.n_entries[1] == 1 && !strcmp(r.value0[1], "new"));
+    /* limits, each named */
+    r.n = 0;
+    s_set(t, 0, 6, tok, "c", "123456789", 9); /* value bytes */
+    s_set(t, 0, 7, tok, "c", "12345678", 8);  /* 7 + 9 bytes: fits */
+    s_set(t, 0, 8, tok, "d", "12345678", 8);  /* keys */
+    s_set(t, 0, 9, tok, "c", "12345678+", 9); /* value bytes again */
+    GPP_EXPECT(r.n == 4 && strstr(r.text[0], "max_value_bytes") &&
+               r.status[1] == GPP__RDV_STATUS__RDV_OK && strstr(r.text[2], "max_keys"));
+    gpp_rdv_limits_t lim2 = {.max_total_bytes = 10};
+    gpp_rdv_t *t2 = gpp_rdv_new(&lim2, s_capture, NULL, &r);
+    GPP_EXPECT(gpp_rdv_open(t2, 1, &err) == 0);
+    r.n = 0;
+    s_set(t2, 0, 1, gpp_rdv_token(t2), "k", "12345678", 8);
+    s_set(t2, 0, 2, gpp_rdv_token(t2), "l", "12", 2);
+    GPP_EXPECT(r.n == 2 && r.status[0] == GPP__RDV_STATUS__RDV_OK &&
+               strstr(r.text[1], "max_total_bytes"));
+    gpp_rdv_destroy(&t2);
+    /* timeouts name the missing keys */
+    r.n = 0;
+    const char *k_x[] = {"a", "x/1"};
+    s_get(t, 1, 10, tok, k_x, 2, 100, 1000.0);
+    gpp_rdv_tick(t, 1050.0);
+    GPP_EXPECT(r.n == 0);
+    gpp_rdv_tick(t, 1100.0);
+    GPP_EXPECT(r.n == 1 && r.status[0] == GPP__RDV_STATUS__RDV_TIMEOUT &&
+               strstr(r.text[0], "x/1") && !strstr(r.text[0], "a,"));
+    /* close answers parked gets and forgets everything; a new job, a new token */
+    r.n = 0;
+    s_get(t, 1, 11, tok, k_x, 2, 1000, 0);
+    gpp_rdv_close(t, "job over");
+    GPP_EXPECT(r.n == 1 && r.status[0] == GPP__RDV_STATUS__RDV_REFUSED &&
+               strstr(r.text[0], "job over"));
+    GPP_EXPECT(gpp_rdv_n_keys(t) == 0 && gpp_rdv_n_parked(t) == 0 && !gpp_rdv_token(t)[0]);
+    GPP_EXPECT(gpp_rdv_open(t, 4, &err) == 0 && strcmp(tok, gpp_rdv_token(t)) != 0);
+    gpp_rdv_destroy(&t);
+    GPP_EXPECT(t == NULL);
+    char ep[128];
+    gpp_rdv_endpoint("tcp://*:5555", 5555, 1, ep, sizeof ep);
+    GPP_EXPECT(!strcmp(ep, "tcp://127.0.0.1:5555"));
+    gpp_rdv_endpoint("tcp://10.1.2.3:0", 4242, 0, ep, sizeof ep);
+    GPP_EXPECT(!strcmp(ep, "tcp://10.1.2.3:4242"));
+}
+
+/* ---- the rendezvous client against the parent's table ---- */
+
+static void *s_rdv_abort_later(void *arg)
+{
+    nanosleep(&(struct timespec){0, 200 * 1000000L}, NULL);
+    gpp_rdv_client_abort(arg, "test abort");
+    return NULL;
+}
+
+static void sc_rdv_client(int rank)
+{
+    gpp_rdv_client_t *c = s_client(rank, s_token);
+    if (!c)
+        return;
+    gpp_err_t err = {{0}};
+    char key[32];
+    snprintf(key, sizeof key, "client/%d", rank);
+    GPP_EXPECT_MSG(gpp_rdv_client_set(c, key, &rank, sizeof rank, 5000, &err) == 0, "%s", err.msg);
+    /* everyone's key: parked until the last rank has set its own */
+    const char *keys[N_RANKS] = {"client/0", "client/1", "client/2", "client/3"};
+    void *vals[N_RANKS];
+    size_t lens[N_RANKS];
+    GPP_EXPECT_MSG(gpp_rdv_client_get(c, keys, N_RANKS, 5000, vals, lens, &err) == 0, "%s",
+                   err.msg);
+    for (int i = 0; i < N_RANKS; i++) {
+        GPP_EXPECT(vals[i] && lens[i] == sizeof(int) && *(int *)vals[i] == i);
+        free(vals[i]);
+    }
+    /* a key nobody sets: the coordinator's timeout names it */
+    const char *missing = "client/missing";
     double t0 = gpp_now_ms();
-    GPP_EXPECT(gpp_store_get(s, "missing", 100, &v, &len, &err) == -1 &&
-               strstr(err.msg, "missing"));
-    GPP_EXPECT(gpp_now_ms() - t0 >= 90);
-    gpp_store_destroy(&s);
-    GPP_EXPECT(s == NULL);
-    GPP_EXPECT(gpp_store_connect("no-port", 100, &err) == NULL && strstr(err.msg, "HOST:PORT"));
+    GPP_EXPECT(gpp_rdv_client_get(c, &missing, 1, 200, vals, lens, &err) == -1 &&
+               strstr(err.msg, "timed out") && strstr(err.msg, "client/missing") && !vals[0]);
+    GPP_EXPECT(gpp_now_ms() - t0 >= 150);
+    if (rank == 0) {
+        /* a wrong token is refused */
+        gpp_rdv_client_t *bad = s_client(rank, "0123456789abcdef0123456789abcdef");
+        GPP_EXPECT(bad && gpp_rdv_client_set(bad, "x", "1", 1, 5000, &err) == -1 &&
+                   strstr(err.msg, "token"));
+        gpp_rdv_client_destroy(&bad);
+        GPP_EXPECT(gpp_rdv_client_new("tcp://127.0.0.1:1", "short", 0, &err) == NULL);
+    }
+    /* abort from another thread unblocks a get */
+    pthread_t th;
+    pthread_create(&th, NULL, s_rdv_abort_later, c);
+    t0 = gpp_now_ms();
+    GPP_EXPECT(gpp_rdv_client_get(c, &missing, 1, 10000, NULL, NULL, &err) == -1 &&
+               strstr(err.msg, "aborted: test abort"));
+    GPP_EXPECT(gpp_now_ms() - t0 < 2000);
+    pthread_join(th, NULL);
+    GPP_EXPECT(gpp_rdv_client_set(c, key, "1", 1, 1000, &err) == -1 && strstr(err.msg, "aborted"));
+    gpp_rdv_client_destroy(&c);
+    GPP_EXPECT(c == NULL);
+}
+
+static void t_rdv_client(void)
+{
+    s_run("rdv_client", sc_rdv_client);
 }
 
 static const gpp_test_case_t cases[] = {
-    {"store", t_store},
+    {"rdv_table", t_rdv_table},
+    {"rdv_client", t_rdv_client},
     {"p2p_tensors", t_p2p},
     {"allreduce_groups_2_4_world", t_allreduce},
     {"allgatherv_sizes_groups_2_4_world", t_allgatherv},
@@ -504,13 +716,13 @@ static const gpp_test_case_t cases[] = {
 int main(void)
 {
     gpp_err_t err = {{0}};
-    s_server = gpp_store_server_new("127.0.0.1", 0, &err);
-    if (!s_server) {
+    s_svc = gpp_rdv_service_new("tcp://127.0.0.1:*", N_RANKS, &err); /* a port from the kernel */
+    if (!s_svc) {
         fprintf(stderr, "test_comm: %s\n", err.msg);
         return 1;
     }
-    snprintf(s_store_addr, sizeof s_store_addr, "127.0.0.1:%d", gpp_store_server_port(s_server));
     int rc = gpp_test_run(cases);
-    gpp_store_server_destroy(&s_server);
-    return rc;
+    GPP_EXPECT(gpp_rdv_service_dropped(s_svc) == 0);
+    gpp_rdv_service_destroy(&s_svc);
+    return rc ? rc : gpp_test_failures_ != 0;
 }

@@ -478,13 +478,8 @@ static gpp_job_t *s_job_new(int delay_ms)
     GPP_EXPECT_MSG(gpp_config_load_string(&cfg, text, "inline.toml", &err) == 0, "%s", err.msg);
     if (err.msg[0])
         return NULL;
-    snprintf(cfg.coordinator.store, sizeof cfg.coordinator.store, "127.0.0.1:0");
     gpp_job_t *job = gpp_job_new(&cfg, "gpp", NULL, &err);
     GPP_EXPECT_MSG(job, "%s", err.msg);
-    if (job && gpp_job_start_store(job, &err) < 0) {
-        GPP_EXPECT_MSG(0, "%s", err.msg);
-        gpp_job_destroy(&job);
-    }
     gpp_config_release(&cfg);
     gpp_job_test_plan_delay(delay_ms);
     return job;

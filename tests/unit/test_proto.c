@@ -42,7 +42,15 @@ typedef struct {
     Gpp__Abort abort_;
     Gpp__Shutdown shutdown;
     Gpp__Error error;
+    Gpp__RdvSet rset;
+    Gpp__RdvGet rget;
+    char *rget_keys[2];
+    Gpp__RdvReply rreply;
+    Gpp__RdvEntry rentry[2];
+    Gpp__RdvEntry *rentryp[2];
 } sample_t;
+
+#define TOKEN "0123456789abcdef0123456789abcdef"
 
 static const gpp_msg_type_t ALL_TYPES[] = {
     GPP__ENVELOPE__BODY_REGISTER,        GPP__ENVELOPE__BODY_REGISTER_ACK,
@@ -52,14 +60,16 @@ static const gpp_msg_type_t ALL_TYPES[] = {
     GPP__ENVELOPE__BODY_BARRIER_RELEASE, GPP__ENVELOPE__BODY_HEARTBEAT,
     GPP__ENVELOPE__BODY_METRICS,         GPP__ENVELOPE__BODY_ABORT,
     GPP__ENVELOPE__BODY_SHUTDOWN,        GPP__ENVELOPE__BODY_ERROR,
+    GPP__ENVELOPE__BODY_RDV_SET,         GPP__ENVELOPE__BODY_RDV_GET,
+    GPP__ENVELOPE__BODY_RDV_REPLY,
 };
 #define N_TYPES (sizeof ALL_TYPES / sizeof ALL_TYPES[0])
 
 static void s_sample(sample_t *s, gpp_msg_type_t t)
 {
     memset(s, 0, sizeof *s);
-    gpp_msg_init(&s->env, 7, 3);
-    s->env.body_case = t;
+    void *body = NULL;
+    int sender = 3;
     switch (t) {
     case GPP__ENVELOPE__BODY_REGISTER:
         gpp__register__init(&s->reg);
@@ -70,20 +80,20 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         s->reg.pid = 4242;
         s->reg.build_version = "0.1.0";
         s->reg.data_addr = "10.0.0.1:29500";
-        s->env.sender = GPP_MSG_SENDER_UNREGISTERED;
-        s->env.register_ = &s->reg;
+        sender = GPP_MSG_SENDER_UNREGISTERED;
+        body = &s->reg;
         break;
     case GPP__ENVELOPE__BODY_REGISTER_ACK:
         gpp__register_ack__init(&s->ack);
         s->ack.rank = 3;
         s->ack.world_size = 4;
-        s->env.sender = GPP_MSG_SENDER_COORD;
-        s->env.register_ack = &s->ack;
+        sender = GPP_MSG_SENDER_COORD;
+        body = &s->ack;
         break;
     case GPP__ENVELOPE__BODY_REJECT:
         gpp__reject__init(&s->reject);
         s->reject.reason = "job is full";
-        s->env.reject = &s->reject;
+        body = &s->reject;
         break;
     case GPP__ENVELOPE__BODY_PROFILE_REQUEST:
         gpp__profile_request__init(&s->preq);
@@ -92,7 +102,7 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         s->preq.n_micro_batches = 3;
         s->preq.micro_batches = s->preq_mb;
         s->preq.iterations = 5;
-        s->env.profile_request = &s->preq;
+        body = &s->preq;
         break;
     case GPP__ENVELOPE__BODY_PROFILE_RESULT:
         gpp__profile_result__init(&s->pres);
@@ -106,7 +116,7 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         }
         s->pres.n_ops = 2;
         s->pres.ops = s->opp;
-        s->env.profile_result = &s->pres;
+        body = &s->pres;
         break;
     case GPP__ENVELOPE__BODY_ASSIGNMENT: {
         Gpp__Assignment *a = &s->asg;
@@ -160,7 +170,8 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         a->n_dp_ranks = 2;
         a->dp_ranks = s->dp_ranks;
         gpp__comm_bootstrap__init(&s->comm);
-        s->comm.store_addr = "127.0.0.1:29400";
+        s->comm.rdv_endpoint = "tcp://coord-host:5555";
+        s->comm.rdv_token = TOKEN;
         s->comm.prefix = "job1/attempt0";
         s->comm.world_size = 5;
         s->comm.rank = 2;
@@ -178,29 +189,29 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         a->checkpoint_dir = "/tmp/ckpt";
         a->checkpoint_interval = 5;
         a->start_iteration = 10;
-        s->env.assignment = a;
+        body = a;
         break;
     }
     case GPP__ENVELOPE__BODY_READY:
         gpp__ready__init(&s->ready);
         s->ready.stage = 1;
         s->ready.replica = 0;
-        s->env.ready = &s->ready;
+        body = &s->ready;
         break;
     case GPP__ENVELOPE__BODY_BARRIER_ENTER:
         gpp__barrier_enter__init(&s->benter);
         s->benter.barrier_id = 12;
-        s->env.barrier_enter = &s->benter;
+        body = &s->benter;
         break;
     case GPP__ENVELOPE__BODY_BARRIER_RELEASE:
         gpp__barrier_release__init(&s->brelease);
         s->brelease.barrier_id = 12;
-        s->env.barrier_release = &s->brelease;
+        body = &s->brelease;
         break;
     case GPP__ENVELOPE__BODY_HEARTBEAT:
         gpp__heartbeat__init(&s->hb);
         s->hb.timestamp_us = 1700000000123456LL;
-        s->env.heartbeat = &s->hb;
+        body = &s->hb;
         break;
     case GPP__ENVELOPE__BODY_METRICS:
         gpp__metrics__init(&s->metrics);
@@ -215,26 +226,62 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         s->metrics.has_loss = 1;
         s->metrics.loss = 2.302585;
         s->metrics.samples = 16;
-        s->env.metrics = &s->metrics;
+        body = &s->metrics;
         break;
     case GPP__ENVELOPE__BODY_ABORT:
         gpp__abort__init(&s->abort_);
         s->abort_.reason = "agent 3 silent for 5000 ms";
-        s->env.abort = &s->abort_;
+        body = &s->abort_;
         break;
     case GPP__ENVELOPE__BODY_SHUTDOWN:
         gpp__shutdown__init(&s->shutdown);
-        s->env.shutdown = &s->shutdown;
+        body = &s->shutdown;
         break;
     case GPP__ENVELOPE__BODY_ERROR:
         gpp__error__init(&s->error);
         s->error.code = GPP__ERROR_CODE__ERROR_DEVICE;
         s->error.text = "cudaMalloc: out of memory";
-        s->env.error = &s->error;
+        body = &s->error;
+        break;
+    case GPP__ENVELOPE__BODY_RDV_SET:
+        gpp__rdv_set__init(&s->rset);
+        s->rset.token = TOKEN;
+        s->rset.key = "gpp-1-2//world/3";
+        s->rset.value.data = (uint8_t *)"\x00\x01"
+                                        "addr";
+        s->rset.value.len = 6;
+        body = &s->rset;
+        break;
+    case GPP__ENVELOPE__BODY_RDV_GET:
+        gpp__rdv_get__init(&s->rget);
+        s->rget.token = TOKEN;
+        s->rget_keys[0] = "job/world/0";
+        s->rget_keys[1] = "job/group/0,1/0:x=y+z";
+        s->rget.keys = s->rget_keys;
+        s->rget.n_keys = 2;
+        s->rget.timeout_ms = 30000;
+        body = &s->rget;
+        break;
+    case GPP__ENVELOPE__BODY_RDV_REPLY:
+        gpp__rdv_reply__init(&s->rreply);
+        s->rreply.request_seq = 41;
+        s->rreply.status = GPP__RDV_STATUS__RDV_OK;
+        for (int i = 0; i < 2; i++) {
+            gpp__rdv_entry__init(&s->rentry[i]);
+            s->rentry[i].key = i ? "job/world/1" : "job/world/0";
+            s->rentry[i].value.data = (uint8_t *)"value";
+            s->rentry[i].value.len = (size_t)(5 - i);
+            s->rentryp[i] = &s->rentry[i];
+        }
+        s->rreply.entries = s->rentryp;
+        s->rreply.n_entries = 2;
+        sender = GPP_MSG_SENDER_COORD;
+        body = &s->rreply;
         break;
     default:
         break;
     }
+    gpp_msg_wrap(&s->env, 7, sender, t, body);
 }
 
 /* Packs without validation: how a buggy or hostile peer would send it. */
@@ -314,6 +361,39 @@ static void t_round_trip_fields(void)
     GPP_EXPECT(strcmp(gpp_msg_type_name(GPP__ENVELOPE__BODY_BARRIER_RELEASE), "barrier_release") ==
                0);
     GPP_EXPECT(strcmp(gpp_msg_type_name(GPP__ENVELOPE__BODY__NOT_SET), "none") == 0);
+    GPP_EXPECT(strcmp(gpp_msg_type_name(GPP__ENVELOPE__BODY_RDV_GET), "rdv_get") == 0);
+    /* the rendezvous fields survive the trip, bytes with a NUL included */
+    s_sample(&s, GPP__ENVELOPE__BODY_RDV_SET);
+    GPP_EXPECT(gpp_msg_encode(&s.env, &buf, &len, &err) == 0);
+    m = gpp_msg_decode(buf, len, &err);
+    GPP_EXPECT_MSG(m, "%s", err.msg);
+    if (m)
+        GPP_EXPECT(!strcmp(m->rdv_set->token, TOKEN) && m->rdv_set->value.len == 6 &&
+                   !memcmp(m->rdv_set->value.data,
+                           "\x00\x01"
+                           "addr",
+                           6));
+    gpp_msg_destroy(&m);
+    free(buf);
+}
+
+/* gpp_msg_wrap sets the envelope and exactly the body it is given. */
+static void t_wrap(void)
+{
+    Gpp__Ready rd = GPP__READY__INIT;
+    rd.stage = 2;
+    gpp_msg_t m;
+    memset(&m, 0xab, sizeof m);
+    gpp_msg_wrap(&m, 9, 4, GPP__ENVELOPE__BODY_READY, &rd);
+    GPP_EXPECT(m.magic == GPP_MSG_MAGIC && m.protocol_version == GPP_PROTOCOL_VERSION);
+    GPP_EXPECT(m.seq == 9 && m.sender == 4);
+    GPP_EXPECT(m.body_case == GPP__ENVELOPE__BODY_READY && m.ready == &rd);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT_MSG(gpp_msg_validate(&m, &err) == 0, "%s", err.msg);
+    Gpp__Shutdown sd = GPP__SHUTDOWN__INIT;
+    gpp_msg_wrap(&m, 10, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_SHUTDOWN, &sd);
+    GPP_EXPECT(m.body_case == GPP__ENVELOPE__BODY_SHUTDOWN && m.shutdown == &sd &&
+               m.sender == GPP_MSG_SENDER_COORD);
 }
 
 static void t_truncated(void)
@@ -560,9 +640,88 @@ static void m_abort(sample_t *s)
     s->abort_.reason = "";
 }
 
+static void m_rdv_endpoint(sample_t *s)
+{
+    s->comm.rdv_endpoint = "coord-host:5555";
+}
+static void m_rdv_token(sample_t *s)
+{
+    s->comm.rdv_token = "0123456789ABCDEF0123456789abcdef";
+}
+static void m_rdv_token_short(sample_t *s)
+{
+    s->rset.token = "abc";
+}
+static void m_rdv_key_charset(sample_t *s)
+{
+    s->rset.key = "job/world 0";
+}
+static void m_rdv_key_empty(sample_t *s)
+{
+    s->rset.key = "";
+}
+static void m_rdv_key_long(sample_t *s)
+{
+    static char key[GPP_RDV_KEY_MAX + 2];
+    memset(key, 'k', GPP_RDV_KEY_MAX + 1);
+    s->rget_keys[1] = key;
+}
+static void m_rdv_value(sample_t *s)
+{
+    static uint8_t big[GPP_RDV_VALUE_MAX + 1];
+    s->rset.value.data = big;
+    s->rset.value.len = sizeof big;
+}
+static void m_rdv_no_keys(sample_t *s)
+{
+    s->rget.n_keys = 0;
+}
+static void m_rdv_timeout(sample_t *s)
+{
+    s->rget.timeout_ms = -1;
+}
+static void m_rdv_status(sample_t *s)
+{
+    s->rreply.status = 0;
+}
+static void m_rdv_error_entries(sample_t *s)
+{
+    s->rreply.status = GPP__RDV_STATUS__RDV_TIMEOUT;
+}
+static void m_rdv_entry_key(sample_t *s)
+{
+    s->rentry[1].key = "a\x01"
+                       "b";
+}
+static void m_rdv_request_seq(sample_t *s)
+{
+    s->rreply.request_seq = 0;
+}
+
 static const bad_case_t BAD[] = {
+    {"rdv endpoint", GPP__ENVELOPE__BODY_ASSIGNMENT, m_rdv_endpoint,
+     "assignment.comm.rdv_endpoint: \"coord-host:5555\" is not tcp://"},
+    {"rdv token hex", GPP__ENVELOPE__BODY_ASSIGNMENT, m_rdv_token,
+     "assignment.comm.rdv_token: character 10 is not a hex digit"},
+    {"rdv token short", GPP__ENVELOPE__BODY_RDV_SET, m_rdv_token_short,
+     "rdv_set.token: 3 characters, expected 32"},
+    {"rdv key charset", GPP__ENVELOPE__BODY_RDV_SET, m_rdv_key_charset,
+     "rdv_set.key: byte 9 (0x20) outside"},
+    {"rdv key empty", GPP__ENVELOPE__BODY_RDV_SET, m_rdv_key_empty, "rdv_set.key: 0 bytes"},
+    {"rdv key long", GPP__ENVELOPE__BODY_RDV_GET, m_rdv_key_long,
+     "rdv_get.keys[1]: 257 bytes, expected 1..256"},
+    {"rdv value", GPP__ENVELOPE__BODY_RDV_SET, m_rdv_value, "rdv_set.value: 1048577 bytes"},
+    {"rdv no keys", GPP__ENVELOPE__BODY_RDV_GET, m_rdv_no_keys, "rdv_get.keys: 0 keys"},
+    {"rdv timeout", GPP__ENVELOPE__BODY_RDV_GET, m_rdv_timeout, "rdv_get.timeout_ms: -1"},
+    {"rdv status", GPP__ENVELOPE__BODY_RDV_REPLY, m_rdv_status, "rdv_reply.status: not set"},
+    {"rdv error entries", GPP__ENVELOPE__BODY_RDV_REPLY, m_rdv_error_entries,
+     "rdv_reply.entries: 2 entries with an error status"},
+    {"rdv entry key", GPP__ENVELOPE__BODY_RDV_REPLY, m_rdv_entry_key,
+     "rdv_reply.entries[1].key: byte 1 (0x01)"},
+    {"rdv request seq", GPP__ENVELOPE__BODY_RDV_REPLY, m_rdv_request_seq,
+     "rdv_reply.request_seq: 0"},
     {"magic", GPP__ENVELOPE__BODY_SHUTDOWN, m_magic, "magic"},
-    {"version", GPP__ENVELOPE__BODY_HEARTBEAT, m_version, "protocol_version: peer speaks 2"},
+    {"version", GPP__ENVELOPE__BODY_HEARTBEAT, m_version, "protocol_version: peer speaks 3"},
     {"seq", GPP__ENVELOPE__BODY_HEARTBEAT, m_seq, "seq"},
     {"sender", GPP__ENVELOPE__BODY_HEARTBEAT, m_sender, "sender"},
     {"no body", GPP__ENVELOPE__BODY_HEARTBEAT, m_no_body, "body"},
@@ -663,6 +822,7 @@ static void t_embedded_nul_and_oversize(void)
 static const gpp_test_case_t cases[] = {
     {"round_trip_every_type", t_round_trip_every_type},
     {"round_trip_fields", t_round_trip_fields},
+    {"wrap", t_wrap},
     {"truncated", t_truncated},
     {"random_garbage_10k", t_random_garbage},
     {"mutations", t_mutations},
