@@ -33,7 +33,7 @@ struct gpp_worker_s {
     gpp_worker_cfg_t cfg;
     int ok;
 
-    /* worker thread */
+    /* the worker thread's (made by gpp_worker_start before the thread runs) */
     zsock_t *wpipe; /* worker end */
     gpp_msg_t *msg; /* the Assignment or ProfileRequest envelope, owned */
     char host[256];

@@ -437,8 +437,8 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
                 goto out;
             break;
         default:
-            gpp_err_set(err, "action %d: unknown type %d", i, (int)a->type);
-            goto out;
+            assert(0 && "action types are checked by gpp_pipeline_new");
+            break;
         }
         self->act_ms[i] = gpp_now_ms() - t0;
     }

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -583,6 +584,44 @@ static void t_assignment_fails(void)
     }
 }
 
+/* gpp-agent's command line: a bad one exits 2 before connecting, --help 0. */
+static void t_command_line(void)
+{
+    const char *bin = getenv("GPP_BIN");
+    char agent[1024];
+    snprintf(agent, sizeof agent, "%s/agent/gpp-agent", bin ? bin : "build");
+    const struct {
+        const char *args[6];
+        int code;
+    } cases[] = {
+        {{"--help"}, 0},
+        {{"--slot", "0"}, 2},
+        {{"--coordinator", "tcp://127.0.0.1:1"}, 2},
+        {{"--coordinator", "tcp://127.0.0.1:1", "--slot", "x"}, 2},
+        {{"--coordinator", "tcp://127.0.0.1:1", "--slot", "0", "--threads", "0"}, 2},
+        {{"--coordinator", "tcp://127.0.0.1:1", "--slot", "0", "--bogus"}, 2},
+        {{"--coordinator", "tcp://127.0.0.1:1", "--slot", "0", "extra"}, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            const char *argv[8] = {agent};
+            for (int k = 0; k < 6 && cases[i].args[k]; k++)
+                argv[k + 1] = cases[i].args[k];
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 1);
+            dup2(null, 2);
+            execv(agent, (char **)argv);
+            _exit(127);
+        }
+        int status = -1;
+        waitpid(pid, &status, 0);
+        GPP_EXPECT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == cases[i].code,
+                       "case %zu (%s): status %d, want exit %d", i, cases[i].args[0], status,
+                       cases[i].code);
+    }
+}
+
 static const gpp_test_case_t cases[] = {
     {"register, heartbeat, shutdown", t_register_heartbeat_shutdown},
     {"control-only barriers", t_control_barriers},
@@ -595,6 +634,7 @@ static const gpp_test_case_t cases[] = {
     {"trains a one-rank job", t_trains},
     {"abort while training", t_abort_while_training},
     {"assignment fails", t_assignment_fails},
+    {"command line", t_command_line},
     {NULL, NULL},
 };
 

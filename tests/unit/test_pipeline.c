@@ -340,6 +340,22 @@ static void m_op(s_job_t *j)
 {
     j->ops[0] = 100000;
 }
+/* a receive on a two-rank job: resolved (and refused) before the rendezvous */
+static void s_recv_from_rank1(s_job_t *j, int tensor, int64_t lo, int64_t hi)
+{
+    j->cfg.world_size = 2;
+    j->acts[0] =
+        (gpp_action_t){.type = GPP_ACT_RECV_ACT, .mb = 0, .tensor = tensor, .lo = lo, .hi = hi};
+    j->peers[0] = 1;
+}
+static void m_tensor(s_job_t *j)
+{
+    s_recv_from_rank1(j, 100000, 0, 4);
+}
+static void m_samples(s_job_t *j)
+{
+    s_recv_from_rank1(j, 1, 2, 6);
+}
 static void m_model(s_job_t *j)
 {
     j->cfg.model = "nosuchmodel:x=1";
@@ -371,6 +387,8 @@ static void t_refuses_bad_config(void)
         {m_act_mb, 0, "action 2 (FWD): micro-batch 2 outside [0, 2)"},
         {m_peer, 0, "action 0 (RECV_ACT): peer rank 0 is not another rank of 1"},
         {m_op, 1, "building stage 0: ops[0] = 100000"},
+        {m_tensor, 1, "building stage 0: action 0: tensor 100000 is not an op of"},
+        {m_samples, 1, "action 0: samples [2, 6) outside this replica's [0, 4) of micro-batch 0"},
         {m_model, 1, "building stage 0"},
         {m_ckpt_dir, 1, "mkdir /proc/gpp_cannot_mkdir"},
         {m_resume_missing, 1, "stage0.ckpt"},
