@@ -63,12 +63,6 @@ static int s_send_raw(gpp_control_t *self, gpp_msg_t *m, gpp_err_t *err)
     return 0;
 }
 
-int gpp_control_send(gpp_control_t *self, gpp_msg_t *m, gpp_err_t *err)
-{
-    assert(self && m);
-    return s_send_raw(self, m, err);
-}
-
 int gpp_control_forward(gpp_control_t *self, const uint8_t *data, size_t len, gpp_err_t *err)
 {
     assert(self);
@@ -311,14 +305,6 @@ void gpp_control_destroy(gpp_control_t **self_p)
     *self_p = NULL;
 }
 
-int gpp_control_rank(const gpp_control_t *self)
-{
-    return self->rank;
-}
-int gpp_control_world(const gpp_control_t *self)
-{
-    return self->world;
-}
 uint64_t gpp_control_dropped(const gpp_control_t *self)
 {
     return self->dropped;

@@ -56,10 +56,6 @@ gpp_control_t *gpp_control_new(const gpp_control_cfg_t *cfg, zloop_t *loop,
  * a last message goes out). Accepts NULL. */
 void gpp_control_destroy(gpp_control_t **self_p);
 
-/* Stamps seq and sender on m (which the caller keeps owning), encodes and
- * queues it. -1 with a message when it fails validation or cannot be queued. */
-int gpp_control_send(gpp_control_t *self, gpp_msg_t *m, gpp_err_t *err);
-
 /* Sends an already-encoded envelope (made by another thread of this agent
  * with any seq/sender): decodes it, re-stamps seq and sender, sends. */
 int gpp_control_forward(gpp_control_t *self, const uint8_t *data, size_t len, gpp_err_t *err);
@@ -68,9 +64,6 @@ int gpp_control_forward(gpp_control_t *self, const uint8_t *data, size_t len, gp
 int gpp_control_barrier_enter(gpp_control_t *self, int barrier_id, gpp_err_t *err);
 int gpp_control_error(gpp_control_t *self, int code, const char *text, gpp_err_t *err);
 
-/* Our rank once RegisterAck arrived, else -1; world size likewise (0). */
-int gpp_control_rank(const gpp_control_t *self);
-int gpp_control_world(const gpp_control_t *self);
 /* Frames dropped because they failed decoding or cross-checks. */
 uint64_t gpp_control_dropped(const gpp_control_t *self);
 

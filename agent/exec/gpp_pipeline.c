@@ -1,0 +1,542 @@
+/* gpp_pipeline: the schedule interpreter. See gpp_pipeline.h. */
+#include "agent/exec/gpp_pipeline.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "agent/comm/gpp_comm.h"
+#include "agent/exec/gpp_ckpt.h"
+#include "agent/exec/gpp_data.h"
+#include "agent/exec/gpp_exec.h"
+#include "common/gpp_time.h"
+#include "kernels/gpp_backend.h"
+#include "model/gpp_model.h"
+
+/* One action of the list, resolved against the stage. */
+typedef struct {
+    gpp_act_type_t type;
+    int mb;
+    int peer; /* SEND/RECV: peer comm rank */
+    int tensor;
+    int64_t lo, hi;    /* SEND/RECV: samples of the iteration */
+    int64_t off;       /* SEND/RECV: lo - first sample of this replica's micro-batch mb */
+    int64_t row_elems; /* elements per sample of the tensor */
+    gpp_dtype_t dtype;
+    size_t bytes;
+    uint32_t tag;
+    void *buf;           /* SEND/RECV: host buffer of `bytes`, owned */
+    gpp_comm_req_t *req; /* in flight */
+} s_act_t;
+
+struct gpp_pipeline_s {
+    gpp_pipeline_cfg_t cfg; /* borrowed arrays and strings */
+    gpp_pipeline_callbacks_t cb;
+
+    /* shared with the thread calling gpp_pipeline_abort */
+    atomic_int abort;
+    pthread_mutex_t mu; /* guards comm against abort from another thread */
+    gpp_comm_t *comm;
+
+    /* the thread running gpp_pipeline_run */
+    gpp_graph_t *g;
+    gpp_backend_t *be;
+    gpp_data_t *data;
+    gpp_exec_t *ex;
+    gpp_comm_group_t *dp;
+    s_act_t *acts;  /* [cfg.n_actions] */
+    double *act_ms; /* [cfg.n_actions] */
+    char phase[64]; /* what run is doing, for messages */
+};
+
+/* First sample of this replica's share of micro-batch mb, and its size. */
+static void s_my_range(const gpp_pipeline_cfg_t *c, int mb, int64_t *lo, int64_t *n)
+{
+    int64_t b = c->micro_batch, d = c->replicas, r = c->replica;
+    int64_t a = mb * b + (r * b) / d, z = mb * b + ((r + 1) * b) / d;
+    *lo = a;
+    *n = z - a;
+}
+
+static int s_is_p2p(gpp_act_type_t t)
+{
+    return t >= GPP_ACT_SEND_ACT && t <= GPP_ACT_RECV_GRAD;
+}
+
+gpp_pipeline_t *gpp_pipeline_new(const gpp_pipeline_cfg_t *cfg, const gpp_pipeline_callbacks_t *cb,
+                                 gpp_err_t *err)
+{
+    assert(cfg && cfg->model);
+    const gpp_pipeline_cfg_t *c = cfg;
+    if (c->replicas <= 0 || c->replica < 0 || c->replica >= c->replicas || c->micro_batch <= 0 ||
+        c->batch <= 0 || c->batch % c->micro_batch || c->world_size <= 0 || c->rank < 0 ||
+        c->rank >= c->world_size || c->iterations < c->start_iteration || c->start_iteration < 0 ||
+        c->n_ops <= 0 || c->n_actions < 0 || c->threads <= 0) {
+        gpp_err_set(err,
+                    "pipeline: bad configuration (replica %d of %d, micro-batch %d, batch %d, "
+                    "rank %d of %d, iterations [%d, %d), %d ops, %d actions, %d threads)",
+                    c->replica, c->replicas, c->micro_batch, c->batch, c->rank, c->world_size,
+                    c->start_iteration, c->iterations, c->n_ops, c->n_actions, c->threads);
+        return NULL;
+    }
+    const int n_mb = c->batch / c->micro_batch;
+    for (int i = 0; i < c->n_actions; i++) {
+        const gpp_action_t *x = &c->actions[i];
+        if ((int)x->type < 0 || x->type >= GPP_ACT__COUNT) {
+            gpp_err_set(err, "pipeline: action %d: unknown type %d", i, (int)x->type);
+            return NULL;
+        }
+        if ((x->type == GPP_ACT_FWD || x->type == GPP_ACT_BWD || s_is_p2p(x->type)) &&
+            (x->mb < 0 || x->mb >= n_mb)) {
+            gpp_err_set(err, "pipeline: action %d (%s): micro-batch %d outside [0, %d)", i,
+                        gpp_act_type_name(x->type), x->mb, n_mb);
+            return NULL;
+        }
+        if (s_is_p2p(x->type) && (c->peer_ranks[i] < 0 || c->peer_ranks[i] >= c->world_size ||
+                                  c->peer_ranks[i] == c->rank)) {
+            gpp_err_set(err, "pipeline: action %d (%s): peer rank %d is not another rank of %d", i,
+                        gpp_act_type_name(x->type), c->peer_ranks[i], c->world_size);
+            return NULL;
+        }
+    }
+    gpp_pipeline_t *self = gpp_xcalloc(1, sizeof *self);
+    self->cfg = *cfg;
+    if (cb)
+        self->cb = *cb;
+    pthread_mutex_init(&self->mu, NULL);
+    snprintf(self->phase, sizeof self->phase, "starting");
+    return self;
+}
+
+/* Resolves the action list against the built stage: sample offsets, sizes,
+ * dtypes, tags and a buffer per transfer. */
+static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
+{
+    const gpp_pipeline_cfg_t *c = &self->cfg;
+    const gpp_graph_t *g = self->g;
+    const size_t n = c->n_actions ? (size_t)c->n_actions : 1;
+    self->acts = gpp_xcalloc(n, sizeof *self->acts);
+    self->act_ms = gpp_xcalloc(n, sizeof *self->act_ms);
+    for (int i = 0; i < c->n_actions; i++) {
+        const gpp_action_t *x = &c->actions[i];
+        s_act_t *a = &self->acts[i];
+        a->type = x->type;
+        a->mb = x->mb;
+        a->tensor = x->tensor;
+        a->lo = x->lo;
+        a->hi = x->hi;
+        a->peer = -1;
+        if (!s_is_p2p(a->type))
+            continue;
+        a->peer = c->peer_ranks[i];
+        if (a->tensor < 0 || a->tensor >= g->n_ops)
+            return gpp_err_set(err, "action %d: tensor %d is not an op of %s", i, a->tensor,
+                               g->name);
+        int64_t mylo, myn;
+        s_my_range(c, a->mb, &mylo, &myn);
+        if (a->lo < mylo || a->hi > mylo + myn || a->lo > a->hi)
+            return gpp_err_set(err,
+                               "action %d: samples [%lld, %lld) outside this replica's "
+                               "[%lld, %lld) of micro-batch %d",
+                               i, (long long)a->lo, (long long)a->hi, (long long)mylo,
+                               (long long)(mylo + myn), a->mb);
+        a->off = a->lo - mylo;
+        const gpp_op_t *op = &g->ops[a->tensor];
+        a->row_elems = op->rows * op->cols;
+        a->dtype = op->type == GPP_OP_INPUT && op->input_kind == GPP_INPUT_INDICES ? GPP_DTYPE_I32
+                                                                                   : GPP_DTYPE_F32;
+        if (a->type == GPP_ACT_SEND_GRAD || a->type == GPP_ACT_RECV_GRAD)
+            a->dtype = GPP_DTYPE_F32;
+        a->bytes = (size_t)((a->hi - a->lo) * a->row_elems) * 4;
+        uint64_t tag = ((uint64_t)a->lo * (uint64_t)g->n_ops + (uint64_t)a->tensor) * 2 +
+                       (a->type >= GPP_ACT_SEND_GRAD);
+        if (tag > UINT32_MAX)
+            return gpp_err_set(err,
+                               "action %d: message tag overflows 32 bits (batch x ops too "
+                               "large)",
+                               i);
+        a->tag = (uint32_t)tag;
+        a->buf = gpp_xcalloc(a->bytes ? a->bytes : 1, 1);
+    }
+    return 0;
+}
+
+static void s_checkpoint_path(const gpp_pipeline_t *self, char *path, size_t len)
+{
+    snprintf(path, len, "%s/stage%d.ckpt", self->cfg.checkpoint_dir, self->cfg.stage);
+}
+
+/* Restores the stage's weights, optimizer state and step count. */
+static int s_checkpoint_load(gpp_pipeline_t *self, gpp_err_t *err)
+{
+    char path[4200];
+    s_checkpoint_path(self, path, sizeof path);
+    return gpp_ckpt_load(self->ex, path, err);
+}
+
+/* Saves the stage atomically (replica 0 only: replicas hold the same bits). */
+static int s_checkpoint_save(gpp_pipeline_t *self, gpp_err_t *err)
+{
+    char path[4200];
+    s_checkpoint_path(self, path, sizeof path);
+    return gpp_ckpt_save(self->ex, path, err);
+}
+
+/* Joins the world communicator: the rendezvous blocks until every rank of
+ * the world has joined, or the timeout. */
+static gpp_comm_t *s_comm_open(const gpp_pipeline_cfg_t *c, gpp_err_t *err)
+{
+    gpp_rdv_client_t *rdv = gpp_rdv_client_new(c->rdv_endpoint, c->rdv_token, c->rank, err);
+    if (!rdv)
+        return NULL;
+    gpp_comm_opts_t co = {.rdv = rdv, /* the comm takes it over */
+                          .prefix = c->prefix,
+                          .world_size = c->world_size,
+                          .rank = c->rank,
+                          .host = c->host,
+                          .timeout_ms = c->comm_timeout_ms};
+    return gpp_comm_gloo_new(&co, err);
+}
+
+static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
+{
+    const gpp_pipeline_cfg_t *c = &self->cfg;
+    snprintf(self->phase, sizeof self->phase, "building stage %d", c->stage);
+    self->g = gpp_model_load(c->model, err);
+    if (!self->g)
+        return -1;
+    for (int i = 0; i < c->n_ops; i++)
+        if (c->ops[i] < 0 || c->ops[i] >= self->g->n_ops)
+            return gpp_err_set(err, "ops[%d] = %d: %s has %d ops", i, c->ops[i], self->g->name,
+                               self->g->n_ops);
+    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = c->threads};
+    self->be = gpp_backend_new(&bc, err);
+    if (!self->be)
+        return -1;
+    self->data = gpp_data_new(self->g, c->seed);
+    gpp_exec_cfg_t ec = {.seed = c->seed, .optim = c->optim, .batch = c->batch};
+    self->ex = gpp_exec_new(self->g, c->n_ops, c->ops, self->be, self->data, &ec, err);
+    if (!self->ex)
+        return -1;
+    if (c->start_iteration > 0 && s_checkpoint_load(self, err) < 0)
+        return -1;
+    if (s_resolve(self, err) < 0)
+        return -1;
+    if (c->world_size == 1) /* one rank: nothing to send, receive or reduce */
+        return 0;
+
+    snprintf(self->phase, sizeof self->phase, "joining the communicator (rank %d of %d)", c->rank,
+             c->world_size);
+    gpp_comm_t *comm = s_comm_open(c, err);
+    if (!comm)
+        return -1;
+    pthread_mutex_lock(&self->mu);
+    self->comm = comm;
+    int aborted = atomic_load(&self->abort);
+    pthread_mutex_unlock(&self->mu);
+    if (aborted)
+        return gpp_err_set(err, "aborted");
+    if (c->replicas > 1) {
+        /* dp_ranks are ascending: consecutive devices of one stage */
+        self->dp = gpp_comm_group_new(self->comm, c->dp_ranks, c->replicas, err);
+        if (!self->dp)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- one iteration ---- */
+
+static int s_sync(gpp_pipeline_t *self, gpp_err_t *err)
+{
+    return gpp_stream_sync(gpp_exec_stream(self->ex), err);
+}
+
+/* Sums one embedding table's sparse gradient over the stage's replicas:
+ * each replica's touched rows travel as one all-gathered block (int32 row
+ * ids [count], then fp32 values [count, dim]; count follows from the size),
+ * and every replica rebuilds the sum by adding the blocks in replica order
+ * to an empty gradient. Same blocks, same order: the same rows and bits on
+ * every replica and in every run. The pipeline's backend is the CPU one, so
+ * the gradient's device arrays are host memory. */
+static int s_sync_sparse(gpp_pipeline_t *self, gpp_sparse_grad_t *sg, gpp_err_t *err)
+{
+    gpp_stream_t *st = gpp_exec_stream(self->ex);
+    const int n = gpp_comm_group_size(self->dp);
+    const int64_t dim = gpp_sparse_grad_dim(sg), count = gpp_sparse_grad_count(sg);
+    const size_t row_bytes = sizeof(int32_t) + (size_t)dim * sizeof(float);
+    const size_t ids_bytes = (size_t)count * sizeof(int32_t);
+    char *mine = gpp_xcalloc(count ? (size_t)count * row_bytes : 1, 1);
+    if (count) {
+        memcpy(mine, gpp_sparse_grad_rows(sg), ids_bytes);
+        memcpy(mine + ids_bytes, gpp_sparse_grad_values(sg), (size_t)count * row_bytes - ids_bytes);
+    }
+    size_t *bytes_each = gpp_xcalloc((size_t)n, sizeof *bytes_each);
+    char *all = NULL;
+    int rc = gpp_comm_allgatherv(self->comm, self->dp, mine, (size_t)count * row_bytes,
+                                 (void **)&all, bytes_each, err);
+    if (rc == 0)
+        rc = gpp_sparse_grad_clear(st, sg, err);
+    size_t off = 0;
+    for (int r = 0; rc == 0 && r < n; r++) {
+        if (bytes_each[r] % row_bytes) {
+            rc = gpp_err_set(err,
+                             "sparse gradient sync: replica %d sent %zu bytes, not whole rows "
+                             "of %zu bytes (a replica with another model build?)",
+                             r, bytes_each[r], row_bytes);
+            break;
+        }
+        /* blocks sit at multiples of 4 bytes in a malloc'd buffer: aligned */
+        const int64_t k = (int64_t)(bytes_each[r] / row_bytes);
+        const int32_t *ids = (const int32_t *)(const void *)(all + off);
+        const float *vals = (const float *)(const void *)(all + off + (size_t)k * sizeof(int32_t));
+        rc = gpp_sparse_grad_add(st, sg, k, ids, vals, err);
+        off += bytes_each[r];
+    }
+    if (rc == 0)
+        rc = s_sync(self, err); /* the adds have read `all` */
+    free(all);
+    free(bytes_each);
+    free(mine);
+    return rc;
+}
+
+/* Sums the dense gradients over the stage's replicas with one all-reduce,
+ * and each embedding table's sparse gradient by exchanging touched rows
+ * only (s_sync_sparse): a million-row table costs what its batch touched,
+ * not the table. */
+static int s_allreduce(gpp_pipeline_t *self, gpp_err_t *err)
+{
+    if (!self->dp)
+        return 0;
+    if (s_sync(self, err) < 0)
+        return -1;
+    int64_t numel = 0;
+    float *gr = gpp_exec_grads(self->ex, &numel);
+    if (numel > 0 && gpp_comm_allreduce_sum_f32(self->comm, self->dp, gr, (size_t)numel, err) < 0)
+        return -1;
+    for (int i = 0; i < gpp_exec_n_sparse(self->ex); i++)
+        if (s_sync_sparse(self, gpp_exec_sparse_grad(self->ex, i), err) < 0)
+            return gpp_err_prefix(err, "sparse gradient %d", i);
+    return 0;
+}
+
+static int s_mkdirs(const char *dir, gpp_err_t *err)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0777) < 0 && errno != EEXIST)
+                return gpp_err_set(err, "mkdir %s: %s", p, strerror(errno));
+            *s = '/';
+        }
+    if (mkdir(p, 0777) < 0 && errno != EEXIST)
+        return gpp_err_set(err, "mkdir %s: %s", p, strerror(errno));
+    return 0;
+}
+
+static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_loss,
+                       int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
+{
+    const gpp_pipeline_cfg_t *as = &self->cfg;
+    int64_t base = (int64_t)it * as->batch;
+    int n_mb = as->batch / as->micro_batch;
+    char *begun = gpp_xcalloc((size_t)n_mb, 1);
+    int rc = -1, pending_release = -1;
+    double t_iter = gpp_now_ms(), bubble = 0;
+    *samples = 0;
+
+    /* post every receive of the iteration now; each is waited just before use */
+    for (int i = 0; i < self->cfg.n_actions; i++) {
+        s_act_t *a = &self->acts[i];
+        if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
+            gpp_comm_irecv(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err) < 0)
+            goto out;
+    }
+    for (int i = 0; i < self->cfg.n_actions; i++) {
+        if (atomic_load(&self->abort)) {
+            gpp_err_set(err, "aborted");
+            goto out;
+        }
+        s_act_t *a = &self->acts[i];
+        double t0 = gpp_now_ms();
+        if (pending_release >= 0 && !(a->type == GPP_ACT_SEND_GRAD && a->mb == pending_release)) {
+            gpp_exec_release(self->ex, pending_release);
+            pending_release = -1;
+        }
+        int64_t mylo, myn;
+        if (a->mb >= 0) {
+            s_my_range(&self->cfg, a->mb, &mylo, &myn);
+            if (!begun[a->mb] && (a->type == GPP_ACT_FWD || a->type == GPP_ACT_RECV_ACT)) {
+                if (gpp_exec_begin(self->ex, a->mb, base + mylo, myn, err) < 0)
+                    goto out;
+                begun[a->mb] = 1;
+                *samples += myn;
+            }
+        }
+        switch (a->type) {
+        case GPP_ACT_FWD:
+            if (gpp_exec_forward(self->ex, a->mb, err) < 0 || s_sync(self, err) < 0)
+                goto out;
+            break;
+        case GPP_ACT_BWD:
+            if (gpp_exec_backward(self->ex, a->mb, err) < 0 || s_sync(self, err) < 0)
+                goto out;
+            pending_release = a->mb;
+            break;
+        case GPP_ACT_RECV_ACT:
+        case GPP_ACT_RECV_GRAD: {
+            if (gpp_comm_wait(self->comm, &a->req, err) < 0)
+                goto out;
+            bubble += gpp_now_ms() - t0;
+            gpp_tensor_t src =
+                gpp_tensor(a->buf, a->dtype, a->hi - a->lo, self->g->ops[a->tensor].rows,
+                           self->g->ops[a->tensor].cols);
+            int r = a->type == GPP_ACT_RECV_ACT
+                        ? gpp_exec_set_input(self->ex, a->mb, a->tensor, &src, a->off, err)
+                        : gpp_exec_add_output_grad(self->ex, a->mb, a->tensor, &src, a->off, err);
+            if (r < 0)
+                goto out;
+            break;
+        }
+        case GPP_ACT_SEND_ACT:
+        case GPP_ACT_SEND_GRAD: {
+            const gpp_tensor_t *t = a->type == GPP_ACT_SEND_ACT
+                                        ? gpp_exec_output(self->ex, a->mb, a->tensor)
+                                        : gpp_exec_input_grad(self->ex, a->mb, a->tensor);
+            if (!t) {
+                gpp_err_set(err, "action %d: no %s of op %d for micro-batch %d", i,
+                            a->type == GPP_ACT_SEND_ACT ? "output" : "input gradient", a->tensor,
+                            a->mb);
+                goto out;
+            }
+            const char *src = (const char *)t->data + (size_t)(a->off * a->row_elems) * 4;
+            if (gpp_stream_copy(gpp_exec_stream(self->ex), a->buf, src, a->bytes, GPP_COPY_D2H,
+                                err) < 0 ||
+                s_sync(self, err) < 0 ||
+                gpp_comm_isend(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err) < 0)
+                goto out;
+            break;
+        }
+        case GPP_ACT_ALLREDUCE:
+            if (s_allreduce(self, err) < 0)
+                goto out;
+            break;
+        case GPP_ACT_STEP:
+            if (gpp_exec_has_loss(self->ex)) {
+                if (gpp_exec_loss(self->ex, loss_out, err) < 0)
+                    goto out;
+                *has_loss = 1;
+            }
+            if (gpp_exec_step(self->ex, err) < 0)
+                goto out;
+            break;
+        default:
+            assert(0 && "action types are checked by gpp_pipeline_new");
+            break;
+        }
+        self->act_ms[i] = gpp_now_ms() - t0;
+    }
+    if (pending_release >= 0)
+        gpp_exec_release(self->ex, pending_release);
+    /* every send completes within its iteration */
+    double t_send = gpp_now_ms();
+    for (int i = 0; i < self->cfg.n_actions; i++) {
+        s_act_t *a = &self->acts[i];
+        if (a->req && (a->type == GPP_ACT_SEND_ACT || a->type == GPP_ACT_SEND_GRAD) &&
+            gpp_comm_wait(self->comm, &a->req, err) < 0)
+            goto out;
+    }
+    bubble += gpp_now_ms() - t_send;
+    rc = 0;
+out:
+    *iter_ms = gpp_now_ms() - t_iter;
+    *bubble_ms = bubble < *iter_ms ? bubble : *iter_ms;
+    free(begun);
+    return rc;
+}
+
+int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
+{
+    assert(self);
+    const gpp_pipeline_cfg_t *c = &self->cfg;
+    if (s_setup(self, err) < 0)
+        goto fail;
+    if (self->cb.on_ready)
+        self->cb.on_ready(self->cb.arg);
+    snprintf(self->phase, sizeof self->phase, "waiting for the start barrier");
+    if (atomic_load(&self->abort) || (self->cb.barrier && self->cb.barrier(self->cb.arg, 0) < 0)) {
+        gpp_err_set(err, "stopped before training");
+        goto fail;
+    }
+    int save = c->checkpoint_dir && c->checkpoint_dir[0] && c->replica == 0;
+    if (save && s_mkdirs(c->checkpoint_dir, err) < 0)
+        goto fail;
+    for (int it = c->start_iteration; it < c->iterations; it++) {
+        snprintf(self->phase, sizeof self->phase, "training iteration %d", it);
+        gpp_pipeline_metrics_t m = {
+            .iteration = it, .n_actions = c->n_actions, .action_ms = self->act_ms};
+        if (s_iteration(self, it, &m.loss, &m.has_loss, &m.samples, &m.iteration_ms, &m.bubble_ms,
+                        err) < 0)
+            goto fail;
+        int last = it + 1 == c->iterations;
+        if (save &&
+            (last || (c->checkpoint_interval > 0 && (it + 1) % c->checkpoint_interval == 0))) {
+            snprintf(self->phase, sizeof self->phase, "saving the checkpoint of iteration %d", it);
+            if (s_checkpoint_save(self, err) < 0)
+                goto fail;
+        }
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        m.mem_high_water_bytes = (int64_t)ru.ru_maxrss * 1024;
+        if (self->cb.on_metrics)
+            self->cb.on_metrics(self->cb.arg, &m);
+    }
+    snprintf(self->phase, sizeof self->phase, "trained");
+    return 0;
+fail:
+    if (atomic_load(&self->abort))
+        gpp_err_set(err, "aborted");
+    return gpp_err_prefix(err, "%s", self->phase);
+}
+
+void gpp_pipeline_abort(gpp_pipeline_t *self, const char *reason)
+{
+    assert(self);
+    atomic_store(&self->abort, 1);
+    pthread_mutex_lock(&self->mu);
+    if (self->comm)
+        gpp_comm_abort(self->comm, reason ? reason : "the job was stopped");
+    pthread_mutex_unlock(&self->mu);
+}
+
+void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_pipeline_t *self = *self_p;
+    *self_p = NULL;
+    if (self->acts)
+        for (int i = 0; i < self->cfg.n_actions; i++)
+            free(self->acts[i].buf); /* requests are freed with the comm */
+    free(self->acts);
+    free(self->act_ms);
+    gpp_comm_group_destroy(&self->dp);
+    pthread_mutex_lock(&self->mu);
+    gpp_comm_destroy(&self->comm);
+    pthread_mutex_unlock(&self->mu);
+    gpp_exec_destroy(&self->ex);
+    gpp_data_destroy(&self->data);
+    gpp_backend_destroy(&self->be);
+    gpp_graph_destroy(&self->g);
+    pthread_mutex_destroy(&self->mu);
+    free(self);
+}

@@ -1,0 +1,117 @@
+/* gpp_pipeline: the schedule interpreter — one stage replica running its
+ * lowered action list (planner/gpp_plan.h, made by gpp_sched) with the
+ * executor (agent/exec/gpp_exec.h) and the communicator
+ * (agent/comm/gpp_comm.h).
+ *
+ * gpp_pipeline_run() blocks: it builds the model, the CPU backend, the
+ * synthetic data source and the stage's executor (loading the stage's
+ * checkpoint when resuming), joins the communicator and, with replicas > 1,
+ * the data-parallel group; calls on_ready, then barrier(0); then per
+ * iteration posts every receive of the iteration at its start (each into
+ * its own buffer) and walks the list: a RECV waits for its message just
+ * before the pass that uses it, FWD/BWD run the executor, SEND copies the
+ * slice [lo, hi) of the output or input gradient and sends it
+ * asynchronously, ALLREDUCE sums dense gradients (and the embedding
+ * tables' touched rows) over the stage's replicas, STEP applies the
+ * optimizer. Received pieces are placed at their sample offsets, so
+ * data-parallel degrees may differ across an edge; gradients from several
+ * consumer stages add up in the executor. Every send is complete before
+ * the iteration ends. After each iteration it calls on_metrics (per-action
+ * times, time spent waiting for receives as the bubble, peak RSS, the loss
+ * share on sink stages); at checkpoint_interval and at the end replica 0
+ * saves <checkpoint_dir>/stage<S>.ckpt. The communicator stays up until
+ * gpp_pipeline_destroy, so that no peer loses a connection it still uses.
+ *
+ * Message tags: (lo * n_ops + tensor) * 2 + (0 activation | 1 gradient) —
+ * unique per transfer between two ranks within an iteration.
+ *
+ * Threads: gpp_pipeline_run runs on one thread (a worker); only
+ * gpp_pipeline_abort may be called from another, at any time: a blocked
+ * receive, rendezvous or barrier callback returns and run fails with
+ * "aborted".
+ *
+ * Ownership: gpp_pipeline_new returns an object the caller owns; it
+ * borrows cfg and every array and string cfg points to, which must outlive
+ * it. */
+#ifndef GPP_PIPELINE_H
+#define GPP_PIPELINE_H
+
+#include <stdint.h>
+
+#include "common/gpp_err.h"
+#include "kernels/gpp_optim.h"
+#include "planner/gpp_plan.h"
+
+typedef struct gpp_pipeline_s gpp_pipeline_t;
+
+typedef struct {
+    const char *model; /* zoo spec or graph file, as the planner read it */
+    int stage;         /* stage id (checkpoint file name, messages) */
+    int replica;       /* 0 <= replica < replicas; replica 0 saves checkpoints */
+    int replicas;      /* data-parallel degree of the stage, > 0 */
+    int n_ops;
+    const int *ops;  /* [n_ops] op ids of the stage */
+    int micro_batch; /* samples per micro-batch over all replicas, > 0 */
+    int batch;       /* mini-batch samples, a multiple of micro_batch */
+    int n_actions;
+    const gpp_action_t *actions; /* [n_actions] this replica's lowered list */
+    const int *peer_ranks;       /* [n_actions]: SEND/RECV peer's comm rank, else ignored */
+    const int *dp_ranks;         /* [replicas] comm ranks of the stage's replicas, ascending */
+    gpp_optim_hp_t optim;
+    uint64_t seed;
+    int iterations;             /* run iterations [start_iteration, iterations) */
+    int start_iteration;        /* > 0: resume from the stage's checkpoint */
+    const char *checkpoint_dir; /* NULL or "": no checkpoints */
+    int checkpoint_interval;    /* iterations between checkpoints, 0: only the last */
+    int threads;                /* CPU backend threads, >= 1 */
+    /* the communicator; a world of one rank has none */
+    const char *rdv_endpoint; /* the coordinator's rendezvous endpoint (gpp_rdv_client) */
+    const char *rdv_token;    /* the job's rendezvous token */
+    const char *prefix;       /* rendezvous key prefix of this job attempt */
+    int world_size;         /* > 0 */
+    int rank;               /* this replica's comm rank */
+    const char *host;       /* data-plane address to bind, e.g. "127.0.0.1" */
+    int comm_timeout_ms;    /* rendezvous and per-wait limit; 0: the comm's default */
+} gpp_pipeline_cfg_t;
+
+/* What one iteration measured; valid during the on_metrics call only. */
+typedef struct {
+    int iteration; /* absolute iteration index */
+    int n_actions;
+    const double *action_ms; /* [n_actions] wall time of each action */
+    double iteration_ms;
+    double bubble_ms;             /* waiting for receives and the last sends */
+    int64_t mem_high_water_bytes; /* peak RSS of the process */
+    int has_loss;                 /* the stage holds a loss op */
+    double loss;                  /* this replica's share of the mini-batch loss */
+    int64_t samples;              /* samples this replica processed */
+} gpp_pipeline_metrics_t;
+
+/* How the pipeline reports; called on the thread running gpp_pipeline_run.
+ * Any may be NULL. */
+typedef struct {
+    /* The stage is built and the communicator joined. */
+    void (*on_ready)(void *arg);
+    /* Blocks until every replica of the job entered barrier_id: 0 when it
+     * was released, -1 when the job is stopping. NULL: no barrier. */
+    int (*barrier)(void *arg, int barrier_id);
+    void (*on_metrics)(void *arg, const gpp_pipeline_metrics_t *m);
+    void *arg;
+} gpp_pipeline_callbacks_t;
+
+/* Checks the configuration (no blocking work). NULL with a message naming
+ * the action or field at fault. */
+gpp_pipeline_t *gpp_pipeline_new(const gpp_pipeline_cfg_t *cfg, const gpp_pipeline_callbacks_t *cb,
+                                 gpp_err_t *err);
+/* Builds the stage, joins the communicator, waits for barrier 0 and trains.
+ * 0 when every iteration ran; -1 with a message saying what it was doing
+ * (building, joining, iteration i) on failure or abort. Call once. */
+int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err);
+/* Makes a running or later gpp_pipeline_run fail with "aborted": aborts the
+ * communicator so that blocked waits return. Any thread; idempotent. */
+void gpp_pipeline_abort(gpp_pipeline_t *self, const char *reason);
+/* Closes the communicator, frees everything. Not concurrently with run.
+ * Accepts NULL. */
+void gpp_pipeline_destroy(gpp_pipeline_t **self_p);
+
+#endif

@@ -1,0 +1,462 @@
+/* gpp_worker: the agent's worker thread. See gpp_worker.h. */
+#include "agent/gpp_worker.h"
+
+#include <assert.h>
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/exec/gpp_data.h"
+#include "agent/exec/gpp_pipeline.h"
+#include "agent/exec/gpp_profile.h"
+#include "common/gpp_sigfd.h"
+#include "kernels/gpp_backend.h"
+#include "model/gpp_model.h"
+
+#define S_JOIN_GRACE_MS 5000 /* a worker stuck in a rendezvous is left behind after this */
+
+struct gpp_worker_s {
+    /* shared between the threads */
+    pthread_t th;
+    int th_started;
+    atomic_int stopping;      /* stop(abort) was called: failures are not reported */
+    atomic_int done;          /* the thread has ended */
+    gpp_pipeline_t *pipeline; /* training; made before the thread starts */
+
+    /* main thread */
+    zloop_t *loop;
+    gpp_control_t *ctl;
+    zsock_t *pipe; /* main end */
+    gpp_worker_cfg_t cfg;
+    int ok;
+
+    /* the worker thread's (made by gpp_worker_start before the thread runs) */
+    zsock_t *wpipe; /* worker end */
+    gpp_msg_t *msg; /* the Assignment or ProfileRequest envelope, owned */
+    char host[256];
+    gpp_action_t *actions; /* [n_actions] the assignment's list, converted */
+    int *peer_ranks;       /* [n_actions] */
+    gpp_pipeline_cfg_t pcfg;
+};
+
+/* ---- worker -> main ---- */
+
+static void s_post(gpp_worker_t *self, gpp_msg_t *m)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    gpp_err_t err = {{0}};
+    if (gpp_msg_encode(m, &buf, &len, &err) < 0) {
+        gpp_error("worker: %s", err.msg);
+        return;
+    }
+    zmsg_t *zm = zmsg_new();
+    zmsg_addstr(zm, "fwd");
+    zmsg_addmem(zm, buf, len);
+    free(buf);
+    zmsg_send(&zm, self->wpipe);
+}
+
+static void s_post_error(gpp_worker_t *self, int code, const char *text)
+{
+    Gpp__Error e = GPP__ERROR__INIT;
+    e.code = code;
+    char buf[GPP_MSG_STR_MAX];
+    snprintf(buf, sizeof buf, "%s", text);
+    e.text = buf;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, 0);
+    m.body_case = GPP__ENVELOPE__BODY_ERROR;
+    m.error = &e;
+    s_post(self, &m);
+}
+
+/* Waits for a word from the main thread: the barrier id for "release", -1
+ * for "stop". */
+static int s_wait_word(gpp_worker_t *self)
+{
+    zmsg_t *zm = zmsg_recv(self->wpipe);
+    if (!zm)
+        return -1;
+    char *w = zmsg_popstr(zm);
+    int v = -1;
+    if (w && strcmp(w, "release") == 0) {
+        char *id = zmsg_popstr(zm);
+        v = id ? atoi(id) : -1;
+        free(id);
+    }
+    free(w);
+    zmsg_destroy(&zm);
+    return v;
+}
+
+/* ---- the pipeline's callbacks, on the worker thread ---- */
+
+static void s_on_ready(void *arg)
+{
+    gpp_worker_t *self = arg;
+    Gpp__Ready rd = GPP__READY__INIT;
+    rd.stage = self->pcfg.stage;
+    rd.replica = self->pcfg.replica;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, 0);
+    m.body_case = GPP__ENVELOPE__BODY_READY;
+    m.ready = &rd;
+    s_post(self, &m);
+}
+
+static int s_barrier(void *arg, int barrier_id)
+{
+    gpp_worker_t *self = arg;
+    Gpp__BarrierEnter be = GPP__BARRIER_ENTER__INIT;
+    be.barrier_id = barrier_id;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, 0);
+    m.body_case = GPP__ENVELOPE__BODY_BARRIER_ENTER;
+    m.barrier_enter = &be;
+    s_post(self, &m);
+    return s_wait_word(self) == barrier_id ? 0 : -1;
+}
+
+static void s_on_metrics(void *arg, const gpp_pipeline_metrics_t *pm)
+{
+    gpp_worker_t *self = arg;
+    Gpp__Metrics mt = GPP__METRICS__INIT;
+    mt.iteration = pm->iteration - self->pcfg.start_iteration;
+    mt.n_action_ms = (size_t)pm->n_actions;
+    mt.action_ms = (double *)pm->action_ms;
+    mt.iteration_ms = pm->iteration_ms;
+    mt.bubble_ms = pm->bubble_ms;
+    mt.mem_high_water_bytes = pm->mem_high_water_bytes;
+    mt.has_loss = pm->has_loss;
+    mt.loss = pm->loss;
+    mt.samples = pm->samples;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, 0);
+    m.body_case = GPP__ENVELOPE__BODY_METRICS;
+    m.metrics = &mt;
+    s_post(self, &m);
+}
+
+/* ---- the assignment, as the pipeline's configuration ---- */
+
+static int s_peer_rank(const Gpp__Assignment *as, int peer_stage, int peer_replica, int tensor,
+                       int downstream_tensor_owner_is_us, gpp_err_t *err)
+{
+    for (size_t i = 0; i < as->n_edges; i++) {
+        const Gpp__Edge *e = as->edges[i];
+        if (e->peer_stage != peer_stage)
+            continue;
+        int has = 0;
+        for (size_t j = 0; j < e->n_tensors; j++)
+            has |= e->tensors[j] == tensor;
+        if (!has || (int)e->downstream != downstream_tensor_owner_is_us)
+            continue;
+        for (size_t j = 0; j < e->n_replicas; j++)
+            if (e->replicas[j]->replica == peer_replica)
+                return e->replicas[j]->rank;
+        return gpp_err_set(err, "stage %d has no replica %d in the assignment's edges", peer_stage,
+                           peer_replica);
+    }
+    return gpp_err_set(err, "tensor %d is on no %s edge to stage %d", tensor,
+                       downstream_tensor_owner_is_us ? "outgoing" : "incoming", peer_stage);
+}
+
+/* Converts the validated Assignment into the pipeline's configuration
+ * (arrays owned by the worker, strings by the message). */
+static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
+{
+    const Gpp__Assignment *as = self->msg->assignment;
+    const size_t n = as->n_actions ? as->n_actions : 1;
+    self->actions = gpp_xcalloc(n, sizeof *self->actions);
+    self->peer_ranks = gpp_xcalloc(n, sizeof *self->peer_ranks);
+    for (size_t i = 0; i < as->n_actions; i++) {
+        const Gpp__Action *x = as->actions[i];
+        gpp_action_t *a = &self->actions[i];
+        *a = (gpp_action_t){.type = (gpp_act_type_t)x->type,
+                            .mb = x->mb,
+                            .peer_stage = x->peer_stage,
+                            .peer_replica = x->peer_replica,
+                            .tensor = x->tensor,
+                            .lo = x->lo,
+                            .hi = x->hi};
+        self->peer_ranks[i] = -1;
+        if (a->type < GPP_ACT_SEND_ACT || a->type > GPP_ACT_RECV_GRAD)
+            continue;
+        /* activations go downstream, gradients upstream: the tensor is ours
+         * when we send activations or receive gradients */
+        int ours = a->type == GPP_ACT_SEND_ACT || a->type == GPP_ACT_RECV_GRAD;
+        self->peer_ranks[i] = s_peer_rank(as, x->peer_stage, x->peer_replica, a->tensor, ours, err);
+        if (self->peer_ranks[i] < 0)
+            return gpp_err_prefix(err, "action %zu", i);
+    }
+    const Gpp__HyperParams *h = as->hyper;
+    self->pcfg = (gpp_pipeline_cfg_t){
+        .model = as->model,
+        .stage = as->stage,
+        .replica = as->replica,
+        .replicas = as->replicas,
+        .n_ops = (int)as->n_ops,
+        .ops = as->ops,
+        .micro_batch = as->micro_batch,
+        .batch = as->batch,
+        .n_actions = (int)as->n_actions,
+        .actions = self->actions,
+        .peer_ranks = self->peer_ranks,
+        .dp_ranks = as->dp_ranks,
+        .optim = {.kind = h->optimizer == GPP__OPTIMIZER__OPTIMIZER_SGD ? GPP_OPTIM_SGD
+                                                                        : GPP_OPTIM_ADAMW,
+                  .lr = (float)h->lr,
+                  .weight_decay = (float)h->weight_decay,
+                  .momentum = (float)h->momentum,
+                  .beta1 = (float)h->beta1,
+                  .beta2 = (float)h->beta2,
+                  .eps = (float)h->eps},
+        .seed = as->seed,
+        .iterations = as->iterations,
+        .start_iteration = as->start_iteration,
+        .checkpoint_dir = as->checkpoint_dir,
+        .checkpoint_interval = as->checkpoint_interval,
+        .threads = self->cfg.threads,
+        .rdv_endpoint = as->comm->rdv_endpoint,
+        .rdv_token = as->comm->rdv_token,
+        .prefix = as->comm->prefix,
+        .world_size = as->comm->world_size,
+        .rank = as->comm->rank,
+        .host = self->host,
+        .comm_timeout_ms = self->cfg.comm_timeout_ms};
+    gpp_pipeline_callbacks_t cb = {s_on_ready, s_barrier, s_on_metrics, self};
+    self->pipeline = gpp_pipeline_new(&self->pcfg, &cb, err);
+    return self->pipeline ? 0 : -1;
+}
+
+/* ---- the thread ---- */
+
+/* Times every op of the model at the requested micro-batch sizes
+ * (gpp_profile, the same code as gpp-train --profile-out) and reports the
+ * measured forward and backward of each op and size as rows. */
+static int s_profile(gpp_worker_t *self, gpp_err_t *err)
+{
+    const Gpp__ProfileRequest *rq = self->msg->profile_request;
+    int rc = -1, max_mb = 1, *ops = NULL;
+    cJSON *root = NULL;
+    Gpp__OpProfile *rows = NULL, **rowp = NULL;
+    gpp_backend_t *be = NULL;
+    gpp_data_t *data = NULL;
+    gpp_graph_t *g = gpp_model_load(rq->model, err);
+    if (!g)
+        goto out;
+    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = self->cfg.threads};
+    if (!(be = gpp_backend_new(&bc, err)))
+        goto out;
+    data = gpp_data_new(g, 1);
+    for (size_t i = 0; i < rq->n_micro_batches; i++)
+        if (rq->micro_batches[i] > max_mb)
+            max_mb = rq->micro_batches[i];
+    ops = gpp_xcalloc((size_t)g->n_ops, sizeof *ops);
+    for (int i = 0; i < g->n_ops; i++)
+        ops[i] = i;
+    gpp_profile_cfg_t pc = {.max_micro_batch = max_mb, .reps = rq->iterations, .seed = 1};
+    root = gpp_profile_measure(g, g->n_ops, ops, be, data, &pc, err);
+    if (!root)
+        goto out;
+    size_t n = 0, cap = 64;
+    rows = gpp_xcalloc(cap, sizeof *rows);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root)
+    {
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(e, "runtime"), *v;
+        const cJSON *fw = cJSON_GetObjectItemCaseSensitive(e, "forward");
+        cJSON_ArrayForEach(v, rt)
+        {
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(fw, v->string);
+            if (n == cap) {
+                cap *= 2;
+                rows = gpp_xrealloc(rows, cap * sizeof *rows);
+            }
+            gpp__op_profile__init(&rows[n]);
+            rows[n].op = atoi(e->string);
+            rows[n].micro_batch = atoi(v->string);
+            assert(cJSON_IsNumber(f) && f->valuedouble <= v->valuedouble); /* our table */
+            rows[n].fwd_ms = f->valuedouble;
+            rows[n].bwd_ms = v->valuedouble - f->valuedouble;
+            n++;
+        }
+    }
+    rowp = gpp_xcalloc(n ? n : 1, sizeof *rowp);
+    for (size_t i = 0; i < n; i++)
+        rowp[i] = &rows[i];
+    Gpp__ProfileResult res = GPP__PROFILE_RESULT__INIT;
+    res.n_ops = n;
+    res.ops = rowp;
+    gpp_msg_t m;
+    gpp_msg_init(&m, 1, 0);
+    m.body_case = GPP__ENVELOPE__BODY_PROFILE_RESULT;
+    m.profile_result = &res;
+    s_post(self, &m);
+    rc = 0;
+out:
+    cJSON_Delete(root);
+    free(rows);
+    free(rowp);
+    free(ops);
+    gpp_data_destroy(&data);
+    gpp_backend_destroy(&be);
+    gpp_graph_destroy(&g);
+    if (rc < 0)
+        gpp_err_prefix(err, "profiling %s", rq->model);
+    return rc;
+}
+
+static void *s_thread(void *arg)
+{
+    gpp_worker_t *self = arg;
+    gpp_sigfd_mask(SIG_BLOCK); /* signals are the loop thread's; Gloo's threads inherit this */
+    gpp_err_t err = {{0}};
+    int ok = (self->pipeline ? gpp_pipeline_run(self->pipeline, &err) : s_profile(self, &err)) == 0;
+    if (!ok && !atomic_load(&self->stopping)) {
+        char text[GPP_MSG_STR_MAX];
+        if (self->pipeline)
+            snprintf(text, sizeof text, "stage %d replica %d: %s", self->pcfg.stage,
+                     self->pcfg.replica, err.msg);
+        else
+            snprintf(text, sizeof text, "%s", err.msg);
+        gpp_error("worker: %s", text);
+        s_post_error(self,
+                     strstr(err.msg, "comm") || strstr(err.msg, "gloo")
+                         ? GPP__ERROR_CODE__ERROR_COMM
+                         : GPP__ERROR_CODE__ERROR_INTERNAL,
+                     text);
+    }
+    if (ok && self->pipeline) /* keep the communicator up until every agent has finished */
+        while (s_wait_word(self) >= 0)
+            ;
+    zmsg_t *zm = zmsg_new();
+    zmsg_addstr(zm, "done");
+    zmsg_addstr(zm, ok && !atomic_load(&self->stopping) ? "1" : "0");
+    zmsg_send(&zm, self->wpipe);
+    return NULL;
+}
+
+/* ---- main thread ---- */
+
+static int s_on_pipe(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    (void)loop;
+    gpp_worker_t *self = arg;
+    zmsg_t *zm = zmsg_recv(sock);
+    if (!zm)
+        return 0;
+    char *w = zmsg_popstr(zm);
+    int rc = 0;
+    if (w && strcmp(w, "fwd") == 0) {
+        zframe_t *f = zmsg_pop(zm);
+        gpp_err_t err = {{0}};
+        if (f && gpp_control_forward(self->ctl, zframe_data(f), zframe_size(f), &err) < 0)
+            gpp_warn("worker: %s", err.msg);
+        zframe_destroy(&f);
+    } else if (w && strcmp(w, "done") == 0) {
+        char *ok = zmsg_popstr(zm);
+        self->ok = ok && ok[0] == '1';
+        free(ok);
+        atomic_store(&self->done, 1);
+        zloop_reader_end(self->loop, self->pipe);
+        rc = self->cfg.on_done ? self->cfg.on_done(self->cfg.arg, self->ok) : 0;
+    }
+    free(w);
+    zmsg_destroy(&zm);
+    return rc;
+}
+
+gpp_worker_t *gpp_worker_start(gpp_msg_t **msg_p, const gpp_worker_cfg_t *cfg, zloop_t *loop,
+                               gpp_control_t *ctl, gpp_err_t *err)
+{
+    assert(msg_p && *msg_p && cfg && loop && ctl);
+    assert((*msg_p)->body_case == GPP__ENVELOPE__BODY_ASSIGNMENT ||
+           (*msg_p)->body_case == GPP__ENVELOPE__BODY_PROFILE_REQUEST);
+    gpp_worker_t *self = gpp_xcalloc(1, sizeof *self);
+    self->msg = *msg_p;
+    *msg_p = NULL;
+    self->cfg = *cfg;
+    self->loop = loop;
+    self->ctl = ctl;
+    snprintf(self->host, sizeof self->host, "%s", cfg->host ? cfg->host : "");
+    if (self->msg->body_case == GPP__ENVELOPE__BODY_ASSIGNMENT && s_pipeline_cfg(self, err) < 0)
+        goto fail;
+    self->pipe = zsys_create_pipe(&self->wpipe);
+    if (!self->pipe) {
+        gpp_err_set(err, "worker: cannot create the worker pipe");
+        goto fail;
+    }
+    if (zloop_reader(loop, self->pipe, s_on_pipe, self) < 0) {
+        gpp_err_set(err, "worker: zloop_reader failed");
+        goto fail;
+    }
+    int rc = pthread_create(&self->th, NULL, s_thread, self);
+    if (rc != 0) {
+        gpp_err_set(err, "worker: pthread_create: %s", strerror(rc));
+        goto fail;
+    }
+    self->th_started = 1;
+    return self;
+fail:
+    gpp_worker_destroy(&self);
+    return NULL;
+}
+
+void gpp_worker_release(gpp_worker_t *self, int barrier_id)
+{
+    zmsg_t *zm = zmsg_new();
+    zmsg_addstr(zm, "release");
+    zmsg_addstrf(zm, "%d", barrier_id);
+    zmsg_send(&zm, self->pipe);
+}
+
+void gpp_worker_stop(gpp_worker_t *self, int abort)
+{
+    if (atomic_load(&self->done))
+        return;
+    if (abort) {
+        atomic_store(&self->stopping, 1);
+        if (self->pipeline)
+            gpp_pipeline_abort(self->pipeline, "the job was stopped");
+    }
+    zstr_send(self->pipe, "stop");
+}
+
+int gpp_worker_done(const gpp_worker_t *self)
+{
+    return atomic_load(&((gpp_worker_t *)self)->done);
+}
+
+void gpp_worker_destroy(gpp_worker_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_worker_t *self = *self_p;
+    *self_p = NULL;
+    if (self->th_started) {
+        if (!atomic_load(&self->done))
+            gpp_worker_stop(self, 1);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += S_JOIN_GRACE_MS / 1000;
+        if (pthread_timedjoin_np(self->th, NULL, &ts) != 0) {
+            /* stuck in a blocking rendezvous: the process is ending anyway */
+            gpp_warn("worker: still running after %d ms; leaving it", S_JOIN_GRACE_MS);
+            return;
+        }
+    }
+    gpp_pipeline_destroy(&self->pipeline);
+    if (self->pipe)
+        zloop_reader_end(self->loop, self->pipe);
+    zsock_destroy(&self->pipe);
+    zsock_destroy(&self->wpipe);
+    gpp_msg_destroy(&self->msg);
+    free(self->actions);
+    free(self->peer_ranks);
+    free(self);
+}
