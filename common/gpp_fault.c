@@ -16,7 +16,9 @@ static const char *const s_names[GPP_FAULT_COUNT] = {
 };
 _Static_assert(sizeof s_names / sizeof s_names[0] == GPP_FAULT_COUNT, "a name per fault");
 
-static int64_t s_arg[GPP_FAULT_COUNT] = {-1, -1};
+/* Armed faults and their numbers (zero-initialised: nothing armed). */
+static int s_armed[GPP_FAULT_COUNT];
+static int64_t s_arg[GPP_FAULT_COUNT];
 static pthread_once_t s_env_once = PTHREAD_ONCE_INIT;
 
 static int s_find(const char *name, size_t len)
@@ -44,6 +46,7 @@ static void s_read_env(void)
                      tok);
             continue;
         }
+        s_armed[id] = 1;
         s_arg[id] = arg;
         gpp_warn("fault injection armed: %s:%" PRId64 " (GPP_FAULT)", s_names[id], arg);
     }
@@ -54,14 +57,14 @@ int gpp_fault(enum gpp_fault_id id)
 {
     assert(id >= 0 && id < GPP_FAULT_COUNT);
     pthread_once(&s_env_once, s_read_env);
-    return s_arg[id] >= 0;
+    return s_armed[id];
 }
 
 int64_t gpp_fault_arg(enum gpp_fault_id id)
 {
     assert(id >= 0 && id < GPP_FAULT_COUNT);
     pthread_once(&s_env_once, s_read_env);
-    return s_arg[id];
+    return s_armed[id] ? s_arg[id] : -1;
 }
 
 int gpp_fault_arm(const char *name, int64_t arg)
@@ -71,6 +74,7 @@ int gpp_fault_arm(const char *name, int64_t arg)
     int id = s_find(name, strlen(name));
     if (id < 0)
         return -1;
-    s_arg[id] = arg < 0 ? -1 : arg;
+    s_armed[id] = arg >= 0;
+    s_arg[id] = arg;
     return 0;
 }

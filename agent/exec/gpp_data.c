@@ -467,8 +467,8 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err
             __builtin_mul_overflow(bytes, self->n_samples, &bytes) ||
             __builtin_add_overflow(off, bytes, &off)) {
             gpp_err_set(err,
-                        "dataset %s: corrupt header: array %u '%s' of %lld x [%lld, %lld] "
-                        "values is larger than any file",
+                        "dataset %s: corrupt header: array %u '%s' claims %lld x [%lld, "
+                        "%lld] values, an impossible size",
                         path, i, a->name, (long long)self->n_samples, (long long)a->rows,
                         (long long)a->cols);
             goto fail;

@@ -250,9 +250,9 @@ static void t_bad_files_rejected(void)
     } crafted[] = {
         {16, (uint64_t)1 << 63, "corrupt header"},            /* n_samples < 0 as i64 */
         {16, 0, "corrupt header"},                            /* no samples */
-        {16, (uint64_t)1 << 60, "larger than any file"},      /* x rows x cols x 4 overflows */
-        {32 + 72, (uint64_t)1 << 62, "larger than any file"}, /* rows */
-        {32 + 80, (uint64_t)-16, "larger than any file"},     /* cols < 0 */
+        {16, (uint64_t)1 << 60, "impossible size"},      /* x rows x cols x 4 overflows */
+        {32 + 72, (uint64_t)1 << 62, "impossible size"}, /* rows */
+        {32 + 80, (uint64_t)-16, "impossible size"},     /* cols < 0 */
         {32 + 72, 3, "truncated"},                            /* a plausible wrong size */
     };
     for (size_t i = 0; i < sizeof crafted / sizeof crafted[0]; i++) {

@@ -3,7 +3,7 @@
  * stages, re-sharded pieces and regenerated data) equals the whole model,
  * data-parallel halves sum to the full gradient, stash accounting, the
  * profiler's table is readable by the planner and is the median over
- * repetitions (a minority of slow ones, injected at hook point "profile.rep",
+ * repetitions (a minority of slow ones, injected at fault hook "profile_slow",
  * does not move it), and bad calls fail cleanly.
  *
  * Tolerance: gradients and updated weights agree to a relative error of
