@@ -26,18 +26,6 @@ static void s_usage(FILE *f)
                "                 [--control-barriers N]\n");
 }
 
-static int s_int(const char *name, const char *v, long lo, long hi, long *out)
-{
-    gpp_err_t err = {{0}};
-    int64_t x;
-    if (gpp_parse_int64(name, v, lo, hi, &x, &err) < 0) {
-        fprintf(stderr, "gpp-agent: --%s\n", err.msg);
-        return -1;
-    }
-    *out = (long)x;
-    return 0;
-}
-
 static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
 {
     static const struct option longs[] = {{"coordinator", required_argument, 0, 'c'},
@@ -61,7 +49,7 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
     o->ctl.timeout_ms = 5000;
     o->threads = 1;
     int c, idx;
-    long v;
+    int64_t v;
     while ((c = getopt_long(argc, argv, "h", longs, &idx)) != -1) {
         switch (c) {
         case 'c':
@@ -71,32 +59,32 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
             o->ctl.host = optarg;
             break;
         case 's':
-            if (s_int("slot", optarg, 0, INT_MAX, &v) < 0)
+            if (gpp_parse_flag_int64("gpp-agent", "--slot", optarg, 0, INT_MAX, &v) < 0)
                 return -1;
             o->ctl.slot = (int)v;
             break;
         case 'b':
-            if (s_int("heartbeat-ms", optarg, 1, INT_MAX, &v) < 0)
+            if (gpp_parse_flag_int64("gpp-agent", "--heartbeat-ms", optarg, 1, INT_MAX, &v) < 0)
                 return -1;
             o->ctl.heartbeat_ms = (int)v;
             break;
         case 't':
-            if (s_int("timeout-ms", optarg, 2, INT_MAX, &v) < 0)
+            if (gpp_parse_flag_int64("gpp-agent", "--timeout-ms", optarg, 2, INT_MAX, &v) < 0)
                 return -1;
             o->ctl.timeout_ms = (int)v;
             break;
         case 'm':
-            if (s_int("mem-bytes", optarg, 1, LONG_MAX, &v) < 0)
+            if (gpp_parse_flag_int64("gpp-agent", "--mem-bytes", optarg, 1, LONG_MAX, &v) < 0)
                 return -1;
             o->ctl.mem_bytes = v;
             break;
         case 'T':
-            if (s_int("threads", optarg, 1, 1024, &v) < 0)
+            if (gpp_parse_flag_int64("gpp-agent", "--threads", optarg, 1, 1024, &v) < 0)
                 return -1;
             o->threads = (int)v;
             break;
         case 'B':
-            if (s_int("control-barriers", optarg, 0, INT_MAX, &v) < 0)
+            if (gpp_parse_flag_int64("gpp-agent", "--control-barriers", optarg, 0, INT_MAX, &v) < 0)
                 return -1;
             o->control_barriers = (int)v;
             break;
@@ -104,7 +92,7 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
             o->data_host = optarg;
             break;
         case 'C':
-            if (s_int("comm-timeout-ms", optarg, 1, INT_MAX, &v) < 0)
+            if (gpp_parse_flag_int64("gpp-agent", "--comm-timeout-ms", optarg, 1, INT_MAX, &v) < 0)
                 return -1;
             o->comm_timeout_ms = (int)v;
             break;

@@ -57,10 +57,8 @@ static void s_usage(FILE *out)
 static int s_num(const char *flag, const char *v, long long min, long long *out)
 {
     int64_t x;
-    if (gpp_parse_int64(flag, v, min, INT64_MAX, &x, NULL) < 0) {
-        fprintf(stderr, "gpp-train: error: %s '%s' must be an integer >= %lld\n", flag, v, min);
+    if (gpp_parse_flag_int64("gpp-train: error", flag, v, min, INT64_MAX, &x) < 0)
         return -1;
-    }
     *out = x;
     return 0;
 }
@@ -68,10 +66,8 @@ static int s_num(const char *flag, const char *v, long long min, long long *out)
 static int s_real(const char *flag, const char *v, float *out)
 {
     double x;
-    if (gpp_parse_double(flag, v, 0, 0, 3.4e38, &x, NULL) < 0) {
-        fprintf(stderr, "gpp-train: error: %s '%s' must be a non-negative number\n", flag, v);
+    if (gpp_parse_flag_double("gpp-train: error", flag, v, 0, 0, 3.4e38, &x) < 0)
         return -1;
-    }
     *out = (float)x;
     return 0;
 }

@@ -1,12 +1,19 @@
-/* gpp_atomic_file: temp file + fsync + rename (see gpp_atomic_file.h). */
+/* gpp_atomic_file: exclusive temp file + fsync + rename + directory fsync
+ * (see gpp_atomic_file.h). */
 #include "common/gpp_atomic_file.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
+
+#include "common/gpp_fault.h"
+
+#define TEMP_TRIES 16
 
 struct gpp_atomic_file_s {
     FILE *f;
@@ -15,36 +22,44 @@ struct gpp_atomic_file_s {
     int64_t size;
 };
 
-static int64_t s_fault_after = -1;
-static int s_fault_env_read;
-
-void gpp_atomic_file_fault_after(int64_t bytes)
+/* Fills the last 12 characters of tmp ("XXXXXXXXXXXX") from the kernel's
+ * random source: 62^12 names, not guessable from the pid or the time. */
+static int s_random_suffix(char *x)
 {
-    s_fault_env_read = 1; /* an explicit setting wins over the environment */
-    s_fault_after = bytes;
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char r[12];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+        return -1;
+    for (size_t i = 0; i < sizeof r; i++)
+        x[i] = alphabet[r[i] % (sizeof alphabet - 1)];
+    return 0;
 }
 
 gpp_atomic_file_t *gpp_atomic_file_open(const char *path, gpp_err_t *err)
 {
     assert(path);
-    if (!s_fault_env_read) {
-        s_fault_env_read = 1;
-        const char *e = getenv("GPP_FAULT_AFILE_AFTER_BYTES");
-        if (e && *e) {
-            s_fault_after = strtoll(e, NULL, 10);
-            gpp_warn("fault injection armed: afile.write fails after %lld bytes",
-                     (long long)s_fault_after);
-        }
-    }
-    size_t n = strlen(path) + 32;
+    size_t n = strlen(path) + sizeof ".tmp.XXXXXXXXXXXX";
     char *tmp = gpp_xcalloc(1, n);
-    snprintf(tmp, n, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < TEMP_TRIES; tries++) {
+        snprintf(tmp, n, "%s.tmp.XXXXXXXXXXXX", path);
+        if (s_random_suffix(tmp + n - 13) < 0)
+            break;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         gpp_err_set(err,
                     "%s: cannot create a temp file beside it (%s): %s; check the "
                     "directory exists and is writable",
                     path, tmp, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         free(tmp);
         return NULL;
     }
@@ -58,13 +73,16 @@ gpp_atomic_file_t *gpp_atomic_file_open(const char *path, gpp_err_t *err)
 int gpp_atomic_file_write(gpp_atomic_file_t *self, const void *data, size_t len, gpp_err_t *err)
 {
     assert(self && self->f);
-    if (s_fault_after >= 0 && self->size + (int64_t)len > s_fault_after) {
-        size_t part = (size_t)(s_fault_after > self->size ? s_fault_after - self->size : 0);
-        if (part)
-            (void)!fwrite(data, 1, part, self->f);
-        self->size += (int64_t)part;
-        return gpp_err_set(err, "%s: write failed: %s (fault injection afile.write)", self->tmp,
-                           strerror(ENOSPC));
+    if (gpp_fault(GPP_FAULT_ATOMIC_WRITE)) {
+        int64_t limit = gpp_fault_arg(GPP_FAULT_ATOMIC_WRITE);
+        if (self->size + (int64_t)len > limit) {
+            size_t part = (size_t)(limit > self->size ? limit - self->size : 0);
+            if (part)
+                (void)!fwrite(data, 1, part, self->f);
+            self->size += (int64_t)part;
+            return gpp_err_set(err, "%s: write failed: %s (fault injection atomic_write)",
+                               self->tmp, strerror(ENOSPC));
+        }
     }
     if (len && fwrite(data, 1, len, self->f) != len)
         return gpp_err_set(err, "%s: write failed: %s", self->tmp, strerror(errno));
@@ -72,14 +90,30 @@ int gpp_atomic_file_write(gpp_atomic_file_t *self, const void *data, size_t len,
     return 0;
 }
 
+/* fsync of the directory holding path, so that a rename into it is durable. */
+static int s_sync_dir(const char *path, gpp_err_t *err)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? gpp_xstrdup(path) : gpp_xstrdup(".");
+    if (slash)
+        dir[slash == path ? 1 : slash - path] = 0; /* "/x" -> "/", "a/b" -> "a" */
+    int rc = 0, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0)
+        rc = gpp_err_set(err, "%s: written, but its directory %s cannot be synced: %s", path,
+                         dir, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    free(dir);
+    return rc;
+}
+
 int gpp_atomic_file_commit(gpp_atomic_file_t **self_p, gpp_err_t *err)
 {
     assert(self_p && *self_p);
     gpp_atomic_file_t *self = *self_p;
     int rc = 0;
-    if (fflush(self->f) != 0 || fsync(fileno(self->f)) != 0) {
+    if (fflush(self->f) != 0 || fsync(fileno(self->f)) != 0)
         rc = gpp_err_set(err, "%s: write failed: %s", self->tmp, strerror(errno));
-    }
     if (fclose(self->f) != 0 && rc == 0)
         rc = gpp_err_set(err, "%s: close failed: %s", self->tmp, strerror(errno));
     self->f = NULL;
@@ -89,6 +123,7 @@ int gpp_atomic_file_commit(gpp_atomic_file_t **self_p, gpp_err_t *err)
     if (rc == 0) {
         free(self->tmp);
         self->tmp = NULL; /* renamed: nothing for destroy to unlink */
+        rc = s_sync_dir(self->path, err);
     }
     gpp_atomic_file_destroy(self_p);
     return rc;
@@ -109,4 +144,14 @@ void gpp_atomic_file_destroy(gpp_atomic_file_t **self_p)
     free(self->path);
     free(self);
     *self_p = NULL;
+}
+
+int gpp_write_file_atomic(const char *path, const void *data, size_t len, gpp_err_t *err)
+{
+    gpp_atomic_file_t *f = gpp_atomic_file_open(path, err);
+    if (!f || gpp_atomic_file_write(f, data, len, err) < 0) {
+        gpp_atomic_file_destroy(&f);
+        return -1;
+    }
+    return gpp_atomic_file_commit(&f, err);
 }

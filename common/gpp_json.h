@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/gpp_atomic_file.h" /* gpp_write_file_atomic */
 #include "common/gpp_err.h"
 
 /* Reads a whole file (at most max_bytes). Caller owns the NUL-terminated
@@ -18,9 +19,5 @@ char *gpp_read_file(const char *path, size_t max_bytes, gpp_err_t *err);
 /* Parses JSON; on error the message names origin:line:col. Caller owns the
  * result (cJSON_Delete). */
 cJSON *gpp_json_parse(const char *text, const char *origin, gpp_err_t *err);
-
-/* Writes data to path atomically (temp file in the same directory, fsync,
- * rename): an existing file is either untouched or fully replaced. */
-int gpp_write_file_atomic(const char *path, const void *data, size_t len, gpp_err_t *err);
 
 #endif

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 int gpp_parse_int64(const char *name, const char *value, int64_t lo, int64_t hi, int64_t *out,
@@ -40,4 +41,24 @@ int gpp_parse_double(const char *name, const char *value, double lo, int lo_open
         return gpp_err_set(err, "%s: expected a number <= %g, got '%s'", name, hi, value);
     *out = x;
     return 0;
+}
+
+int gpp_parse_flag_int64(const char *prog, const char *flag, const char *value, int64_t lo,
+                         int64_t hi, int64_t *out)
+{
+    gpp_err_t err;
+    if (gpp_parse_int64(flag, value, lo, hi, out, &err) == 0)
+        return 0;
+    fprintf(stderr, "%s: %s\n", prog, err.msg);
+    return -1;
+}
+
+int gpp_parse_flag_double(const char *prog, const char *flag, const char *value, double lo,
+                          int lo_open, double hi, double *out)
+{
+    gpp_err_t err;
+    if (gpp_parse_double(flag, value, lo, lo_open, hi, out, &err) == 0)
+        return 0;
+    fprintf(stderr, "%s: %s\n", prog, err.msg);
+    return -1;
 }

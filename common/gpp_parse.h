@@ -22,6 +22,14 @@ int gpp_parse_int64(const char *name, const char *value, int64_t lo, int64_t hi,
 int gpp_parse_double(const char *name, const char *value, double lo, int lo_open, double hi,
                      double *out, gpp_err_t *err);
 
+/* A program's command-line flag: the same, and on failure prints
+ * "PROG: FLAG: expected ..., got 'VALUE'" to stderr (the program then exits
+ * with its own status). */
+int gpp_parse_flag_int64(const char *prog, const char *flag, const char *value, int64_t lo,
+                         int64_t hi, int64_t *out);
+int gpp_parse_flag_double(const char *prog, const char *flag, const char *value, double lo,
+                          int lo_open, double hi, double *out);
+
 #ifdef __cplusplus
 }
 #endif

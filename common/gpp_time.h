@@ -7,7 +7,6 @@ extern "C" {
 #endif
 #include <stdint.h>
 double gpp_now_ms(void);   /* CLOCK_MONOTONIC, milliseconds */
-int64_t gpp_now_us(void);  /* CLOCK_MONOTONIC, microseconds */
 #ifdef __cplusplus
 }
 #endif

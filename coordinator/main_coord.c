@@ -77,12 +77,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             const char *flag = c == 'b'   ? "--barriers"
                                : c == 't' ? "--start-timeout-ms"
                                           : "--iterations";
-            gpp_err_t err = {{0}};
             int64_t x;
-            if (gpp_parse_int64(flag, optarg, 0, INT_MAX, &x, &err) < 0) {
-                fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
+            if (gpp_parse_flag_int64("gpp-coordinator", flag, optarg, 0, INT_MAX, &x) < 0)
                 return -1;
-            }
             v = (long)x;
         }
         switch (c) {

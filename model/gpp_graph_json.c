@@ -359,24 +359,3 @@ int gpp_graph_write_json(const gpp_graph_t *g, const char *path, gpp_err_t *err)
     free(s);
     return rc;
 }
-
-int gpp_write_file_atomic(const char *path, const void *data, size_t len, gpp_err_t *err)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return gpp_err_set(err, "%s: cannot create: %s", tmp, strerror(errno));
-    if (fwrite(data, 1, len, f) != len || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        int e = errno;
-        fclose(f);
-        unlink(tmp);
-        return gpp_err_set(err, "%s: write failed: %s", tmp, strerror(e));
-    }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return gpp_err_set(err, "%s: cannot replace: %s", path, strerror(e));
-    }
-    return 0;
-}

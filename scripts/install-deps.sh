@@ -11,6 +11,7 @@ PKGS=(
   libgloo-dev                      # CPU collectives (TCP)
   libtomlplusplus-dev              # cluster.toml parsing (behind a C shim)
   libcjson-dev                     # graph / profile / plan JSON
+  zlib1g-dev                       # crc32 of checkpoints and dataset files
   libncurses-dev                   # gpp-top
 )
 # Benchmark-only: PyTorch on CPU for the training-speed comparison.

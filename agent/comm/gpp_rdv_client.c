@@ -44,7 +44,7 @@ gpp_rdv_client_t *gpp_rdv_client_new(const char *endpoint, const char *token, in
     pthread_mutex_init(&self->mu, NULL);
     uint32_t nonce = 0;
     if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
-        nonce = (uint32_t)(gpp_now_us() ^ (uint64_t)(uintptr_t)self);
+        nonce = (uint32_t)((uint64_t)(gpp_now_ms() * 1000.0) ^ (uint64_t)(uintptr_t)self);
     char identity[64];
     int idl = snprintf(identity, sizeof identity, "rdv/%d/%08x", rank, nonce);
     int zero = 0;

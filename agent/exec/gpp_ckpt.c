@@ -1,16 +1,24 @@
-/* gpp_ckpt: checkpoint save/load (format in gpp_ckpt.h). */
+/* gpp_ckpt: checkpoint save/load (format in gpp_ckpt.h). The executor lends
+ * its state through gpp_exec_params_foreach; every byte goes through
+ * gpp_codec and zlib's crc32. */
 #include "agent/exec/gpp_ckpt.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "common/gpp_atomic_file.h"
-#include "agent/exec/gpp_hash.h"
+#include "common/gpp_codec.h"
 
 #define CHUNK_BYTES ((size_t)4 << 20)
+#define SPEC_MAX_LEN 4096
+#define NAME_MAX_LEN 1024
+#define ENTRY_MIN_BYTES 24 /* u32 name_len, u32 role, i64 rows, i64 cols */
+#define MAX_DIM ((int64_t)1 << 31)
 
 static const char *s_optim_name(uint32_t k)
 {
@@ -21,39 +29,52 @@ static const char *s_optim_name(uint32_t k)
 
 typedef struct {
     gpp_atomic_file_t *f;
-    uint32_t crc;
+    gpp_stream_t *s;
+    uint32_t crc;         /* of every byte written */
+    unsigned char *bytes; /* CHUNK_BYTES */
 } writer_t;
 
-static int s_w(writer_t *w, const void *p, size_t len, gpp_err_t *err)
+/* Writes what the codec holds, folds it into the CRC and empties it. */
+static int s_flush(writer_t *w, gpp_codec_t *c, gpp_err_t *err)
 {
-    w->crc = gpp_crc32(w->crc, p, len);
-    return gpp_atomic_file_write(w->f, p, len, err);
+    assert(!c->overrun);
+    w->crc = (uint32_t)crc32_z(w->crc, c->buf, c->pos);
+    int rc = gpp_atomic_file_write(w->f, c->buf, c->pos, err);
+    c->pos = 0;
+    return rc;
 }
 
-static int s_w32(writer_t *w, uint32_t v, gpp_err_t *err)
+static int s_count(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
 {
-    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                          (unsigned char)(v >> 24)};
-    return s_w(w, b, 4, err);
+    (void)err;
+    *(uint32_t *)arg += (uint32_t)p->n_bufs;
+    return 0;
 }
 
-static int s_w64(writer_t *w, uint64_t v, gpp_err_t *err)
+/* Every buffer of one parameter: header, then the device floats through the
+ * byte buffer in chunks. */
+static int s_save_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
 {
-    if (s_w32(w, (uint32_t)v, err) < 0)
-        return -1;
-    return s_w32(w, (uint32_t)(v >> 32), err);
-}
-
-/* Device floats -> file through a host buffer. */
-static int s_w_device(writer_t *w, gpp_stream_t *s, const float *dev, int64_t numel, void *host,
-                      gpp_err_t *err)
-{
-    size_t total = (size_t)numel * 4;
-    for (size_t off = 0; off < total; off += CHUNK_BYTES) {
-        size_t part = total - off < CHUNK_BYTES ? total - off : CHUNK_BYTES;
-        if (gpp_stream_copy(s, host, (const char *)dev + off, part, GPP_COPY_D2H, err) < 0 ||
-            gpp_stream_sync(s, err) < 0 || s_w(w, host, part, err) < 0)
+    writer_t *w = arg;
+    int64_t numel = p->rows * p->cols, chunk = (int64_t)(CHUNK_BYTES / 4);
+    gpp_codec_t c = gpp_codec_writer(w->bytes, CHUNK_BYTES);
+    for (int role = 0; role < p->n_bufs; role++) {
+        gpp_codec_put_str(&c, p->name);
+        gpp_codec_put_u32(&c, (uint32_t)role);
+        gpp_codec_put_i64(&c, p->rows);
+        gpp_codec_put_i64(&c, p->cols);
+        if (s_flush(w, &c, err) < 0)
             return -1;
+        for (int64_t off = 0; off < numel; off += chunk) {
+            size_t n = (size_t)(numel - off < chunk ? numel - off : chunk);
+            if (gpp_stream_copy(w->s, w->bytes, p->buf[role] + off, n * 4, GPP_COPY_D2H, err) <
+                    0 ||
+                gpp_stream_sync(w->s, err) < 0)
+                return -1;
+            gpp_codec_put_array32(&c, w->bytes, n); /* in place */
+            if (s_flush(w, &c, err) < 0)
+                return -1;
+        }
     }
     return 0;
 }
@@ -61,42 +82,31 @@ static int s_w_device(writer_t *w, gpp_stream_t *s, const float *dev, int64_t nu
 int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err)
 {
     assert(ex && path);
-    const gpp_graph_t *g = gpp_exec_graph(ex);
-    gpp_stream_t *s = gpp_exec_stream(ex);
-    int nb = gpp_exec_optim_nbufs(ex), np = gpp_exec_n_params(ex);
-    writer_t w = {0};
-    void *host = gpp_xcalloc(1, CHUNK_BYTES);
+    const char *spec = gpp_exec_graph(ex)->spec;
+    writer_t w = {.s = gpp_exec_stream(ex), .bytes = gpp_xcalloc(1, CHUNK_BYTES)};
+    uint32_t n_tensors = 0;
     int rc = -1;
-    if (gpp_stream_sync(s, err) < 0 || !(w.f = gpp_atomic_file_open(path, err)))
+    gpp_exec_params_foreach(ex, s_count, &n_tensors, NULL);
+    if (gpp_stream_sync(w.s, err) < 0 || !(w.f = gpp_atomic_file_open(path, err)))
         goto done;
-    if (s_w(&w, GPP_CKPT_MAGIC "", 8, err) < 0 || s_w32(&w, GPP_CKPT_VERSION, err) < 0 ||
-        s_w32(&w, (uint32_t)gpp_exec_optim(ex)->kind, err) < 0 ||
-        s_w64(&w, (uint64_t)gpp_exec_step_count(ex), err) < 0 ||
-        s_w32(&w, (uint32_t)strlen(g->spec), err) < 0 ||
-        s_w(&w, g->spec, strlen(g->spec), err) < 0 || s_w32(&w, (uint32_t)(np * (1 + nb)), err) < 0)
+    gpp_codec_t c = gpp_codec_writer(w.bytes, CHUNK_BYTES);
+    gpp_codec_put_bytes(&c, GPP_CKPT_MAGIC "", 8);
+    gpp_codec_put_u32(&c, GPP_CKPT_VERSION);
+    gpp_codec_put_u32(&c, (uint32_t)gpp_exec_optim(ex)->kind);
+    gpp_codec_put_u64(&c, (uint64_t)gpp_exec_step_count(ex));
+    gpp_codec_put_str(&c, spec);
+    gpp_codec_put_u32(&c, n_tensors);
+    if (s_flush(&w, &c, err) < 0 || gpp_exec_params_foreach(ex, s_save_param, &w, err) < 0)
         goto done;
-    for (int i = 0; i < np; i++) {
-        const char *name = gpp_exec_param_name(ex, i);
-        gpp_tensor_t *t = gpp_exec_param(ex, i);
-        for (int role = 0; role <= nb; role++) {
-            const float *src =
-                role == 0 ? gpp_tensor_f32(t) : gpp_exec_param_state(ex, i, role - 1);
-            if (s_w32(&w, (uint32_t)strlen(name), err) < 0 ||
-                s_w(&w, name, strlen(name), err) < 0 || s_w32(&w, (uint32_t)role, err) < 0 ||
-                s_w64(&w, (uint64_t)t->rows, err) < 0 || s_w64(&w, (uint64_t)t->cols, err) < 0 ||
-                s_w_device(&w, s, src, t->rows * t->cols, host, err) < 0)
-                goto done;
-        }
-    }
-    uint32_t crc = w.crc;
-    if (s_w32(&w, crc, err) < 0)
+    gpp_codec_put_u32(&c, w.crc);
+    if (s_flush(&w, &c, err) < 0)
         goto done;
     rc = gpp_atomic_file_commit(&w.f, err);
 done:
     if (rc < 0)
         gpp_err_prefix(err, "saving checkpoint %s (any previous file there is untouched)", path);
     gpp_atomic_file_destroy(&w.f);
-    free(host);
+    free(w.bytes);
     return rc;
 }
 
@@ -106,238 +116,278 @@ typedef struct {
     char *name;
     uint32_t role;
     int64_t rows, cols;
-    long offset; /* of the data */
+    int64_t offset; /* of the data */
 } entry_t;
 
 typedef struct {
     FILE *f;
     const char *path;
-    long size, pos;
+    int64_t size, pos; /* body: [0, size - 4), then the CRC */
+    uint32_t crc;      /* of the body bytes read so far */
+    unsigned char *buf; /* CHUNK_BYTES */
+    /* the header and the table of tensors */
+    uint32_t kind;
+    uint64_t steps;
+    char spec[SPEC_MAX_LEN + 1];
+    entry_t *ents;
+    uint32_t n_ents;
+    gpp_stream_t *s;
 } reader_t;
 
-static int s_r(reader_t *r, void *p, size_t len, gpp_err_t *err)
+/* The next n (<= CHUNK_BYTES) bytes of the body into r->buf, folded into
+ * the CRC; *c decodes them. */
+static int s_next(reader_t *r, size_t n, gpp_codec_t *c, gpp_err_t *err)
 {
-    if ((long)len > r->size - 4 - r->pos || fread(p, 1, len, r->f) != len)
-        return gpp_err_set(err, "checkpoint %s: truncated or corrupt at byte %ld", r->path, r->pos);
-    r->pos += (long)len;
+    assert(n <= CHUNK_BYTES);
+    if ((int64_t)n > r->size - 4 - r->pos)
+        return gpp_err_set(err, "checkpoint %s: truncated or corrupt at byte %lld", r->path,
+                           (long long)r->pos);
+    if (fread(r->buf, 1, n, r->f) != n)
+        return gpp_err_set(err, "checkpoint %s: read failed: %s", r->path, strerror(errno));
+    r->crc = (uint32_t)crc32_z(r->crc, r->buf, n);
+    r->pos += (int64_t)n;
+    *c = gpp_codec_reader(r->buf, n);
     return 0;
 }
 
-static int s_r32(reader_t *r, uint32_t *v, gpp_err_t *err)
+/* One tensor's data: read, checked finite. */
+static int s_scan_data(reader_t *r, const entry_t *e, gpp_err_t *err)
 {
-    unsigned char b[4];
-    if (s_r(r, b, 4, err) < 0)
+    int64_t numel = e->rows * e->cols, chunk = (int64_t)(CHUNK_BYTES / 4);
+    for (int64_t off = 0; off < numel; off += chunk) {
+        size_t n = (size_t)(numel - off < chunk ? numel - off : chunk);
+        gpp_codec_t c;
+        if (s_next(r, n * 4, &c, err) < 0)
+            return -1;
+        float *v = (float *)(void *)r->buf;
+        gpp_codec_get_array32(&c, v, n); /* in place */
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(v[i]))
+                return gpp_err_set(err,
+                                   "checkpoint %s: tensor '%s'%s holds %s at element %lld; the "
+                                   "run that wrote it diverged: use an earlier checkpoint",
+                                   r->path, e->name, e->role ? " (optimizer state)" : "",
+                                   isnan(v[i]) ? "NaN" : "Inf", (long long)(off + (int64_t)i));
+    }
+    return 0;
+}
+
+/* Pass 1, one sequential read of the body after magic and version: the
+ * header, the table of tensors and every value, each number checked. */
+static int s_scan(reader_t *r, gpp_err_t *err)
+{
+    gpp_codec_t c;
+    uint32_t spec_len;
+    if (s_next(r, 16, &c, err) < 0)
         return -1;
-    *v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-    return 0;
-}
-
-static int s_r64(reader_t *r, uint64_t *v, gpp_err_t *err)
-{
-    uint32_t lo, hi;
-    if (s_r32(r, &lo, err) < 0 || s_r32(r, &hi, err) < 0)
+    gpp_codec_get_u32(&c, &r->kind);
+    gpp_codec_get_u64(&c, &r->steps);
+    gpp_codec_get_u32(&c, &spec_len);
+    if (spec_len > SPEC_MAX_LEN)
+        return gpp_err_set(err, "checkpoint %s: corrupt header (spec length %u)", r->path,
+                           spec_len);
+    if (r->steps > GPP_CKPT_MAX_STEPS)
+        return gpp_err_set(err, "checkpoint %s: corrupt header (%llu optimizer steps)", r->path,
+                           (unsigned long long)r->steps);
+    if (s_next(r, spec_len, &c, err) < 0)
         return -1;
-    *v = (uint64_t)lo | (uint64_t)hi << 32;
+    gpp_codec_get_bytes(&c, r->spec, spec_len);
+    uint32_t n;
+    if (s_next(r, 4, &c, err) < 0)
+        return -1;
+    gpp_codec_get_u32(&c, &n);
+    if ((int64_t)n > r->size / ENTRY_MIN_BYTES)
+        return gpp_err_set(err, "checkpoint %s: corrupt header (%u tensors)", r->path, n);
+    r->ents = gpp_xcalloc((size_t)n + 1, sizeof *r->ents);
+    for (uint32_t i = 0; i < n; i++) {
+        entry_t *e = &r->ents[i];
+        uint32_t nl;
+        if (s_next(r, 4, &c, err) < 0)
+            return -1;
+        gpp_codec_get_u32(&c, &nl);
+        if (nl > NAME_MAX_LEN)
+            return gpp_err_set(err, "checkpoint %s: corrupt tensor %u (name length %u)",
+                               r->path, i, nl);
+        e->name = gpp_xcalloc(1, nl + 1);
+        r->n_ents = i + 1;
+        if (s_next(r, nl, &c, err) < 0)
+            return -1;
+        gpp_codec_get_bytes(&c, e->name, nl);
+        if (s_next(r, 20, &c, err) < 0)
+            return -1;
+        gpp_codec_get_u32(&c, &e->role);
+        gpp_codec_get_i64(&c, &e->rows);
+        gpp_codec_get_i64(&c, &e->cols);
+        e->offset = r->pos;
+        if (e->role >= GPP_EXEC_MAX_BUFS)
+            return gpp_err_set(err, "checkpoint %s: corrupt tensor '%s' (role %u)", r->path,
+                               e->name, e->role);
+        if (e->rows < 0 || e->rows > MAX_DIM || e->cols < 0 || e->cols > MAX_DIM ||
+            e->rows * e->cols > (r->size - 4 - r->pos) / 4)
+            return gpp_err_set(err,
+                               "checkpoint %s: tensor '%s' [%lld, %lld] runs past the end of "
+                               "the file",
+                               r->path, e->name, (long long)e->rows, (long long)e->cols);
+        if (s_scan_data(r, e, err) < 0)
+            return -1;
+    }
+    if (r->pos != r->size - 4)
+        return gpp_err_set(err, "checkpoint %s: %lld unexpected bytes after the last tensor",
+                           r->path, (long long)(r->size - 4 - r->pos));
     return 0;
 }
 
-static const entry_t *s_find(const entry_t *e, uint32_t n, const char *name, uint32_t role)
+/* Folds the rest of the body into the CRC and compares it with the stored
+ * one. */
+static int s_check_crc(reader_t *r, gpp_err_t *err)
 {
-    for (uint32_t i = 0; i < n; i++)
-        if (e[i].role == role && strcmp(e[i].name, name) == 0)
-            return &e[i];
+    if (fseeko(r->f, (off_t)r->pos, SEEK_SET) != 0)
+        return gpp_err_set(err, "checkpoint %s: cannot seek: %s", r->path, strerror(errno));
+    gpp_codec_t c;
+    while (r->pos < r->size - 4) {
+        int64_t left = r->size - 4 - r->pos;
+        if (s_next(r, left < (int64_t)CHUNK_BYTES ? (size_t)left : CHUNK_BYTES, &c, err) < 0)
+            return -1;
+    }
+    uint32_t stored;
+    if (fread(r->buf, 1, 4, r->f) != 4)
+        return gpp_err_set(err, "checkpoint %s: read failed: %s", r->path, strerror(errno));
+    c = gpp_codec_reader(r->buf, 4);
+    gpp_codec_get_u32(&c, &stored);
+    if (r->crc != stored)
+        return gpp_err_set(err,
+                           "checkpoint %s: checksum mismatch (file corrupted or truncated); "
+                           "use an older checkpoint",
+                           r->path);
+    return 0;
+}
+
+static const entry_t *s_find(const reader_t *r, const char *name, uint32_t role)
+{
+    for (uint32_t i = 0; i < r->n_ents; i++)
+        if (r->ents[i].role == role && strcmp(r->ents[i].name, name) == 0)
+            return &r->ents[i];
     return NULL;
+}
+
+/* Pass 2: the file holds every buffer of the parameter, in its shape. */
+static int s_check_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
+{
+    const reader_t *r = arg;
+    for (uint32_t role = 0; role < (uint32_t)p->n_bufs; role++) {
+        const entry_t *e = s_find(r, p->name, role);
+        if (!e)
+            return gpp_err_set(err,
+                               "checkpoint %s has no tensor '%s'%s; it was written for another "
+                               "model or stage",
+                               r->path, p->name, role ? " (optimizer state)" : "");
+        if (e->rows != p->rows || e->cols != p->cols)
+            return gpp_err_set(err,
+                               "checkpoint %s: tensor '%s' is [%lld, %lld], the model needs "
+                               "[%lld, %lld]; it was written for another model",
+                               r->path, p->name, (long long)e->rows, (long long)e->cols,
+                               (long long)p->rows, (long long)p->cols);
+    }
+    return 0;
+}
+
+/* Pass 3: file -> device, through the byte buffer in chunks. */
+static int s_load_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
+{
+    reader_t *r = arg;
+    int64_t chunk = (int64_t)(CHUNK_BYTES / 4);
+    for (uint32_t role = 0; role < (uint32_t)p->n_bufs; role++) {
+        const entry_t *e = s_find(r, p->name, role);
+        int64_t numel = e->rows * e->cols;
+        if (fseeko(r->f, (off_t)e->offset, SEEK_SET) != 0)
+            return gpp_err_set(err, "checkpoint %s: cannot seek: %s", r->path, strerror(errno));
+        for (int64_t off = 0; off < numel; off += chunk) {
+            size_t n = (size_t)(numel - off < chunk ? numel - off : chunk);
+            if (fread(r->buf, 1, n * 4, r->f) != n * 4)
+                return gpp_err_set(err, "checkpoint %s: read failed: %s", r->path,
+                                   strerror(errno));
+            gpp_codec_t c = gpp_codec_reader(r->buf, n * 4);
+            gpp_codec_get_array32(&c, r->buf, n); /* in place */
+            if (gpp_stream_copy(r->s, p->buf[role] + off, r->buf, n * 4, GPP_COPY_H2D, err) <
+                    0 ||
+                gpp_stream_sync(r->s, err) < 0)
+                return -1;
+        }
+    }
+    return 0;
 }
 
 int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err)
 {
     assert(ex && path);
-    const gpp_graph_t *g = gpp_exec_graph(ex);
-    gpp_stream_t *s = gpp_exec_stream(ex);
-    reader_t r = {.path = path};
-    entry_t *ents = NULL;
-    uint32_t n_ents = 0;
-    char *spec = NULL;
-    void *host = gpp_xcalloc(1, CHUNK_BYTES);
+    const char *spec = gpp_exec_graph(ex)->spec;
+    gpp_optim_kind_t kind = gpp_exec_optim(ex)->kind;
+    reader_t r = {.path = path, .s = gpp_exec_stream(ex), .buf = gpp_xcalloc(1, CHUNK_BYTES)};
     int rc = -1;
     if (!(r.f = fopen(path, "rb"))) {
         gpp_err_set(err, "checkpoint %s: cannot open: %s", path, strerror(errno));
         goto done;
     }
-    if (fseek(r.f, 0, SEEK_END) != 0 || (r.size = ftell(r.f)) < 0 || fseek(r.f, 0, SEEK_SET) != 0) {
+    if (fseeko(r.f, 0, SEEK_END) != 0 || (r.size = ftello(r.f)) < 0 ||
+        fseeko(r.f, 0, SEEK_SET) != 0) {
         gpp_err_set(err, "checkpoint %s: cannot seek: %s", path, strerror(errno));
         goto done;
     }
-    /* 1. whole-file checks before anything is interpreted */
-    char magic[8] = {0};
-    if (r.size < 12 || fread(magic, 1, 8, r.f) != 8 || memcmp(magic, GPP_CKPT_MAGIC, 8) != 0) {
+    /* 1. what the file is, then one pass over it: a malformed body is
+     * reported as the checksum mismatch that explains it, when there is one */
+    gpp_codec_t c;
+    char magic[8];
+    uint32_t version;
+    if (r.size < 12 || s_next(&r, 8, &c, err) < 0 ||
+        (gpp_codec_get_bytes(&c, magic, 8), memcmp(magic, GPP_CKPT_MAGIC, 8) != 0)) {
         gpp_err_set(err, "checkpoint %s: not a gpp checkpoint (bad magic)", path);
         goto done;
     }
-    r.pos = 8;
-    uint32_t version;
-    if (s_r32(&r, &version, err) < 0)
+    if (s_next(&r, 4, &c, err) < 0)
         goto done;
+    gpp_codec_get_u32(&c, &version);
     if (version != GPP_CKPT_VERSION) {
         gpp_err_set(err, "checkpoint %s: format version %u, this gpp reads version %d", path,
                     version, GPP_CKPT_VERSION);
         goto done;
     }
-    uint32_t crc = 0, stored;
-    rewind(r.f);
-    for (long off = 0; off < r.size - 4;) {
-        size_t part =
-            (size_t)(r.size - 4 - off) < CHUNK_BYTES ? (size_t)(r.size - 4 - off) : CHUNK_BYTES;
-        if (fread(host, 1, part, r.f) != part) {
-            gpp_err_set(err, "checkpoint %s: read failed: %s", path, strerror(errno));
-            goto done;
-        }
-        crc = gpp_crc32(crc, host, part);
-        off += (long)part;
-    }
-    unsigned char b[4];
-    if (fread(b, 1, 4, r.f) != 4) {
-        gpp_err_set(err, "checkpoint %s: read failed", path);
+    gpp_err_t scan_err = {{0}};
+    int scanned = s_scan(&r, &scan_err);
+    if (s_check_crc(&r, err) < 0)
+        goto done;
+    if (scanned < 0) {
+        if (err)
+            *err = scan_err;
         goto done;
     }
-    stored = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-    if (crc != stored) {
-        gpp_err_set(err,
-                    "checkpoint %s: checksum mismatch (file corrupted or truncated); use an "
-                    "older checkpoint",
-                    path);
-        goto done;
-    }
-    /* 2. the table of tensors */
-    if (fseek(r.f, 12, SEEK_SET) != 0) {
-        gpp_err_set(err, "checkpoint %s: cannot seek", path);
-        goto done;
-    }
-    r.pos = 12;
-    uint32_t kind, spec_len;
-    uint64_t steps;
-    if (s_r32(&r, &kind, err) < 0 || s_r64(&r, &steps, err) < 0 || s_r32(&r, &spec_len, err) < 0)
-        goto done;
-    if (spec_len > 4096) {
-        gpp_err_set(err, "checkpoint %s: corrupt header (spec length %u)", path, spec_len);
-        goto done;
-    }
-    spec = gpp_xcalloc(1, spec_len + 1);
-    if (s_r(&r, spec, spec_len, err) < 0 || s_r32(&r, &n_ents, err) < 0)
-        goto done;
-    if (strcmp(spec, g->spec) != 0) {
+    /* 2. the file against the executor */
+    if (strcmp(r.spec, spec) != 0) {
         gpp_err_set(err,
                     "checkpoint %s is for model '%s', this run trains '%s'; pass the "
                     "checkpoint's --model or drop --load",
-                    path, spec, g->spec);
+                    path, r.spec, spec);
         goto done;
     }
-    if (kind != (uint32_t)gpp_exec_optim(ex)->kind) {
+    if (r.kind != (uint32_t)kind) {
         gpp_err_set(err,
                     "checkpoint %s holds %s optimizer state, this run uses %s; pass "
                     "--optimizer %s",
-                    path, s_optim_name(kind), s_optim_name(gpp_exec_optim(ex)->kind),
-                    s_optim_name(kind));
+                    path, s_optim_name(r.kind), s_optim_name(kind), s_optim_name(r.kind));
         goto done;
     }
-    if ((long)n_ents > r.size / 24) {
-        gpp_err_set(err, "checkpoint %s: corrupt header (%u tensors)", path, n_ents);
+    if (gpp_exec_params_foreach(ex, s_check_param, &r, err) < 0)
         goto done;
-    }
-    ents = gpp_xcalloc(n_ents + 1, sizeof *ents);
-    for (uint32_t i = 0; i < n_ents; i++) {
-        uint32_t nl;
-        uint64_t rows, cols;
-        if (s_r32(&r, &nl, err) < 0)
-            goto done;
-        if (nl > 1024) {
-            gpp_err_set(err, "checkpoint %s: corrupt tensor %u (name length %u)", path, i, nl);
-            goto done;
-        }
-        ents[i].name = gpp_xcalloc(1, nl + 1);
-        if (s_r(&r, ents[i].name, nl, err) < 0 || s_r32(&r, &ents[i].role, err) < 0 ||
-            s_r64(&r, &rows, err) < 0 || s_r64(&r, &cols, err) < 0)
-            goto done;
-        ents[i].rows = (int64_t)rows, ents[i].cols = (int64_t)cols;
-        ents[i].offset = r.pos;
-        if (rows > (1ULL << 40) || cols > (1ULL << 40) ||
-            (double)rows * (double)cols * 4 > (double)(r.size - 4 - r.pos)) {
-            gpp_err_set(err,
-                        "checkpoint %s: tensor '%s' [%llu, %llu] runs past the end of the "
-                        "file",
-                        path, ents[i].name, (unsigned long long)rows, (unsigned long long)cols);
-            goto done;
-        }
-        r.pos += (long)(rows * cols * 4);
-        if (fseek(r.f, r.pos, SEEK_SET) != 0) {
-            gpp_err_set(err, "checkpoint %s: cannot seek", path);
-            goto done;
-        }
-    }
-    if (r.pos != r.size - 4) {
-        gpp_err_set(err, "checkpoint %s: %ld unexpected bytes after the last tensor", path,
-                    r.size - 4 - r.pos);
-        goto done;
-    }
-    int nb = gpp_exec_optim_nbufs(ex), np = gpp_exec_n_params(ex);
-    for (int i = 0; i < np; i++) {
-        const char *name = gpp_exec_param_name(ex, i);
-        const gpp_tensor_t *t = gpp_exec_param(ex, i);
-        for (uint32_t role = 0; role <= (uint32_t)nb; role++) {
-            const entry_t *e = s_find(ents, n_ents, name, role);
-            if (!e) {
-                gpp_err_set(err,
-                            "checkpoint %s has no tensor '%s'%s; it was written for another "
-                            "model or stage",
-                            path, name, role ? " (optimizer state)" : "");
-                goto done;
-            }
-            if (e->rows != t->rows || e->cols != t->cols) {
-                gpp_err_set(err,
-                            "checkpoint %s: tensor '%s' is [%lld, %lld], the model needs "
-                            "[%lld, %lld]; it was written for another model",
-                            path, name, (long long)e->rows, (long long)e->cols, (long long)t->rows,
-                            (long long)t->cols);
-                goto done;
-            }
-        }
-    }
     /* 3. everything checked: load */
-    if (gpp_stream_sync(s, err) < 0)
+    if (gpp_stream_sync(r.s, err) < 0 || gpp_exec_params_foreach(ex, s_load_param, &r, err) < 0)
         goto done;
-    for (int i = 0; i < np; i++) {
-        const char *name = gpp_exec_param_name(ex, i);
-        gpp_tensor_t *t = gpp_exec_param(ex, i);
-        for (uint32_t role = 0; role <= (uint32_t)nb; role++) {
-            const entry_t *e = s_find(ents, n_ents, name, role);
-            char *dst = (char *)(role == 0 ? gpp_tensor_f32(t)
-                                           : gpp_exec_param_state(ex, i, (int)role - 1));
-            size_t total = (size_t)(e->rows * e->cols) * 4;
-            if (fseek(r.f, e->offset, SEEK_SET) != 0) {
-                gpp_err_set(err, "checkpoint %s: cannot seek", path);
-                goto done;
-            }
-            for (size_t off = 0; off < total; off += CHUNK_BYTES) {
-                size_t part = total - off < CHUNK_BYTES ? total - off : CHUNK_BYTES;
-                if (fread(host, 1, part, r.f) != part) {
-                    gpp_err_set(err, "checkpoint %s: read failed: %s", path, strerror(errno));
-                    goto done;
-                }
-                if (gpp_stream_copy(s, dst + off, host, part, GPP_COPY_H2D, err) < 0 ||
-                    gpp_stream_sync(s, err) < 0)
-                    goto done;
-            }
-        }
-    }
-    gpp_exec_set_step_count(ex, (int64_t)steps);
+    gpp_exec_set_step_count(ex, (int64_t)r.steps);
     rc = 0;
 done:
     if (r.f)
         fclose(r.f);
-    for (uint32_t i = 0; ents && i < n_ents; i++)
-        free(ents[i].name);
-    free(ents);
-    free(spec);
-    free(host);
+    for (uint32_t i = 0; i < r.n_ents; i++)
+        free(r.ents[i].name);
+    free(r.ents);
+    free(r.buf);
     return rc;
 }

@@ -12,12 +12,18 @@
  * A checkpoint holds one executor's (stage's) tensors; a stage loads from a
  * file holding a superset (e.g. a whole-model checkpoint) of the same model.
  *
+ * Every number goes through gpp_codec, the CRC is zlib's crc32, and the
+ * executor's state through gpp_exec_params_foreach.
+ *
  * Saving streams through gpp_atomic_file (temp file + fsync + rename): an existing
  * file is untouched when the save fails. Loading first checks the whole file
- * (magic, version, CRC, size), then the model spec, optimizer and every
- * tensor's presence and shape, and only then changes the executor: on any
- * of those errors the executor is unchanged (only a read error in the final
- * copy, i.e. the file changing underneath, could leave it partly loaded).
+ * in one read (magic, version, every count, length and shape against the
+ * file's size, a step count of at most GPP_CKPT_MAX_STEPS, every value finite
+ * (a NaN or Inf is refused naming the tensor), the CRC), then the model
+ * spec, optimizer and every tensor's presence and shape, and only then
+ * changes the executor: on any of those errors the executor is unchanged
+ * (only a read error in the final copy, i.e. the file changing underneath,
+ * could leave it partly loaded).
  *
  * Both synchronise the executor's stream; call them between iterations. */
 #ifndef GPP_CKPT_H
@@ -28,6 +34,9 @@
 
 #define GPP_CKPT_MAGIC "GPPCKPT"
 #define GPP_CKPT_VERSION 1
+/* More optimizer steps than any run takes (2^40): a larger count in a file
+ * is corruption, and would overflow sample indices (step x batch). */
+#define GPP_CKPT_MAX_STEPS ((uint64_t)1 << 40)
 
 int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err);
 int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err);

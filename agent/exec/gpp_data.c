@@ -10,8 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "common/gpp_atomic_file.h"
+#include "common/gpp_codec.h"
 #include "agent/exec/gpp_hash.h"
 
 /* Purpose tags of the random streams (gpp_hash_key's second field). */
@@ -307,24 +309,8 @@ static int s_gen_labels(gpp_data_t *self, const gpp_op_t *L, int64_t lo, int64_t
 
 /* ---- file source ---- */
 
-static uint32_t s_u32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t s_u64(const unsigned char *p)
-{
-    return (uint64_t)s_u32(p) | (uint64_t)s_u32(p + 4) << 32;
-}
-static void s_put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static void s_put64(unsigned char *p, uint64_t v)
-{
-    s_put32(p, (uint32_t)v);
-    s_put32(p + 4, (uint32_t)(v >> 32));
-}
+/* Largest rows or cols per sample of an array a header may claim. */
+#define MAX_DIM ((int64_t)1 << 31)
 
 static int s_pread_all(int fd, void *buf, size_t len, int64_t off)
 {
@@ -414,7 +400,14 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err
                     (long long)fsize);
         goto fail;
     }
-    uint32_t version = s_u32(fixed + 8);
+    gpp_codec_t c = gpp_codec_reader(fixed + 8, HDR_FIXED - 8);
+    uint32_t version, n_arrays;
+    uint64_t n_samples, hbytes;
+    gpp_codec_get_u32(&c, &version);
+    gpp_codec_get_u32(&c, &n_arrays);
+    gpp_codec_get_u64(&c, &n_samples);
+    gpp_codec_get_u64(&c, &hbytes);
+    assert(!c.overrun);
     if (version != GPP_DATA_VERSION) {
         gpp_err_set(err,
                     "dataset %s: format version %u, this gpp reads version %d; rewrite it "
@@ -422,17 +415,15 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err
                     path, version, GPP_DATA_VERSION);
         goto fail;
     }
-    uint32_t n_arrays = s_u32(fixed + 12);
-    self->n_samples = (int64_t)s_u64(fixed + 16);
-    uint64_t hbytes = s_u64(fixed + 24);
     if (n_arrays > 100000 || hbytes != HDR_FIXED + (uint64_t)HDR_ENTRY * n_arrays + 4 ||
-        self->n_samples < 1) {
+        n_samples < 1 || n_samples > INT64_MAX) {
         gpp_err_set(err,
-                    "dataset %s: corrupt header (arrays %u, samples %lld, header %llu "
+                    "dataset %s: corrupt header (arrays %u, samples %llu, header %llu "
                     "bytes)",
-                    path, n_arrays, (long long)self->n_samples, (unsigned long long)hbytes);
+                    path, n_arrays, (unsigned long long)n_samples, (unsigned long long)hbytes);
         goto fail;
     }
+    self->n_samples = (int64_t)n_samples;
     if ((int64_t)hbytes > fsize) {
         gpp_err_set(err, "dataset %s: truncated: header needs %llu bytes, file has %lld", path,
                     (unsigned long long)hbytes, (long long)fsize);
@@ -443,26 +434,45 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err
         gpp_err_set(err, "dataset %s: read failed: %s", path, strerror(errno));
         goto fail;
     }
-    if (gpp_crc32(0, hdr, hbytes - 4) != s_u32(hdr + hbytes - 4)) {
+    uint32_t hcrc;
+    c = gpp_codec_reader(hdr + hbytes - 4, 4);
+    gpp_codec_get_u32(&c, &hcrc);
+    if ((uint32_t)crc32_z(0, hdr, hbytes - 4) != hcrc) {
         gpp_err_set(err, "dataset %s: header checksum mismatch (corrupted file)", path);
         goto fail;
     }
     self->n_arrays = (int)n_arrays;
     self->arr = gpp_xcalloc(n_arrays + 1, sizeof *self->arr);
     int64_t off = (int64_t)hbytes;
+    c = gpp_codec_reader(hdr + HDR_FIXED, hbytes - HDR_FIXED - 4);
     for (uint32_t i = 0; i < n_arrays; i++) {
-        const unsigned char *e = hdr + HDR_FIXED + (size_t)HDR_ENTRY * i;
         data_array_t *a = &self->arr[i];
-        memcpy(a->name, e, GPP_NAME_LEN);
+        uint32_t reserved;
+        int64_t bytes;
+        gpp_codec_get_bytes(&c, a->name, GPP_NAME_LEN);
         a->name[GPP_NAME_LEN - 1] = 0;
-        a->role = s_u32(e + 64);
-        a->dtype = s_u32(e + 68);
-        a->rows = (int64_t)s_u64(e + 72);
-        a->cols = (int64_t)s_u64(e + 80);
-        a->range = (int64_t)s_u64(e + 88);
-        a->crc = s_u32(e + 96);
+        gpp_codec_get_u32(&c, &a->role);
+        gpp_codec_get_u32(&c, &a->dtype);
+        gpp_codec_get_i64(&c, &a->rows);
+        gpp_codec_get_i64(&c, &a->cols);
+        gpp_codec_get_i64(&c, &a->range);
+        gpp_codec_get_u32(&c, &a->crc);
+        gpp_codec_get_u32(&c, &reserved);
+        assert(!c.overrun);
         a->offset = off;
-        off += self->n_samples * a->rows * a->cols * 4;
+        /* off += n_samples x rows x cols x 4, every step checked: a crafted
+         * header must not overflow into a plausible size */
+        if (a->rows < 1 || a->rows > MAX_DIM || a->cols < 1 || a->cols > MAX_DIM ||
+            __builtin_mul_overflow(a->rows * a->cols, (int64_t)4, &bytes) ||
+            __builtin_mul_overflow(bytes, self->n_samples, &bytes) ||
+            __builtin_add_overflow(off, bytes, &off)) {
+            gpp_err_set(err,
+                        "dataset %s: corrupt header: array %u '%s' claims %lld x [%lld, "
+                        "%lld] values, an impossible size",
+                        path, i, a->name, (long long)self->n_samples, (long long)a->rows,
+                        (long long)a->cols);
+            goto fail;
+        }
     }
     if (off != fsize) {
         gpp_err_set(err, "dataset %s: %s: expected %lld bytes, file has %lld", path,
@@ -522,7 +532,7 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err
                 gpp_err_set(err, "dataset %s: read failed: %s", path, strerror(errno));
                 goto fail;
             }
-            crc = gpp_crc32(crc, buf, part);
+            crc = (uint32_t)crc32_z(crc, buf, part);
             done += (int64_t)part;
         }
         if (crc != a->crc) {
@@ -558,6 +568,8 @@ static int s_read(gpp_data_t *self, const data_array_t *a, int64_t lo, int64_t n
                                strerror(errno));
         s += run;
     }
+    gpp_codec_t c = gpp_codec_reader(out, (size_t)(n * per));
+    gpp_codec_get_array32(&c, out, (size_t)(n * a->rows * a->cols)); /* in place */
     if (a->dtype == GPP_DTYPE_I32) {
         const int32_t *v = out;
         for (int64_t i = 0; i < n * a->rows * a->cols; i++)
@@ -618,22 +630,24 @@ int gpp_data_write_file(gpp_data_t *src, const char *path, int64_t n_samples, gp
     buf = gpp_xcalloc((size_t)(block * maxper), 4);
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
-            memcpy(hdr, GPP_DATA_MAGIC, 8);
-            s_put32(hdr + 8, GPP_DATA_VERSION);
-            s_put32(hdr + 12, (uint32_t)n);
-            s_put64(hdr + 16, (uint64_t)n_samples);
-            s_put64(hdr + 24, hbytes);
+            gpp_codec_t c = gpp_codec_writer(hdr, hbytes);
+            gpp_codec_put_bytes(&c, GPP_DATA_MAGIC "", 8);
+            gpp_codec_put_u32(&c, GPP_DATA_VERSION);
+            gpp_codec_put_u32(&c, (uint32_t)n);
+            gpp_codec_put_u64(&c, (uint64_t)n_samples);
+            gpp_codec_put_u64(&c, hbytes);
             for (int i = 0; i < n; i++) {
-                unsigned char *e = hdr + HDR_FIXED + (size_t)HDR_ENTRY * i;
-                memcpy(e, arr[i].name, GPP_NAME_LEN);
-                s_put32(e + 64, arr[i].role);
-                s_put32(e + 68, arr[i].dtype);
-                s_put64(e + 72, (uint64_t)arr[i].rows);
-                s_put64(e + 80, (uint64_t)arr[i].cols);
-                s_put64(e + 88, (uint64_t)arr[i].range);
-                s_put32(e + 96, arr[i].crc);
+                gpp_codec_put_bytes(&c, arr[i].name, GPP_NAME_LEN);
+                gpp_codec_put_u32(&c, arr[i].role);
+                gpp_codec_put_u32(&c, arr[i].dtype);
+                gpp_codec_put_i64(&c, arr[i].rows);
+                gpp_codec_put_i64(&c, arr[i].cols);
+                gpp_codec_put_i64(&c, arr[i].range);
+                gpp_codec_put_u32(&c, arr[i].crc);
+                gpp_codec_put_u32(&c, 0); /* reserved */
             }
-            s_put32(hdr + hbytes - 4, gpp_crc32(0, hdr, hbytes - 4));
+            gpp_codec_put_u32(&c, (uint32_t)crc32_z(0, hdr, hbytes - 4));
+            assert(!c.overrun && c.pos == hbytes);
             if (!(f = gpp_atomic_file_open(path, err)) || gpp_atomic_file_write(f, hdr, hbytes, err) < 0)
                 goto done;
         }
@@ -647,8 +661,10 @@ int gpp_data_write_file(gpp_data_t *src, const char *path, int64_t n_samples, gp
                 if (r < 0)
                     goto done;
                 size_t len = (size_t)(m * arr[i].rows * arr[i].cols * 4);
+                gpp_codec_t c = gpp_codec_writer(buf, len);
+                gpp_codec_put_array32(&c, buf, len / 4); /* in place */
                 if (pass == 0)
-                    crc = gpp_crc32(crc, buf, len);
+                    crc = (uint32_t)crc32_z(crc, buf, len);
                 else if (gpp_atomic_file_write(f, buf, len, err) < 0)
                     goto done;
             }

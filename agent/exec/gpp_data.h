@@ -37,8 +37,9 @@
  *            sample-major ([n_samples, rows, cols] row-major)
  * The file holds one input array per INPUT op and one label array per loss
  * op of the model (MSE: f32 [rows, cols] targets; CE: i32 [rows, 1]
- * classes). Opening validates magic, version, header CRC, the exact file
- * size (truncation), that the arrays match the model's ops by name, role,
+ * classes). Opening validates magic, version, header CRC, every count and
+ * size (no overflow, no allocation a crafted header could inflate), the
+ * exact file size (truncation), that the arrays match the model's ops by name, role,
  * dtype and shape, and every array's data CRC (one sequential read of the
  * file); reads check index and class ranges.
  *

@@ -1105,18 +1105,25 @@ gpp_tensor_t *gpp_exec_param_grad(gpp_exec_t *self, int i)
     return self->params[i].sparse >= 0 ? NULL : &self->params[i].grad;
 }
 
-int gpp_exec_optim_nbufs(const gpp_exec_t *self)
+int gpp_exec_params_foreach(gpp_exec_t *self, gpp_exec_param_fn fn, void *arg, gpp_err_t *err)
 {
-    return self->cfg.optim.kind == GPP_OPTIM_ADAMW ? 2 : 1;
-}
-
-float *gpp_exec_param_state(gpp_exec_t *self, int i, int k)
-{
-    assert(i >= 0 && i < self->n_params && k >= 0 && k < gpp_exec_optim_nbufs(self));
-    const exec_param_t *p = &self->params[i];
-    if (p->sparse >= 0)
-        return gpp_optim_state_buf(self->sstate[p->sparse], k);
-    return gpp_optim_state_buf(self->dense_state, k) + p->offset;
+    assert(self && fn);
+    for (int i = 0; i < self->n_params; i++) {
+        exec_param_t *q = &self->params[i];
+        gpp_optim_state_t *st = q->sparse >= 0 ? self->sstate[q->sparse] : self->dense_state;
+        int64_t at = q->sparse >= 0 ? 0 : q->offset;
+        gpp_exec_param_t p = {.name = q->name,
+                              .rows = q->value.rows,
+                              .cols = q->value.cols,
+                              .n_bufs = 1 + gpp_optim_state_nbufs(st),
+                              .buf = {gpp_tensor_f32(&q->value)}};
+        assert(p.n_bufs <= GPP_EXEC_MAX_BUFS);
+        for (int k = 1; k < p.n_bufs; k++)
+            p.buf[k] = gpp_optim_state_buf(st, k - 1) + at;
+        if (fn(arg, &p, err) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 /* ---- measurement ---- */

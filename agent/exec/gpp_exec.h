@@ -162,7 +162,31 @@ int64_t gpp_exec_step_count(const gpp_exec_t *self);
 void gpp_exec_set_step_count(gpp_exec_t *self, int64_t steps);
 const gpp_optim_hp_t *gpp_exec_optim(const gpp_exec_t *self);
 
-/* ---- parameters (checkpoint, broadcast, tests) ---- */
+/* ---- the stage's state, as a checkpoint saves and restores it ---- */
+
+/* A parameter's value and at most 2 optimizer state buffers (AdamW). */
+#define GPP_EXEC_MAX_BUFS 3
+
+/* One parameter of the stage. */
+typedef struct {
+    const char *name; /* "<op name>.<param>" (weight, bias, gain, w_qkv, b_qkv,
+                         w_o, b_o, table) */
+    int64_t rows, cols;
+    int n_bufs; /* 1 + optimizer state buffers (SGD 1, AdamW 2) */
+    /* device memory, rows x cols floats each: buf[0] the value, buf[1 + k]
+     * optimizer state buffer k (gpp_optim.h) */
+    float *buf[GPP_EXEC_MAX_BUFS];
+} gpp_exec_param_t;
+
+typedef int (*gpp_exec_param_fn)(void *arg, const gpp_exec_param_t *p, gpp_err_t *err);
+
+/* Calls fn(arg, p, err) for every parameter of the stage in parameter order
+ * (p lives for the call); stops at the first fn that returns -1 and returns
+ * -1. The buffers may be read or written (through gpp_exec_stream) between
+ * iterations only. */
+int gpp_exec_params_foreach(gpp_exec_t *self, gpp_exec_param_fn fn, void *arg, gpp_err_t *err);
+
+/* ---- parameters (broadcast, tests) ---- */
 int gpp_exec_n_params(const gpp_exec_t *self);
 /* Name "<op name>.<param>" (weight, bias, gain, w_qkv, b_qkv, w_o, b_o,
  * table). */
@@ -172,10 +196,6 @@ gpp_tensor_t *gpp_exec_param(gpp_exec_t *self, int i);
 /* Dense gradient of the parameter (a view into gpp_exec_grads); NULL for an
  * embedding table (its gradient is sparse). */
 gpp_tensor_t *gpp_exec_param_grad(gpp_exec_t *self, int i);
-/* Optimizer state buffers per parameter (gpp_optim.h: SGD 1, AdamW 2) and
- * buffer k of parameter i: device memory of the parameter's numel floats. */
-int gpp_exec_optim_nbufs(const gpp_exec_t *self);
-float *gpp_exec_param_state(gpp_exec_t *self, int i, int k);
 
 /* ---- measurement ---- */
 /* Bytes of micro-batch state held now and at most since creation

@@ -1,13 +1,11 @@
-/* gpp_hash: counter-based random numbers and CRC-32 for the executor.
+/* gpp_hash: counter-based random numbers for the executor.
  *
  * Random numbers are a pure function of a key, never of a stream position:
  * the value for (seed, op id, element index) is the same in every process,
  * whatever order or subset of elements it generates. That is what lets every
  * replica build identical weights and regenerate any sample's data with no
  * traffic. The mixer is splitmix64's finaliser (Steele, Lea, Flood 2014).
- *
- * CRC-32 is the IEEE 802.3 polynomial (zlib's crc32), used by the
- * checkpoint and dataset formats. */
+ * (The checkpoint and dataset formats' CRC-32 is zlib's crc32.) */
 #ifndef GPP_HASH_H
 #define GPP_HASH_H
 
@@ -55,9 +53,5 @@ static inline int64_t gpp_hash_below(uint64_t key, uint64_t i, int64_t n)
 {
     return (int64_t)(((gpp_hash_mix(key + i) >> 32) * (uint64_t)n) >> 32);
 }
-
-/* CRC-32 (IEEE). Start with crc = 0; feed chunks by passing the previous
- * result: gpp_crc32(gpp_crc32(0, a, na), b, nb) == crc of a||b. */
-uint32_t gpp_crc32(uint32_t crc, const void *data, size_t len);
 
 #endif

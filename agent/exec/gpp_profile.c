@@ -11,41 +11,8 @@
 
 #include "agent/exec/gpp_exec.h"
 #include "agent/exec/gpp_hash.h"
+#include "common/gpp_fault.h"
 #include "common/gpp_json.h"
-
-/* Hook point "profile.rep" (see gpp_profile.h): repetitions from
- * s_fault_from_rep on read s_fault_extra_ms slower per op. */
-static int s_fault_from_rep = -1;
-static double s_fault_extra_ms;
-static int s_fault_env_read;
-
-void gpp_profile_fault_slow(int from_rep, double extra_ms)
-{
-    s_fault_env_read = 1; /* an explicit setting wins over the environment */
-    s_fault_from_rep = from_rep;
-    s_fault_extra_ms = extra_ms;
-}
-
-static void s_fault_env(void)
-{
-    if (s_fault_env_read)
-        return;
-    s_fault_env_read = 1;
-    const char *e = getenv("GPP_FAULT_PROFILE_SLOW");
-    int from = -1;
-    double ms = 0;
-    if (e && *e) {
-        if (sscanf(e, "%d:%lf", &from, &ms) == 2 && from >= 0 && ms >= 0) {
-            s_fault_from_rep = from;
-            s_fault_extra_ms = ms;
-            gpp_warn("fault injection armed: profile.rep reads %g ms slower per op from "
-                     "repetition %d on",
-                     ms, from);
-        } else {
-            gpp_warn("GPP_FAULT_PROFILE_SLOW='%s' ignored: expected REP:MS, e.g. 0:50", e);
-        }
-    }
-}
 
 static int s_cmp_double(const void *a, const void *b)
 {
@@ -117,7 +84,6 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
         gpp_err_set(err, "profile: largest micro-batch must be >= 1");
         return NULL;
     }
-    s_fault_env();
     cJSON *root = cJSON_CreateObject();
     cJSON **rt = gpp_xcalloc((size_t)n_ops, sizeof *rt);
     cJSON **fw = gpp_xcalloc((size_t)n_ops, sizeof *fw);
@@ -176,7 +142,10 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
      * hold what a steady stream of that size leaves there, as in training,
      * not the last larger size's activations. */
     for (int r = 0; r < reps; r++) {
-        double slow = s_fault_from_rep >= 0 && r >= s_fault_from_rep ? s_fault_extra_ms : 0;
+        double slow = gpp_fault(GPP_FAULT_PROFILE_SLOW) &&
+                              r >= gpp_fault_arg(GPP_FAULT_PROFILE_SLOW)
+                          ? GPP_PROFILE_FAULT_MS
+                          : 0;
         for (int k = 0; k < n_sizes; k++) {
             gpp_exec_set_timing(ex, 0);
             if (s_run(ex, (int64_t)1 << k, dys, err) < 0)

@@ -30,12 +30,10 @@
  * inputs of a partial stage are N(0,1) (data inputs come from the data
  * source), boundary output gradients are N(0,1)/sqrt(numel per sample).
  *
- * Fault injection (STYLE rule 10): hook point "profile.rep". When armed
- * with gpp_profile_fault_slow(from_rep, extra_ms), or by the environment
- * variable GPP_FAULT_PROFILE_SLOW=FROM_REP:EXTRA_MS read once at the first
- * profile, every op of timed repetitions from_rep, from_rep+1, ... (0-based,
- * at every size) reads extra_ms slower, as if those repetitions had been
- * preempted. Tests use it to show the table ignores a minority of slow
+ * Fault injection: hook GPP_FAULT_PROFILE_SLOW ("profile_slow:FROM_REP",
+ * gpp_fault.h): every op of timed repetitions FROM_REP, FROM_REP+1, ...
+ * (0-based, at every size) reads GPP_PROFILE_FAULT_MS slower, as if those
+ * repetitions had been preempted. Tests use it to show the table ignores a minority of slow
  * repetitions and that every repetition is run. */
 #ifndef GPP_PROFILE_H
 #define GPP_PROFILE_H
@@ -71,8 +69,7 @@ int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backe
                       gpp_data_t *data, const gpp_profile_cfg_t *cfg, const char *path,
                       gpp_err_t *err);
 
-/* Arms hook point "profile.rep" for this process (from_rep < 0 disarms);
- * overrides GPP_FAULT_PROFILE_SLOW. For tests. */
-void gpp_profile_fault_slow(int from_rep, double extra_ms);
+/* What a repetition slowed by the profile_slow fault adds per op. */
+#define GPP_PROFILE_FAULT_MS 1000.0
 
 #endif

@@ -84,7 +84,7 @@ sum0=$(sha256sum <"$TMP/ck")
 expect_fail "unknown model" "unknown model 'nosuch'" "$TRAIN" --model nosuch
 expect_fail "unknown zoo key" "unknown parameter 'wings'" "$TRAIN" --model mmt:wings=2
 expect_fail "unknown option" "unknown or incomplete option" "$TRAIN" --model "$MMT" --frobnicate
-expect_fail "bad number" "must be an integer" "$TRAIN" --model "$MMT" --batch x
+expect_fail "bad number" "--batch: expected an integer >= 1, got 'x'" "$TRAIN" --model "$MMT" --batch x
 expect_fail "no model" "--model SPEC is required" "$TRAIN" --iterations 3
 expect_fail "wrong model" "is for model" "$TRAIN" --model "$CANDLE" --iterations 1 --load "$TMP/ck"
 expect_fail "wrong optimizer" "pass --optimizer adamw" "$TRAIN" --model "$MMT" --optimizer sgd --iterations 1 --load "$TMP/ck"
@@ -98,7 +98,7 @@ expect_fail "missing checkpoint" "cannot open" "$TRAIN" --model "$MMT" --iterati
 # a failed load must not overwrite the --save target
 expect_fail "bad load keeps save target" "checksum mismatch" "$TRAIN" --model "$MMT" --iterations 1 --load "$TMP/corrupt" --save "$TMP/ck"
 # a save that fails midway (fault injection: disk full after 4 KiB)
-expect_fail "failed save" "untouched" env GPP_FAULT_AFILE_AFTER_BYTES=4096 "$TRAIN" --model "$MMT" --iterations 1 --batch 8 --threads 1 --save "$TMP/ck"
+expect_fail "failed save" "untouched" env GPP_FAULT=atomic_write:4096 "$TRAIN" --model "$MMT" --iterations 1 --batch 8 --threads 1 --save "$TMP/ck"
 [ "$(sha256sum <"$TMP/ck")" = "$sum0" ] && pass "checkpoint untouched by every failure" ||
     fail "checkpoint changed"
 ls "$TMP"/ck.tmp.* >/dev/null 2>&1 && fail "temp file left behind" || pass "no temp file left"

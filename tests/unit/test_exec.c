@@ -3,7 +3,7 @@
  * stages, re-sharded pieces and regenerated data) equals the whole model,
  * data-parallel halves sum to the full gradient, stash accounting, the
  * profiler's table is readable by the planner and is the median over
- * repetitions (a minority of slow ones, injected at hook point "profile.rep",
+ * repetitions (a minority of slow ones, injected at fault hook "profile_slow",
  * does not move it), and bad calls fail cleanly.
  *
  * Tolerance: gradients and updated weights agree to a relative error of
@@ -20,6 +20,7 @@
 #include "kernels/gpp_backend.h"
 #include "planner/gpp_cost.h"
 #include "model/gpp_graph.h"
+#include "common/gpp_fault.h"
 #include "common/gpp_json.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
@@ -542,7 +543,7 @@ static void t_profile_median_ignores_slow_reps(void)
     GPP_EXPECT(fd >= 0);
     close(fd);
     gpp_err_t err = {0};
-    const double slow_ms = 1000; /* far above any op of this tiny model */
+    const double slow_ms = GPP_PROFILE_FAULT_MS; /* far above any op of this tiny model */
     gpp_profile_cfg_t pc = {.max_micro_batch = 2, .warmup = 1, .reps = 5, .seed = 3};
     /* from_rep -> slow repetitions of 5: 4 -> 1, 3 -> 2 (a minority: the
      * median is a fast one), 2 -> 3 (a majority: every op reads slow, which
@@ -552,7 +553,7 @@ static void t_profile_median_ignores_slow_reps(void)
         int slow;
     } runs[] = {{-1, 0}, {4, 0}, {3, 0}, {2, 1}};
     for (size_t c = 0; c < sizeof runs / sizeof runs[0]; c++) {
-        gpp_profile_fault_slow(runs[c].from_rep, slow_ms);
+        gpp_fault_arm("profile_slow", runs[c].from_rep);
         GPP_EXPECT_MSG(gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, &err) ==
                            0,
                        "%s", err.msg);
@@ -565,7 +566,7 @@ static void t_profile_median_ignores_slow_reps(void)
         else
             GPP_EXPECT(worst < slow_ms / 10); /* a mean would read >= slow_ms / 5 */
     }
-    gpp_profile_fault_slow(-1, 0);
+    gpp_fault_arm("profile_slow", -1);
     unlink(path);
     gpp_fixture_exec_close(&f);
 }

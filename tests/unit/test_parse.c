@@ -1,7 +1,11 @@
-/* Tests of common/gpp_parse: whole-string numbers, bounds, messages. */
+/* Tests of common/gpp_parse: whole-string numbers, bounds, messages, and
+ * the command-line flavour every program uses. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/gpp_parse.h"
 #include "tests/gpp_test.h"
@@ -50,7 +54,38 @@ static void t_double(void)
                strstr(err.msg, "expected a number >= 2"));
 }
 
-static const gpp_test_case_t cases[] = {{"int", t_int}, {"double", t_double}, {NULL, NULL}};
+/* What the flag parsers print to stderr for one bad and one good value. */
+static void t_flag(void)
+{
+    char path[] = "/tmp/gpp_test_parse_XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    GPP_EXPECT(fd >= 0 && saved >= 0);
+    fflush(stderr);
+    dup2(fd, 2);
+    int64_t x = -7;
+    double d = -7;
+    int r1 = gpp_parse_flag_int64("gpp-x", "--slot", "3", 0, 10, &x);
+    int r2 = gpp_parse_flag_int64("gpp-x", "--slot", "11", 0, 10, &x);
+    int r3 = gpp_parse_flag_double("gpp-x: error", "--lr", "-1", 0, 0, 10, &d);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char out[512] = {0};
+    FILE *f = fdopen(fd, "r");
+    rewind(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    fclose(f);
+    unlink(path);
+    GPP_EXPECT(r1 == 0 && r2 == -1 && r3 == -1 && x == 3 && d == -7);
+    GPP_EXPECT_MSG(strcmp(out, "gpp-x: --slot: expected an integer <= 10, got '11'\n"
+                               "gpp-x: error: --lr: expected a non-negative number, got '-1'\n") ==
+                       0,
+                   "%s", out);
+}
+
+static const gpp_test_case_t cases[] = {
+    {"int", t_int}, {"double", t_double}, {"flag", t_flag}, {NULL, NULL}};
 
 int main(void)
 {

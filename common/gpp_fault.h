@@ -1,0 +1,47 @@
+/* gpp_fault: numbered fault-injection hook points (STYLE rule 10; SQLite's
+ * sqlite3FaultSim).
+ *
+ * Code that can fail in ways a test cannot provoke (a full disk, a slow
+ * repetition) asks `if (gpp_fault(GPP_FAULT_X))` at its hook point and, when
+ * it returns non-zero, behaves as the failure would, reading the number the
+ * fault was armed with from gpp_fault_arg. Unarmed, a hook costs a call and
+ * two loads.
+ *
+ * Arming: from a test with gpp_fault_arm("name", arg), or for multi-process
+ * tests through one environment variable read once (at the first hook or
+ * arm) and logged:  GPP_FAULT=name:arg[,name:arg...]  e.g.
+ * GPP_FAULT=atomic_write:4096. An explicit gpp_fault_arm wins over the
+ * environment. Arm and disarm from one thread, before the code under test
+ * runs. */
+#ifndef GPP_FAULT_H
+#define GPP_FAULT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum gpp_fault_id {
+    /* "atomic_write": gpp_atomic_file writes fail with ENOSPC once arg bytes
+     * have gone to the temp file (0: the first write fails). */
+    GPP_FAULT_ATOMIC_WRITE,
+    /* "profile_slow": profiler repetitions from number arg (0-based) on read
+     * GPP_PROFILE_FAULT_MS slower per op. */
+    GPP_FAULT_PROFILE_SLOW,
+    GPP_FAULT_COUNT
+};
+
+/* Non-zero when fault `id` is armed. */
+int gpp_fault(enum gpp_fault_id id);
+/* The number `id` was armed with (meaning: see the enum); -1 when unarmed. */
+int64_t gpp_fault_arg(enum gpp_fault_id id);
+/* Arms fault `name` with arg >= 0, or disarms it with arg < 0. -1 when no
+ * fault has that name. */
+int gpp_fault_arm(const char *name, int64_t arg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
