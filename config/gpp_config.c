@@ -482,9 +482,8 @@ static int s_check(s_load_t *L)
     return 0;
 }
 
-/* ---- public API ---- */
-
-void gpp_config_defaults(gpp_config_t *c)
+/* Fills *c with every default (one local node with 1 slot, no model). */
+static void s_defaults(gpp_config_t *c)
 {
     assert(c);
     memset(c, 0, sizeof *c);
@@ -511,16 +510,31 @@ void gpp_config_defaults(gpp_config_t *c)
     c->health.timeout_ms = 5000;
 }
 
+/* Keys the schema takes for what is planned but not built: a warning, so
+ * that a setting nothing honours does not pass silently (docs/config.md). */
+static void s_warn_planned(const gpp_config_t *c)
+{
+    if (c->metrics.http_port)
+        gpp_warn("config: %s: metrics.http_port = %d: nothing serves metrics over HTTP yet "
+                 "(planned); use metrics.file",
+                 c->path, c->metrics.http_port);
+    if (c->job.backend == GPP_CONFIG_BACKEND_CUDA)
+        gpp_warn("config: %s: job.backend = \"cuda\": there is no CUDA backend yet (planned); "
+                 "the agents compute on the CPU",
+                 c->path);
+}
+
 static int s_load(gpp_config_t *c, gpp_toml_t *doc, const char *name, gpp_err_t *err)
 {
     s_load_t L = {.c = c, .name = name, .err = err};
-    gpp_config_defaults(c);
+    s_defaults(c);
     snprintf(c->path, sizeof c->path, "%s", name);
     int rc = -1;
     if (!doc)
         goto fail;
     if (s_apply_doc(&L, doc) < 0 || s_apply_env(&L) < 0 || s_check(&L) < 0)
         goto fail;
+    s_warn_planned(c);
     rc = 0;
 fail:
     gpp_toml_destroy(&doc);
@@ -528,6 +542,8 @@ fail:
         gpp_config_release(c);
     return rc;
 }
+
+/* ---- public API ---- */
 
 int gpp_config_load(gpp_config_t *c, const char *path, gpp_err_t *err)
 {
