@@ -6,7 +6,7 @@ ifneq ($(CI),)
 CMAKE_FLAGS += -DGPP_WERROR=ON
 endif
 
-.PHONY: all deps build run test bench clean format
+.PHONY: all deps build run test coverage bench clean format
 
 all: build
 
@@ -24,6 +24,12 @@ run: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# Line coverage of the whole test suite: instrumented build in build-cov/,
+# ctest, then a per-file summary (docs/testing.md).
+coverage: deps
+	@GPP_COVERAGE_DEPS=1 bash scripts/install-deps.sh
+	@bash scripts/coverage.sh build-cov
+
 # Benchmarks also need PyTorch (the CPU training comparison only).
 bench: build
 	@GPP_BENCH_DEPS=1 bash scripts/install-deps.sh
@@ -33,4 +39,4 @@ format:
 	@clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
 
 clean:
-	@rm -rf $(BUILD)
+	@rm -rf $(BUILD) build-cov

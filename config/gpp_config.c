@@ -65,8 +65,6 @@ static const char *const S_BACKENDS[] = {"cpu", "cuda", NULL};
 static const s_field_t S_FIELDS[] = {
     S_STR("coordinator", "endpoint", coordinator.endpoint, "GPP_ENDPOINT",
           "a ZeroMQ endpoint such as \"tcp://127.0.0.1:5555\""),
-    S_STR("coordinator", "store", coordinator.store, "GPP_STORE",
-          "a \"host:port\" address such as \"127.0.0.1:29400\""),
     {"cluster", "device", F_STR, C_OFF(cluster.device), C_SZ(cluster.device), 0, 0, 0, 0, S_DEVICES,
      NULL, "one of v100-16g, v100-32g, a100-80g, h100-80g, cpu"},
     S_STR("cluster", "profile", cluster.profile, NULL, "a path to a profile.json"),
@@ -326,6 +324,10 @@ static int s_apply_table(s_load_t *L, const gpp_toml_node_t *t, const char *sect
                 break;
             }
         }
+        if (!f && strcmp(section, "coordinator") == 0 && strcmp(key, "store") == 0)
+            return s_fail(L, kp, section, key,
+                          "removed: the data-plane rendezvous now runs on the coordinator's "
+                          "endpoint (no second port); delete this line");
         if (!f) {
             char known[320];
             size_t used = 0;
@@ -450,12 +452,6 @@ static int s_check(s_load_t *L)
     if (strncmp(ep, "tcp://", 6) && strncmp(ep, "ipc://", 6) && strncmp(ep, "inproc://", 9))
         return s_fail(L, s_pos_of(L, "coordinator", "endpoint"), "coordinator", "endpoint",
                       "\"%s\" is not a ZeroMQ endpoint; use \"tcp://HOST:PORT\"", ep);
-    const char *colon = strrchr(c->coordinator.store, ':');
-    char *end = NULL;
-    long port = colon ? strtol(colon + 1, &end, 10) : 0;
-    if (!colon || colon == c->coordinator.store || !end || *end || port < 1 || port > 65535)
-        return s_fail(L, s_pos_of(L, "coordinator", "store"), "coordinator", "store",
-                      "\"%s\" is not HOST:PORT with a port in [1, 65535]", c->coordinator.store);
     if (c->cluster.profile[0] && access(c->cluster.profile, R_OK) < 0)
         return s_fail(L, s_pos_of(L, "cluster", "profile"), "cluster", "profile",
                       "cannot read \"%s\": %s (paths are relative to the working directory)",
@@ -482,14 +478,12 @@ static int s_check(s_load_t *L)
     return 0;
 }
 
-/* ---- public API ---- */
-
-void gpp_config_defaults(gpp_config_t *c)
+/* Fills *c with every default (one local node with 1 slot, no model). */
+static void s_defaults(gpp_config_t *c)
 {
     assert(c);
     memset(c, 0, sizeof *c);
     snprintf(c->coordinator.endpoint, sizeof c->coordinator.endpoint, "tcp://127.0.0.1:5555");
-    snprintf(c->coordinator.store, sizeof c->coordinator.store, "127.0.0.1:29400");
     snprintf(c->cluster.device, sizeof c->cluster.device, "cpu");
     c->n_nodes = 1;
     c->nodes = gpp_xcalloc(1, sizeof *c->nodes);
@@ -511,16 +505,31 @@ void gpp_config_defaults(gpp_config_t *c)
     c->health.timeout_ms = 5000;
 }
 
+/* Keys the schema takes for what is planned but not built: a warning, so
+ * that a setting nothing honours does not pass silently (docs/config.md). */
+static void s_warn_planned(const gpp_config_t *c)
+{
+    if (c->metrics.http_port)
+        gpp_warn("config: %s: metrics.http_port = %d: nothing serves metrics over HTTP yet "
+                 "(planned); use metrics.file",
+                 c->path, c->metrics.http_port);
+    if (c->job.backend == GPP_CONFIG_BACKEND_CUDA)
+        gpp_warn("config: %s: job.backend = \"cuda\": there is no CUDA backend yet (planned); "
+                 "the agents compute on the CPU",
+                 c->path);
+}
+
 static int s_load(gpp_config_t *c, gpp_toml_t *doc, const char *name, gpp_err_t *err)
 {
     s_load_t L = {.c = c, .name = name, .err = err};
-    gpp_config_defaults(c);
+    s_defaults(c);
     snprintf(c->path, sizeof c->path, "%s", name);
     int rc = -1;
     if (!doc)
         goto fail;
     if (s_apply_doc(&L, doc) < 0 || s_apply_env(&L) < 0 || s_check(&L) < 0)
         goto fail;
+    s_warn_planned(c);
     rc = 0;
 fail:
     gpp_toml_destroy(&doc);
@@ -528,6 +537,8 @@ fail:
         gpp_config_release(c);
     return rc;
 }
+
+/* ---- public API ---- */
 
 int gpp_config_load(gpp_config_t *c, const char *path, gpp_err_t *err)
 {

@@ -1,7 +1,7 @@
 /* gpp_config: cluster.toml -> one C struct (STYLE rule 11).
  *
  * gpp_config_load() parses the file with toml++ (through gpp_toml_shim),
- * starts from the defaults of gpp_config_defaults(), applies every key
+ * starts from the defaults (docs/config.md), applies every key
  * (unknown keys and sections are errors: typos must not pass silently),
  * checks ranges and cross-field rules, then applies the environment
  * overrides (GPP_HEARTBEAT_MS, ... listed in docs/config.md), each read once
@@ -37,7 +37,6 @@ typedef struct {
 
     struct {
         char endpoint[GPP_CONFIG_STR]; /* ZeroMQ endpoint, "tcp://127.0.0.1:5555" */
-        char store[GPP_CONFIG_STR];    /* comm rendezvous store "host:port" */
     } coordinator;
 
     struct {
@@ -82,10 +81,6 @@ typedef struct {
         int http_port;              /* Prometheus /metrics; 0 = off */
     } metrics;
 } gpp_config_t;
-
-/* Fills *c with every default (one local node with 1 slot, no model). The
- * caller releases it with gpp_config_release(). */
-void gpp_config_defaults(gpp_config_t *c);
 
 /* Loads path into *c (defaults, file, checks, environment). Returns 0, or -1
  * with "PATH:LINE:COL: section.key: problem; fix" in err, leaving *c

@@ -154,13 +154,6 @@ const gpp_toml_node_t *gpp_toml_table_at(const gpp_toml_node_t *h, size_t i, con
     return s_handle(&it->second);
 }
 
-const gpp_toml_node_t *gpp_toml_table_get(const gpp_toml_node_t *h, const char *key)
-{
-    const toml::table *t = s_node(h)->as_table();
-    assert(t && key);
-    return s_handle(t->get(key));
-}
-
 size_t gpp_toml_array_size(const gpp_toml_node_t *h)
 {
     const toml::array *a = s_node(h)->as_array();

@@ -48,8 +48,6 @@ void gpp_toml_pos(const gpp_toml_node_t *n, int *line, int *col);
 size_t gpp_toml_table_size(const gpp_toml_node_t *table);
 const gpp_toml_node_t *gpp_toml_table_at(const gpp_toml_node_t *table, size_t i,
                                          const char **key_out, int *key_line, int *key_col);
-/* NULL when absent. */
-const gpp_toml_node_t *gpp_toml_table_get(const gpp_toml_node_t *table, const char *key);
 
 size_t gpp_toml_array_size(const gpp_toml_node_t *array);
 const gpp_toml_node_t *gpp_toml_array_at(const gpp_toml_node_t *array, size_t i);

@@ -171,10 +171,7 @@ int gpp_tensor_alloc(gpp_backend_t *be, gpp_dtype_t dtype, int64_t n, int64_t ro
 void gpp_tensor_free(gpp_backend_t *be, gpp_tensor_t *t);
 
 /* ---- CPU: OpenBLAS kernel choice ----
- * The OpenBLAS core type this process should use when OpenBLAS misdetected
- * the CPU and loaded legacy kernels ("SkylakeX", "Haswell"), else NULL. */
-const char *gpp_cpu_blas_better_coretype(void);
-/* For main() of programs that run CPU kernels, before anything else: when
+ * For main() of programs that run CPU kernels, before anything else: when
  * OpenBLAS misdetected the CPU and OPENBLAS_CORETYPE is unset, re-executes
  * the program with it set (OpenBLAS reads it only when it loads). Returns
  * when nothing needs doing or the exec failed. */

@@ -53,12 +53,6 @@ void gpp_sparse_grad_destroy(gpp_sparse_grad_t **self_p)
     *self_p = NULL;
 }
 
-int64_t gpp_sparse_grad_table_rows(const gpp_sparse_grad_t *self)
-{
-    assert(self);
-    return self->table_rows;
-}
-
 int64_t gpp_sparse_grad_dim(const gpp_sparse_grad_t *self)
 {
     assert(self);

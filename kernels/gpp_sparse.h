@@ -33,7 +33,6 @@ gpp_sparse_grad_t *gpp_sparse_grad_new(gpp_stream_t *s, int64_t table_rows, int6
 /* Accepts NULL; the caller must have synchronised the streams using it. */
 void gpp_sparse_grad_destroy(gpp_sparse_grad_t **self_p);
 
-int64_t gpp_sparse_grad_table_rows(const gpp_sparse_grad_t *self);
 int64_t gpp_sparse_grad_dim(const gpp_sparse_grad_t *self);
 /* Number of distinct touched rows. */
 int64_t gpp_sparse_grad_count(const gpp_sparse_grad_t *self);

@@ -16,6 +16,8 @@ PKGS=(
 )
 # Benchmark-only: PyTorch on CPU for the training-speed comparison.
 if [ "${GPP_BENCH_DEPS:-0}" = 1 ]; then PKGS+=(python3-torch); fi
+# Coverage-only (make coverage): the line-coverage summary of gcov's counters.
+if [ "${GPP_COVERAGE_DEPS:-0}" = 1 ]; then PKGS+=(gcovr); fi
 
 missing=()
 for p in "${PKGS[@]}"; do

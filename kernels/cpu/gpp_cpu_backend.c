@@ -19,8 +19,10 @@
  * it does not know (common in VMs: "Intel Xeon Processor") makes it fall
  * back to SSE3 "Prescott" kernels, 4-5x slower on an AVX-512 machine. The
  * choice cannot be changed once loaded: OPENBLAS_CORETYPE must be set before
- * the process starts (gpp_cpu_blas_reexec). */
-const char *gpp_cpu_blas_better_coretype(void)
+ * the process starts (gpp_cpu_blas_reexec). Returns the core type this
+ * process should use when OpenBLAS misdetected the CPU and loaded legacy
+ * kernels ("SkylakeX", "Haswell"), else NULL. */
+static const char *s_better_coretype(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     static const char *legacy[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom"};
@@ -36,7 +38,7 @@ const char *gpp_cpu_blas_better_coretype(void)
 
 void gpp_cpu_blas_reexec(char **argv)
 {
-    const char *better = gpp_cpu_blas_better_coretype();
+    const char *better = s_better_coretype();
     if (!better || getenv("OPENBLAS_CORETYPE"))
         return; /* right kernels, or the user chose; never loop */
     if (setenv("OPENBLAS_CORETYPE", better, 0) != 0)
@@ -50,7 +52,7 @@ static void s_check_openblas_core(void)
     static int checked;
     if (checked++)
         return;
-    const char *better = gpp_cpu_blas_better_coretype();
+    const char *better = s_better_coretype();
     if (better)
         gpp_warn("cpu backend: OpenBLAS chose its %s kernels on a CPU with %s support; "
                  "matrix products run several times slower than they could; set "

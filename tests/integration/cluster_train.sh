@@ -5,30 +5,30 @@
 # cannot run. Weights against single-process training: test_coord_train.
 # Usage: cluster_train.sh BUILD_DIR
 set -u
-BUILD=${1:?usage: cluster_train.sh BUILD_DIR}
+. "$(dirname "$0")/lib/gpp_test.sh"
+gpp_test_begin cluster_train "${1:-}"
 COORD=$BUILD/coordinator/gpp-coordinator
-PORT0=$((20000 + ($$ * 17) % 6000)) # below the ephemeral range (32768-)
-. "$(dirname "$0")/lib/cluster_lib.sh"
-cluster_begin cluster_train
 MODEL="mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64"
 
-# cluster file: $1 name, $2 port (and $2+1 for the store), $3 slots, $4 iterations
+# cluster file: $1 name, $2 slots, $3 iterations; a free port for the
+# coordinator (the data-plane rendezvous runs on it too)
 mkconf() {
+    local ports
+    ports=($(free_port 1))
     cat >"$TMP/$1.toml" <<EOF
 [coordinator]
-endpoint = "tcp://127.0.0.1:$2"
-store = "127.0.0.1:$(($2 + 1))"
+endpoint = "tcp://127.0.0.1:${ports[0]}"
 [cluster]
 device = "cpu"
 mem_gib = 2
 [[nodes]]
 host = "127.0.0.1"
-slots = $3
+slots = $2
 [job]
 model = "$MODEL"
 batch = 16
 micro_batch = 4
-iterations = $4
+iterations = $3
 launch = "local"
 checkpoint_dir = "$TMP/$1.ckpt"
 [health]
@@ -41,67 +41,63 @@ EOF
 }
 # the coordinator's agents once training has started (at most 30 s)
 training_kids() {
-    local t=300
-    while [ $t -gt 0 ]; do
-        grep -q "^iter 2/" "$2" 2>/dev/null && { pgrep -P "$1" | tr '\n' ' '; return; }
-        sleep 0.1; t=$((t - 1))
-    done
+    wait_until 30 grep -q "^iter 2/" "$2" 2>/dev/null && pgrep -P "$1" | tr '\n' ' '
 }
 
 # 1. a job that finishes
-P=$((PORT0 + 2)); C=$(mkconf ok $P 4 3)
+C=$(mkconf ok 4 3)
 timeout 120 "$COORD" --plan gpp "$C" >"$TMP/1.out" 2>"$TMP/1.err"; rc=$?
 if [ $rc = 0 ] && [ "$(grep -c '^iter [1-3]/3  loss ' "$TMP/1.out")" = 3 ] &&
     grep -q "^  measured .* ms/iteration" "$TMP/1.out" && grep -q "^  simulated .*measured/simulated" "$TMP/1.out" &&
     [ "$(wc -l <"$TMP/ok.jsonl")" = 3 ] && grep -q '"iteration":2,"loss":' "$TMP/ok.jsonl" &&
     ls "$TMP/ok.ckpt"/stage0.ckpt "$TMP/ok.ckpt/plan.json" >/dev/null 2>&1; then
-    pass "training job: progress, metrics, checkpoints, summary"
+    ok "training job: progress, metrics, checkpoints, summary"
 else
     fail "training job (rc $rc)"; cat "$TMP/1.out"; grep -v OpenBLAS "$TMP/1.err" | tail -10
 fi
 
 # 1b. --plan auto without a profile: rank 0 profiles the ops, then the plan, then training
-P=$((PORT0 + 10)); C=$(mkconf auto $P 2 2)
+C=$(mkconf auto 2 2)
 timeout 120 "$COORD" --plan auto "$C" >"$TMP/1b.out" 2>"$TMP/1b.err"; rc=$?
 if [ $rc = 0 ] && grep -q "profiling the model's ops on 127.0.0.1:0" "$TMP/1b.err" &&
     grep -q "^plan gpp (agent profile)" "$TMP/1b.out" && grep -q "^iter 2/2  loss" "$TMP/1b.out"; then
-    pass "auto plan from the agents' own profile"
+    ok "auto plan from the agents' own profile"
 else
     fail "auto plan with profiling (rc $rc)"; cat "$TMP/1b.out"; grep -v OpenBLAS "$TMP/1b.err" | tail -10
 fi
 
 # 2. an agent killed during training: named, the job stops, no one left
-P=$((PORT0 + 4)); C=$(mkconf kill $P 4 1000000)
+C=$(mkconf kill 4 1000000)
 "$COORD" --plan spp "$C" >"$TMP/2.out" 2>"$TMP/2.err" &
-CP=$!; PIDS+=($CP)
-KIDS=$(training_kids $CP "$TMP/2.out"); PIDS+=($KIDS)
+CP=$!
+KIDS=$(training_kids $CP "$TMP/2.out"); track $KIDS
 # rank 0 always has a stage (the plan's first device)
 VICTIM=$(sed -n 's/.*registered 127.0.0.1:0 (rank 0, pid \([0-9]*\)).*/\1/p' "$TMP/2.err" | head -1)
 [ -n "$VICTIM" ] && kill -KILL "$VICTIM"
 bwait $CP 30; rc=$?
 if [ -n "$VICTIM" ] && [ $rc = 1 ] &&
     grep -q "pid $VICTIM) \(killed by signal 9\|silent\)" "$TMP/2.err" && wait_gone 15 $KIDS; then
-    pass "agent killed during training: named, job stopped, agents gone"
+    ok "agent killed during training: named, job stopped, agents gone"
 else
     fail "agent killed during training (rc $rc, victim '$VICTIM')"; grep -v OpenBLAS "$TMP/2.err" | tail -8
 fi
 
 # 3. Ctrl-C during training: agents aborted and reaped, status 130
-P=$((PORT0 + 6)); C=$(mkconf intr $P 4 1000000)
+C=$(mkconf intr 4 1000000)
 "$COORD" --plan gpp "$C" >"$TMP/3.out" 2>"$TMP/3.err" &
-CP=$!; PIDS+=($CP)
-KIDS=$(training_kids $CP "$TMP/3.out"); PIDS+=($KIDS)
+CP=$!
+KIDS=$(training_kids $CP "$TMP/3.out"); track $KIDS
 kill -INT $CP
 bwait $CP 30; rc=$?
 if [ -n "$KIDS" ] && [ $rc = 130 ] && grep -q "interrupted by Interrupt" "$TMP/3.err" &&
     wait_gone 10 $KIDS; then
-    pass "SIGINT during training: agents stopped and reaped, status 130"
+    ok "SIGINT during training: agents stopped and reaped, status 130"
 else
     fail "SIGINT during training (rc $rc)"; grep -v OpenBLAS "$TMP/3.err" | tail -8
 fi
 
 # 4. plans that cannot run: status 2 with the reason, no agent started
-P=$((PORT0 + 8)); C=$(mkconf small $P 2 1)
+C=$(mkconf small 2 1)
 sed -i -e 's/^model = .*/model = "mmt:branches=2,layers=2,hidden=64,heads=4,seq=16,ffn=128"/' -e 's/^batch = .*/batch = 32/' "$C"
 "$COORD" --plan tests/data/plans/mmt2_dp.json "$C" >/dev/null 2>"$TMP/4a.err"; ra=$?
 "$COORD" --plan bogus "$C" >/dev/null 2>"$TMP/4b.err"; rb=$?
@@ -110,9 +106,9 @@ sed 's/^model = .*/model = "dlrm:dense_branches=2,sparse_branches=2,dense_in=32,
 if [ $ra = 2 ] && grep -q "the plan uses 4 devices, but .* has 2 slots" "$TMP/4a.err" &&
     [ $rb = 2 ] && grep -q "use auto, gpp, spp or a gpp-plan/1 FILE.json" "$TMP/4b.err" &&
     [ $rcc = 2 ] && grep -q "mmt2_dp.json: the plan is for model 'mmt' with 39 ops, but the graph is 'dlrm'" "$TMP/4c.err"; then
-    pass "unusable plans rejected with the reason"
+    ok "unusable plans rejected with the reason"
 else
     fail "unusable plans ($ra $rb $rcc)"; cat "$TMP/4a.err" "$TMP/4b.err" "$TMP/4c.err"
 fi
 
-cluster_end
+gpp_test_end

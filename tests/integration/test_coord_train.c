@@ -53,7 +53,6 @@
 static char s_bin[1024], s_src[1024], s_tmp[256];
 static char s_worst[128]; /* the parameter with the largest relative error */
 static double s_max_abs;  /* the last case's largest absolute weight difference */
-static int s_port;
 
 /* Writes the cluster file for one run; returns its path (static buffer). */
 static const char *s_conf(const char *name, const char *model, const char *ckpt,
@@ -61,12 +60,16 @@ static const char *s_conf(const char *name, const char *model, const char *ckpt,
 {
     static char path[512];
     snprintf(path, sizeof path, "%s/%s.toml", s_tmp, name);
+    /* the coordinator's port (the rendezvous runs on it too), free now
+     * (kernel's choice) */
+    int port = gpp_test_free_port();
+    if (port < 0)
+        return NULL;
     FILE *f = fopen(path, "w");
     if (!f)
         return NULL;
-    s_port += 2;
     fprintf(f,
-            "[coordinator]\nendpoint = \"tcp://127.0.0.1:%d\"\nstore = \"127.0.0.1:%d\"\n"
+            "[coordinator]\nendpoint = \"tcp://127.0.0.1:%d\"\n"
             "[cluster]\ndevice = \"cpu\"\nmem_gib = 4\n"
             "[[nodes]]\nhost = \"127.0.0.1\"\nslots = 4\n"
             "[job]\nmodel = \"%s\"\nbatch = %d\nmicro_batch = %d\niterations = %d\n"
@@ -74,7 +77,7 @@ static const char *s_conf(const char *name, const char *model, const char *ckpt,
             "checkpoint_dir = \"%s\"\n"
             "[health]\nheartbeat_ms = 200\ntimeout_ms = 10000\n"
             "[metrics]\nfile = \"%s\"\n",
-            s_port, s_port + 1, model, S_BATCH, S_MB, S_ITERS, S_SEED, ckpt, metrics);
+            port, model, S_BATCH, S_MB, S_ITERS, S_SEED, ckpt, metrics);
     fclose(f);
     return path;
 }
@@ -325,10 +328,11 @@ int main(void)
     const char *bin = getenv("GPP_BIN"), *src = getenv("GPP_SRC");
     snprintf(s_bin, sizeof s_bin, "%s", bin ? bin : "build");
     snprintf(s_src, sizeof s_src, "%s", src ? src : ".");
-    snprintf(s_tmp, sizeof s_tmp, "/tmp/test_coord_train.%d", (int)getpid());
-    s_port = 26100 + (int)(getpid() % 3000) * 2; /* below the ephemeral range (32768-) */
-    if (s_sh("mkdir -p %s", s_tmp) != 0)
+    snprintf(s_tmp, sizeof s_tmp, "/tmp/test_coord_train.XXXXXX");
+    if (!mkdtemp(s_tmp)) {
+        perror("mkdtemp");
         return 1;
+    }
     int rc = gpp_test_run(cases);
     if (rc == 0)
         s_sh("rm -rf %s", s_tmp);

@@ -7,14 +7,10 @@
 # file; dataset files and the profile table work end to end.
 # Usage: train_cli.sh BUILD_DIR
 set -u
-BUILD=${1:?usage: train_cli.sh BUILD_DIR}
+. "$(dirname "$0")/lib/gpp_test.sh"
+gpp_test_begin train_cli "${1:-}"
 TRAIN=$BUILD/agent/exec/gpp-train
-TMP=$(mktemp -d /tmp/gpp_train_cli.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-. "$(dirname "$0")/../../scripts/blas-env.sh" # OPENBLAS_CORETYPE the CPU supports
-FAILS=0
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-pass() { echo "ok   $*"; }
+. "$SRC/scripts/blas-env.sh" # OPENBLAS_CORETYPE the CPU supports
 
 MMT="mmt:branches=2,layers=2,hidden=64,heads=4,seq=16,ffn=256"
 DLRM="dlrm:dense_branches=2,sparse_branches=2,dense_in=32,hidden=64,dense_layers=2,rows=1000,dim=16,bag=8,top_layers=2"
@@ -22,21 +18,6 @@ CANDLE="candle_uno:branches=3,layers=2,hidden=64,in=32,doses=1,top_layers=2"
 
 # losses of a run, one per line
 losses() { grep -o 'loss=[0-9.eE+-]*' "$1" | cut -d= -f2; }
-
-# expect_fail NAME WORDS CMD...: exit status 2 and WORDS in stderr
-expect_fail() {
-    local name=$1 words=$2
-    shift 2
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    if [ $rc -ne 2 ]; then
-        fail "$name: exit $rc, expected 2"
-    elif ! grep -q -- "$words" "$TMP/err"; then
-        fail "$name: stderr lacks '$words': $(cat "$TMP/err")"
-    else
-        pass "$name: $(grep -m1 "error:" "$TMP/err" | head -c 160)"
-    fi
-}
 
 # 1. loss decreases: mean of the last 5 iterations < 0.8 x mean of the first 5
 for spec in "$MMT" "$DLRM" "$CANDLE"; do
@@ -49,7 +30,7 @@ for spec in "$MMT" "$DLRM" "$CANDLE"; do
     read -r first last < <(losses "$TMP/$name.log" | awk '{l[NR]=$1} END {
         for (i = 1; i <= 5; i++) { a += l[i]; b += l[NR - 5 + i] } print a / 5, b / 5 }')
     if awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.8 * a) }'; then
-        pass "$name: loss $first -> $last over 40 iterations"
+        ok "$name: loss $first -> $last over 40 iterations"
     else
         fail "$name: loss did not decrease enough: $first -> $last"
     fi
@@ -63,7 +44,7 @@ done
 if paste <(losses "$TMP/full.log") <(losses "$TMP/mb.log") |
     awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; if (d > 1e-4 * $1 + 1e-7) bad = 1 }
          END { printf "max loss difference %g\n", m; exit bad || NR != 5 }'; then
-    pass "micro-batch 4 x 4 matches batch 16"
+    ok "micro-batch 4 x 4 matches batch 16"
 else
     fail "micro-batching changed the losses"
 fi
@@ -74,7 +55,7 @@ fi
 "$TRAIN" --model "$MMT" --iterations 4 --batch 8 --threads 1 --load "$TMP/ck" >"$TMP/b.log" 2>&1
 if [ "$(losses "$TMP/straight.log" | tail -4)" = "$(losses "$TMP/b.log")" ] &&
     [ -n "$(losses "$TMP/b.log")" ]; then
-    pass "resume from checkpoint reproduces iterations 4..7 exactly"
+    ok "resume from checkpoint reproduces iterations 4..7 exactly"
 else
     fail "resumed losses differ: $(losses "$TMP/straight.log" | tail -4 | tr '\n' ' ') vs $(losses "$TMP/b.log" | tr '\n' ' ')"
 fi
@@ -99,11 +80,11 @@ expect_fail "missing checkpoint" "cannot open" "$TRAIN" --model "$MMT" --iterati
 expect_fail "bad load keeps save target" "checksum mismatch" "$TRAIN" --model "$MMT" --iterations 1 --load "$TMP/corrupt" --save "$TMP/ck"
 # a save that fails midway (fault injection: disk full after 4 KiB)
 expect_fail "failed save" "untouched" env GPP_FAULT=atomic_write:4096 "$TRAIN" --model "$MMT" --iterations 1 --batch 8 --threads 1 --save "$TMP/ck"
-[ "$(sha256sum <"$TMP/ck")" = "$sum0" ] && pass "checkpoint untouched by every failure" ||
+[ "$(sha256sum <"$TMP/ck")" = "$sum0" ] && ok "checkpoint untouched by every failure" ||
     fail "checkpoint changed"
-ls "$TMP"/ck.tmp.* >/dev/null 2>&1 && fail "temp file left behind" || pass "no temp file left"
+ls "$TMP"/ck.tmp.* >/dev/null 2>&1 && fail "temp file left behind" || ok "no temp file left"
 "$TRAIN" --model "$MMT" --iterations 1 --batch 8 --threads 1 --load "$TMP/ck" >/dev/null 2>&1 &&
-    pass "old checkpoint still loads" || fail "old checkpoint no longer loads"
+    ok "old checkpoint still loads" || fail "old checkpoint no longer loads"
 
 # a model too large for memory fails cleanly (half-built executor torn down)
 expect_fail "out of memory" "out of memory" env ASAN_OPTIONS=allocator_may_return_null=1 "$TRAIN" \
@@ -119,7 +100,7 @@ cat >"$TMP/g.json" <<'EOF'
  {"id": 4, "name": "loss", "type": "loss_mse", "inputs": [3]}]}
 EOF
 "$TRAIN" --model "$TMP/g.json" --iterations 3 --batch 8 --threads 1 >"$TMP/json.log" 2>&1 &&
-    [ "$(losses "$TMP/json.log" | wc -l)" -eq 3 ] && pass "graph JSON model trains" ||
+    [ "$(losses "$TMP/json.log" | wc -l)" -eq 3 ] && ok "graph JSON model trains" ||
     fail "graph JSON model: $(cat "$TMP/json.log")"
 # same file name, other shapes: the per-tensor shape check answers
 "$TRAIN" --model "$TMP/g.json" --iterations 1 --batch 8 --threads 1 --save "$TMP/gck" >/dev/null 2>&1
@@ -132,14 +113,14 @@ expect_fail "unknown op type" "field .type. must be one of" "$TRAIN" --model "$T
 if "$TRAIN" --model "$DLRM" --write-dataset "$TMP/ds" --samples 256 >"$TMP/ds.log" 2>&1 &&
     "$TRAIN" --model "$DLRM" --data "$TMP/ds" --iterations 3 --batch 64 --threads 1 >"$TMP/dsrun.log" 2>&1 &&
     [ "$(losses "$TMP/dsrun.log" | wc -l)" -eq 3 ]; then
-    pass "dataset written and trained from"
+    ok "dataset written and trained from"
 else
     fail "dataset round trip: $(cat "$TMP/ds.log" "$TMP/dsrun.log")"
 fi
 # the file holds the synthetic samples: same losses as the generator
 "$TRAIN" --model "$DLRM" --iterations 3 --batch 64 --threads 1 >"$TMP/synrun.log" 2>&1
 [ "$(losses "$TMP/dsrun.log")" = "$(losses "$TMP/synrun.log")" ] &&
-    pass "dataset losses equal generator losses" || fail "dataset and generator losses differ"
+    ok "dataset losses equal generator losses" || fail "dataset and generator losses differ"
 cp "$TMP/ds" "$TMP/ds_bad"
 printf 'XX' | dd of="$TMP/ds_bad" bs=1 seek=0 conv=notrunc status=none
 expect_fail "dataset bad magic" "bad magic" "$TRAIN" --model "$DLRM" --data "$TMP/ds_bad" --iterations 1
@@ -161,10 +142,9 @@ for k, e in p.items():
     assert all(v >= 0 for v in e["runtime"].values())
 EOF
 then
-    pass "profile.json written in the planner's schema"
+    ok "profile.json written in the planner's schema"
 else
     fail "profile: $(cat "$TMP/prof.log")"
 fi
 
-echo "$FAILS failed"
-[ "$FAILS" -eq 0 ]
+gpp_test_end

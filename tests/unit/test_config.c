@@ -97,7 +97,6 @@ static void t_defaults(void)
     if (rc)
         return;
     GPP_EXPECT(c.n_nodes == 1 && c.nodes[0].slots == 1);
-    GPP_EXPECT(strcmp(c.coordinator.store, "127.0.0.1:29400") == 0);
     GPP_EXPECT(c.job.batch == 32 && c.job.iterations == 20 && c.job.micro_batch == 0);
     GPP_EXPECT(c.job.optimizer == GPP_CONFIG_OPTIM_SGD && c.job.momentum == 0.9);
     GPP_EXPECT(strcmp(c.job.planner, "gpp") == 0 && c.job.checkpoint_interval == 0);
