@@ -49,7 +49,7 @@ typedef struct {
     int first_param; /* index into params */
     int n_params;
     int loss;            /* index into losses, or -1 */
-    int64_t stash_bytes; /* kernel stash per sample (the op table's) */
+    int64_t kernel_stash_bytes; /* per sample (the op table's) */
     double fwd_ms, bwd_ms;
     int64_t calls;
 } exec_op_t;
@@ -312,7 +312,7 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         eo->op = &g->ops[ids[i]];
         const gpp_op_info_t *T = &gpp_optable[eo->op->type];
         eo->loss = T->role == GPP_ROLE_LOSS ? self->n_loss++ : -1;
-        eo->stash_bytes = gpp_op_kernel_stash_bytes(g, eo->op);
+        eo->kernel_stash_bytes = gpp_op_kernel_stash_bytes(g, eo->op);
         eo->in = gpp_xcalloc((size_t)eo->op->n_inputs + 1, sizeof(int));
         for (int k = 0; k < eo->op->n_inputs; k++) {
             int p = eo->op->inputs[k];
@@ -686,27 +686,24 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     exec_op_t *eo = &self->ops[i];
     const gpp_op_t *op = eo->op;
     int64_t n = mb->n;
+    gpp_tensor_t *y = &mb->act[eo->out];
+    /* a loss has no output tensor: its value goes to loss_dev */
+    if (eo->loss < 0 && s_tensor_new(self, &self->slots[eo->out], n, y, err) < 0)
+        return -1;
     if (op->type == GPP_OP_INPUT) /* the data source, not a kernel */
-        return s_tensor_new(self, &self->slots[eo->out], n, &mb->act[eo->out], err) < 0
-                   ? -1
-                   : s_load(self, mb, op->id, 0, &mb->act[eo->out], err);
+        return s_load(self, mb, op->id, 0, y, err);
+    if (eo->kernel_stash_bytes) {
+        mb->stash_bytes[i] = (size_t)(n * eo->kernel_stash_bytes);
+        if (!(mb->stash[i] = s_alloc(self, mb->stash_bytes[i], err)))
+            return -1;
+    }
     const gpp_tensor_t *x[op->n_inputs];
     gpp_tensor_t *dx[op->n_inputs];
     gpp_tensor_t w[GPP_OP_MAX_PARAMS], dw[GPP_OP_MAX_PARAMS];
-    gpp_op_args_t a = {0};
-    if (eo->loss < 0) {
-        if (s_tensor_new(self, &self->slots[eo->out], n, &mb->act[eo->out], err) < 0)
-            return -1;
-        if (eo->stash_bytes) {
-            mb->stash_bytes[i] = (size_t)(n * eo->stash_bytes);
-            if (!(mb->stash[i] = s_alloc(self, mb->stash_bytes[i], err)))
-                return -1;
-        }
-        s_args(self, mb, i, x, w, dw, &a);
-        a.y = &mb->act[eo->out];
-        return gpp_op_kernels[op->type].fwd(self->s, &a, err);
-    }
+    gpp_op_args_t a = {.y = eo->loss < 0 ? y : NULL};
     s_args(self, mb, i, x, w, dw, &a);
+    if (eo->loss < 0)
+        return gpp_op_kernels[op->type].fwd(self->s, &a, err);
     /* a loss: labels from the data source; its input's gradient now */
     gpp_dtype_t dt;
     int64_t r, c;
