@@ -285,8 +285,8 @@ static int s_layernorm_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err
 
 static int s_layernorm_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
-    return gpp_layernorm_bwd(s, a->x[0], &a->w[0], a->stash, a->dy, a->dx[0], &a->dw[0],
-                             &a->dw[1], err);
+    return gpp_layernorm_bwd(s, a->x[0], &a->w[0], a->stash, a->dy, a->dx[0], &a->dw[0], &a->dw[1],
+                             err);
 }
 
 static int s_attention_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)

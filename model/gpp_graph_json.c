@@ -86,8 +86,8 @@ static int s_get_attrs(const cJSON *o, gpp_op_t *op, const char *origin, gpp_err
                 if (strcmp(v->valuestring, a->labels[j]) == 0)
                     k = j;
             if (k < 0)
-                return gpp_err_set(err, "%s: op '%s': field '%s' must be \"%s\" or \"%s\"",
-                                   origin, op->name, a->name, a->labels[0], a->labels[1]);
+                return gpp_err_set(err, "%s: op '%s': field '%s' must be \"%s\" or \"%s\"", origin,
+                                   op->name, a->name, a->labels[0], a->labels[1]);
             x = k;
         } else if (v && a->type == GPP_ATTR_NUM) {
             if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0))

@@ -10,7 +10,6 @@
 #include "agent/exec/gpp_exec.h"
 
 #include <assert.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +47,7 @@ typedef struct {
     int *in;         /* slots of the inputs */
     int first_param; /* index into params */
     int n_params;
-    int loss;            /* index into losses, or -1 */
+    int loss;                   /* index into losses, or -1 */
     int64_t kernel_stash_bytes; /* per sample (the op table's) */
     double fwd_ms, bwd_ms;
     int64_t calls;

@@ -247,7 +247,10 @@ static void t_json_every_type_roundtrip(void)
 static void t_attribute_errors(void)
 {
     gpp_err_t err = {0};
-#define HEAD "{\"format\":\"gpp-graph/1\",\"ops\":[{\"id\":0,\"name\":\"x\",\"type\":\"input\",\"cols\":8},"
+/* an input x [1, 8], then the op under test */
+#define HEAD                                                                                       \
+    "{\"format\":\"gpp-graph/1\",\"ops\":["                                                        \
+    "{\"id\":0,\"name\":\"x\",\"type\":\"input\",\"cols\":8},"
     struct {
         const char *text, *want;
     } bad[] = {
