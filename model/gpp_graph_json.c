@@ -7,6 +7,7 @@
 #include "model/gpp_optable.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,8 +96,10 @@ static int s_get_attrs(const cJSON *o, gpp_op_t *op, const char *origin, gpp_err
                                    origin, op->name, a->name);
             x = v->valuedouble;
         } else if (v) {
-            /* integers beyond 2^53 are not exact in JSON's doubles */
-            if (!cJSON_IsNumber(v) || fabs(v->valuedouble) > 9007199254740992.0 ||
+            /* integers beyond 2^53 are not exact in JSON's doubles; an int field holds
+             * less */
+            double lim = a->type == GPP_ATTR_INT ? (double)INT_MAX : 9007199254740992.0;
+            if (!cJSON_IsNumber(v) || fabs(v->valuedouble) > lim ||
                 v->valuedouble != floor(v->valuedouble))
                 return gpp_err_set(err, "%s: op '%s': field '%s' must be an integer", origin,
                                    op->name, a->name);
