@@ -1,5 +1,6 @@
 /* gpp_ops: argument and shape checks shared by every backend, then dispatch
- * through the stream's backend table. */
+ * through the stream's backend table; at the end, the kernel entry points
+ * per op type (gpp_op_kernels). */
 #include "kernels/gpp_ops.h"
 
 #include <assert.h>
@@ -92,12 +93,6 @@ int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
     return s_vt(s)->gelu_bwd(s, x, dy, dx, err);
 }
 
-size_t gpp_layernorm_stash_bytes(int64_t n, int64_t rows)
-{
-    assert(n >= 0 && rows >= 0);
-    return (size_t)(n * rows) * 2 * sizeof(float);
-}
-
 int gpp_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
                       const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
@@ -116,13 +111,6 @@ int gpp_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t
     assert((!dgain || s_vec(dgain, x->cols)) && (!dbias || s_vec(dbias, x->cols)));
     assert(stash || x->n * x->rows == 0);
     return s_vt(s)->layernorm_bwd(s, x, gain, stash, dy, dx, dgain, dbias, err);
-}
-
-size_t gpp_attention_stash_bytes(int64_t n, int64_t seq, int64_t hidden, int heads)
-{
-    assert(n >= 0 && seq >= 0 && hidden >= 0 && heads > 0);
-    int64_t floats = n * seq * 3 * hidden + n * heads * seq * seq + n * seq * hidden;
-    return (size_t)floats * sizeof(float);
 }
 
 static inline int s_attention_params_ok(const gpp_attention_params_t *p, int64_t h)
@@ -256,3 +244,128 @@ int gpp_scale(gpp_stream_t *s, float alpha, gpp_tensor_t *x, gpp_err_t *err)
     assert(s_f32(x));
     return s_vt(s)->scale(s, gpp_tensor_numel(x), alpha, x->data, err);
 }
+
+/* ---- kernel entry points per op type ---- */
+
+static int s_linear_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_linear_fwd(s, a->x[0], &a->w[0], a->op->bias ? &a->w[1] : NULL, a->y, err);
+}
+
+static int s_linear_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_linear_bwd(s, a->x[0], &a->w[0], a->dy, a->dx[0], &a->dw[0],
+                          a->op->bias ? &a->dw[1] : NULL, err);
+}
+
+static int s_relu_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_relu_fwd(s, a->x[0], a->y, err);
+}
+
+static int s_relu_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_relu_bwd(s, a->x[0], a->dy, a->dx[0], err);
+}
+
+static int s_gelu_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_gelu_fwd(s, a->x[0], a->y, err);
+}
+
+static int s_gelu_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_gelu_bwd(s, a->x[0], a->dy, a->dx[0], err);
+}
+
+static int s_layernorm_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_layernorm_fwd(s, a->x[0], &a->w[0], &a->w[1], a->y, a->stash, err);
+}
+
+static int s_layernorm_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_layernorm_bwd(s, a->x[0], &a->w[0], a->stash, a->dy, a->dx[0], &a->dw[0], &a->dw[1],
+                             err);
+}
+
+static int s_attention_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    gpp_attention_params_t p = {a->w[0], a->w[1], a->w[2], a->w[3]};
+    return gpp_attention_fwd(s, a->x[0], &p, a->op->heads, a->y, a->stash, err);
+}
+
+static int s_attention_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    gpp_attention_params_t p = {a->w[0], a->w[1], a->w[2], a->w[3]};
+    gpp_attention_params_t dp = {a->dw[0], a->dw[1], a->dw[2], a->dw[3]};
+    return gpp_attention_bwd(s, a->x[0], &p, a->op->heads, a->stash, a->dy, a->dx[0], &dp, err);
+}
+
+static int s_embedding_bag_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_embedding_bag_fwd(s, a->x[0], &a->w[0], a->y, err);
+}
+
+static int s_embedding_bag_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_embedding_bag_bwd(s, a->x[0], a->dy, a->dsparse, err);
+}
+
+static int s_concat_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_concat_fwd(s, a->op->n_inputs, a->x, a->y, err);
+}
+
+static int s_concat_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    /* An input without gradient is skipped through a tensor whose data is
+     * NULL: the kernel still needs its width. */
+    int n = a->op->n_inputs;
+    gpp_tensor_t *dxs[n], skip[n];
+    for (int k = 0; k < n; k++) {
+        dxs[k] = a->dx[k];
+        if (!dxs[k]) {
+            skip[k] = gpp_tensor(NULL, GPP_DTYPE_F32, a->x[k]->n, a->x[k]->rows, a->x[k]->cols);
+            dxs[k] = &skip[k];
+        }
+    }
+    return gpp_concat_bwd(s, n, a->dy, dxs, err);
+}
+
+static int s_add_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_add_fwd(s, a->x[0], a->x[1], a->y, err);
+}
+
+static int s_add_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_add_bwd(s, a->dy, a->dx[0], a->dx[1], err);
+}
+
+static int s_loss_mse_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_loss_mse(s, a->x[0], a->target, a->loss, a->grad_scale, a->dx[0], err);
+}
+
+static int s_loss_ce_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_loss_ce(s, a->x[0], a->target, a->loss, a->grad_scale, a->dx[0], err);
+}
+
+const gpp_op_kernel_t gpp_op_kernels[] = {
+    [GPP_OP_INPUT] = {NULL, NULL}, /* the executor loads data */
+    [GPP_OP_LINEAR] = {s_linear_f, s_linear_b},
+    [GPP_OP_RELU] = {s_relu_f, s_relu_b},
+    [GPP_OP_GELU] = {s_gelu_f, s_gelu_b},
+    [GPP_OP_LAYERNORM] = {s_layernorm_f, s_layernorm_b},
+    [GPP_OP_ATTENTION] = {s_attention_f, s_attention_b},
+    [GPP_OP_EMBEDDING_BAG] = {s_embedding_bag_f, s_embedding_bag_b},
+    [GPP_OP_CONCAT] = {s_concat_f, s_concat_b},
+    [GPP_OP_ADD] = {s_add_f, s_add_b},
+    [GPP_OP_LOSS_MSE] = {s_loss_mse_f, NULL}, /* the forward computes dx */
+    [GPP_OP_LOSS_CE] = {s_loss_ce_f, NULL},
+    [GPP_OP_OPAQUE] = {NULL, NULL}, /* costs only */
+};
+_Static_assert(sizeof gpp_op_kernels / sizeof gpp_op_kernels[0] == GPP_OP__COUNT,
+               "gpp_op_kernels: one entry per gpp_op_type_t");

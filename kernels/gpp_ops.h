@@ -19,8 +19,9 @@
  *    gradient is not computed (a frozen weight, an input that is data).
  *  - Backward needs the forward's inputs (x) unchanged, and for the ops with
  *    a stash, the stash the forward filled. Stash buffers are device memory
- *    of gpp_X_stash_bytes(...) bytes that the caller owns and keeps from the
- *    forward until the backward of the same micro-batch.
+ *    of gpp_X_stash_bytes(...) bytes (the op table's kernel stash,
+ *    model/gpp_optable.h) that the caller owns and keeps from the forward
+ *    until the backward of the same micro-batch.
  *
  * Scratch memory comes from the stream's workspace (gpp_stream_workspace),
  * so workspace pointers a caller holds are invalid after any call here.
@@ -36,6 +37,8 @@
 #include "common/gpp_err.h"
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_sparse.h"
+#include "model/gpp_graph.h"
+#include "model/gpp_optable.h" /* gpp_layernorm_stash_bytes, gpp_attention_stash_bytes */
 
 /* ---- linear: y = x W^T (+ b) ----
  * x [n, rows, in], w [1, out, in], b [1, 1, out] or NULL, y [n, rows, out].
@@ -62,7 +65,6 @@ int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
  * x, y [n, rows, cols]; gain, bias [1, 1, cols]. Stash: mean and 1/std per
  * row (2 floats per row). */
 #define GPP_LAYERNORM_EPS 1e-5f
-size_t gpp_layernorm_stash_bytes(int64_t n, int64_t rows);
 int gpp_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
                       const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err);
 int gpp_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
@@ -84,7 +86,6 @@ typedef struct {
     gpp_tensor_t w_o;   /* [1, hidden, hidden] */
     gpp_tensor_t b_o;   /* [1, 1, hidden] */
 } gpp_attention_params_t;
-size_t gpp_attention_stash_bytes(int64_t n, int64_t seq, int64_t hidden, int heads);
 int gpp_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                       int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err);
 /* dx += ..., and every non-NULL data pointer of *dp += its parameter's
@@ -139,5 +140,35 @@ int gpp_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t 
  * y += alpha x (same numel; shapes may differ), x *= alpha. */
 int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
 int gpp_scale(gpp_stream_t *s, float alpha, gpp_tensor_t *x, gpp_err_t *err);
+
+/* ---- the kernel entry points of every op type, for the executor ----
+ * gpp_op_kernels[type] (indexed like the op table, model/gpp_optable.h)
+ * calls the op's kernels above on one micro-batch described by a
+ * gpp_op_args_t; the executor dispatches through it with no per-type code.
+ * A source op (INPUT: the executor loads data) and an opaque op have no
+ * entries; a loss has a forward only (it computes its input's gradient). */
+typedef struct {
+    const gpp_op_t *op;           /* attributes (bias, heads) */
+    const gpp_tensor_t *const *x; /* [op->n_inputs] input activations; in the backward, an
+                                     input the backward does not read has data NULL but
+                                     its shape */
+    gpp_tensor_t *const *dx;      /* [op->n_inputs] input gradients (+=); NULL: none */
+    gpp_tensor_t *y;              /* forward: output (=) */
+    const gpp_tensor_t *dy;       /* backward: output gradient */
+    const gpp_tensor_t *w;        /* parameter values, in the op table's order */
+    gpp_tensor_t *dw;             /* their dense gradients (+=), same order */
+    gpp_sparse_grad_t *dsparse;   /* the gradient of the op's sparse parameter */
+    void *stash;                  /* the op's kernel stash (forward fills, backward reads) */
+    const gpp_tensor_t *target;   /* loss: the labels or target */
+    float *loss;                  /* loss: device float, overwritten */
+    float grad_scale;             /* loss: upstream gradient */
+} gpp_op_args_t;
+
+typedef int (*gpp_op_kernel_fn)(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err);
+typedef struct {
+    gpp_op_kernel_fn fwd, bwd;
+} gpp_op_kernel_t;
+
+extern const gpp_op_kernel_t gpp_op_kernels[GPP_OP__COUNT];
 
 #endif

@@ -9,7 +9,9 @@
  *
  * After gpp_graph_finalize() every op carries derived figures (parameters,
  * FLOPs, bytes) that the cost model and the memory bound use, and the
- * consumer lists. The executor instantiates the same ops as kernels.
+ * consumer lists. Types, attributes, shapes and figures are defined in one
+ * place, the op table (gpp_optable.h). The executor instantiates the same
+ * ops as kernels.
  *
  * Ownership: gpp_graph_new/zoo/read return a graph the caller owns; free with
  * gpp_graph_destroy(). Ops and their arrays are owned by the graph. */
@@ -68,7 +70,8 @@ typedef struct {
     double fwd_flops;        /* per sample */
     double bwd_flops;        /* per sample (input grads + weight grads) */
     int64_t out_bytes;       /* output tensor bytes per sample */
-    int64_t stash_bytes;     /* activation bytes kept from forward to backward, per sample */
+    int64_t stash_bytes;     /* bytes kept from forward to backward, per sample
+                                (gpp_op_stash_bytes: what the executor allocates) */
     int64_t io_bytes;        /* activation bytes read + written by fwd+bwd, per sample
                                 (memory-bound roofline term) */
     int64_t weight_io_bytes; /* weight bytes touched by fwd+bwd per micro-batch, independent
@@ -123,8 +126,9 @@ double gpp_graph_flops(const gpp_graph_t *g); /* fwd+bwd per sample */
 /* Number of sink ops (no consumers) and source ops (no inputs). */
 int gpp_graph_count_sinks(const gpp_graph_t *g);
 
+/* The op table's name of a type ("linear"; "?" out of range), and back
+ * (-1 for an unknown name). Everything else about a type: gpp_optable.h. */
 const char *gpp_op_type_name(gpp_op_type_t t);
-/* Returns the type for a name ("linear"), or -1. */
 int gpp_op_type_parse(const char *name);
 
 /* ---- model zoo (gpp_zoo.c) ----
@@ -133,6 +137,9 @@ int gpp_op_type_parse(const char *name);
 gpp_graph_t *gpp_zoo_build(const char *spec, gpp_err_t *err);
 /* Writes every zoo model with its parameters and defaults. */
 void gpp_zoo_list(FILE *out);
+/* The zoo's models: count and the name of model i in [0, count). */
+int gpp_zoo_count(void);
+const char *gpp_zoo_name(int i);
 
 /* ---- JSON (gpp_graph_json.c) ----
  * Format "gpp-graph/1": {"format":"gpp-graph/1","name":...,"ops":[{"id","name",

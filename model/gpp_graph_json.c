@@ -1,10 +1,14 @@
 /* gpp_graph_json: "gpp-graph/1" JSON read and write, so users can plan
- * their own models. Errors name the origin (file[:line:col]), the op and the
+ * their own models. Op types and their attributes are the op table's
+ * (gpp_optable.h). Errors name the origin (file[:line:col]), the op and the
  * field. */
-#include "model/gpp_graph.h"
 #include "common/gpp_json.h"
+#include "model/gpp_graph.h"
+#include "model/gpp_optable.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,33 +69,44 @@ cJSON *gpp_json_parse(const char *text, const char *origin, gpp_err_t *err)
     return root;
 }
 
-/* Reads an optional integer field; -1 on a wrong type. */
-static int s_get_int(const cJSON *o, const char *key, int64_t *out, int64_t def, const char *origin,
-                     const char *opname, gpp_err_t *err)
+/* Reads the op's attributes of its type from its JSON object (absent
+ * optional ones take their default). Ranges are checked by finalize. */
+static int s_get_attrs(const cJSON *o, gpp_op_t *op, const char *origin, gpp_err_t *err)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v) {
-        *out = def;
-        return 0;
+    const gpp_op_info_t *T = &gpp_optable[op->type];
+    for (int i = 0; i < T->n_attrs; i++) {
+        const gpp_attr_t *a = &T->attrs[i];
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, a->name);
+        double x = (double)a->def;
+        if (!v && a->required)
+            return gpp_err_set(err, "%s: op '%s': field '%s' is required for %s ops", origin,
+                               op->name, a->name, T->name);
+        if (v && a->labels) {
+            int k = -1;
+            for (int j = 0; cJSON_IsString(v) && a->labels[j]; j++)
+                if (strcmp(v->valuestring, a->labels[j]) == 0)
+                    k = j;
+            if (k < 0)
+                return gpp_err_set(err, "%s: op '%s': field '%s' must be \"%s\" or \"%s\"", origin,
+                                   op->name, a->name, a->labels[0], a->labels[1]);
+            x = k;
+        } else if (v && a->type == GPP_ATTR_NUM) {
+            if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0))
+                return gpp_err_set(err, "%s: op '%s': field '%s' must be a non-negative number",
+                                   origin, op->name, a->name);
+            x = v->valuedouble;
+        } else if (v) {
+            /* integers beyond 2^53 are not exact in JSON's doubles; an int field holds
+             * less */
+            double lim = a->type == GPP_ATTR_INT ? (double)INT_MAX : 9007199254740992.0;
+            if (!cJSON_IsNumber(v) || fabs(v->valuedouble) > lim ||
+                v->valuedouble != floor(v->valuedouble))
+                return gpp_err_set(err, "%s: op '%s': field '%s' must be an integer", origin,
+                                   op->name, a->name);
+            x = v->valuedouble;
+        }
+        gpp_op_attr_set(op, a, x);
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
-        return gpp_err_set(err, "%s: op '%s': field '%s' must be an integer", origin, opname, key);
-    *out = (int64_t)v->valuedouble;
-    return 0;
-}
-
-static int s_get_num(const cJSON *o, const char *key, double *out, const char *origin,
-                     const char *opname, gpp_err_t *err)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v) {
-        *out = 0;
-        return 0;
-    }
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0)
-        return gpp_err_set(err, "%s: op '%s': field '%s' must be a non-negative number", origin,
-                           opname, key);
-    *out = v->valuedouble;
     return 0;
 }
 
@@ -176,10 +191,14 @@ gpp_graph_t *gpp_graph_parse_json(const char *text, const char *origin, gpp_err_
             }
             int type = cJSON_IsString(ty) ? gpp_op_type_parse(ty->valuestring) : -1;
             if (type < 0) {
-                gpp_err_set(err, "%s: op '%s': field 'type' must be one of input, linear, relu, "
-                                 "gelu, layernorm, attention, embedding_bag, concat, add, "
-                                 "loss_mse, loss_ce, opaque",
-                            origin, opname);
+                char names[256] = "";
+                for (int t = 0; t < GPP_OP__COUNT; t++) {
+                    size_t u = strlen(names);
+                    snprintf(names + u, sizeof names - u, "%s%s", t ? ", " : "",
+                             gpp_optable[t].name);
+                }
+                gpp_err_set(err, "%s: op '%s': field 'type' must be one of %s", origin, opname,
+                            names);
                 goto fail;
             }
             if (in && !cJSON_IsArray(in)) {
@@ -216,46 +235,8 @@ gpp_graph_t *gpp_graph_parse_json(const char *text, const char *origin, gpp_err_
                 continue;
             int id = gpp_graph_add(g, (gpp_op_type_t)type, opname, nin, ins);
             gpp_op_t *op = gpp_graph_op(g, id);
-            int64_t v = 0;
-            if (s_get_int(o2, "rows", &op->rows, 1, origin, opname, err) ||
-                s_get_int(o2, "cols", &op->cols, 0, origin, opname, err) ||
-                s_get_int(o2, "out_features", &op->out_features, 0, origin, opname, err) ||
-                s_get_int(o2, "table_rows", &op->table_rows, 0, origin, opname, err) ||
-                s_get_int(o2, "dim", &op->dim, 0, origin, opname, err) ||
-                s_get_int(o2, "bias", &v, 1, origin, opname, err))
+            if (s_get_attrs(o2, op, origin, err))
                 goto fail;
-            op->bias = v != 0;
-            if (s_get_int(o2, "heads", &v, 0, origin, opname, err))
-                goto fail;
-            op->heads = (int)v;
-            const cJSON *kind = cJSON_GetObjectItemCaseSensitive(o2, "input_kind");
-            if (kind) {
-                if (cJSON_IsString(kind) && strcmp(kind->valuestring, "dense") == 0)
-                    op->input_kind = GPP_INPUT_DENSE;
-                else if (cJSON_IsString(kind) && strcmp(kind->valuestring, "indices") == 0)
-                    op->input_kind = GPP_INPUT_INDICES;
-                else {
-                    gpp_err_set(err, "%s: op '%s': input_kind must be \"dense\" or \"indices\"",
-                                origin, opname);
-                    goto fail;
-                }
-            }
-            if (type == GPP_OP_OPAQUE) {
-                int64_t ob, sb, p;
-                if (s_get_int(o2, "params", &p, 0, origin, opname, err) ||
-                    s_get_int(o2, "out_bytes", &ob, 0, origin, opname, err) ||
-                    s_get_int(o2, "stash_bytes", &sb, 0, origin, opname, err) ||
-                    s_get_num(o2, "fwd_flops", &op->fwd_flops, origin, opname, err) ||
-                    s_get_num(o2, "bwd_flops", &op->bwd_flops, origin, opname, err))
-                    goto fail;
-                if (p < 0 || ob < 0 || sb < 0) {
-                    gpp_err_set(err, "%s: op '%s': params/out_bytes/stash_bytes must be >= 0",
-                                origin, opname);
-                    goto fail;
-                }
-                op->params = p, op->out_bytes = ob, op->stash_bytes = sb;
-                op->weight_io_bytes = 3 * p * 4;
-            }
             jo[k].new_id = id;
             placed++;
             progress = 1;
@@ -315,35 +296,14 @@ char *gpp_graph_to_json(const gpp_graph_t *g)
         cJSON *in = cJSON_AddArrayToObject(o, "inputs");
         for (int k = 0; k < op->n_inputs; k++)
             cJSON_AddItemToArray(in, cJSON_CreateNumber(op->inputs[k]));
-        switch (op->type) {
-        case GPP_OP_INPUT:
-            cJSON_AddNumberToObject(o, "rows", (double)op->rows);
-            cJSON_AddNumberToObject(o, "cols", (double)op->cols);
-            cJSON_AddStringToObject(o, "input_kind",
-                                    op->input_kind == GPP_INPUT_INDICES ? "indices" : "dense");
-            if (op->input_kind == GPP_INPUT_INDICES)
-                cJSON_AddNumberToObject(o, "table_rows", (double)op->table_rows);
-            break;
-        case GPP_OP_LINEAR:
-            cJSON_AddNumberToObject(o, "out_features", (double)op->out_features);
-            cJSON_AddNumberToObject(o, "bias", op->bias);
-            break;
-        case GPP_OP_ATTENTION:
-            cJSON_AddNumberToObject(o, "heads", op->heads);
-            break;
-        case GPP_OP_EMBEDDING_BAG:
-            cJSON_AddNumberToObject(o, "table_rows", (double)op->table_rows);
-            cJSON_AddNumberToObject(o, "dim", (double)op->dim);
-            break;
-        case GPP_OP_OPAQUE:
-            cJSON_AddNumberToObject(o, "params", (double)op->params);
-            cJSON_AddNumberToObject(o, "out_bytes", (double)op->out_bytes);
-            cJSON_AddNumberToObject(o, "stash_bytes", (double)op->stash_bytes);
-            cJSON_AddNumberToObject(o, "fwd_flops", op->fwd_flops);
-            cJSON_AddNumberToObject(o, "bwd_flops", op->bwd_flops);
-            break;
-        default:
-            break;
+        const gpp_op_info_t *T = &gpp_optable[op->type];
+        for (int k = 0; k < T->n_attrs; k++) {
+            const gpp_attr_t *a = &T->attrs[k];
+            double v = gpp_op_attr_get(op, a);
+            if (a->labels)
+                cJSON_AddStringToObject(o, a->name, a->labels[(int)v]);
+            else
+                cJSON_AddNumberToObject(o, a->name, v);
         }
         cJSON_AddItemToArray(ops, o);
     }

@@ -335,3 +335,13 @@ void gpp_zoo_list(FILE *out)
     fprintf(out, "spec: NAME or NAME:key=value,key=value  (e.g. mmt:branches=2,layers=2,hidden=64,"
                  "heads=4,seq=16)\n");
 }
+
+int gpp_zoo_count(void)
+{
+    return ZOO_N;
+}
+
+const char *gpp_zoo_name(int i)
+{
+    return i >= 0 && i < ZOO_N ? s_zoo[i].name : NULL;
+}

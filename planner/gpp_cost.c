@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/gpp_json.h"
+#include "model/gpp_optable.h"
 
 #define GIB ((int64_t)1 << 30)
 #define PROFILE_MAX_BYTES ((size_t)256 << 20)
@@ -229,21 +230,6 @@ const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c)
 }
 
 /* Kernels per forward pass by op type (backward launches twice as many). */
-static int s_fwd_kernels(gpp_op_type_t t)
-{
-    switch (t) {
-    case GPP_OP_INPUT:
-        return 0;
-    case GPP_OP_ATTENTION:
-        return 5; /* QKV GEMM, scores GEMM, softmax, context GEMM, output GEMM */
-    case GPP_OP_LOSS_MSE:
-    case GPP_OP_LOSS_CE:
-        return 2; /* per-row loss, reduction */
-    default:
-        return 1;
-    }
-}
-
 /* Interpolates a table over the micro-batch sizes p->mbs: linear between
  * points, the per-sample rate of the nearest end beyond them. */
 static double s_profile_ms(const s_prof_t *p, const double *ms, int samples)
@@ -275,7 +261,7 @@ static void s_op_ms(const gpp_cost_t *c, int op, int samples, double *fwd, doubl
     }
     const gpp_device_t *dev = &c->cl.device;
     double bytes = (double)o->io_bytes * samples + (double)o->weight_io_bytes;
-    int kf = s_fwd_kernels(o->type);
+    int kf = gpp_optable[o->type].fwd_kernels;
     if (o->type == GPP_OP_INPUT) {
         *fwd = gpp_roofline_ms(dev, 0.0, bytes, 0);
         *bwd = 0.0;

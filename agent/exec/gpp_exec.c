@@ -10,13 +10,13 @@
 #include "agent/exec/gpp_exec.h"
 
 #include <assert.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/exec/gpp_hash.h"
 #include "common/gpp_time.h"
 #include "kernels/gpp_ops.h"
+#include "model/gpp_optable.h"
 
 #define TAG_PARAM 0x504152
 
@@ -47,7 +47,8 @@ typedef struct {
     int *in;         /* slots of the inputs */
     int first_param; /* index into params */
     int n_params;
-    int loss; /* index into losses, or -1 */
+    int loss;                   /* index into losses, or -1 */
+    int64_t kernel_stash_bytes; /* per sample (the op table's) */
     double fwd_ms, bwd_ms;
     int64_t calls;
 } exec_op_t;
@@ -186,34 +187,13 @@ static void *s_host(gpp_exec_t *self, size_t bytes)
 
 /* ---- construction ---- */
 
-static int s_is_loss(const gpp_op_t *op)
-{
-    return op->type == GPP_OP_LOSS_MSE || op->type == GPP_OP_LOSS_CE;
-}
-
-/* Does the backward of `op` read its input activations? */
-static int s_bwd_reads_input(const gpp_op_t *op)
-{
-    switch (op->type) {
-    case GPP_OP_LINEAR:
-    case GPP_OP_RELU:
-    case GPP_OP_GELU:
-    case GPP_OP_LAYERNORM:
-    case GPP_OP_ATTENTION:
-    case GPP_OP_EMBEDDING_BAG:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 static int s_add_slot(gpp_exec_t *self, const gpp_op_t *prod, int local)
 {
     int k = self->n_slots++;
     exec_slot_t *sl = &self->slots[k];
     sl->producer = prod->id;
     sl->local = local;
-    sl->needs_grad = prod->type != GPP_OP_INPUT && !s_is_loss(prod);
+    sl->needs_grad = gpp_op_has_grad(prod->type);
     sl->dtype = prod->type == GPP_OP_INPUT && prod->input_kind == GPP_INPUT_INDICES ? GPP_DTYPE_I32
                                                                                     : GPP_DTYPE_F32;
     sl->rows = prod->rows;
@@ -224,52 +204,43 @@ static int s_add_slot(gpp_exec_t *self, const gpp_op_t *prod, int local)
 
 /* Adds one parameter [1, rows, cols] to the op; dense ones get a range of
  * the flat buffers (bound after all are counted). */
-static exec_param_t *s_add_param(gpp_exec_t *self, exec_op_t *eo, const char *suffix, int64_t rows,
-                                 int64_t cols, int sparse)
+static exec_param_t *s_add_param(gpp_exec_t *self, exec_op_t *eo, const gpp_param_t *spec)
 {
     exec_param_t *p = &self->params[self->n_params++];
     eo->n_params++;
-    snprintf(p->name, sizeof p->name, "%s.%s", eo->op->name, suffix);
+    snprintf(p->name, sizeof p->name, "%s.%s", eo->op->name, spec->name);
     p->op = eo->op->id;
-    p->value = gpp_tensor(NULL, GPP_DTYPE_F32, 1, rows, cols);
+    p->value = gpp_tensor(NULL, GPP_DTYPE_F32, 1, spec->rows, spec->cols);
     p->grad = p->value;
-    p->sparse = sparse ? self->n_sparse++ : -1;
-    p->offset = sparse ? -1 : self->dense_numel;
-    if (!sparse)
-        self->dense_numel += rows * cols;
+    p->sparse = spec->sparse ? self->n_sparse++ : -1;
+    p->offset = spec->sparse ? -1 : self->dense_numel;
+    if (!spec->sparse)
+        self->dense_numel += spec->rows * spec->cols;
     return p;
 }
 
 /* Deterministic initial values of elements [first, first + numel) of
- * parameter slot `k` of its op into host h. */
-static void s_init_param(const gpp_exec_t *self, const exec_param_t *p, int k, int64_t first,
-                         int64_t numel, float *h)
+ * parameter slot `k` of its op, initialised as `spec` says, into host h. */
+static void s_init_param(const gpp_exec_t *self, const exec_param_t *p, const gpp_param_t *spec,
+                         int k, int64_t first, int64_t numel, float *h)
 {
-    const gpp_op_t *op = &self->g->ops[p->op];
-    uint64_t key = gpp_hash_key(self->cfg.seed, TAG_PARAM + (uint64_t)k, (uint64_t)op->id);
-    /* slots: linear weight, bias; layernorm gain, bias; attention w_qkv,
-     * b_qkv, w_o, b_o; embedding table */
-    int is_bias = (op->type == GPP_OP_ATTENTION && (k == 1 || k == 3)) ||
-                  (op->type != GPP_OP_ATTENTION && k == 1);
-    if (op->type == GPP_OP_LAYERNORM && k == 0) {
-        for (int64_t i = 0; i < numel; i++)
-            h[i] = 1.0f; /* gain */
-    } else if (is_bias) {
-        memset(h, 0, (size_t)numel * sizeof(float));
-    } else if (op->type == GPP_OP_EMBEDDING_BAG) {
-        const gpp_op_t *in = &self->g->ops[op->inputs[0]];
-        float sd = 1.0f / sqrtf((float)in->cols); /* the bag sum has unit variance */
-        for (int64_t i = 0; i < numel; i++)
-            h[i] = sd * gpp_hash_normal(key, (uint64_t)(first + i));
-    } else {
-        /* Xavier-uniform; for the QKV projection each of Q, K, V is a
-         * (hidden, hidden) map. */
-        double fan_in = (double)p->value.cols;
-        double fan_out =
-            op->type == GPP_OP_ATTENTION ? (double)p->value.cols : (double)p->value.rows;
-        float a = (float)sqrt(6.0 / (fan_in + fan_out));
-        for (int64_t i = 0; i < numel; i++)
-            h[i] = a * (2.0f * gpp_hash_uniform(key, (uint64_t)(first + i)) - 1.0f);
+    uint64_t key = gpp_hash_key(self->cfg.seed, TAG_PARAM + (uint64_t)k, (uint64_t)p->op);
+    for (int64_t i = 0; i < numel; i++) {
+        uint64_t e = (uint64_t)(first + i);
+        switch (spec->init) {
+        case GPP_INIT_ZERO:
+            h[i] = 0.0f;
+            break;
+        case GPP_INIT_ONE:
+            h[i] = 1.0f;
+            break;
+        case GPP_INIT_UNIFORM:
+            h[i] = spec->scale * (2.0f * gpp_hash_uniform(key, e) - 1.0f);
+            break;
+        case GPP_INIT_NORMAL:
+            h[i] = spec->scale * gpp_hash_normal(key, e);
+            break;
+        }
     }
 }
 
@@ -305,7 +276,7 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
             free(ids);
             return NULL;
         }
-        if (g->ops[ids[i]].type == GPP_OP_OPAQUE) {
+        if (gpp_optable[g->ops[ids[i]].type].role == GPP_ROLE_OPAQUE) {
             gpp_err_set(err,
                         "executor: op %d '%s' is opaque (from a profile: costs only); "
                         "train a zoo model or a graph JSON with executable ops",
@@ -330,7 +301,7 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
     char *in_stage = gpp_xcalloc((size_t)g->n_ops, 1);
     for (int i = 0; i < n_ops; i++)
         in_stage[ids[i]] = 1;
-    int64_t max_params = 4 * (int64_t)n_ops;
+    int64_t max_params = GPP_OP_MAX_PARAMS * (int64_t)n_ops;
     self->params = gpp_xcalloc((size_t)max_params, sizeof *self->params);
     int need_data = 0;
 
@@ -338,7 +309,9 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
     for (int i = 0; i < n_ops; i++) {
         exec_op_t *eo = &self->ops[i];
         eo->op = &g->ops[ids[i]];
-        eo->loss = s_is_loss(eo->op) ? self->n_loss++ : -1;
+        const gpp_op_info_t *T = &gpp_optable[eo->op->type];
+        eo->loss = T->role == GPP_ROLE_LOSS ? self->n_loss++ : -1;
+        eo->kernel_stash_bytes = gpp_op_kernel_stash_bytes(g, eo->op);
         eo->in = gpp_xcalloc((size_t)eo->op->n_inputs + 1, sizeof(int));
         for (int k = 0; k < eo->op->n_inputs; k++) {
             int p = eo->op->inputs[k];
@@ -349,7 +322,7 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
                 need_data |= g->ops[p].type == GPP_OP_INPUT;
             }
             eo->in[k] = self->slot_of[p];
-            if (s_bwd_reads_input(eo->op))
+            if (T->bwd_reads_inputs)
                 self->slots[eo->in[k]].keep = 1;
         }
         eo->out = s_add_slot(self, eo->op, 1);
@@ -362,32 +335,12 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         }
         need_data |= eo->op->type == GPP_OP_INPUT || eo->loss >= 0;
 
-        /* parameters */
-        const gpp_op_t *op = eo->op;
+        /* parameters, as the op table lists them */
+        gpp_param_t spec[GPP_OP_MAX_PARAMS];
+        int np = gpp_op_params(g, eo->op, spec);
         eo->first_param = self->n_params;
-        int64_t in_cols = op->n_inputs ? g->ops[op->inputs[0]].cols : 0;
-        switch (op->type) {
-        case GPP_OP_LINEAR:
-            s_add_param(self, eo, "weight", op->out_features, in_cols, 0);
-            if (op->bias)
-                s_add_param(self, eo, "bias", 1, op->out_features, 0);
-            break;
-        case GPP_OP_LAYERNORM:
-            s_add_param(self, eo, "gain", 1, op->cols, 0);
-            s_add_param(self, eo, "bias", 1, op->cols, 0);
-            break;
-        case GPP_OP_ATTENTION:
-            s_add_param(self, eo, "w_qkv", 3 * op->cols, op->cols, 0);
-            s_add_param(self, eo, "b_qkv", 1, 3 * op->cols, 0);
-            s_add_param(self, eo, "w_o", op->cols, op->cols, 0);
-            s_add_param(self, eo, "b_o", 1, op->cols, 0);
-            break;
-        case GPP_OP_EMBEDDING_BAG:
-            s_add_param(self, eo, "table", op->table_rows, op->dim, 1);
-            break;
-        default:
-            break;
-        }
+        for (int k = 0; k < np; k++)
+            s_add_param(self, eo, &spec[k]);
     }
     free(in_stage);
     free(ids);
@@ -411,6 +364,8 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
     self->sparse_param = gpp_xcalloc((size_t)self->n_sparse + 1, sizeof(int));
     for (int i = 0; i < self->n_local; i++) {
         exec_op_t *eo = &self->ops[i];
+        gpp_param_t spec[GPP_OP_MAX_PARAMS];
+        gpp_op_params(g, eo->op, spec);
         for (int k = 0; k < eo->n_params; k++) {
             exec_param_t *p = &self->params[eo->first_param + k];
             int64_t numel = gpp_tensor_numel(&p->value);
@@ -434,7 +389,7 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
             float *h = s_host(self, (size_t)(numel < chunk ? numel : chunk) * 4);
             for (int64_t first = 0; first < numel; first += chunk) {
                 int64_t m = numel - first < chunk ? numel - first : chunk;
-                s_init_param(self, p, k, first, m, h);
+                s_init_param(self, p, &spec[k], k, first, m, h);
                 if (gpp_stream_copy(self->s, gpp_tensor_f32(&p->value) + first, h, (size_t)m * 4,
                                     GPP_COPY_H2D, err) < 0 ||
                     gpp_stream_sync(self->s, err) < 0)
@@ -703,76 +658,72 @@ static int s_load(gpp_exec_t *self, exec_mb_t *mb, int op, int labels, gpp_tenso
     return gpp_stream_sync(self->s, err);
 }
 
+/* The kernel arguments of op eo common to forward and backward: its
+ * inputs, parameter values and gradients (w, dw: [GPP_OP_MAX_PARAMS]). */
+static void s_args(gpp_exec_t *self, exec_mb_t *mb, int i, const gpp_tensor_t **x, gpp_tensor_t *w,
+                   gpp_tensor_t *dw, gpp_op_args_t *a)
+{
+    const exec_op_t *eo = &self->ops[i];
+    const exec_param_t *P = &self->params[eo->first_param];
+    for (int k = 0; k < eo->op->n_inputs; k++)
+        x[k] = &mb->act[eo->in[k]];
+    for (int k = 0; k < eo->n_params; k++) {
+        w[k] = P[k].value;
+        dw[k] = P[k].grad;
+        if (P[k].sparse >= 0)
+            a->dsparse = self->sgrad[P[k].sparse];
+    }
+    a->op = eo->op;
+    a->x = x;
+    a->w = w;
+    a->dw = dw;
+    a->stash = mb->stash[i];
+}
+
 static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
 {
     exec_op_t *eo = &self->ops[i];
     const gpp_op_t *op = eo->op;
-    gpp_stream_t *s = self->s;
-    exec_param_t *P = &self->params[eo->first_param];
-    gpp_tensor_t *y = &mb->act[eo->out];
-    const gpp_tensor_t *x = op->n_inputs ? &mb->act[eo->in[0]] : NULL;
     int64_t n = mb->n;
-    if (op->type != GPP_OP_LOSS_MSE && op->type != GPP_OP_LOSS_CE &&
-        s_tensor_new(self, &self->slots[eo->out], n, y, err) < 0)
+    gpp_tensor_t *y = &mb->act[eo->out];
+    /* a loss has no output tensor: its value goes to loss_dev */
+    if (eo->loss < 0 && s_tensor_new(self, &self->slots[eo->out], n, y, err) < 0)
         return -1;
-    switch (op->type) {
-    case GPP_OP_INPUT:
+    if (op->type == GPP_OP_INPUT) /* the data source, not a kernel */
         return s_load(self, mb, op->id, 0, y, err);
-    case GPP_OP_LINEAR:
-        return gpp_linear_fwd(s, x, &P[0].value, op->bias ? &P[1].value : NULL, y, err);
-    case GPP_OP_RELU:
-        return gpp_relu_fwd(s, x, y, err);
-    case GPP_OP_GELU:
-        return gpp_gelu_fwd(s, x, y, err);
-    case GPP_OP_LAYERNORM:
-        mb->stash_bytes[i] = gpp_layernorm_stash_bytes(n, x->rows);
+    if (eo->kernel_stash_bytes) {
+        mb->stash_bytes[i] = (size_t)(n * eo->kernel_stash_bytes);
         if (!(mb->stash[i] = s_alloc(self, mb->stash_bytes[i], err)))
             return -1;
-        return gpp_layernorm_fwd(s, x, &P[0].value, &P[1].value, y, mb->stash[i], err);
-    case GPP_OP_ATTENTION: {
-        gpp_attention_params_t ap = {P[0].value, P[1].value, P[2].value, P[3].value};
-        mb->stash_bytes[i] = gpp_attention_stash_bytes(n, x->rows, x->cols, op->heads);
-        if (!(mb->stash[i] = s_alloc(self, mb->stash_bytes[i], err)))
-            return -1;
-        return gpp_attention_fwd(s, x, &ap, op->heads, y, mb->stash[i], err);
     }
-    case GPP_OP_EMBEDDING_BAG:
-        return gpp_embedding_bag_fwd(s, x, &P[0].value, y, err);
-    case GPP_OP_CONCAT: {
-        const gpp_tensor_t *xs[op->n_inputs];
-        for (int k = 0; k < op->n_inputs; k++)
-            xs[k] = &mb->act[eo->in[k]];
-        return gpp_concat_fwd(s, op->n_inputs, xs, y, err);
-    }
-    case GPP_OP_ADD:
-        return gpp_add_fwd(s, x, &mb->act[eo->in[1]], y, err);
-    case GPP_OP_LOSS_MSE:
-    case GPP_OP_LOSS_CE: {
-        gpp_dtype_t dt;
-        int64_t r, c;
-        gpp_data_label_shape(self->g, op->id, &dt, &r, &c);
-        gpp_tensor_t lab = gpp_tensor(NULL, dt, n, r, c);
-        if (!(lab.data = s_alloc(self, gpp_tensor_bytes(&lab), err)))
-            return -1;
-        int rc = s_load(self, mb, op->id, 1, &lab, err);
-        gpp_tensor_t *dx = NULL;
-        if (rc == 0 && self->slots[eo->in[0]].needs_grad &&
-            !(dx = s_grad(self, mb, eo->in[0], err)))
-            rc = -1;
-        float scale = (float)((double)n / (double)self->cfg.batch);
-        float *loss = mb->loss_dev + eo->loss;
-        if (rc == 0)
-            rc = op->type == GPP_OP_LOSS_MSE ? gpp_loss_mse(s, x, &lab, loss, scale, dx, err)
-                                             : gpp_loss_ce(s, x, &lab, loss, scale, dx, err);
-        if (rc == 0)
-            rc = gpp_stream_copy(s, mb->loss_host + eo->loss, loss, 4, GPP_COPY_D2H, err);
-        s_release(self, &lab.data, gpp_tensor_bytes(&lab));
-        return rc;
-    }
-    default:
-        return gpp_err_set(err, "op %d '%s': type %s cannot run", op->id, op->name,
-                           gpp_op_type_name(op->type));
-    }
+    const gpp_tensor_t *x[op->n_inputs];
+    gpp_tensor_t *dx[op->n_inputs];
+    gpp_tensor_t w[GPP_OP_MAX_PARAMS], dw[GPP_OP_MAX_PARAMS];
+    gpp_op_args_t a = {.y = eo->loss < 0 ? y : NULL};
+    s_args(self, mb, i, x, w, dw, &a);
+    if (eo->loss < 0)
+        return gpp_op_kernels[op->type].fwd(self->s, &a, err);
+    /* a loss: labels from the data source; its input's gradient now */
+    gpp_dtype_t dt;
+    int64_t r, c;
+    gpp_data_label_shape(self->g, op->id, &dt, &r, &c);
+    gpp_tensor_t lab = gpp_tensor(NULL, dt, n, r, c);
+    if (!(lab.data = s_alloc(self, gpp_tensor_bytes(&lab), err)))
+        return -1;
+    int rc = s_load(self, mb, op->id, 1, &lab, err);
+    dx[0] = NULL;
+    if (rc == 0 && self->slots[eo->in[0]].needs_grad && !(dx[0] = s_grad(self, mb, eo->in[0], err)))
+        rc = -1;
+    a.dx = dx;
+    a.target = &lab;
+    a.loss = mb->loss_dev + eo->loss;
+    a.grad_scale = (float)((double)n / (double)self->cfg.batch);
+    if (rc == 0)
+        rc = gpp_op_kernels[op->type].fwd(self->s, &a, err);
+    if (rc == 0)
+        rc = gpp_stream_copy(self->s, mb->loss_host + eo->loss, a.loss, 4, GPP_COPY_D2H, err);
+    s_release(self, &lab.data, gpp_tensor_bytes(&lab));
+    return rc;
 }
 
 int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
@@ -892,59 +843,20 @@ static int s_backward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
 {
     exec_op_t *eo = &self->ops[i];
     const gpp_op_t *op = eo->op;
-    gpp_stream_t *s = self->s;
-    exec_param_t *P = &self->params[eo->first_param];
     const gpp_tensor_t *dy = &mb->grad[eo->out];
-    if (op->type == GPP_OP_INPUT || s_is_loss(op) || !dy->data)
-        return 0; /* losses ran with the forward; no gradient reached this op */
-    const gpp_tensor_t *x = &mb->act[eo->in[0]];
-    gpp_tensor_t *dx = NULL;
-    if (op->type != GPP_OP_CONCAT && op->type != GPP_OP_EMBEDDING_BAG &&
-        s_dx(self, mb, eo, 0, &dx, err) < 0)
-        return -1;
-    switch (op->type) {
-    case GPP_OP_LINEAR:
-        return gpp_linear_bwd(s, x, &P[0].value, dy, dx, &P[0].grad, op->bias ? &P[1].grad : NULL,
-                              err);
-    case GPP_OP_RELU:
-        return dx ? gpp_relu_bwd(s, x, dy, dx, err) : 0;
-    case GPP_OP_GELU:
-        return dx ? gpp_gelu_bwd(s, x, dy, dx, err) : 0;
-    case GPP_OP_LAYERNORM:
-        return gpp_layernorm_bwd(s, x, &P[0].value, mb->stash[i], dy, dx, &P[0].grad, &P[1].grad,
-                                 err);
-    case GPP_OP_ATTENTION: {
-        gpp_attention_params_t ap = {P[0].value, P[1].value, P[2].value, P[3].value};
-        gpp_attention_params_t dp = {P[0].grad, P[1].grad, P[2].grad, P[3].grad};
-        return gpp_attention_bwd(s, x, &ap, op->heads, mb->stash[i], dy, dx, &dp, err);
-    }
-    case GPP_OP_EMBEDDING_BAG:
-        return gpp_embedding_bag_bwd(s, x, dy, self->sgrad[P[0].sparse], err);
-    case GPP_OP_CONCAT: {
-        /* An input without gradient is skipped through a tensor whose data
-         * is NULL: the kernel still needs its width. */
-        gpp_tensor_t *dxs[op->n_inputs], skip[op->n_inputs];
-        for (int k = 0; k < op->n_inputs; k++) {
-            if (s_dx(self, mb, eo, k, &dxs[k], err) < 0)
-                return -1;
-            if (!dxs[k]) {
-                const exec_slot_t *sl = &self->slots[eo->in[k]];
-                skip[k] = gpp_tensor(NULL, GPP_DTYPE_F32, mb->n, sl->rows, sl->cols);
-                dxs[k] = &skip[k];
-            }
-        }
-        return gpp_concat_bwd(s, op->n_inputs, dy, dxs, err);
-    }
-    case GPP_OP_ADD: {
-        gpp_tensor_t *db = NULL;
-        if (s_dx(self, mb, eo, 1, &db, err) < 0)
+    if (gpp_optable[op->type].role != GPP_ROLE_LAYER || !dy->data)
+        return 0; /* data; losses ran with the forward; no gradient reached this op */
+    const gpp_tensor_t *x[op->n_inputs];
+    gpp_tensor_t *dx[op->n_inputs];
+    gpp_tensor_t w[GPP_OP_MAX_PARAMS], dw[GPP_OP_MAX_PARAMS];
+    gpp_op_args_t a = {0};
+    s_args(self, mb, i, x, w, dw, &a);
+    for (int k = 0; k < op->n_inputs; k++)
+        if (s_dx(self, mb, eo, k, &dx[k], err) < 0)
             return -1;
-        return gpp_add_bwd(s, dy, dx, db, err);
-    }
-    default:
-        return gpp_err_set(err, "op %d '%s': type %s has no backward", op->id, op->name,
-                           gpp_op_type_name(op->type));
-    }
+    a.dx = dx;
+    a.dy = dy;
+    return gpp_op_kernels[op->type].bwd(self->s, &a, err);
 }
 
 int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
@@ -1136,6 +1048,25 @@ int64_t gpp_exec_stash_bytes(const gpp_exec_t *self)
 int64_t gpp_exec_peak_stash_bytes(const gpp_exec_t *self)
 {
     return self->peak_bytes;
+}
+
+int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int m, int op)
+{
+    assert(self && m >= 0 && m < self->n_mb && self->mb[m].state == MB_FORWARD);
+    assert(op >= 0 && op < self->g->n_ops && self->slot_of[op] >= 0 &&
+           self->slots[self->slot_of[op]].local);
+    const exec_mb_t *mb = &self->mb[m];
+    int i = 0;
+    while (self->ops[i].op->id != op)
+        i++;
+    const exec_op_t *eo = &self->ops[i];
+    int64_t b = mb->stash[i] ? (int64_t)mb->stash_bytes[i] : 0;
+    for (int k = 0; k < eo->op->n_inputs && gpp_optable[eo->op->type].bwd_reads_inputs; k++)
+        if (mb->act[eo->in[k]].data)
+            b += (int64_t)gpp_tensor_bytes(&mb->act[eo->in[k]]);
+    if (eo->loss >= 0 && mb->grad[eo->in[0]].data)
+        b += (int64_t)gpp_tensor_bytes(&mb->grad[eo->in[0]]);
+    return b;
 }
 
 void gpp_exec_set_timing(gpp_exec_t *self, int on)

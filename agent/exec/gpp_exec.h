@@ -202,6 +202,11 @@ gpp_tensor_t *gpp_exec_param_grad(gpp_exec_t *self, int i);
  * (activations kept for backward, op stashes, activation gradients). */
 int64_t gpp_exec_stash_bytes(const gpp_exec_t *self);
 int64_t gpp_exec_peak_stash_bytes(const gpp_exec_t *self);
+/* Bytes micro-batch mb holds for the backward of `op` (in the stage) between
+ * its forward and backward, as allocated: the input activations its backward
+ * reads, its kernel stash and, for a loss, its input's gradient. The op
+ * table's formula (gpp_op_stash_bytes) times the micro-batch size. */
+int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int mb, int op);
 /* Per-op timing hook: when on, the stream is synchronised after every op
  * and its wall time added to the op's forward or backward total (slower;
  * for profiling). */

@@ -1,10 +1,12 @@
-/* Tests of the model graph IR, the zoo and graph JSON. */
+/* Tests of the model graph IR, the zoo and graph JSON (every op type and
+ * attribute of the op table round-trips; attribute errors name the field). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gpp_graph.h"
 #include "common/gpp_json.h"
+#include "model/gpp_graph.h"
+#include "model/gpp_optable.h"
 #include "tests/gpp_test.h"
 
 static int s_count_type(const gpp_graph_t *g, gpp_op_type_t t)
@@ -185,12 +187,120 @@ static void t_json_any_order_and_errors(void)
     }
 }
 
+/* A graph with an op of every type, opaque included. */
+static gpp_graph_t *s_every_type(void)
+{
+    gpp_graph_t *g = gpp_graph_new("every");
+    int x = gpp_graph_input(g, "x", 4, 8);
+    int ln = gpp_graph_unary(g, GPP_OP_LAYERNORM, "ln", x);
+    int at = gpp_graph_attention(g, "attn", ln, 2);
+    int a = gpp_graph_add2(g, "add", x, at);
+    int fc = gpp_graph_linear(g, "fc", a, 6, 0);
+    int r = gpp_graph_unary(g, GPP_OP_RELU, "relu", fc);
+    int ge = gpp_graph_unary(g, GPP_OP_GELU, "gelu", r);
+    gpp_graph_unary(g, GPP_OP_LOSS_CE, "ce", ge);
+    int idx = gpp_graph_input_indices(g, "idx", 3, 10);
+    int emb = gpp_graph_embedding_bag(g, "emb", idx, 12, 6);
+    int d = gpp_graph_input(g, "d", 1, 5);
+    int cat_in[2] = {emb, d};
+    int cat = gpp_graph_concat(g, "cat", 2, cat_in);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "mse", cat);
+    int op = gpp_graph_add(g, GPP_OP_OPAQUE, "prof", 1, &r);
+    gpp_op_t *o = gpp_graph_op(g, op);
+    o->params = 12, o->out_bytes = 40, o->stash_bytes = 16;
+    o->fwd_flops = 1.5e3, o->bwd_flops = 3e3;
+    return g;
+}
+
+static void t_json_every_type_roundtrip(void)
+{
+    gpp_err_t err = {0};
+    gpp_graph_t *g = s_every_type();
+    GPP_EXPECT_MSG(gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    int seen[GPP_OP__COUNT] = {0};
+    for (int i = 0; i < g->n_ops; i++)
+        seen[g->ops[i].type] = 1;
+    for (int t = 0; t < GPP_OP__COUNT; t++)
+        GPP_EXPECT_MSG(seen[t], "no %s op in the test graph", gpp_op_type_name((gpp_op_type_t)t));
+    char *s = gpp_graph_to_json(g);
+    gpp_graph_t *h = gpp_graph_parse_json(s, "every.json", &err);
+    GPP_EXPECT_MSG(h != NULL, "%s", err.msg);
+    for (int i = 0; h && i < g->n_ops; i++) {
+        const gpp_op_t *a = &g->ops[i], *b = &h->ops[i];
+        const gpp_op_info_t *T = &gpp_optable[a->type];
+        GPP_EXPECT(a->type == b->type && strcmp(a->name, b->name) == 0);
+        for (int k = 0; k < T->n_attrs; k++)
+            GPP_EXPECT_MSG(gpp_op_attr_get(a, &T->attrs[k]) == gpp_op_attr_get(b, &T->attrs[k]),
+                           "op %s: attribute %s", a->name, T->attrs[k].name);
+        GPP_EXPECT_MSG(a->rows == b->rows && a->cols == b->cols && a->params == b->params &&
+                           a->fwd_flops == b->fwd_flops && a->bwd_flops == b->bwd_flops &&
+                           a->out_bytes == b->out_bytes && a->stash_bytes == b->stash_bytes &&
+                           a->io_bytes == b->io_bytes && a->weight_io_bytes == b->weight_io_bytes &&
+                           a->sparse_params == b->sparse_params,
+                       "op %s: figures differ after the round trip", a->name);
+    }
+    free(s);
+    gpp_graph_destroy(&h);
+    gpp_graph_destroy(&g);
+}
+
+static void t_attribute_errors(void)
+{
+    gpp_err_t err = {0};
+/* an input x [1, 8], then the op under test */
+#define HEAD                                                                                       \
+    "{\"format\":\"gpp-graph/1\",\"ops\":["                                                        \
+    "{\"id\":0,\"name\":\"x\",\"type\":\"input\",\"cols\":8},"
+    struct {
+        const char *text, *want;
+    } bad[] = {
+        {HEAD "{\"id\":1,\"name\":\"fc\",\"type\":\"linear\",\"inputs\":[0]}]}",
+         "field 'out_features' is required for linear ops"},
+        {HEAD "{\"id\":1,\"name\":\"fc\",\"type\":\"linear\",\"inputs\":[0],"
+              "\"out_features\":4,\"bias\":2}]}",
+         "bias must be in [0, 1]"},
+        {HEAD "{\"id\":1,\"name\":\"at\",\"type\":\"attention\",\"inputs\":[0],\"heads\":0}]}",
+         "heads must be >= 1"},
+        {HEAD "{\"id\":1,\"name\":\"at\",\"type\":\"attention\",\"inputs\":[0],\"heads\":3}]}",
+         "must divide the hidden size 8"},
+        {HEAD "{\"id\":1,\"name\":\"fc\",\"type\":\"linear\",\"inputs\":[0],"
+              "\"out_features\":4.5}]}",
+         "field 'out_features' must be an integer"},
+        {"{\"format\":\"gpp-graph/1\",\"ops\":[{\"id\":0,\"name\":\"x\",\"type\":\"input\","
+         "\"cols\":8,\"input_kind\":\"sparse\"}]}",
+         "field 'input_kind' must be \"dense\" or \"indices\""},
+        {"{\"format\":\"gpp-graph/1\",\"ops\":[{\"id\":0,\"name\":\"x\",\"type\":\"input\"}]}",
+         "field 'cols' is required for input ops"},
+        {HEAD "{\"id\":1,\"name\":\"p\",\"type\":\"opaque\",\"inputs\":[0],\"fwd_flops\":-1}]}",
+         "field 'fwd_flops' must be a non-negative number"},
+        {HEAD "{\"id\":1,\"name\":\"r\",\"type\":\"relu\",\"inputs\":[0,0]}]}",
+         "expected 1 input(s), got 2"},
+    };
+#undef HEAD
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err.msg[0] = 0;
+        gpp_graph_t *g = gpp_graph_parse_json(bad[i].text, "a.json", &err);
+        GPP_EXPECT_MSG(g == NULL && strstr(err.msg, bad[i].want) && strstr(err.msg, "a.json"),
+                       "case %zu: '%s'", i, err.msg);
+        gpp_graph_destroy(&g);
+    }
+    /* ranges hold for graphs built in code too */
+    gpp_graph_t *g = gpp_graph_new("code");
+    int x = gpp_graph_input(g, "x", 1, 4);
+    gpp_graph_linear(g, "fc", x, 0, 1);
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == -1 && strstr(err.msg, "'fc' (linear)") &&
+               strstr(err.msg, "out_features must be >= 1"));
+    gpp_graph_destroy(&g);
+}
+
 static const gpp_test_case_t cases[] = {
     {"zoo_defaults_match_appendix", t_zoo_defaults_match_appendix},
     {"zoo_params_and_errors", t_zoo_params_and_errors},
     {"figures", t_figures},
     {"json_roundtrip", t_json_roundtrip},
     {"json_any_order_and_errors", t_json_any_order_and_errors},
+    {"json_every_type_roundtrip", t_json_every_type_roundtrip},
+    {"attribute_errors", t_attribute_errors},
     {NULL, NULL}};
 
 int main(void)

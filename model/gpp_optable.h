@@ -1,0 +1,136 @@
+/* gpp_optable: the op table — one row per gpp_op_type_t holding everything
+ * the project knows about an op type: its name, arity, attributes (JSON key,
+ * required or optional, default, valid range), shape derivation, parameter
+ * list (names, shapes, initialisation), FLOPs, bytes moved and what its
+ * forward keeps for its backward.
+ *
+ * Readers: gpp_graph_finalize derives every op's shape and figures through
+ * it; the graph JSON reader and writer name types and attributes through it;
+ * the planner's cost model reads its kernel counts; the executor allocates
+ * parameters and stashes from it. The kernels' entry points sit in a second
+ * array indexed by the same enum next to the kernels (gpp_op_kernels in
+ * kernels/gpp_ops.h), so the model does not depend on the kernels.
+ *
+ * Units: figures are per sample (FLOPs, bytes); a micro-batch of n samples
+ * costs n times as much. docs/model.md says how to add an op. */
+#ifndef GPP_OPTABLE_H
+#define GPP_OPTABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gpp_err.h"
+#include "model/gpp_graph.h"
+
+/* What an op is to the runtime. */
+typedef enum {
+    GPP_ROLE_SOURCE = 0, /* reads its output from the data source; no gradient */
+    GPP_ROLE_LAYER,      /* forward kernel, backward kernel; its output takes a gradient */
+    GPP_ROLE_LOSS,       /* reads labels; its forward also computes its input's gradient */
+    GPP_ROLE_OPAQUE      /* costs only (from a profile): not executable */
+} gpp_op_role_t;
+
+/* An attribute: a field of gpp_op_t that a graph file sets. */
+typedef enum {
+    GPP_ATTR_I64 = 0, /* int64_t field, integer in [min, max] */
+    GPP_ATTR_INT,     /* int field, integer in [min, max] */
+    GPP_ATTR_NUM      /* double field, number >= min */
+} gpp_attr_type_t;
+
+typedef struct {
+    const char *name; /* JSON key, the same as the gpp_op_t field */
+    gpp_attr_type_t type;
+    size_t offset;             /* offsetof(gpp_op_t, field) */
+    int required;              /* 1: a graph file must give it */
+    int64_t def;               /* value when an optional attribute is absent */
+    int64_t min, max;          /* valid range (NUM: min only) */
+    const char *const *labels; /* NULL, or the JSON strings of values 0, 1, ... */
+} gpp_attr_t;
+
+/* Parameter initialisation, from (seed, op id, parameter slot, element). */
+typedef enum {
+    GPP_INIT_ZERO = 0,
+    GPP_INIT_ONE,
+    GPP_INIT_UNIFORM, /* uniform in [-scale, scale] (Xavier: scale = sqrt(6 / (fan_in + fan_out)))
+                       */
+    GPP_INIT_NORMAL   /* normal, standard deviation `scale` */
+} gpp_init_t;
+
+/* One trainable parameter of an op: a [1, rows, cols] fp32 tensor named
+ * "<op name>.<name>". The order of an op's list is the parameter slot order
+ * of checkpoints, initialisation and kernel arguments. */
+typedef struct {
+    const char *name;
+    int64_t rows, cols;
+    int sparse; /* 1: row-sparse gradient (embedding table) */
+    gpp_init_t init;
+    float scale;
+} gpp_param_t;
+
+#define GPP_OP_MAX_PARAMS 4
+#define GPP_OP_MAX_ATTRS 5
+
+/* Per-sample figures of an op of known shape. */
+typedef struct {
+    double fwd_flops, bwd_flops;
+    int64_t io_bytes;           /* activation bytes read + written by fwd + bwd */
+    int64_t kernel_stash_bytes; /* what the forward kernel fills for the backward */
+} gpp_op_cost_t;
+
+typedef struct {
+    const char *name; /* "linear": the graph file's "type" */
+    gpp_op_role_t role;
+    int min_inputs, max_inputs;
+    int n_attrs;
+    gpp_attr_t attrs[GPP_OP_MAX_ATTRS];
+    int takes_indices;    /* may read an indices input (GPP_INPUT_INDICES) */
+    int bwd_reads_inputs; /* the backward reads the forward's input activations */
+    int fwd_kernels;      /* kernel launches of a forward (a backward: twice as many) */
+    /* Validates the op against its inputs (already derived) and sets rows and
+     * cols. NULL: the shape is given (INPUT, OPAQUE). 0, or -1 + message. */
+    int (*shape)(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err);
+    /* Fills out[0..n) and returns n; NULL: no parameters. */
+    int (*params)(const gpp_graph_t *g, const gpp_op_t *op, gpp_param_t out[GPP_OP_MAX_PARAMS]);
+    /* Per-sample figures; NULL: given by the profile (OPAQUE). */
+    void (*cost)(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t *c);
+} gpp_op_info_t;
+
+/* Indexed by gpp_op_type_t. */
+extern const gpp_op_info_t gpp_optable[GPP_OP__COUNT];
+
+/* The attribute of op type t called `name`, or NULL. */
+const gpp_attr_t *gpp_op_attr_find(gpp_op_type_t t, const char *name);
+/* Reads / writes an attribute of op as a double (integers exactly up to 2^53). */
+double gpp_op_attr_get(const gpp_op_t *op, const gpp_attr_t *a);
+void gpp_op_attr_set(gpp_op_t *op, const gpp_attr_t *a, double v);
+
+/* The parameter list of op (of a finalized graph, or one whose inputs are
+ * derived); returns its length. */
+int gpp_op_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_param_t out[GPP_OP_MAX_PARAMS]);
+
+/* Stash: the bytes per sample an op holds from its forward to its backward.
+ * ONE formula for the planner's memory bound (gpp_op_t.stash_bytes) and the
+ * executor's allocation (gpp_exec_op_stash_bytes):
+ *   the input activations its backward reads (bwd_reads_inputs; a tensor
+ *   read so by two ops counts for each)
+ * + its kernel stash (gpp_op_cost_t.kernel_stash_bytes)
+ * + for a loss, its input's gradient, which its forward computes (none when
+ *   the input is data). */
+int64_t gpp_op_kernel_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op);
+int64_t gpp_op_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op);
+
+/* 1 when the output of an op of type t takes a gradient (not data, not a
+ * loss's value). */
+int gpp_op_has_grad(gpp_op_type_t t);
+
+/* Kernel stash layouts, in bytes for n samples (kernels/gpp_ops.h): layer
+ * norm keeps mean and 1/std per row; attention keeps qkv [seq, 3 hidden],
+ * the softmax probabilities [heads, seq, seq] and the context [seq, hidden]. */
+size_t gpp_layernorm_stash_bytes(int64_t n, int64_t rows);
+size_t gpp_attention_stash_bytes(int64_t n, int64_t seq, int64_t hidden, int heads);
+
+/* Validates op's arity, inputs and attribute ranges, derives its shape and
+ * every figure (gpp_op_t's derived fields). Used by gpp_graph_finalize. */
+int gpp_op_derive(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err);
+
+#endif
