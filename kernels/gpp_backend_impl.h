@@ -112,11 +112,10 @@ typedef struct gpp_backend_vt_s {
                     float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
     int (*loss_ce)(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
                    float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
-    /* y = a + b over n elements, and y += alpha x, x *= alpha */
+    /* y = a + b over n elements, and y += alpha x */
     int (*add)(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
                gpp_err_t *err);
     int (*axpy)(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y, gpp_err_t *err);
-    int (*scale)(gpp_stream_t *s, int64_t n, float alpha, float *x, gpp_err_t *err);
 
     /* sparse gradients: fill the slot map with -1; accumulate pairs (growing
      * the value block as needed); clear the touched rows */

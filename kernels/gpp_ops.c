@@ -239,11 +239,6 @@ int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *
     return s_vt(s)->axpy(s, gpp_tensor_numel(y), alpha, x->data, y->data, err);
 }
 
-int gpp_scale(gpp_stream_t *s, float alpha, gpp_tensor_t *x, gpp_err_t *err)
-{
-    assert(s_f32(x));
-    return s_vt(s)->scale(s, gpp_tensor_numel(x), alpha, x->data, err);
-}
 
 /* ---- kernel entry points per op type ---- */
 

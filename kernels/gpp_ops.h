@@ -137,9 +137,8 @@ int gpp_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t 
                 float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
 
 /* ---- helpers for the executor and the gradient sync ----
- * y += alpha x (same numel; shapes may differ), x *= alpha. */
+ * y += alpha x (same numel; shapes may differ). */
 int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
-int gpp_scale(gpp_stream_t *s, float alpha, gpp_tensor_t *x, gpp_err_t *err);
 
 /* ---- the kernel entry points of every op type, for the executor ----
  * gpp_op_kernels[type] (indexed like the op table, model/gpp_optable.h)

@@ -188,14 +188,6 @@ int64_t gpp_graph_params(const gpp_graph_t *g)
     return n;
 }
 
-double gpp_graph_flops(const gpp_graph_t *g)
-{
-    double f = 0;
-    for (int i = 0; i < g->n_ops; i++)
-        f += g->ops[i].fwd_flops + g->ops[i].bwd_flops;
-    return f;
-}
-
 int gpp_graph_count_sinks(const gpp_graph_t *g)
 {
     int n = 0;

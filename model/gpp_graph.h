@@ -121,7 +121,6 @@ int gpp_graph_finalize(gpp_graph_t *g, gpp_err_t *err);
 
 /* Totals over all ops. */
 int64_t gpp_graph_params(const gpp_graph_t *g);
-double gpp_graph_flops(const gpp_graph_t *g); /* fwd+bwd per sample */
 
 /* Number of sink ops (no consumers) and source ops (no inputs). */
 int gpp_graph_count_sinks(const gpp_graph_t *g);

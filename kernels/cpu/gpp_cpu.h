@@ -102,7 +102,6 @@ int gpp_cpu_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t 
 int gpp_cpu_add(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
                 gpp_err_t *err);
 int gpp_cpu_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y, gpp_err_t *err);
-int gpp_cpu_scale(gpp_stream_t *s, int64_t n, float alpha, float *x, gpp_err_t *err);
 
 int gpp_cpu_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
                           const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err);

@@ -200,7 +200,6 @@ const gpp_backend_vt_t gpp_cpu_backend_vt = {
     .loss_ce = gpp_cpu_loss_ce,
     .add = gpp_cpu_add,
     .axpy = gpp_cpu_axpy,
-    .scale = gpp_cpu_scale,
     .sparse_init = gpp_cpu_sparse_init,
     .sparse_add = gpp_cpu_sparse_add,
     .sparse_clear = gpp_cpu_sparse_clear,

@@ -95,11 +95,3 @@ int gpp_cpu_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float 
     return 0;
 }
 
-GPP_CPU_CLONES
-int gpp_cpu_scale(gpp_stream_t *s, int64_t n, float alpha, float *x, gpp_err_t *err)
-{
-    (void)s, (void)err;
-    for (int64_t i = 0; i < n; i++)
-        x[i] *= alpha;
-    return 0;
-}
