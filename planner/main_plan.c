@@ -31,9 +31,7 @@
 #include "planner/gpp_plan_io.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
-#ifdef GPP_HAVE_CONFIG
 #include "config/gpp_config.h"
-#endif
 
 #define EXIT_BAD_INPUT 2
 #define EXIT_INTERNAL 1
@@ -179,14 +177,12 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
     }
 }
 
-#ifdef GPP_HAVE_CONFIG
 /* A config's model is a zoo spec or, when it names a .json file, a graph. */
 static int s_is_json_path(const char *s)
 {
     size_t n = strlen(s);
     return n > 5 && strcmp(s + n - 5, ".json") == 0;
 }
-#endif
 
 /* Fills the cluster (and job defaults) from the flags or the TOML file. */
 static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
@@ -196,7 +192,6 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         if (a->devices || a->device || a->gpus_per_node)
             s_die(EXIT_BAD_INPUT, "--cluster replaces --devices, --device and --gpus-per-node; "
                                   "give one or the other");
-#ifdef GPP_HAVE_CONFIG
         gpp_config_t cfg;
         if (gpp_config_load(&cfg, a->cluster, &err) < 0)
             s_die(EXIT_BAD_INPUT, "%s", err.msg);
@@ -243,12 +238,6 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
             a->planner = planner;
         }
         gpp_config_release(&cfg);
-#else
-        s_die(EXIT_BAD_INPUT,
-              "--cluster %s: cluster files need the config library "
-              "(gpp_config), which this build lacks; use --devices N --device PRESET",
-              a->cluster);
-#endif
     } else {
         if (!a->devices || !a->device)
             s_die(EXIT_BAD_INPUT, "give the cluster: --devices N --device PRESET, or --cluster "
