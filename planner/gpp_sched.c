@@ -3,8 +3,53 @@
 #include "planner/gpp_sched.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- text form ------------------------------------------------------------ */
+
+size_t gpp_sched_format(const gpp_actions_t *l, int first, char *buf, size_t size)
+{
+    static const char more[] = " ...";
+    size_t total = 0, len = 0; /* len: bytes of buf in use, without the NUL */
+    int cut = 0;
+    if (first < 0)
+        first = 0;
+    if (size)
+        buf[0] = 0;
+    for (int i = first; i < l->n; i++) {
+        const gpp_action_t *a = &l->a[i];
+        if (a->type != GPP_ACT_FWD && a->type != GPP_ACT_BWD)
+            continue;
+        char tok[24];
+        int n = snprintf(tok, sizeof tok, "%s%c%d", total ? " " : (first > 0 ? "... " : ""),
+                         a->type == GPP_ACT_FWD ? 'F' : 'B', a->mb);
+        total += (size_t)n;
+        if (cut)
+            continue;
+        /* keep room for " ..." unless this could be the last pass */
+        if (len + (size_t)n + 1 <= size) {
+            memcpy(buf + len, tok, (size_t)n + 1);
+            len += (size_t)n;
+        } else {
+            cut = 1;
+        }
+    }
+    if (cut) { /* drop whole passes until " ..." fits */
+        while (len > 0 && len + sizeof more > size) {
+            while (len > 0 && buf[len - 1] != ' ')
+                len--;
+            if (len > 0)
+                len--; /* the space before the dropped pass */
+        }
+        if (len + sizeof more <= size)
+            memcpy(buf + len, len ? more : more + 1, sizeof more - (len ? 0 : 1));
+        else if (size)
+            buf[0] = 0;
+    }
+    return total;
+}
 
 /* ---- compute orders ---------------------------------------------------- */
 
@@ -541,6 +586,24 @@ out:
     return rc;
 }
 
+/* Appends "; order: ... F3 B1 F5 ..." to err: the passes of l from a few
+ * before action `at` on (the offending spot of a C4 or deadlock error). */
+static int s_err_order(gpp_err_t *err, const gpp_actions_t *l, int at)
+{
+    if (!err)
+        return -1;
+    int first = at < l->n ? at : l->n;
+    for (int back = 0; first > 0 && back < 8;) {
+        first--;
+        back += l->a[first].type == GPP_ACT_FWD || l->a[first].type == GPP_ACT_BWD;
+    }
+    char order[160];
+    gpp_sched_format(l, first, order, sizeof order);
+    size_t n = strlen(err->msg);
+    snprintf(err->msg + n, sizeof err->msg - n, "; order: %s", order);
+    return -1;
+}
+
 /* C4 on one list of passes (FWD/BWD; other actions ignored). */
 static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const char *what,
                       gpp_err_t *err)
@@ -553,29 +616,34 @@ static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const 
     for (int i = 0; i < l->n; i++) {
         const gpp_action_t *a = &l->a[i];
         if (a->type == GPP_ACT_FWD) {
-            if (a->mb != nf)
-                return gpp_err_set(err,
-                                   "C4: stage %d %s: fw_%d comes where fw_%d must (forwards "
-                                   "in micro-batch order)",
-                                   s, what, a->mb, nf);
+            if (a->mb != nf) {
+                gpp_err_set(err,
+                            "C4: stage %d %s: fw_%d comes where fw_%d must (forwards in "
+                            "micro-batch order)",
+                            s, what, a->mb, nf);
+                return s_err_order(err, l, i);
+            }
             nf++;
         } else if (a->type == GPP_ACT_BWD) {
             if (a->mb != nb)
-                return gpp_err_set(err,
-                                   "C4: stage %d %s: bw_%d comes where bw_%d must (backwards "
-                                   "in micro-batch order)",
-                                   s, what, a->mb, nb);
-            if (a->mb >= nf)
-                return gpp_err_set(err, "C4: stage %d %s: bw_%d precedes fw_%d", s, what, a->mb,
-                                   a->mb);
+                gpp_err_set(err,
+                            "C4: stage %d %s: bw_%d comes where bw_%d must (backwards in "
+                            "micro-batch order)",
+                            s, what, a->mb, nb);
+            else if (a->mb >= nf)
+                gpp_err_set(err, "C4: stage %d %s: bw_%d precedes fw_%d", s, what, a->mb, a->mb);
+            if (a->mb != nb || a->mb >= nf)
+                return s_err_order(err, l, i);
             nb++;
         }
     }
-    if (nf != m || nb != m)
-        return gpp_err_set(err,
-                           "C4: stage %d %s has %d forwards and %d backwards; the batch "
-                           "has %d micro-batches",
-                           s, what, nf, nb, m);
+    if (nf != m || nb != m) {
+        gpp_err_set(err,
+                    "C4: stage %d %s has %d forwards and %d backwards; the batch has %d "
+                    "micro-batches",
+                    s, what, nf, nb, m);
+        return s_err_order(err, l, l->n);
+    }
     return 0;
 }
 
@@ -681,6 +749,7 @@ static int s_check_deadlock(const gpp_plan_t *p, const gpp_sched_links_t *k, gpp
                         "for its consumers",
                         s, r, pos[li], gpp_act_type_name(a->type), a->mb, a->tensor,
                         (long long)a->lo, (long long)a->hi, a->peer_stage, a->peer_replica, s);
+            s_err_order(err, l, pos[li]);
             break;
         }
         goto out;

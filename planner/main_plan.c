@@ -41,7 +41,7 @@ static const char s_usage[] =
     "                (--devices N --device PRESET [--gpus-per-node G] | --cluster FILE.toml)\n"
     "                --batch B [--micro-batch b] [--mem-gib M] [--planner gpp|spp]\n"
     "                [--per-stage-mbs] [--kfkb] [--json FILE] [--dot FILE] [--trace FILE]\n"
-    "                [--strategy FILE]\n"
+    "                [--strategy FILE] [--schedule]\n"
     "       gpp-plan --list-models\n"
     "  --model SPEC       zoo model, e.g. mmt or mmt:branches=2,layers=2 (--list-models)\n"
     "  --graph FILE       model graph JSON (gpp-graph/1)\n"
@@ -55,6 +55,7 @@ static const char s_usage[] =
     "  --planner gpp|spp  graph pipeline (default) or the sequential baseline\n"
     "  --per-stage-mbs    let each stage choose its micro-batch size\n"
     "  --kfkb             let each stage choose a kFkB schedule\n"
+    "  --schedule         also print each stage's pass order (F0 F1 B0 ...)\n"
     "  --json/--dot/--trace/--strategy FILE   write the plan, the stage DAG, a Chrome\n"
     "                     trace of one simulated iteration, the authors' strategy file\n";
 
@@ -63,7 +64,7 @@ typedef struct {
     const char *json, *dot, *trace, *strategy;
     int devices, gpus_per_node, batch, micro_batch;
     double mem_gib;
-    int per_stage_mbs, kfkb, list_models;
+    int per_stage_mbs, kfkb, list_models, schedule;
 } s_args_t;
 
 static void s_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
@@ -133,7 +134,8 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
         int *v;
     } switches[] = {{"--per-stage-mbs", &a->per_stage_mbs},
                     {"--kfkb", &a->kfkb},
-                    {"--list-models", &a->list_models}};
+                    {"--list-models", &a->list_models},
+                    {"--schedule", &a->schedule}};
     enum { NF = sizeof flags / sizeof *flags, NS = sizeof switches / sizeof *switches };
     int seen[NF + NS] = {0};
     for (int i = 1; i < argc; i++) {
@@ -277,6 +279,20 @@ static void s_fit(char *out, size_t n, const char *s)
         snprintf(out, n, "%.*s~", (int)n - 2, s);
 }
 
+/* --schedule: every stage's pass order, "F0 F1 B0 ..." (gpp_sched_format). */
+static void s_print_schedule(const gpp_plan_t *p)
+{
+    printf("\nschedule (each stage's pass order: F forward, B backward of micro-batch j)\n");
+    for (int s = 0; s < p->n_stages; s++) {
+        const gpp_actions_t *l = &p->stages[s].compute;
+        size_t n = gpp_sched_format(l, 0, NULL, 0) + 1;
+        char *text = gpp_xcalloc(n, 1);
+        gpp_sched_format(l, 0, text, n);
+        printf("stage %-3d %s\n", s, text);
+        free(text);
+    }
+}
+
 static void s_print(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_sim_t *sim,
                     const gpp_cluster_t *cl, double estimate_ms, double total_ms)
 {
@@ -402,6 +418,8 @@ int main(int argc, char **argv)
         printf("idle devices      %d of %d (one more replica on any stage would not lower the "
                "estimated iteration time)\n",
                idle, cl.n_devices);
+    if (a.schedule)
+        s_print_schedule(p);
 
     if ((a.json && gpp_plan_write_json(p, a.json, &err) < 0) ||
         (a.strategy && gpp_plan_write_strategy(p, a.strategy, &err) < 0) ||
