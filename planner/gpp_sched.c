@@ -696,6 +696,42 @@ static int s_check_replicas(const gpp_plan_t *p, gpp_err_t *err)
     return 0;
 }
 
+/* Every replica of stage s is at its ALLREDUCE or past it. */
+static int s_allreduce_ready(const gpp_plan_t *p, const gpp_sched_links_t *k, const int *pos,
+                             const char *ar_passed, int s)
+{
+    for (int q = 0; q < p->stages[s].devices; q++) {
+        int lq = k->list_base[s] + q;
+        const gpp_actions_t *lqa = &p->stages[s].replica[q];
+        if (!ar_passed[lq] && !(pos[lq] < lqa->n && lqa->a[pos[lq]].type == GPP_ACT_ALLREDUCE))
+            return 0;
+    }
+    return 1;
+}
+
+/* Runs list li from pos[li] until it blocks or ends; returns the actions run. */
+static int s_advance_list(const gpp_plan_t *p, const gpp_sched_links_t *k, int li, int *pos,
+                          char *done, char *ar_passed)
+{
+    int s = k->list_stage[li], r = li - k->list_base[s], ran = 0;
+    const gpp_actions_t *l = &p->stages[s].replica[r];
+    while (pos[li] < l->n) {
+        const gpp_action_t *a = &l->a[pos[li]];
+        int flat = k->act_base[li] + pos[li];
+        if (s_is_recv(a->type) && !done[k->match[flat]])
+            break;
+        if (a->type == GPP_ACT_ALLREDUCE) {
+            if (!s_allreduce_ready(p, k, pos, ar_passed, s))
+                break;
+            ar_passed[li] = 1;
+        }
+        done[flat] = 1;
+        pos[li]++;
+        ran++;
+    }
+    return ran;
+}
+
 /* Runs every list with buffered sends and blocking receives; ALLREDUCE is a
  * barrier over the stage's replicas. Fails naming a blocked stage. */
 static int s_check_deadlock(const gpp_plan_t *p, const gpp_sched_links_t *k, gpp_err_t *err)
@@ -707,32 +743,14 @@ static int s_check_deadlock(const gpp_plan_t *p, const gpp_sched_links_t *k, gpp
     while (progress && remaining) {
         progress = 0;
         for (int li = 0; li < k->n_lists; li++) {
-            int s = k->list_stage[li], r = li - k->list_base[s];
-            const gpp_actions_t *l = &p->stages[s].replica[r];
-            while (pos[li] < l->n) {
-                const gpp_action_t *a = &l->a[pos[li]];
-                int flat = k->act_base[li] + pos[li];
-                if (s_is_recv(a->type) && !done[k->match[flat]])
-                    break;
-                if (a->type == GPP_ACT_ALLREDUCE) {
-                    int all = 1; /* every replica is at its ALLREDUCE or past it */
-                    for (int q = 0; q < p->stages[s].devices; q++) {
-                        int lq = k->list_base[s] + q;
-                        const gpp_actions_t *lqa = &p->stages[s].replica[q];
-                        if (!ar_passed[lq] &&
-                            !(pos[lq] < lqa->n && lqa->a[pos[lq]].type == GPP_ACT_ALLREDUCE))
-                            all = 0;
-                    }
-                    if (!all)
-                        break;
-                    ar_passed[li] = 1;
-                }
-                done[flat] = 1;
-                pos[li]++;
+            const gpp_actions_t *l =
+                &p->stages[k->list_stage[li]].replica[li - k->list_base[k->list_stage[li]]];
+            if (pos[li] == l->n)
+                continue;
+            if (s_advance_list(p, k, li, pos, done, ar_passed) > 0)
                 progress = 1;
-                if (pos[li] == l->n)
-                    remaining--;
-            }
+            if (pos[li] == l->n)
+                remaining--;
         }
     }
     if (remaining) {
