@@ -648,51 +648,47 @@ static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const 
 }
 
 /* Replica lists: same passes as compute, ALLREDUCE iff devices > 1, STEP last. */
+/* One replica list r of stage s against the rules above. */
+static int s_check_replica(const gpp_plan_t *p, int s, int r, gpp_err_t *err)
+{
+    const gpp_stage_t *st = &p->stages[s];
+    const gpp_actions_t *l = &st->replica[r];
+    int c = 0, ar = 0, step = 0;
+    for (int i = 0; i < l->n; i++) {
+        const gpp_action_t *a = &l->a[i];
+        int pass = a->type == GPP_ACT_FWD || a->type == GPP_ACT_BWD;
+        if (pass && (c >= st->compute.n || st->compute.a[c].type != a->type ||
+                     st->compute.a[c].mb != a->mb))
+            return gpp_err_set(err,
+                               "stage %d replica %d: action %d (%s %d) departs from the "
+                               "stage's compute order",
+                               s, r, i, gpp_act_type_name(a->type), a->mb);
+        if (a->type == GPP_ACT_STEP && i != l->n - 1)
+            return gpp_err_set(err, "stage %d replica %d: STEP is not the last action", s, r);
+        if ((int)a->type < 0 || a->type >= GPP_ACT__COUNT)
+            return gpp_err_set(err, "stage %d replica %d: action %d has type %d", s, r, i,
+                               (int)a->type);
+        c += pass;
+        ar += a->type == GPP_ACT_ALLREDUCE;
+        step += a->type == GPP_ACT_STEP;
+    }
+    if (c != st->compute.n)
+        return gpp_err_set(err, "stage %d replica %d runs %d of the %d passes of the compute order",
+                           s, r, c, st->compute.n);
+    if (step != 1)
+        return gpp_err_set(err, "stage %d replica %d: %d STEP actions, want 1", s, r, step);
+    if (ar != (st->devices > 1))
+        return gpp_err_set(err, "stage %d replica %d: %d ALLREDUCE actions with %d replicas", s, r,
+                           ar, st->devices);
+    return 0;
+}
+
 static int s_check_replicas(const gpp_plan_t *p, gpp_err_t *err)
 {
-    for (int s = 0; s < p->n_stages; s++) {
-        const gpp_stage_t *st = &p->stages[s];
-        for (int r = 0; r < st->devices; r++) {
-            const gpp_actions_t *l = &st->replica[r];
-            int c = 0, ar = 0, step = 0;
-            for (int i = 0; i < l->n; i++) {
-                const gpp_action_t *a = &l->a[i];
-                if (a->type == GPP_ACT_FWD || a->type == GPP_ACT_BWD) {
-                    if (c >= st->compute.n || st->compute.a[c].type != a->type ||
-                        st->compute.a[c].mb != a->mb)
-                        return gpp_err_set(err,
-                                           "stage %d replica %d: action %d (%s %d) departs "
-                                           "from the stage's compute order",
-                                           s, r, i, gpp_act_type_name(a->type), a->mb);
-                    c++;
-                } else if (a->type == GPP_ACT_ALLREDUCE) {
-                    ar++;
-                } else if (a->type == GPP_ACT_STEP) {
-                    if (i != l->n - 1)
-                        return gpp_err_set(err,
-                                           "stage %d replica %d: STEP is not the last "
-                                           "action",
-                                           s, r);
-                    step++;
-                } else if ((int)a->type < 0 || a->type >= GPP_ACT__COUNT) {
-                    return gpp_err_set(err, "stage %d replica %d: action %d has type %d", s, r, i,
-                                       (int)a->type);
-                }
-            }
-            if (c != st->compute.n)
-                return gpp_err_set(err,
-                                   "stage %d replica %d runs %d of the %d passes of the "
-                                   "compute order",
-                                   s, r, c, st->compute.n);
-            if (step != 1)
-                return gpp_err_set(err, "stage %d replica %d: %d STEP actions, want 1", s, r, step);
-            if (ar != (st->devices > 1))
-                return gpp_err_set(err,
-                                   "stage %d replica %d: %d ALLREDUCE actions with %d "
-                                   "replicas",
-                                   s, r, ar, st->devices);
-        }
-    }
+    for (int s = 0; s < p->n_stages; s++)
+        for (int r = 0; r < p->stages[s].devices; r++)
+            if (s_check_replica(p, s, r, err) < 0)
+                return -1;
     return 0;
 }
 
