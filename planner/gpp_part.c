@@ -7,7 +7,7 @@
  * ends the model), D(G, ctx)[c][l] is the least number of devices that
  * partitions G into stages with TPS <= t and memory within the bound such
  * that G's source stages all use schedule config c and hold at most level l
- * (l * q samples) in flight. Arrays are non-increasing in l.
+ * (l * level_samples samples) in flight. Arrays are non-increasing in l.
  *
  *   series suffix i (children i..k-1): the first block is children i..m as
  *     one stage, or child i decomposed, or (child i parallel) its branches

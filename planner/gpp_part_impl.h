@@ -2,7 +2,8 @@
  * other modules).
  *
  *   gpp_inflight.c     the appendix ComputeInFlight table (gpp_part_inflight)
- *   gpp_part.c         the DP over the SP tree: state, one run at a target TPS
+ *   gpp_part.c         the DP over the SP tree: one run at a target TPS
+ *   gpp_part_setup.c   the DP's state: prefix sums, scratch, memo sizing
  *   gpp_plan_build.c   a gpp_plan_t from the DP's stages; iteration estimates
  *   gpp_part_search.c  binary search on the TPS, the micro-batch sweep, the
  *                      candidates' simulation, gpp_part_run

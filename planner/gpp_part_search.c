@@ -314,8 +314,9 @@ static int s_universal(gpp_dp_t *s, const gpp_part_opts_t *o, const char *planne
 /* Memo size guard for the generalized search (levels are counted in samples). */
 static int s_check_size(const gpp_dp_t *s, const gpp_dp_cfg_t *cfg, int n_cfg, gpp_err_t *err)
 {
-    int q;
-    int64_t n_levels = gpp_dp_levels(s, cfg, n_cfg, 1, &q), per = (int64_t)n_cfg * n_levels;
+    int level_samples;
+    int64_t n_levels = gpp_dp_levels(s, cfg, n_cfg, 1, &level_samples),
+            per = (int64_t)n_cfg * n_levels;
     if (2 * per + 2 > (int64_t)GPP_DP_ARENA_CHUNK || per * s->n_suffix > ((int64_t)1 << 25))
         return gpp_err_set(err,
                            "partitioner: the per-stage search has %d configs x %lld in-flight "

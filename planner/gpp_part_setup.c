@@ -134,30 +134,31 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
     return s;
 }
 
-/* In-flight levels the memo keeps for configs cfg[0..n_cfg): multiples of q, the
- * gcd of their micro-batch sizes, from 0 up to the samples in flight at most
- * (stages on a path x k x b, three times that in the generalized search),
- * capped at the batch. Returns the number of levels; q in *q_out. */
+/* In-flight levels the memo keeps for configs cfg[0..n_cfg): multiples of
+ * the gcd of their micro-batch sizes (the samples per level, into
+ * *level_samples_out), from 0 up to the samples in flight at most (stages on
+ * a path x k x b, three times that in the generalized search), capped at the
+ * batch. Returns the number of levels. */
 int64_t gpp_dp_levels(const gpp_dp_t *s, const gpp_dp_cfg_t *cfg, int n_cfg, int generalized,
-                      int *q_out)
+                      int *level_samples_out)
 {
-    int q = 0, maxkb = 0;
+    int gcd = 0, max_kb = 0;
     for (int c = 0; c < n_cfg; c++) {
-        int a = q, b = cfg[c].b;
+        int a = gcd, b = cfg[c].b;
         while (b) {
             int r = a % b;
             a = b, b = r;
         }
-        q = a;
-        if (cfg[c].k * cfg[c].b > maxkb)
-            maxkb = cfg[c].k * cfg[c].b;
+        gcd = a;
+        if (cfg[c].k * cfg[c].b > max_kb)
+            max_kb = cfg[c].k * cfg[c].b;
     }
     int depth = s->sp_depth < s->n_dev ? s->sp_depth : s->n_dev;
-    int64_t top = (int64_t)depth * (generalized ? 3 * maxkb : maxkb);
+    int64_t top = (int64_t)depth * (generalized ? 3 * max_kb : max_kb);
     if (top > s->batch)
         top = s->batch;
-    *q_out = q;
-    return top / q + 1;
+    *level_samples_out = gcd;
+    return top / gcd + 1;
 }
 
 /* Sets the candidate configs and sizes the memo. */
