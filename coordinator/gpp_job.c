@@ -18,6 +18,18 @@
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
 
+/* The plan's action types cross the wire by a cast (here into the assignment,
+ * the agent's runner back): the planner and protobuf enums must stay equal. */
+_Static_assert(GPP_ACT_FWD == (int)GPP__ACTION_TYPE__ACT_FWD, "action enum: FWD");
+_Static_assert(GPP_ACT_BWD == (int)GPP__ACTION_TYPE__ACT_BWD, "action enum: BWD");
+_Static_assert(GPP_ACT_SEND_ACT == (int)GPP__ACTION_TYPE__ACT_SEND_ACT, "action enum: SEND_ACT");
+_Static_assert(GPP_ACT_RECV_ACT == (int)GPP__ACTION_TYPE__ACT_RECV_ACT, "action enum: RECV_ACT");
+_Static_assert(GPP_ACT_SEND_GRAD == (int)GPP__ACTION_TYPE__ACT_SEND_GRAD, "action enum: SEND_GRAD");
+_Static_assert(GPP_ACT_RECV_GRAD == (int)GPP__ACTION_TYPE__ACT_RECV_GRAD, "action enum: RECV_GRAD");
+_Static_assert(GPP_ACT_ALLREDUCE == (int)GPP__ACTION_TYPE__ACT_ALLREDUCE, "action enum: ALLREDUCE");
+_Static_assert(GPP_ACT_STEP == (int)GPP__ACTION_TYPE__ACT_STEP, "action enum: STEP");
+_Static_assert(GPP_ACT__COUNT == GPP_ACT_STEP + 1, "action enum: a new type needs a proto value");
+
 struct gpp_job_s {
     gpp_config_t cfg;     /* copy; nodes not used after new */
     char plan_arg[1024];  /* --plan as given */

@@ -3,8 +3,53 @@
 #include "planner/gpp_sched.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- text form ------------------------------------------------------------ */
+
+size_t gpp_sched_format(const gpp_actions_t *l, int first, char *buf, size_t size)
+{
+    static const char more[] = " ...";
+    size_t total = 0, len = 0; /* len: bytes of buf in use, without the NUL */
+    int cut = 0;
+    if (first < 0)
+        first = 0;
+    if (size)
+        buf[0] = 0;
+    for (int i = first; i < l->n; i++) {
+        const gpp_action_t *a = &l->a[i];
+        if (a->type != GPP_ACT_FWD && a->type != GPP_ACT_BWD)
+            continue;
+        char tok[24];
+        int n = snprintf(tok, sizeof tok, "%s%c%d", total ? " " : (first > 0 ? "... " : ""),
+                         a->type == GPP_ACT_FWD ? 'F' : 'B', a->mb);
+        total += (size_t)n;
+        if (cut)
+            continue;
+        /* keep room for " ..." unless this could be the last pass */
+        if (len + (size_t)n + 1 <= size) {
+            memcpy(buf + len, tok, (size_t)n + 1);
+            len += (size_t)n;
+        } else {
+            cut = 1;
+        }
+    }
+    if (cut) { /* drop whole passes until " ..." fits */
+        while (len > 0 && len + sizeof more > size) {
+            while (len > 0 && buf[len - 1] != ' ')
+                len--;
+            if (len > 0)
+                len--; /* the space before the dropped pass */
+        }
+        if (len + sizeof more <= size)
+            memcpy(buf + len, len ? more : more + 1, sizeof more - (len ? 0 : 1));
+        else if (size)
+            buf[0] = 0;
+    }
+    return total;
+}
 
 /* ---- compute orders ---------------------------------------------------- */
 
@@ -541,6 +586,24 @@ out:
     return rc;
 }
 
+/* Appends "; order: ... F3 B1 F5 ..." to err: the passes of l from a few
+ * before action `at` on (the offending spot of a C4 or deadlock error). */
+static int s_err_order(gpp_err_t *err, const gpp_actions_t *l, int at)
+{
+    if (!err)
+        return -1;
+    int first = at < l->n ? at : l->n;
+    for (int back = 0; first > 0 && back < 8;) {
+        first--;
+        back += l->a[first].type == GPP_ACT_FWD || l->a[first].type == GPP_ACT_BWD;
+    }
+    char order[160];
+    gpp_sched_format(l, first, order, sizeof order);
+    size_t n = strlen(err->msg);
+    snprintf(err->msg + n, sizeof err->msg - n, "; order: %s", order);
+    return -1;
+}
+
 /* C4 on one list of passes (FWD/BWD; other actions ignored). */
 static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const char *what,
                       gpp_err_t *err)
@@ -553,79 +616,116 @@ static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const 
     for (int i = 0; i < l->n; i++) {
         const gpp_action_t *a = &l->a[i];
         if (a->type == GPP_ACT_FWD) {
-            if (a->mb != nf)
-                return gpp_err_set(err,
-                                   "C4: stage %d %s: fw_%d comes where fw_%d must (forwards "
-                                   "in micro-batch order)",
-                                   s, what, a->mb, nf);
+            if (a->mb != nf) {
+                gpp_err_set(err,
+                            "C4: stage %d %s: fw_%d comes where fw_%d must (forwards in "
+                            "micro-batch order)",
+                            s, what, a->mb, nf);
+                return s_err_order(err, l, i);
+            }
             nf++;
         } else if (a->type == GPP_ACT_BWD) {
             if (a->mb != nb)
-                return gpp_err_set(err,
-                                   "C4: stage %d %s: bw_%d comes where bw_%d must (backwards "
-                                   "in micro-batch order)",
-                                   s, what, a->mb, nb);
-            if (a->mb >= nf)
-                return gpp_err_set(err, "C4: stage %d %s: bw_%d precedes fw_%d", s, what, a->mb,
-                                   a->mb);
+                gpp_err_set(err,
+                            "C4: stage %d %s: bw_%d comes where bw_%d must (backwards in "
+                            "micro-batch order)",
+                            s, what, a->mb, nb);
+            else if (a->mb >= nf)
+                gpp_err_set(err, "C4: stage %d %s: bw_%d precedes fw_%d", s, what, a->mb, a->mb);
+            if (a->mb != nb || a->mb >= nf)
+                return s_err_order(err, l, i);
             nb++;
         }
     }
-    if (nf != m || nb != m)
-        return gpp_err_set(err,
-                           "C4: stage %d %s has %d forwards and %d backwards; the batch "
-                           "has %d micro-batches",
-                           s, what, nf, nb, m);
+    if (nf != m || nb != m) {
+        gpp_err_set(err,
+                    "C4: stage %d %s has %d forwards and %d backwards; the batch has %d "
+                    "micro-batches",
+                    s, what, nf, nb, m);
+        return s_err_order(err, l, l->n);
+    }
     return 0;
 }
 
 /* Replica lists: same passes as compute, ALLREDUCE iff devices > 1, STEP last. */
+/* One replica list r of stage s against the rules above. */
+static int s_check_replica(const gpp_plan_t *p, int s, int r, gpp_err_t *err)
+{
+    const gpp_stage_t *st = &p->stages[s];
+    const gpp_actions_t *l = &st->replica[r];
+    int c = 0, ar = 0, step = 0;
+    for (int i = 0; i < l->n; i++) {
+        const gpp_action_t *a = &l->a[i];
+        int pass = a->type == GPP_ACT_FWD || a->type == GPP_ACT_BWD;
+        if (pass && (c >= st->compute.n || st->compute.a[c].type != a->type ||
+                     st->compute.a[c].mb != a->mb))
+            return gpp_err_set(err,
+                               "stage %d replica %d: action %d (%s %d) departs from the "
+                               "stage's compute order",
+                               s, r, i, gpp_act_type_name(a->type), a->mb);
+        if (a->type == GPP_ACT_STEP && i != l->n - 1)
+            return gpp_err_set(err, "stage %d replica %d: STEP is not the last action", s, r);
+        if ((int)a->type < 0 || a->type >= GPP_ACT__COUNT)
+            return gpp_err_set(err, "stage %d replica %d: action %d has type %d", s, r, i,
+                               (int)a->type);
+        c += pass;
+        ar += a->type == GPP_ACT_ALLREDUCE;
+        step += a->type == GPP_ACT_STEP;
+    }
+    if (c != st->compute.n)
+        return gpp_err_set(err, "stage %d replica %d runs %d of the %d passes of the compute order",
+                           s, r, c, st->compute.n);
+    if (step != 1)
+        return gpp_err_set(err, "stage %d replica %d: %d STEP actions, want 1", s, r, step);
+    if (ar != (st->devices > 1))
+        return gpp_err_set(err, "stage %d replica %d: %d ALLREDUCE actions with %d replicas", s, r,
+                           ar, st->devices);
+    return 0;
+}
+
 static int s_check_replicas(const gpp_plan_t *p, gpp_err_t *err)
 {
-    for (int s = 0; s < p->n_stages; s++) {
-        const gpp_stage_t *st = &p->stages[s];
-        for (int r = 0; r < st->devices; r++) {
-            const gpp_actions_t *l = &st->replica[r];
-            int c = 0, ar = 0, step = 0;
-            for (int i = 0; i < l->n; i++) {
-                const gpp_action_t *a = &l->a[i];
-                if (a->type == GPP_ACT_FWD || a->type == GPP_ACT_BWD) {
-                    if (c >= st->compute.n || st->compute.a[c].type != a->type ||
-                        st->compute.a[c].mb != a->mb)
-                        return gpp_err_set(err,
-                                           "stage %d replica %d: action %d (%s %d) departs "
-                                           "from the stage's compute order",
-                                           s, r, i, gpp_act_type_name(a->type), a->mb);
-                    c++;
-                } else if (a->type == GPP_ACT_ALLREDUCE) {
-                    ar++;
-                } else if (a->type == GPP_ACT_STEP) {
-                    if (i != l->n - 1)
-                        return gpp_err_set(err,
-                                           "stage %d replica %d: STEP is not the last "
-                                           "action",
-                                           s, r);
-                    step++;
-                } else if ((int)a->type < 0 || a->type >= GPP_ACT__COUNT) {
-                    return gpp_err_set(err, "stage %d replica %d: action %d has type %d", s, r, i,
-                                       (int)a->type);
-                }
-            }
-            if (c != st->compute.n)
-                return gpp_err_set(err,
-                                   "stage %d replica %d runs %d of the %d passes of the "
-                                   "compute order",
-                                   s, r, c, st->compute.n);
-            if (step != 1)
-                return gpp_err_set(err, "stage %d replica %d: %d STEP actions, want 1", s, r, step);
-            if (ar != (st->devices > 1))
-                return gpp_err_set(err,
-                                   "stage %d replica %d: %d ALLREDUCE actions with %d "
-                                   "replicas",
-                                   s, r, ar, st->devices);
-        }
-    }
+    for (int s = 0; s < p->n_stages; s++)
+        for (int r = 0; r < p->stages[s].devices; r++)
+            if (s_check_replica(p, s, r, err) < 0)
+                return -1;
     return 0;
+}
+
+/* Every replica of stage s is at its ALLREDUCE or past it. */
+static int s_allreduce_ready(const gpp_plan_t *p, const gpp_sched_links_t *k, const int *pos,
+                             const char *ar_passed, int s)
+{
+    for (int q = 0; q < p->stages[s].devices; q++) {
+        int lq = k->list_base[s] + q;
+        const gpp_actions_t *lqa = &p->stages[s].replica[q];
+        if (!ar_passed[lq] && !(pos[lq] < lqa->n && lqa->a[pos[lq]].type == GPP_ACT_ALLREDUCE))
+            return 0;
+    }
+    return 1;
+}
+
+/* Runs list li from pos[li] until it blocks or ends; returns the actions run. */
+static int s_advance_list(const gpp_plan_t *p, const gpp_sched_links_t *k, int li, int *pos,
+                          char *done, char *ar_passed)
+{
+    int s = k->list_stage[li], r = li - k->list_base[s], ran = 0;
+    const gpp_actions_t *l = &p->stages[s].replica[r];
+    while (pos[li] < l->n) {
+        const gpp_action_t *a = &l->a[pos[li]];
+        int flat = k->act_base[li] + pos[li];
+        if (s_is_recv(a->type) && !done[k->match[flat]])
+            break;
+        if (a->type == GPP_ACT_ALLREDUCE) {
+            if (!s_allreduce_ready(p, k, pos, ar_passed, s))
+                break;
+            ar_passed[li] = 1;
+        }
+        done[flat] = 1;
+        pos[li]++;
+        ran++;
+    }
+    return ran;
 }
 
 /* Runs every list with buffered sends and blocking receives; ALLREDUCE is a
@@ -639,32 +739,14 @@ static int s_check_deadlock(const gpp_plan_t *p, const gpp_sched_links_t *k, gpp
     while (progress && remaining) {
         progress = 0;
         for (int li = 0; li < k->n_lists; li++) {
-            int s = k->list_stage[li], r = li - k->list_base[s];
-            const gpp_actions_t *l = &p->stages[s].replica[r];
-            while (pos[li] < l->n) {
-                const gpp_action_t *a = &l->a[pos[li]];
-                int flat = k->act_base[li] + pos[li];
-                if (s_is_recv(a->type) && !done[k->match[flat]])
-                    break;
-                if (a->type == GPP_ACT_ALLREDUCE) {
-                    int all = 1; /* every replica is at its ALLREDUCE or past it */
-                    for (int q = 0; q < p->stages[s].devices; q++) {
-                        int lq = k->list_base[s] + q;
-                        const gpp_actions_t *lqa = &p->stages[s].replica[q];
-                        if (!ar_passed[lq] &&
-                            !(pos[lq] < lqa->n && lqa->a[pos[lq]].type == GPP_ACT_ALLREDUCE))
-                            all = 0;
-                    }
-                    if (!all)
-                        break;
-                    ar_passed[li] = 1;
-                }
-                done[flat] = 1;
-                pos[li]++;
+            const gpp_actions_t *l =
+                &p->stages[k->list_stage[li]].replica[li - k->list_base[k->list_stage[li]]];
+            if (pos[li] == l->n)
+                continue;
+            if (s_advance_list(p, k, li, pos, done, ar_passed) > 0)
                 progress = 1;
-                if (pos[li] == l->n)
-                    remaining--;
-            }
+            if (pos[li] == l->n)
+                remaining--;
         }
     }
     if (remaining) {
@@ -681,6 +763,7 @@ static int s_check_deadlock(const gpp_plan_t *p, const gpp_sched_links_t *k, gpp
                         "for its consumers",
                         s, r, pos[li], gpp_act_type_name(a->type), a->mb, a->tensor,
                         (long long)a->lo, (long long)a->hi, a->peer_stage, a->peer_replica, s);
+            s_err_order(err, l, pos[li]);
             break;
         }
         goto out;

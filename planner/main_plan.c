@@ -31,9 +31,7 @@
 #include "planner/gpp_plan_io.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
-#ifdef GPP_HAVE_CONFIG
 #include "config/gpp_config.h"
-#endif
 
 #define EXIT_BAD_INPUT 2
 #define EXIT_INTERNAL 1
@@ -43,7 +41,7 @@ static const char s_usage[] =
     "                (--devices N --device PRESET [--gpus-per-node G] | --cluster FILE.toml)\n"
     "                --batch B [--micro-batch b] [--mem-gib M] [--planner gpp|spp]\n"
     "                [--per-stage-mbs] [--kfkb] [--json FILE] [--dot FILE] [--trace FILE]\n"
-    "                [--strategy FILE]\n"
+    "                [--strategy FILE] [--schedule]\n"
     "       gpp-plan --list-models\n"
     "  --model SPEC       zoo model, e.g. mmt or mmt:branches=2,layers=2 (--list-models)\n"
     "  --graph FILE       model graph JSON (gpp-graph/1)\n"
@@ -57,6 +55,7 @@ static const char s_usage[] =
     "  --planner gpp|spp  graph pipeline (default) or the sequential baseline\n"
     "  --per-stage-mbs    let each stage choose its micro-batch size\n"
     "  --kfkb             let each stage choose a kFkB schedule\n"
+    "  --schedule         also print each stage's pass order (F0 F1 B0 ...)\n"
     "  --json/--dot/--trace/--strategy FILE   write the plan, the stage DAG, a Chrome\n"
     "                     trace of one simulated iteration, the authors' strategy file\n";
 
@@ -65,7 +64,7 @@ typedef struct {
     const char *json, *dot, *trace, *strategy;
     int devices, gpus_per_node, batch, micro_batch;
     double mem_gib;
-    int per_stage_mbs, kfkb, list_models;
+    int per_stage_mbs, kfkb, list_models, schedule;
 } s_args_t;
 
 static void s_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
@@ -135,7 +134,8 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
         int *v;
     } switches[] = {{"--per-stage-mbs", &a->per_stage_mbs},
                     {"--kfkb", &a->kfkb},
-                    {"--list-models", &a->list_models}};
+                    {"--list-models", &a->list_models},
+                    {"--schedule", &a->schedule}};
     enum { NF = sizeof flags / sizeof *flags, NS = sizeof switches / sizeof *switches };
     int seen[NF + NS] = {0};
     for (int i = 1; i < argc; i++) {
@@ -179,14 +179,12 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
     }
 }
 
-#ifdef GPP_HAVE_CONFIG
 /* A config's model is a zoo spec or, when it names a .json file, a graph. */
 static int s_is_json_path(const char *s)
 {
     size_t n = strlen(s);
     return n > 5 && strcmp(s + n - 5, ".json") == 0;
 }
-#endif
 
 /* Fills the cluster (and job defaults) from the flags or the TOML file. */
 static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
@@ -196,7 +194,6 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         if (a->devices || a->device || a->gpus_per_node)
             s_die(EXIT_BAD_INPUT, "--cluster replaces --devices, --device and --gpus-per-node; "
                                   "give one or the other");
-#ifdef GPP_HAVE_CONFIG
         gpp_config_t cfg;
         if (gpp_config_load(&cfg, a->cluster, &err) < 0)
             s_die(EXIT_BAD_INPUT, "%s", err.msg);
@@ -243,12 +240,6 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
             a->planner = planner;
         }
         gpp_config_release(&cfg);
-#else
-        s_die(EXIT_BAD_INPUT,
-              "--cluster %s: cluster files need the config library "
-              "(gpp_config), which this build lacks; use --devices N --device PRESET",
-              a->cluster);
-#endif
     } else {
         if (!a->devices || !a->device)
             s_die(EXIT_BAD_INPUT, "give the cluster: --devices N --device PRESET, or --cluster "
@@ -286,6 +277,20 @@ static void s_fit(char *out, size_t n, const char *s)
         snprintf(out, n, "%s", s);
     else
         snprintf(out, n, "%.*s~", (int)n - 2, s);
+}
+
+/* --schedule: every stage's pass order, "F0 F1 B0 ..." (gpp_sched_format). */
+static void s_print_schedule(const gpp_plan_t *p)
+{
+    printf("\nschedule (each stage's pass order: F forward, B backward of micro-batch j)\n");
+    for (int s = 0; s < p->n_stages; s++) {
+        const gpp_actions_t *l = &p->stages[s].compute;
+        size_t n = gpp_sched_format(l, 0, NULL, 0) + 1;
+        char *text = gpp_xcalloc(n, 1);
+        gpp_sched_format(l, 0, text, n);
+        printf("stage %-3d %s\n", s, text);
+        free(text);
+    }
 }
 
 static void s_print(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_sim_t *sim,
@@ -413,6 +418,8 @@ int main(int argc, char **argv)
         printf("idle devices      %d of %d (one more replica on any stage would not lower the "
                "estimated iteration time)\n",
                idle, cl.n_devices);
+    if (a.schedule)
+        s_print_schedule(p);
 
     if ((a.json && gpp_plan_write_json(p, a.json, &err) < 0) ||
         (a.strategy && gpp_plan_write_strategy(p, a.strategy, &err) < 0) ||

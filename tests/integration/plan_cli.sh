@@ -70,6 +70,19 @@ assert d.startswith("digraph") and d.count("->") == sum(len(s["succ"]) for s in 
 EOF
 then ok "json / strategy / trace / dot shapes"; else fail "json / strategy / trace / dot shapes"; fi
 
+# --schedule: one "stage N  F0 ... B<m-1>" line per stage, as in the JSON's schedule
+expect_ok "schedule" "$PLAN" --model "$MMT" --devices 4 --device a100-80g --batch 32 --schedule \
+    --json "$TMP/s.json"
+if python3 - "$TMP/s.json" "$TMP/out" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read().split("\nschedule (", 1)[1].splitlines()[1:]
+assert len(text) == len(p["stages"]), text
+for i, (line, order) in enumerate(zip(text, p["schedule"])):
+    assert line.split() == ["stage", str(i)] + order, (line, order)
+EOF
+then ok "schedule text matches the plan"; else fail "schedule text matches the plan"; fi
+
 expect_ok "spp baseline" "$PLAN" --model "$MMT" --devices 4 --device a100-80g --batch 32 --planner spp \
     --json "$TMP/spp.json"
 python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["planner"]=="spp"; \

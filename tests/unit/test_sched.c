@@ -29,17 +29,6 @@ static int s_count(const gpp_actions_t *l, gpp_act_type_t t)
     return n;
 }
 
-/* "F0 F1 B0 ..." of a compute list. */
-static void s_order(const gpp_actions_t *l, char *buf, size_t n)
-{
-    buf[0] = 0;
-    for (int i = 0; i < l->n; i++) {
-        size_t len = strlen(buf);
-        snprintf(buf + len, n - len, "%s%c%d", i ? " " : "",
-                 l->a[i].type == GPP_ACT_FWD ? 'F' : 'B', l->a[i].mb);
-    }
-}
-
 static void t_1f1b_chain(void)
 {
     gpp_graph_t *g = gpp_fixture_chain(2, 8); /* in l1 l2 loss: stages {in,l1} {l2,loss} */
@@ -50,9 +39,9 @@ static void t_1f1b_chain(void)
     GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
     GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
     char buf[256];
-    s_order(&p->stages[0].compute, buf, sizeof buf);
+    gpp_sched_format(&p->stages[0].compute, 0, buf, sizeof buf);
     GPP_EXPECT_MSG(strcmp(buf, "F0 F1 B0 F2 B1 F3 B2 B3") == 0, "%s", buf);
-    s_order(&p->stages[1].compute, buf, sizeof buf);
+    gpp_sched_format(&p->stages[1].compute, 0, buf, sizeof buf);
     GPP_EXPECT_MSG(strcmp(buf, "F0 B0 F1 B1 F2 B2 F3 B3") == 0, "%s", buf);
     /* stage 0 sends l1's output after every FWD and receives its gradient
        before every BWD; no ALLREDUCE with one device; STEP last */
@@ -80,17 +69,17 @@ static void t_kfkb_order(void)
     GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
     GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
     char buf[256];
-    s_order(&p->stages[0].compute, buf, sizeof buf);
+    gpp_sched_format(&p->stages[0].compute, 0, buf, sizeof buf);
     GPP_EXPECT_MSG(strcmp(buf, "F0 F1 F2 F3 B0 B1 F4 F5 B2 B3 F6 F7 B4 B5 B6 B7") == 0, "%s", buf);
     /* in-flight below one micro-batch still schedules one warm-up forward;
        above the batch it is capped */
     p->stages[0].k = 1, p->stages[0].inflight = 0;
     GPP_EXPECT(gpp_sched_compute(p, &err) == 0);
-    s_order(&p->stages[0].compute, buf, sizeof buf);
+    gpp_sched_format(&p->stages[0].compute, 0, buf, sizeof buf);
     GPP_EXPECT_MSG(strncmp(buf, "F0 B0 F1 B1", 11) == 0, "%s", buf);
     p->stages[0].inflight = 100;
     GPP_EXPECT(gpp_sched_compute(p, &err) == 0);
-    s_order(&p->stages[0].compute, buf, sizeof buf);
+    gpp_sched_format(&p->stages[0].compute, 0, buf, sizeof buf);
     GPP_EXPECT_MSG(strcmp(buf, "F0 F1 F2 F3 F4 F5 F6 F7 B0 B1 B2 B3 B4 B5 B6 B7") == 0, "%s", buf);
     p->stages[0].micro_batch = 3;
     GPP_EXPECT(gpp_sched_compute(p, &err) == -1 && strstr(err.msg, "does not divide"));
@@ -302,6 +291,7 @@ static void t_validate_errors(void)
     c->a[0] = c->a[1], c->a[1] = t;
     GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
     GPP_EXPECT_MSG(strstr(err.msg, "C4") && strstr(err.msg, "stage 0"), "%s", err.msg);
+    GPP_EXPECT_MSG(strstr(err.msg, "; order: F1 F0 "), "%s", err.msg); /* the offending order */
     c->a[1] = c->a[0], c->a[0] = t;
     for (int i = 0; i < c->n; i++)
         if (c->a[i].type == GPP_ACT_BWD && c->a[i].mb == 0) {
@@ -312,6 +302,7 @@ static void t_validate_errors(void)
         }
     GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
     GPP_EXPECT_MSG(strstr(err.msg, "C4") && strstr(err.msg, "bw_0 precedes fw_0"), "%s", err.msg);
+    GPP_EXPECT_MSG(strstr(err.msg, "; order: B0 F0 "), "%s", err.msg);
     gpp_plan_destroy(&p);
 
     /* unmatched SEND: drop a RECV from the consumer's replica 1 */
@@ -340,8 +331,35 @@ static void t_validate_errors(void)
         }
     GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
     GPP_EXPECT_MSG(strstr(err.msg, "deadlock") && strstr(err.msg, "stage 0"), "%s", err.msg);
+    GPP_EXPECT_MSG(strstr(err.msg, "; order: F0 "), "%s", err.msg); /* blocked before F0 */
     gpp_plan_destroy(&p);
     gpp_graph_destroy(&g);
+}
+
+/* gpp_sched_format: passes only, a window from `first`, whole passes with
+ * " ..." when cut, snprintf's return value. */
+static void t_format(void)
+{
+    gpp_actions_t l = {0};
+    const gpp_act_type_t ty[] = {GPP_ACT_FWD, GPP_ACT_SEND_ACT, GPP_ACT_FWD, GPP_ACT_BWD,
+                                 GPP_ACT_FWD, GPP_ACT_BWD,      GPP_ACT_BWD, GPP_ACT_STEP};
+    const int mb[] = {0, 0, 1, 0, 2, 1, 2, -1};
+    for (size_t i = 0; i < sizeof ty / sizeof *ty; i++)
+        gpp_actions_push(&l, (gpp_action_t){.type = ty[i], .mb = mb[i], .peer_stage = -1});
+    const char *full = "F0 F1 B0 F2 B1 B2";
+    char buf[64];
+    GPP_EXPECT(gpp_sched_format(&l, 0, NULL, 0) == strlen(full));
+    GPP_EXPECT(gpp_sched_format(&l, 0, buf, sizeof buf) == strlen(full));
+    GPP_EXPECT_MSG(strcmp(buf, full) == 0, "%s", buf);
+    gpp_sched_format(&l, 0, buf, strlen(full) + 1); /* exactly fits */
+    GPP_EXPECT_MSG(strcmp(buf, full) == 0, "%s", buf);
+    gpp_sched_format(&l, 0, buf, 12);
+    GPP_EXPECT_MSG(strcmp(buf, "F0 F1 ...") == 0, "%s", buf);
+    gpp_sched_format(&l, 0, buf, 3);
+    GPP_EXPECT_MSG(strcmp(buf, "") == 0, "%s", buf);
+    gpp_sched_format(&l, 4, buf, sizeof buf);
+    GPP_EXPECT_MSG(strcmp(buf, "... F2 B1 B2") == 0, "%s", buf);
+    free(l.a);
 }
 
 static void t_links(void)
@@ -455,6 +473,7 @@ static const gpp_test_case_t cases[] = {
     {"links", t_links},
     {"kfkb_inflight_table", t_kfkb_inflight_table},
     {"topo_order", t_topo_order},
+    {"format", t_format},
     {NULL, NULL},
 };
 

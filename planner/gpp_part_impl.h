@@ -1,0 +1,127 @@
+/* gpp_part_impl: private to the partitioner's files (not installed, not for
+ * other modules).
+ *
+ *   gpp_inflight.c     the appendix ComputeInFlight table (gpp_part_inflight)
+ *   gpp_part.c         the DP over the SP tree: one run at a target TPS
+ *   gpp_part_setup.c   the DP's state: prefix sums, scratch, memo sizing
+ *   gpp_plan_build.c   a gpp_plan_t from the DP's stages; iteration estimates
+ *   gpp_part_search.c  binary search on the TPS, the micro-batch sweep, the
+ *                      candidates' simulation, gpp_part_run
+ *
+ * Units: *_ms milliseconds, *_bytes bytes; "positions" are indices into the
+ * SP tree's op order (tree->op_at); an in-flight "level" l stands for
+ * l * level_samples samples. */
+#ifndef GPP_PART_IMPL_H
+#define GPP_PART_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner/gpp_cost.h"
+#include "planner/gpp_part.h"
+#include "planner/gpp_plan.h"
+#include "planner/gpp_sp.h"
+
+#define GPP_DP_MAX_CFG 256                   /* schedule configs one search may use */
+#define GPP_DP_ARENA_CHUNK ((size_t)1 << 18) /* ints per arena chunk */
+
+/* A schedule config: micro-batch b samples, k of kFkB. */
+typedef struct {
+    int b, k;
+} gpp_dp_cfg_t;
+
+/* A stage the DP emitted. */
+typedef struct {
+    int l, r;      /* first and last position */
+    int ci;        /* config index into gpp_dp_t.cfg */
+    int d;         /* data-parallel replicas */
+    int infl;      /* samples in flight (the DP's view) */
+    double tps_ms; /* time per sample */
+} gpp_dp_stage_t;
+
+/* Chunked int arena of the memo arrays: stable pointers, reused by runs. */
+typedef struct {
+    int **chunks;
+    size_t *used;
+    int n_chunks, cur;
+} gpp_dp_arena_t;
+
+typedef struct {
+    const gpp_graph_t *g;
+    const gpp_cost_t *cost;
+    const gpp_sp_t *tree;
+    int batch;               /* mini-batch B, samples per iteration */
+    int n_dev;               /* devices of the cluster */
+    int no_fit;              /* n_dev + 1: the device count meaning "does not fit" */
+    int64_t mem_bound_bytes; /* per-device memory bound */
+    int generalized;         /* 1: ComputeInFlight table (per-stage mbs / kFkB) */
+    int n_cfg;
+    gpp_dp_cfg_t cfg[GPP_DP_MAX_CFG];
+    int level_samples; /* samples per in-flight level: gcd of the configs' b */
+    int n_levels;      /* in-flight levels the memo keeps */
+    int n_ctx;         /* successor contexts: 1 (none) + n_cfg * n_levels */
+    int sp_depth;      /* most stages on a path of the SP tree */
+    /* per position prefix sums: entry pos + 1 sums positions 0..pos */
+    int64_t *pre_params, *pre_stash_bytes, *pre_reserved_bytes;
+    double *pre_grad_bytes;
+    int *pre_step_kernels;          /* ops with parameters (optimizer-step kernels) */
+    int step_cache_l, step_cache_r; /* s_step_ms cache: range and value */
+    double step_cache_ms;
+    double *pre_rate_ms; /* least per-sample fwd+bwd ms of each op over the used sizes */
+    double **pre_ms;     /* [batch+1]: per samples m, prefix of fwd+bwd ms */
+    double *ar_ms_per_byte, *ar_ms_fixed; /* [n_dev+1]: allreduce ms = per_byte * bytes + fixed */
+    double p2p_alpha_ms, p2p_ms_per_byte;
+    /* boundary */
+    int *last_consumer; /* [pos]: largest consumer position, -1 for none */
+    int *stamp;         /* [2 * (tree depth + 1)][pos]: one pair of rows per SP-tree
+                           depth, so that a boundary survives the nested fills its
+                           entry triggers (those only touch deeper rows) */
+    int stamp_next;
+    int *node_depth; /* [node] depth in the SP tree, root 0 */
+    /* join-split head scratch (s_head_t), one row per SP-tree depth */
+    double *head_bytes; /* [depth][head_row_len]: W, Hd boundary bytes */
+    int *head_ints;     /* [depth][head_irow_len]: W, Hd counts, shared producers */
+    size_t head_row_len, head_irow_len;
+    int head_max_branches;       /* most branches of a parallel node */
+    int *head_owner, *head_used; /* [depth]: parallel node owning the row, list entries used */
+    /* memo */
+    int *suffix_base; /* [node] first suffix id */
+    int n_suffix;
+    unsigned *memo_gen; /* [n_suffix * n_ctx]: run that filled the slot */
+    int **memo_p;       /* [n_suffix * n_ctx]: pointer into the arena */
+    unsigned memo_run;  /* current run; older slots are stale */
+    size_t memo_slots;
+    gpp_dp_arena_t arena;
+    int *zero_row;     /* [n_cfg * n_levels] zeros */
+    double target_ms;  /* target TPS of the current run */
+    double inv_target; /* (1 - 1e-9) / target_ms: lbdev rounds safely down */
+    /* emit */
+    gpp_dp_stage_t *out;
+    int n_out, cap_out;
+    int out_level; /* source level of the emitted plan */
+    int max_level; /* level limit of the current run */
+    int min_tps;   /* opts.min_tps: rank plans by TPS, not by the estimate */
+    int simulate;  /* opts.simulate: keep candidates for the simulated pick */
+    long long n_eval;
+} gpp_dp_t;
+
+/* gpp_part.c: the DP state for g on cost's cluster, batch and memory bound. */
+gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_t *tree, int batch,
+                     int64_t mem_bound_bytes);
+void gpp_dp_destroy(gpp_dp_t **sp);
+/* Sets the candidate configs cfg[0..n_cfg) and sizes the memo. */
+void gpp_dp_configure(gpp_dp_t *s, const gpp_dp_cfg_t *cfg, int n_cfg, int generalized);
+/* In-flight levels for these configs; the samples per level in *level_samples. */
+int64_t gpp_dp_levels(const gpp_dp_t *s, const gpp_dp_cfg_t *cfg, int n_cfg, int generalized,
+                      int *level_samples);
+/* One DP run at target TPS target_ms: 1 with the stages in s->out, or 0. */
+int gpp_dp_run(gpp_dp_t *s, double target_ms, int max_level);
+
+/* gpp_plan_build.c: the plan of s->out (linked, spare devices placed,
+ * in-flight, costs, memory); NULL with a message. */
+gpp_plan_t *gpp_part_build_plan(const gpp_dp_t *s, const char *planner, int universal_b,
+                                gpp_err_t *err);
+/* TPS * (B + longest path of micro-batch sizes - b_last), ms. */
+double gpp_part_iter_estimate(const gpp_plan_t *p);
+
+#endif
