@@ -515,7 +515,7 @@ static void s_warn_planned(const gpp_config_t *c)
                  c->path, c->metrics.http_port);
     if (c->job.backend == GPP_CONFIG_BACKEND_CUDA)
         gpp_warn("config: %s: job.backend = \"cuda\": there is no CUDA backend yet (planned); "
-                 "the agents compute on the CPU",
+                 "gpp-plan plans for it, gpp-coordinator refuses to train it",
                  c->path);
 }
 

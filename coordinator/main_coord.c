@@ -275,6 +275,14 @@ int main(int argc, char **argv)
     }
     if (o.iterations > 0)
         cfg.job.iterations = o.iterations;
+    if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only) {
+        fprintf(stderr,
+                "gpp-coordinator: %s: job.backend = \"cuda\": this build has no CUDA backend "
+                "(the GPU data plane is planned); set backend = \"cpu\" to train on CPU agents\n",
+                o.config_path);
+        gpp_config_release(&cfg);
+        return 2;
+    }
 
     int n = gpp_config_devices(&cfg);
     const char **hosts = gpp_xcalloc((size_t)n, sizeof *hosts);

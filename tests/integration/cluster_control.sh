@@ -184,4 +184,10 @@ else
     fail "bad cluster file (rc $rc)"; cat "$TMP/10.err"
 fi
 
+# backend = "cuda" without a CUDA backend: refused before any agent starts
+CONF=$(mkconf cuda "$(free_port)" 2 local)
+sed -i 's/^launch = .*/&\nbackend = "cuda"/' "$CONF"
+printf '[cluster]\ndevice = "h100-80g"\n' >>"$CONF"
+expect_fail "cuda backend refused" 'backend = "cuda": this build has no CUDA backend' "$COORD" "$CONF"
+
 gpp_test_end
