@@ -481,9 +481,7 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
         if (!self->assign[r])
             continue;
         gpp_msg_t m;
-        gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
-        m.body_case = GPP__ENVELOPE__BODY_ASSIGNMENT;
-        m.assignment = self->assign[r];
+        gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_ASSIGNMENT, self->assign[r]);
         if (gpp_msg_validate(&m, err) < 0)
             return gpp_err_prefix(err, "assignment of rank %d", r);
     }
