@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "model/gpp_model.h"
+#include "common/gpp_fault.h"
 #include "common/gpp_time.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_part.h"
@@ -77,13 +78,6 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
 }
 
 static void s_print_plan(const gpp_job_t *self, FILE *out);
-
-static int s_test_plan_delay_ms;
-
-void gpp_job_test_plan_delay(int ms)
-{
-    s_test_plan_delay_ms = ms;
-}
 
 /* 1 when the coordinator stopped the job (cancel may be NULL: never). */
 static int s_cancelled(const atomic_int *cancel, gpp_err_t *err)
@@ -447,7 +441,8 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
         return gpp_err_set(err, "the coordinator gave no rendezvous endpoint and token");
     snprintf(self->rdv_endpoint, sizeof self->rdv_endpoint, "%s", job->rdv_endpoint);
     snprintf(self->rdv_token, sizeof self->rdv_token, "%s", job->rdv_token);
-    for (int t = 0; t < s_test_plan_delay_ms; t += 10) {
+    const int64_t slow_ms = gpp_fault_arg(GPP_FAULT_PLAN_SLOW); /* -1: unarmed */
+    for (int64_t t = 0; t < slow_ms; t += 10) {
         if (s_cancelled(cancel, err))
             return -1;
         nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/gpp_fault.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
 #include "coordinator/gpp_job.h"
@@ -459,7 +460,7 @@ static void t_misuse(void)
 /* ---- planning off the event loop ---- */
 
 /* A planned job (gpp_job, a small model on two CPU slots) whose planning
- * takes delay_ms (the test hook). NULL when it cannot be set up. */
+ * takes delay_ms (the plan_slow fault hook). NULL when it cannot be set up. */
 static gpp_job_t *s_job_new(int delay_ms)
 {
     const char *text = "[cluster]\ndevice = \"cpu\"\n[[nodes]]\nhost = \"h\"\nslots = 2\n"
@@ -473,7 +474,7 @@ static gpp_job_t *s_job_new(int delay_ms)
     gpp_job_t *job = gpp_job_new(&cfg, "gpp", NULL, &err);
     GPP_EXPECT_MSG(job, "%s", err.msg);
     gpp_config_release(&cfg);
-    gpp_job_test_plan_delay(delay_ms);
+    GPP_EXPECT(gpp_fault_arm("plan_slow", delay_ms) == 0);
     return job;
 }
 
@@ -555,7 +556,7 @@ static void s_planned_end(s_planned_t *p)
 {
     zsock_destroy(&p->a.s);
     zsock_destroy(&p->b.s);
-    gpp_job_test_plan_delay(0);
+    gpp_fault_arm("plan_slow", -1);
     gpp_job_destroy(&p->job);
 }
 
