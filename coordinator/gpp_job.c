@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model/gpp_model.h"
 #include "common/gpp_fault.h"
+#include "common/gpp_fs.h"
 #include "common/gpp_time.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_part.h"
@@ -182,15 +182,9 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
         s_print_plan(self, self->out);
     /* the plan beside the stage checkpoints: what they are checkpoints of */
     if (cfg->job.checkpoint_dir[0]) {
-        char dir[GPP_CONFIG_PATH + 32], path[GPP_CONFIG_PATH + 16];
-        snprintf(dir, sizeof dir, "%s", cfg->job.checkpoint_dir);
-        for (char *s = dir + 1; *s; s++)
-            if (*s == '/') {
-                *s = 0;
-                mkdir(dir, 0777);
-                *s = '/';
-            }
-        mkdir(dir, 0777);
+        char path[GPP_CONFIG_PATH + 16];
+        if (gpp_mkdirs(cfg->job.checkpoint_dir, 0700, err) < 0)
+            return gpp_err_prefix(err, "job.checkpoint_dir");
         snprintf(path, sizeof path, "%s/plan.json", cfg->job.checkpoint_dir);
         if (gpp_plan_write_json(self->plan, path, err) < 0)
             return gpp_err_prefix(err, "job.checkpoint_dir");
