@@ -68,9 +68,7 @@ static void s_post_error(gpp_worker_t *self, int code, const char *text)
     snprintf(buf, sizeof buf, "%s", text);
     e.text = buf;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, 0);
-    m.body_case = GPP__ENVELOPE__BODY_ERROR;
-    m.error = &e;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_ERROR, &e);
     s_post(self, &m);
 }
 
@@ -102,9 +100,7 @@ static void s_on_ready(void *arg)
     rd.stage = self->pcfg.stage;
     rd.replica = self->pcfg.replica;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, 0);
-    m.body_case = GPP__ENVELOPE__BODY_READY;
-    m.ready = &rd;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_READY, &rd);
     s_post(self, &m);
 }
 
@@ -114,9 +110,7 @@ static int s_barrier(void *arg, int barrier_id)
     Gpp__BarrierEnter be = GPP__BARRIER_ENTER__INIT;
     be.barrier_id = barrier_id;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, 0);
-    m.body_case = GPP__ENVELOPE__BODY_BARRIER_ENTER;
-    m.barrier_enter = &be;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_BARRIER_ENTER, &be);
     s_post(self, &m);
     return s_wait_word(self) == barrier_id ? 0 : -1;
 }
@@ -135,9 +129,7 @@ static void s_on_metrics(void *arg, const gpp_pipeline_metrics_t *pm)
     mt.loss = pm->loss;
     mt.samples = pm->samples;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, 0);
-    m.body_case = GPP__ENVELOPE__BODY_METRICS;
-    m.metrics = &mt;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_METRICS, &mt);
     s_post(self, &m);
 }
 
@@ -293,9 +285,7 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
     res.n_ops = n;
     res.ops = rowp;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, 0);
-    m.body_case = GPP__ENVELOPE__BODY_PROFILE_RESULT;
-    m.profile_result = &res;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_PROFILE_RESULT, &res);
     s_post(self, &m);
     rc = 0;
 out:

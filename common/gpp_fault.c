@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@
 static const char *const s_names[GPP_FAULT_COUNT] = {
     [GPP_FAULT_ATOMIC_WRITE] = "atomic_write",
     [GPP_FAULT_PROFILE_SLOW] = "profile_slow",
+    [GPP_FAULT_PLAN_SLOW] = "plan_slow",
 };
 _Static_assert(sizeof s_names / sizeof s_names[0] == GPP_FAULT_COUNT, "a name per fault");
 
@@ -41,9 +43,11 @@ static void s_read_env(void)
         int id = colon ? s_find(tok, (size_t)(colon - tok)) : -1;
         int64_t arg;
         if (id < 0 || gpp_parse_int64("GPP_FAULT", colon + 1, 0, INT64_MAX, &arg, NULL) < 0) {
-            gpp_warn("GPP_FAULT: '%s' ignored: expected NAME:N with NAME one of atomic_write, "
-                     "profile_slow",
-                     tok);
+            char names[256] = "";
+            for (int i = 0; i < GPP_FAULT_COUNT; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                         s_names[i]);
+            gpp_warn("GPP_FAULT: '%s' ignored: expected NAME:N with NAME one of %s", tok, names);
             continue;
         }
         s_armed[id] = 1;

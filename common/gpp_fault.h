@@ -29,6 +29,10 @@ enum gpp_fault_id {
     /* "profile_slow": profiler repetitions from number arg (0-based) on read
      * GPP_PROFILE_FAULT_MS slower per op. */
     GPP_FAULT_PROFILE_SLOW,
+    /* "plan_slow": the coordinator's planning (gpp_job_plan_fn) first waits
+     * arg milliseconds, still cancellable, so that tests can watch the
+     * event loop while planning takes long. */
+    GPP_FAULT_PLAN_SLOW,
     GPP_FAULT_COUNT
 };
 

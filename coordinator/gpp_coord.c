@@ -101,9 +101,7 @@ static void s_send_reject(gpp_coord_t *self, const void *id, size_t id_len, cons
     snprintf(buf, sizeof buf, "%s", reason && reason[0] ? reason : "rejected");
     rj.reason = buf;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
-    m.body_case = GPP__ENVELOPE__BODY_REJECT;
-    m.reject = &rj;
+    gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_REJECT, &rj);
     s_send_to(self, id, id_len, 1, &m);
 }
 
@@ -146,9 +144,7 @@ static void s_abort(gpp_coord_t *self, const char *fmt, ...)
     Gpp__Abort ab = GPP__ABORT__INIT;
     ab.reason = self->reason;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
-    m.body_case = GPP__ENVELOPE__BODY_ABORT;
-    m.abort = &ab;
+    gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_ABORT, &ab);
     s_broadcast(self, &m, 0);
     int n = gpp_registry_size(self->reg);
     for (int r = 0; r < n; r++) {
@@ -163,9 +159,7 @@ static void s_shutdown_agent(gpp_coord_t *self, gpp_agent_t *a)
 {
     Gpp__Shutdown sd = GPP__SHUTDOWN__INIT;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
-    m.body_case = GPP__ENVELOPE__BODY_SHUTDOWN;
-    m.shutdown = &sd;
+    gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_SHUTDOWN, &sd);
     s_send(self, a, &m);
     a->state = GPP_AGENT_EXITED;
 }
@@ -229,9 +223,8 @@ static void s_assign(gpp_coord_t *self)
             continue;
         }
         gpp_msg_t m;
-        gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
-        m.body_case = GPP__ENVELOPE__BODY_ASSIGNMENT;
-        m.assignment = self->job.assign[r];
+        gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_ASSIGNMENT,
+                     self->job.assign[r]);
         if (s_send(self, a, &m) < 0) {
             s_abort(self, "cannot send the assignment of %s:%d", a->host, a->slot);
             return;
@@ -336,9 +329,8 @@ static void s_profile_or_plan(gpp_coord_t *self)
     }
     self->state = S_PROFILING;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
-    m.body_case = GPP__ENVELOPE__BODY_PROFILE_REQUEST;
-    m.profile_request = (Gpp__ProfileRequest *)self->cfg.profile_req;
+    gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_PROFILE_REQUEST,
+                 (Gpp__ProfileRequest *)self->cfg.profile_req);
     gpp_agent_t *a = gpp_registry_agent(self->reg, 0);
     if (s_send(self, a, &m) < 0) {
         s_abort(self, "cannot send the profile request to %s:%d", a->host, a->slot);
@@ -394,9 +386,7 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
             ack.rank = a->rank;
             ack.world_size = gpp_registry_size(self->reg);
             gpp_msg_t out;
-            gpp_msg_init(&out, 1, GPP_MSG_SENDER_COORD);
-            out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
-            out.register_ack = &ack;
+            gpp_msg_wrap(&out, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_REGISTER_ACK, &ack);
             s_send(self, a, &out);
             int have =
                 gpp_registry_size(self->reg) - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED);
@@ -453,9 +443,7 @@ static void s_on_barrier_enter(gpp_coord_t *self, gpp_agent_t *a, int id, const 
     Gpp__BarrierRelease rel = GPP__BARRIER_RELEASE__INIT;
     rel.barrier_id = id;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
-    m.body_case = GPP__ENVELOPE__BODY_BARRIER_RELEASE;
-    m.barrier_release = &rel;
+    gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_BARRIER_RELEASE, &rel);
     s_broadcast(self, &m, 1);
     self->barrier_id++;
     self->barrier_count = 0;
@@ -662,9 +650,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
     hb.timestamp_us = s_realtime_us();
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
-    m.body_case = GPP__ENVELOPE__BODY_HEARTBEAT;
-    m.heartbeat = &hb;
+    gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_HEARTBEAT, &hb);
     s_broadcast(self, &m, 0);
     return 0;
 }

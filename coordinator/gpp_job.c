@@ -7,10 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model/gpp_model.h"
+#include "common/gpp_fault.h"
+#include "common/gpp_fs.h"
 #include "common/gpp_time.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_part.h"
@@ -89,13 +90,6 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
 }
 
 static void s_print_plan(const gpp_job_t *self, FILE *out);
-
-static int s_test_plan_delay_ms;
-
-void gpp_job_test_plan_delay(int ms)
-{
-    s_test_plan_delay_ms = ms;
-}
 
 /* 1 when the coordinator stopped the job (cancel may be NULL: never). */
 static int s_cancelled(const atomic_int *cancel, gpp_err_t *err)
@@ -200,15 +194,9 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
         s_print_plan(self, self->out);
     /* the plan beside the stage checkpoints: what they are checkpoints of */
     if (cfg->job.checkpoint_dir[0]) {
-        char dir[GPP_CONFIG_PATH + 32], path[GPP_CONFIG_PATH + 16];
-        snprintf(dir, sizeof dir, "%s", cfg->job.checkpoint_dir);
-        for (char *s = dir + 1; *s; s++)
-            if (*s == '/') {
-                *s = 0;
-                mkdir(dir, 0777);
-                *s = '/';
-            }
-        mkdir(dir, 0777);
+        char path[GPP_CONFIG_PATH + 16];
+        if (gpp_mkdirs(cfg->job.checkpoint_dir, 0700, err) < 0)
+            return gpp_err_prefix(err, "job.checkpoint_dir");
         snprintf(path, sizeof path, "%s/plan.json", cfg->job.checkpoint_dir);
         if (gpp_plan_write_json(self->plan, path, err) < 0)
             return gpp_err_prefix(err, "job.checkpoint_dir");
@@ -459,7 +447,8 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
         return gpp_err_set(err, "the coordinator gave no rendezvous endpoint and token");
     snprintf(self->rdv_endpoint, sizeof self->rdv_endpoint, "%s", job->rdv_endpoint);
     snprintf(self->rdv_token, sizeof self->rdv_token, "%s", job->rdv_token);
-    for (int t = 0; t < s_test_plan_delay_ms; t += 10) {
+    const int64_t slow_ms = gpp_fault_arg(GPP_FAULT_PLAN_SLOW); /* -1: unarmed */
+    for (int64_t t = 0; t < slow_ms; t += 10) {
         if (s_cancelled(cancel, err))
             return -1;
         nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
@@ -493,9 +482,7 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
         if (!self->assign[r])
             continue;
         gpp_msg_t m;
-        gpp_msg_init(&m, 1, GPP_MSG_SENDER_COORD);
-        m.body_case = GPP__ENVELOPE__BODY_ASSIGNMENT;
-        m.assignment = self->assign[r];
+        gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_ASSIGNMENT, self->assign[r]);
         if (gpp_msg_validate(&m, err) < 0)
             return gpp_err_prefix(err, "assignment of rank %d", r);
     }

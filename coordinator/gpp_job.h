@@ -52,13 +52,11 @@ void gpp_job_destroy(gpp_job_t **self_p);
 /* gpp_coord_plan_fn (on the coordinator's planning thread): makes the plan
  * if the agents' profile was awaited (partitioner, lowering, simulation,
  * plan.json), checks the agents' memory against it and fills job with one
- * Assignment per rank and the layout from the plan. arg is the gpp_job_t. */
+ * Assignment per rank and the layout from the plan. arg is the gpp_job_t.
+ * Fault hook GPP_FAULT_PLAN_SLOW ("plan_slow:MS", gpp_fault.h) makes it
+ * first wait MS milliseconds (cancellable). */
 int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gpp_coord_job_t *job,
                     gpp_err_t *err);
-
-/* Test hook: gpp_job_plan_fn first waits ms (0: not at all; cancellable),
- * so that tests can watch the coordinator while planning takes long. */
-void gpp_job_test_plan_delay(int ms);
 
 /* Plan, loss, samples/s and the simulated iteration time next to the
  * measured one. */

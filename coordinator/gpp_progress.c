@@ -6,7 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+
+#include "common/gpp_fs.h"
 
 typedef struct {
     int reported; /* this rank's metrics for the iteration arrived */
@@ -66,12 +67,15 @@ gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, con
     if (jsonl_path && jsonl_path[0]) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", jsonl_path);
-        for (char *s = dir + 1; *s; s++) /* the file's directories, as mkdir -p */
-            if (*s == '/') {
-                *s = 0;
-                mkdir(dir, 0777);
-                *s = '/';
+        char *slash = strrchr(dir, '/'); /* the file's directory, made as mkdir -p */
+        if (slash && slash > dir) {
+            *slash = 0;
+            if (gpp_mkdirs(dir, 0700, err) < 0) {
+                gpp_err_prefix(err, "metrics file '%s'", jsonl_path);
+                gpp_progress_destroy(&self);
+                return NULL;
             }
+        }
         self->jsonl = fopen(jsonl_path, "w");
         if (!self->jsonl) {
             gpp_err_set(err, "metrics file '%s': %s", jsonl_path, strerror(errno));

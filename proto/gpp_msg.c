@@ -26,7 +26,8 @@
             return gpp_err_set(err, __VA_ARGS__);                                                  \
     } while (0)
 
-void gpp_msg_init(gpp_msg_t *m, uint64_t seq, int sender)
+/* Initializes *m: magic, our protocol version, seq, sender; no body. */
+static void s_envelope_init(gpp_msg_t *m, uint64_t seq, int sender)
 {
     assert(m);
     gpp__envelope__init(m);
@@ -47,7 +48,7 @@ static const ProtobufCFieldDescriptor *s_body_field(gpp_msg_type_t t)
 void gpp_msg_wrap(gpp_msg_t *m, uint64_t seq, int sender, gpp_msg_type_t type, void *body)
 {
     assert(m && body);
-    gpp_msg_init(m, seq, sender);
+    s_envelope_init(m, seq, sender);
     const ProtobufCFieldDescriptor *f = s_body_field(type);
     assert(f && ((const ProtobufCMessage *)body)->descriptor == f->descriptor);
     if (!f)

@@ -42,12 +42,10 @@
 typedef Gpp__Envelope gpp_msg_t;
 typedef Gpp__Envelope__BodyCase gpp_msg_type_t;
 
-/* Initializes *m: magic, our protocol version, seq, sender; no body. */
-void gpp_msg_init(gpp_msg_t *m, uint64_t seq, int sender);
-
-/* The one envelope builder: gpp_msg_init(m, seq, sender), then the body of
- * the given type, e.g. gpp_msg_wrap(&m, 1, rank, GPP__ENVELOPE__BODY_READY,
- * &ready) with a Gpp__Ready ready. body is borrowed (it must outlive m) and
+/* The one envelope builder: initializes *m (magic, our protocol version,
+ * seq, sender) and sets the body of the given type, e.g.
+ * gpp_msg_wrap(&m, 1, rank, GPP__ENVELOPE__BODY_READY, &ready) with a
+ * Gpp__Ready ready. body is borrowed (it must outlive m) and
  * must be the generated message of that type (asserted). */
 void gpp_msg_wrap(gpp_msg_t *m, uint64_t seq, int sender, gpp_msg_type_t type, void *body);
 

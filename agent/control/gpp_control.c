@@ -79,9 +79,7 @@ int gpp_control_barrier_enter(gpp_control_t *self, int barrier_id, gpp_err_t *er
     Gpp__BarrierEnter b = GPP__BARRIER_ENTER__INIT;
     b.barrier_id = barrier_id;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, 0);
-    m.body_case = GPP__ENVELOPE__BODY_BARRIER_ENTER;
-    m.barrier_enter = &b;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_BARRIER_ENTER, &b);
     return s_send_raw(self, &m, err);
 }
 
@@ -93,9 +91,7 @@ int gpp_control_error(gpp_control_t *self, int code, const char *text, gpp_err_t
     snprintf(buf, sizeof buf, "%s", text ? text : "");
     e.text = buf;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, 0);
-    m.body_case = GPP__ENVELOPE__BODY_ERROR;
-    m.error = &e;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_ERROR, &e);
     return s_send_raw(self, &m, err);
 }
 
@@ -110,9 +106,7 @@ static int s_send_register(gpp_control_t *self, gpp_err_t *err)
     r.build_version = (char *)GPP_VERSION;
     r.data_addr = self->data_addr;
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, 0);
-    m.body_case = GPP__ENVELOPE__BODY_REGISTER;
-    m.register_ = &r;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_REGISTER, &r);
     return s_send_raw(self, &m, err);
 }
 
@@ -222,9 +216,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
     hb.timestamp_us = s_realtime_us();
     gpp_msg_t m;
-    gpp_msg_init(&m, 1, 0);
-    m.body_case = GPP__ENVELOPE__BODY_HEARTBEAT;
-    m.heartbeat = &hb;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_HEARTBEAT, &hb);
     gpp_err_t err = {{0}};
     if (s_send_raw(self, &m, &err) < 0)
         gpp_warn("agent %s:%d: heartbeat: %s", self->host, self->slot, err.msg);

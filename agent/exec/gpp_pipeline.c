@@ -2,19 +2,18 @@
 #include "agent/exec/gpp_pipeline.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 
 #include "agent/comm/gpp_comm.h"
 #include "agent/exec/gpp_ckpt.h"
 #include "agent/exec/gpp_data.h"
 #include "agent/exec/gpp_exec.h"
+#include "common/gpp_fs.h"
 #include "common/gpp_time.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_model.h"
@@ -327,22 +326,6 @@ static int s_allreduce(gpp_pipeline_t *self, gpp_err_t *err)
     return 0;
 }
 
-static int s_mkdirs(const char *dir, gpp_err_t *err)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(p, 0777) < 0 && errno != EEXIST)
-                return gpp_err_set(err, "mkdir %s: %s", p, strerror(errno));
-            *s = '/';
-        }
-    if (mkdir(p, 0777) < 0 && errno != EEXIST)
-        return gpp_err_set(err, "mkdir %s: %s", p, strerror(errno));
-    return 0;
-}
-
 static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_loss,
                        int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
 {
@@ -478,7 +461,7 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         goto fail;
     }
     int save = c->checkpoint_dir && c->checkpoint_dir[0] && c->replica == 0;
-    if (save && s_mkdirs(c->checkpoint_dir, err) < 0)
+    if (save && gpp_mkdirs(c->checkpoint_dir, 0700, err) < 0)
         goto fail;
     for (int it = c->start_iteration; it < c->iterations; it++) {
         snprintf(self->phase, sizeof self->phase, "training iteration %d", it);

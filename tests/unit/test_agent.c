@@ -189,9 +189,7 @@ static void s_register(s_fx_t *f, int world)
     ack.rank = 0;
     ack.world_size = world;
     gpp_msg_t out;
-    gpp_msg_init(&out, 0, 0);
-    out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
-    out.register_ack = &ack;
+    gpp_msg_wrap(&out, 0, 0, GPP__ENVELOPE__BODY_REGISTER_ACK, &ack);
     s_send(f, &out);
 }
 
@@ -202,28 +200,29 @@ static void s_send_simple(s_fx_t *f, int body)
     Gpp__Reject rj = GPP__REJECT__INIT;
     Gpp__Error er = GPP__ERROR__INIT;
     gpp_msg_t out;
-    gpp_msg_init(&out, 0, 0);
-    out.body_case = (Gpp__Envelope__BodyCase)body;
+    void *b = NULL;
     switch (body) {
     case GPP__ENVELOPE__BODY_SHUTDOWN:
-        out.shutdown = &sd;
+        b = &sd;
         break;
     case GPP__ENVELOPE__BODY_ABORT:
         ab.reason = "agent 1 died";
-        out.abort = &ab;
+        b = &ab;
         break;
     case GPP__ENVELOPE__BODY_REJECT:
         rj.reason = "slot taken";
-        out.reject = &rj;
+        b = &rj;
         break;
     case GPP__ENVELOPE__BODY_ERROR:
         er.code = GPP__ERROR_CODE__ERROR_INTERNAL;
         er.text = "a coordinator's complaint";
-        out.error = &er;
+        b = &er;
         break;
     default:
         GPP_EXPECT(0);
+        return;
     }
+    gpp_msg_wrap(&out, 0, 0, (gpp_msg_type_t)body, b);
     s_send(f, &out);
 }
 
@@ -232,9 +231,7 @@ static void s_release(s_fx_t *f, int id)
     Gpp__BarrierRelease rel = GPP__BARRIER_RELEASE__INIT;
     rel.barrier_id = id;
     gpp_msg_t out;
-    gpp_msg_init(&out, 0, 0);
-    out.body_case = GPP__ENVELOPE__BODY_BARRIER_RELEASE;
-    out.barrier_release = &rel;
+    gpp_msg_wrap(&out, 0, 0, GPP__ENVELOPE__BODY_BARRIER_RELEASE, &rel);
     s_send(f, &out);
 }
 
@@ -312,9 +309,7 @@ static void s_asg_init(s_asg_t *s, int iterations)
 static void s_send_assignment(s_fx_t *f, s_asg_t *s)
 {
     gpp_msg_t out;
-    gpp_msg_init(&out, 0, 0);
-    out.body_case = GPP__ENVELOPE__BODY_ASSIGNMENT;
-    out.assignment = &s->a;
+    gpp_msg_wrap(&out, 0, 0, GPP__ENVELOPE__BODY_ASSIGNMENT, &s->a);
     s_send(f, &out);
 }
 
@@ -327,9 +322,7 @@ static void s_send_profile_request(s_fx_t *f, const char *model)
     rq.micro_batches = mbs;
     rq.iterations = 1;
     gpp_msg_t out;
-    gpp_msg_init(&out, 0, 0);
-    out.body_case = GPP__ENVELOPE__BODY_PROFILE_REQUEST;
-    out.profile_request = &rq;
+    gpp_msg_wrap(&out, 0, 0, GPP__ENVELOPE__BODY_PROFILE_REQUEST, &rq);
     s_send(f, &out);
 }
 

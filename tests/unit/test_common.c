@@ -2,8 +2,10 @@
  * arrays, strings), the numbered fault hook (arming by name, by
  * environment, disarming) and the atomic file writer (exclusive 0600 temp
  * file with an unpredictable name, commit renames and syncs the directory,
- * abort and a failed write leave the target untouched). */
+ * abort and a failed write leave the target untouched) and gpp_mkdirs
+ * (nested, existing, a file in the way, a read-only parent). */
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_codec.h"
 #include "common/gpp_fault.h"
+#include "common/gpp_fs.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
 
@@ -267,6 +270,63 @@ static void t_atomic_file_commit_syncs_directory(void)
     free(dir);
 }
 
+/* 1 when path is a directory with permission bits mode. */
+static int s_is_dir(const char *path, mode_t mode)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == mode;
+}
+
+static void t_mkdirs(void)
+{
+    char *dir = s_tmpdir(), p[512], q[512];
+    gpp_err_t err = {0};
+    mode_t old_mask = umask(022);
+    /* nested: every missing component is made, with the mode asked for */
+    snprintf(p, sizeof p, "%s/a/b/c", dir);
+    GPP_EXPECT_MSG(gpp_mkdirs(p, 0700, &err) == 0, "%s", err.msg);
+    GPP_EXPECT(s_is_dir(p, 0700));
+    snprintf(q, sizeof q, "%s/a", dir);
+    GPP_EXPECT(s_is_dir(q, 0700));
+    /* existing: fine, also with a trailing or doubled slash */
+    GPP_EXPECT_MSG(gpp_mkdirs(p, 0700, &err) == 0, "%s", err.msg);
+    snprintf(q, sizeof q, "%s//a/b/c/", dir);
+    GPP_EXPECT_MSG(gpp_mkdirs(q, 0700, &err) == 0, "%s", err.msg);
+    /* a file in the way, as the last component and as a parent */
+    snprintf(q, sizeof q, "%s/a/file", dir);
+    FILE *f = fopen(q, "w");
+    GPP_EXPECT(f && fclose(f) == 0);
+    GPP_EXPECT(gpp_mkdirs(q, 0700, &err) == -1 && strstr(err.msg, q) &&
+               strstr(err.msg, strerror(ENOTDIR)));
+    printf("    file in the way: %s\n", err.msg);
+    snprintf(p, sizeof p, "%s/sub", q);
+    GPP_EXPECT(gpp_mkdirs(p, 0700, &err) == -1 && strstr(err.msg, strerror(ENOTDIR)));
+    GPP_EXPECT(gpp_mkdirs("", 0700, &err) == -1);
+    /* a read-only parent (root bypasses permissions: skipped there) */
+    snprintf(p, sizeof p, "%s/a/b/c/new/deeper", dir);
+    snprintf(q, sizeof q, "%s/a/b/c", dir);
+    if (geteuid() != 0) {
+        GPP_EXPECT(chmod(q, 0500) == 0);
+        int rc = gpp_mkdirs(p, 0700, &err);
+        GPP_EXPECT(chmod(q, 0700) == 0);
+        snprintf(q, sizeof q, "mkdir %s/a/b/c/new: %s", dir, strerror(EACCES));
+        GPP_EXPECT_MSG(rc == -1 && strcmp(err.msg, q) == 0, "%s", err.msg);
+        printf("    read-only parent: %s\n", err.msg);
+    } else {
+        printf("    read-only-parent case skipped (running as root)\n");
+    }
+    umask(old_mask);
+    snprintf(q, sizeof q, "%s/a/file", dir);
+    GPP_EXPECT(unlink(q) == 0);
+    const char *rm[] = {"a/b/c/new/deeper", "a/b/c/new", "a/b/c", "a/b", "a"};
+    for (size_t i = 0; i < sizeof rm / sizeof rm[0]; i++) {
+        snprintf(q, sizeof q, "%s/%s", dir, rm[i]);
+        rmdir(q);
+    }
+    GPP_EXPECT(rmdir(dir) == 0);
+    free(dir);
+}
+
 static const gpp_test_case_t cases[] = {
     {"codec_round_trip", t_codec_round_trip},
     {"codec_overrun", t_codec_overrun},
@@ -274,6 +334,7 @@ static const gpp_test_case_t cases[] = {
     {"fault_from_environment", t_fault_from_environment},
     {"atomic_file_temp_is_exclusive", t_atomic_file_temp_is_exclusive},
     {"atomic_file_commit_syncs_directory", t_atomic_file_commit_syncs_directory},
+    {"mkdirs", t_mkdirs},
     {NULL, NULL}};
 
 int main(void)

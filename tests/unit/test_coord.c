@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/gpp_fault.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
 #include "coordinator/gpp_job.h"
@@ -249,10 +250,8 @@ static void s_send_register(s_peer_t *p, int slot, unsigned version)
 {
     Gpp__Register r = s_reg_msg("h", slot);
     gpp_msg_t m;
-    gpp_msg_init(&m, ++p->seq, GPP_MSG_SENDER_UNREGISTERED);
+    gpp_msg_wrap(&m, ++p->seq, GPP_MSG_SENDER_UNREGISTERED, GPP__ENVELOPE__BODY_REGISTER, &r);
     m.protocol_version = version;
-    m.body_case = GPP__ENVELOPE__BODY_REGISTER;
-    m.register_ = &r;
     s_send_env(p, &m);
 }
 
@@ -261,9 +260,7 @@ static void s_send_barrier(s_peer_t *p, int id)
     Gpp__BarrierEnter b = GPP__BARRIER_ENTER__INIT;
     b.barrier_id = id;
     gpp_msg_t m;
-    gpp_msg_init(&m, ++p->seq, p->rank);
-    m.body_case = GPP__ENVELOPE__BODY_BARRIER_ENTER;
-    m.barrier_enter = &b;
+    gpp_msg_wrap(&m, ++p->seq, p->rank, GPP__ENVELOPE__BODY_BARRIER_ENTER, &b);
     s_send_env(p, &m);
 }
 
@@ -312,9 +309,7 @@ static void s_heartbeat(s_peer_t *p)
 {
     Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
     gpp_msg_t m;
-    gpp_msg_init(&m, ++p->seq, p->rank);
-    m.body_case = GPP__ENVELOPE__BODY_HEARTBEAT;
-    m.heartbeat = &hb;
+    gpp_msg_wrap(&m, ++p->seq, p->rank, GPP__ENVELOPE__BODY_HEARTBEAT, &hb);
     s_send_env(p, &m);
 }
 
@@ -451,9 +446,7 @@ static void t_misuse(void)
     s_send_barrier(&a, 5); /* not the open barrier */
     Gpp__Shutdown sd = GPP__SHUTDOWN__INIT;
     gpp_msg_t m;
-    gpp_msg_init(&m, ++a.seq, 0);
-    m.body_case = GPP__ENVELOPE__BODY_SHUTDOWN;
-    m.shutdown = &sd;
+    gpp_msg_wrap(&m, ++a.seq, 0, GPP__ENVELOPE__BODY_SHUTDOWN, &sd);
     s_send_env(&a, &m);
     s_send_barrier(&a, 0);
     GPP_EXPECT(s_expect(&a, GPP__ENVELOPE__BODY_BARRIER_RELEASE, NULL, NULL));
@@ -467,7 +460,7 @@ static void t_misuse(void)
 /* ---- planning off the event loop ---- */
 
 /* A planned job (gpp_job, a small model on two CPU slots) whose planning
- * takes delay_ms (the test hook). NULL when it cannot be set up. */
+ * takes delay_ms (the plan_slow fault hook). NULL when it cannot be set up. */
 static gpp_job_t *s_job_new(int delay_ms)
 {
     const char *text = "[cluster]\ndevice = \"cpu\"\n[[nodes]]\nhost = \"h\"\nslots = 2\n"
@@ -481,7 +474,7 @@ static gpp_job_t *s_job_new(int delay_ms)
     gpp_job_t *job = gpp_job_new(&cfg, "gpp", NULL, &err);
     GPP_EXPECT_MSG(job, "%s", err.msg);
     gpp_config_release(&cfg);
-    gpp_job_test_plan_delay(delay_ms);
+    GPP_EXPECT(gpp_fault_arm("plan_slow", delay_ms) == 0);
     return job;
 }
 
@@ -491,9 +484,7 @@ static int s_register_big(s_peer_t *p, int slot)
     Gpp__Register r = s_reg_msg("h", slot);
     r.mem_bytes = (int64_t)8 << 30;
     gpp_msg_t m;
-    gpp_msg_init(&m, ++p->seq, GPP_MSG_SENDER_UNREGISTERED);
-    m.body_case = GPP__ENVELOPE__BODY_REGISTER;
-    m.register_ = &r;
+    gpp_msg_wrap(&m, ++p->seq, GPP_MSG_SENDER_UNREGISTERED, GPP__ENVELOPE__BODY_REGISTER, &r);
     s_send_env(p, &m);
     gpp_msg_t *ack = NULL;
     if (!s_expect(p, GPP__ENVELOPE__BODY_REGISTER_ACK, NULL, &ack))
@@ -565,7 +556,7 @@ static void s_planned_end(s_planned_t *p)
 {
     zsock_destroy(&p->a.s);
     zsock_destroy(&p->b.s);
-    gpp_job_test_plan_delay(0);
+    gpp_fault_arm("plan_slow", -1);
     gpp_job_destroy(&p->job);
 }
 
@@ -692,37 +683,29 @@ static void t_agent_drops_bad_frames(void)
     ack.rank = 0;
     ack.world_size = 1;
     gpp_msg_t out;
-    gpp_msg_init(&out, 1, GPP_MSG_SENDER_COORD); /* 2: wrong protocol version */
+    /* 2: wrong protocol version */
+    gpp_msg_wrap(&out, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_REGISTER_ACK, &ack);
     out.protocol_version = GPP_PROTOCOL_VERSION + 7;
-    out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
-    out.register_ack = &ack;
     s_router_send(r, id, &out);
-    gpp_msg_init(&out, 2, 3); /* 3: not from the coordinator */
-    out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
-    out.register_ack = &ack;
+    /* 3: not from the coordinator */
+    gpp_msg_wrap(&out, 2, 3, GPP__ENVELOPE__BODY_REGISTER_ACK, &ack);
     s_router_send(r, id, &out);
-    gpp_msg_init(&out, 5, GPP_MSG_SENDER_COORD); /* accepted */
-    out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
-    out.register_ack = &ack;
+    /* accepted */
+    gpp_msg_wrap(&out, 5, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_REGISTER_ACK, &ack);
     s_router_send(r, id, &out);
     Gpp__BarrierRelease rel = GPP__BARRIER_RELEASE__INIT;
-    gpp_msg_init(&out, 6, GPP_MSG_SENDER_COORD); /* 4: a barrier it never entered */
-    out.body_case = GPP__ENVELOPE__BODY_BARRIER_RELEASE;
-    out.barrier_release = &rel;
+    /* 4: a barrier it never entered */
+    gpp_msg_wrap(&out, 6, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_BARRIER_RELEASE, &rel);
     s_router_send(r, id, &out);
-    gpp_msg_init(&out, 7, GPP_MSG_SENDER_COORD); /* 5: a second ack */
-    out.body_case = GPP__ENVELOPE__BODY_REGISTER_ACK;
-    out.register_ack = &ack;
+    /* 5: a second ack */
+    gpp_msg_wrap(&out, 7, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_REGISTER_ACK, &ack);
     s_router_send(r, id, &out);
     Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
-    gpp_msg_init(&out, 3, GPP_MSG_SENDER_COORD); /* 6: a replayed sequence number */
-    out.body_case = GPP__ENVELOPE__BODY_HEARTBEAT;
-    out.heartbeat = &hb;
+    /* 6: a replayed sequence number */
+    gpp_msg_wrap(&out, 3, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_HEARTBEAT, &hb);
     s_router_send(r, id, &out);
     Gpp__Shutdown sd = GPP__SHUTDOWN__INIT;
-    gpp_msg_init(&out, 8, GPP_MSG_SENDER_COORD);
-    out.body_case = GPP__ENVELOPE__BODY_SHUTDOWN;
-    out.shutdown = &sd;
+    gpp_msg_wrap(&out, 8, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_SHUTDOWN, &sd);
     s_router_send(r, id, &out);
 
     int status = -1;
