@@ -93,8 +93,9 @@ else
 fi
 
 # 3. a missing agent: the start timeout names it; the present agent is aborted
+#    (4 s: the present agent must register first, also on a loaded machine)
 P=$(free_port); C=$(mkconf miss $P 3 external)
-"$COORD" --control-only --start-timeout-ms 1000 "$C" >"$TMP/3.out" 2>"$TMP/3.err" &
+"$COORD" --control-only --start-timeout-ms 4000 "$C" >"$TMP/3.out" 2>"$TMP/3.err" &
 CP=$!
 "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 1 --control-barriers 1 \
     --heartbeat-ms 100 --timeout-ms 3000 2>"$TMP/3a.err" &
