@@ -99,11 +99,10 @@ const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c);
 
 /* Attaches measured runtimes from a profile.json (schema: object keyed by
  * op id string; entry {name, inputs, input_size, weight_size, runtime:
- * {"<micro-batch>": fwd+bwd ms}, reserved_mem?}). Entries are matched by id
- * and must carry the op's name; ops without an entry keep the roofline.
- * Runtime for b samples: linear between table points, the per-sample rate of
- * the nearest end point outside them; split fwd:bwd = 1:2. Errors name the
- * file, op id and field. Returns 0 or -1. */
+ * {"<micro-batch>": fwd+bwd ms}, reserved_mem?: bytes or {"<micro-batch>": bytes}}). Entries are
+ * matched by id and must carry the op's name; ops without an entry keep the roofline. Runtime for b
+ * samples: linear between table points, the per-sample rate of the nearest end point outside them;
+ * split fwd:bwd = 1:2. Errors name the file, op id and field. Returns 0 or -1. */
 int gpp_cost_attach_profile(gpp_cost_t *c, const char *path, gpp_err_t *err);
 int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *origin,
                                  gpp_err_t *err);
@@ -135,7 +134,14 @@ gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_e
 double gpp_cost_op_fwd_ms(const gpp_cost_t *c, int op, int samples);
 double gpp_cost_op_bwd_ms(const gpp_cost_t *c, int op, int samples);
 int gpp_cost_op_profiled(const gpp_cost_t *c, int op);
+/* An op's profiled reserved_mem (0 without one). The number form is the
+ * same at every micro-batch size; the object form {"<micro-batch>": bytes}
+ * is interpolated as runtimes are (linear between points, the per-sample
+ * rate of the nearest end beyond them). _at: for `samples` samples per
+ * replica (gpp_cost_stage uses ceil(b/d)); without a size: at the table's
+ * largest micro-batch size. */
 int64_t gpp_cost_op_reserved_bytes(const gpp_cost_t *c, int op);
+int64_t gpp_cost_op_reserved_at(const gpp_cost_t *c, int op, int samples);
 /* Bytes one replica contributes to the per-iteration gradient sync of op:
  * dense: params*4; sparse (embedding): the rows a mini-batch touches, at most
  * the table. */
