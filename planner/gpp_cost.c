@@ -430,11 +430,17 @@ static int s_profile_entries(const cJSON *root, const char *origin, s_entry_t **
     if (!cJSON_IsObject(root))
         return gpp_err_set(err, "%s: profile must be a JSON object keyed by op id", origin);
     int n = cJSON_GetArraySize(root);
+    if (cJSON_GetObjectItemCaseSensitive(root, GPP_PROFILE_META))
+        n--; /* gpp's own record of what was profiled, not an op */
     if (n < 1)
         return gpp_err_set(err, "%s: profile has no ops", origin);
     s_entry_t *e = gpp_xcalloc((size_t)n, sizeof *e);
     int i = 0;
     for (cJSON *it = root->child; it; it = it->next, i++) {
+        if (strcmp(it->string, GPP_PROFILE_META) == 0) {
+            i--;
+            continue;
+        }
         char *end = NULL;
         long id = strtol(it->string, &end, 10);
         if (!it->string[0] || *end || id < 0 || id > 1000000000L) {
@@ -787,6 +793,87 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
     free(mbs);
     free(ms);
     free(fwd);
+    return rc;
+}
+
+static cJSON *s_table_json(int n, const int *mbs, const double *v)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", mbs[i]);
+        cJSON_AddNumberToObject(o, key, v[i]);
+    }
+    return o;
+}
+
+char *gpp_cost_profile_json(const gpp_cost_t *c, const char *model, const char *device)
+{
+    const gpp_graph_t *g = c->g;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(root, GPP_PROFILE_META);
+    cJSON_AddStringToObject(meta, "model", model);
+    cJSON_AddStringToObject(meta, "device", device);
+    cJSON_AddNumberToObject(meta, "ops", g->n_ops);
+    for (int k = 0; k < g->n_ops; k++) {
+        const s_prof_t *p = &c->prof[k];
+        if (!p->n)
+            continue;
+        const gpp_op_t *o = &g->ops[k];
+        char key[16];
+        snprintf(key, sizeof key, "%d", k);
+        cJSON *e = cJSON_AddObjectToObject(root, key);
+        cJSON_AddStringToObject(e, "name", o->name);
+        cJSON *in = cJSON_AddArrayToObject(e, "inputs");
+        cJSON *sz = cJSON_AddArrayToObject(e, "input_size");
+        for (int j = 0; j < o->n_inputs; j++) {
+            cJSON_AddItemToArray(in, cJSON_CreateNumber(o->inputs[j]));
+            cJSON_AddItemToArray(sz, cJSON_CreateNumber((double)g->ops[o->inputs[j]].out_bytes));
+        }
+        cJSON_AddNumberToObject(e, "weight_size", (double)(o->params * 4));
+        cJSON_AddItemToObject(e, "runtime", s_table_json(p->n, p->mbs, p->ms));
+        if (p->fwd)
+            cJSON_AddItemToObject(e, "forward", s_table_json(p->n, p->mbs, p->fwd));
+        if (p->rm_n)
+            cJSON_AddItemToObject(e, "reserved_mem", s_table_json(p->rm_n, p->rm_mbs, p->rm_bytes));
+        else if (p->reserved_bytes)
+            cJSON_AddNumberToObject(e, "reserved_mem", (double)p->reserved_bytes);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    size_t n = strlen(text);
+    char *out = gpp_xrealloc(text, n + 2);
+    out[n] = '\n';
+    out[n + 1] = 0;
+    return out;
+}
+
+int gpp_cost_profile_meta(const char *path, char *model, size_t model_len, char *device,
+                          size_t device_len, int *n_ops, gpp_err_t *err)
+{
+    char *text = gpp_read_file(path, PROFILE_MAX_BYTES, err);
+    if (!text)
+        return -1;
+    cJSON *root = gpp_json_parse(text, path, err);
+    free(text);
+    if (!root)
+        return -1;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, GPP_PROFILE_META);
+    const cJSON *mm = cJSON_GetObjectItemCaseSensitive(m, "model");
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(m, "device");
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(m, "ops");
+    int rc = 0;
+    if (!cJSON_IsString(mm) || !cJSON_IsString(md) || !cJSON_IsNumber(mo))
+        rc = gpp_err_set(err,
+                         "%s: field '%s' missing or not {\"model\": string, \"device\": string, "
+                         "\"ops\": number}",
+                         path, GPP_PROFILE_META);
+    else {
+        snprintf(model, model_len, "%s", mm->valuestring);
+        snprintf(device, device_len, "%s", md->valuestring);
+        *n_ops = (int)mo->valuedouble;
+    }
+    cJSON_Delete(root);
     return rc;
 }
 

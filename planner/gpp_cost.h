@@ -107,6 +107,21 @@ int gpp_cost_attach_profile(gpp_cost_t *c, const char *path, gpp_err_t *err);
 int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *origin,
                                  gpp_err_t *err);
 
+/* The top-level key of gpp's record in a profile.json it writes (readers
+ * skip it): {"model": spec, "device": preset, "ops": the model's op count}. */
+#define GPP_PROFILE_META "_gpp"
+
+/* The attached measurements as a profile.json (authors' schema: an entry
+ * per profiled op keyed by op index with name, inputs, input_size,
+ * weight_size, runtime, reserved_mem when set; plus gpp's forward table and
+ * the GPP_PROFILE_META record naming model and device). Numbers round-trip
+ * exactly, so attaching the text gives the same costs. Caller frees. */
+char *gpp_cost_profile_json(const gpp_cost_t *c, const char *model, const char *device);
+/* Reads the GPP_PROFILE_META record of such a file. Returns 0 or -1 (file,
+ * JSON or record missing or malformed: the message names the file). */
+int gpp_cost_profile_meta(const char *path, char *model, size_t model_len, char *device,
+                          size_t device_len, int *n_ops, gpp_err_t *err);
+
 /* One measured (op, micro-batch) figure, as the agents' profiler reports it. */
 typedef struct {
     int op;          /* the model's op index */

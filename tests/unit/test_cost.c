@@ -3,6 +3,8 @@
  * profile_small.json), malformed profiles, stage cost and memory. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "tests/gpp_test.h"
 #include "planner/gpp_cost.h"
@@ -405,6 +407,61 @@ static void t_reserved_forms(void)
     gpp_graph_destroy(&g);
 }
 
+/* The profile the coordinator keeps (gpp_cost_profile_json) attaches back
+ * to the same costs exactly, and its "_gpp" record reads back. */
+static void t_profile_keep(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_graph_new("keep");
+    int x = gpp_graph_input(g, "x", 1, 8);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", gpp_graph_linear(g, "fc", x, 8, 1));
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "cpu", 1, 1, &err);
+    gpp_cost_t *a = gpp_cost_new(g, &c), *b = gpp_cost_new(g, &c);
+    const char *text = "{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":0.1,\"3\":0.7},"
+                       "\"forward\":{\"1\":0.03,\"3\":0.2},\"reserved_mem\":{\"2\":77}},"
+                       "\"2\":{\"name\":\"loss\",\"runtime\":{\"2\":0.123456789012345678},"
+                       "\"reserved_mem\":5}}";
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(a, text, "keep.json", &err) == 0, "%s", err.msg);
+    char *kept = gpp_cost_profile_json(a, "keep-model", "cpu");
+    GPP_EXPECT(strstr(kept, "\"_gpp\"") && strstr(kept, "\"weight_size\""));
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(b, kept, "kept.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(!gpp_cost_op_profiled(b, 0) && gpp_cost_op_profiled(b, 1) &&
+               gpp_cost_op_profiled(b, 2));
+    for (int op = 0; op < 3; op++)
+        for (int m = 1; m <= 8; m++) {
+            GPP_EXPECT(gpp_cost_op_fwd_ms(a, op, m) == gpp_cost_op_fwd_ms(b, op, m));
+            GPP_EXPECT(gpp_cost_op_bwd_ms(a, op, m) == gpp_cost_op_bwd_ms(b, op, m));
+            GPP_EXPECT(gpp_cost_op_reserved_at(a, op, m) == gpp_cost_op_reserved_at(b, op, m));
+        }
+    char path[] = "/tmp/gpp_test_keep_XXXXXX";
+    int fd = mkstemp(path);
+    GPP_EXPECT(fd >= 0);
+    if (fd >= 0) {
+        FILE *f = fdopen(fd, "w");
+        fputs(kept, f);
+        fclose(f);
+        char model[64], device[16];
+        int n_ops = 0;
+        GPP_EXPECT_MSG(gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device,
+                                             &n_ops, &err) == 0,
+                       "%s", err.msg);
+        GPP_EXPECT(strcmp(model, "keep-model") == 0 && strcmp(device, "cpu") == 0 && n_ops == 3);
+        f = fopen(path, "w");
+        fputs(text, f); /* an authors' file has no record: named in the error */
+        fclose(f);
+        GPP_EXPECT(gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device, &n_ops,
+                                         &err) == -1 &&
+                   strstr(err.msg, path) && strstr(err.msg, "_gpp"));
+        unlink(path);
+    }
+    free(kept);
+    gpp_cost_destroy(&a);
+    gpp_cost_destroy(&b);
+    gpp_graph_destroy(&g);
+}
+
 /* The agents' rows in memory and the same figures as profile.json text
  * give the same op times, and the rows go through the same checks. */
 static void t_profile_rows(void)
@@ -489,6 +546,7 @@ static const gpp_test_case_t cases[] = {
     {"profile_forward", t_profile_forward},
     {"profile_rows", t_profile_rows},
     {"reserved_forms", t_reserved_forms},
+    {"profile_keep", t_profile_keep},
     {NULL, NULL},
 };
 
