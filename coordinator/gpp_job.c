@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "model/gpp_model.h"
+#include "common/gpp_atomic_file.h"
 #include "common/gpp_fault.h"
 #include "common/gpp_fs.h"
 #include "common/gpp_time.h"
@@ -37,6 +38,7 @@ struct gpp_job_s {
     char plan_name[1024]; /* the planner or file that made the plan */
     FILE *out;            /* plan table */
     int profiling;        /* plan after the agents' profile */
+    int kept;             /* --plan auto from <checkpoint_dir>/profile.json */
     Gpp__ProfileRequest preq;
     int32_t *preq_mbs;
     gpp_graph_t *g;
@@ -175,9 +177,10 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
              strcmp(which, self->plan->planner) != 0 ? " (" : "",
              strcmp(which, self->plan->planner) != 0 ? self->plan->planner : "",
              strcmp(which, self->plan->planner) != 0 ? ")" : "");
-    if (self->profiling)
+    if (self->profiling || self->kept)
         snprintf(self->plan_name + strlen(self->plan_name),
-                 sizeof self->plan_name - strlen(self->plan_name), " (agent profile)");
+                 sizeof self->plan_name - strlen(self->plan_name), "%s",
+                 self->kept ? " (kept profile)" : " (agent profile)");
     for (int s = 0; s < self->plan->n_stages; s++)
         self->used += self->plan->stages[s].devices;
     if (self->used > self->n_agents)
@@ -200,11 +203,65 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
         snprintf(path, sizeof path, "%s/plan.json", cfg->job.checkpoint_dir);
         if (gpp_plan_write_json(self->plan, path, err) < 0)
             return gpp_err_prefix(err, "job.checkpoint_dir");
+        /* and the profile it was planned from, so a restart plans the same */
+        if (self->profiling) {
+            snprintf(path, sizeof path, "%s/profile.json", cfg->job.checkpoint_dir);
+            char *text = gpp_cost_profile_json(self->cost, cfg->job.model, cfg->cluster.device);
+            int rc = gpp_write_file_atomic(path, text, strlen(text), err);
+            free(text);
+            if (rc < 0)
+                return gpp_err_prefix(err, "job.checkpoint_dir");
+        }
     }
     return 0;
 }
 
-gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, FILE *out, gpp_err_t *err)
+/* --plan auto with a checkpoint_dir: plans from the profile a previous run
+ * kept there (s_make_plan) when it was measured for this model on this
+ * device. 1: attached; 0: none to use (absent, --reprofile, another model or
+ * device: the agents profile again); -1: the file does not fit the model. */
+static int s_kept_profile(gpp_job_t *self, int reprofile, gpp_err_t *err)
+{
+    const gpp_config_t *cfg = &self->cfg;
+    char path[GPP_CONFIG_PATH + 16];
+    snprintf(path, sizeof path, "%s/profile.json", cfg->job.checkpoint_dir);
+    if (access(path, F_OK) != 0)
+        return 0;
+    if (reprofile) {
+        if (self->out)
+            fprintf(self->out, "plan: --reprofile: not using %s; the agents profile again\n", path);
+        return 0;
+    }
+    char model[GPP_CONFIG_PATH], device[GPP_CONFIG_STR];
+    int n_ops = 0;
+    if (gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device, &n_ops, err) < 0)
+        return gpp_err_prefix(err, "kept profile (gpp-coordinator --reprofile measures a new one)");
+    if (strcmp(model, cfg->job.model) != 0 || strcmp(device, cfg->cluster.device) != 0) {
+        if (self->out)
+            fprintf(self->out,
+                    "plan: %s was measured for %s on %s, this job is %s on %s; the agents "
+                    "profile again\n",
+                    path, model, device, cfg->job.model, cfg->cluster.device);
+        return 0;
+    }
+    if (n_ops != self->g->n_ops)
+        return gpp_err_set(err,
+                           "%s: profile of %d ops, but model %s has %d; run gpp-coordinator "
+                           "--reprofile to measure it again",
+                           path, n_ops, self->g->spec, self->g->n_ops);
+    if (gpp_cost_attach_profile(self->cost, path, err) < 0)
+        return gpp_err_prefix(err, "kept profile does not match the model; run gpp-coordinator "
+                                   "--reprofile to measure it again");
+    if (self->out)
+        fprintf(self->out,
+                "plan: auto, from the profile kept in %s (not profiling again; "
+                "gpp-coordinator --reprofile measures a new one)\n",
+                path);
+    return 1;
+}
+
+gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile, FILE *out,
+                       gpp_err_t *err)
 {
     assert(cfg && plan);
     gpp_job_t *self = gpp_xcalloc(1, sizeof *self);
@@ -236,6 +293,13 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, FILE *out, gpp
              (long long)time(NULL));
     /* --plan auto without a measured profile: the agents measure one first */
     self->profiling = strcmp(plan, "auto") == 0 && !cfg->cluster.profile[0];
+    if (self->profiling && cfg->job.checkpoint_dir[0]) {
+        int kept = s_kept_profile(self, reprofile, err);
+        if (kept < 0)
+            goto fail;
+        self->kept = kept;
+        self->profiling = !kept;
+    }
     if (self->profiling) {
         gpp__profile_request__init(&self->preq);
         self->preq.model = self->cfg.job.model;

@@ -40,7 +40,14 @@ typedef struct gpp_job_s gpp_job_t;
  * profile (gpp_job_profile_request / gpp_job_profile_fn). NULL with a
  * message naming what is wrong (model, plan file, infeasible plan, more
  * devices than slots). */
-gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, FILE *out, gpp_err_t *err);
+/* With --plan auto, no cluster.profile and a job.checkpoint_dir, the
+ * profile the plan comes from is kept as <checkpoint_dir>/profile.json
+ * (atomically, beside plan.json); a later start with the same
+ * checkpoint_dir, model and cluster.device plans from it instead of
+ * profiling, unless reprofile is set. A kept file whose ops do not match the
+ * model is an error naming it and suggesting --reprofile. */
+gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile, FILE *out,
+                       gpp_err_t *err);
 
 /* The ProfileRequest for the rank-0 agent, or NULL when the plan is made. */
 const Gpp__ProfileRequest *gpp_job_profile_request(const gpp_job_t *self);

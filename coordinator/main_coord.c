@@ -35,6 +35,7 @@ typedef struct {
     int external;   /* ignore launch = "local" */
     int iterations; /* override of job.iterations, 0 keep */
     int quiet_agents;
+    int reprofile; /* --plan auto: measure a new profile, not the kept one */
 } s_opts_t;
 
 static void s_usage(FILE *f)
@@ -50,6 +51,8 @@ static void s_usage(FILE *f)
             "  --agent PATH                   gpp-agent binary for local launch\n"
             "  --metrics FILE                 JSON-lines metrics file (overrides [metrics] file)\n"
             "  --iterations N                 override job.iterations\n"
+            "  --reprofile                    --plan auto: profile on the agents again instead\n"
+            "                                 of reusing <checkpoint_dir>/profile.json\n"
             "  --help\n");
 }
 
@@ -64,6 +67,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"agent", required_argument, 0, 'a'},
                                           {"metrics", required_argument, 0, 'm'},
                                           {"iterations", required_argument, 0, 'i'},
+                                          {"reprofile", no_argument, 0, 'r'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -109,6 +113,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             break;
         case 'i':
             o->iterations = (int)v;
+            break;
+        case 'r':
+            o->reprofile = 1;
             break;
         case 'h':
             s_usage(stdout);
@@ -310,7 +317,7 @@ int main(int argc, char **argv)
     cc.metrics_path = o.metrics ? o.metrics : cfg.metrics.file;
     cc.sigfd = sigfd;
     if (!o.control_only) {
-        job = gpp_job_new(&cfg, o.plan, stdout, &err);
+        job = gpp_job_new(&cfg, o.plan, o.reprofile, stdout, &err);
         if (!job) {
             fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
             rc = 2;

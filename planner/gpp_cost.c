@@ -170,12 +170,17 @@ double gpp_roofline_ms(const gpp_device_t *dev, double flops, double bytes, int 
 /* ---- cost model ---- */
 
 typedef struct {
-    int n;      /* table points; 0 = roofline */
-    int *mbs;   /* ascending micro-batch sizes */
-    double *ms; /* forward+backward ms at mbs[i] */
+    int n;       /* table points; 0 = roofline */
+    int *mbs;    /* ascending micro-batch sizes */
+    double *ms;  /* forward+backward ms at mbs[i] */
     double *fwd; /* forward ms at mbs[i] (the optional "forward" table), or NULL:
                     then forward is a third of ms (backward ~ 2x forward) */
+    /* reserved_mem: a number (rm_n == 0: reserved_bytes at every size) or a
+       table {"<micro-batch>": bytes} (rm_n points, ascending rm_mbs) */
     int64_t reserved_bytes;
+    int rm_n;
+    int *rm_mbs;
+    double *rm_bytes;
 } s_prof_t;
 
 struct gpp_cost {
@@ -209,6 +214,8 @@ static void s_prof_clear(s_prof_t *p)
     free(p->mbs);
     free(p->ms);
     free(p->fwd);
+    free(p->rm_mbs);
+    free(p->rm_bytes);
     memset(p, 0, sizeof *p);
 }
 
@@ -232,18 +239,31 @@ const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c)
 /* Kernels per forward pass by op type (backward launches twice as many). */
 /* Interpolates a table over the micro-batch sizes p->mbs: linear between
  * points, the per-sample rate of the nearest end beyond them. */
+static double s_table_at(int n, const int *mbs, const double *v, int samples)
+{
+    if (samples <= mbs[0])
+        return v[0] * samples / mbs[0];
+    if (samples >= mbs[n - 1])
+        return v[n - 1] * samples / mbs[n - 1];
+    int i = 1;
+    while (mbs[i] < samples)
+        i++;
+    double f = (double)(samples - mbs[i - 1]) / (double)(mbs[i] - mbs[i - 1]);
+    return v[i - 1] + f * (v[i] - v[i - 1]);
+}
+
 static double s_profile_ms(const s_prof_t *p, const double *ms, int samples)
 {
-    int n = p->n;
-    if (samples <= p->mbs[0])
-        return ms[0] * samples / p->mbs[0];
-    if (samples >= p->mbs[n - 1])
-        return ms[n - 1] * samples / p->mbs[n - 1];
-    int i = 1;
-    while (p->mbs[i] < samples)
-        i++;
-    double f = (double)(samples - p->mbs[i - 1]) / (double)(p->mbs[i] - p->mbs[i - 1]);
-    return ms[i - 1] + f * (ms[i] - ms[i - 1]);
+    return s_table_at(p->n, p->mbs, ms, samples);
+}
+
+/* An op's reserved_mem for `samples` samples per replica: the number, or
+ * the table interpolated as runtimes are (s_table_at). */
+static int64_t s_reserved_at(const s_prof_t *p, int samples)
+{
+    if (!p->rm_n)
+        return p->reserved_bytes;
+    return (int64_t)llround(s_table_at(p->rm_n, p->rm_mbs, p->rm_bytes, samples));
 }
 
 static void s_op_ms(const gpp_cost_t *c, int op, int samples, double *fwd, double *bwd)
@@ -292,7 +312,13 @@ int gpp_cost_op_profiled(const gpp_cost_t *c, int op)
 
 int64_t gpp_cost_op_reserved_bytes(const gpp_cost_t *c, int op)
 {
-    return c->prof[op].reserved_bytes;
+    const s_prof_t *p = &c->prof[op];
+    return p->rm_n ? s_reserved_at(p, p->rm_mbs[p->rm_n - 1]) : p->reserved_bytes;
+}
+
+int64_t gpp_cost_op_reserved_at(const gpp_cost_t *c, int op, int samples)
+{
+    return s_reserved_at(&c->prof[op], samples > 0 ? samples : 1);
 }
 
 double gpp_cost_op_grad_bytes(const gpp_cost_t *c, int op, int batch)
@@ -351,7 +377,7 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
         out->bwd_ms += b;
         params += o->params;
         out->stash_bytes += o->stash_bytes;
-        out->reserved_bytes += c->prof[ops[k]].reserved_bytes;
+        out->reserved_bytes += s_reserved_at(&c->prof[ops[k]], m);
         grad += gpp_cost_op_grad_bytes(c, ops[k], batch);
         kernels += o->params > 0;
         for (int j = 0; j < o->n_outputs; j++)
@@ -404,11 +430,17 @@ static int s_profile_entries(const cJSON *root, const char *origin, s_entry_t **
     if (!cJSON_IsObject(root))
         return gpp_err_set(err, "%s: profile must be a JSON object keyed by op id", origin);
     int n = cJSON_GetArraySize(root);
+    if (cJSON_GetObjectItemCaseSensitive(root, GPP_PROFILE_META))
+        n--; /* gpp's own record of what was profiled, not an op */
     if (n < 1)
         return gpp_err_set(err, "%s: profile has no ops", origin);
     s_entry_t *e = gpp_xcalloc((size_t)n, sizeof *e);
     int i = 0;
     for (cJSON *it = root->child; it; it = it->next, i++) {
+        if (strcmp(it->string, GPP_PROFILE_META) == 0) {
+            i--;
+            continue;
+        }
         char *end = NULL;
         long id = strtol(it->string, &end, 10);
         if (!it->string[0] || *end || id < 0 || id > 1000000000L) {
@@ -536,6 +568,71 @@ static double s_json_ms(const cJSON *v)
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
+/* Reads an entry's optional reserved_mem into p: a number of bytes (the
+ * authors' older files) or an object {"<micro-batch>": bytes} (their current
+ * ones); keys and values are checked as runtime's are. */
+static int s_parse_reserved(const cJSON *entry, s_prof_t *p, const char *origin, const char *key,
+                            gpp_err_t *err)
+{
+    const cJSON *rm = cJSON_GetObjectItemCaseSensitive(entry, "reserved_mem");
+    if (!cJSON_IsObject(rm)) {
+        double v = 0;
+        if (s_get_nonneg(entry, "reserved_mem", 0, &v, origin, key, err))
+            return gpp_err_set(err,
+                               "%s: op %s: field 'reserved_mem' must be a non-negative number "
+                               "of bytes or an object {\"<micro-batch>\": bytes}",
+                               origin, key);
+        p->reserved_bytes = (int64_t)v;
+        return 0;
+    }
+    int n = cJSON_GetArraySize(rm), i = 0;
+    if (n < 1)
+        return gpp_err_set(err, "%s: op %s: field 'reserved_mem' is an empty object", origin, key);
+    int *order = gpp_xcalloc((size_t)n, sizeof(int) * 2); /* (micro-batch, index) pairs */
+    double *v = gpp_xcalloc((size_t)n, sizeof *v);
+    for (const cJSON *it = rm->child; it; it = it->next, i++) {
+        char *end = NULL;
+        long b = strtol(it->string, &end, 10);
+        if (!it->string[0] || *end || b < 1 || b > 1 << 24) {
+            gpp_err_set(err, "%s: op %s: reserved_mem key '%s' is not a micro-batch size >= 1",
+                        origin, key, it->string);
+            goto fail;
+        }
+        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0) {
+            gpp_err_set(err,
+                        "%s: op %s: reserved_mem[\"%s\"] must be a non-negative number of bytes",
+                        origin, key, it->string);
+            goto fail;
+        }
+        order[2 * i] = (int)b;
+        order[2 * i + 1] = i;
+        v[i] = it->valuedouble;
+    }
+    qsort(order, (size_t)n, sizeof(int) * 2, s_int_cmp);
+    for (i = 1; i < n; i++)
+        if (order[2 * i] == order[2 * i - 2]) {
+            gpp_err_set(err, "%s: op %s: reserved_mem lists micro-batch %d twice", origin, key,
+                        order[2 * i]);
+            goto fail;
+        }
+    free(p->rm_mbs);
+    free(p->rm_bytes);
+    p->rm_n = n;
+    p->rm_mbs = gpp_xcalloc((size_t)n, sizeof(int));
+    p->rm_bytes = gpp_xcalloc((size_t)n, sizeof(double));
+    for (i = 0; i < n; i++) {
+        p->rm_mbs[i] = order[2 * i];
+        p->rm_bytes[i] = v[order[2 * i + 1]];
+    }
+    free(order);
+    free(v);
+    return 0;
+fail:
+    free(order);
+    free(v);
+    return -1;
+}
+
 /* Reads one entry's runtime (and optional forward) table into p. */
 static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, const char *key,
                            gpp_err_t *err)
@@ -578,10 +675,8 @@ static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, 
                     origin, key);
         goto done;
     }
-    double rm = 0;
-    if (s_get_nonneg(entry, "reserved_mem", 0, &rm, origin, key, err))
+    if (s_parse_reserved(entry, p, origin, key, err))
         goto done;
-    p->reserved_bytes = (int64_t)rm;
     rc = 0;
 done:
     free(mbs);
@@ -698,6 +793,87 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
     free(mbs);
     free(ms);
     free(fwd);
+    return rc;
+}
+
+static cJSON *s_table_json(int n, const int *mbs, const double *v)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", mbs[i]);
+        cJSON_AddNumberToObject(o, key, v[i]);
+    }
+    return o;
+}
+
+char *gpp_cost_profile_json(const gpp_cost_t *c, const char *model, const char *device)
+{
+    const gpp_graph_t *g = c->g;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(root, GPP_PROFILE_META);
+    cJSON_AddStringToObject(meta, "model", model);
+    cJSON_AddStringToObject(meta, "device", device);
+    cJSON_AddNumberToObject(meta, "ops", g->n_ops);
+    for (int k = 0; k < g->n_ops; k++) {
+        const s_prof_t *p = &c->prof[k];
+        if (!p->n)
+            continue;
+        const gpp_op_t *o = &g->ops[k];
+        char key[16];
+        snprintf(key, sizeof key, "%d", k);
+        cJSON *e = cJSON_AddObjectToObject(root, key);
+        cJSON_AddStringToObject(e, "name", o->name);
+        cJSON *in = cJSON_AddArrayToObject(e, "inputs");
+        cJSON *sz = cJSON_AddArrayToObject(e, "input_size");
+        for (int j = 0; j < o->n_inputs; j++) {
+            cJSON_AddItemToArray(in, cJSON_CreateNumber(o->inputs[j]));
+            cJSON_AddItemToArray(sz, cJSON_CreateNumber((double)g->ops[o->inputs[j]].out_bytes));
+        }
+        cJSON_AddNumberToObject(e, "weight_size", (double)(o->params * 4));
+        cJSON_AddItemToObject(e, "runtime", s_table_json(p->n, p->mbs, p->ms));
+        if (p->fwd)
+            cJSON_AddItemToObject(e, "forward", s_table_json(p->n, p->mbs, p->fwd));
+        if (p->rm_n)
+            cJSON_AddItemToObject(e, "reserved_mem", s_table_json(p->rm_n, p->rm_mbs, p->rm_bytes));
+        else if (p->reserved_bytes)
+            cJSON_AddNumberToObject(e, "reserved_mem", (double)p->reserved_bytes);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    size_t n = strlen(text);
+    char *out = gpp_xrealloc(text, n + 2);
+    out[n] = '\n';
+    out[n + 1] = 0;
+    return out;
+}
+
+int gpp_cost_profile_meta(const char *path, char *model, size_t model_len, char *device,
+                          size_t device_len, int *n_ops, gpp_err_t *err)
+{
+    char *text = gpp_read_file(path, PROFILE_MAX_BYTES, err);
+    if (!text)
+        return -1;
+    cJSON *root = gpp_json_parse(text, path, err);
+    free(text);
+    if (!root)
+        return -1;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, GPP_PROFILE_META);
+    const cJSON *mm = cJSON_GetObjectItemCaseSensitive(m, "model");
+    const cJSON *md = cJSON_GetObjectItemCaseSensitive(m, "device");
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(m, "ops");
+    int rc = 0;
+    if (!cJSON_IsString(mm) || !cJSON_IsString(md) || !cJSON_IsNumber(mo))
+        rc = gpp_err_set(err,
+                         "%s: field '%s' missing or not {\"model\": string, \"device\": string, "
+                         "\"ops\": number}",
+                         path, GPP_PROFILE_META);
+    else {
+        snprintf(model, model_len, "%s", mm->valuestring);
+        snprintf(device, device_len, "%s", md->valuestring);
+        *n_ops = (int)mo->valuedouble;
+    }
+    cJSON_Delete(root);
     return rc;
 }
 

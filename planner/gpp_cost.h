@@ -99,14 +99,28 @@ const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c);
 
 /* Attaches measured runtimes from a profile.json (schema: object keyed by
  * op id string; entry {name, inputs, input_size, weight_size, runtime:
- * {"<micro-batch>": fwd+bwd ms}, reserved_mem?}). Entries are matched by id
- * and must carry the op's name; ops without an entry keep the roofline.
- * Runtime for b samples: linear between table points, the per-sample rate of
- * the nearest end point outside them; split fwd:bwd = 1:2. Errors name the
- * file, op id and field. Returns 0 or -1. */
+ * {"<micro-batch>": fwd+bwd ms}, reserved_mem?: bytes or {"<micro-batch>": bytes}}). Entries are
+ * matched by id and must carry the op's name; ops without an entry keep the roofline. Runtime for b
+ * samples: linear between table points, the per-sample rate of the nearest end point outside them;
+ * split fwd:bwd = 1:2. Errors name the file, op id and field. Returns 0 or -1. */
 int gpp_cost_attach_profile(gpp_cost_t *c, const char *path, gpp_err_t *err);
 int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *origin,
                                  gpp_err_t *err);
+
+/* The top-level key of gpp's record in a profile.json it writes (readers
+ * skip it): {"model": spec, "device": preset, "ops": the model's op count}. */
+#define GPP_PROFILE_META "_gpp"
+
+/* The attached measurements as a profile.json (authors' schema: an entry
+ * per profiled op keyed by op index with name, inputs, input_size,
+ * weight_size, runtime, reserved_mem when set; plus gpp's forward table and
+ * the GPP_PROFILE_META record naming model and device). Numbers round-trip
+ * exactly, so attaching the text gives the same costs. Caller frees. */
+char *gpp_cost_profile_json(const gpp_cost_t *c, const char *model, const char *device);
+/* Reads the GPP_PROFILE_META record of such a file. Returns 0 or -1 (file,
+ * JSON or record missing or malformed: the message names the file). */
+int gpp_cost_profile_meta(const char *path, char *model, size_t model_len, char *device,
+                          size_t device_len, int *n_ops, gpp_err_t *err);
 
 /* One measured (op, micro-batch) figure, as the agents' profiler reports it. */
 typedef struct {
@@ -135,7 +149,14 @@ gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_e
 double gpp_cost_op_fwd_ms(const gpp_cost_t *c, int op, int samples);
 double gpp_cost_op_bwd_ms(const gpp_cost_t *c, int op, int samples);
 int gpp_cost_op_profiled(const gpp_cost_t *c, int op);
+/* An op's profiled reserved_mem (0 without one). The number form is the
+ * same at every micro-batch size; the object form {"<micro-batch>": bytes}
+ * is interpolated as runtimes are (linear between points, the per-sample
+ * rate of the nearest end beyond them). _at: for `samples` samples per
+ * replica (gpp_cost_stage uses ceil(b/d)); without a size: at the table's
+ * largest micro-batch size. */
 int64_t gpp_cost_op_reserved_bytes(const gpp_cost_t *c, int op);
+int64_t gpp_cost_op_reserved_at(const gpp_cost_t *c, int op, int samples);
 /* Bytes one replica contributes to the per-iteration gradient sync of op:
  * dense: params*4; sparse (embedding): the rows a mini-batch touches, at most
  * the table. */

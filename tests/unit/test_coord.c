@@ -471,7 +471,7 @@ static gpp_job_t *s_job_new(int delay_ms)
     GPP_EXPECT_MSG(gpp_config_load_string(&cfg, text, "inline.toml", &err) == 0, "%s", err.msg);
     if (err.msg[0])
         return NULL;
-    gpp_job_t *job = gpp_job_new(&cfg, "gpp", NULL, &err);
+    gpp_job_t *job = gpp_job_new(&cfg, "gpp", 0, NULL, &err);
     GPP_EXPECT_MSG(job, "%s", err.msg);
     gpp_config_release(&cfg);
     GPP_EXPECT(gpp_fault_arm("plan_slow", delay_ms) == 0);

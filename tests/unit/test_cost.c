@@ -3,6 +3,8 @@
  * profile_small.json), malformed profiles, stage cost and memory. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "tests/gpp_test.h"
 #include "planner/gpp_cost.h"
@@ -322,8 +324,7 @@ static void t_profile_forward(void)
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 2), 0.4 + 0.1 / 3, 1e-12); /* linear 1..4 */
     GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(cost, 1, 8), 4.0 - 1.0, 1e-12);     /* rate beyond 4 */
     const char *bad[][2] = {
-        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1.0},\"forward\":{\"1\":1.5}}}",
-         "between 0"},
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1.0},\"forward\":{\"1\":1.5}}}", "between 0"},
         {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1.0},\"forward\":{\"2\":0.5}}}",
          "forward[\"1\"]"},
         {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1.0},\"forward\":{\"1\":0.5,"
@@ -340,6 +341,124 @@ static void t_profile_forward(void)
     /* a rejected file leaves the attached profile as it was */
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 1), 0.4, 1e-12);
     gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
+/* reserved_mem in both of the authors' forms: a number (the same at every
+ * micro-batch size) and an object keyed by micro-batch size (interpolated
+ * as runtimes are); bad keys and values name the file, op and key. */
+static void t_reserved_forms(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_graph_new("rm");
+    int x = gpp_graph_input(g, "x", 1, 8);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", gpp_graph_linear(g, "fc", x, 8, 1));
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "cpu", 2, 2, &err);
+    gpp_cost_t *cost = gpp_cost_new(g, &c);
+    const char *num = "{\"1\":{\"name\":\"fc\",\"weight_size\":288,\"runtime\":{\"1\":1.0},"
+                      "\"reserved_mem\":1000}}";
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, num, "rm.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 1) == 1000);
+    GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 64) == 1000);
+    GPP_EXPECT(gpp_cost_op_reserved_bytes(cost, 1) == 1000);
+    const char *obj = "{\"1\":{\"name\":\"fc\",\"weight_size\":288,\"runtime\":{\"1\":1.0},"
+                      "\"reserved_mem\":{\"4\":1000,\"2\":600}}}";
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, obj, "rm.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 2) == 600);
+    GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 3) == 800);  /* linear 2..4 */
+    GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 1) == 300);  /* rate of 2 below it */
+    GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 8) == 2000); /* rate of 4 beyond it */
+    GPP_EXPECT(gpp_cost_op_reserved_bytes(cost, 1) == 1000); /* at the largest size */
+    /* a stage costs the reserve at its per-replica micro-batch ceil(b/d) */
+    gpp_stage_cost_t sc;
+    int ops[] = {1};
+    gpp_cost_stage(cost, 1, ops, 2, 6, 12, &sc);
+    GPP_EXPECT(sc.reserved_bytes == 800);
+    gpp_cost_stage(cost, 1, ops, 1, 4, 12, &sc);
+    GPP_EXPECT(sc.reserved_bytes == 1000);
+    const char *bad[][2] = {
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1},\"reserved_mem\":{\"0\":5}}}",
+         "reserved_mem key '0'"},
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1},\"reserved_mem\":{\"two\":5}}}",
+         "reserved_mem key 'two'"},
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1},\"reserved_mem\":{\"2\":-5}}}",
+         "reserved_mem[\"2\"]"},
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1},\"reserved_mem\":{\"2\":\"x\"}}}",
+         "reserved_mem[\"2\"]"},
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1},\"reserved_mem\":{\"2\":1,"
+         "\"02\":1}}}",
+         "micro-batch 2 twice"},
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1},\"reserved_mem\":{}}}", "empty"},
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1},\"reserved_mem\":-1}}", "'reserved_mem'"},
+        {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1},\"reserved_mem\":[1]}}", "'reserved_mem'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err.msg[0] = 0;
+        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, bad[i][0], "rm.json", &err) == -1 &&
+                           strstr(err.msg, bad[i][1]) && strstr(err.msg, "rm.json") &&
+                           strstr(err.msg, "op 1"),
+                       "case %zu: %s", i, err.msg);
+    }
+    /* a rejected file leaves the attached reserve as it was */
+    GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 3) == 800);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
+/* The profile the coordinator keeps (gpp_cost_profile_json) attaches back
+ * to the same costs exactly, and its "_gpp" record reads back. */
+static void t_profile_keep(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_graph_new("keep");
+    int x = gpp_graph_input(g, "x", 1, 8);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", gpp_graph_linear(g, "fc", x, 8, 1));
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "cpu", 1, 1, &err);
+    gpp_cost_t *a = gpp_cost_new(g, &c), *b = gpp_cost_new(g, &c);
+    const char *text = "{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":0.1,\"3\":0.7},"
+                       "\"forward\":{\"1\":0.03,\"3\":0.2},\"reserved_mem\":{\"2\":77}},"
+                       "\"2\":{\"name\":\"loss\",\"runtime\":{\"2\":0.123456789012345678},"
+                       "\"reserved_mem\":5}}";
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(a, text, "keep.json", &err) == 0, "%s", err.msg);
+    char *kept = gpp_cost_profile_json(a, "keep-model", "cpu");
+    GPP_EXPECT(strstr(kept, "\"_gpp\"") && strstr(kept, "\"weight_size\""));
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(b, kept, "kept.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(!gpp_cost_op_profiled(b, 0) && gpp_cost_op_profiled(b, 1) &&
+               gpp_cost_op_profiled(b, 2));
+    for (int op = 0; op < 3; op++)
+        for (int m = 1; m <= 8; m++) {
+            GPP_EXPECT(gpp_cost_op_fwd_ms(a, op, m) == gpp_cost_op_fwd_ms(b, op, m));
+            GPP_EXPECT(gpp_cost_op_bwd_ms(a, op, m) == gpp_cost_op_bwd_ms(b, op, m));
+            GPP_EXPECT(gpp_cost_op_reserved_at(a, op, m) == gpp_cost_op_reserved_at(b, op, m));
+        }
+    char path[] = "/tmp/gpp_test_keep_XXXXXX";
+    int fd = mkstemp(path);
+    GPP_EXPECT(fd >= 0);
+    if (fd >= 0) {
+        FILE *f = fdopen(fd, "w");
+        fputs(kept, f);
+        fclose(f);
+        char model[64], device[16];
+        int n_ops = 0;
+        GPP_EXPECT_MSG(gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device,
+                                             &n_ops, &err) == 0,
+                       "%s", err.msg);
+        GPP_EXPECT(strcmp(model, "keep-model") == 0 && strcmp(device, "cpu") == 0 && n_ops == 3);
+        f = fopen(path, "w");
+        fputs(text, f); /* an authors' file has no record: named in the error */
+        fclose(f);
+        GPP_EXPECT(gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device, &n_ops,
+                                         &err) == -1 &&
+                   strstr(err.msg, path) && strstr(err.msg, "_gpp"));
+        unlink(path);
+    }
+    free(kept);
+    gpp_cost_destroy(&a);
+    gpp_cost_destroy(&b);
     gpp_graph_destroy(&g);
 }
 
@@ -371,17 +490,16 @@ static void t_profile_rows(void)
             gpp_cost_row_t r = {op, mbs[k], 0.1 * (op + 1) * mbs[k] / 3.0,
                                 0.7 * (op + 2) * mbs[k] / 7.0};
             rows[n++] = r;
-            ro += (size_t)snprintf(rt + ro, sizeof rt - ro, "%s\"%d\":%.17g", k ? "," : "",
-                                   mbs[k], r.fwd_ms + r.bwd_ms);
-            fo += (size_t)snprintf(fw + fo, sizeof fw - fo, "%s\"%d\":%.17g", k ? "," : "",
-                                   mbs[k], r.fwd_ms);
+            ro += (size_t)snprintf(rt + ro, sizeof rt - ro, "%s\"%d\":%.17g", k ? "," : "", mbs[k],
+                                   r.fwd_ms + r.bwd_ms);
+            fo += (size_t)snprintf(fw + fo, sizeof fw - fo, "%s\"%d\":%.17g", k ? "," : "", mbs[k],
+                                   r.fwd_ms);
         }
         off += (size_t)snprintf(text + off, (1 << 16) - off, "\"runtime\":{%s},\"forward\":{%s}}",
                                 rt, fw);
     }
     snprintf(text + off, (1 << 16) - off, "}");
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(json, text, "rows.json", &err) == 0, "%s",
-                   err.msg);
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(json, text, "rows.json", &err) == 0, "%s", err.msg);
     GPP_EXPECT_MSG(gpp_cost_attach_rows(mem, rows, n, "the agents' profile", &err) == 0, "%s",
                    err.msg);
     int same = 1;
@@ -399,12 +517,9 @@ static void t_profile_rows(void)
         gpp_cost_row_t row;
         const char *expect;
     } bad[] = {
-        {{0, 0, 1, 1}, "runtime key '0'"},
-        {{0, 1, NAN, 1}, "runtime[\"1\"]"},
-        {{0, 1, -1, 2}, "forward[\"1\"]"},
-        {{0, 1, 2, -1}, "forward[\"1\"]"},
-        {{0, 4, 1, 1}, "micro-batch 4 twice"},
-        {{g->n_ops, 1, 1, 1}, "has ops 0.."},
+        {{0, 0, 1, 1}, "runtime key '0'"},     {{0, 1, NAN, 1}, "runtime[\"1\"]"},
+        {{0, 1, -1, 2}, "forward[\"1\"]"},     {{0, 1, 2, -1}, "forward[\"1\"]"},
+        {{0, 4, 1, 1}, "micro-batch 4 twice"}, {{g->n_ops, 1, 1, 1}, "has ops 0.."},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         gpp_cost_row_t two[2] = {{0, 4, 0.5, 0.5}, bad[i].row};
@@ -430,6 +545,8 @@ static const gpp_test_case_t cases[] = {
     {"cpu_share", t_cpu_share},
     {"profile_forward", t_profile_forward},
     {"profile_rows", t_profile_rows},
+    {"reserved_forms", t_reserved_forms},
+    {"profile_keep", t_profile_keep},
     {NULL, NULL},
 };
 

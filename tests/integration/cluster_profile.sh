@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# cluster_profile: same inputs, same plan. --plan auto with a checkpoint_dir
+# keeps the agents' profile as <checkpoint_dir>/profile.json; a second start
+# plans from it (says so, no profiling) and writes the same plan.json;
+# --reprofile measures again; a kept profile that does not fit the model is
+# an error naming the file and suggesting --reprofile (exit 2).
+# Usage: cluster_profile.sh BUILD_DIR
+set -u
+. "$(dirname "$0")/lib/gpp_test.sh"
+gpp_test_begin cluster_profile "${1:-}"
+COORD=$BUILD/coordinator/gpp-coordinator
+MODEL="mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64"
+CK="$TMP/job.ckpt"
+
+# the cluster file with a fresh port each run
+mkconf() {
+    local ports
+    ports=($(free_port 1))
+    cat >"$TMP/job.toml" <<EOF
+[coordinator]
+endpoint = "tcp://127.0.0.1:${ports[0]}"
+[cluster]
+device = "cpu"
+mem_gib = 2
+[[nodes]]
+host = "127.0.0.1"
+slots = 2
+[job]
+model = "$MODEL"
+batch = 16
+iterations = 1
+launch = "local"
+checkpoint_dir = "$CK"
+[health]
+heartbeat_ms = 100
+timeout_ms = 3000
+EOF
+    echo "$TMP/job.toml"
+}
+# plan.json without its search time (the only figure that may differ)
+plan_of() { grep -v '"search_ms"' "$CK/plan.json"; }
+
+# 1. first run: the agents profile; the profile is kept beside the plan
+timeout 120 "$COORD" --plan auto "$(mkconf)" >"$TMP/1.out" 2>"$TMP/1.err"; rc=$?
+plan_of >"$TMP/plan1.json" 2>/dev/null
+if [ $rc = 0 ] && grep -q "profiling the model's ops" "$TMP/1.err" &&
+    grep -q '"_gpp"' "$CK/profile.json" && grep -q '"runtime"' "$CK/profile.json" &&
+    grep -q '"forward"' "$CK/profile.json"; then
+    ok "first run profiles and keeps profile.json"
+else
+    fail "first run (rc $rc)"; cat "$TMP/1.out"; grep -v OpenBLAS "$TMP/1.err" | tail -10
+fi
+cp "$CK/profile.json" "$TMP/profile1.json"
+
+# 2. second run, same checkpoint_dir, model, device: plans from the kept file
+timeout 120 "$COORD" --plan auto "$(mkconf)" >"$TMP/2.out" 2>"$TMP/2.err"; rc=$?
+if [ $rc = 0 ] && grep -q "^plan: auto, from the profile kept in $CK/profile.json" "$TMP/2.out" &&
+    ! grep -q "profiling the model's ops" "$TMP/2.err" && grep -q "^plan gpp (kept profile)" "$TMP/2.out" &&
+    plan_of | cmp -s - "$TMP/plan1.json" && cmp -s "$CK/profile.json" "$TMP/profile1.json"; then
+    ok "second run reuses the kept profile and writes the same plan.json"
+else
+    fail "second run (rc $rc)"; cat "$TMP/2.out"; grep -v OpenBLAS "$TMP/2.err" | tail -10
+    plan_of | diff - "$TMP/plan1.json" | head -20
+fi
+
+# 3. --reprofile: the agents measure again
+timeout 120 "$COORD" --plan auto --reprofile "$(mkconf)" >"$TMP/3.out" 2>"$TMP/3.err"; rc=$?
+if [ $rc = 0 ] && grep -q "^plan: --reprofile: not using $CK/profile.json" "$TMP/3.out" &&
+    grep -q "profiling the model's ops" "$TMP/3.err" && grep -q "^plan gpp (agent profile)" "$TMP/3.out"; then
+    ok "--reprofile profiles again"
+else
+    fail "--reprofile (rc $rc)"; cat "$TMP/3.out"; grep -v OpenBLAS "$TMP/3.err" | tail -10
+fi
+
+# 4. a kept profile naming an op the model does not have: error, exit 2
+sed -i '0,/"name":[[:space:]]*"[^"]*"/s//"name": "no_such_op"/' "$CK/profile.json"
+timeout 60 "$COORD" --plan auto "$(mkconf)" >"$TMP/4.out" 2>"$TMP/4.err"; rc=$?
+if [ $rc = 2 ] && grep -q "$CK/profile.json" "$TMP/4.err" && grep -q "no_such_op" "$TMP/4.err" &&
+    grep -q -- "--reprofile" "$TMP/4.err"; then
+    ok "kept profile of another model: error naming the file, suggests --reprofile"
+else
+    fail "mismatched kept profile (rc $rc)"; cat "$TMP/4.out" "$TMP/4.err" | tail -10
+fi
+
+gpp_test_end
