@@ -508,6 +508,7 @@ static void t_random_vs_bruteforce(void)
         gpp_part_opts_default(&o, B);
         o.micro_batch = b;
         o.eps = EPS;
+        o.no_chain = 1; /* the DP's own space, which the brute force enumerates */
         int64_t need = 0;
         gpp_plan_t *p = gpp_part_run(g, cost, &o, &need, &err);
         if (!isfinite(want)) {
