@@ -504,13 +504,16 @@ static double s_rank_key(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_co
 /* GPP contains SPP: a chain over the linearized graph is a stage DAG, so the
  * GPP search also plans the chain and keeps whichever ranks better (ties go
  * to the graph pipeline). The chain plan keeps its chain edges (p->chain),
- * planner "gpp". */
+ * planner "gpp". Above GPP_PART_CHAIN_MAX_DEVICES devices the chain search
+ * is skipped: the SPP DP over the linearized graph takes over a minute on
+ * 1024 GPUs (64 MMT branches), where the GPP search's budget is 10 s. */
 gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_part_opts_t *o,
                          int64_t *min_mem_bytes, gpp_err_t *err)
 {
     double t0 = gpp_now_ms();
     gpp_plan_t *p = s_part_run(g, cost, o, min_mem_bytes, err);
-    if (o->spp || o->no_chain || (!p && !g->finalized))
+    if (o->spp || o->no_chain || (!p && !g->finalized) ||
+        gpp_cost_cluster(cost)->n_devices > GPP_PART_CHAIN_MAX_DEVICES)
         return p;
     gpp_part_opts_t q = *o;
     q.spp = 1;
