@@ -402,6 +402,8 @@ static int s_edge_tensors(const gpp_job_t *self, int from, int to, int32_t **out
                 break;
             }
     }
+    if (n == 0 && p->chain) /* a chain edge no tensor flows on: the dependency */
+        t[n++] = GPP_DEP_TENSOR;
     *out = t;
     return n;
 }

@@ -58,7 +58,14 @@ typedef struct {
                           (per micro-batch size, per depth), keep the one with
                           the least simulated iteration time (gpp_sched +
                           gpp_sim); 0: the least estimate */
+    int no_chain;      /* 1: GPP returns the graph-pipeline DP's plan only; 0
+                          (default): it also plans the SPP chain and keeps the
+                          better of the two by the criterion above (up to
+                          GPP_PART_CHAIN_MAX_DEVICES devices) */
 } gpp_part_opts_t;
+
+/* Most devices at which GPP also plans the SPP chain (no_chain = 0). */
+#define GPP_PART_CHAIN_MAX_DEVICES 64
 
 void gpp_part_opts_default(gpp_part_opts_t *o, int batch);
 

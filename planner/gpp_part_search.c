@@ -416,8 +416,8 @@ static int s_least_mem_bound(gpp_dp_t *s, const gpp_part_opts_t *o, const char *
     return 0;
 }
 
-gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_part_opts_t *o,
-                         int64_t *min_mem_bytes, gpp_err_t *err)
+static gpp_plan_t *s_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,
+                              const gpp_part_opts_t *o, int64_t *min_mem_bytes, gpp_err_t *err)
 {
     double t0 = gpp_now_ms();
     if (min_mem_bytes)
@@ -477,5 +477,59 @@ done:
         gpp_plan_destroy(&res.best);
     gpp_dp_destroy(&s);
     gpp_sp_destroy(&t);
+    return p;
+}
+
+/* The criterion the search ranks plans by: the simulated iteration time
+ * (o->simulate), the bottleneck TPS (o->min_tps) or the estimate. */
+static double s_rank_key(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost_t *cost,
+                         const gpp_part_opts_t *o)
+{
+    if (o->min_tps)
+        return p->bottleneck_tps_ms;
+    if (!o->simulate)
+        return p->iteration_ms;
+    gpp_plan_t *q = (gpp_plan_t *)p; /* schedule and lower only, as s_pick_simulated */
+    gpp_err_t e = {{0}};
+    double ms = INFINITY;
+    if (gpp_sched_compute(q, &e) == 0 && gpp_sched_lower(q, g, &e) == 0) {
+        gpp_sim_t *sim = gpp_sim_new(q, g, cost);
+        if (gpp_sim_run(sim, &e) == 0)
+            ms = gpp_sim_iteration_ms(sim);
+        gpp_sim_destroy(&sim);
+    }
+    return ms;
+}
+
+/* GPP contains SPP: a chain over the linearized graph is a stage DAG, so the
+ * GPP search also plans the chain and keeps whichever ranks better (ties go
+ * to the graph pipeline). The chain plan keeps its chain edges (p->chain),
+ * planner "gpp". Above GPP_PART_CHAIN_MAX_DEVICES devices the chain search
+ * is skipped: the SPP DP over the linearized graph takes over a minute on
+ * 1024 GPUs (64 MMT branches), where the GPP search's budget is 10 s. */
+gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_part_opts_t *o,
+                         int64_t *min_mem_bytes, gpp_err_t *err)
+{
+    double t0 = gpp_now_ms();
+    gpp_plan_t *p = s_part_run(g, cost, o, min_mem_bytes, err);
+    if (o->spp || o->no_chain || (!p && !g->finalized) ||
+        gpp_cost_cluster(cost)->n_devices > GPP_PART_CHAIN_MAX_DEVICES)
+        return p;
+    gpp_part_opts_t q = *o;
+    q.spp = 1;
+    gpp_err_t e2 = {{0}};
+    gpp_plan_t *c = s_part_run(g, cost, &q, NULL, &e2);
+    if (c && (!p || s_rank_key(c, g, cost, o) < s_rank_key(p, g, cost, o))) {
+        gpp_debug("partitioner gpp: the chain plan ranks better than the graph pipeline");
+        gpp_plan_destroy(&p);
+        p = c;
+        c = NULL;
+        snprintf(p->planner, sizeof p->planner, "gpp");
+        if (min_mem_bytes)
+            *min_mem_bytes = 0;
+    }
+    gpp_plan_destroy(&c);
+    if (p)
+        p->search_ms = gpp_now_ms() - t0;
     return p;
 }

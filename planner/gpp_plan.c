@@ -38,6 +38,7 @@ gpp_plan_t *gpp_plan_new(const char *planner, const gpp_graph_t *g, int n_device
     p->model_ops = g->n_ops;
     p->n_devices = n_devices;
     p->batch = batch;
+    p->chain = !strcmp(planner, "spp");
     p->stage_of_op = gpp_xcalloc((size_t)g->n_ops, sizeof(int));
     for (int i = 0; i < g->n_ops; i++)
         p->stage_of_op[i] = -1;
@@ -48,6 +49,7 @@ static void s_stage_free(gpp_stage_t *s)
 {
     free(s->ops);
     free(s->succ);
+    free(s->succ_dep);
     free(s->pred);
     gpp_actions_clear(&s->compute);
     if (s->replica) {
@@ -158,11 +160,25 @@ int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
             if (a != b)
                 adj[(size_t)a * S + b] = 1;
         }
+    if (p->chain && S > 1) { /* dependency edges: consecutive by smallest op id */
+        int *by_op = gpp_xcalloc((size_t)S, sizeof(int)), n = 0;
+        for (int i = 0; i < g->n_ops; i++) {
+            int s = p->stage_of_op[i];
+            if (p->stages[s].ops[0] == i)
+                by_op[n++] = s;
+        }
+        for (int k = 0; k + 1 < n; k++)
+            if (!adj[(size_t)by_op[k] * S + by_op[k + 1]])
+                adj[(size_t)by_op[k] * S + by_op[k + 1]] = 2;
+        free(by_op);
+    }
     /* topological order of stages; a cycle means a non-convex stage */
     int *order = gpp_xcalloc((size_t)S, sizeof(int));
     if (gpp_plan_topo_order(S, adj, order) != S) {
         free(adj), free(order);
-        return gpp_err_set(err, "stage graph has a cycle: some stage is not convex (C1/C2)");
+        return gpp_err_set(err, p->chain ? "stage graph has a cycle: in a chain (sequential) "
+                                           "plan every stage must be a run of consecutive ops"
+                                         : "stage graph has a cycle: some stage is not convex (C1/C2)");
     }
     /* renumber stages in topological order (stable: by smallest op id among ready ones
        is not needed; Kahn order from ascending ids is deterministic) */
@@ -178,7 +194,7 @@ int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
     for (int a = 0; a < S; a++)
         for (int b = 0; b < S; b++)
             if (adj[(size_t)a * S + b])
-                nadj[(size_t)newid[a] * S + newid[b]] = 1;
+                nadj[(size_t)newid[a] * S + newid[b]] = adj[(size_t)a * S + b];
     free(old);
     p->stages = ns;
     for (int i = 0; i < g->n_ops; i++)
@@ -186,8 +202,9 @@ int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
     int dev = 0;
     for (int s = 0; s < S; s++) {
         gpp_stage_t *st = &p->stages[s];
-        free(st->succ), free(st->pred);
+        free(st->succ), free(st->succ_dep), free(st->pred);
         st->succ = gpp_xcalloc((size_t)S, sizeof(int));
+        st->succ_dep = gpp_xcalloc((size_t)S, 1);
         st->pred = gpp_xcalloc((size_t)S, sizeof(int));
         st->n_succ = st->n_pred = 0;
         st->first_device = dev;
@@ -195,8 +212,9 @@ int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
     }
     for (int a = 0; a < S; a++)
         for (int b = 0; b < S; b++)
-            if (nadj[(size_t)a * S + b]) {
-                s_set_add(p->stages[a].succ, &p->stages[a].n_succ, b);
+            if (nadj[(size_t)a * S + b]) { /* b ascending: succ stays sorted */
+                p->stages[a].succ_dep[p->stages[a].n_succ] = nadj[(size_t)a * S + b] == 2;
+                p->stages[a].succ[p->stages[a].n_succ++] = b;
                 s_set_add(p->stages[b].pred, &p->stages[b].n_pred, a);
             }
     /* depth: stages on the longest path */

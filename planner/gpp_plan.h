@@ -47,6 +47,11 @@ typedef struct {
     int64_t lo, hi;    /* SEND/RECV: sample range within the iteration */
 } gpp_action_t;
 
+/* The `tensor` of a SEND/RECV that carries no data: a dependency along a
+ * chain edge (gpp_plan_t.chain) between stages no tensor flows between. The
+ * message has zero bytes; the receiver only waits for it. */
+#define GPP_DEP_TENSOR (-1)
+
 typedef struct {
     int n;
     int cap;
@@ -70,6 +75,7 @@ typedef struct {
     int64_t act_bytes;    /* peak stashed activations per device */
     int64_t mem_bytes;    /* weight_bytes + act_bytes (+ reserved) per device */
     int n_succ, *succ;    /* successor stage ids, ascending */
+    unsigned char *succ_dep; /* [n_succ]: 1 for a chain edge no tensor flows on */
     int n_pred, *pred;    /* predecessor stage ids, ascending */
     gpp_actions_t compute;   /* compute-only order: FWD/BWD */
     gpp_actions_t *replica;  /* [devices]: lowered action list per replica */
@@ -82,6 +88,9 @@ typedef struct {
     int n_devices;
     int batch;
     int micro_batch;      /* universal micro-batch, or 0 when per-stage */
+    int chain;            /* 1: a sequential pipeline: stage s waits for stage s-1 (the
+                             stage graph is the chain 0->1->..->n-1 plus the data edges;
+                             an edge no tensor flows on is a dependency, succ_dep) */
     int depth;            /* stages on the longest path */
     double bottleneck_tps_ms;
     double iteration_ms;  /* simulated */
@@ -97,7 +106,10 @@ void gpp_plan_destroy(gpp_plan_t **self_p);
 /* Appends a stage with a copy of ops; returns it (owned by the plan). */
 gpp_stage_t *gpp_plan_add_stage(gpp_plan_t *p, int n_ops, const int *ops);
 /* Derives stage_of_op, succ/pred lists and depth from the graph; numbers
- * stages in a topological order and first_device consecutively. */
+ * stages in a topological order and first_device consecutively. With
+ * p->chain the stages are ordered by their smallest op id and each is
+ * linked to the next (a dependency edge where no tensor flows); tensors
+ * that skip stages go directly to their consumer, not relayed. */
 int gpp_plan_link(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err);
 
 /* Topological order of S stages (Kahn, ready stages taken in ascending id)

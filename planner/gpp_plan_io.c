@@ -33,6 +33,7 @@ char *gpp_plan_to_json(const gpp_plan_t *p)
     cJSON_AddNumberToObject(root, "devices", p->n_devices);
     cJSON_AddNumberToObject(root, "batch", p->batch);
     cJSON_AddNumberToObject(root, "micro_batch", p->micro_batch);
+    cJSON_AddBoolToObject(root, "chain", p->chain);
     cJSON_AddNumberToObject(root, "depth", p->depth);
     cJSON_AddNumberToObject(root, "bottleneck_tps_ms", p->bottleneck_tps_ms);
     cJSON_AddNumberToObject(root, "iteration_ms", p->iteration_ms);
@@ -53,6 +54,12 @@ char *gpp_plan_to_json(const gpp_plan_t *p)
         cJSON_AddNumberToObject(o, "tps_ms", st->tps_ms);
         cJSON_AddNumberToObject(o, "mem_bytes", (double)st->mem_bytes);
         cJSON_AddItemToObject(o, "succ", s_int_array(st->succ, st->n_succ));
+        if (p->chain) { /* the successors no tensor flows to: chain dependencies */
+            cJSON *dep = cJSON_AddArrayToObject(o, "dep");
+            for (int k = 0; k < st->n_succ; k++)
+                if (st->succ_dep[k])
+                    cJSON_AddItemToArray(dep, cJSON_CreateNumber(st->succ[k]));
+        }
         cJSON_AddItemToArray(stages, o);
         cJSON *order = cJSON_CreateArray();
         for (int i = 0; i < st->compute.n; i++) {
@@ -167,6 +174,10 @@ char *gpp_plan_to_dot(const gpp_plan_t *p, const gpp_graph_t *g)
         const gpp_stage_t *st = &p->stages[s];
         for (int k = 0; k < st->n_succ; k++) {
             int t = st->succ[k], n = 0;
+            if (st->succ_dep && st->succ_dep[k]) {
+                s_printf(&b, "  s%d -> s%d [style=dashed, label=\"dep\"];\n", s, t);
+                continue;
+            }
             s_printf(&b, "  s%d -> s%d [label=\"", s, t);
             /* tensors of stage s read by stage t */
             for (int i = 0; i < st->n_ops; i++) {
@@ -330,6 +341,14 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
         goto fail;
     p = gpp_plan_new(planner, g, (int)devices, (int)batch);
     p->micro_batch = (int)mbs;
+    /* "chain" is absent in files written before chain plans: those plans keep
+       the data edges only, as they were planned and run */
+    const cJSON *chain = cJSON_GetObjectItemCaseSensitive(root, "chain");
+    if (chain && !cJSON_IsBool(chain)) {
+        gpp_err_set(err, "%s: chain: expected true or false", origin);
+        goto fail;
+    }
+    p->chain = chain ? cJSON_IsTrue(chain) : 0;
     if (s_num(root, "bottleneck_tps_ms", origin, "plan", &p->bottleneck_tps_ms, err) < 0 ||
         s_num(root, "iteration_ms", origin, "plan", &p->iteration_ms, err) < 0 ||
         s_num(root, "throughput", origin, "plan", &p->throughput, err) < 0 ||
@@ -411,6 +430,28 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
         }
         free(succ);
         succ = NULL;
+        if (p->chain && cJSON_GetObjectItemCaseSensitive(o, "dep")) {
+            if (s_int_list(o, "dep", origin, where, 0, S - 1, &succ, &n_succ, err) < 0)
+                goto fail;
+            int n_dep = 0, ok = 1;
+            for (int k = 0; k < st->n_succ; k++)
+                n_dep += st->succ_dep[k];
+            for (int i = 0; i < n_succ; i++) {
+                int t = new_of_json[succ[i]], hit = 0;
+                for (int k = 0; k < st->n_succ; k++)
+                    hit |= st->succ[k] == t && st->succ_dep[k];
+                ok &= hit;
+            }
+            if (!ok || n_succ != n_dep) {
+                gpp_err_set(err,
+                            "%s: %s.dep must list exactly the successors no tensor flows to "
+                            "(%d of them)",
+                            origin, where, n_dep);
+                goto fail;
+            }
+            free(succ);
+            succ = NULL;
+        }
         /* placement: gpp_plan_link numbers devices consecutively; the file
            may place stages node-aligned (gpp_plan_place) */
         if (cJSON_GetObjectItemCaseSensitive(o, "first_device")) {

@@ -5,11 +5,13 @@
  *
  * JSON (numbers in the units the keys say):
  *   {"format":"gpp-plan/1","planner":"gpp","model":{"name":"mmt","ops":N},
- *    "devices":D,"batch":B,"micro_batch":b (0 = per-stage),"depth":P,
+ *    "devices":D,"batch":B,"micro_batch":b (0 = per-stage),
+ *    "chain":true|false (a sequential plan; absent = false),"depth":P,
  *    "bottleneck_tps_ms":x,"iteration_ms":x,"throughput":samples/s,
  *    "search_ms":x,
  *    "stages":[{"id":0,"ops":[op ids],"devices":d,"first_device":id,"micro_batch":b,"k":k,
- *               "inflight":samples,"tps_ms":x,"mem_bytes":n,"succ":[ids]}],
+ *               "inflight":samples,"tps_ms":x,"mem_bytes":n,"succ":[ids],
+ *               "dep":[the succ ids no tensor flows to; chain plans only]}],
  *    "schedule":[["F0","F1","B0",...] per stage]}
  *
  * Strategy file (two lines of space-separated integers):

@@ -136,6 +136,12 @@ static void s_edges_build(const gpp_plan_t *p, const gpp_graph_t *g, s_edges_t *
             s_edges_add(&out[su], sv, u);
         }
     }
+    for (int a = 0; a < p->n_stages; a++) /* chain dependencies: zero-byte transfers */
+        for (int k = 0; k < p->stages[a].n_succ; k++)
+            if (p->stages[a].succ_dep && p->stages[a].succ_dep[k]) {
+                s_edges_add(&in[p->stages[a].succ[k]], a, GPP_DEP_TENSOR);
+                s_edges_add(&out[a], p->stages[a].succ[k], GPP_DEP_TENSOR);
+            }
 }
 
 static void s_edges_free(s_edges_t *l, int n)
@@ -170,7 +176,7 @@ static void s_push_transfers(const gpp_plan_t *p, const gpp_graph_t *g, const gp
     int grad = type == GPP_ACT_SEND_GRAD || type == GPP_ACT_RECV_GRAD;
     gpp_actions_t tmp = {0};
     for (int i = 0; i < e->n; i++) {
-        if (grad && g->ops[e->e[i].tensor].type == GPP_OP_INPUT)
+        if (grad && e->e[i].tensor != GPP_DEP_TENSOR && g->ops[e->e[i].tensor].type == GPP_OP_INPUT)
             continue; /* data has no gradient */
         const gpp_stage_t *peer = &p->stages[e->e[i].peer];
         int pb = peer->micro_batch;
@@ -518,6 +524,27 @@ static int s_check_c2(const gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
             }
             adj[(size_t)a * S + b] = 1;
         }
+    for (int a = 0; a < S; a++) { /* chain dependencies: only between consecutive stages */
+        const gpp_stage_t *st = &p->stages[a];
+        for (int k = 0; k < st->n_succ; k++) {
+            if (!st->succ_dep || !st->succ_dep[k])
+                continue;
+            int b = st->succ[k];
+            if (!p->chain || b != a + 1 || adj[(size_t)a * S + b]) {
+                gpp_err_set(err,
+                            "C2: stage %d marks successor %d as a dependency edge, but %s", a, b,
+                            !p->chain ? "the plan is not a chain"
+                            : b != a + 1 ? "dependencies link consecutive stages only"
+                                         : "a tensor flows on that edge");
+                goto out;
+            }
+            adj[(size_t)a * S + b] = 2;
+        }
+        if (p->chain && a + 1 < S && !adj[(size_t)a * S + a + 1]) {
+            gpp_err_set(err, "C2: the chain plan has no edge from stage %d to stage %d", a, a + 1);
+            goto out;
+        }
+    }
     for (int a = 0; a < S; a++) {
         const gpp_stage_t *st = &p->stages[a];
         for (int k = 0; k < st->n_succ; k++) {

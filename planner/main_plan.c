@@ -322,6 +322,13 @@ static void s_print(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_sim_t *
            (double)gpp_cluster_mem_bound(cl) / (1 << 20));
     printf("stages            %d\n", p->n_stages);
     printf("depth             %d\n", p->depth);
+    /* stage edges; a chain plan's dependency edges (no tensor flows) as "~>" */
+    printf("stage graph       %s", p->chain ? "chain" : "dag");
+    for (int s = 0; s < p->n_stages; s++)
+        for (int k = 0; k < p->stages[s].n_succ; k++)
+            printf(" %d%s%d", s, p->stages[s].succ_dep && p->stages[s].succ_dep[k] ? "~>" : "->",
+                   p->stages[s].succ[k]);
+    printf("%s\n", p->chain ? "  (~> dependency only)" : "");
     if (p->micro_batch)
         printf("micro-batch       %d\n", p->micro_batch);
     else

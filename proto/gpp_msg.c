@@ -322,7 +322,8 @@ static int s_check_action(const Gpp__Assignment *a, size_t i, gpp_err_t *err)
                   x->peer_stage, a->n_stages);
         S_REQUIRE(x->peer_replica >= 0, "assignment.actions[%zu].peer_replica: %d is negative", i,
                   x->peer_replica);
-        S_REQUIRE(x->tensor >= 0, "assignment.actions[%zu].tensor: %d is negative", i, x->tensor);
+        S_REQUIRE(x->tensor >= -1, /* -1: a chain dependency without data */
+                  "assignment.actions[%zu].tensor: %d is below -1", i, x->tensor);
         S_REQUIRE(x->lo >= 0 && x->lo < x->hi && x->hi <= a->batch,
                   "assignment.actions[%zu]: samples [%lld, %lld) not within [0, %d) or empty", i,
                   (long long)x->lo, (long long)x->hi, a->batch);
@@ -368,8 +369,8 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
                   e->peer_stage, a->n_stages);
         S_REQUIRE(e->n_tensors > 0, "assignment.edges[%zu].tensors: empty", i);
         for (size_t j = 0; j < e->n_tensors; j++)
-            S_REQUIRE(e->tensors[j] >= 0, "assignment.edges[%zu].tensors[%zu]: %d is negative", i,
-                      j, e->tensors[j]);
+            S_REQUIRE(e->tensors[j] >= -1, "assignment.edges[%zu].tensors[%zu]: %d is below -1",
+                      i, j, e->tensors[j]);
         S_REQUIRE(e->n_replicas > 0, "assignment.edges[%zu].replicas: empty", i);
         for (size_t j = 0; j < e->n_replicas; j++) {
             const Gpp__PeerReplica *r = e->replicas[j];

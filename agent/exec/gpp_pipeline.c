@@ -134,7 +134,8 @@ static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
         if (!s_is_p2p(a->type))
             continue;
         a->peer = c->peer_ranks[i];
-        if (a->tensor < 0 || a->tensor >= g->n_ops)
+        int dep = a->tensor == GPP_DEP_TENSOR; /* chain dependency: zero bytes */
+        if (!dep && (a->tensor < 0 || a->tensor >= g->n_ops))
             return gpp_err_set(err, "action %d: tensor %d is not an op of %s", i, a->tensor,
                                g->name);
         int64_t mylo, myn;
@@ -146,14 +147,17 @@ static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
                                i, (long long)a->lo, (long long)a->hi, (long long)mylo,
                                (long long)(mylo + myn), a->mb);
         a->off = a->lo - mylo;
-        const gpp_op_t *op = &g->ops[a->tensor];
-        a->row_elems = op->rows * op->cols;
-        a->dtype = op->type == GPP_OP_INPUT && op->input_kind == GPP_INPUT_INDICES ? GPP_DTYPE_I32
-                                                                                   : GPP_DTYPE_F32;
+        const gpp_op_t *op = dep ? NULL : &g->ops[a->tensor];
+        a->row_elems = dep ? 0 : op->rows * op->cols;
+        a->dtype = !dep && op->type == GPP_OP_INPUT && op->input_kind == GPP_INPUT_INDICES
+                       ? GPP_DTYPE_I32
+                       : GPP_DTYPE_F32;
         if (a->type == GPP_ACT_SEND_GRAD || a->type == GPP_ACT_RECV_GRAD)
             a->dtype = GPP_DTYPE_F32;
         a->bytes = (size_t)((a->hi - a->lo) * a->row_elems) * 4;
-        uint64_t tag = ((uint64_t)a->lo * (uint64_t)g->n_ops + (uint64_t)a->tensor) * 2 +
+        /* tensor slot n_ops stands for the dependency */
+        uint64_t slot = dep ? (uint64_t)g->n_ops : (uint64_t)a->tensor;
+        uint64_t tag = ((uint64_t)a->lo * (uint64_t)(g->n_ops + 1) + slot) * 2 +
                        (a->type >= GPP_ACT_SEND_GRAD);
         if (tag > UINT32_MAX)
             return gpp_err_set(err,
@@ -380,6 +384,8 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
             if (gpp_comm_wait(self->comm, &a->req, err) < 0)
                 goto out;
             bubble += gpp_now_ms() - t0;
+            if (a->tensor == GPP_DEP_TENSOR) /* only the wait: no data */
+                break;
             gpp_tensor_t src =
                 gpp_tensor(a->buf, a->dtype, a->hi - a->lo, self->g->ops[a->tensor].rows,
                            self->g->ops[a->tensor].cols);
@@ -392,6 +398,11 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
         }
         case GPP_ACT_SEND_ACT:
         case GPP_ACT_SEND_GRAD: {
+            if (a->tensor == GPP_DEP_TENSOR) { /* the predecessor/successor may go on */
+                if (gpp_comm_isend(self->comm, a->buf, 0, a->peer, a->tag, &a->req, err) < 0)
+                    goto out;
+                break;
+            }
             const gpp_tensor_t *t = a->type == GPP_ACT_SEND_ACT
                                         ? gpp_exec_output(self->ex, a->mb, a->tensor)
                                         : gpp_exec_input_grad(self->ex, a->mb, a->tensor);

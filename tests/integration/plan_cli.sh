@@ -27,7 +27,7 @@ done
 if python3 - "$TMP/p.json" "$TMP/p.strategy" "$TMP/t.json" "$TMP/p.dot" <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1]))
-keys = ["format", "planner", "model", "devices", "batch", "micro_batch", "depth",
+keys = ["format", "planner", "model", "devices", "batch", "micro_batch", "chain", "depth",
         "bottleneck_tps_ms", "iteration_ms", "throughput", "search_ms", "stages", "schedule"]
 assert list(p.keys()) == keys, list(p.keys())
 assert p["format"] == "gpp-plan/1" and p["planner"] == "gpp"
@@ -35,7 +35,8 @@ assert p["model"]["name"] == "mmt" and set(p["model"]) == {"name", "ops"}
 n_ops, B = p["model"]["ops"], p["batch"]
 assert B == 32 and p["iteration_ms"] > 0 and p["throughput"] > 0
 skeys = ["id", "ops", "devices", "first_device", "micro_batch", "k", "inflight", "tps_ms",
-         "mem_bytes", "succ"]
+         "mem_bytes", "succ"] + (["dep"] if p["chain"] else [])
+assert isinstance(p["chain"], bool)
 ops = []
 for i, s in enumerate(p["stages"]):
     assert list(s.keys()) == skeys, list(s.keys())
@@ -43,6 +44,9 @@ for i, s in enumerate(p["stages"]):
     ops += s["ops"]
     for t in s["succ"]:
         assert t > i
+    if p["chain"]:  # a chain: each stage feeds the next; deps are succ edges without data
+        assert i + 1 == len(p["stages"]) or i + 1 in s["succ"]
+        assert set(s["dep"]) <= set(s["succ"]) and all(t == i + 1 for t in s["dep"])
 sched = p["schedule"]
 assert sorted(ops) == list(range(n_ops)), "stages must partition the ops"
 assert p["devices"] == 4

@@ -262,6 +262,12 @@ static void t_mmt_spp(void)
 {
     s_case("mmt_spp", S_MMT, "mmt2_spp.json");
 }
+/* a chain (sequential) plan whose stages 1 and 2 share no tensor: the
+ * dependency edge between them runs as zero-byte messages */
+static void t_mmt_chain(void)
+{
+    s_case("mmt_chain", S_MMT, "mmt2_chain.json");
+}
 static void t_mmt_auto(void)
 {
     s_case("mmt_auto", S_MMT, "gpp");
@@ -315,6 +321,7 @@ static const gpp_test_case_t cases[] = {{"mmt_branches", t_mmt_branches},
                                         {"mmt_fanout", t_mmt_fanout},
                                         {"mmt_mbs", t_mmt_mbs},
                                         {"mmt_spp", t_mmt_spp},
+                                        {"mmt_chain", t_mmt_chain},
                                         {"mmt_auto", t_mmt_auto},
                                         {"dlrm", t_dlrm},
                                         {"dlrm_dp", t_dlrm_dp},

@@ -16,6 +16,8 @@
 #include "tests/gpp_test.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_part.h"
+#include "planner/gpp_sched.h"
+#include "planner/gpp_sim.h"
 #include "planner/gpp_sp.h"
 
 #define MAXN 9
@@ -508,6 +510,7 @@ static void t_random_vs_bruteforce(void)
         gpp_part_opts_default(&o, B);
         o.micro_batch = b;
         o.eps = EPS;
+        o.no_chain = 1; /* the DP's own space, which the brute force enumerates */
         int64_t need = 0;
         gpp_plan_t *p = gpp_part_run(g, cost, &o, &need, &err);
         if (!isfinite(want)) {
@@ -851,6 +854,82 @@ static void t_gpp_not_worse_than_spp_mmt(void)
     gpp_graph_destroy(&g1), gpp_graph_destroy(&g2);
 }
 
+/* Simulated iteration ms of p (schedule, lower, simulate): the criterion
+ * the search ranks by; INFINITY on failure. */
+static double s_sim_ms(gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost_t *cost)
+{
+    gpp_err_t err = {{0}};
+    double ms = INFINITY;
+    if (gpp_sched_compute(p, &err) == 0 && gpp_sched_lower(p, g, &err) == 0 &&
+        gpp_sched_validate(p, g, &err) == 0) {
+        gpp_sim_t *sim = gpp_sim_new(p, g, cost);
+        if (gpp_sim_run(sim, &err) == 0)
+            ms = gpp_sim_iteration_ms(sim);
+        gpp_sim_destroy(&sim);
+    }
+    GPP_EXPECT_MSG(isfinite(ms), "simulation failed: %s", err.msg);
+    return ms;
+}
+
+/* GPP contains SPP: on the same cost model and memory bound the GPP plan's
+ * simulated throughput is never below the SPP chain's (0.1 %), over random
+ * SP graphs and every zoo model (default shape) at 4 and 8 devices. */
+static int s_gpp_ge_spp(gpp_graph_t *g, gpp_cost_t *cost, int batch, const char *what)
+{
+    gpp_err_t err = {{0}};
+    gpp_part_opts_t o;
+    gpp_part_opts_default(&o, batch);
+    gpp_plan_t *a = gpp_part_run(g, cost, &o, NULL, &err);
+    o.spp = 1;
+    gpp_plan_t *b = gpp_part_run(g, cost, &o, NULL, &err);
+    GPP_EXPECT_MSG(!b || a, "%s: SPP has a plan, GPP none: %s", what, err.msg);
+    int chain = -1; /* -1: no plan fits (neither planner) */
+    if (a && b) {
+        GPP_EXPECT(b->chain && b->depth == b->n_stages);
+        double ga = batch / s_sim_ms(a, g, cost), gb = batch / s_sim_ms(b, g, cost);
+        GPP_EXPECT_MSG(ga >= gb * (1 - 1e-3), "%s: GPP %.6g < SPP %.6g samples/ms", what, ga, gb);
+        chain = a->chain;
+    }
+    gpp_plan_destroy(&a), gpp_plan_destroy(&b);
+    return chain;
+}
+
+static void t_gpp_contains_spp(void)
+{
+    int n_chain = 0, n = 0, none = 0, r;
+    for (int c = 0; c < 60; c++, n++) {
+        gpp_graph_t *g = s_random_graph(s_randi(2, MAXN));
+        gpp_cluster_t cl;
+        gpp_err_t err = {{0}};
+        gpp_cluster_init(&cl, "v100-16g", s_randi(1, 4), 2, &err);
+        gpp_cost_t *cost = gpp_cost_new(g, &cl);
+        char what[32];
+        snprintf(what, sizeof what, "random case %d", c);
+        r = s_gpp_ge_spp(g, cost, 8 << s_randi(0, 2), what);
+        n_chain += r > 0, none += r < 0;
+        gpp_cost_destroy(&cost), gpp_graph_destroy(&g);
+    }
+    for (int m = 0; m < gpp_zoo_count(); m++)
+        for (int d = 4; d <= 8; d += 4, n++) {
+            gpp_err_t err = {{0}};
+            gpp_graph_t *g = gpp_zoo_build(gpp_zoo_name(m), &err);
+            GPP_EXPECT_MSG(g && gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+            if (!g)
+                continue;
+            gpp_cluster_t cl;
+            gpp_cluster_init(&cl, "v100-16g", d, 4, &err);
+            gpp_cost_t *cost = gpp_cost_new(g, &cl);
+            char what[64];
+            snprintf(what, sizeof what, "%s on %d devices", gpp_zoo_name(m), d);
+            r = s_gpp_ge_spp(g, cost, 16 * d, what);
+            n_chain += r > 0, none += r < 0;
+            gpp_cost_destroy(&cost), gpp_graph_destroy(&g);
+        }
+    printf("  GPP >= SPP on %d graphs (%d had no plan within memory); the chain plan won %d\n",
+           n - none, none, n_chain);
+    GPP_EXPECT(n - none >= n / 2);
+}
+
 static void t_edge_cases(void)
 {
     gpp_err_t err = {{0}};
@@ -980,6 +1059,7 @@ static const gpp_test_case_t cases[] = {
     {"gpp_vs_spp_mmt", t_gpp_not_worse_than_spp_mmt},
     {"join_split_candle", t_join_split_candle},
     {"leftover_devices", t_leftover_devices},
+    {"gpp_contains_spp", t_gpp_contains_spp},
     {NULL, NULL},
 };
 
