@@ -13,30 +13,7 @@ MODEL="mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64"
 CK="$TMP/job.ckpt"
 
 # the cluster file with a fresh port each run
-mkconf() {
-    local ports
-    ports=($(free_port 1))
-    cat >"$TMP/job.toml" <<EOF
-[coordinator]
-endpoint = "tcp://127.0.0.1:${ports[0]}"
-[cluster]
-device = "cpu"
-mem_gib = 2
-[[nodes]]
-host = "127.0.0.1"
-slots = 2
-[job]
-model = "$MODEL"
-batch = 16
-iterations = 1
-launch = "local"
-checkpoint_dir = "$CK"
-[health]
-heartbeat_ms = 100
-timeout_ms = 3000
-EOF
-    echo "$TMP/job.toml"
-}
+mkconf() { cpu_job_conf "$TMP/job.toml" 2 1 "$CK"; }
 # plan.json without its search time (the only figure that may differ)
 plan_of() { grep -v '"search_ms"' "$CK/plan.json"; }
 

@@ -10,33 +10,11 @@ gpp_test_begin cluster_train "${1:-}"
 COORD=$BUILD/coordinator/gpp-coordinator
 MODEL="mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64"
 
-# cluster file: $1 name, $2 slots, $3 iterations; a free port for the
-# coordinator (the data-plane rendezvous runs on it too)
+# cluster file: $1 name, $2 slots, $3 iterations; micro-batch 4, metrics
+# in $TMP/$1.jsonl
 mkconf() {
-    local ports
-    ports=($(free_port 1))
-    cat >"$TMP/$1.toml" <<EOF
-[coordinator]
-endpoint = "tcp://127.0.0.1:${ports[0]}"
-[cluster]
-device = "cpu"
-mem_gib = 2
-[[nodes]]
-host = "127.0.0.1"
-slots = $2
-[job]
-model = "$MODEL"
-batch = 16
-micro_batch = 4
-iterations = $3
-launch = "local"
-checkpoint_dir = "$TMP/$1.ckpt"
-[health]
-heartbeat_ms = 100
-timeout_ms = 3000
-[metrics]
-file = "$TMP/$1.jsonl"
-EOF
+    cpu_job_conf "$TMP/$1.toml" "$2" "$3" "$TMP/$1.ckpt" "micro_batch = 4" >/dev/null
+    printf '[metrics]\nfile = "%s"\n' "$TMP/$1.jsonl" >>"$TMP/$1.toml"
     echo "$TMP/$1.toml"
 }
 # the coordinator's agents once training has started (at most 30 s)

@@ -97,6 +97,34 @@ expect_fail() {
 # says are free now, one per line
 free_port() { "$BUILD/tests/gpp-test-port" "$@"; }
 
+# cpu_job_conf PATH SLOTS ITERATIONS CKPT_DIR [JOB_LINES]: writes a cluster
+# file for a local-launch training job of $MODEL (batch 16) on SLOTS CPU
+# agents of 127.0.0.1, a free coordinator port (the data-plane rendezvous
+# runs on it too), fast heartbeats; JOB_LINES go into [job]. Prints PATH.
+cpu_job_conf() {
+    cat >"$1" <<EOF
+[coordinator]
+endpoint = "tcp://127.0.0.1:$(free_port 1)"
+[cluster]
+device = "cpu"
+mem_gib = 2
+[[nodes]]
+host = "127.0.0.1"
+slots = $2
+[job]
+model = "$MODEL"
+batch = 16
+iterations = $3
+launch = "local"
+checkpoint_dir = "$4"
+${5:-}
+[health]
+heartbeat_ms = 100
+timeout_ms = 3000
+EOF
+    echo "$1"
+}
+
 # running PID: 0 when it runs (a zombie does not: an orphan's zombie may wait
 # long for its reaper)
 running() {
