@@ -24,6 +24,7 @@ static double s_out_tps(const gpp_dp_t *s)
 typedef struct {
     gpp_plan_t *best;
     double best_iter;  /* the best plan's key: estimate, or TPS with min_tps */
+    double best_sim_ms; /* with simulate: the best plan's simulated time */
     gpp_plan_t **cand; /* with simulate: every plan offered (owned) */
     int n_cand;
     double last_iter;     /* best estimate of the latest s_search */
@@ -137,6 +138,21 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
  * zoo models the candidate the simulator prefers was within 3% of the best
  * estimate, and every simulation costs search time, hence 5%. */
 #define SIM_WINDOW 0.05
+/* The simulated iteration time of p (schedule and lower only: the caller
+ * validates the plan it keeps); INFINITY when it cannot be simulated. */
+static double s_simulated_ms(gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost_t *cost)
+{
+    gpp_err_t e = {{0}};
+    double ms = INFINITY;
+    if (gpp_sched_compute(p, &e) == 0 && gpp_sched_lower(p, g, &e) == 0) {
+        gpp_sim_t *sim = gpp_sim_new(p, g, cost);
+        if (gpp_sim_run(sim, &e) == 0)
+            ms = gpp_sim_iteration_ms(sim);
+        gpp_sim_destroy(&sim);
+    }
+    return ms;
+}
+
 static void s_pick_simulated(const gpp_dp_t *s, s_result_t *res)
 {
     double best_ms = INFINITY;
@@ -154,15 +170,7 @@ static void s_pick_simulated(const gpp_dp_t *s, s_result_t *res)
         }
         if (dup)
             continue;
-        gpp_err_t e = {{0}};
-        double ms = INFINITY;
-        /* schedule and lower only: the caller validates the plan it keeps */
-        if (gpp_sched_compute(p, &e) == 0 && gpp_sched_lower(p, s->g, &e) == 0) {
-            gpp_sim_t *sim = gpp_sim_new(p, s->g, s->cost);
-            if (gpp_sim_run(sim, &e) == 0)
-                ms = gpp_sim_iteration_ms(sim);
-            gpp_sim_destroy(&sim);
-        }
+        double ms = s_simulated_ms(p, s->g, s->cost);
         gpp_debug("partitioner: candidate %d (b=%d, depth %d): estimate %.3f ms, simulated %.3f ms",
                   i, p->micro_batch, p->depth, p->iteration_ms, ms);
         if (ms < best_ms)
@@ -175,6 +183,7 @@ static void s_pick_simulated(const gpp_dp_t *s, s_result_t *res)
     res->cand = NULL;
     res->n_cand = 0;
     res->best = best;
+    res->best_sim_ms = best_ms;
 }
 
 /* Upper bound on any stage's TPS (every op on one stage at the worst
@@ -416,8 +425,12 @@ static int s_least_mem_bound(gpp_dp_t *s, const gpp_part_opts_t *o, const char *
     return 0;
 }
 
+/* The search; *rank_key gets the returned plan's key by the criterion the
+ * search ranks with: the simulated iteration time (o->simulate), the
+ * bottleneck TPS (o->min_tps) or the estimate. */
 static gpp_plan_t *s_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,
-                              const gpp_part_opts_t *o, int64_t *min_mem_bytes, gpp_err_t *err)
+                              const gpp_part_opts_t *o, int64_t *min_mem_bytes, double *rank_key,
+                              gpp_err_t *err)
 {
     double t0 = gpp_now_ms();
     if (min_mem_bytes)
@@ -466,6 +479,7 @@ static gpp_plan_t *s_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,
     if (res.n_cand)
         s_pick_simulated(s, &res);
     p = res.best;
+    *rank_key = o->simulate && !o->min_tps ? res.best_sim_ms : res.best_iter;
     p->search_ms = gpp_now_ms() - t0;
     gpp_debug("partitioner %s: %lld DP runs, %lld stage evaluations, %.2f ms", planner, res.runs,
               s->n_eval, p->search_ms);
@@ -480,27 +494,6 @@ done:
     return p;
 }
 
-/* The criterion the search ranks plans by: the simulated iteration time
- * (o->simulate), the bottleneck TPS (o->min_tps) or the estimate. */
-static double s_rank_key(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost_t *cost,
-                         const gpp_part_opts_t *o)
-{
-    if (o->min_tps)
-        return p->bottleneck_tps_ms;
-    if (!o->simulate)
-        return p->iteration_ms;
-    gpp_plan_t *q = (gpp_plan_t *)p; /* schedule and lower only, as s_pick_simulated */
-    gpp_err_t e = {{0}};
-    double ms = INFINITY;
-    if (gpp_sched_compute(q, &e) == 0 && gpp_sched_lower(q, g, &e) == 0) {
-        gpp_sim_t *sim = gpp_sim_new(q, g, cost);
-        if (gpp_sim_run(sim, &e) == 0)
-            ms = gpp_sim_iteration_ms(sim);
-        gpp_sim_destroy(&sim);
-    }
-    return ms;
-}
-
 /* GPP contains SPP: a chain over the linearized graph is a stage DAG, so the
  * GPP search also plans the chain and keeps whichever ranks better (ties go
  * to the graph pipeline). The chain plan keeps its chain edges (p->chain),
@@ -511,15 +504,16 @@ gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp
                          int64_t *min_mem_bytes, gpp_err_t *err)
 {
     double t0 = gpp_now_ms();
-    gpp_plan_t *p = s_part_run(g, cost, o, min_mem_bytes, err);
+    double p_key = INFINITY, c_key = INFINITY;
+    gpp_plan_t *p = s_part_run(g, cost, o, min_mem_bytes, &p_key, err);
     if (o->spp || o->no_chain || (!p && !g->finalized) ||
         gpp_cost_cluster(cost)->n_devices > GPP_PART_CHAIN_MAX_DEVICES)
         return p;
     gpp_part_opts_t q = *o;
     q.spp = 1;
     gpp_err_t e2 = {{0}};
-    gpp_plan_t *c = s_part_run(g, cost, &q, NULL, &e2);
-    if (c && (!p || s_rank_key(c, g, cost, o) < s_rank_key(p, g, cost, o))) {
+    gpp_plan_t *c = s_part_run(g, cost, &q, NULL, &c_key, &e2);
+    if (c && (!p || c_key < p_key)) {
         gpp_debug("partitioner gpp: the chain plan ranks better than the graph pipeline");
         gpp_plan_destroy(&p);
         p = c;
