@@ -796,13 +796,18 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
     return rc;
 }
 
+/* {size: value} with each value printed to 17 significant digits: cJSON's
+ * own printer settles for 15 when they parse back within a few ulps, and a
+ * kept profile must give the bit-identical costs (so the same plan) when it
+ * is read again. Values are finite (the profile checks passed). */
 static cJSON *s_table_json(int n, const int *mbs, const double *v)
 {
     cJSON *o = cJSON_CreateObject();
     for (int i = 0; i < n; i++) {
-        char key[16];
+        char key[16], num[32];
         snprintf(key, sizeof key, "%d", mbs[i]);
-        cJSON_AddNumberToObject(o, key, v[i]);
+        snprintf(num, sizeof num, "%.17g", v[i]);
+        cJSON_AddRawToObject(o, key, num);
     }
     return o;
 }

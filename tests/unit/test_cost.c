@@ -419,7 +419,7 @@ static void t_profile_keep(void)
     gpp_cluster_t c;
     gpp_cluster_init(&c, "cpu", 1, 1, &err);
     gpp_cost_t *a = gpp_cost_new(g, &c), *b = gpp_cost_new(g, &c);
-    const char *text = "{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":0.1,\"3\":0.7},"
+    const char *text = "{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":0.10000000000000002,\"3\":0.7},"
                        "\"forward\":{\"1\":0.03,\"3\":0.2},\"reserved_mem\":{\"2\":77}},"
                        "\"2\":{\"name\":\"loss\",\"runtime\":{\"2\":0.123456789012345678},"
                        "\"reserved_mem\":5}}";
