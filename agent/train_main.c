@@ -22,8 +22,8 @@
 
 typedef struct {
     const char *model;
-    long long iterations, batch, micro_batch, samples;
-    int threads, profile_max_mb;
+    long long iterations, batch, micro_batch, samples, profile_max_mb;
+    int threads;
     unsigned long long seed;
     gpp_optim_hp_t hp;
     int lr_set;
@@ -51,7 +51,9 @@ static void s_usage(FILE *out)
         "  --load FILE           start from a checkpoint of the same model and optimizer\n"
         "  --write-dataset FILE --samples N   write N synthetic samples and exit\n"
         "  --profile-out FILE [--profile-max-mb M]  time every op at micro-batch 1,2,4..M\n"
-        "                        (default 8), write the planner's profile.json and exit\n");
+        "                        (default: --batch, the planner's largest micro-batch), as\n"
+        "                        far as a few seconds allow; write the planner's\n"
+        "                        profile.json and exit\n");
 }
 
 static int s_num(const char *flag, const char *v, long long min, long long *out)
@@ -118,7 +120,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
     o->iterations = 10;
     o->batch = 32;
     o->seed = 1;
-    o->profile_max_mb = 8;
+    o->profile_max_mb = 0; /* --batch */
     o->hp = (gpp_optim_hp_t){.kind = GPP_OPTIM_ADAMW,
                              .lr = 1e-3f,
                              .momentum = 0.9f,
@@ -198,9 +200,8 @@ static int s_parse(int argc, char **argv, opts_t *o)
             o->profile_out = optarg;
             break;
         case O_PROFMB:
-            if (s_num("--profile-max-mb", optarg, 1, &v))
+            if (s_num("--profile-max-mb", optarg, 1, &o->profile_max_mb))
                 return -1;
-            o->profile_max_mb = (int)v;
             break;
         case O_LIST:
             gpp_zoo_list(stdout);
@@ -300,11 +301,17 @@ int main(int argc, char **argv)
     for (int i = 0; i < g->n_ops; i++)
         ops[i] = i;
     if (o.profile_out) {
-        gpp_profile_cfg_t pc = {.max_micro_batch = o.profile_max_mb, .seed = o.seed};
-        if (gpp_profile_write(g, g->n_ops, ops, be, data, &pc, o.profile_out, &err) < 0)
+        long long want = o.profile_max_mb ? o.profile_max_mb : o.batch;
+        int max_mb = want < 1 << 24 ? (int)want : 1 << 24, largest = 0; /* profile.json's limit */
+        gpp_profile_cfg_t pc = {.max_micro_batch = max_mb, .seed = o.seed};
+        if (gpp_profile_write(g, g->n_ops, ops, be, data, &pc, o.profile_out, &largest, &err) < 0)
             goto fail;
         printf("wrote profile of %s (%d ops, micro-batch 1..%d) to %s\n", g->spec, g->n_ops,
-               o.profile_max_mb, o.profile_out);
+               largest, o.profile_out);
+        if (largest < max_mb)
+            printf("note: sizes %d..%d not timed (profiling budget %.0f s); the planner "
+                   "extrapolates them with its device preset's curve\n",
+                   largest * 2, max_mb, GPP_PROFILE_BUDGET_MS_DEFAULT / 1e3);
         rc = 0;
         goto fail;
     }

@@ -152,6 +152,10 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
         gpp_part_opts_default(&o, cfg->job.batch);
         o.micro_batch = cfg->job.micro_batch;
         o.spp = which[0] == 's';
+        /* measured tables that miss sizes the search asks for: say so */
+        char note[512];
+        if (gpp_cost_profile_note(self->cost, cfg->job.batch, note, sizeof note))
+            gpp_info("coordinator: plan: note: %s", note);
         int64_t min_mem = 0;
         self->plan = gpp_part_run(self->g, self->cost, &o, &min_mem, err);
         if (!self->plan) {
@@ -314,7 +318,9 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
         self->preq.micro_batches = self->preq_mbs;
         self->preq.iterations = 3;
         if (self->out)
-            fprintf(self->out, "plan: auto, after the agents profile %s at micro-batch 1..%d\n",
+            fprintf(self->out,
+                    "plan: auto, after the agents profile %s at micro-batch 1, 2, 4 .. up to "
+                    "%d (as far as a few seconds allow)\n",
                     self->g->spec, self->preq_mbs[n - 1]);
     } else if (s_make_plan(self, NULL, err) < 0) {
         goto fail;

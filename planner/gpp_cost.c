@@ -1,5 +1,6 @@
-/* gpp_cost: device presets, links, roofline and profile-based op times,
- * stage cost and memory. See gpp_cost.h and docs/planner.md. */
+/* gpp_cost: profile-based and roofline op times, stage cost and memory,
+ * profile.json reading and writing (devices, links and the roofline are in
+ * gpp_cost_device.c). See gpp_cost.h and docs/planner.md. */
 #include "planner/gpp_cost.h"
 
 #include <assert.h>
@@ -10,161 +11,13 @@
 #include "common/gpp_json.h"
 #include "model/gpp_optable.h"
 
-#define GIB ((int64_t)1 << 30)
 #define PROFILE_MAX_BYTES ((size_t)256 << 20)
-
-/* Published peak figures (SXM parts). fp32 is the CUDA-core peak; tensor is
- * the dense fp16/bf16 tensor-core peak. eff_max: the fraction of peak large
- * cuBLAS GEMMs sustain (about 0.9 for SGEMM, 0.8 for tensor-core HGEMM).
- * fill_ms: per-kernel fill/tail time (a kernel whose ideal time equals it
- * reaches half of eff_max); launch_ms: per-kernel launch overhead
- * (docs/planner.md).
- *
- * "cpu" is one x86-64 server core running the CPU backend (OpenBLAS), the
- * device of a CPU agent slot: Intel's published AVX-512 rate for Skylake-SP
- * (2 FMA units x 16 fp32 lanes x 2 flops = 64 flop/cycle) at a 2.0 GHz
- * AVX-512 all-core clock = 128 GFLOP/s; no tensor unit; single-core STREAM
- * bandwidth of that generation is about 12 GB/s. OpenBLAS SGEMM sustains
- * about 0.9 of peak on one core; a call costs about a microsecond (no kernel
- * launch), and small GEMMs fill in ~10 us. The memory is whatever the
- * cluster file gives per agent (cluster.mem_gib); 4 GiB otherwise. */
-typedef struct {
-    const char *name;
-    double fp32_flops, tensor_flops, bw_bytes_per_s;
-    int64_t mem_bytes;
-    double fill_ms, launch_ms;
-    int is_cpu;
-} s_preset_t;
-
-static const s_preset_t s_presets[] = {
-    {"v100-16g", 15.7e12, 125e12, 900e9, 16 * GIB, 0.010, 0.005, 0},
-    {"v100-32g", 15.7e12, 125e12, 900e9, 32 * GIB, 0.010, 0.005, 0},
-    {"a100-80g", 19.5e12, 312e12, 2039e9, 80 * GIB, 0.010, 0.005, 0},
-    {"h100-80g", 67e12, 989e12, 3350e9, 80 * GIB, 0.010, 0.005, 0},
-    {"cpu", 128e9, 128e9, 12e9, 4 * GIB, 0.010, 0.001, 1},
-};
-#define N_PRESETS ((int)(sizeof s_presets / sizeof s_presets[0]))
-
-/* Summit defaults: NVLink2 between GPU pairs 50 GB/s per direction, ~5 us;
- * Mellanox EDR InfiniBand 100 Gb/s = 12.5 GB/s, ~10 us. */
-static const gpp_link_t s_nvlink = {0.005, 50e9};
-static const gpp_link_t s_edr = {0.010, 12.5e9};
-/* CPU agents on one host talk through gpp_comm's Gloo TCP pairs over
- * loopback. Measured with build/bench/bench_comm (2 forked ranks on the
- * project's 2-vCPU development VM, load average 0.6-1.0, 11 runs): one-way
- * time of a ping-pong (round trip / 2, median of 15) at 4 B .. 64 MiB, the
- * affine model fitted by least squares of the relative error over all
- * sizes: alpha 14-25 us (median 17.6), bw 5.1-7.4 GB/s (median 6.6). The
- * line is within 10% of the measurement up to 64 KiB, mostly within 25%
- * from 256 KiB to 16 MiB, and 25-38% below it at 64 MiB (3.8-4.7 GB/s).
- * The ring all-reduce (gpp_comm_allreduce_sum_f32, 2 ranks) is slower than
- * gpp_allreduce_ms with these constants: about 2x (1.5-3x) up to 256 KiB,
- * 2.5-5.7x at 1-64 MiB, because both ranks of a ring step send at once and
- * the two directions share the cores' copies (an exchange of bytes/2 each
- * way takes 1.6-3.2x, mostly 2-2.7x, the fitted one-way time), the
- * reduction and temporary segment add 40-120% on top of those transfers
- * at 1-64 MiB, and each step is a separate Gloo wake-up that waits up to
- * ~4 ms when the shared VM's cores are busy. These constants describe the
- * transport, not that algorithm (BENCHMARKS.md, "Loopback transport").
- * Between CPU hosts: 10 GbE, 1.25 GB/s, ~50 us (not measured). */
-static const gpp_link_t s_loopback = {0.018, 6.5e9};
-static const gpp_link_t s_10gbe = {0.050, 1.25e9};
-
-int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, gpp_err_t *err)
-{
-    for (int i = 0; i < N_PRESETS; i++) {
-        if (strcmp(name, s_presets[i].name) != 0)
-            continue;
-        memset(out, 0, sizeof *out);
-        snprintf(out->name, sizeof out->name, "%s%s", s_presets[i].name,
-                 mixed_precision ? "+tc" : "");
-        out->peak_flops = mixed_precision ? s_presets[i].tensor_flops : s_presets[i].fp32_flops;
-        out->mem_bw_bytes_per_s = s_presets[i].bw_bytes_per_s;
-        out->mem_bytes = s_presets[i].mem_bytes;
-        out->eff_max = mixed_precision && !s_presets[i].is_cpu ? 0.8 : 0.9;
-        out->fill_ms = s_presets[i].fill_ms;
-        out->launch_ms = s_presets[i].launch_ms;
-        return 0;
-    }
-    return gpp_err_set(err,
-                       "unknown device preset '%s'; use one of: v100-16g, v100-32g, "
-                       "a100-80g, h100-80g, cpu",
-                       name);
-}
-
-void gpp_device_list(FILE *out)
-{
-    for (int i = 0; i < N_PRESETS; i++)
-        fprintf(out, "%-10s fp32 %.1f TFLOP/s, tensor %.0f TFLOP/s, HBM %.0f GB/s, %lld GiB\n",
-                s_presets[i].name, s_presets[i].fp32_flops / 1e12, s_presets[i].tensor_flops / 1e12,
-                s_presets[i].bw_bytes_per_s / 1e9, (long long)(s_presets[i].mem_bytes / GIB));
-}
-
-int gpp_cluster_init(gpp_cluster_t *c, const char *preset, int n_devices, int gpus_per_node,
-                     gpp_err_t *err)
-{
-    memset(c, 0, sizeof *c);
-    if (n_devices < 1)
-        return gpp_err_set(err, "cluster: n_devices must be >= 1 (got %d)", n_devices);
-    if (gpus_per_node < 1)
-        return gpp_err_set(err, "cluster: gpus_per_node must be >= 1 (got %d)", gpus_per_node);
-    if (gpp_device_preset(preset, 0, &c->device, err))
-        return -1;
-    c->n_devices = n_devices;
-    c->gpus_per_node = gpus_per_node;
-    int cpu = strcmp(preset, "cpu") == 0;
-    c->intra = cpu ? s_loopback : s_nvlink;
-    c->inter = cpu ? s_10gbe : s_edr;
-    c->compute_share = 1.0;
-    return 0;
-}
 
 int64_t gpp_cluster_mem_bound(const gpp_cluster_t *c)
 {
     if (c->mem_bound_bytes > 0)
         return c->mem_bound_bytes;
     return c->device.mem_bytes - GPP_CONTEXT_BYTES;
-}
-
-int gpp_cluster_node(const gpp_cluster_t *c, int device)
-{
-    return device / c->gpus_per_node;
-}
-
-const gpp_link_t *gpp_cluster_link(const gpp_cluster_t *c, int dev_a, int dev_b)
-{
-    return gpp_cluster_node(c, dev_a) == gpp_cluster_node(c, dev_b) ? &c->intra : &c->inter;
-}
-
-const gpp_link_t *gpp_cluster_group_link(const gpp_cluster_t *c, int first_device, int devices)
-{
-    if (devices <= 1)
-        return &c->intra;
-    return gpp_cluster_link(c, first_device, first_device + devices - 1);
-}
-
-double gpp_link_ms(const gpp_link_t *l, double bytes)
-{
-    return l->alpha_ms + bytes / l->bw_bytes_per_s * 1e3;
-}
-
-double gpp_allreduce_ms(const gpp_link_t *l, int d, double bytes)
-{
-    if (d <= 1)
-        return 0.0;
-    return 2.0 * (d - 1) / d * bytes / l->bw_bytes_per_s * 1e3 + 2.0 * (d - 1) * l->alpha_ms;
-}
-
-double gpp_roofline_ms(const gpp_device_t *dev, double flops, double bytes, int kernels)
-{
-    /* flops / (peak * eff(w)) with eff(w) = eff_max * w / (w + w_half), w = flops/kernels,
-       is (flops + kernels * w_half) / (peak * eff_max). */
-    double rate = dev->peak_flops * dev->eff_max; /* FLOP/s */
-    double w_half = dev->fill_ms * 1e-3 * rate;
-    double t_compute =
-        flops > 0 ? (flops + (kernels > 0 ? kernels : 1) * w_half) / rate * 1e3 : 0.0;
-    double t_mem = bytes / dev->mem_bw_bytes_per_s * 1e3;
-    return (t_compute > t_mem ? t_compute : t_mem) + kernels * dev->launch_ms;
 }
 
 /* ---- cost model ---- */
@@ -186,7 +39,8 @@ typedef struct {
 struct gpp_cost {
     const gpp_graph_t *g;
     gpp_cluster_t cl;
-    s_prof_t *prof; /* [n_ops] */
+    s_prof_t *prof;        /* [n_ops] */
+    char prof_origin[256]; /* the last attached profile (file or "the agents' profile") */
 };
 
 static double s_share(const gpp_cluster_t *c)
@@ -236,9 +90,9 @@ const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c)
     return &c->cl;
 }
 
-/* Kernels per forward pass by op type (backward launches twice as many). */
-/* Interpolates a table over the micro-batch sizes p->mbs: linear between
- * points, the per-sample rate of the nearest end beyond them. */
+/* Interpolates a table over the micro-batch sizes mbs: linear between
+ * points, the per-sample rate of the nearest end beyond them (reserved_mem;
+ * runtimes beyond the table follow the device curve instead, s_op_ms). */
 static double s_table_at(int n, const int *mbs, const double *v, int samples)
 {
     if (samples <= mbs[0])
@@ -266,19 +120,11 @@ static int64_t s_reserved_at(const s_prof_t *p, int samples)
     return (int64_t)llround(s_table_at(p->rm_n, p->rm_mbs, p->rm_bytes, samples));
 }
 
-static void s_op_ms(const gpp_cost_t *c, int op, int samples, double *fwd, double *bwd)
+/* The device curve: roofline forward and backward of op for `samples`
+ * samples (see the file comment of gpp_cost.h). */
+static void s_roof_ms(const gpp_cost_t *c, int op, int samples, double *fwd, double *bwd)
 {
     const gpp_op_t *o = &c->g->ops[op];
-    const s_prof_t *p = &c->prof[op];
-    if (p->n > 0) {
-        double share = s_share(&c->cl);
-        double t = s_profile_ms(p, p->ms, samples) / share;
-        *fwd = p->fwd ? s_profile_ms(p, p->fwd, samples) / share : t / 3.0;
-        if (*fwd > t)
-            *fwd = t;
-        *bwd = t - *fwd;
-        return;
-    }
     const gpp_device_t *dev = &c->cl.device;
     double bytes = (double)o->io_bytes * samples + (double)o->weight_io_bytes;
     int kf = gpp_optable[o->type].fwd_kernels;
@@ -289,6 +135,42 @@ static void s_op_ms(const gpp_cost_t *c, int op, int samples, double *fwd, doubl
     }
     *fwd = gpp_roofline_ms(dev, o->fwd_flops * samples, bytes / 3.0, kf);
     *bwd = gpp_roofline_ms(dev, o->bwd_flops * samples, 2.0 * bytes / 3.0, 2 * kf);
+}
+
+/* A time measured at b samples carried to m samples along the device
+ * curve: t(b) * roof(m) / roof(b); linear (t(b) * m / b) where the curve
+ * has no time at b (an op without FLOPs, bytes or kernels). */
+static double s_along_curve(double t_b, double roof_b, double roof_m, int b, int m)
+{
+    return roof_b > 0 ? t_b * roof_m / roof_b : t_b * m / b;
+}
+
+static void s_op_ms(const gpp_cost_t *c, int op, int samples, double *fwd, double *bwd)
+{
+    const s_prof_t *p = &c->prof[op];
+    if (p->n == 0) {
+        s_roof_ms(c, op, samples, fwd, bwd);
+        return;
+    }
+    /* inside the table: linear between measured sizes; outside it: the
+       nearest end's measurement along the device's curve, forward and
+       backward each on its own curve */
+    int lo = p->mbs[0], hi = p->mbs[p->n - 1];
+    int at = samples < lo ? lo : samples > hi ? hi : samples;
+    double share = s_share(&c->cl);
+    double t = s_profile_ms(p, p->ms, at) / share;
+    double f = p->fwd ? s_profile_ms(p, p->fwd, at) / share : t / 3.0;
+    if (f > t)
+        f = t;
+    *fwd = f;
+    *bwd = t - f;
+    if (at != samples) {
+        double rf_at, rb_at, rf, rb;
+        s_roof_ms(c, op, at, &rf_at, &rb_at);
+        s_roof_ms(c, op, samples, &rf, &rb);
+        *fwd = s_along_curve(f, rf_at, rf, at, samples);
+        *bwd = s_along_curve(t - f, rb_at, rb, at, samples);
+    }
 }
 
 double gpp_cost_op_fwd_ms(const gpp_cost_t *c, int op, int samples)
@@ -308,6 +190,45 @@ double gpp_cost_op_bwd_ms(const gpp_cost_t *c, int op, int samples)
 int gpp_cost_op_profiled(const gpp_cost_t *c, int op)
 {
     return c->prof[op].n > 0;
+}
+
+int gpp_cost_profile_note(const gpp_cost_t *c, int max_samples, char *buf, size_t len)
+{
+    /* over the profiled ops: how many time one size (and which sizes), how
+       many miss part of 1..max_samples, and the sizes their tables span */
+    int n_one = 0, n_short = 0, one_lo = 1 << 30, one_hi = 0, lo = 1 << 30, hi = 0;
+    for (int k = 0; k < c->g->n_ops; k++) {
+        const s_prof_t *p = &c->prof[k];
+        if (!p->n || (p->mbs[0] <= 1 && p->mbs[p->n - 1] >= max_samples))
+            continue;
+        n_short++;
+        lo = p->mbs[0] < lo ? p->mbs[0] : lo;
+        hi = p->mbs[p->n - 1] > hi ? p->mbs[p->n - 1] : hi;
+        if (p->n == 1) {
+            n_one++;
+            one_lo = p->mbs[0] < one_lo ? p->mbs[0] : one_lo;
+            one_hi = p->mbs[0] > one_hi ? p->mbs[0] : one_hi;
+        }
+    }
+    if (!n_short)
+        return 0;
+    const char *curve = c->cl.device.name;
+    if (n_one == n_short && one_lo == one_hi)
+        snprintf(buf, len,
+                 "profile %s times one micro-batch size (%d) for %d ops; other sizes "
+                 "extrapolated with the %s curve",
+                 c->prof_origin, one_lo, n_one, curve);
+    else if (n_one == n_short)
+        snprintf(buf, len,
+                 "profile %s times one micro-batch size (%d..%d) for %d ops; other sizes "
+                 "extrapolated with the %s curve",
+                 c->prof_origin, one_lo, one_hi, n_one, curve);
+    else
+        snprintf(buf, len,
+                 "profile %s times %d ops at micro-batch sizes %d..%d only; sizes outside "
+                 "them (the planner uses 1..%d) extrapolated with the %s curve",
+                 c->prof_origin, n_short, lo, hi, max_samples, curve);
+    return 1;
 }
 
 int64_t gpp_cost_op_reserved_bytes(const gpp_cost_t *c, int op)
@@ -736,6 +657,7 @@ int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *or
             goto done;
     }
     s_prof_commit(c, tmp); /* all good: replace */
+    snprintf(c->prof_origin, sizeof c->prof_origin, "%s", origin);
     rc = 0;
 done:
     s_prof_free(c, &tmp);
@@ -784,8 +706,10 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
         snprintf(key, sizeof key, "%d (%s)", op, g->ops[op].name);
         rc = s_prof_set(&tmp[op], k, mbs, ms, fwd, origin, key, err);
     }
-    if (rc == 0)
+    if (rc == 0) {
         s_prof_commit(c, tmp);
+        snprintf(c->prof_origin, sizeof c->prof_origin, "%s", origin);
+    }
     s_prof_free(c, &tmp);
     free(first);
     free(fill);

@@ -101,7 +101,7 @@ const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c);
  * op id string; entry {name, inputs, input_size, weight_size, runtime:
  * {"<micro-batch>": fwd+bwd ms}, reserved_mem?: bytes or {"<micro-batch>": bytes}}). Entries are
  * matched by id and must carry the op's name; ops without an entry keep the roofline. Runtime for b
- * samples: linear between table points, the per-sample rate of the nearest end point outside them;
+ * samples: linear between table points, the device curve outside them (gpp_cost_op_fwd_ms);
  * split fwd:bwd = 1:2. Errors name the file, op id and field. Returns 0 or -1. */
 int gpp_cost_attach_profile(gpp_cost_t *c, const char *path, gpp_err_t *err);
 int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *origin,
@@ -145,10 +145,21 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
 gpp_graph_t *gpp_profile_read_graph(const char *path, gpp_err_t *err);
 gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_err_t *err);
 
-/* Forward / backward time of op for `samples` samples on one device. */
+/* Forward / backward time of op for `samples` samples on one device: the
+ * roofline, or the op's measured table (linear between its sizes); beyond
+ * the table, the nearest end's figure scaled by the device curve,
+ * t(m) = t(b_end) * roof(m) / roof(b_end), forward and backward each on
+ * its own curve (linear where the roofline has no time). */
 double gpp_cost_op_fwd_ms(const gpp_cost_t *c, int op, int samples);
 double gpp_cost_op_bwd_ms(const gpp_cost_t *c, int op, int samples);
 int gpp_cost_op_profiled(const gpp_cost_t *c, int op);
+/* Says when measured tables do not cover the sizes the planner asks for,
+ * 1..max_samples samples per replica (ceil(b/d) for b <= batch): those
+ * sizes follow the device curve. 1 with one line in buf (no newline), e.g.
+ * "profile P times one micro-batch size (8) for 42 ops; other sizes
+ * extrapolated with the v100-16g curve"; 0 when every table covers them or
+ * nothing is profiled. P: the file (or origin) of the last attach. */
+int gpp_cost_profile_note(const gpp_cost_t *c, int max_samples, char *buf, size_t len);
 /* An op's profiled reserved_mem (0 without one). The number form is the
  * same at every micro-batch size; the object form {"<micro-batch>": bytes}
  * is interpolated as runtimes are (linear between points, the per-sample

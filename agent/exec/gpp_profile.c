@@ -13,6 +13,7 @@
 #include "agent/exec/gpp_hash.h"
 #include "common/gpp_fault.h"
 #include "common/gpp_json.h"
+#include "common/gpp_time.h"
 
 static int s_cmp_double(const void *a, const void *b)
 {
@@ -84,15 +85,17 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
         gpp_err_set(err, "profile: largest micro-batch must be >= 1");
         return NULL;
     }
+    double budget_ms = cfg->budget_ms > 0 ? cfg->budget_ms : GPP_PROFILE_BUDGET_MS_DEFAULT;
     cJSON *root = cJSON_CreateObject();
     cJSON **rt = gpp_xcalloc((size_t)n_ops, sizeof *rt);
     cJSON **fw = gpp_xcalloc((size_t)n_ops, sizeof *fw);
+    int n_max = 0; /* sizes 1, 2, 4, ... up to max_micro_batch; n_sizes of them are timed */
+    while ((int64_t)1 << n_max <= cfg->max_micro_batch) /* max_micro_batch < 2^31 */
+        n_max++;
     int n_sizes = 0;
-    while ((int64_t)1 << n_sizes <= cfg->max_micro_batch) /* max_micro_batch < 2^31 */
-        n_sizes++;
-    int64_t b_max = (int64_t)1 << (n_sizes - 1);
+    int64_t b_max = (int64_t)1 << (n_max - 1);
     /* [size][op][rep]: fwd ms and fwd+bwd ms of one micro-batch */
-    size_t n_cells = (size_t)n_sizes * (size_t)n_ops * (size_t)reps;
+    size_t n_cells = (size_t)n_max * (size_t)n_ops * (size_t)reps;
     double *f_ms = gpp_xcalloc(n_cells, sizeof *f_ms);
     double *t_ms = gpp_xcalloc(n_cells, sizeof *t_ms);
     gpp_exec_t *ex = NULL;
@@ -131,10 +134,23 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
                    1.0f / sqrtf((float)(o->rows * o->cols)), err) < 0)
             goto done;
     }
-    for (int k = 0; k < n_sizes; k++)
+    /* Warm-up, size by size upwards, timed: a size's micro-batches cost
+     * `per_mb` each, warmup + 2 x reps of them in all. The next size
+     * (twice the samples) is expected to cost at least twice as much;
+     * sizes stop where that would take the profile past its budget (the
+     * first two are always timed, so the table has a slope). */
+    double projected_ms = 0, per_mb = 0;
+    for (int k = 0; k < n_max; k++) {
+        if (k >= 2 && projected_ms + 2 * per_mb * (warmup + 2 * reps) > budget_ms)
+            break;
+        double t0 = gpp_now_ms();
         for (int r = 0; r < warmup; r++)
             if (s_run(ex, (int64_t)1 << k, dys, err) < 0)
                 goto done;
+        per_mb = (gpp_now_ms() - t0) / warmup;
+        projected_ms += per_mb * (warmup + 2 * reps);
+        n_sizes = k + 1;
+    }
     /* Repetition r of every size before repetition r + 1 of any, so that a
      * burst of load from a neighbour spoils one repetition of a few sizes
      * (which the median drops), not every repetition of one size. Each
@@ -189,12 +205,21 @@ done:
 
 int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
                       gpp_data_t *data, const gpp_profile_cfg_t *cfg, const char *path,
-                      gpp_err_t *err)
+                      int *largest_mb, gpp_err_t *err)
 {
     assert(path);
     cJSON *root = gpp_profile_measure(g, n_ops, ops, be, data, cfg, err);
     if (!root)
         return gpp_err_prefix(err, "profile %s", path);
+    if (largest_mb) { /* every op has the same sizes: the first one's largest */
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(root->child, "runtime"), *v;
+        *largest_mb = 0;
+        cJSON_ArrayForEach(v, rt)
+        {
+            if (atoi(v->string) > *largest_mb)
+                *largest_mb = atoi(v->string);
+        }
+    }
     char *text = cJSON_Print(root);
     int rc = gpp_write_file_atomic(path, text, strlen(text), err);
     free(text);

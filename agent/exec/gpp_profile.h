@@ -1,5 +1,12 @@
 /* gpp_profile: measures per-op forward+backward time of a stage at
  * micro-batch sizes 1, 2, 4, ... and writes the planner's profile table.
+ * The sizes go up to max_micro_batch (the planner's largest micro-batch is
+ * the mini-batch), as far as a time budget allows: the warm-up times each
+ * size, and a size whose projected cost (twice the last size's per
+ * micro-batch time, warmup + 2 x reps times) would take the profile past
+ * budget_ms is not timed, nor any larger one. Sizes 1 and 2 always are, so
+ * the planner sees the device's curve; beyond the table it follows the
+ * device preset's curve (gpp_cost_op_fwd_ms) and gpp-plan says so.
  *
  * Output schema (what gpp_cost_attach_profile reads; planner/gpp_cost.h):
  * one JSON object keyed by op id (string), each entry
@@ -47,6 +54,9 @@
 
 #define GPP_PROFILE_WARMUP_DEFAULT 2
 #define GPP_PROFILE_REPS_DEFAULT 7
+/* Profiling time to aim for: "a few seconds" on a CPU agent, so that
+ * --plan auto does not wait long for its first plan. */
+#define GPP_PROFILE_BUDGET_MS_DEFAULT 5000.0
 
 typedef struct {
     int max_micro_batch; /* sizes 1, 2, 4, ... up to this (inclusive if a power of 2) */
@@ -57,6 +67,8 @@ typedef struct {
                             (GPP_PROFILE_REPS_DEFAULT = 7 when <= 0; an odd count makes the
                             median one measured repetition) */
     uint64_t seed;       /* weights and boundary-tensor noise */
+    double budget_ms;    /* projected profiling time that stops larger sizes
+                            (GPP_PROFILE_BUDGET_MS_DEFAULT when <= 0) */
 } gpp_profile_cfg_t;
 
 /* Profiles ops[0..n_ops) of g on `be`: the table above as a cJSON object.
@@ -64,10 +76,11 @@ typedef struct {
 cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
                            gpp_data_t *data, const gpp_profile_cfg_t *cfg, gpp_err_t *err);
 
-/* gpp_profile_measure, written to `path` atomically. */
+/* gpp_profile_measure, written to `path` atomically; *largest_mb (when
+ * not NULL) gets the largest size timed. */
 int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
                       gpp_data_t *data, const gpp_profile_cfg_t *cfg, const char *path,
-                      gpp_err_t *err);
+                      int *largest_mb, gpp_err_t *err);
 
 /* What a repetition slowed by the profile_slow fault adds per op. */
 #define GPP_PROFILE_FAULT_MS 1000.0

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include "tests/gpp_test.h"
+#include "agent/exec/gpp_profile.h"
 #include "planner/gpp_cost.h"
+#include "tests/gpp_fixtures.h"
 
 static char s_path[1024];
 
@@ -152,8 +154,12 @@ static void t_profile_graph(void)
     GPP_EXPECT(gpp_cost_op_profiled(cost, 1));
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 1), 0.1, 1e-12);
     GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(cost, 1, 1), 0.2, 1e-12);
-    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 4) * 3, 0.6, 1e-12);  /* linear 2..8 */
-    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 16) * 3, 2.0, 1e-12); /* rate beyond 8 */
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 4) * 3, 0.6, 1e-12); /* linear 2..8 */
+    /* beyond 8: the measured 1.0 ms along the v100-16g roofline of the op */
+    gpp_cost_t *roof = gpp_cost_new(g, &c);
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 16) * 3,
+                    1.0 * gpp_cost_op_fwd_ms(roof, 1, 16) / gpp_cost_op_fwd_ms(roof, 1, 8), 1e-12);
+    gpp_cost_destroy(&roof);
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 0, 2) * 3, 0.04, 1e-12); /* in: 1..4 */
     GPP_EXPECT(gpp_cost_op_reserved_bytes(cost, 2) == 1048576);
     gpp_stage_cost_t sc;
@@ -322,7 +328,10 @@ static void t_profile_forward(void)
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 1), 0.4, 1e-12);
     GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(cost, 1, 1), 0.6, 1e-12);
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 2), 0.4 + 0.1 / 3, 1e-12); /* linear 1..4 */
-    GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(cost, 1, 8), 4.0 - 1.0, 1e-12);     /* rate beyond 4 */
+    gpp_cost_t *roof = gpp_cost_new(g, &c); /* beyond 4: along the cpu curve */
+    GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(cost, 1, 8),
+                    1.5 * gpp_cost_op_bwd_ms(roof, 1, 8) / gpp_cost_op_bwd_ms(roof, 1, 4), 1e-12);
+    gpp_cost_destroy(&roof);
     const char *bad[][2] = {
         {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1.0},\"forward\":{\"1\":1.5}}}", "between 0"},
         {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1.0},\"forward\":{\"2\":0.5}}}",
@@ -535,6 +544,169 @@ static void t_profile_rows(void)
     gpp_graph_destroy(&g);
 }
 
+/* Every op timed at one size b (fwd_ms(op), twice that backward), as the
+ * agents report rows. */
+static int s_rows_at(const gpp_graph_t *g, const int *mbs, int n_mbs, gpp_cost_row_t *rows)
+{
+    int n = 0;
+    for (int op = 0; op < g->n_ops; op++)
+        for (int k = 0; k < n_mbs; k++)
+            rows[n++] = (gpp_cost_row_t){op, mbs[k], 0.01 * (op + 1) * (1 + mbs[k]),
+                                         0.02 * (op + 1) * (1 + mbs[k])};
+    return n;
+}
+
+/* A profile timed at one micro-batch size follows the preset's curve to
+ * other sizes, t(m) = t(b) * roof(m) / roof(b), forward and backward each
+ * on its own; the per-sample time falls with m (fixed per-kernel costs),
+ * so the curve is not linear; another preset gives another shape; and the
+ * model says so in one note naming the origin, the size, the op count and
+ * the preset. A multi-size table is linear inside and follows the curve
+ * outside, and the note names the range it misses. */
+static void t_profile_curve(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_zoo_build("mmt:branches=2,layers=1,hidden=64,heads=4,seq=16", &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    gpp_cost_row_t *rows = calloc((size_t)g->n_ops * 3, sizeof *rows);
+    const char *presets[] = {"v100-16g", "cpu"};
+    double ratio[2] = {0, 0}; /* fwd(1) / fwd(8) of the first attention op */
+    int attn = -1;
+    for (int op = 0; op < g->n_ops && attn < 0; op++)
+        if (g->ops[op].type == GPP_OP_ATTENTION)
+            attn = op;
+    for (int pi = 0; pi < 2; pi++) {
+        gpp_cluster_t c;
+        GPP_EXPECT(gpp_cluster_init(&c, presets[pi], 4, 4, &err) == 0);
+        gpp_cost_t *roof = gpp_cost_new(g, &c), *one = gpp_cost_new(g, &c);
+        int eight = 8, n = s_rows_at(g, &eight, 1, rows);
+        GPP_EXPECT_MSG(gpp_cost_attach_rows(one, rows, (size_t)n, "prof8.json", &err) == 0, "%s",
+                       err.msg);
+        int bad_shape = 0, not_falling = 0;
+        for (int op = 0; op < g->n_ops; op++) {
+            double f8 = rows[op].fwd_ms, b8 = rows[op].bwd_ms;
+            double rf8 = gpp_cost_op_fwd_ms(roof, op, 8), rb8 = gpp_cost_op_bwd_ms(roof, op, 8);
+            const int ms[] = {1, 2, 3, 5, 8, 16, 64};
+            for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) {
+                int m = ms[k];
+                double f = gpp_cost_op_fwd_ms(one, op, m), b = gpp_cost_op_bwd_ms(one, op, m);
+                double ef = rf8 > 0 ? f8 * gpp_cost_op_fwd_ms(roof, op, m) / rf8 : f8 * m / 8;
+                double eb = rb8 > 0 ? b8 * gpp_cost_op_bwd_ms(roof, op, m) / rb8 : b8 * m / 8;
+                bad_shape += fabs(f - ef) > 1e-12 * ef || fabs(b - eb) > 1e-12 * eb;
+            }
+            /* fixed costs per kernel: one sample costs more than 1/8 of eight */
+            if (g->ops[op].type != GPP_OP_INPUT)
+                not_falling += !(gpp_cost_op_fwd_ms(one, op, 1) * 8 > f8);
+        }
+        GPP_EXPECT_MSG(bad_shape == 0, "%s: %d (op, size) pairs off the curve", presets[pi],
+                       bad_shape);
+        GPP_EXPECT_MSG(not_falling == 0, "%s: %d ops scale linearly", presets[pi], not_falling);
+        ratio[pi] = gpp_cost_op_fwd_ms(one, attn, 1) / gpp_cost_op_fwd_ms(one, attn, 8);
+        char note[512], want[64];
+        GPP_EXPECT(gpp_cost_profile_note(one, 64, note, sizeof note) == 1);
+        snprintf(want, sizeof want, "for %d ops", g->n_ops);
+        GPP_EXPECT_MSG(strstr(note, "prof8.json") && strstr(note, "one micro-batch size (8)") &&
+                           strstr(note, want) && strstr(note, presets[pi]),
+                       "%s", note);
+        GPP_EXPECT(gpp_cost_profile_note(roof, 64, note, sizeof note) == 0); /* nothing measured */
+
+        /* sizes 1, 2, 4: linear inside, the curve beyond 4 */
+        gpp_cost_t *multi = gpp_cost_new(g, &c);
+        const int mbs[] = {1, 2, 4};
+        n = s_rows_at(g, mbs, 3, rows);
+        GPP_EXPECT_MSG(gpp_cost_attach_rows(multi, rows, (size_t)n, "prof124.json", &err) == 0,
+                       "%s", err.msg);
+        const gpp_cost_row_t *r2 = &rows[3 * attn + 1], *r4 = &rows[3 * attn + 2];
+        GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(multi, attn, 3), 0.5 * (r2->fwd_ms + r4->fwd_ms), 1e-12);
+        GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(multi, attn, 32),
+                        r4->bwd_ms * gpp_cost_op_bwd_ms(roof, attn, 32) /
+                            gpp_cost_op_bwd_ms(roof, attn, 4),
+                        1e-12);
+        GPP_EXPECT(gpp_cost_profile_note(multi, 4, note, sizeof note) == 0); /* covered */
+        GPP_EXPECT(gpp_cost_profile_note(multi, 64, note, sizeof note) == 1);
+        GPP_EXPECT_MSG(strstr(note, "prof124.json") && strstr(note, "1..4") &&
+                           strstr(note, "1..64") && strstr(note, presets[pi]),
+                       "%s", note);
+        gpp_cost_destroy(&roof);
+        gpp_cost_destroy(&one);
+        gpp_cost_destroy(&multi);
+    }
+    /* the two presets' curves differ in shape (the fixed costs weigh
+       differently next to their peaks), so the preset's curve is used */
+    GPP_EXPECT_MSG(fabs(ratio[0] - ratio[1]) > 1e-3 * ratio[0], "v100 %.6f, cpu %.6f", ratio[0],
+                   ratio[1]);
+    free(rows);
+    gpp_graph_destroy(&g);
+}
+
+/* The profiler times several micro-batch sizes (1, 2, 4, 8 here) for
+ * every op; the planner reads them all (no note: they cover 1..8), and a
+ * bad entry in such a file is still an error naming the file, the op and
+ * the key. */
+static void t_profile_sizes(void)
+{
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, "mmt:branches=2,layers=1,hidden=32,heads=4,seq=8,ffn=64", 5) < 0)
+        return;
+    char *path = gpp_fixture_tmpfile("sizes");
+    gpp_err_t err = {{0}};
+    gpp_profile_cfg_t pc = {.max_micro_batch = 8, .warmup = 1, .reps = 1, .seed = 3};
+    int largest = 0;
+    GPP_EXPECT_MSG(
+        gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, &largest, &err) == 0,
+        "%s", err.msg);
+    GPP_EXPECT(largest == 8);
+    long len = 0;
+    char *text = (char *)gpp_fixture_slurp(path, &len);
+    GPP_EXPECT(text && len > 0);
+    if (!text || len <= 0) {
+        free(text);
+        free(path);
+        gpp_fixture_exec_close(&f);
+        return;
+    }
+    text[len] = 0;
+    cJSON *root = cJSON_Parse(text);
+    int ops_with_all = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root)
+    {
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(e, "runtime");
+        ops_with_all += cJSON_GetArraySize(rt) == 4 && cJSON_GetObjectItemCaseSensitive(rt, "1") &&
+                        cJSON_GetObjectItemCaseSensitive(rt, "8");
+    }
+    GPP_EXPECT_MSG(ops_with_all == f.g->n_ops, "%d of %d ops have sizes 1, 2, 4, 8", ops_with_all,
+                   f.g->n_ops);
+    cJSON_Delete(root);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "cpu", 1, 1, &err);
+    gpp_cost_t *cost = gpp_cost_new(f.g, &c);
+    GPP_EXPECT_MSG(gpp_cost_attach_profile(cost, path, &err) == 0, "%s", err.msg);
+    char note[512];
+    GPP_EXPECT(gpp_cost_profile_note(cost, 8, note, sizeof note) == 0);
+    GPP_EXPECT(gpp_cost_profile_note(cost, 32, note, sizeof note) == 1 && strstr(note, path));
+    /* a size key of the written file turned bad: file, op id and key named */
+    char *at = strstr(text, "\"runtime\"");
+    char *key = at ? strstr(at, "\"4\":") : NULL;
+    GPP_EXPECT(key != NULL);
+    if (key) {
+        key[1] = '0'; /* "4" -> "0" */
+        gpp_fixture_spit(path, (unsigned char *)text, len);
+        err.msg[0] = 0;
+        GPP_EXPECT(gpp_cost_attach_profile(cost, path, &err) == -1);
+        GPP_EXPECT_MSG(strstr(err.msg, path) && strstr(err.msg, "op 0") &&
+                           strstr(err.msg, "runtime key '0'"),
+                       "%s", err.msg);
+    }
+    unlink(path);
+    free(path);
+    free(text);
+    gpp_cost_destroy(&cost);
+    gpp_fixture_exec_close(&f);
+}
+
 static const gpp_test_case_t cases[] = {
     {"presets", t_presets},
     {"roofline_monotone", t_roofline_monotone},
@@ -547,6 +719,8 @@ static const gpp_test_case_t cases[] = {
     {"profile_rows", t_profile_rows},
     {"reserved_forms", t_reserved_forms},
     {"profile_keep", t_profile_keep},
+    {"profile_curve", t_profile_curve},
+    {"profile_sizes", t_profile_sizes},
     {NULL, NULL},
 };
 

@@ -474,7 +474,8 @@ static void t_profile_readable_by_planner(void)
     close(fd);
     gpp_err_t err = {0};
     gpp_profile_cfg_t pc = {.max_micro_batch = 4, .reps = 2, .seed = 3};
-    GPP_EXPECT_MSG(gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, &err) == 0,
+    GPP_EXPECT_MSG(gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, NULL, &err) ==
+                       0,
                    "%s", err.msg);
     gpp_cluster_t cl;
     GPP_EXPECT_MSG(gpp_cluster_init(&cl, "h100-80g", 1, 1, &err) == 0, "%s", err.msg);
@@ -498,7 +499,7 @@ static void t_profile_readable_by_planner(void)
     for (int i = 0; i < f.g->n_ops; i++)
         if (strcmp(f.g->ops[i].name, "head") == 0 || strcmp(f.g->ops[i].name, "loss") == 0)
             top[n++] = i;
-    GPP_EXPECT_MSG(gpp_profile_write(f.g, n, top, f.be, f.data, &pc, path, &err) == 0, "%s",
+    GPP_EXPECT_MSG(gpp_profile_write(f.g, n, top, f.be, f.data, &pc, path, NULL, &err) == 0, "%s",
                    err.msg);
     unlink(path);
     gpp_fixture_exec_close(&f);
@@ -557,9 +558,9 @@ static void t_profile_median_ignores_slow_reps(void)
     } runs[] = {{-1, 0}, {4, 0}, {3, 0}, {2, 1}};
     for (size_t c = 0; c < sizeof runs / sizeof runs[0]; c++) {
         gpp_fault_arm("profile_slow", runs[c].from_rep);
-        GPP_EXPECT_MSG(gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, &err) ==
-                           0,
-                       "%s", err.msg);
+        GPP_EXPECT_MSG(
+            gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, NULL, &err) == 0,
+            "%s", err.msg);
         double worst = s_profile_max_ms(path, f.g->n_ops, pc.max_micro_batch);
         printf("    slow from repetition %d of 5: largest op fwd+bwd %.4f ms\n", runs[c].from_rep,
                worst);
