@@ -309,9 +309,9 @@ int main(int argc, char **argv)
         printf("wrote profile of %s (%d ops, micro-batch 1..%d) to %s\n", g->spec, g->n_ops,
                largest, o.profile_out);
         if (largest < max_mb)
-            printf("note: sizes %d..%d not timed (profiling budget %.0f s); the planner "
-                   "extrapolates them with its device preset's curve\n",
-                   largest * 2, max_mb, GPP_PROFILE_BUDGET_MS_DEFAULT / 1e3);
+            printf("note: sizes above %d (up to %d) not timed (profiling budget %.0f s); the "
+                   "planner extrapolates them with its device preset's curve\n",
+                   largest, max_mb, GPP_PROFILE_BUDGET_MS_DEFAULT / 1e3);
         rc = 0;
         goto fail;
     }

@@ -6,7 +6,9 @@
 #   2. CANDLE-Uno with 2..16 feature branches at 16 GPUs, batch 16384 (the
 #      appendix's CANDLE-Uno batch for 16 devices);
 #   3. sequential Transformer (one MMT branch) at 4-32 GPUs, MMT's batches.
-# Prints markdown tables (the ones in BENCHMARKS.md). The last column is an
+# Prints markdown tables (the ones in BENCHMARKS.md), then the checks of
+# issue 9: GPP >= SPP within 0.1 % on every row, and the sequential
+# Transformer at GPP = SPP +/- 1 % (exit 1 when one fails). The last column is an
 # estimate, not a simulation: the SPP plan run as a strictly sequential
 # pipeline (the paper's PipeDream baseline: depth = stages), TPS * (B +
 # (stages - 1) * b), over the GPP plan's TPS * (B + (depth - 1) * b).
@@ -32,11 +34,15 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 used = sum(s["devices"] for s in p["stages"])
 B, b, t, S = p["batch"], p["micro_batch"], p["bottleneck_tps_ms"], len(p["stages"])
-print("%.1f %.0f %d %d %d %d %.3f %.3f" % (p["iteration_ms"], p["throughput"], p["depth"], b, S,
+print("%.6f %.0f %d %d %d %d %.3f %.3f" % (p["iteration_ms"], p["throughput"], p["depth"], b, S,
                                            used, t * (B + (p["depth"] - 1) * b),
                                            t * (B + (S - 1) * b)))
 EOF
 }
+
+# every row's exact simulated GPP/SPP (iteration-time ratio), for the checks at the end
+RATIOS="$TMP/ratios"
+: >"$RATIOS"
 
 # row LABEL SPEC DEVICES BATCH: one table row, GPP and SPP side by side
 row() {
@@ -44,9 +50,10 @@ row() {
     read -r gi gt gd gb gs gu ge _ <<<"$(run "$2" "$3" "$4" gpp)"
     read -r si st sd sb ss su _ sq <<<"$(run "$2" "$3" "$4" spp)"
     local ratio seq
+    echo "$1 $3 $(python3 -c "print('%.6f' % ($si / $gi))")" >>"$RATIOS"
     ratio=$(python3 -c "print('%.2f' % ($gt / $st))")
     seq=$(python3 -c "print('%.2f' % ($sq / $ge))")
-    echo "| $1 | $3 | $4 | $gi | $gt | $gd | $gb | $gs | $gu | $si | $st | $sd | $sb | $ss | $su | **${ratio}x** | ${seq}x |"
+    echo "| $1 | $3 | $4 | $(printf %.1f "$gi") | $gt | $gd | $gb | $gs | $gu | $(printf %.1f "$si") | $st | $sd | $sb | $ss | $su | **${ratio}x** | ${seq}x |"
 }
 
 HDR="| model | GPUs | batch | GPP sim ms | GPP samples/s | depth | mbs | stages | GPUs used | SPP sim ms | SPP samples/s | depth | mbs | stages | GPUs used | GPP/SPP simulated | GPP/SPP-sequential estimate |
@@ -75,3 +82,22 @@ echo "$HDR"
 for mul in 1 2 4 8; do
     row Transformer transformer $((4 * mul)) $((64 * mul))
 done
+echo
+echo "### Checks (simulated SPP iteration time / GPP iteration time, unrounded)"
+echo
+python3 - "$RATIOS" <<'EOF'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+worst = min(rows, key=lambda r: float(r[2]))
+bad = [r for r in rows if float(r[2]) < 0.999]
+print("- GPP >= SPP within 0.1 %%: %d of %d configurations (lowest %.4f: %s at %s GPUs)%s"
+      % (len(rows) - len(bad), len(rows), float(worst[2]), worst[0], worst[1],
+         "" if not bad else "; FAILED: " + ", ".join("%s@%s %.4f" % (r[0], r[1], float(r[2]))
+                                                    for r in bad)))
+tr = [r for r in rows if r[0] == "Transformer"]
+off = [r for r in tr if abs(float(r[2]) - 1) > 0.01]
+print("- sequential Transformer GPP = SPP +/- 1 %%: %d of %d (%s)%s"
+      % (len(tr) - len(off), len(tr), ", ".join("%s GPUs %.4f" % (r[1], float(r[2])) for r in tr),
+         "" if not off else "; FAILED"))
+sys.exit(1 if bad or off else 0)
+EOF

@@ -9,21 +9,43 @@
 
 #define GIB ((int64_t)1 << 30)
 
-/* Published peak figures (SXM parts). fp32 is the CUDA-core peak; tensor is
- * the dense fp16/bf16 tensor-core peak. eff_max: the fraction of peak large
- * cuBLAS GEMMs sustain (about 0.9 for SGEMM, 0.8 for tensor-core HGEMM).
- * fill_ms: per-kernel fill/tail time (a kernel whose ideal time equals it
- * reaches half of eff_max); launch_ms: per-kernel launch overhead
- * (docs/planner.md).
+/* Device presets. Sources, constant by constant:
+ *
+ * Peaks, bandwidth, memory: the vendors' datasheets (SXM parts). fp32 is the
+ * CUDA-core peak, tensor the dense fp16/bf16 tensor-core peak (half of the
+ * "with sparsity" figure).
+ *   v100: NVIDIA Tesla V100 datasheet (2018): single precision 15.7 TFLOPS,
+ *         tensor 125 TFLOPS, HBM2 900 GB/s, 16 or 32 GB.
+ *   a100: NVIDIA A100 Tensor Core GPU datasheet (2021), 80GB SXM: FP32 19.5
+ *         TFLOPS, FP16 tensor 312 TFLOPS, 2,039 GB/s.
+ *   h100: NVIDIA H100 Tensor Core GPU datasheet (2023), SXM: FP32 67 TFLOPS,
+ *         FP16 tensor 1,979 TFLOPS with sparsity (989 dense), 3.35 TB/s.
+ * launch_ms (GPUs, 5 us): NVIDIA Technical Blog, A. Gray, "Getting Started
+ *   with CUDA Graphs" (2019), V100: a 2.9 us kernel took 9.6 us per kernel
+ *   when each launch was followed by a stream sync and 3.8 us when launched
+ *   back to back, so 1-6.7 us of launch cost per kernel; 5 us is in that
+ *   range (gpp's executor syncs between ops only when it times them).
+ * eff_max (0.9 fp32, 0.8 tensor; set in gpp_device_preset) and fill_ms
+ *   (10 us) are not datasheet figures. eff_max: the fraction of peak large
+ *   cuBLAS / OpenBLAS SGEMMs are generally reported to sustain. fill_ms: a
+ *   kernel's ramp-up and tail (wave quantization), which makes a kernel of
+ *   w FLOPs run at eff_max * w / (w + w_half). On the CPU backend it is
+ *   measured (bench/cost_curve.sh, BENCHMARKS.md "Cost model: the
+ *   micro-batch curve"): the fixed part of an op's time, fitted over
+ *   micro-batch 1..8, is 5-35 us per kernel for the GEMM ops (linear
+ *   layers) and 0-3 us per op (mostly under 1 us per kernel) for
+ *   element-wise ops (layer norm, add, GELU), which the single per-kernel
+ *   constant overstates; the GPU value is not measured here (no GPU on the
+ *   development machine).
  *
  * "cpu" is one x86-64 server core running the CPU backend (OpenBLAS), the
  * device of a CPU agent slot: Intel's published AVX-512 rate for Skylake-SP
  * (2 FMA units x 16 fp32 lanes x 2 flops = 64 flop/cycle) at a 2.0 GHz
  * AVX-512 all-core clock = 128 GFLOP/s; no tensor unit; single-core STREAM
- * bandwidth of that generation is about 12 GB/s. OpenBLAS SGEMM sustains
- * about 0.9 of peak on one core; a call costs about a microsecond (no kernel
- * launch), and small GEMMs fill in ~10 us. The memory is whatever the
- * cluster file gives per agent (cluster.mem_gib); 4 GiB otherwise. */
+ * bandwidth of that generation is about 12 GB/s. A call costs about a
+ * microsecond (no kernel launch; the measured fixed part of element-wise
+ * ops above). The memory is whatever the cluster file gives per agent
+ * (cluster.mem_gib); 4 GiB otherwise. */
 typedef struct {
     const char *name;
     double fp32_flops, tensor_flops, bw_bytes_per_s;

@@ -143,11 +143,13 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
     for (int k = 0; k < n_max; k++) {
         if (k >= 2 && projected_ms + 2 * per_mb * (warmup + 2 * reps) > budget_ms)
             break;
-        double t0 = gpp_now_ms();
-        for (int r = 0; r < warmup; r++)
+        per_mb = INFINITY; /* the fastest warm-up: the first one allocates */
+        for (int r = 0; r < warmup; r++) {
+            double t0 = gpp_now_ms();
             if (s_run(ex, (int64_t)1 << k, dys, err) < 0)
                 goto done;
-        per_mb = (gpp_now_ms() - t0) / warmup;
+            per_mb = fmin(per_mb, gpp_now_ms() - t0);
+        }
         projected_ms += per_mb * (warmup + 2 * reps);
         n_sizes = k + 1;
     }

@@ -124,6 +124,13 @@ cat >"$TMP/profile.json" <<'EOF'
 EOF
 expect_ok "profile file" "$PLAN" --profile "$TMP/profile.json" --devices 4 --device v100-16g --batch 16 \
     --json "$TMP/prof.json"
+! grep -q '^note:' "$TMP/out" && ok "a profile covering 1..batch: no note" \
+    || fail "a profile covering 1..batch: no note"
+expect_ok "profile file, larger batch" "$PLAN" --profile "$TMP/profile.json" --devices 4 \
+    --device v100-16g --batch 64
+grep -q "^note: profile $TMP/profile.json times 5 ops at micro-batch sizes 1..16 only; .*1..64.* v100-16g curve" \
+    "$TMP/out" && ok "sizes beyond the profile: a note names file, ops, sizes and preset" \
+    || fail "sizes beyond the profile: a note names file, ops, sizes and preset"
 printf '{"0": {"name": "x", "inputs": [], "weight_size": 0, "runtime": {"1": "fast"}}}\n' \
     >"$TMP/badprof.json"
 
