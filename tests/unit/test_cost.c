@@ -642,9 +642,9 @@ static void t_profile_curve(void)
 }
 
 /* The profiler times several micro-batch sizes (1, 2, 4, 8 here) for
- * every op; the planner reads them all (no note: they cover 1..8), and a
- * bad entry in such a file is still an error naming the file, the op and
- * the key. */
+ * every op, and only 1 and 2 when its time budget is spent; the planner
+ * reads them all (no note: they cover 1..8), and a bad entry in such a
+ * file is still an error naming the file, the op and the key. */
 static void t_profile_sizes(void)
 {
     gpp_fixture_exec_t f;
@@ -658,6 +658,17 @@ static void t_profile_sizes(void)
         gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, &largest, &err) == 0,
         "%s", err.msg);
     GPP_EXPECT(largest == 8);
+    /* a budget spent at once still times sizes 1 and 2 (a slope), no more */
+    gpp_profile_cfg_t tight = pc;
+    tight.budget_ms = 1e-9;
+    int two = 0;
+    GPP_EXPECT_MSG(
+        gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &tight, path, &two, &err) == 0,
+        "%s", err.msg);
+    GPP_EXPECT_MSG(two == 2, "largest size %d under a spent budget", two);
+    GPP_EXPECT_MSG(
+        gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, &largest, &err) == 0,
+        "%s", err.msg);
     long len = 0;
     char *text = (char *)gpp_fixture_slurp(path, &len);
     GPP_EXPECT(text && len > 0);
