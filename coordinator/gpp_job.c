@@ -154,7 +154,8 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
         o.spp = which[0] == 's';
         /* measured tables that miss sizes the search asks for: say so */
         char note[512];
-        if (gpp_cost_profile_note(self->cost, cfg->job.batch, note, sizeof note))
+        if (gpp_cost_profile_note(self->cost, o.micro_batch ? o.micro_batch : o.batch, note,
+                                  sizeof note))
             gpp_info("coordinator: plan: note: %s", note);
         int64_t min_mem = 0;
         self->plan = gpp_part_run(self->g, self->cost, &o, &min_mem, err);
