@@ -75,12 +75,10 @@ cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64
 cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int64_t bag, int64_t dim,
                                   int64_t table_rows, const int32_t *idx, const float *table,
                                   float *y, gpp_cuda_fault_t *fault);
-/* Accumulates pairs grouped by destination slot. plan (int32, device) is
- * [off: groups + 1][pair: off[groups]][slot: groups][row: groups]
- * [fresh: groups]: group g sums the value rows of pairs pair[off[g] ..
- * off[g+1]) in that order onto slot slot[g] (starting from 0 when fresh[g],
- * which also sets slot_map[row[g]] = slot[g] and rows[slot[g]] = row[g]).
- * The value row of pair p is values + (p / div) * stride. */
+/* Applies a plan of gpp_cuda_splan_build (format: gpp_cuda_splan.h; device
+ * copy) with `groups` groups: thread (group, column) sums its pairs' value
+ * rows in plan order. The value row of pair p is values + (p / div) *
+ * stride. */
 cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t groups, int64_t dim, const int32_t *plan,
                                  const float *values, int64_t div, int64_t stride, float *gvalues,
                                  int32_t *slot_map, int32_t *rows);

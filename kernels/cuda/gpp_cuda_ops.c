@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "kernels/cuda/gpp_cuda.h"
+#include "kernels/cuda/gpp_cuda_splan.h"
 
 #define S_LAUNCH(call, err) GPP_CUDA_TRY(call, err)
 
@@ -319,16 +320,12 @@ int gpp_cuda_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const g
     return 0;
 }
 
-/* Host mirror: slot [table_rows] | rows [table_rows] | group of a slot
- * [table_rows] (-1 outside an accumulation). */
-typedef struct {
-    int32_t *slot, *rows, *grp;
-} s_mirror_t;
-
-static s_mirror_t s_mirror(gpp_sparse_grad_t *g)
+/* The host mirror (gpp_cuda_splan.h) in gpp_sparse_grad_t.host: slot |
+ * rows | grp, table_rows int32 each. */
+static gpp_cuda_smirror_t s_mirror(gpp_sparse_grad_t *g)
 {
     int32_t *h = g->host;
-    return (s_mirror_t){h, h + g->table_rows, h + 2 * g->table_rows};
+    return (gpp_cuda_smirror_t){g->table_rows, h, h + g->table_rows, h + 2 * g->table_rows};
 }
 
 int gpp_cuda_sparse_init(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
@@ -397,46 +394,11 @@ static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
                                "sparse gradient: row id %d at position %lld outside the "
                                "table's [0, %lld) rows",
                                ids[k], (long long)k, (long long)g->table_rows);
-    s_mirror_t h = s_mirror(g);
-    /* groups in first-touch order; a fresh row takes the next slot */
-    int32_t *pg = malloc((size_t)count * sizeof(int32_t)); /* group of each pair */
-    int32_t *gslot = malloc((size_t)count * sizeof(int32_t));
-    int32_t *gn = calloc((size_t)count, sizeof(int32_t)); /* pairs per group */
-    if (!pg || !gslot || !gn)
-        abort(); /* as gpp_xcalloc: host allocation failure is fatal */
-    int64_t groups = 0, next = g->count;
-    for (int64_t k = 0; k < count; k++) {
-        int32_t r = ids[k];
-        int32_t slot = h.slot[r] >= 0 ? h.slot[r] : (int32_t)next;
-        if (h.slot[r] < 0) {
-            h.slot[r] = slot;
-            h.rows[slot] = r;
-            next++;
-        }
-        if (h.grp[slot] < 0) {
-            h.grp[slot] = (int32_t)groups;
-            gslot[groups++] = slot;
-        }
-        pg[k] = h.grp[slot];
-        gn[pg[k]]++;
-    }
-    int32_t *off = ids + count, *pair = off + groups + 1;
-    int32_t *pslot = pair + count, *prow = pslot + groups, *fresh = prow + groups;
-    off[0] = 0;
-    for (int64_t i = 0; i < groups; i++) {
-        off[i + 1] = off[i] + gn[i];
-        gn[i] = off[i]; /* fill position */
-        pslot[i] = gslot[i];
-        prow[i] = h.rows[gslot[i]];
-        fresh[i] = gslot[i] >= g->count;
-        h.grp[gslot[i]] = -1;
-    }
-    for (int64_t k = 0; k < count; k++)
-        pair[gn[pg[k]]++] = (int32_t)k;
-    free(pg);
-    free(gslot);
-    free(gn);
-    int64_t plan_ints = 4 * groups + 1 + count;
+    gpp_cuda_smirror_t h = s_mirror(g);
+    int32_t *plan_h = ids + count; /* in the stage, after the ids */
+    int64_t next = g->count;
+    int64_t groups = gpp_cuda_splan_build(&h, &next, ids, count, plan_h);
+    int64_t plan_ints = gpp_cuda_splan_ints(groups, count);
     int rc = -1;
     if (s_reserve(s, g, next, err) < 0)
         goto undo;
@@ -444,8 +406,8 @@ static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
     if (!plan)
         goto undo;
     cudaStream_t st = gpp_cuda_stream(s);
-    cudaError_t e =
-        cudaMemcpyAsync(plan, off, (size_t)plan_ints * sizeof(int32_t), cudaMemcpyHostToDevice, st);
+    cudaError_t e = cudaMemcpyAsync(plan, plan_h, (size_t)plan_ints * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, st);
     if (e == cudaSuccess)
         e = gpp_cuk_sparse_accum(st, groups, g->dim, plan, values, div, stride, g->values, g->slot,
                                  g->rows);
@@ -456,9 +418,7 @@ static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
     g->count = next;
     return 0;
 undo: /* the device gradient is unchanged: forget the fresh rows */
-    for (int64_t i = 0; i < groups; i++)
-        if (fresh[i])
-            h.slot[prow[i]] = -1;
+    gpp_cuda_splan_undo(&h, plan_h, groups, count);
     return rc;
 }
 
@@ -482,9 +442,8 @@ int gpp_cuda_sparse_clear(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
 {
     if (g->count > 0)
         S_LAUNCH(gpp_cuk_sparse_clear(gpp_cuda_stream(s), g->count, g->rows, g->slot), err);
-    s_mirror_t h = s_mirror(g);
-    for (int64_t k = 0; k < g->count; k++)
-        h.slot[h.rows[k]] = -1;
+    gpp_cuda_smirror_t h = s_mirror(g);
+    gpp_cuda_smirror_clear(&h, g->count);
     g->count = 0;
     return 0;
 }
