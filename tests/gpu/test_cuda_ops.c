@@ -10,7 +10,8 @@
  * contracts a*b+c into FMA: at these sizes (sums of <= 256 terms of
  * magnitude <= 1) the differences are ~1e-6, two orders under the bound.
  * Gradient buffers start at 0.5 on both sides, so the accumulate (+=)
- * contract is checked too. Also: the caching allocator's reuse, a bad
+ * contract is checked too. Also: one product with precision tf32 against
+ * its rounding bound (t_linear_tf32), the caching allocator's reuse, a bad
  * embedding index reported at the next synchronisation.
  *
  * Without a usable GPU (or in a build without CUDA) the test prints why and
@@ -182,6 +183,61 @@ static void t_linear(void)
             s_close("linear bwd db", db);
         s_free_all();
     }
+}
+
+/* precision = tf32: the product of inputs rounded to TF32 (10 explicit
+ * mantissa bits; relative error <= 2^-10 each when truncated, so <= 2^-9 for
+ * a product) accumulated in fp32 (<= k 2^-23 relative to the sum of
+ * magnitudes). Per element: |tf32 - cpu| <= (2^-9 + k 2^-23) sum_k |x w|. */
+static void t_linear_tf32(void)
+{
+    gpp_err_t err;
+    enum { M = 64, IN = 256, OUT = 96 };
+    gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA, .precision = GPP_PRECISION_TF32};
+    gpp_backend_t *tf = gpp_backend_new(&cfg, &err);
+    gpp_stream_t *ts = tf ? gpp_stream_new(tf, &err) : NULL;
+    GPP_EXPECT_MSG(ts != NULL, "%s", err.msg);
+    if (!ts) {
+        gpp_backend_destroy(&tf);
+        return;
+    }
+    static float x[M * IN], w[OUT * IN], y[M * OUT], yt[M * OUT];
+    for (int i = 0; i < M * IN; i++)
+        x[i] = s_uniform();
+    for (int i = 0; i < OUT * IN; i++)
+        w[i] = s_uniform();
+    gpp_tensor_t hx = gpp_tensor(x, GPP_DTYPE_F32, 1, M, IN);
+    gpp_tensor_t hw = gpp_tensor(w, GPP_DTYPE_F32, 1, OUT, IN);
+    gpp_tensor_t hy = gpp_tensor(y, GPP_DTYPE_F32, 1, M, OUT);
+    GPP_EXPECT(gpp_linear_fwd(s_cs, &hx, &hw, NULL, &hy, &err) == 0); /* cpu: host memory */
+    gpp_tensor_t dx, dw, dy;
+    GPP_EXPECT(gpp_tensor_alloc(tf, GPP_DTYPE_F32, 1, M, IN, &dx, &err) == 0 &&
+               gpp_tensor_alloc(tf, GPP_DTYPE_F32, 1, OUT, IN, &dw, &err) == 0 &&
+               gpp_tensor_alloc(tf, GPP_DTYPE_F32, 1, M, OUT, &dy, &err) == 0);
+    GPP_EXPECT(gpp_stream_copy(ts, dx.data, x, sizeof x, GPP_COPY_H2D, &err) == 0 &&
+               gpp_stream_copy(ts, dw.data, w, sizeof w, GPP_COPY_H2D, &err) == 0 &&
+               gpp_linear_fwd(ts, &dx, &dw, NULL, &dy, &err) == 0 &&
+               gpp_stream_copy(ts, yt, dy.data, sizeof yt, GPP_COPY_D2H, &err) == 0 &&
+               gpp_stream_sync(ts, &err) == 0);
+    double worst = 0, max_abs = 0;
+    for (int r = 0; r < M; r++)
+        for (int o = 0; o < OUT; o++) {
+            double mag = 0;
+            for (int k = 0; k < IN; k++)
+                mag += fabs((double)x[r * IN + k] * w[o * IN + k]);
+            double tol = (ldexp(1, -9) + IN * ldexp(1, -23)) * mag,
+                   d = fabs(yt[r * OUT + o] - y[r * OUT + o]);
+            worst = fmax(worst, d / tol);
+            max_abs = fmax(max_abs, d);
+        }
+    printf("  %-34s max abs diff %.3g, max diff / bound %.3g (bound (2^-9 + k 2^-23) sum|x w|)\n",
+           "linear tf32 fwd y", max_abs, worst);
+    GPP_EXPECT(worst <= 1.0);
+    gpp_tensor_free(tf, &dx);
+    gpp_tensor_free(tf, &dw);
+    gpp_tensor_free(tf, &dy);
+    gpp_stream_destroy(&ts);
+    gpp_backend_destroy(&tf);
 }
 
 static void t_activations(void)
@@ -422,6 +478,7 @@ static void t_allocator_reuse(void)
 
 static const gpp_test_case_t cases[] = {
     {"linear", t_linear},
+    {"linear_tf32", t_linear_tf32},
     {"activations", t_activations},
     {"layernorm", t_layernorm},
     {"attention", t_attention},
