@@ -6,7 +6,7 @@ ifneq ($(CI),)
 CMAKE_FLAGS += -DGPP_WERROR=ON
 endif
 
-.PHONY: all deps build run test coverage bench clean format
+.PHONY: all deps build run test coverage bench gpu-check clean format
 
 all: build
 
@@ -34,6 +34,14 @@ coverage: deps
 bench: build
 	@GPP_BENCH_DEPS=1 bash scripts/install-deps.sh
 	@bash bench/run-all.sh $(BUILD)
+
+# On a GPU machine: build with the CUDA backend (nvcc from /usr/local/cuda
+# when it is not on PATH), run the gpu-labelled tests and the GPU
+# benchmarks, write bench/results/gpu-<date>.txt (docs/gpu.md).
+gpu-check: deps
+	@PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPP_CUDA=ON $(CMAKE_FLAGS) >/dev/null
+	@MAKEFLAGS= cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
+	@bash bench/gpu_check.sh $(BUILD)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')

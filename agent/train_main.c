@@ -24,6 +24,9 @@ typedef struct {
     const char *model;
     long long iterations, batch, micro_batch, samples, profile_max_mb;
     int threads;
+    gpp_device_kind_t backend;
+    int device;
+    gpp_precision_t precision;
     unsigned long long seed;
     gpp_optim_hp_t hp;
     int lr_set;
@@ -46,6 +49,10 @@ static void s_usage(FILE *out)
         "  --weight-decay X      (default 0)\n"
         "  --seed S              weights and synthetic data (default 1)\n"
         "  --threads T           CPU threads for the kernels (default: OpenBLAS's)\n"
+        "  --backend cpu|cuda    where the kernels run (default cpu); cuda without a usable\n"
+        "                        GPU is an error, never a CPU run\n"
+        "  --device N            CUDA device ordinal (default 0)\n"
+        "  --precision fp32|tf32 CUDA matrix products (default fp32; tf32: tensor cores)\n"
         "  --data FILE           read inputs and labels from a dataset file\n"
         "  --save FILE           write weights + optimizer state at the end (atomic)\n"
         "  --load FILE           start from a checkpoint of the same model and optimizer\n"
@@ -95,6 +102,9 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_PROF,
         O_PROFMB,
         O_LIST,
+        O_BACKEND,
+        O_DEVICE,
+        O_PRECISION,
         O_HELP
     };
     static const struct option lo[] = {{"model", 1, 0, O_MODEL},
@@ -115,6 +125,9 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"profile-out", 1, 0, O_PROF},
                                        {"profile-max-mb", 1, 0, O_PROFMB},
                                        {"list-models", 0, 0, O_LIST},
+                                       {"backend", 1, 0, O_BACKEND},
+                                       {"device", 1, 0, O_DEVICE},
+                                       {"precision", 1, 0, O_PRECISION},
                                        {"help", 0, 0, O_HELP},
                                        {0, 0, 0, 0}};
     o->iterations = 10;
@@ -203,6 +216,34 @@ static int s_parse(int argc, char **argv, opts_t *o)
             if (s_num("--profile-max-mb", optarg, 1, &o->profile_max_mb))
                 return -1;
             break;
+        case O_BACKEND:
+            if (strcmp(optarg, "cpu") == 0)
+                o->backend = GPP_DEVICE_CPU;
+            else if (strcmp(optarg, "cuda") == 0)
+                o->backend = GPP_DEVICE_CUDA;
+            else {
+                fprintf(stderr, "gpp-train: error: --backend '%s': use cpu or cuda\n", optarg);
+                return -1;
+            }
+            break;
+        case O_DEVICE:
+            if (s_num("--device", optarg, 0, &v))
+                return -1;
+            o->device = (int)v;
+            break;
+        case O_PRECISION:
+            if (strcmp(optarg, "fp32") == 0)
+                o->precision = GPP_PRECISION_FP32;
+            else if (strcmp(optarg, "tf32") == 0)
+                o->precision = GPP_PRECISION_TF32;
+            else {
+                fprintf(stderr,
+                        "gpp-train: error: --precision '%s': use fp32 or tf32 (bf16 is not "
+                        "built yet)\n",
+                        optarg);
+                return -1;
+            }
+            break;
         case O_LIST:
             gpp_zoo_list(stdout);
             exit(0);
@@ -234,6 +275,18 @@ static int s_parse(int argc, char **argv, opts_t *o)
     if (o->micro_batch > o->batch) {
         fprintf(stderr, "gpp-train: error: --micro-batch %lld is larger than --batch %lld\n",
                 o->micro_batch, o->batch);
+        return -1;
+    }
+    if (o->backend == GPP_DEVICE_CUDA && o->profile_out) {
+        /* the profiler times each op on the host clock, which on an
+         * asynchronous device measures the launch, not the kernel */
+        fprintf(stderr, "gpp-train: error: --profile-out needs --backend cpu: timing ops on a GPU "
+                        "(CUDA events) is not built yet\n");
+        return -1;
+    }
+    if (o->backend != GPP_DEVICE_CUDA && o->precision != GPP_PRECISION_FP32) {
+        fprintf(stderr, "gpp-train: error: --precision tf32 needs --backend cuda (the CPU "
+                        "backend computes fp32)\n");
         return -1;
     }
     if (!o->lr_set && o->hp.kind == GPP_OPTIM_SGD)
@@ -282,9 +335,13 @@ int main(int argc, char **argv)
     int is_file = ml > 5 && strcmp(o.model + ml - 5, ".json") == 0;
     if (!(g = is_file ? gpp_graph_read_json(o.model, &err) : gpp_zoo_build(o.model, &err)))
         goto fail;
-    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = o.threads};
+    gpp_backend_cfg_t bc = {
+        .kind = o.backend, .device = o.device, .cpu_threads = o.threads, .precision = o.precision};
     if (!(be = gpp_backend_new(&bc, &err)))
         goto fail;
+    if (o.backend != GPP_DEVICE_CPU)
+        printf("backend %s, %s matrix products\n", gpp_backend_name(be),
+               o.precision == GPP_PRECISION_TF32 ? "tf32" : "fp32");
     data = o.data ? gpp_data_open(g, o.data, &err) : gpp_data_new(g, o.seed);
     if (!data)
         goto fail;
@@ -344,6 +401,10 @@ int main(int argc, char **argv)
                o.iterations, (long long)gpp_exec_step_count(ex),
                (double)o.batch * (double)o.iterations * 1000.0 / total_ms,
                (long long)gpp_exec_peak_stash_bytes(ex));
+    gpp_backend_mem_t mem;
+    if (o.iterations && gpp_backend_mem_stats(be, &mem))
+        printf("device memory: peak_bytes=%zu reserved_bytes=%zu device_allocs=%llu\n",
+               mem.peak_bytes, mem.reserved_bytes, (unsigned long long)mem.device_allocs);
     if (o.save && gpp_ckpt_save(ex, o.save, &err) < 0)
         goto fail;
     if (o.save)

@@ -514,8 +514,9 @@ static void s_warn_planned(const gpp_config_t *c)
                  "(planned); use metrics.file",
                  c->path, c->metrics.http_port);
     if (c->job.backend == GPP_CONFIG_BACKEND_CUDA)
-        gpp_warn("config: %s: job.backend = \"cuda\": there is no CUDA backend yet (planned); "
-                 "gpp-plan plans for it, gpp-coordinator refuses to train it",
+        gpp_warn("config: %s: job.backend = \"cuda\": agents have no GPU data plane yet (NCCL "
+                 "is planned); gpp-plan plans for it, gpp-coordinator refuses to train it "
+                 "(gpp-train --backend cuda trains on one GPU)",
                  c->path);
 }
 

@@ -284,8 +284,10 @@ int main(int argc, char **argv)
         cfg.job.iterations = o.iterations;
     if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only) {
         fprintf(stderr,
-                "gpp-coordinator: %s: job.backend = \"cuda\": this build has no CUDA backend "
-                "(the GPU data plane is planned); set backend = \"cpu\" to train on CPU agents\n",
+                "gpp-coordinator: %s: job.backend = \"cuda\": agents cannot train on GPUs yet "
+                "(the CUDA kernels exist and gpp-train --backend cuda runs a model on one GPU, but "
+                "the agents' NCCL data plane is not built); set backend = \"cpu\" to train on CPU "
+                "agents\n",
                 o.config_path);
         gpp_config_release(&cfg);
         return 2;

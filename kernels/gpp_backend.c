@@ -16,11 +16,17 @@ gpp_backend_t *gpp_backend_new(const gpp_backend_cfg_t *cfg, gpp_err_t *err)
         vt = &gpp_cpu_backend_vt;
         break;
     case GPP_DEVICE_CUDA:
+#ifdef GPP_HAVE_CUDA
+        vt = &gpp_cuda_backend_vt;
+        break;
+#else
         gpp_err_set(err,
-                    "backend cuda:%d: the CUDA backend is not built in this gpp; "
-                    "use the cpu backend",
+                    "backend cuda:%d: this gpp was built without CUDA (CMake found no nvcc, or "
+                    "-DGPP_CUDA=OFF); rebuild on a machine with the CUDA toolkit, or use the cpu "
+                    "backend",
                     cfg->device);
         return NULL;
+#endif
     default:
         gpp_err_set(err, "backend: unknown device kind %d", (int)cfg->kind);
         return NULL;
@@ -70,6 +76,16 @@ void gpp_backend_free(gpp_backend_t *self, void **ptr_p)
     if (*ptr_p)
         self->vt->free(self, *ptr_p);
     *ptr_p = NULL;
+}
+
+int gpp_backend_mem_stats(gpp_backend_t *self, gpp_backend_mem_t *out)
+{
+    assert(self && out);
+    *out = (gpp_backend_mem_t){0};
+    if (!self->vt->mem_stats)
+        return 0;
+    self->vt->mem_stats(self, out);
+    return 1;
 }
 
 gpp_stream_t *gpp_stream_new(gpp_backend_t *be, gpp_err_t *err)

@@ -1,9 +1,11 @@
 /* gpp_backend: devices, memory, streams, events and tensors for the kernels.
  *
- * One interface for every device kind. The CPU backend (OpenBLAS + C) exists
- * now; a CUDA backend (cuBLAS + own kernels) plugs in behind the same calls
- * (the backend is an object with a private table of operations, see
- * gpp_backend_impl.h). Callers never branch on the device kind.
+ * One interface for every device kind: the CPU backend (OpenBLAS + C) and
+ * the CUDA backend (cuBLASLt + own kernels, kernels/cuda/, docs/gpu.md)
+ * behind the same calls (the backend is an object with a private table of
+ * operations, see gpp_backend_impl.h). Callers never branch on the device
+ * kind; memory of a device backend is never touched from the host except
+ * through gpp_stream_copy.
  *
  * Memory. gpp_backend_alloc returns device memory of the backend (on CPU:
  * 64-byte aligned host memory). Pointers from different backends never mix.
@@ -45,8 +47,14 @@
 
 typedef enum {
     GPP_DEVICE_CPU = 0,
-    GPP_DEVICE_CUDA = 1 /* not built yet: gpp_backend_new fails with a message */
+    GPP_DEVICE_CUDA = 1 /* gpp_backend_new fails with a message when this gpp was
+                           built without CUDA or no usable GPU exists */
 } gpp_device_kind_t;
+
+/* Matrix products on CUDA: fp32 (CUBLAS_COMPUTE_32F) or TF32 tensor cores
+ * (CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits, fp32
+ * accumulation). The CPU backend computes fp32 whatever is set. */
+typedef enum { GPP_PRECISION_FP32 = 0, GPP_PRECISION_TF32 = 1 } gpp_precision_t;
 
 typedef enum { GPP_DTYPE_F32 = 0, GPP_DTYPE_I32 = 1 } gpp_dtype_t;
 
@@ -58,10 +66,19 @@ typedef enum {
 
 typedef struct {
     gpp_device_kind_t kind;
-    int device;      /* CUDA device ordinal; 0 for CPU */
-    int cpu_threads; /* CPU: OpenBLAS threads; 0 keeps OpenBLAS's default
-                        (OPENBLAS_NUM_THREADS or the core count) */
+    int device;                /* CUDA device ordinal; 0 for CPU */
+    int cpu_threads;           /* CPU: OpenBLAS threads; 0 keeps OpenBLAS's default
+                                  (OPENBLAS_NUM_THREADS or the core count) */
+    gpp_precision_t precision; /* CUDA matrix products; fp32 by default */
 } gpp_backend_cfg_t;
+
+/* Device memory accounting of a backend with a caching allocator (CUDA). */
+typedef struct {
+    size_t in_use_bytes;                  /* allocated and not freed, in allocator blocks */
+    size_t peak_bytes;                    /* max of in_use_bytes */
+    size_t reserved_bytes;                /* held from the device (in use + cached) */
+    uint64_t device_allocs, device_frees; /* cudaMalloc / cudaFree calls */
+} gpp_backend_mem_t;
 
 typedef struct gpp_backend_s gpp_backend_t;
 typedef struct gpp_stream_s gpp_stream_t;
@@ -83,6 +100,9 @@ void *gpp_backend_alloc(gpp_backend_t *self, size_t bytes, gpp_err_t *err);
 /* Frees memory from gpp_backend_alloc; accepts NULL and NULLs *ptr_p. The
  * caller must have synchronised every stream that uses the memory. */
 void gpp_backend_free(gpp_backend_t *self, void **ptr_p);
+/* Fills *out and returns 1 for a backend that accounts its memory (CUDA);
+ * 0 with *out zeroed for one that does not (CPU: malloc). */
+int gpp_backend_mem_stats(gpp_backend_t *self, gpp_backend_mem_t *out);
 
 /* ---- streams: in-order queues of work on one backend ---- */
 

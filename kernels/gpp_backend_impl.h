@@ -4,8 +4,8 @@
  * state behind `impl` pointers. The public calls (gpp_backend.c, gpp_ops.c,
  * gpp_sparse.c, gpp_optim.c) check arguments and shapes once for every
  * backend, then call through the table; an entry sees valid arguments and
- * only does the work. Adding CUDA means writing kernels/cuda/ with one
- * gpp_backend_vt_t and naming it in gpp_backend_new. */
+ * only does the work. The CUDA backend is kernels/cuda/ with one
+ * gpp_backend_vt_t named in gpp_backend_new. */
 #ifndef GPP_BACKEND_IMPL_H
 #define GPP_BACKEND_IMPL_H
 
@@ -42,6 +42,8 @@ struct gpp_sparse_grad_s {
     int32_t *slot; /* [table_rows]: slot of the row in rows/values, or -1 */
     int32_t *rows; /* [cap]: row id of each slot, first-touch order */
     float *values; /* [cap, dim] */
+    void *host;    /* backend's host-side state (CUDA: mirrors of slot and rows) or
+                      NULL; one block, freed with free() by gpp_sparse_grad_destroy */
 };
 
 struct gpp_optim_state_s {
@@ -57,9 +59,10 @@ typedef struct gpp_backend_vt_s {
     int (*init)(gpp_backend_t *be, gpp_err_t *err);
     void (*fini)(gpp_backend_t *be);
 
-    /* memory (synchronous) */
+    /* memory (synchronous); mem_stats may be NULL (no accounting) */
     void *(*alloc)(gpp_backend_t *be, size_t bytes, gpp_err_t *err);
     void (*free)(gpp_backend_t *be, void *p);
+    void (*mem_stats)(gpp_backend_t *be, gpp_backend_mem_t *out);
 
     /* streams; stream_free releases memory after the work enqueued so far */
     int (*stream_init)(gpp_stream_t *s, gpp_err_t *err);
@@ -134,5 +137,10 @@ typedef struct gpp_backend_vt_s {
 
 /* The CPU backend (kernels/cpu/gpp_cpu_backend.c). */
 extern const gpp_backend_vt_t gpp_cpu_backend_vt;
+#ifdef GPP_HAVE_CUDA
+/* The CUDA backend (kernels/cuda/gpp_cuda_backend.c); built when CMake found
+ * nvcc (GPP_CUDA). */
+extern const gpp_backend_vt_t gpp_cuda_backend_vt;
+#endif
 
 #endif

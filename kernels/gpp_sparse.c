@@ -49,6 +49,7 @@ void gpp_sparse_grad_destroy(gpp_sparse_grad_t **self_p)
     gpp_backend_free(self->be, (void **)&self->slot);
     gpp_backend_free(self->be, (void **)&self->rows);
     gpp_backend_free(self->be, (void **)&self->values);
+    free(self->host);
     free(self);
     *self_p = NULL;
 }

@@ -8,6 +8,7 @@
 #define GPP_CPU_H
 
 #include "kernels/gpp_backend_impl.h"
+#include "kernels/gpp_math.h"
 
 /* ---- helpers shared by kernel families ---- */
 
@@ -36,35 +37,8 @@ static inline double gpp_cpu_lanes_total(const double *acc)
     return t;
 }
 
-/* exp(z) for z in [-87, 88] (z is clamped to that range: exp(-87) =
- * 1.6e-38 stands in for anything smaller, exp(88) = 1.7e38 for anything
- * larger), branch-free so that loops calling it vectorise. Cody-Waite range
- * reduction z = n ln2 + r, |r| <= ln2/2, and Cephes expf's degree-7
- * polynomial for exp(r); 2^n is built in the exponent bits. Max relative
- * error against exp in double: 8.3e-8 (under 1 ulp) over [-87, 88] in steps
- * of 1e-5; tests/unit/test_kernels.c checks 1.2e-7 on a coarser grid. */
-static inline float gpp_cpu_expf(float z)
-{
-    z = z > 88.0f ? 88.0f : z;
-    z = z < -87.0f ? -87.0f : z;
-    /* n = round(z / ln2) via the 1.5 * 2^23 trick (exact, no rint call) */
-    float n = (z * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = z - n * 0.693359375f; /* ln2 in two parts: exact product */
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    /* 2^n, n in [-126, 127]: the biased exponent n + 127 in bits 23..30 */
-    union {
-        int32_t i;
-        float f;
-    } two_n = {.i = ((int32_t)n + 127) << 23};
-    return p * two_n.f;
-}
+/* exp: gpp_math_expf (kernels/gpp_math.h), shared with the CUDA kernels. */
+#define gpp_cpu_expf gpp_math_expf
 
 /* Row-major sgemm: C (m x n, ldc) = alpha op(A) op(B) + beta C, with op(X) = X
  * or X^T per trans_a / trans_b; lda, ldb the row strides as stored. */

@@ -6,41 +6,28 @@
 #include "kernels/cpu/gpp_cpu.h"
 
 /* SGD over n elements; g NULL means a zero gradient. v unused without
- * momentum. */
+ * momentum. The element update is gpp_math_sgd (kernels/gpp_math.h). */
 GPP_CPU_CLONES
 static void s_sgd_span(int64_t n, const gpp_optim_hp_t *hp, float *p, float *v, const float *g)
 {
     float lr = hp->lr, wd = hp->weight_decay, mu = hp->momentum;
-    for (int64_t i = 0; i < n; i++) {
-        float gi = (g ? g[i] : 0.0f) + wd * p[i];
-        if (mu != 0.0f) {
-            v[i] = mu * v[i] + gi;
-            gi = v[i];
-        }
-        p[i] -= lr * gi;
-    }
+    for (int64_t i = 0; i < n; i++)
+        gpp_math_sgd(lr, wd, mu, g ? g[i] : 0.0f, &p[i], mu != 0.0f ? &v[i] : NULL);
 }
 
-/* AdamW over n elements; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. */
+/* AdamW over n elements with the step's constants (gpp_math_adamw). */
 GPP_CPU_CLONES
-static void s_adamw_span(int64_t n, const gpp_optim_hp_t *hp, float bc1, float bc2, float *p,
-                         float *m, float *v, const float *g)
+static void s_adamw_span(int64_t n, const gpp_math_adamw_t *k, float *p, float *m, float *v,
+                         const float *g)
 {
-    float lr = hp->lr, b1 = hp->beta1, b2 = hp->beta2, eps = hp->eps;
-    float decay = 1.0f - hp->lr * hp->weight_decay;
-    float step = lr / bc1, inv_sqrt_bc2 = 1.0f / sqrtf(bc2);
-    for (int64_t i = 0; i < n; i++) {
-        p[i] *= decay;
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        p[i] -= step * m[i] / (sqrtf(v[i]) * inv_sqrt_bc2 + eps);
-    }
+    const gpp_math_adamw_t kk = *k;
+    for (int64_t i = 0; i < n; i++)
+        gpp_math_adamw(&kk, g[i], &p[i], &m[i], &v[i]);
 }
 
-static void s_bias_corrections(const gpp_optim_hp_t *hp, int64_t step, float *bc1, float *bc2)
+static gpp_math_adamw_t s_adamw_consts(const gpp_optim_hp_t *hp, int64_t step)
 {
-    *bc1 = (float)(1.0 - pow((double)hp->beta1, (double)step));
-    *bc2 = (float)(1.0 - pow((double)hp->beta2, (double)step));
+    return gpp_math_adamw_consts(hp->lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, step);
 }
 
 int gpp_cpu_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,
@@ -51,9 +38,8 @@ int gpp_cpu_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_h
         s_sgd_span(st->numel, hp, param, st->buf[0], grad);
         return 0;
     }
-    float bc1, bc2;
-    s_bias_corrections(hp, step, &bc1, &bc2);
-    s_adamw_span(st->numel, hp, bc1, bc2, param, st->buf[0], st->buf[1], grad);
+    gpp_math_adamw_t k = s_adamw_consts(hp, step);
+    s_adamw_span(st->numel, &k, param, st->buf[0], st->buf[1], grad);
     return 0;
 }
 
@@ -72,16 +58,16 @@ int gpp_cpu_optim_step_sparse(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_
         }
         return 0;
     }
-    float bc1 = 1.0f, bc2 = 1.0f;
+    gpp_math_adamw_t ak = {0};
     if (hp->kind == GPP_OPTIM_ADAMW)
-        s_bias_corrections(hp, step, &bc1, &bc2);
+        ak = s_adamw_consts(hp, step);
     for (int64_t k = 0; k < grad->count; k++) {
         int64_t off = (int64_t)grad->rows[k] * dim;
         const float *g = grad->values + k * dim;
         if (hp->kind == GPP_OPTIM_SGD)
             s_sgd_span(dim, hp, table + off, st->buf[0] + off, g);
         else
-            s_adamw_span(dim, hp, bc1, bc2, table + off, st->buf[0] + off, st->buf[1] + off, g);
+            s_adamw_span(dim, &ak, table + off, st->buf[0] + off, st->buf[1] + off, g);
     }
     return 0;
 }

@@ -189,6 +189,6 @@ fi
 CONF=$(mkconf cuda "$(free_port)" 2 local)
 sed -i 's/^launch = .*/&\nbackend = "cuda"/' "$CONF"
 printf '[cluster]\ndevice = "h100-80g"\n' >>"$CONF"
-expect_fail "cuda backend refused" 'backend = "cuda": this build has no CUDA backend' "$COORD" "$CONF"
+expect_fail "cuda backend refused" 'backend = "cuda": agents cannot train on GPUs yet' "$COORD" "$CONF"
 
 gpp_test_end

@@ -1,0 +1,224 @@
+/* bench_cuda_ops: the CUDA backend's ops at the zoo models' shapes.
+ *
+ *   bench_cuda_ops [--device N] [--reps R] [--quick]
+ *
+ * For each op and shape it enqueues R calls on one stream after a warm-up
+ * call and synchronises once, so the time per call is the device time plus
+ * whatever of the launch cost the queue does not hide; it prints the time
+ * per call and, for products, TFLOP/s. Runs the products in fp32 and in
+ * tf32 (a second backend with precision tf32). The launch-overhead line is
+ * a ReLU over one element: the cost of one enqueued op that does nothing.
+ * Shapes: MMT at hidden 1024, seq 128, micro-batch 8 (m = 1024 token rows:
+ * the QKV, output, FFN-in and FFN-out products, attention with 16 heads,
+ * layer norm, GELU); the DLRM-like (2048, 512 -> 256) MLP layer; the
+ * CANDLE-Uno-like wide input layer (64, 29120 -> 4096).
+ *
+ * Without a usable GPU it prints why and exits 77 (nothing is measured). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/gpp_time.h"
+#include "kernels/gpp_backend.h"
+#include "kernels/gpp_ops.h"
+
+static int s_reps = 50;
+
+typedef struct {
+    gpp_backend_t *be;
+    gpp_stream_t *st;
+} gpu_t;
+
+static int s_tensor(gpu_t *d, int64_t n, int64_t rows, int64_t cols, gpp_tensor_t *t)
+{
+    gpp_err_t err;
+    if (gpp_tensor_alloc(d->be, GPP_DTYPE_F32, n, rows, cols, t, &err) < 0 ||
+        gpp_stream_zero(d->st, t->data, gpp_tensor_bytes(t), &err) < 0) {
+        fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
+        exit(1);
+    }
+    return 0;
+}
+
+/* ms per call of fn over s_reps enqueued calls (one warm-up first) */
+typedef int (*op_fn)(gpu_t *d, void *ctx, gpp_err_t *err);
+static double s_time(gpu_t *d, op_fn fn, void *ctx)
+{
+    gpp_err_t err;
+    if (fn(d, ctx, &err) < 0 || gpp_stream_sync(d->st, &err) < 0) {
+        fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
+        exit(1);
+    }
+    double t0 = gpp_now_ms();
+    for (int i = 0; i < s_reps; i++)
+        if (fn(d, ctx, &err) < 0) {
+            fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
+            exit(1);
+        }
+    if (gpp_stream_sync(d->st, &err) < 0) {
+        fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
+        exit(1);
+    }
+    return (gpp_now_ms() - t0) / s_reps;
+}
+
+/* ---- linear ---- */
+typedef struct {
+    gpp_tensor_t x, w, b, y, dx, dw, db;
+    int bwd;
+} lin_t;
+
+static int s_lin(gpu_t *d, void *c, gpp_err_t *err)
+{
+    lin_t *l = c;
+    if (l->bwd)
+        return gpp_linear_bwd(d->st, &l->x, &l->w, &l->y, &l->dx, &l->dw, &l->db, err);
+    return gpp_linear_fwd(d->st, &l->x, &l->w, &l->b, &l->y, err);
+}
+
+static void s_bench_linear(gpu_t *d, const char *prec, const char *name, int64_t m, int64_t in,
+                           int64_t out)
+{
+    lin_t l = {0};
+    s_tensor(d, 1, m, in, &l.x);
+    s_tensor(d, 1, out, in, &l.w);
+    s_tensor(d, 1, 1, out, &l.b);
+    s_tensor(d, 1, m, out, &l.y);
+    s_tensor(d, 1, m, in, &l.dx);
+    s_tensor(d, 1, out, in, &l.dw);
+    s_tensor(d, 1, 1, out, &l.db);
+    double flop = 2.0 * (double)m * (double)in * (double)out;
+    double f = s_time(d, s_lin, &l);
+    l.bwd = 1;
+    double b = s_time(d, s_lin, &l);
+    printf("%-5s linear+b %-22s (%5lld, %5lld -> %5lld): fwd %8.3f ms %7.2f TFLOP/s | "
+           "bwd %8.3f ms %7.2f TFLOP/s\n",
+           prec, name, (long long)m, (long long)in, (long long)out, f, flop / f * 1e-9, b,
+           2 * flop / b * 1e-9);
+    gpp_tensor_t *ts[] = {&l.x, &l.w, &l.b, &l.y, &l.dx, &l.dw, &l.db};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        gpp_tensor_free(d->be, ts[i]);
+}
+
+/* ---- attention, layer norm, GELU, launch overhead ---- */
+typedef struct {
+    gpp_tensor_t x, y, dx, g, b, dg, db, stash;
+    gpp_attention_params_t p, dp;
+    int heads, kind, bwd; /* kind 0 attention, 1 layer norm, 2 gelu, 3 relu */
+} misc_t;
+
+static int s_misc(gpu_t *d, void *c, gpp_err_t *err)
+{
+    misc_t *k = c;
+    switch (k->kind) {
+    case 0:
+        return k->bwd ? gpp_attention_bwd(d->st, &k->x, &k->p, k->heads, k->stash.data, &k->y,
+                                          &k->dx, &k->dp, err)
+                      : gpp_attention_fwd(d->st, &k->x, &k->p, k->heads, &k->y, k->stash.data, err);
+    case 1:
+        return k->bwd ? gpp_layernorm_bwd(d->st, &k->x, &k->g, k->stash.data, &k->y, &k->dx, &k->dg,
+                                          &k->db, err)
+                      : gpp_layernorm_fwd(d->st, &k->x, &k->g, &k->b, &k->y, k->stash.data, err);
+    case 2:
+        return k->bwd ? gpp_gelu_bwd(d->st, &k->x, &k->y, &k->dx, err)
+                      : gpp_gelu_fwd(d->st, &k->x, &k->y, err);
+    default:
+        return gpp_relu_fwd(d->st, &k->x, &k->y, err);
+    }
+}
+
+static void s_bench_misc(gpu_t *d, int kind, int64_t n, int64_t seq, int64_t hid, int heads)
+{
+    misc_t k = {.kind = kind, .heads = heads};
+    s_tensor(d, n, seq, hid, &k.x);
+    s_tensor(d, n, seq, hid, &k.y);
+    s_tensor(d, n, seq, hid, &k.dx);
+    s_tensor(d, 1, 1, hid, &k.g);
+    s_tensor(d, 1, 1, hid, &k.b);
+    s_tensor(d, 1, 1, hid, &k.dg);
+    s_tensor(d, 1, 1, hid, &k.db);
+    size_t stash = kind == 0 ? gpp_attention_stash_bytes(n, seq, hid, heads)
+                             : gpp_layernorm_stash_bytes(n, seq);
+    s_tensor(d, 1, 1, (int64_t)(stash / 4) + 1, &k.stash);
+    gpp_tensor_t *pw[] = {&k.p.w_qkv,  &k.p.b_qkv,  &k.p.w_o,  &k.p.b_o,
+                          &k.dp.w_qkv, &k.dp.b_qkv, &k.dp.w_o, &k.dp.b_o};
+    if (kind == 0)
+        for (int i = 0; i < 8; i++) {
+            int j = i % 4;
+            s_tensor(d, 1, j == 0 ? 3 * hid : j == 2 ? hid : 1, j == 1 ? 3 * hid : hid, pw[i]);
+        }
+    static const char *names[] = {"attention", "layernorm", "gelu", "relu (1 element)"};
+    double f = s_time(d, s_misc, &k);
+    if (kind == 3) {
+        printf("      launch overhead: %s %.2f us per enqueued op\n", names[kind], f * 1e3);
+    } else {
+        k.bwd = 1;
+        double b = s_time(d, s_misc, &k);
+        printf("      %-10s n %lld seq %lld hidden %lld%s: fwd %8.3f ms | bwd %8.3f ms\n",
+               names[kind], (long long)n, (long long)seq, (long long)hid,
+               kind == 0 ? " (16 heads)" : "", f, b);
+    }
+    gpp_tensor_t *ts[] = {&k.x, &k.y, &k.dx, &k.g, &k.b, &k.dg, &k.db, &k.stash};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        gpp_tensor_free(d->be, ts[i]);
+    if (kind == 0)
+        for (int i = 0; i < 8; i++)
+            gpp_tensor_free(d->be, pw[i]);
+}
+
+int main(int argc, char **argv)
+{
+    int device = 0, quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            device = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            s_reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else {
+            fprintf(stderr, "usage: bench_cuda_ops [--device N] [--reps R] [--quick]\n");
+            return 2;
+        }
+    }
+    if (s_reps < 1)
+        s_reps = 1;
+    int64_t q = quick ? 4 : 1;
+    gpp_err_t err;
+    for (int tf32 = 0; tf32 < 2; tf32++) {
+        gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA,
+                                 .device = device,
+                                 .precision = tf32 ? GPP_PRECISION_TF32 : GPP_PRECISION_FP32};
+        gpu_t d = {0};
+        if (!(d.be = gpp_backend_new(&cfg, &err))) {
+            printf("bench_cuda_ops: not measured: %s\n", err.msg);
+            return 77;
+        }
+        if (!(d.st = gpp_stream_new(d.be, &err))) {
+            fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
+            return 1;
+        }
+        const char *prec = tf32 ? "tf32" : "fp32";
+        if (!tf32)
+            printf("bench_cuda_ops: %s, %d reps per op\n", gpp_backend_name(d.be), s_reps);
+        s_bench_linear(&d, prec, "mmt qkv", 1024 / q, 1024, 3072 / q);
+        s_bench_linear(&d, prec, "mmt out proj", 1024 / q, 1024, 1024 / q);
+        s_bench_linear(&d, prec, "mmt ffn in", 1024 / q, 1024, 4096 / q);
+        s_bench_linear(&d, prec, "mmt ffn out", 1024 / q, 4096 / q, 1024);
+        s_bench_linear(&d, prec, "dlrm mlp", 2048 / q, 512, 256);
+        s_bench_linear(&d, prec, "candle input", 64, 29120 / q, 4096 / q);
+        s_bench_misc(&d, 0, 8 / q, 128, 1024, 16);
+        if (!tf32) {
+            s_bench_misc(&d, 1, 8 / q, 128, 1024, 0);
+            s_bench_misc(&d, 2, 8 / q, 128, 4096, 0);
+            s_bench_misc(&d, 3, 1, 1, 1, 0);
+        }
+        gpp_backend_mem_t mem;
+        if (gpp_backend_mem_stats(d.be, &mem))
+            printf("      device memory: peak %zu MiB, %llu cudaMalloc calls\n",
+                   mem.peak_bytes >> 20, (unsigned long long)mem.device_allocs);
+        gpp_stream_destroy(&d.st);
+        gpp_backend_destroy(&d.be);
+    }
+    return 0;
+}

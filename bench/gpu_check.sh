@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# gpu_check: the one command for a GPU machine (`make gpu-check`). Runs the
+# gpu-labelled tests (tests/gpu/) and bench_cuda_ops against a build made
+# with the CUDA backend, and writes everything with the device name
+# (nvidia-smi), the commit and the date to bench/results/gpu-<date>.txt.
+# Exit status 1 when a test failed, or when there was no GPU to run on
+# (tests skipped, nothing measured): a figure is only ever written from a
+# run that measured it.
+#
+#   bench/gpu_check.sh [BUILD_DIR]      (default: build)
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) ||
+    { echo "gpu_check: no build folder '${1:-build}'; run make gpu-check" >&2; exit 2; }
+cd "$HERE/.."
+. scripts/blas-env.sh
+mkdir -p bench/results
+DATE=$(date -u +%Y-%m-%d)
+OUT=bench/results/gpu-$DATE.txt
+status=0
+{
+    echo "# gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        echo "# device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+    else
+        echo "# device: none (no nvidia-smi)"
+    fi
+    grep -q '^GPP_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt" ||
+        echo "# warning: $BUILD was configured without the CUDA backend (GPP_CUDA=OFF)"
+    echo
+    echo "== tests: (cd $BUILD && ctest -L gpu --output-on-failure -V)"
+} | tee "$OUT"
+(cd "$BUILD" && ctest -L gpu --output-on-failure -V) >"$OUT.tests" 2>&1 || status=1
+grep -E '^[0-9]+: |tests passed|Skipped|Failed|Passed' "$OUT.tests" | tee -a "$OUT"
+rm -f "$OUT.tests"
+if grep -q 'SKIPPED:' "$OUT"; then
+    echo "gpu_check: the GPU tests were SKIPPED: no usable GPU here" | tee -a "$OUT"
+    status=1
+fi
+echo | tee -a "$OUT"
+echo "== bench: $BUILD/bench/bench_cuda_ops" | tee -a "$OUT"
+"$BUILD/bench/bench_cuda_ops" 2>&1 | tee -a "$OUT"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -eq 77 ]; then
+    echo "gpu_check: nothing measured (no usable GPU)" | tee -a "$OUT"
+    status=1
+elif [ "$rc" -ne 0 ]; then
+    echo "gpu_check: bench_cuda_ops failed (exit $rc)" | tee -a "$OUT"
+    status=1
+fi
+echo "gpu_check: wrote $OUT"
+exit $status

@@ -1,0 +1,192 @@
+/* gpp_cuda: the CUDA backend's private state and helpers (C side; the
+ * kernels are in gpp_cuda_*.cu behind gpp_cuda_kern.h). Private to
+ * kernels/cuda/.
+ *
+ * The backend owns one device (cfg.device), a caching allocator
+ * (gpp_cuda_cache.h) and a cuBLASLt handle with a cache of matmul plans.
+ * A stream owns a cudaStream_t, a cuBLASLt workspace, a fault word in
+ * mapped host memory that kernels use to report bad data, and a pinned host
+ * staging buffer for the small host -> device uploads of the sparse
+ * gradient. The backend and its streams must be used from the thread that
+ * created them (the device is selected there). */
+#ifndef GPP_CUDA_H
+#define GPP_CUDA_H
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/gpp_cuda_cache.h"
+#include "kernels/cuda/gpp_cuda_kern.h"
+#include "kernels/gpp_backend_impl.h"
+
+/* Check macros (STYLE rule 5): a failed call becomes a gpp_err naming the
+ * call, file:line and the library's own message. */
+int gpp_cuda_fail(gpp_err_t *err, const char *file, int line, const char *call, cudaError_t e);
+int gpp_cuda_lt_fail(gpp_err_t *err, const char *file, int line, const char *call,
+                     cublasStatus_t st);
+#define GPP_CUDA_TRY(call, err)                                                                    \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            return gpp_cuda_fail((err), __FILE__, __LINE__, #call, e_);                            \
+    } while (0)
+#define GPP_CUDA_TRY_GOTO(call, err, label)                                                        \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            gpp_cuda_fail((err), __FILE__, __LINE__, #call, e_);                                   \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+#define GPP_LT_TRY(call, err)                                                                      \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                           \
+            return gpp_cuda_lt_fail((err), __FILE__, __LINE__, #call, s_);                         \
+    } while (0)
+
+typedef struct gpp_cuda_plans_s gpp_cuda_plans_t; /* gpp_cuda_blas.c */
+
+/* cuBLASLt is loaded with dlopen when the first CUDA backend opens, not
+ * linked: libcublasLt.so is 540 MB, and linking it made every gpp program
+ * (agents, coordinator, tests) take 1.3-2 s and 210 MB to start on the
+ * development machine, CUDA backend used or not (measured with
+ * /usr/bin/time on a one-line program linking it: 1.26 s, 211 MB, against
+ * 0.04 s, 1.6 MB linking only cudart). Calls go through gpp_cuda_lt. */
+#define GPP_CUDA_LT_FNS(X)                                                                         \
+    X(cublasLtCreate)                                                                              \
+    X(cublasLtDestroy)                                                                             \
+    X(cublasLtGetStatusString)                                                                     \
+    X(cublasLtMatmul)                                                                              \
+    X(cublasLtMatmulAlgoGetHeuristic)                                                              \
+    X(cublasLtMatmulDescCreate)                                                                    \
+    X(cublasLtMatmulDescDestroy)                                                                   \
+    X(cublasLtMatmulDescSetAttribute)                                                              \
+    X(cublasLtMatmulPreferenceCreate)                                                              \
+    X(cublasLtMatmulPreferenceDestroy)                                                             \
+    X(cublasLtMatmulPreferenceSetAttribute)                                                        \
+    X(cublasLtMatrixLayoutCreate)                                                                  \
+    X(cublasLtMatrixLayoutDestroy)                                                                 \
+    X(cublasLtMatrixLayoutSetAttribute)
+typedef struct {
+#define GPP_CUDA_LT_FIELD(f) __typeof__(&f) f;
+    GPP_CUDA_LT_FNS(GPP_CUDA_LT_FIELD)
+#undef GPP_CUDA_LT_FIELD
+} gpp_cuda_lt_t;
+extern gpp_cuda_lt_t gpp_cuda_lt;
+/* Loads libcublasLt.so.<major of the headers> once; -1 + message when it
+ * cannot be loaded. */
+int gpp_cuda_lt_load(gpp_err_t *err);
+
+typedef struct {
+    int device;
+    char dev_name[256];
+    int sm_count;
+    size_t total_mem_bytes;
+    gpp_cuda_cache_t *cache;
+    cublasLtHandle_t lt;
+    int tf32; /* cuBLASLt compute type CUBLAS_COMPUTE_32F_FAST_TF32 */
+    gpp_cuda_plans_t *plans;
+} gpp_cuda_t;
+
+typedef struct {
+    cudaStream_t st;
+    void *lt_ws;             /* cuBLASLt workspace (GPP_CUDA_LT_WS_BYTES) */
+    gpp_cuda_fault_t *fault; /* mapped pinned host memory */
+    void *stage;             /* pinned host staging buffer */
+    size_t stage_bytes;
+} gpp_cuda_stream_t;
+
+/* cuBLASLt workspace per stream: 32 MiB, what NVIDIA's cuBLAS documentation
+ * recommends for Hopper (cublasLtMatmul, "workspace"); smaller on older
+ * architectures works too. */
+#define GPP_CUDA_LT_WS_BYTES ((size_t)32 << 20)
+
+static inline gpp_cuda_t *gpp_cuda_be(gpp_backend_t *be)
+{
+    return (gpp_cuda_t *)be->impl;
+}
+static inline gpp_cuda_stream_t *gpp_cuda_st(gpp_stream_t *s)
+{
+    return (gpp_cuda_stream_t *)s->impl;
+}
+static inline cudaStream_t gpp_cuda_stream(gpp_stream_t *s)
+{
+    return gpp_cuda_st(s)->st;
+}
+
+/* A pinned host buffer of the stream of at least `bytes`; valid until the
+ * next call. Synchronises the stream first (earlier copies may still read
+ * the old contents). */
+void *gpp_cuda_stage(gpp_stream_t *s, size_t bytes, gpp_err_t *err);
+/* Synchronises the stream and reports a kernel's recorded data error. */
+int gpp_cuda_stream_sync(gpp_stream_t *s, gpp_err_t *err);
+
+/* ---- cuBLASLt (gpp_cuda_blas.c) ----
+ * Row-major C (m x n, ldc) = alpha op(A) op(B) + beta C (+ bias[j] per
+ * column j when bias is not NULL), batch products strided by sa, sb, sc
+ * elements. op(X) = X^T when trans_x. */
+typedef struct {
+    int trans_a, trans_b;
+    int64_t m, n, k;
+    float alpha, beta;
+    const float *a, *b;
+    int64_t lda, ldb;
+    float *c;
+    int64_t ldc;
+    int64_t batch, sa, sb, sc; /* batch 0 or 1: one product */
+    const float *bias;
+} gpp_cuda_gemm_t;
+int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err);
+gpp_cuda_plans_t *gpp_cuda_plans_new(void);
+void gpp_cuda_plans_destroy(gpp_cuda_plans_t **self_p);
+
+/* ---- vtable entries (gpp_cuda_ops.c) ---- */
+int gpp_cuda_linear_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                        const gpp_tensor_t *b, gpp_tensor_t *y, gpp_err_t *err);
+int gpp_cuda_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                        const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw,
+                        gpp_tensor_t *db, gpp_err_t *err);
+int gpp_cuda_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
+int gpp_cuda_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+                      gpp_tensor_t *dx, gpp_err_t *err);
+int gpp_cuda_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
+int gpp_cuda_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+                      gpp_tensor_t *dx, gpp_err_t *err);
+int gpp_cuda_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
+                           const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err);
+int gpp_cuda_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
+                           const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                           gpp_tensor_t *dgain, gpp_tensor_t *dbias, gpp_err_t *err);
+int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                           int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err);
+int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                           int heads, const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                           gpp_attention_params_t *dp, gpp_err_t *err);
+int gpp_cuda_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
+                               gpp_tensor_t *y, gpp_err_t *err);
+int gpp_cuda_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *dy,
+                               gpp_sparse_grad_t *dtable, gpp_err_t *err);
+int gpp_cuda_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp_tensor_t *y,
+                        gpp_err_t *err);
+int gpp_cuda_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,
+                        gpp_err_t *err);
+int gpp_cuda_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target,
+                      float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
+int gpp_cuda_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
+                     float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
+int gpp_cuda_add(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
+                 gpp_err_t *err);
+int gpp_cuda_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y,
+                  gpp_err_t *err);
+int gpp_cuda_sparse_init(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err);
+int gpp_cuda_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, const int32_t *rows,
+                        const float *values, int64_t value_stride, gpp_err_t *err);
+int gpp_cuda_sparse_clear(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err);
+int gpp_cuda_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,
+                        int64_t step, float *param, const float *grad, gpp_err_t *err);
+int gpp_cuda_optim_step_sparse(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,
+                               int64_t step, float *table, const gpp_sparse_grad_t *grad,
+                               gpp_err_t *err);
+
+#endif

@@ -1,0 +1,341 @@
+/* gpp_cuda_backend: the CUDA backend's device, memory, streams and events,
+ * and its table of operations (the kernels' entries are in gpp_cuda_ops.c).
+ *
+ * Opening: cfg.device must be a visible, usable GPU; otherwise
+ * gpp_backend_new fails naming the device count and CUDA's own message
+ * (never a silent CPU run). Memory comes from the caching allocator, so the
+ * steady state never calls cudaMalloc/cudaFree. Copies and memsets are
+ * enqueued on the stream (cudaMemcpyAsync: a pageable host buffer makes the
+ * copy synchronous with respect to the host, which the contract allows). */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/gpp_cuda.h"
+
+int gpp_cuda_fail(gpp_err_t *err, const char *file, int line, const char *call, cudaError_t e)
+{
+    const char *base = strrchr(file, '/');
+    return gpp_err_set(err, "%s:%d: %s: %s (%s)", base ? base + 1 : file, line, call,
+                       cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+int gpp_cuda_lt_fail(gpp_err_t *err, const char *file, int line, const char *call,
+                     cublasStatus_t st)
+{
+    const char *base = strrchr(file, '/');
+    return gpp_err_set(err, "%s:%d: %s: cuBLAS status %d (%s)", base ? base + 1 : file, line, call,
+                       (int)st, gpp_cuda_lt.cublasLtGetStatusString(st));
+}
+
+/* ---- raw allocator under the cache ---- */
+
+static void *s_raw_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError(); /* out of memory is not sticky: clear it */
+        return NULL;
+    }
+    return p;
+}
+
+static void s_raw_free(void *ctx, void *p)
+{
+    (void)ctx;
+    (void)cudaFree(p);
+}
+
+/* ---- lifetime ---- */
+
+static int s_init(gpp_backend_t *be, gpp_err_t *err)
+{
+    int dev = be->cfg.device, count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+        return gpp_err_set(err,
+                           "backend cuda:%d: no usable GPU: cudaGetDeviceCount: %s (%s); run on a "
+                           "machine with an NVIDIA GPU and driver, or use the cpu backend",
+                           dev, cudaGetErrorString(e), cudaGetErrorName(e));
+    if (dev < 0 || dev >= count) {
+        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+        return gpp_err_set(err,
+                           "backend cuda:%d: %d CUDA device(s) visible (CUDA_VISIBLE_DEVICES=%s); "
+                           "choose a device in [0, %d)",
+                           dev, count, vis ? vis : "(unset)", count);
+    }
+    struct cudaDeviceProp prop;
+    if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaFree(NULL)) != cudaSuccess ||
+        (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess)
+        return gpp_err_set(err, "backend cuda:%d: cannot open the device: %s (%s)", dev,
+                           cudaGetErrorString(e), cudaGetErrorName(e));
+    if (gpp_cuda_lt_load(err) < 0)
+        return gpp_err_prefix(err, "backend cuda:%d", dev);
+    gpp_cuda_t *c = gpp_xcalloc(1, sizeof *c);
+    c->device = dev;
+    snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
+    c->sm_count = prop.multiProcessorCount;
+    c->total_mem_bytes = prop.totalGlobalMem;
+    c->tf32 = be->cfg.precision == GPP_PRECISION_TF32;
+    cublasStatus_t st = gpp_cuda_lt.cublasLtCreate(&c->lt);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        free(c);
+        return gpp_cuda_lt_fail(err, __FILE__, __LINE__, "cublasLtCreate", st);
+    }
+    c->cache = gpp_cuda_cache_new(s_raw_alloc, s_raw_free, NULL);
+    c->plans = gpp_cuda_plans_new();
+    be->impl = c;
+    snprintf(be->name, sizeof be->name, "cuda:%d", dev);
+    gpp_info("backend cuda:%d: %s, %d SMs, %.1f GiB, %s matrix products", dev, c->dev_name,
+             c->sm_count, (double)c->total_mem_bytes / (1 << 30), c->tf32 ? "tf32" : "fp32");
+    return 0;
+}
+
+static void s_fini(gpp_backend_t *be)
+{
+    gpp_cuda_t *c = gpp_cuda_be(be);
+    (void)cudaSetDevice(c->device);
+    (void)cudaDeviceSynchronize();
+    gpp_cuda_plans_destroy(&c->plans);
+    gpp_cuda_cache_destroy(&c->cache);
+    gpp_cuda_lt.cublasLtDestroy(c->lt);
+    free(c);
+    be->impl = NULL;
+}
+
+static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
+{
+    gpp_cuda_t *c = gpp_cuda_be(be);
+    void *p = gpp_cuda_cache_alloc(c->cache, bytes);
+    if (!p) {
+        size_t free_b = 0, total_b = 0;
+        (void)cudaMemGetInfo(&free_b, &total_b);
+        gpp_cuda_cache_stats_t cs;
+        gpp_cuda_cache_stats(c->cache, &cs);
+        gpp_err_set(err,
+                    "backend %s (%s): out of device memory allocating %zu bytes (%zu MiB in use "
+                    "by gpp, %zu of %zu MiB free on the device); reduce the micro-batch size or "
+                    "the stage's ops",
+                    be->name, c->dev_name, bytes, cs.in_use_bytes >> 20, free_b >> 20,
+                    total_b >> 20);
+    }
+    return p;
+}
+
+static void s_free(gpp_backend_t *be, void *p)
+{
+    gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p);
+}
+
+static void s_mem_stats(gpp_backend_t *be, gpp_backend_mem_t *out)
+{
+    gpp_cuda_cache_stats_t cs;
+    gpp_cuda_cache_stats(gpp_cuda_be(be)->cache, &cs);
+    out->in_use_bytes = cs.in_use_bytes;
+    out->peak_bytes = cs.peak_bytes;
+    out->reserved_bytes = cs.reserved_bytes;
+    out->device_allocs = cs.raw_allocs;
+    out->device_frees = cs.raw_frees;
+}
+
+/* ---- streams ---- */
+
+static void s_stream_fini(gpp_stream_t *s)
+{
+    gpp_cuda_stream_t *cs = gpp_cuda_st(s);
+    if (!cs)
+        return;
+    if (cs->st)
+        (void)cudaStreamSynchronize(cs->st);
+    if (cs->lt_ws)
+        gpp_cuda_cache_free(gpp_cuda_be(s->be)->cache, cs->lt_ws);
+    if (cs->fault)
+        (void)cudaFreeHost(cs->fault);
+    if (cs->stage)
+        (void)cudaFreeHost(cs->stage);
+    if (cs->st)
+        (void)cudaStreamDestroy(cs->st);
+    free(cs);
+    s->impl = NULL;
+}
+
+static int s_stream_init(gpp_stream_t *s, gpp_err_t *err)
+{
+    gpp_cuda_t *c = gpp_cuda_be(s->be);
+    gpp_cuda_stream_t *cs = gpp_xcalloc(1, sizeof *cs);
+    s->impl = cs;
+    void *fault = NULL;
+    GPP_CUDA_TRY_GOTO(cudaSetDevice(c->device), err, fail);
+    GPP_CUDA_TRY_GOTO(cudaStreamCreateWithFlags(&cs->st, cudaStreamNonBlocking), err, fail);
+    /* mapped: kernels write it through the same (unified) address */
+    GPP_CUDA_TRY_GOTO(cudaHostAlloc(&fault, sizeof *cs->fault, cudaHostAllocMapped), err, fail);
+    cs->fault = fault;
+    memset(cs->fault, 0, sizeof *cs->fault);
+    if (!(cs->lt_ws = gpp_cuda_cache_alloc(c->cache, GPP_CUDA_LT_WS_BYTES))) {
+        gpp_err_set(err, "out of device memory for the %zu MiB cuBLASLt workspace",
+                    GPP_CUDA_LT_WS_BYTES >> 20);
+        goto fail;
+    }
+    return 0;
+fail:
+    s_stream_fini(s);
+    return gpp_err_prefix(err, "backend %s: new stream", s->be->name);
+}
+
+int gpp_cuda_stream_sync(gpp_stream_t *s, gpp_err_t *err)
+{
+    gpp_cuda_stream_t *cs = gpp_cuda_st(s);
+    GPP_CUDA_TRY(cudaStreamSynchronize(cs->st), err);
+    gpp_cuda_fault_t f = *cs->fault;
+    if (f.code == GPP_CUDA_FAULT_NONE)
+        return 0;
+    memset(cs->fault, 0, sizeof *cs->fault);
+    if (f.code == GPP_CUDA_FAULT_EMB_INDEX)
+        return gpp_err_set(err,
+                           "embedding bag: bag %lld, position %lld: index %d outside the table's "
+                           "[0, %lld) rows; check the data source's index range",
+                           f.a, f.b, f.value, f.c);
+    return gpp_err_set(err,
+                       "cross-entropy: row %lld: label %d outside [0, %lld) classes; check the "
+                       "data source's labels",
+                       f.a, f.value, f.b);
+}
+
+static int s_stream_sync(gpp_stream_t *s, gpp_err_t *err)
+{
+    return gpp_cuda_stream_sync(s, err);
+}
+
+/* Work enqueued before may still use p: wait for it, then cache the block. */
+static void s_stream_free(gpp_stream_t *s, void *p)
+{
+    (void)cudaStreamSynchronize(gpp_cuda_stream(s));
+    gpp_cuda_cache_free(gpp_cuda_be(s->be)->cache, p);
+}
+
+void *gpp_cuda_stage(gpp_stream_t *s, size_t bytes, gpp_err_t *err)
+{
+    gpp_cuda_stream_t *cs = gpp_cuda_st(s);
+    cudaError_t e = cudaStreamSynchronize(cs->st);
+    if (e != cudaSuccess) {
+        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaStreamSynchronize", e);
+        return NULL;
+    }
+    if (bytes <= cs->stage_bytes)
+        return cs->stage;
+    size_t want = bytes > 2 * cs->stage_bytes ? bytes : 2 * cs->stage_bytes;
+    void *p = NULL;
+    if ((e = cudaMallocHost(&p, want)) != cudaSuccess) {
+        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaMallocHost", e);
+        return NULL;
+    }
+    if (cs->stage)
+        (void)cudaFreeHost(cs->stage);
+    cs->stage = p;
+    cs->stage_bytes = want;
+    return p;
+}
+
+static int s_copy(gpp_stream_t *s, void *dst, const void *src, size_t bytes, gpp_copy_kind_t kind,
+                  gpp_err_t *err)
+{
+    enum cudaMemcpyKind k = kind == GPP_COPY_H2D   ? cudaMemcpyHostToDevice
+                            : kind == GPP_COPY_D2H ? cudaMemcpyDeviceToHost
+                                                   : cudaMemcpyDeviceToDevice;
+    GPP_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, k, gpp_cuda_stream(s)), err);
+    return 0;
+}
+
+static int s_zero(gpp_stream_t *s, void *dst, size_t bytes, gpp_err_t *err)
+{
+    GPP_CUDA_TRY(cudaMemsetAsync(dst, 0, bytes, gpp_cuda_stream(s)), err);
+    return 0;
+}
+
+/* ---- events (timing disabled: cheaper record and wait) ---- */
+
+static int s_event_init(gpp_event_t *e, gpp_err_t *err)
+{
+    cudaEvent_t ev;
+    GPP_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), err);
+    e->impl = ev;
+    return 0;
+}
+
+static void s_event_fini(gpp_event_t *e)
+{
+    (void)cudaEventDestroy((cudaEvent_t)e->impl);
+}
+
+static int s_event_record(gpp_event_t *e, gpp_stream_t *s, gpp_err_t *err)
+{
+    GPP_CUDA_TRY(cudaEventRecord((cudaEvent_t)e->impl, gpp_cuda_stream(s)), err);
+    return 0;
+}
+
+static int s_event_wait(gpp_event_t *e, gpp_stream_t *s, gpp_err_t *err)
+{
+    GPP_CUDA_TRY(cudaStreamWaitEvent(gpp_cuda_stream(s), (cudaEvent_t)e->impl, 0), err);
+    return 0;
+}
+
+static int s_event_sync(gpp_event_t *e, gpp_err_t *err)
+{
+    GPP_CUDA_TRY(cudaEventSynchronize((cudaEvent_t)e->impl), err);
+    return 0;
+}
+
+static int s_event_query(gpp_event_t *e, gpp_err_t *err)
+{
+    cudaError_t r = cudaEventQuery((cudaEvent_t)e->impl);
+    if (r == cudaSuccess)
+        return 1;
+    if (r == cudaErrorNotReady)
+        return 0;
+    return gpp_cuda_fail(err, __FILE__, __LINE__, "cudaEventQuery", r);
+}
+
+const gpp_backend_vt_t gpp_cuda_backend_vt = {
+    .init = s_init,
+    .fini = s_fini,
+    .alloc = s_alloc,
+    .free = s_free,
+    .mem_stats = s_mem_stats,
+    .stream_init = s_stream_init,
+    .stream_fini = s_stream_fini,
+    .stream_sync = s_stream_sync,
+    .stream_free = s_stream_free,
+    .copy = s_copy,
+    .zero = s_zero,
+    .event_init = s_event_init,
+    .event_fini = s_event_fini,
+    .event_record = s_event_record,
+    .event_wait = s_event_wait,
+    .event_sync = s_event_sync,
+    .event_query = s_event_query,
+    .linear_fwd = gpp_cuda_linear_fwd,
+    .linear_bwd = gpp_cuda_linear_bwd,
+    .relu_fwd = gpp_cuda_relu_fwd,
+    .relu_bwd = gpp_cuda_relu_bwd,
+    .gelu_fwd = gpp_cuda_gelu_fwd,
+    .gelu_bwd = gpp_cuda_gelu_bwd,
+    .layernorm_fwd = gpp_cuda_layernorm_fwd,
+    .layernorm_bwd = gpp_cuda_layernorm_bwd,
+    .attention_fwd = gpp_cuda_attention_fwd,
+    .attention_bwd = gpp_cuda_attention_bwd,
+    .embedding_bag_fwd = gpp_cuda_embedding_bag_fwd,
+    .embedding_bag_bwd = gpp_cuda_embedding_bag_bwd,
+    .concat_fwd = gpp_cuda_concat_fwd,
+    .concat_bwd = gpp_cuda_concat_bwd,
+    .loss_mse = gpp_cuda_loss_mse,
+    .loss_ce = gpp_cuda_loss_ce,
+    .add = gpp_cuda_add,
+    .axpy = gpp_cuda_axpy,
+    .sparse_init = gpp_cuda_sparse_init,
+    .sparse_add = gpp_cuda_sparse_add,
+    .sparse_clear = gpp_cuda_sparse_clear,
+    .optim_step = gpp_cuda_optim_step,
+    .optim_step_sparse = gpp_cuda_optim_step_sparse,
+};

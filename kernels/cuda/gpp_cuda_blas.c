@@ -1,0 +1,267 @@
+/* gpp_cuda_blas: row-major matrix products through cuBLASLt, with a cache
+ * of matmul plans (descriptors + the heuristic's algorithm) so that a shape
+ * seen before costs one cublasLtMatmul call.
+ *
+ * Row-major to cuBLASLt's column-major: a row-major r x c matrix with row
+ * stride ld is the column-major c x r matrix with leading dimension ld, so
+ * row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
+ * call passes B first, with M = n, N = m. The bias epilogue adds a vector
+ * indexed by M, the row-major column: the linear layer's bias.
+ *
+ * Alignment: the heuristic assumes 256-byte aligned operands unless told
+ * otherwise; views into tensors (attention heads, micro-batch slices) are
+ * only 4-byte aligned, so the plan records each operand's actual alignment
+ * (part of the cache key). */
+#include <assert.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/gpp_cuda.h"
+
+/* ---- loading cuBLASLt (why: gpp_cuda.h) ---- */
+
+#define S_STR2(x) #x
+#define S_STR(x) S_STR2(x)
+#define S_LT_SONAME "libcublasLt.so." S_STR(CUBLAS_VER_MAJOR)
+
+gpp_cuda_lt_t gpp_cuda_lt;
+static pthread_once_t s_lt_once = PTHREAD_ONCE_INIT;
+static char s_lt_error[GPP_ERR_LEN];
+
+static void s_lt_load_once(void)
+{
+    void *h = dlopen(S_LT_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(s_lt_error, sizeof s_lt_error,
+                 "cannot load cuBLASLt: dlopen %s: %s; install the CUDA toolkit's cuBLAS or add "
+                 "its lib64 folder to LD_LIBRARY_PATH",
+                 S_LT_SONAME, dlerror());
+        return;
+    }
+    gpp_cuda_lt_t lt;
+#define S_LOAD(f)                                                                                  \
+    *(void **)&lt.f = dlsym(h, #f);                                                                \
+    if (!lt.f) {                                                                                   \
+        snprintf(s_lt_error, sizeof s_lt_error, "cuBLASLt %s has no %s; a cuBLAS %d is needed",    \
+                 S_LT_SONAME, #f, CUBLAS_VER_MAJOR);                                               \
+        return;                                                                                    \
+    }
+    GPP_CUDA_LT_FNS(S_LOAD)
+#undef S_LOAD
+    gpp_cuda_lt = lt;
+}
+
+int gpp_cuda_lt_load(gpp_err_t *err)
+{
+    pthread_once(&s_lt_once, s_lt_load_once);
+    if (!gpp_cuda_lt.cublasLtMatmul)
+        return gpp_err_set(err, "%s", s_lt_error);
+    return 0;
+}
+
+#define S_PLANS 512 /* cache slots; a zoo model has a few dozen distinct products */
+
+typedef struct {
+    int trans_a, trans_b, tf32, has_bias;
+    int64_t m, n, k, lda, ldb, ldc, batch, sa, sb, sc;
+    uint32_t align_a, align_b, align_c, align_bias;
+} s_key_t;
+
+typedef struct {
+    int used;
+    s_key_t key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} s_plan_t;
+
+struct gpp_cuda_plans_s {
+    s_plan_t slot[S_PLANS];
+};
+
+gpp_cuda_plans_t *gpp_cuda_plans_new(void)
+{
+    return gpp_xcalloc(1, sizeof(gpp_cuda_plans_t));
+}
+
+static void s_plan_release(s_plan_t *p)
+{
+    if (!p->used)
+        return;
+    gpp_cuda_lt.cublasLtMatrixLayoutDestroy(p->la);
+    gpp_cuda_lt.cublasLtMatrixLayoutDestroy(p->lb);
+    gpp_cuda_lt.cublasLtMatrixLayoutDestroy(p->lc);
+    gpp_cuda_lt.cublasLtMatmulDescDestroy(p->op);
+    memset(p, 0, sizeof *p);
+}
+
+void gpp_cuda_plans_destroy(gpp_cuda_plans_t **self_p)
+{
+    assert(self_p);
+    gpp_cuda_plans_t *self = *self_p;
+    if (!self)
+        return;
+    for (int i = 0; i < S_PLANS; i++)
+        s_plan_release(&self->slot[i]);
+    free(self);
+    *self_p = NULL;
+}
+
+static uint32_t s_align(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 4 && a % al)
+        al /= 2;
+    return al;
+}
+
+static size_t s_hash(const s_key_t *k)
+{
+    const unsigned char *b = (const unsigned char *)k;
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < sizeof *k; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return (size_t)(h % S_PLANS);
+}
+
+/* A column-major layout for a row-major r x c matrix with row stride ld. */
+static int s_layout(cublasLtMatrixLayout_t *l, int64_t r, int64_t c, int64_t ld, int64_t batch,
+                    int64_t stride, gpp_err_t *err)
+{
+    GPP_LT_TRY(gpp_cuda_lt.cublasLtMatrixLayoutCreate(l, CUDA_R_32F, (uint64_t)c, (uint64_t)r, ld),
+               err);
+    if (batch > 1) {
+        int32_t bc = (int32_t)batch;
+        GPP_LT_TRY(gpp_cuda_lt.cublasLtMatrixLayoutSetAttribute(
+                       *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc),
+                   err);
+        GPP_LT_TRY(gpp_cuda_lt.cublasLtMatrixLayoutSetAttribute(
+                       *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+                   err);
+    }
+    return 0;
+}
+
+static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, gpp_err_t *err)
+{
+    memset(p, 0, sizeof *p);
+    p->key = *k;
+    cublasComputeType_t ct = k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F), err);
+    /* column-major: first operand is B (op trans_b), second A (op trans_a) */
+    cublasOperation_t ob = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t oa = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int rc = -1;
+    cublasLtMatmulPreference_t pref = NULL;
+    if (gpp_cuda_lt.cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ob,
+                                                   sizeof ob) ||
+        gpp_cuda_lt.cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &oa,
+                                                   sizeof oa)) {
+        gpp_err_set(err, "gpp_cuda_lt.cublasLtMatmulDescSetAttribute(TRANSA/TRANSB) failed");
+        goto out;
+    }
+    if (k->has_bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        if (gpp_cuda_lt.cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                       sizeof epi)) {
+            gpp_err_set(err, "gpp_cuda_lt.cublasLtMatmulDescSetAttribute(EPILOGUE_BIAS) failed");
+            goto out;
+        }
+    }
+    /* B row-major: (k x n) or, transposed, (n x k); A: (m x k) or (k x m) */
+    if (s_layout(&p->lb, k->trans_b ? k->n : k->k, k->trans_b ? k->k : k->n, k->ldb, k->batch,
+                 k->sb, err) < 0 ||
+        s_layout(&p->la, k->trans_a ? k->k : k->m, k->trans_a ? k->m : k->k, k->lda, k->batch,
+                 k->sa, err) < 0 ||
+        s_layout(&p->lc, k->m, k->n, k->ldc, k->batch, k->sc, err) < 0)
+        goto out;
+    if (gpp_cuda_lt.cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) {
+        gpp_err_set(err, "cublasLtMatmulPreferenceCreate failed");
+        goto out;
+    }
+    size_t ws = GPP_CUDA_LT_WS_BYTES;
+    gpp_cuda_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &ws, sizeof ws);
+    /* the column-major call's A is our B, its B our A */
+    gpp_cuda_lt.cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k->align_b, sizeof k->align_b);
+    gpp_cuda_lt.cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k->align_a, sizeof k->align_a);
+    gpp_cuda_lt.cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k->align_c, sizeof k->align_c);
+    gpp_cuda_lt.cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k->align_c, sizeof k->align_c);
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    cublasStatus_t st = gpp_cuda_lt.cublasLtMatmulAlgoGetHeuristic(
+        c->lt, p->op, p->lb, p->la, p->lc, p->lc, pref, 1, &res, &nres);
+    if (st != CUBLAS_STATUS_SUCCESS || nres == 0) {
+        gpp_err_set(err,
+                    "cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, %s): "
+                    "cublasLtMatmulAlgoGetHeuristic: %s",
+                    (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch,
+                    k->tf32 ? "tf32" : "fp32",
+                    st != CUBLAS_STATUS_SUCCESS ? gpp_cuda_lt.cublasLtGetStatusString(st)
+                                                : "no result");
+        goto out;
+    }
+    p->algo = res.algo;
+    p->used = 1;
+    rc = 0;
+out:
+    if (pref)
+        gpp_cuda_lt.cublasLtMatmulPreferenceDestroy(pref);
+    if (rc < 0) {
+        p->used = 1; /* release what was created */
+        s_plan_release(p);
+    }
+    return rc;
+}
+
+int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
+{
+    assert(g->k > 0);
+    if (g->m == 0 || g->n == 0 || g->batch == 0)
+        return 0;
+    gpp_cuda_t *c = gpp_cuda_be(s->be);
+    gpp_cuda_stream_t *cs = gpp_cuda_st(s);
+    s_key_t k;
+    memset(&k, 0, sizeof k); /* padding too: the key is hashed and compared as bytes */
+    k.trans_a = g->trans_a;
+    k.trans_b = g->trans_b;
+    k.tf32 = c->tf32;
+    k.has_bias = g->bias != NULL;
+    k.m = g->m;
+    k.n = g->n;
+    k.k = g->k;
+    k.lda = g->lda;
+    k.ldb = g->ldb;
+    k.ldc = g->ldc;
+    k.batch = g->batch > 1 ? g->batch : 1;
+    k.sa = k.batch > 1 ? g->sa : 0;
+    k.sb = k.batch > 1 ? g->sb : 0;
+    k.sc = k.batch > 1 ? g->sc : 0;
+    k.align_a = s_align(g->a);
+    k.align_b = s_align(g->b);
+    k.align_c = s_align(g->c);
+    k.align_bias = g->bias ? s_align(g->bias) : 0;
+    s_plan_t *p = &c->plans->slot[s_hash(&k)];
+    if (!p->used || memcmp(&p->key, &k, sizeof k) != 0) {
+        s_plan_release(p); /* a collision evicts the older plan */
+        if (s_plan_build(c, p, &k, err) < 0)
+            return gpp_err_prefix(err, "backend %s", s->be->name);
+    }
+    if (g->bias)
+        GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmulDescSetAttribute(
+                       p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias),
+                   err);
+    GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmul(c->lt, p->op, &g->alpha, g->b, p->lb, g->a, p->la,
+                                          &g->beta, g->c, p->lc, g->c, p->lc, &p->algo, cs->lt_ws,
+                                          GPP_CUDA_LT_WS_BYTES, cs->st),
+               err);
+    return 0;
+}

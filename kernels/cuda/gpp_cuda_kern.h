@@ -1,0 +1,123 @@
+/* gpp_cuda_kern: the CUDA kernels' launchers (kernels/cuda/gpp_cuda_*.cu),
+ * callable from the C side of the backend. Private to kernels/cuda/.
+ *
+ * Every launcher enqueues one or two kernels on `st` and returns
+ * cudaGetLastError() (a launch error; execution errors surface at the next
+ * synchronisation). Pointers are device memory; shapes are the gpp_ops.h
+ * shapes flattened to rows x cols, row-major. Data errors found inside a
+ * kernel (an index out of range) are recorded in the stream's fault word
+ * (gpp_cuda_fault_t, mapped host memory) and reported by the stream's next
+ * synchronisation. Reductions have a fixed order (bit-reproducible for a
+ * given device). */
+#ifndef GPP_CUDA_KERN_H
+#define GPP_CUDA_KERN_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "kernels/gpp_math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The first data error a kernel found since the last synchronisation. */
+enum { GPP_CUDA_FAULT_NONE = 0, GPP_CUDA_FAULT_EMB_INDEX = 1, GPP_CUDA_FAULT_CE_LABEL = 2 };
+typedef struct {
+    int code;
+    int value;         /* the bad index or label */
+    long long a, b, c; /* where: EMB_INDEX (bag, position, table rows); CE_LABEL (row, classes) */
+} gpp_cuda_fault_t;
+
+/* ---- element-wise (gpp_math.h) ---- */
+cudaError_t gpp_cuk_relu_fwd(cudaStream_t st, int64_t n, const float *x, float *y);
+cudaError_t gpp_cuk_relu_bwd(cudaStream_t st, int64_t n, const float *x, const float *dy,
+                             float *dx);
+cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, const float *x, float *y);
+cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, const float *x, const float *dy,
+                             float *dx);
+/* y = a + b; y += alpha x */
+cudaError_t gpp_cuk_add(cudaStream_t st, int64_t n, const float *a, const float *b, float *y);
+cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, const float *x, float *y);
+/* y[j] += sum over r < rows of x[r ld + j], j < cols (bias gradients) */
+cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols, const float *x,
+                               int64_t ld, float *y);
+/* dst [rows, c] += the column block src[r lds + j], j < c (concat backward) */
+cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, const float *src,
+                              int64_t lds, float *dst);
+
+/* ---- layer norm over cols; stash (mean, 1/std) per row ---- */
+cudaError_t gpp_cuk_layernorm_fwd(cudaStream_t st, int64_t rows, int64_t c, const float *x,
+                                  const float *g, const float *b, float *y, float *stash,
+                                  float eps);
+cudaError_t gpp_cuk_layernorm_bwd_dx(cudaStream_t st, int64_t rows, int64_t c, const float *x,
+                                     const float *g, const float *stash, const float *dy,
+                                     float *dx);
+/* dg += sum_r dy xhat, db += sum_r dy; either may be NULL */
+cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t rows, int64_t c, const float *x,
+                                         const float *stash, const float *dy, float *dg, float *db);
+
+/* ---- attention pieces ----
+ * Softmax of rows in place; backward dp := p (dp - sum_j dp_j p_j). */
+cudaError_t gpp_cuk_softmax_fwd(cudaStream_t st, int64_t rows, int64_t cols, float *a);
+cudaError_t gpp_cuk_softmax_bwd(cudaStream_t st, int64_t rows, int64_t cols, const float *p,
+                                float *dp);
+/* Between the natural layout [n, seq, parts * hidden] (row stride
+ * parts * hidden) and the head-major one [parts][n][heads][seq][dh]:
+ * to_heads 1 writes head-major dst from natural src, 0 the reverse. */
+cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
+                                  int64_t dh, int parts, const float *src, float *dst,
+                                  int to_heads);
+
+/* ---- embedding bag and sparse gradients ----
+ * y[b] = sum_k table[idx[b bag + k]] over bags; a bad index sets the fault
+ * (y undefined). */
+cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int64_t bag, int64_t dim,
+                                  int64_t table_rows, const int32_t *idx, const float *table,
+                                  float *y, gpp_cuda_fault_t *fault);
+/* Applies a plan of gpp_cuda_splan_build (format: gpp_cuda_splan.h; device
+ * copy) with `groups` groups: thread (group, column) sums its pairs' value
+ * rows in plan order. The value row of pair p is values + (p / div) *
+ * stride. */
+cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t groups, int64_t dim, const int32_t *plan,
+                                 const float *values, int64_t div, int64_t stride, float *gvalues,
+                                 int32_t *slot_map, int32_t *rows);
+/* slot_map[rows[k]] = -1 for k < count */
+cudaError_t gpp_cuk_sparse_clear(cudaStream_t st, int64_t count, const int32_t *rows,
+                                 int32_t *slot_map);
+
+/* ---- losses ----
+ * MSE: *loss = mean (x - t)^2; dx (may be NULL) += g (x - t), g = 2 scale / n. */
+cudaError_t gpp_cuk_mse(cudaStream_t st, int64_t n, const float *x, const float *t, float *dx,
+                        float g, float *loss);
+/* CE per row into row_loss [rows]; dx (may be NULL) += g (softmax - onehot).
+ * A label outside [0, c) sets the fault. */
+cudaError_t gpp_cuk_ce_rows(cudaStream_t st, int64_t rows, int64_t c, const float *logits,
+                            const int32_t *labels, float *dx, float g, float *row_loss,
+                            gpp_cuda_fault_t *fault);
+/* *out = sum of v[0..n) / n */
+cudaError_t gpp_cuk_mean(cudaStream_t st, int64_t n, const float *v, float *out);
+
+/* ---- optimizers (gpp_math.h element updates) ----
+ * v may be NULL when mu == 0. */
+cudaError_t gpp_cuk_sgd(cudaStream_t st, int64_t n, float lr, float wd, float mu, float *p,
+                        float *v, const float *g);
+cudaError_t gpp_cuk_adamw(cudaStream_t st, int64_t n, gpp_math_adamw_t k, float *p, float *m,
+                          float *v, const float *g);
+/* SGD over a whole table, the gradient of row r at values[slot_map[r]] or 0 */
+cudaError_t gpp_cuk_sgd_table(cudaStream_t st, int64_t table_rows, int64_t dim, float lr, float wd,
+                              float mu, float *table, float *v, const int32_t *slot_map,
+                              const float *values);
+/* Row-lazy steps over the count touched rows (rows[k], values[k]) */
+cudaError_t gpp_cuk_sgd_rows(cudaStream_t st, int64_t count, int64_t dim, float lr, float wd,
+                             float mu, float *table, float *v, const int32_t *rows,
+                             const float *values);
+cudaError_t gpp_cuk_adamw_rows(cudaStream_t st, int64_t count, int64_t dim, gpp_math_adamw_t k,
+                               float *table, float *m, float *v, const int32_t *rows,
+                               const float *values);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,564 @@
+/* gpp_cuda_ops: the CUDA backend's kernel entries (the gpp_ops.h,
+ * gpp_sparse.h and gpp_optim.h contracts; arguments already checked).
+ * Matrix products go through cuBLASLt (gpp_cuda_blas.c), the rest through
+ * the kernels of gpp_cuda_*.cu.
+ *
+ * Attention keeps Q, K, V head-major in the stash ([3][n][heads][seq][dh],
+ * the same number of floats as the natural qkv the op table sizes the stash
+ * for), so that each product over all samples and heads is one strided
+ * batched GEMM; the probabilities and ctx ([n*seq, hidden]) are laid out as
+ * on the CPU.
+ *
+ * Sparse gradients: the slot map lives on the device and is mirrored on the
+ * host (gpp_sparse_grad_t.host), because the number of touched rows must be
+ * known on the host (gpp_sparse_grad_count, the lazy optimizer step). An
+ * accumulation copies the row ids to the host (one stream sync), groups the
+ * pairs by destination slot there in first-touch order, and one kernel sums
+ * each group's value rows in pair order: the same order as the CPU backend,
+ * and deterministic. */
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/gpp_cuda.h"
+#include "kernels/cuda/gpp_cuda_splan.h"
+
+#define S_LAUNCH(call, err) GPP_CUDA_TRY(call, err)
+
+static float *s_f(const gpp_tensor_t *t)
+{
+    return t ? (float *)t->data : NULL;
+}
+
+/* ---- linear ---- */
+
+/* y [m, out] = x [m, in] W^T (+ b) */
+static int s_linear_fwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, const float *x,
+                        const float *w, const float *b, float *y, gpp_err_t *err)
+{
+    gpp_cuda_gemm_t g = {.trans_b = 1,
+                         .m = m,
+                         .n = out,
+                         .k = in,
+                         .alpha = 1.0f,
+                         .a = x,
+                         .lda = in,
+                         .b = w,
+                         .ldb = in,
+                         .c = y,
+                         .ldc = out,
+                         .bias = b};
+    return gpp_cuda_gemm(s, &g, err);
+}
+
+/* dx += dy W; dw += dy^T x; db += column sums of dy (NULL skips) */
+static int s_linear_bwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, const float *x,
+                        const float *w, const float *dy, float *dx, float *dw, float *db,
+                        gpp_err_t *err)
+{
+    if (dx) {
+        gpp_cuda_gemm_t g = {.m = m,
+                             .n = in,
+                             .k = out,
+                             .alpha = 1.0f,
+                             .beta = 1.0f,
+                             .a = dy,
+                             .lda = out,
+                             .b = w,
+                             .ldb = in,
+                             .c = dx,
+                             .ldc = in};
+        if (gpp_cuda_gemm(s, &g, err) < 0)
+            return -1;
+    }
+    if (dw && m > 0) {
+        gpp_cuda_gemm_t g = {.trans_a = 1,
+                             .m = out,
+                             .n = in,
+                             .k = m,
+                             .alpha = 1.0f,
+                             .beta = 1.0f,
+                             .a = dy,
+                             .lda = out,
+                             .b = x,
+                             .ldb = in,
+                             .c = dw,
+                             .ldc = in};
+        if (gpp_cuda_gemm(s, &g, err) < 0)
+            return -1;
+    }
+    if (db && m > 0)
+        S_LAUNCH(gpp_cuk_colsum_acc(gpp_cuda_stream(s), m, out, dy, out, db), err);
+    return 0;
+}
+
+int gpp_cuda_linear_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                        const gpp_tensor_t *b, gpp_tensor_t *y, gpp_err_t *err)
+{
+    if (s_linear_fwd(s, x->n * x->rows, x->cols, w->rows, s_f(x), s_f(w), s_f(b), s_f(y), err) < 0)
+        return gpp_err_prefix(err, "linear forward");
+    return 0;
+}
+
+int gpp_cuda_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                        const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw,
+                        gpp_tensor_t *db, gpp_err_t *err)
+{
+    if (s_linear_bwd(s, x->n * x->rows, x->cols, w->rows, s_f(x), s_f(w), s_f(dy), s_f(dx), s_f(dw),
+                     s_f(db), err) < 0)
+        return gpp_err_prefix(err, "linear backward");
+    return 0;
+}
+
+/* ---- element-wise ---- */
+
+int gpp_cuda_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
+{
+    S_LAUNCH(gpp_cuk_relu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_f(x), s_f(y)), err);
+    return 0;
+}
+
+int gpp_cuda_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+                      gpp_tensor_t *dx, gpp_err_t *err)
+{
+    S_LAUNCH(gpp_cuk_relu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_f(x), s_f(dy), s_f(dx)),
+             err);
+    return 0;
+}
+
+int gpp_cuda_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
+{
+    S_LAUNCH(gpp_cuk_gelu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_f(x), s_f(y)), err);
+    return 0;
+}
+
+int gpp_cuda_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+                      gpp_tensor_t *dx, gpp_err_t *err)
+{
+    S_LAUNCH(gpp_cuk_gelu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_f(x), s_f(dy), s_f(dx)),
+             err);
+    return 0;
+}
+
+int gpp_cuda_add(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
+                 gpp_err_t *err)
+{
+    S_LAUNCH(gpp_cuk_add(gpp_cuda_stream(s), n, a, b, y), err);
+    return 0;
+}
+
+int gpp_cuda_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y, gpp_err_t *err)
+{
+    S_LAUNCH(gpp_cuk_axpy(gpp_cuda_stream(s), n, alpha, x, y), err);
+    return 0;
+}
+
+/* ---- layer norm ---- */
+
+int gpp_cuda_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
+                           const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err)
+{
+    S_LAUNCH(gpp_cuk_layernorm_fwd(gpp_cuda_stream(s), x->n * x->rows, x->cols, s_f(x), s_f(gain),
+                                   s_f(bias), s_f(y), stash, GPP_LAYERNORM_EPS),
+             err);
+    return 0;
+}
+
+int gpp_cuda_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
+                           const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                           gpp_tensor_t *dgain, gpp_tensor_t *dbias, gpp_err_t *err)
+{
+    cudaStream_t st = gpp_cuda_stream(s);
+    int64_t rows = x->n * x->rows, c = x->cols;
+    if (dgain || dbias)
+        S_LAUNCH(gpp_cuk_layernorm_bwd_params(st, rows, c, s_f(x), stash, s_f(dy), s_f(dgain),
+                                              s_f(dbias)),
+                 err);
+    if (dx)
+        S_LAUNCH(gpp_cuk_layernorm_bwd_dx(st, rows, c, s_f(x), s_f(gain), stash, s_f(dy), s_f(dx)),
+                 err);
+    return 0;
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+    int64_t n, seq, hid, heads, dh, m, batch; /* batch = n * heads products */
+    float scale;
+} s_att_t;
+
+static s_att_t s_att(const gpp_tensor_t *x, int heads)
+{
+    s_att_t a = {.n = x->n, .seq = x->rows, .hid = x->cols, .heads = heads};
+    a.dh = a.hid / heads;
+    a.m = a.n * a.seq;
+    a.batch = a.n * heads;
+    a.scale = 1.0f / sqrtf((float)a.dh);
+    return a;
+}
+
+/* One batched product over all (sample, head) blocks: C_b = alpha op(A_b)
+ * op(B_b), each of A, B, C either [seq, dh] (ld dh) or [seq, seq] (ld seq). */
+static int s_att_gemm(gpp_stream_t *s, const s_att_t *a, int ta, int tb, int64_t m, int64_t n,
+                      int64_t k, float alpha, const float *A, int a_sq, const float *B, int b_sq,
+                      float *C, int c_sq, gpp_err_t *err)
+{
+    int64_t sq = a->seq * a->seq, sd = a->seq * a->dh;
+    gpp_cuda_gemm_t g = {.trans_a = ta,
+                         .trans_b = tb,
+                         .m = m,
+                         .n = n,
+                         .k = k,
+                         .alpha = alpha,
+                         .a = A,
+                         .lda = a_sq ? a->seq : a->dh,
+                         .b = B,
+                         .ldb = b_sq ? a->seq : a->dh,
+                         .c = C,
+                         .ldc = c_sq ? a->seq : a->dh,
+                         .batch = a->batch,
+                         .sa = a_sq ? sq : sd,
+                         .sb = b_sq ? sq : sd,
+                         .sc = c_sq ? sq : sd};
+    return gpp_cuda_gemm(s, &g, err);
+}
+
+int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                           int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err)
+{
+    s_att_t a = s_att(x, heads);
+    cudaStream_t st = gpp_cuda_stream(s);
+    float *qkv_hm = stash, *prob = qkv_hm + a.m * 3 * a.hid;
+    float *ctx = prob + a.batch * a.seq * a.seq;
+    const float *q = qkv_hm, *k = q + a.m * a.hid, *v = k + a.m * a.hid;
+    /* workspace: natural qkv [m, 3 hid] | head-major ctx [m, hid] */
+    float *qkv = gpp_stream_workspace(s, (size_t)(a.m * 4 * a.hid) * sizeof(float), err);
+    if (!qkv)
+        return gpp_err_prefix(err, "attention forward workspace");
+    float *ctx_hm = qkv + a.m * 3 * a.hid;
+    if (s_linear_fwd(s, a.m, a.hid, 3 * a.hid, s_f(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv, err) <
+        0)
+        goto fail;
+    S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 3, qkv, qkv_hm, 1), err);
+    /* scores = scale Q K^T, softmax, ctx = P V */
+    if (s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, a.scale, q, 0, k, 0, prob, 1, err) < 0)
+        goto fail;
+    S_LAUNCH(gpp_cuk_softmax_fwd(st, a.batch * a.seq, a.seq, prob), err);
+    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, err) < 0)
+        goto fail;
+    S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 1, ctx_hm, ctx, 0), err);
+    if (s_linear_fwd(s, a.m, a.hid, a.hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err) < 0)
+        goto fail;
+    return 0;
+fail:
+    return gpp_err_prefix(err, "attention forward");
+}
+
+int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                           int heads, const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                           gpp_attention_params_t *dp, gpp_err_t *err)
+{
+    s_att_t a = s_att(x, heads);
+    cudaStream_t st = gpp_cuda_stream(s);
+    const float *qkv_hm = stash, *prob = qkv_hm + a.m * 3 * a.hid;
+    const float *ctx = prob + a.batch * a.seq * a.seq;
+    const float *q = qkv_hm, *k = q + a.m * a.hid, *v = k + a.m * a.hid;
+    /* workspace: dctx [m, hid] | dctx_hm [m, hid] | dqkv_hm [3 m hid] |
+     * dqkv [m, 3 hid] | dprob [batch, seq, seq] */
+    int64_t mh = a.m * a.hid, ws = 8 * mh + a.batch * a.seq * a.seq;
+    float *dctx = gpp_stream_workspace(s, (size_t)ws * sizeof(float), err);
+    if (!dctx)
+        return gpp_err_prefix(err, "attention backward workspace");
+    float *dctx_hm = dctx + mh, *dq = dctx_hm + mh, *dk = dq + mh, *dv = dk + mh;
+    float *dqkv = dv + mh, *dprob = dqkv + 3 * mh;
+    const float *dyp = s_f(dy);
+
+    /* output projection: dctx = dy W_o (overwritten), dW_o, db_o += */
+    gpp_cuda_gemm_t g = {.m = a.m,
+                         .n = a.hid,
+                         .k = a.hid,
+                         .alpha = 1.0f,
+                         .a = dyp,
+                         .lda = a.hid,
+                         .b = s_f(&p->w_o),
+                         .ldb = a.hid,
+                         .c = dctx,
+                         .ldc = a.hid};
+    if (gpp_cuda_gemm(s, &g, err) < 0 ||
+        s_linear_bwd(s, a.m, a.hid, a.hid, ctx, s_f(&p->w_o), dyp, NULL, dp ? s_f(&dp->w_o) : NULL,
+                     dp ? s_f(&dp->b_o) : NULL, err) < 0)
+        goto fail;
+    S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 1, dctx, dctx_hm, 1), err);
+    /* dV = P^T dctx; dP = dctx V^T; softmax backward; dQ = scale dS K;
+     * dK = scale dS^T Q */
+    if (s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, err) < 0 ||
+        s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, err) < 0)
+        goto fail;
+    S_LAUNCH(gpp_cuk_softmax_bwd(st, a.batch * a.seq, a.seq, prob, dprob), err);
+    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, k, 0, dq, 0, err) < 0 ||
+        s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, q, 0, dk, 0, err) < 0)
+        goto fail;
+    S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 3, dq, dqkv, 0), err);
+    if (s_linear_bwd(s, a.m, a.hid, 3 * a.hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),
+                     dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    return gpp_err_prefix(err, "attention backward");
+}
+
+/* ---- embedding bag and sparse gradients ---- */
+
+int gpp_cuda_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
+                               gpp_tensor_t *y, gpp_err_t *err)
+{
+    S_LAUNCH(gpp_cuk_embedding_fwd(gpp_cuda_stream(s), idx->n * idx->rows, idx->cols, table->cols,
+                                   table->rows, idx->data, s_f(table), s_f(y),
+                                   gpp_cuda_st(s)->fault),
+             err);
+    return 0;
+}
+
+/* The host mirror (gpp_cuda_splan.h) in gpp_sparse_grad_t.host: slot |
+ * rows | grp, table_rows int32 each. */
+static gpp_cuda_smirror_t s_mirror(gpp_sparse_grad_t *g)
+{
+    int32_t *h = g->host;
+    return (gpp_cuda_smirror_t){g->table_rows, h, h + g->table_rows, h + 2 * g->table_rows};
+}
+
+int gpp_cuda_sparse_init(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
+{
+    GPP_CUDA_TRY(
+        cudaMemsetAsync(g->slot, 0xff, (size_t)g->table_rows * sizeof(int32_t), gpp_cuda_stream(s)),
+        err);
+    if (!g->host)
+        g->host = gpp_xcalloc((size_t)(3 * g->table_rows), sizeof(int32_t));
+    memset(g->host, 0xff, (size_t)(3 * g->table_rows) * sizeof(int32_t)); /* all -1 */
+    g->count = 0;
+    return 0;
+}
+
+/* Grows the device rows/values to hold `need` rows. */
+static int s_reserve(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t need, gpp_err_t *err)
+{
+    if (need <= g->cap)
+        return 0;
+    int64_t cap = g->cap * 2 > need ? g->cap * 2 : need;
+    cap = cap > g->table_rows ? g->table_rows : cap;
+    gpp_backend_t *be = g->be;
+    int32_t *rows = be->vt->alloc(be, (size_t)cap * sizeof(int32_t), err);
+    float *values = be->vt->alloc(be, (size_t)(cap * g->dim) * sizeof(float), err);
+    if (!rows || !values) {
+        be->vt->free(be, rows);
+        be->vt->free(be, values);
+        return gpp_err_prefix(err, "growing a sparse gradient to %lld rows", (long long)cap);
+    }
+    cudaStream_t st = gpp_cuda_stream(s);
+    GPP_CUDA_TRY(cudaMemcpyAsync(rows, g->rows, (size_t)g->count * sizeof(int32_t),
+                                 cudaMemcpyDeviceToDevice, st),
+                 err);
+    GPP_CUDA_TRY(cudaMemcpyAsync(values, g->values, (size_t)(g->count * g->dim) * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, st),
+                 err);
+    be->vt->stream_free(s, g->rows);
+    be->vt->stream_free(s, g->values);
+    g->rows = rows;
+    g->values = values;
+    g->cap = cap;
+    return 0;
+}
+
+/* Accumulates `count` pairs: row ids ids_dev (device) and value row of
+ * pair p at values + (p / div) * stride. */
+static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
+                          const int32_t *ids_dev, const float *values, int64_t div, int64_t stride,
+                          gpp_err_t *err)
+{
+    if (count == 0)
+        return 0;
+    assert(count < INT32_MAX / 5);
+    /* stage: ids [count] | plan [off: G + 1][pair: count][slot: G][row: G][fresh: G] */
+    int32_t *ids = gpp_cuda_stage(s, (size_t)(6 * count + 1) * sizeof(int32_t), err);
+    if (!ids)
+        return -1;
+    GPP_CUDA_TRY(cudaMemcpyAsync(ids, ids_dev, (size_t)count * sizeof(int32_t),
+                                 cudaMemcpyDeviceToHost, gpp_cuda_stream(s)),
+                 err);
+    if (gpp_cuda_stream_sync(s, err) < 0)
+        return -1;
+    for (int64_t k = 0; k < count; k++)
+        if (ids[k] < 0 || ids[k] >= g->table_rows)
+            return gpp_err_set(err,
+                               "sparse gradient: row id %d at position %lld outside the "
+                               "table's [0, %lld) rows",
+                               ids[k], (long long)k, (long long)g->table_rows);
+    gpp_cuda_smirror_t h = s_mirror(g);
+    int32_t *plan_h = ids + count; /* in the stage, after the ids */
+    int64_t next = g->count;
+    int64_t groups = gpp_cuda_splan_build(&h, &next, ids, count, plan_h);
+    int64_t plan_ints = gpp_cuda_splan_ints(groups, count);
+    int rc = -1;
+    if (s_reserve(s, g, next, err) < 0)
+        goto undo;
+    int32_t *plan = gpp_stream_workspace(s, (size_t)plan_ints * sizeof(int32_t), err);
+    if (!plan)
+        goto undo;
+    cudaStream_t st = gpp_cuda_stream(s);
+    cudaError_t e = cudaMemcpyAsync(plan, plan_h, (size_t)plan_ints * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, st);
+    if (e == cudaSuccess)
+        e = gpp_cuk_sparse_accum(st, groups, g->dim, plan, values, div, stride, g->values, g->slot,
+                                 g->rows);
+    if (e != cudaSuccess) {
+        gpp_cuda_fail(err, __FILE__, __LINE__, "sparse gradient accumulation", e);
+        goto undo;
+    }
+    g->count = next;
+    return 0;
+undo: /* the device gradient is unchanged: forget the fresh rows */
+    gpp_cuda_splan_undo(&h, plan_h, groups, count);
+    return rc;
+}
+
+int gpp_cuda_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, const int32_t *rows,
+                        const float *values, int64_t value_stride, gpp_err_t *err)
+{
+    return s_sparse_accum(s, g, count, rows, values, 1, value_stride, err);
+}
+
+int gpp_cuda_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *dy,
+                               gpp_sparse_grad_t *dtable, gpp_err_t *err)
+{
+    /* every index of bag b receives dy row b: pair p's value row is p / bag */
+    if (s_sparse_accum(s, dtable, gpp_tensor_numel(idx), idx->data, s_f(dy), idx->cols, dy->cols,
+                       err) < 0)
+        return gpp_err_prefix(err, "embedding bag backward");
+    return 0;
+}
+
+int gpp_cuda_sparse_clear(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
+{
+    if (g->count > 0)
+        S_LAUNCH(gpp_cuk_sparse_clear(gpp_cuda_stream(s), g->count, g->rows, g->slot), err);
+    gpp_cuda_smirror_t h = s_mirror(g);
+    gpp_cuda_smirror_clear(&h, g->count);
+    g->count = 0;
+    return 0;
+}
+
+/* ---- concat ---- */
+
+int gpp_cuda_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp_tensor_t *y,
+                        gpp_err_t *err)
+{
+    int64_t rows = y->n * y->rows, cy = y->cols, off = 0;
+    for (int i = 0; i < n_in; i++) {
+        int64_t c = xs[i]->cols;
+        if (c > 0 && rows > 0)
+            GPP_CUDA_TRY(cudaMemcpy2DAsync(s_f(y) + off, (size_t)cy * 4, xs[i]->data, (size_t)c * 4,
+                                           (size_t)c * 4, (size_t)rows, cudaMemcpyDeviceToDevice,
+                                           gpp_cuda_stream(s)),
+                         err);
+        off += c;
+    }
+    return 0;
+}
+
+int gpp_cuda_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,
+                        gpp_err_t *err)
+{
+    int64_t rows = dy->n * dy->rows, cy = dy->cols;
+    /* NULL entries are adjacent (gpp_ops.h): the first spans what the others leave */
+    int64_t null_cols = cy, off = 0;
+    for (int i = 0; i < n_in; i++)
+        null_cols -= dxs[i] ? dxs[i]->cols : 0;
+    for (int i = 0; i < n_in; i++) {
+        if (!dxs[i]) {
+            off += null_cols;
+            null_cols = 0;
+            continue;
+        }
+        int64_t c = dxs[i]->cols;
+        if (dxs[i]->data && c > 0 && rows > 0)
+            S_LAUNCH(gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, s_f(dy) + off, cy, s_f(dxs[i])),
+                     err);
+        off += c;
+    }
+    return 0;
+}
+
+/* ---- losses ---- */
+
+int gpp_cuda_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target,
+                      float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err)
+{
+    int64_t n = gpp_tensor_numel(x);
+    S_LAUNCH(gpp_cuk_mse(gpp_cuda_stream(s), n, s_f(x), s_f(target), s_f(dx),
+                         2.0f * grad_scale / (float)n, loss),
+             err);
+    return 0;
+}
+
+int gpp_cuda_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
+                     float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err)
+{
+    int64_t rows = logits->n * logits->rows;
+    float *row_loss = gpp_stream_workspace(s, (size_t)rows * sizeof(float), err);
+    if (!row_loss)
+        return gpp_err_prefix(err, "cross-entropy workspace");
+    cudaStream_t st = gpp_cuda_stream(s);
+    S_LAUNCH(gpp_cuk_ce_rows(st, rows, logits->cols, s_f(logits), labels->data, s_f(dx),
+                             grad_scale / (float)rows, row_loss, gpp_cuda_st(s)->fault),
+             err);
+    S_LAUNCH(gpp_cuk_mean(st, rows, row_loss, loss), err);
+    return 0;
+}
+
+/* ---- optimizers ---- */
+
+static gpp_math_adamw_t s_adamw(const gpp_optim_hp_t *hp, int64_t step)
+{
+    return gpp_math_adamw_consts(hp->lr, hp->weight_decay, hp->beta1, hp->beta2, hp->eps, step);
+}
+
+int gpp_cuda_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,
+                        int64_t step, float *param, const float *grad, gpp_err_t *err)
+{
+    cudaStream_t cs = gpp_cuda_stream(s);
+    if (hp->kind == GPP_OPTIM_SGD)
+        S_LAUNCH(gpp_cuk_sgd(cs, st->numel, hp->lr, hp->weight_decay, hp->momentum, param,
+                             st->buf[0], grad),
+                 err);
+    else
+        S_LAUNCH(
+            gpp_cuk_adamw(cs, st->numel, s_adamw(hp, step), param, st->buf[0], st->buf[1], grad),
+            err);
+    return 0;
+}
+
+int gpp_cuda_optim_step_sparse(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,
+                               int64_t step, float *table, const gpp_sparse_grad_t *grad,
+                               gpp_err_t *err)
+{
+    cudaStream_t cs = gpp_cuda_stream(s);
+    int64_t dim = grad->dim;
+    if (hp->kind == GPP_OPTIM_SGD && (hp->momentum != 0.0f || hp->weight_decay != 0.0f)) {
+        S_LAUNCH(gpp_cuk_sgd_table(cs, grad->table_rows, dim, hp->lr, hp->weight_decay,
+                                   hp->momentum, table, st->buf[0], grad->slot, grad->values),
+                 err);
+        return 0;
+    }
+    if (grad->count == 0)
+        return 0;
+    if (hp->kind == GPP_OPTIM_SGD)
+        S_LAUNCH(gpp_cuk_sgd_rows(cs, grad->count, dim, hp->lr, hp->weight_decay, hp->momentum,
+                                  table, st->buf[0], grad->rows, grad->values),
+                 err);
+    else
+        S_LAUNCH(gpp_cuk_adamw_rows(cs, grad->count, dim, s_adamw(hp, step), table, st->buf[0],
+                                    st->buf[1], grad->rows, grad->values),
+                 err);
+    return 0;
+}

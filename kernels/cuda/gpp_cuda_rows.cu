@@ -1,0 +1,303 @@
+/* gpp_cuda_rows: row-wise kernels of the CUDA backend (layer norm, softmax,
+ * the attention head permutes) and the embedding bag / sparse gradient
+ * kernels (launchers in gpp_cuda_kern.h). Row statistics: one warp per row,
+ * lanes stride the columns, partials combine by a fixed butterfly, in
+ * double like the CPU backend. */
+#include "kernels/cuda/gpp_cuda_kern.h"
+
+#define S_THREADS 256
+#define S_MAX_BLOCKS 4096
+#define S_WARPS (S_THREADS / 32)
+
+static unsigned s_blocks(int64_t n)
+{
+    int64_t b = (n + S_THREADS - 1) / S_THREADS;
+    return (unsigned)(b < 1 ? 1 : b > S_MAX_BLOCKS ? S_MAX_BLOCKS : b);
+}
+static unsigned s_row_blocks(int64_t rows)
+{
+    return (unsigned)((rows + S_WARPS - 1) / S_WARPS);
+}
+
+#define S_FOR(i, n)                                                                                \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+static __device__ double s_warp_sum(double v)
+{
+    for (int o = 16; o > 0; o /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ float s_warp_max(float v)
+{
+    for (int o = 16; o > 0; o /= 2)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+#define S_ROW_BEGIN(rows)                                                                          \
+    int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;                             \
+    int lane = threadIdx.x % 32;                                                                   \
+    if (r >= (rows))                                                                               \
+        return;
+
+/* ---- layer norm ---- */
+
+__global__ void k_ln_fwd(int64_t rows, int64_t c, const float *x, const float *g, const float *b,
+                         float *y, float *stash, float eps)
+{
+    S_ROW_BEGIN(rows)
+    const float *xr = x + r * c;
+    double acc = 0.0;
+    for (int64_t j = lane; j < c; j += 32)
+        acc += xr[j];
+    double mean = s_warp_sum(acc) / (double)c;
+    double acc2 = 0.0;
+    for (int64_t j = lane; j < c; j += 32) {
+        double d = xr[j] - mean;
+        acc2 += d * d;
+    }
+    double var = s_warp_sum(acc2) / (double)c;
+    float m = (float)mean, rstd = (float)(1.0 / sqrt(var + (double)eps));
+    float *yr = y + r * c;
+    for (int64_t j = lane; j < c; j += 32)
+        yr[j] = (xr[j] - m) * rstd * g[j] + b[j];
+    if (lane == 0) {
+        stash[2 * r] = m;
+        stash[2 * r + 1] = rstd;
+    }
+}
+
+/* dx += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g */
+__global__ void k_ln_bwd_dx(int64_t rows, int64_t c, const float *x, const float *g,
+                            const float *stash, const float *dy, float *dx)
+{
+    S_ROW_BEGIN(rows)
+    const float *xr = x + r * c, *dyr = dy + r * c;
+    float m = stash[2 * r], rstd = stash[2 * r + 1];
+    double ad = 0.0, adx = 0.0;
+    for (int64_t j = lane; j < c; j += 32) {
+        float xhat = (xr[j] - m) * rstd, dxhat = dyr[j] * g[j];
+        ad += dxhat;
+        adx += (double)dxhat * xhat;
+    }
+    float mean_d = (float)(s_warp_sum(ad) / (double)c);
+    float mean_dx = (float)(s_warp_sum(adx) / (double)c);
+    float *dxr = dx + r * c;
+    for (int64_t j = lane; j < c; j += 32) {
+        float xhat = (xr[j] - m) * rstd;
+        dxr[j] += rstd * (dyr[j] * g[j] - mean_d - xhat * mean_dx);
+    }
+}
+
+/* dgain and dbias: 32 columns x 8 row lanes per block, fixed order */
+#define S_CT 32
+#define S_RT 8
+__global__ void k_ln_bwd_params(int64_t rows, int64_t c, const float *x, const float *stash,
+                                const float *dy, float *dg, float *db)
+{
+    __shared__ float pg[S_RT][S_CT], pb[S_RT][S_CT];
+    int64_t j = (int64_t)blockIdx.x * S_CT + threadIdx.x;
+    float ag = 0.0f, ab = 0.0f;
+    if (j < c)
+        for (int64_t r = threadIdx.y; r < rows; r += S_RT) {
+            float d = dy[r * c + j];
+            ag += d * ((x[r * c + j] - stash[2 * r]) * stash[2 * r + 1]);
+            ab += d;
+        }
+    pg[threadIdx.y][threadIdx.x] = ag;
+    pb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < c) {
+        float tg = 0.0f, tb = 0.0f;
+        for (int k = 0; k < S_RT; k++) {
+            tg += pg[k][threadIdx.x];
+            tb += pb[k][threadIdx.x];
+        }
+        if (dg)
+            dg[j] += tg;
+        if (db)
+            db[j] += tb;
+    }
+}
+
+extern "C" cudaError_t gpp_cuk_layernorm_fwd(cudaStream_t st, int64_t rows, int64_t c,
+                                             const float *x, const float *g, const float *b,
+                                             float *y, float *stash, float eps)
+{
+    k_ln_fwd<<<s_row_blocks(rows), S_THREADS, 0, st>>>(rows, c, x, g, b, y, stash, eps);
+    return cudaGetLastError();
+}
+extern "C" cudaError_t gpp_cuk_layernorm_bwd_dx(cudaStream_t st, int64_t rows, int64_t c,
+                                                const float *x, const float *g, const float *stash,
+                                                const float *dy, float *dx)
+{
+    k_ln_bwd_dx<<<s_row_blocks(rows), S_THREADS, 0, st>>>(rows, c, x, g, stash, dy, dx);
+    return cudaGetLastError();
+}
+extern "C" cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t rows, int64_t c,
+                                                    const float *x, const float *stash,
+                                                    const float *dy, float *dg, float *db)
+{
+    dim3 blk(S_CT, S_RT);
+    k_ln_bwd_params<<<(unsigned)((c + S_CT - 1) / S_CT), blk, 0, st>>>(rows, c, x, stash, dy, dg,
+                                                                       db);
+    return cudaGetLastError();
+}
+
+/* ---- softmax over rows, in place (exp: gpp_math_expf, as on the CPU) ---- */
+
+__global__ void k_softmax_fwd(int64_t rows, int64_t cols, float *a)
+{
+    S_ROW_BEGIN(rows)
+    float *ar = a + r * cols;
+    float mx = -INFINITY;
+    for (int64_t j = lane; j < cols; j += 32)
+        mx = fmaxf(mx, ar[j]);
+    mx = s_warp_max(mx);
+    double acc = 0.0;
+    for (int64_t j = lane; j < cols; j += 32) {
+        float e = gpp_math_expf(ar[j] - mx);
+        ar[j] = e;
+        acc += e;
+    }
+    float inv = (float)(1.0 / s_warp_sum(acc));
+    for (int64_t j = lane; j < cols; j += 32)
+        ar[j] *= inv;
+}
+
+__global__ void k_softmax_bwd(int64_t rows, int64_t cols, const float *p, float *dp)
+{
+    S_ROW_BEGIN(rows)
+    const float *pr = p + r * cols;
+    float *dr = dp + r * cols;
+    double acc = 0.0;
+    for (int64_t j = lane; j < cols; j += 32)
+        acc += (double)dr[j] * pr[j];
+    float d = (float)s_warp_sum(acc);
+    for (int64_t j = lane; j < cols; j += 32)
+        dr[j] = pr[j] * (dr[j] - d);
+}
+
+extern "C" cudaError_t gpp_cuk_softmax_fwd(cudaStream_t st, int64_t rows, int64_t cols, float *a)
+{
+    k_softmax_fwd<<<s_row_blocks(rows), S_THREADS, 0, st>>>(rows, cols, a);
+    return cudaGetLastError();
+}
+extern "C" cudaError_t gpp_cuk_softmax_bwd(cudaStream_t st, int64_t rows, int64_t cols,
+                                           const float *p, float *dp)
+{
+    k_softmax_bwd<<<s_row_blocks(rows), S_THREADS, 0, st>>>(rows, cols, p, dp);
+    return cudaGetLastError();
+}
+
+/* ---- natural <-> head-major: element (part, i, h, s, d) ---- */
+__global__ void k_heads_permute(int64_t n, int64_t seq, int64_t heads, int64_t dh, int parts,
+                                const float *src, float *dst, int to_heads)
+{
+    int64_t hid = heads * dh, total = (int64_t)parts * n * seq * hid;
+    S_FOR(i, total)
+    {
+        /* i indexes the head-major layout */
+        int64_t d = i % dh, rest = i / dh;
+        int64_t s = rest % seq;
+        rest /= seq;
+        int64_t h = rest % heads;
+        rest /= heads;
+        int64_t smp = rest % n, part = rest / n;
+        int64_t nat = ((smp * seq + s) * parts + part) * hid + h * dh + d;
+        if (to_heads)
+            dst[i] = src[nat];
+        else
+            dst[nat] = src[i];
+    }
+}
+
+extern "C" cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
+                                             int64_t dh, int parts, const float *src, float *dst,
+                                             int to_heads)
+{
+    int64_t total = (int64_t)parts * n * seq * heads * dh;
+    k_heads_permute<<<s_blocks(total), S_THREADS, 0, st>>>(n, seq, heads, dh, parts, src, dst,
+                                                           to_heads);
+    return cudaGetLastError();
+}
+
+/* ---- embedding bag: thread per (bag, column), the bag's rows in order ---- */
+__global__ void k_embedding_fwd(int64_t bags, int64_t bag, int64_t dim, int64_t table_rows,
+                                const int32_t *idx, const float *table, float *y,
+                                gpp_cuda_fault_t *fault)
+{
+    S_FOR(i, bags * dim)
+    {
+        int64_t b = i / dim, j = i % dim;
+        float acc = 0.0f;
+        for (int64_t k = 0; k < bag; k++) {
+            int32_t r = idx[b * bag + k];
+            if (r < 0 || r >= table_rows) {
+                if (j == 0 && atomicCAS(&fault->code, 0, GPP_CUDA_FAULT_EMB_INDEX) == 0) {
+                    fault->value = r;
+                    fault->a = b;
+                    fault->b = k;
+                    fault->c = table_rows;
+                }
+                break;
+            }
+            acc += table[(int64_t)r * dim + j];
+        }
+        y[i] = acc;
+    }
+}
+
+extern "C" cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int64_t bag,
+                                             int64_t dim, int64_t table_rows, const int32_t *idx,
+                                             const float *table, float *y, gpp_cuda_fault_t *fault)
+{
+    k_embedding_fwd<<<s_blocks(bags * dim), S_THREADS, 0, st>>>(bags, bag, dim, table_rows, idx,
+                                                                table, y, fault);
+    return cudaGetLastError();
+}
+
+/* ---- sparse gradient: thread per (group, column), pairs in order ---- */
+__global__ void k_sparse_accum(int64_t groups, int64_t dim, const int32_t *plan,
+                               const float *values, int64_t div, int64_t stride, float *gvalues,
+                               int32_t *slot_map, int32_t *rows)
+{
+    const int32_t *off = plan, *pair = off + groups + 1;
+    const int32_t *slot = pair + off[groups], *row = slot + groups, *fresh = row + groups;
+    S_FOR(i, groups * dim)
+    {
+        int64_t gi = i / dim, j = i % dim;
+        float *dst = gvalues + (int64_t)slot[gi] * dim + j;
+        float acc = fresh[gi] ? 0.0f : *dst;
+        for (int32_t q = off[gi]; q < off[gi + 1]; q++)
+            acc += values[(pair[q] / div) * stride + j];
+        *dst = acc;
+        if (j == 0 && fresh[gi]) {
+            slot_map[row[gi]] = slot[gi];
+            rows[slot[gi]] = row[gi];
+        }
+    }
+}
+
+__global__ void k_sparse_clear(int64_t count, const int32_t *rows, int32_t *slot_map)
+{
+    S_FOR(k, count) slot_map[rows[k]] = -1;
+}
+
+extern "C" cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t groups, int64_t dim,
+                                            const int32_t *plan, const float *values, int64_t div,
+                                            int64_t stride, float *gvalues, int32_t *slot_map,
+                                            int32_t *rows)
+{
+    k_sparse_accum<<<s_blocks(groups * dim), S_THREADS, 0, st>>>(groups, dim, plan, values, div,
+                                                                 stride, gvalues, slot_map, rows);
+    return cudaGetLastError();
+}
+extern "C" cudaError_t gpp_cuk_sparse_clear(cudaStream_t st, int64_t count, const int32_t *rows,
+                                            int32_t *slot_map)
+{
+    k_sparse_clear<<<s_blocks(count), S_THREADS, 0, st>>>(count, rows, slot_map);
+    return cudaGetLastError();
+}

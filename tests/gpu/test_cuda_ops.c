@@ -1,0 +1,515 @@
+/* test_cuda_ops: every op of the CUDA backend, forward and backward, and the
+ * optimizer steps, against the CPU backend on the same inputs.
+ *
+ * Each case builds its tensors twice (CPU and CUDA, same values), runs the
+ * same call on both, copies the CUDA result back and prints the max abs
+ * and relative difference. Tolerance, fp32 (the CUDA backend at its
+ * default precision):  |cuda - cpu| <= ATOL + RTOL |cpu|  with ATOL = RTOL
+ * = 1e-4. Both sides compute in fp32 with different summation orders
+ * (cuBLASLt's tiles vs OpenBLAS's, warp butterflies vs 16 lanes) and nvcc
+ * contracts a*b+c into FMA: at these sizes (sums of <= 256 terms of
+ * magnitude <= 1) the differences are ~1e-6, two orders under the bound.
+ * Gradient buffers start at 0.5 on both sides, so the accumulate (+=)
+ * contract is checked too. Also: one product with precision tf32 against
+ * its rounding bound (t_linear_tf32), the caching allocator's reuse, a bad
+ * embedding index reported at the next synchronisation.
+ *
+ * Without a usable GPU (or in a build without CUDA) the test prints why and
+ * exits 77, which ctest reports as skipped (SKIP_RETURN_CODE). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/gpp_backend.h"
+#include "kernels/gpp_ops.h"
+#include "kernels/gpp_optim.h"
+#include "kernels/gpp_sparse.h"
+#include "tests/gpp_test.h"
+
+#define ATOL 1e-4
+#define RTOL 1e-4
+#define GRAD_INIT 0.5f
+#define SKIP 77
+
+static gpp_backend_t *s_cbe, *s_gbe;
+static gpp_stream_t *s_cs, *s_gs;
+
+/* ---- a tensor on both backends ---- */
+typedef struct {
+    gpp_tensor_t c, g;
+} pt_t;
+
+#define PT_MAX 64
+static pt_t s_pts[PT_MAX];
+static int s_npt;
+
+static uint64_t s_rng = 0x2545f4914f6cdd1dull;
+static float s_uniform(void) /* [-1, 1) */
+{
+    s_rng = s_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(s_rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+/* A tensor with host values h (NULL: zeros) on both backends. */
+static pt_t *s_pt(gpp_dtype_t dt, int64_t n, int64_t rows, int64_t cols, const void *h)
+{
+    gpp_err_t err;
+    if (s_npt == PT_MAX)
+        abort();
+    pt_t *p = &s_pts[s_npt++];
+    if (gpp_tensor_alloc(s_cbe, dt, n, rows, cols, &p->c, &err) < 0 ||
+        gpp_tensor_alloc(s_gbe, dt, n, rows, cols, &p->g, &err) < 0) {
+        fprintf(stderr, "test_cuda_ops: %s\n", err.msg);
+        abort();
+    }
+    size_t bytes = gpp_tensor_bytes(&p->c);
+    if (h) {
+        memcpy(p->c.data, h, bytes);
+        GPP_EXPECT(gpp_stream_copy(s_gs, p->g.data, h, bytes, GPP_COPY_H2D, &err) == 0);
+    } else {
+        memset(p->c.data, 0, bytes);
+        GPP_EXPECT(gpp_stream_zero(s_gs, p->g.data, bytes, &err) == 0);
+    }
+    GPP_EXPECT(gpp_stream_sync(s_gs, &err) == 0);
+    return p;
+}
+
+static pt_t *s_rand(int64_t n, int64_t rows, int64_t cols, float scale)
+{
+    int64_t k = n * rows * cols;
+    float *h = malloc((size_t)(k ? k : 1) * sizeof(float));
+    for (int64_t i = 0; i < k; i++)
+        h[i] = scale * s_uniform();
+    pt_t *p = s_pt(GPP_DTYPE_F32, n, rows, cols, h);
+    free(h);
+    return p;
+}
+
+static pt_t *s_fill(int64_t n, int64_t rows, int64_t cols, float v)
+{
+    int64_t k = n * rows * cols;
+    float *h = malloc((size_t)(k ? k : 1) * sizeof(float));
+    for (int64_t i = 0; i < k; i++)
+        h[i] = v;
+    pt_t *p = s_pt(GPP_DTYPE_F32, n, rows, cols, h);
+    free(h);
+    return p;
+}
+
+/* int32 values in [0, max) */
+static pt_t *s_ints(int64_t n, int64_t rows, int64_t cols, int32_t max)
+{
+    int64_t k = n * rows * cols;
+    int32_t *h = malloc((size_t)(k ? k : 1) * sizeof(int32_t));
+    for (int64_t i = 0; i < k; i++)
+        h[i] = (int32_t)((s_uniform() + 1.0f) * 0.5f * (float)max) % max;
+    pt_t *p = s_pt(GPP_DTYPE_I32, n, rows, cols, h);
+    free(h);
+    return p;
+}
+
+static void s_free_all(void)
+{
+    gpp_err_t err;
+    GPP_EXPECT(gpp_stream_sync(s_gs, &err) == 0);
+    for (int i = 0; i < s_npt; i++) {
+        gpp_tensor_free(s_cbe, &s_pts[i].c);
+        gpp_tensor_free(s_gbe, &s_pts[i].g);
+    }
+    s_npt = 0;
+}
+
+/* Compares n floats of CPU memory c with CUDA memory g; prints the max
+ * differences. */
+static void s_close_raw(const char *what, const float *c, const float *g, int64_t n)
+{
+    gpp_err_t err;
+    float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
+    GPP_EXPECT(gpp_stream_copy(s_gs, h, g, (size_t)n * sizeof(float), GPP_COPY_D2H, &err) == 0);
+    int rc = gpp_stream_sync(s_gs, &err);
+    GPP_EXPECT_MSG(rc == 0, "%s", err.msg);
+    double max_abs = 0, max_rel = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)h[i] - (double)c[i]);
+        max_abs = fmax(max_abs, d);
+        max_rel = fmax(max_rel, d / fmax(fabs((double)c[i]), 1e-30));
+        bad += !(d <= ATOL + RTOL * fabs((double)c[i]));
+    }
+    printf("  %-34s %8lld elems: max abs diff %.3g, max rel diff %.3g, %lld over tol\n", what,
+           (long long)n, max_abs, max_rel, (long long)bad);
+    GPP_EXPECT_MSG(bad == 0, "%s: %lld elements differ beyond %g + %g |cpu|", what, (long long)bad,
+                   ATOL, RTOL);
+    free(h);
+}
+
+static void s_close(const char *what, const pt_t *p)
+{
+    s_close_raw(what, p->c.data, p->g.data, gpp_tensor_numel(&p->c));
+}
+
+/* Runs `call` on the CPU (D = 0) and on CUDA (D = 1): T(p) is the tensor of
+ * the side, S its stream. */
+static int D;
+#define T(p) (D ? &(p)->g : &(p)->c)
+#define S (D ? s_gs : s_cs)
+#define BOTH(call)                                                                                 \
+    do {                                                                                           \
+        gpp_err_t e_;                                                                              \
+        gpp_err_t *err = &e_;                                                                      \
+        for (D = 0; D < 2; D++) {                                                                  \
+            int rc_ = (call);                                                                      \
+            GPP_EXPECT_MSG(rc_ == 0, "%s on %s: %s", #call, D ? "cuda" : "cpu", e_.msg);           \
+        }                                                                                          \
+        (void)err;                                                                                 \
+    } while (0)
+
+/* ---- cases ---- */
+
+static void t_linear(void)
+{
+    for (int bias = 0; bias < 2; bias++) {
+        pt_t *x = s_rand(3, 5, 24, 1), *w = s_rand(1, 40, 24, 0.5f), *b = s_rand(1, 1, 40, 1);
+        pt_t *y = s_pt(GPP_DTYPE_F32, 3, 5, 40, NULL), *dy = s_rand(3, 5, 40, 1);
+        pt_t *dx = s_fill(3, 5, 24, GRAD_INIT), *dw = s_fill(1, 40, 24, GRAD_INIT);
+        pt_t *db = s_fill(1, 1, 40, GRAD_INIT);
+        BOTH(gpp_linear_fwd(S, T(x), T(w), bias ? T(b) : NULL, T(y), err));
+        BOTH(gpp_linear_bwd(S, T(x), T(w), T(dy), T(dx), T(dw), bias ? T(db) : NULL, err));
+        s_close(bias ? "linear+bias fwd y" : "linear fwd y", y);
+        s_close("linear bwd dx", dx);
+        s_close("linear bwd dw", dw);
+        if (bias)
+            s_close("linear bwd db", db);
+        s_free_all();
+    }
+}
+
+/* precision = tf32: the product of inputs rounded to TF32 (10 explicit
+ * mantissa bits; relative error <= 2^-10 each when truncated, so <= 2^-9 for
+ * a product) accumulated in fp32 (<= k 2^-23 relative to the sum of
+ * magnitudes). Per element: |tf32 - cpu| <= (2^-9 + k 2^-23) sum_k |x w|. */
+static void t_linear_tf32(void)
+{
+    gpp_err_t err;
+    enum { M = 64, IN = 256, OUT = 96 };
+    gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA, .precision = GPP_PRECISION_TF32};
+    gpp_backend_t *tf = gpp_backend_new(&cfg, &err);
+    gpp_stream_t *ts = tf ? gpp_stream_new(tf, &err) : NULL;
+    GPP_EXPECT_MSG(ts != NULL, "%s", err.msg);
+    if (!ts) {
+        gpp_backend_destroy(&tf);
+        return;
+    }
+    static float x[M * IN], w[OUT * IN], y[M * OUT], yt[M * OUT];
+    for (int i = 0; i < M * IN; i++)
+        x[i] = s_uniform();
+    for (int i = 0; i < OUT * IN; i++)
+        w[i] = s_uniform();
+    gpp_tensor_t hx = gpp_tensor(x, GPP_DTYPE_F32, 1, M, IN);
+    gpp_tensor_t hw = gpp_tensor(w, GPP_DTYPE_F32, 1, OUT, IN);
+    gpp_tensor_t hy = gpp_tensor(y, GPP_DTYPE_F32, 1, M, OUT);
+    GPP_EXPECT(gpp_linear_fwd(s_cs, &hx, &hw, NULL, &hy, &err) == 0); /* cpu: host memory */
+    gpp_tensor_t dx, dw, dy;
+    GPP_EXPECT(gpp_tensor_alloc(tf, GPP_DTYPE_F32, 1, M, IN, &dx, &err) == 0 &&
+               gpp_tensor_alloc(tf, GPP_DTYPE_F32, 1, OUT, IN, &dw, &err) == 0 &&
+               gpp_tensor_alloc(tf, GPP_DTYPE_F32, 1, M, OUT, &dy, &err) == 0);
+    GPP_EXPECT(gpp_stream_copy(ts, dx.data, x, sizeof x, GPP_COPY_H2D, &err) == 0 &&
+               gpp_stream_copy(ts, dw.data, w, sizeof w, GPP_COPY_H2D, &err) == 0 &&
+               gpp_linear_fwd(ts, &dx, &dw, NULL, &dy, &err) == 0 &&
+               gpp_stream_copy(ts, yt, dy.data, sizeof yt, GPP_COPY_D2H, &err) == 0 &&
+               gpp_stream_sync(ts, &err) == 0);
+    double worst = 0, max_abs = 0;
+    for (int r = 0; r < M; r++)
+        for (int o = 0; o < OUT; o++) {
+            double mag = 0;
+            for (int k = 0; k < IN; k++)
+                mag += fabs((double)x[r * IN + k] * w[o * IN + k]);
+            double tol = (ldexp(1, -9) + IN * ldexp(1, -23)) * mag,
+                   d = fabs(yt[r * OUT + o] - y[r * OUT + o]);
+            worst = fmax(worst, d / tol);
+            max_abs = fmax(max_abs, d);
+        }
+    printf("  %-34s max abs diff %.3g, max diff / bound %.3g (bound (2^-9 + k 2^-23) sum|x w|)\n",
+           "linear tf32 fwd y", max_abs, worst);
+    GPP_EXPECT(worst <= 1.0);
+    gpp_tensor_free(tf, &dx);
+    gpp_tensor_free(tf, &dw);
+    gpp_tensor_free(tf, &dy);
+    gpp_stream_destroy(&ts);
+    gpp_backend_destroy(&tf);
+}
+
+static void t_activations(void)
+{
+    for (int gelu = 0; gelu < 2; gelu++) {
+        pt_t *x = s_rand(4, 7, 33, 4), *y = s_pt(GPP_DTYPE_F32, 4, 7, 33, NULL);
+        pt_t *dy = s_rand(4, 7, 33, 1), *dx = s_fill(4, 7, 33, GRAD_INIT);
+        if (gelu) {
+            BOTH(gpp_gelu_fwd(S, T(x), T(y), err));
+            BOTH(gpp_gelu_bwd(S, T(x), T(dy), T(dx), err));
+        } else {
+            BOTH(gpp_relu_fwd(S, T(x), T(y), err));
+            BOTH(gpp_relu_bwd(S, T(x), T(dy), T(dx), err));
+        }
+        s_close(gelu ? "gelu fwd y" : "relu fwd y", y);
+        s_close(gelu ? "gelu bwd dx" : "relu bwd dx", dx);
+        s_free_all();
+    }
+}
+
+static void t_layernorm(void)
+{
+    pt_t *x = s_rand(3, 6, 80, 2), *g = s_rand(1, 1, 80, 1), *b = s_rand(1, 1, 80, 1);
+    pt_t *y = s_pt(GPP_DTYPE_F32, 3, 6, 80, NULL), *dy = s_rand(3, 6, 80, 1);
+    pt_t *st = s_pt(GPP_DTYPE_F32, 1, 1, 2 * 18, NULL);
+    pt_t *dx = s_fill(3, 6, 80, GRAD_INIT), *dg = s_fill(1, 1, 80, GRAD_INIT);
+    pt_t *db = s_fill(1, 1, 80, GRAD_INIT);
+    BOTH(gpp_layernorm_fwd(S, T(x), T(g), T(b), T(y), T(st)->data, err));
+    BOTH(gpp_layernorm_bwd(S, T(x), T(g), T(st)->data, T(dy), T(dx), T(dg), T(db), err));
+    s_close("layernorm fwd y", y);
+    s_close("layernorm bwd dx", dx);
+    s_close("layernorm bwd dgain", dg);
+    s_close("layernorm bwd dbias", db);
+    s_free_all();
+}
+
+static void t_attention(void)
+{
+    const int64_t n = 2, seq = 12, hid = 32;
+    const int heads = 4;
+    pt_t *x = s_rand(n, seq, hid, 1), *y = s_pt(GPP_DTYPE_F32, n, seq, hid, NULL);
+    pt_t *wq = s_rand(1, 3 * hid, hid, 0.3f), *bq = s_rand(1, 1, 3 * hid, 0.1f);
+    pt_t *wo = s_rand(1, hid, hid, 0.3f), *bo = s_rand(1, 1, hid, 0.1f);
+    pt_t *dy = s_rand(n, seq, hid, 1), *dx = s_fill(n, seq, hid, GRAD_INIT);
+    pt_t *dwq = s_fill(1, 3 * hid, hid, GRAD_INIT), *dbq = s_fill(1, 1, 3 * hid, GRAD_INIT);
+    pt_t *dwo = s_fill(1, hid, hid, GRAD_INIT), *dbo = s_fill(1, 1, hid, GRAD_INIT);
+    size_t stash_floats = gpp_attention_stash_bytes(n, seq, hid, heads) / sizeof(float);
+    pt_t *st = s_pt(GPP_DTYPE_F32, 1, 1, (int64_t)stash_floats, NULL);
+    gpp_attention_params_t p[2], dp[2];
+    for (D = 0; D < 2; D++) {
+        p[D] = (gpp_attention_params_t){*T(wq), *T(bq), *T(wo), *T(bo)};
+        dp[D] = (gpp_attention_params_t){*T(dwq), *T(dbq), *T(dwo), *T(dbo)};
+    }
+    BOTH(gpp_attention_fwd(S, T(x), &p[D], heads, T(y), T(st)->data, err));
+    BOTH(gpp_attention_bwd(S, T(x), &p[D], heads, T(st)->data, T(dy), T(dx), &dp[D], err));
+    s_close("attention fwd y", y);
+    s_close("attention bwd dx", dx);
+    s_close("attention bwd dW_qkv", dwq);
+    s_close("attention bwd db_qkv", dbq);
+    s_close("attention bwd dW_o", dwo);
+    s_close("attention bwd db_o", dbo);
+    s_free_all();
+}
+
+/* count, row order and values of two sparse gradients */
+static void s_sparse_close(const char *what, gpp_sparse_grad_t *c, gpp_sparse_grad_t *g)
+{
+    gpp_err_t err;
+    int64_t n = gpp_sparse_grad_count(c), dim = gpp_sparse_grad_dim(c);
+    GPP_EXPECT_MSG(gpp_sparse_grad_count(g) == n, "%s: %lld touched rows on cuda, %lld on cpu",
+                   what, (long long)gpp_sparse_grad_count(g), (long long)n);
+    if (gpp_sparse_grad_count(g) != n)
+        return;
+    int32_t *rows = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    GPP_EXPECT(gpp_stream_copy(s_gs, rows, gpp_sparse_grad_rows(g), (size_t)n * 4, GPP_COPY_D2H,
+                               &err) == 0 &&
+               gpp_stream_sync(s_gs, &err) == 0);
+    GPP_EXPECT(memcmp(rows, gpp_sparse_grad_rows(c), (size_t)n * 4) == 0);
+    free(rows);
+    s_close_raw(what, gpp_sparse_grad_values(c), gpp_sparse_grad_values(g), n * dim);
+}
+
+static void t_embedding(void)
+{
+    gpp_err_t err;
+    const int64_t rows = 500, dim = 24;
+    pt_t *tab = s_rand(1, rows, dim, 1), *idx = s_ints(4, 3, 5, 60); /* repeats within bags */
+    pt_t *y = s_pt(GPP_DTYPE_F32, 4, 3, dim, NULL), *dy = s_rand(4, 3, dim, 1);
+    gpp_sparse_grad_t *sg[2];
+    for (D = 0; D < 2; D++)
+        sg[D] = gpp_sparse_grad_new(S, rows, dim, 4, &err); /* small cap: it must grow */
+    GPP_EXPECT(sg[0] && sg[1]);
+    BOTH(gpp_embedding_bag_fwd(S, T(idx), T(tab), T(y), err));
+    s_close("embedding bag fwd y", y);
+    /* two micro-batches accumulate into the same rows */
+    BOTH(gpp_embedding_bag_bwd(S, T(idx), T(dy), sg[D], err));
+    BOTH(gpp_embedding_bag_bwd(S, T(idx), T(dy), sg[D], err));
+    s_sparse_close("embedding bag bwd (sparse) values", sg[0], sg[1]);
+    /* a peer's pairs (gpp_sparse_grad_add) on top, then clear */
+    pt_t *ids = s_ints(1, 1, 30, (int32_t)rows), *vals = s_rand(1, 30, dim, 1);
+    BOTH(gpp_sparse_grad_add(S, sg[D], 30, T(ids)->data, T(vals)->data, err));
+    s_sparse_close("sparse_grad_add values", sg[0], sg[1]);
+    BOTH(gpp_sparse_grad_clear(S, sg[D], err));
+    GPP_EXPECT(gpp_sparse_grad_count(sg[1]) == 0);
+    BOTH(gpp_embedding_bag_bwd(S, T(idx), T(dy), sg[D], err));
+    s_sparse_close("after clear, bwd again", sg[0], sg[1]);
+
+    /* a bad index: the CUDA error surfaces at the next synchronisation */
+    int32_t bad = (int32_t)rows + 7;
+    GPP_EXPECT(gpp_stream_copy(s_gs, idx->g.data, &bad, 4, GPP_COPY_H2D, &err) == 0);
+    GPP_EXPECT(gpp_stream_sync(s_gs, &err) == 0);
+    int rc = gpp_embedding_bag_fwd(s_gs, &idx->g, &tab->g, &y->g, &err);
+    if (rc == 0)
+        rc = gpp_stream_sync(s_gs, &err);
+    GPP_EXPECT(rc < 0 && strstr(err.msg, "index 507"));
+    printf("  bad index reported: %s\n", rc < 0 ? err.msg : "(nothing)");
+    GPP_EXPECT(gpp_stream_sync(s_gs, &err) == 0); /* reported once */
+    for (D = 0; D < 2; D++)
+        gpp_sparse_grad_destroy(&sg[D]);
+    s_free_all();
+}
+
+static void t_concat_add_axpy(void)
+{
+    pt_t *a = s_rand(2, 3, 5, 1), *b = s_rand(2, 3, 7, 1), *c = s_rand(2, 3, 4, 1);
+    pt_t *y = s_pt(GPP_DTYPE_F32, 2, 3, 16, NULL), *dy = s_rand(2, 3, 16, 1);
+    pt_t *da = s_fill(2, 3, 5, GRAD_INIT), *dc = s_fill(2, 3, 4, GRAD_INIT);
+    const gpp_tensor_t *xs[2][3];
+    gpp_tensor_t *dxs[2][3];
+    for (D = 0; D < 2; D++) {
+        xs[D][0] = T(a), xs[D][1] = T(b), xs[D][2] = T(c);
+        dxs[D][0] = T(da), dxs[D][1] = NULL, dxs[D][2] = T(dc); /* b needs no gradient */
+    }
+    BOTH(gpp_concat_fwd(S, 3, xs[D], T(y), err));
+    BOTH(gpp_concat_bwd(S, 3, T(dy), dxs[D], err));
+    s_close("concat fwd y", y);
+    s_close("concat bwd (split) d0", da);
+    s_close("concat bwd (split) d2", dc);
+    pt_t *p = s_rand(2, 3, 5, 1), *q = s_pt(GPP_DTYPE_F32, 2, 3, 5, NULL);
+    pt_t *dp = s_fill(2, 3, 5, GRAD_INIT), *dq = s_fill(2, 3, 5, GRAD_INIT);
+    BOTH(gpp_add_fwd(S, T(a), T(p), T(q), err));
+    BOTH(gpp_add_bwd(S, T(da), T(dp), T(dq), err));
+    BOTH(gpp_axpy(S, -0.75f, T(p), T(q), err));
+    s_close("add fwd + axpy", q);
+    s_close("add bwd da", dp);
+    s_free_all();
+}
+
+static void t_losses(void)
+{
+    pt_t *x = s_rand(3, 4, 9, 2), *t = s_rand(3, 4, 9, 2), *dx = s_fill(3, 4, 9, GRAD_INIT);
+    pt_t *loss = s_pt(GPP_DTYPE_F32, 1, 1, 1, NULL);
+    BOTH(gpp_loss_mse(S, T(x), T(t), T(loss)->data, 0.25f, T(dx), err));
+    s_close("mse loss", loss);
+    s_close("mse dx", dx);
+    pt_t *lab = s_ints(3, 4, 1, 9), *dz = s_fill(3, 4, 9, GRAD_INIT);
+    BOTH(gpp_loss_ce(S, T(x), T(lab), T(loss)->data, 0.5f, T(dz), err));
+    s_close("cross-entropy loss", loss);
+    s_close("cross-entropy dx", dz);
+    s_free_all();
+}
+
+static void t_optimizers(void)
+{
+    gpp_err_t err;
+    const int64_t n = 3000;
+    gpp_optim_hp_t hps[3] = {
+        {.kind = GPP_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.01f},
+        {.kind = GPP_OPTIM_SGD, .lr = 0.05f},
+        {.kind = GPP_OPTIM_ADAMW,
+         .lr = 1e-3f,
+         .weight_decay = 0.1f,
+         .beta1 = 0.9f,
+         .beta2 = 0.999f,
+         .eps = 1e-8f}};
+    const char *names[3] = {"sgd momentum+wd", "sgd plain", "adamw"};
+    for (int h = 0; h < 3; h++) {
+        const gpp_optim_hp_t *hp = &hps[h];
+        /* dense: three steps */
+        pt_t *p = s_rand(1, 1, n, 1), *g = s_rand(1, 1, n, 1);
+        gpp_optim_state_t *st[2];
+        for (D = 0; D < 2; D++)
+            st[D] = gpp_optim_state_new(S, hp->kind, n, &err);
+        for (int64_t step = 1; step <= 3; step++)
+            BOTH(gpp_optim_step(S, st[D], hp, step, T(p), T(g), err));
+        char what[64];
+        snprintf(what, sizeof what, "%s dense param", names[h]);
+        s_close(what, p);
+        snprintf(what, sizeof what, "%s dense state 0", names[h]);
+        s_close_raw(what, gpp_optim_state_buf(st[0], 0), gpp_optim_state_buf(st[1], 0), n);
+        for (D = 0; D < 2; D++)
+            gpp_optim_state_destroy(&st[D]);
+        /* sparse: a (200, 16) table, 2 steps with different touched rows */
+        pt_t *tab = s_rand(1, 200, 16, 1), *idx = s_ints(2, 3, 4, 200), *dy = s_rand(2, 3, 16, 1);
+        gpp_sparse_grad_t *sg[2];
+        for (D = 0; D < 2; D++) {
+            st[D] = gpp_optim_state_new(S, hp->kind, 200 * 16, &err);
+            sg[D] = gpp_sparse_grad_new(S, 200, 16, 0, &err);
+        }
+        for (int64_t step = 1; step <= 2; step++) {
+            BOTH(gpp_embedding_bag_bwd(S, T(idx), T(dy), sg[D], err));
+            BOTH(gpp_optim_step_sparse(S, st[D], hp, step, T(tab), sg[D], err));
+            BOTH(gpp_sparse_grad_clear(S, sg[D], err));
+            idx = s_ints(2, 3, 4, 200);
+        }
+        snprintf(what, sizeof what, "%s sparse table", names[h]);
+        s_close(what, tab);
+        for (D = 0; D < 2; D++) {
+            gpp_optim_state_destroy(&st[D]);
+            gpp_sparse_grad_destroy(&sg[D]);
+        }
+        s_free_all();
+    }
+}
+
+/* The caching allocator: once a size has been freed, allocating it again
+ * calls no cudaMalloc. */
+static void t_allocator_reuse(void)
+{
+    gpp_err_t err;
+    gpp_backend_mem_t m0, m1;
+    GPP_EXPECT(gpp_backend_mem_stats(s_gbe, &m0) == 1);
+    void *p[8];
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 8; i++)
+            GPP_EXPECT((p[i] = gpp_backend_alloc(s_gbe, (size_t)(1000 + 777 * i), &err)) != NULL);
+        for (int i = 0; i < 8; i++)
+            gpp_backend_free(s_gbe, &p[i]);
+        if (round == 0)
+            GPP_EXPECT(gpp_backend_mem_stats(s_gbe, &m0) == 1);
+    }
+    GPP_EXPECT(gpp_backend_mem_stats(s_gbe, &m1) == 1);
+    printf("  allocator: %llu cudaMalloc calls before rounds 2-3, %llu after; peak %zu bytes\n",
+           (unsigned long long)m0.device_allocs, (unsigned long long)m1.device_allocs,
+           m1.peak_bytes);
+    GPP_EXPECT(m1.device_allocs == m0.device_allocs && m1.peak_bytes >= m1.in_use_bytes);
+}
+
+static const gpp_test_case_t cases[] = {
+    {"linear", t_linear},
+    {"linear_tf32", t_linear_tf32},
+    {"activations", t_activations},
+    {"layernorm", t_layernorm},
+    {"attention", t_attention},
+    {"embedding_sparse", t_embedding},
+    {"concat_add_axpy", t_concat_add_axpy},
+    {"losses", t_losses},
+    {"optimizers", t_optimizers},
+    {"allocator_reuse", t_allocator_reuse},
+    {NULL, NULL},
+};
+
+int main(void)
+{
+    gpp_err_t err;
+    gpp_backend_cfg_t gc = {.kind = GPP_DEVICE_CUDA, .device = 0};
+    if (!(s_gbe = gpp_backend_new(&gc, &err))) {
+        printf("test_cuda_ops: SKIPPED: %s\n", err.msg);
+        return SKIP;
+    }
+    gpp_backend_cfg_t cc = {.kind = GPP_DEVICE_CPU, .cpu_threads = 1};
+    if (!(s_cbe = gpp_backend_new(&cc, &err)) || !(s_cs = gpp_stream_new(s_cbe, &err)) ||
+        !(s_gs = gpp_stream_new(s_gbe, &err))) {
+        fprintf(stderr, "test_cuda_ops: %s\n", err.msg);
+        return 1;
+    }
+    printf("test_cuda_ops: %s vs cpu, fp32, tolerance %g + %g |cpu|\n", gpp_backend_name(s_gbe),
+           ATOL, RTOL);
+    int rc = gpp_test_run(cases);
+    gpp_stream_destroy(&s_gs);
+    gpp_stream_destroy(&s_cs);
+    gpp_backend_destroy(&s_gbe);
+    gpp_backend_destroy(&s_cbe);
+    return rc;
+}

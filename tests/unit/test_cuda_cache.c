@@ -1,0 +1,331 @@
+/* test_cuda_cache: the host-side parts of the CUDA backend, run on every
+ * machine: the caching allocator (kernels/cuda/gpp_cuda_cache.c) over a
+ * counting malloc stand-in for cudaMalloc; the sparse-gradient planner
+ * (gpp_cuda_splan.c), whose plans applied on the host as the CUDA kernel
+ * applies them must give the CPU backend's gradient bit for bit; and the
+ * math the CPU and CUDA kernels share (kernels/gpp_math.h) against its
+ * formulas in double. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef GPP_HAVE_CUDA
+#include "kernels/cuda/gpp_cuda.h" /* gpp_cuda_lt_load */
+#endif
+#include "kernels/cuda/gpp_cuda_cache.h"
+#include "kernels/cuda/gpp_cuda_splan.h"
+#include "kernels/gpp_backend.h"
+#include "kernels/gpp_math.h"
+#include "kernels/gpp_sparse.h"
+#include "tests/gpp_test.h"
+
+/* ---- a raw allocator that counts, with an optional byte limit ---- */
+typedef struct {
+    size_t live_bytes, limit_bytes;
+    int allocs, frees;
+} raw_t;
+
+typedef struct {
+    size_t bytes;
+    max_align_t pad;
+} raw_hdr_t;
+
+static void *s_raw_alloc(void *ctx, size_t bytes)
+{
+    raw_t *r = ctx;
+    if (r->limit_bytes && r->live_bytes + bytes > r->limit_bytes)
+        return NULL;
+    raw_hdr_t *h = malloc(sizeof *h + bytes);
+    h->bytes = bytes;
+    r->live_bytes += bytes;
+    r->allocs++;
+    return h + 1;
+}
+
+static void s_raw_free(void *ctx, void *p)
+{
+    raw_t *r = ctx;
+    raw_hdr_t *h = (raw_hdr_t *)p - 1;
+    r->live_bytes -= h->bytes;
+    r->frees++;
+    free(h);
+}
+
+static void t_size_classes(void)
+{
+    size_t cb, prev_cb = 0;
+    int prev = -1;
+    GPP_EXPECT(gpp_cuda_cache_class(0, &cb) == 0 && cb == 512);
+    GPP_EXPECT(gpp_cuda_cache_class(512, &cb) == 0 && cb == 512);
+    GPP_EXPECT(gpp_cuda_cache_class(513, &cb) == 1 && cb == 640);
+    GPP_EXPECT(gpp_cuda_cache_class(1024, &cb) == 4 && cb == 1024);
+    GPP_EXPECT(gpp_cuda_cache_class(1025, &cb) == 5 && cb == 1280);
+    GPP_EXPECT(gpp_cuda_cache_class((size_t)3 << 30, &cb) >= 0 && cb == (size_t)3 << 30);
+    /* every size fits its class, wastes < 25 %, classes are monotone */
+    double worst = 0;
+    for (size_t b = 1; b < (1u << 22); b = b * 9 / 8 + 1) {
+        int c = gpp_cuda_cache_class(b, &cb);
+        GPP_EXPECT(cb >= b && c >= prev && (c > prev ? cb > prev_cb : cb == prev_cb));
+        if (b > 512)
+            worst = fmax(worst, (double)(cb - b) / (double)cb);
+        prev = c;
+        prev_cb = cb;
+    }
+    printf("  worst waste above 512 B: %.1f %% of the block\n", 100 * worst);
+    GPP_EXPECT(worst < 0.25);
+}
+
+static void t_reuse_and_peak(void)
+{
+    raw_t r = {0};
+    gpp_cuda_cache_t *c = gpp_cuda_cache_new(s_raw_alloc, s_raw_free, &r);
+    gpp_cuda_cache_stats_t st;
+    /* a "micro-batch": the same set of sizes allocated and freed 5 times */
+    size_t sizes[] = {0, 100, 4096, 5000, 5000, 1 << 20, 777777};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    void *p[N];
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < N; i++) {
+            p[i] = gpp_cuda_cache_alloc(c, sizes[i]);
+            GPP_EXPECT(p[i] != NULL);
+            memset(p[i], 0xab, sizes[i]); /* the whole request is usable */
+            for (int j = 0; j < i; j++)
+                GPP_EXPECT(p[j] != p[i]);
+        }
+        for (int i = N - 1; i >= 0; i--)
+            gpp_cuda_cache_free(c, p[i]);
+        if (round == 0)
+            GPP_EXPECT(r.allocs == N);
+    }
+    gpp_cuda_cache_stats(c, &st);
+    GPP_EXPECT(r.allocs == N && r.frees == 0); /* steady state: no raw calls */
+    GPP_EXPECT(st.hits == 4 * N && st.raw_allocs == (uint64_t)N);
+    GPP_EXPECT(st.in_use_bytes == 0 && st.reserved_bytes == r.live_bytes);
+    size_t want_peak = 0, cb;
+    for (int i = 0; i < N; i++) {
+        gpp_cuda_cache_class(sizes[i], &cb);
+        want_peak += cb;
+    }
+    GPP_EXPECT(st.peak_bytes == want_peak);
+    gpp_cuda_cache_free(c, NULL);
+    gpp_cuda_cache_trim(c);
+    GPP_EXPECT(r.live_bytes == 0 && r.frees == N);
+    gpp_cuda_cache_stats(c, &st);
+    GPP_EXPECT(st.reserved_bytes == 0 && st.raw_frees == (uint64_t)N);
+    /* many live blocks: the pointer map grows */
+    void *many[3000];
+    for (int i = 0; i < 3000; i++)
+        many[i] = gpp_cuda_cache_alloc(c, (size_t)(i % 17) * 100);
+    for (int i = 0; i < 3000; i++)
+        gpp_cuda_cache_free(c, many[i]);
+    gpp_cuda_cache_destroy(&c);
+    GPP_EXPECT(c == NULL && r.live_bytes == 0);
+}
+
+/* Out of device memory: the cached blocks are released and the request
+ * retried once; still too big is NULL. */
+static void t_out_of_memory(void)
+{
+    raw_t r = {.limit_bytes = 3 << 20};
+    gpp_cuda_cache_t *c = gpp_cuda_cache_new(s_raw_alloc, s_raw_free, &r);
+    void *a = gpp_cuda_cache_alloc(c, 2 << 20);
+    GPP_EXPECT(a != NULL);
+    gpp_cuda_cache_free(c, a);                          /* cached: 2 MiB still held */
+    void *b = gpp_cuda_cache_alloc(c, (size_t)5 << 19); /* 2.5 MiB: other class */
+    GPP_EXPECT(b != NULL && r.frees == 1);
+    GPP_EXPECT(gpp_cuda_cache_alloc(c, 4 << 20) == NULL);
+    gpp_cuda_cache_free(c, b);
+    gpp_cuda_cache_destroy(&c);
+    GPP_EXPECT(r.live_bytes == 0);
+}
+
+/* What gpp_cuk_sparse_accum does on the device, on the host: thread
+ * (group gi, column j) sums its pairs' value rows in plan order. */
+static void s_apply_plan(int64_t groups, int64_t dim, const int32_t *plan, const float *values,
+                         int64_t div, int64_t stride, float *gvalues, int32_t *slot_map,
+                         int32_t *rows)
+{
+    const int32_t *off = plan, *pair = off + groups + 1;
+    const int32_t *slot = pair + off[groups], *row = slot + groups, *fresh = row + groups;
+    for (int64_t gi = 0; gi < groups; gi++)
+        for (int64_t j = 0; j < dim; j++) {
+            float *dst = gvalues + (int64_t)slot[gi] * dim + j;
+            float acc = fresh[gi] ? 0.0f : *dst;
+            for (int32_t q = off[gi]; q < off[gi + 1]; q++)
+                acc += values[(pair[q] / div) * stride + j];
+            *dst = acc;
+            if (j == 0 && fresh[gi]) {
+                slot_map[row[gi]] = slot[gi];
+                rows[slot[gi]] = row[gi];
+            }
+        }
+}
+
+/* Three accumulations (repeated ids within and across calls, one with
+ * embedding-bag style shared value rows), an undone plan, a clear and one
+ * more: count, row order, slot map and values equal the CPU backend's. */
+static void t_sparse_plan(void)
+{
+    enum { ROWS = 300, DIM = 5, MAXP = 96 };
+    gpp_err_t err;
+    gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CPU, .cpu_threads = 1};
+    gpp_backend_t *be = gpp_backend_new(&cfg, &err);
+    gpp_stream_t *st = be ? gpp_stream_new(be, &err) : NULL;
+    GPP_EXPECT(st != NULL);
+    if (!st)
+        return;
+    gpp_sparse_grad_t *ref = gpp_sparse_grad_new(st, ROWS, DIM, 2, &err);
+    int32_t *mir = malloc(3 * ROWS * sizeof(int32_t));
+    memset(mir, 0xff, 3 * ROWS * sizeof(int32_t));
+    gpp_cuda_smirror_t m = {ROWS, mir, mir + ROWS, mir + 2 * ROWS};
+    static int32_t slot_map[ROWS], rows[ROWS], plan[4 * MAXP + 1];
+    static float gval[ROWS * DIM], vals[MAXP * DIM];
+    memset(slot_map, 0xff, sizeof slot_map);
+    int64_t touched = 0;
+    uint64_t rng = 12345;
+    int checks = 0, bad = 0;
+    for (int call = 0; call < 6; call++) {
+        int64_t bag = call == 2 ? 4 : 1; /* call 2: bags of 4 ids share a value row */
+        int64_t n = (20 + 13 * call) / bag * bag;
+        int32_t ids[MAXP];
+        for (int64_t k = 0; k < n; k++) {
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            ids[k] = (int32_t)((rng >> 33) % (call < 3 ? 40 : ROWS)); /* repeats */
+        }
+        for (int64_t k = 0; k < n * DIM; k++)
+            vals[k] = (float)sin(0.1 * (double)(k + 7 * call)) + 0.25f;
+        if (call == 4) { /* planned, then not applied: undo */
+            int64_t t = touched;
+            int64_t gr = gpp_cuda_splan_build(&m, &t, ids, n, plan);
+            gpp_cuda_splan_undo(&m, plan, gr, n);
+            continue;
+        }
+        if (call == 5) { /* clear both, then one more accumulation */
+            GPP_EXPECT(gpp_sparse_grad_clear(st, ref, &err) == 0);
+            for (int64_t k = 0; k < touched; k++)
+                slot_map[rows[k]] = -1;
+            gpp_cuda_smirror_clear(&m, touched);
+            touched = 0;
+        }
+        int64_t before = touched;
+        int64_t groups = gpp_cuda_splan_build(&m, &touched, ids, n, plan);
+        GPP_EXPECT(groups <= n && touched >= before);
+        s_apply_plan(groups, DIM, plan, vals, bag, DIM, gval, slot_map, rows);
+        /* the CPU backend: one add per value row, as its embedding backward does */
+        if (bag == 1)
+            GPP_EXPECT(gpp_sparse_grad_add(st, ref, n, ids, vals, &err) == 0);
+        else
+            for (int64_t b = 0; b < n / bag; b++) {
+                int32_t rep[4];
+                float row4[4 * DIM];
+                for (int k = 0; k < bag; k++) {
+                    rep[k] = ids[b * bag + k];
+                    memcpy(row4 + k * DIM, vals + b * DIM, DIM * sizeof(float));
+                }
+                GPP_EXPECT(gpp_sparse_grad_add(st, ref, bag, rep, row4, &err) == 0);
+            }
+        GPP_EXPECT(gpp_sparse_grad_count(ref) == touched);
+        const int32_t *rr = gpp_sparse_grad_rows(ref);
+        const float *rv = gpp_sparse_grad_values(ref);
+        for (int64_t k = 0; k < touched; k++) {
+            bad += rr[k] != rows[k] || slot_map[rows[k]] != (int32_t)k || m.slot[rows[k]] != k;
+            bad += memcmp(rv + k * DIM, gval + k * DIM, DIM * sizeof(float)) != 0;
+            checks += 2;
+        }
+    }
+    printf("  planned accumulation vs cpu backend: %d checks of slots, row order and values, "
+           "%d differ (bit-exact)\n",
+           checks, bad);
+    GPP_EXPECT(bad == 0 && checks > 0);
+    for (int64_t r = 0; r < ROWS; r++)
+        GPP_EXPECT(m.grp[r] == -1);
+    free(mir);
+    gpp_sparse_grad_destroy(&ref);
+    gpp_stream_destroy(&st);
+    gpp_backend_destroy(&be);
+}
+
+/* gpp_math.h against its formulas in double (the CPU backend's optimizer
+ * and activation kernels are these functions; test_kernels and test_optim
+ * check them through the ops). */
+static void t_shared_math(void)
+{
+    double max_sgd = 0, max_adam = 0;
+    for (int i = 0; i < 1000; i++) {
+        float g = (float)sin(i * 0.37), p0 = (float)cos(i * 0.11), v0 = (float)sin(i * 0.05);
+        float p = p0, v = v0;
+        gpp_math_sgd(0.1f, 0.01f, 0.9f, g, &p, &v);
+        double gd = (double)g + 0.01 * p0, vd = 0.9 * v0 + gd, pd = p0 - 0.1 * vd;
+        max_sgd = fmax(max_sgd, fabs(p - pd) + fabs(v - vd));
+        float pa = p0, m = v0 * 0.1f, s = fabsf(v0) * 0.01f;
+        gpp_math_adamw_t k = gpp_math_adamw_consts(1e-3f, 0.1f, 0.9f, 0.999f, 1e-8f, 1 + i % 7);
+        gpp_math_adamw(&k, g, &pa, &m, &s);
+        double t = 1 + i % 7, pq = p0 * (1 - 1e-3 * 0.1);
+        double md = 0.9 * (v0 * 0.1) + 0.1 * g, sd = 0.999 * (fabs(v0) * 0.01) + 0.001 * g * g;
+        pq -= 1e-3 * (md / (1 - pow(0.9, t))) / (sqrt(sd / (1 - pow(0.999, t))) + 1e-8);
+        max_adam = fmax(max_adam, fabs(pa - pq));
+    }
+    printf("  gpp_math_sgd max abs diff %.3g, gpp_math_adamw %.3g (tol 1e-6)\n", max_sgd, max_adam);
+    GPP_EXPECT(max_sgd <= 1e-6 && max_adam <= 1e-6);
+    GPP_EXPECT(gpp_math_relu(-2.0f) == 0.0f && gpp_math_relu(3.0f) == 3.0f);
+    GPP_EXPECT(gpp_math_relu_grad(-1.0f, 5.0f) == 0.0f && gpp_math_relu_grad(1.0f, 5.0f) == 5.0f);
+    /* GELU derivative against a central difference of gpp_math_gelu */
+    double max_d = 0;
+    for (double x = -6; x <= 6; x += 0.01) {
+        double num = (gpp_math_gelu((float)(x + 1e-2)) - gpp_math_gelu((float)(x - 1e-2))) / 2e-2;
+        max_d = fmax(max_d, fabs(gpp_math_gelu_deriv((float)x) - num));
+    }
+    printf("  gpp_math_gelu_deriv vs central difference: max abs diff %.3g (tol 1e-3)\n", max_d);
+    GPP_EXPECT(max_d <= 1e-3);
+}
+
+/* backend "cuda": a GPU backend where one is usable, else a clear error
+ * naming the reason; never a CPU backend. */
+static void t_cuda_backend_open(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA, .device = 0};
+    gpp_backend_t *be = gpp_backend_new(&cfg, &err);
+    if (be) {
+        printf("  opened %s\n", gpp_backend_name(be));
+        GPP_EXPECT(gpp_backend_kind(be) == GPP_DEVICE_CUDA);
+        gpp_backend_destroy(&be);
+    } else {
+        printf("  no GPU here: %s\n", err.msg);
+        GPP_EXPECT(strstr(err.msg, "built without CUDA") || strstr(err.msg, "no usable GPU") ||
+                   strstr(err.msg, "CUDA device(s) visible") || strstr(err.msg, "cannot open"));
+    }
+    cfg.device = 4096; /* no machine has that many */
+    GPP_EXPECT(gpp_backend_new(&cfg, &err) == NULL && strstr(err.msg, "cuda:4096"));
+}
+
+/* The CUDA build loads cuBLASLt at run time: the library and every entry
+ * point the backend calls resolve (no GPU needed). */
+static void t_cublaslt_load(void)
+{
+#ifdef GPP_HAVE_CUDA
+    gpp_err_t err = {{0}};
+    int rc = gpp_cuda_lt_load(&err);
+    GPP_EXPECT_MSG(rc == 0, "%s", err.msg);
+    if (rc == 0) {
+        const char *ok = gpp_cuda_lt.cublasLtGetStatusString(CUBLAS_STATUS_SUCCESS);
+        printf("  cuBLASLt loaded: status 0 is \"%s\"\n", ok);
+        GPP_EXPECT(ok && *ok);
+    }
+#else
+    printf("  built without CUDA: nothing to load\n");
+#endif
+}
+
+static const gpp_test_case_t cases[] = {
+    {"size_classes", t_size_classes},   {"reuse_and_peak", t_reuse_and_peak},
+    {"out_of_memory", t_out_of_memory}, {"sparse_plan", t_sparse_plan},
+    {"shared_math", t_shared_math},     {"cuda_backend_open", t_cuda_backend_open},
+    {"cublaslt_load", t_cublaslt_load}, {NULL, NULL},
+};
+
+int main(void)
+{
+    return gpp_test_run(cases);
+}
