@@ -84,6 +84,18 @@ void *gpp_backend_alloc(gpp_backend_t *self, size_t bytes, gpp_err_t *err);
  * caller must have synchronised every stream that uses the memory. */
 void gpp_backend_free(gpp_backend_t *self, void **ptr_p);
 
+/* Device memory the backend holds: every allocation of this backend
+ * (gpp_backend_alloc, stream workspaces, sparse gradients, optimizer
+ * state), in bytes as the device allocator rounds them (CPU: multiples of
+ * 64). live now; peak the high-water mark since creation or the last
+ * gpp_backend_mem_reset_peak; allocs the allocations live now. */
+typedef struct {
+    int64_t live_bytes, peak_bytes, allocs;
+} gpp_backend_mem_t;
+void gpp_backend_mem(const gpp_backend_t *self, gpp_backend_mem_t *out);
+/* Restarts the high-water mark at what is live now. */
+void gpp_backend_mem_reset_peak(gpp_backend_t *self);
+
 /* ---- streams: in-order queues of work on one backend ---- */
 
 /* Caller owns the result. */

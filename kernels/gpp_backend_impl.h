@@ -19,7 +19,14 @@ struct gpp_backend_s {
     gpp_backend_cfg_t cfg;
     char name[32];
     void *impl; /* backend-specific, owned by the backend */
+    /* device memory held, as the backend allocated it (its rounding
+       included); backends update them through gpp_backend_account */
+    int64_t mem_live_bytes, mem_peak_bytes, mem_allocs;
 };
+
+/* For backend implementations: `bytes` (> 0 allocated, < 0 freed) of device
+ * memory changed hands; keeps live and high-water figures. */
+void gpp_backend_account(gpp_backend_t *be, int64_t bytes);
 
 struct gpp_stream_s {
     gpp_backend_t *be;

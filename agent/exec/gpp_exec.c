@@ -124,17 +124,20 @@ static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
             break;
         }
     if (!p) {
-        p = gpp_backend_alloc(self->be, bytes, NULL);
-        if (!p) {
-            /* Out of memory with cached blocks: give them back and retry. */
+        /* No cached block of this size: give the cached ones back first, so
+         * that the device holds no more than the live bytes whenever it
+         * grows — its high-water mark is then the executor's
+         * (gpp_stage_mem_peak predicts it). Micro-batches of one size hit
+         * the cache: this runs when sizes change. */
+        if (self->n_free) {
             gpp_stream_sync(self->s, NULL);
             for (int i = 0; i < self->n_free; i++)
                 gpp_backend_free(self->be, &self->free_blocks[i].p);
             self->n_free = 0;
-            p = gpp_backend_alloc(self->be, bytes, err);
-            if (!p)
-                return NULL;
         }
+        p = gpp_backend_alloc(self->be, bytes, err);
+        if (!p)
+            return NULL;
     }
     self->live_bytes += (int64_t)bytes;
     if (self->live_bytes > self->peak_bytes)
@@ -375,8 +378,10 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
                     goto fail;
                 p->grad.data = NULL;
                 self->sparse_param[p->sparse] = eo->first_param + k;
+                /* room for every row a mini-batch touches: it never grows */
+                int64_t cap = gpp_op_sparse_cap_rows(g, eo->op, cfg->batch);
                 if (!(self->sgrad[p->sparse] =
-                          gpp_sparse_grad_new(self->s, p->value.rows, p->value.cols, 0, err)) ||
+                          gpp_sparse_grad_new(self->s, p->value.rows, p->value.cols, cap, err)) ||
                     !(self->sstate[p->sparse] =
                           gpp_optim_state_new(self->s, cfg->optim.kind, numel, err)))
                     goto fail;
@@ -584,6 +589,15 @@ int gpp_exec_begin(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_er
     mb->sample_lo = sample_lo;
     mb->n = n;
     mb->state = MB_OPEN;
+    /* The kernels' stream workspace at its largest for n samples now, so
+     * that it does not grow step by step inside the backward. */
+    int64_t ws = 0;
+    for (int i = 0; i < self->n_local; i++) {
+        int64_t w = gpp_op_workspace_bytes(self->g, self->ops[i].op, n);
+        ws = w > ws ? w : ws;
+    }
+    if (ws > 0 && !gpp_stream_workspace(self->s, (size_t)ws, err))
+        return -1;
     /* Buffers for the boundary inputs the caller fills. */
     for (int i = 0; i < self->n_inputs; i++) {
         int k = self->slot_of[self->inputs[i]];
@@ -1061,12 +1075,28 @@ int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int m, int op)
         i++;
     const exec_op_t *eo = &self->ops[i];
     int64_t b = mb->stash[i] ? (int64_t)mb->stash_bytes[i] : 0;
-    for (int k = 0; k < eo->op->n_inputs && gpp_optable[eo->op->type].bwd_reads_inputs; k++)
-        if (mb->act[eo->in[k]].data)
-            b += (int64_t)gpp_tensor_bytes(&mb->act[eo->in[k]]);
+    if (eo->loss < 0 && gpp_op_output_kept(self->g, eo->op) && mb->act[eo->out].data)
+        b += (int64_t)gpp_tensor_bytes(&mb->act[eo->out]);
     if (eo->loss >= 0 && mb->grad[eo->in[0]].data)
         b += (int64_t)gpp_tensor_bytes(&mb->grad[eo->in[0]]);
     return b;
+}
+
+void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *out)
+{
+    assert(self && n >= 0);
+    int *ids = gpp_xcalloc((size_t)self->n_local, sizeof(int));
+    for (int i = 0; i < self->n_local; i++)
+        ids[i] = self->ops[i].op->id;
+    int bufs =
+        self->cfg.optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD;
+    gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, out);
+    free(ids);
+}
+
+int gpp_exec_mb_slots(const gpp_exec_t *self)
+{
+    return self->n_mb;
 }
 
 void gpp_exec_set_timing(gpp_exec_t *self, int on)
