@@ -14,6 +14,7 @@
 #include "common/gpp_fault.h"
 #include "common/gpp_fs.h"
 #include "common/gpp_time.h"
+#include "model/gpp_optable.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan_io.h"
@@ -75,6 +76,9 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
         if (cores > 0 && cores < gpn)
             cl->compute_share = (double)cores / gpn;
     }
+    /* the run's optimizer: its state is part of every stage's memory */
+    cl->optim_bufs =
+        cfg->job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
     if (cfg->cluster.mem_gib > 0) {
         cl->mem_bound_bytes = (int64_t)(cfg->cluster.mem_gib * 1073741824.0);
         if (cl->device.mem_bytes < cl->mem_bound_bytes)

@@ -141,7 +141,7 @@ static void t_profile_graph(void)
     GPP_EXPECT(g->ops[1].out_bytes == 4096); /* cat reads 4096 from fc_a */
     GPP_EXPECT(g->ops[2].out_bytes == 2048); /* and 2048 from fc_b */
     GPP_EXPECT(g->ops[3].out_bytes == 6144);
-    GPP_EXPECT(g->ops[3].stash_bytes == 4096 + 2048);
+    GPP_EXPECT(g->ops[3].stash_bytes == 6144); /* its output, once */
     GPP_EXPECT(g->ops[3].n_inputs == 2 && g->ops[3].inputs[0] == 1 && g->ops[3].inputs[1] == 2);
     gpp_cluster_t c;
     gpp_cluster_init(&c, "v100-16g", 2, 2, &err);
@@ -162,7 +162,12 @@ static void t_profile_graph(void)
     GPP_EXPECT_NEAR(sc.fwd_ms + sc.bwd_ms, 0.8, 1e-12);
     GPP_EXPECT(sc.weight_bytes == GPP_BYTES_PER_PARAM * 2 * (4194304 / 4));
     GPP_EXPECT(sc.reserved_bytes == 1048576);
-    GPP_EXPECT(sc.stash_bytes == 8192);
+    /* the ops' outputs once (4096 + 2048) + the boundary tensors (in 4096
+       received; fc_a 4096 and fc_b 2048 sent) */
+    GPP_EXPECT(sc.stash_bytes == 4096 + 2048 + 10240);
+    GPP_EXPECT(sc.work_bytes == 4096 + 2048 + 10240);
+    GPP_EXPECT(gpp_cost_stage_mem_bound(&sc, 4, 2, 1) ==
+               sc.weight_bytes + sc.reserved_bytes + 2 * 2 * sc.stash_bytes + 2 * sc.work_bytes);
     /* boundary: in (4096) received, fc_a (4096) and fc_b (2048) sent */
     const gpp_link_t *l = gpp_cost_p2p_link(cost);
     GPP_EXPECT_NEAR(
