@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "agent/exec/gpp_ckpt.h"
@@ -349,11 +350,15 @@ int main(int argc, char **argv)
         printf("memory: 0 %.3f %.3f %+.2f\n", (double)pred / (1 << 20),
                (double)bm.peak_bytes / (1 << 20),
                bm.peak_bytes ? 100.0 * (double)(pred - bm.peak_bytes) / (double)bm.peak_bytes : 0.0);
+        /* the process's peak RSS, for context: host buffers, the data source,
+           OpenBLAS and the binary besides the device memory */
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
         printf("memory_bytes: predicted=%lld measured=%lld state=%lld held=%lld run=%lld "
-               "workspace=%lld allocs=%lld\n",
+               "workspace=%lld allocs=%lld rss=%lld\n",
                (long long)pred, (long long)bm.peak_bytes, (long long)pm.state_bytes,
                (long long)pm.held_bytes, (long long)pm.run_bytes, (long long)pm.work_bytes,
-               (long long)bm.allocs);
+               (long long)bm.allocs, (long long)ru.ru_maxrss * 1024);
     }
     if (o.save && gpp_ckpt_save(ex, o.save, &err) < 0)
         goto fail;
