@@ -412,7 +412,7 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
     /* boundary tensors: received ones kept for a backward, sent ones kept
        until it; received ones alive in the running forward */
     out->stash_bytes += (int64_t)bnd_bytes;
-    out->work_bytes += (int64_t)bnd_bytes;
+    out->work_bytes += (int64_t)bnd_bytes + gpp_cost_workspace_bound(c);
 }
 
 int64_t gpp_cost_op_state_bytes(const gpp_cost_t *c, int op, int batch)
@@ -425,12 +425,23 @@ int64_t gpp_cost_op_state_bytes(const gpp_cost_t *c, int op, int batch)
 
 /* Everything one micro-batch may hold beyond the stashes, per sample: each
  * output, label and gradient (the larger of the forward's transients and
- * the backward's gradients is at most their sum over outputs) and the
- * kernel workspace (w(n) = a n + c <= n w(1)). */
+ * the backward's gradients is at most their sum over outputs). */
 int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op)
 {
     const gpp_op_t *o = &c->g->ops[op];
-    return o->out_bytes + gpp_op_label_bytes(c->g, o) + gpp_op_workspace_bytes(c->g, o, 1);
+    return o->out_bytes + gpp_op_label_bytes(c->g, o);
+}
+
+int64_t gpp_cost_workspace_bound(const gpp_cost_t *c)
+{
+    /* a stage's workspace is its largest request, w(n) = a n + c <= n w(1):
+       the graph's largest w(1) bounds every stage's per sample */
+    int64_t w = 0;
+    for (int i = 0; i < c->g->n_ops; i++) {
+        int64_t x = gpp_op_workspace_bytes(c->g, &c->g->ops[i], 1);
+        w = x > w ? x : w;
+    }
+    return w;
 }
 
 int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int micro_batch,

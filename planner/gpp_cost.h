@@ -196,8 +196,8 @@ typedef struct {
     /* memory per replica, the search's additive bound (gpp_cost_stage_mem_bound) */
     int64_t weight_bytes; /* weights + gradients + optimizer state (gpp_op_state_bytes) */
     int64_t stash_bytes;  /* per sample in flight: the ops' stashes + boundary tensors */
-    int64_t work_bytes;   /* per sample of one micro-batch: every output, label and
-                             kernel workspace + boundary tensors (the running one) */
+    int64_t work_bytes;   /* per sample of one micro-batch: every output and label +
+                             boundary tensors + gpp_cost_workspace_bound (the running one) */
     int64_t reserved_bytes; /* profile reserved_mem at ceil(b/d) samples */
 } gpp_stage_cost_t;
 
@@ -220,5 +220,8 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
 /* Per-sample figures of one op the search sums (see gpp_stage_cost_t). */
 int64_t gpp_cost_op_state_bytes(const gpp_cost_t *c, int op, int batch);
 int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op);
+/* The kernels' workspace per sample any stage may ask for (the graph's
+ * largest request for one sample); part of every stage's work_bytes. */
+int64_t gpp_cost_workspace_bound(const gpp_cost_t *c);
 
 #endif

@@ -261,7 +261,8 @@ static int s_stage_dev(gpp_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int
     /* bytes per sample of a replica's micro-batch: stashes of the ones in
        flight, the running one's work */
     int64_t per = (s->pre_stash_bytes[r + 1] - s->pre_stash_bytes[l] + (int64_t)bd->bytes) * mbf +
-                  s->pre_work_bytes[r + 1] - s->pre_work_bytes[l] + (int64_t)bd->bytes;
+                  s->pre_work_bytes[r + 1] - s->pre_work_bytes[l] + (int64_t)bd->bytes +
+                  s->work_bound_bytes;
     int d = 1;
     if (per > 0) {
         int64_t mcap = (s->mem_bound_bytes - W) / per;

@@ -67,6 +67,7 @@ typedef struct {
        (pre_reserved_at[m], NULL rows until then; all NULL without any) */
     int64_t *pre_state_bytes, *pre_stash_bytes, *pre_work_bytes;
     int64_t **pre_reserved_at;
+    int64_t work_bound_bytes; /* gpp_cost_workspace_bound */
     int has_reserved;
     double *pre_grad_bytes;
     int *pre_step_kernels;          /* ops with parameters (optimizer-step kernels) */
