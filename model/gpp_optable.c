@@ -467,9 +467,10 @@ int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_b
 /* The executor's walk over one micro-batch of n samples (agent/exec/gpp_exec.c:
  * begin allocates the received inputs; the forward allocates, in id order,
  * each op's output and kernel stash, a loss's labels (freed after it) and
- * its input's gradient; after the forward the outputs nobody keeps are
- * freed; the backward allocates each gradient on first use and frees all at
- * its end, keeping the received inputs' gradients until they are sent). */
+ * its input's gradient, and frees the inputs nobody keeps after their last
+ * reader; after the forward the other outputs nobody keeps are freed; the
+ * backward allocates each gradient on first use and frees all at its end,
+ * keeping the received inputs' gradients until they are sent). */
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs,
                    int64_t batch, int64_t n, gpp_stage_mem_t *out)
 {
@@ -479,7 +480,8 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     char *keep = calloc((size_t)g->n_ops + 1, 1);  /* slot kept past the forward */
     char *slot = calloc((size_t)g->n_ops + 1, 1);  /* 1 local, 2 received */
     char *dy = calloc((size_t)g->n_ops + 1, 1);    /* gradient allocated */
-    assert(in && keep && slot && dy);
+    int *last = calloc((size_t)g->n_ops + 1, sizeof(int)); /* last local reader + 1 */
+    assert(in && keep && slot && dy && last);
     for (int k = 0; k < n_ops; k++)
         in[ops[k]] = 1;
     int64_t cur = 0, peak = 0;
@@ -499,6 +501,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
                 out->recv_bytes += n * g->ops[p].out_bytes;
             }
             keep[p] |= T->bwd_reads_inputs;
+            last[p] = i + 1;
         }
         slot[i] = 1;
         for (int k = 0; k < op->n_outputs; k++)
@@ -534,9 +537,19 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
         }
         if (cur > peak)
             peak = cur;
+        /* inputs nobody keeps die with their last reader */
+        for (int k = 0; k < op->n_inputs; k++) {
+            int p = op->inputs[k];
+            if (!keep[p] && last[p] == i + 1) {
+                cur -= n * g->ops[p].out_bytes;
+                last[p] = -1; /* once, also when op reads p twice */
+            }
+        }
     }
+    /* the outputs nobody keeps and no local op reads go after the forward */
     for (int p = 0; p < g->n_ops && n > 0; p++)
-        if (slot[p] && !keep[p] && !(slot[p] == 1 && gpp_optable[g->ops[p].type].role == GPP_ROLE_LOSS))
+        if (slot[p] == 1 && !keep[p] && last[p] == 0 &&
+            gpp_optable[g->ops[p].type].role != GPP_ROLE_LOSS)
             cur -= n * g->ops[p].out_bytes;
     out->held_bytes = n > 0 ? cur : 0;
     /* backward: the gradients of sent outputs arrive first */
@@ -572,6 +585,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     free(keep);
     free(slot);
     free(dy);
+    free(last);
 }
 
 int64_t gpp_stage_mem_peak(const gpp_stage_mem_t *m, int mbs, int slots)

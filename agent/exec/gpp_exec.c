@@ -36,6 +36,7 @@ typedef struct {
     int local;        /* produced inside the stage */
     int needs_grad;   /* gradient flows into it (producer is not an INPUT op) */
     int keep;         /* needed after the forward: a backward reads it or it is sent */
+    int last_use;     /* index of the last local op whose forward reads it, or -1 */
     int boundary_out; /* local op consumed outside the stage */
     gpp_dtype_t dtype;
     int64_t rows, cols;
@@ -110,7 +111,9 @@ struct gpp_exec_s {
     int timing;
 };
 
-/* ---- memory: a pool of equal-size blocks (micro-batches repeat shapes) ---- */
+/* ---- memory: a pool of equal-size blocks (micro-batches repeat shapes) ----
+ * The op table's gpp_stage_mem walks these allocations in this order: a
+ * change here is a change there (test_optable zoo_stage_peak checks). */
 
 static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
 {
@@ -201,6 +204,7 @@ static int s_add_slot(gpp_exec_t *self, const gpp_op_t *prod, int local)
                                                                                     : GPP_DTYPE_F32;
     sl->rows = prod->rows;
     sl->cols = prod->cols;
+    sl->last_use = -1;
     self->slot_of[prod->id] = k;
     return k;
 }
@@ -325,6 +329,7 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
                 need_data |= g->ops[p].type == GPP_OP_INPUT;
             }
             eo->in[k] = self->slot_of[p];
+            self->slots[eo->in[k]].last_use = i;
             if (T->bwd_reads_inputs)
                 self->slots[eo->in[k]].keep = 1;
         }
@@ -779,6 +784,14 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
                 goto fail;
             self->ops[i].fwd_ms += gpp_now_ms() - t0;
             self->ops[i].calls++;
+        }
+        /* inputs no backward reads and nobody sends die with their last
+           reader (stream-ordered reuse: later work on the stream may take
+           the block) */
+        for (int k = 0; k < self->ops[i].op->n_inputs; k++) {
+            int in = self->ops[i].in[k];
+            if (!self->slots[in].keep && self->slots[in].last_use == i)
+                s_tensor_release(self, &mb->act[in]);
         }
     }
     /* Keep only what the backward reads or the caller may send. */

@@ -46,7 +46,7 @@
  *
  * Memory: activations, stashes and gradients of a micro-batch live from its
  * forward to its backward (only the tensors the backward reads or the caller
- * may send are kept past the forward); a pool reuses freed blocks of equal
+ * may send are kept past the forward; the others die with their last reader); a pool reuses freed blocks of equal
  * size. gpp_exec_peak_stash_bytes reports the high-water mark. A block of a
  * size the pool does not hold makes the pool give its blocks back first, so
  * the device never holds more than the executor's live bytes plus its fixed
