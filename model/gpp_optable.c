@@ -469,8 +469,9 @@ int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_b
  * each op's output and kernel stash, a loss's labels (freed after it) and
  * its input's gradient, and frees the inputs nobody keeps after their last
  * reader; after the forward the other outputs nobody keeps are freed; the
- * backward allocates each gradient on first use and frees all at its end,
- * keeping the received inputs' gradients until they are sent). */
+ * backward allocates each gradient on first use, frees an op's output
+ * gradient after the op's backward and keeps the received inputs' gradients
+ * until they are sent). */
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs,
                    int64_t batch, int64_t n, gpp_stage_mem_t *out)
 {
@@ -563,16 +564,23 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
                 cur += n * g->ops[p].out_bytes;
             }
         }
+    int64_t bpeak = cur;
     for (int i = g->n_ops - 1; i >= 0 && n > 0; i--) {
         const gpp_op_t *op = &g->ops[i];
-        if (!in[i] || gpp_optable[op->type].role != GPP_ROLE_LAYER || !dy[i])
+        if (!in[i])
             continue;
-        for (int k = 0; k < op->n_inputs; k++) {
+        for (int k = 0; k < op->n_inputs && gpp_optable[op->type].role == GPP_ROLE_LAYER && dy[i];
+             k++) {
             int x = op->inputs[k];
             if (gpp_op_has_grad(g->ops[x].type) && !dy[x]) {
                 dy[x] = 1;
                 cur += n * g->ops[x].out_bytes;
             }
+        }
+        bpeak = cur > bpeak ? cur : bpeak;
+        if (dy[i] == 1) { /* read by its backward: freed */
+            cur -= n * op->out_bytes;
+            dy[i] = 2;
         }
     }
     for (int p = 0; p < g->n_ops && n > 0; p++)
@@ -580,7 +588,8 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             dy[p] = 1;
             cur += n * g->ops[p].out_bytes;
         }
-    out->run_bytes = cur > peak ? cur : peak;
+    bpeak = cur > bpeak ? cur : bpeak;
+    out->run_bytes = bpeak > peak ? bpeak : peak;
     free(in);
     free(keep);
     free(slot);

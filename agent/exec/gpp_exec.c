@@ -912,6 +912,8 @@ int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
                 return -1;
             self->ops[i].bwd_ms += gpp_now_ms() - t0;
         }
+        /* its output's gradient has been read: every consumer came first */
+        s_tensor_release(self, &mb->grad[self->ops[i].out]);
     }
     /* Input gradients stay (the caller sends them); every boundary input
      * that takes a gradient gets one, zero if nothing reached it. */
