@@ -349,7 +349,8 @@ int main(int argc, char **argv)
         printf("memory: stage predicted_MiB measured_MiB error_%%\n");
         printf("memory: 0 %.3f %.3f %+.2f\n", (double)pred / (1 << 20),
                (double)bm.peak_bytes / (1 << 20),
-               bm.peak_bytes ? 100.0 * (double)(pred - bm.peak_bytes) / (double)bm.peak_bytes : 0.0);
+               bm.peak_bytes ? 100.0 * (double)(pred - bm.peak_bytes) / (double)bm.peak_bytes
+                             : 0.0);
         /* the process's peak RSS, for context: host buffers, the data source,
            OpenBLAS and the binary besides the device memory */
         struct rusage ru;

@@ -27,13 +27,13 @@ struct gpp_progress_s {
     int *stage_of_rank, *replica_of_rank, *n_actions_of_rank, *sink_stage;
     int64_t *mem_predicted; /* [n_stages], 0 when not given */
     int64_t *mem_measured;  /* [n_stages]: highest device peak reported so far */
-    int in_job;      /* ranks with a stage */
-    int *next_iter;  /* [n_agents]: the iteration each rank reports next */
-    int *count;      /* [iterations]: ranks that reported it */
-    s_cell_t *cells; /* [iterations * n_agents] */
-    double *loss;    /* [iterations] */
-    double *iter_ms; /* [iterations] */
-    int done;        /* complete iterations (they complete in order) */
+    int in_job;             /* ranks with a stage */
+    int *next_iter;         /* [n_agents]: the iteration each rank reports next */
+    int *count;             /* [iterations]: ranks that reported it */
+    s_cell_t *cells;        /* [iterations * n_agents] */
+    double *loss;           /* [iterations] */
+    double *iter_ms;        /* [iterations] */
+    int done;               /* complete iterations (they complete in order) */
     FILE *text;
     FILE *jsonl;
 };

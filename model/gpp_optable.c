@@ -453,8 +453,7 @@ int64_t gpp_op_sparse_cap_rows(const gpp_graph_t *g, const gpp_op_t *op, int64_t
     return touched < op->table_rows ? touched : op->table_rows;
 }
 
-int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_bufs,
-                           int64_t batch)
+int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_bufs, int64_t batch)
 {
     assert(optim_bufs >= 0);
     if (!op->sparse_params)
@@ -472,15 +471,15 @@ int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_b
  * backward allocates each gradient on first use, frees an op's output
  * gradient after the op's backward and keeps the received inputs' gradients
  * until they are sent). */
-void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs,
-                   int64_t batch, int64_t n, gpp_stage_mem_t *out)
+void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
+                   int64_t n, gpp_stage_mem_t *out)
 {
     assert(g->finalized && n >= 0 && n_ops >= 0);
     memset(out, 0, sizeof *out);
     char *in = calloc((size_t)g->n_ops + 1, 1);
-    char *keep = calloc((size_t)g->n_ops + 1, 1);  /* slot kept past the forward */
-    char *slot = calloc((size_t)g->n_ops + 1, 1);  /* 1 local, 2 received */
-    char *dy = calloc((size_t)g->n_ops + 1, 1);    /* gradient allocated */
+    char *keep = calloc((size_t)g->n_ops + 1, 1);          /* slot kept past the forward */
+    char *slot = calloc((size_t)g->n_ops + 1, 1);          /* 1 local, 2 received */
+    char *dy = calloc((size_t)g->n_ops + 1, 1);            /* gradient allocated */
     int *last = calloc((size_t)g->n_ops + 1, sizeof(int)); /* last local reader + 1 */
     assert(in && keep && slot && dy && last);
     for (int k = 0; k < n_ops; k++)
@@ -523,7 +522,8 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
         if (T->role != GPP_ROLE_LOSS)
             cur += n * op->out_bytes;
         /* an opaque op's stash is the profile's */
-        cur += n * (T->role == GPP_ROLE_OPAQUE ? op->stash_bytes : gpp_op_kernel_stash_bytes(g, op));
+        cur +=
+            n * (T->role == GPP_ROLE_OPAQUE ? op->stash_bytes : gpp_op_kernel_stash_bytes(g, op));
         if (T->role == GPP_ROLE_LOSS) {
             int x = op->inputs[0];
             int64_t lab = n * gpp_op_label_bytes(g, op);

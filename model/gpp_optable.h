@@ -147,8 +147,7 @@ int64_t gpp_op_sparse_cap_rows(const gpp_graph_t *g, const gpp_op_t *op, int64_t
  * (optim_bufs, GPP_OPTIM_BUFS_*). Dense: params x 4 x (2 + optim_bufs);
  * sparse: table x 4 x (1 + optim_bufs) + the sparse gradient (row map
  * table_rows x 4 + cap rows x (1 + dim) x 4). */
-int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_bufs,
-                           int64_t batch);
+int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_bufs, int64_t batch);
 
 /* One replica of a stage (ops `ops[0..n_ops)` of g, any order) running
  * micro-batches of n samples, in bytes: */
@@ -164,8 +163,8 @@ typedef struct {
     int64_t loss_bytes;  /* per micro-batch slot: the loss values (4 per loss op) */
 } gpp_stage_mem_t;
 
-void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs,
-                   int64_t batch, int64_t n, gpp_stage_mem_t *out);
+void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
+                   int64_t n, gpp_stage_mem_t *out);
 /* Peak of the replica with `mbs` micro-batches in flight at most (>= 1) and
  * `slots` micro-batch slots: state + workspace + slots x loss +
  * (mbs - 1) x held + run. */

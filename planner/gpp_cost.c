@@ -449,8 +449,7 @@ int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int m
 {
     int64_t m = (micro_batch + devices - 1) / devices;
     return sc->weight_bytes + sc->reserved_bytes +
-           gpp_cost_act_bytes(sc->stash_bytes, inflight, micro_batch, devices) +
-           sc->work_bytes * m;
+           gpp_cost_act_bytes(sc->stash_bytes, inflight, micro_batch, devices) + sc->work_bytes * m;
 }
 
 int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,

@@ -186,18 +186,18 @@ const gpp_link_t *gpp_cost_group_link(const gpp_cost_t *c, int d);
 /* Cost of one stage: a set of ops run on `devices` replicas with
  * micro-batch b out of mini-batch `batch`. */
 typedef struct {
-    double fwd_ms;        /* forward of one micro-batch on one replica */
-    double bwd_ms;        /* backward of one micro-batch on one replica */
-    double comm_ms;       /* boundary activations in/out + their gradients, per
-                             micro-batch per replica */
-    double allreduce_ms;  /* gradient sync per iteration */
-    double step_ms;       /* optimizer step per iteration (gpp_cost_step_ms) */
-    double tps_ms;        /* (fwd+bwd+comm)/b + (allreduce+step)/batch */
+    double fwd_ms;       /* forward of one micro-batch on one replica */
+    double bwd_ms;       /* backward of one micro-batch on one replica */
+    double comm_ms;      /* boundary activations in/out + their gradients, per
+                            micro-batch per replica */
+    double allreduce_ms; /* gradient sync per iteration */
+    double step_ms;      /* optimizer step per iteration (gpp_cost_step_ms) */
+    double tps_ms;       /* (fwd+bwd+comm)/b + (allreduce+step)/batch */
     /* memory per replica, the search's additive bound (gpp_cost_stage_mem_bound) */
-    int64_t weight_bytes; /* weights + gradients + optimizer state (gpp_op_state_bytes) */
-    int64_t stash_bytes;  /* per sample in flight: the ops' stashes + boundary tensors */
-    int64_t work_bytes;   /* per sample of one micro-batch: every output and label +
-                             boundary tensors + gpp_cost_workspace_bound (the running one) */
+    int64_t weight_bytes;   /* weights + gradients + optimizer state (gpp_op_state_bytes) */
+    int64_t stash_bytes;    /* per sample in flight: the ops' stashes + boundary tensors */
+    int64_t work_bytes;     /* per sample of one micro-batch: every output and label +
+                               boundary tensors + gpp_cost_workspace_bound (the running one) */
     int64_t reserved_bytes; /* profile reserved_mem at ceil(b/d) samples */
 } gpp_stage_cost_t;
 

@@ -220,8 +220,7 @@ void gpp_dp_destroy(gpp_dp_t **sp)
     for (int m = 0; m <= s->batch; m++)
         free(s->pre_reserved_at[m]);
     free(s->pre_state_bytes), free(s->pre_stash_bytes), free(s->pre_work_bytes),
-        free(s->pre_reserved_at),
-        free(s->pre_grad_bytes);
+        free(s->pre_reserved_at), free(s->pre_grad_bytes);
     free(s->pre_step_kernels);
     for (int m = 0; m <= s->batch; m++)
         free(s->pre_ms[m]);

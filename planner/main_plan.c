@@ -213,8 +213,8 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
             s_die(EXIT_BAD_INPUT, "%s: cluster.device: %s", a->cluster, err.msg);
         if (cfg.cluster.mem_gib > 0 && a->mem_gib == 0)
             cl->mem_bound_bytes = (int64_t)(cfg.cluster.mem_gib * (double)(1 << 30));
-        cl->optim_bufs = cfg.job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD
-                                                                   : GPP_OPTIM_BUFS_ADAMW;
+        cl->optim_bufs =
+            cfg.job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
         if (cfg.cluster.intra_gbps > 0)
             cl->intra.bw_bytes_per_s = cfg.cluster.intra_gbps * 1e9;
         if (cfg.cluster.inter_gbps > 0)

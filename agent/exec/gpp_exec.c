@@ -1103,8 +1103,7 @@ void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *ou
     int *ids = gpp_xcalloc((size_t)self->n_local, sizeof(int));
     for (int i = 0; i < self->n_local; i++)
         ids[i] = self->ops[i].op->id;
-    int bufs =
-        self->cfg.optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD;
+    int bufs = self->cfg.optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD;
     gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, out);
     free(ids);
 }

@@ -46,11 +46,11 @@
  *
  * Memory: activations, stashes and gradients of a micro-batch live from its
  * forward to its backward (only the tensors the backward reads or the caller
- * may send are kept past the forward; the others die with their last reader); a pool reuses freed blocks of equal
- * size. gpp_exec_peak_stash_bytes reports the high-water mark. A block of a
- * size the pool does not hold makes the pool give its blocks back first, so
- * the device never holds more than the executor's live bytes plus its fixed
- * state: gpp_exec_predict_mem gives the peak from the op table.
+ * may send are kept past the forward; the others die with their last reader); a pool reuses freed
+ * blocks of equal size. gpp_exec_peak_stash_bytes reports the high-water mark. A block of a size
+ * the pool does not hold makes the pool give its blocks back first, so the device never holds more
+ * than the executor's live bytes plus its fixed state: gpp_exec_predict_mem gives the peak from the
+ * op table.
  *
  * Errors: run-time failures (data source, backend, a caller that sets an
  * input of the wrong shape, backward before forward, missing boundary

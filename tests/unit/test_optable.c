@@ -174,8 +174,8 @@ static void t_zoo_stash_and_params(void)
  * gpp_stage_mem_peak. The backend rounds every block up to 64 bytes: the
  * measure may exceed the model by at most 64 per block live at the peak.
  * Returns measured - predicted. */
-static int64_t s_stage_peak(gpp_fixture_exec_t *f, int lo, int hi, gpp_optim_kind_t kind,
-                            int mbs, int64_t n)
+static int64_t s_stage_peak(gpp_fixture_exec_t *f, int lo, int hi, gpp_optim_kind_t kind, int mbs,
+                            int64_t n)
 {
     const gpp_graph_t *g = f->g;
     gpp_err_t err = {0};
