@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "agent/exec/gpp_ckpt.h"
@@ -401,10 +402,29 @@ int main(int argc, char **argv)
                o.iterations, (long long)gpp_exec_step_count(ex),
                (double)o.batch * (double)o.iterations * 1000.0 / total_ms,
                (long long)gpp_exec_peak_stash_bytes(ex));
-    gpp_backend_mem_t mem;
-    if (o.iterations && gpp_backend_mem_stats(be, &mem))
-        printf("device memory: peak_bytes=%zu reserved_bytes=%zu device_allocs=%llu\n",
-               mem.peak_bytes, mem.reserved_bytes, (unsigned long long)mem.device_allocs);
+    if (o.iterations) {
+        /* predicted (the op table's model of the executor, one micro-batch in
+         * flight) vs measured (the backend's high-water mark) */
+        gpp_stage_mem_t pm;
+        gpp_backend_mem_t bm;
+        gpp_exec_predict_mem(ex, o.micro_batch, &pm);
+        gpp_backend_mem(be, &bm);
+        int64_t pred = gpp_stage_mem_peak(&pm, 1, gpp_exec_mb_slots(ex));
+        printf("memory: stage predicted_MiB measured_MiB error_%%\n");
+        printf("memory: 0 %.3f %.3f %+.2f\n", (double)pred / (1 << 20),
+               (double)bm.peak_bytes / (1 << 20),
+               bm.peak_bytes ? 100.0 * (double)(pred - bm.peak_bytes) / (double)bm.peak_bytes
+                             : 0.0);
+        /* the process's peak RSS, for context: host buffers, the data source,
+           OpenBLAS and the binary besides the device memory */
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("memory_bytes: predicted=%lld measured=%lld state=%lld held=%lld run=%lld "
+               "workspace=%lld allocs=%lld rss=%lld\n",
+               (long long)pred, (long long)bm.peak_bytes, (long long)pm.state_bytes,
+               (long long)pm.held_bytes, (long long)pm.run_bytes, (long long)pm.work_bytes,
+               (long long)bm.allocs, (long long)ru.ru_maxrss * 1024);
+    }
     if (o.save && gpp_ckpt_save(ex, o.save, &err) < 0)
         goto fail;
     if (o.save)

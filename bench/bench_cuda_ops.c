@@ -214,9 +214,11 @@ int main(int argc, char **argv)
             s_bench_misc(&d, 3, 1, 1, 1, 0);
         }
         gpp_backend_mem_t mem;
-        if (gpp_backend_mem_stats(d.be, &mem))
-            printf("      device memory: peak %zu MiB, %llu cudaMalloc calls\n",
-                   mem.peak_bytes >> 20, (unsigned long long)mem.device_allocs);
+        gpp_backend_cache_t cache;
+        gpp_backend_mem(d.be, &mem);
+        if (gpp_backend_cache_stats(d.be, &cache))
+            printf("      device memory: peak %lld MiB, %llu cudaMalloc calls\n",
+                   (long long)(mem.peak_bytes >> 20), (unsigned long long)cache.device_allocs);
         gpp_stream_destroy(&d.st);
         gpp_backend_destroy(&d.be);
     }

@@ -30,6 +30,7 @@ section plan_throughput bash bench/plan_throughput.sh "$BUILD"
 section bench_train bash bench/bench_train.sh "$BUILD"
 section bench_barrier bash bench/bench_barrier.sh "$BUILD"
 section bench_sim_ratio bash bench/bench_sim_ratio.sh "$BUILD"
+section mem_error bash bench/mem_error.sh "$BUILD"
 section bench_gemm "$BUILD/bench/bench_gemm"
 section bench_comm "$BUILD/bench/bench_comm"
 

@@ -14,6 +14,7 @@
 #include "common/gpp_fault.h"
 #include "common/gpp_fs.h"
 #include "common/gpp_time.h"
+#include "model/gpp_optable.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan_io.h"
@@ -49,6 +50,7 @@ struct gpp_job_s {
     int *sink; /* [n_stages] */
     /* [n_agents]: stage, replica and action count of each rank (-1, -1, 0 unused) */
     int *rank_stage, *rank_replica, *rank_actions;
+    int64_t *mem_predicted; /* [n_stages]: a replica's peak device memory */
     char rdv_endpoint[512];
     char rdv_token[GPP_RDV_TOKEN_LEN + 1];
     char prefix[96];
@@ -75,6 +77,9 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
         if (cores > 0 && cores < gpn)
             cl->compute_share = (double)cores / gpn;
     }
+    /* the run's optimizer: its state is part of every stage's memory */
+    cl->optim_bufs =
+        cfg->job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
     if (cfg->cluster.mem_gib > 0) {
         cl->mem_bound_bytes = (int64_t)(cfg->cluster.mem_gib * 1073741824.0);
         if (cl->device.mem_bytes < cl->mem_bound_bytes)
@@ -102,11 +107,46 @@ static int s_cancelled(const atomic_int *cancel, gpp_err_t *err)
     return 1;
 }
 
-/* Who runs what (gpp_progress_layout_t) and which stages hold a loss op. */
+/* Most micro-batches a replica of st holds at once as the agents run its
+ * lowered actions: from its first RECV_ACT or FWD (the executor's begin)
+ * to its BWD. */
+static int s_stage_mbs(const gpp_stage_t *st)
+{
+    int most = 1;
+    for (int r = 0; r < st->devices; r++) {
+        const gpp_actions_t *rs = &st->replica[r];
+        int hi = 0, live = 0;
+        for (int j = 0; j < rs->n; j++)
+            hi = rs->a[j].mb + 1 > hi ? rs->a[j].mb + 1 : hi;
+        char *begun = gpp_xcalloc((size_t)hi + 1, 1);
+        for (int j = 0; j < rs->n; j++) {
+            const gpp_action_t *a = &rs->a[j];
+            if (a->mb < 0)
+                continue;
+            if ((a->type == GPP_ACT_FWD || a->type == GPP_ACT_RECV_ACT) && !begun[a->mb]) {
+                begun[a->mb] = 1;
+                most = ++live > most ? live : most;
+            } else if (a->type == GPP_ACT_BWD) {
+                live--;
+            }
+        }
+        free(begun);
+    }
+    return most;
+}
+
+/* Who runs what (gpp_progress_layout_t), which stages hold a loss op, and
+ * each stage's predicted peak device memory for its lowered schedule. */
 static void s_layout(gpp_job_t *self)
 {
     const gpp_plan_t *p = self->plan;
     self->sink = gpp_xcalloc((size_t)p->n_stages, sizeof *self->sink);
+    self->mem_predicted = gpp_xcalloc((size_t)p->n_stages, sizeof *self->mem_predicted);
+    for (int s = 0; s < p->n_stages; s++) {
+        const gpp_stage_t *st = &p->stages[s];
+        self->mem_predicted[s] = gpp_cost_stage_mem(self->cost, st->n_ops, st->ops, st->devices,
+                                                    st->micro_batch, s_stage_mbs(st), p->batch);
+    }
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];
         for (int i = 0; i < st->n_ops; i++) {
@@ -387,6 +427,7 @@ void gpp_job_destroy(gpp_job_t **self_p)
     free(self->rank_stage);
     free(self->rank_replica);
     free(self->rank_actions);
+    free(self->mem_predicted);
     gpp_plan_destroy(&self->plan);
     gpp_cost_destroy(&self->cost);
     gpp_graph_destroy(&self->g);
@@ -566,6 +607,7 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
                                           .replica_of_rank = self->rank_replica,
                                           .n_actions_of_rank = self->rank_actions,
                                           .sink_stage = self->sink,
+                                          .mem_predicted_bytes = self->mem_predicted,
                                           .iterations = self->cfg.job.iterations,
                                           .batch = p->batch};
     return 0;
@@ -622,5 +664,15 @@ void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress
     fprintf(out, "  simulated %.3f ms/iteration, %.1f samples/s (measured/simulated %.2f)\n",
             p->iteration_ms, p->throughput,
             p->iteration_ms > 0 ? s.iteration_ms / p->iteration_ms : NAN);
+    /* a replica's peak device memory: the op table's model of the executor
+       for the stage's schedule vs the backend's high-water mark */
+    fprintf(out, "  memory  stage  predicted MiB  measured MiB  error %%\n");
+    for (int st = 0; st < p->n_stages; st++) {
+        int64_t pred = gpp_progress_stage_mem_predicted(progress, st);
+        int64_t meas = gpp_progress_stage_mem(progress, st);
+        fprintf(out, "          %5d  %13.3f  %12.3f  %+7.2f\n", st, (double)pred / 1048576.0,
+                (double)meas / 1048576.0,
+                meas > 0 ? 100.0 * (double)(pred - meas) / (double)meas : NAN);
+    }
     fflush(out);
 }

@@ -13,7 +13,8 @@ typedef struct {
     int reported; /* this rank's metrics for the iteration arrived */
     double iteration_ms;
     double bubble_ms;
-    int64_t mem_bytes;
+    int64_t mem_bytes;        /* RSS high-water */
+    int64_t device_mem_bytes; /* device (backend) high-water */
     int has_loss;
     double loss;
     int64_t samples;
@@ -24,13 +25,15 @@ typedef struct {
 struct gpp_progress_s {
     int n_agents, n_stages, iterations, batch;
     int *stage_of_rank, *replica_of_rank, *n_actions_of_rank, *sink_stage;
-    int in_job;      /* ranks with a stage */
-    int *next_iter;  /* [n_agents]: the iteration each rank reports next */
-    int *count;      /* [iterations]: ranks that reported it */
-    s_cell_t *cells; /* [iterations * n_agents] */
-    double *loss;    /* [iterations] */
-    double *iter_ms; /* [iterations] */
-    int done;        /* complete iterations (they complete in order) */
+    int64_t *mem_predicted; /* [n_stages], 0 when not given */
+    int64_t *mem_measured;  /* [n_stages]: highest device peak reported so far */
+    int in_job;             /* ranks with a stage */
+    int *next_iter;         /* [n_agents]: the iteration each rank reports next */
+    int *count;             /* [iterations]: ranks that reported it */
+    s_cell_t *cells;        /* [iterations * n_agents] */
+    double *loss;           /* [iterations] */
+    double *iter_ms;        /* [iterations] */
+    int done;               /* complete iterations (they complete in order) */
     FILE *text;
     FILE *jsonl;
 };
@@ -56,6 +59,10 @@ gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, con
     self->replica_of_rank = s_dup(l->replica_of_rank, n_agents);
     self->n_actions_of_rank = s_dup(l->n_actions_of_rank, n_agents);
     self->sink_stage = s_dup(l->sink_stage, l->n_stages);
+    self->mem_predicted = gpp_xcalloc((size_t)l->n_stages, sizeof(int64_t));
+    self->mem_measured = gpp_xcalloc((size_t)l->n_stages, sizeof(int64_t));
+    if (l->mem_predicted_bytes)
+        memcpy(self->mem_predicted, l->mem_predicted_bytes, (size_t)l->n_stages * sizeof(int64_t));
     for (int r = 0; r < n_agents; r++)
         self->in_job += l->stage_of_rank[r] >= 0;
     self->next_iter = gpp_xcalloc((size_t)n_agents, sizeof *self->next_iter);
@@ -100,6 +107,8 @@ void gpp_progress_destroy(gpp_progress_t **self_p)
     free(self->replica_of_rank);
     free(self->n_actions_of_rank);
     free(self->sink_stage);
+    free(self->mem_predicted);
+    free(self->mem_measured);
     free(self->next_iter);
     free(self->count);
     free(self->cells);
@@ -161,9 +170,17 @@ static void s_emit(gpp_progress_t *self, int it)
         else
             fprintf(f, "\"loss\":null,");
         fprintf(f, "\"iteration_ms\":%.6g,\"samples_per_s\":%.6g,\"stages\":[", iter_ms, sps);
-        for (int s = 0; s < self->n_stages; s++)
-            fprintf(f, "%s{\"stage\":%d,\"bubble_pct\":%.4g}", s ? "," : "", s,
-                    nrep[s] ? bub[s] / nrep[s] : 0.0);
+        for (int s = 0; s < self->n_stages; s++) {
+            int64_t meas = 0; /* this iteration's reports: the peak so far */
+            for (int r = 0; r < self->n_agents; r++)
+                if (self->stage_of_rank[r] == s && row[r].device_mem_bytes > meas)
+                    meas = row[r].device_mem_bytes;
+            fprintf(f,
+                    "%s{\"stage\":%d,\"bubble_pct\":%.4g,\"mem_predicted_bytes\":%lld,"
+                    "\"mem_measured_bytes\":%lld}",
+                    s ? "," : "", s, nrep[s] ? bub[s] / nrep[s] : 0.0,
+                    (long long)self->mem_predicted[s], (long long)meas);
+        }
         fprintf(f, "],\"agents\":[");
         int first = 1;
         for (int r = 0; r < self->n_agents; r++) {
@@ -172,9 +189,11 @@ static void s_emit(gpp_progress_t *self, int it)
                 continue;
             fprintf(f,
                     "%s{\"rank\":%d,\"stage\":%d,\"replica\":%d,\"iteration_ms\":%.6g,"
-                    "\"bubble_ms\":%.6g,\"mem_high_water_bytes\":%lld,\"samples\":%lld",
+                    "\"bubble_ms\":%.6g,\"mem_high_water_bytes\":%lld,"
+                    "\"device_mem_peak_bytes\":%lld,\"samples\":%lld",
                     first ? "" : ",", r, self->stage_of_rank[r], self->replica_of_rank[r],
-                    c->iteration_ms, c->bubble_ms, (long long)c->mem_bytes, (long long)c->samples);
+                    c->iteration_ms, c->bubble_ms, (long long)c->mem_bytes,
+                    (long long)c->device_mem_bytes, (long long)c->samples);
             if (c->has_loss)
                 fprintf(f, ",\"loss\":%.9g", c->loss);
             fprintf(f, ",\"action_ms\":[");
@@ -212,6 +231,9 @@ int gpp_progress_add(gpp_progress_t *self, int rank, const Gpp__Metrics *m, gpp_
     c->iteration_ms = m->iteration_ms;
     c->bubble_ms = m->bubble_ms;
     c->mem_bytes = m->mem_high_water_bytes;
+    c->device_mem_bytes = m->device_mem_peak_bytes;
+    if (m->device_mem_peak_bytes > self->mem_measured[s])
+        self->mem_measured[s] = m->device_mem_peak_bytes;
     c->has_loss = m->has_loss;
     c->loss = m->loss;
     c->samples = m->samples;
@@ -234,6 +256,18 @@ int gpp_progress_add(gpp_progress_t *self, int rank, const Gpp__Metrics *m, gpp_
 int gpp_progress_finished(const gpp_progress_t *self)
 {
     return self->done == self->iterations;
+}
+
+int64_t gpp_progress_stage_mem(const gpp_progress_t *self, int stage)
+{
+    assert(stage >= 0 && stage < self->n_stages);
+    return self->mem_measured[stage];
+}
+
+int64_t gpp_progress_stage_mem_predicted(const gpp_progress_t *self, int stage)
+{
+    assert(stage >= 0 && stage < self->n_stages);
+    return self->mem_predicted[stage];
 }
 
 double gpp_progress_loss(const gpp_progress_t *self, int iteration)

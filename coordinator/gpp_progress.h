@@ -4,7 +4,8 @@
  * When all agents of the job have reported iteration i, the iteration is
  * complete: one progress line goes to the text stream (iteration, loss,
  * samples/s, per-stage bubble %) and one JSON object per line to the metrics
- * file (fields in docs/coordinator.md).
+ * file (fields in docs/coordinator.md), with each stage's predicted and
+ * measured peak device memory.
  *
  * Job figures: iteration time is the slowest agent's iteration_ms (the
  * pipeline finishes when its last stage does); samples/s is batch / that
@@ -45,6 +46,10 @@ typedef struct {
     int n_agents, n_stages;
     const int *stage_of_rank, *replica_of_rank, *n_actions_of_rank; /* [n_agents] */
     const int *sink_stage;                                          /* [n_stages] */
+    /* [n_stages] or NULL: the plan's predicted peak device memory of a
+       replica of each stage (gpp_cost_stage_mem), compared with the agents'
+       Metrics.device_mem_peak_bytes */
+    const int64_t *mem_predicted_bytes;
     int iterations, batch;
 } gpp_progress_layout_t;
 
@@ -64,6 +69,12 @@ int gpp_progress_add(gpp_progress_t *self, int rank, const Gpp__Metrics *m, gpp_
 int gpp_progress_finished(const gpp_progress_t *self);
 
 void gpp_progress_summary(const gpp_progress_t *self, gpp_progress_summary_t *out);
+
+/* Measured peak device memory of stage s: the highest
+ * Metrics.device_mem_peak_bytes any of its replicas reported (0 before any
+ * report). Predicted: the layout's figure (0 without one). */
+int64_t gpp_progress_stage_mem(const gpp_progress_t *self, int stage);
+int64_t gpp_progress_stage_mem_predicted(const gpp_progress_t *self, int stage);
 
 /* Loss of complete iteration i (NAN when not complete or no sink). */
 double gpp_progress_loss(const gpp_progress_t *self, int iteration);

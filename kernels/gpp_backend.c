@@ -52,6 +52,29 @@ void gpp_backend_destroy(gpp_backend_t **self_p)
     *self_p = NULL;
 }
 
+void gpp_backend_account(gpp_backend_t *be, int64_t bytes)
+{
+    be->mem_live_bytes += bytes;
+    be->mem_allocs += bytes > 0 ? 1 : -1;
+    assert(be->mem_live_bytes >= 0 && be->mem_allocs >= 0);
+    if (be->mem_live_bytes > be->mem_peak_bytes)
+        be->mem_peak_bytes = be->mem_live_bytes;
+}
+
+void gpp_backend_mem(const gpp_backend_t *self, gpp_backend_mem_t *out)
+{
+    assert(self && out);
+    out->live_bytes = self->mem_live_bytes;
+    out->peak_bytes = self->mem_peak_bytes;
+    out->allocs = self->mem_allocs;
+}
+
+void gpp_backend_mem_reset_peak(gpp_backend_t *self)
+{
+    assert(self);
+    self->mem_peak_bytes = self->mem_live_bytes;
+}
+
 gpp_device_kind_t gpp_backend_kind(const gpp_backend_t *self)
 {
     assert(self);
@@ -78,13 +101,13 @@ void gpp_backend_free(gpp_backend_t *self, void **ptr_p)
     *ptr_p = NULL;
 }
 
-int gpp_backend_mem_stats(gpp_backend_t *self, gpp_backend_mem_t *out)
+int gpp_backend_cache_stats(gpp_backend_t *self, gpp_backend_cache_t *out)
 {
     assert(self && out);
-    *out = (gpp_backend_mem_t){0};
-    if (!self->vt->mem_stats)
+    *out = (gpp_backend_cache_t){0};
+    if (!self->vt->cache_stats)
         return 0;
-    self->vt->mem_stats(self, out);
+    self->vt->cache_stats(self, out);
     return 1;
 }
 

@@ -72,13 +72,13 @@ typedef struct {
     gpp_precision_t precision; /* CUDA matrix products; fp32 by default */
 } gpp_backend_cfg_t;
 
-/* Device memory accounting of a backend with a caching allocator (CUDA). */
+/* The caching allocator of a device backend (CUDA): what it holds from the
+ * device and how often it called the driver. In-use and peak bytes are
+ * gpp_backend_mem's, the same for every backend. */
 typedef struct {
-    size_t in_use_bytes;                  /* allocated and not freed, in allocator blocks */
-    size_t peak_bytes;                    /* max of in_use_bytes */
     size_t reserved_bytes;                /* held from the device (in use + cached) */
     uint64_t device_allocs, device_frees; /* cudaMalloc / cudaFree calls */
-} gpp_backend_mem_t;
+} gpp_backend_cache_t;
 
 typedef struct gpp_backend_s gpp_backend_t;
 typedef struct gpp_stream_s gpp_stream_t;
@@ -100,9 +100,21 @@ void *gpp_backend_alloc(gpp_backend_t *self, size_t bytes, gpp_err_t *err);
 /* Frees memory from gpp_backend_alloc; accepts NULL and NULLs *ptr_p. The
  * caller must have synchronised every stream that uses the memory. */
 void gpp_backend_free(gpp_backend_t *self, void **ptr_p);
-/* Fills *out and returns 1 for a backend that accounts its memory (CUDA);
- * 0 with *out zeroed for one that does not (CPU: malloc). */
-int gpp_backend_mem_stats(gpp_backend_t *self, gpp_backend_mem_t *out);
+/* Fills *out and returns 1 for a backend with a caching allocator (CUDA);
+ * 0 with *out zeroed for one without (CPU: malloc). */
+int gpp_backend_cache_stats(gpp_backend_t *self, gpp_backend_cache_t *out);
+
+/* Device memory the backend holds: every allocation of this backend
+ * (gpp_backend_alloc, stream workspaces, sparse gradients, optimizer
+ * state), in bytes as the device allocator rounds them (CPU: multiples of
+ * 64). live now; peak the high-water mark since creation or the last
+ * gpp_backend_mem_reset_peak; allocs the allocations live now. */
+typedef struct {
+    int64_t live_bytes, peak_bytes, allocs;
+} gpp_backend_mem_t;
+void gpp_backend_mem(const gpp_backend_t *self, gpp_backend_mem_t *out);
+/* Restarts the high-water mark at what is live now. */
+void gpp_backend_mem_reset_peak(gpp_backend_t *self);
 
 /* ---- streams: in-order queues of work on one backend ---- */
 

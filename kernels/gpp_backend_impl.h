@@ -19,7 +19,14 @@ struct gpp_backend_s {
     gpp_backend_cfg_t cfg;
     char name[32];
     void *impl; /* backend-specific, owned by the backend */
+    /* device memory held, as the backend allocated it (its rounding
+       included); backends update them through gpp_backend_account */
+    int64_t mem_live_bytes, mem_peak_bytes, mem_allocs;
 };
+
+/* For backend implementations: `bytes` (> 0 allocated, < 0 freed) of device
+ * memory changed hands; keeps live and high-water figures. */
+void gpp_backend_account(gpp_backend_t *be, int64_t bytes);
 
 struct gpp_stream_s {
     gpp_backend_t *be;
@@ -59,10 +66,10 @@ typedef struct gpp_backend_vt_s {
     int (*init)(gpp_backend_t *be, gpp_err_t *err);
     void (*fini)(gpp_backend_t *be);
 
-    /* memory (synchronous); mem_stats may be NULL (no accounting) */
+    /* memory (synchronous); cache_stats may be NULL (no caching allocator) */
     void *(*alloc)(gpp_backend_t *be, size_t bytes, gpp_err_t *err);
     void (*free)(gpp_backend_t *be, void *p);
-    void (*mem_stats)(gpp_backend_t *be, gpp_backend_mem_t *out);
+    void (*cache_stats)(gpp_backend_t *be, gpp_backend_cache_t *out);
 
     /* streams; stream_free releases memory after the work enqueued so far */
     int (*stream_init)(gpp_stream_t *s, gpp_err_t *err);

@@ -176,6 +176,9 @@ int gpp_graph_finalize(gpp_graph_t *g, gpp_err_t *err)
             p->outputs[p->n_outputs++] = i;
         }
     free(count);
+    /* what an op keeps for its backward depends on its consumers */
+    for (int i = 0; i < g->n_ops; i++)
+        g->ops[i].stash_bytes = gpp_op_stash_bytes(g, &g->ops[i]);
     g->finalized = 1;
     return 0;
 }

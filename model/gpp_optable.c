@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define DIM_MAX ((int64_t)1 << 40) /* largest size an attribute may give */
@@ -394,18 +395,213 @@ int64_t gpp_op_kernel_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op)
     return c.kernel_stash_bytes;
 }
 
+int gpp_op_output_kept(const gpp_graph_t *g, const gpp_op_t *op)
+{
+    for (int k = 0; k < op->n_outputs; k++)
+        if (gpp_optable[g->ops[op->outputs[k]].type].bwd_reads_inputs)
+            return 1;
+    return 0;
+}
+
 int64_t gpp_op_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op)
 {
     const gpp_op_info_t *T = &gpp_optable[op->type];
     if (T->role == GPP_ROLE_OPAQUE)
         return op->stash_bytes; /* given by the profile */
     int64_t b = gpp_op_kernel_stash_bytes(g, op);
-    if (T->bwd_reads_inputs)
-        for (int k = 0; k < op->n_inputs; k++)
-            b += s_in(g, op, k)->out_bytes;
+    if (T->role != GPP_ROLE_LOSS && gpp_op_output_kept(g, op))
+        b += op->out_bytes;
     if (T->role == GPP_ROLE_LOSS && gpp_op_has_grad(s_in(g, op, 0)->type))
         b += s_in(g, op, 0)->out_bytes;
     return b;
+}
+
+/* ---- stage memory (see gpp_optable.h) ---- */
+
+int64_t gpp_op_label_bytes(const gpp_graph_t *g, const gpp_op_t *op)
+{
+    const gpp_op_t *x = op->n_inputs ? s_in(g, op, 0) : NULL;
+    if (op->type == GPP_OP_LOSS_MSE)
+        return x->rows * x->cols * 4;
+    if (op->type == GPP_OP_LOSS_CE)
+        return x->rows * 4;
+    return 0;
+}
+
+size_t gpp_attention_workspace_bytes(int64_t n, int64_t seq, int64_t hidden)
+{
+    /* dctx [m, hidden] | dqkv [m, 3 hidden] | dprob [seq, seq] | ones [m], m = n seq */
+    int64_t m = n * seq;
+    return (size_t)(m * hidden + m * 3 * hidden + seq * seq + m) * sizeof(float);
+}
+
+int64_t gpp_op_workspace_bytes(const gpp_graph_t *g, const gpp_op_t *op, int64_t n)
+{
+    (void)g;
+    if (op->type == GPP_OP_LINEAR && op->bias)
+        return n * op->rows * 4;
+    if (op->type == GPP_OP_ATTENTION)
+        return (int64_t)gpp_attention_workspace_bytes(n, op->rows, op->cols);
+    return 0;
+}
+
+int64_t gpp_op_sparse_cap_rows(const gpp_graph_t *g, const gpp_op_t *op, int64_t batch)
+{
+    if (!op->sparse_params || op->type != GPP_OP_EMBEDDING_BAG)
+        return 0;
+    int64_t touched = batch * s_in(g, op, 0)->cols;
+    return touched < op->table_rows ? touched : op->table_rows;
+}
+
+int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_bufs, int64_t batch)
+{
+    assert(optim_bufs >= 0);
+    if (!op->sparse_params)
+        return op->params * 4 * (2 + optim_bufs);
+    /* an embedding table: value + optimizer state, gradient row-sparse */
+    int64_t cap = gpp_op_sparse_cap_rows(g, op, batch);
+    return op->params * 4 * (1 + optim_bufs) + op->table_rows * 4 + cap * (1 + op->dim) * 4;
+}
+
+/* The executor's walk over one micro-batch of n samples (agent/exec/gpp_exec.c:
+ * begin allocates the received inputs; the forward allocates, in id order,
+ * each op's output and kernel stash, a loss's labels (freed after it) and
+ * its input's gradient, and frees the inputs nobody keeps after their last
+ * reader; after the forward the other outputs nobody keeps are freed; the
+ * backward allocates each gradient on first use, frees an op's output
+ * gradient after the op's backward and keeps the received inputs' gradients
+ * until they are sent). */
+void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
+                   int64_t n, gpp_stage_mem_t *out)
+{
+    assert(g->finalized && n >= 0 && n_ops >= 0);
+    memset(out, 0, sizeof *out);
+    char *in = calloc((size_t)g->n_ops + 1, 1);
+    char *keep = calloc((size_t)g->n_ops + 1, 1);          /* slot kept past the forward */
+    char *slot = calloc((size_t)g->n_ops + 1, 1);          /* 1 local, 2 received */
+    char *dy = calloc((size_t)g->n_ops + 1, 1);            /* gradient allocated */
+    int *last = calloc((size_t)g->n_ops + 1, sizeof(int)); /* last local reader + 1 */
+    assert(in && keep && slot && dy && last);
+    for (int k = 0; k < n_ops; k++)
+        in[ops[k]] = 1;
+    int64_t cur = 0, peak = 0;
+    for (int i = 0; i < g->n_ops; i++) {
+        if (!in[i])
+            continue;
+        const gpp_op_t *op = &g->ops[i];
+        const gpp_op_info_t *T = &gpp_optable[op->type];
+        out->state_bytes += gpp_op_state_bytes(g, op, optim_bufs, batch);
+        int64_t w = gpp_op_workspace_bytes(g, op, n);
+        if (w > out->work_bytes)
+            out->work_bytes = w;
+        for (int k = 0; k < op->n_inputs; k++) {
+            int p = op->inputs[k];
+            if (!in[p] && !slot[p]) {
+                slot[p] = 2;
+                out->recv_bytes += n * g->ops[p].out_bytes;
+            }
+            keep[p] |= T->bwd_reads_inputs;
+            last[p] = i + 1;
+        }
+        slot[i] = 1;
+        for (int k = 0; k < op->n_outputs; k++)
+            keep[i] |= !in[op->outputs[k]]; /* sent */
+        if (T->role == GPP_ROLE_LOSS) {
+            out->loss_bytes += 4;
+            keep[i] = 0; /* a loss has no output tensor */
+        }
+    }
+    /* forward */
+    cur = out->recv_bytes;
+    peak = cur;
+    for (int i = 0; i < g->n_ops && n > 0; i++) {
+        if (!in[i])
+            continue;
+        const gpp_op_t *op = &g->ops[i];
+        const gpp_op_info_t *T = &gpp_optable[op->type];
+        if (T->role != GPP_ROLE_LOSS)
+            cur += n * op->out_bytes;
+        /* an opaque op's stash is the profile's */
+        cur +=
+            n * (T->role == GPP_ROLE_OPAQUE ? op->stash_bytes : gpp_op_kernel_stash_bytes(g, op));
+        if (T->role == GPP_ROLE_LOSS) {
+            int x = op->inputs[0];
+            int64_t lab = n * gpp_op_label_bytes(g, op);
+            cur += lab;
+            if (gpp_op_has_grad(g->ops[x].type) && !dy[x]) {
+                dy[x] = 1;
+                cur += n * g->ops[x].out_bytes;
+            }
+            if (cur > peak)
+                peak = cur;
+            cur -= lab;
+        }
+        if (cur > peak)
+            peak = cur;
+        /* inputs nobody keeps die with their last reader */
+        for (int k = 0; k < op->n_inputs; k++) {
+            int p = op->inputs[k];
+            if (!keep[p] && last[p] == i + 1) {
+                cur -= n * g->ops[p].out_bytes;
+                last[p] = -1; /* once, also when op reads p twice */
+            }
+        }
+    }
+    /* the outputs nobody keeps and no local op reads go after the forward */
+    for (int p = 0; p < g->n_ops && n > 0; p++)
+        if (slot[p] == 1 && !keep[p] && last[p] == 0 &&
+            gpp_optable[g->ops[p].type].role != GPP_ROLE_LOSS)
+            cur -= n * g->ops[p].out_bytes;
+    out->held_bytes = n > 0 ? cur : 0;
+    /* backward: the gradients of sent outputs arrive first */
+    for (int p = 0; p < g->n_ops && n > 0; p++)
+        if (slot[p] == 1 && gpp_op_has_grad(g->ops[p].type) && !dy[p]) {
+            int sent = 0;
+            for (int k = 0; k < g->ops[p].n_outputs; k++)
+                sent |= !in[g->ops[p].outputs[k]];
+            if (sent) {
+                dy[p] = 1;
+                cur += n * g->ops[p].out_bytes;
+            }
+        }
+    int64_t bpeak = cur;
+    for (int i = g->n_ops - 1; i >= 0 && n > 0; i--) {
+        const gpp_op_t *op = &g->ops[i];
+        if (!in[i])
+            continue;
+        for (int k = 0; k < op->n_inputs && gpp_optable[op->type].role == GPP_ROLE_LAYER && dy[i];
+             k++) {
+            int x = op->inputs[k];
+            if (gpp_op_has_grad(g->ops[x].type) && !dy[x]) {
+                dy[x] = 1;
+                cur += n * g->ops[x].out_bytes;
+            }
+        }
+        bpeak = cur > bpeak ? cur : bpeak;
+        if (dy[i] == 1) { /* read by its backward: freed */
+            cur -= n * op->out_bytes;
+            dy[i] = 2;
+        }
+    }
+    for (int p = 0; p < g->n_ops && n > 0; p++)
+        if (slot[p] == 2 && gpp_op_has_grad(g->ops[p].type) && !dy[p]) {
+            dy[p] = 1;
+            cur += n * g->ops[p].out_bytes;
+        }
+    bpeak = cur > bpeak ? cur : bpeak;
+    out->run_bytes = bpeak > peak ? bpeak : peak;
+    free(in);
+    free(keep);
+    free(slot);
+    free(dy);
+    free(last);
+}
+
+int64_t gpp_stage_mem_peak(const gpp_stage_mem_t *m, int mbs, int slots)
+{
+    assert(mbs >= 1 && slots >= 0);
+    return m->state_bytes + m->work_bytes + slots * m->loss_bytes + (mbs - 1) * m->held_bytes +
+           m->run_bytes;
 }
 
 int gpp_op_has_grad(gpp_op_type_t t)
@@ -470,7 +666,7 @@ int gpp_op_derive(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err)
         op->bwd_flops = c.bwd_flops;
         op->io_bytes = c.io_bytes;
         op->out_bytes = op->rows * op->cols * 4; /* fp32, or int32 indices */
-        op->stash_bytes = gpp_op_stash_bytes(g, op);
+        /* stash_bytes needs the consumers: gpp_graph_finalize sets it */
     }
     /* read W fwd, read W + write dW bwd; an embedding's touched rows count in io_bytes */
     op->weight_io_bytes = op->sparse_params ? 0 : 3 * op->params * 4;

@@ -108,16 +108,67 @@ void gpp_op_attr_set(gpp_op_t *op, const gpp_attr_t *a, double v);
  * derived); returns its length. */
 int gpp_op_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_param_t out[GPP_OP_MAX_PARAMS]);
 
-/* Stash: the bytes per sample an op holds from its forward to its backward.
- * ONE formula for the planner's memory bound (gpp_op_t.stash_bytes) and the
- * executor's allocation (gpp_exec_op_stash_bytes):
- *   the input activations its backward reads (bwd_reads_inputs; a tensor
- *   read so by two ops counts for each)
+/* Stash: the bytes per sample an op holds from its forward to its backward,
+ * each tensor counted ONCE, at the op that owns it (gpp_op_t.stash_bytes):
+ *   its own output when a consumer's backward reads it (gpp_op_output_kept;
+ *   a tensor read by several ops counts once)
  * + its kernel stash (gpp_op_cost_t.kernel_stash_bytes)
  * + for a loss, its input's gradient, which its forward computes (none when
- *   the input is data). */
+ *   the input is data).
+ * Tensors crossing a stage boundary (sent outputs, received inputs) depend
+ * on the stage: gpp_stage_mem counts them. Opaque ops: the profile's. */
 int64_t gpp_op_kernel_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op);
 int64_t gpp_op_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op);
+/* 1 when some consumer of op reads its output in its backward. */
+int gpp_op_output_kept(const gpp_graph_t *g, const gpp_op_t *op);
+
+/* ---- device memory of a stage, as the executor allocates it ----
+ * ONE model for the planner (gpp_cost_stage_mem) and the executor
+ * (gpp_exec_predicted_peak); docs/executor.md "Memory" derives it. */
+
+/* Optimizer state buffers per parameter element (kernels/gpp_optim.c): SGD
+ * keeps its momentum buffer (also at momentum 0), AdamW m and v. */
+#define GPP_OPTIM_BUFS_SGD 1
+#define GPP_OPTIM_BUFS_ADAMW 2
+
+/* Label bytes per sample a loss op reads (0 for other ops): loss_mse the
+ * input's shape (f32), loss_ce one class index (i32) per row. */
+int64_t gpp_op_label_bytes(const gpp_graph_t *g, const gpp_op_t *op);
+/* Stream workspace a kernel of op asks for n samples (its backward): a
+ * linear with bias n x rows floats of ones; attention
+ * gpp_attention_workspace_bytes. */
+int64_t gpp_op_workspace_bytes(const gpp_graph_t *g, const gpp_op_t *op, int64_t n);
+size_t gpp_attention_workspace_bytes(int64_t n, int64_t seq, int64_t hidden);
+/* Rows a sparse gradient of op (an embedding table) is created with for
+ * mini-batch `batch`: the most rows one mini-batch can touch, so it never
+ * grows (min(table rows, batch x bag)); 0 without a sparse parameter. */
+int64_t gpp_op_sparse_cap_rows(const gpp_graph_t *g, const gpp_op_t *op, int64_t batch);
+/* Parameter state of op: values + gradients + optimizer state
+ * (optim_bufs, GPP_OPTIM_BUFS_*). Dense: params x 4 x (2 + optim_bufs);
+ * sparse: table x 4 x (1 + optim_bufs) + the sparse gradient (row map
+ * table_rows x 4 + cap rows x (1 + dim) x 4). */
+int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_bufs, int64_t batch);
+
+/* One replica of a stage (ops `ops[0..n_ops)` of g, any order) running
+ * micro-batches of n samples, in bytes: */
+typedef struct {
+    int64_t state_bytes; /* parameters, gradients, optimizer state */
+    int64_t held_bytes;  /* one micro-batch between its forward and backward: kept
+                            activations (own outputs once, received inputs a backward
+                            reads, sent outputs), kernel stashes, loss input gradients */
+    int64_t recv_bytes;  /* received tensors of one micro-batch (inputs from other stages) */
+    int64_t run_bytes;   /* the micro-batch being run: max of its forward's peak and its
+                            backward's (held + gradients), as the executor allocates */
+    int64_t work_bytes;  /* stream workspace: the largest kernel request */
+    int64_t loss_bytes;  /* per micro-batch slot: the loss values (4 per loss op) */
+} gpp_stage_mem_t;
+
+void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
+                   int64_t n, gpp_stage_mem_t *out);
+/* Peak of the replica with `mbs` micro-batches in flight at most (>= 1) and
+ * `slots` micro-batch slots: state + workspace + slots x loss +
+ * (mbs - 1) x held + run. */
+int64_t gpp_stage_mem_peak(const gpp_stage_mem_t *m, int mbs, int slots);
 
 /* 1 when the output of an op of type t takes a gradient (not data, not a
  * loss's value). */

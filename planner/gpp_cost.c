@@ -20,6 +20,10 @@ int64_t gpp_cluster_mem_bound(const gpp_cluster_t *c)
     return c->device.mem_bytes - GPP_CONTEXT_BYTES;
 }
 
+int gpp_cluster_optim_bufs(const gpp_cluster_t *c)
+{
+    return c->optim_bufs > 0 ? c->optim_bufs : GPP_OPTIM_BUFS_ADAMW;
+}
 /* ---- cost model ---- */
 
 typedef struct {
@@ -289,15 +293,15 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
         in[ops[k]] = 1;
     double bnd_bytes = 0, grad = 0;
     int n_bnd = 0, kernels = 0;
-    int64_t params = 0;
     for (int k = 0; k < n_ops; k++) {
         const gpp_op_t *o = &g->ops[ops[k]];
         double f, b;
         s_op_ms(c, ops[k], m, &f, &b);
         out->fwd_ms += f;
         out->bwd_ms += b;
-        params += o->params;
+        out->weight_bytes += gpp_cost_op_state_bytes(c, ops[k], batch);
         out->stash_bytes += o->stash_bytes;
+        out->work_bytes += gpp_cost_op_work_bytes(c, ops[k]);
         out->reserved_bytes += s_reserved_at(&c->prof[ops[k]], m);
         grad += gpp_cost_op_grad_bytes(c, ops[k], batch);
         kernels += o->params > 0;
@@ -325,7 +329,60 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
     out->step_ms = gpp_cost_step_ms(c, grad, kernels);
     out->tps_ms = (out->fwd_ms + out->bwd_ms + out->comm_ms) / micro_batch +
                   (out->allreduce_ms + out->step_ms) / batch;
-    out->weight_bytes = GPP_BYTES_PER_PARAM * params;
+    /* boundary tensors: received ones kept for a backward, sent ones kept
+       until it; received ones alive in the running forward */
+    out->stash_bytes += (int64_t)bnd_bytes;
+    out->work_bytes += (int64_t)bnd_bytes + gpp_cost_workspace_bound(c);
+}
+
+int64_t gpp_cost_op_state_bytes(const gpp_cost_t *c, int op, int batch)
+{
+    const gpp_op_t *o = &c->g->ops[op];
+    /* + a loss's value in each of at most `batch` micro-batch slots */
+    return gpp_op_state_bytes(c->g, o, gpp_cluster_optim_bufs(&c->cl), batch) +
+           (gpp_optable[o->type].role == GPP_ROLE_LOSS ? 4 * (int64_t)batch : 0);
+}
+
+/* Everything one micro-batch may hold beyond the stashes, per sample: each
+ * output, label and gradient (the larger of the forward's transients and
+ * the backward's gradients is at most their sum over outputs). */
+int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op)
+{
+    const gpp_op_t *o = &c->g->ops[op];
+    return o->out_bytes + gpp_op_label_bytes(c->g, o);
+}
+
+int64_t gpp_cost_workspace_bound(const gpp_cost_t *c)
+{
+    /* a stage's workspace is its largest request, w(n) = a n + c <= n w(1):
+       the graph's largest w(1) bounds every stage's per sample */
+    int64_t w = 0;
+    for (int i = 0; i < c->g->n_ops; i++) {
+        int64_t x = gpp_op_workspace_bytes(c->g, &c->g->ops[i], 1);
+        w = x > w ? x : w;
+    }
+    return w;
+}
+
+int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int micro_batch,
+                                 int devices)
+{
+    int64_t m = (micro_batch + devices - 1) / devices;
+    return sc->weight_bytes + sc->reserved_bytes +
+           gpp_cost_act_bytes(sc->stash_bytes, inflight, micro_batch, devices) + sc->work_bytes * m;
+}
+
+int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                           int micro_batch, int mbs, int batch)
+{
+    int m = (micro_batch + devices - 1) / devices;
+    gpp_stage_mem_t sm;
+    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, &sm);
+    int64_t reserved = 0;
+    for (int k = 0; k < n_ops; k++)
+        reserved += s_reserved_at(&c->prof[ops[k]], m);
+    int slots = (batch + micro_batch - 1) / micro_batch;
+    return gpp_stage_mem_peak(&sm, mbs > 0 ? mbs : 1, slots) + reserved;
 }
 
 /* ---- profile.json ---- */
@@ -938,7 +995,6 @@ gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_e
         int64_t stash = 0;
         for (int k = 0; k < nin[i]; k++)
             stash += (int64_t)insz[i][k];
-        op->stash_bytes = stash;
         op->io_bytes = 3 * stash;
     }
     /* out_bytes: what consumers declare they read from the op (the largest) */
@@ -952,6 +1008,10 @@ gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_e
         gpp_op_t *op = gpp_graph_op(g, i);
         op->cols = op->out_bytes / 4 > 0 ? op->out_bytes / 4 : 1;
         op->io_bytes += op->out_bytes * 3;
+        /* each tensor once, at its owner (the authors' count): an op keeps
+           its output for the backward; a tensor read by several ops is not
+           counted per reader (received ones: gpp_cost_stage's boundary) */
+        op->stash_bytes = op->out_bytes;
     }
     if (gpp_graph_finalize(g, err)) {
         gpp_err_prefix(err, "%s", origin);

@@ -14,9 +14,12 @@
  *   w_half = fill_ms * peak * eff_max (the work whose ideal time equals the
  *   per-kernel fill/tail time). docs/planner.md justifies the constants.
  *
- * Memory per device of a stage (fp32 AdamW): 16 bytes per parameter
- * (weights 4 + grads 4 + Adam m and v 8) + stashed activations of the
- * samples in flight on that replica + reserved bytes from the profile.
+ * Memory per device of a stage: the op table's model of what the executor
+ * allocates (gpp_stage_mem, docs/executor.md "Memory"): weights, gradients
+ * and the state of the run's optimizer (gpp_cluster_t.optim_bufs), each
+ * micro-batch in flight's kept activations and received tensors, the
+ * running micro-batch's forward or backward, the kernels' workspace; plus
+ * reserved bytes from the profile at the stage's per-replica micro-batch.
  *
  * Ownership: gpp_cost_new returns a model the caller owns (free with
  * gpp_cost_destroy); it borrows the graph, which must outlive it, and copies
@@ -58,10 +61,14 @@ typedef struct {
     double compute_share;    /* fraction of its device's compute each device gets: 1 for
                                 GPUs; cores / (agents x threads) for CPU agents that share
                                 fewer cores (0 = 1). Scales every compute time. */
+    int optim_bufs;          /* optimizer state floats per parameter of the run's optimizer:
+                                GPP_OPTIM_BUFS_SGD (1) or _ADAMW (2); 0 = AdamW */
 } gpp_cluster_t;
 
 #define GPP_CONTEXT_BYTES ((int64_t)512 << 20)
 #define GPP_BYTES_PER_PARAM 16 /* fp32 AdamW: weight 4 + grad 4 + m 4 + v 4 */
+/* Optimizer state floats per parameter the cluster's run uses (AdamW when unset). */
+int gpp_cluster_optim_bufs(const gpp_cluster_t *c);
 
 /* Presets: "v100-16g", "v100-32g", "a100-80g", "h100-80g", "cpu" (one core). mixed_precision 0
  * uses the fp32 (non-tensor) peak — what the fp32 executor runs; 1 uses the
@@ -190,16 +197,19 @@ const gpp_link_t *gpp_cost_group_link(const gpp_cost_t *c, int d);
 /* Cost of one stage: a set of ops run on `devices` replicas with
  * micro-batch b out of mini-batch `batch`. */
 typedef struct {
-    double fwd_ms;        /* forward of one micro-batch on one replica */
-    double bwd_ms;        /* backward of one micro-batch on one replica */
-    double comm_ms;       /* boundary activations in/out + their gradients, per
-                             micro-batch per replica */
-    double allreduce_ms;  /* gradient sync per iteration */
-    double step_ms;       /* optimizer step per iteration (gpp_cost_step_ms) */
-    double tps_ms;        /* (fwd+bwd+comm)/b + (allreduce+step)/batch */
-    int64_t weight_bytes; /* GPP_BYTES_PER_PARAM * params */
-    int64_t stash_bytes;  /* stashed activation bytes per sample */
-    int64_t reserved_bytes;
+    double fwd_ms;       /* forward of one micro-batch on one replica */
+    double bwd_ms;       /* backward of one micro-batch on one replica */
+    double comm_ms;      /* boundary activations in/out + their gradients, per
+                            micro-batch per replica */
+    double allreduce_ms; /* gradient sync per iteration */
+    double step_ms;      /* optimizer step per iteration (gpp_cost_step_ms) */
+    double tps_ms;       /* (fwd+bwd+comm)/b + (allreduce+step)/batch */
+    /* memory per replica, the search's additive bound (gpp_cost_stage_mem_bound) */
+    int64_t weight_bytes;   /* weights + gradients + optimizer state (gpp_op_state_bytes) */
+    int64_t stash_bytes;    /* per sample in flight: the ops' stashes + boundary tensors */
+    int64_t work_bytes;     /* per sample of one micro-batch: every output and label +
+                               boundary tensors + gpp_cost_workspace_bound (the running one) */
+    int64_t reserved_bytes; /* profile reserved_mem at ceil(b/d) samples */
 } gpp_stage_cost_t;
 
 void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices, int micro_batch,
@@ -207,5 +217,22 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
 /* Activation bytes per replica with `inflight` samples in flight:
  * stash * ceil(inflight/b) * ceil(b/d). */
 int64_t gpp_cost_act_bytes(int64_t stash_bytes, int inflight, int micro_batch, int devices);
+/* The search's memory bound of a stage (sums over ops, so the DP can use
+ * prefix sums; never below gpp_cost_stage_mem): weight + reserved +
+ * act_bytes(stash) + work * ceil(b/d). */
+int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int micro_batch,
+                                 int devices);
+/* Peak device memory of one replica of the stage as the executor allocates
+ * it (gpp_stage_mem_peak at ceil(b/d) samples, `mbs` micro-batches in
+ * flight, batch / b micro-batch slots) + reserved bytes at ceil(b/d). The
+ * figure plans report and agents' measurements are compared with. */
+int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                           int micro_batch, int mbs, int batch);
+/* Per-sample figures of one op the search sums (see gpp_stage_cost_t). */
+int64_t gpp_cost_op_state_bytes(const gpp_cost_t *c, int op, int batch);
+int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op);
+/* The kernels' workspace per sample any stage may ask for (the graph's
+ * largest request for one sample); part of every stage's work_bytes. */
+int64_t gpp_cost_workspace_bound(const gpp_cost_t *c);
 
 #endif

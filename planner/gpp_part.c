@@ -228,7 +228,24 @@ static inline double s_stage_tps(const gpp_dp_t *s, int l, int r, const s_bnd_t 
            (s->ar_ms_per_byte[d] * G + s->ar_ms_fixed[d] + s_step_ms(s, l, r)) / s->batch;
 }
 
-/* dmin: a known lower bound (s_lbdev of the interval). */
+/* Profile reserved_mem of positions [l, r] at m samples per replica
+ * (gpp_cost_op_reserved_at); 0 without any. */
+static int64_t s_reserved_at(gpp_dp_t *s, int l, int r, int m)
+{
+    if (!s->has_reserved)
+        return 0;
+    if (!s->pre_reserved_at[m]) {
+        int n = s->tree->n_ops;
+        int64_t *p = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
+        for (int pos = 0; pos < n; pos++)
+            p[pos + 1] = p[pos] + gpp_cost_op_reserved_at(s->cost, s->tree->op_at[pos], m);
+        s->pre_reserved_at[m] = p;
+    }
+    return s->pre_reserved_at[m][r + 1] - s->pre_reserved_at[m][l];
+}
+
+/* dmin: a known lower bound (s_lbdev of the interval). Memory: the bound
+ * gpp_cost_stage_mem_bound, from the prefix sums. */
 static int s_stage_dev(gpp_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int infl, int cap,
                        int dmin)
 {
@@ -237,15 +254,18 @@ static int s_stage_dev(gpp_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int
     int dmax = b < s->n_dev ? b : s->n_dev;
     if (cap < dmax)
         dmax = cap;
-    int64_t W = GPP_BYTES_PER_PARAM * (s->pre_params[r + 1] - s->pre_params[l]) +
-                (s->pre_reserved_bytes[r + 1] - s->pre_reserved_bytes[l]);
+    int64_t W = s->pre_state_bytes[r + 1] - s->pre_state_bytes[l];
     if (W > s->mem_bound_bytes)
         return s->no_fit;
-    int64_t stash = s->pre_stash_bytes[r + 1] - s->pre_stash_bytes[l];
     int64_t mbf = (infl + b - 1) / b;
+    /* bytes per sample of a replica's micro-batch: stashes of the ones in
+       flight, the running one's work */
+    int64_t per = (s->pre_stash_bytes[r + 1] - s->pre_stash_bytes[l] + (int64_t)bd->bytes) * mbf +
+                  s->pre_work_bytes[r + 1] - s->pre_work_bytes[l] + (int64_t)bd->bytes +
+                  s->work_bound_bytes;
     int d = 1;
-    if (stash > 0) {
-        int64_t mcap = (s->mem_bound_bytes - W) / (stash * mbf);
+    if (per > 0) {
+        int64_t mcap = (s->mem_bound_bytes - W) / per;
         if (mcap < 1)
             return s->no_fit;
         if (mcap < b)
@@ -256,7 +276,8 @@ static int s_stage_dev(gpp_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int
     double t = s->target_ms;
     while (d <= dmax) {
         int m = (b + d - 1) / d;
-        if (s_stage_tps(s, l, r, bd, b, d) <= t)
+        if (W + per * m + s_reserved_at(s, l, r, m) <= s->mem_bound_bytes &&
+            s_stage_tps(s, l, r, bd, b, d) <= t)
             return d;
         if (m == 1)
             break;
@@ -274,7 +295,7 @@ static int s_too_heavy(const gpp_dp_t *s, int l, int r)
         int dmax = b < s->n_dev ? b : s->n_dev;
         int m = (b + dmax - 1) / dmax;
         if (s_compute_ms(s, m, l, r) / b <= s->target_ms &&
-            GPP_BYTES_PER_PARAM * (s->pre_params[r + 1] - s->pre_params[l]) <= s->mem_bound_bytes)
+            s->pre_state_bytes[r + 1] - s->pre_state_bytes[l] <= s->mem_bound_bytes)
             return 0;
     }
     return 1;

@@ -62,7 +62,13 @@ typedef struct {
     int n_ctx;         /* successor contexts: 1 (none) + n_cfg * n_levels */
     int sp_depth;      /* most stages on a path of the SP tree */
     /* per position prefix sums: entry pos + 1 sums positions 0..pos */
-    int64_t *pre_params, *pre_stash_bytes, *pre_reserved_bytes;
+    /* memory (gpp_cost_stage_mem_bound's sums): state, stash and work bytes;
+       reserved bytes per per-replica micro-batch m, built on first use
+       (pre_reserved_at[m], NULL rows until then; all NULL without any) */
+    int64_t *pre_state_bytes, *pre_stash_bytes, *pre_work_bytes;
+    int64_t **pre_reserved_at;
+    int64_t work_bound_bytes; /* gpp_cost_workspace_bound */
+    int has_reserved;
     double *pre_grad_bytes;
     int *pre_step_kernels;          /* ops with parameters (optimizer-step kernels) */
     int step_cache_l, step_cache_r; /* s_step_ms cache: range and value */

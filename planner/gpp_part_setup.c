@@ -53,9 +53,11 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
     s->n_dev = cl->n_devices;
     s->no_fit = s->n_dev + 1;
     int n = t->n_ops;
-    s->pre_params = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
+    s->pre_state_bytes = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
     s->pre_stash_bytes = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
-    s->pre_reserved_bytes = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
+    s->pre_work_bytes = gpp_xcalloc((size_t)n + 1, sizeof(int64_t));
+    s->pre_reserved_at = gpp_xcalloc((size_t)batch + 1, sizeof(int64_t *));
+    s->work_bound_bytes = gpp_cost_workspace_bound(cost);
     s->pre_grad_bytes = gpp_xcalloc((size_t)n + 1, sizeof(double));
     s->pre_step_kernels = gpp_xcalloc((size_t)n + 1, sizeof(int));
     s->step_cache_l = s->step_cache_r = -1;
@@ -99,10 +101,11 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
     for (int pos = 0; pos < n; pos++) {
         int op = t->op_at[pos];
         const gpp_op_t *o = &g->ops[op];
-        s->pre_params[pos + 1] = s->pre_params[pos] + o->params;
+        s->pre_state_bytes[pos + 1] =
+            s->pre_state_bytes[pos] + gpp_cost_op_state_bytes(cost, op, batch);
         s->pre_stash_bytes[pos + 1] = s->pre_stash_bytes[pos] + o->stash_bytes;
-        s->pre_reserved_bytes[pos + 1] =
-            s->pre_reserved_bytes[pos] + gpp_cost_op_reserved_bytes(cost, op);
+        s->pre_work_bytes[pos + 1] = s->pre_work_bytes[pos] + gpp_cost_op_work_bytes(cost, op);
+        s->has_reserved |= gpp_cost_op_reserved_bytes(cost, op) > 0;
         s->pre_grad_bytes[pos + 1] =
             s->pre_grad_bytes[pos] + gpp_cost_op_grad_bytes(cost, op, batch);
         s->pre_step_kernels[pos + 1] = s->pre_step_kernels[pos] + (o->params > 0);
@@ -214,8 +217,10 @@ void gpp_dp_destroy(gpp_dp_t **sp)
     gpp_dp_t *s = *sp;
     if (!s)
         return;
-    free(s->pre_params), free(s->pre_stash_bytes), free(s->pre_reserved_bytes),
-        free(s->pre_grad_bytes);
+    for (int m = 0; m <= s->batch; m++)
+        free(s->pre_reserved_at[m]);
+    free(s->pre_state_bytes), free(s->pre_stash_bytes), free(s->pre_work_bytes),
+        free(s->pre_reserved_at), free(s->pre_grad_bytes);
     free(s->pre_step_kernels);
     for (int m = 0; m <= s->batch; m++)
         free(s->pre_ms[m]);

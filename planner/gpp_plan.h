@@ -72,8 +72,9 @@ typedef struct {
     double bwd_ms;     /* backward of one micro-batch on one replica */
     double allreduce_ms; /* gradient sync per iteration (0 when devices == 1) */
     int64_t weight_bytes; /* weights + grads + optimizer state per device */
-    int64_t act_bytes;    /* peak stashed activations per device */
-    int64_t mem_bytes;    /* weight_bytes + act_bytes (+ reserved) per device */
+    int64_t act_bytes;    /* the rest of mem_bytes but reserved: micro-batches' tensors */
+    int64_t mem_bytes;    /* peak per device as the executor allocates it
+                             (gpp_cost_stage_mem, reserved included) */
     int n_succ, *succ;    /* successor stage ids, ascending */
     unsigned char *succ_dep; /* [n_succ]: 1 for a chain edge no tensor flows on */
     int n_pred, *pred;    /* predecessor stage ids, ascending */

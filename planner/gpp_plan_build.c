@@ -195,10 +195,14 @@ static void s_plan_costs(const gpp_dp_t *s, gpp_plan_t *p)
         st->bwd_ms = sc.bwd_ms;
         st->allreduce_ms = sc.allreduce_ms;
         st->tps_ms = sc.tps_ms;
-        st->weight_bytes = sc.weight_bytes;
-        st->act_bytes =
-            gpp_cost_act_bytes(sc.stash_bytes, st->inflight, st->micro_batch, st->devices);
-        st->mem_bytes = st->weight_bytes + st->act_bytes + sc.reserved_bytes;
+        /* the executor's peak (the search checked a bound never below it) */
+        int mbs = (st->inflight + st->micro_batch - 1) / st->micro_batch;
+        st->mem_bytes = gpp_cost_stage_mem(s->cost, st->n_ops, st->ops, st->devices,
+                                           st->micro_batch, mbs, s->batch);
+        st->weight_bytes = sc.weight_bytes < st->mem_bytes ? sc.weight_bytes : st->mem_bytes;
+        st->act_bytes = st->mem_bytes - st->weight_bytes - sc.reserved_bytes;
+        if (st->act_bytes < 0)
+            st->act_bytes = 0;
         if (st->tps_ms > p->bottleneck_tps_ms)
             p->bottleneck_tps_ms = st->tps_ms;
     }

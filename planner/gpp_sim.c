@@ -104,7 +104,8 @@ static void s_stage_costs(gpp_sim_t *s, int i, int64_t *stash_per_sample, int64_
         kernels += op->params > 0;
         if (s->cost) {
             grad_bytes += gpp_cost_op_grad_bytes(s->cost, op->id, p->batch);
-            reserved += gpp_cost_op_reserved_bytes(s->cost, op->id);
+            reserved += gpp_cost_op_reserved_at(s->cost, op->id,
+                                                (st->micro_batch + st->devices - 1) / st->devices);
         }
     }
     r->fwd_ms = st->fwd_ms;
@@ -311,6 +312,9 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
         }
         res->bubble_ms = s->iteration_ms - res->busy_ms;
         res->peak_mem_bytes = fixed[i] + res->stash_peak_bytes;
+        if (s->cost) /* the executor's peak with the schedule's most micro-batches in flight */
+            res->peak_mem_bytes = gpp_cost_stage_mem(s->cost, st->n_ops, st->ops, st->devices,
+                                                     st->micro_batch, res->peak_live_mbs, p->batch);
     }
     rc = 0;
 out:

@@ -47,7 +47,9 @@ typedef struct {
     double step_ms;
     int peak_live_mbs;        /* most micro-batches stashed at once */
     int64_t stash_peak_bytes; /* high-water of stashed activations, busiest replica */
-    int64_t peak_mem_bytes;   /* weight_bytes + stash_peak_bytes + reserved */
+    int64_t peak_mem_bytes;   /* with a cost model: the executor's peak with peak_live_mbs
+                                 in flight (gpp_cost_stage_mem); else weight_bytes +
+                                 stash_peak_bytes + reserved */
 } gpp_sim_stage_t;
 
 /* cost may be NULL (free communication and step). */

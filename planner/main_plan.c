@@ -24,6 +24,7 @@
 #include "common/gpp_parse.h"
 #include "common/gpp_err.h"
 #include "common/gpp_time.h"
+#include "model/gpp_optable.h"
 #include "planner/gpp_cost.h"
 #include "model/gpp_graph.h"
 #include "planner/gpp_part.h"
@@ -52,6 +53,8 @@ static const char s_usage[] =
     "  --batch B          mini-batch samples per iteration\n"
     "  --micro-batch b    fix the universal micro-batch (default: sweep divisors of B)\n"
     "  --mem-gib M        per-device memory bound (default: the device's, less 0.5 GiB)\n"
+    "  --optimizer O      sgd|adamw: whose state stage memory counts (default adamw, or\n"
+    "                     the --cluster file's job.optimizer)\n"
     "  --planner gpp|spp  graph pipeline (default) or the sequential baseline\n"
     "  --per-stage-mbs    let each stage choose its micro-batch size\n"
     "  --kfkb             let each stage choose a kFkB schedule\n"
@@ -64,6 +67,7 @@ typedef struct {
     const char *json, *dot, *trace, *strategy;
     int devices, gpus_per_node, batch, micro_batch;
     double mem_gib;
+    const char *optimizer; /* sgd | adamw: its state counts in stage memory */
     int per_stage_mbs, kfkb, list_models, schedule;
 } s_args_t;
 
@@ -123,6 +127,7 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
         {"--dot", &a->dot, NULL, NULL, 0},
         {"--trace", &a->trace, NULL, NULL, 0},
         {"--strategy", &a->strategy, NULL, NULL, 0},
+        {"--optimizer", &a->optimizer, NULL, NULL, 0},
         {"--devices", NULL, &a->devices, NULL, 1},
         {"--gpus-per-node", NULL, &a->gpus_per_node, NULL, 1},
         {"--batch", NULL, &a->batch, NULL, 1},
@@ -208,6 +213,8 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
             s_die(EXIT_BAD_INPUT, "%s: cluster.device: %s", a->cluster, err.msg);
         if (cfg.cluster.mem_gib > 0 && a->mem_gib == 0)
             cl->mem_bound_bytes = (int64_t)(cfg.cluster.mem_gib * (double)(1 << 30));
+        cl->optim_bufs =
+            cfg.job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
         if (cfg.cluster.intra_gbps > 0)
             cl->intra.bw_bytes_per_s = cfg.cluster.intra_gbps * 1e9;
         if (cfg.cluster.inter_gbps > 0)
@@ -250,6 +257,14 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
     }
     if (a->mem_gib > 0)
         cl->mem_bound_bytes = (int64_t)(a->mem_gib * (double)(1 << 30));
+    if (a->optimizer) {
+        if (!strcmp(a->optimizer, "sgd"))
+            cl->optim_bufs = GPP_OPTIM_BUFS_SGD;
+        else if (!strcmp(a->optimizer, "adamw"))
+            cl->optim_bufs = GPP_OPTIM_BUFS_ADAMW;
+        else
+            s_die(EXIT_BAD_INPUT, "--optimizer '%s': use sgd or adamw", a->optimizer);
+    }
 }
 
 static gpp_graph_t *s_graph(const s_args_t *a)

@@ -423,6 +423,8 @@ static int s_check_metrics(const Gpp__Metrics *m, gpp_err_t *err)
     S_REQUIRE(m->bubble_ms >= 0 && m->bubble_ms <= m->iteration_ms,
               "metrics.bubble_ms: %g outside [0, iteration_ms=%g]", m->bubble_ms, m->iteration_ms);
     S_REQUIRE(m->mem_high_water_bytes >= 0, "metrics.mem_high_water_bytes: negative");
+    S_REQUIRE(m->device_mem_peak_bytes >= 0, "metrics.device_mem_peak_bytes: %lld is negative",
+              (long long)m->device_mem_peak_bytes);
     S_REQUIRE(m->samples >= 0, "metrics.samples: %lld is negative", (long long)m->samples);
     return 0;
 }

@@ -36,6 +36,7 @@ typedef struct {
     int local;        /* produced inside the stage */
     int needs_grad;   /* gradient flows into it (producer is not an INPUT op) */
     int keep;         /* needed after the forward: a backward reads it or it is sent */
+    int last_use;     /* index of the last local op whose forward reads it, or -1 */
     int boundary_out; /* local op consumed outside the stage */
     gpp_dtype_t dtype;
     int64_t rows, cols;
@@ -110,7 +111,9 @@ struct gpp_exec_s {
     int timing;
 };
 
-/* ---- memory: a pool of equal-size blocks (micro-batches repeat shapes) ---- */
+/* ---- memory: a pool of equal-size blocks (micro-batches repeat shapes) ----
+ * The op table's gpp_stage_mem walks these allocations in this order: a
+ * change here is a change there (test_optable zoo_stage_peak checks). */
 
 static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
 {
@@ -124,17 +127,20 @@ static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
             break;
         }
     if (!p) {
-        p = gpp_backend_alloc(self->be, bytes, NULL);
-        if (!p) {
-            /* Out of memory with cached blocks: give them back and retry. */
+        /* No cached block of this size: give the cached ones back first, so
+         * that the device holds no more than the live bytes whenever it
+         * grows — its high-water mark is then the executor's
+         * (gpp_stage_mem_peak predicts it). Micro-batches of one size hit
+         * the cache: this runs when sizes change. */
+        if (self->n_free) {
             gpp_stream_sync(self->s, NULL);
             for (int i = 0; i < self->n_free; i++)
                 gpp_backend_free(self->be, &self->free_blocks[i].p);
             self->n_free = 0;
-            p = gpp_backend_alloc(self->be, bytes, err);
-            if (!p)
-                return NULL;
         }
+        p = gpp_backend_alloc(self->be, bytes, err);
+        if (!p)
+            return NULL;
     }
     self->live_bytes += (int64_t)bytes;
     if (self->live_bytes > self->peak_bytes)
@@ -198,6 +204,7 @@ static int s_add_slot(gpp_exec_t *self, const gpp_op_t *prod, int local)
                                                                                     : GPP_DTYPE_F32;
     sl->rows = prod->rows;
     sl->cols = prod->cols;
+    sl->last_use = -1;
     self->slot_of[prod->id] = k;
     return k;
 }
@@ -322,6 +329,7 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
                 need_data |= g->ops[p].type == GPP_OP_INPUT;
             }
             eo->in[k] = self->slot_of[p];
+            self->slots[eo->in[k]].last_use = i;
             if (T->bwd_reads_inputs)
                 self->slots[eo->in[k]].keep = 1;
         }
@@ -375,8 +383,10 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
                     goto fail;
                 p->grad.data = NULL;
                 self->sparse_param[p->sparse] = eo->first_param + k;
+                /* room for every row a mini-batch touches: it never grows */
+                int64_t cap = gpp_op_sparse_cap_rows(g, eo->op, cfg->batch);
                 if (!(self->sgrad[p->sparse] =
-                          gpp_sparse_grad_new(self->s, p->value.rows, p->value.cols, 0, err)) ||
+                          gpp_sparse_grad_new(self->s, p->value.rows, p->value.cols, cap, err)) ||
                     !(self->sstate[p->sparse] =
                           gpp_optim_state_new(self->s, cfg->optim.kind, numel, err)))
                     goto fail;
@@ -584,6 +594,15 @@ int gpp_exec_begin(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_er
     mb->sample_lo = sample_lo;
     mb->n = n;
     mb->state = MB_OPEN;
+    /* The kernels' stream workspace at its largest for n samples now, so
+     * that it does not grow step by step inside the backward. */
+    int64_t ws = 0;
+    for (int i = 0; i < self->n_local; i++) {
+        int64_t w = gpp_op_workspace_bytes(self->g, self->ops[i].op, n);
+        ws = w > ws ? w : ws;
+    }
+    if (ws > 0 && !gpp_stream_workspace(self->s, (size_t)ws, err))
+        return -1;
     /* Buffers for the boundary inputs the caller fills. */
     for (int i = 0; i < self->n_inputs; i++) {
         int k = self->slot_of[self->inputs[i]];
@@ -766,6 +785,14 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
             self->ops[i].fwd_ms += gpp_now_ms() - t0;
             self->ops[i].calls++;
         }
+        /* inputs no backward reads and nobody sends die with their last
+           reader (stream-ordered reuse: later work on the stream may take
+           the block) */
+        for (int k = 0; k < self->ops[i].op->n_inputs; k++) {
+            int in = self->ops[i].in[k];
+            if (!self->slots[in].keep && self->slots[in].last_use == i)
+                s_tensor_release(self, &mb->act[in]);
+        }
     }
     /* Keep only what the backward reads or the caller may send. */
     for (int k = 0; k < self->n_slots; k++) {
@@ -885,6 +912,8 @@ int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
                 return -1;
             self->ops[i].bwd_ms += gpp_now_ms() - t0;
         }
+        /* its output's gradient has been read: every consumer came first */
+        s_tensor_release(self, &mb->grad[self->ops[i].out]);
     }
     /* Input gradients stay (the caller sends them); every boundary input
      * that takes a gradient gets one, zero if nothing reached it. */
@@ -1061,12 +1090,27 @@ int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int m, int op)
         i++;
     const exec_op_t *eo = &self->ops[i];
     int64_t b = mb->stash[i] ? (int64_t)mb->stash_bytes[i] : 0;
-    for (int k = 0; k < eo->op->n_inputs && gpp_optable[eo->op->type].bwd_reads_inputs; k++)
-        if (mb->act[eo->in[k]].data)
-            b += (int64_t)gpp_tensor_bytes(&mb->act[eo->in[k]]);
+    if (eo->loss < 0 && gpp_op_output_kept(self->g, eo->op) && mb->act[eo->out].data)
+        b += (int64_t)gpp_tensor_bytes(&mb->act[eo->out]);
     if (eo->loss >= 0 && mb->grad[eo->in[0]].data)
         b += (int64_t)gpp_tensor_bytes(&mb->grad[eo->in[0]]);
     return b;
+}
+
+void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *out)
+{
+    assert(self && n >= 0);
+    int *ids = gpp_xcalloc((size_t)self->n_local, sizeof(int));
+    for (int i = 0; i < self->n_local; i++)
+        ids[i] = self->ops[i].op->id;
+    int bufs = self->cfg.optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD;
+    gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, out);
+    free(ids);
+}
+
+int gpp_exec_mb_slots(const gpp_exec_t *self)
+{
+    return self->n_mb;
 }
 
 void gpp_exec_set_timing(gpp_exec_t *self, int on)

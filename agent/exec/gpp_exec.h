@@ -46,8 +46,11 @@
  *
  * Memory: activations, stashes and gradients of a micro-batch live from its
  * forward to its backward (only the tensors the backward reads or the caller
- * may send are kept past the forward); a pool reuses freed blocks of equal
- * size. gpp_exec_peak_stash_bytes reports the high-water mark.
+ * may send are kept past the forward; the others die with their last reader); a pool reuses freed
+ * blocks of equal size. gpp_exec_peak_stash_bytes reports the high-water mark. A block of a size
+ * the pool does not hold makes the pool give its blocks back first, so the device never holds more
+ * than the executor's live bytes plus its fixed state: gpp_exec_predict_mem gives the peak from the
+ * op table.
  *
  * Errors: run-time failures (data source, backend, a caller that sets an
  * input of the wrong shape, backward before forward, missing boundary
@@ -75,6 +78,7 @@
 #include "kernels/gpp_optim.h"
 #include "kernels/gpp_sparse.h"
 #include "model/gpp_graph.h"
+#include "model/gpp_optable.h"
 
 typedef struct {
     uint64_t seed;        /* weight initialisation */
@@ -203,10 +207,18 @@ gpp_tensor_t *gpp_exec_param_grad(gpp_exec_t *self, int i);
 int64_t gpp_exec_stash_bytes(const gpp_exec_t *self);
 int64_t gpp_exec_peak_stash_bytes(const gpp_exec_t *self);
 /* Bytes micro-batch mb holds for the backward of `op` (in the stage) between
- * its forward and backward, as allocated: the input activations its backward
- * reads, its kernel stash and, for a loss, its input's gradient. The op
- * table's formula (gpp_op_stash_bytes) times the micro-batch size. */
+ * its forward and backward, as allocated: its output when a consumer's
+ * backward reads it, its kernel stash and, for a loss, its input's gradient.
+ * The op table's formula (gpp_op_stash_bytes) times the micro-batch size. */
 int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int mb, int op);
+/* The op table's model of this executor's device memory for micro-batches
+ * of n samples (gpp_stage_mem: the optimizer and mini-batch of the config).
+ * With the backend's allocations all the executor's, the backend's peak
+ * (gpp_backend_mem) is gpp_stage_mem_peak(out, most micro-batches in
+ * flight, gpp_exec_mb_slots) up to the backend's rounding. */
+void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *out);
+/* Micro-batch slots the executor has opened (each holds its loss values). */
+int gpp_exec_mb_slots(const gpp_exec_t *self);
 /* Per-op timing hook: when on, the stream is synchronised after every op
  * and its wall time added to the op's forward or backward total (slower;
  * for profiling). */

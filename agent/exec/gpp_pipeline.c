@@ -491,6 +491,9 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         m.mem_high_water_bytes = (int64_t)ru.ru_maxrss * 1024;
+        gpp_backend_mem_t bm;
+        gpp_backend_mem(self->be, &bm);
+        m.device_mem_peak_bytes = bm.peak_bytes;
         if (self->cb.on_metrics)
             self->cb.on_metrics(self->cb.arg, &m);
     }

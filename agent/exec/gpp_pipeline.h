@@ -82,6 +82,8 @@ typedef struct {
     double iteration_ms;
     double bubble_ms;             /* waiting for receives and the last sends */
     int64_t mem_high_water_bytes; /* peak RSS of the process */
+    int64_t device_mem_peak_bytes; /* the backend's high-water mark since the stage was
+                                      built (gpp_backend_mem) */
     int has_loss;                 /* the stage holds a loss op */
     double loss;                  /* this replica's share of the mini-batch loss */
     int64_t samples;              /* samples this replica processed */

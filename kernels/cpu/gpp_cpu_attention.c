@@ -9,9 +9,11 @@
  *
  * Stash layout (floats): qkv [n*seq, 3 hidden] | probabilities
  * [n, heads, seq, seq] | ctx [n*seq, hidden]. */
+#include <assert.h>
 #include <math.h>
 
 #include "kernels/cpu/gpp_cpu.h"
+#include "model/gpp_optable.h"
 
 #define L GPP_CPU_LANES
 
@@ -106,6 +108,7 @@ int gpp_cpu_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_atte
 
     /* workspace: dctx [m, hid] | dqkv [m, 3 hid] | dprob [seq, seq] | ones [m] */
     int64_t ws_floats = m * hid + m * 3 * hid + seq * seq;
+    assert((size_t)(ws_floats + m) * sizeof(float) == gpp_attention_workspace_bytes(n, seq, hid));
     float *dctx = gpp_cpu_workspace_ones(s, ws_floats, m, err);
     if (!dctx)
         return gpp_err_prefix(err, "attention backward workspace");

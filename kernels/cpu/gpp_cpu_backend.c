@@ -76,25 +76,42 @@ static void s_fini(gpp_backend_t *be)
     (void)be;
 }
 
+/* Each block carries its rounded size in a header of GPP_CPU_ALIGN bytes
+ * (keeps the alignment) so that a free can account for it. The accounting
+ * counts the rounded size: what a caller can use. */
 static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
 {
-    (void)be;
     size_t rounded = (bytes + GPP_CPU_ALIGN - 1) / GPP_CPU_ALIGN * GPP_CPU_ALIGN;
     if (rounded == 0)
         rounded = GPP_CPU_ALIGN;
-    void *p = aligned_alloc(GPP_CPU_ALIGN, rounded);
-    if (!p)
+    char *p = aligned_alloc(GPP_CPU_ALIGN, rounded + GPP_CPU_ALIGN);
+    if (!p) {
         gpp_err_set(err,
                     "cpu backend: out of memory allocating %zu bytes; reduce the "
                     "micro-batch size or the stage's ops",
                     bytes);
-    return p;
+        return NULL;
+    }
+    memcpy(p, &rounded, sizeof rounded);
+    gpp_backend_account(be, (int64_t)rounded);
+    return p + GPP_CPU_ALIGN;
 }
 
 static void s_free(gpp_backend_t *be, void *p)
 {
-    (void)be;
-    free(p);
+    if (!p)
+        return;
+    char *h = (char *)p - GPP_CPU_ALIGN;
+    size_t rounded;
+    memcpy(&rounded, h, sizeof rounded);
+    gpp_backend_account(be, -(int64_t)rounded);
+    free(h);
+}
+
+/* Work enqueued before has completed already. */
+static void s_stream_free(gpp_stream_t *s, void *p)
+{
+    s_free(s->be, p);
 }
 
 static int s_stream_init(gpp_stream_t *s, gpp_err_t *err)
@@ -112,13 +129,6 @@ static int s_stream_sync(gpp_stream_t *s, gpp_err_t *err)
 {
     (void)s, (void)err;
     return 0;
-}
-
-/* Work enqueued before has completed already. */
-static void s_stream_free(gpp_stream_t *s, void *p)
-{
-    (void)s;
-    free(p);
 }
 
 static int s_copy(gpp_stream_t *s, void *dst, const void *src, size_t bytes, gpp_copy_kind_t kind,

@@ -120,21 +120,24 @@ static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
                     "the stage's ops",
                     be->name, c->dev_name, bytes, cs.in_use_bytes >> 20, free_b >> 20,
                     total_b >> 20);
+        return NULL;
     }
+    /* the block's class size: what the device really holds for it */
+    gpp_backend_account(be, (int64_t)gpp_cuda_cache_block_bytes(c->cache, p));
     return p;
 }
 
 static void s_free(gpp_backend_t *be, void *p)
 {
-    gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p);
+    gpp_cuda_t *c = gpp_cuda_be(be);
+    gpp_backend_account(be, -(int64_t)gpp_cuda_cache_block_bytes(c->cache, p));
+    gpp_cuda_cache_free(c->cache, p);
 }
 
-static void s_mem_stats(gpp_backend_t *be, gpp_backend_mem_t *out)
+static void s_cache_stats(gpp_backend_t *be, gpp_backend_cache_t *out)
 {
     gpp_cuda_cache_stats_t cs;
     gpp_cuda_cache_stats(gpp_cuda_be(be)->cache, &cs);
-    out->in_use_bytes = cs.in_use_bytes;
-    out->peak_bytes = cs.peak_bytes;
     out->reserved_bytes = cs.reserved_bytes;
     out->device_allocs = cs.raw_allocs;
     out->device_frees = cs.raw_frees;
@@ -149,8 +152,11 @@ static void s_stream_fini(gpp_stream_t *s)
         return;
     if (cs->st)
         (void)cudaStreamSynchronize(cs->st);
-    if (cs->lt_ws)
-        gpp_cuda_cache_free(gpp_cuda_be(s->be)->cache, cs->lt_ws);
+    if (cs->lt_ws) {
+        gpp_cuda_cache_t *cache = gpp_cuda_be(s->be)->cache;
+        gpp_backend_account(s->be, -(int64_t)gpp_cuda_cache_block_bytes(cache, cs->lt_ws));
+        gpp_cuda_cache_free(cache, cs->lt_ws);
+    }
     if (cs->fault)
         (void)cudaFreeHost(cs->fault);
     if (cs->stage)
@@ -178,6 +184,7 @@ static int s_stream_init(gpp_stream_t *s, gpp_err_t *err)
                     GPP_CUDA_LT_WS_BYTES >> 20);
         goto fail;
     }
+    gpp_backend_account(s->be, (int64_t)gpp_cuda_cache_block_bytes(c->cache, cs->lt_ws));
     return 0;
 fail:
     s_stream_fini(s);
@@ -302,7 +309,7 @@ const gpp_backend_vt_t gpp_cuda_backend_vt = {
     .fini = s_fini,
     .alloc = s_alloc,
     .free = s_free,
-    .mem_stats = s_mem_stats,
+    .cache_stats = s_cache_stats,
     .stream_init = s_stream_init,
     .stream_fini = s_stream_fini,
     .stream_sync = s_stream_sync,

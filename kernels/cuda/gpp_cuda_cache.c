@@ -204,6 +204,16 @@ void gpp_cuda_cache_free(gpp_cuda_cache_t *self, void *p)
     self->st.in_use_bytes -= cb;
 }
 
+size_t gpp_cuda_cache_block_bytes(gpp_cuda_cache_t *self, const void *p)
+{
+    assert(self && p);
+    s_slot_t *slot = s_find(self, p);
+    assert(slot && slot->inuse);
+    size_t cb;
+    s_class_sizes(slot->cls, &cb);
+    return cb;
+}
+
 void gpp_cuda_cache_stats(const gpp_cuda_cache_t *self, gpp_cuda_cache_stats_t *out)
 {
     assert(self && out);

@@ -54,6 +54,8 @@ void *gpp_cuda_cache_alloc(gpp_cuda_cache_t *self, size_t bytes);
 void gpp_cuda_cache_free(gpp_cuda_cache_t *self, void *p);
 /* Returns every cached free block to the raw allocator. */
 void gpp_cuda_cache_trim(gpp_cuda_cache_t *self);
+/* The class size of a block this cache handed out and has not taken back. */
+size_t gpp_cuda_cache_block_bytes(gpp_cuda_cache_t *self, const void *p);
 void gpp_cuda_cache_stats(const gpp_cuda_cache_t *self, gpp_cuda_cache_stats_t *out);
 
 #endif

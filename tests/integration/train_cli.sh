@@ -35,6 +35,13 @@ for spec in "$MMT" "$DLRM" "$CANDLE"; do
         fail "$name: loss did not decrease enough: $first -> $last"
     fi
     grep -q 'samples/s=' "$TMP/$name.log" || fail "$name: no samples/s printed"
+    # predicted vs measured peak device memory, within 10 %
+    if awk '$1 == "memory:" && $2 == "0" { e = $5 < 0 ? -$5 : $5; seen = 1; if (!($4 > 0) || e > 10) bad = 1 }
+            END { exit bad || !seen }' "$TMP/$name.log"; then
+        ok "$name: memory $(awk '$1 == "memory:" && $2 == "0" { print $3 " MiB predicted, " $4 " measured" }' "$TMP/$name.log")"
+    else
+        fail "$name: memory table missing or off by more than 10 %: $(grep '^memory' "$TMP/$name.log")"
+    fi
 done
 
 # 2. micro-batches of 4 give the losses of one mini-batch of 16 (rel 1e-4

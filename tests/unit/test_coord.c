@@ -79,7 +79,8 @@ static void t_progress(void)
     close(fd);
     FILE *text = tmpfile();
     gpp_err_t err = {{0}};
-    const gpp_progress_layout_t layout = {3, 2, stage, replica, nact, sink, 2, 16};
+    const int64_t pred[] = {1000, 2000};
+    const gpp_progress_layout_t layout = {3, 2, stage, replica, nact, sink, pred, 2, 16};
     gpp_progress_t *p = gpp_progress_new(&layout, text, path, &err);
     GPP_EXPECT_MSG(p, "%s", err.msg);
     if (!p)
@@ -107,9 +108,11 @@ static void t_progress(void)
     m.iteration_ms = 20;
     m.loss = 0.5; /* shares: half the batch each */
     m.samples = 8;
+    m.device_mem_peak_bytes = 2100;
     GPP_EXPECT(gpp_progress_add(p, 1, &m, &err) == 0);
     m.loss = 1.5;
     m.samples = 8;
+    m.device_mem_peak_bytes = 1900; /* the stage's measure: its highest replica */
     GPP_EXPECT(gpp_progress_add(p, 2, &m, &err) == 1); /* completes iteration 0 */
     GPP_EXPECT_NEAR(gpp_progress_loss(p, 0), 2.0, 1e-12);
     GPP_EXPECT(isnan(gpp_progress_loss(p, 1)));
@@ -119,6 +122,8 @@ static void t_progress(void)
     GPP_EXPECT(s.iterations_done == 1);
     GPP_EXPECT_NEAR(s.iteration_ms, 20, 1e-12);
     GPP_EXPECT_NEAR(s.samples_per_s, 800, 1e-9);
+    GPP_EXPECT(gpp_progress_stage_mem(p, 0) == 0 && gpp_progress_stage_mem(p, 1) == 2100);
+    GPP_EXPECT(gpp_progress_stage_mem_predicted(p, 1) == 2000);
     gpp_progress_destroy(&p);
     /* one text line and one JSON line */
     char line[4096];
@@ -130,7 +135,10 @@ static void t_progress(void)
     FILE *f = fopen(path, "r");
     GPP_EXPECT(f && fgets(line, sizeof line, f));
     GPP_EXPECT_MSG(strstr(line, "\"iteration\":0,\"loss\":2,") &&
-                       strstr(line, "\"action_ms\":[1,2,3,4,5]"),
+                       strstr(line, "\"action_ms\":[1,2,3,4,5]") &&
+                       strstr(line, "{\"stage\":1,\"bubble_pct\":10,\"mem_predicted_bytes\":2000,"
+                                    "\"mem_measured_bytes\":2100}") &&
+                       strstr(line, "\"device_mem_peak_bytes\":1900"),
                    "%s", line);
     GPP_EXPECT(!fgets(line, sizeof line, f));
     fclose(f);

@@ -8,6 +8,7 @@
 
 #include "tests/gpp_test.h"
 #include "agent/exec/gpp_profile.h"
+#include "model/gpp_optable.h"
 #include "planner/gpp_cost.h"
 #include "tests/gpp_fixtures.h"
 
@@ -143,7 +144,7 @@ static void t_profile_graph(void)
     GPP_EXPECT(g->ops[1].out_bytes == 4096); /* cat reads 4096 from fc_a */
     GPP_EXPECT(g->ops[2].out_bytes == 2048); /* and 2048 from fc_b */
     GPP_EXPECT(g->ops[3].out_bytes == 6144);
-    GPP_EXPECT(g->ops[3].stash_bytes == 4096 + 2048);
+    GPP_EXPECT(g->ops[3].stash_bytes == 6144); /* its output, once */
     GPP_EXPECT(g->ops[3].n_inputs == 2 && g->ops[3].inputs[0] == 1 && g->ops[3].inputs[1] == 2);
     gpp_cluster_t c;
     gpp_cluster_init(&c, "v100-16g", 2, 2, &err);
@@ -168,7 +169,12 @@ static void t_profile_graph(void)
     GPP_EXPECT_NEAR(sc.fwd_ms + sc.bwd_ms, 0.8, 1e-12);
     GPP_EXPECT(sc.weight_bytes == GPP_BYTES_PER_PARAM * 2 * (4194304 / 4));
     GPP_EXPECT(sc.reserved_bytes == 1048576);
-    GPP_EXPECT(sc.stash_bytes == 8192);
+    /* the ops' outputs once (4096 + 2048) + the boundary tensors (in 4096
+       received; fc_a 4096 and fc_b 2048 sent) */
+    GPP_EXPECT(sc.stash_bytes == 4096 + 2048 + 10240);
+    GPP_EXPECT(sc.work_bytes == 4096 + 2048 + 10240);
+    GPP_EXPECT(gpp_cost_stage_mem_bound(&sc, 4, 2, 1) ==
+               sc.weight_bytes + sc.reserved_bytes + 2 * 2 * sc.stash_bytes + 2 * sc.work_bytes);
     /* boundary: in (4096) received, fc_a (4096) and fc_b (2048) sent */
     const gpp_link_t *l = gpp_cost_p2p_link(cost);
     GPP_EXPECT_NEAR(
@@ -387,6 +393,11 @@ static void t_reserved_forms(void)
     GPP_EXPECT(sc.reserved_bytes == 800);
     gpp_cost_stage(cost, 1, ops, 1, 4, 12, &sc);
     GPP_EXPECT(sc.reserved_bytes == 1000);
+    /* and so does the stage's peak memory (the executor's model + reserve) */
+    gpp_stage_mem_t sm;
+    gpp_stage_mem(g, 1, ops, GPP_OPTIM_BUFS_ADAMW, 12, 3, &sm);
+    GPP_EXPECT(gpp_cost_stage_mem(cost, 1, ops, 2, 6, 2, 12) ==
+               gpp_stage_mem_peak(&sm, 2, 2) + 800);
     const char *bad[][2] = {
         {"{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":1},\"reserved_mem\":{\"0\":5}}}",
          "reserved_mem key '0'"},
@@ -718,6 +729,63 @@ static void t_profile_sizes(void)
     gpp_fixture_exec_close(&f);
 }
 
+/* Stage memory: gpp_cost_stage_mem is the op table's walk of the executor
+ * (test_optable ties that to the measure) at ceil(b/d) samples with the
+ * cluster's optimizer; the search's additive bound is never below it, on
+ * every contiguous op range of small zoo models. */
+static void t_stage_mem(void)
+{
+    gpp_err_t err = {{0}};
+    const char *specs[] = {"mmt:branches=2,layers=1,hidden=32,heads=4,seq=8,ffn=64,classes=8",
+                           "dlrm:dense_branches=2,sparse_branches=2,dense_in=16,hidden=32,"
+                           "dense_layers=2,rows=100,dim=8,bag=4,top_layers=1"};
+    int64_t checked = 0, tightest = INT64_MAX;
+    for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+        gpp_graph_t *g = gpp_zoo_build(specs[k], &err);
+        GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+        if (!g)
+            continue;
+        gpp_cluster_t c;
+        gpp_cluster_init(&c, "v100-16g", 4, 4, &err);
+        gpp_cost_t *adamw = gpp_cost_new(g, &c);
+        c.optim_bufs = GPP_OPTIM_BUFS_SGD;
+        gpp_cost_t *sgd = gpp_cost_new(g, &c);
+        int *ops = calloc((size_t)g->n_ops, sizeof(int));
+        for (int i = 0; i < g->n_ops; i++)
+            ops[i] = i;
+        /* the whole model, 2 replicas of micro-batch 5 (3 samples each), 2 in flight */
+        gpp_stage_mem_t sm;
+        gpp_stage_mem(g, g->n_ops, ops, GPP_OPTIM_BUFS_ADAMW, 20, 3, &sm);
+        GPP_EXPECT(gpp_cost_stage_mem(adamw, g->n_ops, ops, 2, 5, 2, 20) ==
+                   gpp_stage_mem_peak(&sm, 2, 4));
+        /* SGD keeps one state buffer, AdamW two: 4 bytes per parameter apart */
+        GPP_EXPECT(gpp_cost_stage_mem(adamw, g->n_ops, ops, 2, 5, 2, 20) -
+                       gpp_cost_stage_mem(sgd, g->n_ops, ops, 2, 5, 2, 20) ==
+                   4 * gpp_graph_params(g));
+        for (int lo = 0; lo < g->n_ops; lo++)
+            for (int hi = lo + 1; hi <= g->n_ops; hi++)
+                for (int d = 1; d <= 2; d++)
+                    for (int infl = 4; infl <= 12; infl += 8) {
+                        gpp_stage_cost_t sc;
+                        gpp_cost_stage(adamw, hi - lo, ops + lo, d, 4, 16, &sc);
+                        int64_t bound = gpp_cost_stage_mem_bound(&sc, infl, 4, d);
+                        int64_t exact =
+                            gpp_cost_stage_mem(adamw, hi - lo, ops + lo, d, 4, infl / 4, 16);
+                        GPP_EXPECT_MSG(bound >= exact, "%s ops [%d, %d) d=%d: bound %lld < %lld",
+                                       g->spec, lo, hi, d, (long long)bound, (long long)exact);
+                        if (exact > 0 && bound - exact < tightest)
+                            tightest = bound - exact;
+                        checked++;
+                    }
+        free(ops);
+        gpp_cost_destroy(&adamw);
+        gpp_cost_destroy(&sgd);
+        gpp_graph_destroy(&g);
+    }
+    printf("  %lld stages: search bound >= executor's peak (closest %lld bytes above)\n",
+           (long long)checked, (long long)tightest);
+}
+
 static const gpp_test_case_t cases[] = {
     {"presets", t_presets},
     {"roofline_monotone", t_roofline_monotone},
@@ -732,6 +800,7 @@ static const gpp_test_case_t cases[] = {
     {"profile_keep", t_profile_keep},
     {"profile_curve", t_profile_curve},
     {"profile_sizes", t_profile_sizes},
+    {"stage_mem", t_stage_mem},
     {NULL, NULL},
 };
 

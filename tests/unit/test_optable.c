@@ -3,7 +3,9 @@
  * and has kernel entries (kernels/gpp_ops.h) when it runs; for every op of
  * every zoo model (small sizes) the planner's stash figure times the
  * micro-batch equals what the executor allocated for that op, and the
- * table's parameters are the executor's, name by name and float by float. */
+ * table's parameters are the executor's, name by name and float by float;
+ * and a stage's peak device memory as the backend measures it is the op
+ * table's model (gpp_stage_mem) up to the backend's rounding. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,8 +168,101 @@ static void t_zoo_stash_and_params(void)
     }
 }
 
+/* Runs ops [lo, hi) of f's model as a stage with `mbs` micro-batches of n
+ * samples in flight (all forwards, then all backwards, as a pipeline's
+ * warm-up and drain) and compares the backend's high-water mark with
+ * gpp_stage_mem_peak. The backend rounds every block up to 64 bytes: the
+ * measure may exceed the model by at most 64 per block live at the peak.
+ * Returns measured - predicted. */
+static int64_t s_stage_peak(gpp_fixture_exec_t *f, int lo, int hi, gpp_optim_kind_t kind, int mbs,
+                            int64_t n)
+{
+    const gpp_graph_t *g = f->g;
+    gpp_err_t err = {0};
+    gpp_exec_cfg_t cfg = {.seed = 5, .batch = 4 * n};
+    cfg.optim.kind = kind;
+    cfg.optim.lr = 1e-3f;
+    gpp_backend_mem_t before;
+    gpp_backend_mem(f->be, &before);
+    GPP_EXPECT(before.live_bytes == 0);
+    gpp_backend_mem_reset_peak(f->be);
+    gpp_exec_t *ex = gpp_exec_new(g, hi - lo, f->all + lo, f->be, f->data, &cfg, &err);
+    GPP_EXPECT_MSG(ex != NULL, "%s", err.msg);
+    if (!ex)
+        return 0;
+    int ok = 1;
+    for (int mb = 0; mb < mbs && ok; mb++) {
+        ok = gpp_exec_begin(ex, mb, mb * n, n, &err) == 0;
+        for (int i = 0; ok && i < gpp_exec_n_inputs(ex); i++) {
+            int p = gpp_exec_input_op(ex, i);
+            if (g->ops[p].type == GPP_OP_INPUT)
+                continue; /* the executor regenerates data */
+            gpp_tensor_t *t = gpp_exec_input(ex, mb, p);
+            memset(t->data, 0, gpp_tensor_bytes(t));
+        }
+        ok = ok && gpp_exec_forward(ex, mb, &err) == 0;
+    }
+    for (int mb = 0; mb < mbs && ok; mb++) {
+        for (int i = 0; ok && i < gpp_exec_n_outputs(ex); i++) {
+            const gpp_op_t *o = &g->ops[gpp_exec_output_op(ex, i)];
+            /* host memory: the CPU backend reads it, and it stays out of the count */
+            float *dy = calloc((size_t)(n * o->rows * o->cols), sizeof(float));
+            gpp_tensor_t t = gpp_tensor(dy, GPP_DTYPE_F32, n, o->rows, o->cols);
+            ok = gpp_exec_add_output_grad(ex, mb, o->id, &t, 0, &err) == 0;
+            free(dy);
+        }
+        ok = ok && gpp_exec_backward(ex, mb, &err) == 0;
+        gpp_exec_release(ex, mb); /* input gradients sent */
+    }
+    GPP_EXPECT_MSG(ok, "%s ops [%d, %d): %s", g->spec, lo, hi, err.msg);
+    gpp_stage_mem_t pm;
+    gpp_exec_predict_mem(ex, n, &pm);
+    int64_t pred = gpp_stage_mem_peak(&pm, mbs, gpp_exec_mb_slots(ex));
+    gpp_backend_mem_t bm;
+    gpp_backend_mem(f->be, &bm);
+    int64_t slack = 64 * (4 * (int64_t)(hi - lo) * (mbs + 1) + 16);
+    GPP_EXPECT_MSG(bm.peak_bytes >= pred && bm.peak_bytes - pred <= slack,
+                   "%s ops [%d, %d) %s, %d x %lld in flight: measured %lld, predicted %lld",
+                   g->spec, lo, hi, kind == GPP_OPTIM_SGD ? "sgd" : "adamw", mbs, (long long)n,
+                   (long long)bm.peak_bytes, (long long)pred);
+    gpp_exec_destroy(&ex);
+    return bm.peak_bytes - pred;
+}
+
+/* The op table's memory model is the executor's: for every zoo model, as
+ * one stage and cut into two at a third and two thirds of its ops, with
+ * SGD and AdamW and 1 or 3 micro-batches in flight, the backend's measured
+ * peak equals gpp_stage_mem_peak up to the backend's 64-byte rounding. */
+static void t_zoo_stage_peak(void)
+{
+    int64_t worst = 0, cases = 0;
+    for (size_t k = 0; k < sizeof s_small / sizeof s_small[0]; k++) {
+        gpp_fixture_exec_t f;
+        if (gpp_fixture_exec_open(&f, s_small[k].spec, 3) < 0)
+            continue;
+        int n_ops = f.g->n_ops;
+        const int cut[][2] = {{0, n_ops},
+                              {0, n_ops / 3},
+                              {n_ops / 3, n_ops},
+                              {0, 2 * n_ops / 3},
+                              {2 * n_ops / 3, n_ops}};
+        for (size_t c = 0; c < sizeof cut / sizeof cut[0]; c++)
+            for (int opt = 0; opt < 2; opt++)
+                for (int mbs = 1; mbs <= 3; mbs += 2) {
+                    int64_t d = s_stage_peak(&f, cut[c][0], cut[c][1],
+                                             opt ? GPP_OPTIM_ADAMW : GPP_OPTIM_SGD, mbs, 3);
+                    worst = d > worst ? d : worst;
+                    cases++;
+                }
+        gpp_fixture_exec_close(&f);
+    }
+    printf("  %lld stages: measured - predicted peak at most %lld bytes (64-byte rounding)\n",
+           (long long)cases, (long long)worst);
+}
+
 static const gpp_test_case_t cases[] = {{"table_sanity", t_table_sanity},
                                         {"zoo_stash_and_params", t_zoo_stash_and_params},
+                                        {"zoo_stage_peak", t_zoo_stage_peak},
                                         {NULL, NULL}};
 
 int main(void)

@@ -82,6 +82,7 @@ typedef struct {
     double tps[1 << MAXN][5];
     int64_t fixed_bytes[1 << MAXN][5]; /* weights + reserved */
     int64_t stash[1 << MAXN];
+    int64_t work[1 << MAXN];
     int have[1 << MAXN];
 } s_bf_t;
 
@@ -99,6 +100,7 @@ static void s_bf_stage(s_bf_t *bf, unsigned mask)
         bf->tps[mask][d] = sc.tps_ms;
         bf->fixed_bytes[mask][d] = sc.weight_bytes + sc.reserved_bytes;
         bf->stash[mask] = sc.stash_bytes;
+        bf->work[mask] = sc.work_bytes;
     }
     bf->have[mask] = 1;
 }
@@ -136,8 +138,10 @@ static double s_bf_eval(s_bf_t *bf, const unsigned *st, int S, const int adj[MAX
             double worst = 0;
             int ok = 1;
             for (int i = 0; i < S && ok; i++) {
+                /* gpp_cost_stage_mem_bound */
                 int64_t mem = bf->fixed_bytes[st[i]][d[i]] +
-                              gpp_cost_act_bytes(bf->stash[st[i]], infl[i], bf->b, d[i]);
+                              gpp_cost_act_bytes(bf->stash[st[i]], infl[i], bf->b, d[i]) +
+                              bf->work[st[i]] * ((bf->b + d[i] - 1) / d[i]);
                 ok = mem <= bf->M;
                 if (bf->tps[st[i]][d[i]] > worst)
                     worst = bf->tps[st[i]][d[i]];

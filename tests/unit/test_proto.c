@@ -223,6 +223,7 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         s->metrics.iteration_ms = 20;
         s->metrics.bubble_ms = 3.5;
         s->metrics.mem_high_water_bytes = 123456789;
+        s->metrics.device_mem_peak_bytes = 98765432;
         s->metrics.has_loss = 1;
         s->metrics.loss = 2.302585;
         s->metrics.samples = 16;
@@ -627,6 +628,10 @@ static void m_bubble(sample_t *s)
 {
     s->metrics.bubble_ms = 30;
 }
+static void m_devmem(sample_t *s)
+{
+    s->metrics.device_mem_peak_bytes = -1;
+}
 static void m_barrier(sample_t *s)
 {
     s->benter.barrier_id = -1;
@@ -761,6 +766,7 @@ static const bad_case_t BAD[] = {
     {"start", GPP__ENVELOPE__BODY_ASSIGNMENT, m_start, "assignment.start_iteration"},
     {"loss nan", GPP__ENVELOPE__BODY_METRICS, m_loss, "metrics.loss: not a finite"},
     {"bubble", GPP__ENVELOPE__BODY_METRICS, m_bubble, "metrics.bubble_ms"},
+    {"device mem", GPP__ENVELOPE__BODY_METRICS, m_devmem, "metrics.device_mem_peak_bytes"},
     {"barrier", GPP__ENVELOPE__BODY_BARRIER_ENTER, m_barrier, "barrier_enter.barrier_id"},
     {"error code", GPP__ENVELOPE__BODY_ERROR, m_err_code, "error.code: 1000"},
     {"abort reason", GPP__ENVELOPE__BODY_ABORT, m_abort, "abort.reason"},
