@@ -37,6 +37,12 @@ typedef struct {
     int cf, lev, want; /* emit target */
 } s_want_t;
 
+/* The tree node of a node id: itself, or the series node of a view. */
+static inline int s_real(const gpp_dp_t *s, int node)
+{
+    return node < s->tree->n_nodes ? node : s->view_node[node - s->tree->n_nodes];
+}
+
 /* ---- arena ---- */
 
 static void s_arena_reset(gpp_dp_arena_t *a)
@@ -106,7 +112,8 @@ static void s_bnd_start(gpp_dp_t *s, s_bnd_t *bd, int l, int node, int row)
     bd->bytes = 0;
     bd->n = 0;
     bd->st = ++s->stamp_next;
-    bd->stamp = s->stamp + (size_t)(2 * s->node_depth[node] + row) * (size_t)s->tree->n_ops;
+    bd->stamp =
+        s->stamp + (size_t)(2 * s->node_depth[s_real(s, node)] + row) * (size_t)s->tree->n_ops;
 }
 
 static void s_bnd_extend(gpp_dp_t *s, s_bnd_t *bd, int r)
@@ -228,9 +235,42 @@ static inline double s_stage_tps(const gpp_dp_t *s, int l, int r, const s_bnd_t 
            (s->ar_ms_per_byte[d] * G + s->ar_ms_fixed[d] + s_step_ms(s, l, r)) / s->batch;
 }
 
-/* dmin: a known lower bound (s_lbdev of the interval). */
+/* Least replicas d in [d, dmax] with the stage's TPS <= t, visiting one d
+ * per distinct ceil(b/d) (a larger d with the same per-replica size only
+ * adds all-reduce time); no_fit when none. */
+static int s_scan_dev(gpp_dp_t *s, int l, int r, const s_bnd_t *bd, int b, int d, int dmax)
+{
+    double t = s->target_ms;
+    while (d <= dmax) {
+        int m = (b + d - 1) / d;
+        if (s_stage_tps(s, l, r, bd, b, d) <= t)
+            return d;
+        if (m == 1)
+            break;
+        d = (b + m - 2) / (m - 1); /* least d with ceil(b/d) <= m-1 */
+    }
+    return s->no_fit;
+}
+
+/* The TPS scan of one stage (range and config) shared by the contexts it is
+ * offered under: TPS does not depend on the samples in flight, only the
+ * memory floor on d does. from = 0: not scanned yet; else d = the scan's
+ * result from `from` up to hi (no_fit: none there). */
+typedef struct {
+    int from, hi, d;
+} s_scan_t;
+
+/* Least replicas of positions [l, r] as one stage with config ci holding
+ * infl samples: TPS <= t and memory within the bound, at least dmin (a
+ * known lower bound: s_lbdev of the interval), at most cap; no_fit when
+ * none. sc (or NULL): the scan cache of this range and config, always
+ * called with the same dmin. With it the scan from dmin is done once;
+ * when memory asks for d above its result, a scan from there follows,
+ * which gives what a scan from that d alone would: every d the cached scan
+ * passed over with the same ceil(b/d) has no more all-reduce time (it is
+ * non-decreasing in d: s->ar_monotone, else no cache). */
 static int s_stage_dev(gpp_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int infl, int cap,
-                       int dmin)
+                       int dmin, s_scan_t *sc)
 {
     s->n_eval++;
     int b = s->cfg[ci].b;
@@ -253,16 +293,17 @@ static int s_stage_dev(gpp_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int
     }
     if (d < dmin)
         d = dmin;
-    double t = s->target_ms;
-    while (d <= dmax) {
-        int m = (b + d - 1) / d;
-        if (s_stage_tps(s, l, r, bd, b, d) <= t)
-            return d;
-        if (m == 1)
-            break;
-        d = (b + m - 2) / (m - 1); /* least d with ceil(b/d) <= m-1 */
+    if (!sc || !s->ar_monotone)
+        return s_scan_dev(s, l, r, bd, b, d, dmax);
+    if (!sc->from || (sc->d >= s->no_fit && dmax > sc->hi)) {
+        sc->from = dmin, sc->hi = dmax;
+        sc->d = s_scan_dev(s, l, r, bd, b, dmin, dmax);
     }
-    return s->no_fit;
+    if (sc->d >= s->no_fit) /* none in [dmin, hi], hi >= dmax */
+        return s->no_fit;
+    if (d <= sc->d)
+        return sc->d <= dmax ? sc->d : s->no_fit;
+    return s_scan_dev(s, l, r, bd, b, d, dmax);
 }
 
 /* Lower bound: even with the most replicas the compute of [l, r] exceeds t
@@ -298,14 +339,28 @@ static void s_emit_node(gpp_dp_t *s, int node, int idx, int ctx, int cf, int lev
 
 static int s_nchild(const gpp_dp_t *s, int node)
 {
+    if (node >= s->tree->n_nodes)
+        return s->view_k[node - s->tree->n_nodes];
     const gpp_sp_node_t *n = &s->tree->nodes[node];
     return n->kind == GPP_SP_LEAF ? 1 : n->n_children;
 }
 
-/* Entry holding the whole node: suffix 0 of a series, prefix k-1 of a parallel node. */
+/* Entry holding the whole node: suffix 0 of a series (or view), prefix k-1
+ * of a parallel node. */
 static int s_top(const gpp_dp_t *s, int node)
 {
-    return s->tree->nodes[node].kind == GPP_SP_PARALLEL ? s_nchild(s, node) - 1 : 0;
+    return node < s->tree->n_nodes && s->tree->nodes[node].kind == GPP_SP_PARALLEL
+               ? s_nchild(s, node) - 1
+               : 0;
+}
+
+/* Last position of a node or view. */
+static int s_last_pos(const gpp_dp_t *s, int node)
+{
+    if (node < s->tree->n_nodes)
+        return s->tree->nodes[node].last;
+    const gpp_sp_node_t *n = &s->tree->nodes[s_real(s, node)];
+    return s->tree->nodes[n->children[s_nchild(s, node) - 1]].last;
 }
 
 /* Position range of child c of node (the leaf itself for a leaf); *child is
@@ -313,7 +368,7 @@ static int s_top(const gpp_dp_t *s, int node)
 static inline void s_child_range(const gpp_dp_t *s, int node, int c, int *first, int *last,
                                  int *child)
 {
-    const gpp_sp_node_t *n = &s->tree->nodes[node];
+    const gpp_sp_node_t *n = &s->tree->nodes[s_real(s, node)];
     if (n->kind == GPP_SP_LEAF) {
         *first = n->first, *last = n->last, *child = -1;
         return;
@@ -323,12 +378,45 @@ static inline void s_child_range(const gpp_dp_t *s, int node, int c, int *first,
     *child = ch->kind == GPP_SP_LEAF ? -1 : n->children[c];
 }
 
+/* Room for twice the view context slots (slot-major: cells keep their index). */
+static void s_vmemo_grow(gpp_dp_t *s)
+{
+    int slots = s->vmemo_slots ? 2 * s->vmemo_slots : 4;
+    size_t old = (size_t)s->vmemo_slots * (size_t)s->n_view_suffix,
+           n = (size_t)slots * (size_t)s->n_view_suffix;
+    s->vmemo_gen = gpp_xrealloc(s->vmemo_gen, n * sizeof *s->vmemo_gen);
+    s->vmemo_p = gpp_xrealloc(s->vmemo_p, n * sizeof *s->vmemo_p);
+    memset(s->vmemo_gen + old, 0, (n - old) * sizeof *s->vmemo_gen);
+    s->vmemo_slots = slots;
+}
+
+/* Memo cell of entry idx of node under ctx: an index into memo_* for a tree
+ * node; for a view (*view = 1) into vmemo_*, in the slot ctx has this run
+ * (assigned when alloc; without one, -1). */
+static ptrdiff_t s_cell(gpp_dp_t *s, int node, int idx, int ctx, int alloc, int *view)
+{
+    int n_nodes = s->tree->n_nodes;
+    *view = node >= n_nodes;
+    if (!*view)
+        return (ptrdiff_t)(s->suffix_base[node] + idx) * s->n_ctx + ctx;
+    if (s->vslot_gen[ctx] != s->memo_run) {
+        if (!alloc)
+            return -1;
+        if (s->n_vslots == s->vmemo_slots)
+            s_vmemo_grow(s);
+        s->vslot_gen[ctx] = s->memo_run;
+        s->vslot_of[ctx] = s->n_vslots++;
+    }
+    return (ptrdiff_t)s->vslot_of[ctx] * s->n_view_suffix + s->view_base[node - n_nodes] + idx;
+}
+
 static int *s_slot(gpp_dp_t *s, int node, int idx, int ctx)
 {
-    size_t k = (size_t)(s->suffix_base[node] + idx) * s->n_ctx + ctx;
-    if (s->memo_gen[k] != s->memo_run)
+    int view;
+    ptrdiff_t k = s_cell(s, node, idx, ctx, 0, &view);
+    if (k < 0 || (view ? s->vmemo_gen : s->memo_gen)[k] != s->memo_run)
         return NULL;
-    return s->memo_p[k];
+    return (view ? s->vmemo_p : s->memo_p)[k];
 }
 
 /* Accumulator of one entry: fill mode writes R; emit mode (w != NULL)
@@ -437,7 +525,7 @@ static void s_head_init(gpp_dp_t *s, int node, int pnode, int j, s_head_t *H)
     for (int c = 0; c < j; c++)
         off += t->nodes[P->children[c]].n_children;
     H->P = P, H->Bj = &t->nodes[P->children[j]], H->node = node, H->j = j, H->w_low = j;
-    size_t dr = (size_t)s->node_depth[node];
+    size_t dr = (size_t)s->node_depth[s_real(s, node)];
     double *db = s->head_bytes + dr * s->head_row_len;
     int *di = s->head_ints + dr * s->head_irow_len;
     int *owner = di + s->head_row_len, *loff = owner + nc, *llen = loff + nc;
@@ -550,13 +638,15 @@ static int s_series_decomposed(gpp_dp_t *s, const s_series_t *E)
 static int s_one_stage_offer(gpp_dp_t *s, const s_series_t *E, int m, int last, const s_bnd_t *bd,
                              int lbb, const int *rest)
 {
+    s_scan_t sc[GPP_DP_MAX_CFG];
+    memset(sc, 0, (size_t)s->n_cfg * sizeof *sc);
     FOR_REST_STEPS(s, rest, m == E->k - 1, E->ctx, E->budget, cy, l2, rv, ctx2)
     {
         for (int cx = 0; cx < s->n_cfg; cx++) {
             int I = s_infl(s, cx, ctx2);
             if (I / s->level_samples > s->max_level)
                 continue;
-            int d = s_stage_dev(s, E->l0, last, bd, cx, I, E->budget - rv, lbb);
+            int d = s_stage_dev(s, E->l0, last, bd, cx, I, E->budget - rv, lbb, &sc[cx]);
             if (d >= s->no_fit || d + rv > E->budget)
                 continue;
             if (s_offer(E->acc, cx, I / s->level_samples, d + rv)) {
@@ -663,7 +753,7 @@ static int s_head_offer(gpp_dp_t *s, const s_join_t *J, const s_tail_t *T, int h
         int IH = s_infl(s, cf, T->ctx_before);
         if (IH / s->level_samples > s->max_level)
             continue;
-        int dh = s_stage_dev(s, hl, J->hr, bh, cf, IH, E->budget - T->rv - T->d, lbh);
+        int dh = s_stage_dev(s, hl, J->hr, bh, cf, IH, E->budget - T->rv - T->d, lbh, NULL);
         if (dh >= s->no_fit)
             continue;
         for (int l = IH / s->level_samples; l < n_levels; l++) {
@@ -699,10 +789,42 @@ static int s_join_split(gpp_dp_t *s, s_join_t *J, const s_tail_t *T)
     return 0;
 }
 
+/* Branch j split after child e, its head a chain: the view of branch j's
+ * children 0..e (any partition of it in the space, e.g. a chain of stages)
+ * under T's context, beside branches 0..j-1 decomposed (prefix j-1, same
+ * context: devices add, levels take the max). */
+static int s_join_chain(gpp_dp_t *s, const s_join_t *J, const s_tail_t *T)
+{
+    const s_series_t *E = J->E;
+    int bj = J->P->children[J->j];
+    const int *Pv = s->zero_row;
+    int need = s_lbdev(s, s->tree->nodes[bj].first, J->hr) + T->d + T->rv;
+    if (need > E->budget)
+        return 0;
+    if (J->j > 0) {
+        Pv = s_get(s, E->child, J->j - 1, T->ctx_before);
+        if (need + s_entry_min(s, Pv) > E->budget)
+            return 0;
+    }
+    int v = s->tree->n_nodes + s->view_first[bj] + J->e; /* children 0..e */
+    const int *A = s_get(s, v, 0, T->ctx_before);
+    int cf, l;
+    if (!s_offer_sum(s, E->acc, A, Pv, T->d + T->rv, E->budget, &cf, &l))
+        return 0;
+    s_emit_tail(s, J, T);
+    s_emit_node(s, v, 0, T->ctx_before, cf, l, A[cf * s->n_levels + l]);
+    if (J->j > 0)
+        s_emit_node(s, E->child, J->j - 1, T->ctx_before, cf, l, Pv[cf * s->n_levels + l]);
+    s_emit_rest(s, J, T);
+    return 1;
+}
+
 /* T = [tl, last] of every config, before each step of the rest. */
 static int s_join_offer(gpp_dp_t *s, s_join_t *J)
 {
     const s_series_t *E = J->E;
+    s_scan_t sc[GPP_DP_MAX_CFG];
+    memset(sc, 0, (size_t)s->n_cfg * sizeof *sc);
     FOR_REST_STEPS(s, J->rest, J->m == E->k - 1, E->ctx, E->budget, cy, l2, rv, ctx2)
     {
         for (int cx = 0; cx < s->n_cfg; cx++) {
@@ -710,11 +832,13 @@ static int s_join_offer(gpp_dp_t *s, s_join_t *J)
             int lev = I / s->level_samples;
             if (lev > s->max_level)
                 continue;
-            int d = s_stage_dev(s, J->tl, J->last, &J->bd, cx, I, E->budget - rv - J->lbp, J->lbb);
+            int d = s_stage_dev(s, J->tl, J->last, &J->bd, cx, I, E->budget - rv - J->lbp, J->lbb,
+                                &sc[cx]);
             if (d >= s->no_fit)
                 continue;
             s_tail_t T = {cx, d, I, lev, s_ctx(s, cx, lev), cy, l2, rv};
-            if (J->e < 0 ? s_join_whole(s, J, &T) : s_join_split(s, J, &T))
+            if (J->e < 0 ? s_join_whole(s, J, &T)
+                         : s_join_split(s, J, &T) || s_join_chain(s, J, &T))
                 return 1;
         }
     }
@@ -788,7 +912,7 @@ static int s_eval_series(gpp_dp_t *s, int node, int i, int ctx, const s_acc_t *a
     s_series_t E = {.node = node, .i = i, .k = s_nchild(s, node), .ctx = ctx, .acc = acc};
     int l1;
     s_child_range(s, node, i, &E.l0, &l1, &E.child);
-    E.budget = s_budget(s, E.l0, s->tree->nodes[node].last);
+    E.budget = s_budget(s, E.l0, s_last_pos(s, node));
     if (E.budget < 1)
         return 0;
     if (E.child >= 0 && s_series_decomposed(s, &E))
@@ -811,7 +935,7 @@ static int s_parallel_stage_offer(gpp_dp_t *s, int node, int b, int ctx, const s
         int I = s_infl(s, cx, ctx);
         if (I / s->level_samples > s->max_level)
             continue;
-        int d = s_stage_dev(s, fb, le, bd, cx, I, budget, lbb);
+        int d = s_stage_dev(s, fb, le, bd, cx, I, budget, lbb, NULL);
         if (d >= s->no_fit)
             continue;
         for (int l = I / s->level_samples; l < n_levels; l++) {
@@ -871,7 +995,7 @@ static int s_eval_parallel(gpp_dp_t *s, int node, int e, int ctx, const s_acc_t 
 
 static int s_eval(gpp_dp_t *s, int node, int idx, int ctx, const s_acc_t *acc)
 {
-    if (s->tree->nodes[node].kind == GPP_SP_PARALLEL)
+    if (node < s->tree->n_nodes && s->tree->nodes[node].kind == GPP_SP_PARALLEL)
         return s_eval_parallel(s, node, idx, ctx, acc);
     return s_eval_series(s, node, idx, ctx, acc);
 }
@@ -880,11 +1004,10 @@ static int s_eval(gpp_dp_t *s, int node, int idx, int ctx, const s_acc_t *acc)
 static void s_fill(gpp_dp_t *s, int node, int ctx)
 {
     int k = s_nchild(s, node);
-    int par = s->tree->nodes[node].kind == GPP_SP_PARALLEL;
+    int par = s_top(s, node) > 0; /* a parallel node has >= 2 branches */
     const int n_cfg = s->n_cfg, n_levels = s->n_levels;
     for (int it = 0; it < k; it++) {
         int idx = par ? it : k - 1 - it;
-        size_t key = (size_t)(s->suffix_base[node] + idx) * s->n_ctx + ctx;
         /* R[n_cfg*n_levels], then the step list: count, indices where R drops */
         int *R = s_arena_get(&s->arena, (size_t)2 * n_cfg * n_levels + 2);
         for (int x = 0; x < n_cfg * n_levels; x++)
@@ -904,8 +1027,10 @@ static void s_fill(gpp_dp_t *s, int node, int ctx)
             }
         steps[0] = n_steps;
         steps[n_cfg * n_levels + 1] = lo; /* least devices over all configs and levels */
-        s->memo_p[key] = R;
-        s->memo_gen[key] = s->memo_run;
+        int view;
+        ptrdiff_t key = s_cell(s, node, idx, ctx, 1, &view); /* after s_eval: it may grow vmemo */
+        (view ? s->vmemo_p : s->memo_p)[key] = R;
+        (view ? s->vmemo_gen : s->memo_gen)[key] = s->memo_run;
     }
 }
 
@@ -938,6 +1063,7 @@ int gpp_dp_run(gpp_dp_t *s, double t, int max_level)
        the root's limit */
     s->max_level = max_level < s->n_levels - 1 ? max_level : s->n_levels - 1;
     s->memo_run++;
+    s->n_vslots = 0;
     s_arena_reset(&s->arena);
     const int *R = s_get(s, s->tree->root, s_top(s, s->tree->root), 0);
     int best_cf = -1, best_l = -1;

@@ -70,6 +70,7 @@ typedef struct {
     double *pre_rate_ms; /* least per-sample fwd+bwd ms of each op over the used sizes */
     double **pre_ms;     /* [batch+1]: per samples m, prefix of fwd+bwd ms */
     double *ar_ms_per_byte, *ar_ms_fixed; /* [n_dev+1]: allreduce ms = per_byte * bytes + fixed */
+    int ar_monotone; /* both non-decreasing in the group size (s_stage_dev's scan cache) */
     double p2p_alpha_ms, p2p_ms_per_byte;
     /* boundary */
     int *last_consumer; /* [pos]: largest consumer position, -1 for none */
@@ -89,8 +90,23 @@ typedef struct {
     int n_suffix;
     unsigned *memo_gen; /* [n_suffix * n_ctx]: run that filled the slot */
     int **memo_p;       /* [n_suffix * n_ctx]: pointer into the arena */
-    unsigned memo_run;  /* current run; older slots are stale */
+    unsigned memo_run;  /* current run (never reset); older slots are stale */
     size_t memo_slots;
+    /* views: a series branch of a parallel node cut after its first kv
+       children (kv = 1..k-1), the chain before a join-side tail stage; node
+       id tree->n_nodes + view index. Their memo is keyed by the contexts a
+       run actually asks for (a few tail contexts), not by every context:
+       cell (slot, view suffix), slot-major, slots numbered per run. */
+    int *view_first;          /* [node]: view index of kv = 1, -1 for none */
+    int *view_node, *view_k;  /* [view]: the series node, kv */
+    int *view_base;           /* [view]: first view suffix id */
+    int n_views, n_view_suffix;
+    unsigned *vmemo_gen;      /* [vmemo_slots * n_view_suffix] */
+    int **vmemo_p;
+    int vmemo_slots;          /* context slots allocated */
+    int *vslot_of;            /* [n_ctx]: the context's slot ... */
+    unsigned *vslot_gen;      /* [n_ctx]: ... valid when == memo_run */
+    int vslot_len, n_vslots;  /* length of those; slots used this run */
     gpp_dp_arena_t arena;
     int *zero_row;     /* [n_cfg * n_levels] zeros */
     double target_ms;  /* target TPS of the current run */

@@ -120,6 +120,10 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
         s->ar_ms_per_byte[d] = gpp_allreduce_ms(l, d, 1.0) - gpp_allreduce_ms(l, d, 0.0);
         s->ar_ms_fixed[d] = gpp_allreduce_ms(l, d, 0.0);
     }
+    s->ar_monotone = 1;
+    for (int d = 2; d <= s->n_dev; d++)
+        s->ar_monotone &= s->ar_ms_per_byte[d] >= s->ar_ms_per_byte[d - 1] &&
+                          s->ar_ms_fixed[d] >= s->ar_ms_fixed[d - 1];
     const gpp_link_t *p2p = gpp_cost_p2p_link(cost);
     s->p2p_alpha_ms = p2p->alpha_ms;
     s->p2p_ms_per_byte = 1e3 / p2p->bw_bytes_per_s;
@@ -129,6 +133,26 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
         const gpp_sp_node_t *nv = &t->nodes[v];
         s->n_suffix += nv->kind == GPP_SP_LEAF ? 1 : nv->n_children;
     }
+    /* views of the series branches (the chain before a join-side tail) */
+    s->view_first = gpp_xcalloc((size_t)t->n_nodes, sizeof(int));
+    for (int v = 0; v < t->n_nodes; v++) {
+        const gpp_sp_node_t *nv = &t->nodes[v];
+        s->view_first[v] = -1;
+        if (nv->kind == GPP_SP_SERIES && nv->parent >= 0 &&
+            t->nodes[nv->parent].kind == GPP_SP_PARALLEL) {
+            s->view_first[v] = s->n_views;
+            s->n_views += nv->n_children - 1;
+        }
+    }
+    s->view_node = gpp_xcalloc((size_t)s->n_views + 1, sizeof(int));
+    s->view_k = gpp_xcalloc((size_t)s->n_views + 1, sizeof(int));
+    s->view_base = gpp_xcalloc((size_t)s->n_views + 1, sizeof(int));
+    for (int v = 0; v < t->n_nodes; v++)
+        for (int kv = 1; s->view_first[v] >= 0 && kv < t->nodes[v].n_children; kv++) {
+            int x = s->view_first[v] + kv - 1;
+            s->view_node[x] = v, s->view_k[x] = kv, s->view_base[x] = s->n_view_suffix;
+            s->n_view_suffix += kv;
+        }
     s->sp_depth = s_sp_depth(t, t->root);
     s->pre_rate_ms = gpp_xcalloc((size_t)n + 1, sizeof(double));
     return s;
@@ -203,7 +227,13 @@ void gpp_dp_configure(gpp_dp_t *s, const gpp_dp_cfg_t *cfg, int n_cfg, int gener
         s->memo_gen = gpp_xcalloc(slots, sizeof(unsigned));
         s->memo_p = gpp_xcalloc(slots, sizeof(int *));
         s->memo_slots = slots;
-        s->memo_run = 0;
+    }
+    if (s->n_ctx > s->vslot_len) { /* zeroed: no slot is valid (runs count from 1) */
+        free(s->vslot_of);
+        free(s->vslot_gen);
+        s->vslot_of = gpp_xcalloc((size_t)s->n_ctx, sizeof(int));
+        s->vslot_gen = gpp_xcalloc((size_t)s->n_ctx, sizeof(unsigned));
+        s->vslot_len = s->n_ctx;
     }
     free(s->zero_row);
     s->zero_row = gpp_xcalloc((size_t)n_cfg * s->n_levels, sizeof(int));
@@ -225,6 +255,8 @@ void gpp_dp_destroy(gpp_dp_t **sp)
     free(s->node_depth), free(s->head_bytes), free(s->head_ints);
     free(s->head_owner), free(s->head_used);
     free(s->memo_gen), free(s->memo_p), free(s->zero_row), free(s->out);
+    free(s->view_first), free(s->view_node), free(s->view_k), free(s->view_base);
+    free(s->vmemo_gen), free(s->vmemo_p), free(s->vslot_of), free(s->vslot_gen);
     s_arena_free(&s->arena);
     free(s);
     *sp = NULL;
