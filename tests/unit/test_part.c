@@ -643,7 +643,8 @@ static void t_random_vs_bruteforce(void)
            st.cases, st.infeasible, st.agree, EPS);
     printf("  unrestricted convex partitions better in %d of %d cases (%.1f%%); GPP/convex TPS "
            "ratio mean %.4f max %.4f\n",
-           st.convex_better, st.compared, st.compared ? 100.0 * st.convex_better / st.compared : 0.0,
+           st.convex_better, st.compared,
+           st.compared ? 100.0 * st.convex_better / st.compared : 0.0,
            st.compared ? st.ratio_sum / st.compared : 1.0, st.ratio_max);
     printf("  of those, SP graphs: better in %d of %d; ratio mean %.4f max %.4f\n", st.sp_better,
            st.sp_compared, st.sp_compared ? st.sp_sum / st.sp_compared : 1.0, st.sp_max);
@@ -663,7 +664,6 @@ static void t_random_vs_bruteforce(void)
     GPP_EXPECT(br.widened > 0); /* the cases exercise the widening */
     free(bf);
 }
-
 
 static gpp_plan_t *s_plan_zoo(const char *spec, int n_dev, int batch, int mbs, int spp,
                               gpp_graph_t **g_out, gpp_cost_t **cost_out)
