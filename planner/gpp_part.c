@@ -814,7 +814,10 @@ static int s_eval_parallel(gpp_dp_t *s, int node, int e, int ctx, const s_acc_t 
     return 0;
 }
 
-/* The view of an all-leaf series branch (children 0..kv-1, at positions
+/* Default mode (universal b, 1F1B: one config; in the per-stage search the
+ * contexts a chain
+ * reaches multiply with the configs, and the series recurrence is cheaper):
+ * the view of an all-leaf series branch (children 0..kv-1, at positions
  * first..first+kv-1) under ctx, built from its end: the last stage [a, e]
  * (config cx, in flight s_infl(cx, ctx)) after the view of children
  * 0..a-1 under that stage's context, or alone as the source (a = first).
@@ -876,7 +879,7 @@ static int s_eval_leaf_view(gpp_dp_t *s, int node, int ctx, const s_acc_t *acc)
 static int s_eval(gpp_dp_t *s, int node, int idx, int ctx, const s_acc_t *acc)
 {
     if (node >= s->tree->n_nodes) {
-        if (s->view_leaves[node - s->tree->n_nodes]) {
+        if (s->view_leaves[node - s->tree->n_nodes] && !s->generalized) {
             assert(idx == 0);
             return s_eval_leaf_view(s, node, ctx, acc);
         }
@@ -892,7 +895,7 @@ static void s_fill(gpp_dp_t *s, int node, int ctx)
 {
     int k = s_nchild(s, node);
     int par = s_top(s, node) > 0; /* a parallel node has >= 2 branches */
-    if (node >= s->tree->n_nodes && s->view_leaves[node - s->tree->n_nodes])
+    if (node >= s->tree->n_nodes && s->view_leaves[node - s->tree->n_nodes] && !s->generalized)
         k = 1; /* entry 0 only (s_eval_leaf_view) */
     const int n_cfg = s->n_cfg, n_levels = s->n_levels;
     for (int it = 0; it < k; it++) {
