@@ -815,18 +815,17 @@ static int s_eval_parallel(gpp_dp_t *s, int node, int e, int ctx, const s_acc_t 
 }
 
 /* Default mode (universal b, 1F1B: one config; in the per-stage search the
- * contexts a chain
- * reaches multiply with the configs, and the series recurrence is cheaper):
- * the view of an all-leaf series branch (children 0..kv-1, at positions
- * first..first+kv-1) under ctx, built from its end: the last stage [a, e]
- * (config cx, in flight s_infl(cx, ctx)) after the view of children
- * 0..a-1 under that stage's context, or alone as the source (a = first).
- * Every partition of a chain of leaves in the space is a chain of ranges,
- * so this is the series recurrence on the same view; but it asks only for
- * entry 0 of shorter views (under the stage's context), which the views of
- * one branch share, where the suffix recurrence fills all kv suffixes of
- * every view. Those are filled before this entry holds a boundary: they
- * use the same depth's stamp rows. */
+ * contexts a chain reaches multiply with the configs, and the series
+ * recurrence is cheaper): the view of an all-leaf series branch (children
+ * 0..kv-1, at positions first..first+kv-1) under ctx, built from its end:
+ * the last stage [a, e] (config cx, in flight s_infl(cx, ctx)) after the
+ * view of children 0..a-1 under that stage's context, or alone as the
+ * source (a = first). Every partition of a chain of leaves in the space is
+ * a chain of ranges, so this is the series recurrence on the same view; but
+ * it asks only for entry 0 of shorter views (under the stage's context),
+ * which the views of one branch share, where the suffix recurrence fills
+ * all kv suffixes of every view. Those are filled before this entry holds
+ * a boundary: they use the same depth's stamp rows. */
 static int s_eval_leaf_view(gpp_dp_t *s, int node, int ctx, const s_acc_t *acc)
 {
     const int kv = s_nchild(s, node), v1 = node - (kv - 1); /* v1 + x - 1: children 0..x-1 */
