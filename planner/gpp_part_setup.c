@@ -230,9 +230,6 @@ void gpp_dp_configure(gpp_dp_t *s, const gpp_dp_cfg_t *cfg, int n_cfg, int gener
     for (int c = 0; c < n_cfg; c++) {
         int dmax = cfg[c].b < s->n_dev ? cfg[c].b : s->n_dev;
         s->cfg_mmin[c] = (cfg[c].b + dmax - 1) / dmax;
-    }
-    for (int c = 0; c < n_cfg; c++) {
-        int dmax = cfg[c].b < s->n_dev ? cfg[c].b : s->n_dev;
         for (int d = 1; d <= dmax; d++)
             s_ensure_ms(s, (cfg[c].b + d - 1) / d);
     }
