@@ -6,6 +6,10 @@
  *   the stage DAG of the SP-closed graph) within the binary-search eps, and
  *   both agree on feasibility. Also prints how often an unrestricted convex
  *   partition would be better, and by how much.
+ * - 160 branch-and-join graphs (2-3 branches, a join, ops after it; 4
+ *   devices, b = 1): the same check over the widened join split, where the
+ *   split branch's head may be a chain of stages; counts the cases that
+ *   chain heads improve (the test requires some).
  * - chain: GPP == SPP; in-flight rule on default plans; ComputeInFlight rows,
  *   coverage over the candidate domain; per-stage mbs / kFkB plans; the
  *   memory-infeasible error and its least bound. */
