@@ -65,106 +65,28 @@ static int *s_arena_get(gpp_dp_arena_t *a, size_t n)
 
 /* ---- in-flight of a stage with config ci before context ctx ---- */
 
-static int s_infl(const gpp_dp_t *s, int ci, int ctx)
+/* gpp_dp_infl from the tables gpp_dp_configure builds (when small enough):
+ * samples in flight, their level, and micro-batches (ceil(infl / b)). */
+static inline int s_infl(const gpp_dp_t *s, int ci, int ctx)
 {
-    const gpp_dp_cfg_t *x = &s->cfg[ci];
-    int v;
-    if (ctx == 0) {
-        v = x->k * x->b;
-    } else {
-        int cb = (ctx - 1) / s->n_levels, ib = (ctx - 1) % s->n_levels;
-        int iy = ib * s->level_samples;
-        if (!s->generalized)
-            v = x->b + iy;
-        else
-            v = gpp_part_inflight(x->k, x->b, s->cfg[cb].k, s->cfg[cb].b, iy, NULL);
-    }
-    return v < s->batch ? v : s->batch;
+    return s->infl_tab ? s->infl_tab[(size_t)ci * s->n_ctx + ctx] : gpp_dp_infl(s, ci, ctx);
+}
+
+static inline int s_lev(const gpp_dp_t *s, int ci, int ctx)
+{
+    return s->infl_tab ? s->lev_tab[(size_t)ci * s->n_ctx + ctx]
+                       : gpp_dp_infl(s, ci, ctx) / s->level_samples;
+}
+
+static inline int s_mbf(const gpp_dp_t *s, int ci, int ctx)
+{
+    return s->infl_tab ? s->mbf_tab[(size_t)ci * s->n_ctx + ctx]
+                       : (gpp_dp_infl(s, ci, ctx) + s->cfg[ci].b - 1) / s->cfg[ci].b;
 }
 
 static int s_ctx(const gpp_dp_t *s, int cy, int lev)
 {
     return 1 + cy * s->n_levels + lev;
-}
-
-/* ---- boundary of a growing interval [l, r] ---- */
-
-typedef struct {
-    int l, r; /* current interval, r = l - 1 when empty */
-    double bytes;
-    int n;
-    int st;
-    int *stamp; /* the stamp row this boundary owns */
-} s_bnd_t;
-
-/* Starts an empty interval at l; `row` (0 or 1) picks one of the two stamp
- * rows of `node`'s depth: two boundaries of one entry use different rows. */
-static void s_bnd_start(gpp_dp_t *s, s_bnd_t *bd, int l, int node, int row)
-{
-    bd->l = l;
-    bd->r = l - 1;
-    bd->bytes = 0;
-    bd->n = 0;
-    bd->st = ++s->stamp_next;
-    bd->stamp = s->stamp + (size_t)(2 * s->node_depth[node] + row) * (size_t)s->tree->n_ops;
-}
-
-static void s_bnd_extend(gpp_dp_t *s, s_bnd_t *bd, int r)
-{
-    const gpp_graph_t *g = s->g;
-    while (bd->r < r) {
-        int pos = ++bd->r;
-        const gpp_op_t *o = &g->ops[s->tree->op_at[pos]];
-        if (s->last_consumer[pos] > pos) {
-            bd->bytes += (double)o->out_bytes;
-            bd->n++;
-        }
-        for (int k = 0; k < o->n_inputs; k++) {
-            int q = o->inputs[k], pq = s->tree->pos_of[q];
-            int dup = 0;
-            for (int j = 0; j < k; j++)
-                dup |= o->inputs[j] == q;
-            if (dup)
-                continue;
-            if (pq < bd->l) {
-                if (bd->stamp[pq] != bd->st) {
-                    bd->stamp[pq] = bd->st;
-                    bd->bytes += (double)g->ops[q].out_bytes;
-                    bd->n++;
-                }
-            } else if (s->last_consumer[pq] == pos) {
-                bd->bytes -= (double)g->ops[q].out_bytes;
-                bd->n--;
-            }
-        }
-    }
-}
-
-/* Grows the interval to the left down to position l. */
-static void s_bnd_extend_left(gpp_dp_t *s, s_bnd_t *bd, int l)
-{
-    const gpp_graph_t *g = s->g;
-    while (bd->l > l) {
-        int pos = --bd->l;
-        const gpp_op_t *o = &g->ops[s->tree->op_at[pos]];
-        if (bd->stamp[pos] == bd->st) { /* was an outside producer of the interval */
-            bd->stamp[pos] = 0;
-            bd->bytes -= (double)o->out_bytes;
-            bd->n--;
-        }
-        if (s->last_consumer[pos] > bd->r) {
-            bd->bytes += (double)o->out_bytes;
-            bd->n++;
-        }
-        for (int k = 0; k < o->n_inputs; k++) {
-            int pq = s->tree->pos_of[o->inputs[k]];
-            if (bd->stamp[pq] != bd->st) {
-                bd->stamp[pq] = bd->st;
-                bd->bytes += (double)g->ops[o->inputs[k]].out_bytes;
-                bd->n++;
-            }
-        }
-    }
 }
 
 /* ---- one stage: least devices, or no_fit ---- */
@@ -218,7 +140,8 @@ static inline double s_step_ms(const gpp_dp_t *s, int l, int r)
 
 /* TPS of positions [l, r] as one stage of d replicas at micro-batch b
  * (the same figures gpp_cost_stage sums op by op). */
-static inline double s_stage_tps(const gpp_dp_t *s, int l, int r, const s_bnd_t *bd, int b, int d)
+static inline double s_stage_tps(const gpp_dp_t *s, int l, int r, const gpp_dp_bnd_t *bd, int b,
+                                 int d)
 {
     int m = (b + d - 1) / d;
     double G = s->pre_grad_bytes[r + 1] - s->pre_grad_bytes[l];
@@ -244,40 +167,15 @@ static int64_t s_reserved_at(gpp_dp_t *s, int l, int r, int m)
     return s->pre_reserved_at[m][r + 1] - s->pre_reserved_at[m][l];
 }
 
-/* dmin: a known lower bound (s_lbdev of the interval). Memory: the bound
- * gpp_cost_stage_mem_bound, from the prefix sums. */
-static int s_stage_dev(gpp_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int infl, int cap,
-                       int dmin)
+/* Least replicas d in [d, dmax] with the stage's TPS <= t, visiting one d
+ * per distinct ceil(b/d) (a larger d with the same per-replica size only
+ * adds all-reduce time); no_fit when none. */
+static int s_scan_dev(gpp_dp_t *s, int l, int r, const gpp_dp_bnd_t *bd, int b, int d, int dmax)
 {
-    s->n_eval++;
-    int b = s->cfg[ci].b;
-    int dmax = b < s->n_dev ? b : s->n_dev;
-    if (cap < dmax)
-        dmax = cap;
-    int64_t W = s->pre_state_bytes[r + 1] - s->pre_state_bytes[l];
-    if (W > s->mem_bound_bytes)
-        return s->no_fit;
-    int64_t mbf = (infl + b - 1) / b;
-    /* bytes per sample of a replica's micro-batch: stashes of the ones in
-       flight, the running one's work */
-    int64_t per = (s->pre_stash_bytes[r + 1] - s->pre_stash_bytes[l] + (int64_t)bd->bytes) * mbf +
-                  s->pre_work_bytes[r + 1] - s->pre_work_bytes[l] + (int64_t)bd->bytes +
-                  s->work_bound_bytes;
-    int d = 1;
-    if (per > 0) {
-        int64_t mcap = (s->mem_bound_bytes - W) / per;
-        if (mcap < 1)
-            return s->no_fit;
-        if (mcap < b)
-            d = (int)((b + mcap - 1) / mcap);
-    }
-    if (d < dmin)
-        d = dmin;
     double t = s->target_ms;
     while (d <= dmax) {
         int m = (b + d - 1) / d;
-        if (W + per * m + s_reserved_at(s, l, r, m) <= s->mem_bound_bytes &&
-            s_stage_tps(s, l, r, bd, b, d) <= t)
+        if (s_stage_tps(s, l, r, bd, b, d) <= t)
             return d;
         if (m == 1)
             break;
@@ -286,14 +184,111 @@ static int s_stage_dev(gpp_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int
     return s->no_fit;
 }
 
+/* The TPS scan of one stage (range and config) shared by the contexts it is
+ * offered under: TPS does not depend on the samples in flight, only the
+ * memory floor on d does. from = 0: not scanned yet; else d = the scan's
+ * result from `from` up to hi (no_fit: none there). */
+typedef struct {
+    int from, hi, d;
+    int64_t mbf_ok; /* d found: d fits memory with up to mbf_ok micro-batches in flight */
+} s_scan_t;
+
+/* Memory of positions [l, r] as one stage (the bound gpp_cost_stage_mem_bound, from the prefix
+ * sums): state W, plus per sample of a replica's micro-batch `per1 * mbf + per0` (stashes of the
+ * mbf micro-batches in flight, the running one's work), plus reserved_mem at m samples. */
+typedef struct {
+    int64_t W, per1, per0;
+} s_mem_t;
+
+static inline int s_mem_fits(gpp_dp_t *s, int l, int r, const s_mem_t *mm, int64_t mbf, int m)
+{
+    return mm->W + (mm->per1 * mbf + mm->per0) * m + s_reserved_at(s, l, r, m) <= s->mem_bound_bytes;
+}
+
+/* From d (a result of s_scan_dev), the least d' >= d on the scan's path
+ * that also fits memory with mbf micro-batches in flight; no_fit when none.
+ * reserved_mem need not grow with m, so a d that misses memory is followed
+ * by a scan from the next per-replica size. */
+static int s_fit_dev(gpp_dp_t *s, int l, int r, const gpp_dp_bnd_t *bd, int b, int d, int dmax,
+                     const s_mem_t *mm, int64_t mbf)
+{
+    while (d < s->no_fit && d <= dmax) {
+        int m = (b + d - 1) / d;
+        if (s_mem_fits(s, l, r, mm, mbf, m))
+            return d;
+        if (m == 1)
+            break;
+        d = s_scan_dev(s, l, r, bd, b, (b + m - 2) / (m - 1), dmax);
+    }
+    return s->no_fit;
+}
+
+/* Least replicas of positions [l, r] as one stage with config ci before
+ * context ctx (holding s_infl(ci, ctx) samples): TPS <= t and memory within the bound, at least
+ * dmin (a known lower bound: s_lbdev of the interval), at most cap; no_fit when none. sc (or NULL):
+ * the scan cache of this range and config, always called with the same dmin. With it the scan from
+ * dmin is done once; when memory asks for d above its result, a scan from there follows, which
+ * gives what a scan from that d alone would: every d the cached scan passed over with the same
+ * ceil(b/d) has no more all-reduce time (it is non-decreasing in d: s->ar_monotone, else no cache).
+ */
+static int s_stage_dev(gpp_dp_t *s, int l, int r, const gpp_dp_bnd_t *bd, int ci, int ctx, int cap,
+                       int dmin, s_scan_t *sc)
+{
+    s->n_eval++;
+    int b = s->cfg[ci].b;
+    int dmax = b < s->n_dev ? b : s->n_dev;
+    if (cap < dmax)
+        dmax = cap;
+    int64_t mbf = s_mbf(s, ci, ctx);
+    if (sc && sc->from && sc->d < s->no_fit && mbf <= sc->mbf_ok)
+        return sc->d <= dmax ? sc->d : s->no_fit; /* below: sc->d fits memory at mbf */
+    s_mem_t mm;
+    mm.W = s->pre_state_bytes[r + 1] - s->pre_state_bytes[l];
+    if (mm.W > s->mem_bound_bytes)
+        return s->no_fit;
+    mm.per1 = s->pre_stash_bytes[r + 1] - s->pre_stash_bytes[l] + (int64_t)bd->bytes;
+    mm.per0 = s->pre_work_bytes[r + 1] - s->pre_work_bytes[l] + (int64_t)bd->bytes +
+              s->work_bound_bytes;
+    int64_t per = mm.per1 * mbf + mm.per0;
+    int d = 1;
+    if (per > 0) { /* a floor from W + per * m <= bound (reserved_mem >= 0 only raises it) */
+        int64_t mcap = (s->mem_bound_bytes - mm.W) / per;
+        if (mcap < 1)
+            return s->no_fit;
+        if (mcap < b)
+            d = (int)((b + mcap - 1) / mcap);
+    }
+    if (d < dmin)
+        d = dmin;
+    if (!sc || !s->ar_monotone)
+        return s_fit_dev(s, l, r, bd, b, s_scan_dev(s, l, r, bd, b, d, dmax), dmax, &mm, mbf);
+    if (!sc->from || (sc->d >= s->no_fit && dmax > sc->hi)) {
+        sc->from = dmin, sc->hi = dmax;
+        sc->d = s_scan_dev(s, l, r, bd, b, dmin, dmax);
+        sc->mbf_ok = -1; /* set on the next call: most stages are offered once */
+    } else if (sc->mbf_ok < 0 && sc->d < s->no_fit) {
+        /* micro-batches in flight at which sc->d replicas (m = ceil(b/d)
+           samples each) fit memory; then the floor is <= sc->d too */
+        int m = (b + sc->d - 1) / sc->d;
+        int64_t room = s->mem_bound_bytes - mm.W - mm.per0 * m - s_reserved_at(s, l, r, m);
+        if (room < 0)
+            sc->mbf_ok = 0; /* never: mbf >= 1 */
+        else
+            sc->mbf_ok = mm.per1 > 0 ? room / (mm.per1 * m) : INT64_MAX;
+    }
+    if (sc->d >= s->no_fit) /* none in [dmin, hi], hi >= dmax */
+        return s->no_fit;
+    if (d <= sc->d)
+        return sc->d <= dmax ? s_fit_dev(s, l, r, bd, b, sc->d, dmax, &mm, mbf) : s->no_fit;
+    return s_fit_dev(s, l, r, bd, b, s_scan_dev(s, l, r, bd, b, d, dmax), dmax, &mm, mbf);
+}
+
 /* Lower bound: even with the most replicas the compute of [l, r] exceeds t
  * for every config (then so does every larger interval). */
 static int s_too_heavy(const gpp_dp_t *s, int l, int r)
 {
     for (int ci = 0; ci < s->n_cfg; ci++) {
-        int b = s->cfg[ci].b;
-        int dmax = b < s->n_dev ? b : s->n_dev;
-        int m = (b + dmax - 1) / dmax;
+        int b = s->cfg[ci].b, m = s->cfg_mmin[ci];
         if (s_compute_ms(s, m, l, r) / b <= s->target_ms &&
             s->pre_state_bytes[r + 1] - s->pre_state_bytes[l] <= s->mem_bound_bytes)
             return 0;
@@ -305,7 +300,7 @@ static int s_too_heavy(const gpp_dp_t *s, int l, int r)
 
 static int *s_get(gpp_dp_t *s, int node, int idx, int ctx);
 
-static void s_emit_stage(gpp_dp_t *s, int l, int r, const s_bnd_t *bd, int ci, int d, int infl)
+static void s_emit_stage(gpp_dp_t *s, int l, int r, const gpp_dp_bnd_t *bd, int ci, int d, int infl)
 {
     if (s->n_out == s->cap_out) {
         s->cap_out = s->cap_out ? 2 * s->cap_out : 64;
@@ -319,14 +314,28 @@ static void s_emit_node(gpp_dp_t *s, int node, int idx, int ctx, int cf, int lev
 
 static int s_nchild(const gpp_dp_t *s, int node)
 {
+    if (node >= s->tree->n_nodes)
+        return s->view_k[node - s->tree->n_nodes];
     const gpp_sp_node_t *n = &s->tree->nodes[node];
     return n->kind == GPP_SP_LEAF ? 1 : n->n_children;
 }
 
-/* Entry holding the whole node: suffix 0 of a series, prefix k-1 of a parallel node. */
+/* Entry holding the whole node: suffix 0 of a series (or view), prefix k-1
+ * of a parallel node. */
 static int s_top(const gpp_dp_t *s, int node)
 {
-    return s->tree->nodes[node].kind == GPP_SP_PARALLEL ? s_nchild(s, node) - 1 : 0;
+    return node < s->tree->n_nodes && s->tree->nodes[node].kind == GPP_SP_PARALLEL
+               ? s_nchild(s, node) - 1
+               : 0;
+}
+
+/* Last position of a node or view. */
+static int s_last_pos(const gpp_dp_t *s, int node)
+{
+    if (node < s->tree->n_nodes)
+        return s->tree->nodes[node].last;
+    const gpp_sp_node_t *n = &s->tree->nodes[gpp_dp_real(s, node)];
+    return s->tree->nodes[n->children[s_nchild(s, node) - 1]].last;
 }
 
 /* Position range of child c of node (the leaf itself for a leaf); *child is
@@ -334,7 +343,7 @@ static int s_top(const gpp_dp_t *s, int node)
 static inline void s_child_range(const gpp_dp_t *s, int node, int c, int *first, int *last,
                                  int *child)
 {
-    const gpp_sp_node_t *n = &s->tree->nodes[node];
+    const gpp_sp_node_t *n = &s->tree->nodes[gpp_dp_real(s, node)];
     if (n->kind == GPP_SP_LEAF) {
         *first = n->first, *last = n->last, *child = -1;
         return;
@@ -344,12 +353,45 @@ static inline void s_child_range(const gpp_dp_t *s, int node, int c, int *first,
     *child = ch->kind == GPP_SP_LEAF ? -1 : n->children[c];
 }
 
-static int *s_slot(gpp_dp_t *s, int node, int idx, int ctx)
+/* Room for twice the view context slots (slot-major: cells keep their index). */
+static void s_vmemo_grow(gpp_dp_t *s)
 {
-    size_t k = (size_t)(s->suffix_base[node] + idx) * s->n_ctx + ctx;
-    if (s->memo_gen[k] != s->memo_run)
+    int slots = s->vmemo_slots ? 2 * s->vmemo_slots : 4;
+    size_t old = (size_t)s->vmemo_slots * (size_t)s->n_view_suffix,
+           n = (size_t)slots * (size_t)s->n_view_suffix;
+    s->vmemo_gen = gpp_xrealloc(s->vmemo_gen, n * sizeof *s->vmemo_gen);
+    s->vmemo_p = gpp_xrealloc(s->vmemo_p, n * sizeof *s->vmemo_p);
+    memset(s->vmemo_gen + old, 0, (n - old) * sizeof *s->vmemo_gen);
+    s->vmemo_slots = slots;
+}
+
+/* Memo cell of entry idx of node under ctx: an index into memo_* for a tree
+ * node; for a view (*view = 1) into vmemo_*, in the slot ctx has this run
+ * (assigned when alloc; without one, -1). */
+static ptrdiff_t s_cell(gpp_dp_t *s, int node, int idx, int ctx, int alloc, int *view)
+{
+    int n_nodes = s->tree->n_nodes;
+    *view = node >= n_nodes;
+    if (!*view)
+        return (ptrdiff_t)(s->suffix_base[node] + idx) * s->n_ctx + ctx;
+    if (s->vslot_gen[ctx] != s->memo_run) {
+        if (!alloc)
+            return -1;
+        if (s->n_vslots == s->vmemo_slots)
+            s_vmemo_grow(s);
+        s->vslot_gen[ctx] = s->memo_run;
+        s->vslot_of[ctx] = s->n_vslots++;
+    }
+    return (ptrdiff_t)s->vslot_of[ctx] * s->n_view_suffix + s->view_base[node - n_nodes] + idx;
+}
+
+static inline int *s_slot(gpp_dp_t *s, int node, int idx, int ctx)
+{
+    int view;
+    ptrdiff_t k = s_cell(s, node, idx, ctx, 0, &view);
+    if (k < 0 || (view ? s->vmemo_gen : s->memo_gen)[k] != s->memo_run)
         return NULL;
-    return s->memo_p[k];
+    return (view ? s->vmemo_p : s->memo_p)[k];
 }
 
 /* Accumulator of one entry: fill mode writes R; emit mode (w != NULL)
@@ -371,145 +413,26 @@ static inline int s_offer(const s_acc_t *a, int cf, int lev, int v)
     return cf == a->w->cf && lev <= a->w->lev && v == a->w->want;
 }
 
+/* Fill mode: an offer of at least v at (cf, lev) cannot lower the entry
+ * (its value there is already <= v), so the stage need not be costed. */
+static inline int s_dominated(const s_acc_t *a, int cf, int lev, int v)
+{
+    return !a->w && a->R[cf * a->n_levels + lev] <= v;
+}
+
 /* Steps of a non-increasing rest array: the levels where it drops. With
  * last != 0 there is no rest: one step, the outer context, 0 devices. */
-#define FOR_REST_STEPS(s, rest, last, ctx, lim, cy, l2, rv, ctx2)                                  \
+#define FOR_REST_STEPS(s, rest, last, ctx, lim, xs, rv, ctx2)                                      \
     for (int n_ = (last) ? 1 : (rest)[(s)->n_cfg * (s)->n_levels], j_ = 0; j_ < n_; j_++)          \
-        for (int idx_ = (last) ? 0 : (rest)[(s)->n_cfg * (s)->n_levels + 1 + j_],                  \
-                 cy = idx_ / (s)->n_levels, l2 = idx_ % (s)->n_levels,                             \
-                 rv = (last) ? 0 : (rest)[idx_], ctx2 = (last) ? (ctx) : s_ctx((s), cy, l2),       \
-                 once_ = 1;                                                                        \
+        for (int xs = (last) ? 0 : (rest)[(s)->n_cfg * (s)->n_levels + 1 + j_],                    \
+                 rv = (last) ? 0 : (rest)[xs], ctx2 = (last) ? (ctx) : 1 + xs, once_ = 1;          \
              once_ && rv < (lim); once_ = 0)
 
-/* Head stages of a join-side split through series branch j of parallel node
- * P (a child of series `node`): H(h, e) = W(h) + Hd(e), W(h) = whole branches
- * h..j-1, Hd(e) = children 0..e of branch j; one contiguous range. Branches
- * of a parallel node share no edge, so the boundary of H is W's plus Hd's
- * less the producers outside P that both read (counted once). Hd and its
- * shared-producer list depend on (P, j) only: they are built once and kept
- * in node's depth row of the scratch (the nested fills use deeper rows)
- * until another parallel node at that depth claims the row. W grows
- * leftwards on demand. Row layout, doubles: W bytes [nc], Hd bytes per
- * branch; ints: W counts [nc], Hd counts per branch, then per branch the
- * owner P (-1: not built), list offset and length, then the lists. */
-typedef struct {
-    const gpp_sp_node_t *P, *Bj;
-    int node, j, w_low;
-    s_bnd_t w;
-    double *w_bytes, *hd_bytes; /* [nc], [kj - 1] */
-    int *w_n, *hd_n;
-    const int *lst; /* shared candidates: (position, first e, last branch < j reading it) */
-    int nl;
-} s_head_t;
-
-/* Last branch of P before j with an op that reads position pq; -1 for none. */
-static int s_last_reader_branch(const gpp_dp_t *s, const gpp_sp_node_t *P, int j, int pq)
+/* Emits entry idx of node under ctx with the value rv of step xs (config
+ * and level cy * n_levels + l2) of its array. */
+static void s_emit_step(gpp_dp_t *s, int node, int idx, int ctx, int xs, int rv)
 {
-    const gpp_sp_t *t = s->tree;
-    const gpp_op_t *po = &s->g->ops[t->op_at[pq]];
-    int bj_first = t->nodes[P->children[j]].first, hmax = -1;
-    for (int c = 0; c < po->n_outputs; c++) {
-        int cp = t->pos_of[po->outputs[c]];
-        if (cp < P->first || cp >= bj_first)
-            continue;
-        for (int br = j - 1; br > hmax; br--)
-            if (cp >= t->nodes[P->children[br]].first) {
-                hmax = br;
-                break;
-            }
-    }
-    return hmax;
-}
-
-static int s_listed(const int *lst, int nl, int pq)
-{
-    for (int x = 0; x < nl; x++)
-        if (lst[3 * x] == pq)
-            return 1;
-    return 0;
-}
-
-/* Appends to the shared-producer list lst (nl entries; returns the new
- * count) the producers outside P that child e of branch j reads and the
- * list lacks: (position, e, last branch before j that reads it). */
-static int s_head_list_child(const gpp_dp_t *s, const gpp_sp_node_t *P, int j, int e, int *lst,
-                             int nl)
-{
-    const gpp_sp_t *t = s->tree;
-    const gpp_sp_node_t *ce = &t->nodes[t->nodes[P->children[j]].children[e]];
-    for (int pos = ce->first; pos <= ce->last; pos++) {
-        const gpp_op_t *o = &s->g->ops[t->op_at[pos]];
-        for (int k = 0; k < o->n_inputs; k++) {
-            int pq = t->pos_of[o->inputs[k]];
-            if (pq >= P->first || s_listed(lst, nl, pq))
-                continue;
-            int *L = lst + 3 * nl++;
-            L[0] = pq, L[1] = e, L[2] = s_last_reader_branch(s, P, j, pq);
-        }
-    }
-    return nl;
-}
-
-static void s_head_init(gpp_dp_t *s, int node, int pnode, int j, s_head_t *H)
-{
-    const gpp_sp_t *t = s->tree;
-    const gpp_sp_node_t *P = &t->nodes[pnode];
-    int nc = P->n_children, off = 0;
-    for (int c = 0; c < j; c++)
-        off += t->nodes[P->children[c]].n_children;
-    H->P = P, H->Bj = &t->nodes[P->children[j]], H->node = node, H->j = j, H->w_low = j;
-    size_t dr = (size_t)s->node_depth[node];
-    double *db = s->head_bytes + dr * s->head_row_len;
-    int *di = s->head_ints + dr * s->head_irow_len;
-    int *owner = di + s->head_row_len, *loff = owner + nc, *llen = loff + nc;
-    int *lists = di + s->head_row_len + 3 * (size_t)s->head_max_branches, *used = &s->head_used[dr];
-    H->w_bytes = db, H->w_n = di;
-    H->hd_bytes = db + nc + off, H->hd_n = di + nc + off;
-    if (s->head_owner[dr] != pnode) { /* claim the row */
-        s->head_owner[dr] = pnode;
-        for (int c = 0; c < nc; c++)
-            owner[c] = -1;
-        *used = 0;
-    }
-    if (owner[j] != pnode) {
-        owner[j] = pnode;
-        loff[j] = *used;
-        int nl = 0, *lst = lists + 3 * (size_t)loff[j];
-        int kj = H->Bj->n_children;
-        s_bnd_t bd;
-        s_bnd_start(s, &bd, H->Bj->first, node, 1);
-        for (int e = 0; e < kj - 1; e++) {
-            const gpp_sp_node_t *ce = &t->nodes[H->Bj->children[e]];
-            s_bnd_extend(s, &bd, ce->last);
-            H->hd_bytes[e] = bd.bytes, H->hd_n[e] = bd.n;
-            nl = s_head_list_child(s, P, j, e, lst, nl);
-        }
-        llen[j] = nl;
-        *used += nl;
-    }
-    H->lst = lists + 3 * (size_t)loff[j];
-    H->nl = llen[j];
-    s_bnd_start(s, &H->w, H->Bj->first, node, 1); /* W(j): empty */
-}
-
-/* Boundary of H(h, e) into *bh (bytes and count only). */
-static void s_head_bnd(gpp_dp_t *s, s_head_t *H, int h, int e, s_bnd_t *bh)
-{
-    while (H->w_low > h) {
-        H->w_low--;
-        s_bnd_extend_left(s, &H->w, s->tree->nodes[H->P->children[H->w_low]].first);
-        H->w_bytes[H->w_low] = H->w.bytes, H->w_n[H->w_low] = H->w.n;
-    }
-    double bytes = H->hd_bytes[e] + (h < H->j ? H->w_bytes[h] : 0);
-    int n = H->hd_n[e] + (h < H->j ? H->w_n[h] : 0);
-    for (int x = 0; x < H->nl; x++) {
-        const int *L = H->lst + 3 * x;
-        if (L[1] <= e && L[2] >= h) {
-            bytes -= (double)s->g->ops[s->tree->op_at[L[0]]].out_bytes;
-            n--;
-        }
-    }
-    bh->bytes = bytes, bh->n = n;
+    s_emit_node(s, node, idx, ctx, xs / s->n_levels, xs % s->n_levels, rv);
 }
 
 /* Least devices of an entry over every config and level (its step list's
@@ -552,14 +475,14 @@ static int s_series_decomposed(gpp_dp_t *s, const s_series_t *E)
 {
     const int last = E->i == E->k - 1, top = s_top(s, E->child);
     const int *rest = last ? NULL : s_slot(s, E->node, E->i + 1, E->ctx);
-    FOR_REST_STEPS(s, rest, last, E->ctx, E->budget, cy, l2, rv, ctx2)
+    FOR_REST_STEPS(s, rest, last, E->ctx, E->budget, xs, rv, ctx2)
     {
         const int *A = s_get(s, E->child, top, ctx2);
         int cf, l;
         if (s_offer_sum(s, E->acc, A, s->zero_row, rv, E->budget, &cf, &l)) {
             s_emit_node(s, E->child, top, ctx2, cf, l, A[cf * s->n_levels + l]);
             if (!last)
-                s_emit_node(s, E->node, E->i + 1, E->ctx, cy, l2, rv);
+                s_emit_step(s, E->node, E->i + 1, E->ctx, xs, rv);
             return 1;
         }
     }
@@ -568,22 +491,25 @@ static int s_series_decomposed(gpp_dp_t *s, const s_series_t *E)
 
 /* (b) for one m: children i..m (positions l0..last, boundary bd) as one
  * stage of every config, before each step of suffix m+1 (rest). */
-static int s_one_stage_offer(gpp_dp_t *s, const s_series_t *E, int m, int last, const s_bnd_t *bd,
-                             int lbb, const int *rest)
+static int s_one_stage_offer(gpp_dp_t *s, const s_series_t *E, int m, int last,
+                             const gpp_dp_bnd_t *bd, int lbb, const int *rest)
 {
-    FOR_REST_STEPS(s, rest, m == E->k - 1, E->ctx, E->budget, cy, l2, rv, ctx2)
+    s_scan_t sc[GPP_DP_MAX_CFG];
+    for (int c = 0; c < s->n_cfg; c++)
+        sc[c].from = 0;
+    FOR_REST_STEPS(s, rest, m == E->k - 1, E->ctx, E->budget - lbb + 1, xs, rv, ctx2)
     {
         for (int cx = 0; cx < s->n_cfg; cx++) {
-            int I = s_infl(s, cx, ctx2);
-            if (I / s->level_samples > s->max_level)
+            int lev = s_lev(s, cx, ctx2);
+            if (lev > s->max_level || s_dominated(E->acc, cx, lev, lbb + rv))
                 continue;
-            int d = s_stage_dev(s, E->l0, last, bd, cx, I, E->budget - rv, lbb);
+            int d = s_stage_dev(s, E->l0, last, bd, cx, ctx2, E->budget - rv, lbb, &sc[cx]);
             if (d >= s->no_fit || d + rv > E->budget)
                 continue;
-            if (s_offer(E->acc, cx, I / s->level_samples, d + rv)) {
-                s_emit_stage(s, E->l0, last, bd, cx, d, I);
+            if (s_offer(E->acc, cx, lev, d + rv)) {
+                s_emit_stage(s, E->l0, last, bd, cx, d, s_infl(s, cx, ctx2));
                 if (m < E->k - 1)
-                    s_emit_node(s, E->node, m + 1, E->ctx, cy, l2, rv);
+                    s_emit_step(s, E->node, m + 1, E->ctx, xs, rv);
                 return 1;
             }
         }
@@ -595,8 +521,8 @@ static int s_one_stage_offer(gpp_dp_t *s, const s_series_t *E, int m, int last, 
  * stage alone here: its own entry holds that option). */
 static int s_series_one_stage(gpp_dp_t *s, const s_series_t *E)
 {
-    s_bnd_t bd;
-    s_bnd_start(s, &bd, E->l0, E->node, 0);
+    gpp_dp_bnd_t bd;
+    gpp_dp_bnd_start(s, &bd, E->l0, E->node, 0);
     for (int m = E->i; m < E->k; m++) {
         int f, last, ch_m;
         s_child_range(s, E->node, m, &f, &last, &ch_m);
@@ -610,7 +536,7 @@ static int s_series_one_stage(gpp_dp_t *s, const s_series_t *E)
             continue; /* the rest alone leaves too few devices */
         if (s_too_heavy(s, E->l0, last))
             break;
-        s_bnd_extend(s, &bd, last);
+        gpp_dp_bnd_extend(s, &bd, last);
         if (s_one_stage_offer(s, E, m, last, &bd, lbb, rest))
             return 1;
     }
@@ -625,13 +551,13 @@ static int s_series_one_stage(gpp_dp_t *s, const s_series_t *E)
 typedef struct {
     const s_series_t *E;
     const gpp_sp_node_t *P;
-    int m, last;     /* T ends with child m of the series node, at position last */
-    const int *rest; /* entry m+1; NULL when m is the last child */
-    s_bnd_t bd;      /* T's boundary: [tl, last], grown leftwards as (j, e) go down */
-    int j, e;        /* T starts in branch j after its child e (e = -1: branch j whole) */
-    int tl, hr;      /* T's first position; H's last position (split only) */
-    int lbb, lbp;    /* s_lbdev of T; of P's positions before T */
-    s_head_t hd;     /* H's boundaries for branch j (built on first use) */
+    int m, last;      /* T ends with child m of the series node, at position last */
+    const int *rest;  /* entry m+1; NULL when m is the last child */
+    gpp_dp_bnd_t bd;  /* T's boundary: [tl, last], grown leftwards as (j, e) go down */
+    int j, e;         /* T starts in branch j after its child e (e = -1: branch j whole) */
+    int tl, hr;       /* T's first position; H's last position (split only) */
+    int lbb, lbp;     /* s_lbdev of T; of P's positions before T */
+    gpp_dp_head_t hd; /* H's boundaries for branch j (built on first use) */
     int have_hd;
 } s_join_t;
 
@@ -639,7 +565,7 @@ typedef struct {
 typedef struct {
     int cx, d, infl, lev; /* config, replicas, samples in flight, level */
     int ctx_before;       /* the context T gives the stages before it */
-    int cy, l2, rv;       /* the rest's step: config, level, devices */
+    int xs, rv;           /* the rest's step (config * n_levels + level), devices */
 } s_tail_t;
 
 static void s_emit_tail(gpp_dp_t *s, const s_join_t *J, const s_tail_t *T)
@@ -650,7 +576,7 @@ static void s_emit_tail(gpp_dp_t *s, const s_join_t *J, const s_tail_t *T)
 static void s_emit_rest(gpp_dp_t *s, const s_join_t *J, const s_tail_t *T)
 {
     if (J->m < J->E->k - 1)
-        s_emit_node(s, J->E->node, J->m + 1, J->E->ctx, T->cy, T->l2, T->rv);
+        s_emit_step(s, J->E->node, J->m + 1, J->E->ctx, T->xs, T->rv);
 }
 
 /* Branch j whole: T is a source of P's block (config cx), after prefix j-1. */
@@ -676,23 +602,25 @@ static int s_join_whole(gpp_dp_t *s, const s_join_t *J, const s_tail_t *T)
 /* H = branches h..j-1 and the head of branch j ([hl, hr], boundary bh) as
  * one stage of every config, after prefix h-1 (prefix: its entry). */
 static int s_head_offer(gpp_dp_t *s, const s_join_t *J, const s_tail_t *T, int h, int hl, int lbh,
-                        const s_bnd_t *bh, const int *prefix)
+                        const gpp_dp_bnd_t *bh, const int *prefix, int *lean)
 {
     const s_series_t *E = J->E;
     const int n_levels = s->n_levels;
     for (int cf = 0; cf < s->n_cfg; cf++) {
-        int IH = s_infl(s, cf, T->ctx_before);
-        if (IH / s->level_samples > s->max_level)
+        int lh = s_lev(s, cf, T->ctx_before);
+        if (lh > s->max_level)
             continue;
-        int dh = s_stage_dev(s, hl, J->hr, bh, cf, IH, E->budget - T->rv - T->d, lbh);
+        int dh =
+            s_stage_dev(s, hl, J->hr, bh, cf, T->ctx_before, E->budget - T->rv - T->d, lbh, NULL);
+        *lean &= dh <= lbh;
         if (dh >= s->no_fit)
             continue;
-        for (int l = IH / s->level_samples; l < n_levels; l++) {
+        for (int l = lh; l < n_levels; l++) {
             int pv = prefix[cf * n_levels + l], v = pv + dh + T->d + T->rv;
             if (v > E->budget || !s_offer(E->acc, cf, l, v))
                 continue;
             s_emit_tail(s, J, T);
-            s_emit_stage(s, hl, J->hr, bh, cf, dh, IH);
+            s_emit_stage(s, hl, J->hr, bh, cf, dh, s_infl(s, cf, T->ctx_before));
             if (h > 0)
                 s_emit_node(s, E->child, h - 1, T->ctx_before, cf, l, pv);
             s_emit_rest(s, J, T);
@@ -702,40 +630,89 @@ static int s_head_offer(gpp_dp_t *s, const s_join_t *J, const s_tail_t *T, int h
     return 0;
 }
 
-/* Branch j split after child e: every head H, h = j down to 0. */
-static int s_join_split(gpp_dp_t *s, s_join_t *J, const s_tail_t *T)
+/* Branch j split after child e: every head H, h = j down to 0. *lean: the
+ * head alone (h = j) takes its least devices (s_lbdev) with every config
+ * its level admits, or cannot take fewer than the budget leaves. */
+static int s_join_split(gpp_dp_t *s, s_join_t *J, const s_tail_t *T, int *lean)
 {
     const s_series_t *E = J->E;
+    *lean = 1;
     for (int h = J->j; h >= 0; h--) {
         int hl = s->tree->nodes[J->P->children[h]].first;
         int lbh = s_lbdev(s, hl, J->hr);
-        if (lbh + T->d + T->rv > E->budget || s_too_heavy(s, hl, J->hr))
+        if (lbh + T->d + T->rv > E->budget)
             break;
-        s_bnd_t bh;
-        s_head_bnd(s, &J->hd, h, J->e, &bh);
+        if (s_too_heavy(s, hl, J->hr)) {
+            *lean &= h < J->j;
+            break;
+        }
+        gpp_dp_bnd_t bh;
+        gpp_dp_head_bnd(s, &J->hd, h, J->e, &bh);
         const int *prefix = h > 0 ? s_get(s, E->child, h - 1, T->ctx_before) : s->zero_row;
-        if (s_head_offer(s, J, T, h, hl, lbh, &bh, prefix))
+        int lean_h = 1;
+        if (s_head_offer(s, J, T, h, hl, lbh, &bh, prefix, &lean_h))
             return 1;
+        if (h == J->j)
+            *lean = lean_h;
     }
     return 0;
+}
+
+/* Branch j split after child e, its head a chain: the view of branch j's
+ * children 0..e (any partition of it in the space, e.g. a chain of stages)
+ * under T's context, beside branches 0..j-1 decomposed (prefix j-1, same
+ * context: devices add, levels take the max). Skipped when the head as
+ * one stage is lean (s_join_split) in default mode: the view's stages then
+ * take at least as many devices as that stage, at no lower level (their
+ * sources hold b + at least T's samples), beside the same prefix. */
+static int s_join_chain(gpp_dp_t *s, const s_join_t *J, const s_tail_t *T)
+{
+    const s_series_t *E = J->E;
+    int bj = J->P->children[J->j];
+    const int *Pv = s->zero_row;
+    int need = s_lbdev(s, s->tree->nodes[bj].first, J->hr) + T->d + T->rv;
+    if (need > E->budget)
+        return 0;
+    if (J->j > 0) {
+        Pv = s_get(s, E->child, J->j - 1, T->ctx_before);
+        if (need + s_entry_min(s, Pv) > E->budget)
+            return 0;
+    }
+    int v = s->tree->n_nodes + s->view_first[bj] + J->e; /* children 0..e */
+    const int *A = s_get(s, v, 0, T->ctx_before);
+    int cf, l;
+    if (!s_offer_sum(s, E->acc, A, Pv, T->d + T->rv, E->budget, &cf, &l))
+        return 0;
+    s_emit_tail(s, J, T);
+    s_emit_node(s, v, 0, T->ctx_before, cf, l, A[cf * s->n_levels + l]);
+    if (J->j > 0)
+        s_emit_node(s, E->child, J->j - 1, T->ctx_before, cf, l, Pv[cf * s->n_levels + l]);
+    s_emit_rest(s, J, T);
+    return 1;
 }
 
 /* T = [tl, last] of every config, before each step of the rest. */
 static int s_join_offer(gpp_dp_t *s, s_join_t *J)
 {
     const s_series_t *E = J->E;
-    FOR_REST_STEPS(s, J->rest, J->m == E->k - 1, E->ctx, E->budget, cy, l2, rv, ctx2)
+    s_scan_t sc[GPP_DP_MAX_CFG];
+    for (int c = 0; c < s->n_cfg; c++)
+        sc[c].from = 0;
+    FOR_REST_STEPS(s, J->rest, J->m == E->k - 1, E->ctx, E->budget, xs, rv, ctx2)
     {
         for (int cx = 0; cx < s->n_cfg; cx++) {
-            int I = s_infl(s, cx, ctx2);
-            int lev = I / s->level_samples;
+            int I = s_infl(s, cx, ctx2), lev = s_lev(s, cx, ctx2);
             if (lev > s->max_level)
                 continue;
-            int d = s_stage_dev(s, J->tl, J->last, &J->bd, cx, I, E->budget - rv - J->lbp, J->lbb);
+            int d = s_stage_dev(s, J->tl, J->last, &J->bd, cx, ctx2, E->budget - rv - J->lbp,
+                                J->lbb, &sc[cx]);
             if (d >= s->no_fit)
                 continue;
-            s_tail_t T = {cx, d, I, lev, s_ctx(s, cx, lev), cy, l2, rv};
-            if (J->e < 0 ? s_join_whole(s, J, &T) : s_join_split(s, J, &T))
+            s_tail_t T = {cx, d, I, lev, s_ctx(s, cx, lev), xs, rv};
+            int lean = 0;
+            if (J->e < 0 ? s_join_whole(s, J, &T)
+                         : s_join_split(s, J, &T, &lean) ||
+                               (!(lean && !s->generalized) && s_join_chain(s, J, &T)))
                 return 1;
         }
     }
@@ -758,13 +735,13 @@ static int s_join_branch(gpp_dp_t *s, s_join_t *J, int j)
         int lbb = s_lbdev(s, tl, J->last);
         if (lbb + 1 > E->budget || s_too_heavy(s, tl, J->last))
             return -1;
-        s_bnd_extend_left(s, &J->bd, tl);
+        gpp_dp_bnd_extend_left(s, &J->bd, tl);
         /* every stage before T covers [P.first, tl - 1] */
         int lbp = s_lbdev(s, J->P->first, tl - 1);
         if (lbb + lbp + (J->rest ? s_entry_min(s, J->rest) : 0) > E->budget)
             continue;
         if (e >= 0 && !J->have_hd) {
-            s_head_init(s, E->node, E->child, j, &J->hd);
+            gpp_dp_head_init(s, E->node, E->child, j, &J->hd);
             J->have_hd = 1;
         }
         J->e = e, J->tl = tl, J->lbb = lbb, J->lbp = lbp;
@@ -790,8 +767,8 @@ static int s_series_join(gpp_dp_t *s, const s_series_t *E)
         if (rest && s_lbdev(s, f1, last) + 1 + s_entry_min(s, rest) > E->budget)
             continue;
         J.m = m, J.last = last, J.rest = rest;
-        s_bnd_start(s, &J.bd, f1, E->node, 0);
-        s_bnd_extend(s, &J.bd, last);
+        gpp_dp_bnd_start(s, &J.bd, f1, E->node, 0);
+        gpp_dp_bnd_extend(s, &J.bd, last);
         for (int j = J.P->n_children - 1; j >= 0; j--) {
             int r = s_join_branch(s, &J, j);
             if (r > 0)
@@ -809,7 +786,7 @@ static int s_eval_series(gpp_dp_t *s, int node, int i, int ctx, const s_acc_t *a
     s_series_t E = {.node = node, .i = i, .k = s_nchild(s, node), .ctx = ctx, .acc = acc};
     int l1;
     s_child_range(s, node, i, &E.l0, &l1, &E.child);
-    E.budget = s_budget(s, E.l0, s->tree->nodes[node].last);
+    E.budget = s_budget(s, E.l0, s_last_pos(s, node));
     if (E.budget < 1)
         return 0;
     if (E.child >= 0 && s_series_decomposed(s, &E))
@@ -824,18 +801,18 @@ static int s_eval_series(gpp_dp_t *s, int node, int i, int ctx, const s_acc_t *a
 /* (b) of a parallel prefix: branches b..e ([fb, le], boundary bd) as one
  * stage of every config, after prefix b-1 under the same context. */
 static int s_parallel_stage_offer(gpp_dp_t *s, int node, int b, int ctx, const s_acc_t *acc, int fb,
-                                  int le, const s_bnd_t *bd, int lbb, int budget)
+                                  int le, const gpp_dp_bnd_t *bd, int lbb, int budget)
 {
     const int n_levels = s->n_levels;
     const int *Pv = b > 0 ? s_slot(s, node, b - 1, ctx) : s->zero_row;
     for (int cx = 0; cx < s->n_cfg; cx++) {
-        int I = s_infl(s, cx, ctx);
-        if (I / s->level_samples > s->max_level)
+        int I = s_infl(s, cx, ctx), lev = s_lev(s, cx, ctx);
+        if (lev > s->max_level)
             continue;
-        int d = s_stage_dev(s, fb, le, bd, cx, I, budget, lbb);
+        int d = s_stage_dev(s, fb, le, bd, cx, ctx, budget, lbb, NULL);
         if (d >= s->no_fit)
             continue;
-        for (int l = I / s->level_samples; l < n_levels; l++) {
+        for (int l = lev; l < n_levels; l++) {
             int v = d + Pv[cx * n_levels + l];
             if (v > budget || !s_offer(acc, cx, l, v))
                 continue;
@@ -871,8 +848,8 @@ static int s_eval_parallel(gpp_dp_t *s, int node, int e, int ctx, const s_acc_t 
         }
     }
     /* (b) branches b..e as one stage */
-    s_bnd_t bd;
-    s_bnd_start(s, &bd, fe, node, 0); /* built on first use: [fe, le], then leftwards */
+    gpp_dp_bnd_t bd;
+    gpp_dp_bnd_start(s, &bd, fe, node, 0); /* built on first use: [fe, le], then leftwards */
     for (int b = e; b >= 0; b--) {
         int fb, lb, cb;
         s_child_range(s, node, b, &fb, &lb, &cb);
@@ -882,16 +859,84 @@ static int s_eval_parallel(gpp_dp_t *s, int node, int e, int ctx, const s_acc_t 
         if (b == e && child >= 0)
             continue;
         if (bd.r < le)
-            s_bnd_extend(s, &bd, le);
-        s_bnd_extend_left(s, &bd, fb);
+            gpp_dp_bnd_extend(s, &bd, le);
+        gpp_dp_bnd_extend_left(s, &bd, fb);
         if (s_parallel_stage_offer(s, node, b, ctx, acc, fb, le, &bd, lbb, budget))
             return 1;
     }
     return 0;
 }
 
+/* Default mode (universal b, 1F1B: one config; in the per-stage search the
+ * contexts a chain reaches multiply with the configs, and the series
+ * recurrence is cheaper): the view of an all-leaf series branch (children
+ * 0..kv-1, at positions first..first+kv-1) under ctx, built from its end:
+ * the last stage [a, e] (config cx, in flight s_infl(cx, ctx)) after the
+ * view of children 0..a-1 under that stage's context, or alone as the
+ * source (a = first). Every partition of a chain of leaves in the space is
+ * a chain of ranges, so this is the series recurrence on the same view; but
+ * it asks only for entry 0 of shorter views (under the stage's context),
+ * which the views of one branch share, where the suffix recurrence fills
+ * all kv suffixes of every view. Those are filled before this entry holds
+ * a boundary: they use the same depth's stamp rows. */
+static int s_eval_leaf_view(gpp_dp_t *s, int node, int ctx, const s_acc_t *acc)
+{
+    const int kv = s_nchild(s, node), v1 = node - (kv - 1); /* v1 + x - 1: children 0..x-1 */
+    const int first = s->tree->nodes[gpp_dp_real(s, node)].first, e = first + kv - 1;
+    const int budget = s_budget(s, first, e), n_levels = s->n_levels;
+    if (budget < 1)
+        return 0;
+    int a_min = e + 1; /* least first position of a last stage within the budget */
+    while (a_min > first && s_lbdev(s, a_min - 1, e) <= budget && !s_too_heavy(s, a_min - 1, e))
+        a_min--;
+    for (int cx = 0; !acc->w && cx < s->n_cfg; cx++) { /* the shorter views, shortest first */
+        int lev = s_lev(s, cx, ctx);
+        for (int a = a_min > first ? a_min : first + 1; lev <= s->max_level && a <= e; a++)
+            s_get(s, v1 + (a - first) - 1, 0, s_ctx(s, cx, lev));
+    }
+    gpp_dp_bnd_t bd;
+    gpp_dp_bnd_start(s, &bd, e + 1, node, 0);
+    s_scan_t sc[GPP_DP_MAX_CFG];
+    for (int a = e; a >= a_min; a--) {
+        gpp_dp_bnd_extend_left(s, &bd, a);
+        int lbb = s_lbdev(s, a, e);
+        for (int c = 0; c < s->n_cfg; c++)
+            sc[c].from = 0;
+        for (int cx = 0; cx < s->n_cfg; cx++) {
+            int I = s_infl(s, cx, ctx), lev = s_lev(s, cx, ctx);
+            if (lev > s->max_level)
+                continue;
+            int ctx2 = s_ctx(s, cx, lev);
+            const int *rest = a > first ? s_slot(s, v1 + (a - first) - 1, 0, ctx2) : NULL;
+            assert(rest || a == first); /* filled above */
+            int n_steps = rest ? rest[s->n_cfg * n_levels] : 1;
+            for (int j = 0; j < n_steps; j++) {
+                int x = rest ? rest[s->n_cfg * n_levels + 1 + j] : cx * n_levels + lev;
+                int rv = rest ? rest[x] : 0;
+                if (lbb + rv > budget || s_dominated(acc, x / n_levels, x % n_levels, lbb + rv))
+                    continue;
+                int d = s_stage_dev(s, a, e, &bd, cx, ctx, budget - rv, lbb, &sc[cx]);
+                if (d >= s->no_fit || !s_offer(acc, x / n_levels, x % n_levels, d + rv))
+                    continue;
+                s_emit_stage(s, a, e, &bd, cx, d, I);
+                if (rest)
+                    s_emit_node(s, v1 + (a - first) - 1, 0, ctx2, x / n_levels, x % n_levels, rv);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 static int s_eval(gpp_dp_t *s, int node, int idx, int ctx, const s_acc_t *acc)
 {
+    if (node >= s->tree->n_nodes) {
+        if (s->view_leaves[node - s->tree->n_nodes] && !s->generalized) {
+            assert(idx == 0);
+            return s_eval_leaf_view(s, node, ctx, acc);
+        }
+        return s_eval_series(s, node, idx, ctx, acc);
+    }
     if (s->tree->nodes[node].kind == GPP_SP_PARALLEL)
         return s_eval_parallel(s, node, idx, ctx, acc);
     return s_eval_series(s, node, idx, ctx, acc);
@@ -901,11 +946,12 @@ static int s_eval(gpp_dp_t *s, int node, int idx, int ctx, const s_acc_t *acc)
 static void s_fill(gpp_dp_t *s, int node, int ctx)
 {
     int k = s_nchild(s, node);
-    int par = s->tree->nodes[node].kind == GPP_SP_PARALLEL;
+    int par = s_top(s, node) > 0; /* a parallel node has >= 2 branches */
+    if (node >= s->tree->n_nodes && s->view_leaves[node - s->tree->n_nodes] && !s->generalized)
+        k = 1; /* entry 0 only (s_eval_leaf_view) */
     const int n_cfg = s->n_cfg, n_levels = s->n_levels;
     for (int it = 0; it < k; it++) {
         int idx = par ? it : k - 1 - it;
-        size_t key = (size_t)(s->suffix_base[node] + idx) * s->n_ctx + ctx;
         /* R[n_cfg*n_levels], then the step list: count, indices where R drops */
         int *R = s_arena_get(&s->arena, (size_t)2 * n_cfg * n_levels + 2);
         for (int x = 0; x < n_cfg * n_levels; x++)
@@ -925,8 +971,10 @@ static void s_fill(gpp_dp_t *s, int node, int ctx)
             }
         steps[0] = n_steps;
         steps[n_cfg * n_levels + 1] = lo; /* least devices over all configs and levels */
-        s->memo_p[key] = R;
-        s->memo_gen[key] = s->memo_run;
+        int view;
+        ptrdiff_t key = s_cell(s, node, idx, ctx, 1, &view); /* after s_eval: it may grow vmemo */
+        (view ? s->vmemo_p : s->memo_p)[key] = R;
+        (view ? s->vmemo_gen : s->memo_gen)[key] = s->memo_run;
     }
 }
 
@@ -959,6 +1007,7 @@ int gpp_dp_run(gpp_dp_t *s, double t, int max_level)
        the root's limit */
     s->max_level = max_level < s->n_levels - 1 ? max_level : s->n_levels - 1;
     s->memo_run++;
+    s->n_vslots = 0;
     s_arena_reset(&s->arena);
     const int *R = s_get(s, s->tree->root, s_top(s, s->tree->root), 0);
     int best_cf = -1, best_l = -1;

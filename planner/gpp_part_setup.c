@@ -62,6 +62,8 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
     s->pre_step_kernels = gpp_xcalloc((size_t)n + 1, sizeof(int));
     s->step_cache_l = s->step_cache_r = -1;
     s->last_consumer = gpp_xcalloc((size_t)n, sizeof(int));
+    s->pos_out_bytes = gpp_xcalloc((size_t)n, sizeof(double));
+    s->in_off = gpp_xcalloc((size_t)n + 1, sizeof(int));
     s->node_depth = gpp_xcalloc((size_t)t->n_nodes, sizeof(int));
     int max_depth = 0;
     for (int v = 0; v < t->n_nodes; v++) {
@@ -92,6 +94,7 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
             s->head_max_branches = P->n_children;
     }
     s->head_irow_len = s->head_row_len + 3 * (size_t)s->head_max_branches + 3 * (n_edges + 1);
+    s->in_pos = gpp_xcalloc(n_edges + 1, sizeof(int));
     s->head_bytes = gpp_xcalloc((size_t)(max_depth + 1) * s->head_row_len, sizeof(double));
     s->head_owner = gpp_xcalloc((size_t)max_depth + 1, sizeof(int));
     s->head_used = gpp_xcalloc((size_t)max_depth + 1, sizeof(int));
@@ -114,6 +117,15 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
             if (t->pos_of[o->outputs[k]] > mc)
                 mc = t->pos_of[o->outputs[k]];
         s->last_consumer[pos] = mc;
+        s->pos_out_bytes[pos] = (double)o->out_bytes;
+        s->in_off[pos + 1] = s->in_off[pos];
+        for (int k = 0; k < o->n_inputs; k++) {
+            int dup = 0;
+            for (int j = 0; j < k; j++)
+                dup |= o->inputs[j] == o->inputs[k];
+            if (!dup)
+                s->in_pos[s->in_off[pos + 1]++] = t->pos_of[o->inputs[k]];
+        }
     }
     s->pre_ms = gpp_xcalloc((size_t)batch + 1, sizeof(double *));
     s->ar_ms_per_byte = gpp_xcalloc((size_t)s->n_dev + 1, sizeof(double));
@@ -123,6 +135,10 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
         s->ar_ms_per_byte[d] = gpp_allreduce_ms(l, d, 1.0) - gpp_allreduce_ms(l, d, 0.0);
         s->ar_ms_fixed[d] = gpp_allreduce_ms(l, d, 0.0);
     }
+    s->ar_monotone = 1;
+    for (int d = 2; d <= s->n_dev; d++)
+        s->ar_monotone &= s->ar_ms_per_byte[d] >= s->ar_ms_per_byte[d - 1] &&
+                          s->ar_ms_fixed[d] >= s->ar_ms_fixed[d - 1];
     const gpp_link_t *p2p = gpp_cost_p2p_link(cost);
     s->p2p_alpha_ms = p2p->alpha_ms;
     s->p2p_ms_per_byte = 1e3 / p2p->bw_bytes_per_s;
@@ -131,6 +147,32 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
         s->suffix_base[v] = s->n_suffix;
         const gpp_sp_node_t *nv = &t->nodes[v];
         s->n_suffix += nv->kind == GPP_SP_LEAF ? 1 : nv->n_children;
+    }
+    /* views of the series branches (the chain before a join-side tail) */
+    s->view_first = gpp_xcalloc((size_t)t->n_nodes, sizeof(int));
+    for (int v = 0; v < t->n_nodes; v++) {
+        const gpp_sp_node_t *nv = &t->nodes[v];
+        s->view_first[v] = -1;
+        if (nv->kind == GPP_SP_SERIES && nv->parent >= 0 &&
+            t->nodes[nv->parent].kind == GPP_SP_PARALLEL) {
+            s->view_first[v] = s->n_views;
+            s->n_views += nv->n_children - 1;
+        }
+    }
+    s->view_node = gpp_xcalloc((size_t)s->n_views + 1, sizeof(int));
+    s->view_k = gpp_xcalloc((size_t)s->n_views + 1, sizeof(int));
+    s->view_base = gpp_xcalloc((size_t)s->n_views + 1, sizeof(int));
+    s->view_leaves = gpp_xcalloc((size_t)s->n_views + 1, sizeof(int));
+    for (int v = 0; v < t->n_nodes; v++) {
+        int leaves = 1;
+        for (int c = 0; c < t->nodes[v].n_children; c++)
+            leaves &= t->nodes[t->nodes[v].children[c]].kind == GPP_SP_LEAF;
+        for (int kv = 1; s->view_first[v] >= 0 && kv < t->nodes[v].n_children; kv++) {
+            int x = s->view_first[v] + kv - 1;
+            s->view_node[x] = v, s->view_k[x] = kv, s->view_base[x] = s->n_view_suffix;
+            s->view_leaves[x] = leaves;
+            s->n_view_suffix += kv;
+        }
     }
     s->sp_depth = s_sp_depth(t, t->root);
     s->pre_rate_ms = gpp_xcalloc((size_t)n + 1, sizeof(double));
@@ -164,6 +206,23 @@ int64_t gpp_dp_levels(const gpp_dp_t *s, const gpp_dp_cfg_t *cfg, int n_cfg, int
     return top / gcd + 1;
 }
 
+int gpp_dp_infl(const gpp_dp_t *s, int ci, int ctx)
+{
+    const gpp_dp_cfg_t *x = &s->cfg[ci];
+    int v;
+    if (ctx == 0) {
+        v = x->k * x->b;
+    } else {
+        int cb = (ctx - 1) / s->n_levels, ib = (ctx - 1) % s->n_levels;
+        int iy = ib * s->level_samples;
+        if (!s->generalized)
+            v = x->b + iy;
+        else
+            v = gpp_part_inflight(x->k, x->b, s->cfg[cb].k, s->cfg[cb].b, iy, NULL);
+    }
+    return v < s->batch ? v : s->batch;
+}
+
 /* Sets the candidate configs and sizes the memo. */
 void gpp_dp_configure(gpp_dp_t *s, const gpp_dp_cfg_t *cfg, int n_cfg, int generalized)
 {
@@ -173,6 +232,7 @@ void gpp_dp_configure(gpp_dp_t *s, const gpp_dp_cfg_t *cfg, int n_cfg, int gener
     s->generalized = generalized;
     for (int c = 0; c < n_cfg; c++) {
         int dmax = cfg[c].b < s->n_dev ? cfg[c].b : s->n_dev;
+        s->cfg_mmin[c] = (cfg[c].b + dmax - 1) / dmax;
         for (int d = 1; d <= dmax; d++)
             s_ensure_ms(s, (cfg[c].b + d - 1) / d);
     }
@@ -206,10 +266,32 @@ void gpp_dp_configure(gpp_dp_t *s, const gpp_dp_cfg_t *cfg, int n_cfg, int gener
         s->memo_gen = gpp_xcalloc(slots, sizeof(unsigned));
         s->memo_p = gpp_xcalloc(slots, sizeof(int *));
         s->memo_slots = slots;
-        s->memo_run = 0;
+    }
+    if (s->n_ctx > s->vslot_len) { /* zeroed: no slot is valid (runs count from 1) */
+        free(s->vslot_of);
+        free(s->vslot_gen);
+        s->vslot_of = gpp_xcalloc((size_t)s->n_ctx, sizeof(int));
+        s->vslot_gen = gpp_xcalloc((size_t)s->n_ctx, sizeof(unsigned));
+        s->vslot_len = s->n_ctx;
     }
     free(s->zero_row);
     s->zero_row = gpp_xcalloc((size_t)n_cfg * s->n_levels, sizeof(int));
+    /* the in-flight tables (the DP's inner loops ask for these per step) */
+    free(s->infl_tab), free(s->lev_tab), free(s->mbf_tab);
+    s->infl_tab = s->lev_tab = s->mbf_tab = NULL;
+    size_t cells = (size_t)n_cfg * (size_t)s->n_ctx;
+    if (cells <= ((size_t)1 << 20)) {
+        s->infl_tab = gpp_xcalloc(cells, sizeof(int));
+        s->lev_tab = gpp_xcalloc(cells, sizeof(int));
+        s->mbf_tab = gpp_xcalloc(cells, sizeof(int));
+        for (int c = 0; c < n_cfg; c++)
+            for (int x = 0; x < s->n_ctx; x++) {
+                size_t k = (size_t)c * s->n_ctx + x;
+                s->infl_tab[k] = gpp_dp_infl(s, c, x);
+                s->lev_tab[k] = s->infl_tab[k] / s->level_samples;
+                s->mbf_tab[k] = (s->infl_tab[k] + cfg[c].b - 1) / cfg[c].b;
+            }
+    }
 }
 
 void gpp_dp_destroy(gpp_dp_t **sp)
@@ -230,6 +312,10 @@ void gpp_dp_destroy(gpp_dp_t **sp)
     free(s->node_depth), free(s->head_bytes), free(s->head_ints);
     free(s->head_owner), free(s->head_used);
     free(s->memo_gen), free(s->memo_p), free(s->zero_row), free(s->out);
+    free(s->view_first), free(s->view_node), free(s->view_k), free(s->view_base);
+    free(s->view_leaves), free(s->infl_tab), free(s->lev_tab), free(s->mbf_tab);
+    free(s->pos_out_bytes), free(s->in_off), free(s->in_pos);
+    free(s->vmemo_gen), free(s->vmemo_p), free(s->vslot_of), free(s->vslot_gen);
     s_arena_free(&s->arena);
     free(s);
     *sp = NULL;

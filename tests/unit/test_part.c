@@ -6,6 +6,10 @@
  *   the stage DAG of the SP-closed graph) within the binary-search eps, and
  *   both agree on feasibility. Also prints how often an unrestricted convex
  *   partition would be better, and by how much.
+ * - 160 branch-and-join graphs (2-3 branches, a join, ops after it; 4
+ *   devices, b = 1): the same check over the widened join split, where the
+ *   split branch's head may be a chain of stages; counts the cases that
+ *   chain heads improve (the test requires some).
  * - chain: GPP == SPP; in-flight rule on default plans; ComputeInFlight rows,
  *   coverage over the candidate domain; per-stage mbs / kFkB plans; the
  *   memory-infeasible error and its least bound. */
@@ -23,6 +27,10 @@
 #define MAXN 9
 #define EPS 1e-4
 
+/* 0: the enumeration leaves out chain heads at the join split (the space
+   before they were added), to count the cases they improve */
+static int s_enum_chain_heads = 1;
+
 static uint64_t s_rng = 0x9E3779B97F4A7C15ull;
 static uint32_t s_rand(void)
 {
@@ -34,6 +42,32 @@ static uint32_t s_rand(void)
 static int s_randi(int lo, int hi) /* inclusive */
 {
     return lo + (int)(s_rand() % (uint32_t)(hi - lo + 1));
+}
+
+/* Appends an opaque op with random costs. */
+static void s_random_op(gpp_graph_t *g, int ni, const int *ins)
+{
+    char name[16];
+    snprintf(name, sizeof name, "op%d", g->n_ops);
+    int id = gpp_graph_add(g, GPP_OP_OPAQUE, name, ni, ins);
+    gpp_op_t *o = gpp_graph_op(g, id);
+    o->rows = 1;
+    o->cols = 256;
+    o->params = (int64_t)s_randi(0, 4) * 1000000;
+    o->fwd_flops = s_randi(1, 50) * 1e8;
+    o->bwd_flops = 2 * o->fwd_flops;
+    o->out_bytes = (int64_t)s_randi(1, 64) * 4096;
+    o->stash_bytes = (int64_t)s_randi(0, 64) * 65536;
+    o->io_bytes = 3 * o->out_bytes;
+    o->weight_io_bytes = 3 * o->params * 4;
+}
+
+static gpp_graph_t *s_finalized(gpp_graph_t *g)
+{
+    gpp_err_t err = {{0}};
+    int rc = gpp_graph_finalize(g, &err);
+    GPP_EXPECT_MSG(rc == 0, "%s", err.msg);
+    return g;
 }
 
 /* Random DAG of opaque ops with random costs. */
@@ -50,24 +84,33 @@ static gpp_graph_t *s_random_graph(int n)
                     ins[ni++] = b;
             }
         }
-        char name[16];
-        snprintf(name, sizeof name, "op%d", i);
-        int id = gpp_graph_add(g, GPP_OP_OPAQUE, name, ni, ins);
-        gpp_op_t *o = gpp_graph_op(g, id);
-        o->rows = 1;
-        o->cols = 256;
-        o->params = (int64_t)s_randi(0, 4) * 1000000;
-        o->fwd_flops = s_randi(1, 50) * 1e8;
-        o->bwd_flops = 2 * o->fwd_flops;
-        o->out_bytes = (int64_t)s_randi(1, 64) * 4096;
-        o->stash_bytes = (int64_t)s_randi(0, 64) * 65536;
-        o->io_bytes = 3 * o->out_bytes;
-        o->weight_io_bytes = 3 * o->params * 4;
+        s_random_op(g, ni, ins);
     }
-    gpp_err_t err = {{0}};
-    int rc = gpp_graph_finalize(g, &err);
-    GPP_EXPECT_MSG(rc == 0, "%s", err.msg);
-    return g;
+    return s_finalized(g);
+}
+
+/* The zoo's shape in small: 2-3 branches (chains of 1-5 ops, sources inside
+   them), a join, then 1-2 ops; at most MAXN ops. Where a long branch's
+   chain of stages absorbs the join is where the widened join split pays. */
+static gpp_graph_t *s_branchy_graph(void)
+{
+    gpp_graph_t *g = gpp_graph_new("branchy");
+    int nb = s_randi(2, 3), after = s_randi(1, 2), ends[3], left = MAXN - 1 - after;
+    for (int b = 0; b < nb; b++) {
+        int len = s_randi(1, b == nb - 1 ? (left < 5 ? left : 5) : 2);
+        left -= len;
+        for (int x = 0; x < len; x++) {
+            int in = g->n_ops - 1;
+            s_random_op(g, x > 0, &in);
+        }
+        ends[b] = g->n_ops - 1;
+    }
+    s_random_op(g, nb, ends);
+    for (int x = 0; x < after; x++) {
+        int in = g->n_ops - 1;
+        s_random_op(g, 1, &in);
+    }
+    return s_finalized(g);
 }
 
 /* ---- brute force ---- */
@@ -276,11 +319,11 @@ static void s_enum_par(const gpp_sp_t *t, int v, int e, s_plist_t *out)
     }
 }
 
-/* partitions of children i..k-1 of series node v */
-static void s_enum_ser(const gpp_sp_t *t, int v, int i, s_plist_t *out)
+/* partitions of children i..k-1 of series node v (k: all of them, or fewer:
+   a series branch cut before child k, the head of a join-side split) */
+static void s_enum_ser(const gpp_sp_t *t, int v, int i, int k, s_plist_t *out)
 {
     const gpp_sp_node_t *n = &t->nodes[v];
-    int k = n->n_children;
     if (i == k) {
         s_unit(out);
         return;
@@ -289,7 +332,7 @@ static void s_enum_ser(const gpp_sp_t *t, int v, int i, s_plist_t *out)
     if (ci->kind != GPP_SP_LEAF) {
         s_plist_t a = {0}, rest = {0};
         s_enum_node(t, n->children[i], &a);
-        s_enum_ser(t, v, i + 1, &rest);
+        s_enum_ser(t, v, i + 1, k, &rest);
         s_pl_product(&a, &rest, 0, 0, out);
         free(a.p), free(rest.p);
     }
@@ -297,7 +340,7 @@ static void s_enum_ser(const gpp_sp_t *t, int v, int i, s_plist_t *out)
         if (m == i && ci->kind != GPP_SP_LEAF)
             continue;
         s_plist_t rest = {0};
-        s_enum_ser(t, v, m + 1, &rest);
+        s_enum_ser(t, v, m + 1, k, &rest);
         s_plist_t one = {0};
         s_unit(&one);
         s_pl_product(&rest, &one, s_mask(t, ci->first, t->nodes[n->children[m]].last), 1, out);
@@ -308,7 +351,7 @@ static void s_enum_ser(const gpp_sp_t *t, int v, int i, s_plist_t *out)
             for (int j = ci->n_children - 1; j >= 1; j--) {
                 s_plist_t pre = {0}, rest = {0}, tmp = {0};
                 s_enum_par(t, n->children[i], j - 1, &pre);
-                s_enum_ser(t, v, m + 1, &rest);
+                s_enum_ser(t, v, m + 1, k, &rest);
                 s_pl_product(
                     &pre, &rest,
                     s_mask(t, t->nodes[ci->children[j]].first, t->nodes[n->children[m]].last), 1,
@@ -318,9 +361,13 @@ static void s_enum_ser(const gpp_sp_t *t, int v, int i, s_plist_t *out)
                 free(pre.p), free(rest.p), free(tmp.p);
             }
     /* the join side cutting through a branch: T = the tail of series branch
-       j (children e+1..), whole branches j+1.., children i+1..m; H = the head
-       of branch j (children 0..e) with whole branches h..j-1; branches
-       0..h-1 partitioned as a parallel prefix; then the rest */
+       j (children e+1..), whole branches j+1.., children i+1..m; before it
+       the parallel graph of branches 0..j-1 and the head of branch j
+       (children 0..e) partitioned like a parallel node whose last branch is
+       that head: either H = the head with whole branches h..j-1 as one
+       stage, branches 0..h-1 partitioned as a parallel prefix; or the head
+       partitioned as a series (e.g. a chain of stages), branches 0..j-1 as
+       a parallel prefix; then the rest */
     if (ci->kind == GPP_SP_PARALLEL)
         for (int m = i + 1; m < k; m++)
             for (int j = 0; j < ci->n_children; j++) {
@@ -331,7 +378,7 @@ static void s_enum_ser(const gpp_sp_t *t, int v, int i, s_plist_t *out)
                     for (int h = j; h >= 0; h--) {
                         s_plist_t pre = {0}, rest = {0}, tmp = {0}, tmp2 = {0};
                         s_enum_par(t, n->children[i], h - 1, &pre);
-                        s_enum_ser(t, v, m + 1, &rest);
+                        s_enum_ser(t, v, m + 1, k, &rest);
                         unsigned T = s_mask(t, t->nodes[bj->children[e + 1]].first,
                                             t->nodes[n->children[m]].last);
                         unsigned H = s_mask(t, t->nodes[ci->children[h]].first,
@@ -344,6 +391,19 @@ static void s_enum_ser(const gpp_sp_t *t, int v, int i, s_plist_t *out)
                             s_pl_add(out, tmp2.p[x]);
                         free(pre.p), free(rest.p), free(tmp.p), free(tmp2.p), free(one.p);
                     }
+                for (int e = 0; s_enum_chain_heads && e + 1 < bj->n_children; e++) {
+                    s_plist_t pre = {0}, rest = {0}, head = {0}, tmp = {0}, tmp2 = {0};
+                    s_enum_par(t, n->children[i], j - 1, &pre);
+                    s_enum_ser(t, ci->children[j], 0, e + 1, &head);
+                    s_enum_ser(t, v, m + 1, k, &rest);
+                    unsigned T = s_mask(t, t->nodes[bj->children[e + 1]].first,
+                                        t->nodes[n->children[m]].last);
+                    s_pl_product(&pre, &rest, T, 1, &tmp);
+                    s_pl_product(&tmp, &head, 0, 0, &tmp2);
+                    for (int x = 0; x < tmp2.n; x++)
+                        s_pl_add(out, tmp2.p[x]);
+                    free(pre.p), free(rest.p), free(head.p), free(tmp.p), free(tmp2.p);
+                }
             }
 }
 
@@ -354,7 +414,7 @@ static void s_enum_node(const gpp_sp_t *t, int v, s_plist_t *out)
         s_part_t p = {{1u << n->op}, 1};
         s_pl_add(out, p);
     } else if (n->kind == GPP_SP_SERIES) {
-        s_enum_ser(t, v, 0, out);
+        s_enum_ser(t, v, 0, n->n_children, out);
     } else {
         s_enum_par(t, v, n->n_children - 1, out);
     }
@@ -484,101 +544,133 @@ static double s_bf_convex(s_bf_t *bf)
     return best;
 }
 
-static void t_random_vs_bruteforce(void)
+typedef struct {
+    int cases, infeasible, agree, compared, convex_better, sp_compared, sp_better, widened;
+    double ratio_sum, ratio_max, sp_sum, sp_max;
+} s_bf_stats_t;
+
+/* One case: the DP (its own space: no chain candidate) against the brute
+ * force over the SP stage space; with count_widened, also the brute force
+ * without chain heads at the join split, to count where they win. */
+static void s_bf_case(s_bf_t *bf, gpp_graph_t *g, int n_dev, int b_log_max, int count_widened,
+                      s_bf_stats_t *st)
 {
-    int n_cases = 240, agree = 0, infeasible = 0, convex_better = 0, compared = 0;
-    int sp_compared = 0, sp_better = 0;
-    double sp_sum = 0, sp_max = 1;
-    double ratio_sum = 0, ratio_max = 1;
-    s_bf_t *bf = calloc(1, sizeof *bf);
-    for (int c = 0; c < n_cases; c++) {
-        int n = s_randi(2, MAXN);
-        gpp_graph_t *g = s_random_graph(n);
-        gpp_cluster_t cl;
-        gpp_err_t err = {{0}};
-        int n_dev = s_randi(1, 4);
-        gpp_cluster_init(&cl, "v100-16g", n_dev, 2, &err);
-        int64_t w = GPP_BYTES_PER_PARAM * gpp_graph_params(g);
-        /* bounds from tight to loose so that memory binds in some cases */
-        cl.mem_bound_bytes = (int64_t)((w + (64 << 20)) * (0.3 + 0.2 * s_randi(0, 6)));
-        gpp_cost_t *cost = gpp_cost_new(g, &cl);
-        int b = 1 << s_randi(0, 2), B = 8;
-        memset(bf, 0, sizeof *bf);
-        bf->g = g, bf->cost = cost, bf->n = n, bf->n_dev = n_dev, bf->b = b, bf->B = B;
-        bf->M = cl.mem_bound_bytes;
-        gpp_sp_t *t = gpp_sp_build(g, &err);
-        GPP_EXPECT(t && gpp_sp_check(t, g, &err) == 0);
-        s_closure_edges(bf, t);
-        double want = s_bf_sp(bf, t);
-        gpp_part_opts_t o;
-        gpp_part_opts_default(&o, B);
-        o.micro_batch = b;
-        o.eps = EPS;
-        o.no_chain = 1; /* the DP's own space, which the brute force enumerates */
-        int64_t need = 0;
-        gpp_plan_t *p = gpp_part_run(g, cost, &o, &need, &err);
-        if (!isfinite(want)) {
-            infeasible++;
-            GPP_EXPECT_MSG(p == NULL && need > 0, "case %d: brute force infeasible, DP %s", c,
-                           p ? "found a plan" : "no bound");
-        } else {
-            GPP_EXPECT_MSG(p != NULL, "case %d: brute force %.6f, DP failed: %s", c, want, err.msg);
-            if (p) {
-                double got = p->bottleneck_tps_ms;
-                int ok = got >= want * (1 - 1e-9) && got <= want * (1 + EPS) + 1e-12;
-                GPP_EXPECT_MSG(ok, "case %d (n=%d dev=%d b=%d): DP %.9f vs brute force %.9f", c, n,
-                               n_dev, b, got, want);
-                if (!ok && getenv("GPP_TEST_VERBOSE")) {
-                    gpp_sp_print(t, g, stderr);
-                    for (int v = 0; v < n; v++) {
-                        fprintf(stderr, "op%d <-", v);
-                        for (int k = 0; k < g->ops[v].n_inputs; k++)
-                            fprintf(stderr, " %d", g->ops[v].inputs[k]);
-                        fprintf(stderr, "\n");
-                    }
-                    for (int sI = 0; sI < p->n_stages; sI++) {
-                        fprintf(stderr, "  dp stage %d: d=%d infl=%d tps=%.6f mem=%lld ops", sI,
-                                p->stages[sI].devices, p->stages[sI].inflight, p->stages[sI].tps_ms,
-                                (long long)p->stages[sI].mem_bytes);
-                        for (int k = 0; k < p->stages[sI].n_ops; k++)
-                            fprintf(stderr, " %d", p->stages[sI].ops[k]);
-                        fprintf(stderr, "\n");
-                    }
-                    fprintf(stderr, "  M=%lld\n", (long long)bf->M);
+    int n = g->n_ops, c = st->cases++;
+    gpp_cluster_t cl;
+    gpp_err_t err = {{0}};
+    gpp_cluster_init(&cl, "v100-16g", n_dev, 2, &err);
+    int64_t w = GPP_BYTES_PER_PARAM * gpp_graph_params(g);
+    /* bounds from tight to loose so that memory binds in some cases */
+    cl.mem_bound_bytes = (int64_t)((w + (64 << 20)) * (0.3 + 0.2 * s_randi(0, 6)));
+    gpp_cost_t *cost = gpp_cost_new(g, &cl);
+    int b = 1 << s_randi(0, b_log_max), B = 8;
+    memset(bf, 0, sizeof *bf);
+    bf->g = g, bf->cost = cost, bf->n = n, bf->n_dev = n_dev, bf->b = b, bf->B = B;
+    bf->M = cl.mem_bound_bytes;
+    gpp_sp_t *t = gpp_sp_build(g, &err);
+    GPP_EXPECT(t && gpp_sp_check(t, g, &err) == 0);
+    s_closure_edges(bf, t);
+    double want = s_bf_sp(bf, t);
+    if (count_widened) {
+        s_enum_chain_heads = 0;
+        double narrow = s_bf_sp(bf, t);
+        s_enum_chain_heads = 1;
+        GPP_EXPECT(want <= narrow); /* a superset */
+        st->widened += want < narrow * (1 - EPS);
+    }
+    gpp_part_opts_t o;
+    gpp_part_opts_default(&o, B);
+    o.micro_batch = b;
+    o.eps = EPS;
+    o.no_chain = 1; /* the DP's own space, which the brute force enumerates */
+    int64_t need = 0;
+    gpp_plan_t *p = gpp_part_run(g, cost, &o, &need, &err);
+    if (!isfinite(want)) {
+        st->infeasible++;
+        GPP_EXPECT_MSG(p == NULL && need > 0, "case %d: brute force infeasible, DP %s", c,
+                       p ? "found a plan" : "no bound");
+    } else {
+        GPP_EXPECT_MSG(p != NULL, "case %d: brute force %.6f, DP failed: %s", c, want, err.msg);
+        if (p) {
+            double got = p->bottleneck_tps_ms;
+            int ok = got >= want * (1 - 1e-9) && got <= want * (1 + EPS) + 1e-12;
+            GPP_EXPECT_MSG(ok, "case %d (n=%d dev=%d b=%d): DP %.9f vs brute force %.9f", c, n,
+                           n_dev, b, got, want);
+            if (!ok && getenv("GPP_TEST_VERBOSE")) {
+                gpp_sp_print(t, g, stderr);
+                for (int v = 0; v < n; v++) {
+                    fprintf(stderr, "op%d <-", v);
+                    for (int k = 0; k < g->ops[v].n_inputs; k++)
+                        fprintf(stderr, " %d", g->ops[v].inputs[k]);
+                    fprintf(stderr, "\n");
                 }
-                agree += ok;
-                double conv = s_bf_convex(bf);
-                GPP_EXPECT(conv <= want * (1 + 1e-9)); /* the SP space is a subset */
-                double r = got / conv;
-                ratio_sum += r;
-                if (r > ratio_max)
-                    ratio_max = r;
-                convex_better += r > 1 + EPS;
-                compared++;
-                if (t->added_cuts == 0) {
-                    sp_compared++;
-                    sp_better += r > 1 + EPS;
-                    sp_sum += r;
-                    if (r > sp_max)
-                        sp_max = r;
+                for (int sI = 0; sI < p->n_stages; sI++) {
+                    fprintf(stderr, "  dp stage %d: d=%d infl=%d tps=%.6f mem=%lld ops", sI,
+                            p->stages[sI].devices, p->stages[sI].inflight, p->stages[sI].tps_ms,
+                            (long long)p->stages[sI].mem_bytes);
+                    for (int k = 0; k < p->stages[sI].n_ops; k++)
+                        fprintf(stderr, " %d", p->stages[sI].ops[k]);
+                    fprintf(stderr, "\n");
                 }
+                fprintf(stderr, "  M=%lld\n", (long long)bf->M);
+            }
+            st->agree += ok;
+            double conv = s_bf_convex(bf);
+            GPP_EXPECT(conv <= want * (1 + 1e-9)); /* the SP space is a subset */
+            double r = got / conv;
+            st->ratio_sum += r;
+            if (r > st->ratio_max)
+                st->ratio_max = r;
+            st->convex_better += r > 1 + EPS;
+            st->compared++;
+            if (t->added_cuts == 0) {
+                st->sp_compared++;
+                st->sp_better += r > 1 + EPS;
+                st->sp_sum += r;
+                if (r > st->sp_max)
+                    st->sp_max = r;
             }
         }
-        gpp_plan_destroy(&p);
-        gpp_sp_destroy(&t);
-        gpp_cost_destroy(&cost);
+    }
+    gpp_plan_destroy(&p);
+    gpp_sp_destroy(&t);
+    gpp_cost_destroy(&cost);
+}
+
+static void t_random_vs_bruteforce(void)
+{
+    s_bf_stats_t st = {.ratio_max = 1, .sp_max = 1};
+    s_bf_t *bf = calloc(1, sizeof *bf);
+    for (int c = 0; c < 240; c++) {
+        gpp_graph_t *g = s_random_graph(s_randi(2, MAXN));
+        s_bf_case(bf, g, s_randi(1, 4), 2, 0, &st);
         gpp_graph_destroy(&g);
     }
-    free(bf);
     printf("  random graphs: %d cases, %d memory-infeasible (DP agrees), %d optimal within eps "
            "%.0e\n",
-           n_cases, infeasible, agree, EPS);
+           st.cases, st.infeasible, st.agree, EPS);
     printf("  unrestricted convex partitions better in %d of %d cases (%.1f%%); GPP/convex TPS "
            "ratio mean %.4f max %.4f\n",
-           convex_better, compared, compared ? 100.0 * convex_better / compared : 0.0,
-           compared ? ratio_sum / compared : 1.0, ratio_max);
-    printf("  of those, SP graphs: better in %d of %d; ratio mean %.4f max %.4f\n", sp_better,
-           sp_compared, sp_compared ? sp_sum / sp_compared : 1.0, sp_max);
+           st.convex_better, st.compared,
+           st.compared ? 100.0 * st.convex_better / st.compared : 0.0,
+           st.compared ? st.ratio_sum / st.compared : 1.0, st.ratio_max);
+    printf("  of those, SP graphs: better in %d of %d; ratio mean %.4f max %.4f\n", st.sp_better,
+           st.sp_compared, st.sp_compared ? st.sp_sum / st.sp_compared : 1.0, st.sp_max);
+    /* branches and a join (the zoo's shape), 4 devices, b = 1 (with more
+       samples per micro-batch data parallelism usually ties with a chain):
+       the widened join split (a chain of stages in the split branch) must
+       be found exactly */
+    s_bf_stats_t br = {.ratio_max = 1, .sp_max = 1};
+    for (int c = 0; c < 160; c++) {
+        gpp_graph_t *g = s_branchy_graph();
+        s_bf_case(bf, g, 4, 0, 1, &br);
+        gpp_graph_destroy(&g);
+    }
+    printf("  branch-and-join graphs: %d cases, %d memory-infeasible (DP agrees), %d optimal "
+           "within eps %.0e; a chain head at the join split is strictly better in %d\n",
+           br.cases, br.infeasible, br.agree, EPS, br.widened);
+    GPP_EXPECT(br.widened > 0); /* the cases exercise the widening */
+    free(bf);
 }
 
 static gpp_plan_t *s_plan_zoo(const char *spec, int n_dev, int batch, int mbs, int spp,
