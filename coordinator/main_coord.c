@@ -18,6 +18,7 @@
 
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
+#include "common/gpp_version.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
 #include "coordinator/gpp_job.h"
@@ -53,6 +54,7 @@ static void s_usage(FILE *f)
             "  --iterations N                 override job.iterations\n"
             "  --reprofile                    --plan auto: profile on the agents again instead\n"
             "                                 of reusing <checkpoint_dir>/profile.json\n"
+            "  --version                      print the version and git commit\n"
             "  --help\n");
 }
 
@@ -186,7 +188,7 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
 {
     char agent[PATH_MAX];
     if (s_agent_path(o, agent, sizeof agent) < 0) {
-        gpp_error("gpp-coordinator: cannot find gpp-agent (tried --agent, $GPP_AGENT, next to "
+        gpp_error("cannot find gpp-agent (tried --agent, $GPP_AGENT, next to "
                   "this binary and %s); pass --agent PATH",
                   GPP_AGENT_BUILD_PATH);
         return -1;
@@ -227,12 +229,12 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
         gpp_err_t err = {{0}};
         pid_t pid = gpp_launch_spawn(launch, argv, r, &err);
         if (pid < 0) {
-            gpp_error("gpp-coordinator: %s", err.msg);
+            gpp_error("%s", err.msg);
             return -1;
         }
         gpp_registry_agent(gpp_coord_registry(coord), r)->launched_pid = pid;
     }
-    gpp_info("gpp-coordinator: launched %d local agents (%s, %s CPU thread%s each)", n, agent, thr,
+    gpp_info("launched %d local agents (%s, %s CPU thread%s each)", n, agent, thr,
              strcmp(thr, "1") ? "s" : "");
     if (cores < n)
         printf("note: %d agents share %ld cores; the simulation assumes a device each, so the "
@@ -266,13 +268,16 @@ static void s_print_barriers(gpp_coord_t *coord, int n_agents)
 
 int main(int argc, char **argv)
 {
+    int start = gpp_main_start("gpp-coordinator", argc, argv);
+    if (start >= 0)
+        return start;
     s_opts_t o;
     if (s_parse(argc, argv, &o) < 0)
         return 2;
     gpp_err_t err = {{0}};
     int sigfd = gpp_sigfd_open(&err);
     if (sigfd < 0) {
-        gpp_error("gpp-coordinator: %s", err.msg);
+        gpp_error("%s", err.msg);
         return 1;
     }
     gpp_config_t cfg;
