@@ -282,7 +282,7 @@ int main(int argc, char **argv)
     }
     gpp_config_t cfg;
     if (gpp_config_load(&cfg, o.config_path, &err) < 0) {
-        fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
+        gpp_error("%s", err.msg);
         return 2;
     }
     if (o.iterations > 0)
@@ -324,7 +324,7 @@ int main(int argc, char **argv)
     if (!o.control_only) {
         job = gpp_job_new(&cfg, o.plan, o.reprofile, stdout, &err);
         if (!job) {
-            fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
+            gpp_error("%s", err.msg);
             rc = 2;
             goto done;
         }
@@ -340,7 +340,7 @@ int main(int argc, char **argv)
     }
     coord = gpp_coord_new(&cc, &err);
     if (!coord) {
-        fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
+        gpp_error("%s", err.msg);
         goto done;
     }
     if (local && s_launch_agents(coord, launch, &cfg, &o, hosts, slots, n) < 0)
@@ -354,7 +354,7 @@ int main(int argc, char **argv)
         printf("control: %llu invalid messages dropped\n",
                (unsigned long long)gpp_coord_dropped(coord));
     if (rc != 0)
-        fprintf(stderr, "gpp-coordinator: job stopped: %s\n", gpp_coord_reason(coord));
+        gpp_error("job stopped: %s", gpp_coord_reason(coord));
 done:
     gpp_launch_destroy(&launch); /* reaps every child: no orphans */
     gpp_coord_destroy(&coord);

@@ -43,4 +43,24 @@ done
 grep -Eq "^$TS debug gpp-coordinator " "$TMP/job.err" && ok "debug lines at GPP_LOG_LEVEL=debug" \
     || fail "debug lines at GPP_LOG_LEVEL=debug"
 
+# ---- no silence while waiting: the missing agent is named every 1.5-2 s -------
+PORT=$(free_port)
+sed -e "s|^endpoint = .*|endpoint = \"tcp://127.0.0.1:$PORT\"|" -e 's/^launch = .*/launch = "external"/' \
+    "$TMP/job.toml" >"$TMP/ext.toml"
+"$COORD" --plan gpp --start-timeout-ms 6000 "$TMP/ext.toml" >"$TMP/wait.out" 2>"$TMP/wait.err" &
+CP=$!
+"$AGENT" --coordinator "tcp://127.0.0.1:$PORT" --host 127.0.0.1 --slot 0 --heartbeat-ms 100 \
+    --timeout-ms 3000 >"$TMP/a0.out" 2>"$TMP/a0.err" &
+A0=$!
+track $A0
+bwait $CP 30
+rc=$?
+bwait $A0 10 >/dev/null
+n=$(grep -c "coordinator: waiting for agents: 1 of 2 registered after .*; missing 127.0.0.1:1\$" "$TMP/wait.err")
+if [ "$rc" = 1 ] && [ "$n" -ge 2 ] && grep -q "timed out after 6.0 s waiting for agents: missing 127.0.0.1:1" "$TMP/wait.err"; then
+    ok "waiting for agents: $n progress lines name the missing one"
+else
+    fail "waiting for agents: progress lines name the missing one" "exit $rc, $n lines" "$(tail -4 "$TMP/wait.err")"
+fi
+
 gpp_test_end
