@@ -10,6 +10,7 @@
 
 #include "common/gpp_sigfd.h"
 #include "common/gpp_time.h"
+#include "coordinator/gpp_expo.h"
 #include "coordinator/gpp_rdv.h"
 
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
@@ -63,11 +64,13 @@ struct gpp_coord_s {
     s_state_t progress_state; /* the phase the progress lines are about */
     double progress_phase_ms; /* when it began */
     double progress_line_ms;  /* the last progress line (or the phase's start) */
+    double start_time_s;      /* Unix time of gpp_coord_new, for /metrics */
     gpp_rdv_t *rdv;           /* the job's rendezvous table */
     char rdv_endpoint[512];
 };
 
 static void s_drop(gpp_coord_t *self, const char *who, const char *why);
+static void s_publish_metrics(gpp_coord_t *self);
 
 /* ---- sending ---- */
 
@@ -499,10 +502,13 @@ static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *
         return;
     }
     gpp_err_t err = {{0}};
-    if (gpp_progress_add(self->progress, a->rank, mt, &err) < 0) {
+    int completed = gpp_progress_add(self->progress, a->rank, mt, &err);
+    if (completed < 0) {
         s_drop(self, who, err.msg);
         return;
     }
+    if (completed)
+        s_publish_metrics(self);
     a->iteration = mt->iteration;
     if (gpp_progress_finished(self->progress))
         s_finish(self);
@@ -681,6 +687,28 @@ static int64_t s_realtime_us(void)
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
+/* Renders the job for /metrics and hands the text to the HTTP thread
+ * (which reads nothing else): on every heartbeat tick and when an
+ * iteration completes. */
+static void s_publish_metrics(gpp_coord_t *self)
+{
+    if (!self->cfg.http)
+        return;
+    gpp_expo_job_t v = {.state = s_state_name[self->state],
+                        .state_names = s_state_name,
+                        .n_states = (int)(sizeof s_state_name / sizeof *s_state_name),
+                        .start_time_s = self->start_time_s,
+                        .now_ms = gpp_now_ms(),
+                        .reg = self->reg,
+                        .job = self->progress ? &self->job : NULL,
+                        .progress = self->progress,
+                        .dropped = self->dropped};
+    gpp_expo_t t = {0};
+    gpp_expo_job(&t, &v);
+    gpp_http_publish(self->cfg.http, t.buf, t.len);
+    gpp_expo_release(&t);
+}
+
 static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
 {
     (void)loop;
@@ -689,6 +717,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     double now = gpp_now_ms();
     gpp_rdv_tick(self->rdv, now);
     s_progress_tick(self, now);
+    s_publish_metrics(self);
     if (self->state == S_DONE) {
         if (self->cfg.launch && gpp_launch_live(self->cfg.launch) == 0)
             return -1;
@@ -810,6 +839,7 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
     self->reg = gpp_registry_new(cfg->n_agents, cfg->hosts, cfg->slots);
     self->in_job = gpp_xcalloc((size_t)cfg->n_agents, sizeof *self->in_job);
     self->timer_id = -1;
+    self->start_time_s = (double)s_realtime_us() / 1e6;
     self->rdv = gpp_rdv_new(NULL, s_rdv_send, s_rdv_member, self);
     if (!cfg->plan_fn) {
         for (int r = 0; r < cfg->n_agents; r++)
@@ -876,6 +906,7 @@ int gpp_coord_run(gpp_coord_t *self)
 {
     self->start_ms = gpp_now_ms();
     self->state = S_WAITING;
+    s_publish_metrics(self);
     gpp_info("coordinator: listening on %s (port %d), waiting for %d agents", self->cfg.endpoint,
              self->port, gpp_registry_size(self->reg));
     gpp_sigfd_run_loop(self->loop);

@@ -309,6 +309,7 @@ int main(int argc, char **argv)
     gpp_launch_t *launch = NULL;
     gpp_coord_t *coord = NULL;
     gpp_job_t *job = NULL;
+    gpp_http_t *http = NULL;
     gpp_coord_cfg_t cc = {0};
     cc.endpoint = o.endpoint ? o.endpoint : cfg.coordinator.endpoint;
     cc.n_agents = n;
@@ -332,6 +333,16 @@ int main(int argc, char **argv)
         cc.plan_arg = job;
         cc.profile_req = gpp_job_profile_request(job);
         cc.profile_fn = gpp_job_profile_fn;
+    }
+    if (cfg.metrics.http_port > 0) { /* a port in use is the cluster file's to fix: exit 2 */
+        http = gpp_http_new(cfg.metrics.http_port, &err);
+        if (!http) {
+            gpp_error("%s: %s", o.config_path, err.msg);
+            rc = 2;
+            goto done;
+        }
+        cc.http = http;
+        gpp_info("metrics: serving Prometheus /metrics on port %d", gpp_http_port(http));
     }
     int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
     if (local) {
@@ -358,6 +369,7 @@ int main(int argc, char **argv)
 done:
     gpp_launch_destroy(&launch); /* reaps every child: no orphans */
     gpp_coord_destroy(&coord);
+    gpp_http_destroy(&http); /* after the loop: nothing publishes any more */
     gpp_job_destroy(&job);
     free(hosts);
     free(slots);

@@ -2,7 +2,10 @@
 # observe: what an operator watches, on real processes. Every binary answers
 # --version (version and git commit) and refuses a bad GPP_LOG_LEVEL (exit
 # 2, naming it); every log line of a real job carries a UTC timestamp, a
-# level word, the component and (agents) the rank.
+# level word, the component and (agents) the rank; the coordinator names
+# the agents it waits for; [metrics] http_port serves /metrics, scraped during
+# a real run and parsed with Debian's prometheus_client; a port in use is an
+# exit-2 error naming it.
 # Usage: observe.sh BUILD_DIR
 set -u
 . "$(dirname "$0")/lib/gpp_test.sh"
@@ -61,6 +64,39 @@ if [ "$rc" = 1 ] && [ "$n" -ge 2 ] && grep -q "timed out after 6.0 s waiting for
     ok "waiting for agents: $n progress lines name the missing one"
 else
     fail "waiting for agents: progress lines name the missing one" "exit $rc, $n lines" "$(tail -4 "$TMP/wait.err")"
+fi
+
+# ---- Prometheus /metrics during a real run -------------------------------------
+PY=/usr/bin/python3 # Debian's, with python3-prometheus-client (scripts/install-deps.sh)
+if ! $PY -c 'import prometheus_client' 2>/dev/null; then
+    fail "python3-prometheus-client is installed (scripts/install-deps.sh)"
+else
+    read -r CPORT HPORT <<<"$(free_port 2 | tr '\n' ' ')"
+    C=$(cpu_job_conf "$TMP/prom.toml" 3 3000 "" "[metrics]
+http_port = $HPORT")
+    sed -i "s|^endpoint = .*|endpoint = \"tcp://127.0.0.1:$CPORT\"|" "$C"
+    # [metrics] after [job] ends [job]: the [health] lines that follow stay in [health]
+    "$COORD" --plan gpp "$C" >"$TMP/prom.out" 2>"$TMP/prom.err" &
+    CP=$!
+    if $PY "$SRC/tests/integration/lib/scrape_metrics.py" "$HPORT" 120 3 >"$TMP/scrape.out" 2>"$TMP/scrape.err"; then
+        ok "/metrics during training: $(cat "$TMP/scrape.out")"
+    else
+        fail "/metrics during training" "$(cat "$TMP/scrape.err")" "$(tail -2 "$TMP/prom.err")"
+    fi
+    bwait $CP 120 && ok "the scraped job finishes" || fail "the scraped job finishes" "$(tail -3 "$TMP/prom.err")"
+    planned=$(sed -n 's/^plan gpp for .*: \([0-9]*\) stages\{0,1\},.*/\1/p' "$TMP/prom.out" | head -1)
+    grep -q ", $planned stages\$" "$TMP/scrape.out" && ok "a series per stage of the plan ($planned)" \
+        || fail "a series per stage of the plan" "plan: $planned; scrape: $(cat "$TMP/scrape.out")"
+
+    # a port in use: exit 2 naming it, no agent launched (the holder reuses
+    # the address: the scrapes left the port in TIME_WAIT)
+    $PY -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1); print("up", flush=True); time.sleep(60)' "$HPORT" >"$TMP/holder.out" &
+    HOLDER=$!
+    wait_until 10 grep -q up "$TMP/holder.out" || fail "a listener holds port $HPORT"
+    expect_fail "http_port in use" "http_port $HPORT: port $HPORT is in use.*set \[metrics\] http_port" \
+        "$COORD" --plan gpp "$C"
+    kill $HOLDER
 fi
 
 gpp_test_end
