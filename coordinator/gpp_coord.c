@@ -705,7 +705,10 @@ static void s_publish_metrics(gpp_coord_t *self)
                         .dropped = self->dropped};
     gpp_expo_t t = {0};
     gpp_expo_job(&t, &v);
-    gpp_http_publish(self->cfg.http, t.buf, t.len);
+    gpp_http_publish(self->cfg.http, GPP_HTTP_METRICS, t.buf, t.len);
+    gpp_expo_release(&t);
+    gpp_expo_schedule(&t, &v);
+    gpp_http_publish(self->cfg.http, GPP_HTTP_SCHEDULE, t.buf, t.len);
     gpp_expo_release(&t);
 }
 

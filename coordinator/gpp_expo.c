@@ -250,3 +250,35 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
                     "Control-plane messages the coordinator dropped as invalid.");
     gpp_expo_sample(t, "gpp_control_messages_dropped_total", (double)v->dropped, NULL);
 }
+
+void gpp_expo_schedule(gpp_expo_t *t, const gpp_expo_job_t *v)
+{
+    const gpp_progress_t *pg = v->progress;
+    int last = pg ? gpp_progress_done(pg) - 1 : -1;
+    s_put(t, "# gpp-schedule/1 iteration %d\n", last);
+    if (last < 0 || !v->job)
+        return;
+    static const char *const code[] = {
+        [GPP__ACTION_TYPE__ACT_FWD] = "F",       [GPP__ACTION_TYPE__ACT_BWD] = "B",
+        [GPP__ACTION_TYPE__ACT_SEND_ACT] = "SA", [GPP__ACTION_TYPE__ACT_RECV_ACT] = "RA",
+        [GPP__ACTION_TYPE__ACT_SEND_GRAD] = "SG", [GPP__ACTION_TYPE__ACT_RECV_GRAD] = "RG",
+        [GPP__ACTION_TYPE__ACT_ALLREDUCE] = "AR", [GPP__ACTION_TYPE__ACT_STEP] = "ST"};
+    const gpp_progress_layout_t *l = &v->job->layout;
+    for (int r = 0; r < l->n_agents; r++) {
+        gpp_progress_rank_t pr;
+        const Gpp__Assignment *as = v->job->assign[r];
+        if (!as || gpp_progress_rank(pg, last, r, &pr) < 0 || !pr.n_action_ms)
+            continue;
+        s_put(t, "%d %d %d %.4f:", r, l->stage_of_rank[r], l->replica_of_rank[r], pr.iteration_ms);
+        int n = pr.n_action_ms < (int)as->n_actions ? pr.n_action_ms : (int)as->n_actions;
+        for (int i = 0; i < n; i++) {
+            const Gpp__Action *a = as->actions[i];
+            int known = a->type >= 0 && a->type < (int)(sizeof code / sizeof *code);
+            if (a->type == GPP__ACTION_TYPE__ACT_ALLREDUCE || a->type == GPP__ACTION_TYPE__ACT_STEP)
+                s_put(t, " %s %.4f", code[a->type], pr.action_ms[i]);
+            else
+                s_put(t, " %s%d %.4f", known ? code[a->type] : "?", a->mb, pr.action_ms[i]);
+        }
+        s_put(t, "\n");
+    }
+}

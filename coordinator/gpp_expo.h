@@ -53,4 +53,17 @@ typedef struct {
 /* Appends the job's metrics to t. */
 void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v);
 
+/* Appends the measured schedule of the last complete iteration (what
+ * /schedule serves, gpp-top's Gantt chart), one line per rank in the job:
+ *
+ *   # gpp-schedule/1 iteration I
+ *   RANK STAGE REPLICA ITERATION_MS: CODE MS CODE MS ...
+ *
+ * in action order (an agent runs its actions one after another, so a
+ * start is the sum of the times before it); CODE is F<mb> forward, B<mb>
+ * backward, SA<mb> / SG<mb> send activations / gradients, RA<mb> / RG<mb>
+ * receive (mostly waiting), AR all-reduce, ST optimizer step; times in ms.
+ * Nothing but the header line before the first complete iteration. */
+void gpp_expo_schedule(gpp_expo_t *t, const gpp_expo_job_t *v);
+
 #endif

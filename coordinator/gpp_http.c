@@ -2,6 +2,7 @@
 #include "coordinator/gpp_http.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -23,8 +24,8 @@ struct gpp_http_s {
     int fd; /* the listening socket (MHD_stop_daemon closes it) */
     int port;
     pthread_mutex_t lock;
-    char *text; /* the published snapshot, under lock */
-    size_t len;
+    char *text[GPP_HTTP__COUNT]; /* the published snapshots, under lock */
+    size_t len[GPP_HTTP__COUNT];
     atomic_ulong scrapes;
 };
 
@@ -57,18 +58,23 @@ static enum MHD_Result s_on_request(void *arg, struct MHD_Connection *c, const c
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return s_reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
                        gpp_xstrdup("only GET /metrics\n"), strlen("only GET /metrics\n"));
-    if (strcmp(url, "/metrics") != 0) {
+    int doc = strcmp(url, "/metrics") == 0 ? GPP_HTTP_METRICS
+              : strcmp(url, "/schedule") == 0 ? GPP_HTTP_SCHEDULE
+                                              : -1;
+    if (doc < 0) {
         const char *msg = "gpp-coordinator: the metrics are at /metrics\n";
         return s_reply(c, MHD_HTTP_NOT_FOUND, "text/plain", gpp_xstrdup(msg), strlen(msg));
     }
     pthread_mutex_lock(&self->lock);
-    size_t len = self->len;
+    size_t len = self->len[doc];
     char *body = gpp_xcalloc(len + 1, 1);
     if (len)
-        memcpy(body, self->text, len);
+        memcpy(body, self->text[doc], len);
     pthread_mutex_unlock(&self->lock);
-    atomic_fetch_add(&self->scrapes, 1);
-    return s_reply(c, MHD_HTTP_OK, S_CONTENT_TYPE, body, len);
+    if (doc == GPP_HTTP_METRICS)
+        atomic_fetch_add(&self->scrapes, 1);
+    return s_reply(c, MHD_HTTP_OK, doc == GPP_HTTP_METRICS ? S_CONTENT_TYPE : "text/plain", body,
+                   len);
 }
 
 /* Binds the port ourselves, so that a port in use is reported with the
@@ -139,7 +145,8 @@ void gpp_http_destroy(gpp_http_t **self_p)
     gpp_http_t *self = *self_p;
     MHD_stop_daemon(self->daemon); /* joins its thread and closes the socket it was given */
     pthread_mutex_destroy(&self->lock);
-    free(self->text);
+    for (int d = 0; d < GPP_HTTP__COUNT; d++)
+        free(self->text[d]);
     free(self);
     *self_p = NULL;
 }
@@ -149,14 +156,15 @@ int gpp_http_port(const gpp_http_t *self)
     return self->port;
 }
 
-void gpp_http_publish(gpp_http_t *self, const char *text, size_t len)
+void gpp_http_publish(gpp_http_t *self, gpp_http_doc_t doc, const char *text, size_t len)
 {
+    assert(doc >= 0 && doc < GPP_HTTP__COUNT);
     char *copy = gpp_xcalloc(len + 1, 1);
     memcpy(copy, text, len);
     pthread_mutex_lock(&self->lock);
-    char *old = self->text;
-    self->text = copy;
-    self->len = len;
+    char *old = self->text[doc];
+    self->text[doc] = copy;
+    self->len[doc] = len;
     pthread_mutex_unlock(&self->lock);
     free(old);
 }

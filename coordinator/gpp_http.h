@@ -2,8 +2,10 @@
  *
  * An HTTP server (libmicrohttpd, one internal polling thread) answers
  * GET /metrics with the last text the owner published (the Prometheus text
- * exposition format 0.0.4, made by gpp_expo) and nothing else: the server
- * thread never reads coordinator state. The coordinator's loop thread
+ * exposition format 0.0.4, made by gpp_expo) and GET /schedule with the
+ * last iteration's measured action times (gpp_expo_schedule, for gpp-top's
+ * Gantt chart), and nothing else: the server thread never reads
+ * coordinator state. The coordinator's loop thread
  * renders a snapshot and hands it over with gpp_http_publish, which copies
  * it under a mutex; a scrape copies it out under the same mutex.
  *
@@ -26,8 +28,11 @@ void gpp_http_destroy(gpp_http_t **self_p);
 
 int gpp_http_port(const gpp_http_t *self);
 
-/* What /metrics serves from now on (copied). Any thread. */
-void gpp_http_publish(gpp_http_t *self, const char *text, size_t len);
+typedef enum { GPP_HTTP_METRICS = 0, GPP_HTTP_SCHEDULE, GPP_HTTP__COUNT } gpp_http_doc_t;
+
+/* What /metrics (GPP_HTTP_METRICS) or /schedule serves from now on
+ * (copied). Any thread. */
+void gpp_http_publish(gpp_http_t *self, gpp_http_doc_t doc, const char *text, size_t len);
 
 /* Scrapes served so far. */
 unsigned long gpp_http_scrapes(const gpp_http_t *self);

@@ -9,7 +9,10 @@
  * Screen: job state, iteration, loss, samples/s with a sparkline; a row per
  * agent (rank, host:slot, stage, state, heartbeat age, memory high-water /
  * limit); a row per stage (compute, comm, idle seconds of the last
- * iteration and the bubble %). Keys: a agents, s stages, b both, q quit.
+ * iteration and the bubble %); a Gantt chart of the last iteration as
+ * measured, a row per stage (its first replica; from /schedule; an
+ * action shorter than a column still takes one). Keys: a
+ * agents, s stages, g Gantt, b all, q quit.
  * --once prints one frame as plain text and exits (0; 1 when the
  * coordinator cannot be reached; 2 on a bad command line).
  * See docs/operations.md. */
@@ -140,8 +143,9 @@ static int s_parse(char *text, s_scrape_t *sc, gpp_err_t *err)
 
 /* ---- fetching ---- */
 
-/* GET http://host:port/metrics into *body (caller frees). */
-static int s_fetch(const char *host, const char *port, char **body, gpp_err_t *err)
+/* GET http://host:port/PATH into *body (caller frees). */
+static int s_fetch(const char *host, const char *port, const char *path, char **body,
+                   gpp_err_t *err)
 {
     *body = NULL;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
@@ -172,11 +176,11 @@ static int s_fetch(const char *host, const char *port, char **body, gpp_err_t *e
     }
     freeaddrinfo(ai);
     if (fd < 0)
-        return gpp_err_set(err, "cannot reach http://%s:%s/metrics: %s; is the coordinator "
+        return gpp_err_set(err, "cannot reach http://%s:%s%s: %s; is the coordinator "
                                 "running with [metrics] http_port = %s?",
-                           host, port, strerror(last_errno), port);
+                           host, port, path, strerror(last_errno), port);
     char req[512];
-    int rl = snprintf(req, sizeof req, "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", host);
+    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host);
     size_t len = 0, cap = 65536;
     char *buf = gpp_xcalloc(cap, 1);
     int ok = send(fd, req, (size_t)rl, MSG_NOSIGNAL) == rl;
@@ -205,7 +209,7 @@ static int s_fetch(const char *host, const char *port, char **body, gpp_err_t *e
     buf[len] = 0;
     char *sep = strstr(buf, "\r\n\r\n");
     if (!ok || !sep || strncmp(buf, "HTTP/1.", 7) != 0 || strncmp(buf + 8, " 200", 4) != 0) {
-        gpp_err_set(err, "http://%s:%s/metrics: %s", host, port,
+        gpp_err_set(err, "http://%s:%s%s: %s", host, port, path,
                     !ok ? "no complete answer within 3 s" : "not a 200 answer from gpp-coordinator");
         free(buf);
         return -1;
@@ -217,7 +221,7 @@ static int s_fetch(const char *host, const char *port, char **body, gpp_err_t *e
 
 /* ---- the frame ---- */
 
-enum { V_BOTH = 0, V_AGENTS, V_STAGES };
+enum { V_ALL = 0, V_AGENTS, V_STAGES, V_GANTT };
 
 typedef struct {
     char **line;
@@ -304,7 +308,7 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
           isnan(done) ? 0 : done, planned_s, loss_s, isnan(sps) ? 0 : sps,
           isnan(it_s) ? 0 : it_s * 1000);
     s_add(f, "samples/s [%-40s]", spark);
-    if (view != V_STAGES) {
+    if (view == V_ALL || view == V_AGENTS) {
         s_add(f, "%s", "");
         s_add(f, "%4s  %-22s %5s  %-5s %8s  %7s / %-7s", "RANK", "AGENT", "STAGE", "STATE",
               "HB AGE", "MEM", "LIMIT");
@@ -327,7 +331,7 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
                   agestr, s_bytes(hw ? hw->v : NAN, a, sizeof a), s_bytes(lim, b, sizeof b));
         }
     }
-    if (view != V_AGENTS) {
+    if (view == V_ALL || view == V_STAGES) {
         s_add(f, "%s", "");
         s_add(f, "%5s  %10s %10s %10s  %7s", "STAGE", "COMPUTE ms", "COMM ms", "IDLE ms", "BUBBLE");
         for (int i = 0; i < sc->n; i++) {
@@ -343,6 +347,74 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
     }
 }
 
+/* The Gantt chart of /schedule's text (gpp_expo.h): a row per stage (its
+ * first replica), `width` columns for the longest iteration; each action
+ * fills the columns its time covers, starting where the previous ended. */
+static void s_gantt(char *text, int width, s_frame_t *f)
+{
+    if (width > 200)
+        width = 200;
+    int iteration = -1;
+    sscanf(text, "# gpp-schedule/1 iteration %d", &iteration);
+    s_add(f, "%s", "");
+    if (iteration < 0) {
+        s_add(f, "GANTT: no complete iteration yet");
+        return;
+    }
+    /* pass 1: the longest iteration; pass 2: draw */
+    double max_ms = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            s_add(f, "GANTT of iteration %d, %.3f ms across (F forward, B backward, > send, "
+                     ". receive/wait, A all-reduce, S step)",
+                  iteration, max_ms);
+        int shown_stage[4096] = {0}; /* first replica of each stage only */
+        for (char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+            int rank, stage, replica, off = 0;
+            double it_ms;
+            if (*p == '#' || sscanf(p, "%d %d %d %lf:%n", &rank, &stage, &replica, &it_ms, &off) != 4 ||
+                stage < 0 || stage >= 4096)
+                continue;
+            if (pass == 0) {
+                if (it_ms > max_ms)
+                    max_ms = it_ms;
+                continue;
+            }
+            if (shown_stage[stage]++ || max_ms <= 0)
+                continue;
+            char row[201];
+            memset(row, ' ', (size_t)width);
+            row[width] = 0;
+            double t = 0;
+            int next_compute = 0; /* the first column after the last compute action */
+            char *q = p + off;
+            char code[8];
+            double ms;
+            int n;
+            while (sscanf(q, " %7s %lf%n", code, &ms, &n) == 2) {
+                q += n;
+                char g = code[0] == 'F' ? 'F' : code[0] == 'B' ? 'B' : code[0] == 'S' && code[1] == 'T' ? 'S'
+                       : code[0] == 'S' ? '>' : code[0] == 'R' ? '.' : code[0] == 'A' ? 'A' : '?';
+                int c0 = (int)(t / max_ms * width), c1 = (int)((t + ms) / max_ms * width);
+                int compute = g != '>' && g != '.';
+                if (compute && c0 < next_compute)
+                    c0 = next_compute; /* each compute action shows, in order */
+                if (compute && c1 <= c0)
+                    c1 = c0 + 1;
+                for (int c = c0; c < c1 && c < width; c++)
+                    if (compute || row[c] == ' ') /* sends and waits fill what is free */
+                        row[c] = g;
+                if (compute)
+                    next_compute = c1;
+                t += ms;
+                if (*q == '\n')
+                    break;
+            }
+            s_add(f, "stage %3d |%s|", stage, row);
+        }
+    }
+}
+
 /* ---- main ---- */
 
 static void s_usage(FILE *f)
@@ -352,7 +424,7 @@ static void s_usage(FILE *f)
                "  --once            print one frame as plain text and exit\n"
                "  --interval-ms N   refresh interval (default 1000)\n"
                "  --version, --help\n"
-               "keys: a agents, s stages, b both, q quit\n");
+               "keys: a agents, s stages, g Gantt chart, b all, q quit\n");
 }
 
 int main(int argc, char **argv)
@@ -405,7 +477,7 @@ int main(int argc, char **argv)
     s_scrape_t sc = {0};
     s_frame_t f = {0};
     double hist[S_HISTORY];
-    int n_hist = 0, view = V_BOTH, rc = 0;
+    int n_hist = 0, view = V_ALL, rc = 0;
     if (!once && !isatty(STDOUT_FILENO)) {
         fprintf(stderr, "gpp-top: stdout is not a terminal; use --once for plain text\n");
         return 2;
@@ -420,8 +492,11 @@ int main(int argc, char **argv)
     for (;;) {
         gpp_err_t err = {{0}};
         char *body = NULL;
-        int ok = s_fetch(host, port, &body, &err) == 0 && s_parse(body, &sc, &err) == 0;
+        int ok = s_fetch(host, port, "/metrics", &body, &err) == 0 && s_parse(body, &sc, &err) == 0;
         free(body);
+        body = NULL;
+        if (ok && s_fetch(host, port, "/schedule", &body, &err) < 0)
+            ok = 0;
         if (ok) {
             double sps = s_value(&sc, "gpp_samples_per_second", NULL, NULL);
             if (!isnan(sps)) {
@@ -433,6 +508,9 @@ int main(int argc, char **argv)
             sc.n = 0;
         }
         s_render(&sc, shown, ok ? NULL : err.msg, hist, n_hist, view, &f);
+        if (ok && (view == V_ALL || view == V_GANTT))
+            s_gantt(body, once ? 80 : (COLS > 24 ? COLS - 16 : 8), &f);
+        free(body);
         if (once) {
             if (!ok) {
                 fprintf(stderr, "gpp-top: %s\n", err.msg);
@@ -446,7 +524,7 @@ int main(int argc, char **argv)
         erase();
         for (int i = 0; i < f.n && i < LINES - 1; i++)
             mvaddnstr(i, 0, f.line[i], COLS);
-        mvaddnstr(LINES - 1, 0, "a agents  s stages  b both  q quit", COLS);
+        mvaddnstr(LINES - 1, 0, "a agents  s stages  g gantt  b all  q quit", COLS);
         refresh();
         timeout((int)interval_ms);
         int c = getch();
@@ -456,8 +534,10 @@ int main(int argc, char **argv)
             view = V_AGENTS;
         else if (c == 's')
             view = V_STAGES;
+        else if (c == 'g')
+            view = V_GANTT;
         else if (c == 'b')
-            view = V_BOTH;
+            view = V_ALL;
     }
     if (!once)
         endwin();

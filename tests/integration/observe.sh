@@ -99,9 +99,11 @@ fi
 "$TOP" --once "127.0.0.1:$HPORT" >"$TMP/top.out" 2>&1
 rows=$(grep -Ec '^ +[0-9]+  127\.0\.0\.1:[0-9] +[0-9]+  up ' "$TMP/top.out")
 srows=$(grep -Ec '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%$' "$TMP/top.out")
-[ "$rows" = 3 ] && [ "$srows" = "${planned:-x}" ] && grep -q "loss [0-9]" "$TMP/top.out" \
-    && ok "gpp-top --once: 3 agent rows, $srows stage rows, the loss" \
-    || fail "gpp-top --once: agent and stage rows" "$(cat "$TMP/top.out")"
+grows=$(grep -Ec '^stage +[0-9]+ \|[FB>.AS ]{80}\|$' "$TMP/top.out")
+[ "$rows" = 3 ] && [ "$srows" = "${planned:-x}" ] && [ "$grows" = "$srows" ] && grep -q "loss [0-9]" "$TMP/top.out" &&
+    grep -Eq '^stage +[0-9]+ \|.*F.*B' "$TMP/top.out" \
+    && ok "gpp-top --once: 3 agent rows, $srows stage rows, $grows Gantt rows, the loss" \
+    || fail "gpp-top --once: agent, stage and Gantt rows" "$(cat "$TMP/top.out")"
 
 # gpp-top live, driven in tmux: the frame, the stages-only view, q quits
 TM="tmux -L gpp_observe_$$"
@@ -112,6 +114,9 @@ if $TM new-session -d -x 120 -y 40 "$TOP --interval-ms 200 127.0.0.1:$HPORT; ech
     $TM send-keys s
     stages_only() { pane "STAGE  COMPUTE" && ! grep -q "RANK  AGENT" "$TMP/pane.txt"; }
     wait_until 10 stages_only && ok "gpp-top: 's' shows the stages only" || fail "gpp-top: 's' shows the stages only" "$(cat "$TMP/pane.txt")"
+    $TM send-keys g
+    gantt_only() { pane "^GANTT of iteration" && ! grep -q "STAGE  COMPUTE" "$TMP/pane.txt"; }
+    wait_until 10 gantt_only && ok "gpp-top: 'g' shows the Gantt chart" || fail "gpp-top: 'g' shows the Gantt chart" "$(cat "$TMP/pane.txt")"
     $TM send-keys q
     wait_until 10 pane "gpp-top-exit-0" && ok "gpp-top: 'q' quits with status 0" || fail "gpp-top: 'q' quits" "$(cat "$TMP/pane.txt")"
     $TM kill-server 2>/dev/null

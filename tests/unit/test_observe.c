@@ -120,10 +120,14 @@ static void t_http_serves_snapshot(void)
     GPP_EXPECT_MSG(r && strstr(r, "200 OK") && strstr(r, "text/plain; version=0.0.4"), "%s", r);
     free(r);
     const char *snap = "# TYPE gpp_a gauge\ngpp_a 1\n";
-    gpp_http_publish(h, snap, strlen(snap));
-    gpp_http_publish(h, "gpp_a 2\n", 8); /* the last one wins */
+    gpp_http_publish(h, GPP_HTTP_METRICS, snap, strlen(snap));
+    gpp_http_publish(h, GPP_HTTP_METRICS, "gpp_a 2\n", 8); /* the last one wins */
+    gpp_http_publish(h, GPP_HTTP_SCHEDULE, "0 0 0 1.5: F0 1.5\n", 18);
     r = s_http_get(port, "GET /metrics HTTP/1.0\r\n\r\n");
     GPP_EXPECT_MSG(r && strstr(r, "\r\n\r\ngpp_a 2\n"), "%s", r);
+    free(r);
+    r = s_http_get(port, "GET /schedule HTTP/1.0\r\n\r\n");
+    GPP_EXPECT_MSG(r && strstr(r, "\r\n\r\n0 0 0 1.5: F0 1.5\n"), "%s", r);
     free(r);
     r = s_http_get(port, "GET /other HTTP/1.0\r\n\r\n");
     GPP_EXPECT_MSG(r && strstr(r, " 404 "), "%s", r);
