@@ -41,7 +41,7 @@ int gpp_err_prefix(gpp_err_t *err, const char *fmt, ...)
 static atomic_int s_log_level = -1;
 static atomic_int s_log_rank = -1;
 static char s_log_component[64] = "gpp";
-static int s_log_journal = -1; /* stderr goes to journald: 1; unknown: -1 */
+static atomic_int s_log_journal = -1; /* stderr goes to journald: 1; unknown: -1 */
 
 static const char *s_level_names[] = {"error", "warn", "info", "debug"};
 
@@ -112,12 +112,12 @@ void gpp_log(int level, const char *fmt, ...)
     }
     if (level > atomic_load(&s_log_level))
         return;
-    if (s_log_journal < 0)
-        s_log_journal = s_journal_stderr(); /* a benign race: every thread finds the same */
+    if (atomic_load(&s_log_journal) < 0) /* threads racing here all find the same */
+        atomic_store(&s_log_journal, s_journal_stderr());
     level = level < 0 ? 0 : level > 3 ? 3 : level;
     char line[2304];
     size_t off = 0;
-    if (s_log_journal) {
+    if (atomic_load(&s_log_journal)) {
         static const int prio[] = {3, 4, 6, 7}; /* LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG */
         off = (size_t)snprintf(line, sizeof line, "<%d>", prio[level]);
     } else {

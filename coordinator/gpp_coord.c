@@ -70,7 +70,6 @@ struct gpp_coord_s {
 };
 
 static void s_drop(gpp_coord_t *self, const char *who, const char *why);
-static void s_publish_metrics(gpp_coord_t *self);
 
 /* ---- sending ---- */
 
@@ -502,13 +501,10 @@ static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *
         return;
     }
     gpp_err_t err = {{0}};
-    int completed = gpp_progress_add(self->progress, a->rank, mt, &err);
-    if (completed < 0) {
+    if (gpp_progress_add(self->progress, a->rank, mt, &err) < 0) {
         s_drop(self, who, err.msg);
         return;
     }
-    if (completed)
-        s_publish_metrics(self);
     a->iteration = mt->iteration;
     if (gpp_progress_finished(self->progress))
         s_finish(self);
@@ -687,9 +683,9 @@ static int64_t s_realtime_us(void)
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
-/* Renders the job for /metrics and hands the text to the HTTP thread
- * (which reads nothing else): on every heartbeat tick and when an
- * iteration completes. */
+/* Renders the job for /metrics and /schedule and hands the text to the
+ * HTTP thread (which reads nothing else): at the start and on every
+ * heartbeat tick, not per iteration (fast jobs run thousands a second). */
 static void s_publish_metrics(gpp_coord_t *self)
 {
     if (!self->cfg.http)

@@ -484,7 +484,7 @@ int main(int argc, char **argv)
     }
     if (!once) {
         initscr();
-        cbreak();
+        raw(); /* Ctrl-C arrives as a key: quit through endwin, the terminal restored */
         noecho();
         curs_set(0);
         keypad(stdscr, TRUE);
@@ -528,7 +528,7 @@ int main(int argc, char **argv)
         refresh();
         timeout((int)interval_ms);
         int c = getch();
-        if (c == 'q' || c == 'Q')
+        if (c == 'q' || c == 'Q' || c == 3 /* Ctrl-C */)
             break;
         if (c == 'a')
             view = V_AGENTS;
