@@ -132,7 +132,8 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
         gpp_expo_sample(t, "gpp_agents", gpp_registry_count(v->reg, (gpp_agent_state_t)s), "state",
                         s_agent_state[s], NULL);
     static const char *const fam[][3] = {
-        {"gpp_agent_up", "gauge", "1 while the agent is registered and heard from."},
+        {"gpp_agent_up", "gauge",
+         "1 while the agent is registered and heard from; device is backend:slot once registered."},
         {"gpp_agent_heartbeat_age_seconds", "gauge",
          "Time since the agent's last valid message (registered agents)."},
         {"gpp_agent_memory_limit_bytes", "gauge", "Device memory the agent reported at registration."},
@@ -165,10 +166,15 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
             if (have && f >= F_COMP)
                 s_split(v->job->assign[r], &pr, &comp, &comm, &idle);
             switch (f) {
-            case F_UP:
+            case F_UP: {
+                char device[32] = "";
+                if (registered)
+                    snprintf(device, sizeof device, "%s:%d",
+                             a->backend == GPP__BACKEND__BACKEND_CUDA ? "cuda" : "cpu", a->slot);
                 gpp_expo_sample(t, fam[f][0], a->state == GPP_AGENT_ALIVE, "rank", rank, "host",
-                                a->host, "slot", slot, NULL);
+                                a->host, "slot", slot, "device", device, NULL);
                 break;
+            }
             case F_AGE:
                 if (registered)
                     gpp_expo_sample(t, fam[f][0], (v->now_ms - a->last_seen_ms) / 1000.0, "rank",

@@ -310,8 +310,8 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
     s_add(f, "samples/s [%-40s]", spark);
     if (view == V_ALL || view == V_AGENTS) {
         s_add(f, "%s", "");
-        s_add(f, "%4s  %-22s %5s  %-5s %8s  %7s / %-7s", "RANK", "AGENT", "STAGE", "STATE",
-              "HB AGE", "MEM", "LIMIT");
+        s_add(f, "%4s  %-22s %-8s %5s  %-5s %8s  %7s / %-7s", "RANK", "AGENT", "DEVICE", "STAGE",
+              "STATE", "HB AGE", "MEM", "LIMIT");
         for (int i = 0; i < sc->n; i++) {
             const s_sample_t *x = &sc->s[i];
             if (strcmp(x->name, "gpp_agent_up") != 0)
@@ -326,7 +326,8 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
                 snprintf(agestr, sizeof agestr, "-");
             else
                 snprintf(agestr, sizeof agestr, "%.1fs", age);
-            s_add(f, "%4s  %-22.22s %5s  %-5s %8s  %7s / %-7s", rank, who,
+            const char *dev = s_label(x, "device");
+            s_add(f, "%4s  %-22.22s %-8.8s %5s  %-5s %8s  %7s / %-7s", rank, who, dev[0] ? dev : "-",
                   hw ? s_label(hw, "stage") : "-", x->v == 1 ? "up" : isnan(age) ? "wait" : "down",
                   agestr, s_bytes(hw ? hw->v : NAN, a, sizeof a), s_bytes(lim, b, sizeof b));
         }

@@ -97,7 +97,7 @@ fi
 
 # gpp-top --once: one frame, a row per agent and per stage
 "$TOP" --once "127.0.0.1:$HPORT" >"$TMP/top.out" 2>&1
-rows=$(grep -Ec '^ +[0-9]+  127\.0\.0\.1:[0-9] +[0-9]+  up ' "$TMP/top.out")
+rows=$(grep -Ec '^ +[0-9]+  127\.0\.0\.1:[0-9] +cpu:[0-9] +[0-9]+  up ' "$TMP/top.out")
 srows=$(grep -Ec '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%$' "$TMP/top.out")
 grows=$(grep -Ec '^stage +[0-9]+ \|[FB>.AS ]{80}\|$' "$TMP/top.out")
 [ "$rows" = 3 ] && [ "$srows" = "${planned:-x}" ] && [ "$grows" = "$srows" ] && grep -q "loss [0-9]" "$TMP/top.out" &&
