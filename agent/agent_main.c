@@ -16,6 +16,7 @@
 #include "agent/gpp_agent.h"
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
+#include "common/gpp_version.h"
 #include "kernels/gpp_backend.h"
 
 static void s_usage(FILE *f)
@@ -23,7 +24,7 @@ static void s_usage(FILE *f)
     fprintf(f, "usage: gpp-agent --coordinator tcp://HOST:PORT --host NAME --slot N\n"
                "                 [--heartbeat-ms N] [--timeout-ms N] [--mem-bytes N]\n"
                "                 [--threads N] [--data-host ADDR] [--comm-timeout-ms N]\n"
-               "                 [--control-barriers N]\n");
+               "                 [--control-barriers N] [--version]\n");
 }
 
 static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
@@ -123,6 +124,9 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
 
 int main(int argc, char **argv)
 {
+    int start = gpp_main_start("gpp-agent", argc, argv);
+    if (start >= 0)
+        return start;
     gpp_cpu_blas_reexec(argv); /* before OpenBLAS's choice matters */
     gpp_agent_cfg_t cfg;
     if (s_parse(argc, argv, &cfg) < 0)
@@ -130,12 +134,12 @@ int main(int argc, char **argv)
     gpp_err_t err = {{0}};
     cfg.sigfd = gpp_sigfd_open(&err);
     if (cfg.sigfd < 0) {
-        gpp_error("gpp-agent: %s", err.msg);
+        gpp_error("%s", err.msg);
         return 1;
     }
     gpp_agent_t *agent = gpp_agent_new(&cfg, &err);
     if (!agent) {
-        gpp_error("gpp-agent: %s", err.msg);
+        gpp_error("%s", err.msg);
         return 1;
     }
     int code = gpp_agent_run(agent);

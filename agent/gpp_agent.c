@@ -120,6 +120,7 @@ static int s_on_message(gpp_control_t *ctl, gpp_msg_t **msg_p, void *arg)
     int slot = self->slot;
     switch (m->body_case) {
     case GPP__ENVELOPE__BODY_REGISTER_ACK:
+        gpp_log_set_rank(m->register_ack->rank); /* every log line names it from now on */
         gpp_info("agent %s:%d: registered as rank %d of %d", host, slot, m->register_ack->rank,
                  m->register_ack->world_size);
         if (self->control_barriers > 0)

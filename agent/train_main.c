@@ -18,6 +18,7 @@
 #include "agent/exec/gpp_profile.h"
 #include "common/gpp_time.h"
 #include "common/gpp_parse.h"
+#include "common/gpp_version.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_graph.h"
 
@@ -38,7 +39,7 @@ static void s_usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: gpp-train --model SPEC [options]\n"
+        "usage: gpp-train --model SPEC [options]   (gpp-train --version: version, git commit)\n"
         "  --model SPEC          zoo model, e.g. mmt:branches=2,layers=2,hidden=64,heads=4,seq=16\n"
         "                        (--list-models shows the zoo), or a graph FILE.json\n"
         "  --iterations N        optimizer steps (default 10)\n"
@@ -320,6 +321,9 @@ static int s_iteration(gpp_exec_t *ex, const opts_t *o, int64_t t, double *loss,
 
 int main(int argc, char **argv)
 {
+    int start = gpp_main_start("gpp-train", argc, argv);
+    if (start >= 0)
+        return start;
     gpp_cpu_blas_reexec(argv); /* before OpenBLAS's choice matters */
     opts_t o = {0};
     if (s_parse(argc, argv, &o) < 0)

@@ -40,10 +40,31 @@ int gpp_err_prefix(gpp_err_t *err, const char *fmt, ...)
         }                                                                      \
     } while (0)
 
-/* Logging to stderr with a level prefix; GPP_LOG_LEVEL env (0=error..3=debug)
- * is read once. */
+/* Logging to stderr, one line per call, written with one write so that
+ * threads do not interleave:
+ *
+ *   2026-11-24T13:45:01.123Z info  gpp-agent[3] worker: text
+ *   TIMESTAMP (UTC, ms)      LEVEL COMPONENT[RANK] text
+ *
+ * COMPONENT is the program (gpp_log_set_component, default "gpp"), [RANK]
+ * the agent's rank once it has one (gpp_log_set_rank; absent for programs
+ * without one). Under systemd (JOURNAL_STREAM names our stderr) the
+ * timestamp gives way to a syslog priority prefix "<N>" that journald
+ * turns into the entry's priority (sd-daemon(3)): error 3, warn 4, info 6,
+ * debug 7. GPP_LOG_LEVEL = debug|info|warn|error (or 3..0) is read once
+ * (gpp_log_init; lazily on the first line otherwise, where a bad value
+ * falls back to info with a warning). */
 enum { GPP_LOG_ERROR = 0, GPP_LOG_WARN = 1, GPP_LOG_INFO = 2, GPP_LOG_DEBUG = 3 };
 void gpp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Reads GPP_LOG_LEVEL; -1 with a message naming the value and the choices
+ * when it is not one of them. */
+int gpp_log_init(gpp_err_t *err);
+/* Parses a level word or number into *level; -1 when it is neither. */
+int gpp_log_level_parse(const char *s, int *level);
+/* The component every line names (a program name; the string is copied). */
+void gpp_log_set_component(const char *name);
+/* The rank every line names from now on; -1: none. Any thread. */
+void gpp_log_set_rank(int rank);
 #define gpp_error(...) gpp_log(GPP_LOG_ERROR, __VA_ARGS__)
 #define gpp_warn(...) gpp_log(GPP_LOG_WARN, __VA_ARGS__)
 #define gpp_info(...) gpp_log(GPP_LOG_INFO, __VA_ARGS__)

@@ -509,10 +509,6 @@ static void s_defaults(gpp_config_t *c)
  * that a setting nothing honours does not pass silently (docs/config.md). */
 static void s_warn_planned(const gpp_config_t *c)
 {
-    if (c->metrics.http_port)
-        gpp_warn("config: %s: metrics.http_port = %d: nothing serves metrics over HTTP yet "
-                 "(planned); use metrics.file",
-                 c->path, c->metrics.http_port);
     if (c->job.backend == GPP_CONFIG_BACKEND_CUDA)
         gpp_warn("config: %s: job.backend = \"cuda\": agents have no GPU data plane yet (NCCL "
                  "is planned); gpp-plan plans for it, gpp-coordinator refuses to train it "

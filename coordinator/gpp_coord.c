@@ -10,10 +10,16 @@
 
 #include "common/gpp_sigfd.h"
 #include "common/gpp_time.h"
+#include "coordinator/gpp_expo.h"
 #include "coordinator/gpp_rdv.h"
 
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
 #define S_LINGER_MS 300       /* external agents: let the last messages go out */
+/* Long phases (waiting, profiling, planning, bring-up) say where they are
+ * this often; the heartbeat timer checks, so the gap between two lines is
+ * at most S_PROGRESS_MS + heartbeat_ms: 2 s at the default 500 ms, the
+ * most silence docs/operations.md promises. */
+#define S_PROGRESS_MS 1500.0
 
 typedef enum {
     S_WAITING = 0,
@@ -55,7 +61,11 @@ struct gpp_coord_s {
     char reason[GPP_ERR_LEN];
     double exit_deadline_ms;
     uint64_t dropped;
-    gpp_rdv_t *rdv; /* the job's rendezvous table */
+    s_state_t progress_state; /* the phase the progress lines are about */
+    double progress_phase_ms; /* when it began */
+    double progress_line_ms;  /* the last progress line (or the phase's start) */
+    double start_time_s;      /* Unix time of gpp_coord_new, for /metrics */
+    gpp_rdv_t *rdv;           /* the job's rendezvous table */
     char rdv_endpoint[512];
 };
 
@@ -599,11 +609,103 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
 
 /* ---- timers and signals ---- */
 
+/* A progress line every S_PROGRESS_MS while a phase that has nothing else
+ * to print goes on: who is still missing, what is being measured, how long
+ * planning has run (the search logs its own progress too). */
+static void s_progress_tick(gpp_coord_t *self, double now)
+{
+    if (self->state != self->progress_state || self->progress_phase_ms == 0) {
+        self->progress_state = self->state;
+        self->progress_phase_ms = self->progress_line_ms =
+            self->state == S_WAITING ? self->start_ms : now;
+        return;
+    }
+    if (now - self->progress_line_ms < S_PROGRESS_MS)
+        return;
+    self->progress_line_ms = now;
+    double secs = (now - self->progress_phase_ms) / 1000.0;
+    int n = gpp_registry_size(self->reg);
+    char list[1024];
+    switch (self->state) {
+    case S_WAITING: {
+        gpp_registry_list(self->reg, GPP_AGENT_EXPECTED, 16, list, sizeof list);
+        gpp_info("coordinator: waiting for agents: %d of %d registered after %.1f s (start "
+                 "timeout %.0f s); missing %s",
+                 n - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED), n, secs,
+                 self->cfg.start_timeout_ms / 1000.0, list);
+        break;
+    }
+    case S_PROFILING: {
+        const Gpp__ProfileRequest *pr = self->cfg.profile_req;
+        const gpp_agent_t *a = gpp_registry_agent(self->reg, 0);
+        gpp_info("coordinator: profiling on %s:%d: %.1f s so far (%zu micro-batch sizes up to "
+                 "%d, %d timed repetitions each)",
+                 a->host, a->slot, secs, pr->n_micro_batches,
+                 pr->n_micro_batches ? pr->micro_batches[pr->n_micro_batches - 1] : 0,
+                 pr->iterations);
+        break;
+    }
+    case S_PLANNING:
+        gpp_info("coordinator: planning: %.1f s so far", secs);
+        break;
+    case S_ASSIGNING:
+    case S_RENDEZVOUS: {
+        /* the agents not yet ready (assigning) or not yet in barrier 0 */
+        size_t off = 0;
+        int missing = 0;
+        list[0] = 0;
+        for (int r = 0; r < n; r++) {
+            gpp_agent_t *a = gpp_registry_agent(self->reg, r);
+            int waiting = self->in_job[r] && (self->state == S_ASSIGNING ? !a->ready : a->barrier != 0);
+            if (!waiting)
+                continue;
+            if (++missing <= 16 && off < sizeof list)
+                off += (size_t)snprintf(list + off, sizeof list - off, "%s%s:%d",
+                                        missing > 1 ? ", " : "", a->host, a->slot);
+        }
+        if (missing > 16 && off < sizeof list)
+            snprintf(list + off, sizeof list - off, " and %d more", missing - 16);
+        gpp_info("coordinator: %s: %.1f s, waiting for %d of %d agents: %s",
+                 self->state == S_ASSIGNING ? "agents building their stages and communicators"
+                                            : "entering the first barrier",
+                 secs, missing, self->n_in_job, list);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
 static int64_t s_realtime_us(void)
 {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+/* Renders the job for /metrics and /schedule and hands the text to the
+ * HTTP thread (which reads nothing else): at the start and on every
+ * heartbeat tick, not per iteration (fast jobs run thousands a second). */
+static void s_publish_metrics(gpp_coord_t *self)
+{
+    if (!self->cfg.http)
+        return;
+    gpp_expo_job_t v = {.state = s_state_name[self->state],
+                        .state_names = s_state_name,
+                        .n_states = (int)(sizeof s_state_name / sizeof *s_state_name),
+                        .start_time_s = self->start_time_s,
+                        .now_ms = gpp_now_ms(),
+                        .reg = self->reg,
+                        .job = self->progress ? &self->job : NULL,
+                        .progress = self->progress,
+                        .dropped = self->dropped};
+    gpp_expo_t t = {0};
+    gpp_expo_job(&t, &v);
+    gpp_http_publish(self->cfg.http, GPP_HTTP_METRICS, t.buf, t.len);
+    gpp_expo_release(&t);
+    gpp_expo_schedule(&t, &v);
+    gpp_http_publish(self->cfg.http, GPP_HTTP_SCHEDULE, t.buf, t.len);
+    gpp_expo_release(&t);
 }
 
 static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
@@ -613,6 +715,8 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     gpp_coord_t *self = arg;
     double now = gpp_now_ms();
     gpp_rdv_tick(self->rdv, now);
+    s_progress_tick(self, now);
+    s_publish_metrics(self);
     if (self->state == S_DONE) {
         if (self->cfg.launch && gpp_launch_live(self->cfg.launch) == 0)
             return -1;
@@ -734,6 +838,7 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
     self->reg = gpp_registry_new(cfg->n_agents, cfg->hosts, cfg->slots);
     self->in_job = gpp_xcalloc((size_t)cfg->n_agents, sizeof *self->in_job);
     self->timer_id = -1;
+    self->start_time_s = (double)s_realtime_us() / 1e6;
     self->rdv = gpp_rdv_new(NULL, s_rdv_send, s_rdv_member, self);
     if (!cfg->plan_fn) {
         for (int r = 0; r < cfg->n_agents; r++)
@@ -800,6 +905,7 @@ int gpp_coord_run(gpp_coord_t *self)
 {
     self->start_ms = gpp_now_ms();
     self->state = S_WAITING;
+    s_publish_metrics(self);
     gpp_info("coordinator: listening on %s (port %d), waiting for %d agents", self->cfg.endpoint,
              self->port, gpp_registry_size(self->reg));
     gpp_sigfd_run_loop(self->loop);

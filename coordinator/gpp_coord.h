@@ -44,6 +44,7 @@
 #include <stdio.h>
 
 #include "common/gpp_err.h"
+#include "coordinator/gpp_http.h"
 #include "coordinator/gpp_launch.h"
 #include "coordinator/gpp_progress.h"
 #include "coordinator/gpp_registry.h"
@@ -93,6 +94,8 @@ typedef struct {
     const char *metrics_path; /* JSON lines; NULL: none */
     int sigfd;                /* gpp_sigfd, or -1 */
     gpp_launch_t *launch;     /* local launcher, or NULL */
+    gpp_http_t *http;         /* /metrics server to publish snapshots to (every
+                                 heartbeat tick, from the loop thread), or NULL */
 } gpp_coord_cfg_t;
 
 /* Binds the ROUTER. NULL with a message when the address is unusable. */

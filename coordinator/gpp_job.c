@@ -170,6 +170,40 @@ static void s_layout(gpp_job_t *self)
         }
 }
 
+/* Search progress, logged at most every S_SEARCH_LOG_MS once a search has
+ * run that long (short searches stay quiet): the micro-batch sizes tried
+ * and the best estimate so far. */
+#define S_SEARCH_LOG_MS 1000.0
+typedef struct {
+    double start_ms, logged_ms;
+    double best_ms; /* over both passes (graph pipeline, chain) */
+    int n_found;
+    char sizes[256]; /* "16 8 4" in the order tried */
+} s_search_progress_t;
+
+static void s_on_candidate(void *arg, int micro_batch, int depth, double est_ms, double best_ms)
+{
+    s_search_progress_t *sp = arg;
+    char b[16];
+    snprintf(b, sizeof b, " %d ", micro_batch);
+    char padded[sizeof sp->sizes + 2];
+    snprintf(padded, sizeof padded, " %s ", sp->sizes);
+    if (!strstr(padded, b) && strlen(sp->sizes) + strlen(b) < sizeof sp->sizes)
+        snprintf(sp->sizes + strlen(sp->sizes), sizeof sp->sizes - strlen(sp->sizes), "%s%d",
+                 sp->sizes[0] ? " " : "", micro_batch);
+    sp->n_found++;
+    if (sp->n_found == 1 || best_ms < sp->best_ms)
+        sp->best_ms = best_ms;
+    double now = gpp_now_ms();
+    if (now - sp->start_ms < S_SEARCH_LOG_MS || now - sp->logged_ms < S_SEARCH_LOG_MS)
+        return;
+    sp->logged_ms = now;
+    gpp_info("planning: %.1f s, %d plans found, micro-batch sizes tried %s; latest b=%d depth %d "
+             "%.3f ms, best so far %.3f ms",
+             (now - sp->start_ms) / 1000.0, sp->n_found, sp->sizes, micro_batch, depth, est_ms,
+             sp->best_ms);
+}
+
 /* Makes the plan (partitioner or file), schedules and simulates it, prints
  * it and writes it beside the checkpoints. Gives up between the steps when
  * cancel (may be NULL) is set. */
@@ -197,6 +231,9 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
         if (gpp_cost_profile_note(self->cost, o.micro_batch ? o.micro_batch : o.batch, note,
                                   sizeof note))
             gpp_info("coordinator: plan: note: %s", note);
+        s_search_progress_t sp = {.start_ms = gpp_now_ms()};
+        o.on_candidate = s_on_candidate;
+        o.on_candidate_arg = &sp;
         int64_t min_mem = 0;
         self->plan = gpp_part_run(self->g, self->cost, &o, &min_mem, err);
         if (!self->plan) {

@@ -299,3 +299,29 @@ void gpp_progress_summary(const gpp_progress_t *self, gpp_progress_summary_t *ou
                 out->max_mem_bytes = b;
         }
 }
+
+int gpp_progress_done(const gpp_progress_t *self)
+{
+    return self->done;
+}
+
+double gpp_progress_iteration_ms(const gpp_progress_t *self, int iteration)
+{
+    if (iteration < 0 || iteration >= self->done)
+        return NAN;
+    return self->iter_ms[iteration];
+}
+
+int gpp_progress_rank(const gpp_progress_t *self, int iteration, int rank, gpp_progress_rank_t *out)
+{
+    if (iteration < 0 || iteration >= self->done || rank < 0 || rank >= self->n_agents ||
+        self->stage_of_rank[rank] < 0)
+        return -1;
+    const s_cell_t *c = &self->cells[(size_t)iteration * (size_t)self->n_agents + (size_t)rank];
+    out->iteration_ms = c->iteration_ms;
+    out->bubble_ms = c->bubble_ms;
+    out->mem_bytes = c->mem_bytes;
+    out->n_action_ms = c->n_action_ms;
+    out->action_ms = c->action_ms;
+    return 0;
+}

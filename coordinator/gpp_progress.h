@@ -79,4 +79,24 @@ int64_t gpp_progress_stage_mem_predicted(const gpp_progress_t *self, int stage);
 /* Loss of complete iteration i (NAN when not complete or no sink). */
 double gpp_progress_loss(const gpp_progress_t *self, int iteration);
 
+/* Complete iterations so far (they complete in order: 0 .. done-1). */
+int gpp_progress_done(const gpp_progress_t *self);
+
+/* The job's time of complete iteration i, ms (NAN when not complete). */
+double gpp_progress_iteration_ms(const gpp_progress_t *self, int iteration);
+
+/* What one rank reported for one iteration; action_ms borrowed from the
+ * progress object (n_action_ms may be 0: the agent sent no action times). */
+typedef struct {
+    double iteration_ms, bubble_ms;
+    int64_t mem_bytes;
+    int n_action_ms;
+    const double *action_ms;
+} gpp_progress_rank_t;
+
+/* Rank's report of complete iteration i: 0, or -1 when i is not complete
+ * or the rank has no stage. */
+int gpp_progress_rank(const gpp_progress_t *self, int iteration, int rank,
+                      gpp_progress_rank_t *out);
+
 #endif

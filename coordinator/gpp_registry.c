@@ -107,6 +107,7 @@ gpp_agent_t *gpp_registry_register(gpp_registry_t *self, const Gpp__Register *r,
         a->id_len = id_len;
         a->pid = r->pid;
         a->mem_bytes = r->mem_bytes;
+        a->backend = r->backend;
         snprintf(a->build_version, sizeof a->build_version, "%s", r->build_version);
         a->last_seen_ms = now_ms;
         return a;

@@ -38,6 +38,7 @@ typedef struct {
     size_t id_len;
     int pid; /* as the agent reported it */
     int64_t mem_bytes;
+    int backend; /* Gpp__Backend it registered with (its device: backend + slot) */
     char build_version[64];
     double last_seen_ms; /* gpp_now_ms of its last valid message */
     uint64_t last_seq;   /* its last sequence number */

@@ -18,6 +18,7 @@
 
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
+#include "common/gpp_version.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
 #include "coordinator/gpp_job.h"
@@ -53,6 +54,7 @@ static void s_usage(FILE *f)
             "  --iterations N                 override job.iterations\n"
             "  --reprofile                    --plan auto: profile on the agents again instead\n"
             "                                 of reusing <checkpoint_dir>/profile.json\n"
+            "  --version                      print the version and git commit\n"
             "  --help\n");
 }
 
@@ -186,7 +188,7 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
 {
     char agent[PATH_MAX];
     if (s_agent_path(o, agent, sizeof agent) < 0) {
-        gpp_error("gpp-coordinator: cannot find gpp-agent (tried --agent, $GPP_AGENT, next to "
+        gpp_error("cannot find gpp-agent (tried --agent, $GPP_AGENT, next to "
                   "this binary and %s); pass --agent PATH",
                   GPP_AGENT_BUILD_PATH);
         return -1;
@@ -227,12 +229,12 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
         gpp_err_t err = {{0}};
         pid_t pid = gpp_launch_spawn(launch, argv, r, &err);
         if (pid < 0) {
-            gpp_error("gpp-coordinator: %s", err.msg);
+            gpp_error("%s", err.msg);
             return -1;
         }
         gpp_registry_agent(gpp_coord_registry(coord), r)->launched_pid = pid;
     }
-    gpp_info("gpp-coordinator: launched %d local agents (%s, %s CPU thread%s each)", n, agent, thr,
+    gpp_info("launched %d local agents (%s, %s CPU thread%s each)", n, agent, thr,
              strcmp(thr, "1") ? "s" : "");
     if (cores < n)
         printf("note: %d agents share %ld cores; the simulation assumes a device each, so the "
@@ -266,18 +268,21 @@ static void s_print_barriers(gpp_coord_t *coord, int n_agents)
 
 int main(int argc, char **argv)
 {
+    int start = gpp_main_start("gpp-coordinator", argc, argv);
+    if (start >= 0)
+        return start;
     s_opts_t o;
     if (s_parse(argc, argv, &o) < 0)
         return 2;
     gpp_err_t err = {{0}};
     int sigfd = gpp_sigfd_open(&err);
     if (sigfd < 0) {
-        gpp_error("gpp-coordinator: %s", err.msg);
+        gpp_error("%s", err.msg);
         return 1;
     }
     gpp_config_t cfg;
     if (gpp_config_load(&cfg, o.config_path, &err) < 0) {
-        fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
+        gpp_error("%s", err.msg);
         return 2;
     }
     if (o.iterations > 0)
@@ -306,6 +311,7 @@ int main(int argc, char **argv)
     gpp_launch_t *launch = NULL;
     gpp_coord_t *coord = NULL;
     gpp_job_t *job = NULL;
+    gpp_http_t *http = NULL;
     gpp_coord_cfg_t cc = {0};
     cc.endpoint = o.endpoint ? o.endpoint : cfg.coordinator.endpoint;
     cc.n_agents = n;
@@ -321,7 +327,7 @@ int main(int argc, char **argv)
     if (!o.control_only) {
         job = gpp_job_new(&cfg, o.plan, o.reprofile, stdout, &err);
         if (!job) {
-            fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
+            gpp_error("%s", err.msg);
             rc = 2;
             goto done;
         }
@@ -330,6 +336,16 @@ int main(int argc, char **argv)
         cc.profile_req = gpp_job_profile_request(job);
         cc.profile_fn = gpp_job_profile_fn;
     }
+    if (cfg.metrics.http_port > 0) { /* a port in use is the cluster file's to fix: exit 2 */
+        http = gpp_http_new(cfg.metrics.http_port, &err);
+        if (!http) {
+            gpp_error("%s: %s", o.config_path, err.msg);
+            rc = 2;
+            goto done;
+        }
+        cc.http = http;
+        gpp_info("metrics: serving Prometheus /metrics on port %d", gpp_http_port(http));
+    }
     int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
     if (local) {
         launch = gpp_launch_new();
@@ -337,7 +353,7 @@ int main(int argc, char **argv)
     }
     coord = gpp_coord_new(&cc, &err);
     if (!coord) {
-        fprintf(stderr, "gpp-coordinator: %s\n", err.msg);
+        gpp_error("%s", err.msg);
         goto done;
     }
     if (local && s_launch_agents(coord, launch, &cfg, &o, hosts, slots, n) < 0)
@@ -351,10 +367,11 @@ int main(int argc, char **argv)
         printf("control: %llu invalid messages dropped\n",
                (unsigned long long)gpp_coord_dropped(coord));
     if (rc != 0)
-        fprintf(stderr, "gpp-coordinator: job stopped: %s\n", gpp_coord_reason(coord));
+        gpp_error("job stopped: %s", gpp_coord_reason(coord));
 done:
     gpp_launch_destroy(&launch); /* reaps every child: no orphans */
     gpp_coord_destroy(&coord);
+    gpp_http_destroy(&http); /* after the loop: nothing publishes any more */
     gpp_job_destroy(&job);
     free(hosts);
     free(slots);

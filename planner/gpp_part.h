@@ -62,6 +62,13 @@ typedef struct {
                           (default): it also plans the SPP chain and keeps the
                           better of the two by the criterion above (up to
                           GPP_PART_CHAIN_MAX_DEVICES devices) */
+    /* Optional progress for long searches: called on the searching thread
+     * with every plan the search finds (its micro-batch size, depth and
+     * estimated iteration ms) and the best estimate so far (the TPS with
+     * min_tps) of the search pass it belongs to: GPP's search of the chain
+     * (no_chain = 0) is a second pass that starts afresh. NULL: none. */
+    void (*on_candidate)(void *arg, int micro_batch, int depth, double est_ms, double best_ms);
+    void *on_candidate_arg;
 } gpp_part_opts_t;
 
 /* Most devices at which GPP also plans the SPP chain (no_chain = 0). */

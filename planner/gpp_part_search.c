@@ -30,6 +30,7 @@ typedef struct {
     double last_iter;     /* best estimate of the latest s_search */
     int any_feasible_mem; /* some config set was feasible at t = inf */
     long long evals, runs;
+    const gpp_part_opts_t *opts; /* for its on_candidate hook */
 } s_result_t;
 
 /* Least t (within eps) in (lo, hi] for which gpp_dp_run(t, max_level) succeeds:
@@ -102,6 +103,7 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
     gpp_plan_t *p = gpp_part_build_plan(s, planner, universal_b, err);
     if (!p)
         return -1;
+    int depth = p->depth; /* p may be freed below */
     double it = gpp_part_iter_estimate(p);
     p->iteration_ms = it;
     p->throughput = it > 0 ? p->batch / it * 1e3 : 0;
@@ -126,6 +128,9 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
     } else if (!keep) {
         gpp_plan_destroy(&p);
     }
+    if (res->opts && res->opts->on_candidate)
+        res->opts->on_candidate(res->opts->on_candidate_arg, universal_b, depth, it,
+                                res->best_iter);
     return 0;
 }
 
@@ -459,6 +464,7 @@ static gpp_plan_t *s_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,
     int64_t mem_bound_bytes = gpp_cluster_mem_bound(gpp_cost_cluster(cost));
     gpp_dp_t *s = gpp_dp_new(g, cost, t, o->batch, mem_bound_bytes);
     s_result_t res = {0};
+    res.opts = o;
     gpp_plan_t *p = NULL;
     if (s_all(s, o, planner, &res, err))
         goto done;

@@ -33,6 +33,7 @@
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
 #include "config/gpp_config.h"
+#include "common/gpp_version.h"
 
 #define EXIT_BAD_INPUT 2
 #define EXIT_INTERNAL 1
@@ -43,7 +44,7 @@ static const char s_usage[] =
     "                --batch B [--micro-batch b] [--mem-gib M] [--planner gpp|spp]\n"
     "                [--per-stage-mbs] [--kfkb] [--json FILE] [--dot FILE] [--trace FILE]\n"
     "                [--strategy FILE] [--schedule]\n"
-    "       gpp-plan --list-models\n"
+    "       gpp-plan --list-models | --version\n"
     "  --model SPEC       zoo model, e.g. mmt or mmt:branches=2,layers=2 (--list-models)\n"
     "  --graph FILE       model graph JSON (gpp-graph/1)\n"
     "  --profile FILE     profile.json: ops, sizes and measured runtimes\n"
@@ -373,6 +374,9 @@ static void s_print(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_sim_t *
 
 int main(int argc, char **argv)
 {
+    int start = gpp_main_start("gpp-plan", argc, argv);
+    if (start >= 0)
+        return start;
     s_args_t a;
     s_parse_args(argc, argv, &a);
     if (a.list_models) {

@@ -13,6 +13,8 @@ PKGS=(
   libcjson-dev                     # graph / profile / plan JSON
   zlib1g-dev                       # crc32 of checkpoints and dataset files
   libncurses-dev                   # gpp-top
+  libmicrohttpd-dev                # Prometheus /metrics ([coordinator] http_port)
+  python3-prometheus-client tmux   # tests: parse /metrics, drive gpp-top
 )
 # Benchmark-only: PyTorch on CPU for the training-speed comparison.
 if [ "${GPP_BENCH_DEPS:-0}" = 1 ]; then PKGS+=(python3-torch); fi

@@ -1,0 +1,69 @@
+/* gpp_expo: a training job in the Prometheus text exposition format
+ * (version 0.0.4: "# HELP", "# TYPE", one sample per line), what the
+ * coordinator serves on /metrics (gpp_http).
+ *
+ * Names carry the gpp_ prefix and base units (_seconds, _bytes, _total);
+ * per-stage series have a `stage` label, per-agent ones `rank`, `host` and
+ * `slot` (and `stage` once planned). The figures of a training job are
+ * those of the last complete iteration. Stage times: compute = forward,
+ * backward and optimizer step actions; comm = sends (copy and post) and
+ * the data-parallel all-reduce; idle = the agent's bubble (waiting for
+ * receives and for its sends to drain); a stage's figure is the mean over
+ * its replicas. The full list is in docs/operations.md.
+ *
+ * Ownership: the text buffer belongs to the gpp_expo_t; release it with
+ * gpp_expo_release. */
+#ifndef GPP_EXPO_H
+#define GPP_EXPO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coordinator/gpp_coord.h"
+
+typedef struct {
+    char *buf; /* NUL-terminated text, len bytes */
+    size_t len, cap;
+} gpp_expo_t;
+
+void gpp_expo_release(gpp_expo_t *t);
+
+/* "# HELP name help" and "# TYPE name type" (gauge, counter). */
+void gpp_expo_family(gpp_expo_t *t, const char *name, const char *type, const char *help);
+/* One sample: name{k1="v1",...} value. The labels are NULL-terminated
+ * (name, value) pairs of strings; values are escaped. NaN and infinities
+ * are written as Prometheus spells them. */
+void gpp_expo_sample(gpp_expo_t *t, const char *name, double v, ...)
+    __attribute__((sentinel));
+
+/* What the coordinator's loop thread knows of the job, borrowed for one
+ * gpp_expo_job call. */
+typedef struct {
+    const char *state;              /* the job's state now */
+    const char *const *state_names; /* [n_states] every state, for the state set */
+    int n_states;
+    double start_time_s;            /* when the coordinator started, Unix seconds */
+    double now_ms;                  /* gpp_now_ms(): heartbeat ages */
+    gpp_registry_t *reg;            /* every agent of the cluster file */
+    const gpp_coord_job_t *job;     /* NULL before planning finished */
+    const gpp_progress_t *progress; /* NULL before training */
+    uint64_t dropped;               /* control messages dropped as invalid */
+} gpp_expo_job_t;
+
+/* Appends the job's metrics to t. */
+void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v);
+
+/* Appends the measured schedule of the last complete iteration (what
+ * /schedule serves, gpp-top's Gantt chart), one line per rank in the job:
+ *
+ *   # gpp-schedule/1 iteration I
+ *   RANK STAGE REPLICA ITERATION_MS: CODE MS CODE MS ...
+ *
+ * in action order (an agent runs its actions one after another, so a
+ * start is the sum of the times before it); CODE is F<mb> forward, B<mb>
+ * backward, SA<mb> / SG<mb> send activations / gradients, RA<mb> / RG<mb>
+ * receive (mostly waiting), AR all-reduce, ST optimizer step; times in ms.
+ * Nothing but the header line before the first complete iteration. */
+void gpp_expo_schedule(gpp_expo_t *t, const gpp_expo_job_t *v);
+
+#endif

@@ -1,0 +1,549 @@
+/* gpp-top: a live monitor of a training job. It reads the coordinator's
+ * Prometheus endpoint ([metrics] http_port, coordinator/gpp_expo.h for the
+ * series) once per refresh, so it works for a local or a remote coordinator
+ * and needs nothing the scrapers do not already get; it keeps the
+ * samples/s history for the sparkline itself.
+ *
+ *   gpp-top [--once] [--interval-ms N] HOST:PORT
+ *
+ * Screen: job state, iteration, loss, samples/s with a sparkline; a row per
+ * agent (rank, host:slot, stage, state, heartbeat age, memory high-water /
+ * limit); a row per stage (compute, comm, idle seconds of the last
+ * iteration and the bubble %); a Gantt chart of the last iteration as
+ * measured, a row per stage (its first replica; from /schedule; an
+ * action shorter than a column still takes one). Keys: a
+ * agents, s stages, g Gantt, b all, q quit.
+ * --once prints one frame as plain text and exits (0; 1 when the
+ * coordinator cannot be reached; 2 on a bad command line).
+ * See docs/operations.md. */
+#include <curses.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/gpp_err.h"
+#include "common/gpp_parse.h"
+#include "common/gpp_version.h"
+
+#define S_IO_TIMEOUT_MS 3000        /* connect and read of one scrape */
+#define S_MAX_BODY (8u << 20)       /* a job of thousands of agents is ~1 MiB */
+#define S_HISTORY 120               /* sparkline points kept */
+#define S_MAX_LABELS 6
+
+/* ---- one scrape, parsed ---- */
+
+typedef struct {
+    char name[96];
+    int n_labels;
+    char key[S_MAX_LABELS][32];
+    char val[S_MAX_LABELS][128];
+    double v;
+} s_sample_t;
+
+typedef struct {
+    s_sample_t *s;
+    int n, cap;
+} s_scrape_t;
+
+static const char *s_label(const s_sample_t *x, const char *key)
+{
+    for (int i = 0; i < x->n_labels; i++)
+        if (strcmp(x->key[i], key) == 0)
+            return x->val[i];
+    return "";
+}
+
+/* The first sample of `name` whose label `key` (NULL: any) is `val`. */
+static const s_sample_t *s_find(const s_scrape_t *sc, const char *name, const char *key,
+                                const char *val)
+{
+    for (int i = 0; i < sc->n; i++)
+        if (strcmp(sc->s[i].name, name) == 0 && (!key || strcmp(s_label(&sc->s[i], key), val) == 0))
+            return &sc->s[i];
+    return NULL;
+}
+
+static double s_value(const s_scrape_t *sc, const char *name, const char *key, const char *val)
+{
+    const s_sample_t *x = s_find(sc, name, key, val);
+    return x ? x->v : NAN;
+}
+
+/* Parses the text exposition format: sample lines "name{k="v",...} value";
+ * comments skipped. -1 with the line when one is malformed. */
+static int s_parse(char *text, s_scrape_t *sc, gpp_err_t *err)
+{
+    sc->n = 0;
+    int line_no = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        line_no++;
+        if (line[0] == '#' || line[0] == 0)
+            continue;
+        if (sc->n == sc->cap) {
+            sc->cap = sc->cap ? 2 * sc->cap : 256;
+            sc->s = gpp_xrealloc(sc->s, (size_t)sc->cap * sizeof *sc->s);
+        }
+        s_sample_t *x = &sc->s[sc->n];
+        memset(x, 0, sizeof *x);
+        char *p = line;
+        size_t nl = strcspn(p, "{ ");
+        if (nl == 0 || nl >= sizeof x->name)
+            return gpp_err_set(err, "/metrics line %d: no metric name: %.80s", line_no, line);
+        memcpy(x->name, p, nl);
+        p += nl;
+        if (*p == '{') {
+            p++;
+            while (*p && *p != '}') {
+                size_t kl = strcspn(p, "=");
+                if (p[kl] != '=' || p[kl + 1] != '"' || kl >= sizeof x->key[0])
+                    return gpp_err_set(err, "/metrics line %d: bad label: %.80s", line_no, line);
+                int i = x->n_labels < S_MAX_LABELS ? x->n_labels++ : S_MAX_LABELS - 1;
+                memcpy(x->key[i], p, kl);
+                x->key[i][kl] = 0;
+                p += kl + 2;
+                size_t o = 0;
+                for (; *p && *p != '"'; p++) {
+                    char c = *p;
+                    if (c == '\\' && p[1]) {
+                        p++;
+                        c = *p == 'n' ? '\n' : *p;
+                    }
+                    if (o + 1 < sizeof x->val[i])
+                        x->val[i][o++] = c;
+                }
+                x->val[i][o] = 0;
+                if (*p != '"')
+                    return gpp_err_set(err, "/metrics line %d: open label value", line_no);
+                p++;
+                if (*p == ',')
+                    p++;
+            }
+            if (*p != '}')
+                return gpp_err_set(err, "/metrics line %d: no closing brace", line_no);
+            p++;
+        }
+        char *end;
+        x->v = strtod(p, &end);
+        if (end == p)
+            return gpp_err_set(err, "/metrics line %d: no value: %.80s", line_no, line);
+        sc->n++;
+    }
+    return 0;
+}
+
+/* ---- fetching ---- */
+
+/* GET http://host:port/PATH into *body (caller frees). */
+static int s_fetch(const char *host, const char *port, const char *path, char **body,
+                   gpp_err_t *err)
+{
+    *body = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int rc = getaddrinfo(host, port, &hints, &ai);
+    if (rc != 0)
+        return gpp_err_set(err, "cannot resolve '%s': %s; give the coordinator's host name or "
+                                "address", host, gai_strerror(rc));
+    int fd = -1, last_errno = 0;
+    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+            continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS) {
+            last_errno = errno;
+            close(fd);
+            fd = -1;
+            continue;
+        }
+        struct pollfd pf = {fd, POLLOUT, 0};
+        int so = 0;
+        socklen_t sl = sizeof so;
+        if (poll(&pf, 1, S_IO_TIMEOUT_MS) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) < 0 ||
+            so != 0) {
+            last_errno = so ? so : ETIMEDOUT;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    if (fd < 0)
+        return gpp_err_set(err, "cannot reach http://%s:%s%s: %s; is the coordinator "
+                                "running with [metrics] http_port = %s?",
+                           host, port, path, strerror(last_errno), port);
+    char req[512];
+    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host);
+    size_t len = 0, cap = 65536;
+    char *buf = gpp_xcalloc(cap, 1);
+    int ok = send(fd, req, (size_t)rl, MSG_NOSIGNAL) == rl;
+    while (ok) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, S_IO_TIMEOUT_MS) != 1) {
+            ok = 0;
+            break;
+        }
+        if (len + 1 == cap) {
+            if (cap >= S_MAX_BODY) {
+                ok = 0;
+                break;
+            }
+            cap *= 2;
+            buf = gpp_xrealloc(buf, cap);
+        }
+        ssize_t k = read(fd, buf + len, cap - 1 - len);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (k <= 0)
+            break;
+        len += (size_t)k;
+    }
+    close(fd);
+    buf[len] = 0;
+    char *sep = strstr(buf, "\r\n\r\n");
+    if (!ok || !sep || strncmp(buf, "HTTP/1.", 7) != 0 || strncmp(buf + 8, " 200", 4) != 0) {
+        gpp_err_set(err, "http://%s:%s%s: %s", host, port, path,
+                    !ok ? "no complete answer within 3 s" : "not a 200 answer from gpp-coordinator");
+        free(buf);
+        return -1;
+    }
+    memmove(buf, sep + 4, len - (size_t)(sep + 4 - buf) + 1);
+    *body = buf;
+    return 0;
+}
+
+/* ---- the frame ---- */
+
+enum { V_ALL = 0, V_AGENTS, V_STAGES, V_GANTT };
+
+typedef struct {
+    char **line;
+    int n, cap;
+} s_frame_t;
+
+static void s_add(s_frame_t *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_add(s_frame_t *f, const char *fmt, ...)
+{
+    if (f->n == f->cap) {
+        f->cap = f->cap ? 2 * f->cap : 64;
+        f->line = gpp_xrealloc(f->line, (size_t)f->cap * sizeof *f->line);
+    }
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    f->line[f->n++] = gpp_xstrdup(buf);
+}
+
+static void s_frame_clear(s_frame_t *f)
+{
+    for (int i = 0; i < f->n; i++)
+        free(f->line[i]);
+    f->n = 0;
+}
+
+/* "1.5G", "320M", ... of bytes */
+static const char *s_bytes(double b, char *buf, size_t len)
+{
+    if (isnan(b))
+        snprintf(buf, len, "-");
+    else if (b >= 1073741824.0)
+        snprintf(buf, len, "%.1fG", b / 1073741824.0);
+    else if (b >= 1048576.0)
+        snprintf(buf, len, "%.0fM", b / 1048576.0);
+    else
+        snprintf(buf, len, "%.0fK", b / 1024.0);
+    return buf;
+}
+
+/* ASCII sparkline of the last `width` points, scaled to their maximum. */
+static void s_sparkline(const double *h, int n, int width, char *out)
+{
+    static const char levels[] = " _.-=+*#";
+    int first = n > width ? n - width : 0;
+    double max = 0;
+    for (int i = first; i < n; i++)
+        if (h[i] > max)
+            max = h[i];
+    int o = 0;
+    for (int i = first; i < n; i++) {
+        int l = max > 0 && h[i] > 0 ? 1 + (int)(h[i] / max * 6.999) : 0;
+        out[o++] = levels[l];
+    }
+    out[o] = 0;
+}
+
+static void s_render(const s_scrape_t *sc, const char *target, const char *error, const double *hist,
+                     int n_hist, int view, s_frame_t *f)
+{
+    s_frame_clear(f);
+    const char *state = "?";
+    for (int i = 0; i < sc->n; i++)
+        if (strcmp(sc->s[i].name, "gpp_job_state") == 0 && sc->s[i].v == 1)
+            state = s_label(&sc->s[i], "state");
+    const s_sample_t *bi = s_find(sc, "gpp_build_info", NULL, NULL);
+    s_add(f, "gpp-top  %s  coordinator %s%s%s", target, bi ? s_label(bi, "version") : "?",
+          bi ? " git " : "", bi ? s_label(bi, "commit") : "");
+    if (error)
+        s_add(f, "error: %s", error);
+    double done = s_value(sc, "gpp_iterations_completed_total", NULL, NULL);
+    double planned = s_value(sc, "gpp_iterations_planned", NULL, NULL);
+    double loss = s_value(sc, "gpp_loss", NULL, NULL);
+    double sps = s_value(sc, "gpp_samples_per_second", NULL, NULL);
+    double it_s = s_value(sc, "gpp_iteration_seconds", NULL, NULL);
+    char spark[S_HISTORY + 1];
+    s_sparkline(hist, n_hist, 40, spark);
+    char planned_s[32], loss_s[32];
+    snprintf(planned_s, sizeof planned_s, isnan(planned) ? "?" : "%.0f", planned);
+    snprintf(loss_s, sizeof loss_s, isnan(loss) ? "-" : "%.6f", loss);
+    s_add(f, "job %-10s  iteration %.0f/%s  loss %s  %.1f samples/s  %.2f ms/iteration", state,
+          isnan(done) ? 0 : done, planned_s, loss_s, isnan(sps) ? 0 : sps,
+          isnan(it_s) ? 0 : it_s * 1000);
+    s_add(f, "samples/s [%-40s]", spark);
+    if (view == V_ALL || view == V_AGENTS) {
+        s_add(f, "%s", "");
+        s_add(f, "%4s  %-22s %-8s %5s  %-5s %8s  %7s / %-7s", "RANK", "AGENT", "DEVICE", "STAGE",
+              "STATE", "HB AGE", "MEM", "LIMIT");
+        for (int i = 0; i < sc->n; i++) {
+            const s_sample_t *x = &sc->s[i];
+            if (strcmp(x->name, "gpp_agent_up") != 0)
+                continue;
+            const char *rank = s_label(x, "rank");
+            const s_sample_t *hw = s_find(sc, "gpp_agent_memory_high_water_bytes", "rank", rank);
+            double age = s_value(sc, "gpp_agent_heartbeat_age_seconds", "rank", rank);
+            double lim = s_value(sc, "gpp_agent_memory_limit_bytes", "rank", rank);
+            char who[200], a[16], b[16], agestr[16];
+            snprintf(who, sizeof who, "%s:%s", s_label(x, "host"), s_label(x, "slot"));
+            if (isnan(age))
+                snprintf(agestr, sizeof agestr, "-");
+            else
+                snprintf(agestr, sizeof agestr, "%.1fs", age);
+            const char *dev = s_label(x, "device");
+            s_add(f, "%4s  %-22.22s %-8.8s %5s  %-5s %8s  %7s / %-7s", rank, who, dev[0] ? dev : "-",
+                  hw ? s_label(hw, "stage") : "-", x->v == 1 ? "up" : isnan(age) ? "wait" : "down",
+                  agestr, s_bytes(hw ? hw->v : NAN, a, sizeof a), s_bytes(lim, b, sizeof b));
+        }
+    }
+    if (view == V_ALL || view == V_STAGES) {
+        s_add(f, "%s", "");
+        s_add(f, "%5s  %10s %10s %10s  %7s", "STAGE", "COMPUTE ms", "COMM ms", "IDLE ms", "BUBBLE");
+        for (int i = 0; i < sc->n; i++) {
+            const s_sample_t *x = &sc->s[i];
+            if (strcmp(x->name, "gpp_stage_compute_seconds") != 0)
+                continue;
+            const char *st = s_label(x, "stage");
+            double comm = s_value(sc, "gpp_stage_comm_seconds", "stage", st);
+            double idle = s_value(sc, "gpp_stage_idle_seconds", "stage", st);
+            s_add(f, "%5s  %10.3f %10.3f %10.3f  %6.1f%%", st, x->v * 1000, comm * 1000, idle * 1000,
+                  it_s > 0 ? 100.0 * idle / it_s : 0.0);
+        }
+    }
+}
+
+/* The Gantt chart of /schedule's text (gpp_expo.h): a row per stage (its
+ * first replica), `width` columns for the longest iteration; each action
+ * fills the columns its time covers, starting where the previous ended. */
+static void s_gantt(char *text, int width, s_frame_t *f)
+{
+    if (width > 200)
+        width = 200;
+    int iteration = -1;
+    sscanf(text, "# gpp-schedule/1 iteration %d", &iteration);
+    s_add(f, "%s", "");
+    if (iteration < 0) {
+        s_add(f, "GANTT: no complete iteration yet");
+        return;
+    }
+    /* pass 1: the longest iteration; pass 2: draw */
+    double max_ms = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            s_add(f, "GANTT of iteration %d, %.3f ms across (F forward, B backward, > send, "
+                     ". receive/wait, A all-reduce, S step)",
+                  iteration, max_ms);
+        int shown_stage[4096] = {0}; /* first replica of each stage only */
+        for (char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+            int rank, stage, replica, off = 0;
+            double it_ms;
+            if (*p == '#' || sscanf(p, "%d %d %d %lf:%n", &rank, &stage, &replica, &it_ms, &off) != 4 ||
+                stage < 0 || stage >= 4096)
+                continue;
+            if (pass == 0) {
+                if (it_ms > max_ms)
+                    max_ms = it_ms;
+                continue;
+            }
+            if (shown_stage[stage]++ || max_ms <= 0)
+                continue;
+            char row[201];
+            memset(row, ' ', (size_t)width);
+            row[width] = 0;
+            double t = 0;
+            int next_compute = 0; /* the first column after the last compute action */
+            char *q = p + off;
+            char code[8];
+            double ms;
+            int n;
+            while (sscanf(q, " %7s %lf%n", code, &ms, &n) == 2) {
+                q += n;
+                char g = code[0] == 'F' ? 'F' : code[0] == 'B' ? 'B' : code[0] == 'S' && code[1] == 'T' ? 'S'
+                       : code[0] == 'S' ? '>' : code[0] == 'R' ? '.' : code[0] == 'A' ? 'A' : '?';
+                int c0 = (int)(t / max_ms * width), c1 = (int)((t + ms) / max_ms * width);
+                int compute = g != '>' && g != '.';
+                if (compute && c0 < next_compute)
+                    c0 = next_compute; /* each compute action shows, in order */
+                if (compute && c1 <= c0)
+                    c1 = c0 + 1;
+                for (int c = c0; c < c1 && c < width; c++)
+                    if (compute || row[c] == ' ') /* sends and waits fill what is free */
+                        row[c] = g;
+                if (compute)
+                    next_compute = c1;
+                t += ms;
+                if (*q == '\n')
+                    break;
+            }
+            s_add(f, "stage %3d |%s|", stage, row);
+        }
+    }
+}
+
+/* ---- main ---- */
+
+static void s_usage(FILE *f)
+{
+    fprintf(f, "usage: gpp-top [--once] [--interval-ms N] HOST:PORT\n"
+               "  HOST:PORT         the coordinator's [metrics] http_port (e.g. localhost:9464)\n"
+               "  --once            print one frame as plain text and exit\n"
+               "  --interval-ms N   refresh interval (default 1000)\n"
+               "  --version, --help\n"
+               "keys: a agents, s stages, g Gantt chart, b all, q quit\n");
+}
+
+int main(int argc, char **argv)
+{
+    int start = gpp_main_start("gpp-top", argc, argv);
+    if (start >= 0)
+        return start;
+    int once = 0;
+    int64_t interval_ms = 1000;
+    const char *target = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--once") == 0)
+            once = 1;
+        else if (strcmp(argv[i], "--interval-ms") == 0 && i + 1 < argc) {
+            if (gpp_parse_flag_int64("gpp-top", "--interval-ms", argv[++i], 100, 3600000,
+                                     &interval_ms) < 0)
+                return 2;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            s_usage(stdout);
+            return 0;
+        } else if (argv[i][0] != '-' && !target)
+            target = argv[i];
+        else {
+            fprintf(stderr, "gpp-top: unexpected argument '%s'\n", argv[i]);
+            s_usage(stderr);
+            return 2;
+        }
+    }
+    char host[256], port[16];
+    const char *t = target ? target : "";
+    if (strncmp(t, "http://", 7) == 0)
+        t += 7;
+    const char *colon = strrchr(t, ':');
+    if (!target || !colon || colon == t || (size_t)(colon - t) >= sizeof host ||
+        strspn(colon + 1, "0123456789") != strlen(colon + 1) || !colon[1] || strlen(colon + 1) > 5) {
+        fprintf(stderr, "gpp-top: give the coordinator's metrics endpoint as HOST:PORT (its "
+                        "[metrics] http_port), e.g. localhost:9464\n");
+        s_usage(stderr);
+        return 2;
+    }
+    snprintf(host, sizeof host, "%.*s", (int)(colon - t), t);
+    snprintf(port, sizeof port, "%s", colon + 1);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') { /* [v6 address] */
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = 0;
+    }
+    char shown[300];
+    snprintf(shown, sizeof shown, "%s:%s", host, port);
+
+    s_scrape_t sc = {0};
+    s_frame_t f = {0};
+    double hist[S_HISTORY];
+    int n_hist = 0, view = V_ALL, rc = 0;
+    if (!once && !isatty(STDOUT_FILENO)) {
+        fprintf(stderr, "gpp-top: stdout is not a terminal; use --once for plain text\n");
+        return 2;
+    }
+    if (!once) {
+        initscr();
+        raw(); /* Ctrl-C arrives as a key: quit through endwin, the terminal restored */
+        noecho();
+        curs_set(0);
+        keypad(stdscr, TRUE);
+    }
+    for (;;) {
+        gpp_err_t err = {{0}};
+        char *body = NULL;
+        int ok = s_fetch(host, port, "/metrics", &body, &err) == 0 && s_parse(body, &sc, &err) == 0;
+        free(body);
+        body = NULL;
+        if (ok && s_fetch(host, port, "/schedule", &body, &err) < 0)
+            ok = 0;
+        if (ok) {
+            double sps = s_value(&sc, "gpp_samples_per_second", NULL, NULL);
+            if (!isnan(sps)) {
+                if (n_hist == S_HISTORY)
+                    memmove(hist, hist + 1, (S_HISTORY - 1) * sizeof *hist), n_hist--;
+                hist[n_hist++] = sps;
+            }
+        } else {
+            sc.n = 0;
+        }
+        s_render(&sc, shown, ok ? NULL : err.msg, hist, n_hist, view, &f);
+        if (ok && (view == V_ALL || view == V_GANTT))
+            s_gantt(body, once ? 80 : (COLS > 24 ? COLS - 16 : 8), &f);
+        free(body);
+        if (once) {
+            if (!ok) {
+                fprintf(stderr, "gpp-top: %s\n", err.msg);
+                rc = 1;
+            } else {
+                for (int i = 0; i < f.n; i++)
+                    printf("%s\n", f.line[i]);
+            }
+            break;
+        }
+        erase();
+        for (int i = 0; i < f.n && i < LINES - 1; i++)
+            mvaddnstr(i, 0, f.line[i], COLS);
+        mvaddnstr(LINES - 1, 0, "a agents  s stages  g gantt  b all  q quit", COLS);
+        refresh();
+        timeout((int)interval_ms);
+        int c = getch();
+        if (c == 'q' || c == 'Q' || c == 3 /* Ctrl-C */)
+            break;
+        if (c == 'a')
+            view = V_AGENTS;
+        else if (c == 's')
+            view = V_STAGES;
+        else if (c == 'g')
+            view = V_GANTT;
+        else if (c == 'b')
+            view = V_ALL;
+    }
+    if (!once)
+        endwin();
+    s_frame_clear(&f);
+    free(f.line);
+    free(sc.s);
+    return rc;
+}
