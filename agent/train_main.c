@@ -313,6 +313,16 @@ int main(int argc, char **argv)
         goto fail;
     if (o.load && gpp_ckpt_load(ex, o.load, &err) < 0)
         goto fail;
+    /* iteration t trains samples [t B, (t+1) B): the last index must fit int64 */
+    int64_t steps = gpp_exec_step_count(ex);
+    if (o.iterations > INT64_MAX / o.batch - steps) {
+        gpp_err_set(&err,
+                    "--batch %lld x (%lld steps%s%s + --iterations %lld) samples overflow the "
+                    "64-bit sample index; lower --batch or --iterations",
+                    o.batch, (long long)steps, o.load ? " of " : "", o.load ? o.load : "",
+                    o.iterations);
+        goto fail;
+    }
     printf("model %s: %d ops, %lld parameters; batch %lld, micro-batch %lld, %s lr %g, %s\n",
            g->spec, g->n_ops, (long long)gpp_graph_params(g), o.batch, o.micro_batch,
            o.hp.kind == GPP_OPTIM_SGD ? "sgd" : "adamw", (double)o.hp.lr,

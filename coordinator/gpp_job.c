@@ -14,6 +14,7 @@
 #include "common/gpp_fault.h"
 #include "common/gpp_fs.h"
 #include "common/gpp_time.h"
+#include "coordinator/gpp_progress.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan_io.h"
@@ -270,6 +271,19 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
     self->out = out;
     snprintf(self->plan_arg, sizeof self->plan_arg, "%s", plan);
     self->n_agents = gpp_config_devices(cfg);
+    /* job.iterations sizes the coordinator's progress tables: refused here,
+     * before any agent starts, when they cannot fit this machine's memory */
+    double need = gpp_progress_table_bytes(self->n_agents, cfg->job.iterations);
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have) {
+        gpp_err_set(err,
+                    "%s: job.iterations = %d: the coordinator keeps a progress record per "
+                    "iteration and agent, %.1f GiB for %d agents, more than this machine's "
+                    "%.1f GiB of memory; lower job.iterations (or --iterations)",
+                    cfg->path, cfg->job.iterations, need / 1073741824.0, self->n_agents,
+                    have / 1073741824.0);
+        goto fail;
+    }
     if (!cfg->job.model[0]) {
         gpp_err_set(err,
                     "%s: job.model: not set; name a zoo model (\"mmt:branches=2\") or a "
