@@ -387,6 +387,11 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
             s_int(o, "inflight", origin, where, 0, batch, &inflight, err) < 0 ||
             s_num(o, "mem_bytes", origin, where, &mem, err) < 0)
             goto fail;
+        if (mem >= 9.2e18) { /* int64 bytes: the conversion below must be defined */
+            gpp_err_set(err, "%s: %s.mem_bytes: %g bytes is beyond any device; expected < 2^63",
+                        origin, where, mem);
+            goto fail;
+        }
         if (s_int_list(o, "ops", origin, where, 0, g->n_ops - 1, &ops, &n_ops, err) < 0)
             goto fail;
         if (n_ops < 1) {
