@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/exec/gpp_ckpt_set.h"
 #include "model/gpp_model.h"
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_fault.h"
@@ -217,6 +218,22 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
     return 0;
 }
 
+int gpp_job_iteration_fn(void *arg, int done, gpp_err_t *err)
+{
+    gpp_job_t *self = arg;
+    const gpp_config_t *c = &self->cfg;
+    /* the agents saved after iteration done - 1 (gpp_pipeline_run) */
+    int saved = done == c->job.iterations ||
+                (c->job.checkpoint_interval > 0 && done % c->job.checkpoint_interval == 0);
+    if (!c->job.checkpoint_dir[0] || !saved)
+        return 0;
+    if (gpp_ckpt_set_commit(c->job.checkpoint_dir, done, self->plan->n_stages,
+                            c->job.checkpoint_keep, err) < 0)
+        return -1;
+    gpp_info("coordinator: checkpoint set %d committed in %s", done, c->job.checkpoint_dir);
+    return 0;
+}
+
 /* --plan auto with a checkpoint_dir: plans from the profile a previous run
  * kept there (s_make_plan) when it was measured for this model on this
  * device. 1: attached; 0: none to use (absent, --reprofile, another model or
@@ -271,6 +288,11 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
     self->out = out;
     snprintf(self->plan_arg, sizeof self->plan_arg, "%s", plan);
     self->n_agents = gpp_config_devices(cfg);
+    /* what a save killed midway left behind (gpp_ckpt_set.h) */
+    if (cfg->job.checkpoint_dir[0] && gpp_ckpt_set_clean(cfg->job.checkpoint_dir, err) < 0) {
+        gpp_err_prefix(err, "%s: job.checkpoint_dir", cfg->path);
+        goto fail;
+    }
     /* job.iterations sizes the coordinator's progress tables: refused here,
      * before any agent starts, when they cannot fit this machine's memory */
     double need = gpp_progress_table_bytes(self->n_agents, cfg->job.iterations);

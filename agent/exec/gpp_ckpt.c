@@ -6,13 +6,16 @@
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_codec.h"
+#include "common/gpp_fault.h"
 
 #define CHUNK_BYTES ((size_t)4 << 20)
 #define SPEC_MAX_LEN 4096
@@ -96,7 +99,16 @@ int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err)
     gpp_codec_put_u64(&c, (uint64_t)gpp_exec_step_count(ex));
     gpp_codec_put_str(&c, spec);
     gpp_codec_put_u32(&c, n_tensors);
-    if (s_flush(&w, &c, err) < 0 || gpp_exec_params_foreach(ex, s_save_param, &w, err) < 0)
+    if (s_flush(&w, &c, err) < 0)
+        goto done;
+    /* the ckpt_kill hook: a crash with the header in the temp file */
+    static int saves; /* this process's, for the hook */
+    if (gpp_fault(GPP_FAULT_CKPT_KILL) && gpp_fault_arg(GPP_FAULT_CKPT_KILL) == saves++) {
+        gpp_warn("fault injection: ckpt_kill: killing pid %d while saving %s", (int)getpid(),
+                 path);
+        raise(SIGKILL);
+    }
+    if (gpp_exec_params_foreach(ex, s_save_param, &w, err) < 0)
         goto done;
     gpp_codec_put_u32(&c, w.crc);
     if (s_flush(&w, &c, err) < 0)

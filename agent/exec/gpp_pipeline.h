@@ -19,7 +19,10 @@
  * the iteration ends. After each iteration it calls on_metrics (per-action
  * times, time spent waiting for receives as the bubble, peak RSS, the loss
  * share on sink stages); at checkpoint_interval and at the end replica 0
- * saves <checkpoint_dir>/stage<S>.ckpt. The communicator stays up until
+ * saves <checkpoint_dir>/set-<iterations done>/stage<S>.ckpt before it
+ * reports the iteration (gpp_ckpt_set.h: the coordinator commits the set),
+ * and a resumed stage loads the complete set of start_iteration. The
+ * communicator stays up until
  * gpp_pipeline_destroy, so that no peer loses a connection it still uses.
  *
  * Message tags: (lo * n_ops + tensor) * 2 + (0 activation | 1 gradient) —

@@ -29,6 +29,7 @@
 
 #include "model/gpp_model.h"
 #include "agent/exec/gpp_ckpt.h"
+#include "agent/exec/gpp_ckpt_set.h"
 #include "agent/exec/gpp_exec.h"
 #include "planner/gpp_plan_io.h"
 #include "tests/gpp_test.h"
@@ -126,8 +127,14 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
     s_worst[0] = 0;
     gpp_graph_t *g = gpp_model_load(model, &err);
     char path[600];
-    snprintf(path, sizeof path, "%s/plan.json", dir);
-    gpp_plan_t *p = g ? gpp_plan_read_json(path, g, &err) : NULL;
+    /* the last set, committed, with the plan its stages belong to */
+    int latest = gpp_ckpt_set_latest(dir, &err);
+    if (latest != S_ITERS)
+        fprintf(stderr, "  newest complete checkpoint set in %s: %d, expected %d %s\n", dir,
+                latest, S_ITERS, err.msg);
+    gpp_ckpt_set_dir(path, sizeof path, dir, S_ITERS);
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/plan.json");
+    gpp_plan_t *p = g && latest == S_ITERS ? gpp_plan_read_json(path, g, &err) : NULL;
     gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = 1};
     gpp_backend_t *be = gpp_backend_new(&bc, &err);
     gpp_data_t *data = g ? gpp_data_new(g, S_SEED) : NULL;
@@ -148,7 +155,7 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
         const gpp_stage_t *st = &p->stages[s];
         gpp_exec_t *a = gpp_exec_new(g, st->n_ops, st->ops, be, data, &ec, &err);
         gpp_exec_t *b = gpp_exec_new(g, st->n_ops, st->ops, be, data, &ec, &err);
-        snprintf(path, sizeof path, "%s/stage%d.ckpt", dir, s);
+        gpp_ckpt_set_stage_path(path, sizeof path, dir, S_ITERS, s);
         if (!a || !b || gpp_ckpt_load(a, path, &err) < 0 || gpp_ckpt_load(b, ref, &err) < 0) {
             fprintf(stderr, "  stage %d: %s\n", s, err.msg);
             worst = INFINITY;
@@ -294,8 +301,9 @@ static void t_dlrm_dp_big(void)
     int same = 1;
     for (int s = 0; s < 3; s++)
         same &=
-            s_sh("cmp -s %s/dlrm_dp_big.ckpt/stage%d.ckpt %s/dlrm_dp_big_again.ckpt/stage%d.ckpt",
-                 s_tmp, s, s_tmp, s) == 0;
+            s_sh("cmp -s %s/dlrm_dp_big.ckpt/set-%010d/stage%d.ckpt "
+                 "%s/dlrm_dp_big_again.ckpt/set-%010d/stage%d.ckpt",
+                 s_tmp, S_ITERS, s, s_tmp, S_ITERS, s) == 0;
     printf("  dlrm_dp_big twice: stage checkpoints %s\n", same ? "bit-identical" : "DIFFER");
     GPP_EXPECT(same);
 }
@@ -310,8 +318,9 @@ static void t_deterministic(void)
     s_case("mmt_dp_again", S_MMT, "mmt2_dp.json");
     int same = 1;
     for (int s = 0; s < 3; s++)
-        same &= s_sh("cmp -s %s/mmt_dp.ckpt/stage%d.ckpt %s/mmt_dp_again.ckpt/stage%d.ckpt", s_tmp,
-                     s, s_tmp, s) == 0;
+        same &= s_sh("cmp -s %s/mmt_dp.ckpt/set-%010d/stage%d.ckpt "
+                     "%s/mmt_dp_again.ckpt/set-%010d/stage%d.ckpt",
+                     s_tmp, S_ITERS, s, s_tmp, S_ITERS, s) == 0;
     printf("  mmt_dp twice: stage checkpoints %s\n", same ? "bit-identical" : "DIFFER");
     GPP_EXPECT(same);
 }
