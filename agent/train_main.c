@@ -240,6 +240,24 @@ static int s_parse(int argc, char **argv, opts_t *o)
     return 0;
 }
 
+/* "weights sha256 <hex>": the digest of every parameter in op order
+ * (gpp_ckpt.h), the one a distributed run of the same model prints. */
+static int s_print_digest(gpp_exec_t *ex, const gpp_graph_t *g, gpp_err_t *err)
+{
+    unsigned char(*d)[GPP_SHA256_BYTES] = gpp_xcalloc((size_t)g->n_ops, sizeof *d), out[32];
+    int *has = gpp_xcalloc((size_t)g->n_ops, sizeof *has);
+    int rc = gpp_ckpt_op_digests(ex, d, has, err);
+    if (rc == 0) {
+        char hex[GPP_SHA256_HEX];
+        gpp_ckpt_weights_digest(g->n_ops, (const unsigned char(*)[GPP_SHA256_BYTES])d, has, out);
+        gpp_sha256_hex(out, hex);
+        printf("weights sha256 %s\n", hex);
+    }
+    free(d);
+    free(has);
+    return rc;
+}
+
 static double s_cpu_ms(void)
 {
     struct timespec ts;
@@ -347,6 +365,8 @@ int main(int argc, char **argv)
                o.iterations, (long long)gpp_exec_step_count(ex),
                (double)o.batch * (double)o.iterations * 1000.0 / total_ms,
                (long long)gpp_exec_peak_stash_bytes(ex));
+    if (s_print_digest(ex, g, &err) < 0)
+        goto fail;
     if (o.save && gpp_ckpt_save(ex, o.save, &err) < 0)
         goto fail;
     if (o.save)
