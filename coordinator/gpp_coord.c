@@ -491,6 +491,10 @@ static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *
         return;
     }
     gpp_err_t err = {{0}};
+    if (self->cfg.metrics_fn && self->cfg.metrics_fn(self->cfg.plan_arg, a->rank, mt, &err) < 0) {
+        s_drop(self, who, err.msg);
+        return;
+    }
     int completed = gpp_progress_add(self->progress, a->rank, mt, &err);
     if (completed < 0) {
         s_drop(self, who, err.msg);

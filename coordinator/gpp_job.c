@@ -2,6 +2,7 @@
 #include "coordinator/gpp_job.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent/exec/gpp_ckpt_set.h"
+#include "common/gpp_sha256.h"
 #include "model/gpp_model.h"
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_fault.h"
@@ -54,6 +56,9 @@ struct gpp_job_s {
     char rdv_endpoint[512];
     char rdv_token[GPP_RDV_TOKEN_LEN + 1];
     char prefix[96];
+    /* the last iteration's op digests (gpp_job_metrics_fn) */
+    unsigned char (*digest)[GPP_SHA256_BYTES]; /* [g->n_ops] */
+    int *has_digest;                          /* [g->n_ops] */
     /* what gpp_job_plan_fn hands out */
     Gpp__Assignment **assign; /* [n_agents] */
 };
@@ -216,6 +221,50 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
         }
     }
     return 0;
+}
+
+int gpp_job_metrics_fn(void *arg, int rank, const Gpp__Metrics *m, gpp_err_t *err)
+{
+    gpp_job_t *self = arg;
+    if (m->n_op_digests == 0)
+        return 0;
+    int n_ops = self->g->n_ops, stage = rank < self->n_agents ? self->rank_stage[rank] : -1;
+    if (stage < 0 || self->rank_replica[rank] != 0)
+        return gpp_err_set(err, "op digests from rank %d, not replica 0 of a stage", rank);
+    const gpp_stage_t *st = &self->plan->stages[stage];
+    for (size_t i = 0; i < m->n_op_digests; i++) {
+        int op = m->op_digests[i]->op, mine = 0;
+        for (int k = 0; k < st->n_ops && !mine; k++)
+            mine = st->ops[k] == op;
+        if (op >= n_ops || !mine)
+            return gpp_err_set(err, "metrics.op_digests[%zu]: op %d is not an op of stage %d", i,
+                               op, stage);
+    }
+    if (!self->digest) {
+        self->digest = gpp_xcalloc((size_t)n_ops, sizeof *self->digest);
+        self->has_digest = gpp_xcalloc((size_t)n_ops, sizeof *self->has_digest);
+    }
+    for (size_t i = 0; i < m->n_op_digests; i++) {
+        memcpy(self->digest[m->op_digests[i]->op], m->op_digests[i]->sha256.data,
+               GPP_SHA256_BYTES);
+        self->has_digest[m->op_digests[i]->op] = 1;
+    }
+    return 0;
+}
+
+/* The weights digest when every op with parameters reported one. */
+static int s_weights_digest(const gpp_job_t *self, char hex[GPP_SHA256_HEX])
+{
+    if (!self->digest)
+        return 0;
+    for (int op = 0; op < self->g->n_ops; op++)
+        if (self->g->ops[op].params > 0 && !self->has_digest[op])
+            return 0;
+    unsigned char out[GPP_SHA256_BYTES];
+    gpp_ckpt_weights_digest(self->g->n_ops, (const unsigned char(*)[GPP_SHA256_BYTES])self->digest,
+                            self->has_digest, out);
+    gpp_sha256_hex(out, hex);
+    return 1;
 }
 
 int gpp_job_iteration_fn(void *arg, int done, gpp_err_t *err)
@@ -413,6 +462,8 @@ void gpp_job_destroy(gpp_job_t **self_p)
     free(self->assign);
     free(self->preq_mbs);
     free(self->sink);
+    free(self->digest);
+    free(self->has_digest);
     free(self->rank_stage);
     free(self->rank_replica);
     free(self->rank_actions);
@@ -651,5 +702,15 @@ void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress
     fprintf(out, "  simulated %.3f ms/iteration, %.1f samples/s (measured/simulated %.2f)\n",
             p->iteration_ms, p->throughput,
             p->iteration_ms > 0 ? s.iteration_ms / p->iteration_ms : NAN);
+    char hex[GPP_SHA256_HEX];
+    if (s.iterations_done == self->cfg.job.iterations && s_weights_digest(self, hex)) {
+        fprintf(out, "weights sha256 %s\n", hex);
+        const char *path = self->cfg.metrics.file;
+        FILE *f = path[0] ? fopen(path, "a") : NULL;
+        if (path[0] && (!f || fprintf(f, "{\"weights_sha256\":\"%s\"}\n", hex) < 0 ||
+                        fclose(f) != 0))
+            gpp_error("metrics file %s: cannot append the weights digest: %s", path,
+                      strerror(errno));
+    }
     fflush(out);
 }

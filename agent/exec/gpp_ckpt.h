@@ -31,6 +31,7 @@
 
 #include "agent/exec/gpp_exec.h"
 #include "common/gpp_err.h"
+#include "agent/exec/gpp_ckpt_set.h"
 #include "common/gpp_sha256.h"
 
 #define GPP_CKPT_MAGIC "GPPCKPT"
@@ -56,7 +57,7 @@ int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err);
  * the stream. */
 int gpp_ckpt_op_digests(gpp_exec_t *ex, unsigned char (*digests)[GPP_SHA256_BYTES], int *has,
                         gpp_err_t *err);
-void gpp_ckpt_weights_digest(int n_ops, const unsigned char (*digests)[GPP_SHA256_BYTES],
-                             const int *has, unsigned char out[GPP_SHA256_BYTES]);
+/* The combination: gpp_ckpt_weights_digest in gpp_ckpt_set.h (no executor:
+ * the coordinator combines the stages' digests). */
 
 #endif

@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "common/gpp_json.h"
+#include "common/gpp_sha256.h"
 
 #define S_PREFIX "set-"
 #define S_MANIFEST_MAX_BYTES ((size_t)1 << 20)
@@ -371,4 +372,20 @@ int gpp_ckpt_set_clean(const char *dir, gpp_err_t *err)
     }
     free(v);
     return removed;
+}
+
+void gpp_ckpt_weights_digest(int n_ops, const unsigned char (*digests)[GPP_SHA256_BYTES],
+                             const int *has, unsigned char out[GPP_SHA256_BYTES])
+{
+    gpp_sha256_t s;
+    gpp_sha256_init(&s);
+    for (int op = 0; op < n_ops; op++) {
+        if (!has[op])
+            continue;
+        unsigned char id[4] = {(unsigned char)op, (unsigned char)(op >> 8),
+                               (unsigned char)(op >> 16), (unsigned char)(op >> 24)};
+        gpp_sha256_update(&s, id, 4);
+        gpp_sha256_update(&s, digests[op], GPP_SHA256_BYTES);
+    }
+    gpp_sha256_final(&s, out);
 }

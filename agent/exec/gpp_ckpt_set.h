@@ -57,4 +57,10 @@ int gpp_ckpt_set_latest(const char *dir, gpp_err_t *err);
  * it when a job starts. Returns how many, or -1 with a message. */
 int gpp_ckpt_set_clean(const char *dir, gpp_err_t *err);
 
+/* The weights digest from per-op digests (gpp_ckpt_op_digests in
+ * gpp_ckpt.h): SHA-256 of (u32 little-endian op id, digests[op]) for every
+ * op with has[op], in op id order. */
+void gpp_ckpt_weights_digest(int n_ops, const unsigned char (*digests)[32], const int *has,
+                             unsigned char out[32]);
+
 #endif

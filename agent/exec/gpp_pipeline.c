@@ -497,8 +497,28 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         m.mem_high_water_bytes = (int64_t)ru.ru_maxrss * 1024;
+        int n_ops = self->g->n_ops, *ops = NULL, *has = NULL;
+        unsigned char(*d)[GPP_SHA256_BYTES] = NULL;
+        if (last && c->replica == 0) {
+            snprintf(self->phase, sizeof self->phase, "digesting the weights");
+            d = gpp_xcalloc((size_t)n_ops, sizeof *d);
+            has = gpp_xcalloc((size_t)n_ops, sizeof *has);
+            ops = gpp_xcalloc((size_t)n_ops, sizeof *ops);
+            if (gpp_ckpt_op_digests(self->ex, d, has, err) < 0) {
+                free(d), free(has), free(ops);
+                goto fail;
+            }
+            for (int op = 0; op < n_ops; op++)
+                if (has[op]) { /* packed: digests[i] of op ops[i] */
+                    memmove(d[m.n_digests], d[op], GPP_SHA256_BYTES);
+                    ops[m.n_digests++] = op;
+                }
+            m.digest_ops = ops;
+            m.digests = (const unsigned char(*)[32])d;
+        }
         if (self->cb.on_metrics)
             self->cb.on_metrics(self->cb.arg, &m);
+        free(d), free(has), free(ops);
     }
     snprintf(self->phase, sizeof self->phase, "trained");
     return 0;

@@ -88,6 +88,11 @@ typedef struct {
     int has_loss;                 /* the stage holds a loss op */
     double loss;                  /* this replica's share of the mini-batch loss */
     int64_t samples;              /* samples this replica processed */
+    /* the last iteration on replica 0: the weight digests of the stage's
+     * ops with parameters (gpp_ckpt_op_digests); else n_digests = 0 */
+    int n_digests;
+    const int *digest_ops;                          /* [n_digests] */
+    const unsigned char (*digests)[32];             /* [n_digests] */
 } gpp_pipeline_metrics_t;
 
 /* How the pipeline reports; called on the thread running gpp_pipeline_run.

@@ -6,7 +6,8 @@
 # fault-free run's, set 4 has no manifest and is never the newest complete
 # set, and the metrics lines written before the kill are intact. A new start
 # in the same directory removes the killed writers' temp files and runs to
-# the end with the fault-free run's final set, byte for byte.
+# the end with the fault-free run's final set, byte for byte, and prints
+# the fault-free run's weights digest.
 # Usage: fault_ckpt_kill.sh BUILD_DIR
 set -u
 . "$(dirname "$0")/../integration/lib/gpp_test.sh"
@@ -78,5 +79,15 @@ if [ $rc = 0 ] && [ "$tmps" = 0 ] && grep -q "left by a save that was cut short"
     ok "restart: stale temp files removed, sets 4 and 6 byte-identical to the fault-free run's, set 2 pruned (keep 2)"
 else
     fail "restart (rc $rc, $tmps temp files)"; grep -v OpenBLAS "$TMP/again.err" | tail -10
+fi
+# 4. the weights digest: the fault-free run and the restarted one end with
+# the same weights (set 6 above), so they print the same digest, also in
+# the metrics file
+da=$(sed -n 's/^weights sha256 \([0-9a-f]\{64\}\)$/\1/p' "$TMP/ref.out")
+db=$(sed -n 's/^weights sha256 \([0-9a-f]\{64\}\)$/\1/p' "$TMP/again.out")
+if [ -n "$da" ] && [ "$da" = "$db" ] && grep -q "^{\"weights_sha256\":\"$da\"}$" "$TMP/ref.jsonl"; then
+    ok "both runs print weights sha256 $da (and the metrics file has it)"
+else
+    fail "weights digests '$da' vs '$db'"; tail -3 "$TMP/ref.out" "$TMP/ref.jsonl"
 fi
 gpp_test_end

@@ -27,7 +27,8 @@ C=$(mkconf ok 4 3)
 timeout 120 "$COORD" --plan gpp "$C" >"$TMP/1.out" 2>"$TMP/1.err"; rc=$?
 if [ $rc = 0 ] && [ "$(grep -c '^iter [1-3]/3  loss ' "$TMP/1.out")" = 3 ] &&
     grep -q "^  measured .* ms/iteration" "$TMP/1.out" && grep -q "^  simulated .*measured/simulated" "$TMP/1.out" &&
-    [ "$(wc -l <"$TMP/ok.jsonl")" = 3 ] && grep -q '"iteration":2,"loss":' "$TMP/ok.jsonl" &&
+    [ "$(grep -c '"iteration":' "$TMP/ok.jsonl")" = 3 ] && grep -q '"iteration":2,"loss":' "$TMP/ok.jsonl" &&
+    [ "$(tail -1 "$TMP/ok.jsonl")" = "{\"weights_sha256\":\"$(sed -n 's/^weights sha256 //p' "$TMP/1.out")\"}" ] &&
     ls "$TMP/ok.ckpt"/set-0000000003/stage0.ckpt "$TMP/ok.ckpt"/set-0000000003/MANIFEST.json \
         "$TMP/ok.ckpt/plan.json" >/dev/null 2>&1; then
     ok "training job: progress, metrics, checkpoints, summary"

@@ -16,7 +16,9 @@
  *   - the loss per iteration (metrics JSON lines) matches gpp-train's
  *     printed loss to a relative 1e-4;
  *   - the same plan and seed run twice give byte-identical checkpoints
- *     (mmt_dp for the dense all-reduce, dlrm_dp_big for the sparse sync).
+ *     (mmt_dp for the dense all-reduce, dlrm_dp_big for the sparse sync);
+ *   - the coordinator prints "weights sha256 <hex>", the digest of the final
+ *     checkpoint set's parameters (per-op digests combined in op order).
  * Plans: tests/data/plans/ (gpp-plan/1), written by gpp-plan or by hand
  * where the planner would not produce the shape under test. The binaries
  * come from $GPP_BIN (ctest sets it). */
@@ -118,6 +120,8 @@ static int s_losses(const char *path, const char *key, double *out, int max)
 /* Compares every stage checkpoint in dir (stages from dir/plan.json) with the
  * whole-model checkpoint ref. Returns the largest relative error of a stage;
  * *tensor_rel gets the largest of a single tensor (named in s_worst). */
+static char s_digest[GPP_SHA256_HEX]; /* of the last s_compare's stage files */
+
 static double s_compare(const char *model, const char *dir, const char *ref, double *max_abs,
                         double *tensor_rel)
 {
@@ -126,6 +130,8 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
     *max_abs = INFINITY;
     s_worst[0] = 0;
     gpp_graph_t *g = gpp_model_load(model, &err);
+    unsigned char(*digests)[GPP_SHA256_BYTES] = NULL;
+    int *has = NULL;
     char path[600];
     /* the last set, committed, with the plan its stages belong to */
     int latest = gpp_ckpt_set_latest(dir, &err);
@@ -144,6 +150,9 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
     }
     worst = tworst = 0;
     *max_abs = 0;
+    s_digest[0] = '\0';
+    digests = calloc((size_t)g->n_ops, sizeof *digests);
+    has = calloc((size_t)g->n_ops, sizeof *has);
     gpp_exec_cfg_t ec = {.seed = S_SEED,
                          .optim = {.kind = GPP_OPTIM_ADAMW,
                                    .lr = 1e-3f,
@@ -157,6 +166,9 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
         gpp_exec_t *b = gpp_exec_new(g, st->n_ops, st->ops, be, data, &ec, &err);
         gpp_ckpt_set_stage_path(path, sizeof path, dir, S_ITERS, s);
         if (!a || !b || gpp_ckpt_load(a, path, &err) < 0 || gpp_ckpt_load(b, ref, &err) < 0) {
+            fprintf(stderr, "  stage %d: %s\n", s, err.msg);
+            worst = INFINITY;
+        } else if (gpp_ckpt_op_digests(a, digests, has, &err) < 0) {
             fprintf(stderr, "  stage %d: %s\n", s, err.msg);
             worst = INFINITY;
         } else {
@@ -186,7 +198,14 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
         gpp_exec_destroy(&a);
         gpp_exec_destroy(&b);
     }
+    if (isfinite(worst)) { /* the digest of the final set, as the coordinator combines it */
+        unsigned char d[GPP_SHA256_BYTES];
+        gpp_ckpt_weights_digest(g->n_ops, (const unsigned char(*)[GPP_SHA256_BYTES])digests, has, d);
+        gpp_sha256_hex(d, s_digest);
+    }
 out:
+    free(digests);
+    free(has);
     gpp_data_destroy(&data);
     gpp_backend_destroy(&be);
     gpp_plan_destroy(&p);
@@ -227,6 +246,11 @@ static void s_case(const char *name, const char *model, const char *plan)
     double abs_diff, tensor_rel;
     double rel = s_compare(model, ckpt, ref, &abs_diff, &tensor_rel);
     s_max_abs = abs_diff;
+    /* the coordinator's weights digest is the final set's */
+    GPP_EXPECT_MSG(s_digest[0] && s_sh("grep -qx 'weights sha256 %s' %s/%s.out", s_digest, s_tmp,
+                                       name) == 0,
+                   "%s: the coordinator's weights digest is not the final set's %s", name,
+                   s_digest);
     double l_pipe[S_ITERS], l_ref[S_ITERS];
     int np = s_losses(metrics, "\"loss\":", l_pipe, S_ITERS);
     int nr = s_losses(ref_out, "loss=", l_ref, S_ITERS);
