@@ -388,13 +388,17 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
     if (self->profiling) {
         gpp__profile_request__init(&self->preq);
         self->preq.model = self->cfg.job.model;
+        /* powers of two up to the batch and to 2^24, the largest
+         * micro-batch a profile table holds (gpp_cost_attach_rows); int64:
+         * doubling past a batch near INT_MAX must not overflow (it used to
+         * wrap and loop forever) */
         int n = 0;
-        for (int b = 1; b <= cfg->job.batch; b *= 2)
+        for (int64_t b = 1; b <= cfg->job.batch && b <= 1 << 24; b *= 2)
             n++;
         self->preq_mbs = gpp_xcalloc((size_t)n, sizeof *self->preq_mbs);
         n = 0;
-        for (int b = 1; b <= cfg->job.batch; b *= 2)
-            self->preq_mbs[n++] = b;
+        for (int64_t b = 1; b <= cfg->job.batch && b <= 1 << 24; b *= 2)
+            self->preq_mbs[n++] = (int32_t)b;
         self->preq.n_micro_batches = (size_t)n;
         self->preq.micro_batches = self->preq_mbs;
         self->preq.iterations = 3;
