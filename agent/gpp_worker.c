@@ -129,9 +129,22 @@ static void s_on_metrics(void *arg, const gpp_pipeline_metrics_t *pm)
     mt.has_loss = pm->has_loss;
     mt.loss = pm->loss;
     mt.samples = pm->samples;
+    Gpp__OpDigest *dg = gpp_xcalloc((size_t)pm->n_digests + 1, sizeof *dg);
+    Gpp__OpDigest **dgp = gpp_xcalloc((size_t)pm->n_digests + 1, sizeof *dgp);
+    for (int i = 0; i < pm->n_digests; i++) {
+        gpp__op_digest__init(&dg[i]);
+        dg[i].op = pm->digest_ops[i];
+        dg[i].sha256.len = 32;
+        dg[i].sha256.data = (uint8_t *)pm->digests[i];
+        dgp[i] = &dg[i];
+    }
+    mt.n_op_digests = (size_t)pm->n_digests;
+    mt.op_digests = dgp;
     gpp_msg_t m;
     gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_METRICS, &mt);
     s_post(self, &m);
+    free(dgp);
+    free(dg);
 }
 
 /* ---- the assignment, as the pipeline's configuration ---- */

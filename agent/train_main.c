@@ -296,6 +296,24 @@ static int s_parse(int argc, char **argv, opts_t *o)
     return 0;
 }
 
+/* "weights sha256 <hex>": the digest of every parameter in op order
+ * (gpp_ckpt.h), the one a distributed run of the same model prints. */
+static int s_print_digest(gpp_exec_t *ex, const gpp_graph_t *g, gpp_err_t *err)
+{
+    unsigned char(*d)[GPP_SHA256_BYTES] = gpp_xcalloc((size_t)g->n_ops, sizeof *d), out[32];
+    int *has = gpp_xcalloc((size_t)g->n_ops, sizeof *has);
+    int rc = gpp_ckpt_op_digests(ex, d, has, err);
+    if (rc == 0) {
+        char hex[GPP_SHA256_HEX];
+        gpp_ckpt_weights_digest(g->n_ops, (const unsigned char(*)[GPP_SHA256_BYTES])d, has, out);
+        gpp_sha256_hex(out, hex);
+        printf("weights sha256 %s\n", hex);
+    }
+    free(d);
+    free(has);
+    return rc;
+}
+
 static double s_cpu_ms(void)
 {
     struct timespec ts;
@@ -382,6 +400,16 @@ int main(int argc, char **argv)
         goto fail;
     if (o.load && gpp_ckpt_load(ex, o.load, &err) < 0)
         goto fail;
+    /* iteration t trains samples [t B, (t+1) B): the last index must fit int64 */
+    int64_t steps = gpp_exec_step_count(ex);
+    if (o.iterations > INT64_MAX / o.batch - steps) {
+        gpp_err_set(&err,
+                    "--batch %lld x (%lld steps%s%s + --iterations %lld) samples overflow the "
+                    "64-bit sample index; lower --batch or --iterations",
+                    o.batch, (long long)steps, o.load ? " of " : "", o.load ? o.load : "",
+                    o.iterations);
+        goto fail;
+    }
     printf("model %s: %d ops, %lld parameters; batch %lld, micro-batch %lld, %s lr %g, %s\n",
            g->spec, g->n_ops, (long long)gpp_graph_params(g), o.batch, o.micro_batch,
            o.hp.kind == GPP_OPTIM_SGD ? "sgd" : "adamw", (double)o.hp.lr,
@@ -429,6 +457,8 @@ int main(int argc, char **argv)
                (long long)pm.held_bytes, (long long)pm.run_bytes, (long long)pm.work_bytes,
                (long long)bm.allocs, (long long)ru.ru_maxrss * 1024);
     }
+    if (s_print_digest(ex, g, &err) < 0)
+        goto fail;
     if (o.save && gpp_ckpt_save(ex, o.save, &err) < 0)
         goto fail;
     if (o.save)

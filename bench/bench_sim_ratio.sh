@@ -66,7 +66,7 @@ TOML
     stages=$(sed -n 's/^plan .*: \([0-9]*\) stages\?, .*/\1/p' "$TMP/out" | head -1)
     med=$(python3 -c "
 import json, statistics, sys
-t = [json.loads(l)['iteration_ms'] for l in open(sys.argv[1])][1:]
+t = [d['iteration_ms'] for d in map(json.loads, open(sys.argv[1])) if 'iteration_ms' in d][1:]
 print('%.2f' % statistics.median(t))" "$TMP/m.jsonl")
     name=$([ "$plan" = gpp ] && echo "gpp (auto)" || echo "branches")
     ratio=$(python3 -c "print('%.2f' % ($med / $sim))")

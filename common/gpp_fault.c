@@ -15,6 +15,7 @@ static const char *const s_names[GPP_FAULT_COUNT] = {
     [GPP_FAULT_ATOMIC_WRITE] = "atomic_write",
     [GPP_FAULT_PROFILE_SLOW] = "profile_slow",
     [GPP_FAULT_PLAN_SLOW] = "plan_slow",
+    [GPP_FAULT_CKPT_KILL] = "ckpt_kill",
 };
 _Static_assert(sizeof s_names / sizeof s_names[0] == GPP_FAULT_COUNT, "a name per fault");
 

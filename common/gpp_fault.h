@@ -33,6 +33,10 @@ enum gpp_fault_id {
      * arg milliseconds, still cancellable, so that tests can watch the
      * event loop while planning takes long. */
     GPP_FAULT_PLAN_SLOW,
+    /* "ckpt_kill": the process SIGKILLs itself in the middle of writing its
+     * checkpoint file number arg (0-based, counted per process: arg saves
+     * complete first), after the header went to the temp file. */
+    GPP_FAULT_CKPT_KILL,
     GPP_FAULT_COUNT
 };
 

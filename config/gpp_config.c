@@ -95,6 +95,8 @@ static const s_field_t S_FIELDS[] = {
     S_STR("job", "checkpoint_dir", job.checkpoint_dir, "GPP_CHECKPOINT_DIR", "a directory path"),
     S_INT("job", "checkpoint_interval", job.checkpoint_interval, 0, INT_MAX, NULL,
           "a non-negative integer (0: no checkpoints)"),
+    S_INT("job", "checkpoint_keep", job.checkpoint_keep, 1, 1000000, NULL,
+          "a positive integer (complete checkpoint sets kept)"),
     S_WORDS("job", "launch", job.launch, S_LAUNCHES, NULL),
     S_WORDS("job", "backend", job.backend, S_BACKENDS, "GPP_BACKEND"),
     S_INT("health", "heartbeat_ms", health.heartbeat_ms, 1, 3600000, "GPP_HEARTBEAT_MS",
@@ -491,6 +493,8 @@ static void s_defaults(gpp_config_t *c)
     c->nodes[0].slots = 1;
     c->job.batch = 32;
     c->job.iterations = 20;
+    /* the newest set and one to fall back to should the newest be damaged */
+    c->job.checkpoint_keep = 2;
     c->job.optimizer = GPP_CONFIG_OPTIM_SGD;
     c->job.lr = 0.01;
     c->job.momentum = 0.9;

@@ -67,6 +67,7 @@ typedef struct {
         int micro_batch;                      /* 0 = planner sweeps it */
         char checkpoint_dir[GPP_CONFIG_PATH]; /* "" = no checkpoints */
         int checkpoint_interval;              /* iterations; 0 = none */
+        int checkpoint_keep;                  /* complete sets kept, >= 1 */
         gpp_config_launch_t launch;
         gpp_config_backend_t backend;
     } job;

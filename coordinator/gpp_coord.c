@@ -501,11 +501,24 @@ static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *
         return;
     }
     gpp_err_t err = {{0}};
-    if (gpp_progress_add(self->progress, a->rank, mt, &err) < 0) {
+    if (self->cfg.metrics_fn && self->cfg.metrics_fn(self->cfg.plan_arg, a->rank, mt, &err) < 0) {
+        s_drop(self, who, err.msg);
+        return;
+    }
+    int completed = gpp_progress_add(self->progress, a->rank, mt, &err);
+    if (completed < 0) {
         s_drop(self, who, err.msg);
         return;
     }
     a->iteration = mt->iteration;
+    if (completed && self->cfg.iteration_fn) {
+        gpp_progress_summary_t sum;
+        gpp_progress_summary(self->progress, &sum);
+        if (self->cfg.iteration_fn(self->cfg.plan_arg, sum.iterations_done, &err) < 0) {
+            s_abort(self, "%s", err.msg);
+            return;
+        }
+    }
     if (gpp_progress_finished(self->progress))
         s_finish(self);
 }

@@ -89,6 +89,15 @@ typedef struct {
      * (keep it cheap: take the rows; plan in plan_fn). */
     const Gpp__ProfileRequest *profile_req;
     int (*profile_fn)(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err);
+    /* Called on the event loop when the job's complete iterations (every
+     * agent reported them, after the checkpoint saves that come before
+     * each report) rose to `done`: gpp_job_iteration_fn commits checkpoint
+     * sets here. -1 stops the job with its message. NULL: none. */
+    int (*iteration_fn)(void *arg, int done, gpp_err_t *err);
+    /* Called on the event loop with each Metrics of rank (already valid
+     * as a message) before the progress takes it: -1 drops it with the
+     * message (gpp_job_metrics_fn: the op digests). NULL: none. */
+    int (*metrics_fn)(void *arg, int rank, const Gpp__Metrics *m, gpp_err_t *err);
     int barriers;             /* control-only job: barriers to run, >= 0 */
     FILE *progress;           /* progress lines; NULL: none */
     const char *metrics_path; /* JSON lines; NULL: none */

@@ -2,6 +2,7 @@
 #include "coordinator/gpp_job.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -9,12 +10,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/exec/gpp_ckpt_set.h"
+#include "common/gpp_sha256.h"
 #include "model/gpp_model.h"
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_fault.h"
 #include "common/gpp_fs.h"
 #include "common/gpp_time.h"
 #include "model/gpp_optable.h"
+#include "coordinator/gpp_progress.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan_io.h"
@@ -54,6 +58,9 @@ struct gpp_job_s {
     char rdv_endpoint[512];
     char rdv_token[GPP_RDV_TOKEN_LEN + 1];
     char prefix[96];
+    /* the last iteration's op digests (gpp_job_metrics_fn) */
+    unsigned char (*digest)[GPP_SHA256_BYTES]; /* [g->n_ops] */
+    int *has_digest;                          /* [g->n_ops] */
     /* what gpp_job_plan_fn hands out */
     Gpp__Assignment **assign; /* [n_agents] */
 };
@@ -298,6 +305,66 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
     return 0;
 }
 
+int gpp_job_metrics_fn(void *arg, int rank, const Gpp__Metrics *m, gpp_err_t *err)
+{
+    gpp_job_t *self = arg;
+    if (m->n_op_digests == 0)
+        return 0;
+    int n_ops = self->g->n_ops, stage = rank < self->n_agents ? self->rank_stage[rank] : -1;
+    if (stage < 0 || self->rank_replica[rank] != 0)
+        return gpp_err_set(err, "op digests from rank %d, not replica 0 of a stage", rank);
+    const gpp_stage_t *st = &self->plan->stages[stage];
+    for (size_t i = 0; i < m->n_op_digests; i++) {
+        int op = m->op_digests[i]->op, mine = 0;
+        for (int k = 0; k < st->n_ops && !mine; k++)
+            mine = st->ops[k] == op;
+        if (op >= n_ops || !mine)
+            return gpp_err_set(err, "metrics.op_digests[%zu]: op %d is not an op of stage %d", i,
+                               op, stage);
+    }
+    if (!self->digest) {
+        self->digest = gpp_xcalloc((size_t)n_ops, sizeof *self->digest);
+        self->has_digest = gpp_xcalloc((size_t)n_ops, sizeof *self->has_digest);
+    }
+    for (size_t i = 0; i < m->n_op_digests; i++) {
+        memcpy(self->digest[m->op_digests[i]->op], m->op_digests[i]->sha256.data,
+               GPP_SHA256_BYTES);
+        self->has_digest[m->op_digests[i]->op] = 1;
+    }
+    return 0;
+}
+
+/* The weights digest when every op with parameters reported one. */
+static int s_weights_digest(const gpp_job_t *self, char hex[GPP_SHA256_HEX])
+{
+    if (!self->digest)
+        return 0;
+    for (int op = 0; op < self->g->n_ops; op++)
+        if (self->g->ops[op].params > 0 && !self->has_digest[op])
+            return 0;
+    unsigned char out[GPP_SHA256_BYTES];
+    gpp_ckpt_weights_digest(self->g->n_ops, (const unsigned char(*)[GPP_SHA256_BYTES])self->digest,
+                            self->has_digest, out);
+    gpp_sha256_hex(out, hex);
+    return 1;
+}
+
+int gpp_job_iteration_fn(void *arg, int done, gpp_err_t *err)
+{
+    gpp_job_t *self = arg;
+    const gpp_config_t *c = &self->cfg;
+    /* the agents saved after iteration done - 1 (gpp_pipeline_run) */
+    int saved = done == c->job.iterations ||
+                (c->job.checkpoint_interval > 0 && done % c->job.checkpoint_interval == 0);
+    if (!c->job.checkpoint_dir[0] || !saved)
+        return 0;
+    if (gpp_ckpt_set_commit(c->job.checkpoint_dir, done, self->plan->n_stages,
+                            c->job.checkpoint_keep, err) < 0)
+        return -1;
+    gpp_info("coordinator: checkpoint set %d committed in %s", done, c->job.checkpoint_dir);
+    return 0;
+}
+
 /* --plan auto with a checkpoint_dir: plans from the profile a previous run
  * kept there (s_make_plan) when it was measured for this model on this
  * device. 1: attached; 0: none to use (absent, --reprofile, another model or
@@ -352,6 +419,24 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
     self->out = out;
     snprintf(self->plan_arg, sizeof self->plan_arg, "%s", plan);
     self->n_agents = gpp_config_devices(cfg);
+    /* what a save killed midway left behind (gpp_ckpt_set.h) */
+    if (cfg->job.checkpoint_dir[0] && gpp_ckpt_set_clean(cfg->job.checkpoint_dir, err) < 0) {
+        gpp_err_prefix(err, "%s: job.checkpoint_dir", cfg->path);
+        goto fail;
+    }
+    /* job.iterations sizes the coordinator's progress tables: refused here,
+     * before any agent starts, when they cannot fit this machine's memory */
+    double need = gpp_progress_table_bytes(self->n_agents, cfg->job.iterations);
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have) {
+        gpp_err_set(err,
+                    "%s: job.iterations = %d: the coordinator keeps a progress record per "
+                    "iteration and agent, %.1f GiB for %d agents, more than this machine's "
+                    "%.1f GiB of memory; lower job.iterations (or --iterations)",
+                    cfg->path, cfg->job.iterations, need / 1073741824.0, self->n_agents,
+                    have / 1073741824.0);
+        goto fail;
+    }
     if (!cfg->job.model[0]) {
         gpp_err_set(err,
                     "%s: job.model: not set; name a zoo model (\"mmt:branches=2\") or a "
@@ -385,13 +470,17 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
     if (self->profiling) {
         gpp__profile_request__init(&self->preq);
         self->preq.model = self->cfg.job.model;
+        /* powers of two up to the batch and to 2^24, the largest
+         * micro-batch a profile table holds (gpp_cost_attach_rows); int64:
+         * doubling past a batch near INT_MAX must not overflow (it used to
+         * wrap and loop forever) */
         int n = 0;
-        for (int b = 1; b <= cfg->job.batch; b *= 2)
+        for (int64_t b = 1; b <= cfg->job.batch && b <= 1 << 24; b *= 2)
             n++;
         self->preq_mbs = gpp_xcalloc((size_t)n, sizeof *self->preq_mbs);
         n = 0;
-        for (int b = 1; b <= cfg->job.batch; b *= 2)
-            self->preq_mbs[n++] = b;
+        for (int64_t b = 1; b <= cfg->job.batch && b <= 1 << 24; b *= 2)
+            self->preq_mbs[n++] = (int32_t)b;
         self->preq.n_micro_batches = (size_t)n;
         self->preq.micro_batches = self->preq_mbs;
         self->preq.iterations = 3;
@@ -461,6 +550,8 @@ void gpp_job_destroy(gpp_job_t **self_p)
     free(self->assign);
     free(self->preq_mbs);
     free(self->sink);
+    free(self->digest);
+    free(self->has_digest);
     free(self->rank_stage);
     free(self->rank_replica);
     free(self->rank_actions);
@@ -710,6 +801,16 @@ void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress
         fprintf(out, "          %5d  %13.3f  %12.3f  %+7.2f\n", st, (double)pred / 1048576.0,
                 (double)meas / 1048576.0,
                 meas > 0 ? 100.0 * (double)(pred - meas) / (double)meas : NAN);
+    }
+    char hex[GPP_SHA256_HEX];
+    if (s.iterations_done == self->cfg.job.iterations && s_weights_digest(self, hex)) {
+        fprintf(out, "weights sha256 %s\n", hex);
+        const char *path = self->cfg.metrics.file;
+        FILE *f = path[0] ? fopen(path, "a") : NULL;
+        if (path[0] && (!f || fprintf(f, "{\"weights_sha256\":\"%s\"}\n", hex) < 0 ||
+                        fclose(f) != 0))
+            gpp_error("metrics file %s: cannot append the weights digest: %s", path,
+                      strerror(errno));
     }
     fflush(out);
 }

@@ -65,8 +65,23 @@ void gpp_job_destroy(gpp_job_t **self_p);
 int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gpp_coord_job_t *job,
                     gpp_err_t *err);
 
+/* gpp_coord iteration_fn (on the event loop): when `done` iterations are
+ * complete and the agents saved a checkpoint after the last of them
+ * (job.checkpoint_interval, the last iteration), commits that checkpoint
+ * set (gpp_ckpt_set_commit: manifest, keeping job.checkpoint_keep sets).
+ * gpp_job_new removes the temp files a killed save left in
+ * job.checkpoint_dir. */
+int gpp_job_iteration_fn(void *arg, int done, gpp_err_t *err);
+
+/* gpp_coord metrics_fn: keeps the op digests of the last iteration
+ * (replica 0 of each stage, for the stage's own ops); -1 for a digest of an
+ * op outside the model or the rank's stage. */
+int gpp_job_metrics_fn(void *arg, int rank, const Gpp__Metrics *m, gpp_err_t *err);
+
 /* Plan, loss, samples/s and the simulated iteration time next to the
- * measured one. */
+ * measured one; when every op with parameters reported its digest, the
+ * line "weights sha256 <hex>" (gpp_ckpt_weights_digest), also appended to
+ * the metrics file as {"weights_sha256": "<hex>"}. */
 void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out);
 
 #endif

@@ -45,6 +45,12 @@ static int *s_dup(const int *a, int n)
     return b;
 }
 
+double gpp_progress_table_bytes(int n_agents, int iterations)
+{
+    return (double)iterations * ((double)n_agents * sizeof(s_cell_t) + sizeof(int) +
+                                 2 * sizeof(double));
+}
+
 gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, const char *jsonl_path,
                                  gpp_err_t *err)
 {

@@ -53,6 +53,11 @@ typedef struct {
     int iterations, batch;
 } gpp_progress_layout_t;
 
+/* Bytes of the per-iteration tables gpp_progress_new allocates for a job of
+ * n_agents ranks and `iterations` iterations: what the coordinator checks
+ * against the machine's memory before any agent starts. */
+double gpp_progress_table_bytes(int n_agents, int iterations);
+
 /* Copies the layout. jsonl_path may be NULL (no file). NULL with a message
  * when the file cannot be created. */
 gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *layout, FILE *text,

@@ -333,6 +333,8 @@ int main(int argc, char **argv)
         }
         cc.plan_fn = gpp_job_plan_fn;
         cc.plan_arg = job;
+        cc.iteration_fn = gpp_job_iteration_fn;
+        cc.metrics_fn = gpp_job_metrics_fn;
         cc.profile_req = gpp_job_profile_request(job);
         cc.profile_fn = gpp_job_profile_fn;
     }

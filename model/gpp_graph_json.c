@@ -150,7 +150,9 @@ gpp_graph_t *gpp_graph_parse_json(const char *text, const char *origin, gpp_err_
             goto fail;
         }
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
-        if (!cJSON_IsNumber(id) || id->valuedouble != (double)(int64_t)id->valuedouble) {
+        /* below 2^63 first: converting a double outside int64's range is undefined */
+        if (!cJSON_IsNumber(id) || !(fabs(id->valuedouble) < 9.2e18) ||
+            id->valuedouble != (double)(int64_t)id->valuedouble) {
             gpp_err_set(err, "%s: ops[%d]: field 'id' must be an integer", origin, i);
             goto fail;
         }

@@ -4,6 +4,7 @@
 #include "planner/gpp_cost.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -466,6 +467,12 @@ fail:
     return -1;
 }
 
+/* The largest byte count (weights, per-sample input) a profile may declare:
+ * 1 TiB, over ten times the largest device preset's memory, so that every
+ * byte figure derived from it (x3 for gradients and optimizer traffic, x4
+ * bytes per float) stays exact in int64. */
+#define S_PROFILE_MAX_BYTES 1099511627776.0
+
 static int s_get_nonneg(const cJSON *o, const char *field, int required, double *v,
                         const char *origin, const char *key, gpp_err_t *err)
 {
@@ -849,7 +856,8 @@ int gpp_cost_profile_meta(const char *path, char *model, size_t model_len, char 
     const cJSON *md = cJSON_GetObjectItemCaseSensitive(m, "device");
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(m, "ops");
     int rc = 0;
-    if (!cJSON_IsString(mm) || !cJSON_IsString(md) || !cJSON_IsNumber(mo))
+    if (!cJSON_IsString(mm) || !cJSON_IsString(md) || !cJSON_IsNumber(mo) ||
+        !(mo->valuedouble >= 0 && mo->valuedouble <= INT_MAX))
         rc = gpp_err_set(err,
                          "%s: field '%s' missing or not {\"model\": string, \"device\": string, "
                          "\"ops\": number}",
@@ -902,8 +910,8 @@ gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_e
         int k = 0;
         for (const cJSON *it = in ? in->child : NULL; it; it = it->next, k++) {
             int pid = -1;
-            if (cJSON_IsNumber(it))
-                pid = (int)it->valuedouble;
+            if (cJSON_IsNumber(it) && it->valuedouble >= 0 && it->valuedouble < INT_MAX)
+                pid = (int)it->valuedouble; /* in range: the conversion is defined */
             else if (cJSON_IsString(it))
                 pid = atoi(it->valuestring);
             s_entry_t key = {.id = pid};
@@ -920,7 +928,8 @@ gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_e
             }
         }
         if (nin[i] > 0) {
-            if (cJSON_IsNumber(sz) && nin[i] == 1 && sz->valuedouble >= 0) {
+            if (cJSON_IsNumber(sz) && nin[i] == 1 && sz->valuedouble >= 0 &&
+                sz->valuedouble <= S_PROFILE_MAX_BYTES) {
                 insz[i][0] = sz->valuedouble;
             } else if (!cJSON_IsArray(sz) || cJSON_GetArraySize(sz) != nin[i]) {
                 gpp_err_set(err,
@@ -931,8 +940,11 @@ gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_e
             } else {
                 k = 0;
                 for (const cJSON *it = sz->child; it; it = it->next, k++) {
-                    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0) {
-                        gpp_err_set(err, "%s: op %s: input_size[%d] must be a non-negative number",
+                    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0 ||
+                        it->valuedouble > S_PROFILE_MAX_BYTES) {
+                        gpp_err_set(err,
+                                    "%s: op %s: input_size[%d] must be a number of bytes in "
+                                    "[0, 2^40]",
                                     origin, e[i].key, k);
                         goto fail;
                     }
@@ -943,6 +955,11 @@ gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_e
         double w = 0;
         if (s_get_nonneg(e[i].entry, "weight_size", 1, &w, origin, e[i].key, err))
             goto fail;
+        if (w > S_PROFILE_MAX_BYTES) {
+            gpp_err_set(err, "%s: op %s: weight_size %g must be a number of bytes in [0, 2^40]",
+                        origin, e[i].key, w);
+            goto fail;
+        }
         s_prof_t check = {0};
         int bad = s_parse_runtime(e[i].entry, &check, origin, e[i].key, err);
         s_prof_clear(&check);

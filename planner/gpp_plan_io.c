@@ -3,6 +3,7 @@
 #include "planner/gpp_plan_io.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,8 +210,10 @@ static int s_int(const cJSON *o, const char *key, const char *origin, const char
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v)
         return gpp_err_set(err, "%s: %s: missing field '%s'", origin, where, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble ||
-        v->valuedouble < (double)lo || v->valuedouble > (double)hi)
+    /* the range first (and below 2^63): converting a double outside
+     * int64's range is undefined */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= (double)lo && v->valuedouble <= (double)hi) ||
+        !(fabs(v->valuedouble) < 9.2e18) || v->valuedouble != (double)(int64_t)v->valuedouble)
         return gpp_err_set(err, "%s: %s.%s: expected an integer in [%lld, %lld]", origin, where,
                            key, (long long)lo, (long long)hi);
     *out = (int64_t)v->valuedouble;
@@ -243,8 +246,9 @@ static int s_int_list(const cJSON *o, const char *key, const char *origin, const
     const cJSON *v;
     cJSON_ArrayForEach(v, a)
     {
-        if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble ||
-            v->valuedouble < lo || v->valuedouble > hi) {
+        /* the range first: converting a double outside int's range is undefined */
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) ||
+            v->valuedouble != (double)(int)v->valuedouble) {
             free(*out);
             *out = NULL;
             return gpp_err_set(err, "%s: %s.%s[%d]: expected an integer in [%d, %d]", origin, where,
@@ -383,6 +387,11 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
             s_int(o, "inflight", origin, where, 0, batch, &inflight, err) < 0 ||
             s_num(o, "mem_bytes", origin, where, &mem, err) < 0)
             goto fail;
+        if (mem >= 9.2e18) { /* int64 bytes: the conversion below must be defined */
+            gpp_err_set(err, "%s: %s.mem_bytes: %g bytes is beyond any device; expected < 2^63",
+                        origin, where, mem);
+            goto fail;
+        }
         if (s_int_list(o, "ops", origin, where, 0, g->n_ops - 1, &ops, &n_ops, err) < 0)
             goto fail;
         if (n_ops < 1) {

@@ -426,6 +426,14 @@ static int s_check_metrics(const Gpp__Metrics *m, gpp_err_t *err)
     S_REQUIRE(m->device_mem_peak_bytes >= 0, "metrics.device_mem_peak_bytes: %lld is negative",
               (long long)m->device_mem_peak_bytes);
     S_REQUIRE(m->samples >= 0, "metrics.samples: %lld is negative", (long long)m->samples);
+    for (size_t i = 0; i < m->n_op_digests; i++) {
+        S_REQUIRE(m->op_digests[i] != NULL, "metrics.op_digests[%zu]: missing", i);
+        S_REQUIRE(m->op_digests[i]->op >= 0, "metrics.op_digests[%zu].op: %d is negative", i,
+                  m->op_digests[i]->op);
+        S_REQUIRE(m->op_digests[i]->sha256.len == 32,
+                  "metrics.op_digests[%zu].sha256: %zu bytes, a SHA-256 has 32", i,
+                  m->op_digests[i]->sha256.len);
+    }
     return 0;
 }
 

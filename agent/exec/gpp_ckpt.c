@@ -6,13 +6,16 @@
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_codec.h"
+#include "common/gpp_fault.h"
 
 #define CHUNK_BYTES ((size_t)4 << 20)
 #define SPEC_MAX_LEN 4096
@@ -96,7 +99,16 @@ int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err)
     gpp_codec_put_u64(&c, (uint64_t)gpp_exec_step_count(ex));
     gpp_codec_put_str(&c, spec);
     gpp_codec_put_u32(&c, n_tensors);
-    if (s_flush(&w, &c, err) < 0 || gpp_exec_params_foreach(ex, s_save_param, &w, err) < 0)
+    if (s_flush(&w, &c, err) < 0)
+        goto done;
+    /* the ckpt_kill hook: a crash with the header in the temp file */
+    static int saves; /* this process's, for the hook */
+    if (gpp_fault(GPP_FAULT_CKPT_KILL) && gpp_fault_arg(GPP_FAULT_CKPT_KILL) == saves++) {
+        gpp_warn("fault injection: ckpt_kill: killing pid %d while saving %s", (int)getpid(),
+                 path);
+        raise(SIGKILL);
+    }
+    if (gpp_exec_params_foreach(ex, s_save_param, &w, err) < 0)
         goto done;
     gpp_codec_put_u32(&c, w.crc);
     if (s_flush(&w, &c, err) < 0)
@@ -322,7 +334,7 @@ int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err)
     assert(ex && path);
     const char *spec = gpp_exec_graph(ex)->spec;
     gpp_optim_kind_t kind = gpp_exec_optim(ex)->kind;
-    reader_t r = {.path = path, .s = gpp_exec_stream(ex), .buf = gpp_xcalloc(1, CHUNK_BYTES)};
+    reader_t r = {.path = path, .s = gpp_exec_stream(ex)};
     int rc = -1;
     if (!(r.f = fopen(path, "rb"))) {
         gpp_err_set(err, "checkpoint %s: cannot open: %s", path, strerror(errno));
@@ -333,6 +345,8 @@ int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err)
         gpp_err_set(err, "checkpoint %s: cannot seek: %s", path, strerror(errno));
         goto done;
     }
+    /* no read is longer than the file: a small file gets a small buffer */
+    r.buf = gpp_xcalloc(1, r.size < (int64_t)CHUNK_BYTES ? (size_t)r.size + 16 : CHUNK_BYTES);
     /* 1. what the file is, then one pass over it: a malformed body is
      * reported as the checksum mismatch that explains it, when there is one */
     gpp_codec_t c;
@@ -389,5 +403,70 @@ done:
         free(r.ents[i].name);
     free(r.ents);
     free(r.buf);
+    return rc;
+}
+
+/* ---- the weights digest ---- */
+
+typedef struct {
+    const gpp_graph_t *g;
+    gpp_stream_t *s;
+    gpp_sha256_t *sha; /* [n_ops] */
+    int *has;
+    unsigned char *bytes; /* CHUNK_BYTES */
+} digester_t;
+
+/* The op a parameter belongs to: its name is "<op name>.<param>" and
+ * parameter names hold no '.'. */
+static int s_op_of(const gpp_graph_t *g, const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    size_t len = dot ? (size_t)(dot - name) : strlen(name);
+    for (int i = 0; i < g->n_ops; i++)
+        if (strlen(g->ops[i].name) == len && strncmp(g->ops[i].name, name, len) == 0)
+            return i;
+    return -1;
+}
+
+static int s_digest_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
+{
+    digester_t *d = arg;
+    int op = s_op_of(d->g, p->name);
+    assert(op >= 0);
+    if (!d->has[op])
+        gpp_sha256_init(&d->sha[op]);
+    d->has[op] = 1;
+    int64_t numel = p->rows * p->cols, chunk = (int64_t)(CHUNK_BYTES / 4);
+    for (int64_t off = 0; off < numel; off += chunk) {
+        size_t n = (size_t)(numel - off < chunk ? numel - off : chunk);
+        if (gpp_stream_copy(d->s, d->bytes, p->buf[0] + off, n * 4, GPP_COPY_D2H, err) < 0 ||
+            gpp_stream_sync(d->s, err) < 0)
+            return -1;
+        gpp_codec_t c = gpp_codec_writer(d->bytes, n * 4);
+        gpp_codec_put_array32(&c, d->bytes, n); /* little-endian, in place */
+        gpp_sha256_update(&d->sha[op], d->bytes, n * 4);
+    }
+    return 0;
+}
+
+int gpp_ckpt_op_digests(gpp_exec_t *ex, unsigned char (*digests)[GPP_SHA256_BYTES], int *has,
+                        gpp_err_t *err)
+{
+    assert(ex && digests && has);
+    const gpp_graph_t *g = gpp_exec_graph(ex);
+    digester_t d = {.g = g,
+                    .s = gpp_exec_stream(ex),
+                    .sha = gpp_xcalloc((size_t)g->n_ops, sizeof *d.sha),
+                    .has = gpp_xcalloc((size_t)g->n_ops, sizeof *d.has),
+                    .bytes = gpp_xcalloc(1, CHUNK_BYTES)};
+    int rc = gpp_stream_sync(d.s, err) < 0 ? -1 : gpp_exec_params_foreach(ex, s_digest_param, &d, err);
+    for (int op = 0; rc == 0 && op < g->n_ops; op++)
+        if (d.has[op]) {
+            gpp_sha256_final(&d.sha[op], digests[op]);
+            has[op] = 1;
+        }
+    free(d.sha);
+    free(d.has);
+    free(d.bytes);
     return rc;
 }

@@ -31,6 +31,8 @@
 
 #include "agent/exec/gpp_exec.h"
 #include "common/gpp_err.h"
+#include "agent/exec/gpp_ckpt_set.h"
+#include "common/gpp_sha256.h"
 
 #define GPP_CKPT_MAGIC "GPPCKPT"
 #define GPP_CKPT_VERSION 1
@@ -40,5 +42,22 @@
 
 int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err);
 int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err);
+
+/* ---- the weights digest (docs/checkpoints.md) ----
+ * An op's digest: SHA-256 of its parameters' values (not the optimizer
+ * state) in the op's parameter order, each rows x cols little-endian f32.
+ * The weights digest: SHA-256 of (u32 little-endian op id, the op's
+ * digest) for every op with parameters, in op id order. A stage yields
+ * the digests of its own ops, so stages combine in any split: the whole
+ * model in one executor and any plan's stages give the same digest for the
+ * same values. */
+
+/* Fills digests[op] (the graph's n_ops rows) and sets has[op] = 1 for every
+ * op of the stage with parameters; other rows are untouched. Synchronises
+ * the stream. */
+int gpp_ckpt_op_digests(gpp_exec_t *ex, unsigned char (*digests)[GPP_SHA256_BYTES], int *has,
+                        gpp_err_t *err);
+/* The combination: gpp_ckpt_weights_digest in gpp_ckpt_set.h (no executor:
+ * the coordinator combines the stages' digests). */
 
 #endif

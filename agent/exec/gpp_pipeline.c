@@ -11,6 +11,7 @@
 
 #include "agent/comm/gpp_comm.h"
 #include "agent/exec/gpp_ckpt.h"
+#include "agent/exec/gpp_ckpt_set.h"
 #include "agent/exec/gpp_data.h"
 #include "agent/exec/gpp_exec.h"
 #include "common/gpp_fs.h"
@@ -170,24 +171,29 @@ static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
     return 0;
 }
 
-static void s_checkpoint_path(const gpp_pipeline_t *self, char *path, size_t len)
-{
-    snprintf(path, len, "%s/stage%d.ckpt", self->cfg.checkpoint_dir, self->cfg.stage);
-}
-
-/* Restores the stage's weights, optimizer state and step count. */
+/* Restores the stage's weights, optimizer state and step count from the
+ * complete set of start_iteration (agent/exec/gpp_ckpt_set.h). */
 static int s_checkpoint_load(gpp_pipeline_t *self, gpp_err_t *err)
 {
+    const gpp_pipeline_cfg_t *c = &self->cfg;
     char path[4200];
-    s_checkpoint_path(self, path, sizeof path);
+    if (gpp_ckpt_set_check(c->checkpoint_dir, c->start_iteration, err) < 0)
+        return -1;
+    gpp_ckpt_set_stage_path(path, sizeof path, c->checkpoint_dir, c->start_iteration, c->stage);
     return gpp_ckpt_load(self->ex, path, err);
 }
 
-/* Saves the stage atomically (replica 0 only: replicas hold the same bits). */
-static int s_checkpoint_save(gpp_pipeline_t *self, gpp_err_t *err)
+/* Saves the stage into the set of `iterations` done, atomically (replica 0
+ * only: replicas hold the same bits); the coordinator commits the set once
+ * every stage reported the iteration. */
+static int s_checkpoint_save(gpp_pipeline_t *self, int iterations, gpp_err_t *err)
 {
+    const gpp_pipeline_cfg_t *c = &self->cfg;
     char path[4200];
-    s_checkpoint_path(self, path, sizeof path);
+    gpp_ckpt_set_dir(path, sizeof path, c->checkpoint_dir, iterations);
+    if (gpp_mkdirs(path, 0700, err) < 0)
+        return -1;
+    gpp_ckpt_set_stage_path(path, sizeof path, c->checkpoint_dir, iterations, c->stage);
     return gpp_ckpt_save(self->ex, path, err);
 }
 
@@ -485,7 +491,7 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         if (save &&
             (last || (c->checkpoint_interval > 0 && (it + 1) % c->checkpoint_interval == 0))) {
             snprintf(self->phase, sizeof self->phase, "saving the checkpoint of iteration %d", it);
-            if (s_checkpoint_save(self, err) < 0)
+            if (s_checkpoint_save(self, it + 1, err) < 0)
                 goto fail;
         }
         struct rusage ru;
@@ -494,8 +500,28 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         gpp_backend_mem_t bm;
         gpp_backend_mem(self->be, &bm);
         m.device_mem_peak_bytes = bm.peak_bytes;
+        int n_ops = self->g->n_ops, *ops = NULL, *has = NULL;
+        unsigned char(*d)[GPP_SHA256_BYTES] = NULL;
+        if (last && c->replica == 0) {
+            snprintf(self->phase, sizeof self->phase, "digesting the weights");
+            d = gpp_xcalloc((size_t)n_ops, sizeof *d);
+            has = gpp_xcalloc((size_t)n_ops, sizeof *has);
+            ops = gpp_xcalloc((size_t)n_ops, sizeof *ops);
+            if (gpp_ckpt_op_digests(self->ex, d, has, err) < 0) {
+                free(d), free(has), free(ops);
+                goto fail;
+            }
+            for (int op = 0; op < n_ops; op++)
+                if (has[op]) { /* packed: digests[i] of op ops[i] */
+                    memmove(d[m.n_digests], d[op], GPP_SHA256_BYTES);
+                    ops[m.n_digests++] = op;
+                }
+            m.digest_ops = ops;
+            m.digests = (const unsigned char(*)[32])d;
+        }
         if (self->cb.on_metrics)
             self->cb.on_metrics(self->cb.arg, &m);
+        free(d), free(has), free(ops);
     }
     snprintf(self->phase, sizeof self->phase, "trained");
     return 0;

@@ -19,7 +19,10 @@
  * the iteration ends. After each iteration it calls on_metrics (per-action
  * times, time spent waiting for receives as the bubble, peak RSS, the loss
  * share on sink stages); at checkpoint_interval and at the end replica 0
- * saves <checkpoint_dir>/stage<S>.ckpt. The communicator stays up until
+ * saves <checkpoint_dir>/set-<iterations done>/stage<S>.ckpt before it
+ * reports the iteration (gpp_ckpt_set.h: the coordinator commits the set),
+ * and a resumed stage loads the complete set of start_iteration. The
+ * communicator stays up until
  * gpp_pipeline_destroy, so that no peer loses a connection it still uses.
  *
  * Message tags: (lo * n_ops + tensor) * 2 + (0 activation | 1 gradient) —
@@ -87,6 +90,11 @@ typedef struct {
     int has_loss;                 /* the stage holds a loss op */
     double loss;                  /* this replica's share of the mini-batch loss */
     int64_t samples;              /* samples this replica processed */
+    /* the last iteration on replica 0: the weight digests of the stage's
+     * ops with parameters (gpp_ckpt_op_digests); else n_digests = 0 */
+    int n_digests;
+    const int *digest_ops;                          /* [n_digests] */
+    const unsigned char (*digests)[32];             /* [n_digests] */
 } gpp_pipeline_metrics_t;
 
 /* How the pipeline reports; called on the thread running gpp_pipeline_run.

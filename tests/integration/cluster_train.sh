@@ -27,8 +27,10 @@ C=$(mkconf ok 4 3)
 timeout 120 "$COORD" --plan gpp "$C" >"$TMP/1.out" 2>"$TMP/1.err"; rc=$?
 if [ $rc = 0 ] && [ "$(grep -c '^iter [1-3]/3  loss ' "$TMP/1.out")" = 3 ] &&
     grep -q "^  measured .* ms/iteration" "$TMP/1.out" && grep -q "^  simulated .*measured/simulated" "$TMP/1.out" &&
-    [ "$(wc -l <"$TMP/ok.jsonl")" = 3 ] && grep -q '"iteration":2,"loss":' "$TMP/ok.jsonl" &&
-    ls "$TMP/ok.ckpt"/stage0.ckpt "$TMP/ok.ckpt/plan.json" >/dev/null 2>&1; then
+    [ "$(grep -c '"iteration":' "$TMP/ok.jsonl")" = 3 ] && grep -q '"iteration":2,"loss":' "$TMP/ok.jsonl" &&
+    [ "$(tail -1 "$TMP/ok.jsonl")" = "{\"weights_sha256\":\"$(sed -n 's/^weights sha256 //p' "$TMP/1.out")\"}" ] &&
+    ls "$TMP/ok.ckpt"/set-0000000003/stage0.ckpt "$TMP/ok.ckpt"/set-0000000003/MANIFEST.json \
+        "$TMP/ok.ckpt/plan.json" >/dev/null 2>&1; then
     ok "training job: progress, metrics, checkpoints, summary"
 else
     fail "training job (rc $rc)"; cat "$TMP/1.out"; grep -v OpenBLAS "$TMP/1.err" | tail -10
@@ -39,7 +41,8 @@ rows=$(awk '/^  memory  stage/ { t = 1; next } t && NF == 4 { print }' "$TMP/1.o
 if [ -n "$rows" ] && echo "$rows" | awk '{ e = $4 < 0 ? -$4 : $4; if (!($3 > 0) || e > 10) bad = 1 }
         END { exit bad }' &&
     [ "$(echo "$rows" | wc -l)" = "$(grep -o '[0-9]* stages' "$TMP/1.out" | tail -1 | cut -d' ' -f1)" ] &&
-    tail -1 "$TMP/ok.jsonl" | grep -q '"mem_predicted_bytes":[1-9][0-9]*,"mem_measured_bytes":[1-9]'; then
+    grep '"iteration":' "$TMP/ok.jsonl" | tail -1 |
+        grep -q '"mem_predicted_bytes":[1-9][0-9]*,"mem_measured_bytes":[1-9]'; then
     ok "memory: predicted vs measured per stage within 10 % ($(echo "$rows" | awk '{ printf "%s%s%%", s, $4; s = " " }'))"
 else
     fail "memory table missing or off by more than 10 %"; sed -n '/^summary/,$p' "$TMP/1.out"

@@ -16,7 +16,9 @@
  *   - the loss per iteration (metrics JSON lines) matches gpp-train's
  *     printed loss to a relative 1e-4;
  *   - the same plan and seed run twice give byte-identical checkpoints
- *     (mmt_dp for the dense all-reduce, dlrm_dp_big for the sparse sync).
+ *     (mmt_dp for the dense all-reduce, dlrm_dp_big for the sparse sync);
+ *   - the coordinator prints "weights sha256 <hex>", the digest of the final
+ *     checkpoint set's parameters (per-op digests combined in op order).
  * Plans: tests/data/plans/ (gpp-plan/1), written by gpp-plan or by hand
  * where the planner would not produce the shape under test. The binaries
  * come from $GPP_BIN (ctest sets it). */
@@ -29,6 +31,7 @@
 
 #include "model/gpp_model.h"
 #include "agent/exec/gpp_ckpt.h"
+#include "agent/exec/gpp_ckpt_set.h"
 #include "agent/exec/gpp_exec.h"
 #include "planner/gpp_plan_io.h"
 #include "tests/gpp_test.h"
@@ -117,6 +120,8 @@ static int s_losses(const char *path, const char *key, double *out, int max)
 /* Compares every stage checkpoint in dir (stages from dir/plan.json) with the
  * whole-model checkpoint ref. Returns the largest relative error of a stage;
  * *tensor_rel gets the largest of a single tensor (named in s_worst). */
+static char s_digest[GPP_SHA256_HEX]; /* of the last s_compare's stage files */
+
 static double s_compare(const char *model, const char *dir, const char *ref, double *max_abs,
                         double *tensor_rel)
 {
@@ -125,9 +130,17 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
     *max_abs = INFINITY;
     s_worst[0] = 0;
     gpp_graph_t *g = gpp_model_load(model, &err);
+    unsigned char(*digests)[GPP_SHA256_BYTES] = NULL;
+    int *has = NULL;
     char path[600];
-    snprintf(path, sizeof path, "%s/plan.json", dir);
-    gpp_plan_t *p = g ? gpp_plan_read_json(path, g, &err) : NULL;
+    /* the last set, committed, with the plan its stages belong to */
+    int latest = gpp_ckpt_set_latest(dir, &err);
+    if (latest != S_ITERS)
+        fprintf(stderr, "  newest complete checkpoint set in %s: %d, expected %d %s\n", dir,
+                latest, S_ITERS, err.msg);
+    gpp_ckpt_set_dir(path, sizeof path, dir, S_ITERS);
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/plan.json");
+    gpp_plan_t *p = g && latest == S_ITERS ? gpp_plan_read_json(path, g, &err) : NULL;
     gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = 1};
     gpp_backend_t *be = gpp_backend_new(&bc, &err);
     gpp_data_t *data = g ? gpp_data_new(g, S_SEED) : NULL;
@@ -137,6 +150,9 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
     }
     worst = tworst = 0;
     *max_abs = 0;
+    s_digest[0] = '\0';
+    digests = calloc((size_t)g->n_ops, sizeof *digests);
+    has = calloc((size_t)g->n_ops, sizeof *has);
     gpp_exec_cfg_t ec = {.seed = S_SEED,
                          .optim = {.kind = GPP_OPTIM_ADAMW,
                                    .lr = 1e-3f,
@@ -148,8 +164,11 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
         const gpp_stage_t *st = &p->stages[s];
         gpp_exec_t *a = gpp_exec_new(g, st->n_ops, st->ops, be, data, &ec, &err);
         gpp_exec_t *b = gpp_exec_new(g, st->n_ops, st->ops, be, data, &ec, &err);
-        snprintf(path, sizeof path, "%s/stage%d.ckpt", dir, s);
+        gpp_ckpt_set_stage_path(path, sizeof path, dir, S_ITERS, s);
         if (!a || !b || gpp_ckpt_load(a, path, &err) < 0 || gpp_ckpt_load(b, ref, &err) < 0) {
+            fprintf(stderr, "  stage %d: %s\n", s, err.msg);
+            worst = INFINITY;
+        } else if (gpp_ckpt_op_digests(a, digests, has, &err) < 0) {
             fprintf(stderr, "  stage %d: %s\n", s, err.msg);
             worst = INFINITY;
         } else {
@@ -179,7 +198,14 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
         gpp_exec_destroy(&a);
         gpp_exec_destroy(&b);
     }
+    if (isfinite(worst)) { /* the digest of the final set, as the coordinator combines it */
+        unsigned char d[GPP_SHA256_BYTES];
+        gpp_ckpt_weights_digest(g->n_ops, (const unsigned char(*)[GPP_SHA256_BYTES])digests, has, d);
+        gpp_sha256_hex(d, s_digest);
+    }
 out:
+    free(digests);
+    free(has);
     gpp_data_destroy(&data);
     gpp_backend_destroy(&be);
     gpp_plan_destroy(&p);
@@ -220,6 +246,11 @@ static void s_case(const char *name, const char *model, const char *plan)
     double abs_diff, tensor_rel;
     double rel = s_compare(model, ckpt, ref, &abs_diff, &tensor_rel);
     s_max_abs = abs_diff;
+    /* the coordinator's weights digest is the final set's */
+    GPP_EXPECT_MSG(s_digest[0] && s_sh("grep -qx 'weights sha256 %s' %s/%s.out", s_digest, s_tmp,
+                                       name) == 0,
+                   "%s: the coordinator's weights digest is not the final set's %s", name,
+                   s_digest);
     double l_pipe[S_ITERS], l_ref[S_ITERS];
     int np = s_losses(metrics, "\"loss\":", l_pipe, S_ITERS);
     int nr = s_losses(ref_out, "loss=", l_ref, S_ITERS);
@@ -294,8 +325,9 @@ static void t_dlrm_dp_big(void)
     int same = 1;
     for (int s = 0; s < 3; s++)
         same &=
-            s_sh("cmp -s %s/dlrm_dp_big.ckpt/stage%d.ckpt %s/dlrm_dp_big_again.ckpt/stage%d.ckpt",
-                 s_tmp, s, s_tmp, s) == 0;
+            s_sh("cmp -s %s/dlrm_dp_big.ckpt/set-%010d/stage%d.ckpt "
+                 "%s/dlrm_dp_big_again.ckpt/set-%010d/stage%d.ckpt",
+                 s_tmp, S_ITERS, s, s_tmp, S_ITERS, s) == 0;
     printf("  dlrm_dp_big twice: stage checkpoints %s\n", same ? "bit-identical" : "DIFFER");
     GPP_EXPECT(same);
 }
@@ -310,8 +342,9 @@ static void t_deterministic(void)
     s_case("mmt_dp_again", S_MMT, "mmt2_dp.json");
     int same = 1;
     for (int s = 0; s < 3; s++)
-        same &= s_sh("cmp -s %s/mmt_dp.ckpt/stage%d.ckpt %s/mmt_dp_again.ckpt/stage%d.ckpt", s_tmp,
-                     s, s_tmp, s) == 0;
+        same &= s_sh("cmp -s %s/mmt_dp.ckpt/set-%010d/stage%d.ckpt "
+                     "%s/mmt_dp_again.ckpt/set-%010d/stage%d.ckpt",
+                     s_tmp, S_ITERS, s, s_tmp, S_ITERS, s) == 0;
     printf("  mmt_dp twice: stage checkpoints %s\n", same ? "bit-identical" : "DIFFER");
     GPP_EXPECT(same);
 }

@@ -4,6 +4,7 @@
  * reports per iteration, saves at the interval and resumes from it, stops
  * when the barrier says so or when aborted from another thread, and refuses
  * a bad configuration with a message naming the place. */
+#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent/exec/gpp_ckpt.h"
+#include "agent/exec/gpp_ckpt_set.h"
 #include "agent/exec/gpp_exec.h"
 #include "agent/exec/gpp_pipeline.h"
 #include "tests/gpp_test.h"
@@ -118,12 +120,16 @@ static gpp_pipeline_callbacks_t s_cb(s_job_t *j)
     return (gpp_pipeline_callbacks_t){s_on_ready, s_barrier, s_on_metrics, j};
 }
 
+static int s_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
 static void s_job_fini(s_job_t *j)
 {
-    char path[128];
-    snprintf(path, sizeof path, "%s/stage0.ckpt", j->dir);
-    unlink(path);
-    rmdir(j->dir);
+    nftw(j->dir, s_rm, 8, FTW_DEPTH | FTW_PHYS); /* the sets, plan.json, the dir */
     free(j->ops);
 }
 
@@ -187,7 +193,7 @@ static void t_trains_like_the_executor(void)
     double ref[S_ITERS];
     char ref_path[128], path[128];
     snprintf(ref_path, sizeof ref_path, "%s.ref.ckpt", j.dir);
-    snprintf(path, sizeof path, "%s/stage0.ckpt", j.dir);
+    gpp_ckpt_set_stage_path(path, sizeof path, j.dir, S_ITERS, 0);
     s_reference(&j.cfg.optim, S_ITERS, ref, ref_path);
     for (int i = 0; i < S_ITERS; i++) {
         GPP_EXPECT(j.iteration[i] == i);
@@ -201,10 +207,27 @@ static void t_trains_like_the_executor(void)
     free(x);
     free(y);
 
-    /* resume: the interval's checkpoint (after iteration 2) was replaced by
-     * the last one; save the reference after 2 iterations in its place */
-    s_reference(&j.cfg.optim, 2, ref, path);
+    /* resume: the interval's set (after iteration 2) holds the reference
+     * after 2 iterations byte for byte; not loadable before it is committed
+     * (the coordinator's part: here by hand, with a plan file) */
+    s_reference(&j.cfg.optim, 2, ref, ref_path);
+    gpp_ckpt_set_stage_path(path, sizeof path, j.dir, 2, 0);
+    x = gpp_fixture_slurp(path, &a), y = gpp_fixture_slurp(ref_path, &b);
+    GPP_EXPECT(x && y && a == b && a > 0 && memcmp(x, y, (size_t)a) == 0);
+    free(x);
+    free(y);
     s_job_t k;
+    s_job_init(&k, j.cfg.n_ops);
+    k.cfg.start_iteration = 2;
+    cb = s_cb(&k);
+    p = gpp_pipeline_new(&k.cfg, &cb, &err);
+    GPP_EXPECT(p && gpp_pipeline_run(p, &err) < 0 && strstr(err.msg, "is incomplete"));
+    gpp_pipeline_destroy(&p);
+    char plan[160];
+    snprintf(plan, sizeof plan, "%s/plan.json", j.dir);
+    gpp_fixture_spit(plan, (const unsigned char *)"{}", 2);
+    GPP_EXPECT_MSG(gpp_ckpt_set_commit(j.dir, 2, 1, 2, &err) == 0, "%s", err.msg);
+    free(k.ops);
     s_job_init(&k, j.cfg.n_ops);
     k.cfg.start_iteration = 2;
     cb = s_cb(&k);
@@ -391,7 +414,7 @@ static void t_refuses_bad_config(void)
         {m_samples, 1, "action 0: samples [2, 6) outside this replica's [0, 4) of micro-batch 0"},
         {m_model, 1, "building stage 0"},
         {m_ckpt_dir, 1, "mkdir /proc/gpp_cannot_mkdir"},
-        {m_resume_missing, 1, "stage0.ckpt"},
+        {m_resume_missing, 1, "set-0000000001 is incomplete"},
     };
     int n_ops = s_n_ops();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
