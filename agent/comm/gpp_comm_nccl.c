@@ -21,7 +21,7 @@
 _Static_assert(GPP_NCCL_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "GPP_NCCL_ID_BYTES is nccl.h's");
 _Static_assert(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES, "ncclUniqueId is its bytes");
 
-/* ---- libnccl, loaded with dlopen (linking its 218 MB slows every start) ---- */
+/* ---- libnccl, loaded with dlopen when first used (gpp_comm_nccl.h) ---- */
 
 #define S_NCCL_SONAME "libnccl.so.2" /* NCCL_MAJOR 2 */
 #define S_NCCL_FNS(X)                                                                              \
@@ -588,8 +588,9 @@ static gpp_comm_group_t *s_group_new(gpp_comm_t *base, const int *ranks, int n, 
     }
     while (ranks[me] != base->rank)
         me++;
-    if (cudaSetDevice(c->device) != cudaSuccess) {
-        gpp_err_set(err, "nccl rank %d: cudaSetDevice(%d) failed", base->rank, c->device);
+    cudaError_t e = cudaSetDevice(c->device);
+    if (e != cudaSuccess) {
+        s_cuda_fail(c, err, "cudaSetDevice", e);
         return NULL;
     }
     ncclComm_t nc = NULL;

@@ -25,9 +25,10 @@
  * device scratch buffer). Every NCCL failure is a gpp_err naming the call,
  * the rank and ncclGetErrorString.
  *
- * libnccl.so.2 is loaded with dlopen when the first NCCL comm opens (it is
- * 218 MB: linking it slows every gpp program's start, as cuBLASLt did;
- * docs/gpu.md). */
+ * libnccl.so.2 (218 MB) is loaded with dlopen when the first NCCL comm
+ * opens, not linked: every gpp program links gpp_comm, and linking NCCL
+ * added about 15 ms and 2.7 MB to each start here (docs/gpu.md); loaded
+ * lazily, a gloo-only agent starts where libnccl is absent. */
 #ifndef GPP_COMM_NCCL_H
 #define GPP_COMM_NCCL_H
 
