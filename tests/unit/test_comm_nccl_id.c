@@ -4,8 +4,9 @@
  * wrong size (another NCCL, or a key written by something else) is an error
  * naming the key and both sizes; the key names for the world and a group;
  * opening an NCCL comm where it cannot work fails with a message and takes
- * the rendezvous client; unknown comm backend names; libnccl loads with
- * every entry point (CUDA builds). */
+ * the rendezvous client; unknown comm backend names; gloo by name with its
+ * flags (host buffers, no send to self); libnccl loads with every entry
+ * point (CUDA builds). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -123,6 +124,30 @@ static void t_open_refused(void)
                strstr(err.msg, "\"mpi\"") && strstr(err.msg, "\"nccl\""));
 }
 
+/* The registration by name and the per-backend flags, on a 1-rank gloo
+ * comm: host buffers, flush a no-op, no send to self (nccl allows it). */
+static void t_gloo_by_name(void)
+{
+    gpp_comm_opts_t o = {.rdv = s_client(0),
+                         .prefix = "t/gloo",
+                         .world_size = 1,
+                         .rank = 0,
+                         .host = "127.0.0.1",
+                         .timeout_ms = 5000};
+    gpp_err_t err = {{0}};
+    gpp_comm_t *c = o.rdv ? gpp_comm_new("gloo", &o, &err) : NULL;
+    GPP_EXPECT_MSG(c && o.rdv == NULL, "%s", err.msg);
+    if (!c)
+        return;
+    GPP_EXPECT(strcmp(gpp_comm_backend(c), "gloo") == 0 && !gpp_comm_is_device(c));
+    GPP_EXPECT(gpp_comm_flush(c, &err) == 0);
+    char b = 1;
+    gpp_comm_req_t *r = NULL;
+    GPP_EXPECT(gpp_comm_isend(c, &b, 1, 0, 0, &r, &err) == -1 && !r &&
+               strstr(err.msg, "not another rank"));
+    gpp_comm_destroy(&c);
+}
+
 static void t_nccl_load(void)
 {
     gpp_err_t err = {{0}};
@@ -141,6 +166,7 @@ static const gpp_test_case_t cases[] = {
     {"id_roundtrip", t_id_roundtrip},
     {"id_bad_length", t_id_bad_length},
     {"open_refused", t_open_refused},
+    {"gloo_by_name", t_gloo_by_name},
     {"nccl_load", t_nccl_load},
     {NULL, NULL},
 };
