@@ -3,8 +3,23 @@
 
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "agent/comm/gpp_comm_nccl.h"
 
 #include "agent/comm/gpp_comm_impl.h"
+
+gpp_comm_t *gpp_comm_new(const char *backend, gpp_comm_opts_t *opts, gpp_err_t *err)
+{
+    assert(backend && opts);
+    if (strcmp(backend, "gloo") == 0)
+        return gpp_comm_gloo_new(opts, err);
+    if (strcmp(backend, "nccl") == 0)
+        return gpp_comm_nccl_new(opts, err);
+    gpp_rdv_client_destroy(&opts->rdv); /* taken on failure too */
+    gpp_err_set(err, "gpp_comm: unknown comm backend \"%s\"; use \"gloo\" or \"nccl\"", backend);
+    return NULL;
+}
 
 void gpp_comm_destroy(gpp_comm_t **self_p)
 {
@@ -27,9 +42,20 @@ const char *gpp_comm_backend(const gpp_comm_t *self)
     return self->ops->name;
 }
 
+int gpp_comm_is_device(const gpp_comm_t *self)
+{
+    return self->ops->device;
+}
+
+int gpp_comm_flush(gpp_comm_t *self, gpp_err_t *err)
+{
+    assert(self);
+    return self->ops->flush ? self->ops->flush(self, err) : 0;
+}
+
 static int s_check_peer(const gpp_comm_t *c, int peer, gpp_err_t *err)
 {
-    if (peer < 0 || peer >= c->world_size || peer == c->rank)
+    if (peer < 0 || peer >= c->world_size || (peer == c->rank && !c->ops->self_p2p))
         return gpp_err_set(err, "gpp_comm: peer %d is not another rank of [0, %d) (this is %d)",
                            peer, c->world_size, c->rank);
     return 0;

@@ -1,8 +1,9 @@
 /* gpp_comm: the data-plane communicator of one agent (one rank).
  *
- * An interface with one implementation per transport: Gloo over TCP today
- * (gpp_comm_gloo_new, CPU tensors), NCCL later. Backends fill the vtable of
- * gpp_comm_impl.h; callers use only the functions below.
+ * An interface with one implementation per transport: Gloo over TCP
+ * (gpp_comm_gloo_new, host buffers) and NCCL (gpp_comm_nccl_new, device
+ * buffers of one GPU per rank; agent/comm/gpp_comm_nccl.h). Backends fill
+ * the vtable of gpp_comm_impl.h; callers use only the functions below.
  *
  * Point-to-point: post a receive early (gpp_comm_irecv), wait for it just
  * before the data is used (gpp_comm_wait). A message is matched by (peer,
@@ -53,6 +54,10 @@ typedef struct {
     const char *host;      /* address to bind and advertise for the data
                               plane; NULL or "" = this host's name */
     int timeout_ms;        /* per wait and for rendezvous; 0 = 300000 */
+    int device;            /* nccl: this rank's CUDA device (one GPU per rank) */
+    void *compute_stream;  /* nccl: the cudaStream_t that produces and consumes
+                              the buffers (launches wait for it); NULL: the
+                              caller synchronised its work before each call */
 } gpp_comm_opts_t;
 
 /* Joins the world communicator (blocks until all world_size ranks joined or
@@ -60,13 +65,19 @@ typedef struct {
  * (gpp_comm_abort aborts it too). */
 gpp_comm_t *gpp_comm_gloo_new(gpp_comm_opts_t *opts, gpp_err_t *err);
 
+/* Joins by backend name: "gloo" or "nccl" (gpp_comm_nccl_new); any other
+ * name is an error naming the known ones. */
+gpp_comm_t *gpp_comm_new(const char *backend, gpp_comm_opts_t *opts, gpp_err_t *err);
+
 /* Frees the communicator, closing its connections; accepts NULL. Requests
  * not yet waited for are freed too. */
 void gpp_comm_destroy(gpp_comm_t **self_p);
 
 int gpp_comm_rank(const gpp_comm_t *self);
 int gpp_comm_size(const gpp_comm_t *self);
-const char *gpp_comm_backend(const gpp_comm_t *self); /* "gloo" */
+const char *gpp_comm_backend(const gpp_comm_t *self); /* "gloo" | "nccl" */
+/* 1 when buffers are device memory (nccl), 0 when host memory (gloo). */
+int gpp_comm_is_device(const gpp_comm_t *self);
 
 /* Starts sending `bytes` bytes of buf to rank `peer` with `tag`. buf must
  * stay valid and unchanged until the request completes. On success *req is
@@ -82,6 +93,12 @@ int gpp_comm_wait(gpp_comm_t *self, gpp_comm_req_t **req, gpp_err_t *err);
 /* Sets *done to 1 when a wait would not block. The request stays owned by
  * the caller. */
 int gpp_comm_test(gpp_comm_t *self, gpp_comm_req_t *req, int *done, gpp_err_t *err);
+
+/* Starts what was posted since the last flush as one group (nccl:
+ * ncclGroupStart/End on the communication stream: call it once per schedule
+ * step after posting that step's sends and receives). wait/test flush
+ * first; a no-op for gloo, whose requests start when posted. */
+int gpp_comm_flush(gpp_comm_t *self, gpp_err_t *err);
 
 /* Blocking conveniences: isend/irecv + wait. */
 int gpp_comm_send(gpp_comm_t *self, const void *buf, size_t bytes, int peer, uint32_t tag,

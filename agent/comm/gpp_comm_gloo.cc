@@ -571,8 +571,10 @@ void s_destroy(gpp_comm_t *c)
     free(reinterpret_cast<s_comm *>(c));
 }
 
+// host buffers, no self send/recv, requests start when posted (no flush)
 const gpp_comm_ops_t s_ops = {
-    "gloo",       s_isend,     s_irecv,      s_wait,    s_test,  s_req_free, s_group_new,
+    "gloo",       0,           0,            nullptr,
+    s_isend,     s_irecv,      s_wait,    s_test,  s_req_free, s_group_new,
     s_group_free, s_allreduce, s_allgatherv, s_barrier, s_abort, s_destroy,
 };
 

@@ -14,6 +14,9 @@ extern "C" {
 
 typedef struct {
     const char *name;
+    int device;                                  /* buffers are device memory */
+    int self_p2p;                                /* send/recv with peer == own rank allowed */
+    int (*flush)(gpp_comm_t *c, gpp_err_t *err); /* NULL: nothing deferred */
     int (*isend)(gpp_comm_t *c, const void *buf, size_t bytes, int peer, uint32_t tag,
                  gpp_comm_req_t **req, gpp_err_t *err);
     int (*irecv)(gpp_comm_t *c, void *buf, size_t bytes, int peer, uint32_t tag,

@@ -32,6 +32,7 @@ typedef struct {
     size_t bytes;
     uint32_t tag;
     void *buf;           /* SEND/RECV: host buffer of `bytes`, owned */
+    void *dev;           /* RECV when staging: device copy of buf (gpp_backend_alloc) */
     gpp_comm_req_t *req; /* in flight */
 } s_act_t;
 
@@ -50,6 +51,13 @@ struct gpp_pipeline_s {
     gpp_data_t *data;
     gpp_exec_t *ex;
     gpp_comm_group_t *dp;
+    /* a device backend with a host-memory comm (gloo): tensors are staged
+     * through host buffers with the backend's copies (issue 10: agents
+     * sharing one GPU exchange over gloo, since NCCL refuses two ranks on
+     * one GPU). 0 on the CPU backend, whose device memory is host memory. */
+    int stage;
+    float *gstage; /* host copy of the dense gradients for the all-reduce */
+    int64_t gstage_n;
     s_act_t *acts;  /* [cfg.n_actions] */
     double *act_ms; /* [cfg.n_actions] */
     char phase[64]; /* what run is doing, for messages */
@@ -257,6 +265,13 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
         if (!self->dp)
             return -1;
     }
+    self->stage = gpp_backend_kind(self->be) != GPP_DEVICE_CPU && !gpp_comm_is_device(self->comm);
+    for (int i = 0; self->stage && i < c->n_actions; i++) {
+        s_act_t *a = &self->acts[i];
+        if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
+            a->tensor != GPP_DEP_TENSOR && !(a->dev = gpp_backend_alloc(self->be, a->bytes, err)))
+            return gpp_err_prefix(err, "staging buffer of action %d", i);
+    }
     return 0;
 }
 
@@ -272,8 +287,9 @@ static int s_sync(gpp_pipeline_t *self, gpp_err_t *err)
  * ids [count], then fp32 values [count, dim]; count follows from the size),
  * and every replica rebuilds the sum by adding the blocks in replica order
  * to an empty gradient. Same blocks, same order: the same rows and bits on
- * every replica and in every run. The pipeline's backend is the CPU one, so
- * the gradient's device arrays are host memory. */
+ * every replica and in every run. The gradient's arrays are device memory:
+ * read with the backend's copy (a memmove on the CPU backend) and, when
+ * staging, the gathered blocks go back to the device before the adds. */
 static int s_sync_sparse(gpp_pipeline_t *self, gpp_sparse_grad_t *sg, gpp_err_t *err)
 {
     gpp_stream_t *st = gpp_exec_stream(self->ex);
@@ -282,9 +298,13 @@ static int s_sync_sparse(gpp_pipeline_t *self, gpp_sparse_grad_t *sg, gpp_err_t 
     const size_t row_bytes = sizeof(int32_t) + (size_t)dim * sizeof(float);
     const size_t ids_bytes = (size_t)count * sizeof(int32_t);
     char *mine = gpp_xcalloc(count ? (size_t)count * row_bytes : 1, 1);
-    if (count) {
-        memcpy(mine, gpp_sparse_grad_rows(sg), ids_bytes);
-        memcpy(mine + ids_bytes, gpp_sparse_grad_values(sg), (size_t)count * row_bytes - ids_bytes);
+    if (count &&
+        (gpp_stream_copy(st, mine, gpp_sparse_grad_rows(sg), ids_bytes, GPP_COPY_D2H, err) < 0 ||
+         gpp_stream_copy(st, mine + ids_bytes, gpp_sparse_grad_values(sg),
+                         (size_t)count * row_bytes - ids_bytes, GPP_COPY_D2H, err) < 0 ||
+         s_sync(self, err) < 0)) {
+        free(mine);
+        return -1;
     }
     size_t *bytes_each = gpp_xcalloc((size_t)n, sizeof *bytes_each);
     char *all = NULL;
@@ -292,6 +312,15 @@ static int s_sync_sparse(gpp_pipeline_t *self, gpp_sparse_grad_t *sg, gpp_err_t 
                                  (void **)&all, bytes_each, err);
     if (rc == 0)
         rc = gpp_sparse_grad_clear(st, sg, err);
+    size_t total = 0;
+    for (int r = 0; rc == 0 && r < n; r++)
+        total += bytes_each[r];
+    char *blocks = all, *dev = NULL; /* where the adds read: `all`, or its device copy */
+    if (rc == 0 && self->stage && total > 0) {
+        dev = gpp_backend_alloc(self->be, total, err);
+        rc = dev ? gpp_stream_copy(st, dev, all, total, GPP_COPY_H2D, err) : -1;
+        blocks = dev;
+    }
     size_t off = 0;
     for (int r = 0; rc == 0 && r < n; r++) {
         if (bytes_each[r] % row_bytes) {
@@ -303,13 +332,19 @@ static int s_sync_sparse(gpp_pipeline_t *self, gpp_sparse_grad_t *sg, gpp_err_t 
         }
         /* blocks sit at multiples of 4 bytes in a malloc'd buffer: aligned */
         const int64_t k = (int64_t)(bytes_each[r] / row_bytes);
-        const int32_t *ids = (const int32_t *)(const void *)(all + off);
-        const float *vals = (const float *)(const void *)(all + off + (size_t)k * sizeof(int32_t));
+        const int32_t *ids = (const int32_t *)(const void *)(blocks + off);
+        const float *vals =
+            (const float *)(const void *)(blocks + off + (size_t)k * sizeof(int32_t));
         rc = gpp_sparse_grad_add(st, sg, k, ids, vals, err);
         off += bytes_each[r];
     }
     if (rc == 0)
         rc = s_sync(self, err); /* the adds have read `all` */
+    else if (dev) {
+        gpp_err_t ignored = {{0}}; /* the first error is in err already */
+        s_sync(self, &ignored);    /* no copy or add reads dev any more */
+    }
+    gpp_backend_free(self->be, (void **)&dev);
     free(all);
     free(bytes_each);
     free(mine);
@@ -328,7 +363,25 @@ static int s_allreduce(gpp_pipeline_t *self, gpp_err_t *err)
         return -1;
     int64_t numel = 0;
     float *gr = gpp_exec_grads(self->ex, &numel);
-    if (numel > 0 && gpp_comm_allreduce_sum_f32(self->comm, self->dp, gr, (size_t)numel, err) < 0)
+    float *red = gr; /* what the comm reduces: the gradients, or their host copy */
+    if (numel > 0 && self->stage) {
+        if (self->gstage_n < numel) {
+            free(self->gstage);
+            self->gstage = gpp_xcalloc((size_t)numel, sizeof *self->gstage);
+            self->gstage_n = numel;
+        }
+        red = self->gstage;
+        if (gpp_stream_copy(gpp_exec_stream(self->ex), red, gr, (size_t)numel * sizeof *gr,
+                            GPP_COPY_D2H, err) < 0 ||
+            s_sync(self, err) < 0)
+            return -1;
+    }
+    if (numel > 0 && gpp_comm_allreduce_sum_f32(self->comm, self->dp, red, (size_t)numel, err) < 0)
+        return -1;
+    if (numel > 0 && self->stage &&
+        (gpp_stream_copy(gpp_exec_stream(self->ex), gr, red, (size_t)numel * sizeof *gr,
+                         GPP_COPY_H2D, err) < 0 ||
+         s_sync(self, err) < 0))
         return -1;
     for (int i = 0; i < gpp_exec_n_sparse(self->ex); i++)
         if (s_sync_sparse(self, gpp_exec_sparse_grad(self->ex, i), err) < 0)
@@ -392,9 +445,13 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
             bubble += gpp_now_ms() - t0;
             if (a->tensor == GPP_DEP_TENSOR) /* only the wait: no data */
                 break;
+            if (self->stage && (gpp_stream_copy(gpp_exec_stream(self->ex), a->dev, a->buf, a->bytes,
+                                                GPP_COPY_H2D, err) < 0 ||
+                                s_sync(self, err) < 0))
+                goto out;
             gpp_tensor_t src =
-                gpp_tensor(a->buf, a->dtype, a->hi - a->lo, self->g->ops[a->tensor].rows,
-                           self->g->ops[a->tensor].cols);
+                gpp_tensor(self->stage ? a->dev : a->buf, a->dtype, a->hi - a->lo,
+                           self->g->ops[a->tensor].rows, self->g->ops[a->tensor].cols);
             int r = a->type == GPP_ACT_RECV_ACT
                         ? gpp_exec_set_input(self->ex, a->mb, a->tensor, &src, a->off, err)
                         : gpp_exec_add_output_grad(self->ex, a->mb, a->tensor, &src, a->off, err);
@@ -548,8 +605,12 @@ void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
     gpp_pipeline_t *self = *self_p;
     *self_p = NULL;
     if (self->acts)
-        for (int i = 0; i < self->cfg.n_actions; i++)
+        for (int i = 0; i < self->cfg.n_actions; i++) {
             free(self->acts[i].buf); /* requests are freed with the comm */
+            if (self->acts[i].dev)   /* only with a backend */
+                gpp_backend_free(self->be, &self->acts[i].dev);
+        }
+    free(self->gstage);
     free(self->acts);
     free(self->act_ms);
     gpp_comm_group_destroy(&self->dp);
