@@ -13,6 +13,8 @@ PKGS=(
   libcjson-dev                     # graph / profile / plan JSON
   zlib1g-dev                       # crc32 of checkpoints and dataset files
   libncurses-dev                   # gpp-top
+  python3-jsonschema               # test_graph_schema, scripts/gpp-graph-check (/usr/bin/python3)
+  python3-numpy                    # tests reading .npy datasets and .safetensors weights
 )
 # Benchmark-only: PyTorch on CPU for the training-speed comparison.
 if [ "${GPP_BENCH_DEPS:-0}" = 1 ]; then PKGS+=(python3-torch); fi
