@@ -53,8 +53,8 @@ static const cJSON *s_type_def(const cJSON *schema, const char *name)
         const cJSON *k = cJSON_GetObjectItemCaseSensitive(c, "const");
         if (!cJSON_IsString(k) || strcmp(k->valuestring, name) != 0)
             continue;
-        const cJSON *ref = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(e, "then"), "$ref");
+        const cJSON *ref =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "then"), "$ref");
         const char *pre = "#/definitions/";
         if (!cJSON_IsString(ref) || strncmp(ref->valuestring, pre, strlen(pre)) != 0)
             return NULL;
@@ -138,18 +138,18 @@ static void t_schema_matches_optable(void)
                 continue;
             }
             const cJSON *ty = cJSON_GetObjectItemCaseSensitive(p, "type");
-            GPP_EXPECT_MSG(cJSON_IsString(ty) &&
-                               strcmp(ty->valuestring,
-                                      a->type == GPP_ATTR_NUM ? "number" : "integer") == 0,
-                           "%s.%s: type", T->name, a->name);
+            GPP_EXPECT_MSG(
+                cJSON_IsString(ty) &&
+                    strcmp(ty->valuestring, a->type == GPP_ATTR_NUM ? "number" : "integer") == 0,
+                "%s.%s: type", T->name, a->name);
             GPP_EXPECT_MSG(s_num(p, "minimum", -1) == (double)a->min, "%s.%s: minimum", T->name,
                            a->name);
             /* int64 maxima beyond 2^53 are not exact in JSON: the reader's limit */
-            double hi = a->type == GPP_ATTR_NUM ? -1
+            double hi = a->type == GPP_ATTR_NUM               ? -1
                         : (double)a->max > 9007199254740992.0 ? 9007199254740992.0
                                                               : (double)a->max;
-            GPP_EXPECT_MSG(s_num(p, "maximum", -1) == hi, "%s.%s: maximum %.0f, want %.0f",
-                           T->name, a->name, s_num(p, "maximum", -1), hi);
+            GPP_EXPECT_MSG(s_num(p, "maximum", -1) == hi, "%s.%s: maximum %.0f, want %.0f", T->name,
+                           a->name, s_num(p, "maximum", -1), hi);
         }
     }
     cJSON_Delete(schema);
@@ -211,8 +211,10 @@ static const char *const S_INVALID[] = {
            "\"out_features\": 4, \"bias\": 2}]}",
     HEAD X ", {\"id\": 1, \"name\": \"s\", \"type\": \"add\", \"inputs\": [0]}]}",
     HEAD X ", {\"id\": 1, \"name\": \"s\", \"type\": \"softmax\", \"inputs\": [0]}]}",
-    HEAD X ", {\"id\": 1, \"name\": \"a\", \"type\": \"attention\", \"inputs\": [0], \"heads\": 0}]}",
-    HEAD "{\"id\": 0, \"name\": \"x\", \"type\": \"input\", \"cols\": 8, \"input_kind\": \"sparse\"}]}",
+    HEAD X
+    ", {\"id\": 1, \"name\": \"a\", \"type\": \"attention\", \"inputs\": [0], \"heads\": 0}]}",
+    HEAD
+    "{\"id\": 0, \"name\": \"x\", \"type\": \"input\", \"cols\": 8, \"input_kind\": \"sparse\"}]}",
     HEAD "{\"id\": \"0\", \"name\": \"x\", \"type\": \"input\", \"cols\": 8}]}",
 };
 
