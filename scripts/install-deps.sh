@@ -18,6 +18,8 @@ PKGS=(
 )
 # Benchmark-only: PyTorch on CPU for the training-speed comparison.
 if [ "${GPP_BENCH_DEPS:-0}" = 1 ]; then PKGS+=(python3-torch); fi
+# Example-only (examples/digits): scikit-learn's bundled digits data set.
+if [ "${GPP_EXAMPLE_DEPS:-0}" = 1 ]; then PKGS+=(python3-sklearn); fi
 # Coverage-only (make coverage): the line-coverage summary of gcov's counters.
 if [ "${GPP_COVERAGE_DEPS:-0}" = 1 ]; then PKGS+=(gcovr); fi
 

@@ -3,7 +3,8 @@
  *
  *  - the schema names every op type of gpp_optable, with exactly its
  *    attributes, their required flags, ranges and labels, and its arity;
- *  - every zoo model as gpp writes it, and the graphs in tests/data/graphs,
+ *  - every zoo model as gpp writes it, and the graphs in tests/data/graphs
+ *    and examples/,
  *    are valid under Debian's python3-jsonschema (scripts/gpp-graph-check run
  *    by /usr/bin/python3), and gpp reads the test data;
  *  - a table of invalid documents fails both the schema and gpp's reader. */
@@ -169,7 +170,7 @@ static void t_valid_files(void)
     char *dir = gpp_fixture_tmpfile("schema");
     unlink(dir); /* a fresh name for a directory */
     GPP_EXPECT(mkdir(dir, 0700) == 0);
-    char files[8192] = "tests/data/graphs/*.json";
+    char files[8192] = "tests/data/graphs/*.json examples/*/*.json";
     gpp_err_t err;
     for (int i = 0; i < gpp_zoo_count(); i++) {
         gpp_graph_t *g = gpp_zoo_build(gpp_zoo_name(i), &err);
@@ -187,7 +188,7 @@ static void t_valid_files(void)
     GPP_EXPECT_MSG(rc == 0, "gpp-graph-check exit %d on %s (2: run scripts/install-deps.sh)", rc,
                    files);
     const char *data[] = {"tests/data/graphs/tiny_mlp.json", "tests/data/graphs/two_branch.json",
-                          "tests/data/graphs/opaque.json"};
+                          "tests/data/graphs/opaque.json", "examples/digits/digits.json"};
     for (size_t i = 0; i < sizeof data / sizeof data[0]; i++) {
         gpp_graph_t *g = gpp_graph_read_json(data[i], &err);
         GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
