@@ -225,6 +225,7 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .iterations = as->iterations,
         .start_iteration = as->start_iteration,
         .checkpoint_dir = as->checkpoint_dir,
+        .data = as->data,
         .checkpoint_interval = as->checkpoint_interval,
         .threads = self->cfg.threads,
         .rdv_endpoint = as->comm->rdv_endpoint,

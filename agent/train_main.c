@@ -14,6 +14,7 @@
 
 #include "agent/exec/gpp_ckpt.h"
 #include "agent/exec/gpp_data.h"
+#include "agent/exec/gpp_safetensors.h"
 #include "agent/exec/gpp_exec.h"
 #include "agent/exec/gpp_profile.h"
 #include "common/gpp_time.h"
@@ -31,8 +32,8 @@ typedef struct {
     gpp_precision_t precision;
     unsigned long long seed;
     gpp_optim_hp_t hp;
-    int lr_set;
-    const char *save, *load, *data, *write_dataset, *profile_out;
+    int lr_set, no_shuffle;
+    const char *save, *save_weights, *load, *data, *write_dataset, *profile_out;
 } opts_t;
 
 static void s_usage(FILE *out)
@@ -55,8 +56,14 @@ static void s_usage(FILE *out)
         "                        GPU is an error, never a CPU run\n"
         "  --device N            CUDA device ordinal (default 0)\n"
         "  --precision fp32|tf32 CUDA matrix products (default fp32; tf32: tensor cores)\n"
-        "  --data FILE           read inputs and labels from a dataset file\n"
+        "  --data PATH           read inputs and labels from a gpp dataset file, or from\n"
+        "                        NumPy arrays: a directory of <op name>.npy per input and\n"
+        "                        loss op, or a list op=FILE.npy,op=FILE.npy (docs/executor.md)\n"
+        "  --no-shuffle          read .npy records in file order (default: a permutation\n"
+        "                        per epoch drawn from --seed)\n"
         "  --save FILE           write weights + optimizer state at the end (atomic)\n"
+        "  --save-weights FILE.safetensors   write the trained weights for PyTorch at the end\n"
+        "                        (safetensors, atomic; docs/executor.md)\n"
         "  --load FILE           start from a checkpoint of the same model and optimizer\n"
         "  --write-dataset FILE --samples N   write N synthetic samples and exit\n"
         "  --profile-out FILE [--profile-max-mb M]  time every op at micro-batch 1,2,4..M\n"
@@ -107,6 +114,8 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_BACKEND,
         O_DEVICE,
         O_PRECISION,
+        O_NOSHUF,
+        O_SAVEW,
         O_HELP
     };
     static const struct option lo[] = {{"model", 1, 0, O_MODEL},
@@ -130,6 +139,8 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"backend", 1, 0, O_BACKEND},
                                        {"device", 1, 0, O_DEVICE},
                                        {"precision", 1, 0, O_PRECISION},
+                                       {"no-shuffle", 0, 0, O_NOSHUF},
+                                       {"save-weights", 1, 0, O_SAVEW},
                                        {"help", 0, 0, O_HELP},
                                        {0, 0, 0, 0}};
     o->iterations = 10;
@@ -197,6 +208,12 @@ static int s_parse(int argc, char **argv, opts_t *o)
             break;
         case O_DATA:
             o->data = optarg;
+            break;
+        case O_SAVEW:
+            o->save_weights = optarg;
+            break;
+        case O_NOSHUF:
+            o->no_shuffle = 1;
             break;
         case O_SAVE:
             o->save = optarg;
@@ -365,7 +382,7 @@ int main(int argc, char **argv)
     if (o.backend != GPP_DEVICE_CPU)
         printf("backend %s, %s matrix products\n", gpp_backend_name(be),
                o.precision == GPP_PRECISION_TF32 ? "tf32" : "fp32");
-    data = o.data ? gpp_data_open(g, o.data, &err) : gpp_data_new(g, o.seed);
+    data = o.data ? gpp_data_open(g, o.data, !o.no_shuffle, o.seed, &err) : gpp_data_new(g, o.seed);
     if (!data)
         goto fail;
     if (o.data)
@@ -463,6 +480,10 @@ int main(int argc, char **argv)
         goto fail;
     if (o.save)
         printf("saved %s\n", o.save);
+    if (o.save_weights && gpp_safetensors_save(ex, o.save_weights, &err) < 0)
+        goto fail;
+    if (o.save_weights)
+        printf("saved weights %s\n", o.save_weights);
     rc = 0;
 fail:
     if (rc)

@@ -93,6 +93,9 @@ static const s_field_t S_FIELDS[] = {
     S_INT("job", "micro_batch", job.micro_batch, 0, INT_MAX, NULL,
           "a non-negative integer (0: the planner chooses)"),
     S_STR("job", "checkpoint_dir", job.checkpoint_dir, "GPP_CHECKPOINT_DIR", "a directory path"),
+    S_STR("job", "data", job.data, NULL,
+          "a dataset path: a directory of <op name>.npy files, \"op=FILE.npy,...\" or a gpp "
+          "dataset file"),
     S_INT("job", "checkpoint_interval", job.checkpoint_interval, 0, INT_MAX, NULL,
           "a non-negative integer (0: no checkpoints)"),
     S_INT("job", "checkpoint_keep", job.checkpoint_keep, 1, 1000000, NULL,

@@ -66,6 +66,9 @@ typedef struct {
         char planner[8];                      /* "gpp" | "spp" */
         int micro_batch;                      /* 0 = planner sweeps it */
         char checkpoint_dir[GPP_CONFIG_PATH]; /* "" = no checkpoints */
+        char data[GPP_CONFIG_PATH];           /* dataset (gpp_data_open): a directory of
+                                                 <op>.npy, "op=FILE.npy,...", or a gpp
+                                                 dataset file; "" = synthetic */
         int checkpoint_interval;              /* iterations; 0 = none */
         int checkpoint_keep;                  /* complete sets kept, >= 1 */
         gpp_config_launch_t launch;

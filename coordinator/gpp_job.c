@@ -674,6 +674,7 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->iterations = c->job.iterations;
     a->seed = c->job.seed;
     a->checkpoint_dir = self->cfg.job.checkpoint_dir;
+    a->data = self->cfg.job.data;
     a->checkpoint_interval = c->job.checkpoint_interval;
     a->start_iteration = 0;
     return a;

@@ -15,9 +15,13 @@ PKGS=(
   libncurses-dev                   # gpp-top
   libmicrohttpd-dev                # Prometheus /metrics ([coordinator] http_port)
   python3-prometheus-client tmux   # tests: parse /metrics, drive gpp-top
+  python3-jsonschema               # test_graph_schema, scripts/gpp-graph-check (/usr/bin/python3)
+  python3-numpy                    # tests reading .npy datasets and .safetensors weights
 )
 # Benchmark-only: PyTorch on CPU for the training-speed comparison.
 if [ "${GPP_BENCH_DEPS:-0}" = 1 ]; then PKGS+=(python3-torch); fi
+# Example-only (examples/digits): scikit-learn's bundled digits data set.
+if [ "${GPP_EXAMPLE_DEPS:-0}" = 1 ]; then PKGS+=(python3-sklearn); fi
 # Coverage-only (make coverage): the line-coverage summary of gcov's counters.
 if [ "${GPP_COVERAGE_DEPS:-0}" = 1 ]; then PKGS+=(gcovr); fi
 

@@ -15,9 +15,10 @@
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_codec.h"
 #include "agent/exec/gpp_hash.h"
+#include "agent/exec/gpp_npy.h"
 
 /* Purpose tags of the random streams (gpp_hash_key's second field). */
-enum { TAG_INPUT = 0x494e50, TAG_EMB = 0x454d42, TAG_PROJ = 0x50524f };
+enum { TAG_INPUT = 0x494e50, TAG_EMB = 0x454d42, TAG_PROJ = 0x50524f, TAG_SHUF = 0x534855 };
 
 #define HDR_FIXED 32
 #define HDR_ENTRY 104
@@ -60,6 +61,13 @@ struct gpp_data_s {
     int n_arrays;
     data_array_t *arr;
     int *arr_of_op; /* [n_ops] -> array index or -1 */
+    /* .npy source: one array per INPUT and loss op (NULL for other ops), the
+     * expected layout of each, and the record order of the current epoch */
+    gpp_npy_t **npy;    /* [n_ops] */
+    data_array_t *want; /* [n_ops] */
+    int shuffle;
+    int64_t *perm;      /* [n_samples] record of position p in epoch perm_epoch */
+    int64_t perm_epoch; /* -1: none built yet */
     /* synthetic: the last block generated per INPUT op, so that the teacher
      * reuses the inputs the same process just generated */
     data_block_t *cache; /* [n_ops] */
@@ -152,6 +160,12 @@ void gpp_data_destroy(gpp_data_t **self_p)
     free(self->path);
     free(self->arr);
     free(self->arr_of_op);
+    if (self->npy)
+        for (int o = 0; o < self->g->n_ops; o++)
+            gpp_npy_destroy(&self->npy[o]);
+    free(self->npy);
+    free(self->want);
+    free(self->perm);
     free(self);
     *self_p = NULL;
 }
@@ -159,7 +173,7 @@ void gpp_data_destroy(gpp_data_t **self_p)
 int64_t gpp_data_samples(const gpp_data_t *self)
 {
     assert(self);
-    return self->fd >= 0 ? self->n_samples : -1;
+    return self->n_samples > 0 ? self->n_samples : -1;
 }
 
 /* ---- synthetic ---- */
@@ -367,9 +381,21 @@ static int s_find_op(const gpp_graph_t *g, const char *name)
     return -1;
 }
 
-gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err)
+static gpp_data_t *s_open_npy(const gpp_graph_t *g, const char *spec, int shuffle, uint64_t seed,
+                              gpp_err_t *err);
+
+int gpp_data_is_npy(const char *path)
+{
+    struct stat st;
+    return strchr(path, '=') != NULL || (stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, int shuffle, uint64_t seed,
+                          gpp_err_t *err)
 {
     assert(g && g->finalized && path);
+    if (gpp_data_is_npy(path))
+        return s_open_npy(g, path, shuffle, seed, err);
     gpp_data_t *self = gpp_xcalloc(1, sizeof *self);
     self->g = g;
     self->path = gpp_xstrdup(path);
@@ -582,12 +608,237 @@ static int s_read(gpp_data_t *self, const data_array_t *a, int64_t lo, int64_t n
     return 0;
 }
 
+/* ---- .npy source ---- */
+
+/* "(N, a, b)" */
+static void s_shape_str(const gpp_npy_t *a, char *buf, size_t cap)
+{
+    size_t u = (size_t)snprintf(buf, cap, "(");
+    for (int d = 0; d < gpp_npy_ndim(a) && u < cap; d++)
+        u += (size_t)snprintf(buf + u, cap - u, "%s%lld", d ? ", " : "",
+                              (long long)gpp_npy_shape(a)[d]);
+    if (u < cap)
+        snprintf(buf + u, cap - u, "%s)", gpp_npy_ndim(a) == 1 ? "," : "");
+}
+
+/* Checks array `a` against what op `w` needs: dtype and per-record shape
+ * ((rows, cols); (cols,) when rows is 1; nothing when rows x cols is 1). */
+static int s_check_npy(const gpp_graph_t *g, const gpp_npy_t *a, const data_array_t *w,
+                       gpp_err_t *err)
+{
+    const char *what = w->role ? "labels of loss op" : "input op";
+    gpp_npy_dtype_t t = gpp_npy_dtype(a);
+    int ok_type = w->dtype == GPP_DTYPE_F32 ? t == GPP_NPY_F4 : t != GPP_NPY_F4;
+    if (!ok_type)
+        return gpp_err_set(err,
+                           "%s: field 'descr' is '%s'; the %s '%s' of model %s needs %s: save "
+                           "x.astype('%s')",
+                           gpp_npy_path(a), gpp_npy_dtype_name(t), what, w->name, g->spec,
+                           w->dtype == GPP_DTYPE_F32 ? "'<f4'" : "'<i4' or '<i8'",
+                           w->dtype == GPP_DTYPE_F32 ? "<f4" : "<i8");
+    int nd = gpp_npy_ndim(a);
+    const int64_t *sh = gpp_npy_shape(a);
+    int ok = (nd == 3 && sh[1] == w->rows && sh[2] == w->cols) ||
+             (nd == 2 && w->rows == 1 && sh[1] == w->cols) ||
+             (nd == 1 && w->rows == 1 && w->cols == 1);
+    if (!ok) {
+        char got[96];
+        s_shape_str(a, got, sizeof got);
+        return gpp_err_set(err,
+                           "%s: field 'shape' is %s; the %s '%s' of model %s needs (N, %lld, "
+                           "%lld)%s (N samples); reshape the array",
+                           gpp_npy_path(a), got, what, w->name, g->spec, (long long)w->rows,
+                           (long long)w->cols, w->rows == 1 ? " or (N, cols)" : "");
+    }
+    return 0;
+}
+
+/* spec: a directory holding <op name>.npy per input and loss op, or a list
+ * "op=FILE.npy,op=FILE.npy" naming every one. */
+static gpp_data_t *s_open_npy(const gpp_graph_t *g, const char *spec, int shuffle, uint64_t seed,
+                              gpp_err_t *err)
+{
+    gpp_data_t *self = gpp_xcalloc(1, sizeof *self);
+    self->g = g;
+    self->fd = -1;
+    self->seed = seed;
+    self->shuffle = shuffle;
+    self->perm_epoch = -1;
+    self->path = gpp_xstrdup(spec);
+    self->npy = gpp_xcalloc((size_t)g->n_ops, sizeof *self->npy);
+    self->want = gpp_xcalloc((size_t)g->n_ops, sizeof *self->want);
+    int n_want = s_expected(g, NULL);
+    data_array_t *want = gpp_xcalloc((size_t)n_want + 1, sizeof *want);
+    s_expected(g, want);
+    char **files = gpp_xcalloc((size_t)g->n_ops, sizeof *files);
+    char *list = NULL;
+    const gpp_npy_t *first = NULL;
+    if (strchr(spec, '=')) {
+        list = gpp_xstrdup(spec);
+        char *save = NULL;
+        for (char *kv = strtok_r(list, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '=');
+            int o = -1;
+            if (eq) {
+                *eq = 0;
+                o = s_find_op(g, kv);
+            }
+            int k = -1;
+            for (int i = 0; o >= 0 && i < n_want; i++)
+                if (strcmp(want[i].name, kv) == 0)
+                    k = i;
+            if (!eq || !eq[1] || k < 0) {
+                gpp_err_set(err,
+                            "dataset '%s': '%s' must be OP=FILE.npy with OP an input or loss "
+                            "op of model %s (e.g. %s=%s.npy)",
+                            spec, kv, g->spec, want[0].name, want[0].name);
+                goto fail;
+            }
+            if (files[o]) {
+                gpp_err_set(err, "dataset '%s': op '%s' is named twice", spec, kv);
+                goto fail;
+            }
+            files[o] = gpp_xstrdup(eq + 1);
+        }
+    }
+    for (int k = 0; k < n_want; k++) {
+        const data_array_t *w = &want[k];
+        int o = s_find_op(g, w->name);
+        self->want[o] = *w;
+        if (!list) {
+            size_t len = strlen(spec) + strlen(w->name) + 8;
+            files[o] = gpp_xcalloc(1, len);
+            snprintf(files[o], len, "%s/%s.npy", spec, w->name);
+        } else if (!files[o]) {
+            gpp_err_set(err, "dataset '%s': no array for the %s '%s' of model %s; add %s=FILE.npy",
+                        spec, w->role ? "labels of loss op" : "input op", w->name, g->spec,
+                        w->name);
+            goto fail;
+        }
+    }
+    for (int k = 0; k < n_want; k++) {
+        const data_array_t *w = &want[k];
+        int o = s_find_op(g, w->name);
+        gpp_err_t e2;
+        if (!(self->npy[o] = gpp_npy_open(files[o], &e2))) {
+            if (!list && access(files[o], F_OK) != 0)
+                gpp_err_set(err, "dataset %s: no %s.npy for the %s '%s' of model %s (%s)", spec,
+                            w->name, w->role ? "labels of loss op" : "input op", w->name, g->spec,
+                            e2.msg);
+            else
+                gpp_err_set(err, "dataset %s", e2.msg);
+            goto fail;
+        }
+        if (s_check_npy(g, self->npy[o], w, err) < 0)
+            goto fail;
+        int64_t n = gpp_npy_shape(self->npy[o])[0];
+        if (n < 1) {
+            gpp_err_set(err, "%s: field 'shape' holds 0 samples; a dataset needs at least one",
+                        files[o]);
+            goto fail;
+        }
+        if (!first) {
+            first = self->npy[o];
+            self->n_samples = n;
+        } else if (n != self->n_samples) {
+            gpp_err_set(err,
+                        "%s: field 'shape' holds %lld samples, %s holds %lld; every array of "
+                        "a dataset holds the same samples in the same order",
+                        files[o], (long long)n, gpp_npy_path(first), (long long)self->n_samples);
+            goto fail;
+        }
+    }
+    if (shuffle && self->n_samples > UINT32_MAX) { /* gpp_hash_below draws below 2^32 */
+        gpp_err_set(err, "dataset %s: %lld samples; shuffling handles up to 2^32 - 1: pass "
+                         "--no-shuffle or split the data", spec, (long long)self->n_samples);
+        goto fail;
+    }
+    self->perm = gpp_xcalloc((size_t)self->n_samples, sizeof *self->perm);
+    for (int o = 0; o < g->n_ops; o++)
+        free(files[o]);
+    free(files);
+    free(list);
+    free(want);
+    return self;
+fail:
+    for (int o = 0; o < g->n_ops; o++)
+        free(files[o]);
+    free(files);
+    free(list);
+    free(want);
+    gpp_data_destroy(&self);
+    return NULL;
+}
+
+int64_t gpp_data_record(gpp_data_t *self, int64_t sample)
+{
+    assert(self && self->npy && sample >= 0);
+    int64_t n = self->n_samples, epoch = sample / n, pos = sample % n;
+    if (!self->shuffle)
+        return pos;
+    if (epoch != self->perm_epoch) {
+        /* Fisher-Yates from (seed, epoch): every replica builds the same order */
+        uint64_t key = gpp_hash_key(self->seed, TAG_SHUF, (uint64_t)epoch);
+        for (int64_t i = 0; i < n; i++)
+            self->perm[i] = i;
+        for (int64_t i = n - 1; i > 0; i--) {
+            int64_t j = gpp_hash_below(key, (uint64_t)i, i + 1);
+            int64_t t = self->perm[i];
+            self->perm[i] = self->perm[j];
+            self->perm[j] = t;
+        }
+        self->perm_epoch = epoch;
+    }
+    return self->perm[pos];
+}
+
+/* Samples [lo, lo + n) of op's array: record gpp_data_record(sample) each,
+ * i64 narrowed to i32, index and class ranges checked. */
+static int s_read_npy(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
+{
+    const gpp_npy_t *a = self->npy[op];
+    const data_array_t *w = &self->want[op];
+    int64_t per = gpp_npy_record_elems(a);
+    for (int64_t s = 0; s < n; s++) {
+        int64_t rec = gpp_data_record(self, lo + s);
+        const void *src = gpp_npy_record(a, rec);
+        char *dst = (char *)out + (size_t)(s * per) * 4;
+        if (gpp_npy_dtype(a) != GPP_NPY_I8) {
+            memcpy(dst, src, (size_t)per * 4);
+        } else {
+            const char *p = src;
+            for (int64_t e = 0; e < per; e++) {
+                int64_t v;
+                memcpy(&v, p + e * 8, 8);
+                int32_t v32 = v < 0 || v >= w->range ? -1 : (int32_t)v;
+                memcpy(dst + e * 4, &v32, 4);
+            }
+        }
+        if (w->dtype != GPP_DTYPE_I32)
+            continue;
+        for (int64_t e = 0; e < per; e++) {
+            int32_t v;
+            memcpy(&v, dst + e * 4, 4);
+            if (v < 0 || v >= w->range)
+                return gpp_err_set(err,
+                                   "%s: record %lld element %lld: value outside [0, %lld) "
+                                   "(the %s of '%s'); fix the data or the model's range",
+                                   gpp_npy_path(a), (long long)rec, (long long)e,
+                                   (long long)w->range, w->role ? "classes" : "table rows",
+                                   w->name);
+        }
+    }
+    return 0;
+}
+
 int gpp_data_input(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
                    gpp_err_t *err)
 {
     assert(self && op >= 0 && op < self->g->n_ops && sample_lo >= 0 && n >= 0);
     const gpp_op_t *o = &self->g->ops[op];
     assert(o->type == GPP_OP_INPUT);
+    if (self->npy)
+        return s_read_npy(self, op, sample_lo, n, out, err);
     if (self->fd >= 0)
         return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err);
     s_gen_input(self, o, sample_lo, n, out);
@@ -601,6 +852,8 @@ int gpp_data_label(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void 
     assert(self && op >= 0 && op < self->g->n_ops && sample_lo >= 0 && n >= 0);
     const gpp_op_t *o = &self->g->ops[op];
     assert(s_is_loss(o));
+    if (self->npy)
+        return s_read_npy(self, op, sample_lo, n, out, err);
     if (self->fd >= 0)
         return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err);
     return s_gen_labels(self, o, sample_lo, n, out);
@@ -648,7 +901,8 @@ int gpp_data_write_file(gpp_data_t *src, const char *path, int64_t n_samples, gp
             }
             gpp_codec_put_u32(&c, (uint32_t)crc32_z(0, hdr, hbytes - 4));
             assert(!c.overrun && c.pos == hbytes);
-            if (!(f = gpp_atomic_file_open(path, err)) || gpp_atomic_file_write(f, hdr, hbytes, err) < 0)
+            if (!(f = gpp_atomic_file_open(path, err)) ||
+                gpp_atomic_file_write(f, hdr, hbytes, err) < 0)
                 goto done;
         }
         for (int i = 0; i < n; i++) {

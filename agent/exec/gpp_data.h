@@ -43,6 +43,21 @@
  * dtype and shape, and every array's data CRC (one sequential read of the
  * file); reads check index and class ranges.
  *
+ *
+ *  - NumPy arrays (gpp_data_open with a directory or an "op=FILE.npy,..."
+ *    list): one .npy file per INPUT op and one per loss op (the labels),
+ *    named <op name>.npy in the directory. Each is memory-mapped and checked
+ *    (gpp_npy.h: magic, version 1/2/3, C order, dtype): dense inputs and MSE
+ *    targets '<f4', indices inputs and CE classes '<i4' or '<i8' (narrowed
+ *    to i32 after the range check); shape (N, rows, cols), or (N, cols) when
+ *    rows is 1, or (N,) when rows x cols is 1; the same N in every array.
+ *    Sample index i reads record perm_e[i mod N] of epoch e = i / N, perm_e a
+ *    permutation drawn from (seed, e) when shuffling (the identity when not).
+ *    Every replica of a data-parallel stage builds the same permutation and
+ *    reads its own sample indices of the global stream (the pipeline gives
+ *    each replica its share of every micro-batch), so the replicas read
+ *    disjoint records and together one epoch is every record once.
+ *
  * Ownership: gpp_data_new / gpp_data_open return a source the caller owns;
  * it borrows the graph, which must outlive it. A source is used from one
  * thread at a time. */
@@ -63,12 +78,20 @@ typedef struct gpp_data_s gpp_data_t;
 
 /* Synthetic source for g (finalized). Caller owns the result. */
 gpp_data_t *gpp_data_new(const gpp_graph_t *g, uint64_t seed);
-/* Dataset file source for g. Caller owns the result; NULL + message naming
- * the file and what is wrong when it is not a valid dataset for g. */
-gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, gpp_err_t *err);
+/* Dataset source for g: a gpp dataset file (read in order; shuffle and seed
+ * unused), or .npy arrays when path is a directory or an "op=FILE.npy,..."
+ * list (gpp_data_is_npy), shuffled from `seed` per epoch when `shuffle`.
+ * Caller owns the result; NULL + message naming the file, the field and the
+ * fix when it is not a valid dataset for g. */
+gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, int shuffle, uint64_t seed,
+                          gpp_err_t *err);
+/* 1 when gpp_data_open reads `path` as .npy arrays. */
+int gpp_data_is_npy(const char *path);
+/* .npy source: the record that sample index `sample` reads. */
+int64_t gpp_data_record(gpp_data_t *self, int64_t sample);
 void gpp_data_destroy(gpp_data_t **self_p);
 
-/* Samples in the file; -1 for a synthetic source (unbounded). */
+/* Samples in the file or arrays; -1 for a synthetic source (unbounded). */
 int64_t gpp_data_samples(const gpp_data_t *self);
 
 /* Per-sample label layout of loss op `op`: MSE f32 [rows, cols of its

@@ -13,6 +13,7 @@
 #include "agent/exec/gpp_ckpt.h"
 #include "agent/exec/gpp_ckpt_set.h"
 #include "agent/exec/gpp_data.h"
+#include "agent/exec/gpp_safetensors.h"
 #include "agent/exec/gpp_exec.h"
 #include "common/gpp_fs.h"
 #include "common/gpp_time.h"
@@ -236,7 +237,10 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
     self->be = gpp_backend_new(&bc, err);
     if (!self->be)
         return -1;
-    self->data = gpp_data_new(self->g, c->seed);
+    self->data = c->data && c->data[0] ? gpp_data_open(self->g, c->data, 1, c->seed, err)
+                                       : gpp_data_new(self->g, c->seed);
+    if (!self->data)
+        return -1;
     gpp_exec_cfg_t ec = {.seed = c->seed, .optim = c->optim, .batch = c->batch};
     self->ex = gpp_exec_new(self->g, c->n_ops, c->ops, self->be, self->data, &ec, err);
     if (!self->ex)
@@ -549,6 +553,13 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
             (last || (c->checkpoint_interval > 0 && (it + 1) % c->checkpoint_interval == 0))) {
             snprintf(self->phase, sizeof self->phase, "saving the checkpoint of iteration %d", it);
             if (s_checkpoint_save(self, it + 1, err) < 0)
+                goto fail;
+        }
+        if (save && last) { /* the trained weights, for PyTorch (gpp_safetensors.h) */
+            char path[4200];
+            snprintf(path, sizeof path, "%s/stage%d.safetensors", c->checkpoint_dir, c->stage);
+            snprintf(self->phase, sizeof self->phase, "saving the weights to %s", path);
+            if (gpp_safetensors_save(self->ex, path, err) < 0)
                 goto fail;
         }
         struct rusage ru;

@@ -65,6 +65,8 @@ typedef struct {
     int iterations;             /* run iterations [start_iteration, iterations) */
     int start_iteration;        /* > 0: resume from the stage's checkpoint */
     const char *checkpoint_dir; /* NULL or "": no checkpoints */
+    const char *data;           /* NULL or "": synthetic; else gpp_data_open's path, shuffled
+                                   from seed (every replica draws the same order) */
     int checkpoint_interval;    /* iterations between checkpoints, 0: only the last */
     int threads;                /* CPU backend threads, >= 1 */
     /* the communicator; a world of one rank has none */

@@ -119,7 +119,7 @@ static void t_file_round_trip(void)
     char *path = gpp_fixture_tmpfile("data");
     gpp_data_t *syn = gpp_data_new(g, 9);
     GPP_EXPECT_MSG(gpp_data_write_file(syn, path, 20, &err) == 0, "%s", err.msg);
-    gpp_data_t *f = gpp_data_open(g, path, &err);
+    gpp_data_t *f = gpp_data_open(g, path, 0, 0, &err);
     GPP_EXPECT_MSG(f != NULL, "%s", err.msg);
     if (f) {
         GPP_EXPECT(gpp_data_samples(f) == 20 && gpp_data_samples(syn) == -1);
@@ -152,7 +152,7 @@ static void t_file_round_trip(void)
 static void s_expect_open_fails(const gpp_graph_t *g, const char *path, const char *words)
 {
     gpp_err_t err = {0};
-    gpp_data_t *d = gpp_data_open(g, path, &err);
+    gpp_data_t *d = gpp_data_open(g, path, 0, 0, &err);
     GPP_EXPECT(d == NULL);
     GPP_EXPECT_MSG(strstr(err.msg, words) != NULL, "'%s' lacks '%s'", err.msg, words);
     printf("    rejected: %s\n", err.msg);
@@ -231,7 +231,7 @@ static void t_bad_files_rejected(void)
     s_put32(b + off, 1000);
     s_put32(b + 32 + 104 * 2 + 96, (uint32_t)crc32_z(0, b + off, 10 * 4 * 4));
     s_spit_fixed_header(bad, b, len, hbytes);
-    gpp_data_t *d = gpp_data_open(g, bad, &err);
+    gpp_data_t *d = gpp_data_open(g, bad, 0, 0, &err);
     GPP_EXPECT_MSG(d != NULL, "%s", err.msg);
     int32_t idx[4];
     if (d) {
@@ -307,7 +307,7 @@ static void t_old_file_reads_the_same(void)
         return;
     gpp_err_t err = {0};
     char *path = gpp_fixture_tmpfile("data"), *path2 = gpp_fixture_tmpfile("data");
-    gpp_data_t *d = gpp_data_open(g, old, &err), *syn = gpp_data_new(g, 1);
+    gpp_data_t *d = gpp_data_open(g, old, 0, 0, &err), *syn = gpp_data_new(g, 1);
     GPP_EXPECT_MSG(d != NULL, "%s", err.msg);
     if (d) {
         GPP_EXPECT(gpp_data_samples(d) == 6);
