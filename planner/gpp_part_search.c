@@ -3,6 +3,7 @@
  * the per-stage / kFkB config sets, the simulated pick among candidates, the
  * least memory bound when none fits, and gpp_part_run. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -500,26 +501,60 @@ done:
     return p;
 }
 
+/* The chain candidate's search, run beside the graph pipeline's. */
+typedef struct {
+    const gpp_graph_t *g;
+    const gpp_cost_t *cost;
+    gpp_part_opts_t q;
+    gpp_plan_t *plan;
+    double key;
+    gpp_err_t err;
+} s_chain_job_t;
+
+static void *s_chain_main(void *arg)
+{
+    s_chain_job_t *j = arg;
+    j->plan = s_part_run(j->g, j->cost, &j->q, NULL, &j->key, &j->err);
+    return NULL;
+}
+
 /* GPP contains SPP: a chain over the linearized graph is a stage DAG, so the
  * GPP search also plans the chain and keeps whichever ranks better (ties go
  * to the graph pipeline). The chain plan keeps its chain edges (p->chain),
  * planner "gpp". Above GPP_PART_CHAIN_MAX_DEVICES devices the chain search
  * is skipped: the SPP DP over the linearized graph takes over a minute on
- * 1024 GPUs (64 MMT branches), where the GPP search's budget is 10 s. */
+ * 1024 GPUs (64 MMT branches), where the GPP search's budget is 10 s.
+ *
+ * The two searches share nothing but the graph and the cost model, which
+ * they only read (the DP state, SP tree, scratch and candidates are each
+ * search's own), so the chain search runs on a second thread while this
+ * one runs the graph pipeline's: on two cores the wall time is the longer
+ * of the two instead of their sum. The result does not depend on timing:
+ * both searches run to the end and are compared afterwards, as before. The
+ * chain search reports no progress (on_candidate is the caller's, called
+ * from this thread only). Without a second thread it runs after. */
 gpp_plan_t *gpp_part_run(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_part_opts_t *o,
                          int64_t *min_mem_bytes, gpp_err_t *err)
 {
     double t0 = gpp_now_ms();
-    double p_key = INFINITY, c_key = INFINITY;
+    double p_key = INFINITY;
+    int want_chain = !o->spp && !o->no_chain && g->finalized &&
+                     gpp_cost_cluster(cost)->n_devices <= GPP_PART_CHAIN_MAX_DEVICES;
+    s_chain_job_t job = {.g = g, .cost = cost, .q = *o, .key = INFINITY};
+    job.q.spp = 1;
+    job.q.on_candidate = NULL;
+    job.q.on_candidate_arg = NULL;
+    pthread_t th;
+    int threaded = want_chain && pthread_create(&th, NULL, s_chain_main, &job) == 0;
     gpp_plan_t *p = s_part_run(g, cost, o, min_mem_bytes, &p_key, err);
-    if (o->spp || o->no_chain || (!p && !g->finalized) ||
-        gpp_cost_cluster(cost)->n_devices > GPP_PART_CHAIN_MAX_DEVICES)
+    if (threaded)
+        pthread_join(th, NULL);
+    else if (want_chain)
+        s_chain_main(&job);
+    if (!want_chain)
         return p;
-    gpp_part_opts_t q = *o;
-    q.spp = 1;
-    gpp_err_t e2 = {{0}};
-    gpp_plan_t *c = s_part_run(g, cost, &q, NULL, &c_key, &e2);
-    if (c && (!p || c_key < p_key)) {
+    gpp_plan_t *c = job.plan;
+    if (c && (!p || job.key < p_key)) {
         gpp_debug("partitioner gpp: the chain plan ranks better than the graph pipeline");
         gpp_plan_destroy(&p);
         p = c;
