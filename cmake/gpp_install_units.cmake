@@ -1,7 +1,7 @@
 # Installs the systemd units and the sysusers.d file with the paths of the
 # prefix being installed into (cmake --install --prefix P: units that run
 # P/bin/gpp-agent), run from install(CODE) in the top CMakeLists.txt, which
-# sets GPP_SRC and the GPP_*_REL / GPP_*_DIR variables. Honours DESTDIR.
+# sets GPP_SRC, GPP_BUILD and the GPP_*_REL / GPP_*_DIR variables. Honours DESTDIR.
 function(gpp_full out dir)
   if(IS_ABSOLUTE "${dir}")
     set(${out} "${dir}" PARENT_SCOPE)
@@ -22,7 +22,7 @@ endif()
 gpp_full(unit_dir "${GPP_UNIT_DIR}")
 gpp_full(sysusers_dir "${GPP_SYSUSERS_DIR}")
 
-set(tmp "${CMAKE_CURRENT_BINARY_DIR}/gpp_units")
+set(tmp "${GPP_BUILD}/gpp_units") # the build tree, not the working directory
 file(MAKE_DIRECTORY "${tmp}")
 foreach(unit gpp-coordinator.service gpp-agent@.service)
   configure_file("${GPP_SRC}/systemd/${unit}.in" "${tmp}/${unit}" @ONLY)
