@@ -1,7 +1,7 @@
 # Installs the systemd units and the sysusers.d file with the paths of the
 # prefix being installed into (cmake --install --prefix P: units that run
 # P/bin/gpp-agent), run from install(CODE) in the top CMakeLists.txt, which
-# sets GPP_SRC, GPP_BUILD and the GPP_*_REL / GPP_*_DIR variables. Honours DESTDIR.
+# sets GPP_SRC, GPP_BUILD and the GPP_*_REL / GPP_*_DIR variables. file(INSTALL) adds DESTDIR itself.
 function(gpp_full out dir)
   if(IS_ABSOLUTE "${dir}")
     set(${out} "${dir}" PARENT_SCOPE)
@@ -28,5 +28,5 @@ foreach(unit gpp-coordinator.service gpp-agent@.service)
   configure_file("${GPP_SRC}/systemd/${unit}.in" "${tmp}/${unit}" @ONLY)
 endforeach()
 file(INSTALL "${tmp}/gpp-coordinator.service" "${tmp}/gpp-agent@.service"
-     "${GPP_SRC}/systemd/gpp-agents.target" DESTINATION "$ENV{DESTDIR}${unit_dir}")
-file(INSTALL "${GPP_SRC}/systemd/sysusers.d/gpp.conf" DESTINATION "$ENV{DESTDIR}${sysusers_dir}")
+     "${GPP_SRC}/systemd/gpp-agents.target" DESTINATION "${unit_dir}")
+file(INSTALL "${GPP_SRC}/systemd/sysusers.d/gpp.conf" DESTINATION "${sysusers_dir}")
