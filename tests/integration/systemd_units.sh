@@ -2,7 +2,7 @@
 # systemd_units: the units as `cmake --install` writes them into a scratch
 # prefix: paths of that prefix, `systemd-analyze verify` clean, and an
 # exposure of 4.0 or less from `systemd-analyze security --offline=yes` for
-# the coordinator and an agent instance; the sysusers.d line; then the
+# the coordinator and an agent instance; systemd-sysusers creating gpp; then the
 # Type=notify protocol with the real programs: a coordinator and an agent
 # started with NOTIFY_SOCKET (as systemd starts them) send READY=1 (the
 # coordinator once bound, the agent once registered) and STATUS lines; an
@@ -35,10 +35,15 @@ if grep -q "^ExecStart=$P/bin/gpp-coordinator .* $P/etc/gpp/cluster.toml$" "$UNI
 else
     fail "unit paths" "$(grep -h "^ExecStart\|^EnvironmentFile" "$UNITS"/gpp-*)"
 fi
-if grep -q '^u gpp - ".*" /var/lib/gpp$' "$P/lib/sysusers.d/gpp.conf"; then
-    ok "sysusers.d creates the units' user gpp"
+# systemd-sysusers, as at install, on a scratch root: creates user and group gpp
+R=$TMP/root
+mkdir -p "$R/etc" "$R/usr/lib/sysusers.d"
+cp "$P/lib/sysusers.d/gpp.conf" "$R/usr/lib/sysusers.d/"
+if systemd-sysusers --root="$R" >"$TMP/sysusers.out" 2>&1 &&
+    grep -q "^gpp:x:[0-9]*:[0-9]*:[^:]*:/var/lib/gpp:" "$R/etc/passwd" && grep -q "^gpp:x:" "$R/etc/group"; then
+    ok "systemd-sysusers creates the units' user and group gpp"
 else
-    fail "sysusers.d/gpp.conf" "$(cat "$P/lib/sysusers.d/gpp.conf")"
+    fail "systemd-sysusers gpp.conf" "$(cat "$TMP/sysusers.out")"
 fi
 
 # an instance of the agent template, as systemctl would load gpp-agent@0
