@@ -110,7 +110,14 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
         s_usage(stderr);
         return -1;
     }
-    if (!o->ctl.host) {
+    if (!o->ctl.endpoint[0]) { /* the unit's ${GPP_COORDINATOR} with no environment file */
+        fprintf(stderr, "gpp-agent: --coordinator is empty: pass tcp://HOST:PORT (the cluster "
+                        "file's [coordinator] endpoint); under systemd set GPP_COORDINATOR in "
+                        "the unit's environment file (gpp-agent@.service: EnvironmentFile=, "
+                        "e.g. /etc/gpp/agent.env)\n");
+        return -1;
+    }
+    if (!o->ctl.host || !o->ctl.host[0]) {
         if (gethostname(hostname, sizeof hostname - 1) < 0)
             snprintf(hostname, sizeof hostname, "localhost");
         o->ctl.host = hostname;

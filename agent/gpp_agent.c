@@ -8,6 +8,7 @@
 #include <czmq.h>
 
 #include "agent/gpp_worker.h"
+#include "common/gpp_notify.h"
 #include "common/gpp_sigfd.h"
 
 #define S_HOST_MAX 256
@@ -37,6 +38,7 @@ static int s_end(gpp_agent_t *self, int code)
     if (!self->finished) {
         self->finished = 1;
         self->exit_code = code;
+        gpp_notify_stopping();
     }
     if (self->profiler && !gpp_worker_done(self->profiler)) {
         gpp_worker_stop(self->profiler, 1); /* the loop ends when it reports done */
@@ -123,6 +125,8 @@ static int s_on_message(gpp_control_t *ctl, gpp_msg_t **msg_p, void *arg)
         gpp_log_set_rank(m->register_ack->rank); /* every log line names it from now on */
         gpp_info("agent %s:%d: registered as rank %d of %d", host, slot, m->register_ack->rank,
                  m->register_ack->world_size);
+        gpp_notify_ready("registered with %s as rank %d of %d", self->endpoint,
+                         m->register_ack->rank, m->register_ack->world_size);
         if (self->control_barriers > 0)
             return s_control_barrier(self);
         return 0;
@@ -146,6 +150,8 @@ static int s_on_message(gpp_control_t *ctl, gpp_msg_t **msg_p, void *arg)
         gpp_info("agent %s:%d: assigned stage %d replica %d of %d (%zu ops, %zu actions)", host,
                  slot, m->assignment->stage, m->assignment->replica, m->assignment->replicas,
                  m->assignment->n_ops, m->assignment->n_actions);
+        gpp_notify_status("training stage %d replica %d of %d", m->assignment->stage,
+                          m->assignment->replica, m->assignment->replicas);
         return s_start_worker(self, msg_p, &self->trainer, s_on_trainer_done,
                               GPP__ERROR_CODE__ERROR_CONFIG);
     case GPP__ENVELOPE__BODY_PROFILE_REQUEST:
@@ -154,6 +160,7 @@ static int s_on_message(gpp_control_t *ctl, gpp_msg_t **msg_p, void *arg)
             return 0;
         }
         gpp_info("agent %s:%d: profiling %s", host, slot, m->profile_request->model);
+        gpp_notify_status("profiling %s", m->profile_request->model);
         return s_start_worker(self, msg_p, &self->profiler, s_on_profiler_done,
                               GPP__ERROR_CODE__ERROR_INTERNAL);
     case GPP__ENVELOPE__BODY_ABORT:
@@ -180,6 +187,17 @@ static int s_on_lost(gpp_control_t *ctl, double silent_ms, void *arg)
               self->host, self->slot, self->endpoint, silent_ms / 1000.0,
               self->timeout_ms / 1000.0);
     return s_end(self, 1);
+}
+
+/* systemd's watchdog (WatchdogSec=): the timer runs on the event loop, so
+ * a stuck loop stops the pings and systemd restarts the agent. */
+static int s_on_watchdog(zloop_t *loop, int timer_id, void *arg)
+{
+    (void)loop;
+    (void)timer_id;
+    (void)arg;
+    gpp_notify_tick(NULL);
+    return 0;
 }
 
 static int s_on_signal(zloop_t *loop, zmq_pollitem_t *item, void *arg)
@@ -226,6 +244,13 @@ gpp_agent_t *gpp_agent_new(const gpp_agent_cfg_t *cfg, gpp_err_t *err)
             gpp_err_set(err, "agent: zloop_poller failed on the signal fd");
             goto fail;
         }
+    }
+    int wd_ms = gpp_notify_watchdog_ms();
+    /* at half the ping interval: a ping is never more than one period late */
+    if (wd_ms > 0 &&
+        zloop_timer(self->loop, (size_t)(wd_ms > 1 ? wd_ms / 2 : 1), 0, s_on_watchdog, self) < 0) {
+        gpp_err_set(err, "agent: zloop_timer failed for the systemd watchdog");
+        goto fail;
     }
     gpp_control_handlers_t h = {s_on_message, s_on_lost};
     self->ctl = gpp_control_new(&cfg->ctl, self->loop, &h, self, err);

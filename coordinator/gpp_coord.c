@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "common/gpp_notify.h"
 #include "common/gpp_sigfd.h"
 #include "common/gpp_time.h"
 #include "coordinator/gpp_expo.h"
@@ -669,7 +670,8 @@ static void s_progress_tick(gpp_coord_t *self, double now)
         list[0] = 0;
         for (int r = 0; r < n; r++) {
             gpp_agent_t *a = gpp_registry_agent(self->reg, r);
-            int waiting = self->in_job[r] && (self->state == S_ASSIGNING ? !a->ready : a->barrier != 0);
+            int waiting =
+                self->in_job[r] && (self->state == S_ASSIGNING ? !a->ready : a->barrier != 0);
             if (!waiting)
                 continue;
             if (++missing <= 16 && off < sizeof list)
@@ -728,6 +730,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     gpp_coord_t *self = arg;
     double now = gpp_now_ms();
     gpp_rdv_tick(self->rdv, now);
+    gpp_notify_tick(s_state_name[self->state]); /* systemd: watchdog ping, state as STATUS */
     s_progress_tick(self, now);
     s_publish_metrics(self);
     if (self->state == S_DONE) {

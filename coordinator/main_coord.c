@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/gpp_notify.h"
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
 #include "common/gpp_version.h"
@@ -206,6 +207,14 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
              (long long)(cfg->cluster.mem_gib > 0 ? cfg->cluster.mem_gib * 1073741824.0
                                                   : 4 * 1073741824.0));
     snprintf(bar, sizeof bar, "%d", o->control_only ? o->barriers : 0);
+    /* Local agents are not a unit's main process: systemd would drop their
+     * sd_notify messages with a warning each. They run without NOTIFY_SOCKET
+     * (put back for us once they are forked; no other thread runs yet). */
+    char notify[PATH_MAX] = "";
+    if (getenv("NOTIFY_SOCKET"))
+        snprintf(notify, sizeof notify, "%s", getenv("NOTIFY_SOCKET"));
+    unsetenv("NOTIFY_SOCKET");
+    int spawned = 0;
     for (int r = 0; r < n; r++) {
         snprintf(slot, sizeof slot, "%d", slots[r]);
         char *argv[] = {agent,
@@ -230,16 +239,33 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
         pid_t pid = gpp_launch_spawn(launch, argv, r, &err);
         if (pid < 0) {
             gpp_error("%s", err.msg);
-            return -1;
+            break;
         }
         gpp_registry_agent(gpp_coord_registry(coord), r)->launched_pid = pid;
+        spawned++;
     }
+    if (notify[0])
+        setenv("NOTIFY_SOCKET", notify, 1);
+    if (spawned < n)
+        return -1;
     gpp_info("launched %d local agents (%s, %s CPU thread%s each)", n, agent, thr,
              strcmp(thr, "1") ? "s" : "");
     if (cores < n)
         printf("note: %d agents share %ld cores; the simulation assumes a device each, so the "
                "measured iterations will be slower\n",
                n, cores);
+    return 0;
+}
+
+/* iteration_fn in between (it gets plan_arg, the job): the job's, then
+ * STATUS= for `systemctl status`. */
+static int s_iterations; /* of the job, for the status line */
+
+static int s_iteration_fn(void *job, int done, gpp_err_t *err)
+{
+    if (gpp_job_iteration_fn(job, done, err) < 0)
+        return -1;
+    gpp_notify_status("training: iteration %d of %d done", done, s_iterations);
     return 0;
 }
 
@@ -333,7 +359,8 @@ int main(int argc, char **argv)
         }
         cc.plan_fn = gpp_job_plan_fn;
         cc.plan_arg = job;
-        cc.iteration_fn = gpp_job_iteration_fn;
+        s_iterations = cfg.job.iterations;
+        cc.iteration_fn = s_iteration_fn;
         cc.metrics_fn = gpp_job_metrics_fn;
         cc.profile_req = gpp_job_profile_request(job);
         cc.profile_fn = gpp_job_profile_fn;
@@ -358,9 +385,16 @@ int main(int argc, char **argv)
         gpp_error("%s", err.msg);
         goto done;
     }
+    /* bound: ready for systemd (Type=notify) */
+    gpp_notify_ready("listening on port %d; waiting for %d agents", gpp_coord_port(coord), n);
     if (local && s_launch_agents(coord, launch, &cfg, &o, hosts, slots, n) < 0)
         goto done;
     rc = gpp_coord_run(coord) == 0 ? 0 : gpp_coord_exit_code(coord);
+    gpp_notify_stopping();
+    if (rc == 0)
+        gpp_notify_status("job finished");
+    else
+        gpp_notify_status("job stopped: %s", gpp_coord_reason(coord));
     if (o.control_only)
         s_print_barriers(coord, n);
     else if (job && gpp_coord_progress(coord))

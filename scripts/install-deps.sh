@@ -13,8 +13,10 @@ PKGS=(
   libcjson-dev                     # graph / profile / plan JSON
   zlib1g-dev                       # crc32 of checkpoints and dataset files
   libncurses-dev                   # gpp-top
+  libsystemd-dev                   # sd_notify: Type=notify units (common/gpp_notify.c)
   libmicrohttpd-dev                # Prometheus /metrics ([coordinator] http_port)
   python3-prometheus-client tmux   # tests: parse /metrics, drive gpp-top
+  systemd                          # tests: systemd-analyze verify|security on the units
   python3-jsonschema               # test_graph_schema, scripts/gpp-graph-check (/usr/bin/python3)
   python3-numpy                    # tests reading .npy datasets and .safetensors weights
 )
