@@ -37,6 +37,7 @@ typedef struct {
     int iterations; /* override of job.iterations, 0 keep */
     int quiet_agents;
     int reprofile; /* --plan auto: measure a new profile, not the kept one */
+    int resume;    /* continue from the newest complete set in job.checkpoint_dir */
 } s_opts_t;
 
 static void s_usage(FILE *f)
@@ -54,6 +55,8 @@ static void s_usage(FILE *f)
             "  --iterations N                 override job.iterations\n"
             "  --reprofile                    --plan auto: profile on the agents again instead\n"
             "                                 of reusing <checkpoint_dir>/profile.json\n"
+            "  --resume                       continue the job from the newest complete\n"
+            "                                 checkpoint set in job.checkpoint_dir\n"
             "  --version                      print the version and git commit\n"
             "  --help\n");
 }
@@ -70,6 +73,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"metrics", required_argument, 0, 'm'},
                                           {"iterations", required_argument, 0, 'i'},
                                           {"reprofile", no_argument, 0, 'r'},
+                                          {"resume", no_argument, 0, 'R'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -119,6 +123,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         case 'r':
             o->reprofile = 1;
             break;
+        case 'R':
+            o->resume = 1;
+            break;
         case 'h':
             s_usage(stdout);
             exit(0);
@@ -134,6 +141,11 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         return -1;
     }
     o->config_path = argv[optind];
+    if (o->resume && o->control_only) {
+        fprintf(stderr, "gpp-coordinator: --resume continues a training job; a --control-only "
+                        "job has no checkpoints (drop one of the two)\n");
+        return -1;
+    }
     if (o->start_timeout_ms <= 0) {
         fprintf(stderr, "gpp-coordinator: --start-timeout-ms must be positive\n");
         return -1;
@@ -325,7 +337,7 @@ int main(int argc, char **argv)
     cc.metrics_path = o.metrics ? o.metrics : cfg.metrics.file;
     cc.sigfd = sigfd;
     if (!o.control_only) {
-        job = gpp_job_new(&cfg, o.plan, o.reprofile, stdout, &err);
+        job = gpp_job_new(&cfg, o.plan, o.reprofile, o.resume, stdout, &err);
         if (!job) {
             gpp_error("%s", err.msg);
             rc = 2;
