@@ -12,7 +12,10 @@
 #     weights digest and commits a set 6 byte-identical to the fault-free
 #     run's; the metrics file keeps the killed run's lines and goes on;
 #   - --resume of the finished job, or of a directory without a set, is
-#     refused (exit 2).
+#     refused (exit 2);
+#   - with --max-restarts the coordinator restarts the killed agents itself
+#     from set 4 and ends with the fault-free weights; a fault in every
+#     attempt stops the job after the bounded number of restarts.
 # Usage: resume.sh BUILD_DIR
 set -u
 . "$(dirname "$0")/../integration/lib/gpp_test.sh"
@@ -113,4 +116,30 @@ expect_fail "--resume of the finished job" "already has all 6 iterations" \
     timeout 60 "$COORD" --resume --plan gpp "$C"
 expect_fail "--resume without a set" "holds no complete checkpoint set" \
     timeout 60 "$COORD" --resume --plan gpp "$(mkconf empty 4 empty)"
+# 7. --max-restarts: the same kill, and the coordinator itself stops and
+# restarts the agents from set 4 (the restarted agents save once: the fault,
+# armed for a process's third save, does not fire again)
+C=$(mkconf auto 4 auto)
+GPP_FAULT=ckpt_kill:2 timeout 120 "$COORD" --max-restarts 1 --plan gpp "$C" >"$TMP/auto.out" \
+    2>"$TMP/auto.err"; rc=$?
+got=$(digest "$TMP/auto.out")
+if [ $rc = 0 ] && grep -q "ckpt_kill: killing pid" "$TMP/auto.err" &&
+    grep -q "^restart: agents died; starting them again from checkpoint set 4$" "$TMP/auto.out" &&
+    [ "$got" = "$ref" ]; then
+    ok "--max-restarts 1: agents killed, restarted from set 4, weights sha256 equal to the fault-free run's"
+else
+    fail "--max-restarts 1 (rc $rc, weights sha256 '$got')"; grep -v OpenBLAS "$TMP/auto.err" | tail -10
+fi
+# a fault that fires in every attempt: the restarts are bounded, 2 per slot
+# (which of the 3 agents dies first in an attempt varies: 2 to 6 in all)
+C=$(mkconf bound 4 bound)
+GPP_FAULT=ckpt_kill:0 timeout 120 "$COORD" --max-restarts 2 --plan gpp "$C" >"$TMP/bound.out" \
+    2>"$TMP/bound.err"; rc=$?
+n=$(grep -c "^restart: agents died" "$TMP/bound.out")
+if [ $rc = 1 ] && [ "$n" -ge 2 ] && [ "$n" -le 6 ] &&
+    grep -q -- "died after 2 restarts: --max-restarts 2 reached, not restarting" "$TMP/bound.err"; then
+    ok "a fault in every attempt: $n restarts, a slot's third death stops the job (rc 1)"
+else
+    fail "bounded restarts (rc $rc, $n restarts)"; grep -v OpenBLAS "$TMP/bound.err" | tail -10
+fi
 gpp_test_end
