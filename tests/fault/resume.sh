@@ -15,7 +15,9 @@
 #     refused (exit 2);
 #   - with --max-restarts the coordinator restarts the killed agents itself
 #     from set 4 and ends with the fault-free weights; a fault in every
-#     attempt stops the job after the bounded number of restarts.
+#     attempt stops the job after the bounded number of restarts;
+#   - a coordinator SIGKILLed with its agents mid-job is continued by
+#     --resume to the fault-free run's weights.
 # Usage: resume.sh BUILD_DIR
 set -u
 . "$(dirname "$0")/../integration/lib/gpp_test.sh"
@@ -141,5 +143,42 @@ if [ $rc = 1 ] && [ "$n" -ge 2 ] && [ "$n" -le 6 ] &&
     ok "a fault in every attempt: $n restarts, a slot's third death stops the job (rc 1)"
 else
     fail "bounded restarts (rc $rc, $n restarts)"; grep -v OpenBLAS "$TMP/bound.err" | tail -10
+fi
+# 8. SIGKILL of the coordinator and its agents at once, once set 4 is
+# committed (a longer job: 300 iterations, so it is still training when the
+# kill comes; the assertions hold whichever set is the newest then), then
+# --resume: the fault-free run's weights
+long() { # long NAME: 300 iterations, a set every 2, the last 2 kept
+    cpu_job_conf "$TMP/$1.toml" 3 300 "$TMP/$1.ckpt" "micro_batch = 4
+checkpoint_interval = 2" >/dev/null
+    echo "$TMP/$1.toml"
+}
+timeout 300 "$COORD" --plan gpp "$(long lref)" >"$TMP/lref.out" 2>"$TMP/lref.err"
+lref=$(digest "$TMP/lref.out")
+C=$(long sig)
+"$COORD" --plan gpp "$C" >"$TMP/sig.out" 2>"$TMP/sig.err" &
+CP=$!
+track $CP
+for _ in $(seq 1 3000); do
+    [ -f "$(set_of sig 4)/MANIFEST.json" ] && break
+    sleep 0.01
+done
+kids=$(pgrep -P $CP || true)
+if running $CP; then
+    kill -9 $CP $kids 2>/dev/null
+    wait $CP 2>/dev/null
+    killed=1
+else
+    killed=0
+fi
+timeout 300 "$COORD" --resume --plan gpp "$C" >"$TMP/sigres.out" 2>"$TMP/sigres.err"; rc=$?
+from=$(sed -n 's/.*resuming from checkpoint set \([0-9]*\) .*/\1/p' "$TMP/sigres.err")
+got=$(digest "$TMP/sigres.out")
+if [ $killed = 1 ] && [ $rc = 0 ] && [ -n "$from" ] && [ "$from" -ge 4 ] && [ -n "$lref" ] &&
+    [ "$got" = "$lref" ]; then
+    ok "coordinator and agents SIGKILLed, --resume from set $from: weights sha256 equal to the fault-free run's"
+else
+    fail "SIGKILL + --resume (killed $killed, rc $rc, from '$from', '$got' vs '$lref')"
+    grep -v OpenBLAS "$TMP/sigres.err" | tail -10
 fi
 gpp_test_end
