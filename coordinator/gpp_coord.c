@@ -515,7 +515,9 @@ static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *
     if (completed && self->cfg.iteration_fn) {
         gpp_progress_summary_t sum;
         gpp_progress_summary(self->progress, &sum);
-        if (self->cfg.iteration_fn(self->cfg.plan_arg, sum.iterations_done, &err) < 0) {
+        /* counted from the job's start: a resumed job's first is start + 1 */
+        int done = self->job.layout.start_iteration + sum.iterations_done;
+        if (self->cfg.iteration_fn(self->cfg.plan_arg, done, &err) < 0) {
             s_abort(self, "%s", err.msg);
             return;
         }

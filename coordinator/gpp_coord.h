@@ -91,7 +91,9 @@ typedef struct {
     int (*profile_fn)(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err);
     /* Called on the event loop when the job's complete iterations (every
      * agent reported them, after the checkpoint saves that come before
-     * each report) rose to `done`: gpp_job_iteration_fn commits checkpoint
+     * each report) rose to `done` (counted from iteration 0 of the job, so
+     * a job resumed at layout.start_iteration N reports N + 1 first):
+     * gpp_job_iteration_fn commits checkpoint
      * sets here. -1 stops the job with its message. NULL: none. */
     int (*iteration_fn)(void *arg, int done, gpp_err_t *err);
     /* Called on the event loop with each Metrics of rank (already valid

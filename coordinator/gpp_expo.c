@@ -229,12 +229,15 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
     free(st_n);
 
     /* the job */
+    /* counted from the job's iteration 0: a job resumed from checkpoint
+       set N (--resume) starts at N */
+    int start = l ? l->start_iteration : 0;
     gpp_expo_family(t, "gpp_iterations_planned", "gauge", "Iterations the job runs.");
     if (l)
-        gpp_expo_sample(t, "gpp_iterations_planned", l->iterations, NULL);
+        gpp_expo_sample(t, "gpp_iterations_planned", start + l->iterations, NULL);
     gpp_expo_family(t, "gpp_iterations_completed_total", "counter",
-                    "Iterations every agent has reported.");
-    gpp_expo_sample(t, "gpp_iterations_completed_total", last + 1, NULL);
+                    "Iterations every agent has reported (with those before a resume).");
+    gpp_expo_sample(t, "gpp_iterations_completed_total", start + last + 1, NULL);
     gpp_expo_family(t, "gpp_samples_total", "counter", "Samples trained in complete iterations.");
     gpp_expo_sample(t, "gpp_samples_total", l ? (double)(last + 1) * l->batch : 0, NULL);
     if (last >= 0) {

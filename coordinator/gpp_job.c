@@ -44,6 +44,7 @@ struct gpp_job_s {
     FILE *out;            /* plan table */
     int profiling;        /* plan after the agents' profile */
     int kept;             /* --plan auto from <checkpoint_dir>/profile.json */
+    int start;            /* --resume: iterations of the set resumed from; 0 fresh */
     Gpp__ProfileRequest preq;
     int32_t *preq_mbs;
     gpp_graph_t *g;
@@ -211,6 +212,100 @@ static void s_on_candidate(void *arg, int micro_batch, int depth, double est_ms,
              sp->best_ms);
 }
 
+/* The first difference between two plans in what the stage checkpoints
+ * depend on (the ops of each stage, its devices and the micro-batches the
+ * gradients are summed over): "" when none. */
+static void s_plan_diff(const gpp_plan_t *a, const gpp_plan_t *b, char *out, size_t len)
+{
+    out[0] = 0;
+    if (a->batch != b->batch || a->n_stages != b->n_stages) {
+        snprintf(out, len, "batch %d in %d stages vs batch %d in %d stages", a->batch, a->n_stages,
+                 b->batch, b->n_stages);
+        return;
+    }
+    for (int s = 0; s < a->n_stages; s++) {
+        const gpp_stage_t *x = &a->stages[s], *y = &b->stages[s];
+        int same_ops = x->n_ops == y->n_ops;
+        for (int i = 0; same_ops && i < x->n_ops; i++)
+            same_ops = x->ops[i] == y->ops[i];
+        if (!same_ops)
+            snprintf(out, len, "stage %d has %d ops (%d..%d) vs %d ops (%d..%d)", s, x->n_ops,
+                     x->ops[0], x->ops[x->n_ops - 1], y->n_ops, y->ops[0], y->ops[y->n_ops - 1]);
+        else if (x->devices != y->devices || x->first_device != y->first_device)
+            snprintf(out, len, "stage %d runs on devices %d+%d vs %d+%d", s, x->first_device,
+                     x->devices, y->first_device, y->devices);
+        else if (x->micro_batch != y->micro_batch || x->k != y->k)
+            snprintf(out, len, "stage %d has micro-batch %d, k %d vs micro-batch %d, k %d", s,
+                     x->micro_batch, x->k, y->micro_batch, y->k);
+        if (out[0])
+            return;
+    }
+}
+
+/* --resume: the plan to run must be the plan of the set it resumes from
+ * (its stage files are that plan's stages; another split or data-parallel
+ * degree would not load, or not sum gradients in the same order). */
+static int s_resume_plan_check(gpp_job_t *self, gpp_err_t *err)
+{
+    const char *dir = self->cfg.job.checkpoint_dir;
+    char path[GPP_CONFIG_PATH + 64];
+    gpp_ckpt_set_dir(path, sizeof path, dir, self->start);
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/plan.json");
+    gpp_plan_t *set_plan = gpp_plan_read_json(path, self->g, err);
+    if (!set_plan)
+        return gpp_err_prefix(err, "--resume: the plan of checkpoint set %d", self->start);
+    char diff[256];
+    s_plan_diff(self->plan, set_plan, diff, sizeof diff);
+    gpp_plan_destroy(&set_plan);
+    if (!diff[0])
+        return 0;
+    return gpp_err_set(err,
+                       "--resume: the plan to run (--plan %s) differs from the plan of "
+                       "checkpoint set %d (%s): %s; resume with --plan %s, or start the new plan "
+                       "in a new job.checkpoint_dir",
+                       self->plan_name, self->start, path, diff, path);
+}
+
+/* Where a job starts: --resume continues from the newest complete set in
+ * job.checkpoint_dir; a fresh start refuses a directory that already holds
+ * a complete set (it would mix two runs' plans and sets). */
+static int s_start_point(gpp_job_t *self, int resume, gpp_err_t *err)
+{
+    const gpp_config_t *cfg = &self->cfg;
+    const char *dir = cfg->job.checkpoint_dir;
+    if (!dir[0])
+        return resume ? gpp_err_set(err,
+                                    "--resume: %s sets no job.checkpoint_dir, so there is no "
+                                    "checkpoint set to resume from; start without --resume",
+                                    cfg->path)
+                      : 0;
+    int latest = gpp_ckpt_set_latest(dir, err);
+    if (latest < 0)
+        return gpp_err_prefix(err, "%s: job.checkpoint_dir", cfg->path);
+    if (!resume && latest > 0)
+        return gpp_err_set(err,
+                           "%s: job.checkpoint_dir %s holds checkpoint set %d of an earlier run; "
+                           "continue that run with gpp-coordinator --resume %s, or set "
+                           "job.checkpoint_dir to a new directory (nothing was changed)",
+                           cfg->path, dir, latest, cfg->path);
+    if (!resume)
+        return 0;
+    if (latest == 0)
+        return gpp_err_set(err,
+                           "--resume: job.checkpoint_dir %s (%s) holds no complete checkpoint "
+                           "set; start without --resume",
+                           dir, cfg->path);
+    if (latest >= cfg->job.iterations)
+        return gpp_err_set(err,
+                           "--resume: checkpoint set %d in %s already has all %d iterations of "
+                           "the job; raise job.iterations (or --iterations) to train further",
+                           latest, dir, cfg->job.iterations);
+    self->start = latest;
+    gpp_info("coordinator: resuming from checkpoint set %d in %s: iterations %d..%d", latest, dir,
+             latest + 1, cfg->job.iterations);
+    return 0;
+}
+
 /* Makes the plan (partitioner or file), schedules and simulates it, prints
  * it and writes it beside the checkpoints. Gives up between the steps when
  * cancel (may be NULL) is set. */
@@ -284,6 +379,8 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
         return -1;
     if (self->out)
         s_print_plan(self, self->out);
+    if (self->start > 0 && s_resume_plan_check(self, err) < 0)
+        return -1;
     /* the plan beside the stage checkpoints: what they are checkpoints of */
     if (cfg->job.checkpoint_dir[0]) {
         char path[GPP_CONFIG_PATH + 16];
@@ -409,8 +506,8 @@ static int s_kept_profile(gpp_job_t *self, int reprofile, gpp_err_t *err)
     return 1;
 }
 
-gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile, FILE *out,
-                       gpp_err_t *err)
+gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile, int resume,
+                       FILE *out, gpp_err_t *err)
 {
     assert(cfg && plan);
     gpp_job_t *self = gpp_xcalloc(1, sizeof *self);
@@ -419,6 +516,9 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
     self->out = out;
     snprintf(self->plan_arg, sizeof self->plan_arg, "%s", plan);
     self->n_agents = gpp_config_devices(cfg);
+    /* resume or fresh start: refused before anything in the directory changes */
+    if (s_start_point(self, resume, err) < 0)
+        goto fail;
     /* what a save killed midway left behind (gpp_ckpt_set.h) */
     if (cfg->job.checkpoint_dir[0] && gpp_ckpt_set_clean(cfg->job.checkpoint_dir, err) < 0) {
         gpp_err_prefix(err, "%s: job.checkpoint_dir", cfg->path);
@@ -676,7 +776,7 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->checkpoint_dir = self->cfg.job.checkpoint_dir;
     a->data = self->cfg.job.data;
     a->checkpoint_interval = c->job.checkpoint_interval;
-    a->start_iteration = 0;
+    a->start_iteration = self->start;
     return a;
 }
 
@@ -737,8 +837,9 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
                                           .n_actions_of_rank = self->rank_actions,
                                           .sink_stage = self->sink,
                                           .mem_predicted_bytes = self->mem_predicted,
-                                          .iterations = self->cfg.job.iterations,
-                                          .batch = p->batch};
+                                          .iterations = self->cfg.job.iterations - self->start,
+                                          .batch = p->batch,
+                                          .start_iteration = self->start};
     return 0;
 }
 
@@ -781,7 +882,11 @@ void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress
     gpp_progress_summary_t s;
     gpp_progress_summary(progress, &s);
     const gpp_plan_t *p = self->plan;
-    fprintf(out, "summary: %d iterations\n", s.iterations_done);
+    if (self->start > 0)
+        fprintf(out, "summary: %d iterations (%d..%d, resumed from checkpoint set %d)\n",
+                s.iterations_done, self->start + 1, self->start + s.iterations_done, self->start);
+    else
+        fprintf(out, "summary: %d iterations\n", s.iterations_done);
     s_print_plan(self, out);
     if (s.iterations_done == 0) {
         fflush(out);
@@ -804,7 +909,8 @@ void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress
                 meas > 0 ? 100.0 * (double)(pred - meas) / (double)meas : NAN);
     }
     char hex[GPP_SHA256_HEX];
-    if (s.iterations_done == self->cfg.job.iterations && s_weights_digest(self, hex)) {
+    if (self->start + s.iterations_done == self->cfg.job.iterations &&
+        s_weights_digest(self, hex)) {
         fprintf(out, "weights sha256 %s\n", hex);
         const char *path = self->cfg.metrics.file;
         FILE *f = path[0] ? fopen(path, "a") : NULL;

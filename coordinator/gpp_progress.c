@@ -24,6 +24,7 @@ typedef struct {
 
 struct gpp_progress_s {
     int n_agents, n_stages, iterations, batch;
+    int start; /* gpp_progress_layout_t start_iteration */
     int *stage_of_rank, *replica_of_rank, *n_actions_of_rank, *sink_stage;
     int64_t *mem_predicted; /* [n_stages], 0 when not given */
     int64_t *mem_measured;  /* [n_stages]: highest device peak reported so far */
@@ -61,6 +62,7 @@ gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, con
     self->n_stages = l->n_stages;
     self->iterations = iterations;
     self->batch = l->batch;
+    self->start = l->start_iteration;
     self->stage_of_rank = s_dup(l->stage_of_rank, n_agents);
     self->replica_of_rank = s_dup(l->replica_of_rank, n_agents);
     self->n_actions_of_rank = s_dup(l->n_actions_of_rank, n_agents);
@@ -89,8 +91,12 @@ gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, con
                 return NULL;
             }
         }
-        self->jsonl = fopen(jsonl_path, "w");
-        if (!self->jsonl) {
+        /* a resumed job continues the file of the run it resumes */
+        self->jsonl = fopen(jsonl_path, self->start > 0 ? "a" : "w");
+        if (!self->jsonl ||
+            (self->start > 0 &&
+             (fprintf(self->jsonl, "{\"resumed_at_iteration\":%d}\n", self->start) < 0 ||
+              fflush(self->jsonl) != 0))) {
             gpp_err_set(err, "metrics file '%s': %s", jsonl_path, strerror(errno));
             gpp_progress_destroy(&self);
             return NULL;
@@ -163,14 +169,14 @@ static void s_emit(gpp_progress_t *self, int it)
                 break;
             off += (size_t)w;
         }
-        fprintf(self->text, "iter %d/%d  loss %s%.6f  %.1f samples/s  %.2f ms  bubble %s\n", it + 1,
-                self->iterations, has_loss ? "" : "(none) ", has_loss ? loss : 0.0, sps, iter_ms,
-                stages);
+        fprintf(self->text, "iter %d/%d  loss %s%.6f  %.1f samples/s  %.2f ms  bubble %s\n",
+                self->start + it + 1, self->start + self->iterations, has_loss ? "" : "(none) ",
+                has_loss ? loss : 0.0, sps, iter_ms, stages);
         fflush(self->text);
     }
     if (self->jsonl) {
         FILE *f = self->jsonl;
-        fprintf(f, "{\"iteration\":%d,", it);
+        fprintf(f, "{\"iteration\":%d,", self->start + it);
         if (has_loss)
             fprintf(f, "\"loss\":%.9g,", loss);
         else

@@ -51,6 +51,13 @@ typedef struct {
        Metrics.device_mem_peak_bytes */
     const int64_t *mem_predicted_bytes;
     int iterations, batch;
+    /* a resumed job (gpp-coordinator --resume): the iterations done before
+       it, from the checkpoint set it resumed from. Metrics.iteration and the
+       tables count from 0 (the first iteration of this run); the progress
+       lines and the metrics file number iterations from start_iteration,
+       and the metrics file is appended to (never truncated), after a line
+       {"resumed_at_iteration": start_iteration}. 0: a fresh job. */
+    int start_iteration;
 } gpp_progress_layout_t;
 
 /* Bytes of the per-iteration tables gpp_progress_new allocates for a job of

@@ -20,6 +20,7 @@
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
 #include "common/gpp_version.h"
+#include "agent/exec/gpp_ckpt_set.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
 #include "coordinator/gpp_job.h"
@@ -37,7 +38,9 @@ typedef struct {
     int external;   /* ignore launch = "local" */
     int iterations; /* override of job.iterations, 0 keep */
     int quiet_agents;
-    int reprofile; /* --plan auto: measure a new profile, not the kept one */
+    int reprofile;    /* --plan auto: measure a new profile, not the kept one */
+    int resume;       /* continue from the newest complete set in job.checkpoint_dir */
+    int max_restarts; /* local launch: restarts per agent slot after it died */
 } s_opts_t;
 
 static void s_usage(FILE *f)
@@ -55,6 +58,11 @@ static void s_usage(FILE *f)
             "  --iterations N                 override job.iterations\n"
             "  --reprofile                    --plan auto: profile on the agents again instead\n"
             "                                 of reusing <checkpoint_dir>/profile.json\n"
+            "  --resume                       continue the job from the newest complete\n"
+            "                                 checkpoint set in job.checkpoint_dir\n"
+            "  --max-restarts N               local launch: when agents die, restart the job\n"
+            "                                 from the newest complete set, at most N times\n"
+            "                                 per agent slot (default 0)\n"
             "  --version                      print the version and git commit\n"
             "  --help\n");
 }
@@ -71,6 +79,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"metrics", required_argument, 0, 'm'},
                                           {"iterations", required_argument, 0, 'i'},
                                           {"reprofile", no_argument, 0, 'r'},
+                                          {"resume", no_argument, 0, 'R'},
+                                          {"max-restarts", required_argument, 0, 'M'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -80,9 +90,10 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     int c;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         long v = 0;
-        if (c == 'b' || c == 't' || c == 'i') {
+        if (c == 'b' || c == 't' || c == 'i' || c == 'M') {
             const char *flag = c == 'b'   ? "--barriers"
                                : c == 't' ? "--start-timeout-ms"
+                               : c == 'M' ? "--max-restarts"
                                           : "--iterations";
             int64_t x;
             if (gpp_parse_flag_int64("gpp-coordinator", flag, optarg, 0, INT_MAX, &x) < 0)
@@ -120,6 +131,12 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         case 'r':
             o->reprofile = 1;
             break;
+        case 'R':
+            o->resume = 1;
+            break;
+        case 'M':
+            o->max_restarts = (int)v;
+            break;
         case 'h':
             s_usage(stdout);
             exit(0);
@@ -135,6 +152,11 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         return -1;
     }
     o->config_path = argv[optind];
+    if (o->resume && o->control_only) {
+        fprintf(stderr, "gpp-coordinator: --resume continues a training job; a --control-only "
+                        "job has no checkpoints (drop one of the two)\n");
+        return -1;
+    }
     if (o->start_timeout_ms <= 0) {
         fprintf(stderr, "gpp-coordinator: --start-timeout-ms must be positive\n");
         return -1;
@@ -269,6 +291,34 @@ static int s_iteration_fn(void *job, int done, gpp_err_t *err)
     return 0;
 }
 
+/* After a stopped local job: 1 when agents died and every dead slot has a
+ * restart left (counted in restarts[n]), 0 when the stop had another cause
+ * or a slot used up --max-restarts (said why). */
+static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max)
+{
+    gpp_registry_t *reg = gpp_coord_registry(coord);
+    int dead = 0;
+    for (int r = 0; r < n; r++) {
+        gpp_agent_t *a = gpp_registry_agent(reg, r);
+        if (a->state != GPP_AGENT_DEAD)
+            continue;
+        dead++;
+        if (restarts[r] >= max) {
+            if (max > 0)
+                gpp_error("agent %s:%d (rank %d) died after %d restart%s: --max-restarts %d "
+                          "reached, not restarting",
+                          a->host, a->slot, r, restarts[r], restarts[r] == 1 ? "" : "s", max);
+            return 0;
+        }
+    }
+    if (!dead)
+        return 0;
+    for (int r = 0; r < n; r++)
+        if (gpp_registry_agent(reg, r)->state == GPP_AGENT_DEAD)
+            restarts[r]++;
+    return 1;
+}
+
 static void s_print_barriers(gpp_coord_t *coord, int n_agents)
 {
     const double *ms;
@@ -338,6 +388,7 @@ int main(int argc, char **argv)
     gpp_coord_t *coord = NULL;
     gpp_job_t *job = NULL;
     gpp_http_t *http = NULL;
+    int *restarts = NULL; /* [n]: restarts of each slot (--max-restarts) */
     gpp_coord_cfg_t cc = {0};
     cc.endpoint = o.endpoint ? o.endpoint : cfg.coordinator.endpoint;
     cc.n_agents = n;
@@ -351,7 +402,7 @@ int main(int argc, char **argv)
     cc.metrics_path = o.metrics ? o.metrics : cfg.metrics.file;
     cc.sigfd = sigfd;
     if (!o.control_only) {
-        job = gpp_job_new(&cfg, o.plan, o.reprofile, stdout, &err);
+        job = gpp_job_new(&cfg, o.plan, o.reprofile, o.resume, stdout, &err);
         if (!job) {
             gpp_error("%s", err.msg);
             rc = 2;
@@ -380,35 +431,68 @@ int main(int argc, char **argv)
         launch = gpp_launch_new();
         cc.launch = launch;
     }
-    coord = gpp_coord_new(&cc, &err);
-    if (!coord) {
-        gpp_error("%s", err.msg);
-        goto done;
+    restarts = gpp_xcalloc((size_t)n, sizeof *restarts);
+    for (;;) {
+        coord = gpp_coord_new(&cc, &err);
+        if (!coord) {
+            gpp_error("%s", err.msg);
+            goto done;
+        }
+        /* bound: ready for systemd (Type=notify; a restart says it again, a no-op) */
+        gpp_notify_ready("listening on port %d; waiting for %d agents", gpp_coord_port(coord), n);
+        if (local && s_launch_agents(coord, launch, &cfg, &o, hosts, slots, n) < 0)
+            goto done;
+        rc = gpp_coord_run(coord) == 0 ? 0 : gpp_coord_exit_code(coord);
+        if (o.control_only)
+            s_print_barriers(coord, n);
+        else if (job && gpp_coord_progress(coord))
+            gpp_job_print_summary(job, gpp_coord_progress(coord), stdout);
+        if (gpp_coord_dropped(coord))
+            printf("control: %llu invalid messages dropped\n",
+                   (unsigned long long)gpp_coord_dropped(coord));
+        if (rc != 0)
+            gpp_error("job stopped: %s", gpp_coord_reason(coord));
+        /* local agents died (not a signal to us, not a bad job): every agent
+         * is stopped and reaped, then the job starts again from the newest
+         * complete set (from iteration 0 when there is none yet) */
+        if (rc != 1 || !local || !job || o.max_restarts <= 0 ||
+            !s_restart_due(coord, restarts, n, o.max_restarts)) {
+            gpp_notify_stopping();
+            if (rc == 0)
+                gpp_notify_status("job finished");
+            else
+                gpp_notify_status("job stopped: %s", gpp_coord_reason(coord));
+            break;
+        }
+        gpp_notify_status("restarting: agents died");
+        gpp_launch_destroy(&launch);
+        gpp_coord_destroy(&coord);
+        gpp_job_destroy(&job);
+        int from =
+            cfg.job.checkpoint_dir[0] ? gpp_ckpt_set_latest(cfg.job.checkpoint_dir, &err) : 0;
+        if (from < 0) {
+            gpp_error("%s", err.msg);
+            goto done;
+        }
+        printf("restart: agents died; starting them again from %s%d\n",
+               from > 0 ? "checkpoint set " : "iteration ", from);
+        fflush(stdout);
+        job = gpp_job_new(&cfg, o.plan, 0, from > 0, stdout, &err);
+        if (!job) {
+            gpp_error("restart: %s", err.msg);
+            goto done;
+        }
+        cc.plan_arg = job;
+        cc.profile_req = gpp_job_profile_request(job);
+        launch = gpp_launch_new();
+        cc.launch = launch;
     }
-    /* bound: ready for systemd (Type=notify) */
-    gpp_notify_ready("listening on port %d; waiting for %d agents", gpp_coord_port(coord), n);
-    if (local && s_launch_agents(coord, launch, &cfg, &o, hosts, slots, n) < 0)
-        goto done;
-    rc = gpp_coord_run(coord) == 0 ? 0 : gpp_coord_exit_code(coord);
-    gpp_notify_stopping();
-    if (rc == 0)
-        gpp_notify_status("job finished");
-    else
-        gpp_notify_status("job stopped: %s", gpp_coord_reason(coord));
-    if (o.control_only)
-        s_print_barriers(coord, n);
-    else if (job && gpp_coord_progress(coord))
-        gpp_job_print_summary(job, gpp_coord_progress(coord), stdout);
-    if (gpp_coord_dropped(coord))
-        printf("control: %llu invalid messages dropped\n",
-               (unsigned long long)gpp_coord_dropped(coord));
-    if (rc != 0)
-        gpp_error("job stopped: %s", gpp_coord_reason(coord));
 done:
     gpp_launch_destroy(&launch); /* reaps every child: no orphans */
     gpp_coord_destroy(&coord);
     gpp_http_destroy(&http); /* after the loop: nothing publishes any more */
     gpp_job_destroy(&job);
+    free(restarts);
     free(hosts);
     free(slots);
     gpp_config_release(&cfg);

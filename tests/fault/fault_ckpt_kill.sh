@@ -4,10 +4,11 @@
 # the middle of their second save (GPP_FAULT=ckpt_kill:1, gpp_fault.h): the
 # job stops with an error, set 2 stays complete and byte-identical to a
 # fault-free run's, set 4 has no manifest and is never the newest complete
-# set, and the metrics lines written before the kill are intact. A new start
-# in the same directory removes the killed writers' temp files and runs to
-# the end with the fault-free run's final set, byte for byte, and prints
-# the fault-free run's weights digest.
+# set, and the metrics lines written before the kill are intact. A start
+# with --resume in the same directory removes the killed writers' temp
+# files, resumes from set 2 and runs to the end with the fault-free run's
+# sets 4 and 6, byte for byte, and prints the fault-free run's weights
+# digest.
 # Usage: fault_ckpt_kill.sh BUILD_DIR
 set -u
 . "$(dirname "$0")/../integration/lib/gpp_test.sh"
@@ -71,12 +72,13 @@ else
     fail "metrics after the kill ($lines lines)"; cat "$TMP/kill.jsonl"
 fi
 
-# 3. a new start in the same directory: temp files removed, runs to the end
-timeout 120 "$COORD" --plan gpp "$C" >"$TMP/again.out" 2>"$TMP/again.err"; rc=$?
+# 3. --resume in the same directory: temp files removed, resumes from set 2
+# and runs to the end
+timeout 120 "$COORD" --resume --plan gpp "$C" >"$TMP/again.out" 2>"$TMP/again.err"; rc=$?
 tmps=$(find "$TMP/kill.ckpt" -name '*.tmp.*' | wc -l)
 if [ $rc = 0 ] && [ "$tmps" = 0 ] && grep -q "left by a save that was cut short" "$TMP/again.err" &&
     same_stages kill ref 6 && same_stages kill ref 4 && [ ! -e "$(set_of kill 2)" ]; then
-    ok "restart: stale temp files removed, sets 4 and 6 byte-identical to the fault-free run's, set 2 pruned (keep 2)"
+    ok "--resume: stale temp files removed, sets 4 and 6 byte-identical to the fault-free run's, set 2 pruned (keep 2)"
 else
     fail "restart (rc $rc, $tmps temp files)"; grep -v OpenBLAS "$TMP/again.err" | tail -10
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cluster_profile: same inputs, same plan. --plan auto with a checkpoint_dir
 # keeps the agents' profile as <checkpoint_dir>/profile.json; a second start
-# plans from it (says so, no profiling) and writes the same plan.json;
+# (--resume: the directory holds the first run's checkpoint set) plans from
+# it (says so, no profiling) and writes the same plan.json;
 # --reprofile measures again; a kept profile that does not fit the model is
 # an error naming the file and suggesting --reprofile (exit 2).
 # Usage: cluster_profile.sh BUILD_DIR
@@ -30,7 +31,10 @@ fi
 cp "$CK/profile.json" "$TMP/profile1.json"
 
 # 2. second run, same checkpoint_dir, model, device: plans from the kept file
-timeout 120 "$COORD" --plan auto "$(mkconf)" >"$TMP/2.out" 2>"$TMP/2.err"; rc=$?
+# (a start in a directory with a complete checkpoint set must be --resume;
+# one more iteration to resume with)
+timeout 120 "$COORD" --plan auto --resume --iterations 2 "$(mkconf)" >"$TMP/2.out" \
+    2>"$TMP/2.err"; rc=$?
 if [ $rc = 0 ] && grep -q "^plan: auto, from the profile kept in $CK/profile.json" "$TMP/2.out" &&
     ! grep -q "profiling the model's ops" "$TMP/2.err" && grep -q "^plan gpp (kept profile)" "$TMP/2.out" &&
     plan_of | cmp -s - "$TMP/plan1.json" && cmp -s "$CK/profile.json" "$TMP/profile1.json"; then
@@ -40,7 +44,9 @@ else
     plan_of | diff - "$TMP/plan1.json" | head -20
 fi
 
-# 3. --reprofile: the agents measure again
+# 3. --reprofile: the agents measure again (a fresh start: the checkpoint
+# sets go, the kept profile stays)
+rm -rf "$CK"/set-*
 timeout 120 "$COORD" --plan auto --reprofile "$(mkconf)" >"$TMP/3.out" 2>"$TMP/3.err"; rc=$?
 if [ $rc = 0 ] && grep -q "^plan: --reprofile: not using $CK/profile.json" "$TMP/3.out" &&
     grep -q "profiling the model's ops" "$TMP/3.err" && grep -q "^plan gpp (agent profile)" "$TMP/3.out"; then
@@ -51,6 +57,7 @@ fi
 
 # 4. a kept profile naming an op the model does not have: error, exit 2
 sed -i '0,/"name":[[:space:]]*"[^"]*"/s//"name": "no_such_op"/' "$CK/profile.json"
+rm -rf "$CK"/set-*
 timeout 60 "$COORD" --plan auto "$(mkconf)" >"$TMP/4.out" 2>"$TMP/4.err"; rc=$?
 if [ $rc = 2 ] && grep -q "$CK/profile.json" "$TMP/4.err" && grep -q "no_such_op" "$TMP/4.err" &&
     grep -q -- "--reprofile" "$TMP/4.err"; then

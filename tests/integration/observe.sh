@@ -48,8 +48,9 @@ grep -Eq "^$TS debug gpp-coordinator " "$TMP/job.err" && ok "debug lines at GPP_
 
 # ---- no silence while waiting: the missing agent is named every 1.5-2 s -------
 PORT=$(free_port)
+# (a checkpoint_dir of its own: the first job's sets are refused without --resume)
 sed -e "s|^endpoint = .*|endpoint = \"tcp://127.0.0.1:$PORT\"|" -e 's/^launch = .*/launch = "external"/' \
-    "$TMP/job.toml" >"$TMP/ext.toml"
+    -e "s|^checkpoint_dir = .*|checkpoint_dir = \"$TMP/ext.ckpt\"|" "$TMP/job.toml" >"$TMP/ext.toml"
 "$COORD" --plan gpp --start-timeout-ms 6000 "$TMP/ext.toml" >"$TMP/wait.out" 2>"$TMP/wait.err" &
 CP=$!
 "$AGENT" --coordinator "tcp://127.0.0.1:$PORT" --host 127.0.0.1 --slot 0 --heartbeat-ms 100 \

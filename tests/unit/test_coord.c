@@ -80,7 +80,7 @@ static void t_progress(void)
     FILE *text = tmpfile();
     gpp_err_t err = {{0}};
     const int64_t pred[] = {1000, 2000};
-    const gpp_progress_layout_t layout = {3, 2, stage, replica, nact, sink, pred, 2, 16};
+    const gpp_progress_layout_t layout = {3, 2, stage, replica, nact, sink, pred, 2, 16, 0};
     gpp_progress_t *p = gpp_progress_new(&layout, text, path, &err);
     GPP_EXPECT_MSG(p, "%s", err.msg);
     if (!p)
@@ -142,6 +142,59 @@ static void t_progress(void)
                    "%s", line);
     GPP_EXPECT(!fgets(line, sizeof line, f));
     fclose(f);
+    unlink(path);
+}
+
+/* A job resumed at iteration 4 of 6: the metrics file keeps what was in
+ * it, gets the marker line, then iterations numbered from 4; the text says
+ * "iter 5/6". */
+static void t_progress_resumed(void)
+{
+    const int stage[] = {0}, replica[] = {0}, nact[] = {0}, sink[] = {1};
+    char path[] = "/tmp/test_coord_resumed_XXXXXX";
+    int fd = mkstemp(path);
+    GPP_EXPECT(fd >= 0);
+    const char old[] = "{\"iteration\":0,\"loss\":1}\n";
+    GPP_EXPECT(write(fd, old, sizeof old - 1) == (ssize_t)(sizeof old - 1));
+    close(fd);
+    FILE *text = tmpfile();
+    gpp_err_t err = {{0}};
+    const gpp_progress_layout_t layout = {.n_agents = 1,
+                                          .n_stages = 1,
+                                          .stage_of_rank = stage,
+                                          .replica_of_rank = replica,
+                                          .n_actions_of_rank = nact,
+                                          .sink_stage = sink,
+                                          .iterations = 2,
+                                          .batch = 16,
+                                          .start_iteration = 4};
+    gpp_progress_t *p = gpp_progress_new(&layout, text, path, &err);
+    GPP_EXPECT_MSG(p, "%s", err.msg);
+    if (!p)
+        return;
+    Gpp__Metrics m = GPP__METRICS__INIT;
+    m.has_loss = 1;
+    m.loss = 0.25;
+    m.iteration_ms = 10;
+    m.samples = 16;
+    GPP_EXPECT(gpp_progress_add(p, 0, &m, &err) == 1);
+    m.iteration = 1;
+    GPP_EXPECT(gpp_progress_add(p, 0, &m, &err) == 1);
+    GPP_EXPECT(gpp_progress_finished(p));
+    gpp_progress_destroy(&p);
+    char line[4096];
+    rewind(text);
+    GPP_EXPECT(fgets(line, sizeof line, text) && strstr(line, "iter 5/6 "));
+    GPP_EXPECT(fgets(line, sizeof line, text) && strstr(line, "iter 6/6 "));
+    fclose(text);
+    FILE *f = fopen(path, "r");
+    GPP_EXPECT(f && fgets(line, sizeof line, f) && !strcmp(line, old));
+    GPP_EXPECT(f && fgets(line, sizeof line, f) && !strcmp(line, "{\"resumed_at_iteration\":4}\n"));
+    GPP_EXPECT(f && fgets(line, sizeof line, f) && strstr(line, "{\"iteration\":4,\"loss\":0.25,"));
+    GPP_EXPECT(f && fgets(line, sizeof line, f) && strstr(line, "{\"iteration\":5,\"loss\":0.25,"));
+    GPP_EXPECT(f && !fgets(line, sizeof line, f));
+    if (f)
+        fclose(f);
     unlink(path);
 }
 
@@ -479,7 +532,7 @@ static gpp_job_t *s_job_new(int delay_ms)
     GPP_EXPECT_MSG(gpp_config_load_string(&cfg, text, "inline.toml", &err) == 0, "%s", err.msg);
     if (err.msg[0])
         return NULL;
-    gpp_job_t *job = gpp_job_new(&cfg, "gpp", 0, NULL, &err);
+    gpp_job_t *job = gpp_job_new(&cfg, "gpp", 0, 0, NULL, &err);
     GPP_EXPECT_MSG(job, "%s", err.msg);
     gpp_config_release(&cfg);
     GPP_EXPECT(gpp_fault_arm("plan_slow", delay_ms) == 0);
@@ -750,6 +803,7 @@ static void t_agent_drops_bad_frames(void)
 
 static const gpp_test_case_t cases[] = {{"registry", t_registry},
                                         {"progress", t_progress},
+                                        {"progress_resumed", t_progress_resumed},
                                         {"bad_peers", t_bad_peers},
                                         {"missing_agent", t_missing_agent},
                                         {"silent_agent", t_silent_agent},

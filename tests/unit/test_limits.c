@@ -22,7 +22,7 @@ static gpp_job_t *s_job_of(int batch, int iterations, const char *plan, gpp_err_
              batch, iterations);
     gpp_config_t cfg;
     GPP_EXPECT_MSG(gpp_config_load_string(&cfg, text, "limits.toml", err) == 0, "%s", err->msg);
-    gpp_job_t *job = gpp_job_new(&cfg, plan, 0, NULL, err);
+    gpp_job_t *job = gpp_job_new(&cfg, plan, 0, 0, NULL, err);
     gpp_config_release(&cfg);
     return job;
 }
