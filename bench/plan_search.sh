@@ -6,7 +6,10 @@
 #   bench/plan_search.sh [BUILD_DIR] [REPEAT]     (default: build, 5)
 #
 # Times are the best of REPEAT runs of gpp_part_run: wall clock and process
-# CPU time (on a shared machine the CPU time is the fairer figure).
+# CPU time. The target is judged on the wall clock (what a user waits): up to
+# 64 devices GPP plans its chain candidate on a second thread, so its CPU
+# time is the sum of both searches (on a shared machine, compare the best of
+# several invocations).
 set -euo pipefail
 BUILD=${1:-build}
 REPEAT=${2:-5}
@@ -42,7 +45,7 @@ for c in "${CONFIGS[@]}"; do
     else
         sms=- scpu=- siter=-
     fi
-    ok=$(awk -v a="$gcpu" -v t="$target" 'BEGIN { print (a <= t) ? "yes" : "NO" }')
+    ok=$(awk -v a="$gms" -v t="$target" 'BEGIN { print (a <= t) ? "yes" : "NO" }')
     [ "$ok" = yes ] || fail=1
     printf "%-18s %5s %6s | %9s %9s %9s %5s | %9s %9s | %10s %10s\n" "$model" "$dev" "$batch" \
         "$gms" "$gcpu" "$target" "$ok" "$sms" "$scpu" "$giter" "$siter"
