@@ -715,7 +715,9 @@ static void s_publish_metrics(gpp_coord_t *self)
                         .reg = self->reg,
                         .job = self->progress ? &self->job : NULL,
                         .progress = self->progress,
-                        .dropped = self->dropped};
+                        .dropped = self->dropped,
+                        .job_restarts = self->cfg.job_restarts,
+                        .agent_restarts = self->cfg.agent_restarts};
     gpp_expo_t t = {0};
     gpp_expo_job(&t, &v);
     gpp_http_publish(self->cfg.http, GPP_HTTP_METRICS, t.buf, t.len);

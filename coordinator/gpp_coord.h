@@ -107,6 +107,10 @@ typedef struct {
     gpp_launch_t *launch;     /* local launcher, or NULL */
     gpp_http_t *http;         /* /metrics server to publish snapshots to (every
                                  heartbeat tick, from the loop thread), or NULL */
+    /* restarts of the job so far (gpp-coordinator --max-restarts) and of each
+       rank's agent ([ranks], borrowed; NULL: none), for /metrics */
+    int job_restarts;
+    const int *agent_restarts;
 } gpp_coord_cfg_t;
 
 /* Binds the ROUTER. NULL with a message when the address is unusable. */

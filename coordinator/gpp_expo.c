@@ -117,6 +117,10 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
     gpp_expo_family(t, "gpp_coordinator_start_time_seconds", "gauge",
                     "When the coordinator started, Unix time; a change means it restarted.");
     gpp_expo_sample(t, "gpp_coordinator_start_time_seconds", v->start_time_s, NULL);
+    gpp_expo_family(t, "gpp_job_restarts_total", "counter",
+                    "Times the job was started again from its newest checkpoint set after local "
+                    "agents died (--max-restarts).");
+    gpp_expo_sample(t, "gpp_job_restarts_total", v->job_restarts, NULL);
     gpp_expo_family(t, "gpp_job_state", "gauge", "1 for the job's current state, 0 for the others.");
     for (int i = 0; i < v->n_states; i++)
         gpp_expo_sample(t, "gpp_job_state", strcmp(v->state, v->state_names[i]) == 0, "state",
@@ -145,8 +149,10 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
          "Send and all-reduce time of the agent in the last complete iteration."},
         {"gpp_agent_idle_seconds", "gauge",
          "Time the agent waited (bubble) in the last complete iteration."},
+        {"gpp_agent_restarts_total", "counter",
+         "Times the agent of this rank died and the job was restarted (--max-restarts)."},
     };
-    enum { F_UP, F_AGE, F_LIMIT, F_MEM, F_COMP, F_COMM, F_IDLE, F_N };
+    enum { F_UP, F_AGE, F_LIMIT, F_MEM, F_COMP, F_COMM, F_IDLE, F_RESTARTS, F_N };
     int n_stages = l ? l->n_stages : 0;
     double *st_sum = gpp_xcalloc((size_t)(n_stages ? n_stages : 1) * 3, sizeof *st_sum);
     int *st_n = gpp_xcalloc((size_t)(n_stages ? n_stages : 1), sizeof *st_n);
@@ -163,7 +169,7 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
             gpp_progress_rank_t pr;
             int have = s >= 0 && pg && gpp_progress_rank(pg, last, r, &pr) == 0;
             double comp = 0, comm = 0, idle = 0;
-            if (have && f >= F_COMP)
+            if (have && f >= F_COMP && f <= F_IDLE)
                 s_split(v->job->assign[r], &pr, &comp, &comm, &idle);
             switch (f) {
             case F_UP: {
@@ -179,6 +185,10 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
                 if (registered)
                     gpp_expo_sample(t, fam[f][0], (v->now_ms - a->last_seen_ms) / 1000.0, "rank",
                                     rank, "host", a->host, "slot", slot, NULL);
+                break;
+            case F_RESTARTS:
+                gpp_expo_sample(t, fam[f][0], v->agent_restarts ? v->agent_restarts[r] : 0, "rank",
+                                rank, "host", a->host, "slot", slot, NULL);
                 break;
             case F_LIMIT:
                 if (registered)

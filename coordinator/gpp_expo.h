@@ -48,6 +48,8 @@ typedef struct {
     const gpp_coord_job_t *job;     /* NULL before planning finished */
     const gpp_progress_t *progress; /* NULL before training */
     uint64_t dropped;               /* control messages dropped as invalid */
+    int job_restarts;               /* times the job was started again */
+    const int *agent_restarts;      /* [ranks] restarts after the rank's agent died; NULL: none */
 } gpp_expo_job_t;
 
 /* Appends the job's metrics to t. */

@@ -432,6 +432,7 @@ int main(int argc, char **argv)
         cc.launch = launch;
     }
     restarts = gpp_xcalloc((size_t)n, sizeof *restarts);
+    cc.agent_restarts = restarts;
     for (;;) {
         coord = gpp_coord_new(&cc, &err);
         if (!coord) {
@@ -465,6 +466,7 @@ int main(int argc, char **argv)
             break;
         }
         gpp_notify_status("restarting: agents died");
+        cc.job_restarts++;
         gpp_launch_destroy(&launch);
         gpp_coord_destroy(&coord);
         gpp_job_destroy(&job);

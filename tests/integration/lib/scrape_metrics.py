@@ -38,6 +38,8 @@ WANT = {
     "gpp_samples_per_second": ("gauge", set()),
     "gpp_loss": ("gauge", set()),
     "gpp_control_messages_dropped": ("counter", set()),
+    "gpp_job_restarts": ("counter", set()),
+    "gpp_agent_restarts": ("counter", {"rank", "host", "slot"}),
 }
 
 
@@ -72,6 +74,11 @@ def check(text):
         return "%d agents, want %d" % (len(fams["gpp_agent_up"].samples), n_agents)
     if any(s.value != 1 for s in fams["gpp_agent_up"].samples):
         return "an agent is down"
+    if fams["gpp_job_restarts"].samples[0].value != 0 or any(
+            s.value != 0 for s in fams["gpp_agent_restarts"].samples):
+        return "restarts counted in a job that never restarted"
+    if len(fams["gpp_agent_restarts"].samples) != n_agents:
+        return "%d agent restart counters, want %d" % (len(fams["gpp_agent_restarts"].samples), n_agents)
     it = fams["gpp_iteration_seconds"].samples[0].value
     sps = fams["gpp_samples_per_second"].samples[0].value
     if not (it > 0 and sps > 0):
