@@ -6,6 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/gpp_fs.h"
 
@@ -52,6 +55,41 @@ double gpp_progress_table_bytes(int n_agents, int iterations)
                                  2 * sizeof(double));
 }
 
+/* A new run's metrics file: when `path` holds another run's lines, they move
+ * to `path.<UTC time>` (then `-1`, `-2`, ... when taken) so nothing is
+ * truncated, and the log says where. */
+static int s_keep_previous(const char *path, gpp_err_t *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || st.st_size == 0)
+        return 0;
+    char stamp[32], kept[4200];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    for (int k = 0; k < 1000; k++) {
+        if (k == 0)
+            snprintf(kept, sizeof kept, "%s.%s", path, stamp);
+        else
+            snprintf(kept, sizeof kept, "%s.%s-%d", path, stamp, k);
+        if (link(path, kept) == 0) { /* fails when taken: never replaces a file */
+            if (unlink(path) != 0)
+                return gpp_err_set(err, "metrics file '%s': cannot move the previous run's "
+                                        "lines aside: %s", path, strerror(errno));
+            gpp_info("metrics file %s held another run's lines: kept as %s", path, kept);
+            return 0;
+        }
+        if (errno != EEXIST)
+            return gpp_err_set(err,
+                               "metrics file '%s' holds another run's lines and they cannot be "
+                               "kept as '%s': %s; use another [metrics] file or --resume",
+                               path, kept, strerror(errno));
+    }
+    return gpp_err_set(err, "metrics file '%s': no free name to keep the previous run's lines",
+                       path);
+}
+
 gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, const char *jsonl_path,
                                  gpp_err_t *err)
 {
@@ -91,7 +129,12 @@ gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, con
                 return NULL;
             }
         }
-        /* a resumed job continues the file of the run it resumes */
+        /* a resumed job continues the file of the run it resumes; a new one
+           never truncates another run's: a non-empty file is kept beside */
+        if (self->start == 0 && s_keep_previous(jsonl_path, err) < 0) {
+            gpp_progress_destroy(&self);
+            return NULL;
+        }
         self->jsonl = fopen(jsonl_path, self->start > 0 ? "a" : "w");
         if (!self->jsonl ||
             (self->start > 0 &&

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -143,6 +144,40 @@ static void t_progress(void)
     GPP_EXPECT(!fgets(line, sizeof line, f));
     fclose(f);
     unlink(path);
+}
+
+/* A new run (not resumed) on a metrics file that holds another run's lines
+ * keeps them as FILE.<UTC time> (twice in one second: -1) and starts an
+ * empty file: nothing is truncated. */
+static void t_progress_keeps_previous(void)
+{
+    const int stage[] = {0}, replica[] = {0}, nact[] = {0}, sink[] = {1};
+    char dir[] = "/tmp/test_coord_keep_XXXXXX";
+    GPP_EXPECT(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/m.jsonl", dir);
+    const gpp_progress_layout_t layout = {1, 1, stage, replica, nact, sink, NULL, 6, 4, 0};
+    gpp_err_t err = {{0}};
+    const char *runs[] = {"{\"run\":1}\n", "{\"run\":2}\n"};
+    for (int r = 0; r < 2; r++) {
+        FILE *f = fopen(path, "w");
+        GPP_EXPECT(f && fputs(runs[r], f) >= 0 && fclose(f) == 0);
+        gpp_progress_t *p = gpp_progress_new(&layout, NULL, path, &err);
+        GPP_EXPECT_MSG(p, "%s", err.msg);
+        gpp_progress_destroy(&p);
+        struct stat st;
+        GPP_EXPECT(stat(path, &st) == 0 && st.st_size == 0); /* the new run's, empty */
+    }
+    /* both earlier runs' lines are kept, each in its own file */
+    char cmd[512], line[256];
+    snprintf(cmd, sizeof cmd, "cat %s/m.jsonl.* | sort | tr -d '\\n'", dir);
+    FILE *pp = popen(cmd, "r");
+    GPP_EXPECT(pp && fgets(line, sizeof line, pp));
+    GPP_EXPECT_MSG(!strcmp(line, "{\"run\":1}{\"run\":2}"), "kept: %s", line);
+    if (pp)
+        pclose(pp);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    GPP_EXPECT(system(cmd) == 0);
 }
 
 /* A job resumed at iteration 4 of 6: the metrics file keeps what was in
@@ -804,6 +839,7 @@ static void t_agent_drops_bad_frames(void)
 static const gpp_test_case_t cases[] = {{"registry", t_registry},
                                         {"progress", t_progress},
                                         {"progress_resumed", t_progress_resumed},
+    {"progress_keeps_previous", t_progress_keeps_previous},
                                         {"bad_peers", t_bad_peers},
                                         {"missing_agent", t_missing_agent},
                                         {"silent_agent", t_silent_agent},
