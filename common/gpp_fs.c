@@ -6,14 +6,41 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* fsync of the directory that holds p, so that a new entry in it survives
+ * a crash (a checkpoint set's directory before its files and manifest). */
+static int s_sync_parent(const char *p, gpp_err_t *err)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", p);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return gpp_err_set(err, "mkdir %s: fsync of %s: %s", p, dir, strerror(e));
+    }
+    close(fd);
+    return 0;
+}
 
 /* mkdir(p, mode), where an existing directory counts as success but an
- * existing non-directory does not. */
+ * existing non-directory does not; a new directory is made durable in its
+ * parent. */
 static int s_mkdir(const char *p, mode_t mode, gpp_err_t *err)
 {
     if (mkdir(p, mode) == 0)
-        return 0;
+        return s_sync_parent(p, err);
     int e = errno;
     struct stat st;
     if (e == EEXIST && stat(p, &st) == 0) {
