@@ -105,10 +105,30 @@ static void s_fini(gpp_backend_t *be)
     be->impl = NULL;
 }
 
+/* Every block the backend takes from or gives back to its cache goes through
+ * these two, which keep gpp_backend_mem at the blocks' class sizes (what the
+ * device really holds for them). */
+static void *s_cache_get(gpp_backend_t *be, size_t bytes)
+{
+    void *p = gpp_cuda_cache_alloc(gpp_cuda_be(be)->cache, bytes);
+    if (p) {
+        size_t cb;
+        gpp_cuda_cache_class(bytes, &cb);
+        gpp_backend_account(be, (int64_t)cb);
+    }
+    return p;
+}
+
+static void s_cache_put(gpp_backend_t *be, void *p)
+{
+    if (p)
+        gpp_backend_account(be, -(int64_t)gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p));
+}
+
 static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
 {
     gpp_cuda_t *c = gpp_cuda_be(be);
-    void *p = gpp_cuda_cache_alloc(c->cache, bytes);
+    void *p = s_cache_get(be, bytes);
     if (!p) {
         size_t free_b = 0, total_b = 0;
         (void)cudaMemGetInfo(&free_b, &total_b);
@@ -122,16 +142,12 @@ static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
                     total_b >> 20);
         return NULL;
     }
-    /* the block's class size: what the device really holds for it */
-    gpp_backend_account(be, (int64_t)gpp_cuda_cache_block_bytes(c->cache, p));
     return p;
 }
 
 static void s_free(gpp_backend_t *be, void *p)
 {
-    gpp_cuda_t *c = gpp_cuda_be(be);
-    gpp_backend_account(be, -(int64_t)gpp_cuda_cache_block_bytes(c->cache, p));
-    gpp_cuda_cache_free(c->cache, p);
+    s_cache_put(be, p);
 }
 
 static void s_cache_stats(gpp_backend_t *be, gpp_backend_cache_t *out)
@@ -152,11 +168,7 @@ static void s_stream_fini(gpp_stream_t *s)
         return;
     if (cs->st)
         (void)cudaStreamSynchronize(cs->st);
-    if (cs->lt_ws) {
-        gpp_cuda_cache_t *cache = gpp_cuda_be(s->be)->cache;
-        gpp_backend_account(s->be, -(int64_t)gpp_cuda_cache_block_bytes(cache, cs->lt_ws));
-        gpp_cuda_cache_free(cache, cs->lt_ws);
-    }
+    s_cache_put(s->be, cs->lt_ws);
     if (cs->fault)
         (void)cudaFreeHost(cs->fault);
     if (cs->stage)
@@ -179,12 +191,11 @@ static int s_stream_init(gpp_stream_t *s, gpp_err_t *err)
     GPP_CUDA_TRY_GOTO(cudaHostAlloc(&fault, sizeof *cs->fault, cudaHostAllocMapped), err, fail);
     cs->fault = fault;
     memset(cs->fault, 0, sizeof *cs->fault);
-    if (!(cs->lt_ws = gpp_cuda_cache_alloc(c->cache, GPP_CUDA_LT_WS_BYTES))) {
+    if (!(cs->lt_ws = s_cache_get(s->be, GPP_CUDA_LT_WS_BYTES))) {
         gpp_err_set(err, "out of device memory for the %zu MiB cuBLASLt workspace",
                     GPP_CUDA_LT_WS_BYTES >> 20);
         goto fail;
     }
-    gpp_backend_account(s->be, (int64_t)gpp_cuda_cache_block_bytes(c->cache, cs->lt_ws));
     return 0;
 fail:
     s_stream_fini(s);
@@ -219,7 +230,7 @@ static int s_stream_sync(gpp_stream_t *s, gpp_err_t *err)
 static void s_stream_free(gpp_stream_t *s, void *p)
 {
     (void)cudaStreamSynchronize(gpp_cuda_stream(s));
-    gpp_cuda_cache_free(gpp_cuda_be(s->be)->cache, p);
+    s_cache_put(s->be, p);
 }
 
 void *gpp_cuda_stage(gpp_stream_t *s, size_t bytes, gpp_err_t *err)

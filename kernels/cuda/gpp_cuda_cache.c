@@ -185,11 +185,11 @@ void *gpp_cuda_cache_alloc(gpp_cuda_cache_t *self, size_t bytes)
     return p;
 }
 
-void gpp_cuda_cache_free(gpp_cuda_cache_t *self, void *p)
+size_t gpp_cuda_cache_free(gpp_cuda_cache_t *self, void *p)
 {
     assert(self);
     if (!p)
-        return;
+        return 0;
     s_slot_t *slot = s_find(self, p);
     assert(slot && slot->inuse); /* a pointer this cache handed out, freed once */
     slot->inuse = 0;
@@ -202,15 +202,6 @@ void gpp_cuda_cache_free(gpp_cuda_cache_t *self, void *p)
     }
     l->p[l->n++] = p;
     self->st.in_use_bytes -= cb;
-}
-
-size_t gpp_cuda_cache_block_bytes(gpp_cuda_cache_t *self, const void *p)
-{
-    assert(self && p);
-    s_slot_t *slot = s_find(self, p);
-    assert(slot && slot->inuse);
-    size_t cb;
-    s_class_sizes(slot->cls, &cb);
     return cb;
 }
 

@@ -49,13 +49,12 @@ int gpp_cuda_cache_class(size_t bytes, size_t *class_bytes);
 /* A block of at least `bytes` (0 allowed: a unique valid pointer); NULL when
  * the raw allocator fails even after the cache was released. */
 void *gpp_cuda_cache_alloc(gpp_cuda_cache_t *self, size_t bytes);
-/* Puts a block from gpp_cuda_cache_alloc back on its free list; NULL is a
- * no-op. The caller guarantees no device work still uses it. */
-void gpp_cuda_cache_free(gpp_cuda_cache_t *self, void *p);
+/* Puts a block from gpp_cuda_cache_alloc back on its free list and returns
+ * its class size; NULL is a no-op (0). The caller guarantees no device work
+ * still uses it. */
+size_t gpp_cuda_cache_free(gpp_cuda_cache_t *self, void *p);
 /* Returns every cached free block to the raw allocator. */
 void gpp_cuda_cache_trim(gpp_cuda_cache_t *self);
-/* The class size of a block this cache handed out and has not taken back. */
-size_t gpp_cuda_cache_block_bytes(gpp_cuda_cache_t *self, const void *p);
 void gpp_cuda_cache_stats(const gpp_cuda_cache_t *self, gpp_cuda_cache_stats_t *out);
 
 #endif

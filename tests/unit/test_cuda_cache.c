@@ -131,11 +131,12 @@ static void t_out_of_memory(void)
     gpp_cuda_cache_t *c = gpp_cuda_cache_new(s_raw_alloc, s_raw_free, &r);
     void *a = gpp_cuda_cache_alloc(c, 2 << 20);
     GPP_EXPECT(a != NULL);
-    gpp_cuda_cache_free(c, a);                          /* cached: 2 MiB still held */
+    GPP_EXPECT(gpp_cuda_cache_free(c, a) == 2 << 20);   /* cached: 2 MiB still held */
     void *b = gpp_cuda_cache_alloc(c, (size_t)5 << 19); /* 2.5 MiB: other class */
     GPP_EXPECT(b != NULL && r.frees == 1);
     GPP_EXPECT(gpp_cuda_cache_alloc(c, 4 << 20) == NULL);
-    gpp_cuda_cache_free(c, b);
+    GPP_EXPECT(gpp_cuda_cache_free(c, b) == (size_t)5 << 19); /* its class: 2.5 MiB */
+    GPP_EXPECT(gpp_cuda_cache_free(c, NULL) == 0);
     gpp_cuda_cache_destroy(&c);
     GPP_EXPECT(r.live_bytes == 0);
 }
