@@ -54,7 +54,21 @@ typedef enum {
 /* Matrix products on CUDA: fp32 (CUBLAS_COMPUTE_32F) or TF32 tensor cores
  * (CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits, fp32
  * accumulation). The CPU backend computes fp32 whatever is set. */
-typedef enum { GPP_PRECISION_FP32 = 0, GPP_PRECISION_TF32 = 1 } gpp_precision_t;
+/* Matrix-product precision of a CUDA backend. Tensors, weights and the
+ * optimizer state stay fp32 in every mode: tf32 and bf16 round the operands
+ * of each matrix product to TF32 or bfloat16 on the tensor cores and
+ * accumulate in fp32 (cuBLASLt's CUBLAS_COMPUTE_32F_FAST_TF32 and
+ * CUBLAS_COMPUTE_32F_FAST_16BF), so the fp32 weights are the master copy. */
+typedef enum {
+    GPP_PRECISION_FP32 = 0,
+    GPP_PRECISION_TF32 = 1,
+    GPP_PRECISION_BF16 = 2
+} gpp_precision_t;
+
+/* "fp32", "tf32", "bf16". */
+const char *gpp_precision_name(gpp_precision_t p);
+/* Parses a precision name; -1 when it is none of them. */
+int gpp_precision_parse(const char *s, gpp_precision_t *out);
 
 typedef enum { GPP_DTYPE_F32 = 0, GPP_DTYPE_I32 = 1 } gpp_dtype_t;
 

@@ -85,7 +85,7 @@ typedef struct {
     size_t total_mem_bytes;
     gpp_cuda_cache_t *cache;
     cublasLtHandle_t lt;
-    int tf32; /* cuBLASLt compute type CUBLAS_COMPUTE_32F_FAST_TF32 */
+    gpp_precision_t precision; /* cuBLASLt compute type: 32F, 32F_FAST_TF32, 32F_FAST_16BF */
     gpp_cuda_plans_t *plans;
 } gpp_cuda_t;
 

@@ -78,7 +78,7 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
     c->sm_count = prop.multiProcessorCount;
     c->total_mem_bytes = prop.totalGlobalMem;
-    c->tf32 = be->cfg.precision == GPP_PRECISION_TF32;
+    c->precision = be->cfg.precision;
     cublasStatus_t st = gpp_cuda_lt.cublasLtCreate(&c->lt);
     if (st != CUBLAS_STATUS_SUCCESS) {
         free(c);
@@ -89,7 +89,7 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     be->impl = c;
     snprintf(be->name, sizeof be->name, "cuda:%d", dev);
     gpp_info("backend cuda:%d: %s, %d SMs, %.1f GiB, %s matrix products", dev, c->dev_name,
-             c->sm_count, (double)c->total_mem_bytes / (1 << 30), c->tf32 ? "tf32" : "fp32");
+             c->sm_count, (double)c->total_mem_bytes / (1 << 30), gpp_precision_name(c->precision));
     return 0;
 }
 

@@ -65,7 +65,7 @@ int gpp_cuda_lt_load(gpp_err_t *err)
 #define S_PLANS 512 /* cache slots; a zoo model has a few dozen distinct products */
 
 typedef struct {
-    int trans_a, trans_b, tf32, has_bias;
+    int trans_a, trans_b, precision, has_bias;
     int64_t m, n, k, lda, ldb, ldc, batch, sa, sb, sc;
     uint32_t align_a, align_b, align_c, align_bias;
 } s_key_t;
@@ -150,7 +150,9 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, gpp_err_t 
 {
     memset(p, 0, sizeof *p);
     p->key = *k;
-    cublasComputeType_t ct = k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t ct = k->precision == GPP_PRECISION_TF32   ? CUBLAS_COMPUTE_32F_FAST_TF32
+                             : k->precision == GPP_PRECISION_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                                                  : CUBLAS_COMPUTE_32F;
     GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F), err);
     /* column-major: first operand is B (op trans_b), second A (op trans_a) */
     cublasOperation_t ob = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -204,7 +206,7 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, gpp_err_t 
                     "cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, %s): "
                     "cublasLtMatmulAlgoGetHeuristic: %s",
                     (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch,
-                    k->tf32 ? "tf32" : "fp32",
+                    gpp_precision_name((gpp_precision_t)k->precision),
                     st != CUBLAS_STATUS_SUCCESS ? gpp_cuda_lt.cublasLtGetStatusString(st)
                                                 : "no result");
         goto out;
@@ -225,7 +227,7 @@ out:
 int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
 {
     assert(g->k > 0);
-    if (g->m == 0 || g->n == 0 || g->batch == 0)
+    if (g->m == 0 || g->n == 0)
         return 0;
     gpp_cuda_t *c = gpp_cuda_be(s->be);
     gpp_cuda_stream_t *cs = gpp_cuda_st(s);
@@ -233,7 +235,7 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
     memset(&k, 0, sizeof k); /* padding too: the key is hashed and compared as bytes */
     k.trans_a = g->trans_a;
     k.trans_b = g->trans_b;
-    k.tf32 = c->tf32;
+    k.precision = (int)c->precision;
     k.has_bias = g->bias != NULL;
     k.m = g->m;
     k.n = g->n;

@@ -3,7 +3,8 @@
  * all-reduce on the world and on a group (device memory, exact bits),
  * all-gather-v and barrier (host buffers), grouped send/recv to self of
  * several sizes in one ncclGroupStart/End, ordered after a compute stream;
- * and a receive that nobody sends, blocked in gpp_comm_wait, returning with
+ * and a send/recv to self held behind compute work that never finishes,
+ * blocked in gpp_comm_wait, returning with
  * "aborted: <reason>" when another thread calls gpp_comm_abort (the comm's
  * own timeout is far longer and says something else). Without CUDA in the
  * build or without a usable GPU it prints why and exits 77 (ctest:
@@ -153,36 +154,87 @@ static void t_p2p_self(void)
     cudaStreamDestroy(compute);
 }
 
+/* A gate that a host function on the compute stream waits at: the
+ * stream (and every NCCL call ordered after it) stays blocked until the
+ * gate opens. Host functions may not call CUDA; they may block. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+    gpp_comm_t *comm;
+} s_gate_t;
+
+static void CUDART_CB s_gate_wait(void *arg)
+{
+    s_gate_t *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void s_gate_open(s_gate_t *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* 200 ms after the start, abort the comm; open the gate 200 ms later, so
+ * that ncclCommAbort never waits on the blocked stream for long. */
 static void *s_abort_later(void *arg)
 {
+    s_gate_t *g = arg;
     struct timespec ts = {0, 200 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    gpp_comm_abort(arg, "test abort");
+    gpp_comm_abort(g->comm, "test abort");
+    nanosleep(&ts, NULL);
+    s_gate_open(g);
     return NULL;
 }
 
-/* a receive nobody sends: blocked in wait until another thread aborts */
+/* A send/recv to self that cannot start, because it is ordered after
+ * compute work that does not finish (a host function waiting at a gate):
+ * gpp_comm_wait blocks until another thread aborts the comm, then fails
+ * with the abort's reason. (A receive with no matching send is not a way to
+ * block a 1-rank communicator: NCCL refuses it at ncclGroupEnd.) */
 static void t_abort_blocked_recv(void)
 {
-    gpp_comm_t *c = s_open("t/abort", NULL, 120000);
+    cudaStream_t compute = NULL;
+    CU(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    gpp_comm_t *c = s_open("t/abort", compute, 120000);
     if (!c)
         return;
     gpp_err_t err = {{0}};
-    void *d = NULL;
+    void *d = NULL, *src = NULL;
     CU(cudaMalloc(&d, 4096));
-    gpp_comm_req_t *r = NULL;
+    CU(cudaMalloc(&src, 4096));
+    CU(cudaMemset(src, 7, 4096));
+    s_gate_t g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .comm = c};
+    CU(cudaLaunchHostFunc(compute, s_gate_wait, &g));
+    gpp_comm_req_t *rs = NULL, *r = NULL;
+    GPP_EXPECT_MSG(gpp_comm_isend(c, src, 4096, 0, 1, &rs, &err) == 0, "%s", err.msg);
     GPP_EXPECT_MSG(gpp_comm_irecv(c, d, 4096, 0, 1, &r, &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(gpp_comm_flush(c, &err) == 0, "%s", err.msg);
     pthread_t th;
-    pthread_create(&th, NULL, s_abort_later, c);
+    pthread_create(&th, NULL, s_abort_later, &g);
     int rc = r ? gpp_comm_wait(c, &r, &err) : -1;
-    pthread_join(th, NULL);
     printf("  blocked receive: %s\n", err.msg);
     GPP_EXPECT_MSG(rc == -1 && strstr(err.msg, "aborted: test abort"), "%s", err.msg);
+    pthread_join(th, NULL);
     /* dead afterwards: every later call fails at once */
     GPP_EXPECT(gpp_comm_allreduce_sum_f32(c, NULL, (float *)d, 1, &err) == -1 &&
                strstr(err.msg, "aborted"));
+    if (rs)
+        gpp_comm_wait(c, &rs, &err);
     gpp_comm_destroy(&c);
+    /* the device is still usable: no sticky error was left behind */
+    CU(cudaStreamSynchronize(compute));
+    CU(cudaGetLastError());
+    cudaStreamDestroy(compute);
     cudaFree(d);
+    cudaFree(src);
 }
 
 static const gpp_test_case_t cases[] = {
