@@ -55,7 +55,9 @@ static void s_usage(FILE *out)
         "  --backend cpu|cuda    where the kernels run (default cpu); cuda without a usable\n"
         "                        GPU is an error, never a CPU run\n"
         "  --device N            CUDA device ordinal (default 0)\n"
-        "  --precision fp32|tf32 CUDA matrix products (default fp32; tf32: tensor cores)\n"
+        "  --precision fp32|tf32|bf16  CUDA matrix products (default fp32; tf32, bf16: operands\n"
+        "                        rounded for the tensor cores, fp32 accumulation, fp32 weights\n"
+        "                        and optimizer state)\n"
         "  --data PATH           read inputs and labels from a gpp dataset file, or from\n"
         "                        NumPy arrays: a directory of <op name>.npy per input and\n"
         "                        loss op, or a list op=FILE.npy,op=FILE.npy (docs/executor.md)\n"
@@ -251,14 +253,8 @@ static int s_parse(int argc, char **argv, opts_t *o)
             o->device = (int)v;
             break;
         case O_PRECISION:
-            if (strcmp(optarg, "fp32") == 0)
-                o->precision = GPP_PRECISION_FP32;
-            else if (strcmp(optarg, "tf32") == 0)
-                o->precision = GPP_PRECISION_TF32;
-            else {
-                fprintf(stderr,
-                        "gpp-train: error: --precision '%s': use fp32 or tf32 (bf16 is not "
-                        "built yet)\n",
+            if (gpp_precision_parse(optarg, &o->precision) < 0) {
+                fprintf(stderr, "gpp-train: error: --precision '%s': use fp32, tf32 or bf16\n",
                         optarg);
                 return -1;
             }
@@ -304,8 +300,10 @@ static int s_parse(int argc, char **argv, opts_t *o)
         return -1;
     }
     if (o->backend != GPP_DEVICE_CUDA && o->precision != GPP_PRECISION_FP32) {
-        fprintf(stderr, "gpp-train: error: --precision tf32 needs --backend cuda (the CPU "
-                        "backend computes fp32)\n");
+        fprintf(stderr,
+                "gpp-train: error: --precision %s needs --backend cuda (the CPU backend "
+                "computes fp32)\n",
+                gpp_precision_name(o->precision));
         return -1;
     }
     if (!o->lr_set && o->hp.kind == GPP_OPTIM_SGD)
@@ -381,7 +379,7 @@ int main(int argc, char **argv)
         goto fail;
     if (o.backend != GPP_DEVICE_CPU)
         printf("backend %s, %s matrix products\n", gpp_backend_name(be),
-               o.precision == GPP_PRECISION_TF32 ? "tf32" : "fp32");
+               gpp_precision_name(o.precision));
     data = o.data ? gpp_data_open(g, o.data, !o.no_shuffle, o.seed, &err) : gpp_data_new(g, o.seed);
     if (!data)
         goto fail;

@@ -5,8 +5,8 @@
  * For each op and shape it enqueues R calls on one stream after a warm-up
  * call and synchronises once, so the time per call is the device time plus
  * whatever of the launch cost the queue does not hide; it prints the time
- * per call and, for products, TFLOP/s. Runs the products in fp32 and in
- * tf32 (a second backend with precision tf32). The launch-overhead line is
+ * per call and, for products, TFLOP/s. Runs the products in fp32, tf32 and
+ * bf16 (one backend per precision). The launch-overhead line is
  * a ReLU over one element: the cost of one enqueued op that does nothing.
  * Shapes: MMT at hidden 1024, seq 128, micro-batch 8 (m = 1024 token rows:
  * the QKV, output, FFN-in and FFN-out products, attention with 16 heads,
@@ -185,10 +185,11 @@ int main(int argc, char **argv)
         s_reps = 1;
     int64_t q = quick ? 4 : 1;
     gpp_err_t err;
-    for (int tf32 = 0; tf32 < 2; tf32++) {
-        gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA,
-                                 .device = device,
-                                 .precision = tf32 ? GPP_PRECISION_TF32 : GPP_PRECISION_FP32};
+    static const gpp_precision_t precs[] = {GPP_PRECISION_FP32, GPP_PRECISION_TF32,
+                                            GPP_PRECISION_BF16};
+    for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++) {
+        int first = pi == 0;
+        gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA, .device = device, .precision = precs[pi]};
         gpu_t d = {0};
         if (!(d.be = gpp_backend_new(&cfg, &err))) {
             printf("bench_cuda_ops: not measured: %s\n", err.msg);
@@ -198,8 +199,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
             return 1;
         }
-        const char *prec = tf32 ? "tf32" : "fp32";
-        if (!tf32)
+        const char *prec = gpp_precision_name(precs[pi]);
+        if (first)
             printf("bench_cuda_ops: %s, %d reps per op\n", gpp_backend_name(d.be), s_reps);
         s_bench_linear(&d, prec, "mmt qkv", 1024 / q, 1024, 3072 / q);
         s_bench_linear(&d, prec, "mmt out proj", 1024 / q, 1024, 1024 / q);
@@ -208,7 +209,7 @@ int main(int argc, char **argv)
         s_bench_linear(&d, prec, "dlrm mlp", 2048 / q, 512, 256);
         s_bench_linear(&d, prec, "candle input", 64, 29120 / q, 4096 / q);
         s_bench_misc(&d, 0, 8 / q, 128, 1024, 16);
-        if (!tf32) {
+        if (first) {
             s_bench_misc(&d, 1, 8 / q, 128, 1024, 0);
             s_bench_misc(&d, 2, 8 / q, 128, 4096, 0);
             s_bench_misc(&d, 3, 1, 1, 1, 0);

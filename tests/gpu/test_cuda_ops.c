@@ -185,15 +185,16 @@ static void t_linear(void)
     }
 }
 
-/* precision = tf32: the product of inputs rounded to TF32 (10 explicit
- * mantissa bits; relative error <= 2^-10 each when truncated, so <= 2^-9 for
- * a product) accumulated in fp32 (<= k 2^-23 relative to the sum of
- * magnitudes). Per element: |tf32 - cpu| <= (2^-9 + k 2^-23) sum_k |x w|. */
-static void t_linear_tf32(void)
+/* precision = tf32 or bf16: the product of inputs rounded to TF32 (10
+ * explicit mantissa bits) or bfloat16 (7), relative error <= 2^-10 or 2^-7
+ * each when truncated, so <= 2^-9 or 2^-6 for a product, accumulated in fp32
+ * (<= k 2^-23 relative to the sum of magnitudes). Per element:
+ * |low - cpu| <= (2^-e + k 2^-23) sum_k |x w|, e = 9 (tf32) or 6 (bf16). */
+static void s_linear_low(gpp_precision_t prec, int e)
 {
     gpp_err_t err;
     enum { M = 64, IN = 256, OUT = 96 };
-    gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA, .precision = GPP_PRECISION_TF32};
+    gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA, .precision = prec};
     gpp_backend_t *tf = gpp_backend_new(&cfg, &err);
     gpp_stream_t *ts = tf ? gpp_stream_new(tf, &err) : NULL;
     GPP_EXPECT_MSG(ts != NULL, "%s", err.msg);
@@ -225,19 +226,30 @@ static void t_linear_tf32(void)
             double mag = 0;
             for (int k = 0; k < IN; k++)
                 mag += fabs((double)x[r * IN + k] * w[o * IN + k]);
-            double tol = (ldexp(1, -9) + IN * ldexp(1, -23)) * mag,
+            double tol = (ldexp(1, -e) + IN * ldexp(1, -23)) * mag,
                    d = fabs(yt[r * OUT + o] - y[r * OUT + o]);
             worst = fmax(worst, d / tol);
             max_abs = fmax(max_abs, d);
         }
-    printf("  %-34s max abs diff %.3g, max diff / bound %.3g (bound (2^-9 + k 2^-23) sum|x w|)\n",
-           "linear tf32 fwd y", max_abs, worst);
+    printf("  linear %s fwd y                  max abs diff %.3g, max diff / bound %.3g (bound "
+           "(2^-%d + k 2^-23) sum|x w|)\n",
+           gpp_precision_name(prec), max_abs, worst, e);
     GPP_EXPECT(worst <= 1.0);
     gpp_tensor_free(tf, &dx);
     gpp_tensor_free(tf, &dw);
     gpp_tensor_free(tf, &dy);
     gpp_stream_destroy(&ts);
     gpp_backend_destroy(&tf);
+}
+
+static void t_linear_tf32(void)
+{
+    s_linear_low(GPP_PRECISION_TF32, 9);
+}
+
+static void t_linear_bf16(void)
+{
+    s_linear_low(GPP_PRECISION_BF16, 6);
 }
 
 static void t_activations(void)
@@ -482,6 +494,7 @@ static void t_allocator_reuse(void)
 static const gpp_test_case_t cases[] = {
     {"linear", t_linear},
     {"linear_tf32", t_linear_tf32},
+    {"linear_bf16", t_linear_bf16},
     {"activations", t_activations},
     {"layernorm", t_layernorm},
     {"attention", t_attention},
