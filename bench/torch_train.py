@@ -12,7 +12,14 @@ Optimizer: AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0) on
 dense parameters; embedding tables use sparse gradients and SparseAdam,
 which is what gpp's lazy sparse AdamW computes.
 
+With --device cuda the model, inputs and optimizer state live on the GPU
+(inputs are drawn there each iteration), --precision picks fp32, tf32
+(TF32 tensor-core matrix products) or bf16 (autocast to bfloat16 with fp32
+master weights and optimizer state), and the timer waits for the GPU
+(torch.cuda.synchronize) at the end of each iteration.
+
 usage: torch_train.py --model SPEC --batch B --iterations N --warmup W --threads T
+                      [--device cpu|cuda] [--precision fp32|tf32|bf16]
 """
 import argparse
 import time
@@ -20,6 +27,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+DEV = "cpu"
 
 DEFAULTS = {
     "mmt": dict(branches=4, layers=8, hidden=1024, heads=16, seq=256, ffn=4096, classes=16),
@@ -75,8 +84,8 @@ class MMT(nn.Module):
 
     def batch(self, b):
         p = self.p
-        xs = [torch.randn(b, p["seq"], p["hidden"]) for _ in range(p["branches"])]
-        y = torch.randint(0, p["classes"], (b * p["seq"],))
+        xs = [torch.randn(b, p["seq"], p["hidden"], device=DEV) for _ in range(p["branches"])]
+        y = torch.randint(0, p["classes"], (b * p["seq"],), device=DEV)
         return xs, y
 
     def loss(self, xs, y):
@@ -99,9 +108,9 @@ class DLRM(nn.Module):
 
     def batch(self, b):
         p = self.p
-        xs = [torch.randn(b, p["dense_in"]) for _ in range(p["dense_branches"])]
-        xs += [torch.randint(0, p["rows"], (b, p["bag"])) for _ in range(p["sparse_branches"])]
-        return xs, torch.randn(b, 1)
+        xs = [torch.randn(b, p["dense_in"], device=DEV) for _ in range(p["dense_branches"])]
+        xs += [torch.randint(0, p["rows"], (b, p["bag"]), device=DEV) for _ in range(p["sparse_branches"])]
+        return xs, torch.randn(b, 1, device=DEV)
 
     def loss(self, xs, y):
         nd = len(self.dense)
@@ -121,9 +130,9 @@ class Candle(nn.Module):
 
     def batch(self, b):
         p = self.p
-        xs = [torch.randn(b, p["in"]) for _ in range(p["branches"])]
-        xs += [torch.randn(b, 1) for _ in range(p["doses"])]
-        return xs, torch.randn(b, 1)
+        xs = [torch.randn(b, p["in"], device=DEV) for _ in range(p["branches"])]
+        xs += [torch.randn(b, 1, device=DEV) for _ in range(p["doses"])]
+        return xs, torch.randn(b, 1, device=DEV)
 
     def loss(self, xs, y):
         nb = len(self.feat)
@@ -138,31 +147,63 @@ def main():
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32")
     a = ap.parse_args()
+    global DEV
+    DEV = a.device
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
+    elif a.precision != "fp32":
+        ap.error("--precision tf32|bf16 needs --device cuda")
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if a.precision == "bf16" \
+        else (lambda: torch.autocast(a.device, enabled=False))
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     name, p = parse_spec(a.model)
-    model = {"mmt": MMT, "dlrm": DLRM, "candle_uno": Candle}[name](p)
+    model = {"mmt": MMT, "dlrm": DLRM, "candle_uno": Candle}[name](p).to(DEV)
     sparse = [m.weight for m in model.modules() if isinstance(m, nn.EmbeddingBag)]
     dense = [q for q in model.parameters() if all(q is not s for s in sparse)]
     opts = [torch.optim.AdamW(dense, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0)]
     if sparse:
         opts.append(torch.optim.SparseAdam(sparse, lr=1e-3, betas=(0.9, 0.999), eps=1e-8))
+    # Model FLOPs of one training iteration (forward + backward, matrix
+    # products and attention as PyTorch's flop counter counts them), from
+    # one untimed iteration: the numerator of model FLOP utilisation.
+    flops = 0
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+        xs, y = model.batch(a.batch)
+        with FlopCounterMode(display=False) as fc:
+            with autocast():
+                loss = model.loss(xs, y)
+            loss.backward()
+        flops = fc.get_total_flops()
+        for q in model.parameters():
+            q.grad = None
+    except ImportError:
+        pass
     elapsed = cpu = 0.0
     for it in range(a.warmup + a.iterations):
         t0, c0 = time.perf_counter(), time.process_time()
         xs, y = model.batch(a.batch)
         for o in opts:
             o.zero_grad(set_to_none=True)
-        loss = model.loss(xs, y)
+        with autocast():
+            loss = model.loss(xs, y)
         loss.backward()
         for o in opts:
             o.step()
+        sync()
         dt, dc = time.perf_counter() - t0, time.process_time() - c0
         if it >= a.warmup:
             elapsed += dt
             cpu += dc
-    print(f"torch model={name} batch={a.batch} threads={a.threads} "
+    print(f"torch model={name} batch={a.batch} threads={a.threads} device={a.device} "
+          f"precision={a.precision} flops/iter={flops} "
+          f"tflop/s={flops * a.iterations / elapsed / 1e12:.2f} "
           f"samples/s={a.batch * a.iterations / elapsed:.1f} "
           f"cpu_samples/s={a.batch * a.iterations / cpu:.1f} loss={loss.item():.4f}")
 
