@@ -142,6 +142,13 @@ typedef struct gpp_backend_vt_s {
                              gpp_err_t *err);
 } gpp_backend_vt_t;
 
+/* For backends' sparse_add: grows g's rows and values to hold `need` rows
+ * (at least doubling, capped at the table's rows), copying the rows held so
+ * far on stream s (D2D) and handing the old blocks back with stream_free, so
+ * an asynchronous backend never frees memory a queued kernel still reads
+ * (kernels/gpp_sparse.c). */
+int gpp_sparse_grad_reserve(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t need, gpp_err_t *err);
+
 /* The CPU backend (kernels/cpu/gpp_cpu_backend.c). */
 extern const gpp_backend_vt_t gpp_cpu_backend_vt;
 #ifdef GPP_HAVE_CUDA

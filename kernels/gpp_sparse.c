@@ -87,6 +87,36 @@ int gpp_sparse_grad_add(gpp_stream_t *s, gpp_sparse_grad_t *self, int64_t count,
     return s->be->vt->sparse_add(s, self, count, rows, values, self->dim, err);
 }
 
+int gpp_sparse_grad_reserve(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t need, gpp_err_t *err)
+{
+    assert(s && g && s->be == g->be && need >= 0);
+    if (need <= g->cap)
+        return 0;
+    int64_t cap = g->cap * 2 > need ? g->cap * 2 : need;
+    cap = cap > g->table_rows ? g->table_rows : cap;
+    gpp_backend_t *be = g->be;
+    int32_t *rows = be->vt->alloc(be, (size_t)cap * sizeof(int32_t), err);
+    float *values = rows ? be->vt->alloc(be, (size_t)(cap * g->dim) * sizeof(float), err) : NULL;
+    if (!rows || !values) {
+        be->vt->free(be, rows);
+        return gpp_err_prefix(err, "growing a sparse gradient to %lld rows", (long long)cap);
+    }
+    if (be->vt->copy(s, rows, g->rows, (size_t)g->count * sizeof(int32_t), GPP_COPY_D2D, err) <
+            0 ||
+        be->vt->copy(s, values, g->values, (size_t)(g->count * g->dim) * sizeof(float),
+                     GPP_COPY_D2D, err) < 0) {
+        be->vt->stream_free(s, rows);
+        be->vt->stream_free(s, values);
+        return gpp_err_prefix(err, "growing a sparse gradient to %lld rows", (long long)cap);
+    }
+    be->vt->stream_free(s, g->rows);
+    be->vt->stream_free(s, g->values);
+    g->rows = rows;
+    g->values = values;
+    g->cap = cap;
+    return 0;
+}
+
 int gpp_sparse_grad_clear(gpp_stream_t *s, gpp_sparse_grad_t *self, gpp_err_t *err)
 {
     assert(s && self && s->be == self->be);

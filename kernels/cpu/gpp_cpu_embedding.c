@@ -51,32 +51,6 @@ int gpp_cpu_sparse_init(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
     return 0;
 }
 
-/* Makes room for `need` rows (need <= table_rows). */
-static int s_reserve(gpp_sparse_grad_t *g, int64_t need, gpp_err_t *err)
-{
-    if (need <= g->cap)
-        return 0;
-    int64_t cap = g->cap * 2 > need ? g->cap * 2 : need;
-    if (cap > g->table_rows)
-        cap = g->table_rows;
-    gpp_backend_t *be = g->be;
-    int32_t *rows = be->vt->alloc(be, (size_t)cap * sizeof(int32_t), err);
-    float *values = be->vt->alloc(be, (size_t)(cap * g->dim) * sizeof(float), err);
-    if (!rows || !values) {
-        be->vt->free(be, rows);
-        be->vt->free(be, values);
-        return gpp_err_prefix(err, "growing a sparse gradient to %lld rows", (long long)cap);
-    }
-    memcpy(rows, g->rows, (size_t)g->count * sizeof(int32_t));
-    memcpy(values, g->values, (size_t)(g->count * g->dim) * sizeof(float));
-    be->vt->free(be, g->rows);
-    be->vt->free(be, g->values);
-    g->rows = rows;
-    g->values = values;
-    g->cap = cap;
-    return 0;
-}
-
 int gpp_cpu_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, const int32_t *rows,
                        const float *values, int64_t value_stride, gpp_err_t *err)
 {
@@ -93,7 +67,7 @@ int gpp_cpu_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, con
     }
     /* fresh over-counts ids repeated within this call: enough room, capped */
     int64_t need = g->count + fresh;
-    if (s_reserve(g, need < g->table_rows ? need : g->table_rows, err) < 0)
+    if (gpp_sparse_grad_reserve(s, g, need < g->table_rows ? need : g->table_rows, err) < 0)
         return -1;
     int64_t dim = g->dim;
     for (int64_t k = 0; k < count; k++) {

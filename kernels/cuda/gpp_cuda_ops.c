@@ -340,36 +340,6 @@ int gpp_cuda_sparse_init(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
     return 0;
 }
 
-/* Grows the device rows/values to hold `need` rows. */
-static int s_reserve(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t need, gpp_err_t *err)
-{
-    if (need <= g->cap)
-        return 0;
-    int64_t cap = g->cap * 2 > need ? g->cap * 2 : need;
-    cap = cap > g->table_rows ? g->table_rows : cap;
-    gpp_backend_t *be = g->be;
-    int32_t *rows = be->vt->alloc(be, (size_t)cap * sizeof(int32_t), err);
-    float *values = be->vt->alloc(be, (size_t)(cap * g->dim) * sizeof(float), err);
-    if (!rows || !values) {
-        be->vt->free(be, rows);
-        be->vt->free(be, values);
-        return gpp_err_prefix(err, "growing a sparse gradient to %lld rows", (long long)cap);
-    }
-    cudaStream_t st = gpp_cuda_stream(s);
-    GPP_CUDA_TRY(cudaMemcpyAsync(rows, g->rows, (size_t)g->count * sizeof(int32_t),
-                                 cudaMemcpyDeviceToDevice, st),
-                 err);
-    GPP_CUDA_TRY(cudaMemcpyAsync(values, g->values, (size_t)(g->count * g->dim) * sizeof(float),
-                                 cudaMemcpyDeviceToDevice, st),
-                 err);
-    be->vt->stream_free(s, g->rows);
-    be->vt->stream_free(s, g->values);
-    g->rows = rows;
-    g->values = values;
-    g->cap = cap;
-    return 0;
-}
-
 /* Accumulates `count` pairs: row ids ids_dev (device) and value row of
  * pair p at values + (p / div) * stride. */
 static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
@@ -400,7 +370,7 @@ static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
     int64_t groups = gpp_cuda_splan_build(&h, &next, ids, count, plan_h);
     int64_t plan_ints = gpp_cuda_splan_ints(groups, count);
     int rc = -1;
-    if (s_reserve(s, g, next, err) < 0)
+    if (gpp_sparse_grad_reserve(s, g, next, err) < 0)
         goto undo;
     int32_t *plan = gpp_stream_workspace(s, (size_t)plan_ints * sizeof(int32_t), err);
     if (!plan)
