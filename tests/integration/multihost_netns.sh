@@ -184,29 +184,38 @@ else
     fail "advertised data-plane addresses" "$(dp hosta 0)|$(dp hosta 1)|$(dp hostb 0)|$(dp hostb 1)"
 fi
 
-# 4. the other bind forms (control-only jobs: registration and barriers)
-ctl() { # ctl NAME ENDPOINT PORT: 0 when the job ran its barriers (hostb's
-    # agents take their interface's address: --iface)
-    local name=$1 ep=$2 p=$3
-    conf "$TMP/$name.toml" "$ep" external "$TWO_HOSTS"
-    spawn coord "$TMP/$name.out" "$TMP/$name.err" "$COORD" --control-only --barriers 3 "$TMP/$name.toml"
-    local cp=$!
-    wait_until 20 grep -q "listening on" "$TMP/$name.err"
-    agent hosta "$p" 0 --control-barriers 3
-    agent hosta "$p" 1 --control-barriers 3
-    agent hostb "$p" 0 --control-barriers 3 --iface eth0
-    agent hostb "$p" 1 --control-barriers 3 --iface eth0
-    bwait $cp 60 && grep -q "^barrier: 4 agents, 2 round trips" "$TMP/$name.out"
-}
-if ctl iface "tcp://eth0:5556" 5556 && grep -q "listening on tcp://eth0:5556 (tcp://10.77.0.1:5556" "$TMP/iface.err"; then
+# 4. the other bind forms: an interface (a control-only job: registration
+#    and barriers; hostb's agents take their interface's address, --iface)
+#    and the wildcard (training: the agents' rendezvous endpoint then names
+#    the coordinator's host name, which they resolve)
+conf "$TMP/iface.toml" "tcp://eth0:5556" external "$TWO_HOSTS"
+spawn coord "$TMP/iface.out" "$TMP/iface.err" "$COORD" --control-only --barriers 3 "$TMP/iface.toml"
+CP=$!
+wait_until 20 grep -q "listening on" "$TMP/iface.err"
+agent hosta 5556 0 --control-barriers 3
+agent hosta 5556 1 --control-barriers 3
+agent hostb 5556 0 --control-barriers 3 --iface eth0
+agent hostb 5556 1 --control-barriers 3 --iface eth0
+if bwait $CP 60 && grep -q "^barrier: 4 agents, 2 round trips" "$TMP/iface.out" &&
+    grep -q "listening on tcp://eth0:5556 (tcp://10.77.0.1:5556" "$TMP/iface.err" &&
+    grep -q "data plane on 10.77.0.3 (--iface eth0)" "$TMP/hostb.5556.1.err"; then
     ok "bind to an interface (tcp://eth0:5556): 4 agents, 3 barriers"
 else
     fail "bind to an interface" "$(grep -v OpenBLAS "$TMP/iface.err" | tail -5)"
 fi
-if ctl wild "tcp://*:5557" 5557 && grep -q "listening on tcp://\*:5557" "$TMP/wild.err"; then
-    ok "bind to every interface (tcp://*:5557): 4 agents, 3 barriers"
+conf "$TMP/wild.toml" "tcp://*:5557" external "$TWO_HOSTS"
+spawn coord "$TMP/wild.out" "$TMP/wild.err" "$COORD" --plan "$TMP/one.ckpt/plan.json" --iterations 2 "$TMP/wild.toml"
+CP=$!
+wait_until 20 grep -q "listening on" "$TMP/wild.err"
+for h in hosta hostb; do agent $h 5557 0; agent $h 5557 1; done
+bwait $CP 300
+rc=$?
+if [ $rc = 0 ] && grep -q "listening on tcp://\*:5557" "$TMP/wild.err" &&
+    [ "$(losses "$TMP/wild.jsonl")" = "$(losses "$TMP/one.jsonl" | head -2)" ]; then
+    ok "bind to every interface (tcp://*:5557): 2 iterations, the single-host losses"
 else
-    fail "bind to the wildcard" "$(grep -v OpenBLAS "$TMP/wild.err" | tail -5)"
+    fail "bind to the wildcard (rc $rc)" "$(losses "$TMP/wild.jsonl" | tr '\n' ' ')" \
+        "$(grep -v OpenBLAS "$TMP/wild.err" | tail -5)"
 fi
 
 # 5. bind errors: exit status 2, the host or port named, nothing left running
