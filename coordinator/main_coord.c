@@ -435,8 +435,7 @@ int main(int argc, char **argv)
         if (!coord) {
             /* an endpoint that does not resolve here or a port in use: the
              * configuration's to change (exit status 2) */
-            if (errno == EADDRINUSE || errno == EADDRNOTAVAIL || errno == ENODEV ||
-                errno == EACCES)
+            if (errno == EADDRINUSE || errno == EADDRNOTAVAIL || errno == ENODEV || errno == EACCES)
                 rc = 2;
             gpp_error("%s", err.msg);
             goto done;

@@ -48,12 +48,12 @@ static void t_bind(void)
                        !strcmp(b, "tcp://127.0.0.1:9") && !strcmp(a, "127.0.0.1"),
                    "%s %s", b, err.msg);
     /* .invalid never resolves (RFC 6761) */
-    GPP_EXPECT_MSG(gpp_net_bind_endpoint("tcp://nohost.invalid:9", b, sizeof b, a, sizeof a,
-                                         &err) == -1 &&
-                       strstr(err.msg, "'tcp://nohost.invalid:9'") &&
-                       strstr(err.msg, "host name 'nohost.invalid' does not resolve") &&
-                       strstr(err.msg, "tcp://*:9"),
-                   "%s", err.msg);
+    GPP_EXPECT_MSG(
+        gpp_net_bind_endpoint("tcp://nohost.invalid:9", b, sizeof b, a, sizeof a, &err) == -1 &&
+            strstr(err.msg, "'tcp://nohost.invalid:9'") &&
+            strstr(err.msg, "host name 'nohost.invalid' does not resolve") &&
+            strstr(err.msg, "tcp://*:9"),
+        "%s", err.msg);
     GPP_EXPECT(gpp_net_bind_endpoint("ipc:///tmp/x", b, sizeof b, a, sizeof a, &err) == 0 &&
                !strcmp(b, "ipc:///tmp/x") && !a[0]);
     GPP_EXPECT(gpp_net_bind_endpoint("tcp://node", b, sizeof b, a, sizeof a, &err) == -1 &&
@@ -83,21 +83,21 @@ static void t_data_addr(void)
                        !strcmp(a, "127.0.0.1") && !strcmp(why, "host name 127.0.0.1"),
                    "%s %s %s", a, why, err.msg);
     /* a cluster-file name that is no host here: the route to the coordinator */
-    GPP_EXPECT_MSG(gpp_net_data_addr(NULL, NULL, "n7.invalid", "tcp://localhost:5555", a,
-                                     sizeof a, why, sizeof why, &err) == 0 &&
+    GPP_EXPECT_MSG(gpp_net_data_addr(NULL, NULL, "n7.invalid", "tcp://localhost:5555", a, sizeof a,
+                                     why, sizeof why, &err) == 0 &&
                        !strcmp(a, "127.0.0.1") && strstr(why, "route to the coordinator"),
                    "%s %s %s", a, why, err.msg);
     GPP_EXPECT(gpp_net_data_addr("10.9.8.7", NULL, "127.0.0.1", "tcp://127.0.0.1:1", a, sizeof a,
                                  why, sizeof why, &err) == 0 &&
                !strcmp(a, "10.9.8.7") && !strcmp(why, "--advertise"));
-    GPP_EXPECT(gpp_net_data_addr(NULL, "lo", "x", "tcp://127.0.0.1:1", a, sizeof a, NULL, 0,
-                                 &err) == 0 &&
-               !strcmp(a, "127.0.0.1"));
+    GPP_EXPECT(
+        gpp_net_data_addr(NULL, "lo", "x", "tcp://127.0.0.1:1", a, sizeof a, NULL, 0, &err) == 0 &&
+        !strcmp(a, "127.0.0.1"));
     GPP_EXPECT(gpp_net_data_addr(NULL, "nosuch0", "x", "tcp://127.0.0.1:1", a, sizeof a, NULL, 0,
                                  &err) == -1 &&
                strstr(err.msg, "--iface: interface 'nosuch0'"));
-    GPP_EXPECT_MSG(gpp_net_data_addr(NULL, NULL, "x", "tcp://coord.invalid:1", a, sizeof a, NULL,
-                                     0, &err) == -1 &&
+    GPP_EXPECT_MSG(gpp_net_data_addr(NULL, NULL, "x", "tcp://coord.invalid:1", a, sizeof a, NULL, 0,
+                                     &err) == -1 &&
                        strstr(err.msg, "--coordinator: host name 'coord.invalid' does not resolve"),
                    "%s", err.msg);
 }
