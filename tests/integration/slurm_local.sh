@@ -3,11 +3,12 @@
 # "Slurm, for real"): a munge key and a slurm.conf for this one machine in
 # the scratch folder, munged, slurmctld and slurmd started here (as root, on
 # their own socket, ports and state folders, beside any Slurm the machine
-# runs), gpp installed into a scratch prefix (cmake --install), the job
-# script submitted with sbatch: the coordinator on the allocation's first
-# node, 4 agents through srun. Checks that the job trained (its output, its
-# metrics file), that an allocation smaller than the plan fails with the
-# reason, and tears everything down. Exit 77 (skip) only when the daemons
+# runs; two slurmd, one per node: this host's name and `localhost`, on
+# distinct ports), gpp installed into a scratch prefix (cmake --install),
+# the job script submitted with sbatch: the coordinator on the allocation's
+# first node, 2 agents per node through srun. Checks that the job trained
+# (its output, its metrics file), that an allocation smaller than the plan
+# fails with the reason, and tears everything down. Exit 77 (skip) only when the daemons
 # cannot run here: not root, Slurm or munge not installed
 # (scripts/install-deps.sh installs them), or the node name not resolvable.
 # Usage: slurm_local.sh BUILD_DIR
@@ -26,9 +27,11 @@ for b in munged slurmctld slurmd sbatch squeue scontrol; do
 done
 NODE=$(hostname)
 getent hosts "$NODE" >/dev/null || skip "this host's name '$NODE' does not resolve; Slurm's node name must"
+[ "$NODE" != localhost ] || skip "this host is called localhost: no second node name for the second slurmd"
+NODES=("$NODE" localhost) # node names the agents and the coordinator resolve
 
 S=$TMP/slurm
-mkdir -p "$S/run" "$S/log" "$S/ctld" "$S/spool" "$S/munge"
+mkdir -p "$S/run" "$S/log" "$S/ctld" "$S/spool-$NODE" "$S/spool-localhost" "$S/munge"
 chmod 700 "$S/run" "$S/munge"
 export SLURM_CONF=$S/slurm.conf
 JOBS=()
@@ -52,25 +55,25 @@ munged --foreground --force --socket="$SOCK" --key-file="$S/munge/munge.key" \
 track $!
 wait_until 10 test -S "$SOCK" || skip "munged does not start here: $(cat "$S/log/munged.out" "$S/log/munged.log" 2>/dev/null | tail -3)"
 
-# 2. slurm.conf: one node (this host, its CPUs counted as 4 whatever it has:
-#    config_overrides) in one partition, no accounting, no cgroups
-read -r CTLD_PORT SLURMD_PORT < <(free_port 2 | tr '\n' ' ')
+# 2. slurm.conf: two nodes on this host (each with 2 CPUs whatever the host
+#    has: config_overrides; a slurmd each, on its own port: %n is the node
+#    name) in one partition, no accounting, no cgroups
+read -r CTLD_PORT PORT1 PORT2 < <(free_port 3 | tr '\n' ' ')
 cat >"$SLURM_CONF" <<EOF
 ClusterName=gpptest
 SlurmctldHost=$NODE(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$SOCK
 StateSaveLocation=$S/ctld
-SlurmdSpoolDir=$S/spool
+SlurmdSpoolDir=$S/spool-%n
 SlurmctldPidFile=$S/run/slurmctld.pid
-SlurmdPidFile=$S/run/slurmd.pid
+SlurmdPidFile=$S/run/slurmd-%n.pid
 SlurmctldLogFile=$S/log/slurmctld.log
-SlurmdLogFile=$S/log/slurmd.log
+SlurmdLogFile=$S/log/slurmd-%n.log
 MailProg=/bin/true
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -83,18 +86,21 @@ SelectTypeParameters=CR_CPU
 MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
+NodeName=$NODE NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$PORT1 CPUs=2 State=UNKNOWN
+NodeName=localhost NodeHostname=$NODE NodeAddr=127.0.0.1 Port=$PORT2 CPUs=2 State=UNKNOWN
 PartitionName=gpp Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 slurmctld -D -i >"$S/log/slurmctld.out" 2>&1 &
 track $!
-slurmd -D -N "$NODE" >"$S/log/slurmd.out" 2>&1 &
-track $!
-idle() { [ "$(sinfo -h -n "$NODE" -o %t 2>/dev/null)" = idle ]; }
+for n in "${NODES[@]}"; do
+    slurmd -D -N "$n" >"$S/log/slurmd-$n.out" 2>&1 &
+    track $!
+done
+idle() { [ "$(sinfo -h -o %t 2>/dev/null)" = idle ] && [ "$(sinfo -h -o %D 2>/dev/null)" = 2 ]; }
 if wait_until 30 idle; then
-    ok "munged, slurmctld (port $CTLD_PORT), slurmd (port $SLURMD_PORT): node $NODE idle"
+    ok "munged, slurmctld (port $CTLD_PORT), 2 slurmd (ports $PORT1 $PORT2): nodes ${NODES[*]} idle"
 else
-    skip "the Slurm daemons do not come up here: $(tail -3 "$S/log/slurmctld.log" "$S/log/slurmd.log" 2>/dev/null | grep -v '^$' | tail -4)"
+    skip "the Slurm daemons do not come up here: $(tail -n3 "$S/log/slurmctld.log" "$S/log"/slurmd-*.log 2>/dev/null | grep -v '^$' | tail -4)"
 fi
 
 # 3. gpp installed into a prefix, as the job script finds it
@@ -141,25 +147,27 @@ state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).
 exitcode() { scontrol show job "$1" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p'; }
 finished() { case "$(state "$1")" in PENDING | RUNNING | CONFIGURING | COMPLETING | "") return 1 ;; esac; }
 
-# 4. the job: 1 node x 4 tasks -> 4 agents
-J=$(submit train "$TMP/cluster.toml" --nodes=1 --ntasks-per-node=4 --export="ALL,GPP_PREFIX=$P,GPP_PLAN=gpp")
+# 4. the job: 2 nodes x 2 tasks -> 4 agents
+J=$(submit train "$TMP/cluster.toml" --nodes=2 --ntasks-per-node=2 --export="ALL,GPP_PREFIX=$P,GPP_PLAN=gpp")
 JOBS+=("$J")
 wait_until 240 finished "$J"
 st=$(state "$J")
 if [ -n "$J" ] && [ "$st" = COMPLETED ] && [ "$(exitcode "$J")" = 0:0 ] &&
-    grep -q "^gpp-job: 1 node(s) x 4 agent(s), coordinator tcp://$NODE:" "$TMP/train.out" &&
+    grep -q "^gpp-job: 2 node(s) x 2 agent(s), coordinator tcp://\($NODE\|localhost\):" "$TMP/train.out" &&
     [ "$(grep -c '^iter [1-3]/3  loss ' "$TMP/train.out")" = 3 ] &&
     [ "$(grep -c '"iteration":' "$TMP/metrics.jsonl")" = 3 ] &&
     grep -q '^{"weights_sha256":"[0-9a-f]\{64\}"}$' "$TMP/metrics.jsonl" &&
-    [ "$(grep -c "registered $NODE:[0-3] (rank" "$TMP/train.out")" = 4 ]; then
-    ok "sbatch gpp-job.sbatch: job $J COMPLETED, 4 agents of $NODE registered, 3 iterations, metrics, digest"
+    [ "$(grep -c "registered $NODE:[01] (rank" "$TMP/train.out")" = 2 ] &&
+    [ "$(grep -c "registered localhost:[01] (rank" "$TMP/train.out")" = 2 ]; then
+    ok "sbatch gpp-job.sbatch: job $J COMPLETED, 2 agents on each node registered, 3 iterations, metrics, digest"
 else
     fail "the Slurm job '$J' (state '$st', exit '$(exitcode "$J")')" "$(cat "$TMP/train.sbatch.err")" \
         "$(grep -v OpenBLAS "$TMP/train.out" 2>/dev/null | tail -12)"
 fi
-if grep -q "^endpoint = \"tcp://$NODE:[0-9]*\"$" "$TMP/gpp-$J.toml" &&
-    [ "$(grep -c '^\[\[nodes\]\]' "$TMP/gpp-$J.toml")" = 1 ] && grep -q "^host = \"$NODE\"$" "$TMP/gpp-$J.toml" &&
-    grep -q '^slots = 4$' "$TMP/gpp-$J.toml" && grep -q '^launch = "external"$' "$TMP/gpp-$J.toml"; then
+if grep -q "^endpoint = \"tcp://\($NODE\|localhost\):[0-9]*\"$" "$TMP/gpp-$J.toml" &&
+    [ "$(grep -c '^\[\[nodes\]\]' "$TMP/gpp-$J.toml")" = 2 ] && grep -q "^host = \"$NODE\"$" "$TMP/gpp-$J.toml" &&
+    grep -q '^host = "localhost"$' "$TMP/gpp-$J.toml" && [ "$(grep -c '^slots = 2$' "$TMP/gpp-$J.toml")" = 2 ] &&
+    grep -q '^launch = "external"$' "$TMP/gpp-$J.toml"; then
     ok "the job's cluster file: endpoint and nodes from the allocation"
 else
     fail "the job's cluster file gpp-$J.toml" "$(cat "$TMP/gpp-$J.toml" 2>/dev/null)"
