@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent/gpp_agent.h"
+#include "common/gpp_net.h"
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
 #include "common/gpp_version.h"
@@ -23,8 +24,14 @@ static void s_usage(FILE *f)
 {
     fprintf(f, "usage: gpp-agent --coordinator tcp://HOST:PORT --host NAME --slot N\n"
                "                 [--heartbeat-ms N] [--timeout-ms N] [--mem-bytes N]\n"
-               "                 [--threads N] [--data-host ADDR] [--comm-timeout-ms N]\n"
-               "                 [--control-barriers N] [--version]\n");
+               "                 [--threads N] [--advertise ADDR | --iface NAME]\n"
+               "                 [--comm-timeout-ms N] [--control-barriers N] [--version]\n"
+               "  --advertise ADDR  data-plane address (or host name) the other agents reach\n"
+               "                    this one at (--data-host is the same); default: the --host\n"
+               "                    name if it resolves to a network address of this host,\n"
+               "                    else the address of the interface that reaches the\n"
+               "                    coordinator\n"
+               "  --iface NAME      the data plane uses this interface's IPv4 address\n");
 }
 
 static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
@@ -38,10 +45,14 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                                           {"threads", required_argument, 0, 'T'},
                                           {"control-barriers", required_argument, 0, 'B'},
                                           {"data-host", required_argument, 0, 'D'},
+                                          {"advertise", required_argument, 0, 'D'},
+                                          {"iface", required_argument, 0, 'I'},
                                           {"comm-timeout-ms", required_argument, 0, 'C'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     static char hostname[256];
+    static char data_addr[GPP_NET_ADDR_LEN];
+    const char *iface = NULL;
     memset(o, 0, sizeof *o);
     o->ctl.slot = -1;
     o->ctl.backend = GPP__BACKEND__BACKEND_CPU;
@@ -92,6 +103,9 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
         case 'D':
             o->data_host = optarg;
             break;
+        case 'I':
+            iface = optarg;
+            break;
         case 'C':
             if (gpp_parse_flag_int64("gpp-agent", "--comm-timeout-ms", optarg, 1, INT_MAX, &v) < 0)
                 return -1;
@@ -122,8 +136,22 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
             snprintf(hostname, sizeof hostname, "localhost");
         o->ctl.host = hostname;
     }
-    if (!o->data_host)
-        o->data_host = o->ctl.host;
+    if (o->data_host && iface) {
+        fprintf(stderr, "gpp-agent: --advertise and --iface both name the data-plane address: "
+                        "pass one of the two\n");
+        return -1;
+    }
+    /* the address every peer's Gloo pair connects to: never loopback when the
+     * coordinator (and so some agent) is on another host */
+    char why[128];
+    gpp_err_t err = {{0}};
+    if (gpp_net_data_addr(o->data_host, iface, o->ctl.host, o->ctl.endpoint, data_addr,
+                          sizeof data_addr, why, sizeof why, &err) < 0) {
+        fprintf(stderr, "gpp-agent: %s\n", err.msg);
+        return -1;
+    }
+    o->data_host = data_addr;
+    gpp_info("agent %s:%d: data plane on %s (%s)", o->ctl.host, o->ctl.slot, data_addr, why);
     if (!o->comm_timeout_ms) /* a dead peer is the coordinator's to report first */
         o->comm_timeout_ms = o->ctl.timeout_ms * 4 > 60000 ? o->ctl.timeout_ms * 4 : 60000;
     return 0;

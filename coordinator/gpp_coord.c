@@ -3,11 +3,13 @@
 
 #include <assert.h>
 #include <czmq.h>
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/time.h>
 
+#include "common/gpp_net.h"
 #include "common/gpp_notify.h"
 #include "common/gpp_sigfd.h"
 #include "common/gpp_time.h"
@@ -68,6 +70,7 @@ struct gpp_coord_s {
     double start_time_s;      /* Unix time of gpp_coord_new, for /metrics */
     gpp_rdv_t *rdv;           /* the job's rendezvous table */
     char rdv_endpoint[512];
+    char bind[512]; /* cfg.endpoint with a host name or interface resolved (gpp_net) */
 };
 
 static void s_drop(gpp_coord_t *self, const char *who, const char *why);
@@ -317,7 +320,7 @@ static void s_plan(gpp_coord_t *self)
         s_abort(self, "%s", err.msg);
         return;
     }
-    gpp_rdv_endpoint(self->cfg.endpoint, self->port, self->cfg.launch != NULL, self->rdv_endpoint,
+    gpp_rdv_endpoint(self->bind, self->port, self->cfg.launch != NULL, self->rdv_endpoint,
                      sizeof self->rdv_endpoint);
     self->job.rdv_endpoint = self->rdv_endpoint;
     self->job.rdv_token = gpp_rdv_token(self->rdv);
@@ -853,6 +856,7 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
                     cfg->heartbeat_ms, cfg->timeout_ms, cfg->start_timeout_ms);
         return NULL;
     }
+    int bind_errno = 0;
     gpp_coord_t *self = gpp_xcalloc(1, sizeof *self);
     self->cfg = *cfg;
     self->reg = gpp_registry_new(cfg->n_agents, cfg->hosts, cfg->slots);
@@ -874,14 +878,36 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
     zsock_set_router_mandatory(self->router, 1);
     zsock_set_sndhwm(self->router, 100000);
     zsock_set_linger(self->router, 1000);
-    self->port = zsock_bind(self->router, "%s", cfg->endpoint);
-    if (self->port < 0) {
-        gpp_err_set(err,
-                    "coordinator: cannot bind '%s': %s; is another coordinator using the "
-                    "port? set [coordinator] endpoint in the cluster file",
-                    cfg->endpoint, zmq_strerror(zmq_errno()));
+    /* ZeroMQ binds `*`, addresses and interfaces; a host name is resolved
+     * here, and the rendezvous endpoint the agents get names the address */
+    char addr[GPP_NET_ADDR_LEN];
+    gpp_err_t berr = {{0}};
+    if (gpp_net_bind_endpoint(cfg->endpoint, self->bind, sizeof self->bind, addr, sizeof addr,
+                              &berr) < 0) {
+        gpp_err_set(err, "%s; set [coordinator] endpoint in the cluster file or --endpoint",
+                    berr.msg);
+        bind_errno = EADDRNOTAVAIL;
         goto fail;
     }
+    self->port = zsock_bind(self->router, "%s", self->bind);
+    if (self->port < 0) {
+        bind_errno = zmq_errno();
+        gpp_err_set(err,
+                    "coordinator: cannot bind '%s'%s%s%s: %s; %s set [coordinator] endpoint "
+                    "in the cluster file or --endpoint",
+                    cfg->endpoint, strcmp(self->bind, cfg->endpoint) ? " (" : "",
+                    strcmp(self->bind, cfg->endpoint) ? self->bind : "",
+                    strcmp(self->bind, cfg->endpoint) ? ")" : "", zmq_strerror(bind_errno),
+                    bind_errno == EADDRINUSE ? "another program (another coordinator?) has the "
+                                               "port: stop it or pick another port, and"
+                                             : "");
+        goto fail;
+    }
+    if (gpp_net_is_loopback(addr) && cfg->launch == NULL)
+        gpp_warn("coordinator: %s binds loopback (%s) only: agents on other hosts cannot "
+                 "connect; bind a host name that resolves to a network address, an interface "
+                 "or tcp://*:PORT",
+                 cfg->endpoint, addr);
     if (self->port == 0) /* a named endpoint without a port number */
         self->port = -1;
     self->loop = zloop_new();
@@ -901,6 +927,7 @@ fail_loop:
     gpp_err_set(err, "coordinator: cannot set up the event loop");
 fail:
     gpp_coord_destroy(&self);
+    errno = bind_errno; /* the header's contract: 0 unless the bind failed */
     return NULL;
 }
 
@@ -926,8 +953,8 @@ int gpp_coord_run(gpp_coord_t *self)
     self->start_ms = gpp_now_ms();
     self->state = S_WAITING;
     s_publish_metrics(self);
-    gpp_info("coordinator: listening on %s (port %d), waiting for %d agents", self->cfg.endpoint,
-             self->port, gpp_registry_size(self->reg));
+    gpp_info("coordinator: listening on %s (%s, port %d), waiting for %d agents",
+             self->cfg.endpoint, self->bind, self->port, gpp_registry_size(self->reg));
     gpp_sigfd_run_loop(self->loop);
     s_planner_stop(self); /* no thread outlives the run */
     if (self->state != S_DONE && !self->stopped) {

@@ -74,7 +74,9 @@ typedef int(gpp_coord_plan_fn)(void *arg, gpp_registry_t *reg, const atomic_int 
                                gpp_coord_job_t *job, gpp_err_t *err);
 
 typedef struct {
-    const char *endpoint; /* bind address, e.g. "tcp://0.0.0.0:5555"; port "*" picks one */
+    const char *endpoint; /* bind address: tcp://WHAT:PORT, WHAT `*`, an IPv4 address, an
+                             interface or a host name (gpp_net_bind_endpoint); port "*"
+                             picks one */
     int n_agents;
     const char *const *hosts;   /* [n_agents], cluster-file order = rank */
     const int *slots;           /* [n_agents] */
@@ -113,7 +115,9 @@ typedef struct {
     const int *agent_restarts;
 } gpp_coord_cfg_t;
 
-/* Binds the ROUTER. NULL with a message when the address is unusable. */
+/* Binds the ROUTER. NULL with a message when the address is unusable;
+ * errno is then the bind's error (EADDRINUSE, EADDRNOTAVAIL for a name that
+ * does not resolve to this host, ...), 0 when something else failed. */
 gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err);
 void gpp_coord_destroy(gpp_coord_t **self_p);
 

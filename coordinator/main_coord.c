@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/gpp_net.h"
 #include "common/gpp_notify.h"
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
@@ -192,18 +193,14 @@ static int s_agent_path(const s_opts_t *o, char *out, size_t len)
     return access(out, X_OK) == 0 ? 0 : -1;
 }
 
-/* A wildcard bind address ("tcp://" "*:5555") becomes "tcp://127.0.0.1:5555":
- * where local agents connect. */
+/* Where local agents connect: the bound address, 127.0.0.1 for a wildcard
+ * bind (gpp_net_bind_endpoint checked the endpoint before the bind). */
 static void s_connect_endpoint(const char *bind, int port, char *out, size_t len)
 {
-    const char *host = strstr(bind, "://");
-    host = host ? host + 3 : bind;
-    const char *colon = strrchr(host, ':');
-    int hl = colon ? (int)(colon - host) : (int)strlen(host);
-    if (hl == 1 && host[0] == '*')
-        snprintf(out, len, "tcp://127.0.0.1:%d", port);
-    else
-        snprintf(out, len, "tcp://%.*s:%d", hl, host, port);
+    char b[512], addr[GPP_NET_ADDR_LEN];
+    if (gpp_net_bind_endpoint(bind, b, sizeof b, addr, sizeof addr, NULL) < 0 || !addr[0])
+        snprintf(addr, sizeof addr, "127.0.0.1");
+    snprintf(out, len, "tcp://%s:%d", addr, port);
 }
 
 static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_config_t *cfg,
@@ -436,6 +433,10 @@ int main(int argc, char **argv)
     for (;;) {
         coord = gpp_coord_new(&cc, &err);
         if (!coord) {
+            /* an endpoint that does not resolve here or a port in use: the
+             * configuration's to change (exit status 2) */
+            if (errno == EADDRINUSE || errno == EADDRNOTAVAIL || errno == ENODEV || errno == EACCES)
+                rc = 2;
             gpp_error("%s", err.msg);
             goto done;
         }

@@ -19,6 +19,9 @@ PKGS=(
   systemd                          # tests: systemd-analyze verify|security on the units
   python3-jsonschema               # test_graph_schema, scripts/gpp-graph-check (/usr/bin/python3)
   python3-numpy                    # tests reading .npy datasets and .safetensors weights
+  iproute2                         # tests: multihost_netns (ip netns, veth, bridge)
+  slurm-wlm munge                  # tests: slurm_local runs munged, slurmctld, slurmd here
+                                   # (apt-get install: 18 s on the dev VM, 2026-11)
 )
 # Benchmark-only: PyTorch on CPU for the training-speed comparison.
 if [ "${GPP_BENCH_DEPS:-0}" = 1 ]; then PKGS+=(python3-torch); fi
