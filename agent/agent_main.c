@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent/gpp_agent.h"
+#include "common/gpp_curve.h"
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
 #include "common/gpp_version.h"
@@ -24,11 +25,22 @@ static void s_usage(FILE *f)
     fprintf(f, "usage: gpp-agent --coordinator tcp://HOST:PORT --host NAME --slot N\n"
                "                 [--heartbeat-ms N] [--timeout-ms N] [--mem-bytes N]\n"
                "                 [--threads N] [--data-host ADDR] [--comm-timeout-ms N]\n"
-               "                 [--control-barriers N] [--version]\n");
+               "                 [--control-barriers N] [--version]\n"
+               "                 [--coordinator-key FILE|Z85 --key FILE]\n"
+               "  --coordinator-key  the coordinator's public key (coordinator.key from\n"
+               "                     gpp-coordinator --keygen, or its Z85 text): CURVE on\n"
+               "  --key              this agent's secret cert (agent-<i>.key_secret, mode 0600)\n"
+               "  --key-fd N         keys from an inherited fd (the coordinator's local launch)\n");
 }
+
+/* The control plane's keys (gpp_curve.h), kept for gpp_curve_identity_set. */
+static gpp_curve_client_t s_keys;
+static int s_have_keys;
 
 static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
 {
+    const char *server_key = NULL, *key_file = NULL;
+    int key_fd = -1;
     static const struct option longs[] = {{"coordinator", required_argument, 0, 'c'},
                                           {"host", required_argument, 0, 'H'},
                                           {"slot", required_argument, 0, 's'},
@@ -39,6 +51,9 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                                           {"control-barriers", required_argument, 0, 'B'},
                                           {"data-host", required_argument, 0, 'D'},
                                           {"comm-timeout-ms", required_argument, 0, 'C'},
+                                          {"coordinator-key", required_argument, 0, 'S'},
+                                          {"key", required_argument, 0, 'k'},
+                                          {"key-fd", required_argument, 0, 'F'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     static char hostname[256];
@@ -97,6 +112,17 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                 return -1;
             o->comm_timeout_ms = (int)v;
             break;
+        case 'S':
+            server_key = optarg;
+            break;
+        case 'k':
+            key_file = optarg;
+            break;
+        case 'F':
+            if (gpp_parse_flag_int64("gpp-agent", "--key-fd", optarg, 3, INT_MAX, &v) < 0)
+                return -1;
+            key_fd = (int)v;
+            break;
         case 'h':
             s_usage(stdout);
             exit(0);
@@ -116,6 +142,27 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                         "the unit's environment file (gpp-agent@.service: EnvironmentFile=, "
                         "e.g. /etc/gpp/agent.env)\n");
         return -1;
+    }
+    if (key_fd >= 0 && (server_key || key_file)) {
+        fprintf(stderr, "gpp-agent: --key-fd is the local launch's; it excludes --key and "
+                        "--coordinator-key\n");
+        return -1;
+    }
+    if (!server_key != !key_file) {
+        fprintf(stderr, "gpp-agent: --coordinator-key and --key go together (CURVE needs the "
+                        "coordinator's public key and this agent's secret cert; gpp-coordinator "
+                        "--keygen DIR makes both)\n");
+        return -1;
+    }
+    gpp_err_t err = {{0}};
+    if (key_fd >= 0 || server_key) {
+        int rc = key_fd >= 0 ? gpp_curve_client_from_fd(&s_keys, key_fd, &err)
+                             : gpp_curve_client_load(&s_keys, server_key, key_file, &err);
+        if (rc < 0) {
+            fprintf(stderr, "gpp-agent: %s\n", err.msg);
+            return -1;
+        }
+        s_have_keys = 1;
     }
     if (!o->ctl.host || !o->ctl.host[0]) {
         if (gethostname(hostname, sizeof hostname - 1) < 0)
@@ -138,6 +185,10 @@ int main(int argc, char **argv)
     gpp_agent_cfg_t cfg;
     if (s_parse(argc, argv, &cfg) < 0)
         return 2;
+    /* before any socket or thread: both of the agent's sockets to the
+       coordinator (control, rendezvous) use these keys */
+    gpp_curve_identity_set(s_have_keys ? &s_keys : NULL);
+    explicit_bzero(&s_keys, sizeof s_keys);
     gpp_err_t err = {{0}};
     cfg.sigfd = gpp_sigfd_open(&err);
     if (cfg.sigfd < 0) {

@@ -43,6 +43,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "common/gpp_curve.h"
 #include "common/gpp_err.h"
 #include "coordinator/gpp_http.h"
 #include "coordinator/gpp_launch.h"
@@ -105,6 +106,10 @@ typedef struct {
     const char *metrics_path; /* JSON lines; NULL: none */
     int sigfd;                /* gpp_sigfd, or -1 */
     gpp_launch_t *launch;     /* local launcher, or NULL */
+    /* CURVE on the ROUTER: only the server's admitted agent keys get
+       through the handshake (common/gpp_curve.h; borrowed, must outlive the
+       coordinator). NULL: plaintext, anyone who reaches the port may talk. */
+    const gpp_curve_server_t *curve;
     gpp_http_t *http;         /* /metrics server to publish snapshots to (every
                                  heartbeat tick, from the loop thread), or NULL */
     /* restarts of the job so far (gpp-coordinator --max-restarts) and of each
@@ -113,7 +118,9 @@ typedef struct {
     const int *agent_restarts;
 } gpp_coord_cfg_t;
 
-/* Binds the ROUTER. NULL with a message when the address is unusable. */
+/* Binds the ROUTER (ZMQ_MAXMSGSIZE GPP_MSG_MAX_BYTES: a longer frame drops
+ * its peer before any of it is buffered; CURVE with cfg->curve). NULL with
+ * a message when the address is unusable. */
 gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err);
 void gpp_coord_destroy(gpp_coord_t **self_p);
 

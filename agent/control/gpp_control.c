@@ -6,6 +6,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "common/gpp_curve.h"
 #include "common/gpp_time.h"
 
 #define S_HOST_MAX 256
@@ -260,6 +261,9 @@ gpp_control_t *gpp_control_new(const gpp_control_cfg_t *cfg, zloop_t *loop,
     }
     zsock_set_sndhwm(self->sock, S_SNDHWM);
     zsock_set_linger(self->sock, 1000);
+    /* the size limit, and CURVE when this process has keys (gpp_curve.h) */
+    if (gpp_curve_client_apply(zsock_resolve(self->sock), GPP_MSG_MAX_BYTES, err) < 0)
+        goto fail;
     if (zsock_connect(self->sock, "%s", self->endpoint) < 0) {
         gpp_err_set(err, "control: cannot connect to '%s': %s; expected tcp://HOST:PORT",
                     self->endpoint, zmq_strerror(zmq_errno()));
