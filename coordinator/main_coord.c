@@ -491,6 +491,15 @@ int main(int argc, char **argv)
     cc.progress = stdout;
     cc.metrics_path = o.metrics ? o.metrics : cfg.metrics.file;
     cc.sigfd = sigfd;
+    /* keys before anything is planned or written: a bad key_dir is exit 2 */
+    int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
+    int curve_failed = 0;
+    curve = s_curve_setup(&cfg, local, n, keys, &curve_failed);
+    if (curve_failed) {
+        rc = 2;
+        goto done;
+    }
+    cc.curve = curve;
     if (!o.control_only) {
         job = gpp_job_new(&cfg, o.plan, o.reprofile, o.resume, stdout, &err);
         if (!job) {
@@ -516,14 +525,6 @@ int main(int argc, char **argv)
         cc.http = http;
         gpp_info("metrics: serving Prometheus /metrics on port %d", gpp_http_port(http));
     }
-    int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
-    int curve_failed = 0;
-    curve = s_curve_setup(&cfg, local, n, keys, &curve_failed);
-    if (curve_failed) {
-        rc = 2;
-        goto done;
-    }
-    cc.curve = curve;
     if (local) {
         launch = gpp_launch_new();
         cc.launch = launch;
