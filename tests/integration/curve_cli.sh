@@ -74,8 +74,10 @@ else
     fail "unknown key not logged" "$(cat "$TMP/2.err")"
 fi
 bwait $X1 20; rx1=$?; bwait $X2 20; rx2=$?
-if [ $rx1 = 1 ] && [ $rx2 = 1 ] && ! grep -q "registered as rank" "$TMP/2x.err" "$TMP/2y.err"; then
-    ok "intruders (unknown key, no keys) never register and give up"
+if [ $rx1 = 1 ] && [ $rx2 = 1 ] && ! grep -q "registered as rank" "$TMP/2x.err" "$TMP/2y.err" &&
+    grep -q "refused this agent's CURVE key (ZAP status 400)" "$TMP/2x.err" &&
+    grep -q "it requires CURVE keys; pass --coordinator-key and --key" "$TMP/2y.err"; then
+    ok "intruders (unknown key, no keys) never register, give up and are told why"
 else
     fail "intruders (exit $rx1 $rx2)" "$(cat "$TMP/2x.err" "$TMP/2y.err")"
 fi
