@@ -15,6 +15,7 @@
 
 #include "agent/gpp_agent.h"
 #include "common/gpp_net.h"
+#include "common/gpp_curve.h"
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
 #include "common/gpp_version.h"
@@ -26,16 +27,27 @@ static void s_usage(FILE *f)
                "                 [--heartbeat-ms N] [--timeout-ms N] [--mem-bytes N]\n"
                "                 [--threads N] [--advertise ADDR | --iface NAME]\n"
                "                 [--comm-timeout-ms N] [--control-barriers N] [--version]\n"
+               "                 [--coordinator-key FILE|Z85 --key FILE] [--key-fd N]\n"
                "  --advertise ADDR  data-plane address (or host name) the other agents reach\n"
                "                    this one at (--data-host is the same); default: the --host\n"
                "                    name if it resolves to a network address of this host,\n"
                "                    else the address of the interface that reaches the\n"
                "                    coordinator\n"
-               "  --iface NAME      the data plane uses this interface's IPv4 address\n");
+               "  --iface NAME      the data plane uses this interface's IPv4 address\n"
+               "  --coordinator-key the coordinator's public key (coordinator.key from\n"
+               "                    gpp-coordinator --keygen, or its Z85 text): CURVE on\n"
+               "  --key             this agent's secret cert (agent-<i>.key_secret, mode 0600)\n"
+               "  --key-fd N        keys from an inherited fd (the coordinator's local launch)\n");
 }
+
+/* The control plane's keys (gpp_curve.h), kept for gpp_curve_identity_set. */
+static gpp_curve_client_t s_keys;
+static int s_have_keys;
 
 static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
 {
+    const char *server_key = NULL, *key_file = NULL;
+    int key_fd = -1;
     static const struct option longs[] = {{"coordinator", required_argument, 0, 'c'},
                                           {"host", required_argument, 0, 'H'},
                                           {"slot", required_argument, 0, 's'},
@@ -48,6 +60,9 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                                           {"advertise", required_argument, 0, 'D'},
                                           {"iface", required_argument, 0, 'I'},
                                           {"comm-timeout-ms", required_argument, 0, 'C'},
+                                          {"coordinator-key", required_argument, 0, 'S'},
+                                          {"key", required_argument, 0, 'k'},
+                                          {"key-fd", required_argument, 0, 'F'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     static char hostname[256];
@@ -111,6 +126,17 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                 return -1;
             o->comm_timeout_ms = (int)v;
             break;
+        case 'S':
+            server_key = optarg;
+            break;
+        case 'k':
+            key_file = optarg;
+            break;
+        case 'F':
+            if (gpp_parse_flag_int64("gpp-agent", "--key-fd", optarg, 3, INT_MAX, &v) < 0)
+                return -1;
+            key_fd = (int)v;
+            break;
         case 'h':
             s_usage(stdout);
             exit(0);
@@ -131,6 +157,27 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                         "e.g. /etc/gpp/agent.env)\n");
         return -1;
     }
+    if (key_fd >= 0 && (server_key || key_file)) {
+        fprintf(stderr, "gpp-agent: --key-fd is the local launch's; it excludes --key and "
+                        "--coordinator-key\n");
+        return -1;
+    }
+    if (!server_key != !key_file) {
+        fprintf(stderr, "gpp-agent: --coordinator-key and --key go together (CURVE needs the "
+                        "coordinator's public key and this agent's secret cert; gpp-coordinator "
+                        "--keygen DIR makes both)\n");
+        return -1;
+    }
+    gpp_err_t err = {{0}};
+    if (key_fd >= 0 || server_key) {
+        int rc = key_fd >= 0 ? gpp_curve_client_from_fd(&s_keys, key_fd, &err)
+                             : gpp_curve_client_load(&s_keys, server_key, key_file, &err);
+        if (rc < 0) {
+            fprintf(stderr, "gpp-agent: %s\n", err.msg);
+            return -1;
+        }
+        s_have_keys = 1;
+    }
     if (!o->ctl.host || !o->ctl.host[0]) {
         if (gethostname(hostname, sizeof hostname - 1) < 0)
             snprintf(hostname, sizeof hostname, "localhost");
@@ -144,7 +191,6 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
     /* the address every peer's Gloo pair connects to: never loopback when the
      * coordinator (and so some agent) is on another host */
     char why[128];
-    gpp_err_t err = {{0}};
     if (gpp_net_data_addr(o->data_host, iface, o->ctl.host, o->ctl.endpoint, data_addr,
                           sizeof data_addr, why, sizeof why, &err) < 0) {
         fprintf(stderr, "gpp-agent: %s\n", err.msg);
@@ -166,6 +212,10 @@ int main(int argc, char **argv)
     gpp_agent_cfg_t cfg;
     if (s_parse(argc, argv, &cfg) < 0)
         return 2;
+    /* before any socket or thread: both of the agent's sockets to the
+       coordinator (control, rendezvous) use these keys */
+    gpp_curve_identity_set(s_have_keys ? &s_keys : NULL);
+    explicit_bzero(&s_keys, sizeof s_keys);
     gpp_err_t err = {{0}};
     cfg.sigfd = gpp_sigfd_open(&err);
     if (cfg.sigfd < 0) {

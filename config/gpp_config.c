@@ -65,6 +65,8 @@ static const char *const S_BACKENDS[] = {"cpu", "cuda", NULL};
 static const s_field_t S_FIELDS[] = {
     S_STR("coordinator", "endpoint", coordinator.endpoint, "GPP_ENDPOINT",
           "a ZeroMQ endpoint such as \"tcp://127.0.0.1:5555\""),
+    S_STR("coordinator", "key_dir", coordinator.key_dir, "GPP_KEY_DIR",
+          "a directory made by gpp-coordinator --keygen DIR"),
     {"cluster", "device", F_STR, C_OFF(cluster.device), C_SZ(cluster.device), 0, 0, 0, 0, S_DEVICES,
      NULL, "one of v100-16g, v100-32g, a100-80g, h100-80g, cpu"},
     S_STR("cluster", "profile", cluster.profile, NULL, "a path to a profile.json"),

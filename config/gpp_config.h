@@ -37,6 +37,8 @@ typedef struct {
 
     struct {
         char endpoint[GPP_CONFIG_STR]; /* ZeroMQ endpoint, "tcp://127.0.0.1:5555" */
+        char key_dir[GPP_CONFIG_PATH]; /* CURVE keys of external agents (gpp-coordinator
+                                          --keygen); "" = none */
     } coordinator;
 
     struct {

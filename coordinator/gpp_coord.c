@@ -845,6 +845,22 @@ static int s_rdv_member(void *arg, int rank)
            gpp_registry_agent(self->reg, rank)->state == GPP_AGENT_ALIVE;
 }
 
+/* The ROUTER's admission, before it binds: the frame size limit and, with
+ * cfg.curve, CURVE (only admitted agent keys complete the handshake; the
+ * ZAP handler logs every refusal with the peer's address and key). */
+static int s_secure(gpp_coord_t *self, gpp_err_t *err)
+{
+    if (gpp_curve_server_apply(self->cfg.curve, zsock_resolve(self->router), GPP_MSG_MAX_BYTES,
+                               err) < 0)
+        return gpp_err_prefix(err, "coordinator");
+    if (self->cfg.curve)
+        gpp_info("coordinator: CURVE on %s: %d admitted agent key%s, coordinator key %s",
+                 self->cfg.endpoint, gpp_curve_server_size(self->cfg.curve),
+                 gpp_curve_server_size(self->cfg.curve) == 1 ? "" : "s",
+                 gpp_curve_server_public(self->cfg.curve));
+    return 0;
+}
+
 gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
 {
     assert(cfg && cfg->endpoint && cfg->n_agents > 0 && cfg->hosts && cfg->slots);
@@ -878,6 +894,8 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
     zsock_set_router_mandatory(self->router, 1);
     zsock_set_sndhwm(self->router, 100000);
     zsock_set_linger(self->router, 1000);
+    if (s_secure(self, err) < 0)
+        goto fail;
     /* ZeroMQ binds `*`, addresses and interfaces; a host name is resolved
      * here, and the rendezvous endpoint the agents get names the address */
     char addr[GPP_NET_ADDR_LEN];

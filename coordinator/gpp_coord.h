@@ -43,6 +43,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "common/gpp_curve.h"
 #include "common/gpp_err.h"
 #include "coordinator/gpp_http.h"
 #include "coordinator/gpp_launch.h"
@@ -107,6 +108,10 @@ typedef struct {
     const char *metrics_path; /* JSON lines; NULL: none */
     int sigfd;                /* gpp_sigfd, or -1 */
     gpp_launch_t *launch;     /* local launcher, or NULL */
+    /* CURVE on the ROUTER: only the server's admitted agent keys get
+       through the handshake (common/gpp_curve.h; borrowed, must outlive the
+       coordinator). NULL: plaintext, anyone who reaches the port may talk. */
+    const gpp_curve_server_t *curve;
     gpp_http_t *http;         /* /metrics server to publish snapshots to (every
                                  heartbeat tick, from the loop thread), or NULL */
     /* restarts of the job so far (gpp-coordinator --max-restarts) and of each
@@ -115,9 +120,11 @@ typedef struct {
     const int *agent_restarts;
 } gpp_coord_cfg_t;
 
-/* Binds the ROUTER. NULL with a message when the address is unusable;
- * errno is then the bind's error (EADDRINUSE, EADDRNOTAVAIL for a name that
- * does not resolve to this host, ...), 0 when something else failed. */
+/* Binds the ROUTER (ZMQ_MAXMSGSIZE GPP_MSG_MAX_BYTES: a longer frame drops
+ * its peer before any of it is buffered; CURVE with cfg->curve). NULL with
+ * a message when the address is unusable; errno is then the bind's error
+ * (EADDRINUSE, EADDRNOTAVAIL for a name that does not resolve to this host,
+ * ...), 0 when something else failed. */
 gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err);
 void gpp_coord_destroy(gpp_coord_t **self_p);
 

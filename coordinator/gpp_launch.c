@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +76,8 @@ void gpp_launch_destroy(gpp_launch_t **self_p)
     *self_p = NULL;
 }
 
-pid_t gpp_launch_spawn(gpp_launch_t *self, char *const argv[], int tag, gpp_err_t *err)
+pid_t gpp_launch_spawn(gpp_launch_t *self, char *const argv[], int tag, int keep_fd,
+                       gpp_err_t *err)
 {
     assert(self && argv && argv[0]);
     if (access(argv[0], X_OK) < 0)
@@ -93,6 +95,9 @@ pid_t gpp_launch_spawn(gpp_launch_t *self, char *const argv[], int tag, gpp_err_
         /* Child: async-signal-safe calls only until execv. */
         gpp_sigfd_reset_child();
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+            _exit(127);
+        /* descriptor flags are per process: only this child keeps it */
+        if (keep_fd >= 0 && fcntl(keep_fd, F_SETFD, 0) < 0)
             _exit(127);
         execv(argv[0], argv);
         _exit(127);

@@ -27,9 +27,13 @@ gpp_launch_t *gpp_launch_new(void);
 void gpp_launch_destroy(gpp_launch_t **self_p);
 
 /* Forks and execs argv (argv[0] a path, NULL-terminated); tag is the
- * caller's name for the child (the agent's rank). Returns the pid, or -1
- * with a message. */
-pid_t gpp_launch_spawn(gpp_launch_t *self, char *const argv[], int tag, gpp_err_t *err);
+ * caller's name for the child (the agent's rank). keep_fd >= 0: a
+ * close-on-exec descriptor that this one child inherits under the same
+ * number (its CURVE keys, gpp_curve_client_to_fd: private to the child,
+ * never in argv or the environment, which other users can read); -1: none.
+ * Returns the pid, or -1 with a message. */
+pid_t gpp_launch_spawn(gpp_launch_t *self, char *const argv[], int tag, int keep_fd,
+                       gpp_err_t *err);
 
 /* Reaps every child that has exited, without blocking, calling
  * fn(arg, tag, pid, status) for each (status as from waitpid). Returns the

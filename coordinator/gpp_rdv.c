@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "common/gpp_curve.h"
 #include "common/gpp_time.h"
 
 typedef struct {
@@ -464,6 +465,7 @@ gpp_rdv_service_t *gpp_rdv_service_new(const char *bind, int world_size, gpp_err
     size_t ll = sizeof last;
     if (!self->router || zmq_setsockopt(self->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one) < 0 ||
         zmq_setsockopt(self->router, ZMQ_LINGER, &zero, sizeof zero) < 0 ||
+        gpp_curve_server_apply(NULL, self->router, GPP_MSG_MAX_BYTES, err) < 0 ||
         zmq_bind(self->router, bind) < 0 ||
         zmq_getsockopt(self->router, ZMQ_LAST_ENDPOINT, last, &ll) < 0) {
         gpp_err_set(err, "rendezvous service: cannot bind %s: %s", bind, zmq_strerror(zmq_errno()));

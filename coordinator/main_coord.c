@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/gpp_net.h"
+#include "common/gpp_curve.h"
 #include "common/gpp_notify.h"
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
@@ -42,6 +43,8 @@ typedef struct {
     int reprofile;    /* --plan auto: measure a new profile, not the kept one */
     int resume;       /* continue from the newest complete set in job.checkpoint_dir */
     int max_restarts; /* local launch: restarts per agent slot after it died */
+    const char *keygen; /* --keygen DIR: make CURVE keys and exit */
+    int keygen_agents;  /* --agents N with --keygen; 0: the cluster file's devices */
 } s_opts_t;
 
 static void s_usage(FILE *f)
@@ -64,6 +67,10 @@ static void s_usage(FILE *f)
             "  --max-restarts N               local launch: when agents die, restart the job\n"
             "                                 from the newest complete set, at most N times\n"
             "                                 per agent slot (default 0)\n"
+            "  --keygen DIR [--agents N]      make CURVE keys for the control plane in DIR\n"
+            "                                 (the coordinator's pair and N agent pairs, N\n"
+            "                                 from --agents or the cluster file) and exit;\n"
+            "                                 set [coordinator] key_dir = DIR (docs/operations.md)\n"
             "  --version                      print the version and git commit\n"
             "  --help\n");
 }
@@ -82,6 +89,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"reprofile", no_argument, 0, 'r'},
                                           {"resume", no_argument, 0, 'R'},
                                           {"max-restarts", required_argument, 0, 'M'},
+                                          {"keygen", required_argument, 0, 'K'},
+                                          {"agents", required_argument, 0, 'N'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -91,10 +100,11 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     int c;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         long v = 0;
-        if (c == 'b' || c == 't' || c == 'i' || c == 'M') {
+        if (c == 'b' || c == 't' || c == 'i' || c == 'M' || c == 'N') {
             const char *flag = c == 'b'   ? "--barriers"
                                : c == 't' ? "--start-timeout-ms"
                                : c == 'M' ? "--max-restarts"
+                               : c == 'N' ? "--agents"
                                           : "--iterations";
             int64_t x;
             if (gpp_parse_flag_int64("gpp-coordinator", flag, optarg, 0, INT_MAX, &x) < 0)
@@ -138,6 +148,12 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         case 'M':
             o->max_restarts = (int)v;
             break;
+        case 'K':
+            o->keygen = optarg;
+            break;
+        case 'N':
+            o->keygen_agents = (int)v;
+            break;
         case 'h':
             s_usage(stdout);
             exit(0);
@@ -145,6 +161,15 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             s_usage(stderr);
             return -1;
         }
+    }
+    if (o->keygen && (o->keygen_agents > 0 ? optind == argc : optind == argc - 1)) {
+        o->config_path = optind < argc ? argv[optind] : NULL;
+        return 0;
+    }
+    if (o->keygen || o->keygen_agents) {
+        fprintf(stderr, "gpp-coordinator: --keygen DIR needs --agents N or one cluster file (one "
+                        "key pair per device); --agents goes with --keygen only\n");
+        return -1;
     }
     if (optind != argc - 1) {
         fprintf(stderr, "gpp-coordinator: expected one cluster file, got %d arguments\n",
@@ -203,8 +228,63 @@ static void s_connect_endpoint(const char *bind, int port, char *out, size_t len
     snprintf(out, len, "tcp://%s:%d", addr, port);
 }
 
+/* --keygen DIR: exit status 0 made, 2 refused (bad count, existing keys). */
+static int s_keygen(const s_opts_t *o)
+{
+    int n = o->keygen_agents;
+    gpp_err_t err = {{0}};
+    if (n == 0) {
+        gpp_config_t cfg;
+        if (gpp_config_load(&cfg, o->config_path, &err) < 0) {
+            gpp_error("%s", err.msg);
+            return 2;
+        }
+        n = gpp_config_devices(&cfg);
+        gpp_config_release(&cfg);
+    }
+    if (gpp_curve_keygen(o->keygen, n, &err) < 0) {
+        gpp_error("%s", err.msg);
+        return 2;
+    }
+    printf("keys: %s/coordinator.key (public: give it to every agent, --coordinator-key), "
+           "%s/coordinator.key_secret (0600, stays here), %d agent pairs %s/agent-<i>.key_secret "
+           "(0600: copy each to its agent's host, --key), admitted through %s/agents/*.key; set "
+           "[coordinator] key_dir = \"%s\"\n",
+           o->keygen, o->keygen, n, o->keygen, o->keygen, o->keygen);
+    return 0;
+}
+
+/* The control plane's admission (docs/operations.md, Security): a local
+ * launch makes fresh keys for the agents it forks (keys[n], handed to each
+ * child through an inherited fd); external agents are admitted by the
+ * key directory; without one the port is open, said loudly. */
+static gpp_curve_server_t *s_curve_setup(const gpp_config_t *cfg, int local, int n,
+                                         gpp_curve_client_t *keys, int *failed)
+{
+    gpp_err_t err = {{0}};
+    gpp_curve_server_t *srv = NULL;
+    *failed = 0;
+    if (local) {
+        srv = gpp_curve_server_new_ephemeral(n, keys, &err);
+    } else if (cfg->coordinator.key_dir[0]) {
+        srv = gpp_curve_server_load(cfg->coordinator.key_dir, &err);
+    } else {
+        gpp_warn("control: no [coordinator] key_dir: the control plane is NOT authenticated or "
+                 "encrypted; anyone who reaches %s can register as an agent. Make keys with "
+                 "gpp-coordinator --keygen DIR and set key_dir (docs/operations.md)",
+                 cfg->coordinator.endpoint);
+        return NULL;
+    }
+    if (!srv) {
+        gpp_error("%s: %s", cfg->path, err.msg);
+        *failed = 1;
+    }
+    return srv;
+}
+
 static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_config_t *cfg,
-                           const s_opts_t *o, const char *const *hosts, const int *slots, int n)
+                           const s_opts_t *o, const char *const *hosts, const int *slots, int n,
+                           const gpp_curve_client_t *keys)
 {
     char agent[PATH_MAX];
     if (s_agent_path(o, agent, sizeof agent) < 0) {
@@ -213,7 +293,7 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
                   GPP_AGENT_BUILD_PATH);
         return -1;
     }
-    char ep[512], slot[16], hb[16], to[16], mem[32], bar[16], thr[16];
+    char ep[512], slot[16], hb[16], to[16], mem[32], bar[16], thr[16], keyfd[16];
     /* the cores are shared out among the local agents (one thread at least):
      * a fixed count per run keeps OpenBLAS results reproducible */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -253,9 +333,15 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
                         bar,
                         "--threads",
                         thr,
+                        "--key-fd",
+                        keyfd,
                         NULL};
         gpp_err_t err = {{0}};
-        pid_t pid = gpp_launch_spawn(launch, argv, r, &err);
+        int fd = gpp_curve_client_to_fd(&keys[r], &err);
+        snprintf(keyfd, sizeof keyfd, "%d", fd);
+        pid_t pid = fd < 0 ? -1 : gpp_launch_spawn(launch, argv, r, fd, &err);
+        if (fd >= 0)
+            close(fd);
         if (pid < 0) {
             gpp_error("%s", err.msg);
             break;
@@ -347,6 +433,8 @@ int main(int argc, char **argv)
     s_opts_t o;
     if (s_parse(argc, argv, &o) < 0)
         return 2;
+    if (o.keygen)
+        return s_keygen(&o);
     gpp_err_t err = {{0}};
     int sigfd = gpp_sigfd_open(&err);
     if (sigfd < 0) {
@@ -386,6 +474,8 @@ int main(int argc, char **argv)
     gpp_job_t *job = NULL;
     gpp_http_t *http = NULL;
     int *restarts = NULL; /* [n]: restarts of each slot (--max-restarts) */
+    gpp_curve_server_t *curve = NULL;
+    gpp_curve_client_t *keys = gpp_xcalloc((size_t)n, sizeof *keys); /* local agents' */
     gpp_coord_cfg_t cc = {0};
     cc.endpoint = o.endpoint ? o.endpoint : cfg.coordinator.endpoint;
     cc.n_agents = n;
@@ -398,6 +488,15 @@ int main(int argc, char **argv)
     cc.progress = stdout;
     cc.metrics_path = o.metrics ? o.metrics : cfg.metrics.file;
     cc.sigfd = sigfd;
+    /* keys before anything is planned or written: a bad key_dir is exit 2 */
+    int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
+    int curve_failed = 0;
+    curve = s_curve_setup(&cfg, local, n, keys, &curve_failed);
+    if (curve_failed) {
+        rc = 2;
+        goto done;
+    }
+    cc.curve = curve;
     if (!o.control_only) {
         job = gpp_job_new(&cfg, o.plan, o.reprofile, o.resume, stdout, &err);
         if (!job) {
@@ -423,7 +522,6 @@ int main(int argc, char **argv)
         cc.http = http;
         gpp_info("metrics: serving Prometheus /metrics on port %d", gpp_http_port(http));
     }
-    int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
     if (local) {
         launch = gpp_launch_new();
         cc.launch = launch;
@@ -442,7 +540,7 @@ int main(int argc, char **argv)
         }
         /* bound: ready for systemd (Type=notify; a restart says it again, a no-op) */
         gpp_notify_ready("listening on port %d; waiting for %d agents", gpp_coord_port(coord), n);
-        if (local && s_launch_agents(coord, launch, &cfg, &o, hosts, slots, n) < 0)
+        if (local && s_launch_agents(coord, launch, &cfg, &o, hosts, slots, n, keys) < 0)
             goto done;
         rc = gpp_coord_run(coord) == 0 ? 0 : gpp_coord_exit_code(coord);
         if (o.control_only)
@@ -493,6 +591,9 @@ int main(int argc, char **argv)
 done:
     gpp_launch_destroy(&launch); /* reaps every child: no orphans */
     gpp_coord_destroy(&coord);
+    gpp_curve_server_destroy(&curve); /* after the ROUTER: it authenticates through it */
+    explicit_bzero(keys, (size_t)n * sizeof *keys);
+    free(keys);
     gpp_http_destroy(&http); /* after the loop: nothing publishes any more */
     gpp_job_destroy(&job);
     free(restarts);

@@ -10,6 +10,7 @@
 #include <sys/random.h>
 #include <zmq.h>
 
+#include "common/gpp_curve.h"
 #include "common/gpp_time.h"
 #include "proto/gpp_msg.h"
 
@@ -51,8 +52,19 @@ gpp_rdv_client_t *gpp_rdv_client_new(const char *endpoint, const char *token, in
     self->ctx = zmq_ctx_new();
     self->sock = self->ctx ? zmq_socket(self->ctx, ZMQ_DEALER) : NULL;
     if (!self->sock || zmq_setsockopt(self->sock, ZMQ_ROUTING_ID, identity, (size_t)idl) < 0 ||
-        zmq_setsockopt(self->sock, ZMQ_LINGER, &zero, sizeof zero) < 0 ||
-        zmq_connect(self->sock, endpoint) < 0) {
+        zmq_setsockopt(self->sock, ZMQ_LINGER, &zero, sizeof zero) < 0) {
+        gpp_err_set(err, "rendezvous: cannot open a socket to '%s': %s", endpoint,
+                    zmq_strerror(zmq_errno()));
+        gpp_rdv_client_destroy(&self);
+        return NULL;
+    }
+    /* the coordinator's port is the control plane's: the same size limit
+       and CURVE keys as the agent's control socket (gpp_curve.h) */
+    if (gpp_curve_client_apply(self->sock, GPP_MSG_MAX_BYTES, err) < 0) {
+        gpp_rdv_client_destroy(&self);
+        return NULL;
+    }
+    if (zmq_connect(self->sock, endpoint) < 0) {
         gpp_err_set(err, "rendezvous: cannot connect to '%s': %s; expected tcp://HOST:PORT",
                     endpoint, zmq_strerror(zmq_errno()));
         gpp_rdv_client_destroy(&self);

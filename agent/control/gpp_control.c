@@ -6,6 +6,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "common/gpp_curve.h"
 #include "common/gpp_time.h"
 
 #define S_HOST_MAX 256
@@ -14,6 +15,8 @@
 struct gpp_control_s {
     zloop_t *loop; /* borrowed */
     zsock_t *sock; /* DEALER */
+    zsock_t *mon;  /* PAIR: sock's handshake failures (libzmq socket monitor) */
+    int handshake_failures;
     int timer_id;
     gpp_control_handlers_t h;
     void *arg;
@@ -201,6 +204,52 @@ static int s_on_frame(zloop_t *loop, zsock_t *sock, void *arg)
     return rc;
 }
 
+/* A failed handshake leaves the agent hearing nothing (libzmq retries
+ * quietly), so the first one says what is wrong in words. */
+static int s_on_monitor(zloop_t *loop, zsock_t *mon, void *arg)
+{
+    (void)loop;
+    gpp_control_t *self = arg;
+    zmsg_t *m = zmsg_recv(mon);
+    zframe_t *f = m ? zmsg_first(m) : NULL;
+    if (f && zframe_size(f) >= 6 && self->handshake_failures++ == 0) {
+        uint16_t event;
+        uint32_t value;
+        memcpy(&event, zframe_data(f), sizeof event);
+        memcpy(&value, zframe_data(f) + 2, sizeof value);
+        if (!gpp_curve_identity())
+            gpp_warn("control: handshake with the coordinator at %s failed: it requires CURVE "
+                     "keys; pass --coordinator-key and --key (docs/operations.md, Security)",
+                     self->endpoint);
+        else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            gpp_warn("control: the coordinator at %s refused this agent's CURVE key (ZAP status "
+                     "%u): its key_dir's agents/ does not list the public half of our --key",
+                     self->endpoint, value);
+        else
+            gpp_warn("control: CURVE handshake with the coordinator at %s failed (event 0x%x, "
+                     "%u): is --coordinator-key that coordinator's key, and does it run with "
+                     "[coordinator] key_dir?",
+                     self->endpoint, event, value);
+    }
+    zmsg_destroy(&m);
+    return 0;
+}
+
+/* Watches sock's handshakes (before it connects). */
+static int s_monitor(gpp_control_t *self, gpp_err_t *err)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://gpp-control-monitor-%p", (void *)self);
+    int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    if (zmq_socket_monitor(zsock_resolve(self->sock), ep, events) < 0 ||
+        !(self->mon = zsock_new(ZMQ_PAIR)) || zsock_connect(self->mon, "%s", ep) < 0 ||
+        zloop_reader(self->loop, self->mon, s_on_monitor, self) < 0)
+        return gpp_err_set(err, "control: cannot watch the socket's handshakes: %s",
+                           zmq_strerror(zmq_errno()));
+    return 0;
+}
+
 static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
 {
     (void)loop;
@@ -260,6 +309,10 @@ gpp_control_t *gpp_control_new(const gpp_control_cfg_t *cfg, zloop_t *loop,
     }
     zsock_set_sndhwm(self->sock, S_SNDHWM);
     zsock_set_linger(self->sock, 1000);
+    /* the size limit, and CURVE when this process has keys (gpp_curve.h) */
+    if (gpp_curve_client_apply(zsock_resolve(self->sock), GPP_MSG_MAX_BYTES, err) < 0 ||
+        s_monitor(self, err) < 0)
+        goto fail;
     if (zsock_connect(self->sock, "%s", self->endpoint) < 0) {
         gpp_err_set(err, "control: cannot connect to '%s': %s; expected tcp://HOST:PORT",
                     self->endpoint, zmq_strerror(zmq_errno()));
@@ -289,6 +342,11 @@ void gpp_control_destroy(gpp_control_t **self_p)
     gpp_control_t *self = *self_p;
     if (self->timer_id >= 0)
         zloop_timer_end(self->loop, self->timer_id);
+    if (self->mon) {
+        zloop_reader_end(self->loop, self->mon);
+        zmq_socket_monitor(zsock_resolve(self->sock), NULL, 0);
+        zsock_destroy(&self->mon);
+    }
     if (self->sock) {
         zloop_reader_end(self->loop, self->sock);
         zsock_destroy(&self->sock);

@@ -1,0 +1,542 @@
+/* gpp_curve: see gpp_curve.h. */
+#include "common/gpp_curve.h"
+
+#include <assert.h>
+#include <czmq.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* RFC 27: the one endpoint libzmq sends ZAP requests to, in the context of
+ * the socket being authenticated (CZMQ's for every zsock). */
+#define S_ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define S_ZAP_DOMAIN "gpp"
+#define S_PATH_MAX 4096
+#define S_LOG_FIRST 20      /* refusals logged one by one ... */
+#define S_LOG_EVERY 1000    /* ... then one line per this many */
+#define S_ALLOW_MAX 1000000 /* agent keys in a key directory */
+
+typedef struct {
+    uint8_t key[32];
+    char name[64];
+} s_allowed_t;
+
+struct gpp_curve_server_s {
+    char public_key[GPP_CURVE_Z85_LEN + 1];
+    char secret_key[GPP_CURVE_Z85_LEN + 1];
+    s_allowed_t *allowed; /* fixed once the handler runs */
+    int n_allowed, cap_allowed;
+    zactor_t *zap;
+    int zap_bound; /* set by the actor before its ready signal */
+    atomic_uint_fast64_t refused;
+};
+
+static gpp_curve_client_t s_identity;
+static int s_have_identity;
+
+/* ---- keys as text ---- */
+
+static int s_z85_ok(const char *z85)
+{
+    uint8_t raw[32];
+    return z85 && strlen(z85) == GPP_CURVE_Z85_LEN && zmq_z85_decode(raw, z85) != NULL;
+}
+
+/* The secret cert file of a path given as "X" or "X_secret". */
+static void s_secret_path(const char *path, char *out, size_t len)
+{
+    size_t n = strlen(path);
+    if (n >= 7 && !strcmp(path + n - 7, "_secret"))
+        snprintf(out, len, "%s", path);
+    else
+        snprintf(out, len, "%s_secret", path);
+}
+
+/* Loads a secret cert: a regular file only its owner may read. */
+static zcert_t *s_load_secret(const char *path, const char *what, gpp_err_t *err)
+{
+    char sp[S_PATH_MAX];
+    s_secret_path(path, sp, sizeof sp);
+    struct stat st;
+    if (stat(sp, &st) < 0) {
+        gpp_err_set(err, "%s: cannot read %s: %s; make keys with gpp-coordinator --keygen DIR",
+                    what, sp, strerror(errno));
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        gpp_err_set(err, "%s: %s is not a regular file", what, sp);
+        return NULL;
+    }
+    if (st.st_mode & 077) {
+        gpp_err_set(err, "%s: %s holds a secret key but has mode %04o (group or others may "
+                         "read it); run chmod 600 %s",
+                    what, sp, (unsigned)(st.st_mode & 07777), sp);
+        return NULL;
+    }
+    zcert_t *c = zcert_load(sp);
+    if (!c || !s_z85_ok(zcert_public_txt(c)) || !s_z85_ok(zcert_secret_txt(c)) ||
+        !strcmp(zcert_secret_txt(c), "0000000000000000000000000000000000000000")) {
+        zcert_destroy(&c);
+        gpp_err_set(err, "%s: %s is not a CZMQ secret certificate (curve public-key and "
+                         "secret-key in Z85); make keys with gpp-coordinator --keygen DIR",
+                    what, sp);
+        return NULL;
+    }
+    return c;
+}
+
+/* zcert_save* write in place through fopen: refuse to follow a link or
+ * reuse a file, then set the mode we promise. */
+static int s_save(zcert_t *c, const char *path, int secret, gpp_err_t *err)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0)
+        return gpp_err_set(err, "keygen: %s exists; nothing is overwritten (remove it or "
+                                "choose another directory)",
+                           path);
+    int rc = secret ? zcert_save_secret(c, path) : zcert_save_public(c, path);
+    if (rc < 0 || chmod(path, secret ? 0600 : 0644) < 0)
+        return gpp_err_set(err, "keygen: cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
+
+static int s_mkdir_private(const char *dir, gpp_err_t *err)
+{
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return gpp_err_set(err, "keygen: mkdir %s: %s", dir, strerror(errno));
+    struct stat st;
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return gpp_err_set(err, "keygen: %s is not a directory", dir);
+    if (chmod(dir, 0700) < 0)
+        return gpp_err_set(err, "keygen: chmod 700 %s: %s", dir, strerror(errno));
+    return 0;
+}
+
+int gpp_curve_keygen(const char *dir, int n_agents, gpp_err_t *err)
+{
+    assert(dir);
+    if (n_agents < 1 || n_agents > S_ALLOW_MAX)
+        return gpp_err_set(err, "keygen: %d agents; need 1 to %d", n_agents, S_ALLOW_MAX);
+    char p[S_PATH_MAX];
+    snprintf(p, sizeof p, "%s/coordinator.key_secret", dir);
+    if (access(p, F_OK) == 0)
+        return gpp_err_set(err, "keygen: %s already holds keys (%s); nothing is overwritten: "
+                                "remove the directory or choose another",
+                           dir, p);
+    if (s_mkdir_private(dir, err) < 0)
+        return -1;
+    snprintf(p, sizeof p, "%s/agents", dir);
+    if (s_mkdir_private(p, err) < 0)
+        return -1;
+    zcert_t *c = zcert_new();
+    zcert_set_meta(c, "name", "coordinator");
+    snprintf(p, sizeof p, "%s/coordinator.key", dir);
+    int rc = s_save(c, p, 0, err);
+    snprintf(p, sizeof p, "%s/coordinator.key_secret", dir);
+    if (rc == 0)
+        rc = s_save(c, p, 1, err);
+    zcert_destroy(&c);
+    for (int i = 0; i < n_agents && rc == 0; i++) {
+        c = zcert_new();
+        zcert_set_meta(c, "name", "agent-%d", i);
+        snprintf(p, sizeof p, "%s/agents/agent-%d.key", dir, i);
+        rc = s_save(c, p, 0, err);
+        snprintf(p, sizeof p, "%s/agent-%d.key_secret", dir, i);
+        if (rc == 0)
+            rc = s_save(c, p, 1, err);
+        zcert_destroy(&c);
+    }
+    return rc;
+}
+
+int gpp_curve_client_load(gpp_curve_client_t *out, const char *server_key, const char *key_file,
+                          gpp_err_t *err)
+{
+    assert(out && server_key && key_file);
+    memset(out, 0, sizeof *out);
+    if (s_z85_ok(server_key)) {
+        snprintf(out->server_key, sizeof out->server_key, "%s", server_key);
+    } else {
+        /* a public cert: zcert_load would prefer a _secret file beside it;
+           only its public key is taken */
+        zcert_t *s = access(server_key, R_OK) == 0 ? zcert_load(server_key) : NULL;
+        if (!s || !s_z85_ok(zcert_public_txt(s))) {
+            zcert_destroy(&s);
+            return gpp_err_set(err, "--coordinator-key %s: neither a 40-character Z85 key nor a "
+                                    "readable certificate; pass the coordinator.key that "
+                                    "gpp-coordinator --keygen made",
+                               server_key);
+        }
+        snprintf(out->server_key, sizeof out->server_key, "%s", zcert_public_txt(s));
+        zcert_destroy(&s);
+    }
+    zcert_t *c = s_load_secret(key_file, "--key", err);
+    if (!c)
+        return -1;
+    snprintf(out->public_key, sizeof out->public_key, "%s", zcert_public_txt(c));
+    snprintf(out->secret_key, sizeof out->secret_key, "%s", zcert_secret_txt(c));
+    zcert_destroy(&c);
+    return 0;
+}
+
+int gpp_curve_client_to_fd(const gpp_curve_client_t *c, gpp_err_t *err)
+{
+    char buf[3 * (GPP_CURVE_Z85_LEN + 1) + 1];
+    int n = snprintf(buf, sizeof buf, "%s\n%s\n%s\n", c->public_key, c->secret_key, c->server_key);
+    int fd = memfd_create("gpp-agent-key", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return gpp_err_set(err, "launch: memfd_create for an agent's key: %s", strerror(errno));
+    if (write(fd, buf, (size_t)n) != n ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0 ||
+        lseek(fd, 0, SEEK_SET) != 0) {
+        gpp_err_set(err, "launch: cannot write an agent's key to its memfd: %s", strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    explicit_bzero(buf, sizeof buf);
+    return fd;
+}
+
+int gpp_curve_client_from_fd(gpp_curve_client_t *out, int fd, gpp_err_t *err)
+{
+    memset(out, 0, sizeof *out);
+    char buf[3 * (GPP_CURVE_Z85_LEN + 1) + 2];
+    size_t got = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + got, sizeof buf - 1 - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        if (got == sizeof buf - 1)
+            break;
+    }
+    buf[got] = '\0';
+    close(fd);
+    char *lines[3] = {NULL, NULL, NULL}, *save = NULL;
+    lines[0] = strtok_r(buf, "\n", &save);
+    lines[1] = lines[0] ? strtok_r(NULL, "\n", &save) : NULL;
+    lines[2] = lines[1] ? strtok_r(NULL, "\n", &save) : NULL;
+    int ok = got == 3 * (GPP_CURVE_Z85_LEN + 1) && s_z85_ok(lines[0]) && s_z85_ok(lines[1]) &&
+             s_z85_ok(lines[2]);
+    if (ok) {
+        snprintf(out->public_key, sizeof out->public_key, "%s", lines[0]);
+        snprintf(out->secret_key, sizeof out->secret_key, "%s", lines[1]);
+        snprintf(out->server_key, sizeof out->server_key, "%s", lines[2]);
+    }
+    explicit_bzero(buf, sizeof buf);
+    if (!ok)
+        return gpp_err_set(err, "--key-fd %d: expected three Z85 keys (%d bytes), got %zu bytes; "
+                                "this fd is for the coordinator's local launch only",
+                           fd, 3 * (GPP_CURVE_Z85_LEN + 1), got);
+    return 0;
+}
+
+/* ---- identity ---- */
+
+void gpp_curve_identity_set(const gpp_curve_client_t *c)
+{
+    if (c)
+        s_identity = *c;
+    else
+        explicit_bzero(&s_identity, sizeof s_identity);
+    s_have_identity = c != NULL;
+}
+
+const gpp_curve_client_t *gpp_curve_identity(void)
+{
+    return s_have_identity ? &s_identity : NULL;
+}
+
+static int s_setopt(void *sock, int opt, const void *v, size_t len, const char *name,
+                    gpp_err_t *err)
+{
+    if (zmq_setsockopt(sock, opt, v, len) < 0)
+        return gpp_err_set(err, "control socket: setting %s: %s", name, zmq_strerror(zmq_errno()));
+    return 0;
+}
+
+int gpp_curve_client_apply(void *zmq_sock, int64_t max_msg_bytes, gpp_err_t *err)
+{
+    assert(zmq_sock && max_msg_bytes > 0);
+    if (s_setopt(zmq_sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes,
+                 "ZMQ_MAXMSGSIZE", err) < 0)
+        return -1;
+    const gpp_curve_client_t *c = gpp_curve_identity();
+    if (!c)
+        return 0;
+    if (s_setopt(zmq_sock, ZMQ_CURVE_SERVERKEY, c->server_key, GPP_CURVE_Z85_LEN,
+                 "ZMQ_CURVE_SERVERKEY", err) < 0 ||
+        s_setopt(zmq_sock, ZMQ_CURVE_PUBLICKEY, c->public_key, GPP_CURVE_Z85_LEN,
+                 "ZMQ_CURVE_PUBLICKEY", err) < 0 ||
+        s_setopt(zmq_sock, ZMQ_CURVE_SECRETKEY, c->secret_key, GPP_CURVE_Z85_LEN,
+                 "ZMQ_CURVE_SECRETKEY", err) < 0)
+        return -1;
+    return 0;
+}
+
+/* ---- server: allow-list and ZAP handler ---- */
+
+static void s_allow(gpp_curve_server_t *self, const char *z85, const char *name)
+{
+    if (self->n_allowed == self->cap_allowed) {
+        self->cap_allowed = self->cap_allowed ? 2 * self->cap_allowed : 16;
+        self->allowed =
+            gpp_xrealloc(self->allowed, (size_t)self->cap_allowed * sizeof *self->allowed);
+    }
+    s_allowed_t *a = &self->allowed[self->n_allowed++];
+    zmq_z85_decode(a->key, z85);
+    snprintf(a->name, sizeof a->name, "%s", name);
+}
+
+static const s_allowed_t *s_find(const gpp_curve_server_t *self, const uint8_t *key)
+{
+    for (int i = 0; i < self->n_allowed; i++)
+        if (!memcmp(self->allowed[i].key, key, 32))
+            return &self->allowed[i];
+    return NULL;
+}
+
+/* Answers one ZAP request (RFC 27): version, request id, domain, address,
+ * routing id, mechanism, credentials (CURVE: the client's 32-byte key). */
+static void s_zap_answer(gpp_curve_server_t *self, zsock_t *zap)
+{
+    zmsg_t *req = zmsg_recv(zap);
+    if (!req)
+        return;
+    char *version = zmsg_popstr(req), *request_id = zmsg_popstr(req);
+    char *domain = zmsg_popstr(req), *address = zmsg_popstr(req);
+    zframe_t *routing = zmsg_pop(req);
+    char *mechanism = zmsg_popstr(req);
+    zframe_t *cred = zmsg_pop(req);
+    const s_allowed_t *who = NULL;
+    char key[GPP_CURVE_Z85_LEN + 1] = "(none)";
+    const char *why = "not CURVE";
+    if (mechanism && !strcmp(mechanism, "CURVE") && cred && zframe_size(cred) == 32) {
+        zmq_z85_encode(key, zframe_data(cred), 32);
+        if (!domain || strcmp(domain, S_ZAP_DOMAIN))
+            why = "another ZAP domain";
+        else if (!(who = s_find(self, zframe_data(cred))))
+            why = "not an admitted agent key";
+    }
+    zmsg_t *rep = zmsg_new();
+    zmsg_addstr(rep, "1.0");
+    zmsg_addstr(rep, request_id ? request_id : "");
+    zmsg_addstr(rep, who ? "200" : "400");
+    zmsg_addstr(rep, who ? "OK" : why);
+    zmsg_addstr(rep, who ? who->name : "");
+    zmsg_addmem(rep, "", 0);
+    zmsg_send(&rep, zap);
+    if (!who) {
+        uint64_t n = atomic_fetch_add(&self->refused, 1) + 1;
+        if (n <= S_LOG_FIRST || n % S_LOG_EVERY == 0)
+            gpp_warn("control: refused a connection from %s: CURVE key %s is %s (%llu refused "
+                     "so far); an agent needs --coordinator-key and its own --key from "
+                     "gpp-coordinator --keygen, listed in the key directory's agents/",
+                     address && address[0] ? address : "(unknown address)", key, why,
+                     (unsigned long long)n);
+    }
+    zstr_free(&version);
+    zstr_free(&request_id);
+    zstr_free(&domain);
+    zstr_free(&address);
+    zstr_free(&mechanism);
+    zframe_destroy(&routing);
+    zframe_destroy(&cred);
+    zmsg_destroy(&req);
+}
+
+static void s_zap_actor(zsock_t *pipe, void *arg)
+{
+    gpp_curve_server_t *self = arg;
+    zsock_t *zap = zsock_new(ZMQ_REP);
+    if (!zap || zsock_bind(zap, S_ZAP_ENDPOINT) < 0) {
+        zsock_destroy(&zap);
+        zsock_signal(pipe, 0); /* zactor_new waits for it; zap_bound stays 0 */
+        return;
+    }
+    self->zap_bound = 1;
+    zsock_signal(pipe, 0);
+    zpoller_t *poller = zpoller_new(pipe, zap, NULL);
+    for (;;) {
+        zsock_t *which = zpoller_wait(poller, -1);
+        if (which == zap) {
+            s_zap_answer(self, zap);
+            continue;
+        }
+        if (which != pipe)
+            break; /* interrupted */
+        zmsg_t *cmd = zmsg_recv(pipe);
+        char *word = cmd ? zmsg_popstr(cmd) : NULL;
+        int term = !word || !strcmp(word, "$TERM");
+        zstr_free(&word);
+        zmsg_destroy(&cmd);
+        if (term)
+            break;
+    }
+    zpoller_destroy(&poller);
+    zsock_destroy(&zap);
+}
+
+static int s_start(gpp_curve_server_t *self, gpp_err_t *err)
+{
+    /* zactor_new returns after the actor's ready signal */
+    self->zap = zactor_new(s_zap_actor, self);
+    if (!self->zap)
+        return gpp_err_set(err, "control: cannot start the CURVE authentication thread");
+    if (!self->zap_bound) {
+        zactor_destroy(&self->zap);
+        return gpp_err_set(err, "control: cannot bind the ZAP handler %s (another CURVE server "
+                                "in this process?)",
+                           S_ZAP_ENDPOINT);
+    }
+    return 0;
+}
+
+gpp_curve_server_t *gpp_curve_server_new_ephemeral(int n_agents, gpp_curve_client_t *agents,
+                                                   gpp_err_t *err)
+{
+    assert(n_agents >= 0 && (agents || n_agents == 0));
+    gpp_curve_server_t *self = gpp_xcalloc(1, sizeof *self);
+    atomic_init(&self->refused, 0);
+    zcert_t *c = zcert_new();
+    snprintf(self->public_key, sizeof self->public_key, "%s", zcert_public_txt(c));
+    snprintf(self->secret_key, sizeof self->secret_key, "%s", zcert_secret_txt(c));
+    zcert_destroy(&c);
+    for (int i = 0; i < n_agents; i++) {
+        c = zcert_new();
+        gpp_curve_client_t *a = &agents[i];
+        snprintf(a->public_key, sizeof a->public_key, "%s", zcert_public_txt(c));
+        snprintf(a->secret_key, sizeof a->secret_key, "%s", zcert_secret_txt(c));
+        snprintf(a->server_key, sizeof a->server_key, "%s", self->public_key);
+        char name[32];
+        snprintf(name, sizeof name, "local-%d", i);
+        s_allow(self, a->public_key, name);
+        zcert_destroy(&c);
+    }
+    if (s_start(self, err) < 0)
+        gpp_curve_server_destroy(&self);
+    return self;
+}
+
+gpp_curve_server_t *gpp_curve_server_load(const char *dir, gpp_err_t *err)
+{
+    assert(dir);
+    gpp_curve_server_t *self = gpp_xcalloc(1, sizeof *self);
+    atomic_init(&self->refused, 0);
+    char p[S_PATH_MAX];
+    struct stat st;
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        gpp_err_set(err, "[coordinator] key_dir %s: not a directory; make one with "
+                         "gpp-coordinator --keygen %s",
+                    dir, dir);
+        goto fail;
+    }
+    if (st.st_mode & 022) {
+        gpp_err_set(err, "[coordinator] key_dir %s: mode %04o lets others change the admitted "
+                         "keys; run chmod 700 %s",
+                    dir, (unsigned)(st.st_mode & 07777), dir);
+        goto fail;
+    }
+    snprintf(p, sizeof p, "%s/coordinator.key_secret", dir);
+    zcert_t *c = s_load_secret(p, "[coordinator] key_dir", err);
+    if (!c)
+        goto fail;
+    snprintf(self->public_key, sizeof self->public_key, "%s", zcert_public_txt(c));
+    snprintf(self->secret_key, sizeof self->secret_key, "%s", zcert_secret_txt(c));
+    zcert_destroy(&c);
+    snprintf(p, sizeof p, "%s/agents", dir);
+    DIR *d = opendir(p);
+    if (!d) {
+        gpp_err_set(err, "[coordinator] key_dir: cannot list %s: %s; it holds the admitted "
+                         "agents' public certs (gpp-coordinator --keygen makes it)",
+                    p, strerror(errno));
+        goto fail;
+    }
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 4, ".key") || e->d_name[0] == '.')
+            continue;
+        char f[S_PATH_MAX];
+        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+        zcert_t *a = zcert_load(f);
+        if (!a || !s_z85_ok(zcert_public_txt(a)) || self->n_allowed >= S_ALLOW_MAX) {
+            zcert_destroy(&a);
+            closedir(d);
+            gpp_err_set(err, "[coordinator] key_dir: %s is not a CZMQ public certificate (or "
+                             "more than %d keys); remove it or make keys with --keygen",
+                        f, S_ALLOW_MAX);
+            goto fail;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(n - 4 < 60 ? n - 4 : 60), e->d_name);
+        s_allow(self, zcert_public_txt(a), name);
+        zcert_destroy(&a);
+    }
+    closedir(d);
+    if (self->n_allowed == 0) {
+        gpp_err_set(err, "[coordinator] key_dir: %s holds no agent key (*.key); no agent could "
+                         "register. Run gpp-coordinator --keygen DIR --agents N",
+                    p);
+        goto fail;
+    }
+    if (s_start(self, err) < 0)
+        goto fail;
+    return self;
+fail:
+    gpp_curve_server_destroy(&self);
+    return NULL;
+}
+
+void gpp_curve_server_destroy(gpp_curve_server_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_curve_server_t *self = *self_p;
+    zactor_destroy(&self->zap);
+    explicit_bzero(self->secret_key, sizeof self->secret_key);
+    free(self->allowed);
+    free(self);
+    *self_p = NULL;
+}
+
+int gpp_curve_server_apply(const gpp_curve_server_t *self, void *zmq_sock, int64_t max_msg_bytes,
+                           gpp_err_t *err)
+{
+    assert(zmq_sock && max_msg_bytes > 0);
+    if (s_setopt(zmq_sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes,
+                 "ZMQ_MAXMSGSIZE", err) < 0)
+        return -1;
+    if (!self)
+        return 0;
+    int one = 1;
+    if (s_setopt(zmq_sock, ZMQ_ZAP_DOMAIN, S_ZAP_DOMAIN, strlen(S_ZAP_DOMAIN), "ZMQ_ZAP_DOMAIN",
+                 err) < 0 ||
+        s_setopt(zmq_sock, ZMQ_CURVE_SERVER, &one, sizeof one, "ZMQ_CURVE_SERVER", err) < 0 ||
+        s_setopt(zmq_sock, ZMQ_CURVE_SECRETKEY, self->secret_key, GPP_CURVE_Z85_LEN,
+                 "ZMQ_CURVE_SECRETKEY", err) < 0)
+        return -1;
+    return 0;
+}
+
+const char *gpp_curve_server_public(const gpp_curve_server_t *self)
+{
+    return self->public_key;
+}
+
+int gpp_curve_server_size(const gpp_curve_server_t *self)
+{
+    return self->n_allowed;
+}
+
+uint64_t gpp_curve_server_refused(const gpp_curve_server_t *self)
+{
+    return atomic_load(&((gpp_curve_server_t *)self)->refused);
+}

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# curve_cli: the authenticated control plane with real processes on
+# loopback (control-only jobs): gpp-coordinator --keygen (files, modes,
+# nothing overwritten), external agents admitted by [coordinator] key_dir,
+# an intruder with an unknown key refused and named in the coordinator's
+# log, an intruder without keys, loose key file modes refused (exit 2), and
+# a local launch that an outside process cannot join. Usage: curve_cli.sh
+# BUILD_DIR
+set -u
+. "$(dirname "$0")/lib/gpp_test.sh"
+gpp_test_begin curve_cli "${1:-}"
+COORD=$BUILD/coordinator/gpp-coordinator
+AGENT=$BUILD/agent/gpp-agent
+
+# cluster file: $1 name, $2 port, $3 slots, $4 launch, $5 extra [coordinator] line
+mkconf() {
+    cat >"$TMP/$1.toml" <<EOF
+[coordinator]
+endpoint = "tcp://127.0.0.1:$2"
+${5:-}
+[[nodes]]
+host = "127.0.0.1"
+slots = $3
+[job]
+model = "mmt:branches=2,layers=1,hidden=16,heads=2,seq=4,ffn=32"
+batch = 8
+iterations = 1
+launch = "$4"
+[health]
+heartbeat_ms = 100
+timeout_ms = 3000
+EOF
+    echo "$TMP/$1.toml"
+}
+mode() { stat -c %a "$1" 2>/dev/null; }
+pubkey() { sed -n 's/^ *public-key = "\(.*\)"$/\1/p' "$1"; }
+
+# 1. keys: the coordinator's pair and one per agent, secrets 0600 in a 0700 dir
+expect_ok "keygen --agents 2" "$COORD" --keygen "$TMP/keys" --agents 2
+K=$TMP/keys
+if [ "$(mode "$K")" = 700 ] && [ "$(mode "$K/agents")" = 700 ] &&
+    [ "$(mode "$K/coordinator.key_secret")" = 600 ] && [ "$(mode "$K/agent-0.key_secret")" = 600 ] &&
+    [ "$(mode "$K/agent-1.key_secret")" = 600 ] && [ -f "$K/coordinator.key" ] &&
+    [ "$(ls "$K/agents")" = "$(printf 'agent-0.key\nagent-1.key')" ] &&
+    ! grep -q secret-key "$K/coordinator.key" "$K/agents/agent-0.key"; then
+    ok "keygen: files and modes (dir 700, secrets 600, public certs without secrets)"
+else
+    fail "keygen files" "$(ls -lR "$K")"
+fi
+expect_fail "keygen never overwrites" "already holds keys" "$COORD" --keygen "$K" --agents 2
+expect_fail "keygen needs a count" "needs --agents N or one cluster file" "$COORD" --keygen "$TMP/k0"
+C=$(mkconf three 1 3 external)
+"$COORD" --keygen "$TMP/k3" "$C" >/dev/null 2>&1
+[ "$(ls "$TMP/k3/agents" | wc -l)" = 3 ] && ok "keygen from a cluster file: one pair per device" ||
+    fail "keygen from a cluster file" "$(ls "$TMP/k3/agents")"
+
+# 2. external agents with keys; before them, an intruder that knows the
+#    coordinator's public key but holds a key nobody listed, and one without
+#    keys: both refused (the first named in the log), the job unharmed
+P=$(free_port); C=$(mkconf ext $P 2 external "key_dir = \"$K\"")
+"$COORD" --control-only --barriers 3 "$C" >"$TMP/2.out" 2>"$TMP/2.err" &
+CP=$!
+"$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 0 --control-barriers 3 \
+    --heartbeat-ms 100 --timeout-ms 2000 --coordinator-key "$K/coordinator.key" \
+    --key "$TMP/k3/agent-0.key_secret" 2>"$TMP/2x.err" &
+X1=$!
+"$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 1 --control-barriers 3 \
+    --heartbeat-ms 100 --timeout-ms 2000 2>"$TMP/2y.err" &
+X2=$!
+STRANGER=$(pubkey "$TMP/k3/agents/agent-0.key")
+if wait_until 20 grep -qF "refused a connection from 127.0.0.1: CURVE key $STRANGER is not an admitted agent key" "$TMP/2.err"; then
+    ok "an unknown key is refused and the coordinator names its address and key"
+else
+    fail "unknown key not logged" "$(cat "$TMP/2.err")"
+fi
+bwait $X1 20; rx1=$?; bwait $X2 20; rx2=$?
+if [ $rx1 = 1 ] && [ $rx2 = 1 ] && ! grep -q "registered as rank" "$TMP/2x.err" "$TMP/2y.err" &&
+    grep -q "refused this agent's CURVE key (ZAP status 400)" "$TMP/2x.err" &&
+    grep -q "it requires CURVE keys; pass --coordinator-key and --key" "$TMP/2y.err"; then
+    ok "intruders (unknown key, no keys) never register, give up and are told why"
+else
+    fail "intruders (exit $rx1 $rx2)" "$(cat "$TMP/2x.err" "$TMP/2y.err")"
+fi
+for s in 0 1; do
+    "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot $s --control-barriers 3 \
+        --heartbeat-ms 100 --timeout-ms 3000 --coordinator-key "$K/coordinator.key" \
+        --key "$K/agent-$s.key_secret" 2>"$TMP/2a$s.err" &
+    eval A$s=$!
+done
+bwait $CP 30; rc=$?; bwait $A0 10; r0=$?; bwait $A1 10; r1=$?
+if [ $rc = 0 ] && [ $r0 = 0 ] && [ $r1 = 0 ] && grep -q "CURVE on .*: 2 admitted agent keys" "$TMP/2.err"; then
+    ok "external agents with their keys run the job (exit 0)"
+else
+    fail "keyed external agents (rc $rc, agents $r0 $r1)" "$(tail -5 "$TMP/2.err")" \
+        "$(tail -3 "$TMP/2a0.err")"
+fi
+
+# 3. key files others may read, and half a key configuration: exit 2 with the fix
+cp "$K/agent-1.key_secret" "$TMP/loose.key_secret"
+chmod 644 "$TMP/loose.key_secret"
+expect_fail "agent: a world-readable secret" "chmod 600 $TMP/loose.key_secret" \
+    "$AGENT" --coordinator tcp://127.0.0.1:1 --slot 0 --coordinator-key "$K/coordinator.key" \
+    --key "$TMP/loose.key_secret"
+expect_fail "agent: --coordinator-key without --key" "go together" \
+    "$AGENT" --coordinator tcp://127.0.0.1:1 --slot 0 --coordinator-key "$K/coordinator.key"
+expect_fail "agent: a bad --coordinator-key" "neither a 40-character Z85 key" \
+    "$AGENT" --coordinator tcp://127.0.0.1:1 --slot 0 --coordinator-key "$TMP/none" \
+    --key "$K/agent-0.key_secret"
+cp -rp "$K" "$TMP/kloose"
+chmod 640 "$TMP/kloose/coordinator.key_secret"
+C=$(mkconf loose $(free_port) 2 external "key_dir = \"$TMP/kloose\"")
+expect_fail "coordinator: a group-readable secret" "chmod 600" "$COORD" --control-only "$C"
+C=$(mkconf nodir $(free_port) 2 external "key_dir = \"$TMP/none\"")
+expect_fail "coordinator: a missing key_dir" "gpp-coordinator --keygen $TMP/none" \
+    "$COORD" --control-only "$C"
+
+# 4. a local launch: an outside process that registers for slot 0 first
+#    (the attack of FINDINGS faults #13) gets nowhere; the forked agents,
+#    with the keys handed to them, finish the job
+P=$(free_port); C=$(mkconf local $P 2 local)
+"$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 0 --control-barriers 3 \
+    --heartbeat-ms 100 --timeout-ms 4000 2>"$TMP/4x.err" &
+X=$!
+"$COORD" --control-only --barriers 3 "$C" >"$TMP/4.out" 2>"$TMP/4.err" &
+CP=$!
+bwait $CP 30; rc=$?; bwait $X 20; rx=$?
+if [ $rc = 0 ] && [ $rx = 1 ] && ! grep -q "registered as rank" "$TMP/4x.err" &&
+    grep -q "registered 127.0.0.1:0" "$TMP/4.err"; then
+    ok "local launch: only the forked agents register (intruder exit $rx, job exit 0)"
+else
+    fail "local launch with an intruder (job $rc, intruder $rx)" "$(tail -5 "$TMP/4.err")" \
+        "$(tail -3 "$TMP/4x.err")"
+fi
+gpp_test_end
