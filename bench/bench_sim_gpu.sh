@@ -3,9 +3,14 @@
 # with the simulator fed a GPU profile (issue 10: <= 1.10). For each model
 # and precision:
 #   1. profile it on the GPU: gpp-train --profile-out P --backend cuda
-#      --precision PREC --batch B (every op's forward and backward device
-#      time, CUDA events, micro-batch 1, 2, 4, .. B as far as the profiling
-#      budget allows);
+#      --precision PREC --batch B --data D (every op's forward and backward
+#      device time, CUDA events, micro-batch 1, 2, 4, .. B as far as the
+#      profiling budget allows). An input or loss op's time includes
+#      reading its samples or labels from the data source, as in training:
+#      both steps read the same dataset file D, written beforehand (with
+#      the synthetic source the host generates inputs and teacher labels,
+#      which on a GPU takes longer than the model's kernels; measured
+#      2026-11-24 on an H100: 60 of 68 ms of a CANDLE-Uno profile);
 #   2. plan it for one device with that profile: gpp-plan --profile P
 #      --devices 1 --device PRESET --batch B --optimizer adamw, and read the
 #      plan's micro-batch and simulated iteration time;
@@ -75,7 +80,8 @@ while read -r spec batch; do
         >/dev/null 2>"$TMPD/ds.err" || { sed 's/^/# dataset: /' "$TMPD/ds.err"; status=1; continue; }
     for prec in $PRECISIONS; do
         if ! "$TRAIN" --model "$spec" --batch "$batch" --backend cuda --precision "$prec" \
-            --profile-out "$TMPD/p.json" >"$TMPD/prof.out" 2>"$TMPD/prof.err"; then
+            --data "$TMPD/ds.bin" --no-shuffle --profile-out "$TMPD/p.json" \
+            >"$TMPD/prof.out" 2>"$TMPD/prof.err"; then
             if grep -qE 'no usable GPU|built without CUDA|CUDA device\(s\) visible' "$TMPD/prof.err"; then
                 echo "bench_sim_gpu: SKIPPED: $(tail -1 "$TMPD/prof.err")"
                 exit 77
