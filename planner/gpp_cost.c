@@ -706,9 +706,9 @@ static int s_profile_source(const cJSON *root, const char *origin, char *dev, si
     if (d && !cJSON_IsString(d))
         return gpp_err_set(err, "%s: field '%s.device' must be a string (the device's name)",
                            origin, GPP_PROFILE_META);
-    if (p && (!cJSON_IsString(p) || (strcmp(p->valuestring, "fp32") != 0 &&
-                                     strcmp(p->valuestring, "tf32") != 0 &&
-                                     strcmp(p->valuestring, "bf16") != 0)))
+    if (p && (!cJSON_IsString(p) ||
+              (strcmp(p->valuestring, "fp32") != 0 && strcmp(p->valuestring, "tf32") != 0 &&
+               strcmp(p->valuestring, "bf16") != 0)))
         return gpp_err_set(err, "%s: field '%s.precision' must be \"fp32\", \"tf32\" or \"bf16\"",
                            origin, GPP_PROFILE_META);
     if (d)

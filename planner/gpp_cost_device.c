@@ -137,16 +137,16 @@ static const gpp_link_t s_loopback = {0.018, 6.5e9};
 static const gpp_link_t s_10gbe = {0.050, 1.25e9};
 
 static const s_preset_t s_presets[] = {
-    {"v100-16g", 15.7e12, 125e12, 900e9, 16 * GIB, 0.010, 0.005, 0, &s_nvlink2, &s_edr,
-     "nvlink2", "ib-edr"},
-    {"v100-32g", 15.7e12, 125e12, 900e9, 32 * GIB, 0.010, 0.005, 0, &s_nvlink2, &s_edr,
-     "nvlink2", "ib-edr"},
-    {"a100-80g", 19.5e12, 312e12, 2039e9, 80 * GIB, 0.010, 0.005, 0, &s_nvlink3, &s_hdr,
-     "nvlink3", "ib-hdr"},
+    {"v100-16g", 15.7e12, 125e12, 900e9, 16 * GIB, 0.010, 0.005, 0, &s_nvlink2, &s_edr, "nvlink2",
+     "ib-edr"},
+    {"v100-32g", 15.7e12, 125e12, 900e9, 32 * GIB, 0.010, 0.005, 0, &s_nvlink2, &s_edr, "nvlink2",
+     "ib-edr"},
+    {"a100-80g", 19.5e12, 312e12, 2039e9, 80 * GIB, 0.010, 0.005, 0, &s_nvlink3, &s_hdr, "nvlink3",
+     "ib-hdr"},
     {"h100-80g", 67e12, 989e12, 3350e9, 80 * GIB, 0.010, 0.005, 0, &s_nvlink4, &s_ndr, "nvlink4",
      "ib-ndr"},
-    {"h200-141g", 67e12, 989e12, 4800e9, 141 * GIB, 0.010, 0.005, 0, &s_nvlink4, &s_ndr,
-     "nvlink4", "ib-ndr"},
+    {"h200-141g", 67e12, 989e12, 4800e9, 141 * GIB, 0.010, 0.005, 0, &s_nvlink4, &s_ndr, "nvlink4",
+     "ib-ndr"},
     {"cpu", 128e9, 128e9, 12e9, 4 * GIB, 0.010, 0.001, 1, &s_loopback, &s_10gbe, "loopback",
      "10gbe"},
 };

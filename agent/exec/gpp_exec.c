@@ -809,8 +809,8 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
     /* An empty shard (a data-parallel replica with no samples of this
      * micro-batch) runs nothing; its outputs and gradients are empty. */
     int timed = self->timing && mb->n > 0 && self->n_local > 0;
-    if (timed && (s_timing_events(self, err) < 0 ||
-                  gpp_event_record(self->tev[0], self->s, err) < 0))
+    if (timed &&
+        (s_timing_events(self, err) < 0 || gpp_event_record(self->tev[0], self->s, err) < 0))
         goto fail;
     for (int i = 0; i < self->n_local && mb->n > 0; i++) {
         if (s_forward_op(self, mb, i, err) < 0) {

@@ -278,8 +278,8 @@ static int s_zero(gpp_stream_t *s, void *dst, size_t bytes, gpp_err_t *err)
 static int s_event_init(gpp_event_t *e, gpp_err_t *err)
 {
     cudaEvent_t ev;
-    GPP_CUDA_TRY(cudaEventCreateWithFlags(&ev, e->timed ? cudaEventDefault : cudaEventDisableTiming),
-                 err);
+    GPP_CUDA_TRY(
+        cudaEventCreateWithFlags(&ev, e->timed ? cudaEventDefault : cudaEventDisableTiming), err);
     e->impl = ev;
     return 0;
 }

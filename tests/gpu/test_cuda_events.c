@@ -72,7 +72,8 @@ static void t_events(void)
 static void t_exec_timing(void)
 {
     gpp_err_t err = {{0}};
-    gpp_graph_t *g = gpp_zoo_build("mmt:branches=2,layers=1,hidden=64,heads=4,seq=16,ffn=128", &err);
+    gpp_graph_t *g =
+        gpp_zoo_build("mmt:branches=2,layers=1,hidden=64,heads=4,seq=16,ffn=128", &err);
     GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
     if (!g)
         return;
@@ -88,7 +89,8 @@ static void t_exec_timing(void)
         gpp_exec_set_timing(ex, pass == 1);
         gpp_exec_reset_times(ex);
         double t0 = gpp_now_ms();
-        GPP_EXPECT_MSG(gpp_exec_begin(ex, 0, 0, 8, &err) == 0 && gpp_exec_forward(ex, 0, &err) == 0 &&
+        GPP_EXPECT_MSG(gpp_exec_begin(ex, 0, 0, 8, &err) == 0 &&
+                           gpp_exec_forward(ex, 0, &err) == 0 &&
                            gpp_exec_backward(ex, 0, &err) == 0,
                        "%s", err.msg);
         gpp_exec_release(ex, 0);

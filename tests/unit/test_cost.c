@@ -529,8 +529,7 @@ static void t_profile_source(void)
     static const char *const bad[][2] = {
         {"{\"_gpp\":{\"precision\":\"fp16\"},\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}",
          "_gpp.precision"},
-        {"{\"_gpp\":{\"device\":7},\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}",
-         "_gpp.device"},
+        {"{\"_gpp\":{\"device\":7},\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}", "_gpp.device"},
         {"{\"_gpp\":[1],\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}", "'_gpp'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

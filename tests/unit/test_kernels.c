@@ -213,7 +213,8 @@ static void t_backend_memory_events(void)
     GPP_EXPECT(t0 && t1 && t2 && gpp_event_query(t0, &err) == 1);
     double ms01 = -1, ms12 = -1, ms02 = -1;
     err.msg[0] = 0;
-    GPP_EXPECT(gpp_event_elapsed_ms(t0, t1, &ms01, &err) == -1 && strstr(err.msg, "never recorded"));
+    GPP_EXPECT(gpp_event_elapsed_ms(t0, t1, &ms01, &err) == -1 &&
+               strstr(err.msg, "never recorded"));
     GPP_EXPECT(ms01 == -1); /* untouched on error */
     GPP_EXPECT(gpp_event_record(t0, s_st, &err) == 0);
     GPP_EXPECT(gpp_stream_copy(s_st, dev, host, sizeof host, GPP_COPY_H2D, &err) == 0);
