@@ -68,7 +68,8 @@ static void s_usage(FILE *out)
         "                        (safetensors, atomic; docs/executor.md)\n"
         "  --load FILE           start from a checkpoint of the same model and optimizer\n"
         "  --write-dataset FILE --samples N   write N synthetic samples and exit\n"
-        "  --profile-out FILE [--profile-max-mb M]  time every op at micro-batch 1,2,4..M\n"
+        "  --profile-out FILE [--profile-max-mb M]  time every op (device time, any backend\n"
+        "                        and precision) at micro-batch 1,2,4..M\n"
         "                        (default: --batch, the planner's largest micro-batch), as\n"
         "                        far as a few seconds allow; write the planner's\n"
         "                        profile.json and exit\n");
@@ -292,13 +293,6 @@ static int s_parse(int argc, char **argv, opts_t *o)
                 o->micro_batch, o->batch);
         return -1;
     }
-    if (o->backend == GPP_DEVICE_CUDA && o->profile_out) {
-        /* the profiler times each op on the host clock, which on an
-         * asynchronous device measures the launch, not the kernel */
-        fprintf(stderr, "gpp-train: error: --profile-out needs --backend cpu: timing ops on a GPU "
-                        "(CUDA events) is not built yet\n");
-        return -1;
-    }
     if (o->backend != GPP_DEVICE_CUDA && o->precision != GPP_PRECISION_FP32) {
         fprintf(stderr,
                 "gpp-train: error: --precision %s needs --backend cuda (the CPU backend "
@@ -401,8 +395,9 @@ int main(int argc, char **argv)
         gpp_profile_cfg_t pc = {.max_micro_batch = max_mb, .seed = o.seed};
         if (gpp_profile_write(g, g->n_ops, ops, be, data, &pc, o.profile_out, &largest, &err) < 0)
             goto fail;
-        printf("wrote profile of %s (%d ops, micro-batch 1..%d) to %s\n", g->spec, g->n_ops,
-               largest, o.profile_out);
+        printf("wrote profile of %s (%d ops, micro-batch 1..%d) on %s (%s, %s) to %s\n",
+               g->spec, g->n_ops, largest, gpp_backend_device_name(be), gpp_backend_name(be),
+               gpp_precision_name(gpp_backend_precision(be)), o.profile_out);
         if (largest < max_mb)
             printf("note: sizes above %d (up to %d) not timed (profiling budget %.0f s); the "
                    "planner extrapolates them with its device preset's curve\n",

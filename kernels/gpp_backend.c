@@ -112,6 +112,18 @@ const char *gpp_backend_name(const gpp_backend_t *self)
     return self->name;
 }
 
+const char *gpp_backend_device_name(const gpp_backend_t *self)
+{
+    assert(self);
+    return self->device_name[0] ? self->device_name : self->name;
+}
+
+gpp_precision_t gpp_backend_precision(const gpp_backend_t *self)
+{
+    assert(self);
+    return self->cfg.kind == GPP_DEVICE_CPU ? GPP_PRECISION_FP32 : self->cfg.precision;
+}
+
 void *gpp_backend_alloc(gpp_backend_t *self, size_t bytes, gpp_err_t *err)
 {
     assert(self);
@@ -212,16 +224,27 @@ int gpp_stream_zero(gpp_stream_t *self, void *dst, size_t bytes, gpp_err_t *err)
     return self->be->vt->zero(self, dst, bytes, err);
 }
 
-gpp_event_t *gpp_event_new(gpp_backend_t *be, gpp_err_t *err)
+static gpp_event_t *s_event_new(gpp_backend_t *be, int timed, gpp_err_t *err)
 {
     assert(be);
     gpp_event_t *self = gpp_xcalloc(1, sizeof *self);
     self->be = be;
+    self->timed = timed;
     if (be->vt->event_init(self, err) < 0) {
         free(self);
         return NULL;
     }
     return self;
+}
+
+gpp_event_t *gpp_event_new(gpp_backend_t *be, gpp_err_t *err)
+{
+    return s_event_new(be, 0, err);
+}
+
+gpp_event_t *gpp_event_new_timed(gpp_backend_t *be, gpp_err_t *err)
+{
+    return s_event_new(be, 1, err);
 }
 
 void gpp_event_destroy(gpp_event_t **self_p)
@@ -257,6 +280,13 @@ int gpp_event_query(gpp_event_t *self, gpp_err_t *err)
 {
     assert(self);
     return self->be->vt->event_query(self, err);
+}
+
+int gpp_event_elapsed_ms(gpp_event_t *start, gpp_event_t *end, double *ms, gpp_err_t *err)
+{
+    assert(start && end && ms && start->be == end->be);
+    assert(start->timed && end->timed); /* gpp_event_new_timed */
+    return start->be->vt->event_elapsed(start, end, ms, err);
 }
 
 int gpp_tensor_alloc(gpp_backend_t *be, gpp_dtype_t dtype, int64_t n, int64_t rows, int64_t cols,

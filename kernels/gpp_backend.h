@@ -106,6 +106,12 @@ gpp_backend_t *gpp_backend_new(const gpp_backend_cfg_t *cfg, gpp_err_t *err);
 void gpp_backend_destroy(gpp_backend_t **self_p);
 gpp_device_kind_t gpp_backend_kind(const gpp_backend_t *self);
 const char *gpp_backend_name(const gpp_backend_t *self); /* "cpu", "cuda:0" */
+/* The device's own name: the GPU's (cudaDeviceProp.name, e.g. "NVIDIA H100
+ * 80GB HBM3") on CUDA, "cpu" on the CPU backend. Profiles record it. */
+const char *gpp_backend_device_name(const gpp_backend_t *self);
+/* The matrix-product precision the backend computes with: the configured
+ * one on CUDA, fp32 on the CPU backend (whatever was set). */
+gpp_precision_t gpp_backend_precision(const gpp_backend_t *self);
 
 /* Device memory, 64-byte aligned, contents undefined. Caller owns the
  * result. bytes == 0 returns a valid unique pointer. NULL + message when the
@@ -162,6 +168,11 @@ int gpp_stream_zero(gpp_stream_t *self, void *dst, size_t bytes, gpp_err_t *err)
 
 /* Caller owns the result. A new event counts as complete. */
 gpp_event_t *gpp_event_new(gpp_backend_t *be, gpp_err_t *err);
+/* An event that also records when its stream reached it, for
+ * gpp_event_elapsed_ms (CUDA: a cudaEvent with timing, a little dearer to
+ * record than gpp_event_new's; CPU: the host clock when recorded, which is
+ * when the stream reached it, every call running to completion). */
+gpp_event_t *gpp_event_new_timed(gpp_backend_t *be, gpp_err_t *err);
 void gpp_event_destroy(gpp_event_t **self_p);
 /* Marks the current end of `stream`'s queue. */
 int gpp_event_record(gpp_event_t *self, gpp_stream_t *stream, gpp_err_t *err);
@@ -172,6 +183,12 @@ int gpp_event_wait(gpp_event_t *self, gpp_stream_t *stream, gpp_err_t *err);
 int gpp_event_sync(gpp_event_t *self, gpp_err_t *err);
 /* 1 complete, 0 pending, -1 error (message in err). Never blocks. */
 int gpp_event_query(gpp_event_t *self, gpp_err_t *err);
+/* Device time from `start` to `end` in *ms: two timed events of one backend
+ * recorded on one stream (start first). Blocks until `end` is complete.
+ * -1 with a message when either was never recorded. CUDA's resolution is
+ * about 0.5 us; the time includes gaps where the device waited for work
+ * (a stream the host feeds slowly shows the host's pace). */
+int gpp_event_elapsed_ms(gpp_event_t *start, gpp_event_t *end, double *ms, gpp_err_t *err);
 
 /* ---- tensors ----
  * A view: `data` is device memory of some backend, not owned by the tensor

@@ -18,6 +18,7 @@ struct gpp_backend_s {
     const struct gpp_backend_vt_s *vt;
     gpp_backend_cfg_t cfg;
     char name[32];
+    char device_name[96]; /* the device's own name (gpp_backend_device_name); init fills it */
     void *impl; /* backend-specific, owned by the backend */
     /* device memory held, as the backend allocated it (its rounding
        included); backends update them through gpp_backend_account */
@@ -37,6 +38,7 @@ struct gpp_stream_s {
 
 struct gpp_event_s {
     gpp_backend_t *be;
+    int timed; /* gpp_event_new_timed: set before event_init */
     void *impl;
 };
 
@@ -87,6 +89,8 @@ typedef struct gpp_backend_vt_s {
     int (*event_wait)(gpp_event_t *e, gpp_stream_t *s, gpp_err_t *err);
     int (*event_sync)(gpp_event_t *e, gpp_err_t *err);
     int (*event_query)(gpp_event_t *e, gpp_err_t *err);
+    /* both timed, same backend; blocks until b is complete */
+    int (*event_elapsed)(gpp_event_t *a, gpp_event_t *b, double *ms, gpp_err_t *err);
 
     /* kernels: the gpp_ops.h contracts, arguments already checked */
     int (*linear_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,

@@ -46,6 +46,8 @@ struct gpp_cost {
     gpp_cluster_t cl;
     s_prof_t *prof;        /* [n_ops] */
     char prof_origin[256]; /* the last attached profile (file or "the agents' profile") */
+    /* its GPP_PROFILE_META record's device and precision ("" when absent) */
+    char prof_device[96], prof_precision[8];
 };
 
 static double s_share(const gpp_cluster_t *c)
@@ -689,6 +691,43 @@ static void s_prof_free(const gpp_cost_t *c, s_prof_t **tmp_p)
     *tmp_p = NULL;
 }
 
+/* The optional device and precision of a GPP_PROFILE_META record (older
+ * files and the authors' have neither; the record itself is optional). */
+static int s_profile_source(const cJSON *root, const char *origin, char *dev, size_t dev_len,
+                            char *prec, size_t prec_len, gpp_err_t *err)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, GPP_PROFILE_META);
+    if (!m)
+        return 0;
+    if (!cJSON_IsObject(m))
+        return gpp_err_set(err, "%s: field '%s' must be an object", origin, GPP_PROFILE_META);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "device");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "precision");
+    if (d && !cJSON_IsString(d))
+        return gpp_err_set(err, "%s: field '%s.device' must be a string (the device's name)",
+                           origin, GPP_PROFILE_META);
+    if (p && (!cJSON_IsString(p) ||
+              (strcmp(p->valuestring, "fp32") != 0 && strcmp(p->valuestring, "tf32") != 0 &&
+               strcmp(p->valuestring, "bf16") != 0)))
+        return gpp_err_set(err, "%s: field '%s.precision' must be \"fp32\", \"tf32\" or \"bf16\"",
+                           origin, GPP_PROFILE_META);
+    if (d)
+        snprintf(dev, dev_len, "%s", d->valuestring);
+    if (p)
+        snprintf(prec, prec_len, "%s", p->valuestring);
+    return 0;
+}
+
+int gpp_cost_profile_source(const gpp_cost_t *c, char *buf, size_t len)
+{
+    if (!c->prof_device[0] && !c->prof_precision[0])
+        return 0;
+    snprintf(buf, len, "profile %s measured on %s, %s matrix products", c->prof_origin,
+             c->prof_device[0] ? c->prof_device : "an unnamed device",
+             c->prof_precision[0] ? c->prof_precision : "fp32");
+    return 1;
+}
+
 int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *origin,
                                  gpp_err_t *err)
 {
@@ -720,8 +759,13 @@ int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *or
         if (s_parse_runtime(e[i].entry, &tmp[op], origin, e[i].key, err))
             goto done;
     }
+    char dev[sizeof c->prof_device] = "", prec[sizeof c->prof_precision] = "";
+    if (s_profile_source(root, origin, dev, sizeof dev, prec, sizeof prec, err))
+        goto done;
     s_prof_commit(c, tmp); /* all good: replace */
     snprintf(c->prof_origin, sizeof c->prof_origin, "%s", origin);
+    snprintf(c->prof_device, sizeof c->prof_device, "%s", dev);
+    snprintf(c->prof_precision, sizeof c->prof_precision, "%s", prec);
     rc = 0;
 done:
     s_prof_free(c, &tmp);
@@ -808,6 +852,8 @@ char *gpp_cost_profile_json(const gpp_cost_t *c, const char *model, const char *
     cJSON_AddStringToObject(meta, "model", model);
     cJSON_AddStringToObject(meta, "device", device);
     cJSON_AddNumberToObject(meta, "ops", g->n_ops);
+    if (c->prof_precision[0]) /* the attached profile's, kept */
+        cJSON_AddStringToObject(meta, "precision", c->prof_precision);
     for (int k = 0; k < g->n_ops; k++) {
         const s_prof_t *p = &c->prof[k];
         if (!p->n)

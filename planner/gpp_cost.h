@@ -70,14 +70,17 @@ typedef struct {
 /* Optimizer state floats per parameter the cluster's run uses (AdamW when unset). */
 int gpp_cluster_optim_bufs(const gpp_cluster_t *c);
 
-/* Presets: "v100-16g", "v100-32g", "a100-80g", "h100-80g", "cpu" (one core). mixed_precision 0
+/* Presets: "v100-16g", "v100-32g", "a100-80g", "h100-80g", "h200-141g", "cpu" (one core).
+ * Each carries its default links (gpp_cluster_init). mixed_precision 0
  * uses the fp32 (non-tensor) peak — what the fp32 executor runs; 1 uses the
  * fp16/bf16 dense tensor-core peak. Returns 0, or -1 listing the presets. */
 int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, gpp_err_t *err);
 void gpp_device_list(FILE *out);
 
-/* Fills c with a preset device and the default links (NVLink intra-node,
- * InfiniBand EDR inter-node; docs/planner.md). Returns 0 or -1. */
+/* Fills c with a preset device and its default links: the preset's NVLink
+ * generation between devices of one node, its InfiniBand generation between
+ * nodes, measured figures (gpp_cost_device.c, docs/planner.md "Devices");
+ * loopback / 10 GbE for "cpu". Returns 0 or -1. */
 int gpp_cluster_init(gpp_cluster_t *c, const char *preset, int n_devices, int gpus_per_node,
                      gpp_err_t *err);
 /* The per-device memory bound the planner enforces. */
@@ -115,8 +118,17 @@ int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *or
                                  gpp_err_t *err);
 
 /* The top-level key of gpp's record in a profile.json it writes (readers
- * skip it): {"model": spec, "device": preset, "ops": the model's op count}. */
+ * skip it): {"model": spec, "device": preset or the device's own name,
+ * "ops": the model's op count, "precision"?: "fp32" | "tf32" | "bf16",
+ * "backend"?: "cpu" | "cuda:N"}. gpp-train --profile-out writes the
+ * device's name (gpp_backend_device_name), the coordinator's kept profile
+ * the cluster's preset. The record and its optional fields may be absent
+ * (older files, the authors' profiles): such files load as before. */
 #define GPP_PROFILE_META "_gpp"
+/* Where the attached profile was measured, from its record: 1 with one
+ * line in buf ("profile P measured on NVIDIA H100 80GB HBM3, bf16 matrix
+ * products"); 0 when the file said neither device nor precision. */
+int gpp_cost_profile_source(const gpp_cost_t *c, char *buf, size_t len);
 
 /* The attached measurements as a profile.json (authors' schema: an entry
  * per profiled op keyed by op index with name, inputs, input_size,

@@ -9,6 +9,54 @@
 
 #define GIB ((int64_t)1 << 30)
 
+/* Links, per link kind: alpha (latency per message) and bandwidth per
+ * direction as MEASURED with NCCL point-to-point or per-NIC bus bandwidth,
+ * not the line rate (a line rate overstates what a pipeline's send/recv
+ * gets by 2x and more on NVLink). A stage-to-stage edge is one NCCL
+ * send/recv pair; the gradient all-reduce uses the same figure (a ring's
+ * bus bandwidth is higher on a fully connected NVSwitch node, so
+ * all-reduce inside a node is costed conservatively).
+ *
+ * NVLink4 (H100 SXM, NVSwitch): 180 GB/s, 3 us. nccl-tests sendrecv_perf
+ *   between two H100s over NVLink: bandwidth rising from 80 GB/s to a
+ *   plateau of about 180 GB/s over 4 KiB..4 GiB messages (NVIDIA/nccl-tests
+ *   issue #268, 2024); the line rate is 450 GB/s per direction and the
+ *   memcpy p2p test reaches 376-380 GB/s unidirectional (NVIDIA/nccl issue
+ *   #1264), which NCCL's send/recv does not. DeepSeek-V3's technical report
+ *   (2024, and deepseek-ai/DeepSeek-V3 issue #28) gives 160 GB/s measured
+ *   one-way on H800's reduced NVLink. Latency: nccl-tests reports about 3 us
+ *   for a small send/recv between two NVLink-connected H100s (NVIDIA/nccl
+ *   issue #1487).
+ * NVLink3 (A100 SXM, NVSwitch): 200 GB/s, 3 us. NCCL all_reduce bus
+ *   bandwidth on 8x A100-SXM4-80GB, about 200 GB/s (NVIDIA/nccl-tests issue
+ *   #149, 2023; line rate 300 GB/s per direction); no published send/recv
+ *   measurement between two A100s was found, so this is an upper figure
+ *   for p2p (on H100 send/recv reached about half the ring bus bandwidth).
+ *   Latency: the H100 figure (same NCCL protocol, one NVSwitch hop).
+ * NVLink2 (V100 on Summit, the paper's machine): 50 GB/s, 5 us. Two bricks
+ *   of 25 GB/s per direction between GPU pairs of a socket (OLCF Summit
+ *   user guide); kept at that figure, which the planner's v100 results
+ *   (issue 9's GPP/SPP sweep) were computed with.
+ * InfiniBand NDR 400 Gb/s (one ConnectX-7 per GPU, H100 nodes): 47 GB/s,
+ *   10 us. "For NDR @ 400Gbps you should see 46-48GB/s per NIC" (NVIDIA,
+ *   NVIDIA/nccl-tests issue #290, 2025); 50 GB/s is the line rate.
+ * InfiniBand HDR 200 Gb/s (A100 nodes): 24.4 GB/s, 10 us: twice the EDR
+ *   figure below (HDR doubles EDR's signalling, same encoding and NIC
+ *   path); no separate published measurement was found.
+ * InfiniBand EDR 100 Gb/s (Summit): 12.2 GB/s, 10 us. "12.2 GB/s (for a
+ *   100Gbps card) is as good as you can get" (NVIDIA, NVIDIA/nccl-tests
+ *   issue #29, 2019); the line rate is 12.5 GB/s.
+ * Inter-node latency 10 us: NCCL's small-message time between nodes is
+ *   typically 10-30 us (NVIDIA/nccl-tests issue #214 shows 31-34 us on
+ *   A40 nodes); 10 us is the lower end, which the bandwidth term dominates
+ *   at the planner's message sizes (hundreds of KiB and up). */
+static const gpp_link_t s_nvlink4 = {0.003, 180e9};
+static const gpp_link_t s_nvlink3 = {0.003, 200e9};
+static const gpp_link_t s_nvlink2 = {0.005, 50e9};
+static const gpp_link_t s_ndr = {0.010, 47e9};
+static const gpp_link_t s_hdr = {0.010, 24.4e9};
+static const gpp_link_t s_edr = {0.010, 12.2e9};
+
 /* Device presets. Sources, constant by constant:
  *
  * Peaks, bandwidth, memory: the vendors' datasheets (SXM parts). fp32 is the
@@ -18,8 +66,19 @@
  *         tensor 125 TFLOPS, HBM2 900 GB/s, 16 or 32 GB.
  *   a100: NVIDIA A100 Tensor Core GPU datasheet (2021), 80GB SXM: FP32 19.5
  *         TFLOPS, FP16 tensor 312 TFLOPS, 2,039 GB/s.
- *   h100: NVIDIA H100 Tensor Core GPU datasheet (2023), SXM: FP32 67 TFLOPS,
- *         FP16 tensor 1,979 TFLOPS with sparsity (989 dense), 3.35 TB/s.
+ *   h100: NVIDIA H100 Tensor Core GPU datasheet (2023), SXM: FP32 67
+ *         TFLOPS, FP16/BF16 tensor 1,979 TFLOPS with sparsity (989 dense),
+ *         3.35 TB/s, 80 GB.
+ *   h200: NVIDIA H200 Tensor Core GPU datasheet (2024), SXM: FP32 67
+ *         TFLOPS, BF16 tensor 1,979 TFLOPS with sparsity (989 dense), HBM3e
+ *         4.8 TB/s, 141 GB.
+ *   Memory is given in GiB as the parts' marketing GB (an 80 GB H100
+ *   reports 79.1 GiB to CUDA; the planner's bound subtracts
+ *   GPP_CONTEXT_BYTES and agents report the real figure).
+ * Links per preset: the node's NVLink generation inside a node, the
+ *   InfiniBand generation of the systems built with the part between
+ *   nodes (DGX-1 / Summit EDR, DGX A100 HDR, DGX H100 / H200 NDR), figures
+ *   above.
  * launch_ms (GPUs, 5 us): NVIDIA Technical Blog, A. Gray, "Getting Started
  *   with CUDA Graphs" (2019), V100: a 2.9 us kernel took 9.6 us per kernel
  *   when each launch was followed by a stream sync and 3.8 us when launched
@@ -52,21 +111,10 @@ typedef struct {
     int64_t mem_bytes;
     double fill_ms, launch_ms;
     int is_cpu;
+    const gpp_link_t *intra, *inter; /* default links, kinds named below */
+    const char *intra_kind, *inter_kind;
 } s_preset_t;
 
-static const s_preset_t s_presets[] = {
-    {"v100-16g", 15.7e12, 125e12, 900e9, 16 * GIB, 0.010, 0.005, 0},
-    {"v100-32g", 15.7e12, 125e12, 900e9, 32 * GIB, 0.010, 0.005, 0},
-    {"a100-80g", 19.5e12, 312e12, 2039e9, 80 * GIB, 0.010, 0.005, 0},
-    {"h100-80g", 67e12, 989e12, 3350e9, 80 * GIB, 0.010, 0.005, 0},
-    {"cpu", 128e9, 128e9, 12e9, 4 * GIB, 0.010, 0.001, 1},
-};
-#define N_PRESETS ((int)(sizeof s_presets / sizeof s_presets[0]))
-
-/* Summit defaults: NVLink2 between GPU pairs 50 GB/s per direction, ~5 us;
- * Mellanox EDR InfiniBand 100 Gb/s = 12.5 GB/s, ~10 us. */
-static const gpp_link_t s_nvlink = {0.005, 50e9};
-static const gpp_link_t s_edr = {0.010, 12.5e9};
 /* CPU agents on one host talk through gpp_comm's Gloo TCP pairs over
  * loopback. Measured with build/bench/bench_comm (2 forked ranks on the
  * project's 2-vCPU development VM, load average 0.6-1.0, 11 runs): one-way
@@ -88,6 +136,22 @@ static const gpp_link_t s_edr = {0.010, 12.5e9};
 static const gpp_link_t s_loopback = {0.018, 6.5e9};
 static const gpp_link_t s_10gbe = {0.050, 1.25e9};
 
+static const s_preset_t s_presets[] = {
+    {"v100-16g", 15.7e12, 125e12, 900e9, 16 * GIB, 0.010, 0.005, 0, &s_nvlink2, &s_edr, "nvlink2",
+     "ib-edr"},
+    {"v100-32g", 15.7e12, 125e12, 900e9, 32 * GIB, 0.010, 0.005, 0, &s_nvlink2, &s_edr, "nvlink2",
+     "ib-edr"},
+    {"a100-80g", 19.5e12, 312e12, 2039e9, 80 * GIB, 0.010, 0.005, 0, &s_nvlink3, &s_hdr, "nvlink3",
+     "ib-hdr"},
+    {"h100-80g", 67e12, 989e12, 3350e9, 80 * GIB, 0.010, 0.005, 0, &s_nvlink4, &s_ndr, "nvlink4",
+     "ib-ndr"},
+    {"h200-141g", 67e12, 989e12, 4800e9, 141 * GIB, 0.010, 0.005, 0, &s_nvlink4, &s_ndr, "nvlink4",
+     "ib-ndr"},
+    {"cpu", 128e9, 128e9, 12e9, 4 * GIB, 0.010, 0.001, 1, &s_loopback, &s_10gbe, "loopback",
+     "10gbe"},
+};
+#define N_PRESETS ((int)(sizeof s_presets / sizeof s_presets[0]))
+
 int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, gpp_err_t *err)
 {
     for (int i = 0; i < N_PRESETS; i++) {
@@ -106,16 +170,22 @@ int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, 
     }
     return gpp_err_set(err,
                        "unknown device preset '%s'; use one of: v100-16g, v100-32g, "
-                       "a100-80g, h100-80g, cpu",
+                       "a100-80g, h100-80g, h200-141g, cpu",
                        name);
 }
 
 void gpp_device_list(FILE *out)
 {
-    for (int i = 0; i < N_PRESETS; i++)
-        fprintf(out, "%-10s fp32 %.1f TFLOP/s, tensor %.0f TFLOP/s, HBM %.0f GB/s, %lld GiB\n",
-                s_presets[i].name, s_presets[i].fp32_flops / 1e12, s_presets[i].tensor_flops / 1e12,
-                s_presets[i].bw_bytes_per_s / 1e9, (long long)(s_presets[i].mem_bytes / GIB));
+    for (int i = 0; i < N_PRESETS; i++) {
+        const s_preset_t *p = &s_presets[i];
+        fprintf(out,
+                "%-10s fp32 %.1f TFLOP/s, tensor %.0f TFLOP/s, HBM %.0f GB/s, %lld GiB; links: "
+                "%s %.1f GB/s %.0f us in a node, %s %.1f GB/s %.0f us between nodes\n",
+                p->name, p->fp32_flops / 1e12, p->tensor_flops / 1e12, p->bw_bytes_per_s / 1e9,
+                (long long)(p->mem_bytes / GIB), p->intra_kind, p->intra->bw_bytes_per_s / 1e9,
+                p->intra->alpha_ms * 1e3, p->inter_kind, p->inter->bw_bytes_per_s / 1e9,
+                p->inter->alpha_ms * 1e3);
+    }
 }
 
 int gpp_cluster_init(gpp_cluster_t *c, const char *preset, int n_devices, int gpus_per_node,
@@ -130,9 +200,11 @@ int gpp_cluster_init(gpp_cluster_t *c, const char *preset, int n_devices, int gp
         return -1;
     c->n_devices = n_devices;
     c->gpus_per_node = gpus_per_node;
-    int cpu = strcmp(preset, "cpu") == 0;
-    c->intra = cpu ? s_loopback : s_nvlink;
-    c->inter = cpu ? s_10gbe : s_edr;
+    for (int i = 0; i < N_PRESETS; i++)
+        if (strcmp(preset, s_presets[i].name) == 0) {
+            c->intra = *s_presets[i].intra;
+            c->inter = *s_presets[i].inter;
+        }
     c->compute_share = 1.0;
     return 0;
 }

@@ -406,6 +406,8 @@ int main(int argc, char **argv)
     if (a.profile && gpp_cost_attach_profile(cost, a.profile, &err) < 0)
         s_die(EXIT_BAD_INPUT, "%s", err.msg);
     char note[512];
+    if (gpp_cost_profile_source(cost, note, sizeof note))
+        printf("note: %s\n", note);
     if (gpp_cost_profile_note(cost, a.micro_batch ? a.micro_batch : a.batch, note, sizeof note))
         printf("note: %s\n", note);
 

@@ -109,6 +109,7 @@ struct gpp_exec_s {
     void *host;
     size_t host_bytes;
     int timing;
+    gpp_event_t **tev; /* [n_local + 1] timed events of the timing hook, made on first use */
 };
 
 /* ---- memory: a pool of equal-size blocks (micro-batches repeat shapes) ----
@@ -458,6 +459,9 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
     for (int i = 0; i < self->n_free; i++)
         gpp_backend_free(self->be, &self->free_blocks[i].p);
     free(self->free_blocks);
+    for (int i = 0; self->tev && i <= self->n_local; i++)
+        gpp_event_destroy(&self->tev[i]);
+    free(self->tev);
     gpp_stream_destroy(&self->s);
     for (int i = 0; i < self->n_local; i++)
         free(self->ops[i].in);
@@ -745,6 +749,38 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     return rc;
 }
 
+/* ---- the per-op timing hook ----
+ * Timed events on the executor's stream: one before the first op and one
+ * after each op, so an op's time is the device time from the end of the op
+ * before it to its own end (its kernels, plus any wait for the host to
+ * launch them, as in training); nothing synchronises between ops. The host
+ * clock would time the launch on an asynchronous device. */
+static int s_timing_events(gpp_exec_t *self, gpp_err_t *err)
+{
+    if (self->tev)
+        return 0;
+    gpp_event_t **ev = gpp_xcalloc((size_t)self->n_local + 1, sizeof *ev);
+    for (int i = 0; i <= self->n_local; i++)
+        if (!(ev[i] = gpp_event_new_timed(self->be, err))) {
+            while (i-- > 0)
+                gpp_event_destroy(&ev[i]);
+            free(ev);
+            return gpp_err_prefix(err, "executor: timing events");
+        }
+    self->tev = ev;
+    return 0;
+}
+
+/* Adds the time between events a and b (recorded on the stream) to *acc. */
+static int s_timing_add(gpp_exec_t *self, int a, int b, double *acc, gpp_err_t *err)
+{
+    double ms = 0;
+    if (gpp_event_elapsed_ms(self->tev[a], self->tev[b], &ms, err) < 0)
+        return gpp_err_prefix(err, "executor: op timing");
+    *acc += ms;
+    return 0;
+}
+
 int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
 {
     assert(self && m >= 0);
@@ -772,19 +808,18 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
     }
     /* An empty shard (a data-parallel replica with no samples of this
      * micro-batch) runs nothing; its outputs and gradients are empty. */
+    int timed = self->timing && mb->n > 0 && self->n_local > 0;
+    if (timed &&
+        (s_timing_events(self, err) < 0 || gpp_event_record(self->tev[0], self->s, err) < 0))
+        goto fail;
     for (int i = 0; i < self->n_local && mb->n > 0; i++) {
-        double t0 = self->timing ? gpp_now_ms() : 0;
         if (s_forward_op(self, mb, i, err) < 0) {
             gpp_err_prefix(err, "forward of op %d '%s'", self->ops[i].op->id,
                            self->ops[i].op->name);
             goto fail;
         }
-        if (self->timing) {
-            if (gpp_stream_sync(self->s, err) < 0)
-                goto fail;
-            self->ops[i].fwd_ms += gpp_now_ms() - t0;
-            self->ops[i].calls++;
-        }
+        if (timed && gpp_event_record(self->tev[i + 1], self->s, err) < 0)
+            goto fail;
         /* inputs no backward reads and nobody sends die with their last
            reader (stream-ordered reuse: later work on the stream may take
            the block) */
@@ -801,6 +836,11 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
         else if (mb->n == 0 && self->slots[k].local)
             mb->act[k] =
                 gpp_tensor(NULL, self->slots[k].dtype, 0, self->slots[k].rows, self->slots[k].cols);
+    }
+    for (int i = 0; timed && i < self->n_local; i++) {
+        if (s_timing_add(self, i, i + 1, &self->ops[i].fwd_ms, err) < 0)
+            goto fail;
+        self->ops[i].calls++;
     }
     mb->loss_pending = self->n_loss > 0 && mb->n > 0;
     mb->state = MB_FORWARD;
@@ -900,21 +940,25 @@ int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
                                "for output op %d '%s' (consumed by another stage)",
                                m, op, self->g->ops[op].name);
     }
+    /* timing: op i runs from event i + 1 to event i (the ops go backwards) */
+    int timed = self->timing && mb->n > 0 && self->n_local > 0;
+    if (timed && (s_timing_events(self, err) < 0 ||
+                  gpp_event_record(self->tev[self->n_local], self->s, err) < 0))
+        return -1;
     for (int i = self->n_local - 1; i >= 0 && mb->n > 0; i--) {
-        double t0 = self->timing ? gpp_now_ms() : 0;
         if (s_backward_op(self, mb, i, err) < 0) {
             gpp_err_prefix(err, "backward of op %d '%s'", self->ops[i].op->id,
                            self->ops[i].op->name);
             return -1;
         }
-        if (self->timing) {
-            if (gpp_stream_sync(self->s, err) < 0)
-                return -1;
-            self->ops[i].bwd_ms += gpp_now_ms() - t0;
-        }
+        if (timed && gpp_event_record(self->tev[i], self->s, err) < 0)
+            return -1;
         /* its output's gradient has been read: every consumer came first */
         s_tensor_release(self, &mb->grad[self->ops[i].out]);
     }
+    for (int i = 0; timed && i < self->n_local; i++)
+        if (s_timing_add(self, i + 1, i, &self->ops[i].bwd_ms, err) < 0)
+            return -1;
     /* Input gradients stay (the caller sends them); every boundary input
      * that takes a gradient gets one, zero if nothing reached it. */
     for (int k = 0; k < self->n_slots; k++) {

@@ -219,9 +219,12 @@ int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int mb, int op);
 void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *out);
 /* Micro-batch slots the executor has opened (each holds its loss values). */
 int gpp_exec_mb_slots(const gpp_exec_t *self);
-/* Per-op timing hook: when on, the stream is synchronised after every op
- * and its wall time added to the op's forward or backward total (slower;
- * for profiling). */
+/* Per-op timing hook: when on, timed events (gpp_event_new_timed) are
+ * recorded on the stream before the first op and after every op, and each
+ * op's device time (from the end of the op before it to its own end, so
+ * the ops' times sum to the pass) is added to its forward or backward
+ * total when the pass ends (one wait for the stream per pass; for
+ * profiling). */
 void gpp_exec_set_timing(gpp_exec_t *self, int on);
 /* Totals since the last reset for op (must be in the stage). */
 void gpp_exec_op_time(const gpp_exec_t *self, int op, double *fwd_ms, double *bwd_ms,

@@ -14,6 +14,7 @@
 #include "common/gpp_fault.h"
 #include "common/gpp_json.h"
 #include "common/gpp_time.h"
+#include "planner/gpp_cost.h"
 
 static int s_cmp_double(const void *a, const void *b)
 {
@@ -222,6 +223,14 @@ int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backe
                 *largest_mb = atoi(v->string);
         }
     }
+    /* what was measured where (GPP_PROFILE_META, planner/gpp_cost.h) */
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "model", g->spec);
+    cJSON_AddStringToObject(meta, "device", gpp_backend_device_name(be));
+    cJSON_AddNumberToObject(meta, "ops", g->n_ops);
+    cJSON_AddStringToObject(meta, "backend", gpp_backend_name(be));
+    cJSON_AddStringToObject(meta, "precision", gpp_precision_name(gpp_backend_precision(be)));
+    cJSON_AddItemToObject(root, GPP_PROFILE_META, meta);
     char *text = cJSON_Print(root);
     int rc = gpp_write_file_atomic(path, text, strlen(text), err);
     free(text);

@@ -1,5 +1,8 @@
 /* gpp_profile: measures per-op forward+backward time of a stage at
- * micro-batch sizes 1, 2, 4, ... and writes the planner's profile table.
+ * micro-batch sizes 1, 2, 4, ... and writes the planner's profile table,
+ * on any backend: ops are timed with timed events on the executor's stream
+ * (gpp_event_elapsed_ms), so on a GPU the table holds device time, not the
+ * host's launch time.
  * The sizes go up to max_micro_batch (the planner's largest micro-batch is
  * the mini-batch), as far as a time budget allows: the warm-up times each
  * size, and a size whose projected cost (twice the last size's per
@@ -16,6 +19,12 @@
  *    "forward": {"<micro-batch>": fwd ms, ...}}  (gpp's addition to the
  *    authors' schema: the measured split; without it the planner assumes
  *    backward = 2 x forward).
+ * gpp_profile_write adds gpp's record of what was measured where, under
+ * GPP_PROFILE_META ("_gpp", which readers of the authors' schema skip):
+ *   {"model": spec, "device": the device's own name (gpp_backend_device_name:
+ *    "NVIDIA H100 80GB HBM3", "cpu"), "ops": the model's op count,
+ *    "backend": "cuda:0" | "cpu", "precision": "fp32" | "tf32" | "bf16"}.
+ * Files without it (older gpp, the authors' profiles) load as before.
  * The optional "reserved_mem" (a constant per-stage reservation to the
  * planner) is not written: the executor's memory is the graph's stash and
  * parameter figures, which the planner already has. planner/gpp_cost has no
@@ -23,7 +32,10 @@
  *
  * Method: one executor of the stage runs, at every size b, `warmup` untimed
  * micro-batches, then `reps` timed ones with the per-op timing hook on
- * (gpp_exec_set_timing: a stream sync after every op). Each repetition is
+ * (gpp_exec_set_timing: timed events before the first op and after each
+ * op, no synchronisation between ops; an op's time is the device time
+ * from the end of the op before it to its own end, its kernels plus any
+ * wait for their launch, as in training). Each repetition is
  * timed on its own, and an op's entry is the MEDIAN over the repetitions of
  * its fwd+bwd ("runtime") and of its fwd ("forward") wall time per
  * micro-batch: on a shared machine a preempted repetition would inflate a

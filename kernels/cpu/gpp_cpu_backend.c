@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/gpp_time.h"
 #include "kernels/cpu/gpp_cpu.h"
 
 #define GPP_CPU_ALIGN 64
@@ -68,6 +69,7 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     if (be->cfg.cpu_threads > 0)
         openblas_set_num_threads(be->cfg.cpu_threads);
     snprintf(be->name, sizeof be->name, "cpu");
+    snprintf(be->device_name, sizeof be->device_name, "cpu");
     return 0;
 }
 
@@ -146,18 +148,35 @@ static int s_zero(gpp_stream_t *s, void *dst, size_t bytes, gpp_err_t *err)
     return 0;
 }
 
+/* An event is complete once recorded (every call ran to completion); a
+ * timed one keeps the host clock at its record (impl: a double, negative
+ * until recorded). */
 static int s_event_init(gpp_event_t *e, gpp_err_t *err)
 {
-    (void)e, (void)err;
+    (void)err;
+    if (e->timed) {
+        double *t = gpp_xcalloc(1, sizeof *t);
+        *t = -1.0;
+        e->impl = t;
+    }
     return 0;
 }
 
 static void s_event_fini(gpp_event_t *e)
 {
-    (void)e;
+    free(e->impl);
+    e->impl = NULL;
 }
 
-static int s_event_noop(gpp_event_t *e, gpp_stream_t *s, gpp_err_t *err)
+static int s_event_record(gpp_event_t *e, gpp_stream_t *s, gpp_err_t *err)
+{
+    (void)s, (void)err;
+    if (e->timed)
+        *(double *)e->impl = gpp_now_ms();
+    return 0;
+}
+
+static int s_event_wait(gpp_event_t *e, gpp_stream_t *s, gpp_err_t *err)
 {
     (void)e, (void)s, (void)err;
     return 0;
@@ -175,6 +194,16 @@ static int s_event_query(gpp_event_t *e, gpp_err_t *err)
     return 1;
 }
 
+static int s_event_elapsed(gpp_event_t *a, gpp_event_t *b, double *ms, gpp_err_t *err)
+{
+    double ta = *(const double *)a->impl, tb = *(const double *)b->impl;
+    if (ta < 0 || tb < 0)
+        return gpp_err_set(err, "backend cpu: elapsed time of a timed event never recorded "
+                                "(record both events with gpp_event_record first)");
+    *ms = tb - ta;
+    return 0;
+}
+
 const gpp_backend_vt_t gpp_cpu_backend_vt = {
     .init = s_init,
     .fini = s_fini,
@@ -188,10 +217,11 @@ const gpp_backend_vt_t gpp_cpu_backend_vt = {
     .zero = s_zero,
     .event_init = s_event_init,
     .event_fini = s_event_fini,
-    .event_record = s_event_noop,
-    .event_wait = s_event_noop,
+    .event_record = s_event_record,
+    .event_wait = s_event_wait,
     .event_sync = s_event_sync,
     .event_query = s_event_query,
+    .event_elapsed = s_event_elapsed,
     .linear_fwd = gpp_cpu_linear_fwd,
     .linear_bwd = gpp_cpu_linear_bwd,
     .relu_fwd = gpp_cpu_relu_fwd,

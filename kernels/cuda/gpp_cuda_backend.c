@@ -88,6 +88,7 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     c->plans = gpp_cuda_plans_new();
     be->impl = c;
     snprintf(be->name, sizeof be->name, "cuda:%d", dev);
+    snprintf(be->device_name, sizeof be->device_name, "%s", prop.name);
     gpp_info("backend cuda:%d: %s, %d SMs, %.1f GiB, %s matrix products", dev, c->dev_name,
              c->sm_count, (double)c->total_mem_bytes / (1 << 30), gpp_precision_name(c->precision));
     return 0;
@@ -272,12 +273,13 @@ static int s_zero(gpp_stream_t *s, void *dst, size_t bytes, gpp_err_t *err)
     return 0;
 }
 
-/* ---- events (timing disabled: cheaper record and wait) ---- */
+/* ---- events (timing disabled unless asked for: cheaper record and wait) ---- */
 
 static int s_event_init(gpp_event_t *e, gpp_err_t *err)
 {
     cudaEvent_t ev;
-    GPP_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), err);
+    GPP_CUDA_TRY(
+        cudaEventCreateWithFlags(&ev, e->timed ? cudaEventDefault : cudaEventDisableTiming), err);
     e->impl = ev;
     return 0;
 }
@@ -315,6 +317,21 @@ static int s_event_query(gpp_event_t *e, gpp_err_t *err)
     return gpp_cuda_fail(err, __FILE__, __LINE__, "cudaEventQuery", r);
 }
 
+static int s_event_elapsed(gpp_event_t *a, gpp_event_t *b, double *ms, gpp_err_t *err)
+{
+    float f = 0;
+    GPP_CUDA_TRY(cudaEventSynchronize((cudaEvent_t)b->impl), err);
+    cudaError_t r = cudaEventElapsedTime(&f, (cudaEvent_t)a->impl, (cudaEvent_t)b->impl);
+    if (r != cudaSuccess) {
+        /* an event never recorded: not sticky, clear it */
+        (void)cudaGetLastError();
+        return gpp_cuda_fail(err, __FILE__, __LINE__,
+                             "cudaEventElapsedTime (record both events on one stream first)", r);
+    }
+    *ms = (double)f;
+    return 0;
+}
+
 const gpp_backend_vt_t gpp_cuda_backend_vt = {
     .init = s_init,
     .fini = s_fini,
@@ -333,6 +350,7 @@ const gpp_backend_vt_t gpp_cuda_backend_vt = {
     .event_wait = s_event_wait,
     .event_sync = s_event_sync,
     .event_query = s_event_query,
+    .event_elapsed = s_event_elapsed,
     .linear_fwd = gpp_cuda_linear_fwd,
     .linear_bwd = gpp_cuda_linear_bwd,
     .relu_fwd = gpp_cuda_relu_fwd,

@@ -141,6 +141,10 @@ if "$TRAIN" --model "$MMT" --profile-out "$TMP/prof.json" --profile-max-mb 4 --t
     python3 - "$TMP/prof.json" <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1]))
+meta = p.pop("_gpp")  # what was measured where
+assert meta == {"model": meta["model"], "device": "cpu", "ops": 39, "backend": "cpu",
+                "precision": "fp32"}, meta
+assert meta["model"].startswith("mmt:"), meta
 assert len(p) == 39, len(p)  # every op of the MMT variant
 for k, e in p.items():
     assert set(e) >= {"name", "inputs", "input_size", "weight_size", "runtime"}, e

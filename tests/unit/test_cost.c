@@ -37,9 +37,24 @@ static void t_presets(void)
     GPP_EXPECT(gpp_device_preset("h100-80g", 0, &d, &err) == 0);
     GPP_EXPECT_NEAR(d.peak_flops, 67e12, 1);
     GPP_EXPECT_NEAR(d.mem_bw_bytes_per_s, 3350e9, 1);
+    GPP_EXPECT(gpp_device_preset("h200-141g", 1, &d, &err) == 0);
+    GPP_EXPECT_NEAR(d.peak_flops, 989e12, 1);
+    GPP_EXPECT_NEAR(d.mem_bw_bytes_per_s, 4800e9, 1);
+    GPP_EXPECT(d.mem_bytes == 141LL << 30);
     GPP_EXPECT(gpp_device_preset("tpu", 0, &d, &err) == -1);
-    GPP_EXPECT(strstr(err.msg, "v100-16g") != NULL);
+    GPP_EXPECT(strstr(err.msg, "v100-16g") != NULL && strstr(err.msg, "h200-141g") != NULL);
     gpp_cluster_t c;
+    /* links per kind, measured figures (gpp_cost_device.c): NVLink4 p2p
+       send/recv and NDR per NIC on H100/H200; NVLink3 and HDR on A100 */
+    GPP_EXPECT(gpp_cluster_init(&c, "h100-80g", 16, 8, &err) == 0);
+    GPP_EXPECT_NEAR(c.intra.bw_bytes_per_s, 180e9, 1);
+    GPP_EXPECT_NEAR(c.inter.bw_bytes_per_s, 47e9, 1);
+    GPP_EXPECT(gpp_cluster_link(&c, 0, 7) == &c.intra && gpp_cluster_link(&c, 7, 8) == &c.inter);
+    GPP_EXPECT(gpp_cluster_init(&c, "h200-141g", 2, 1, &err) == 0);
+    GPP_EXPECT_NEAR(c.intra.bw_bytes_per_s, 180e9, 1);
+    GPP_EXPECT(gpp_cluster_init(&c, "a100-80g", 2, 1, &err) == 0);
+    GPP_EXPECT_NEAR(c.intra.bw_bytes_per_s, 200e9, 1);
+    GPP_EXPECT_NEAR(c.inter.bw_bytes_per_s, 24.4e9, 1);
     GPP_EXPECT(gpp_cluster_init(&c, "v100-16g", 8, 4, &err) == 0);
     GPP_EXPECT(gpp_cluster_mem_bound(&c) == (16LL << 30) - GPP_CONTEXT_BYTES);
     c.mem_bound_bytes = 1 << 30;
@@ -101,8 +116,8 @@ static void t_links_allreduce(void)
     gpp_err_t err = {{0}};
     gpp_cluster_t c;
     gpp_cluster_init(&c, "v100-16g", 16, 4, &err);
-    GPP_EXPECT_NEAR(c.intra.bw_bytes_per_s, 50e9, 1);
-    GPP_EXPECT_NEAR(c.inter.bw_bytes_per_s, 12.5e9, 1);
+    GPP_EXPECT_NEAR(c.intra.bw_bytes_per_s, 50e9, 1);   /* NVLink2 (Summit) */
+    GPP_EXPECT_NEAR(c.inter.bw_bytes_per_s, 12.2e9, 1); /* EDR, measured */
     GPP_EXPECT(gpp_cluster_node(&c, 5) == 1);
     GPP_EXPECT(gpp_cluster_link(&c, 4, 7) == &c.intra);
     GPP_EXPECT(gpp_cluster_link(&c, 3, 4) == &c.inter);
@@ -482,6 +497,54 @@ static void t_profile_keep(void)
     gpp_graph_destroy(&g);
 }
 
+/* gpp-train's record of where a profile was measured (device name,
+ * precision) is read, reported and kept; files without it load as before;
+ * a malformed record is refused naming file and field, the model unchanged. */
+static void t_profile_source(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_graph_new("src");
+    int x = gpp_graph_input(g, "x", 1, 8);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "loss", gpp_graph_linear(g, "fc", x, 8, 1));
+    GPP_EXPECT(gpp_graph_finalize(g, &err) == 0);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "h100-80g", 1, 1, &err);
+    gpp_cost_t *a = gpp_cost_new(g, &c);
+    char line[256];
+    const char *old = "{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":0.5}}}";
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(a, old, "old.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(gpp_cost_profile_source(a, line, sizeof line) == 0);
+    const char *gpu = "{\"_gpp\":{\"model\":\"m\",\"device\":\"NVIDIA H100 80GB HBM3\","
+                      "\"ops\":3,\"backend\":\"cuda:0\",\"precision\":\"bf16\"},"
+                      "\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":0.25}}}";
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(a, gpu, "gpu.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(a, 1, 1) + gpp_cost_op_bwd_ms(a, 1, 1), 0.25, 1e-12);
+    GPP_EXPECT(gpp_cost_profile_source(a, line, sizeof line) == 1);
+    GPP_EXPECT_MSG(strstr(line, "gpu.json") && strstr(line, "NVIDIA H100 80GB HBM3") &&
+                       strstr(line, "bf16"),
+                   "%s", line);
+    char *kept = gpp_cost_profile_json(a, "m", "h100-80g");
+    GPP_EXPECT(strstr(kept, "\"precision\"") && strstr(kept, "\"bf16\""));
+    free(kept);
+    static const char *const bad[][2] = {
+        {"{\"_gpp\":{\"precision\":\"fp16\"},\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}",
+         "_gpp.precision"},
+        {"{\"_gpp\":{\"device\":7},\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}", "_gpp.device"},
+        {"{\"_gpp\":[1],\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}", "'_gpp'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err.msg[0] = 0;
+        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(a, bad[i][0], "bad.json", &err) == -1 &&
+                           strstr(err.msg, bad[i][1]) && strstr(err.msg, "bad.json"),
+                       "case %zu: %s", i, err.msg);
+    }
+    /* refused files change nothing */
+    GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(a, 1, 1) + gpp_cost_op_bwd_ms(a, 1, 1), 0.25, 1e-12);
+    GPP_EXPECT(gpp_cost_profile_source(a, line, sizeof line) == 1 && strstr(line, "gpu.json"));
+    gpp_cost_destroy(&a);
+    gpp_graph_destroy(&g);
+}
+
 /* The agents' rows in memory and the same figures as profile.json text
  * give the same op times, and the rows go through the same checks. */
 static void t_profile_rows(void)
@@ -798,6 +861,7 @@ static const gpp_test_case_t cases[] = {
     {"profile_rows", t_profile_rows},
     {"reserved_forms", t_reserved_forms},
     {"profile_keep", t_profile_keep},
+    {"profile_source", t_profile_source},
     {"profile_curve", t_profile_curve},
     {"profile_sizes", t_profile_sizes},
     {"stage_mem", t_stage_mem},

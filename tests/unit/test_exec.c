@@ -517,7 +517,11 @@ static double s_profile_max_ms(const char *path, int n_ops, int max_mb)
     double worst = 0;
     int n = 0;
     char key[32];
-    for (const cJSON *e = root ? root->child : NULL; e; e = e->next, n++)
+    for (const cJSON *e = root ? root->child : NULL; e; e = e->next, n++) {
+        if (strcmp(e->string, GPP_PROFILE_META) == 0) { /* what was measured where */
+            n--;
+            continue;
+        }
         for (int b = 1; b <= max_mb; b *= 2) {
             snprintf(key, sizeof key, "%d", b);
             const cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "runtime"), key);
@@ -530,6 +534,7 @@ static double s_profile_max_ms(const char *path, int n_ops, int max_mb)
             if (t->valuedouble > worst)
                 worst = t->valuedouble;
         }
+    }
     if (n != n_ops)
         worst = -1;
 out:

@@ -203,6 +203,33 @@ static void t_backend_memory_events(void)
     GPP_EXPECT(((float *)dev)[4] == 0.0f);
     gpp_event_destroy(&ev);
     GPP_EXPECT(ev == NULL);
+
+    /* timed events: the host clock at record on the CPU backend (every call
+       has completed by then), so elapsed is >= 0 and adds up over a chain */
+    GPP_EXPECT(strcmp(gpp_backend_device_name(s_be), "cpu") == 0);
+    GPP_EXPECT(gpp_backend_precision(s_be) == GPP_PRECISION_FP32);
+    gpp_event_t *t0 = gpp_event_new_timed(s_be, &err), *t1 = gpp_event_new_timed(s_be, &err);
+    gpp_event_t *t2 = gpp_event_new_timed(s_be, &err);
+    GPP_EXPECT(t0 && t1 && t2 && gpp_event_query(t0, &err) == 1);
+    double ms01 = -1, ms12 = -1, ms02 = -1;
+    err.msg[0] = 0;
+    GPP_EXPECT(gpp_event_elapsed_ms(t0, t1, &ms01, &err) == -1 &&
+               strstr(err.msg, "never recorded"));
+    GPP_EXPECT(ms01 == -1); /* untouched on error */
+    GPP_EXPECT(gpp_event_record(t0, s_st, &err) == 0);
+    GPP_EXPECT(gpp_stream_copy(s_st, dev, host, sizeof host, GPP_COPY_H2D, &err) == 0);
+    GPP_EXPECT(gpp_event_record(t1, s_st, &err) == 0);
+    GPP_EXPECT(gpp_stream_zero(s_st, dev, sizeof host, &err) == 0);
+    GPP_EXPECT(gpp_event_record(t2, s_st, &err) == 0);
+    GPP_EXPECT(gpp_event_elapsed_ms(t0, t1, &ms01, &err) == 0 && ms01 >= 0);
+    GPP_EXPECT(gpp_event_elapsed_ms(t1, t2, &ms12, &err) == 0 && ms12 >= 0);
+    GPP_EXPECT(gpp_event_elapsed_ms(t0, t2, &ms02, &err) == 0);
+    GPP_EXPECT_NEAR(ms02, ms01 + ms12, 1e-9);
+    /* a timed event still orders streams like any event */
+    GPP_EXPECT(gpp_event_wait(t2, s_st, &err) == 0 && gpp_event_sync(t2, &err) == 0);
+    gpp_event_destroy(&t0);
+    gpp_event_destroy(&t1);
+    gpp_event_destroy(&t2);
     gpp_backend_free(s_be, &dev);
     GPP_EXPECT(dev == NULL);
     gpp_backend_free(s_be, &dev); /* NULL is fine */

@@ -161,6 +161,37 @@ static void t_comm_cost(void)
     gpp_graph_destroy(&g);
 }
 
+/* The same two-stage plan on h100-80g with both devices in one node and
+ * with one device per node: each edge crossing costs the link of its kind
+ * (NVLink4 vs NDR InfiniBand), so the iterations differ by exactly two
+ * crossings' difference, forward activation and backward gradient. */
+static void t_comm_intra_inter(void)
+{
+    gpp_graph_t *g = gpp_fixture_chain(2, 16);
+    gpp_err_t err = {{0}};
+    double it[2];
+    gpp_cluster_t cl[2];
+    for (int k = 0; k < 2; k++) {
+        GPP_EXPECT_MSG(gpp_cluster_init(&cl[k], "h100-80g", 2, k ? 1 : 2, &err) == 0, "%s",
+                       err.msg);
+        gpp_cost_t *cost = gpp_cost_new(g, &cl[k]);
+        gpp_plan_t *p = gpp_plan_new("gpp", g, 2, 8);
+        s_stage(p, 0, 1, 1, 8, 1, 2);
+        s_stage(p, 2, 3, 1, 8, 1, 2);
+        it[k] = s_sim(p, g, cost);
+        gpp_plan_destroy(&p);
+        gpp_cost_destroy(&cost);
+    }
+    GPP_EXPECT(gpp_cluster_link(&cl[0], 0, 1) == &cl[0].intra);
+    GPP_EXPECT(gpp_cluster_link(&cl[1], 0, 1) == &cl[1].inter);
+    GPP_EXPECT(cl[0].intra.bw_bytes_per_s > cl[0].inter.bw_bytes_per_s);
+    double bytes = (double)g->ops[1].out_bytes * 8;
+    double diff = 2 * (gpp_link_ms(&cl[1].inter, bytes) - gpp_link_ms(&cl[0].intra, bytes));
+    GPP_EXPECT(diff > 0);
+    GPP_EXPECT_MSG(fabs((it[1] - it[0]) - diff) < 1e-9, "%.6f vs %.6f", it[1] - it[0], diff);
+    gpp_graph_destroy(&g);
+}
+
 static void t_trace(void)
 {
     gpp_graph_t *g = gpp_fixture_diamond(16);
@@ -339,6 +370,7 @@ static const gpp_test_case_t cases[] = {
     {"balanced_tps_formula", t_balanced_tps_formula},
     {"memory_and_busy", t_memory_and_busy},
     {"comm_cost", t_comm_cost},
+    {"comm_intra_inter", t_comm_intra_inter},
     {"trace", t_trace},
     {"stall_reported", t_stall_reported},
     {"zoo_handmade_plans", t_zoo_handmade_plans},
