@@ -58,6 +58,16 @@
  *    each replica its share of every micro-batch), so the replicas read
  *    disjoint records and together one epoch is every record once.
  *
+ * Synthetic generation runs on T threads (gpp_data_set_threads; default:
+ * the online CPUs capped at 8): the calling thread and a small persistent
+ * pool (gpp_data_pool.h), chunked so that every value is computed exactly as
+ * on one thread (bit-identical output for every T). With prefetch on, the
+ * pool also generates the predicted next micro-batch (the latest range
+ * moved by the step between the last two ranges; the ops asked for at the
+ * previous range) in the background while the caller's device computes;
+ * a call whose range and op were prefetched waits for them and copies, any
+ * other generates on demand: the output never depends on the timing.
+ *
  * Ownership: gpp_data_new / gpp_data_open return a source the caller owns;
  * it borrows the graph, which must outlive it. A source is used from one
  * thread at a time. */
@@ -73,6 +83,7 @@
 #define GPP_DATA_MAGIC "GPPDATA"
 #define GPP_DATA_VERSION 1
 #define GPP_DATA_TEACHER_DIM 8
+#define GPP_DATA_MAX_THREADS 256
 
 typedef struct gpp_data_s gpp_data_t;
 
@@ -90,6 +101,15 @@ int gpp_data_is_npy(const char *path);
 /* .npy source: the record that sample index `sample` reads. */
 int64_t gpp_data_record(gpp_data_t *self, int64_t sample);
 void gpp_data_destroy(gpp_data_t **self_p);
+
+/* Synthetic generation on `threads` in [1, GPP_DATA_MAX_THREADS] threads
+ * (the caller and threads - 1 pool workers), and the background prefetch
+ * of the next micro-batch when `prefetch` (which takes one worker even when
+ * threads is 1). Waits for the jobs under way, then restarts the pool.
+ * No effect on file and .npy sources. Returns 0, or -1 when threads is out
+ * of range (nothing changed). */
+int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch);
+int gpp_data_threads(const gpp_data_t *self);
 
 /* Samples in the file or arrays; -1 for a synthetic source (unbounded). */
 int64_t gpp_data_samples(const gpp_data_t *self);
