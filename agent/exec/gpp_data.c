@@ -653,6 +653,12 @@ int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch)
     return self->gen ? gpp_data_gen_set_threads(self->gen, threads, prefetch) : 0;
 }
 
+int64_t gpp_data_prefetched(const gpp_data_t *self)
+{
+    assert(self);
+    return self->gen ? gpp_data_gen_prefetched(self->gen) : 0;
+}
+
 int gpp_data_threads(const gpp_data_t *self)
 {
     assert(self);

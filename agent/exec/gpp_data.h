@@ -110,6 +110,8 @@ void gpp_data_destroy(gpp_data_t **self_p);
  * of range (nothing changed). */
 int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch);
 int gpp_data_threads(const gpp_data_t *self);
+/* Calls served from the prefetch so far (0 for files and .npy arrays). */
+int64_t gpp_data_prefetched(const gpp_data_t *self);
 
 /* Samples in the file or arrays; -1 for a synthetic source (unbounded). */
 int64_t gpp_data_samples(const gpp_data_t *self);

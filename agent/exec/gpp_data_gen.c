@@ -83,6 +83,7 @@ struct gpp_data_gen_s {
     char *cur_ops;         /* [n_ops] ops asked for at the current range */
     char *pf_want;         /* [n_ops] ops to prefetch at pf_next */
     int64_t pf_next;       /* lo of the planned prefetch, -1: none */
+    int64_t pf_hits;       /* calls served from a prefetch slot */
 };
 
 static void s_slot_free(gpp_data_gen_t *self, pf_slot_t *sl);
@@ -525,6 +526,7 @@ static int s_pf_take(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *
     if (s_is_loss(&self->g->ops[op]))
         gpp_data_label_shape(self->g, op, &dt, &r, &c);
     memcpy(out, sl->buf[op], (size_t)(n * r * c) * 4);
+    self->pf_hits++;
     return 1;
 }
 
@@ -549,6 +551,12 @@ int gpp_data_gen_set_threads(gpp_data_gen_t *self, int threads, int prefetch)
     self->prefetch = prefetch ? 1 : 0;
     self->cur_lo = self->cur_n = self->pf_next = -1;
     return 0;
+}
+
+int64_t gpp_data_gen_prefetched(const gpp_data_gen_t *self)
+{
+    assert(self);
+    return self->pf_hits;
 }
 
 int gpp_data_gen_threads(const gpp_data_gen_t *self)

@@ -41,5 +41,7 @@ void gpp_data_gen_label(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, voi
 /* threads in [1, GPP_DATA_MAX_THREADS]; see gpp_data_set_threads. */
 int gpp_data_gen_set_threads(gpp_data_gen_t *self, int threads, int prefetch);
 int gpp_data_gen_threads(const gpp_data_gen_t *self);
+/* Calls served from the prefetch so far. */
+int64_t gpp_data_gen_prefetched(const gpp_data_gen_t *self);
 
 #endif
