@@ -340,13 +340,28 @@ static void s_teach_sample(const gpp_data_gen_t *self, const gpp_op_t *L, const 
         off += f;
     }
     for (int64_t r = 0; r < rows; r++) {
-        for (int64_t c = 0; c < t->C; c++)
-            u[c] = 0;
-        for (int64_t d = 0; d < t->dim_z; d++) {
-            float zd = z[r * t->dim_z + d] * inv;
-            const float *p = t->P + d * t->C;
-            for (int64_t c = 0; c < t->C; c++)
-                u[c] += zd * p[c];
+        /* u = z_r P inv, 8 outputs at a time in registers: each u[c] still
+         * sums its dim_z products in order d = 0, 1, ... (the same bits as
+         * one u[c] += z_d inv P[d][c] after another), but without a store
+         * per product, and the fixed-width inner loop vectorizes */
+        const float *zr = z + r * t->dim_z;
+        for (int64_t c0 = 0; c0 < t->C; c0 += 8) {
+            float acc[8] = {0};
+            const float *p = t->P + c0;
+            if (t->C - c0 >= 8) {
+                for (int64_t d = 0; d < t->dim_z; d++, p += t->C) {
+                    float zd = zr[d] * inv;
+                    for (int j = 0; j < 8; j++)
+                        acc[j] += zd * p[j];
+                }
+            } else {
+                for (int64_t d = 0; d < t->dim_z; d++, p += t->C) {
+                    float zd = zr[d] * inv;
+                    for (int64_t j = 0; j < t->C - c0; j++)
+                        acc[j] += zd * p[j];
+                }
+            }
+            memcpy(u + c0, acc, (size_t)(t->C - c0 < 8 ? t->C - c0 : 8) * sizeof(float));
         }
         if (L->type == GPP_OP_LOSS_CE) {
             int64_t best = 0;
