@@ -226,11 +226,33 @@ static void s_phase_chunk(void *arg, int c, int n_chunks)
     free(u);
 }
 
-/* Chunks per op of a phase: 4 per thread, so that threads finishing early
- * (or the caller joining late) take over the rest; 1 with one thread. */
-static int s_chunks_per_op(const gpp_data_gen_t *self)
+/* Least work (elements generated, or teacher products) worth a chunk of its
+ * own: one round trip through the pool (queue, wake a worker, wait) took
+ * ~15 us on the 2-core development machine (bench_data's small DLRM ran
+ * slower on 2 threads than on 1 when every call was split), and the
+ * generation runs at a few ns per element, so a chunk below ~32k elements
+ * costs about what it saves. */
+#define MIN_CHUNK_WORK ((int64_t)1 << 15)
+
+/* Chunks per op of a phase over n samples of ops[0..n_ops): 4 per thread,
+ * so that threads finishing early (or the caller joining late) take over
+ * the rest, but none below MIN_CHUNK_WORK for the largest op; 1 with one
+ * thread. */
+static int s_chunks_per_op(const gpp_data_gen_t *self, const int *ops, int n_ops, int64_t n)
 {
-    return self->threads > 1 ? 4 * self->threads : 1;
+    if (self->threads <= 1)
+        return 1;
+    int64_t work = 0;
+    for (int i = 0; i < n_ops; i++) {
+        const gpp_op_t *op = &self->g->ops[ops[i]];
+        const teacher_t *t = &self->teach[op->id];
+        int64_t w = op->type == GPP_OP_INPUT
+                        ? n * op->rows * op->cols
+                        : n * self->g->ops[op->inputs[0]].rows * t->dim_z * (t->C + 1);
+        work = w > work ? w : work;
+    }
+    int64_t k = work / MIN_CHUNK_WORK;
+    return k < 1 ? 1 : k > 4 * self->threads ? 4 * self->threads : (int)k;
 }
 
 /* The pool, created on first use: threads - 1 workers (the caller is the
@@ -246,7 +268,7 @@ static gpp_data_pool_t *s_pool(gpp_data_gen_t *self)
 /* Runs phase p on the calling thread and the pool (synchronously). */
 static void s_phase_run(gpp_data_gen_t *self, phase_t *p)
 {
-    if (self->threads <= 1 && !self->pool) {
+    if (p->n_ops * p->K == 1 || (self->threads <= 1 && !self->pool)) {
         for (int c = 0; c < p->n_ops * p->K; c++)
             s_phase_chunk(p, c, p->n_ops * p->K);
         return;
@@ -260,8 +282,9 @@ static void s_gen_input(gpp_data_gen_t *self, const gpp_op_t *op, int64_t lo, in
 {
     void **by_op = gpp_xcalloc((size_t)self->g->n_ops, sizeof *by_op);
     by_op[op->id] = out;
-    phase_t p = {.self = self, .lo = lo, .n = n, .n_ops = 1, .K = s_chunks_per_op(self),
-                 .ops = &op->id, .out = by_op, .src = by_op};
+    phase_t p = {.self = self, .lo = lo, .n = n, .n_ops = 1,
+                 .K = s_chunks_per_op(self, &op->id, 1, n), .ops = &op->id, .out = by_op,
+                 .src = by_op};
     s_phase_run(self, &p);
     free(by_op);
 }
@@ -385,8 +408,9 @@ static void s_gen_labels(gpp_data_gen_t *self, const gpp_op_t *L, int64_t lo, in
     for (int i = 0; i < t->n_in; i++)
         by_op[t->in[i]] = (void *)s_block(self, &g->ops[t->in[i]], lo, n, &scratch[i]);
     by_op[L->id] = out;
-    phase_t p = {.self = self, .lo = lo, .n = n, .n_ops = 1, .K = s_chunks_per_op(self),
-                 .ops = &L->id, .out = by_op, .src = by_op};
+    phase_t p = {.self = self, .lo = lo, .n = n, .n_ops = 1,
+                 .K = s_chunks_per_op(self, &L->id, 1, n), .ops = &L->id, .out = by_op,
+                 .src = by_op};
     s_phase_run(self, &p);
     for (int i = 0; i < t->n_in; i++)
         free(scratch[i]);
@@ -491,20 +515,21 @@ static void s_slot_start(gpp_data_gen_t *self, pf_slot_t *sl, int64_t lo, int64_
             sl->cap[o] = b;
         }
     }
-    int K = s_chunks_per_op(self);
-    sl->pin = (phase_t){.self = self, .lo = lo, .n = n, .n_ops = sl->n_in, .K = K,
-                        .ops = sl->ops, .out = sl->buf, .src = sl->buf};
+    sl->pin = (phase_t){.self = self, .lo = lo, .n = n, .n_ops = sl->n_in,
+                        .K = s_chunks_per_op(self, sl->ops, sl->n_in, n), .ops = sl->ops,
+                        .out = sl->buf, .src = sl->buf};
     sl->plab = sl->pin;
     sl->plab.n_ops = sl->n_lab;
     sl->plab.ops = sl->ops + sl->n_in;
+    sl->plab.K = s_chunks_per_op(self, sl->plab.ops, sl->n_lab, n);
     gpp_data_pool_t *pool = s_pool(self);
     if (sl->n_in) {
-        sl->jin = (gpp_data_job_t){.fn = s_phase_chunk, .arg = &sl->pin, .n_chunks = sl->n_in * K};
+        sl->jin = (gpp_data_job_t){.fn = s_phase_chunk, .arg = &sl->pin, .n_chunks = sl->n_in * sl->pin.K};
         gpp_data_pool_submit(pool, &sl->jin);
     }
     if (sl->n_lab) {
         sl->jlab = (gpp_data_job_t){.fn = s_phase_chunk, .arg = &sl->plab,
-                                    .n_chunks = sl->n_lab * K,
+                                    .n_chunks = sl->n_lab * sl->plab.K,
                                     .after = sl->n_in ? &sl->jin : NULL};
         gpp_data_pool_submit(pool, &sl->jlab);
     }
