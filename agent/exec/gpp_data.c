@@ -619,30 +619,49 @@ static int s_read_npy(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out
     return 0;
 }
 
+const void *gpp_data_ref(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
+                         gpp_err_t *err)
+{
+    assert(self && op >= 0 && op < self->g->n_ops && sample_lo >= 0 && n >= 0);
+    const gpp_op_t *o = &self->g->ops[op];
+    assert(o->type == GPP_OP_INPUT || s_is_loss(o));
+    if (self->npy)
+        return s_read_npy(self, op, sample_lo, n, out, err) < 0 ? NULL : out;
+    if (self->fd >= 0)
+        return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err) < 0 ? NULL
+                                                                                       : out;
+    return o->type == GPP_OP_INPUT ? gpp_data_gen_input(self->gen, op, sample_lo, n, out)
+                                   : gpp_data_gen_label(self->gen, op, sample_lo, n, out);
+}
+
+/* gpp_data_ref into out. */
+static int s_fill(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
+{
+    const void *v = gpp_data_ref(self, op, lo, n, out, err);
+    if (!v)
+        return -1;
+    if (v != out) {
+        gpp_dtype_t dt;
+        int64_t r = self->g->ops[op].rows, c = self->g->ops[op].cols;
+        if (s_is_loss(&self->g->ops[op]))
+            gpp_data_label_shape(self->g, op, &dt, &r, &c);
+        memcpy(out, v, (size_t)(n * r * c) * 4);
+    }
+    return 0;
+}
+
 int gpp_data_input(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
                    gpp_err_t *err)
 {
-    assert(self && op >= 0 && op < self->g->n_ops && sample_lo >= 0 && n >= 0);
-    assert(self->g->ops[op].type == GPP_OP_INPUT);
-    if (self->npy)
-        return s_read_npy(self, op, sample_lo, n, out, err);
-    if (self->fd >= 0)
-        return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err);
-    gpp_data_gen_input(self->gen, op, sample_lo, n, out);
-    return 0;
+    assert(self && op >= 0 && op < self->g->n_ops && self->g->ops[op].type == GPP_OP_INPUT);
+    return s_fill(self, op, sample_lo, n, out, err);
 }
 
 int gpp_data_label(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
                    gpp_err_t *err)
 {
-    assert(self && op >= 0 && op < self->g->n_ops && sample_lo >= 0 && n >= 0);
-    assert(s_is_loss(&self->g->ops[op]));
-    if (self->npy)
-        return s_read_npy(self, op, sample_lo, n, out, err);
-    if (self->fd >= 0)
-        return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err);
-    gpp_data_gen_label(self->gen, op, sample_lo, n, out);
-    return 0;
+    assert(self && op >= 0 && op < self->g->n_ops && s_is_loss(&self->g->ops[op]));
+    return s_fill(self, op, sample_lo, n, out, err);
 }
 
 int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch)

@@ -104,8 +104,9 @@ void gpp_data_destroy(gpp_data_t **self_p);
 
 /* Synthetic generation on `threads` in [1, GPP_DATA_MAX_THREADS] threads
  * (the caller and threads - 1 pool workers), and the background prefetch
- * of the next micro-batch when `prefetch` (which takes one worker even when
- * threads is 1). Waits for the jobs under way, then restarts the pool.
+ * of the next micro-batch when `prefetch` (then the pool has `threads`
+ * workers, so the background work runs on T threads while the caller drives
+ * the device). Waits for the jobs under way, then restarts the pool.
  * No effect on file and .npy sources. Returns 0, or -1 when threads is out
  * of range (nothing changed). */
 int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch);
@@ -130,6 +131,13 @@ int gpp_data_input(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void 
  * (layout from gpp_data_label_shape). Returns 0 or -1 + message. */
 int gpp_data_label(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
                    gpp_err_t *err);
+
+/* gpp_data_input (INPUT op) or gpp_data_label (loss op) without the copy
+ * when the source holds the values already (a prefetched micro-batch):
+ * returns a pointer to them, valid until the next call on this source, or
+ * `out` after filling it; NULL + message on failure. */
+const void *gpp_data_ref(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
+                         gpp_err_t *err);
 
 /* Writes samples [0, n_samples) of `src` as a dataset file, atomically
  * (temp file + rename: an existing file is untouched on failure). */

@@ -74,7 +74,7 @@ struct gpp_data_gen_s {
     /* the last block generated per INPUT op, so that the teacher reuses the
      * inputs the same process just generated */
     data_block_t *cache; /* [n_ops] */
-    int threads;           /* the caller + threads - 1 pool workers */
+    int threads;           /* the caller + threads - 1 pool workers (T with prefetch) */
     int prefetch;          /* 1: generate the predicted next range ahead */
     gpp_data_pool_t *pool; /* created on first use */
     pf_slot_t pf[2];       /* pf[pf_cur]: the current range's */
@@ -256,12 +256,12 @@ static int s_chunks_per_op(const gpp_data_gen_t *self, const int *ops, int n_ops
 }
 
 /* The pool, created on first use: threads - 1 workers (the caller is the
- * T-th), at least one when prefetching (it runs in the background). */
+ * T-th); T with prefetch, whose background work then runs on T threads
+ * while the caller drives the device. */
 static gpp_data_pool_t *s_pool(gpp_data_gen_t *self)
 {
     if (!self->pool)
-        self->pool = gpp_data_pool_new(self->threads - 1 > self->prefetch
-                                           ? self->threads - 1 : self->prefetch);
+        self->pool = gpp_data_pool_new(self->prefetch ? self->threads : self->threads - 1);
     return self->pool;
 }
 
@@ -539,8 +539,9 @@ static void s_slot_start(gpp_data_gen_t *self, pf_slot_t *sl, int64_t lo, int64_
 
 /* Notes a call for op on [lo, lo + n): on a new range, switches to the slot
  * holding it (if any) and plans the next prefetch (self->pf_next). Then
- * copies op's samples from the current slot when it holds them: 1, else 0. */
-static int s_pf_take(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
+ * returns op's samples in the current slot when it holds them (finished),
+ * else NULL. */
+static const void *s_pf_take(gpp_data_gen_t *self, int op, int64_t lo, int64_t n)
 {
     int N = self->g->n_ops;
     if (lo != self->cur_lo || n != self->cur_n) {
@@ -559,15 +560,10 @@ static int s_pf_take(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *
     self->cur_ops[op] = 1;
     pf_slot_t *sl = &self->pf[self->pf_cur];
     if (sl->n != n || sl->lo != lo || !sl->has[op])
-        return 0;
+        return NULL;
     s_slot_wait(self, sl);
-    gpp_dtype_t dt;
-    int64_t r = self->g->ops[op].rows, c = self->g->ops[op].cols;
-    if (s_is_loss(&self->g->ops[op]))
-        gpp_data_label_shape(self->g, op, &dt, &r, &c);
-    memcpy(out, sl->buf[op], (size_t)(n * r * c) * 4);
     self->pf_hits++;
-    return 1;
+    return sl->buf[op];
 }
 
 /* After a call has been served: starts the prefetch planned by s_pf_take. */
@@ -605,24 +601,29 @@ int gpp_data_gen_threads(const gpp_data_gen_t *self)
     return self->threads;
 }
 
-void gpp_data_gen_input(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
+const void *gpp_data_gen_input(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
 {
     assert(self && self->g->ops[op].type == GPP_OP_INPUT);
-    if (self->prefetch && s_pf_take(self, op, lo, n, out)) {
-        s_pf_launch(self);
-        return;
+    const void *v = self->prefetch ? s_pf_take(self, op, lo, n) : NULL;
+    if (!v) {
+        s_gen_input(self, &self->g->ops[op], lo, n, out);
+        s_cache_put(self, &self->g->ops[op], lo, n, out);
+        v = out;
     }
-    s_gen_input(self, &self->g->ops[op], lo, n, out);
-    s_cache_put(self, &self->g->ops[op], lo, n, out);
     if (self->prefetch)
-        s_pf_launch(self);
+        s_pf_launch(self); /* into the other slot: v stays valid */
+    return v;
 }
 
-void gpp_data_gen_label(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
+const void *gpp_data_gen_label(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
 {
     assert(self && s_is_loss(&self->g->ops[op]));
-    if (!self->prefetch || !s_pf_take(self, op, lo, n, out))
+    const void *v = self->prefetch ? s_pf_take(self, op, lo, n) : NULL;
+    if (!v) {
         s_gen_labels(self, &self->g->ops[op], lo, n, out);
+        v = out;
+    }
     if (self->prefetch)
         s_pf_launch(self);
+    return v;
 }

@@ -33,10 +33,13 @@ typedef struct gpp_data_gen_s gpp_data_gen_t;
 gpp_data_gen_t *gpp_data_gen_new(const gpp_graph_t *g, uint64_t seed);
 void gpp_data_gen_destroy(gpp_data_gen_t **self_p);
 
-/* INPUT op's samples [lo, lo + n) into out ([n, rows, cols], f32 or i32). */
-void gpp_data_gen_input(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out);
-/* Loss op's labels of the same samples (gpp_data_label_shape's layout). */
-void gpp_data_gen_label(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out);
+/* INPUT op's samples [lo, lo + n) ([n, rows, cols], f32 or i32): the
+ * prefetch slot's copy when it holds them (valid until the next call), else
+ * generated into out; returns where they are. */
+const void *gpp_data_gen_input(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out);
+/* Loss op's labels of the same samples (gpp_data_label_shape's layout),
+ * likewise. */
+const void *gpp_data_gen_label(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out);
 
 /* threads in [1, GPP_DATA_MAX_THREADS]; see gpp_data_set_threads. */
 int gpp_data_gen_set_threads(gpp_data_gen_t *self, int threads, int prefetch);
