@@ -74,9 +74,8 @@ static int s_batch(const gpp_graph_t *g, gpp_data_t *d, int64_t lo, int64_t n, c
             int64_t r = op->rows, c = op->cols;
             if (pass)
                 gpp_data_label_shape(g, o, &dt, &r, &c);
-            int rc = pass ? gpp_data_label(d, o, lo, n, buf, &err)
-                          : gpp_data_input(d, o, lo, n, buf, &err);
-            if (rc < 0) {
+            /* as the executor asks: a prefetched micro-batch is not copied */
+            if (!gpp_data_ref(d, o, lo, n, buf, &err)) {
                 fprintf(stderr, "bench_data: %s\n", err.msg);
                 return -1;
             }
