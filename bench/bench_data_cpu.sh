@@ -43,7 +43,7 @@ round() {
 }
 best() { printf '%s\n' "$@" | sort -g | tail -n 1; }
 
-echo "# $(nproc) online CPUs; kernel threads $THREADS; best of $ROUNDS rounds"
+echo "# $(getconf _NPROCESSORS_ONLN) online CPUs; kernel threads $THREADS; best of $ROUNDS rounds"
 printf '| model | batch | data settings | samples/s | CPU-time samples/s |\n|---|---|---|---|---|\n'
 for entry in "${MODELS[@]}"; do
     spec=${entry% *}
