@@ -14,6 +14,7 @@
 
 #include "agent/exec/gpp_ckpt.h"
 #include "agent/exec/gpp_data.h"
+#include "agent/exec/gpp_data_pool.h"
 #include "agent/exec/gpp_safetensors.h"
 #include "agent/exec/gpp_exec.h"
 #include "agent/exec/gpp_profile.h"
@@ -27,6 +28,8 @@ typedef struct {
     const char *model;
     long long iterations, batch, micro_batch, samples, profile_max_mb;
     int threads;
+    int data_threads;  /* 0: gpp_data_pool_default_threads() */
+    int data_prefetch; /* -1: by backend (on for cuda), 0 off, 1 on */
     gpp_device_kind_t backend;
     int device;
     gpp_precision_t precision;
@@ -61,6 +64,11 @@ static void s_usage(FILE *out)
         "  --data PATH           read inputs and labels from a gpp dataset file, or from\n"
         "                        NumPy arrays: a directory of <op name>.npy per input and\n"
         "                        loss op, or a list op=FILE.npy,op=FILE.npy (docs/executor.md)\n"
+        "  --data-threads T      host threads generating synthetic data (default: online\n"
+        "                        CPUs, at most 8); any T gives the same values\n"
+        "  --data-prefetch on|off  generate the next micro-batch's synthetic data while\n"
+        "                        the current one trains (default: on with cuda, off with cpu,\n"
+        "                        where it would take cores from the kernels)\n"
         "  --no-shuffle          read .npy records in file order (default: a permutation\n"
         "                        per epoch drawn from --seed)\n"
         "  --save FILE           write weights + optimizer state at the end (atomic)\n"
@@ -119,6 +127,8 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_PRECISION,
         O_NOSHUF,
         O_SAVEW,
+        O_DTHREADS,
+        O_DPREFETCH,
         O_HELP
     };
     static const struct option lo[] = {{"model", 1, 0, O_MODEL},
@@ -144,10 +154,13 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"precision", 1, 0, O_PRECISION},
                                        {"no-shuffle", 0, 0, O_NOSHUF},
                                        {"save-weights", 1, 0, O_SAVEW},
+                                       {"data-threads", 1, 0, O_DTHREADS},
+                                       {"data-prefetch", 1, 0, O_DPREFETCH},
                                        {"help", 0, 0, O_HELP},
                                        {0, 0, 0, 0}};
     o->iterations = 10;
     o->batch = 32;
+    o->data_prefetch = -1;
     o->seed = 1;
     o->profile_max_mb = 0; /* --batch */
     o->hp = (gpp_optim_hp_t){.kind = GPP_OPTIM_ADAMW,
@@ -211,6 +224,23 @@ static int s_parse(int argc, char **argv, opts_t *o)
             break;
         case O_DATA:
             o->data = optarg;
+            break;
+        case O_DTHREADS:
+            if (s_num("--data-threads", optarg, 1, &v))
+                return -1;
+            if (v > GPP_DATA_MAX_THREADS) {
+                fprintf(stderr, "gpp-train: error: --data-threads %lld: at most %d\n", v,
+                        GPP_DATA_MAX_THREADS);
+                return -1;
+            }
+            o->data_threads = (int)v;
+            break;
+        case O_DPREFETCH:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "gpp-train: error: --data-prefetch '%s': use on or off\n", optarg);
+                return -1;
+            }
+            o->data_prefetch = strcmp(optarg, "on") == 0;
             break;
         case O_SAVEW:
             o->save_weights = optarg;
@@ -377,6 +407,8 @@ int main(int argc, char **argv)
     data = o.data ? gpp_data_open(g, o.data, !o.no_shuffle, o.seed, &err) : gpp_data_new(g, o.seed);
     if (!data)
         goto fail;
+    int data_threads = o.data_threads ? o.data_threads : gpp_data_pool_default_threads();
+    gpp_data_set_threads(data, data_threads, 0); /* in range: s_parse checked it */
     if (o.data)
         printf("data: %s, %lld samples\n", o.data, (long long)gpp_data_samples(data));
     if (o.write_dataset) {
@@ -405,6 +437,11 @@ int main(int argc, char **argv)
         rc = 0;
         goto fail;
     }
+    /* the prefetch only now: profiling and writing a dataset never ask twice */
+    int prefetch = o.data_prefetch >= 0 ? o.data_prefetch : o.backend != GPP_DEVICE_CPU;
+    gpp_data_set_threads(data, data_threads, prefetch);
+    if (!o.data)
+        printf("synthetic data: %d threads, prefetch %s\n", data_threads, prefetch ? "on" : "off");
     gpp_exec_cfg_t ec = {.seed = o.seed, .optim = o.hp, .batch = o.batch};
     if (!(ex = gpp_exec_new(g, g->n_ops, ops, be, data, &ec, &err)))
         goto fail;

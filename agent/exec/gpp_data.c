@@ -1,5 +1,6 @@
-/* gpp_data: synthetic data with a fixed teacher, and dataset files (see
- * gpp_data.h for the contract and the file format). */
+/* gpp_data: the data source interface over synthetic data (gpp_data_gen),
+ * dataset files and .npy arrays (see gpp_data.h for the contract and the
+ * file format). */
 #include "agent/exec/gpp_data.h"
 
 #include <assert.h>
@@ -14,11 +15,13 @@
 
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_codec.h"
+#include "agent/exec/gpp_data_gen.h"
 #include "agent/exec/gpp_hash.h"
 #include "agent/exec/gpp_npy.h"
 
-/* Purpose tags of the random streams (gpp_hash_key's second field). */
-enum { TAG_INPUT = 0x494e50, TAG_EMB = 0x454d42, TAG_PROJ = 0x50524f, TAG_SHUF = 0x534855 };
+/* Purpose tag of the shuffle's random stream (gpp_hash_key's second field;
+ * gpp_data_gen.c has the synthetic data's). */
+enum { TAG_SHUF = 0x534855 };
 
 #define HDR_FIXED 32
 #define HDR_ENTRY 104
@@ -31,29 +34,9 @@ typedef struct {
     int64_t offset; /* of the data in the file */
 } data_array_t;
 
-/* Samples [lo, lo + n) of one INPUT op, host memory. */
-typedef struct {
-    int64_t lo, n;
-    void *buf;
-    size_t cap_bytes;
-} data_block_t;
-
-/* Blocks up to this size are kept for the teacher. */
-#define CACHE_MAX_BYTES ((size_t)64 << 20)
-
-/* The teacher of one loss op: the inputs it reads and its projection. */
-typedef struct {
-    int n_in;
-    int *in;       /* ancestor INPUT op ids, ascending */
-    int64_t dim_z; /* features per row */
-    int64_t C;     /* outputs per row (MSE cols, CE classes) */
-    float *P;      /* [dim_z, C] */
-} teacher_t;
-
 struct gpp_data_s {
     const gpp_graph_t *g;
     uint64_t seed;
-    teacher_t *teach; /* [n_ops], set for loss ops (synthetic only) */
     /* file source */
     int fd;
     char *path;
@@ -68,9 +51,7 @@ struct gpp_data_s {
     int shuffle;
     int64_t *perm;      /* [n_samples] record of position p in epoch perm_epoch */
     int64_t perm_epoch; /* -1: none built yet */
-    /* synthetic: the last block generated per INPUT op, so that the teacher
-     * reuses the inputs the same process just generated */
-    data_block_t *cache; /* [n_ops] */
+    gpp_data_gen_t *gen; /* synthetic source */
 };
 
 static int s_is_loss(const gpp_op_t *op)
@@ -89,21 +70,6 @@ void gpp_data_label_shape(const gpp_graph_t *g, int op, gpp_dtype_t *dtype, int6
     *cols = L->type == GPP_OP_LOSS_CE ? 1 : x->cols;
 }
 
-/* Marks the INPUT ops `op` depends on. */
-static void s_ancestors(const gpp_graph_t *g, int op, char *seen)
-{
-    if (seen[op])
-        return;
-    seen[op] = 1;
-    for (int i = 0; i < g->ops[op].n_inputs; i++)
-        s_ancestors(g, g->ops[op].inputs[i], seen);
-}
-
-static int64_t s_features(const gpp_op_t *in)
-{
-    return in->input_kind == GPP_INPUT_INDICES ? GPP_DATA_TEACHER_DIM : in->cols;
-}
-
 gpp_data_t *gpp_data_new(const gpp_graph_t *g, uint64_t seed)
 {
     assert(g && g->finalized);
@@ -111,30 +77,7 @@ gpp_data_t *gpp_data_new(const gpp_graph_t *g, uint64_t seed)
     self->g = g;
     self->seed = seed;
     self->fd = -1;
-    self->teach = gpp_xcalloc((size_t)g->n_ops, sizeof *self->teach);
-    self->cache = gpp_xcalloc((size_t)g->n_ops, sizeof *self->cache);
-    char *seen = gpp_xcalloc((size_t)g->n_ops, 1);
-    for (int o = 0; o < g->n_ops; o++) {
-        const gpp_op_t *L = &g->ops[o];
-        if (!s_is_loss(L))
-            continue;
-        teacher_t *t = &self->teach[o];
-        memset(seen, 0, (size_t)g->n_ops);
-        s_ancestors(g, o, seen);
-        t->in = gpp_xcalloc((size_t)g->n_ops, sizeof(int));
-        for (int i = 0; i < g->n_ops; i++)
-            if (seen[i] && g->ops[i].type == GPP_OP_INPUT) {
-                t->in[t->n_in++] = i;
-                t->dim_z += s_features(&g->ops[i]);
-            }
-        const gpp_op_t *x = &g->ops[L->inputs[0]];
-        t->C = x->cols; /* CE: classes = cols of the logits */
-        t->P = gpp_xcalloc((size_t)(t->dim_z * t->C), sizeof(float));
-        uint64_t key = gpp_hash_key(seed, TAG_PROJ, (uint64_t)o);
-        for (int64_t k = 0; k < t->dim_z * t->C; k++)
-            t->P[k] = gpp_hash_normal(key, (uint64_t)k);
-    }
-    free(seen);
+    self->gen = gpp_data_gen_new(g, seed);
     return self;
 }
 
@@ -144,17 +87,7 @@ void gpp_data_destroy(gpp_data_t **self_p)
     gpp_data_t *self = *self_p;
     if (!self)
         return;
-    if (self->teach) {
-        for (int o = 0; o < self->g->n_ops; o++) {
-            free(self->teach[o].in);
-            free(self->teach[o].P);
-        }
-        free(self->teach);
-    }
-    if (self->cache)
-        for (int o = 0; o < self->g->n_ops; o++)
-            free(self->cache[o].buf);
-    free(self->cache);
+    gpp_data_gen_destroy(&self->gen);
     if (self->fd >= 0)
         close(self->fd);
     free(self->path);
@@ -174,151 +107,6 @@ int64_t gpp_data_samples(const gpp_data_t *self)
 {
     assert(self);
     return self->n_samples > 0 ? self->n_samples : -1;
-}
-
-/* ---- synthetic ---- */
-
-static void s_gen_input(const gpp_data_t *self, const gpp_op_t *op, int64_t lo, int64_t n,
-                        void *out)
-{
-    int64_t per = op->rows * op->cols;
-    uint64_t key = gpp_hash_key(self->seed, TAG_INPUT, (uint64_t)op->id);
-    if (op->input_kind == GPP_INPUT_INDICES) {
-        int32_t *o = out;
-        for (int64_t s = 0; s < n; s++)
-            for (int64_t e = 0; e < per; e++)
-                o[s * per + e] =
-                    (int32_t)gpp_hash_below(key, (uint64_t)((lo + s) * per + e), op->table_rows);
-    } else {
-        float *o = out;
-        for (int64_t e = 0; e < n * per; e++)
-            o[e] = gpp_hash_normal(key, (uint64_t)(lo * per + e));
-    }
-}
-
-/* Keeps a copy of a generated block for the teacher. */
-static void s_cache_put(gpp_data_t *self, const gpp_op_t *op, int64_t lo, int64_t n, const void *x)
-{
-    size_t bytes = (size_t)(n * op->rows * op->cols) * 4;
-    data_block_t *c = &self->cache[op->id];
-    if (bytes > CACHE_MAX_BYTES)
-        return;
-    if (bytes > c->cap_bytes) {
-        free(c->buf);
-        c->buf = gpp_xcalloc(1, bytes);
-        c->cap_bytes = bytes;
-    }
-    memcpy(c->buf, x, bytes);
-    c->lo = lo, c->n = n;
-}
-
-/* Samples [lo, lo + n) of INPUT op: from the cache, else generated (and
- * cached, or into *scratch when too large; the caller frees it). */
-static const void *s_block(gpp_data_t *self, const gpp_op_t *op, int64_t lo, int64_t n,
-                           void **scratch)
-{
-    const data_block_t *c = &self->cache[op->id];
-    if (c->buf && c->n > 0 && lo >= c->lo && lo + n <= c->lo + c->n)
-        return (const char *)c->buf + (size_t)((lo - c->lo) * op->rows * op->cols) * 4;
-    void *x = gpp_xcalloc((size_t)(n * op->rows * op->cols) + 1, 4);
-    s_gen_input(self, op, lo, n, x);
-    s_cache_put(self, op, lo, n, x);
-    if (self->cache[op->id].buf && self->cache[op->id].lo == lo && self->cache[op->id].n == n) {
-        free(x);
-        return self->cache[op->id].buf;
-    }
-    *scratch = x;
-    return x;
-}
-
-/* Labels of one sample from the teacher; xs[i]: the sample's values of
- * teacher input i; z [rows, dim_z] and u [C] scratch. */
-static void s_teach_sample(const gpp_data_t *self, const gpp_op_t *L, const void *const *xs,
-                           void *out, float *z, float *u)
-{
-    const gpp_graph_t *g = self->g;
-    const teacher_t *t = &self->teach[L->id];
-    int64_t rows = g->ops[L->inputs[0]].rows;
-    float inv = 1.0f / sqrtf((float)t->dim_z);
-    int64_t off = 0;
-    for (int i = 0; i < t->n_in; i++) {
-        const gpp_op_t *in = &g->ops[t->in[i]];
-        const float *x = xs[i];
-        int64_t f = s_features(in);
-        for (int64_t r = 0; r < rows; r++) {
-            float *zr = z + r * t->dim_z + off;
-            if (in->input_kind == GPP_INPUT_INDICES) {
-                const int32_t *idx = xs[i];
-                uint64_t key = gpp_hash_key(self->seed, TAG_EMB, (uint64_t)in->id);
-                float sc = 1.0f / sqrtf((float)in->cols);
-                for (int64_t k = 0; k < f; k++)
-                    zr[k] = 0;
-                for (int64_t b = 0; b < in->cols; b++)
-                    for (int64_t k = 0; k < f; k++)
-                        zr[k] += sc * gpp_hash_normal(key, (uint64_t)(idx[b] * f + k));
-            } else if (in->rows == rows) {
-                memcpy(zr, x + r * f, (size_t)f * sizeof(float));
-            } else {
-                for (int64_t k = 0; k < f; k++) {
-                    float s = 0;
-                    for (int64_t rr = 0; rr < in->rows; rr++)
-                        s += x[rr * f + k];
-                    zr[k] = s / (float)in->rows;
-                }
-            }
-        }
-        off += f;
-    }
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t c = 0; c < t->C; c++)
-            u[c] = 0;
-        for (int64_t d = 0; d < t->dim_z; d++) {
-            float zd = z[r * t->dim_z + d] * inv;
-            const float *p = t->P + d * t->C;
-            for (int64_t c = 0; c < t->C; c++)
-                u[c] += zd * p[c];
-        }
-        if (L->type == GPP_OP_LOSS_CE) {
-            int64_t best = 0;
-            for (int64_t c = 1; c < t->C; c++)
-                if (u[c] > u[best])
-                    best = c;
-            ((int32_t *)out)[r] = (int32_t)best;
-        } else {
-            memcpy((float *)out + r * t->C, u, (size_t)t->C * sizeof(float));
-        }
-    }
-}
-
-static int s_gen_labels(gpp_data_t *self, const gpp_op_t *L, int64_t lo, int64_t n, void *out)
-{
-    const gpp_graph_t *g = self->g;
-    const teacher_t *t = &self->teach[L->id];
-    gpp_dtype_t dt;
-    int64_t rows, cols;
-    gpp_data_label_shape(g, L->id, &dt, &rows, &cols);
-    const void **blk = gpp_xcalloc((size_t)t->n_in + 1, sizeof *blk);
-    const void **xs = gpp_xcalloc((size_t)t->n_in + 1, sizeof *xs);
-    void **scratch = gpp_xcalloc((size_t)t->n_in + 1, sizeof *scratch);
-    for (int i = 0; i < t->n_in; i++)
-        blk[i] = s_block(self, &g->ops[t->in[i]], lo, n, &scratch[i]);
-    float *z = gpp_xcalloc((size_t)(rows * t->dim_z + 1), sizeof(float));
-    float *u = gpp_xcalloc((size_t)t->C, sizeof(float));
-    for (int64_t s = 0; s < n; s++) {
-        for (int i = 0; i < t->n_in; i++) {
-            const gpp_op_t *in = &g->ops[t->in[i]];
-            xs[i] = (const char *)blk[i] + (size_t)(s * in->rows * in->cols) * 4;
-        }
-        s_teach_sample(self, L, xs, (char *)out + s * rows * cols * 4, z, u);
-    }
-    for (int i = 0; i < t->n_in; i++)
-        free(scratch[i]);
-    free(scratch);
-    free(xs);
-    free(blk);
-    free(z);
-    free(u);
-    return 0;
 }
 
 /* ---- file source ---- */
@@ -831,32 +619,69 @@ static int s_read_npy(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out
     return 0;
 }
 
-int gpp_data_input(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
-                   gpp_err_t *err)
+const void *gpp_data_ref(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
+                         gpp_err_t *err)
 {
     assert(self && op >= 0 && op < self->g->n_ops && sample_lo >= 0 && n >= 0);
     const gpp_op_t *o = &self->g->ops[op];
-    assert(o->type == GPP_OP_INPUT);
+    assert(o->type == GPP_OP_INPUT || s_is_loss(o));
     if (self->npy)
-        return s_read_npy(self, op, sample_lo, n, out, err);
+        return s_read_npy(self, op, sample_lo, n, out, err) < 0 ? NULL : out;
     if (self->fd >= 0)
-        return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err);
-    s_gen_input(self, o, sample_lo, n, out);
-    s_cache_put(self, o, sample_lo, n, out);
+        return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err) < 0 ? NULL
+                                                                                       : out;
+    return o->type == GPP_OP_INPUT ? gpp_data_gen_input(self->gen, op, sample_lo, n, out)
+                                   : gpp_data_gen_label(self->gen, op, sample_lo, n, out);
+}
+
+/* gpp_data_ref into out. */
+static int s_fill(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
+{
+    const void *v = gpp_data_ref(self, op, lo, n, out, err);
+    if (!v)
+        return -1;
+    if (v != out) {
+        gpp_dtype_t dt;
+        int64_t r = self->g->ops[op].rows, c = self->g->ops[op].cols;
+        if (s_is_loss(&self->g->ops[op]))
+            gpp_data_label_shape(self->g, op, &dt, &r, &c);
+        memcpy(out, v, (size_t)(n * r * c) * 4);
+    }
     return 0;
+}
+
+int gpp_data_input(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
+                   gpp_err_t *err)
+{
+    assert(self && op >= 0 && op < self->g->n_ops && self->g->ops[op].type == GPP_OP_INPUT);
+    return s_fill(self, op, sample_lo, n, out, err);
 }
 
 int gpp_data_label(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
                    gpp_err_t *err)
 {
-    assert(self && op >= 0 && op < self->g->n_ops && sample_lo >= 0 && n >= 0);
-    const gpp_op_t *o = &self->g->ops[op];
-    assert(s_is_loss(o));
-    if (self->npy)
-        return s_read_npy(self, op, sample_lo, n, out, err);
-    if (self->fd >= 0)
-        return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err);
-    return s_gen_labels(self, o, sample_lo, n, out);
+    assert(self && op >= 0 && op < self->g->n_ops && s_is_loss(&self->g->ops[op]));
+    return s_fill(self, op, sample_lo, n, out, err);
+}
+
+int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch)
+{
+    assert(self);
+    if (threads < 1 || threads > GPP_DATA_MAX_THREADS)
+        return -1;
+    return self->gen ? gpp_data_gen_set_threads(self->gen, threads, prefetch) : 0;
+}
+
+int64_t gpp_data_prefetched(const gpp_data_t *self)
+{
+    assert(self);
+    return self->gen ? gpp_data_gen_prefetched(self->gen) : 0;
+}
+
+int gpp_data_threads(const gpp_data_t *self)
+{
+    assert(self);
+    return self->gen ? gpp_data_gen_threads(self->gen) : 1;
 }
 
 int gpp_data_write_file(gpp_data_t *src, const char *path, int64_t n_samples, gpp_err_t *err)

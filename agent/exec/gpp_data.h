@@ -58,6 +58,16 @@
  *    each replica its share of every micro-batch), so the replicas read
  *    disjoint records and together one epoch is every record once.
  *
+ * Synthetic generation runs on T threads (gpp_data_set_threads; default:
+ * the online CPUs capped at 8): the calling thread and a small persistent
+ * pool (gpp_data_pool.h), chunked so that every value is computed exactly as
+ * on one thread (bit-identical output for every T). With prefetch on, the
+ * pool also generates the predicted next micro-batch (the latest range
+ * moved by the step between the last two ranges; the ops asked for at the
+ * previous range) in the background while the caller's device computes;
+ * a call whose range and op were prefetched waits for them and copies, any
+ * other generates on demand: the output never depends on the timing.
+ *
  * Ownership: gpp_data_new / gpp_data_open return a source the caller owns;
  * it borrows the graph, which must outlive it. A source is used from one
  * thread at a time. */
@@ -73,6 +83,7 @@
 #define GPP_DATA_MAGIC "GPPDATA"
 #define GPP_DATA_VERSION 1
 #define GPP_DATA_TEACHER_DIM 8
+#define GPP_DATA_MAX_THREADS 256
 
 typedef struct gpp_data_s gpp_data_t;
 
@@ -91,6 +102,18 @@ int gpp_data_is_npy(const char *path);
 int64_t gpp_data_record(gpp_data_t *self, int64_t sample);
 void gpp_data_destroy(gpp_data_t **self_p);
 
+/* Synthetic generation on `threads` in [1, GPP_DATA_MAX_THREADS] threads
+ * (the caller and threads - 1 pool workers), and the background prefetch
+ * of the next micro-batch when `prefetch` (then the pool has `threads`
+ * workers, so the background work runs on T threads while the caller drives
+ * the device). Waits for the jobs under way, then restarts the pool.
+ * No effect on file and .npy sources. Returns 0, or -1 when threads is out
+ * of range (nothing changed). */
+int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch);
+int gpp_data_threads(const gpp_data_t *self);
+/* Calls served from the prefetch so far (0 for files and .npy arrays). */
+int64_t gpp_data_prefetched(const gpp_data_t *self);
+
 /* Samples in the file or arrays; -1 for a synthetic source (unbounded). */
 int64_t gpp_data_samples(const gpp_data_t *self);
 
@@ -108,6 +131,13 @@ int gpp_data_input(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void 
  * (layout from gpp_data_label_shape). Returns 0 or -1 + message. */
 int gpp_data_label(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
                    gpp_err_t *err);
+
+/* gpp_data_input (INPUT op) or gpp_data_label (loss op) without the copy
+ * when the source holds the values already (a prefetched micro-batch):
+ * returns a pointer to them, valid until the next call on this source, or
+ * `out` after filling it; NULL + message on failure. */
+const void *gpp_data_ref(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
+                         gpp_err_t *err);
 
 /* Writes samples [0, n_samples) of `src` as a dataset file, atomically
  * (temp file + rename: an existing file is untouched on failure). */

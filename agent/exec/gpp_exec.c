@@ -666,18 +666,19 @@ static gpp_tensor_t *s_grad(gpp_exec_t *self, exec_mb_t *mb, int k, gpp_err_t *e
     return t;
 }
 
-/* Data for an INPUT op's slot (or labels) through the host staging buffer. */
-static int s_load(gpp_exec_t *self, exec_mb_t *mb, int op, int labels, gpp_tensor_t *dst,
-                  gpp_err_t *err)
+/* Data for an INPUT op's slot (or a loss op's labels): through the host
+ * staging buffer, or straight from the data source's prefetched copy. */
+static int s_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gpp_err_t *err)
 {
-    void *h = s_host(self, gpp_tensor_bytes(dst));
-    int rc = labels ? gpp_data_label(self->data, op, mb->sample_lo, mb->n, h, err)
-                    : gpp_data_input(self->data, op, mb->sample_lo, mb->n, h, err);
-    if (rc < 0)
+    /* from the data source's prefetched copy when it has one (no host copy) */
+    const void *h = gpp_data_ref(self->data, op, mb->sample_lo, mb->n,
+                                 s_host(self, gpp_tensor_bytes(dst)), err);
+    if (!h)
         return -1;
     if (gpp_stream_copy(self->s, dst->data, h, gpp_tensor_bytes(dst), GPP_COPY_H2D, err) < 0)
         return -1;
-    /* The staging buffer is reused by the next load: wait for the copy. */
+    /* The staging buffer is reused by the next load, the source's copy valid
+     * until its next call: wait for the copy. */
     return gpp_stream_sync(self->s, err);
 }
 
@@ -713,7 +714,7 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     if (eo->loss < 0 && s_tensor_new(self, &self->slots[eo->out], n, y, err) < 0)
         return -1;
     if (op->type == GPP_OP_INPUT) /* the data source, not a kernel */
-        return s_load(self, mb, op->id, 0, y, err);
+        return s_load(self, mb, op->id, y, err);
     if (eo->kernel_stash_bytes) {
         mb->stash_bytes[i] = (size_t)(n * eo->kernel_stash_bytes);
         if (!(mb->stash[i] = s_alloc(self, mb->stash_bytes[i], err)))
@@ -733,7 +734,7 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     gpp_tensor_t lab = gpp_tensor(NULL, dt, n, r, c);
     if (!(lab.data = s_alloc(self, gpp_tensor_bytes(&lab), err)))
         return -1;
-    int rc = s_load(self, mb, op->id, 1, &lab, err);
+    int rc = s_load(self, mb, op->id, &lab, err);
     dx[0] = NULL;
     if (rc == 0 && self->slots[eo->in[0]].needs_grad && !(dx[0] = s_grad(self, mb, eo->in[0], err)))
         rc = -1;
@@ -796,7 +797,7 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
             continue;
         if (mb->filled[k] == 0 && self->g->ops[p].type == GPP_OP_INPUT) {
             /* data produced elsewhere: regenerate rather than receive */
-            if (s_load(self, mb, p, 0, &mb->act[k], err) < 0)
+            if (s_load(self, mb, p, &mb->act[k], err) < 0)
                 goto fail;
             continue;
         }

@@ -4,7 +4,8 @@
 # load resumes exactly; bad input (unknown model or option, corrupted,
 # truncated or foreign checkpoint, bad dataset) exits 2 with a message and
 # leaves the existing checkpoint untouched; a failed save keeps the old
-# file; dataset files and the profile table work end to end.
+# file; dataset files and the profile table work end to end; data threads
+# and prefetch leave losses and weights unchanged.
 # Usage: train_cli.sh BUILD_DIR
 set -u
 . "$(dirname "$0")/lib/gpp_test.sh"
@@ -128,6 +129,18 @@ fi
 "$TRAIN" --model "$DLRM" --iterations 3 --batch 64 --threads 1 >"$TMP/synrun.log" 2>&1
 [ "$(losses "$TMP/dsrun.log")" = "$(losses "$TMP/synrun.log")" ] &&
     ok "dataset losses equal generator losses" || fail "dataset and generator losses differ"
+# data threads and prefetch change nothing: the same losses and weights
+"$TRAIN" --model "$DLRM" --iterations 3 --batch 64 --micro-batch 16 --threads 1 \
+    --data-threads 1 --data-prefetch off >"$TMP/dt1.log" 2>&1
+"$TRAIN" --model "$DLRM" --iterations 3 --batch 64 --micro-batch 16 --threads 1 \
+    --data-threads 3 --data-prefetch on >"$TMP/dt3.log" 2>&1
+w1=$(grep '^weights sha256' "$TMP/dt1.log") w3=$(grep '^weights sha256' "$TMP/dt3.log")
+[ -n "$w1" ] && [ "$w1" = "$w3" ] && [ "$(losses "$TMP/dt1.log")" = "$(losses "$TMP/dt3.log")" ] &&
+    grep -q 'synthetic data: 3 threads, prefetch on' "$TMP/dt3.log" &&
+    ok "--data-threads 3 --data-prefetch on: same losses and weights as 1 thread" ||
+    fail "data threads or prefetch changed the run: $(cat "$TMP/dt1.log" "$TMP/dt3.log")"
+expect_fail "bad data threads" "--data-threads: expected an integer >= 1, got '0'" "$TRAIN" --model "$DLRM" --data-threads 0
+expect_fail "bad data prefetch" "--data-prefetch 'maybe': use on or off" "$TRAIN" --model "$DLRM" --data-prefetch maybe
 cp "$TMP/ds" "$TMP/ds_bad"
 printf 'XX' | dd of="$TMP/ds_bad" bs=1 seek=0 conv=notrunc status=none
 expect_fail "dataset bad magic" "bad magic" "$TRAIN" --model "$DLRM" --data "$TMP/ds_bad" --iterations 1

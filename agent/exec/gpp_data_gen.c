@@ -1,0 +1,629 @@
+/* gpp_data_gen: the synthetic source behind gpp_data_new (see gpp_data.h
+ * for what the values are and gpp_data_gen.h for the threads): the fixed
+ * teacher, generation chunked over a gpp_data_pool, and the prefetch of the
+ * next micro-batch. */
+#include "agent/exec/gpp_data_gen.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/exec/gpp_data_pool.h"
+#include "agent/exec/gpp_hash.h"
+
+/* Purpose tags of the random streams (gpp_hash_key's second field; gpp_data
+ * has TAG_SHUF = 0x534855). */
+enum { TAG_INPUT = 0x494e50, TAG_EMB = 0x454d42, TAG_PROJ = 0x50524f };
+
+/* Samples [lo, lo + n) of one INPUT op, host memory. */
+typedef struct {
+    int64_t lo, n;
+    void *buf;
+    size_t cap_bytes;
+} data_block_t;
+
+/* Blocks up to this size are kept for the teacher. */
+#define CACHE_MAX_BYTES ((size_t)64 << 20)
+
+/* A phase of parallel generation over samples [lo, lo + n): for each of
+ * ops[0..n_ops), chunks K pieces of it: INPUT ops' elements, or loss ops'
+ * samples (the teacher reading the INPUT blocks src[op id]). Every value
+ * depends only on its own index, so any chunking gives the same bits. */
+typedef struct {
+    const gpp_data_gen_t *self;
+    int64_t lo, n;
+    int n_ops, K;
+    const int *ops;   /* [n_ops] op ids */
+    void *const *out; /* [graph ops] by op id: where op's samples go */
+    void *const *src; /* [graph ops] by op id: the teacher's INPUT blocks */
+} phase_t;
+
+/* Prefetch slot: samples [lo, lo + n) of the ops marked in has, generated
+ * by the pool in two jobs (inputs, then the labels that read them). */
+typedef struct {
+    int64_t lo, n; /* n -1: empty */
+    int busy;      /* jobs submitted and not yet waited */
+    char *has;     /* [graph ops] */
+    void **buf;    /* [graph ops] by op id */
+    size_t *cap;   /* [graph ops] bytes of buf */
+    int *ops;      /* the INPUT ops generated, then the loss ops */
+    int n_in, n_lab;
+    phase_t pin, plab;
+    gpp_data_job_t jin, jlab;
+} pf_slot_t;
+
+/* Bound of one prefetch slot: two slots hold the next micro-batch and the
+ * current one; 512 MiB each keeps that within 1 GiB of host memory (a
+ * budget, not a speed setting; larger micro-batches generate on demand). */
+#define PREFETCH_MAX_BYTES ((size_t)512 << 20)
+
+/* The teacher of one loss op: the inputs it reads and its projection. */
+typedef struct {
+    int n_in;
+    int *in;       /* ancestor INPUT op ids, ascending */
+    int64_t dim_z; /* features per row */
+    int64_t C;     /* outputs per row (MSE cols, CE classes) */
+    float *P;      /* [dim_z, C] */
+} teacher_t;
+
+struct gpp_data_gen_s {
+    const gpp_graph_t *g;
+    uint64_t seed;
+    teacher_t *teach; /* [n_ops], set for loss ops */
+    /* the last block generated per INPUT op, so that the teacher reuses the
+     * inputs the same process just generated */
+    data_block_t *cache; /* [n_ops] */
+    int threads;           /* the caller + threads - 1 pool workers (T with prefetch) */
+    int prefetch;          /* 1: generate the predicted next range ahead */
+    gpp_data_pool_t *pool; /* created on first use */
+    pf_slot_t pf[2];       /* pf[pf_cur]: the current range's */
+    int pf_cur;
+    int64_t cur_lo, cur_n; /* range of the latest call (-1: none) */
+    char *cur_ops;         /* [n_ops] ops asked for at the current range */
+    char *pf_want;         /* [n_ops] ops to prefetch at pf_next */
+    int64_t pf_next;       /* lo of the planned prefetch, -1: none */
+    int64_t pf_hits;       /* calls served from a prefetch slot */
+};
+
+static void s_slot_free(gpp_data_gen_t *self, pf_slot_t *sl);
+
+static int s_is_loss(const gpp_op_t *op)
+{
+    return op->type == GPP_OP_LOSS_MSE || op->type == GPP_OP_LOSS_CE;
+}
+
+/* Marks the INPUT ops `op` depends on. */
+static void s_ancestors(const gpp_graph_t *g, int op, char *seen)
+{
+    if (seen[op])
+        return;
+    seen[op] = 1;
+    for (int i = 0; i < g->ops[op].n_inputs; i++)
+        s_ancestors(g, g->ops[op].inputs[i], seen);
+}
+
+static int64_t s_features(const gpp_op_t *in)
+{
+    return in->input_kind == GPP_INPUT_INDICES ? GPP_DATA_TEACHER_DIM : in->cols;
+}
+
+gpp_data_gen_t *gpp_data_gen_new(const gpp_graph_t *g, uint64_t seed)
+{
+    assert(g && g->finalized);
+    gpp_data_gen_t *self = gpp_xcalloc(1, sizeof *self);
+    self->g = g;
+    self->seed = seed;
+    self->teach = gpp_xcalloc((size_t)g->n_ops, sizeof *self->teach);
+    self->cache = gpp_xcalloc((size_t)g->n_ops, sizeof *self->cache);
+    self->cur_ops = gpp_xcalloc((size_t)g->n_ops, 1);
+    self->pf_want = gpp_xcalloc((size_t)g->n_ops, 1);
+    gpp_data_gen_set_threads(self, gpp_data_pool_default_threads(), 0);
+    char *seen = gpp_xcalloc((size_t)g->n_ops, 1);
+    for (int o = 0; o < g->n_ops; o++) {
+        const gpp_op_t *L = &g->ops[o];
+        if (!s_is_loss(L))
+            continue;
+        teacher_t *t = &self->teach[o];
+        memset(seen, 0, (size_t)g->n_ops);
+        s_ancestors(g, o, seen);
+        t->in = gpp_xcalloc((size_t)g->n_ops, sizeof(int));
+        for (int i = 0; i < g->n_ops; i++)
+            if (seen[i] && g->ops[i].type == GPP_OP_INPUT) {
+                t->in[t->n_in++] = i;
+                t->dim_z += s_features(&g->ops[i]);
+            }
+        const gpp_op_t *x = &g->ops[L->inputs[0]];
+        t->C = x->cols; /* CE: classes = cols of the logits */
+        t->P = gpp_xcalloc((size_t)(t->dim_z * t->C), sizeof(float));
+        uint64_t key = gpp_hash_key(seed, TAG_PROJ, (uint64_t)o);
+        for (int64_t k = 0; k < t->dim_z * t->C; k++)
+            t->P[k] = gpp_hash_normal(key, (uint64_t)k);
+    }
+    free(seen);
+    return self;
+}
+
+void gpp_data_gen_destroy(gpp_data_gen_t **self_p)
+{
+    assert(self_p);
+    gpp_data_gen_t *self = *self_p;
+    if (!self)
+        return;
+    s_slot_free(self, &self->pf[0]); /* waits for the pool's jobs */
+    s_slot_free(self, &self->pf[1]);
+    gpp_data_pool_destroy(&self->pool);
+    free(self->cur_ops);
+    free(self->pf_want);
+    for (int o = 0; o < self->g->n_ops; o++) {
+        free(self->teach[o].in);
+        free(self->teach[o].P);
+        free(self->cache[o].buf);
+    }
+    free(self->teach);
+    free(self->cache);
+    free(self);
+    *self_p = NULL;
+}
+
+/* ---- synthetic ---- */
+
+/* Elements [e0, e0 + len) of INPUT op's stream (element e of sample s is
+ * stream element s x rows x cols + e) into out. */
+static void s_gen_elems(const gpp_data_gen_t *self, const gpp_op_t *op, int64_t e0, int64_t len,
+                        void *out)
+{
+    uint64_t key = gpp_hash_key(self->seed, TAG_INPUT, (uint64_t)op->id);
+    if (op->input_kind == GPP_INPUT_INDICES) {
+        int32_t *o = out;
+        for (int64_t e = 0; e < len; e++)
+            o[e] = (int32_t)gpp_hash_below(key, (uint64_t)(e0 + e), op->table_rows);
+    } else {
+        float *o = out;
+        for (int64_t e = 0; e < len; e++)
+            o[e] = gpp_hash_normal(key, (uint64_t)(e0 + e));
+    }
+}
+
+static void s_teach_sample(const gpp_data_gen_t *self, const gpp_op_t *L, const void *const *xs,
+                           void *out, float *z, float *u);
+
+
+static void s_phase_chunk(void *arg, int c, int n_chunks)
+{
+    (void)n_chunks;
+    const phase_t *p = arg;
+    const gpp_data_gen_t *self = p->self;
+    const gpp_graph_t *g = self->g;
+    const gpp_op_t *op = &g->ops[p->ops[c / p->K]];
+    int64_t k = c % p->K;
+    if (op->type == GPP_OP_INPUT) {
+        int64_t per = op->rows * op->cols, total = p->n * per;
+        int64_t b = total * k / p->K, e = total * (k + 1) / p->K;
+        s_gen_elems(self, op, p->lo * per + b, e - b, (char *)p->out[op->id] + (size_t)b * 4);
+        return;
+    }
+    const teacher_t *t = &self->teach[op->id];
+    gpp_dtype_t dt;
+    int64_t rows, cols;
+    gpp_data_label_shape(g, op->id, &dt, &rows, &cols);
+    int64_t s0 = p->n * k / p->K, s1 = p->n * (k + 1) / p->K;
+    if (s0 == s1)
+        return;
+    const void **xs = gpp_xcalloc((size_t)t->n_in + 1, sizeof *xs);
+    float *z = gpp_xcalloc((size_t)(rows * t->dim_z + 1), sizeof(float));
+    float *u = gpp_xcalloc((size_t)t->C, sizeof(float));
+    for (int64_t s = s0; s < s1; s++) {
+        for (int i = 0; i < t->n_in; i++) {
+            const gpp_op_t *in = &g->ops[t->in[i]];
+            xs[i] = (const char *)p->src[in->id] + (size_t)(s * in->rows * in->cols) * 4;
+        }
+        s_teach_sample(self, op, xs, (char *)p->out[op->id] + (size_t)(s * rows * cols) * 4, z,
+                       u);
+    }
+    free(xs);
+    free(z);
+    free(u);
+}
+
+/* Least work (elements generated, or teacher products) worth a chunk of its
+ * own: one round trip through the pool (queue, wake a worker, wait) took
+ * ~15 us on the 2-core development machine (bench_data's small DLRM ran
+ * slower on 2 threads than on 1 when every call was split), and the
+ * generation runs at a few ns per element, so a chunk below ~32k elements
+ * costs about what it saves. */
+#define MIN_CHUNK_WORK ((int64_t)1 << 15)
+
+/* Chunks per op of a phase over n samples of ops[0..n_ops): 4 per thread,
+ * so that threads finishing early (or the caller joining late) take over
+ * the rest, but none below MIN_CHUNK_WORK for the largest op; 1 with one
+ * thread. */
+static int s_chunks_per_op(const gpp_data_gen_t *self, const int *ops, int n_ops, int64_t n)
+{
+    if (self->threads <= 1)
+        return 1;
+    int64_t work = 0;
+    for (int i = 0; i < n_ops; i++) {
+        const gpp_op_t *op = &self->g->ops[ops[i]];
+        const teacher_t *t = &self->teach[op->id];
+        int64_t w = op->type == GPP_OP_INPUT
+                        ? n * op->rows * op->cols
+                        : n * self->g->ops[op->inputs[0]].rows * t->dim_z * (t->C + 1);
+        work = w > work ? w : work;
+    }
+    int64_t k = work / MIN_CHUNK_WORK;
+    return k < 1 ? 1 : k > 4 * self->threads ? 4 * self->threads : (int)k;
+}
+
+/* The pool, created on first use: threads - 1 workers (the caller is the
+ * T-th); T with prefetch, whose background work then runs on T threads
+ * while the caller drives the device. */
+static gpp_data_pool_t *s_pool(gpp_data_gen_t *self)
+{
+    if (!self->pool)
+        self->pool = gpp_data_pool_new(self->prefetch ? self->threads : self->threads - 1);
+    return self->pool;
+}
+
+/* Runs phase p on the calling thread and the pool (synchronously). */
+static void s_phase_run(gpp_data_gen_t *self, phase_t *p)
+{
+    if (p->n_ops * p->K == 1 || (self->threads <= 1 && !self->pool)) {
+        for (int c = 0; c < p->n_ops * p->K; c++)
+            s_phase_chunk(p, c, p->n_ops * p->K);
+        return;
+    }
+    gpp_data_job_t j = {.fn = s_phase_chunk, .arg = p, .n_chunks = p->n_ops * p->K};
+    gpp_data_pool_run(s_pool(self), &j);
+}
+
+/* INPUT op's samples [lo, lo + n) into out, in parallel. */
+static void s_gen_input(gpp_data_gen_t *self, const gpp_op_t *op, int64_t lo, int64_t n, void *out)
+{
+    void **by_op = gpp_xcalloc((size_t)self->g->n_ops, sizeof *by_op);
+    by_op[op->id] = out;
+    phase_t p = {.self = self, .lo = lo, .n = n, .n_ops = 1,
+                 .K = s_chunks_per_op(self, &op->id, 1, n), .ops = &op->id, .out = by_op,
+                 .src = by_op};
+    s_phase_run(self, &p);
+    free(by_op);
+}
+
+/* Keeps a copy of a generated block for the teacher. */
+static void s_cache_put(gpp_data_gen_t *self, const gpp_op_t *op, int64_t lo, int64_t n, const void *x)
+{
+    size_t bytes = (size_t)(n * op->rows * op->cols) * 4;
+    data_block_t *c = &self->cache[op->id];
+    if (bytes > CACHE_MAX_BYTES)
+        return;
+    if (bytes > c->cap_bytes) {
+        free(c->buf);
+        c->buf = gpp_xcalloc(1, bytes);
+        c->cap_bytes = bytes;
+    }
+    memcpy(c->buf, x, bytes);
+    c->lo = lo, c->n = n;
+}
+
+/* Samples [lo, lo + n) of INPUT op: from the cache, else generated (and
+ * cached, or into *scratch when too large; the caller frees it). */
+static const void *s_block(gpp_data_gen_t *self, const gpp_op_t *op, int64_t lo, int64_t n,
+                           void **scratch)
+{
+    const data_block_t *c = &self->cache[op->id];
+    if (c->buf && c->n > 0 && lo >= c->lo && lo + n <= c->lo + c->n)
+        return (const char *)c->buf + (size_t)((lo - c->lo) * op->rows * op->cols) * 4;
+    void *x = gpp_xcalloc((size_t)(n * op->rows * op->cols) + 1, 4);
+    s_gen_input(self, op, lo, n, x);
+    s_cache_put(self, op, lo, n, x);
+    if (self->cache[op->id].buf && self->cache[op->id].lo == lo && self->cache[op->id].n == n) {
+        free(x);
+        return self->cache[op->id].buf;
+    }
+    *scratch = x;
+    return x;
+}
+
+/* Labels of one sample from the teacher; xs[i]: the sample's values of
+ * teacher input i; z [rows, dim_z] and u [C] scratch. */
+static void s_teach_sample(const gpp_data_gen_t *self, const gpp_op_t *L, const void *const *xs,
+                           void *out, float *z, float *u)
+{
+    const gpp_graph_t *g = self->g;
+    const teacher_t *t = &self->teach[L->id];
+    int64_t rows = g->ops[L->inputs[0]].rows;
+    float inv = 1.0f / sqrtf((float)t->dim_z);
+    int64_t off = 0;
+    for (int i = 0; i < t->n_in; i++) {
+        const gpp_op_t *in = &g->ops[t->in[i]];
+        const float *x = xs[i];
+        int64_t f = s_features(in);
+        for (int64_t r = 0; r < rows; r++) {
+            float *zr = z + r * t->dim_z + off;
+            if (in->input_kind == GPP_INPUT_INDICES) {
+                const int32_t *idx = xs[i];
+                uint64_t key = gpp_hash_key(self->seed, TAG_EMB, (uint64_t)in->id);
+                float sc = 1.0f / sqrtf((float)in->cols);
+                for (int64_t k = 0; k < f; k++)
+                    zr[k] = 0;
+                for (int64_t b = 0; b < in->cols; b++)
+                    for (int64_t k = 0; k < f; k++)
+                        zr[k] += sc * gpp_hash_normal(key, (uint64_t)(idx[b] * f + k));
+            } else if (in->rows == rows) {
+                memcpy(zr, x + r * f, (size_t)f * sizeof(float));
+            } else {
+                for (int64_t k = 0; k < f; k++) {
+                    float s = 0;
+                    for (int64_t rr = 0; rr < in->rows; rr++)
+                        s += x[rr * f + k];
+                    zr[k] = s / (float)in->rows;
+                }
+            }
+        }
+        off += f;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        /* u = z_r P inv, 8 outputs at a time in registers: each u[c] still
+         * sums its dim_z products in order d = 0, 1, ... (the same bits as
+         * one u[c] += z_d inv P[d][c] after another), but without a store
+         * per product, and the fixed-width inner loop vectorizes */
+        const float *zr = z + r * t->dim_z;
+        for (int64_t c0 = 0; c0 < t->C; c0 += 8) {
+            float acc[8] = {0};
+            const float *p = t->P + c0;
+            if (t->C - c0 >= 8) {
+                for (int64_t d = 0; d < t->dim_z; d++, p += t->C) {
+                    float zd = zr[d] * inv;
+                    for (int j = 0; j < 8; j++)
+                        acc[j] += zd * p[j];
+                }
+            } else {
+                for (int64_t d = 0; d < t->dim_z; d++, p += t->C) {
+                    float zd = zr[d] * inv;
+                    for (int64_t j = 0; j < t->C - c0; j++)
+                        acc[j] += zd * p[j];
+                }
+            }
+            memcpy(u + c0, acc, (size_t)(t->C - c0 < 8 ? t->C - c0 : 8) * sizeof(float));
+        }
+        if (L->type == GPP_OP_LOSS_CE) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < t->C; c++)
+                if (u[c] > u[best])
+                    best = c;
+            ((int32_t *)out)[r] = (int32_t)best;
+        } else {
+            memcpy((float *)out + r * t->C, u, (size_t)t->C * sizeof(float));
+        }
+    }
+}
+
+static void s_gen_labels(gpp_data_gen_t *self, const gpp_op_t *L, int64_t lo, int64_t n,
+                         void *out)
+{
+    const gpp_graph_t *g = self->g;
+    const teacher_t *t = &self->teach[L->id];
+    void **by_op = gpp_xcalloc((size_t)g->n_ops, sizeof *by_op);
+    void **scratch = gpp_xcalloc((size_t)t->n_in + 1, sizeof *scratch);
+    for (int i = 0; i < t->n_in; i++)
+        by_op[t->in[i]] = (void *)s_block(self, &g->ops[t->in[i]], lo, n, &scratch[i]);
+    by_op[L->id] = out;
+    phase_t p = {.self = self, .lo = lo, .n = n, .n_ops = 1,
+                 .K = s_chunks_per_op(self, &L->id, 1, n), .ops = &L->id, .out = by_op,
+                 .src = by_op};
+    s_phase_run(self, &p);
+    for (int i = 0; i < t->n_in; i++)
+        free(scratch[i]);
+    free(scratch);
+    free(by_op);
+}
+
+/* ---- prefetch (synthetic) ----
+ * The calls of one micro-batch share a sample range. When a call brings a
+ * new range R (after range Q), the source predicts the next one, R + (R.lo -
+ * Q.lo) (consecutive micro-batches, or a data-parallel replica's shares a
+ * micro-batch apart), and the pool generates there in the background every
+ * op asked for at Q (and the INPUT ops their teachers read) into the slot
+ * not in use. A call whose range and op the current slot holds waits for it
+ * and copies; any other call generates on demand. Values never depend on
+ * which path made them. */
+
+/* Waits for the slot's jobs. */
+static void s_slot_wait(gpp_data_gen_t *self, pf_slot_t *sl)
+{
+    if (!sl->busy)
+        return;
+    if (sl->n_lab)
+        gpp_data_pool_wait(self->pool, &sl->jlab);
+    if (sl->n_in)
+        gpp_data_pool_wait(self->pool, &sl->jin);
+    sl->busy = 0;
+}
+
+/* Waits for the slot's jobs and forgets its range. */
+static void s_slot_drop(gpp_data_gen_t *self, pf_slot_t *sl)
+{
+    s_slot_wait(self, sl);
+    sl->n = -1;
+}
+
+static void s_slot_free(gpp_data_gen_t *self, pf_slot_t *sl)
+{
+    s_slot_drop(self, sl);
+    if (sl->buf)
+        for (int o = 0; o < self->g->n_ops; o++)
+            free(sl->buf[o]);
+    free(sl->buf);
+    free(sl->cap);
+    free(sl->has);
+    free(sl->ops);
+    memset(sl, 0, sizeof *sl);
+    sl->n = -1;
+}
+
+/* Starts generating samples [lo, lo + n) of the ops marked in `want` into
+ * slot sl (idle) in the background. Skipped when the slot would exceed
+ * PREFETCH_MAX_BYTES. */
+static void s_slot_start(gpp_data_gen_t *self, pf_slot_t *sl, int64_t lo, int64_t n,
+                         const char *want)
+{
+    const gpp_graph_t *g = self->g;
+    int N = g->n_ops;
+    if (!sl->buf) {
+        sl->buf = gpp_xcalloc((size_t)N, sizeof *sl->buf);
+        sl->cap = gpp_xcalloc((size_t)N, sizeof *sl->cap);
+        sl->has = gpp_xcalloc((size_t)N, 1);
+        sl->ops = gpp_xcalloc((size_t)N, sizeof *sl->ops);
+    }
+    memset(sl->has, 0, (size_t)N);
+    for (int o = 0; o < N; o++)
+        if (want[o] && s_is_loss(&g->ops[o])) {
+            sl->has[o] = 1;
+            for (int i = 0; i < self->teach[o].n_in; i++)
+                sl->has[self->teach[o].in[i]] = 1;
+        } else if (want[o]) {
+            sl->has[o] = 1;
+        }
+    size_t bytes = 0;
+    sl->n_in = sl->n_lab = 0;
+    for (int o = 0; o < N; o++) /* inputs first, then losses */
+        if (sl->has[o] && !s_is_loss(&g->ops[o]))
+            sl->ops[sl->n_in++] = o;
+    for (int o = 0; o < N; o++)
+        if (sl->has[o] && s_is_loss(&g->ops[o]))
+            sl->ops[sl->n_in + sl->n_lab++] = o;
+    for (int i = 0; i < sl->n_in + sl->n_lab; i++) {
+        const gpp_op_t *op = &g->ops[sl->ops[i]];
+        gpp_dtype_t dt;
+        int64_t r = op->rows, c = op->cols;
+        if (s_is_loss(op))
+            gpp_data_label_shape(g, op->id, &dt, &r, &c);
+        bytes += (size_t)(n * r * c) * 4;
+    }
+    if (bytes > PREFETCH_MAX_BYTES || sl->n_in + sl->n_lab == 0)
+        return;
+    for (int i = 0; i < sl->n_in + sl->n_lab; i++) {
+        int o = sl->ops[i];
+        gpp_dtype_t dt;
+        int64_t r = g->ops[o].rows, c = g->ops[o].cols;
+        if (s_is_loss(&g->ops[o]))
+            gpp_data_label_shape(g, o, &dt, &r, &c);
+        size_t b = (size_t)(n * r * c) * 4 + 4;
+        if (b > sl->cap[o]) {
+            free(sl->buf[o]);
+            sl->buf[o] = gpp_xcalloc(1, b);
+            sl->cap[o] = b;
+        }
+    }
+    sl->pin = (phase_t){.self = self, .lo = lo, .n = n, .n_ops = sl->n_in,
+                        .K = s_chunks_per_op(self, sl->ops, sl->n_in, n), .ops = sl->ops,
+                        .out = sl->buf, .src = sl->buf};
+    sl->plab = sl->pin;
+    sl->plab.n_ops = sl->n_lab;
+    sl->plab.ops = sl->ops + sl->n_in;
+    sl->plab.K = s_chunks_per_op(self, sl->plab.ops, sl->n_lab, n);
+    gpp_data_pool_t *pool = s_pool(self);
+    if (sl->n_in) {
+        sl->jin = (gpp_data_job_t){.fn = s_phase_chunk, .arg = &sl->pin, .n_chunks = sl->n_in * sl->pin.K};
+        gpp_data_pool_submit(pool, &sl->jin);
+    }
+    if (sl->n_lab) {
+        sl->jlab = (gpp_data_job_t){.fn = s_phase_chunk, .arg = &sl->plab,
+                                    .n_chunks = sl->n_lab * sl->plab.K,
+                                    .after = sl->n_in ? &sl->jin : NULL};
+        gpp_data_pool_submit(pool, &sl->jlab);
+    }
+    sl->busy = 1;
+    sl->lo = lo, sl->n = n;
+}
+
+/* Notes a call for op on [lo, lo + n): on a new range, switches to the slot
+ * holding it (if any) and plans the next prefetch (self->pf_next). Then
+ * returns op's samples in the current slot when it holds them (finished),
+ * else NULL. */
+static const void *s_pf_take(gpp_data_gen_t *self, int op, int64_t lo, int64_t n)
+{
+    int N = self->g->n_ops;
+    if (lo != self->cur_lo || n != self->cur_n) {
+        pf_slot_t *other = &self->pf[1 - self->pf_cur];
+        if (other->n == n && other->lo == lo)
+            self->pf_cur = 1 - self->pf_cur; /* the prediction was right */
+        else
+            s_slot_drop(self, &self->pf[self->pf_cur]);
+        s_slot_drop(self, &self->pf[1 - self->pf_cur]); /* the old range's or a wrong guess */
+        int64_t stride = self->cur_n >= 0 ? lo - self->cur_lo : 0;
+        self->pf_next = stride > 0 ? lo + stride : -1;
+        memcpy(self->pf_want, self->cur_ops, (size_t)N);
+        memset(self->cur_ops, 0, (size_t)N);
+        self->cur_lo = lo, self->cur_n = n;
+    }
+    self->cur_ops[op] = 1;
+    pf_slot_t *sl = &self->pf[self->pf_cur];
+    if (sl->n != n || sl->lo != lo || !sl->has[op])
+        return NULL;
+    s_slot_wait(self, sl);
+    self->pf_hits++;
+    return sl->buf[op];
+}
+
+/* After a call has been served: starts the prefetch planned by s_pf_take. */
+static void s_pf_launch(gpp_data_gen_t *self)
+{
+    if (self->pf_next < 0)
+        return;
+    s_slot_start(self, &self->pf[1 - self->pf_cur], self->pf_next, self->cur_n, self->pf_want);
+    self->pf_next = -1;
+}
+
+int gpp_data_gen_set_threads(gpp_data_gen_t *self, int threads, int prefetch)
+{
+    assert(self);
+    if (threads < 1 || threads > GPP_DATA_MAX_THREADS)
+        return -1;
+    s_slot_free(self, &self->pf[0]);
+    s_slot_free(self, &self->pf[1]);
+    gpp_data_pool_destroy(&self->pool);
+    self->threads = threads;
+    self->prefetch = prefetch ? 1 : 0;
+    self->cur_lo = self->cur_n = self->pf_next = -1;
+    return 0;
+}
+
+int64_t gpp_data_gen_prefetched(const gpp_data_gen_t *self)
+{
+    assert(self);
+    return self->pf_hits;
+}
+
+int gpp_data_gen_threads(const gpp_data_gen_t *self)
+{
+    assert(self);
+    return self->threads;
+}
+
+const void *gpp_data_gen_input(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
+{
+    assert(self && self->g->ops[op].type == GPP_OP_INPUT);
+    const void *v = self->prefetch ? s_pf_take(self, op, lo, n) : NULL;
+    if (!v) {
+        s_gen_input(self, &self->g->ops[op], lo, n, out);
+        s_cache_put(self, &self->g->ops[op], lo, n, out);
+        v = out;
+    }
+    if (self->prefetch)
+        s_pf_launch(self); /* into the other slot: v stays valid */
+    return v;
+}
+
+const void *gpp_data_gen_label(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
+{
+    assert(self && s_is_loss(&self->g->ops[op]));
+    const void *v = self->prefetch ? s_pf_take(self, op, lo, n) : NULL;
+    if (!v) {
+        s_gen_labels(self, &self->g->ops[op], lo, n, out);
+        v = out;
+    }
+    if (self->prefetch)
+        s_pf_launch(self);
+    return v;
+}
