@@ -111,6 +111,10 @@ typedef struct {
        rank's agent ([ranks], borrowed; NULL: none), for /metrics */
     int job_restarts;
     const int *agent_restarts;
+    /* job.backend = "cuda": an agent registering without a usable GPU is
+     * rejected and the job stops with exit code 2, naming agent, host and
+     * the agent's reason (never a CPU run) */
+    int require_gpu;
 } gpp_coord_cfg_t;
 
 /* Binds the ROUTER. NULL with a message when the address is unusable. */

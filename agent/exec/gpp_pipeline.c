@@ -233,7 +233,10 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
         if (c->ops[i] < 0 || c->ops[i] >= self->g->n_ops)
             return gpp_err_set(err, "ops[%d] = %d: %s has %d ops", i, c->ops[i], self->g->name,
                                self->g->n_ops);
-    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = c->threads};
+    gpp_backend_cfg_t bc = {.kind = c->device_kind,
+                            .device = c->device_kind == GPP_DEVICE_CUDA ? c->device : 0,
+                            .cpu_threads = c->threads,
+                            .precision = c->precision};
     self->be = gpp_backend_new(&bc, err);
     if (!self->be)
         return -1;
