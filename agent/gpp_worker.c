@@ -347,8 +347,10 @@ static void *s_thread(void *arg)
             snprintf(text, sizeof text, "%s", err.msg);
         gpp_error("worker: %s", text);
         s_post_error(self,
-                     strstr(err.msg, "comm") || strstr(err.msg, "gloo")
+                     strstr(err.msg, "comm") || strstr(err.msg, "gloo") || strstr(err.msg, "nccl")
                          ? GPP__ERROR_CODE__ERROR_COMM
+                     : strstr(err.msg, "cuda") || strstr(err.msg, "CUDA")
+                         ? GPP__ERROR_CODE__ERROR_DEVICE
                          : GPP__ERROR_CODE__ERROR_INTERNAL,
                      text);
     }
