@@ -24,6 +24,7 @@
 static void s_usage(FILE *f)
 {
     fprintf(f, "usage: gpp-agent --coordinator tcp://HOST:PORT --host NAME --slot N\n"
+               "                 [--backend cpu|cuda] [--gpu N]\n"
                "                 [--heartbeat-ms N] [--timeout-ms N] [--mem-bytes N]\n"
                "                 [--threads N] [--advertise ADDR | --iface NAME]\n"
                "                 [--comm-timeout-ms N] [--control-barriers N] [--version]\n"
@@ -63,6 +64,8 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                                           {"coordinator-key", required_argument, 0, 'S'},
                                           {"key", required_argument, 0, 'k'},
                                           {"key-fd", required_argument, 0, 'F'},
+                                          {"backend", required_argument, 0, 'A'},
+                                          {"gpu", required_argument, 0, 'g'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     static char hostname[256];
@@ -71,7 +74,8 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
     memset(o, 0, sizeof *o);
     o->ctl.slot = -1;
     o->ctl.backend = GPP__BACKEND__BACKEND_CPU;
-    o->ctl.mem_bytes = 4LL << 30;
+    o->ctl.mem_bytes = 0; /* the device's (CPU: the host's) total memory */
+    o->gpu = -1;          /* the slot index */
     o->ctl.heartbeat_ms = 500;
     o->ctl.timeout_ms = 5000;
     o->threads = 1;
@@ -101,7 +105,7 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
             o->ctl.timeout_ms = (int)v;
             break;
         case 'm':
-            if (gpp_parse_flag_int64("gpp-agent", "--mem-bytes", optarg, 1, LONG_MAX, &v) < 0)
+            if (gpp_parse_flag_int64("gpp-agent", "--mem-bytes", optarg, 0, LONG_MAX, &v) < 0)
                 return -1;
             o->ctl.mem_bytes = v;
             break;
@@ -120,6 +124,22 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
             break;
         case 'I':
             iface = optarg;
+            break;
+        case 'A':
+            if (strcmp(optarg, "cpu") == 0)
+                o->ctl.backend = GPP__BACKEND__BACKEND_CPU;
+            else if (strcmp(optarg, "cuda") == 0)
+                o->ctl.backend = GPP__BACKEND__BACKEND_CUDA;
+            else {
+                fprintf(stderr, "gpp-agent: --backend: expected cpu or cuda, got '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 'g': /* a GPU: the agent is a CUDA agent */
+            if (gpp_parse_flag_int64("gpp-agent", "--gpu", optarg, 0, 1023, &v) < 0)
+                return -1;
+            o->gpu = (int)v;
+            o->ctl.backend = GPP__BACKEND__BACKEND_CUDA;
             break;
         case 'C':
             if (gpp_parse_flag_int64("gpp-agent", "--comm-timeout-ms", optarg, 1, INT_MAX, &v) < 0)

@@ -7,6 +7,7 @@
 
 #include <czmq.h>
 
+#include "agent/gpp_device.h"
 #include "agent/gpp_worker.h"
 #include "common/gpp_notify.h"
 #include "common/gpp_sigfd.h"
@@ -18,6 +19,8 @@ struct gpp_agent_s {
     char host[S_HOST_MAX];
     char data_host[S_HOST_MAX];
     int slot;
+    int backend; /* Gpp__Backend registered with */
+    int gpu;     /* CUDA: the GPU; -1 CPU */
     int timeout_ms;
     int control_barriers;
     int threads;
@@ -100,6 +103,7 @@ static int s_start_worker(gpp_agent_t *self, gpp_msg_t **msg_p, gpp_worker_t **w
 {
     gpp_err_t err = {{0}};
     gpp_worker_cfg_t wc = {.threads = self->threads,
+                           .gpu = self->backend == GPP__BACKEND__BACKEND_CUDA ? self->gpu : -1,
                            .host = self->data_host,
                            .comm_timeout_ms = self->comm_timeout_ms,
                            .on_done = on_done,
@@ -252,8 +256,26 @@ gpp_agent_t *gpp_agent_new(const gpp_agent_cfg_t *cfg, gpp_err_t *err)
         gpp_err_set(err, "agent: zloop_timer failed for the systemd watchdog");
         goto fail;
     }
+    /* the device this agent trains on: registered as it is, never guessed */
+    gpp_control_device_t dev;
+    gpp_control_cfg_t cc = cfg->ctl;
+    gpp_device_probe(cc.backend == GPP__BACKEND__BACKEND_CUDA,
+                     cfg->gpu >= 0 ? cfg->gpu : cfg->ctl.slot, &dev);
+    if (dev.error[0])
+        gpp_warn("agent %s:%d: %s; registering as a CPU agent (a cuda job will refuse it)", host,
+                 self->slot, dev.error);
+    else if (dev.gpu >= 0)
+        gpp_info("agent %s:%d: GPU %d: %s, %.1f GiB (%.1f GiB free), %d SMs", host, self->slot,
+                 dev.gpu, dev.name, (double)dev.mem_total_bytes / 1073741824.0,
+                 (double)dev.mem_free_bytes / 1073741824.0, dev.sm_count);
+    cc.backend = dev.gpu >= 0 ? GPP__BACKEND__BACKEND_CUDA : GPP__BACKEND__BACKEND_CPU;
+    cc.device = &dev;
+    if (cc.mem_bytes <= 0)
+        cc.mem_bytes = dev.mem_total_bytes;
+    self->backend = cc.backend;
+    self->gpu = dev.gpu;
     gpp_control_handlers_t h = {s_on_message, s_on_lost};
-    self->ctl = gpp_control_new(&cfg->ctl, self->loop, &h, self, err);
+    self->ctl = gpp_control_new(&cc, self->loop, &h, self, err);
     if (!self->ctl)
         goto fail;
     return self;

@@ -42,7 +42,12 @@
 typedef struct gpp_agent_s gpp_agent_t;
 
 typedef struct {
-    gpp_control_cfg_t ctl; /* coordinator, host, slot, heartbeats; data_addr unused */
+    gpp_control_cfg_t ctl; /* coordinator, host, slot, heartbeats; data_addr unused.
+                              ctl.backend is what the agent asks for (CUDA: probe its GPU,
+                              agent/gpp_device.h; it registers as CPU, with the reason, when
+                              the GPU is not usable); ctl.device is filled by
+                              gpp_agent_new; ctl.mem_bytes 0: the device's total memory */
+    int gpu;               /* CUDA: GPU index (CUDA_VISIBLE_DEVICES applied); -1: the slot */
     int control_barriers;  /* control-only job: barriers to run after RegisterAck, >= 0 */
     int threads;           /* CPU backend threads, >= 1 */
     const char *data_host; /* data-plane bind address; NULL: ctl.host */

@@ -16,6 +16,12 @@
 #include "kernels/gpp_backend.h"
 #include "model/gpp_model.h"
 
+/* Precision on the wire is gpp_precision_t + 1 (0 is "not set") */
+_Static_assert(GPP__PRECISION__PRECISION_FP32 - 1 == (int)GPP_PRECISION_FP32 &&
+                   GPP__PRECISION__PRECISION_TF32 - 1 == (int)GPP_PRECISION_TF32 &&
+                   GPP__PRECISION__PRECISION_BF16 - 1 == (int)GPP_PRECISION_BF16,
+               "proto Precision and gpp_precision_t drifted apart");
+
 #define S_JOIN_GRACE_MS 5000 /* a worker stuck in a rendezvous is left behind after this */
 
 struct gpp_worker_s {
@@ -200,6 +206,12 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
             return gpp_err_prefix(err, "action %zu", i);
     }
     const Gpp__HyperParams *h = as->hyper;
+    int cuda = as->backend == GPP__BACKEND__BACKEND_CUDA;
+    if (cuda && self->cfg.gpu < 0)
+        return gpp_err_set(err,
+                           "the assignment asks for backend cuda, but this agent registered "
+                           "without a GPU (start it with --gpu N or --backend cuda on a GPU "
+                           "host)");
     self->pcfg = (gpp_pipeline_cfg_t){
         .model = as->model,
         .stage = as->stage,
@@ -228,6 +240,10 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .data = as->data,
         .checkpoint_interval = as->checkpoint_interval,
         .threads = self->cfg.threads,
+        .device_kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
+        .device = cuda ? self->cfg.gpu : 0,
+        /* Precision is gpp_precision_t + 1 (proto/gpp.proto) */
+        .precision = (gpp_precision_t)(as->precision - GPP__PRECISION__PRECISION_FP32),
         .rdv_endpoint = as->comm->rdv_endpoint,
         .rdv_token = as->comm->rdv_token,
         .prefix = as->comm->prefix,
@@ -331,8 +347,10 @@ static void *s_thread(void *arg)
             snprintf(text, sizeof text, "%s", err.msg);
         gpp_error("worker: %s", text);
         s_post_error(self,
-                     strstr(err.msg, "comm") || strstr(err.msg, "gloo")
+                     strstr(err.msg, "comm") || strstr(err.msg, "gloo") || strstr(err.msg, "nccl")
                          ? GPP__ERROR_CODE__ERROR_COMM
+                     : strstr(err.msg, "cuda") || strstr(err.msg, "CUDA")
+                         ? GPP__ERROR_CODE__ERROR_DEVICE
                          : GPP__ERROR_CODE__ERROR_INTERNAL,
                      text);
     }

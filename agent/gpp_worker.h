@@ -30,6 +30,7 @@ typedef struct gpp_worker_s gpp_worker_t;
 
 typedef struct {
     int threads;         /* CPU backend threads, >= 1 */
+    int gpu;             /* the GPU this agent registered with; -1: none (a CPU agent) */
     const char *host;    /* data-plane address to bind, e.g. "127.0.0.1" */
     int comm_timeout_ms; /* rendezvous and per-wait limit; 0: the comm's default */
     /* Main thread, once the worker has ended (ok = 1 when it trained and

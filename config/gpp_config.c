@@ -42,6 +42,7 @@ static const char *const S_OPTIMS[] = {"sgd", "adamw", NULL};
 static const char *const S_PLANNERS[] = {"gpp", "spp", NULL};
 static const char *const S_LAUNCHES[] = {"local", "external", NULL};
 static const char *const S_BACKENDS[] = {"cpu", "cuda", NULL};
+static const char *const S_PRECISIONS[] = {"fp32", "tf32", "bf16", NULL};
 
 #define C_OFF(m) offsetof(gpp_config_t, m)
 #define C_SZ(m) sizeof(((gpp_config_t *)0)->m)
@@ -104,6 +105,7 @@ static const s_field_t S_FIELDS[] = {
           "a positive integer (complete checkpoint sets kept)"),
     S_WORDS("job", "launch", job.launch, S_LAUNCHES, NULL),
     S_WORDS("job", "backend", job.backend, S_BACKENDS, "GPP_BACKEND"),
+    S_WORDS("job", "precision", job.precision, S_PRECISIONS, "GPP_PRECISION"),
     S_INT("health", "heartbeat_ms", health.heartbeat_ms, 1, 3600000, "GPP_HEARTBEAT_MS",
           "a positive integer (milliseconds)"),
     S_INT("health", "timeout_ms", health.timeout_ms, 1, 86400000, "GPP_TIMEOUT_MS",
@@ -119,6 +121,8 @@ static const s_field_t S_NODE_FIELDS[] = {
      "a hostname or address"},
     {NULL, "slots", F_INT, offsetof(gpp_config_node_t, slots), 0, 1, 65536, 0, 0, NULL, NULL,
      "a positive integer (GPUs or CPU agent slots)"},
+    {NULL, "gpus", F_INT, offsetof(gpp_config_node_t, gpus), 0, 0, 65536, 0, 0, NULL, NULL,
+     "a non-negative integer (GPUs the node's slots share; 0: one GPU per slot)"},
 };
 #define S_N_NODE_FIELDS (sizeof S_NODE_FIELDS / sizeof S_NODE_FIELDS[0])
 
@@ -382,6 +386,11 @@ static int s_apply_nodes(s_load_t *L, const gpp_toml_node_t *arr, s_pos_t kp)
         nodes[i].slots = 1;
         if (s_apply_table(L, t, sect, S_NODE_FIELDS, S_N_NODE_FIELDS, &nodes[i], NULL) < 0)
             return -1;
+        if (nodes[i].gpus > nodes[i].slots)
+            return s_fail(L, tp, sect, "gpus",
+                          "%d GPUs for %d slots: a slot runs on one GPU; set gpus <= slots "
+                          "(or slots = %d)",
+                          nodes[i].gpus, nodes[i].slots, nodes[i].gpus);
         if (!nodes[i].host[0])
             return s_fail(L, tp, sect, "host", "missing; add host = \"name\" to this [[nodes]]");
         for (size_t j = 0; j < i; j++)
@@ -477,6 +486,11 @@ static int s_check(s_load_t *L)
         return s_fail(
             L, s_pos_of(L, "job", "backend"), "job", "backend",
             "\"cuda\" with cluster.device \"cpu\"; set a GPU preset or backend = \"cpu\"");
+    if (c->job.precision != GPP_CONFIG_PRECISION_FP32 && c->job.backend == GPP_CONFIG_BACKEND_CPU)
+        return s_fail(L, s_pos_of(L, "job", "precision"), "job", "precision",
+                      "\"%s\" needs backend = \"cuda\" (the CPU backend computes fp32 only); "
+                      "set precision = \"fp32\" or backend = \"cuda\"",
+                      gpp_config_precision_name(c->job.precision));
     if (c->job.launch == GPP_CONFIG_LAUNCH_LOCAL && c->n_nodes != 1)
         return s_fail(L, s_pos_of(L, "job", "launch"), "job", "launch",
                       "\"local\" starts every agent on this host but %d nodes are listed; list "
@@ -514,17 +528,6 @@ static void s_defaults(gpp_config_t *c)
     c->health.timeout_ms = 5000;
 }
 
-/* Keys the schema takes for what is planned but not built: a warning, so
- * that a setting nothing honours does not pass silently (docs/config.md). */
-static void s_warn_planned(const gpp_config_t *c)
-{
-    if (c->job.backend == GPP_CONFIG_BACKEND_CUDA)
-        gpp_warn("config: %s: job.backend = \"cuda\": agents have no GPU data plane yet (NCCL "
-                 "is planned); gpp-plan plans for it, gpp-coordinator refuses to train it "
-                 "(gpp-train --backend cuda trains on one GPU)",
-                 c->path);
-}
-
 static int s_load(gpp_config_t *c, gpp_toml_t *doc, const char *name, gpp_err_t *err)
 {
     s_load_t L = {.c = c, .name = name, .err = err};
@@ -535,7 +538,6 @@ static int s_load(gpp_config_t *c, gpp_toml_t *doc, const char *name, gpp_err_t 
         goto fail;
     if (s_apply_doc(&L, doc) < 0 || s_apply_env(&L) < 0 || s_check(&L) < 0)
         goto fail;
-    s_warn_planned(c);
     rc = 0;
 fail:
     gpp_toml_destroy(&doc);
@@ -586,4 +588,15 @@ const char *gpp_config_backend_name(gpp_config_backend_t b)
 const char *gpp_config_optim_name(gpp_config_optim_t o)
 {
     return S_OPTIMS[o];
+}
+const char *gpp_config_precision_name(gpp_config_precision_t p)
+{
+    return S_PRECISIONS[p];
+}
+
+int gpp_config_slot_gpu(const gpp_config_t *c, int node, int slot)
+{
+    assert(node >= 0 && node < c->n_nodes && slot >= 0);
+    int g = c->nodes[node].gpus;
+    return g > 0 ? slot % g : slot;
 }

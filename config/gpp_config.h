@@ -24,12 +24,20 @@
  * external = agents are started elsewhere (systemd, Slurm) and register. */
 typedef enum { GPP_CONFIG_LAUNCH_LOCAL = 0, GPP_CONFIG_LAUNCH_EXTERNAL } gpp_config_launch_t;
 typedef enum { GPP_CONFIG_BACKEND_CPU = 0, GPP_CONFIG_BACKEND_CUDA } gpp_config_backend_t;
+/* Numerically equal to gpp_precision_t (kernels/gpp_backend.h). */
+typedef enum {
+    GPP_CONFIG_PRECISION_FP32 = 0,
+    GPP_CONFIG_PRECISION_TF32,
+    GPP_CONFIG_PRECISION_BF16
+} gpp_config_precision_t;
 /* Numerically equal to gpp_optim_kind_t (kernels/gpp_optim.h). */
 typedef enum { GPP_CONFIG_OPTIM_SGD = 0, GPP_CONFIG_OPTIM_ADAMW } gpp_config_optim_t;
 
 typedef struct {
     char host[GPP_CONFIG_STR]; /* hostname or address agents on it report */
     int slots;                 /* GPUs (cuda) or CPU agent slots (cpu) on it */
+    int gpus;                  /* cuda, local launch: GPUs the slots share, slot s runs on
+                                  GPU s % gpus; 0 = one GPU per slot (GPU = slot) */
 } gpp_config_node_t;
 
 typedef struct {
@@ -75,6 +83,7 @@ typedef struct {
         int checkpoint_keep;                  /* complete sets kept, >= 1 */
         gpp_config_launch_t launch;
         gpp_config_backend_t backend;
+        gpp_config_precision_t precision; /* cuda matrix products: fp32 | tf32 | bf16 */
     } job;
 
     struct {
@@ -102,9 +111,13 @@ void gpp_config_release(gpp_config_t *c);
 /* Total slots over all nodes: the planner's device count. */
 int gpp_config_devices(const gpp_config_t *c);
 
-/* "local" / "external", "cpu" / "cuda", "sgd" / "adamw". */
+/* The GPU index of slot `slot` of node `node` (gpus: slot % gpus, else slot). */
+int gpp_config_slot_gpu(const gpp_config_t *c, int node, int slot);
+
+/* "local" / "external", "cpu" / "cuda", "sgd" / "adamw", "fp32" / "tf32" / "bf16". */
 const char *gpp_config_launch_name(gpp_config_launch_t l);
 const char *gpp_config_backend_name(gpp_config_backend_t b);
 const char *gpp_config_optim_name(gpp_config_optim_t o);
+const char *gpp_config_precision_name(gpp_config_precision_t p);
 
 #endif

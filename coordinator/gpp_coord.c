@@ -394,6 +394,21 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
     } else {
         gpp_agent_t *a =
             gpp_registry_register(self->reg, m->register_, id, id_len, gpp_now_ms(), &err);
+        if (a && self->cfg.require_gpu && a->backend != GPP__BACKEND__BACKEND_CUDA) {
+            char name[GPP_REG_HOST_MAX + 64];
+            gpp_err_set(&err,
+                        "agent %s on host %s has no usable GPU (%s), but job.backend = \"cuda\"; "
+                        "start it on a GPU with gpp-agent --gpu N (or --backend cuda), or set "
+                        "backend = \"cpu\" in the cluster file",
+                        gpp_agent_name(a, name, sizeof name), a->host,
+                        a->device_error[0] ? a->device_error
+                                           : "it registered as a CPU agent: started without "
+                                             "--gpu / --backend cuda");
+            s_send_reject(self, id, id_len, err.msg);
+            self->exit_code = 2; /* the job's configuration does not fit its agents */
+            s_abort(self, "%s", err.msg);
+            return;
+        }
         if (a) {
             a->last_seq = m->seq;
             Gpp__RegisterAck ack = GPP__REGISTER_ACK__INIT;
@@ -405,8 +420,15 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
             int have =
                 gpp_registry_size(self->reg) - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED);
             char name[GPP_REG_HOST_MAX + 64];
-            gpp_info("coordinator: registered %s (%d/%d)", gpp_agent_name(a, name, sizeof name),
-                     have, gpp_registry_size(self->reg));
+            if (a->gpu >= 0)
+                gpp_info("coordinator: registered %s (%d/%d): GPU %d %s, %.1f GiB, %d SMs",
+                         gpp_agent_name(a, name, sizeof name), have, gpp_registry_size(self->reg),
+                         a->gpu, a->device_name, (double)a->mem_total_bytes / 1073741824.0,
+                         a->sm_count);
+            else
+                gpp_info("coordinator: registered %s (%d/%d)",
+                         gpp_agent_name(a, name, sizeof name), have,
+                         gpp_registry_size(self->reg));
             if (have == gpp_registry_size(self->reg))
                 s_profile_or_plan(self);
             return;

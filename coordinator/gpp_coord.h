@@ -118,6 +118,10 @@ typedef struct {
        rank's agent ([ranks], borrowed; NULL: none), for /metrics */
     int job_restarts;
     const int *agent_restarts;
+    /* job.backend = "cuda": an agent registering without a usable GPU is
+     * rejected and the job stops with exit code 2, naming agent, host and
+     * the agent's reason (never a CPU run) */
+    int require_gpu;
 } gpp_coord_cfg_t;
 
 /* Binds the ROUTER (ZMQ_MAXMSGSIZE GPP_MSG_MAX_BYTES: a longer frame drops

@@ -137,7 +137,8 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
                         s_agent_state[s], NULL);
     static const char *const fam[][3] = {
         {"gpp_agent_up", "gauge",
-         "1 while the agent is registered and heard from; device is backend:slot once registered."},
+         "1 while the agent is registered and heard from; device is cpu:SLOT or cuda:GPU and "
+         "device_name the GPU's name (\"cpu\" for CPU agents) once registered."},
         {"gpp_agent_heartbeat_age_seconds", "gauge",
          "Time since the agent's last valid message (registered agents)."},
         {"gpp_agent_memory_limit_bytes", "gauge", "Device memory the agent reported at registration."},
@@ -174,11 +175,13 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
             switch (f) {
             case F_UP: {
                 char device[32] = "";
+                int cuda = a->backend == GPP__BACKEND__BACKEND_CUDA;
                 if (registered)
-                    snprintf(device, sizeof device, "%s:%d",
-                             a->backend == GPP__BACKEND__BACKEND_CUDA ? "cuda" : "cpu", a->slot);
+                    snprintf(device, sizeof device, "%s:%d", cuda ? "cuda" : "cpu",
+                             cuda ? a->gpu : a->slot);
                 gpp_expo_sample(t, fam[f][0], a->state == GPP_AGENT_ALIVE, "rank", rank, "host",
-                                a->host, "slot", slot, "device", device, NULL);
+                                a->host, "slot", slot, "device", device, "device_name",
+                                registered ? a->device_name : "", NULL);
                 break;
             }
             case F_AGE:

@@ -44,6 +44,10 @@ struct gpp_job_s {
     FILE *out;            /* plan table */
     int profiling;        /* plan after the agents' profile */
     int kept;             /* --plan auto from <checkpoint_dir>/profile.json */
+    gpp_cluster_t cluster; /* what the cost model was made from */
+    int measured;         /* the cost model holds a profile (file, kept or the agents') */
+    int defer;            /* cuda without cluster.mem_gib: plan once the agents reported
+                             their GPUs' memory (s_device_mem) */
     int start;            /* --resume: iterations of the set resumed from; 0 fresh */
     Gpp__ProfileRequest preq;
     int32_t *preq_mbs;
@@ -506,6 +510,66 @@ static int s_kept_profile(gpp_job_t *self, int reprofile, gpp_err_t *err)
     return 1;
 }
 
+/* 1 when the search should wait for the agents' device memory: a cuda job
+ * without cluster.mem_gib that searches (not a plan file). */
+static int s_defer(const gpp_job_t *self)
+{
+    const char *p = self->plan_arg;
+    size_t pl = strlen(p);
+    return self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && self->cfg.cluster.mem_gib <= 0 &&
+           !(pl > 5 && strcmp(p + pl - 5, ".json") == 0);
+}
+
+/* Plans with the smallest GPU memory the agents reported, divided among
+ * the agents that share a GPU (same host and GPU index), in place of the
+ * preset's figure: the cost model is made again with that memory and the
+ * profile it held. Logs which figure the plan uses. */
+static int s_device_mem(gpp_job_t *self, gpp_registry_t *reg, gpp_err_t *err)
+{
+    const gpp_config_t *cfg = &self->cfg;
+    const int n = gpp_registry_size(reg);
+    int64_t least = 0;
+    int least_rank = -1, least_share = 1;
+    for (int r = 0; r < n; r++) {
+        const gpp_agent_t *a = gpp_registry_agent(reg, r);
+        int share = 0;
+        for (int q = 0; q < n; q++) {
+            const gpp_agent_t *b = gpp_registry_agent(reg, q);
+            share += b->gpu == a->gpu && strcmp(b->host, a->host) == 0;
+        }
+        int64_t m = a->mem_total_bytes / (share > 0 ? share : 1);
+        if (a->gpu >= 0 && (least_rank < 0 || m < least)) {
+            least = m;
+            least_rank = r;
+            least_share = share;
+        }
+    }
+    if (least_rank < 0) /* no GPU agents: the coordinator refused them already */
+        return gpp_err_set(err, "no agent reported a GPU");
+    gpp_cluster_t cl = self->cluster;
+    cl.device.mem_bytes = least;
+    gpp_cost_t *cost = gpp_cost_new(self->g, &cl);
+    if (self->measured) { /* the same measurements: the text round-trips exactly */
+        char *text = gpp_cost_profile_json(self->cost, cfg->job.model, cfg->cluster.device);
+        int rc = gpp_cost_attach_profile_text(cost, text, "the profile planned from", err);
+        free(text);
+        if (rc < 0) {
+            gpp_cost_destroy(&cost);
+            return -1;
+        }
+    }
+    gpp_cost_destroy(&self->cost);
+    self->cost = cost;
+    const gpp_agent_t *a = gpp_registry_agent(reg, least_rank);
+    char who[GPP_REG_HOST_MAX + 64];
+    gpp_info("coordinator: plan: device memory %.2f GiB per agent, the smallest the agents "
+             "reported (%s: GPU %d %s, %.2f GiB%s), not the %s preset's",
+             (double)least / 1073741824.0, gpp_agent_name(a, who, sizeof who), a->gpu,
+             a->device_name, (double)a->mem_total_bytes / 1073741824.0,
+             least_share > 1 ? ", shared by agents on the same GPU" : "", cfg->cluster.device);
+    return 0;
+}
+
 gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile, int resume,
                        FILE *out, gpp_err_t *err)
 {
@@ -552,10 +616,12 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
     gpp_cluster_t cl;
     if (s_cluster(cfg, self->n_agents, &cl, err) < 0)
         goto fail;
+    self->cluster = cl;
     self->cost = gpp_cost_new(self->g, &cl);
     if (cfg->cluster.profile[0] &&
         gpp_cost_attach_profile(self->cost, cfg->cluster.profile, err) < 0)
         goto fail;
+    self->measured = cfg->cluster.profile[0] != 0;
     snprintf(self->prefix, sizeof self->prefix, "gpp-%d-%lld/", (int)getpid(),
              (long long)time(NULL));
     /* --plan auto without a measured profile: the agents measure one first */
@@ -565,6 +631,7 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
         if (kept < 0)
             goto fail;
         self->kept = kept;
+        self->measured |= kept;
         self->profiling = !kept;
     }
     if (self->profiling) {
@@ -589,9 +656,11 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
                     "plan: auto, after the agents profile %s at micro-batch 1, 2, 4 .. up to "
                     "%d (as far as a few seconds allow)\n",
                     self->g->spec, self->preq_mbs[n - 1]);
-    } else if (s_make_plan(self, NULL, err) < 0) {
+    } else if (!(self->defer = s_defer(self)) && s_make_plan(self, NULL, err) < 0) {
         goto fail;
     }
+    if (self->defer && self->out)
+        fprintf(self->out, "plan: once the agents have reported their GPUs' memory\n");
     return self;
 fail:
     gpp_job_destroy(&self);
@@ -612,6 +681,7 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
         rows[i] = (gpp_cost_row_t){r->op, r->micro_batch, r->fwd_ms, r->bwd_ms};
     }
     int rc = gpp_cost_attach_rows(self->cost, rows, res->n_ops, "the agents' profile", err);
+    self->measured |= rc == 0;
     free(rows);
     return rc;
 }
@@ -777,6 +847,10 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->data = self->cfg.job.data;
     a->checkpoint_interval = c->job.checkpoint_interval;
     a->start_iteration = self->start;
+    a->backend = c->job.backend == GPP_CONFIG_BACKEND_CUDA ? GPP__BACKEND__BACKEND_CUDA
+                                                           : GPP__BACKEND__BACKEND_CPU;
+    /* gpp_config_precision_t 0.. -> Precision 1.. (0 is "not set" on the wire) */
+    a->precision = (Gpp__Precision)(GPP__PRECISION__PRECISION_FP32 + (int)c->job.precision);
     return a;
 }
 
@@ -796,7 +870,11 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
             return -1;
         nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
     }
-    /* --plan auto with the agents' profile: the plan is made here */
+    /* --plan auto with the agents' profile, or a cuda job planned with the
+     * agents' device memory: the plan is made here */
+    if (!self->plan && self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA &&
+        self->cfg.cluster.mem_gib <= 0 && s_device_mem(self, reg, err) < 0)
+        return -1;
     if (!self->plan && s_make_plan(self, cancel, err) < 0)
         return -1;
     const gpp_plan_t *p = self->plan;

@@ -108,6 +108,13 @@ gpp_agent_t *gpp_registry_register(gpp_registry_t *self, const Gpp__Register *r,
         a->pid = r->pid;
         a->mem_bytes = r->mem_bytes;
         a->backend = r->backend;
+        a->gpu = r->gpu;
+        snprintf(a->device_name, sizeof a->device_name, "%s", r->device_name);
+        a->mem_total_bytes = r->mem_total_bytes;
+        a->mem_free_bytes = r->mem_free_bytes;
+        a->sm_count = r->sm_count;
+        snprintf(a->device_error, sizeof a->device_error, "%s",
+                 r->device_error ? r->device_error : "");
         snprintf(a->build_version, sizeof a->build_version, "%s", r->build_version);
         a->last_seen_ms = now_ms;
         return a;

@@ -39,6 +39,12 @@ typedef struct {
     int pid; /* as the agent reported it */
     int64_t mem_bytes;
     int backend; /* Gpp__Backend it registered with (its device: backend + slot) */
+    int gpu;     /* CUDA: its GPU index on the host; -1 CPU */
+    char device_name[256];  /* "NVIDIA H100 80GB HBM3", "cpu" */
+    int64_t mem_total_bytes; /* device (CPU: host) memory it reported */
+    int64_t mem_free_bytes;
+    int sm_count;
+    char device_error[512]; /* why it has no usable GPU, when it was asked for one */
     char build_version[64];
     double last_seen_ms; /* gpp_now_ms of its last valid message */
     uint64_t last_seq;   /* its last sequence number */

@@ -326,10 +326,12 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
                 snprintf(agestr, sizeof agestr, "-");
             else
                 snprintf(agestr, sizeof agestr, "%.1fs", age);
-            const char *dev = s_label(x, "device");
-            s_add(f, "%4s  %-22.22s %-8.8s %5s  %-5s %8s  %7s / %-7s", rank, who, dev[0] ? dev : "-",
-                  hw ? s_label(hw, "stage") : "-", x->v == 1 ? "up" : isnan(age) ? "wait" : "down",
-                  agestr, s_bytes(hw ? hw->v : NAN, a, sizeof a), s_bytes(lim, b, sizeof b));
+            const char *dev = s_label(x, "device"), *dn = s_label(x, "device_name");
+            s_add(f, "%4s  %-22.22s %-8.8s %5s  %-5s %8s  %7s / %-7s  %.40s", rank, who,
+                  dev[0] ? dev : "-", hw ? s_label(hw, "stage") : "-",
+                  x->v == 1 ? "up" : isnan(age) ? "wait" : "down", agestr,
+                  s_bytes(hw ? hw->v : NAN, a, sizeof a), s_bytes(lim, b, sizeof b),
+                  strcmp(dn, "cpu") ? dn : "");
         }
     }
     if (view == V_ALL || view == V_STAGES) {

@@ -293,7 +293,8 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
                   GPP_AGENT_BUILD_PATH);
         return -1;
     }
-    char ep[512], slot[16], hb[16], to[16], mem[32], bar[16], thr[16], keyfd[16];
+    char ep[512], slot[16], hb[16], to[16], mem[32], bar[16], thr[16], keyfd[16], gpu[16];
+    const int cuda = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA && !o->control_only;
     /* the cores are shared out among the local agents (one thread at least):
      * a fixed count per run keeps OpenBLAS results reproducible */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -302,8 +303,10 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
                        ep, sizeof ep);
     snprintf(hb, sizeof hb, "%d", cfg->health.heartbeat_ms);
     snprintf(to, sizeof to, "%d", cfg->health.timeout_ms);
+    /* cuda: 0 = the GPU's own memory, reported by the agent */
     snprintf(mem, sizeof mem, "%lld",
              (long long)(cfg->cluster.mem_gib > 0 ? cfg->cluster.mem_gib * 1073741824.0
+                         : cuda                   ? 0
                                                   : 4 * 1073741824.0));
     snprintf(bar, sizeof bar, "%d", o->control_only ? o->barriers : 0);
     /* Local agents are not a unit's main process: systemd would drop their
@@ -316,6 +319,8 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
     int spawned = 0;
     for (int r = 0; r < n; r++) {
         snprintf(slot, sizeof slot, "%d", slots[r]);
+        /* local launch: one node; [[nodes]] gpus shares its GPUs among the slots */
+        snprintf(gpu, sizeof gpu, "%d", gpp_config_slot_gpu(cfg, 0, slots[r]));
         char *argv[] = {agent,
                         "--coordinator",
                         ep,
@@ -335,6 +340,8 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
                         thr,
                         "--key-fd",
                         keyfd,
+                        cuda ? "--gpu" : NULL,
+                        gpu,
                         NULL};
         gpp_err_t err = {{0}};
         int fd = gpp_curve_client_to_fd(&keys[r], &err);
@@ -448,16 +455,17 @@ int main(int argc, char **argv)
     }
     if (o.iterations > 0)
         cfg.job.iterations = o.iterations;
+#ifndef GPP_HAVE_CUDA
     if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only) {
         fprintf(stderr,
-                "gpp-coordinator: %s: job.backend = \"cuda\": agents cannot train on GPUs yet "
-                "(the CUDA kernels exist and gpp-train --backend cuda runs a model on one GPU, but "
-                "the agents' NCCL data plane is not built); set backend = \"cpu\" to train on CPU "
-                "agents\n",
+                "gpp-coordinator: %s: job.backend = \"cuda\": this gpp was built without CUDA "
+                "(its agents cannot open a GPU); rebuild with -DGPP_CUDA=ON on a machine with "
+                "nvcc, or set backend = \"cpu\"\n",
                 o.config_path);
         gpp_config_release(&cfg);
         return 2;
     }
+#endif
 
     int n = gpp_config_devices(&cfg);
     const char **hosts = gpp_xcalloc((size_t)n, sizeof *hosts);
@@ -497,6 +505,7 @@ int main(int argc, char **argv)
         goto done;
     }
     cc.curve = curve;
+    cc.require_gpu = cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only;
     if (!o.control_only) {
         job = gpp_job_new(&cfg, o.plan, o.reprofile, o.resume, stdout, &err);
         if (!job) {

@@ -188,6 +188,26 @@ static int s_check_register(const Gpp__Register *r, gpp_err_t *err)
     S_REQUIRE(r->mem_bytes > 0, "register.mem_bytes: %lld is not positive",
               (long long)r->mem_bytes);
     S_REQUIRE(r->pid > 0, "register.pid: %d is not positive", r->pid);
+    size_t nl = r->device_name ? strlen(r->device_name) : 0;
+    S_REQUIRE(nl > 0 && nl <= GPP_MSG_DEVICE_NAME_MAX,
+              "register.device_name: %zu bytes, expected 1..%d", nl, GPP_MSG_DEVICE_NAME_MAX);
+    S_REQUIRE(r->mem_total_bytes > 0, "register.mem_total_bytes: %lld is not positive",
+              (long long)r->mem_total_bytes);
+    S_REQUIRE(r->mem_free_bytes >= 0 && r->mem_free_bytes <= r->mem_total_bytes,
+              "register.mem_free_bytes: %lld outside [0, mem_total_bytes %lld]",
+              (long long)r->mem_free_bytes, (long long)r->mem_total_bytes);
+    if (r->backend == GPP__BACKEND__BACKEND_CUDA) {
+        S_REQUIRE(r->gpu >= 0 && r->gpu < GPP_MSG_GPU_MAX, "register.gpu: %d outside [0, %d)",
+                  r->gpu, GPP_MSG_GPU_MAX);
+        S_REQUIRE(r->sm_count >= 1 && r->sm_count <= 65536,
+                  "register.sm_count: %d outside [1, 65536] for a GPU", r->sm_count);
+        S_REQUIRE(!s_nonempty(r->device_error),
+                  "register.device_error: set for an agent with a GPU");
+    } else {
+        S_REQUIRE(r->gpu == -1, "register.gpu: %d for a CPU agent, expected -1", r->gpu);
+        S_REQUIRE(r->sm_count == 0, "register.sm_count: %d for a CPU agent, expected 0",
+                  r->sm_count);
+    }
     return 0;
 }
 
@@ -410,6 +430,13 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
               a->checkpoint_interval);
     S_REQUIRE(a->start_iteration >= 0 && a->start_iteration <= a->iterations,
               "assignment.start_iteration: %d outside [0, %d]", a->start_iteration, a->iterations);
+    S_REQUIRE(a->backend != GPP__BACKEND__BACKEND_UNSPECIFIED, "assignment.backend: not set");
+    S_REQUIRE(a->precision != GPP__PRECISION__PRECISION_UNSPECIFIED,
+              "assignment.precision: not set");
+    S_REQUIRE(a->precision == GPP__PRECISION__PRECISION_FP32 ||
+                  a->backend == GPP__BACKEND__BACKEND_CUDA,
+              "assignment.precision: %s needs backend cuda (the CPU backend computes fp32)",
+              a->precision == GPP__PRECISION__PRECISION_TF32 ? "tf32" : "bf16");
     return 0;
 }
 

@@ -21,7 +21,8 @@
 #include "proto/gpp.pb-c.h"
 
 #define GPP_MSG_MAGIC 0x31505047u /* "GPP1" as little-endian bytes */
-#define GPP_PROTOCOL_VERSION 2u   /* 2: rendezvous through the coordinator */
+#define GPP_PROTOCOL_VERSION 3u   /* 2: rendezvous through the coordinator; 3: devices in
+                                     Register, backend and precision in Assignment */
 
 /* Envelope.sender values that are not agent ranks. */
 #define GPP_MSG_SENDER_COORD (-1)
@@ -30,6 +31,9 @@
 #define GPP_MSG_MAX_BYTES (64u << 20)  /* larger frames are rejected unread */
 #define GPP_MSG_STR_MAX 4096           /* bytes, excluding the NUL */
 #define GPP_MSG_REPEATED_MAX (1 << 22) /* elements in one repeated field */
+#define GPP_MSG_DEVICE_NAME_MAX 255    /* Register.device_name bytes (cudaDeviceProp.name: 256
+                                          with the NUL) */
+#define GPP_MSG_GPU_MAX 1024           /* Register.gpu: indices in [0, GPP_MSG_GPU_MAX) */
 
 /* Rendezvous messages (RdvSet, RdvGet, RdvReply; CommBootstrap.rdv_*). The
  * coordinator's table has lower limits of its own (coordinator/gpp_rdv.h). */

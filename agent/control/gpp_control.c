@@ -25,6 +25,7 @@ struct gpp_control_s {
     char data_addr[S_HOST_MAX];
     int slot;
     int backend;
+    gpp_control_device_t device;
     int64_t mem_bytes;
     int heartbeat_ms;
     int timeout_ms;
@@ -108,6 +109,12 @@ static int s_send_register(gpp_control_t *self, gpp_err_t *err)
     r.pid = (int32_t)getpid();
     r.build_version = (char *)GPP_VERSION;
     r.data_addr = self->data_addr;
+    r.gpu = self->device.gpu;
+    r.device_name = self->device.name;
+    r.mem_total_bytes = self->device.mem_total_bytes;
+    r.mem_free_bytes = self->device.mem_free_bytes;
+    r.sm_count = self->device.sm_count;
+    r.device_error = self->device.error;
     gpp_msg_t m;
     gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_REGISTER, &r);
     return s_send_raw(self, &m, err);
@@ -294,6 +301,8 @@ gpp_control_t *gpp_control_new(const gpp_control_cfg_t *cfg, zloop_t *loop,
     snprintf(self->data_addr, sizeof self->data_addr, "%s", cfg->data_addr ? cfg->data_addr : "");
     self->slot = cfg->slot;
     self->backend = cfg->backend;
+    assert(cfg->device);
+    self->device = *cfg->device;
     self->mem_bytes = cfg->mem_bytes;
     self->heartbeat_ms = cfg->heartbeat_ms;
     self->timeout_ms = cfg->timeout_ms;

@@ -26,11 +26,23 @@
 
 typedef struct gpp_control_s gpp_control_t;
 
+/* The device an agent trains on, as Register reports it (agent/gpp_device.h
+ * fills it). */
+typedef struct {
+    int gpu;                 /* CUDA: GPU index in this process; CPU: -1 */
+    char name[256];          /* "NVIDIA H100 80GB HBM3"; CPU: "cpu" */
+    int64_t mem_total_bytes; /* device (CPU: host) memory, > 0 */
+    int64_t mem_free_bytes;  /* free when probed */
+    int sm_count;            /* CUDA: multiprocessors; CPU: 0 */
+    char error[512];         /* a GPU was asked for but none is usable: why; else "" */
+} gpp_control_device_t;
+
 typedef struct {
     const char *endpoint;  /* coordinator ROUTER, e.g. "tcp://127.0.0.1:5555" */
     const char *host;      /* this node's name as cluster.toml spells it */
     int slot;              /* CPU slot or GPU index on the node, >= 0 */
     int backend;           /* Gpp__Backend */
+    const gpp_control_device_t *device; /* reported in Register; copied */
     int64_t mem_bytes;     /* device memory usable by the stage, > 0 */
     const char *data_addr; /* data-plane address, may be NULL */
     int heartbeat_ms;      /* interval between our heartbeats, > 0 */

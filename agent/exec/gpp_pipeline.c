@@ -20,6 +20,10 @@
 #include "kernels/gpp_backend.h"
 #include "model/gpp_model.h"
 
+#ifdef GPP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 /* One action of the list, resolved against the stage. */
 typedef struct {
     gpp_act_type_t type;
@@ -34,6 +38,7 @@ typedef struct {
     uint32_t tag;
     void *buf;           /* SEND/RECV: host buffer of `bytes`, owned */
     void *dev;           /* RECV when staging: device copy of buf (gpp_backend_alloc) */
+    int pinned;          /* buf is page-locked (s_pin) */
     gpp_comm_req_t *req; /* in flight */
 } s_act_t;
 
@@ -59,6 +64,8 @@ struct gpp_pipeline_s {
     int stage;
     float *gstage; /* host copy of the dense gradients for the all-reduce */
     int64_t gstage_n;
+    int gstage_pinned;
+    int pin_warned; /* a refused page-lock was reported */
     s_act_t *acts;  /* [cfg.n_actions] */
     double *act_ms; /* [cfg.n_actions] */
     char phase[64]; /* what run is doing, for messages */
@@ -206,6 +213,40 @@ static int s_checkpoint_save(gpp_pipeline_t *self, int iterations, gpp_err_t *er
     return gpp_ckpt_save(self->ex, path, err);
 }
 
+/* Page-locks a host staging buffer (cudaHostRegister) so that the copies
+ * between it and the GPU run at full PCIe bandwidth without the runtime's
+ * own bounce buffer; 1 when pinned. Pageable memory works as well, only
+ * slower, so a refusal (RLIMIT_MEMLOCK in a container, a build without
+ * CUDA) is warned about once and the buffer used as it is. */
+static int s_pin(gpp_pipeline_t *self, void *p, size_t bytes)
+{
+#ifdef GPP_HAVE_CUDA
+    if (!bytes)
+        return 0;
+    cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e == cudaSuccess)
+        return 1;
+    (void)cudaGetLastError(); /* not sticky: clear it for the next call */
+    if (!self->pin_warned++)
+        gpp_warn("pipeline: stage %d: cudaHostRegister of a %zu-byte staging buffer: %s (%s); "
+                 "staging through pageable memory (slower copies)",
+                 self->cfg.stage, bytes, cudaGetErrorString(e), cudaGetErrorName(e));
+#else
+    (void)self, (void)p, (void)bytes;
+#endif
+    return 0;
+}
+
+static void s_unpin(void *p, int pinned)
+{
+#ifdef GPP_HAVE_CUDA
+    if (pinned && cudaHostUnregister(p) != cudaSuccess)
+        (void)cudaGetLastError(); /* freed anyway; nothing uses it any more */
+#else
+    (void)p, (void)pinned;
+#endif
+}
+
 /* Joins the world communicator: the rendezvous blocks until every rank of
  * the world has joined, or the timeout. */
 static gpp_comm_t *s_comm_open(const gpp_pipeline_cfg_t *c, gpp_err_t *err)
@@ -233,7 +274,10 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
         if (c->ops[i] < 0 || c->ops[i] >= self->g->n_ops)
             return gpp_err_set(err, "ops[%d] = %d: %s has %d ops", i, c->ops[i], self->g->name,
                                self->g->n_ops);
-    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = c->threads};
+    gpp_backend_cfg_t bc = {.kind = c->device_kind,
+                            .device = c->device_kind == GPP_DEVICE_CUDA ? c->device : 0,
+                            .cpu_threads = c->threads,
+                            .precision = c->precision};
     self->be = gpp_backend_new(&bc, err);
     if (!self->be)
         return -1;
@@ -276,6 +320,8 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
     self->stage = gpp_backend_kind(self->be) != GPP_DEVICE_CPU && !gpp_comm_is_device(self->comm);
     for (int i = 0; self->stage && i < c->n_actions; i++) {
         s_act_t *a = &self->acts[i];
+        if (s_is_p2p(a->type))
+            a->pinned = s_pin(self, a->buf, a->bytes);
         if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
             a->tensor != GPP_DEP_TENSOR && !(a->dev = gpp_backend_alloc(self->be, a->bytes, err)))
             return gpp_err_prefix(err, "staging buffer of action %d", i);
@@ -374,9 +420,11 @@ static int s_allreduce(gpp_pipeline_t *self, gpp_err_t *err)
     float *red = gr; /* what the comm reduces: the gradients, or their host copy */
     if (numel > 0 && self->stage) {
         if (self->gstage_n < numel) {
+            s_unpin(self->gstage, self->gstage_pinned);
             free(self->gstage);
             self->gstage = gpp_xcalloc((size_t)numel, sizeof *self->gstage);
             self->gstage_n = numel;
+            self->gstage_pinned = s_pin(self, self->gstage, (size_t)numel * sizeof *self->gstage);
         }
         red = self->gstage;
         if (gpp_stream_copy(gpp_exec_stream(self->ex), red, gr, (size_t)numel * sizeof *gr,
@@ -621,10 +669,12 @@ void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
     *self_p = NULL;
     if (self->acts)
         for (int i = 0; i < self->cfg.n_actions; i++) {
+            s_unpin(self->acts[i].buf, self->acts[i].pinned);
             free(self->acts[i].buf); /* requests are freed with the comm */
             if (self->acts[i].dev)   /* only with a backend */
                 gpp_backend_free(self->be, &self->acts[i].dev);
         }
+    s_unpin(self->gstage, self->gstage_pinned);
     free(self->gstage);
     free(self->acts);
     free(self->act_ms);

@@ -3,7 +3,7 @@
  * executor (agent/exec/gpp_exec.h) and the communicator
  * (agent/comm/gpp_comm.h).
  *
- * gpp_pipeline_run() blocks: it builds the model, the CPU backend, the
+ * gpp_pipeline_run() blocks: it builds the model, the backend (CPU or CUDA), the
  * synthetic data source and the stage's executor (loading the stage's
  * checkpoint when resuming), joins the communicator and, with replicas > 1,
  * the data-parallel group; calls on_ready, then barrier(0); then per
@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "common/gpp_err.h"
+#include "kernels/gpp_backend.h"
 #include "kernels/gpp_optim.h"
 #include "planner/gpp_plan.h"
 
@@ -69,6 +70,12 @@ typedef struct {
                                    from seed (every replica draws the same order) */
     int checkpoint_interval;    /* iterations between checkpoints, 0: only the last */
     int threads;                /* CPU backend threads, >= 1 */
+    /* the backend: CPU, or CUDA on GPU `device` (the process's CUDA index)
+     * with matrix products in `precision`. With a CUDA backend and a host
+     * comm (gloo) every tensor crosses host memory (see gpp_pipeline.c). */
+    gpp_device_kind_t device_kind;
+    int device;
+    gpp_precision_t precision;
     /* the communicator; a world of one rank has none */
     const char *rdv_endpoint; /* the coordinator's rendezvous endpoint (gpp_rdv_client) */
     const char *rdv_token;    /* the job's rendezvous token */

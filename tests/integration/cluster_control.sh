@@ -185,10 +185,13 @@ else
     fail "bad cluster file (rc $rc)"; cat "$TMP/10.err"
 fi
 
-# backend = "cuda" without a CUDA backend: refused before any agent starts
+# backend = "cuda" where the agents see no GPU (CUDA_VISIBLE_DEVICES empty,
+# so on a GPU machine too): refused with exit 2, naming agent and host,
+# never a CPU run (tests/integration/cuda_agents.sh has the other cases)
 CONF=$(mkconf cuda "$(free_port)" 2 local)
 sed -i 's/^launch = .*/&\nbackend = "cuda"/' "$CONF"
 printf '[cluster]\ndevice = "h100-80g"\n' >>"$CONF"
-expect_fail "cuda backend refused" 'backend = "cuda": agents cannot train on GPUs yet' "$COORD" "$CONF"
+expect_fail "cuda backend without a GPU refused" 'on host 127.0.0.1 has no usable GPU\|built without CUDA' \
+    env CUDA_VISIBLE_DEVICES= "$COORD" "$CONF"
 
 gpp_test_end

@@ -272,6 +272,8 @@ static void s_asg_init(s_asg_t *s, int iterations)
     a->micro_batch = 4;
     a->k = 1;
     a->batch = 8;
+    a->backend = GPP__BACKEND__BACKEND_CPU;
+    a->precision = GPP__PRECISION__PRECISION_FP32;
     const Gpp__ActionType types[6] = {GPP__ACTION_TYPE__ACT_FWD,       GPP__ACTION_TYPE__ACT_BWD,
                                       GPP__ACTION_TYPE__ACT_FWD,       GPP__ACTION_TYPE__ACT_BWD,
                                       GPP__ACTION_TYPE__ACT_ALLREDUCE, GPP__ACTION_TYPE__ACT_STEP};

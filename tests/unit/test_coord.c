@@ -34,6 +34,10 @@ static Gpp__Register s_reg_msg(const char *host, int slot)
     r.mem_bytes = 1 << 20;
     r.pid = 4242;
     r.build_version = (char *)GPP_VERSION;
+    r.gpu = -1;
+    r.device_name = "cpu";
+    r.mem_total_bytes = 1 << 30;
+    r.mem_free_bytes = 1 << 29;
     return r;
 }
 

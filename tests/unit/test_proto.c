@@ -80,6 +80,11 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         s->reg.pid = 4242;
         s->reg.build_version = "0.1.0";
         s->reg.data_addr = "10.0.0.1:29500";
+        s->reg.gpu = 2;
+        s->reg.device_name = "NVIDIA H100 80GB HBM3";
+        s->reg.mem_total_bytes = 85520809984LL;
+        s->reg.mem_free_bytes = 84967555072LL;
+        s->reg.sm_count = 132;
         sender = GPP_MSG_SENDER_UNREGISTERED;
         body = &s->reg;
         break;
@@ -122,6 +127,8 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         Gpp__Assignment *a = &s->asg;
         gpp__assignment__init(a);
         a->model = "mmt:branches=2";
+        a->backend = GPP__BACKEND__BACKEND_CUDA;
+        a->precision = GPP__PRECISION__PRECISION_BF16;
         a->stage = 1;
         a->n_stages = 3;
         a->replica = 1;
@@ -528,6 +535,47 @@ static void m_mem(sample_t *s)
 {
     s->reg.mem_bytes = -1;
 }
+static void m_dev_name(sample_t *s)
+{
+    s->reg.device_name = "";
+}
+static void m_dev_free(sample_t *s)
+{
+    s->reg.mem_free_bytes = s->reg.mem_total_bytes + 1;
+}
+static void m_dev_total(sample_t *s)
+{
+    s->reg.mem_total_bytes = 0;
+}
+static void m_dev_gpu(sample_t *s)
+{
+    s->reg.gpu = -1;
+}
+static void m_dev_sm(sample_t *s)
+{
+    s->reg.sm_count = 0;
+}
+static void m_dev_cpu_gpu(sample_t *s)
+{
+    s->reg.backend = GPP__BACKEND__BACKEND_CPU;
+    s->reg.sm_count = 0;
+}
+static void m_dev_error(sample_t *s)
+{
+    s->reg.device_error = "no GPU";
+}
+static void m_asg_backend(sample_t *s)
+{
+    s->asg.backend = GPP__BACKEND__BACKEND_UNSPECIFIED;
+}
+static void m_asg_precision(sample_t *s)
+{
+    s->asg.precision = 7;
+}
+static void m_asg_precision_cpu(sample_t *s)
+{
+    s->asg.backend = GPP__BACKEND__BACKEND_CPU;
+}
 static void m_ack_rank(sample_t *s)
 {
     s->ack.rank = 4;
@@ -726,7 +774,7 @@ static const bad_case_t BAD[] = {
     {"rdv request seq", GPP__ENVELOPE__BODY_RDV_REPLY, m_rdv_request_seq,
      "rdv_reply.request_seq: 0"},
     {"magic", GPP__ENVELOPE__BODY_SHUTDOWN, m_magic, "magic"},
-    {"version", GPP__ENVELOPE__BODY_HEARTBEAT, m_version, "protocol_version: peer speaks 3"},
+    {"version", GPP__ENVELOPE__BODY_HEARTBEAT, m_version, "protocol_version: peer speaks 4"},
     {"seq", GPP__ENVELOPE__BODY_HEARTBEAT, m_seq, "seq"},
     {"sender", GPP__ENVELOPE__BODY_HEARTBEAT, m_sender, "sender"},
     {"no body", GPP__ENVELOPE__BODY_HEARTBEAT, m_no_body, "body"},
@@ -735,6 +783,16 @@ static const bad_case_t BAD[] = {
     {"backend unset", GPP__ENVELOPE__BODY_REGISTER, m_backend_unset, "register.backend"},
     {"host long", GPP__ENVELOPE__BODY_REGISTER, m_host_long, "register.host: string longer"},
     {"mem", GPP__ENVELOPE__BODY_REGISTER, m_mem, "register.mem_bytes"},
+    {"device name", GPP__ENVELOPE__BODY_REGISTER, m_dev_name,
+     "register.device_name: 0 bytes, expected 1..255"},
+    {"device free", GPP__ENVELOPE__BODY_REGISTER, m_dev_free, "register.mem_free_bytes"},
+    {"device total", GPP__ENVELOPE__BODY_REGISTER, m_dev_total, "register.mem_total_bytes"},
+    {"device gpu", GPP__ENVELOPE__BODY_REGISTER, m_dev_gpu, "register.gpu: -1 outside [0, 1024)"},
+    {"device sm", GPP__ENVELOPE__BODY_REGISTER, m_dev_sm, "register.sm_count: 0 outside"},
+    {"cpu with gpu", GPP__ENVELOPE__BODY_REGISTER, m_dev_cpu_gpu,
+     "register.gpu: 2 for a CPU agent"},
+    {"device error", GPP__ENVELOPE__BODY_REGISTER, m_dev_error,
+     "register.device_error: set for an agent with a GPU"},
     {"ack rank", GPP__ENVELOPE__BODY_REGISTER_ACK, m_ack_rank,
      "register_ack.rank: 4 outside [0, 4)"},
     {"profile mb", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_mb,
@@ -762,6 +820,11 @@ static const bad_case_t BAD[] = {
     {"momentum", GPP__ENVELOPE__BODY_ASSIGNMENT, m_momentum, "assignment.hyper.momentum"},
     {"optimizer enum", GPP__ENVELOPE__BODY_ASSIGNMENT, m_optimizer, "assignment.hyper.optimizer"},
     {"no comm", GPP__ENVELOPE__BODY_ASSIGNMENT, m_no_comm, "assignment.comm: missing"},
+    {"asg backend", GPP__ENVELOPE__BODY_ASSIGNMENT, m_asg_backend, "assignment.backend: not set"},
+    {"asg precision", GPP__ENVELOPE__BODY_ASSIGNMENT, m_asg_precision,
+     "assignment.precision: 7 is not a valid Precision"},
+    {"asg precision cpu", GPP__ENVELOPE__BODY_ASSIGNMENT, m_asg_precision_cpu,
+     "assignment.precision: bf16 needs backend cuda"},
     {"checkpoint", GPP__ENVELOPE__BODY_ASSIGNMENT, m_ckpt, "assignment.checkpoint_dir"},
     {"start", GPP__ENVELOPE__BODY_ASSIGNMENT, m_start, "assignment.start_iteration"},
     {"loss nan", GPP__ENVELOPE__BODY_METRICS, m_loss, "metrics.loss: not a finite"},

@@ -20,7 +20,7 @@ WANT = {
     "gpp_coordinator_start_time_seconds": ("gauge", set()),
     "gpp_job_state": ("gauge", {"state"}),
     "gpp_agents": ("gauge", {"state"}),
-    "gpp_agent_up": ("gauge", {"rank", "host", "slot", "device"}),
+    "gpp_agent_up": ("gauge", {"rank", "host", "slot", "device", "device_name"}),
     "gpp_agent_heartbeat_age_seconds": ("gauge", {"rank", "host", "slot"}),
     "gpp_agent_memory_limit_bytes": ("gauge", {"rank", "host", "slot"}),
     "gpp_agent_memory_high_water_bytes": ("gauge", {"rank", "host", "slot", "stage"}),
