@@ -22,6 +22,8 @@
 #include "common/gpp_version.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_graph.h"
+#include "model/gpp_model.h"
+#include "model/gpp_onnx.h"
 
 typedef struct {
     const char *model;
@@ -34,6 +36,7 @@ typedef struct {
     gpp_optim_hp_t hp;
     int lr_set, no_shuffle;
     const char *save, *save_weights, *load, *data, *write_dataset, *profile_out;
+    const char *loss; /* --loss: an ONNX model's loss */
 } opts_t;
 
 static void s_usage(FILE *out)
@@ -42,7 +45,9 @@ static void s_usage(FILE *out)
         out,
         "usage: gpp-train --model SPEC [options]   (gpp-train --version: version, git commit)\n"
         "  --model SPEC          zoo model, e.g. mmt:branches=2,layers=2,hidden=64,heads=4,seq=16\n"
-        "                        (--list-models shows the zoo), or a graph FILE.json\n"
+        "                        (--list-models shows the zoo), a graph FILE.json, or an ONNX\n"
+        "                        model FILE.onnx (docs/graph-format.md, \"ONNX\")\n"
+        "  --loss mse|ce         the loss at an ONNX model's outputs (default mse)\n"
         "  --iterations N        optimizer steps (default 10)\n"
         "  --batch B             mini-batch samples (default 32)\n"
         "  --micro-batch b       samples per micro-batch (default B); gradients accumulate\n"
@@ -118,6 +123,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_PRECISION,
         O_NOSHUF,
         O_SAVEW,
+        O_LOSS,
         O_HELP
     };
     static const struct option lo[] = {{"model", 1, 0, O_MODEL},
@@ -143,6 +149,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"precision", 1, 0, O_PRECISION},
                                        {"no-shuffle", 0, 0, O_NOSHUF},
                                        {"save-weights", 1, 0, O_SAVEW},
+                                       {"loss", 1, 0, O_LOSS},
                                        {"help", 0, 0, O_HELP},
                                        {0, 0, 0, 0}};
     o->iterations = 10;
@@ -210,6 +217,9 @@ static int s_parse(int argc, char **argv, opts_t *o)
             break;
         case O_DATA:
             o->data = optarg;
+            break;
+        case O_LOSS:
+            o->loss = optarg;
             break;
         case O_SAVEW:
             o->save_weights = optarg;
@@ -368,10 +378,10 @@ int main(int argc, char **argv)
     gpp_data_t *data = NULL;
     gpp_exec_t *ex = NULL;
     int *ops = NULL;
-    /* a zoo spec, or a graph JSON file (gpp-graph/1) */
-    size_t ml = strlen(o.model);
-    int is_file = ml > 5 && strcmp(o.model + ml - 5, ".json") == 0;
-    if (!(g = is_file ? gpp_graph_read_json(o.model, &err) : gpp_zoo_build(o.model, &err)))
+    /* a zoo spec, a graph JSON file (gpp-graph/1) or an ONNX model */
+    char spec[4200];
+    if (gpp_onnx_spec_loss(o.model, o.loss, spec, sizeof spec, &err) < 0 ||
+        !(g = gpp_model_load(spec, &err)))
         goto fail;
     gpp_backend_cfg_t bc = {
         .kind = o.backend, .device = o.device, .cpu_threads = o.threads, .precision = o.precision};

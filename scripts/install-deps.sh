@@ -19,6 +19,7 @@ PKGS=(
   systemd                          # tests: systemd-analyze verify|security on the units
   python3-jsonschema               # test_graph_schema, scripts/gpp-graph-check (/usr/bin/python3)
   python3-numpy                    # tests reading .npy datasets and .safetensors weights
+  python3-onnx                     # ONNX fixtures of the import tests (tests/data/onnx/make_onnx.py; 1.12)
 )
 # Benchmark-only: PyTorch on CPU for the training-speed comparison.
 if [ "${GPP_BENCH_DEPS:-0}" = 1 ]; then PKGS+=(python3-torch); fi
