@@ -22,6 +22,7 @@ PKGS=(
   python3-onnx                     # ONNX fixtures of the import tests (tests/data/onnx/make_onnx.py; 1.12)
 )
 # Benchmark-only: PyTorch on CPU for the training-speed comparison.
+# Also tests/integration/onnx_torch.sh (skipped without it) and scripts/gpp-export.
 if [ "${GPP_BENCH_DEPS:-0}" = 1 ]; then PKGS+=(python3-torch); fi
 # Example-only (examples/digits): scikit-learn's bundled digits data set.
 if [ "${GPP_EXAMPLE_DEPS:-0}" = 1 ]; then PKGS+=(python3-sklearn); fi
