@@ -95,4 +95,22 @@ if $PY "$TMP/model.py" "$TMP" compare >"$TMP/cmp" 2>&1; then
 else
     fail "trained weights differ" "$(tail -3 "$TMP/cmp")"
 fi
+# scripts/gpp-export: a module file and its factory to a file gpp trains
+cat >"$TMP/net.py" <<'PYEOF'
+import torch
+from torch import nn
+class Net(nn.Module):
+    def __init__(s):
+        super().__init__(); s.a, s.b, s.h = nn.Linear(8, 4), nn.Linear(6, 4), nn.Linear(8, 3)
+    def forward(s, x, z):
+        return s.h(torch.cat([torch.relu(s.a(x)), torch.relu(s.b(z))], 1))
+PYEOF
+expect_ok "gpp-export writes a module's ONNX file" $PY "$SRC/scripts/gpp-export" \
+    "$TMP/net.py:Net" "$TMP/net.onnx" x=8 z=6
+expect_ok "gpp-train trains it with cross-entropy" "$TRAIN" --model "$TMP/net.onnx" --loss ce \
+    --iterations 2 --batch 8 --threads 1
+grep -q "model $TMP/net.onnx:loss=ce: 9 ops, 91 parameters" "$TMP/out" &&
+    ok "two branches, 91 parameters, loss ce" || fail "unexpected model" "$(head -1 "$TMP/out")"
+expect_fail "gpp-export: a missing factory" "has no 'Nope'" $PY "$SRC/scripts/gpp-export" \
+    "$TMP/net.py:Nope" "$TMP/n.onnx" x=8
 gpp_test_end
