@@ -5,7 +5,8 @@
 # ONNX graph from the file's initializers (GELU in gpp's tanh form), so the
 # import's transposes, join order and normalisation are gpp's too; the
 # weights written before any step are the initializers under PyTorch's
-# names; gpp-plan plans it on 4 devices; the errors a user meets (a cut
+# names; gpp-plan plans it on 4 devices, and a job of 4 CPU agents through
+# the GPP plan trains it with the losses of one process; the errors a user meets (a cut
 # file, an unsupported op, a dynamic shape, --loss on a zoo model) exit 2
 # naming the place.
 # Usage: onnx_cli.sh BUILD_DIR
@@ -82,6 +83,24 @@ PYEOF
 expect_ok "gpp-plan plans it on 4 devices" "$PLAN" --model "$M" --loss mse --devices 4 \
     --device a100-80g --batch 64
 grep -qi "stage" "$TMP/out" && ok "a plan with stages" || fail "no plan" "$(head -5 "$TMP/out")"
+
+# 4 CPU agents through the GPP plan: the same losses as one process
+COORD=$BUILD/coordinator/gpp-coordinator
+MODEL=$M
+cpu_job_conf "$TMP/c.toml" 4 3 "$TMP/ck" "data = \"$TMP/d\"
+micro_batch = 4
+optimizer = \"sgd\"
+lr = 0.05
+momentum = 0.9" >/dev/null
+timeout 120 "$COORD" --plan gpp "$TMP/c.toml" >"$TMP/c.out" 2>"$TMP/c.err"; rc=$?
+grep -q "4 stages, .* 4 of 4 devices" "$TMP/c.out" && [ $rc = 0 ] && ok "a 4-stage job on 4 agents" ||
+    fail "cluster job: exit $rc" "$(grep -m3 -i error "$TMP/c.out" "$TMP/c.err")"
+"$TRAIN" --model "$M" --data "$TMP/d" --iterations 3 --batch 16 --micro-batch 4 --optimizer sgd \
+    --lr 0.05 --momentum 0.9 --threads 1 >"$TMP/one.log" 2>&1
+cl=$(grep -o '^iter [0-9]*/3  loss [0-9.]*' "$TMP/c.out" | awk '{print $4}' | tr '\n' ' ')
+one=$(grep -o 'iter=[0-9]* loss=[0-9.]*' "$TMP/one.log" | cut -d= -f3 | tr '\n' ' ')
+[ -n "$one" ] && [ "$cl" = "$one" ] && ok "its 3 losses are gpp-train's: $cl" ||
+    fail "cluster losses '$cl', one process '$one'"
 
 # errors
 head -c 1000 "$M" >"$TMP/cut.onnx"
