@@ -593,6 +593,7 @@ static int s_layernorm(imp_t *im, int i)
     float *gw = s_floats(im, i, sc->t, cols), *bw = b ? s_floats(im, i, b->t, cols) : NULL;
     if (!gw || (b && !bw)) {
         free(gw);
+        free(bw);
         return -1;
     }
     char name[GPP_NAME_LEN];
@@ -876,9 +877,11 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
     im->hmask = hs - 1;
     im->done = gpp_xcalloc(gr->n_node + 1, 1);
     for (size_t i = 0; i < gr->n_initializer; i++) {
+        if (!gr->initializer[i]->name || !*gr->initializer[i]->name)
+            return s_fail(im, -1, "initializer %zu has no name", i);
         val_t *v = s_define(im, -1, gr->initializer[i]->name, V_CONST);
         if (!v)
-            return gpp_err_prefix(im->err, "initializer %zu", i);
+            return -1;
         v->t = gr->initializer[i];
     }
     for (size_t i = 0; i < gr->n_input; i++) /* IR < 4 lists the initializers as inputs too */
