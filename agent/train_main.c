@@ -23,6 +23,8 @@
 #include "common/gpp_version.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_graph.h"
+#include "model/gpp_model.h"
+#include "model/gpp_onnx.h"
 
 typedef struct {
     const char *model;
@@ -37,6 +39,7 @@ typedef struct {
     gpp_optim_hp_t hp;
     int lr_set, no_shuffle;
     const char *save, *save_weights, *load, *data, *write_dataset, *profile_out;
+    const char *loss; /* --loss: an ONNX model's loss */
 } opts_t;
 
 static void s_usage(FILE *out)
@@ -45,7 +48,9 @@ static void s_usage(FILE *out)
         out,
         "usage: gpp-train --model SPEC [options]   (gpp-train --version: version, git commit)\n"
         "  --model SPEC          zoo model, e.g. mmt:branches=2,layers=2,hidden=64,heads=4,seq=16\n"
-        "                        (--list-models shows the zoo), or a graph FILE.json\n"
+        "                        (--list-models shows the zoo), a graph FILE.json, or an ONNX\n"
+        "                        model FILE.onnx (docs/graph-format.md, \"ONNX\")\n"
+        "  --loss mse|ce         the loss at an ONNX model's outputs (default mse)\n"
         "  --iterations N        optimizer steps (default 10)\n"
         "  --batch B             mini-batch samples (default 32)\n"
         "  --micro-batch b       samples per micro-batch (default B); gradients accumulate\n"
@@ -129,6 +134,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_SAVEW,
         O_DTHREADS,
         O_DPREFETCH,
+        O_LOSS,
         O_HELP
     };
     static const struct option lo[] = {{"model", 1, 0, O_MODEL},
@@ -156,6 +162,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"save-weights", 1, 0, O_SAVEW},
                                        {"data-threads", 1, 0, O_DTHREADS},
                                        {"data-prefetch", 1, 0, O_DPREFETCH},
+                                       {"loss", 1, 0, O_LOSS},
                                        {"help", 0, 0, O_HELP},
                                        {0, 0, 0, 0}};
     o->iterations = 10;
@@ -241,6 +248,9 @@ static int s_parse(int argc, char **argv, opts_t *o)
                 return -1;
             }
             o->data_prefetch = strcmp(optarg, "on") == 0;
+            break;
+        case O_LOSS:
+            o->loss = optarg;
             break;
         case O_SAVEW:
             o->save_weights = optarg;
@@ -392,10 +402,10 @@ int main(int argc, char **argv)
     gpp_data_t *data = NULL;
     gpp_exec_t *ex = NULL;
     int *ops = NULL;
-    /* a zoo spec, or a graph JSON file (gpp-graph/1) */
-    size_t ml = strlen(o.model);
-    int is_file = ml > 5 && strcmp(o.model + ml - 5, ".json") == 0;
-    if (!(g = is_file ? gpp_graph_read_json(o.model, &err) : gpp_zoo_build(o.model, &err)))
+    /* a zoo spec, a graph JSON file (gpp-graph/1) or an ONNX model */
+    char spec[4200];
+    if (gpp_onnx_spec_loss(o.model, o.loss, spec, sizeof spec, &err) < 0 ||
+        !(g = gpp_model_load(spec, &err)))
         goto fail;
     gpp_backend_cfg_t bc = {
         .kind = o.backend, .device = o.device, .cpu_threads = o.threads, .precision = o.precision};

@@ -79,7 +79,8 @@ static const s_field_t S_FIELDS[] = {
     S_DBL("cluster", "inter_latency_us", cluster.inter_latency_us, 0, 0, 1e9, 0,
           "a latency in microseconds >= 0"),
     S_STR("job", "model", job.model, NULL,
-          "a model spec such as \"mmt:branches=2,layers=2\" or a graph JSON path"),
+          "a model spec such as \"mmt:branches=2,layers=2\", a graph JSON path or an ONNX "
+          "model \"FILE.onnx[:loss=mse|ce]\""),
     S_INT("job", "batch", job.batch, 1, INT_MAX, NULL, "a positive integer"),
     S_INT("job", "iterations", job.iterations, 1, INT_MAX, "GPP_ITERATIONS", "a positive integer"),
     S_WORDS("job", "optimizer", job.optimizer, S_OPTIMS, NULL),

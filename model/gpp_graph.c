@@ -24,9 +24,21 @@ void gpp_graph_destroy(gpp_graph_t **self_p)
         free(g->ops[i].inputs);
         free(g->ops[i].outputs);
     }
+    if (g->init_weights) {
+        for (int64_t i = 0; i < (int64_t)g->n_ops * GPP_GRAPH_PARAM_SLOTS; i++)
+            free(g->init_weights[i]);
+        free(g->init_weights);
+    }
     free(g->ops);
     free(g);
     *self_p = NULL;
+}
+
+const float *gpp_graph_init_weight(const gpp_graph_t *g, int op, int k)
+{
+    if (!g->init_weights || op < 0 || op >= g->n_ops || k < 0 || k >= GPP_GRAPH_PARAM_SLOTS)
+        return NULL;
+    return g->init_weights[(int64_t)op * GPP_GRAPH_PARAM_SLOTS + k];
 }
 
 int gpp_graph_add(gpp_graph_t *g, gpp_op_type_t type, const char *name, int n_inputs,

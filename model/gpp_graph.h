@@ -91,7 +91,17 @@ typedef struct {
     gpp_op_t *ops;
     int cap;
     int finalized;
+    /* Initial parameter values, or NULL (every parameter seeded): an array of
+     * n_ops x GPP_GRAPH_PARAM_SLOTS host arrays, op i's parameter slot k at
+     * [i * GPP_GRAPH_PARAM_SLOTS + k], each rows x cols floats in gpp's layout
+     * (gpp_op_params); a NULL entry is initialised from the seed. The ONNX
+     * importer fills it from the file's initializers; the executor copies
+     * them in place of its seeded init. Owned by the graph; set after the
+     * last gpp_graph_add. */
+    float **init_weights;
 } gpp_graph_t;
+
+#define GPP_GRAPH_PARAM_SLOTS 4 /* = GPP_OP_MAX_PARAMS (gpp_optable.h) */
 
 /* Caller owns the result. */
 gpp_graph_t *gpp_graph_new(const char *name);
@@ -150,5 +160,9 @@ gpp_graph_t *gpp_graph_parse_json(const char *text, const char *origin, gpp_err_
 int gpp_graph_write_json(const gpp_graph_t *g, const char *path, gpp_err_t *err);
 /* Caller owns the returned string (free()). */
 char *gpp_graph_to_json(const gpp_graph_t *g);
+
+/* The initial value of op's parameter slot k given by the model file
+ * (init_weights), or NULL when it is seeded. */
+const float *gpp_graph_init_weight(const gpp_graph_t *g, int op, int k);
 
 #endif

@@ -326,6 +326,7 @@ const gpp_op_info_t gpp_optable[] = {
         .takes_indices = 1, .fwd_kernels = 1},
 };
 /* clang-format on */
+_Static_assert(GPP_GRAPH_PARAM_SLOTS == GPP_OP_MAX_PARAMS, "init_weights slots");
 _Static_assert(sizeof gpp_optable / sizeof gpp_optable[0] == GPP_OP__COUNT,
                "gpp_optable: one row per gpp_op_type_t");
 

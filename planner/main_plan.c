@@ -27,6 +27,8 @@
 #include "model/gpp_optable.h"
 #include "planner/gpp_cost.h"
 #include "model/gpp_graph.h"
+#include "model/gpp_model.h"
+#include "model/gpp_onnx.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_plan_io.h"
@@ -45,7 +47,9 @@ static const char s_usage[] =
     "                [--per-stage-mbs] [--kfkb] [--json FILE] [--dot FILE] [--trace FILE]\n"
     "                [--strategy FILE] [--schedule]\n"
     "       gpp-plan --list-models | --version\n"
-    "  --model SPEC       zoo model, e.g. mmt or mmt:branches=2,layers=2 (--list-models)\n"
+    "  --model SPEC       zoo model, e.g. mmt or mmt:branches=2,layers=2 (--list-models),\n"
+    "                     or an ONNX model FILE.onnx (docs/graph-format.md, \"ONNX\")\n"
+    "  --loss mse|ce      the loss at an ONNX model's outputs (default mse)\n"
     "  --graph FILE       model graph JSON (gpp-graph/1)\n"
     "  --profile FILE     profile.json: ops, sizes and measured runtimes\n"
     "  --devices N        devices to plan for; --device PRESET their kind\n"
@@ -65,6 +69,7 @@ static const char s_usage[] =
 
 typedef struct {
     const char *model, *graph, *profile, *device, *cluster, *planner;
+    const char *loss; /* --loss: an ONNX model's loss */
     const char *json, *dot, *trace, *strategy;
     int devices, gpus_per_node, batch, micro_batch;
     double mem_gib;
@@ -121,6 +126,7 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
         {"--model", &a->model, NULL, NULL, 0},
         {"--graph", &a->graph, NULL, NULL, 0},
         {"--profile", &a->profile, NULL, NULL, 0},
+        {"--loss", &a->loss, NULL, NULL, 0},
         {"--device", &a->device, NULL, NULL, 0},
         {"--cluster", &a->cluster, NULL, NULL, 0},
         {"--planner", &a->planner, NULL, NULL, 0},
@@ -276,7 +282,12 @@ static gpp_graph_t *s_graph(const s_args_t *a)
         s_die(EXIT_BAD_INPUT, "give the model: --model SPEC, --graph FILE or --profile FILE");
     if (given > 1)
         s_die(EXIT_BAD_INPUT, "give only one of --model, --graph and --profile");
-    gpp_graph_t *g = a->model   ? gpp_zoo_build(a->model, &err)
+    char spec[4200];
+    if (a->loss && !a->model)
+        s_die(EXIT_BAD_INPUT, "--loss applies to --model FILE.onnx only");
+    if (a->model && gpp_onnx_spec_loss(a->model, a->loss, spec, sizeof spec, &err) < 0)
+        s_die(EXIT_BAD_INPUT, "%s", err.msg);
+    gpp_graph_t *g = a->model   ? gpp_model_load(spec, &err)
                      : a->graph ? gpp_graph_read_json(a->graph, &err)
                                 : gpp_profile_read_graph(a->profile, &err);
     if (!g)

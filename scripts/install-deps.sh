@@ -22,8 +22,10 @@ PKGS=(
   iproute2                         # tests: multihost_netns (ip netns, veth, bridge)
   slurm-wlm munge                  # tests: slurm_local runs munged, slurmctld, slurmd here
                                    # (apt-get install: 18 s on the dev VM, 2026-11)
+  python3-onnx                     # ONNX fixtures of the import tests (tests/data/onnx/make_onnx.py; 1.12)
 )
 # Benchmark-only: PyTorch on CPU for the training-speed comparison.
+# Also tests/integration/onnx_torch.sh (skipped without it) and scripts/gpp-export.
 if [ "${GPP_BENCH_DEPS:-0}" = 1 ]; then PKGS+=(python3-torch); fi
 # Example-only (examples/digits): scikit-learn's bundled digits data set.
 if [ "${GPP_EXAMPLE_DEPS:-0}" = 1 ]; then PKGS+=(python3-sklearn); fi

@@ -232,6 +232,11 @@ static exec_param_t *s_add_param(gpp_exec_t *self, exec_op_t *eo, const gpp_para
 static void s_init_param(const gpp_exec_t *self, const exec_param_t *p, const gpp_param_t *spec,
                          int k, int64_t first, int64_t numel, float *h)
 {
+    const float *given = gpp_graph_init_weight(self->g, p->op, k); /* an ONNX initializer */
+    if (given) {
+        memcpy(h, given + first, (size_t)numel * sizeof *h);
+        return;
+    }
     uint64_t key = gpp_hash_key(self->cfg.seed, TAG_PARAM + (uint64_t)k, (uint64_t)p->op);
     for (int64_t i = 0; i < numel; i++) {
         uint64_t e = (uint64_t)(first + i);

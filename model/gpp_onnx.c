@@ -1,0 +1,1035 @@
+/* gpp_onnx: ONNX import (see gpp_onnx.h). The decoder is protobuf-c over
+ * gpp's schema subset (gpp_onnx.proto); this file walks the decoded graph
+ * once, in the file's node order (ONNX requires a topological order), and
+ * maps each node, or a short pattern of nodes, onto gpp ops. Values are
+ * tracked by name in a hash table; each value is a gpp op's output, a
+ * constant (an initializer or a Constant node), a gathered embedding table
+ * awaiting its ReduceSum, or an output gpp cannot use. */
+#include "model/gpp_onnx.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model/gpp_onnx.pb-c.h"
+#include "model/gpp_optable.h"
+
+#define DIM_MAX ((int64_t)1 << 40) /* the op table's largest size */
+#define SLOTS GPP_GRAPH_PARAM_SLOTS
+
+typedef Gpponnx__Model model_t;
+typedef Gpponnx__Graph graph_t;
+typedef Gpponnx__Node node_t;
+typedef Gpponnx__Tensor tensor_t;
+typedef Gpponnx__Attribute attr_t;
+
+enum { V_OP, V_CONST, V_GATHER, V_BAD };
+
+typedef struct {
+    const char *name; /* points into the decoded message */
+    int kind;
+    int op;           /* V_OP: the gpp op; V_GATHER: the indices input op */
+    int rank;         /* V_OP: 2 ([N, cols]) or 3 ([N, rows, cols]), the batch included */
+    const tensor_t *t;    /* V_CONST: the value; V_GATHER: the table */
+    const char *producer; /* V_BAD: the node that made it */
+} val_t;
+
+typedef struct {
+    const char *origin;
+    const graph_t *gr;
+    gpp_graph_t *g;
+    val_t *vals;
+    int n_vals, cap_vals;
+    int *hash; /* open addressing: value index + 1, 0 = empty */
+    size_t hmask;
+    float **w; /* per op x SLOTS */
+    int w_ops;
+    unsigned char *done; /* per node: consumed by a pattern */
+    gpp_err_t *err;
+} imp_t;
+
+static const char SUPPORTED[] =
+    "gpp maps Gemm, MatMul(+Add bias), Relu, Gelu (and its Erf form), LayerNormalization, "
+    "Concat (last axis), Add, Gather+ReduceSum (embedding bag), Identity, Flatten (2-d), "
+    "Constant";
+
+/* ---- errors ---- */
+
+static int s_fail(imp_t *im, int node, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* "FILE: node 3 'name' (Op): message"; node < 0: "FILE: message" */
+static int s_fail(imp_t *im, int node, const char *fmt, ...)
+{
+    char msg[GPP_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(im->err->msg, sizeof im->err->msg, "%s", msg);
+    if (node >= 0) {
+        const node_t *n = im->gr->node[node];
+        gpp_err_prefix(im->err, "node %d '%s' (%s)", node, n->name ? n->name : "",
+                       n->op_type ? n->op_type : "");
+    }
+    gpp_err_prefix(im->err, "%s", im->origin);
+    return -1;
+}
+
+/* ---- values by name ---- */
+
+static uint64_t s_fnv(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static val_t *s_find(imp_t *im, const char *name)
+{
+    if (!name || !*name)
+        return NULL;
+    for (size_t i = s_fnv(name) & im->hmask;; i = (i + 1) & im->hmask) {
+        int v = im->hash[i];
+        if (!v)
+            return NULL;
+        if (!strcmp(im->vals[v - 1].name, name))
+            return &im->vals[v - 1];
+    }
+}
+
+/* Defines a value; a name defined twice breaks ONNX's single assignment. */
+static val_t *s_define(imp_t *im, int node, const char *name, int kind)
+{
+    if (!name || !*name) {
+        s_fail(im, node, "a value has an empty name");
+        return NULL;
+    }
+    if (s_find(im, name)) {
+        s_fail(im, node, "value '%s' is defined twice (ONNX values are assigned once)", name);
+        return NULL;
+    }
+    if (im->n_vals == im->cap_vals) { /* sized by s_import: never reached */
+        s_fail(im, node, "too many values");
+        return NULL;
+    }
+    val_t *v = &im->vals[im->n_vals++];
+    memset(v, 0, sizeof *v);
+    v->name = name;
+    v->kind = kind;
+    size_t i = s_fnv(name) & im->hmask;
+    while (im->hash[i])
+        i = (i + 1) & im->hmask;
+    im->hash[i] = im->n_vals;
+    return v;
+}
+
+/* Value `name` read by node, of kind `want` (-1: any); NULL + message. */
+static val_t *s_val(imp_t *im, int node, const char *name, int want)
+{
+    val_t *v = s_find(im, name);
+    if (!v) {
+        s_fail(im, node,
+               "input '%s' is not a graph input, an initializer or the output of an earlier "
+               "node (ONNX nodes must be in topological order)",
+               name);
+        return NULL;
+    }
+    if (v->kind == V_BAD) {
+        s_fail(im, node, "input '%s' is an extra output of node '%s', which gpp does not compute",
+               v->name, v->producer);
+        return NULL;
+    }
+    if (want >= 0 && v->kind != want) {
+        static const char *what[] = {"an activation (the output of a node or a graph input)",
+                                     "a constant (an initializer)", "a gathered table (Gather)",
+                                     ""};
+        s_fail(im, node, "input '%s' must be %s", v->name, what[want]);
+        return NULL;
+    }
+    if (want == V_OP && im->g->ops[v->op].type == GPP_OP_INPUT &&
+        im->g->ops[v->op].input_kind == GPP_INPUT_INDICES) {
+        s_fail(im, node,
+               "input '%s' holds integer indices; gpp reads them only through a Gather of an "
+               "embedding table",
+               v->name);
+        return NULL;
+    }
+    return v;
+}
+
+/* Input `k` of node as a value of kind `want` (-1: any). */
+static val_t *s_in(imp_t *im, int node, int k, int want)
+{
+    const node_t *n = im->gr->node[node];
+    if (k >= (int)n->n_input || !n->input[k][0]) {
+        s_fail(im, node, "input %d is missing", k + 1);
+        return NULL;
+    }
+    return s_val(im, node, n->input[k], want);
+}
+
+/* Nodes reading value `name`, plus 1 if it is a graph output; *first: the
+ * first consuming node (-1 if none). */
+static int s_uses(const imp_t *im, const char *name, int *first)
+{
+    int n = 0;
+    *first = -1;
+    for (size_t i = 0; i < im->gr->n_node; i++)
+        for (size_t k = 0; k < im->gr->node[i]->n_input; k++)
+            if (!strcmp(im->gr->node[i]->input[k], name)) {
+                if (*first < 0)
+                    *first = (int)i;
+                n++;
+            }
+    for (size_t i = 0; i < im->gr->n_output; i++)
+        if (im->gr->output[i]->name && !strcmp(im->gr->output[i]->name, name))
+            n++;
+    return n;
+}
+
+/* ---- attributes ---- */
+
+static const attr_t *s_attr(const node_t *n, const char *name)
+{
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name))
+            return n->attribute[i];
+    return NULL;
+}
+
+static int s_attr_int(imp_t *im, int node, const char *name, int64_t def, int64_t *out)
+{
+    const attr_t *a = s_attr(im->gr->node[node], name);
+    if (!a) {
+        *out = def;
+        return 0;
+    }
+    if (!a->has_i && a->type != GPPONNX__ATTRIBUTE__TYPE__INT)
+        return s_fail(im, node, "attribute '%s' must be an integer", name);
+    *out = a->i;
+    return 0;
+}
+
+static int s_attr_float(imp_t *im, int node, const char *name, double def, double *out)
+{
+    const attr_t *a = s_attr(im->gr->node[node], name);
+    if (!a) {
+        *out = def;
+        return 0;
+    }
+    if (!a->has_f && a->type != GPPONNX__ATTRIBUTE__TYPE__FLOAT)
+        return s_fail(im, node, "attribute '%s' must be a float", name);
+    *out = a->f;
+    return 0;
+}
+
+/* ---- tensors ---- */
+
+static const char *s_dtype(int t)
+{
+    static const char *n[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16",
+                              "INT32", "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE",
+                              "UINT32", "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+    return t >= 0 && t < (int)(sizeof n / sizeof n[0]) ? n[t] : "unknown";
+}
+
+/* Element count of t (dims in [0, 2^40], product too); -1 + message. */
+static int64_t s_numel(imp_t *im, int node, const tensor_t *t)
+{
+    int64_t n = 1;
+    for (size_t i = 0; i < t->n_dims; i++) {
+        if (t->dims[i] < 0 || t->dims[i] > DIM_MAX || (t->dims[i] && n > DIM_MAX / t->dims[i]))
+            return s_fail(im, node, "tensor '%s': dimension %zu is %lld (outside 0..2^40)",
+                          t->name ? t->name : "", i, (long long)t->dims[i]);
+        n *= t->dims[i];
+    }
+    return n;
+}
+
+/* Where t's elements are, checked against its dims: 0, or -1 + message. */
+static int s_tensor_check(imp_t *im, int node, const tensor_t *t, int want_float, int64_t *numel)
+{
+    const char *tn = t->name ? t->name : "";
+    if ((t->has_data_location && t->data_location == 1) || t->n_external_data)
+        return s_fail(im, node,
+                      "tensor '%s' keeps its data in an external file; save the model in one "
+                      "file (onnx.save(model, path, save_as_external_data=False))",
+                      tn);
+    int dt = t->has_data_type ? t->data_type : 0;
+    if (want_float && dt != GPPONNX__TENSOR__DATA_TYPE__FLOAT)
+        return s_fail(im, node,
+                      "tensor '%s' has element type %s; gpp trains fp32 weights: export the "
+                      "model in float32 (model.float() before torch.onnx.export)",
+                      tn, s_dtype(dt));
+    if (!want_float && dt != GPPONNX__TENSOR__DATA_TYPE__INT64 &&
+        dt != GPPONNX__TENSOR__DATA_TYPE__INT32)
+        return s_fail(im, node, "tensor '%s' has element type %s where integers are needed", tn,
+                      s_dtype(dt));
+    if ((*numel = s_numel(im, node, t)) < 0)
+        return -1;
+    size_t esz = dt == GPPONNX__TENSOR__DATA_TYPE__INT64 ? 8 : 4;
+    size_t have = t->has_raw_data ? t->raw_data.len / esz
+                  : dt == GPPONNX__TENSOR__DATA_TYPE__FLOAT ? t->n_float_data
+                  : dt == GPPONNX__TENSOR__DATA_TYPE__INT64 ? t->n_int64_data
+                                                            : t->n_int32_data;
+    if ((t->has_raw_data && t->raw_data.len % esz) || have != (size_t)*numel)
+        return s_fail(im, node,
+                      "tensor '%s' holds %zu elements of %s but its dims say %lld (truncated or "
+                      "corrupt file)",
+                      tn, have, s_dtype(dt), (long long)*numel);
+    return 0;
+}
+
+/* Little-endian element i of raw data. */
+static uint64_t s_le(const uint8_t *p, size_t esz)
+{
+    uint64_t v = 0;
+    for (size_t b = 0; b < esz; b++)
+        v |= (uint64_t)p[b] << (8 * b);
+    return v;
+}
+
+/* The fp32 elements of t, which must number `want` (caller frees). */
+static float *s_floats(imp_t *im, int node, const tensor_t *t, int64_t want)
+{
+    int64_t n;
+    if (s_tensor_check(im, node, t, 1, &n) < 0)
+        return NULL;
+    if (n != want) {
+        s_fail(im, node, "tensor '%s' has %lld elements, expected %lld", t->name ? t->name : "",
+               (long long)n, (long long)want);
+        return NULL;
+    }
+    float *out = gpp_xcalloc((size_t)n + 1, sizeof *out);
+    for (int64_t i = 0; i < n; i++) {
+        if (t->has_raw_data) {
+            uint32_t u = (uint32_t)s_le(t->raw_data.data + 4 * i, 4);
+            memcpy(&out[i], &u, 4);
+        } else
+            out[i] = t->float_data[i];
+        if (!isfinite(out[i])) {
+            s_fail(im, node, "tensor '%s' element %lld is not finite", t->name ? t->name : "",
+                   (long long)i);
+            free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* Integer element i of t (checked by s_tensor_check). */
+static int64_t s_int_at(const tensor_t *t, int64_t i)
+{
+    if (t->data_type == GPPONNX__TENSOR__DATA_TYPE__INT64)
+        return t->has_raw_data ? (int64_t)s_le(t->raw_data.data + 8 * i, 8) : t->int64_data[i];
+    return t->has_raw_data ? (int32_t)s_le(t->raw_data.data + 4 * i, 4) : t->int32_data[i];
+}
+
+/* A 2-d fp32 constant's dims. */
+static int s_matrix(imp_t *im, int node, const val_t *v, int64_t *r, int64_t *c)
+{
+    if (v->t->n_dims != 2)
+        return s_fail(im, node, "weight '%s' must be 2-d, it has %zu dimensions", v->name,
+                      v->t->n_dims);
+    *r = v->t->dims[0];
+    *c = v->t->dims[1];
+    if (*r < 1 || *c < 1 || *r > DIM_MAX || *c > DIM_MAX)
+        return s_fail(im, node, "weight '%s' is [%lld, %lld]: an empty or oversized matrix",
+                      v->name, (long long)*r, (long long)*c);
+    return 0;
+}
+
+/* ---- gpp ops ---- */
+
+/* A unique op name of at most 63 bytes from base ("x.weight" or "x.bias"
+ * -> "x" when strip_weight, so that gpp's parameters take PyTorch's names). */
+static void s_opname(imp_t *im, const char *base, int strip_weight, char out[GPP_NAME_LEN])
+{
+    char b[GPP_NAME_LEN];
+    size_t n = strlen(base);
+    if (strip_weight && n > 7 && !strcmp(base + n - 7, ".weight"))
+        n -= 7;
+    else if (strip_weight && n > 5 && !strcmp(base + n - 5, ".bias"))
+        n -= 5;
+    if (n == 0)
+        base = "op", n = 2;
+    snprintf(b, sizeof b, "%.*s", (int)(n < GPP_NAME_LEN - 1 ? n : GPP_NAME_LEN - 1), base);
+    snprintf(out, GPP_NAME_LEN, "%s", b);
+    for (int k = 2;; k++) {
+        int taken = 0;
+        for (int i = 0; i < im->g->n_ops && !taken; i++)
+            taken = !strcmp(im->g->ops[i].name, out);
+        if (!taken)
+            return;
+        char sfx[16];
+        int sl = snprintf(sfx, sizeof sfx, "~%d", k);
+        snprintf(out, GPP_NAME_LEN, "%.*s%s", (int)(GPP_NAME_LEN - 1 - sl < (int)strlen(b)
+                                                        ? GPP_NAME_LEN - 1 - sl
+                                                        : (int)strlen(b)),
+                 b, sfx);
+    }
+}
+
+/* Records the initial value of op's parameter slot k (takes w). */
+static void s_weight(imp_t *im, int op, int k, float *w)
+{
+    if (op >= im->w_ops) {
+        int n = op + 1 > 2 * im->w_ops ? op + 1 : 2 * im->w_ops;
+        im->w = gpp_xrealloc(im->w, (size_t)n * SLOTS * sizeof *im->w);
+        memset(im->w + (size_t)im->w_ops * SLOTS, 0, (size_t)(n - im->w_ops) * SLOTS * sizeof *im->w);
+        im->w_ops = n;
+    }
+    free(im->w[(size_t)op * SLOTS + k]);
+    im->w[(size_t)op * SLOTS + k] = w;
+}
+
+/* The node's output as the output of gpp op `op` (rank with the batch);
+ * derives the op's shape (its inputs are derived: ops come in order). */
+static int s_out_op(imp_t *im, int node, const char *name, int op, int rank)
+{
+    gpp_op_t *o = &im->g->ops[op];
+    if (o->type != GPP_OP_INPUT && gpp_op_derive(im->g, o, im->err) < 0)
+        return s_fail(im, node, "%s", im->err->msg);
+    val_t *v = s_define(im, node, name, V_OP);
+    if (!v)
+        return -1;
+    v->op = op;
+    v->rank = rank;
+    return 0;
+}
+
+/* The value's shape per sample (its producer's). */
+static int s_shape(imp_t *im, const val_t *x, int64_t *rows, int64_t *cols)
+{
+    *rows = im->g->ops[x->op].rows;
+    *cols = im->g->ops[x->op].cols;
+    return 0;
+}
+
+/* x W^T + b as a gpp linear. wt: the constant holds W^T ([in, out]);
+ * bias: the bias constant or NULL. out_name: the ONNX value it defines. */
+static int s_linear(imp_t *im, int node, const val_t *x, const val_t *wv, int wt, const val_t *bias,
+                    const char *out_name)
+{
+    int64_t r, c, rows, in;
+    if (s_matrix(im, node, wv, &r, &c) < 0 || s_shape(im, x, &rows, &in) < 0)
+        return -1;
+    int64_t out = wt ? c : r, win = wt ? r : c;
+    if (win != in)
+        return s_fail(im, node, "weight '%s' is [%lld, %lld]: %lld input features, but '%s' has %lld",
+                      wv->name, (long long)r, (long long)c, (long long)win, x->name, (long long)in);
+    float *w = s_floats(im, node, wv->t, r * c), *b = NULL;
+    if (!w)
+        return -1;
+    if (wt) { /* [in, out] -> gpp's [out, in] */
+        float *tw = gpp_xcalloc((size_t)(r * c), sizeof *tw);
+        for (int64_t i = 0; i < in; i++)
+            for (int64_t o = 0; o < out; o++)
+                tw[o * in + i] = w[i * out + o];
+        free(w);
+        w = tw;
+    }
+    if (bias && !(b = s_floats(im, node, bias->t, out))) {
+        free(w);
+        return s_fail(im, node, "bias '%s' must hold %lld values (one per output feature): %s",
+                      bias->name, (long long)out, im->err->msg);
+    }
+    /* torch names a Linear's weight "fc.weight", unless it exported it
+     * transposed (then "onnx::MatMul_7"): the bias still says "fc.bias" */
+    char name[GPP_NAME_LEN];
+    size_t wl = strlen(wv->name), bl = bias ? strlen(bias->name) : 0;
+    const char *base = wl > 7 && !strcmp(wv->name + wl - 7, ".weight") ? wv->name
+                       : bl > 5 && !strcmp(bias->name + bl - 5, ".bias") ? bias->name
+                       : im->gr->node[node]->name                        ? im->gr->node[node]->name
+                                                                        : "linear";
+    s_opname(im, base, base != im->gr->node[node]->name, name);
+    int id = gpp_graph_linear(im->g, name, x->op, out, bias != NULL);
+    s_weight(im, id, 0, w);
+    if (b)
+        s_weight(im, id, 1, b);
+    return s_out_op(im, node, out_name, id, x->rank);
+}
+
+/* ---- node mappings ---- */
+
+static int s_gemm(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    int64_t ta, tb;
+    double alpha, beta;
+    if (s_attr_int(im, i, "transA", 0, &ta) < 0 || s_attr_int(im, i, "transB", 0, &tb) < 0 ||
+        s_attr_float(im, i, "alpha", 1.0, &alpha) < 0 || s_attr_float(im, i, "beta", 1.0, &beta) < 0)
+        return -1;
+    if (ta || alpha != 1.0 || (n->n_input > 2 && n->input[2][0] && beta != 1.0))
+        return s_fail(im, i, "gpp maps Gemm with transA=0, alpha=1, beta=1 (a Linear layer); "
+                             "this node has transA=%lld alpha=%g beta=%g",
+                      (long long)ta, alpha, beta);
+    const val_t *x = s_in(im, i, 0, V_OP), *w = x ? s_in(im, i, 1, V_CONST) : NULL, *b = NULL;
+    if (!w)
+        return -1;
+    if (x->rank != 2)
+        return s_fail(im, i, "Gemm input '%s' must be 2-d", x->name);
+    if (n->n_input > 2 && n->input[2][0] && !(b = s_in(im, i, 2, V_CONST)))
+        return -1;
+    return s_linear(im, i, x, w, !tb, b, n->output[0]);
+}
+
+static int s_matmul(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const val_t *x = s_in(im, i, 0, V_OP), *w = x ? s_in(im, i, 1, V_CONST) : NULL, *b = NULL;
+    if (!w)
+        return -1;
+    /* a bias: the one consumer is an Add of a constant */
+    const char *out = n->output[0];
+    int c;
+    if (s_uses(im, out, &c) == 1 && c > i && im->gr->node[c]->op_type &&
+        !strcmp(im->gr->node[c]->op_type, "Add") && im->gr->node[c]->n_input == 2 &&
+        im->gr->node[c]->n_output >= 1) {
+        const node_t *add = im->gr->node[c];
+        const val_t *o = s_find(im, add->input[!strcmp(add->input[0], out) ? 1 : 0]);
+        if (o && o->kind == V_CONST) {
+            b = o;
+            out = add->output[0];
+            im->done[c] = 1;
+        }
+    }
+    return s_linear(im, i, x, w, 1, b, out);
+}
+
+static int s_unary(imp_t *im, int i, gpp_op_type_t t, const char *in_name, const char *out_name)
+{
+    const val_t *x = s_val(im, i, in_name, V_OP);
+    if (!x)
+        return -1;
+    char name[GPP_NAME_LEN];
+    s_opname(im, im->gr->node[i]->name ? im->gr->node[i]->name : gpp_op_type_name(t), 0, name);
+    return s_out_op(im, i, out_name, gpp_graph_unary(im->g, t, name, x->op), x->rank);
+}
+
+/* A constant scalar's value, or NAN. */
+static double s_scalar(imp_t *im, const char *name)
+{
+    const val_t *v = s_find(im, name);
+    int64_t n;
+    gpp_err_t e = {{0}}, *keep = im->err;
+    if (!v || v->kind != V_CONST || v->t->data_type != GPPONNX__TENSOR__DATA_TYPE__FLOAT)
+        return NAN;
+    im->err = &e; /* a mismatch only means "not the pattern" */
+    float *f = s_tensor_check(im, -1, v->t, 1, &n) == 0 && n == 1 ? s_floats(im, -1, v->t, 1) : NULL;
+    im->err = keep;
+    double r = f ? f[0] : NAN;
+    free(f);
+    return r;
+}
+
+/* The single node reading value `name` if it has op type `op` (the other
+ * input, when there are two, must not be `name` too); -1 otherwise. */
+static int s_next(imp_t *im, const char *name, const char *op)
+{
+    int c;
+    if (s_uses(im, name, &c) != 1 || c < 0 || !im->gr->node[c]->op_type ||
+        strcmp(im->gr->node[c]->op_type, op) || im->gr->node[c]->n_output < 1)
+        return -1;
+    return c;
+}
+
+/* The other input of a two-input node than `name`, or NULL. */
+static const char *s_other(const node_t *n, const char *name)
+{
+    if (n->n_input != 2)
+        return NULL;
+    return !strcmp(n->input[0], name) ? n->input[1] : !strcmp(n->input[1], name) ? n->input[0] : NULL;
+}
+
+/* GELU as torch exports it without a Gelu op:
+ * Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5). Returns 1 when
+ * node i starts it (mapped), 0 when not, -1 on error. */
+static int s_gelu_erf(imp_t *im, int i)
+{
+    const node_t *d = im->gr->node[i];
+    if (d->n_input != 2 || d->n_output < 1 || fabs(s_scalar(im, d->input[1]) - sqrt(2.0)) > 1e-6)
+        return 0;
+    const char *x = d->input[0];
+    int e = s_next(im, d->output[0], "Erf");
+    int a = e < 0 ? -1 : s_next(im, im->gr->node[e]->output[0], "Add");
+    if (a < 0 || fabs(s_scalar(im, s_other(im->gr->node[a], im->gr->node[e]->output[0])) - 1.0) > 1e-6)
+        return 0;
+    int m1 = s_next(im, im->gr->node[a]->output[0], "Mul");
+    if (m1 < 0 || !s_other(im->gr->node[m1], im->gr->node[a]->output[0]) ||
+        strcmp(s_other(im->gr->node[m1], im->gr->node[a]->output[0]), x))
+        return 0;
+    int m2 = s_next(im, im->gr->node[m1]->output[0], "Mul");
+    if (m2 < 0 || fabs(s_scalar(im, s_other(im->gr->node[m2], im->gr->node[m1]->output[0])) - 0.5) > 1e-6)
+        return 0;
+    im->done[e] = im->done[a] = im->done[m1] = im->done[m2] = 1;
+    return s_unary(im, i, GPP_OP_GELU, x, im->gr->node[m2]->output[0]) < 0 ? -1 : 1;
+}
+
+static int s_layernorm(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    int64_t axis, rows, cols;
+    double eps;
+    if (s_attr_int(im, i, "axis", -1, &axis) < 0 || s_attr_float(im, i, "epsilon", 1e-5, &eps) < 0)
+        return -1;
+    const val_t *x = s_in(im, i, 0, V_OP), *sc = x ? s_in(im, i, 1, V_CONST) : NULL, *b = NULL;
+    if (!sc || s_shape(im, x, &rows, &cols) < 0)
+        return -1;
+    if (axis != -1 && axis != x->rank - 1)
+        return s_fail(im, i, "gpp normalises over the last axis only (axis -1); this node has "
+                             "axis %lld", (long long)axis);
+    /* 1e-5: PyTorch's nn.LayerNorm default, gpp's fixed epsilon (gpp_ops.h) */
+    if (fabs(eps - 1e-5) > 1e-8)
+        return s_fail(im, i, "epsilon %g: gpp's layernorm uses 1e-5 (PyTorch's default); use "
+                             "nn.LayerNorm(..., eps=1e-5)", eps);
+    if (n->n_input > 2 && n->input[2][0] && !(b = s_in(im, i, 2, V_CONST)))
+        return -1;
+    float *gw = s_floats(im, i, sc->t, cols), *bw = b ? s_floats(im, i, b->t, cols) : NULL;
+    if (!gw || (b && !bw)) {
+        free(gw);
+        free(bw);
+        return -1;
+    }
+    char name[GPP_NAME_LEN];
+    s_opname(im, sc->name, 1, name);
+    int id = gpp_graph_unary(im->g, GPP_OP_LAYERNORM, name, x->op);
+    s_weight(im, id, 0, gw);
+    if (bw)
+        s_weight(im, id, 1, bw);
+    return s_out_op(im, i, n->output[0], id, x->rank);
+}
+
+static int s_concat(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    int64_t axis;
+    if (s_attr_int(im, i, "axis", 0, &axis) < 0 || !s_attr(n, "axis"))
+        return s_fail(im, i, "Concat needs its axis attribute");
+    if (n->n_input < 1)
+        return s_fail(im, i, "Concat has no inputs");
+    int *ins = gpp_xcalloc(n->n_input, sizeof *ins), rank = 0;
+    for (size_t k = 0; k < n->n_input; k++) {
+        const val_t *x = s_in(im, i, (int)k, V_OP);
+        if (!x) {
+            free(ins);
+            return -1;
+        }
+        if (k && x->rank != rank) {
+            free(ins);
+            return s_fail(im, i, "inputs of different rank");
+        }
+        rank = x->rank;
+        ins[k] = x->op;
+    }
+    if (axis != -1 && axis != rank - 1) {
+        free(ins);
+        return s_fail(im, i, "gpp concatenates features (the last axis, %d or -1); this node "
+                             "has axis %lld", rank - 1, (long long)axis);
+    }
+    char name[GPP_NAME_LEN];
+    s_opname(im, n->name ? n->name : "concat", 0, name);
+    int id = gpp_graph_concat(im->g, name, (int)n->n_input, ins);
+    free(ins);
+    return s_out_op(im, i, n->output[0], id, rank);
+}
+
+static int s_add(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const val_t *a = s_in(im, i, 0, -1), *b = a ? s_in(im, i, 1, -1) : NULL;
+    if (!b)
+        return -1;
+    if (a->kind != V_OP || b->kind != V_OP)
+        return s_fail(im, i, "Add of a constant: gpp maps it only as the bias right after a "
+                             "MatMul (fold other constants into the weights)");
+    if (a->rank != b->rank)
+        return s_fail(im, i, "Add of different ranks (gpp does not broadcast)");
+    char name[GPP_NAME_LEN];
+    s_opname(im, n->name ? n->name : "add", 0, name);
+    return s_out_op(im, i, n->output[0], gpp_graph_add2(im->g, name, a->op, b->op), a->rank);
+}
+
+static int s_gather(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    int64_t axis, r, c;
+    if (s_attr_int(im, i, "axis", 0, &axis) < 0)
+        return -1;
+    const val_t *t = s_in(im, i, 0, V_CONST);
+    if (!t || s_matrix(im, i, t, &r, &c) < 0)
+        return -1;
+    const val_t *ix = s_find(im, n->n_input > 1 ? n->input[1] : "");
+    gpp_op_t *op = ix && ix->kind == V_OP ? &im->g->ops[ix->op] : NULL;
+    if (!op || op->type != GPP_OP_INPUT || op->input_kind != GPP_INPUT_INDICES || axis != 0)
+        return s_fail(im, i, "gpp maps Gather only as an embedding lookup: axis 0 of a 2-d "
+                             "table, indices a 2-d integer graph input [batch, bag]");
+    if (!op->table_rows || r < op->table_rows)
+        op->table_rows = r; /* indices must be valid for every table they index */
+    val_t *v = s_define(im, i, n->output[0], V_GATHER);
+    if (!v)
+        return -1;
+    v->op = ix->op;
+    v->t = t->t;
+    return 0;
+}
+
+static int s_reducesum(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const val_t *gv = s_in(im, i, 0, V_GATHER);
+    if (!gv)
+        return -1;
+    int64_t keep, axis = 0, na = 0, r = gv->t->dims[0], c = gv->t->dims[1];
+    if (s_attr_int(im, i, "keepdims", 1, &keep) < 0)
+        return -1;
+    const attr_t *a = s_attr(n, "axes");
+    if (a) {
+        na = (int64_t)a->n_ints;
+        axis = na ? a->ints[0] : 0;
+    } else if (n->n_input > 1 && n->input[1][0]) { /* opset 13: axes is an input */
+        const val_t *av = s_in(im, i, 1, V_CONST);
+        if (!av || s_tensor_check(im, i, av->t, 0, &na) < 0)
+            return -1;
+        axis = na ? s_int_at(av->t, 0) : 0;
+    }
+    if (na != 1 || (axis != 1 && axis != -2))
+        return s_fail(im, i, "gpp maps ReduceSum only over axis 1 of a Gather (the bag): an "
+                             "embedding bag");
+    char name[GPP_NAME_LEN];
+    s_opname(im, gv->t->name ? gv->t->name : "embedding", 1, name);
+    float *w = s_floats(im, i, gv->t, r * c);
+    if (!w)
+        return -1;
+    int id = gpp_graph_embedding_bag(im->g, name, gv->op, r, c);
+    s_weight(im, id, 0, w);
+    return s_out_op(im, i, n->output[0], id, keep ? 3 : 2);
+}
+
+static int s_alias(imp_t *im, int i, int check_flatten)
+{
+    const node_t *n = im->gr->node[i];
+    const val_t *x = s_in(im, i, 0, V_OP);
+    if (!x)
+        return -1;
+    int64_t axis;
+    if (check_flatten && (s_attr_int(im, i, "axis", 1, &axis) < 0 || x->rank != 2 || axis != 1))
+        return s_fail(im, i, "gpp maps Flatten only of a 2-d [batch, features] value (a no-op)");
+    return s_out_op(im, i, n->output[0], x->op, x->rank);
+}
+
+static int s_constant(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const attr_t *a = s_attr(n, "value");
+    if (!a || !a->t)
+        return s_fail(im, i, "gpp reads Constant nodes with a tensor 'value' only");
+    val_t *v = s_define(im, i, n->output[0], V_CONST);
+    if (!v)
+        return -1;
+    v->t = a->t;
+    return 0;
+}
+
+/* The hint for an op gpp does not map. */
+static const char *s_hint(const char *op)
+{
+    static const struct {
+        const char *op, *hint;
+    } h[] = {
+        {"Softmax", "for a classifier drop the final Softmax and train with loss=ce (it applies "
+                    "log-softmax); gpp's softmax exists only inside its attention op"},
+        {"LogSoftmax", "drop it and train with loss=ce"},
+        {"Split", "gpp has no split: give each branch its own graph input"},
+        {"Dropout", "gpp has no dropout: export in eval mode (model.eval()), which leaves it out"},
+        {"Reshape", "gpp keeps each sample a [rows, cols] matrix: no reshapes"},
+        {"Transpose", "gpp keeps each sample a [rows, cols] matrix: no transposes"},
+        {"Sigmoid", "use Relu or Gelu"},
+        {"Tanh", "use Relu or Gelu"},
+        {"Mul", "elementwise products are not gpp ops (only inside the Erf form of Gelu)"},
+        {"Sub", "fold constants into the weights"},
+        {"Div", "fold constants into the weights"},
+        {"BatchNormalization", "use LayerNormalization"},
+        {"Conv", "gpp has dense layers only (Gemm / MatMul)"},
+        {"Attention", "not imported yet; gpp-graph/1 JSON has an attention op"},
+    };
+    for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
+        if (!strcmp(op, h[i].op))
+            return h[i].hint;
+    return "express it with those";
+}
+
+static int s_node(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const char *op = n->op_type ? n->op_type : "";
+    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))
+        return s_fail(im, i, "operator domain '%s': gpp reads the default ONNX domain only",
+                      n->domain);
+    if (n->n_output < 1 || !n->output[0][0])
+        return s_fail(im, i, "the node has no output");
+    for (size_t k = 0; k < n->n_attribute; k++)
+        if ((n->attribute[k]->ref_attr_name && *n->attribute[k]->ref_attr_name) || n->attribute[k]->has_g)
+            return s_fail(im, i, "attribute '%s' is a sub-graph or a function reference; gpp "
+                                 "imports flat graphs", n->attribute[k]->name ? n->attribute[k]->name : "");
+    int rc;
+    if (!strcmp(op, "Gemm"))
+        rc = s_gemm(im, i);
+    else if (!strcmp(op, "MatMul"))
+        rc = s_matmul(im, i);
+    else if (!strcmp(op, "Relu"))
+        rc = s_unary(im, i, GPP_OP_RELU, n->n_input ? n->input[0] : "", n->output[0]);
+    else if (!strcmp(op, "Gelu")) /* opset 20; either approximation (docs) */
+        rc = s_unary(im, i, GPP_OP_GELU, n->n_input ? n->input[0] : "", n->output[0]);
+    else if (!strcmp(op, "LayerNormalization"))
+        rc = s_layernorm(im, i);
+    else if (!strcmp(op, "Concat"))
+        rc = s_concat(im, i);
+    else if (!strcmp(op, "Add"))
+        rc = s_add(im, i);
+    else if (!strcmp(op, "Gather"))
+        rc = s_gather(im, i);
+    else if (!strcmp(op, "ReduceSum"))
+        rc = s_reducesum(im, i);
+    else if (!strcmp(op, "Identity"))
+        rc = s_alias(im, i, 0);
+    else if (!strcmp(op, "Flatten"))
+        rc = s_alias(im, i, 1);
+    else if (!strcmp(op, "Constant"))
+        rc = s_constant(im, i);
+    else if (!strcmp(op, "Div") && (rc = s_gelu_erf(im, i)) != 0)
+        rc = rc < 0 ? -1 : 0;
+    else
+        return s_fail(im, i, "unsupported op %s; %s. %s", op, s_hint(op), SUPPORTED);
+    if (rc < 0)
+        return -1;
+    /* extra outputs (LayerNormalization's mean, ...) exist but gpp has no value for them */
+    for (size_t k = 1; k < n->n_output; k++)
+        if (n->output[k][0]) {
+            val_t *v = s_define(im, i, n->output[k], V_BAD);
+            if (!v)
+                return -1;
+            v->producer = n->name ? n->name : op;
+        }
+    return 0;
+}
+
+/* A graph input: [batch, cols] or [batch, rows, cols] fp32, or [batch, bag]
+ * integer indices; every dimension but the batch fixed. */
+static int s_input(imp_t *im, const Gpponnx__ValueInfo *vi)
+{
+    const char *nm = vi->name ? vi->name : "";
+    const Gpponnx__TensorType *tt = vi->type ? vi->type->tensor_type : NULL;
+    if (!tt || !tt->shape)
+        return s_fail(im, -1, "graph input '%s' has no tensor type with a shape; export with "
+                              "example inputs so the shape is recorded", nm);
+    int dt = tt->has_elem_type ? tt->elem_type : 0, rank = (int)tt->shape->n_dim;
+    int idx = dt == GPPONNX__TENSOR__DATA_TYPE__INT64 || dt == GPPONNX__TENSOR__DATA_TYPE__INT32;
+    if (dt != GPPONNX__TENSOR__DATA_TYPE__FLOAT && !idx)
+        return s_fail(im, -1, "graph input '%s' has element type %s; gpp reads float32 features "
+                              "or int32/int64 embedding indices", nm, s_dtype(dt));
+    if (rank < 2 || rank > (idx ? 2 : 3))
+        return s_fail(im, -1, "graph input '%s' has rank %d; gpp reads [batch, features]%s", nm,
+                      rank, idx ? " indices" : " or [batch, rows, features]");
+    int64_t d[3] = {0, 1, 1};
+    for (int k = 1; k < rank; k++) {
+        const Gpponnx__Dim *dm = tt->shape->dim[k];
+        if (!dm->has_dim_value || dm->dim_value < 1 || dm->dim_value > DIM_MAX)
+            return s_fail(im, -1,
+                          "dynamic shape: graph input '%s' dimension %d is %s%s%s; gpp plans "
+                          "fixed sizes: only the batch (dimension 0) may be symbolic (leave it "
+                          "out of torch.onnx.export's dynamic_axes)",
+                          nm, k, dm->dim_param ? "'" : "", dm->dim_param ? dm->dim_param : "unknown",
+                          dm->dim_param ? "'" : "");
+        d[k] = dm->dim_value;
+    }
+    char name[GPP_NAME_LEN];
+    s_opname(im, nm, 0, name);
+    int id = idx ? gpp_graph_input_indices(im->g, name, d[1], 0)
+                 : gpp_graph_input(im->g, name, rank == 3 ? d[1] : 1, rank == 3 ? d[2] : d[1]);
+    return s_out_op(im, -1, nm, id, rank);
+}
+
+static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
+{
+    const graph_t *gr = m->graph;
+    if (!gr)
+        return s_fail(im, -1, "no graph (not an ONNX model, or an empty file)");
+    im->gr = gr;
+    if (gr->n_sparse_initializer)
+        return s_fail(im, -1, "sparse initializers are not supported; store them dense");
+    size_t nv = gr->n_initializer + gr->n_input + 1;
+    for (size_t i = 0; i < gr->n_node; i++)
+        nv += gr->node[i]->n_output;
+    if (nv > (size_t)1 << 26)
+        return s_fail(im, -1, "%zu values: more than gpp imports", nv);
+    im->cap_vals = (int)nv;
+    im->vals = gpp_xcalloc(nv, sizeof *im->vals);
+    size_t hs = 16;
+    while (hs < 2 * nv)
+        hs *= 2;
+    im->hash = gpp_xcalloc(hs, sizeof *im->hash);
+    im->hmask = hs - 1;
+    im->done = gpp_xcalloc(gr->n_node + 1, 1);
+    for (size_t i = 0; i < gr->n_initializer; i++) {
+        if (!gr->initializer[i]->name || !*gr->initializer[i]->name)
+            return s_fail(im, -1, "initializer %zu has no name", i);
+        val_t *v = s_define(im, -1, gr->initializer[i]->name, V_CONST);
+        if (!v)
+            return -1;
+        v->t = gr->initializer[i];
+    }
+    for (size_t i = 0; i < gr->n_input; i++) /* IR < 4 lists the initializers as inputs too */
+        if (!s_find(im, gr->input[i]->name) && s_input(im, gr->input[i]) < 0)
+            return -1;
+    if (!im->g->n_ops)
+        return s_fail(im, -1, "the graph has no inputs besides its initializers");
+    for (size_t i = 0; i < gr->n_node; i++)
+        if (!im->done[i] && s_node(im, (int)i) < 0)
+            return -1;
+    if (!gr->n_output)
+        return s_fail(im, -1, "the graph has no outputs");
+    for (size_t i = 0; i < gr->n_output; i++) {
+        const char *on = gr->output[i]->name ? gr->output[i]->name : "";
+        const val_t *v = s_find(im, on);
+        if (!v || v->kind != V_OP)
+            return s_fail(im, -1, "graph output '%s' is not an activation gpp computes", on);
+        char base[GPP_NAME_LEN + 8], name[GPP_NAME_LEN];
+        snprintf(base, sizeof base, gr->n_output == 1 ? "loss" : "loss_%.56s", on);
+        s_opname(im, base, 0, name);
+        gpp_graph_add(im->g, loss == GPP_ONNX_LOSS_CE ? GPP_OP_LOSS_CE : GPP_OP_LOSS_MSE, name, 1,
+                      &v->op);
+    }
+    for (int i = 0; i < im->g->n_ops; i++) {
+        const gpp_op_t *op = &im->g->ops[i];
+        if (op->type == GPP_OP_INPUT && op->input_kind == GPP_INPUT_INDICES && !op->table_rows)
+            return s_fail(im, -1, "integer graph input '%s' is not the index of a Gather; gpp "
+                                  "reads integers only as embedding indices", op->name);
+    }
+    return 0;
+}
+
+gpp_graph_t *gpp_onnx_parse(const uint8_t *buf, size_t len, const char *origin,
+                            gpp_onnx_loss_t loss, gpp_err_t *err)
+{
+    model_t *m = gpponnx__model__unpack(NULL, len, buf);
+    if (!m) {
+        gpp_err_set(err, "%s: not a valid ONNX file: protobuf decoding failed (truncated or "
+                         "corrupt; re-export it)", origin);
+        return NULL;
+    }
+    const char *slash = strrchr(origin, '/');
+    imp_t im = {.origin = origin, .err = err};
+    im.g = gpp_graph_new(m->graph && m->graph->name && *m->graph->name ? m->graph->name
+                         : slash                                       ? slash + 1
+                                                                       : origin);
+    int rc = s_import(&im, m, loss);
+    if (rc == 0) {
+        if (im.w_ops < im.g->n_ops) /* sized to n_ops x SLOTS for gpp_graph_destroy */
+            s_weight(&im, im.g->n_ops - 1, SLOTS - 1, NULL);
+        im.g->init_weights = im.w;
+        im.w = NULL;
+    }
+    for (int64_t i = 0; im.w && i < (int64_t)im.w_ops * SLOTS; i++)
+        free(im.w[i]);
+    free(im.w);
+    free(im.vals);
+    free(im.hash);
+    free(im.done);
+    gpponnx__model__free_unpacked(m, NULL);
+    if (rc < 0)
+        gpp_graph_destroy(&im.g);
+    return im.g;
+}
+
+/* "[onnx:]PATH[:loss=mse|ce]" -> path, loss. */
+static int s_spec(const char *spec, char *path, size_t cap, gpp_onnx_loss_t *loss, gpp_err_t *err)
+{
+    if (!strncmp(spec, "onnx:", 5))
+        spec += 5;
+    const char *opt = strstr(spec, ":loss=");
+    size_t n = opt ? (size_t)(opt - spec) : strlen(spec);
+    if (n == 0 || n >= cap)
+        return gpp_err_set(err, "model '%s': give the ONNX file's path", spec);
+    memcpy(path, spec, n);
+    path[n] = 0;
+    *loss = GPP_ONNX_LOSS_MSE;
+    if (opt) {
+        const char *v = opt + 6;
+        if (!strcmp(v, "ce"))
+            *loss = GPP_ONNX_LOSS_CE;
+        else if (strcmp(v, "mse"))
+            return gpp_err_set(err, "model '%s': loss '%s': use loss=mse or loss=ce", spec, v);
+    }
+    return 0;
+}
+
+int gpp_onnx_is_spec(const char *spec)
+{
+    if (!strncmp(spec, "onnx:", 5))
+        return 1;
+    const char *p = strstr(spec, ".onnx");
+    for (; p; p = strstr(p + 1, ".onnx"))
+        if (p[5] == 0 || p[5] == ':')
+            return 1;
+    return 0;
+}
+
+int gpp_onnx_spec_loss(const char *spec, const char *loss, char *out, size_t cap, gpp_err_t *err)
+{
+    if (!loss) {
+        if (strlen(spec) >= cap)
+            return gpp_err_set(err, "model spec '%.40s...' is too long", spec);
+        snprintf(out, cap, "%s", spec);
+        return 0;
+    }
+    if (strcmp(loss, "mse") && strcmp(loss, "ce"))
+        return gpp_err_set(err, "--loss '%s': use mse or ce", loss);
+    if (!gpp_onnx_is_spec(spec))
+        return gpp_err_set(err, "--loss %s: only an ONNX model (FILE.onnx) takes a loss; a zoo "
+                                "model or graph JSON has its own", loss);
+    if (strstr(spec, ":loss="))
+        return gpp_err_set(err, "--loss %s: the model spec '%s' names a loss already", loss, spec);
+    if (strlen(spec) + strlen(loss) + 7 >= cap)
+        return gpp_err_set(err, "model spec '%.40s...' is too long", spec);
+    snprintf(out, cap, "%s:loss=%s", spec, loss);
+    return 0;
+}
+
+gpp_graph_t *gpp_onnx_load_spec(const char *spec, gpp_err_t *err)
+{
+    char path[4096];
+    gpp_onnx_loss_t loss;
+    if (s_spec(spec, path, sizeof path, &loss, err) < 0)
+        return NULL;
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f) {
+        gpp_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > GPP_ONNX_MAX_BYTES) {
+        fclose(f);
+        gpp_err_set(err, "%s: not a regular file of at most 2 GiB", path);
+        return NULL;
+    }
+    size_t len = (size_t)st.st_size;
+    uint8_t *buf = gpp_xcalloc(len + 1, 1);
+    size_t got = fread(buf, 1, len, f);
+    fclose(f);
+    if (got != len) {
+        free(buf);
+        gpp_err_set(err, "%s: read error", path);
+        return NULL;
+    }
+    gpp_graph_t *g = gpp_onnx_parse(buf, len, path, loss, err);
+    free(buf);
+    if (g)
+        snprintf(g->spec, sizeof g->spec, "%s", spec);
+    return g;
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""make_onnx.py: writes the ONNX fixtures of gpp's import tests with
+Debian's python3-onnx (1.12, opset 17), as torch.onnx.export would lay them
+out, with deterministic weights (numpy, seed 13).
+
+usage: make_onnx.py OUT_DIR
+
+  branches.onnx  three branches into a join (gpp_onnx's every mapping):
+                 a [N,8] -> Gemm(transB=1) -> Relu
+                 b [N,6] -> MatMul + Add (bias) -> Gelu in torch's Erf form
+                 idx [N,3] int64 -> Gather(emb.weight [20,5]) -> ReduceSum(axis 1)
+                 Concat(last axis) -> LayerNormalization -> Gemm(transB=0) -> y [N,4]
+  residual.onnx  x [N,2,8] (rows = 2) -> MatMul -> Relu -> Add(x) -> Identity -> y
+The weights are written as raw_data except b's MatMul weight (float_data),
+so both encodings are read."""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+rng = np.random.default_rng(13)
+
+
+def w(name, *shape, raw=True):
+    a = (rng.standard_normal(shape) * 0.3).astype(np.float32)
+    if raw:
+        return numpy_helper.from_array(a, name)
+    return helper.make_tensor(name, TensorProto.FLOAT, shape, a.flatten().tolist())
+
+
+def scalar(name, v):
+    return numpy_helper.from_array(np.array(v, dtype=np.float32), name)
+
+
+def branches():
+    inits = [w("fa.weight", 16, 8), w("fa.bias", 16),
+             w("onnx::MatMul_9", 6, 12, raw=False), w("fb.bias", 12),
+             w("emb.weight", 20, 5),
+             w("ln.weight", 33), w("ln.bias", 33),
+             w("onnx::Gemm_20", 33, 4), w("head.bias", 4),
+             scalar("sqrt2", np.sqrt(2.0)), scalar("one", 1.0), scalar("half", 0.5),
+             numpy_helper.from_array(np.array([1], dtype=np.int64), "axes1")]
+    nodes = [
+        helper.make_node("Gemm", ["a", "fa.weight", "fa.bias"], ["ha"], name="/fa/Gemm",
+                         transB=1),
+        helper.make_node("Relu", ["ha"], ["ra"], name="/relu/Relu"),
+        helper.make_node("MatMul", ["b", "onnx::MatMul_9"], ["mb"], name="/fb/MatMul"),
+        helper.make_node("Add", ["fb.bias", "mb"], ["hb"], name="/fb/Add"),
+        helper.make_node("Div", ["hb", "sqrt2"], ["d"], name="/gelu/Div"),
+        helper.make_node("Erf", ["d"], ["e"], name="/gelu/Erf"),
+        helper.make_node("Add", ["e", "one"], ["e1"], name="/gelu/Add"),
+        helper.make_node("Mul", ["hb", "e1"], ["m"], name="/gelu/Mul"),
+        helper.make_node("Mul", ["m", "half"], ["gb"], name="/gelu/Mul_1"),
+        helper.make_node("Gather", ["emb.weight", "idx"], ["ge"], name="/emb/Gather"),
+        helper.make_node("ReduceSum", ["ge", "axes1"], ["se"], name="/ReduceSum", keepdims=0),
+        helper.make_node("Concat", ["ra", "gb", "se"], ["c"], name="/Concat", axis=1),
+        helper.make_node("LayerNormalization", ["c", "ln.weight", "ln.bias"], ["n"],
+                         name="/ln/LayerNormalization", axis=-1, epsilon=1e-5),
+        helper.make_node("Gemm", ["n", "onnx::Gemm_20", "head.bias"], ["y"], name="/head/Gemm"),
+    ]
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 8]),
+              helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", 6]),
+              helper.make_tensor_value_info("idx", TensorProto.INT64, ["batch", 3])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])]
+    return helper.make_graph(nodes, "branches", inputs, outputs, inits)
+
+
+def residual():
+    inits = [w("onnx::MatMul_3", 8, 8)]
+    nodes = [helper.make_node("MatMul", ["x", "onnx::MatMul_3"], ["h"], name="/fc/MatMul"),
+             helper.make_node("Relu", ["h"], ["r"], name="/Relu"),
+             helper.make_node("Add", ["r", "x"], ["s"], name="/Add"),
+             helper.make_node("Identity", ["s"], ["y"], name="/Identity")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8])]
+    return helper.make_graph(nodes, "residual", inputs, outputs, inits)
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    for name, g in (("branches", branches()), ("residual", residual())):
+        m = helper.make_model(g, producer_name="gpp make_onnx.py",
+                              opset_imports=[helper.make_opsetid("", 17)])
+        onnx.checker.check_model(m)
+        onnx.save(m, os.path.join(out, name + ".onnx"))
+
+
+if __name__ == "__main__":
+    main()

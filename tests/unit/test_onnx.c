@@ -1,0 +1,425 @@
+/* test_onnx: the ONNX importer (model/gpp_onnx.c).
+ *
+ * The fixtures of tests/data/onnx (written by make_onnx.py with python3-onnx)
+ * import to the expected gpp graph with the file's initializers as initial
+ * weights, transposed where ONNX holds W^T; the model spec's loss; then a
+ * table of broken models built here with protobuf-c (one defect each) whose
+ * messages must name the node or tensor and the fix, and every truncation
+ * of a real file, which must be refused or imported but never crash. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gpp_model.h"
+#include "model/gpp_onnx.h"
+#include "model/gpp_onnx.pb-c.h"
+#include "model/gpp_optable.h"
+#include "tests/gpp_test.h"
+
+#define BRANCHES "tests/data/onnx/branches.onnx"
+
+static uint8_t *s_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    GPP_EXPECT_MSG(f != NULL, "cannot open %s (run from the source root)", path);
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*len + 1);
+    GPP_EXPECT(fread(b, 1, *len, f) == *len);
+    fclose(f);
+    return b;
+}
+
+static int s_find_op(const gpp_graph_t *g, const char *name)
+{
+    for (int i = 0; i < g->n_ops; i++)
+        if (!strcmp(g->ops[i].name, name))
+            return i;
+    return -1;
+}
+
+static const Gpponnx__Tensor *s_init(const Gpponnx__Model *m, const char *name)
+{
+    for (size_t i = 0; i < m->graph->n_initializer; i++)
+        if (!strcmp(m->graph->initializer[i]->name, name))
+            return m->graph->initializer[i];
+    return NULL;
+}
+
+/* Element i of an fp32 initializer (raw_data or float_data). */
+static float s_f(const Gpponnx__Tensor *t, size_t i)
+{
+    if (!t->has_raw_data)
+        return t->float_data[i];
+    float v;
+    memcpy(&v, t->raw_data.data + 4 * i, 4);
+    return v;
+}
+
+static void t_branches(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_model_load(BRANCHES, &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    GPP_EXPECT(g->n_ops == 12);
+    static const struct {
+        const char *name;
+        gpp_op_type_t type;
+        int64_t rows, cols;
+    } want[] = {{"a", GPP_OP_INPUT, 1, 8},          {"b", GPP_OP_INPUT, 1, 6},
+                {"idx", GPP_OP_INPUT, 1, 3},        {"fa", GPP_OP_LINEAR, 1, 16},
+                {"/relu/Relu", GPP_OP_RELU, 1, 16}, {"fb", GPP_OP_LINEAR, 1, 12},
+                {"/gelu/Div", GPP_OP_GELU, 1, 12},  {"emb", GPP_OP_EMBEDDING_BAG, 1, 5},
+                {"/Concat", GPP_OP_CONCAT, 1, 33},  {"ln", GPP_OP_LAYERNORM, 1, 33},
+                {"head", GPP_OP_LINEAR, 1, 4},      {"loss", GPP_OP_LOSS_MSE, 1, 1}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int id = s_find_op(g, want[i].name);
+        GPP_EXPECT_MSG(id >= 0, "no op '%s'", want[i].name);
+        if (id < 0)
+            continue;
+        GPP_EXPECT_MSG(g->ops[id].type == want[i].type && g->ops[id].rows == want[i].rows &&
+                           g->ops[id].cols == want[i].cols,
+                       "op '%s': %s %lldx%lld", want[i].name, gpp_op_type_name(g->ops[id].type),
+                       (long long)g->ops[id].rows, (long long)g->ops[id].cols);
+    }
+    int idx = s_find_op(g, "idx");
+    GPP_EXPECT(idx >= 0 && g->ops[idx].input_kind == GPP_INPUT_INDICES &&
+               g->ops[idx].table_rows == 20);
+    int cat = s_find_op(g, "/Concat");
+    GPP_EXPECT(cat >= 0 && g->ops[cat].n_inputs == 3 &&
+               g->ops[cat].inputs[0] == s_find_op(g, "/relu/Relu") &&
+               g->ops[cat].inputs[2] == s_find_op(g, "emb"));
+    GPP_EXPECT(gpp_graph_params(g) == 16 * 8 + 16 + 12 * 6 + 12 + 20 * 5 + 2 * 33 + 4 * 33 + 4);
+
+    /* the initializers, in gpp's layout: [out, in] weights */
+    size_t len = 0;
+    uint8_t *buf = s_slurp(BRANCHES, &len);
+    Gpponnx__Model *m = buf ? gpponnx__model__unpack(NULL, len, buf) : NULL;
+    GPP_EXPECT(m != NULL);
+    if (m) {
+        static const struct {
+            const char *op, *init;
+            int slot, transposed;
+            int64_t rows, cols;
+        } w[] = {{"fa", "fa.weight", 0, 0, 16, 8},         {"fa", "fa.bias", 1, 0, 1, 16},
+                 {"fb", "onnx::MatMul_9", 0, 1, 12, 6},    {"fb", "fb.bias", 1, 0, 1, 12},
+                 {"emb", "emb.weight", 0, 0, 20, 5},       {"ln", "ln.weight", 0, 0, 1, 33},
+                 {"ln", "ln.bias", 1, 0, 1, 33},           {"head", "onnx::Gemm_20", 0, 1, 4, 33},
+                 {"head", "head.bias", 1, 0, 1, 4}};
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+            const float *v = gpp_graph_init_weight(g, s_find_op(g, w[i].op), w[i].slot);
+            const Gpponnx__Tensor *t = s_init(m, w[i].init);
+            GPP_EXPECT_MSG(v && t, "%s slot %d", w[i].op, w[i].slot);
+            if (!v || !t)
+                continue;
+            int bad = 0;
+            for (int64_t r = 0; r < w[i].rows; r++)
+                for (int64_t c = 0; c < w[i].cols; c++) {
+                    float x = w[i].transposed ? s_f(t, (size_t)(c * w[i].rows + r))
+                                              : s_f(t, (size_t)(r * w[i].cols + c));
+                    bad += v[r * w[i].cols + c] != x;
+                }
+            GPP_EXPECT_MSG(bad == 0, "%s: %d values differ from %s", w[i].op, bad, w[i].init);
+        }
+        GPP_EXPECT(gpp_graph_init_weight(g, s_find_op(g, "/relu/Relu"), 0) == NULL);
+        gpponnx__model__free_unpacked(m, NULL);
+    }
+    gpp_graph_destroy(&g);
+
+    /* the loss a spec names */
+    g = gpp_model_load("onnx:" BRANCHES ":loss=ce", &err);
+    GPP_EXPECT_MSG(g && g->ops[g->n_ops - 1].type == GPP_OP_LOSS_CE, "%s", err.msg);
+    gpp_graph_destroy(&g);
+    GPP_EXPECT(gpp_model_load(BRANCHES ":loss=l1", &err) == NULL && strstr(err.msg, "loss=ce"));
+
+    /* every truncation: refused with a reason, or a smaller valid model */
+    int refused = 0;
+    for (size_t n = 0; buf && n < len; n++) {
+        gpp_err_t e = {{0}};
+        gpp_graph_t *t = gpp_onnx_parse(buf, n, "cut.onnx", GPP_ONNX_LOSS_MSE, &e);
+        if (!t) {
+            refused++;
+            GPP_EXPECT_MSG(!strncmp(e.msg, "cut.onnx", 8), "prefix %zu: '%s'", n, e.msg);
+        } else {
+            gpp_err_t f = {{0}};
+            GPP_EXPECT_MSG(gpp_graph_finalize(t, &f) == 0 || f.msg[0], "prefix %zu", n);
+        }
+        gpp_graph_destroy(&t);
+    }
+    GPP_EXPECT(refused > (int)len / 2);
+    free(buf);
+}
+
+static void t_residual(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_model_load("tests/data/onnx/residual.onnx", &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    /* x [1, 2, 8]: rows 2; MatMul without a bias; the Add of two activations */
+    GPP_EXPECT(g->n_ops == 5 && g->ops[0].rows == 2 && g->ops[0].cols == 8);
+    GPP_EXPECT(g->ops[1].type == GPP_OP_LINEAR && g->ops[1].bias == 0);
+    GPP_EXPECT(g->ops[3].type == GPP_OP_ADD && g->ops[3].inputs[1] == 0);
+    GPP_EXPECT(g->ops[4].type == GPP_OP_LOSS_MSE && g->ops[4].inputs[0] == 3);
+    gpp_graph_destroy(&g);
+}
+
+static void t_spec(void)
+{
+    GPP_EXPECT(gpp_onnx_is_spec("m.onnx") && gpp_onnx_is_spec("onnx:m") &&
+               gpp_onnx_is_spec("d/m.onnx:loss=ce") && !gpp_onnx_is_spec("m.onnx.json") &&
+               !gpp_onnx_is_spec("mmt:branches=2") && !gpp_onnx_is_spec("g.json"));
+    char out[64];
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_onnx_spec_loss("m.onnx", "ce", out, sizeof out, &err) == 0 &&
+               !strcmp(out, "m.onnx:loss=ce"));
+    GPP_EXPECT(gpp_onnx_spec_loss("mmt", NULL, out, sizeof out, &err) == 0 && !strcmp(out, "mmt"));
+    GPP_EXPECT(gpp_onnx_spec_loss("mmt", "ce", out, sizeof out, &err) < 0 &&
+               strstr(err.msg, "only an ONNX model"));
+    GPP_EXPECT(gpp_onnx_spec_loss("m.onnx", "hinge", out, sizeof out, &err) < 0 &&
+               strstr(err.msg, "use mse or ce"));
+    GPP_EXPECT(gpp_onnx_spec_loss("m.onnx:loss=ce", "mse", out, sizeof out, &err) < 0 &&
+               strstr(err.msg, "names a loss already"));
+    GPP_EXPECT(gpp_model_load("/nonexistent/m.onnx", &err) == NULL && strstr(err.msg, "cannot open"));
+    GPP_EXPECT(gpp_model_load("onnx:/tmp:loss=ce", &err) == NULL && strstr(err.msg, "regular file"));
+}
+
+/* ---- broken models, built with protobuf-c ----
+ * The base model: x [N, 4] -> Gemm(W [3, 4], b [3], transB=1) -> Relu -> y. */
+
+typedef struct {
+    Gpponnx__Model m;
+    Gpponnx__Graph g;
+    Gpponnx__Node gemm, relu, *nodes[3];
+    Gpponnx__Attribute tb, *gemm_attrs[2];
+    Gpponnx__Tensor w, b, *inits[3];
+    Gpponnx__ValueInfo x, y, *ins[2], *outs[1];
+    Gpponnx__Type xt, yt;
+    Gpponnx__TensorType xtt, ytt;
+    Gpponnx__Shape xs, ys;
+    Gpponnx__Dim xd[3], yd[2], *xdp[3], *ydp[2];
+    char *gemm_in[3], *gemm_out[1], *relu_in[1], *relu_out[1];
+    int64_t wdims[2], bdims[1];
+    float wv[12], bv[3];
+} base_t;
+
+static void s_base(base_t *s)
+{
+    memset(s, 0, sizeof *s);
+    gpponnx__model__init(&s->m);
+    gpponnx__graph__init(&s->g);
+    s->m.graph = &s->g;
+    gpponnx__node__init(&s->gemm);
+    gpponnx__node__init(&s->relu);
+    gpponnx__attribute__init(&s->tb);
+    s->tb.name = "transB";
+    s->tb.has_i = 1;
+    s->tb.i = 1;
+    s->tb.has_type = 1;
+    s->tb.type = GPPONNX__ATTRIBUTE__TYPE__INT;
+    s->gemm_attrs[0] = &s->tb;
+    s->gemm.attribute = s->gemm_attrs;
+    s->gemm.n_attribute = 1;
+    s->gemm.name = "/fc/Gemm";
+    s->gemm.op_type = "Gemm";
+    s->gemm_in[0] = "x", s->gemm_in[1] = "fc.weight", s->gemm_in[2] = "fc.bias";
+    s->gemm.input = s->gemm_in;
+    s->gemm.n_input = 3;
+    s->gemm_out[0] = "h";
+    s->gemm.output = s->gemm_out;
+    s->gemm.n_output = 1;
+    s->relu.name = "/Relu";
+    s->relu.op_type = "Relu";
+    s->relu_in[0] = "h";
+    s->relu.input = s->relu_in;
+    s->relu.n_input = 1;
+    s->relu_out[0] = "y";
+    s->relu.output = s->relu_out;
+    s->relu.n_output = 1;
+    s->nodes[0] = &s->gemm, s->nodes[1] = &s->relu;
+    s->g.node = s->nodes;
+    s->g.n_node = 2;
+    gpponnx__tensor__init(&s->w);
+    gpponnx__tensor__init(&s->b);
+    for (int i = 0; i < 12; i++)
+        s->wv[i] = 0.1f * (float)(i - 6);
+    s->w.name = "fc.weight";
+    s->w.has_data_type = 1;
+    s->w.data_type = GPPONNX__TENSOR__DATA_TYPE__FLOAT;
+    s->wdims[0] = 3, s->wdims[1] = 4;
+    s->w.dims = s->wdims;
+    s->w.n_dims = 2;
+    s->w.float_data = s->wv;
+    s->w.n_float_data = 12;
+    s->b.name = "fc.bias";
+    s->b.has_data_type = 1;
+    s->b.data_type = GPPONNX__TENSOR__DATA_TYPE__FLOAT;
+    s->bdims[0] = 3;
+    s->b.dims = s->bdims;
+    s->b.n_dims = 1;
+    s->b.float_data = s->bv;
+    s->b.n_float_data = 3;
+    s->inits[0] = &s->w, s->inits[1] = &s->b;
+    s->g.initializer = s->inits;
+    s->g.n_initializer = 2;
+    Gpponnx__ValueInfo *vi[2] = {&s->x, &s->y};
+    Gpponnx__Type *ty[2] = {&s->xt, &s->yt};
+    Gpponnx__TensorType *tt[2] = {&s->xtt, &s->ytt};
+    Gpponnx__Shape *sh[2] = {&s->xs, &s->ys};
+    Gpponnx__Dim *d[2] = {s->xd, s->yd};
+    Gpponnx__Dim **dp[2] = {s->xdp, s->ydp};
+    const char *names[2] = {"x", "y"};
+    int64_t cols[2] = {4, 3};
+    for (int k = 0; k < 2; k++) {
+        gpponnx__value_info__init(vi[k]);
+        gpponnx__type__init(ty[k]);
+        gpponnx__tensor_type__init(tt[k]);
+        gpponnx__shape__init(sh[k]);
+        for (int j = 0; j < 2; j++) {
+            gpponnx__dim__init(&d[k][j]);
+            dp[k][j] = &d[k][j];
+        }
+        d[k][0].dim_param = "N";
+        d[k][1].has_dim_value = 1;
+        d[k][1].dim_value = cols[k];
+        sh[k]->dim = dp[k];
+        sh[k]->n_dim = 2;
+        tt[k]->has_elem_type = 1;
+        tt[k]->elem_type = GPPONNX__TENSOR__DATA_TYPE__FLOAT;
+        tt[k]->shape = sh[k];
+        ty[k]->tensor_type = tt[k];
+        vi[k]->type = ty[k];
+        vi[k]->name = (char *)names[k];
+    }
+    gpponnx__dim__init(&s->xd[2]);
+    s->xdp[2] = &s->xd[2];
+    s->ins[0] = &s->x;
+    s->outs[0] = &s->y;
+    s->g.input = s->ins;
+    s->g.n_input = 1;
+    s->g.output = s->outs;
+    s->g.n_output = 1;
+}
+
+/* Packs and imports s; returns the graph or NULL with err. */
+static gpp_graph_t *s_import(const base_t *s, gpp_err_t *err)
+{
+    size_t n = gpponnx__model__get_packed_size(&s->m);
+    uint8_t *buf = malloc(n + 1);
+    gpponnx__model__pack(&s->m, buf);
+    gpp_graph_t *g = gpp_onnx_parse(buf, n, "t.onnx", GPP_ONNX_LOSS_MSE, err);
+    if (g && gpp_graph_finalize(g, err) < 0)
+        gpp_graph_destroy(&g);
+    free(buf);
+    return g;
+}
+
+static void s_softmax(base_t *s) { s->relu.op_type = "Softmax"; }
+static void s_dynamic(base_t *s) { s->xd[1].has_dim_value = 0, s->xd[1].dim_param = "feat"; }
+static void s_rank1(base_t *s) { s->xs.n_dim = 1; }
+static void s_rank4(base_t *s) { s->xs.n_dim = 3, s->xd[2].has_dim_value = 1, s->xd[2].dim_value = 2; }
+static void s_double(base_t *s) { s->w.data_type = GPPONNX__TENSOR__DATA_TYPE__DOUBLE; }
+static void s_xdouble(base_t *s) { s->xtt.elem_type = GPPONNX__TENSOR__DATA_TYPE__DOUBLE; }
+static void s_short(base_t *s) { s->w.n_float_data = 10; }
+static void s_baddim(base_t *s) { s->wdims[0] = -3; }
+static void s_wshape(base_t *s) { s->wdims[0] = 4, s->wdims[1] = 3; }
+static void s_order(base_t *s) { s->nodes[0] = &s->relu, s->nodes[1] = &s->gemm; }
+static void s_missing(base_t *s) { s->relu_in[0] = "hh"; }
+static void s_twice(base_t *s) { s->relu_out[0] = "h"; }
+static void s_alpha(base_t *s) { s->tb.name = "alpha", s->tb.has_f = 1, s->tb.f = 2.0f; }
+static void s_transa(base_t *s) { s->tb.name = "transA"; }
+static void s_domain(base_t *s) { s->relu.domain = "com.microsoft"; }
+static void s_nograph(base_t *s) { s->m.graph = NULL; }
+static void s_noshape(base_t *s) { s->xtt.shape = NULL; }
+static void s_nooutput(base_t *s) { s->g.n_output = 0; }
+static void s_outconst(base_t *s) { s->y.name = "fc.bias"; }
+static void s_external(base_t *s) { s->w.has_data_location = 1, s->w.data_location = 1; }
+static void s_nan(base_t *s) { s->wv[5] = NAN; }
+static void s_inval(base_t *s) { s->xtt.elem_type = GPPONNX__TENSOR__DATA_TYPE__INT64; }
+static void s_const_in(base_t *s) { s->gemm_in[0] = "fc.bias"; }
+static void s_noinput(base_t *s) { s->g.n_input = 0; }
+static void s_biasn(base_t *s) { s->bdims[0] = 2, s->b.n_float_data = 2; }
+static void s_sparse(base_t *s)
+{
+    static ProtobufCBinaryData sp[1] = {{0, NULL}};
+    s->g.sparse_initializer = sp;
+    s->g.n_sparse_initializer = 1;
+}
+
+static void t_errors(void)
+{
+    static const struct {
+        const char *what;
+        void (*mutate)(base_t *);
+        const char *want1, *want2;
+    } cases[] = {
+        {"unsupported op", s_softmax, "node 1 '/Relu' (Softmax): unsupported op Softmax", "loss=ce"},
+        {"dynamic shape", s_dynamic, "dynamic shape: graph input 'x' dimension 1 is 'feat'",
+         "dynamic_axes"},
+        {"rank 1 input", s_rank1, "graph input 'x' has rank 1", "[batch, features]"},
+        {"rank 3 input into Gemm", s_rank4, "Gemm input 'x' must be 2-d", "/fc/Gemm"},
+        {"double weight", s_double, "tensor 'fc.weight' has element type DOUBLE", "model.float()"},
+        {"double input", s_xdouble, "graph input 'x' has element type DOUBLE", "float32"},
+        {"short data", s_short, "tensor 'fc.weight' holds 10 elements", "truncated"},
+        {"negative dim", s_baddim, "weight 'fc.weight' is [-3, 4]", "/fc/Gemm"},
+        {"weight shape", s_wshape, "3 input features, but 'x' has 4", "fc.weight"},
+        {"order", s_order, "input 'h' is not a graph input", "topological order"},
+        {"missing value", s_missing, "input 'hh' is not a graph input", "/Relu"},
+        {"value defined twice", s_twice, "value 'h' is defined twice", "/Relu"},
+        {"gemm alpha", s_alpha, "alpha=2", "/fc/Gemm"},
+        {"gemm transA", s_transa, "transA=1", "Linear"},
+        {"foreign domain", s_domain, "operator domain 'com.microsoft'", "/Relu"},
+        {"no graph", s_nograph, "no graph", "t.onnx"},
+        {"no shape", s_noshape, "graph input 'x' has no tensor type with a shape", "example"},
+        {"no outputs", s_nooutput, "no outputs", "t.onnx"},
+        {"constant output", s_outconst, "graph output 'fc.bias' is not an activation", "t.onnx"},
+        {"external data", s_external, "external file", "save_as_external_data=False"},
+        {"nan weight", s_nan, "element 5 is not finite", "fc.weight"},
+        {"integer input", s_inval, "input 'x' holds integer indices", "Gather"},
+        {"constant as activation", s_const_in, "input 'fc.bias' must be an activation", "Gemm"},
+        {"no inputs", s_noinput, "no inputs besides its initializers", "t.onnx"},
+        {"bias size", s_biasn, "bias 'fc.bias' must hold 3 values", "/fc/Gemm"},
+        {"sparse initializer", s_sparse, "sparse initializers", "dense"},
+    };
+    base_t s;
+    gpp_err_t err = {{0}};
+    s_base(&s);
+    gpp_graph_t *g = s_import(&s, &err);
+    GPP_EXPECT_MSG(g && g->n_ops == 4 && g->ops[1].bias == 1 && !strcmp(g->ops[1].name, "fc"),
+                   "base model: %s", err.msg);
+    if (g)
+        GPP_EXPECT(gpp_graph_init_weight(g, 1, 0)[5] == s.wv[5]);
+    gpp_graph_destroy(&g);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s_base(&s);
+        cases[i].mutate(&s);
+        memset(&err, 0, sizeof err);
+        g = s_import(&s, &err);
+        GPP_EXPECT_MSG(g == NULL, "%s: accepted", cases[i].what);
+        gpp_graph_destroy(&g);
+        GPP_EXPECT_MSG(strstr(err.msg, cases[i].want1) && strstr(err.msg, cases[i].want2) &&
+                           !strncmp(err.msg, "t.onnx", 6),
+                       "%s: '%s'", cases[i].what, err.msg);
+    }
+    /* not protobuf at all */
+    static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x0f};
+    GPP_EXPECT(gpp_onnx_parse(junk, sizeof junk, "j.onnx", GPP_ONNX_LOSS_MSE, &err) == NULL &&
+               strstr(err.msg, "j.onnx: not a valid ONNX file"));
+}
+
+int main(void)
+{
+    static const gpp_test_case_t cases[] = {{"branches", t_branches},
+                                            {"residual", t_residual},
+                                            {"spec", t_spec},
+                                            {"errors", t_errors},
+                                            {NULL, NULL}};
+    return gpp_test_run(cases);
+}
