@@ -213,6 +213,10 @@ static void s_register(zsock_t *s)
     r.mem_bytes = 1 << 20;
     r.pid = 4242;
     r.build_version = (char *)GPP_VERSION;
+    r.gpu = -1; /* a CPU agent's device (protocol 3) */
+    r.device_name = "cpu";
+    r.mem_total_bytes = 1 << 30;
+    r.mem_free_bytes = 1 << 29;
     s_send(s, GPP__ENVELOPE__BODY_REGISTER, &r, 1, GPP_MSG_SENDER_UNREGISTERED);
 }
 
@@ -328,7 +332,8 @@ static void t_coord_admission(void)
                    "the coordinator kept the connection of an oversized frame (status 0x%x)",
                    status);
     long grew_kb = s_hwm_kb() - hwm0;
-    printf("  peak RSS grew by %ld kB while refusing a %u-byte frame\n", grew_kb, GPP_MSG_MAX_BYTES + 1);
+    printf("  peak RSS grew by %ld kB while refusing a %u-byte frame\n", grew_kb,
+           GPP_MSG_MAX_BYTES + 1);
     GPP_EXPECT_MSG(grew_kb < (long)(GPP_MSG_MAX_BYTES / 1024 / 4),
                    "peak RSS grew by %ld kB while refusing a %u-byte frame", grew_kb,
                    GPP_MSG_MAX_BYTES + 1);
