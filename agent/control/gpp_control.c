@@ -2,6 +2,7 @@
 #include "agent/control/gpp_control.h"
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -245,8 +246,12 @@ static int s_on_monitor(zloop_t *loop, zsock_t *mon, void *arg)
 /* Watches sock's handshakes (before it connects). */
 static int s_monitor(gpp_control_t *self, gpp_err_t *err)
 {
+    /* a name never used before in this process: libzmq closes a stopped
+     * monitor's socket asynchronously, so a name built from the (reused)
+     * address of a destroyed client may still be bound */
+    static atomic_uint s_seq;
     char ep[64];
-    snprintf(ep, sizeof ep, "inproc://gpp-control-monitor-%p", (void *)self);
+    snprintf(ep, sizeof ep, "inproc://gpp-control-monitor-%u", atomic_fetch_add(&s_seq, 1));
     int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                  ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
     if (zmq_socket_monitor(zsock_resolve(self->sock), ep, events) < 0 ||
