@@ -208,10 +208,9 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
     const Gpp__HyperParams *h = as->hyper;
     int cuda = as->backend == GPP__BACKEND__BACKEND_CUDA;
     if (cuda && self->cfg.gpu < 0)
-        return gpp_err_set(err,
-                           "the assignment asks for backend cuda, but this agent registered "
-                           "without a GPU (start it with --gpu N or --backend cuda on a GPU "
-                           "host)");
+        return gpp_err_set(err, "the assignment asks for backend cuda, but this agent registered "
+                                "without a GPU (start it with --gpu N or --backend cuda on a GPU "
+                                "host)");
     self->pcfg = (gpp_pipeline_cfg_t){
         .model = as->model,
         .stage = as->stage,
@@ -346,13 +345,14 @@ static void *s_thread(void *arg)
         else
             snprintf(text, sizeof text, "%s", err.msg);
         gpp_error("worker: %s", text);
-        s_post_error(self,
-                     strstr(err.msg, "comm") || strstr(err.msg, "gloo") || strstr(err.msg, "nccl")
-                         ? GPP__ERROR_CODE__ERROR_COMM
-                     : strstr(err.msg, "cuda") || strstr(err.msg, "CUDA")
-                         ? GPP__ERROR_CODE__ERROR_DEVICE
-                         : GPP__ERROR_CODE__ERROR_INTERNAL,
-                     text);
+        s_post_error(
+            self,
+            self->pipeline && gpp_pipeline_bad_input(self->pipeline) ? GPP__ERROR_CODE__ERROR_CONFIG
+            : strstr(err.msg, "comm") || strstr(err.msg, "gloo") || strstr(err.msg, "nccl")
+                ? GPP__ERROR_CODE__ERROR_COMM
+            : strstr(err.msg, "cuda") || strstr(err.msg, "CUDA") ? GPP__ERROR_CODE__ERROR_DEVICE
+                                                                 : GPP__ERROR_CODE__ERROR_INTERNAL,
+            text);
     }
     if (ok && self->pipeline) /* keep the communicator up until every agent has finished */
         while (s_wait_word(self) >= 0)

@@ -426,9 +426,8 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
                          a->gpu, a->device_name, (double)a->mem_total_bytes / 1073741824.0,
                          a->sm_count);
             else
-                gpp_info("coordinator: registered %s (%d/%d)",
-                         gpp_agent_name(a, name, sizeof name), have,
-                         gpp_registry_size(self->reg));
+                gpp_info("coordinator: registered %s (%d/%d)", gpp_agent_name(a, name, sizeof name),
+                         have, gpp_registry_size(self->reg));
             if (have == gpp_registry_size(self->reg))
                 s_profile_or_plan(self);
             return;
@@ -595,7 +594,13 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
         s_on_profile_result(self, a, m->profile_result, who);
         return;
     case GPP__ENVELOPE__BODY_ERROR:
-        s_abort(self, "agent %s reported an error: %s", who, m->error->text);
+        /* ERROR_CONFIG: the job's own input (model, data) is at fault: exit 2 */
+        if (m->error->code == GPP__ERROR_CODE__ERROR_CONFIG && !self->exit_code)
+            self->exit_code = 2;
+        s_abort(self, "agent %s reported an error: %s%s", who, m->error->text,
+                m->error->code == GPP__ERROR_CODE__ERROR_CONFIG
+                    ? " (fix the cluster file's [job] and start again)"
+                    : "");
         return;
     default:
         snprintf(why, sizeof why, "unexpected %s from an agent", gpp_msg_type_name(m->body_case));

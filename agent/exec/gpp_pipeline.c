@@ -69,6 +69,7 @@ struct gpp_pipeline_s {
     s_act_t *acts;  /* [cfg.n_actions] */
     double *act_ms; /* [cfg.n_actions] */
     char phase[64]; /* what run is doing, for messages */
+    int bad_input;  /* run failed on the model or data the job names */
 };
 
 /* First sample of this replica's share of micro-batch mb, and its size. */
@@ -268,8 +269,10 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
     const gpp_pipeline_cfg_t *c = &self->cfg;
     snprintf(self->phase, sizeof self->phase, "building stage %d", c->stage);
     self->g = gpp_model_load(c->model, err);
-    if (!self->g)
+    if (!self->g) {
+        self->bad_input = 1;
         return -1;
+    }
     for (int i = 0; i < c->n_ops; i++)
         if (c->ops[i] < 0 || c->ops[i] >= self->g->n_ops)
             return gpp_err_set(err, "ops[%d] = %d: %s has %d ops", i, c->ops[i], self->g->name,
@@ -283,8 +286,10 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
         return -1;
     self->data = c->data && c->data[0] ? gpp_data_open(self->g, c->data, 1, c->seed, err)
                                        : gpp_data_new(self->g, c->seed);
-    if (!self->data)
+    if (!self->data) {
+        self->bad_input = 1;
         return -1;
+    }
     /* synthetic data for the next micro-batch in the background only when a
      * device runs the kernels: on the CPU backend it would take their cores */
     gpp_data_set_threads(self->data, gpp_data_threads(self->data),
@@ -688,4 +693,9 @@ void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
     gpp_graph_destroy(&self->g);
     pthread_mutex_destroy(&self->mu);
     free(self);
+}
+
+int gpp_pipeline_bad_input(const gpp_pipeline_t *self)
+{
+    return self->bad_input;
 }

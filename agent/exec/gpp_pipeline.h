@@ -80,10 +80,10 @@ typedef struct {
     const char *rdv_endpoint; /* the coordinator's rendezvous endpoint (gpp_rdv_client) */
     const char *rdv_token;    /* the job's rendezvous token */
     const char *prefix;       /* rendezvous key prefix of this job attempt */
-    int world_size;         /* > 0 */
-    int rank;               /* this replica's comm rank */
-    const char *host;       /* data-plane address to bind, e.g. "127.0.0.1" */
-    int comm_timeout_ms;    /* rendezvous and per-wait limit; 0: the comm's default */
+    int world_size;           /* > 0 */
+    int rank;                 /* this replica's comm rank */
+    const char *host;         /* data-plane address to bind, e.g. "127.0.0.1" */
+    int comm_timeout_ms;      /* rendezvous and per-wait limit; 0: the comm's default */
 } gpp_pipeline_cfg_t;
 
 /* What one iteration measured; valid during the on_metrics call only. */
@@ -92,18 +92,18 @@ typedef struct {
     int n_actions;
     const double *action_ms; /* [n_actions] wall time of each action */
     double iteration_ms;
-    double bubble_ms;             /* waiting for receives and the last sends */
-    int64_t mem_high_water_bytes; /* peak RSS of the process */
+    double bubble_ms;              /* waiting for receives and the last sends */
+    int64_t mem_high_water_bytes;  /* peak RSS of the process */
     int64_t device_mem_peak_bytes; /* the backend's high-water mark since the stage was
                                       built (gpp_backend_mem) */
-    int has_loss;                 /* the stage holds a loss op */
-    double loss;                  /* this replica's share of the mini-batch loss */
-    int64_t samples;              /* samples this replica processed */
+    int has_loss;                  /* the stage holds a loss op */
+    double loss;                   /* this replica's share of the mini-batch loss */
+    int64_t samples;               /* samples this replica processed */
     /* the last iteration on replica 0: the weight digests of the stage's
      * ops with parameters (gpp_ckpt_op_digests); else n_digests = 0 */
     int n_digests;
-    const int *digest_ops;                          /* [n_digests] */
-    const unsigned char (*digests)[32];             /* [n_digests] */
+    const int *digest_ops;              /* [n_digests] */
+    const unsigned char (*digests)[32]; /* [n_digests] */
 } gpp_pipeline_metrics_t;
 
 /* How the pipeline reports; called on the thread running gpp_pipeline_run.
@@ -126,6 +126,10 @@ gpp_pipeline_t *gpp_pipeline_new(const gpp_pipeline_cfg_t *cfg, const gpp_pipeli
  * 0 when every iteration ran; -1 with a message saying what it was doing
  * (building, joining, iteration i) on failure or abort. Call once. */
 int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err);
+/* 1 when the last gpp_pipeline_run failed on the input the job names (the
+ * model cannot be loaded, the dataset cannot be opened or does not fit the
+ * model): the user's to fix, not a fault of this agent. */
+int gpp_pipeline_bad_input(const gpp_pipeline_t *self);
 /* Makes a running or later gpp_pipeline_run fail with "aborted": aborts the
  * communicator so that blocked waits return. Any thread; idempotent. */
 void gpp_pipeline_abort(gpp_pipeline_t *self, const char *reason);

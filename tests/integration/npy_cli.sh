@@ -89,7 +89,7 @@ st=$(ls "$TMP"/ckpt/stage*.safetensors | paste -sd,)
     fail "cluster safetensors ($st)" "$(cat "$TMP/ccmp")"
 C=$(cpu_job_conf "$TMP/cb.toml" 2 3 "$TMP/ckptb" "data = \"x=$B/x7.npy,loss=$TMP/reg/loss.npy\"")
 timeout 120 "$COORD" --plan gpp "$C" >"$TMP/cb.out" 2>"$TMP/cb.err"; rc=$?
-[ $rc != 0 ] && grep -q "x7.npy: field 'shape' is (512, 7)" "$TMP/cb.err" &&
-    ok "cluster job with a bad array fails naming it (rc $rc)" ||
+[ $rc = 2 ] && grep -q "x7.npy: field 'shape' is (512, 7)" "$TMP/cb.err" &&
+    ok "cluster job with a bad array fails naming it (rc $rc: bad input)" ||
     fail "cluster job with a bad array (rc $rc)" "$(grep -v OpenBLAS "$TMP/cb.err" | tail -5)"
 gpp_test_end

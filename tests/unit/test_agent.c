@@ -541,7 +541,8 @@ static void t_abort_while_training(void)
 
 /* Failures the worker reports: an action on no edge of the assignment
  * (Error config, before any thread), a model that does not build (Error
- * from the worker). Both end the agent with 1. */
+ * config from the worker: the job's input is at fault, and the coordinator
+ * exits 2). Both end the agent with 1. */
 static void t_assignment_fails(void)
 {
     for (int i = 0; i < 2; i++) {
@@ -565,7 +566,7 @@ static void t_assignment_fails(void)
         } else {
             s.a.model = "nosuchmodel:x=1";
             want = "stage 0 replica 0: building stage 0";
-            code = GPP__ERROR_CODE__ERROR_INTERNAL;
+            code = GPP__ERROR_CODE__ERROR_CONFIG; /* the job's model: the user's to fix */
         }
         if (s_fx_start(&f) == 0) {
             s_register(&f, s.comm.world_size);
