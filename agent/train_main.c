@@ -437,8 +437,8 @@ int main(int argc, char **argv)
         gpp_profile_cfg_t pc = {.max_micro_batch = max_mb, .seed = o.seed};
         if (gpp_profile_write(g, g->n_ops, ops, be, data, &pc, o.profile_out, &largest, &err) < 0)
             goto fail;
-        printf("wrote profile of %s (%d ops, micro-batch 1..%d) on %s (%s, %s) to %s\n",
-               g->spec, g->n_ops, largest, gpp_backend_device_name(be), gpp_backend_name(be),
+        printf("wrote profile of %s (%d ops, micro-batch 1..%d) on %s (%s, %s) to %s\n", g->spec,
+               g->n_ops, largest, gpp_backend_device_name(be), gpp_backend_name(be),
                gpp_precision_name(gpp_backend_precision(be)), o.profile_out);
         if (largest < max_mb)
             printf("note: sizes above %d (up to %d) not timed (profiling budget %.0f s); the "

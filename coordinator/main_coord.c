@@ -40,39 +40,39 @@ typedef struct {
     int external;   /* ignore launch = "local" */
     int iterations; /* override of job.iterations, 0 keep */
     int quiet_agents;
-    int reprofile;    /* --plan auto: measure a new profile, not the kept one */
-    int resume;       /* continue from the newest complete set in job.checkpoint_dir */
-    int max_restarts; /* local launch: restarts per agent slot after it died */
+    int reprofile;      /* --plan auto: measure a new profile, not the kept one */
+    int resume;         /* continue from the newest complete set in job.checkpoint_dir */
+    int max_restarts;   /* local launch: restarts per agent slot after it died */
     const char *keygen; /* --keygen DIR: make CURVE keys and exit */
     int keygen_agents;  /* --agents N with --keygen; 0: the cluster file's devices */
 } s_opts_t;
 
 static void s_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: gpp-coordinator [options] CLUSTER.toml\n"
-            "  --plan auto|gpp|spp|FILE.json  plan to run (auto: the cluster file's planner)\n"
-            "  --control-only                 no training: agents register, run barriers, stop\n"
-            "  --barriers N                   barriers of a control-only job (default 1)\n"
-            "  --endpoint ENDPOINT            bind here instead of [coordinator] endpoint\n"
-            "  --start-timeout-ms N           wait this long for all agents (default 60000)\n"
-            "  --external                     do not launch agents even if launch = \"local\"\n"
-            "  --agent PATH                   gpp-agent binary for local launch\n"
-            "  --metrics FILE                 JSON-lines metrics file (overrides [metrics] file)\n"
-            "  --iterations N                 override job.iterations\n"
-            "  --reprofile                    --plan auto: profile on the agents again instead\n"
-            "                                 of reusing <checkpoint_dir>/profile.json\n"
-            "  --resume                       continue the job from the newest complete\n"
-            "                                 checkpoint set in job.checkpoint_dir\n"
-            "  --max-restarts N               local launch: when agents die, restart the job\n"
-            "                                 from the newest complete set, at most N times\n"
-            "                                 per agent slot (default 0)\n"
-            "  --keygen DIR [--agents N]      make CURVE keys for the control plane in DIR\n"
-            "                                 (the coordinator's pair and N agent pairs, N\n"
-            "                                 from --agents or the cluster file) and exit;\n"
-            "                                 set [coordinator] key_dir = DIR (docs/operations.md)\n"
-            "  --version                      print the version and git commit\n"
-            "  --help\n");
+    fprintf(
+        f, "usage: gpp-coordinator [options] CLUSTER.toml\n"
+           "  --plan auto|gpp|spp|FILE.json  plan to run (auto: the cluster file's planner)\n"
+           "  --control-only                 no training: agents register, run barriers, stop\n"
+           "  --barriers N                   barriers of a control-only job (default 1)\n"
+           "  --endpoint ENDPOINT            bind here instead of [coordinator] endpoint\n"
+           "  --start-timeout-ms N           wait this long for all agents (default 60000)\n"
+           "  --external                     do not launch agents even if launch = \"local\"\n"
+           "  --agent PATH                   gpp-agent binary for local launch\n"
+           "  --metrics FILE                 JSON-lines metrics file (overrides [metrics] file)\n"
+           "  --iterations N                 override job.iterations\n"
+           "  --reprofile                    --plan auto: profile on the agents again instead\n"
+           "                                 of reusing <checkpoint_dir>/profile.json\n"
+           "  --resume                       continue the job from the newest complete\n"
+           "                                 checkpoint set in job.checkpoint_dir\n"
+           "  --max-restarts N               local launch: when agents die, restart the job\n"
+           "                                 from the newest complete set, at most N times\n"
+           "                                 per agent slot (default 0)\n"
+           "  --keygen DIR [--agents N]      make CURVE keys for the control plane in DIR\n"
+           "                                 (the coordinator's pair and N agent pairs, N\n"
+           "                                 from --agents or the cluster file) and exit;\n"
+           "                                 set [coordinator] key_dir = DIR (docs/operations.md)\n"
+           "  --version                      print the version and git commit\n"
+           "  --help\n");
 }
 
 static int s_parse(int argc, char **argv, s_opts_t *o)
