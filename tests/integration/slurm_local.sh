@@ -172,6 +172,15 @@ if grep -q "^endpoint = \"tcp://\($NODE\|localhost\):[0-9]*\"$" "$TMP/gpp-$J.tom
 else
     fail "the job's cluster file gpp-$J.toml" "$(cat "$TMP/gpp-$J.toml" 2>/dev/null)"
 fi
+# CURVE by default: the job made its own keys, admitted only its 4 agents
+# (no plaintext warning), and removed the keys at the end
+if grep -q "^key_dir = \"$TMP/gpp-$J.keys\"$" "$TMP/gpp-$J.toml" && [ ! -e "$TMP/gpp-$J.keys" ] &&
+    ! grep -q "NOT authenticated" "$TMP/train.out" &&
+    [ "$(grep -c "registered .* (rank" "$TMP/train.out")" = 4 ]; then
+    ok "CURVE on the job's control plane: per-job keys in gpp-$J.keys, removed after the job"
+else
+    fail "per-job CURVE keys" "$(grep -i 'key\|curve\|authenticated' "$TMP/train.out" "$TMP/gpp-$J.toml" | tail -6)"
+fi
 
 # 5. an allocation smaller than the plan: the coordinator says so, exit 2,
 #    the agents' step is ended
