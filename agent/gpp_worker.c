@@ -271,7 +271,20 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
     gpp_graph_t *g = gpp_model_load(rq->model, err);
     if (!g)
         goto out;
-    gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = self->cfg.threads};
+    /* where the job trains: a cuda job's ops are timed on this agent's GPU
+     * (CUDA events, gpp_profile.h) at the job's precision */
+    const int cuda = rq->backend == GPP__BACKEND__BACKEND_CUDA;
+    if (cuda && self->cfg.gpu < 0) {
+        gpp_err_set(err, "asked to profile on a GPU, but this agent has none (start it with "
+                         "gpp-agent --gpu N, or set backend = \"cpu\" in the cluster file)");
+        goto out;
+    }
+    gpp_backend_cfg_t bc = {.kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
+                            .device = cuda ? self->cfg.gpu : 0,
+                            .cpu_threads = self->cfg.threads,
+                            /* Precision is gpp_precision_t + 1 (proto/gpp.proto) */
+                            .precision =
+                                (gpp_precision_t)(rq->precision - GPP__PRECISION__PRECISION_FP32)};
     if (!(be = gpp_backend_new(&bc, err)))
         goto out;
     data = gpp_data_new(g, 1);
@@ -314,6 +327,9 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
     Gpp__ProfileResult res = GPP__PROFILE_RESULT__INIT;
     res.n_ops = n;
     res.ops = rowp;
+    char devname[GPP_MSG_DEVICE_NAME_MAX + 1];
+    snprintf(devname, sizeof devname, "%s", gpp_backend_device_name(be));
+    res.device_name = devname;
     gpp_msg_t m;
     gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_PROFILE_RESULT, &res);
     s_post(self, &m);

@@ -38,17 +38,17 @@ _Static_assert(GPP_ACT_STEP == (int)GPP__ACTION_TYPE__ACT_STEP, "action enum: ST
 _Static_assert(GPP_ACT__COUNT == GPP_ACT_STEP + 1, "action enum: a new type needs a proto value");
 
 struct gpp_job_s {
-    gpp_config_t cfg;     /* copy; nodes not used after new */
-    char plan_arg[1024];  /* --plan as given */
-    char plan_name[1024]; /* the planner or file that made the plan */
-    FILE *out;            /* plan table */
-    int profiling;        /* plan after the agents' profile */
-    int kept;             /* --plan auto from <checkpoint_dir>/profile.json */
+    gpp_config_t cfg;      /* copy; nodes not used after new */
+    char plan_arg[1024];   /* --plan as given */
+    char plan_name[1024];  /* the planner or file that made the plan */
+    FILE *out;             /* plan table */
+    int profiling;         /* plan after the agents' profile */
+    int kept;              /* --plan auto from <checkpoint_dir>/profile.json */
     gpp_cluster_t cluster; /* what the cost model was made from */
-    int measured;         /* the cost model holds a profile (file, kept or the agents') */
-    int defer;            /* cuda without cluster.mem_gib: plan once the agents reported
-                             their GPUs' memory (s_device_mem) */
-    int start;            /* --resume: iterations of the set resumed from; 0 fresh */
+    int measured;          /* the cost model holds a profile (file, kept or the agents') */
+    int defer;             /* cuda without cluster.mem_gib: plan once the agents reported
+                              their GPUs' memory (s_device_mem) */
+    int start;             /* --resume: iterations of the set resumed from; 0 fresh */
     Gpp__ProfileRequest preq;
     int32_t *preq_mbs;
     gpp_graph_t *g;
@@ -65,7 +65,7 @@ struct gpp_job_s {
     char prefix[96];
     /* the last iteration's op digests (gpp_job_metrics_fn) */
     unsigned char (*digest)[GPP_SHA256_BYTES]; /* [g->n_ops] */
-    int *has_digest;                          /* [g->n_ops] */
+    int *has_digest;                           /* [g->n_ops] */
     /* what gpp_job_plan_fn hands out */
     Gpp__Assignment **assign; /* [n_agents] */
 };
@@ -428,8 +428,7 @@ int gpp_job_metrics_fn(void *arg, int rank, const Gpp__Metrics *m, gpp_err_t *er
         self->has_digest = gpp_xcalloc((size_t)n_ops, sizeof *self->has_digest);
     }
     for (size_t i = 0; i < m->n_op_digests; i++) {
-        memcpy(self->digest[m->op_digests[i]->op], m->op_digests[i]->sha256.data,
-               GPP_SHA256_BYTES);
+        memcpy(self->digest[m->op_digests[i]->op], m->op_digests[i]->sha256.data, GPP_SHA256_BYTES);
         self->has_digest[m->op_digests[i]->op] = 1;
     }
     return 0;
@@ -482,16 +481,19 @@ static int s_kept_profile(gpp_job_t *self, int reprofile, gpp_err_t *err)
             fprintf(self->out, "plan: --reprofile: not using %s; the agents profile again\n", path);
         return 0;
     }
-    char model[GPP_CONFIG_PATH], device[GPP_CONFIG_STR];
+    char model[GPP_CONFIG_PATH], device[GPP_CONFIG_STR], prec[16];
     int n_ops = 0;
-    if (gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device, &n_ops, err) < 0)
+    if (gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device, &n_ops, prec,
+                              sizeof prec, err) < 0)
         return gpp_err_prefix(err, "kept profile (gpp-coordinator --reprofile measures a new one)");
-    if (strcmp(model, cfg->job.model) != 0 || strcmp(device, cfg->cluster.device) != 0) {
+    const char *job_prec = gpp_config_precision_name(cfg->job.precision);
+    if (strcmp(model, cfg->job.model) != 0 || strcmp(device, cfg->cluster.device) != 0 ||
+        strcmp(prec, job_prec) != 0) {
         if (self->out)
             fprintf(self->out,
-                    "plan: %s was measured for %s on %s, this job is %s on %s; the agents "
-                    "profile again\n",
-                    path, model, device, cfg->job.model, cfg->cluster.device);
+                    "plan: %s was measured for %s on %s in %s, this job is %s on %s in %s; the "
+                    "agents profile again\n",
+                    path, model, device, prec, cfg->job.model, cfg->cluster.device, job_prec);
         return 0;
     }
     if (n_ops != self->g->n_ops)
@@ -651,6 +653,13 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
         self->preq.n_micro_batches = (size_t)n;
         self->preq.micro_batches = self->preq_mbs;
         self->preq.iterations = 3;
+        /* measured where the job trains: a cuda job's agent 0 times the ops
+         * on its GPU (CUDA events) at the job's precision */
+        self->preq.backend = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA
+                                 ? GPP__BACKEND__BACKEND_CUDA
+                                 : GPP__BACKEND__BACKEND_CPU;
+        self->preq.precision =
+            (Gpp__Precision)(GPP__PRECISION__PRECISION_FP32 + (int)cfg->job.precision);
         if (self->out)
             fprintf(self->out,
                     "plan: auto, after the agents profile %s at micro-batch 1, 2, 4 .. up to "
@@ -681,6 +690,10 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
         rows[i] = (gpp_cost_row_t){r->op, r->micro_batch, r->fwd_ms, r->bwd_ms};
     }
     int rc = gpp_cost_attach_rows(self->cost, rows, res->n_ops, "the agents' profile", err);
+    if (rc == 0) /* kept in <checkpoint_dir>/profile.json's record */
+        gpp_cost_set_profile_source(self->cost,
+                                    res->device_name && res->device_name[0] ? res->device_name : "",
+                                    gpp_config_precision_name(self->cfg.job.precision));
     self->measured |= rc == 0;
     free(rows);
     return rc;
@@ -992,8 +1005,8 @@ void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress
         fprintf(out, "weights sha256 %s\n", hex);
         const char *path = self->cfg.metrics.file;
         FILE *f = path[0] ? fopen(path, "a") : NULL;
-        if (path[0] && (!f || fprintf(f, "{\"weights_sha256\":\"%s\"}\n", hex) < 0 ||
-                        fclose(f) != 0))
+        if (path[0] &&
+            (!f || fprintf(f, "{\"weights_sha256\":\"%s\"}\n", hex) < 0 || fclose(f) != 0))
             gpp_error("metrics file %s: cannot append the weights digest: %s", path,
                       strerror(errno));
     }

@@ -887,8 +887,15 @@ char *gpp_cost_profile_json(const gpp_cost_t *c, const char *model, const char *
     return out;
 }
 
+void gpp_cost_set_profile_source(gpp_cost_t *c, const char *device_name, const char *precision)
+{
+    snprintf(c->prof_device, sizeof c->prof_device, "%s", device_name ? device_name : "");
+    snprintf(c->prof_precision, sizeof c->prof_precision, "%s", precision ? precision : "");
+}
+
 int gpp_cost_profile_meta(const char *path, char *model, size_t model_len, char *device,
-                          size_t device_len, int *n_ops, gpp_err_t *err)
+                          size_t device_len, int *n_ops, char *precision, size_t precision_len,
+                          gpp_err_t *err)
 {
     char *text = gpp_read_file(path, PROFILE_MAX_BYTES, err);
     if (!text)
@@ -901,6 +908,7 @@ int gpp_cost_profile_meta(const char *path, char *model, size_t model_len, char 
     const cJSON *mm = cJSON_GetObjectItemCaseSensitive(m, "model");
     const cJSON *md = cJSON_GetObjectItemCaseSensitive(m, "device");
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(m, "ops");
+    const cJSON *mp = cJSON_GetObjectItemCaseSensitive(m, "precision");
     int rc = 0;
     if (!cJSON_IsString(mm) || !cJSON_IsString(md) || !cJSON_IsNumber(mo) ||
         !(mo->valuedouble >= 0 && mo->valuedouble <= INT_MAX))
@@ -912,6 +920,7 @@ int gpp_cost_profile_meta(const char *path, char *model, size_t model_len, char 
         snprintf(model, model_len, "%s", mm->valuestring);
         snprintf(device, device_len, "%s", md->valuestring);
         *n_ops = (int)mo->valuedouble;
+        snprintf(precision, precision_len, "%s", cJSON_IsString(mp) ? mp->valuestring : "fp32");
     }
     cJSON_Delete(root);
     return rc;

@@ -129,6 +129,10 @@ int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *or
  * line in buf ("profile P measured on NVIDIA H100 80GB HBM3, bf16 matrix
  * products"); 0 when the file said neither device nor precision. */
 int gpp_cost_profile_source(const gpp_cost_t *c, char *buf, size_t len);
+/* Records where the attached rows were measured (the device's own name, ""
+ * when unknown; the precision name): gpp_cost_profile_source and the
+ * record gpp_cost_profile_json writes report them. */
+void gpp_cost_set_profile_source(gpp_cost_t *c, const char *device_name, const char *precision);
 
 /* The attached measurements as a profile.json (authors' schema: an entry
  * per profiled op keyed by op index with name, inputs, input_size,
@@ -136,10 +140,12 @@ int gpp_cost_profile_source(const gpp_cost_t *c, char *buf, size_t len);
  * the GPP_PROFILE_META record naming model and device). Numbers round-trip
  * exactly, so attaching the text gives the same costs. Caller frees. */
 char *gpp_cost_profile_json(const gpp_cost_t *c, const char *model, const char *device);
-/* Reads the GPP_PROFILE_META record of such a file. Returns 0 or -1 (file,
- * JSON or record missing or malformed: the message names the file). */
+/* Reads the GPP_PROFILE_META record of such a file: model, device, op
+ * count and precision ("fp32" when the record has none). Returns 0 or -1
+ * (file, JSON or record missing or malformed: the message names the file). */
 int gpp_cost_profile_meta(const char *path, char *model, size_t model_len, char *device,
-                          size_t device_len, int *n_ops, gpp_err_t *err);
+                          size_t device_len, int *n_ops, char *precision, size_t precision_len,
+                          gpp_err_t *err);
 
 /* One measured (op, micro-batch) figure, as the agents' profiler reports it. */
 typedef struct {

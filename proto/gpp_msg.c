@@ -219,11 +219,21 @@ static int s_check_profile_request(const Gpp__ProfileRequest *p, gpp_err_t *err)
         S_REQUIRE(p->micro_batches[i] > 0, "profile_request.micro_batches[%zu]: %d is not positive",
                   i, p->micro_batches[i]);
     S_REQUIRE(p->iterations > 0, "profile_request.iterations: %d is not positive", p->iterations);
+    S_REQUIRE(p->backend != GPP__BACKEND__BACKEND_UNSPECIFIED, "profile_request.backend: not set");
+    S_REQUIRE(p->precision != GPP__PRECISION__PRECISION_UNSPECIFIED,
+              "profile_request.precision: not set");
+    S_REQUIRE(p->precision == GPP__PRECISION__PRECISION_FP32 ||
+                  p->backend == GPP__BACKEND__BACKEND_CUDA,
+              "profile_request.precision: %s needs backend cuda (the CPU backend computes fp32)",
+              p->precision == GPP__PRECISION__PRECISION_TF32 ? "tf32" : "bf16");
     return 0;
 }
 
 static int s_check_profile_result(const Gpp__ProfileResult *p, gpp_err_t *err)
 {
+    size_t dl = p->device_name ? strlen(p->device_name) : 0;
+    S_REQUIRE(dl <= GPP_MSG_DEVICE_NAME_MAX, "profile_result.device_name: %zu bytes, at most %d",
+              dl, GPP_MSG_DEVICE_NAME_MAX);
     for (size_t i = 0; i < p->n_ops; i++) {
         const Gpp__OpProfile *o = p->ops[i];
         S_REQUIRE(o->op >= 0, "profile_result.ops[%zu].op: %d is negative", i, o->op);
@@ -389,8 +399,8 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
                   e->peer_stage, a->n_stages);
         S_REQUIRE(e->n_tensors > 0, "assignment.edges[%zu].tensors: empty", i);
         for (size_t j = 0; j < e->n_tensors; j++)
-            S_REQUIRE(e->tensors[j] >= -1, "assignment.edges[%zu].tensors[%zu]: %d is below -1",
-                      i, j, e->tensors[j]);
+            S_REQUIRE(e->tensors[j] >= -1, "assignment.edges[%zu].tensors[%zu]: %d is below -1", i,
+                      j, e->tensors[j]);
         S_REQUIRE(e->n_replicas > 0, "assignment.edges[%zu].replicas: empty", i);
         for (size_t j = 0; j < e->n_replicas; j++) {
             const Gpp__PeerReplica *r = e->replicas[j];

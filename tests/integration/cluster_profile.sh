@@ -23,8 +23,9 @@ timeout 120 "$COORD" --plan auto "$(mkconf)" >"$TMP/1.out" 2>"$TMP/1.err"; rc=$?
 plan_of >"$TMP/plan1.json" 2>/dev/null
 if [ $rc = 0 ] && grep -q "profiling the model's ops" "$TMP/1.err" &&
     grep -q '"_gpp"' "$CK/profile.json" && grep -q '"runtime"' "$CK/profile.json" &&
-    grep -q '"forward"' "$CK/profile.json"; then
-    ok "first run profiles and keeps profile.json"
+    grep -q '"forward"' "$CK/profile.json" &&
+    /usr/bin/python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["_gpp"]; sys.exit(m.get("precision") != "fp32")' "$CK/profile.json"; then
+    ok "first run profiles and keeps profile.json (the record says fp32: a CPU agent measured it)"
 else
     fail "first run (rc $rc)"; cat "$TMP/1.out"; grep -v OpenBLAS "$TMP/1.err" | tail -10
 fi
@@ -42,6 +43,19 @@ if [ $rc = 0 ] && grep -q "^plan: auto, from the profile kept in $CK/profile.jso
 else
     fail "second run (rc $rc)"; cat "$TMP/2.out"; grep -v OpenBLAS "$TMP/2.err" | tail -10
     plan_of | diff - "$TMP/plan1.json" | head -20
+fi
+
+# 2b. the kept profile was measured in another precision than the job's:
+# the agents measure again rather than plan from the wrong figures
+cp "$CK/profile.json" "$TMP/profile-fp32.json"
+sed -i 's/"precision":[[:space:]]*"fp32"/"precision": "bf16"/' "$CK/profile.json"
+rm -rf "$CK"/set-*
+timeout 120 "$COORD" --plan auto "$(mkconf)" >"$TMP/2b.out" 2>"$TMP/2b.err"; rc=$?
+if [ $rc = 0 ] && grep -q "^plan: $CK/profile.json was measured for .* in bf16, this job is .* in fp32; the agents profile again" "$TMP/2b.out" &&
+    grep -q "profiling the model's ops" "$TMP/2b.err"; then
+    ok "a kept profile of another precision is measured again"
+else
+    fail "kept profile of another precision (rc $rc)"; cat "$TMP/2b.out"; grep -v OpenBLAS "$TMP/2b.err" | tail -10
 fi
 
 # 3. --reprofile: the agents measure again (a fresh start: the checkpoint

@@ -315,9 +315,11 @@ static void s_send_assignment(s_fx_t *f, s_asg_t *s)
     s_send(f, &out);
 }
 
-static void s_send_profile_request(s_fx_t *f, const char *model)
+static void s_send_profile_request_on(s_fx_t *f, const char *model, Gpp__Backend backend)
 {
     Gpp__ProfileRequest rq = GPP__PROFILE_REQUEST__INIT;
+    rq.backend = backend;
+    rq.precision = GPP__PRECISION__PRECISION_FP32;
     int32_t mbs[2] = {1, 2};
     rq.model = (char *)model;
     rq.n_micro_batches = 2;
@@ -326,6 +328,11 @@ static void s_send_profile_request(s_fx_t *f, const char *model)
     gpp_msg_t out;
     gpp_msg_wrap(&out, 0, 0, GPP__ENVELOPE__BODY_PROFILE_REQUEST, &rq);
     s_send(f, &out);
+}
+
+static void s_send_profile_request(s_fx_t *f, const char *model)
+{
+    s_send_profile_request_on(f, model, GPP__BACKEND__BACKEND_CPU);
 }
 
 /* ---- cases ---- */
@@ -458,6 +465,10 @@ static void t_profile(void)
         s_send_profile_request(&f, S_SPEC);
         gpp_msg_t *m = s_expect(&f, GPP__ENVELOPE__BODY_PROFILE_RESULT);
         GPP_EXPECT(m && m->profile_result->n_ops == 2 * (size_t)s_n_ops());
+        GPP_EXPECT_MSG(
+            m && m->profile_result->device_name &&
+                strcmp(m->profile_result->device_name, "cpu") == 0,
+            "%s", m && m->profile_result->device_name ? m->profile_result->device_name : "(none)");
         gpp_msg_destroy(&m);
         s_send_profile_request(&f, S_SPEC); /* ignored */
         s_send_simple(&f, GPP__ENVELOPE__BODY_SHUTDOWN);
@@ -466,21 +477,27 @@ static void t_profile(void)
     s_fx_fini(&f);
 }
 
-/* A profile request for a model that does not build: Error, exit 1. */
+/* A profile request for a model that does not build, or on a GPU this CPU
+ * agent does not have: Error naming the cause, exit 1. */
 static void t_profile_fails(void)
 {
-    s_fx_t f;
-    s_fx_init(&f);
-    if (s_fx_start(&f) == 0) {
-        s_register(&f, 1);
-        s_send_profile_request(&f, "nosuchmodel:x=1");
-        gpp_msg_t *m = s_expect(&f, GPP__ENVELOPE__BODY_ERROR);
-        GPP_EXPECT_MSG(m && strstr(m->error->text, "profiling nosuchmodel"), "%s",
-                       m ? m->error->text : "");
-        gpp_msg_destroy(&m);
-        GPP_EXPECT(s_fx_join(&f) == 1);
+    for (int i = 0; i < 2; i++) {
+        s_fx_t f;
+        s_fx_init(&f);
+        if (s_fx_start(&f) == 0) {
+            s_register(&f, 1);
+            if (i == 0)
+                s_send_profile_request(&f, "nosuchmodel:x=1");
+            else
+                s_send_profile_request_on(&f, S_SPEC, GPP__BACKEND__BACKEND_CUDA);
+            gpp_msg_t *m = s_expect(&f, GPP__ENVELOPE__BODY_ERROR);
+            const char *want = i == 0 ? "profiling nosuchmodel" : "asked to profile on a GPU";
+            GPP_EXPECT_MSG(m && strstr(m->error->text, want), "%s", m ? m->error->text : "");
+            gpp_msg_destroy(&m);
+            GPP_EXPECT(s_fx_join(&f) == 1);
+        }
+        s_fx_fini(&f);
     }
-    s_fx_fini(&f);
 }
 
 /* A one-rank job from assignment to shutdown: Ready, barrier 0, Metrics per

@@ -477,17 +477,18 @@ static void t_profile_keep(void)
         FILE *f = fdopen(fd, "w");
         fputs(kept, f);
         fclose(f);
-        char model[64], device[16];
+        char model[64], device[16], prec[16];
         int n_ops = 0;
         GPP_EXPECT_MSG(gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device,
-                                             &n_ops, &err) == 0,
+                                             &n_ops, prec, sizeof prec, &err) == 0,
                        "%s", err.msg);
         GPP_EXPECT(strcmp(model, "keep-model") == 0 && strcmp(device, "cpu") == 0 && n_ops == 3);
+        GPP_EXPECT_MSG(strcmp(prec, "fp32") == 0, "%s", prec); /* no precision recorded */
         f = fopen(path, "w");
         fputs(text, f); /* an authors' file has no record: named in the error */
         fclose(f);
         GPP_EXPECT(gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device, &n_ops,
-                                         &err) == -1 &&
+                                         prec, sizeof prec, &err) == -1 &&
                    strstr(err.msg, path) && strstr(err.msg, "_gpp"));
         unlink(path);
     }

@@ -107,6 +107,8 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         s->preq.n_micro_batches = 3;
         s->preq.micro_batches = s->preq_mb;
         s->preq.iterations = 5;
+        s->preq.backend = GPP__BACKEND__BACKEND_CUDA;
+        s->preq.precision = GPP__PRECISION__PRECISION_BF16;
         body = &s->preq;
         break;
     case GPP__ENVELOPE__BODY_PROFILE_RESULT:
@@ -584,6 +586,24 @@ static void m_prof_mb(sample_t *s)
 {
     s->preq_mb[1] = 0;
 }
+static void m_prof_backend(sample_t *s)
+{
+    s->preq.backend = GPP__BACKEND__BACKEND_UNSPECIFIED;
+}
+static void m_prof_precision(sample_t *s)
+{
+    s->preq.precision = GPP__PRECISION__PRECISION_UNSPECIFIED;
+}
+static void m_prof_cpu_bf16(sample_t *s)
+{
+    s->preq.backend = GPP__BACKEND__BACKEND_CPU;
+}
+static void m_prof_devname(sample_t *s)
+{
+    static char name[300];
+    memset(name, 'g', sizeof name - 1);
+    s->pres.device_name = name;
+}
 static void m_prof_nan(sample_t *s)
 {
     s->op[1].fwd_ms = NAN;
@@ -797,6 +817,14 @@ static const bad_case_t BAD[] = {
      "register_ack.rank: 4 outside [0, 4)"},
     {"profile mb", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_mb,
      "profile_request.micro_batches[1]"},
+    {"profile backend", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_backend,
+     "profile_request.backend: not set"},
+    {"profile precision", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_precision,
+     "profile_request.precision: not set"},
+    {"profile cpu bf16", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_cpu_bf16,
+     "profile_request.precision: bf16 needs backend cuda"},
+    {"profile device name", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_devname,
+     "profile_result.device_name: 299 bytes, at most 255"},
     {"profile nan", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_nan,
      "profile_result.ops[1].fwd_ms: not a finite"},
     {"profile op", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_neg, "profile_result.ops[0].op"},
