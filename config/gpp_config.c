@@ -36,8 +36,9 @@ typedef struct {
     const char *expect;       /* "a positive integer" */
 } s_field_t;
 
-static const char *const S_DEVICES[] = {"v100-16g", "v100-32g", "a100-80g",
-                                        "h100-80g", "cpu",      NULL};
+/* every preset of planner/gpp_cost_device.c (keep the two lists equal) */
+static const char *const S_DEVICES[] = {"v100-16g",  "v100-32g", "a100-80g", "h100-80g",
+                                        "h200-141g", "cpu",      NULL};
 static const char *const S_OPTIMS[] = {"sgd", "adamw", NULL};
 static const char *const S_PLANNERS[] = {"gpp", "spp", NULL};
 static const char *const S_LAUNCHES[] = {"local", "external", NULL};
@@ -69,7 +70,7 @@ static const s_field_t S_FIELDS[] = {
     S_STR("coordinator", "key_dir", coordinator.key_dir, "GPP_KEY_DIR",
           "a directory made by gpp-coordinator --keygen DIR"),
     {"cluster", "device", F_STR, C_OFF(cluster.device), C_SZ(cluster.device), 0, 0, 0, 0, S_DEVICES,
-     NULL, "one of v100-16g, v100-32g, a100-80g, h100-80g, cpu"},
+     NULL, "one of v100-16g, v100-32g, a100-80g, h100-80g, h200-141g, cpu"},
     S_STR("cluster", "profile", cluster.profile, NULL, "a path to a profile.json"),
     S_DBL("cluster", "mem_gib", cluster.mem_gib, 0, 0, 1e6, 0, "a memory size in GiB >= 0"),
     S_DBL("cluster", "intra_gbps", cluster.intra_gbps, 0, 0, 1e6, 0, "a bandwidth in GB/s >= 0"),
