@@ -531,6 +531,10 @@ static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *
         return;
     }
     int completed = gpp_progress_add(self->progress, a->rank, mt, &err);
+    if (completed == -2) { /* the metrics file: nothing the agent did */
+        s_abort(self, "%s", err.msg);
+        return;
+    }
     if (completed < 0) {
         s_drop(self, who, err.msg);
         return;

@@ -3,10 +3,12 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -968,8 +970,37 @@ static void s_print_plan(const gpp_job_t *self, FILE *out)
     fflush(out);
 }
 
-void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out)
+/* Appends one whole line to the metrics file at path (0600, O_APPEND): 0,
+ * or -1 after logging why and cutting off a partly written line. */
+static int s_append_metrics_line(const char *path, const char *line)
 {
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        gpp_error("metrics file %s: cannot append the weights digest: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    size_t len = strlen(line);
+    ssize_t w = write(fd, line, len);
+    int e = errno;
+    if (w == (ssize_t)len && fsync(fd) == 0) {
+        close(fd);
+        return 0;
+    }
+    if (w > 0 && w != (ssize_t)len && ftruncate(fd, st.st_size) != 0)
+        gpp_warn("metrics file %s: cannot cut a partly written line: %s", path, strerror(errno));
+    gpp_error("metrics file %s: cannot append the weights digest: %s; the digest is the "
+              "\"weights sha256\" line above",
+              path, w < 0 || w == (ssize_t)len ? strerror(errno) : strerror(e ? e : ENOSPC));
+    close(fd);
+    return -1;
+}
+
+int gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out)
+{
+    int rc = 0;
     gpp_progress_summary_t s;
     gpp_progress_summary(progress, &s);
     const gpp_plan_t *p = self->plan;
@@ -981,7 +1012,7 @@ void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress
     s_print_plan(self, out);
     if (s.iterations_done == 0) {
         fflush(out);
-        return;
+        return 0;
     }
     fprintf(out, "  loss %.6f -> %.6f\n", s.loss_first, s.loss_last);
     fprintf(out, "  measured  %.3f ms/iteration, %.1f samples/s\n", s.iteration_ms,
@@ -1003,12 +1034,13 @@ void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress
     if (self->start + s.iterations_done == self->cfg.job.iterations &&
         s_weights_digest(self, hex)) {
         fprintf(out, "weights sha256 %s\n", hex);
+        fflush(out);
         const char *path = self->cfg.metrics.file;
-        FILE *f = path[0] ? fopen(path, "a") : NULL;
-        if (path[0] &&
-            (!f || fprintf(f, "{\"weights_sha256\":\"%s\"}\n", hex) < 0 || fclose(f) != 0))
-            gpp_error("metrics file %s: cannot append the weights digest: %s", path,
-                      strerror(errno));
+        char line[GPP_SHA256_HEX + 32];
+        snprintf(line, sizeof line, "{\"weights_sha256\":\"%s\"}\n", hex);
+        if (path[0] && s_append_metrics_line(path, line) < 0)
+            rc = -1;
     }
     fflush(out);
+    return rc;
 }

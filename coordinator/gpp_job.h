@@ -91,7 +91,9 @@ int gpp_job_metrics_fn(void *arg, int rank, const Gpp__Metrics *m, gpp_err_t *er
 /* Plan, loss, samples/s and the simulated iteration time next to the
  * measured one; when every op with parameters reported its digest, the
  * line "weights sha256 <hex>" (gpp_ckpt_weights_digest), also appended to
- * the metrics file as {"weights_sha256": "<hex>"}. */
-void gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out);
+ * the metrics file as {"weights_sha256": "<hex>"}. Returns -1 (logged)
+ * when the metrics file could not take that line (the job's exit status is
+ * then 1), else 0. */
+int gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,33 @@ struct gpp_progress_s {
     int done;               /* complete iterations (they complete in order) */
     FILE *text;
     FILE *jsonl;
+    char jsonl_path[4096];
 };
+
+/* open_memstream failing is an allocation failure: fatal, as gpp_xcalloc */
+static void s_oom(void)
+{
+    fprintf(stderr, "gpp: out of memory\n");
+    abort();
+}
+
+/* Appends one whole line to the metrics file: 0, or -1 with the error
+ * (ENOSPC, EIO, ...) after cutting off whatever part of it was written. */
+static int s_append_line(FILE *f, const char *line, size_t len, const char *path, gpp_err_t *err)
+{
+    struct stat st; /* O_APPEND: the line goes at the end, whatever the offset */
+    off_t before = fflush(f) == 0 && fstat(fileno(f), &st) == 0 ? st.st_size : -1;
+    if (before >= 0 && fwrite(line, 1, len, f) == len && fflush(f) == 0)
+        return 0;
+    int e = errno;
+    clearerr(f);
+    if (before >= 0 && ftruncate(fileno(f), before) != 0)
+        gpp_warn("metrics file '%s': cannot cut a partly written line: %s", path, strerror(errno));
+    return gpp_err_set(err,
+                       "metrics file '%s': cannot write iteration metrics: %s; free space there "
+                       "or set another [metrics] file, then gpp-coordinator --resume",
+                       path, strerror(e));
+}
 
 static int *s_dup(const int *a, int n)
 {
@@ -51,8 +78,8 @@ static int *s_dup(const int *a, int n)
 
 double gpp_progress_table_bytes(int n_agents, int iterations)
 {
-    return (double)iterations * ((double)n_agents * sizeof(s_cell_t) + sizeof(int) +
-                                 2 * sizeof(double));
+    return (double)iterations *
+           ((double)n_agents * sizeof(s_cell_t) + sizeof(int) + 2 * sizeof(double));
 }
 
 /* A new run's metrics file: when `path` holds another run's lines, they move
@@ -75,8 +102,10 @@ static int s_keep_previous(const char *path, gpp_err_t *err)
             snprintf(kept, sizeof kept, "%s.%s-%d", path, stamp, k);
         if (link(path, kept) == 0) { /* fails when taken: never replaces a file */
             if (unlink(path) != 0)
-                return gpp_err_set(err, "metrics file '%s': cannot move the previous run's "
-                                        "lines aside: %s", path, strerror(errno));
+                return gpp_err_set(err,
+                                   "metrics file '%s': cannot move the previous run's "
+                                   "lines aside: %s",
+                                   path, strerror(errno));
             gpp_info("metrics file %s held another run's lines: kept as %s", path, kept);
             return 0;
         }
@@ -135,7 +164,15 @@ gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, con
             gpp_progress_destroy(&self);
             return NULL;
         }
-        self->jsonl = fopen(jsonl_path, self->start > 0 ? "a" : "w");
+        /* 0600, never through a link; appended (O_APPEND) by whole lines */
+        int fd = open(jsonl_path,
+                      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+                          (self->start > 0 ? 0 : O_TRUNC),
+                      0600);
+        self->jsonl = fd >= 0 ? fdopen(fd, "a") : NULL;
+        if (fd >= 0 && !self->jsonl)
+            close(fd);
+        snprintf(self->jsonl_path, sizeof self->jsonl_path, "%s", jsonl_path);
         if (!self->jsonl ||
             (self->start > 0 &&
              (fprintf(self->jsonl, "{\"resumed_at_iteration\":%d}\n", self->start) < 0 ||
@@ -173,9 +210,11 @@ void gpp_progress_destroy(gpp_progress_t **self_p)
     *self_p = NULL;
 }
 
-/* Writes iteration it (complete) as text and JSON. */
-static void s_emit(gpp_progress_t *self, int it)
+/* Writes iteration it (complete) as text and JSON; -1 when the metrics
+ * file could not take the line. */
+static int s_emit(gpp_progress_t *self, int it, gpp_err_t *err)
 {
+    int rc = 0;
     s_cell_t *row = &self->cells[(size_t)it * (size_t)self->n_agents];
     double iter_ms = 0, loss = 0;
     int has_loss = 0;
@@ -218,7 +257,13 @@ static void s_emit(gpp_progress_t *self, int it)
         fflush(self->text);
     }
     if (self->jsonl) {
-        FILE *f = self->jsonl;
+        /* the line is made in memory and appended whole: a write that fails
+           (a full disk) is cut back off, so the file holds whole lines only */
+        char *line = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&line, &len);
+        if (!f)
+            s_oom();
         fprintf(f, "{\"iteration\":%d,", self->start + it);
         if (has_loss)
             fprintf(f, "\"loss\":%.9g,", loss);
@@ -258,10 +303,14 @@ static void s_emit(gpp_progress_t *self, int it)
             first = 0;
         }
         fprintf(f, "]}\n");
-        fflush(f);
+        if (fclose(f) != 0)
+            s_oom();
+        rc = s_append_line(self->jsonl, line, len, self->jsonl_path, err);
+        free(line);
     }
     free(bub);
     free(nrep);
+    return rc;
 }
 
 int gpp_progress_add(gpp_progress_t *self, int rank, const Gpp__Metrics *m, gpp_err_t *err)
@@ -301,9 +350,11 @@ int gpp_progress_add(gpp_progress_t *self, int rank, const Gpp__Metrics *m, gpp_
     self->count[m->iteration]++;
     int completed = 0;
     while (self->done < self->iterations && self->count[self->done] == self->in_job) {
-        s_emit(self, self->done);
+        int rc = s_emit(self, self->done, err);
         self->done++;
         completed = 1;
+        if (rc < 0)
+            return -2;
     }
     return completed;
 }

@@ -73,8 +73,11 @@ void gpp_progress_destroy(gpp_progress_t **self_p);
 
 /* Records rank's metrics. Checks them against the job (iteration is the
  * rank's next one, loss only from sink stages, action count): -1 with the
- * reason when they do not fit (the caller drops and counts them). Returns 1
- * when this completed an iteration (a line was printed and written), else 0. */
+ * reason when they do not fit (the caller drops and counts them); -2 with
+ * the reason when the metrics file could not take a completed iteration's
+ * line (a full disk: the file keeps whole lines only; the caller stops the
+ * job). Returns 1 when this completed an iteration (a line was printed and
+ * written), else 0. */
 int gpp_progress_add(gpp_progress_t *self, int rank, const Gpp__Metrics *m, gpp_err_t *err);
 
 /* 1 when every iteration is complete. */

@@ -476,7 +476,7 @@ int main(int argc, char **argv)
             slots[r] = s;
         }
 
-    int rc = 1;
+    int rc = 1, metrics_failed = 0;
     gpp_launch_t *launch = NULL;
     gpp_coord_t *coord = NULL;
     gpp_job_t *job = NULL;
@@ -554,13 +554,16 @@ int main(int argc, char **argv)
         rc = gpp_coord_run(coord) == 0 ? 0 : gpp_coord_exit_code(coord);
         if (o.control_only)
             s_print_barriers(coord, n);
-        else if (job && gpp_coord_progress(coord))
-            gpp_job_print_summary(job, gpp_coord_progress(coord), stdout);
+        else if (job && gpp_coord_progress(coord) &&
+                 gpp_job_print_summary(job, gpp_coord_progress(coord), stdout) < 0 && rc == 0)
+            metrics_failed = 1;
         if (gpp_coord_dropped(coord))
             printf("control: %llu invalid messages dropped\n",
                    (unsigned long long)gpp_coord_dropped(coord));
         if (rc != 0)
             gpp_error("job stopped: %s", gpp_coord_reason(coord));
+        if (metrics_failed) /* trained, but the metrics file lacks the digest: not a clean end */
+            rc = 1;
         /* local agents died (not a signal to us, not a bad job): every agent
          * is stopped and reaped, then the job starts again from the newest
          * complete set (from iteration 0 when there is none yet) */
