@@ -8,7 +8,9 @@
 # coordinator binds by host name, two agents per agent host connect to it
 # by name and train the main job; the loss curve and the weights digest must
 # equal those of the same plan on one host. Then the other bind forms
-# (interface, wildcard) and the bind errors. Needs root and `ip netns`:
+# (interface, wildcard), the bind errors, and a network partition (hostb cut
+# off mid-run: detected, stopped, resumed to the uninterrupted run's
+# weights once healed). Needs root and `ip netns`:
 # exit 77 (skip) where they are not permitted.
 # Usage: multihost_netns.sh BUILD_DIR
 set -u
@@ -236,6 +238,58 @@ kill -TERM $HOLD 2>/dev/null
 bwait $HOLD 20 >/dev/null
 expect_fail "an agent whose --iface does not exist" "interface 'eth9' has no IPv4 address" \
     on hosta "$AGENT" --coordinator tcp://coord:5555 --slot 0 --iface eth9
+# 6. a network partition (issue 12's fault suite): hostb is cut off the
+#    bridge mid-run. The coordinator names a silent agent on hostb after the
+#    heartbeat timeout and stops the job (exit 1); hosta's agents, blocked on
+#    tensors from hostb, are aborted and hostb's give up on the coordinator:
+#    nothing hangs. Healed, --resume with the agents started again finishes
+#    from the newest set with the weights digest of an uninterrupted run.
+ITERS12=12
+conf "$TMP/ref12.toml" "tcp://127.0.0.1:$(free_port)" local '[[nodes]]
+host = "127.0.0.1"
+slots = 4'
+sed -i 's/^\[job\]$/[job]\ncheckpoint_interval = 2/' "$TMP/ref12.toml"
+timeout 300 "$COORD" --plan "$TMP/one.ckpt/plan.json" --iterations $ITERS12 "$TMP/ref12.toml" \
+    >"$TMP/ref12.out" 2>"$TMP/ref12.err"
+REF12=$(digest "$TMP/ref12.jsonl")
+conf "$TMP/part.toml" "tcp://coord:5559" external "$TWO_HOSTS"
+sed -i 's/^\[job\]$/[job]\ncheckpoint_interval = 2/; s/^timeout_ms = 20000$/timeout_ms = 2000/' "$TMP/part.toml"
+spawn coord "$TMP/part.out" "$TMP/part.err" "$COORD" --plan "$TMP/one.ckpt/plan.json" \
+    --iterations $ITERS12 "$TMP/part.toml"
+CP=$!
+wait_until 20 grep -q "listening on" "$TMP/part.err"
+for h in hosta hostb; do agent $h 5559 0 --timeout-ms 2000; agent $h 5559 1 --timeout-ms 2000; done
+APIDS=$(jobs -p)
+wait_until 120 grep -q "^iter 4/$ITERS12 " "$TMP/part.out"
+ip netns exec "${NS}_sw" ip link set v_hostb down
+t0=$(date +%s%N)
+bwait $CP 60
+rc=$?
+t1=$(date +%s%N)
+agents_gone() { ! ip netns pids "${NS}_hosta" | grep -q . && ! ip netns pids "${NS}_hostb" | grep -q .; }
+if [ $rc = 1 ] && [ -n "$REF12" ] && grep -q "job stopped: .*agent hostb:[01] .*" "$TMP/part.err" &&
+    ! grep -q "^iter $ITERS12/$ITERS12 " "$TMP/part.out" && wait_until 30 agents_gone; then
+    ok "hostb cut off after iteration 4: stopped in $(((t1 - t0) / 1000000)) ms naming an agent on hostb (rc 1), every agent gone"
+else
+    fail "network partition (rc $rc)" "$(grep -v OpenBLAS "$TMP/part.err" | grep -i 'error\|stopped' | tail -4)" \
+        "left: $(ip netns pids "${NS}_hosta") $(ip netns pids "${NS}_hostb")"
+fi
+ip netns exec "${NS}_sw" ip link set v_hostb up
+spawn coord "$TMP/part2.out" "$TMP/part2.err" "$COORD" --plan "$TMP/one.ckpt/plan.json" \
+    --iterations $ITERS12 --resume "$TMP/part.toml"
+CP=$!
+wait_until 20 grep -q "listening on" "$TMP/part2.err"
+for h in hosta hostb; do agent $h 5559 0 --timeout-ms 2000; agent $h 5559 1 --timeout-ms 2000; done
+bwait $CP 300
+rc=$?
+if [ $rc = 0 ] && grep -q "resumed from checkpoint set" "$TMP/part2.out" &&
+    [ "$(digest "$TMP/part.jsonl")" = "$REF12" ]; then
+    ok "healed, --resume: $(sed -n 's/^summary: \(.*\)$/\1/p' "$TMP/part2.out"), weights sha256 equal to the uninterrupted run's"
+else
+    fail "--resume after the partition (rc $rc, digest $(digest "$TMP/part.jsonl"), ref $REF12)" \
+        "$(grep -v OpenBLAS "$TMP/part2.err" | tail -5)"
+fi
+
 left() { ip netns pids "${NS}_coord"; ip netns pids "${NS}_hosta"; ip netns pids "${NS}_hostb"; }
 none_left() { [ -z "$(left)" ]; }
 if wait_until 10 none_left; then
