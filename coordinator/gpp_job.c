@@ -274,11 +274,22 @@ static int s_resume_plan_check(gpp_job_t *self, gpp_err_t *err)
 
 /* Where a job starts: --resume continues from the newest complete set in
  * job.checkpoint_dir; a fresh start refuses a directory that already holds
- * a complete set (it would mix two runs' plans and sets). */
+ * a complete set (it would mix two runs' plans and sets); --resume=auto
+ * (resume 2) is --resume where there is a set and a fresh start where
+ * there is none. */
 static int s_start_point(gpp_job_t *self, int resume, gpp_err_t *err)
 {
     const gpp_config_t *cfg = &self->cfg;
     const char *dir = cfg->job.checkpoint_dir;
+    if (resume == 2) {
+        int have = dir[0] ? gpp_ckpt_set_latest(dir, err) : 0;
+        if (have < 0)
+            return gpp_err_prefix(err, "%s: job.checkpoint_dir", cfg->path);
+        if (have == 0)
+            gpp_info("coordinator: --resume=auto: no complete checkpoint set%s%s; starting fresh",
+                     dir[0] ? " in " : " (no job.checkpoint_dir)", dir);
+        resume = have > 0;
+    }
     if (!dir[0])
         return resume ? gpp_err_set(err,
                                     "--resume: %s sets no job.checkpoint_dir, so there is no "

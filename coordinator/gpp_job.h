@@ -55,7 +55,8 @@ typedef struct gpp_job_s gpp_job_t;
  * is appended to. An error when there is no complete set or set N already
  * has job.iterations. Without resume, a job.checkpoint_dir that holds a
  * complete set is refused (naming the directory, --resume and a new
- * directory) before anything in it is written. */
+ * directory) before anything in it is written. resume 2 (--resume=auto):
+ * resume when there is a complete set, else a fresh start. */
 gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile, int resume,
                        FILE *out, gpp_err_t *err);
 

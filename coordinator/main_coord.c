@@ -41,7 +41,8 @@ typedef struct {
     int iterations; /* override of job.iterations, 0 keep */
     int quiet_agents;
     int reprofile;      /* --plan auto: measure a new profile, not the kept one */
-    int resume;         /* continue from the newest complete set in job.checkpoint_dir */
+    int resume;         /* continue from the newest complete set in job.checkpoint_dir: 1 --resume,
+                           2 --resume=auto (a fresh start when there is none) */
     int max_restarts;   /* local launch: restarts per agent slot after it died */
     const char *keygen; /* --keygen DIR: make CURVE keys and exit */
     int keygen_agents;  /* --agents N with --keygen; 0: the cluster file's devices */
@@ -62,8 +63,10 @@ static void s_usage(FILE *f)
            "  --iterations N                 override job.iterations\n"
            "  --reprofile                    --plan auto: profile on the agents again instead\n"
            "                                 of reusing <checkpoint_dir>/profile.json\n"
-           "  --resume                       continue the job from the newest complete\n"
-           "                                 checkpoint set in job.checkpoint_dir\n"
+           "  --resume[=auto]                continue the job from the newest complete\n"
+           "                                 checkpoint set in job.checkpoint_dir; =auto:\n"
+           "                                 start fresh when it holds none (a service that\n"
+           "                                 systemd restarts: gpp-coordinator.service)\n"
            "  --max-restarts N               local launch: when agents die, restart the job\n"
            "                                 from the newest complete set, at most N times\n"
            "                                 per agent slot (default 0)\n"
@@ -87,7 +90,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"metrics", required_argument, 0, 'm'},
                                           {"iterations", required_argument, 0, 'i'},
                                           {"reprofile", no_argument, 0, 'r'},
-                                          {"resume", no_argument, 0, 'R'},
+                                          {"resume", optional_argument, 0, 'R'},
                                           {"max-restarts", required_argument, 0, 'M'},
                                           {"keygen", required_argument, 0, 'K'},
                                           {"agents", required_argument, 0, 'N'},
@@ -143,7 +146,13 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             o->reprofile = 1;
             break;
         case 'R':
-            o->resume = 1;
+            if (optarg && strcmp(optarg, "auto") != 0) {
+                fprintf(stderr,
+                        "gpp-coordinator: --resume=%s: expected --resume or --resume=auto\n",
+                        optarg);
+                return -1;
+            }
+            o->resume = optarg ? 2 : 1;
             break;
         case 'M':
             o->max_restarts = (int)v;
