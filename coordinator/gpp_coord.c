@@ -802,6 +802,12 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
             s_abort(self, "agent %s silent for %.1f s (heartbeat timeout %.1f s)",
                     gpp_agent_name(a, who, sizeof who), (now - a->last_seen_ms) / 1000.0,
                     self->cfg.timeout_ms / 1000.0);
+            /* a local agent that stopped answering (hung, stopped) will not
+               act on the Abort: SIGKILL it now rather than after the exit
+               grace, so a restart (--max-restarts) begins at once */
+            pid_t pid = self->cfg.launch ? gpp_launch_kill(self->cfg.launch, r, SIGKILL) : 0;
+            if (pid > 0)
+                gpp_warn("coordinator: killed the silent local agent %s", who);
             return 0;
         }
     }

@@ -76,8 +76,7 @@ void gpp_launch_destroy(gpp_launch_t **self_p)
     *self_p = NULL;
 }
 
-pid_t gpp_launch_spawn(gpp_launch_t *self, char *const argv[], int tag, int keep_fd,
-                       gpp_err_t *err)
+pid_t gpp_launch_spawn(gpp_launch_t *self, char *const argv[], int tag, int keep_fd, gpp_err_t *err)
 {
     assert(self && argv && argv[0]);
     if (access(argv[0], X_OK) < 0)
@@ -126,6 +125,16 @@ int gpp_launch_reap(gpp_launch_t *self, gpp_launch_exit_fn *fn, void *arg)
         }
     }
     return reaped;
+}
+
+pid_t gpp_launch_kill(gpp_launch_t *self, int tag, int sig)
+{
+    for (int i = 0; i < self->n; i++)
+        if (self->kids[i].pid && self->kids[i].tag == tag) {
+            kill(self->kids[i].pid, sig);
+            return self->kids[i].pid;
+        }
+    return 0;
 }
 
 int gpp_launch_live(const gpp_launch_t *self)

@@ -43,6 +43,10 @@ int gpp_launch_reap(gpp_launch_t *self, gpp_launch_exit_fn *fn, void *arg);
 
 /* Children not yet reaped. */
 int gpp_launch_live(const gpp_launch_t *self);
+/* Sends sig to the live (not yet reaped) child spawned with tag; its pid
+ * or 0 when there is none. A reaped pid is never signalled, so a reused
+ * pid is safe. */
+pid_t gpp_launch_kill(gpp_launch_t *self, int tag, int sig);
 
 /* "exited with status 3" / "killed by signal 9 (Killed)". */
 const char *gpp_launch_status_str(int status, char *buf, size_t len);
