@@ -357,7 +357,15 @@ static void s_zap_actor(zsock_t *pipe, void *arg)
 {
     gpp_curve_server_t *self = arg;
     zsock_t *zap = zsock_new(ZMQ_REP);
-    if (!zap || zsock_bind(zap, S_ZAP_ENDPOINT) < 0) {
+    /* the endpoint is fixed (RFC 27) and libzmq releases an inproc name
+     * only when its reaper thread closes the socket: right after a previous
+     * server was destroyed it may still be taken, so try again for up to 2 s */
+    int bound = zap ? zsock_bind(zap, S_ZAP_ENDPOINT) : -1;
+    for (int i = 0; zap && bound < 0 && zmq_errno() == EADDRINUSE && i < 200; i++) {
+        zclock_sleep(10);
+        bound = zsock_bind(zap, S_ZAP_ENDPOINT);
+    }
+    if (!zap || bound < 0) {
         zsock_destroy(&zap);
         zsock_signal(pipe, 0); /* zactor_new waits for it; zap_bound stays 0 */
         return;
