@@ -54,7 +54,8 @@ typedef struct {
 
 static const char SUPPORTED[] =
     "gpp maps Gemm, MatMul(+Add bias), Relu, Gelu (and its Erf form), LayerNormalization, "
-    "Concat (last axis), Add, Gather+ReduceSum (embedding bag), Identity, Flatten (2-d), "
+    "Concat, Split and Slice (last axis), Add, Gather+ReduceSum (embedding bag), Identity, Flatten "
+    "(2-d), "
     "Constant";
 
 /* ---- errors ---- */
@@ -655,6 +656,139 @@ static int s_add(imp_t *im, int i)
     return s_out_op(im, i, n->output[0], gpp_graph_add2(im->g, name, a->op, b->op), a->rank);
 }
 
+/* A constant 1-d integer tensor's elements into out[cap]; the count, or -1
+ * + message naming what it is. */
+static int s_ints(imp_t *im, int i, const val_t *v, const char *what, int64_t *out, int cap)
+{
+    int64_t n;
+    if (s_tensor_check(im, i, v->t, 0, &n) < 0)
+        return -1;
+    if (v->t->n_dims > 1 || n > cap)
+        return s_fail(im, i, "%s '%s' must be a 1-d integer tensor of at most %d values", what,
+                      v->name, cap);
+    for (int64_t k = 0; k < n; k++)
+        out[k] = s_int_at(v->t, k);
+    return (int)n;
+}
+
+/* ONNX's axis as gpp's: the feature axis (rank - 1, or -1) -> 0; any other
+ * -> -1 + message. */
+static int s_feature_axis(imp_t *im, int i, const val_t *x, int64_t axis, const char *how)
+{
+    if (axis == -1 || axis == x->rank - 1)
+        return 0;
+    return s_fail(im, i,
+                  "gpp %s only along the features (the last axis, %d or -1); this node "
+                  "has axis %lld",
+                  how, x->rank - 1, (long long)axis);
+}
+
+#define SPLIT_MAX 4096 /* outputs of one Split */
+
+/* Split along the features: a gpp slice per output. The sizes are the
+ * 'split' input (opset 13+) or attribute (opset < 13), else equal parts
+ * (num_outputs in opset 18, or the number of outputs). */
+static int s_split(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    int64_t axis, rows, cols, sz[SPLIT_MAX], nout = (int64_t)n->n_output, np;
+    const val_t *x = s_in(im, i, 0, V_OP);
+    if (!x || s_attr_int(im, i, "axis", 0, &axis) < 0 ||
+        s_attr_int(im, i, "num_outputs", nout, &np) < 0 ||
+        s_feature_axis(im, i, x, axis, "splits") < 0 || s_shape(im, x, &rows, &cols) < 0)
+        return -1;
+    if (nout > SPLIT_MAX || np != nout)
+        return s_fail(im, i,
+                      "%lld outputs, num_outputs %lld: gpp splits into 1..%d outputs, one "
+                      "per part",
+                      (long long)nout, (long long)np, SPLIT_MAX);
+    const attr_t *a = s_attr(n, "split");
+    int have = 0;
+    if (n->n_input > 1 && n->input[1][0]) {
+        const val_t *sv = s_in(im, i, 1, V_CONST);
+        if (!sv || (have = s_ints(im, i, sv, "split sizes", sz, SPLIT_MAX)) < 0)
+            return -1;
+    } else if (a) {
+        if (a->n_ints > SPLIT_MAX)
+            return s_fail(im, i, "attribute 'split' has more than %d sizes", SPLIT_MAX);
+        for (size_t k = 0; k < a->n_ints; k++)
+            sz[k] = a->ints[k];
+        have = (int)a->n_ints;
+    } else { /* equal parts, the last one smaller (opset 18) */
+        int64_t part = (cols + nout - 1) / nout;
+        for (int64_t k = 0; k < nout; k++)
+            sz[k] = cols - k * part < part ? cols - k * part : part;
+        have = (int)nout;
+    }
+    int64_t sum = 0;
+    for (int k = 0; k < have; k++) {
+        if (sz[k] < 1 || sz[k] > cols)
+            return s_fail(im, i,
+                          "split size %d is %lld: gpp needs every part non-empty (at "
+                          "most the %lld features of '%s')",
+                          k + 1, (long long)sz[k], (long long)cols, x->name);
+        sum += sz[k];
+    }
+    if (have != nout || sum != cols)
+        return s_fail(im, i,
+                      "split sizes give %d parts of %lld features in all, but the node has "
+                      "%lld outputs and '%s' %lld features",
+                      have, (long long)sum, (long long)nout, x->name, (long long)cols);
+    int64_t start = 0;
+    for (int64_t k = 0; k < nout; k++) {
+        char name[GPP_NAME_LEN];
+        s_opname(im, n->output[k], 0, name);
+        int id = gpp_graph_slice(im->g, name, x->op, start, sz[k]);
+        if (s_out_op(im, i, n->output[k], id, x->rank) < 0)
+            return -1;
+        start += sz[k];
+    }
+    return 0;
+}
+
+/* Slice of the features with step 1 (x[..., a:b] in PyTorch): a gpp slice.
+ * starts, ends, axes, steps are constant inputs (opset 10+) or attributes. */
+static int s_slice(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    int64_t rows, cols, v[4][8], cnt[4] = {0, 0, -1, -1};
+    static const char *what[] = {"starts", "ends", "axes", "steps"};
+    const val_t *x = s_in(im, i, 0, V_OP);
+    if (!x || s_shape(im, x, &rows, &cols) < 0)
+        return -1;
+    for (int k = 0; k < 4; k++) {
+        const attr_t *a = s_attr(n, what[k]);
+        if (n->n_input > (size_t)k + 1 && n->input[k + 1][0]) {
+            const val_t *c = s_in(im, i, k + 1, V_CONST);
+            if (!c || (cnt[k] = s_ints(im, i, c, what[k], v[k], 8)) < 0)
+                return -1;
+        } else if (a) {
+            if (a->n_ints > 8)
+                return s_fail(im, i, "attribute '%s' has more than 8 values", what[k]);
+            for (size_t j = 0; j < a->n_ints; j++)
+                v[k][j] = a->ints[j];
+            cnt[k] = (int64_t)a->n_ints;
+        }
+    }
+    int64_t axis = cnt[2] < 0 ? 0 : cnt[2] == 1 ? v[2][0] : -2, step = cnt[3] == 1 ? v[3][0] : 1;
+    if (cnt[0] != 1 || cnt[1] != 1 || (cnt[2] >= 0 && cnt[2] != 1) || (cnt[3] >= 0 && cnt[3] != 1))
+        return s_fail(im, i, "gpp maps Slice of one axis only (one start, end and axis)");
+    if (s_feature_axis(im, i, x, axis, "slices") < 0)
+        return -1;
+    if (step != 1)
+        return s_fail(im, i, "Slice step %lld: gpp slices contiguous features (step 1)",
+                      (long long)step);
+    int64_t b = v[0][0] < 0 ? v[0][0] + cols : v[0][0], e = v[1][0] < 0 ? v[1][0] + cols : v[1][0];
+    b = b < 0 ? 0 : b > cols ? cols : b; /* ONNX clamps; torch writes INT64_MAX for "to the end" */
+    e = e < 0 ? 0 : e > cols ? cols : e;
+    if (e <= b)
+        return s_fail(im, i, "Slice [%lld, %lld) of '%s' (%lld features) is empty", (long long)b,
+                      (long long)e, x->name, (long long)cols);
+    char name[GPP_NAME_LEN];
+    s_opname(im, n->name && *n->name ? n->name : n->output[0], 0, name);
+    return s_out_op(im, i, n->output[0], gpp_graph_slice(im->g, name, x->op, b, e - b), x->rank);
+}
+
 static int s_gather(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
@@ -745,7 +879,7 @@ static const char *s_hint(const char *op)
         {"Softmax", "for a classifier drop the final Softmax and train with loss=ce (it applies "
                     "log-softmax); gpp's softmax exists only inside its attention op"},
         {"LogSoftmax", "drop it and train with loss=ce"},
-        {"Split", "gpp has no split: give each branch its own graph input"},
+        {"Split", "gpp splits the features (the last axis) only"},
         {"Dropout", "gpp has no dropout: export in eval mode (model.eval()), which leaves it out"},
         {"Reshape", "gpp keeps each sample a [rows, cols] matrix: no reshapes"},
         {"Transpose", "gpp keeps each sample a [rows, cols] matrix: no transposes"},
@@ -794,6 +928,10 @@ static int s_node(imp_t *im, int i)
         rc = s_add(im, i);
     else if (!strcmp(op, "Gather"))
         rc = s_gather(im, i);
+    else if (!strcmp(op, "Split"))
+        rc = s_split(im, i);
+    else if (!strcmp(op, "Slice"))
+        rc = s_slice(im, i);
     else if (!strcmp(op, "ReduceSum"))
         rc = s_reducesum(im, i);
     else if (!strcmp(op, "Identity"))
@@ -808,8 +946,9 @@ static int s_node(imp_t *im, int i)
         return s_fail(im, i, "unsupported op %s; %s. %s", op, s_hint(op), SUPPORTED);
     if (rc < 0)
         return -1;
-    /* extra outputs (LayerNormalization's mean, ...) exist but gpp has no value for them */
-    for (size_t k = 1; k < n->n_output; k++)
+    /* extra outputs (LayerNormalization's mean, ...) exist but gpp has no
+     * value for them; a Split defined all of its own */
+    for (size_t k = 1; k < n->n_output && strcmp(op, "Split"); k++)
         if (n->output[k][0]) {
             val_t *v = s_define(im, i, n->output[k], V_BAD);
             if (!v)

@@ -171,6 +171,47 @@ static void t_residual(void)
     gpp_graph_destroy(&g);
 }
 
+/* split.onnx: Split [4, 6] and Slice [2, end) of one input x [N, 10] */
+static void t_split(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_model_load("tests/data/onnx/split.onnx", &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    static const struct {
+        const char *name;
+        gpp_op_type_t type;
+        int64_t start, cols;
+    } want[] = {{"x", GPP_OP_INPUT, 0, 10},    {"xa", GPP_OP_SLICE, 0, 4},
+                {"xb", GPP_OP_SLICE, 4, 6},    {"fa", GPP_OP_LINEAR, 0, 5},
+                {"fb", GPP_OP_LINEAR, 0, 7},   {"/Slice", GPP_OP_SLICE, 2, 8},
+                {"fc", GPP_OP_LINEAR, 0, 3},   {"/Concat", GPP_OP_CONCAT, 0, 15},
+                {"head", GPP_OP_LINEAR, 0, 3}, {"loss", GPP_OP_LOSS_MSE, 0, 1}};
+    GPP_EXPECT(g->n_ops == 12);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int id = s_find_op(g, want[i].name);
+        GPP_EXPECT_MSG(id >= 0 && g->ops[id].type == want[i].type &&
+                           g->ops[id].start == want[i].start && g->ops[id].cols == want[i].cols &&
+                           g->ops[id].rows == 1,
+                       "op '%s'", want[i].name);
+    }
+    int xa = s_find_op(g, "xa"), fb = s_find_op(g, "fb");
+    GPP_EXPECT(xa >= 0 && g->ops[xa].inputs[0] == s_find_op(g, "x"));
+    GPP_EXPECT(fb >= 0 && g->ops[fb].inputs[0] == s_find_op(g, "xb") && g->ops[fb].bias);
+    gpp_graph_t *j = NULL;
+    GPP_EXPECT_MSG(gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    /* through gpp-graph/1 JSON: slice's attributes round-trip */
+    char *text = gpp_graph_to_json(g);
+    j = gpp_graph_parse_json(text, "split.json", &err);
+    GPP_EXPECT_MSG(j && gpp_graph_finalize(j, &err) == 0, "%s", err.msg);
+    int js = j ? s_find_op(j, "xb") : -1;
+    GPP_EXPECT(js >= 0 && j->ops[js].start == 4 && j->ops[js].width == 6);
+    free(text);
+    gpp_graph_destroy(&j);
+    gpp_graph_destroy(&g);
+}
+
 static void t_spec(void)
 {
     GPP_EXPECT(gpp_onnx_is_spec("m.onnx") && gpp_onnx_is_spec("onnx:m") &&
@@ -353,6 +394,81 @@ static void s_sparse(base_t *s)
     s->g.n_sparse_initializer = 1;
 }
 
+/* The Relu as a Split / Slice of h [N, 3] with the given attribute, and
+ * with the features as the axis (Split's axis -1, Slice's axes [-1]). */
+static Gpponnx__Attribute s_a[3], *s_ap[3];
+static void s_as(base_t *s, const char *op, const char *attr, int n, const int64_t *v, int outs)
+{
+    static int64_t iv[4], minus1[1] = {-1};
+    static char *out[3] = {"y", "y2", "y3"};
+    memcpy(iv, v, (size_t)n * sizeof *iv);
+    for (int k = 0; k < 3; k++) {
+        gpponnx__attribute__init(&s_a[k]);
+        s_ap[k] = &s_a[k];
+    }
+    s_a[0].name = (char *)attr;
+    if (n == 1 && !strcmp(attr, "axis"))
+        s_a[0].has_i = 1, s_a[0].i = v[0];
+    else
+        s_a[0].ints = iv, s_a[0].n_ints = (size_t)n;
+    if (!strcmp(op, "Split"))
+        s_a[1].name = "axis", s_a[1].has_i = 1, s_a[1].i = -1;
+    else
+        s_a[1].name = "axes", s_a[1].ints = minus1, s_a[1].n_ints = 1;
+    s->relu.op_type = (char *)op;
+    s->relu.attribute = s_ap;
+    s->relu.n_attribute = strcmp(attr, "axis") ? 2 : 1;
+    s->relu.output = out;
+    s->relu.n_output = (size_t)outs;
+}
+static void s_split_axis(base_t *s)
+{
+    s_as(s, "Split", "axis", 1, (int64_t[]){0}, 1);
+}
+static void s_split_sum(base_t *s)
+{
+    s_as(s, "Split", "split", 2, (int64_t[]){1, 1}, 2);
+}
+static void s_split_zero(base_t *s)
+{
+    s_as(s, "Split", "split", 2, (int64_t[]){3, 0}, 2);
+}
+static void s_split_parts(base_t *s)
+{
+    s_as(s, "Split", "split", 3, (int64_t[]){1, 1, 1}, 2);
+}
+static void s_slice_axis(base_t *s)
+{
+    s_as(s, "Slice", "starts", 1, (int64_t[]){0}, 1);
+    static char *in[4] = {"h", "fc.weight", "fc.weight", "fc.weight"};
+    s->relu.input = in; /* starts from a float tensor */
+    s->relu.n_input = 4;
+}
+static void s_slice_empty(base_t *s)
+{
+    static int64_t en[1] = {1};
+    s_as(s, "Slice", "starts", 1, (int64_t[]){2}, 1);
+    s_a[2].name = "ends", s_a[2].ints = en, s_a[2].n_ints = 1;
+    s->relu.n_attribute = 3;
+}
+
+/* Split without sizes: equal parts (opset 18's num_outputs rule) */
+static void t_split_equal(void)
+{
+    base_t s;
+    gpp_err_t err = {{0}};
+    s_base(&s);
+    s_as(&s, "Split", "axis", 1, (int64_t[]){-1}, 3);
+    gpp_graph_t *g = s_import(&s, &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    for (int k = 0; g && k < 3; k++) {
+        int id = s_find_op(g, k == 0 ? "y" : k == 1 ? "y2" : "y3");
+        GPP_EXPECT(id >= 0 && g->ops[id].type == GPP_OP_SLICE && g->ops[id].start == k &&
+                   g->ops[id].width == 1);
+    }
+    gpp_graph_destroy(&g);
+}
+
 static void t_errors(void)
 {
     static const struct {
@@ -360,7 +476,8 @@ static void t_errors(void)
         void (*mutate)(base_t *);
         const char *want1, *want2;
     } cases[] = {
-        {"unsupported op", s_softmax, "node 1 '/Relu' (Softmax): unsupported op Softmax", "loss=ce"},
+        {"unsupported op", s_softmax, "node 1 '/Relu' (Softmax): unsupported op Softmax",
+         "loss=ce"},
         {"dynamic shape", s_dynamic, "dynamic shape: graph input 'x' dimension 1 is 'feat'",
          "dynamic_axes"},
         {"rank 1 input", s_rank1, "graph input 'x' has rank 1", "[batch, features]"},
@@ -387,6 +504,14 @@ static void t_errors(void)
         {"no inputs", s_noinput, "no inputs besides its initializers", "t.onnx"},
         {"bias size", s_biasn, "bias 'fc.bias' must hold 3 values", "/fc/Gemm"},
         {"sparse initializer", s_sparse, "sparse initializers", "dense"},
+        {"split axis", s_split_axis, "node 1 '/Relu' (Split): gpp splits only along the features",
+         "axis 0"},
+        {"split sizes", s_split_sum, "split sizes give 2 parts of 2 features in all",
+         "'h' 3 features"},
+        {"split empty part", s_split_zero, "split size 2 is 0", "non-empty"},
+        {"split parts", s_split_parts, "3 parts of 3 features", "has 2 outputs"},
+        {"slice float axes", s_slice_axis, "tensor 'fc.weight' has element type FLOAT", "(Slice)"},
+        {"slice empty", s_slice_empty, "Slice [2, 1) of 'h' (3 features) is empty", "/Relu"},
     };
     base_t s;
     gpp_err_t err = {{0}};
@@ -418,6 +543,8 @@ int main(void)
 {
     static const gpp_test_case_t cases[] = {{"branches", t_branches},
                                             {"residual", t_residual},
+                                            {"split", t_split},
+                                            {"split_equal", t_split_equal},
                                             {"spec", t_spec},
                                             {"errors", t_errors},
                                             {NULL, NULL}};

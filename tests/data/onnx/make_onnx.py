@@ -11,6 +11,12 @@ usage: make_onnx.py OUT_DIR
                  idx [N,3] int64 -> Gather(emb.weight [20,5]) -> ReduceSum(axis 1)
                  Concat(last axis) -> LayerNormalization -> Gemm(transB=0) -> y [N,4]
   residual.onnx  x [N,2,8] (rows = 2) -> MatMul -> Relu -> Add(x) -> Identity -> y
+  split.onnx     one feature vector split into branches, as torch.split and
+                 x[:, a:b] export (opset 13+: sizes as a constant input):
+                 x [N,10] -> Split(axis 1, split=[4, 6]) -> Gemm -> Relu
+                                                         -> MatMul + Add -> Relu
+                 x -> Slice(starts 2, ends INT64_MAX, axes -1) -> Gemm
+                 Concat(last axis) -> Gemm -> y [N,3]
 The weights are written as raw_data except b's MatMul weight (float_data),
 so both encodings are read."""
 import os
@@ -78,10 +84,39 @@ def residual():
     return helper.make_graph(nodes, "residual", inputs, outputs, inits)
 
 
+def split():
+    inits = [w("fa.weight", 5, 4), w("fa.bias", 5),
+             w("onnx::MatMul_7", 6, 7), w("fb.bias", 7),
+             w("fc.weight", 3, 8), w("fc.bias", 3),
+             w("head.weight", 3, 15), w("head.bias", 3),
+             numpy_helper.from_array(np.array([4, 6], dtype=np.int64), "onnx::Split_1"),
+             numpy_helper.from_array(np.array([2], dtype=np.int64), "starts"),
+             numpy_helper.from_array(np.array([2**63 - 1], dtype=np.int64), "ends"),
+             numpy_helper.from_array(np.array([-1], dtype=np.int64), "axes")]
+    nodes = [
+        helper.make_node("Split", ["x", "onnx::Split_1"], ["xa", "xb"], name="/Split", axis=1),
+        helper.make_node("Gemm", ["xa", "fa.weight", "fa.bias"], ["ha"], name="/fa/Gemm",
+                         transB=1),
+        helper.make_node("Relu", ["ha"], ["ra"], name="/Relu"),
+        helper.make_node("MatMul", ["xb", "onnx::MatMul_7"], ["mb"], name="/fb/MatMul"),
+        helper.make_node("Add", ["fb.bias", "mb"], ["hb"], name="/fb/Add"),
+        helper.make_node("Relu", ["hb"], ["rb"], name="/Relu_1"),
+        helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["xc"], name="/Slice"),
+        helper.make_node("Gemm", ["xc", "fc.weight", "fc.bias"], ["hc"], name="/fc/Gemm",
+                         transB=1),
+        helper.make_node("Concat", ["ra", "rb", "hc"], ["c"], name="/Concat", axis=-1),
+        helper.make_node("Gemm", ["c", "head.weight", "head.bias"], ["y"], name="/head/Gemm",
+                         transB=1),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 10])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])]
+    return helper.make_graph(nodes, "split", inputs, outputs, inits)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    for name, g in (("branches", branches()), ("residual", residual())):
+    for name, g in (("branches", branches()), ("residual", residual()), ("split", split())):
         m = helper.make_model(g, producer_name="gpp make_onnx.py",
                               opset_imports=[helper.make_opsetid("", 17)])
         onnx.checker.check_model(m)
