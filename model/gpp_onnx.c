@@ -27,7 +27,13 @@ typedef Gpponnx__Node node_t;
 typedef Gpponnx__Tensor tensor_t;
 typedef Gpponnx__Attribute attr_t;
 
-enum { V_OP, V_CONST, V_GATHER, V_BAD };
+/* V_SHAPE: a small integer vector computed from shapes (Shape -> Gather ->
+ * Unsqueeze -> Concat -> Reshape, as torch exports x.view(x.size(0), -1)),
+ * folded at import; the batch size is the symbol BATCH. */
+enum { V_OP, V_CONST, V_GATHER, V_BAD, V_SHAPE };
+
+#define SV_MAX 8        /* elements of a V_SHAPE vector */
+#define BATCH INT64_MIN /* the symbolic batch dimension in a V_SHAPE */
 
 typedef struct {
     const char *name; /* points into the decoded message */
@@ -36,6 +42,9 @@ typedef struct {
     int rank;         /* V_OP: 2 ([N, cols]) or 3 ([N, rows, cols]), the batch included */
     const tensor_t *t;    /* V_CONST: the value; V_GATHER: the table */
     const char *producer; /* V_BAD: the node that made it */
+    int64_t sv[SV_MAX];   /* V_SHAPE: the elements */
+    int sn;               /* V_SHAPE: their number */
+    int scalar;           /* V_SHAPE: a 0-d value (sn = 1) */
 } val_t;
 
 typedef struct {
@@ -147,8 +156,8 @@ static val_t *s_val(imp_t *im, int node, const char *name, int want)
     }
     if (want >= 0 && v->kind != want) {
         static const char *what[] = {"an activation (the output of a node or a graph input)",
-                                     "a constant (an initializer)", "a gathered table (Gather)",
-                                     ""};
+                                     "a constant (an initializer)", "a gathered table (Gather)", "",
+                                     "a shape (Shape)"};
         s_fail(im, node, "input '%s' must be %s", v->name, what[want]);
         return NULL;
     }
@@ -656,18 +665,35 @@ static int s_add(imp_t *im, int i)
     return s_out_op(im, i, n->output[0], gpp_graph_add2(im->g, name, a->op, b->op), a->rank);
 }
 
-/* A constant 1-d integer tensor's elements into out[cap]; the count, or -1
- * + message naming what it is. */
-static int s_ints(imp_t *im, int i, const val_t *v, const char *what, int64_t *out, int cap)
+/* The integers of value v (an integer constant of rank 0 or 1, or a folded
+ * shape) into out[cap]; *scalar (may be NULL): v is 0-d. The batch symbol
+ * only where allow_batch. The count, or -1 + message naming what it is. */
+static int s_ints(imp_t *im, int i, const val_t *v, const char *what, int64_t *out, int cap,
+                  int *scalar, int allow_batch)
 {
     int64_t n;
-    if (s_tensor_check(im, i, v->t, 0, &n) < 0)
-        return -1;
-    if (v->t->n_dims > 1 || n > cap)
+    int sc;
+    if (v->kind == V_SHAPE) {
+        n = v->sn, sc = v->scalar;
+        if (n <= cap)
+            memcpy(out, v->sv, (size_t)n * sizeof *out);
+    } else if (v->kind == V_CONST) {
+        if (s_tensor_check(im, i, v->t, 0, &n) < 0)
+            return -1;
+        sc = v->t->n_dims == 0;
+        for (int64_t k = 0; k < n && n <= cap && v->t->n_dims <= 1; k++)
+            out[k] = s_int_at(v->t, k);
+    } else
+        return s_fail(im, i, "%s '%s' must be a constant", what, v->name);
+    if ((v->kind == V_CONST && v->t->n_dims > 1) || n > cap)
         return s_fail(im, i, "%s '%s' must be a 1-d integer tensor of at most %d values", what,
                       v->name, cap);
-    for (int64_t k = 0; k < n; k++)
-        out[k] = s_int_at(v->t, k);
+    for (int64_t k = 0; k < n && !allow_batch; k++)
+        if (out[k] == BATCH)
+            return s_fail(im, i, "%s '%s' holds the batch size, which gpp leaves symbolic", what,
+                          v->name);
+    if (scalar)
+        *scalar = sc;
     return (int)n;
 }
 
@@ -705,8 +731,8 @@ static int s_split(imp_t *im, int i)
     const attr_t *a = s_attr(n, "split");
     int have = 0;
     if (n->n_input > 1 && n->input[1][0]) {
-        const val_t *sv = s_in(im, i, 1, V_CONST);
-        if (!sv || (have = s_ints(im, i, sv, "split sizes", sz, SPLIT_MAX)) < 0)
+        const val_t *sv = s_in(im, i, 1, -1);
+        if (!sv || (have = s_ints(im, i, sv, "split sizes", sz, SPLIT_MAX, NULL, 0)) < 0)
             return -1;
     } else if (a) {
         if (a->n_ints > SPLIT_MAX)
@@ -759,8 +785,8 @@ static int s_slice(imp_t *im, int i)
     for (int k = 0; k < 4; k++) {
         const attr_t *a = s_attr(n, what[k]);
         if (n->n_input > (size_t)k + 1 && n->input[k + 1][0]) {
-            const val_t *c = s_in(im, i, k + 1, V_CONST);
-            if (!c || (cnt[k] = s_ints(im, i, c, what[k], v[k], 8)) < 0)
+            const val_t *c = s_in(im, i, k + 1, -1);
+            if (!c || (cnt[k] = s_ints(im, i, c, what[k], v[k], 8, NULL, 0)) < 0)
                 return -1;
         } else if (a) {
             if (a->n_ints > 8)
@@ -845,15 +871,12 @@ static int s_reducesum(imp_t *im, int i)
     return s_out_op(im, i, n->output[0], id, keep ? 3 : 2);
 }
 
-static int s_alias(imp_t *im, int i, int check_flatten)
+static int s_alias(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
     const val_t *x = s_in(im, i, 0, V_OP);
     if (!x)
         return -1;
-    int64_t axis;
-    if (check_flatten && (s_attr_int(im, i, "axis", 1, &axis) < 0 || x->rank != 2 || axis != 1))
-        return s_fail(im, i, "gpp maps Flatten only of a 2-d [batch, features] value (a no-op)");
     return s_out_op(im, i, n->output[0], x->op, x->rank);
 }
 
@@ -870,6 +893,291 @@ static int s_constant(imp_t *im, int i)
     return 0;
 }
 
+/* ---- shapes: folded integer vectors and per-sample layouts ---- */
+
+/* The ONNX dims of activation x: d[0] the batch, then [rows,] cols. */
+static int s_dims(const imp_t *im, const val_t *x, int64_t d[3])
+{
+    d[0] = BATCH;
+    d[x->rank - 1] = im->g->ops[x->op].cols;
+    if (x->rank == 3)
+        d[1] = im->g->ops[x->op].rows;
+    return x->rank;
+}
+
+/* "[N, 4, 8]" */
+static const char *s_dimstr(const int64_t *d, int n, char *buf, size_t cap)
+{
+    size_t at = 0;
+    at += (size_t)snprintf(buf, cap, "[");
+    for (int k = 0; k < n && at < cap; k++) {
+        if (d[k] == BATCH)
+            at += (size_t)snprintf(buf + at, cap - at, "%sN", k ? ", " : "");
+        else
+            at += (size_t)snprintf(buf + at, cap - at, "%s%lld", k ? ", " : "", (long long)d[k]);
+    }
+    if (at < cap)
+        snprintf(buf + at, cap - at, "]");
+    return buf;
+}
+
+/* 1 when value `name` is an integer vector the importer folds (a Shape's
+ * result or an integer constant). */
+static int s_is_ints(imp_t *im, const char *name)
+{
+    const val_t *v = s_find(im, name);
+    return v && (v->kind == V_SHAPE || (v->kind == V_CONST && v->t->has_data_type &&
+                                        (v->t->data_type == GPPONNX__TENSOR__DATA_TYPE__INT64 ||
+                                         v->t->data_type == GPPONNX__TENSOR__DATA_TYPE__INT32)));
+}
+
+/* Integers from input k of node i (see s_ints). */
+static int s_in_ints(imp_t *im, int i, int k, const char *what, int64_t *out, int cap, int *scalar,
+                     int allow_batch)
+{
+    const val_t *v = s_in(im, i, k, -1);
+    return v ? s_ints(im, i, v, what, out, cap, scalar, allow_batch) : -1;
+}
+
+/* Axes from the 'axes' attribute (older opsets) or input 1: the count, -1
+ * for none, -2 + message on error. */
+static int s_axes(imp_t *im, int i, int64_t *out, int cap)
+{
+    const node_t *n = im->gr->node[i];
+    const attr_t *a = s_attr(n, "axes");
+    if (n->n_input > 1 && n->input[1][0]) {
+        int r = s_in_ints(im, i, 1, "axes", out, cap, NULL, 0);
+        return r < 0 ? -2 : r;
+    }
+    if (!a)
+        return -1;
+    if (a->n_ints > (size_t)cap)
+        return s_fail(im, i, "attribute 'axes' has more than %d values", cap) - 1;
+    for (size_t k = 0; k < a->n_ints; k++)
+        out[k] = a->ints[k];
+    return (int)a->n_ints;
+}
+
+static int s_def_shape(imp_t *im, int i, const int64_t *v, int n, int scalar)
+{
+    val_t *o = s_define(im, i, im->gr->node[i]->output[0], V_SHAPE);
+    if (!o)
+        return -1;
+    memcpy(o->sv, v, (size_t)n * sizeof *v);
+    o->sn = n;
+    o->scalar = scalar;
+    return 0;
+}
+
+/* Shape, and Gather, Unsqueeze, Squeeze, Concat, Slice, Cast of integer
+ * vectors: computed here, the batch kept as a symbol. */
+static int s_fold(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const char *op = n->op_type;
+    int64_t a[SV_MAX], b[SV_MAX], out[SV_MAX], axis;
+    int na, nb = 0, no = 0, sa = 0, sb = 0;
+    if (!strcmp(op, "Shape")) {
+        const val_t *x = s_in(im, i, 0, V_OP);
+        int64_t st, en, d[3];
+        if (!x)
+            return -1;
+        int r = s_dims(im, x, d);
+        if (s_attr_int(im, i, "start", 0, &st) < 0 || s_attr_int(im, i, "end", r, &en) < 0)
+            return -1;
+        st = st < 0 ? st + r : st, en = en < 0 ? en + r : en;
+        st = st < 0 ? 0 : st > r ? r : st, en = en < 0 ? 0 : en > r ? r : en;
+        for (int64_t k = st; k < en; k++)
+            out[no++] = d[k];
+        return s_def_shape(im, i, out, no, 0);
+    }
+    if (!strcmp(op, "Concat")) {
+        if (s_attr_int(im, i, "axis", 0, &axis) < 0)
+            return -1;
+        if (axis != 0 && axis != -1)
+            return s_fail(im, i, "a Concat of shapes must have axis 0");
+        for (size_t k = 0; k < n->n_input; k++) {
+            if ((na = s_in_ints(im, i, (int)k, "Concat input", a, SV_MAX, NULL, 1)) < 0)
+                return -1;
+            if (no + na > SV_MAX)
+                return s_fail(im, i, "a shape of more than %d dimensions", SV_MAX);
+            memcpy(out + no, a, (size_t)na * sizeof *a);
+            no += na;
+        }
+        return s_def_shape(im, i, out, no, 0);
+    }
+    if ((na = s_in_ints(im, i, 0, "input", a, SV_MAX, &sa, 1)) < 0)
+        return -1;
+    if (!strcmp(op, "Cast") || !strcmp(op, "Identity"))
+        return s_def_shape(im, i, a, na, sa);
+    if (!strcmp(op, "Gather")) {
+        if (s_attr_int(im, i, "axis", 0, &axis) < 0 ||
+            (nb = s_in_ints(im, i, 1, "indices", b, SV_MAX, &sb, 0)) < 0)
+            return -1;
+        if (sa || axis != 0)
+            return s_fail(im, i, "a Gather from a shape must have axis 0 of a 1-d shape");
+        for (int k = 0; k < nb; k++) {
+            int64_t j = b[k] < 0 ? b[k] + na : b[k];
+            if (j < 0 || j >= na)
+                return s_fail(im, i, "index %lld is outside the shape's %d dimensions",
+                              (long long)b[k], na);
+            out[no++] = a[j];
+        }
+        return s_def_shape(im, i, out, no, sb);
+    }
+    if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze")) {
+        int unsq = op[0] == 'U';
+        if ((nb = s_axes(im, i, b, SV_MAX)) < -1)
+            return -1;
+        if (nb == -1 && unsq)
+            return s_fail(im, i, "Unsqueeze needs its axes");
+        if (unsq ? !(sa && nb == 1 && (b[0] == 0 || b[0] == -1))
+                 : !(!sa && na == 1 && (nb == -1 || (nb == 1 && (b[0] == 0 || b[0] == -1)))))
+            return s_fail(im, i,
+                          "gpp folds %s of shapes only between a scalar and a 1-element "
+                          "vector",
+                          op);
+        return s_def_shape(im, i, a, 1, !unsq);
+    }
+    if (!strcmp(op, "Slice")) {
+        /* starts, ends, axes, steps: one value each (inputs 1..4; the last two optional) */
+        int64_t v[4][1] = {{0}, {0}, {0}, {1}};
+        static const char *what[] = {"starts", "ends", "axes", "steps"};
+        for (int k = 0; k < 4; k++) {
+            if (k >= 2 && ((int)n->n_input <= k + 1 || !n->input[k + 1][0]))
+                continue;
+            int r = s_in_ints(im, i, k + 1, what[k], v[k], 1, NULL, 0);
+            if (r < 0)
+                return -1;
+            if (r != 1)
+                return s_fail(im, i, "a Slice of a shape takes one %s", what[k]);
+        }
+        int64_t st[1] = {v[0][0]}, en[1] = {v[1][0]}, ax[1] = {v[2][0]}, sp[1] = {v[3][0]};
+        if (sa || (ax[0] != 0 && ax[0] != -1) || sp[0] != 1)
+            return s_fail(im, i, "gpp folds a Slice of a shape along axis 0 with step 1 only");
+        int64_t b0 = st[0] < 0 ? st[0] + na : st[0], e0 = en[0] < 0 ? en[0] + na : en[0];
+        b0 = b0 < 0 ? 0 : b0 > na ? na : b0, e0 = e0 < 0 ? 0 : e0 > na ? na : e0;
+        for (int64_t k = b0; k < e0; k++)
+            out[no++] = a[k];
+        return s_def_shape(im, i, out, no, 0);
+    }
+    return s_fail(im, i, "gpp does not compute %s of shapes", op);
+}
+
+/* Activation x seen with ONNX dims d[rank] (d[0] the batch): gpp keeps a
+ * sample a [rows, cols] matrix, so only a dimension of 1 may come or go. */
+static int s_relayout(imp_t *im, int i, const val_t *x, const int64_t *d, int rank,
+                      const char *out_name)
+{
+    int64_t xd[3], rows = rank == 3 ? d[1] : 1, cols = d[rank - 1];
+    int xr = s_dims(im, x, xd);
+    char a[96], b[96];
+    if (rank < 2 || rank > 3 || d[0] != BATCH || rows != im->g->ops[x->op].rows ||
+        cols != im->g->ops[x->op].cols)
+        return s_fail(im, i,
+                      "'%s' %s would become %s: gpp keeps each sample a [rows, cols] matrix, the "
+                      "batch first (only a dimension of 1 may be added or dropped; attention's "
+                      "head reshapes: use gpp-graph/1 JSON's attention op)",
+                      x->name, s_dimstr(xd, xr, a, sizeof a), s_dimstr(d, rank, b, sizeof b));
+    return s_out_op(im, i, out_name, x->op, rank);
+}
+
+static int s_reshape(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const val_t *x = s_in(im, i, 0, V_OP);
+    int64_t t[SV_MAX], d[3], zero, known = 1, per = 1;
+    if (!x || s_attr_int(im, i, "allowzero", 0, &zero) < 0)
+        return -1;
+    int nt = s_in_ints(im, i, 1, "shape", t, SV_MAX, NULL, 1), xr = s_dims(im, x, d), infer = -1;
+    if (nt < 0)
+        return -1;
+    for (int k = 1; k < xr; k++)
+        per *= d[k];
+    for (int k = 0; k < nt; k++) {
+        if (t[k] == 0 && !zero) {
+            if (k >= xr)
+                return s_fail(im, i, "shape element %d is 0 (copy) but the input has rank %d", k,
+                              xr);
+            t[k] = d[k];
+        }
+        if (t[k] == BATCH && k)
+            return s_fail(im, i,
+                          "output '%s' would have the batch as dimension %d; gpp keeps "
+                          "it first",
+                          n->output[0], k);
+        if (t[k] == -1 && infer < 0)
+            infer = k;
+        else if (t[k] < 1 && t[k] != BATCH)
+            return s_fail(im, i, "shape element %d is %lld", k, (long long)t[k]);
+        else if (k)
+            known *= t[k];
+    }
+    if (infer > 0) {
+        if (t[0] != BATCH || known < 1 || per % known)
+            return s_fail(im, i, "cannot infer dimension %d of '%s' from %lld features per sample",
+                          infer, n->output[0], (long long)per);
+        t[infer] = per / known;
+    } else if (infer == 0) { /* the batch from the rest */
+        if (known != per)
+            return s_fail(im, i, "output '%s' would mix the batch with the features", n->output[0]);
+        t[0] = BATCH;
+    } else if (t[0] != BATCH) {
+        return s_fail(im, i,
+                      "output '%s' has a fixed first dimension %lld: gpp keeps the batch "
+                      "first and symbolic (use 0 or -1 there)",
+                      n->output[0], (long long)t[0]);
+    }
+    return s_relayout(im, i, x, t, nt, n->output[0]);
+}
+
+/* Unsqueeze, Squeeze and Flatten of an activation */
+static int s_layout(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const val_t *x = s_in(im, i, 0, V_OP);
+    int64_t d[3], o[SV_MAX], ax[SV_MAX], axis;
+    if (!x)
+        return -1;
+    int xr = s_dims(im, x, d), no = 0;
+    if (!strcmp(n->op_type, "Flatten")) {
+        if (s_attr_int(im, i, "axis", 1, &axis) < 0)
+            return -1;
+        if (axis != 1 && axis != 1 - xr)
+            return s_fail(im, i, "gpp maps Flatten with axis 1 only (the batch kept)");
+        o[0] = BATCH, o[1] = 1;
+        for (int k = 1; k < xr; k++)
+            o[1] *= d[k];
+        return s_relayout(im, i, x, o, 2, n->output[0]);
+    }
+    int unsq = n->op_type[0] == 'U', na = s_axes(im, i, ax, SV_MAX);
+    if (na < -1)
+        return -1;
+    if (unsq && na < 1)
+        return s_fail(im, i, "Unsqueeze needs its axes");
+    int r = unsq ? xr + na : xr, drop[SV_MAX + 3] = {0};
+    for (int k = 0; k < na; k++) {
+        int64_t a = ax[k] < 0 ? ax[k] + r : ax[k];
+        if (a < 1 || a >= r || r > SV_MAX)
+            return s_fail(im, i, "axis %lld: gpp keeps the batch as dimension 0", (long long)ax[k]);
+        drop[a] = 1;
+    }
+    if (unsq) {
+        for (int k = 0, j = 0; k < r; k++)
+            o[no++] = drop[k] ? 1 : d[j++];
+    } else {
+        for (int k = 0; k < xr; k++) {
+            int gone = na < 0 ? k > 0 && d[k] == 1 : drop[k];
+            if (gone && d[k] != 1)
+                return s_fail(im, i, "dimension %d of '%s' is %lld, not 1", k, x->name,
+                              (long long)d[k]);
+            if (!gone)
+                o[no++] = d[k];
+        }
+    }
+    return s_relayout(im, i, x, o, no, n->output[0]);
+}
+
 /* The hint for an op gpp does not map. */
 static const char *s_hint(const char *op)
 {
@@ -881,8 +1189,8 @@ static const char *s_hint(const char *op)
         {"LogSoftmax", "drop it and train with loss=ce"},
         {"Split", "gpp splits the features (the last axis) only"},
         {"Dropout", "gpp has no dropout: export in eval mode (model.eval()), which leaves it out"},
-        {"Reshape", "gpp keeps each sample a [rows, cols] matrix: no reshapes"},
-        {"Transpose", "gpp keeps each sample a [rows, cols] matrix: no transposes"},
+        {"Transpose", "gpp keeps each sample a [rows, cols] matrix: no transposes (attention's "
+                      "head transposes: use gpp-graph/1 JSON's attention op)"},
         {"Sigmoid", "use Relu or Gelu"},
         {"Tanh", "use Relu or Gelu"},
         {"Mul", "elementwise products are not gpp ops (only inside the Erf form of Gelu)"},
@@ -912,7 +1220,19 @@ static int s_node(imp_t *im, int i)
             return s_fail(im, i, "attribute '%s' is a sub-graph or a function reference; gpp "
                                  "imports flat graphs", n->attribute[k]->name ? n->attribute[k]->name : "");
     int rc;
-    if (!strcmp(op, "Gemm"))
+    int ints = n->n_input && s_is_ints(im, n->input[0]);
+    for (size_t k = 1; !ints && !strcmp(op, "Concat") && k < n->n_input; k++)
+        ints = s_is_ints(im, n->input[k]);
+    if (!strcmp(op, "Shape") ||
+        (ints && (!strcmp(op, "Gather") || !strcmp(op, "Concat") || !strcmp(op, "Slice") ||
+                  !strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze") || !strcmp(op, "Cast") ||
+                  !strcmp(op, "Identity"))))
+        rc = s_fold(im, i);
+    else if (!strcmp(op, "Reshape"))
+        rc = s_reshape(im, i);
+    else if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze") || !strcmp(op, "Flatten"))
+        rc = s_layout(im, i);
+    else if (!strcmp(op, "Gemm"))
         rc = s_gemm(im, i);
     else if (!strcmp(op, "MatMul"))
         rc = s_matmul(im, i);
@@ -935,9 +1255,7 @@ static int s_node(imp_t *im, int i)
     else if (!strcmp(op, "ReduceSum"))
         rc = s_reducesum(im, i);
     else if (!strcmp(op, "Identity"))
-        rc = s_alias(im, i, 0);
-    else if (!strcmp(op, "Flatten"))
-        rc = s_alias(im, i, 1);
+        rc = s_alias(im, i);
     else if (!strcmp(op, "Constant"))
         rc = s_constant(im, i);
     else if (!strcmp(op, "Div") && (rc = s_gelu_erf(im, i)) != 0)
@@ -994,6 +1312,34 @@ static int s_input(imp_t *im, const Gpponnx__ValueInfo *vi)
     return s_out_op(im, -1, nm, id, rank);
 }
 
+/* The shapes the file records for activations (value_info, graph outputs)
+ * against those gpp derived: another rank or a fixed size that differs is an
+ * error naming the tensor. A symbolic size where gpp derived a fixed one is
+ * an exporter's artifact (the graph inputs are fixed but the batch) and
+ * takes gpp's value. */
+static int s_check_info(imp_t *im, const Gpponnx__ValueInfo *vi, const char *what)
+{
+    const val_t *v = vi->name ? s_find(im, vi->name) : NULL;
+    const Gpponnx__TensorType *tt = vi->type ? vi->type->tensor_type : NULL;
+    if (!v || v->kind != V_OP || !tt || !tt->shape)
+        return 0;
+    int64_t d[3];
+    int r = s_dims(im, v, d);
+    char a[96];
+    if ((int)tt->shape->n_dim != r)
+        return s_fail(im, -1, "%s '%s' has rank %zu in the file, but gpp derives %s", what,
+                      vi->name, tt->shape->n_dim, s_dimstr(d, r, a, sizeof a));
+    for (int k = 1; k < r; k++) {
+        const Gpponnx__Dim *dm = tt->shape->dim[k];
+        if (dm->has_dim_value && dm->dim_value != d[k])
+            return s_fail(im, -1,
+                          "%s '%s' has dimension %d = %lld in the file, but gpp derives "
+                          "%s from the graph inputs (a stale value_info? re-export)",
+                          what, vi->name, k, (long long)dm->dim_value, s_dimstr(d, r, a, sizeof a));
+    }
+    return 0;
+}
+
 static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
 {
     const graph_t *gr = m->graph;
@@ -1033,6 +1379,12 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
             return -1;
     if (!gr->n_output)
         return s_fail(im, -1, "the graph has no outputs");
+    for (size_t i = 0; i < gr->n_value_info; i++)
+        if (s_check_info(im, gr->value_info[i], "value") < 0)
+            return -1;
+    for (size_t i = 0; i < gr->n_output; i++)
+        if (s_check_info(im, gr->output[i], "graph output") < 0)
+            return -1;
     for (size_t i = 0; i < gr->n_output; i++) {
         const char *on = gr->output[i]->name ? gr->output[i]->name : "";
         const val_t *v = s_find(im, on);

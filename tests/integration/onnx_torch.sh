@@ -8,9 +8,10 @@
 # must agree within 1e-4 relative (fp32 sums in another order; measured
 # differences: 4.3e-7 relative), and gpp's trained weights, loaded back under
 # PyTorch's names, match PyTorch's within 1e-4 (measured 1.2e-7).
-# A second model splits one feature vector into branches (torch.split and
-# x[:, 2:], imported as gpp slice ops), written by scripts/gpp-export; its 20
-# losses must agree within the same 1e-4.
+# Two more models, written by scripts/gpp-export, exercise torch's shape
+# plumbing: one splits a feature vector into branches (torch.split and
+# x[:, 2:], imported as gpp slice ops), one reshapes (unsqueeze, view(size(0),
+# -1), squeeze, flatten); their 20 losses must agree within the same 1e-4.
 # Needs Debian's python3-torch (1.13, about 590 MB installed, 164 packages):
 # not in scripts/install-deps.sh's default set, so without it the test
 # exits 77 (skipped).
@@ -119,11 +120,14 @@ expect_ok "gpp-train trains it with cross-entropy" "$TRAIN" --model "$TMP/net.on
     --iterations 2 --batch 8 --threads 1
 grep -q "model $TMP/net.onnx:loss=ce: 9 ops, 91 parameters" "$TMP/out" &&
     ok "two branches, 91 parameters, loss ce" || fail "unexpected model" "$(head -1 "$TMP/out")"
-# a feature vector split into branches: Split [4, 6] and Slice [2, 10)
-cat >"$TMP/split.py" <<'PYEOF'
+# shape handling from torch's exporter: a feature vector split into branches
+# (Split [4, 6] and Slice [2, 10): three gpp slices), and x.unsqueeze(1),
+# r.view(r.size(0), -1), squeeze, flatten (Shape -> Gather -> Unsqueeze ->
+# Concat -> Reshape, folded at import: no ops)
+cat >"$TMP/shapes.py" <<'PYEOF'
 import sys, numpy as np, torch
 from torch import nn
-class Net(nn.Module):
+class Split(nn.Module):
     def __init__(s):
         super().__init__()
         torch.manual_seed(5)
@@ -131,12 +135,20 @@ class Net(nn.Module):
     def forward(s, x):
         xa, xb = torch.split(x, [4, 6], dim=1)
         return s.h(torch.cat([torch.relu(s.a(xa)), torch.relu(s.b(xb)), s.c(x[:, 2:])], 1))
+class Views(nn.Module):
+    def __init__(s):
+        super().__init__()
+        torch.manual_seed(6)
+        s.a, s.h = nn.Linear(10, 8), nn.Linear(8, 3)
+    def forward(s, x):
+        r = torch.relu(s.a(x.unsqueeze(1)))
+        return s.h(r.view(r.size(0), -1) + r.squeeze(1).flatten(1))
 if __name__ == "__main__":
     r, B, T = np.random.default_rng(3), 16, 20
     x = r.standard_normal((B * T, 10)).astype(np.float32)
     y = r.standard_normal((B * T, 3)).astype(np.float32)
-    np.save(f"{sys.argv[1]}/x.npy", x); np.save(f"{sys.argv[1]}/loss.npy", y)
-    net = Net()
+    np.save(f"{sys.argv[2]}/x.npy", x); np.save(f"{sys.argv[2]}/loss.npy", y)
+    net = globals()[sys.argv[1]]()
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     for s in range(T):
         loss = nn.functional.mse_loss(net(torch.from_numpy(x[s * B:(s + 1) * B])),
@@ -145,20 +157,22 @@ if __name__ == "__main__":
         print(f"{loss.item():.9g}")
 PYEOF
 mkdir -p "$TMP/ds"
-expect_ok "gpp-export writes the split model" $PY "$SRC/scripts/gpp-export" \
-    "$TMP/split.py:Net" "$TMP/split.onnx" x=10
-if $PY "$TMP/split.py" "$TMP/ds" >"$TMP/split.losses" 2>"$TMP/torch.err"; then
-    ok "PyTorch trains the split model"
-else
-    fail "PyTorch side of the split model" "$(tail -3 "$TMP/torch.err")"
-fi
-expect_ok "gpp-train on the split model" "$TRAIN" --model "$TMP/split.onnx" --loss mse \
-    --data "$TMP/ds" --no-shuffle --iterations 20 --batch 16 --optimizer sgd --lr 0.05 \
-    --momentum 0.9 --threads 1
-grep -q "model $TMP/split.onnx:loss=mse: 12 ops, 207 parameters" "$TMP/out" &&
-    ok "three slices into three branches, 207 parameters" ||
-    fail "unexpected split model" "$(grep -m1 'ops,' "$TMP/out")"
-s_same_losses "$TMP/split.losses"
+for spec in "Split 12 207" "Views 6 115"; do
+    set -- $spec
+    expect_ok "gpp-export writes the $1 model" $PY "$SRC/scripts/gpp-export" \
+        "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=10
+    if $PY "$TMP/shapes.py" "$1" "$TMP/ds" >"$TMP/$1.losses" 2>"$TMP/torch.err"; then
+        ok "PyTorch trains the $1 model"
+    else
+        fail "PyTorch side of the $1 model" "$(tail -3 "$TMP/torch.err")"
+    fi
+    expect_ok "gpp-train on the $1 model" "$TRAIN" --model "$TMP/$1.onnx" --loss mse \
+        --data "$TMP/ds" --no-shuffle --iterations 20 --batch 16 --optimizer sgd --lr 0.05 \
+        --momentum 0.9 --threads 1
+    grep -q "model $TMP/$1.onnx:loss=mse: $2 ops, $3 parameters" "$TMP/out" &&
+        ok "$1: $2 ops, $3 parameters" || fail "unexpected $1 model" "$(grep -m1 'ops,' "$TMP/out")"
+    s_same_losses "$TMP/$1.losses"
+done
 expect_fail "gpp-export: a missing factory" "has no 'Nope'" $PY "$SRC/scripts/gpp-export" \
     "$TMP/net.py:Nope" "$TMP/n.onnx" x=8
 gpp_test_end

@@ -212,6 +212,39 @@ static void t_split(void)
     gpp_graph_destroy(&g);
 }
 
+/* reshape.onnx: torch's shape plumbing folded, with and without value_info */
+static void t_reshape(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g[2] = {gpp_model_load("tests/data/onnx/reshape.onnx", &err), NULL};
+    GPP_EXPECT_MSG(g[0] != NULL, "%s", err.msg);
+    g[1] = gpp_model_load("tests/data/onnx/reshape_inferred.onnx", &err);
+    GPP_EXPECT_MSG(g[1] != NULL, "%s", err.msg);
+    static const struct {
+        const char *name;
+        gpp_op_type_t type;
+        int64_t cols;
+    } want[] = {{"x", GPP_OP_INPUT, 6},  {"fc", GPP_OP_LINEAR, 8},   {"/Relu", GPP_OP_RELU, 8},
+                {"/Add", GPP_OP_ADD, 8}, {"head", GPP_OP_LINEAR, 3}, {"loss", GPP_OP_LOSS_MSE, 1}};
+    for (int f = 0; f < 2 && g[0] && g[1]; f++) {
+        GPP_EXPECT_MSG(g[f]->n_ops == 6, "file %d: %d ops", f, g[f]->n_ops);
+        for (int k = 0; k < 6 && k < g[f]->n_ops; k++)
+            GPP_EXPECT_MSG(!strcmp(g[f]->ops[k].name, want[k].name) &&
+                               g[f]->ops[k].type == want[k].type &&
+                               g[f]->ops[k].cols == want[k].cols && g[f]->ops[k].rows == 1,
+                           "file %d op %d '%s'", f, k, g[f]->ops[k].name);
+        /* Reshape's and Squeeze+Flatten's results are the Relu's output */
+        int add = s_find_op(g[f], "/Add"), relu = s_find_op(g[f], "/Relu");
+        GPP_EXPECT(add >= 0 && g[f]->ops[add].inputs[0] == relu &&
+                   g[f]->ops[add].inputs[1] == relu);
+    }
+    for (int k = 0; g[0] && g[1] && k < 2; k++) /* the same weights */
+        GPP_EXPECT(!memcmp(gpp_graph_init_weight(g[0], 1, k), gpp_graph_init_weight(g[1], 1, k),
+                           (k ? 8 : 48) * sizeof(float)));
+    gpp_graph_destroy(&g[0]);
+    gpp_graph_destroy(&g[1]);
+}
+
 static void t_spec(void)
 {
     GPP_EXPECT(gpp_onnx_is_spec("m.onnx") && gpp_onnx_is_spec("onnx:m") &&
@@ -459,6 +492,7 @@ static void t_split_equal(void)
     gpp_err_t err = {{0}};
     s_base(&s);
     s_as(&s, "Split", "axis", 1, (int64_t[]){-1}, 3);
+    s.yd[1].dim_value = 1; /* the graph output y is the first part */
     gpp_graph_t *g = s_import(&s, &err);
     GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
     for (int k = 0; g && k < 3; k++) {
@@ -466,6 +500,97 @@ static void t_split_equal(void)
         GPP_EXPECT(id >= 0 && g->ops[id].type == GPP_OP_SLICE && g->ops[id].start == k &&
                    g->ops[id].width == 1);
     }
+    gpp_graph_destroy(&g);
+}
+
+/* The Relu as Reshape(h, shape) with an int64 constant shape. */
+static void s_reshape_to(base_t *s, int n, const int64_t *shape)
+{
+    static Gpponnx__Tensor t;
+    static int64_t v[4], dims[1];
+    static char *in[2] = {"h", "shape"};
+    gpponnx__tensor__init(&t);
+    memcpy(v, shape, (size_t)n * sizeof *v);
+    dims[0] = n;
+    t.name = "shape", t.has_data_type = 1, t.data_type = GPPONNX__TENSOR__DATA_TYPE__INT64;
+    t.dims = dims, t.n_dims = 1, t.int64_data = v, t.n_int64_data = (size_t)n;
+    s->inits[2] = &t;
+    s->g.n_initializer = 3;
+    s->relu.op_type = "Reshape";
+    s->relu.input = in;
+    s->relu.n_input = 2;
+}
+static void s_reshape_rows(base_t *s)
+{
+    s_reshape_to(s, 3, (int64_t[]){0, 3, 1});
+}
+static void s_reshape_fixed(base_t *s)
+{
+    s_reshape_to(s, 2, (int64_t[]){2, 3});
+}
+static void s_reshape_infer(base_t *s)
+{
+    s_reshape_to(s, 3, (int64_t[]){0, 2, -1});
+}
+static void s_transpose(base_t *s)
+{
+    s->relu.op_type = "Transpose";
+}
+static void s_unsq_batch(base_t *s)
+{
+    s_as(s, "Unsqueeze", "axes", 1, (int64_t[]){0}, 1);
+}
+/* a value_info for h [N, 3] that says otherwise */
+static Gpponnx__ValueInfo *s_hinfo(base_t *s, int rank, int64_t d1)
+{
+    static Gpponnx__ValueInfo vi, *vip[1];
+    static Gpponnx__Type ty;
+    static Gpponnx__TensorType tt;
+    static Gpponnx__Shape sh;
+    static Gpponnx__Dim d[3], *dp[3];
+    gpponnx__value_info__init(&vi), gpponnx__type__init(&ty);
+    gpponnx__tensor_type__init(&tt), gpponnx__shape__init(&sh);
+    for (int k = 0; k < 3; k++) {
+        gpponnx__dim__init(&d[k]);
+        dp[k] = &d[k];
+    }
+    d[0].dim_param = "batch";
+    d[1].has_dim_value = 1, d[1].dim_value = d1;
+    d[2].dim_param = "unk__0"; /* symbolic: an exporter's artifact, gpp's value counts */
+    sh.dim = dp, sh.n_dim = (size_t)rank;
+    tt.shape = &sh, ty.tensor_type = &tt, vi.type = &ty, vi.name = "h";
+    vip[0] = &vi;
+    s->g.value_info = vip;
+    s->g.n_value_info = 1;
+    return &vi;
+}
+static void s_vinfo(base_t *s)
+{
+    s_hinfo(s, 2, 5);
+}
+static void s_vinfo_rank(base_t *s)
+{
+    s_hinfo(s, 3, 1);
+}
+static void s_outinfo(base_t *s)
+{
+    s->yd[1].dim_value = 7;
+}
+
+/* value_info agreeing with gpp, or symbolic where gpp derives a size: fine */
+static void t_value_info(void)
+{
+    base_t s;
+    gpp_err_t err = {{0}};
+    s_base(&s);
+    Gpponnx__ValueInfo *vi = s_hinfo(&s, 2, 3);
+    gpp_graph_t *g = s_import(&s, &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    gpp_graph_destroy(&g);
+    vi->type->tensor_type->shape->dim[1]->has_dim_value = 0;
+    vi->type->tensor_type->shape->dim[1]->dim_param = "unk__1";
+    g = s_import(&s, &err);
+    GPP_EXPECT_MSG(g != NULL && g->ops[1].cols == 3, "%s", err.msg);
     gpp_graph_destroy(&g);
 }
 
@@ -511,6 +636,19 @@ static void t_errors(void)
         {"split empty part", s_split_zero, "split size 2 is 0", "non-empty"},
         {"split parts", s_split_parts, "3 parts of 3 features", "has 2 outputs"},
         {"slice float axes", s_slice_axis, "tensor 'fc.weight' has element type FLOAT", "(Slice)"},
+        {"reshape rows", s_reshape_rows, "'h' [N, 3] would become [N, 3, 1]", "[rows, cols]"},
+        {"reshape fixed batch", s_reshape_fixed, "fixed first dimension 2", "(Reshape)"},
+        {"reshape infer", s_reshape_infer, "cannot infer dimension 2 of 'y' from 3 features",
+         "/Relu"},
+        {"transpose", s_transpose, "unsupported op Transpose", "attention op"},
+        {"unsqueeze batch", s_unsq_batch, "axis 0: gpp keeps the batch as dimension 0",
+         "(Unsqueeze)"},
+        {"value_info size", s_vinfo,
+         "value 'h' has dimension 1 = 5 in the file, but gpp derives "
+         "[N, 3]",
+         "re-export"},
+        {"value_info rank", s_vinfo_rank, "value 'h' has rank 3 in the file", "[N, 3]"},
+        {"graph output size", s_outinfo, "graph output 'y' has dimension 1 = 7", "[N, 3]"},
         {"slice empty", s_slice_empty, "Slice [2, 1) of 'h' (3 features) is empty", "/Relu"},
     };
     base_t s;
@@ -545,6 +683,8 @@ int main(void)
                                             {"residual", t_residual},
                                             {"split", t_split},
                                             {"split_equal", t_split_equal},
+                                            {"reshape", t_reshape},
+                                            {"value_info", t_value_info},
                                             {"spec", t_spec},
                                             {"errors", t_errors},
                                             {NULL, NULL}};

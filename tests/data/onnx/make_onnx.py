@@ -17,6 +17,13 @@ usage: make_onnx.py OUT_DIR
                                                          -> MatMul + Add -> Relu
                  x -> Slice(starts 2, ends INT64_MAX, axes -1) -> Gemm
                  Concat(last axis) -> Gemm -> y [N,3]
+  reshape.onnx   the shape plumbing of torch exports, without value_info (no
+                 onnx.shape_inference): x [N,6] -> Unsqueeze(1) -> MatMul +
+                 Add -> Relu r [N,1,8];
+                 Reshape(r, Concat(Unsqueeze(Gather(Shape(r), 0)), [-1])) (x.view(x.size(0), -1))
+                 + Squeeze(r, 1) -> Flatten -> Gemm -> y [N,3]
+  reshape_inferred.onnx  the same after onnx.shape_inference.infer_shapes
+                 (value_info with the batch symbolic)
 The weights are written as raw_data except b's MatMul weight (float_data),
 so both encodings are read."""
 import os
@@ -113,14 +120,47 @@ def split():
     return helper.make_graph(nodes, "split", inputs, outputs, inits)
 
 
+def reshape():
+    inits = [w("onnx::MatMul_5", 6, 8), w("fc.bias", 8), w("head.weight", 3, 8),
+             w("head.bias", 3),
+             numpy_helper.from_array(np.array([1], dtype=np.int64), "ax1"),
+             numpy_helper.from_array(np.array([0], dtype=np.int64), "ax0"),
+             numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"),
+             numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus1")]
+    nodes = [
+        helper.make_node("Unsqueeze", ["x", "ax1"], ["u"], name="/Unsqueeze"),
+        helper.make_node("MatMul", ["u", "onnx::MatMul_5"], ["m"], name="/fc/MatMul"),
+        helper.make_node("Add", ["m", "fc.bias"], ["h"], name="/fc/Add"),
+        helper.make_node("Relu", ["h"], ["r"], name="/Relu"),
+        helper.make_node("Shape", ["r"], ["s"], name="/Shape"),
+        helper.make_node("Gather", ["s", "zero"], ["n"], name="/Gather", axis=0),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"], name="/Unsqueeze_1"),
+        helper.make_node("Concat", ["n1", "minus1"], ["shp"], name="/Concat", axis=0),
+        helper.make_node("Reshape", ["r", "shp"], ["f"], name="/Reshape"),
+        helper.make_node("Squeeze", ["r", "ax1"], ["q"], name="/Squeeze"),
+        helper.make_node("Flatten", ["q"], ["q2"], name="/Flatten", axis=1),
+        helper.make_node("Add", ["f", "q2"], ["z"], name="/Add"),
+        helper.make_node("Gemm", ["z", "head.weight", "head.bias"], ["y"], name="/head/Gemm",
+                         transB=1),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])]
+    return helper.make_graph(nodes, "reshape", inputs, outputs, inits)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    for name, g in (("branches", branches()), ("residual", residual()), ("split", split())):
+    for name, g in (("branches", branches()), ("residual", residual()), ("split", split()),
+                    ("reshape", reshape())):
         m = helper.make_model(g, producer_name="gpp make_onnx.py",
                               opset_imports=[helper.make_opsetid("", 17)])
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(out, name + ".onnx"))
+        if name == "reshape":
+            m = onnx.shape_inference.infer_shapes(m, strict_mode=True)
+            assert len(m.graph.value_info) > 0
+            onnx.save(m, os.path.join(out, name + "_inferred.onnx"))
 
 
 if __name__ == "__main__":
