@@ -58,14 +58,16 @@ typedef struct {
     float **w; /* per op x SLOTS */
     int w_ops;
     unsigned char *done; /* per node: consumed by a pattern */
+    struct att *att;     /* attention patterns found before the walk */
+    int *att_at;         /* per node: 1 + the pattern it completes, or 0 */
     gpp_err_t *err;
 } imp_t;
 
 static const char SUPPORTED[] =
     "gpp maps Gemm, MatMul(+Add bias), Relu, Gelu (and its Erf form), LayerNormalization, "
-    "Concat, Split and Slice (last axis), Add, Gather+ReduceSum (embedding bag), Identity, Flatten "
-    "(2-d), "
-    "Constant";
+    "Concat, Split and Slice (last axis), Add, Gather+ReduceSum (embedding bag), self-attention "
+    "(MatMul, Softmax, MatMul with the heads' Reshape/Transpose), Reshape/Unsqueeze/Squeeze/"
+    "Flatten that add or drop a dimension of 1, Shape arithmetic, Identity, Constant";
 
 /* ---- errors ---- */
 
@@ -1076,20 +1078,21 @@ static int s_relayout(imp_t *im, int i, const val_t *x, const int64_t *d, int ra
         cols != im->g->ops[x->op].cols)
         return s_fail(im, i,
                       "'%s' %s would become %s: gpp keeps each sample a [rows, cols] matrix, the "
-                      "batch first (only a dimension of 1 may be added or dropped; attention's "
-                      "head reshapes: use gpp-graph/1 JSON's attention op)",
+                      "batch first (only a dimension of 1 may be added or dropped; heads are "
+                      "reshaped only inside the self-attention pattern, docs/graph-format.md)",
                       x->name, s_dimstr(xd, xr, a, sizeof a), s_dimstr(d, rank, b, sizeof b));
     return s_out_op(im, i, out_name, x->op, rank);
 }
 
-static int s_reshape(imp_t *im, int i)
+/* The target of Reshape node i for an input of dims d[xr]: 0 (copy) and -1
+ * (infer) resolved, the batch first as BATCH. The rank, or -1 + message. */
+static int s_reshape_target(imp_t *im, int i, const int64_t *d, int xr, int64_t t[SV_MAX])
 {
     const node_t *n = im->gr->node[i];
-    const val_t *x = s_in(im, i, 0, V_OP);
-    int64_t t[SV_MAX], d[3], zero, known = 1, per = 1;
-    if (!x || s_attr_int(im, i, "allowzero", 0, &zero) < 0)
+    int64_t zero, known = 1, per = 1;
+    if (s_attr_int(im, i, "allowzero", 0, &zero) < 0)
         return -1;
-    int nt = s_in_ints(im, i, 1, "shape", t, SV_MAX, NULL, 1), xr = s_dims(im, x, d), infer = -1;
+    int nt = s_in_ints(im, i, 1, "shape", t, SV_MAX, NULL, 1), infer = -1;
     if (nt < 0)
         return -1;
     for (int k = 1; k < xr; k++)
@@ -1128,6 +1131,19 @@ static int s_reshape(imp_t *im, int i)
                       "first and symbolic (use 0 or -1 there)",
                       n->output[0], (long long)t[0]);
     }
+    return nt;
+}
+
+static int s_reshape(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const val_t *x = s_in(im, i, 0, V_OP);
+    int64_t t[SV_MAX], d[3];
+    if (!x)
+        return -1;
+    int nt = s_reshape_target(im, i, d, s_dims(im, x, d), t);
+    if (nt < 0)
+        return -1;
     return s_relayout(im, i, x, t, nt, n->output[0]);
 }
 
@@ -1178,6 +1194,273 @@ static int s_layout(imp_t *im, int i)
     return s_relayout(im, i, x, o, no, n->output[0]);
 }
 
+/* ---- attention ----
+ * Self-attention as torch exports a hand-written one (or nn.Module code of
+ * that shape), found before the walk because its projections come first:
+ *   q = Reshape(x Wq + bq, [N, S, H, D]) -> Transpose(0, 2, 1, 3)
+ *   k = Reshape(x Wk + bk, [N, S, H, D]) -> Transpose(0, 2, 3, 1)
+ *   v = Reshape(x Wv + bv, [N, S, H, D]) -> Transpose(0, 2, 1, 3)
+ *   ctx = MatMul(Softmax(MatMul(q, k) / sqrt(D)), v)   (or * 1/sqrt(D))
+ *   out = Reshape(Transpose(ctx, 0, 2, 1, 3), [N, S, E]) Wo + bo
+ * (consecutive Transposes compose; biases optional). The nodes are skipped in
+ * the walk, which emits one gpp attention op at the pattern's last node. */
+struct att {
+    const char *x, *out;                   /* input and output values */
+    const tensor_t *w[4], *b[4], *scale_t; /* Q, K, V, O: W as MatMul holds it [in, out]; bias */
+    int reshape[4];                        /* Q, K, V to heads; the context back */
+    int mul, softmax;
+};
+
+static int s_producer(const imp_t *im, const char *name)
+{
+    for (size_t i = 0; i < im->gr->n_node; i++)
+        for (size_t k = 0; k < im->gr->node[i]->n_output; k++)
+            if (!strcmp(im->gr->node[i]->output[k], name))
+                return (int)i;
+    return -1;
+}
+
+static int s_is(const imp_t *im, int node, const char *op)
+{
+    return node >= 0 && im->gr->node[node]->op_type && !strcmp(im->gr->node[node]->op_type, op);
+}
+
+/* An initializer's or a Constant node's tensor, or NULL. */
+static const tensor_t *s_const_t(imp_t *im, const char *name)
+{
+    const val_t *v = s_find(im, name);
+    if (v)
+        return v->kind == V_CONST ? v->t : NULL;
+    int p = s_producer(im, name);
+    const attr_t *a = s_is(im, p, "Constant") ? s_attr(im->gr->node[p], "value") : NULL;
+    return a ? a->t : NULL;
+}
+
+static int s_single(const imp_t *im, const char *name)
+{
+    int c;
+    return s_uses(im, name, &c) == 1;
+}
+
+/* Value `name` as x W (+ b), W a 2-d constant: 0 and the nodes, or -1. */
+static int s_att_proj(imp_t *im, const char *name, const char **x, const tensor_t **w,
+                      const tensor_t **b, int *nodes, int *nn)
+{
+    int p = s_producer(im, name);
+    *b = NULL;
+    if (s_is(im, p, "Add") && im->gr->node[p]->n_input == 2) {
+        const node_t *a = im->gr->node[p];
+        int k = s_const_t(im, a->input[0]) ? 0 : 1;
+        *b = s_const_t(im, a->input[k]);
+        nodes[(*nn)++] = p;
+        if (!*b || !s_single(im, a->input[!k]))
+            return -1;
+        p = s_producer(im, a->input[!k]);
+    }
+    if (!s_is(im, p, "MatMul") || im->gr->node[p]->n_input != 2)
+        return -1;
+    *w = s_const_t(im, im->gr->node[p]->input[1]);
+    *x = im->gr->node[p]->input[0];
+    nodes[(*nn)++] = p;
+    return *w && (*w)->n_dims == 2 ? 0 : -1;
+}
+
+/* Back from `name` through Transposes (composed) to a Reshape of a
+ * projection: 0 when the composite permutation is `perm`. */
+static int s_att_heads(imp_t *im, const char *name, const int64_t perm[4], struct att *a, int k,
+                       int *nodes, int *nn)
+{
+    int64_t c[4] = {0, 1, 2, 3};
+    int p;
+    while (*nn < 56 && s_single(im, name) && s_is(im, p = s_producer(im, name), "Transpose")) {
+        const attr_t *pa = s_attr(im->gr->node[p], "perm");
+        if (!pa || pa->n_ints != 4)
+            return -1;
+        for (int j = 0; j < 4; j++) {
+            if (c[j] < 0 || c[j] > 3 || pa->ints[c[j]] < 0 || pa->ints[c[j]] > 3)
+                return -1;
+            c[j] = pa->ints[c[j]];
+        }
+        nodes[(*nn)++] = p;
+        name = im->gr->node[p]->input[0];
+    }
+    p = s_producer(im, name);
+    if (memcmp(c, perm, sizeof c) || !s_single(im, name) || !s_is(im, p, "Reshape") ||
+        im->gr->node[p]->n_input != 2 || !s_single(im, im->gr->node[p]->input[0]))
+        return -1;
+    a->reshape[k] = p;
+    nodes[(*nn)++] = p;
+    const char *x;
+    if (s_att_proj(im, im->gr->node[p]->input[0], &x, &a->w[k], &a->b[k], nodes, nn) < 0 ||
+        (a->x && strcmp(a->x, x)))
+        return -1;
+    a->x = x;
+    return 0;
+}
+
+/* The single consumer of `name` with op type `op` reading it as input k. */
+static int s_att_next(imp_t *im, const char *name, const char *op, int k)
+{
+    int c = s_next(im, name, op);
+    return c >= 0 && (int)im->gr->node[c]->n_input > k && !strcmp(im->gr->node[c]->input[k], name)
+               ? c
+               : -1;
+}
+
+/* Matches the pattern ending in Softmax node sm: 1 (recorded), 0 (not it). */
+static int s_att_match(imp_t *im, int sm, struct att *a)
+{
+    static const int64_t pq[4] = {0, 2, 1, 3}, pk[4] = {0, 2, 3, 1};
+    const node_t *n = im->gr->node[sm];
+    int nodes[64], nn = 0, p, cm, r, om, emit;
+    int64_t axis = -1, c[4] = {0, 1, 2, 3};
+    const attr_t *ax = s_attr(n, "axis");
+    memset(a, 0, sizeof *a);
+    if (ax)
+        axis = ax->i;
+    if ((axis != -1 && axis != 3) || n->n_input != 1 || n->n_output != 1 ||
+        !s_single(im, n->input[0]))
+        return 0;
+    nodes[nn++] = sm;
+    p = s_producer(im, n->input[0]); /* Div or Mul by the scale */
+    if (!(s_is(im, p, "Div") || s_is(im, p, "Mul")) || im->gr->node[p]->n_input != 2 ||
+        !(a->scale_t = s_const_t(im, im->gr->node[p]->input[1])) ||
+        !s_single(im, im->gr->node[p]->input[0]))
+        return 0;
+    a->mul = s_is(im, p, "Mul");
+    nodes[nn++] = p;
+    p = s_producer(im, im->gr->node[p]->input[0]); /* MatMul(q, k) */
+    if (!s_is(im, p, "MatMul") || im->gr->node[p]->n_input != 2)
+        return 0;
+    nodes[nn++] = p;
+    if (s_att_heads(im, im->gr->node[p]->input[0], pq, a, 0, nodes, &nn) < 0 ||
+        s_att_heads(im, im->gr->node[p]->input[1], pk, a, 1, nodes, &nn) < 0)
+        return 0;
+    if ((cm = s_att_next(im, n->output[0], "MatMul", 0)) < 0 ||
+        s_att_heads(im, im->gr->node[cm]->input[1], pq, a, 2, nodes, &nn) < 0)
+        return 0;
+    nodes[nn++] = cm;
+    const char *v = im->gr->node[cm]->output[0];
+    while ((p = s_att_next(im, v, "Transpose", 0)) >= 0) { /* forward: compose */
+        const attr_t *pa = s_attr(im->gr->node[p], "perm");
+        int64_t t[4];
+        if (!pa || pa->n_ints != 4 || nn > 60)
+            return 0;
+        for (int j = 0; j < 4; j++)
+            t[j] = pa->ints[j] >= 0 && pa->ints[j] <= 3 ? c[pa->ints[j]] : -1;
+        memcpy(c, t, sizeof c);
+        nodes[nn++] = p;
+        v = im->gr->node[p]->output[0];
+    }
+    if (memcmp(c, pq, sizeof c) || (r = s_att_next(im, v, "Reshape", 0)) < 0)
+        return 0;
+    a->reshape[3] = r;
+    nodes[nn++] = r;
+    if ((om = s_att_next(im, im->gr->node[r]->output[0], "MatMul", 0)) < 0 ||
+        !(a->w[3] = s_const_t(im, im->gr->node[om]->input[1])) || a->w[3]->n_dims != 2)
+        return 0;
+    emit = om;
+    int ad = s_next(im, im->gr->node[om]->output[0], "Add");
+    const char *bo = ad >= 0 ? s_other(im->gr->node[ad], im->gr->node[om]->output[0]) : NULL;
+    if (bo && (a->b[3] = s_const_t(im, bo))) {
+        nodes[nn++] = om;
+        emit = ad;
+    }
+    a->out = im->gr->node[emit]->output[0];
+    a->softmax = sm;
+    for (int k = 0; k < nn; k++)
+        im->done[nodes[k]] = 1;
+    im->done[emit] = 0;
+    return 1;
+}
+
+/* One gpp attention op for pattern a, at its last node i. */
+static int s_attention(imp_t *im, int i, const struct att *a)
+{
+    const val_t *x = s_val(im, i, a->x, V_OP);
+    int64_t d[4], t[SV_MAX], S, E, H = 0, D = 0;
+    if (!x)
+        return -1;
+    if (x->rank != 3)
+        return s_fail(im, i,
+                      "attention over '%s': gpp's attention reads [batch, sequence, "
+                      "features], '%s' has rank %d",
+                      a->x, a->x, x->rank);
+    s_dims(im, x, d);
+    S = d[1], E = d[2];
+    for (int k = 0; k < 4; k++) {
+        if (a->w[k]->dims[0] != E || a->w[k]->dims[1] != E)
+            return s_fail(im, i,
+                          "attention weight '%s' must be [%lld, %lld] (features to "
+                          "features)",
+                          a->w[k]->name, (long long)E, (long long)E);
+        if (k == 3)
+            break;
+        int nt = s_reshape_target(im, a->reshape[k], d, 3, t);
+        if (nt < 0)
+            return -1;
+        if (nt != 4 || t[1] != S || t[2] * t[3] != E || (H && t[2] != H))
+            return s_fail(im, a->reshape[k],
+                          "attention heads: reshape to %s, expected [N, %lld, "
+                          "heads, %lld / heads] alike for Q, K and V",
+                          s_dimstr(t, nt, (char[96]){0}, 96), (long long)S, (long long)E);
+        H = t[2], D = t[3];
+    }
+    int64_t dh[4] = {BATCH, S, H, D};
+    int nt = s_reshape_target(im, a->reshape[3], dh, 4, t);
+    if (nt < 0)
+        return -1;
+    if (nt != 3 || t[1] != S || t[2] != E)
+        return s_fail(im, a->reshape[3],
+                      "attention context: reshape to %s, expected [N, %lld, %lld]",
+                      s_dimstr(t, nt, (char[96]){0}, 96), (long long)S, (long long)E);
+    int64_t sn;
+    float *sc = s_tensor_check(im, a->softmax, a->scale_t, 1, &sn) == 0 && sn == 1
+                    ? s_floats(im, a->softmax, a->scale_t, 1)
+                    : NULL;
+    if (!sc)
+        return s_fail(im, a->softmax, "the attention scores' scale must be one float");
+    double want = sqrt((double)D), got = a->mul ? 1.0 / sc[0] : sc[0];
+    free(sc);
+    if (fabs(got / want - 1.0) > 1e-5)
+        return s_fail(im, a->softmax,
+                      "attention scale: the scores are divided by %g; gpp's "
+                      "attention divides by sqrt(%lld) = %g",
+                      got, (long long)D, want);
+    float *w[4] = {NULL}, *b[4] = {NULL}, *qkv = gpp_xcalloc((size_t)(3 * E * E), sizeof *qkv),
+          *bqkv = gpp_xcalloc((size_t)(3 * E), sizeof *bqkv),
+          *wo = gpp_xcalloc((size_t)(E * E), sizeof *wo), *bo = gpp_xcalloc((size_t)E, sizeof *bo);
+    int rc = 0;
+    for (int k = 0; k < 4 && rc == 0; k++) {
+        if (!(w[k] = s_floats(im, i, a->w[k], E * E)) ||
+            (a->b[k] && !(b[k] = s_floats(im, i, a->b[k], E))))
+            rc = -1;
+        for (int64_t o = 0; rc == 0 && o < E; o++) { /* W^T [in, out] -> gpp's [out, in] */
+            float *dst = k < 3 ? qkv + (k * E + o) * E : wo + o * E;
+            for (int64_t in = 0; in < E; in++)
+                dst[in] = w[k][in * E + o];
+            (k < 3 ? bqkv + k * E : bo)[o] = b[k] ? b[k][o] : 0.0f;
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        free(w[k]), free(b[k]);
+    if (rc < 0) {
+        free(qkv), free(bqkv), free(wo), free(bo);
+        return -1;
+    }
+    char name[GPP_NAME_LEN];
+    const char *base = a->b[3] && a->b[3]->name ? a->b[3]->name
+                       : a->w[3]->name          ? a->w[3]->name
+                                                : "attention";
+    s_opname(im, base, 1, name);
+    int id = gpp_graph_attention(im->g, name, x->op, (int)H);
+    s_weight(im, id, 0, qkv);
+    s_weight(im, id, 1, bqkv);
+    s_weight(im, id, 2, wo);
+    s_weight(im, id, 3, bo);
+    return s_out_op(im, i, a->out, id, 3);
+}
+
 /* The hint for an op gpp does not map. */
 static const char *s_hint(const char *op)
 {
@@ -1185,12 +1468,15 @@ static const char *s_hint(const char *op)
         const char *op, *hint;
     } h[] = {
         {"Softmax", "for a classifier drop the final Softmax and train with loss=ce (it applies "
-                    "log-softmax); gpp's softmax exists only inside its attention op"},
+                    "log-softmax); gpp's softmax exists only inside its attention op, which gpp "
+                    "maps from MatMul(Q, K^T) / sqrt(d) -> Softmax -> MatMul(V) with the heads' "
+                    "Reshape/Transpose around it"},
         {"LogSoftmax", "drop it and train with loss=ce"},
         {"Split", "gpp splits the features (the last axis) only"},
         {"Dropout", "gpp has no dropout: export in eval mode (model.eval()), which leaves it out"},
-        {"Transpose", "gpp keeps each sample a [rows, cols] matrix: no transposes (attention's "
-                      "head transposes: use gpp-graph/1 JSON's attention op)"},
+        {"Transpose", "gpp keeps each sample a [rows, cols] matrix: no transposes but the "
+                      "heads' inside the self-attention pattern (docs/graph-format.md: "
+                      "MatMul(Q, K^T) / sqrt(d) -> Softmax -> MatMul(V), Q K V from one input)"},
         {"Sigmoid", "use Relu or Gelu"},
         {"Tanh", "use Relu or Gelu"},
         {"Mul", "elementwise products are not gpp ops (only inside the Erf form of Gelu)"},
@@ -1220,6 +1506,8 @@ static int s_node(imp_t *im, int i)
             return s_fail(im, i, "attribute '%s' is a sub-graph or a function reference; gpp "
                                  "imports flat graphs", n->attribute[k]->name ? n->attribute[k]->name : "");
     int rc;
+    if (im->att_at[i])
+        return s_attention(im, i, &im->att[im->att_at[i] - 1]);
     int ints = n->n_input && s_is_ints(im, n->input[0]);
     for (size_t k = 1; !ints && !strcmp(op, "Concat") && k < n->n_input; k++)
         ints = s_is_ints(im, n->input[k]);
@@ -1374,6 +1662,13 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
             return -1;
     if (!im->g->n_ops)
         return s_fail(im, -1, "the graph has no inputs besides its initializers");
+    im->att = gpp_xcalloc(gr->n_node + 1, sizeof *im->att);
+    im->att_at = gpp_xcalloc(gr->n_node + 1, sizeof *im->att_at);
+    for (size_t i = 0, n = 0; i < gr->n_node; i++)
+        if (s_is(im, (int)i, "Softmax") && !im->done[i] && s_att_match(im, (int)i, &im->att[n])) {
+            const char *out = im->att[n].out;
+            im->att_at[s_producer(im, out)] = (int)++n;
+        }
     for (size_t i = 0; i < gr->n_node; i++)
         if (!im->done[i] && s_node(im, (int)i) < 0)
             return -1;
@@ -1432,6 +1727,8 @@ gpp_graph_t *gpp_onnx_parse(const uint8_t *buf, size_t len, const char *origin,
     free(im.vals);
     free(im.hash);
     free(im.done);
+    free(im.att);
+    free(im.att_at);
     gpponnx__model__free_unpacked(m, NULL);
     if (rc < 0)
         gpp_graph_destroy(&im.g);

@@ -11,7 +11,10 @@
 # Two more models, written by scripts/gpp-export, exercise torch's shape
 # plumbing: one splits a feature vector into branches (torch.split and
 # x[:, 2:], imported as gpp slice ops), one reshapes (unsqueeze, view(size(0),
-# -1), squeeze, flatten); their 20 losses must agree within the same 1e-4.
+# -1), squeeze, flatten), and a third is scaled dot-product self-attention
+# written out (Q, K, V projections, heads by view/transpose, softmax, output
+# projection: one gpp attention op); their 20 losses must agree within the
+# same 1e-4.
 # Needs Debian's python3-torch (1.13, about 590 MB installed, 164 packages):
 # not in scripts/install-deps.sh's default set, so without it the test
 # exits 77 (skipped).
@@ -123,11 +126,13 @@ grep -q "model $TMP/net.onnx:loss=ce: 9 ops, 91 parameters" "$TMP/out" &&
 # shape handling from torch's exporter: a feature vector split into branches
 # (Split [4, 6] and Slice [2, 10): three gpp slices), and x.unsqueeze(1),
 # r.view(r.size(0), -1), squeeze, flatten (Shape -> Gather -> Unsqueeze ->
-# Concat -> Reshape, folded at import: no ops)
+# Concat -> Reshape, folded at import: no ops), and self-attention written
+# out (one gpp attention op, its weights the four projections')
 cat >"$TMP/shapes.py" <<'PYEOF'
-import sys, numpy as np, torch
+import math, sys, numpy as np, torch
 from torch import nn
 class Split(nn.Module):
+    IN, OUT = (10,), (3,)
     def __init__(s):
         super().__init__()
         torch.manual_seed(5)
@@ -136,6 +141,7 @@ class Split(nn.Module):
         xa, xb = torch.split(x, [4, 6], dim=1)
         return s.h(torch.cat([torch.relu(s.a(xa)), torch.relu(s.b(xb)), s.c(x[:, 2:])], 1))
 class Views(nn.Module):
+    IN, OUT = (10,), (3,)
     def __init__(s):
         super().__init__()
         torch.manual_seed(6)
@@ -143,12 +149,27 @@ class Views(nn.Module):
     def forward(s, x):
         r = torch.relu(s.a(x.unsqueeze(1)))
         return s.h(r.view(r.size(0), -1) + r.squeeze(1).flatten(1))
+class Attn(nn.Module):  # scaled dot-product self-attention written out, 2 heads
+    IN, OUT = (4, 8), (4, 3)
+    def __init__(s, E=8, H=2):
+        super().__init__()
+        torch.manual_seed(8)
+        s.H, s.D = H, E // H
+        s.q, s.k, s.v, s.o = nn.Linear(E, E), nn.Linear(E, E), nn.Linear(E, E), nn.Linear(E, E)
+        s.h = nn.Linear(E, 3)
+    def forward(s, x):
+        B, S, E = x.shape
+        q = s.q(x).view(B, S, s.H, s.D).transpose(1, 2)
+        k = s.k(x).view(B, S, s.H, s.D).transpose(1, 2)
+        v = s.v(x).view(B, S, s.H, s.D).transpose(1, 2)
+        a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(s.D), dim=-1)
+        return s.h(s.o((a @ v).transpose(1, 2).reshape(B, S, E)) + x)
 if __name__ == "__main__":
-    r, B, T = np.random.default_rng(3), 16, 20
-    x = r.standard_normal((B * T, 10)).astype(np.float32)
-    y = r.standard_normal((B * T, 3)).astype(np.float32)
+    r, B, T, M = np.random.default_rng(3), 16, 20, globals()[sys.argv[1]]
+    x = r.standard_normal((B * T,) + M.IN).astype(np.float32)
+    y = r.standard_normal((B * T,) + M.OUT).astype(np.float32)
     np.save(f"{sys.argv[2]}/x.npy", x); np.save(f"{sys.argv[2]}/loss.npy", y)
-    net = globals()[sys.argv[1]]()
+    net = M()
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     for s in range(T):
         loss = nn.functional.mse_loss(net(torch.from_numpy(x[s * B:(s + 1) * B])),
@@ -157,10 +178,10 @@ if __name__ == "__main__":
         print(f"{loss.item():.9g}")
 PYEOF
 mkdir -p "$TMP/ds"
-for spec in "Split 12 207" "Views 6 115"; do
+for spec in "Split 12 207 10" "Views 6 115 10" "Attn 5 315 4x8"; do
     set -- $spec
     expect_ok "gpp-export writes the $1 model" $PY "$SRC/scripts/gpp-export" \
-        "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=10
+        "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=$4
     if $PY "$TMP/shapes.py" "$1" "$TMP/ds" >"$TMP/$1.losses" 2>"$TMP/torch.err"; then
         ok "PyTorch trains the $1 model"
     else

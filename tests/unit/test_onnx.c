@@ -245,6 +245,90 @@ static void t_reshape(void)
     gpp_graph_destroy(&g[1]);
 }
 
+#define ATTENTION "tests/data/onnx/attention.onnx"
+
+/* attention.onnx with initializer `name`'s raw bytes replaced by v[n]
+ * (same size), parsed; NULL + message in err. */
+static gpp_graph_t *s_attention_with(const char *name, const void *v, size_t n, gpp_err_t *err)
+{
+    size_t len = 0;
+    uint8_t *buf = s_slurp(ATTENTION, &len);
+    Gpponnx__Model *m = buf ? gpponnx__model__unpack(NULL, len, buf) : NULL;
+    gpp_graph_t *g = NULL;
+    Gpponnx__Tensor *t = m ? (Gpponnx__Tensor *)s_init(m, name) : NULL;
+    GPP_EXPECT_MSG(t && t->has_raw_data && t->raw_data.len == n, "initializer %s", name);
+    if (t && t->raw_data.len == n) {
+        memcpy(t->raw_data.data, v, n);
+        size_t plen = gpponnx__model__get_packed_size(m);
+        uint8_t *out = malloc(plen);
+        gpponnx__model__pack(m, out);
+        g = gpp_onnx_parse(out, plen, "a.onnx", GPP_ONNX_LOSS_MSE, err);
+        free(out);
+    }
+    if (m)
+        gpponnx__model__free_unpacked(m, NULL);
+    free(buf);
+    return g;
+}
+
+/* attention.onnx: one gpp attention op, its weights the four projections' */
+static void t_attention(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_model_load(ATTENTION, &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    int at = s_find_op(g, "o");
+    GPP_EXPECT_MSG(g->n_ops == 3 && at == 1 && g->ops[at].type == GPP_OP_ATTENTION &&
+                       g->ops[at].heads == 2 && g->ops[at].rows == 4 && g->ops[at].cols == 8 &&
+                       g->ops[at].inputs[0] == 0,
+                   "%d ops", g->n_ops);
+    size_t len = 0;
+    uint8_t *buf = s_slurp(ATTENTION, &len);
+    Gpponnx__Model *m = buf ? gpponnx__model__unpack(NULL, len, buf) : NULL;
+    GPP_EXPECT(m != NULL && at == 1);
+    if (m && at == 1) {
+        /* gpp's [out, in] rows from MatMul's [in, out]: w_qkv = Wq | Wk | Wv, w_o */
+        static const char *wn[4] = {"onnx::MatMul_q", "onnx::MatMul_k", "onnx::MatMul_v",
+                                    "onnx::MatMul_o"};
+        static const char *bn[4] = {"q.bias", "k.bias", NULL, "o.bias"};
+        const float *wqkv = gpp_graph_init_weight(g, at, 0),
+                    *bqkv = gpp_graph_init_weight(g, at, 1);
+        const float *wo = gpp_graph_init_weight(g, at, 2), *bo = gpp_graph_init_weight(g, at, 3);
+        int bad = 0;
+        for (int k = 0; k < 4; k++) {
+            const Gpponnx__Tensor *w = s_init(m, wn[k]), *b = bn[k] ? s_init(m, bn[k]) : NULL;
+            for (int o = 0; o < 8; o++) {
+                for (int i = 0; i < 8; i++)
+                    bad += (k < 3 ? wqkv[(k * 8 + o) * 8 + i] : wo[o * 8 + i]) !=
+                           s_f(w, (size_t)(i * 8 + o));
+                bad += (k < 3 ? bqkv[k * 8 + o] : bo[o]) != (b ? s_f(b, (size_t)o) : 0.0f);
+            }
+        }
+        GPP_EXPECT_MSG(bad == 0, "%d attention weights differ from the initializers", bad);
+        gpponnx__model__free_unpacked(m, NULL);
+    }
+    free(buf);
+    gpp_graph_destroy(&g);
+
+    /* a scale other than 1/sqrt(head size); heads that do not tile the features */
+    float scale = 0.4f;
+    g = s_attention_with("scale", &scale, 4, &err);
+    GPP_EXPECT_MSG(!g &&
+                       strstr(err.msg, "a.onnx: node 14 '/Softmax' (Softmax): attention scale: "
+                                       "the scores are divided by 2.5") &&
+                       strstr(err.msg, "sqrt(4) = 2"),
+                   "'%s'", err.msg);
+    gpp_graph_destroy(&g);
+    int64_t heads[4] = {0, 0, 4, 4};
+    g = s_attention_with("heads", heads, sizeof heads, &err);
+    GPP_EXPECT_MSG(!g && strstr(err.msg, "attention heads: reshape to [N, 4, 4, 4]") &&
+                       strstr(err.msg, "(Reshape)"),
+                   "'%s'", err.msg);
+    gpp_graph_destroy(&g);
+}
+
 static void t_spec(void)
 {
     GPP_EXPECT(gpp_onnx_is_spec("m.onnx") && gpp_onnx_is_spec("onnx:m") &&
@@ -640,7 +724,7 @@ static void t_errors(void)
         {"reshape fixed batch", s_reshape_fixed, "fixed first dimension 2", "(Reshape)"},
         {"reshape infer", s_reshape_infer, "cannot infer dimension 2 of 'y' from 3 features",
          "/Relu"},
-        {"transpose", s_transpose, "unsupported op Transpose", "attention op"},
+        {"transpose", s_transpose, "unsupported op Transpose", "self-attention pattern"},
         {"unsqueeze batch", s_unsq_batch, "axis 0: gpp keeps the batch as dimension 0",
          "(Unsqueeze)"},
         {"value_info size", s_vinfo,
@@ -679,14 +763,11 @@ static void t_errors(void)
 
 int main(void)
 {
-    static const gpp_test_case_t cases[] = {{"branches", t_branches},
-                                            {"residual", t_residual},
-                                            {"split", t_split},
-                                            {"split_equal", t_split_equal},
-                                            {"reshape", t_reshape},
-                                            {"value_info", t_value_info},
-                                            {"spec", t_spec},
-                                            {"errors", t_errors},
-                                            {NULL, NULL}};
+    static const gpp_test_case_t cases[] = {
+        {"branches", t_branches},   {"residual", t_residual},
+        {"split", t_split},         {"split_equal", t_split_equal},
+        {"reshape", t_reshape},     {"value_info", t_value_info},
+        {"attention", t_attention}, {"spec", t_spec},
+        {"errors", t_errors},       {NULL, NULL}};
     return gpp_test_run(cases);
 }

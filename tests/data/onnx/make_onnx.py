@@ -22,6 +22,11 @@ usage: make_onnx.py OUT_DIR
                  Add -> Relu r [N,1,8];
                  Reshape(r, Concat(Unsqueeze(Gather(Shape(r), 0)), [-1])) (x.view(x.size(0), -1))
                  + Squeeze(r, 1) -> Flatten -> Gemm -> y [N,3]
+  attention.onnx self-attention written out, 2 heads, x [N,4,8] (rows = 4):
+                 q = Transpose(Reshape(x Wq + bq, [0, 0, 2, 4]), 0 2 1 3), v alike
+                 without a bias, k's transpose as two (0 2 1 3, then 0 1 3 2),
+                 Softmax(MatMul(q, k) * 0.5) -> MatMul(v) -> Transpose(0 2 1 3)
+                 -> Reshape [0, 0, 8] -> MatMul Wo + bo -> y [N,4,8]
   reshape_inferred.onnx  the same after onnx.shape_inference.infer_shapes
                  (value_info with the batch symbolic)
 The weights are written as raw_data except b's MatMul weight (float_data),
@@ -148,11 +153,45 @@ def reshape():
     return helper.make_graph(nodes, "reshape", inputs, outputs, inits)
 
 
+def attention():
+    inits = [w("onnx::MatMul_q", 8, 8), w("q.bias", 8), w("onnx::MatMul_k", 8, 8), w("k.bias", 8),
+             w("onnx::MatMul_v", 8, 8), w("onnx::MatMul_o", 8, 8), w("o.bias", 8),
+             numpy_helper.from_array(np.array([0, 0, 2, 4], dtype=np.int64), "heads"),
+             numpy_helper.from_array(np.array([0, 0, 8], dtype=np.int64), "back"),
+             scalar("scale", 0.5)]
+    nodes = []
+    for p, bias in (("q", True), ("k", True), ("v", False)):
+        src = "x"
+        nodes.append(helper.make_node("MatMul", [src, f"onnx::MatMul_{p}"], [f"{p}m"],
+                                      name=f"/{p}/MatMul"))
+        if bias:
+            nodes.append(helper.make_node("Add", [f"{p}.bias", f"{p}m"], [f"{p}a"],
+                                          name=f"/{p}/Add"))
+        nodes.append(helper.make_node("Reshape", [f"{p}a" if bias else f"{p}m", "heads"],
+                                      [f"{p}r"], name=f"/{p}/Reshape"))
+        nodes.append(helper.make_node("Transpose", [f"{p}r"], [f"{p}h"], name=f"/{p}/Transpose",
+                                      perm=[0, 2, 1, 3]))
+    nodes += [
+        helper.make_node("Transpose", ["kh"], ["kt"], name="/k/Transpose_1", perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["qh", "kt"], ["sc"], name="/MatMul"),
+        helper.make_node("Mul", ["sc", "scale"], ["ss"], name="/Mul"),
+        helper.make_node("Softmax", ["ss"], ["p"], name="/Softmax", axis=-1),
+        helper.make_node("MatMul", ["p", "vh"], ["ctx"], name="/MatMul_1"),
+        helper.make_node("Transpose", ["ctx"], ["ct"], name="/Transpose", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ct", "back"], ["cr"], name="/Reshape"),
+        helper.make_node("MatMul", ["cr", "onnx::MatMul_o"], ["om"], name="/o/MatMul"),
+        helper.make_node("Add", ["om", "o.bias"], ["y"], name="/o/Add"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 8])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 8])]
+    return helper.make_graph(nodes, "attention", inputs, outputs, inits)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     for name, g in (("branches", branches()), ("residual", residual()), ("split", split()),
-                    ("reshape", reshape())):
+                    ("reshape", reshape()), ("attention", attention())):
         m = helper.make_model(g, producer_name="gpp make_onnx.py",
                               opset_imports=[helper.make_opsetid("", 17)])
         onnx.checker.check_model(m)
