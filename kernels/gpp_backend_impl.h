@@ -122,6 +122,11 @@ typedef struct gpp_backend_vt_s {
                       gpp_err_t *err);
     int (*concat_bwd)(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,
                       gpp_err_t *err);
+    /* y = x's columns [start, start + y cols); dx's columns there += dy */
+    int (*slice_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, int64_t start, gpp_tensor_t *y,
+                     gpp_err_t *err);
+    int (*slice_bwd)(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, gpp_tensor_t *dx,
+                     gpp_err_t *err);
     int (*loss_mse)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target, float *loss,
                     float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
     int (*loss_ce)(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,

@@ -198,6 +198,25 @@ int gpp_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor
     return s_vt(s)->concat_bwd(s, n_in, dy, dxs, err);
 }
 
+int gpp_slice_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int64_t start, gpp_tensor_t *y,
+                  gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(y) && x->n == y->n && x->rows == y->rows);
+    assert(start >= 0 && start + y->cols <= x->cols);
+    return s_vt(s)->slice_fwd(s, x, start, y, err);
+}
+
+int gpp_slice_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, gpp_tensor_t *dx,
+                  gpp_err_t *err)
+{
+    assert(s_f32(dy));
+    if (!dx || !dx->data)
+        return 0;
+    assert(s_f32(dx) && dx->n == dy->n && dx->rows == dy->rows);
+    assert(start >= 0 && start + dy->cols <= dx->cols);
+    return s_vt(s)->slice_bwd(s, dy, start, dx, err);
+}
+
 int gpp_add_fwd(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, gpp_tensor_t *y,
                 gpp_err_t *err)
 {
@@ -328,6 +347,16 @@ static int s_concat_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
     return gpp_concat_bwd(s, n, a->dy, dxs, err);
 }
 
+static int s_slice_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_slice_fwd(s, a->x[0], a->op->start, a->y, err);
+}
+
+static int s_slice_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_slice_bwd(s, a->dy, a->op->start, a->dx[0], err);
+}
+
 static int s_add_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
     return gpp_add_fwd(s, a->x[0], a->x[1], a->y, err);
@@ -360,6 +389,7 @@ const gpp_op_kernel_t gpp_op_kernels[] = {
     [GPP_OP_ADD] = {s_add_f, s_add_b},
     [GPP_OP_LOSS_MSE] = {s_loss_mse_f, NULL}, /* the forward computes dx */
     [GPP_OP_LOSS_CE] = {s_loss_ce_f, NULL},
+    [GPP_OP_SLICE] = {s_slice_f, s_slice_b},
     [GPP_OP_OPAQUE] = {NULL, NULL}, /* costs only */
 };
 _Static_assert(sizeof gpp_op_kernels / sizeof gpp_op_kernels[0] == GPP_OP__COUNT,

@@ -117,6 +117,14 @@ int gpp_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp
 int gpp_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,
                    gpp_err_t *err);
 
+/* ---- slice: columns [start, start + y cols) of x ----
+ * x [n, rows, cx], y [n, rows, c], start + c <= cx. The backward adds dy
+ * into dx's column block (the rest of dx is left as it is). */
+int gpp_slice_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int64_t start, gpp_tensor_t *y,
+                  gpp_err_t *err);
+int gpp_slice_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, gpp_tensor_t *dx,
+                  gpp_err_t *err);
+
 /* ---- residual add: y = a + b, all the same shape; da += dy, db += dy ---- */
 int gpp_add_fwd(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, gpp_tensor_t *y,
                 gpp_err_t *err);

@@ -129,6 +129,14 @@ int gpp_graph_add2(gpp_graph_t *g, const char *name, int a, int b)
     return gpp_graph_add(g, GPP_OP_ADD, name, 2, ins);
 }
 
+int gpp_graph_slice(gpp_graph_t *g, const char *name, int in, int64_t start, int64_t width)
+{
+    int id = gpp_graph_add(g, GPP_OP_SLICE, name, 1, &in);
+    g->ops[id].start = start;
+    g->ops[id].width = width;
+    return id;
+}
+
 /* ---- validation and derived figures ---- */
 
 static int s_cmp_name(const void *a, const void *b)

@@ -37,6 +37,7 @@ typedef enum {
     GPP_OP_ADD,           /* residual add of two equal-shaped inputs */
     GPP_OP_LOSS_MSE,      /* mean squared error against the teacher target; out 1x1 */
     GPP_OP_LOSS_CE,       /* softmax cross-entropy per row against teacher classes; out 1x1 */
+    GPP_OP_SLICE,         /* columns [start, start + width) of its input (a split branch) */
     GPP_OP_OPAQUE,        /* from a profile file: costs only, not executable */
     GPP_OP__COUNT
 } gpp_op_type_t;
@@ -64,6 +65,7 @@ typedef struct {
     int64_t dim;             /* EMBEDDING_BAG */
     int input_kind;          /* INPUT: gpp_input_kind_t */
     int64_t classes;         /* LOSS_CE: classes = cols of its input */
+    int64_t start, width;    /* SLICE: first column taken and how many */
 
     /* derived by gpp_graph_finalize (OPAQUE: given by the profile) */
     int64_t params;          /* trainable parameters (elements) */
@@ -123,6 +125,7 @@ int gpp_graph_embedding_bag(gpp_graph_t *g, const char *name, int in, int64_t ta
                             int64_t dim);
 int gpp_graph_concat(gpp_graph_t *g, const char *name, int n, const int *ins);
 int gpp_graph_add2(gpp_graph_t *g, const char *name, int a, int b);
+int gpp_graph_slice(gpp_graph_t *g, const char *name, int in, int64_t start, int64_t width);
 
 /* Validates (topological order, arity, shapes, unique names, one or more
  * sinks) and derives shapes, figures and consumer lists. Idempotent.

@@ -27,7 +27,13 @@ typedef Gpponnx__Node node_t;
 typedef Gpponnx__Tensor tensor_t;
 typedef Gpponnx__Attribute attr_t;
 
-enum { V_OP, V_CONST, V_GATHER, V_BAD };
+/* V_SHAPE: a small integer vector computed from shapes (Shape -> Gather ->
+ * Unsqueeze -> Concat -> Reshape, as torch exports x.view(x.size(0), -1)),
+ * folded at import; the batch size is the symbol BATCH. */
+enum { V_OP, V_CONST, V_GATHER, V_BAD, V_SHAPE };
+
+#define SV_MAX 8        /* elements of a V_SHAPE vector */
+#define BATCH INT64_MIN /* the symbolic batch dimension in a V_SHAPE */
 
 typedef struct {
     const char *name; /* points into the decoded message */
@@ -36,6 +42,9 @@ typedef struct {
     int rank;         /* V_OP: 2 ([N, cols]) or 3 ([N, rows, cols]), the batch included */
     const tensor_t *t;    /* V_CONST: the value; V_GATHER: the table */
     const char *producer; /* V_BAD: the node that made it */
+    int64_t sv[SV_MAX];   /* V_SHAPE: the elements */
+    int sn;               /* V_SHAPE: their number */
+    int scalar;           /* V_SHAPE: a 0-d value (sn = 1) */
 } val_t;
 
 typedef struct {
@@ -49,13 +58,16 @@ typedef struct {
     float **w; /* per op x SLOTS */
     int w_ops;
     unsigned char *done; /* per node: consumed by a pattern */
+    struct att *att;     /* attention patterns found before the walk */
+    int *att_at;         /* per node: 1 + the pattern it completes, or 0 */
     gpp_err_t *err;
 } imp_t;
 
 static const char SUPPORTED[] =
     "gpp maps Gemm, MatMul(+Add bias), Relu, Gelu (and its Erf form), LayerNormalization, "
-    "Concat (last axis), Add, Gather+ReduceSum (embedding bag), Identity, Flatten (2-d), "
-    "Constant";
+    "Concat, Split and Slice (last axis), Add, Gather+ReduceSum (embedding bag), self-attention "
+    "(MatMul, Softmax, MatMul with the heads' Reshape/Transpose), Reshape/Unsqueeze/Squeeze/"
+    "Flatten that add or drop a dimension of 1, Shape arithmetic, Identity, Constant";
 
 /* ---- errors ---- */
 
@@ -146,8 +158,8 @@ static val_t *s_val(imp_t *im, int node, const char *name, int want)
     }
     if (want >= 0 && v->kind != want) {
         static const char *what[] = {"an activation (the output of a node or a graph input)",
-                                     "a constant (an initializer)", "a gathered table (Gather)",
-                                     ""};
+                                     "a constant (an initializer)", "a gathered table (Gather)", "",
+                                     "a shape (Shape)"};
         s_fail(im, node, "input '%s' must be %s", v->name, what[want]);
         return NULL;
     }
@@ -655,6 +667,156 @@ static int s_add(imp_t *im, int i)
     return s_out_op(im, i, n->output[0], gpp_graph_add2(im->g, name, a->op, b->op), a->rank);
 }
 
+/* The integers of value v (an integer constant of rank 0 or 1, or a folded
+ * shape) into out[cap]; *scalar (may be NULL): v is 0-d. The batch symbol
+ * only where allow_batch. The count, or -1 + message naming what it is. */
+static int s_ints(imp_t *im, int i, const val_t *v, const char *what, int64_t *out, int cap,
+                  int *scalar, int allow_batch)
+{
+    int64_t n;
+    int sc;
+    if (v->kind == V_SHAPE) {
+        n = v->sn, sc = v->scalar;
+        if (n <= cap)
+            memcpy(out, v->sv, (size_t)n * sizeof *out);
+    } else if (v->kind == V_CONST) {
+        if (s_tensor_check(im, i, v->t, 0, &n) < 0)
+            return -1;
+        sc = v->t->n_dims == 0;
+        for (int64_t k = 0; k < n && n <= cap && v->t->n_dims <= 1; k++)
+            out[k] = s_int_at(v->t, k);
+    } else
+        return s_fail(im, i, "%s '%s' must be a constant", what, v->name);
+    if ((v->kind == V_CONST && v->t->n_dims > 1) || n > cap)
+        return s_fail(im, i, "%s '%s' must be a 1-d integer tensor of at most %d values", what,
+                      v->name, cap);
+    for (int64_t k = 0; k < n && !allow_batch; k++)
+        if (out[k] == BATCH)
+            return s_fail(im, i, "%s '%s' holds the batch size, which gpp leaves symbolic", what,
+                          v->name);
+    if (scalar)
+        *scalar = sc;
+    return (int)n;
+}
+
+/* ONNX's axis as gpp's: the feature axis (rank - 1, or -1) -> 0; any other
+ * -> -1 + message. */
+static int s_feature_axis(imp_t *im, int i, const val_t *x, int64_t axis, const char *how)
+{
+    if (axis == -1 || axis == x->rank - 1)
+        return 0;
+    return s_fail(im, i,
+                  "gpp %s only along the features (the last axis, %d or -1); this node "
+                  "has axis %lld",
+                  how, x->rank - 1, (long long)axis);
+}
+
+#define SPLIT_MAX 4096 /* outputs of one Split */
+
+/* Split along the features: a gpp slice per output. The sizes are the
+ * 'split' input (opset 13+) or attribute (opset < 13), else equal parts
+ * (num_outputs in opset 18, or the number of outputs). */
+static int s_split(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    int64_t axis, rows, cols, sz[SPLIT_MAX], nout = (int64_t)n->n_output, np;
+    const val_t *x = s_in(im, i, 0, V_OP);
+    if (!x || s_attr_int(im, i, "axis", 0, &axis) < 0 ||
+        s_attr_int(im, i, "num_outputs", nout, &np) < 0 ||
+        s_feature_axis(im, i, x, axis, "splits") < 0 || s_shape(im, x, &rows, &cols) < 0)
+        return -1;
+    if (nout > SPLIT_MAX || np != nout)
+        return s_fail(im, i,
+                      "%lld outputs, num_outputs %lld: gpp splits into 1..%d outputs, one "
+                      "per part",
+                      (long long)nout, (long long)np, SPLIT_MAX);
+    const attr_t *a = s_attr(n, "split");
+    int have = 0;
+    if (n->n_input > 1 && n->input[1][0]) {
+        const val_t *sv = s_in(im, i, 1, -1);
+        if (!sv || (have = s_ints(im, i, sv, "split sizes", sz, SPLIT_MAX, NULL, 0)) < 0)
+            return -1;
+    } else if (a) {
+        if (a->n_ints > SPLIT_MAX)
+            return s_fail(im, i, "attribute 'split' has more than %d sizes", SPLIT_MAX);
+        for (size_t k = 0; k < a->n_ints; k++)
+            sz[k] = a->ints[k];
+        have = (int)a->n_ints;
+    } else { /* equal parts, the last one smaller (opset 18) */
+        int64_t part = (cols + nout - 1) / nout;
+        for (int64_t k = 0; k < nout; k++)
+            sz[k] = cols - k * part < part ? cols - k * part : part;
+        have = (int)nout;
+    }
+    int64_t sum = 0;
+    for (int k = 0; k < have; k++) {
+        if (sz[k] < 1 || sz[k] > cols)
+            return s_fail(im, i,
+                          "split size %d is %lld: gpp needs every part non-empty (at "
+                          "most the %lld features of '%s')",
+                          k + 1, (long long)sz[k], (long long)cols, x->name);
+        sum += sz[k];
+    }
+    if (have != nout || sum != cols)
+        return s_fail(im, i,
+                      "split sizes give %d parts of %lld features in all, but the node has "
+                      "%lld outputs and '%s' %lld features",
+                      have, (long long)sum, (long long)nout, x->name, (long long)cols);
+    int64_t start = 0;
+    for (int64_t k = 0; k < nout; k++) {
+        char name[GPP_NAME_LEN];
+        s_opname(im, n->output[k], 0, name);
+        int id = gpp_graph_slice(im->g, name, x->op, start, sz[k]);
+        if (s_out_op(im, i, n->output[k], id, x->rank) < 0)
+            return -1;
+        start += sz[k];
+    }
+    return 0;
+}
+
+/* Slice of the features with step 1 (x[..., a:b] in PyTorch): a gpp slice.
+ * starts, ends, axes, steps are constant inputs (opset 10+) or attributes. */
+static int s_slice(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    int64_t rows, cols, v[4][8], cnt[4] = {0, 0, -1, -1};
+    static const char *what[] = {"starts", "ends", "axes", "steps"};
+    const val_t *x = s_in(im, i, 0, V_OP);
+    if (!x || s_shape(im, x, &rows, &cols) < 0)
+        return -1;
+    for (int k = 0; k < 4; k++) {
+        const attr_t *a = s_attr(n, what[k]);
+        if (n->n_input > (size_t)k + 1 && n->input[k + 1][0]) {
+            const val_t *c = s_in(im, i, k + 1, -1);
+            if (!c || (cnt[k] = s_ints(im, i, c, what[k], v[k], 8, NULL, 0)) < 0)
+                return -1;
+        } else if (a) {
+            if (a->n_ints > 8)
+                return s_fail(im, i, "attribute '%s' has more than 8 values", what[k]);
+            for (size_t j = 0; j < a->n_ints; j++)
+                v[k][j] = a->ints[j];
+            cnt[k] = (int64_t)a->n_ints;
+        }
+    }
+    int64_t axis = cnt[2] < 0 ? 0 : cnt[2] == 1 ? v[2][0] : -2, step = cnt[3] == 1 ? v[3][0] : 1;
+    if (cnt[0] != 1 || cnt[1] != 1 || (cnt[2] >= 0 && cnt[2] != 1) || (cnt[3] >= 0 && cnt[3] != 1))
+        return s_fail(im, i, "gpp maps Slice of one axis only (one start, end and axis)");
+    if (s_feature_axis(im, i, x, axis, "slices") < 0)
+        return -1;
+    if (step != 1)
+        return s_fail(im, i, "Slice step %lld: gpp slices contiguous features (step 1)",
+                      (long long)step);
+    int64_t b = v[0][0] < 0 ? v[0][0] + cols : v[0][0], e = v[1][0] < 0 ? v[1][0] + cols : v[1][0];
+    b = b < 0 ? 0 : b > cols ? cols : b; /* ONNX clamps; torch writes INT64_MAX for "to the end" */
+    e = e < 0 ? 0 : e > cols ? cols : e;
+    if (e <= b)
+        return s_fail(im, i, "Slice [%lld, %lld) of '%s' (%lld features) is empty", (long long)b,
+                      (long long)e, x->name, (long long)cols);
+    char name[GPP_NAME_LEN];
+    s_opname(im, n->name && *n->name ? n->name : n->output[0], 0, name);
+    return s_out_op(im, i, n->output[0], gpp_graph_slice(im->g, name, x->op, b, e - b), x->rank);
+}
+
 static int s_gather(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
@@ -711,15 +873,12 @@ static int s_reducesum(imp_t *im, int i)
     return s_out_op(im, i, n->output[0], id, keep ? 3 : 2);
 }
 
-static int s_alias(imp_t *im, int i, int check_flatten)
+static int s_alias(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
     const val_t *x = s_in(im, i, 0, V_OP);
     if (!x)
         return -1;
-    int64_t axis;
-    if (check_flatten && (s_attr_int(im, i, "axis", 1, &axis) < 0 || x->rank != 2 || axis != 1))
-        return s_fail(im, i, "gpp maps Flatten only of a 2-d [batch, features] value (a no-op)");
     return s_out_op(im, i, n->output[0], x->op, x->rank);
 }
 
@@ -736,6 +895,572 @@ static int s_constant(imp_t *im, int i)
     return 0;
 }
 
+/* ---- shapes: folded integer vectors and per-sample layouts ---- */
+
+/* The ONNX dims of activation x: d[0] the batch, then [rows,] cols. */
+static int s_dims(const imp_t *im, const val_t *x, int64_t d[3])
+{
+    d[0] = BATCH;
+    d[x->rank - 1] = im->g->ops[x->op].cols;
+    if (x->rank == 3)
+        d[1] = im->g->ops[x->op].rows;
+    return x->rank;
+}
+
+/* "[N, 4, 8]" */
+static const char *s_dimstr(const int64_t *d, int n, char *buf, size_t cap)
+{
+    size_t at = 0;
+    at += (size_t)snprintf(buf, cap, "[");
+    for (int k = 0; k < n && at < cap; k++) {
+        if (d[k] == BATCH)
+            at += (size_t)snprintf(buf + at, cap - at, "%sN", k ? ", " : "");
+        else
+            at += (size_t)snprintf(buf + at, cap - at, "%s%lld", k ? ", " : "", (long long)d[k]);
+    }
+    if (at < cap)
+        snprintf(buf + at, cap - at, "]");
+    return buf;
+}
+
+/* 1 when value `name` is an integer vector the importer folds (a Shape's
+ * result or an integer constant). */
+static int s_is_ints(imp_t *im, const char *name)
+{
+    const val_t *v = s_find(im, name);
+    return v && (v->kind == V_SHAPE || (v->kind == V_CONST && v->t->has_data_type &&
+                                        (v->t->data_type == GPPONNX__TENSOR__DATA_TYPE__INT64 ||
+                                         v->t->data_type == GPPONNX__TENSOR__DATA_TYPE__INT32)));
+}
+
+/* Integers from input k of node i (see s_ints). */
+static int s_in_ints(imp_t *im, int i, int k, const char *what, int64_t *out, int cap, int *scalar,
+                     int allow_batch)
+{
+    const val_t *v = s_in(im, i, k, -1);
+    return v ? s_ints(im, i, v, what, out, cap, scalar, allow_batch) : -1;
+}
+
+/* Axes from the 'axes' attribute (older opsets) or input 1: the count, -1
+ * for none, -2 + message on error. */
+static int s_axes(imp_t *im, int i, int64_t *out, int cap)
+{
+    const node_t *n = im->gr->node[i];
+    const attr_t *a = s_attr(n, "axes");
+    if (n->n_input > 1 && n->input[1][0]) {
+        int r = s_in_ints(im, i, 1, "axes", out, cap, NULL, 0);
+        return r < 0 ? -2 : r;
+    }
+    if (!a)
+        return -1;
+    if (a->n_ints > (size_t)cap)
+        return s_fail(im, i, "attribute 'axes' has more than %d values", cap) - 1;
+    for (size_t k = 0; k < a->n_ints; k++)
+        out[k] = a->ints[k];
+    return (int)a->n_ints;
+}
+
+static int s_def_shape(imp_t *im, int i, const int64_t *v, int n, int scalar)
+{
+    val_t *o = s_define(im, i, im->gr->node[i]->output[0], V_SHAPE);
+    if (!o)
+        return -1;
+    memcpy(o->sv, v, (size_t)n * sizeof *v);
+    o->sn = n;
+    o->scalar = scalar;
+    return 0;
+}
+
+/* Shape, and Gather, Unsqueeze, Squeeze, Concat, Slice, Cast of integer
+ * vectors: computed here, the batch kept as a symbol. */
+static int s_fold(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const char *op = n->op_type;
+    int64_t a[SV_MAX], b[SV_MAX], out[SV_MAX], axis;
+    int na, nb = 0, no = 0, sa = 0, sb = 0;
+    if (!strcmp(op, "Shape")) {
+        const val_t *x = s_in(im, i, 0, V_OP);
+        int64_t st, en, d[3];
+        if (!x)
+            return -1;
+        int r = s_dims(im, x, d);
+        if (s_attr_int(im, i, "start", 0, &st) < 0 || s_attr_int(im, i, "end", r, &en) < 0)
+            return -1;
+        st = st < 0 ? st + r : st, en = en < 0 ? en + r : en;
+        st = st < 0 ? 0 : st > r ? r : st, en = en < 0 ? 0 : en > r ? r : en;
+        for (int64_t k = st; k < en; k++)
+            out[no++] = d[k];
+        return s_def_shape(im, i, out, no, 0);
+    }
+    if (!strcmp(op, "Concat")) {
+        if (s_attr_int(im, i, "axis", 0, &axis) < 0)
+            return -1;
+        if (axis != 0 && axis != -1)
+            return s_fail(im, i, "a Concat of shapes must have axis 0");
+        for (size_t k = 0; k < n->n_input; k++) {
+            if ((na = s_in_ints(im, i, (int)k, "Concat input", a, SV_MAX, NULL, 1)) < 0)
+                return -1;
+            if (no + na > SV_MAX)
+                return s_fail(im, i, "a shape of more than %d dimensions", SV_MAX);
+            memcpy(out + no, a, (size_t)na * sizeof *a);
+            no += na;
+        }
+        return s_def_shape(im, i, out, no, 0);
+    }
+    if ((na = s_in_ints(im, i, 0, "input", a, SV_MAX, &sa, 1)) < 0)
+        return -1;
+    if (!strcmp(op, "Cast") || !strcmp(op, "Identity"))
+        return s_def_shape(im, i, a, na, sa);
+    if (!strcmp(op, "Gather")) {
+        if (s_attr_int(im, i, "axis", 0, &axis) < 0 ||
+            (nb = s_in_ints(im, i, 1, "indices", b, SV_MAX, &sb, 0)) < 0)
+            return -1;
+        if (sa || axis != 0)
+            return s_fail(im, i, "a Gather from a shape must have axis 0 of a 1-d shape");
+        for (int k = 0; k < nb; k++) {
+            int64_t j = b[k] < 0 ? b[k] + na : b[k];
+            if (j < 0 || j >= na)
+                return s_fail(im, i, "index %lld is outside the shape's %d dimensions",
+                              (long long)b[k], na);
+            out[no++] = a[j];
+        }
+        return s_def_shape(im, i, out, no, sb);
+    }
+    if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze")) {
+        int unsq = op[0] == 'U';
+        if ((nb = s_axes(im, i, b, SV_MAX)) < -1)
+            return -1;
+        if (nb == -1 && unsq)
+            return s_fail(im, i, "Unsqueeze needs its axes");
+        if (unsq ? !(sa && nb == 1 && (b[0] == 0 || b[0] == -1))
+                 : !(!sa && na == 1 && (nb == -1 || (nb == 1 && (b[0] == 0 || b[0] == -1)))))
+            return s_fail(im, i,
+                          "gpp folds %s of shapes only between a scalar and a 1-element "
+                          "vector",
+                          op);
+        return s_def_shape(im, i, a, 1, !unsq);
+    }
+    if (!strcmp(op, "Slice")) {
+        /* starts, ends, axes, steps: one value each (inputs 1..4; the last two optional) */
+        int64_t v[4][1] = {{0}, {0}, {0}, {1}};
+        static const char *what[] = {"starts", "ends", "axes", "steps"};
+        for (int k = 0; k < 4; k++) {
+            if (k >= 2 && ((int)n->n_input <= k + 1 || !n->input[k + 1][0]))
+                continue;
+            int r = s_in_ints(im, i, k + 1, what[k], v[k], 1, NULL, 0);
+            if (r < 0)
+                return -1;
+            if (r != 1)
+                return s_fail(im, i, "a Slice of a shape takes one %s", what[k]);
+        }
+        int64_t st[1] = {v[0][0]}, en[1] = {v[1][0]}, ax[1] = {v[2][0]}, sp[1] = {v[3][0]};
+        if (sa || (ax[0] != 0 && ax[0] != -1) || sp[0] != 1)
+            return s_fail(im, i, "gpp folds a Slice of a shape along axis 0 with step 1 only");
+        int64_t b0 = st[0] < 0 ? st[0] + na : st[0], e0 = en[0] < 0 ? en[0] + na : en[0];
+        b0 = b0 < 0 ? 0 : b0 > na ? na : b0, e0 = e0 < 0 ? 0 : e0 > na ? na : e0;
+        for (int64_t k = b0; k < e0; k++)
+            out[no++] = a[k];
+        return s_def_shape(im, i, out, no, 0);
+    }
+    return s_fail(im, i, "gpp does not compute %s of shapes", op);
+}
+
+/* Activation x seen with ONNX dims d[rank] (d[0] the batch): gpp keeps a
+ * sample a [rows, cols] matrix, so only a dimension of 1 may come or go. */
+static int s_relayout(imp_t *im, int i, const val_t *x, const int64_t *d, int rank,
+                      const char *out_name)
+{
+    int64_t xd[3], rows = rank == 3 ? d[1] : 1, cols = d[rank - 1];
+    int xr = s_dims(im, x, xd);
+    char a[96], b[96];
+    if (rank < 2 || rank > 3 || d[0] != BATCH || rows != im->g->ops[x->op].rows ||
+        cols != im->g->ops[x->op].cols)
+        return s_fail(im, i,
+                      "'%s' %s would become %s: gpp keeps each sample a [rows, cols] matrix, the "
+                      "batch first (only a dimension of 1 may be added or dropped; heads are "
+                      "reshaped only inside the self-attention pattern, docs/graph-format.md)",
+                      x->name, s_dimstr(xd, xr, a, sizeof a), s_dimstr(d, rank, b, sizeof b));
+    return s_out_op(im, i, out_name, x->op, rank);
+}
+
+/* The target of Reshape node i for an input of dims d[xr]: 0 (copy) and -1
+ * (infer) resolved, the batch first as BATCH. The rank, or -1 + message. */
+static int s_reshape_target(imp_t *im, int i, const int64_t *d, int xr, int64_t t[SV_MAX])
+{
+    const node_t *n = im->gr->node[i];
+    int64_t zero, known = 1, per = 1;
+    if (s_attr_int(im, i, "allowzero", 0, &zero) < 0)
+        return -1;
+    int nt = s_in_ints(im, i, 1, "shape", t, SV_MAX, NULL, 1), infer = -1;
+    if (nt < 0)
+        return -1;
+    for (int k = 1; k < xr; k++)
+        per *= d[k];
+    for (int k = 0; k < nt; k++) {
+        if (t[k] == 0 && !zero) {
+            if (k >= xr)
+                return s_fail(im, i, "shape element %d is 0 (copy) but the input has rank %d", k,
+                              xr);
+            t[k] = d[k];
+        }
+        if (t[k] == BATCH && k)
+            return s_fail(im, i,
+                          "output '%s' would have the batch as dimension %d; gpp keeps "
+                          "it first",
+                          n->output[0], k);
+        if (t[k] == -1 && infer < 0)
+            infer = k;
+        else if (t[k] < 1 && t[k] != BATCH)
+            return s_fail(im, i, "shape element %d is %lld", k, (long long)t[k]);
+        else if (k)
+            known *= t[k];
+    }
+    if (infer > 0) {
+        if (t[0] != BATCH || known < 1 || per % known)
+            return s_fail(im, i, "cannot infer dimension %d of '%s' from %lld features per sample",
+                          infer, n->output[0], (long long)per);
+        t[infer] = per / known;
+    } else if (infer == 0) { /* the batch from the rest */
+        if (known != per)
+            return s_fail(im, i, "output '%s' would mix the batch with the features", n->output[0]);
+        t[0] = BATCH;
+    } else if (t[0] != BATCH) {
+        return s_fail(im, i,
+                      "output '%s' has a fixed first dimension %lld: gpp keeps the batch "
+                      "first and symbolic (use 0 or -1 there)",
+                      n->output[0], (long long)t[0]);
+    }
+    return nt;
+}
+
+static int s_reshape(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const val_t *x = s_in(im, i, 0, V_OP);
+    int64_t t[SV_MAX], d[3];
+    if (!x)
+        return -1;
+    int nt = s_reshape_target(im, i, d, s_dims(im, x, d), t);
+    if (nt < 0)
+        return -1;
+    return s_relayout(im, i, x, t, nt, n->output[0]);
+}
+
+/* Unsqueeze, Squeeze and Flatten of an activation */
+static int s_layout(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const val_t *x = s_in(im, i, 0, V_OP);
+    int64_t d[3], o[SV_MAX], ax[SV_MAX], axis;
+    if (!x)
+        return -1;
+    int xr = s_dims(im, x, d), no = 0;
+    if (!strcmp(n->op_type, "Flatten")) {
+        if (s_attr_int(im, i, "axis", 1, &axis) < 0)
+            return -1;
+        if (axis != 1 && axis != 1 - xr)
+            return s_fail(im, i, "gpp maps Flatten with axis 1 only (the batch kept)");
+        o[0] = BATCH, o[1] = 1;
+        for (int k = 1; k < xr; k++)
+            o[1] *= d[k];
+        return s_relayout(im, i, x, o, 2, n->output[0]);
+    }
+    int unsq = n->op_type[0] == 'U', na = s_axes(im, i, ax, SV_MAX);
+    if (na < -1)
+        return -1;
+    if (unsq && na < 1)
+        return s_fail(im, i, "Unsqueeze needs its axes");
+    int r = unsq ? xr + na : xr, drop[SV_MAX + 3] = {0};
+    for (int k = 0; k < na; k++) {
+        int64_t a = ax[k] < 0 ? ax[k] + r : ax[k];
+        if (a < 1 || a >= r || r > SV_MAX)
+            return s_fail(im, i, "axis %lld: gpp keeps the batch as dimension 0", (long long)ax[k]);
+        drop[a] = 1;
+    }
+    if (unsq) {
+        for (int k = 0, j = 0; k < r; k++)
+            o[no++] = drop[k] ? 1 : d[j++];
+    } else {
+        for (int k = 0; k < xr; k++) {
+            int gone = na < 0 ? k > 0 && d[k] == 1 : drop[k];
+            if (gone && d[k] != 1)
+                return s_fail(im, i, "dimension %d of '%s' is %lld, not 1", k, x->name,
+                              (long long)d[k]);
+            if (!gone)
+                o[no++] = d[k];
+        }
+    }
+    return s_relayout(im, i, x, o, no, n->output[0]);
+}
+
+/* ---- attention ----
+ * Self-attention as torch exports a hand-written one (or nn.Module code of
+ * that shape), found before the walk because its projections come first:
+ *   q = Reshape(x Wq + bq, [N, S, H, D]) -> Transpose(0, 2, 1, 3)
+ *   k = Reshape(x Wk + bk, [N, S, H, D]) -> Transpose(0, 2, 3, 1)
+ *   v = Reshape(x Wv + bv, [N, S, H, D]) -> Transpose(0, 2, 1, 3)
+ *   ctx = MatMul(Softmax(MatMul(q, k) / sqrt(D)), v)   (or * 1/sqrt(D))
+ *   out = Reshape(Transpose(ctx, 0, 2, 1, 3), [N, S, E]) Wo + bo
+ * (consecutive Transposes compose; biases optional). The nodes are skipped in
+ * the walk, which emits one gpp attention op at the pattern's last node. */
+struct att {
+    const char *x, *out;                   /* input and output values */
+    const tensor_t *w[4], *b[4], *scale_t; /* Q, K, V, O: W as MatMul holds it [in, out]; bias */
+    int reshape[4];                        /* Q, K, V to heads; the context back */
+    int mul, softmax;
+};
+
+static int s_producer(const imp_t *im, const char *name)
+{
+    for (size_t i = 0; i < im->gr->n_node; i++)
+        for (size_t k = 0; k < im->gr->node[i]->n_output; k++)
+            if (!strcmp(im->gr->node[i]->output[k], name))
+                return (int)i;
+    return -1;
+}
+
+static int s_is(const imp_t *im, int node, const char *op)
+{
+    return node >= 0 && im->gr->node[node]->op_type && !strcmp(im->gr->node[node]->op_type, op);
+}
+
+/* An initializer's or a Constant node's tensor, or NULL. */
+static const tensor_t *s_const_t(imp_t *im, const char *name)
+{
+    const val_t *v = s_find(im, name);
+    if (v)
+        return v->kind == V_CONST ? v->t : NULL;
+    int p = s_producer(im, name);
+    const attr_t *a = s_is(im, p, "Constant") ? s_attr(im->gr->node[p], "value") : NULL;
+    return a ? a->t : NULL;
+}
+
+static int s_single(const imp_t *im, const char *name)
+{
+    int c;
+    return s_uses(im, name, &c) == 1;
+}
+
+/* Value `name` as x W (+ b), W a 2-d constant: 0 and the nodes, or -1. */
+static int s_att_proj(imp_t *im, const char *name, const char **x, const tensor_t **w,
+                      const tensor_t **b, int *nodes, int *nn)
+{
+    int p = s_producer(im, name);
+    *b = NULL;
+    if (s_is(im, p, "Add") && im->gr->node[p]->n_input == 2) {
+        const node_t *a = im->gr->node[p];
+        int k = s_const_t(im, a->input[0]) ? 0 : 1;
+        *b = s_const_t(im, a->input[k]);
+        nodes[(*nn)++] = p;
+        if (!*b || !s_single(im, a->input[!k]))
+            return -1;
+        p = s_producer(im, a->input[!k]);
+    }
+    if (!s_is(im, p, "MatMul") || im->gr->node[p]->n_input != 2)
+        return -1;
+    *w = s_const_t(im, im->gr->node[p]->input[1]);
+    *x = im->gr->node[p]->input[0];
+    nodes[(*nn)++] = p;
+    return *w && (*w)->n_dims == 2 ? 0 : -1;
+}
+
+/* Back from `name` through Transposes (composed) to a Reshape of a
+ * projection: 0 when the composite permutation is `perm`. */
+static int s_att_heads(imp_t *im, const char *name, const int64_t perm[4], struct att *a, int k,
+                       int *nodes, int *nn)
+{
+    int64_t c[4] = {0, 1, 2, 3};
+    int p;
+    while (*nn < 56 && s_single(im, name) && s_is(im, p = s_producer(im, name), "Transpose")) {
+        const attr_t *pa = s_attr(im->gr->node[p], "perm");
+        if (!pa || pa->n_ints != 4)
+            return -1;
+        for (int j = 0; j < 4; j++) {
+            if (c[j] < 0 || c[j] > 3 || pa->ints[c[j]] < 0 || pa->ints[c[j]] > 3)
+                return -1;
+            c[j] = pa->ints[c[j]];
+        }
+        nodes[(*nn)++] = p;
+        name = im->gr->node[p]->input[0];
+    }
+    p = s_producer(im, name);
+    if (memcmp(c, perm, sizeof c) || !s_single(im, name) || !s_is(im, p, "Reshape") ||
+        im->gr->node[p]->n_input != 2 || !s_single(im, im->gr->node[p]->input[0]))
+        return -1;
+    a->reshape[k] = p;
+    nodes[(*nn)++] = p;
+    const char *x;
+    if (s_att_proj(im, im->gr->node[p]->input[0], &x, &a->w[k], &a->b[k], nodes, nn) < 0 ||
+        (a->x && strcmp(a->x, x)))
+        return -1;
+    a->x = x;
+    return 0;
+}
+
+/* The single consumer of `name` with op type `op` reading it as input k. */
+static int s_att_next(imp_t *im, const char *name, const char *op, int k)
+{
+    int c = s_next(im, name, op);
+    return c >= 0 && (int)im->gr->node[c]->n_input > k && !strcmp(im->gr->node[c]->input[k], name)
+               ? c
+               : -1;
+}
+
+/* Matches the pattern ending in Softmax node sm: 1 (recorded), 0 (not it). */
+static int s_att_match(imp_t *im, int sm, struct att *a)
+{
+    static const int64_t pq[4] = {0, 2, 1, 3}, pk[4] = {0, 2, 3, 1};
+    const node_t *n = im->gr->node[sm];
+    int nodes[64], nn = 0, p, cm, r, om, emit;
+    int64_t axis = -1, c[4] = {0, 1, 2, 3};
+    const attr_t *ax = s_attr(n, "axis");
+    memset(a, 0, sizeof *a);
+    if (ax)
+        axis = ax->i;
+    if ((axis != -1 && axis != 3) || n->n_input != 1 || n->n_output != 1 ||
+        !s_single(im, n->input[0]))
+        return 0;
+    nodes[nn++] = sm;
+    p = s_producer(im, n->input[0]); /* Div or Mul by the scale */
+    if (!(s_is(im, p, "Div") || s_is(im, p, "Mul")) || im->gr->node[p]->n_input != 2 ||
+        !(a->scale_t = s_const_t(im, im->gr->node[p]->input[1])) ||
+        !s_single(im, im->gr->node[p]->input[0]))
+        return 0;
+    a->mul = s_is(im, p, "Mul");
+    nodes[nn++] = p;
+    p = s_producer(im, im->gr->node[p]->input[0]); /* MatMul(q, k) */
+    if (!s_is(im, p, "MatMul") || im->gr->node[p]->n_input != 2)
+        return 0;
+    nodes[nn++] = p;
+    if (s_att_heads(im, im->gr->node[p]->input[0], pq, a, 0, nodes, &nn) < 0 ||
+        s_att_heads(im, im->gr->node[p]->input[1], pk, a, 1, nodes, &nn) < 0)
+        return 0;
+    if ((cm = s_att_next(im, n->output[0], "MatMul", 0)) < 0 ||
+        s_att_heads(im, im->gr->node[cm]->input[1], pq, a, 2, nodes, &nn) < 0)
+        return 0;
+    nodes[nn++] = cm;
+    const char *v = im->gr->node[cm]->output[0];
+    while ((p = s_att_next(im, v, "Transpose", 0)) >= 0) { /* forward: compose */
+        const attr_t *pa = s_attr(im->gr->node[p], "perm");
+        int64_t t[4];
+        if (!pa || pa->n_ints != 4 || nn > 60)
+            return 0;
+        for (int j = 0; j < 4; j++)
+            t[j] = pa->ints[j] >= 0 && pa->ints[j] <= 3 ? c[pa->ints[j]] : -1;
+        memcpy(c, t, sizeof c);
+        nodes[nn++] = p;
+        v = im->gr->node[p]->output[0];
+    }
+    if (memcmp(c, pq, sizeof c) || (r = s_att_next(im, v, "Reshape", 0)) < 0)
+        return 0;
+    a->reshape[3] = r;
+    nodes[nn++] = r;
+    if ((om = s_att_next(im, im->gr->node[r]->output[0], "MatMul", 0)) < 0 ||
+        !(a->w[3] = s_const_t(im, im->gr->node[om]->input[1])) || a->w[3]->n_dims != 2)
+        return 0;
+    emit = om;
+    int ad = s_next(im, im->gr->node[om]->output[0], "Add");
+    const char *bo = ad >= 0 ? s_other(im->gr->node[ad], im->gr->node[om]->output[0]) : NULL;
+    if (bo && (a->b[3] = s_const_t(im, bo))) {
+        nodes[nn++] = om;
+        emit = ad;
+    }
+    a->out = im->gr->node[emit]->output[0];
+    a->softmax = sm;
+    for (int k = 0; k < nn; k++)
+        im->done[nodes[k]] = 1;
+    im->done[emit] = 0;
+    return 1;
+}
+
+/* One gpp attention op for pattern a, at its last node i. */
+static int s_attention(imp_t *im, int i, const struct att *a)
+{
+    const val_t *x = s_val(im, i, a->x, V_OP);
+    int64_t d[4], t[SV_MAX], S, E, H = 0, D = 0;
+    if (!x)
+        return -1;
+    if (x->rank != 3)
+        return s_fail(im, i,
+                      "attention over '%s': gpp's attention reads [batch, sequence, "
+                      "features], '%s' has rank %d",
+                      a->x, a->x, x->rank);
+    s_dims(im, x, d);
+    S = d[1], E = d[2];
+    for (int k = 0; k < 4; k++) {
+        if (a->w[k]->dims[0] != E || a->w[k]->dims[1] != E)
+            return s_fail(im, i,
+                          "attention weight '%s' must be [%lld, %lld] (features to "
+                          "features)",
+                          a->w[k]->name, (long long)E, (long long)E);
+        if (k == 3)
+            break;
+        int nt = s_reshape_target(im, a->reshape[k], d, 3, t);
+        if (nt < 0)
+            return -1;
+        if (nt != 4 || t[1] != S || t[2] * t[3] != E || (H && t[2] != H))
+            return s_fail(im, a->reshape[k],
+                          "attention heads: reshape to %s, expected [N, %lld, "
+                          "heads, %lld / heads] alike for Q, K and V",
+                          s_dimstr(t, nt, (char[96]){0}, 96), (long long)S, (long long)E);
+        H = t[2], D = t[3];
+    }
+    int64_t dh[4] = {BATCH, S, H, D};
+    int nt = s_reshape_target(im, a->reshape[3], dh, 4, t);
+    if (nt < 0)
+        return -1;
+    if (nt != 3 || t[1] != S || t[2] != E)
+        return s_fail(im, a->reshape[3],
+                      "attention context: reshape to %s, expected [N, %lld, %lld]",
+                      s_dimstr(t, nt, (char[96]){0}, 96), (long long)S, (long long)E);
+    int64_t sn;
+    float *sc = s_tensor_check(im, a->softmax, a->scale_t, 1, &sn) == 0 && sn == 1
+                    ? s_floats(im, a->softmax, a->scale_t, 1)
+                    : NULL;
+    if (!sc)
+        return s_fail(im, a->softmax, "the attention scores' scale must be one float");
+    double want = sqrt((double)D), got = a->mul ? 1.0 / sc[0] : sc[0];
+    free(sc);
+    if (fabs(got / want - 1.0) > 1e-5)
+        return s_fail(im, a->softmax,
+                      "attention scale: the scores are divided by %g; gpp's "
+                      "attention divides by sqrt(%lld) = %g",
+                      got, (long long)D, want);
+    float *w[4] = {NULL}, *b[4] = {NULL}, *qkv = gpp_xcalloc((size_t)(3 * E * E), sizeof *qkv),
+          *bqkv = gpp_xcalloc((size_t)(3 * E), sizeof *bqkv),
+          *wo = gpp_xcalloc((size_t)(E * E), sizeof *wo), *bo = gpp_xcalloc((size_t)E, sizeof *bo);
+    int rc = 0;
+    for (int k = 0; k < 4 && rc == 0; k++) {
+        if (!(w[k] = s_floats(im, i, a->w[k], E * E)) ||
+            (a->b[k] && !(b[k] = s_floats(im, i, a->b[k], E))))
+            rc = -1;
+        for (int64_t o = 0; rc == 0 && o < E; o++) { /* W^T [in, out] -> gpp's [out, in] */
+            float *dst = k < 3 ? qkv + (k * E + o) * E : wo + o * E;
+            for (int64_t in = 0; in < E; in++)
+                dst[in] = w[k][in * E + o];
+            (k < 3 ? bqkv + k * E : bo)[o] = b[k] ? b[k][o] : 0.0f;
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        free(w[k]), free(b[k]);
+    if (rc < 0) {
+        free(qkv), free(bqkv), free(wo), free(bo);
+        return -1;
+    }
+    char name[GPP_NAME_LEN];
+    const char *base = a->b[3] && a->b[3]->name ? a->b[3]->name
+                       : a->w[3]->name          ? a->w[3]->name
+                                                : "attention";
+    s_opname(im, base, 1, name);
+    int id = gpp_graph_attention(im->g, name, x->op, (int)H);
+    s_weight(im, id, 0, qkv);
+    s_weight(im, id, 1, bqkv);
+    s_weight(im, id, 2, wo);
+    s_weight(im, id, 3, bo);
+    return s_out_op(im, i, a->out, id, 3);
+}
+
 /* The hint for an op gpp does not map. */
 static const char *s_hint(const char *op)
 {
@@ -743,12 +1468,15 @@ static const char *s_hint(const char *op)
         const char *op, *hint;
     } h[] = {
         {"Softmax", "for a classifier drop the final Softmax and train with loss=ce (it applies "
-                    "log-softmax); gpp's softmax exists only inside its attention op"},
+                    "log-softmax); gpp's softmax exists only inside its attention op, which gpp "
+                    "maps from MatMul(Q, K^T) / sqrt(d) -> Softmax -> MatMul(V) with the heads' "
+                    "Reshape/Transpose around it"},
         {"LogSoftmax", "drop it and train with loss=ce"},
-        {"Split", "gpp has no split: give each branch its own graph input"},
+        {"Split", "gpp splits the features (the last axis) only"},
         {"Dropout", "gpp has no dropout: export in eval mode (model.eval()), which leaves it out"},
-        {"Reshape", "gpp keeps each sample a [rows, cols] matrix: no reshapes"},
-        {"Transpose", "gpp keeps each sample a [rows, cols] matrix: no transposes"},
+        {"Transpose", "gpp keeps each sample a [rows, cols] matrix: no transposes but the "
+                      "heads' inside the self-attention pattern (docs/graph-format.md: "
+                      "MatMul(Q, K^T) / sqrt(d) -> Softmax -> MatMul(V), Q K V from one input)"},
         {"Sigmoid", "use Relu or Gelu"},
         {"Tanh", "use Relu or Gelu"},
         {"Mul", "elementwise products are not gpp ops (only inside the Erf form of Gelu)"},
@@ -778,7 +1506,21 @@ static int s_node(imp_t *im, int i)
             return s_fail(im, i, "attribute '%s' is a sub-graph or a function reference; gpp "
                                  "imports flat graphs", n->attribute[k]->name ? n->attribute[k]->name : "");
     int rc;
-    if (!strcmp(op, "Gemm"))
+    if (im->att_at[i])
+        return s_attention(im, i, &im->att[im->att_at[i] - 1]);
+    int ints = n->n_input && s_is_ints(im, n->input[0]);
+    for (size_t k = 1; !ints && !strcmp(op, "Concat") && k < n->n_input; k++)
+        ints = s_is_ints(im, n->input[k]);
+    if (!strcmp(op, "Shape") ||
+        (ints && (!strcmp(op, "Gather") || !strcmp(op, "Concat") || !strcmp(op, "Slice") ||
+                  !strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze") || !strcmp(op, "Cast") ||
+                  !strcmp(op, "Identity"))))
+        rc = s_fold(im, i);
+    else if (!strcmp(op, "Reshape"))
+        rc = s_reshape(im, i);
+    else if (!strcmp(op, "Unsqueeze") || !strcmp(op, "Squeeze") || !strcmp(op, "Flatten"))
+        rc = s_layout(im, i);
+    else if (!strcmp(op, "Gemm"))
         rc = s_gemm(im, i);
     else if (!strcmp(op, "MatMul"))
         rc = s_matmul(im, i);
@@ -794,12 +1536,14 @@ static int s_node(imp_t *im, int i)
         rc = s_add(im, i);
     else if (!strcmp(op, "Gather"))
         rc = s_gather(im, i);
+    else if (!strcmp(op, "Split"))
+        rc = s_split(im, i);
+    else if (!strcmp(op, "Slice"))
+        rc = s_slice(im, i);
     else if (!strcmp(op, "ReduceSum"))
         rc = s_reducesum(im, i);
     else if (!strcmp(op, "Identity"))
-        rc = s_alias(im, i, 0);
-    else if (!strcmp(op, "Flatten"))
-        rc = s_alias(im, i, 1);
+        rc = s_alias(im, i);
     else if (!strcmp(op, "Constant"))
         rc = s_constant(im, i);
     else if (!strcmp(op, "Div") && (rc = s_gelu_erf(im, i)) != 0)
@@ -808,8 +1552,9 @@ static int s_node(imp_t *im, int i)
         return s_fail(im, i, "unsupported op %s; %s. %s", op, s_hint(op), SUPPORTED);
     if (rc < 0)
         return -1;
-    /* extra outputs (LayerNormalization's mean, ...) exist but gpp has no value for them */
-    for (size_t k = 1; k < n->n_output; k++)
+    /* extra outputs (LayerNormalization's mean, ...) exist but gpp has no
+     * value for them; a Split defined all of its own */
+    for (size_t k = 1; k < n->n_output && strcmp(op, "Split"); k++)
         if (n->output[k][0]) {
             val_t *v = s_define(im, i, n->output[k], V_BAD);
             if (!v)
@@ -855,6 +1600,34 @@ static int s_input(imp_t *im, const Gpponnx__ValueInfo *vi)
     return s_out_op(im, -1, nm, id, rank);
 }
 
+/* The shapes the file records for activations (value_info, graph outputs)
+ * against those gpp derived: another rank or a fixed size that differs is an
+ * error naming the tensor. A symbolic size where gpp derived a fixed one is
+ * an exporter's artifact (the graph inputs are fixed but the batch) and
+ * takes gpp's value. */
+static int s_check_info(imp_t *im, const Gpponnx__ValueInfo *vi, const char *what)
+{
+    const val_t *v = vi->name ? s_find(im, vi->name) : NULL;
+    const Gpponnx__TensorType *tt = vi->type ? vi->type->tensor_type : NULL;
+    if (!v || v->kind != V_OP || !tt || !tt->shape)
+        return 0;
+    int64_t d[3];
+    int r = s_dims(im, v, d);
+    char a[96];
+    if ((int)tt->shape->n_dim != r)
+        return s_fail(im, -1, "%s '%s' has rank %zu in the file, but gpp derives %s", what,
+                      vi->name, tt->shape->n_dim, s_dimstr(d, r, a, sizeof a));
+    for (int k = 1; k < r; k++) {
+        const Gpponnx__Dim *dm = tt->shape->dim[k];
+        if (dm->has_dim_value && dm->dim_value != d[k])
+            return s_fail(im, -1,
+                          "%s '%s' has dimension %d = %lld in the file, but gpp derives "
+                          "%s from the graph inputs (a stale value_info? re-export)",
+                          what, vi->name, k, (long long)dm->dim_value, s_dimstr(d, r, a, sizeof a));
+    }
+    return 0;
+}
+
 static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
 {
     const graph_t *gr = m->graph;
@@ -889,11 +1662,24 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
             return -1;
     if (!im->g->n_ops)
         return s_fail(im, -1, "the graph has no inputs besides its initializers");
+    im->att = gpp_xcalloc(gr->n_node + 1, sizeof *im->att);
+    im->att_at = gpp_xcalloc(gr->n_node + 1, sizeof *im->att_at);
+    for (size_t i = 0, n = 0; i < gr->n_node; i++)
+        if (s_is(im, (int)i, "Softmax") && !im->done[i] && s_att_match(im, (int)i, &im->att[n])) {
+            const char *out = im->att[n].out;
+            im->att_at[s_producer(im, out)] = (int)++n;
+        }
     for (size_t i = 0; i < gr->n_node; i++)
         if (!im->done[i] && s_node(im, (int)i) < 0)
             return -1;
     if (!gr->n_output)
         return s_fail(im, -1, "the graph has no outputs");
+    for (size_t i = 0; i < gr->n_value_info; i++)
+        if (s_check_info(im, gr->value_info[i], "value") < 0)
+            return -1;
+    for (size_t i = 0; i < gr->n_output; i++)
+        if (s_check_info(im, gr->output[i], "graph output") < 0)
+            return -1;
     for (size_t i = 0; i < gr->n_output; i++) {
         const char *on = gr->output[i]->name ? gr->output[i]->name : "";
         const val_t *v = s_find(im, on);
@@ -941,6 +1727,8 @@ gpp_graph_t *gpp_onnx_parse(const uint8_t *buf, size_t len, const char *origin,
     free(im.vals);
     free(im.hash);
     free(im.done);
+    free(im.att);
+    free(im.att_at);
     gpponnx__model__free_unpacked(m, NULL);
     if (rc < 0)
         gpp_graph_destroy(&im.g);

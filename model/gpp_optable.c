@@ -250,6 +250,27 @@ static void s_add_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t *
     c->io_bytes = 6 * op->rows * op->cols * 4;
 }
 
+/* ---- slice ---- */
+
+static int s_slice_shape(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err)
+{
+    const gpp_op_t *x = s_in(g, op, 0);
+    if (op->start + op->width > x->cols)
+        return s_err(err, op, "columns [%lld, %lld) exceed the %lld of input '%s'",
+                     (long long)op->start, (long long)(op->start + op->width), (long long)x->cols,
+                     x->name);
+    op->rows = x->rows;
+    op->cols = op->width;
+    return 0;
+}
+
+static void s_slice_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t *c)
+{
+    (void)g;
+    /* fwd: read + write the block; bwd: read dy, read-modify-write dx's block */
+    c->io_bytes = 5 * op->rows * op->cols * 4;
+}
+
 /* ---- losses: out 1x1 ---- */
 
 static int s_loss_shape(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err)
@@ -319,6 +340,10 @@ const gpp_op_info_t gpp_optable[] = {
         .max_inputs = 1, .fwd_kernels = 2, .shape = s_loss_shape, .cost = s_loss_cost},
     [GPP_OP_LOSS_CE] = {.name = "loss_ce", .role = GPP_ROLE_LOSS, .min_inputs = 1,
         .max_inputs = 1, .fwd_kernels = 2, .shape = s_loss_shape, .cost = s_loss_cost},
+    /* no input activation kept: the backward adds dy into dx's block */
+    [GPP_OP_SLICE] = {.name = "slice", .role = GPP_ROLE_LAYER, .min_inputs = 1, .max_inputs = 1,
+        .n_attrs = 2, .attrs = {I64(start, 0, 0, 0, DIM_MAX - 1), I64(width, 1, 0, 1, DIM_MAX)},
+        .fwd_kernels = 1, .shape = s_slice_shape, .cost = s_slice_cost},
     [GPP_OP_OPAQUE] = {.name = "opaque", .role = GPP_ROLE_OPAQUE, .min_inputs = 0,
         .max_inputs = INT_MAX, .n_attrs = 5,
         .attrs = {I64(params, 0, 0, 0, INT64_MAX), I64(out_bytes, 0, 0, 0, INT64_MAX),

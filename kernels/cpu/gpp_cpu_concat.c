@@ -1,4 +1,5 @@
-/* gpp_cpu_concat: concat along features and its backward, the split. */
+/* gpp_cpu_concat: concat along features and its backward, the split; the
+ * slice of a column block and its backward. */
 #include <string.h>
 
 #include "kernels/cpu/gpp_cpu.h"
@@ -46,5 +47,27 @@ int gpp_cpu_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_te
         for (int64_t r = 0; r < rows; r++)
             gpp_cpu_acc(c, dyb + r * cy, dx + r * c);
     }
+    return 0;
+}
+
+int gpp_cpu_slice_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int64_t start, gpp_tensor_t *y,
+                      gpp_err_t *err)
+{
+    (void)s, (void)err;
+    int64_t rows = y->n * y->rows, c = y->cols, cx = x->cols;
+    const float *xb = (const float *)x->data + start;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy((float *)y->data + r * c, xb + r * cx, (size_t)c * sizeof(float));
+    return 0;
+}
+
+int gpp_cpu_slice_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, gpp_tensor_t *dx,
+                      gpp_err_t *err)
+{
+    (void)s, (void)err;
+    int64_t rows = dy->n * dy->rows, c = dy->cols, cx = dx->cols;
+    float *dxb = (float *)dx->data + start;
+    for (int64_t r = 0; r < rows; r++)
+        gpp_cpu_acc(c, (const float *)dy->data + r * c, dxb + r * cx);
     return 0;
 }

@@ -171,6 +171,10 @@ int gpp_cuda_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs
                         gpp_err_t *err);
 int gpp_cuda_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,
                         gpp_err_t *err);
+int gpp_cuda_slice_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int64_t start, gpp_tensor_t *y,
+                       gpp_err_t *err);
+int gpp_cuda_slice_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, gpp_tensor_t *dx,
+                       gpp_err_t *err);
 int gpp_cuda_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target,
                       float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
 int gpp_cuda_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,

@@ -113,15 +113,16 @@ extern "C" cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t
     return cudaGetLastError();
 }
 
-__global__ void k_block_acc(int64_t rows, int64_t c, const float *src, int64_t lds, float *dst)
+__global__ void k_block_acc(int64_t rows, int64_t c, const float *src, int64_t lds, float *dst,
+                            int64_t ldd)
 {
-    S_FOR(i, rows * c) dst[i] += src[(i / c) * lds + i % c];
+    S_FOR(i, rows * c) dst[(i / c) * ldd + i % c] += src[(i / c) * lds + i % c];
 }
 
 extern "C" cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, const float *src,
-                                         int64_t lds, float *dst)
+                                         int64_t lds, float *dst, int64_t ldd)
 {
-    k_block_acc<<<s_blocks(rows * c), S_THREADS, 0, st>>>(rows, c, src, lds, dst);
+    k_block_acc<<<s_blocks(rows * c), S_THREADS, 0, st>>>(rows, c, src, lds, dst, ldd);
     return cudaGetLastError();
 }
 

@@ -42,9 +42,10 @@ cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, const float *x
 /* y[j] += sum over r < rows of x[r ld + j], j < cols (bias gradients) */
 cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols, const float *x,
                                int64_t ld, float *y);
-/* dst [rows, c] += the column block src[r lds + j], j < c (concat backward) */
+/* dst[r ldd + j] += src[r lds + j], r < rows, j < c: a column block of
+ * one matrix into another (concat and slice backward) */
 cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, const float *src,
-                              int64_t lds, float *dst);
+                              int64_t lds, float *dst, int64_t ldd);
 
 /* ---- layer norm over cols; stash (mean, 1/std) per row ---- */
 cudaError_t gpp_cuk_layernorm_fwd(cudaStream_t st, int64_t rows, int64_t c, const float *x,

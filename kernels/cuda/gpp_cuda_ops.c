@@ -452,10 +452,36 @@ int gpp_cuda_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_t
         }
         int64_t c = dxs[i]->cols;
         if (dxs[i]->data && c > 0 && rows > 0)
-            S_LAUNCH(gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, s_f(dy) + off, cy, s_f(dxs[i])),
-                     err);
+            S_LAUNCH(
+                gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, s_f(dy) + off, cy, s_f(dxs[i]), c),
+                err);
         off += c;
     }
+    return 0;
+}
+
+/* ---- slice ---- */
+
+int gpp_cuda_slice_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int64_t start, gpp_tensor_t *y,
+                       gpp_err_t *err)
+{
+    int64_t rows = y->n * y->rows, c = y->cols;
+    if (c > 0 && rows > 0)
+        GPP_CUDA_TRY(cudaMemcpy2DAsync(y->data, (size_t)c * 4, s_f(x) + start, (size_t)x->cols * 4,
+                                       (size_t)c * 4, (size_t)rows, cudaMemcpyDeviceToDevice,
+                                       gpp_cuda_stream(s)),
+                     err);
+    return 0;
+}
+
+int gpp_cuda_slice_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, gpp_tensor_t *dx,
+                       gpp_err_t *err)
+{
+    int64_t rows = dy->n * dy->rows, c = dy->cols;
+    if (c > 0 && rows > 0)
+        S_LAUNCH(
+            gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, s_f(dy), c, s_f(dx) + start, dx->cols),
+            err);
     return 0;
 }
 

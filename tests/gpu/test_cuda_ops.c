@@ -398,6 +398,22 @@ static void t_concat_add_axpy(void)
     s_free_all();
 }
 
+/* two overlapping slices of x [2, 3, 9]: the backward accumulates */
+static void t_slice(void)
+{
+    pt_t *x = s_rand(2, 3, 9, 1), *a = s_pt(GPP_DTYPE_F32, 2, 3, 4, NULL);
+    pt_t *b = s_pt(GPP_DTYPE_F32, 2, 3, 6, NULL), *dx = s_fill(2, 3, 9, GRAD_INIT);
+    pt_t *da = s_rand(2, 3, 4, 1), *db = s_rand(2, 3, 6, 1);
+    BOTH(gpp_slice_fwd(S, T(x), 5, T(a), err));
+    BOTH(gpp_slice_fwd(S, T(x), 1, T(b), err));
+    BOTH(gpp_slice_bwd(S, T(da), 5, T(dx), err));
+    BOTH(gpp_slice_bwd(S, T(db), 1, T(dx), err));
+    s_close("slice fwd [5, 9)", a);
+    s_close("slice fwd [1, 7)", b);
+    s_close("slice bwd, overlapping", dx);
+    s_free_all();
+}
+
 static void t_losses(void)
 {
     pt_t *x = s_rand(3, 4, 9, 2), *t = s_rand(3, 4, 9, 2), *dx = s_fill(3, 4, 9, GRAD_INIT);
@@ -500,6 +516,7 @@ static const gpp_test_case_t cases[] = {
     {"attention", t_attention},
     {"embedding_sparse", t_embedding},
     {"concat_add_axpy", t_concat_add_axpy},
+    {"slice", t_slice},
     {"losses", t_losses},
     {"optimizers", t_optimizers},
     {"allocator_reuse", t_allocator_reuse},

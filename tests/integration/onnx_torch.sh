@@ -8,6 +8,13 @@
 # must agree within 1e-4 relative (fp32 sums in another order; measured
 # differences: 4.3e-7 relative), and gpp's trained weights, loaded back under
 # PyTorch's names, match PyTorch's within 1e-4 (measured 1.2e-7).
+# Two more models, written by scripts/gpp-export, exercise torch's shape
+# plumbing: one splits a feature vector into branches (torch.split and
+# x[:, 2:], imported as gpp slice ops), one reshapes (unsqueeze, view(size(0),
+# -1), squeeze, flatten), and a third is scaled dot-product self-attention
+# written out (Q, K, V projections, heads by view/transpose, softmax, output
+# projection: one gpp attention op); their 20 losses must agree within the
+# same 1e-4.
 # Needs Debian's python3-torch (1.13, about 590 MB installed, 164 packages):
 # not in scripts/install-deps.sh's default set, so without it the test
 # exits 77 (skipped).
@@ -84,12 +91,17 @@ fi
 expect_ok "gpp-train on the exported model" "$TRAIN" --model "$TMP/m.onnx" --loss mse \
     --data "$TMP/d" --no-shuffle --iterations 20 --batch 16 --optimizer sgd --lr 0.05 \
     --momentum 0.9 --threads 1 --save-weights "$TMP/w.safetensors"
-grep -o 'iter=[0-9]* loss=[0-9.eE+-]*' "$TMP/out" | cut -d= -f3 >"$TMP/gpp.losses"
-worst=$(paste "$TMP/gpp.losses" "$TMP/torch.losses" | awk '{ d = ($1 - $2) / $2; if (d < 0) d = -d;
-    if (d > w) w = d; n++ } END { if (n != 20) print "count " n; else printf "%.3g\n", w }')
-awk -v w="$worst" 'BEGIN { exit !(w + 0 == w && w <= 1e-4) }' &&
-    ok "20 losses match PyTorch's (worst relative difference $worst)" ||
-    fail "losses differ from PyTorch's: $worst" "$(paste "$TMP/gpp.losses" "$TMP/torch.losses" | head -5)"
+# gpp-train's 20 losses (in $TMP/out) against those in file $1
+s_same_losses() {
+    grep -o 'iter=[0-9]* loss=[0-9.eE+-]*' "$TMP/out" | cut -d= -f3 >"$TMP/gpp.losses"
+    local worst
+    worst=$(paste "$TMP/gpp.losses" "$1" | awk '{ d = ($1 - $2) / $2; if (d < 0) d = -d;
+        if (d > w) w = d; n++ } END { if (n != 20) print "count " n; else printf "%.3g\n", w }')
+    awk -v w="$worst" 'BEGIN { exit !(w + 0 == w && w <= 1e-4) }' &&
+        ok "20 losses match PyTorch's (worst relative difference $worst)" ||
+        fail "losses differ from PyTorch's: $worst" "$(paste "$TMP/gpp.losses" "$1" | head -5)"
+}
+s_same_losses "$TMP/torch.losses"
 if $PY "$TMP/model.py" "$TMP" compare >"$TMP/cmp" 2>&1; then
     ok "trained weights match PyTorch's (worst $(tail -1 "$TMP/cmp"))"
 else
@@ -111,6 +123,77 @@ expect_ok "gpp-train trains it with cross-entropy" "$TRAIN" --model "$TMP/net.on
     --iterations 2 --batch 8 --threads 1
 grep -q "model $TMP/net.onnx:loss=ce: 9 ops, 91 parameters" "$TMP/out" &&
     ok "two branches, 91 parameters, loss ce" || fail "unexpected model" "$(head -1 "$TMP/out")"
+# shape handling from torch's exporter: a feature vector split into branches
+# (Split [4, 6] and Slice [2, 10): three gpp slices), and x.unsqueeze(1),
+# r.view(r.size(0), -1), squeeze, flatten (Shape -> Gather -> Unsqueeze ->
+# Concat -> Reshape, folded at import: no ops), and self-attention written
+# out (one gpp attention op, its weights the four projections')
+cat >"$TMP/shapes.py" <<'PYEOF'
+import math, sys, numpy as np, torch
+from torch import nn
+class Split(nn.Module):
+    IN, OUT = (10,), (3,)
+    def __init__(s):
+        super().__init__()
+        torch.manual_seed(5)
+        s.a, s.b, s.c, s.h = nn.Linear(4, 8), nn.Linear(6, 8), nn.Linear(8, 5), nn.Linear(21, 3)
+    def forward(s, x):
+        xa, xb = torch.split(x, [4, 6], dim=1)
+        return s.h(torch.cat([torch.relu(s.a(xa)), torch.relu(s.b(xb)), s.c(x[:, 2:])], 1))
+class Views(nn.Module):
+    IN, OUT = (10,), (3,)
+    def __init__(s):
+        super().__init__()
+        torch.manual_seed(6)
+        s.a, s.h = nn.Linear(10, 8), nn.Linear(8, 3)
+    def forward(s, x):
+        r = torch.relu(s.a(x.unsqueeze(1)))
+        return s.h(r.view(r.size(0), -1) + r.squeeze(1).flatten(1))
+class Attn(nn.Module):  # scaled dot-product self-attention written out, 2 heads
+    IN, OUT = (4, 8), (4, 3)
+    def __init__(s, E=8, H=2):
+        super().__init__()
+        torch.manual_seed(8)
+        s.H, s.D = H, E // H
+        s.q, s.k, s.v, s.o = nn.Linear(E, E), nn.Linear(E, E), nn.Linear(E, E), nn.Linear(E, E)
+        s.h = nn.Linear(E, 3)
+    def forward(s, x):
+        B, S, E = x.shape
+        q = s.q(x).view(B, S, s.H, s.D).transpose(1, 2)
+        k = s.k(x).view(B, S, s.H, s.D).transpose(1, 2)
+        v = s.v(x).view(B, S, s.H, s.D).transpose(1, 2)
+        a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(s.D), dim=-1)
+        return s.h(s.o((a @ v).transpose(1, 2).reshape(B, S, E)) + x)
+if __name__ == "__main__":
+    r, B, T, M = np.random.default_rng(3), 16, 20, globals()[sys.argv[1]]
+    x = r.standard_normal((B * T,) + M.IN).astype(np.float32)
+    y = r.standard_normal((B * T,) + M.OUT).astype(np.float32)
+    np.save(f"{sys.argv[2]}/x.npy", x); np.save(f"{sys.argv[2]}/loss.npy", y)
+    net = M()
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    for s in range(T):
+        loss = nn.functional.mse_loss(net(torch.from_numpy(x[s * B:(s + 1) * B])),
+                                      torch.from_numpy(y[s * B:(s + 1) * B]))
+        opt.zero_grad(); loss.backward(); opt.step()
+        print(f"{loss.item():.9g}")
+PYEOF
+mkdir -p "$TMP/ds"
+for spec in "Split 12 207 10" "Views 6 115 10" "Attn 5 315 4x8"; do
+    set -- $spec
+    expect_ok "gpp-export writes the $1 model" $PY "$SRC/scripts/gpp-export" \
+        "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=$4
+    if $PY "$TMP/shapes.py" "$1" "$TMP/ds" >"$TMP/$1.losses" 2>"$TMP/torch.err"; then
+        ok "PyTorch trains the $1 model"
+    else
+        fail "PyTorch side of the $1 model" "$(tail -3 "$TMP/torch.err")"
+    fi
+    expect_ok "gpp-train on the $1 model" "$TRAIN" --model "$TMP/$1.onnx" --loss mse \
+        --data "$TMP/ds" --no-shuffle --iterations 20 --batch 16 --optimizer sgd --lr 0.05 \
+        --momentum 0.9 --threads 1
+    grep -q "model $TMP/$1.onnx:loss=mse: $2 ops, $3 parameters" "$TMP/out" &&
+        ok "$1: $2 ops, $3 parameters" || fail "unexpected $1 model" "$(grep -m1 'ops,' "$TMP/out")"
+    s_same_losses "$TMP/$1.losses"
+done
 expect_fail "gpp-export: a missing factory" "has no 'Nope'" $PY "$SRC/scripts/gpp-export" \
     "$TMP/net.py:Nope" "$TMP/n.onnx" x=8
 gpp_test_end

@@ -210,7 +210,8 @@ static gpp_graph_t *s_every_type(void)
     int d = gpp_graph_input(g, "d", 1, 5);
     int cat_in[2] = {emb, d};
     int cat = gpp_graph_concat(g, "cat", 2, cat_in);
-    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "mse", cat);
+    int sl = gpp_graph_slice(g, "slice", cat, 2, 7);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "mse", sl);
     int op = gpp_graph_add(g, GPP_OP_OPAQUE, "prof", 1, &r);
     gpp_op_t *o = gpp_graph_op(g, op);
     o->params = 12, o->out_bytes = 40, o->stash_bytes = 16;
@@ -269,6 +270,11 @@ static void t_attribute_errors(void)
          "heads must be >= 1"},
         {HEAD "{\"id\":1,\"name\":\"at\",\"type\":\"attention\",\"inputs\":[0],\"heads\":3}]}",
          "must divide the hidden size 8"},
+        {HEAD "{\"id\":1,\"name\":\"s\",\"type\":\"slice\",\"inputs\":[0],\"start\":6,"
+              "\"width\":3}]}",
+         "columns [6, 9) exceed the 8 of input 'x'"},
+        {HEAD "{\"id\":1,\"name\":\"s\",\"type\":\"slice\",\"inputs\":[0]}]}",
+         "field 'width' is required for slice ops"},
         {HEAD "{\"id\":1,\"name\":\"fc\",\"type\":\"linear\",\"inputs\":[0],"
               "\"out_features\":4.5}]}",
          "field 'out_features' must be an integer"},

@@ -705,6 +705,66 @@ static void t_concat_add_backward(void)
     s_arena_free();
 }
 
+/* ---- slice ---- */
+
+static void t_slice_forward(void)
+{
+    gpp_err_t err;
+    /* columns [1, 3) of two rows [1 2 3 4], [5 6 7 8] */
+    gpp_tensor_t x = s_from(2, 1, 4, (const float[]){1, 2, 3, 4, 5, 6, 7, 8});
+    gpp_tensor_t y = s_new(GPP_DTYPE_F32, 2, 1, 2);
+    GPP_EXPECT(gpp_slice_fwd(s_st, &x, 1, &y, &err) == 0);
+    s_expect_vals("slice [1, 3)", &y, (const float[]){2, 3, 6, 7}, 0);
+    /* the backward adds into the block only: 0.5 elsewhere */
+    gpp_tensor_t dx = s_grad(&x);
+    GPP_EXPECT(gpp_slice_bwd(s_st, &y, 1, &dx, &err) == 0);
+    s_expect_vals("slice bwd [1, 3)", &dx,
+                  (const float[]){0.5f, 2.5f, 3.5f, 0.5f, 0.5f, 6.5f, 7.5f, 0.5f}, 0);
+    /* a data-less gradient is skipped */
+    gpp_tensor_t skip = x;
+    skip.data = NULL;
+    GPP_EXPECT(gpp_slice_bwd(s_st, &y, 1, &skip, &err) == 0);
+    s_arena_free();
+}
+
+typedef struct {
+    gpp_tensor_t x, a, b, z;
+} slice_ctx_t;
+
+/* z = concat(x[:, 1:3], x[:, 0:3]): overlapping slices, column 4 unused */
+static void s_slice_fwd(void *p)
+{
+    slice_ctx_t *k = p;
+    gpp_err_t err;
+    GPP_EXPECT(gpp_slice_fwd(s_st, &k->x, 1, &k->a, &err) == 0);
+    GPP_EXPECT(gpp_slice_fwd(s_st, &k->x, 0, &k->b, &err) == 0);
+    const gpp_tensor_t *xs[] = {&k->a, &k->b};
+    GPP_EXPECT(gpp_concat_fwd(s_st, 2, xs, &k->z, &err) == 0);
+}
+
+static void t_slice_backward(void)
+{
+    gpp_err_t err;
+    slice_ctx_t k;
+    k.x = s_rand(2, 3, 5, 1.0f);
+    k.a = s_new(GPP_DTYPE_F32, 2, 3, 2);
+    k.b = s_new(GPP_DTYPE_F32, 2, 3, 3);
+    k.z = s_new(GPP_DTYPE_F32, 2, 3, 5);
+    s_slice_fwd(&k);
+    gpp_tensor_t dz = s_weights_like(&k.z);
+    gpp_tensor_t da = s_new(GPP_DTYPE_F32, 2, 3, 2), db = s_new(GPP_DTYPE_F32, 2, 3, 3);
+    memset(da.data, 0, gpp_tensor_bytes(&da));
+    memset(db.data, 0, gpp_tensor_bytes(&db));
+    gpp_tensor_t *dxs[] = {&da, &db};
+    GPP_EXPECT(gpp_concat_bwd(s_st, 2, &dz, dxs, &err) == 0);
+    gpp_tensor_t dx = s_grad(&k.x);
+    GPP_EXPECT(gpp_slice_bwd(s_st, &da, 1, &dx, &err) == 0);
+    GPP_EXPECT(gpp_slice_bwd(s_st, &db, 0, &dx, &err) == 0);
+    gc_var_t vars[] = {VAR("x", k.x, dx)};
+    s_gradcheck("slice", s_slice_fwd, &k, &k.z, dz.data, vars, 1);
+    s_arena_free();
+}
+
 /* ---- losses ---- */
 
 static void t_loss_forward(void)
@@ -867,6 +927,8 @@ static const gpp_test_case_t cases[] = {
     {"embedding_million_rows", t_embedding_million_rows},
     {"concat_add_forward", t_concat_add_forward},
     {"concat_add_backward", t_concat_add_backward},
+    {"slice_forward", t_slice_forward},
+    {"slice_backward", t_slice_backward},
     {"loss_forward", t_loss_forward},
     {"loss_backward", t_loss_backward},
     {"empty_micro_batch", t_empty_micro_batch},

@@ -171,6 +171,164 @@ static void t_residual(void)
     gpp_graph_destroy(&g);
 }
 
+/* split.onnx: Split [4, 6] and Slice [2, end) of one input x [N, 10] */
+static void t_split(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_model_load("tests/data/onnx/split.onnx", &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    static const struct {
+        const char *name;
+        gpp_op_type_t type;
+        int64_t start, cols;
+    } want[] = {{"x", GPP_OP_INPUT, 0, 10},    {"xa", GPP_OP_SLICE, 0, 4},
+                {"xb", GPP_OP_SLICE, 4, 6},    {"fa", GPP_OP_LINEAR, 0, 5},
+                {"fb", GPP_OP_LINEAR, 0, 7},   {"/Slice", GPP_OP_SLICE, 2, 8},
+                {"fc", GPP_OP_LINEAR, 0, 3},   {"/Concat", GPP_OP_CONCAT, 0, 15},
+                {"head", GPP_OP_LINEAR, 0, 3}, {"loss", GPP_OP_LOSS_MSE, 0, 1}};
+    GPP_EXPECT(g->n_ops == 12);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int id = s_find_op(g, want[i].name);
+        GPP_EXPECT_MSG(id >= 0 && g->ops[id].type == want[i].type &&
+                           g->ops[id].start == want[i].start && g->ops[id].cols == want[i].cols &&
+                           g->ops[id].rows == 1,
+                       "op '%s'", want[i].name);
+    }
+    int xa = s_find_op(g, "xa"), fb = s_find_op(g, "fb");
+    GPP_EXPECT(xa >= 0 && g->ops[xa].inputs[0] == s_find_op(g, "x"));
+    GPP_EXPECT(fb >= 0 && g->ops[fb].inputs[0] == s_find_op(g, "xb") && g->ops[fb].bias);
+    gpp_graph_t *j = NULL;
+    GPP_EXPECT_MSG(gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    /* through gpp-graph/1 JSON: slice's attributes round-trip */
+    char *text = gpp_graph_to_json(g);
+    j = gpp_graph_parse_json(text, "split.json", &err);
+    GPP_EXPECT_MSG(j && gpp_graph_finalize(j, &err) == 0, "%s", err.msg);
+    int js = j ? s_find_op(j, "xb") : -1;
+    GPP_EXPECT(js >= 0 && j->ops[js].start == 4 && j->ops[js].width == 6);
+    free(text);
+    gpp_graph_destroy(&j);
+    gpp_graph_destroy(&g);
+}
+
+/* reshape.onnx: torch's shape plumbing folded, with and without value_info */
+static void t_reshape(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g[2] = {gpp_model_load("tests/data/onnx/reshape.onnx", &err), NULL};
+    GPP_EXPECT_MSG(g[0] != NULL, "%s", err.msg);
+    g[1] = gpp_model_load("tests/data/onnx/reshape_inferred.onnx", &err);
+    GPP_EXPECT_MSG(g[1] != NULL, "%s", err.msg);
+    static const struct {
+        const char *name;
+        gpp_op_type_t type;
+        int64_t cols;
+    } want[] = {{"x", GPP_OP_INPUT, 6},  {"fc", GPP_OP_LINEAR, 8},   {"/Relu", GPP_OP_RELU, 8},
+                {"/Add", GPP_OP_ADD, 8}, {"head", GPP_OP_LINEAR, 3}, {"loss", GPP_OP_LOSS_MSE, 1}};
+    for (int f = 0; f < 2 && g[0] && g[1]; f++) {
+        GPP_EXPECT_MSG(g[f]->n_ops == 6, "file %d: %d ops", f, g[f]->n_ops);
+        for (int k = 0; k < 6 && k < g[f]->n_ops; k++)
+            GPP_EXPECT_MSG(!strcmp(g[f]->ops[k].name, want[k].name) &&
+                               g[f]->ops[k].type == want[k].type &&
+                               g[f]->ops[k].cols == want[k].cols && g[f]->ops[k].rows == 1,
+                           "file %d op %d '%s'", f, k, g[f]->ops[k].name);
+        /* Reshape's and Squeeze+Flatten's results are the Relu's output */
+        int add = s_find_op(g[f], "/Add"), relu = s_find_op(g[f], "/Relu");
+        GPP_EXPECT(add >= 0 && g[f]->ops[add].inputs[0] == relu &&
+                   g[f]->ops[add].inputs[1] == relu);
+    }
+    for (int k = 0; g[0] && g[1] && k < 2; k++) /* the same weights */
+        GPP_EXPECT(!memcmp(gpp_graph_init_weight(g[0], 1, k), gpp_graph_init_weight(g[1], 1, k),
+                           (k ? 8 : 48) * sizeof(float)));
+    gpp_graph_destroy(&g[0]);
+    gpp_graph_destroy(&g[1]);
+}
+
+#define ATTENTION "tests/data/onnx/attention.onnx"
+
+/* attention.onnx with initializer `name`'s raw bytes replaced by v[n]
+ * (same size), parsed; NULL + message in err. */
+static gpp_graph_t *s_attention_with(const char *name, const void *v, size_t n, gpp_err_t *err)
+{
+    size_t len = 0;
+    uint8_t *buf = s_slurp(ATTENTION, &len);
+    Gpponnx__Model *m = buf ? gpponnx__model__unpack(NULL, len, buf) : NULL;
+    gpp_graph_t *g = NULL;
+    Gpponnx__Tensor *t = m ? (Gpponnx__Tensor *)s_init(m, name) : NULL;
+    GPP_EXPECT_MSG(t && t->has_raw_data && t->raw_data.len == n, "initializer %s", name);
+    if (t && t->raw_data.len == n) {
+        memcpy(t->raw_data.data, v, n);
+        size_t plen = gpponnx__model__get_packed_size(m);
+        uint8_t *out = malloc(plen);
+        gpponnx__model__pack(m, out);
+        g = gpp_onnx_parse(out, plen, "a.onnx", GPP_ONNX_LOSS_MSE, err);
+        free(out);
+    }
+    if (m)
+        gpponnx__model__free_unpacked(m, NULL);
+    free(buf);
+    return g;
+}
+
+/* attention.onnx: one gpp attention op, its weights the four projections' */
+static void t_attention(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_model_load(ATTENTION, &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    int at = s_find_op(g, "o");
+    GPP_EXPECT_MSG(g->n_ops == 3 && at == 1 && g->ops[at].type == GPP_OP_ATTENTION &&
+                       g->ops[at].heads == 2 && g->ops[at].rows == 4 && g->ops[at].cols == 8 &&
+                       g->ops[at].inputs[0] == 0,
+                   "%d ops", g->n_ops);
+    size_t len = 0;
+    uint8_t *buf = s_slurp(ATTENTION, &len);
+    Gpponnx__Model *m = buf ? gpponnx__model__unpack(NULL, len, buf) : NULL;
+    GPP_EXPECT(m != NULL && at == 1);
+    if (m && at == 1) {
+        /* gpp's [out, in] rows from MatMul's [in, out]: w_qkv = Wq | Wk | Wv, w_o */
+        static const char *wn[4] = {"onnx::MatMul_q", "onnx::MatMul_k", "onnx::MatMul_v",
+                                    "onnx::MatMul_o"};
+        static const char *bn[4] = {"q.bias", "k.bias", NULL, "o.bias"};
+        const float *wqkv = gpp_graph_init_weight(g, at, 0),
+                    *bqkv = gpp_graph_init_weight(g, at, 1);
+        const float *wo = gpp_graph_init_weight(g, at, 2), *bo = gpp_graph_init_weight(g, at, 3);
+        int bad = 0;
+        for (int k = 0; k < 4; k++) {
+            const Gpponnx__Tensor *w = s_init(m, wn[k]), *b = bn[k] ? s_init(m, bn[k]) : NULL;
+            for (int o = 0; o < 8; o++) {
+                for (int i = 0; i < 8; i++)
+                    bad += (k < 3 ? wqkv[(k * 8 + o) * 8 + i] : wo[o * 8 + i]) !=
+                           s_f(w, (size_t)(i * 8 + o));
+                bad += (k < 3 ? bqkv[k * 8 + o] : bo[o]) != (b ? s_f(b, (size_t)o) : 0.0f);
+            }
+        }
+        GPP_EXPECT_MSG(bad == 0, "%d attention weights differ from the initializers", bad);
+        gpponnx__model__free_unpacked(m, NULL);
+    }
+    free(buf);
+    gpp_graph_destroy(&g);
+
+    /* a scale other than 1/sqrt(head size); heads that do not tile the features */
+    float scale = 0.4f;
+    g = s_attention_with("scale", &scale, 4, &err);
+    GPP_EXPECT_MSG(!g &&
+                       strstr(err.msg, "a.onnx: node 14 '/Softmax' (Softmax): attention scale: "
+                                       "the scores are divided by 2.5") &&
+                       strstr(err.msg, "sqrt(4) = 2"),
+                   "'%s'", err.msg);
+    gpp_graph_destroy(&g);
+    int64_t heads[4] = {0, 0, 4, 4};
+    g = s_attention_with("heads", heads, sizeof heads, &err);
+    GPP_EXPECT_MSG(!g && strstr(err.msg, "attention heads: reshape to [N, 4, 4, 4]") &&
+                       strstr(err.msg, "(Reshape)"),
+                   "'%s'", err.msg);
+    gpp_graph_destroy(&g);
+}
+
 static void t_spec(void)
 {
     GPP_EXPECT(gpp_onnx_is_spec("m.onnx") && gpp_onnx_is_spec("onnx:m") &&
@@ -353,6 +511,173 @@ static void s_sparse(base_t *s)
     s->g.n_sparse_initializer = 1;
 }
 
+/* The Relu as a Split / Slice of h [N, 3] with the given attribute, and
+ * with the features as the axis (Split's axis -1, Slice's axes [-1]). */
+static Gpponnx__Attribute s_a[3], *s_ap[3];
+static void s_as(base_t *s, const char *op, const char *attr, int n, const int64_t *v, int outs)
+{
+    static int64_t iv[4], minus1[1] = {-1};
+    static char *out[3] = {"y", "y2", "y3"};
+    memcpy(iv, v, (size_t)n * sizeof *iv);
+    for (int k = 0; k < 3; k++) {
+        gpponnx__attribute__init(&s_a[k]);
+        s_ap[k] = &s_a[k];
+    }
+    s_a[0].name = (char *)attr;
+    if (n == 1 && !strcmp(attr, "axis"))
+        s_a[0].has_i = 1, s_a[0].i = v[0];
+    else
+        s_a[0].ints = iv, s_a[0].n_ints = (size_t)n;
+    if (!strcmp(op, "Split"))
+        s_a[1].name = "axis", s_a[1].has_i = 1, s_a[1].i = -1;
+    else
+        s_a[1].name = "axes", s_a[1].ints = minus1, s_a[1].n_ints = 1;
+    s->relu.op_type = (char *)op;
+    s->relu.attribute = s_ap;
+    s->relu.n_attribute = strcmp(attr, "axis") ? 2 : 1;
+    s->relu.output = out;
+    s->relu.n_output = (size_t)outs;
+}
+static void s_split_axis(base_t *s)
+{
+    s_as(s, "Split", "axis", 1, (int64_t[]){0}, 1);
+}
+static void s_split_sum(base_t *s)
+{
+    s_as(s, "Split", "split", 2, (int64_t[]){1, 1}, 2);
+}
+static void s_split_zero(base_t *s)
+{
+    s_as(s, "Split", "split", 2, (int64_t[]){3, 0}, 2);
+}
+static void s_split_parts(base_t *s)
+{
+    s_as(s, "Split", "split", 3, (int64_t[]){1, 1, 1}, 2);
+}
+static void s_slice_axis(base_t *s)
+{
+    s_as(s, "Slice", "starts", 1, (int64_t[]){0}, 1);
+    static char *in[4] = {"h", "fc.weight", "fc.weight", "fc.weight"};
+    s->relu.input = in; /* starts from a float tensor */
+    s->relu.n_input = 4;
+}
+static void s_slice_empty(base_t *s)
+{
+    static int64_t en[1] = {1};
+    s_as(s, "Slice", "starts", 1, (int64_t[]){2}, 1);
+    s_a[2].name = "ends", s_a[2].ints = en, s_a[2].n_ints = 1;
+    s->relu.n_attribute = 3;
+}
+
+/* Split without sizes: equal parts (opset 18's num_outputs rule) */
+static void t_split_equal(void)
+{
+    base_t s;
+    gpp_err_t err = {{0}};
+    s_base(&s);
+    s_as(&s, "Split", "axis", 1, (int64_t[]){-1}, 3);
+    s.yd[1].dim_value = 1; /* the graph output y is the first part */
+    gpp_graph_t *g = s_import(&s, &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    for (int k = 0; g && k < 3; k++) {
+        int id = s_find_op(g, k == 0 ? "y" : k == 1 ? "y2" : "y3");
+        GPP_EXPECT(id >= 0 && g->ops[id].type == GPP_OP_SLICE && g->ops[id].start == k &&
+                   g->ops[id].width == 1);
+    }
+    gpp_graph_destroy(&g);
+}
+
+/* The Relu as Reshape(h, shape) with an int64 constant shape. */
+static void s_reshape_to(base_t *s, int n, const int64_t *shape)
+{
+    static Gpponnx__Tensor t;
+    static int64_t v[4], dims[1];
+    static char *in[2] = {"h", "shape"};
+    gpponnx__tensor__init(&t);
+    memcpy(v, shape, (size_t)n * sizeof *v);
+    dims[0] = n;
+    t.name = "shape", t.has_data_type = 1, t.data_type = GPPONNX__TENSOR__DATA_TYPE__INT64;
+    t.dims = dims, t.n_dims = 1, t.int64_data = v, t.n_int64_data = (size_t)n;
+    s->inits[2] = &t;
+    s->g.n_initializer = 3;
+    s->relu.op_type = "Reshape";
+    s->relu.input = in;
+    s->relu.n_input = 2;
+}
+static void s_reshape_rows(base_t *s)
+{
+    s_reshape_to(s, 3, (int64_t[]){0, 3, 1});
+}
+static void s_reshape_fixed(base_t *s)
+{
+    s_reshape_to(s, 2, (int64_t[]){2, 3});
+}
+static void s_reshape_infer(base_t *s)
+{
+    s_reshape_to(s, 3, (int64_t[]){0, 2, -1});
+}
+static void s_transpose(base_t *s)
+{
+    s->relu.op_type = "Transpose";
+}
+static void s_unsq_batch(base_t *s)
+{
+    s_as(s, "Unsqueeze", "axes", 1, (int64_t[]){0}, 1);
+}
+/* a value_info for h [N, 3] that says otherwise */
+static Gpponnx__ValueInfo *s_hinfo(base_t *s, int rank, int64_t d1)
+{
+    static Gpponnx__ValueInfo vi, *vip[1];
+    static Gpponnx__Type ty;
+    static Gpponnx__TensorType tt;
+    static Gpponnx__Shape sh;
+    static Gpponnx__Dim d[3], *dp[3];
+    gpponnx__value_info__init(&vi), gpponnx__type__init(&ty);
+    gpponnx__tensor_type__init(&tt), gpponnx__shape__init(&sh);
+    for (int k = 0; k < 3; k++) {
+        gpponnx__dim__init(&d[k]);
+        dp[k] = &d[k];
+    }
+    d[0].dim_param = "batch";
+    d[1].has_dim_value = 1, d[1].dim_value = d1;
+    d[2].dim_param = "unk__0"; /* symbolic: an exporter's artifact, gpp's value counts */
+    sh.dim = dp, sh.n_dim = (size_t)rank;
+    tt.shape = &sh, ty.tensor_type = &tt, vi.type = &ty, vi.name = "h";
+    vip[0] = &vi;
+    s->g.value_info = vip;
+    s->g.n_value_info = 1;
+    return &vi;
+}
+static void s_vinfo(base_t *s)
+{
+    s_hinfo(s, 2, 5);
+}
+static void s_vinfo_rank(base_t *s)
+{
+    s_hinfo(s, 3, 1);
+}
+static void s_outinfo(base_t *s)
+{
+    s->yd[1].dim_value = 7;
+}
+
+/* value_info agreeing with gpp, or symbolic where gpp derives a size: fine */
+static void t_value_info(void)
+{
+    base_t s;
+    gpp_err_t err = {{0}};
+    s_base(&s);
+    Gpponnx__ValueInfo *vi = s_hinfo(&s, 2, 3);
+    gpp_graph_t *g = s_import(&s, &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    gpp_graph_destroy(&g);
+    vi->type->tensor_type->shape->dim[1]->has_dim_value = 0;
+    vi->type->tensor_type->shape->dim[1]->dim_param = "unk__1";
+    g = s_import(&s, &err);
+    GPP_EXPECT_MSG(g != NULL && g->ops[1].cols == 3, "%s", err.msg);
+    gpp_graph_destroy(&g);
+}
+
 static void t_errors(void)
 {
     static const struct {
@@ -360,7 +685,8 @@ static void t_errors(void)
         void (*mutate)(base_t *);
         const char *want1, *want2;
     } cases[] = {
-        {"unsupported op", s_softmax, "node 1 '/Relu' (Softmax): unsupported op Softmax", "loss=ce"},
+        {"unsupported op", s_softmax, "node 1 '/Relu' (Softmax): unsupported op Softmax",
+         "loss=ce"},
         {"dynamic shape", s_dynamic, "dynamic shape: graph input 'x' dimension 1 is 'feat'",
          "dynamic_axes"},
         {"rank 1 input", s_rank1, "graph input 'x' has rank 1", "[batch, features]"},
@@ -387,6 +713,27 @@ static void t_errors(void)
         {"no inputs", s_noinput, "no inputs besides its initializers", "t.onnx"},
         {"bias size", s_biasn, "bias 'fc.bias' must hold 3 values", "/fc/Gemm"},
         {"sparse initializer", s_sparse, "sparse initializers", "dense"},
+        {"split axis", s_split_axis, "node 1 '/Relu' (Split): gpp splits only along the features",
+         "axis 0"},
+        {"split sizes", s_split_sum, "split sizes give 2 parts of 2 features in all",
+         "'h' 3 features"},
+        {"split empty part", s_split_zero, "split size 2 is 0", "non-empty"},
+        {"split parts", s_split_parts, "3 parts of 3 features", "has 2 outputs"},
+        {"slice float axes", s_slice_axis, "tensor 'fc.weight' has element type FLOAT", "(Slice)"},
+        {"reshape rows", s_reshape_rows, "'h' [N, 3] would become [N, 3, 1]", "[rows, cols]"},
+        {"reshape fixed batch", s_reshape_fixed, "fixed first dimension 2", "(Reshape)"},
+        {"reshape infer", s_reshape_infer, "cannot infer dimension 2 of 'y' from 3 features",
+         "/Relu"},
+        {"transpose", s_transpose, "unsupported op Transpose", "self-attention pattern"},
+        {"unsqueeze batch", s_unsq_batch, "axis 0: gpp keeps the batch as dimension 0",
+         "(Unsqueeze)"},
+        {"value_info size", s_vinfo,
+         "value 'h' has dimension 1 = 5 in the file, but gpp derives "
+         "[N, 3]",
+         "re-export"},
+        {"value_info rank", s_vinfo_rank, "value 'h' has rank 3 in the file", "[N, 3]"},
+        {"graph output size", s_outinfo, "graph output 'y' has dimension 1 = 7", "[N, 3]"},
+        {"slice empty", s_slice_empty, "Slice [2, 1) of 'h' (3 features) is empty", "/Relu"},
     };
     base_t s;
     gpp_err_t err = {{0}};
@@ -416,10 +763,11 @@ static void t_errors(void)
 
 int main(void)
 {
-    static const gpp_test_case_t cases[] = {{"branches", t_branches},
-                                            {"residual", t_residual},
-                                            {"spec", t_spec},
-                                            {"errors", t_errors},
-                                            {NULL, NULL}};
+    static const gpp_test_case_t cases[] = {
+        {"branches", t_branches},   {"residual", t_residual},
+        {"split", t_split},         {"split_equal", t_split_equal},
+        {"reshape", t_reshape},     {"value_info", t_value_info},
+        {"attention", t_attention}, {"spec", t_spec},
+        {"errors", t_errors},       {NULL, NULL}};
     return gpp_test_run(cases);
 }

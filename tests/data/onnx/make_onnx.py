@@ -11,6 +11,24 @@ usage: make_onnx.py OUT_DIR
                  idx [N,3] int64 -> Gather(emb.weight [20,5]) -> ReduceSum(axis 1)
                  Concat(last axis) -> LayerNormalization -> Gemm(transB=0) -> y [N,4]
   residual.onnx  x [N,2,8] (rows = 2) -> MatMul -> Relu -> Add(x) -> Identity -> y
+  split.onnx     one feature vector split into branches, as torch.split and
+                 x[:, a:b] export (opset 13+: sizes as a constant input):
+                 x [N,10] -> Split(axis 1, split=[4, 6]) -> Gemm -> Relu
+                                                         -> MatMul + Add -> Relu
+                 x -> Slice(starts 2, ends INT64_MAX, axes -1) -> Gemm
+                 Concat(last axis) -> Gemm -> y [N,3]
+  reshape.onnx   the shape plumbing of torch exports, without value_info (no
+                 onnx.shape_inference): x [N,6] -> Unsqueeze(1) -> MatMul +
+                 Add -> Relu r [N,1,8];
+                 Reshape(r, Concat(Unsqueeze(Gather(Shape(r), 0)), [-1])) (x.view(x.size(0), -1))
+                 + Squeeze(r, 1) -> Flatten -> Gemm -> y [N,3]
+  attention.onnx self-attention written out, 2 heads, x [N,4,8] (rows = 4):
+                 q = Transpose(Reshape(x Wq + bq, [0, 0, 2, 4]), 0 2 1 3), v alike
+                 without a bias, k's transpose as two (0 2 1 3, then 0 1 3 2),
+                 Softmax(MatMul(q, k) * 0.5) -> MatMul(v) -> Transpose(0 2 1 3)
+                 -> Reshape [0, 0, 8] -> MatMul Wo + bo -> y [N,4,8]
+  reshape_inferred.onnx  the same after onnx.shape_inference.infer_shapes
+                 (value_info with the batch symbolic)
 The weights are written as raw_data except b's MatMul weight (float_data),
 so both encodings are read."""
 import os
@@ -78,14 +96,110 @@ def residual():
     return helper.make_graph(nodes, "residual", inputs, outputs, inits)
 
 
+def split():
+    inits = [w("fa.weight", 5, 4), w("fa.bias", 5),
+             w("onnx::MatMul_7", 6, 7), w("fb.bias", 7),
+             w("fc.weight", 3, 8), w("fc.bias", 3),
+             w("head.weight", 3, 15), w("head.bias", 3),
+             numpy_helper.from_array(np.array([4, 6], dtype=np.int64), "onnx::Split_1"),
+             numpy_helper.from_array(np.array([2], dtype=np.int64), "starts"),
+             numpy_helper.from_array(np.array([2**63 - 1], dtype=np.int64), "ends"),
+             numpy_helper.from_array(np.array([-1], dtype=np.int64), "axes")]
+    nodes = [
+        helper.make_node("Split", ["x", "onnx::Split_1"], ["xa", "xb"], name="/Split", axis=1),
+        helper.make_node("Gemm", ["xa", "fa.weight", "fa.bias"], ["ha"], name="/fa/Gemm",
+                         transB=1),
+        helper.make_node("Relu", ["ha"], ["ra"], name="/Relu"),
+        helper.make_node("MatMul", ["xb", "onnx::MatMul_7"], ["mb"], name="/fb/MatMul"),
+        helper.make_node("Add", ["fb.bias", "mb"], ["hb"], name="/fb/Add"),
+        helper.make_node("Relu", ["hb"], ["rb"], name="/Relu_1"),
+        helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["xc"], name="/Slice"),
+        helper.make_node("Gemm", ["xc", "fc.weight", "fc.bias"], ["hc"], name="/fc/Gemm",
+                         transB=1),
+        helper.make_node("Concat", ["ra", "rb", "hc"], ["c"], name="/Concat", axis=-1),
+        helper.make_node("Gemm", ["c", "head.weight", "head.bias"], ["y"], name="/head/Gemm",
+                         transB=1),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 10])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])]
+    return helper.make_graph(nodes, "split", inputs, outputs, inits)
+
+
+def reshape():
+    inits = [w("onnx::MatMul_5", 6, 8), w("fc.bias", 8), w("head.weight", 3, 8),
+             w("head.bias", 3),
+             numpy_helper.from_array(np.array([1], dtype=np.int64), "ax1"),
+             numpy_helper.from_array(np.array([0], dtype=np.int64), "ax0"),
+             numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"),
+             numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus1")]
+    nodes = [
+        helper.make_node("Unsqueeze", ["x", "ax1"], ["u"], name="/Unsqueeze"),
+        helper.make_node("MatMul", ["u", "onnx::MatMul_5"], ["m"], name="/fc/MatMul"),
+        helper.make_node("Add", ["m", "fc.bias"], ["h"], name="/fc/Add"),
+        helper.make_node("Relu", ["h"], ["r"], name="/Relu"),
+        helper.make_node("Shape", ["r"], ["s"], name="/Shape"),
+        helper.make_node("Gather", ["s", "zero"], ["n"], name="/Gather", axis=0),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"], name="/Unsqueeze_1"),
+        helper.make_node("Concat", ["n1", "minus1"], ["shp"], name="/Concat", axis=0),
+        helper.make_node("Reshape", ["r", "shp"], ["f"], name="/Reshape"),
+        helper.make_node("Squeeze", ["r", "ax1"], ["q"], name="/Squeeze"),
+        helper.make_node("Flatten", ["q"], ["q2"], name="/Flatten", axis=1),
+        helper.make_node("Add", ["f", "q2"], ["z"], name="/Add"),
+        helper.make_node("Gemm", ["z", "head.weight", "head.bias"], ["y"], name="/head/Gemm",
+                         transB=1),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])]
+    return helper.make_graph(nodes, "reshape", inputs, outputs, inits)
+
+
+def attention():
+    inits = [w("onnx::MatMul_q", 8, 8), w("q.bias", 8), w("onnx::MatMul_k", 8, 8), w("k.bias", 8),
+             w("onnx::MatMul_v", 8, 8), w("onnx::MatMul_o", 8, 8), w("o.bias", 8),
+             numpy_helper.from_array(np.array([0, 0, 2, 4], dtype=np.int64), "heads"),
+             numpy_helper.from_array(np.array([0, 0, 8], dtype=np.int64), "back"),
+             scalar("scale", 0.5)]
+    nodes = []
+    for p, bias in (("q", True), ("k", True), ("v", False)):
+        src = "x"
+        nodes.append(helper.make_node("MatMul", [src, f"onnx::MatMul_{p}"], [f"{p}m"],
+                                      name=f"/{p}/MatMul"))
+        if bias:
+            nodes.append(helper.make_node("Add", [f"{p}.bias", f"{p}m"], [f"{p}a"],
+                                          name=f"/{p}/Add"))
+        nodes.append(helper.make_node("Reshape", [f"{p}a" if bias else f"{p}m", "heads"],
+                                      [f"{p}r"], name=f"/{p}/Reshape"))
+        nodes.append(helper.make_node("Transpose", [f"{p}r"], [f"{p}h"], name=f"/{p}/Transpose",
+                                      perm=[0, 2, 1, 3]))
+    nodes += [
+        helper.make_node("Transpose", ["kh"], ["kt"], name="/k/Transpose_1", perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["qh", "kt"], ["sc"], name="/MatMul"),
+        helper.make_node("Mul", ["sc", "scale"], ["ss"], name="/Mul"),
+        helper.make_node("Softmax", ["ss"], ["p"], name="/Softmax", axis=-1),
+        helper.make_node("MatMul", ["p", "vh"], ["ctx"], name="/MatMul_1"),
+        helper.make_node("Transpose", ["ctx"], ["ct"], name="/Transpose", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ct", "back"], ["cr"], name="/Reshape"),
+        helper.make_node("MatMul", ["cr", "onnx::MatMul_o"], ["om"], name="/o/MatMul"),
+        helper.make_node("Add", ["om", "o.bias"], ["y"], name="/o/Add"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 8])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 8])]
+    return helper.make_graph(nodes, "attention", inputs, outputs, inits)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    for name, g in (("branches", branches()), ("residual", residual())):
+    for name, g in (("branches", branches()), ("residual", residual()), ("split", split()),
+                    ("reshape", reshape()), ("attention", attention())):
         m = helper.make_model(g, producer_name="gpp make_onnx.py",
                               opset_imports=[helper.make_opsetid("", 17)])
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(out, name + ".onnx"))
+        if name == "reshape":
+            m = onnx.shape_inference.infer_shapes(m, strict_mode=True)
+            assert len(m.graph.value_info) > 0
+            onnx.save(m, os.path.join(out, name + "_inferred.onnx"))
 
 
 if __name__ == "__main__":
