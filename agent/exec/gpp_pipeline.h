@@ -84,6 +84,8 @@ typedef struct {
     int rank;                 /* this replica's comm rank */
     const char *host;         /* data-plane address to bind, e.g. "127.0.0.1" */
     int comm_timeout_ms;      /* rendezvous and per-wait limit; 0: the comm's default */
+    int trace_iteration;      /* absolute iteration whose action start and end times
+                                 on_metrics gets (gpp-coordinator --trace); -1: none */
 } gpp_pipeline_cfg_t;
 
 /* What one iteration measured; valid during the on_metrics call only. */
@@ -91,6 +93,9 @@ typedef struct {
     int iteration; /* absolute iteration index */
     int n_actions;
     const double *action_ms; /* [n_actions] wall time of each action */
+    /* cfg.trace_iteration only: [n_actions] each action's start and end on
+     * CLOCK_MONOTONIC (gpp_now_us), microseconds; else NULL */
+    const int64_t *action_start_us, *action_end_us;
     double iteration_ms;
     double bubble_ms;              /* waiting for receives and the last sends */
     int64_t mem_high_water_bytes;  /* peak RSS of the process */
