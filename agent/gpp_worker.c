@@ -128,7 +128,9 @@ static void s_on_metrics(void *arg, const gpp_pipeline_metrics_t *pm)
     mt.iteration = pm->iteration - self->pcfg.start_iteration;
     mt.n_action_ms = (size_t)pm->n_actions;
     mt.action_ms = (double *)pm->action_ms;
-    if (pm->action_start_us) {
+    /* only the iteration the coordinator traces (gpp-coordinator --trace) */
+    const Gpp__Assignment *as = self->msg->assignment;
+    if (as->trace && mt.iteration == as->trace_iteration) {
         mt.n_action_start_us = mt.n_action_end_us = (size_t)pm->n_actions;
         mt.action_start_us = (int64_t *)pm->action_start_us;
         mt.action_end_us = (int64_t *)pm->action_end_us;
@@ -254,9 +256,7 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .world_size = as->comm->world_size,
         .rank = as->comm->rank,
         .host = self->host,
-        .comm_timeout_ms = self->cfg.comm_timeout_ms,
-        /* Metrics.iteration counts from start_iteration; the pipeline's from 0 */
-        .trace_iteration = as->trace ? as->start_iteration + as->trace_iteration : -1};
+        .comm_timeout_ms = self->cfg.comm_timeout_ms};
     gpp_pipeline_callbacks_t cb = {s_on_ready, s_barrier, s_on_metrics, self};
     self->pipeline = gpp_pipeline_new(&self->pcfg, &cb, err);
     return self->pipeline ? 0 : -1;

@@ -68,7 +68,7 @@ struct gpp_pipeline_s {
     int pin_warned;                     /* a refused page-lock was reported */
     s_act_t *acts;                      /* [cfg.n_actions] */
     double *act_ms;                     /* [cfg.n_actions] */
-    int64_t *act_start_us, *act_end_us; /* [cfg.n_actions], of the last iteration */
+    int64_t *act_start_us, *act_end_us; /* [cfg.n_actions], gpp_now_us */
     char phase[64];                     /* what run is doing, for messages */
     int bad_input;                      /* run failed on the model or data the job names */
 };
@@ -607,12 +607,11 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         goto fail;
     for (int it = c->start_iteration; it < c->iterations; it++) {
         snprintf(self->phase, sizeof self->phase, "training iteration %d", it);
-        gpp_pipeline_metrics_t m = {
-            .iteration = it, .n_actions = c->n_actions, .action_ms = self->act_ms};
-        if (it == c->trace_iteration) {
-            m.action_start_us = self->act_start_us;
-            m.action_end_us = self->act_end_us;
-        }
+        gpp_pipeline_metrics_t m = {.iteration = it,
+                                    .n_actions = c->n_actions,
+                                    .action_ms = self->act_ms,
+                                    .action_start_us = self->act_start_us,
+                                    .action_end_us = self->act_end_us};
         if (s_iteration(self, it, &m.loss, &m.has_loss, &m.samples, &m.iteration_ms, &m.bubble_ms,
                         err) < 0)
             goto fail;

@@ -84,8 +84,6 @@ typedef struct {
     int rank;                 /* this replica's comm rank */
     const char *host;         /* data-plane address to bind, e.g. "127.0.0.1" */
     int comm_timeout_ms;      /* rendezvous and per-wait limit; 0: the comm's default */
-    int trace_iteration;      /* absolute iteration whose action start and end times
-                                 on_metrics gets (gpp-coordinator --trace); -1: none */
 } gpp_pipeline_cfg_t;
 
 /* What one iteration measured; valid during the on_metrics call only. */
@@ -93,8 +91,8 @@ typedef struct {
     int iteration; /* absolute iteration index */
     int n_actions;
     const double *action_ms; /* [n_actions] wall time of each action */
-    /* cfg.trace_iteration only: [n_actions] each action's start and end on
-     * CLOCK_MONOTONIC (gpp_now_us), microseconds; else NULL */
+    /* [n_actions] each action's start and end on CLOCK_MONOTONIC
+     * (gpp_now_us), microseconds (gpp-coordinator --trace) */
     const int64_t *action_start_us, *action_end_us;
     double iteration_ms;
     double bubble_ms;              /* waiting for receives and the last sends */
