@@ -2,6 +2,7 @@
  * type; truncated frames, seeded random garbage and mutations, wrong
  * version and out-of-range fields must be rejected with a reason naming the
  * field, never crash (run under -DGPP_SANITIZE=ON too). */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -971,7 +972,35 @@ static const gpp_test_case_t cases[] = {
     {NULL, NULL},
 };
 
+/* GPP_TEST_WRITE_SEEDS=DIR: writes every type's valid sample as DIR/<type>.bin
+ * (the fuzz_msg seeds, tests/fuzz/corpus/msg; regenerate them when the
+ * protocol version changes) and exits. */
+static int s_write_seeds(const char *dir)
+{
+    for (size_t i = 0; i < N_TYPES; i++) {
+        sample_t s;
+        s_sample(&s, ALL_TYPES[i]);
+        gpp_err_t err = {{0}};
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.bin", dir, gpp_msg_type_name(ALL_TYPES[i]));
+        FILE *f = NULL;
+        if (gpp_msg_encode(&s.env, &buf, &len, &err) < 0 || !(f = fopen(path, "wb")) ||
+            fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
+            fprintf(stderr, "%s: %s\n", path, err.msg[0] ? err.msg : strerror(errno));
+            free(buf);
+            return 1;
+        }
+        free(buf);
+    }
+    return 0;
+}
+
 int main(void)
 {
+    const char *seeds = getenv("GPP_TEST_WRITE_SEEDS");
+    if (seeds)
+        return s_write_seeds(seeds);
     return gpp_test_run(cases);
 }
