@@ -128,6 +128,13 @@ static void s_on_metrics(void *arg, const gpp_pipeline_metrics_t *pm)
     mt.iteration = pm->iteration - self->pcfg.start_iteration;
     mt.n_action_ms = (size_t)pm->n_actions;
     mt.action_ms = (double *)pm->action_ms;
+    /* only the iteration the coordinator traces (gpp-coordinator --trace) */
+    const Gpp__Assignment *as = self->msg->assignment;
+    if (as->trace && mt.iteration == as->trace_iteration) {
+        mt.n_action_start_us = mt.n_action_end_us = (size_t)pm->n_actions;
+        mt.action_start_us = (int64_t *)pm->action_start_us;
+        mt.action_end_us = (int64_t *)pm->action_end_us;
+    }
     mt.iteration_ms = pm->iteration_ms;
     mt.bubble_ms = pm->bubble_ms;
     mt.mem_high_water_bytes = pm->mem_high_water_bytes;

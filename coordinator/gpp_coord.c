@@ -71,6 +71,7 @@ struct gpp_coord_s {
     gpp_rdv_t *rdv;           /* the job's rendezvous table */
     char rdv_endpoint[512];
     char bind[512]; /* cfg.endpoint with a host name or interface resolved (gpp_net) */
+    int64_t rx_us;  /* gpp_now_us when the frame in hand arrived (t3 of a clock round trip) */
 };
 
 static void s_drop(gpp_coord_t *self, const char *who, const char *why);
@@ -129,6 +130,29 @@ static void s_broadcast(gpp_coord_t *self, gpp_msg_t *m, int only_in_job)
             continue;
         s_send(self, a, m);
     }
+}
+
+static int64_t s_realtime_us(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+/* A heartbeat. When clock offsets are wanted (cfg.clock_round_trips) it
+ * carries mono_us = t0, and the agent's immediate answer is a round trip;
+ * else the agent does not answer it. */
+static void s_ping(gpp_coord_t *self, gpp_agent_t *a)
+{
+    Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
+    hb.timestamp_us = s_realtime_us();
+    gpp_msg_t m;
+    gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_HEARTBEAT, &hb);
+    if (self->cfg.clock_round_trips > 0) {
+        a->clock_pings++;
+        hb.mono_us = gpp_now_us(); /* last: the agent answers at once */
+    }
+    s_send(self, a, &m);
 }
 
 /* ---- stopping ---- */
@@ -417,6 +441,8 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
             gpp_msg_t out;
             gpp_msg_wrap(&out, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_REGISTER_ACK, &ack);
             s_send(self, a, &out);
+            if (self->cfg.clock_round_trips > 0)
+                s_ping(self, a);
             int have =
                 gpp_registry_size(self->reg) - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED);
             char name[GPP_REG_HOST_MAX + 64];
@@ -554,6 +580,24 @@ static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *
         s_finish(self);
 }
 
+/* An answer to one of our heartbeats is a round trip of the agent's clock
+ * estimate (gpp.proto Heartbeat): t0 ours, t1 t2 its, t3 when it arrived. */
+static void s_on_heartbeat(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Heartbeat *hb,
+                           const char *who)
+{
+    if (hb->echo_mono_us <= 0)
+        return;
+    if (gpp_clock_est_add(&a->clock, hb->echo_mono_us, hb->echo_recv_us, hb->mono_us, self->rx_us) <
+            0 &&
+        a->bad_clock++ == 0)
+        gpp_warn("coordinator: %s: a heartbeat round trip with impossible times (sent %lld, "
+                 "answered %lld..%lld, back %lld us); ignored",
+                 who, (long long)hb->echo_mono_us, (long long)hb->echo_recv_us,
+                 (long long)hb->mono_us, (long long)self->rx_us);
+    if (a->clock_pings < self->cfg.clock_round_trips) /* the burst after registration */
+        s_ping(self, a);
+}
+
 static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m)
 {
     char who[GPP_REG_HOST_MAX + 64];
@@ -584,6 +628,7 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
         gpp_debug("coordinator: %s from %s", gpp_msg_type_name(m->body_case), who);
     switch (m->body_case) {
     case GPP__ENVELOPE__BODY_HEARTBEAT:
+        s_on_heartbeat(self, a, m->heartbeat, who);
         return;
     case GPP__ENVELOPE__BODY_READY:
         s_on_ready(self, a, m->ready, who);
@@ -620,6 +665,7 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
     zmsg_t *zm = zmsg_recv(sock);
     if (!zm)
         return 0;
+    self->rx_us = gpp_now_us();
     zframe_t *idf = zmsg_first(zm);
     zframe_t *body = zmsg_next(zm);
     const void *id = zframe_data(idf);
@@ -727,13 +773,6 @@ static void s_progress_tick(gpp_coord_t *self, double now)
     }
 }
 
-static int64_t s_realtime_us(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
-}
-
 /* Renders the job for /metrics and /schedule and hands the text to the
  * HTTP thread (which reads nothing else): at the start and on every
  * heartbeat tick, not per iteration (fast jobs run thousands a second). */
@@ -811,11 +850,11 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
             return 0;
         }
     }
-    Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
-    hb.timestamp_us = s_realtime_us();
-    gpp_msg_t m;
-    gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_HEARTBEAT, &hb);
-    s_broadcast(self, &m, 0);
+    for (int r = 0; r < n; r++) {
+        gpp_agent_t *a = gpp_registry_agent(self->reg, r);
+        if (a->state == GPP_AGENT_ALIVE)
+            s_ping(self, a);
+    }
     return 0;
 }
 

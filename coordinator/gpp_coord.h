@@ -112,8 +112,8 @@ typedef struct {
        through the handshake (common/gpp_curve.h; borrowed, must outlive the
        coordinator). NULL: plaintext, anyone who reaches the port may talk. */
     const gpp_curve_server_t *curve;
-    gpp_http_t *http;         /* /metrics server to publish snapshots to (every
-                                 heartbeat tick, from the loop thread), or NULL */
+    gpp_http_t *http; /* /metrics server to publish snapshots to (every
+                         heartbeat tick, from the loop thread), or NULL */
     /* restarts of the job so far (gpp-coordinator --max-restarts) and of each
        rank's agent ([ranks], borrowed; NULL: none), for /metrics */
     int job_restarts;
@@ -122,6 +122,12 @@ typedef struct {
      * rejected and the job stops with exit code 2, naming agent, host and
      * the agent's reason (never a CPU run) */
     int require_gpu;
+    /* clock offsets (gpp-coordinator --trace): > 0: every heartbeat asks
+     * for an immediate answer, a round trip that feeds gpp_agent_t.clock,
+     * and right after an agent registered this many round trips run back
+     * to back (each answer sends the next). 0: no round trips, agents do
+     * not answer heartbeats. */
+    int clock_round_trips;
 } gpp_coord_cfg_t;
 
 /* Binds the ROUTER (ZMQ_MAXMSGSIZE GPP_MSG_MAX_BYTES: a longer frame drops

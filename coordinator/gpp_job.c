@@ -26,6 +26,7 @@
 #include "planner/gpp_plan_io.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
+#include "coordinator/gpp_timeline.h"
 
 /* The plan's action types cross the wire by a cast (here into the assignment,
  * the agent's runner back): the planner and protobuf enums must stay equal. */
@@ -70,6 +71,10 @@ struct gpp_job_s {
     int *has_digest;                           /* [g->n_ops] */
     /* what gpp_job_plan_fn hands out */
     Gpp__Assignment **assign; /* [n_agents] */
+    /* gpp_job_trace: the traced iteration (the job's numbering), -1 none */
+    int trace_iteration;
+    gpp_timeline_t *timeline; /* made with the assignments */
+    uint64_t trace_dropped;   /* action times refused (gpp_timeline_add) */
 };
 
 static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_t *err)
@@ -422,6 +427,15 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
 int gpp_job_metrics_fn(void *arg, int rank, const Gpp__Metrics *m, gpp_err_t *err)
 {
     gpp_job_t *self = arg;
+    if (m->n_action_start_us > 0) { /* bad times cost the trace, not the iteration */
+        gpp_err_t terr = {{0}};
+        if (!self->timeline)
+            gpp_err_set(&terr, "action times from rank %d, but no trace was asked for", rank);
+        if (!self->timeline || gpp_timeline_add(self->timeline, rank, m, &terr) < 0) {
+            self->trace_dropped++;
+            gpp_warn("trace: dropped: %s", terr.msg);
+        }
+    }
     if (m->n_op_digests == 0)
         return 0;
     int n_ops = self->g->n_ops, stage = rank < self->n_agents ? self->rank_stage[rank] : -1;
@@ -590,6 +604,7 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
 {
     assert(cfg && plan);
     gpp_job_t *self = gpp_xcalloc(1, sizeof *self);
+    self->trace_iteration = -1;
     self->cfg = *cfg;
     self->cfg.nodes = NULL;
     self->out = out;
@@ -752,6 +767,7 @@ void gpp_job_destroy(gpp_job_t **self_p)
     free(self->rank_replica);
     free(self->rank_actions);
     free(self->mem_predicted);
+    gpp_timeline_destroy(&self->timeline);
     gpp_plan_destroy(&self->plan);
     gpp_cost_destroy(&self->cost);
     gpp_graph_destroy(&self->g);
@@ -877,6 +893,8 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
                                                            : GPP__BACKEND__BACKEND_CPU;
     /* gpp_config_precision_t 0.. -> Precision 1.. (0 is "not set" on the wire) */
     a->precision = (Gpp__Precision)(GPP__PRECISION__PRECISION_FP32 + (int)c->job.precision);
+    a->trace = self->trace_iteration >= 0;
+    a->trace_iteration = a->trace ? self->trace_iteration - self->start : 0;
     return a;
 }
 
@@ -918,6 +936,8 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
             }
         }
     }
+    if (self->trace_iteration >= 0 && !self->timeline)
+        self->timeline = gpp_timeline_new(p, self->trace_iteration - self->start);
     if (!self->assign) {
         self->assign = gpp_xcalloc((size_t)n, sizeof *self->assign);
         for (int s = 0; s < p->n_stages; s++)
@@ -1053,5 +1073,43 @@ int gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress,
             rc = -1;
     }
     fflush(out);
+    return rc;
+}
+
+int gpp_job_trace(gpp_job_t *self, int iteration, gpp_err_t *err)
+{
+    int last = self->cfg.job.iterations - 1;
+    if (iteration < 0)
+        iteration = last;
+    if (iteration < self->start || iteration > last)
+        return gpp_err_set(err, "--trace-iteration %d: this run trains iterations %d..%d",
+                           iteration, self->start, last);
+    self->trace_iteration = iteration;
+    return 0;
+}
+
+int gpp_job_write_trace(const gpp_job_t *self, gpp_registry_t *reg, const char *path, FILE *out,
+                        gpp_err_t *err)
+{
+    if (!self->timeline)
+        return gpp_err_set(err, "trace %s: no plan was made, nothing to trace", path);
+    if (self->trace_dropped)
+        gpp_warn("trace: %llu malformed action-time reports dropped",
+                 (unsigned long long)self->trace_dropped);
+    int n = self->plan->n_devices;
+    gpp_clock_est_t *clocks = gpp_xcalloc((size_t)n + 1, sizeof *clocks);
+    for (int r = 0; r < n && r < gpp_registry_size(reg); r++) {
+        clocks[r] = gpp_registry_agent(reg, r)->clock;
+        if (clocks[r].samples == 0)
+            gpp_warn("trace: no heartbeat round trip with rank %d: its times are taken as on the "
+                     "coordinator's clock",
+                     r);
+    }
+    gpp_sim_t *sim = gpp_sim_new(self->plan, self->g, self->cost);
+    int rc = gpp_sim_run(sim, err);
+    if (rc == 0)
+        rc = gpp_timeline_write(self->timeline, sim, clocks, path, out, NULL, err);
+    gpp_sim_destroy(&sim);
+    free(clocks);
     return rc;
 }

@@ -97,4 +97,17 @@ int gpp_job_metrics_fn(void *arg, int rank, const Gpp__Metrics *m, gpp_err_t *er
  * then 1), else 0. */
 int gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out);
 
+/* gpp-coordinator --trace: the agents report every action's start and end
+ * in the job's iteration `iteration` (0-based; -1: the last, whose actions
+ * end before the final checkpoint and weight digest are made). Call before
+ * the plan is handed out. -1 with a message when the run does not train
+ * that iteration. */
+int gpp_job_trace(gpp_job_t *self, int iteration, gpp_err_t *err);
+
+/* After the job: writes the measured iteration beside the simulated one
+ * (coordinator/gpp_timeline.h) to path, with the agents' clock offsets
+ * from reg, and prints the summary line on out. -1 with a message. */
+int gpp_job_write_trace(const gpp_job_t *self, gpp_registry_t *reg, const char *path, FILE *out,
+                        gpp_err_t *err);
+
 #endif

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/gpp_time.h"
 #include "proto/gpp_msg.h"
 
 #define GPP_REG_HOST_MAX 256
@@ -38,21 +39,25 @@ typedef struct {
     size_t id_len;
     int pid; /* as the agent reported it */
     int64_t mem_bytes;
-    int backend; /* Gpp__Backend it registered with (its device: backend + slot) */
-    int gpu;     /* CUDA: its GPU index on the host; -1 CPU */
-    char device_name[256];  /* "NVIDIA H100 80GB HBM3", "cpu" */
+    int backend;             /* Gpp__Backend it registered with (its device: backend + slot) */
+    int gpu;                 /* CUDA: its GPU index on the host; -1 CPU */
+    char device_name[256];   /* "NVIDIA H100 80GB HBM3", "cpu" */
     int64_t mem_total_bytes; /* device (CPU: host) memory it reported */
     int64_t mem_free_bytes;
     int sm_count;
     char device_error[512]; /* why it has no usable GPU, when it was asked for one */
     char build_version[64];
-    double last_seen_ms; /* gpp_now_ms of its last valid message */
-    uint64_t last_seq;   /* its last sequence number */
-    uint64_t sent_seq;   /* our last sequence number to it */
-    int ready;           /* sent Ready for its assignment */
-    int barrier;         /* last barrier id it entered, -1 none */
-    int iteration;       /* last iteration it reported metrics for, -1 none */
-    int launched_pid;    /* local launch: the child's pid, 0 else */
+    double last_seen_ms;   /* gpp_now_ms of its last valid message */
+    uint64_t last_seq;     /* its last sequence number */
+    uint64_t sent_seq;     /* our last sequence number to it */
+    int ready;             /* sent Ready for its assignment */
+    int barrier;           /* last barrier id it entered, -1 none */
+    int iteration;         /* last iteration it reported metrics for, -1 none */
+    int launched_pid;      /* local launch: the child's pid, 0 else */
+    gpp_clock_est_t clock; /* its CLOCK_MONOTONIC relative to ours, from heartbeat round
+                              trips (agent time = ours + clock.offset_us) */
+    uint64_t bad_clock;    /* round trips with impossible times, ignored */
+    int clock_pings;       /* heartbeats sent to it that start a round trip */
 } gpp_agent_t;
 
 typedef struct gpp_registry_s gpp_registry_t;

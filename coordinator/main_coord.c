@@ -14,9 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/gpp_net.h"
+#include "common/gpp_atomic_file.h"
 #include "common/gpp_curve.h"
 #include "common/gpp_notify.h"
 #include "common/gpp_parse.h"
@@ -27,6 +29,10 @@
 #include "coordinator/gpp_coord.h"
 #include "coordinator/gpp_job.h"
 #include "coordinator/gpp_launch.h"
+
+/* --trace: heartbeat round trips with each agent right after it registered
+ * (the clock offset keeps the one with the least delay; gpp_time.h) */
+#define S_CLOCK_ROUND_TRIPS 32
 
 typedef struct {
     const char *config_path;
@@ -40,12 +46,14 @@ typedef struct {
     int external;   /* ignore launch = "local" */
     int iterations; /* override of job.iterations, 0 keep */
     int quiet_agents;
-    int reprofile;      /* --plan auto: measure a new profile, not the kept one */
-    int resume;         /* continue from the newest complete set in job.checkpoint_dir: 1 --resume,
-                           2 --resume=auto (a fresh start when there is none) */
-    int max_restarts;   /* local launch: restarts per agent slot after it died */
-    const char *keygen; /* --keygen DIR: make CURVE keys and exit */
-    int keygen_agents;  /* --agents N with --keygen; 0: the cluster file's devices */
+    int reprofile;       /* --plan auto: measure a new profile, not the kept one */
+    int resume;          /* continue from the newest complete set in job.checkpoint_dir: 1
+                            --resume, 2 --resume=auto (a fresh start when there is none) */
+    int max_restarts;    /* local launch: restarts per agent slot after it died */
+    const char *keygen;  /* --keygen DIR: make CURVE keys and exit */
+    int keygen_agents;   /* --agents N with --keygen; 0: the cluster file's devices */
+    const char *trace;   /* --trace FILE: measured + simulated Chrome trace */
+    int trace_iteration; /* --trace-iteration N; -1: the last */
 } s_opts_t;
 
 static void s_usage(FILE *f)
@@ -70,6 +78,10 @@ static void s_usage(FILE *f)
            "  --max-restarts N               local launch: when agents die, restart the job\n"
            "                                 from the newest complete set, at most N times\n"
            "                                 per agent slot (default 0)\n"
+           "  --trace FILE                   write a Chrome/Perfetto trace of one measured\n"
+           "                                 iteration (every agent on one time axis) beside\n"
+           "                                 the simulated one (docs/operations.md, Traces)\n"
+           "  --trace-iteration N            the iteration to trace, 0-based (default: the last)\n"
            "  --keygen DIR [--agents N]      make CURVE keys for the control plane in DIR\n"
            "                                 (the coordinator's pair and N agent pairs, N\n"
            "                                 from --agents or the cluster file) and exit;\n"
@@ -94,20 +106,24 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"max-restarts", required_argument, 0, 'M'},
                                           {"keygen", required_argument, 0, 'K'},
                                           {"agents", required_argument, 0, 'N'},
+                                          {"trace", required_argument, 0, 'T'},
+                                          {"trace-iteration", required_argument, 0, 'I'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->plan = "auto";
     o->barriers = 1;
     o->start_timeout_ms = 60000;
+    o->trace_iteration = -1;
     int c;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         long v = 0;
-        if (c == 'b' || c == 't' || c == 'i' || c == 'M' || c == 'N') {
+        if (c == 'b' || c == 't' || c == 'i' || c == 'M' || c == 'N' || c == 'I') {
             const char *flag = c == 'b'   ? "--barriers"
                                : c == 't' ? "--start-timeout-ms"
                                : c == 'M' ? "--max-restarts"
                                : c == 'N' ? "--agents"
+                               : c == 'I' ? "--trace-iteration"
                                           : "--iterations";
             int64_t x;
             if (gpp_parse_flag_int64("gpp-coordinator", flag, optarg, 0, INT_MAX, &x) < 0)
@@ -163,6 +179,12 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         case 'N':
             o->keygen_agents = (int)v;
             break;
+        case 'T':
+            o->trace = optarg;
+            break;
+        case 'I':
+            o->trace_iteration = (int)v;
+            break;
         case 'h':
             s_usage(stdout);
             exit(0);
@@ -190,6 +212,15 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     if (o->resume && o->control_only) {
         fprintf(stderr, "gpp-coordinator: --resume continues a training job; a --control-only "
                         "job has no checkpoints (drop one of the two)\n");
+        return -1;
+    }
+    if ((o->trace || o->trace_iteration >= 0) && o->control_only) {
+        fprintf(stderr, "gpp-coordinator: --trace needs a training job; a --control-only job "
+                        "runs no actions\n");
+        return -1;
+    }
+    if (o->trace_iteration >= 0 && !o->trace) {
+        fprintf(stderr, "gpp-coordinator: --trace-iteration goes with --trace FILE\n");
         return -1;
     }
     if (o->start_timeout_ms <= 0) {
@@ -441,6 +472,26 @@ static void s_print_barriers(gpp_coord_t *coord, int n_agents)
     free(s);
 }
 
+/* --trace FILE can be written: a temp file beside it is made and removed,
+ * as the final atomic write will (so an unwritable path fails now, before
+ * any agent runs, not after the job). */
+static int s_trace_writable(const char *path)
+{
+    gpp_err_t err = {{0}};
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "gpp-coordinator: --trace %s: is a directory; name a file\n", path);
+        return -1;
+    }
+    gpp_atomic_file_t *f = gpp_atomic_file_open(path, &err);
+    if (!f) {
+        fprintf(stderr, "gpp-coordinator: --trace %s: cannot write there: %s\n", path, err.msg);
+        return -1;
+    }
+    gpp_atomic_file_destroy(&f);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int start = gpp_main_start("gpp-coordinator", argc, argv);
@@ -451,6 +502,8 @@ int main(int argc, char **argv)
         return 2;
     if (o.keygen)
         return s_keygen(&o);
+    if (o.trace && s_trace_writable(o.trace) < 0)
+        return 2;
     gpp_err_t err = {{0}};
     int sigfd = gpp_sigfd_open(&err);
     if (sigfd < 0) {
@@ -514,10 +567,16 @@ int main(int argc, char **argv)
         goto done;
     }
     cc.curve = curve;
+    cc.clock_round_trips = o.trace ? S_CLOCK_ROUND_TRIPS : 0;
     cc.require_gpu = cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only;
     if (!o.control_only) {
         job = gpp_job_new(&cfg, o.plan, o.reprofile, o.resume, stdout, &err);
         if (!job) {
+            gpp_error("%s", err.msg);
+            rc = 2;
+            goto done;
+        }
+        if (o.trace && gpp_job_trace(job, o.trace_iteration, &err) < 0) {
             gpp_error("%s", err.msg);
             rc = 2;
             goto done;
@@ -566,6 +625,11 @@ int main(int argc, char **argv)
         else if (job && gpp_coord_progress(coord) &&
                  gpp_job_print_summary(job, gpp_coord_progress(coord), stdout) < 0 && rc == 0)
             metrics_failed = 1;
+        if (rc == 0 && job && o.trace &&
+            gpp_job_write_trace(job, gpp_coord_registry(coord), o.trace, stdout, &err) < 0) {
+            gpp_error("%s", err.msg);
+            rc = 1;
+        }
         if (gpp_coord_dropped(coord))
             printf("control: %llu invalid messages dropped\n",
                    (unsigned long long)gpp_coord_dropped(coord));
@@ -601,6 +665,10 @@ int main(int argc, char **argv)
         fflush(stdout);
         job = gpp_job_new(&cfg, o.plan, 0, from > 0, stdout, &err);
         if (!job) {
+            gpp_error("restart: %s", err.msg);
+            goto done;
+        }
+        if (o.trace && gpp_job_trace(job, o.trace_iteration, &err) < 0) {
             gpp_error("restart: %s", err.msg);
             goto done;
         }

@@ -6,18 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "common/gpp_json.h"
 #include "planner/gpp_sched.h"
-
-typedef struct {
-    int device;
-    int row; /* 0: compute, 1: sent transfers */
-    char name[48];
-    int stage, mb;
-    double ts_ms, dur_ms;
-} s_event_t;
+#include "planner/gpp_trace.h"
 
 struct gpp_sim {
     const gpp_plan_t *p;
@@ -26,7 +17,7 @@ struct gpp_sim {
     double iteration_ms;
     double throughput;
     gpp_sim_stage_t *st; /* [n_stages] */
-    s_event_t *ev;
+    gpp_sim_event_t *ev;
     int n_ev, cap_ev;
 };
 
@@ -68,23 +59,29 @@ const gpp_sim_stage_t *gpp_sim_stage(const gpp_sim_t *s, int i)
     return &s->st[i];
 }
 
-static void s_event(gpp_sim_t *s, int device, int row, int stage, int mb, double ts, double dur,
-                    const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+static void s_event(gpp_sim_t *s, int device, int row, int stage, int replica, int mb, double ts,
+                    double dur, const char *fmt, ...) __attribute__((format(printf, 9, 10)));
 
-static void s_event(gpp_sim_t *s, int device, int row, int stage, int mb, double ts, double dur,
-                    const char *fmt, ...)
+static void s_event(gpp_sim_t *s, int device, int row, int stage, int replica, int mb, double ts,
+                    double dur, const char *fmt, ...)
 {
     if (s->n_ev == s->cap_ev) {
         s->cap_ev = s->cap_ev ? 2 * s->cap_ev : 256;
         s->ev = gpp_xrealloc(s->ev, (size_t)s->cap_ev * sizeof *s->ev);
     }
-    s_event_t *e = &s->ev[s->n_ev++];
-    e->device = device, e->row = row, e->stage = stage, e->mb = mb;
+    gpp_sim_event_t *e = &s->ev[s->n_ev++];
+    e->device = device, e->row = row, e->stage = stage, e->replica = replica, e->mb = mb;
     e->ts_ms = ts, e->dur_ms = dur;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->name, sizeof e->name, fmt, ap);
     va_end(ap);
+}
+
+int gpp_sim_events(const gpp_sim_t *s, const gpp_sim_event_t **out)
+{
+    *out = s->ev;
+    return s->n_ev;
 }
 
 /* Per-stage durations (fwd/bwd per micro-batch, all-reduce, step) and the
@@ -207,12 +204,12 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
         case GPP_ACT_FWD:
         case GPP_ACT_BWD:
             dur = a->type == GPP_ACT_FWD ? res->fwd_ms : res->bwd_ms;
-            s_event(s, dev, 0, si, a->mb, t[best], dur, "%c%d", a->type == GPP_ACT_FWD ? 'F' : 'B',
-                    a->mb);
+            s_event(s, dev, 0, si, r, a->mb, t[best], dur, "%c%d",
+                    a->type == GPP_ACT_FWD ? 'F' : 'B', a->mb);
             break;
         case GPP_ACT_STEP:
             dur = res->step_ms;
-            s_event(s, dev, 0, si, -1, t[best], dur, "STEP");
+            s_event(s, dev, 0, si, r, -1, t[best], dur, "STEP");
             break;
         case GPP_ACT_SEND_ACT:
         case GPP_ACT_SEND_GRAD: {
@@ -226,10 +223,11 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
             double start = t[best] > *lf ? t[best] : *lf;
             *lf = start + cms;
             arrival[flat] = start + cms;
-            if (cms > 0)
-                s_event(s, dev, 1, si, a->mb, start, cms, "%s t%d [%lld,%lld) to s%d.%d",
-                        a->type == GPP_ACT_SEND_ACT ? "act" : "grad", a->tensor, (long long)a->lo,
-                        (long long)a->hi, a->peer_stage, a->peer_replica);
+            if (cms > 0) {
+                char name[sizeof s->ev->name];
+                gpp_trace_action_name(a, name, sizeof name);
+                s_event(s, dev, 1, si, r, a->mb, start, cms, "%s", name);
+            }
             break;
         }
         case GPP_ACT_RECV_ACT:
@@ -246,7 +244,8 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
                     start = t[k->list_base[si] + q];
             for (int q = 0; q < st->devices; q++) {
                 int lq = k->list_base[si] + q;
-                s_event(s, st->first_device + q, 0, si, -1, start, res->allreduce_ms, "ALLREDUCE");
+                s_event(s, st->first_device + q, 0, si, q, -1, start, res->allreduce_ms,
+                        "ALLREDUCE");
                 t[lq] = start + res->allreduce_ms;
                 busy[lq] += res->allreduce_ms;
                 if (++pos[lq] == st->replica[q].n)
@@ -331,54 +330,30 @@ out:
 
 /* ---- Chrome trace ------------------------------------------------------ */
 
-static cJSON *s_meta(const char *what, int pid, int tid, const char *name)
-{
-    cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "name", what);
-    cJSON_AddStringToObject(e, "ph", "M");
-    cJSON_AddNumberToObject(e, "pid", pid);
-    cJSON_AddNumberToObject(e, "tid", tid);
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(e, "args"), "name", name);
-    return e;
-}
-
 char *gpp_sim_trace_json(const gpp_sim_t *s)
 {
     const gpp_plan_t *p = s->p;
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "displayTimeUnit", "ms");
-    cJSON *other = cJSON_AddObjectToObject(root, "otherData");
-    cJSON_AddStringToObject(other, "model", p->model);
-    cJSON_AddStringToObject(other, "planner", p->planner);
-    cJSON_AddNumberToObject(other, "iteration_ms", s->iteration_ms);
-    cJSON *ev = cJSON_AddArrayToObject(root, "traceEvents");
-    cJSON_AddItemToArray(ev, s_meta("process_name", 0, 0, "compute"));
-    cJSON_AddItemToArray(ev, s_meta("process_name", 1, 0, "sends"));
+    gpp_trace_t *t = gpp_trace_new();
+    gpp_trace_info_str(t, "model", p->model);
+    gpp_trace_info_str(t, "planner", p->planner);
+    gpp_trace_info_num(t, "iteration_ms", s->iteration_ms);
+    gpp_trace_process(t, 0, "compute", 0);
+    gpp_trace_process(t, 1, "sends", 1);
     for (int i = 0; i < p->n_stages; i++)
         for (int r = 0; r < p->stages[i].devices; r++)
             for (int pid = 0; pid < 2; pid++) {
                 char name[64];
                 int dev = p->stages[i].first_device + r;
                 snprintf(name, sizeof name, "dev %d: stage %d replica %d", dev, i, r);
-                cJSON_AddItemToArray(ev, s_meta("thread_name", pid, dev, name));
+                gpp_trace_thread(t, pid, dev, name);
             }
     for (int i = 0; i < s->n_ev; i++) {
-        const s_event_t *x = &s->ev[i];
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "name", x->name);
-        cJSON_AddStringToObject(e, "cat", x->row ? "comm" : "compute");
-        cJSON_AddStringToObject(e, "ph", "X");
-        cJSON_AddNumberToObject(e, "ts", x->ts_ms * 1000.0); /* us */
-        cJSON_AddNumberToObject(e, "dur", x->dur_ms * 1000.0);
-        cJSON_AddNumberToObject(e, "pid", x->row);
-        cJSON_AddNumberToObject(e, "tid", x->device);
-        cJSON *args = cJSON_AddObjectToObject(e, "args");
-        cJSON_AddNumberToObject(args, "stage", x->stage);
-        cJSON_AddNumberToObject(args, "mb", x->mb);
-        cJSON_AddItemToArray(ev, e);
+        const gpp_sim_event_t *x = &s->ev[i];
+        gpp_trace_span(t, x->row, x->device, x->name, x->row ? "comm" : "compute",
+                       x->ts_ms * 1000.0, x->dur_ms * 1000.0, x->stage, x->mb);
     }
-    char *text = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
+    char *text = gpp_trace_json(t);
+    gpp_trace_destroy(&t);
     return text;
 }
 

@@ -65,6 +65,19 @@ double gpp_sim_throughput(const gpp_sim_t *s); /* samples per second */
 /* Result for stage i (0 <= i < n_stages); valid after gpp_sim_run. */
 const gpp_sim_stage_t *gpp_sim_stage(const gpp_sim_t *s, int i);
 
+/* One span of the last run. */
+typedef struct {
+    int stage, replica, device;
+    int row; /* 0: the device's FWD/BWD/ALLREDUCE/STEP; 1: a transfer it sends */
+    int mb;  /* -1: none */
+    double ts_ms, dur_ms;
+    char name[64]; /* gpp_trace_action_name (planner/gpp_trace.h) */
+} gpp_sim_event_t;
+
+/* The spans of the last run, in simulation order; *out borrowed (valid
+ * until the next run or destroy). Returns how many. */
+int gpp_sim_events(const gpp_sim_t *s, const gpp_sim_event_t **out);
+
 /* Chrome trace of the last run ({"traceEvents":[...]}, Perfetto-loadable):
  * pid 0 has one row (tid) per device with its FWD/BWD/ALLREDUCE/STEP spans;
  * pid 1 has one row per device with the transfers it sends. Times in us.

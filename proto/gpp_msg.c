@@ -447,6 +447,14 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
                   a->backend == GPP__BACKEND__BACKEND_CUDA,
               "assignment.precision: %s needs backend cuda (the CPU backend computes fp32)",
               a->precision == GPP__PRECISION__PRECISION_TF32 ? "tf32" : "bf16");
+    if (a->trace)
+        S_REQUIRE(a->trace_iteration >= 0 &&
+                      a->trace_iteration < a->iterations - a->start_iteration,
+                  "assignment.trace_iteration: %d outside [0, %d)", a->trace_iteration,
+                  a->iterations - a->start_iteration);
+    else
+        S_REQUIRE(a->trace_iteration == 0, "assignment.trace_iteration: %d without trace",
+                  a->trace_iteration);
     return 0;
 }
 
@@ -471,6 +479,32 @@ static int s_check_metrics(const Gpp__Metrics *m, gpp_err_t *err)
                   "metrics.op_digests[%zu].sha256: %zu bytes, a SHA-256 has 32", i,
                   m->op_digests[i]->sha256.len);
     }
+    S_REQUIRE(m->n_action_start_us == m->n_action_end_us &&
+                  (m->n_action_start_us == 0 || m->n_action_start_us == m->n_action_ms),
+              "metrics: %zu action_start_us and %zu action_end_us for %zu actions",
+              m->n_action_start_us, m->n_action_end_us, m->n_action_ms);
+    for (size_t i = 0; i < m->n_action_start_us; i++) {
+        int64_t s = m->action_start_us[i], e = m->action_end_us[i];
+        S_REQUIRE(s >= 0 && e >= s, "metrics.action_*_us[%zu]: [%lld, %lld] not 0 <= start <= end",
+                  i, (long long)s, (long long)e);
+        S_REQUIRE(i == 0 || s >= m->action_end_us[i - 1],
+                  "metrics.action_start_us[%zu]: %lld before the previous action's end %lld", i,
+                  (long long)s, (long long)m->action_end_us[i - 1]);
+    }
+    return 0;
+}
+
+static int s_check_heartbeat(const Gpp__Heartbeat *h, gpp_err_t *err)
+{
+    S_REQUIRE(h->timestamp_us >= 0 && h->mono_us >= 0 && h->echo_mono_us >= 0,
+              "heartbeat: negative time (%lld, %lld, %lld)", (long long)h->timestamp_us,
+              (long long)h->mono_us, (long long)h->echo_mono_us);
+    S_REQUIRE((h->echo_mono_us > 0) == (h->echo_recv_us > 0),
+              "heartbeat: echo_mono_us %lld and echo_recv_us %lld: set both or neither",
+              (long long)h->echo_mono_us, (long long)h->echo_recv_us);
+    S_REQUIRE(h->echo_recv_us <= h->mono_us,
+              "heartbeat.echo_recv_us: %lld after the send time mono_us %lld",
+              (long long)h->echo_recv_us, (long long)h->mono_us);
     return 0;
 }
 
@@ -508,8 +542,7 @@ static int s_check_body(const gpp_msg_t *m, gpp_err_t *err)
                   m->barrier_release->barrier_id);
         return 0;
     case GPP__ENVELOPE__BODY_HEARTBEAT:
-        S_REQUIRE(m->heartbeat->timestamp_us >= 0, "heartbeat.timestamp_us: negative");
-        return 0;
+        return s_check_heartbeat(m->heartbeat, err);
     case GPP__ENVELOPE__BODY_METRICS:
         return s_check_metrics(m->metrics, err);
     case GPP__ENVELOPE__BODY_ABORT:

@@ -21,10 +21,11 @@
 #include "proto/gpp.pb-c.h"
 
 #define GPP_MSG_MAGIC 0x31505047u /* "GPP1" as little-endian bytes */
-#define GPP_PROTOCOL_VERSION 3u   /* 2: rendezvous through the coordinator; 3: devices in
-                                     Register, backend and precision in Assignment and
-                                     ProfileRequest, the measuring device in
-                                     ProfileResult */
+/* 2: rendezvous through the coordinator; 3: devices in Register, backend and
+ * precision in Assignment and ProfileRequest, the measuring device in
+ * ProfileResult; 4: measured traces (Assignment.trace, Metrics.action_*_us,
+ * clock round trips in Heartbeat) */
+#define GPP_PROTOCOL_VERSION 4u
 
 /* Envelope.sender values that are not agent ranks. */
 #define GPP_MSG_SENDER_COORD (-1)

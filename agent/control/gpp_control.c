@@ -162,6 +162,25 @@ static int s_check(gpp_control_t *self, const gpp_msg_t *m, gpp_err_t *err)
     }
 }
 
+/* A heartbeat; echo_mono_us > 0 answers the coordinator's heartbeat sent at
+ * echo_mono_us (its clock) that arrived at recv_us (ours): one round trip
+ * of its clock-offset estimate. Only once registered. */
+static void s_send_heartbeat(gpp_control_t *self, int64_t echo_mono_us, int64_t recv_us)
+{
+    if (self->rank < 0)
+        return;
+    Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
+    hb.timestamp_us = s_realtime_us();
+    hb.echo_mono_us = echo_mono_us;
+    hb.echo_recv_us = recv_us;
+    hb.mono_us = gpp_now_us(); /* t2, last: as close to the send as it gets */
+    gpp_msg_t m;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_HEARTBEAT, &hb);
+    gpp_err_t err = {{0}};
+    if (s_send_raw(self, &m, &err) < 0)
+        gpp_warn("agent %s:%d: heartbeat: %s", self->host, self->slot, err.msg);
+}
+
 static int s_on_frame(zloop_t *loop, zsock_t *sock, void *arg)
 {
     (void)loop;
@@ -169,6 +188,7 @@ static int s_on_frame(zloop_t *loop, zsock_t *sock, void *arg)
     zmsg_t *zm = zmsg_recv(sock);
     if (!zm)
         return 0;
+    int64_t rx_us = gpp_now_us(); /* t1 of a clock-offset round trip (gpp.proto Heartbeat) */
     gpp_err_t err = {{0}};
     gpp_msg_t *m = NULL;
     if (zmsg_size(zm) != 1) {
@@ -187,13 +207,15 @@ static int s_on_frame(zloop_t *loop, zsock_t *sock, void *arg)
         return 0;
     }
     self->peer_seq = m->seq;
-    self->last_rx_ms = gpp_now_ms();
+    self->last_rx_ms = (double)rx_us / 1e3;
     if (m->body_case != GPP__ENVELOPE__BODY_HEARTBEAT)
         gpp_debug("agent %s:%d: %s from the coordinator", self->host, self->slot,
                   gpp_msg_type_name(m->body_case));
     int rc = 0;
     switch (m->body_case) {
     case GPP__ENVELOPE__BODY_HEARTBEAT:
+        if (m->heartbeat->mono_us > 0)
+            s_send_heartbeat(self, m->heartbeat->mono_us, rx_us);
         break;
     case GPP__ENVELOPE__BODY_REGISTER_ACK:
         self->rank = m->register_ack->rank;
@@ -272,15 +294,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
         self->lost = 1;
         return self->h.on_lost ? self->h.on_lost(self, silent_ms, self->arg) : -1;
     }
-    if (self->rank < 0)
-        return 0; /* heartbeats only once registered */
-    Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
-    hb.timestamp_us = s_realtime_us();
-    gpp_msg_t m;
-    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_HEARTBEAT, &hb);
-    gpp_err_t err = {{0}};
-    if (s_send_raw(self, &m, &err) < 0)
-        gpp_warn("agent %s:%d: heartbeat: %s", self->host, self->slot, err.msg);
+    s_send_heartbeat(self, 0, 0);
     return 0;
 }
 

@@ -65,11 +65,12 @@ struct gpp_pipeline_s {
     float *gstage; /* host copy of the dense gradients for the all-reduce */
     int64_t gstage_n;
     int gstage_pinned;
-    int pin_warned; /* a refused page-lock was reported */
-    s_act_t *acts;  /* [cfg.n_actions] */
-    double *act_ms; /* [cfg.n_actions] */
-    char phase[64]; /* what run is doing, for messages */
-    int bad_input;  /* run failed on the model or data the job names */
+    int pin_warned;                     /* a refused page-lock was reported */
+    s_act_t *acts;                      /* [cfg.n_actions] */
+    double *act_ms;                     /* [cfg.n_actions] */
+    int64_t *act_start_us, *act_end_us; /* [cfg.n_actions], gpp_now_us */
+    char phase[64];                     /* what run is doing, for messages */
+    int bad_input;                      /* run failed on the model or data the job names */
 };
 
 /* First sample of this replica's share of micro-batch mb, and its size. */
@@ -140,6 +141,8 @@ static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
     const size_t n = c->n_actions ? (size_t)c->n_actions : 1;
     self->acts = gpp_xcalloc(n, sizeof *self->acts);
     self->act_ms = gpp_xcalloc(n, sizeof *self->act_ms);
+    self->act_start_us = gpp_xcalloc(n, sizeof *self->act_start_us);
+    self->act_end_us = gpp_xcalloc(n, sizeof *self->act_end_us);
     for (int i = 0; i < c->n_actions; i++) {
         const gpp_action_t *x = &c->actions[i];
         s_act_t *a = &self->acts[i];
@@ -474,7 +477,8 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
             goto out;
         }
         s_act_t *a = &self->acts[i];
-        double t0 = gpp_now_ms();
+        int64_t t0_us = gpp_now_us();
+        double t0 = (double)t0_us / 1e3;
         if (pending_release >= 0 && !(a->type == GPP_ACT_SEND_GRAD && a->mb == pending_release)) {
             gpp_exec_release(self->ex, pending_release);
             pending_release = -1;
@@ -561,7 +565,10 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
             assert(0 && "action types are checked by gpp_pipeline_new");
             break;
         }
-        self->act_ms[i] = gpp_now_ms() - t0;
+        int64_t t1_us = gpp_now_us(); /* two stores per action: the trace is free */
+        self->act_start_us[i] = t0_us;
+        self->act_end_us[i] = t1_us;
+        self->act_ms[i] = (double)(t1_us - t0_us) / 1e3;
     }
     if (pending_release >= 0)
         gpp_exec_release(self->ex, pending_release);
@@ -600,8 +607,11 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         goto fail;
     for (int it = c->start_iteration; it < c->iterations; it++) {
         snprintf(self->phase, sizeof self->phase, "training iteration %d", it);
-        gpp_pipeline_metrics_t m = {
-            .iteration = it, .n_actions = c->n_actions, .action_ms = self->act_ms};
+        gpp_pipeline_metrics_t m = {.iteration = it,
+                                    .n_actions = c->n_actions,
+                                    .action_ms = self->act_ms,
+                                    .action_start_us = self->act_start_us,
+                                    .action_end_us = self->act_end_us};
         if (s_iteration(self, it, &m.loss, &m.has_loss, &m.samples, &m.iteration_ms, &m.bubble_ms,
                         err) < 0)
             goto fail;
@@ -683,6 +693,8 @@ void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
     free(self->gstage);
     free(self->acts);
     free(self->act_ms);
+    free(self->act_start_us);
+    free(self->act_end_us);
     gpp_comm_group_destroy(&self->dp);
     pthread_mutex_lock(&self->mu);
     gpp_comm_destroy(&self->comm);

@@ -91,6 +91,9 @@ typedef struct {
     int iteration; /* absolute iteration index */
     int n_actions;
     const double *action_ms; /* [n_actions] wall time of each action */
+    /* [n_actions] each action's start and end on CLOCK_MONOTONIC
+     * (gpp_now_us), microseconds (gpp-coordinator --trace) */
+    const int64_t *action_start_us, *action_end_us;
     double iteration_ms;
     double bubble_ms;              /* waiting for receives and the last sends */
     int64_t mem_high_water_bytes;  /* peak RSS of the process */

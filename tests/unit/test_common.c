@@ -17,6 +17,7 @@
 #include "common/gpp_codec.h"
 #include "common/gpp_fault.h"
 #include "common/gpp_fs.h"
+#include "common/gpp_time.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
 
@@ -33,8 +34,8 @@ static void t_codec_round_trip(void)
     /* little-endian on the wire whatever the host */
     const unsigned char head[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     GPP_EXPECT(memcmp(b, head, sizeof head) == 0);
-    GPP_EXPECT(b[12] == 0xfe && b[19] == 0xff);             /* -2 */
-    GPP_EXPECT(b[20] == 2 && b[24] == 'a' && b[25] == 'b'); /* u32 length, no NUL */
+    GPP_EXPECT(b[12] == 0xfe && b[19] == 0xff);                             /* -2 */
+    GPP_EXPECT(b[20] == 2 && b[24] == 'a' && b[25] == 'b');                 /* u32 length, no NUL */
     GPP_EXPECT(b[26] == 0 && b[27] == 0 && b[28] == 0xc0 && b[29] == 0x3f); /* 1.5f */
 
     gpp_codec_t r = gpp_codec_reader(b, w.pos);
@@ -327,6 +328,57 @@ static void t_mkdirs(void)
     free(dir);
 }
 
+/* NTP-style offsets: a peer clock 1 s ahead (or behind), one-way delays
+ * out / back and a hold time at the peer; the estimate is off by
+ * (out - back) / 2 and the sample with the least delay wins. */
+static void t_clock_offset_estimate(void)
+{
+    static const struct {
+        int64_t peer_ahead_us, out_us, back_us, hold_us;
+        int expect;                  /* gpp_clock_est_add */
+        int64_t offset_us, delay_us; /* the estimate after it */
+    } rows[] = {
+        {1000000, 500, 100, 40, 1, 1000200, 600}, /* first sample: best */
+        {1000000, 50, 60, 5000, 1, 999995, 110},  /* less delay, long hold: best */
+        {1000000, 300, 300, 0, 0, 999995, 110},   /* exact but slower: kept the older */
+        {1000000, 50, 50, 7, 1, 1000000, 100},    /* symmetric: exact */
+    };
+    gpp_clock_est_t e = {0};
+    int64_t now = 123456789;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int64_t t0 = now, t1 = t0 + rows[i].out_us + rows[i].peer_ahead_us,
+                t2 = t1 + rows[i].hold_us,
+                t3 = t0 + rows[i].out_us + rows[i].hold_us + rows[i].back_us;
+        int rc = gpp_clock_est_add(&e, t0, t1, t2, t3);
+        GPP_EXPECT_MSG(rc == rows[i].expect, "row %zu: %d", i, rc);
+        GPP_EXPECT_MSG(e.offset_us == rows[i].offset_us && e.delay_us == rows[i].delay_us,
+                       "row %zu: offset %lld delay %lld", i, (long long)e.offset_us,
+                       (long long)e.delay_us);
+        now += 1000000;
+    }
+    GPP_EXPECT(e.samples == 4);
+    /* a peer behind us, odd halves: within 1 us */
+    gpp_clock_est_t b = {0};
+    GPP_EXPECT(gpp_clock_est_add(&b, 10, 10 + 7 - 5000001, 10 + 7 - 5000001 + 3, 10 + 7 + 3 + 8) ==
+               1);
+    GPP_EXPECT_MSG(llabs(b.offset_us + 5000001 - (7 - 8) / 2) <= 1 && b.delay_us == 15,
+                   "offset %lld delay %lld", (long long)b.offset_us, (long long)b.delay_us);
+    /* impossible round trips are ignored */
+    gpp_clock_est_t z = {0};
+    GPP_EXPECT(gpp_clock_est_add(&z, 100, 50, 60, 90) == -1);  /* back before sent */
+    GPP_EXPECT(gpp_clock_est_add(&z, 100, 60, 50, 200) == -1); /* peer sent before it got it */
+    GPP_EXPECT(gpp_clock_est_add(&z, 100, 0, 500, 200) == -1); /* held longer than the trip */
+    GPP_EXPECT(z.samples == 0);
+    /* one host, one CLOCK_MONOTONIC: the offset is within the delay */
+    gpp_clock_est_t h = {0};
+    for (int i = 0; i < 8; i++) {
+        int64_t t0 = gpp_now_us(), t1 = gpp_now_us(), t2 = gpp_now_us(), t3 = gpp_now_us();
+        GPP_EXPECT(gpp_clock_est_add(&h, t0, t1, t2, t3) >= 0);
+    }
+    GPP_EXPECT_MSG(h.samples == 8 && llabs(h.offset_us) <= h.delay_us + 1, "offset %lld delay %lld",
+                   (long long)h.offset_us, (long long)h.delay_us);
+}
+
 static const gpp_test_case_t cases[] = {
     {"codec_round_trip", t_codec_round_trip},
     {"codec_overrun", t_codec_overrun},
@@ -335,6 +387,7 @@ static const gpp_test_case_t cases[] = {
     {"atomic_file_temp_is_exclusive", t_atomic_file_temp_is_exclusive},
     {"atomic_file_commit_syncs_directory", t_atomic_file_commit_syncs_directory},
     {"mkdirs", t_mkdirs},
+    {"clock_offset_estimate", t_clock_offset_estimate},
     {NULL, NULL}};
 
 int main(void)

@@ -2,6 +2,7 @@
  * type; truncated frames, seeded random garbage and mutations, wrong
  * version and out-of-range fields must be rejected with a reason naming the
  * field, never crash (run under -DGPP_SANITIZE=ON too). */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ typedef struct {
     Gpp__Heartbeat hb;
     Gpp__Metrics metrics;
     double action_ms[4];
+    int64_t act_start_us[4], act_end_us[4];
     Gpp__Abort abort_;
     Gpp__Shutdown shutdown;
     Gpp__Error error;
@@ -198,6 +200,8 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         a->checkpoint_dir = "/tmp/ckpt";
         a->checkpoint_interval = 5;
         a->start_iteration = 10;
+        a->trace = 1;
+        a->trace_iteration = 9; /* the run's last: iterations 10..19 */
         body = a;
         break;
     }
@@ -220,6 +224,9 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
     case GPP__ENVELOPE__BODY_HEARTBEAT:
         gpp__heartbeat__init(&s->hb);
         s->hb.timestamp_us = 1700000000123456LL;
+        s->hb.mono_us = 5000300;      /* t2 */
+        s->hb.echo_mono_us = 4000000; /* t0, the coordinator's clock */
+        s->hb.echo_recv_us = 5000100; /* t1 */
         body = &s->hb;
         break;
     case GPP__ENVELOPE__BODY_METRICS:
@@ -236,6 +243,13 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         s->metrics.has_loss = 1;
         s->metrics.loss = 2.302585;
         s->metrics.samples = 16;
+        for (int i = 0; i < 4; i++) { /* actions back to back, the second one empty */
+            s->act_start_us[i] = 1000000 + 100 * i;
+            s->act_end_us[i] = s->act_start_us[i] + (i == 1 ? 0 : 100);
+        }
+        s->metrics.n_action_start_us = s->metrics.n_action_end_us = 4;
+        s->metrics.action_start_us = s->act_start_us;
+        s->metrics.action_end_us = s->act_end_us;
         body = &s->metrics;
         break;
     case GPP__ENVELOPE__BODY_ABORT:
@@ -700,6 +714,46 @@ static void m_devmem(sample_t *s)
 {
     s->metrics.device_mem_peak_bytes = -1;
 }
+static void m_times_count(sample_t *s)
+{
+    s->metrics.n_action_start_us = 3;
+}
+static void m_times_other_count(sample_t *s)
+{
+    s->metrics.n_action_start_us = s->metrics.n_action_end_us = 3;
+}
+static void m_times_end(sample_t *s)
+{
+    s->act_end_us[2] = s->act_start_us[2] - 1;
+}
+static void m_times_negative(sample_t *s)
+{
+    s->act_start_us[0] = -5;
+}
+static void m_times_overlap(sample_t *s)
+{
+    s->act_start_us[3] = s->act_end_us[2] - 1;
+}
+static void m_trace_iteration(sample_t *s)
+{
+    s->asg.trace_iteration = 10;
+}
+static void m_trace_off(sample_t *s)
+{
+    s->asg.trace = 0;
+}
+static void m_hb_echo_half(sample_t *s)
+{
+    s->hb.echo_recv_us = 0;
+}
+static void m_hb_echo_late(sample_t *s)
+{
+    s->hb.echo_recv_us = s->hb.mono_us + 1;
+}
+static void m_hb_negative(sample_t *s)
+{
+    s->hb.mono_us = -1;
+}
 static void m_barrier(sample_t *s)
 {
     s->benter.barrier_id = -1;
@@ -794,7 +848,7 @@ static const bad_case_t BAD[] = {
     {"rdv request seq", GPP__ENVELOPE__BODY_RDV_REPLY, m_rdv_request_seq,
      "rdv_reply.request_seq: 0"},
     {"magic", GPP__ENVELOPE__BODY_SHUTDOWN, m_magic, "magic"},
-    {"version", GPP__ENVELOPE__BODY_HEARTBEAT, m_version, "protocol_version: peer speaks 4"},
+    {"version", GPP__ENVELOPE__BODY_HEARTBEAT, m_version, "protocol_version: peer speaks 5"},
     {"seq", GPP__ENVELOPE__BODY_HEARTBEAT, m_seq, "seq"},
     {"sender", GPP__ENVELOPE__BODY_HEARTBEAT, m_sender, "sender"},
     {"no body", GPP__ENVELOPE__BODY_HEARTBEAT, m_no_body, "body"},
@@ -858,6 +912,24 @@ static const bad_case_t BAD[] = {
     {"loss nan", GPP__ENVELOPE__BODY_METRICS, m_loss, "metrics.loss: not a finite"},
     {"bubble", GPP__ENVELOPE__BODY_METRICS, m_bubble, "metrics.bubble_ms"},
     {"device mem", GPP__ENVELOPE__BODY_METRICS, m_devmem, "metrics.device_mem_peak_bytes"},
+    {"times count", GPP__ENVELOPE__BODY_METRICS, m_times_count,
+     "metrics: 3 action_start_us and 4 action_end_us for 4 actions"},
+    {"times vs actions", GPP__ENVELOPE__BODY_METRICS, m_times_other_count,
+     "metrics: 3 action_start_us and 3 action_end_us for 4 actions"},
+    {"times end < start", GPP__ENVELOPE__BODY_METRICS, m_times_end,
+     "metrics.action_*_us[2]: [1000200, 1000199] not 0 <= start <= end"},
+    {"times negative", GPP__ENVELOPE__BODY_METRICS, m_times_negative, "metrics.action_*_us[0]"},
+    {"times overlap", GPP__ENVELOPE__BODY_METRICS, m_times_overlap,
+     "metrics.action_start_us[3]: 1000299 before the previous action's end 1000300"},
+    {"trace iteration", GPP__ENVELOPE__BODY_ASSIGNMENT, m_trace_iteration,
+     "assignment.trace_iteration: 10 outside [0, 10)"},
+    {"trace off", GPP__ENVELOPE__BODY_ASSIGNMENT, m_trace_off,
+     "assignment.trace_iteration: 9 without trace"},
+    {"heartbeat echo", GPP__ENVELOPE__BODY_HEARTBEAT, m_hb_echo_half,
+     "heartbeat: echo_mono_us 4000000 and echo_recv_us 0"},
+    {"heartbeat echo late", GPP__ENVELOPE__BODY_HEARTBEAT, m_hb_echo_late,
+     "heartbeat.echo_recv_us: 5000301 after the send time"},
+    {"heartbeat negative", GPP__ENVELOPE__BODY_HEARTBEAT, m_hb_negative, "heartbeat: negative"},
     {"barrier", GPP__ENVELOPE__BODY_BARRIER_ENTER, m_barrier, "barrier_enter.barrier_id"},
     {"error code", GPP__ENVELOPE__BODY_ERROR, m_err_code, "error.code: 1000"},
     {"abort reason", GPP__ENVELOPE__BODY_ABORT, m_abort, "abort.reason"},
@@ -928,7 +1000,35 @@ static const gpp_test_case_t cases[] = {
     {NULL, NULL},
 };
 
+/* GPP_TEST_WRITE_SEEDS=DIR: writes every type's valid sample as DIR/<type>.bin
+ * (the fuzz_msg seeds, tests/fuzz/corpus/msg; regenerate them when the
+ * protocol version changes) and exits. */
+static int s_write_seeds(const char *dir)
+{
+    for (size_t i = 0; i < N_TYPES; i++) {
+        sample_t s;
+        s_sample(&s, ALL_TYPES[i]);
+        gpp_err_t err = {{0}};
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.bin", dir, gpp_msg_type_name(ALL_TYPES[i]));
+        FILE *f = NULL;
+        if (gpp_msg_encode(&s.env, &buf, &len, &err) < 0 || !(f = fopen(path, "wb")) ||
+            fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
+            fprintf(stderr, "%s: %s\n", path, err.msg[0] ? err.msg : strerror(errno));
+            free(buf);
+            return 1;
+        }
+        free(buf);
+    }
+    return 0;
+}
+
 int main(void)
 {
+    const char *seeds = getenv("GPP_TEST_WRITE_SEEDS");
+    if (seeds)
+        return s_write_seeds(seeds);
     return gpp_test_run(cases);
 }
