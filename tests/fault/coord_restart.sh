@@ -3,10 +3,11 @@
 # on (issue 12, "Coordinator restart"), as systemd does with
 # gpp-coordinator.service (Restart=on-abnormal, --resume=auto) and
 # gpp-agent@.service (Restart=on-failure). External agents (started here
-# by hand, as systemd or Slurm would), 6 iterations, a set every 2:
+# by hand, as systemd or Slurm would), 100 iterations, a set every 2:
 #   1. the reference: an uninterrupted job; --resume=auto in an empty
 #      directory is a fresh start and says so;
-#   2. the coordinator is SIGKILLed after iteration 3; its agents notice
+#   2. the coordinator is SIGKILLed mid-run (once iteration 3 is printed);
+#      its agents notice
 #      the silence and exit 1 (systemd would start them again);
 #   3. the coordinator started again with --resume=auto and new agents
 #      resumes from the newest complete set and ends with the reference's
@@ -19,10 +20,11 @@ gpp_test_begin coord_restart "${1:-}"
 COORD=$BUILD/coordinator/gpp-coordinator
 AGENT=$BUILD/agent/gpp-agent
 MODEL="mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64"
+ITERS=100
 
 # $1 name: external launch, 2 slots on 127.0.0.1, its own port and directory
 mkconf() {
-    cpu_job_conf "$TMP/$1.toml" 2 6 "$TMP/$1.ckpt" "checkpoint_interval = 2
+    cpu_job_conf "$TMP/$1.toml" 2 $ITERS "$TMP/$1.ckpt" "checkpoint_interval = 2
 checkpoint_keep = 5" >/dev/null
     sed -i 's/^launch = "local"$/launch = "external"/; s/^timeout_ms = 3000$/timeout_ms = 1500/' "$TMP/$1.toml"
     printf '[metrics]\nfile = "%s"\n' "$TMP/$1.jsonl" >>"$TMP/$1.toml"
@@ -67,7 +69,7 @@ CP=$!
 track $CP
 wait_until 20 grep -q "listening on" "$TMP/k.err"
 agents "$C1" k
-wait_until 60 grep -q "^iter 3/6 " "$TMP/k.out"
+wait_until 60 grep -q "^iter 3/$ITERS " "$TMP/k.out"
 kill -KILL $CP
 wait $CP 2>/dev/null
 lines_before=$(wc -l <"$TMP/job.jsonl")
@@ -77,10 +79,11 @@ for p in "${AGENTS[@]}"; do
     a_rc+=($?)
 done
 if [ "${a_rc[*]}" = "1 1" ] && grep -q "coordinator" "$TMP/k.a0.err" &&
-    ! grep -q "^iter 6/6 " "$TMP/k.out" && [ -f "$TMP/job.ckpt/set-0000000002/MANIFEST.json" ]; then
-    ok "coordinator SIGKILLed after iteration 3: both agents gave up (exit 1), set 2 complete"
+    ! grep -q "^iter $ITERS/$ITERS " "$TMP/k.out" && ls "$TMP"/job.ckpt/set-*/MANIFEST.json >/dev/null 2>&1; then
+    ok "coordinator SIGKILLed after $(grep -c '^iter' "$TMP/k.out") iterations: both agents gave up (exit 1), a complete set left"
 else
-    fail "coordinator kill (agents' exit ${a_rc[*]})" "$(grep -v OpenBLAS "$TMP/k.a0.err" | tail -3)"
+    fail "coordinator kill (agents' exit ${a_rc[*]})" "$(grep -v OpenBLAS "$TMP/k.a0.err" | tail -3)" \
+        "$(grep '^iter' "$TMP/k.out" | tail -1)" "$(ls "$TMP/job.ckpt" | tr '\n' ' ')"
 fi
 
 # 3. started again with --resume=auto, new agents: the reference's weights
@@ -101,7 +104,7 @@ else
 fi
 
 # 4. the finished job: --resume=auto has nothing to do (exit 2, no agent needed)
-expect_fail "--resume=auto of a finished job" "already has all 6 iterations" \
+expect_fail "--resume=auto of a finished job" "already has all $ITERS iterations" \
     "$COORD" --plan gpp --resume=auto "$C1"
 expect_fail "--resume=bogus" "expected --resume or --resume=auto" "$COORD" --plan gpp --resume=bogus "$C1"
 
