@@ -42,6 +42,7 @@ typedef struct {
     int quiet_agents;
     int reprofile;      /* --plan auto: measure a new profile, not the kept one */
     int resume;         /* continue from the newest complete set in job.checkpoint_dir */
+    int replan;         /* --resume with a plan other than the set's: re-shard the set */
     int max_restarts;   /* local launch: restarts per agent slot after it died */
     const char *keygen; /* --keygen DIR: make CURVE keys and exit */
     int keygen_agents;  /* --agents N with --keygen; 0: the cluster file's devices */
@@ -64,6 +65,9 @@ static void s_usage(FILE *f)
            "                                 of reusing <checkpoint_dir>/profile.json\n"
            "  --resume                       continue the job from the newest complete\n"
            "                                 checkpoint set in job.checkpoint_dir\n"
+           "  --replan                       with --resume: run the plan made now even if it\n"
+           "                                 differs from the set's (other devices, planner),\n"
+           "                                 re-sharding the set's stage files to its stages\n"
            "  --max-restarts N               local launch: when agents die, restart the job\n"
            "                                 from the newest complete set, at most N times\n"
            "                                 per agent slot (default 0)\n"
@@ -88,6 +92,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"iterations", required_argument, 0, 'i'},
                                           {"reprofile", no_argument, 0, 'r'},
                                           {"resume", no_argument, 0, 'R'},
+                                          {"replan", no_argument, 0, 'P'},
                                           {"max-restarts", required_argument, 0, 'M'},
                                           {"keygen", required_argument, 0, 'K'},
                                           {"agents", required_argument, 0, 'N'},
@@ -145,6 +150,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         case 'R':
             o->resume = 1;
             break;
+        case 'P':
+            o->replan = 1;
+            break;
         case 'M':
             o->max_restarts = (int)v;
             break;
@@ -181,6 +189,11 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     if (o->resume && o->control_only) {
         fprintf(stderr, "gpp-coordinator: --resume continues a training job; a --control-only "
                         "job has no checkpoints (drop one of the two)\n");
+        return -1;
+    }
+    if (o->replan && !o->resume) {
+        fprintf(stderr, "gpp-coordinator: --replan re-shards the checkpoint set a job resumes "
+                        "from; it goes with --resume\n");
         return -1;
     }
     if (o->start_timeout_ms <= 0) {
@@ -507,7 +520,11 @@ int main(int argc, char **argv)
     cc.curve = curve;
     cc.require_gpu = cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only;
     if (!o.control_only) {
-        job = gpp_job_new(&cfg, o.plan, o.reprofile, o.resume, stdout, &err);
+        job = gpp_job_new(&cfg, o.plan, o.reprofile,
+                          !o.resume  ? GPP_JOB_FRESH
+                          : o.replan ? GPP_JOB_REPLAN
+                                     : GPP_JOB_RESUME,
+                          stdout, &err);
         if (!job) {
             gpp_error("%s", err.msg);
             rc = 2;
@@ -587,7 +604,7 @@ int main(int argc, char **argv)
         printf("restart: agents died; starting them again from %s%d\n",
                from > 0 ? "checkpoint set " : "iteration ", from);
         fflush(stdout);
-        job = gpp_job_new(&cfg, o.plan, 0, from > 0, stdout, &err);
+        job = gpp_job_new(&cfg, o.plan, 0, from > 0 ? GPP_JOB_RESUME : GPP_JOB_FRESH, stdout, &err);
         if (!job) {
             gpp_error("restart: %s", err.msg);
             goto done;
