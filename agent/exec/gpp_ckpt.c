@@ -488,12 +488,17 @@ int gpp_ckpt_load_files(gpp_exec_t *ex, const char *const *paths, int n_paths, g
         goto done;
     /* 2. the files read against the executor and each other (all of them
      * when a tensor is missing: damage or another model explains that) */
-    if (s_verify(&l.rs[0], err) < 0) /* a stage without parameters: the step count */
-        goto done;
     for (int k = 0; l.missing[0] && k < n_paths; k++)
         if (s_verify(&l.rs[k], err) < 0)
             goto done;
-    const reader_t *first = &l.rs[0];
+    const reader_t *first = NULL; /* the step count: of the first file read whole */
+    for (int k = 0; k < n_paths && !first; k++)
+        first = l.rs[k].verified ? &l.rs[k] : NULL;
+    if (!first) { /* a stage without parameters */
+        if (s_verify(&l.rs[0], err) < 0)
+            goto done;
+        first = &l.rs[0];
+    }
     for (int k = 0; k < n_paths; k++)
         if (l.rs[k].verified && s_check_header(&l.rs[k], first, spec, kind, err) < 0)
             goto done;

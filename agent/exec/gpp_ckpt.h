@@ -46,8 +46,8 @@ int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err);
 /* Loads the executor from several files of one checkpoint (the stage files
  * of a set, written by any plan: tensors are keyed by op, "<op>.<param>"),
  * each tensor from the first file that holds it. Every file's table of
- * tensors is read; every file the executor takes a tensor from (and the
- * first one, for the step count of a stage without parameters) gets all of
+ * tensors is read; every file the executor takes a tensor from (the first
+ * file, for the step count of a stage without parameters) gets all of
  * gpp_ckpt_load's checks, and all of them must hold the same model,
  * optimizer and step count (a disagreement names both files). n_paths == 1
  * is gpp_ckpt_load. The executor is unchanged on any of those errors. */
