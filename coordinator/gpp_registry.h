@@ -38,9 +38,9 @@ typedef struct {
     size_t id_len;
     int pid; /* as the agent reported it */
     int64_t mem_bytes;
-    int backend; /* Gpp__Backend it registered with (its device: backend + slot) */
-    int gpu;     /* CUDA: its GPU index on the host; -1 CPU */
-    char device_name[256];  /* "NVIDIA H100 80GB HBM3", "cpu" */
+    int backend;             /* Gpp__Backend it registered with (its device: backend + slot) */
+    int gpu;                 /* CUDA: its GPU index on the host; -1 CPU */
+    char device_name[256];   /* "NVIDIA H100 80GB HBM3", "cpu" */
     int64_t mem_total_bytes; /* device (CPU: host) memory it reported */
     int64_t mem_free_bytes;
     int sm_count;
@@ -53,6 +53,7 @@ typedef struct {
     int barrier;         /* last barrier id it entered, -1 none */
     int iteration;       /* last iteration it reported metrics for, -1 none */
     int launched_pid;    /* local launch: the child's pid, 0 else */
+    int exit_signal;     /* local launch: the signal that ended it once reaped, 0 none */
 } gpp_agent_t;
 
 typedef struct gpp_registry_s gpp_registry_t;

@@ -21,6 +21,7 @@
 #include "common/gpp_notify.h"
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
+#include "common/gpp_time.h"
 #include "common/gpp_version.h"
 #include "agent/exec/gpp_ckpt_set.h"
 #include "config/gpp_config.h"
@@ -44,6 +45,8 @@ typedef struct {
     int resume;         /* continue from the newest complete set in job.checkpoint_dir */
     int replan;         /* --resume with a plan other than the set's: re-shard the set */
     int max_restarts;   /* local launch: restarts per agent slot after it died */
+    int elastic;        /* local launch: a slot past max_restarts is dropped, the job
+                           re-planned on the rest (not stopped) */
     const char *keygen; /* --keygen DIR: make CURVE keys and exit */
     int keygen_agents;  /* --agents N with --keygen; 0: the cluster file's devices */
 } s_opts_t;
@@ -71,6 +74,9 @@ static void s_usage(FILE *f)
            "  --max-restarts N               local launch: when agents die, restart the job\n"
            "                                 from the newest complete set, at most N times\n"
            "                                 per agent slot (default 0)\n"
+           "  --elastic                      local launch: a slot that dies after its\n"
+           "                                 --max-restarts is dropped and the job re-planned\n"
+           "                                 on the remaining devices from the newest set\n"
            "  --keygen DIR [--agents N]      make CURVE keys for the control plane in DIR\n"
            "                                 (the coordinator's pair and N agent pairs, N\n"
            "                                 from --agents or the cluster file) and exit;\n"
@@ -93,6 +99,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"reprofile", no_argument, 0, 'r'},
                                           {"resume", no_argument, 0, 'R'},
                                           {"replan", no_argument, 0, 'P'},
+                                          {"elastic", no_argument, 0, 'E'},
                                           {"max-restarts", required_argument, 0, 'M'},
                                           {"keygen", required_argument, 0, 'K'},
                                           {"agents", required_argument, 0, 'N'},
@@ -153,6 +160,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         case 'P':
             o->replan = 1;
             break;
+        case 'E':
+            o->elastic = 1;
+            break;
         case 'M':
             o->max_restarts = (int)v;
             break;
@@ -189,6 +199,11 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     if (o->resume && o->control_only) {
         fprintf(stderr, "gpp-coordinator: --resume continues a training job; a --control-only "
                         "job has no checkpoints (drop one of the two)\n");
+        return -1;
+    }
+    if (o->elastic && o->control_only) {
+        fprintf(stderr, "gpp-coordinator: --elastic re-plans a training job; a --control-only "
+                        "job has no plan (drop one of the two)\n");
         return -1;
     }
     if (o->replan && !o->resume) {
@@ -394,32 +409,83 @@ static int s_iteration_fn(void *job, int done, gpp_err_t *err)
     return 0;
 }
 
+/* The agents to blame for a stop: those whose process a signal ended
+ * (killed, crashed), else the one the coordinator saw die first (its peers
+ * that failed on the broken connection may exit before the killed agent is
+ * reaped, and would be blamed for it). */
+static int s_died(const gpp_agent_t *a, int any_signal)
+{
+    return any_signal ? a->exit_signal != 0 : a->state == GPP_AGENT_DEAD;
+}
+
 /* After a stopped local job: 1 when agents died and every dead slot has a
  * restart left (counted in restarts[n]), 0 when the stop had another cause
- * or a slot used up --max-restarts (said why). */
-static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max)
+ * or a slot used up --max-restarts (said why). With elastic, such a slot is
+ * marked in drop[n] instead (1 is returned while a slot remains). */
+static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max, int elastic, int *drop)
 {
     gpp_registry_t *reg = gpp_coord_registry(coord);
-    int dead = 0;
+    int dead = 0, dropped = 0, any_signal = 0;
+    for (int r = 0; r < n; r++)
+        any_signal |= gpp_registry_agent(reg, r)->exit_signal != 0;
+    if (!any_signal && !gpp_registry_count(reg, GPP_AGENT_DEAD))
+        return 0; /* not stopped by a death (a peer's error may come first) */
     for (int r = 0; r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(reg, r);
-        if (a->state != GPP_AGENT_DEAD)
+        drop[r] = 0;
+        if (!s_died(a, any_signal))
             continue;
         dead++;
-        if (restarts[r] >= max) {
+        if (restarts[r] < max)
+            continue;
+        if (!elastic) {
             if (max > 0)
                 gpp_error("agent %s:%d (rank %d) died after %d restart%s: --max-restarts %d "
                           "reached, not restarting",
                           a->host, a->slot, r, restarts[r], restarts[r] == 1 ? "" : "s", max);
             return 0;
         }
+        gpp_warn("agent %s:%d (rank %d) died after %d restart%s: --max-restarts %d reached; "
+                 "--elastic: dropping slot %s:%d",
+                 a->host, a->slot, r, restarts[r], restarts[r] == 1 ? "" : "s", max, a->host,
+                 a->slot);
+        drop[r] = 1;
+        dropped++;
     }
     if (!dead)
         return 0;
+    if (dropped == n) {
+        gpp_error("--elastic: every slot is gone (the last %d died after --max-restarts %d); "
+                  "not restarting",
+                  dropped, max);
+        return 0;
+    }
     for (int r = 0; r < n; r++)
-        if (gpp_registry_agent(reg, r)->state == GPP_AGENT_DEAD)
+        if (!drop[r] && s_died(gpp_registry_agent(reg, r), any_signal))
             restarts[r]++;
     return 1;
+}
+
+/* --elastic: removes the dropped ranks from the job's slot lists (kept in
+ * rank order) and from the cluster file's node counts, so that the next
+ * plan is made for the devices that remain. Returns the new count. */
+static int s_drop_slots(gpp_config_t *cfg, const int *drop, int n, const char **hosts, int *slots,
+                        int *node, int *restarts, gpp_curve_client_t *keys)
+{
+    int m = 0;
+    for (int r = 0; r < n; r++) {
+        if (drop[r]) {
+            cfg->nodes[node[r]].slots--;
+            continue;
+        }
+        hosts[m] = hosts[r];
+        slots[m] = slots[r];
+        node[m] = node[r];
+        restarts[m] = restarts[r];
+        keys[m] = keys[r];
+        m++;
+    }
+    return m;
 }
 
 static void s_print_barriers(gpp_coord_t *coord, int n_agents)
@@ -468,6 +534,9 @@ int main(int argc, char **argv)
     }
     if (o.iterations > 0)
         cfg.job.iterations = o.iterations;
+    /* --metrics replaces [metrics] file everywhere (the digest line too) */
+    if (o.metrics)
+        snprintf(cfg.metrics.file, sizeof cfg.metrics.file, "%s", o.metrics);
 #ifndef GPP_HAVE_CUDA
     if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only) {
         fprintf(stderr,
@@ -483,10 +552,13 @@ int main(int argc, char **argv)
     int n = gpp_config_devices(&cfg);
     const char **hosts = gpp_xcalloc((size_t)n, sizeof *hosts);
     int *slots = gpp_xcalloc((size_t)n, sizeof *slots);
+    int *node = gpp_xcalloc((size_t)n, sizeof *node); /* of each rank, for --elastic */
+    int *drop = gpp_xcalloc((size_t)n, sizeof *drop);
     for (int i = 0, r = 0; i < cfg.n_nodes; i++)
         for (int s = 0; s < cfg.nodes[i].slots; s++, r++) {
             hosts[r] = cfg.nodes[i].host;
             slots[r] = s;
+            node[r] = i;
         }
 
     int rc = 1;
@@ -497,6 +569,7 @@ int main(int argc, char **argv)
     int *restarts = NULL; /* [n]: restarts of each slot (--max-restarts) */
     gpp_curve_server_t *curve = NULL;
     gpp_curve_client_t *keys = gpp_xcalloc((size_t)n, sizeof *keys); /* local agents' */
+    const int n_keys = n; /* n shrinks when --elastic drops slots */
     gpp_coord_cfg_t cc = {0};
     cc.endpoint = o.endpoint ? o.endpoint : cfg.coordinator.endpoint;
     cc.n_agents = n;
@@ -511,6 +584,13 @@ int main(int argc, char **argv)
     cc.sigfd = sigfd;
     /* keys before anything is planned or written: a bad key_dir is exit 2 */
     int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
+    if (o.elastic && !local) {
+        gpp_error("%s: --elastic restarts and re-plans locally launched agents; external agents "
+                  "(launch = \"external\" or --external) are not waited for again after a death",
+                  o.config_path);
+        rc = 2;
+        goto done;
+    }
     int curve_failed = 0;
     curve = s_curve_setup(&cfg, local, n, keys, &curve_failed);
     if (curve_failed) {
@@ -581,8 +661,8 @@ int main(int argc, char **argv)
         /* local agents died (not a signal to us, not a bad job): every agent
          * is stopped and reaped, then the job starts again from the newest
          * complete set (from iteration 0 when there is none yet) */
-        if (rc != 1 || !local || !job || o.max_restarts <= 0 ||
-            !s_restart_due(coord, restarts, n, o.max_restarts)) {
+        if (rc != 1 || !local || !job || (o.max_restarts <= 0 && !o.elastic) ||
+            !s_restart_due(coord, restarts, n, o.max_restarts, o.elastic, drop)) {
             gpp_notify_stopping();
             if (rc == 0)
                 gpp_notify_status("job finished");
@@ -595,19 +675,43 @@ int main(int argc, char **argv)
         gpp_launch_destroy(&launch);
         gpp_coord_destroy(&coord);
         gpp_job_destroy(&job);
+        int m = s_drop_slots(&cfg, drop, n, hosts, slots, node, restarts, keys);
+        double replan_start_ms = gpp_now_ms();
         int from =
             cfg.job.checkpoint_dir[0] ? gpp_ckpt_set_latest(cfg.job.checkpoint_dir, &err) : 0;
         if (from < 0) {
             gpp_error("%s", err.msg);
             goto done;
         }
-        printf("restart: agents died; starting them again from %s%d\n",
-               from > 0 ? "checkpoint set " : "iteration ", from);
+        /* a plan file is for the devices that were: the planner re-plans */
+        const char *plan = o.plan;
+        size_t pl = strlen(plan);
+        if (m < n && pl > 5 && strcmp(plan + pl - 5, ".json") == 0)
+            plan = cfg.job.planner[0] ? cfg.job.planner : "gpp";
+        if (m < n)
+            printf("elastic: %d slot%s dropped; re-planning (--plan %s) on the %d remaining "
+                   "device%s from %s%d\n",
+                   n - m, n - m == 1 ? "" : "s", plan, m, m == 1 ? "" : "s",
+                   from > 0 ? "checkpoint set " : "iteration ", from);
+        else
+            printf("restart: agents died; starting them again from %s%d\n",
+                   from > 0 ? "checkpoint set " : "iteration ", from);
         fflush(stdout);
-        job = gpp_job_new(&cfg, o.plan, 0, from > 0 ? GPP_JOB_RESUME : GPP_JOB_FRESH, stdout, &err);
+        n = m;
+        cc.n_agents = n;
+        job = gpp_job_new(&cfg, plan, 0,
+                          from == 0   ? GPP_JOB_FRESH
+                          : o.elastic ? GPP_JOB_REPLAN
+                                      : GPP_JOB_RESUME,
+                          stdout, &err);
         if (!job) {
             gpp_error("restart: %s", err.msg);
             goto done;
+        }
+        if (o.elastic) {
+            printf("elastic: planned for %d device%s in %.1f ms\n", n, n == 1 ? "" : "s",
+                   gpp_now_ms() - replan_start_ms);
+            fflush(stdout);
         }
         cc.plan_arg = job;
         cc.profile_req = gpp_job_profile_request(job);
@@ -618,13 +722,15 @@ done:
     gpp_launch_destroy(&launch); /* reaps every child: no orphans */
     gpp_coord_destroy(&coord);
     gpp_curve_server_destroy(&curve); /* after the ROUTER: it authenticates through it */
-    explicit_bzero(keys, (size_t)n * sizeof *keys);
+    explicit_bzero(keys, (size_t)n_keys * sizeof *keys);
     free(keys);
     gpp_http_destroy(&http); /* after the loop: nothing publishes any more */
     gpp_job_destroy(&job);
     free(restarts);
     free(hosts);
     free(slots);
+    free(node);
+    free(drop);
     gpp_config_release(&cfg);
     fflush(stdout);
     return rc;
