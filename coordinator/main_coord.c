@@ -683,11 +683,12 @@ int main(int argc, char **argv)
             gpp_error("%s", err.msg);
             goto done;
         }
-        /* a plan file is for the devices that were: the planner re-plans */
+        /* a plan file is for the devices that were: the planner re-plans
+         * (this time and every later one) */
+        size_t pl = strlen(o.plan);
+        if (m < n && pl > 5 && strcmp(o.plan + pl - 5, ".json") == 0)
+            o.plan = cfg.job.planner[0] ? cfg.job.planner : "gpp";
         const char *plan = o.plan;
-        size_t pl = strlen(plan);
-        if (m < n && pl > 5 && strcmp(plan + pl - 5, ".json") == 0)
-            plan = cfg.job.planner[0] ? cfg.job.planner : "gpp";
         if (m < n)
             printf("elastic: %d slot%s dropped; re-planning (--plan %s) on the %d remaining "
                    "device%s from %s%d\n",
@@ -708,7 +709,7 @@ int main(int argc, char **argv)
             gpp_error("restart: %s", err.msg);
             goto done;
         }
-        if (o.elastic) {
+        if (o.elastic && !gpp_job_profile_request(job)) { /* else planned later */
             printf("elastic: planned for %d device%s in %.1f ms\n", n, n == 1 ? "" : "s",
                    gpp_now_ms() - replan_start_ms);
             fflush(stdout);

@@ -15,6 +15,8 @@
 #     an uninterrupted 4-agent run's;
 #   - nothing already written is lost: every set complete at the last kill
 #     is there afterwards, byte for byte;
+#   - with a plan file (made for 4 devices) and --max-restarts 0, the first
+#     death drops the slot and job.planner (gpp) re-plans;
 #   - --elastic without local launch, or with --control-only: exit 2.
 # Prints the time from the last kill to training again (the coordinator's
 # log: "all 3 agents ready; training").
@@ -51,26 +53,38 @@ else
     fail "reference run (rc $rc)"; grep -v OpenBLAS "$TMP/ref.err" | tail -10
 fi
 
+# run_killing NAME ARGS...: runs the coordinator on $TMP/NAME.toml and, once
+# set 4 is committed, SIGKILLs every agent of slot 3 it forks until the
+# slot is dropped; $kills, $TMP/last_kill (time), $TMP/NAME.before_kill
+# (the complete sets then); the exit status in $rc
+run_killing() {
+    local name=$1
+    shift
+    "$COORD" "$@" "$TMP/$name.toml" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+    CP=$!
+    track $CP
+    kills=0
+    while running $CP && [ $kills -lt 10 ]; do
+        if [ -f "$(set_of "$name" 4)/MANIFEST.json" ] &&
+            ! grep -q "^elastic: 1 slot dropped" "$TMP/$name.out"; then
+            for p in $(pgrep -P $CP); do
+                if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--slot 3 " &&
+                    kill -KILL "$p" 2>/dev/null; then
+                    kills=$((kills + 1))
+                    date -u +%Y-%m-%dT%H:%M:%S.%N >"$TMP/last_kill"
+                    complete_sums "$TMP/$name.ckpt" >"$TMP/$name.before_kill" 2>/dev/null
+                fi
+            done
+        fi
+        sleep 0.01
+    done
+    wait $CP
+    rc=$?
+}
+
 # 2. slot 3 lost for good
-C=$(mkconf el)
-"$COORD" --plan gpp --max-restarts 1 --elastic "$C" >"$TMP/el.out" 2>"$TMP/el.err" &
-CP=$!
-track $CP
-kills=0
-while running $CP && [ $kills -lt 10 ]; do
-    if [ -f "$(set_of el 4)/MANIFEST.json" ] && ! grep -q "^elastic: 1 slot dropped" "$TMP/el.out"; then
-        for p in $(pgrep -P $CP); do
-            if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--slot 3 " &&
-                kill -KILL "$p" 2>/dev/null; then
-                kills=$((kills + 1))
-                date -u +%Y-%m-%dT%H:%M:%S.%N >"$TMP/last_kill"
-                complete_sums "$TMP/el.ckpt" >"$TMP/before_kill" 2>/dev/null
-            fi
-        done
-    fi
-    sleep 0.01
-done
-wait $CP; rc=$?
+mkconf el >/dev/null
+run_killing el --plan gpp --max-restarts 1 --elastic
 if [ $rc = 0 ] && [ $kills = 2 ] &&
     [ "$(grep -c '^restart: agents died; starting them again from checkpoint set' "$TMP/el.out")" = 1 ] &&
     grep -q -- "died after 1 restart: --max-restarts 1 reached; --elastic: dropping slot 127.0.0.1:3" "$TMP/el.err" &&
@@ -104,8 +118,8 @@ EOF
 else
     fail "losses after the elastic re-plan differ from the uninterrupted run's"
 fi
-if [ -s "$TMP/before_kill" ] && diff <(complete_sums "$TMP/el.ckpt" | grep -F -f <(awk '{print $2}' "$TMP/before_kill")) "$TMP/before_kill" >/dev/null; then
-    ok "every set complete at the last kill ($(awk '{print $2}' "$TMP/before_kill" | cut -d/ -f1 | sort -u | wc -l) sets) is unchanged"
+if [ -s "$TMP/el.before_kill" ] && diff <(complete_sums "$TMP/el.ckpt" | grep -F -f <(awk '{print $2}' "$TMP/el.before_kill")) "$TMP/el.before_kill" >/dev/null; then
+    ok "every set complete at the last kill ($(awk '{print $2}' "$TMP/el.before_kill" | cut -d/ -f1 | sort -u | wc -l) sets) is unchanged"
 else
     fail "sets written before the last kill changed or went missing"
 fi
@@ -120,7 +134,22 @@ if up and sys.argv[2]:
 EOF
 grep "^elastic: planned" "$TMP/el.out" | sed 's/^/     /'
 
-# 3. refused: --elastic without local launch or with --control-only
+# 3. a plan file (for 4 devices) and --max-restarts 0: the first death drops
+# the slot and the cluster file's planner re-plans
+"$BUILD/planner/gpp-plan" --model "$MODEL" --devices 4 --device cpu --batch 16 --micro-batch 4 \
+    --mem-gib 2 --json "$TMP/plan4.json" >/dev/null
+mkconf file >/dev/null
+run_killing file --plan "$TMP/plan4.json" --max-restarts 0 --elastic
+if [ $rc = 0 ] && [ $kills = 1 ] &&
+    grep -q "^elastic: 1 slot dropped; re-planning (--plan gpp) on the 3 remaining devices" "$TMP/file.out" &&
+    [ "$(digest "$TMP/file.out")" = "$ref" ]; then
+    ok "--plan FILE, --max-restarts 0: the first death drops slot 3, gpp re-plans, the uninterrupted weights sha256"
+else
+    fail "--plan FILE --max-restarts 0 --elastic (rc $rc, $kills kills)"
+    grep -v OpenBLAS "$TMP/file.err" | tail -5
+fi
+
+# 4. refused: --elastic without local launch or with --control-only
 expect_fail "--elastic with --external" "restarts and re-plans locally launched agents" \
     timeout 60 "$COORD" --external --elastic --plan gpp "$(mkconf ext)"
 expect_fail "--elastic with --control-only" "has no plan" \
