@@ -34,8 +34,8 @@
 #include "agent/exec/gpp_ckpt_set.h"
 #include "common/gpp_sha256.h"
 
-#define GPP_CKPT_MAGIC "GPPCKPT"
-#define GPP_CKPT_VERSION 1
+/* GPP_CKPT_MAGIC, GPP_CKPT_VERSION: gpp_ckpt_set.h (its header reader
+ * needs them without the executor) */
 /* More optimizer steps than any run takes (2^40): a larger count in a file
  * is corruption, and would overflow sample indices (step x batch). */
 #define GPP_CKPT_MAX_STEPS ((uint64_t)1 << 40)

@@ -355,11 +355,11 @@ int gpp_ckpt_set_header(const char *path, gpp_ckpt_header_t *h, gpp_err_t *err)
     gpp_codec_get_u64(&c, &h->steps);
     gpp_codec_get_u32(&c, &spec_len);
     int rc = -1;
-    if (got != sizeof b || memcmp(magic, "GPPCKPT", 8) != 0)
+    if (got != sizeof b || memcmp(magic, GPP_CKPT_MAGIC, 8) != 0)
         gpp_err_set(err, "checkpoint %s: not a gpp checkpoint (bad magic)", path);
-    else if (version != 1)
-        gpp_err_set(err, "checkpoint %s: format version %u, this gpp reads version 1", path,
-                    version);
+    else if (version != GPP_CKPT_VERSION)
+        gpp_err_set(err, "checkpoint %s: format version %u, this gpp reads version %d", path,
+                    version, GPP_CKPT_VERSION);
     else if (spec_len >= sizeof h->spec)
         gpp_err_set(err, "checkpoint %s: corrupt header (spec length %u)", path, spec_len);
     else if (fread(h->spec, 1, spec_len, f) != spec_len)

@@ -55,7 +55,11 @@ int gpp_ckpt_set_check(const char *dir, int iteration, gpp_err_t *err);
 int gpp_ckpt_set_files(const char *dir, int iteration, char ***files, gpp_err_t *err);
 void gpp_ckpt_set_files_free(char ***files_p);
 
-/* A stage file's header (gpp_ckpt.h, format version 1): enough for the
+/* The stage file format's magic and version (gpp_ckpt.h). */
+#define GPP_CKPT_MAGIC "GPPCKPT"
+#define GPP_CKPT_VERSION 1
+
+/* A stage file's header (gpp_ckpt.h): enough for the
  * coordinator to refuse a set of another model or optimizer before any
  * agent starts. The agents check the whole file when they load it. */
 typedef struct {
