@@ -7,6 +7,7 @@
 #include <math.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <sys/time.h>
 
 #include "common/gpp_net.h"
@@ -870,6 +871,7 @@ static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
         return;
     }
     a->launched_pid = -pid; /* reaped; keep it out of find_pid */
+    a->exit_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     if (a->pid <= 0)
         a->pid = pid;
     gpp_agent_name(a, who, sizeof who);

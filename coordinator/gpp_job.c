@@ -52,6 +52,7 @@ struct gpp_job_s {
     int defer;             /* cuda without cluster.mem_gib: plan once the agents reported
                               their GPUs' memory (s_device_mem) */
     int start;             /* --resume: iterations of the set resumed from; 0 fresh */
+    int replan;            /* --replan: the set may be of another plan (re-sharded) */
     Gpp__ProfileRequest preq;
     int32_t *preq_mbs;
     gpp_graph_t *g;
@@ -253,9 +254,25 @@ static void s_plan_diff(const gpp_plan_t *a, const gpp_plan_t *b, char *out, siz
     }
 }
 
+/* "S stages on D devices: ops/devices/micro-batch per stage", for the
+ * re-sharding line. */
+static void s_plan_brief(const gpp_plan_t *p, char *out, size_t len)
+{
+    int used = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        used += p->stages[s].devices;
+    size_t n = (size_t)snprintf(out, len, "%d stage%s on %d device%s:", p->n_stages,
+                                p->n_stages == 1 ? "" : "s", used, used == 1 ? "" : "s");
+    for (int s = 0; s < p->n_stages && n < len; s++)
+        n += (size_t)snprintf(out + n, len - n, " s%d=%d ops x%d mb%d", s, p->stages[s].n_ops,
+                              p->stages[s].devices, p->stages[s].micro_batch);
+}
+
 /* --resume: the plan to run must be the plan of the set it resumes from
- * (its stage files are that plan's stages; another split or data-parallel
- * degree would not load, or not sum gradients in the same order). */
+ * (another split or data-parallel degree sums gradients in another order,
+ * so the run is no longer bit-identical to an uninterrupted one), unless
+ * --replan asks for it: stage files are keyed by op, so any plan's stages
+ * load any set (gpp_ckpt_load_files); only the batch must be the same. */
 static int s_resume_plan_check(gpp_job_t *self, gpp_err_t *err)
 {
     const char *dir = self->cfg.job.checkpoint_dir;
@@ -265,36 +282,91 @@ static int s_resume_plan_check(gpp_job_t *self, gpp_err_t *err)
     gpp_plan_t *set_plan = gpp_plan_read_json(path, self->g, err);
     if (!set_plan)
         return gpp_err_prefix(err, "--resume: the plan of checkpoint set %d", self->start);
-    char diff[256];
+    char diff[256], from[1024], to[1024];
     s_plan_diff(self->plan, set_plan, diff, sizeof diff);
+    s_plan_brief(set_plan, from, sizeof from);
+    s_plan_brief(self->plan, to, sizeof to);
+    int batch = set_plan->batch;
     gpp_plan_destroy(&set_plan);
     if (!diff[0])
         return 0;
-    return gpp_err_set(err,
-                       "--resume: the plan to run (--plan %s) differs from the plan of "
-                       "checkpoint set %d (%s): %s; resume with --plan %s, or start the new plan "
-                       "in a new job.checkpoint_dir",
-                       self->plan_name, self->start, path, diff, path);
+    if (batch != self->plan->batch)
+        return gpp_err_set(err,
+                           "--resume: job.batch = %d in %s, but checkpoint set %d (%s) was "
+                           "trained with batch %d; a resumed job keeps its batch (the data "
+                           "order and the optimizer's steps depend on it): set job.batch = %d",
+                           self->plan->batch, self->cfg.path, self->start, path, batch, batch);
+    if (!self->replan)
+        return gpp_err_set(err,
+                           "--resume: the plan to run (--plan %s) differs from the plan of "
+                           "checkpoint set %d (%s): %s; resume with --plan %s, add --replan to "
+                           "re-shard the set to the new plan, or start the new plan in a new "
+                           "job.checkpoint_dir",
+                           self->plan_name, self->start, path, diff, path);
+    if (self->out) {
+        fprintf(self->out,
+                "replan: the plan to run differs from checkpoint set %d's: %s\n"
+                "replan: re-sharding checkpoint set %d from plan %s (%s) to plan %s (%s)\n",
+                self->start, diff, self->start, path, from, self->plan_name, to);
+        fflush(self->out);
+    }
+    return 0;
+}
+
+/* --resume: the set's stage files are of this model and optimizer and of
+ * one iteration (their headers; the agents check every byte they load),
+ * refused before any agent starts. */
+static int s_resume_set_check(gpp_job_t *self, gpp_err_t *err)
+{
+    const gpp_config_t *cfg = &self->cfg;
+    char **files = NULL;
+    int n = gpp_ckpt_set_files(cfg->job.checkpoint_dir, self->start, &files, err), rc = -1;
+    gpp_ckpt_header_t *h = gpp_xcalloc(n > 0 ? (size_t)n : 1, sizeof *h);
+    static const char *const optim[] = {"sgd", "adamw"};
+    for (int i = 0; i < n; i++) {
+        if (gpp_ckpt_set_header(files[i], &h[i], err) < 0)
+            goto done;
+        if (strcmp(h[i].spec, self->g->spec) != 0) {
+            gpp_err_set(err,
+                        "--resume: checkpoint %s is of model '%s', but %s has job.model = "
+                        "'%s'; set job.model to the checkpoint's model, or start the new model "
+                        "in a new job.checkpoint_dir",
+                        files[i], h[i].spec, cfg->path, self->g->spec);
+            goto done;
+        }
+        if (h[i].optimizer != (uint32_t)cfg->job.optimizer) {
+            gpp_err_set(err,
+                        "--resume: checkpoint %s holds %s optimizer state, but %s has "
+                        "job.optimizer = \"%s\"; set job.optimizer = \"%s\"",
+                        files[i], h[i].optimizer < 2 ? optim[h[i].optimizer] : "unknown", cfg->path,
+                        optim[cfg->job.optimizer],
+                        h[i].optimizer < 2 ? optim[h[i].optimizer] : "?");
+            goto done;
+        }
+        if (h[i].steps != h[0].steps) {
+            gpp_err_set(err,
+                        "--resume: checkpoint %s holds the state after %llu optimizer steps, "
+                        "%s after %llu: the set mixes iterations; it is damaged, remove it "
+                        "to resume from an older set",
+                        files[i], (unsigned long long)h[i].steps, files[0],
+                        (unsigned long long)h[0].steps);
+            goto done;
+        }
+    }
+    rc = n < 0 ? -1 : 0;
+done:
+    free(h);
+    gpp_ckpt_set_files_free(&files);
+    return rc;
 }
 
 /* Where a job starts: --resume continues from the newest complete set in
  * job.checkpoint_dir; a fresh start refuses a directory that already holds
- * a complete set (it would mix two runs' plans and sets); --resume=auto
- * (resume 2) is --resume where there is a set and a fresh start where
- * there is none. */
+ * a complete set (it would mix two runs' plans and sets). */
 static int s_start_point(gpp_job_t *self, int resume, gpp_err_t *err)
 {
     const gpp_config_t *cfg = &self->cfg;
     const char *dir = cfg->job.checkpoint_dir;
-    if (resume == 2) {
-        int have = dir[0] ? gpp_ckpt_set_latest(dir, err) : 0;
-        if (have < 0)
-            return gpp_err_prefix(err, "%s: job.checkpoint_dir", cfg->path);
-        if (have == 0)
-            gpp_info("coordinator: --resume=auto: no complete checkpoint set%s%s; starting fresh",
-                     dir[0] ? " in " : " (no job.checkpoint_dir)", dir);
-        resume = have > 0;
-    }
     if (!dir[0])
         return resume ? gpp_err_set(err,
                                     "--resume: %s sets no job.checkpoint_dir, so there is no "
@@ -323,6 +395,7 @@ static int s_start_point(gpp_job_t *self, int resume, gpp_err_t *err)
                            "the job; raise job.iterations (or --iterations) to train further",
                            latest, dir, cfg->job.iterations);
     self->start = latest;
+    self->replan = resume == GPP_JOB_REPLAN;
     gpp_info("coordinator: resuming from checkpoint set %d in %s: iterations %d..%d", latest, dir,
              latest + 1, cfg->job.iterations);
     return 0;
@@ -599,8 +672,8 @@ static int s_device_mem(gpp_job_t *self, gpp_registry_t *reg, gpp_err_t *err)
     return 0;
 }
 
-gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile, int resume,
-                       FILE *out, gpp_err_t *err)
+gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
+                       gpp_job_start_t resume, FILE *out, gpp_err_t *err)
 {
     assert(cfg && plan);
     gpp_job_t *self = gpp_xcalloc(1, sizeof *self);
@@ -643,6 +716,8 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
         gpp_err_prefix(err, "%s: job.model", cfg->path);
         goto fail;
     }
+    if (self->start > 0 && s_resume_set_check(self, err) < 0)
+        goto fail;
     gpp_cluster_t cl;
     if (s_cluster(cfg, self->n_agents, &cl, err) < 0)
         goto fail;

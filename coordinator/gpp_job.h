@@ -35,6 +35,13 @@
 
 typedef struct gpp_job_s gpp_job_t;
 
+/* How a job starts (gpp_job_new's resume). */
+typedef enum {
+    GPP_JOB_FRESH = 0, /* from iteration 0 */
+    GPP_JOB_RESUME,    /* --resume: from the newest set, with the set's plan */
+    GPP_JOB_REPLAN     /* --resume --replan: the set re-sharded to the plan to run */
+} gpp_job_start_t;
+
 /* Plans the job (no network yet) and prints the plan on out (may be NULL).
  * With --plan auto and no cluster.profile, planning waits for the agents'
  * profile (gpp_job_profile_request / gpp_job_profile_fn). NULL with a
@@ -46,19 +53,22 @@ typedef struct gpp_job_s gpp_job_t;
  * checkpoint_dir, model and cluster.device plans from it instead of
  * profiling, unless reprofile is set. A kept file whose ops do not match the
  * model is an error naming it and suggesting --reprofile. */
-/* resume (gpp-coordinator --resume): continue the job from the newest
- * complete checkpoint set N in job.checkpoint_dir (gpp_ckpt_set_latest):
- * the plan to run must match set N's plan.json (same stages, ops, devices,
- * micro-batch and k; else an error naming both and the way out), the
+/* resume (gpp_job_start_t; gpp-coordinator --resume): continue the job
+ * from the newest complete checkpoint set N in job.checkpoint_dir
+ * (gpp_ckpt_set_latest): the set's stage files must be of job.model and
+ * job.optimizer and of one step count, and the plan to run must match set
+ * N's plan.json (same batch, stages, ops, devices, micro-batch and k; else
+ * an error naming both and the way out) unless resume is GPP_JOB_REPLAN,
+ * where any plan of the same batch is run and said to re-shard the set; the
  * Assignments carry start_iteration N (every stage loads its file of set
  * N), the layout counts iterations N+1..job.iterations and the metrics file
  * is appended to. An error when there is no complete set or set N already
  * has job.iterations. Without resume, a job.checkpoint_dir that holds a
  * complete set is refused (naming the directory, --resume and a new
- * directory) before anything in it is written. resume 2 (--resume=auto):
- * resume when there is a complete set, else a fresh start. */
-gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile, int resume,
-                       FILE *out, gpp_err_t *err);
+ * directory) before anything in it is written. (--resume=auto is decided
+ * by the caller: GPP_JOB_RESUME where the directory holds a complete set.) */
+gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
+                       gpp_job_start_t resume, FILE *out, gpp_err_t *err);
 
 /* The ProfileRequest for the rank-0 agent, or NULL when the plan is made. */
 const Gpp__ProfileRequest *gpp_job_profile_request(const gpp_job_t *self);

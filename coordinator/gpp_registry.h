@@ -58,6 +58,7 @@ typedef struct {
                               trips (agent time = ours + clock.offset_us) */
     uint64_t bad_clock;    /* round trips with impossible times, ignored */
     int clock_pings;       /* heartbeats sent to it that start a round trip */
+    int exit_signal;       /* local launch: the signal that ended it once reaped, 0 none */
 } gpp_agent_t;
 
 typedef struct gpp_registry_s gpp_registry_t;

@@ -23,6 +23,7 @@
 #include "common/gpp_notify.h"
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
+#include "common/gpp_time.h"
 #include "common/gpp_version.h"
 #include "agent/exec/gpp_ckpt_set.h"
 #include "config/gpp_config.h"
@@ -49,7 +50,10 @@ typedef struct {
     int reprofile;       /* --plan auto: measure a new profile, not the kept one */
     int resume;          /* continue from the newest complete set in job.checkpoint_dir: 1
                             --resume, 2 --resume=auto (a fresh start when there is none) */
+    int replan;          /* --resume with a plan other than the set's: re-shard the set */
     int max_restarts;    /* local launch: restarts per agent slot after it died */
+    int elastic;         /* local launch: a slot past max_restarts is dropped, the job
+                            re-planned on the rest (not stopped) */
     const char *keygen;  /* --keygen DIR: make CURVE keys and exit */
     int keygen_agents;   /* --agents N with --keygen; 0: the cluster file's devices */
     const char *trace;   /* --trace FILE: measured + simulated Chrome trace */
@@ -75,9 +79,15 @@ static void s_usage(FILE *f)
            "                                 checkpoint set in job.checkpoint_dir; =auto:\n"
            "                                 start fresh when it holds none (a service that\n"
            "                                 systemd restarts: gpp-coordinator.service)\n"
+           "  --replan                       with --resume: run the plan made now even if it\n"
+           "                                 differs from the set's (other devices, planner),\n"
+           "                                 re-sharding the set's stage files to its stages\n"
            "  --max-restarts N               local launch: when agents die, restart the job\n"
            "                                 from the newest complete set, at most N times\n"
            "                                 per agent slot (default 0)\n"
+           "  --elastic                      local launch: a slot that dies after its\n"
+           "                                 --max-restarts is dropped and the job re-planned\n"
+           "                                 on the remaining devices from the newest set\n"
            "  --trace FILE                   write a Chrome/Perfetto trace of one measured\n"
            "                                 iteration (every agent on one time axis) beside\n"
            "                                 the simulated one (docs/operations.md, Traces)\n"
@@ -103,6 +113,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"iterations", required_argument, 0, 'i'},
                                           {"reprofile", no_argument, 0, 'r'},
                                           {"resume", optional_argument, 0, 'R'},
+                                          {"replan", no_argument, 0, 'P'},
+                                          {"elastic", no_argument, 0, 'E'},
                                           {"max-restarts", required_argument, 0, 'M'},
                                           {"keygen", required_argument, 0, 'K'},
                                           {"agents", required_argument, 0, 'N'},
@@ -170,6 +182,12 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             }
             o->resume = optarg ? 2 : 1;
             break;
+        case 'P':
+            o->replan = 1;
+            break;
+        case 'E':
+            o->elastic = 1;
+            break;
         case 'M':
             o->max_restarts = (int)v;
             break;
@@ -221,6 +239,16 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     }
     if (o->trace_iteration >= 0 && !o->trace) {
         fprintf(stderr, "gpp-coordinator: --trace-iteration goes with --trace FILE\n");
+        return -1;
+    }
+    if (o->elastic && o->control_only) {
+        fprintf(stderr, "gpp-coordinator: --elastic re-plans a training job; a --control-only "
+                        "job has no plan (drop one of the two)\n");
+        return -1;
+    }
+    if (o->replan && !o->resume) {
+        fprintf(stderr, "gpp-coordinator: --replan re-shards the checkpoint set a job resumes "
+                        "from; it goes with --resume\n");
         return -1;
     }
     if (o->start_timeout_ms <= 0) {
@@ -421,32 +449,83 @@ static int s_iteration_fn(void *job, int done, gpp_err_t *err)
     return 0;
 }
 
+/* The agents to blame for a stop: those whose process a signal ended
+ * (killed, crashed), else the one the coordinator saw die first (its peers
+ * that failed on the broken connection may exit before the killed agent is
+ * reaped, and would be blamed for it). */
+static int s_died(const gpp_agent_t *a, int any_signal)
+{
+    return any_signal ? a->exit_signal != 0 : a->state == GPP_AGENT_DEAD;
+}
+
 /* After a stopped local job: 1 when agents died and every dead slot has a
  * restart left (counted in restarts[n]), 0 when the stop had another cause
- * or a slot used up --max-restarts (said why). */
-static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max)
+ * or a slot used up --max-restarts (said why). With elastic, such a slot is
+ * marked in drop[n] instead (1 is returned while a slot remains). */
+static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max, int elastic, int *drop)
 {
     gpp_registry_t *reg = gpp_coord_registry(coord);
-    int dead = 0;
+    int dead = 0, dropped = 0, any_signal = 0;
+    for (int r = 0; r < n; r++)
+        any_signal |= gpp_registry_agent(reg, r)->exit_signal != 0;
+    if (!any_signal && !gpp_registry_count(reg, GPP_AGENT_DEAD))
+        return 0; /* not stopped by a death (a peer's error may come first) */
     for (int r = 0; r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(reg, r);
-        if (a->state != GPP_AGENT_DEAD)
+        drop[r] = 0;
+        if (!s_died(a, any_signal))
             continue;
         dead++;
-        if (restarts[r] >= max) {
+        if (restarts[r] < max)
+            continue;
+        if (!elastic) {
             if (max > 0)
                 gpp_error("agent %s:%d (rank %d) died after %d restart%s: --max-restarts %d "
                           "reached, not restarting",
                           a->host, a->slot, r, restarts[r], restarts[r] == 1 ? "" : "s", max);
             return 0;
         }
+        gpp_warn("agent %s:%d (rank %d) died after %d restart%s: --max-restarts %d reached; "
+                 "--elastic: dropping slot %s:%d",
+                 a->host, a->slot, r, restarts[r], restarts[r] == 1 ? "" : "s", max, a->host,
+                 a->slot);
+        drop[r] = 1;
+        dropped++;
     }
     if (!dead)
         return 0;
+    if (dropped == n) {
+        gpp_error("--elastic: every slot is gone (the last %d died after --max-restarts %d); "
+                  "not restarting",
+                  dropped, max);
+        return 0;
+    }
     for (int r = 0; r < n; r++)
-        if (gpp_registry_agent(reg, r)->state == GPP_AGENT_DEAD)
+        if (!drop[r] && s_died(gpp_registry_agent(reg, r), any_signal))
             restarts[r]++;
     return 1;
+}
+
+/* --elastic: removes the dropped ranks from the job's slot lists (kept in
+ * rank order) and from the cluster file's node counts, so that the next
+ * plan is made for the devices that remain. Returns the new count. */
+static int s_drop_slots(gpp_config_t *cfg, const int *drop, int n, const char **hosts, int *slots,
+                        int *node, int *restarts, gpp_curve_client_t *keys)
+{
+    int m = 0;
+    for (int r = 0; r < n; r++) {
+        if (drop[r]) {
+            cfg->nodes[node[r]].slots--;
+            continue;
+        }
+        hosts[m] = hosts[r];
+        slots[m] = slots[r];
+        node[m] = node[r];
+        restarts[m] = restarts[r];
+        keys[m] = keys[r];
+        m++;
+    }
+    return m;
 }
 
 static void s_print_barriers(gpp_coord_t *coord, int n_agents)
@@ -517,6 +596,9 @@ int main(int argc, char **argv)
     }
     if (o.iterations > 0)
         cfg.job.iterations = o.iterations;
+    /* --metrics replaces [metrics] file everywhere (the digest line too) */
+    if (o.metrics)
+        snprintf(cfg.metrics.file, sizeof cfg.metrics.file, "%s", o.metrics);
 #ifndef GPP_HAVE_CUDA
     if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only) {
         fprintf(stderr,
@@ -532,10 +614,13 @@ int main(int argc, char **argv)
     int n = gpp_config_devices(&cfg);
     const char **hosts = gpp_xcalloc((size_t)n, sizeof *hosts);
     int *slots = gpp_xcalloc((size_t)n, sizeof *slots);
+    int *node = gpp_xcalloc((size_t)n, sizeof *node); /* of each rank, for --elastic */
+    int *drop = gpp_xcalloc((size_t)n, sizeof *drop);
     for (int i = 0, r = 0; i < cfg.n_nodes; i++)
         for (int s = 0; s < cfg.nodes[i].slots; s++, r++) {
             hosts[r] = cfg.nodes[i].host;
             slots[r] = s;
+            node[r] = i;
         }
 
     int rc = 1, metrics_failed = 0;
@@ -546,6 +631,7 @@ int main(int argc, char **argv)
     int *restarts = NULL; /* [n]: restarts of each slot (--max-restarts) */
     gpp_curve_server_t *curve = NULL;
     gpp_curve_client_t *keys = gpp_xcalloc((size_t)n, sizeof *keys); /* local agents' */
+    const int n_keys = n; /* n shrinks when --elastic drops slots */
     gpp_coord_cfg_t cc = {0};
     cc.endpoint = o.endpoint ? o.endpoint : cfg.coordinator.endpoint;
     cc.n_agents = n;
@@ -560,6 +646,13 @@ int main(int argc, char **argv)
     cc.sigfd = sigfd;
     /* keys before anything is planned or written: a bad key_dir is exit 2 */
     int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
+    if (o.elastic && !local) {
+        gpp_error("%s: --elastic restarts and re-plans locally launched agents; external agents "
+                  "(launch = \"external\" or --external) are not waited for again after a death",
+                  o.config_path);
+        rc = 2;
+        goto done;
+    }
     int curve_failed = 0;
     curve = s_curve_setup(&cfg, local, n, keys, &curve_failed);
     if (curve_failed) {
@@ -569,8 +662,25 @@ int main(int argc, char **argv)
     cc.curve = curve;
     cc.clock_round_trips = o.trace ? S_CLOCK_ROUND_TRIPS : 0;
     cc.require_gpu = cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only;
+    if (o.resume == 2 && !o.control_only) { /* --resume=auto: resume where there is a set */
+        const char *dir = cfg.job.checkpoint_dir;
+        int have = dir[0] ? gpp_ckpt_set_latest(dir, &err) : 0;
+        if (have < 0) {
+            gpp_error("%s: job.checkpoint_dir: %s", cfg.path, err.msg);
+            rc = 2;
+            goto done;
+        }
+        if (have == 0)
+            gpp_info("coordinator: --resume=auto: no complete checkpoint set%s%s; starting fresh",
+                     dir[0] ? " in " : " (no job.checkpoint_dir)", dir);
+        o.resume = have > 0;
+    }
     if (!o.control_only) {
-        job = gpp_job_new(&cfg, o.plan, o.reprofile, o.resume, stdout, &err);
+        job = gpp_job_new(&cfg, o.plan, o.reprofile,
+                          !o.resume  ? GPP_JOB_FRESH
+                          : o.replan ? GPP_JOB_REPLAN
+                                     : GPP_JOB_RESUME,
+                          stdout, &err);
         if (!job) {
             gpp_error("%s", err.msg);
             rc = 2;
@@ -640,8 +750,8 @@ int main(int argc, char **argv)
         /* local agents died (not a signal to us, not a bad job): every agent
          * is stopped and reaped, then the job starts again from the newest
          * complete set (from iteration 0 when there is none yet) */
-        if (rc != 1 || !local || !job || o.max_restarts <= 0 ||
-            !s_restart_due(coord, restarts, n, o.max_restarts)) {
+        if (rc != 1 || !local || !job || (o.max_restarts <= 0 && !o.elastic) ||
+            !s_restart_due(coord, restarts, n, o.max_restarts, o.elastic, drop)) {
             gpp_notify_stopping();
             if (rc == 0)
                 gpp_notify_status("job finished");
@@ -654,16 +764,36 @@ int main(int argc, char **argv)
         gpp_launch_destroy(&launch);
         gpp_coord_destroy(&coord);
         gpp_job_destroy(&job);
+        int m = s_drop_slots(&cfg, drop, n, hosts, slots, node, restarts, keys);
+        double replan_start_ms = gpp_now_ms();
         int from =
             cfg.job.checkpoint_dir[0] ? gpp_ckpt_set_latest(cfg.job.checkpoint_dir, &err) : 0;
         if (from < 0) {
             gpp_error("%s", err.msg);
             goto done;
         }
-        printf("restart: agents died; starting them again from %s%d\n",
-               from > 0 ? "checkpoint set " : "iteration ", from);
+        /* a plan file is for the devices that were: the planner re-plans
+         * (this time and every later one) */
+        size_t pl = strlen(o.plan);
+        if (m < n && pl > 5 && strcmp(o.plan + pl - 5, ".json") == 0)
+            o.plan = cfg.job.planner[0] ? cfg.job.planner : "gpp";
+        const char *plan = o.plan;
+        if (m < n)
+            printf("elastic: %d slot%s dropped; re-planning (--plan %s) on the %d remaining "
+                   "device%s from %s%d\n",
+                   n - m, n - m == 1 ? "" : "s", plan, m, m == 1 ? "" : "s",
+                   from > 0 ? "checkpoint set " : "iteration ", from);
+        else
+            printf("restart: agents died; starting them again from %s%d\n",
+                   from > 0 ? "checkpoint set " : "iteration ", from);
         fflush(stdout);
-        job = gpp_job_new(&cfg, o.plan, 0, from > 0, stdout, &err);
+        n = m;
+        cc.n_agents = n;
+        job = gpp_job_new(&cfg, plan, 0,
+                          from == 0   ? GPP_JOB_FRESH
+                          : o.elastic ? GPP_JOB_REPLAN
+                                      : GPP_JOB_RESUME,
+                          stdout, &err);
         if (!job) {
             gpp_error("restart: %s", err.msg);
             goto done;
@@ -671,6 +801,11 @@ int main(int argc, char **argv)
         if (o.trace && gpp_job_trace(job, o.trace_iteration, &err) < 0) {
             gpp_error("restart: %s", err.msg);
             goto done;
+        }
+        if (o.elastic && !gpp_job_profile_request(job)) { /* else planned later */
+            printf("elastic: planned for %d device%s in %.1f ms\n", n, n == 1 ? "" : "s",
+                   gpp_now_ms() - replan_start_ms);
+            fflush(stdout);
         }
         cc.plan_arg = job;
         cc.profile_req = gpp_job_profile_request(job);
@@ -681,13 +816,15 @@ done:
     gpp_launch_destroy(&launch); /* reaps every child: no orphans */
     gpp_coord_destroy(&coord);
     gpp_curve_server_destroy(&curve); /* after the ROUTER: it authenticates through it */
-    explicit_bzero(keys, (size_t)n * sizeof *keys);
+    explicit_bzero(keys, (size_t)n_keys * sizeof *keys);
     free(keys);
     gpp_http_destroy(&http); /* after the loop: nothing publishes any more */
     gpp_job_destroy(&job);
     free(restarts);
     free(hosts);
     free(slots);
+    free(node);
+    free(drop);
     gpp_config_release(&cfg);
     fflush(stdout);
     return rc;

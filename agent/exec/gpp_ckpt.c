@@ -70,8 +70,7 @@ static int s_save_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
             return -1;
         for (int64_t off = 0; off < numel; off += chunk) {
             size_t n = (size_t)(numel - off < chunk ? numel - off : chunk);
-            if (gpp_stream_copy(w->s, w->bytes, p->buf[role] + off, n * 4, GPP_COPY_D2H, err) <
-                    0 ||
+            if (gpp_stream_copy(w->s, w->bytes, p->buf[role] + off, n * 4, GPP_COPY_D2H, err) < 0 ||
                 gpp_stream_sync(w->s, err) < 0)
                 return -1;
             gpp_codec_put_array32(&c, w->bytes, n); /* in place */
@@ -104,8 +103,7 @@ int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err)
     /* the ckpt_kill hook: a crash with the header in the temp file */
     static int saves; /* this process's, for the hook */
     if (gpp_fault(GPP_FAULT_CKPT_KILL) && gpp_fault_arg(GPP_FAULT_CKPT_KILL) == saves++) {
-        gpp_warn("fault injection: ckpt_kill: killing pid %d while saving %s", (int)getpid(),
-                 path);
+        gpp_warn("fault injection: ckpt_kill: killing pid %d while saving %s", (int)getpid(), path);
         raise(SIGKILL);
     }
     if (gpp_exec_params_foreach(ex, s_save_param, &w, err) < 0)
@@ -134,9 +132,11 @@ typedef struct {
 typedef struct {
     FILE *f;
     const char *path;
-    int64_t size, pos; /* body: [0, size - 4), then the CRC */
-    uint32_t crc;      /* of the body bytes read so far */
-    unsigned char *buf; /* CHUNK_BYTES */
+    int64_t size, pos;  /* body: [0, size - 4), then the CRC */
+    uint32_t crc;       /* of the body bytes read so far */
+    unsigned char *buf; /* shared by the readers of one load */
+    int index_only;     /* s_scan seeks over the data (no value or CRC check) */
+    int verified;       /* s_verify passed: values finite, CRC right */
     /* the header and the table of tensors */
     uint32_t kind;
     uint64_t steps;
@@ -162,10 +162,16 @@ static int s_next(reader_t *r, size_t n, gpp_codec_t *c, gpp_err_t *err)
     return 0;
 }
 
-/* One tensor's data: read, checked finite. */
+/* One tensor's data: read, checked finite (index_only: skipped over). */
 static int s_scan_data(reader_t *r, const entry_t *e, gpp_err_t *err)
 {
     int64_t numel = e->rows * e->cols, chunk = (int64_t)(CHUNK_BYTES / 4);
+    if (r->index_only) {
+        r->pos += numel * 4;
+        if (fseeko(r->f, (off_t)r->pos, SEEK_SET) != 0)
+            return gpp_err_set(err, "checkpoint %s: cannot seek: %s", r->path, strerror(errno));
+        return 0;
+    }
     for (int64_t off = 0; off < numel; off += chunk) {
         size_t n = (size_t)(numel - off < chunk ? numel - off : chunk);
         gpp_codec_t c;
@@ -204,6 +210,7 @@ static int s_scan(reader_t *r, gpp_err_t *err)
     if (s_next(r, spec_len, &c, err) < 0)
         return -1;
     gpp_codec_get_bytes(&c, r->spec, spec_len);
+    r->spec[spec_len] = 0;
     uint32_t n;
     if (s_next(r, 4, &c, err) < 0)
         return -1;
@@ -218,8 +225,8 @@ static int s_scan(reader_t *r, gpp_err_t *err)
             return -1;
         gpp_codec_get_u32(&c, &nl);
         if (nl > NAME_MAX_LEN)
-            return gpp_err_set(err, "checkpoint %s: corrupt tensor %u (name length %u)",
-                               r->path, i, nl);
+            return gpp_err_set(err, "checkpoint %s: corrupt tensor %u (name length %u)", r->path, i,
+                               nl);
         e->name = gpp_xcalloc(1, nl + 1);
         r->n_ents = i + 1;
         if (s_next(r, nl, &c, err) < 0)
@@ -274,25 +281,127 @@ static int s_check_crc(reader_t *r, gpp_err_t *err)
     return 0;
 }
 
-static const entry_t *s_find(const reader_t *r, const char *name, uint32_t role)
+static void s_reader_release(reader_t *r)
 {
+    if (r->f)
+        fclose(r->f);
+    r->f = NULL;
     for (uint32_t i = 0; i < r->n_ents; i++)
-        if (r->ents[i].role == role && strcmp(r->ents[i].name, name) == 0)
-            return &r->ents[i];
+        free(r->ents[i].name);
+    free(r->ents);
+    r->ents = NULL;
+    r->n_ents = 0;
+}
+
+/* Reads the file from its start: magic, version, then s_scan (the whole
+ * body, or with index_only its header and table of tensors only). */
+static int s_read(reader_t *r, int index_only, gpp_err_t *err)
+{
+    s_reader_release(r);
+    r->index_only = index_only;
+    r->pos = 0;
+    r->crc = 0;
+    if (!(r->f = fopen(r->path, "rb")))
+        return gpp_err_set(err, "checkpoint %s: cannot open: %s", r->path, strerror(errno));
+    if (fseeko(r->f, 0, SEEK_END) != 0 || (r->size = ftello(r->f)) < 0 ||
+        fseeko(r->f, 0, SEEK_SET) != 0)
+        return gpp_err_set(err, "checkpoint %s: cannot seek: %s", r->path, strerror(errno));
+    gpp_codec_t c;
+    char magic[8];
+    uint32_t version;
+    if (r->size < 12 || s_next(r, 8, &c, err) < 0 ||
+        (gpp_codec_get_bytes(&c, magic, 8), memcmp(magic, GPP_CKPT_MAGIC, 8) != 0))
+        return gpp_err_set(err, "checkpoint %s: not a gpp checkpoint (bad magic)", r->path);
+    if (s_next(r, 4, &c, err) < 0)
+        return -1;
+    gpp_codec_get_u32(&c, &version);
+    if (version != GPP_CKPT_VERSION)
+        return gpp_err_set(err, "checkpoint %s: format version %u, this gpp reads version %d",
+                           r->path, version, GPP_CKPT_VERSION);
+    if (index_only) { /* the table is all a later step needs of the file */
+        int rc = s_scan(r, err);
+        fclose(r->f);
+        r->f = NULL;
+        return rc;
+    }
+    /* one pass over the body: a malformed body is reported as the checksum
+     * mismatch that explains it, when there is one */
+    gpp_err_t scan_err = {{0}};
+    int scanned = s_scan(r, &scan_err);
+    if (s_check_crc(r, err) < 0)
+        return -1;
+    if (scanned < 0) {
+        if (err)
+            *err = scan_err;
+        return -1;
+    }
+    r->verified = 1;
+    return 0;
+}
+
+/* Every check a file gets: s_read of the whole file (once). */
+static int s_verify(reader_t *r, gpp_err_t *err)
+{
+    return r->verified ? 0 : s_read(r, 0, err);
+}
+
+/* The files of one load: a tensor comes from the first that holds it. */
+typedef struct {
+    reader_t *rs;
+    int n;
+    char missing[NAME_MAX_LEN + 1]; /* a tensor no file holds ("": none) */
+    uint32_t missing_role;
+} loader_t;
+
+static const entry_t *s_find(const loader_t *l, const char *name, uint32_t role, reader_t **from)
+{
+    for (int k = 0; k < l->n; k++)
+        for (uint32_t i = 0; i < l->rs[k].n_ents; i++)
+            if (l->rs[k].ents[i].role == role && strcmp(l->rs[k].ents[i].name, name) == 0) {
+                if (from)
+                    *from = &l->rs[k];
+                return &l->rs[k].ents[i];
+            }
     return NULL;
 }
 
-/* Pass 2: the file holds every buffer of the parameter, in its shape. */
+/* Names the files of a load in a message: "checkpoint F" or "checkpoint
+ * files F1, ... (n)". */
+static void s_files(const loader_t *l, char *out, size_t len)
+{
+    if (l->n == 1) {
+        snprintf(out, len, "checkpoint %s", l->rs[0].path);
+        return;
+    }
+    snprintf(out, len, "none of the %d checkpoint files %s .. %s", l->n, l->rs[0].path,
+             l->rs[l->n - 1].path);
+}
+
+/* Marks the files that hold the parameter's buffers needed (verified
+ * whole); notes the first buffer that no file holds. */
+static int s_need_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
+{
+    loader_t *l = arg;
+    for (uint32_t role = 0; role < (uint32_t)p->n_bufs; role++) {
+        reader_t *from = NULL;
+        if (s_find(l, p->name, role, &from)) {
+            if (s_verify(from, err) < 0)
+                return -1;
+        } else if (!l->missing[0]) {
+            snprintf(l->missing, sizeof l->missing, "%s", p->name);
+            l->missing_role = role;
+        }
+    }
+    return 0;
+}
+
+/* The file's tensor in the executor's shape. */
 static int s_check_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
 {
-    const reader_t *r = arg;
+    const loader_t *l = arg;
     for (uint32_t role = 0; role < (uint32_t)p->n_bufs; role++) {
-        const entry_t *e = s_find(r, p->name, role);
-        if (!e)
-            return gpp_err_set(err,
-                               "checkpoint %s has no tensor '%s'%s; it was written for another "
-                               "model or stage",
-                               r->path, p->name, role ? " (optimizer state)" : "");
+        reader_t *r = NULL;
+        const entry_t *e = s_find(l, p->name, role, &r);
         if (e->rows != p->rows || e->cols != p->cols)
             return gpp_err_set(err,
                                "checkpoint %s: tensor '%s' is [%lld, %lld], the model needs "
@@ -306,22 +415,21 @@ static int s_check_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
 /* Pass 3: file -> device, through the byte buffer in chunks. */
 static int s_load_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
 {
-    reader_t *r = arg;
+    const loader_t *l = arg;
     int64_t chunk = (int64_t)(CHUNK_BYTES / 4);
     for (uint32_t role = 0; role < (uint32_t)p->n_bufs; role++) {
-        const entry_t *e = s_find(r, p->name, role);
+        reader_t *r = NULL;
+        const entry_t *e = s_find(l, p->name, role, &r);
         int64_t numel = e->rows * e->cols;
         if (fseeko(r->f, (off_t)e->offset, SEEK_SET) != 0)
             return gpp_err_set(err, "checkpoint %s: cannot seek: %s", r->path, strerror(errno));
         for (int64_t off = 0; off < numel; off += chunk) {
             size_t n = (size_t)(numel - off < chunk ? numel - off : chunk);
             if (fread(r->buf, 1, n * 4, r->f) != n * 4)
-                return gpp_err_set(err, "checkpoint %s: read failed: %s", r->path,
-                                   strerror(errno));
+                return gpp_err_set(err, "checkpoint %s: read failed: %s", r->path, strerror(errno));
             gpp_codec_t c = gpp_codec_reader(r->buf, n * 4);
             gpp_codec_get_array32(&c, r->buf, n); /* in place */
-            if (gpp_stream_copy(r->s, p->buf[role] + off, r->buf, n * 4, GPP_COPY_H2D, err) <
-                    0 ||
+            if (gpp_stream_copy(r->s, p->buf[role] + off, r->buf, n * 4, GPP_COPY_H2D, err) < 0 ||
                 gpp_stream_sync(r->s, err) < 0)
                 return -1;
         }
@@ -329,81 +437,100 @@ static int s_load_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
     return 0;
 }
 
+/* A verified file against the executor and the first verified file: model,
+ * optimizer and step count. */
+static int s_check_header(const reader_t *r, const reader_t *first, const char *spec,
+                          gpp_optim_kind_t kind, gpp_err_t *err)
+{
+    if (strcmp(r->spec, spec) != 0)
+        return gpp_err_set(err,
+                           "checkpoint %s is for model '%s', this run trains '%s'; pass the "
+                           "checkpoint's --model or drop --load",
+                           r->path, r->spec, spec);
+    if (r->kind != (uint32_t)kind)
+        return gpp_err_set(err,
+                           "checkpoint %s holds %s optimizer state, this run uses %s; pass "
+                           "--optimizer %s",
+                           r->path, s_optim_name(r->kind), s_optim_name(kind),
+                           s_optim_name(r->kind));
+    if (r->steps != first->steps)
+        return gpp_err_set(err,
+                           "checkpoint %s holds the state after %llu optimizer steps, %s after "
+                           "%llu: the files are of different iterations; load the files of one "
+                           "checkpoint set",
+                           r->path, (unsigned long long)r->steps, first->path,
+                           (unsigned long long)first->steps);
+    return 0;
+}
+
+int gpp_ckpt_load_files(gpp_exec_t *ex, const char *const *paths, int n_paths, gpp_err_t *err)
+{
+    assert(ex && paths && n_paths > 0);
+    const char *spec = gpp_exec_graph(ex)->spec;
+    gpp_optim_kind_t kind = gpp_exec_optim(ex)->kind;
+    loader_t l = {.rs = gpp_xcalloc((size_t)n_paths, sizeof *l.rs), .n = n_paths};
+    unsigned char *buf = gpp_xcalloc(1, CHUNK_BYTES);
+    int rc = -1;
+    for (int k = 0; k < n_paths; k++)
+        l.rs[k] = (reader_t){.path = paths[k], .s = gpp_exec_stream(ex), .buf = buf};
+    /* 1. one file is read whole at once; of several, the tables of tensors
+     * first (a damaged one is then read whole, for the message that
+     * explains it), then whole only the files the stage needs */
+    for (int k = 0; k < n_paths; k++) {
+        gpp_err_t why = {{0}};
+        if (n_paths == 1 ? s_verify(&l.rs[k], err) < 0 : s_read(&l.rs[k], 1, &why) < 0) {
+            if (n_paths > 1 && s_verify(&l.rs[k], err) == 0 && err)
+                *err = why;
+            goto done;
+        }
+    }
+    if (gpp_exec_params_foreach(ex, s_need_param, &l, err) < 0)
+        goto done;
+    /* 2. the files read against the executor and each other (all of them
+     * when a tensor is missing: damage or another model explains that) */
+    for (int k = 0; l.missing[0] && k < n_paths; k++)
+        if (s_verify(&l.rs[k], err) < 0)
+            goto done;
+    const reader_t *first = NULL; /* the step count: of the first file read whole */
+    for (int k = 0; k < n_paths && !first; k++)
+        first = l.rs[k].verified ? &l.rs[k] : NULL;
+    if (!first) { /* a stage without parameters */
+        if (s_verify(&l.rs[0], err) < 0)
+            goto done;
+        first = &l.rs[0];
+    }
+    for (int k = 0; k < n_paths; k++)
+        if (l.rs[k].verified && s_check_header(&l.rs[k], first, spec, kind, err) < 0)
+            goto done;
+    if (l.missing[0]) {
+        char files[8400];
+        s_files(&l, files, sizeof files);
+        gpp_err_set(err, "%s %s tensor '%s'%s; %s written for another model or stage", files,
+                    n_paths == 1 ? "has no" : "holds", l.missing,
+                    l.missing_role ? " (optimizer state)" : "",
+                    n_paths == 1 ? "it was" : "they were");
+        goto done;
+    }
+    if (gpp_exec_params_foreach(ex, s_check_param, &l, err) < 0)
+        goto done;
+    /* 3. everything checked: load */
+    if (gpp_stream_sync(gpp_exec_stream(ex), err) < 0 ||
+        gpp_exec_params_foreach(ex, s_load_param, &l, err) < 0)
+        goto done;
+    gpp_exec_set_step_count(ex, (int64_t)first->steps);
+    rc = 0;
+done:
+    for (int k = 0; k < n_paths; k++)
+        s_reader_release(&l.rs[k]);
+    free(l.rs);
+    free(buf);
+    return rc;
+}
+
 int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err)
 {
     assert(ex && path);
-    const char *spec = gpp_exec_graph(ex)->spec;
-    gpp_optim_kind_t kind = gpp_exec_optim(ex)->kind;
-    reader_t r = {.path = path, .s = gpp_exec_stream(ex)};
-    int rc = -1;
-    if (!(r.f = fopen(path, "rb"))) {
-        gpp_err_set(err, "checkpoint %s: cannot open: %s", path, strerror(errno));
-        goto done;
-    }
-    if (fseeko(r.f, 0, SEEK_END) != 0 || (r.size = ftello(r.f)) < 0 ||
-        fseeko(r.f, 0, SEEK_SET) != 0) {
-        gpp_err_set(err, "checkpoint %s: cannot seek: %s", path, strerror(errno));
-        goto done;
-    }
-    /* no read is longer than the file: a small file gets a small buffer */
-    r.buf = gpp_xcalloc(1, r.size < (int64_t)CHUNK_BYTES ? (size_t)r.size + 16 : CHUNK_BYTES);
-    /* 1. what the file is, then one pass over it: a malformed body is
-     * reported as the checksum mismatch that explains it, when there is one */
-    gpp_codec_t c;
-    char magic[8];
-    uint32_t version;
-    if (r.size < 12 || s_next(&r, 8, &c, err) < 0 ||
-        (gpp_codec_get_bytes(&c, magic, 8), memcmp(magic, GPP_CKPT_MAGIC, 8) != 0)) {
-        gpp_err_set(err, "checkpoint %s: not a gpp checkpoint (bad magic)", path);
-        goto done;
-    }
-    if (s_next(&r, 4, &c, err) < 0)
-        goto done;
-    gpp_codec_get_u32(&c, &version);
-    if (version != GPP_CKPT_VERSION) {
-        gpp_err_set(err, "checkpoint %s: format version %u, this gpp reads version %d", path,
-                    version, GPP_CKPT_VERSION);
-        goto done;
-    }
-    gpp_err_t scan_err = {{0}};
-    int scanned = s_scan(&r, &scan_err);
-    if (s_check_crc(&r, err) < 0)
-        goto done;
-    if (scanned < 0) {
-        if (err)
-            *err = scan_err;
-        goto done;
-    }
-    /* 2. the file against the executor */
-    if (strcmp(r.spec, spec) != 0) {
-        gpp_err_set(err,
-                    "checkpoint %s is for model '%s', this run trains '%s'; pass the "
-                    "checkpoint's --model or drop --load",
-                    path, r.spec, spec);
-        goto done;
-    }
-    if (r.kind != (uint32_t)kind) {
-        gpp_err_set(err,
-                    "checkpoint %s holds %s optimizer state, this run uses %s; pass "
-                    "--optimizer %s",
-                    path, s_optim_name(r.kind), s_optim_name(kind), s_optim_name(r.kind));
-        goto done;
-    }
-    if (gpp_exec_params_foreach(ex, s_check_param, &r, err) < 0)
-        goto done;
-    /* 3. everything checked: load */
-    if (gpp_stream_sync(r.s, err) < 0 || gpp_exec_params_foreach(ex, s_load_param, &r, err) < 0)
-        goto done;
-    gpp_exec_set_step_count(ex, (int64_t)r.steps);
-    rc = 0;
-done:
-    if (r.f)
-        fclose(r.f);
-    for (uint32_t i = 0; i < r.n_ents; i++)
-        free(r.ents[i].name);
-    free(r.ents);
-    free(r.buf);
-    return rc;
+    return gpp_ckpt_load_files(ex, &path, 1, err);
 }
 
 /* ---- the weights digest ---- */
@@ -459,7 +586,8 @@ int gpp_ckpt_op_digests(gpp_exec_t *ex, unsigned char (*digests)[GPP_SHA256_BYTE
                     .sha = gpp_xcalloc((size_t)g->n_ops, sizeof *d.sha),
                     .has = gpp_xcalloc((size_t)g->n_ops, sizeof *d.has),
                     .bytes = gpp_xcalloc(1, CHUNK_BYTES)};
-    int rc = gpp_stream_sync(d.s, err) < 0 ? -1 : gpp_exec_params_foreach(ex, s_digest_param, &d, err);
+    int rc =
+        gpp_stream_sync(d.s, err) < 0 ? -1 : gpp_exec_params_foreach(ex, s_digest_param, &d, err);
     for (int op = 0; rc == 0 && op < g->n_ops; op++)
         if (d.has[op]) {
             gpp_sha256_final(&d.sha[op], digests[op]);

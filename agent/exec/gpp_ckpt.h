@@ -34,14 +34,24 @@
 #include "agent/exec/gpp_ckpt_set.h"
 #include "common/gpp_sha256.h"
 
-#define GPP_CKPT_MAGIC "GPPCKPT"
-#define GPP_CKPT_VERSION 1
+/* GPP_CKPT_MAGIC, GPP_CKPT_VERSION: gpp_ckpt_set.h (its header reader
+ * needs them without the executor) */
 /* More optimizer steps than any run takes (2^40): a larger count in a file
  * is corruption, and would overflow sample indices (step x batch). */
 #define GPP_CKPT_MAX_STEPS ((uint64_t)1 << 40)
 
 int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err);
 int gpp_ckpt_load(gpp_exec_t *ex, const char *path, gpp_err_t *err);
+
+/* Loads the executor from several files of one checkpoint (the stage files
+ * of a set, written by any plan: tensors are keyed by op, "<op>.<param>"),
+ * each tensor from the first file that holds it. Every file's table of
+ * tensors is read; every file the executor takes a tensor from (the first
+ * file, for the step count of a stage without parameters) gets all of
+ * gpp_ckpt_load's checks, and all of them must hold the same model,
+ * optimizer and step count (a disagreement names both files). n_paths == 1
+ * is gpp_ckpt_load. The executor is unchanged on any of those errors. */
+int gpp_ckpt_load_files(gpp_exec_t *ex, const char *const *paths, int n_paths, gpp_err_t *err);
 
 /* ---- the weights digest (docs/checkpoints.md) ----
  * An op's digest: SHA-256 of its parameters' values (not the optimizer

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/gpp_codec.h"
 #include "common/gpp_json.h"
 #include "common/gpp_sha256.h"
 
@@ -60,8 +61,7 @@ static int s_stage_trailer(const char *path, long long *bytes, uint32_t *crc, gp
     if (f)
         fclose(f);
     if (!ok)
-        return gpp_err_set(err, "%s: %s", path,
-                           f ? "too short for a checkpoint" : strerror(e));
+        return gpp_err_set(err, "%s: %s", path, f ? "too short for a checkpoint" : strerror(e));
     *crc = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
     return 0;
 }
@@ -231,8 +231,8 @@ static int s_check_entry(const char *set, const cJSON *e, int stage_file, const 
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "bytes");
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "crc32");
     if (!s_plain_name(f) || !cJSON_IsNumber(b) || !cJSON_IsNumber(c))
-        return gpp_err_set(err, "%s/%s: %s: expected {\"file\": a name, \"bytes\", \"crc32\"}",
-                           set, GPP_CKPT_MANIFEST, where);
+        return gpp_err_set(err, "%s/%s: %s: expected {\"file\": a name, \"bytes\", \"crc32\"}", set,
+                           GPP_CKPT_MANIFEST, where);
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", set, f->valuestring);
     long long bytes = 0;
@@ -249,17 +249,17 @@ static int s_check_entry(const char *set, const cJSON *e, int stage_file, const 
         free(text);
     }
     if ((double)bytes != b->valuedouble || (double)crc != c->valuedouble)
-        return gpp_err_set(err,
-                           "%s: %lld bytes with CRC %08x, the manifest records %.0f bytes with "
-                           "CRC %08x: the set is damaged; use an older set",
-                           path, bytes, crc, b->valuedouble,
-                           (uint32_t)(c->valuedouble >= 0 && c->valuedouble <= UINT32_MAX
-                                          ? c->valuedouble
-                                          : 0));
+        return gpp_err_set(
+            err,
+            "%s: %lld bytes with CRC %08x, the manifest records %.0f bytes with "
+            "CRC %08x: the set is damaged; use an older set",
+            path, bytes, crc, b->valuedouble,
+            (uint32_t)(c->valuedouble >= 0 && c->valuedouble <= UINT32_MAX ? c->valuedouble : 0));
     return 0;
 }
 
-int gpp_ckpt_set_check(const char *dir, int iteration, gpp_err_t *err)
+/* gpp_ckpt_set_check; with files, also the stage files' paths (caller owns). */
+static int s_check(const char *dir, int iteration, char ***files, gpp_err_t *err)
 {
     char set[PATH_MAX], path[PATH_MAX];
     gpp_ckpt_set_dir(set, sizeof set, dir, iteration);
@@ -311,9 +311,75 @@ int gpp_ckpt_set_check(const char *dir, int iteration, gpp_err_t *err)
         s++;
     }
     rc = n;
+    if (files) {
+        *files = gpp_xcalloc((size_t)n + 1, sizeof **files);
+        s = 0;
+        cJSON_ArrayForEach(e, stages)
+        {
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, "file");
+            size_t len = strlen(set) + strlen(f->valuestring) + 2;
+            (*files)[s] = gpp_xcalloc(1, len);
+            snprintf((*files)[s++], len, "%s/%s", set, f->valuestring);
+        }
+    }
 done:
     cJSON_Delete(m);
     return rc;
+}
+
+int gpp_ckpt_set_check(const char *dir, int iteration, gpp_err_t *err)
+{
+    return s_check(dir, iteration, NULL, err);
+}
+
+int gpp_ckpt_set_files(const char *dir, int iteration, char ***files, gpp_err_t *err)
+{
+    assert(files);
+    *files = NULL;
+    return s_check(dir, iteration, files, err);
+}
+
+int gpp_ckpt_set_header(const char *path, gpp_ckpt_header_t *h, gpp_err_t *err)
+{
+    unsigned char b[28];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gpp_err_set(err, "checkpoint %s: cannot open: %s", path, strerror(errno));
+    size_t got = fread(b, 1, sizeof b, f);
+    gpp_codec_t c = gpp_codec_reader(b, sizeof b);
+    char magic[8];
+    uint32_t version = 0, spec_len = 0;
+    gpp_codec_get_bytes(&c, magic, 8);
+    gpp_codec_get_u32(&c, &version);
+    gpp_codec_get_u32(&c, &h->optimizer);
+    gpp_codec_get_u64(&c, &h->steps);
+    gpp_codec_get_u32(&c, &spec_len);
+    int rc = -1;
+    if (got != sizeof b || memcmp(magic, GPP_CKPT_MAGIC, 8) != 0)
+        gpp_err_set(err, "checkpoint %s: not a gpp checkpoint (bad magic)", path);
+    else if (version != GPP_CKPT_VERSION)
+        gpp_err_set(err, "checkpoint %s: format version %u, this gpp reads version %d", path,
+                    version, GPP_CKPT_VERSION);
+    else if (spec_len >= sizeof h->spec)
+        gpp_err_set(err, "checkpoint %s: corrupt header (spec length %u)", path, spec_len);
+    else if (fread(h->spec, 1, spec_len, f) != spec_len)
+        gpp_err_set(err, "checkpoint %s: truncated header", path);
+    else
+        rc = 0;
+    if (rc == 0)
+        h->spec[spec_len] = 0;
+    fclose(f);
+    return rc;
+}
+
+void gpp_ckpt_set_files_free(char ***files_p)
+{
+    if (!files_p || !*files_p)
+        return;
+    for (char **f = *files_p; *f; f++)
+        free(*f);
+    free(*files_p);
+    *files_p = NULL;
 }
 
 int gpp_ckpt_set_latest(const char *dir, gpp_err_t *err)

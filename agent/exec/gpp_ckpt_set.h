@@ -23,6 +23,7 @@
 #define GPP_CKPT_SET_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/gpp_err.h"
 
@@ -46,6 +47,27 @@ int gpp_ckpt_set_commit(const char *dir, int iteration, int n_stages, int keep, 
  * files' stored CRC; gpp_ckpt_load checks their bytes against it). Returns
  * the number of stages, or -1 with a message (incomplete or damaged). */
 int gpp_ckpt_set_check(const char *dir, int iteration, gpp_err_t *err);
+
+/* gpp_ckpt_set_check, and the paths of the set's stage files in manifest
+ * order in *files (NULL-terminated; caller owns: gpp_ckpt_set_files_free).
+ * A plan loads any set through them: a stage takes each of its ops'
+ * tensors from whichever file holds it (gpp_ckpt_load_files). */
+int gpp_ckpt_set_files(const char *dir, int iteration, char ***files, gpp_err_t *err);
+void gpp_ckpt_set_files_free(char ***files_p);
+
+/* The stage file format's magic and version (gpp_ckpt.h). */
+#define GPP_CKPT_MAGIC "GPPCKPT"
+#define GPP_CKPT_VERSION 1
+
+/* A stage file's header (gpp_ckpt.h): enough for the
+ * coordinator to refuse a set of another model or optimizer before any
+ * agent starts. The agents check the whole file when they load it. */
+typedef struct {
+    uint32_t optimizer; /* gpp_optim_kind_t */
+    uint64_t steps;     /* optimizer steps taken */
+    char spec[4097];    /* the model's canonical spec */
+} gpp_ckpt_header_t;
+int gpp_ckpt_set_header(const char *path, gpp_ckpt_header_t *h, gpp_err_t *err);
 
 /* The newest complete set under dir (gpp_ckpt_set_check passes): its
  * iteration count, 0 when there is none (also when dir does not exist),

@@ -192,15 +192,16 @@ static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
 }
 
 /* Restores the stage's weights, optimizer state and step count from the
- * complete set of start_iteration (agent/exec/gpp_ckpt_set.h). */
+ * complete set of start_iteration (agent/exec/gpp_ckpt_set.h), whatever
+ * plan wrote it: each op's tensors from the stage file that holds them. */
 static int s_checkpoint_load(gpp_pipeline_t *self, gpp_err_t *err)
 {
     const gpp_pipeline_cfg_t *c = &self->cfg;
-    char path[4200];
-    if (gpp_ckpt_set_check(c->checkpoint_dir, c->start_iteration, err) < 0)
-        return -1;
-    gpp_ckpt_set_stage_path(path, sizeof path, c->checkpoint_dir, c->start_iteration, c->stage);
-    return gpp_ckpt_load(self->ex, path, err);
+    char **files = NULL;
+    int n = gpp_ckpt_set_files(c->checkpoint_dir, c->start_iteration, &files, err);
+    int rc = n < 0 ? -1 : gpp_ckpt_load_files(self->ex, (const char *const *)files, n, err);
+    gpp_ckpt_set_files_free(&files);
+    return rc;
 }
 
 /* Saves the stage into the set of `iterations` done, atomically (replica 0

@@ -1,10 +1,10 @@
 /* Tests of checkpoints: save/load restores weights, optimizer state and the
  * step count so that training resumes bit-identically; a stage loads from a
- * whole-model checkpoint; corrupted, truncated, foreign and mismatched files
- * are rejected with the executor unchanged, and so are crafted ones with a
- * valid CRC (NaN weights, absurd step counts); a failed save leaves the old
- * file intact; files written before gpp_codec and zlib's crc32 load and are
- * written again byte for byte. */
+ * whole-model checkpoint, and any stage from the files of another split
+ * (gpp_ckpt_load_files, files of one step count only); corrupted, truncated, foreign and mismatched
+ * files are rejected with the executor unchanged, and so are crafted ones with a valid CRC (NaN
+ * weights, absurd step counts); a failed save leaves the old file intact; files written before
+ * gpp_codec and zlib's crc32 load and are written again byte for byte. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +145,77 @@ static void t_stage_loads_from_whole_model(void)
     gpp_exec_destroy(&st);
     unlink(path);
     free(path);
+    gpp_fixture_exec_close(&f);
+}
+
+/* Any split loads from the stage files of another: the whole model saved
+ * as two stages (ops 0..h-1, h..n-1), loaded into the whole model and into
+ * a stage that spans both files; files of different step counts, a file
+ * missing and a damaged file are refused naming the file, the executor
+ * unchanged. */
+static void t_load_files_any_split(void)
+{
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, DLRM, 3) < 0)
+        return;
+    gpp_err_t err = {0};
+    char *whole = gpp_fixture_tmpfile("ckpt"), *p0 = gpp_fixture_tmpfile("ckpt"),
+         *p1 = gpp_fixture_tmpfile("ckpt"), *later = gpp_fixture_tmpfile("ckpt");
+    int n = f.g->n_ops, h = n / 2, lo[256], hi[256], span[2] = {h - 1, h};
+    for (int i = 0; i < n; i++)
+        (i < h ? lo : hi)[i < h ? i : i - h] = i;
+    gpp_exec_t *a = s_exec(&f, n, f.all, GPP_OPTIM_ADAMW, 1);
+    gpp_exec_t *s0 = s_exec(&f, h, lo, GPP_OPTIM_ADAMW, 2);
+    gpp_exec_t *s1 = s_exec(&f, n - h, hi, GPP_OPTIM_ADAMW, 3);
+    gpp_exec_t *c = s_exec(&f, n, f.all, GPP_OPTIM_ADAMW, 4);
+    gpp_exec_t *sp = s_exec(&f, 2, span, GPP_OPTIM_ADAMW, 5);
+    gpp_exec_t *snap = s_exec(&f, n, f.all, GPP_OPTIM_ADAMW, 4);
+    if (a && s0 && s1 && c && sp && snap) {
+        s_train(a, 2);
+        GPP_EXPECT(gpp_ckpt_save(a, whole, &err) == 0);
+        GPP_EXPECT(gpp_ckpt_load(s0, whole, &err) == 0 && gpp_ckpt_save(s0, p0, &err) == 0);
+        GPP_EXPECT(gpp_ckpt_load(s1, whole, &err) == 0 && gpp_ckpt_save(s1, p1, &err) == 0);
+        const char *both[] = {p0, p1}, *mixed[] = {p0, later}, *one[] = {p0};
+        /* the whole model from the two stage files, and a stage across them */
+        GPP_EXPECT_MSG(gpp_ckpt_load_files(c, both, 2, &err) == 0, "%s", err.msg);
+        GPP_EXPECT(s_diff(c, a, 1) == 0 && gpp_exec_step_count(c) == 2);
+        GPP_EXPECT_MSG(gpp_ckpt_load_files(sp, both, 2, &err) == 0, "%s", err.msg);
+        GPP_EXPECT(s_diff(sp, a, 1) == 0 && gpp_exec_step_count(sp) == 2);
+        /* refusals: c stays as snap (freshly loaded the same) */
+        GPP_EXPECT(gpp_ckpt_load_files(snap, both, 2, &err) == 0);
+        s_train(a, 1);
+        GPP_EXPECT(gpp_ckpt_save(a, later, &err) == 0);
+        struct {
+            const char *const *files;
+            int n;
+            const char *words;
+        } bad[] = {{mixed, 2, "optimizer steps"}, {one, 1, "has no tensor"}};
+        for (int i = 0; i < 2; i++) {
+            GPP_EXPECT(gpp_ckpt_load_files(c, bad[i].files, bad[i].n, &err) == -1);
+            GPP_EXPECT_MSG(strstr(err.msg, bad[i].words) != NULL, "'%s' lacks '%s'", err.msg,
+                           bad[i].words);
+            printf("    rejected: %s\n", err.msg);
+            GPP_EXPECT(s_diff(c, snap, 1) == 0 && gpp_exec_step_count(c) == 2);
+        }
+        GPP_EXPECT(strstr(err.msg, p0) != NULL);
+        /* a damaged second file: its checksum, naming it */
+        FILE *fp = fopen(p1, "r+b");
+        GPP_EXPECT(fp && fseek(fp, 100, SEEK_SET) == 0 && fputc(0x5a, fp) != EOF);
+        if (fp)
+            fclose(fp);
+        GPP_EXPECT(gpp_ckpt_load_files(c, both, 2, &err) == -1);
+        GPP_EXPECT_MSG(strstr(err.msg, p1) && strstr(err.msg, "checksum"), "%s", err.msg);
+        printf("    rejected: %s\n", err.msg);
+        GPP_EXPECT(s_diff(c, snap, 1) == 0);
+    }
+    gpp_exec_t **all[] = {&a, &s0, &s1, &c, &sp, &snap};
+    for (int i = 0; i < 6; i++)
+        gpp_exec_destroy(all[i]);
+    char *paths[] = {whole, p0, p1, later};
+    for (int i = 0; i < 4; i++) {
+        unlink(paths[i]);
+        free(paths[i]);
+    }
     gpp_fixture_exec_close(&f);
 }
 
@@ -397,6 +468,7 @@ done:
 static const gpp_test_case_t cases[] = {
     {"resume_is_exact", t_resume_is_exact},
     {"stage_loads_from_whole_model", t_stage_loads_from_whole_model},
+    {"load_files_any_split", t_load_files_any_split},
     {"bad_checkpoints_rejected", t_bad_checkpoints_rejected},
     {"old_file_reads_the_same", t_old_file_reads_the_same},
     {"save_is_byte_identical", t_save_is_byte_identical},
