@@ -743,7 +743,7 @@ int main(int argc, char **argv)
         if (gpp_coord_dropped(coord))
             printf("control: %llu invalid messages dropped\n",
                    (unsigned long long)gpp_coord_dropped(coord));
-        if (rc != 0)
+        if (rc != 0 && gpp_coord_reason(coord)[0]) /* else the failure was logged already */
             gpp_error("job stopped: %s", gpp_coord_reason(coord));
         if (metrics_failed) /* trained, but the metrics file lacks the digest: not a clean end */
             rc = 1;
