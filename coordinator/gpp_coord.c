@@ -837,23 +837,29 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
         return 0;
     }
     int n = gpp_registry_size(self->reg);
+    /* the one silent longest is named (and blamed for a restart): a
+     * killed agent's peers fail after it and may go quiet too */
+    gpp_agent_t *silent = NULL;
     for (int r = 0; r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(self->reg, r);
-        if (a->state == GPP_AGENT_ALIVE && now - a->last_seen_ms > self->cfg.timeout_ms) {
-            a->state = GPP_AGENT_DEAD;
-            self->agent_failed = !self->stopped;
-            char who[GPP_REG_HOST_MAX + 64];
-            s_abort(self, "agent %s silent for %.1f s (heartbeat timeout %.1f s)",
-                    gpp_agent_name(a, who, sizeof who), (now - a->last_seen_ms) / 1000.0,
-                    self->cfg.timeout_ms / 1000.0);
-            /* a local agent that stopped answering (hung, stopped) will not
-               act on the Abort: SIGKILL it now rather than after the exit
-               grace, so a restart (--max-restarts) begins at once */
-            pid_t pid = self->cfg.launch ? gpp_launch_kill(self->cfg.launch, r, SIGKILL) : 0;
-            if (pid > 0)
-                gpp_warn("coordinator: killed the silent local agent %s", who);
-            return 0;
-        }
+        if (a->state == GPP_AGENT_ALIVE && now - a->last_seen_ms > self->cfg.timeout_ms &&
+            (!silent || a->last_seen_ms < silent->last_seen_ms))
+            silent = a;
+    }
+    if (silent) {
+        silent->state = GPP_AGENT_DEAD;
+        self->agent_failed = !self->stopped;
+        char who[GPP_REG_HOST_MAX + 64];
+        s_abort(self, "agent %s silent for %.1f s (heartbeat timeout %.1f s)",
+                gpp_agent_name(silent, who, sizeof who), (now - silent->last_seen_ms) / 1000.0,
+                self->cfg.timeout_ms / 1000.0);
+        /* a local agent that stopped answering (hung, stopped) will not
+           act on the Abort: SIGKILL it now rather than after the exit
+           grace, so a restart (--max-restarts) begins at once */
+        pid_t pid = self->cfg.launch ? gpp_launch_kill(self->cfg.launch, silent->rank, SIGKILL) : 0;
+        if (pid > 0)
+            gpp_warn("coordinator: killed the silent local agent %s", who);
+        return 0;
     }
     for (int r = 0; r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(self->reg, r);

@@ -34,6 +34,8 @@
 /* --trace: heartbeat round trips with each agent right after it registered
  * (the clock offset keeps the one with the least delay; gpp_time.h) */
 #define S_CLOCK_ROUND_TRIPS 32
+/* a restart's bind of the port its last socket closed: retried this long */
+#define S_REBIND_MS 5000.0
 
 typedef struct {
     const char *config_path;
@@ -771,6 +773,13 @@ int main(int argc, char **argv)
     cc.agent_restarts = restarts;
     for (;;) {
         coord = gpp_coord_new(&cc, &err);
+        /* a restart binds the port the last socket just closed, which the
+         * ZeroMQ I/O thread may still hold for a moment: retry, bounded */
+        for (double t0 = gpp_now_ms(); !coord && cc.job_restarts > 0 && errno == EADDRINUSE &&
+                                       gpp_now_ms() - t0 < S_REBIND_MS;) {
+            usleep(50 * 1000);
+            coord = gpp_coord_new(&cc, &err);
+        }
         if (!coord) {
             /* an endpoint that does not resolve here or a port in use: the
              * configuration's to change (exit status 2) */
