@@ -62,6 +62,7 @@ struct gpp_coord_s {
     int n_barrier_ms, cap_barrier_ms;
     int stopped; /* -1: aborted; 0: running/finished */
     int exit_code;
+    int agent_failed; /* the stop was an agent's: silent, exited, or its (not config) Error */
     char reason[GPP_ERR_LEN];
     double exit_deadline_ms;
     uint64_t dropped;
@@ -647,6 +648,8 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
         /* ERROR_CONFIG: the job's own input (model, data) is at fault: exit 2 */
         if (m->error->code == GPP__ERROR_CODE__ERROR_CONFIG && !self->exit_code)
             self->exit_code = 2;
+        if (!self->stopped && m->error->code != GPP__ERROR_CODE__ERROR_CONFIG)
+            self->agent_failed = 1;
         s_abort(self, "agent %s reported an error: %s%s", who, m->error->text,
                 m->error->code == GPP__ERROR_CODE__ERROR_CONFIG
                     ? " (fix the cluster file's [job] and start again)"
@@ -834,22 +837,29 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
         return 0;
     }
     int n = gpp_registry_size(self->reg);
+    /* the one silent longest is named (and blamed for a restart): a
+     * killed agent's peers fail after it and may go quiet too */
+    gpp_agent_t *silent = NULL;
     for (int r = 0; r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(self->reg, r);
-        if (a->state == GPP_AGENT_ALIVE && now - a->last_seen_ms > self->cfg.timeout_ms) {
-            a->state = GPP_AGENT_DEAD;
-            char who[GPP_REG_HOST_MAX + 64];
-            s_abort(self, "agent %s silent for %.1f s (heartbeat timeout %.1f s)",
-                    gpp_agent_name(a, who, sizeof who), (now - a->last_seen_ms) / 1000.0,
-                    self->cfg.timeout_ms / 1000.0);
-            /* a local agent that stopped answering (hung, stopped) will not
-               act on the Abort: SIGKILL it now rather than after the exit
-               grace, so a restart (--max-restarts) begins at once */
-            pid_t pid = self->cfg.launch ? gpp_launch_kill(self->cfg.launch, r, SIGKILL) : 0;
-            if (pid > 0)
-                gpp_warn("coordinator: killed the silent local agent %s", who);
-            return 0;
-        }
+        if (a->state == GPP_AGENT_ALIVE && now - a->last_seen_ms > self->cfg.timeout_ms &&
+            (!silent || a->last_seen_ms < silent->last_seen_ms))
+            silent = a;
+    }
+    if (silent) {
+        silent->state = GPP_AGENT_DEAD;
+        self->agent_failed = !self->stopped;
+        char who[GPP_REG_HOST_MAX + 64];
+        s_abort(self, "agent %s silent for %.1f s (heartbeat timeout %.1f s)",
+                gpp_agent_name(silent, who, sizeof who), (now - silent->last_seen_ms) / 1000.0,
+                self->cfg.timeout_ms / 1000.0);
+        /* a local agent that stopped answering (hung, stopped) will not
+           act on the Abort: SIGKILL it now rather than after the exit
+           grace, so a restart (--max-restarts) begins at once */
+        pid_t pid = self->cfg.launch ? gpp_launch_kill(self->cfg.launch, silent->rank, SIGKILL) : 0;
+        if (pid > 0)
+            gpp_warn("coordinator: killed the silent local agent %s", who);
+        return 0;
     }
     for (int r = 0; r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(self->reg, r);
@@ -881,6 +891,7 @@ static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
         return;
     }
     a->state = GPP_AGENT_DEAD;
+    self->agent_failed = !self->stopped;
     s_abort(self, "agent %s %s before the job finished (see its log above)", who, st);
 }
 
@@ -1077,6 +1088,11 @@ const char *gpp_coord_reason(const gpp_coord_t *self)
 int gpp_coord_exit_code(const gpp_coord_t *self)
 {
     return self->exit_code;
+}
+
+int gpp_coord_agent_failed(const gpp_coord_t *self)
+{
+    return self->agent_failed;
 }
 uint64_t gpp_coord_dropped(const gpp_coord_t *self)
 {

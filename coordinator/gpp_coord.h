@@ -148,6 +148,10 @@ gpp_registry_t *gpp_coord_registry(gpp_coord_t *self);
 int gpp_coord_run(gpp_coord_t *self);
 const char *gpp_coord_reason(const gpp_coord_t *self);
 int gpp_coord_exit_code(const gpp_coord_t *self);
+/* 1 when an agent stopped the job: silent past timeout_ms, exited early, or
+ * its Error other than ERROR_CONFIG (a broken connection to a dead peer):
+ * what a restart may cure (gpp-coordinator --max-restarts). */
+int gpp_coord_agent_failed(const gpp_coord_t *self);
 
 /* Frames dropped as invalid. */
 uint64_t gpp_coord_dropped(const gpp_coord_t *self);

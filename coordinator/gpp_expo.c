@@ -118,7 +118,7 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
                     "When the coordinator started, Unix time; a change means it restarted.");
     gpp_expo_sample(t, "gpp_coordinator_start_time_seconds", v->start_time_s, NULL);
     gpp_expo_family(t, "gpp_job_restarts_total", "counter",
-                    "Times the job was started again from its newest checkpoint set after local "
+                    "Times the job was started again from its newest checkpoint set after "
                     "agents died (--max-restarts).");
     gpp_expo_sample(t, "gpp_job_restarts_total", v->job_restarts, NULL);
     gpp_expo_family(t, "gpp_job_state", "gauge", "1 for the job's current state, 0 for the others.");

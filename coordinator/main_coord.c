@@ -34,6 +34,8 @@
 /* --trace: heartbeat round trips with each agent right after it registered
  * (the clock offset keeps the one with the least delay; gpp_time.h) */
 #define S_CLOCK_ROUND_TRIPS 32
+/* a restart's bind of the port its last socket closed: retried this long */
+#define S_REBIND_MS 5000.0
 
 typedef struct {
     const char *config_path;
@@ -47,17 +49,20 @@ typedef struct {
     int external;   /* ignore launch = "local" */
     int iterations; /* override of job.iterations, 0 keep */
     int quiet_agents;
-    int reprofile;       /* --plan auto: measure a new profile, not the kept one */
-    int resume;          /* continue from the newest complete set in job.checkpoint_dir: 1
-                            --resume, 2 --resume=auto (a fresh start when there is none) */
-    int replan;          /* --resume with a plan other than the set's: re-shard the set */
-    int max_restarts;    /* local launch: restarts per agent slot after it died */
-    int elastic;         /* local launch: a slot past max_restarts is dropped, the job
-                            re-planned on the rest (not stopped) */
-    const char *keygen;  /* --keygen DIR: make CURVE keys and exit */
-    int keygen_agents;   /* --agents N with --keygen; 0: the cluster file's devices */
-    const char *trace;   /* --trace FILE: measured + simulated Chrome trace */
-    int trace_iteration; /* --trace-iteration N; -1: the last */
+    int reprofile;         /* --plan auto: measure a new profile, not the kept one */
+    int resume;            /* continue from the newest complete set in job.checkpoint_dir: 1
+                              --resume, 2 --resume=auto (a fresh start when there is none) */
+    int replan;            /* --resume with a plan other than the set's: re-shard the set */
+    int max_restarts;      /* restarts per agent slot after it died (local: forked again;
+                              external: waited for until it registers again) */
+    int elastic;           /* a slot past max_restarts (or, external, not back within
+                              rejoin_timeout_ms) is dropped, the job re-planned on the rest */
+    int rejoin_timeout_ms; /* external launch, after a stop: every slot's agent registers
+                              again within this; 0: start_timeout_ms */
+    const char *keygen;    /* --keygen DIR: make CURVE keys and exit */
+    int keygen_agents;     /* --agents N with --keygen; 0: the cluster file's devices */
+    const char *trace;     /* --trace FILE: measured + simulated Chrome trace */
+    int trace_iteration;   /* --trace-iteration N; -1: the last */
 } s_opts_t;
 
 static void s_usage(FILE *f)
@@ -82,12 +87,18 @@ static void s_usage(FILE *f)
            "  --replan                       with --resume: run the plan made now even if it\n"
            "                                 differs from the set's (other devices, planner),\n"
            "                                 re-sharding the set's stage files to its stages\n"
-           "  --max-restarts N               local launch: when agents die, restart the job\n"
-           "                                 from the newest complete set, at most N times\n"
-           "                                 per agent slot (default 0)\n"
-           "  --elastic                      local launch: a slot that dies after its\n"
-           "                                 --max-restarts is dropped and the job re-planned\n"
-           "                                 on the remaining devices from the newest set\n"
+           "  --max-restarts N               when agents die, restart the job from the\n"
+           "                                 newest complete set, at most N times per agent\n"
+           "                                 slot (default 0); external agents are waited for\n"
+           "                                 until they register again (their supervisor\n"
+           "                                 starts them: systemd Restart=, Slurm requeue)\n"
+           "  --rejoin-timeout-ms N          external launch: after a stop, every slot's agent\n"
+           "                                 must register again within this (default: the\n"
+           "                                 --start-timeout-ms)\n"
+           "  --elastic                      a slot that dies after its --max-restarts (or,\n"
+           "                                 external, is not back within the rejoin timeout)\n"
+           "                                 is dropped and the job re-planned on the\n"
+           "                                 remaining devices from the newest set\n"
            "  --trace FILE                   write a Chrome/Perfetto trace of one measured\n"
            "                                 iteration (every agent on one time axis) beside\n"
            "                                 the simulated one (docs/operations.md, Traces)\n"
@@ -116,6 +127,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"replan", no_argument, 0, 'P'},
                                           {"elastic", no_argument, 0, 'E'},
                                           {"max-restarts", required_argument, 0, 'M'},
+                                          {"rejoin-timeout-ms", required_argument, 0, 'J'},
                                           {"keygen", required_argument, 0, 'K'},
                                           {"agents", required_argument, 0, 'N'},
                                           {"trace", required_argument, 0, 'T'},
@@ -130,9 +142,10 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     int c;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         long v = 0;
-        if (c == 'b' || c == 't' || c == 'i' || c == 'M' || c == 'N' || c == 'I') {
+        if (c == 'b' || c == 't' || c == 'i' || c == 'M' || c == 'N' || c == 'I' || c == 'J') {
             const char *flag = c == 'b'   ? "--barriers"
                                : c == 't' ? "--start-timeout-ms"
+                               : c == 'J' ? "--rejoin-timeout-ms"
                                : c == 'M' ? "--max-restarts"
                                : c == 'N' ? "--agents"
                                : c == 'I' ? "--trace-iteration"
@@ -190,6 +203,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
             break;
         case 'M':
             o->max_restarts = (int)v;
+            break;
+        case 'J':
+            o->rejoin_timeout_ms = (int)v;
             break;
         case 'K':
             o->keygen = optarg;
@@ -255,6 +271,8 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         fprintf(stderr, "gpp-coordinator: --start-timeout-ms must be positive\n");
         return -1;
     }
+    if (o->rejoin_timeout_ms == 0)
+        o->rejoin_timeout_ms = o->start_timeout_ms;
     return 0;
 }
 
@@ -461,19 +479,36 @@ static int s_died(const gpp_agent_t *a, int any_signal)
 /* After a stopped local job: 1 when agents died and every dead slot has a
  * restart left (counted in restarts[n]), 0 when the stop had another cause
  * or a slot used up --max-restarts (said why). With elastic, such a slot is
- * marked in drop[n] instead (1 is returned while a slot remains). */
-static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max, int elastic, int *drop)
+ * marked in drop[n] instead (1 is returned while a slot remains).
+ * External agents (external = 1): the coordinator sees no process end, so
+ * an agent's failure (gpp_coord_agent_failed) is blamed on the agent it
+ * found silent, else (a peer's Error about the broken connection came
+ * first) on every slot: each one's agent exits on the Abort and its
+ * supervisor starts it again. */
+static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max, int elastic, int *drop,
+                         int external)
 {
     gpp_registry_t *reg = gpp_coord_registry(coord);
     int dead = 0, dropped = 0, any_signal = 0;
     for (int r = 0; r < n; r++)
         any_signal |= gpp_registry_agent(reg, r)->exit_signal != 0;
-    if (!any_signal && !gpp_registry_count(reg, GPP_AGENT_DEAD))
+    int blame_all =
+        external && gpp_coord_agent_failed(coord) && !gpp_registry_count(reg, GPP_AGENT_DEAD);
+    if (external ? !gpp_coord_agent_failed(coord)
+                 : !any_signal && !gpp_registry_count(reg, GPP_AGENT_DEAD))
         return 0; /* not stopped by a death (a peer's error may come first) */
+    for (int r = 0; blame_all && r < n; r++) /* no one to drop: the one that died is unknown */
+        if (restarts[r] >= max) {
+            gpp_error("external agents restarted %d time%s (an agent's error stops the job "
+                      "before the coordinator knows which died, so every slot counts): "
+                      "--max-restarts %d reached, not restarting",
+                      restarts[r], restarts[r] == 1 ? "" : "s", max);
+            return 0;
+        }
     for (int r = 0; r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(reg, r);
         drop[r] = 0;
-        if (!s_died(a, any_signal))
+        if (!blame_all && !s_died(a, any_signal))
             continue;
         dead++;
         if (restarts[r] < max)
@@ -501,8 +536,35 @@ static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max, int 
         return 0;
     }
     for (int r = 0; r < n; r++)
-        if (!drop[r] && s_died(gpp_registry_agent(reg, r), any_signal))
+        if (!drop[r] && (blame_all || s_died(gpp_registry_agent(reg, r), any_signal)))
             restarts[r]++;
+    return 1;
+}
+
+/* External launch, after the wait for the agents to register again
+ * (restart > 0) timed out: with elastic, the slots still missing are marked
+ * in drop[n] and 1 is returned (no restart is counted: the slots that came
+ * back did nothing wrong); else 0 (the coordinator's reason names them). */
+static int s_rejoin_due(gpp_coord_t *coord, int n, int elastic, int rejoin_timeout_ms, int *drop)
+{
+    gpp_registry_t *reg = gpp_coord_registry(coord);
+    int missing = gpp_registry_count(reg, GPP_AGENT_EXPECTED);
+    if (!elastic || missing == 0)
+        return 0;
+    if (missing == n) {
+        gpp_error("--elastic: no agent registered again within %.1f s (--rejoin-timeout-ms); "
+                  "not restarting",
+                  rejoin_timeout_ms / 1000.0);
+        return 0;
+    }
+    for (int r = 0; r < n; r++) {
+        gpp_agent_t *a = gpp_registry_agent(reg, r);
+        drop[r] = a->state == GPP_AGENT_EXPECTED;
+        if (drop[r])
+            gpp_warn("agent %s:%d (rank %d) not back within %.1f s (--rejoin-timeout-ms); "
+                     "--elastic: dropping slot %s:%d",
+                     a->host, a->slot, r, rejoin_timeout_ms / 1000.0, a->host, a->slot);
+    }
     return 1;
 }
 
@@ -633,6 +695,7 @@ int main(int argc, char **argv)
     gpp_curve_client_t *keys = gpp_xcalloc((size_t)n, sizeof *keys); /* local agents' */
     const int n_keys = n; /* n shrinks when --elastic drops slots */
     gpp_coord_cfg_t cc = {0};
+    char pinned_ep[512]; /* external restarts: the endpoint with the bound port */
     cc.endpoint = o.endpoint ? o.endpoint : cfg.coordinator.endpoint;
     cc.n_agents = n;
     cc.hosts = hosts;
@@ -646,13 +709,6 @@ int main(int argc, char **argv)
     cc.sigfd = sigfd;
     /* keys before anything is planned or written: a bad key_dir is exit 2 */
     int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
-    if (o.elastic && !local) {
-        gpp_error("%s: --elastic restarts and re-plans locally launched agents; external agents "
-                  "(launch = \"external\" or --external) are not waited for again after a death",
-                  o.config_path);
-        rc = 2;
-        goto done;
-    }
     int curve_failed = 0;
     curve = s_curve_setup(&cfg, local, n, keys, &curve_failed);
     if (curve_failed) {
@@ -717,6 +773,13 @@ int main(int argc, char **argv)
     cc.agent_restarts = restarts;
     for (;;) {
         coord = gpp_coord_new(&cc, &err);
+        /* a restart binds the port the last socket just closed, which the
+         * ZeroMQ I/O thread may still hold for a moment: retry, bounded */
+        for (double t0 = gpp_now_ms(); !coord && cc.job_restarts > 0 && errno == EADDRINUSE &&
+                                       gpp_now_ms() - t0 < S_REBIND_MS;) {
+            usleep(50 * 1000);
+            coord = gpp_coord_new(&cc, &err);
+        }
         if (!coord) {
             /* an endpoint that does not resolve here or a port in use: the
              * configuration's to change (exit status 2) */
@@ -747,11 +810,20 @@ int main(int argc, char **argv)
             gpp_error("job stopped: %s", gpp_coord_reason(coord));
         if (metrics_failed) /* trained, but the metrics file lacks the digest: not a clean end */
             rc = 1;
-        /* local agents died (not a signal to us, not a bad job): every agent
-         * is stopped and reaped, then the job starts again from the newest
-         * complete set (from iteration 0 when there is none yet) */
-        if (rc != 1 || !local || !job || (o.max_restarts <= 0 && !o.elastic) ||
-            !s_restart_due(coord, restarts, n, o.max_restarts, o.elastic, drop)) {
+        /* agents died (not a signal to us, not a bad job): every local
+         * agent is stopped and reaped, every external one exits on the
+         * Abort and is started again by its supervisor; then the job starts
+         * again from the newest complete set (from iteration 0 when there
+         * is none yet), external agents registering again on the same
+         * endpoint. A restart whose agents did not all come back re-plans
+         * without the missing (--elastic) or ends. */
+        int rejoin_timed_out =
+            !local && cc.job_restarts > 0 && !gpp_coord_agent_failed(coord) &&
+            gpp_registry_count(gpp_coord_registry(coord), GPP_AGENT_EXPECTED) > 0;
+        if (rc != 1 || !job || (o.max_restarts <= 0 && !o.elastic) ||
+            !(rejoin_timed_out
+                  ? s_rejoin_due(coord, n, o.elastic, o.rejoin_timeout_ms, drop)
+                  : s_restart_due(coord, restarts, n, o.max_restarts, o.elastic, drop, !local))) {
             gpp_notify_stopping();
             if (rc == 0)
                 gpp_notify_status("job finished");
@@ -761,6 +833,16 @@ int main(int argc, char **argv)
         }
         gpp_notify_status("restarting: agents died");
         cc.job_restarts++;
+        /* external agents come back to the port they know: a port the
+         * kernel picked (`:*`) is kept for the next bind */
+        size_t el = strlen(cc.endpoint);
+        if (!local && el > 2 && strcmp(cc.endpoint + el - 2, ":*") == 0) {
+            snprintf(pinned_ep, sizeof pinned_ep, "%.*s:%d", (int)(el - 2), cc.endpoint,
+                     gpp_coord_port(coord));
+            cc.endpoint = pinned_ep;
+        }
+        if (!local)
+            cc.start_timeout_ms = o.rejoin_timeout_ms;
         gpp_launch_destroy(&launch);
         gpp_coord_destroy(&coord);
         gpp_job_destroy(&job);
@@ -783,9 +865,14 @@ int main(int argc, char **argv)
                    "device%s from %s%d\n",
                    n - m, n - m == 1 ? "" : "s", plan, m, m == 1 ? "" : "s",
                    from > 0 ? "checkpoint set " : "iteration ", from);
-        else
+        else if (local)
             printf("restart: agents died; starting them again from %s%d\n",
                    from > 0 ? "checkpoint set " : "iteration ", from);
+        else
+            printf("restart: agents died; waiting up to %.1f s for all %d to register again, "
+                   "then resuming from %s%d\n",
+                   o.rejoin_timeout_ms / 1000.0, m, from > 0 ? "checkpoint set " : "iteration ",
+                   from);
         fflush(stdout);
         n = m;
         cc.n_agents = n;
@@ -809,8 +896,10 @@ int main(int argc, char **argv)
         }
         cc.plan_arg = job;
         cc.profile_req = gpp_job_profile_request(job);
-        launch = gpp_launch_new();
-        cc.launch = launch;
+        if (local) {
+            launch = gpp_launch_new();
+            cc.launch = launch;
+        }
     }
 done:
     gpp_launch_destroy(&launch); /* reaps every child: no orphans */

@@ -17,7 +17,7 @@
 #     is there afterwards, byte for byte;
 #   - with a plan file (made for 4 devices) and --max-restarts 0, the first
 #     death drops the slot and job.planner (gpp) re-plans;
-#   - --elastic without local launch, or with --control-only: exit 2.
+#   - --elastic with --control-only: exit 2 (external agents: ext_recover.sh).
 # Prints the time from the last kill to training again (the coordinator's
 # log: "all 3 agents ready; training").
 # Usage: elastic.sh BUILD_DIR
@@ -149,9 +149,7 @@ else
     grep -v OpenBLAS "$TMP/file.err" | tail -5
 fi
 
-# 4. refused: --elastic without local launch or with --control-only
-expect_fail "--elastic with --external" "restarts and re-plans locally launched agents" \
-    timeout 60 "$COORD" --external --elastic --plan gpp "$(mkconf ext)"
+# 4. refused: --elastic with --control-only (external agents: ext_recover.sh)
 expect_fail "--elastic with --control-only" "has no plan" \
     timeout 60 "$COORD" --control-only --elastic "$(mkconf ctl)"
 gpp_test_end
