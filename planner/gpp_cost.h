@@ -43,7 +43,7 @@ typedef struct {
     double mem_bw_bytes_per_s; /* HBM bandwidth */
     int64_t mem_bytes;         /* device memory */
     double eff_max;            /* best fraction of peak a large kernel reaches */
-    double fill_ms;            /* per-kernel fill/tail time that sets w_half */
+    double fill_ms;            /* fill/tail time per GEMM kernel; sets w_half */
     double launch_ms;          /* per-kernel launch overhead */
 } gpp_device_t;
 
