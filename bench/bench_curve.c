@@ -13,7 +13,8 @@
  * measurement, and the median over ops of each rule's absolute relative
  * error (ops measured above 1 us at B); then each op's fixed time (the
  * intercept of a line fitted over sizes <= 8) per launched kernel, the
- * measured counterpart of the preset's per-kernel fill + launch. */
+ * measured counterpart of the preset's per-kernel launch (+ fill for the
+ * op's GEMM kernels, the GEMMs column). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -130,8 +131,8 @@ int main(int argc, char **argv)
     /* the fixed part of each op's measured time: the intercept of a
        least-squares line through its sizes <= 8, per launched kernel
        (forward kernels + twice as many backward, as the roofline counts) */
-    printf("\n| op | type | kernels | fixed us (fit over m <= 8) | per kernel us |\n"
-           "|---|---|---|---|---|\n");
+    printf("\n| op | type | kernels | GEMMs | fixed us (fit over m <= 8) | per kernel us |\n"
+           "|---|---|---|---|---|---|\n");
     for (int op = 0; op < g->n_ops; op++) {
         double sx = 0, sy = 0, sxx = 0, sxy = 0;
         int n = 0;
@@ -140,12 +141,13 @@ int main(int argc, char **argv)
                 double x = sizes[k], y = s_op_ms(full, op, sizes[k]) * 1e3;
                 sx += x, sy += y, sxx += x * x, sxy += x * y, n++;
             }
-        int kern = 3 * gpp_optable[g->ops[op].type].fwd_kernels;
+        const gpp_op_info_t *T = &gpp_optable[g->ops[op].type];
+        int kern = 3 * T->fwd_kernels, gemms = T->fwd_gemms + T->bwd_gemms;
         if (n < 2 || !gpp_cost_op_profiled(full, op) || !kern)
             continue;
         double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), icpt = (sy - slope * sx) / n;
-        printf("| %s | %s | %d | %.1f | %.1f |\n", g->ops[op].name,
-               gpp_optable[g->ops[op].type].name, kern, icpt, icpt / kern);
+        printf("| %s | %s | %d | %d | %.1f | %.1f |\n", g->ops[op].name, T->name, kern, gemms, icpt,
+               icpt / kern);
     }
     free(ec);
     free(el);

@@ -304,6 +304,12 @@ static void s_loss_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t 
     {#field, GPP_ATTR_INT, offsetof(gpp_op_t, field), req, def, lo, hi, labels}
 #define NUM(field) {#field, GPP_ATTR_NUM, offsetof(gpp_op_t, field), 0, 0, 0, 0, NULL}
 
+/* GEMMs per pass (fwd_gemms, bwd_gemms), from the kernels (kernels/cpu, kernels/cuda): linear
+   1 and 2 (dx, dW; the bias gradient, a matrix-vector sum, is not counted as a kernel), attention
+   4 and 8, opaque 1 and 2 (an op given only by its FLOPs is taken as a matrix product, as every
+   kernel was before the split). The others are element-wise, row-wise (layer norm, softmax in
+   losses) or gathers (embedding bag: a gather-sum forward, a row-sparse scatter backward on both
+   backends): no GEMM. */
 const gpp_op_info_t gpp_optable[] = {
     [GPP_OP_INPUT] = {.name = "input", .role = GPP_ROLE_SOURCE, .min_inputs = 0, .max_inputs = 0,
         .n_attrs = 4, .attrs = {I64(rows, 0, 1, 1, DIM_MAX), I64(cols, 1, 0, 1, DIM_MAX),
@@ -312,7 +318,7 @@ const gpp_op_info_t gpp_optable[] = {
         .fwd_kernels = 0, .shape = s_input_shape, .cost = s_input_cost},
     [GPP_OP_LINEAR] = {.name = "linear", .role = GPP_ROLE_LAYER, .min_inputs = 1, .max_inputs = 1,
         .n_attrs = 2, .attrs = {I64(out_features, 1, 0, 1, DIM_MAX), INT(bias, 0, 1, 0, 1, NULL)},
-        .bwd_reads_inputs = 1, .fwd_kernels = 1,
+        .bwd_reads_inputs = 1, .fwd_kernels = 1, .fwd_gemms = 1, .bwd_gemms = 2,
         .shape = s_linear_shape, .params = s_linear_params, .cost = s_linear_cost},
     [GPP_OP_RELU] = {.name = "relu", .role = GPP_ROLE_LAYER, .min_inputs = 1, .max_inputs = 1,
         .bwd_reads_inputs = 1, .fwd_kernels = 1, .shape = s_shape_same, .cost = s_relu_cost},
@@ -321,10 +327,11 @@ const gpp_op_info_t gpp_optable[] = {
     [GPP_OP_LAYERNORM] = {.name = "layernorm", .role = GPP_ROLE_LAYER, .min_inputs = 1,
         .max_inputs = 1, .bwd_reads_inputs = 1, .fwd_kernels = 1,
         .shape = s_shape_same, .params = s_layernorm_params, .cost = s_layernorm_cost},
-    /* 5 kernels: QKV GEMM, scores GEMM, softmax, context GEMM, output GEMM */
+    /* 5 kernels: QKV GEMM, scores GEMM, softmax, context GEMM, output GEMM; backward 10: the
+       8 GEMMs of the input and weight gradients, softmax backward, bias sums */
     [GPP_OP_ATTENTION] = {.name = "attention", .role = GPP_ROLE_LAYER, .min_inputs = 1,
         .max_inputs = 1, .n_attrs = 1, .attrs = {INT(heads, 1, 0, 1, INT_MAX, NULL)},
-        .bwd_reads_inputs = 1, .fwd_kernels = 5,
+        .bwd_reads_inputs = 1, .fwd_kernels = 5, .fwd_gemms = 4, .bwd_gemms = 8,
         .shape = s_attention_shape, .params = s_attention_params, .cost = s_attention_cost},
     [GPP_OP_EMBEDDING_BAG] = {.name = "embedding_bag", .role = GPP_ROLE_LAYER, .min_inputs = 1,
         .max_inputs = 1, .n_attrs = 2,
@@ -348,7 +355,7 @@ const gpp_op_info_t gpp_optable[] = {
         .max_inputs = INT_MAX, .n_attrs = 5,
         .attrs = {I64(params, 0, 0, 0, INT64_MAX), I64(out_bytes, 0, 0, 0, INT64_MAX),
                   I64(stash_bytes, 0, 0, 0, INT64_MAX), NUM(fwd_flops), NUM(bwd_flops)},
-        .takes_indices = 1, .fwd_kernels = 1},
+        .takes_indices = 1, .fwd_kernels = 1, .fwd_gemms = 1, .bwd_gemms = 2},
 };
 /* clang-format on */
 _Static_assert(GPP_GRAPH_PARAM_SLOTS == GPP_OP_MAX_PARAMS, "init_weights slots");

@@ -86,6 +86,11 @@ typedef struct {
     int takes_indices;    /* may read an indices input (GPP_INPUT_INDICES) */
     int bwd_reads_inputs; /* the backward reads the forward's input activations */
     int fwd_kernels;      /* kernel launches of a forward (a backward: twice as many) */
+    /* Of those, the matrix products (GEMMs) of a forward and of a backward:
+     * the roofline charges its per-kernel fill only to these; element-wise
+     * and memory-bound kernels (softmax, bias sums, gathers) pay the launch
+     * only (planner/gpp_cost_device.c, gpp_roofline_ms). */
+    int fwd_gemms, bwd_gemms;
     /* Validates the op against its inputs (already derived) and sets rows and
      * cols. NULL: the shape is given (INPUT, OPAQUE). 0, or -1 + message. */
     int (*shape)(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err);

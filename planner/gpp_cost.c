@@ -134,14 +134,15 @@ static void s_roof_ms(const gpp_cost_t *c, int op, int samples, double *fwd, dou
     const gpp_op_t *o = &c->g->ops[op];
     const gpp_device_t *dev = &c->cl.device;
     double bytes = (double)o->io_bytes * samples + (double)o->weight_io_bytes;
-    int kf = gpp_optable[o->type].fwd_kernels;
+    const gpp_op_info_t *t = &gpp_optable[o->type];
+    int kf = t->fwd_kernels;
     if (o->type == GPP_OP_INPUT) {
-        *fwd = gpp_roofline_ms(dev, 0.0, bytes, 0);
+        *fwd = gpp_roofline_ms(dev, 0.0, bytes, 0, 0);
         *bwd = 0.0;
         return;
     }
-    *fwd = gpp_roofline_ms(dev, o->fwd_flops * samples, bytes / 3.0, kf);
-    *bwd = gpp_roofline_ms(dev, o->bwd_flops * samples, 2.0 * bytes / 3.0, 2 * kf);
+    *fwd = gpp_roofline_ms(dev, o->fwd_flops * samples, bytes / 3.0, kf, t->fwd_gemms);
+    *bwd = gpp_roofline_ms(dev, o->bwd_flops * samples, 2.0 * bytes / 3.0, 2 * kf, t->bwd_gemms);
 }
 
 /* A time measured at b samples carried to m samples along the device
@@ -281,7 +282,8 @@ double gpp_cost_step_ms(const gpp_cost_t *c, double grad_bytes, int kernels)
 {
     if (kernels <= 0)
         return 0.0;
-    return gpp_roofline_ms(&c->cl.device, 12.0 * (grad_bytes / 4), 7.0 * grad_bytes, kernels);
+    /* element-wise: no GEMM, so no fill */
+    return gpp_roofline_ms(&c->cl.device, 12.0 * (grad_bytes / 4), 7.0 * grad_bytes, kernels, 0);
 }
 
 void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices, int micro_batch,

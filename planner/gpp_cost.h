@@ -8,11 +8,15 @@
  * Per-op time comes from a measured profile when one is attached (the paper
  * authors' profile.json schema, see gpp_cost_attach_profile), otherwise from
  * a roofline of the device:
- *   t(flops, bytes, kernels) = max(flops / (peak * eff(w)), bytes / bw)
- *                              + kernels * launch_ms,
- *   eff(w) = eff_max * w / (w + w_half), w = flops per kernel,
+ *   t(flops, bytes, kernels, gemms) = max(flops / (peak * eff(w)), bytes / bw)
+ *                                     + kernels * launch_ms,
+ *   eff(w) = eff_max * w / (w + w_half), w = flops per GEMM kernel,
  *   w_half = fill_ms * peak * eff_max (the work whose ideal time equals the
- *   per-kernel fill/tail time). docs/planner.md justifies the constants.
+ *   per-kernel fill/tail time); so the compute term is
+ *   (flops + gemms * w_half) / (peak * eff_max). Only matrix products
+ *   (gemms of the kernels: the op table's fwd_gemms / bwd_gemms) pay the
+ *   fill; element-wise kernels pay the launch only. docs/planner.md
+ *   justifies the constants.
  *
  * Memory per device of a stage: the op table's model of what the executor
  * allocates (gpp_stage_mem, docs/executor.md "Memory"): weights, gradients
@@ -39,7 +43,7 @@ typedef struct {
     double mem_bw_bytes_per_s; /* HBM bandwidth */
     int64_t mem_bytes;         /* device memory */
     double eff_max;            /* best fraction of peak a large kernel reaches */
-    double fill_ms;            /* per-kernel fill/tail time that sets w_half */
+    double fill_ms;            /* fill/tail time per GEMM kernel; sets w_half */
     double launch_ms;          /* per-kernel launch overhead */
 } gpp_device_t;
 
@@ -97,8 +101,9 @@ double gpp_link_ms(const gpp_link_t *l, double bytes);
 /* Ring all-reduce over d ranks: 2(d-1)/d * bytes/bw + 2(d-1)*alpha; 0 when d <= 1. */
 double gpp_allreduce_ms(const gpp_link_t *l, int d, double bytes);
 
-/* Roofline time of one kernel group (see the file comment). */
-double gpp_roofline_ms(const gpp_device_t *dev, double flops, double bytes, int kernels);
+/* Roofline time of one kernel group (see the file comment): `kernels`
+ * launches, of which `gemms` are matrix products that pay the fill. */
+double gpp_roofline_ms(const gpp_device_t *dev, double flops, double bytes, int kernels, int gemms);
 
 typedef struct gpp_cost gpp_cost_t;
 
@@ -200,9 +205,9 @@ double gpp_cost_op_grad_bytes(const gpp_cost_t *c, int op, int batch);
 
 /* AdamW update on one replica (each replica updates its own full copy):
  * read w, g, m, v and write w, m, v — 28 bytes and 12 FLOPs per gradient
- * element (grad_bytes / 4), one kernel per op with parameters (`kernels`),
- * roofline of the device; 0 without kernels. The simulator's STEP action
- * charges the same, so the partitioner's TPS counts it once per iteration. */
+ * element (grad_bytes / 4), one element-wise kernel (launch, no fill) per op with parameters
+ * (`kernels`), roofline of the device; 0 without kernels. The simulator's STEP action charges the
+ * same, so the partitioner's TPS counts it once per iteration. */
 double gpp_cost_step_ms(const gpp_cost_t *c, double grad_bytes, int kernels);
 
 /* Link the planner assumes for stage-to-stage traffic before placement:

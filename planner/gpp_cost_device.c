@@ -87,15 +87,17 @@ static const gpp_link_t s_edr = {0.010, 12.2e9};
  * eff_max (0.9 fp32, 0.8 tensor; set in gpp_device_preset) and fill_ms
  *   (10 us) are not datasheet figures. eff_max: the fraction of peak large
  *   cuBLAS / OpenBLAS SGEMMs are generally reported to sustain. fill_ms: a
- *   kernel's ramp-up and tail (wave quantization), which makes a kernel of
- *   w FLOPs run at eff_max * w / (w + w_half). On the CPU backend it is
- *   measured (bench/cost_curve.sh, BENCHMARKS.md "Cost model: the
- *   micro-batch curve"): the fixed part of an op's time, fitted over
- *   micro-batch 1..8, is 5-35 us per kernel for the GEMM ops (linear
+ *   GEMM kernel's ramp-up and tail (wave quantization), which makes a
+ *   matrix product of w FLOPs run at eff_max * w / (w + w_half). It is
+ *   charged to GEMM kernels only (the op table's fwd_gemms / bwd_gemms);
+ *   element-wise and memory-bound kernels pay launch_ms alone. On the CPU
+ *   backend it is measured (bench/cost_curve.sh, BENCHMARKS.md "Cost
+ *   model: the micro-batch curve"): the fixed part of an op's time, fitted
+ *   over micro-batch 1..8, is 5-35 us per kernel for the GEMM ops (linear
  *   layers) and 0-3 us per op (mostly under 1 us per kernel) for
- *   element-wise ops (layer norm, add, GELU), which the single per-kernel
- *   constant overstates; the GPU value is not measured here (no GPU on the
- *   development machine).
+ *   element-wise ops (layer norm, add, GELU), hence the split; the value is
+ *   the same 10 us for every preset, and the GPU value is not measured here
+ *   (no GPU on the development machine).
  *
  * "cpu" is one x86-64 server core running the CPU backend (OpenBLAS), the
  * device of a CPU agent slot: Intel's published AVX-512 rate for Skylake-SP
@@ -238,14 +240,14 @@ double gpp_allreduce_ms(const gpp_link_t *l, int d, double bytes)
     return 2.0 * (d - 1) / d * bytes / l->bw_bytes_per_s * 1e3 + 2.0 * (d - 1) * l->alpha_ms;
 }
 
-double gpp_roofline_ms(const gpp_device_t *dev, double flops, double bytes, int kernels)
+double gpp_roofline_ms(const gpp_device_t *dev, double flops, double bytes, int kernels, int gemms)
 {
-    /* flops / (peak * eff(w)) with eff(w) = eff_max * w / (w + w_half), w = flops/kernels,
-       is (flops + kernels * w_half) / (peak * eff_max). */
+    /* flops / (peak * eff(w)) with eff(w) = eff_max * w / (w + w_half), w = flops per GEMM
+       kernel, is (flops + gemms * w_half) / (peak * eff_max): each GEMM pays the fill, every
+       kernel the launch. */
     double rate = dev->peak_flops * dev->eff_max; /* FLOP/s */
     double w_half = dev->fill_ms * 1e-3 * rate;
-    double t_compute =
-        flops > 0 ? (flops + (kernels > 0 ? kernels : 1) * w_half) / rate * 1e3 : 0.0;
+    double t_compute = flops > 0 ? (flops + (gemms > 0 ? gemms : 0) * w_half) / rate * 1e3 : 0.0;
     double t_mem = bytes / dev->mem_bw_bytes_per_s * 1e3;
     return (t_compute > t_mem ? t_compute : t_mem) + kernels * dev->launch_ms;
 }

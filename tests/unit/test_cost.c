@@ -68,7 +68,7 @@ static void t_roofline_monotone(void)
     gpp_device_preset("v100-16g", 0, &d, NULL);
     double prev = 0;
     for (double f = 1e6; f < 1e13; f *= 3) {
-        double t = gpp_roofline_ms(&d, f, 1e6, 1);
+        double t = gpp_roofline_ms(&d, f, 1e6, 1, 1);
         GPP_EXPECT(t >= prev);
         prev = t;
         /* efficiency grows with work: time per flop falls, never below peak */
@@ -76,16 +76,24 @@ static void t_roofline_monotone(void)
     }
     prev = 0;
     for (double b = 1e3; b < 1e11; b *= 3) {
-        double t = gpp_roofline_ms(&d, 1e9, b, 1);
+        double t = gpp_roofline_ms(&d, 1e9, b, 1, 1);
         GPP_EXPECT(t >= prev);
         prev = t;
     }
     /* memory-bound: bytes / bw plus launch */
-    GPP_EXPECT_NEAR(gpp_roofline_ms(&d, 1.0, 9e9, 1), 10.0 + d.launch_ms, 1e-6);
+    GPP_EXPECT_NEAR(gpp_roofline_ms(&d, 1.0, 9e9, 1, 1), 10.0 + d.launch_ms, 1e-6);
     /* half efficiency at w_half: time = 2 * w / (peak * eff_max) + launch */
     double w_half = d.fill_ms * 1e-3 * d.peak_flops * d.eff_max;
-    GPP_EXPECT_NEAR(gpp_roofline_ms(&d, w_half, 0, 1),
+    GPP_EXPECT_NEAR(gpp_roofline_ms(&d, w_half, 0, 1, 1),
                     2 * w_half / (d.peak_flops * d.eff_max) * 1e3 + d.launch_ms, 1e-9);
+    /* the fill is charged per GEMM only: an element-wise-only group has no fill term,
+       compute-bound it is flops / (peak * eff_max) + launches */
+    GPP_EXPECT_NEAR(gpp_roofline_ms(&d, 1e9, 0, 3, 0),
+                    1e9 / (d.peak_flops * d.eff_max) * 1e3 + 3 * d.launch_ms, 1e-12);
+    GPP_EXPECT_NEAR(gpp_roofline_ms(&d, 1e9, 0, 3, 2) - gpp_roofline_ms(&d, 1e9, 0, 3, 0),
+                    2 * d.fill_ms, 1e-12);
+    /* no FLOPs: no compute term, GEMMs or not */
+    GPP_EXPECT_NEAR(gpp_roofline_ms(&d, 0, 9e6, 2, 2), 0.01 + 2 * d.launch_ms, 1e-12);
 
     /* per-op: time grows with samples, time per sample falls */
     gpp_err_t err = {{0}};
@@ -107,6 +115,69 @@ static void t_roofline_monotone(void)
             GPP_EXPECT(gpp_cost_op_bwd_ms(cost, op, 8) > gpp_cost_op_fwd_ms(cost, op, 8));
     }
     GPP_EXPECT_MSG(bad == 0, "%d non-monotone op times", bad);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
+/* Which kernels pay the fill: the GEMMs of each op type, forward and backward
+ * (kernels/cpu: linear is one sgemm forward, dx and dW backward; attention
+ * four of its five forward kernels, softmax being the fifth). */
+static void t_gemm_split(void)
+{
+    static const struct {
+        gpp_op_type_t t;
+        int kernels, fwd_gemms, bwd_gemms;
+    } want[] = {
+        {GPP_OP_INPUT, 0, 0, 0},         {GPP_OP_LINEAR, 1, 1, 2},    {GPP_OP_RELU, 1, 0, 0},
+        {GPP_OP_GELU, 1, 0, 0},          {GPP_OP_LAYERNORM, 1, 0, 0}, {GPP_OP_ATTENTION, 5, 4, 8},
+        {GPP_OP_EMBEDDING_BAG, 1, 0, 0}, {GPP_OP_CONCAT, 1, 0, 0},    {GPP_OP_ADD, 1, 0, 0},
+        {GPP_OP_LOSS_MSE, 2, 0, 0},      {GPP_OP_LOSS_CE, 2, 0, 0},   {GPP_OP_SLICE, 1, 0, 0},
+        {GPP_OP_OPAQUE, 1, 1, 2},
+    };
+    int n = (int)(sizeof want / sizeof want[0]);
+    GPP_EXPECT(n == GPP_OP__COUNT);
+    for (int i = 0; i < n; i++) {
+        const gpp_op_info_t *T = &gpp_optable[want[i].t];
+        GPP_EXPECT_MSG(T->fwd_kernels == want[i].kernels && T->fwd_gemms == want[i].fwd_gemms &&
+                           T->bwd_gemms == want[i].bwd_gemms,
+                       "%s: %d kernels, %d/%d GEMMs", T->name, T->fwd_kernels, T->fwd_gemms,
+                       T->bwd_gemms);
+        GPP_EXPECT(T->fwd_gemms <= T->fwd_kernels && T->bwd_gemms <= 2 * T->fwd_kernels);
+    }
+
+    /* per op on the device curve: GEMM ops pay kernels' launches and GEMMs' fill;
+       element-wise ops (layer norm, GELU, add, loss) the launches only */
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_zoo_build("mmt:branches=1,layers=1,hidden=64,heads=4,seq=8,ffn=128", &err);
+    GPP_EXPECT(g && gpp_graph_finalize(g, &err) == 0);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "v100-16g", 1, 1, &err);
+    const gpp_device_t *d = &c.device;
+    gpp_cost_t *cost = gpp_cost_new(g, &c);
+    int seen[GPP_OP__COUNT] = {0};
+    for (int op = 0; op < g->n_ops; op++) {
+        const gpp_op_t *o = &g->ops[op];
+        int k = 0, gf = 0, gb = 0;
+        for (int i = 0; i < n; i++)
+            if (want[i].t == o->type)
+                k = want[i].kernels, gf = want[i].fwd_gemms, gb = want[i].bwd_gemms;
+        if (o->type == GPP_OP_INPUT)
+            continue;
+        seen[o->type] = 1;
+        double bytes = (double)o->io_bytes * 2 + (double)o->weight_io_bytes;
+        double f = o->fwd_flops * 2 / (d->peak_flops * d->eff_max) * 1e3 + gf * d->fill_ms;
+        double b = o->bwd_flops * 2 / (d->peak_flops * d->eff_max) * 1e3 + gb * d->fill_ms;
+        double fm = bytes / 3.0 / d->mem_bw_bytes_per_s * 1e3;
+        double bm = 2.0 * bytes / 3.0 / d->mem_bw_bytes_per_s * 1e3;
+        GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, op, 2), (f > fm ? f : fm) + k * d->launch_ms,
+                        1e-12);
+        GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(cost, op, 2), (b > bm ? b : bm) + 2 * k * d->launch_ms,
+                        1e-12);
+        if (!gf) /* under a launch plus the fill: no fill term */
+            GPP_EXPECT(gpp_cost_op_fwd_ms(cost, op, 2) < k * d->launch_ms + d->fill_ms);
+    }
+    GPP_EXPECT(seen[GPP_OP_LINEAR] && seen[GPP_OP_ATTENTION] && seen[GPP_OP_LAYERNORM] &&
+               seen[GPP_OP_GELU] && seen[GPP_OP_ADD]);
     gpp_cost_destroy(&cost);
     gpp_graph_destroy(&g);
 }
@@ -195,9 +266,9 @@ static void t_profile_graph(void)
     GPP_EXPECT_NEAR(
         sc.comm_ms,
         2.0 * 3 * l->alpha_ms + 2.0 * 2 * (4096 + 4096 + 2048) / l->bw_bytes_per_s * 1e3, 1e-12);
-    /* AdamW step: 28 bytes and 12 FLOPs per gradient element, one kernel per op */
+    /* AdamW step: 28 bytes and 12 FLOPs per gradient element, one element-wise kernel per op */
     GPP_EXPECT_NEAR(sc.step_ms,
-                    gpp_roofline_ms(&c.device, 12.0 * 2 * (4194304 / 4), 7.0 * 2 * 4194304, 2),
+                    gpp_roofline_ms(&c.device, 12.0 * 2 * (4194304 / 4), 7.0 * 2 * 4194304, 2, 0),
                     1e-12);
     GPP_EXPECT_NEAR(sc.tps_ms, (sc.fwd_ms + sc.bwd_ms + sc.comm_ms) / 2 + sc.step_ms / 8, 1e-12);
     gpp_cost_stage(cost, 2, ops, 2, 2, 8, &sc);
@@ -853,6 +924,7 @@ static void t_stage_mem(void)
 static const gpp_test_case_t cases[] = {
     {"presets", t_presets},
     {"roofline_monotone", t_roofline_monotone},
+    {"gemm_split", t_gemm_split},
     {"links_allreduce", t_links_allreduce},
     {"profile_graph", t_profile_graph},
     {"malformed", t_malformed},
