@@ -164,6 +164,18 @@ class Attn(nn.Module):  # scaled dot-product self-attention written out, 2 heads
         v = s.v(x).view(B, S, s.H, s.D).transpose(1, 2)
         a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(s.D), dim=-1)
         return s.h(s.o((a @ v).transpose(1, 2).reshape(B, S, E)) + x)
+class MHA(nn.Module):  # two branches: nn.MultiheadAttention's own export, and a Linear
+    IN, OUT = (4, 8), (4, 3)
+    def __init__(s, E=8, H=2):
+        super().__init__()
+        torch.manual_seed(9)
+        s.mha = nn.MultiheadAttention(E, H, batch_first=True)
+        s.a, s.h = nn.Linear(E, 6), nn.Linear(E + 6, 3)
+        with torch.no_grad():  # biases off their zero start, so that their mapping counts
+            s.mha.in_proj_bias.uniform_(-0.5, 0.5); s.mha.out_proj.bias.uniform_(-0.5, 0.5)
+    def forward(s, x):
+        att = s.mha(x, x, x, need_weights=False)[0]
+        return s.h(torch.cat([att + x, torch.relu(s.a(x))], -1))
 if __name__ == "__main__":
     r, B, T, M = np.random.default_rng(3), 16, 20, globals()[sys.argv[1]]
     x = r.standard_normal((B * T,) + M.IN).astype(np.float32)
@@ -178,7 +190,7 @@ if __name__ == "__main__":
         print(f"{loss.item():.9g}")
 PYEOF
 mkdir -p "$TMP/ds"
-for spec in "Split 12 207 10" "Views 6 115 10" "Attn 5 315 4x8"; do
+for spec in "Split 12 207 10" "Views 6 115 10" "Attn 5 315 4x8" "MHA 8 387 4x8"; do
     set -- $spec
     expect_ok "gpp-export writes the $1 model" $PY "$SRC/scripts/gpp-export" \
         "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=$4
