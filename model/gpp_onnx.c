@@ -876,8 +876,14 @@ static int s_reducesum(imp_t *im, int i)
 static int s_alias(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
-    const val_t *x = s_in(im, i, 0, V_OP);
-    if (!x)
+    const val_t *x = s_in(im, i, 0, -1);
+    if (x && x->kind == V_CONST) { /* torch copies a weight it reads twice (cross-attention) */
+        val_t *v = s_define(im, i, n->output[0], V_CONST);
+        if (v)
+            v->t = x->t;
+        return v ? 0 : -1;
+    }
+    if (!x || !(x = s_in(im, i, 0, V_OP)))
         return -1;
     return s_out_op(im, i, n->output[0], x->op, x->rank);
 }
@@ -1774,7 +1780,7 @@ static int s_mha_target(mha_t *m, int r, const int64_t *in, int nin, int64_t *t)
             return -1;
         t[infer] = all / known;
     }
-    return nt;
+    return nt; /* a count that differs from the input's fails the caller's comparison */
 }
 
 /* The packed pattern's slices and reshapes for an input [N, S, E], at two
@@ -1820,9 +1826,8 @@ static int s_mha_check(imp_t *im, struct att *a, int64_t S, int64_t E)
             if (k == 4)
                 in[0] = S * m.N, in[1] = E, want[1] = m.N, want[2] = E;
             int nt = s_mha_target(&m, r, in, nin, t);
-            if (k == 0 && !H && nt == 3 && t[1] % m.N == 0 && t[1] / m.N > 0 &&
-                E % (t[1] / m.N) == 0) {
-                H = t[1] / m.N, want[1] = m.N * H, want[2] = E / H;
+            if (k == 0 && !H && nt == 3 && E % t[2] == 0) { /* the head size D says H */
+                H = E / t[2], want[1] = m.N * H, want[2] = t[2];
             }
             if (nt != wn || memcmp(t, want, (size_t)wn * sizeof *t) || !H)
                 return s_fail(im, r,
@@ -1955,7 +1960,8 @@ static const char *s_hint(const char *op)
         {"Softmax", "for a classifier drop the final Softmax and train with loss=ce (it applies "
                     "log-softmax); gpp's softmax exists only inside its attention op, which gpp "
                     "maps from MatMul(Q, K^T) / sqrt(d) -> Softmax -> MatMul(V) with the heads' "
-                    "Reshape/Transpose around it"},
+                    "Reshape/Transpose around it, and from nn.MultiheadAttention(batch_first="
+                    "True) self-attention (q = k = v, no mask, eval mode)"},
         {"LogSoftmax", "drop it and train with loss=ce"},
         {"Split", "gpp splits the features (the last axis) only"},
         {"Dropout", "gpp has no dropout: export in eval mode (model.eval()), which leaves it out"},
@@ -1975,6 +1981,23 @@ static const char *s_hint(const char *op)
         if (!strcmp(op, h[i].op))
             return h[i].hint;
     return "express it with those";
+}
+
+/* A Softmax in no attention pattern: why, where an attention's variant
+ * gpp lacks shows around it. */
+static int s_softmax(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    int p = n->n_input ? s_producer(im, n->input[0]) : -1, k,
+        r = s_mha_reader(im, n->output[0], &k);
+    const char *why = "";
+    if (s_is(im, p, "Add") || s_is(im, p, "Where") || s_is(im, p, "Sub"))
+        why = " after an attention mask (the scores pass through Add/Where first: attn_mask, "
+              "key_padding_mask or is_causal); gpp's attention has no mask";
+    else if (s_is(im, r, "Dropout"))
+        why = " before Dropout (a model exported in training mode): export with model.eval(), "
+              "gpp's attention has no dropout";
+    return s_fail(im, i, "unsupported op Softmax%s; %s", why, s_hint("Softmax"));
 }
 
 static int s_node(imp_t *im, int i)
@@ -2155,6 +2178,9 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
             const char *out = im->att[n].out;
             im->att_at[s_producer(im, out)] = (int)++n;
         }
+    for (size_t i = 0; i < gr->n_node; i++) /* said here: the walk would stop at a Transpose */
+        if (s_is(im, (int)i, "Softmax") && !im->done[i])
+            return s_softmax(im, (int)i);
     for (size_t i = 0; i < gr->n_node; i++)
         if (!im->done[i] && s_node(im, (int)i) < 0)
             return -1;
