@@ -55,6 +55,8 @@ typedef struct {
     int n_vals, cap_vals;
     int *hash; /* open addressing: value index + 1, 0 = empty */
     size_t hmask;
+    int *phash; /* the node defining each value name: node index + 1 (pmask + 1 slots) */
+    size_t pmask;
     float **w; /* per op x SLOTS */
     int w_ops;
     unsigned char *done; /* per node: consumed by a pattern */
@@ -1226,13 +1228,20 @@ struct att {
     int64_t heads;      /* set by s_mha_check */
 };
 
+/* The first node that outputs `name`, or -1 (the patterns walk back
+ * through producers many times: indexed by s_import). */
 static int s_producer(const imp_t *im, const char *name)
 {
-    for (size_t i = 0; i < im->gr->n_node; i++)
+    if (!im->phash) /* before s_import indexed the nodes */
+        return -1;
+    for (size_t h = s_fnv(name) & im->pmask;; h = (h + 1) & im->pmask) {
+        int i = im->phash[h] - 1;
+        if (i < 0)
+            return -1;
         for (size_t k = 0; k < im->gr->node[i]->n_output; k++)
             if (!strcmp(im->gr->node[i]->output[k], name))
-                return (int)i;
-    return -1;
+                return i;
+    }
 }
 
 static int s_is(const imp_t *im, int node, const char *op)
@@ -1641,25 +1650,24 @@ static int s_mha_match(imp_t *im, int sm, struct att *a)
         if (s_mha_collect(&m, a, im->gr->node[rs[k]]->input[1], 0) < 0)
             return 0;
     /* closed: every value the pattern defines is read inside it only */
-    for (int k = 0; k < m.nn; k++) {
+    unsigned char *in = gpp_xcalloc(im->gr->n_node + 1, 1);
+    int open = 0;
+    for (int k = 0; k < m.nn; k++)
+        in[m.nodes[k]] = 1;
+    for (int k = 0; k < m.nn && !open; k++) {
         const node_t *d = im->gr->node[m.nodes[k]];
-        for (size_t j = 0; j < d->n_output; j++) {
-            if (m.nodes[k] == y)
-                continue;
-            for (size_t i = 0; i < im->gr->n_node; i++)
-                for (size_t q = 0; q < im->gr->node[i]->n_input; q++)
-                    if (!strcmp(im->gr->node[i]->input[q], d->output[j])) {
-                        int in = 0;
-                        for (int z = 0; z < m.nn && !in; z++)
-                            in = m.nodes[z] == (int)i;
-                        if (!in)
-                            return 0;
-                    }
-            for (size_t i = 0; i < im->gr->n_output; i++)
-                if (!strcmp(im->gr->output[i]->name ? im->gr->output[i]->name : "", d->output[j]))
-                    return 0;
+        for (size_t j = 0; j < d->n_output && m.nodes[k] != y && !open; j++) {
+            for (size_t i = 0; i < im->gr->n_node && !open; i++)
+                for (size_t q = 0; q < im->gr->node[i]->n_input && !in[i] && !open; q++)
+                    open = !strcmp(im->gr->node[i]->input[q], d->output[j]);
+            for (size_t i = 0; i < im->gr->n_output && !open; i++)
+                open =
+                    !strcmp(im->gr->output[i]->name ? im->gr->output[i]->name : "", d->output[j]);
         }
     }
+    free(in);
+    if (open)
+        return 0;
     for (int k = 0; k < m.nn; k++)
         im->done[m.nodes[k]] = 1;
     im->done[y] = 0;
@@ -2170,6 +2178,20 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
             return -1;
     if (!im->g->n_ops)
         return s_fail(im, -1, "the graph has no inputs besides its initializers");
+    size_t ps = 16, no = 0;
+    for (size_t i = 0; i < gr->n_node; i++)
+        no += gr->node[i]->n_output;
+    while (ps < 2 * no)
+        ps *= 2;
+    im->phash = gpp_xcalloc(ps, sizeof *im->phash);
+    im->pmask = ps - 1;
+    for (size_t i = 0; i < gr->n_node; i++) /* the first producer comes first in its chain */
+        for (size_t k = 0; k < gr->node[i]->n_output; k++) {
+            size_t h = s_fnv(gr->node[i]->output[k]) & im->pmask;
+            while (im->phash[h] && im->phash[h] != (int)i + 1)
+                h = (h + 1) & im->pmask;
+            im->phash[h] = (int)i + 1;
+        }
     im->att = gpp_xcalloc(gr->n_node + 1, sizeof *im->att);
     im->att_at = gpp_xcalloc(gr->n_node + 1, sizeof *im->att_at);
     for (size_t i = 0, n = 0; i < gr->n_node; i++)
@@ -2240,6 +2262,7 @@ gpp_graph_t *gpp_onnx_parse(const uint8_t *buf, size_t len, const char *origin,
     free(im.hash);
     free(im.done);
     free(im.att);
+    free(im.phash);
     free(im.att_at);
     gpponnx__model__free_unpacked(m, NULL);
     if (rc < 0)
