@@ -15,7 +15,8 @@
 # written out (Q, K, V projections, heads by view/transpose, softmax, output
 # projection: one gpp attention op), and a fourth has two branches, an
 # nn.MultiheadAttention (torch's own packed export; biases off zero) with a
-# residual beside a Linear + ReLU; their 20 losses must agree within the
+# residual beside a Linear + ReLU, and nn.TransformerEncoderLayer post- and
+# pre-norm (dropout 0: gpp has none); their 20 losses must agree within the
 # same 1e-4. The nn.MultiheadAttention model then runs 5 steps on 4 CPU
 # agents through the GPP plan, with the losses of one gpp-train process.
 # Needs Debian's python3-torch (1.13, about 590 MB installed, 164 packages):
@@ -179,6 +180,17 @@ class MHA(nn.Module):  # two branches: nn.MultiheadAttention's own export, and a
     def forward(s, x):
         att = s.mha(x, x, x, need_weights=False)[0]
         return s.h(torch.cat([att + x, torch.relu(s.a(x))], -1))
+class TEL(nn.Module):  # nn.TransformerEncoderLayer, post-norm (attention, LayerNorm, FFN)
+    IN, OUT, PRE = (4, 8), (4, 8), False
+    def __init__(s):
+        super().__init__()
+        torch.manual_seed(10)
+        s.l = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                         batch_first=True, norm_first=s.PRE)
+    def forward(s, x):
+        return s.l(x)
+class TELpre(TEL):  # the same, pre-norm
+    PRE = True
 if __name__ == "__main__":
     r, B, T, M = np.random.default_rng(3), 16, 20, globals()[sys.argv[1]]
     x = r.standard_normal((B * T,) + M.IN).astype(np.float32)
@@ -193,7 +205,8 @@ if __name__ == "__main__":
         print(f"{loss.item():.9g}")
 PYEOF
 mkdir -p "$TMP/ds"
-for spec in "Split 12 207 10" "Views 6 115 10" "Attn 5 315 4x8" "MHA 8 387 4x8"; do
+for spec in "Split 12 207 10" "Views 6 115 10" "Attn 5 315 4x8" "TEL 10 600 4x8" \
+    "TELpre 10 600 4x8" "MHA 8 387 4x8"; do  # MHA last: the cluster job below reads its data
     set -- $spec
     expect_ok "gpp-export writes the $1 model" $PY "$SRC/scripts/gpp-export" \
         "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=$4
