@@ -68,7 +68,8 @@ typedef struct {
 static const char SUPPORTED[] =
     "gpp maps Gemm, MatMul(+Add bias), Relu, Gelu (and its Erf form), LayerNormalization, "
     "Concat, Split and Slice (last axis), Add, Gather+ReduceSum (embedding bag), self-attention "
-    "(MatMul, Softmax, MatMul with the heads' Reshape/Transpose), Reshape/Unsqueeze/Squeeze/"
+    "(MatMul, Softmax, MatMul with the heads' Reshape/Transpose; nn.MultiheadAttention's "
+    "packed export), Reshape/Unsqueeze/Squeeze/"
     "Flatten that add or drop a dimension of 1, Shape arithmetic, Identity, Constant";
 
 /* ---- errors ---- */
