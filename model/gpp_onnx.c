@@ -1120,7 +1120,7 @@ static int s_reshape_target(imp_t *im, int i, const int64_t *d, int xr, int64_t 
                           n->output[0], k);
         if (t[k] == -1 && infer < 0)
             infer = k;
-        else if (t[k] < 1 && t[k] != BATCH)
+        else if ((t[k] < 1 && t[k] != BATCH) || (k && known > DIM_MAX / t[k]))
             return s_fail(im, i, "shape element %d is %lld", k, (long long)t[k]);
         else if (k)
             known *= t[k];
@@ -1299,7 +1299,7 @@ static int s_att_heads(imp_t *im, const char *name, const int64_t perm[4], struc
     int p;
     while (*nn < 56 && s_single(im, name) && s_is(im, p = s_producer(im, name), "Transpose")) {
         const attr_t *pa = s_attr(im->gr->node[p], "perm");
-        if (!pa || pa->n_ints != 4)
+        if (!pa || pa->n_ints != 4 || im->gr->node[p]->n_input < 1)
             return -1;
         for (int j = 0; j < 4; j++) {
             if (c[j] < 0 || c[j] > 3 || pa->ints[c[j]] < 0 || pa->ints[c[j]] > 3)
@@ -1474,8 +1474,8 @@ static int s_mha_next(const imp_t *im, const char *name, const char *op)
 static int s_mha_perm(const imp_t *im, int node, const int64_t *perm)
 {
     const attr_t *pa = s_is(im, node, "Transpose") ? s_attr(im->gr->node[node], "perm") : NULL;
-    return pa && pa->n_ints == 3 && pa->ints[0] == perm[0] && pa->ints[1] == perm[1] &&
-           pa->ints[2] == perm[2];
+    return pa && im->gr->node[node]->n_input == 1 && pa->n_ints == 3 && pa->ints[0] == perm[0] &&
+           pa->ints[1] == perm[1] && pa->ints[2] == perm[2];
 }
 
 /* `name` = Transpose(Reshape(Slice(p)), perm): the Slice (added with the
@@ -1561,7 +1561,7 @@ static int s_mha_match(imp_t *im, int sm, struct att *a)
         return 0;
     a->scale_t = s_const_t(im, im->gr->node[sc]->input[1]);
     a->mul = s_is(im, sc, "Mul");
-    if ((cm = s_mha_next(im, n->output[0], "MatMul")) < 0 ||
+    if ((cm = s_mha_next(im, n->output[0], "MatMul")) < 0 || im->gr->node[cm]->n_input != 2 ||
         (sl[0] = s_mha_heads(&m, qn, p102,
                              sc == s_producer(im, im->gr->node[mm]->input[0]) ? sc : mm, &r[0])) <
             0 ||
@@ -1599,7 +1599,8 @@ static int s_mha_match(imp_t *im, int sm, struct att *a)
     /* the context back to [N, S, E] through the output projection */
     if ((t = s_mha_next(im, im->gr->node[cm]->output[0], "Transpose")) < 0 ||
         !s_mha_perm(im, t, p102) ||
-        (r3 = s_mha_next(im, im->gr->node[t]->output[0], "Reshape")) < 0)
+        (r3 = s_mha_next(im, im->gr->node[t]->output[0], "Reshape")) < 0 ||
+        im->gr->node[r3]->n_input != 2)
         return 0;
     const char *cn = im->gr->node[r3]->output[0];
     if ((o = s_mha_next(im, cn, "Gemm")) >= 0) {
@@ -1613,12 +1614,12 @@ static int s_mha_match(imp_t *im, int sm, struct att *a)
                   s_attr_float(im, o, "beta", 1.0, &be) < 0 || ta || al != 1.0 || be != 1.0;
         im->err = keep;
         const node_t *g = im->gr->node[o];
-        if (bad || !(a->w[3] = s_const_t(im, g->input[1])) ||
+        if (bad || g->n_input < 2 || !(a->w[3] = s_const_t(im, g->input[1])) ||
             (g->n_input > 2 && g->input[2][0] && !(a->b[3] = s_const_t(im, g->input[2]))))
             return 0;
         a->outin = tb != 0;
     } else if ((o = s_mha_next(im, cn, "MatMul")) >= 0) {
-        if (!(a->w[3] = s_const_t(im, im->gr->node[o]->input[1])))
+        if (im->gr->node[o]->n_input != 2 || !(a->w[3] = s_const_t(im, im->gr->node[o]->input[1])))
             return 0;
         int k, ad = s_mha_reader(im, im->gr->node[o]->output[0], &k);
         ad = s_is(im, ad, "Add") ? ad : -1;
@@ -1632,6 +1633,7 @@ static int s_mha_match(imp_t *im, int sm, struct att *a)
         return 0;
     a->tn[a->ntn] = im->gr->node[o]->output[0], a->tk[a->ntn++] = MHA_C;
     if ((r4 = s_mha_next(im, im->gr->node[o]->output[0], "Reshape")) < 0 ||
+        im->gr->node[r4]->n_input != 2 ||
         (y = s_mha_next(im, im->gr->node[r4]->output[0], "Transpose")) < 0 ||
         !s_mha_perm(im, y, p102))
         return 0;
@@ -1713,7 +1715,10 @@ static int s_mha_ints(mha_t *m, const char *name, int64_t *out, int *scalar, int
             out[k - b0] = d[kind][k];
         return (int)(e0 > b0 ? e0 - b0 : 0);
     }
-    if ((na = s_mha_ints(m, nd->input[0], a, &sa, depth + 1)) < 0)
+    const attr_t *to = s_is(im, p, "Cast") ? s_attr(nd, "to") : NULL;
+    if ((na = s_mha_ints(m, nd->input[0], a, &sa, depth + 1)) < 0 ||
+        (to && to->i != GPPONNX__TENSOR__DATA_TYPE__INT64 &&
+         to->i != GPPONNX__TENSOR__DATA_TYPE__INT32)) /* integers stay integers */
         return -1;
     if (s_is(im, p, "Cast") || s_is(im, p, "Identity") || s_is(im, p, "Unsqueeze") ||
         s_is(im, p, "Squeeze")) { /* the latter two between a scalar and one element */
@@ -1807,7 +1812,7 @@ static int s_mha_check(imp_t *im, struct att *a, int64_t S, int64_t E)
         for (int k = 0; k < 3; k++) {
             const node_t *sl = im->gr->node[a->slice[k]];
             int sc, got[4];
-            v[2][0] = -1, v[3][0] = 1; /* axes, steps: default the last axis here, step 1 */
+            v[2][0] = 0, v[3][0] = 1; /* axes, steps absent: axis 0 (ONNX's), step 1 */
             for (int j = 0; j < 4; j++)
                 got[j] = (size_t)j + 1 < sl->n_input && sl->input[j + 1][0]
                              ? s_mha_ints(&m, sl->input[j + 1], v[j], &sc, 0)
@@ -1998,7 +2003,7 @@ static int s_softmax(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
     int p = n->n_input ? s_producer(im, n->input[0]) : -1, k,
-        r = s_mha_reader(im, n->output[0], &k);
+        r = n->n_output ? s_mha_reader(im, n->output[0], &k) : -1;
     const char *why = "";
     if (s_is(im, p, "Add") || s_is(im, p, "Where") || s_is(im, p, "Sub"))
         why = " after an attention mask (the scores pass through Add/Where first: attn_mask, "
