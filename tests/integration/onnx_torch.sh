@@ -13,8 +13,12 @@
 # x[:, 2:], imported as gpp slice ops), one reshapes (unsqueeze, view(size(0),
 # -1), squeeze, flatten), and a third is scaled dot-product self-attention
 # written out (Q, K, V projections, heads by view/transpose, softmax, output
-# projection: one gpp attention op); their 20 losses must agree within the
-# same 1e-4.
+# projection: one gpp attention op), and a fourth has two branches, an
+# nn.MultiheadAttention (torch's own packed export; biases off zero) with a
+# residual beside a Linear + ReLU, and nn.TransformerEncoderLayer post- and
+# pre-norm (dropout 0: gpp has none); their 20 losses must agree within the
+# same 1e-4. The nn.MultiheadAttention model then runs 5 steps on 4 CPU
+# agents through the GPP plan, with the losses of one gpp-train process.
 # Needs Debian's python3-torch (1.13, about 590 MB installed, 164 packages):
 # not in scripts/install-deps.sh's default set, so without it the test
 # exits 77 (skipped).
@@ -164,6 +168,29 @@ class Attn(nn.Module):  # scaled dot-product self-attention written out, 2 heads
         v = s.v(x).view(B, S, s.H, s.D).transpose(1, 2)
         a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(s.D), dim=-1)
         return s.h(s.o((a @ v).transpose(1, 2).reshape(B, S, E)) + x)
+class MHA(nn.Module):  # two branches: nn.MultiheadAttention's own export, and a Linear
+    IN, OUT = (4, 8), (4, 3)
+    def __init__(s, E=8, H=2):
+        super().__init__()
+        torch.manual_seed(9)
+        s.mha = nn.MultiheadAttention(E, H, batch_first=True)
+        s.a, s.h = nn.Linear(E, 6), nn.Linear(E + 6, 3)
+        with torch.no_grad():  # biases off their zero start, so that their mapping counts
+            s.mha.in_proj_bias.uniform_(-0.5, 0.5); s.mha.out_proj.bias.uniform_(-0.5, 0.5)
+    def forward(s, x):
+        att = s.mha(x, x, x, need_weights=False)[0]
+        return s.h(torch.cat([att + x, torch.relu(s.a(x))], -1))
+class TEL(nn.Module):  # nn.TransformerEncoderLayer, post-norm (attention, LayerNorm, FFN)
+    IN, OUT, PRE = (4, 8), (4, 8), False
+    def __init__(s):
+        super().__init__()
+        torch.manual_seed(10)
+        s.l = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                         batch_first=True, norm_first=s.PRE)
+    def forward(s, x):
+        return s.l(x)
+class TELpre(TEL):  # the same, pre-norm
+    PRE = True
 if __name__ == "__main__":
     r, B, T, M = np.random.default_rng(3), 16, 20, globals()[sys.argv[1]]
     x = r.standard_normal((B * T,) + M.IN).astype(np.float32)
@@ -178,7 +205,8 @@ if __name__ == "__main__":
         print(f"{loss.item():.9g}")
 PYEOF
 mkdir -p "$TMP/ds"
-for spec in "Split 12 207 10" "Views 6 115 10" "Attn 5 315 4x8"; do
+for spec in "Split 12 207 10" "Views 6 115 10" "Attn 5 315 4x8" "TEL 10 600 4x8" \
+    "TELpre 10 600 4x8" "MHA 8 387 4x8"; do  # MHA last: the cluster job below reads its data
     set -- $spec
     expect_ok "gpp-export writes the $1 model" $PY "$SRC/scripts/gpp-export" \
         "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=$4
@@ -194,6 +222,29 @@ for spec in "Split 12 207 10" "Views 6 115 10" "Attn 5 315 4x8"; do
         ok "$1: $2 ops, $3 parameters" || fail "unexpected $1 model" "$(grep -m1 'ops,' "$TMP/out")"
     s_same_losses "$TMP/$1.losses"
 done
+# the nn.MultiheadAttention model (its data still in $TMP/ds) on 4 CPU agents
+# through the GPP plan: the losses of one gpp-train process (which shuffles
+# the same way; the cluster has no --no-shuffle) within 1e-4
+COORD=$BUILD/coordinator/gpp-coordinator
+MODEL=$TMP/MHA.onnx
+cpu_job_conf "$TMP/c.toml" 4 5 "$TMP/ck" "data = \"$TMP/ds\"
+micro_batch = 4
+optimizer = \"sgd\"
+lr = 0.05
+momentum = 0.9" >/dev/null
+timeout 120 "$COORD" --plan gpp "$TMP/c.toml" >"$TMP/c.out" 2>"$TMP/c.err"; rc=$?
+grep -q "4 stages, .* 4 of 4 devices" "$TMP/c.out" && [ $rc = 0 ] &&
+    ok "the MHA model: a 4-stage GPP job on 4 agents" ||
+    fail "cluster job: exit $rc" "$(grep -m3 -i error "$TMP/c.out" "$TMP/c.err")"
+"$TRAIN" --model "$MODEL" --data "$TMP/ds" --iterations 5 --batch 16 --micro-batch 4 \
+    --optimizer sgd --lr 0.05 --momentum 0.9 --threads 1 >"$TMP/one.log" 2>&1
+grep -o '^iter [0-9]*/5  loss [0-9.]*' "$TMP/c.out" | awk '{print $4}' >"$TMP/cl.losses"
+grep -o 'iter=[0-9]* loss=[0-9.]*' "$TMP/one.log" | cut -d= -f3 >"$TMP/one.losses"
+worst=$(paste "$TMP/cl.losses" "$TMP/one.losses" | awk '{ d = ($1 - $2) / $2; if (d < 0) d = -d;
+    if (d > w) w = d; n++ } END { if (n != 5) print "count " n; else printf "%.3g\n", w }')
+awk -v w="$worst" 'BEGIN { exit !(w + 0 == w && w <= 1e-4) }' &&
+    ok "its 5 losses are gpp-train's (worst relative difference $worst)" ||
+    fail "cluster losses differ: $worst" "$(paste "$TMP/cl.losses" "$TMP/one.losses")"
 expect_fail "gpp-export: a missing factory" "has no 'Nope'" $PY "$SRC/scripts/gpp-export" \
     "$TMP/net.py:Nope" "$TMP/n.onnx" x=8
 gpp_test_end

@@ -247,15 +247,20 @@ static void t_reshape(void)
 
 #define ATTENTION "tests/data/onnx/attention.onnx"
 
-/* attention.onnx with initializer `name`'s raw bytes replaced by v[n]
- * (same size), parsed; NULL + message in err. */
-static gpp_graph_t *s_attention_with(const char *name, const void *v, size_t n, gpp_err_t *err)
+/* Fixture `path` with the raw bytes of initializer `name` (or of Constant
+ * node `name`'s value) replaced by v[n] (same size), parsed; NULL + message
+ * in err. */
+static gpp_graph_t *s_edited(const char *path, const char *name, const void *v, size_t n,
+                             gpp_err_t *err)
 {
     size_t len = 0;
-    uint8_t *buf = s_slurp(ATTENTION, &len);
+    uint8_t *buf = s_slurp(path, &len);
     Gpponnx__Model *m = buf ? gpponnx__model__unpack(NULL, len, buf) : NULL;
     gpp_graph_t *g = NULL;
     Gpponnx__Tensor *t = m ? (Gpponnx__Tensor *)s_init(m, name) : NULL;
+    for (size_t i = 0; m && !t && i < m->graph->n_node; i++)
+        if (!strcmp(m->graph->node[i]->name, name) && m->graph->node[i]->n_attribute == 1)
+            t = m->graph->node[i]->attribute[0]->t;
     GPP_EXPECT_MSG(t && t->has_raw_data && t->raw_data.len == n, "initializer %s", name);
     if (t && t->raw_data.len == n) {
         memcpy(t->raw_data.data, v, n);
@@ -314,7 +319,7 @@ static void t_attention(void)
 
     /* a scale other than 1/sqrt(head size); heads that do not tile the features */
     float scale = 0.4f;
-    g = s_attention_with("scale", &scale, 4, &err);
+    g = s_edited(ATTENTION, "scale", &scale, 4, &err);
     GPP_EXPECT_MSG(!g &&
                        strstr(err.msg, "a.onnx: node 14 '/Softmax' (Softmax): attention scale: "
                                        "the scores are divided by 2.5") &&
@@ -322,10 +327,111 @@ static void t_attention(void)
                    "'%s'", err.msg);
     gpp_graph_destroy(&g);
     int64_t heads[4] = {0, 0, 4, 4};
-    g = s_attention_with("heads", heads, sizeof heads, &err);
+    g = s_edited(ATTENTION, "heads", heads, sizeof heads, &err);
     GPP_EXPECT_MSG(!g && strstr(err.msg, "attention heads: reshape to [N, 4, 4, 4]") &&
                        strstr(err.msg, "(Reshape)"),
                    "'%s'", err.msg);
+    gpp_graph_destroy(&g);
+}
+
+#define MHA "tests/data/onnx/mha.onnx"
+
+/* The initializer of dims [r, c]. */
+static const Gpponnx__Tensor *s_init_dims(const Gpponnx__Model *m, int64_t r, int64_t c)
+{
+    for (size_t i = 0; i < m->graph->n_initializer; i++) {
+        const Gpponnx__Tensor *t = m->graph->initializer[i];
+        if (t->n_dims == 2 && t->dims[0] == r && t->dims[1] == c)
+            return t;
+    }
+    return NULL;
+}
+
+/* mha.onnx, mha_nobias.onnx (torch's export of nn.MultiheadAttention, made
+ * by make_mha.py): one gpp attention op whose w_qkv rows are the packed
+ * in-projection W_in (stored as W_in^T [8, 24]), b_qkv b_in, w_o, b_o
+ * out_proj's (Gemm: [out, in] as gpp holds it; MatMul: W_o^T) */
+static void t_mha(void)
+{
+    static const char *file[2] = {MHA, "tests/data/onnx/mha_nobias.onnx"};
+    for (int f = 0; f < 2; f++) {
+        gpp_err_t err = {{0}};
+        gpp_graph_t *g = gpp_model_load(file[f], &err);
+        GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+        if (!g)
+            continue;
+        int at = f ? 1 : s_find_op(g, "mha");
+        GPP_EXPECT_MSG(g->n_ops == 3 && at == 1 && g->ops[at].type == GPP_OP_ATTENTION &&
+                           g->ops[at].heads == 2 && g->ops[at].rows == 4 && g->ops[at].cols == 8 &&
+                           g->ops[at].inputs[0] == 0,
+                       "%s: %d ops", file[f], g->n_ops);
+        size_t len = 0;
+        uint8_t *buf = s_slurp(file[f], &len);
+        Gpponnx__Model *m = buf ? gpponnx__model__unpack(NULL, len, buf) : NULL;
+        const Gpponnx__Tensor *w = m ? s_init_dims(m, 8, 24) : NULL,
+                              *b = m && !f ? s_init(m, "mha.in_proj_bias") : NULL,
+                              *wo =
+                                  m ? (f ? s_init_dims(m, 8, 8) : s_init(m, "mha.out_proj.weight"))
+                                    : NULL,
+                              *bo = m && !f ? s_init(m, "mha.out_proj.bias") : NULL;
+        GPP_EXPECT(w && wo && (f || (b && bo)) && at == 1);
+        if (w && wo && (f || (b && bo)) && at == 1) {
+            const float *wqkv = gpp_graph_init_weight(g, at, 0),
+                        *bqkv = gpp_graph_init_weight(g, at, 1),
+                        *gwo = gpp_graph_init_weight(g, at, 2),
+                        *gbo = gpp_graph_init_weight(g, at, 3);
+            int bad = 0;
+            for (int r = 0; r < 24; r++) {
+                for (int i = 0; i < 8; i++)
+                    bad += wqkv[r * 8 + i] != s_f(w, (size_t)(i * 24 + r));
+                bad += bqkv[r] != (b ? s_f(b, (size_t)r) : 0.0f);
+            }
+            for (int o = 0; o < 8; o++) {
+                for (int i = 0; i < 8; i++)
+                    bad += gwo[o * 8 + i] != s_f(wo, (size_t)(f ? i * 8 + o : o * 8 + i));
+                bad += gbo[o] != (bo ? s_f(bo, (size_t)o) : 0.0f);
+            }
+            GPP_EXPECT_MSG(bad == 0, "%s: %d attention weights differ from the initializers",
+                           file[f], bad);
+        }
+        if (m)
+            gpponnx__model__free_unpacked(m, NULL);
+        free(buf);
+        gpp_graph_destroy(&g);
+    }
+
+    /* a scale other than 1/sqrt(head size), a Q slice 16 wide, 4 heads in
+     * one reshape only */
+    static const struct {
+        const char *node;
+        int64_t v;
+        size_t n;
+        const char *want1, *want2;
+    } bad[] = {
+        {"/mha/Constant_14", 0, 4, "attention scale: the scores are divided by 2.5", "sqrt(4) = 2"},
+        {"/mha/Constant_8", 2, 8, "(Slice): nn.MultiheadAttention: the Q slice",
+         "must be 8 features of the last axis"},
+        {"/mha/Constant_11", 4, 8,
+         "(Reshape): nn.MultiheadAttention: reshape to [4, 20, 4] at "
+         "batch 5, expected [4, 10, 4]",
+         "heads dividing 8 features"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        gpp_err_t err = {{0}};
+        float scale = 2.5f;
+        gpp_graph_t *g =
+            s_edited(MHA, bad[k].node, k ? (const void *)&bad[k].v : &scale, bad[k].n, &err);
+        GPP_EXPECT_MSG(!g && strstr(err.msg, bad[k].want1) && strstr(err.msg, bad[k].want2) &&
+                           !strncmp(err.msg, "a.onnx: node ", 13),
+                       "%s: '%s'", bad[k].node, err.msg);
+        gpp_graph_destroy(&g);
+    }
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_model_load("tests/data/onnx/mha_mask.onnx", &err);
+    GPP_EXPECT_MSG(!g && strstr(err.msg, "'/mha/Softmax' (Softmax): unsupported op Softmax after "
+                                         "an attention mask") &&
+                       strstr(err.msg, "gpp's attention has no mask"),
+                   "mask: '%s'", err.msg);
     gpp_graph_destroy(&g);
 }
 
@@ -763,11 +869,16 @@ static void t_errors(void)
 
 int main(void)
 {
-    static const gpp_test_case_t cases[] = {
-        {"branches", t_branches},   {"residual", t_residual},
-        {"split", t_split},         {"split_equal", t_split_equal},
-        {"reshape", t_reshape},     {"value_info", t_value_info},
-        {"attention", t_attention}, {"spec", t_spec},
-        {"errors", t_errors},       {NULL, NULL}};
+    static const gpp_test_case_t cases[] = {{"branches", t_branches},
+                                            {"residual", t_residual},
+                                            {"split", t_split},
+                                            {"split_equal", t_split_equal},
+                                            {"reshape", t_reshape},
+                                            {"value_info", t_value_info},
+                                            {"attention", t_attention},
+                                            {"mha", t_mha},
+                                            {"spec", t_spec},
+                                            {"errors", t_errors},
+                                            {NULL, NULL}};
     return gpp_test_run(cases);
 }
