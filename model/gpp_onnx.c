@@ -38,8 +38,8 @@ enum { V_OP, V_CONST, V_GATHER, V_BAD, V_SHAPE };
 typedef struct {
     const char *name; /* points into the decoded message */
     int kind;
-    int op;           /* V_OP: the gpp op; V_GATHER: the indices input op */
-    int rank;         /* V_OP: 2 ([N, cols]) or 3 ([N, rows, cols]), the batch included */
+    int op;               /* V_OP: the gpp op; V_GATHER: the indices input op */
+    int rank;             /* V_OP: 2 ([N, cols]) or 3 ([N, rows, cols]), the batch included */
     const tensor_t *t;    /* V_CONST: the value; V_GATHER: the table */
     const char *producer; /* V_BAD: the node that made it */
     int64_t sv[SV_MAX];   /* V_SHAPE: the elements */
@@ -247,9 +247,9 @@ static int s_attr_float(imp_t *im, int node, const char *name, double def, doubl
 
 static const char *s_dtype(int t)
 {
-    static const char *n[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16",
-                              "INT32", "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE",
-                              "UINT32", "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+    static const char *n[] = {"UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
+                              "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
+                              "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
     return t >= 0 && t < (int)(sizeof n / sizeof n[0]) ? n[t] : "unknown";
 }
 
@@ -288,7 +288,7 @@ static int s_tensor_check(imp_t *im, int node, const tensor_t *t, int want_float
     if ((*numel = s_numel(im, node, t)) < 0)
         return -1;
     size_t esz = dt == GPPONNX__TENSOR__DATA_TYPE__INT64 ? 8 : 4;
-    size_t have = t->has_raw_data ? t->raw_data.len / esz
+    size_t have = t->has_raw_data                           ? t->raw_data.len / esz
                   : dt == GPPONNX__TENSOR__DATA_TYPE__FLOAT ? t->n_float_data
                   : dt == GPPONNX__TENSOR__DATA_TYPE__INT64 ? t->n_int64_data
                                                             : t->n_int32_data;
@@ -383,10 +383,10 @@ static void s_opname(imp_t *im, const char *base, int strip_weight, char out[GPP
             return;
         char sfx[16];
         int sl = snprintf(sfx, sizeof sfx, "~%d", k);
-        snprintf(out, GPP_NAME_LEN, "%.*s%s", (int)(GPP_NAME_LEN - 1 - sl < (int)strlen(b)
-                                                        ? GPP_NAME_LEN - 1 - sl
-                                                        : (int)strlen(b)),
-                 b, sfx);
+        snprintf(
+            out, GPP_NAME_LEN, "%.*s%s",
+            (int)(GPP_NAME_LEN - 1 - sl < (int)strlen(b) ? GPP_NAME_LEN - 1 - sl : (int)strlen(b)),
+            b, sfx);
     }
 }
 
@@ -396,7 +396,8 @@ static void s_weight(imp_t *im, int op, int k, float *w)
     if (op >= im->w_ops) {
         int n = op + 1 > 2 * im->w_ops ? op + 1 : 2 * im->w_ops;
         im->w = gpp_xrealloc(im->w, (size_t)n * SLOTS * sizeof *im->w);
-        memset(im->w + (size_t)im->w_ops * SLOTS, 0, (size_t)(n - im->w_ops) * SLOTS * sizeof *im->w);
+        memset(im->w + (size_t)im->w_ops * SLOTS, 0,
+               (size_t)(n - im->w_ops) * SLOTS * sizeof *im->w);
         im->w_ops = n;
     }
     free(im->w[(size_t)op * SLOTS + k]);
@@ -431,12 +432,13 @@ static int s_shape(imp_t *im, const val_t *x, int64_t *rows, int64_t *cols)
 static int s_linear(imp_t *im, int node, const val_t *x, const val_t *wv, int wt, const val_t *bias,
                     const char *out_name)
 {
-    int64_t r, c, rows, in;
+    int64_t r = 0, c = 0, rows, in; /* set by s_matrix */
     if (s_matrix(im, node, wv, &r, &c) < 0 || s_shape(im, x, &rows, &in) < 0)
         return -1;
     int64_t out = wt ? c : r, win = wt ? r : c;
     if (win != in)
-        return s_fail(im, node, "weight '%s' is [%lld, %lld]: %lld input features, but '%s' has %lld",
+        return s_fail(im, node,
+                      "weight '%s' is [%lld, %lld]: %lld input features, but '%s' has %lld",
                       wv->name, (long long)r, (long long)c, (long long)win, x->name, (long long)in);
     float *w = s_floats(im, node, wv->t, r * c), *b = NULL;
     if (!w)
@@ -458,10 +460,10 @@ static int s_linear(imp_t *im, int node, const val_t *x, const val_t *wv, int wt
      * transposed (then "onnx::MatMul_7"): the bias still says "fc.bias" */
     char name[GPP_NAME_LEN];
     size_t wl = strlen(wv->name), bl = bias ? strlen(bias->name) : 0;
-    const char *base = wl > 7 && !strcmp(wv->name + wl - 7, ".weight") ? wv->name
+    const char *base = wl > 7 && !strcmp(wv->name + wl - 7, ".weight")   ? wv->name
                        : bl > 5 && !strcmp(bias->name + bl - 5, ".bias") ? bias->name
                        : im->gr->node[node]->name                        ? im->gr->node[node]->name
-                                                                        : "linear";
+                                                                         : "linear";
     s_opname(im, base, base != im->gr->node[node]->name, name);
     int id = gpp_graph_linear(im->g, name, x->op, out, bias != NULL);
     s_weight(im, id, 0, w);
@@ -476,13 +478,15 @@ static int s_gemm(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
     int64_t ta, tb;
-    double alpha, beta;
+    double alpha = 1, beta = 1; /* set by s_attr_float */
     if (s_attr_int(im, i, "transA", 0, &ta) < 0 || s_attr_int(im, i, "transB", 0, &tb) < 0 ||
-        s_attr_float(im, i, "alpha", 1.0, &alpha) < 0 || s_attr_float(im, i, "beta", 1.0, &beta) < 0)
+        s_attr_float(im, i, "alpha", 1.0, &alpha) < 0 ||
+        s_attr_float(im, i, "beta", 1.0, &beta) < 0)
         return -1;
     if (ta || alpha != 1.0 || (n->n_input > 2 && n->input[2][0] && beta != 1.0))
-        return s_fail(im, i, "gpp maps Gemm with transA=0, alpha=1, beta=1 (a Linear layer); "
-                             "this node has transA=%lld alpha=%g beta=%g",
+        return s_fail(im, i,
+                      "gpp maps Gemm with transA=0, alpha=1, beta=1 (a Linear layer); "
+                      "this node has transA=%lld alpha=%g beta=%g",
                       (long long)ta, alpha, beta);
     const val_t *x = s_in(im, i, 0, V_OP), *w = x ? s_in(im, i, 1, V_CONST) : NULL, *b = NULL;
     if (!w)
@@ -536,7 +540,8 @@ static double s_scalar(imp_t *im, const char *name)
     if (!v || v->kind != V_CONST || v->t->data_type != GPPONNX__TENSOR__DATA_TYPE__FLOAT)
         return NAN;
     im->err = &e; /* a mismatch only means "not the pattern" */
-    float *f = s_tensor_check(im, -1, v->t, 1, &n) == 0 && n == 1 ? s_floats(im, -1, v->t, 1) : NULL;
+    float *f =
+        s_tensor_check(im, -1, v->t, 1, &n) == 0 && n == 1 ? s_floats(im, -1, v->t, 1) : NULL;
     im->err = keep;
     double r = f ? f[0] : NAN;
     free(f);
@@ -559,7 +564,9 @@ static const char *s_other(const node_t *n, const char *name)
 {
     if (n->n_input != 2)
         return NULL;
-    return !strcmp(n->input[0], name) ? n->input[1] : !strcmp(n->input[1], name) ? n->input[0] : NULL;
+    return !strcmp(n->input[0], name)   ? n->input[1]
+           : !strcmp(n->input[1], name) ? n->input[0]
+                                        : NULL;
 }
 
 /* GELU as torch exports it without a Gelu op:
@@ -573,14 +580,16 @@ static int s_gelu_erf(imp_t *im, int i)
     const char *x = d->input[0];
     int e = s_next(im, d->output[0], "Erf");
     int a = e < 0 ? -1 : s_next(im, im->gr->node[e]->output[0], "Add");
-    if (a < 0 || fabs(s_scalar(im, s_other(im->gr->node[a], im->gr->node[e]->output[0])) - 1.0) > 1e-6)
+    if (a < 0 ||
+        fabs(s_scalar(im, s_other(im->gr->node[a], im->gr->node[e]->output[0])) - 1.0) > 1e-6)
         return 0;
     int m1 = s_next(im, im->gr->node[a]->output[0], "Mul");
     if (m1 < 0 || !s_other(im->gr->node[m1], im->gr->node[a]->output[0]) ||
         strcmp(s_other(im->gr->node[m1], im->gr->node[a]->output[0]), x))
         return 0;
     int m2 = s_next(im, im->gr->node[m1]->output[0], "Mul");
-    if (m2 < 0 || fabs(s_scalar(im, s_other(im->gr->node[m2], im->gr->node[m1]->output[0])) - 0.5) > 1e-6)
+    if (m2 < 0 ||
+        fabs(s_scalar(im, s_other(im->gr->node[m2], im->gr->node[m1]->output[0])) - 0.5) > 1e-6)
         return 0;
     im->done[e] = im->done[a] = im->done[m1] = im->done[m2] = 1;
     return s_unary(im, i, GPP_OP_GELU, x, im->gr->node[m2]->output[0]) < 0 ? -1 : 1;
@@ -590,19 +599,23 @@ static int s_layernorm(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
     int64_t axis, rows, cols;
-    double eps;
+    double eps = 0; /* set by s_attr_float */
     if (s_attr_int(im, i, "axis", -1, &axis) < 0 || s_attr_float(im, i, "epsilon", 1e-5, &eps) < 0)
         return -1;
     const val_t *x = s_in(im, i, 0, V_OP), *sc = x ? s_in(im, i, 1, V_CONST) : NULL, *b = NULL;
     if (!sc || s_shape(im, x, &rows, &cols) < 0)
         return -1;
     if (axis != -1 && axis != x->rank - 1)
-        return s_fail(im, i, "gpp normalises over the last axis only (axis -1); this node has "
-                             "axis %lld", (long long)axis);
+        return s_fail(im, i,
+                      "gpp normalises over the last axis only (axis -1); this node has "
+                      "axis %lld",
+                      (long long)axis);
     /* 1e-5: PyTorch's nn.LayerNorm default, gpp's fixed epsilon (gpp_ops.h) */
     if (fabs(eps - 1e-5) > 1e-8)
-        return s_fail(im, i, "epsilon %g: gpp's layernorm uses 1e-5 (PyTorch's default); use "
-                             "nn.LayerNorm(..., eps=1e-5)", eps);
+        return s_fail(im, i,
+                      "epsilon %g: gpp's layernorm uses 1e-5 (PyTorch's default); use "
+                      "nn.LayerNorm(..., eps=1e-5)",
+                      eps);
     if (n->n_input > 2 && n->input[2][0] && !(b = s_in(im, i, 2, V_CONST)))
         return -1;
     float *gw = s_floats(im, i, sc->t, cols), *bw = b ? s_floats(im, i, b->t, cols) : NULL;
@@ -644,8 +657,10 @@ static int s_concat(imp_t *im, int i)
     }
     if (axis != -1 && axis != rank - 1) {
         free(ins);
-        return s_fail(im, i, "gpp concatenates features (the last axis, %d or -1); this node "
-                             "has axis %lld", rank - 1, (long long)axis);
+        return s_fail(im, i,
+                      "gpp concatenates features (the last axis, %d or -1); this node "
+                      "has axis %lld",
+                      rank - 1, (long long)axis);
     }
     char name[GPP_NAME_LEN];
     s_opname(im, n->name ? n->name : "concat", 0, name);
@@ -661,8 +676,9 @@ static int s_add(imp_t *im, int i)
     if (!b)
         return -1;
     if (a->kind != V_OP || b->kind != V_OP)
-        return s_fail(im, i, "Add of a constant: gpp maps it only as the bias right after a "
-                             "MatMul (fold other constants into the weights)");
+        return s_fail(im, i,
+                      "Add of a constant: gpp maps it only as the bias right after a "
+                      "MatMul (fold other constants into the weights)");
     if (a->rank != b->rank)
         return s_fail(im, i, "Add of different ranks (gpp does not broadcast)");
     char name[GPP_NAME_LEN];
@@ -823,7 +839,7 @@ static int s_slice(imp_t *im, int i)
 static int s_gather(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
-    int64_t axis, r, c;
+    int64_t axis, r = 0, c = 0; /* r, c set by s_matrix */
     if (s_attr_int(im, i, "axis", 0, &axis) < 0)
         return -1;
     const val_t *t = s_in(im, i, 0, V_CONST);
@@ -832,8 +848,9 @@ static int s_gather(imp_t *im, int i)
     const val_t *ix = s_find(im, n->n_input > 1 ? n->input[1] : "");
     gpp_op_t *op = ix && ix->kind == V_OP ? &im->g->ops[ix->op] : NULL;
     if (!op || op->type != GPP_OP_INPUT || op->input_kind != GPP_INPUT_INDICES || axis != 0)
-        return s_fail(im, i, "gpp maps Gather only as an embedding lookup: axis 0 of a 2-d "
-                             "table, indices a 2-d integer graph input [batch, bag]");
+        return s_fail(im, i,
+                      "gpp maps Gather only as an embedding lookup: axis 0 of a 2-d "
+                      "table, indices a 2-d integer graph input [batch, bag]");
     if (!op->table_rows || r < op->table_rows)
         op->table_rows = r; /* indices must be valid for every table they index */
     val_t *v = s_define(im, i, n->output[0], V_GATHER);
@@ -864,8 +881,9 @@ static int s_reducesum(imp_t *im, int i)
         axis = na ? s_int_at(av->t, 0) : 0;
     }
     if (na != 1 || (axis != 1 && axis != -2))
-        return s_fail(im, i, "gpp maps ReduceSum only over axis 1 of a Gather (the bag): an "
-                             "embedding bag");
+        return s_fail(im, i,
+                      "gpp maps ReduceSum only over axis 1 of a Gather (the bag): an "
+                      "embedding bag");
     char name[GPP_NAME_LEN];
     s_opname(im, gv->t->name ? gv->t->name : "embedding", 1, name);
     float *w = s_floats(im, i, gv->t, r * c);
@@ -2024,9 +2042,12 @@ static int s_node(imp_t *im, int i)
     if (n->n_output < 1 || !n->output[0][0])
         return s_fail(im, i, "the node has no output");
     for (size_t k = 0; k < n->n_attribute; k++)
-        if ((n->attribute[k]->ref_attr_name && *n->attribute[k]->ref_attr_name) || n->attribute[k]->has_g)
-            return s_fail(im, i, "attribute '%s' is a sub-graph or a function reference; gpp "
-                                 "imports flat graphs", n->attribute[k]->name ? n->attribute[k]->name : "");
+        if ((n->attribute[k]->ref_attr_name && *n->attribute[k]->ref_attr_name) ||
+            n->attribute[k]->has_g)
+            return s_fail(im, i,
+                          "attribute '%s' is a sub-graph or a function reference; gpp "
+                          "imports flat graphs",
+                          n->attribute[k]->name ? n->attribute[k]->name : "");
     int rc;
     if (im->att_at[i])
         return s_attention(im, i, &im->att[im->att_at[i] - 1]);
@@ -2093,13 +2114,17 @@ static int s_input(imp_t *im, const Gpponnx__ValueInfo *vi)
     const char *nm = vi->name ? vi->name : "";
     const Gpponnx__TensorType *tt = vi->type ? vi->type->tensor_type : NULL;
     if (!tt || !tt->shape)
-        return s_fail(im, -1, "graph input '%s' has no tensor type with a shape; export with "
-                              "example inputs so the shape is recorded", nm);
+        return s_fail(im, -1,
+                      "graph input '%s' has no tensor type with a shape; export with "
+                      "example inputs so the shape is recorded",
+                      nm);
     int dt = tt->has_elem_type ? tt->elem_type : 0, rank = (int)tt->shape->n_dim;
     int idx = dt == GPPONNX__TENSOR__DATA_TYPE__INT64 || dt == GPPONNX__TENSOR__DATA_TYPE__INT32;
     if (dt != GPPONNX__TENSOR__DATA_TYPE__FLOAT && !idx)
-        return s_fail(im, -1, "graph input '%s' has element type %s; gpp reads float32 features "
-                              "or int32/int64 embedding indices", nm, s_dtype(dt));
+        return s_fail(im, -1,
+                      "graph input '%s' has element type %s; gpp reads float32 features "
+                      "or int32/int64 embedding indices",
+                      nm, s_dtype(dt));
     if (rank < 2 || rank > (idx ? 2 : 3))
         return s_fail(im, -1, "graph input '%s' has rank %d; gpp reads [batch, features]%s", nm,
                       rank, idx ? " indices" : " or [batch, rows, features]");
@@ -2111,8 +2136,8 @@ static int s_input(imp_t *im, const Gpponnx__ValueInfo *vi)
                           "dynamic shape: graph input '%s' dimension %d is %s%s%s; gpp plans "
                           "fixed sizes: only the batch (dimension 0) may be symbolic (leave it "
                           "out of torch.onnx.export's dynamic_axes)",
-                          nm, k, dm->dim_param ? "'" : "", dm->dim_param ? dm->dim_param : "unknown",
-                          dm->dim_param ? "'" : "");
+                          nm, k, dm->dim_param ? "'" : "",
+                          dm->dim_param ? dm->dim_param : "unknown", dm->dim_param ? "'" : "");
         d[k] = dm->dim_value;
     }
     char name[GPP_NAME_LEN];
@@ -2234,8 +2259,10 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
     for (int i = 0; i < im->g->n_ops; i++) {
         const gpp_op_t *op = &im->g->ops[i];
         if (op->type == GPP_OP_INPUT && op->input_kind == GPP_INPUT_INDICES && !op->table_rows)
-            return s_fail(im, -1, "integer graph input '%s' is not the index of a Gather; gpp "
-                                  "reads integers only as embedding indices", op->name);
+            return s_fail(im, -1,
+                          "integer graph input '%s' is not the index of a Gather; gpp "
+                          "reads integers only as embedding indices",
+                          op->name);
     }
     return 0;
 }
@@ -2245,8 +2272,10 @@ gpp_graph_t *gpp_onnx_parse(const uint8_t *buf, size_t len, const char *origin,
 {
     model_t *m = gpponnx__model__unpack(NULL, len, buf);
     if (!m) {
-        gpp_err_set(err, "%s: not a valid ONNX file: protobuf decoding failed (truncated or "
-                         "corrupt; re-export it)", origin);
+        gpp_err_set(err,
+                    "%s: not a valid ONNX file: protobuf decoding failed (truncated or "
+                    "corrupt; re-export it)",
+                    origin);
         return NULL;
     }
     const char *slash = strrchr(origin, '/');
@@ -2320,8 +2349,10 @@ int gpp_onnx_spec_loss(const char *spec, const char *loss, char *out, size_t cap
     if (strcmp(loss, "mse") && strcmp(loss, "ce"))
         return gpp_err_set(err, "--loss '%s': use mse or ce", loss);
     if (!gpp_onnx_is_spec(spec))
-        return gpp_err_set(err, "--loss %s: only an ONNX model (FILE.onnx) takes a loss; a zoo "
-                                "model or graph JSON has its own", loss);
+        return gpp_err_set(err,
+                           "--loss %s: only an ONNX model (FILE.onnx) takes a loss; a zoo "
+                           "model or graph JSON has its own",
+                           loss);
     if (strstr(spec, ":loss="))
         return gpp_err_set(err, "--loss %s: the model spec '%s' names a loss already", loss, spec);
     if (strlen(spec) + strlen(loss) + 7 >= cap)
@@ -2342,7 +2373,8 @@ gpp_graph_t *gpp_onnx_load_spec(const char *spec, gpp_err_t *err)
         gpp_err_set(err, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > GPP_ONNX_MAX_BYTES) {
+    if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode) ||
+        (size_t)st.st_size > GPP_ONNX_MAX_BYTES) {
         fclose(f);
         gpp_err_set(err, "%s: not a regular file of at most 2 GiB", path);
         return NULL;
