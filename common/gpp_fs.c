@@ -69,3 +69,32 @@ int gpp_mkdirs(const char *path, mode_t mode, gpp_err_t *err)
         }
     return s_mkdir(p, mode, err);
 }
+
+int gpp_append_open(const char *path, int truncate)
+{
+    return open(path,
+                O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | (truncate ? O_TRUNC : 0),
+                0600);
+}
+
+int gpp_append_whole(int fd, const char *buf, size_t len)
+{
+    struct stat st; /* O_APPEND: every write goes to the end, whatever the offset */
+    if (fstat(fd, &st) != 0)
+        return -1;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, buf + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            if (done > 0 && ftruncate(fd, st.st_size) != 0)
+                gpp_warn("cannot cut a partly written line off: %s", strerror(errno));
+            errno = e;
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    return 0;
+}

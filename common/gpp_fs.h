@@ -14,4 +14,14 @@
  * permission, a file in the way, a path longer than PATH_MAX). */
 int gpp_mkdirs(const char *path, mode_t mode, gpp_err_t *err);
 
+/* A line-oriented log (the metrics file): opened for appending, 0600,
+ * close-on-exec, never through a symbolic link; truncate empties it first.
+ * The descriptor, or -1 with errno set. */
+int gpp_append_open(const char *path, int truncate);
+/* Appends len bytes (whole lines) to fd (from gpp_append_open): all of
+ * them, or none: when the write fails part way (a full disk) what reached
+ * the file is cut off again, so the file never ends in half a line.
+ * Returns 0, or -1 with errno set to the write's error. */
+int gpp_append_whole(int fd, const char *buf, size_t len);
+
 #endif

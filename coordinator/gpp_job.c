@@ -3,12 +3,10 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1076,34 +1074,6 @@ static void s_print_plan(const gpp_job_t *self, FILE *out)
     fflush(out);
 }
 
-/* Appends one whole line to the metrics file at path (0600, O_APPEND): 0,
- * or -1 after logging why and cutting off a partly written line. */
-static int s_append_metrics_line(const char *path, const char *line)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        gpp_error("metrics file %s: cannot append the weights digest: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    size_t len = strlen(line);
-    ssize_t w = write(fd, line, len);
-    int e = errno;
-    if (w == (ssize_t)len && fsync(fd) == 0) {
-        close(fd);
-        return 0;
-    }
-    if (w > 0 && w != (ssize_t)len && ftruncate(fd, st.st_size) != 0)
-        gpp_warn("metrics file %s: cannot cut a partly written line: %s", path, strerror(errno));
-    gpp_error("metrics file %s: cannot append the weights digest: %s; the digest is the "
-              "\"weights sha256\" line above",
-              path, w < 0 || w == (ssize_t)len ? strerror(errno) : strerror(e ? e : ENOSPC));
-    close(fd);
-    return -1;
-}
-
 int gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress, FILE *out)
 {
     int rc = 0;
@@ -1144,8 +1114,15 @@ int gpp_job_print_summary(const gpp_job_t *self, const gpp_progress_t *progress,
         const char *path = self->cfg.metrics.file;
         char line[GPP_SHA256_HEX + 32];
         snprintf(line, sizeof line, "{\"weights_sha256\":\"%s\"}\n", hex);
-        if (path[0] && s_append_metrics_line(path, line) < 0)
+        int fd = path[0] ? gpp_append_open(path, 0) : -1;
+        if (path[0] && (fd < 0 || gpp_append_whole(fd, line, strlen(line)) < 0)) {
+            gpp_error("metrics file %s: cannot append the weights digest: %s; the digest is the "
+                      "\"weights sha256\" line above",
+                      path, strerror(errno));
             rc = -1;
+        }
+        if (fd >= 0)
+            close(fd);
     }
     fflush(out);
     return rc;

@@ -3,7 +3,6 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +39,7 @@ struct gpp_progress_s {
     double *iter_ms;        /* [iterations] */
     int done;               /* complete iterations (they complete in order) */
     FILE *text;
-    FILE *jsonl;
+    int jsonl; /* the metrics file (gpp_append_open), -1 none */
     char jsonl_path[4096];
 };
 
@@ -49,24 +48,6 @@ static void s_oom(void)
 {
     fprintf(stderr, "gpp: out of memory\n");
     abort();
-}
-
-/* Appends one whole line to the metrics file: 0, or -1 with the error
- * (ENOSPC, EIO, ...) after cutting off whatever part of it was written. */
-static int s_append_line(FILE *f, const char *line, size_t len, const char *path, gpp_err_t *err)
-{
-    struct stat st; /* O_APPEND: the line goes at the end, whatever the offset */
-    off_t before = fflush(f) == 0 && fstat(fileno(f), &st) == 0 ? st.st_size : -1;
-    if (before >= 0 && fwrite(line, 1, len, f) == len && fflush(f) == 0)
-        return 0;
-    int e = errno;
-    clearerr(f);
-    if (before >= 0 && ftruncate(fileno(f), before) != 0)
-        gpp_warn("metrics file '%s': cannot cut a partly written line: %s", path, strerror(errno));
-    return gpp_err_set(err,
-                       "metrics file '%s': cannot write iteration metrics: %s; free space there "
-                       "or set another [metrics] file, then gpp-coordinator --resume",
-                       path, strerror(e));
 }
 
 static int *s_dup(const int *a, int n)
@@ -125,6 +106,7 @@ gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, con
     assert(l->n_agents > 0 && l->n_stages > 0 && l->iterations > 0 && l->batch > 0);
     int n_agents = l->n_agents, iterations = l->iterations;
     gpp_progress_t *self = gpp_xcalloc(1, sizeof *self);
+    self->jsonl = -1;
     self->n_agents = n_agents;
     self->n_stages = l->n_stages;
     self->iterations = iterations;
@@ -164,19 +146,13 @@ gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, con
             gpp_progress_destroy(&self);
             return NULL;
         }
-        /* 0600, never through a link; appended (O_APPEND) by whole lines */
-        int fd = open(jsonl_path,
-                      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW |
-                          (self->start > 0 ? 0 : O_TRUNC),
-                      0600);
-        self->jsonl = fd >= 0 ? fdopen(fd, "a") : NULL;
-        if (fd >= 0 && !self->jsonl)
-            close(fd);
+        /* appended by whole lines (gpp_append_whole) */
+        self->jsonl = gpp_append_open(jsonl_path, self->start == 0);
         snprintf(self->jsonl_path, sizeof self->jsonl_path, "%s", jsonl_path);
-        if (!self->jsonl ||
-            (self->start > 0 &&
-             (fprintf(self->jsonl, "{\"resumed_at_iteration\":%d}\n", self->start) < 0 ||
-              fflush(self->jsonl) != 0))) {
+        char mark[64];
+        int ml = snprintf(mark, sizeof mark, "{\"resumed_at_iteration\":%d}\n", self->start);
+        if (self->jsonl < 0 ||
+            (self->start > 0 && gpp_append_whole(self->jsonl, mark, (size_t)ml) < 0)) {
             gpp_err_set(err, "metrics file '%s': %s", jsonl_path, strerror(errno));
             gpp_progress_destroy(&self);
             return NULL;
@@ -193,8 +169,8 @@ void gpp_progress_destroy(gpp_progress_t **self_p)
     if (self->cells)
         for (size_t i = 0; i < (size_t)self->iterations * (size_t)self->n_agents; i++)
             free(self->cells[i].action_ms);
-    if (self->jsonl)
-        fclose(self->jsonl);
+    if (self->jsonl >= 0)
+        close(self->jsonl);
     free(self->stage_of_rank);
     free(self->replica_of_rank);
     free(self->n_actions_of_rank);
@@ -256,7 +232,7 @@ static int s_emit(gpp_progress_t *self, int it, gpp_err_t *err)
                 has_loss ? loss : 0.0, sps, iter_ms, stages);
         fflush(self->text);
     }
-    if (self->jsonl) {
+    if (self->jsonl >= 0) {
         /* the line is made in memory and appended whole: a write that fails
            (a full disk) is cut back off, so the file holds whole lines only */
         char *line = NULL;
@@ -305,7 +281,11 @@ static int s_emit(gpp_progress_t *self, int it, gpp_err_t *err)
         fprintf(f, "]}\n");
         if (fclose(f) != 0)
             s_oom();
-        rc = s_append_line(self->jsonl, line, len, self->jsonl_path, err);
+        if (gpp_append_whole(self->jsonl, line, len) < 0)
+            rc = gpp_err_set(err,
+                             "metrics file '%s': cannot write iteration metrics: %s; free space "
+                             "there or set another [metrics] file, then gpp-coordinator --resume",
+                             self->jsonl_path, strerror(errno));
         free(line);
     }
     free(bub);

@@ -6,6 +6,7 @@
  * (nested, existing, a file in the way, a read-only parent). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,6 +279,34 @@ static int s_is_dir(const char *path, mode_t mode)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == mode;
 }
 
+/* gpp_append_open / gpp_append_whole: 0600, appended, never through a
+ * link, truncated on request; a write that fails (ENOSPC on /dev/full)
+ * reports the write's errno. */
+static void t_append_whole(void)
+{
+    char *dir = s_tmpdir(), p[512], q[512], got[64] = "";
+    snprintf(p, sizeof p, "%s/m.jsonl", dir);
+    int fd = gpp_append_open(p, 0);
+    GPP_EXPECT(fd >= 0 && gpp_append_whole(fd, "a\n", 2) == 0 && close(fd) == 0);
+    fd = gpp_append_open(p, 0);
+    GPP_EXPECT(fd >= 0 && gpp_append_whole(fd, "bc\n", 3) == 0 && close(fd) == 0);
+    FILE *f = fopen(p, "r");
+    GPP_EXPECT(f && fread(got, 1, sizeof got - 1, f) == 5 && fclose(f) == 0);
+    GPP_EXPECT_MSG(strcmp(got, "a\nbc\n") == 0, "%s", got);
+    struct stat st;
+    GPP_EXPECT(stat(p, &st) == 0 && (st.st_mode & 0777) == 0600);
+    fd = gpp_append_open(p, 1);
+    GPP_EXPECT(fd >= 0 && fstat(fd, &st) == 0 && st.st_size == 0 && close(fd) == 0);
+    snprintf(q, sizeof q, "%s/link", dir);
+    GPP_EXPECT(symlink(p, q) == 0);
+    GPP_EXPECT(gpp_append_open(q, 0) == -1 && errno == ELOOP);
+    fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        GPP_EXPECT(gpp_append_whole(fd, "x\n", 2) == -1 && errno == ENOSPC);
+        close(fd);
+    }
+}
+
 static void t_mkdirs(void)
 {
     char *dir = s_tmpdir(), p[512], q[512];
@@ -387,6 +416,7 @@ static const gpp_test_case_t cases[] = {
     {"atomic_file_temp_is_exclusive", t_atomic_file_temp_is_exclusive},
     {"atomic_file_commit_syncs_directory", t_atomic_file_commit_syncs_directory},
     {"mkdirs", t_mkdirs},
+    {"append_whole", t_append_whole},
     {"clock_offset_estimate", t_clock_offset_estimate},
     {NULL, NULL}};
 
