@@ -50,6 +50,13 @@ struct gpp_worker_s {
 
 /* ---- worker -> main ---- */
 
+/* The wire's Precision is gpp_precision_t + 1 (proto/gpp.proto: 0 is "not
+ * set", which gpp_msg validation refuses). */
+static gpp_precision_t s_precision(Gpp__Precision p)
+{
+    return (gpp_precision_t)(p - GPP__PRECISION__PRECISION_FP32);
+}
+
 static void s_post(gpp_worker_t *self, gpp_msg_t *m)
 {
     uint8_t *buf = NULL;
@@ -248,8 +255,7 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .threads = self->cfg.threads,
         .device_kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
         .device = cuda ? self->cfg.gpu : 0,
-        /* Precision is gpp_precision_t + 1 (proto/gpp.proto) */
-        .precision = (gpp_precision_t)(as->precision - GPP__PRECISION__PRECISION_FP32),
+        .precision = s_precision(as->precision),
         .rdv_endpoint = as->comm->rdv_endpoint,
         .rdv_token = as->comm->rdv_token,
         .prefix = as->comm->prefix,
@@ -289,9 +295,7 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
     gpp_backend_cfg_t bc = {.kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
                             .device = cuda ? self->cfg.gpu : 0,
                             .cpu_threads = self->cfg.threads,
-                            /* Precision is gpp_precision_t + 1 (proto/gpp.proto) */
-                            .precision =
-                                (gpp_precision_t)(rq->precision - GPP__PRECISION__PRECISION_FP32)};
+                            .precision = s_precision(rq->precision)};
     if (!(be = gpp_backend_new(&bc, err)))
         goto out;
     data = gpp_data_new(g, 1);

@@ -116,6 +116,19 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
 
 static void s_print_plan(const gpp_job_t *self, FILE *out);
 
+/* The job's backend and precision as Assignment and ProfileRequest carry
+ * them: gpp_config_precision_t 0.. -> Precision 1.. (0 is "not set"). */
+static Gpp__Backend s_wire_backend(const gpp_config_t *c)
+{
+    return c->job.backend == GPP_CONFIG_BACKEND_CUDA ? GPP__BACKEND__BACKEND_CUDA
+                                                     : GPP__BACKEND__BACKEND_CPU;
+}
+
+static Gpp__Precision s_wire_precision(const gpp_config_t *c)
+{
+    return (Gpp__Precision)(GPP__PRECISION__PRECISION_FP32 + (int)c->job.precision);
+}
+
 /* 1 when the coordinator stopped the job (cancel may be NULL: never). */
 static int s_cancelled(const atomic_int *cancel, gpp_err_t *err)
 {
@@ -756,11 +769,8 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
         self->preq.iterations = 3;
         /* measured where the job trains: a cuda job's agent 0 times the ops
          * on its GPU (CUDA events) at the job's precision */
-        self->preq.backend = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA
-                                 ? GPP__BACKEND__BACKEND_CUDA
-                                 : GPP__BACKEND__BACKEND_CPU;
-        self->preq.precision =
-            (Gpp__Precision)(GPP__PRECISION__PRECISION_FP32 + (int)cfg->job.precision);
+        self->preq.backend = s_wire_backend(cfg);
+        self->preq.precision = s_wire_precision(cfg);
         if (self->out)
             fprintf(self->out,
                     "plan: auto, after the agents profile %s at micro-batch 1, 2, 4 .. up to "
@@ -962,10 +972,8 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->data = self->cfg.job.data;
     a->checkpoint_interval = c->job.checkpoint_interval;
     a->start_iteration = self->start;
-    a->backend = c->job.backend == GPP_CONFIG_BACKEND_CUDA ? GPP__BACKEND__BACKEND_CUDA
-                                                           : GPP__BACKEND__BACKEND_CPU;
-    /* gpp_config_precision_t 0.. -> Precision 1.. (0 is "not set" on the wire) */
-    a->precision = (Gpp__Precision)(GPP__PRECISION__PRECISION_FP32 + (int)c->job.precision);
+    a->backend = s_wire_backend(c);
+    a->precision = s_wire_precision(c);
     a->trace = self->trace_iteration >= 0;
     a->trace_iteration = a->trace ? self->trace_iteration - self->start : 0;
     return a;
