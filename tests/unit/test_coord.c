@@ -18,6 +18,7 @@
 #include "common/gpp_fault.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
+#include "tests/gpp_coord_fixture.h"
 #include "coordinator/gpp_job.h"
 #include "coordinator/gpp_progress.h"
 #include "coordinator/gpp_registry.h"
@@ -237,68 +238,22 @@ static void t_progress_resumed(void)
     unlink(path);
 }
 
-/* ---- a coordinator in a thread ---- */
+/* ---- a coordinator in a thread (tests/gpp_coord_fixture.h) ---- */
 
-typedef struct {
-    gpp_coord_cfg_t cfg;
-    const char *hosts[4];
-    int slots[4];
-    sem_t up;
-    int port;
-    int rc;
-    char reason[GPP_ERR_LEN];
-    uint64_t dropped;
-    int barriers_timed;
-    pthread_t th;
-} s_coord_run_t;
-
-static void *s_coord_thread(void *arg)
-{
-    s_coord_run_t *r = arg;
-    gpp_err_t err = {{0}};
-    gpp_coord_t *c = gpp_coord_new(&r->cfg, &err);
-    if (!c) {
-        fprintf(stderr, "gpp_coord_new: %s\n", err.msg);
-        r->port = -1;
-        sem_post(&r->up);
-        return NULL;
-    }
-    r->port = gpp_coord_port(c);
-    sem_post(&r->up);
-    r->rc = gpp_coord_run(c);
-    snprintf(r->reason, sizeof r->reason, "%s", gpp_coord_reason(c));
-    r->dropped = gpp_coord_dropped(c);
-    const double *ms;
-    r->barriers_timed = gpp_coord_barrier_times(c, &ms);
-    gpp_coord_destroy(&c);
-    return NULL;
-}
+typedef gpp_fixture_coord_t s_coord_run_t;
 
 /* A job of n agents on host "h", slots 0..n-1: control-only when plan_fn
  * is NULL. */
 static int s_coord_start_job(s_coord_run_t *r, int n, int barriers, int timeout_ms, int start_ms,
                              gpp_coord_plan_fn *plan_fn, void *plan_arg)
 {
-    memset(r, 0, sizeof *r);
-    for (int i = 0; i < n; i++) {
-        r->hosts[i] = "h";
-        r->slots[i] = i;
-    }
-    r->cfg.endpoint = "tcp://127.0.0.1:*";
-    r->cfg.n_agents = n;
-    r->cfg.hosts = r->hosts;
-    r->cfg.slots = r->slots;
-    r->cfg.heartbeat_ms = 50;
+    gpp_fixture_coord_init(r, n);
     r->cfg.timeout_ms = timeout_ms;
     r->cfg.start_timeout_ms = start_ms;
     r->cfg.barriers = barriers;
     r->cfg.plan_fn = plan_fn;
     r->cfg.plan_arg = plan_arg;
-    r->cfg.sigfd = -1;
-    sem_init(&r->up, 0, 0);
-    pthread_create(&r->th, NULL, s_coord_thread, r);
-    sem_wait(&r->up);
-    return r->port;
+    return gpp_fixture_coord_start(r);
 }
 
 static int s_coord_start(s_coord_run_t *r, int n, int barriers, int timeout_ms, int start_ms)
@@ -308,8 +263,7 @@ static int s_coord_start(s_coord_run_t *r, int n, int barriers, int timeout_ms, 
 
 static void s_coord_join(s_coord_run_t *r)
 {
-    pthread_join(r->th, NULL);
-    sem_destroy(&r->up);
+    gpp_fixture_coord_join(r);
 }
 
 /* ---- a raw peer ---- */
@@ -843,7 +797,7 @@ static void t_agent_drops_bad_frames(void)
 static const gpp_test_case_t cases[] = {{"registry", t_registry},
                                         {"progress", t_progress},
                                         {"progress_resumed", t_progress_resumed},
-    {"progress_keeps_previous", t_progress_keeps_previous},
+                                        {"progress_keeps_previous", t_progress_keeps_previous},
                                         {"bad_peers", t_bad_peers},
                                         {"missing_agent", t_missing_agent},
                                         {"silent_agent", t_silent_agent},

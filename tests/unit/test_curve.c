@@ -19,6 +19,7 @@
 
 #include "common/gpp_curve.h"
 #include "coordinator/gpp_coord.h"
+#include "tests/gpp_coord_fixture.h"
 #include "proto/gpp_msg.h"
 #include "tests/gpp_test.h"
 
@@ -125,56 +126,19 @@ static void t_fd_handover(void)
     gpp_curve_server_destroy(&s);
 }
 
-/* ---- a CURVE coordinator in a thread ---- */
+/* ---- a CURVE coordinator in a thread (tests/gpp_coord_fixture.h) ---- */
 
-typedef struct {
-    gpp_coord_cfg_t cfg;
-    const char *hosts[1];
-    int slots[1];
-    sem_t up;
-    int port, rc;
-    uint64_t dropped;
-    pthread_t th;
-} s_run_t;
-
-static void *s_coord_thread(void *arg)
-{
-    s_run_t *r = arg;
-    gpp_err_t err = {{0}};
-    gpp_coord_t *c = gpp_coord_new(&r->cfg, &err);
-    if (!c) {
-        fprintf(stderr, "gpp_coord_new: %s\n", err.msg);
-        r->port = -1;
-        sem_post(&r->up);
-        return NULL;
-    }
-    r->port = gpp_coord_port(c);
-    sem_post(&r->up);
-    r->rc = gpp_coord_run(c);
-    r->dropped = gpp_coord_dropped(c);
-    gpp_coord_destroy(&c);
-    return NULL;
-}
+typedef gpp_fixture_coord_t s_run_t;
 
 /* One agent (h:0), one barrier, CURVE from srv. */
 static int s_start(s_run_t *r, const gpp_curve_server_t *srv)
 {
-    memset(r, 0, sizeof *r);
-    r->hosts[0] = "h";
-    r->cfg.endpoint = "tcp://127.0.0.1:*";
-    r->cfg.n_agents = 1;
-    r->cfg.hosts = r->hosts;
-    r->cfg.slots = r->slots;
-    r->cfg.heartbeat_ms = 50;
+    gpp_fixture_coord_init(r, 1);
     r->cfg.timeout_ms = 10000;
     r->cfg.start_timeout_ms = 20000;
     r->cfg.barriers = 1;
-    r->cfg.sigfd = -1;
     r->cfg.curve = srv;
-    sem_init(&r->up, 0, 0);
-    pthread_create(&r->th, NULL, s_coord_thread, r);
-    sem_wait(&r->up);
-    return r->port;
+    return gpp_fixture_coord_start(r);
 }
 
 /* A DEALER with keys (NULL: plaintext) and the frame size limit. */
@@ -356,8 +320,7 @@ static void t_coord_admission(void)
     }
     GPP_EXPECT(released && shutdown);
     zsock_destroy(&agent);
-    pthread_join(run.th, NULL);
-    sem_destroy(&run.up);
+    gpp_fixture_coord_join(&run);
     GPP_EXPECT_MSG(run.rc == 0, "coordinator rc %d", run.rc);
     GPP_EXPECT_MSG(run.dropped == 0, "%llu frames dropped", (unsigned long long)run.dropped);
     gpp_curve_server_destroy(&srv);
