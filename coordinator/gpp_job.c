@@ -373,11 +373,17 @@ done:
 
 /* Where a job starts: --resume continues from the newest complete set in
  * job.checkpoint_dir; a fresh start refuses a directory that already holds
- * a complete set (it would mix two runs' plans and sets). */
-static int s_start_point(gpp_job_t *self, int resume, gpp_err_t *err)
+ * a complete set (it would mix two runs' plans and sets); --resume=auto is
+ * either, by what the directory holds. */
+static int s_start_point(gpp_job_t *self, gpp_job_start_t start, gpp_err_t *err)
 {
     const gpp_config_t *cfg = &self->cfg;
     const char *dir = cfg->job.checkpoint_dir;
+    int resume = (start & GPP_JOB_RESUME) != 0;
+    if (!dir[0] && (start & GPP_JOB_AUTO)) {
+        gpp_info("coordinator: --resume=auto: no job.checkpoint_dir; starting fresh");
+        return 0;
+    }
     if (!dir[0])
         return resume ? gpp_err_set(err,
                                     "--resume: %s sets no job.checkpoint_dir, so there is no "
@@ -387,6 +393,11 @@ static int s_start_point(gpp_job_t *self, int resume, gpp_err_t *err)
     int latest = gpp_ckpt_set_latest(dir, err);
     if (latest < 0)
         return gpp_err_prefix(err, "%s: job.checkpoint_dir", cfg->path);
+    if ((start & GPP_JOB_AUTO) && latest == 0) {
+        gpp_info("coordinator: --resume=auto: no complete checkpoint set in %s; starting fresh",
+                 dir);
+        return 0;
+    }
     if (!resume && latest > 0)
         return gpp_err_set(err,
                            "%s: job.checkpoint_dir %s holds checkpoint set %d of an earlier run; "
@@ -406,7 +417,7 @@ static int s_start_point(gpp_job_t *self, int resume, gpp_err_t *err)
                            "the job; raise job.iterations (or --iterations) to train further",
                            latest, dir, cfg->job.iterations);
     self->start = latest;
-    self->replan = resume == GPP_JOB_REPLAN;
+    self->replan = (start & GPP_JOB_REPLAN) != 0;
     gpp_info("coordinator: resuming from checkpoint set %d in %s: iterations %d..%d", latest, dir,
              latest + 1, cfg->job.iterations);
     return 0;

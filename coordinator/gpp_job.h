@@ -35,12 +35,15 @@
 
 typedef struct gpp_job_s gpp_job_t;
 
-/* How a job starts (gpp_job_new's resume). */
-typedef enum {
-    GPP_JOB_FRESH = 0, /* from iteration 0 */
-    GPP_JOB_RESUME,    /* --resume: from the newest set, with the set's plan */
-    GPP_JOB_REPLAN     /* --resume --replan: the set re-sharded to the plan to run */
-} gpp_job_start_t;
+/* How a job starts (gpp_job_new's resume): GPP_JOB_FRESH, or
+ * GPP_JOB_RESUME with any of the modifiers or'ed in. */
+enum {
+    GPP_JOB_FRESH = 0,  /* from iteration 0 */
+    GPP_JOB_RESUME = 1, /* --resume: from the newest set, with the set's plan */
+    GPP_JOB_REPLAN = 2, /* --replan: the set re-sharded to the plan to run */
+    GPP_JOB_AUTO = 4    /* --resume=auto: a fresh start where there is no set */
+};
+typedef int gpp_job_start_t;
 
 /* Plans the job (no network yet) and prints the plan on out (may be NULL).
  * With --plan auto and no cluster.profile, planning waits for the agents'
@@ -58,15 +61,16 @@ typedef enum {
  * (gpp_ckpt_set_latest): the set's stage files must be of job.model and
  * job.optimizer and of one step count, and the plan to run must match set
  * N's plan.json (same batch, stages, ops, devices, micro-batch and k; else
- * an error naming both and the way out) unless resume is GPP_JOB_REPLAN,
+ * an error naming both and the way out) unless resume has GPP_JOB_REPLAN,
  * where any plan of the same batch is run and said to re-shard the set; the
  * Assignments carry start_iteration N (every stage loads its file of set
  * N), the layout counts iterations N+1..job.iterations and the metrics file
  * is appended to. An error when there is no complete set or set N already
  * has job.iterations. Without resume, a job.checkpoint_dir that holds a
  * complete set is refused (naming the directory, --resume and a new
- * directory) before anything in it is written. (--resume=auto is decided
- * by the caller: GPP_JOB_RESUME where the directory holds a complete set.) */
+ * directory) before anything in it is written. With GPP_JOB_AUTO a
+ * directory without a complete set (or no checkpoint_dir) is a fresh
+ * start, said in the log. */
 gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
                        gpp_job_start_t resume, FILE *out, gpp_err_t *err);
 

@@ -718,24 +718,11 @@ int main(int argc, char **argv)
     cc.curve = curve;
     cc.clock_round_trips = o.trace ? S_CLOCK_ROUND_TRIPS : 0;
     cc.require_gpu = cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only;
-    if (o.resume == 2 && !o.control_only) { /* --resume=auto: resume where there is a set */
-        const char *dir = cfg.job.checkpoint_dir;
-        int have = dir[0] ? gpp_ckpt_set_latest(dir, &err) : 0;
-        if (have < 0) {
-            gpp_error("%s: job.checkpoint_dir: %s", cfg.path, err.msg);
-            rc = 2;
-            goto done;
-        }
-        if (have == 0)
-            gpp_info("coordinator: --resume=auto: no complete checkpoint set%s%s; starting fresh",
-                     dir[0] ? " in " : " (no job.checkpoint_dir)", dir);
-        o.resume = have > 0;
-    }
     if (!o.control_only) {
         job = gpp_job_new(&cfg, o.plan, o.reprofile,
-                          !o.resume  ? GPP_JOB_FRESH
-                          : o.replan ? GPP_JOB_REPLAN
-                                     : GPP_JOB_RESUME,
+                          !o.resume ? GPP_JOB_FRESH
+                                    : GPP_JOB_RESUME | (o.replan ? GPP_JOB_REPLAN : 0) |
+                                          (o.resume == 2 ? GPP_JOB_AUTO : 0),
                           stdout, &err);
         if (!job) {
             gpp_error("%s", err.msg);
@@ -878,7 +865,7 @@ int main(int argc, char **argv)
         cc.n_agents = n;
         job = gpp_job_new(&cfg, plan, 0,
                           from == 0   ? GPP_JOB_FRESH
-                          : o.elastic ? GPP_JOB_REPLAN
+                          : o.elastic ? GPP_JOB_RESUME | GPP_JOB_REPLAN
                                       : GPP_JOB_RESUME,
                           stdout, &err);
         if (!job) {
