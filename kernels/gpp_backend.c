@@ -130,6 +130,19 @@ void *gpp_backend_alloc(gpp_backend_t *self, size_t bytes, gpp_err_t *err)
     return self->vt->alloc(self, bytes, err);
 }
 
+int gpp_backend_host_pin(gpp_backend_t *self, void *p, size_t bytes, gpp_err_t *err)
+{
+    assert(self);
+    return self->vt->host_pin && bytes ? self->vt->host_pin(self, p, bytes, err) : 0;
+}
+
+void gpp_backend_host_unpin(gpp_backend_t *self, void *p)
+{
+    assert(self);
+    if (self->vt->host_unpin)
+        self->vt->host_unpin(self, p);
+}
+
 void gpp_backend_free(gpp_backend_t *self, void **ptr_p)
 {
     assert(self && ptr_p);

@@ -120,6 +120,15 @@ void *gpp_backend_alloc(gpp_backend_t *self, size_t bytes, gpp_err_t *err);
 /* Frees memory from gpp_backend_alloc; accepts NULL and NULLs *ptr_p. The
  * caller must have synchronised every stream that uses the memory. */
 void gpp_backend_free(gpp_backend_t *self, void **ptr_p);
+/* Page-locks `bytes` of host memory at p so that copies between it and the
+ * device run at full bandwidth (CUDA: cudaHostRegister). 1 when locked, 0
+ * when not: always on the CPU backend, and when the device refuses
+ * (RLIMIT_MEMLOCK in a container), with the reason in err; pageable memory
+ * still works, only slower. Undo with gpp_backend_host_unpin before p is
+ * freed. */
+int gpp_backend_host_pin(gpp_backend_t *self, void *p, size_t bytes, gpp_err_t *err);
+/* Undoes a gpp_backend_host_pin that returned 1. */
+void gpp_backend_host_unpin(gpp_backend_t *self, void *p);
 /* Fills *out and returns 1 for a backend with a caching allocator (CUDA);
  * 0 with *out zeroed for one without (CPU: malloc). */
 int gpp_backend_cache_stats(gpp_backend_t *self, gpp_backend_cache_t *out);

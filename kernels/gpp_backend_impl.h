@@ -19,7 +19,7 @@ struct gpp_backend_s {
     gpp_backend_cfg_t cfg;
     char name[32];
     char device_name[96]; /* the device's own name (gpp_backend_device_name); init fills it */
-    void *impl; /* backend-specific, owned by the backend */
+    void *impl;           /* backend-specific, owned by the backend */
     /* device memory held, as the backend allocated it (its rounding
        included); backends update them through gpp_backend_account */
     int64_t mem_live_bytes, mem_peak_bytes, mem_allocs;
@@ -72,6 +72,9 @@ typedef struct gpp_backend_vt_s {
     void *(*alloc)(gpp_backend_t *be, size_t bytes, gpp_err_t *err);
     void (*free)(gpp_backend_t *be, void *p);
     void (*cache_stats)(gpp_backend_t *be, gpp_backend_cache_t *out);
+    /* page-locking of host memory; NULL: the backend has no such thing */
+    int (*host_pin)(gpp_backend_t *be, void *p, size_t bytes, gpp_err_t *err);
+    void (*host_unpin)(gpp_backend_t *be, void *p);
 
     /* streams; stream_free releases memory after the work enqueued so far */
     int (*stream_init)(gpp_stream_t *s, gpp_err_t *err);

@@ -20,10 +20,6 @@
 #include "kernels/gpp_backend.h"
 #include "model/gpp_model.h"
 
-#ifdef GPP_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 /* One action of the list, resolved against the stage. */
 typedef struct {
     gpp_act_type_t type;
@@ -218,38 +214,25 @@ static int s_checkpoint_save(gpp_pipeline_t *self, int iterations, gpp_err_t *er
     return gpp_ckpt_save(self->ex, path, err);
 }
 
-/* Page-locks a host staging buffer (cudaHostRegister) so that the copies
- * between it and the GPU run at full PCIe bandwidth without the runtime's
- * own bounce buffer; 1 when pinned. Pageable memory works as well, only
- * slower, so a refusal (RLIMIT_MEMLOCK in a container, a build without
- * CUDA) is warned about once and the buffer used as it is. */
+/* Page-locks a host staging buffer through the backend so that the copies
+ * between it and the GPU run at full PCIe bandwidth; 1 when pinned.
+ * Pageable memory works as well, only slower, so a refusal is warned about
+ * once and the buffer used as it is. */
 static int s_pin(gpp_pipeline_t *self, void *p, size_t bytes)
 {
-#ifdef GPP_HAVE_CUDA
-    if (!bytes)
-        return 0;
-    cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
-    if (e == cudaSuccess)
-        return 1;
-    (void)cudaGetLastError(); /* not sticky: clear it for the next call */
-    if (!self->pin_warned++)
-        gpp_warn("pipeline: stage %d: cudaHostRegister of a %zu-byte staging buffer: %s (%s); "
-                 "staging through pageable memory (slower copies)",
-                 self->cfg.stage, bytes, cudaGetErrorString(e), cudaGetErrorName(e));
-#else
-    (void)self, (void)p, (void)bytes;
-#endif
-    return 0;
+    gpp_err_t err = {{0}};
+    int pinned = gpp_backend_host_pin(self->be, p, bytes, &err);
+    if (!pinned && err.msg[0] && !self->pin_warned++)
+        gpp_warn("pipeline: stage %d: page-locking a %zu-byte staging buffer: %s; staging "
+                 "through pageable memory (slower copies)",
+                 self->cfg.stage, bytes, err.msg);
+    return pinned;
 }
 
-static void s_unpin(void *p, int pinned)
+static void s_unpin(gpp_pipeline_t *self, void *p, int pinned)
 {
-#ifdef GPP_HAVE_CUDA
-    if (pinned && cudaHostUnregister(p) != cudaSuccess)
-        (void)cudaGetLastError(); /* freed anyway; nothing uses it any more */
-#else
-    (void)p, (void)pinned;
-#endif
+    if (pinned)
+        gpp_backend_host_unpin(self->be, p);
 }
 
 /* Joins the world communicator: the rendezvous blocks until every rank of
@@ -429,7 +412,7 @@ static int s_allreduce(gpp_pipeline_t *self, gpp_err_t *err)
     float *red = gr; /* what the comm reduces: the gradients, or their host copy */
     if (numel > 0 && self->stage) {
         if (self->gstage_n < numel) {
-            s_unpin(self->gstage, self->gstage_pinned);
+            s_unpin(self, self->gstage, self->gstage_pinned);
             free(self->gstage);
             self->gstage = gpp_xcalloc((size_t)numel, sizeof *self->gstage);
             self->gstage_n = numel;
@@ -685,12 +668,12 @@ void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
     *self_p = NULL;
     if (self->acts)
         for (int i = 0; i < self->cfg.n_actions; i++) {
-            s_unpin(self->acts[i].buf, self->acts[i].pinned);
+            s_unpin(self, self->acts[i].buf, self->acts[i].pinned);
             free(self->acts[i].buf); /* requests are freed with the comm */
             if (self->acts[i].dev)   /* only with a backend */
                 gpp_backend_free(self->be, &self->acts[i].dev);
         }
-    s_unpin(self->gstage, self->gstage_pinned);
+    s_unpin(self, self->gstage, self->gstage_pinned);
     free(self->gstage);
     free(self->acts);
     free(self->act_ms);

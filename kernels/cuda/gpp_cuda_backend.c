@@ -332,12 +332,32 @@ static int s_event_elapsed(gpp_event_t *a, gpp_event_t *b, double *ms, gpp_err_t
     return 0;
 }
 
+static int s_host_pin(gpp_backend_t *be, void *p, size_t bytes, gpp_err_t *err)
+{
+    (void)be;
+    cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e == cudaSuccess)
+        return 1;
+    (void)cudaGetLastError(); /* not sticky: clear it for the next call */
+    gpp_cuda_fail(err, __FILE__, __LINE__, "cudaHostRegister", e);
+    return 0;
+}
+
+static void s_host_unpin(gpp_backend_t *be, void *p)
+{
+    (void)be;
+    if (cudaHostUnregister(p) != cudaSuccess)
+        (void)cudaGetLastError(); /* freed anyway; nothing uses it any more */
+}
+
 const gpp_backend_vt_t gpp_cuda_backend_vt = {
     .init = s_init,
     .fini = s_fini,
     .alloc = s_alloc,
     .free = s_free,
     .cache_stats = s_cache_stats,
+    .host_pin = s_host_pin,
+    .host_unpin = s_host_unpin,
     .stream_init = s_stream_init,
     .stream_fini = s_stream_fini,
     .stream_sync = s_stream_sync,
