@@ -24,9 +24,9 @@ static double s_out_tps(const gpp_dp_t *s)
 
 typedef struct {
     gpp_plan_t *best;
-    double best_iter;  /* the best plan's key: estimate, or TPS with min_tps */
+    double best_iter;   /* the best plan's key: estimate, or TPS with min_tps */
     double best_sim_ms; /* with simulate: the best plan's simulated time */
-    gpp_plan_t **cand; /* with simulate: every plan offered (owned) */
+    gpp_plan_t **cand;  /* with simulate: every plan offered (owned) */
     int n_cand;
     double last_iter;     /* best estimate of the latest s_search */
     int any_feasible_mem; /* some config set was feasible at t = inf */
@@ -152,6 +152,7 @@ static double s_simulated_ms(gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost
     double ms = INFINITY;
     if (gpp_sched_compute(p, &e) == 0 && gpp_sched_lower(p, g, &e) == 0) {
         gpp_sim_t *sim = gpp_sim_new(p, g, cost);
+        gpp_sim_keep_events(sim, 0); /* only the time is wanted */
         if (gpp_sim_run(sim, &e) == 0)
             ms = gpp_sim_iteration_ms(sim);
         gpp_sim_destroy(&sim);

@@ -19,6 +19,7 @@ struct gpp_sim {
     gpp_sim_stage_t *st; /* [n_stages] */
     gpp_sim_event_t *ev;
     int n_ev, cap_ev;
+    int no_events; /* gpp_sim_keep_events(0): spans not recorded */
 };
 
 gpp_sim_t *gpp_sim_new(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost_t *cost)
@@ -30,6 +31,11 @@ gpp_sim_t *gpp_sim_new(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost
     s->cost = cost;
     s->st = gpp_xcalloc((size_t)(p->n_stages > 0 ? p->n_stages : 1), sizeof *s->st);
     return s;
+}
+
+void gpp_sim_keep_events(gpp_sim_t *s, int keep)
+{
+    s->no_events = !keep;
 }
 
 void gpp_sim_destroy(gpp_sim_t **self_p)
@@ -65,6 +71,8 @@ static void s_event(gpp_sim_t *s, int device, int row, int stage, int replica, i
 static void s_event(gpp_sim_t *s, int device, int row, int stage, int replica, int mb, double ts,
                     double dur, const char *fmt, ...)
 {
+    if (s->no_events)
+        return;
     if (s->n_ev == s->cap_ev) {
         s->cap_ev = s->cap_ev ? 2 * s->cap_ev : 256;
         s->ev = gpp_xrealloc(s->ev, (size_t)s->cap_ev * sizeof *s->ev);
@@ -223,7 +231,7 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
             double start = t[best] > *lf ? t[best] : *lf;
             *lf = start + cms;
             arrival[flat] = start + cms;
-            if (cms > 0) {
+            if (cms > 0 && !s->no_events) {
                 char name[sizeof s->ev->name];
                 gpp_trace_action_name(a, name, sizeof name);
                 s_event(s, dev, 1, si, r, a->mb, start, cms, "%s", name);

@@ -74,6 +74,11 @@ typedef struct {
     char name[64]; /* gpp_trace_action_name (planner/gpp_trace.h) */
 } gpp_sim_event_t;
 
+/* Whether gpp_sim_run records its spans (default 1). A search that wants
+ * only the iteration time turns them off: formatting a name per span is
+ * most of a simulation's cost. Without them gpp_sim_events returns 0. */
+void gpp_sim_keep_events(gpp_sim_t *s, int keep);
+
 /* The spans of the last run, in simulation order; *out borrowed (valid
  * until the next run or destroy). Returns how many. */
 int gpp_sim_events(const gpp_sim_t *s, const gpp_sim_event_t **out);

@@ -345,6 +345,20 @@ static void t_zoo_partitioner_plans(void)
                            models[i].spec, o.spp ? "spp" : "gpp", mode & 2 ? "+mbs+kfkb" : "",
                            devices[d], p->n_stages, p->depth, est, gpp_sim_iteration_ms(sim),
                            gpp_sim_iteration_ms(sim) / est);
+                    { /* the search's simulation: no spans, the same figures */
+                        gpp_sim_t *bare = gpp_sim_new(p, g, cost);
+                        gpp_sim_keep_events(bare, 0);
+                        const gpp_sim_event_t *ev;
+                        GPP_EXPECT(gpp_sim_run(bare, &err) == 0);
+                        GPP_EXPECT(gpp_sim_iteration_ms(bare) == gpp_sim_iteration_ms(sim));
+                        GPP_EXPECT(gpp_sim_events(bare, &ev) == 0 && gpp_sim_events(sim, &ev) > 0);
+                        for (int s = 0; s < p->n_stages; s++)
+                            GPP_EXPECT(gpp_sim_stage(bare, s)->peak_mem_bytes ==
+                                           gpp_sim_stage(sim, s)->peak_mem_bytes &&
+                                       gpp_sim_stage(bare, s)->busy_ms ==
+                                           gpp_sim_stage(sim, s)->busy_ms);
+                        gpp_sim_destroy(&bare);
+                    }
                     gpp_sim_destroy(&sim);
                     /* the coordinator's path: JSON out, read back, same plan */
                     char *json = gpp_plan_to_json(p);
