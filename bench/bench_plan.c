@@ -6,7 +6,9 @@
  * CPU time of the same call, which a loaded machine inflates less.
  *
  *   bench_plan MODEL DEVICES BATCH [--spp] [--device v100-16g] [--gpn 4]
- *              [--repeat N] [--mbs B] [--eps E] [--per-stage-mbs] [--kfkb] [--stages] */
+ *              [--repeat N] [--mbs B] [--eps E] [--per-stage-mbs] [--kfkb]
+ *              [--no-chain] [--stages]
+ * --no-chain: the graph pipeline's own search only, without its chain candidate. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,13 +22,14 @@ int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr,
-                "usage: %s MODEL DEVICES BATCH [--spp] [--device NAME] [--gpn N] "
-                "[--repeat N] [--mbs B] [--eps E] [--per-stage-mbs] [--kfkb] [--stages]\n",
+                "usage: %s MODEL DEVICES BATCH [--spp] [--device NAME] [--gpn N] [--repeat N] "
+                "[--mbs B] [--eps E] [--per-stage-mbs] [--kfkb] [--no-chain] [--stages]\n",
                 argv[0]);
         return 2;
     }
     const char *model = argv[1], *device = "v100-16g";
-    int n_dev = atoi(argv[2]), batch = atoi(argv[3]), gpn = 4, repeat = 1, spp = 0, show = 0;
+    int n_dev = atoi(argv[2]), batch = atoi(argv[3]), gpn = 4, repeat = 1, spp = 0, show = 0,
+        no_chain = 0;
     int mbs = 0;
     double eps = 0;
     int per_stage = 0, kfkb = 0;
@@ -47,6 +50,8 @@ int main(int argc, char **argv)
             per_stage = 1;
         else if (!strcmp(argv[i], "--kfkb"))
             kfkb = 1;
+        else if (!strcmp(argv[i], "--no-chain"))
+            no_chain = 1;
         else if (!strcmp(argv[i], "--eps") && i + 1 < argc)
             eps = atof(argv[++i]);
         else {
@@ -72,6 +77,7 @@ int main(int argc, char **argv)
     o.micro_batch = mbs;
     o.per_stage_mbs = per_stage;
     o.kfkb = kfkb;
+    o.no_chain = no_chain;
     if (eps > 0)
         o.eps = eps;
     double best_ms = 1e300, best_cpu_ms = 1e300;

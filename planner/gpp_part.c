@@ -125,10 +125,25 @@ static int s_budget(const gpp_dp_t *s, int l, int r)
 
 /* Optimizer step of positions [l, r] (gpp_cost_step_ms of their gradient
  * bytes and kernels). The DP asks for the same range over many replica
- * counts in a row: the last range is cached. */
+ * counts in a row, and again in every run of the search: up to
+ * GPP_DP_STEP_TABLE_MAX ops each range is computed once (step_rows), above
+ * that the last range is cached. */
 static inline double s_step_ms(const gpp_dp_t *s, int l, int r)
 {
     gpp_dp_t *m = (gpp_dp_t *)s; /* cache only */
+    if (m->step_rows) {          /* the range table (gpp_part_impl.h) */
+        double *row = m->step_rows[l];
+        if (!row) {
+            int len = s->tree->n_ops - l;
+            row = m->step_rows[l] = gpp_xcalloc((size_t)len, sizeof(double));
+            for (int i = 0; i < len; i++)
+                row[i] = NAN;
+        }
+        if (isnan(row[r - l]))
+            row[r - l] = gpp_cost_step_ms(s->cost, s->pre_grad_bytes[r + 1] - s->pre_grad_bytes[l],
+                                          s->pre_step_kernels[r + 1] - s->pre_step_kernels[l]);
+        return row[r - l];
+    }
     if (l != m->step_cache_l || r != m->step_cache_r) {
         m->step_cache_l = l, m->step_cache_r = r;
         m->step_cache_ms =
@@ -202,7 +217,8 @@ typedef struct {
 
 static inline int s_mem_fits(gpp_dp_t *s, int l, int r, const s_mem_t *mm, int64_t mbf, int m)
 {
-    return mm->W + (mm->per1 * mbf + mm->per0) * m + s_reserved_at(s, l, r, m) <= s->mem_bound_bytes;
+    return mm->W + (mm->per1 * mbf + mm->per0) * m + s_reserved_at(s, l, r, m) <=
+           s->mem_bound_bytes;
 }
 
 /* From d (a result of s_scan_dev), the least d' >= d on the scan's path
@@ -247,8 +263,8 @@ static int s_stage_dev(gpp_dp_t *s, int l, int r, const gpp_dp_bnd_t *bd, int ci
     if (mm.W > s->mem_bound_bytes)
         return s->no_fit;
     mm.per1 = s->pre_stash_bytes[r + 1] - s->pre_stash_bytes[l] + (int64_t)bd->bytes;
-    mm.per0 = s->pre_work_bytes[r + 1] - s->pre_work_bytes[l] + (int64_t)bd->bytes +
-              s->work_bound_bytes;
+    mm.per0 =
+        s->pre_work_bytes[r + 1] - s->pre_work_bytes[l] + (int64_t)bd->bytes + s->work_bound_bytes;
     int64_t per = mm.per1 * mbf + mm.per0;
     int d = 1;
     if (per > 0) { /* a floor from W + per * m <= bound (reserved_mem >= 0 only raises it) */
@@ -522,6 +538,7 @@ static int s_one_stage_offer(gpp_dp_t *s, const s_series_t *E, int m, int last,
 static int s_series_one_stage(gpp_dp_t *s, const s_series_t *E)
 {
     gpp_dp_bnd_t bd;
+    const gpp_dp_bnd_cell_t *row = gpp_dp_bnd_row(s, E->l0); /* NULL: grow bd */
     gpp_dp_bnd_start(s, &bd, E->l0, E->node, 0);
     for (int m = E->i; m < E->k; m++) {
         int f, last, ch_m;
@@ -536,7 +553,10 @@ static int s_series_one_stage(gpp_dp_t *s, const s_series_t *E)
             continue; /* the rest alone leaves too few devices */
         if (s_too_heavy(s, E->l0, last))
             break;
-        gpp_dp_bnd_extend(s, &bd, last);
+        if (row)
+            bd.r = last, bd.bytes = row[last - E->l0].bytes, bd.n = row[last - E->l0].n;
+        else
+            gpp_dp_bnd_extend(s, &bd, last);
         if (s_one_stage_offer(s, E, m, last, &bd, lbb, rest))
             return 1;
     }

@@ -41,6 +41,23 @@ void gpp_dp_bnd_extend(gpp_dp_t *s, gpp_dp_bnd_t *bd, int r)
     }
 }
 
+const gpp_dp_bnd_cell_t *gpp_dp_bnd_row(gpp_dp_t *s, int l)
+{
+    if (!s->bnd_rows)
+        return NULL;
+    if (!s->bnd_rows[l]) {
+        int len = s->tree->n_ops - l;
+        gpp_dp_bnd_cell_t *row = gpp_xcalloc((size_t)len, sizeof *row);
+        gpp_dp_bnd_t bd = {.l = l, .r = l - 1, .st = ++s->stamp_next, .stamp = s->bnd_stamp};
+        for (int i = 0; i < len; i++) {
+            gpp_dp_bnd_extend(s, &bd, l + i);
+            row[i].bytes = bd.bytes, row[i].n = bd.n;
+        }
+        s->bnd_rows[l] = row;
+    }
+    return s->bnd_rows[l];
+}
+
 /* Grows the interval to the left down to position l. */
 void gpp_dp_bnd_extend_left(gpp_dp_t *s, gpp_dp_bnd_t *bd, int l)
 {

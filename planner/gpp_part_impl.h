@@ -25,6 +25,8 @@
 
 #define GPP_DP_MAX_CFG 256                   /* schedule configs one search may use */
 #define GPP_DP_ARENA_CHUNK ((size_t)1 << 18) /* ints per arena chunk */
+#define GPP_DP_RANGE_TABLE_MAX                                                                     \
+    2048 /* ops up to which the step and boundary of every range are kept */
 
 /* A schedule config: micro-batch b samples, k of kFkB. */
 typedef struct {
@@ -76,6 +78,12 @@ typedef struct {
     int *pre_step_kernels;          /* ops with parameters (optimizer-step kernels) */
     int step_cache_l, step_cache_r; /* s_step_ms cache: range and value */
     double step_cache_ms;
+    /* With n_ops <= GPP_DP_RANGE_TABLE_MAX (else NULL): row l holds, at r - l, the
+       range [l, r]'s s_step_ms (NAN: not yet) and its boundary (gpp_dp_bnd_row);
+       rows are allocated on first use, at most 20 bytes per range (40 MiB) */
+    double **step_rows;
+    struct gpp_dp_bnd_cell **bnd_rows;
+    int *bnd_stamp;      /* stamp row of the gpp_dp_bnd_row passes */
     double *pre_rate_ms; /* least per-sample fwd+bwd ms of each op over the used sizes */
     double **pre_ms;     /* [batch+1]: per samples m, prefix of fwd+bwd ms */
     double *ar_ms_per_byte, *ar_ms_fixed; /* [n_dev+1]: allreduce ms = per_byte * bytes + fixed */
@@ -148,6 +156,16 @@ typedef struct {
     int st;
     int *stamp; /* the stamp row this boundary owns */
 } gpp_dp_bnd_t;
+/* The boundary of [l, r] without the interval's scratch. */
+typedef struct gpp_dp_bnd_cell {
+    double bytes;
+    int n;
+} gpp_dp_bnd_cell_t;
+/* Boundaries of [l, r] for every r from l to the last position, index r - l:
+ * one gpp_dp_bnd_extend pass from l (the same sums in the same order as a
+ * boundary grown from l), made on first use and kept for the search. NULL
+ * above GPP_DP_RANGE_TABLE_MAX ops: grow a boundary instead. */
+const gpp_dp_bnd_cell_t *gpp_dp_bnd_row(gpp_dp_t *s, int l);
 /* Starts an empty interval at l; `row` (0 or 1) picks one of the two stamp
  * rows of `node`'s depth: two boundaries of one entry use different rows. */
 void gpp_dp_bnd_start(gpp_dp_t *s, gpp_dp_bnd_t *bd, int l, int node, int row);

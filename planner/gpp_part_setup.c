@@ -61,6 +61,11 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
     s->pre_grad_bytes = gpp_xcalloc((size_t)n + 1, sizeof(double));
     s->pre_step_kernels = gpp_xcalloc((size_t)n + 1, sizeof(int));
     s->step_cache_l = s->step_cache_r = -1;
+    if (n <= GPP_DP_RANGE_TABLE_MAX) {
+        s->step_rows = gpp_xcalloc((size_t)n + 1, sizeof(double *));
+        s->bnd_rows = gpp_xcalloc((size_t)n + 1, sizeof *s->bnd_rows);
+        s->bnd_stamp = gpp_xcalloc((size_t)n + 1, sizeof(int));
+    }
     s->last_consumer = gpp_xcalloc((size_t)n, sizeof(int));
     s->pos_out_bytes = gpp_xcalloc((size_t)n, sizeof(double));
     s->in_off = gpp_xcalloc((size_t)n + 1, sizeof(int));
@@ -304,6 +309,9 @@ void gpp_dp_destroy(gpp_dp_t **sp)
     free(s->pre_state_bytes), free(s->pre_stash_bytes), free(s->pre_work_bytes),
         free(s->pre_reserved_at), free(s->pre_grad_bytes);
     free(s->pre_step_kernels);
+    for (int l = 0; s->step_rows && l < s->tree->n_ops; l++)
+        free(s->step_rows[l]), free(s->bnd_rows[l]);
+    free(s->step_rows), free(s->bnd_rows), free(s->bnd_stamp);
     for (int m = 0; m <= s->batch; m++)
         free(s->pre_ms[m]);
     free(s->pre_ms);
