@@ -109,13 +109,22 @@ int gpp_timeline_write(const gpp_timeline_t *self, const gpp_sim_t *sim,
     if (ranks == 0)
         return gpp_err_set(err, "trace %s: no agent reported its action times of iteration %d",
                            path, self->iteration);
+    /* each rank's offset at the traced iteration (drift corrected: the
+       clock may have moved since the best round trip) */
+    int64_t *off_at = gpp_xcalloc((size_t)self->n_ranks + 1, sizeof *off_at);
+    for (int r = 0; r < self->n_ranks; r++)
+        if (clocks[r].samples)
+            off_at[r] = self->start_us[r] && s_list(self, r)->n > 0
+                            ? gpp_clock_est_offset_at(&clocks[r],
+                                                      self->start_us[r][0] - clocks[r].offset_us)
+                            : clocks[r].offset_us;
     /* the iteration's first start and last end on our clock */
     int64_t t0 = INT64_MAX, t1 = INT64_MIN;
     for (int r = 0; r < self->n_ranks; r++) {
         int n = self->start_us[r] ? s_list(self, r)->n : 0;
         if (n == 0)
             continue;
-        int64_t off = clocks[r].samples ? clocks[r].offset_us : 0;
+        int64_t off = off_at[r];
         if (self->start_us[r][0] - off < t0)
             t0 = self->start_us[r][0] - off;
         if (self->end_us[r][n - 1] - off > t1)
@@ -127,6 +136,7 @@ int gpp_timeline_write(const gpp_timeline_t *self, const gpp_sim_t *sim,
     double *busy_us = gpp_xcalloc((size_t)p->n_stages, sizeof *busy_us);
     double *off_us = gpp_xcalloc((size_t)self->n_ranks + 1, sizeof *off_us);
     double *delay_us = gpp_xcalloc((size_t)self->n_ranks + 1, sizeof *delay_us);
+    double *drift_ppm = gpp_xcalloc((size_t)self->n_ranks + 1, sizeof *drift_ppm);
 
     gpp_trace_t *t = gpp_trace_new();
     gpp_trace_info_num(t, "iteration", self->iteration);
@@ -148,13 +158,14 @@ int gpp_timeline_write(const gpp_timeline_t *self, const gpp_sim_t *sim,
         }
     }
     for (int r = 0; r < self->n_ranks; r++) {
-        off_us[r] = clocks[r].samples ? (double)clocks[r].offset_us : NAN;
+        off_us[r] = clocks[r].samples ? (double)off_at[r] : NAN;
         delay_us[r] = clocks[r].samples ? (double)clocks[r].delay_us : NAN;
+        drift_ppm[r] = clocks[r].samples ? gpp_clock_est_drift_ppm(&clocks[r]) : NAN;
         if (!self->start_us[r])
             continue;
         const gpp_actions_t *l = s_list(self, r);
         int s = self->stage[r];
-        int64_t off = clocks[r].samples ? clocks[r].offset_us : 0;
+        int64_t off = off_at[r];
         double busy = 0;
         for (int i = 0; i < l->n; i++) {
             char name[128];
@@ -170,6 +181,7 @@ int gpp_timeline_write(const gpp_timeline_t *self, const gpp_sim_t *sim,
     }
     gpp_trace_info_nums(t, "clock_offset_us", off_us, self->n_ranks);
     gpp_trace_info_nums(t, "clock_delay_us", delay_us, self->n_ranks);
+    gpp_trace_info_nums(t, "clock_drift_ppm", drift_ppm, self->n_ranks);
     const gpp_sim_event_t *ev;
     int n_ev = gpp_sim_events(sim, &ev);
     for (int i = 0; i < n_ev; i++) {
@@ -194,8 +206,8 @@ int gpp_timeline_write(const gpp_timeline_t *self, const gpp_sim_t *sim,
                     sim_ms > 0 ? 100.0 * ss->bubble_ms / sim_ms : 0);
         }
         for (int r = 0; r < self->n_ranks; r++)
-            if (clocks[r].samples && llabs(clocks[r].offset_us) > worst)
-                worst = (double)llabs(clocks[r].offset_us);
+            if (clocks[r].samples && fabs(off_us[r]) > worst)
+                worst = fabs(off_us[r]);
         fprintf(out, "; clock offsets <= %.0f us; %d of %d ranks -> %s\n", worst, ranks,
                 self->n_ranks, path);
         fflush(out);
@@ -207,5 +219,7 @@ int gpp_timeline_write(const gpp_timeline_t *self, const gpp_sim_t *sim,
     free(busy_us);
     free(off_us);
     free(delay_us);
+    free(drift_ppm);
+    free(off_at);
     return rc;
 }

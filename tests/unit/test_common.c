@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,6 +399,46 @@ static void t_clock_offset_estimate(void)
     GPP_EXPECT(gpp_clock_est_add(&z, 100, 60, 50, 200) == -1); /* peer sent before it got it */
     GPP_EXPECT(gpp_clock_est_add(&z, 100, 0, 500, 200) == -1); /* held longer than the trip */
     GPP_EXPECT(z.samples == 0);
+    GPP_EXPECT(gpp_clock_est_offset_at(&z, 12345) == 0);
+}
+
+/* A peer clock 1 s ahead that runs 40 ppm fast (2.4 ms a minute), seen
+ * through round trips once a second for 10 minutes with one-way delays of
+ * 20-1020 us (a fixed LCG), after a burst of 32 quick ones: the offset at
+ * the end is the drifted one (within the delays' asymmetry), where the
+ * best round trip alone is off by the whole drift; without drift the fit
+ * stays at the constant offset. */
+static void t_clock_drift(void)
+{
+    for (int ppm = 0; ppm <= 40; ppm += 40) {
+        gpp_clock_est_t e = {0};
+        uint32_t lcg = 12345;
+        int64_t t = 5000000; /* our clock, us */
+        double ahead = 1e6;
+        for (int i = 0; i < 32 + 600; i++) {
+            lcg = lcg * 1664525u + 1013904223u;
+            int64_t out = i < 32 ? 20 : 20 + (int64_t)(lcg >> 8) % 1000;
+            lcg = lcg * 1664525u + 1013904223u;
+            int64_t back = i < 32 ? 20 : 20 + (int64_t)(lcg >> 8) % 1000;
+            int64_t t0 = t, t3 = t0 + out + 5 + back;
+            /* the peer's clock at our time x: x + ahead + ppm * 1e-6 * (x - 5 s) */
+            int64_t t1 =
+                t0 + out + (int64_t)llround(ahead + ppm * 1e-6 * (double)(t0 + out - 5000000));
+            int64_t t2 = t1 + 5;
+            GPP_EXPECT(gpp_clock_est_add(&e, t0, t1, t2, t3) >= 0);
+            t += i < 32 ? 1000 : 1000000;
+        }
+        int64_t end = t, truth = (int64_t)llround(ahead + ppm * 1e-6 * (double)(end - 5000000));
+        int64_t est = gpp_clock_est_offset_at(&e, end);
+        GPP_EXPECT_MSG(llabs(est - truth) <= 100, "%d ppm: offset at the end %lld, truth %lld", ppm,
+                       (long long)est, (long long)truth);
+        GPP_EXPECT_MSG(fabs(gpp_clock_est_drift_ppm(&e) - ppm) < 1, "%d ppm: fitted %.3f", ppm,
+                       gpp_clock_est_drift_ppm(&e));
+        if (ppm)
+            GPP_EXPECT_MSG(llabs(e.offset_us - truth) > 20000, "best alone: %lld vs %lld",
+                           (long long)e.offset_us, (long long)truth);
+        GPP_EXPECT(e.n_win == GPP_CLOCK_WINDOWS && e.win[0].t_us < 6000000);
+    }
     /* one host, one CLOCK_MONOTONIC: the offset is within the delay */
     gpp_clock_est_t h = {0};
     for (int i = 0; i < 8; i++) {
@@ -418,6 +459,7 @@ static const gpp_test_case_t cases[] = {
     {"mkdirs", t_mkdirs},
     {"append_whole", t_append_whole},
     {"clock_offset_estimate", t_clock_offset_estimate},
+    {"clock_drift", t_clock_drift},
     {NULL, NULL}};
 
 int main(void)

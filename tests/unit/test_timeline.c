@@ -76,7 +76,8 @@ static void t_clock_axis_and_names(void)
     GPP_EXPECT_MSG(gpp_timeline_add(tl, 0, &a.m, &err) == 0, "%s", err.msg);
     GPP_EXPECT_MSG(gpp_timeline_add(tl, 1, &b.m, &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_timeline_ranks(tl) == 2);
-    gpp_clock_est_t clocks[2] = {{1000000, 50, 3}, {-500, 40, 2}};
+    gpp_clock_est_t clocks[2] = {{.offset_us = 1000000, .delay_us = 50, .samples = 3},
+                                 {.offset_us = -500, .delay_us = 40, .samples = 2}};
     gpp_sim_t *sim = gpp_sim_new(p, g, NULL);
     GPP_EXPECT_MSG(gpp_sim_run(sim, &err) == 0, "%s", err.msg);
     char *path = gpp_fixture_tmpfile("timeline");
@@ -175,7 +176,7 @@ static void t_refused_times(void)
     x.m.n_action_start_us = x.m.n_action_end_us = 0;
     GPP_EXPECT(gpp_timeline_add(tl, 0, &x.m, &err) == 0 && gpp_timeline_ranks(tl) == 0);
     /* nothing in: no trace */
-    gpp_clock_est_t clocks[2] = {{0, 0, 0}, {0, 0, 0}};
+    gpp_clock_est_t clocks[2] = {{.samples = 0}, {.samples = 0}};
     gpp_sim_t *sim = gpp_sim_new(p, g, NULL);
     GPP_EXPECT(gpp_sim_run(sim, &err) == 0);
     GPP_EXPECT(gpp_timeline_write(tl, sim, clocks, "/tmp/unused.json", NULL, NULL, &err) == -1);
