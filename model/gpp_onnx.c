@@ -72,7 +72,8 @@ static const char SUPPORTED[] =
     "Concat, Split and Slice (last axis), Add, Gather+ReduceSum (embedding bag), self-attention "
     "(MatMul, Softmax, MatMul with the heads' Reshape/Transpose; nn.MultiheadAttention's "
     "packed export), Reshape/Unsqueeze/Squeeze/"
-    "Flatten that add or drop a dimension of 1, Shape arithmetic, Identity, Constant";
+    "Flatten that keep the batch first and rank 2 or 3 ([N, S, C] <-> [N, S*C]), Shape "
+    "arithmetic, Identity, Constant";
 
 /* ---- errors ---- */
 
@@ -1096,21 +1097,31 @@ static int s_fold(imp_t *im, int i)
 }
 
 /* Activation x seen with ONNX dims d[rank] (d[0] the batch): gpp keeps a
- * sample a [rows, cols] matrix, so only a dimension of 1 may come or go. */
+ * sample a [rows, cols] matrix, row-major, so any reshape to rank 2 or 3
+ * that keeps the batch first and the sample's element count is the same
+ * bytes: a dimension of 1 coming or going changes nothing (an alias), any
+ * other ([N, S, C] <-> [N, S*C]) becomes a gpp reshape op. */
 static int s_relayout(imp_t *im, int i, const val_t *x, const int64_t *d, int rank,
                       const char *out_name)
 {
     int64_t xd[3], rows = rank == 3 ? d[1] : 1, cols = d[rank - 1];
+    const gpp_op_t *xo = &im->g->ops[x->op];
     int xr = s_dims(im, x, xd);
     char a[96], b[96];
-    if (rank < 2 || rank > 3 || d[0] != BATCH || rows != im->g->ops[x->op].rows ||
-        cols != im->g->ops[x->op].cols)
+    if (rank < 2 || rank > 3 || d[0] != BATCH || rows < 1 || cols < 1 ||
+        rows > xo->rows * xo->cols / cols || rows * cols != xo->rows * xo->cols)
         return s_fail(im, i,
                       "'%s' %s would become %s: gpp keeps each sample a [rows, cols] matrix, the "
-                      "batch first (only a dimension of 1 may be added or dropped; heads are "
-                      "reshaped only inside the self-attention pattern, docs/graph-format.md)",
+                      "batch first, and reshapes it to another of the same size only (heads "
+                      "are reshaped only inside the self-attention pattern, "
+                      "docs/graph-format.md)",
                       x->name, s_dimstr(xd, xr, a, sizeof a), s_dimstr(d, rank, b, sizeof b));
-    return s_out_op(im, i, out_name, x->op, rank);
+    if (rows == xo->rows && cols == xo->cols)
+        return s_out_op(im, i, out_name, x->op, rank);
+    const node_t *n = im->gr->node[i];
+    char name[GPP_NAME_LEN];
+    s_opname(im, n->name && *n->name ? n->name : out_name, 0, name);
+    return s_out_op(im, i, out_name, gpp_graph_reshape(im->g, name, x->op, rows, cols), rank);
 }
 
 /* The target of Reshape node i for an input of dims d[xr]: 0 (copy) and -1

@@ -248,6 +248,47 @@ static void t_reshape(void)
     gpp_graph_destroy(&g[1]);
 }
 
+/* flatten.onnx: reshapes that change the sample's shape become gpp reshape
+ * ops, [4, 5] -> [1, 20] (Flatten; Reshape [0, -1]) and [1, 12] -> [3, 4]
+ * (Reshape [0, 3, -1]), the rows of the Linear after it following */
+static void t_flatten(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_model_load("tests/data/onnx/flatten.onnx", &err);
+    GPP_EXPECT_MSG(g != NULL && gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    if (!g)
+        return;
+    static const struct {
+        const char *name;
+        gpp_op_type_t type;
+        int64_t rows, cols;
+    } want[] = {{"x", GPP_OP_INPUT, 4, 6},
+                {"a", GPP_OP_LINEAR, 4, 5},
+                {"/Relu", GPP_OP_RELU, 4, 5},
+                {"/Flatten", GPP_OP_RESHAPE, 1, 20},
+                {"/Reshape", GPP_OP_RESHAPE, 1, 20},
+                {"/Add", GPP_OP_ADD, 1, 20},
+                {"m", GPP_OP_LINEAR, 1, 12},
+                {"/Relu_1", GPP_OP_RELU, 1, 12},
+                {"/Reshape_1", GPP_OP_RESHAPE, 3, 4},
+                {"o", GPP_OP_LINEAR, 3, 2},
+                {"loss", GPP_OP_LOSS_MSE, 1, 1}};
+    GPP_EXPECT_MSG(g->n_ops == 11, "%d ops", g->n_ops);
+    for (int k = 0; k < 11 && k < g->n_ops; k++)
+        GPP_EXPECT_MSG(!strcmp(g->ops[k].name, want[k].name) && g->ops[k].type == want[k].type &&
+                           g->ops[k].rows == want[k].rows && g->ops[k].cols == want[k].cols,
+                       "op %d '%s' %s %lldx%lld", k, g->ops[k].name,
+                       gpp_op_type_name(g->ops[k].type), (long long)g->ops[k].rows,
+                       (long long)g->ops[k].cols);
+    /* a reshape keeps no activation for its backward: no stash of its own */
+    for (int k = 0; k < g->n_ops; k++)
+        if (g->ops[k].type == GPP_OP_RESHAPE)
+            GPP_EXPECT(g->ops[k].params == 0 &&
+                       g->ops[k].io_bytes == 5 * g->ops[k].rows * g->ops[k].cols * 4 &&
+                       g->ops[k].inputs[0] == (k == 8 ? 7 : 2));
+    gpp_graph_destroy(&g);
+}
+
 #define ATTENTION "tests/data/onnx/attention.onnx"
 
 /* Fixture `path` with the raw bytes of initializer `name` (or of Constant
@@ -794,7 +835,11 @@ static void s_reshape_to(base_t *s, int n, const int64_t *shape)
 }
 static void s_reshape_rows(base_t *s)
 {
-    s_reshape_to(s, 3, (int64_t[]){0, 3, 1});
+    s_reshape_to(s, 3, (int64_t[]){0, 2, 2});
+}
+static void s_reshape_rank4(base_t *s)
+{
+    s_reshape_to(s, 4, (int64_t[]){0, 3, 1, 1});
 }
 static void s_reshape_fixed(base_t *s)
 {
@@ -910,7 +955,8 @@ static void t_errors(void)
         {"split empty part", s_split_zero, "split size 2 is 0", "non-empty"},
         {"split parts", s_split_parts, "3 parts of 3 features", "has 2 outputs"},
         {"slice float axes", s_slice_axis, "tensor 'fc.weight' has element type FLOAT", "(Slice)"},
-        {"reshape rows", s_reshape_rows, "'h' [N, 3] would become [N, 3, 1]", "[rows, cols]"},
+        {"reshape size", s_reshape_rows, "'h' [N, 3] would become [N, 2, 2]", "of the same size"},
+        {"reshape rank 4", s_reshape_rank4, "'h' [N, 3] would become [N, 3, 1, 1]", "batch first"},
         {"reshape fixed batch", s_reshape_fixed, "fixed first dimension 2", "(Reshape)"},
         {"reshape infer", s_reshape_infer, "cannot infer dimension 2 of 'y' from 3 features",
          "/Relu"},
@@ -958,6 +1004,7 @@ int main(void)
                                             {"split", t_split},
                                             {"split_equal", t_split_equal},
                                             {"reshape", t_reshape},
+                                            {"flatten", t_flatten},
                                             {"value_info", t_value_info},
                                             {"attention", t_attention},
                                             {"mha", t_mha},
