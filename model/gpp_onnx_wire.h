@@ -23,7 +23,9 @@
 /* Deepest message nesting accepted below ModelProto: protobuf's own default
  * recursion limit (C++ io::CodedInputStream, kDefaultRecursionLimit = 100,
  * google/protobuf/io/coded_stream.h), so gpp decodes what the reference
- * decoder decodes. protobuf-c takes about 1 KiB of stack per level. */
+ * decoder decodes. protobuf-c's unpack takes about 0.95 KiB of stack per
+ * level (measured: a 1 MiB stack overflows at about 1,100 levels; protobuf-c
+ * 1.4.1, Debian 12), so 100 levels need about 100 KiB. */
 #define GPP_ONNX_WIRE_DEPTH 100
 
 /* 0 when buf[0, len) is a well-formed ModelProto wire nesting at most
