@@ -224,6 +224,22 @@ int gpp_add_fwd(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, g
     return s_vt(s)->add(s, gpp_tensor_numel(y), a->data, b->data, y->data, err);
 }
 
+int gpp_reshape_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(y) && x->n == y->n && gpp_tensor_numel(x) == gpp_tensor_numel(y));
+    return gpp_stream_copy(s, y->data, x->data, (size_t)gpp_tensor_numel(y) * sizeof(float),
+                           GPP_COPY_D2D, err);
+}
+
+int gpp_reshape_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_err_t *err)
+{
+    assert(s_f32(dy));
+    if (!dx || !dx->data)
+        return 0;
+    assert(dx->n == dy->n);
+    return gpp_axpy(s, 1.0f, dy, dx, err);
+}
+
 int gpp_add_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, gpp_tensor_t *da, gpp_tensor_t *db,
                 gpp_err_t *err)
 {
@@ -257,7 +273,6 @@ int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *
     assert(s_f32(x) && s_f32(y) && gpp_tensor_numel(x) == gpp_tensor_numel(y));
     return s_vt(s)->axpy(s, gpp_tensor_numel(y), alpha, x->data, y->data, err);
 }
-
 
 /* ---- kernel entry points per op type ---- */
 
@@ -357,6 +372,16 @@ static int s_slice_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
     return gpp_slice_bwd(s, a->dy, a->op->start, a->dx[0], err);
 }
 
+static int s_reshape_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_reshape_fwd(s, a->x[0], a->y, err);
+}
+
+static int s_reshape_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    return gpp_reshape_bwd(s, a->dy, a->dx[0], err);
+}
+
 static int s_add_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
     return gpp_add_fwd(s, a->x[0], a->x[1], a->y, err);
@@ -390,6 +415,7 @@ const gpp_op_kernel_t gpp_op_kernels[] = {
     [GPP_OP_LOSS_MSE] = {s_loss_mse_f, NULL}, /* the forward computes dx */
     [GPP_OP_LOSS_CE] = {s_loss_ce_f, NULL},
     [GPP_OP_SLICE] = {s_slice_f, s_slice_b},
+    [GPP_OP_RESHAPE] = {s_reshape_f, s_reshape_b},
     [GPP_OP_OPAQUE] = {NULL, NULL}, /* costs only */
 };
 _Static_assert(sizeof gpp_op_kernels / sizeof gpp_op_kernels[0] == GPP_OP__COUNT,

@@ -125,6 +125,11 @@ int gpp_slice_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int64_t start, gpp_ten
 int gpp_slice_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, gpp_tensor_t *dx,
                   gpp_err_t *err);
 
+/* ---- reshape: y = x's elements in order, another [rows, cols] per sample
+ * (same n and numel): a copy; dx += dy element for element ---- */
+int gpp_reshape_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
+int gpp_reshape_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_err_t *err);
+
 /* ---- residual add: y = a + b, all the same shape; da += dy, db += dy ---- */
 int gpp_add_fwd(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, gpp_tensor_t *y,
                 gpp_err_t *err);

@@ -137,6 +137,14 @@ int gpp_graph_slice(gpp_graph_t *g, const char *name, int in, int64_t start, int
     return id;
 }
 
+int gpp_graph_reshape(gpp_graph_t *g, const char *name, int in, int64_t rows, int64_t cols)
+{
+    int id = gpp_graph_add(g, GPP_OP_RESHAPE, name, 1, &in);
+    g->ops[id].rows = rows;
+    g->ops[id].cols = cols;
+    return id;
+}
+
 /* ---- validation and derived figures ---- */
 
 static int s_cmp_name(const void *a, const void *b)

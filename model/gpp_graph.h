@@ -38,6 +38,8 @@ typedef enum {
     GPP_OP_LOSS_MSE,      /* mean squared error against the teacher target; out 1x1 */
     GPP_OP_LOSS_CE,       /* softmax cross-entropy per row against teacher classes; out 1x1 */
     GPP_OP_SLICE,         /* columns [start, start + width) of its input (a split branch) */
+    GPP_OP_RESHAPE,       /* its input's elements in order as another rows x cols per sample
+                             (attrs rows, cols; the count kept): [S, C] <-> [1, S*C] */
     GPP_OP_OPAQUE,        /* from a profile file: costs only, not executable */
     GPP_OP__COUNT
 } gpp_op_type_t;
@@ -57,7 +59,7 @@ typedef struct {
     int *inputs;             /* producer op ids, in operand order */
 
     /* attributes (those not used by the type are 0) */
-    int64_t rows, cols;      /* output shape per sample (derived for all but INPUT) */
+    int64_t rows, cols;      /* output shape per sample (derived but for INPUT, RESHAPE) */
     int64_t out_features;    /* LINEAR */
     int bias;                /* LINEAR: 1 with bias */
     int heads;               /* ATTENTION */
@@ -126,6 +128,7 @@ int gpp_graph_embedding_bag(gpp_graph_t *g, const char *name, int in, int64_t ta
 int gpp_graph_concat(gpp_graph_t *g, const char *name, int n, const int *ins);
 int gpp_graph_add2(gpp_graph_t *g, const char *name, int a, int b);
 int gpp_graph_slice(gpp_graph_t *g, const char *name, int in, int64_t start, int64_t width);
+int gpp_graph_reshape(gpp_graph_t *g, const char *name, int in, int64_t rows, int64_t cols);
 
 /* Validates (topological order, arity, shapes, unique names, one or more
  * sinks) and derives shapes, figures and consumer lists. Idempotent.

@@ -1,5 +1,6 @@
 /* gpp_onnx: ONNX import (see gpp_onnx.h). The decoder is protobuf-c over
- * gpp's schema subset (gpp_onnx.proto); this file walks the decoded graph
+ * Debian's onnx.proto, behind a wire pre-scan that bounds its recursion
+ * (gpp_onnx_wire.c); this file walks the decoded graph
  * once, in the file's node order (ONNX requires a topological order), and
  * maps each node, or a short pattern of nodes, onto gpp ops. Values are
  * tracked by name in a hash table; each value is a gpp op's output, a
@@ -15,17 +16,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "model/gpp_onnx.pb-c.h"
+#include "model/gpp_onnx_wire.h"
+#include "model/onnx.pb-c.h"
 #include "model/gpp_optable.h"
 
 #define DIM_MAX ((int64_t)1 << 40) /* the op table's largest size */
 #define SLOTS GPP_GRAPH_PARAM_SLOTS
 
-typedef Gpponnx__Model model_t;
-typedef Gpponnx__Graph graph_t;
-typedef Gpponnx__Node node_t;
-typedef Gpponnx__Tensor tensor_t;
-typedef Gpponnx__Attribute attr_t;
+typedef Onnx__ModelProto model_t;
+typedef Onnx__GraphProto graph_t;
+typedef Onnx__NodeProto node_t;
+typedef Onnx__TensorProto tensor_t;
+typedef Onnx__AttributeProto attr_t;
 
 /* V_SHAPE: a small integer vector computed from shapes (Shape -> Gather ->
  * Unsqueeze -> Concat -> Reshape, as torch exports x.view(x.size(0), -1)),
@@ -70,7 +72,8 @@ static const char SUPPORTED[] =
     "Concat, Split and Slice (last axis), Add, Gather+ReduceSum (embedding bag), self-attention "
     "(MatMul, Softmax, MatMul with the heads' Reshape/Transpose; nn.MultiheadAttention's "
     "packed export), Reshape/Unsqueeze/Squeeze/"
-    "Flatten that add or drop a dimension of 1, Shape arithmetic, Identity, Constant";
+    "Flatten that keep the batch first and rank 2 or 3 ([N, S, C] <-> [N, S*C]), Shape "
+    "arithmetic, Identity, Constant";
 
 /* ---- errors ---- */
 
@@ -224,7 +227,7 @@ static int s_attr_int(imp_t *im, int node, const char *name, int64_t def, int64_
         *out = def;
         return 0;
     }
-    if (!a->has_i && a->type != GPPONNX__ATTRIBUTE__TYPE__INT)
+    if (!a->has_i && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)
         return s_fail(im, node, "attribute '%s' must be an integer", name);
     *out = a->i;
     return 0;
@@ -237,7 +240,7 @@ static int s_attr_float(imp_t *im, int node, const char *name, double def, doubl
         *out = def;
         return 0;
     }
-    if (!a->has_f && a->type != GPPONNX__ATTRIBUTE__TYPE__FLOAT)
+    if (!a->has_f && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT)
         return s_fail(im, node, "attribute '%s' must be a float", name);
     *out = a->f;
     return 0;
@@ -276,22 +279,22 @@ static int s_tensor_check(imp_t *im, int node, const tensor_t *t, int want_float
                       "file (onnx.save(model, path, save_as_external_data=False))",
                       tn);
     int dt = t->has_data_type ? t->data_type : 0;
-    if (want_float && dt != GPPONNX__TENSOR__DATA_TYPE__FLOAT)
+    if (want_float && dt != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
         return s_fail(im, node,
                       "tensor '%s' has element type %s; gpp trains fp32 weights: export the "
                       "model in float32 (model.float() before torch.onnx.export)",
                       tn, s_dtype(dt));
-    if (!want_float && dt != GPPONNX__TENSOR__DATA_TYPE__INT64 &&
-        dt != GPPONNX__TENSOR__DATA_TYPE__INT32)
+    if (!want_float && dt != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
+        dt != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
         return s_fail(im, node, "tensor '%s' has element type %s where integers are needed", tn,
                       s_dtype(dt));
     if ((*numel = s_numel(im, node, t)) < 0)
         return -1;
-    size_t esz = dt == GPPONNX__TENSOR__DATA_TYPE__INT64 ? 8 : 4;
-    size_t have = t->has_raw_data                           ? t->raw_data.len / esz
-                  : dt == GPPONNX__TENSOR__DATA_TYPE__FLOAT ? t->n_float_data
-                  : dt == GPPONNX__TENSOR__DATA_TYPE__INT64 ? t->n_int64_data
-                                                            : t->n_int32_data;
+    size_t esz = dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? 8 : 4;
+    size_t have = t->has_raw_data                              ? t->raw_data.len / esz
+                  : dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? t->n_float_data
+                  : dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? t->n_int64_data
+                                                               : t->n_int32_data;
     if ((t->has_raw_data && t->raw_data.len % esz) || have != (size_t)*numel)
         return s_fail(im, node,
                       "tensor '%s' holds %zu elements of %s but its dims say %lld (truncated or "
@@ -340,7 +343,7 @@ static float *s_floats(imp_t *im, int node, const tensor_t *t, int64_t want)
 /* Integer element i of t (checked by s_tensor_check). */
 static int64_t s_int_at(const tensor_t *t, int64_t i)
 {
-    if (t->data_type == GPPONNX__TENSOR__DATA_TYPE__INT64)
+    if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
         return t->has_raw_data ? (int64_t)s_le(t->raw_data.data + 8 * i, 8) : t->int64_data[i];
     return t->has_raw_data ? (int32_t)s_le(t->raw_data.data + 4 * i, 4) : t->int32_data[i];
 }
@@ -537,7 +540,7 @@ static double s_scalar(imp_t *im, const char *name)
     const val_t *v = s_find(im, name);
     int64_t n;
     gpp_err_t e = {{0}}, *keep = im->err;
-    if (!v || v->kind != V_CONST || v->t->data_type != GPPONNX__TENSOR__DATA_TYPE__FLOAT)
+    if (!v || v->kind != V_CONST || v->t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
         return NAN;
     im->err = &e; /* a mismatch only means "not the pattern" */
     float *f =
@@ -956,8 +959,8 @@ static int s_is_ints(imp_t *im, const char *name)
 {
     const val_t *v = s_find(im, name);
     return v && (v->kind == V_SHAPE || (v->kind == V_CONST && v->t->has_data_type &&
-                                        (v->t->data_type == GPPONNX__TENSOR__DATA_TYPE__INT64 ||
-                                         v->t->data_type == GPPONNX__TENSOR__DATA_TYPE__INT32)));
+                                        (v->t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ||
+                                         v->t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT32)));
 }
 
 /* Integers from input k of node i (see s_ints). */
@@ -1094,21 +1097,31 @@ static int s_fold(imp_t *im, int i)
 }
 
 /* Activation x seen with ONNX dims d[rank] (d[0] the batch): gpp keeps a
- * sample a [rows, cols] matrix, so only a dimension of 1 may come or go. */
+ * sample a [rows, cols] matrix, row-major, so any reshape to rank 2 or 3
+ * that keeps the batch first and the sample's element count is the same
+ * bytes: a dimension of 1 coming or going changes nothing (an alias), any
+ * other ([N, S, C] <-> [N, S*C]) becomes a gpp reshape op. */
 static int s_relayout(imp_t *im, int i, const val_t *x, const int64_t *d, int rank,
                       const char *out_name)
 {
     int64_t xd[3], rows = rank == 3 ? d[1] : 1, cols = d[rank - 1];
+    const gpp_op_t *xo = &im->g->ops[x->op];
     int xr = s_dims(im, x, xd);
     char a[96], b[96];
-    if (rank < 2 || rank > 3 || d[0] != BATCH || rows != im->g->ops[x->op].rows ||
-        cols != im->g->ops[x->op].cols)
+    if (rank < 2 || rank > 3 || d[0] != BATCH || rows < 1 || cols < 1 ||
+        rows > xo->rows * xo->cols / cols || rows * cols != xo->rows * xo->cols)
         return s_fail(im, i,
                       "'%s' %s would become %s: gpp keeps each sample a [rows, cols] matrix, the "
-                      "batch first (only a dimension of 1 may be added or dropped; heads are "
-                      "reshaped only inside the self-attention pattern, docs/graph-format.md)",
+                      "batch first, and reshapes it to another of the same size only (heads "
+                      "are reshaped only inside the self-attention pattern, "
+                      "docs/graph-format.md)",
                       x->name, s_dimstr(xd, xr, a, sizeof a), s_dimstr(d, rank, b, sizeof b));
-    return s_out_op(im, i, out_name, x->op, rank);
+    if (rows == xo->rows && cols == xo->cols)
+        return s_out_op(im, i, out_name, x->op, rank);
+    const node_t *n = im->gr->node[i];
+    char name[GPP_NAME_LEN];
+    s_opname(im, n->name && *n->name ? n->name : out_name, 0, name);
+    return s_out_op(im, i, out_name, gpp_graph_reshape(im->g, name, x->op, rows, cols), rank);
 }
 
 /* The target of Reshape node i for an input of dims d[xr]: 0 (copy) and -1
@@ -1735,8 +1748,8 @@ static int s_mha_ints(mha_t *m, const char *name, int64_t *out, int *scalar, int
     }
     const attr_t *to = s_is(im, p, "Cast") ? s_attr(nd, "to") : NULL;
     if ((na = s_mha_ints(m, nd->input[0], a, &sa, depth + 1)) < 0 ||
-        (to && to->i != GPPONNX__TENSOR__DATA_TYPE__INT64 &&
-         to->i != GPPONNX__TENSOR__DATA_TYPE__INT32)) /* integers stay integers */
+        (to && to->i != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
+         to->i != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)) /* integers stay integers */
         return -1;
     if (s_is(im, p, "Cast") || s_is(im, p, "Identity") || s_is(im, p, "Unsqueeze") ||
         s_is(im, p, "Squeeze")) { /* the latter two between a scalar and one element */
@@ -2043,7 +2056,7 @@ static int s_node(imp_t *im, int i)
         return s_fail(im, i, "the node has no output");
     for (size_t k = 0; k < n->n_attribute; k++)
         if ((n->attribute[k]->ref_attr_name && *n->attribute[k]->ref_attr_name) ||
-            n->attribute[k]->has_g)
+            n->attribute[k]->g || n->attribute[k]->n_graphs)
             return s_fail(im, i,
                           "attribute '%s' is a sub-graph or a function reference; gpp "
                           "imports flat graphs",
@@ -2107,20 +2120,29 @@ static int s_node(imp_t *im, int i)
     return 0;
 }
 
+/* The tensor type of a value info, or NULL (none, or a sequence, map, ...). */
+static const Onnx__TypeProto__Tensor *s_tensor_type(const Onnx__ValueInfoProto *vi)
+{
+    return vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE
+               ? vi->type->tensor_type
+               : NULL;
+}
+
 /* A graph input: [batch, cols] or [batch, rows, cols] fp32, or [batch, bag]
  * integer indices; every dimension but the batch fixed. */
-static int s_input(imp_t *im, const Gpponnx__ValueInfo *vi)
+static int s_input(imp_t *im, const Onnx__ValueInfoProto *vi)
 {
     const char *nm = vi->name ? vi->name : "";
-    const Gpponnx__TensorType *tt = vi->type ? vi->type->tensor_type : NULL;
+    const Onnx__TypeProto__Tensor *tt = s_tensor_type(vi);
     if (!tt || !tt->shape)
         return s_fail(im, -1,
                       "graph input '%s' has no tensor type with a shape; export with "
                       "example inputs so the shape is recorded",
                       nm);
     int dt = tt->has_elem_type ? tt->elem_type : 0, rank = (int)tt->shape->n_dim;
-    int idx = dt == GPPONNX__TENSOR__DATA_TYPE__INT64 || dt == GPPONNX__TENSOR__DATA_TYPE__INT32;
-    if (dt != GPPONNX__TENSOR__DATA_TYPE__FLOAT && !idx)
+    int idx =
+        dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+    if (dt != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && !idx)
         return s_fail(im, -1,
                       "graph input '%s' has element type %s; gpp reads float32 features "
                       "or int32/int64 embedding indices",
@@ -2130,14 +2152,17 @@ static int s_input(imp_t *im, const Gpponnx__ValueInfo *vi)
                       rank, idx ? " indices" : " or [batch, rows, features]");
     int64_t d[3] = {0, 1, 1};
     for (int k = 1; k < rank; k++) {
-        const Gpponnx__Dim *dm = tt->shape->dim[k];
-        if (!dm->has_dim_value || dm->dim_value < 1 || dm->dim_value > DIM_MAX)
+        const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[k];
+        const char *param = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+                                ? dm->dim_param
+                                : NULL;
+        if (dm->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+            dm->dim_value < 1 || dm->dim_value > DIM_MAX)
             return s_fail(im, -1,
                           "dynamic shape: graph input '%s' dimension %d is %s%s%s; gpp plans "
                           "fixed sizes: only the batch (dimension 0) may be symbolic (leave it "
                           "out of torch.onnx.export's dynamic_axes)",
-                          nm, k, dm->dim_param ? "'" : "",
-                          dm->dim_param ? dm->dim_param : "unknown", dm->dim_param ? "'" : "");
+                          nm, k, param ? "'" : "", param ? param : "unknown", param ? "'" : "");
         d[k] = dm->dim_value;
     }
     char name[GPP_NAME_LEN];
@@ -2152,10 +2177,10 @@ static int s_input(imp_t *im, const Gpponnx__ValueInfo *vi)
  * error naming the tensor. A symbolic size where gpp derived a fixed one is
  * an exporter's artifact (the graph inputs are fixed but the batch) and
  * takes gpp's value. */
-static int s_check_info(imp_t *im, const Gpponnx__ValueInfo *vi, const char *what)
+static int s_check_info(imp_t *im, const Onnx__ValueInfoProto *vi, const char *what)
 {
     const val_t *v = vi->name ? s_find(im, vi->name) : NULL;
-    const Gpponnx__TensorType *tt = vi->type ? vi->type->tensor_type : NULL;
+    const Onnx__TypeProto__Tensor *tt = s_tensor_type(vi);
     if (!v || v->kind != V_OP || !tt || !tt->shape)
         return 0;
     int64_t d[3];
@@ -2165,8 +2190,9 @@ static int s_check_info(imp_t *im, const Gpponnx__ValueInfo *vi, const char *wha
         return s_fail(im, -1, "%s '%s' has rank %zu in the file, but gpp derives %s", what,
                       vi->name, tt->shape->n_dim, s_dimstr(d, r, a, sizeof a));
     for (int k = 1; k < r; k++) {
-        const Gpponnx__Dim *dm = tt->shape->dim[k];
-        if (dm->has_dim_value && dm->dim_value != d[k])
+        const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[k];
+        if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+            dm->dim_value != d[k])
             return s_fail(im, -1,
                           "%s '%s' has dimension %d = %lld in the file, but gpp derives "
                           "%s from the graph inputs (a stale value_info? re-export)",
@@ -2270,7 +2296,9 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
 gpp_graph_t *gpp_onnx_parse(const uint8_t *buf, size_t len, const char *origin,
                             gpp_onnx_loss_t loss, gpp_err_t *err)
 {
-    model_t *m = gpponnx__model__unpack(NULL, len, buf);
+    if (gpp_onnx_wire_check(buf, len, origin, err) < 0) /* bounds unpack's recursion */
+        return NULL;
+    model_t *m = onnx__model_proto__unpack(NULL, len, buf);
     if (!m) {
         gpp_err_set(err,
                     "%s: not a valid ONNX file: protobuf decoding failed (truncated or "
@@ -2299,7 +2327,7 @@ gpp_graph_t *gpp_onnx_parse(const uint8_t *buf, size_t len, const char *origin,
     free(im.att);
     free(im.phash);
     free(im.att_at);
-    gpponnx__model__free_unpacked(m, NULL);
+    onnx__model_proto__free_unpacked(m, NULL);
     if (rc < 0)
         gpp_graph_destroy(&im.g);
     return im.g;

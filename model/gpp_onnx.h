@@ -8,8 +8,10 @@
  *
  *     [onnx:]FILE.onnx[:loss=mse|ce]          (default loss: mse)
  *
- * The file is decoded with protobuf-c from gpp's own subset of the ONNX
- * schema (model/gpp_onnx.proto). Every error names the file and the node,
+ * The file is decoded with protobuf-c from the onnx.proto that Debian's
+ * libonnx-dev installs, after a pre-scan that refuses messages nested
+ * deeper than protobuf's own limit (gpp_onnx_wire.h). Every error names
+ * the file and the node,
  * tensor or value at fault and says what gpp accepts instead. */
 #ifndef GPP_ONNX_H
 #define GPP_ONNX_H

@@ -271,6 +271,26 @@ static void s_slice_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t
     c->io_bytes = 5 * op->rows * op->cols * 4;
 }
 
+/* ---- reshape ---- */
+
+static int s_reshape_shape(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err)
+{
+    const gpp_op_t *x = s_in(g, op, 0);
+    if (op->rows > INT64_MAX / op->cols || op->rows * op->cols != x->rows * x->cols)
+        return s_err(err, op,
+                     "%lldx%lld is not the %lld elements per sample of input '%s' (%lldx%lld)",
+                     (long long)op->rows, (long long)op->cols, (long long)(x->rows * x->cols),
+                     x->name, (long long)x->rows, (long long)x->cols);
+    return 0;
+}
+
+static void s_reshape_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t *c)
+{
+    (void)g;
+    /* fwd: a copy (read + write); bwd: read dy, read-modify-write dx (an axpy) */
+    c->io_bytes = 5 * op->rows * op->cols * 4;
+}
+
 /* ---- losses: out 1x1 ---- */
 
 static int s_loss_shape(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err)
@@ -351,6 +371,11 @@ const gpp_op_info_t gpp_optable[] = {
     [GPP_OP_SLICE] = {.name = "slice", .role = GPP_ROLE_LAYER, .min_inputs = 1, .max_inputs = 1,
         .n_attrs = 2, .attrs = {I64(start, 0, 0, 0, DIM_MAX - 1), I64(width, 1, 0, 1, DIM_MAX)},
         .fwd_kernels = 1, .shape = s_slice_shape, .cost = s_slice_cost},
+    /* no input activation kept: the backward adds dy into dx, element for element */
+    [GPP_OP_RESHAPE] = {.name = "reshape", .role = GPP_ROLE_LAYER, .min_inputs = 1,
+        .max_inputs = 1, .n_attrs = 2,
+        .attrs = {I64(rows, 0, 1, 1, DIM_MAX), I64(cols, 1, 0, 1, DIM_MAX)},
+        .fwd_kernels = 1, .shape = s_reshape_shape, .cost = s_reshape_cost},
     [GPP_OP_OPAQUE] = {.name = "opaque", .role = GPP_ROLE_OPAQUE, .min_inputs = 0,
         .max_inputs = INT_MAX, .n_attrs = 5,
         .attrs = {I64(params, 0, 0, 0, INT64_MAX), I64(out_bytes, 0, 0, 0, INT64_MAX),

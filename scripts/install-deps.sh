@@ -23,6 +23,7 @@ PKGS=(
   slurm-wlm munge                  # tests: slurm_local runs munged, slurmctld, slurmd here
                                    # (apt-get install: 18 s on the dev VM, 2026-11)
   python3-onnx                     # ONNX fixtures of the import tests (tests/data/onnx/make_onnx.py; 1.12)
+  libonnx-dev                      # onnx/onnx-ml.proto: model/ generates its ONNX decoder from it
 )
 # Benchmark-only: PyTorch on CPU for the training-speed comparison.
 # Also tests/integration/onnx_torch.sh (skipped without it) and scripts/gpp-export.

@@ -414,6 +414,18 @@ static void t_slice(void)
     s_free_all();
 }
 
+/* x [2, 3, 8] as [2, 4, 6] and back: a copy; the backward accumulates */
+static void t_reshape(void)
+{
+    pt_t *x = s_rand(2, 3, 8, 1), *y = s_pt(GPP_DTYPE_F32, 2, 4, 6, NULL);
+    pt_t *dy = s_rand(2, 4, 6, 1), *dx = s_fill(2, 3, 8, GRAD_INIT);
+    BOTH(gpp_reshape_fwd(S, T(x), T(y), err));
+    BOTH(gpp_reshape_bwd(S, T(dy), T(dx), err));
+    s_close("reshape fwd", y);
+    s_close("reshape bwd", dx);
+    s_free_all();
+}
+
 static void t_losses(void)
 {
     pt_t *x = s_rand(3, 4, 9, 2), *t = s_rand(3, 4, 9, 2), *dx = s_fill(3, 4, 9, GRAD_INIT);
@@ -517,6 +529,7 @@ static const gpp_test_case_t cases[] = {
     {"embedding_sparse", t_embedding},
     {"concat_add_axpy", t_concat_add_axpy},
     {"slice", t_slice},
+    {"reshape", t_reshape},
     {"losses", t_losses},
     {"optimizers", t_optimizers},
     {"allocator_reuse", t_allocator_reuse},

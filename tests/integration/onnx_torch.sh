@@ -11,7 +11,8 @@
 # Two more models, written by scripts/gpp-export, exercise torch's shape
 # plumbing: one splits a feature vector into branches (torch.split and
 # x[:, 2:], imported as gpp slice ops), one reshapes (unsqueeze, view(size(0),
-# -1), squeeze, flatten), and a third is scaled dot-product self-attention
+# -1), squeeze, flatten), one changes the sample's shape ([N, 4, 5] <->
+# [N, 20] <-> [N, 3, 4]: gpp reshape ops), and a third is scaled dot-product self-attention
 # written out (Q, K, V projections, heads by view/transpose, softmax, output
 # projection: one gpp attention op), and a fourth has two branches, an
 # nn.MultiheadAttention (torch's own packed export; biases off zero) with a
@@ -130,7 +131,9 @@ grep -q "model $TMP/net.onnx:loss=ce: 9 ops, 91 parameters" "$TMP/out" &&
 # shape handling from torch's exporter: a feature vector split into branches
 # (Split [4, 6] and Slice [2, 10): three gpp slices), and x.unsqueeze(1),
 # r.view(r.size(0), -1), squeeze, flatten (Shape -> Gather -> Unsqueeze ->
-# Concat -> Reshape, folded at import: no ops), and self-attention written
+# Concat -> Reshape, folded at import: no ops), reshapes that change the
+# sample ([N, 4, 5] -> [N, 20] by flatten(1) and view(size(0), -1), [N, 12]
+# -> [N, 3, 4] by view(-1, 3, 4): gpp reshape ops), and self-attention written
 # out (one gpp attention op, its weights the four projections')
 cat >"$TMP/shapes.py" <<'PYEOF'
 import math, sys, numpy as np, torch
@@ -153,6 +156,16 @@ class Views(nn.Module):
     def forward(s, x):
         r = torch.relu(s.a(x.unsqueeze(1)))
         return s.h(r.view(r.size(0), -1) + r.squeeze(1).flatten(1))
+class Flat(nn.Module):  # reshapes that change the sample: [N, S, C] <-> [N, S*C]
+    IN, OUT = (4, 6), (3, 2)
+    def __init__(s):
+        super().__init__()
+        torch.manual_seed(12)
+        s.a, s.m, s.o = nn.Linear(6, 5), nn.Linear(20, 12), nn.Linear(4, 2)
+    def forward(s, x):
+        r = torch.relu(s.a(x))                                      # [N, 4, 5]
+        g = torch.relu(s.m(r.flatten(1) + r.view(r.size(0), -1)))  # [N, 20] -> [N, 12]
+        return s.o(g.view(-1, 3, 4))                                # [N, 3, 4] -> [N, 3, 2]
 class Attn(nn.Module):  # scaled dot-product self-attention written out, 2 heads
     IN, OUT = (4, 8), (4, 3)
     def __init__(s, E=8, H=2):
@@ -205,7 +218,7 @@ if __name__ == "__main__":
         print(f"{loss.item():.9g}")
 PYEOF
 mkdir -p "$TMP/ds"
-for spec in "Split 12 207 10" "Views 6 115 10" "Attn 5 315 4x8" "TEL 10 600 4x8" \
+for spec in "Split 12 207 10" "Views 6 115 10" "Flat 11 297 4x6" "Attn 5 315 4x8" "TEL 10 600 4x8" \
     "TELpre 10 600 4x8" "MHA 8 387 4x8"; do  # MHA last: the cluster job below reads its data
     set -- $spec
     expect_ok "gpp-export writes the $1 model" $PY "$SRC/scripts/gpp-export" \

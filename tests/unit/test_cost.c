@@ -132,7 +132,7 @@ static void t_gemm_split(void)
         {GPP_OP_GELU, 1, 0, 0},          {GPP_OP_LAYERNORM, 1, 0, 0}, {GPP_OP_ATTENTION, 5, 4, 8},
         {GPP_OP_EMBEDDING_BAG, 1, 0, 0}, {GPP_OP_CONCAT, 1, 0, 0},    {GPP_OP_ADD, 1, 0, 0},
         {GPP_OP_LOSS_MSE, 2, 0, 0},      {GPP_OP_LOSS_CE, 2, 0, 0},   {GPP_OP_SLICE, 1, 0, 0},
-        {GPP_OP_OPAQUE, 1, 1, 2},
+        {GPP_OP_RESHAPE, 1, 0, 0},       {GPP_OP_OPAQUE, 1, 1, 2},
     };
     int n = (int)(sizeof want / sizeof want[0]);
     GPP_EXPECT(n == GPP_OP__COUNT);

@@ -211,7 +211,8 @@ static gpp_graph_t *s_every_type(void)
     int cat_in[2] = {emb, d};
     int cat = gpp_graph_concat(g, "cat", 2, cat_in);
     int sl = gpp_graph_slice(g, "slice", cat, 2, 7);
-    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "mse", sl);
+    int rs = gpp_graph_reshape(g, "reshape", sl, 7, 1);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "mse", rs);
     int op = gpp_graph_add(g, GPP_OP_OPAQUE, "prof", 1, &r);
     gpp_op_t *o = gpp_graph_op(g, op);
     o->params = 12, o->out_bytes = 40, o->stash_bytes = 16;

@@ -765,6 +765,30 @@ static void t_slice_backward(void)
     s_arena_free();
 }
 
+/* ---- reshape ---- */
+
+/* [2, 2, 3] -> [2, 1, 6]: the same elements in order; the backward adds dy
+ * into dx element for element (GRAD_INIT 0.5 already there) */
+static void t_reshape(void)
+{
+    gpp_err_t err;
+    const float v[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    gpp_tensor_t x = s_from(2, 2, 3, v), y = s_new(GPP_DTYPE_F32, 2, 1, 6);
+    GPP_EXPECT(gpp_reshape_fwd(s_st, &x, &y, &err) == 0);
+    s_expect_vals("reshape [2, 3] -> [1, 6]", &y, v, 0);
+    gpp_tensor_t dx = s_grad(&x);
+    GPP_EXPECT(gpp_reshape_bwd(s_st, &y, &dx, &err) == 0);
+    float want[12];
+    for (int k = 0; k < 12; k++)
+        want[k] = v[k] + 0.5f;
+    s_expect_vals("reshape bwd", &dx, want, 0);
+    gpp_tensor_t skip = x; /* a data-less gradient is skipped */
+    skip.data = NULL;
+    GPP_EXPECT(gpp_reshape_bwd(s_st, &y, &skip, &err) == 0);
+    GPP_EXPECT(gpp_reshape_bwd(s_st, &y, NULL, &err) == 0);
+    s_arena_free();
+}
+
 /* ---- losses ---- */
 
 static void t_loss_forward(void)
@@ -929,6 +953,7 @@ static const gpp_test_case_t cases[] = {
     {"concat_add_backward", t_concat_add_backward},
     {"slice_forward", t_slice_forward},
     {"slice_backward", t_slice_backward},
+    {"reshape", t_reshape},
     {"loss_forward", t_loss_forward},
     {"loss_backward", t_loss_backward},
     {"empty_micro_batch", t_empty_micro_batch},

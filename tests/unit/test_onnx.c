@@ -13,11 +13,14 @@
 
 #include "model/gpp_model.h"
 #include "model/gpp_onnx.h"
-#include "model/gpp_onnx.pb-c.h"
+#include "model/onnx.pb-c.h"
 #include "model/gpp_optable.h"
 #include "tests/gpp_test.h"
 
 #define BRANCHES "tests/data/onnx/branches.onnx"
+/* which member of a dimension's oneof is set (onnx.proto's value oneof) */
+#define DIM_VALUE ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
+#define DIM_PARAM ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
 
 static uint8_t *s_slurp(const char *path, size_t *len)
 {
@@ -42,7 +45,7 @@ static int s_find_op(const gpp_graph_t *g, const char *name)
     return -1;
 }
 
-static const Gpponnx__Tensor *s_init(const Gpponnx__Model *m, const char *name)
+static const Onnx__TensorProto *s_init(const Onnx__ModelProto *m, const char *name)
 {
     for (size_t i = 0; i < m->graph->n_initializer; i++)
         if (!strcmp(m->graph->initializer[i]->name, name))
@@ -51,7 +54,7 @@ static const Gpponnx__Tensor *s_init(const Gpponnx__Model *m, const char *name)
 }
 
 /* Element i of an fp32 initializer (raw_data or float_data). */
-static float s_f(const Gpponnx__Tensor *t, size_t i)
+static float s_f(const Onnx__TensorProto *t, size_t i)
 {
     if (!t->has_raw_data)
         return t->float_data[i];
@@ -100,21 +103,21 @@ static void t_branches(void)
     /* the initializers, in gpp's layout: [out, in] weights */
     size_t len = 0;
     uint8_t *buf = s_slurp(BRANCHES, &len);
-    Gpponnx__Model *m = buf ? gpponnx__model__unpack(NULL, len, buf) : NULL;
+    Onnx__ModelProto *m = buf ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
     GPP_EXPECT(m != NULL);
     if (m) {
         static const struct {
             const char *op, *init;
             int slot, transposed;
             int64_t rows, cols;
-        } w[] = {{"fa", "fa.weight", 0, 0, 16, 8},         {"fa", "fa.bias", 1, 0, 1, 16},
-                 {"fb", "onnx::MatMul_9", 0, 1, 12, 6},    {"fb", "fb.bias", 1, 0, 1, 12},
-                 {"emb", "emb.weight", 0, 0, 20, 5},       {"ln", "ln.weight", 0, 0, 1, 33},
-                 {"ln", "ln.bias", 1, 0, 1, 33},           {"head", "onnx::Gemm_20", 0, 1, 4, 33},
+        } w[] = {{"fa", "fa.weight", 0, 0, 16, 8},      {"fa", "fa.bias", 1, 0, 1, 16},
+                 {"fb", "onnx::MatMul_9", 0, 1, 12, 6}, {"fb", "fb.bias", 1, 0, 1, 12},
+                 {"emb", "emb.weight", 0, 0, 20, 5},    {"ln", "ln.weight", 0, 0, 1, 33},
+                 {"ln", "ln.bias", 1, 0, 1, 33},        {"head", "onnx::Gemm_20", 0, 1, 4, 33},
                  {"head", "head.bias", 1, 0, 1, 4}};
         for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
             const float *v = gpp_graph_init_weight(g, s_find_op(g, w[i].op), w[i].slot);
-            const Gpponnx__Tensor *t = s_init(m, w[i].init);
+            const Onnx__TensorProto *t = s_init(m, w[i].init);
             GPP_EXPECT_MSG(v && t, "%s slot %d", w[i].op, w[i].slot);
             if (!v || !t)
                 continue;
@@ -128,7 +131,7 @@ static void t_branches(void)
             GPP_EXPECT_MSG(bad == 0, "%s: %d values differ from %s", w[i].op, bad, w[i].init);
         }
         GPP_EXPECT(gpp_graph_init_weight(g, s_find_op(g, "/relu/Relu"), 0) == NULL);
-        gpponnx__model__free_unpacked(m, NULL);
+        onnx__model_proto__free_unpacked(m, NULL);
     }
     gpp_graph_destroy(&g);
 
@@ -245,6 +248,47 @@ static void t_reshape(void)
     gpp_graph_destroy(&g[1]);
 }
 
+/* flatten.onnx: reshapes that change the sample's shape become gpp reshape
+ * ops, [4, 5] -> [1, 20] (Flatten; Reshape [0, -1]) and [1, 12] -> [3, 4]
+ * (Reshape [0, 3, -1]), the rows of the Linear after it following */
+static void t_flatten(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_model_load("tests/data/onnx/flatten.onnx", &err);
+    GPP_EXPECT_MSG(g != NULL && gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    if (!g)
+        return;
+    static const struct {
+        const char *name;
+        gpp_op_type_t type;
+        int64_t rows, cols;
+    } want[] = {{"x", GPP_OP_INPUT, 4, 6},
+                {"a", GPP_OP_LINEAR, 4, 5},
+                {"/Relu", GPP_OP_RELU, 4, 5},
+                {"/Flatten", GPP_OP_RESHAPE, 1, 20},
+                {"/Reshape", GPP_OP_RESHAPE, 1, 20},
+                {"/Add", GPP_OP_ADD, 1, 20},
+                {"m", GPP_OP_LINEAR, 1, 12},
+                {"/Relu_1", GPP_OP_RELU, 1, 12},
+                {"/Reshape_1", GPP_OP_RESHAPE, 3, 4},
+                {"o", GPP_OP_LINEAR, 3, 2},
+                {"loss", GPP_OP_LOSS_MSE, 1, 1}};
+    GPP_EXPECT_MSG(g->n_ops == 11, "%d ops", g->n_ops);
+    for (int k = 0; k < 11 && k < g->n_ops; k++)
+        GPP_EXPECT_MSG(!strcmp(g->ops[k].name, want[k].name) && g->ops[k].type == want[k].type &&
+                           g->ops[k].rows == want[k].rows && g->ops[k].cols == want[k].cols,
+                       "op %d '%s' %s %lldx%lld", k, g->ops[k].name,
+                       gpp_op_type_name(g->ops[k].type), (long long)g->ops[k].rows,
+                       (long long)g->ops[k].cols);
+    /* a reshape keeps no activation for its backward: no stash of its own */
+    for (int k = 0; k < g->n_ops; k++)
+        if (g->ops[k].type == GPP_OP_RESHAPE)
+            GPP_EXPECT(g->ops[k].params == 0 &&
+                       g->ops[k].io_bytes == 5 * g->ops[k].rows * g->ops[k].cols * 4 &&
+                       g->ops[k].inputs[0] == (k == 8 ? 7 : 2));
+    gpp_graph_destroy(&g);
+}
+
 #define ATTENTION "tests/data/onnx/attention.onnx"
 
 /* Fixture `path` with the raw bytes of initializer `name` (or of Constant
@@ -255,23 +299,23 @@ static gpp_graph_t *s_edited(const char *path, const char *name, const void *v, 
 {
     size_t len = 0;
     uint8_t *buf = s_slurp(path, &len);
-    Gpponnx__Model *m = buf ? gpponnx__model__unpack(NULL, len, buf) : NULL;
+    Onnx__ModelProto *m = buf ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
     gpp_graph_t *g = NULL;
-    Gpponnx__Tensor *t = m ? (Gpponnx__Tensor *)s_init(m, name) : NULL;
+    Onnx__TensorProto *t = m ? (Onnx__TensorProto *)s_init(m, name) : NULL;
     for (size_t i = 0; m && !t && i < m->graph->n_node; i++)
         if (!strcmp(m->graph->node[i]->name, name) && m->graph->node[i]->n_attribute == 1)
             t = m->graph->node[i]->attribute[0]->t;
     GPP_EXPECT_MSG(t && t->has_raw_data && t->raw_data.len == n, "initializer %s", name);
     if (t && t->raw_data.len == n) {
         memcpy(t->raw_data.data, v, n);
-        size_t plen = gpponnx__model__get_packed_size(m);
+        size_t plen = onnx__model_proto__get_packed_size(m);
         uint8_t *out = malloc(plen);
-        gpponnx__model__pack(m, out);
+        onnx__model_proto__pack(m, out);
         g = gpp_onnx_parse(out, plen, "a.onnx", GPP_ONNX_LOSS_MSE, err);
         free(out);
     }
     if (m)
-        gpponnx__model__free_unpacked(m, NULL);
+        onnx__model_proto__free_unpacked(m, NULL);
     free(buf);
     return g;
 }
@@ -291,7 +335,7 @@ static void t_attention(void)
                    "%d ops", g->n_ops);
     size_t len = 0;
     uint8_t *buf = s_slurp(ATTENTION, &len);
-    Gpponnx__Model *m = buf ? gpponnx__model__unpack(NULL, len, buf) : NULL;
+    Onnx__ModelProto *m = buf ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
     GPP_EXPECT(m != NULL && at == 1);
     if (m && at == 1) {
         /* gpp's [out, in] rows from MatMul's [in, out]: w_qkv = Wq | Wk | Wv, w_o */
@@ -303,7 +347,7 @@ static void t_attention(void)
         const float *wo = gpp_graph_init_weight(g, at, 2), *bo = gpp_graph_init_weight(g, at, 3);
         int bad = 0;
         for (int k = 0; k < 4; k++) {
-            const Gpponnx__Tensor *w = s_init(m, wn[k]), *b = bn[k] ? s_init(m, bn[k]) : NULL;
+            const Onnx__TensorProto *w = s_init(m, wn[k]), *b = bn[k] ? s_init(m, bn[k]) : NULL;
             for (int o = 0; o < 8; o++) {
                 for (int i = 0; i < 8; i++)
                     bad += (k < 3 ? wqkv[(k * 8 + o) * 8 + i] : wo[o * 8 + i]) !=
@@ -312,7 +356,7 @@ static void t_attention(void)
             }
         }
         GPP_EXPECT_MSG(bad == 0, "%d attention weights differ from the initializers", bad);
-        gpponnx__model__free_unpacked(m, NULL);
+        onnx__model_proto__free_unpacked(m, NULL);
     }
     free(buf);
     gpp_graph_destroy(&g);
@@ -337,10 +381,10 @@ static void t_attention(void)
 #define MHA "tests/data/onnx/mha.onnx"
 
 /* The initializer of dims [r, c]. */
-static const Gpponnx__Tensor *s_init_dims(const Gpponnx__Model *m, int64_t r, int64_t c)
+static const Onnx__TensorProto *s_init_dims(const Onnx__ModelProto *m, int64_t r, int64_t c)
 {
     for (size_t i = 0; i < m->graph->n_initializer; i++) {
-        const Gpponnx__Tensor *t = m->graph->initializer[i];
+        const Onnx__TensorProto *t = m->graph->initializer[i];
         if (t->n_dims == 2 && t->dims[0] == r && t->dims[1] == c)
             return t;
     }
@@ -367,13 +411,13 @@ static void t_mha(void)
                        "%s: %d ops", file[f], g->n_ops);
         size_t len = 0;
         uint8_t *buf = s_slurp(file[f], &len);
-        Gpponnx__Model *m = buf ? gpponnx__model__unpack(NULL, len, buf) : NULL;
-        const Gpponnx__Tensor *w = m ? s_init_dims(m, 8, 24) : NULL,
-                              *b = m && !f ? s_init(m, "mha.in_proj_bias") : NULL,
-                              *wo =
-                                  m ? (f ? s_init_dims(m, 8, 8) : s_init(m, "mha.out_proj.weight"))
-                                    : NULL,
-                              *bo = m && !f ? s_init(m, "mha.out_proj.bias") : NULL;
+        Onnx__ModelProto *m = buf ? onnx__model_proto__unpack(NULL, len, buf) : NULL;
+        const Onnx__TensorProto *w = m ? s_init_dims(m, 8, 24) : NULL,
+                                *b = m && !f ? s_init(m, "mha.in_proj_bias") : NULL,
+                                *wo = m ? (f ? s_init_dims(m, 8, 8)
+                                             : s_init(m, "mha.out_proj.weight"))
+                                        : NULL,
+                                *bo = m && !f ? s_init(m, "mha.out_proj.bias") : NULL;
         GPP_EXPECT(w && wo && (f || (b && bo)) && at == 1);
         if (w && wo && (f || (b && bo)) && at == 1) {
             const float *wqkv = gpp_graph_init_weight(g, at, 0),
@@ -395,7 +439,7 @@ static void t_mha(void)
                            file[f], bad);
         }
         if (m)
-            gpponnx__model__free_unpacked(m, NULL);
+            onnx__model_proto__free_unpacked(m, NULL);
         free(buf);
         gpp_graph_destroy(&g);
     }
@@ -428,8 +472,9 @@ static void t_mha(void)
     }
     gpp_err_t err = {{0}};
     gpp_graph_t *g = gpp_model_load("tests/data/onnx/mha_mask.onnx", &err);
-    GPP_EXPECT_MSG(!g && strstr(err.msg, "'/mha/Softmax' (Softmax): unsupported op Softmax after "
-                                         "an attention mask") &&
+    GPP_EXPECT_MSG(!g &&
+                       strstr(err.msg, "'/mha/Softmax' (Softmax): unsupported op Softmax after "
+                                       "an attention mask") &&
                        strstr(err.msg, "gpp's attention has no mask"),
                    "mask: '%s'", err.msg);
     gpp_graph_destroy(&g);
@@ -451,24 +496,26 @@ static void t_spec(void)
                strstr(err.msg, "use mse or ce"));
     GPP_EXPECT(gpp_onnx_spec_loss("m.onnx:loss=ce", "mse", out, sizeof out, &err) < 0 &&
                strstr(err.msg, "names a loss already"));
-    GPP_EXPECT(gpp_model_load("/nonexistent/m.onnx", &err) == NULL && strstr(err.msg, "cannot open"));
-    GPP_EXPECT(gpp_model_load("onnx:/tmp:loss=ce", &err) == NULL && strstr(err.msg, "regular file"));
+    GPP_EXPECT(gpp_model_load("/nonexistent/m.onnx", &err) == NULL &&
+               strstr(err.msg, "cannot open"));
+    GPP_EXPECT(gpp_model_load("onnx:/tmp:loss=ce", &err) == NULL &&
+               strstr(err.msg, "regular file"));
 }
 
 /* ---- broken models, built with protobuf-c ----
  * The base model: x [N, 4] -> Gemm(W [3, 4], b [3], transB=1) -> Relu -> y. */
 
 typedef struct {
-    Gpponnx__Model m;
-    Gpponnx__Graph g;
-    Gpponnx__Node gemm, relu, *nodes[3];
-    Gpponnx__Attribute tb, *gemm_attrs[2];
-    Gpponnx__Tensor w, b, *inits[3];
-    Gpponnx__ValueInfo x, y, *ins[2], *outs[1];
-    Gpponnx__Type xt, yt;
-    Gpponnx__TensorType xtt, ytt;
-    Gpponnx__Shape xs, ys;
-    Gpponnx__Dim xd[3], yd[2], *xdp[3], *ydp[2];
+    Onnx__ModelProto m;
+    Onnx__GraphProto g;
+    Onnx__NodeProto gemm, relu, *nodes[3];
+    Onnx__AttributeProto tb, *gemm_attrs[2];
+    Onnx__TensorProto w, b, *inits[3];
+    Onnx__ValueInfoProto x, y, *ins[2], *outs[1];
+    Onnx__TypeProto xt, yt;
+    Onnx__TypeProto__Tensor xtt, ytt;
+    Onnx__TensorShapeProto xs, ys;
+    Onnx__TensorShapeProto__Dimension xd[3], yd[2], *xdp[3], *ydp[2];
     char *gemm_in[3], *gemm_out[1], *relu_in[1], *relu_out[1];
     int64_t wdims[2], bdims[1];
     float wv[12], bv[3];
@@ -477,17 +524,17 @@ typedef struct {
 static void s_base(base_t *s)
 {
     memset(s, 0, sizeof *s);
-    gpponnx__model__init(&s->m);
-    gpponnx__graph__init(&s->g);
+    onnx__model_proto__init(&s->m);
+    onnx__graph_proto__init(&s->g);
     s->m.graph = &s->g;
-    gpponnx__node__init(&s->gemm);
-    gpponnx__node__init(&s->relu);
-    gpponnx__attribute__init(&s->tb);
+    onnx__node_proto__init(&s->gemm);
+    onnx__node_proto__init(&s->relu);
+    onnx__attribute_proto__init(&s->tb);
     s->tb.name = "transB";
     s->tb.has_i = 1;
     s->tb.i = 1;
     s->tb.has_type = 1;
-    s->tb.type = GPPONNX__ATTRIBUTE__TYPE__INT;
+    s->tb.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
     s->gemm_attrs[0] = &s->tb;
     s->gemm.attribute = s->gemm_attrs;
     s->gemm.n_attribute = 1;
@@ -510,13 +557,13 @@ static void s_base(base_t *s)
     s->nodes[0] = &s->gemm, s->nodes[1] = &s->relu;
     s->g.node = s->nodes;
     s->g.n_node = 2;
-    gpponnx__tensor__init(&s->w);
-    gpponnx__tensor__init(&s->b);
+    onnx__tensor_proto__init(&s->w);
+    onnx__tensor_proto__init(&s->b);
     for (int i = 0; i < 12; i++)
         s->wv[i] = 0.1f * (float)(i - 6);
     s->w.name = "fc.weight";
     s->w.has_data_type = 1;
-    s->w.data_type = GPPONNX__TENSOR__DATA_TYPE__FLOAT;
+    s->w.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
     s->wdims[0] = 3, s->wdims[1] = 4;
     s->w.dims = s->wdims;
     s->w.n_dims = 2;
@@ -524,7 +571,7 @@ static void s_base(base_t *s)
     s->w.n_float_data = 12;
     s->b.name = "fc.bias";
     s->b.has_data_type = 1;
-    s->b.data_type = GPPONNX__TENSOR__DATA_TYPE__FLOAT;
+    s->b.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
     s->bdims[0] = 3;
     s->b.dims = s->bdims;
     s->b.n_dims = 1;
@@ -533,36 +580,36 @@ static void s_base(base_t *s)
     s->inits[0] = &s->w, s->inits[1] = &s->b;
     s->g.initializer = s->inits;
     s->g.n_initializer = 2;
-    Gpponnx__ValueInfo *vi[2] = {&s->x, &s->y};
-    Gpponnx__Type *ty[2] = {&s->xt, &s->yt};
-    Gpponnx__TensorType *tt[2] = {&s->xtt, &s->ytt};
-    Gpponnx__Shape *sh[2] = {&s->xs, &s->ys};
-    Gpponnx__Dim *d[2] = {s->xd, s->yd};
-    Gpponnx__Dim **dp[2] = {s->xdp, s->ydp};
+    Onnx__ValueInfoProto *vi[2] = {&s->x, &s->y};
+    Onnx__TypeProto *ty[2] = {&s->xt, &s->yt};
+    Onnx__TypeProto__Tensor *tt[2] = {&s->xtt, &s->ytt};
+    Onnx__TensorShapeProto *sh[2] = {&s->xs, &s->ys};
+    Onnx__TensorShapeProto__Dimension *d[2] = {s->xd, s->yd};
+    Onnx__TensorShapeProto__Dimension **dp[2] = {s->xdp, s->ydp};
     const char *names[2] = {"x", "y"};
     int64_t cols[2] = {4, 3};
     for (int k = 0; k < 2; k++) {
-        gpponnx__value_info__init(vi[k]);
-        gpponnx__type__init(ty[k]);
-        gpponnx__tensor_type__init(tt[k]);
-        gpponnx__shape__init(sh[k]);
+        onnx__value_info_proto__init(vi[k]);
+        onnx__type_proto__init(ty[k]);
+        onnx__type_proto__tensor__init(tt[k]);
+        onnx__tensor_shape_proto__init(sh[k]);
         for (int j = 0; j < 2; j++) {
-            gpponnx__dim__init(&d[k][j]);
+            onnx__tensor_shape_proto__dimension__init(&d[k][j]);
             dp[k][j] = &d[k][j];
         }
-        d[k][0].dim_param = "N";
-        d[k][1].has_dim_value = 1;
+        d[k][0].value_case = DIM_PARAM, d[k][0].dim_param = "N";
+        d[k][1].value_case = DIM_VALUE;
         d[k][1].dim_value = cols[k];
         sh[k]->dim = dp[k];
         sh[k]->n_dim = 2;
         tt[k]->has_elem_type = 1;
-        tt[k]->elem_type = GPPONNX__TENSOR__DATA_TYPE__FLOAT;
+        tt[k]->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
         tt[k]->shape = sh[k];
-        ty[k]->tensor_type = tt[k];
+        ty[k]->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, ty[k]->tensor_type = tt[k];
         vi[k]->type = ty[k];
         vi[k]->name = (char *)names[k];
     }
-    gpponnx__dim__init(&s->xd[2]);
+    onnx__tensor_shape_proto__dimension__init(&s->xd[2]);
     s->xdp[2] = &s->xd[2];
     s->ins[0] = &s->x;
     s->outs[0] = &s->y;
@@ -575,9 +622,9 @@ static void s_base(base_t *s)
 /* Packs and imports s; returns the graph or NULL with err. */
 static gpp_graph_t *s_import(const base_t *s, gpp_err_t *err)
 {
-    size_t n = gpponnx__model__get_packed_size(&s->m);
+    size_t n = onnx__model_proto__get_packed_size(&s->m);
     uint8_t *buf = malloc(n + 1);
-    gpponnx__model__pack(&s->m, buf);
+    onnx__model_proto__pack(&s->m, buf);
     gpp_graph_t *g = gpp_onnx_parse(buf, n, "t.onnx", GPP_ONNX_LOSS_MSE, err);
     if (g && gpp_graph_finalize(g, err) < 0)
         gpp_graph_destroy(&g);
@@ -585,48 +632,124 @@ static gpp_graph_t *s_import(const base_t *s, gpp_err_t *err)
     return g;
 }
 
-static void s_softmax(base_t *s) { s->relu.op_type = "Softmax"; }
-static void s_dynamic(base_t *s) { s->xd[1].has_dim_value = 0, s->xd[1].dim_param = "feat"; }
-static void s_rank1(base_t *s) { s->xs.n_dim = 1; }
-static void s_rank4(base_t *s) { s->xs.n_dim = 3, s->xd[2].has_dim_value = 1, s->xd[2].dim_value = 2; }
-static void s_double(base_t *s) { s->w.data_type = GPPONNX__TENSOR__DATA_TYPE__DOUBLE; }
-static void s_xdouble(base_t *s) { s->xtt.elem_type = GPPONNX__TENSOR__DATA_TYPE__DOUBLE; }
-static void s_short(base_t *s) { s->w.n_float_data = 10; }
-static void s_baddim(base_t *s) { s->wdims[0] = -3; }
-static void s_wshape(base_t *s) { s->wdims[0] = 4, s->wdims[1] = 3; }
-static void s_order(base_t *s) { s->nodes[0] = &s->relu, s->nodes[1] = &s->gemm; }
-static void s_missing(base_t *s) { s->relu_in[0] = "hh"; }
-static void s_twice(base_t *s) { s->relu_out[0] = "h"; }
-static void s_alpha(base_t *s) { s->tb.name = "alpha", s->tb.has_f = 1, s->tb.f = 2.0f; }
-static void s_transa(base_t *s) { s->tb.name = "transA"; }
-static void s_domain(base_t *s) { s->relu.domain = "com.microsoft"; }
-static void s_nograph(base_t *s) { s->m.graph = NULL; }
-static void s_noshape(base_t *s) { s->xtt.shape = NULL; }
-static void s_nooutput(base_t *s) { s->g.n_output = 0; }
-static void s_outconst(base_t *s) { s->y.name = "fc.bias"; }
-static void s_external(base_t *s) { s->w.has_data_location = 1, s->w.data_location = 1; }
-static void s_nan(base_t *s) { s->wv[5] = NAN; }
-static void s_inval(base_t *s) { s->xtt.elem_type = GPPONNX__TENSOR__DATA_TYPE__INT64; }
-static void s_const_in(base_t *s) { s->gemm_in[0] = "fc.bias"; }
-static void s_noinput(base_t *s) { s->g.n_input = 0; }
-static void s_biasn(base_t *s) { s->bdims[0] = 2, s->b.n_float_data = 2; }
+static void s_softmax(base_t *s)
+{
+    s->relu.op_type = "Softmax";
+}
+static void s_dynamic(base_t *s)
+{
+    s->xd[1].value_case = DIM_PARAM, s->xd[1].dim_param = "feat";
+}
+static void s_rank1(base_t *s)
+{
+    s->xs.n_dim = 1;
+}
+static void s_rank4(base_t *s)
+{
+    s->xs.n_dim = 3, s->xd[2].value_case = DIM_VALUE, s->xd[2].dim_value = 2;
+}
+static void s_double(base_t *s)
+{
+    s->w.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+}
+static void s_xdouble(base_t *s)
+{
+    s->xtt.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+}
+static void s_short(base_t *s)
+{
+    s->w.n_float_data = 10;
+}
+static void s_baddim(base_t *s)
+{
+    s->wdims[0] = -3;
+}
+static void s_wshape(base_t *s)
+{
+    s->wdims[0] = 4, s->wdims[1] = 3;
+}
+static void s_order(base_t *s)
+{
+    s->nodes[0] = &s->relu, s->nodes[1] = &s->gemm;
+}
+static void s_missing(base_t *s)
+{
+    s->relu_in[0] = "hh";
+}
+static void s_twice(base_t *s)
+{
+    s->relu_out[0] = "h";
+}
+static void s_alpha(base_t *s)
+{
+    s->tb.name = "alpha", s->tb.has_f = 1, s->tb.f = 2.0f;
+}
+static void s_transa(base_t *s)
+{
+    s->tb.name = "transA";
+}
+static void s_domain(base_t *s)
+{
+    s->relu.domain = "com.microsoft";
+}
+static void s_nograph(base_t *s)
+{
+    s->m.graph = NULL;
+}
+static void s_noshape(base_t *s)
+{
+    s->xtt.shape = NULL;
+}
+static void s_nooutput(base_t *s)
+{
+    s->g.n_output = 0;
+}
+static void s_outconst(base_t *s)
+{
+    s->y.name = "fc.bias";
+}
+static void s_external(base_t *s)
+{
+    s->w.has_data_location = 1, s->w.data_location = 1;
+}
+static void s_nan(base_t *s)
+{
+    s->wv[5] = NAN;
+}
+static void s_inval(base_t *s)
+{
+    s->xtt.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+}
+static void s_const_in(base_t *s)
+{
+    s->gemm_in[0] = "fc.bias";
+}
+static void s_noinput(base_t *s)
+{
+    s->g.n_input = 0;
+}
+static void s_biasn(base_t *s)
+{
+    s->bdims[0] = 2, s->b.n_float_data = 2;
+}
 static void s_sparse(base_t *s)
 {
-    static ProtobufCBinaryData sp[1] = {{0, NULL}};
-    s->g.sparse_initializer = sp;
+    static Onnx__SparseTensorProto sp, *spp[1] = {&sp};
+    onnx__sparse_tensor_proto__init(&sp);
+    s->g.sparse_initializer = spp;
     s->g.n_sparse_initializer = 1;
 }
 
 /* The Relu as a Split / Slice of h [N, 3] with the given attribute, and
  * with the features as the axis (Split's axis -1, Slice's axes [-1]). */
-static Gpponnx__Attribute s_a[3], *s_ap[3];
+static Onnx__AttributeProto s_a[3], *s_ap[3];
 static void s_as(base_t *s, const char *op, const char *attr, int n, const int64_t *v, int outs)
 {
     static int64_t iv[4], minus1[1] = {-1};
     static char *out[3] = {"y", "y2", "y3"};
     memcpy(iv, v, (size_t)n * sizeof *iv);
     for (int k = 0; k < 3; k++) {
-        gpponnx__attribute__init(&s_a[k]);
+        onnx__attribute_proto__init(&s_a[k]);
         s_ap[k] = &s_a[k];
     }
     s_a[0].name = (char *)attr;
@@ -696,13 +819,13 @@ static void t_split_equal(void)
 /* The Relu as Reshape(h, shape) with an int64 constant shape. */
 static void s_reshape_to(base_t *s, int n, const int64_t *shape)
 {
-    static Gpponnx__Tensor t;
+    static Onnx__TensorProto t;
     static int64_t v[4], dims[1];
     static char *in[2] = {"h", "shape"};
-    gpponnx__tensor__init(&t);
+    onnx__tensor_proto__init(&t);
     memcpy(v, shape, (size_t)n * sizeof *v);
     dims[0] = n;
-    t.name = "shape", t.has_data_type = 1, t.data_type = GPPONNX__TENSOR__DATA_TYPE__INT64;
+    t.name = "shape", t.has_data_type = 1, t.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
     t.dims = dims, t.n_dims = 1, t.int64_data = v, t.n_int64_data = (size_t)n;
     s->inits[2] = &t;
     s->g.n_initializer = 3;
@@ -712,7 +835,11 @@ static void s_reshape_to(base_t *s, int n, const int64_t *shape)
 }
 static void s_reshape_rows(base_t *s)
 {
-    s_reshape_to(s, 3, (int64_t[]){0, 3, 1});
+    s_reshape_to(s, 3, (int64_t[]){0, 2, 2});
+}
+static void s_reshape_rank4(base_t *s)
+{
+    s_reshape_to(s, 4, (int64_t[]){0, 3, 1, 1});
 }
 static void s_reshape_fixed(base_t *s)
 {
@@ -731,24 +858,26 @@ static void s_unsq_batch(base_t *s)
     s_as(s, "Unsqueeze", "axes", 1, (int64_t[]){0}, 1);
 }
 /* a value_info for h [N, 3] that says otherwise */
-static Gpponnx__ValueInfo *s_hinfo(base_t *s, int rank, int64_t d1)
+static Onnx__ValueInfoProto *s_hinfo(base_t *s, int rank, int64_t d1)
 {
-    static Gpponnx__ValueInfo vi, *vip[1];
-    static Gpponnx__Type ty;
-    static Gpponnx__TensorType tt;
-    static Gpponnx__Shape sh;
-    static Gpponnx__Dim d[3], *dp[3];
-    gpponnx__value_info__init(&vi), gpponnx__type__init(&ty);
-    gpponnx__tensor_type__init(&tt), gpponnx__shape__init(&sh);
+    static Onnx__ValueInfoProto vi, *vip[1];
+    static Onnx__TypeProto ty;
+    static Onnx__TypeProto__Tensor tt;
+    static Onnx__TensorShapeProto sh;
+    static Onnx__TensorShapeProto__Dimension d[3], *dp[3];
+    onnx__value_info_proto__init(&vi), onnx__type_proto__init(&ty);
+    onnx__type_proto__tensor__init(&tt), onnx__tensor_shape_proto__init(&sh);
     for (int k = 0; k < 3; k++) {
-        gpponnx__dim__init(&d[k]);
+        onnx__tensor_shape_proto__dimension__init(&d[k]);
         dp[k] = &d[k];
     }
-    d[0].dim_param = "batch";
-    d[1].has_dim_value = 1, d[1].dim_value = d1;
+    d[0].value_case = DIM_PARAM, d[0].dim_param = "batch";
+    d[1].value_case = DIM_VALUE, d[1].dim_value = d1;
+    d[2].value_case = DIM_PARAM,
     d[2].dim_param = "unk__0"; /* symbolic: an exporter's artifact, gpp's value counts */
     sh.dim = dp, sh.n_dim = (size_t)rank;
-    tt.shape = &sh, ty.tensor_type = &tt, vi.type = &ty, vi.name = "h";
+    tt.shape = &sh, ty.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, ty.tensor_type = &tt,
+    vi.type = &ty, vi.name = "h";
     vip[0] = &vi;
     s->g.value_info = vip;
     s->g.n_value_info = 1;
@@ -773,11 +902,11 @@ static void t_value_info(void)
     base_t s;
     gpp_err_t err = {{0}};
     s_base(&s);
-    Gpponnx__ValueInfo *vi = s_hinfo(&s, 2, 3);
+    Onnx__ValueInfoProto *vi = s_hinfo(&s, 2, 3);
     gpp_graph_t *g = s_import(&s, &err);
     GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
     gpp_graph_destroy(&g);
-    vi->type->tensor_type->shape->dim[1]->has_dim_value = 0;
+    vi->type->tensor_type->shape->dim[1]->value_case = DIM_PARAM;
     vi->type->tensor_type->shape->dim[1]->dim_param = "unk__1";
     g = s_import(&s, &err);
     GPP_EXPECT_MSG(g != NULL && g->ops[1].cols == 3, "%s", err.msg);
@@ -826,7 +955,8 @@ static void t_errors(void)
         {"split empty part", s_split_zero, "split size 2 is 0", "non-empty"},
         {"split parts", s_split_parts, "3 parts of 3 features", "has 2 outputs"},
         {"slice float axes", s_slice_axis, "tensor 'fc.weight' has element type FLOAT", "(Slice)"},
-        {"reshape rows", s_reshape_rows, "'h' [N, 3] would become [N, 3, 1]", "[rows, cols]"},
+        {"reshape size", s_reshape_rows, "'h' [N, 3] would become [N, 2, 2]", "of the same size"},
+        {"reshape rank 4", s_reshape_rank4, "'h' [N, 3] would become [N, 3, 1, 1]", "batch first"},
         {"reshape fixed batch", s_reshape_fixed, "fixed first dimension 2", "(Reshape)"},
         {"reshape infer", s_reshape_infer, "cannot infer dimension 2 of 'y' from 3 features",
          "/Relu"},
@@ -874,6 +1004,7 @@ int main(void)
                                             {"split", t_split},
                                             {"split_equal", t_split_equal},
                                             {"reshape", t_reshape},
+                                            {"flatten", t_flatten},
                                             {"value_info", t_value_info},
                                             {"attention", t_attention},
                                             {"mha", t_mha},

@@ -29,6 +29,10 @@ usage: make_onnx.py OUT_DIR
                  -> Reshape [0, 0, 8] -> MatMul Wo + bo -> y [N,4,8]
   reshape_inferred.onnx  the same after onnx.shape_inference.infer_shapes
                  (value_info with the batch symbolic)
+  flatten.onnx   reshapes that change the sample's shape, x [N,4,6] (rows = 4):
+                 MatMul + Add -> Relu r [N,4,5] -> Flatten(axis 1) [N,20]
+                 + Reshape(r, [0, -1]) -> Gemm -> Relu [N,12]
+                 -> Reshape([0, 3, -1]) [N,3,4] -> MatMul + Add -> y [N,3,2]
 The weights are written as raw_data except b's MatMul weight (float_data),
 so both encodings are read."""
 import os
@@ -187,11 +191,34 @@ def attention():
     return helper.make_graph(nodes, "attention", inputs, outputs, inits)
 
 
+def flatten():
+    inits = [w("onnx::MatMul_a", 6, 5), w("a.bias", 5), w("m.weight", 12, 20), w("m.bias", 12),
+             w("onnx::MatMul_o", 4, 2), w("o.bias", 2),
+             numpy_helper.from_array(np.array([0, -1], dtype=np.int64), "flat"),
+             numpy_helper.from_array(np.array([0, 3, -1], dtype=np.int64), "back")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "onnx::MatMul_a"], ["am"], name="/a/MatMul"),
+        helper.make_node("Add", ["am", "a.bias"], ["ah"], name="/a/Add"),
+        helper.make_node("Relu", ["ah"], ["r"], name="/Relu"),
+        helper.make_node("Flatten", ["r"], ["f"], name="/Flatten", axis=1),
+        helper.make_node("Reshape", ["r", "flat"], ["f2"], name="/Reshape"),
+        helper.make_node("Add", ["f", "f2"], ["z"], name="/Add"),
+        helper.make_node("Gemm", ["z", "m.weight", "m.bias"], ["g"], name="/m/Gemm", transB=1),
+        helper.make_node("Relu", ["g"], ["gr"], name="/Relu_1"),
+        helper.make_node("Reshape", ["gr", "back"], ["h"], name="/Reshape_1"),
+        helper.make_node("MatMul", ["h", "onnx::MatMul_o"], ["om"], name="/o/MatMul"),
+        helper.make_node("Add", ["om", "o.bias"], ["y"], name="/o/Add"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 6])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, 2])]
+    return helper.make_graph(nodes, "flatten", inputs, outputs, inits)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     for name, g in (("branches", branches()), ("residual", residual()), ("split", split()),
-                    ("reshape", reshape()), ("attention", attention())):
+                    ("reshape", reshape()), ("attention", attention()), ("flatten", flatten())):
         m = helper.make_model(g, producer_name="gpp make_onnx.py",
                               opset_imports=[helper.make_opsetid("", 17)])
         onnx.checker.check_model(m)
