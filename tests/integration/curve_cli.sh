@@ -216,4 +216,18 @@ for how in flag key; do
         fail "plaintext by $want (job $rc, agent $ra)" "$(tail -3 "$TMP/6$how.err")"
     fi
 done
+
+# 7. bad input: a --run-dir others may enter, a --run-dir that is a link, a
+#    non-boolean insecure_plaintext: exit 2 before any agent runs
+mkdir -m 755 "$TMP/open.run"
+C=$(mkconf rd $(free_port) 1 local)
+expect_fail "--run-dir open to others" "--run-dir $TMP/open.run: owned by uid [0-9]* with mode 0755; it must be this user's" \
+    "$COORD" --control-only --run-dir "$TMP/open.run" "$C"
+ln -s "$TMP/k3" "$TMP/link.run"
+expect_fail "--run-dir a link" "--run-dir $TMP/link.run: not a directory (a link or a file is never followed)" \
+    "$COORD" --control-only --run-dir "$TMP/link.run" "$C"
+[ ! -e "$TMP/k3/endpoint" ] && ok "nothing written through the link" || fail "a file written through the link"
+C=$(mkconf bool $(free_port) 1 external 'insecure_plaintext = "yes"')
+expect_fail "insecure_plaintext not a boolean" "coordinator.insecure_plaintext: expected true or false" \
+    "$COORD" --control-only "$C"
 gpp_test_end
