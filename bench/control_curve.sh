@@ -31,7 +31,7 @@ TOML
     "$BUILD/coordinator/gpp-coordinator" --control-only --barriers "$BARRIERS" "$TMP/c.toml" \
         2>/dev/null | grep '^barrier'
     echo -n "plaintext $n agents: "
-    "$BUILD/coordinator/gpp-coordinator" --external --control-only --barriers "$BARRIERS" \
+    "$BUILD/coordinator/gpp-coordinator" --external --insecure --control-only --barriers "$BARRIERS" \
         "$TMP/c.toml" 2>/dev/null | grep '^barrier' &
     C=$!
     for ((s = 0; s < n; s++)); do

@@ -6,6 +6,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +19,13 @@
  * the socket being authenticated (CZMQ's for every zsock). */
 #define S_ZAP_ENDPOINT "inproc://zeromq.zap.01"
 #define S_ZAP_DOMAIN "gpp"
+/* libzmq's socket option 93 (a draft in zmq.h 4.3, in Debian's library):
+ * without a ZAP handler, refuse the handshake instead of admitting every
+ * CURVE client ("Stonehouse"). Where the library lacks it, the handler's
+ * thread is the only guard (it never ends before its server). */
+#ifndef ZMQ_ZAP_ENFORCE_DOMAIN
+#define ZMQ_ZAP_ENFORCE_DOMAIN 93
+#endif
 #define S_PATH_MAX 4096
 #define S_LOG_FIRST 20      /* refusals logged one by one ... */
 #define S_LOG_EVERY 1000    /* ... then one line per this many */
@@ -24,7 +33,7 @@
 
 typedef struct {
     uint8_t key[32];
-    char name[64];
+    char name[80]; /* the ZAP user id: GPP_CURVE_AGENT or GPP_CURVE_MONITOR, then the name */
 } s_allowed_t;
 
 struct gpp_curve_server_s {
@@ -32,6 +41,7 @@ struct gpp_curve_server_s {
     char secret_key[GPP_CURVE_Z85_LEN + 1];
     s_allowed_t *allowed; /* fixed once the handler runs */
     int n_allowed, cap_allowed;
+    int n_agents; /* of them agent keys; the rest monitor keys */
     zactor_t *zap;
     int zap_bound; /* set by the actor before its ready signal */
     atomic_uint_fast64_t refused;
@@ -74,8 +84,9 @@ static zcert_t *s_load_secret(const char *path, const char *what, gpp_err_t *err
         return NULL;
     }
     if (st.st_mode & 077) {
-        gpp_err_set(err, "%s: %s holds a secret key but has mode %04o (group or others may "
-                         "read it); run chmod 600 %s",
+        gpp_err_set(err,
+                    "%s: %s holds a secret key but has mode %04o (group or others may "
+                    "read it); run chmod 600 %s",
                     what, sp, (unsigned)(st.st_mode & 07777), sp);
         return NULL;
     }
@@ -83,8 +94,9 @@ static zcert_t *s_load_secret(const char *path, const char *what, gpp_err_t *err
     if (!c || !s_z85_ok(zcert_public_txt(c)) || !s_z85_ok(zcert_secret_txt(c)) ||
         !strcmp(zcert_secret_txt(c), "0000000000000000000000000000000000000000")) {
         zcert_destroy(&c);
-        gpp_err_set(err, "%s: %s is not a CZMQ secret certificate (curve public-key and "
-                         "secret-key in Z85); make keys with gpp-coordinator --keygen DIR",
+        gpp_err_set(err,
+                    "%s: %s is not a CZMQ secret certificate (curve public-key and "
+                    "secret-key in Z85); make keys with gpp-coordinator --keygen DIR",
                     what, sp);
         return NULL;
     }
@@ -97,8 +109,9 @@ static int s_save(zcert_t *c, const char *path, int secret, gpp_err_t *err)
 {
     struct stat st;
     if (lstat(path, &st) == 0)
-        return gpp_err_set(err, "keygen: %s exists; nothing is overwritten (remove it or "
-                                "choose another directory)",
+        return gpp_err_set(err,
+                           "keygen: %s exists; nothing is overwritten (remove it or "
+                           "choose another directory)",
                            path);
     int rc = secret ? zcert_save_secret(c, path) : zcert_save_public(c, path);
     if (rc < 0 || chmod(path, secret ? 0600 : 0644) < 0)
@@ -118,21 +131,43 @@ static int s_mkdir_private(const char *dir, gpp_err_t *err)
     return 0;
 }
 
-int gpp_curve_keygen(const char *dir, int n_agents, gpp_err_t *err)
+/* One pair of a role: DIR/<sub>/<role>-<i>.key (public, the allow-list)
+ * and DIR/<role>-<i>.key_secret. */
+static int s_keygen_pair(const char *dir, const char *sub, const char *role, int i, gpp_err_t *err)
+{
+    char p[S_PATH_MAX];
+    zcert_t *c = zcert_new();
+    zcert_set_meta(c, "name", "%s-%d", role, i);
+    snprintf(p, sizeof p, "%s/%s/%s-%d.key", dir, sub, role, i);
+    int rc = s_save(c, p, 0, err);
+    snprintf(p, sizeof p, "%s/%s-%d.key_secret", dir, role, i);
+    if (rc == 0)
+        rc = s_save(c, p, 1, err);
+    zcert_destroy(&c);
+    return rc;
+}
+
+int gpp_curve_keygen(const char *dir, int n_agents, int n_monitors, gpp_err_t *err)
 {
     assert(dir);
     if (n_agents < 1 || n_agents > S_ALLOW_MAX)
         return gpp_err_set(err, "keygen: %d agents; need 1 to %d", n_agents, S_ALLOW_MAX);
+    if (n_monitors < 0 || n_monitors > S_ALLOW_MAX)
+        return gpp_err_set(err, "keygen: %d monitors; need 0 to %d", n_monitors, S_ALLOW_MAX);
     char p[S_PATH_MAX];
     snprintf(p, sizeof p, "%s/coordinator.key_secret", dir);
     if (access(p, F_OK) == 0)
-        return gpp_err_set(err, "keygen: %s already holds keys (%s); nothing is overwritten: "
-                                "remove the directory or choose another",
+        return gpp_err_set(err,
+                           "keygen: %s already holds keys (%s); nothing is overwritten: "
+                           "remove the directory or choose another",
                            dir, p);
     if (s_mkdir_private(dir, err) < 0)
         return -1;
     snprintf(p, sizeof p, "%s/agents", dir);
     if (s_mkdir_private(p, err) < 0)
+        return -1;
+    snprintf(p, sizeof p, "%s/monitors", dir);
+    if (n_monitors > 0 && s_mkdir_private(p, err) < 0)
         return -1;
     zcert_t *c = zcert_new();
     zcert_set_meta(c, "name", "coordinator");
@@ -142,16 +177,10 @@ int gpp_curve_keygen(const char *dir, int n_agents, gpp_err_t *err)
     if (rc == 0)
         rc = s_save(c, p, 1, err);
     zcert_destroy(&c);
-    for (int i = 0; i < n_agents && rc == 0; i++) {
-        c = zcert_new();
-        zcert_set_meta(c, "name", "agent-%d", i);
-        snprintf(p, sizeof p, "%s/agents/agent-%d.key", dir, i);
-        rc = s_save(c, p, 0, err);
-        snprintf(p, sizeof p, "%s/agent-%d.key_secret", dir, i);
-        if (rc == 0)
-            rc = s_save(c, p, 1, err);
-        zcert_destroy(&c);
-    }
+    for (int i = 0; i < n_agents && rc == 0; i++)
+        rc = s_keygen_pair(dir, "agents", "agent", i, err);
+    for (int i = 0; i < n_monitors && rc == 0; i++)
+        rc = s_keygen_pair(dir, "monitors", "monitor", i, err);
     return rc;
 }
 
@@ -168,9 +197,10 @@ int gpp_curve_client_load(gpp_curve_client_t *out, const char *server_key, const
         zcert_t *s = access(server_key, R_OK) == 0 ? zcert_load(server_key) : NULL;
         if (!s || !s_z85_ok(zcert_public_txt(s))) {
             zcert_destroy(&s);
-            return gpp_err_set(err, "--coordinator-key %s: neither a 40-character Z85 key nor a "
-                                    "readable certificate; pass the coordinator.key that "
-                                    "gpp-coordinator --keygen made",
+            return gpp_err_set(err,
+                               "--coordinator-key %s: neither a 40-character Z85 key nor a "
+                               "readable certificate; pass the coordinator.key that "
+                               "gpp-coordinator --keygen made",
                                server_key);
         }
         snprintf(out->server_key, sizeof out->server_key, "%s", zcert_public_txt(s));
@@ -183,6 +213,29 @@ int gpp_curve_client_load(gpp_curve_client_t *out, const char *server_key, const
     snprintf(out->secret_key, sizeof out->secret_key, "%s", zcert_secret_txt(c));
     zcert_destroy(&c);
     return 0;
+}
+
+int gpp_curve_client_save(const gpp_curve_client_t *c, const char *dir, gpp_err_t *err)
+{
+    char p[S_PATH_MAX];
+    uint8_t pub[32], sec[32], srv[32];
+    zmq_z85_decode(pub, c->public_key);
+    zmq_z85_decode(sec, c->secret_key);
+    zmq_z85_decode(srv, c->server_key);
+    zcert_t *mine = zcert_new_from(pub, sec);
+    memset(sec, 0, sizeof sec);
+    zcert_t *server = zcert_new_from(srv, sec); /* only its public half is written */
+    explicit_bzero(sec, sizeof sec);
+    zcert_set_meta(mine, "name", "monitor");
+    zcert_set_meta(server, "name", "coordinator");
+    snprintf(p, sizeof p, "%s/monitor.key_secret", dir);
+    int rc = s_save(mine, p, 1, err);
+    snprintf(p, sizeof p, "%s/coordinator.key", dir);
+    if (rc == 0)
+        rc = s_save(server, p, 0, err);
+    zcert_destroy(&mine);
+    zcert_destroy(&server);
+    return rc;
 }
 
 int gpp_curve_client_to_fd(const gpp_curve_client_t *c, gpp_err_t *err)
@@ -233,8 +286,9 @@ int gpp_curve_client_from_fd(gpp_curve_client_t *out, int fd, gpp_err_t *err)
     }
     explicit_bzero(buf, sizeof buf);
     if (!ok)
-        return gpp_err_set(err, "--key-fd %d: expected three Z85 keys (%d bytes), got %zu bytes; "
-                                "this fd is for the coordinator's local launch only",
+        return gpp_err_set(err,
+                           "--key-fd %d: expected three Z85 keys (%d bytes), got %zu bytes; "
+                           "this fd is for the coordinator's local launch only",
                            fd, 3 * (GPP_CURVE_Z85_LEN + 1), got);
     return 0;
 }
@@ -266,8 +320,8 @@ static int s_setopt(void *sock, int opt, const void *v, size_t len, const char *
 int gpp_curve_client_apply(void *zmq_sock, int64_t max_msg_bytes, gpp_err_t *err)
 {
     assert(zmq_sock && max_msg_bytes > 0);
-    if (s_setopt(zmq_sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes,
-                 "ZMQ_MAXMSGSIZE", err) < 0)
+    if (s_setopt(zmq_sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes, "ZMQ_MAXMSGSIZE",
+                 err) < 0)
         return -1;
     const gpp_curve_client_t *c = gpp_curve_identity();
     if (!c)
@@ -284,7 +338,7 @@ int gpp_curve_client_apply(void *zmq_sock, int64_t max_msg_bytes, gpp_err_t *err
 
 /* ---- server: allow-list and ZAP handler ---- */
 
-static void s_allow(gpp_curve_server_t *self, const char *z85, const char *name)
+static void s_allow(gpp_curve_server_t *self, const char *z85, const char *role, const char *name)
 {
     if (self->n_allowed == self->cap_allowed) {
         self->cap_allowed = self->cap_allowed ? 2 * self->cap_allowed : 16;
@@ -293,7 +347,7 @@ static void s_allow(gpp_curve_server_t *self, const char *z85, const char *name)
     }
     s_allowed_t *a = &self->allowed[self->n_allowed++];
     zmq_z85_decode(a->key, z85);
-    snprintf(a->name, sizeof a->name, "%s", name);
+    snprintf(a->name, sizeof a->name, "%s%s", role, name);
 }
 
 static const s_allowed_t *s_find(const gpp_curve_server_t *self, const uint8_t *key)
@@ -324,7 +378,7 @@ static void s_zap_answer(gpp_curve_server_t *self, zsock_t *zap)
         if (!domain || strcmp(domain, S_ZAP_DOMAIN))
             why = "another ZAP domain";
         else if (!(who = s_find(self, zframe_data(cred))))
-            why = "not an admitted agent key";
+            why = "not an admitted agent or monitor key";
     }
     zmsg_t *rep = zmsg_new();
     zmsg_addstr(rep, "1.0");
@@ -339,7 +393,8 @@ static void s_zap_answer(gpp_curve_server_t *self, zsock_t *zap)
         if (n <= S_LOG_FIRST || n % S_LOG_EVERY == 0)
             gpp_warn("control: refused a connection from %s: CURVE key %s is %s (%llu refused "
                      "so far); an agent needs --coordinator-key and its own --key from "
-                     "gpp-coordinator --keygen, listed in the key directory's agents/",
+                     "gpp-coordinator --keygen, listed in the key directory's agents/ (a "
+                     "monitor: its key in monitors/)",
                      address && address[0] ? address : "(unknown address)", key, why,
                      (unsigned long long)n);
     }
@@ -356,6 +411,11 @@ static void s_zap_answer(gpp_curve_server_t *self, zsock_t *zap)
 static void s_zap_actor(zsock_t *pipe, void *arg)
 {
     gpp_curve_server_t *self = arg;
+    /* no signal handler runs on this thread: an interrupted poll must not
+     * end it (without a ZAP handler libzmq lets every CURVE client in) */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     zsock_t *zap = zsock_new(ZMQ_REP);
     /* the endpoint is fixed (RFC 27) and libzmq releases an inproc name
      * only when its reaper thread closes the socket: right after a previous
@@ -373,14 +433,17 @@ static void s_zap_actor(zsock_t *pipe, void *arg)
     self->zap_bound = 1;
     zsock_signal(pipe, 0);
     zpoller_t *poller = zpoller_new(pipe, zap, NULL);
+    zpoller_set_nonstop(poller, true); /* CZMQ's SIGINT flag is not ours to obey */
     for (;;) {
         zsock_t *which = zpoller_wait(poller, -1);
         if (which == zap) {
             s_zap_answer(self, zap);
             continue;
         }
+        if (!which && zmq_errno() == EINTR)
+            continue; /* only $TERM on the pipe (or the context's end) stops it */
         if (which != pipe)
-            break; /* interrupted */
+            break;
         zmsg_t *cmd = zmsg_recv(pipe);
         char *word = cmd ? zmsg_popstr(cmd) : NULL;
         int term = !word || !strcmp(word, "$TERM");
@@ -401,15 +464,27 @@ static int s_start(gpp_curve_server_t *self, gpp_err_t *err)
         return gpp_err_set(err, "control: cannot start the CURVE authentication thread");
     if (!self->zap_bound) {
         zactor_destroy(&self->zap);
-        return gpp_err_set(err, "control: cannot bind the ZAP handler %s (another CURVE server "
-                                "in this process?)",
+        return gpp_err_set(err,
+                           "control: cannot bind the ZAP handler %s (another CURVE server "
+                           "in this process?)",
                            S_ZAP_ENDPOINT);
     }
     return 0;
 }
 
+/* A fresh monitor pair for *m, admitted as GPP_CURVE_MONITOR "run-dir". */
+static void s_fresh_monitor(gpp_curve_server_t *self, gpp_curve_client_t *m)
+{
+    zcert_t *c = zcert_new();
+    snprintf(m->public_key, sizeof m->public_key, "%s", zcert_public_txt(c));
+    snprintf(m->secret_key, sizeof m->secret_key, "%s", zcert_secret_txt(c));
+    snprintf(m->server_key, sizeof m->server_key, "%s", self->public_key);
+    s_allow(self, m->public_key, GPP_CURVE_MONITOR, "run-dir");
+    zcert_destroy(&c);
+}
+
 gpp_curve_server_t *gpp_curve_server_new_ephemeral(int n_agents, gpp_curve_client_t *agents,
-                                                   gpp_err_t *err)
+                                                   gpp_curve_client_t *monitor, gpp_err_t *err)
 {
     assert(n_agents >= 0 && (agents || n_agents == 0));
     gpp_curve_server_t *self = gpp_xcalloc(1, sizeof *self);
@@ -426,15 +501,72 @@ gpp_curve_server_t *gpp_curve_server_new_ephemeral(int n_agents, gpp_curve_clien
         snprintf(a->server_key, sizeof a->server_key, "%s", self->public_key);
         char name[32];
         snprintf(name, sizeof name, "local-%d", i);
-        s_allow(self, a->public_key, name);
+        s_allow(self, a->public_key, GPP_CURVE_AGENT, name);
+        self->n_agents++;
         zcert_destroy(&c);
     }
+    if (monitor)
+        s_fresh_monitor(self, monitor);
     if (s_start(self, err) < 0)
         gpp_curve_server_destroy(&self);
     return self;
 }
 
-gpp_curve_server_t *gpp_curve_server_load(const char *dir, gpp_err_t *err)
+/* Adds every DIR/<sub>/\*.key as role; a missing <sub> is 0 keys when
+ * optional. Returns the count, -1 with a message. */
+static int s_load_list(gpp_curve_server_t *self, const char *dir, const char *sub, const char *role,
+                       int optional, gpp_err_t *err)
+{
+    char p[S_PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", dir, sub);
+    DIR *d = opendir(p);
+    if (!d && optional && errno == ENOENT)
+        return 0;
+    if (!d)
+        return gpp_err_set(err,
+                           "[coordinator] key_dir: cannot list %s: %s; it holds the admitted "
+                           "%s' public certs (gpp-coordinator --keygen makes it)",
+                           p, strerror(errno), sub);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 4, ".key") || e->d_name[0] == '.')
+            continue;
+        char f[S_PATH_MAX];
+        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+        zcert_t *a = zcert_load(f);
+        if (!a || !s_z85_ok(zcert_public_txt(a)) || self->n_allowed >= S_ALLOW_MAX) {
+            zcert_destroy(&a);
+            closedir(d);
+            return gpp_err_set(err,
+                               "[coordinator] key_dir: %s is not a CZMQ public certificate "
+                               "(or more than %d keys); remove it or make keys with --keygen",
+                               f, S_ALLOW_MAX);
+        }
+        uint8_t raw[32];
+        zmq_z85_decode(raw, zcert_public_txt(a));
+        const s_allowed_t *dup = s_find(self, raw);
+        if (dup) {
+            zcert_destroy(&a);
+            closedir(d);
+            return gpp_err_set(err,
+                               "[coordinator] key_dir: %s is the key of %s already; one key "
+                               "has one role (an agent's key never monitors, a monitor's "
+                               "never registers): remove one of the two",
+                               f, dup->name);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(len - 4 < 60 ? len - 4 : 60), e->d_name);
+        s_allow(self, zcert_public_txt(a), role, name);
+        zcert_destroy(&a);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+gpp_curve_server_t *gpp_curve_server_load(const char *dir, gpp_curve_client_t *monitor,
+                                          gpp_err_t *err)
 {
     assert(dir);
     gpp_curve_server_t *self = gpp_xcalloc(1, sizeof *self);
@@ -442,14 +574,16 @@ gpp_curve_server_t *gpp_curve_server_load(const char *dir, gpp_err_t *err)
     char p[S_PATH_MAX];
     struct stat st;
     if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        gpp_err_set(err, "[coordinator] key_dir %s: not a directory; make one with "
-                         "gpp-coordinator --keygen %s",
+        gpp_err_set(err,
+                    "[coordinator] key_dir %s: not a directory; make one with "
+                    "gpp-coordinator --keygen %s",
                     dir, dir);
         goto fail;
     }
     if (st.st_mode & 022) {
-        gpp_err_set(err, "[coordinator] key_dir %s: mode %04o lets others change the admitted "
-                         "keys; run chmod 700 %s",
+        gpp_err_set(err,
+                    "[coordinator] key_dir %s: mode %04o lets others change the admitted "
+                    "keys; run chmod 700 %s",
                     dir, (unsigned)(st.st_mode & 07777), dir);
         goto fail;
     }
@@ -460,41 +594,20 @@ gpp_curve_server_t *gpp_curve_server_load(const char *dir, gpp_err_t *err)
     snprintf(self->public_key, sizeof self->public_key, "%s", zcert_public_txt(c));
     snprintf(self->secret_key, sizeof self->secret_key, "%s", zcert_secret_txt(c));
     zcert_destroy(&c);
-    snprintf(p, sizeof p, "%s/agents", dir);
-    DIR *d = opendir(p);
-    if (!d) {
-        gpp_err_set(err, "[coordinator] key_dir: cannot list %s: %s; it holds the admitted "
-                         "agents' public certs (gpp-coordinator --keygen makes it)",
-                    p, strerror(errno));
+    self->n_agents = s_load_list(self, dir, "agents", GPP_CURVE_AGENT, 0, err);
+    if (self->n_agents < 0)
+        goto fail;
+    if (self->n_agents == 0) {
+        gpp_err_set(err,
+                    "[coordinator] key_dir: %s/agents holds no agent key (*.key); no agent "
+                    "could register. Run gpp-coordinator --keygen DIR --agents N",
+                    dir);
         goto fail;
     }
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t n = strlen(e->d_name);
-        if (n < 5 || strcmp(e->d_name + n - 4, ".key") || e->d_name[0] == '.')
-            continue;
-        char f[S_PATH_MAX];
-        snprintf(f, sizeof f, "%s/%s", p, e->d_name);
-        zcert_t *a = zcert_load(f);
-        if (!a || !s_z85_ok(zcert_public_txt(a)) || self->n_allowed >= S_ALLOW_MAX) {
-            zcert_destroy(&a);
-            closedir(d);
-            gpp_err_set(err, "[coordinator] key_dir: %s is not a CZMQ public certificate (or "
-                             "more than %d keys); remove it or make keys with --keygen",
-                        f, S_ALLOW_MAX);
-            goto fail;
-        }
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(n - 4 < 60 ? n - 4 : 60), e->d_name);
-        s_allow(self, zcert_public_txt(a), name);
-        zcert_destroy(&a);
-    }
-    closedir(d);
-    if (self->n_allowed == 0) {
-        gpp_err_set(err, "[coordinator] key_dir: %s holds no agent key (*.key); no agent could "
-                         "register. Run gpp-coordinator --keygen DIR --agents N",
-                    p);
+    if (s_load_list(self, dir, "monitors", GPP_CURVE_MONITOR, 1, err) < 0)
         goto fail;
-    }
+    if (monitor)
+        s_fresh_monitor(self, monitor);
     if (s_start(self, err) < 0)
         goto fail;
     return self;
@@ -519,14 +632,18 @@ int gpp_curve_server_apply(const gpp_curve_server_t *self, void *zmq_sock, int64
                            gpp_err_t *err)
 {
     assert(zmq_sock && max_msg_bytes > 0);
-    if (s_setopt(zmq_sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes,
-                 "ZMQ_MAXMSGSIZE", err) < 0)
+    if (s_setopt(zmq_sock, ZMQ_MAXMSGSIZE, &max_msg_bytes, sizeof max_msg_bytes, "ZMQ_MAXMSGSIZE",
+                 err) < 0)
         return -1;
     if (!self)
         return 0;
     int one = 1;
     if (s_setopt(zmq_sock, ZMQ_ZAP_DOMAIN, S_ZAP_DOMAIN, strlen(S_ZAP_DOMAIN), "ZMQ_ZAP_DOMAIN",
                  err) < 0 ||
+        (zmq_setsockopt(zmq_sock, ZMQ_ZAP_ENFORCE_DOMAIN, &one, sizeof one) < 0 &&
+         zmq_errno() != EINVAL &&
+         s_setopt(zmq_sock, ZMQ_ZAP_ENFORCE_DOMAIN, &one, sizeof one, "ZMQ_ZAP_ENFORCE_DOMAIN",
+                  err) < 0) ||
         s_setopt(zmq_sock, ZMQ_CURVE_SERVER, &one, sizeof one, "ZMQ_CURVE_SERVER", err) < 0 ||
         s_setopt(zmq_sock, ZMQ_CURVE_SECRETKEY, self->secret_key, GPP_CURVE_Z85_LEN,
                  "ZMQ_CURVE_SECRETKEY", err) < 0)
@@ -541,7 +658,23 @@ const char *gpp_curve_server_public(const gpp_curve_server_t *self)
 
 int gpp_curve_server_size(const gpp_curve_server_t *self)
 {
-    return self->n_allowed;
+    return self->n_agents;
+}
+
+int gpp_curve_server_monitors(const gpp_curve_server_t *self)
+{
+    return self->n_allowed - self->n_agents;
+}
+
+gpp_curve_role_t gpp_curve_user_role(const char *user_id)
+{
+    if (!user_id)
+        return GPP_CURVE_ROLE_NONE;
+    if (!strncmp(user_id, GPP_CURVE_AGENT, strlen(GPP_CURVE_AGENT)))
+        return GPP_CURVE_ROLE_AGENT;
+    if (!strncmp(user_id, GPP_CURVE_MONITOR, strlen(GPP_CURVE_MONITOR)))
+        return GPP_CURVE_ROLE_MONITOR;
+    return GPP_CURVE_ROLE_NONE;
 }
 
 uint64_t gpp_curve_server_refused(const gpp_curve_server_t *self)

@@ -19,7 +19,7 @@
 
 #include "config/gpp_toml_shim.h"
 
-typedef enum { F_STR, F_WORD, F_INT, F_U64, F_DOUBLE } s_kind_t;
+typedef enum { F_STR, F_WORD, F_INT, F_U64, F_DOUBLE, F_BOOL } s_kind_t;
 
 typedef struct {
     const char *section; /* NULL for [[nodes]] fields */
@@ -69,6 +69,8 @@ static const s_field_t S_FIELDS[] = {
           "a ZeroMQ endpoint such as \"tcp://127.0.0.1:5555\""),
     S_STR("coordinator", "key_dir", coordinator.key_dir, "GPP_KEY_DIR",
           "a directory made by gpp-coordinator --keygen DIR"),
+    {"coordinator", "insecure_plaintext", F_BOOL, C_OFF(coordinator.insecure_plaintext), 0, 0, 0, 0,
+     0, NULL, "GPP_INSECURE_PLAINTEXT", "true or false"},
     {"cluster", "device", F_STR, C_OFF(cluster.device), C_SZ(cluster.device), 0, 0, 0, 0, S_DEVICES,
      NULL, "one of v100-16g, v100-32g, a100-80g, h100-80g, h200-141g, cpu"},
     S_STR("cluster", "profile", cluster.profile, NULL, "a path to a profile.json"),
@@ -294,6 +296,20 @@ static int s_store(s_load_t *L, const s_field_t *f, const char *section, void *b
             return s_fail(L, p, section, f->key, "expected one of %s, got %s",
                           s_word_list(f->words, words, sizeof words), got);
         *(int *)dst = i;
+        return 0;
+    }
+    case F_BOOL: {
+        /* TOML true/false; from the environment true/false/1/0 */
+        int b = -1;
+        if (!v->is_text && gpp_toml_kind(v->node) == GPP_TOML_BOOL)
+            b = gpp_toml_bool(v->node) != 0;
+        else if (v->is_text && (!strcmp(v->text, "true") || !strcmp(v->text, "1")))
+            b = 1;
+        else if (v->is_text && (!strcmp(v->text, "false") || !strcmp(v->text, "0")))
+            b = 0;
+        if (b < 0)
+            return s_fail(L, p, section, f->key, "expected %s, got %s", f->expect, got);
+        *(int *)dst = b;
         return 0;
     }
     case F_INT:

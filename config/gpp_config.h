@@ -47,6 +47,8 @@ typedef struct {
         char endpoint[GPP_CONFIG_STR]; /* ZeroMQ endpoint, "tcp://127.0.0.1:5555" */
         char key_dir[GPP_CONFIG_PATH]; /* CURVE keys of external agents (gpp-coordinator
                                           --keygen); "" = none */
+        int insecure_plaintext;        /* 1: external agents without key_dir are allowed
+                                          (plaintext control plane); 0: that is an error */
     } coordinator;
 
     struct {

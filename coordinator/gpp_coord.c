@@ -15,6 +15,7 @@
 #include "common/gpp_sigfd.h"
 #include "common/gpp_time.h"
 #include "coordinator/gpp_expo.h"
+#include "coordinator/gpp_monitor.h"
 #include "coordinator/gpp_rdv.h"
 
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
@@ -74,9 +75,11 @@ struct gpp_coord_s {
     char rdv_endpoint[512];
     char bind[512]; /* cfg.endpoint with a host name or interface resolved (gpp_net) */
     int64_t rx_us;  /* gpp_now_us when the frame in hand arrived (t3 of a clock round trip) */
+    gpp_monitor_t *monitor; /* answers gpp-top's MonitorRequests */
 };
 
 static void s_drop(gpp_coord_t *self, const char *who, const char *why);
+static gpp_monitor_render_fn s_render;
 
 /* ---- sending ---- */
 
@@ -662,6 +665,22 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
     }
 }
 
+/* A monitor's request (its role was checked): the snapshot, or dropped. */
+static void s_on_monitor_request(gpp_coord_t *self, const void *id, size_t id_len,
+                                 const gpp_msg_t *m, const char *who)
+{
+    Gpp__MonitorReply rep;
+    char why[256];
+    if (!gpp_monitor_answer(self->monitor, id, id_len, m->seq, m->monitor_request, gpp_now_ms(),
+                            &rep, why, sizeof why)) {
+        s_drop(self, who, why);
+        return;
+    }
+    gpp_msg_t out;
+    gpp_msg_wrap(&out, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_MONITOR_REPLY, &rep);
+    s_send_to(self, id, id_len, 1, &out);
+}
+
 static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
 {
     (void)loop;
@@ -686,10 +705,23 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
         gpp_err_set(&err, "%zu frames, expected 1 after the routing id", zmsg_size(zm) - 1);
     else
         m = gpp_msg_decode(zframe_data(body), zframe_size(body), &err);
+    /* what the peer's CURVE key lets it send: the ZAP user id on its frames */
+    const char *refusal =
+        m ? gpp_monitor_refusal(self->cfg.curve != NULL,
+                                gpp_curve_user_role(zframe_meta(body, "User-Id")), m->body_case)
+          : NULL;
     if (!m) {
         s_drop(self, who, err.msg);
         if (!a)
             s_send_reject(self, id, id_len, err.msg);
+    } else if (refusal) {
+        char why[512];
+        snprintf(why, sizeof why, "%s: %s", gpp_msg_type_name(m->body_case), refusal);
+        s_drop(self, who, why);
+        if (!a)
+            s_send_reject(self, id, id_len, why);
+    } else if (m->body_case == GPP__ENVELOPE__BODY_MONITOR_REQUEST) {
+        s_on_monitor_request(self, id, id_len, m, a ? who : "a monitor");
     } else if (gpp_rdv_is_request(m)) {
         gpp_rdv_handle(self->rdv, id, id_len, m, gpp_now_ms());
     } else if (m->body_case == GPP__ENVELOPE__BODY_REGISTER && !a) {
@@ -777,13 +809,10 @@ static void s_progress_tick(gpp_coord_t *self, double now)
     }
 }
 
-/* Renders the job for /metrics and /schedule and hands the text to the
- * HTTP thread (which reads nothing else): at the start and on every
- * heartbeat tick, not per iteration (fast jobs run thousands a second). */
-static void s_publish_metrics(gpp_coord_t *self)
+/* The job for /metrics and /schedule (gpp_monitor_render_fn). */
+static void s_render(void *arg, gpp_expo_t *metrics, gpp_expo_t *schedule)
 {
-    if (!self->cfg.http)
-        return;
+    gpp_coord_t *self = arg;
     gpp_expo_job_t v = {.state = s_state_name[self->state],
                         .state_names = s_state_name,
                         .n_states = (int)(sizeof s_state_name / sizeof *s_state_name),
@@ -795,13 +824,23 @@ static void s_publish_metrics(gpp_coord_t *self)
                         .dropped = self->dropped,
                         .job_restarts = self->cfg.job_restarts,
                         .agent_restarts = self->cfg.agent_restarts};
-    gpp_expo_t t = {0};
-    gpp_expo_job(&t, &v);
+    gpp_expo_job(metrics, &v);
+    gpp_expo_schedule(schedule, &v);
+}
+
+/* Renders the job and hands the text to the HTTP thread (which reads
+ * nothing else): at the start and on every heartbeat tick, not per
+ * iteration (fast jobs run thousands a second). */
+static void s_publish_metrics(gpp_coord_t *self)
+{
+    if (!self->cfg.http)
+        return;
+    gpp_expo_t t = {0}, u = {0};
+    s_render(self, &t, &u);
     gpp_http_publish(self->cfg.http, GPP_HTTP_METRICS, t.buf, t.len);
+    gpp_http_publish(self->cfg.http, GPP_HTTP_SCHEDULE, u.buf, u.len);
     gpp_expo_release(&t);
-    gpp_expo_schedule(&t, &v);
-    gpp_http_publish(self->cfg.http, GPP_HTTP_SCHEDULE, t.buf, t.len);
-    gpp_expo_release(&t);
+    gpp_expo_release(&u);
 }
 
 static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
@@ -943,9 +982,12 @@ static int s_secure(gpp_coord_t *self, gpp_err_t *err)
                                err) < 0)
         return gpp_err_prefix(err, "coordinator");
     if (self->cfg.curve)
-        gpp_info("coordinator: CURVE on %s: %d admitted agent key%s, coordinator key %s",
+        gpp_info("coordinator: CURVE on %s: %d admitted agent key%s, %d monitor key%s, "
+                 "coordinator key %s",
                  self->cfg.endpoint, gpp_curve_server_size(self->cfg.curve),
                  gpp_curve_server_size(self->cfg.curve) == 1 ? "" : "s",
+                 gpp_curve_server_monitors(self->cfg.curve),
+                 gpp_curve_server_monitors(self->cfg.curve) == 1 ? "" : "s",
                  gpp_curve_server_public(self->cfg.curve));
     return 0;
 }
@@ -969,6 +1011,7 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
     self->timer_id = -1;
     self->start_time_s = (double)s_realtime_us() / 1e6;
     self->rdv = gpp_rdv_new(NULL, s_rdv_send, s_rdv_member, self);
+    self->monitor = gpp_monitor_new(cfg->heartbeat_ms, s_render, self);
     if (!cfg->plan_fn) {
         for (int r = 0; r < cfg->n_agents; r++)
             self->in_job[r] = 1;
@@ -1048,6 +1091,7 @@ void gpp_coord_destroy(gpp_coord_t **self_p)
     zsock_destroy(&self->router);
     gpp_progress_destroy(&self->progress);
     gpp_rdv_destroy(&self->rdv);
+    gpp_monitor_destroy(&self->monitor);
     gpp_registry_destroy(&self->reg);
     free(self->in_job);
     free(self->barrier_ms);

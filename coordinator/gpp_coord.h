@@ -35,6 +35,12 @@
  * wrong state or ids) are dropped with a logged reason and counted; an
  * unregistered peer also gets a Reject with that reason.
  *
+ * Monitors (gpp-top) ask on the same ROUTER (MonitorRequest, answered by
+ * coordinator/gpp_monitor.h with the /metrics and /schedule text). With
+ * CURVE every message is first checked against its key's role, the ZAP
+ * user id on its frame (gpp_monitor_refusal): a monitor key may only
+ * monitor, an agent key only act as an agent.
+ *
  * Ownership: gpp_coord_new returns an object the caller owns. It borrows
  * the launcher and the assignments plan_fn returns. */
 #ifndef GPP_COORD_H

@@ -1,10 +1,15 @@
-/* gpp-top: a live monitor of a training job. It reads the coordinator's
- * Prometheus endpoint ([metrics] http_port, coordinator/gpp_expo.h for the
- * series) once per refresh, so it works for a local or a remote coordinator
- * and needs nothing the scrapers do not already get; it keeps the
+/* gpp-top: a live monitor of a training job. Once per refresh it asks the
+ * coordinator for the job's Prometheus text and measured schedule
+ * (coordinator/gpp_expo.h): over the authenticated control plane (a
+ * MonitorRequest on the coordinator's ROUTER with a monitor's CURVE key,
+ * docs/protocol.md, Monitoring), or from its HTTP endpoint ([metrics]
+ * http_port, what scrapers read, for trusted networks). It keeps the
  * samples/s history for the sparkline itself.
  *
- *   gpp-top [--once] [--interval-ms N] HOST:PORT
+ *   gpp-top [--once] [--interval-ms N] [--key-dir DIR | --key FILE --server-key KEY]
+ *           tcp://HOST:PORT
+ *   gpp-top [--once] [--interval-ms N] --run-dir DIR
+ *   gpp-top [--once] [--interval-ms N] HOST:PORT          (HTTP)
  *
  * Screen: job state, iteration, loss, samples/s with a sparkline; a row per
  * agent (rank, host:slot, stage, state, heartbeat age, memory high-water /
@@ -14,9 +19,11 @@
  * action shorter than a column still takes one). Keys: a
  * agents, s stages, g Gantt, b all, q quit.
  * --once prints one frame as plain text and exits (0; 1 when the
- * coordinator cannot be reached; 2 on a bad command line).
+ * coordinator cannot be reached or refuses the key; 2 on a bad command
+ * line or key file).
  * See docs/operations.md. */
 #include <curses.h>
+#include <czmq.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -31,13 +38,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/gpp_curve.h"
 #include "common/gpp_err.h"
 #include "common/gpp_parse.h"
+#include "common/gpp_time.h"
 #include "common/gpp_version.h"
+#include "proto/gpp_msg.h"
 
-#define S_IO_TIMEOUT_MS 3000        /* connect and read of one scrape */
-#define S_MAX_BODY (8u << 20)       /* a job of thousands of agents is ~1 MiB */
-#define S_HISTORY 120               /* sparkline points kept */
+#define S_IO_TIMEOUT_MS 3000  /* connect and read of one scrape */
+#define S_MAX_BODY (8u << 20) /* a job of thousands of agents is ~1 MiB */
+#define S_HISTORY 120         /* sparkline points kept */
 #define S_MAX_LABELS 6
 
 /* ---- one scrape, parsed ---- */
@@ -151,8 +161,10 @@ static int s_fetch(const char *host, const char *port, const char *path, char **
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     int rc = getaddrinfo(host, port, &hints, &ai);
     if (rc != 0)
-        return gpp_err_set(err, "cannot resolve '%s': %s; give the coordinator's host name or "
-                                "address", host, gai_strerror(rc));
+        return gpp_err_set(err,
+                           "cannot resolve '%s': %s; give the coordinator's host name or "
+                           "address",
+                           host, gai_strerror(rc));
     int fd = -1, last_errno = 0;
     for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
         fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -167,8 +179,8 @@ static int s_fetch(const char *host, const char *port, const char *path, char **
         struct pollfd pf = {fd, POLLOUT, 0};
         int so = 0;
         socklen_t sl = sizeof so;
-        if (poll(&pf, 1, S_IO_TIMEOUT_MS) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) < 0 ||
-            so != 0) {
+        if (poll(&pf, 1, S_IO_TIMEOUT_MS) != 1 ||
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) < 0 || so != 0) {
             last_errno = so ? so : ETIMEDOUT;
             close(fd);
             fd = -1;
@@ -176,8 +188,9 @@ static int s_fetch(const char *host, const char *port, const char *path, char **
     }
     freeaddrinfo(ai);
     if (fd < 0)
-        return gpp_err_set(err, "cannot reach http://%s:%s%s: %s; is the coordinator "
-                                "running with [metrics] http_port = %s?",
+        return gpp_err_set(err,
+                           "cannot reach http://%s:%s%s: %s; is the coordinator "
+                           "running with [metrics] http_port = %s?",
                            host, port, path, strerror(last_errno), port);
     char req[512];
     int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host);
@@ -210,13 +223,171 @@ static int s_fetch(const char *host, const char *port, const char *path, char **
     char *sep = strstr(buf, "\r\n\r\n");
     if (!ok || !sep || strncmp(buf, "HTTP/1.", 7) != 0 || strncmp(buf + 8, " 200", 4) != 0) {
         gpp_err_set(err, "http://%s:%s%s: %s", host, port, path,
-                    !ok ? "no complete answer within 3 s" : "not a 200 answer from gpp-coordinator");
+                    !ok ? "no complete answer within 3 s"
+                        : "not a 200 answer from gpp-coordinator");
         free(buf);
         return -1;
     }
     memmove(buf, sep + 4, len - (size_t)(sep + 4 - buf) + 1);
     *body = buf;
     return 0;
+}
+
+/* ---- fetching over the control plane ---- */
+
+typedef struct {
+    const char *endpoint; /* tcp://HOST:PORT (or ipc://) of the coordinator's ROUTER */
+    zsock_t *sock;        /* DEALER, CURVE client with the monitor key (gpp_curve_identity) */
+    zsock_t *events;      /* its handshake failures (zmq_socket_monitor) */
+    uint64_t seq, ticket; /* the next request's: ticket of the last reply (0: new socket) */
+} s_ctl_t;
+
+static void s_ctl_close(s_ctl_t *c)
+{
+    if (c->sock)
+        zmq_socket_monitor(zsock_resolve(c->sock), NULL, 0);
+    zsock_destroy(&c->events);
+    zsock_destroy(&c->sock);
+    c->ticket = 0;
+}
+
+static int s_ctl_open(s_ctl_t *c, gpp_err_t *err)
+{
+    static unsigned n_opened;
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://gpp-top-events-%u", n_opened++);
+    c->sock = zsock_new(ZMQ_DEALER);
+    if (!c->sock)
+        return gpp_err_set(err, "cannot make a ZeroMQ socket: %s", zmq_strerror(zmq_errno()));
+    zsock_set_linger(c->sock, 0);
+    if (gpp_curve_client_apply(zsock_resolve(c->sock), GPP_MSG_MAX_BYTES, err) < 0)
+        return -1;
+    int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    if (zmq_socket_monitor(zsock_resolve(c->sock), ep, events) < 0 ||
+        !(c->events = zsock_new(ZMQ_PAIR)) || zsock_connect(c->events, "%s", ep) < 0)
+        return gpp_err_set(err, "cannot watch the socket's handshakes: %s",
+                           zmq_strerror(zmq_errno()));
+    if (zsock_connect(c->sock, "%s", c->endpoint) < 0)
+        return gpp_err_set(err,
+                           "cannot connect to '%s': %s; give the coordinator's control "
+                           "endpoint as tcp://HOST:PORT ([coordinator] endpoint)",
+                           c->endpoint, zmq_strerror(zmq_errno()));
+    return 0;
+}
+
+/* A failed handshake in words (the first event of the events socket). */
+static int s_ctl_handshake(const s_ctl_t *c, gpp_err_t *err)
+{
+    zmsg_t *m = zmsg_recv(c->events);
+    zframe_t *f = m ? zmsg_first(m) : NULL;
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (f && zframe_size(f) >= 6) {
+        memcpy(&event, zframe_data(f), sizeof event);
+        memcpy(&value, zframe_data(f) + 2, sizeof value);
+    }
+    zmsg_destroy(&m);
+    if (!gpp_curve_identity())
+        return gpp_err_set(err,
+                           "the coordinator at %s requires CURVE keys: pass --key-dir DIR, "
+                           "--key FILE --server-key KEY, or --run-dir DIR "
+                           "(docs/operations.md, gpp-top)",
+                           c->endpoint);
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return gpp_err_set(err,
+                           "the coordinator at %s refused this monitor's CURVE key (ZAP "
+                           "status %u): its key_dir's monitors/ does not list the public "
+                           "half of our key",
+                           c->endpoint, value);
+    return gpp_err_set(err,
+                       "CURVE handshake with %s failed (event 0x%x, %u): is the server key "
+                       "that coordinator's, and does it run with keys (not --insecure)?",
+                       c->endpoint, event, value);
+}
+
+/* One MonitorRequest and its reply: the Prometheus text into *metrics and
+ * the schedule into *schedule (caller frees both). A failure closes the
+ * socket (the next try opens a new one, ticket 0). */
+static int s_ctl_fetch(s_ctl_t *c, char **metrics, char **schedule, gpp_err_t *err)
+{
+    *metrics = *schedule = NULL;
+    if (!c->sock && s_ctl_open(c, err) < 0) {
+        s_ctl_close(c);
+        return -1;
+    }
+    Gpp__MonitorRequest rq = GPP__MONITOR_REQUEST__INIT;
+    rq.ticket = c->ticket;
+    gpp_msg_t m;
+    gpp_msg_wrap(&m, ++c->seq, GPP_MSG_SENDER_UNREGISTERED, GPP__ENVELOPE__BODY_MONITOR_REQUEST,
+                 &rq);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (gpp_msg_encode(&m, &buf, &len, err) < 0) {
+        s_ctl_close(c);
+        return -1;
+    }
+    zframe_t *f = zframe_new(buf, len);
+    free(buf);
+    /* a DEALER queues the request until the handshake is done */
+    if (zframe_send(&f, c->sock, ZFRAME_DONTWAIT) < 0) {
+        zframe_destroy(&f);
+        s_ctl_close(c);
+        return gpp_err_set(err, "cannot send to %s: %s", c->endpoint, zmq_strerror(zmq_errno()));
+    }
+    zpoller_t *poller = zpoller_new(c->sock, c->events, NULL);
+    int rc = -1;
+    for (double t0 = gpp_now_ms(); rc < 0;) {
+        int left = (int)(S_IO_TIMEOUT_MS - (gpp_now_ms() - t0));
+        zsock_t *which = left > 0 ? zpoller_wait(poller, left) : NULL;
+        if (which == c->events) {
+            s_ctl_handshake(c, err);
+            break;
+        }
+        if (which != c->sock) {
+            gpp_err_set(err,
+                        "no answer from %s within %.0f s: is a gpp-coordinator's control "
+                        "endpoint ([coordinator] endpoint) there, and this gpp-top of the "
+                        "same build?",
+                        c->endpoint, S_IO_TIMEOUT_MS / 1000.0);
+            break;
+        }
+        zframe_t *r = zframe_recv(c->sock);
+        gpp_msg_t *a = r ? gpp_msg_decode(zframe_data(r), zframe_size(r), err) : NULL;
+        zframe_destroy(&r);
+        if (!a) {
+            gpp_err_prefix(err, "%s answered something that is not a gpp message", c->endpoint);
+            break;
+        }
+        if (a->body_case == GPP__ENVELOPE__BODY_REJECT) {
+            gpp_err_set(err, "%s refused the request: %s", c->endpoint, a->reject->reason);
+        } else if (a->body_case != GPP__ENVELOPE__BODY_MONITOR_REPLY ||
+                   a->monitor_reply->request_seq != c->seq) {
+            gpp_msg_destroy(&a);
+            continue; /* not the answer to this request: a late one */
+        } else {
+            const Gpp__MonitorReply *mr = a->monitor_reply;
+            c->ticket = mr->ticket;
+            if (mr->status != GPP__MONITOR_STATUS__MONITOR_OK) {
+                gpp_err_set(err, "%s: %s", c->endpoint, mr->text);
+                gpp_msg_destroy(&a);
+                zpoller_destroy(&poller);
+                return -1; /* the connection stays: the ticket goes on */
+            }
+            *metrics = gpp_xcalloc(mr->metrics.len + 1, 1);
+            memcpy(*metrics, mr->metrics.data, mr->metrics.len);
+            *schedule = gpp_xcalloc(mr->schedule.len + 1, 1);
+            memcpy(*schedule, mr->schedule.data, mr->schedule.len);
+            rc = 0;
+        }
+        gpp_msg_destroy(&a);
+        if (rc < 0)
+            break;
+    }
+    zpoller_destroy(&poller);
+    if (rc < 0)
+        s_ctl_close(c);
+    return rc;
 }
 
 /* ---- the frame ---- */
@@ -281,8 +452,8 @@ static void s_sparkline(const double *h, int n, int width, char *out)
     out[o] = 0;
 }
 
-static void s_render(const s_scrape_t *sc, const char *target, const char *error, const double *hist,
-                     int n_hist, int view, s_frame_t *f)
+static void s_render(const s_scrape_t *sc, const char *target, const char *error,
+                     const double *hist, int n_hist, int view, s_frame_t *f)
 {
     s_frame_clear(f);
     const char *state = "?";
@@ -329,8 +500,10 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
             const char *dev = s_label(x, "device"), *dn = s_label(x, "device_name");
             s_add(f, "%4s  %-22.22s %-8.8s %5s  %-5s %8s  %7s / %-7s  %.40s", rank, who,
                   dev[0] ? dev : "-", hw ? s_label(hw, "stage") : "-",
-                  x->v == 1 ? "up" : isnan(age) ? "wait" : "down", agestr,
-                  s_bytes(hw ? hw->v : NAN, a, sizeof a), s_bytes(lim, b, sizeof b),
+                  x->v == 1    ? "up"
+                  : isnan(age) ? "wait"
+                               : "down",
+                  agestr, s_bytes(hw ? hw->v : NAN, a, sizeof a), s_bytes(lim, b, sizeof b),
                   strcmp(dn, "cpu") ? dn : "");
         }
     }
@@ -344,8 +517,8 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
             const char *st = s_label(x, "stage");
             double comm = s_value(sc, "gpp_stage_comm_seconds", "stage", st);
             double idle = s_value(sc, "gpp_stage_idle_seconds", "stage", st);
-            s_add(f, "%5s  %10.3f %10.3f %10.3f  %6.1f%%", st, x->v * 1000, comm * 1000, idle * 1000,
-                  it_s > 0 ? 100.0 * idle / it_s : 0.0);
+            s_add(f, "%5s  %10.3f %10.3f %10.3f  %6.1f%%", st, x->v * 1000, comm * 1000,
+                  idle * 1000, it_s > 0 ? 100.0 * idle / it_s : 0.0);
         }
     }
 }
@@ -368,14 +541,16 @@ static void s_gantt(char *text, int width, s_frame_t *f)
     double max_ms = 0;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1)
-            s_add(f, "GANTT of iteration %d, %.3f ms across (F forward, B backward, > send, "
-                     ". receive/wait, A all-reduce, S step)",
+            s_add(f,
+                  "GANTT of iteration %d, %.3f ms across (F forward, B backward, > send, "
+                  ". receive/wait, A all-reduce, S step)",
                   iteration, max_ms);
         int shown_stage[4096] = {0}; /* first replica of each stage only */
         for (char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
             int rank, stage, replica, off = 0;
             double it_ms;
-            if (*p == '#' || sscanf(p, "%d %d %d %lf:%n", &rank, &stage, &replica, &it_ms, &off) != 4 ||
+            if (*p == '#' ||
+                sscanf(p, "%d %d %d %lf:%n", &rank, &stage, &replica, &it_ms, &off) != 4 ||
                 stage < 0 || stage >= 4096)
                 continue;
             if (pass == 0) {
@@ -396,8 +571,13 @@ static void s_gantt(char *text, int width, s_frame_t *f)
             int n;
             while (sscanf(q, " %7s %lf%n", code, &ms, &n) == 2) {
                 q += n;
-                char g = code[0] == 'F' ? 'F' : code[0] == 'B' ? 'B' : code[0] == 'S' && code[1] == 'T' ? 'S'
-                       : code[0] == 'S' ? '>' : code[0] == 'R' ? '.' : code[0] == 'A' ? 'A' : '?';
+                char g = code[0] == 'F'                     ? 'F'
+                         : code[0] == 'B'                   ? 'B'
+                         : code[0] == 'S' && code[1] == 'T' ? 'S'
+                         : code[0] == 'S'                   ? '>'
+                         : code[0] == 'R'                   ? '.'
+                         : code[0] == 'A'                   ? 'A'
+                                                            : '?';
                 int c0 = (int)(t / max_ms * width), c1 = (int)((t + ms) / max_ms * width);
                 int compute = g != '>' && g != '.';
                 if (compute && c0 < next_compute)
@@ -422,12 +602,79 @@ static void s_gantt(char *text, int width, s_frame_t *f)
 
 static void s_usage(FILE *f)
 {
-    fprintf(f, "usage: gpp-top [--once] [--interval-ms N] HOST:PORT\n"
-               "  HOST:PORT         the coordinator's [metrics] http_port (e.g. localhost:9464)\n"
-               "  --once            print one frame as plain text and exit\n"
-               "  --interval-ms N   refresh interval (default 1000)\n"
-               "  --version, --help\n"
-               "keys: a agents, s stages, g Gantt chart, b all, q quit\n");
+    fprintf(
+        f, "usage: gpp-top [options] tcp://HOST:PORT   the coordinator's control endpoint\n"
+           "       gpp-top [options] --run-dir DIR     a job on this machine (its run directory)\n"
+           "       gpp-top [options] HOST:PORT         its [metrics] http_port (trusted networks)\n"
+           "  --key-dir DIR       keys from gpp-coordinator --keygen: DIR/coordinator.key and\n"
+           "                      DIR/monitor-0.key_secret\n"
+           "  --key FILE          a monitor's secret key file (monitor-<i>.key_secret)\n"
+           "  --server-key KEY    the coordinator's public key: its coordinator.key or 40 Z85\n"
+           "                      characters (with --key)\n"
+           "  --run-dir DIR       the endpoint and a monitor key a coordinator wrote for this\n"
+           "                      run (a local launch says where: 'monitor: gpp-top --run-dir')\n"
+           "  --once              print one frame as plain text and exit\n"
+           "  --interval-ms N     refresh interval (default 1000)\n"
+           "  --version, --help\n"
+           "keys: a agents, s stages, g Gantt chart, b all, q quit\n");
+}
+
+/* The first line of DIR/endpoint into out. -1 with a message. */
+static int s_run_dir_endpoint(const char *dir, char *out, size_t len, gpp_err_t *err)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/endpoint", dir);
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return gpp_err_set(err,
+                           "--run-dir %s: cannot read %s: %s; is it the directory the "
+                           "coordinator named ('monitor: gpp-top --run-dir ...'), and is "
+                           "the job still running?",
+                           dir, p, strerror(errno));
+    int ok = fgets(out, (int)len, f) != NULL;
+    fclose(f);
+    out[strcspn(out, "\n")] = 0;
+    if (!ok || (strncmp(out, "tcp://", 6) && strncmp(out, "ipc://", 6)))
+        return gpp_err_set(err, "--run-dir %s: %s holds no tcp:// endpoint", dir, p);
+    return 0;
+}
+
+/* The monitor's CURVE identity from --run-dir, --key-dir or --key and
+ * --server-key (none given: plaintext, for an --insecure coordinator). */
+static int s_keys(const char *run_dir, const char *key_dir, const char *key, const char *server,
+                  gpp_err_t *err)
+{
+    char kp[PATH_MAX], sp[PATH_MAX];
+    if ((key != NULL) != (server != NULL))
+        return gpp_err_set(err, "--key and --server-key go together");
+    if (!!run_dir + !!key_dir + !!key > 1)
+        return gpp_err_set(err, "give one of --run-dir, --key-dir and --key/--server-key");
+    if (run_dir) {
+        snprintf(kp, sizeof kp, "%s/monitor.key_secret", run_dir);
+        snprintf(sp, sizeof sp, "%s/coordinator.key", run_dir);
+        if (access(kp, F_OK) < 0)
+            return 0; /* the coordinator runs without CURVE (--insecure) */
+    } else if (key_dir) {
+        snprintf(kp, sizeof kp, "%s/monitor-0.key_secret", key_dir);
+        snprintf(sp, sizeof sp, "%s/coordinator.key", key_dir);
+        if (access(kp, F_OK) < 0)
+            return gpp_err_set(err,
+                               "--key-dir %s: no monitor-0.key_secret; make monitor keys "
+                               "with gpp-coordinator --keygen DIR --monitors N (admitted "
+                               "through DIR/monitors/), or pass --key FILE --server-key KEY",
+                               key_dir);
+    } else if (key) {
+        snprintf(kp, sizeof kp, "%s", key);
+        snprintf(sp, sizeof sp, "%s", server);
+    } else {
+        return 0;
+    }
+    gpp_curve_client_t c;
+    if (gpp_curve_client_load(&c, sp, kp, err) < 0)
+        return -1;
+    gpp_curve_identity_set(&c);
+    explicit_bzero(&c, sizeof c);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -437,9 +684,16 @@ int main(int argc, char **argv)
         return start;
     int once = 0;
     int64_t interval_ms = 1000;
-    const char *target = NULL;
+    const char *target = NULL, *run_dir = NULL, *key_dir = NULL, *key = NULL, *server = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--once") == 0)
+        const char **val = !strcmp(argv[i], "--run-dir")      ? &run_dir
+                           : !strcmp(argv[i], "--key-dir")    ? &key_dir
+                           : !strcmp(argv[i], "--key")        ? &key
+                           : !strcmp(argv[i], "--server-key") ? &server
+                                                              : NULL;
+        if (val && i + 1 < argc)
+            *val = argv[++i];
+        else if (strcmp(argv[i], "--once") == 0)
             once = 1;
         else if (strcmp(argv[i], "--interval-ms") == 0 && i + 1 < argc) {
             if (gpp_parse_flag_int64("gpp-top", "--interval-ms", argv[++i], 100, 3600000,
@@ -456,26 +710,57 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    char host[256], port[16];
+    gpp_err_t kerr = {{0}};
+    char run_ep[512];
+    if (run_dir && !target) {
+        if (s_run_dir_endpoint(run_dir, run_ep, sizeof run_ep, &kerr) < 0) {
+            fprintf(stderr, "gpp-top: %s\n", kerr.msg);
+            return 1; /* the job is gone (its directory removed), or never was */
+        }
+        target = run_ep;
+    }
+    s_ctl_t ctl = {0};
+    int control = target && (!strncmp(target, "tcp://", 6) || !strncmp(target, "ipc://", 6));
+    if (control) {
+        ctl.endpoint = target;
+        if (s_keys(run_dir, key_dir, key, server, &kerr) < 0) {
+            fprintf(stderr, "gpp-top: %s\n", kerr.msg);
+            return 2;
+        }
+        zsys_handler_set(NULL); /* keys and signals stay ours (curses: Ctrl-C is a key) */
+    } else if (run_dir || key_dir || key || server) {
+        fprintf(stderr, "gpp-top: keys go with the coordinator's control endpoint "
+                        "(tcp://HOST:PORT); HOST:PORT is its plaintext HTTP port\n");
+        return 2;
+    }
+    char host[256] = "", port[16] = "";
     const char *t = target ? target : "";
     if (strncmp(t, "http://", 7) == 0)
         t += 7;
     const char *colon = strrchr(t, ':');
-    if (!target || !colon || colon == t || (size_t)(colon - t) >= sizeof host ||
-        strspn(colon + 1, "0123456789") != strlen(colon + 1) || !colon[1] || strlen(colon + 1) > 5) {
-        fprintf(stderr, "gpp-top: give the coordinator's metrics endpoint as HOST:PORT (its "
-                        "[metrics] http_port), e.g. localhost:9464\n");
+    if (!control && (!target || !colon || colon == t || (size_t)(colon - t) >= sizeof host ||
+                     strspn(colon + 1, "0123456789") != strlen(colon + 1) || !colon[1] ||
+                     strlen(colon + 1) > 5)) {
+        fprintf(stderr, "gpp-top: give the coordinator's control endpoint as tcp://HOST:PORT "
+                        "(with a monitor key), a run directory (--run-dir DIR), or its metrics "
+                        "endpoint as HOST:PORT (its [metrics] http_port), e.g. localhost:9464\n");
         s_usage(stderr);
         return 2;
     }
-    snprintf(host, sizeof host, "%.*s", (int)(colon - t), t);
-    snprintf(port, sizeof port, "%s", colon + 1);
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') { /* [v6 address] */
-        memmove(host, host + 1, strlen(host));
-        host[strlen(host) - 1] = 0;
+    if (!control) {
+        snprintf(host, sizeof host, "%.*s", (int)(colon - t), t);
+        snprintf(port, sizeof port, "%s", colon + 1);
+        if (host[0] == '[' && host[strlen(host) - 1] == ']') { /* [v6 address] */
+            memmove(host, host + 1, strlen(host));
+            host[strlen(host) - 1] = 0;
+        }
     }
-    char shown[300];
-    snprintf(shown, sizeof shown, "%s:%s", host, port);
+    char shown[600];
+    if (control)
+        snprintf(shown, sizeof shown, "%s%s", target,
+                 gpp_curve_identity() ? " (CURVE)" : " (plaintext)");
+    else
+        snprintf(shown, sizeof shown, "%s:%s", host, port);
 
     s_scrape_t sc = {0};
     s_frame_t f = {0};
@@ -494,12 +779,16 @@ int main(int argc, char **argv)
     }
     for (;;) {
         gpp_err_t err = {{0}};
-        char *body = NULL;
-        int ok = s_fetch(host, port, "/metrics", &body, &err) == 0 && s_parse(body, &sc, &err) == 0;
-        free(body);
-        body = NULL;
-        if (ok && s_fetch(host, port, "/schedule", &body, &err) < 0)
-            ok = 0;
+        char *body = NULL, *text = NULL;
+        int ok;
+        if (control) {
+            ok = s_ctl_fetch(&ctl, &text, &body, &err) == 0 && s_parse(text, &sc, &err) == 0;
+        } else {
+            ok = s_fetch(host, port, "/metrics", &text, &err) == 0 && s_parse(text, &sc, &err) == 0;
+            if (ok && s_fetch(host, port, "/schedule", &body, &err) < 0)
+                ok = 0;
+        }
+        free(text);
         if (ok) {
             double sps = s_value(&sc, "gpp_samples_per_second", NULL, NULL);
             if (!isnan(sps)) {
@@ -544,6 +833,8 @@ int main(int argc, char **argv)
     }
     if (!once)
         endwin();
+    s_ctl_close(&ctl);
+    gpp_curve_identity_set(NULL);
     s_frame_clear(&f);
     free(f.line);
     free(sc.s);

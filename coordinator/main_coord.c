@@ -30,6 +30,7 @@
 #include "coordinator/gpp_coord.h"
 #include "coordinator/gpp_job.h"
 #include "coordinator/gpp_launch.h"
+#include "coordinator/gpp_rundir.h"
 
 /* --trace: heartbeat round trips with each agent right after it registered
  * (the clock offset keeps the one with the least delay; gpp_time.h) */
@@ -61,54 +62,67 @@ typedef struct {
                               again within this; 0: start_timeout_ms */
     const char *keygen;    /* --keygen DIR: make CURVE keys and exit */
     int keygen_agents;     /* --agents N with --keygen; 0: the cluster file's devices */
+    int keygen_monitors;   /* --monitors N with --keygen (default 1) */
+    const char *run_dir;   /* --run-dir DIR: gpp-top's way in (gpp_rundir.h) */
+    int insecure;          /* --insecure: external agents without key_dir, plaintext */
     const char *trace;     /* --trace FILE: measured + simulated Chrome trace */
     int trace_iteration;   /* --trace-iteration N; -1: the last */
 } s_opts_t;
 
 static void s_usage(FILE *f)
 {
-    fprintf(
-        f, "usage: gpp-coordinator [options] CLUSTER.toml\n"
-           "  --plan auto|gpp|spp|FILE.json  plan to run (auto: the cluster file's planner)\n"
-           "  --control-only                 no training: agents register, run barriers, stop\n"
-           "  --barriers N                   barriers of a control-only job (default 1)\n"
-           "  --endpoint ENDPOINT            bind here instead of [coordinator] endpoint\n"
-           "  --start-timeout-ms N           wait this long for all agents (default 60000)\n"
-           "  --external                     do not launch agents even if launch = \"local\"\n"
-           "  --agent PATH                   gpp-agent binary for local launch\n"
-           "  --metrics FILE                 JSON-lines metrics file (overrides [metrics] file)\n"
-           "  --iterations N                 override job.iterations\n"
-           "  --reprofile                    --plan auto: profile on the agents again instead\n"
-           "                                 of reusing <checkpoint_dir>/profile.json\n"
-           "  --resume[=auto]                continue the job from the newest complete\n"
-           "                                 checkpoint set in job.checkpoint_dir; =auto:\n"
-           "                                 start fresh when it holds none (a service that\n"
-           "                                 systemd restarts: gpp-coordinator.service)\n"
-           "  --replan                       with --resume: run the plan made now even if it\n"
-           "                                 differs from the set's (other devices, planner),\n"
-           "                                 re-sharding the set's stage files to its stages\n"
-           "  --max-restarts N               when agents die, restart the job from the\n"
-           "                                 newest complete set, at most N times per agent\n"
-           "                                 slot (default 0); external agents are waited for\n"
-           "                                 until they register again (their supervisor\n"
-           "                                 starts them: systemd Restart=, Slurm requeue)\n"
-           "  --rejoin-timeout-ms N          external launch: after a stop, every slot's agent\n"
-           "                                 must register again within this (default: the\n"
-           "                                 --start-timeout-ms)\n"
-           "  --elastic                      a slot that dies after its --max-restarts (or,\n"
-           "                                 external, is not back within the rejoin timeout)\n"
-           "                                 is dropped and the job re-planned on the\n"
-           "                                 remaining devices from the newest set\n"
-           "  --trace FILE                   write a Chrome/Perfetto trace of one measured\n"
-           "                                 iteration (every agent on one time axis) beside\n"
-           "                                 the simulated one (docs/operations.md, Traces)\n"
-           "  --trace-iteration N            the iteration to trace, 0-based (default: the last)\n"
-           "  --keygen DIR [--agents N]      make CURVE keys for the control plane in DIR\n"
-           "                                 (the coordinator's pair and N agent pairs, N\n"
-           "                                 from --agents or the cluster file) and exit;\n"
-           "                                 set [coordinator] key_dir = DIR (docs/operations.md)\n"
-           "  --version                      print the version and git commit\n"
-           "  --help\n");
+    fprintf(f,
+            "usage: gpp-coordinator [options] CLUSTER.toml\n"
+            "  --plan auto|gpp|spp|FILE.json  plan to run (auto: the cluster file's planner)\n"
+            "  --control-only                 no training: agents register, run barriers, stop\n"
+            "  --barriers N                   barriers of a control-only job (default 1)\n"
+            "  --endpoint ENDPOINT            bind here instead of [coordinator] endpoint\n"
+            "  --start-timeout-ms N           wait this long for all agents (default 60000)\n"
+            "  --external                     do not launch agents even if launch = \"local\"\n"
+            "  --agent PATH                   gpp-agent binary for local launch\n"
+            "  --metrics FILE                 JSON-lines metrics file (overrides [metrics] file)\n"
+            "  --iterations N                 override job.iterations\n"
+            "  --reprofile                    --plan auto: profile on the agents again instead\n"
+            "                                 of reusing <checkpoint_dir>/profile.json\n"
+            "  --resume[=auto]                continue the job from the newest complete\n"
+            "                                 checkpoint set in job.checkpoint_dir; =auto:\n"
+            "                                 start fresh when it holds none (a service that\n"
+            "                                 systemd restarts: gpp-coordinator.service)\n"
+            "  --replan                       with --resume: run the plan made now even if it\n"
+            "                                 differs from the set's (other devices, planner),\n"
+            "                                 re-sharding the set's stage files to its stages\n"
+            "  --max-restarts N               when agents die, restart the job from the\n"
+            "                                 newest complete set, at most N times per agent\n"
+            "                                 slot (default 0); external agents are waited for\n"
+            "                                 until they register again (their supervisor\n"
+            "                                 starts them: systemd Restart=, Slurm requeue)\n"
+            "  --rejoin-timeout-ms N          external launch: after a stop, every slot's agent\n"
+            "                                 must register again within this (default: the\n"
+            "                                 --start-timeout-ms)\n"
+            "  --elastic                      a slot that dies after its --max-restarts (or,\n"
+            "                                 external, is not back within the rejoin timeout)\n"
+            "                                 is dropped and the job re-planned on the\n"
+            "                                 remaining devices from the newest set\n"
+            "  --trace FILE                   write a Chrome/Perfetto trace of one measured\n"
+            "                                 iteration (every agent on one time axis) beside\n"
+            "                                 the simulated one (docs/operations.md, Traces)\n"
+            "  --trace-iteration N            the iteration to trace, 0-based (default: the last)\n"
+            "  --keygen DIR [--agents N] [--monitors M]\n"
+            "                                 make CURVE keys for the control plane in DIR\n"
+            "                                 (the coordinator's pair, N agent pairs, N from\n"
+            "                                 --agents or the cluster file, and M monitor pairs\n"
+            "                                 for gpp-top, default 1) and exit; set\n"
+            "                                 [coordinator] key_dir = DIR (docs/operations.md)\n"
+            "  --run-dir DIR                  write what gpp-top --run-dir DIR needs (the\n"
+            "                                 control endpoint, a monitor key of this run) to\n"
+            "                                 DIR, 0700 (a local launch: a directory under\n"
+            "                                 $XDG_RUNTIME_DIR or /tmp unless given)\n"
+            "  --insecure                     allow external agents without [coordinator]\n"
+            "                                 key_dir: a plaintext control plane anyone who\n"
+            "                                 reaches the port may join (trusted networks only;\n"
+            "                                 also [coordinator] insecure_plaintext = true)\n"
+            "  --version                      print the version and git commit\n"
+            "  --help\n");
 }
 
 static int s_parse(int argc, char **argv, s_opts_t *o)
@@ -130,6 +144,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"rejoin-timeout-ms", required_argument, 0, 'J'},
                                           {"keygen", required_argument, 0, 'K'},
                                           {"agents", required_argument, 0, 'N'},
+                                          {"monitors", required_argument, 0, 'O'},
+                                          {"run-dir", required_argument, 0, 'D'},
+                                          {"insecure", no_argument, 0, 'S'},
                                           {"trace", required_argument, 0, 'T'},
                                           {"trace-iteration", required_argument, 0, 'I'},
                                           {"help", no_argument, 0, 'h'},
@@ -139,11 +156,14 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     o->barriers = 1;
     o->start_timeout_ms = 60000;
     o->trace_iteration = -1;
+    o->keygen_monitors = -1;
     int c;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         long v = 0;
-        if (c == 'b' || c == 't' || c == 'i' || c == 'M' || c == 'N' || c == 'I' || c == 'J') {
+        if (c == 'b' || c == 't' || c == 'i' || c == 'M' || c == 'N' || c == 'I' || c == 'J' ||
+            c == 'O') {
             const char *flag = c == 'b'   ? "--barriers"
+                               : c == 'O' ? "--monitors"
                                : c == 't' ? "--start-timeout-ms"
                                : c == 'J' ? "--rejoin-timeout-ms"
                                : c == 'M' ? "--max-restarts"
@@ -213,6 +233,15 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         case 'N':
             o->keygen_agents = (int)v;
             break;
+        case 'O':
+            o->keygen_monitors = (int)v;
+            break;
+        case 'D':
+            o->run_dir = optarg;
+            break;
+        case 'S':
+            o->insecure = 1;
+            break;
         case 'T':
             o->trace = optarg;
             break;
@@ -231,9 +260,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
         o->config_path = optind < argc ? argv[optind] : NULL;
         return 0;
     }
-    if (o->keygen || o->keygen_agents) {
+    if (o->keygen || o->keygen_agents || o->keygen_monitors >= 0) {
         fprintf(stderr, "gpp-coordinator: --keygen DIR needs --agents N or one cluster file (one "
-                        "key pair per device); --agents goes with --keygen only\n");
+                        "key pair per device); --agents and --monitors go with --keygen only\n");
         return -1;
     }
     if (optind != argc - 1) {
@@ -328,7 +357,8 @@ static int s_keygen(const s_opts_t *o)
         n = gpp_config_devices(&cfg);
         gpp_config_release(&cfg);
     }
-    if (gpp_curve_keygen(o->keygen, n, &err) < 0) {
+    int monitors = o->keygen_monitors < 0 ? 1 : o->keygen_monitors;
+    if (gpp_curve_keygen(o->keygen, n, monitors, &err) < 0) {
         gpp_error("%s", err.msg);
         return 2;
     }
@@ -337,28 +367,49 @@ static int s_keygen(const s_opts_t *o)
            "(0600: copy each to its agent's host, --key), admitted through %s/agents/*.key; set "
            "[coordinator] key_dir = \"%s\"\n",
            o->keygen, o->keygen, n, o->keygen, o->keygen, o->keygen);
+    if (monitors > 0)
+        printf("monitor keys: %d pair%s %s/monitor-<i>.key_secret (0600: for gpp-top --key-dir "
+               "or --key), admitted through %s/monitors/*.key; a monitor key can only watch\n",
+               monitors, monitors == 1 ? "" : "s", o->keygen, o->keygen);
     return 0;
 }
 
 /* The control plane's admission (docs/operations.md, Security): a local
  * launch makes fresh keys for the agents it forks (keys[n], handed to each
  * child through an inherited fd); external agents are admitted by the
- * key directory; without one the port is open, said loudly. */
+ * key directory; without one the job is refused unless the operator opted
+ * into plaintext (insecure), said loudly at every start. With monitor, a
+ * fresh monitor pair for the run directory is admitted too. */
 static gpp_curve_server_t *s_curve_setup(const gpp_config_t *cfg, int local, int n,
-                                         gpp_curve_client_t *keys, int *failed)
+                                         gpp_curve_client_t *keys, gpp_curve_client_t *monitor,
+                                         int insecure, int *failed)
 {
     gpp_err_t err = {{0}};
     gpp_curve_server_t *srv = NULL;
     *failed = 0;
     if (local) {
-        srv = gpp_curve_server_new_ephemeral(n, keys, &err);
+        srv = gpp_curve_server_new_ephemeral(n, keys, monitor, &err);
     } else if (cfg->coordinator.key_dir[0]) {
-        srv = gpp_curve_server_load(cfg->coordinator.key_dir, &err);
-    } else {
-        gpp_warn("control: no [coordinator] key_dir: the control plane is NOT authenticated or "
-                 "encrypted; anyone who reaches %s can register as an agent. Make keys with "
-                 "gpp-coordinator --keygen DIR and set key_dir (docs/operations.md)",
+        srv = gpp_curve_server_load(cfg->coordinator.key_dir, monitor, &err);
+    } else if (insecure) {
+        gpp_warn("control: INSECURE: no [coordinator] key_dir and plaintext allowed (%s): the "
+                 "control plane is NOT authenticated or encrypted; anyone who reaches %s can "
+                 "register as an agent, watch or disrupt the job. Use it only where every "
+                 "host and user is trusted; make keys with gpp-coordinator --keygen DIR and set "
+                 "key_dir (docs/operations.md, Security)",
+                 cfg->coordinator.insecure_plaintext ? "[coordinator] insecure_plaintext = true"
+                                                     : "--insecure",
                  cfg->coordinator.endpoint);
+        return NULL;
+    } else {
+        gpp_error("%s: launch = \"external\" without [coordinator] key_dir: the control plane "
+                  "would be plaintext, and anyone who reaches %s could register as an agent. "
+                  "Make keys with gpp-coordinator --keygen DIR --agents N and set [coordinator] "
+                  "key_dir = \"DIR\" (docs/operations.md, Security); to run without "
+                  "authentication on a trusted network, set [coordinator] insecure_plaintext = "
+                  "true or pass --insecure",
+                  cfg->path, cfg->coordinator.endpoint);
+        *failed = 1;
         return NULL;
     }
     if (!srv) {
@@ -692,6 +743,7 @@ int main(int argc, char **argv)
     gpp_http_t *http = NULL;
     int *restarts = NULL; /* [n]: restarts of each slot (--max-restarts) */
     gpp_curve_server_t *curve = NULL;
+    gpp_rundir_t rundir = {0};
     gpp_curve_client_t *keys = gpp_xcalloc((size_t)n, sizeof *keys); /* local agents' */
     const int n_keys = n; /* n shrinks when --elastic drops slots */
     gpp_coord_cfg_t cc = {0};
@@ -710,10 +762,30 @@ int main(int argc, char **argv)
     /* keys before anything is planned or written: a bad key_dir is exit 2 */
     int local = cfg.job.launch == GPP_CONFIG_LAUNCH_LOCAL && !o.external;
     int curve_failed = 0;
-    curve = s_curve_setup(&cfg, local, n, keys, &curve_failed);
+    /* gpp-top's way in: a local launch always has a run directory */
+    int want_rundir = o.run_dir || local;
+    gpp_curve_client_t monitor_key;
+    curve = s_curve_setup(&cfg, local, n, keys, want_rundir ? &monitor_key : NULL,
+                          o.insecure || cfg.coordinator.insecure_plaintext, &curve_failed);
     if (curve_failed) {
         rc = 2;
         goto done;
+    }
+    if (want_rundir) {
+        char def[PATH_MAX];
+        int bad = (!o.run_dir && gpp_rundir_default(def, sizeof def, &err) < 0) ||
+                  gpp_rundir_open(&rundir, o.run_dir ? o.run_dir : def, curve ? &monitor_key : NULL,
+                                  &err) < 0;
+        explicit_bzero(&monitor_key, sizeof monitor_key);
+        if (bad && o.run_dir) { /* asked for: the command line's to fix */
+            gpp_error("%s", err.msg);
+            rc = 2;
+            goto done;
+        }
+        if (bad) /* the default: the job runs, unwatched over CURVE */
+            gpp_warn("%s; gpp-top cannot watch this job through a run directory (its HTTP "
+                     "port still serves)",
+                     err.msg);
     }
     cc.curve = curve;
     cc.clock_round_trips = o.trace ? S_CLOCK_ROUND_TRIPS : 0;
@@ -774,6 +846,16 @@ int main(int argc, char **argv)
                 rc = 2;
             gpp_error("%s", err.msg);
             goto done;
+        }
+        if (rundir.open) {
+            char ep[512];
+            s_connect_endpoint(cc.endpoint, gpp_coord_port(coord), ep, sizeof ep);
+            if (gpp_rundir_endpoint(&rundir, ep, &err) < 0) {
+                gpp_error("%s", err.msg);
+                goto done;
+            }
+            gpp_info("monitor: gpp-top --run-dir %s (or gpp-top ... %s with a monitor key)",
+                     rundir.path, ep);
         }
         /* bound: ready for systemd (Type=notify; a restart says it again, a no-op) */
         gpp_notify_ready("listening on port %d; waiting for %d agents", gpp_coord_port(coord), n);
@@ -892,6 +974,7 @@ done:
     gpp_launch_destroy(&launch); /* reaps every child: no orphans */
     gpp_coord_destroy(&coord);
     gpp_curve_server_destroy(&curve); /* after the ROUTER: it authenticates through it */
+    gpp_rundir_close(&rundir);
     explicit_bzero(keys, (size_t)n_keys * sizeof *keys);
     free(keys);
     gpp_http_destroy(&http); /* after the loop: nothing publishes any more */

@@ -330,6 +330,23 @@ static int s_check_rdv_reply(const Gpp__RdvReply *r, gpp_err_t *err)
     return 0;
 }
 
+static int s_check_monitor_reply(const Gpp__MonitorReply *r, gpp_err_t *err)
+{
+    S_REQUIRE(r->request_seq > 0, "monitor_reply.request_seq: 0");
+    S_REQUIRE(r->status != GPP__MONITOR_STATUS__MONITOR_STATUS_UNSPECIFIED,
+              "monitor_reply.status: not set");
+    S_REQUIRE(r->ticket > 0, "monitor_reply.ticket: 0");
+    int ok = r->status == GPP__MONITOR_STATUS__MONITOR_OK;
+    S_REQUIRE(ok || (r->metrics.len == 0 && r->schedule.len == 0),
+              "monitor_reply: %zu + %zu bytes of metrics and schedule with a status other than ok",
+              r->metrics.len, r->schedule.len);
+    S_REQUIRE(ok || s_nonempty(r->text), "monitor_reply.text: empty with a status other than ok");
+    S_REQUIRE(r->metrics.len <= GPP_MONITOR_TEXT_MAX && r->schedule.len <= GPP_MONITOR_TEXT_MAX,
+              "monitor_reply: %zu bytes of metrics, %zu of schedule: at most %d each",
+              r->metrics.len, r->schedule.len, GPP_MONITOR_TEXT_MAX);
+    return 0;
+}
+
 static int s_check_action(const Gpp__Assignment *a, size_t i, gpp_err_t *err)
 {
     const Gpp__Action *x = a->actions[i];
@@ -559,6 +576,10 @@ static int s_check_body(const gpp_msg_t *m, gpp_err_t *err)
         return s_check_rdv_get(m->rdv_get, err);
     case GPP__ENVELOPE__BODY_RDV_REPLY:
         return s_check_rdv_reply(m->rdv_reply, err);
+    case GPP__ENVELOPE__BODY_MONITOR_REQUEST:
+        return 0; /* any ticket: the coordinator compares it with the one it gave */
+    case GPP__ENVELOPE__BODY_MONITOR_REPLY:
+        return s_check_monitor_reply(m->monitor_reply, err);
     default:
         return gpp_err_set(err, "body: unknown message type %d", (int)m->body_case);
     }

@@ -24,8 +24,9 @@
 /* 2: rendezvous through the coordinator; 3: devices in Register, backend and
  * precision in Assignment and ProfileRequest, the measuring device in
  * ProfileResult; 4: measured traces (Assignment.trace, Metrics.action_*_us,
- * clock round trips in Heartbeat) */
-#define GPP_PROTOCOL_VERSION 4u
+ * clock round trips in Heartbeat); 5: MonitorRequest / MonitorReply (gpp-top on
+ * the control plane) */
+#define GPP_PROTOCOL_VERSION 5u
 
 /* Envelope.sender values that are not agent ranks. */
 #define GPP_MSG_SENDER_COORD (-1)
@@ -34,9 +35,10 @@
 #define GPP_MSG_MAX_BYTES (64u << 20)  /* larger frames are rejected unread */
 #define GPP_MSG_STR_MAX 4096           /* bytes, excluding the NUL */
 #define GPP_MSG_REPEATED_MAX (1 << 22) /* elements in one repeated field */
-#define GPP_MSG_DEVICE_NAME_MAX 255    /* Register.device_name bytes (cudaDeviceProp.name: 256
-                                          with the NUL) */
-#define GPP_MSG_GPU_MAX 1024           /* Register.gpu: indices in [0, GPP_MSG_GPU_MAX) */
+#define GPP_MSG_DEVICE_NAME_MAX                                                                    \
+    255                      /* Register.device_name bytes (cudaDeviceProp.name: 256               \
+                                with the NUL) */
+#define GPP_MSG_GPU_MAX 1024 /* Register.gpu: indices in [0, GPP_MSG_GPU_MAX) */
 
 /* Rendezvous messages (RdvSet, RdvGet, RdvReply; CommBootstrap.rdv_*). The
  * coordinator's table has lower limits of its own (coordinator/gpp_rdv.h). */
@@ -45,6 +47,10 @@
 #define GPP_RDV_VALUE_MAX (1 << 20)    /* bytes */
 #define GPP_RDV_GET_KEYS_MAX 1024      /* keys in one RdvGet */
 #define GPP_RDV_TIMEOUT_MAX_MS 3600000 /* RdvGet.timeout_ms */
+
+/* MonitorReply.metrics and .schedule, bytes each: a job of thousands of
+ * agents renders about 1 MiB of /metrics (docs/operations.md) */
+#define GPP_MONITOR_TEXT_MAX (16 << 20)
 
 typedef Gpp__Envelope gpp_msg_t;
 typedef Gpp__Envelope__BodyCase gpp_msg_type_t;

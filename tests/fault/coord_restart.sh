@@ -26,7 +26,8 @@ ITERS=100
 mkconf() {
     cpu_job_conf "$TMP/$1.toml" 2 $ITERS "$TMP/$1.ckpt" "checkpoint_interval = 2
 checkpoint_keep = 5" >/dev/null
-    sed -i 's/^launch = "local"$/launch = "external"/; s/^timeout_ms = 3000$/timeout_ms = 1500/' "$TMP/$1.toml"
+    sed -i -e 's/^launch = "local"$/launch = "external"/; s/^timeout_ms = 3000$/timeout_ms = 1500/' \
+        -e 's/^\[coordinator\]$/[coordinator]\ninsecure_plaintext = true/' "$TMP/$1.toml"
     printf '[metrics]\nfile = "%s"\n' "$TMP/$1.jsonl" >>"$TMP/$1.toml"
     echo "$TMP/$1.toml"
 }

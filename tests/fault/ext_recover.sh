@@ -34,7 +34,8 @@ mkconf() {
     cpu_job_conf "$TMP/$1.toml" 2 $ITERS "$TMP/$1.ckpt" "micro_batch = 4
 checkpoint_interval = 2
 checkpoint_keep = 5" >/dev/null
-    sed -i 's/^launch = "local"$/launch = "external"/; s/^timeout_ms = 3000$/timeout_ms = 1500/' "$TMP/$1.toml"
+    sed -i -e 's/^launch = "local"$/launch = "external"/; s/^timeout_ms = 3000$/timeout_ms = 1500/' \
+        -e 's/^\[coordinator\]$/[coordinator]\ninsecure_plaintext = true/' "$TMP/$1.toml"
     printf '[metrics]\nfile = "%s"\n' "$TMP/$1.jsonl" >>"$TMP/$1.toml"
     echo "$TMP/$1.toml"
 }
@@ -118,7 +119,7 @@ stop_supervisors
 K=$TMP/keys
 "$COORD" --keygen "$K" --agents 2 >/dev/null
 mkconf kill >/dev/null
-sed -i "s|^\[coordinator\]$|[coordinator]\nkey_dir = \"$K\"|" "$TMP/kill.toml"
+sed -i -e "s|^\[coordinator\]$|[coordinator]\nkey_dir = \"$K\"|" -e '/^insecure_plaintext = /d' "$TMP/kill.toml"
 coordinator kill --max-restarts 2
 kill_at kill 10 1
 bwait $CP 180

@@ -10,11 +10,13 @@ gpp_test_begin cluster_control "${1:-}"
 COORD=$BUILD/coordinator/gpp-coordinator
 AGENT=$BUILD/agent/gpp-agent
 
-# cluster file: $1 name, $2 port, $3 slots, $4 launch
+# cluster file: $1 name, $2 port, $3 slots, $4 launch (external: plaintext,
+# opted into: these cases are about the control logic; curve_cli.sh has keys)
 mkconf() {
     cat >"$TMP/$1.toml" <<EOF
 [coordinator]
 endpoint = "tcp://127.0.0.1:$2"
+insecure_plaintext = $([ "$4" = external ] && echo true || echo false)
 [[nodes]]
 host = "127.0.0.1"
 slots = $3

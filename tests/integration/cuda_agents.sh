@@ -17,6 +17,7 @@ conf() {
     cat >"$TMP/$1.toml" <<EOC
 [coordinator]
 endpoint = "tcp://127.0.0.1:$PORT"
+insecure_plaintext = true
 [cluster]
 device = "h100-80g"
 [[nodes]]

@@ -4,13 +4,18 @@
 # nothing overwritten), external agents admitted by [coordinator] key_dir,
 # an intruder with an unknown key refused and named in the coordinator's
 # log, an intruder without keys, loose key file modes refused (exit 2), and
-# a local launch that an outside process cannot join. Usage: curve_cli.sh
+# a local launch that an outside process cannot join; monitors: gpp-top over
+# CURVE with a monitor key, an unknown key, an agent key and no key refused
+# (exit 1, bounded), a monitor key that tries to register as an agent
+# refused while the job goes on; external agents without key_dir refused
+# unless plaintext is opted into (with a warning). Usage: curve_cli.sh
 # BUILD_DIR
 set -u
 . "$(dirname "$0")/lib/gpp_test.sh"
 gpp_test_begin curve_cli "${1:-}"
 COORD=$BUILD/coordinator/gpp-coordinator
 AGENT=$BUILD/agent/gpp-agent
+TOP=$BUILD/coordinator/gpp-top
 
 # cluster file: $1 name, $2 port, $3 slots, $4 launch, $5 extra [coordinator] line
 mkconf() {
@@ -42,8 +47,9 @@ if [ "$(mode "$K")" = 700 ] && [ "$(mode "$K/agents")" = 700 ] &&
     [ "$(mode "$K/coordinator.key_secret")" = 600 ] && [ "$(mode "$K/agent-0.key_secret")" = 600 ] &&
     [ "$(mode "$K/agent-1.key_secret")" = 600 ] && [ -f "$K/coordinator.key" ] &&
     [ "$(ls "$K/agents")" = "$(printf 'agent-0.key\nagent-1.key')" ] &&
+    [ "$(ls "$K/monitors")" = monitor-0.key ] && [ "$(mode "$K/monitor-0.key_secret")" = 600 ] &&
     ! grep -q secret-key "$K/coordinator.key" "$K/agents/agent-0.key"; then
-    ok "keygen: files and modes (dir 700, secrets 600, public certs without secrets)"
+    ok "keygen: files and modes (dir 700, secrets 600, public certs without secrets, one monitor)"
 else
     fail "keygen files" "$(ls -lR "$K")"
 fi
@@ -68,7 +74,7 @@ X1=$!
     --heartbeat-ms 100 --timeout-ms 2000 2>"$TMP/2y.err" &
 X2=$!
 STRANGER=$(pubkey "$TMP/k3/agents/agent-0.key")
-if wait_until 20 grep -qF "refused a connection from 127.0.0.1: CURVE key $STRANGER is not an admitted agent key" "$TMP/2.err"; then
+if wait_until 20 grep -qF "refused a connection from 127.0.0.1: CURVE key $STRANGER is not an admitted agent or monitor key" "$TMP/2.err"; then
     ok "an unknown key is refused and the coordinator names its address and key"
 else
     fail "unknown key not logged" "$(cat "$TMP/2.err")"
@@ -131,4 +137,97 @@ else
     fail "local launch with an intruder (job $rc, intruder $rx)" "$(tail -5 "$TMP/4.err")" \
         "$(tail -3 "$TMP/4x.err")"
 fi
+# 5. monitors on a running job with keys (an endless control-only job)
+P=$(free_port); C=$(mkconf mon $P 2 external "key_dir = \"$K\"")
+"$COORD" --control-only --barriers 100000000 "$C" >"$TMP/5.out" 2>"$TMP/5.err" &
+CP=$!
+track $CP
+for s in 0 1; do
+    "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot $s --control-barriers 100000000 \
+        --heartbeat-ms 100 --timeout-ms 3000 --coordinator-key "$K/coordinator.key" \
+        --key "$K/agent-$s.key_secret" 2>"$TMP/5a$s.err" &
+    eval A$s=$!
+    track $!
+done
+watching() {
+    "$TOP" --once --key-dir "$K" tcp://127.0.0.1:$P >"$TMP/5top.out" 2>&1 &&
+        grep -q "^job training" "$TMP/5top.out" &&
+        [ "$(grep -Ec '^ +[0-9]+  127\.0\.0\.1:[01] +cpu:[01] +- +up ' "$TMP/5top.out")" = 2 ]
+}
+wait_until 30 watching && grep -q "tcp://127.0.0.1:$P (CURVE)" "$TMP/5top.out" &&
+    ok "gpp-top --key-dir over CURVE: the job training, both agents up" ||
+    fail "gpp-top --key-dir over CURVE" "$(cat "$TMP/5top.out")" "$(tail -3 "$TMP/5.err")"
+# refused monitors: exit 1 with the reason, within the 3 s answer timeout
+top_refused() { # $1 what, $2 pattern, then gpp-top's key options
+    local what=$1 pat=$2
+    shift 2
+    timeout 20 "$TOP" --once "$@" tcp://127.0.0.1:$P >"$TMP/5r.out" 2>&1
+    local rc=$?
+    [ $rc = 1 ] && grep -q "$pat" "$TMP/5r.out" && ok "gpp-top, $what: exit 1, $(cat "$TMP/5r.out")" ||
+        fail "gpp-top, $what (exit $rc)" "$(cat "$TMP/5r.out")"
+}
+top_refused "an unknown monitor key" "refused this monitor's CURVE key" \
+    --key "$TMP/k3/monitor-0.key_secret" --server-key "$K/coordinator.key"
+grep -qF "CURVE key $(pubkey "$TMP/k3/monitors/monitor-0.key") is not an admitted agent or monitor key" "$TMP/5.err" &&
+    ok "the coordinator logs the unknown monitor key" || fail "unknown monitor key not logged" "$(tail -3 "$TMP/5.err")"
+top_refused "an agent's key" "refused the request: monitor_request: a monitor_request needs a monitor's CURVE key" \
+    --key "$K/agent-1.key_secret" --server-key "$K/coordinator.key"
+top_refused "no key" "requires CURVE keys: pass --key-dir"
+# a monitor key that registers as an agent (the slot of a running agent):
+# rejected, and the job goes on
+timeout 20 "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 0 --heartbeat-ms 100 \
+    --timeout-ms 3000 --coordinator-key "$K/coordinator.key" --key "$K/monitor-0.key_secret" \
+    >/dev/null 2>"$TMP/5m.err"
+rc=$?
+if [ $rc = 1 ] && grep -q "rejected by the coordinator: register: a monitor key may only send monitor_request" "$TMP/5m.err" &&
+    grep -q "dropped a message from an unregistered peer .*: register: a monitor key may only" "$TMP/5.err" &&
+    running $CP && running $A0 && watching; then
+    ok "a monitor key cannot register as an agent (exit $rc); the job goes on"
+else
+    fail "a monitor key registering (exit $rc)" "$(cat "$TMP/5m.err")" "$(tail -3 "$TMP/5.err")"
+fi
+kill -TERM $CP
+bwait $CP 30; rc=$?
+[ $rc = 143 ] && wait_gone 20 $A0 $A1 && ok "the monitored job stops on SIGTERM, agents gone" ||
+    fail "the monitored job stops on SIGTERM (exit $rc)" "$(tail -3 "$TMP/5.err")"
+
+# 6. external agents without key_dir: refused unless plaintext is opted
+#    into, and then a warning at every start
+C=$(mkconf plain $(free_port) 1 external)
+expect_fail "external without key_dir" "without \[coordinator\] key_dir.*gpp-coordinator --keygen DIR.*insecure_plaintext = true or pass --insecure" \
+    "$COORD" --control-only "$C"
+for how in flag key; do
+    P=$(free_port)
+    if [ $how = flag ]; then
+        C=$(mkconf plain$how $P 1 external); args=(--insecure)
+    else
+        C=$(mkconf plain$how $P 1 external "insecure_plaintext = true"); args=()
+    fi
+    "$COORD" --control-only --barriers 2 "${args[@]}" "$C" >"$TMP/6$how.out" 2>"$TMP/6$how.err" &
+    CP=$!
+    "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 0 --control-barriers 2 \
+        --heartbeat-ms 100 --timeout-ms 3000 2>"$TMP/6$how.a.err" &
+    AP=$!
+    bwait $CP 30; rc=$?; bwait $AP 10; ra=$?
+    want=$([ $how = flag ] && printf '%s' --insecure || printf '%s' 'insecure_plaintext = true')
+    if [ $rc = 0 ] && [ $ra = 0 ] && grep -q "warn .*control: INSECURE: .*$want).*NOT authenticated" "$TMP/6$how.err"; then
+        ok "plaintext opted into by $want: the job runs, with a warning"
+    else
+        fail "plaintext by $want (job $rc, agent $ra)" "$(tail -3 "$TMP/6$how.err")"
+    fi
+done
+
+# 7. bad input: a --run-dir others may enter, a --run-dir that is a link, a
+#    non-boolean insecure_plaintext: exit 2 before any agent runs
+mkdir -m 755 "$TMP/open.run"
+C=$(mkconf rd $(free_port) 1 local)
+expect_fail "--run-dir open to others" "--run-dir $TMP/open.run: owned by uid [0-9]* with mode 0755; it must be this user's" \
+    "$COORD" --control-only --run-dir "$TMP/open.run" "$C"
+ln -s "$TMP/k3" "$TMP/link.run"
+expect_fail "--run-dir a link" "--run-dir $TMP/link.run: not a directory (a link or a file is never followed)" \
+    "$COORD" --control-only --run-dir "$TMP/link.run" "$C"
+[ ! -e "$TMP/k3/endpoint" ] && ok "nothing written through the link" || fail "a file written through the link"
+C=$(mkconf bool $(free_port) 1 external 'insecure_plaintext = "yes"')
+expect_fail "insecure_plaintext not a boolean" "coordinator.insecure_plaintext: expected true or false" \
+    "$COORD" --control-only "$C"
 gpp_test_end

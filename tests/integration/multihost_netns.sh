@@ -98,6 +98,7 @@ conf() {
     cat >"$1" <<EOF
 [coordinator]
 endpoint = "$2"
+insecure_plaintext = $([ "$3" = external ] && echo true || echo false)
 [cluster]
 device = "cpu"
 mem_gib = 0.03

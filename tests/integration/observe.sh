@@ -4,8 +4,9 @@
 # 2, naming it); every log line of a real job carries a UTC timestamp, a
 # level word, the component and (agents) the rank; the coordinator names
 # the agents it waits for; [metrics] http_port serves /metrics, scraped during
-# a real run and parsed with Debian's prometheus_client; a port in use is an
-# exit-2 error naming it.
+# a real run and parsed with Debian's prometheus_client; gpp-top watches it
+# over the authenticated control plane (the run directory's monitor key),
+# in tmux too, and over HTTP; a port in use is an exit-2 error naming it.
 # Usage: observe.sh BUILD_DIR
 set -u
 . "$(dirname "$0")/lib/gpp_test.sh"
@@ -49,7 +50,7 @@ grep -Eq "^$TS debug gpp-coordinator " "$TMP/job.err" && ok "debug lines at GPP_
 # ---- no silence while waiting: the missing agent is named every 1.5-2 s -------
 PORT=$(free_port)
 # (a checkpoint_dir of its own: the first job's sets are refused without --resume)
-sed -e "s|^endpoint = .*|endpoint = \"tcp://127.0.0.1:$PORT\"|" -e 's/^launch = .*/launch = "external"/' \
+sed -e "s|^endpoint = .*|endpoint = \"tcp://127.0.0.1:$PORT\"\ninsecure_plaintext = true|" -e 's/^launch = .*/launch = "external"/' \
     -e "s|^checkpoint_dir = .*|checkpoint_dir = \"$TMP/ext.ckpt\"|" "$TMP/job.toml" >"$TMP/ext.toml"
 "$COORD" --plan gpp --start-timeout-ms 6000 "$TMP/ext.toml" >"$TMP/wait.out" 2>"$TMP/wait.err" &
 CP=$!
@@ -79,11 +80,21 @@ http_port = $HPORT")
 sed -i "s|^endpoint = .*|endpoint = \"tcp://127.0.0.1:$CPORT\"|" "$C"
 "$COORD" --plan gpp "$C" >"$TMP/prom.out" 2>"$TMP/prom.err" &
 CP=$!
-training() { "$TOP" --once "127.0.0.1:$HPORT" 2>/dev/null | grep -q "^job training  *iteration [1-9]"; }
-wait_until 120 training && ok "gpp-top --once sees the job training" \
-    || fail "gpp-top --once sees the job training" "$(tail -3 "$TMP/prom.err")"
+# the run directory the coordinator names: gpp-top's key and endpoint
+rundir() { RUNDIR=$(sed -n 's/.* monitor: gpp-top --run-dir \([^ ]*\) .*/\1/p' "$TMP/prom.err" | head -1); [ -n "$RUNDIR" ]; }
+wait_until 30 rundir
+RUNDIR=${RUNDIR:-/nonexistent}
+training() { "$TOP" --once --run-dir "$RUNDIR" 2>/dev/null | grep -q "^job training  *iteration [1-9]"; }
+wait_until 120 training && ok "gpp-top --once --run-dir sees the job training (CURVE)" \
+    || fail "gpp-top --once --run-dir sees the job training" "$(tail -3 "$TMP/prom.err")"
 KIDS=$(pgrep -P $CP | tr '\n' ' ')
 track $KIDS
+[ "$(stat -c %a "$RUNDIR")" = 700 ] && [ "$(stat -c %a "$RUNDIR/monitor.key_secret")" = 600 ] &&
+    [ "$(cat "$RUNDIR/endpoint")" = "tcp://127.0.0.1:$CPORT" ] &&
+    ok "run directory $RUNDIR: 0700, monitor key 0600, the control endpoint" ||
+    fail "run directory" "$(ls -la "$RUNDIR" 2>&1)"
+"$TOP" --once "127.0.0.1:$HPORT" 2>&1 | grep -q "^job training  *iteration [1-9]" &&
+    ok "gpp-top --once over HTTP (http_port) sees it too" || fail "gpp-top --once over HTTP"
 
 if ! $PY -c 'import prometheus_client' 2>/dev/null; then
     fail "python3-prometheus-client is installed (scripts/install-deps.sh)"
@@ -96,8 +107,8 @@ else
     fail "/metrics during training" "$(cat "$TMP/scrape.err")" "$(tail -2 "$TMP/prom.err")"
 fi
 
-# gpp-top --once: one frame, a row per agent and per stage
-"$TOP" --once "127.0.0.1:$HPORT" >"$TMP/top.out" 2>&1
+# gpp-top --once over the control plane: one frame, a row per agent and per stage
+"$TOP" --once --run-dir "$RUNDIR" >"$TMP/top.out" 2>&1
 rows=$(grep -Ec '^ +[0-9]+  127\.0\.0\.1:[0-9] +cpu:[0-9] +[0-9]+  up ' "$TMP/top.out")
 srows=$(grep -Ec '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%$' "$TMP/top.out")
 grows=$(grep -Ec '^stage +[0-9]+ \|[FB>.AS ]{80}\|$' "$TMP/top.out")
@@ -108,7 +119,7 @@ grows=$(grep -Ec '^stage +[0-9]+ \|[FB>.AS ]{80}\|$' "$TMP/top.out")
 
 # gpp-top live, driven in tmux: the frame, the stages-only view, q quits
 TM="tmux -L gpp_observe_$$"
-if $TM new-session -d -x 120 -y 40 "$TOP --interval-ms 200 127.0.0.1:$HPORT; echo gpp-top-exit-\$?; sleep 30"; then
+if $TM new-session -d -x 120 -y 40 "$TOP --interval-ms 200 --run-dir $RUNDIR; echo gpp-top-exit-\$?; sleep 30"; then
     pane() { $TM capture-pane -p >"$TMP/pane.txt" 2>/dev/null; grep -q "$1" "$TMP/pane.txt"; }
     wait_until 20 pane "^job training" && pane "RANK  AGENT" && pane "STAGE  COMPUTE" &&
         ok "gpp-top in tmux: job, agents and stages" || fail "gpp-top in tmux: job, agents and stages" "$(cat "$TMP/pane.txt")"
@@ -128,8 +139,14 @@ fi
 kill -TERM $CP
 bwait $CP 60
 rc=$?
-[ $rc = 143 ] && wait_gone 20 $KIDS && ok "the watched job stops on SIGTERM, agents gone" \
-    || fail "the watched job stops on SIGTERM, agents gone" "exit $rc" "$(tail -2 "$TMP/prom.err")"
+[ $rc = 143 ] && wait_gone 20 $KIDS && [ ! -e "$RUNDIR" ] &&
+    ok "the watched job stops on SIGTERM, agents and run directory gone" \
+    || fail "the watched job stops on SIGTERM, agents and run directory gone" "exit $rc" "$(tail -2 "$TMP/prom.err")"
+"$TOP" --once --run-dir "$RUNDIR" >/dev/null 2>"$TMP/top.err"
+rc=$?
+[ $rc = 1 ] && grep -q "cannot read $RUNDIR/endpoint" "$TMP/top.err" &&
+    ok "gpp-top --run-dir of a finished job: exit 1 naming the directory" ||
+    fail "gpp-top --run-dir of a finished job (exit $rc)" "$(cat "$TMP/top.err")"
 expect_fail "gpp-top: a bad endpoint" "HOST:PORT" "$TOP" --once nonsense
 "$TOP" --once "127.0.0.1:$HPORT" >/dev/null 2>"$TMP/top.err"
 rc=$?

@@ -91,6 +91,7 @@ PORT=$(free_port)
 cat >"$TMP/c.toml" <<EOT
 [coordinator]
 endpoint = "tcp://127.0.0.1:$PORT"
+insecure_plaintext = true
 [[nodes]]
 host = "127.0.0.1"
 slots = 1

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ static void t_keygen(void)
     char keys[512], p[600];
     snprintf(keys, sizeof keys, "%s/keys", dir);
     gpp_err_t err = {{0}};
-    GPP_EXPECT_MSG(gpp_curve_keygen(keys, 3, &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(gpp_curve_keygen(keys, 3, 1, &err) == 0, "%s", err.msg);
     GPP_EXPECT(s_mode(keys) == 0700);
     snprintf(p, sizeof p, "%s/coordinator.key_secret", keys);
     GPP_EXPECT(s_mode(p) == 0600);
@@ -48,8 +49,12 @@ static void t_keygen(void)
     GPP_EXPECT(s_mode(p) == 0644);
     snprintf(p, sizeof p, "%s/agents/agent-3.key", keys);
     GPP_EXPECT(s_mode(p) == -1);
+    snprintf(p, sizeof p, "%s/monitor-0.key_secret", keys);
+    GPP_EXPECT(s_mode(p) == 0600);
+    snprintf(p, sizeof p, "%s/monitors/monitor-0.key", keys);
+    GPP_EXPECT(s_mode(p) == 0644);
     /* nothing is overwritten */
-    GPP_EXPECT(gpp_curve_keygen(keys, 3, &err) < 0);
+    GPP_EXPECT(gpp_curve_keygen(keys, 3, 1, &err) < 0);
     GPP_EXPECT_MSG(strstr(err.msg, "already holds keys"), "%s", err.msg);
 
     /* an agent's keys: the coordinator's public cert (or its Z85) + its pair */
@@ -72,30 +77,57 @@ static void t_keygen(void)
                    err.msg);
 
     /* the server side: the coordinator's pair and the allow-list */
-    gpp_curve_server_t *s = gpp_curve_server_load(keys, &err);
+    gpp_curve_client_t run;
+    gpp_curve_server_t *s = gpp_curve_server_load(keys, &run, &err);
     GPP_EXPECT_MSG(s != NULL, "%s", err.msg);
     if (s) {
         GPP_EXPECT(gpp_curve_server_size(s) == 3);
+        /* monitors/monitor-0.key and the run directory's fresh pair */
+        GPP_EXPECT(gpp_curve_server_monitors(s) == 2);
         GPP_EXPECT(!strcmp(gpp_curve_server_public(s), a.server_key));
+        GPP_EXPECT(!strcmp(run.server_key, a.server_key) && strcmp(run.public_key, a.public_key));
+        /* the run directory's files load as a monitor's keys */
+        char rd[600];
+        snprintf(rd, sizeof rd, "%s/run", dir);
+        GPP_EXPECT(mkdir(rd, 0700) == 0);
+        GPP_EXPECT_MSG(gpp_curve_client_save(&run, rd, &err) == 0, "%s", err.msg);
+        snprintf(p, sizeof p, "%s/monitor.key_secret", rd);
+        GPP_EXPECT(s_mode(p) == 0600);
+        snprintf(srv, sizeof srv, "%s/coordinator.key", rd);
+        GPP_EXPECT_MSG(gpp_curve_client_load(&b, srv, p, &err) == 0, "%s", err.msg);
+        GPP_EXPECT(!memcmp(&b, &run, sizeof b));
+        GPP_EXPECT(gpp_curve_client_save(&run, rd, &err) < 0); /* never overwrites */
         /* one ZAP handler per process */
-        gpp_curve_server_t *s2 = gpp_curve_server_load(keys, &err);
+        gpp_curve_server_t *s2 = gpp_curve_server_load(keys, NULL, &err);
         GPP_EXPECT(s2 == NULL);
         GPP_EXPECT_MSG(strstr(err.msg, "ZAP handler"), "%s", err.msg);
     }
     gpp_curve_server_destroy(&s);
     GPP_EXPECT(s == NULL);
+    /* one key, one role: an agent's key among the monitors is refused */
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "cp '%s/agents/agent-0.key' '%s/monitors/x.key'", keys, keys);
+    GPP_EXPECT(system(cmd) == 0);
+    GPP_EXPECT(gpp_curve_server_load(keys, NULL, &err) == NULL);
+    GPP_EXPECT_MSG(strstr(err.msg, "monitors/x.key is the key of agent:agent-0"), "%s", err.msg);
+    snprintf(p, sizeof p, "%s/monitors/x.key", keys);
+    unlink(p);
+    /* roles from ZAP user ids */
+    GPP_EXPECT(gpp_curve_user_role("agent:agent-0") == GPP_CURVE_ROLE_AGENT);
+    GPP_EXPECT(gpp_curve_user_role("monitor:run-dir") == GPP_CURVE_ROLE_MONITOR);
+    GPP_EXPECT(gpp_curve_user_role("") == GPP_CURVE_ROLE_NONE);
+    GPP_EXPECT(gpp_curve_user_role(NULL) == GPP_CURVE_ROLE_NONE);
     /* an empty allow-list is an error, not an open door */
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s/agents/agent-%d.key", keys, i);
         unlink(p);
     }
-    GPP_EXPECT(gpp_curve_server_load(keys, &err) == NULL);
+    GPP_EXPECT(gpp_curve_server_load(keys, NULL, &err) == NULL);
     GPP_EXPECT_MSG(strstr(err.msg, "no agent key"), "%s", err.msg);
     snprintf(p, sizeof p, "%s/coordinator.key_secret", keys);
     GPP_EXPECT(chmod(p, 0640) == 0);
-    GPP_EXPECT(gpp_curve_server_load(keys, &err) == NULL);
+    GPP_EXPECT(gpp_curve_server_load(keys, NULL, &err) == NULL);
     GPP_EXPECT_MSG(strstr(err.msg, "chmod 600"), "%s", err.msg);
-    char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     GPP_EXPECT(system(cmd) == 0);
 }
@@ -104,7 +136,7 @@ static void t_fd_handover(void)
 {
     gpp_curve_client_t keys[2], got;
     gpp_err_t err = {{0}};
-    gpp_curve_server_t *s = gpp_curve_server_new_ephemeral(2, keys, &err);
+    gpp_curve_server_t *s = gpp_curve_server_new_ephemeral(2, keys, NULL, &err);
     GPP_EXPECT_MSG(s != NULL, "%s", err.msg);
     if (!s)
         return;
@@ -246,18 +278,37 @@ static pid_t s_spawn_big_sender(int port, const gpp_curve_client_t *keys, size_t
     return 0;
 }
 
+static void s_on_usr1(int sig)
+{
+    (void)sig;
+}
+
 static void t_coord_admission(void)
 {
     gpp_curve_client_t keys[1], unknown[1];
     gpp_err_t err = {{0}};
     /* a second key pair nobody admitted, made (and its handler stopped) first */
-    gpp_curve_server_t *other = gpp_curve_server_new_ephemeral(1, unknown, &err);
+    gpp_curve_server_t *other = gpp_curve_server_new_ephemeral(1, unknown, NULL, &err);
     GPP_EXPECT(other != NULL);
     gpp_curve_server_destroy(&other);
-    gpp_curve_server_t *srv = gpp_curve_server_new_ephemeral(1, keys, &err);
+    /* a signal for the process, with a handler, at a moment the only
+       thread that does not block it is the ZAP handler's (made while this
+       thread did not): an interrupted poll must not end the handler, or
+       libzmq would let every CURVE client in from then on */
+    struct sigaction sa = {.sa_handler = s_on_usr1};
+    sigaction(SIGUSR1, &sa, NULL);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    gpp_curve_server_t *srv = gpp_curve_server_new_ephemeral(1, keys, NULL, &err);
     GPP_EXPECT_MSG(srv != NULL, "%s", err.msg);
     if (!srv)
         return;
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+    for (int i = 0; i < 5; i++) {
+        kill(getpid(), SIGUSR1);
+        usleep(20 * 1000);
+    }
     snprintf(unknown[0].server_key, sizeof unknown[0].server_key, "%s", keys[0].server_key);
     s_run_t run;
     int port = s_start(&run, srv);
@@ -324,6 +375,8 @@ static void t_coord_admission(void)
     GPP_EXPECT_MSG(run.rc == 0, "coordinator rc %d", run.rc);
     GPP_EXPECT_MSG(run.dropped == 0, "%llu frames dropped", (unsigned long long)run.dropped);
     gpp_curve_server_destroy(&srv);
+    pthread_sigmask(SIG_UNBLOCK, &usr1, NULL); /* the pending one runs the no-op handler */
+    signal(SIGUSR1, SIG_DFL);
 }
 
 static const gpp_test_case_t cases[] = {{"keygen", t_keygen},

@@ -50,6 +50,8 @@ typedef struct {
     Gpp__RdvReply rreply;
     Gpp__RdvEntry rentry[2];
     Gpp__RdvEntry *rentryp[2];
+    Gpp__MonitorRequest mreq;
+    Gpp__MonitorReply mrep;
 } sample_t;
 
 #define TOKEN "0123456789abcdef0123456789abcdef"
@@ -63,7 +65,8 @@ static const gpp_msg_type_t ALL_TYPES[] = {
     GPP__ENVELOPE__BODY_METRICS,         GPP__ENVELOPE__BODY_ABORT,
     GPP__ENVELOPE__BODY_SHUTDOWN,        GPP__ENVELOPE__BODY_ERROR,
     GPP__ENVELOPE__BODY_RDV_SET,         GPP__ENVELOPE__BODY_RDV_GET,
-    GPP__ENVELOPE__BODY_RDV_REPLY,
+    GPP__ENVELOPE__BODY_RDV_REPLY,       GPP__ENVELOPE__BODY_MONITOR_REQUEST,
+    GPP__ENVELOPE__BODY_MONITOR_REPLY,
 };
 #define N_TYPES (sizeof ALL_TYPES / sizeof ALL_TYPES[0])
 
@@ -301,6 +304,24 @@ static void s_sample(sample_t *s, gpp_msg_type_t t)
         s->rreply.n_entries = 2;
         sender = GPP_MSG_SENDER_COORD;
         body = &s->rreply;
+        break;
+    case GPP__ENVELOPE__BODY_MONITOR_REQUEST:
+        gpp__monitor_request__init(&s->mreq);
+        s->mreq.ticket = 0x8000000000000001ULL;
+        sender = GPP_MSG_SENDER_UNREGISTERED;
+        body = &s->mreq;
+        break;
+    case GPP__ENVELOPE__BODY_MONITOR_REPLY:
+        gpp__monitor_reply__init(&s->mrep);
+        s->mrep.request_seq = 12;
+        s->mrep.status = GPP__MONITOR_STATUS__MONITOR_OK;
+        s->mrep.ticket = 99;
+        s->mrep.metrics.data = (uint8_t *)"gpp_loss 0.5\n";
+        s->mrep.metrics.len = 13;
+        s->mrep.schedule.data = (uint8_t *)"# gpp-schedule/1 iteration 3\n";
+        s->mrep.schedule.len = 29;
+        sender = GPP_MSG_SENDER_COORD;
+        body = &s->mrep;
         break;
     default:
         break;
@@ -825,7 +846,42 @@ static void m_rdv_request_seq(sample_t *s)
     s->rreply.request_seq = 0;
 }
 
+static void m_mon_status(sample_t *s)
+{
+    s->mrep.status = 0;
+}
+static void m_mon_ticket(sample_t *s)
+{
+    s->mrep.ticket = 0;
+}
+static void m_mon_busy_body(sample_t *s)
+{
+    s->mrep.status = GPP__MONITOR_STATUS__MONITOR_BUSY;
+    s->mrep.text = "rate limit";
+}
+static void m_mon_busy_text(sample_t *s)
+{
+    s->mrep.status = GPP__MONITOR_STATUS__MONITOR_BUSY;
+    s->mrep.metrics.len = 0;
+    s->mrep.schedule.len = 0;
+}
+static void m_mon_big(sample_t *s)
+{
+    static uint8_t big[GPP_MONITOR_TEXT_MAX + 1];
+    s->mrep.metrics.data = big;
+    s->mrep.metrics.len = sizeof big;
+}
+
 static const bad_case_t BAD[] = {
+    {"monitor status", GPP__ENVELOPE__BODY_MONITOR_REPLY, m_mon_status,
+     "monitor_reply.status: not set"},
+    {"monitor ticket", GPP__ENVELOPE__BODY_MONITOR_REPLY, m_mon_ticket, "monitor_reply.ticket: 0"},
+    {"monitor busy with a body", GPP__ENVELOPE__BODY_MONITOR_REPLY, m_mon_busy_body,
+     "monitor_reply: 13 + 29 bytes of metrics and schedule with a status other than ok"},
+    {"monitor busy without text", GPP__ENVELOPE__BODY_MONITOR_REPLY, m_mon_busy_text,
+     "monitor_reply.text: empty"},
+    {"monitor text size", GPP__ENVELOPE__BODY_MONITOR_REPLY, m_mon_big,
+     "monitor_reply: 16777217 bytes of metrics"},
     {"rdv endpoint", GPP__ENVELOPE__BODY_ASSIGNMENT, m_rdv_endpoint,
      "assignment.comm.rdv_endpoint: \"coord-host:5555\" is not tcp://"},
     {"rdv token hex", GPP__ENVELOPE__BODY_ASSIGNMENT, m_rdv_token,
@@ -848,7 +904,7 @@ static const bad_case_t BAD[] = {
     {"rdv request seq", GPP__ENVELOPE__BODY_RDV_REPLY, m_rdv_request_seq,
      "rdv_reply.request_seq: 0"},
     {"magic", GPP__ENVELOPE__BODY_SHUTDOWN, m_magic, "magic"},
-    {"version", GPP__ENVELOPE__BODY_HEARTBEAT, m_version, "protocol_version: peer speaks 5"},
+    {"version", GPP__ENVELOPE__BODY_HEARTBEAT, m_version, "protocol_version: peer speaks 6"},
     {"seq", GPP__ENVELOPE__BODY_HEARTBEAT, m_seq, "seq"},
     {"sender", GPP__ENVELOPE__BODY_HEARTBEAT, m_sender, "sender"},
     {"no body", GPP__ENVELOPE__BODY_HEARTBEAT, m_no_body, "body"},
