@@ -73,6 +73,13 @@ trap live_cleanup EXIT
 in_ct() { nsenter -t "$SDPID" -m -u -i -n -p -C -r -w -- "$@"; }
 ROOTFS() { echo "/proc/$SDPID/root"; }
 
+# what the container writes must not reach the host: these stay as they are
+host_state() {
+    sha256sum /etc/passwd /etc/group /etc/hostname /etc/hosts 2>&1
+    ls -lA /etc/systemd/system /etc/systemd/system/*.wants /usr/local/etc 2>&1
+}
+host_state >"$TMP/host.before"
+
 # --- 1. the container ---
 # boot.sh runs as PID 1 of the new PID namespace, in the new mount, UTS,
 # IPC and network namespaces, and ends in `exec systemd`
@@ -106,6 +113,18 @@ echo "$HN" >"$U/etc/hostname"
 { grep -v "[[:space:]]$HN\$" /etc/hosts || true; echo "127.0.0.1 $HN"; } >"$U/etc/hosts"
 mount -t overlay -o "lowerdir=/,upperdir=$U,workdir=$T/ovl/work" gpp-live "$T/root"
 R=$T/root
+# the source and build trees (cmake --install reads both) where they are not
+# on / (a CI volume): an overlay of their mount too, so the container sees
+# them and what it writes there (install_manifest.txt) stays in its tmpfs
+shift 3
+n=0
+for d in "$@"; do
+    m=$(findmnt -n -o TARGET -T "$d")
+    if [ "$m" = / ] || mountpoint -q "$R$m"; then continue; fi
+    n=$((n + 1))
+    mkdir -p "$T/ovl/upper$n" "$T/ovl/work$n" "$R$m"
+    mount -t overlay -o "lowerdir=$m,upperdir=$T/ovl/upper$n,workdir=$T/ovl/work$n" gpp-live "$R$m"
+done
 mount -t proc proc "$R/proc"
 mount --bind "$R/proc/sys" "$R/proc/sys"
 mount -o remount,bind,ro "$R/proc/sys"
@@ -137,8 +156,8 @@ rmdir /.oldroot
 exec env -i container=gpp-live TERM=dumb PATH=/usr/sbin:/usr/bin:/sbin:/bin "$2" --unit=gpp-live-boot.target
 ' sh "$R" /lib/systemd/systemd
 EOF
-unshare --pid --fork --mount --uts --ipc --net --kill-child -- bash "$TMP/boot.sh" "$TMP" "$CG" "$HOSTNAME_CT" \
-    >"$TMP/console.log" 2>&1 &
+unshare --pid --fork --mount --uts --ipc --net --kill-child -- \
+    bash "$TMP/boot.sh" "$TMP" "$CG" "$HOSTNAME_CT" "$SRC" "$BUILD" >"$TMP/console.log" 2>&1 &
 UPID=$!
 booted() {
     [ -z "$SDPID" ] && SDPID=$(awk '{ print $1 }' "/proc/$UPID/task/$UPID/children" 2>/dev/null)
@@ -370,11 +389,13 @@ if wait_until 30 ended "$UPID"; then
         [ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$PIDNS" ] && left="$left ${p#/proc/}"
     done
     mounts=$(grep -c " $TMP/" /proc/self/mountinfo)
+    host_state >"$TMP/host.after"
     if [ -z "$left" ] && grep -q "populated 0" "$CG/cgroup.events" && [ "$mounts" = 0 ] &&
-        find "$CG" -depth -type d -exec rmdir {} + && [ ! -d "$CG" ]; then
-        ok "poweroff: systemd exited ($rc), no process left in $PIDNS, no mount left, cgroup $CG removed"
+        find "$CG" -depth -type d -exec rmdir {} + && [ ! -d "$CG" ] && cmp -s "$TMP/host.before" "$TMP/host.after"; then
+        ok "poweroff: systemd exited ($rc), no process left in $PIDNS, no mount left, cgroup $CG removed, host's /etc untouched"
     else
-        fail "left behind: processes [$left], cgroup $(tr '\n' ' ' <"$CG/cgroup.events" 2>/dev/null), $mounts mounts"
+        fail "left behind: processes [$left], cgroup $(tr '\n' ' ' <"$CG/cgroup.events" 2>/dev/null), $mounts mounts" \
+            "$(diff "$TMP/host.before" "$TMP/host.after")"
     fi
     SDPID=
 else
