@@ -14,14 +14,17 @@
 # gpp-agents.target`. Checks: both units are Type=notify and reached active
 # (systemd saw READY=1), the job trained (coordinator journal, the metrics
 # file in /var/lib/gpp written by user gpp), each agent took its slot from
-# its instance name, nothing failed or restarted; then the watchdog: an
-# agent stopped with SIGSTOP is killed by systemd after WatchdogSec (a
-# drop-in shortens it to 3 s) and started again. At the end `systemctl
-# poweroff`: systemd, its namespaces, the overlay and the cgroup are gone
-# and no process is left. On a failure the units' status and journal are
+# its instance name, nothing failed or restarted, log levels became
+# journald priorities; then the watchdog: an agent stopped with SIGSTOP is
+# killed by systemd after WatchdogSec (a drop-in shortens it to 3 s) and
+# started again, and the coordinator (--max-restarts 1) takes it back and
+# finishes the job. At the end SIGRTMIN+4 (poweroff): systemd, its
+# namespaces, the overlay and the cgroup are gone, no process is left, the
+# host's /etc is as before. On a failure the units' status and journal are
 # printed. Exit 77 (skip) when this machine cannot host it: not root, no
-# systemd or util-linux tools, no writable cgroup2, namespaces or overlayfs
-# not permitted, or a systemd that does not boot (the reason is printed).
+# systemd or util-linux tools, no writable cgroup2, namespaces, mounts or
+# overlayfs not permitted, or a systemd that does not boot (the reason is
+# printed).
 # Usage: systemd_live.sh BUILD_DIR
 set -u
 . "$(dirname "$0")/lib/gpp_test.sh"
@@ -41,8 +44,6 @@ skip() {
 for b in unshare nsenter pivot_root findmnt mount ip cmake; do
     command -v $b >/dev/null || skip "$b not installed (util-linux, mount, iproute2, cmake: scripts/install-deps.sh)"
 done
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
-    skip "the kernel has no overlayfs (the container's root is an overlay of /)"
 
 # the cgroup2 hierarchy (hybrid: /sys/fs/cgroup/unified; unified: /sys/fs/cgroup)
 # and this process's place in it: the container gets a fresh child of it
@@ -71,7 +72,7 @@ trap live_cleanup EXIT
 
 # in_ct CMD...: CMD in the container (all its namespaces, its root)
 in_ct() { nsenter -t "$SDPID" -m -u -i -n -p -C -r -w -- "$@"; }
-ROOTFS() { echo "/proc/$SDPID/root"; }
+rootfs() { echo "/proc/$SDPID/root"; }
 
 # what the container writes must not reach the host: these stay as they are
 host_state() {
@@ -159,12 +160,18 @@ EOF
 unshare --pid --fork --mount --uts --ipc --net --kill-child -- \
     bash "$TMP/boot.sh" "$TMP" "$CG" "$HOSTNAME_CT" "$SRC" "$BUILD" >"$TMP/console.log" 2>&1 &
 UPID=$!
+# booted: 0 once systemd (unshare's child, after the execs) says it is up
 booted() {
-    [ -z "$SDPID" ] && SDPID=$(awk '{ print $1 }' "/proc/$UPID/task/$UPID/children" 2>/dev/null)
-    [ -n "$SDPID" ] && [ "$(cat "/proc/$SDPID/comm" 2>/dev/null)" = systemd ] &&
-        case "$(in_ct systemctl is-system-running 2>/dev/null)" in running | degraded) true ;; *) false ;; esac
+    local p
+    p=$(awk '{ print $1 }' "/proc/$UPID/task/$UPID/children" 2>/dev/null)
+    [ -n "$p" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = systemd ] || return 1
+    SDPID=$p
+    case "$(in_ct systemctl is-system-running 2>/dev/null)" in running | degraded) true ;; *) false ;; esac
 }
-if ! wait_until 30 booted; then
+# (a setup that fails ends unshare at once: no 30 s wait then)
+boot_over() { booted || ended "$UPID"; }
+wait_until 30 boot_over
+if ! booted; then
     why=$(cat "$TMP/boot.err" "$TMP/console.log" 2>/dev/null | tail -3)
     [ -n "$SDPID" ] && why="$why $(in_ct systemctl is-system-running 2>&1; in_ct journalctl -b -p err --no-pager 2>&1 | tail -3)"
     skip "systemd does not boot in namespaces here: ${why:-no output}"
@@ -203,7 +210,7 @@ else
 fi
 # the job: external launch, the agents are gpp-agent@0..3 of this host;
 # state (metrics, checkpoints) in the units' StateDirectory
-ETC=$(ROOTFS)/usr/local/etc/gpp
+ETC=$(rootfs)/usr/local/etc/gpp
 mkdir -p "$ETC"
 cat >"$ETC/cluster.toml" <<EOF
 [coordinator]
@@ -237,9 +244,9 @@ echo "GPP_PLAN=gpp" >"$ETC/coordinator.env"
 . "$SRC/scripts/blas-env.sh"
 if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
     for u in gpp-agent@ gpp-coordinator; do
-        mkdir -p "$(ROOTFS)/etc/systemd/system/$u.service.d"
+        mkdir -p "$(rootfs)/etc/systemd/system/$u.service.d"
         printf '[Service]\nEnvironment=OPENBLAS_CORETYPE=%s\n' "$OPENBLAS_CORETYPE" \
-            >"$(ROOTFS)/etc/systemd/system/$u.service.d/50-blas.conf"
+            >"$(rootfs)/etc/systemd/system/$u.service.d/50-blas.conf"
     done
 fi
 in_ct systemctl daemon-reload
@@ -296,7 +303,7 @@ if [ "$(grep -c "^iter [1-$ITERS]/$ITERS  loss " "$JC")" = $ITERS ] && grep -q "
 else
     fail_dump "coordinator journal: no $ITERS iterations" "$(tail -5 "$JC")"
 fi
-M=$(ROOTFS)/var/lib/gpp/metrics.jsonl
+M=$(rootfs)/var/lib/gpp/metrics.jsonl
 if [ "$(grep -c '"iteration":' "$M" 2>/dev/null)" = $ITERS ] &&
     grep -q '^{"weights_sha256":"[0-9a-f]\{64\}"}$' "$M" && [ "$(in_ct stat -c %U /var/lib/gpp/metrics.jsonl)" = gpp ]; then
     ok "metrics file /var/lib/gpp/metrics.jsonl: $ITERS iterations and the weights digest, written by user gpp"
@@ -327,17 +334,17 @@ fi
 # --- 4. the watchdog: an agent stopped with SIGSTOP misses its pings, and
 # systemd kills it (SIGABRT) and starts it again; the coordinator, with
 # --max-restarts, waits for it and the job completes. WatchdogSec=30 in the
-# unit (15 s between pings): a drop-in makes it 3 s, RestartSec=1, no core
+# unit (15 s between pings): a drop-in makes it 3 s, RestartSec=2 (under the
+# default start limit, 5 starts in 10 s, also if a start is refused), no core
 # file; the job's heartbeat timeout 2 s, so that the coordinator has given
 # the silent agent up when its successor registers.
-D=$(ROOTFS)/etc/systemd/system/gpp-agent@.service.d
-printf '[Service]\nWatchdogSec=3\nRestartSec=1\nLimitCORE=0\n' >"$D/60-watchdog-test.conf"
+D=$(rootfs)/etc/systemd/system/gpp-agent@.service.d
+printf '[Service]\nWatchdogSec=3\nRestartSec=2\nLimitCORE=0\n' >"$D/60-watchdog-test.conf"
 echo "GPP_COORDINATOR_ARGS=--max-restarts 1" >>"$ETC/coordinator.env"
 sed -i 's/^timeout_ms = .*/timeout_ms = 2000/' "$ETC/cluster.toml"
 in_ct systemctl daemon-reload
 # a new job: --resume=auto would refuse to continue the finished one (exit 2)
 in_ct rm -rf /var/lib/gpp/ckpt /var/lib/gpp/metrics.jsonl
-in_ct journalctl --rotate >/dev/null 2>&1
 CUR=$(in_ct journalctl --show-cursor -n 0 -q 2>/dev/null | sed -n 's/^-- cursor: //p')
 if in_ct timeout 30 systemctl start gpp-coordinator.service gpp-agent@0.service >"$TMP/start2.out" 2>&1 &&
     [ "$(prop gpp-agent@0.service WatchdogUSec)" = 3s ]; then
