@@ -16,7 +16,9 @@ PKGS=(
   libsystemd-dev                   # sd_notify: Type=notify units (common/gpp_notify.c)
   libmicrohttpd-dev                # Prometheus /metrics ([coordinator] http_port)
   python3-prometheus-client tmux   # tests: parse /metrics, drive gpp-top
-  systemd                          # tests: systemd-analyze verify|security on the units
+  systemd                          # tests: systemd-analyze verify|security on the units;
+                                   # systemd_live boots it as PID 1 in namespaces
+  util-linux mount                 # tests: systemd_live (unshare, nsenter, pivot_root, findmnt)
   python3-jsonschema               # test_graph_schema, scripts/gpp-graph-check (/usr/bin/python3)
   python3-numpy                    # tests reading .npy datasets and .safetensors weights
   iproute2                         # tests: multihost_netns (ip netns, veth, bridge)
