@@ -101,11 +101,13 @@ static int s_send_to(gpp_coord_t *self, const void *id, size_t id_len, uint64_t 
     int rc = zframe_send(&fid, self->router, ZFRAME_MORE | ZFRAME_DONTWAIT);
     if (rc == 0)
         rc = zframe_send(&fbody, self->router, ZFRAME_DONTWAIT);
+    int e = zmq_errno();
     if (rc < 0)
         gpp_warn("coordinator: cannot send %s: %s", gpp_msg_type_name(m->body_case),
-                 zmq_strerror(zmq_errno()));
+                 zmq_strerror(e));
     zframe_destroy(&fid);
     zframe_destroy(&fbody);
+    errno = e; /* for the caller: EHOSTUNREACH is a peer gone */
     return rc;
 }
 
@@ -269,7 +271,15 @@ static void s_assign(gpp_coord_t *self)
         gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_ASSIGNMENT,
                      self->job.assign[r]);
         if (s_send(self, a, &m) < 0) {
-            s_abort(self, "cannot send the assignment of %s:%d", a->host, a->slot);
+            /* its connection is gone (ROUTER_MANDATORY: EHOSTUNREACH): it died
+               between registering and now, a death like any other */
+            int e = errno;
+            if (e == EHOSTUNREACH) {
+                a->state = GPP_AGENT_DEAD;
+                self->agent_failed = !self->stopped;
+            }
+            s_abort(self, "cannot send the assignment of %s:%d (%s)", a->host, a->slot,
+                    zmq_strerror(e));
             return;
         }
     }
