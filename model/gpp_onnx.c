@@ -23,7 +23,7 @@ static const char SUPPORTED[] =
     "gpp maps Gemm, MatMul(+Add bias), Relu, Gelu (and its Erf form), LayerNormalization, "
     "Concat, Split and Slice (last axis), Add, Gather+ReduceSum (embedding bag), self-attention "
     "(MatMul, Softmax, MatMul with the heads' Reshape/Transpose; nn.MultiheadAttention's "
-    "packed export), Reshape/Unsqueeze/Squeeze/"
+    "packed export; either with no mask or a causal one), Reshape/Unsqueeze/Squeeze/"
     "Flatten that keep the batch first and rank 2 or 3 ([N, S, C] <-> [N, S*C]), Shape "
     "arithmetic, Identity, Constant";
 

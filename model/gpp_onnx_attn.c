@@ -115,6 +115,60 @@ static int s_att_next(imp_t *im, const char *name, const char *op, int k)
                : -1;
 }
 
+/* Below this an additive mask entry drops its score as -inf does: exp()
+ * of a score 1e4 under the row's largest is 0 in fp32 (its smallest
+ * subnormal is e^-103.3), and 1e4 is the "large negative" of BERT-era code
+ * ((1 - mask) * -10000.0, Hugging Face's get_extended_attention_mask). */
+#define MASK_NEG (-1e4)
+
+/* t as a causal mask: fp32 [.., S, S], leading dims 1, 0 on and below the
+ * diagonal and -inf (or at most MASK_NEG) above. S, or 0 when it is not
+ * one (the caller then leaves the Softmax to s_softmax's refusal). */
+static int64_t s_causal_mask(imp_t *im, const tensor_t *t)
+{
+    int64_t n, S = t->n_dims >= 2 ? t->dims[t->n_dims - 1] : 0, bad = 0;
+    for (size_t k = 0; k + 2 < t->n_dims; k++)
+        bad |= t->dims[k] != 1;
+    if (bad || S < 1 || S > 65536 || t->dims[t->n_dims - 2] != S)
+        return 0;
+    gpp_err_t e = {{0}}, *keep = im->err;
+    im->err = &e; /* not a float tensor of S x S: not a mask gpp maps */
+    bad = gpp_onnx_tensor_check(im, -1, t, 1, &n) < 0 || n != S * S;
+    im->err = keep;
+    for (int64_t i = 0; i < S && !bad; i++)
+        for (int64_t j = 0; j < S && !bad; j++) {
+            float v; /* gpp_onnx_floats refuses -inf: read it here */
+            if (t->has_raw_data) {
+                const uint8_t *p = t->raw_data.data + 4 * (i * S + j);
+                uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                             (uint32_t)p[3] << 24;
+                memcpy(&v, &u, sizeof v);
+            } else
+                v = t->float_data[i * S + j];
+            bad = j <= i ? v != 0.0f : !(v <= MASK_NEG);
+        }
+    return bad ? 0 : S;
+}
+
+/* The scores a Softmax reads, `name`, as Add(scores, causal mask): the
+ * scores' name, a->mask and *node (the Add) set; else `name`, *node -1. */
+static const char *s_att_mask(imp_t *im, const char *name, struct att *a, int *node)
+{
+    int p = gpp_onnx_producer(im, name);
+    *node = -1;
+    if (!gpp_onnx_is(im, p, "Add") || im->gr->node[p]->n_input != 2)
+        return name;
+    const node_t *ad = im->gr->node[p];
+    for (int k = 0; k < 2; k++) {
+        const tensor_t *t = s_const_t(im, ad->input[k]);
+        if (t && !s_const_t(im, ad->input[!k]) && (a->mask_s = s_causal_mask(im, t)) > 0) {
+            a->mask = t, *node = p;
+            return ad->input[!k];
+        }
+    }
+    return name;
+}
+
 /* Matches the pattern ending in Softmax node sm: 1 (recorded), 0 (not it). */
 int gpp_onnx_att_match(imp_t *im, int sm, struct att *a)
 {
@@ -130,7 +184,12 @@ int gpp_onnx_att_match(imp_t *im, int sm, struct att *a)
         !s_single(im, n->input[0]))
         return 0;
     nodes[nn++] = sm;
-    p = gpp_onnx_producer(im, n->input[0]); /* Div or Mul by the scale */
+    const char *scores = s_att_mask(im, n->input[0], a, &p); /* + a causal mask */
+    if (p >= 0 && !s_single(im, scores))
+        return 0;
+    if (p >= 0)
+        nodes[nn++] = p;
+    p = gpp_onnx_producer(im, scores); /* Div or Mul by the scale */
     if (!(gpp_onnx_is(im, p, "Div") || gpp_onnx_is(im, p, "Mul")) ||
         im->gr->node[p]->n_input != 2 || !(a->scale_t = s_const_t(im, im->gr->node[p]->input[1])) ||
         !s_single(im, im->gr->node[p]->input[0]))
@@ -329,7 +388,26 @@ int gpp_onnx_mha_match(imp_t *im, int sm, struct att *a)
     if ((ax && ax->i != -1 && ax->i != 2) || n->n_input != 1 || n->n_output != 1 ||
         s_mha_next(im, n->input[0], "Softmax") != sm)
         return 0;
-    p = gpp_onnx_producer(im, n->input[0]);
+    /* attn_mask: Add(Mul(scores, 1), mask), torch's baddbmm(mask, q, k^T) */
+    int mk, one = -1;
+    const char *scores = s_att_mask(im, n->input[0], a, &mk);
+    if (mk >= 0 && s_mha_next(im, scores, "Add") != mk)
+        return 0;
+    p = gpp_onnx_producer(im, scores);
+    if (mk >= 0 && gpp_onnx_is(im, p, "Mul") && im->gr->node[p]->n_input == 2 &&
+        s_mha_next(im, im->gr->node[p]->input[0], "Mul") == p) {
+        const tensor_t *t = s_const_t(im, im->gr->node[p]->input[1]);
+        int64_t tn;
+        gpp_err_t e = {{0}}, *keep = im->err;
+        im->err = &e;
+        float *f = t && gpp_onnx_tensor_check(im, -1, t, 1, &tn) == 0 && tn == 1
+                       ? gpp_onnx_floats(im, -1, t, 1)
+                       : NULL;
+        im->err = keep;
+        if (f && f[0] == 1.0f)
+            one = p, p = gpp_onnx_producer(im, im->gr->node[p]->input[0]);
+        free(f);
+    }
     if ((gpp_onnx_is(im, p, "Div") || gpp_onnx_is(im, p, "Mul")) && im->gr->node[p]->n_input == 2 &&
         s_const_t(im, im->gr->node[p]->input[1]) &&
         s_mha_next(im, im->gr->node[p]->input[0], im->gr->node[p]->op_type) == p)
@@ -426,9 +504,9 @@ int gpp_onnx_mha_match(imp_t *im, int sm, struct att *a)
         return 0;
     a->reshape[3] = r3, a->reshape_out = r4, a->packed = 1, a->softmax = sm;
     a->out = im->gr->node[y]->output[0];
-    int core[] = {sm, sc, mm, cm, t, r3, o, r4, y, xt, proj};
+    int core[] = {sm, sc, mm, cm, t, r3, o, r4, y, xt, proj, mk, one};
     for (size_t k = 0; k < sizeof core / sizeof core[0]; k++)
-        if (s_mha_add(&m, core[k]) < 0)
+        if (core[k] >= 0 && s_mha_add(&m, core[k]) < 0)
             return 0;
     for (int k = 0; k < 3; k++) /* slice bounds and reshape shapes */
         for (size_t j = 1; j < im->gr->node[sl[k]]->n_input; j++)
@@ -659,6 +737,12 @@ int gpp_onnx_attention(imp_t *im, int i, struct att *a)
                              a->x, a->x, x->rank);
     gpp_onnx_dims(im, x, d);
     S = d[1], E = d[2];
+    if (a->mask && a->mask_s != S)
+        return gpp_onnx_fail(im, a->softmax,
+                             "the causal mask '%s' is [%lld, %lld]; the sequence '%s' has %lld "
+                             "rows: export the mask for that length",
+                             a->mask->name ? a->mask->name : "", (long long)a->mask_s,
+                             (long long)a->mask_s, a->x, (long long)S);
     for (int k = 0; k < 4; k++) {
         int64_t wc = a->packed && k < 3 ? 3 * E : E; /* the [in, out] form's columns */
         if (a->w[k]->n_dims != 2 || a->w[k]->dims[0] != (k == 3 && a->outin ? wc : E) ||
@@ -748,6 +832,7 @@ int gpp_onnx_attention(imp_t *im, int i, struct att *a)
         gpp_onnx_opname(im, nb, 0, name);
     }
     int id = gpp_graph_attention(im->g, name, x->op, (int)H);
+    im->g->ops[id].causal = a->mask != NULL;
     gpp_onnx_weight(im, id, 0, qkv);
     gpp_onnx_weight(im, id, 1, bqkv);
     gpp_onnx_weight(im, id, 2, wo);
@@ -765,7 +850,7 @@ const char *gpp_onnx_hint(const char *op)
                     "log-softmax); gpp's softmax exists only inside its attention op, which gpp "
                     "maps from MatMul(Q, K^T) / sqrt(d) -> Softmax -> MatMul(V) with the heads' "
                     "Reshape/Transpose around it, and from nn.MultiheadAttention(batch_first="
-                    "True) self-attention (q = k = v, no mask, eval mode)"},
+                    "True) self-attention (q = k = v, eval mode), with no mask or a causal one"},
         {"LogSoftmax", "drop it and train with loss=ce"},
         {"Split", "gpp splits the features (the last axis) only"},
         {"Dropout", "gpp has no dropout: export in eval mode (model.eval()), which leaves it out"},
@@ -797,7 +882,9 @@ int gpp_onnx_softmax(imp_t *im, int i)
     const char *why = "";
     if (gpp_onnx_is(im, p, "Add") || gpp_onnx_is(im, p, "Where") || gpp_onnx_is(im, p, "Sub"))
         why = " after an attention mask (the scores pass through Add/Where first: attn_mask, "
-              "key_padding_mask or is_causal); gpp's attention has no mask";
+              "key_padding_mask or is_causal); gpp's attention has no mask but a causal one, "
+              "a constant added to the scores: 0 on and below the diagonal, -inf (or at most "
+              "-1e4) above, e.g. torch.triu(torch.full((S, S), float('-inf')), 1)";
     else if (gpp_onnx_is(im, r, "Dropout"))
         why = " before Dropout (a model exported in training mode): export with model.eval(), "
               "gpp's attention has no dropout";

@@ -79,11 +79,13 @@ struct att {
     int reshape[4]; /* Q, K, V to heads; the context back */
     int mul, softmax;
     /* nn.MultiheadAttention (packed): */
-    int slice[3];       /* the Q, K, V Slices of the packed projection */
-    int reshape_out;    /* the output's Reshape to [S, N, E] */
-    const char *tn[10]; /* the pattern's tensors whose Shape the export reads */
-    int tk[10], ntn;    /* their layouts (MHA_X, ...) */
-    int64_t heads;      /* set by s_mha_check */
+    int slice[3];         /* the Q, K, V Slices of the packed projection */
+    int reshape_out;      /* the output's Reshape to [S, N, E] */
+    const char *tn[10];   /* the pattern's tensors whose Shape the export reads */
+    int tk[10], ntn;      /* their layouts (MHA_X, ...) */
+    int64_t heads;        /* set by s_mha_check */
+    const tensor_t *mask; /* a causal mask added to the scores, or NULL */
+    int64_t mask_s;       /* its sequence length */
 };
 
 /* "FILE: node 3 'name' (Op): message"; node < 0: "FILE: message" */
