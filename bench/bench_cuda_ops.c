@@ -112,9 +112,10 @@ static int s_misc(gpu_t *d, void *c, gpp_err_t *err)
     misc_t *k = c;
     switch (k->kind) {
     case 0:
-        return k->bwd ? gpp_attention_bwd(d->st, &k->x, &k->p, k->heads, k->stash.data, &k->y,
-                                          &k->dx, &k->dp, err)
-                      : gpp_attention_fwd(d->st, &k->x, &k->p, k->heads, &k->y, k->stash.data, err);
+        return k->bwd
+                   ? gpp_attention_bwd(d->st, &k->x, &k->p, k->heads, 0, k->stash.data, &k->y,
+                                       &k->dx, &k->dp, err)
+                   : gpp_attention_fwd(d->st, &k->x, &k->p, k->heads, 0, &k->y, k->stash.data, err);
     case 1:
         return k->bwd ? gpp_layernorm_bwd(d->st, &k->x, &k->g, k->stash.data, &k->y, &k->dx, &k->dg,
                                           &k->db, err)

@@ -113,10 +113,10 @@ typedef struct gpp_backend_vt_s {
                          const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
                          gpp_tensor_t *dgain, gpp_tensor_t *dbias, gpp_err_t *err);
     int (*attention_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
-                         int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err);
+                         int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err);
     int (*attention_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
-                         int heads, const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
-                         gpp_attention_params_t *dp, gpp_err_t *err);
+                         int heads, int causal, const void *stash, const gpp_tensor_t *dy,
+                         gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err);
     int (*embedding_bag_fwd)(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
                              gpp_tensor_t *y, gpp_err_t *err);
     int (*embedding_bag_bwd)(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *dy,

@@ -120,17 +120,17 @@ static inline int s_attention_params_ok(const gpp_attention_params_t *p, int64_t
 }
 
 int gpp_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
-                      int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err)
+                      int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
     assert(s_f32(x) && s_f32(y) && s_same_shape(x, y) && p);
     assert(heads > 0 && x->cols % heads == 0 && s_attention_params_ok(p, x->cols));
     assert(stash || x->n * x->rows == 0);
-    return s_vt(s)->attention_fwd(s, x, p, heads, y, stash, err);
+    return s_vt(s)->attention_fwd(s, x, p, heads, causal, y, stash, err);
 }
 
 int gpp_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
-                      int heads, const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
-                      gpp_attention_params_t *dp, gpp_err_t *err)
+                      int heads, int causal, const void *stash, const gpp_tensor_t *dy,
+                      gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err)
 {
     assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && s_opt_like(dx, x) && p);
     assert(heads > 0 && x->cols % heads == 0 && s_attention_params_ok(p, x->cols));
@@ -142,7 +142,7 @@ int gpp_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attentio
         assert(!dp->b_o.data || s_same_shape(&dp->b_o, &p->b_o));
     }
     assert(stash || x->n * x->rows == 0);
-    return s_vt(s)->attention_bwd(s, x, p, heads, stash, dy, dx, dp, err);
+    return s_vt(s)->attention_bwd(s, x, p, heads, causal, stash, dy, dx, dp, err);
 }
 
 int gpp_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
@@ -321,14 +321,15 @@ static int s_layernorm_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err
 static int s_attention_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
     gpp_attention_params_t p = {a->w[0], a->w[1], a->w[2], a->w[3]};
-    return gpp_attention_fwd(s, a->x[0], &p, a->op->heads, a->y, a->stash, err);
+    return gpp_attention_fwd(s, a->x[0], &p, a->op->heads, a->op->causal, a->y, a->stash, err);
 }
 
 static int s_attention_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
     gpp_attention_params_t p = {a->w[0], a->w[1], a->w[2], a->w[3]};
     gpp_attention_params_t dp = {a->dw[0], a->dw[1], a->dw[2], a->dw[3]};
-    return gpp_attention_bwd(s, a->x[0], &p, a->op->heads, a->stash, a->dy, a->dx[0], &dp, err);
+    return gpp_attention_bwd(s, a->x[0], &p, a->op->heads, a->op->causal, a->stash, a->dy, a->dx[0],
+                             &dp, err);
 }
 
 static int s_embedding_bag_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)

@@ -71,11 +71,14 @@ int gpp_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t
                       const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
                       gpp_tensor_t *dgain, gpp_tensor_t *dbias, gpp_err_t *err);
 
-/* ---- multi-head self-attention, no mask ----
+/* ---- multi-head self-attention, optionally causal ----
  * x, y [n, seq, hidden]; heads divides hidden, dh = hidden / heads.
  *   qkv = x W_qkv^T + b_qkv           (hidden -> 3 hidden: Q | K | V)
  *   ctx_h = softmax(Q_h K_h^T / sqrt(dh)) V_h   per sample and head h,
  *           Q_h = columns [h dh, (h+1) dh) of Q, likewise K_h, V_h
+ *   causal = 1: score (i, j) with j > i is -inf before the softmax (query
+ *           row i attends keys j <= i); the stashed probabilities hold the
+ *           zeros, so backward gives those scores zero gradient unchanged.
  *   y = ctx W_o^T + b_o
  * Stash: qkv [n, seq, 3 hidden], softmax probabilities [n, heads, seq, seq]
  * and ctx [n, seq, hidden]. Backward uses the stream workspace for
@@ -87,12 +90,12 @@ typedef struct {
     gpp_tensor_t b_o;   /* [1, 1, hidden] */
 } gpp_attention_params_t;
 int gpp_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
-                      int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err);
+                      int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err);
 /* dx += ..., and every non-NULL data pointer of *dp += its parameter's
  * gradient (dp itself may be NULL: no parameter gradients). */
 int gpp_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
-                      int heads, const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
-                      gpp_attention_params_t *dp, gpp_err_t *err);
+                      int heads, int causal, const void *stash, const gpp_tensor_t *dy,
+                      gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err);
 
 /* ---- embedding bag, sum ----
  * idx i32 [n, rows, bag], table [1, table_rows, dim], y [n, rows, dim]:

@@ -63,6 +63,7 @@ typedef struct {
     int64_t out_features;    /* LINEAR */
     int bias;                /* LINEAR: 1 with bias */
     int heads;               /* ATTENTION */
+    int causal;              /* ATTENTION: 1 = query row i attends keys j <= i only */
     int64_t table_rows;      /* EMBEDDING_BAG: table rows; INPUT_INDICES: index range */
     int64_t dim;             /* EMBEDDING_BAG */
     int input_kind;          /* INPUT: gpp_input_kind_t */

@@ -166,6 +166,7 @@ static int s_attention_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_para
 static void s_attention_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t *c)
 {
     (void)g;
+    /* causal: the same work (the masked scores are computed, then zeroed by the softmax) */
     double s = (double)op->rows, h = (double)op->cols, H = op->heads;
     c->fwd_flops = 8.0 * s * h * h + 4.0 * s * s * h;
     c->bwd_flops = 2.0 * c->fwd_flops;
@@ -350,7 +351,8 @@ const gpp_op_info_t gpp_optable[] = {
     /* 5 kernels: QKV GEMM, scores GEMM, softmax, context GEMM, output GEMM; backward 10: the
        8 GEMMs of the input and weight gradients, softmax backward, bias sums */
     [GPP_OP_ATTENTION] = {.name = "attention", .role = GPP_ROLE_LAYER, .min_inputs = 1,
-        .max_inputs = 1, .n_attrs = 1, .attrs = {INT(heads, 1, 0, 1, INT_MAX, NULL)},
+        .max_inputs = 1, .n_attrs = 2,
+        .attrs = {INT(heads, 1, 0, 1, INT_MAX, NULL), INT(causal, 0, 0, 0, 1, NULL)},
         .bwd_reads_inputs = 1, .fwd_kernels = 5, .fwd_gemms = 4, .bwd_gemms = 8,
         .shape = s_attention_shape, .params = s_attention_params, .cost = s_attention_cost},
     [GPP_OP_EMBEDDING_BAG] = {.name = "embedding_bag", .role = GPP_ROLE_LAYER, .min_inputs = 1,

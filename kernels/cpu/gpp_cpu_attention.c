@@ -1,4 +1,4 @@
-/* gpp_cpu_attention: multi-head self-attention without mask.
+/* gpp_cpu_attention: multi-head self-attention, optionally causal.
  *
  * Every matrix product is an sgemm on strided views, with no copies: head h
  * of Q is the [seq, dh] block at column h*dh of the [seq, 3 hidden] qkv
@@ -19,13 +19,17 @@
 
 /* Row-wise softmax of a [rows, cols] block in place. The row sum runs in
  * double over GPP_CPU_LANES partial sums in a fixed order and exp is
- * gpp_cpu_expf, so that every loop vectorises. */
+ * gpp_cpu_expf, so that every loop vectorises. causal: row r is the
+ * softmax of its first r + 1 entries and zero after them (the scores there
+ * taken as -inf). */
 GPP_CPU_CLONES
-static void s_softmax_rows(int64_t rows, int64_t cols, float *a)
+static void s_softmax_rows(int64_t rows, int64_t stride, float *a, int causal)
 {
-    int64_t body = cols - cols % L;
     for (int64_t r = 0; r < rows; r++) {
-        float *ar = a + r * cols;
+        float *ar = a + r * stride;
+        int64_t cols = causal && r + 1 < stride ? r + 1 : stride, body = cols - cols % L;
+        for (int64_t j = cols; j < stride; j++)
+            ar[j] = 0.0f;
         float ml[L], mx = ar[0]; /* max: exact in any order */
         for (int k = 0; k < L; k++)
             ml[k] = ar[0];
@@ -71,7 +75,7 @@ static void s_softmax_bwd_rows(int64_t rows, int64_t cols, const float *p, float
 }
 
 int gpp_cpu_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
-                          int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err)
+                          int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
     (void)s, (void)err;
     int64_t n = x->n, seq = x->rows, hid = x->cols, dh = hid / heads, m = n * seq;
@@ -87,7 +91,7 @@ int gpp_cpu_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_atte
             const float *k = q + hid, *v = q + 2 * hid;
             float *ph = prob + (i * heads + h) * seq * seq;
             gpp_cpu_sgemm(0, 1, seq, seq, dh, scale, q, 3 * hid, k, 3 * hid, 0.0f, ph, seq);
-            s_softmax_rows(seq, seq, ph);
+            s_softmax_rows(seq, seq, ph, causal);
             gpp_cpu_sgemm(0, 0, seq, dh, seq, 1.0f, ph, seq, v, 3 * hid, 0.0f,
                           ctx + i * seq * hid + h * dh, hid);
         }
@@ -97,9 +101,10 @@ int gpp_cpu_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_atte
 }
 
 int gpp_cpu_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
-                          int heads, const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
-                          gpp_attention_params_t *dp, gpp_err_t *err)
+                          int heads, int causal, const void *stash, const gpp_tensor_t *dy,
+                          gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err)
 {
+    (void)causal; /* the stashed probabilities are zero where masked: dS is too */
     int64_t n = x->n, seq = x->rows, hid = x->cols, dh = hid / heads, m = n * seq;
     const float *qkv = stash;
     const float *prob = qkv + m * 3 * hid;

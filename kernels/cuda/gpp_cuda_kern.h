@@ -59,8 +59,10 @@ cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t rows, int64_t 
                                          const float *stash, const float *dy, float *dg, float *db);
 
 /* ---- attention pieces ----
- * Softmax of rows in place; backward dp := p (dp - sum_j dp_j p_j). */
-cudaError_t gpp_cuk_softmax_fwd(cudaStream_t st, int64_t rows, int64_t cols, float *a);
+ * Softmax of rows in place (causal: rows are [batch][cols] queries over
+ * cols keys, row r keeps keys j <= r % cols, zero after); backward
+ * dp := p (dp - sum_j dp_j p_j). */
+cudaError_t gpp_cuk_softmax_fwd(cudaStream_t st, int64_t rows, int64_t cols, float *a, int causal);
 cudaError_t gpp_cuk_softmax_bwd(cudaStream_t st, int64_t rows, int64_t cols, const float *p,
                                 float *dp);
 /* Between the natural layout [n, seq, parts * hidden] (row stride

@@ -225,7 +225,7 @@ static int s_att_gemm(gpp_stream_t *s, const s_att_t *a, int ta, int tb, int64_t
 }
 
 int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
-                           int heads, gpp_tensor_t *y, void *stash, gpp_err_t *err)
+                           int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
     s_att_t a = s_att(x, heads);
     cudaStream_t st = gpp_cuda_stream(s);
@@ -244,7 +244,7 @@ int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
     /* scores = scale Q K^T, softmax, ctx = P V */
     if (s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, a.scale, q, 0, k, 0, prob, 1, err) < 0)
         goto fail;
-    S_LAUNCH(gpp_cuk_softmax_fwd(st, a.batch * a.seq, a.seq, prob), err);
+    S_LAUNCH(gpp_cuk_softmax_fwd(st, a.batch * a.seq, a.seq, prob, causal), err);
     if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, err) < 0)
         goto fail;
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 1, ctx_hm, ctx, 0), err);
@@ -256,9 +256,10 @@ fail:
 }
 
 int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
-                           int heads, const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
-                           gpp_attention_params_t *dp, gpp_err_t *err)
+                           int heads, int causal, const void *stash, const gpp_tensor_t *dy,
+                           gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err)
 {
+    (void)causal; /* the stashed probabilities are zero where masked: dS is too */
     s_att_t a = s_att(x, heads);
     cudaStream_t st = gpp_cuda_stream(s);
     const float *qkv_hm = stash, *prob = qkv_hm + a.m * 3 * a.hid;

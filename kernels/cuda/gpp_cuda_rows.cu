@@ -148,10 +148,15 @@ extern "C" cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t row
 
 /* ---- softmax over rows, in place (exp: gpp_math_expf, as on the CPU) ---- */
 
-__global__ void k_softmax_fwd(int64_t rows, int64_t cols, float *a)
+__global__ void k_softmax_fwd(int64_t rows, int64_t stride, float *a, int causal)
 {
     S_ROW_BEGIN(rows)
-    float *ar = a + r * cols;
+    float *ar = a + r * stride;
+    /* causal: rows are [batch][seq] over seq keys; query r % seq keeps keys
+     * 0..r % seq, the rest (scores taken as -inf) become 0 */
+    int64_t cols = causal ? r % stride + 1 : stride;
+    for (int64_t j = cols + lane; j < stride; j += 32)
+        ar[j] = 0.0f;
     float mx = -INFINITY;
     for (int64_t j = lane; j < cols; j += 32)
         mx = fmaxf(mx, ar[j]);
@@ -180,9 +185,10 @@ __global__ void k_softmax_bwd(int64_t rows, int64_t cols, const float *p, float 
         dr[j] = pr[j] * (dr[j] - d);
 }
 
-extern "C" cudaError_t gpp_cuk_softmax_fwd(cudaStream_t st, int64_t rows, int64_t cols, float *a)
+extern "C" cudaError_t gpp_cuk_softmax_fwd(cudaStream_t st, int64_t rows, int64_t cols, float *a,
+                                           int causal)
 {
-    k_softmax_fwd<<<s_row_blocks(rows), S_THREADS, 0, st>>>(rows, cols, a);
+    k_softmax_fwd<<<s_row_blocks(rows), S_THREADS, 0, st>>>(rows, cols, a, causal);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_softmax_bwd(cudaStream_t st, int64_t rows, int64_t cols,

@@ -286,7 +286,8 @@ static void t_layernorm(void)
     s_free_all();
 }
 
-static void t_attention(void)
+/* causal: the masked softmax on both backends (scores j > i dropped) */
+static void s_attention(int causal)
 {
     const int64_t n = 2, seq = 12, hid = 32;
     const int heads = 4;
@@ -303,15 +304,21 @@ static void t_attention(void)
         p[D] = (gpp_attention_params_t){*T(wq), *T(bq), *T(wo), *T(bo)};
         dp[D] = (gpp_attention_params_t){*T(dwq), *T(dbq), *T(dwo), *T(dbo)};
     }
-    BOTH(gpp_attention_fwd(S, T(x), &p[D], heads, T(y), T(st)->data, err));
-    BOTH(gpp_attention_bwd(S, T(x), &p[D], heads, T(st)->data, T(dy), T(dx), &dp[D], err));
-    s_close("attention fwd y", y);
-    s_close("attention bwd dx", dx);
-    s_close("attention bwd dW_qkv", dwq);
-    s_close("attention bwd db_qkv", dbq);
-    s_close("attention bwd dW_o", dwo);
-    s_close("attention bwd db_o", dbo);
+    BOTH(gpp_attention_fwd(S, T(x), &p[D], heads, causal, T(y), T(st)->data, err));
+    BOTH(gpp_attention_bwd(S, T(x), &p[D], heads, causal, T(st)->data, T(dy), T(dx), &dp[D], err));
+    s_close(causal ? "causal attention fwd y" : "attention fwd y", y);
+    s_close(causal ? "causal attention bwd dx" : "attention bwd dx", dx);
+    s_close(causal ? "causal attention bwd dW_qkv" : "attention bwd dW_qkv", dwq);
+    s_close(causal ? "causal attention bwd db_qkv" : "attention bwd db_qkv", dbq);
+    s_close(causal ? "causal attention bwd dW_o" : "attention bwd dW_o", dwo);
+    s_close(causal ? "causal attention bwd db_o" : "attention bwd db_o", dbo);
     s_free_all();
+}
+
+static void t_attention(void)
+{
+    s_attention(0);
+    s_attention(1);
 }
 
 /* count, row order and values of two sparse gradients */

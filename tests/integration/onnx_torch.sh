@@ -17,7 +17,10 @@
 # projection: one gpp attention op), and a fourth has two branches, an
 # nn.MultiheadAttention (torch's own packed export; biases off zero) with a
 # residual beside a Linear + ReLU, and nn.TransformerEncoderLayer post- and
-# pre-norm (dropout 0: gpp has none); their 20 losses must agree within the
+# pre-norm (dropout 0: gpp has none), and causal variants of the written-out
+# attention (an additive mask, -inf above the diagonal) and of the
+# nn.MultiheadAttention model (attn_mask = triu(-inf, 1)), imported as
+# attention ops with causal 1; their 20 losses must agree within the
 # same 1e-4. The nn.MultiheadAttention model then runs 5 steps on 4 CPU
 # agents through the GPP plan, with the losses of one gpp-train process.
 # Needs Debian's python3-torch (1.13, about 590 MB installed, 164 packages):
@@ -174,13 +177,19 @@ class Attn(nn.Module):  # scaled dot-product self-attention written out, 2 heads
         s.H, s.D = H, E // H
         s.q, s.k, s.v, s.o = nn.Linear(E, E), nn.Linear(E, E), nn.Linear(E, E), nn.Linear(E, E)
         s.h = nn.Linear(E, 3)
+        s.register_buffer("mask", None)
     def forward(s, x):
         B, S, E = x.shape
         q = s.q(x).view(B, S, s.H, s.D).transpose(1, 2)
         k = s.k(x).view(B, S, s.H, s.D).transpose(1, 2)
         v = s.v(x).view(B, S, s.H, s.D).transpose(1, 2)
-        a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(s.D), dim=-1)
+        sc = q @ k.transpose(-2, -1) / math.sqrt(s.D)
+        a = torch.softmax(sc if s.mask is None else sc + s.mask, dim=-1)
         return s.h(s.o((a @ v).transpose(1, 2).reshape(B, S, E)) + x)
+class AttnC(Attn):  # the same, causal: an additive mask, -inf above the diagonal
+    def __init__(s):
+        super().__init__()
+        s.mask = torch.triu(torch.full((4, 4), float("-inf")), 1)
 class MHA(nn.Module):  # two branches: nn.MultiheadAttention's own export, and a Linear
     IN, OUT = (4, 8), (4, 3)
     def __init__(s, E=8, H=2):
@@ -190,9 +199,14 @@ class MHA(nn.Module):  # two branches: nn.MultiheadAttention's own export, and a
         s.a, s.h = nn.Linear(E, 6), nn.Linear(E + 6, 3)
         with torch.no_grad():  # biases off their zero start, so that their mapping counts
             s.mha.in_proj_bias.uniform_(-0.5, 0.5); s.mha.out_proj.bias.uniform_(-0.5, 0.5)
+        s.register_buffer("mask", None)
     def forward(s, x):
-        att = s.mha(x, x, x, need_weights=False)[0]
+        att = s.mha(x, x, x, attn_mask=s.mask, need_weights=False)[0]
         return s.h(torch.cat([att + x, torch.relu(s.a(x))], -1))
+class MHAC(MHA):  # the same, causal: attn_mask = triu(-inf, 1)
+    def __init__(s):
+        super().__init__()
+        s.mask = torch.triu(torch.full((4, 4), float("-inf")), 1)
 class TEL(nn.Module):  # nn.TransformerEncoderLayer, post-norm (attention, LayerNorm, FFN)
     IN, OUT, PRE = (4, 8), (4, 8), False
     def __init__(s):
@@ -219,7 +233,7 @@ if __name__ == "__main__":
 PYEOF
 mkdir -p "$TMP/ds"
 for spec in "Split 12 207 10" "Views 6 115 10" "Flat 11 297 4x6" "Attn 5 315 4x8" "TEL 10 600 4x8" \
-    "TELpre 10 600 4x8" "MHA 8 387 4x8"; do  # MHA last: the cluster job below reads its data
+    "TELpre 10 600 4x8" "AttnC 5 315 4x8" "MHAC 8 387 4x8" "MHA 8 387 4x8"; do  # MHA last: the cluster job below reads its data
     set -- $spec
     expect_ok "gpp-export writes the $1 model" $PY "$SRC/scripts/gpp-export" \
         "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=$4

@@ -136,6 +136,9 @@ static const s_bad_t S_BAD[] = {
     {"heads not dividing",
      HEAD IN0 ", " OP(1, "at", "attention", "0", ", \"heads\": 3") "]}",
      {"g.json: op 1 'at'", "heads"}},
+    {"causal not 0 or 1",
+     HEAD IN0 ", " OP(1, "at", "attention", "0", ", \"heads\": 2, \"causal\": 2") "]}",
+     {"g.json: op 1 'at'", "causal"}},
     {"embedding of dense features",
      HEAD IN0 ", " OP(1, "e", "embedding_bag", "0", EMB) "]}",
      {"g.json: op 1 'e' (embedding_bag): input 'x' must be an indices input"}},
@@ -240,6 +243,30 @@ static void t_attributes(void)
     gpp_graph_destroy(&g);
 }
 
+/* attention's causal: default 0, kept through write + read; the cost
+ * model counts a causal attention as an unmasked one (no work skipped) */
+static void t_causal(void)
+{
+    const char *json = "{\"format\": \"gpp-graph/1\", \"ops\": [" IN(0, "x", 4) ", " OP(
+        1, "a", "attention", "0", ", \"heads\": 2") ", " OP(2, "c", "attention", "0",
+                                                            ", \"heads\": 2, \"causal\": 1") "]}";
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_graph_parse_json(json, "c.json", &err), *h = NULL;
+    GPP_EXPECT_MSG(g, "%s", err.msg);
+    if (!g)
+        return;
+    GPP_EXPECT(g->ops[1].causal == 0 && g->ops[2].causal == 1);
+    GPP_EXPECT(g->ops[1].fwd_flops == g->ops[2].fwd_flops &&
+               g->ops[1].bwd_flops == g->ops[2].bwd_flops &&
+               g->ops[1].stash_bytes == g->ops[2].stash_bytes);
+    char *j = gpp_graph_to_json(g);
+    h = j ? gpp_graph_parse_json(j, "c.json", &err) : NULL;
+    GPP_EXPECT_MSG(h && h->ops[1].causal == 0 && h->ops[2].causal == 1, "%s", err.msg);
+    free(j);
+    gpp_graph_destroy(&h);
+    gpp_graph_destroy(&g);
+}
+
 /* Every zoo-like shape through the writer and back: the same graph. */
 static void t_round_trip(void)
 {
@@ -330,6 +357,7 @@ static const gpp_test_case_t cases[] = {{"bad_documents", t_bad_documents},
                                         {"any_order", t_any_order},
                                         {"attributes", t_attributes},
                                         {"round_trip", t_round_trip},
+                                        {"causal", t_causal},
                                         {"files", t_files},
                                         {"read_bound", t_read_bound},
                                         {NULL, NULL}};

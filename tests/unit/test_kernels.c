@@ -479,7 +479,7 @@ static void t_attention_forward(void)
     gpp_tensor_t y = s_new(GPP_DTYPE_F32, 1, 2, 2);
     gpp_tensor_t st =
         s_new(GPP_DTYPE_F32, 1, 1, (int64_t)gpp_attention_stash_bytes(1, 2, 2, 1) / 4);
-    GPP_EXPECT(gpp_attention_fwd(s_st, &x, &p, 1, &y, st.data, &err) == 0);
+    GPP_EXPECT(gpp_attention_fwd(s_st, &x, &p, 1, 0, &y, st.data, &err) == 0);
     s_expect_vals("attention 1 head seq 2", &y,
                   (const float[]){0.6697615f, 0.3302385f, 0.3302385f, 0.6697615f}, 1e-6);
     s_arena_free();
@@ -488,7 +488,7 @@ static void t_attention_forward(void)
 typedef struct {
     gpp_tensor_t x, y;
     gpp_attention_params_t p;
-    int heads;
+    int heads, causal;
     void *stash;
 } attn_ctx_t;
 
@@ -496,12 +496,14 @@ static void s_attn_fwd(void *c)
 {
     attn_ctx_t *k = c;
     gpp_err_t err;
-    GPP_EXPECT(gpp_attention_fwd(s_st, &k->x, &k->p, k->heads, &k->y, k->stash, &err) == 0);
+    GPP_EXPECT(gpp_attention_fwd(s_st, &k->x, &k->p, k->heads, k->causal, &k->y, k->stash, &err) ==
+               0);
 }
 
 static void s_attn_make(attn_ctx_t *k, int64_t n, int64_t seq, int64_t hid, int heads)
 {
     k->heads = heads;
+    k->causal = 0;
     k->x = s_rand(n, seq, hid, 1.0f);
     k->p.w_qkv = s_rand(1, 3 * hid, hid, 0.5f);
     k->p.b_qkv = s_rand(1, 1, 3 * hid, 0.2f);
@@ -515,19 +517,90 @@ static void s_attn_make(attn_ctx_t *k, int64_t n, int64_t seq, int64_t hid, int 
 
 static void t_attention_backward(void)
 {
-    gpp_err_t err;
+    for (int causal = 0; causal < 2; causal++) {
+        gpp_err_t err;
+        attn_ctx_t k;
+        /* seq 18: softmax rows of one block of 16 lanes plus a tail */
+        s_attn_make(&k, 2, 18, 4, 2);
+        k.causal = causal;
+        s_attn_fwd(&k);
+        gpp_tensor_t dy = s_weights_like(&k.y), dx = s_grad(&k.x);
+        gpp_attention_params_t dp = {s_grad(&k.p.w_qkv), s_grad(&k.p.b_qkv), s_grad(&k.p.w_o),
+                                     s_grad(&k.p.b_o)};
+        GPP_EXPECT(gpp_attention_bwd(s_st, &k.x, &k.p, k.heads, causal, k.stash, &dy, &dx, &dp,
+                                     &err) == 0);
+        gc_var_t vars[] = {VAR("x", k.x, dx), VAR("w_qkv", k.p.w_qkv, dp.w_qkv),
+                           VAR("b_qkv", k.p.b_qkv, dp.b_qkv), VAR("w_o", k.p.w_o, dp.w_o),
+                           VAR("b_o", k.p.b_o, dp.b_o)};
+        s_gradcheck(causal ? "attention causal" : "attention", s_attn_fwd, &k, &k.y, dy.data, vars,
+                    5);
+        s_arena_free();
+    }
+}
+
+/* Causal attention against a straightforward double-precision reference:
+ * per sample and head, scores s_ij = q_i . k_j / sqrt(dh) for j <= i only,
+ * softmax over those, ctx_i = sum_j p_ij v_j, y = ctx W_o^T + b_o. seq 21:
+ * rows of 1..21 kept keys cross the 16-lane blocks and their tails. */
+static void t_attention_causal(void)
+{
     attn_ctx_t k;
-    /* seq 18: softmax rows of one block of 16 lanes plus a tail */
-    s_attn_make(&k, 2, 18, 4, 2);
+    int64_t n = 2, seq = 21, hid = 6, H = 3, dh = hid / H;
+    s_attn_make(&k, n, seq, hid, (int)H);
+    k.causal = 1;
     s_attn_fwd(&k);
-    gpp_tensor_t dy = s_weights_like(&k.y), dx = s_grad(&k.x);
-    gpp_attention_params_t dp = {s_grad(&k.p.w_qkv), s_grad(&k.p.b_qkv), s_grad(&k.p.w_o),
-                                 s_grad(&k.p.b_o)};
-    GPP_EXPECT(gpp_attention_bwd(s_st, &k.x, &k.p, k.heads, k.stash, &dy, &dx, &dp, &err) == 0);
-    gc_var_t vars[] = {VAR("x", k.x, dx), VAR("w_qkv", k.p.w_qkv, dp.w_qkv),
-                       VAR("b_qkv", k.p.b_qkv, dp.b_qkv), VAR("w_o", k.p.w_o, dp.w_o),
-                       VAR("b_o", k.p.b_o, dp.b_o)};
-    s_gradcheck("attention", s_attn_fwd, &k, &k.y, dy.data, vars, 5);
+    const float *x = k.x.data, *wq = k.p.w_qkv.data, *bq = k.p.b_qkv.data, *wo = k.p.w_o.data,
+                *bo = k.p.b_o.data, *y = k.y.data;
+    double *qkv = calloc((size_t)(seq * 3 * hid), sizeof *qkv);
+    double *ctx = calloc((size_t)(seq * hid), sizeof *ctx), *p = calloc((size_t)seq, sizeof *p);
+    double worst = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t r = 0; r < seq; r++)
+            for (int64_t o = 0; o < 3 * hid; o++) {
+                double a = bq[o];
+                for (int64_t c = 0; c < hid; c++)
+                    a += (double)x[(i * seq + r) * hid + c] * wq[o * hid + c];
+                qkv[r * 3 * hid + o] = a;
+            }
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t r = 0; r < seq; r++) {
+                double mx = -INFINITY, sum = 0.0;
+                for (int64_t j = 0; j <= r; j++) {
+                    double s = 0.0;
+                    for (int64_t d = 0; d < dh; d++)
+                        s += qkv[r * 3 * hid + h * dh + d] * qkv[j * 3 * hid + hid + h * dh + d];
+                    p[j] = s / sqrt((double)dh);
+                    mx = p[j] > mx ? p[j] : mx;
+                }
+                for (int64_t j = 0; j <= r; j++)
+                    sum += p[j] = exp(p[j] - mx);
+                for (int64_t d = 0; d < dh; d++) {
+                    double a = 0.0;
+                    for (int64_t j = 0; j <= r; j++)
+                        a += p[j] / sum * qkv[j * 3 * hid + 2 * hid + h * dh + d];
+                    ctx[r * hid + h * dh + d] = a;
+                }
+            }
+        for (int64_t r = 0; r < seq; r++)
+            for (int64_t o = 0; o < hid; o++) {
+                double a = bo[o];
+                for (int64_t c = 0; c < hid; c++)
+                    a += ctx[r * hid + c] * wo[o * hid + c];
+                double e = fabs(a - y[(i * seq + r) * hid + o]);
+                worst = e > worst ? e : worst;
+            }
+    }
+    printf("  attention causal vs double reference: max |diff| %.3g (tolerance 1e-5)\n", worst);
+    GPP_EXPECT(worst < 1e-5);
+    /* the stashed probabilities: zero above the diagonal */
+    const float *prob = (const float *)k.stash + n * seq * 3 * hid;
+    int above = 0;
+    for (int64_t b = 0; b < n * H; b++)
+        for (int64_t r = 0; r < seq; r++)
+            for (int64_t j = r + 1; j < seq; j++)
+                above += prob[(b * seq + r) * seq + j] != 0.0f;
+    GPP_EXPECT(above == 0);
+    free(qkv), free(ctx), free(p);
     s_arena_free();
 }
 
@@ -898,8 +971,8 @@ static void t_determinism(void)
         k.y = o[5];
         s_attn_fwd(&k);
         gpp_attention_params_t dp = {o[7], {0}, {0}, {0}};
-        GPP_EXPECT(gpp_attention_bwd(s_st, &k.x, &k.p, k.heads, k.stash, &o[5], &o[6], &dp, &err) ==
-                   0);
+        GPP_EXPECT(
+            gpp_attention_bwd(s_st, &k.x, &k.p, k.heads, 0, k.stash, &o[5], &o[6], &dp, &err) == 0);
     }
     int same = memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0;
     for (int i = 0; i < 9; i++)
@@ -926,7 +999,7 @@ static void t_empty_micro_batch(void)
     gpp_attention_params_t dp = {s_grad(&k.p.w_qkv), s_grad(&k.p.b_qkv), s_grad(&k.p.w_o),
                                  s_grad(&k.p.b_o)};
     s_attn_fwd(&k);
-    GPP_EXPECT(gpp_attention_bwd(s_st, &k.x, &k.p, 2, k.stash, &k.y, &dx, &dp, &err) == 0);
+    GPP_EXPECT(gpp_attention_bwd(s_st, &k.x, &k.p, 2, 0, k.stash, &k.y, &dx, &dp, &err) == 0);
     GPP_EXPECT(((float *)dp.b_qkv.data)[0] == GRAD_INIT);
     gpp_tensor_t g = s_rand(1, 1, 8, 1.0f), z = s_new(GPP_DTYPE_F32, 0, 4, 8);
     GPP_EXPECT(gpp_layernorm_fwd(s_st, &x, &g, &g, &z, NULL, &err) == 0);
@@ -946,6 +1019,7 @@ static const gpp_test_case_t cases[] = {
     {"layernorm_backward", t_layernorm_backward},
     {"attention_forward", t_attention_forward},
     {"attention_backward", t_attention_backward},
+    {"attention_causal", t_attention_causal},
     {"embedding_forward", t_embedding_forward},
     {"embedding_backward_sparse", t_embedding_backward_sparse},
     {"embedding_million_rows", t_embedding_million_rows},

@@ -470,14 +470,39 @@ static void t_mha(void)
                        "%s: '%s'", bad[k].node, err.msg);
         gpp_graph_destroy(&g);
     }
+    /* mha_mask.onnx: attn_mask = triu(-inf, 1) (a bool mask torch turns
+     * into that constant): a causal attention op; mha.onnx's is not */
     gpp_err_t err = {{0}};
-    gpp_graph_t *g = gpp_model_load("tests/data/onnx/mha_mask.onnx", &err);
-    GPP_EXPECT_MSG(!g &&
-                       strstr(err.msg, "'/mha/Softmax' (Softmax): unsupported op Softmax after "
-                                       "an attention mask") &&
-                       strstr(err.msg, "gpp's attention has no mask"),
+    const char *mask = "tests/data/onnx/mha_mask.onnx";
+    gpp_graph_t *g = gpp_model_load(mask, &err), *plain = gpp_model_load(MHA, &err);
+    int at = g ? s_find_op(g, "mha") : -1;
+    GPP_EXPECT_MSG(g && plain && g->n_ops == 3 && at == 1 && g->ops[at].causal == 1 &&
+                       g->ops[at].heads == 2 && plain->ops[1].causal == 0,
                    "mask: '%s'", err.msg);
     gpp_graph_destroy(&g);
+    gpp_graph_destroy(&plain);
+    /* the mask's constant edited: -1e4 above the diagonal is causal too;
+     * one entry off (0 above, or -inf below the diagonal) is refused */
+    float m[16];
+    for (int e = 0; e < 3; e++) {
+        for (int i = 0; i < 16; i++)
+            m[i] = i % 4 > i / 4 ? (e == 0 ? -1e4f : -INFINITY) : 0.0f;
+        if (e == 1)
+            m[1] = 0.0f;
+        if (e == 2)
+            m[4] = -INFINITY;
+        memset(&err, 0, sizeof err);
+        g = s_edited(mask, "/mha/Constant_16", m, sizeof m, &err);
+        if (e == 0)
+            GPP_EXPECT_MSG(g && g->ops[1].causal == 1, "mask -1e4: '%s'", err.msg);
+        else
+            GPP_EXPECT_MSG(!g &&
+                               strstr(err.msg, "'/mha/Softmax' (Softmax): unsupported op Softmax "
+                                               "after an attention mask") &&
+                               strstr(err.msg, "gpp's attention has no mask but a causal one"),
+                           "mask %d: '%s'", e, err.msg);
+        gpp_graph_destroy(&g);
+    }
 }
 
 static void t_spec(void)
