@@ -1379,7 +1379,7 @@ static int s_att_match(imp_t *im, int sm, struct att *a)
     if (s_att_heads(im, im->gr->node[p]->input[0], pq, a, 0, nodes, &nn) < 0 ||
         s_att_heads(im, im->gr->node[p]->input[1], pk, a, 1, nodes, &nn) < 0)
         return 0;
-    if ((cm = s_att_next(im, n->output[0], "MatMul", 0)) < 0 ||
+    if ((cm = s_att_next(im, n->output[0], "MatMul", 0)) < 0 || im->gr->node[cm]->n_input != 2 ||
         s_att_heads(im, im->gr->node[cm]->input[1], pq, a, 2, nodes, &nn) < 0)
         return 0;
     nodes[nn++] = cm;
@@ -1400,7 +1400,8 @@ static int s_att_match(imp_t *im, int sm, struct att *a)
     a->reshape[3] = r;
     nodes[nn++] = r;
     if ((om = s_att_next(im, im->gr->node[r]->output[0], "MatMul", 0)) < 0 ||
-        !(a->w[3] = s_const_t(im, im->gr->node[om]->input[1])) || a->w[3]->n_dims != 2)
+        im->gr->node[om]->n_input != 2 || !(a->w[3] = s_const_t(im, im->gr->node[om]->input[1])) ||
+        a->w[3]->n_dims != 2)
         return 0;
     emit = om;
     int ad = s_next(im, im->gr->node[om]->output[0], "Add");
