@@ -66,6 +66,7 @@ struct gpp_coord_s {
     char reason[GPP_ERR_LEN];
     double exit_deadline_ms;
     uint64_t dropped;
+    uint64_t refused;         /* of those, from peers that are no agent of the job (s_refuse) */
     s_state_t progress_state; /* the phase the progress lines are about */
     double progress_phase_ms; /* when it began */
     double progress_line_ms;  /* the last progress line (or the phase's start) */
@@ -407,6 +408,28 @@ static void s_drop(gpp_coord_t *self, const char *who, const char *why)
              (unsigned long long)self->dropped, why);
 }
 
+/* Logged refusals of frames from peers that are no agent of the job: the
+ * first ones one by one, then one line per S_REFUSE_LOG_EVERY, like the ZAP
+ * handler's (common/gpp_curve.c): a flood of hostile frames (bench/flood.sh:
+ * 2.5 MB of log per second) must not fill the disk under the log. */
+#define S_REFUSE_LOG_FIRST 20
+#define S_REFUSE_LOG_EVERY 1000
+
+/* A frame of an unregistered peer refused: counted, logged (see above),
+ * answered with a Reject. */
+static void s_refuse(gpp_coord_t *self, const void *id, size_t id_len, const char *what,
+                     const char *why)
+{
+    self->dropped++;
+    uint64_t n = ++self->refused;
+    if (n <= S_REFUSE_LOG_FIRST)
+        gpp_warn("coordinator: %s (%llu refused so far): %s", what, (unsigned long long)n, why);
+    else if (n % S_REFUSE_LOG_EVERY == 0)
+        gpp_warn("coordinator: %s (%llu refused so far, one in %d logged): %s", what,
+                 (unsigned long long)n, S_REFUSE_LOG_EVERY, why);
+    s_send_reject(self, id, id_len, why);
+}
+
 static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id, size_t id_len)
 {
     gpp_err_t err = {{0}};
@@ -461,10 +484,10 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
             return;
         }
     }
-    self->dropped++;
-    gpp_warn("coordinator: rejected a registration from %s:%d (pid %d): %s", m->register_->host,
-             m->register_->slot, m->register_->pid, err.msg);
-    s_send_reject(self, id, id_len, err.msg);
+    char what[GPP_REG_HOST_MAX + 96];
+    snprintf(what, sizeof what, "rejected a registration from %.*s:%d (pid %d)", GPP_REG_HOST_MAX,
+             m->register_->host, m->register_->slot, m->register_->pid);
+    s_refuse(self, id, id_len, what, err.msg);
 }
 
 static void s_on_barrier_enter(gpp_coord_t *self, gpp_agent_t *a, int id, const char *who)
@@ -686,10 +709,10 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
         gpp_err_set(&err, "%zu frames, expected 1 after the routing id", zmsg_size(zm) - 1);
     else
         m = gpp_msg_decode(zframe_data(body), zframe_size(body), &err);
-    if (!m) {
+    if (!m && a) {
         s_drop(self, who, err.msg);
-        if (!a)
-            s_send_reject(self, id, id_len, err.msg);
+    } else if (!m) {
+        s_refuse(self, id, id_len, "dropped a message from an unregistered peer", err.msg);
     } else if (gpp_rdv_is_request(m)) {
         gpp_rdv_handle(self->rdv, id, id_len, m, gpp_now_ms());
     } else if (m->body_case == GPP__ENVELOPE__BODY_REGISTER && !a) {
@@ -697,8 +720,7 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
     } else if (!a) {
         char why[128];
         snprintf(why, sizeof why, "%s before register", gpp_msg_type_name(m->body_case));
-        s_drop(self, who, why);
-        s_send_reject(self, id, id_len, why);
+        s_refuse(self, id, id_len, "dropped a message from an unregistered peer", why);
     } else {
         s_on_agent_msg(self, a, m);
     }
