@@ -19,6 +19,7 @@
 
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
 #define S_LINGER_MS 300       /* external agents: let the last messages go out */
+#define S_RCVHWM 16           /* frames queued per peer (gpp_coord_new) */
 /* Long phases (waiting, profiling, planning, bring-up) say where they are
  * this often; the heartbeat timer checks, so the gap between two lines is
  * at most S_PROGRESS_MS + heartbeat_ms: 2 s at the default 500 ms, the
@@ -99,7 +100,9 @@ static int s_send_to(gpp_coord_t *self, const void *id, size_t id_len, uint64_t 
     int rc = zframe_send(&fid, self->router, ZFRAME_MORE | ZFRAME_DONTWAIT);
     if (rc == 0)
         rc = zframe_send(&fbody, self->router, ZFRAME_DONTWAIT);
-    if (rc < 0)
+    /* a Reject goes to a peer that is no agent: often gone already (a flood
+     * of hostile frames outlives its senders in our queue), not news */
+    if (rc < 0 && m->body_case != GPP__ENVELOPE__BODY_REJECT)
         gpp_warn("coordinator: cannot send %s: %s", gpp_msg_type_name(m->body_case),
                  zmq_strerror(zmq_errno()));
     zframe_destroy(&fid);
@@ -1004,6 +1007,12 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
     }
     zsock_set_router_mandatory(self->router, 1);
     zsock_set_sndhwm(self->router, 100000);
+    /* frames queued per peer before libzmq stops reading its connection
+     * (TCP holds the rest back; nothing is dropped): an agent has a few
+     * messages in flight (heartbeat, metrics, barrier, rendezvous), while a
+     * hostile peer at the default 1,000 held 1,000 frames each
+     * (bench/flood.sh: 64 peers of garbage, 10 -> 140 MB) */
+    zsock_set_rcvhwm(self->router, S_RCVHWM);
     zsock_set_linger(self->router, 1000);
     if (s_secure(self, err) < 0)
         goto fail;
