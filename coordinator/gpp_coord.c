@@ -20,6 +20,7 @@
 
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
 #define S_LINGER_MS 300       /* external agents: let the last messages go out */
+#define S_RCVHWM 16           /* frames queued per peer (gpp_coord_new) */
 /* Long phases (waiting, profiling, planning, bring-up) say where they are
  * this often; the heartbeat timer checks, so the gap between two lines is
  * at most S_PROGRESS_MS + heartbeat_ms: 2 s at the default 500 ms, the
@@ -67,6 +68,7 @@ struct gpp_coord_s {
     char reason[GPP_ERR_LEN];
     double exit_deadline_ms;
     uint64_t dropped;
+    uint64_t refused;         /* of those, from peers that are no agent of the job (s_refuse) */
     s_state_t progress_state; /* the phase the progress lines are about */
     double progress_phase_ms; /* when it began */
     double progress_line_ms;  /* the last progress line (or the phase's start) */
@@ -102,7 +104,9 @@ static int s_send_to(gpp_coord_t *self, const void *id, size_t id_len, uint64_t 
     if (rc == 0)
         rc = zframe_send(&fbody, self->router, ZFRAME_DONTWAIT);
     int e = zmq_errno();
-    if (rc < 0)
+    /* a Reject goes to a peer that is no agent: often gone already (a flood
+     * of hostile frames outlives its senders in our queue), not news */
+    if (rc < 0 && m->body_case != GPP__ENVELOPE__BODY_REJECT)
         gpp_warn("coordinator: cannot send %s: %s", gpp_msg_type_name(m->body_case),
                  zmq_strerror(e));
     zframe_destroy(&fid);
@@ -420,6 +424,28 @@ static void s_drop(gpp_coord_t *self, const char *who, const char *why)
              (unsigned long long)self->dropped, why);
 }
 
+/* Logged refusals of frames from peers that are no agent of the job: the
+ * first ones one by one, then one line per S_REFUSE_LOG_EVERY, like the ZAP
+ * handler's (common/gpp_curve.c): a flood of hostile frames (bench/flood.sh:
+ * 2.5 MB of log per second) must not fill the disk under the log. */
+#define S_REFUSE_LOG_FIRST 20
+#define S_REFUSE_LOG_EVERY 1000
+
+/* A frame of an unregistered peer refused: counted, logged (see above),
+ * answered with a Reject. */
+static void s_refuse(gpp_coord_t *self, const void *id, size_t id_len, const char *what,
+                     const char *why)
+{
+    self->dropped++;
+    uint64_t n = ++self->refused;
+    if (n <= S_REFUSE_LOG_FIRST)
+        gpp_warn("coordinator: %s (%llu refused so far): %s", what, (unsigned long long)n, why);
+    else if (n % S_REFUSE_LOG_EVERY == 0)
+        gpp_warn("coordinator: %s (%llu refused so far, one in %d logged): %s", what,
+                 (unsigned long long)n, S_REFUSE_LOG_EVERY, why);
+    s_send_reject(self, id, id_len, why);
+}
+
 static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id, size_t id_len)
 {
     gpp_err_t err = {{0}};
@@ -474,10 +500,10 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
             return;
         }
     }
-    self->dropped++;
-    gpp_warn("coordinator: rejected a registration from %s:%d (pid %d): %s", m->register_->host,
-             m->register_->slot, m->register_->pid, err.msg);
-    s_send_reject(self, id, id_len, err.msg);
+    char what[GPP_REG_HOST_MAX + 96];
+    snprintf(what, sizeof what, "rejected a registration from %.*s:%d (pid %d)", GPP_REG_HOST_MAX,
+             m->register_->host, m->register_->slot, m->register_->pid);
+    s_refuse(self, id, id_len, what, err.msg);
 }
 
 static void s_on_barrier_enter(gpp_coord_t *self, gpp_agent_t *a, int id, const char *who)
@@ -720,16 +746,17 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
         m ? gpp_monitor_refusal(self->cfg.curve != NULL,
                                 gpp_curve_user_role(zframe_meta(body, "User-Id")), m->body_case)
           : NULL;
-    if (!m) {
+    if (!m && a) {
         s_drop(self, who, err.msg);
-        if (!a)
-            s_send_reject(self, id, id_len, err.msg);
+    } else if (!m) {
+        s_refuse(self, id, id_len, "dropped a message from an unregistered peer", err.msg);
     } else if (refusal) {
         char why[512];
         snprintf(why, sizeof why, "%s: %s", gpp_msg_type_name(m->body_case), refusal);
-        s_drop(self, who, why);
-        if (!a)
-            s_send_reject(self, id, id_len, why);
+        if (a)
+            s_drop(self, who, why);
+        else
+            s_refuse(self, id, id_len, "dropped a message from an unregistered peer", why);
     } else if (m->body_case == GPP__ENVELOPE__BODY_MONITOR_REQUEST) {
         s_on_monitor_request(self, id, id_len, m, a ? who : "a monitor");
     } else if (gpp_rdv_is_request(m)) {
@@ -739,8 +766,7 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
     } else if (!a) {
         char why[128];
         snprintf(why, sizeof why, "%s before register", gpp_msg_type_name(m->body_case));
-        s_drop(self, who, why);
-        s_send_reject(self, id, id_len, why);
+        s_refuse(self, id, id_len, "dropped a message from an unregistered peer", why);
     } else {
         s_on_agent_msg(self, a, m);
     }
@@ -1035,6 +1061,12 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
     }
     zsock_set_router_mandatory(self->router, 1);
     zsock_set_sndhwm(self->router, 100000);
+    /* frames queued per peer before libzmq stops reading its connection
+     * (TCP holds the rest back; nothing is dropped): an agent has a few
+     * messages in flight (heartbeat, metrics, barrier, rendezvous), while a
+     * hostile peer at the default 1,000 held 1,000 frames each
+     * (bench/flood.sh: 64 peers of garbage, 10 -> 140 MB) */
+    zsock_set_rcvhwm(self->router, S_RCVHWM);
     zsock_set_linger(self->router, 1000);
     if (s_secure(self, err) < 0)
         goto fail;

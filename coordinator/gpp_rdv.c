@@ -44,7 +44,8 @@ struct gpp_rdv_s {
     size_t bytes; /* keys and values */
     s_parked_t *p;
     int n_p, cap_p;
-    uint64_t seq; /* of our replies */
+    uint64_t seq;     /* of our replies */
+    uint64_t refused; /* requests refused */
 };
 
 gpp_rdv_t *gpp_rdv_new(const gpp_rdv_limits_t *lim, gpp_rdv_send_fn *send_fn,
@@ -183,7 +184,17 @@ static void s_refuse(gpp_rdv_t *self, const void *id, size_t id_len, int rank, u
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    gpp_warn("rendezvous: refused a request of rank %d: %s", rank, text);
+    /* the first ones one by one, then one line per 1,000, like the
+     * coordinator's refusals of unregistered peers: a flood of requests
+     * must not fill the disk under the log */
+    uint64_t n = ++self->refused;
+    if (n <= 20)
+        gpp_warn("rendezvous: refused a request of rank %d (%llu refused so far): %s", rank,
+                 (unsigned long long)n, text);
+    else if (n % 1000 == 0)
+        gpp_warn("rendezvous: refused a request of rank %d (%llu refused so far, one in 1000 "
+                 "logged): %s",
+                 rank, (unsigned long long)n, text);
     s_reply(self, id, id_len, seq, GPP__RDV_STATUS__RDV_REFUSED, text, NULL, 0);
 }
 

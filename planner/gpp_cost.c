@@ -566,10 +566,10 @@ static int s_parse_reserved(const cJSON *entry, s_prof_t *p, const char *origin,
     const cJSON *rm = cJSON_GetObjectItemCaseSensitive(entry, "reserved_mem");
     if (!cJSON_IsObject(rm)) {
         double v = 0;
-        if (s_get_nonneg(entry, "reserved_mem", 0, &v, origin, key, err))
+        if (s_get_nonneg(entry, "reserved_mem", 0, &v, origin, key, err) || v > S_PROFILE_MAX_BYTES)
             return gpp_err_set(err,
                                "%s: op %s: field 'reserved_mem' must be a non-negative number "
-                               "of bytes or an object {\"<micro-batch>\": bytes}",
+                               "of bytes (at most 1 TiB) or an object {\"<micro-batch>\": bytes}",
                                origin, key);
         p->reserved_bytes = (int64_t)v;
         return 0;
@@ -587,9 +587,11 @@ static int s_parse_reserved(const cJSON *entry, s_prof_t *p, const char *origin,
                         origin, key, it->string);
             goto fail;
         }
-        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0) {
+        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0 ||
+            it->valuedouble > S_PROFILE_MAX_BYTES) {
             gpp_err_set(err,
-                        "%s: op %s: reserved_mem[\"%s\"] must be a non-negative number of bytes",
+                        "%s: op %s: reserved_mem[\"%s\"] must be a non-negative number of bytes "
+                        "(at most 1 TiB)",
                         origin, key, it->string);
             goto fail;
         }

@@ -632,6 +632,35 @@ int gpp_msg_encode(const gpp_msg_t *m, uint8_t **data_out, size_t *len_out, gpp_
     return 0;
 }
 
+/* protobuf-c's packer, comparing what it writes with the frame instead of
+ * storing it: no copy of a frame of up to GPP_MSG_MAX_BYTES. */
+typedef struct {
+    ProtobufCBuffer base;
+    const uint8_t *data;
+    size_t len, pos;
+    int same;
+} s_cmp_buffer_t;
+
+static void s_cmp_append(ProtobufCBuffer *buffer, size_t n, const uint8_t *bytes)
+{
+    s_cmp_buffer_t *c = (s_cmp_buffer_t *)buffer;
+    c->same = c->same && n <= c->len - c->pos && memcmp(c->data + c->pos, bytes, n) == 0;
+    if (c->same)
+        c->pos += n;
+}
+
+/* 1 when m encodes to exactly data[0, len): the frame was canonical. The
+ * size alone is not enough: protobuf-c takes an over-long tag varint of
+ * field 0 (80 00) for an unknown field and writes it back as the invalid
+ * 00, and a repeated field sent unpacked is written packed; one byte less
+ * and one more leave the size alone (fuzz_msg, corpus/msg/crash-218d3f). */
+static int s_encodes_to(const gpp_msg_t *m, const uint8_t *data, size_t len)
+{
+    s_cmp_buffer_t c = {.base = {.append = s_cmp_append}, .data = data, .len = len, .same = 1};
+    gpp__envelope__pack_to_buffer(m, &c.base);
+    return c.same && c.pos == len;
+}
+
 gpp_msg_t *gpp_msg_decode(const uint8_t *data, size_t len, gpp_err_t *err)
 {
     assert(data || len == 0);
@@ -656,10 +685,11 @@ gpp_msg_t *gpp_msg_decode(const uint8_t *data, size_t len, gpp_err_t *err)
         return NULL;
     }
     size_t canon = gpp__envelope__get_packed_size(m);
-    if (canon != len) {
+    if (canon != len || !s_encodes_to(m, data, len)) {
         gpp_err_set(err,
-                    "gpp_msg: bad %s message from sender %d: %zu bytes re-encode to %zu "
-                    "(embedded NUL in a string, duplicated field or non-canonical encoding)",
+                    "gpp_msg: bad %s message from sender %d: %zu bytes re-encode to %zu other "
+                    "bytes (embedded NUL in a string, duplicated field or non-canonical "
+                    "encoding)",
                     gpp_msg_type_name(m->body_case), m->sender, len, canon);
         gpp_msg_destroy(&m);
         return NULL;

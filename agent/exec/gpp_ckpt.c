@@ -129,12 +129,21 @@ typedef struct {
     int64_t offset; /* of the data */
 } entry_t;
 
+/* The byte buffer the readers of one load share: as large as the largest
+ * read so far (at most CHUNK_BYTES), so loading a small file does not
+ * allocate and zero 4 MiB. */
+typedef struct {
+    unsigned char *p;
+    size_t cap;
+} chunk_buf_t;
+
 typedef struct {
     FILE *f;
     const char *path;
     int64_t size, pos;  /* body: [0, size - 4), then the CRC */
     uint32_t crc;       /* of the body bytes read so far */
-    unsigned char *buf; /* shared by the readers of one load */
+    chunk_buf_t *cb;    /* shared by the readers of one load */
+    unsigned char *buf; /* cb->p after the last s_buf */
     int index_only;     /* s_scan seeks over the data (no value or CRC check) */
     int verified;       /* s_verify passed: values finite, CRC right */
     /* the header and the table of tensors */
@@ -146,6 +155,21 @@ typedef struct {
     gpp_stream_t *s;
 } reader_t;
 
+/* r->buf with room for n (<= CHUNK_BYTES) bytes. */
+static unsigned char *s_buf(reader_t *r, size_t n)
+{
+    assert(n <= CHUNK_BYTES);
+    chunk_buf_t *b = r->cb;
+    if (!b->p || n > b->cap) { /* never NULL: crc32_z(crc, NULL, 0) restarts the CRC */
+        size_t cap = b->cap * 2 > n ? b->cap * 2 : n;
+        cap = cap > 4096 ? cap : 4096;
+        b->cap = cap < CHUNK_BYTES ? cap : CHUNK_BYTES;
+        free(b->p);
+        b->p = gpp_xcalloc(1, b->cap);
+    }
+    return r->buf = b->p;
+}
+
 /* The next n (<= CHUNK_BYTES) bytes of the body into r->buf, folded into
  * the CRC; *c decodes them. */
 static int s_next(reader_t *r, size_t n, gpp_codec_t *c, gpp_err_t *err)
@@ -154,6 +178,7 @@ static int s_next(reader_t *r, size_t n, gpp_codec_t *c, gpp_err_t *err)
     if ((int64_t)n > r->size - 4 - r->pos)
         return gpp_err_set(err, "checkpoint %s: truncated or corrupt at byte %lld", r->path,
                            (long long)r->pos);
+    s_buf(r, n);
     if (fread(r->buf, 1, n, r->f) != n)
         return gpp_err_set(err, "checkpoint %s: read failed: %s", r->path, strerror(errno));
     r->crc = (uint32_t)crc32_z(r->crc, r->buf, n);
@@ -269,7 +294,7 @@ static int s_check_crc(reader_t *r, gpp_err_t *err)
             return -1;
     }
     uint32_t stored;
-    if (fread(r->buf, 1, 4, r->f) != 4)
+    if (fread(s_buf(r, 4), 1, 4, r->f) != 4)
         return gpp_err_set(err, "checkpoint %s: read failed: %s", r->path, strerror(errno));
     c = gpp_codec_reader(r->buf, 4);
     gpp_codec_get_u32(&c, &stored);
@@ -425,7 +450,7 @@ static int s_load_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
             return gpp_err_set(err, "checkpoint %s: cannot seek: %s", r->path, strerror(errno));
         for (int64_t off = 0; off < numel; off += chunk) {
             size_t n = (size_t)(numel - off < chunk ? numel - off : chunk);
-            if (fread(r->buf, 1, n * 4, r->f) != n * 4)
+            if (fread(s_buf(r, n * 4), 1, n * 4, r->f) != n * 4)
                 return gpp_err_set(err, "checkpoint %s: read failed: %s", r->path, strerror(errno));
             gpp_codec_t c = gpp_codec_reader(r->buf, n * 4);
             gpp_codec_get_array32(&c, r->buf, n); /* in place */
@@ -469,10 +494,10 @@ int gpp_ckpt_load_files(gpp_exec_t *ex, const char *const *paths, int n_paths, g
     const char *spec = gpp_exec_graph(ex)->spec;
     gpp_optim_kind_t kind = gpp_exec_optim(ex)->kind;
     loader_t l = {.rs = gpp_xcalloc((size_t)n_paths, sizeof *l.rs), .n = n_paths};
-    unsigned char *buf = gpp_xcalloc(1, CHUNK_BYTES);
+    chunk_buf_t cb = {0};
     int rc = -1;
     for (int k = 0; k < n_paths; k++)
-        l.rs[k] = (reader_t){.path = paths[k], .s = gpp_exec_stream(ex), .buf = buf};
+        l.rs[k] = (reader_t){.path = paths[k], .s = gpp_exec_stream(ex), .cb = &cb};
     /* 1. one file is read whole at once; of several, the tables of tensors
      * first (a damaged one is then read whole, for the message that
      * explains it), then whole only the files the stage needs */
@@ -523,7 +548,7 @@ done:
     for (int k = 0; k < n_paths; k++)
         s_reader_release(&l.rs[k]);
     free(l.rs);
-    free(buf);
+    free(cb.p);
     return rc;
 }
 
