@@ -245,6 +245,8 @@ mkdir -p "$ETC"
 cat >"$ETC/cluster.toml" <<EOF
 [coordinator]
 endpoint = "tcp://$HOSTNAME_CT:5555"
+# inside the test's own network namespace; CURVE is tested in curve_cli
+insecure_plaintext = true
 [cluster]
 device = "cpu"
 mem_gib = 2
