@@ -28,7 +28,8 @@ static void s_usage(FILE *f)
                "                 [--heartbeat-ms N] [--timeout-ms N] [--mem-bytes N]\n"
                "                 [--threads N] [--advertise ADDR | --iface NAME]\n"
                "                 [--comm-timeout-ms N] [--control-barriers N] [--version]\n"
-               "                 [--coordinator-key FILE|Z85 --key FILE] [--key-fd N]\n"
+               "                 [--coordinator-key FILE|Z85 --key FILE | --key-dir DIR]\n"
+               "                 [--key-fd N]\n"
                "  --advertise ADDR  data-plane address (or host name) the other agents reach\n"
                "                    this one at (--data-host is the same); default: the --host\n"
                "                    name if it resolves to a network address of this host,\n"
@@ -38,6 +39,9 @@ static void s_usage(FILE *f)
                "  --coordinator-key the coordinator's public key (coordinator.key from\n"
                "                    gpp-coordinator --keygen, or its Z85 text): CURVE on\n"
                "  --key             this agent's secret cert (agent-<i>.key_secret, mode 0600)\n"
+               "  --key-dir DIR     both from a --keygen directory: DIR/coordinator.key and\n"
+               "                    DIR/agent-<slot>.key_secret (one line for every systemd\n"
+               "                    instance: GPP_AGENT_ARGS in agent.env)\n"
                "  --key-fd N        keys from an inherited fd (the coordinator's local launch)\n");
 }
 
@@ -47,7 +51,7 @@ static int s_have_keys;
 
 static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
 {
-    const char *server_key = NULL, *key_file = NULL;
+    const char *server_key = NULL, *key_file = NULL, *key_dir = NULL;
     int key_fd = -1;
     static const struct option longs[] = {{"coordinator", required_argument, 0, 'c'},
                                           {"host", required_argument, 0, 'H'},
@@ -64,6 +68,7 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                                           {"coordinator-key", required_argument, 0, 'S'},
                                           {"key", required_argument, 0, 'k'},
                                           {"key-fd", required_argument, 0, 'F'},
+                                          {"key-dir", required_argument, 0, 'K'},
                                           {"backend", required_argument, 0, 'A'},
                                           {"gpu", required_argument, 0, 'g'},
                                           {"help", no_argument, 0, 'h'},
@@ -152,6 +157,9 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
         case 'k':
             key_file = optarg;
             break;
+        case 'K':
+            key_dir = optarg;
+            break;
         case 'F':
             if (gpp_parse_flag_int64("gpp-agent", "--key-fd", optarg, 3, INT_MAX, &v) < 0)
                 return -1;
@@ -176,6 +184,23 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                         "the unit's environment file (gpp-agent@.service: EnvironmentFile=, "
                         "e.g. /etc/gpp/agent.env)\n");
         return -1;
+    }
+    static char dir_server[4096], dir_key[4096];
+    if (key_dir) {
+        if (server_key || key_file || key_fd >= 0) {
+            fprintf(stderr, "gpp-agent: --key-dir names both keys; it excludes --key, "
+                            "--coordinator-key and --key-fd\n");
+            return -1;
+        }
+        if (!key_dir[0]) { /* ${GPP_KEY_DIR} of a unit whose environment lacks it */
+            fprintf(stderr, "gpp-agent: --key-dir is empty: pass the directory gpp-coordinator "
+                            "--keygen made\n");
+            return -1;
+        }
+        snprintf(dir_server, sizeof dir_server, "%s/coordinator.key", key_dir);
+        snprintf(dir_key, sizeof dir_key, "%s/agent-%d.key_secret", key_dir, o->ctl.slot);
+        server_key = dir_server;
+        key_file = dir_key;
     }
     if (key_fd >= 0 && (server_key || key_file)) {
         fprintf(stderr, "gpp-agent: --key-fd is the local launch's; it excludes --key and "

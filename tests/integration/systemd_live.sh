@@ -127,18 +127,6 @@ echo "$HN" >"$U/etc/hostname"
 { grep -v "[[:space:]]$HN\$" /etc/hosts || true; echo "127.0.0.1 $HN"; } >"$U/etc/hosts"
 mount -t overlay -o "lowerdir=/,upperdir=$U,workdir=$T/ovl/work" gpp-live "$T/root"
 R=$T/root
-# the source and build trees (cmake --install reads both) where they are not
-# on / (a CI volume): an overlay of their mount too, so the container sees
-# them and what it writes there (install_manifest.txt) stays in its tmpfs
-shift 3
-n=0
-for d in "$@"; do
-    m=$(findmnt -n -o TARGET -T "$d")
-    if [ "$m" = / ] || mountpoint -q "$R$m"; then continue; fi
-    n=$((n + 1))
-    mkdir -p "$T/ovl/upper$n" "$T/ovl/work$n" "$R$m"
-    mount -t overlay -o "lowerdir=$m,upperdir=$T/ovl/upper$n,workdir=$T/ovl/work$n" gpp-live "$R$m"
-done
 mount -t proc proc "$R/proc"
 mount --bind "$R/proc/sys" "$R/proc/sys"
 mount -o remount,bind,ro "$R/proc/sys"
@@ -156,6 +144,29 @@ ln -s pts/ptmx "$R/dev/ptmx"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/dev/shm"
 mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs "$R/run"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/tmp"
+# the source and build trees (cmake --install reads both) where the
+# container would not see them: on a mount of their own (a CI volume), or
+# under /tmp, which the container's own tmpfs hides (a clone in /tmp): an
+# overlay of their mount (or of the directory under /tmp), so the container
+# sees them and what it writes there (install_manifest.txt) stays in tmpfs
+shift 3
+n=0
+done_dirs=
+for d in "$@"; do
+    m=$(findmnt -n -o TARGET -T "$d")
+    case "$d/" in
+    /tmp/*) m=$d ;;
+    *) [ "$m" = / ] && continue ;;
+    esac
+    for x in $done_dirs; do
+        case "$m/" in "$x"/*) m= ;; esac
+    done
+    if [ -z "$m" ] || mountpoint -q "$R$m"; then continue; fi
+    n=$((n + 1))
+    mkdir -p "$T/ovl/upper$n" "$T/ovl/work$n" "$R$m"
+    mount -t overlay -o "lowerdir=$m,upperdir=$T/ovl/upper$n,workdir=$T/ovl/work$n" gpp-live "$R$m"
+    done_dirs="$done_dirs $m"
+done
 ip link set lo up
 mkdir -p "$R/.oldroot"
 # a cgroup namespace rooted at $CG, and its cgroup2 at /sys/fs/cgroup (the
@@ -245,8 +256,7 @@ mkdir -p "$ETC"
 cat >"$ETC/cluster.toml" <<EOF
 [coordinator]
 endpoint = "tcp://$HOSTNAME_CT:5555"
-# inside the test's own network namespace; CURVE is tested in curve_cli
-insecure_plaintext = true
+key_dir = "/usr/local/etc/gpp/keys"
 [cluster]
 device = "cpu"
 mem_gib = 2
@@ -266,10 +276,20 @@ timeout_ms = 20000
 [metrics]
 file = "/var/lib/gpp/metrics.jsonl"
 EOF
-# the installed example agent.env with the coordinator's endpoint set;
-# GPP_HOST stays the default, the host name (%H)
-sed "s|^GPP_COORDINATOR=.*|GPP_COORDINATOR=tcp://$HOSTNAME_CT:5555|" \
+# CURVE keys as an operator makes them (docs/operations.md, Security), for
+# the units' user gpp; every agent instance takes its own with --key-dir
+if in_ct /usr/local/bin/gpp-coordinator --keygen /usr/local/etc/gpp/keys --agents $SLOTS \
+    >"$TMP/keygen.out" 2>&1 && in_ct chown -R gpp:gpp /usr/local/etc/gpp/keys; then
+    ok "gpp-coordinator --keygen /usr/local/etc/gpp/keys --agents $SLOTS, owned by gpp"
+else
+    fail "keygen" "$(cat "$TMP/keygen.out")"
+fi
+# the installed example agent.env with the coordinator's endpoint and the
+# keys set; GPP_HOST stays the default, the host name (%H)
+sed -e "s|^GPP_COORDINATOR=.*|GPP_COORDINATOR=tcp://$HOSTNAME_CT:5555|" \
+    -e "s|^#GPP_AGENT_ARGS=--key-dir .*|GPP_AGENT_ARGS=--key-dir /usr/local/etc/gpp/keys|" \
     "$(rootfs)/usr/local/share/gpp/examples/agent.env" >"$ETC/agent.env"
+grep -q "^GPP_AGENT_ARGS=--key-dir" "$ETC/agent.env" || fail "agent.env: no --key-dir line to enable"
 # the cost-model planner: no profiling phase (the test's time goes to systemd)
 echo "GPP_PLAN=gpp" >"$ETC/coordinator.env"
 # OpenBLAS's kernels for this CPU (scripts/blas-env.sh), as the other tests
@@ -349,10 +369,10 @@ else
     fail_dump "slots not from the instance names:$bad" "$(grep registered "$JC")"
 fi
 # under journald (JOURNAL_STREAM) a log line's level is the entry's priority
-if in_ct journalctl --no-pager -o cat -u gpp-coordinator.service -p warning..warning | grep -q "NOT authenticated" &&
+if in_ct journalctl --no-pager -o cat -u gpp-coordinator.service -p info..info | grep -q "coordinator: CURVE on .*$SLOTS admitted agent keys" &&
     in_ct journalctl --no-pager -o cat -u gpp-coordinator.service -p info..info | grep -q "coordinator: registered" &&
     ! in_ct journalctl --no-pager -o cat -u gpp-coordinator.service -p err | grep -q .; then
-    ok "journald priorities: the key_dir warning at 'warning', registrations at 'info', nothing at 'err'"
+    ok "journald priorities: CURVE with $SLOTS agent keys and the registrations at 'info', nothing at 'err'"
 else
     fail_dump "journal priorities" "$(in_ct journalctl --no-pager -o verbose -u gpp-coordinator.service | grep -m6 'PRIORITY\|MESSAGE=')"
 fi
