@@ -15,6 +15,7 @@
 #include "model/gpp_onnx.h"
 #include "model/onnx.pb-c.h"
 #include "model/gpp_optable.h"
+#include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
 
 #define BRANCHES "tests/data/onnx/branches.onnx"
@@ -22,18 +23,13 @@
 #define DIM_VALUE ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
 #define DIM_PARAM ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
 
+/* The whole file (gpp_fixture_slurp); a missing or short file fails the test. */
 static uint8_t *s_slurp(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    GPP_EXPECT_MSG(f != NULL, "cannot open %s (run from the source root)", path);
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(*len + 1);
-    GPP_EXPECT(fread(b, 1, *len, f) == *len);
-    fclose(f);
+    long n = -1;
+    uint8_t *b = gpp_fixture_slurp(path, &n);
+    GPP_EXPECT_MSG(b && n >= 0, "cannot read %s (run from the source root)", path);
+    *len = n > 0 ? (size_t)n : 0;
     return b;
 }
 

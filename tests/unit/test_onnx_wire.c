@@ -13,6 +13,7 @@
 
 #include "model/gpp_onnx.h"
 #include "model/gpp_onnx_wire.h"
+#include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
 
 /* A protobuf message written back to front: its bytes are p[start, cap). */
@@ -142,19 +143,14 @@ static void t_malformed(void)
     }
 }
 
-static uint8_t *s_slurp(const char *path, size_t *len, size_t extra)
+/* The whole file (gpp_fixture_slurp); a missing or short file fails the test. */
+static uint8_t *s_slurp(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    GPP_EXPECT_MSG(f != NULL, "cannot open %s (run from the source root)", path);
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(*len + extra + 1);
-    GPP_EXPECT(fread(buf, 1, *len, f) == *len);
-    fclose(f);
-    return buf;
+    long n = -1;
+    uint8_t *b = gpp_fixture_slurp(path, &n);
+    GPP_EXPECT_MSG(b && n >= 0, "cannot read %s (run from the source root)", path);
+    *len = n > 0 ? (size_t)n : 0;
+    return b;
 }
 
 /* A real export with more fields appended (protobuf merges a second
@@ -164,7 +160,7 @@ static uint8_t *s_slurp(const char *path, size_t *len, size_t extra)
 static void t_appended(void)
 {
     size_t len = 0;
-    uint8_t *base = s_slurp("tests/data/onnx/branches.onnx", &len, 0);
+    uint8_t *base = s_slurp("tests/data/onnx/branches.onnx", &len);
     gpp_err_t err = {{0}};
     gpp_graph_t *g0 = base ? gpp_onnx_parse(base, len, "b.onnx", GPP_ONNX_LOSS_MSE, &err) : NULL;
     GPP_EXPECT_MSG(g0 != NULL, "%s", err.msg);
