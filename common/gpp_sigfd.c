@@ -43,6 +43,11 @@ int gpp_sigfd_open(gpp_err_t *err)
     for (int i = 0; i < S_NSIGS; i++)
         if (sigaction(s_sigs[i], &sa, NULL) < 0)
             return gpp_err_set(err, "sigaction(%d): %s", s_sigs[i], strerror(errno));
+    /* EPIPE from the write, not a death by signal (gpp_sigfd.h) */
+    sa.sa_handler = SIG_IGN;
+    sa.sa_flags = 0;
+    if (sigaction(SIGPIPE, &sa, NULL) < 0)
+        return gpp_err_set(err, "sigaction(SIGPIPE): %s", strerror(errno));
     return s_pipe[0];
 }
 
@@ -76,6 +81,7 @@ void gpp_sigfd_reset_child(void)
 {
     for (int i = 0; i < S_NSIGS; i++)
         signal(s_sigs[i], SIG_DFL);
+    signal(SIGPIPE, SIG_DFL); /* an ignored signal stays ignored across execve */
     sigset_t set;
     sigemptyset(&set);
     sigprocmask(SIG_SETMASK, &set, NULL);

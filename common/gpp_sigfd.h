@@ -4,7 +4,11 @@
  * and SIGCHLD inside their one event loop: the signal handler only writes
  * the signal number to a pipe, and gpp_sigfd_open() returns the pipe's read
  * end for a zloop poller. CZMQ's own SIGINT handler is switched off so
- * zloop never stops behind our back. One per process. */
+ * zloop never stops behind our back. SIGPIPE is ignored: a peer that
+ * closes its end of a socket (a Gloo pair whose agent died, a scrape client
+ * gone) makes the write fail with EPIPE, reported as that connection's
+ * error, instead of killing the process, which the coordinator would count
+ * as a second dead device. One per process. */
 #ifndef GPP_SIGFD_H
 #define GPP_SIGFD_H
 
@@ -27,7 +31,7 @@ void gpp_sigfd_run_loop(void *zloop);
 /* Reads one pending signal: its number, 0 when none is pending, -1 on error. */
 int gpp_sigfd_read(int fd);
 
-/* Restores default dispositions and an empty mask. For a forked child
+/* Restores default dispositions (SIGPIPE's too) and an empty mask. For a forked child
  * before execve (async-signal-safe). */
 void gpp_sigfd_reset_child(void);
 

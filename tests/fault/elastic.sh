@@ -67,9 +67,10 @@ run_killing() {
     while running $CP && [ $kills -lt 10 ]; do
         if [ -f "$(set_of "$name" 4)/MANIFEST.json" ] &&
             ! grep -q "^elastic: 1 slot dropped" "$TMP/$name.out"; then
-            for p in $(pgrep -P $CP); do
-                if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--slot 3 " &&
-                    kill -KILL "$p" 2>/dev/null; then
+            # one pgrep a round: the loop must stay quicker than the job
+            # on a loaded machine (ctest -j2), or a restarted slot 3 trains on
+            for p in $(pgrep -P $CP -f -- '--slot 3 '); do
+                if kill -KILL "$p" 2>/dev/null; then
                     kills=$((kills + 1))
                     date -u +%Y-%m-%dT%H:%M:%S.%N >"$TMP/last_kill"
                     complete_sums "$TMP/$name.ckpt" >"$TMP/$name.before_kill" 2>/dev/null
