@@ -73,10 +73,13 @@ static void s_post(gpp_worker_t *self, gpp_msg_t *m)
     zmsg_send(&zm, self->wpipe);
 }
 
-static void s_post_error(gpp_worker_t *self, int code, const char *text)
+/* failed_peer: the comm rank whose connection failed (ERROR_COMM), -1 none */
+static void s_post_error(gpp_worker_t *self, int code, const char *text, int failed_peer)
 {
     Gpp__Error e = GPP__ERROR__INIT;
     e.code = code;
+    if (code == GPP__ERROR_CODE__ERROR_COMM && failed_peer >= 0)
+        e.failed_peer = failed_peer + 1;
     char buf[GPP_MSG_STR_MAX];
     snprintf(buf, sizeof buf, "%s", text);
     e.text = buf;
@@ -372,14 +375,15 @@ static void *s_thread(void *arg)
         else
             snprintf(text, sizeof text, "%s", err.msg);
         gpp_error("worker: %s", text);
-        s_post_error(
-            self,
+        int peer = self->pipeline ? gpp_pipeline_failed_peer(self->pipeline) : -1;
+        int code =
             self->pipeline && gpp_pipeline_bad_input(self->pipeline) ? GPP__ERROR_CODE__ERROR_CONFIG
-            : strstr(err.msg, "comm") || strstr(err.msg, "gloo") || strstr(err.msg, "nccl")
+            : peer >= 0 || strstr(err.msg, "comm") || strstr(err.msg, "gloo") ||
+                    strstr(err.msg, "nccl")
                 ? GPP__ERROR_CODE__ERROR_COMM
             : strstr(err.msg, "cuda") || strstr(err.msg, "CUDA") ? GPP__ERROR_CODE__ERROR_DEVICE
-                                                                 : GPP__ERROR_CODE__ERROR_INTERNAL,
-            text);
+                                                                 : GPP__ERROR_CODE__ERROR_INTERNAL;
+        s_post_error(self, code, text, peer);
     }
     if (ok && self->pipeline) /* keep the communicator up until every agent has finished */
         while (s_wait_word(self) >= 0)

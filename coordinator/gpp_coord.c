@@ -65,6 +65,7 @@ struct gpp_coord_s {
     int stopped; /* -1: aborted; 0: running/finished */
     int exit_code;
     int agent_failed; /* the stop was an agent's: silent, exited, or its (not config) Error */
+    int failed_peer;  /* rank named by the first ERROR_COMM before the stop, -1 none */
     char reason[GPP_ERR_LEN];
     double exit_deadline_ms;
     uint64_t dropped;
@@ -689,6 +690,9 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
             self->exit_code = 2;
         if (!self->stopped && m->error->code != GPP__ERROR_CODE__ERROR_CONFIG)
             self->agent_failed = 1;
+        if (!self->stopped && self->failed_peer < 0 && m->error->failed_peer > 0 &&
+            m->error->failed_peer <= gpp_registry_size(self->reg))
+            self->failed_peer = m->error->failed_peer - 1;
         s_abort(self, "agent %s reported an error: %s%s", who, m->error->text,
                 m->error->code == GPP__ERROR_CODE__ERROR_CONFIG
                     ? " (fix the cluster file's [job] and start again)"
@@ -1041,6 +1045,7 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
     }
     int bind_errno = 0;
     gpp_coord_t *self = gpp_xcalloc(1, sizeof *self);
+    self->failed_peer = -1;
     self->cfg = *cfg;
     self->reg = gpp_registry_new(cfg->n_agents, cfg->hosts, cfg->slots);
     self->in_job = gpp_xcalloc((size_t)cfg->n_agents, sizeof *self->in_job);
@@ -1179,6 +1184,11 @@ int gpp_coord_exit_code(const gpp_coord_t *self)
 int gpp_coord_agent_failed(const gpp_coord_t *self)
 {
     return self->agent_failed;
+}
+
+int gpp_coord_failed_peer(const gpp_coord_t *self)
+{
+    return self->failed_peer;
 }
 uint64_t gpp_coord_dropped(const gpp_coord_t *self)
 {

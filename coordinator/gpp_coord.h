@@ -158,6 +158,10 @@ int gpp_coord_exit_code(const gpp_coord_t *self);
  * its Error other than ERROR_CONFIG (a broken connection to a dead peer):
  * what a restart may cure (gpp-coordinator --max-restarts). */
 int gpp_coord_agent_failed(const gpp_coord_t *self);
+/* The rank named by the first ERROR_COMM before the stop (Error.failed_peer:
+ * the peer whose connection broke), -1 when none named one. What the
+ * coordinator blames when it saw no agent die (external agents). */
+int gpp_coord_failed_peer(const gpp_coord_t *self);
 
 /* Frames dropped as invalid. */
 uint64_t gpp_coord_dropped(const gpp_coord_t *self);

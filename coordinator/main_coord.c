@@ -521,9 +521,12 @@ static int s_iteration_fn(void *job, int done, gpp_err_t *err)
 /* The agents to blame for a stop: those whose process a signal ended
  * (killed, crashed), else the one the coordinator saw die first (its peers
  * that failed on the broken connection may exit before the killed agent is
- * reaped, and would be blamed for it). */
-static int s_died(const gpp_agent_t *a, int any_signal)
+ * reaped, and would be blamed for it), else (external agents, nobody seen
+ * dying) the rank whose connection a peer's ERROR_COMM named first. */
+static int s_died(const gpp_agent_t *a, int any_signal, int r, int failed_peer)
 {
+    if (failed_peer >= 0)
+        return r == failed_peer;
     return any_signal ? a->exit_signal != 0 : a->state == GPP_AGENT_DEAD;
 }
 
@@ -534,8 +537,9 @@ static int s_died(const gpp_agent_t *a, int any_signal)
  * External agents (external = 1): the coordinator sees no process end, so
  * an agent's failure (gpp_coord_agent_failed) is blamed on the agent it
  * found silent, else (a peer's Error about the broken connection came
- * first) on every slot: each one's agent exits on the Abort and its
- * supervisor starts it again. */
+ * first) on the rank that Error named (gpp_coord_failed_peer), else on
+ * every slot: each one's agent exits on the Abort and its supervisor starts
+ * it again. */
 static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max, int elastic, int *drop,
                          int external)
 {
@@ -543,8 +547,19 @@ static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max, int 
     int dead = 0, dropped = 0, any_signal = 0;
     for (int r = 0; r < n; r++)
         any_signal |= gpp_registry_agent(reg, r)->exit_signal != 0;
-    int blame_all =
+    int unseen = /* nobody seen dying: a peer's Error stopped the job first */
         external && gpp_coord_agent_failed(coord) && !gpp_registry_count(reg, GPP_AGENT_DEAD);
+    int peer = unseen ? gpp_coord_failed_peer(coord) : -1;
+    if (peer >= n)
+        peer = -1;
+    int blame_all = unseen && peer < 0;
+    if (peer >= 0) {
+        gpp_agent_t *a = gpp_registry_agent(reg, peer);
+        gpp_warn("agent %s:%d (rank %d) is blamed: a peer's connection to it broke first", a->host,
+                 a->slot, peer);
+    } else if (blame_all) {
+        gpp_warn("no agent was seen dying and no peer named one: every slot counts a restart");
+    }
     if (external ? !gpp_coord_agent_failed(coord)
                  : !any_signal && !gpp_registry_count(reg, GPP_AGENT_DEAD))
         return 0; /* not stopped by a death (a peer's error may come first) */
@@ -559,7 +574,7 @@ static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max, int 
     for (int r = 0; r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(reg, r);
         drop[r] = 0;
-        if (!blame_all && !s_died(a, any_signal))
+        if (!blame_all && !s_died(a, any_signal, r, peer))
             continue;
         dead++;
         if (restarts[r] < max)
@@ -587,7 +602,7 @@ static int s_restart_due(gpp_coord_t *coord, int *restarts, int n, int max, int 
         return 0;
     }
     for (int r = 0; r < n; r++)
-        if (!drop[r] && (blame_all || s_died(gpp_registry_agent(reg, r), any_signal)))
+        if (!drop[r] && (blame_all || s_died(gpp_registry_agent(reg, r), any_signal, r, peer)))
             restarts[r]++;
     return 1;
 }

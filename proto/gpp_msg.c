@@ -569,6 +569,11 @@ static int s_check_body(const gpp_msg_t *m, gpp_err_t *err)
         return 0;
     case GPP__ENVELOPE__BODY_ERROR:
         S_REQUIRE(m->error->code != GPP__ERROR_CODE__ERROR_UNSPECIFIED, "error.code: not set");
+        S_REQUIRE(m->error->failed_peer >= 0, "error.failed_peer: %d, expected 0 or 1 + a rank",
+                  m->error->failed_peer);
+        S_REQUIRE(!m->error->failed_peer || m->error->code == GPP__ERROR_CODE__ERROR_COMM,
+                  "error.failed_peer: %d on an error of code %d (only ERROR_COMM names a peer)",
+                  m->error->failed_peer, (int)m->error->code);
         return 0;
     case GPP__ENVELOPE__BODY_RDV_SET:
         return s_check_rdv_set(m->rdv_set, err);

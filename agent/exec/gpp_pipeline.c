@@ -67,6 +67,7 @@ struct gpp_pipeline_s {
     int64_t *act_start_us, *act_end_us; /* [cfg.n_actions], gpp_now_us */
     char phase[64];                     /* what run is doing, for messages */
     int bad_input;                      /* run failed on the model or data the job names */
+    int failed_peer;                    /* comm rank of the first failed send/recv, -1 none */
 };
 
 /* First sample of this replica's share of micro-batch mb, and its size. */
@@ -120,6 +121,7 @@ gpp_pipeline_t *gpp_pipeline_new(const gpp_pipeline_cfg_t *cfg, const gpp_pipeli
         }
     }
     gpp_pipeline_t *self = gpp_xcalloc(1, sizeof *self);
+    self->failed_peer = -1;
     self->cfg = *cfg;
     if (cb)
         self->cb = *cb;
@@ -437,6 +439,18 @@ static int s_allreduce(gpp_pipeline_t *self, gpp_err_t *err)
     return 0;
 }
 
+/* rc of a send/recv call on action a's peer: 1 when it failed (the first
+ * failure's peer is kept for gpp_pipeline_failed_peer), else 0. An abort
+ * (the coordinator stopped the job) is nobody's connection failing. */
+static int s_p2p_failed(gpp_pipeline_t *self, const s_act_t *a, int rc)
+{
+    if (rc >= 0)
+        return 0;
+    if (self->failed_peer < 0 && !atomic_load(&self->abort))
+        self->failed_peer = a->peer;
+    return 1;
+}
+
 static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_loss,
                        int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
 {
@@ -452,7 +466,9 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
     for (int i = 0; i < self->cfg.n_actions; i++) {
         s_act_t *a = &self->acts[i];
         if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
-            gpp_comm_irecv(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err) < 0)
+            s_p2p_failed(
+                self, a,
+                gpp_comm_irecv(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err)))
             goto out;
     }
     for (int i = 0; i < self->cfg.n_actions; i++) {
@@ -489,7 +505,7 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
             break;
         case GPP_ACT_RECV_ACT:
         case GPP_ACT_RECV_GRAD: {
-            if (gpp_comm_wait(self->comm, &a->req, err) < 0)
+            if (s_p2p_failed(self, a, gpp_comm_wait(self->comm, &a->req, err)))
                 goto out;
             bubble += gpp_now_ms() - t0;
             if (a->tensor == GPP_DEP_TENSOR) /* only the wait: no data */
@@ -511,7 +527,9 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
         case GPP_ACT_SEND_ACT:
         case GPP_ACT_SEND_GRAD: {
             if (a->tensor == GPP_DEP_TENSOR) { /* the predecessor/successor may go on */
-                if (gpp_comm_isend(self->comm, a->buf, 0, a->peer, a->tag, &a->req, err) < 0)
+                if (s_p2p_failed(
+                        self, a,
+                        gpp_comm_isend(self->comm, a->buf, 0, a->peer, a->tag, &a->req, err)))
                     goto out;
                 break;
             }
@@ -528,7 +546,9 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
             if (gpp_stream_copy(gpp_exec_stream(self->ex), a->buf, src, a->bytes, GPP_COPY_D2H,
                                 err) < 0 ||
                 s_sync(self, err) < 0 ||
-                gpp_comm_isend(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err) < 0)
+                s_p2p_failed(
+                    self, a,
+                    gpp_comm_isend(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err)))
                 goto out;
             break;
         }
@@ -561,7 +581,7 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
     for (int i = 0; i < self->cfg.n_actions; i++) {
         s_act_t *a = &self->acts[i];
         if (a->req && (a->type == GPP_ACT_SEND_ACT || a->type == GPP_ACT_SEND_GRAD) &&
-            gpp_comm_wait(self->comm, &a->req, err) < 0)
+            s_p2p_failed(self, a, gpp_comm_wait(self->comm, &a->req, err)))
             goto out;
     }
     bubble += gpp_now_ms() - t_send;
@@ -694,4 +714,9 @@ void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
 int gpp_pipeline_bad_input(const gpp_pipeline_t *self)
 {
     return self->bad_input;
+}
+
+int gpp_pipeline_failed_peer(const gpp_pipeline_t *self)
+{
+    return self->failed_peer;
 }

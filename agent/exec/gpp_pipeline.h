@@ -133,6 +133,11 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err);
  * model cannot be loaded, the dataset cannot be opened or does not fit the
  * model): the user's to fix, not a fault of this agent. */
 int gpp_pipeline_bad_input(const gpp_pipeline_t *self);
+/* The comm rank of the peer whose send or receive failed first in the last
+ * gpp_pipeline_run (its connection broke: that agent died or hung up), -1
+ * when no point-to-point operation failed (a collective, or another
+ * failure). The coordinator blames that rank when it saw no agent die. */
+int gpp_pipeline_failed_peer(const gpp_pipeline_t *self);
 /* Makes a running or later gpp_pipeline_run fail with "aborted": aborts the
  * communicator so that blocked waits return. Any thread; idempotent. */
 void gpp_pipeline_abort(gpp_pipeline_t *self, const char *reason);

@@ -132,6 +132,14 @@ if [ $rc = 0 ] && [ -n "$from" ] && [ "$(digest "$TMP/kill.out")" = "$ref" ] &&
 else
     fail "recovery (rc $rc, from '$from', digest $(digest "$TMP/kill.out"))" "$(errtail "$TMP/kill.err")"
 fi
+# the restart is counted against slot 1 alone: the coordinator named it from
+# slot 0's Error (the peer whose connection broke) or found it silent
+if grep -q "agent 127.0.0.1:1 (rank 1) is blamed: a peer's connection to it broke first\|agent 127.0.0.1:1 (rank 1.*) silent for" "$TMP/kill.err" &&
+    ! grep -q "agent 127.0.0.1:0 (rank 0) is blamed\|every slot counts a restart" "$TMP/kill.err"; then
+    ok "the restart is blamed on slot 1 only ($(grep -o "is blamed: a peer's connection to it broke first\|silent for" "$TMP/kill.err" | head -1))"
+else
+    fail "blame after slot 1's kill" "$(grep "blamed\|silent\|every slot" "$TMP/kill.err")"
+fi
 python3 - "$TMP/kill.err" "$(cat "$TMP/kill.kill")" "$DELAY" <<'EOF'
 import sys
 from datetime import datetime

@@ -783,6 +783,17 @@ static void m_err_code(sample_t *s)
 {
     s->error.code = 1000;
 }
+
+static void m_err_peer_negative(sample_t *s)
+{
+    s->error.code = GPP__ERROR_CODE__ERROR_COMM;
+    s->error.failed_peer = -3;
+}
+
+static void m_err_peer_not_comm(sample_t *s)
+{
+    s->error.failed_peer = 2; /* the sample's code is ERROR_DEVICE */
+}
 static void m_abort(sample_t *s)
 {
     s->abort_.reason = "";
@@ -988,6 +999,10 @@ static const bad_case_t BAD[] = {
     {"heartbeat negative", GPP__ENVELOPE__BODY_HEARTBEAT, m_hb_negative, "heartbeat: negative"},
     {"barrier", GPP__ENVELOPE__BODY_BARRIER_ENTER, m_barrier, "barrier_enter.barrier_id"},
     {"error code", GPP__ENVELOPE__BODY_ERROR, m_err_code, "error.code: 1000"},
+    {"error failed_peer < 0", GPP__ENVELOPE__BODY_ERROR, m_err_peer_negative,
+     "error.failed_peer: -3, expected 0 or 1 + a rank"},
+    {"error failed_peer not comm", GPP__ENVELOPE__BODY_ERROR, m_err_peer_not_comm,
+     "error.failed_peer: 2 on an error of code 5 (only ERROR_COMM names a peer)"},
     {"abort reason", GPP__ENVELOPE__BODY_ABORT, m_abort, "abort.reason"},
 };
 
