@@ -14,9 +14,8 @@
 #include "common/gpp_notify.h"
 #include "common/gpp_sigfd.h"
 #include "common/gpp_time.h"
+#include "coordinator/gpp_coord_imp.h"
 #include "coordinator/gpp_expo.h"
-#include "coordinator/gpp_monitor.h"
-#include "coordinator/gpp_rdv.h"
 
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
 #define S_LINGER_MS 300       /* external agents: let the last messages go out */
@@ -27,61 +26,9 @@
  * most silence docs/operations.md promises. */
 #define S_PROGRESS_MS 1500.0
 
-typedef enum {
-    S_WAITING = 0,
-    S_PROFILING,
-    S_PLANNING,
-    S_ASSIGNING,
-    S_RENDEZVOUS,
-    S_TRAINING,
-    S_DONE
-} s_state_t;
+const char *const gpp_coord_state_name[S_N_STATES] = {
+    "waiting", "profiling", "planning", "assigning", "rendezvous", "training", "done"};
 
-static const char *s_state_name[] = {"waiting",    "profiling", "planning", "assigning",
-                                     "rendezvous", "training",  "done"};
-
-struct gpp_coord_s {
-    gpp_coord_cfg_t cfg;
-    zloop_t *loop;
-    zsock_t *router;
-    int port;
-    zmq_pollitem_t sig_item;
-    int timer_id;
-    s_state_t state;
-    double start_ms;
-    gpp_registry_t *reg;
-    gpp_coord_job_t job; /* written by the planning thread until its result is in */
-    zactor_t *planner;   /* the planning thread while it runs */
-    atomic_int cancel;   /* set when the job stops: plan_fn gives up */
-    double plan_start_ms;
-    int *in_job; /* [n_agents]: 1 when the agent takes part (gets barriers) */
-    int n_in_job;
-    gpp_progress_t *progress;
-    int barrier_id;            /* the barrier now open */
-    int barrier_count;         /* agents in it */
-    double barrier_release_ms; /* when the previous one was released */
-    double *barrier_ms;
-    int n_barrier_ms, cap_barrier_ms;
-    int stopped; /* -1: aborted; 0: running/finished */
-    int exit_code;
-    int agent_failed; /* the stop was an agent's: silent, exited, or its (not config) Error */
-    int failed_peer;  /* rank named by the first ERROR_COMM before the stop, -1 none */
-    char reason[GPP_ERR_LEN];
-    double exit_deadline_ms;
-    uint64_t dropped;
-    uint64_t refused;         /* of those, from peers that are no agent of the job (s_refuse) */
-    s_state_t progress_state; /* the phase the progress lines are about */
-    double progress_phase_ms; /* when it began */
-    double progress_line_ms;  /* the last progress line (or the phase's start) */
-    double start_time_s;      /* Unix time of gpp_coord_new, for /metrics */
-    gpp_rdv_t *rdv;           /* the job's rendezvous table */
-    char rdv_endpoint[512];
-    char bind[512]; /* cfg.endpoint with a host name or interface resolved (gpp_net) */
-    int64_t rx_us;  /* gpp_now_us when the frame in hand arrived (t3 of a clock round trip) */
-    gpp_monitor_t *monitor; /* answers gpp-top's MonitorRequests */
-};
-
-static void s_drop(gpp_coord_t *self, const char *who, const char *why);
 static gpp_monitor_render_fn s_render;
 
 /* ---- sending ---- */
@@ -116,7 +63,7 @@ static int s_send_to(gpp_coord_t *self, const void *id, size_t id_len, uint64_t 
     return rc;
 }
 
-static int s_send(gpp_coord_t *self, gpp_agent_t *a, gpp_msg_t *m)
+int gpp_coord_send(gpp_coord_t *self, gpp_agent_t *a, gpp_msg_t *m)
 {
     return s_send_to(self, a->id, a->id_len, ++a->sent_seq, m);
 }
@@ -140,7 +87,7 @@ static void s_broadcast(gpp_coord_t *self, gpp_msg_t *m, int only_in_job)
         gpp_agent_t *a = gpp_registry_agent(self->reg, r);
         if (a->state != GPP_AGENT_ALIVE || (only_in_job && !self->in_job[r]))
             continue;
-        s_send(self, a, m);
+        gpp_coord_send(self, a, m);
     }
 }
 
@@ -164,7 +111,7 @@ static void s_ping(gpp_coord_t *self, gpp_agent_t *a)
         a->clock_pings++;
         hb.mono_us = gpp_now_us(); /* last: the agent answers at once */
     }
-    s_send(self, a, &m);
+    gpp_coord_send(self, a, &m);
 }
 
 /* ---- stopping ---- */
@@ -177,8 +124,7 @@ static void s_enter_exit(gpp_coord_t *self)
 }
 
 /* Stops the job: Abort to every live agent, naming the reason. */
-static void s_abort(gpp_coord_t *self, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void s_abort(gpp_coord_t *self, const char *fmt, ...)
+void gpp_coord_abort(gpp_coord_t *self, const char *fmt, ...)
 {
     if (self->stopped)
         return;
@@ -190,7 +136,8 @@ static void s_abort(gpp_coord_t *self, const char *fmt, ...)
     atomic_store(&self->cancel, 1);
     if (!self->exit_code)
         self->exit_code = 1;
-    gpp_error("coordinator: job stopped in state %s: %s", s_state_name[self->state], self->reason);
+    gpp_error("coordinator: job stopped in state %s: %s", gpp_coord_state_name[self->state],
+              self->reason);
     Gpp__Abort ab = GPP__ABORT__INIT;
     ab.reason = self->reason;
     gpp_msg_t m;
@@ -205,16 +152,16 @@ static void s_abort(gpp_coord_t *self, const char *fmt, ...)
     s_enter_exit(self);
 }
 
-static void s_shutdown_agent(gpp_coord_t *self, gpp_agent_t *a)
+void gpp_coord_shutdown_agent(gpp_coord_t *self, gpp_agent_t *a)
 {
     Gpp__Shutdown sd = GPP__SHUTDOWN__INIT;
     gpp_msg_t m;
     gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_SHUTDOWN, &sd);
-    s_send(self, a, &m);
+    gpp_coord_send(self, a, &m);
     a->state = GPP_AGENT_EXITED;
 }
 
-static void s_finish(gpp_coord_t *self)
+void gpp_coord_finish(gpp_coord_t *self)
 {
     gpp_info("coordinator: job finished; shutting down %d agents",
              gpp_registry_count(self->reg, GPP_AGENT_ALIVE));
@@ -222,7 +169,7 @@ static void s_finish(gpp_coord_t *self)
     for (int r = 0; r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(self->reg, r);
         if (a->state == GPP_AGENT_ALIVE)
-            s_shutdown_agent(self, a);
+            gpp_coord_shutdown_agent(self, a);
     }
     s_enter_exit(self);
 }
@@ -236,189 +183,9 @@ static void s_start_barrier_phase(gpp_coord_t *self)
     self->barrier_release_ms = gpp_now_ms();
 }
 
-/* The plan is in: check it, set up progress, send the assignments. */
-static void s_assign(gpp_coord_t *self)
-{
-    int n = gpp_registry_size(self->reg);
-    gpp_progress_layout_t *l = &self->job.layout;
-    int bad = l->n_agents != n || l->n_stages < 1 || l->iterations < 1 || l->batch < 1;
-    for (int r = 0; r < n && !bad; r++) {
-        int s = l->stage_of_rank[r];
-        if (s >= l->n_stages || (s >= 0) != (self->job.assign[r] != NULL))
-            bad = 1;
-        else if (s >= 0) {
-            self->in_job[r] = 1;
-            self->n_in_job++;
-        }
-    }
-    if (bad || !self->n_in_job) {
-        s_abort(self, "planning produced %s",
-                bad ? "an inconsistent job (stages, ranks, iterations or batch)"
-                    : "no assignment for any agent");
-        return;
-    }
-    gpp_err_t err = {{0}};
-    self->progress = gpp_progress_new(l, self->cfg.progress, self->cfg.metrics_path, &err);
-    if (!self->progress) {
-        s_abort(self, "%s", err.msg);
-        return;
-    }
-    self->state = S_ASSIGNING;
-    for (int r = 0; r < n; r++) {
-        gpp_agent_t *a = gpp_registry_agent(self->reg, r);
-        if (!self->in_job[r]) {
-            gpp_info("coordinator: agent %s:%d has no stage in the plan; shutting it down", a->host,
-                     a->slot);
-            s_shutdown_agent(self, a);
-            continue;
-        }
-        gpp_msg_t m;
-        gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_ASSIGNMENT,
-                     self->job.assign[r]);
-        if (s_send(self, a, &m) < 0) {
-            /* its connection is gone (ROUTER_MANDATORY: EHOSTUNREACH): it died
-               between registering and now, a death like any other */
-            int e = errno;
-            if (e == EHOSTUNREACH) {
-                a->state = GPP_AGENT_DEAD;
-                self->agent_failed = !self->stopped;
-            }
-            s_abort(self, "cannot send the assignment of %s:%d (%s)", a->host, a->slot,
-                    zmq_strerror(e));
-            return;
-        }
-    }
-    gpp_info("coordinator: assignments sent to %d agents", self->n_in_job);
-}
-
-/* The planning thread: runs plan_fn, sends "rc, message" on its pipe, then
- * waits for $TERM (zactor_destroy). */
-static void s_planner_actor(zsock_t *pipe, void *arg)
-{
-    gpp_coord_t *self = arg;
-    zsock_signal(pipe, 0);
-    gpp_err_t err = {{0}};
-    int rc = self->cfg.plan_fn(self->cfg.plan_arg, self->reg, &self->cancel, &self->job, &err);
-    zsock_send(pipe, "is", rc, err.msg);
-    for (;;) {
-        char *cmd = zstr_recv(pipe);
-        int term = !cmd || strcmp(cmd, "$TERM") == 0;
-        zstr_free(&cmd);
-        if (term)
-            break;
-    }
-}
-
-/* Joins the planning thread, cancelling it when it still runs. */
-static void s_planner_stop(gpp_coord_t *self)
-{
-    if (!self->planner)
-        return;
-    atomic_store(&self->cancel, 1);
-    if (self->loop)
-        zloop_reader_end(self->loop, zactor_sock(self->planner));
-    zactor_destroy(&self->planner);
-}
-
-static int s_on_planned(zloop_t *loop, zsock_t *pipe, void *arg)
-{
-    (void)loop;
-    gpp_coord_t *self = arg;
-    int rc = -1;
-    char *msg = NULL;
-    if (zsock_recv(pipe, "is", &rc, &msg) < 0)
-        rc = -1;
-    s_planner_stop(self);            /* it is done: joins at once */
-    if (self->state == S_PLANNING) { /* not stopped meanwhile */
-        if (rc < 0) {
-            s_abort(self, "planning failed: %s", msg ? msg : "no result from the planning thread");
-        } else {
-            gpp_info("coordinator: planned in %.1f ms", gpp_now_ms() - self->plan_start_ms);
-            s_assign(self);
-        }
-    }
-    zstr_free(&msg);
-    return 0;
-}
-
-/* Every agent is in (and profiled): planning starts on its own thread. */
-static void s_plan(gpp_coord_t *self)
-{
-    int n = gpp_registry_size(self->reg);
-    if (!self->cfg.plan_fn) {
-        /* control-only job: every agent takes part in the barriers (set up
-         * in gpp_coord_new, so that early entries count) */
-        self->state = S_TRAINING;
-        gpp_info("coordinator: control-only job: %d barriers across %d agents", self->cfg.barriers,
-                 n);
-        if (self->cfg.barriers == 0)
-            s_finish(self);
-        return;
-    }
-    self->state = S_PLANNING;
-    self->plan_start_ms = gpp_now_ms();
-    /* the job's rendezvous table: its endpoint and token go into the
-     * assignments that plan_fn makes */
-    gpp_err_t err = {{0}};
-    if (gpp_rdv_open(self->rdv, n, &err) < 0) {
-        s_abort(self, "%s", err.msg);
-        return;
-    }
-    gpp_rdv_endpoint(self->bind, self->port, self->cfg.launch != NULL, self->rdv_endpoint,
-                     sizeof self->rdv_endpoint);
-    self->job.rdv_endpoint = self->rdv_endpoint;
-    self->job.rdv_token = gpp_rdv_token(self->rdv);
-    if (self->cfg.sigfd >= 0)
-        gpp_sigfd_mask(SIG_BLOCK); /* signals stay with the loop thread */
-    self->planner = zactor_new(s_planner_actor, self);
-    if (self->cfg.sigfd >= 0)
-        gpp_sigfd_mask(SIG_UNBLOCK);
-    if (!self->planner ||
-        zloop_reader(self->loop, zactor_sock(self->planner), s_on_planned, self) < 0)
-        s_abort(self, "cannot start the planning thread");
-}
-
-/* All agents are in: profile first when asked to, else plan. */
-static void s_profile_or_plan(gpp_coord_t *self)
-{
-    if (!self->cfg.profile_req || !self->cfg.plan_fn) {
-        s_plan(self);
-        return;
-    }
-    self->state = S_PROFILING;
-    gpp_msg_t m;
-    gpp_msg_wrap(&m, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_PROFILE_REQUEST,
-                 (Gpp__ProfileRequest *)self->cfg.profile_req);
-    gpp_agent_t *a = gpp_registry_agent(self->reg, 0);
-    if (s_send(self, a, &m) < 0) {
-        s_abort(self, "cannot send the profile request to %s:%d", a->host, a->slot);
-        return;
-    }
-    gpp_info("coordinator: profiling the model's ops on %s:%d", a->host, a->slot);
-}
-
-static void s_on_profile_result(gpp_coord_t *self, gpp_agent_t *a, const Gpp__ProfileResult *res,
-                                const char *who)
-{
-    if (self->state != S_PROFILING || a->rank != 0) {
-        char why[128];
-        snprintf(why, sizeof why, "profile_result in state %s from rank %d",
-                 s_state_name[self->state], a->rank);
-        s_drop(self, who, why);
-        return;
-    }
-    gpp_err_t err = {{0}};
-    if (self->cfg.profile_fn(self->cfg.plan_arg, res, &err) < 0) {
-        s_abort(self, "the profile from %s: %s", who, err.msg);
-        return;
-    }
-    gpp_info("coordinator: profile of %zu (op, micro-batch) pairs from %s", res->n_ops, who);
-    s_plan(self);
-}
-
 /* ---- message handlers ---- */
 
-static void s_drop(gpp_coord_t *self, const char *who, const char *why)
+void gpp_coord_drop(gpp_coord_t *self, const char *who, const char *why)
 {
     self->dropped++;
     gpp_warn("coordinator: dropped a message from %s (%llu dropped so far): %s", who,
@@ -451,7 +218,8 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
 {
     gpp_err_t err = {{0}};
     if (self->state != S_WAITING) {
-        gpp_err_set(&err, "registration closed: the job is already %s", s_state_name[self->state]);
+        gpp_err_set(&err, "registration closed: the job is already %s",
+                    gpp_coord_state_name[self->state]);
     } else if (m->sender != GPP_MSG_SENDER_UNREGISTERED) {
         gpp_err_set(&err, "register with sender %d, expected -2", m->sender);
     } else if (strcmp(m->register_->build_version, GPP_VERSION) != 0) {
@@ -472,7 +240,7 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
                                              "--gpu / --backend cuda");
             s_send_reject(self, id, id_len, err.msg);
             self->exit_code = 2; /* the job's configuration does not fit its agents */
-            s_abort(self, "%s", err.msg);
+            gpp_coord_abort(self, "%s", err.msg);
             return;
         }
         if (a) {
@@ -482,7 +250,7 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
             ack.world_size = gpp_registry_size(self->reg);
             gpp_msg_t out;
             gpp_msg_wrap(&out, 1, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_REGISTER_ACK, &ack);
-            s_send(self, a, &out);
+            gpp_coord_send(self, a, &out);
             if (self->cfg.clock_round_trips > 0)
                 s_ping(self, a);
             int have =
@@ -497,7 +265,7 @@ static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id,
                 gpp_info("coordinator: registered %s (%d/%d)", gpp_agent_name(a, name, sizeof name),
                          have, gpp_registry_size(self->reg));
             if (have == gpp_registry_size(self->reg))
-                s_profile_or_plan(self);
+                gpp_coord_profile_or_plan(self);
             return;
         }
     }
@@ -514,19 +282,20 @@ static void s_on_barrier_enter(gpp_coord_t *self, gpp_agent_t *a, int id, const 
     int open = self->cfg.plan_fn ? (self->state >= S_ASSIGNING && self->state <= S_TRAINING)
                                  : (self->state == S_WAITING || self->state == S_TRAINING);
     if (!self->in_job[a->rank] || !open) {
-        snprintf(why, sizeof why, "barrier_enter %d in state %s", id, s_state_name[self->state]);
-        s_drop(self, who, why);
+        snprintf(why, sizeof why, "barrier_enter %d in state %s", id,
+                 gpp_coord_state_name[self->state]);
+        gpp_coord_drop(self, who, why);
         return;
     }
     if (id != self->barrier_id || a->barrier == id) {
         snprintf(why, sizeof why, "barrier_enter %d, but barrier %d is open and it entered %d", id,
                  self->barrier_id, a->barrier);
-        s_drop(self, who, why);
+        gpp_coord_drop(self, who, why);
         return;
     }
     if (self->cfg.plan_fn && !a->ready) {
         snprintf(why, sizeof why, "barrier_enter %d before ready", id);
-        s_drop(self, who, why);
+        gpp_coord_drop(self, who, why);
         return;
     }
     a->barrier = id;
@@ -554,7 +323,7 @@ static void s_on_barrier_enter(gpp_coord_t *self, gpp_agent_t *a, int id, const 
         self->state = S_TRAINING;
         gpp_info("coordinator: all %d agents ready; training", self->n_in_job);
     } else if (!self->cfg.plan_fn && self->barrier_id == self->cfg.barriers) {
-        s_finish(self);
+        gpp_coord_finish(self);
     }
 }
 
@@ -562,8 +331,8 @@ static void s_on_ready(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Ready *rd, 
 {
     char why[256];
     if (self->state != S_ASSIGNING && self->state != S_RENDEZVOUS) {
-        snprintf(why, sizeof why, "ready in state %s", s_state_name[self->state]);
-        s_drop(self, who, why);
+        snprintf(why, sizeof why, "ready in state %s", gpp_coord_state_name[self->state]);
+        gpp_coord_drop(self, who, why);
         return;
     }
     int stage = self->job.layout.stage_of_rank[a->rank];
@@ -571,7 +340,7 @@ static void s_on_ready(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Ready *rd, 
     if (stage < 0 || rd->stage != stage || rd->replica != replica || a->ready) {
         snprintf(why, sizeof why, "ready for stage %d replica %d, assigned %d/%d%s", rd->stage,
                  rd->replica, stage, replica, a->ready ? " (already ready)" : "");
-        s_drop(self, who, why);
+        gpp_coord_drop(self, who, why);
         return;
     }
     a->ready = 1;
@@ -589,22 +358,22 @@ static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *
 {
     if (self->state != S_TRAINING || !self->progress) {
         char why[128];
-        snprintf(why, sizeof why, "metrics in state %s", s_state_name[self->state]);
-        s_drop(self, who, why);
+        snprintf(why, sizeof why, "metrics in state %s", gpp_coord_state_name[self->state]);
+        gpp_coord_drop(self, who, why);
         return;
     }
     gpp_err_t err = {{0}};
     if (self->cfg.metrics_fn && self->cfg.metrics_fn(self->cfg.plan_arg, a->rank, mt, &err) < 0) {
-        s_drop(self, who, err.msg);
+        gpp_coord_drop(self, who, err.msg);
         return;
     }
     int completed = gpp_progress_add(self->progress, a->rank, mt, &err);
     if (completed == -2) { /* the metrics file: nothing the agent did */
-        s_abort(self, "%s", err.msg);
+        gpp_coord_abort(self, "%s", err.msg);
         return;
     }
     if (completed < 0) {
-        s_drop(self, who, err.msg);
+        gpp_coord_drop(self, who, err.msg);
         return;
     }
     a->iteration = mt->iteration;
@@ -614,12 +383,12 @@ static void s_on_metrics(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Metrics *
         /* counted from the job's start: a resumed job's first is start + 1 */
         int done = self->job.layout.start_iteration + sum.iterations_done;
         if (self->cfg.iteration_fn(self->cfg.plan_arg, done, &err) < 0) {
-            s_abort(self, "%s", err.msg);
+            gpp_coord_abort(self, "%s", err.msg);
             return;
         }
     }
     if (gpp_progress_finished(self->progress))
-        s_finish(self);
+        gpp_coord_finish(self);
 }
 
 /* An answer to one of our heartbeats is a round trip of the agent's clock
@@ -650,18 +419,18 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
         if (a->state == GPP_AGENT_EXITED)
             return;
         snprintf(why, sizeof why, "%s from an agent marked dead", gpp_msg_type_name(m->body_case));
-        s_drop(self, who, why);
+        gpp_coord_drop(self, who, why);
         return;
     }
     if (m->sender != a->rank) {
         snprintf(why, sizeof why, "sender %d, but it is rank %d", m->sender, a->rank);
-        s_drop(self, who, why);
+        gpp_coord_drop(self, who, why);
         return;
     }
     if (m->seq <= a->last_seq) {
         snprintf(why, sizeof why, "seq %llu not after %llu", (unsigned long long)m->seq,
                  (unsigned long long)a->last_seq);
-        s_drop(self, who, why);
+        gpp_coord_drop(self, who, why);
         return;
     }
     a->last_seq = m->seq;
@@ -682,7 +451,7 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
         s_on_metrics(self, a, m->metrics, who);
         return;
     case GPP__ENVELOPE__BODY_PROFILE_RESULT:
-        s_on_profile_result(self, a, m->profile_result, who);
+        gpp_coord_on_profile_result(self, a, m->profile_result, who);
         return;
     case GPP__ENVELOPE__BODY_ERROR:
         /* ERROR_CONFIG: the job's own input (model, data) is at fault: exit 2 */
@@ -693,14 +462,14 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
         if (!self->stopped && self->failed_peer < 0 && m->error->failed_peer > 0 &&
             m->error->failed_peer <= gpp_registry_size(self->reg))
             self->failed_peer = m->error->failed_peer - 1;
-        s_abort(self, "agent %s reported an error: %s%s", who, m->error->text,
-                m->error->code == GPP__ERROR_CODE__ERROR_CONFIG
-                    ? " (fix the cluster file's [job] and start again)"
-                    : "");
+        gpp_coord_abort(self, "agent %s reported an error: %s%s", who, m->error->text,
+                        m->error->code == GPP__ERROR_CODE__ERROR_CONFIG
+                            ? " (fix the cluster file's [job] and start again)"
+                            : "");
         return;
     default:
         snprintf(why, sizeof why, "unexpected %s from an agent", gpp_msg_type_name(m->body_case));
-        s_drop(self, who, why);
+        gpp_coord_drop(self, who, why);
         return;
     }
 }
@@ -713,7 +482,7 @@ static void s_on_monitor_request(gpp_coord_t *self, const void *id, size_t id_le
     char why[256];
     if (!gpp_monitor_answer(self->monitor, id, id_len, m->seq, m->monitor_request, gpp_now_ms(),
                             &rep, why, sizeof why)) {
-        s_drop(self, who, why);
+        gpp_coord_drop(self, who, why);
         return;
     }
     gpp_msg_t out;
@@ -751,14 +520,14 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
                                 gpp_curve_user_role(zframe_meta(body, "User-Id")), m->body_case)
           : NULL;
     if (!m && a) {
-        s_drop(self, who, err.msg);
+        gpp_coord_drop(self, who, err.msg);
     } else if (!m) {
         s_refuse(self, id, id_len, "dropped a message from an unregistered peer", err.msg);
     } else if (refusal) {
         char why[512];
         snprintf(why, sizeof why, "%s: %s", gpp_msg_type_name(m->body_case), refusal);
         if (a)
-            s_drop(self, who, why);
+            gpp_coord_drop(self, who, why);
         else
             s_refuse(self, id, id_len, "dropped a message from an unregistered peer", why);
     } else if (m->body_case == GPP__ENVELOPE__BODY_MONITOR_REQUEST) {
@@ -853,9 +622,10 @@ static void s_progress_tick(gpp_coord_t *self, double now)
 static void s_render(void *arg, gpp_expo_t *metrics, gpp_expo_t *schedule)
 {
     gpp_coord_t *self = arg;
-    gpp_expo_job_t v = {.state = s_state_name[self->state],
-                        .state_names = s_state_name,
-                        .n_states = (int)(sizeof s_state_name / sizeof *s_state_name),
+    gpp_expo_job_t v = {.state = gpp_coord_state_name[self->state],
+                        .state_names = gpp_coord_state_name,
+                        .n_states =
+                            (int)(sizeof gpp_coord_state_name / sizeof *gpp_coord_state_name),
                         .start_time_s = self->start_time_s,
                         .now_ms = gpp_now_ms(),
                         .reg = self->reg,
@@ -890,7 +660,8 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     gpp_coord_t *self = arg;
     double now = gpp_now_ms();
     gpp_rdv_tick(self->rdv, now);
-    gpp_notify_tick(s_state_name[self->state]); /* systemd: watchdog ping, state as STATUS */
+    gpp_notify_tick(
+        gpp_coord_state_name[self->state]); /* systemd: watchdog ping, state as STATUS */
     s_progress_tick(self, now);
     s_publish_metrics(self);
     if (self->state == S_DONE) {
@@ -908,11 +679,12 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
         char missing[1024];
         gpp_registry_list(self->reg, GPP_AGENT_EXPECTED, 16, missing, sizeof missing);
         int n = gpp_registry_size(self->reg);
-        s_abort(self,
-                "timed out after %.1f s waiting for agents: missing %s (%d of %d registered); "
-                "start them or fix [[nodes]] in the cluster file",
-                self->cfg.start_timeout_ms / 1000.0, missing,
-                n - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED), n);
+        gpp_coord_abort(
+            self,
+            "timed out after %.1f s waiting for agents: missing %s (%d of %d registered); "
+            "start them or fix [[nodes]] in the cluster file",
+            self->cfg.start_timeout_ms / 1000.0, missing,
+            n - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED), n);
         return 0;
     }
     int n = gpp_registry_size(self->reg);
@@ -929,9 +701,9 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
         silent->state = GPP_AGENT_DEAD;
         self->agent_failed = !self->stopped;
         char who[GPP_REG_HOST_MAX + 64];
-        s_abort(self, "agent %s silent for %.1f s (heartbeat timeout %.1f s)",
-                gpp_agent_name(silent, who, sizeof who), (now - silent->last_seen_ms) / 1000.0,
-                self->cfg.timeout_ms / 1000.0);
+        gpp_coord_abort(self, "agent %s silent for %.1f s (heartbeat timeout %.1f s)",
+                        gpp_agent_name(silent, who, sizeof who),
+                        (now - silent->last_seen_ms) / 1000.0, self->cfg.timeout_ms / 1000.0);
         /* a local agent that stopped answering (hung, stopped) will not
            act on the Abort: SIGKILL it now rather than after the exit
            grace, so a restart (--max-restarts) begins at once */
@@ -971,7 +743,7 @@ static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
     }
     a->state = GPP_AGENT_DEAD;
     self->agent_failed = !self->stopped;
-    s_abort(self, "agent %s %s before the job finished (see its log above)", who, st);
+    gpp_coord_abort(self, "agent %s %s before the job finished (see its log above)", who, st);
 }
 
 static int s_on_signal(zloop_t *loop, zmq_pollitem_t *item, void *arg)
@@ -991,7 +763,7 @@ static int s_on_signal(zloop_t *loop, zmq_pollitem_t *item, void *arg)
             return -1;
         }
         self->exit_code = 128 + sig;
-        s_abort(self, "interrupted by %s", strsignal(sig));
+        gpp_coord_abort(self, "interrupted by %s", strsignal(sig));
     }
     if (self->state == S_DONE && self->cfg.launch && gpp_launch_live(self->cfg.launch) == 0)
         return -1;
@@ -1133,7 +905,7 @@ void gpp_coord_destroy(gpp_coord_t **self_p)
     if (!self_p || !*self_p)
         return;
     gpp_coord_t *self = *self_p;
-    s_planner_stop(self);
+    gpp_coord_planner_stop(self);
     zloop_destroy(&self->loop);
     zsock_destroy(&self->router);
     gpp_progress_destroy(&self->progress);
@@ -1154,10 +926,10 @@ int gpp_coord_run(gpp_coord_t *self)
     gpp_info("coordinator: listening on %s (%s, port %d), waiting for %d agents",
              self->cfg.endpoint, self->bind, self->port, gpp_registry_size(self->reg));
     gpp_sigfd_run_loop(self->loop);
-    s_planner_stop(self); /* no thread outlives the run */
+    gpp_coord_planner_stop(self); /* no thread outlives the run */
     if (self->state != S_DONE && !self->stopped) {
         snprintf(self->reason, sizeof self->reason, "event loop ended in state %s",
-                 s_state_name[self->state]);
+                 gpp_coord_state_name[self->state]);
         self->stopped = -1;
         self->exit_code = 1;
     }
