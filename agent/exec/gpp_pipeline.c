@@ -441,12 +441,16 @@ static int s_allreduce(gpp_pipeline_t *self, gpp_err_t *err)
 
 /* rc of a send/recv call on action a's peer: 1 when it failed (the first
  * failure's peer is kept for gpp_pipeline_failed_peer), else 0. An abort
- * (the coordinator stopped the job) is nobody's connection failing. */
+ * (the coordinator stopped the job) is nobody's connection failing. Gloo
+ * fails a request on the pair (TCP connection) of its peer; NCCL reports
+ * a communicator-wide error that does not say which rank broke it, so no
+ * peer is named there. */
 static int s_p2p_failed(gpp_pipeline_t *self, const s_act_t *a, int rc)
 {
     if (rc >= 0)
         return 0;
-    if (self->failed_peer < 0 && !atomic_load(&self->abort))
+    if (self->failed_peer < 0 && !atomic_load(&self->abort) &&
+        strcmp(gpp_comm_backend(self->comm), "gloo") == 0)
         self->failed_peer = a->peer;
     return 1;
 }
