@@ -64,7 +64,8 @@ static GPP_HD inline float gpp_math_relu_grad(float x, float dy)
     return x > 0.0f ? dy : 0.0f;
 }
 
-/* ---- GELU, tanh approximation: 0.5 x (1 + tanh(u)), u = c (x + a x^3) ----
+/* ---- GELU (gpp_gelu_form_t), tanh approximation: 0.5 x (1 + tanh(u)),
+ * u = c (x + a x^3) ----
  * Computed as x sg with sg = sigmoid(2u) = 1 / (1 + e), e = exp(-2u), since
  * 0.5 (1 + tanh(u)) = sigmoid(2u): one branch-free gpp_math_expf and one
  * division per element. The derivative's sg (1 - sg) is e sg^2, which does
@@ -90,6 +91,30 @@ static GPP_HD inline float gpp_math_gelu_deriv(float x)
     float e = gpp_math_gelu_exp(x);
     float sg = 1.0f / (1.0f + e);
     return sg + x * (e * sg * sg) * (2.0f * GPP_GELU_C) * (1.0f + 3.0f * GPP_GELU_A * x * x);
+}
+
+/* ---- GELU, exact: 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x) ----
+ * Computed as 0.5 x erfc(-x / sqrt 2): the same value, but erfc keeps its
+ * relative precision where 1 + erf(x / sqrt 2) would cancel (x << 0), so
+ * the result is accurate to a few ulp over the whole range (libm's erfcf
+ * on the host, CUDA's erfcf on the device, both within a few ulp of
+ * erfc). The derivative is Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) /
+ * sqrt(2 pi), the standard normal density; its exp is gpp_math_expf,
+ * whose clamp at exp(-87) leaves |x| > 13.2 a term below 1e-36 instead of
+ * 0. Max abs error against the formula in double, relative to
+ * max(1, |x|): tests/unit/test_kernels.c checks 5e-7 both ways. */
+#define GPP_GELU_RSQRT2 0.70710678118654752f  /* 1 / sqrt(2) */
+#define GPP_GELU_RSQRT2PI 0.3989422804014327f /* 1 / sqrt(2 pi) */
+
+static GPP_HD inline float gpp_math_gelu_erf(float x)
+{
+    return 0.5f * x * erfcf(-x * GPP_GELU_RSQRT2);
+}
+/* d gelu_erf / dx at x */
+static GPP_HD inline float gpp_math_gelu_erf_deriv(float x)
+{
+    return 0.5f * erfcf(-x * GPP_GELU_RSQRT2) +
+           x * GPP_GELU_RSQRT2PI * gpp_math_expf(-0.5f * x * x);
 }
 
 /* ---- optimizers (update rules in kernels/gpp_optim.h) ---- */
