@@ -28,9 +28,8 @@ int gpp_cpu_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t 
 
 /* GELU: the tanh approximation, gpp_math_gelu / gpp_math_gelu_deriv, or the
  * exact erf form, gpp_math_gelu_erf / gpp_math_gelu_erf_deriv
- * (kernels/gpp_math.h, shared with the CUDA kernels). One loop per form so
- * that the tanh form's branch-free loop still vectorises (the erf form
- * calls libm's scalar erfcf). */
+ * (kernels/gpp_math.h, shared with the CUDA kernels); one branch-free,
+ * vectorised loop per form. */
 
 GPP_CPU_CLONES
 int gpp_cpu_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, gpp_tensor_t *y,
