@@ -189,12 +189,15 @@ int gpp_onnx_gelu(imp_t *im, int i)
         const char *v = (const char *)a->s.data;
         if (str && len == 4 && v && !memcmp(v, "tanh", 4))
             form = GPP_GELU_TANH;
-        else if (!(str && len == 4 && v && !memcmp(v, "none", 4)))
+        else if (!(str && len == 4 && v && !memcmp(v, "none", 4))) {
+            char got[48] = "an attribute of another type";
+            if (str)
+                snprintf(got, sizeof got, "'%.*s'", v ? (int)(len > 32 ? 32 : len) : 0, v ? v : "");
             return gpp_onnx_fail(im, i,
                                  "attribute 'approximate' must be the string \"none\" (the exact "
-                                 "erf form) or \"tanh\", got %s'%.*s'",
-                                 str ? "" : "a non-string ",
-                                 str && v ? (int)(len > 32 ? 32 : len) : 0, v ? v : "");
+                                 "erf form) or \"tanh\", got %s",
+                                 got);
+        }
     }
     return s_gelu(im, i, form, n->n_input ? n->input[0] : "", n->output[0]);
 }
