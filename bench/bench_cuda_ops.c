@@ -121,8 +121,8 @@ static int s_misc(gpu_t *d, void *c, gpp_err_t *err)
                                           &k->db, err)
                       : gpp_layernorm_fwd(d->st, &k->x, &k->g, &k->b, &k->y, k->stash.data, err);
     case 2:
-        return k->bwd ? gpp_gelu_bwd(d->st, &k->x, &k->y, &k->dx, err)
-                      : gpp_gelu_fwd(d->st, &k->x, &k->y, err);
+        return k->bwd ? gpp_gelu_bwd(d->st, &k->x, GPP_GELU_TANH, &k->y, &k->dx, err)
+                      : gpp_gelu_fwd(d->st, &k->x, GPP_GELU_TANH, &k->y, err);
     default:
         return gpp_relu_fwd(d->st, &k->x, &k->y, err);
     }

@@ -104,8 +104,9 @@ typedef struct gpp_backend_vt_s {
     int (*relu_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
     int (*relu_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
                     gpp_tensor_t *dx, gpp_err_t *err);
-    int (*gelu_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
-    int (*gelu_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+    int (*gelu_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, int form, gpp_tensor_t *y,
+                    gpp_err_t *err);
+    int (*gelu_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, int form, const gpp_tensor_t *dy,
                     gpp_tensor_t *dx, gpp_err_t *err);
     int (*layernorm_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
                          const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err);

@@ -78,19 +78,22 @@ int gpp_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
     return s_vt(s)->relu_bwd(s, x, dy, dx, err);
 }
 
-int gpp_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
-{
-    assert(s_f32(x) && s_f32(y) && s_same_shape(x, y));
-    return s_vt(s)->gelu_fwd(s, x, y, err);
-}
-
-int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+int gpp_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_gelu_form_t form, gpp_tensor_t *y,
                  gpp_err_t *err)
 {
+    assert(s_f32(x) && s_f32(y) && s_same_shape(x, y));
+    assert(form == GPP_GELU_TANH || form == GPP_GELU_ERF);
+    return s_vt(s)->gelu_fwd(s, x, (int)form, y, err);
+}
+
+int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_gelu_form_t form,
+                 const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_err_t *err)
+{
     assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && s_opt_like(dx, x));
+    assert(form == GPP_GELU_TANH || form == GPP_GELU_ERF);
     if (!dx)
         return 0;
-    return s_vt(s)->gelu_bwd(s, x, dy, dx, err);
+    return s_vt(s)->gelu_bwd(s, x, (int)form, dy, dx, err);
 }
 
 int gpp_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
@@ -299,12 +302,12 @@ static int s_relu_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 
 static int s_gelu_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
-    return gpp_gelu_fwd(s, a->x[0], a->y, err);
+    return gpp_gelu_fwd(s, a->x[0], (gpp_gelu_form_t)a->op->form, a->y, err);
 }
 
 static int s_gelu_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
-    return gpp_gelu_bwd(s, a->x[0], a->dy, a->dx[0], err);
+    return gpp_gelu_bwd(s, a->x[0], (gpp_gelu_form_t)a->op->form, a->dy, a->dx[0], err);
 }
 
 static int s_layernorm_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)

@@ -51,14 +51,16 @@ int gpp_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w
                    gpp_err_t *err);
 
 /* ---- element-wise activations; x, y, dy, dx all the same shape ----
- * Backward takes the forward input x. GELU is the tanh approximation
- * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+ * Backward takes the forward input x. GELU's form (gpp_gelu_form_t):
+ *   GPP_GELU_TANH  0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ *   GPP_GELU_ERF   0.5 x (1 + erf(x / sqrt 2))  (exact; torch's nn.GELU()) */
 int gpp_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
 int gpp_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy, gpp_tensor_t *dx,
                  gpp_err_t *err);
-int gpp_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
-int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+int gpp_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_gelu_form_t form, gpp_tensor_t *y,
                  gpp_err_t *err);
+int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_gelu_form_t form,
+                 const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_err_t *err);
 
 /* ---- layer norm over the last dim (cols), eps 1e-5 ----
  * y = (x - mean) / sqrt(var + eps) * gain + bias, var the biased variance.

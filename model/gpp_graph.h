@@ -27,7 +27,7 @@ typedef enum {
     GPP_OP_INPUT = 0,     /* data source: no inputs; attrs rows, cols, input_kind */
     GPP_OP_LINEAR,        /* y = x W^T (+ b); W (out_features, cols_in); attr bias */
     GPP_OP_RELU,
-    GPP_OP_GELU,          /* tanh approximation */
+    GPP_OP_GELU,          /* attr form: gpp_gelu_form_t (tanh approximation or exact erf) */
     GPP_OP_LAYERNORM,     /* over the last dim, with gain and bias, eps 1e-5 */
     GPP_OP_ATTENTION,     /* multi-head self-attention over rows=seq, including the
                              QKV projection (cols -> 3 cols) and output projection
@@ -49,6 +49,13 @@ typedef enum {
     GPP_INPUT_INDICES = 1 /* int32 indices [1, cols=bag] in [0, table_rows) */
 } gpp_input_kind_t;
 
+/* GELU's formula (docs/graph-format.md). Tanh is 0 so that graphs written
+ * before the attribute existed, and the zoo's models, keep their meaning. */
+typedef enum {
+    GPP_GELU_TANH = 0, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    GPP_GELU_ERF = 1   /* 0.5 x (1 + erf(x / sqrt 2)), exact: torch's nn.GELU() default */
+} gpp_gelu_form_t;
+
 #define GPP_NAME_LEN 64
 
 typedef struct {
@@ -64,6 +71,7 @@ typedef struct {
     int bias;                /* LINEAR: 1 with bias */
     int heads;               /* ATTENTION */
     int causal;              /* ATTENTION: 1 = query row i attends keys j <= i only */
+    int form;                /* GELU: gpp_gelu_form_t */
     int64_t table_rows;      /* EMBEDDING_BAG: table rows; INPUT_INDICES: index range */
     int64_t dim;             /* EMBEDDING_BAG */
     int input_kind;          /* INPUT: gpp_input_kind_t */

@@ -20,8 +20,9 @@
 #include "model/gpp_onnx_wire.h"
 
 static const char SUPPORTED[] =
-    "gpp maps Gemm, MatMul(+Add bias), Relu, Gelu (and its Erf form), LayerNormalization, "
-    "Concat, Split and Slice (last axis), Add, Gather+ReduceSum (embedding bag), self-attention "
+    "gpp maps Gemm, MatMul(+Add bias), Relu, Gelu (and its Erf and tanh forms), "
+    "LayerNormalization, Concat, Split and Slice (last axis), Add, Gather+ReduceSum (embedding "
+    "bag), self-attention "
     "(MatMul, Softmax, MatMul with the heads' Reshape/Transpose; nn.MultiheadAttention's "
     "packed export; either with no mask or a causal one), Reshape/Unsqueeze/Squeeze/"
     "Flatten that keep the batch first and rank 2 or 3 ([N, S, C] <-> [N, S*C]), Shape "
@@ -422,8 +423,8 @@ static int s_node(imp_t *im, int i)
         rc = gpp_onnx_matmul(im, i);
     else if (!strcmp(op, "Relu"))
         rc = gpp_onnx_unary(im, i, GPP_OP_RELU, n->n_input ? n->input[0] : "", n->output[0]);
-    else if (!strcmp(op, "Gelu")) /* opset 20; either approximation (docs) */
-        rc = gpp_onnx_unary(im, i, GPP_OP_GELU, n->n_input ? n->input[0] : "", n->output[0]);
+    else if (!strcmp(op, "Gelu")) /* opset 20; either form (docs) */
+        rc = gpp_onnx_gelu(im, i);
     else if (!strcmp(op, "LayerNormalization"))
         rc = gpp_onnx_layernorm(im, i);
     else if (!strcmp(op, "Concat"))
@@ -443,6 +444,8 @@ static int s_node(imp_t *im, int i)
     else if (!strcmp(op, "Constant"))
         rc = gpp_onnx_constant(im, i);
     else if (!strcmp(op, "Div") && (rc = gpp_onnx_gelu_erf(im, i)) != 0)
+        rc = rc < 0 ? -1 : 0;
+    else if (!strcmp(op, "Mul") && (rc = gpp_onnx_gelu_tanh(im, i)) != 0)
         rc = rc < 0 ? -1 : 0;
     else
         return gpp_onnx_fail(im, i, "unsupported op %s; %s. %s", op, gpp_onnx_hint(op), SUPPORTED);

@@ -153,10 +153,15 @@ int gpp_onnx_next(imp_t *im, const char *name, const char *op);
 /* The other input of a two-input node than `name`, or NULL. */
 const char *gpp_onnx_other(const node_t *n, const char *name);
 
+/* Gelu: the erf form, or the tanh one with approximate="tanh". */
+int gpp_onnx_gelu(imp_t *im, int i);
 /* GELU as torch exports it without a Gelu op:
  * Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5). Returns 1 when
  * node i starts it (mapped), 0 when not, -1 on error. */
 int gpp_onnx_gelu_erf(imp_t *im, int i);
+/* The tanh form as torch exports nn.GELU(approximate='tanh') below opset
+ * 20 (Mul(x, x) ... Tanh ... Mul(0.5)); returns as gpp_onnx_gelu_erf. */
+int gpp_onnx_gelu_tanh(imp_t *im, int i);
 
 int gpp_onnx_layernorm(imp_t *im, int i);
 

@@ -119,17 +119,26 @@ int gpp_onnx_unary(imp_t *im, int i, gpp_op_type_t t, const char *in_name, const
     return gpp_onnx_out_op(im, i, out_name, gpp_graph_unary(im->g, t, name, x->op), x->rank);
 }
 
-/* A constant scalar's value, or NAN. */
+/* A constant scalar's value, or NAN: an initializer, a Constant node the
+ * walk has read, or one it has not reached yet (torch writes the tanh
+ * GELU's constants after the pattern's first node). */
 static double s_scalar(imp_t *im, const char *name)
 {
-    const val_t *v = gpp_onnx_find(im, name);
+    const val_t *v = name ? gpp_onnx_find(im, name) : NULL;
+    const tensor_t *t = v && v->kind == V_CONST ? v->t : NULL;
+    if (name && !v) {
+        int p = gpp_onnx_producer(im, name);
+        const attr_t *a =
+            gpp_onnx_is(im, p, "Constant") ? gpp_onnx_attr(im->gr->node[p], "value") : NULL;
+        t = a ? a->t : NULL;
+    }
     int64_t n;
     gpp_err_t e = {{0}}, *keep = im->err;
-    if (!v || v->kind != V_CONST || v->t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+    if (!t || t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
         return NAN;
     im->err = &e; /* a mismatch only means "not the pattern" */
-    float *f = gpp_onnx_tensor_check(im, -1, v->t, 1, &n) == 0 && n == 1
-                   ? gpp_onnx_floats(im, -1, v->t, 1)
+    float *f = gpp_onnx_tensor_check(im, -1, t, 1, &n) == 0 && n == 1
+                   ? gpp_onnx_floats(im, -1, t, 1)
                    : NULL;
     im->err = keep;
     double r = f ? f[0] : NAN;
@@ -158,6 +167,41 @@ const char *gpp_onnx_other(const node_t *n, const char *name)
                                         : NULL;
 }
 
+/* A gpp gelu op of `form` from value x to value y, for node i. */
+static int s_gelu(imp_t *im, int i, gpp_gelu_form_t form, const char *x, const char *y)
+{
+    if (gpp_onnx_unary(im, i, GPP_OP_GELU, x, y) < 0)
+        return -1;
+    im->g->ops[gpp_onnx_find(im, y)->op].form = form; /* the cost is the same either way */
+    return 0;
+}
+
+/* Gelu (opset 20): approximate "none" (the default) is the exact erf form,
+ * "tanh" the tanh approximation; gpp computes either as the model says. */
+int gpp_onnx_gelu(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const attr_t *a = gpp_onnx_attr(n, "approximate");
+    gpp_gelu_form_t form = GPP_GELU_ERF;
+    if (a) {
+        int str = a->has_s || a->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+        size_t len = a->s.len;
+        const char *v = (const char *)a->s.data;
+        if (str && len == 4 && v && !memcmp(v, "tanh", 4))
+            form = GPP_GELU_TANH;
+        else if (!(str && len == 4 && v && !memcmp(v, "none", 4))) {
+            char got[48] = "an attribute of another type";
+            if (str)
+                snprintf(got, sizeof got, "'%.*s'", v ? (int)(len > 32 ? 32 : len) : 0, v ? v : "");
+            return gpp_onnx_fail(im, i,
+                                 "attribute 'approximate' must be the string \"none\" (the exact "
+                                 "erf form) or \"tanh\", got %s",
+                                 got);
+        }
+    }
+    return s_gelu(im, i, form, n->n_input ? n->input[0] : "", n->output[0]);
+}
+
 /* GELU as torch exports it without a Gelu op:
  * Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5). Returns 1 when
  * node i starts it (mapped), 0 when not, -1 on error. */
@@ -181,7 +225,54 @@ int gpp_onnx_gelu_erf(imp_t *im, int i)
                        0.5) > 1e-6)
         return 0;
     im->done[e] = im->done[a] = im->done[m1] = im->done[m2] = 1;
-    return gpp_onnx_unary(im, i, GPP_OP_GELU, x, im->gr->node[m2]->output[0]) < 0 ? -1 : 1;
+    return s_gelu(im, i, GPP_GELU_ERF, x, im->gr->node[m2]->output[0]) < 0 ? -1 : 1;
+}
+
+/* The single reader of value `name` if it is an `op` whose other input is
+ * `other` (a value name), or the scalar constant `k` when `other` is NULL;
+ * -1 otherwise. */
+static int s_gelu_step(imp_t *im, const char *name, const char *op, const char *other, double k)
+{
+    int c = gpp_onnx_next(im, name, op);
+    const char *o = c < 0 ? NULL : gpp_onnx_other(im->gr->node[c], name);
+    if (!o || (other ? strcmp(o, other) != 0 : !(fabs(s_scalar(im, o) - k) <= 1e-6)))
+        return -1;
+    return c;
+}
+
+/* GELU's tanh form as torch 1.13 exports nn.GELU(approximate='tanh') below
+ * opset 20: Mul(x, x) -> Mul(x) -> Mul(0.044715) -> Add(x) ->
+ * Mul(sqrt(2/pi)) -> Tanh -> Add(1) -> Mul(x) -> Mul(0.5), either operand
+ * order. Returns 1 when node i starts it (mapped), 0 when not, -1 on error. */
+int gpp_onnx_gelu_tanh(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    if (n->n_input != 2 || n->n_output < 1 || strcmp(n->input[0], n->input[1]))
+        return 0;
+    const char *x = n->input[0];
+    /* each step: op, the other operand (x, or NULL for the constant k) */
+    static const struct {
+        const char *op;
+        int x; /* 1: the other operand is x */
+        double k;
+    } steps[] = {{"Mul", 1, 0},  {"Mul", 0, 0.044715},
+                 {"Add", 1, 0},  {"Mul", 0, 0.7978845608028654 /* sqrt(2/pi) */},
+                 {"Tanh", 0, 0}, {"Add", 0, 1.0},
+                 {"Mul", 1, 0},  {"Mul", 0, 0.5}};
+    int nodes[sizeof steps / sizeof steps[0]];
+    const char *v = n->output[0];
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+        int c = !strcmp(steps[k].op, "Tanh")
+                    ? gpp_onnx_next(im, v, "Tanh")
+                    : s_gelu_step(im, v, steps[k].op, steps[k].x ? x : NULL, steps[k].k);
+        if (c < 0 || im->gr->node[c]->n_output < 1)
+            return 0;
+        nodes[k] = c;
+        v = im->gr->node[c]->output[0];
+    }
+    for (size_t k = 0; k < sizeof nodes / sizeof nodes[0]; k++)
+        im->done[nodes[k]] = 1;
+    return s_gelu(im, i, GPP_GELU_TANH, x, v) < 0 ? -1 : 1;
 }
 
 int gpp_onnx_layernorm(imp_t *im, int i)

@@ -100,6 +100,10 @@ static void s_relu_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t 
     c->io_bytes = 5 * op->rows * op->cols * 4;
 }
 
+static const char *const s_gelu_forms[] = {"tanh", "erf", NULL};
+
+/* Either form: the same count. Both are memory-bound element-wise kernels
+ * (docs/planner.md), so the bytes, not the formula's FLOPs, set the time. */
 static void s_gelu_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t *c)
 {
     (void)g;
@@ -344,6 +348,7 @@ const gpp_op_info_t gpp_optable[] = {
     [GPP_OP_RELU] = {.name = "relu", .role = GPP_ROLE_LAYER, .min_inputs = 1, .max_inputs = 1,
         .bwd_reads_inputs = 1, .fwd_kernels = 1, .shape = s_shape_same, .cost = s_relu_cost},
     [GPP_OP_GELU] = {.name = "gelu", .role = GPP_ROLE_LAYER, .min_inputs = 1, .max_inputs = 1,
+        .n_attrs = 1, .attrs = {INT(form, 0, GPP_GELU_TANH, 0, 1, s_gelu_forms)},
         .bwd_reads_inputs = 1, .fwd_kernels = 1, .shape = s_shape_same, .cost = s_gelu_cost},
     [GPP_OP_LAYERNORM] = {.name = "layernorm", .role = GPP_ROLE_LAYER, .min_inputs = 1,
         .max_inputs = 1, .bwd_reads_inputs = 1, .fwd_kernels = 1,

@@ -70,8 +70,9 @@ int gpp_cpu_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_
 int gpp_cpu_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
 int gpp_cpu_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
                      gpp_tensor_t *dx, gpp_err_t *err);
-int gpp_cpu_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
-int gpp_cpu_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+int gpp_cpu_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, gpp_tensor_t *y,
+                     gpp_err_t *err);
+int gpp_cpu_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, const gpp_tensor_t *dy,
                      gpp_tensor_t *dx, gpp_err_t *err);
 int gpp_cpu_add(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
                 gpp_err_t *err);

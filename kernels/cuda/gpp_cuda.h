@@ -150,8 +150,9 @@ int gpp_cuda_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor
 int gpp_cuda_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
 int gpp_cuda_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
                       gpp_tensor_t *dx, gpp_err_t *err);
-int gpp_cuda_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
-int gpp_cuda_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+int gpp_cuda_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, gpp_tensor_t *y,
+                      gpp_err_t *err);
+int gpp_cuda_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, const gpp_tensor_t *dy,
                       gpp_tensor_t *dx, gpp_err_t *err);
 int gpp_cuda_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
                            const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err);

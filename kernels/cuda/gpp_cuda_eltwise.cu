@@ -30,13 +30,14 @@ __global__ void k_relu_bwd(int64_t n, const float *x, const float *dy, float *dx
 {
     S_FOR(i, n) dx[i] += gpp_math_relu_grad(x[i], dy[i]);
 }
-__global__ void k_gelu_fwd(int64_t n, const float *x, float *y)
+/* ERF: 1 the exact form (GPP_GELU_ERF), 0 the tanh approximation */
+template <int ERF> __global__ void k_gelu_fwd(int64_t n, const float *x, float *y)
 {
-    S_FOR(i, n) y[i] = gpp_math_gelu(x[i]);
+    S_FOR(i, n) y[i] = ERF ? gpp_math_gelu_erf(x[i]) : gpp_math_gelu(x[i]);
 }
-__global__ void k_gelu_bwd(int64_t n, const float *x, const float *dy, float *dx)
+template <int ERF> __global__ void k_gelu_bwd(int64_t n, const float *x, const float *dy, float *dx)
 {
-    S_FOR(i, n) dx[i] += dy[i] * gpp_math_gelu_deriv(x[i]);
+    S_FOR(i, n) dx[i] += dy[i] * (ERF ? gpp_math_gelu_erf_deriv(x[i]) : gpp_math_gelu_deriv(x[i]));
 }
 __global__ void k_add(int64_t n, const float *a, const float *b, float *y)
 {
@@ -58,15 +59,22 @@ extern "C" cudaError_t gpp_cuk_relu_bwd(cudaStream_t st, int64_t n, const float 
     k_relu_bwd<<<s_blocks(n), S_THREADS, 0, st>>>(n, x, dy, dx);
     return cudaGetLastError();
 }
-extern "C" cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, const float *x, float *y)
+extern "C" cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, int erf, const float *x,
+                                        float *y)
 {
-    k_gelu_fwd<<<s_blocks(n), S_THREADS, 0, st>>>(n, x, y);
+    if (erf)
+        k_gelu_fwd<1><<<s_blocks(n), S_THREADS, 0, st>>>(n, x, y);
+    else
+        k_gelu_fwd<0><<<s_blocks(n), S_THREADS, 0, st>>>(n, x, y);
     return cudaGetLastError();
 }
-extern "C" cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, const float *x, const float *dy,
-                                        float *dx)
+extern "C" cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, int erf, const float *x,
+                                        const float *dy, float *dx)
 {
-    k_gelu_bwd<<<s_blocks(n), S_THREADS, 0, st>>>(n, x, dy, dx);
+    if (erf)
+        k_gelu_bwd<1><<<s_blocks(n), S_THREADS, 0, st>>>(n, x, dy, dx);
+    else
+        k_gelu_bwd<0><<<s_blocks(n), S_THREADS, 0, st>>>(n, x, dy, dx);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_add(cudaStream_t st, int64_t n, const float *a, const float *b,

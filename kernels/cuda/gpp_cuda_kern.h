@@ -33,8 +33,9 @@ typedef struct {
 cudaError_t gpp_cuk_relu_fwd(cudaStream_t st, int64_t n, const float *x, float *y);
 cudaError_t gpp_cuk_relu_bwd(cudaStream_t st, int64_t n, const float *x, const float *dy,
                              float *dx);
-cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, const float *x, float *y);
-cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, const float *x, const float *dy,
+/* erf: 1 the exact form (GPP_GELU_ERF), 0 the tanh approximation */
+cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, int erf, const float *x, float *y);
+cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, int erf, const float *x, const float *dy,
                              float *dx);
 /* y = a + b; y += alpha x */
 cudaError_t gpp_cuk_add(cudaStream_t st, int64_t n, const float *a, const float *b, float *y);

@@ -127,16 +127,20 @@ int gpp_cuda_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t
     return 0;
 }
 
-int gpp_cuda_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
+int gpp_cuda_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, gpp_tensor_t *y,
+                      gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_gelu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_f(x), s_f(y)), err);
+    S_LAUNCH(gpp_cuk_gelu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), form == GPP_GELU_ERF, s_f(x),
+                              s_f(y)),
+             err);
     return 0;
 }
 
-int gpp_cuda_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
+int gpp_cuda_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, const gpp_tensor_t *dy,
                       gpp_tensor_t *dx, gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_gelu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_f(x), s_f(dy), s_f(dx)),
+    S_LAUNCH(gpp_cuk_gelu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), form == GPP_GELU_ERF, s_f(x),
+                              s_f(dy), s_f(dx)),
              err);
     return 0;
 }

@@ -254,18 +254,24 @@ static void t_linear_bf16(void)
 
 static void t_activations(void)
 {
-    for (int gelu = 0; gelu < 2; gelu++) {
+    /* act 0 relu, 1 gelu (tanh form), 2 gelu (erf form) */
+    static const char *const names[] = {"relu", "gelu tanh", "gelu erf"};
+    for (int act = 0; act < 3; act++) {
         pt_t *x = s_rand(4, 7, 33, 4), *y = s_pt(GPP_DTYPE_F32, 4, 7, 33, NULL);
         pt_t *dy = s_rand(4, 7, 33, 1), *dx = s_fill(4, 7, 33, GRAD_INIT);
-        if (gelu) {
-            BOTH(gpp_gelu_fwd(S, T(x), T(y), err));
-            BOTH(gpp_gelu_bwd(S, T(x), T(dy), T(dx), err));
+        gpp_gelu_form_t form = act == 2 ? GPP_GELU_ERF : GPP_GELU_TANH;
+        if (act) {
+            BOTH(gpp_gelu_fwd(S, T(x), form, T(y), err));
+            BOTH(gpp_gelu_bwd(S, T(x), form, T(dy), T(dx), err));
         } else {
             BOTH(gpp_relu_fwd(S, T(x), T(y), err));
             BOTH(gpp_relu_bwd(S, T(x), T(dy), T(dx), err));
         }
-        s_close(gelu ? "gelu fwd y" : "relu fwd y", y);
-        s_close(gelu ? "gelu bwd dx" : "relu bwd dx", dx);
+        char what[64];
+        snprintf(what, sizeof what, "%s fwd y", names[act]);
+        s_close(what, y);
+        snprintf(what, sizeof what, "%s bwd dx", names[act]);
+        s_close(what, dx);
         s_free_all();
     }
 }

@@ -17,11 +17,15 @@
 # projection: one gpp attention op), and a fourth has two branches, an
 # nn.MultiheadAttention (torch's own packed export; biases off zero) with a
 # residual beside a Linear + ReLU, and nn.TransformerEncoderLayer post- and
-# pre-norm (dropout 0: gpp has none), and causal variants of the written-out
+# pre-norm (dropout 0: gpp has none) and post-norm with activation="gelu",
+# an MLP with nn.GELU() (both torch's exact erf GELU, exported as
+# Div/Erf/Add/Mul/Mul: gpp's erf form) and the same MLP with
+# nn.GELU(approximate="tanh") (Mul/Add/Tanh arithmetic: gpp's tanh form;
+# the three held to 2e-6, see the loop), and causal variants of the written-out
 # attention (an additive mask, -inf above the diagonal) and of the
 # nn.MultiheadAttention model (attn_mask = triu(-inf, 1)), imported as
 # attention ops with causal 1; their 20 losses must agree within the
-# same 1e-4. The nn.MultiheadAttention model then runs 5 steps on 4 CPU
+# same 1e-4 (the GELU models' within 2e-6). The nn.MultiheadAttention model then runs 5 steps on 4 CPU
 # agents through the GPP plan, with the losses of one gpp-train process.
 # Needs Debian's python3-torch (1.13, about 590 MB installed, 164 packages):
 # not in scripts/install-deps.sh's default set, so without it the test
@@ -99,14 +103,15 @@ fi
 expect_ok "gpp-train on the exported model" "$TRAIN" --model "$TMP/m.onnx" --loss mse \
     --data "$TMP/d" --no-shuffle --iterations 20 --batch 16 --optimizer sgd --lr 0.05 \
     --momentum 0.9 --threads 1 --save-weights "$TMP/w.safetensors"
-# gpp-train's 20 losses (in $TMP/out) against those in file $1
+# gpp-train's 20 losses (in $TMP/out) against those in file $1, within
+# relative tolerance $2 (default 1e-4)
 s_same_losses() {
     grep -o 'iter=[0-9]* loss=[0-9.eE+-]*' "$TMP/out" | cut -d= -f3 >"$TMP/gpp.losses"
-    local worst
+    local worst tol=${2:-1e-4}
     worst=$(paste "$TMP/gpp.losses" "$1" | awk '{ d = ($1 - $2) / $2; if (d < 0) d = -d;
         if (d > w) w = d; n++ } END { if (n != 20) print "count " n; else printf "%.3g\n", w }')
-    awk -v w="$worst" 'BEGIN { exit !(w + 0 == w && w <= 1e-4) }' &&
-        ok "20 losses match PyTorch's (worst relative difference $worst)" ||
+    awk -v w="$worst" -v t="$tol" 'BEGIN { exit !(w + 0 == w && w <= t + 0) }' &&
+        ok "20 losses match PyTorch's (worst relative difference $worst, tolerance $tol)" ||
         fail "losses differ from PyTorch's: $worst" "$(paste "$TMP/gpp.losses" "$1" | head -5)"
 }
 s_same_losses "$TMP/torch.losses"
@@ -218,6 +223,26 @@ class TEL(nn.Module):  # nn.TransformerEncoderLayer, post-norm (attention, Layer
         return s.l(x)
 class TELpre(TEL):  # the same, pre-norm
     PRE = True
+class TELgelu(TEL):  # the same, post-norm, activation="gelu" (F.gelu: the exact erf form)
+    def __init__(s):
+        super().__init__()
+        torch.manual_seed(14)
+        s.l = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                         activation="gelu", batch_first=True)
+class Gelu(nn.Module):  # an MLP with nn.GELU() (erf; exported as Div, Erf, Add, Mul, Mul)
+    IN, OUT = (10,), (3,)
+    def __init__(s):
+        super().__init__()
+        torch.manual_seed(13)
+        s.a, s.b, s.h, s.g = nn.Linear(10, 16), nn.Linear(16, 16), nn.Linear(16, 3), nn.GELU()
+        with torch.no_grad():  # pre-activations of sd ~1.8: over [-4, 4], where the forms differ
+            s.a.weight.uniform_(-1, 1); s.b.weight.uniform_(-0.5, 0.5)
+    def forward(s, x):
+        return s.h(s.g(s.b(s.g(s.a(x)))))
+class GeluT(Gelu):  # the same with nn.GELU(approximate="tanh"): Mul/Add/Tanh arithmetic
+    def __init__(s):
+        super().__init__()
+        s.g = nn.GELU(approximate="tanh")
 if __name__ == "__main__":
     r, B, T, M = np.random.default_rng(3), 16, 20, globals()[sys.argv[1]]
     x = r.standard_normal((B * T,) + M.IN).astype(np.float32)
@@ -232,8 +257,17 @@ if __name__ == "__main__":
         print(f"{loss.item():.9g}")
 PYEOF
 mkdir -p "$TMP/ds"
-for spec in "Split 12 207 10" "Views 6 115 10" "Flat 11 297 4x6" "Attn 5 315 4x8" "TEL 10 600 4x8" \
-    "TELpre 10 600 4x8" "AttnC 5 315 4x8" "MHAC 8 387 4x8" "MHA 8 387 4x8"; do  # MHA last: the cluster job below reads its data
+# model, ops, parameters, input shape[, loss tolerance]. The GELU models
+# are held to 2e-6: gpp computes the form the file has, and their worst
+# relative differences measured 4.1e-7 (Gelu: nn.GELU(), erf), 3.1e-7
+# (TELgelu: activation="gelu", erf) and 7.3e-7 (GeluT: approximate="tanh"),
+# as the other models' (up to 6.7e-7); gpp's tanh form in place of erf, as
+# before the erf form existed, measured 1.35e-4 (Gelu) and 5.4e-6 (TELgelu),
+# and GeluT's tanh arithmetic was not imported at all.
+for spec in "Split 12 207 10" "Views 6 115 10" "Flat 11 297 4x6" "Attn 5 315 4x8" \
+    "TEL 10 600 4x8" "TELpre 10 600 4x8" "TELgelu 10 600 4x8 2e-6" "Gelu 7 499 10 2e-6" \
+    "GeluT 7 499 10 2e-6" "AttnC 5 315 4x8" "MHAC 8 387 4x8" \
+    "MHA 8 387 4x8"; do  # MHA last: the cluster job below reads its data
     set -- $spec
     expect_ok "gpp-export writes the $1 model" $PY "$SRC/scripts/gpp-export" \
         "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=$4
@@ -247,7 +281,7 @@ for spec in "Split 12 207 10" "Views 6 115 10" "Flat 11 297 4x6" "Attn 5 315 4x8
         --momentum 0.9 --threads 1
     grep -q "model $TMP/$1.onnx:loss=mse: $2 ops, $3 parameters" "$TMP/out" &&
         ok "$1: $2 ops, $3 parameters" || fail "unexpected $1 model" "$(grep -m1 'ops,' "$TMP/out")"
-    s_same_losses "$TMP/$1.losses"
+    s_same_losses "$TMP/$1.losses" "${5:-}"
 done
 # the nn.MultiheadAttention model (its data still in $TMP/ds) on 4 CPU agents
 # through the GPP plan: the losses of one gpp-train process (which shuffles

@@ -271,14 +271,19 @@ static void t_shared_math(void)
     GPP_EXPECT(max_sgd <= 1e-6 && max_adam <= 1e-6);
     GPP_EXPECT(gpp_math_relu(-2.0f) == 0.0f && gpp_math_relu(3.0f) == 3.0f);
     GPP_EXPECT(gpp_math_relu_grad(-1.0f, 5.0f) == 0.0f && gpp_math_relu_grad(1.0f, 5.0f) == 5.0f);
-    /* GELU derivative against a central difference of gpp_math_gelu */
-    double max_d = 0;
+    /* GELU derivatives (both forms) against central differences */
+    double max_d = 0, max_e = 0;
     for (double x = -6; x <= 6; x += 0.01) {
-        double num = (gpp_math_gelu((float)(x + 1e-2)) - gpp_math_gelu((float)(x - 1e-2))) / 2e-2;
+        float a = (float)(x + 1e-2), b = (float)(x - 1e-2);
+        double num = (gpp_math_gelu(a) - gpp_math_gelu(b)) / 2e-2;
         max_d = fmax(max_d, fabs(gpp_math_gelu_deriv((float)x) - num));
+        num = (gpp_math_gelu_erf(a) - gpp_math_gelu_erf(b)) / 2e-2;
+        max_e = fmax(max_e, fabs(gpp_math_gelu_erf_deriv((float)x) - num));
     }
-    printf("  gpp_math_gelu_deriv vs central difference: max abs diff %.3g (tol 1e-3)\n", max_d);
-    GPP_EXPECT(max_d <= 1e-3);
+    printf("  gpp_math_gelu_deriv vs central difference: max abs diff %.3g, erf form %.3g "
+           "(tol 1e-3)\n",
+           max_d, max_e);
+    GPP_EXPECT(max_d <= 1e-3 && max_e <= 1e-3);
 }
 
 /* backend "cuda": a GPU backend where one is usable, else a clear error

@@ -139,6 +139,12 @@ static const s_bad_t S_BAD[] = {
     {"causal not 0 or 1",
      HEAD IN0 ", " OP(1, "at", "attention", "0", ", \"heads\": 2, \"causal\": 2") "]}",
      {"g.json: op 1 'at'", "causal"}},
+    {"gelu form not a known one",
+     HEAD IN0 ", " OP(1, "g", "gelu", "0", ", \"form\": \"none\"") "]}",
+     {"g.json: op 'g': field 'form' must be \"tanh\" or \"erf\""}},
+    {"gelu form a number",
+     HEAD IN0 ", " OP(1, "g", "gelu", "0", ", \"form\": 1") "]}",
+     {"g.json: op 'g': field 'form' must be"}},
     {"embedding of dense features",
      HEAD IN0 ", " OP(1, "e", "embedding_bag", "0", EMB) "]}",
      {"g.json: op 1 'e' (embedding_bag): input 'x' must be an indices input"}},
@@ -267,6 +273,31 @@ static void t_causal(void)
     gpp_graph_destroy(&g);
 }
 
+/* gelu's form: default tanh (what a graph without it always meant), "erf"
+ * read, both kept through write + read; the same cost either way */
+static void t_gelu_form(void)
+{
+    const char *json = "{\"format\": \"gpp-graph/1\", \"ops\": [" IN(0, "x", 4) ", " OP(
+        1, "t", "gelu", "0", "") ", " OP(2, "e", "gelu", "0", ", \"form\": \"erf\"") "]}";
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_graph_parse_json(json, "g.json", &err), *h = NULL;
+    GPP_EXPECT_MSG(g, "%s", err.msg);
+    if (!g)
+        return;
+    GPP_EXPECT(g->ops[1].form == GPP_GELU_TANH && g->ops[2].form == GPP_GELU_ERF);
+    GPP_EXPECT(g->ops[1].fwd_flops == g->ops[2].fwd_flops &&
+               g->ops[1].bwd_flops == g->ops[2].bwd_flops &&
+               g->ops[1].io_bytes == g->ops[2].io_bytes);
+    char *j = gpp_graph_to_json(g);
+    GPP_EXPECT(j && strstr(j, "\"form\":\t\"tanh\"") && strstr(j, "\"form\":\t\"erf\""));
+    h = j ? gpp_graph_parse_json(j, "g.json", &err) : NULL;
+    GPP_EXPECT_MSG(h && h->ops[1].form == GPP_GELU_TANH && h->ops[2].form == GPP_GELU_ERF, "%s",
+                   err.msg);
+    free(j);
+    gpp_graph_destroy(&h);
+    gpp_graph_destroy(&g);
+}
+
 /* Every zoo-like shape through the writer and back: the same graph. */
 static void t_round_trip(void)
 {
@@ -358,6 +389,7 @@ static const gpp_test_case_t cases[] = {{"bad_documents", t_bad_documents},
                                         {"attributes", t_attributes},
                                         {"round_trip", t_round_trip},
                                         {"causal", t_causal},
+                                        {"gelu_form", t_gelu_form},
                                         {"files", t_files},
                                         {"read_bound", t_read_bound},
                                         {NULL, NULL}};

@@ -217,6 +217,8 @@ static const char *const S_INVALID[] = {
     HEAD
     "{\"id\": 0, \"name\": \"x\", \"type\": \"input\", \"cols\": 8, \"input_kind\": \"sparse\"}]}",
     HEAD "{\"id\": \"0\", \"name\": \"x\", \"type\": \"input\", \"cols\": 8}]}",
+    HEAD X ", {\"id\": 1, \"name\": \"g\", \"type\": \"gelu\", \"inputs\": [0], "
+           "\"form\": \"none\"}]}",
 };
 
 static void t_invalid_files(void)

@@ -313,9 +313,13 @@ static void t_activation_forward(void)
     GPP_EXPECT(gpp_relu_fwd(s_st, &x, &y, &err) == 0);
     s_expect_vals("relu [-1,0,1,2]", &y, (const float[]){0, 0, 1, 2}, 0);
     /* gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))) */
-    GPP_EXPECT(gpp_gelu_fwd(s_st, &x, &y, &err) == 0);
-    s_expect_vals("gelu [-1,0,1,2]", &y, (const float[]){-0.1588080f, 0, 0.8411920f, 1.9545977f},
-                  1e-6);
+    GPP_EXPECT(gpp_gelu_fwd(s_st, &x, GPP_GELU_TANH, &y, &err) == 0);
+    s_expect_vals("gelu tanh [-1,0,1,2]", &y,
+                  (const float[]){-0.1588080f, 0, 0.8411920f, 1.9545977f}, 1e-6);
+    /* gelu(x) = x Phi(x): Phi(1) = 0.8413447461, Phi(2) = 0.9772498681 */
+    GPP_EXPECT(gpp_gelu_fwd(s_st, &x, GPP_GELU_ERF, &y, &err) == 0);
+    s_expect_vals("gelu erf [-1,0,1,2]", &y,
+                  (const float[]){-0.1586553f, 0, 0.8413447f, 1.9544997f}, 1e-6);
     s_arena_free();
 }
 
@@ -337,8 +341,22 @@ static void t_expf_accuracy(void)
     GPP_EXPECT(gpp_cpu_expf(0.0f) == 1.0f);
 }
 
-/* GELU forward and backward on a dense grid against the tanh formula in
- * double: abs error relative to max(1, |x|). */
+/* The GELU of form `form` and its derivative at v, in double. */
+static void s_gelu_ref(gpp_gelu_form_t form, double v, double *y, double *d)
+{
+    if (form == GPP_GELU_ERF) { /* x Phi(x), Phi(x) + x phi(x) */
+        double cdf = 0.5 * erfc(-v / sqrt(2.0)), pdf = exp(-0.5 * v * v) / sqrt(2.0 * M_PI);
+        *y = v * cdf;
+        *d = cdf + v * pdf;
+        return;
+    }
+    double c = sqrt(2.0 / M_PI), a = 0.044715, t = tanh(c * (v + a * v * v * v));
+    *y = 0.5 * v * (1.0 + t);
+    *d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3.0 * a * v * v);
+}
+
+/* GELU forward and backward of both forms on a dense grid against their
+ * formulas in double: abs error relative to max(1, |x|). */
 static void t_gelu_accuracy(void)
 {
     gpp_err_t err;
@@ -346,47 +364,56 @@ static void t_gelu_accuracy(void)
     gpp_tensor_t x = s_new(GPP_DTYPE_F32, 1, 1, n), y = s_new(GPP_DTYPE_F32, 1, 1, n);
     gpp_tensor_t dy = s_new(GPP_DTYPE_F32, 1, 1, n), dx = s_new(GPP_DTYPE_F32, 1, 1, n);
     float *xp = x.data, *yp = y.data, *dyp = dy.data, *dxp = dx.data;
-    for (int64_t i = 0; i < n; i++) {
-        xp[i] = (float)(-12.0 + 1e-3 * (double)i);
-        dyp[i] = 1.0f;
-        dxp[i] = 0.0f;
+    for (int form = GPP_GELU_TANH; form <= GPP_GELU_ERF; form++) {
+        for (int64_t i = 0; i < n; i++) {
+            xp[i] = (float)(-12.0 + 1e-3 * (double)i);
+            dyp[i] = 1.0f;
+            dxp[i] = 0.0f;
+        }
+        GPP_EXPECT(gpp_gelu_fwd(s_st, &x, (gpp_gelu_form_t)form, &y, &err) == 0);
+        GPP_EXPECT(gpp_gelu_bwd(s_st, &x, (gpp_gelu_form_t)form, &dy, &dx, &err) == 0);
+        double max_y = 0, max_d = 0, want_y, want_d;
+        for (int64_t i = 0; i < n; i++) {
+            double v = xp[i], scale = fmax(1.0, fabs(v));
+            s_gelu_ref((gpp_gelu_form_t)form, v, &want_y, &want_d);
+            max_y = fmax(max_y, fabs(yp[i] - want_y) / scale);
+            max_d = fmax(max_d, fabs(dxp[i] - want_d) / scale);
+        }
+        printf("  %-28s vs its formula in double on [-12, 12]: max abs diff / max(1,|x|) "
+               "forward %.3g, backward %.3g (tol 5e-7)\n",
+               form == GPP_GELU_ERF ? "gelu erf" : "gelu tanh", max_y, max_d);
+        GPP_EXPECT(max_y <= 5e-7 && max_d <= 5e-7);
     }
-    GPP_EXPECT(gpp_gelu_fwd(s_st, &x, &y, &err) == 0);
-    GPP_EXPECT(gpp_gelu_bwd(s_st, &x, &dy, &dx, &err) == 0);
-    double c = sqrt(2.0 / M_PI), a = 0.044715, max_y = 0, max_d = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double v = xp[i], t = tanh(c * (v + a * v * v * v)), scale = fmax(1.0, fabs(v));
-        double want_y = 0.5 * v * (1.0 + t);
-        double want_d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3.0 * a * v * v);
-        max_y = fmax(max_y, fabs(yp[i] - want_y) / scale);
-        max_d = fmax(max_d, fabs(dxp[i] - want_d) / scale);
-    }
-    printf("  %-28s vs tanh formula in double on [-12, 12]: max abs diff / max(1,|x|) "
-           "forward %.3g, backward %.3g (tol 5e-7)\n",
-           "gelu", max_y, max_d);
-    GPP_EXPECT(max_y <= 5e-7 && max_d <= 5e-7);
     s_arena_free();
 }
 
 typedef struct {
     gpp_tensor_t x, y;
-    int gelu;
+    int act; /* 0 relu, 1 gelu tanh, 2 gelu erf */
 } act_ctx_t;
+
+static gpp_gelu_form_t s_act_form(const act_ctx_t *k)
+{
+    return k->act == 2 ? GPP_GELU_ERF : GPP_GELU_TANH;
+}
 
 static void s_act_fwd(void *c)
 {
     act_ctx_t *k = c;
     gpp_err_t err;
-    int rc =
-        k->gelu ? gpp_gelu_fwd(s_st, &k->x, &k->y, &err) : gpp_relu_fwd(s_st, &k->x, &k->y, &err);
+    int rc = k->act ? gpp_gelu_fwd(s_st, &k->x, s_act_form(k), &k->y, &err)
+                    : gpp_relu_fwd(s_st, &k->x, &k->y, &err);
     GPP_EXPECT(rc == 0);
 }
 
+/* Backward of ReLU and both GELU forms against central differences of
+ * their forwards. */
 static void t_activation_backward(void)
 {
+    static const char *const names[] = {"relu", "gelu tanh", "gelu erf"};
     gpp_err_t err;
-    for (int gelu = 0; gelu <= 1; gelu++) {
-        act_ctx_t k = {.gelu = gelu};
+    for (int act = 0; act < 3; act++) {
+        act_ctx_t k = {.act = act};
         k.x = s_rand(2, 3, 4, 2.0f);
         float *xp = k.x.data;
         for (int i = 0; i < 24; i++) /* keep away from ReLU's kink */
@@ -395,11 +422,11 @@ static void t_activation_backward(void)
         k.y = s_new(GPP_DTYPE_F32, 2, 3, 4);
         s_act_fwd(&k);
         gpp_tensor_t dy = s_weights_like(&k.y), dx = s_grad(&k.x);
-        int rc = gelu ? gpp_gelu_bwd(s_st, &k.x, &dy, &dx, &err)
-                      : gpp_relu_bwd(s_st, &k.x, &dy, &dx, &err);
+        int rc = act ? gpp_gelu_bwd(s_st, &k.x, s_act_form(&k), &dy, &dx, &err)
+                     : gpp_relu_bwd(s_st, &k.x, &dy, &dx, &err);
         GPP_EXPECT(rc == 0);
         gc_var_t vars[] = {VAR("x", k.x, dx)};
-        s_gradcheck(gelu ? "gelu" : "relu", s_act_fwd, &k, &k.y, dy.data, vars, 1);
+        s_gradcheck(names[act], s_act_fwd, &k, &k.y, dy.data, vars, 1);
     }
     s_arena_free();
 }
@@ -965,7 +992,7 @@ static void t_determinism(void)
         gpp_tensor_t ln = s_new(GPP_DTYPE_F32, 8, 64, 512);
         GPP_EXPECT(gpp_linear_fwd(s_st, &x, &w, &b, &o[0], &err) == 0);
         GPP_EXPECT(gpp_layernorm_fwd(s_st, &o[0], &gain, &bias, &ln, lnst.data, &err) == 0);
-        GPP_EXPECT(gpp_gelu_fwd(s_st, &ln, &o[1], &err) == 0);
+        GPP_EXPECT(gpp_gelu_fwd(s_st, &ln, GPP_GELU_ERF, &o[1], &err) == 0);
         GPP_EXPECT(gpp_loss_ce(s_st, &o[1], &lab, &loss[run], 1.0f, &o[2], &err) == 0);
         GPP_EXPECT(gpp_linear_bwd(s_st, &x, &w, &o[2], &o[3], &o[4], &o[8], &err) == 0);
         k.y = o[5];
@@ -1003,7 +1030,7 @@ static void t_empty_micro_batch(void)
     GPP_EXPECT(((float *)dp.b_qkv.data)[0] == GRAD_INIT);
     gpp_tensor_t g = s_rand(1, 1, 8, 1.0f), z = s_new(GPP_DTYPE_F32, 0, 4, 8);
     GPP_EXPECT(gpp_layernorm_fwd(s_st, &x, &g, &g, &z, NULL, &err) == 0);
-    GPP_EXPECT(gpp_gelu_fwd(s_st, &x, &z, &err) == 0);
+    GPP_EXPECT(gpp_gelu_fwd(s_st, &x, GPP_GELU_TANH, &z, &err) == 0);
     s_arena_free();
 }
 

@@ -87,6 +87,8 @@ static void t_branches(void)
                        "op '%s': %s %lldx%lld", want[i].name, gpp_op_type_name(g->ops[id].type),
                        (long long)g->ops[id].rows, (long long)g->ops[id].cols);
     }
+    int ge = s_find_op(g, "/gelu/Div"); /* torch's Erf form: the exact erf GELU */
+    GPP_EXPECT(ge >= 0 && g->ops[ge].form == GPP_GELU_ERF);
     int idx = s_find_op(g, "idx");
     GPP_EXPECT(idx >= 0 && g->ops[idx].input_kind == GPP_INPUT_INDICES &&
                g->ops[idx].table_rows == 20);
@@ -497,6 +499,40 @@ static void t_mha(void)
                                                "after an attention mask") &&
                                strstr(err.msg, "gpp's attention has no mask but a causal one"),
                            "mask %d: '%s'", e, err.msg);
+        gpp_graph_destroy(&g);
+    }
+}
+
+#define GELU_TANH "tests/data/onnx/gelu_tanh.onnx"
+
+/* gelu_tanh.onnx: torch's tanh-form GELU, then the same chain with every
+ * operand order swapped: two gelu ops of form tanh; a constant that is not
+ * the formula's leaves the arithmetic unmapped (refused at its first Mul) */
+static void t_gelu_tanh(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_model_load(GELU_TANH, &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    if (!g)
+        return;
+    int g1 = s_find_op(g, "/g/Mul"), g2 = s_find_op(g, "/g2/Mul");
+    GPP_EXPECT_MSG(g->n_ops == 6 && g1 == 2 && g2 == 3 && g->ops[g1].type == GPP_OP_GELU &&
+                       g->ops[g2].type == GPP_OP_GELU && g->ops[g1].form == GPP_GELU_TANH &&
+                       g->ops[g2].form == GPP_GELU_TANH && g->ops[g2].inputs[0] == g1 &&
+                       g->ops[g1].cols == 8,
+                   "%d ops, gelu at %d and %d", g->n_ops, g1, g2);
+    gpp_graph_destroy(&g);
+    static const struct {
+        const char *name; /* a Constant node or an initializer */
+        const char *at;   /* the node refused */
+    } edits[] = {{"/g/k", "node 1 '/g/Mul' (Mul): unsupported op Mul"},
+                 {"/g/b", "node 1 '/g/Mul' (Mul): unsupported op Mul"},
+                 {"half", "'/g2/Mul' (Mul): unsupported op Mul"}};
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        float v = 0.05f;
+        memset(&err, 0, sizeof err);
+        g = s_edited(GELU_TANH, edits[i].name, &v, sizeof v, &err);
+        GPP_EXPECT_MSG(!g && strstr(err.msg, edits[i].at), "%s 0.05: '%s'", edits[i].name, err.msg);
         gpp_graph_destroy(&g);
     }
 }
@@ -934,6 +970,47 @@ static void t_value_info(void)
     gpp_graph_destroy(&g);
 }
 
+/* Gelu (opset 20): approximate absent or "none" is the exact erf form,
+ * "tanh" the tanh one; anything else is refused at the node. */
+static void t_gelu(void)
+{
+    static const struct {
+        const char *approx; /* NULL: no attribute; "": an integer attribute */
+        int form;           /* gpp_gelu_form_t, or -1: refused */
+    } cases[] = {{NULL, GPP_GELU_ERF},
+                 {"none", GPP_GELU_ERF},
+                 {"tanh", GPP_GELU_TANH},
+                 {"exact", -1},
+                 {"", -1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        base_t s;
+        Onnx__AttributeProto a, *attrs[1] = {&a};
+        gpp_err_t err = {{0}};
+        s_base(&s);
+        s.relu.op_type = "Gelu";
+        onnx__attribute_proto__init(&a);
+        a.name = "approximate", a.has_type = 1, a.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+        a.has_i = 1, a.i = 1;
+        if (cases[i].approx && *cases[i].approx) {
+            a.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, a.has_i = 0, a.has_s = 1;
+            a.s.data = (uint8_t *)cases[i].approx, a.s.len = strlen(cases[i].approx);
+        }
+        if (cases[i].approx)
+            s.relu.attribute = attrs, s.relu.n_attribute = 1;
+        gpp_graph_t *g = s_import(&s, &err);
+        int at = g ? s_find_op(g, "/Relu") : -1;
+        if (cases[i].form >= 0)
+            GPP_EXPECT_MSG(at >= 0 && g->ops[at].type == GPP_OP_GELU &&
+                               g->ops[at].form == cases[i].form,
+                           "case %zu: %s", i, g ? "another form" : err.msg);
+        else
+            GPP_EXPECT_MSG(!g && strstr(err.msg, "node 1 '/Relu' (Gelu): attribute 'approximate' "
+                                                 "must be the string \"none\""),
+                           "case %zu: '%s'", i, err.msg);
+        gpp_graph_destroy(&g);
+    }
+}
+
 static void t_errors(void)
 {
     static const struct {
@@ -1030,6 +1107,8 @@ int main(void)
                                             {"attention", t_attention},
                                             {"mha", t_mha},
                                             {"spec", t_spec},
+                                            {"gelu", t_gelu},
+                                            {"gelu_tanh", t_gelu_tanh},
                                             {"errors", t_errors},
                                             {NULL, NULL}};
     return gpp_test_run(cases);

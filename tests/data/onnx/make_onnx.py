@@ -33,6 +33,12 @@ usage: make_onnx.py OUT_DIR
                  MatMul + Add -> Relu r [N,4,5] -> Flatten(axis 1) [N,20]
                  + Reshape(r, [0, -1]) -> Gemm -> Relu [N,12]
                  -> Reshape([0, 3, -1]) [N,3,4] -> MatMul + Add -> y [N,3,2]
+  gelu_tanh.onnx GELU's tanh form as torch 1.13 exports nn.GELU(approximate='tanh'):
+                 x [N,6] -> Gemm -> Mul(h, h) -> Mul(h, .) -> Mul(0.044715, .)
+                 -> Add(h, .) -> Mul(sqrt(2/pi), .) -> Tanh -> Add(1, .) -> Mul(h, .)
+                 -> Mul(0.5, .), the constants Constant nodes after the first Mul
+                 (torch's order); then the same chain with every operand order
+                 swapped and the constants initializers -> Gemm -> y [N,3]
 The weights are written as raw_data except b's MatMul weight (float_data),
 so both encodings are read."""
 import os
@@ -214,11 +220,51 @@ def flatten():
     return helper.make_graph(nodes, "flatten", inputs, outputs, inits)
 
 
+def gelu_tanh():
+    inits = [w("a.weight", 8, 6), w("a.bias", 8), w("h.weight", 3, 8), w("h.bias", 3),
+             scalar("kappa", 0.044715), scalar("beta", np.sqrt(2 / np.pi)),
+             scalar("one", 1.0), scalar("half", 0.5)]
+    def const(name, v):
+        return helper.make_node("Constant", [], [name], name="/g/" + name,
+                                value=numpy_helper.from_array(np.array(v, dtype=np.float32)))
+    nodes = [
+        helper.make_node("Gemm", ["x", "a.weight", "a.bias"], ["h"], name="/a/Gemm", transB=1),
+        helper.make_node("Mul", ["h", "h"], ["sq"], name="/g/Mul"),
+        helper.make_node("Mul", ["h", "sq"], ["cube"], name="/g/Mul_1"),
+        const("k", 0.044715),
+        helper.make_node("Mul", ["k", "cube"], ["kc"], name="/g/Mul_2"),
+        helper.make_node("Add", ["h", "kc"], ["in"], name="/g/Add"),
+        const("b", np.sqrt(2 / np.pi)),
+        helper.make_node("Mul", ["b", "in"], ["u"], name="/g/Mul_3"),
+        helper.make_node("Tanh", ["u"], ["t"], name="/g/Tanh"),
+        const("o", 1.0),
+        helper.make_node("Add", ["o", "t"], ["t1"], name="/g/Add_1"),
+        helper.make_node("Mul", ["h", "t1"], ["m"], name="/g/Mul_4"),
+        const("p", 0.5),
+        helper.make_node("Mul", ["p", "m"], ["g"], name="/g/Mul_5"),
+        # the same, operands swapped, constants as initializers
+        helper.make_node("Mul", ["g", "g"], ["sq2"], name="/g2/Mul"),
+        helper.make_node("Mul", ["sq2", "g"], ["cube2"], name="/g2/Mul_1"),
+        helper.make_node("Mul", ["cube2", "kappa"], ["kc2"], name="/g2/Mul_2"),
+        helper.make_node("Add", ["kc2", "g"], ["in2"], name="/g2/Add"),
+        helper.make_node("Mul", ["in2", "beta"], ["u2"], name="/g2/Mul_3"),
+        helper.make_node("Tanh", ["u2"], ["t2"], name="/g2/Tanh"),
+        helper.make_node("Add", ["t2", "one"], ["t12"], name="/g2/Add_1"),
+        helper.make_node("Mul", ["t12", "g"], ["m2"], name="/g2/Mul_4"),
+        helper.make_node("Mul", ["m2", "half"], ["g2"], name="/g2/Mul_5"),
+        helper.make_node("Gemm", ["g2", "h.weight", "h.bias"], ["y"], name="/h/Gemm", transB=1),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])]
+    return helper.make_graph(nodes, "gelu_tanh", inputs, outputs, inits)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     for name, g in (("branches", branches()), ("residual", residual()), ("split", split()),
-                    ("reshape", reshape()), ("attention", attention()), ("flatten", flatten())):
+                    ("reshape", reshape()), ("attention", attention()), ("flatten", flatten()),
+                    ("gelu_tanh", gelu_tanh())):
         m = helper.make_model(g, producer_name="gpp make_onnx.py",
                               opset_imports=[helper.make_opsetid("", 17)])
         onnx.checker.check_model(m)
