@@ -159,8 +159,21 @@ C=$(long sig)
 "$COORD" --plan gpp "$C" >"$TMP/sig.out" 2>"$TMP/sig.err" &
 CP=$!
 track $CP
+# set 4 or a later one: only the last 2 are kept, so set 4 lives for 4
+# iterations, which a loaded machine's polling can miss
+newest_set() { # newest_set NAME: the highest committed set number, 0 if none
+    local m n=0
+    for m in "$TMP/$1.ckpt"/set-*/MANIFEST.json; do
+        [ -f "$m" ] || continue
+        m=${m%/MANIFEST.json}
+        m=$((10#${m##*/set-}))
+        [ "$m" -gt "$n" ] && n=$m
+    done
+    echo $n
+}
 for _ in $(seq 1 3000); do
-    [ -f "$(set_of sig 4)/MANIFEST.json" ] && break
+    [ "$(newest_set sig)" -ge 4 ] && break
+    running $CP || break
     sleep 0.01
 done
 kids=$(pgrep -P $CP || true)
