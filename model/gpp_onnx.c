@@ -21,7 +21,8 @@
 
 static const char SUPPORTED[] =
     "gpp maps Gemm, MatMul(+Add bias), Relu, Gelu (and its Erf and tanh forms), "
-    "LayerNormalization, Concat, Split and Slice (last axis), Add, Gather+ReduceSum (embedding "
+    "LayerNormalization (and its ReduceMean/Pow/Sqrt form), Concat, Split and Slice (last axis), "
+    "Add, Gather+ReduceSum (embedding "
     "bag), self-attention "
     "(MatMul, Softmax, MatMul with the heads' Reshape/Transpose; nn.MultiheadAttention's "
     "packed export; either with no mask or a causal one), Reshape/Unsqueeze/Squeeze/"
@@ -444,6 +445,8 @@ static int s_node(imp_t *im, int i)
     else if (!strcmp(op, "Constant"))
         rc = gpp_onnx_constant(im, i);
     else if (!strcmp(op, "Div") && (rc = gpp_onnx_gelu_erf(im, i)) != 0)
+        rc = rc < 0 ? -1 : 0;
+    else if (!strcmp(op, "ReduceMean") && (rc = gpp_onnx_layernorm_parts(im, i)) != 0)
         rc = rc < 0 ? -1 : 0;
     else if (!strcmp(op, "Mul") && (rc = gpp_onnx_gelu_tanh(im, i)) != 0)
         rc = rc < 0 ? -1 : 0;

@@ -861,6 +861,10 @@ const char *gpp_onnx_hint(const char *op)
         {"Tanh", "use Relu or Gelu"},
         {"Mul",
          "elementwise products are not gpp ops (only inside the Erf and tanh forms of Gelu)"},
+        {"ReduceMean", "gpp maps it only inside a LayerNorm written out (ReduceMean over the "
+                       "last axis -> Sub -> Pow(2) -> ReduceMean -> Add(1e-5) -> Sqrt -> Div -> "
+                       "Mul(weight) [-> Add(bias)], as torch exports nn.LayerNorm below opset "
+                       "17), or use LayerNormalization (opset 17)"},
         {"Sub", "fold constants into the weights"},
         {"Div", "fold constants into the weights"},
         {"BatchNormalization", "use LayerNormalization"},

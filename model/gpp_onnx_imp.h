@@ -164,6 +164,11 @@ int gpp_onnx_gelu_erf(imp_t *im, int i);
 int gpp_onnx_gelu_tanh(imp_t *im, int i);
 
 int gpp_onnx_layernorm(imp_t *im, int i);
+/* LayerNorm as torch exports it below opset 17: ReduceMean(x) -> Sub(x, .)
+ * -> Pow(2) -> ReduceMean -> Add(eps) -> Sqrt -> Div(d, .) -> Mul(gain)
+ * [-> Add(bias)], the means over the last axis. Returns 1 when node i (the
+ * first ReduceMean) starts it (mapped), 0 when not, -1 on error. */
+int gpp_onnx_layernorm_parts(imp_t *im, int i);
 
 int gpp_onnx_concat(imp_t *im, int i);
 

@@ -1,6 +1,7 @@
 /* gpp_onnx_ops: the ONNX importer's node mappings (see gpp_onnx_imp.h):
  * Gemm and MatMul(+Add) as linears, the unary ops and Gelu's Erf form,
- * LayerNormalization (and its decomposition), Concat, Add, Split, Slice,
+ * LayerNormalization and its decomposition (ReduceMean, Sub, Pow, ReduceMean,
+ * Add, Sqrt, Div, Mul, Add: nn.LayerNorm below opset 17), Concat, Add, Split, Slice,
  * Gather+ReduceSum, Identity, Constant, the Shape arithmetic folded at import
  * and the relayouts (Reshape, Unsqueeze, Squeeze, Flatten). */
 #include <math.h>
@@ -275,45 +276,176 @@ int gpp_onnx_gelu_tanh(imp_t *im, int i)
     return s_gelu(im, i, GPP_GELU_TANH, x, v) < 0 ? -1 : 1;
 }
 
+/* gpp's layernorm of x with the gain and (if any) bias constants, defining
+ * the ONNX value out_name (LayerNormalization and its decomposition). */
+static int s_layernorm(imp_t *im, int i, const val_t *x, const val_t *gain, const val_t *bias,
+                       const char *out_name)
+{
+    int64_t rows, cols;
+    if (gpp_onnx_shape(im, x, &rows, &cols) < 0)
+        return -1;
+    float *gw = gpp_onnx_floats(im, i, gain->t, cols),
+          *bw = bias ? gpp_onnx_floats(im, i, bias->t, cols) : NULL;
+    if (!gw || (bias && !bw)) {
+        free(gw);
+        free(bw);
+        return -1;
+    }
+    char name[GPP_NAME_LEN];
+    gpp_onnx_opname(im, gain->name, 1, name);
+    int id = gpp_graph_unary(im->g, GPP_OP_LAYERNORM, name, x->op);
+    gpp_onnx_weight(im, id, 0, gw);
+    if (bw)
+        gpp_onnx_weight(im, id, 1, bw);
+    return gpp_onnx_out_op(im, i, out_name, id, x->rank);
+}
+
+/* 1e-5: PyTorch's nn.LayerNorm default, gpp's fixed epsilon (gpp_ops.h) */
+static int s_ln_eps(imp_t *im, int i, double eps)
+{
+    if (fabs(eps - 1e-5) > 1e-8)
+        return gpp_onnx_fail(im, i,
+                             "epsilon %g: gpp's layernorm uses 1e-5 (PyTorch's default); use "
+                             "nn.LayerNorm(..., eps=1e-5)",
+                             eps);
+    return 0;
+}
+
 int gpp_onnx_layernorm(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
-    int64_t axis, rows, cols;
+    int64_t axis;
     double eps = 0; /* set by gpp_onnx_attr_float */
     if (gpp_onnx_attr_int(im, i, "axis", -1, &axis) < 0 ||
         gpp_onnx_attr_float(im, i, "epsilon", 1e-5, &eps) < 0)
         return -1;
     const val_t *x = gpp_onnx_in(im, i, 0, V_OP), *sc = x ? gpp_onnx_in(im, i, 1, V_CONST) : NULL,
                 *b = NULL;
-    if (!sc || gpp_onnx_shape(im, x, &rows, &cols) < 0)
+    if (!sc)
         return -1;
     if (axis != -1 && axis != x->rank - 1)
         return gpp_onnx_fail(im, i,
                              "gpp normalises over the last axis only (axis -1); this node has "
                              "axis %lld",
                              (long long)axis);
-    /* 1e-5: PyTorch's nn.LayerNorm default, gpp's fixed epsilon (gpp_ops.h) */
-    if (fabs(eps - 1e-5) > 1e-8)
-        return gpp_onnx_fail(im, i,
-                             "epsilon %g: gpp's layernorm uses 1e-5 (PyTorch's default); use "
-                             "nn.LayerNorm(..., eps=1e-5)",
-                             eps);
+    if (s_ln_eps(im, i, eps) < 0)
+        return -1;
     if (n->n_input > 2 && n->input[2][0] && !(b = gpp_onnx_in(im, i, 2, V_CONST)))
         return -1;
-    float *gw = gpp_onnx_floats(im, i, sc->t, cols),
-          *bw = b ? gpp_onnx_floats(im, i, b->t, cols) : NULL;
-    if (!gw || (b && !bw)) {
-        free(gw);
-        free(bw);
-        return -1;
+    return s_layernorm(im, i, x, sc, b, n->output[0]);
+}
+
+/* Node `node` is a ReduceMean over the last of `rank` axes with keepdims 1
+ * (axes as the attribute, or from opset 18 a constant input): 1, else 0. */
+static int s_mean_last(imp_t *im, int node, int rank)
+{
+    const node_t *n = im->gr->node[node];
+    if (!gpp_onnx_is(im, node, "ReduceMean") || n->n_input < 1 || n->n_output < 1)
+        return 0;
+    const attr_t *k = gpp_onnx_attr(n, "keepdims"), *a = gpp_onnx_attr(n, "axes");
+    int64_t axis;
+    if (k && k->i != 1)
+        return 0;
+    if (a) {
+        if (a->n_ints != 1)
+            return 0;
+        axis = a->ints[0];
+    } else if (n->n_input > 1 && n->input[1][0]) {
+        const val_t *v = gpp_onnx_find(im, n->input[1]);
+        int64_t cnt = 0;
+        gpp_err_t e = {{0}}, *keep = im->err;
+        im->err = &e; /* not a constant of one integer: not the pattern */
+        int ok = v && v->kind == V_CONST && v->t &&
+                 v->t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
+                 gpp_onnx_tensor_check(im, -1, v->t, 0, &cnt) == 0 && cnt == 1;
+        im->err = keep;
+        if (!ok)
+            return 0;
+        axis = gpp_onnx_int_at(v->t, 0);
+    } else {
+        return 0; /* every axis */
     }
-    char name[GPP_NAME_LEN];
-    gpp_onnx_opname(im, sc->name, 1, name);
-    int id = gpp_graph_unary(im->g, GPP_OP_LAYERNORM, name, x->op);
-    gpp_onnx_weight(im, id, 0, gw);
-    if (bw)
-        gpp_onnx_weight(im, id, 1, bw);
-    return gpp_onnx_out_op(im, i, n->output[0], id, x->rank);
+    return axis == -1 || axis == rank - 1;
+}
+
+/* A constant of `cols` fp32 values: the value, else NULL. */
+static const val_t *s_row_const(imp_t *im, const char *name, int64_t cols)
+{
+    const val_t *v = name ? gpp_onnx_find(im, name) : NULL;
+    int64_t cnt = 0;
+    gpp_err_t e = {{0}}, *keep = im->err;
+    im->err = &e;
+    int ok = v && v->kind == V_CONST && v->t && gpp_onnx_tensor_check(im, -1, v->t, 1, &cnt) == 0 &&
+             cnt == cols;
+    im->err = keep;
+    return ok ? v : NULL;
+}
+
+int gpp_onnx_layernorm_parts(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    const val_t *x = n->n_input >= 1 ? gpp_onnx_find(im, n->input[0]) : NULL;
+    int64_t rows, cols;
+    if (!x || x->kind != V_OP || !s_mean_last(im, i, x->rank))
+        return 0;
+    gpp_err_t e = {{0}}, *keep = im->err;
+    im->err = &e;
+    int shaped = gpp_onnx_shape(im, x, &rows, &cols) == 0;
+    im->err = keep;
+    if (!shaped)
+        return 0;
+    const node_t *const *nd = (const node_t *const *)im->gr->node;
+    const char *xn = n->input[0];
+    /* d = Sub(x, mean), read by Pow(d, 2) and Div(d, std) only */
+    int sub = gpp_onnx_next(im, n->output[0], "Sub");
+    if (sub < 0 || nd[sub]->n_input != 2 || strcmp(nd[sub]->input[0], xn) ||
+        strcmp(nd[sub]->input[1], n->output[0]))
+        return 0;
+    const char *d = nd[sub]->output[0];
+    int first, pw = -1, dv = -1;
+    if (gpp_onnx_uses(im, d, &first) != 2)
+        return 0;
+    for (int k = sub + 1; k < (int)im->gr->n_node; k++) {
+        if (nd[k]->n_input != 2 || nd[k]->n_output < 1 || strcmp(nd[k]->input[0], d))
+            continue;
+        if (gpp_onnx_is(im, k, "Pow") && pw < 0)
+            pw = k;
+        else if (gpp_onnx_is(im, k, "Div") && dv < 0)
+            dv = k;
+    }
+    if (pw < 0 || dv < 0 || !(fabs(s_scalar(im, nd[pw]->input[1]) - 2.0) <= 1e-6))
+        return 0;
+    /* var = ReduceMean(d^2), std = Sqrt(var + eps), Div(d, std) */
+    int var = gpp_onnx_next(im, nd[pw]->output[0], "ReduceMean");
+    if (var < 0 || !s_mean_last(im, var, x->rank))
+        return 0;
+    int add = gpp_onnx_next(im, nd[var]->output[0], "Add");
+    const char *epsn = add < 0 ? NULL : gpp_onnx_other(nd[add], nd[var]->output[0]);
+    double eps = epsn ? s_scalar(im, epsn) : NAN;
+    if (isnan(eps))
+        return 0;
+    int sq = gpp_onnx_next(im, nd[add]->output[0], "Sqrt");
+    if (sq < 0 || strcmp(nd[dv]->input[1], nd[sq]->output[0]))
+        return 0;
+    /* the affine part: Mul(gain) [Add(bias)]; gpp's layernorm learns a gain */
+    int mul = gpp_onnx_next(im, nd[dv]->output[0], "Mul");
+    const val_t *gain =
+        mul < 0 ? NULL : s_row_const(im, gpp_onnx_other(nd[mul], nd[dv]->output[0]), cols);
+    if (!gain)
+        return gpp_onnx_fail(im, i,
+                             "a LayerNorm written out without a weight (nn.LayerNorm("
+                             "elementwise_affine=False)): gpp's layernorm always learns a gain "
+                             "and a bias; use elementwise_affine=True");
+    int addb = gpp_onnx_next(im, nd[mul]->output[0], "Add");
+    const val_t *bias =
+        addb < 0 ? NULL : s_row_const(im, gpp_onnx_other(nd[addb], nd[mul]->output[0]), cols);
+    if (s_ln_eps(im, add, eps) < 0)
+        return -1;
+    int parts[] = {sub, pw, var, add, sq, dv, mul, bias ? addb : -1};
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
+        if (parts[k] >= 0)
+            im->done[parts[k]] = 1;
+    return s_layernorm(im, i, x, gain, bias, nd[bias ? addb : mul]->output[0]) < 0 ? -1 : 1;
 }
 
 int gpp_onnx_concat(imp_t *im, int i)

@@ -243,6 +243,20 @@ class GeluT(Gelu):  # the same with nn.GELU(approximate="tanh"): Mul/Add/Tanh ar
     def __init__(s):
         super().__init__()
         s.g = nn.GELU(approximate="tanh")
+class LN(nn.Module):  # two nn.LayerNorm (weights not 1/0); at opset 13 torch writes them
+    IN, OUT = (10,), (3,)  # out: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add
+    def __init__(s):
+        super().__init__()
+        torch.manual_seed(15)
+        s.a, s.b, s.h = nn.Linear(10, 16), nn.Linear(16, 16), nn.Linear(16, 3)
+        s.n1, s.n2 = nn.LayerNorm(16), nn.LayerNorm(16)
+        with torch.no_grad():
+            for n in (s.n1, s.n2):
+                n.weight.uniform_(0.5, 1.5); n.bias.uniform_(-0.5, 0.5)
+    def forward(s, x):
+        return s.h(s.n2(torch.relu(s.b(s.n1(torch.relu(s.a(x)))))))
+class LN13(LN):  # the same model; the loop exports it at opset 13 (the written-out form)
+    pass
 if __name__ == "__main__":
     r, B, T, M = np.random.default_rng(3), 16, 20, globals()[sys.argv[1]]
     x = r.standard_normal((B * T,) + M.IN).astype(np.float32)
@@ -266,11 +280,13 @@ mkdir -p "$TMP/ds"
 # and GeluT's tanh arithmetic was not imported at all.
 for spec in "Split 12 207 10" "Views 6 115 10" "Flat 11 297 4x6" "Attn 5 315 4x8" \
     "TEL 10 600 4x8" "TELpre 10 600 4x8" "TELgelu 10 600 4x8 2e-6" "Gelu 7 499 10 2e-6" \
-    "GeluT 7 499 10 2e-6" "AttnC 5 315 4x8" "MHAC 8 387 4x8" \
+    "GeluT 7 499 10 2e-6" "AttnC 5 315 4x8" "MHAC 8 387 4x8" "LN 9 563 10" "LN13 9 563 10 - 13" \
     "MHA 8 387 4x8"; do  # MHA last: the cluster job below reads its data
     set -- $spec
-    expect_ok "gpp-export writes the $1 model" $PY "$SRC/scripts/gpp-export" \
-        "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=$4
+    tol=${5:-}
+    [ "$tol" = - ] && tol=
+    expect_ok "gpp-export writes the $1 model (opset ${6:-17})" $PY "$SRC/scripts/gpp-export" \
+        --opset "${6:-17}" "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=$4
     if $PY "$TMP/shapes.py" "$1" "$TMP/ds" >"$TMP/$1.losses" 2>"$TMP/torch.err"; then
         ok "PyTorch trains the $1 model"
     else
@@ -281,7 +297,7 @@ for spec in "Split 12 207 10" "Views 6 115 10" "Flat 11 297 4x6" "Attn 5 315 4x8
         --momentum 0.9 --threads 1
     grep -q "model $TMP/$1.onnx:loss=mse: $2 ops, $3 parameters" "$TMP/out" &&
         ok "$1: $2 ops, $3 parameters" || fail "unexpected $1 model" "$(grep -m1 'ops,' "$TMP/out")"
-    s_same_losses "$TMP/$1.losses" "${5:-}"
+    s_same_losses "$TMP/$1.losses" "$tol"
 done
 # the nn.MultiheadAttention model (its data still in $TMP/ds) on 4 CPU agents
 # through the GPP plan: the losses of one gpp-train process (which shuffles
@@ -311,4 +327,25 @@ awk -v w="$worst" 'BEGIN { exit !(w + 0 == w && w <= 1e-4) }' &&
     fail "cluster losses differ: $worst" "$(paste "$TMP/cl.losses" "$TMP/one.losses")"
 expect_fail "gpp-export: a missing factory" "has no 'Nope'" $PY "$SRC/scripts/gpp-export" \
     "$TMP/net.py:Nope" "$TMP/n.onnx" x=8
+expect_fail "gpp-export: an opset torch cannot write" "give 13 to 17" $PY \
+    "$SRC/scripts/gpp-export" --opset 9 "$TMP/net.py:Net" "$TMP/n.onnx" x=8
+# LayerNorms written out (opset 13) that gpp's layernorm cannot be: another
+# epsilon, no weight; each refused naming the node and the fix
+cat >>"$TMP/shapes.py" <<'PYEOF'
+class LNeps(LN):
+    def __init__(s):
+        super().__init__()
+        s.n1 = nn.LayerNorm(16, eps=1e-6)
+class LNnoaff(LN):
+    def __init__(s):
+        super().__init__()
+        s.n2 = nn.LayerNorm(16, elementwise_affine=False)
+PYEOF
+for m in "LNeps:node .* '/n1/Add' (Add): epsilon 1e-06: gpp's layernorm uses 1e-5" \
+    "LNnoaff:'/n2/ReduceMean' (ReduceMean): a LayerNorm written out without a weight"; do
+    expect_ok "gpp-export writes the ${m%%:*} model (opset 13)" $PY "$SRC/scripts/gpp-export" \
+        --opset 13 "$TMP/shapes.py:${m%%:*}" "$TMP/${m%%:*}.onnx" x=10
+    expect_fail "gpp-train refuses ${m%%:*}" "${m#*:}" "$TRAIN" --model "$TMP/${m%%:*}.onnx" \
+        --loss mse --iterations 1 --batch 4
+done
 gpp_test_end
