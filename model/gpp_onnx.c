@@ -448,7 +448,7 @@ static int s_node(imp_t *im, int i)
         rc = rc < 0 ? -1 : 0;
     else if (!strcmp(op, "ReduceMean") && (rc = gpp_onnx_layernorm_parts(im, i)) != 0)
         rc = rc < 0 ? -1 : 0;
-    else if (!strcmp(op, "Mul") && (rc = gpp_onnx_gelu_tanh(im, i)) != 0)
+    else if ((!strcmp(op, "Mul") || !strcmp(op, "Pow")) && (rc = gpp_onnx_gelu_tanh(im, i)) != 0)
         rc = rc < 0 ? -1 : 0;
     else
         return gpp_onnx_fail(im, i, "unsupported op %s; %s. %s", op, gpp_onnx_hint(op), SUPPORTED);

@@ -865,6 +865,8 @@ const char *gpp_onnx_hint(const char *op)
                        "last axis -> Sub -> Pow(2) -> ReduceMean -> Add(1e-5) -> Sqrt -> Div -> "
                        "Mul(weight) [-> Add(bias)], as torch exports nn.LayerNorm below opset "
                        "17), or use LayerNormalization (opset 17)"},
+        {"Pow", "powers are not gpp ops (only inside the tanh form of Gelu and a LayerNorm "
+                "written out)"},
         {"Sub", "fold constants into the weights"},
         {"Div", "fold constants into the weights"},
         {"BatchNormalization", "use LayerNormalization"},

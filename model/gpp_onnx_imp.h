@@ -159,8 +159,9 @@ int gpp_onnx_gelu(imp_t *im, int i);
  * Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5). Returns 1 when
  * node i starts it (mapped), 0 when not, -1 on error. */
 int gpp_onnx_gelu_erf(imp_t *im, int i);
-/* The tanh form as torch exports nn.GELU(approximate='tanh') below opset
- * 20 (Mul(x, x) ... Tanh ... Mul(0.5)); returns as gpp_onnx_gelu_erf. */
+/* GELU's tanh form written out (torch's nn.GELU(approximate='tanh') below
+ * opset 20, Hugging Face's NewGELUActivation): node i, a Mul or Pow, is its
+ * first node. Returns 1 when mapped, 0 when not, -1 on error. */
 int gpp_onnx_gelu_tanh(imp_t *im, int i);
 
 int gpp_onnx_layernorm(imp_t *im, int i);

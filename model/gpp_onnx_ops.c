@@ -241,39 +241,100 @@ static int s_gelu_step(imp_t *im, const char *name, const char *op, const char *
     return c;
 }
 
-/* GELU's tanh form as torch 1.13 exports nn.GELU(approximate='tanh') below
- * opset 20: Mul(x, x) -> Mul(x) -> Mul(0.044715) -> Add(x) ->
- * Mul(sqrt(2/pi)) -> Tanh -> Add(1) -> Mul(x) -> Mul(0.5), either operand
- * order. Returns 1 when node i starts it (mapped), 0 when not, -1 on error. */
+/* The first node after `after` reading value x as op `op` with its other
+ * input x too (other NULL) or the scalar k; -1 when none. */
+static int s_reader(imp_t *im, int after, const char *x, const char *op, int twice, double k)
+{
+    for (int c = after + 1; c < (int)im->gr->n_node; c++) {
+        const node_t *n = im->gr->node[c];
+        if (!gpp_onnx_is(im, c, op) || n->n_input != 2 || n->n_output < 1)
+            continue;
+        const char *o = gpp_onnx_other(n, x);
+        if (o && (twice ? !strcmp(o, x) && !strcmp(n->input[0], n->input[1])
+                        : strcmp(o, x) && fabs(s_scalar(im, o) - k) <= 1e-6))
+            return c;
+    }
+    return -1;
+}
+
+/* GELU's tanh form written out, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+ * x^3))), as torch 1.13 exports nn.GELU(approximate='tanh') below opset 20
+ * (Mul(x, x) -> Mul(x) -> Mul(0.044715) -> Add(x) -> Mul(sqrt(2/pi)) ->
+ * Tanh -> Add(1) -> Mul(x) -> Mul(0.5)) or as Hugging Face's
+ * NewGELUActivation exports (Mul(x, 0.5); Pow(x, 3) -> ... -> Add(1) ->
+ * Mul(half, .)): the cube as Mul(x, Mul(x, x)) or Pow(x, 3), the halving
+ * last or first; operands in either order. Node i, a Mul or Pow, must be
+ * the pattern's first node. Returns 1 when mapped, 0 when not, -1 on error. */
 int gpp_onnx_gelu_tanh(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
-    if (n->n_input != 2 || n->n_output < 1 || strcmp(n->input[0], n->input[1]))
+    if (n->n_input != 2 || n->n_output < 1)
         return 0;
-    const char *x = n->input[0];
-    /* each step: op, the other operand (x, or NULL for the constant k) */
-    static const struct {
-        const char *op;
-        int x; /* 1: the other operand is x */
-        double k;
-    } steps[] = {{"Mul", 1, 0},  {"Mul", 0, 0.044715},
-                 {"Add", 1, 0},  {"Mul", 0, 0.7978845608028654 /* sqrt(2/pi) */},
-                 {"Tanh", 0, 0}, {"Add", 0, 1.0},
-                 {"Mul", 1, 0},  {"Mul", 0, 0.5}};
-    int nodes[sizeof steps / sizeof steps[0]];
-    const char *v = n->output[0];
-    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
-        int c = !strcmp(steps[k].op, "Tanh")
+    for (int xi = 0; xi < 2; xi++) { /* x: either input that is an activation */
+        const char *x = n->input[xi];
+        const val_t *xv = gpp_onnx_find(im, x);
+        if (!xv || xv->kind != V_OP)
+            continue;
+        int nodes[12], nn = 0, c;
+        /* x^3: Mul(x, Mul(x, x)) or Pow(x, 3) */
+        int sq = s_reader(im, i - 1, x, "Mul", 1, 0), cube = -1;
+        if (sq >= 0 && (cube = s_gelu_step(im, im->gr->node[sq]->output[0], "Mul", x, 0)) >= 0)
+            nodes[nn++] = sq;
+        else if ((cube = s_reader(im, i - 1, x, "Pow", 0, 3.0)) < 0)
+            continue;
+        nodes[nn++] = cube;
+        static const struct {
+            const char *op;
+            int x; /* 1: the other operand is x */
+            double k;
+        } steps[] = {{"Mul", 0, 0.044715},
+                     {"Add", 1, 0},
+                     {"Mul", 0, 0.7978845608028654 /* sqrt(2/pi) */},
+                     {"Tanh", 0, 0},
+                     {"Add", 0, 1.0}};
+        const char *v = im->gr->node[cube]->output[0];
+        size_t k = 0;
+        for (; k < sizeof steps / sizeof steps[0]; k++) {
+            c = !strcmp(steps[k].op, "Tanh")
                     ? gpp_onnx_next(im, v, "Tanh")
                     : s_gelu_step(im, v, steps[k].op, steps[k].x ? x : NULL, steps[k].k);
-        if (c < 0 || im->gr->node[c]->n_output < 1)
-            return 0;
-        nodes[k] = c;
-        v = im->gr->node[c]->output[0];
+            if (c < 0 || im->gr->node[c]->n_output < 1)
+                break;
+            nodes[nn++] = c;
+            v = im->gr->node[c]->output[0];
+        }
+        if (k < sizeof steps / sizeof steps[0])
+            continue;
+        /* the halving: Mul(x, 1 + tanh) -> Mul(0.5), or Mul(Mul(x, 0.5), 1 + tanh) */
+        int m = gpp_onnx_next(im, v, "Mul"), half = -1;
+        const char *o = m < 0 ? NULL : gpp_onnx_other(im->gr->node[m], v);
+        if (!o)
+            continue;
+        if (!strcmp(o, x)) {
+            if ((half = s_gelu_step(im, im->gr->node[m]->output[0], "Mul", NULL, 0.5)) < 0)
+                continue;
+            nodes[nn++] = m;
+            nodes[nn++] = half;
+        } else {
+            int h = gpp_onnx_producer(im, o), one;
+            if (h < 0 || h != s_reader(im, h - 1, x, "Mul", 0, 0.5) ||
+                gpp_onnx_uses(im, o, &one) != 1)
+                continue;
+            nodes[nn++] = h;
+            nodes[nn++] = m;
+            half = m;
+        }
+        int first = nodes[0];
+        for (int j = 1; j < nn; j++)
+            first = nodes[j] < first ? nodes[j] : first;
+        if (first != i)
+            continue; /* the walk reaches the pattern at its first node */
+        for (int j = 0; j < nn; j++)
+            if (nodes[j] != i)
+                im->done[nodes[j]] = 1;
+        return s_gelu(im, i, GPP_GELU_TANH, x, im->gr->node[half]->output[0]) < 0 ? -1 : 1;
     }
-    for (size_t k = 0; k < sizeof nodes / sizeof nodes[0]; k++)
-        im->done[nodes[k]] = 1;
-    return s_gelu(im, i, GPP_GELU_TANH, x, v) < 0 ? -1 : 1;
+    return 0;
 }
 
 /* gpp's layernorm of x with the gain and (if any) bias constants, defining

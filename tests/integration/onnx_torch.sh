@@ -243,6 +243,14 @@ class GeluT(Gelu):  # the same with nn.GELU(approximate="tanh"): Mul/Add/Tanh ar
     def __init__(s):
         super().__init__()
         s.g = nn.GELU(approximate="tanh")
+class NewGELU(nn.Module):  # Hugging Face's NewGELUActivation: Mul(x, 0.5) first, Pow(x, 3)
+    def forward(s, x):
+        return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 *
+                                           (x + 0.044715 * torch.pow(x, 3.0))))
+class GeluHF(Gelu):  # the MLP with that tanh form
+    def __init__(s):
+        super().__init__()
+        s.g = NewGELU()
 class LN(nn.Module):  # two nn.LayerNorm (weights not 1/0); at opset 13 torch writes them
     IN, OUT = (10,), (3,)  # out: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add
     def __init__(s):
@@ -281,6 +289,7 @@ mkdir -p "$TMP/ds"
 for spec in "Split 12 207 10" "Views 6 115 10" "Flat 11 297 4x6" "Attn 5 315 4x8" \
     "TEL 10 600 4x8" "TELpre 10 600 4x8" "TELgelu 10 600 4x8 2e-6" "Gelu 7 499 10 2e-6" \
     "GeluT 7 499 10 2e-6" "AttnC 5 315 4x8" "MHAC 8 387 4x8" "LN 9 563 10" "LN13 9 563 10 - 13" \
+    "GeluHF 7 499 10 2e-6" \
     "MHA 8 387 4x8"; do  # MHA last: the cluster job below reads its data
     set -- $spec
     tol=${5:-}
