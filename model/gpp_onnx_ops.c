@@ -271,9 +271,15 @@ int gpp_onnx_gelu_tanh(imp_t *im, int i)
     if (n->n_input != 2 || n->n_output < 1)
         return 0;
     for (int xi = 0; xi < 2; xi++) { /* x: either input that is an activation */
-        const char *x = n->input[xi];
+        const char *x = n->input[xi], *o = n->input[!xi];
         const val_t *xv = gpp_onnx_find(im, x);
         if (!xv || xv->kind != V_OP)
+            continue;
+        /* node i opens the pattern: Mul(x, x), Pow(x, 3) or Mul(x, 0.5); any
+         * other Mul or Pow is no GELU (and costs no search below) */
+        int pow = gpp_onnx_is(im, i, "Pow");
+        if (pow ? xi != 0 || !(fabs(s_scalar(im, o) - 3.0) <= 1e-6)
+                : strcmp(o, x) && !(fabs(s_scalar(im, o) - 0.5) <= 1e-6))
             continue;
         int nodes[12], nn = 0, c;
         /* x^3: Mul(x, Mul(x, x)) or Pow(x, 3) */
@@ -307,18 +313,18 @@ int gpp_onnx_gelu_tanh(imp_t *im, int i)
             continue;
         /* the halving: Mul(x, 1 + tanh) -> Mul(0.5), or Mul(Mul(x, 0.5), 1 + tanh) */
         int m = gpp_onnx_next(im, v, "Mul"), half = -1;
-        const char *o = m < 0 ? NULL : gpp_onnx_other(im->gr->node[m], v);
-        if (!o)
+        const char *hv = m < 0 ? NULL : gpp_onnx_other(im->gr->node[m], v);
+        if (!hv)
             continue;
-        if (!strcmp(o, x)) {
+        if (!strcmp(hv, x)) {
             if ((half = s_gelu_step(im, im->gr->node[m]->output[0], "Mul", NULL, 0.5)) < 0)
                 continue;
             nodes[nn++] = m;
             nodes[nn++] = half;
         } else {
-            int h = gpp_onnx_producer(im, o), one;
+            int h = gpp_onnx_producer(im, hv), one;
             if (h < 0 || h != s_reader(im, h - 1, x, "Mul", 0, 0.5) ||
-                gpp_onnx_uses(im, o, &one) != 1)
+                gpp_onnx_uses(im, hv, &one) != 1)
                 continue;
             nodes[nn++] = h;
             nodes[nn++] = m;
