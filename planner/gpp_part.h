@@ -25,9 +25,9 @@
  * ranked by the estimated iteration time TPS * (B + (depth - 1) * b) (for
  * each b the least-TPS plan, then shallower ones while the estimate
  * improves). With per-stage micro-batches or kFkB those plans compete with
- * the universal ones by the same estimate. With opts.simulate (default) the
- * candidates within 5% of the best estimate are simulated (gpp_sched,
- * gpp_sim) and the fastest is returned. A fixed micro-batch (or min_tps)
+ * the universal ones by the same estimate. With opts.simulate (default)
+ * every candidate the search built is simulated (gpp_sched, gpp_sim) and the
+ * fastest is returned. A fixed micro-batch (or min_tps)
  * gives Algorithm 1 as is: the least bottleneck TPS.
  * SPP runs the same DP on gpp_sp_linear (a chain). */
 #ifndef GPP_PART_H

@@ -135,9 +135,133 @@ static void s_stage_costs(gpp_sim_t *s, int i, int64_t *stash_per_sample, int64_
         (st->weight_bytes > 0 ? st->weight_bytes : GPP_BYTES_PER_PARAM * params) + reserved;
 }
 
+double gpp_sim_bound_ms(gpp_sim_t *s)
+{
+    const gpp_plan_t *p = s->p;
+    double lb = 0;
+    /* first[i]: the earliest a replica of stage i can start its first
+     * forward: micro-batch 0 has been forwarded along every path to it
+     * (stages are in topological order; transfers count as free) */
+    double *first = gpp_xcalloc((size_t)p->n_stages + 1, sizeof *first);
+    for (int i = 0; i < p->n_stages; i++) {
+        int64_t stash, fixed;
+        s_stage_costs(s, i, &stash, &fixed);
+    }
+    for (int i = 0; i < p->n_stages; i++) {
+        const gpp_stage_t *st = &p->stages[i];
+        const gpp_sim_stage_t *r = &s->st[i];
+        for (int j = 0; j < st->n_pred; j++) {
+            int q = st->pred[j];
+            if (first[q] + s->st[q].fwd_ms > first[i])
+                first[i] = first[q] + s->st[q].fwd_ms;
+        }
+        /* then the lowered list: every pass of the stage's schedule, one at
+         * a time, an all-reduce when replicated, the step */
+        double n_mb = st->micro_batch > 0 ? (double)(p->batch / st->micro_batch) : 0;
+        double busy = first[i] + n_mb * (r->fwd_ms + r->bwd_ms) +
+                      (st->devices > 1 ? r->allreduce_ms : 0) + r->step_ms;
+        if (busy > lb)
+            lb = busy;
+    }
+    free(first);
+    return lb;
+}
+
 static int s_is_recv(gpp_act_type_t t)
 {
     return t == GPP_ACT_RECV_ACT || t == GPP_ACT_RECV_GRAD;
+}
+
+/* The lists whose next action can run, ordered by (clock, list index): the
+ * next action is always the one of the least clock, the lower list on a
+ * tie. An entry holds the list's position when it was queued; one whose
+ * list has moved on since (an all-reduce advances every replica) is stale
+ * and dropped when it comes up. Replaces a scan of every list per action,
+ * which made each simulation O(actions x devices). */
+typedef struct {
+    double t;
+    int li, pos;
+} s_ready_t;
+
+typedef struct {
+    s_ready_t *e;
+    int n, cap;
+} s_heap_t;
+
+static int s_before(const s_ready_t *a, const s_ready_t *b)
+{
+    return a->t < b->t || (a->t == b->t && a->li < b->li);
+}
+
+static void s_heap_push(s_heap_t *h, double t, int li, int pos)
+{
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 64;
+        h->e = gpp_xrealloc(h->e, (size_t)h->cap * sizeof *h->e);
+    }
+    int i = h->n++;
+    s_ready_t x = {t, li, pos};
+    while (i > 0 && s_before(&x, &h->e[(i - 1) / 2])) {
+        h->e[i] = h->e[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->e[i] = x;
+}
+
+static s_ready_t s_heap_pop(s_heap_t *h)
+{
+    s_ready_t top = h->e[0], x = h->e[--h->n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && s_before(&h->e[c + 1], &h->e[c]))
+            c++;
+        if (!s_before(&h->e[c], &x))
+            break;
+        h->e[i] = h->e[c];
+        i = c;
+    }
+    if (h->n > 0)
+        h->e[i] = x;
+    return top;
+}
+
+/* Simulation state the readiness test reads. */
+typedef struct {
+    const gpp_plan_t *p;
+    const gpp_sched_links_t *k;
+    const int *pos;
+    const double *arrival;
+    const double *t;
+    int *queued; /* [n_lists]: the position a list is queued at, -1 none */
+    s_heap_t heap;
+} s_run_t;
+
+/* Queues list li if its next action can run: a receive once its send has
+ * run, an all-reduce once every replica of the stage has reached it. */
+static void s_offer(s_run_t *r, int li)
+{
+    const gpp_sched_links_t *k = r->k;
+    int si = k->list_stage[li];
+    const gpp_stage_t *st = &r->p->stages[si];
+    const gpp_actions_t *l = &st->replica[li - k->list_base[si]];
+    int at = r->pos[li];
+    if (at >= l->n || r->queued[li] == at)
+        return;
+    const gpp_action_t *a = &l->a[at];
+    if (s_is_recv(a->type) && r->arrival[k->match[k->act_base[li] + at]] < 0)
+        return;
+    if (a->type == GPP_ACT_ALLREDUCE)
+        for (int q = 0; q < st->devices; q++) {
+            int lq = k->list_base[si] + q;
+            if (r->pos[lq] >= st->replica[q].n ||
+                st->replica[q].a[r->pos[lq]].type != GPP_ACT_ALLREDUCE)
+                return;
+        }
+    r->queued[li] = at;
+    s_heap_push(&r->heap, r->t[li], li, at);
 }
 
 int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
@@ -175,30 +299,26 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
         int si = k->list_stage[li];
         remaining += p->stages[si].replica[li - k->list_base[si]].n > 0;
     }
+    /* the list of every flat action index, to wake a receiver */
+    int *list_of = gpp_xcalloc((size_t)k->n_acts + 1, sizeof(int));
+    for (int li = 0; li < k->n_lists; li++)
+        for (int x = k->act_base[li]; x < k->act_base[li + 1]; x++)
+            list_of[x] = li;
+    s_run_t run = {.p = p, .k = k, .pos = pos, .arrival = arrival, .t = t};
+    run.queued = gpp_xcalloc((size_t)k->n_lists + 1, sizeof(int));
+    for (int li = 0; li < k->n_lists; li++)
+        run.queued[li] = -1;
+    for (int li = 0; li < k->n_lists; li++)
+        s_offer(&run, li);
     while (remaining) {
         /* the ready device with the earliest clock goes next */
         int best = -1;
-        for (int li = 0; li < k->n_lists; li++) {
-            int si = k->list_stage[li];
-            const gpp_stage_t *st = &p->stages[si];
-            const gpp_actions_t *l = &st->replica[li - k->list_base[si]];
-            if (pos[li] >= l->n || (best >= 0 && t[li] >= t[best]))
-                continue;
-            const gpp_action_t *a = &l->a[pos[li]];
-            if (s_is_recv(a->type) && arrival[k->match[k->act_base[li] + pos[li]]] < 0)
-                continue;
-            if (a->type == GPP_ACT_ALLREDUCE) {
-                int all = 1;
-                for (int q = 0; q < st->devices; q++) {
-                    int lq = k->list_base[si] + q;
-                    if (pos[lq] >= st->replica[q].n ||
-                        st->replica[q].a[pos[lq]].type != GPP_ACT_ALLREDUCE)
-                        all = 0;
-                }
-                if (!all)
-                    continue;
+        while (run.heap.n > 0 && best < 0) {
+            s_ready_t x = s_heap_pop(&run.heap);
+            if (pos[x.li] == x.pos && run.queued[x.li] == x.pos) {
+                best = x.li;
+                run.queued[best] = -1;
             }
-            best = li;
         }
         if (best < 0)
             break;
@@ -231,6 +351,7 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
             double start = t[best] > *lf ? t[best] : *lf;
             *lf = start + cms;
             arrival[flat] = start + cms;
+            s_offer(&run, list_of[k->match[flat]]);
             if (cms > 0 && !s->no_events) {
                 char name[sizeof s->ev->name];
                 gpp_trace_action_name(a, name, sizeof name);
@@ -259,6 +380,8 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
                 if (++pos[lq] == st->replica[q].n)
                     remaining--;
             }
+            for (int q = 0; q < st->devices; q++)
+                s_offer(&run, k->list_base[si] + q);
             continue;
         }
         default:
@@ -268,6 +391,11 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
         busy[best] += dur;
         if (++pos[best] == st->replica[r].n)
             remaining--;
+        s_offer(&run, best);
+        /* the last replica to reach an all-reduce makes every replica ready */
+        if (pos[best] < st->replica[r].n && st->replica[r].a[pos[best]].type == GPP_ACT_ALLREDUCE)
+            for (int q = 0; q < st->devices; q++)
+                s_offer(&run, k->list_base[si] + q);
     }
     if (remaining) {
         for (int li = 0; li < k->n_lists; li++) {
@@ -328,6 +456,9 @@ out:
     free(t);
     free(pos);
     free(arrival);
+    free(list_of);
+    free(run.queued);
+    free(run.heap.e);
     free(link_free);
     free(busy);
     free(stash);

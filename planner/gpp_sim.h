@@ -60,6 +60,12 @@ void gpp_sim_destroy(gpp_sim_t **self_p);
  * stage) when its lists do not match up or cannot all complete. */
 int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err);
 
+/* A lower bound on the iteration time gpp_sim_run would give, without
+ * scheduling or simulating: over the stages, the forward of micro-batch 0
+ * along the longest path to the stage, then the stage's own work (every
+ * forward and backward pass, its all-reduce and optimizer step), which
+ * runs one action at a time on each replica whatever the waits. */
+double gpp_sim_bound_ms(gpp_sim_t *s);
 double gpp_sim_iteration_ms(const gpp_sim_t *s);
 double gpp_sim_throughput(const gpp_sim_t *s); /* samples per second */
 /* Result for stage i (0 <= i < n_stages); valid after gpp_sim_run. */
