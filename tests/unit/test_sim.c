@@ -71,6 +71,13 @@ static void t_balanced_chain_closed_form(void)
             if (fabs(it - want) > maxdiff)
                 maxdiff = fabs(it - want);
             GPP_EXPECT_MSG(fabs(it - want) < 1e-9, "p=%d m=%d: %.6f vs %.6f", P, m, it, want);
+            { /* the last stage waits for micro-batch 0's forward on the P-1 before it */
+                gpp_sim_t *bs = gpp_sim_new(pl, g, NULL);
+                double bound = gpp_sim_bound_ms(bs), lb = (P - 1) * tf + m * (tf + tb);
+                GPP_EXPECT_MSG(fabs(bound - lb) < 1e-9 && bound <= it + 1e-9,
+                               "p=%d m=%d: bound %.6f, want %.6f (sim %.6f)", P, m, bound, lb, it);
+                gpp_sim_destroy(&bs);
+            }
             GPP_EXPECT_NEAR(pl->throughput, m / (want / 1000.0), 1e-6 * pl->throughput);
             gpp_plan_destroy(&pl);
             gpp_graph_destroy(&g);
@@ -345,6 +352,15 @@ static void t_zoo_partitioner_plans(void)
                            models[i].spec, o.spp ? "spp" : "gpp", mode & 2 ? "+mbs+kfkb" : "",
                            devices[d], p->n_stages, p->depth, est, gpp_sim_iteration_ms(sim),
                            gpp_sim_iteration_ms(sim) / est);
+                    { /* the search skips a candidate by this bound: never above */
+                        gpp_sim_t *bs = gpp_sim_new(p, g, cost);
+                        double bound = gpp_sim_bound_ms(bs);
+                        GPP_EXPECT_MSG(bound > 0 && bound <= gpp_sim_iteration_ms(sim) * (1 + 1e-9),
+                                       "%s on %d (mode %d): bound %.6f > simulated %.6f",
+                                       models[i].spec, devices[d], mode, bound,
+                                       gpp_sim_iteration_ms(sim));
+                        gpp_sim_destroy(&bs);
+                    }
                     { /* the search's simulation: no spans, the same figures */
                         gpp_sim_t *bare = gpp_sim_new(p, g, cost);
                         gpp_sim_keep_events(bare, 0);
