@@ -140,11 +140,14 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
  * res->best; the others are freed. Every candidate is simulated: the
  * estimate misses what the simulator sees (transfers overlapping compute
  * on links, the all-reduce and optimizer step after the drain, stages
- * faster than the bottleneck on the critical path) by up to 20% on the zoo
- * (CANDLE-Uno on 32 V100s: b = 8192 estimates 444 ms and simulates 367, the
- * best estimate, b = 1024, 374 and 403), so no window around the best
- * estimate holds the best plan for sure. A simulation costs less than one
- * DP run since the simulator keeps its ready devices in a heap. */
+ * faster than the bottleneck on the critical path), and by far more than
+ * the gaps between candidates: DLRM on 16 V100s, b = 256 estimates 64.9 ms
+ * and simulates 36.0, the best estimate (b = 128) 49.5 and 45.1; CANDLE-Uno
+ * on 32, b = 8192 444 and 367, the best estimate (b = 1024) 374 and 403. So
+ * no window around the best estimate holds the best plan for sure. A
+ * simulation costs less than one DP run since the simulator keeps its
+ * ready devices in a heap, and s_pick_simulated skips those its bound
+ * rules out. */
 /* The simulated iteration time of p (schedule and lower only: the caller
  * validates the plan it keeps); INFINITY when it cannot be simulated. */
 static double s_simulated_ms(gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost_t *cost)
