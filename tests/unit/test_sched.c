@@ -1,6 +1,7 @@
 /* test_sched: kFkB compute orders, lowering (re-sharding, per-stage
- * micro-batches, multi-consumer tensors), and validation of C1-C4 and
- * deadlock freedom on hand-built plans. */
+ * micro-batches, multi-consumer tensors), validation of C1-C4 and
+ * deadlock freedom on hand-built plans, and the one message order per
+ * directed replica pair that NCCL's untagged matching needs. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,58 @@
 #include "planner/gpp_sched.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
+
+/* Messages of one directed replica pair, in the order one side posts them. */
+typedef struct {
+    int grad, tensor;
+    int64_t lo, hi;
+} s_msg_t;
+
+static int s_pair_msgs(const gpp_actions_t *l, int send, int peer_stage, int peer_replica,
+                       s_msg_t *out)
+{
+    int n = 0;
+    for (int i = 0; i < l->n; i++) {
+        const gpp_action_t *x = &l->a[i];
+        int is_send = x->type == GPP_ACT_SEND_ACT || x->type == GPP_ACT_SEND_GRAD;
+        int is_recv = x->type == GPP_ACT_RECV_ACT || x->type == GPP_ACT_RECV_GRAD;
+        if ((send ? is_send : is_recv) && x->peer_stage == peer_stage &&
+            x->peer_replica == peer_replica)
+            out[n++] = (s_msg_t){x->type == GPP_ACT_SEND_GRAD || x->type == GPP_ACT_RECV_GRAD,
+                                 x->tensor, x->lo, x->hi};
+    }
+    return n;
+}
+
+/* The order NCCL needs (issue 10): it matches a rank's sends to a peer with
+ * the peer's receives from it in posting order, with no tags, so for every
+ * directed replica pair the sender's SENDs and the receiver's RECVs must
+ * list the same messages in the same order. Returns the pairs that do not. */
+static int s_pair_order_bad(const gpp_plan_t *p, int *pairs)
+{
+    int bad = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        for (int r = 0; r < p->stages[s].devices; r++)
+            for (int t = 0; t < p->n_stages; t++)
+                for (int q = 0; q < p->stages[t].devices; q++) {
+                    const gpp_actions_t *a = &p->stages[s].replica[r],
+                                        *b = &p->stages[t].replica[q];
+                    s_msg_t *ma = calloc((size_t)a->n + 1, sizeof *ma);
+                    s_msg_t *mb = calloc((size_t)b->n + 1, sizeof *mb);
+                    int na = s_pair_msgs(a, 1, t, q, ma), nb = s_pair_msgs(b, 0, s, r, mb);
+                    if (na || nb) {
+                        ++*pairs;
+                        int same = na == nb;
+                        for (int i = 0; same && i < na; i++)
+                            same = ma[i].grad == mb[i].grad && ma[i].tensor == mb[i].tensor &&
+                                   ma[i].lo == mb[i].lo && ma[i].hi == mb[i].hi;
+                        bad += !same;
+                    }
+                    free(ma);
+                    free(mb);
+                }
+    return bad;
+}
 
 /* Adds a stage of ops [lo, hi] with a kFkB schedule and samples in flight. */
 static gpp_stage_t *s_stage(gpp_plan_t *p, int lo, int hi, int devices, int b, int k, int inflight)
@@ -396,7 +449,7 @@ static void t_kfkb_inflight_table(void)
 {
     static const int bs[] = {1, 2, 4, 8};
     const int B = 48;
-    int tried = 0, failed = 0;
+    int tried = 0, failed = 0, misordered = 0, pairs = 0;
     for (int shape = 0; shape < 2; shape++) {
         gpp_graph_t *g = shape ? gpp_fixture_diamond(8) : gpp_fixture_chain(3, 8);
         int S = shape ? 4 : 3;
@@ -434,15 +487,70 @@ static void t_kfkb_inflight_table(void)
                     x->inflight = B;
             }
             tried++;
-            if (gpp_sched_build(p, g, &err) < 0 && failed++ < 5)
-                fprintf(stderr, "  shape %d b=%d,%d,%d,%d k=%d,%d,%d,%d: %s\n", shape, b[0], b[1],
-                        b[2], b[3], k[0], k[1], k[2], k[3], err.msg);
+            if (gpp_sched_build(p, g, &err) < 0) {
+                if (failed++ < 5)
+                    fprintf(stderr, "  shape %d b=%d,%d,%d,%d k=%d,%d,%d,%d: %s\n", shape, b[0],
+                            b[1], b[2], b[3], k[0], k[1], k[2], k[3], err.msg);
+            } else {
+                int bad = s_pair_order_bad(p, &pairs);
+                if (bad && misordered++ < 5)
+                    fprintf(stderr,
+                            "  shape %d b=%d,%d,%d,%d k=%d,%d,%d,%d: %d pairs out of order\n",
+                            shape, b[0], b[1], b[2], b[3], k[0], k[1], k[2], k[3], bad);
+            }
             gpp_plan_destroy(&p);
         }
         gpp_graph_destroy(&g);
     }
-    printf("  %d per-stage mbs/kFkB plans, %d deadlocked\n", tried, failed);
-    GPP_EXPECT(tried > 1000 && failed == 0);
+    printf("  %d per-stage mbs/kFkB plans, %d deadlocked; %d directed replica pairs, sends and "
+           "receives in one order in all but %d plans\n",
+           tried, failed, pairs, misordered);
+    GPP_EXPECT(tried > 1000 && failed == 0 && misordered == 0);
+}
+
+/* The same order on the partitioner's plans of zoo models, GPP and SPP,
+ * universal and per-stage micro-batches with kFkB, data-parallel stages
+ * (re-sharding) included. */
+static void t_zoo_pair_order(void)
+{
+    static const char *const specs[] = {
+        "mmt:branches=4,layers=2,hidden=128,heads=4,seq=32,ffn=256",
+        "dlrm:rows=1000",
+        "candle_uno:branches=4,hidden=256,in=256",
+    };
+    static const int devices[] = {6, 8};
+    int plans = 0, pairs = 0, bad = 0;
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+        gpp_err_t err = {{0}};
+        gpp_graph_t *g = gpp_zoo_build(specs[i], &err);
+        GPP_EXPECT_MSG(g != NULL, "%s: %s", specs[i], err.msg);
+        for (size_t d = 0; g && d < sizeof devices / sizeof *devices; d++)
+            for (int mode = 0; mode < 4; mode++) {
+                gpp_cluster_t cl;
+                GPP_EXPECT(gpp_cluster_init(&cl, "a100-80g", devices[d], 4, &err) == 0);
+                gpp_cost_t *cost = gpp_cost_new(g, &cl);
+                gpp_part_opts_t o;
+                gpp_part_opts_default(&o, 64);
+                o.spp = mode & 1;
+                o.per_stage_mbs = o.kfkb = (mode & 2) != 0;
+                o.max_mbs = 32;
+                int64_t min_mem = 0;
+                gpp_plan_t *p = gpp_part_run(g, cost, &o, &min_mem, &err);
+                GPP_EXPECT_MSG(p && gpp_sched_build(p, g, &err) == 0, "%s on %d (mode %d): %s",
+                               specs[i], devices[d], mode, err.msg);
+                if (p && p->stages[0].replica) {
+                    int b = s_pair_order_bad(p, &pairs);
+                    GPP_EXPECT_MSG(b == 0, "%s on %d (mode %d): %d pairs out of order", specs[i],
+                                   devices[d], mode, b);
+                    bad += b;
+                    plans++;
+                }
+                gpp_plan_destroy(&p);
+                gpp_cost_destroy(&cost);
+            }
+        gpp_graph_destroy(&g);
+    }
+    printf("  %d zoo plans, %d directed replica pairs, %d out of order\n", plans, pairs, bad);
 }
 
 /* gpp_plan_topo_order: ready stages in ascending id; a cycle leaves its
@@ -465,6 +573,7 @@ static void t_topo_order(void)
 static const gpp_test_case_t cases[] = {
     {"1f1b_chain", t_1f1b_chain},
     {"kfkb_order", t_kfkb_order},
+    {"zoo_pair_order", t_zoo_pair_order},
     {"reshard", t_reshard},
     {"per_stage_mbs", t_per_stage_mbs},
     {"multi_consumer", t_multi_consumer},
