@@ -27,6 +27,8 @@ section() {
 
 section plan_search bash bench/plan_search.sh "$BUILD"
 section plan_throughput bash bench/plan_throughput.sh "$BUILD"
+section plan_ablation bash bench/plan_ablation.sh "$BUILD"
+section plan_search_gap bash bench/plan_search_gap.sh "$BUILD"
 section bench_train bash bench/bench_train.sh "$BUILD"
 section bench_barrier bash bench/bench_barrier.sh "$BUILD"
 section bench_sim_ratio bash bench/bench_sim_ratio.sh "$BUILD"
