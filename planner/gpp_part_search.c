@@ -148,20 +148,16 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
  * simulation costs less than one DP run since the simulator keeps its
  * ready devices in a heap, and s_pick_simulated skips those its bound
  * rules out. */
-/* The simulated iteration time of p (schedule and lower only: the caller
- * validates the plan it keeps); INFINITY when it cannot be simulated. */
-static double s_simulated_ms(gpp_plan_t *p, const gpp_graph_t *g, const gpp_cost_t *cost)
+/* The simulated iteration time of sim's plan p (schedule and lower only:
+ * the caller validates the plan it keeps); INFINITY when it cannot be
+ * simulated. */
+static double s_simulated_ms(gpp_sim_t *sim, gpp_plan_t *p, const gpp_graph_t *g)
 {
     gpp_err_t e = {{0}};
-    double ms = INFINITY;
-    if (gpp_sched_compute(p, &e) == 0 && gpp_sched_lower(p, g, &e) == 0) {
-        gpp_sim_t *sim = gpp_sim_new(p, g, cost);
-        gpp_sim_keep_events(sim, 0); /* only the time is wanted */
-        if (gpp_sim_run(sim, &e) == 0)
-            ms = gpp_sim_iteration_ms(sim);
-        gpp_sim_destroy(&sim);
-    }
-    return ms;
+    if (gpp_sched_compute(p, &e) < 0 || gpp_sched_lower(p, g, &e) < 0)
+        return INFINITY;
+    gpp_sim_keep_events(sim, 0); /* only the time is wanted */
+    return gpp_sim_run(sim, &e) == 0 ? gpp_sim_iteration_ms(sim) : INFINITY;
 }
 
 /* Candidate order for s_pick_simulated: the least estimate first, so that
@@ -207,14 +203,15 @@ static void s_pick_simulated(const gpp_dp_t *s, s_result_t *res)
             continue;
         gpp_sim_t *sim = gpp_sim_new(p, s->g, s->cost);
         double bound = gpp_sim_bound_ms(sim);
-        gpp_sim_destroy(&sim);
         if (bound > best_ms * (1 + 1e-9)) { /* the sum order may differ in the last bits */
             gpp_debug("partitioner: candidate %d (b=%d, depth %d): estimate %.3f ms, at least "
                       "%.3f ms: not simulated",
                       i, p->micro_batch, p->depth, p->iteration_ms, bound);
+            gpp_sim_destroy(&sim);
             continue;
         }
-        double ms = s_simulated_ms(p, s->g, s->cost);
+        double ms = s_simulated_ms(sim, p, s->g);
+        gpp_sim_destroy(&sim);
         gpp_debug("partitioner: candidate %d (b=%d, depth %d): estimate %.3f ms, simulated %.3f ms",
                   i, p->micro_batch, p->depth, p->iteration_ms, ms);
         if (ms < best_ms || (ms == best_ms && best_i >= 0 && i < best_i))

@@ -315,7 +315,7 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
         int best = -1;
         while (run.heap.n > 0 && best < 0) {
             s_ready_t x = s_heap_pop(&run.heap);
-            if (pos[x.li] == x.pos && run.queued[x.li] == x.pos) {
+            if (pos[x.li] == x.pos) { /* else stale: the list moved on */
                 best = x.li;
                 run.queued[best] = -1;
             }

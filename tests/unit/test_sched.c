@@ -13,56 +13,58 @@
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
 
-/* Messages of one directed replica pair, in the order one side posts them. */
-typedef struct {
-    int grad, tensor;
-    int64_t lo, hi;
-} s_msg_t;
-
-static int s_pair_msgs(const gpp_actions_t *l, int send, int peer_stage, int peer_replica,
-                       s_msg_t *out)
+/* The list (replica) holding flat action x of the links k. */
+static int s_list_of(const gpp_sched_links_t *k, int x)
 {
-    int n = 0;
-    for (int i = 0; i < l->n; i++) {
-        const gpp_action_t *x = &l->a[i];
-        int is_send = x->type == GPP_ACT_SEND_ACT || x->type == GPP_ACT_SEND_GRAD;
-        int is_recv = x->type == GPP_ACT_RECV_ACT || x->type == GPP_ACT_RECV_GRAD;
-        if ((send ? is_send : is_recv) && x->peer_stage == peer_stage &&
-            x->peer_replica == peer_replica)
-            out[n++] = (s_msg_t){x->type == GPP_ACT_SEND_GRAD || x->type == GPP_ACT_RECV_GRAD,
-                                 x->tensor, x->lo, x->hi};
+    int lo = 0, hi = k->n_lists - 1;
+    while (lo < hi) { /* the last list whose first action is at or before x */
+        int mid = (lo + hi + 1) / 2;
+        if (k->act_base[mid] <= x)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
-    return n;
+    return lo;
 }
 
 /* The order NCCL needs (issue 10): it matches a rank's sends to a peer with
  * the peer's receives from it in posting order, with no tags, so for every
- * directed replica pair the sender's SENDs and the receiver's RECVs must
- * list the same messages in the same order. Returns the pairs that do not. */
+ * directed replica pair the RECVs that gpp_sched_links matches (by message
+ * identity) to the sender's SENDs must come in the receiver's list in the
+ * sender's order. Returns the pairs that break it; *pairs counts pairs. */
 static int s_pair_order_bad(const gpp_plan_t *p, int *pairs)
 {
-    int bad = 0;
-    for (int s = 0; s < p->n_stages; s++)
-        for (int r = 0; r < p->stages[s].devices; r++)
-            for (int t = 0; t < p->n_stages; t++)
-                for (int q = 0; q < p->stages[t].devices; q++) {
-                    const gpp_actions_t *a = &p->stages[s].replica[r],
-                                        *b = &p->stages[t].replica[q];
-                    s_msg_t *ma = calloc((size_t)a->n + 1, sizeof *ma);
-                    s_msg_t *mb = calloc((size_t)b->n + 1, sizeof *mb);
-                    int na = s_pair_msgs(a, 1, t, q, ma), nb = s_pair_msgs(b, 0, s, r, mb);
-                    if (na || nb) {
-                        ++*pairs;
-                        int same = na == nb;
-                        for (int i = 0; same && i < na; i++)
-                            same = ma[i].grad == mb[i].grad && ma[i].tensor == mb[i].tensor &&
-                                   ma[i].lo == mb[i].lo && ma[i].hi == mb[i].hi;
-                        bad += !same;
-                    }
-                    free(ma);
-                    free(mb);
-                }
-    return bad;
+    gpp_err_t err = {{0}};
+    gpp_sched_links_t *k = gpp_sched_links_new(p, &err);
+    GPP_EXPECT_MSG(k != NULL, "%s", err.msg);
+    if (!k)
+        return 1;
+    size_t L = (size_t)k->n_lists;
+    int *last = malloc(L * L * sizeof *last); /* [sender][receiver]: last RECV matched */
+    char *bad = calloc(L * L, 1);
+    for (size_t i = 0; i < L * L; i++)
+        last[i] = -1;
+    for (int li = 0; li < k->n_lists; li++) {
+        int st = k->list_stage[li];
+        const gpp_actions_t *l = &p->stages[st].replica[li - k->list_base[st]];
+        for (int x = k->act_base[li]; x < k->act_base[li + 1]; x++) {
+            gpp_act_type_t t = l->a[x - k->act_base[li]].type;
+            if (t != GPP_ACT_SEND_ACT && t != GPP_ACT_SEND_GRAD)
+                continue;
+            int m = k->match[x], cell = li * k->n_lists + s_list_of(k, m);
+            bad[cell] |= m <= last[cell];
+            last[cell] = m;
+        }
+    }
+    int n_bad = 0;
+    for (size_t i = 0; i < L * L; i++) {
+        *pairs += last[i] >= 0;
+        n_bad += bad[i];
+    }
+    free(last);
+    free(bad);
+    gpp_sched_links_destroy(&k);
+    return n_bad;
 }
 
 /* Adds a stage of ops [lo, hi] with a kFkB schedule and samples in flight. */
