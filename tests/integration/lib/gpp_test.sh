@@ -100,7 +100,9 @@ free_port() { "$BUILD/tests/gpp-test-port" "$@"; }
 # cpu_job_conf PATH SLOTS ITERATIONS CKPT_DIR [JOB_LINES]: writes a cluster
 # file for a local-launch training job of $MODEL (batch 16) on SLOTS CPU
 # agents of 127.0.0.1, a free coordinator port (the data-plane rendezvous
-# runs on it too), fast heartbeats; JOB_LINES go into [job]. Prints PATH.
+# runs on it too), fast heartbeats (a dead agent is found within
+# HEALTH_TIMEOUT_MS, default 3000, what the fault tests wait on); JOB_LINES
+# go into [job]. Prints PATH.
 cpu_job_conf() {
     cat >"$1" <<EOF
 [coordinator]
@@ -120,7 +122,7 @@ checkpoint_dir = "$4"
 ${5:-}
 [health]
 heartbeat_ms = 100
-timeout_ms = 3000
+timeout_ms = ${HEALTH_TIMEOUT_MS:-3000}
 EOF
     echo "$1"
 }
