@@ -37,7 +37,7 @@ typedef struct {
     gpp_precision_t precision;
     unsigned long long seed;
     gpp_optim_hp_t hp;
-    int lr_set, no_shuffle;
+    int lr_set, no_shuffle, no_fuse;
     const char *save, *save_weights, *load, *data, *write_dataset, *profile_out;
     const char *loss; /* --loss: an ONNX model's loss */
 } opts_t;
@@ -66,6 +66,9 @@ static void s_usage(FILE *out)
         "  --precision fp32|tf32|bf16  CUDA matrix products (default fp32; tf32, bf16: operands\n"
         "                        rounded for the tensor cores, fp32 accumulation, fp32 weights\n"
         "                        and optimizer state)\n"
+        "  --no-fuse             run each linear and the ReLU/GELU it feeds as two ops (default:\n"
+        "                        one call, the activation in the product's epilogue on cuda;\n"
+        "                        same results, for comparison)\n"
         "  --data PATH           read inputs and labels from a gpp dataset file, or from\n"
         "                        NumPy arrays: a directory of <op name>.npy per input and\n"
         "                        loss op, or a list op=FILE.npy,op=FILE.npy (docs/executor.md)\n"
@@ -135,6 +138,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_DTHREADS,
         O_DPREFETCH,
         O_LOSS,
+        O_NOFUSE,
         O_HELP
     };
     static const struct option lo[] = {{"model", 1, 0, O_MODEL},
@@ -163,6 +167,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"data-threads", 1, 0, O_DTHREADS},
                                        {"data-prefetch", 1, 0, O_DPREFETCH},
                                        {"loss", 1, 0, O_LOSS},
+                                       {"no-fuse", 0, 0, O_NOFUSE},
                                        {"help", 0, 0, O_HELP},
                                        {0, 0, 0, 0}};
     o->iterations = 10;
@@ -257,6 +262,9 @@ static int s_parse(int argc, char **argv, opts_t *o)
             break;
         case O_NOSHUF:
             o->no_shuffle = 1;
+            break;
+        case O_NOFUSE:
+            o->no_fuse = 1;
             break;
         case O_SAVE:
             o->save = optarg;
@@ -452,7 +460,7 @@ int main(int argc, char **argv)
     gpp_data_set_threads(data, data_threads, prefetch);
     if (!o.data)
         printf("synthetic data: %d threads, prefetch %s\n", data_threads, prefetch ? "on" : "off");
-    gpp_exec_cfg_t ec = {.seed = o.seed, .optim = o.hp, .batch = o.batch};
+    gpp_exec_cfg_t ec = {.seed = o.seed, .optim = o.hp, .batch = o.batch, .no_fuse = o.no_fuse};
     if (!(ex = gpp_exec_new(g, g->n_ops, ops, be, data, &ec, &err)))
         goto fail;
     if (o.load && gpp_ckpt_load(ex, o.load, &err) < 0)

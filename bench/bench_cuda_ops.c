@@ -11,7 +11,9 @@
  * Shapes: MMT at hidden 1024, seq 128, micro-batch 8 (m = 1024 token rows:
  * the QKV, output, FFN-in and FFN-out products, attention with 16 heads,
  * layer norm, GELU); the DLRM-like (2048, 512 -> 256) MLP layer; the
- * CANDLE-Uno-like wide input layer (64, 29120 -> 4096).
+ * CANDLE-Uno-like wide input layer (64, 29120 -> 4096). Linear + GELU /
+ * ReLU forward as one call (gpp_linear_act_fwd: the activation in
+ * cuBLASLt's epilogue) against the product and the activation as two ops.
  *
  * Without a usable GPU it prints why and exits 77 (nothing is measured). */
 #include <stdio.h>
@@ -96,6 +98,46 @@ static void s_bench_linear(gpu_t *d, const char *prec, const char *name, int64_t
            prec, name, (long long)m, (long long)in, (long long)out, f, flop / f * 1e-9, b,
            2 * flop / b * 1e-9);
     gpp_tensor_t *ts[] = {&l.x, &l.w, &l.b, &l.y, &l.dx, &l.dw, &l.db};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        gpp_tensor_free(d->be, ts[i]);
+}
+
+/* ---- linear + activation: one call (cuBLASLt epilogue) vs two ops ---- */
+typedef struct {
+    gpp_tensor_t x, w, b, z, y;
+    gpp_op_type_t act;
+    int fused;
+} lact_t;
+
+static int s_lact(gpu_t *d, void *c, gpp_err_t *err)
+{
+    lact_t *l = c;
+    if (l->fused)
+        return gpp_linear_act_fwd(d->st, &l->x, &l->w, &l->b, l->act, GPP_GELU_TANH,
+                                  l->act == GPP_OP_GELU ? &l->z : NULL, &l->y, err);
+    if (gpp_linear_fwd(d->st, &l->x, &l->w, &l->b, &l->z, err) < 0)
+        return -1;
+    return l->act == GPP_OP_RELU ? gpp_relu_fwd(d->st, &l->z, &l->y, err)
+                                 : gpp_gelu_fwd(d->st, &l->z, GPP_GELU_TANH, &l->y, err);
+}
+
+static void s_bench_linear_act(gpu_t *d, const char *prec, const char *name, gpp_op_type_t act,
+                               int64_t m, int64_t in, int64_t out)
+{
+    lact_t l = {.act = act};
+    s_tensor(d, 1, m, in, &l.x);
+    s_tensor(d, 1, out, in, &l.w);
+    s_tensor(d, 1, 1, out, &l.b);
+    s_tensor(d, 1, m, out, &l.z);
+    s_tensor(d, 1, m, out, &l.y);
+    double u = s_time(d, s_lact, &l);
+    l.fused = 1;
+    double f = s_time(d, s_lact, &l);
+    printf("%-5s linear+%s %-20s (%5lld, %5lld -> %5lld): fused fwd %8.3f ms | two ops %8.3f ms "
+           "| %.2fx\n",
+           prec, act == GPP_OP_RELU ? "relu" : "gelu", name, (long long)m, (long long)in,
+           (long long)out, f, u, u / f);
+    gpp_tensor_t *ts[] = {&l.x, &l.w, &l.b, &l.z, &l.y};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
         gpp_tensor_free(d->be, ts[i]);
 }
@@ -209,6 +251,9 @@ int main(int argc, char **argv)
         s_bench_linear(&d, prec, "mmt ffn out", 1024 / q, 4096 / q, 1024);
         s_bench_linear(&d, prec, "dlrm mlp", 2048 / q, 512, 256);
         s_bench_linear(&d, prec, "candle input", 64, 29120 / q, 4096 / q);
+        s_bench_linear_act(&d, prec, "mmt ffn in", GPP_OP_GELU, 1024 / q, 1024, 4096 / q);
+        s_bench_linear_act(&d, prec, "dlrm mlp", GPP_OP_RELU, 2048 / q, 512, 256);
+        s_bench_linear_act(&d, prec, "small mmt ffn", GPP_OP_GELU, 256, 128, 512);
         s_bench_misc(&d, 0, 8 / q, 128, 1024, 16);
         if (first) {
             s_bench_misc(&d, 1, 8 / q, 128, 1024, 0);

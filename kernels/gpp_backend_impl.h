@@ -101,6 +101,10 @@ typedef struct gpp_backend_vt_s {
     int (*linear_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
                       const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw, gpp_tensor_t *db,
                       gpp_err_t *err);
+    /* act: GPP_OP_RELU (z NULL) or GPP_OP_GELU (z given); form: gpp_gelu_form_t */
+    int (*linear_act_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                          const gpp_tensor_t *b, int act, int form, gpp_tensor_t *z,
+                          gpp_tensor_t *y, gpp_err_t *err);
     int (*relu_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
     int (*relu_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
                     gpp_tensor_t *dx, gpp_err_t *err);

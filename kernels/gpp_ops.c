@@ -63,6 +63,19 @@ int gpp_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w
     return s_vt(s)->linear_bwd(s, x, w, dy, dx, dw, db, err);
 }
 
+int gpp_linear_act_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                       const gpp_tensor_t *b, gpp_op_type_t act, gpp_gelu_form_t form,
+                       gpp_tensor_t *z, gpp_tensor_t *y, gpp_err_t *err)
+{
+    assert(s_f32(x) && s_f32(w) && s_f32(y));
+    assert(w->n == 1 && w->cols == x->cols);
+    assert(!b || s_vec(b, w->rows));
+    assert(y->n == x->n && y->rows == x->rows && y->cols == w->rows);
+    assert((act == GPP_OP_RELU && !z) || (act == GPP_OP_GELU && s_f32(z) && s_same_shape(z, y)));
+    assert(form == GPP_GELU_TANH || form == GPP_GELU_ERF);
+    return s_vt(s)->linear_act_fwd(s, x, w, b, (int)act, (int)form, z, y, err);
+}
+
 int gpp_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
 {
     assert(s_f32(x) && s_f32(y) && s_same_shape(x, y));

@@ -50,6 +50,20 @@ int gpp_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w
                    const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw, gpp_tensor_t *db,
                    gpp_err_t *err);
 
+/* ---- linear + activation in one call (executor fusion, docs/executor.md
+ * "Fusion") ----
+ * y = act(x W^T (+ b)), act GPP_OP_RELU or GPP_OP_GELU (of `form`), shapes
+ * as gpp_linear_fwd. z, the pre-activation x W^T + b, is written too when
+ * given: GELU needs it (its backward reads it); ReLU takes z = NULL, its
+ * backward can read y instead (y > 0 exactly where z > 0). The results are
+ * those of gpp_linear_fwd then gpp_relu_fwd / gpp_gelu_fwd (the CPU backend:
+ * bit for bit); a device backend puts the activation in the product's
+ * epilogue where its library has one (CUDA: cuBLASLt RELU_BIAS,
+ * GELU_AUX_BIAS for the tanh form), saving a launch and a pass over z. */
+int gpp_linear_act_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                       const gpp_tensor_t *b, gpp_op_type_t act, gpp_gelu_form_t form,
+                       gpp_tensor_t *z, gpp_tensor_t *y, gpp_err_t *err);
+
 /* ---- element-wise activations; x, y, dy, dx all the same shape ----
  * Backward takes the forward input x. GELU's form (gpp_gelu_form_t):
  *   GPP_GELU_TANH  0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))

@@ -460,8 +460,41 @@ int64_t gpp_op_kernel_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op)
     return c.kernel_stash_bytes;
 }
 
+int gpp_op_fused_act(const gpp_graph_t *g, const char *in_stage, int op)
+{
+    const gpp_op_t *o = &g->ops[op];
+    if (o->type != GPP_OP_LINEAR || o->n_outputs != 1 || (in_stage && !in_stage[op]))
+        return -1;
+    int j = o->outputs[0];
+    const gpp_op_t *a = &g->ops[j];
+    if ((a->type != GPP_OP_RELU && a->type != GPP_OP_GELU) || a->n_inputs != 1 ||
+        (in_stage && !in_stage[j]))
+        return -1;
+    return j;
+}
+
+int gpp_op_fused_from(const gpp_graph_t *g, const char *in_stage, int op)
+{
+    const gpp_op_t *a = &g->ops[op];
+    if ((a->type != GPP_OP_RELU && a->type != GPP_OP_GELU) || a->n_inputs != 1)
+        return -1;
+    int p = a->inputs[0];
+    return gpp_op_fused_act(g, in_stage, p) == op ? p : -1;
+}
+
+/* A linear whose output is a fused ReLU's input: never materialised. */
+static int s_fused_ghost(const gpp_graph_t *g, const char *in_stage, int op)
+{
+    int j = gpp_op_fused_act(g, in_stage, op);
+    return j >= 0 && g->ops[j].type == GPP_OP_RELU;
+}
+
 int gpp_op_output_kept(const gpp_graph_t *g, const gpp_op_t *op)
 {
+    if (s_fused_ghost(g, NULL, op->id))
+        return 0;
+    if (op->type == GPP_OP_RELU && gpp_op_fused_from(g, NULL, op->id) >= 0)
+        return 1;
     for (int k = 0; k < op->n_outputs; k++)
         if (gpp_optable[g->ops[op->outputs[k]].type].bwd_reads_inputs)
             return 1;
@@ -559,15 +592,18 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
         int64_t w = gpp_op_workspace_bytes(g, op, n);
         if (w > out->work_bytes)
             out->work_bytes = w;
+        /* a fused ReLU's backward reads its own output, not its input */
+        int relu_fused = op->type == GPP_OP_RELU && gpp_op_fused_from(g, in, i) >= 0;
         for (int k = 0; k < op->n_inputs; k++) {
             int p = op->inputs[k];
             if (!in[p] && !slot[p]) {
                 slot[p] = 2;
                 out->recv_bytes += n * g->ops[p].out_bytes;
             }
-            keep[p] |= T->bwd_reads_inputs;
+            keep[p] |= T->bwd_reads_inputs && !relu_fused;
             last[p] = i + 1;
         }
+        keep[i] |= relu_fused;
         slot[i] = 1;
         for (int k = 0; k < op->n_outputs; k++)
             keep[i] |= !in[op->outputs[k]]; /* sent */
@@ -584,8 +620,13 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             continue;
         const gpp_op_t *op = &g->ops[i];
         const gpp_op_info_t *T = &gpp_optable[op->type];
-        if (T->role != GPP_ROLE_LOSS)
+        /* a fused linear allocates its activation's output too (after its
+           own, which a fused ReLU's linear never has); the activation none */
+        int act = gpp_op_fused_act(g, in, i);
+        if (T->role != GPP_ROLE_LOSS && !s_fused_ghost(g, in, i) && gpp_op_fused_from(g, in, i) < 0)
             cur += n * op->out_bytes;
+        if (act >= 0)
+            cur += n * g->ops[act].out_bytes;
         /* an opaque op's stash is the profile's */
         cur +=
             n * (T->role == GPP_ROLE_OPAQUE ? op->stash_bytes : gpp_op_kernel_stash_bytes(g, op));
@@ -607,7 +648,8 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
         for (int k = 0; k < op->n_inputs; k++) {
             int p = op->inputs[k];
             if (!keep[p] && last[p] == i + 1) {
-                cur -= n * g->ops[p].out_bytes;
+                if (!(in[p] && s_fused_ghost(g, in, p)))
+                    cur -= n * g->ops[p].out_bytes;
                 last[p] = -1; /* once, also when op reads p twice */
             }
         }

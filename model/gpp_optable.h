@@ -124,8 +124,23 @@ int gpp_op_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_param_t out[GPP_
  * on the stage: gpp_stage_mem counts them. Opaque ops: the profile's. */
 int64_t gpp_op_kernel_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op);
 int64_t gpp_op_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op);
-/* 1 when some consumer of op reads its output in its backward. */
+/* 1 when op's output is kept for a backward (the whole graph one stage): a
+ * consumer's backward reads it, or op is a fused ReLU (its backward reads
+ * its output); 0 for a linear with a fused ReLU (never materialised). */
 int gpp_op_output_kept(const gpp_graph_t *g, const gpp_op_t *op);
+
+/* ---- linear + activation fusion (docs/executor.md "Fusion") ----
+ * The executor runs a linear and the ReLU or GELU that is its output's only
+ * consumer as one kernel call (gpp_linear_act_fwd) when both are in the
+ * stage. A fused ReLU's input is never materialised: its backward reads the
+ * ReLU's own output instead (kept from the forward). A fused GELU's input is
+ * written by the same call and kept, as unfused. in_stage: a flag per op id
+ * (NULL: the whole graph is one stage). gpp_op_fused_act gives the
+ * activation op linear `op` computes, or -1; gpp_op_fused_from the linear
+ * whose call computes activation `op`, or -1. The executor and gpp_stage_mem
+ * apply the same rule. */
+int gpp_op_fused_act(const gpp_graph_t *g, const char *in_stage, int op);
+int gpp_op_fused_from(const gpp_graph_t *g, const char *in_stage, int op);
 
 /* ---- device memory of a stage, as the executor allocates it ----
  * ONE model for the planner (gpp_cost_stage_mem) and the executor

@@ -50,6 +50,10 @@ typedef struct {
     int n_params;
     int loss;                   /* index into losses, or -1 */
     int64_t kernel_stash_bytes; /* per sample (the op table's) */
+    int fuse_to;                /* a linear: index of the ReLU/GELU its call computes, or -1 */
+    int fused;                  /* an activation computed by its linear's call */
+    int bwd_reads_out;          /* a fused ReLU: its backward reads its output (its input,
+                                   the linear's, is never materialised) */
     double fwd_ms, bwd_ms;
     int64_t calls;
 } exec_op_t;
@@ -355,6 +359,25 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         eo->first_param = self->n_params;
         for (int k = 0; k < np; k++)
             s_add_param(self, eo, &spec[k]);
+    }
+    /* linear + activation fusion (gpp_op_fused_act; gpp_stage_mem walks the
+       same allocations) */
+    for (int i = 0; i < n_ops; i++) {
+        exec_op_t *eo = &self->ops[i];
+        eo->fuse_to = -1;
+        int j = cfg->no_fuse ? -1 : gpp_op_fused_act(g, in_stage, eo->op->id);
+        if (j < 0)
+            continue;
+        int *at = bsearch(&j, ids, (size_t)n_ops, sizeof(int), s_cmp_int);
+        assert(at);
+        exec_op_t *ea = &self->ops[at - ids];
+        eo->fuse_to = (int)(at - ids);
+        ea->fused = 1;
+        if (ea->op->type == GPP_OP_RELU) {
+            ea->bwd_reads_out = 1;
+            self->slots[eo->out].keep = 0; /* never materialised */
+            self->slots[ea->out].keep = 1;
+        }
     }
     free(in_stage);
     free(ids);
@@ -709,12 +732,38 @@ static void s_args(gpp_exec_t *self, exec_mb_t *mb, int i, const gpp_tensor_t **
     a->stash = mb->stash[i];
 }
 
+/* Linear i and the activation it feeds in one call: the linear's output
+ * (z) first, unless the activation is a ReLU (z never materialised), then
+ * the activation's; gpp_stage_mem counts them in this order. */
+static int s_forward_fused(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
+{
+    const exec_op_t *eo = &self->ops[i], *ea = &self->ops[eo->fuse_to];
+    const gpp_op_t *op = eo->op, *act = ea->op;
+    gpp_tensor_t *z = NULL;
+    if (act->type == GPP_OP_GELU) {
+        z = &mb->act[eo->out];
+        if (s_tensor_new(self, &self->slots[eo->out], mb->n, z, err) < 0)
+            return -1;
+    }
+    gpp_tensor_t *y = &mb->act[ea->out];
+    if (s_tensor_new(self, &self->slots[ea->out], mb->n, y, err) < 0)
+        return -1;
+    const exec_param_t *P = &self->params[eo->first_param];
+    return gpp_linear_act_fwd(self->s, &mb->act[eo->in[0]], &P[0].value,
+                              op->bias ? &P[1].value : NULL, act->type, (gpp_gelu_form_t)act->form,
+                              z, y, err);
+}
+
 static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
 {
     exec_op_t *eo = &self->ops[i];
     const gpp_op_t *op = eo->op;
     int64_t n = mb->n;
     gpp_tensor_t *y = &mb->act[eo->out];
+    if (eo->fused) /* its linear's call computed it */
+        return 0;
+    if (eo->fuse_to >= 0)
+        return s_forward_fused(self, mb, i, err);
     /* a loss has no output tensor: its value goes to loss_dev */
     if (eo->loss < 0 && s_tensor_new(self, &self->slots[eo->out], n, y, err) < 0)
         return -1;
@@ -927,6 +976,8 @@ static int s_backward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     for (int k = 0; k < op->n_inputs; k++)
         if (s_dx(self, mb, eo, k, &dx[k], err) < 0)
             return -1;
+    if (eo->bwd_reads_out) /* a fused ReLU: y > 0 exactly where its input was */
+        x[0] = &mb->act[eo->out];
     a.dx = dx;
     a.dy = dy;
     return gpp_op_kernels[op->type].bwd(self->s, &a, err);

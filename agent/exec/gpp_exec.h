@@ -84,6 +84,9 @@ typedef struct {
     uint64_t seed;        /* weight initialisation */
     gpp_optim_hp_t optim; /* optimizer and hyper-parameters */
     int64_t batch;        /* B: mini-batch samples over all micro-batches and replicas */
+    int no_fuse;          /* 1: run a linear and the ReLU/GELU it feeds as two ops (a
+                             debugging and benchmarking aid; the results are the same,
+                             the memory more than gpp_stage_mem predicts) */
 } gpp_exec_cfg_t;
 
 typedef struct gpp_exec_s gpp_exec_t;

@@ -67,6 +67,10 @@ int gpp_cpu_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_
                        const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw, gpp_tensor_t *db,
                        gpp_err_t *err);
 
+int gpp_cpu_linear_act_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                           const gpp_tensor_t *b, int act, int form, gpp_tensor_t *z,
+                           gpp_tensor_t *y, gpp_err_t *err);
+
 int gpp_cpu_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
 int gpp_cpu_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
                      gpp_tensor_t *dx, gpp_err_t *err);

@@ -58,8 +58,7 @@ static void s_check_openblas_core(void)
         gpp_warn("cpu backend: OpenBLAS chose its %s kernels on a CPU with %s support; "
                  "matrix products run several times slower than they could; set "
                  "OPENBLAS_CORETYPE=%s in the environment",
-                 openblas_get_corename(), strcmp(better, "SkylakeX") ? "AVX2" : "AVX-512",
-                 better);
+                 openblas_get_corename(), strcmp(better, "SkylakeX") ? "AVX2" : "AVX-512", better);
 }
 
 static int s_init(gpp_backend_t *be, gpp_err_t *err)
@@ -224,6 +223,7 @@ const gpp_backend_vt_t gpp_cpu_backend_vt = {
     .event_elapsed = s_event_elapsed,
     .linear_fwd = gpp_cpu_linear_fwd,
     .linear_bwd = gpp_cpu_linear_bwd,
+    .linear_act_fwd = gpp_cpu_linear_act_fwd,
     .relu_fwd = gpp_cpu_relu_fwd,
     .relu_bwd = gpp_cpu_relu_bwd,
     .gelu_fwd = gpp_cpu_gelu_fwd,

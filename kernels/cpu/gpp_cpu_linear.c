@@ -74,6 +74,31 @@ int gpp_cpu_linear_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_
     return 0;
 }
 
+/* ReLU over y in place: the fused linear's output, still in cache */
+GPP_CPU_CLONES
+static void s_relu_inplace(int64_t n, float *y)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = gpp_math_relu(y[i]);
+}
+
+/* The product goes straight into y for ReLU (z is never materialised), into
+ * z for GELU; then the same element function as gpp_cpu_relu_fwd /
+ * gpp_cpu_gelu_fwd, so the results are theirs bit for bit. */
+int gpp_cpu_linear_act_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                           const gpp_tensor_t *b, int act, int form, gpp_tensor_t *z,
+                           gpp_tensor_t *y, gpp_err_t *err)
+{
+    gpp_tensor_t *pre = act == GPP_OP_RELU ? y : z;
+    gpp_cpu_linear_fwd_raw(x->n * x->rows, x->cols, w->rows, x->data, w->data, b ? b->data : NULL,
+                           pre->data);
+    if (act == GPP_OP_RELU) {
+        s_relu_inplace(gpp_tensor_numel(y), y->data);
+        return 0;
+    }
+    return gpp_cpu_gelu_fwd(s, z, form, y, err);
+}
+
 int gpp_cpu_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
                        const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw, gpp_tensor_t *db,
                        gpp_err_t *err)

@@ -123,9 +123,13 @@ void *gpp_cuda_stage(gpp_stream_t *s, size_t bytes, gpp_err_t *err);
 int gpp_cuda_stream_sync(gpp_stream_t *s, gpp_err_t *err);
 
 /* ---- cuBLASLt (gpp_cuda_blas.c) ----
- * Row-major C (m x n, ldc) = alpha op(A) op(B) + beta C (+ bias[j] per
- * column j when bias is not NULL), batch products strided by sa, sb, sc
- * elements. op(X) = X^T when trans_x. */
+ * Row-major C (m x n, ldc) = act(alpha op(A) op(B) + beta C (+ bias[j] per
+ * column j when bias is not NULL)), batch products strided by sa, sb, sc
+ * elements. op(X) = X^T when trans_x. act (the epilogue): none, ReLU, or
+ * tanh-form GELU writing its input (the pre-activation) to aux as well
+ * (row-major m x n with leading dimension aux_ld, a multiple of 8 >= n:
+ * cuBLASLt's EPILOGUE_AUX_LD rule); epilogues are for single products. */
+typedef enum { GPP_CUDA_EPI_NONE = 0, GPP_CUDA_EPI_RELU, GPP_CUDA_EPI_GELU_AUX } gpp_cuda_epi_t;
 typedef struct {
     int trans_a, trans_b;
     int64_t m, n, k;
@@ -136,7 +140,14 @@ typedef struct {
     int64_t ldc;
     int64_t batch, sa, sb, sc; /* batch 0 or 1: one product */
     const float *bias;
+    gpp_cuda_epi_t epi;
+    float *aux; /* GPP_CUDA_EPI_GELU_AUX */
+    int64_t aux_ld;
 } gpp_cuda_gemm_t;
+/* 0, -1 + message, or GPP_CUDA_NO_ALGO + message when cuBLASLt has no
+ * algorithm for the product (with that epilogue): a caller can then run
+ * the epilogue's work as a kernel. */
+#define GPP_CUDA_NO_ALGO (-2)
 int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err);
 gpp_cuda_plans_t *gpp_cuda_plans_new(void);
 void gpp_cuda_plans_destroy(gpp_cuda_plans_t **self_p);
@@ -150,6 +161,9 @@ int gpp_cuda_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor
 int gpp_cuda_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
 int gpp_cuda_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
                       gpp_tensor_t *dx, gpp_err_t *err);
+int gpp_cuda_linear_act_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                            const gpp_tensor_t *b, int act, int form, gpp_tensor_t *z,
+                            gpp_tensor_t *y, gpp_err_t *err);
 int gpp_cuda_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, gpp_tensor_t *y,
                       gpp_err_t *err);
 int gpp_cuda_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, const gpp_tensor_t *dy,

@@ -373,6 +373,7 @@ const gpp_backend_vt_t gpp_cuda_backend_vt = {
     .event_elapsed = s_event_elapsed,
     .linear_fwd = gpp_cuda_linear_fwd,
     .linear_bwd = gpp_cuda_linear_bwd,
+    .linear_act_fwd = gpp_cuda_linear_act_fwd,
     .relu_fwd = gpp_cuda_relu_fwd,
     .relu_bwd = gpp_cuda_relu_bwd,
     .gelu_fwd = gpp_cuda_gelu_fwd,

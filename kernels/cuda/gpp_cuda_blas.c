@@ -65,8 +65,8 @@ int gpp_cuda_lt_load(gpp_err_t *err)
 #define S_PLANS 512 /* cache slots; a zoo model has a few dozen distinct products */
 
 typedef struct {
-    int trans_a, trans_b, precision, has_bias;
-    int64_t m, n, k, lda, ldb, ldc, batch, sa, sb, sc;
+    int trans_a, trans_b, precision, has_bias, epi;
+    int64_t m, n, k, lda, ldb, ldc, batch, sa, sb, sc, aux_ld;
     uint32_t align_a, align_b, align_c, align_bias;
 } s_key_t;
 
@@ -146,6 +146,20 @@ static int s_layout(cublasLtMatrixLayout_t *l, int64_t r, int64_t c, int64_t ld,
     return 0;
 }
 
+/* The epilogue of a key: bias and activation (the bias is added first). */
+static cublasLtEpilogue_t s_epilogue(const s_key_t *k)
+{
+    switch ((gpp_cuda_epi_t)k->epi) {
+    case GPP_CUDA_EPI_RELU:
+        return k->has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case GPP_CUDA_EPI_GELU_AUX:
+        return k->has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case GPP_CUDA_EPI_NONE:
+        break;
+    }
+    return k->has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, gpp_err_t *err)
 {
     memset(p, 0, sizeof *p);
@@ -166,13 +180,20 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, gpp_err_t 
         gpp_err_set(err, "gpp_cuda_lt.cublasLtMatmulDescSetAttribute(TRANSA/TRANSB) failed");
         goto out;
     }
-    if (k->has_bias) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    if (k->has_bias || k->epi != GPP_CUDA_EPI_NONE) {
+        cublasLtEpilogue_t epi = s_epilogue(k);
         if (gpp_cuda_lt.cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
                                                        sizeof epi)) {
-            gpp_err_set(err, "gpp_cuda_lt.cublasLtMatmulDescSetAttribute(EPILOGUE_BIAS) failed");
+            gpp_err_set(err, "cublasLtMatmulDescSetAttribute(EPILOGUE %d) failed", (int)epi);
             goto out;
         }
+    }
+    if (k->epi == GPP_CUDA_EPI_GELU_AUX &&
+        gpp_cuda_lt.cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                   &k->aux_ld, sizeof k->aux_ld)) {
+        gpp_err_set(err, "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD %lld) failed",
+                    (long long)k->aux_ld);
+        goto out;
     }
     /* B row-major: (k x n) or, transposed, (n x k); A: (m x k) or (k x m) */
     if (s_layout(&p->lb, k->trans_b ? k->n : k->k, k->trans_b ? k->k : k->n, k->ldb, k->batch,
@@ -202,6 +223,7 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, gpp_err_t 
     cublasStatus_t st = gpp_cuda_lt.cublasLtMatmulAlgoGetHeuristic(
         c->lt, p->op, p->lb, p->la, p->lc, p->lc, pref, 1, &res, &nres);
     if (st != CUBLAS_STATUS_SUCCESS || nres == 0) {
+        rc = GPP_CUDA_NO_ALGO;
         gpp_err_set(err,
                     "cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, %s): "
                     "cublasLtMatmulAlgoGetHeuristic: %s",
@@ -221,12 +243,14 @@ out:
         p->used = 1; /* release what was created */
         s_plan_release(p);
     }
-    return rc;
+    return rc == 0 ? 0 : rc == GPP_CUDA_NO_ALGO ? GPP_CUDA_NO_ALGO : -1;
 }
 
 int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
 {
     assert(g->k > 0);
+    assert(g->epi == GPP_CUDA_EPI_NONE || g->batch <= 1);
+    assert(g->epi != GPP_CUDA_EPI_GELU_AUX || (g->aux && g->aux_ld >= g->n && g->aux_ld % 8 == 0));
     if (g->m == 0 || g->n == 0)
         return 0;
     gpp_cuda_t *c = gpp_cuda_be(s->be);
@@ -237,6 +261,8 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
     k.trans_b = g->trans_b;
     k.precision = (int)c->precision;
     k.has_bias = g->bias != NULL;
+    k.epi = (int)g->epi;
+    k.aux_ld = g->epi == GPP_CUDA_EPI_GELU_AUX ? g->aux_ld : 0;
     k.m = g->m;
     k.n = g->n;
     k.k = g->k;
@@ -254,12 +280,19 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
     s_plan_t *p = &c->plans->slot[s_hash(&k)];
     if (!p->used || memcmp(&p->key, &k, sizeof k) != 0) {
         s_plan_release(p); /* a collision evicts the older plan */
-        if (s_plan_build(c, p, &k, err) < 0)
-            return gpp_err_prefix(err, "backend %s", s->be->name);
+        int rc = s_plan_build(c, p, &k, err);
+        if (rc < 0) {
+            gpp_err_prefix(err, "backend %s", s->be->name);
+            return rc;
+        }
     }
     if (g->bias)
         GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmulDescSetAttribute(
                        p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias),
+                   err);
+    if (g->epi == GPP_CUDA_EPI_GELU_AUX)
+        GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmulDescSetAttribute(
+                       p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof g->aux),
                    err);
     GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmul(c->lt, p->op, &g->alpha, g->b, p->lb, g->a, p->la,
                                           &g->beta, g->c, p->lc, g->c, p->lc, &p->algo, cs->lt_ws,

@@ -101,6 +101,60 @@ int gpp_cuda_linear_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor
     return 0;
 }
 
+/* The activation in cuBLASLt's epilogue: ReLU always (RELU_BIAS: y only,
+ * z is not materialised); GELU when cuBLASLt's form is ours (tanh) and z's
+ * row length is a multiple of 8 (GELU_AUX_BIAS writes z as the aux matrix,
+ * whose leading dimension must be); otherwise, or when cuBLASLt has no
+ * algorithm with the epilogue, the product with its bias and the
+ * activation kernel, as two unfused ops would (ReLU in place in y). */
+static int s_linear_act_unfused(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                                const gpp_tensor_t *b, int act, int form, gpp_tensor_t *z,
+                                gpp_tensor_t *y, gpp_err_t *err)
+{
+    gpp_tensor_t *pre = act == GPP_OP_RELU ? y : z;
+    if (s_linear_fwd(s, x->n * x->rows, x->cols, w->rows, s_f(x), s_f(w), s_f(b), s_f(pre), err) <
+        0)
+        return gpp_err_prefix(err,
+                              act == GPP_OP_RELU ? "linear+relu forward" : "linear+gelu forward");
+    if (act == GPP_OP_RELU) {
+        S_LAUNCH(gpp_cuk_relu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(y), s_f(y), s_f(y)), err);
+        return 0;
+    }
+    return gpp_cuda_gelu_fwd(s, z, form, y, err);
+}
+
+int gpp_cuda_linear_act_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
+                            const gpp_tensor_t *b, int act, int form, gpp_tensor_t *z,
+                            gpp_tensor_t *y, gpp_err_t *err)
+{
+    int64_t m = x->n * x->rows, in = x->cols, out = w->rows;
+    int epi_gelu = act == GPP_OP_GELU && form == GPP_GELU_TANH && out % 8 == 0;
+    if (act == GPP_OP_GELU && !epi_gelu)
+        return s_linear_act_unfused(s, x, w, b, act, form, z, y, err);
+    gpp_cuda_gemm_t g = {.trans_b = 1,
+                         .m = m,
+                         .n = out,
+                         .k = in,
+                         .alpha = 1.0f,
+                         .a = s_f(x),
+                         .lda = in,
+                         .b = s_f(w),
+                         .ldb = in,
+                         .c = s_f(y),
+                         .ldc = out,
+                         .bias = s_f(b),
+                         .epi = epi_gelu ? GPP_CUDA_EPI_GELU_AUX : GPP_CUDA_EPI_RELU,
+                         .aux = epi_gelu ? s_f(z) : NULL,
+                         .aux_ld = epi_gelu ? out : 0};
+    int rc = gpp_cuda_gemm(s, &g, err);
+    if (rc == GPP_CUDA_NO_ALGO)
+        return s_linear_act_unfused(s, x, w, b, act, form, z, y, err);
+    if (rc < 0)
+        return gpp_err_prefix(err,
+                              act == GPP_OP_RELU ? "linear+relu forward" : "linear+gelu forward");
+    return 0;
+}
+
 int gpp_cuda_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
                         const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw,
                         gpp_tensor_t *db, gpp_err_t *err)

@@ -185,6 +185,43 @@ static void t_linear(void)
     }
 }
 
+/* Linear + activation in one call (cuBLASLt's RELU_BIAS / GELU_AUX_BIAS
+ * epilogues, docs/executor.md "Fusion") against the CPU backend, which
+ * computes the product then the activation: ReLU and GELU, with and without
+ * bias; out = 40 takes the epilogue for GELU (a multiple of 8), out = 36
+ * the fallback (product, then the GELU kernel), as does the erf form. For
+ * GELU the pre-activation z is compared too. */
+static void t_linear_act(void)
+{
+    static const struct {
+        gpp_op_type_t act;
+        gpp_gelu_form_t form;
+        int64_t out;
+        const char *name;
+    } c[] = {{GPP_OP_RELU, GPP_GELU_TANH, 40, "linear+relu"},
+             {GPP_OP_RELU, GPP_GELU_TANH, 36, "linear+relu (36)"},
+             {GPP_OP_GELU, GPP_GELU_TANH, 40, "linear+gelu tanh (epilogue)"},
+             {GPP_OP_GELU, GPP_GELU_TANH, 36, "linear+gelu tanh (36: kernel)"},
+             {GPP_OP_GELU, GPP_GELU_ERF, 40, "linear+gelu erf (kernel)"}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        for (int bias = 0; bias < 2; bias++) {
+            int64_t out = c[i].out;
+            pt_t *x = s_rand(3, 5, 24, 1), *w = s_rand(1, out, 24, 0.5f), *b = s_rand(1, 1, out, 1);
+            pt_t *y = s_pt(GPP_DTYPE_F32, 3, 5, out, NULL);
+            pt_t *z = c[i].act == GPP_OP_GELU ? s_pt(GPP_DTYPE_F32, 3, 5, out, NULL) : NULL;
+            BOTH(gpp_linear_act_fwd(S, T(x), T(w), bias ? T(b) : NULL, c[i].act, c[i].form,
+                                    z ? T(z) : NULL, T(y), err));
+            char what[64];
+            snprintf(what, sizeof what, "%s%s y", c[i].name, bias ? "+bias" : "");
+            s_close(what, y);
+            if (z) {
+                snprintf(what, sizeof what, "%s%s z", c[i].name, bias ? "+bias" : "");
+                s_close(what, z);
+            }
+            s_free_all();
+        }
+}
+
 /* precision = tf32 or bf16: the product of inputs rounded to TF32 (10
  * explicit mantissa bits) or bfloat16 (7), relative error <= 2^-10 or 2^-7
  * each when truncated, so <= 2^-9 or 2^-6 for a product, accumulated in fp32
@@ -534,6 +571,7 @@ static void t_allocator_reuse(void)
 
 static const gpp_test_case_t cases[] = {
     {"linear", t_linear},
+    {"linear_act", t_linear_act},
     {"linear_tf32", t_linear_tf32},
     {"linear_bf16", t_linear_bf16},
     {"activations", t_activations},

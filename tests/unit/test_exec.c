@@ -20,6 +20,7 @@
 #include "kernels/gpp_backend.h"
 #include "planner/gpp_cost.h"
 #include "model/gpp_graph.h"
+#include "model/gpp_optable.h"
 #include "common/gpp_fault.h"
 #include "common/gpp_json.h"
 #include "tests/gpp_fixtures.h"
@@ -264,15 +265,22 @@ static void t_stages_equal_whole_model(void)
     static const rule_t dlrm[] = {
         {"dense0.", 0}, {"dense1.", 1}, {"sparse0.input", 2}, {"sparse0.emb", 3}, {"sparse1.", 3},
         {"concat", 4},  {"top", 4},     {"out", 4},           {"loss", 4},        {NULL, 0}};
-    const rule_t *rules[] = {mmt, dlrm};
-    for (int m = 0; m < 2; m++) {
+    /* CANDLE-Uno: a cut between feat0.fc0 and its ReLU (the linear sends its
+     * output unfused; the ReLU reads it received), feat0.fc1 + relu1 fused
+     * in the stage after it. */
+    static const rule_t candle[] = {
+        {"feat0.input", 0}, {"feat0.fc0", 0}, {"feat0.", 1}, {"feat1.", 2}, {"dose0", 2},
+        {"concat", 3},      {"top", 3},       {"out", 3},    {"loss", 3},   {NULL, 0}};
+    const rule_t *rules[] = {mmt, dlrm, candle};
+    const int stages[] = {5, 5, 4};
+    for (int m = 0; m < 3; m++) {
         gpp_fixture_exec_t f;
         if (gpp_fixture_exec_open(&f, s_specs[m], 7) < 0)
             return;
         printf("  %s\n", f.g->spec);
         gpp_exec_t *ref = s_exec(&f, f.g->n_ops, f.all, 10);
         if (ref)
-            s_pipeline(&f, rules[m], 5, 10, 4, ref);
+            s_pipeline(&f, rules[m], stages[m], 10, 4, ref);
         gpp_exec_destroy(&ref);
         gpp_fixture_exec_close(&f);
     }
@@ -350,6 +358,84 @@ static void t_identical_weights_everywhere(void)
     gpp_exec_destroy(&a);
     gpp_exec_destroy(&b);
     gpp_fixture_exec_close(&f);
+}
+
+/* Fusion (docs/executor.md "Fusion"): a linear and the ReLU/GELU it feeds
+ * run as one call; on the CPU the losses and weights are the unfused ops'
+ * bit for bit, the executor allocates less (a fused ReLU's input is never
+ * materialised) and exactly what gpp_stage_mem predicts. A second consumer
+ * of the linear's output, or a stage cut between the two, leaves them
+ * unfused (the cut: stages_equal_whole_model's CANDLE-Uno case). */
+static void t_fusion_same_results(void)
+{
+    for (int m = 0; s_specs[m]; m++) {
+        gpp_fixture_exec_t f;
+        if (gpp_fixture_exec_open(&f, s_specs[m], 7) < 0)
+            return;
+        int relu = 0, gelu = 0;
+        for (int i = 0; i < f.g->n_ops; i++) {
+            int j = gpp_op_fused_act(f.g, NULL, i);
+            if (j >= 0) {
+                relu += f.g->ops[j].type == GPP_OP_RELU;
+                gelu += f.g->ops[j].type == GPP_OP_GELU;
+                GPP_EXPECT(gpp_op_fused_from(f.g, NULL, j) == i);
+            }
+        }
+        const int64_t B = 12;
+        gpp_err_t err = {0};
+        gpp_exec_cfg_t c = {.seed = 11,
+                            .batch = B,
+                            .optim = {.kind = GPP_OPTIM_ADAMW,
+                                      .lr = 1e-2f,
+                                      .beta1 = 0.9f,
+                                      .beta2 = 0.999f,
+                                      .eps = 1e-8f}};
+        gpp_exec_t *fu = gpp_exec_new(f.g, f.g->n_ops, f.all, f.be, f.data, &c, &err);
+        c.no_fuse = 1;
+        gpp_exec_t *un = gpp_exec_new(f.g, f.g->n_ops, f.all, f.be, f.data, &c, &err);
+        GPP_EXPECT_MSG(fu && un, "%s", err.msg);
+        int same = 1;
+        for (int it = 0; it < 3 && fu && un; it++) {
+            double lf = 0, lu = 0;
+            s_iter(fu, it * B, B, 5);
+            s_iter(un, it * B, B, 5);
+            GPP_EXPECT(gpp_exec_loss(fu, &lf, &err) == 0 && gpp_exec_loss(un, &lu, &err) == 0);
+            GPP_EXPECT_MSG(lf == lu, "iteration %d: loss fused %.9g, unfused %.9g", it, lf, lu);
+            GPP_EXPECT(gpp_exec_step(fu, &err) == 0 && gpp_exec_step(un, &err) == 0);
+        }
+        for (int i = 0; fu && un && i < gpp_exec_n_params(fu); i++) {
+            const gpp_tensor_t *a = gpp_exec_param(fu, i), *b = gpp_exec_param(un, i);
+            same &= memcmp(a->data, b->data, gpp_tensor_bytes(a)) == 0;
+        }
+        GPP_EXPECT_MSG(same, "%s: weights differ after 3 steps", f.g->spec);
+        if (fu && un) {
+            int64_t pf = gpp_exec_peak_stash_bytes(fu), pu = gpp_exec_peak_stash_bytes(un);
+            printf("  %s: %d linear+relu, %d linear+gelu fused; weights equal after 3 steps: %s; "
+                   "peak activations %lld fused, %lld unfused\n",
+                   f.g->spec, relu, gelu, same ? "yes" : "NO", (long long)pf, (long long)pu);
+            GPP_EXPECT(relu + gelu > 0);
+            GPP_EXPECT(relu ? pf < pu : pf == pu);
+        }
+        gpp_exec_destroy(&fu);
+        gpp_exec_destroy(&un);
+        gpp_fixture_exec_close(&f);
+    }
+    /* the linear's output read by the ReLU and an add: not fused */
+    gpp_err_t err = {0};
+    gpp_graph_t *g = gpp_graph_new("two_readers");
+    int x = gpp_graph_input(g, "x", 1, 8);
+    int l = gpp_graph_linear(g, "fc", x, 8, 1);
+    int r = gpp_graph_unary(g, GPP_OP_RELU, "relu", l);
+    int a = gpp_graph_add2(g, "add", l, r);
+    int gl = gpp_graph_linear(g, "fc2", a, 8, 0);
+    int gg = gpp_graph_unary(g, GPP_OP_GELU, "gelu", gl);
+    GPP_EXPECT_MSG(gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    GPP_EXPECT(gpp_op_fused_act(g, NULL, l) == -1 && gpp_op_fused_from(g, NULL, r) == -1);
+    GPP_EXPECT(gpp_op_fused_act(g, NULL, gl) == gg && gpp_op_fused_from(g, NULL, gg) == gl);
+    char in_stage[8] = {0};
+    in_stage[gl] = 1; /* the GELU in another stage */
+    GPP_EXPECT(gpp_op_fused_act(g, in_stage, gl) == -1);
+    gpp_graph_destroy(&g);
 }
 
 static void t_stash_accounting(void)
@@ -585,6 +671,7 @@ static const gpp_test_case_t cases[] = {
     {"stages_equal_whole_model", t_stages_equal_whole_model},
     {"data_parallel_halves_sum", t_data_parallel_halves_sum},
     {"identical_weights_everywhere", t_identical_weights_everywhere},
+    {"fusion_same_results", t_fusion_same_results},
     {"stash_accounting", t_stash_accounting},
     {"bad_calls_fail_cleanly", t_bad_calls_fail_cleanly},
     {"profile_readable_by_planner", t_profile_readable_by_planner},

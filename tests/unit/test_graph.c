@@ -108,12 +108,14 @@ static void t_figures(void)
     GPP_EXPECT_NEAR(fc->fwd_flops, 2.0 * 4 * 8 * 16, 0);
     GPP_EXPECT_NEAR(fc->bwd_flops, 2 * fc->fwd_flops, 0);
     GPP_EXPECT(fc->out_bytes == 4 * 16 * 4);
-    /* each tensor once, at its owner: x and fc keep their outputs (fc's and
-       relu's backwards read them), relu's goes to a loss, which keeps the
-       gradient it computes */
+    /* each tensor once, at its owner: x keeps its output (fc's backward
+       reads it); fc and relu are fused (gpp_op_fused_act), so fc's output is
+       never materialised and relu keeps its own (its backward reads it, not
+       its input); the loss keeps the gradient it computes */
+    GPP_EXPECT(gpp_op_fused_act(g, NULL, l) == r);
     GPP_EXPECT(g->ops[x].stash_bytes == 4 * 8 * 4);
-    GPP_EXPECT(fc->stash_bytes == 4 * 16 * 4);
-    GPP_EXPECT(g->ops[r].stash_bytes == 0);
+    GPP_EXPECT(fc->stash_bytes == 0);
+    GPP_EXPECT(g->ops[r].stash_bytes == 4 * 16 * 4);
     GPP_EXPECT(g->ops[r + 1].stash_bytes == 4 * 16 * 4);
     GPP_EXPECT(g->ops[x].n_outputs == 1 && g->ops[x].outputs[0] == l);
     gpp_graph_destroy(&g);

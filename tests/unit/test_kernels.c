@@ -323,6 +323,35 @@ static void t_activation_forward(void)
     s_arena_free();
 }
 
+/* gpp_linear_act_fwd: the linear then the activation, bit for bit (ReLU
+ * straight into y; GELU through z, which it writes too). */
+static void t_linear_act_forward(void)
+{
+    gpp_err_t err;
+    for (int bias = 0; bias < 2; bias++)
+        for (int a = 0; a < 3; a++) {
+            gpp_op_type_t act = a ? GPP_OP_GELU : GPP_OP_RELU;
+            gpp_gelu_form_t form = a == 2 ? GPP_GELU_ERF : GPP_GELU_TANH;
+            gpp_tensor_t x = s_rand(3, 4, 9, 1.0f), w = s_rand(1, 6, 9, 0.7f);
+            gpp_tensor_t b = s_rand(1, 1, 6, 0.5f);
+            gpp_tensor_t z = s_new(GPP_DTYPE_F32, 3, 4, 6), y = s_new(GPP_DTYPE_F32, 3, 4, 6);
+            gpp_tensor_t fz = s_new(GPP_DTYPE_F32, 3, 4, 6), fy = s_new(GPP_DTYPE_F32, 3, 4, 6);
+            const gpp_tensor_t *bp = bias ? &b : NULL;
+            GPP_EXPECT(gpp_linear_fwd(s_st, &x, &w, bp, &z, &err) == 0);
+            GPP_EXPECT((act == GPP_OP_RELU ? gpp_relu_fwd(s_st, &z, &y, &err)
+                                           : gpp_gelu_fwd(s_st, &z, form, &y, &err)) == 0);
+            GPP_EXPECT(gpp_linear_act_fwd(s_st, &x, &w, bp, act, form,
+                                          act == GPP_OP_GELU ? &fz : NULL, &fy, &err) == 0);
+            size_t bytes = gpp_tensor_bytes(&y);
+            GPP_EXPECT_MSG(memcmp(y.data, fy.data, bytes) == 0, "act %d bias %d: y differs", a,
+                           bias);
+            if (act == GPP_OP_GELU)
+                GPP_EXPECT_MSG(memcmp(z.data, fz.data, bytes) == 0, "act %d bias %d: z differs", a,
+                               bias);
+            s_arena_free();
+        }
+}
+
 /* The branch-free exp behind GELU and softmax: relative error against exp
  * in double over its whole range, saturation outside it. */
 static void t_expf_accuracy(void)
@@ -1039,6 +1068,7 @@ static const gpp_test_case_t cases[] = {
     {"linear_forward", t_linear_forward},
     {"linear_backward", t_linear_backward},
     {"activation_forward", t_activation_forward},
+    {"linear_act_forward", t_linear_act_forward},
     {"activation_backward", t_activation_backward},
     {"expf_accuracy", t_expf_accuracy},
     {"gelu_accuracy", t_gelu_accuracy},
