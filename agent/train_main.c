@@ -37,7 +37,7 @@ typedef struct {
     gpp_precision_t precision;
     unsigned long long seed;
     gpp_optim_hp_t hp;
-    int lr_set, no_shuffle, no_fuse;
+    int lr_set, no_shuffle, no_fuse, graphs;
     const char *save, *save_weights, *load, *data, *write_dataset, *profile_out;
     const char *loss; /* --loss: an ONNX model's loss */
 } opts_t;
@@ -69,6 +69,9 @@ static void s_usage(FILE *out)
         "  --no-fuse             run each linear and the ReLU/GELU it feeds as two ops (default:\n"
         "                        one call, the activation in the product's epilogue on cuda;\n"
         "                        same results, for comparison)\n"
+        "  --cuda-graphs         with --backend cuda: record each micro-batch size's step as a\n"
+        "                        CUDA graph once and replay it (one launch per step; not for\n"
+        "                        models with embedding tables; docs/gpu.md \"CUDA graphs\")\n"
         "  --data PATH           read inputs and labels from a gpp dataset file, or from\n"
         "                        NumPy arrays: a directory of <op name>.npy per input and\n"
         "                        loss op, or a list op=FILE.npy,op=FILE.npy (docs/executor.md)\n"
@@ -139,6 +142,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_DPREFETCH,
         O_LOSS,
         O_NOFUSE,
+        O_GRAPHS,
         O_HELP
     };
     static const struct option lo[] = {{"model", 1, 0, O_MODEL},
@@ -168,6 +172,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"data-prefetch", 1, 0, O_DPREFETCH},
                                        {"loss", 1, 0, O_LOSS},
                                        {"no-fuse", 0, 0, O_NOFUSE},
+                                       {"cuda-graphs", 0, 0, O_GRAPHS},
                                        {"help", 0, 0, O_HELP},
                                        {0, 0, 0, 0}};
     o->iterations = 10;
@@ -265,6 +270,9 @@ static int s_parse(int argc, char **argv, opts_t *o)
             break;
         case O_NOFUSE:
             o->no_fuse = 1;
+            break;
+        case O_GRAPHS:
+            o->graphs = 1;
             break;
         case O_SAVE:
             o->save = optarg;
@@ -384,8 +392,7 @@ static int s_iteration(gpp_exec_t *ex, const opts_t *o, int64_t t, double *loss,
     int64_t lo = t * o->batch;
     for (int64_t done = 0, m = 0; done < o->batch; m++) {
         int64_t n = o->batch - done < o->micro_batch ? o->batch - done : o->micro_batch;
-        if (gpp_exec_begin(ex, 0, lo + done, n, err) < 0 || gpp_exec_forward(ex, 0, err) < 0 ||
-            gpp_exec_backward(ex, 0, err) < 0)
+        if (gpp_exec_run(ex, 0, lo + done, n, err) < 0)
             return -1;
         done += n;
     }
@@ -460,7 +467,8 @@ int main(int argc, char **argv)
     gpp_data_set_threads(data, data_threads, prefetch);
     if (!o.data)
         printf("synthetic data: %d threads, prefetch %s\n", data_threads, prefetch ? "on" : "off");
-    gpp_exec_cfg_t ec = {.seed = o.seed, .optim = o.hp, .batch = o.batch, .no_fuse = o.no_fuse};
+    gpp_exec_cfg_t ec = {
+        .seed = o.seed, .optim = o.hp, .batch = o.batch, .no_fuse = o.no_fuse, .graphs = o.graphs};
     if (!(ex = gpp_exec_new(g, g->n_ops, ops, be, data, &ec, &err)))
         goto fail;
     if (o.load && gpp_ckpt_load(ex, o.load, &err) < 0)
@@ -499,6 +507,13 @@ int main(int argc, char **argv)
                o.iterations, (long long)gpp_exec_step_count(ex),
                (double)o.batch * (double)o.iterations * 1000.0 / total_ms,
                (long long)gpp_exec_peak_stash_bytes(ex));
+    if (o.graphs) {
+        int64_t cap = 0, rep = 0;
+        gpp_exec_graph_stats(ex, &cap, &rep);
+        const char *off = gpp_exec_graphs_off(ex);
+        printf("cuda graphs: captured=%lld replayed=%lld%s%s\n", (long long)cap, (long long)rep,
+               off ? " off: " : "", off ? off : "");
+    }
     if (o.iterations) {
         /* predicted (the op table's model of the executor, one micro-batch in
          * flight) vs measured (the backend's high-water mark) */

@@ -189,6 +189,56 @@ void gpp_stream_destroy(gpp_stream_t **self_p)
     *self_p = NULL;
 }
 
+struct gpp_replay_s {
+    gpp_backend_t *be;
+    void *impl;
+};
+
+int gpp_backend_can_capture(const gpp_backend_t *be)
+{
+    assert(be);
+    return be->vt->capture_begin != NULL;
+}
+
+int gpp_stream_capture_begin(gpp_stream_t *self, gpp_err_t *err)
+{
+    assert(self);
+    if (!self->be->vt->capture_begin)
+        return gpp_err_set(err, "backend %s cannot capture a stream (CUDA graphs need cuda)",
+                           self->be->name);
+    return self->be->vt->capture_begin(self, err);
+}
+
+int gpp_stream_capture_end(gpp_stream_t *self, gpp_replay_t **out, gpp_err_t *err)
+{
+    assert(self && out && self->be->vt->capture_end);
+    *out = NULL;
+    void *impl = self->be->vt->capture_end(self, err);
+    if (!impl)
+        return -1;
+    *out = gpp_xcalloc(1, sizeof **out);
+    (*out)->be = self->be;
+    (*out)->impl = impl;
+    return 0;
+}
+
+int gpp_replay_launch(gpp_replay_t *r, gpp_stream_t *s, gpp_err_t *err)
+{
+    assert(r && s && s->be == r->be);
+    return r->be->vt->replay_launch(r->impl, s, err);
+}
+
+void gpp_replay_destroy(gpp_replay_t **r_p)
+{
+    assert(r_p);
+    gpp_replay_t *r = *r_p;
+    if (!r)
+        return;
+    r->be->vt->replay_destroy(r->impl);
+    free(r);
+    *r_p = NULL;
+}
+
 gpp_backend_t *gpp_stream_backend(const gpp_stream_t *self)
 {
     assert(self);

@@ -173,6 +173,27 @@ int gpp_stream_copy(gpp_stream_t *self, void *dst, const void *src, size_t bytes
 /* Enqueued zero fill of device memory. */
 int gpp_stream_zero(gpp_stream_t *self, void *dst, size_t bytes, gpp_err_t *err);
 
+/* ---- stream capture: record a stream's work once, replay it ----
+ * CUDA graphs (docs/gpu.md "CUDA graphs"): between capture_begin and
+ * capture_end nothing enqueued on the stream runs; it is recorded, and
+ * gpp_replay_launch enqueues the whole recording again with one call, on
+ * the same device pointers and argument values as captured. Inside a
+ * capture, nothing may synchronise the stream or allocate device memory
+ * (the backend's allocator would have to); a call that does fails, and
+ * capture_end then fails too. Backends that cannot capture (the CPU
+ * backend: it has no launch cost to save) report 0 from
+ * gpp_backend_can_capture and an error from capture_begin. */
+typedef struct gpp_replay_s gpp_replay_t;
+int gpp_backend_can_capture(const gpp_backend_t *be);
+int gpp_stream_capture_begin(gpp_stream_t *self, gpp_err_t *err);
+/* Ends the capture, always; *out is the replayable recording (caller owns
+ * it), or NULL and -1 with the reason (a failed call inside the capture,
+ * or instantiation). */
+int gpp_stream_capture_end(gpp_stream_t *self, gpp_replay_t **out, gpp_err_t *err);
+int gpp_replay_launch(gpp_replay_t *r, gpp_stream_t *s, gpp_err_t *err);
+/* Accepts NULL; work already enqueued from it completes. */
+void gpp_replay_destroy(gpp_replay_t **r_p);
+
 /* ---- events: points in a stream's queue ---- */
 
 /* Caller owns the result. A new event counts as complete. */

@@ -85,6 +85,14 @@ typedef struct gpp_backend_vt_s {
                 gpp_err_t *err);
     int (*zero)(gpp_stream_t *s, void *dst, size_t bytes, gpp_err_t *err);
 
+    /* stream capture (gpp_backend.h); all NULL: the backend cannot capture.
+     * capture_end always ends the capture; returns the backend's replay
+     * handle or NULL + message. */
+    int (*capture_begin)(gpp_stream_t *s, gpp_err_t *err);
+    void *(*capture_end)(gpp_stream_t *s, gpp_err_t *err);
+    int (*replay_launch)(void *replay, gpp_stream_t *s, gpp_err_t *err);
+    void (*replay_destroy)(void *replay);
+
     /* events */
     int (*event_init)(gpp_event_t *e, gpp_err_t *err);
     void (*event_fini)(gpp_event_t *e);

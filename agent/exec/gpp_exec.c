@@ -77,6 +77,19 @@ typedef struct {
     size_t bytes;
 } exec_block_t;
 
+/* A captured micro-batch step (gpp_exec_run): one per micro-batch size. */
+#define EXEC_GRAPHS 2
+typedef struct {
+    int64_t n;            /* micro-batch size, 0: unused */
+    int warm;             /* ran once eagerly at this size: the pool holds its blocks */
+    gpp_replay_t *r;      /* the captured step, or NULL */
+    void **feed;          /* [n_local]: device buffer of an INPUT op's data or a loss's labels */
+    size_t *feed_bytes;   /* [n_local] */
+    exec_block_t *blocks; /* device blocks the capture used: owned by the graph */
+    int n_blocks, cap_blocks;
+    void *ws; /* the stream workspace it was captured with */
+} exec_graph_t;
+
 struct gpp_exec_s {
     const gpp_graph_t *g;
     gpp_backend_t *be;
@@ -114,11 +127,31 @@ struct gpp_exec_s {
     size_t host_bytes;
     int timing;
     gpp_event_t **tev; /* [n_local + 1] timed events of the timing hook, made on first use */
+    /* CUDA graphs (gpp_exec_run) */
+    const char *graphs_off; /* why steps are not captured, or NULL */
+    char graphs_why[GPP_ERR_LEN];
+    exec_graph_t gr[EXEC_GRAPHS];
+    exec_graph_t *capturing; /* the graph being captured: loads read its feeds */
+    int64_t captures, replays;
 };
 
 /* ---- memory: a pool of equal-size blocks (micro-batches repeat shapes) ----
  * The op table's gpp_stage_mem walks these allocations in this order: a
  * change here is a change there (test_optable zoo_stage_peak checks). */
+
+/* Records a block a capture uses (once). */
+static int s_graph_note_block(exec_graph_t *gr, void *p, size_t bytes)
+{
+    for (int i = 0; i < gr->n_blocks; i++)
+        if (gr->blocks[i].p == p)
+            return 0;
+    if (gr->n_blocks == gr->cap_blocks) {
+        gr->cap_blocks = gr->cap_blocks ? 2 * gr->cap_blocks : 32;
+        gr->blocks = gpp_xrealloc(gr->blocks, (size_t)gr->cap_blocks * sizeof *gr->blocks);
+    }
+    gr->blocks[gr->n_blocks++] = (exec_block_t){p, bytes};
+    return 0;
+}
 
 static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
 {
@@ -131,6 +164,14 @@ static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
             self->free_blocks[i] = self->free_blocks[--self->n_free];
             break;
         }
+    if (!p && self->capturing) {
+        /* nothing may synchronise or allocate inside a capture; the step ran
+           once at this size, so this is a size it did not use */
+        gpp_err_set(err,
+                    "executor: a CUDA graph capture asked for %zu bytes the pool does not hold",
+                    bytes);
+        return NULL;
+    }
     if (!p) {
         /* No cached block of this size: give the cached ones back first, so
          * that the device holds no more than the live bytes whenever it
@@ -147,6 +188,8 @@ static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
         if (!p)
             return NULL;
     }
+    if (self->capturing && s_graph_note_block(self->capturing, p, bytes) < 0)
+        return NULL;
     self->live_bytes += (int64_t)bytes;
     if (self->live_bytes > self->peak_bytes)
         self->peak_bytes = self->live_bytes;
@@ -441,11 +484,34 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         goto fail;
     if (gpp_stream_sync(self->s, err) < 0)
         goto fail;
+    if (!cfg->graphs)
+        self->graphs_off = "not asked for (gpp-train --cuda-graphs)";
+    else if (!gpp_backend_can_capture(be))
+        self->graphs_off = "the backend cannot capture (CUDA graphs need cuda)";
+    else if (self->n_inputs || self->n_outputs)
+        self->graphs_off = "a pipeline stage (boundary inputs or outputs) is not captured";
+    else if (self->n_sparse)
+        self->graphs_off = "sparse parameters: an embedding gradient groups its rows on the host";
     return self;
 fail:
     gpp_err_prefix(err, "executor for model %s", g->spec);
     gpp_exec_destroy(&self);
     return NULL;
+}
+
+/* Frees a graph and what it owns (the stream is synchronised first by the
+ * callers: its work may still use the blocks). */
+static void s_graph_drop(gpp_exec_t *self, exec_graph_t *gr)
+{
+    gpp_replay_destroy(&gr->r);
+    for (int i = 0; gr->feed && i < self->n_local; i++)
+        gpp_backend_free(self->be, &gr->feed[i]);
+    for (int i = 0; i < gr->n_blocks; i++)
+        gpp_backend_free(self->be, &gr->blocks[i].p);
+    free(gr->feed);
+    free(gr->feed_bytes);
+    free(gr->blocks);
+    memset(gr, 0, sizeof *gr);
 }
 
 void gpp_exec_destroy(gpp_exec_t **self_p)
@@ -484,6 +550,8 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
     gpp_optim_state_destroy(&self->dense_state);
     gpp_backend_free(self->be, (void **)&self->pflat);
     gpp_backend_free(self->be, (void **)&self->gflat);
+    for (int i = 0; i < EXEC_GRAPHS; i++)
+        s_graph_drop(self, &self->gr[i]);
     for (int i = 0; i < self->n_free; i++)
         gpp_backend_free(self->be, &self->free_blocks[i].p);
     free(self->free_blocks);
@@ -698,6 +766,16 @@ static gpp_tensor_t *s_grad(gpp_exec_t *self, exec_mb_t *mb, int k, gpp_err_t *e
  * staging buffer, or straight from the data source's prefetched copy. */
 static int s_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gpp_err_t *err)
 {
+    if (self->capturing) { /* loaded before the replay into the graph's feed buffer */
+        const exec_graph_t *gr = self->capturing;
+        for (int i = 0; i < self->n_local; i++)
+            if (self->ops[i].op->id == op && gr->feed[i]) {
+                assert(gr->feed_bytes[i] == gpp_tensor_bytes(dst));
+                return gpp_stream_copy(self->s, dst->data, gr->feed[i], gpp_tensor_bytes(dst),
+                                       GPP_COPY_D2D, err);
+            }
+        return gpp_err_set(err, "executor: op %d has no graph feed buffer", op);
+    }
     /* from the data source's prefetched copy when it has one (no host copy) */
     const void *h = gpp_data_ref(self->data, op, mb->sample_lo, mb->n,
                                  s_host(self, gpp_tensor_bytes(dst)), err);
@@ -798,7 +876,7 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     a.grad_scale = (float)((double)n / (double)self->cfg.batch);
     if (rc == 0)
         rc = gpp_op_kernels[op->type].fwd(self->s, &a, err);
-    if (rc == 0)
+    if (rc == 0 && !self->capturing) /* a graph's loss is copied after its launch */
         rc = gpp_stream_copy(self->s, mb->loss_host + eo->loss, a.loss, 4, GPP_COPY_D2H, err);
     s_release(self, &lab.data, gpp_tensor_bytes(&lab));
     return rc;
@@ -1166,6 +1244,166 @@ int gpp_exec_params_foreach(gpp_exec_t *self, gpp_exec_param_fn fn, void *arg, g
             return -1;
     }
     return 0;
+}
+
+/* ---- CUDA graphs ---- */
+
+static int s_run_eager(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
+{
+    if (gpp_exec_begin(self, m, lo, n, err) < 0 || gpp_exec_forward(self, m, err) < 0)
+        return -1;
+    return gpp_exec_backward(self, m, err);
+}
+
+/* The graph entry for size n: found, or a free one, or the oldest taken. */
+static exec_graph_t *s_graph_for(gpp_exec_t *self, int64_t n)
+{
+    for (int i = 0; i < EXEC_GRAPHS; i++)
+        if (self->gr[i].n == n)
+            return &self->gr[i];
+    for (int i = 0; i < EXEC_GRAPHS; i++)
+        if (self->gr[i].n == 0) {
+            self->gr[i].n = n;
+            return &self->gr[i];
+        }
+    /* more sizes than entries (a step of a third size): run eagerly */
+    return NULL;
+}
+
+/* Loads the micro-batch's inputs and labels into gr's feed buffers (made on
+ * first use, outside the pool: they live as long as the graph). */
+static int s_graph_feed(gpp_exec_t *self, exec_graph_t *gr, exec_mb_t *mb, gpp_err_t *err)
+{
+    if (!gr->feed) {
+        gr->feed = gpp_xcalloc((size_t)self->n_local, sizeof *gr->feed);
+        gr->feed_bytes = gpp_xcalloc((size_t)self->n_local, sizeof *gr->feed_bytes);
+    }
+    for (int i = 0; i < self->n_local; i++) {
+        const exec_op_t *eo = &self->ops[i];
+        gpp_tensor_t t;
+        if (eo->op->type == GPP_OP_INPUT) {
+            const exec_slot_t *sl = &self->slots[eo->out];
+            t = gpp_tensor(NULL, sl->dtype, mb->n, sl->rows, sl->cols);
+        } else if (eo->loss >= 0) {
+            gpp_dtype_t dt;
+            int64_t r, c;
+            gpp_data_label_shape(self->g, eo->op->id, &dt, &r, &c);
+            t = gpp_tensor(NULL, dt, mb->n, r, c);
+        } else {
+            continue;
+        }
+        if (!gr->feed[i]) {
+            gr->feed_bytes[i] = gpp_tensor_bytes(&t);
+            if (!(gr->feed[i] = gpp_backend_alloc(self->be, gr->feed_bytes[i], err)))
+                return -1;
+        }
+        t.data = gr->feed[i];
+        if (s_load(self, mb, eo->op->id, &t, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Moves the blocks the capture used out of the pool: the graph owns them. */
+static void s_graph_take_blocks(gpp_exec_t *self, exec_graph_t *gr)
+{
+    for (int b = 0; b < gr->n_blocks; b++)
+        for (int i = 0; i < self->n_free; i++)
+            if (self->free_blocks[i].p == gr->blocks[b].p) {
+                self->free_blocks[i] = self->free_blocks[--self->n_free];
+                break;
+            }
+}
+
+/* Captures micro-batch slot m's step into gr (nothing runs), or fails with
+ * the slot released and the graph dropped. */
+static int s_graph_capture(gpp_exec_t *self, exec_graph_t *gr, int m, gpp_err_t *err)
+{
+    gpp_err_t cerr = {0};
+    self->capturing = gr;
+    int rc = gpp_stream_capture_begin(self->s, err);
+    if (rc == 0) {
+        rc = gpp_exec_forward(self, m, err);
+        if (rc == 0)
+            rc = gpp_exec_backward(self, m, err);
+        if (gpp_stream_capture_end(self->s, &gr->r, rc == 0 ? err : &cerr) < 0)
+            rc = -1;
+    }
+    self->capturing = NULL;
+    if (rc < 0) {
+        self->mb[m].loss_pending = 0; /* nothing ran */
+        gpp_exec_release(self, m);
+        gr->n_blocks = 0; /* the blocks it noted are back in the pool */
+        return -1;
+    }
+    s_graph_take_blocks(self, gr);
+    gr->ws = gpp_stream_workspace(self->s, 1, NULL);
+    self->captures++;
+    return 0;
+}
+
+int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
+{
+    assert(self && m >= 0 && n >= 0 && lo >= 0);
+    exec_graph_t *gr = NULL;
+    if (!self->graphs_off && !self->timing && n > 0)
+        gr = s_graph_for(self, n);
+    if (!gr)
+        return s_run_eager(self, m, lo, n, err);
+    if (!gr->warm) { /* first at this size: an ordinary run fills the pool */
+        if (s_run_eager(self, m, lo, n, err) < 0)
+            return -1;
+        gr->warm = 1;
+        return 0;
+    }
+    if (gr->r && gr->ws != gpp_stream_workspace(self->s, 1, NULL)) {
+        /* the workspace moved (a larger size ran): capture again */
+        if (gpp_stream_sync(self->s, err) < 0)
+            return -1;
+        int64_t keep = gr->n;
+        s_graph_drop(self, gr);
+        gr->n = keep;
+        gr->warm = 1;
+    }
+    if (gpp_exec_begin(self, m, lo, n, err) < 0)
+        return -1;
+    exec_mb_t *mb = &self->mb[m];
+    if (s_graph_feed(self, gr, mb, err) < 0)
+        return -1;
+    if (!gr->r && s_graph_capture(self, gr, m, err) < 0) {
+        snprintf(self->graphs_why, sizeof self->graphs_why, "capture failed: %s", err->msg);
+        self->graphs_off = self->graphs_why;
+        if (gpp_stream_sync(self->s, err) < 0)
+            return -1;
+        int64_t keep = gr->n;
+        s_graph_drop(self, gr);
+        gr->n = keep;
+        return s_run_eager(self, m, lo, n, err);
+    }
+    if (gpp_replay_launch(gr->r, self->s, err) < 0)
+        return -1;
+    self->replays++;
+    /* the host state the eager calls leave: every tensor released (a whole
+       model keeps no input gradient), the loss on its way to the host */
+    mb->state = MB_BACKWARD;
+    mb->loss_pending = self->n_loss > 0;
+    if (self->n_loss && gpp_stream_copy(self->s, mb->loss_host, mb->loss_dev,
+                                        (size_t)self->n_loss * 4, GPP_COPY_D2H, err) < 0)
+        return -1;
+    return 0;
+}
+
+void gpp_exec_graph_stats(const gpp_exec_t *self, int64_t *captures, int64_t *replays)
+{
+    assert(self && captures && replays);
+    *captures = self->captures;
+    *replays = self->replays;
+}
+
+const char *gpp_exec_graphs_off(const gpp_exec_t *self)
+{
+    assert(self);
+    return self->graphs_off;
 }
 
 /* ---- measurement ---- */

@@ -84,6 +84,8 @@ typedef struct {
     uint64_t seed;        /* weight initialisation */
     gpp_optim_hp_t optim; /* optimizer and hyper-parameters */
     int64_t batch;        /* B: mini-batch samples over all micro-batches and replicas */
+    int graphs;           /* 1: gpp_exec_run may replay CUDA graphs (docs/gpu.md "CUDA
+                             graphs"); ignored where the backend cannot capture */
     int no_fuse;          /* 1: run a linear and the ReLU/GELU it feeds as two ops (a
                              debugging and benchmarking aid; the results are the same,
                              the memory more than gpp_stage_mem predicts) */
@@ -161,6 +163,23 @@ gpp_sparse_grad_t *gpp_exec_sparse_grad(gpp_exec_t *self, int i);
 /* This replica's share of the loss of the micro-batches forwarded since the
  * last step (convention above); synchronises the stream. */
 int gpp_exec_loss(gpp_exec_t *self, double *loss, gpp_err_t *err);
+
+/* begin + forward + backward of micro-batch slot m over samples
+ * [sample_lo, sample_lo + n), with the same results. With cfg.graphs on a
+ * backend that captures (CUDA), a whole-model stage (no boundary inputs or
+ * outputs) without sparse parameters and with the timing hook off records
+ * the step of a micro-batch size once as a CUDA graph, after one ordinary
+ * run of that size, and replays it from then on: one launch instead of one
+ * per kernel. Inputs and labels are loaded into per-graph device buffers
+ * before each replay (the data source runs on the host as before); the
+ * graph owns the device blocks it was captured with. A capture that fails
+ * turns graphs off for the executor (gpp_exec_graphs_off says why) and runs
+ * the step as usual. */
+int gpp_exec_run(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_err_t *err);
+/* Graph figures: captures and replays so far; the reason graphs are off
+ * (cfg.graphs unset, backend, stage, or a failed capture), NULL when on. */
+void gpp_exec_graph_stats(const gpp_exec_t *self, int64_t *captures, int64_t *replays);
+const char *gpp_exec_graphs_off(const gpp_exec_t *self);
 /* Optimizer step on every parameter, then zeroes the gradients. -1 when a
  * micro-batch is still in flight. */
 int gpp_exec_step(gpp_exec_t *self, gpp_err_t *err);

@@ -332,6 +332,52 @@ static int s_event_elapsed(gpp_event_t *a, gpp_event_t *b, double *ms, gpp_err_t
     return 0;
 }
 
+/* ---- capture: CUDA graphs ----
+ * Thread-local mode: a potentially unsafe call (a synchronisation, a
+ * cudaMalloc) made by this thread during the capture fails and
+ * invalidates it, so a step that is not capture-safe is refused rather
+ * than recorded wrong; other threads (data prefetch, the comm) are not
+ * affected. */
+static int s_capture_begin(gpp_stream_t *s, gpp_err_t *err)
+{
+    GPP_CUDA_TRY(cudaStreamBeginCapture(gpp_cuda_stream(s), cudaStreamCaptureModeThreadLocal), err);
+    return 0;
+}
+
+static void *s_capture_end(gpp_stream_t *s, gpp_err_t *err)
+{
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(gpp_cuda_stream(s), &g);
+    if (e != cudaSuccess || !g) {
+        (void)cudaGetLastError(); /* an invalidated capture is not sticky */
+        if (g)
+            (void)cudaGraphDestroy(g);
+        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaStreamEndCapture",
+                      e != cudaSuccess ? e : cudaErrorStreamCaptureInvalidated);
+        return NULL;
+    }
+    cudaGraphExec_t x = NULL;
+    e = cudaGraphInstantiate(&x, g, 0);
+    (void)cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaGraphInstantiate", e);
+        return NULL;
+    }
+    return x;
+}
+
+static int s_replay_launch(void *replay, gpp_stream_t *s, gpp_err_t *err)
+{
+    GPP_CUDA_TRY(cudaGraphLaunch((cudaGraphExec_t)replay, gpp_cuda_stream(s)), err);
+    return 0;
+}
+
+static void s_replay_destroy(void *replay)
+{
+    (void)cudaGraphExecDestroy((cudaGraphExec_t)replay);
+}
+
 static int s_host_pin(gpp_backend_t *be, void *p, size_t bytes, gpp_err_t *err)
 {
     (void)be;
@@ -364,6 +410,10 @@ const gpp_backend_vt_t gpp_cuda_backend_vt = {
     .stream_free = s_stream_free,
     .copy = s_copy,
     .zero = s_zero,
+    .capture_begin = s_capture_begin,
+    .capture_end = s_capture_end,
+    .replay_launch = s_replay_launch,
+    .replay_destroy = s_replay_destroy,
     .event_init = s_event_init,
     .event_fini = s_event_fini,
     .event_record = s_event_record,

@@ -438,6 +438,50 @@ static void t_fusion_same_results(void)
     gpp_graph_destroy(&g);
 }
 
+/* gpp_exec_run is begin + forward + backward (bit for bit); on a backend
+ * that cannot capture (the CPU) cfg.graphs leaves it eager and says why.
+ * The replay itself needs a GPU: tests/gpu/test_cuda_train.sh. */
+static void t_run_equals_calls(void)
+{
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, s_specs[2], 7) < 0)
+        return;
+    gpp_err_t err = {0};
+    gpp_exec_cfg_t c = {.seed = 5, .batch = 12, .optim = {.kind = GPP_OPTIM_SGD, .lr = 0.1f}};
+    gpp_exec_t *calls = gpp_exec_new(f.g, f.g->n_ops, f.all, f.be, f.data, &c, &err);
+    c.graphs = 1;
+    gpp_exec_t *run = gpp_exec_new(f.g, f.g->n_ops, f.all, f.be, f.data, &c, &err);
+    GPP_EXPECT_MSG(calls && run, "%s", err.msg);
+    for (int it = 0; it < 2 && calls && run; it++) {
+        double a = 0, b = 0;
+        s_iter(calls, it * 12, 12, 5);
+        for (int64_t d = 0; d < 12; d += 5)
+            GPP_EXPECT_MSG(gpp_exec_run(run, 0, it * 12 + d, d + 5 <= 12 ? 5 : 12 - d, &err) == 0,
+                           "%s", err.msg);
+        GPP_EXPECT(gpp_exec_loss(calls, &a, &err) == 0 && gpp_exec_loss(run, &b, &err) == 0);
+        GPP_EXPECT_MSG(a == b, "iteration %d: loss %.9g vs %.9g", it, a, b);
+        GPP_EXPECT(gpp_exec_step(calls, &err) == 0 && gpp_exec_step(run, &err) == 0);
+    }
+    for (int i = 0; calls && run && i < gpp_exec_n_params(run); i++)
+        GPP_EXPECT(memcmp(gpp_exec_param(run, i)->data, gpp_exec_param(calls, i)->data,
+                          gpp_tensor_bytes(gpp_exec_param(run, i))) == 0);
+    if (calls && run) {
+        int64_t cap = -1, rep = -1;
+        gpp_exec_graph_stats(run, &cap, &rep);
+        GPP_EXPECT(cap == 0 && rep == 0);
+        printf("    graphs off: '%s' / '%s'\n", gpp_exec_graphs_off(run),
+               gpp_exec_graphs_off(calls));
+        GPP_EXPECT(strstr(gpp_exec_graphs_off(run), "cannot capture"));
+        GPP_EXPECT(strstr(gpp_exec_graphs_off(calls), "not asked for"));
+        gpp_stream_t *st = gpp_exec_stream(run);
+        GPP_EXPECT(!gpp_backend_can_capture(f.be));
+        GPP_EXPECT(gpp_stream_capture_begin(st, &err) == -1 && strstr(err.msg, "cannot capture"));
+    }
+    gpp_exec_destroy(&calls);
+    gpp_exec_destroy(&run);
+    gpp_fixture_exec_close(&f);
+}
+
 static void t_stash_accounting(void)
 {
     gpp_fixture_exec_t f;
@@ -672,6 +716,7 @@ static const gpp_test_case_t cases[] = {
     {"data_parallel_halves_sum", t_data_parallel_halves_sum},
     {"identical_weights_everywhere", t_identical_weights_everywhere},
     {"fusion_same_results", t_fusion_same_results},
+    {"run_equals_calls", t_run_equals_calls},
     {"stash_accounting", t_stash_accounting},
     {"bad_calls_fail_cleanly", t_bad_calls_fail_cleanly},
     {"profile_readable_by_planner", t_profile_readable_by_planner},
