@@ -18,6 +18,9 @@
 # teacher labels), so both columns time the training step, not data
 # generation. The "synthetic" column is gpp generating inputs and teacher
 # labels on the host inside the timed loop (its default without --data).
+# The "graphs" column is gpp with --cuda-graphs (each micro-batch step
+# replayed as a CUDA graph, docs/gpu.md; models with embedding tables are
+# not captured and run as without it).
 #
 # usage: bench/bench_train_gpu.sh [BUILD_DIR]
 #   env: PYTHON (python3), WARMUP (3), ITERS (10), PRECISIONS ("fp32 tf32 bf16"),
@@ -58,8 +61,8 @@ TMPD=$(mktemp -d)
 trap 'rm -rf "$TMPD"' EXIT
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "# warmup $WARMUP, timed $ITERS iterations; MFU against dense peak fp32 $(peak fp32), tf32 $(peak tf32), bf16 $(peak bf16) TFLOP/s"
-printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
 while read -r spec batch; do
     [ -n "$spec" ] || continue
     "$TRAIN" --model "$spec" --write-dataset "$TMPD/ds.bin" --samples $((batch * (WARMUP + ITERS))) \
@@ -73,11 +76,14 @@ while read -r spec batch; do
         grate=$(gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle)
         [ "$grate" = fail ] && sed 's/^/# gpp: /' "$TMPD/gpp.err" | tail -3
         srate=$(gpp_rate "$spec" "$batch" "$prec")
-        awk -v s="$spec" -v b="$batch" -v p="$prec" -v g="$grate" -v t="$trate" -v f="$flops" -v pk="$(peak "$prec")" -v sr="$srate" 'BEGIN {
+        crate=$(gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle --cuda-graphs)
+        [ "$crate" = fail ] && sed 's/^/# gpp --cuda-graphs: /' "$TMPD/gpp.err" | tail -3
+        awk -v s="$spec" -v b="$batch" -v p="$prec" -v g="$grate" -v t="$trate" -v f="$flops" -v pk="$(peak "$prec")" -v sr="$srate" -v cr="$crate" 'BEGIN {
             gf = (g + 0 > 0) ? sprintf("%.2f (%.1f %%)", f * g / b / 1e12, 100 * f * g / b / 1e12 / pk) : "-";
             tf = (t + 0 > 0) ? sprintf("%.2f (%.1f %%)", f * t / b / 1e12, 100 * f * t / b / 1e12 / pk) : "-";
             r = (g + 0 > 0 && t + 0 > 0) ? sprintf("%.2fx", g / t) : "-";
-            printf "| `%s` | %d | %s | %s | %s | %s | %.1f | %s | %s | %s |\n", s, b, p, g, t, r, f / 1e9, gf, tf, sr }'
+            c = (cr + 0 > 0 && t + 0 > 0) ? sprintf("%s (%.2fx)", cr, cr / t) : cr;
+            printf "| `%s` | %d | %s | %s | %s | %s | %.1f | %s | %s | %s | %s |\n", s, b, p, g, t, r, f / 1e9, gf, tf, sr, c }'
     done
     rm -f "$TMPD/ds.bin"
 done <<<"$MODELS"

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # gpu_check: the one command for a GPU machine (`make gpu-check`). Runs the
-# gpu-labelled tests (tests/gpu/) and bench_cuda_ops against a build made
-# with the CUDA backend, and writes everything with the device name
-# (nvidia-smi), the commit and the date to bench/results/gpu-<date>.txt.
-# Exit status 1 when a test failed, or when there was no GPU to run on
-# (tests skipped, nothing measured): a figure is only ever written from a
-# run that measured it.
+# gpu-labelled tests (tests/gpu/), bench_cuda_ops (per-op times, fused vs
+# two-op linear + activation, launch overhead), bench_train_gpu.sh (training
+# vs PyTorch eager, MFU, with and without CUDA graphs; needs a python with
+# torch: PYTHON) and bench_sim_gpu.sh (measured / simulated iteration)
+# against a build made with the CUDA backend, and writes everything with
+# the device name (nvidia-smi), the commit and the date to
+# bench/results/gpu-<date>.txt. Exit status 1 when a test failed, or when
+# there was no GPU to run on (tests skipped, nothing measured): a figure is
+# only ever written from a run that measured it.
 #
 #   bench/gpu_check.sh [BUILD_DIR]      (default: build)
+#   env: GPU_CHECK_BENCH (default "ops train sim"): which benchmarks run,
+#        e.g. "ops" alone where a command may only run a few minutes.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) ||
@@ -37,6 +42,7 @@ if grep -q 'SKIPPED:' "$OUT"; then
     echo "gpu_check: the GPU tests were SKIPPED: no usable GPU here" | tee -a "$OUT"
     status=1
 fi
+BENCHES=${GPU_CHECK_BENCH:-ops train sim}
 echo | tee -a "$OUT"
 echo "== bench: $BUILD/bench/bench_cuda_ops" | tee -a "$OUT"
 "$BUILD/bench/bench_cuda_ops" 2>&1 | tee -a "$OUT"
@@ -44,9 +50,24 @@ rc=${PIPESTATUS[0]}
 if [ "$rc" -eq 77 ]; then
     echo "gpu_check: nothing measured (no usable GPU)" | tee -a "$OUT"
     status=1
+    BENCHES=ops # the rest would measure nothing either
 elif [ "$rc" -ne 0 ]; then
     echo "gpu_check: bench_cuda_ops failed (exit $rc)" | tee -a "$OUT"
     status=1
 fi
+case " $BENCHES " in *" train "*)
+    echo | tee -a "$OUT"
+    echo "== bench: bench/bench_train_gpu.sh $BUILD" | tee -a "$OUT"
+    bench/bench_train_gpu.sh "$BUILD" 2>&1 | tee -a "$OUT"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "gpu_check: bench_train_gpu failed" | tee -a "$OUT"; status=1; }
+    ;;
+esac
+case " $BENCHES " in *" sim "*)
+    echo | tee -a "$OUT"
+    echo "== bench: bench/bench_sim_gpu.sh $BUILD" | tee -a "$OUT"
+    bench/bench_sim_gpu.sh "$BUILD" 2>&1 | tee -a "$OUT"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "gpu_check: bench_sim_gpu failed" | tee -a "$OUT"; status=1; }
+    ;;
+esac
 echo "gpu_check: wrote $OUT"
 exit $status

@@ -278,6 +278,11 @@ int64_t gpp_cost_act_bytes(int64_t stash_bytes, int inflight, int micro_batch, i
     return stash_bytes * mbs_in_flight * per_replica;
 }
 
+int gpp_cost_step_kernels(int param_ops, int sparse_ops)
+{
+    return 2 * (param_ops > sparse_ops) + 2 * sparse_ops;
+}
+
 double gpp_cost_step_ms(const gpp_cost_t *c, double grad_bytes, int kernels)
 {
     if (kernels <= 0)
@@ -297,7 +302,7 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
     for (int k = 0; k < n_ops; k++)
         in[ops[k]] = 1;
     double bnd_bytes = 0, grad = 0;
-    int n_bnd = 0, kernels = 0;
+    int n_bnd = 0, param_ops = 0, sparse_ops = 0;
     for (int k = 0; k < n_ops; k++) {
         const gpp_op_t *o = &g->ops[ops[k]];
         double f, b;
@@ -309,7 +314,8 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
         out->work_bytes += gpp_cost_op_work_bytes(c, ops[k]);
         out->reserved_bytes += s_reserved_at(&c->prof[ops[k]], m);
         grad += gpp_cost_op_grad_bytes(c, ops[k], batch);
-        kernels += o->params > 0;
+        param_ops += o->params > 0;
+        sparse_ops += o->params > 0 && o->sparse_params;
         for (int j = 0; j < o->n_outputs; j++)
             if (!in[o->outputs[j]]) {
                 bnd_bytes += (double)o->out_bytes;
@@ -331,7 +337,7 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
     /* each boundary tensor: activations one way in forward, gradients back in backward */
     out->comm_ms = 2.0 * n_bnd * l->alpha_ms + 2.0 * m * bnd_bytes / l->bw_bytes_per_s * 1e3;
     out->allreduce_ms = gpp_allreduce_ms(gpp_cost_group_link(c, devices), devices, grad);
-    out->step_ms = gpp_cost_step_ms(c, grad, kernels);
+    out->step_ms = gpp_cost_step_ms(c, grad, gpp_cost_step_kernels(param_ops, sparse_ops));
     out->tps_ms = (out->fwd_ms + out->bwd_ms + out->comm_ms) / micro_batch +
                   (out->allreduce_ms + out->step_ms) / batch;
     /* boundary tensors: received ones kept for a backward, sent ones kept

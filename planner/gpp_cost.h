@@ -205,10 +205,17 @@ double gpp_cost_op_grad_bytes(const gpp_cost_t *c, int op, int batch);
 
 /* AdamW update on one replica (each replica updates its own full copy):
  * read w, g, m, v and write w, m, v — 28 bytes and 12 FLOPs per gradient
- * element (grad_bytes / 4), one element-wise kernel (launch, no fill) per op with parameters
- * (`kernels`), roofline of the device; 0 without kernels. The simulator's STEP action charges the
- * same, so the partitioner's TPS counts it once per iteration. */
+ * element (grad_bytes / 4), `kernels` element-wise kernels (launch, no
+ * fill; gpp_cost_step_kernels), roofline of the device; 0 without kernels.
+ * The simulator's STEP action charges the same, so the partitioner's TPS
+ * counts it once per iteration. */
 double gpp_cost_step_ms(const gpp_cost_t *c, double grad_bytes, int kernels);
+/* Kernels the executor's optimizer step launches for a stage holding
+ * `param_ops` ops with parameters, `sparse_ops` of them embedding tables
+ * (agent/exec/gpp_exec.c gpp_exec_step): the update and the zero fill of
+ * the one flat buffer of every dense parameter, the sparse update and the
+ * clear per table. Not one per op: the dense step is one call. */
+int gpp_cost_step_kernels(int param_ops, int sparse_ops);
 
 /* Link the planner assumes for stage-to-stage traffic before placement:
  * intra when the whole cluster is one node, else inter (conservative). */

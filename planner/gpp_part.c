@@ -123,6 +123,13 @@ static int s_budget(const gpp_dp_t *s, int l, int r)
     return s->n_dev - left - right;
 }
 
+/* Optimizer-step kernels of positions [l, r] (gpp_cost_step_kernels). */
+static inline int s_step_kernels(const gpp_dp_t *s, int l, int r)
+{
+    return gpp_cost_step_kernels(s->pre_step_kernels[r + 1] - s->pre_step_kernels[l],
+                                 s->pre_sparse_ops[r + 1] - s->pre_sparse_ops[l]);
+}
+
 /* Optimizer step of positions [l, r] (gpp_cost_step_ms of their gradient
  * bytes and kernels). The DP asks for the same range over many replica
  * counts in a row, and again in every run of the search: up to
@@ -141,14 +148,13 @@ static inline double s_step_ms(const gpp_dp_t *s, int l, int r)
         }
         if (isnan(row[r - l]))
             row[r - l] = gpp_cost_step_ms(s->cost, s->pre_grad_bytes[r + 1] - s->pre_grad_bytes[l],
-                                          s->pre_step_kernels[r + 1] - s->pre_step_kernels[l]);
+                                          s_step_kernels(s, l, r));
         return row[r - l];
     }
     if (l != m->step_cache_l || r != m->step_cache_r) {
         m->step_cache_l = l, m->step_cache_r = r;
-        m->step_cache_ms =
-            gpp_cost_step_ms(s->cost, s->pre_grad_bytes[r + 1] - s->pre_grad_bytes[l],
-                             s->pre_step_kernels[r + 1] - s->pre_step_kernels[l]);
+        m->step_cache_ms = gpp_cost_step_ms(
+            s->cost, s->pre_grad_bytes[r + 1] - s->pre_grad_bytes[l], s_step_kernels(s, l, r));
     }
     return m->step_cache_ms;
 }

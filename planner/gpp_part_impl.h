@@ -75,7 +75,8 @@ typedef struct {
     int64_t work_bound_bytes; /* gpp_cost_workspace_bound */
     int has_reserved;
     double *pre_grad_bytes;
-    int *pre_step_kernels;          /* ops with parameters (optimizer-step kernels) */
+    int *pre_step_kernels;          /* ops with parameters */
+    int *pre_sparse_ops;            /* of them, embedding tables (gpp_cost_step_kernels) */
     int step_cache_l, step_cache_r; /* s_step_ms cache: range and value */
     double step_cache_ms;
     /* With n_ops <= GPP_DP_RANGE_TABLE_MAX (else NULL): row l holds, at r - l, the

@@ -244,7 +244,8 @@ static double s_tps_cap(const gpp_dp_t *s)
     for (int d = 1; d <= s->n_dev; d++)
         if (s->ar_ms_per_byte[d] * s->pre_grad_bytes[n] + s->ar_ms_fixed[d] > ar)
             ar = s->ar_ms_per_byte[d] * s->pre_grad_bytes[n] + s->ar_ms_fixed[d];
-    ar += gpp_cost_step_ms(s->cost, s->pre_grad_bytes[n], s->pre_step_kernels[n]);
+    ar += gpp_cost_step_ms(s->cost, s->pre_grad_bytes[n],
+                           gpp_cost_step_kernels(s->pre_step_kernels[n], s->pre_sparse_ops[n]));
     return (worst + 2.0 * bytes * s->p2p_ms_per_byte + 2.0 * n * s->p2p_alpha_ms + ar / s->batch) *
            1.01;
 }
@@ -263,7 +264,9 @@ static int s_search(gpp_dp_t *s, const gpp_part_opts_t *o, const char *planner, 
         int n = s->tree->n_ops;
         double w =
             (s->pre_rate_ms[n] +
-             gpp_cost_step_ms(s->cost, s->pre_grad_bytes[n], s->pre_step_kernels[n]) / s->batch) /
+             gpp_cost_step_ms(s->cost, s->pre_grad_bytes[n],
+                              gpp_cost_step_kernels(s->pre_step_kernels[n], s->pre_sparse_ops[n])) /
+                 s->batch) /
             s->n_dev;
         if (w < lb)
             lb = w;

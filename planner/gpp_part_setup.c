@@ -60,6 +60,7 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
     s->work_bound_bytes = gpp_cost_workspace_bound(cost);
     s->pre_grad_bytes = gpp_xcalloc((size_t)n + 1, sizeof(double));
     s->pre_step_kernels = gpp_xcalloc((size_t)n + 1, sizeof(int));
+    s->pre_sparse_ops = gpp_xcalloc((size_t)n + 1, sizeof(int));
     s->step_cache_l = s->step_cache_r = -1;
     if (n <= GPP_DP_RANGE_TABLE_MAX) {
         s->step_rows = gpp_xcalloc((size_t)n + 1, sizeof(double *));
@@ -117,6 +118,7 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
         s->pre_grad_bytes[pos + 1] =
             s->pre_grad_bytes[pos] + gpp_cost_op_grad_bytes(cost, op, batch);
         s->pre_step_kernels[pos + 1] = s->pre_step_kernels[pos] + (o->params > 0);
+        s->pre_sparse_ops[pos + 1] = s->pre_sparse_ops[pos] + (o->params > 0 && o->sparse_params);
         int mc = -1;
         for (int k = 0; k < o->n_outputs; k++)
             if (t->pos_of[o->outputs[k]] > mc)
@@ -255,12 +257,14 @@ void gpp_dp_configure(gpp_dp_t *s, const gpp_dp_cfg_t *cfg, int n_cfg, int gener
         }
         /* plus the op's share of a lower bound on the optimizer step, which
            every replica runs once per iteration: gpp_cost_step_ms of a stage
-           is at least its memory term plus its launches, both additive */
+           is at least its memory term plus its launches; both are additive
+           over ops if a dense op's share of the stage's dense launches is
+           taken as none (gpp_cost_step_kernels) */
         const gpp_device_t *dev = &gpp_cost_cluster(s->cost)->device;
         double grad = s->pre_grad_bytes[pos + 1] - s->pre_grad_bytes[pos];
-        int kern = s->pre_step_kernels[pos + 1] - s->pre_step_kernels[pos];
+        int kern = 2 * (s->pre_sparse_ops[pos + 1] - s->pre_sparse_ops[pos]);
         double step_lb =
-            kern ? 7.0 * grad / dev->mem_bw_bytes_per_s * 1e3 + kern * dev->launch_ms : 0.0;
+            grad > 0 ? 7.0 * grad / dev->mem_bw_bytes_per_s * 1e3 + kern * dev->launch_ms : 0.0;
         s->pre_rate_ms[pos + 1] = s->pre_rate_ms[pos] + best + step_lb / s->batch;
     }
     s->n_ctx = 1 + n_cfg * s->n_levels;
@@ -309,6 +313,7 @@ void gpp_dp_destroy(gpp_dp_t **sp)
     free(s->pre_state_bytes), free(s->pre_stash_bytes), free(s->pre_work_bytes),
         free(s->pre_reserved_at), free(s->pre_grad_bytes);
     free(s->pre_step_kernels);
+    free(s->pre_sparse_ops);
     for (int l = 0; s->step_rows && l < s->tree->n_ops; l++)
         free(s->step_rows[l]), free(s->bnd_rows[l]);
     free(s->step_rows), free(s->bnd_rows), free(s->bnd_stamp);

@@ -101,12 +101,13 @@ static void s_stage_costs(gpp_sim_t *s, int i, int64_t *stash_per_sample, int64_
     gpp_sim_stage_t *r = &s->st[i];
     int64_t params = 0, stash = 0, reserved = 0;
     double grad_bytes = 0;
-    int kernels = 0;
+    int param_ops = 0, sparse_ops = 0;
     for (int k = 0; k < st->n_ops; k++) {
         const gpp_op_t *op = &s->g->ops[st->ops[k]];
         params += op->params;
         stash += op->stash_bytes;
-        kernels += op->params > 0;
+        param_ops += op->params > 0;
+        sparse_ops += op->params > 0 && op->sparse_params;
         if (s->cost) {
             grad_bytes += gpp_cost_op_grad_bytes(s->cost, op->id, p->batch);
             reserved += gpp_cost_op_reserved_at(s->cost, op->id,
@@ -128,7 +129,8 @@ static void s_stage_costs(gpp_sim_t *s, int i, int64_t *stash_per_sample, int64_
         }
         r->allreduce_ms = gpp_allreduce_ms(
             gpp_cluster_group_link(cl, st->first_device, st->devices), st->devices, grad_bytes);
-        r->step_ms = gpp_cost_step_ms(s->cost, grad_bytes, kernels);
+        r->step_ms =
+            gpp_cost_step_ms(s->cost, grad_bytes, gpp_cost_step_kernels(param_ops, sparse_ops));
     }
     *stash_per_sample = stash;
     *fixed_bytes =
