@@ -266,7 +266,12 @@ static void t_profile_graph(void)
     GPP_EXPECT_NEAR(
         sc.comm_ms,
         2.0 * 3 * l->alpha_ms + 2.0 * 2 * (4096 + 4096 + 2048) / l->bw_bytes_per_s * 1e3, 1e-12);
-    /* AdamW step: 28 bytes and 12 FLOPs per gradient element, one element-wise kernel per op */
+    /* AdamW step: 28 bytes and 12 FLOPs per gradient element; the kernels
+       the executor launches: update + zero fill of the flat dense buffer
+       (2, however many ops hold parameters), 2 per embedding table */
+    GPP_EXPECT(gpp_cost_step_kernels(0, 0) == 0 && gpp_cost_step_kernels(1, 0) == 2 &&
+               gpp_cost_step_kernels(40, 0) == 2 && gpp_cost_step_kernels(3, 3) == 6 &&
+               gpp_cost_step_kernels(5, 3) == 8);
     GPP_EXPECT_NEAR(sc.step_ms,
                     gpp_roofline_ms(&c.device, 12.0 * 2 * (4194304 / 4), 7.0 * 2 * 4194304, 2, 0),
                     1e-12);
