@@ -86,4 +86,28 @@ typedef struct {
 gpp_sched_links_t *gpp_sched_links_new(const gpp_plan_t *p, gpp_err_t *err);
 void gpp_sched_links_destroy(gpp_sched_links_t **self_p);
 
+/* The order in which a communication library that runs a rank's
+ * operations one after another on one stream, each blocking until its peer
+ * takes part (NCCL with one communicator and one communication stream per
+ * agent), can run the plan's transfers and all-reduces without deadlock
+ * (planner/gpp_sched_order.c derives it; docs/gpu.md). The lists' own order
+ * is for buffered sends and receives posted early (Gloo) and can deadlock
+ * on a blocking stream. seq[seq_base[li] .. seq_base[li + 1]) are the flat
+ * action indices (gpp_sched_links_t numbering) of list li's SENDs, RECVs
+ * and ALLREDUCE in the order its stream runs them: every list's sequence is
+ * a subsequence of one topological order of the iteration's passes,
+ * transfers and all-reduces. */
+typedef struct {
+    int n_lists;
+    int *seq_base; /* [n_lists + 1] */
+    int *seq;
+} gpp_sched_order_t;
+
+/* Caller owns the result. NULL with a message when a SEND or RECV is
+ * unmatched or there is no such order (a cycle: not for a plan
+ * gpp_sched_validate accepts). */
+gpp_sched_order_t *gpp_sched_order_new(const gpp_plan_t *p, const gpp_sched_links_t *k,
+                                       gpp_err_t *err);
+void gpp_sched_order_destroy(gpp_sched_order_t **self_p);
+
 #endif
