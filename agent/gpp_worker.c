@@ -241,6 +241,8 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .actions = self->actions,
         .peer_ranks = self->peer_ranks,
         .dp_ranks = as->dp_ranks,
+        .comm_order = as->comm_order,
+        .n_comm_order = (int)as->n_comm_order,
         .optim = {.kind = h->optimizer == GPP__OPTIMIZER__OPTIMIZER_SGD ? GPP_OPTIM_SGD
                                                                         : GPP_OPTIM_ADAMW,
                   .lr = (float)h->lr,

@@ -839,6 +839,7 @@ static void s_free_assignment(Gpp__Assignment *a)
     }
     free(a->edges);
     free(a->dp_ranks);
+    free(a->comm_order);
     free(a->comm);
     free(a->hyper);
     free(a);
@@ -1031,10 +1032,27 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
     if (self->trace_iteration >= 0 && !self->timeline)
         self->timeline = gpp_timeline_new(p, self->trace_iteration - self->start);
     if (!self->assign) {
+        /* the order blocking communication streams run the transfers in
+           (Assignment.comm_order) */
+        gpp_sched_links_t *k = gpp_sched_links_new(p, err);
+        gpp_sched_order_t *o = k ? gpp_sched_order_new(p, k, err) : NULL;
+        if (!o) {
+            gpp_sched_links_destroy(&k);
+            return gpp_err_prefix(err, "plan's communication order");
+        }
         self->assign = gpp_xcalloc((size_t)n, sizeof *self->assign);
         for (int s = 0; s < p->n_stages; s++)
-            for (int r = 0; r < p->stages[s].devices; r++)
-                self->assign[p->stages[s].first_device + r] = s_assignment(self, s, r);
+            for (int r = 0; r < p->stages[s].devices; r++) {
+                Gpp__Assignment *a = s_assignment(self, s, r);
+                int li = k->list_base[s] + r;
+                a->n_comm_order = (size_t)(o->seq_base[li + 1] - o->seq_base[li]);
+                a->comm_order = gpp_xcalloc(a->n_comm_order + 1, sizeof *a->comm_order);
+                for (size_t j = 0; j < a->n_comm_order; j++)
+                    a->comm_order[j] = o->seq[o->seq_base[li] + (int)j] - k->act_base[li];
+                self->assign[p->stages[s].first_device + r] = a;
+            }
+        gpp_sched_order_destroy(&o);
+        gpp_sched_links_destroy(&k);
     }
     /* validate what we are about to send, as the agents will */
     for (int r = 0; r < n; r++) {

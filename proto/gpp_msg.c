@@ -347,6 +347,13 @@ static int s_check_monitor_reply(const Gpp__MonitorReply *r, gpp_err_t *err)
     return 0;
 }
 
+static int s_is_comm_action(Gpp__ActionType t)
+{
+    return t == GPP__ACTION_TYPE__ACT_SEND_ACT || t == GPP__ACTION_TYPE__ACT_RECV_ACT ||
+           t == GPP__ACTION_TYPE__ACT_SEND_GRAD || t == GPP__ACTION_TYPE__ACT_RECV_GRAD ||
+           t == GPP__ACTION_TYPE__ACT_ALLREDUCE;
+}
+
 static int s_check_action(const Gpp__Assignment *a, size_t i, gpp_err_t *err)
 {
     const Gpp__Action *x = a->actions[i];
@@ -428,6 +435,29 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
                       "assignment.edges[%zu].replicas[%zu].rank: %d outside [0, %d)", i, j, r->rank,
                       c->world_size);
         }
+    }
+    if (a->n_comm_order) {
+        size_t n_comm = 0;
+        for (size_t i = 0; i < a->n_actions; i++)
+            n_comm += s_is_comm_action(a->actions[i]->type);
+        S_REQUIRE(a->n_comm_order == n_comm,
+                  "assignment.comm_order: %zu entries for %zu SEND, RECV and ALLREDUCE actions",
+                  a->n_comm_order, n_comm);
+        char *seen = gpp_xcalloc(a->n_actions + 1, 1);
+        for (size_t i = 0; i < a->n_comm_order; i++) {
+            int32_t j = a->comm_order[i];
+            int ok = j >= 0 && (size_t)j < a->n_actions && !seen[j] &&
+                     s_is_comm_action(a->actions[j]->type);
+            if (!ok) {
+                free(seen);
+                return gpp_err_set(err,
+                                   "assignment.comm_order[%zu]: %d is not the index of a SEND, "
+                                   "RECV or ALLREDUCE in assignment.actions, or repeats one",
+                                   i, j);
+            }
+            seen[j] = 1;
+        }
+        free(seen);
     }
     S_REQUIRE(a->n_dp_ranks == (size_t)a->replicas,
               "assignment.dp_ranks: %zu ranks for %d replicas", a->n_dp_ranks, a->replicas);

@@ -68,6 +68,7 @@ struct gpp_pipeline_s {
     char phase[64];                     /* what run is doing, for messages */
     int bad_input;                      /* run failed on the model or data the job names */
     int failed_peer;                    /* comm rank of the first failed send/recv, -1 none */
+    int ordered; /* the iteration follows cfg.comm_order (s_iteration_ordered) */
 };
 
 /* First sample of this replica's share of micro-batch mb, and its size. */
@@ -117,6 +118,28 @@ gpp_pipeline_t *gpp_pipeline_new(const gpp_pipeline_cfg_t *cfg, const gpp_pipeli
                                   c->peer_ranks[i] == c->rank)) {
             gpp_err_set(err, "pipeline: action %d (%s): peer rank %d is not another rank of %d", i,
                         gpp_act_type_name(x->type), c->peer_ranks[i], c->world_size);
+            return NULL;
+        }
+    }
+    if (c->n_comm_order) {
+        int n_comm = 0, bad = -1;
+        char *seen = gpp_xcalloc((size_t)c->n_actions + 1, 1);
+        for (int i = 0; i < c->n_actions; i++)
+            n_comm += s_is_p2p(c->actions[i].type) || c->actions[i].type == GPP_ACT_ALLREDUCE;
+        for (int i = 0; i < c->n_comm_order && bad < 0; i++) {
+            int j = c->comm_order[i];
+            if (j < 0 || j >= c->n_actions || seen[j] ||
+                !(s_is_p2p(c->actions[j].type) || c->actions[j].type == GPP_ACT_ALLREDUCE))
+                bad = i;
+            else
+                seen[j] = 1;
+        }
+        free(seen);
+        if (bad >= 0 || n_comm != c->n_comm_order) {
+            gpp_err_set(err,
+                        "pipeline: comm_order is not every SEND, RECV and ALLREDUCE of the %d "
+                        "actions once (%d entries for %d; entry %d)",
+                        c->n_actions, c->n_comm_order, n_comm, bad);
             return NULL;
         }
     }
@@ -312,6 +335,13 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
             return -1;
     }
     self->stage = gpp_backend_kind(self->be) != GPP_DEVICE_CPU && !gpp_comm_is_device(self->comm);
+    const char *order = getenv("GPP_COMM_ORDER");
+    self->ordered = c->n_comm_order > 0 && self->comm &&
+                    (gpp_comm_is_device(self->comm) || (order && strcmp(order, "global") == 0));
+    if (self->ordered)
+        gpp_info("stage %d replica %d: transfers in the blocking-stream order (comm_order, %d "
+                 "entries) on %s",
+                 c->stage, c->replica, c->n_comm_order, gpp_comm_backend(self->comm));
     for (int i = 0; self->stage && i < c->n_actions; i++) {
         s_act_t *a = &self->acts[i];
         if (s_is_p2p(a->type))
@@ -455,6 +485,125 @@ static int s_p2p_failed(gpp_pipeline_t *self, const s_act_t *a, int rc)
     return 1;
 }
 
+/* RECV action i: waits for it, then hands the samples to the executor
+ * (through the device buffer when staging). *wait_ms: the wait. */
+static int s_recv_done(gpp_pipeline_t *self, int i, double *wait_ms, gpp_err_t *err)
+{
+    s_act_t *a = &self->acts[i];
+    double t0 = gpp_now_ms();
+    if (s_p2p_failed(self, a, gpp_comm_wait(self->comm, &a->req, err)))
+        return -1;
+    *wait_ms = gpp_now_ms() - t0;
+    if (a->tensor == GPP_DEP_TENSOR) /* only the wait: no data */
+        return 0;
+    if (self->stage && (gpp_stream_copy(gpp_exec_stream(self->ex), a->dev, a->buf, a->bytes,
+                                        GPP_COPY_H2D, err) < 0 ||
+                        s_sync(self, err) < 0))
+        return -1;
+    gpp_tensor_t src = gpp_tensor(self->stage ? a->dev : a->buf, a->dtype, a->hi - a->lo,
+                                  self->g->ops[a->tensor].rows, self->g->ops[a->tensor].cols);
+    return a->type == GPP_ACT_RECV_ACT
+               ? gpp_exec_set_input(self->ex, a->mb, a->tensor, &src, a->off, err)
+               : gpp_exec_add_output_grad(self->ex, a->mb, a->tensor, &src, a->off, err);
+}
+
+/* SEND action i: the tensor's samples to the host buffer, then the send. */
+static int s_send(gpp_pipeline_t *self, int i, gpp_err_t *err)
+{
+    s_act_t *a = &self->acts[i];
+    if (a->tensor == GPP_DEP_TENSOR) /* the predecessor/successor may go on */
+        return s_p2p_failed(self, a,
+                            gpp_comm_isend(self->comm, a->buf, 0, a->peer, a->tag, &a->req, err))
+                   ? -1
+                   : 0;
+    const gpp_tensor_t *t = a->type == GPP_ACT_SEND_ACT
+                                ? gpp_exec_output(self->ex, a->mb, a->tensor)
+                                : gpp_exec_input_grad(self->ex, a->mb, a->tensor);
+    if (!t)
+        return gpp_err_set(err, "action %d: no %s of op %d for micro-batch %d", i,
+                           a->type == GPP_ACT_SEND_ACT ? "output" : "input gradient", a->tensor,
+                           a->mb);
+    const char *src = (const char *)t->data + (size_t)(a->off * a->row_elems) * 4;
+    if (gpp_stream_copy(gpp_exec_stream(self->ex), a->buf, src, a->bytes, GPP_COPY_D2H, err) < 0 ||
+        s_sync(self, err) < 0 ||
+        s_p2p_failed(self, a,
+                     gpp_comm_isend(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err)))
+        return -1;
+    return 0;
+}
+
+/* Pass action i (FWD, BWD, STEP); FWD begins its micro-batch when no
+ * receive did. */
+static int s_pass(gpp_pipeline_t *self, int i, char *begun, int64_t base, double *loss_out,
+                  int *has_loss, int64_t *samples, gpp_err_t *err)
+{
+    s_act_t *a = &self->acts[i];
+    if (a->type == GPP_ACT_FWD && !begun[a->mb]) {
+        int64_t mylo, myn;
+        s_my_range(&self->cfg, a->mb, &mylo, &myn);
+        if (gpp_exec_begin(self->ex, a->mb, base + mylo, myn, err) < 0)
+            return -1;
+        begun[a->mb] = 1;
+        *samples += myn;
+    }
+    switch (a->type) {
+    case GPP_ACT_FWD:
+        return gpp_exec_forward(self->ex, a->mb, err) < 0 || s_sync(self, err) < 0 ? -1 : 0;
+    case GPP_ACT_BWD:
+        return gpp_exec_backward(self->ex, a->mb, err) < 0 || s_sync(self, err) < 0 ? -1 : 0;
+    case GPP_ACT_STEP:
+        if (gpp_exec_has_loss(self->ex)) {
+            if (gpp_exec_loss(self->ex, loss_out, err) < 0)
+                return -1;
+            *has_loss = 1;
+        }
+        return gpp_exec_step(self->ex, err);
+    default:
+        assert(0 && "not a pass");
+        return -1;
+    }
+}
+
+/* A RECV_ACT begins its micro-batch (the executor's buffers for it). */
+static int s_begin_for_recv(gpp_pipeline_t *self, int i, char *begun, int64_t base,
+                            int64_t *samples, gpp_err_t *err)
+{
+    s_act_t *a = &self->acts[i];
+    if (a->type != GPP_ACT_RECV_ACT || begun[a->mb])
+        return 0;
+    int64_t mylo, myn;
+    s_my_range(&self->cfg, a->mb, &mylo, &myn);
+    if (gpp_exec_begin(self->ex, a->mb, base + mylo, myn, err) < 0)
+        return -1;
+    begun[a->mb] = 1;
+    *samples += myn;
+    return 0;
+}
+
+static void s_stamp(gpp_pipeline_t *self, int i, int64_t t0_us)
+{
+    int64_t t1_us = gpp_now_us(); /* two stores per action: the trace is free */
+    self->act_start_us[i] = t0_us;
+    self->act_end_us[i] = t1_us;
+    self->act_ms[i] = (double)(t1_us - t0_us) / 1e3;
+}
+
+/* Every send of the iteration completes within it. */
+static int s_wait_sends(gpp_pipeline_t *self, double *bubble, gpp_err_t *err)
+{
+    double t_send = gpp_now_ms();
+    for (int i = 0; i < self->cfg.n_actions; i++) {
+        s_act_t *a = &self->acts[i];
+        if (a->req && (a->type == GPP_ACT_SEND_ACT || a->type == GPP_ACT_SEND_GRAD) &&
+            s_p2p_failed(self, a, gpp_comm_wait(self->comm, &a->req, err)))
+            return -1;
+    }
+    *bubble += gpp_now_ms() - t_send;
+    return 0;
+}
+
+/* One iteration in the list's order: every receive posted at the start,
+ * each waited just before use; sends asynchronous (Gloo). */
 static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_loss,
                        int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
 {
@@ -482,118 +631,196 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
         }
         s_act_t *a = &self->acts[i];
         int64_t t0_us = gpp_now_us();
-        double t0 = (double)t0_us / 1e3;
         if (pending_release >= 0 && !(a->type == GPP_ACT_SEND_GRAD && a->mb == pending_release)) {
             gpp_exec_release(self->ex, pending_release);
             pending_release = -1;
         }
-        int64_t mylo, myn;
-        if (a->mb >= 0) {
-            s_my_range(&self->cfg, a->mb, &mylo, &myn);
-            if (!begun[a->mb] && (a->type == GPP_ACT_FWD || a->type == GPP_ACT_RECV_ACT)) {
-                if (gpp_exec_begin(self->ex, a->mb, base + mylo, myn, err) < 0)
-                    goto out;
-                begun[a->mb] = 1;
-                *samples += myn;
-            }
-        }
         switch (a->type) {
         case GPP_ACT_FWD:
-            if (gpp_exec_forward(self->ex, a->mb, err) < 0 || s_sync(self, err) < 0)
-                goto out;
-            break;
         case GPP_ACT_BWD:
-            if (gpp_exec_backward(self->ex, a->mb, err) < 0 || s_sync(self, err) < 0)
+        case GPP_ACT_STEP:
+            if (s_pass(self, i, begun, base, loss_out, has_loss, samples, err) < 0)
                 goto out;
-            pending_release = a->mb;
+            if (a->type == GPP_ACT_BWD)
+                pending_release = a->mb;
             break;
         case GPP_ACT_RECV_ACT:
         case GPP_ACT_RECV_GRAD: {
-            if (s_p2p_failed(self, a, gpp_comm_wait(self->comm, &a->req, err)))
+            double w = 0;
+            if (s_begin_for_recv(self, i, begun, base, samples, err) < 0 ||
+                s_recv_done(self, i, &w, err) < 0)
                 goto out;
-            bubble += gpp_now_ms() - t0;
-            if (a->tensor == GPP_DEP_TENSOR) /* only the wait: no data */
-                break;
-            if (self->stage && (gpp_stream_copy(gpp_exec_stream(self->ex), a->dev, a->buf, a->bytes,
-                                                GPP_COPY_H2D, err) < 0 ||
-                                s_sync(self, err) < 0))
-                goto out;
-            gpp_tensor_t src =
-                gpp_tensor(self->stage ? a->dev : a->buf, a->dtype, a->hi - a->lo,
-                           self->g->ops[a->tensor].rows, self->g->ops[a->tensor].cols);
-            int r = a->type == GPP_ACT_RECV_ACT
-                        ? gpp_exec_set_input(self->ex, a->mb, a->tensor, &src, a->off, err)
-                        : gpp_exec_add_output_grad(self->ex, a->mb, a->tensor, &src, a->off, err);
-            if (r < 0)
-                goto out;
+            bubble += w;
             break;
         }
         case GPP_ACT_SEND_ACT:
-        case GPP_ACT_SEND_GRAD: {
-            if (a->tensor == GPP_DEP_TENSOR) { /* the predecessor/successor may go on */
-                if (s_p2p_failed(
-                        self, a,
-                        gpp_comm_isend(self->comm, a->buf, 0, a->peer, a->tag, &a->req, err)))
-                    goto out;
-                break;
-            }
-            const gpp_tensor_t *t = a->type == GPP_ACT_SEND_ACT
-                                        ? gpp_exec_output(self->ex, a->mb, a->tensor)
-                                        : gpp_exec_input_grad(self->ex, a->mb, a->tensor);
-            if (!t) {
-                gpp_err_set(err, "action %d: no %s of op %d for micro-batch %d", i,
-                            a->type == GPP_ACT_SEND_ACT ? "output" : "input gradient", a->tensor,
-                            a->mb);
-                goto out;
-            }
-            const char *src = (const char *)t->data + (size_t)(a->off * a->row_elems) * 4;
-            if (gpp_stream_copy(gpp_exec_stream(self->ex), a->buf, src, a->bytes, GPP_COPY_D2H,
-                                err) < 0 ||
-                s_sync(self, err) < 0 ||
-                s_p2p_failed(
-                    self, a,
-                    gpp_comm_isend(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err)))
+        case GPP_ACT_SEND_GRAD:
+            if (s_send(self, i, err) < 0)
                 goto out;
             break;
-        }
         case GPP_ACT_ALLREDUCE:
             if (s_allreduce(self, err) < 0)
-                goto out;
-            break;
-        case GPP_ACT_STEP:
-            if (gpp_exec_has_loss(self->ex)) {
-                if (gpp_exec_loss(self->ex, loss_out, err) < 0)
-                    goto out;
-                *has_loss = 1;
-            }
-            if (gpp_exec_step(self->ex, err) < 0)
                 goto out;
             break;
         default:
             assert(0 && "action types are checked by gpp_pipeline_new");
             break;
         }
-        int64_t t1_us = gpp_now_us(); /* two stores per action: the trace is free */
-        self->act_start_us[i] = t0_us;
-        self->act_end_us[i] = t1_us;
-        self->act_ms[i] = (double)(t1_us - t0_us) / 1e3;
+        s_stamp(self, i, t0_us);
     }
     if (pending_release >= 0)
         gpp_exec_release(self->ex, pending_release);
-    /* every send completes within its iteration */
-    double t_send = gpp_now_ms();
-    for (int i = 0; i < self->cfg.n_actions; i++) {
-        s_act_t *a = &self->acts[i];
-        if (a->req && (a->type == GPP_ACT_SEND_ACT || a->type == GPP_ACT_SEND_GRAD) &&
-            s_p2p_failed(self, a, gpp_comm_wait(self->comm, &a->req, err)))
-            goto out;
-    }
-    bubble += gpp_now_ms() - t_send;
+    if (s_wait_sends(self, &bubble, err) < 0)
+        goto out;
     rc = 0;
 out:
     *iter_ms = gpp_now_ms() - t_iter;
     *bubble_ms = bubble < *iter_ms ? bubble : *iter_ms;
     free(begun);
+    return rc;
+}
+
+/* One iteration with the transfers and the all-reduce in cfg.comm_order
+ * (Assignment.comm_order, gpp_sched_order_new): the order in which
+ * blocking communication streams run them without deadlock (NCCL with one
+ * communicator and one stream per agent; docs/gpu.md). The passes run in
+ * the list's order; before and after each, the cursor issues the next
+ * transfers of the order: a receive at once (posted), a send or the
+ * all-reduce once the pass before it in the list has run. A pass waits for
+ * the receives listed before it. A micro-batch is released once its
+ * backward has run and its gradients are sent. The results are the list
+ * order's bit for bit (the same kernels and sums; test_coord_train). */
+typedef struct {
+    int cur;        /* next entry of comm_order */
+    int last_pass;  /* list index of the last pass run, -1 */
+    int *prev_pass; /* [n_actions]: list index of the pass before each action, -1 */
+} s_cursor_t;
+
+static int s_issue(gpp_pipeline_t *self, s_cursor_t *k, int *grads_left, gpp_err_t *err)
+{
+    const gpp_pipeline_cfg_t *c = &self->cfg;
+    while (k->cur < c->n_comm_order) {
+        int j = c->comm_order[k->cur];
+        s_act_t *a = &self->acts[j];
+        int64_t t0_us = gpp_now_us();
+        if ((a->type == GPP_ACT_SEND_ACT || a->type == GPP_ACT_SEND_GRAD ||
+             a->type == GPP_ACT_ALLREDUCE) &&
+            k->prev_pass[j] > k->last_pass)
+            return 0; /* its data is not computed yet */
+        switch (a->type) {
+        case GPP_ACT_RECV_ACT:
+        case GPP_ACT_RECV_GRAD:
+            if (s_p2p_failed(
+                    self, a,
+                    gpp_comm_irecv(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err)))
+                return -1;
+            break;
+        case GPP_ACT_SEND_ACT:
+        case GPP_ACT_SEND_GRAD:
+            if (s_send(self, j, err) < 0)
+                return -1;
+            if (a->type == GPP_ACT_SEND_GRAD)
+                grads_left[a->mb]--;
+            s_stamp(self, j, t0_us);
+            break;
+        case GPP_ACT_ALLREDUCE:
+            if (s_allreduce(self, err) < 0)
+                return -1;
+            s_stamp(self, j, t0_us);
+            break;
+        default:
+            return gpp_err_set(err, "comm_order[%d]: action %d is a %s", k->cur, j,
+                               gpp_act_type_name(a->type));
+        }
+        k->cur++;
+    }
+    return 0;
+}
+
+static int s_iteration_ordered(gpp_pipeline_t *self, int it, double *loss_out, int *has_loss,
+                               int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
+{
+    const gpp_pipeline_cfg_t *c = &self->cfg;
+    int64_t base = (int64_t)it * c->batch;
+    int n_mb = c->batch / c->micro_batch;
+    char *begun = gpp_xcalloc((size_t)n_mb, 1), *bwd_done = gpp_xcalloc((size_t)n_mb, 1);
+    int *grads_left = gpp_xcalloc((size_t)n_mb, sizeof(int));
+    s_cursor_t k = {.last_pass = -1,
+                    .prev_pass = gpp_xcalloc((size_t)c->n_actions + 1, sizeof(int))};
+    int rc = -1;
+    double t_iter = gpp_now_ms(), bubble = 0;
+    *samples = 0;
+    for (int i = 0, last = -1; i < c->n_actions; i++) {
+        gpp_act_type_t t = self->acts[i].type;
+        k.prev_pass[i] = last;
+        if (t == GPP_ACT_FWD || t == GPP_ACT_BWD || t == GPP_ACT_STEP)
+            last = i;
+        if (t == GPP_ACT_SEND_GRAD)
+            grads_left[self->acts[i].mb]++;
+    }
+    for (int i = 0; i < c->n_actions; i++) {
+        s_act_t *a = &self->acts[i];
+        if (a->type != GPP_ACT_FWD && a->type != GPP_ACT_BWD && a->type != GPP_ACT_STEP)
+            continue; /* the cursor's */
+        if (atomic_load(&self->abort)) {
+            gpp_err_set(err, "aborted");
+            goto out;
+        }
+        if (s_issue(self, &k, grads_left, err) < 0)
+            goto out;
+        /* the receives this pass needs, in the list's order */
+        for (int j = k.prev_pass[i] + 1; j < i; j++) {
+            gpp_act_type_t t = self->acts[j].type;
+            if (t != GPP_ACT_RECV_ACT && t != GPP_ACT_RECV_GRAD)
+                continue;
+            if (!self->acts[j].req) {
+                gpp_err_set(err,
+                            "action %d: the receive a pass needs is not posted (comm_order "
+                            "stops at entry %d)",
+                            j, k.cur);
+                goto out;
+            }
+            int64_t t0_us = gpp_now_us();
+            double w = 0;
+            if (s_begin_for_recv(self, j, begun, base, samples, err) < 0 ||
+                s_recv_done(self, j, &w, err) < 0)
+                goto out;
+            bubble += w;
+            s_stamp(self, j, t0_us);
+        }
+        int64_t t0_us = gpp_now_us();
+        if (s_pass(self, i, begun, base, loss_out, has_loss, samples, err) < 0)
+            goto out;
+        s_stamp(self, i, t0_us);
+        k.last_pass = i;
+        if (a->type == GPP_ACT_BWD)
+            bwd_done[a->mb] = 1;
+        if (s_issue(self, &k, grads_left, err) < 0)
+            goto out;
+        for (int m = 0; m < n_mb; m++)
+            if (bwd_done[m] == 1 && grads_left[m] == 0) {
+                gpp_exec_release(self->ex, m);
+                bwd_done[m] = 2;
+            }
+    }
+    if (k.cur != c->n_comm_order) {
+        gpp_err_set(err, "comm_order: %d of %d transfers issued by the end of the iteration", k.cur,
+                    c->n_comm_order);
+        goto out;
+    }
+    for (int m = 0; m < n_mb; m++)
+        if (bwd_done[m] == 1)
+            gpp_exec_release(self->ex, m);
+    if (s_wait_sends(self, &bubble, err) < 0)
+        goto out;
+    rc = 0;
+out:
+    *iter_ms = gpp_now_ms() - t_iter;
+    *bubble_ms = bubble < *iter_ms ? bubble : *iter_ms;
+    free(begun);
+    free(bwd_done);
+    free(grads_left);
+    free(k.prev_pass);
     return rc;
 }
 
@@ -620,8 +847,8 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
                                     .action_ms = self->act_ms,
                                     .action_start_us = self->act_start_us,
                                     .action_end_us = self->act_end_us};
-        if (s_iteration(self, it, &m.loss, &m.has_loss, &m.samples, &m.iteration_ms, &m.bubble_ms,
-                        err) < 0)
+        if ((self->ordered ? s_iteration_ordered : s_iteration)(
+                self, it, &m.loss, &m.has_loss, &m.samples, &m.iteration_ms, &m.bubble_ms, err) < 0)
             goto fail;
         int last = it + 1 == c->iterations;
         if (save &&

@@ -61,6 +61,13 @@ typedef struct {
     const gpp_action_t *actions; /* [n_actions] this replica's lowered list */
     const int *peer_ranks;       /* [n_actions]: SEND/RECV peer's comm rank, else ignored */
     const int *dp_ranks;         /* [replicas] comm ranks of the stage's replicas, ascending */
+    /* Every SEND, RECV and ALLREDUCE of actions once: the order blocking
+     * communication streams run them in (Assignment.comm_order,
+     * gpp_sched_order_new). Used with a device comm (NCCL), or with Gloo
+     * when the environment has GPP_COMM_ORDER=global (to test that order
+     * where there is no NCCL); else the list's order. NULL / 0: none. */
+    const int *comm_order;
+    int n_comm_order;
     gpp_optim_hp_t optim;
     uint64_t seed;
     int iterations;             /* run iterations [start_iteration, iterations) */

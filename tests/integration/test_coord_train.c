@@ -136,8 +136,8 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
     /* the last set, committed, with the plan its stages belong to */
     int latest = gpp_ckpt_set_latest(dir, &err);
     if (latest != S_ITERS)
-        fprintf(stderr, "  newest complete checkpoint set in %s: %d, expected %d %s\n", dir,
-                latest, S_ITERS, err.msg);
+        fprintf(stderr, "  newest complete checkpoint set in %s: %d, expected %d %s\n", dir, latest,
+                S_ITERS, err.msg);
     gpp_ckpt_set_dir(path, sizeof path, dir, S_ITERS);
     snprintf(path + strlen(path), sizeof path - strlen(path), "/plan.json");
     gpp_plan_t *p = g && latest == S_ITERS ? gpp_plan_read_json(path, g, &err) : NULL;
@@ -200,7 +200,8 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
     }
     if (isfinite(worst)) { /* the digest of the final set, as the coordinator combines it */
         unsigned char d[GPP_SHA256_BYTES];
-        gpp_ckpt_weights_digest(g->n_ops, (const unsigned char(*)[GPP_SHA256_BYTES])digests, has, d);
+        gpp_ckpt_weights_digest(g->n_ops, (const unsigned char(*)[GPP_SHA256_BYTES])digests, has,
+                                d);
         gpp_sha256_hex(d, s_digest);
     }
 out:
@@ -247,10 +248,9 @@ static void s_case(const char *name, const char *model, const char *plan)
     double rel = s_compare(model, ckpt, ref, &abs_diff, &tensor_rel);
     s_max_abs = abs_diff;
     /* the coordinator's weights digest is the final set's */
-    GPP_EXPECT_MSG(s_digest[0] && s_sh("grep -qx 'weights sha256 %s' %s/%s.out", s_digest, s_tmp,
-                                       name) == 0,
-                   "%s: the coordinator's weights digest is not the final set's %s", name,
-                   s_digest);
+    GPP_EXPECT_MSG(
+        s_digest[0] && s_sh("grep -qx 'weights sha256 %s' %s/%s.out", s_digest, s_tmp, name) == 0,
+        "%s: the coordinator's weights digest is not the final set's %s", name, s_digest);
     double l_pipe[S_ITERS], l_ref[S_ITERS];
     int np = s_losses(metrics, "\"loss\":", l_pipe, S_ITERS);
     int nr = s_losses(ref_out, "loss=", l_ref, S_ITERS);
@@ -324,10 +324,9 @@ static void t_dlrm_dp_big(void)
     s_case("dlrm_dp_big_again", S_DLRM_BIG, "dlrm_dp.json");
     int same = 1;
     for (int s = 0; s < 3; s++)
-        same &=
-            s_sh("cmp -s %s/dlrm_dp_big.ckpt/set-%010d/stage%d.ckpt "
-                 "%s/dlrm_dp_big_again.ckpt/set-%010d/stage%d.ckpt",
-                 s_tmp, S_ITERS, s, s_tmp, S_ITERS, s) == 0;
+        same &= s_sh("cmp -s %s/dlrm_dp_big.ckpt/set-%010d/stage%d.ckpt "
+                     "%s/dlrm_dp_big_again.ckpt/set-%010d/stage%d.ckpt",
+                     s_tmp, S_ITERS, s, s_tmp, S_ITERS, s) == 0;
     printf("  dlrm_dp_big twice: stage checkpoints %s\n", same ? "bit-identical" : "DIFFER");
     GPP_EXPECT(same);
 }
@@ -349,19 +348,55 @@ static void t_deterministic(void)
     GPP_EXPECT(same);
 }
 
-static const gpp_test_case_t cases[] = {{"mmt_branches", t_mmt_branches},
-                                        {"mmt_dp", t_mmt_dp},
-                                        {"mmt_fanout", t_mmt_fanout},
-                                        {"mmt_mbs", t_mmt_mbs},
-                                        {"mmt_spp", t_mmt_spp},
-                                        {"mmt_chain", t_mmt_chain},
-                                        {"mmt_auto", t_mmt_auto},
-                                        {"dlrm", t_dlrm},
-                                        {"dlrm_dp", t_dlrm_dp},
-                                        {"dlrm_dp_big", t_dlrm_dp_big},
-                                        {"candle_uno", t_candle_uno},
-                                        {"deterministic", t_deterministic},
-                                        {NULL, NULL}};
+/* The transfers in the order blocking communication streams run them
+ * (Assignment.comm_order, gpp_sched_order_new: what NCCL with one stream per
+ * agent needs; GPP_COMM_ORDER=global makes Gloo follow it): the final
+ * checkpoint set byte for byte the lists' order's, on plans with a tensor
+ * feeding two stages, per-stage micro-batches (re-sharding, a data-parallel
+ * all-reduce), zero-byte chain edges, and the sparse sync. The lists'-order
+ * runs are the cases above (run here when they did not run). */
+static void t_comm_order(void)
+{
+    static const struct {
+        const char *name, *model, *plan;
+    } c[] = {{"mmt_fanout", S_MMT, "mmt2_fanout.json"},
+             {"mmt_mbs", S_MMT, "mmt2_mbs.json"},
+             {"mmt_chain", S_MMT, "mmt2_chain.json"},
+             {"dlrm_dp", S_DLRM, "dlrm_dp.json"}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char set[700], name[64], ckpt[512], metrics[512];
+        snprintf(set, sizeof set, "%s/%s.ckpt/set-%010d", s_tmp, c[i].name, S_ITERS);
+        if (s_sh("test -d %s", set) != 0)
+            s_case(c[i].name, c[i].model, c[i].plan);
+        snprintf(name, sizeof name, "%s_ordered", c[i].name);
+        snprintf(ckpt, sizeof ckpt, "%s/%s.ckpt", s_tmp, name);
+        snprintf(metrics, sizeof metrics, "%s/%s.jsonl", s_tmp, name);
+        const char *conf = s_conf(name, c[i].model, ckpt, metrics);
+        GPP_EXPECT(conf != NULL);
+        if (!conf)
+            continue;
+        int rc = s_sh("GPP_COMM_ORDER=global timeout 180 %s/coordinator/gpp-coordinator --plan "
+                      "%s/tests/data/plans/%s %s > %s/%s.out 2>&1",
+                      s_bin, s_src, c[i].plan, conf, s_tmp, name);
+        GPP_EXPECT_MSG(rc == 0, "%s: coordinator failed; see %s/%s.out", name, s_tmp, name);
+        int used = s_sh("grep -q 'blocking-stream order' %s/%s.out", s_tmp, name) == 0;
+        int same = s_sh("cd %s && ls stage*.ckpt >/dev/null && for f in stage*.ckpt; do cmp -s $f "
+                        "%s/set-%010d/$f || exit 1; done",
+                        set, ckpt, S_ITERS) == 0;
+        printf("  %-20s comm_order %s; stage checkpoints %s the lists' order's\n", name,
+               used ? "used" : "NOT USED", same ? "byte-identical to" : "DIFFER from");
+        GPP_EXPECT(rc == 0 && used && same);
+    }
+}
+
+static const gpp_test_case_t cases[] = {
+    {"mmt_branches", t_mmt_branches}, {"mmt_dp", t_mmt_dp},
+    {"mmt_fanout", t_mmt_fanout},     {"mmt_mbs", t_mmt_mbs},
+    {"mmt_spp", t_mmt_spp},           {"mmt_chain", t_mmt_chain},
+    {"mmt_auto", t_mmt_auto},         {"dlrm", t_dlrm},
+    {"dlrm_dp", t_dlrm_dp},           {"dlrm_dp_big", t_dlrm_dp_big},
+    {"candle_uno", t_candle_uno},     {"deterministic", t_deterministic},
+    {"comm_order", t_comm_order},     {NULL, NULL}};
 
 int main(void)
 {

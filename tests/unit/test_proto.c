@@ -32,6 +32,7 @@ typedef struct {
     Gpp__PeerReplica peer[2];
     Gpp__PeerReplica *peerp[2];
     int32_t dp_ranks[2];
+    int32_t comm_order[2];
     Gpp__CommBootstrap comm;
     Gpp__HyperParams hyper;
     Gpp__Ready ready;
@@ -663,6 +664,31 @@ static void m_dp_count(sample_t *s)
 {
     s->asg.n_dp_ranks = 1;
 }
+/* comm_order: every SEND, RECV and ALLREDUCE once (actions 0 and 2) */
+static void m_order_count(sample_t *s)
+{
+    s->comm_order[0] = 2;
+    s->asg.n_comm_order = 1;
+    s->asg.comm_order = s->comm_order;
+}
+static void m_order_pass(sample_t *s)
+{
+    s->comm_order[0] = 2, s->comm_order[1] = 1; /* a FWD */
+    s->asg.n_comm_order = 2;
+    s->asg.comm_order = s->comm_order;
+}
+static void m_order_repeat(sample_t *s)
+{
+    s->comm_order[0] = 2, s->comm_order[1] = 2;
+    s->asg.n_comm_order = 2;
+    s->asg.comm_order = s->comm_order;
+}
+static void m_order_range(sample_t *s)
+{
+    s->comm_order[0] = 0, s->comm_order[1] = 4;
+    s->asg.n_comm_order = 2;
+    s->asg.comm_order = s->comm_order;
+}
 static void m_lo_hi(sample_t *s)
 {
     s->act[2].lo = 4;
@@ -955,6 +981,14 @@ static const bad_case_t BAD[] = {
      "assignment.edges[0].replicas[1].rank"},
     {"dp rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_dp_rank, "assignment.dp_ranks[0]"},
     {"dp count", GPP__ENVELOPE__BODY_ASSIGNMENT, m_dp_count, "assignment.dp_ranks: 1 ranks for 2"},
+    {"comm order count", GPP__ENVELOPE__BODY_ASSIGNMENT, m_order_count,
+     "assignment.comm_order: 1 entries for 2 SEND, RECV and ALLREDUCE actions"},
+    {"comm order pass", GPP__ENVELOPE__BODY_ASSIGNMENT, m_order_pass,
+     "assignment.comm_order[1]: 1 is not the index of a SEND, RECV or ALLREDUCE"},
+    {"comm order repeat", GPP__ENVELOPE__BODY_ASSIGNMENT, m_order_repeat,
+     "assignment.comm_order[1]: 2 is not the index"},
+    {"comm order range", GPP__ENVELOPE__BODY_ASSIGNMENT, m_order_range,
+     "assignment.comm_order[1]: 4 is not the index"},
     {"lo >= hi", GPP__ENVELOPE__BODY_ASSIGNMENT, m_lo_hi, "assignment.actions[2]: samples [4, 4)"},
     {"hi > batch", GPP__ENVELOPE__BODY_ASSIGNMENT, m_hi_batch, "assignment.actions[0]: samples"},
     {"action enum", GPP__ENVELOPE__BODY_ASSIGNMENT, m_act_type, "assignment.actions[1].type: 42"},
