@@ -243,6 +243,7 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .dp_ranks = as->dp_ranks,
         .comm_order = as->comm_order,
         .n_comm_order = (int)as->n_comm_order,
+        .comm_backend = as->comm->backend,
         .optim = {.kind = h->optimizer == GPP__OPTIMIZER__OPTIMIZER_SGD ? GPP_OPTIM_SGD
                                                                         : GPP_OPTIM_ADAMW,
                   .lr = (float)h->lr,

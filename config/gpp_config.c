@@ -44,6 +44,7 @@ static const char *const S_PLANNERS[] = {"gpp", "spp", NULL};
 static const char *const S_LAUNCHES[] = {"local", "external", NULL};
 static const char *const S_BACKENDS[] = {"cpu", "cuda", NULL};
 static const char *const S_PRECISIONS[] = {"fp32", "tf32", "bf16", NULL};
+static const char *const S_COMMS[] = {"gloo", "nccl", NULL};
 
 #define C_OFF(m) offsetof(gpp_config_t, m)
 #define C_SZ(m) sizeof(((gpp_config_t *)0)->m)
@@ -110,6 +111,7 @@ static const s_field_t S_FIELDS[] = {
     S_WORDS("job", "launch", job.launch, S_LAUNCHES, NULL),
     S_WORDS("job", "backend", job.backend, S_BACKENDS, "GPP_BACKEND"),
     S_WORDS("job", "precision", job.precision, S_PRECISIONS, "GPP_PRECISION"),
+    S_WORDS("job", "comm", job.comm, S_COMMS, "GPP_COMM"),
     S_INT("health", "heartbeat_ms", health.heartbeat_ms, 1, 3600000, "GPP_HEARTBEAT_MS",
           "a positive integer (milliseconds)"),
     S_INT("health", "timeout_ms", health.timeout_ms, 1, 86400000, "GPP_TIMEOUT_MS",
@@ -504,6 +506,10 @@ static int s_check(s_load_t *L)
         return s_fail(
             L, s_pos_of(L, "job", "backend"), "job", "backend",
             "\"cuda\" with cluster.device \"cpu\"; set a GPU preset or backend = \"cpu\"");
+    if (c->job.comm == GPP_CONFIG_COMM_NCCL && c->job.backend != GPP_CONFIG_BACKEND_CUDA)
+        return s_fail(L, s_pos_of(L, "job", "comm"), "job", "comm",
+                      "\"nccl\" moves device memory between GPUs and needs backend = \"cuda\"; "
+                      "set comm = \"gloo\" or backend = \"cuda\"");
     if (c->job.precision != GPP_CONFIG_PRECISION_FP32 && c->job.backend == GPP_CONFIG_BACKEND_CPU)
         return s_fail(L, s_pos_of(L, "job", "precision"), "job", "precision",
                       "\"%s\" needs backend = \"cuda\" (the CPU backend computes fp32 only); "
@@ -542,6 +548,7 @@ static void s_defaults(gpp_config_t *c)
     snprintf(c->job.planner, sizeof c->job.planner, "gpp");
     c->job.launch = GPP_CONFIG_LAUNCH_LOCAL;
     c->job.backend = GPP_CONFIG_BACKEND_CPU;
+    c->job.comm = GPP_CONFIG_COMM_GLOO;
     c->health.heartbeat_ms = 500;
     c->health.timeout_ms = 5000;
 }
@@ -610,6 +617,10 @@ const char *gpp_config_optim_name(gpp_config_optim_t o)
 const char *gpp_config_precision_name(gpp_config_precision_t p)
 {
     return S_PRECISIONS[p];
+}
+const char *gpp_config_comm_name(gpp_config_comm_t c)
+{
+    return S_COMMS[c];
 }
 
 int gpp_config_slot_gpu(const gpp_config_t *c, int node, int slot)

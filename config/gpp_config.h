@@ -30,6 +30,9 @@ typedef enum {
     GPP_CONFIG_PRECISION_TF32,
     GPP_CONFIG_PRECISION_BF16
 } gpp_config_precision_t;
+/* The agents' data plane: Gloo (host memory, any placement) or NCCL (device
+ * memory; every agent a GPU of its own). */
+typedef enum { GPP_CONFIG_COMM_GLOO = 0, GPP_CONFIG_COMM_NCCL } gpp_config_comm_t;
 /* Numerically equal to gpp_optim_kind_t (kernels/gpp_optim.h). */
 typedef enum { GPP_CONFIG_OPTIM_SGD = 0, GPP_CONFIG_OPTIM_ADAMW } gpp_config_optim_t;
 
@@ -86,6 +89,7 @@ typedef struct {
         gpp_config_launch_t launch;
         gpp_config_backend_t backend;
         gpp_config_precision_t precision; /* cuda matrix products: fp32 | tf32 | bf16 */
+        gpp_config_comm_t comm;           /* gloo | nccl (cuda only) */
     } job;
 
     struct {
@@ -121,5 +125,6 @@ const char *gpp_config_launch_name(gpp_config_launch_t l);
 const char *gpp_config_backend_name(gpp_config_backend_t b);
 const char *gpp_config_optim_name(gpp_config_optim_t o);
 const char *gpp_config_precision_name(gpp_config_precision_t p);
+const char *gpp_config_comm_name(gpp_config_comm_t c);
 
 #endif

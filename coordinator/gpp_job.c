@@ -966,6 +966,7 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->comm->rdv_token = self->rdv_token;
     a->comm->prefix = self->prefix;
     a->comm->world_size = self->used;
+    a->comm->backend = (char *)gpp_config_comm_name(self->cfg.job.comm);
     a->comm->rank = st->first_device + r;
     a->hyper = gpp_xcalloc(1, sizeof *a->hyper);
     gpp__hyper_params__init(a->hyper);
@@ -1015,6 +1016,20 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
     if (!self->plan && s_make_plan(self, cancel, err) < 0)
         return -1;
     const gpp_plan_t *p = self->plan;
+    /* NCCL refuses two ranks on one GPU: with comm = nccl, one GPU each */
+    for (int i = 0; self->cfg.job.comm == GPP_CONFIG_COMM_NCCL && i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            gpp_agent_t *a = gpp_registry_agent(reg, i), *b = gpp_registry_agent(reg, j);
+            if (a->gpu >= 0 && a->gpu == b->gpu && strcmp(a->host, b->host) == 0) {
+                char na[GPP_REG_HOST_MAX + 64], nb[GPP_REG_HOST_MAX + 64];
+                return gpp_err_set(err,
+                                   "agents %s and %s share GPU %d on host %s, but job.comm = "
+                                   "\"nccl\" (NCCL refuses two ranks on one GPU); give every "
+                                   "agent a GPU of its own, or set comm = \"gloo\"",
+                                   gpp_agent_name(a, na, sizeof na),
+                                   gpp_agent_name(b, nb, sizeof nb), a->gpu, a->host);
+            }
+        }
     /* every agent that gets a stage must have the memory the plan counts on */
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];

@@ -239,6 +239,12 @@ void gpp_replay_destroy(gpp_replay_t **r_p)
     *r_p = NULL;
 }
 
+void *gpp_stream_native(const gpp_stream_t *self)
+{
+    assert(self);
+    return self->be->vt->stream_native ? self->be->vt->stream_native(self) : NULL;
+}
+
 gpp_backend_t *gpp_stream_backend(const gpp_stream_t *self)
 {
     assert(self);

@@ -149,6 +149,9 @@ void gpp_backend_mem_reset_peak(gpp_backend_t *self);
 
 /* Caller owns the result. */
 gpp_stream_t *gpp_stream_new(gpp_backend_t *be, gpp_err_t *err);
+/* The backend's own handle of the stream: CUDA's cudaStream_t (for a
+ * library that enqueues on it, e.g. NCCL), NULL on the CPU backend. */
+void *gpp_stream_native(const gpp_stream_t *self);
 /* Synchronises the stream, frees its workspace; accepts NULL. */
 void gpp_stream_destroy(gpp_stream_t **self_p);
 gpp_backend_t *gpp_stream_backend(const gpp_stream_t *self);

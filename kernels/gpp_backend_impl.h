@@ -80,6 +80,7 @@ typedef struct gpp_backend_vt_s {
     int (*stream_init)(gpp_stream_t *s, gpp_err_t *err);
     void (*stream_fini)(gpp_stream_t *s);
     int (*stream_sync)(gpp_stream_t *s, gpp_err_t *err);
+    void *(*stream_native)(const gpp_stream_t *s); /* NULL: none */
     void (*stream_free)(gpp_stream_t *s, void *p);
     int (*copy)(gpp_stream_t *s, void *dst, const void *src, size_t bytes, gpp_copy_kind_t kind,
                 gpp_err_t *err);

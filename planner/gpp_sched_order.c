@@ -2,7 +2,7 @@
  * all-reduces, for a communication library that runs a rank's operations
  * one after another on one stream and blocks each until its peer takes
  * part (NCCL with one communicator and one communication stream per rank;
- * docs/gpu.md "What remains for NCCL"). See gpp_sched.h.
+ * docs/gpu.md "NCCL between agents"). See gpp_sched.h.
  *
  * The union graph of a lowered plan: per replica list, its passes (FWD,
  * BWD, STEP) in list order; a transfer (a matched SEND/RECV pair, one node)

@@ -411,6 +411,12 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
         s_check_token(c->rdv_token, "assignment.comm.rdv_token", err) < 0)
         return -1;
     S_REQUIRE(c->world_size > 0, "assignment.comm.world_size: %d is not positive", c->world_size);
+    S_REQUIRE(!c->backend || !c->backend[0] || strcmp(c->backend, "gloo") == 0 ||
+                  strcmp(c->backend, "nccl") == 0,
+              "assignment.comm.backend: \"%.32s\" is not gloo or nccl", c->backend);
+    S_REQUIRE(!(c->backend && strcmp(c->backend, "nccl") == 0) ||
+                  a->backend == GPP__BACKEND__BACKEND_CUDA,
+              "assignment.comm.backend: nccl needs backend cuda");
     S_REQUIRE(c->rank >= 0 && c->rank < c->world_size, "assignment.comm.rank: %d outside [0, %d)",
               c->rank, c->world_size);
     for (size_t i = 0; i < a->n_actions; i++)
@@ -436,10 +442,14 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
                       c->world_size);
         }
     }
+    size_t n_comm = 0;
+    for (size_t i = 0; i < a->n_actions; i++)
+        n_comm += s_is_comm_action(a->actions[i]->type);
+    S_REQUIRE(a->n_comm_order || !n_comm || !a->comm->backend ||
+                  strcmp(a->comm->backend, "nccl") != 0,
+              "assignment.comm_order: empty, but comm.backend nccl runs the transfers only in "
+              "that order");
     if (a->n_comm_order) {
-        size_t n_comm = 0;
-        for (size_t i = 0; i < a->n_actions; i++)
-            n_comm += s_is_comm_action(a->actions[i]->type);
         S_REQUIRE(a->n_comm_order == n_comm,
                   "assignment.comm_order: %zu entries for %zu SEND, RECV and ALLREDUCE actions",
                   a->n_comm_order, n_comm);

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "agent/comm/gpp_comm.h"
+#include "agent/comm/gpp_comm_nccl.h"
 #include "agent/exec/gpp_ckpt.h"
 #include "agent/exec/gpp_ckpt_set.h"
 #include "agent/exec/gpp_data.h"
@@ -68,7 +69,8 @@ struct gpp_pipeline_s {
     char phase[64];                     /* what run is doing, for messages */
     int bad_input;                      /* run failed on the model or data the job names */
     int failed_peer;                    /* comm rank of the first failed send/recv, -1 none */
-    int ordered; /* the iteration follows cfg.comm_order (s_iteration_ordered) */
+    int ordered;  /* the iteration follows cfg.comm_order (s_iteration_ordered) */
+    int dev_bufs; /* transfer buffers are device memory (a device comm: NCCL) */
 };
 
 /* First sample of this replica's share of micro-batch mb, and its size. */
@@ -262,8 +264,9 @@ static void s_unpin(gpp_pipeline_t *self, void *p, int pinned)
 
 /* Joins the world communicator: the rendezvous blocks until every rank of
  * the world has joined, or the timeout. */
-static gpp_comm_t *s_comm_open(const gpp_pipeline_cfg_t *c, gpp_err_t *err)
+static gpp_comm_t *s_comm_open(const gpp_pipeline_cfg_t *c, gpp_stream_t *compute, gpp_err_t *err)
 {
+    const char *backend = c->comm_backend && c->comm_backend[0] ? c->comm_backend : "gloo";
     gpp_rdv_client_t *rdv = gpp_rdv_client_new(c->rdv_endpoint, c->rdv_token, c->rank, err);
     if (!rdv)
         return NULL;
@@ -272,8 +275,53 @@ static gpp_comm_t *s_comm_open(const gpp_pipeline_cfg_t *c, gpp_err_t *err)
                           .world_size = c->world_size,
                           .rank = c->rank,
                           .host = c->host,
-                          .timeout_ms = c->comm_timeout_ms};
-    return gpp_comm_gloo_new(&co, err);
+                          .timeout_ms = c->comm_timeout_ms,
+                          .device = c->device,
+                          .compute_stream = gpp_stream_native(compute)};
+    return gpp_comm_new(backend, &co, err);
+}
+
+/* A device comm (NCCL): every transfer buffer in device memory (the host
+ * ones s_resolve made are dropped), and every edge connected before the
+ * first iteration (NCCL connects lazily). */
+static int s_device_comm(gpp_pipeline_t *self, gpp_err_t *err)
+{
+    const gpp_pipeline_cfg_t *c = &self->cfg;
+    if (c->n_comm_order == 0) {
+        for (int i = 0; i < c->n_actions; i++)
+            if (s_is_p2p(self->acts[i].type) || self->acts[i].type == GPP_ACT_ALLREDUCE)
+                return gpp_err_set(err,
+                                   "comm %s runs transfers only in the blocking-stream "
+                                   "order, and the assignment has no comm_order",
+                                   gpp_comm_backend(self->comm));
+    }
+    int *peers = gpp_xcalloc((size_t)c->n_actions + 1, sizeof(int)), n_peers = 0;
+    for (int i = 0; i < c->n_actions; i++) {
+        s_act_t *a = &self->acts[i];
+        if (!s_is_p2p(a->type))
+            continue;
+        free(a->buf);
+        a->buf = gpp_backend_alloc(self->be, a->bytes ? a->bytes : 4, err);
+        if (!a->buf) {
+            free(peers);
+            return gpp_err_prefix(err, "device buffer of action %d", i);
+        }
+        self->dev_bufs = 1;
+        int seen = 0;
+        for (int k = 0; k < n_peers; k++)
+            seen |= peers[k] == a->peer;
+        if (!seen)
+            peers[n_peers++] = a->peer;
+    }
+    /* ascending: every pair lists each other in one relative order */
+    for (int i = 1; i < n_peers; i++)
+        for (int k = i; k > 0 && peers[k - 1] > peers[k]; k--) {
+            int t = peers[k];
+            peers[k] = peers[k - 1], peers[k - 1] = t;
+        }
+    int rc = n_peers ? gpp_comm_nccl_warmup(self->comm, peers, n_peers, err) : 0;
+    free(peers);
+    return rc < 0 ? gpp_err_prefix(err, "connecting the stage's edges") : 0;
 }
 
 static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
@@ -319,7 +367,7 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
 
     snprintf(self->phase, sizeof self->phase, "joining the communicator (rank %d of %d)", c->rank,
              c->world_size);
-    gpp_comm_t *comm = s_comm_open(c, err);
+    gpp_comm_t *comm = s_comm_open(c, gpp_exec_stream(self->ex), err);
     if (!comm)
         return -1;
     pthread_mutex_lock(&self->mu);
@@ -335,6 +383,8 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
             return -1;
     }
     self->stage = gpp_backend_kind(self->be) != GPP_DEVICE_CPU && !gpp_comm_is_device(self->comm);
+    if (gpp_comm_is_device(self->comm) && s_device_comm(self, err) < 0)
+        return -1;
     const char *order = getenv("GPP_COMM_ORDER");
     self->ordered = c->n_comm_order > 0 && self->comm &&
                     (gpp_comm_is_device(self->comm) || (order && strcmp(order, "global") == 0));
@@ -524,6 +574,14 @@ static int s_send(gpp_pipeline_t *self, int i, gpp_err_t *err)
                            a->type == GPP_ACT_SEND_ACT ? "output" : "input gradient", a->tensor,
                            a->mb);
     const char *src = (const char *)t->data + (size_t)(a->off * a->row_elems) * 4;
+    if (self->dev_bufs) /* device to device on the compute stream; the comm's launch waits */
+        return gpp_stream_copy(gpp_exec_stream(self->ex), a->buf, src, a->bytes, GPP_COPY_D2D,
+                               err) < 0 ||
+                       s_p2p_failed(self, a,
+                                    gpp_comm_isend(self->comm, a->buf, a->bytes, a->peer, a->tag,
+                                                   &a->req, err))
+                   ? -1
+                   : 0;
     if (gpp_stream_copy(gpp_exec_stream(self->ex), a->buf, src, a->bytes, GPP_COPY_D2H, err) < 0 ||
         s_sync(self, err) < 0 ||
         s_p2p_failed(self, a,
@@ -732,6 +790,9 @@ static int s_issue(gpp_pipeline_t *self, s_cursor_t *k, int *grads_left, gpp_err
             return gpp_err_set(err, "comm_order[%d]: action %d is a %s", k->cur, j,
                                gpp_act_type_name(a->type));
         }
+        /* launched now, in this order (NCCL defers to the flush) */
+        if ((s_is_p2p(a->type)) && s_p2p_failed(self, a, gpp_comm_flush(self->comm, err)))
+            return -1;
         k->cur++;
     }
     return 0;
@@ -920,8 +981,11 @@ void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
     if (self->acts)
         for (int i = 0; i < self->cfg.n_actions; i++) {
             s_unpin(self, self->acts[i].buf, self->acts[i].pinned);
-            free(self->acts[i].buf); /* requests are freed with the comm */
-            if (self->acts[i].dev)   /* only with a backend */
+            if (self->dev_bufs && s_is_p2p(self->acts[i].type))
+                gpp_backend_free(self->be, &self->acts[i].buf);
+            else
+                free(self->acts[i].buf); /* requests are freed with the comm */
+            if (self->acts[i].dev)       /* only with a backend */
                 gpp_backend_free(self->be, &self->acts[i].dev);
         }
     s_unpin(self, self->gstage, self->gstage_pinned);

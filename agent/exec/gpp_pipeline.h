@@ -68,6 +68,9 @@ typedef struct {
      * where there is no NCCL); else the list's order. NULL / 0: none. */
     const int *comm_order;
     int n_comm_order;
+    /* the data plane: "gloo" (NULL or ""), or "nccl" (CUDA backend, one GPU
+     * per rank: transfers from and into device memory, in comm_order) */
+    const char *comm_backend;
     gpp_optim_hp_t optim;
     uint64_t seed;
     int iterations;             /* run iterations [start_iteration, iterations) */

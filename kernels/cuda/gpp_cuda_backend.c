@@ -332,6 +332,11 @@ static int s_event_elapsed(gpp_event_t *a, gpp_event_t *b, double *ms, gpp_err_t
     return 0;
 }
 
+static void *s_stream_native(const gpp_stream_t *s)
+{
+    return gpp_cuda_stream((gpp_stream_t *)s);
+}
+
 /* ---- capture: CUDA graphs ----
  * Thread-local mode: a potentially unsafe call (a synchronisation, a
  * cudaMalloc) made by this thread during the capture fails and
@@ -407,6 +412,7 @@ const gpp_backend_vt_t gpp_cuda_backend_vt = {
     .stream_init = s_stream_init,
     .stream_fini = s_stream_fini,
     .stream_sync = s_stream_sync,
+    .stream_native = s_stream_native,
     .stream_free = s_stream_free,
     .copy = s_copy,
     .zero = s_zero,

@@ -689,6 +689,20 @@ static void m_order_range(sample_t *s)
     s->asg.n_comm_order = 2;
     s->asg.comm_order = s->comm_order;
 }
+static void m_comm_backend(sample_t *s)
+{
+    s->comm.backend = "mpi";
+}
+static void m_comm_nccl_cpu(sample_t *s)
+{
+    s->comm.backend = "nccl";
+    s->asg.backend = GPP__BACKEND__BACKEND_CPU;
+}
+static void m_comm_nccl_no_order(sample_t *s)
+{
+    s->comm.backend = "nccl";
+    s->asg.backend = GPP__BACKEND__BACKEND_CUDA;
+}
 static void m_lo_hi(sample_t *s)
 {
     s->act[2].lo = 4;
@@ -981,6 +995,12 @@ static const bad_case_t BAD[] = {
      "assignment.edges[0].replicas[1].rank"},
     {"dp rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_dp_rank, "assignment.dp_ranks[0]"},
     {"dp count", GPP__ENVELOPE__BODY_ASSIGNMENT, m_dp_count, "assignment.dp_ranks: 1 ranks for 2"},
+    {"comm backend", GPP__ENVELOPE__BODY_ASSIGNMENT, m_comm_backend,
+     "assignment.comm.backend: \"mpi\" is not gloo or nccl"},
+    {"comm nccl cpu", GPP__ENVELOPE__BODY_ASSIGNMENT, m_comm_nccl_cpu,
+     "assignment.comm.backend: nccl needs backend cuda"},
+    {"comm nccl order", GPP__ENVELOPE__BODY_ASSIGNMENT, m_comm_nccl_no_order,
+     "assignment.comm_order: empty, but comm.backend nccl"},
     {"comm order count", GPP__ENVELOPE__BODY_ASSIGNMENT, m_order_count,
      "assignment.comm_order: 1 entries for 2 SEND, RECV and ALLREDUCE actions"},
     {"comm order pass", GPP__ENVELOPE__BODY_ASSIGNMENT, m_order_pass,
