@@ -1255,7 +1255,8 @@ static int s_run_eager(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t
     return gpp_exec_backward(self, m, err);
 }
 
-/* The graph entry for size n: found, or a free one, or the oldest taken. */
+/* The graph entry for size n: found, or a free one; NULL when both are
+ * taken by other sizes (that step runs eagerly). */
 static exec_graph_t *s_graph_for(gpp_exec_t *self, int64_t n)
 {
     for (int i = 0; i < EXEC_GRAPHS; i++)
