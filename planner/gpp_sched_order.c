@@ -36,6 +36,18 @@ static int s_is_pass(gpp_act_type_t t)
 {
     return t == GPP_ACT_FWD || t == GPP_ACT_BWD || t == GPP_ACT_STEP;
 }
+/* what a communication stream runs */
+static int s_is_comm(gpp_act_type_t t)
+{
+    return s_is_send(t) || s_is_recv(t) || t == GPP_ACT_ALLREDUCE;
+}
+
+/* flat action f of list li */
+static const gpp_action_t *s_action(const gpp_plan_t *p, const gpp_sched_links_t *k, int li, int f)
+{
+    int s = k->list_stage[li];
+    return &p->stages[s].replica[li - k->list_base[s]].a[f - k->act_base[li]];
+}
 
 typedef struct {
     int n_nodes;
@@ -112,10 +124,7 @@ gpp_sched_order_t *gpp_sched_order_new(const gpp_plan_t *p, const gpp_sched_link
         for (int i = 0; i < l->n; i++) {
             int f = k->act_base[li] + i;
             gpp_act_type_t t = l->a[i].type;
-            if (s_is_pass(t) || s_is_send(t)) {
-                g.rep[g.n_nodes] = f;
-                g.node_of[f] = g.n_nodes++;
-            } else if (t == GPP_ACT_ALLREDUCE && r == 0) {
+            if (s_is_pass(t) || s_is_send(t) || (t == GPP_ACT_ALLREDUCE && r == 0)) {
                 g.rep[g.n_nodes] = f;
                 g.node_of[f] = g.n_nodes++;
             }
@@ -182,13 +191,8 @@ gpp_sched_order_t *gpp_sched_order_new(const gpp_plan_t *p, const gpp_sched_link
     o->n_lists = k->n_lists;
     o->seq_base = gpp_xcalloc((size_t)k->n_lists + 1, sizeof(int));
     int *count = gpp_xcalloc((size_t)k->n_lists + 1, sizeof(int));
-    for (int f = 0; f < k->n_acts; f++) {
-        int li = list_of[f];
-        const gpp_action_t *a = &p->stages[k->list_stage[li]]
-                                     .replica[li - k->list_base[k->list_stage[li]]]
-                                     .a[f - k->act_base[li]];
-        count[li] += s_is_send(a->type) || s_is_recv(a->type) || a->type == GPP_ACT_ALLREDUCE;
-    }
+    for (int f = 0; f < k->n_acts; f++)
+        count[list_of[f]] += s_is_comm(s_action(p, k, list_of[f], f)->type);
     for (int li = 0; li < k->n_lists; li++)
         o->seq_base[li + 1] = o->seq_base[li] + count[li];
     o->seq = gpp_xcalloc((size_t)o->seq_base[k->n_lists] + 1, sizeof(int));
@@ -212,10 +216,7 @@ gpp_sched_order_t *gpp_sched_order_new(const gpp_plan_t *p, const gpp_sched_link
         done++;
         for (int f = first[v]; f >= 0; f = nxt[f]) {
             int li = list_of[f];
-            const gpp_action_t *a = &p->stages[k->list_stage[li]]
-                                         .replica[li - k->list_base[k->list_stage[li]]]
-                                         .a[f - k->act_base[li]];
-            if (s_is_send(a->type) || s_is_recv(a->type) || a->type == GPP_ACT_ALLREDUCE)
+            if (s_is_comm(s_action(p, k, li, f)->type))
                 o->seq[o->seq_base[li] + count[li]++] = f;
         }
         for (int e = g.head[v]; e >= 0; e = g.next[e])
