@@ -55,19 +55,15 @@ elif [ "$rc" -ne 0 ]; then
     echo "gpu_check: bench_cuda_ops failed (exit $rc)" | tee -a "$OUT"
     status=1
 fi
-case " $BENCHES " in *" train "*)
+# bench WORD SCRIPT: runs bench/SCRIPT when GPU_CHECK_BENCH names WORD
+bench() {
+    case " $BENCHES " in *" $1 "*) ;; *) return 0 ;; esac
     echo | tee -a "$OUT"
-    echo "== bench: bench/bench_train_gpu.sh $BUILD" | tee -a "$OUT"
-    bench/bench_train_gpu.sh "$BUILD" 2>&1 | tee -a "$OUT"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "gpu_check: bench_train_gpu failed" | tee -a "$OUT"; status=1; }
-    ;;
-esac
-case " $BENCHES " in *" sim "*)
-    echo | tee -a "$OUT"
-    echo "== bench: bench/bench_sim_gpu.sh $BUILD" | tee -a "$OUT"
-    bench/bench_sim_gpu.sh "$BUILD" 2>&1 | tee -a "$OUT"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "gpu_check: bench_sim_gpu failed" | tee -a "$OUT"; status=1; }
-    ;;
-esac
+    echo "== bench: bench/$2 $BUILD" | tee -a "$OUT"
+    bash "bench/$2" "$BUILD" 2>&1 | tee -a "$OUT"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "gpu_check: $2 failed" | tee -a "$OUT"; status=1; }
+}
+bench train bench_train_gpu.sh
+bench sim bench_sim_gpu.sh
 echo "gpu_check: wrote $OUT"
 exit $status
