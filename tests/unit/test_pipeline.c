@@ -359,6 +359,13 @@ static void m_peer(s_job_t *j)
     j->acts[0] = (gpp_action_t){.type = GPP_ACT_RECV_ACT, .mb = 0, .tensor = 1, .lo = 0, .hi = 4};
     j->peers[0] = 0;
 }
+/* comm_order naming a pass (action 1, a FWD) instead of the ALLREDUCE (action 4) */
+static const int s_order_fwd[1] = {1};
+static void m_order(s_job_t *j)
+{
+    j->cfg.comm_order = s_order_fwd;
+    j->cfg.n_comm_order = 1;
+}
 static void m_op(s_job_t *j)
 {
     j->ops[0] = 100000;
@@ -409,6 +416,9 @@ static void t_refuses_bad_config(void)
         {m_act_type, 0, "action 1: unknown type 42"},
         {m_act_mb, 0, "action 2 (FWD): micro-batch 2 outside [0, 2)"},
         {m_peer, 0, "action 0 (RECV_ACT): peer rank 0 is not another rank of 1"},
+        {m_order, 0,
+         "comm_order is not every SEND, RECV and ALLREDUCE of the 6 actions once "
+         "(1 entries for 1; entry 0)"},
         {m_op, 1, "building stage 0: ops[0] = 100000"},
         {m_tensor, 1, "building stage 0: action 0: tensor 100000 is not an op of"},
         {m_samples, 1, "action 0: samples [2, 6) outside this replica's [0, 4) of micro-batch 0"},
