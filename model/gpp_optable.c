@@ -623,7 +623,8 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
         /* a fused linear allocates its activation's output too (after its
            own, which a fused ReLU's linear never has); the activation none */
         int act = gpp_op_fused_act(g, in, i);
-        if (T->role != GPP_ROLE_LOSS && !s_fused_ghost(g, in, i) && gpp_op_fused_from(g, in, i) < 0)
+        int ghost = act >= 0 && g->ops[act].type == GPP_OP_RELU;
+        if (T->role != GPP_ROLE_LOSS && !ghost && gpp_op_fused_from(g, in, i) < 0)
             cur += n * op->out_bytes;
         if (act >= 0)
             cur += n * g->ops[act].out_bytes;

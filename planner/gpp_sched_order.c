@@ -117,41 +117,33 @@ gpp_sched_order_t *gpp_sched_order_new(const gpp_plan_t *p, const gpp_sched_link
     g.rep = gpp_xcalloc((size_t)k->n_acts + 1, sizeof(int));
     for (int i = 0; i < k->n_acts; i++)
         g.node_of[i] = -1;
-    /* nodes: passes, transfers (at the SEND), all-reduces (at replica 0's) */
-    for (int li = 0; li < k->n_lists; li++) {
-        int s = k->list_stage[li], r = li - k->list_base[s];
-        const gpp_actions_t *l = &p->stages[s].replica[r];
-        for (int i = 0; i < l->n; i++) {
-            int f = k->act_base[li] + i;
-            gpp_act_type_t t = l->a[i].type;
-            if (s_is_pass(t) || s_is_send(t) || (t == GPP_ACT_ALLREDUCE && r == 0)) {
-                g.rep[g.n_nodes] = f;
-                g.node_of[f] = g.n_nodes++;
+    /* nodes: passes, transfers (at the SEND), all-reduces (at replica 0's:
+       a stage's replica 0 list comes before its others) */
+    int *ar_node = gpp_xcalloc((size_t)p->n_stages + 1, sizeof(int));
+    for (int s = 0; s < p->n_stages; s++)
+        ar_node[s] = -1;
+    for (int f = 0; f < k->n_acts; f++) {
+        int li = list_of[f], s = k->list_stage[li], r = li - k->list_base[s];
+        gpp_act_type_t t = s_action(p, k, li, f)->type;
+        if (s_is_pass(t) || s_is_send(t) || (t == GPP_ACT_ALLREDUCE && r == 0)) {
+            g.rep[g.n_nodes] = f;
+            g.node_of[f] = g.n_nodes++;
+            if (t == GPP_ACT_ALLREDUCE)
+                ar_node[s] = g.node_of[f];
+        } else if (t == GPP_ACT_ALLREDUCE) {
+            if (ar_node[s] < 0) {
+                gpp_err_set(err, "stage %d: replica %d has an ALLREDUCE, replica 0 none", s, r);
+                free(ar_node);
+                goto fail;
             }
+            g.node_of[f] = ar_node[s];
         }
     }
-    for (int li = 0; li < k->n_lists; li++) {
-        int s = k->list_stage[li], r = li - k->list_base[s];
-        const gpp_actions_t *l = &p->stages[s].replica[r];
-        for (int i = 0; i < l->n; i++) {
-            int f = k->act_base[li] + i;
-            gpp_act_type_t t = l->a[i].type;
-            if (s_is_recv(t))
-                g.node_of[f] = k->match[f] >= 0 ? g.node_of[k->match[f]] : -1;
-            else if (t == GPP_ACT_ALLREDUCE && r > 0) {
-                int base = k->act_base[k->list_base[s]];
-                const gpp_actions_t *l0 = &p->stages[s].replica[0];
-                int j = 0;
-                while (j < l0->n && l0->a[j].type != GPP_ACT_ALLREDUCE)
-                    j++;
-                if (j == l0->n) {
-                    gpp_err_set(err, "stage %d: replica %d has an ALLREDUCE, replica 0 none", s, r);
-                    goto fail;
-                }
-                g.node_of[f] = g.node_of[base + j];
-            }
-        }
-    }
+    free(ar_node);
+    /* a RECV is its SEND's transfer (the SEND may come in a later list) */
+    for (int f = 0; f < k->n_acts; f++)
+        if (s_is_recv(s_action(p, k, list_of[f], f)->type))
+            g.node_of[f] = k->match[f] >= 0 ? g.node_of[k->match[f]] : -1;
     g.indeg = gpp_xcalloc((size_t)g.n_nodes + 1, sizeof(int));
     g.head = gpp_xcalloc((size_t)g.n_nodes + 1, sizeof(int));
     for (int i = 0; i < g.n_nodes; i++)

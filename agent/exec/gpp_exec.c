@@ -140,17 +140,16 @@ struct gpp_exec_s {
  * change here is a change there (test_optable zoo_stage_peak checks). */
 
 /* Records a block a capture uses (once). */
-static int s_graph_note_block(exec_graph_t *gr, void *p, size_t bytes)
+static void s_graph_note_block(exec_graph_t *gr, void *p, size_t bytes)
 {
     for (int i = 0; i < gr->n_blocks; i++)
         if (gr->blocks[i].p == p)
-            return 0;
+            return;
     if (gr->n_blocks == gr->cap_blocks) {
         gr->cap_blocks = gr->cap_blocks ? 2 * gr->cap_blocks : 32;
         gr->blocks = gpp_xrealloc(gr->blocks, (size_t)gr->cap_blocks * sizeof *gr->blocks);
     }
     gr->blocks[gr->n_blocks++] = (exec_block_t){p, bytes};
-    return 0;
 }
 
 static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
@@ -188,12 +187,22 @@ static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
         if (!p)
             return NULL;
     }
-    if (self->capturing && s_graph_note_block(self->capturing, p, bytes) < 0)
-        return NULL;
+    if (self->capturing)
+        s_graph_note_block(self->capturing, p, bytes);
     self->live_bytes += (int64_t)bytes;
     if (self->live_bytes > self->peak_bytes)
         self->peak_bytes = self->live_bytes;
     return p;
+}
+
+static void s_pool_put(gpp_exec_t *self, void *p, size_t bytes)
+{
+    if (self->n_free == self->cap_free) {
+        self->cap_free = self->cap_free ? 2 * self->cap_free : 64;
+        self->free_blocks =
+            gpp_xrealloc(self->free_blocks, (size_t)self->cap_free * sizeof *self->free_blocks);
+    }
+    self->free_blocks[self->n_free++] = (exec_block_t){p, bytes};
 }
 
 static void s_release(gpp_exec_t *self, void **p_p, size_t bytes)
@@ -202,15 +211,8 @@ static void s_release(gpp_exec_t *self, void **p_p, size_t bytes)
         return;
     if (bytes == 0)
         bytes = 4;
-    if (self->n_free == self->cap_free) {
-        self->cap_free = self->cap_free ? 2 * self->cap_free : 64;
-        self->free_blocks =
-            gpp_xrealloc(self->free_blocks, (size_t)self->cap_free * sizeof *self->free_blocks);
-    }
     /* Stream-ordered reuse: later work on the same stream may take it. */
-    self->free_blocks[self->n_free].p = *p_p;
-    self->free_blocks[self->n_free].bytes = bytes;
-    self->n_free++;
+    s_pool_put(self, *p_p, bytes);
     self->live_bytes -= (int64_t)bytes;
     *p_p = NULL;
 }
@@ -1343,6 +1345,22 @@ static int s_graph_capture(gpp_exec_t *self, exec_graph_t *gr, int m, gpp_err_t 
     return 0;
 }
 
+/* Drops gr's recording once the stream is done with it: its blocks go back
+ * to the pool, so the entry keeps its size and stays warm. */
+static int s_graph_reset(gpp_exec_t *self, exec_graph_t *gr, gpp_err_t *err)
+{
+    if (gpp_stream_sync(self->s, err) < 0)
+        return -1;
+    for (int i = 0; i < gr->n_blocks; i++)
+        s_pool_put(self, gr->blocks[i].p, gr->blocks[i].bytes);
+    gr->n_blocks = 0;
+    int64_t n = gr->n;
+    s_graph_drop(self, gr);
+    gr->n = n;
+    gr->warm = 1;
+    return 0;
+}
+
 int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
 {
     assert(self && m >= 0 && n >= 0 && lo >= 0);
@@ -1357,15 +1375,9 @@ int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
         gr->warm = 1;
         return 0;
     }
-    if (gr->r && gr->ws != gpp_stream_workspace(self->s, 1, NULL)) {
-        /* the workspace moved (a larger size ran): capture again */
-        if (gpp_stream_sync(self->s, err) < 0)
-            return -1;
-        int64_t keep = gr->n;
-        s_graph_drop(self, gr);
-        gr->n = keep;
-        gr->warm = 1;
-    }
+    if (gr->r && gr->ws != gpp_stream_workspace(self->s, 1, NULL) &&
+        s_graph_reset(self, gr, err) < 0) /* the workspace moved (a larger size ran) */
+        return -1;
     if (gpp_exec_begin(self, m, lo, n, err) < 0)
         return -1;
     exec_mb_t *mb = &self->mb[m];
@@ -1374,11 +1386,8 @@ int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
     if (!gr->r && s_graph_capture(self, gr, m, err) < 0) {
         snprintf(self->graphs_why, sizeof self->graphs_why, "capture failed: %s", err->msg);
         self->graphs_off = self->graphs_why;
-        if (gpp_stream_sync(self->s, err) < 0)
+        if (s_graph_reset(self, gr, err) < 0)
             return -1;
-        int64_t keep = gr->n;
-        s_graph_drop(self, gr);
-        gr->n = keep;
         return s_run_eager(self, m, lo, n, err);
     }
     if (gpp_replay_launch(gr->r, self->s, err) < 0)

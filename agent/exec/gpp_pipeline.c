@@ -281,6 +281,12 @@ static gpp_comm_t *s_comm_open(const gpp_pipeline_cfg_t *c, gpp_stream_t *comput
     return gpp_comm_new(backend, &co, err);
 }
 
+static int s_cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
 /* A device comm (NCCL): every transfer buffer in device memory (the host
  * ones s_resolve made are dropped), and every edge connected before the
  * first iteration (NCCL connects lazily). */
@@ -314,11 +320,7 @@ static int s_device_comm(gpp_pipeline_t *self, gpp_err_t *err)
             peers[n_peers++] = a->peer;
     }
     /* ascending: every pair lists each other in one relative order */
-    for (int i = 1; i < n_peers; i++)
-        for (int k = i; k > 0 && peers[k - 1] > peers[k]; k--) {
-            int t = peers[k];
-            peers[k] = peers[k - 1], peers[k - 1] = t;
-        }
+    qsort(peers, (size_t)n_peers, sizeof *peers, s_cmp_int);
     int rc = n_peers ? gpp_comm_nccl_warmup(self->comm, peers, n_peers, err) : 0;
     free(peers);
     return rc < 0 ? gpp_err_prefix(err, "connecting the stage's edges") : 0;
@@ -590,20 +592,31 @@ static int s_send(gpp_pipeline_t *self, int i, gpp_err_t *err)
     return 0;
 }
 
+/* The first FWD or RECV_ACT of a micro-batch begins it in the executor
+ * (its samples, the buffers the receives fill). */
+static int s_begin(gpp_pipeline_t *self, int i, char *begun, int64_t base, int64_t *samples,
+                   gpp_err_t *err)
+{
+    s_act_t *a = &self->acts[i];
+    if ((a->type != GPP_ACT_FWD && a->type != GPP_ACT_RECV_ACT) || begun[a->mb])
+        return 0;
+    int64_t mylo, myn;
+    s_my_range(&self->cfg, a->mb, &mylo, &myn);
+    if (gpp_exec_begin(self->ex, a->mb, base + mylo, myn, err) < 0)
+        return -1;
+    begun[a->mb] = 1;
+    *samples += myn;
+    return 0;
+}
+
 /* Pass action i (FWD, BWD, STEP); FWD begins its micro-batch when no
  * receive did. */
 static int s_pass(gpp_pipeline_t *self, int i, char *begun, int64_t base, double *loss_out,
                   int *has_loss, int64_t *samples, gpp_err_t *err)
 {
     s_act_t *a = &self->acts[i];
-    if (a->type == GPP_ACT_FWD && !begun[a->mb]) {
-        int64_t mylo, myn;
-        s_my_range(&self->cfg, a->mb, &mylo, &myn);
-        if (gpp_exec_begin(self->ex, a->mb, base + mylo, myn, err) < 0)
-            return -1;
-        begun[a->mb] = 1;
-        *samples += myn;
-    }
+    if (s_begin(self, i, begun, base, samples, err) < 0)
+        return -1;
     switch (a->type) {
     case GPP_ACT_FWD:
         return gpp_exec_forward(self->ex, a->mb, err) < 0 || s_sync(self, err) < 0 ? -1 : 0;
@@ -620,22 +633,6 @@ static int s_pass(gpp_pipeline_t *self, int i, char *begun, int64_t base, double
         assert(0 && "not a pass");
         return -1;
     }
-}
-
-/* A RECV_ACT begins its micro-batch (the executor's buffers for it). */
-static int s_begin_for_recv(gpp_pipeline_t *self, int i, char *begun, int64_t base,
-                            int64_t *samples, gpp_err_t *err)
-{
-    s_act_t *a = &self->acts[i];
-    if (a->type != GPP_ACT_RECV_ACT || begun[a->mb])
-        return 0;
-    int64_t mylo, myn;
-    s_my_range(&self->cfg, a->mb, &mylo, &myn);
-    if (gpp_exec_begin(self->ex, a->mb, base + mylo, myn, err) < 0)
-        return -1;
-    begun[a->mb] = 1;
-    *samples += myn;
-    return 0;
 }
 
 static void s_stamp(gpp_pipeline_t *self, int i, int64_t t0_us)
@@ -705,7 +702,7 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
         case GPP_ACT_RECV_ACT:
         case GPP_ACT_RECV_GRAD: {
             double w = 0;
-            if (s_begin_for_recv(self, i, begun, base, samples, err) < 0 ||
+            if (s_begin(self, i, begun, base, samples, err) < 0 ||
                 s_recv_done(self, i, &w, err) < 0)
                 goto out;
             bubble += w;
@@ -843,7 +840,7 @@ static int s_iteration_ordered(gpp_pipeline_t *self, int it, double *loss_out, i
             }
             int64_t t0_us = gpp_now_us();
             double w = 0;
-            if (s_begin_for_recv(self, j, begun, base, samples, err) < 0 ||
+            if (s_begin(self, j, begun, base, samples, err) < 0 ||
                 s_recv_done(self, j, &w, err) < 0)
                 goto out;
             bubble += w;

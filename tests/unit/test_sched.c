@@ -67,6 +67,23 @@ static int s_pair_order_bad(const gpp_plan_t *p, int *pairs)
     return n_bad;
 }
 
+/* What a communication stream runs. */
+static int s_comm_type(gpp_act_type_t t)
+{
+    return t == GPP_ACT_SEND_ACT || t == GPP_ACT_SEND_GRAD || t == GPP_ACT_RECV_ACT ||
+           t == GPP_ACT_RECV_GRAD || t == GPP_ACT_ALLREDUCE;
+}
+
+/* The pass before position i of list l (flat base `base`) is done, or
+ * there is none. */
+static int s_prev_pass_done(const gpp_actions_t *l, int base, const char *done, int i)
+{
+    for (int j = i - 1; j >= 0; j--)
+        if (!s_comm_type(l->a[j].type))
+            return done[base + j];
+    return 1;
+}
+
 /* Runs plan p as blocking streams would (NCCL with one communicator and one
  * communication stream per agent): per list, a compute cursor over its
  * passes (FWD, BWD, STEP in list order) and a comm cursor over its SENDs,
@@ -91,10 +108,6 @@ static int s_run_blocking(const gpp_plan_t *p, const gpp_sched_links_t *k,
         int st = k->list_stage[li];
         lists[li] = &p->stages[st].replica[li - k->list_base[st]];
     }
-#define S_TYPE(f) (lists[s_list_of(k, (f))]->a[(f)-k->act_base[s_list_of(k, (f))]].type)
-#define S_COMM(t)                                                                                  \
-    ((t) == GPP_ACT_SEND_ACT || (t) == GPP_ACT_SEND_GRAD || (t) == GPP_ACT_RECV_ACT ||             \
-     (t) == GPP_ACT_RECV_GRAD || (t) == GPP_ACT_ALLREDUCE)
     for (int li = 0, n = 0; li < L; li++) {
         qb[li] = n;
         if (o) {
@@ -102,34 +115,23 @@ static int s_run_blocking(const gpp_plan_t *p, const gpp_sched_links_t *k,
                 q[n++] = o->seq[j];
         } else {
             for (int i = 0; i < lists[li]->n; i++)
-                if (S_COMM(lists[li]->a[i].type))
+                if (s_comm_type(lists[li]->a[i].type))
                     q[n++] = k->act_base[li] + i;
         }
         qb[li + 1] = n;
     }
-    /* the pass before position i of list li is done (or there is none) */
-#define S_PREV_PASS_DONE(li, i)                                                                    \
-    ({                                                                                             \
-        int ok_ = 1;                                                                               \
-        for (int j_ = (i)-1; j_ >= 0; j_--)                                                        \
-            if (!S_COMM(lists[li]->a[j_].type)) {                                                  \
-                ok_ = done[k->act_base[li] + j_];                                                  \
-                break;                                                                             \
-            }                                                                                      \
-        ok_;                                                                                       \
-    })
     for (int progress = 1; progress;) {
         progress = 0;
         for (int li = 0; li < L; li++) {
             const gpp_actions_t *l = lists[li];
             /* compute: as far as it may go */
             for (;;) {
-                while (cpos[li] < l->n && S_COMM(l->a[cpos[li]].type))
+                while (cpos[li] < l->n && s_comm_type(l->a[cpos[li]].type))
                     cpos[li]++;
                 if (cpos[li] >= l->n)
                     break;
                 int ok = 1;
-                for (int j = cpos[li] - 1; j >= 0 && S_COMM(l->a[j].type); j--) {
+                for (int j = cpos[li] - 1; j >= 0 && s_comm_type(l->a[j].type); j--) {
                     gpp_act_type_t t = l->a[j].type;
                     if (t != GPP_ACT_SEND_ACT && t != GPP_ACT_SEND_GRAD)
                         ok &= done[k->act_base[li] + j];
@@ -146,8 +148,8 @@ static int s_run_blocking(const gpp_plan_t *p, const gpp_sched_links_t *k,
             gpp_act_type_t t = l->a[i].type;
             if (t == GPP_ACT_SEND_ACT || t == GPP_ACT_SEND_GRAD) {
                 int m = k->match[f], lm = s_list_of(k, m);
-                if (S_PREV_PASS_DONE(li, i) && qh[lm] < qb[lm + 1] - qb[lm] &&
-                    q[qb[lm] + qh[lm]] == m) {
+                if (s_prev_pass_done(lists[li], k->act_base[li], done, i) &&
+                    qh[lm] < qb[lm + 1] - qb[lm] && q[qb[lm] + qh[lm]] == m) {
                     done[f] = done[m] = 1;
                     qh[li]++, qh[lm]++;
                     progress = 1;
@@ -162,7 +164,7 @@ static int s_run_blocking(const gpp_plan_t *p, const gpp_sched_links_t *k,
                     }
                     int g = q[qb[lr] + qh[lr]];
                     ok = lists[lr]->a[g - k->act_base[lr]].type == GPP_ACT_ALLREDUCE &&
-                         S_PREV_PASS_DONE(lr, g - k->act_base[lr]);
+                         s_prev_pass_done(lists[lr], k->act_base[lr], done, g - k->act_base[lr]);
                 }
                 if (ok) {
                     for (int r = 0; r < p->stages[st].devices; r++) {
@@ -177,9 +179,6 @@ static int s_run_blocking(const gpp_plan_t *p, const gpp_sched_links_t *k,
     int all = 1;
     for (int f = 0; f < N; f++)
         all &= done[f];
-#undef S_TYPE
-#undef S_COMM
-#undef S_PREV_PASS_DONE
     free(done), free(cpos), free(qb), free(q), free(qh), free(lists);
     return all;
 }
