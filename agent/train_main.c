@@ -75,11 +75,12 @@ static void s_usage(FILE *out)
         "  --data PATH           read inputs and labels from a gpp dataset file, or from\n"
         "                        NumPy arrays: a directory of <op name>.npy per input and\n"
         "                        loss op, or a list op=FILE.npy,op=FILE.npy (docs/executor.md)\n"
-        "  --data-threads T      host threads generating synthetic data (default: online\n"
-        "                        CPUs, at most 8); any T gives the same values\n"
-        "  --data-prefetch on|off  generate the next micro-batch's synthetic data while\n"
-        "                        the current one trains (default: on with cuda, off with cpu,\n"
-        "                        where it would take cores from the kernels)\n"
+        "  --data-threads T      host threads generating synthetic data or reading ahead\n"
+        "                        (default: online CPUs, at most 8); any T gives the same values\n"
+        "  --data-prefetch on|off  generate or read the next micro-batch's data while the\n"
+        "                        current one trains, into page-locked memory (default: on\n"
+        "                        with cuda, off with cpu, where it would take cores from the\n"
+        "                        kernels)\n"
         "  --no-shuffle          read .npy records in file order (default: a permutation\n"
         "                        per epoch drawn from --seed)\n"
         "  --save FILE           write weights + optimizer state at the end (atomic)\n"
@@ -465,8 +466,11 @@ int main(int argc, char **argv)
     /* the prefetch only now: profiling and writing a dataset never ask twice */
     int prefetch = o.data_prefetch >= 0 ? o.data_prefetch : o.backend != GPP_DEVICE_CPU;
     gpp_data_set_threads(data, data_threads, prefetch);
+    gpp_data_set_backend(data, be); /* prefetched micro-batches in page-locked memory */
     if (!o.data)
         printf("synthetic data: %d threads, prefetch %s\n", data_threads, prefetch ? "on" : "off");
+    else
+        printf("data read-ahead: %s (%d threads)\n", prefetch ? "on" : "off", data_threads);
     gpp_exec_cfg_t ec = {
         .seed = o.seed, .optim = o.hp, .batch = o.batch, .no_fuse = o.no_fuse, .graphs = o.graphs};
     if (!(ex = gpp_exec_new(g, g->n_ops, ops, be, data, &ec, &err)))

@@ -107,6 +107,32 @@ static inline void gpp_fixture_spit(const char *path, const unsigned char *b, lo
         fclose(f);
 }
 
+/* Writes a .npy file: magic, version major.0, the header dict text padded
+ * with spaces to a 64-byte boundary plus '\n' (as numpy.save does), then
+ * `data_bytes` of data; pad < 0 leaves the header unpadded. */
+static inline void gpp_fixture_npy(const char *path, int major, const char *dict, const void *data,
+                                   size_t data_bytes, int pad)
+{
+    size_t pre = major == 1 ? 10 : 12, dl = strlen(dict);
+    size_t hl = dl + 1;
+    if (pad >= 0)
+        while ((pre + hl) % 64)
+            hl++;
+    unsigned char *b = calloc(1, pre + hl + data_bytes + 1);
+    memcpy(b, "\x93NUMPY", 6);
+    b[6] = (unsigned char)major;
+    b[7] = 0;
+    for (size_t i = 0; i < pre - 8; i++)
+        b[8 + i] = (unsigned char)(hl >> (8 * i));
+    memcpy(b + pre, dict, dl);
+    memset(b + pre + dl, ' ', hl - dl - 1);
+    b[pre + hl - 1] = '\n';
+    if (data_bytes)
+        memcpy(b + pre + hl, data, data_bytes);
+    gpp_fixture_spit(path, b, (long)(pre + hl + data_bytes));
+    free(b);
+}
+
 /* After a failed atomic write (gpp_atomic_file) to path: the file still holds the
  * len bytes of orig, and the writer's temporary path.tmp.<pid> is gone. */
 static inline void gpp_fixture_expect_untouched(const char *path, const unsigned char *orig,

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_codec.h"
+#include "agent/exec/gpp_data_ahead.h"
 #include "agent/exec/gpp_data_gen.h"
 #include "agent/exec/gpp_hash.h"
 #include "agent/exec/gpp_npy.h"
@@ -49,9 +51,19 @@ struct gpp_data_s {
     gpp_npy_t **npy;    /* [n_ops] */
     data_array_t *want; /* [n_ops] */
     int shuffle;
-    int64_t *perm;      /* [n_samples] record of position p in epoch perm_epoch */
-    int64_t perm_epoch; /* -1: none built yet */
-    gpp_data_gen_t *gen; /* synthetic source */
+    /* the record orders of the two latest epochs asked for (the read-ahead
+     * may be an epoch ahead of the caller), under perm_mu: the reads run on
+     * the read-ahead's threads too */
+    pthread_mutex_t perm_mu;
+    int64_t *perm[2];      /* [n_samples] record of position p in epoch perm_epoch[i] */
+    int64_t perm_epoch[2]; /* -1: none built yet */
+    int perm_next;         /* the one to rebuild next */
+    gpp_data_gen_t *gen;   /* synthetic source */
+    /* file and .npy sources: the read-ahead (prefetch on) */
+    gpp_data_ahead_t *ahead;
+    int threads;
+    gpp_backend_t *be;    /* page-locks the prefetch buffers (NULL: not) */
+    int64_t hits_before; /* served by read-aheads since replaced */
 };
 
 static int s_is_loss(const gpp_op_t *op)
@@ -70,13 +82,23 @@ void gpp_data_label_shape(const gpp_graph_t *g, int op, gpp_dtype_t *dtype, int6
     *cols = L->type == GPP_OP_LOSS_CE ? 1 : x->cols;
 }
 
-gpp_data_t *gpp_data_new(const gpp_graph_t *g, uint64_t seed)
+/* The fields every kind of source starts with. */
+static gpp_data_t *s_new(const gpp_graph_t *g, uint64_t seed)
 {
-    assert(g && g->finalized);
     gpp_data_t *self = gpp_xcalloc(1, sizeof *self);
     self->g = g;
     self->seed = seed;
     self->fd = -1;
+    self->perm_epoch[0] = self->perm_epoch[1] = -1;
+    pthread_mutex_init(&self->perm_mu, NULL);
+    self->threads = gpp_data_pool_default_threads();
+    return self;
+}
+
+gpp_data_t *gpp_data_new(const gpp_graph_t *g, uint64_t seed)
+{
+    assert(g && g->finalized);
+    gpp_data_t *self = s_new(g, seed);
     self->gen = gpp_data_gen_new(g, seed);
     return self;
 }
@@ -88,6 +110,7 @@ void gpp_data_destroy(gpp_data_t **self_p)
     if (!self)
         return;
     gpp_data_gen_destroy(&self->gen);
+    gpp_data_ahead_destroy(&self->ahead); /* waits for its reads */
     if (self->fd >= 0)
         close(self->fd);
     free(self->path);
@@ -98,7 +121,9 @@ void gpp_data_destroy(gpp_data_t **self_p)
             gpp_npy_destroy(&self->npy[o]);
     free(self->npy);
     free(self->want);
-    free(self->perm);
+    free(self->perm[0]);
+    free(self->perm[1]);
+    pthread_mutex_destroy(&self->perm_mu);
     free(self);
     *self_p = NULL;
 }
@@ -184,8 +209,7 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, int shuffle, u
     assert(g && g->finalized && path);
     if (gpp_data_is_npy(path))
         return s_open_npy(g, path, shuffle, seed, err);
-    gpp_data_t *self = gpp_xcalloc(1, sizeof *self);
-    self->g = g;
+    gpp_data_t *self = s_new(g, seed);
     self->path = gpp_xstrdup(path);
     unsigned char *hdr = NULL, *buf = NULL;
     data_array_t *want = NULL;
@@ -446,12 +470,8 @@ static int s_check_npy(const gpp_graph_t *g, const gpp_npy_t *a, const data_arra
 static gpp_data_t *s_open_npy(const gpp_graph_t *g, const char *spec, int shuffle, uint64_t seed,
                               gpp_err_t *err)
 {
-    gpp_data_t *self = gpp_xcalloc(1, sizeof *self);
-    self->g = g;
-    self->fd = -1;
-    self->seed = seed;
+    gpp_data_t *self = s_new(g, seed);
     self->shuffle = shuffle;
-    self->perm_epoch = -1;
     self->path = gpp_xstrdup(spec);
     self->npy = gpp_xcalloc((size_t)g->n_ops, sizeof *self->npy);
     self->want = gpp_xcalloc((size_t)g->n_ops, sizeof *self->want);
@@ -541,7 +561,9 @@ static gpp_data_t *s_open_npy(const gpp_graph_t *g, const char *spec, int shuffl
                          "--no-shuffle or split the data", spec, (long long)self->n_samples);
         goto fail;
     }
-    self->perm = gpp_xcalloc((size_t)self->n_samples, sizeof *self->perm);
+    if (shuffle)
+        for (int i = 0; i < 2; i++)
+            self->perm[i] = gpp_xcalloc((size_t)self->n_samples, sizeof *self->perm[i]);
     for (int o = 0; o < g->n_ops; o++)
         free(files[o]);
     free(files);
@@ -564,20 +586,27 @@ int64_t gpp_data_record(gpp_data_t *self, int64_t sample)
     int64_t n = self->n_samples, epoch = sample / n, pos = sample % n;
     if (!self->shuffle)
         return pos;
-    if (epoch != self->perm_epoch) {
+    pthread_mutex_lock(&self->perm_mu);
+    int k = self->perm_epoch[0] == epoch ? 0 : self->perm_epoch[1] == epoch ? 1 : -1;
+    if (k < 0) {
         /* Fisher-Yates from (seed, epoch): every replica builds the same order */
+        k = self->perm_next;
+        self->perm_next = 1 - k;
+        int64_t *perm = self->perm[k];
         uint64_t key = gpp_hash_key(self->seed, TAG_SHUF, (uint64_t)epoch);
         for (int64_t i = 0; i < n; i++)
-            self->perm[i] = i;
+            perm[i] = i;
         for (int64_t i = n - 1; i > 0; i--) {
             int64_t j = gpp_hash_below(key, (uint64_t)i, i + 1);
-            int64_t t = self->perm[i];
-            self->perm[i] = self->perm[j];
-            self->perm[j] = t;
+            int64_t t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
         }
-        self->perm_epoch = epoch;
+        self->perm_epoch[k] = epoch;
     }
-    return self->perm[pos];
+    int64_t rec = self->perm[k][pos];
+    pthread_mutex_unlock(&self->perm_mu);
+    return rec;
 }
 
 /* Samples [lo, lo + n) of op's array: record gpp_data_record(sample) each,
@@ -619,17 +648,27 @@ static int s_read_npy(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out
     return 0;
 }
 
+/* Stored data (file or .npy) of op: the read-ahead's fill function, safe on
+ * several threads at once (pread; mapped arrays; the record order under
+ * its lock). */
+static int s_read_stored(void *src, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
+{
+    gpp_data_t *self = src;
+    if (self->npy)
+        return s_read_npy(self, op, lo, n, out, err);
+    return s_read(self, &self->arr[self->arr_of_op[op]], lo, n, out, err);
+}
+
 const void *gpp_data_ref(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
                          gpp_err_t *err)
 {
     assert(self && op >= 0 && op < self->g->n_ops && sample_lo >= 0 && n >= 0);
     const gpp_op_t *o = &self->g->ops[op];
     assert(o->type == GPP_OP_INPUT || s_is_loss(o));
-    if (self->npy)
-        return s_read_npy(self, op, sample_lo, n, out, err) < 0 ? NULL : out;
-    if (self->fd >= 0)
-        return s_read(self, &self->arr[self->arr_of_op[op]], sample_lo, n, out, err) < 0 ? NULL
-                                                                                       : out;
+    if (self->ahead && n > 0)
+        return gpp_data_ahead_get(self->ahead, op, sample_lo, n, out, err);
+    if (!self->gen)
+        return s_read_stored(self, op, sample_lo, n, out, err) < 0 ? NULL : out;
     return o->type == GPP_OP_INPUT ? gpp_data_gen_input(self->gen, op, sample_lo, n, out)
                                    : gpp_data_gen_label(self->gen, op, sample_lo, n, out);
 }
@@ -664,24 +703,66 @@ int gpp_data_label(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void 
     return s_fill(self, op, sample_lo, n, out, err);
 }
 
+/* The read-ahead of a stored source, made anew (threads, backend). */
+static void s_ahead_build(gpp_data_t *self, int on)
+{
+    int64_t hits = self->ahead ? gpp_data_ahead_hits(self->ahead) : 0;
+    gpp_data_ahead_destroy(&self->ahead);
+    self->hits_before += hits;
+    if (!on)
+        return;
+    const gpp_graph_t *g = self->g;
+    int64_t *per = gpp_xcalloc((size_t)g->n_ops, sizeof *per);
+    for (int o = 0; o < g->n_ops; o++) {
+        gpp_dtype_t dt;
+        int64_t r = g->ops[o].rows, c = g->ops[o].cols;
+        if (s_is_loss(&g->ops[o]))
+            gpp_data_label_shape(g, o, &dt, &r, &c);
+        else if (g->ops[o].type != GPP_OP_INPUT)
+            continue;
+        per[o] = r * c * 4;
+    }
+    self->ahead = gpp_data_ahead_new(g->n_ops, per, s_read_stored, self, self->threads, self->be);
+    free(per);
+}
+
 int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch)
 {
     assert(self);
     if (threads < 1 || threads > GPP_DATA_MAX_THREADS)
         return -1;
-    return self->gen ? gpp_data_gen_set_threads(self->gen, threads, prefetch) : 0;
+    if (self->gen)
+        return gpp_data_gen_set_threads(self->gen, threads, prefetch);
+    self->threads = threads;
+    s_ahead_build(self, prefetch);
+    return 0;
+}
+
+void gpp_data_set_backend(gpp_data_t *self, gpp_backend_t *be)
+{
+    assert(self);
+    if (self->gen) {
+        gpp_data_gen_set_backend(self->gen, be);
+        return;
+    }
+    int on = self->ahead != NULL;
+    s_ahead_build(self, 0); /* its buffers unlocked through the old backend */
+    self->be = be;
+    s_ahead_build(self, on);
 }
 
 int64_t gpp_data_prefetched(const gpp_data_t *self)
 {
     assert(self);
-    return self->gen ? gpp_data_gen_prefetched(self->gen) : 0;
+    if (self->gen)
+        return gpp_data_gen_prefetched(self->gen);
+    return self->hits_before + (self->ahead ? gpp_data_ahead_hits(self->ahead) : 0);
 }
 
 int gpp_data_threads(const gpp_data_t *self)
 {
     assert(self);
-    return self->gen ? gpp_data_gen_threads(self->gen) : 1;
+    return self->gen ? gpp_data_gen_threads(self->gen) : self->threads;
 }
 
 int gpp_data_write_file(gpp_data_t *src, const char *path, int64_t n_samples, gpp_err_t *err)

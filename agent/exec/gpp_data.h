@@ -67,6 +67,10 @@
  * previous range) in the background while the caller's device computes;
  * a call whose range and op were prefetched waits for them and copies, any
  * other generates on demand: the output never depends on the timing.
+ * File and .npy sources read ahead the same way (gpp_data_ahead.h): the
+ * predicted next micro-batch is read on the pool's threads while the
+ * device computes. Prefetch buffers are page-locked through the backend
+ * set with gpp_data_set_backend, so the copy to a GPU is a DMA.
  *
  * Ownership: gpp_data_new / gpp_data_open return a source the caller owns;
  * it borrows the graph, which must outlive it. A source is used from one
@@ -106,13 +110,18 @@ void gpp_data_destroy(gpp_data_t **self_p);
  * (the caller and threads - 1 pool workers), and the background prefetch
  * of the next micro-batch when `prefetch` (then the pool has `threads`
  * workers, so the background work runs on T threads while the caller drives
- * the device). Waits for the jobs under way, then restarts the pool.
- * No effect on file and .npy sources. Returns 0, or -1 when threads is out
- * of range (nothing changed). */
+ * the device). File and .npy sources: the read-ahead on `threads` workers
+ * when `prefetch`, none otherwise (every read on the caller's thread).
+ * Waits for the jobs under way, then restarts the pool. Returns 0, or -1
+ * when threads is out of range (nothing changed). */
 int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch);
 int gpp_data_threads(const gpp_data_t *self);
-/* Calls served from the prefetch so far (0 for files and .npy arrays). */
+/* Calls served from the prefetch or read-ahead so far. */
 int64_t gpp_data_prefetched(const gpp_data_t *self);
+/* Page-locks the prefetch buffers through be from now on (NULL: stop);
+ * drops what was prefetched. be must outlive the source or a later call
+ * with NULL. */
+void gpp_data_set_backend(gpp_data_t *self, gpp_backend_t *be);
 
 /* Samples in the file or arrays; -1 for a synthetic source (unbounded). */
 int64_t gpp_data_samples(const gpp_data_t *self);

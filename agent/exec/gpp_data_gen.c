@@ -44,9 +44,9 @@ typedef struct {
 typedef struct {
     int64_t lo, n; /* n -1: empty */
     int busy;      /* jobs submitted and not yet waited */
-    char *has;     /* [graph ops] */
-    void **buf;    /* [graph ops] by op id */
-    size_t *cap;   /* [graph ops] bytes of buf */
+    char *has;          /* [graph ops] */
+    void **buf;         /* [graph ops] by op id: mem[op].p */
+    gpp_data_buf_t *mem; /* [graph ops] */
     int *ops;      /* the INPUT ops generated, then the loss ops */
     int n_in, n_lab;
     phase_t pin, plab;
@@ -79,11 +79,9 @@ struct gpp_data_gen_s {
     gpp_data_pool_t *pool; /* created on first use */
     pf_slot_t pf[2];       /* pf[pf_cur]: the current range's */
     int pf_cur;
-    int64_t cur_lo, cur_n; /* range of the latest call (-1: none) */
-    char *cur_ops;         /* [n_ops] ops asked for at the current range */
-    char *pf_want;         /* [n_ops] ops to prefetch at pf_next */
-    int64_t pf_next;       /* lo of the planned prefetch, -1: none */
+    gpp_data_track_t tr;   /* the calls' ranges and the next one's prediction */
     int64_t pf_hits;       /* calls served from a prefetch slot */
+    gpp_backend_t *pin_be; /* page-locks the slots' buffers (NULL: not) */
 };
 
 static void s_slot_free(gpp_data_gen_t *self, pf_slot_t *sl);
@@ -116,8 +114,7 @@ gpp_data_gen_t *gpp_data_gen_new(const gpp_graph_t *g, uint64_t seed)
     self->seed = seed;
     self->teach = gpp_xcalloc((size_t)g->n_ops, sizeof *self->teach);
     self->cache = gpp_xcalloc((size_t)g->n_ops, sizeof *self->cache);
-    self->cur_ops = gpp_xcalloc((size_t)g->n_ops, 1);
-    self->pf_want = gpp_xcalloc((size_t)g->n_ops, 1);
+    gpp_data_track_init(&self->tr, g->n_ops);
     gpp_data_gen_set_threads(self, gpp_data_pool_default_threads(), 0);
     char *seen = gpp_xcalloc((size_t)g->n_ops, 1);
     for (int o = 0; o < g->n_ops; o++) {
@@ -153,8 +150,7 @@ void gpp_data_gen_destroy(gpp_data_gen_t **self_p)
     s_slot_free(self, &self->pf[0]); /* waits for the pool's jobs */
     s_slot_free(self, &self->pf[1]);
     gpp_data_pool_destroy(&self->pool);
-    free(self->cur_ops);
-    free(self->pf_want);
+    gpp_data_track_free(&self->tr);
     for (int o = 0; o < self->g->n_ops; o++) {
         free(self->teach[o].in);
         free(self->teach[o].P);
@@ -450,11 +446,11 @@ static void s_slot_drop(gpp_data_gen_t *self, pf_slot_t *sl)
 static void s_slot_free(gpp_data_gen_t *self, pf_slot_t *sl)
 {
     s_slot_drop(self, sl);
-    if (sl->buf)
+    if (sl->mem)
         for (int o = 0; o < self->g->n_ops; o++)
-            free(sl->buf[o]);
+            gpp_data_buf_free(&sl->mem[o], self->pin_be);
     free(sl->buf);
-    free(sl->cap);
+    free(sl->mem);
     free(sl->has);
     free(sl->ops);
     memset(sl, 0, sizeof *sl);
@@ -471,7 +467,7 @@ static void s_slot_start(gpp_data_gen_t *self, pf_slot_t *sl, int64_t lo, int64_
     int N = g->n_ops;
     if (!sl->buf) {
         sl->buf = gpp_xcalloc((size_t)N, sizeof *sl->buf);
-        sl->cap = gpp_xcalloc((size_t)N, sizeof *sl->cap);
+        sl->mem = gpp_xcalloc((size_t)N, sizeof *sl->mem);
         sl->has = gpp_xcalloc((size_t)N, 1);
         sl->ops = gpp_xcalloc((size_t)N, sizeof *sl->ops);
     }
@@ -508,12 +504,7 @@ static void s_slot_start(gpp_data_gen_t *self, pf_slot_t *sl, int64_t lo, int64_
         int64_t r = g->ops[o].rows, c = g->ops[o].cols;
         if (s_is_loss(&g->ops[o]))
             gpp_data_label_shape(g, o, &dt, &r, &c);
-        size_t b = (size_t)(n * r * c) * 4 + 4;
-        if (b > sl->cap[o]) {
-            free(sl->buf[o]);
-            sl->buf[o] = gpp_xcalloc(1, b);
-            sl->cap[o] = b;
-        }
+        sl->buf[o] = gpp_data_buf_reserve(&sl->mem[o], (size_t)(n * r * c) * 4 + 4, self->pin_be);
     }
     sl->pin = (phase_t){.self = self, .lo = lo, .n = n, .n_ops = sl->n_in,
                         .K = s_chunks_per_op(self, sl->ops, sl->n_in, n), .ops = sl->ops,
@@ -543,21 +534,14 @@ static void s_slot_start(gpp_data_gen_t *self, pf_slot_t *sl, int64_t lo, int64_
  * else NULL. */
 static const void *s_pf_take(gpp_data_gen_t *self, int op, int64_t lo, int64_t n)
 {
-    int N = self->g->n_ops;
-    if (lo != self->cur_lo || n != self->cur_n) {
+    if (gpp_data_track_note(&self->tr, op, lo, n)) {
         pf_slot_t *other = &self->pf[1 - self->pf_cur];
         if (other->n == n && other->lo == lo)
             self->pf_cur = 1 - self->pf_cur; /* the prediction was right */
         else
             s_slot_drop(self, &self->pf[self->pf_cur]);
         s_slot_drop(self, &self->pf[1 - self->pf_cur]); /* the old range's or a wrong guess */
-        int64_t stride = self->cur_n >= 0 ? lo - self->cur_lo : 0;
-        self->pf_next = stride > 0 ? lo + stride : -1;
-        memcpy(self->pf_want, self->cur_ops, (size_t)N);
-        memset(self->cur_ops, 0, (size_t)N);
-        self->cur_lo = lo, self->cur_n = n;
     }
-    self->cur_ops[op] = 1;
     pf_slot_t *sl = &self->pf[self->pf_cur];
     if (sl->n != n || sl->lo != lo || !sl->has[op])
         return NULL;
@@ -569,10 +553,10 @@ static const void *s_pf_take(gpp_data_gen_t *self, int op, int64_t lo, int64_t n
 /* After a call has been served: starts the prefetch planned by s_pf_take. */
 static void s_pf_launch(gpp_data_gen_t *self)
 {
-    if (self->pf_next < 0)
+    if (self->tr.next < 0)
         return;
-    s_slot_start(self, &self->pf[1 - self->pf_cur], self->pf_next, self->cur_n, self->pf_want);
-    self->pf_next = -1;
+    s_slot_start(self, &self->pf[1 - self->pf_cur], self->tr.next, self->tr.cur_n, self->tr.want);
+    self->tr.next = -1;
 }
 
 int gpp_data_gen_set_threads(gpp_data_gen_t *self, int threads, int prefetch)
@@ -585,8 +569,16 @@ int gpp_data_gen_set_threads(gpp_data_gen_t *self, int threads, int prefetch)
     gpp_data_pool_destroy(&self->pool);
     self->threads = threads;
     self->prefetch = prefetch ? 1 : 0;
-    self->cur_lo = self->cur_n = self->pf_next = -1;
+    gpp_data_track_reset(&self->tr);
     return 0;
+}
+
+void gpp_data_gen_set_backend(gpp_data_gen_t *self, gpp_backend_t *be)
+{
+    assert(self);
+    s_slot_free(self, &self->pf[0]); /* unlocked through the backend that locked them */
+    s_slot_free(self, &self->pf[1]);
+    self->pin_be = be;
 }
 
 int64_t gpp_data_gen_prefetched(const gpp_data_gen_t *self)

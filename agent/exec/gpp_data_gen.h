@@ -44,6 +44,9 @@ const void *gpp_data_gen_label(gpp_data_gen_t *self, int op, int64_t lo, int64_t
 /* threads in [1, GPP_DATA_MAX_THREADS]; see gpp_data_set_threads. */
 int gpp_data_gen_set_threads(gpp_data_gen_t *self, int threads, int prefetch);
 int gpp_data_gen_threads(const gpp_data_gen_t *self);
+/* Page-locks the prefetch slots through be from now on; see
+ * gpp_data_set_backend. */
+void gpp_data_gen_set_backend(gpp_data_gen_t *self, gpp_backend_t *be);
 /* Calls served from the prefetch so far. */
 int64_t gpp_data_gen_prefetched(const gpp_data_gen_t *self);
 

@@ -5,14 +5,17 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/gpp_err.h"
 
 struct gpp_data_pool_s {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* a job was queued or finished, or stop */
+    pthread_cond_t cv;    /* a job was queued or finished, or stop */
     gpp_data_job_t *head; /* jobs with unclaimed chunks, submission order */
     int stop;
     int workers;
@@ -159,4 +162,83 @@ void gpp_data_pool_run(gpp_data_pool_t *self, gpp_data_job_t *job)
 {
     gpp_data_pool_submit(self, job);
     gpp_data_pool_wait(self, job);
+}
+
+/* ---- prefetch buffers ---- */
+
+void *gpp_data_buf_reserve(gpp_data_buf_t *buf, size_t bytes, gpp_backend_t *be)
+{
+    assert(buf);
+    if (bytes <= buf->cap && buf->p)
+        return buf->p;
+    gpp_data_buf_free(buf, be);
+    size_t page = 4096, cap = (bytes + page - 1) / page * page;
+    if (cap == 0)
+        cap = page;
+    void *p = NULL;
+    if (posix_memalign(&p, page, cap) != 0) { /* fatal, as gpp_xcalloc */
+        fprintf(stderr, "gpp: out of memory (%zu bytes of prefetch buffer)\n", cap);
+        abort();
+    }
+    buf->p = p;
+    buf->cap = cap;
+    if (be) {
+        static atomic_int warned;
+        gpp_err_t err = {{0}};
+        buf->pinned = gpp_backend_host_pin(be, p, cap, &err) == 1;
+        if (!buf->pinned && err.msg[0] && atomic_exchange(&warned, 1) == 0)
+            gpp_warn("data: page-locking a %zu-byte prefetch buffer: %s; copying to the device "
+                     "from pageable memory (slower)",
+                     cap, err.msg);
+    }
+    return p;
+}
+
+void gpp_data_buf_free(gpp_data_buf_t *buf, gpp_backend_t *be)
+{
+    assert(buf);
+    if (buf->pinned && be)
+        gpp_backend_host_unpin(be, buf->p);
+    free(buf->p);
+    memset(buf, 0, sizeof *buf);
+}
+
+/* ---- range tracker ---- */
+
+void gpp_data_track_init(gpp_data_track_t *t, int n_ops)
+{
+    memset(t, 0, sizeof *t);
+    t->n_ops = n_ops;
+    t->cur_ops = gpp_xcalloc((size_t)n_ops + 1, 1);
+    t->want = gpp_xcalloc((size_t)n_ops + 1, 1);
+    gpp_data_track_reset(t);
+}
+
+void gpp_data_track_free(gpp_data_track_t *t)
+{
+    free(t->cur_ops);
+    free(t->want);
+    memset(t, 0, sizeof *t);
+}
+
+void gpp_data_track_reset(gpp_data_track_t *t)
+{
+    t->cur_lo = t->cur_n = t->next = -1;
+    memset(t->cur_ops, 0, (size_t)t->n_ops);
+    memset(t->want, 0, (size_t)t->n_ops);
+}
+
+int gpp_data_track_note(gpp_data_track_t *t, int op, int64_t lo, int64_t n)
+{
+    assert(op >= 0 && op < t->n_ops);
+    int fresh = lo != t->cur_lo || n != t->cur_n;
+    if (fresh) {
+        int64_t stride = t->cur_n >= 0 ? lo - t->cur_lo : 0;
+        t->next = stride > 0 ? lo + stride : -1;
+        memcpy(t->want, t->cur_ops, (size_t)t->n_ops);
+        memset(t->cur_ops, 0, (size_t)t->n_ops);
+        t->cur_lo = lo, t->cur_n = n;
+    }
+    t->cur_ops[op] = 1;
+    return fresh;
 }

@@ -20,7 +20,10 @@
 #ifndef GPP_DATA_POOL_H
 #define GPP_DATA_POOL_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "kernels/gpp_backend.h"
 
 typedef struct gpp_data_pool_s gpp_data_pool_t;
 
@@ -50,5 +53,45 @@ void gpp_data_pool_run(gpp_data_pool_t *self, gpp_data_job_t *job);
 
 /* Online CPUs capped at 8: the default generation threads. */
 int gpp_data_pool_default_threads(void);
+
+/* A prefetch buffer of a data source: page-aligned host memory, page-locked
+ * through `be` when the source has one (gpp_data_set_backend), so that the
+ * executor's copy of a prefetched micro-batch to the device is a DMA at
+ * full bandwidth rather than a staged pageable copy. */
+typedef struct {
+    void *p;
+    size_t cap;
+    int pinned;
+} gpp_data_buf_t;
+
+/* Makes buf hold at least `bytes` (the contents are lost when it grows) and
+ * returns it; page-locks new memory through be (NULL: never). A refusal to
+ * page-lock (RLIMIT_MEMLOCK) is warned about once per process; the buffer
+ * works unlocked. */
+void *gpp_data_buf_reserve(gpp_data_buf_t *buf, size_t bytes, gpp_backend_t *be);
+/* Unlocks (through the same be) and frees; buf is empty after. */
+void gpp_data_buf_free(gpp_data_buf_t *buf, gpp_backend_t *be);
+
+/* The range tracker of a prefetch (gpp_data_gen's and gpp_data_ahead's).
+ * The calls of one micro-batch share a sample range. When a call brings a
+ * new range R after range Q, the next range is predicted as R + (R.lo -
+ * Q.lo) (consecutive micro-batches, or a data-parallel replica's shares a
+ * micro-batch apart) with the ops asked for at Q. */
+typedef struct {
+    int n_ops;
+    int64_t cur_lo, cur_n; /* range of the latest call (n -1: none) */
+    char *cur_ops;         /* [n_ops] ops asked for at the current range */
+    char *want;            /* [n_ops] ops predicted at `next` */
+    int64_t next;          /* lo of the predicted range, -1: none */
+} gpp_data_track_t;
+
+void gpp_data_track_init(gpp_data_track_t *t, int n_ops);
+void gpp_data_track_free(gpp_data_track_t *t);
+/* Forgets every range (after a change of threads or prefetch). */
+void gpp_data_track_reset(gpp_data_track_t *t);
+/* Notes a call for op on [lo, lo + n). Returns 1 when it starts a new range,
+ * with `next` and `want` then the prediction (next -1: no forward stride
+ * known), else 0. */
+int gpp_data_track_note(gpp_data_track_t *t, int op, int64_t lo, int64_t n);
 
 #endif

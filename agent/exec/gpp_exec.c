@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/exec/gpp_data_pool.h"
 #include "agent/exec/gpp_hash.h"
 #include "common/gpp_time.h"
 #include "kernels/gpp_ops.h"
@@ -123,8 +124,7 @@ struct gpp_exec_s {
     int n_free, cap_free;
     exec_block_t *free_blocks;
     int64_t live_bytes, peak_bytes;
-    void *host;
-    size_t host_bytes;
+    gpp_data_buf_t host; /* staging to the device, page-locked where the backend can */
     int timing;
     gpp_event_t **tev; /* [n_local + 1] timed events of the timing hook, made on first use */
     /* CUDA graphs (gpp_exec_run) */
@@ -233,12 +233,7 @@ static void s_tensor_release(gpp_exec_t *self, gpp_tensor_t *t)
 /* Host staging buffer for data going to the device. */
 static void *s_host(gpp_exec_t *self, size_t bytes)
 {
-    if (bytes > self->host_bytes) {
-        free(self->host);
-        self->host = gpp_xcalloc(1, bytes);
-        self->host_bytes = bytes;
-    }
-    return self->host;
+    return gpp_data_buf_reserve(&self->host, bytes, self->be);
 }
 
 /* ---- construction ---- */
@@ -569,7 +564,7 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
     free(self->inputs);
     free(self->outputs);
     free(self->params);
-    free(self->host);
+    gpp_data_buf_free(&self->host, self->be);
     free(self);
     *self_p = NULL;
 }

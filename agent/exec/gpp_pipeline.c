@@ -352,10 +352,12 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
         self->bad_input = 1;
         return -1;
     }
-    /* synthetic data for the next micro-batch in the background only when a
-     * device runs the kernels: on the CPU backend it would take their cores */
+    /* the next micro-batch's data (synthetic, or read from the dataset) in
+     * the background only when a device runs the kernels: on the CPU
+     * backend it would take their cores */
     gpp_data_set_threads(self->data, gpp_data_threads(self->data),
                          gpp_backend_kind(self->be) != GPP_DEVICE_CPU);
+    gpp_data_set_backend(self->data, self->be);
     gpp_exec_cfg_t ec = {.seed = c->seed, .optim = c->optim, .batch = c->batch};
     self->ex = gpp_exec_new(self->g, c->n_ops, c->ops, self->be, self->data, &ec, err);
     if (!self->ex)

@@ -18,39 +18,13 @@
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
 
-/* Writes a .npy file: magic, version major.0, the header dict text padded
- * with spaces to a 64-byte boundary plus '\n' (as numpy.save does), then
- * `data_bytes` of data; pad < 0 leaves the header unpadded. */
-static void s_npy(const char *path, int major, const char *dict, const void *data,
-                  size_t data_bytes, int pad)
-{
-    size_t pre = major == 1 ? 10 : 12, dl = strlen(dict);
-    size_t hl = dl + 1;
-    if (pad >= 0)
-        while ((pre + hl) % 64)
-            hl++;
-    unsigned char *b = calloc(1, pre + hl + data_bytes + 1);
-    memcpy(b, "\x93NUMPY", 6);
-    b[6] = (unsigned char)major;
-    b[7] = 0;
-    for (size_t i = 0; i < pre - 8; i++)
-        b[8 + i] = (unsigned char)(hl >> (8 * i));
-    memcpy(b + pre, dict, dl);
-    memset(b + pre + dl, ' ', hl - dl - 1);
-    b[pre + hl - 1] = '\n';
-    if (data_bytes)
-        memcpy(b + pre + hl, data, data_bytes);
-    gpp_fixture_spit(path, b, (long)(pre + hl + data_bytes));
-    free(b);
-}
-
 static void t_header_good(void)
 {
     float v[6] = {1, 2, 3, 4, 5, 6};
     char *p = gpp_fixture_tmpfile("npy");
     gpp_err_t err;
     for (int major = 1; major <= 3; major++) {
-        s_npy(p, major, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", v, sizeof v,
+        gpp_fixture_npy(p, major, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", v, sizeof v,
               0);
         gpp_npy_t *a = gpp_npy_open(p, &err);
         GPP_EXPECT_MSG(a != NULL, "v%d: %s", major, err.msg);
@@ -63,7 +37,7 @@ static void t_header_good(void)
     }
     /* key order free, double quotes, 1-d shape with a trailing comma */
     int64_t w[4] = {7, 8, 9, -1};
-    s_npy(p, 1, "{\"shape\": (4,), \"fortran_order\": False, \"descr\": \"<i8\"}", w, sizeof w, 0);
+    gpp_fixture_npy(p, 1, "{\"shape\": (4,), \"fortran_order\": False, \"descr\": \"<i8\"}", w, sizeof w, 0);
     gpp_npy_t *a = gpp_npy_open(p, &err);
     GPP_EXPECT_MSG(a != NULL, "%s", err.msg);
     if (a) {
@@ -152,7 +126,7 @@ static void t_header_bad(void)
     static const unsigned char zeros[64];
     for (size_t i = 0; i < sizeof S_BAD / sizeof S_BAD[0]; i++) {
         const s_bad_t *b = &S_BAD[i];
-        s_npy(p, b->major, b->dict, zeros, b->data_bytes, b->pad);
+        gpp_fixture_npy(p, b->major, b->dict, zeros, b->data_bytes, b->pad);
         gpp_err_t err = {0};
         gpp_npy_t *a = gpp_npy_open(p, &err);
         GPP_EXPECT_MSG(a == NULL, "%s: accepted", b->what);
@@ -186,7 +160,7 @@ static void t_every_truncation(void)
 {
     float v[6] = {1, 2, 3, 4, 5, 6};
     char *p = gpp_fixture_tmpfile("npy");
-    s_npy(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", v, sizeof v, 0);
+    gpp_fixture_npy(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", v, sizeof v, 0);
     long len = 0;
     unsigned char *good = gpp_fixture_slurp(p, &len);
     GPP_EXPECT(good && len == 128 + 24);
@@ -262,12 +236,12 @@ static char *s_dir(void)
     }
     char p[256];
     snprintf(p, sizeof p, "%s/x.npy", d);
-    s_npy(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (50, 4), }", x, sizeof x, 0);
+    gpp_fixture_npy(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (50, 4), }", x, sizeof x, 0);
     snprintf(p, sizeof p, "%s/ids.npy", d);
-    s_npy(p, 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (50, 1, 2), }", ids, sizeof ids,
+    gpp_fixture_npy(p, 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (50, 1, 2), }", ids, sizeof ids,
           0);
     snprintf(p, sizeof p, "%s/loss.npy", d);
-    s_npy(p, 2, "{'descr': '<i4', 'fortran_order': False, 'shape': (50,), }", lab, sizeof lab, 0);
+    gpp_fixture_npy(p, 2, "{'descr': '<i4', 'fortran_order': False, 'shape': (50,), }", lab, sizeof lab, 0);
     return d;
 }
 
@@ -381,7 +355,7 @@ static void s_expect_bad(const char *file, const char *dict, const void *data, s
     char p[256];
     snprintf(p, sizeof p, "%s/%s", d, file);
     if (dict)
-        s_npy(p, 1, dict, data, bytes, 0);
+        gpp_fixture_npy(p, 1, dict, data, bytes, 0);
     else
         unlink(p);
     gpp_err_t err = {0};
@@ -433,7 +407,7 @@ static void t_value_range(void)
     ids[2 * 17 + 1] = 10;
     char p[256];
     snprintf(p, sizeof p, "%s/ids.npy", d);
-    s_npy(p, 3, "{'descr': '<i8', 'fortran_order': False, 'shape': (50, 2), }", ids, sizeof ids, 0);
+    gpp_fixture_npy(p, 3, "{'descr': '<i8', 'fortran_order': False, 'shape': (50, 2), }", ids, sizeof ids, 0);
     gpp_err_t err = {0};
     gpp_data_t *src = gpp_data_open(g, d, 0, 1, &err);
     GPP_EXPECT_MSG(src != NULL, "%s", err.msg);

@@ -1,0 +1,51 @@
+/* gpp_data_ahead: read-ahead of the next micro-batch for the sources that
+ * read stored data (dataset files and .npy arrays; gpp_data.c).
+ *
+ * The same prediction as the synthetic prefetch (gpp_data_track_t): when a
+ * call brings a new sample range, the pool reads the predicted next range
+ * of every op asked for at the previous one into the one of two slots not
+ * in use, each op cut into chunks of samples read in parallel. A call whose
+ * range and op the current slot holds (and read without error) waits for
+ * it and returns the slot's copy, valid until the next call; any other call
+ * reads on demand into the caller's buffer, so a read error is always
+ * reported by the call that needs the data, with its own message. The bytes
+ * returned never depend on the timing or on whether a guess was right.
+ *
+ * The fill function runs on the pool's threads and on the caller's at the
+ * same time: it must be safe to call concurrently for disjoint outputs.
+ *
+ * Ownership: gpp_data_ahead_new returns a reader the caller owns; destroy
+ * waits for the background reads. One thread at a time calls it. */
+#ifndef GPP_DATA_AHEAD_H
+#define GPP_DATA_AHEAD_H
+
+#include <stdint.h>
+
+#include "agent/exec/gpp_data_pool.h"
+#include "common/gpp_err.h"
+
+typedef struct gpp_data_ahead_s gpp_data_ahead_t;
+
+/* Samples [lo, lo + n) of op into out ([n, per-sample bytes]); 0 or -1 with
+ * err set. */
+typedef int (*gpp_data_ahead_fill_fn)(void *src, int op, int64_t lo, int64_t n, void *out,
+                                      gpp_err_t *err);
+
+/* A reader for n_ops ops, op o's samples `per_sample[o]` bytes each (0: the
+ * op is never asked for); `threads` >= 1 pool workers read in the
+ * background; buffers page-locked through be (NULL: not). */
+gpp_data_ahead_t *gpp_data_ahead_new(int n_ops, const int64_t *per_sample,
+                                     gpp_data_ahead_fill_fn fill, void *src, int threads,
+                                     gpp_backend_t *be);
+void gpp_data_ahead_destroy(gpp_data_ahead_t **self_p);
+
+/* Samples [lo, lo + n) of op: the current slot's copy, or read into out;
+ * returns where they are, or NULL with err set (the on-demand read failed).
+ * Then starts the read-ahead of the predicted next range. */
+const void *gpp_data_ahead_get(gpp_data_ahead_t *self, int op, int64_t lo, int64_t n, void *out,
+                               gpp_err_t *err);
+
+/* Calls served from a slot so far. */
+int64_t gpp_data_ahead_hits(const gpp_data_ahead_t *self);
+
+#endif
