@@ -19,7 +19,10 @@
 #      input generation on the host is not timed>, WARMUP untimed and ITERS
 #      timed iterations; measured = the median iteration time (batch /
 #      samples/s of each iteration);
-#   4. print measured / simulated.
+#   4. print measured / simulated;
+#   5. after the table: where each profile's step time goes, per kind of op
+#      and the slowest ops, at the plan's micro-batch
+#      (bench/profile_breakdown.py; skipped without a python3).
 # PRESET (the device preset for the optimizer step and for micro-batch
 # sizes the profile did not time) follows the profile's device name:
 # H100 -> h100-80g, H200 -> h200-141g, A100 -> a100-80g, V100 -> v100-32g;
@@ -72,6 +75,7 @@ printf '| model | batch | precision | preset | plan micro-batch | profiled sizes
 printf '|---|---|---|---|---|---|---|---|---|\n'
 status=0
 n=0
+BREAKDOWNS=()
 [ -n "${KEEP:-}" ] && mkdir -p "$KEEP"
 while read -r spec batch; do
     [ -n "$spec" ] || continue
@@ -132,6 +136,8 @@ while read -r spec batch; do
             status=1
             continue
         fi
+        cp "$TMPD/p.json" "$TMPD/keep-$n-$prec.json"
+        BREAKDOWNS+=("$TMPD/keep-$n-$prec.json $mb")
         awk -v s="$spec" -v b="$batch" -v p="$prec" -v ps="$preset" -v mb="$mb" -v sz="$sizes" \
             -v sim="$sim" -v m="$meas" 'BEGIN {
             printf "| `%s` | %d | %s | %s | %d | %s | %.3f | %.3f | %.3f |\n", s, b, p, ps, mb, sz, sim, m, m / sim }'
@@ -139,4 +145,11 @@ while read -r spec batch; do
     rm -f "$TMPD/ds.bin"
 done <<<"$MODELS"
 echo "# target (issue 10): measured / simulated <= 1.10"
+PY=$(command -v python3 || true)
+for b in "${BREAKDOWNS[@]}"; do
+    [ -n "$PY" ] || { echo "# no python3: per-op breakdowns skipped"; break; }
+    set -- $b
+    echo
+    "$PY" "$(dirname "$0")/profile_breakdown.py" "$1" "$2" --top 6 || status=1
+done
 exit $status
