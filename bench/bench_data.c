@@ -12,9 +12,9 @@
  * (default 1) after one untimed micro-batch; a T > 1 row also checks its
  * bytes against T = 1 (they must be identical).
  *
- * A second table shows the overlap: on N threads, 4 + 20 micro-batches (the
- * first 4 untimed: the prefetch starts with the third, and its buffers
- * take their memory in the next two), each
+ * A second table shows the overlap: on N threads, 8 + 20 micro-batches (the
+ * first 8 untimed: the prefetch starts with the third, and its buffers
+ * take their memory in the fills that follow), each
  * followed by a stand-in for the device's step (the host sleeps, its cores
  * free, as while a GPU computes) of 1.5 x the time one micro-batch takes to
  * generate on N threads (synthetic) or to read on one (dataset file); it
@@ -113,8 +113,10 @@ static double s_exposed_ms(const gpp_graph_t *g, gpp_data_t *d, int64_t batch, d
                            char *buf)
 {
     /* the prefetch starts at the third micro-batch, and its two slots take
-     * their memory (first-touch page faults) in the next two */
-    const int warm = 4, n = 20;
+     * their memory (first-touch page faults) in the fills that follow:
+     * on a VM where a fault costs ~0.5 GB/s the waits last up to the
+     * seventh micro-batch */
+    const int warm = 8, n = 20;
     double exposed = 0;
     for (int k = 0; k < warm + n; k++) {
         double t0 = gpp_now_ms();
