@@ -51,6 +51,14 @@ grep -q "data: $TMP/reg, 512 samples" "$TMP/reg.log" && ok "sample count reporte
     --threads 1 >"$TMP/again.log" 2>&1
 [ "$(losses "$TMP/again.log")" = "$(losses "$TMP/reg.log" | head -20)" ] &&
     ok "a shuffled run repeats from its seed" || fail "shuffled runs differ"
+# the read-ahead (on by default with cuda) reads the same records: 512
+# samples at batch 32 cross an epoch every 16 iterations
+"$TRAIN" --model "$G/tiny_mlp.json" --data "$TMP/reg" --iterations 20 --batch 32 --lr 0.01 \
+    --threads 1 --data-prefetch on --data-threads 2 >"$TMP/ahead.log" 2>&1
+grep -q "data read-ahead: on (2 threads)" "$TMP/ahead.log" &&
+    [ "$(losses "$TMP/ahead.log")" = "$(losses "$TMP/again.log")" ] &&
+    ok "the read-ahead trains the same losses across an epoch" ||
+    fail "read-ahead run differs: $(grep -v '^iter' "$TMP/ahead.log" | head -3)"
 "$TRAIN" --model "$G/tiny_mlp.json" --data "$TMP/reg" --iterations 20 --batch 32 --lr 0.01 \
     --threads 1 --no-shuffle >"$TMP/ordered.log" 2>&1
 [ "$(losses "$TMP/ordered.log")" != "$(losses "$TMP/again.log")" ] &&
