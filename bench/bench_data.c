@@ -55,15 +55,8 @@ static int s_is_loss(const gpp_op_t *op)
 static size_t s_sample_bytes(const gpp_graph_t *g)
 {
     size_t b = 0;
-    for (int o = 0; o < g->n_ops; o++) {
-        gpp_dtype_t dt;
-        int64_t r = g->ops[o].rows, c = g->ops[o].cols;
-        if (s_is_loss(&g->ops[o]))
-            gpp_data_label_shape(g, o, &dt, &r, &c);
-        else if (g->ops[o].type != GPP_OP_INPUT)
-            continue;
-        b += (size_t)(r * c) * 4;
-    }
+    for (int o = 0; o < g->n_ops; o++)
+        b += (size_t)gpp_data_sample_bytes(g, o);
     return b;
 }
 

@@ -62,7 +62,7 @@ struct gpp_data_s {
     /* file and .npy sources: the read-ahead (prefetch on) */
     gpp_data_ahead_t *ahead;
     int threads;
-    gpp_backend_t *be;    /* page-locks the prefetch buffers (NULL: not) */
+    gpp_backend_t *be;   /* page-locks the prefetch buffers (NULL: not) */
     int64_t hits_before; /* served by read-aheads since replaced */
 };
 
@@ -93,6 +93,17 @@ static gpp_data_t *s_new(const gpp_graph_t *g, uint64_t seed)
     pthread_mutex_init(&self->perm_mu, NULL);
     self->threads = gpp_data_pool_default_threads();
     return self;
+}
+
+int64_t gpp_data_sample_bytes(const gpp_graph_t *g, int op)
+{
+    gpp_dtype_t dt;
+    int64_t r = g->ops[op].rows, c = g->ops[op].cols;
+    if (s_is_loss(&g->ops[op]))
+        gpp_data_label_shape(g, op, &dt, &r, &c);
+    else if (g->ops[op].type != GPP_OP_INPUT)
+        return 0;
+    return r * c * 4;
 }
 
 gpp_data_t *gpp_data_new(const gpp_graph_t *g, uint64_t seed)
@@ -557,8 +568,10 @@ static gpp_data_t *s_open_npy(const gpp_graph_t *g, const char *spec, int shuffl
         }
     }
     if (shuffle && self->n_samples > UINT32_MAX) { /* gpp_hash_below draws below 2^32 */
-        gpp_err_set(err, "dataset %s: %lld samples; shuffling handles up to 2^32 - 1: pass "
-                         "--no-shuffle or split the data", spec, (long long)self->n_samples);
+        gpp_err_set(err,
+                    "dataset %s: %lld samples; shuffling handles up to 2^32 - 1: pass "
+                    "--no-shuffle or split the data",
+                    spec, (long long)self->n_samples);
         goto fail;
     }
     if (shuffle)
@@ -713,15 +726,8 @@ static void s_ahead_build(gpp_data_t *self, int on)
         return;
     const gpp_graph_t *g = self->g;
     int64_t *per = gpp_xcalloc((size_t)g->n_ops, sizeof *per);
-    for (int o = 0; o < g->n_ops; o++) {
-        gpp_dtype_t dt;
-        int64_t r = g->ops[o].rows, c = g->ops[o].cols;
-        if (s_is_loss(&g->ops[o]))
-            gpp_data_label_shape(g, o, &dt, &r, &c);
-        else if (g->ops[o].type != GPP_OP_INPUT)
-            continue;
-        per[o] = r * c * 4;
-    }
+    for (int o = 0; o < g->n_ops; o++)
+        per[o] = gpp_data_sample_bytes(g, o);
     self->ahead = gpp_data_ahead_new(g->n_ops, per, s_read_stored, self, self->threads, self->be);
     free(per);
 }

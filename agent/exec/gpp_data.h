@@ -130,6 +130,9 @@ int64_t gpp_data_samples(const gpp_data_t *self);
  * input]; CE i32 [rows, 1]. */
 void gpp_data_label_shape(const gpp_graph_t *g, int op, gpp_dtype_t *dtype, int64_t *rows,
                           int64_t *cols);
+/* Bytes of one sample of op's data: an INPUT op's values, a loss op's
+ * labels; 0 for any other op. */
+int64_t gpp_data_sample_bytes(const gpp_graph_t *g, int op);
 
 /* Fills host memory `out` with INPUT op `op`'s values for samples
  * [sample_lo, sample_lo + n): [n, rows, cols], f32 (dense) or i32 (indices).

@@ -35,11 +35,7 @@ static int s_is_loss(const gpp_op_t *op)
 
 static size_t s_bytes(const gpp_graph_t *g, int op, int64_t n)
 {
-    gpp_dtype_t dt;
-    int64_t r = g->ops[op].rows, c = g->ops[op].cols;
-    if (s_is_loss(&g->ops[op]))
-        gpp_data_label_shape(g, op, &dt, &r, &c);
-    return (size_t)(n * r * c) * 4;
+    return (size_t)(n * gpp_data_sample_bytes(g, op));
 }
 
 /* One call of a pattern: op (-1: every INPUT op then every loss op, as a
@@ -121,16 +117,24 @@ static int s_calls(const gpp_graph_t *g, call_t *calls)
     return n;
 }
 
+/* Zoo model m and its call patterns (NULL when it does not build). */
+static gpp_graph_t *s_model(size_t m, call_t *calls, int *n)
+{
+    gpp_err_t err = {0};
+    gpp_graph_t *g = gpp_zoo_build(MODELS[m], &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    *n = g ? s_calls(g, calls) : 0;
+    return g;
+}
+
 static void t_threads_and_prefetch_bit_identical(void)
 {
     for (size_t m = 0; m < sizeof MODELS / sizeof *MODELS; m++) {
-        gpp_err_t err = {0};
-        gpp_graph_t *g = gpp_zoo_build(MODELS[m], &err);
-        GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+        call_t calls[40];
+        int n;
+        gpp_graph_t *g = s_model(m, calls, &n);
         if (!g)
             continue;
-        call_t calls[40];
-        int n = s_calls(g, calls);
         gpp_data_t *ref = gpp_data_new(g, 11);
         GPP_EXPECT(gpp_data_set_threads(ref, 1, 0) == 0 && gpp_data_threads(ref) == 1);
         unsigned char *want = NULL;
@@ -210,12 +214,11 @@ static void t_read_ahead_bit_identical(void)
 {
     for (size_t m = 0; m < sizeof MODELS / sizeof *MODELS; m++) {
         gpp_err_t err = {0};
-        gpp_graph_t *g = gpp_zoo_build(MODELS[m], &err);
-        GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+        call_t calls[40];
+        int n;
+        gpp_graph_t *g = s_model(m, calls, &n);
         if (!g)
             continue;
-        call_t calls[40];
-        int n = s_calls(g, calls);
         char *file = gpp_fixture_tmpfile("ahead");
         char dir[] = "/tmp/gpp_test_ahead_npy_XXXXXX";
         GPP_EXPECT(mkdtemp(dir) != NULL);
