@@ -15,33 +15,15 @@
 # usage: bench/bench_data_cpu.sh [BUILD_DIR] [THREADS]
 #   env: ROUNDS (3), ITERS (10), WARMUP (3)
 set -eu
-BUILD=${1:-build}
-THREADS=${2:-1}
-ROUNDS=${ROUNDS:-3}
-ITERS=${ITERS:-10}
-WARMUP=${WARMUP:-3}
-TRAIN=$BUILD/agent/exec/gpp-train
-HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/../scripts/blas-env.sh"
-export OMP_NUM_THREADS=$THREADS
-[ -x "$TRAIN" ] || { echo "bench_data_cpu: no $TRAIN; build first" >&2; exit 2; }
-
-MODELS=(
-    "mmt:branches=2,layers=2,hidden=128,heads=4,seq=32,ffn=512,classes=16 32"
-    "dlrm:dense_branches=2,sparse_branches=2,dense_in=256,hidden=256,dense_layers=2,rows=100000,dim=32,bag=16,top_layers=2 128"
-    "candle_uno:branches=3,layers=3,hidden=512,in=512,doses=1,top_layers=2 128"
-)
+. "$(dirname "$0")/cpu_train_common.sh" "$@"
 SETTINGS=("--data-threads 1 --data-prefetch off" "--data-prefetch off" "--data-prefetch on")
 
 # One round -> "wall_rate cpu_rate"
 round() {
     # shellcheck disable=SC2086
     "$TRAIN" --model "$1" --batch "$2" --iterations $((WARMUP + ITERS)) --threads "$THREADS" $3 |
-        grep '^iter=' | sed 's/.*samples\/s=\([0-9.]*\) cpu_ms=\([0-9.]*\)/\1 \2/' |
-        awk -v w="$WARMUP" -v b="$2" 'NR > w { t += b / $1; c += $2 / 1000; n++ }
-            END { printf "%.1f %.1f\n", b * n / t, b * n / c }'
+        gpp_rates "$2"
 }
-best() { printf '%s\n' "$@" | sort -g | tail -n 1; }
 
 echo "# $(getconf _NPROCESSORS_ONLN) online CPUs; kernel threads $THREADS; best of $ROUNDS rounds"
 printf '| model | batch | data settings | samples/s | CPU-time samples/s |\n|---|---|---|---|---|\n'

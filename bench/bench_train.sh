@@ -16,42 +16,23 @@
 # usage: bench/bench_train.sh [BUILD_DIR] [THREADS]
 #   env: ROUNDS (3), ITERS (10), WARMUP (3), PYTHON (/usr/bin/python3)
 set -eu
-BUILD=${1:-build}
-THREADS=${2:-1}
-ROUNDS=${ROUNDS:-3}
-ITERS=${ITERS:-10}
-WARMUP=${WARMUP:-3}
 PYTHON=${PYTHON:-/usr/bin/python3}
-TRAIN=$BUILD/agent/exec/gpp-train
-HERE=$(cd "$(dirname "$0")" && pwd)
 # OpenBLAS misdetects some virtualised AVX-512 CPUs as Prescott; both sides
-# link OpenBLAS, so both get the same setting (only one the CPU supports).
-. "$HERE/../scripts/blas-env.sh"
-export OMP_NUM_THREADS=$THREADS
-
-[ -x "$TRAIN" ] || { echo "bench_train: no $TRAIN; build first" >&2; exit 2; }
+# link OpenBLAS, so both get the same setting (cpu_train_common.sh).
+. "$(dirname "$0")/cpu_train_common.sh" "$@"
 "$PYTHON" -c 'import torch' 2>/dev/null || { echo "bench_train: $PYTHON has no torch (apt-get install python3-torch)" >&2; exit 2; }
-
-MODELS=(
-    "mmt:branches=2,layers=2,hidden=128,heads=4,seq=32,ffn=512,classes=16 32"
-    "dlrm:dense_branches=2,sparse_branches=2,dense_in=256,hidden=256,dense_layers=2,rows=100000,dim=32,bag=16,top_layers=2 128"
-    "candle_uno:branches=3,layers=3,hidden=512,in=512,doses=1,top_layers=2 128"
-)
 
 # One gpp round -> "wall_rate cpu_rate": per-iteration wall and process-CPU
 # times after the warm-up.
 gpp_round() {
     "$TRAIN" --model "$1" --batch "$2" --iterations $((WARMUP + ITERS)) --threads "$THREADS" |
-        grep '^iter=' | sed 's/.*samples\/s=\([0-9.]*\) cpu_ms=\([0-9.]*\)/\1 \2/' |
-        awk -v w="$WARMUP" -v b="$2" 'NR > w { t += b / $1; c += $2 / 1000; n++ }
-            END { printf "%.1f %.1f\n", b * n / t, b * n / c }'
+        gpp_rates "$2"
 }
 torch_round() {
     "$PYTHON" "$HERE/torch_train.py" --model "$1" --batch "$2" --iterations "$ITERS" \
         --warmup "$WARMUP" --threads "$THREADS" |
         sed 's/.* samples\/s=\([0-9.]*\) cpu_samples\/s=\([0-9.]*\).*/\1 \2/'
 }
-best() { printf '%s\n' "$@" | sort -g | tail -n 1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 
 printf '| model | batch | threads | gpp samples/s | PyTorch samples/s | gpp / PyTorch | gpp CPU-time samples/s | PyTorch CPU-time samples/s | gpp / PyTorch (CPU time) |\n'

@@ -12,22 +12,7 @@
 # usage: bench/fuse_cpu.sh [BUILD_DIR] [THREADS]
 #   env: ROUNDS (3), ITERS (10), WARMUP (3)
 set -eu
-BUILD=${1:-build}
-THREADS=${2:-1}
-ROUNDS=${ROUNDS:-3}
-ITERS=${ITERS:-10}
-WARMUP=${WARMUP:-3}
-TRAIN=$BUILD/agent/exec/gpp-train
-HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/../scripts/blas-env.sh"
-export OMP_NUM_THREADS=$THREADS
-[ -x "$TRAIN" ] || { echo "fuse_cpu: no $TRAIN; build first" >&2; exit 2; }
-
-MODELS=(
-    "mmt:branches=2,layers=2,hidden=128,heads=4,seq=32,ffn=512,classes=16 32"
-    "dlrm:dense_branches=2,sparse_branches=2,dense_in=256,hidden=256,dense_layers=2,rows=100000,dim=32,bag=16,top_layers=2 128"
-    "candle_uno:branches=3,layers=3,hidden=512,in=512,doses=1,top_layers=2 128"
-)
+. "$(dirname "$0")/cpu_train_common.sh" "$@"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -35,14 +20,12 @@ trap 'rm -rf "$TMP"' EXIT
 round() {
     "$TRAIN" --model "$1" --batch "$2" --iterations $((WARMUP + ITERS)) --threads "$THREADS" \
         $3 >"$TMP/out"
-    local rate peak digest
-    rate=$(grep '^iter=' "$TMP/out" | sed 's/.*cpu_ms=\([0-9.]*\)/\1/' |
-        awk -v w="$WARMUP" -v b="$2" 'NR > w { c += $1 / 1000; n++ } END { printf "%.1f", b * n / c }')
+    local wall rate peak digest
+    read -r wall rate < <(gpp_rates "$2" <"$TMP/out")
     peak=$(sed -n 's/.*peak_stash_bytes=\([0-9]*\).*/\1/p' "$TMP/out")
     digest=$(sed -n 's/^weights sha256 //p' "$TMP/out")
     echo "$rate $peak $digest"
 }
-best() { printf '%s\n' "$@" | sort -g | tail -n 1; }
 
 printf '| model | batch | threads | fused samples/s (CPU time) | unfused samples/s | fused / unfused | peak activations fused | unfused | same weights |\n'
 printf '|---|---|---|---|---|---|---|---|---|\n'
