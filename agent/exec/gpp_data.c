@@ -593,13 +593,10 @@ fail:
     return NULL;
 }
 
-int64_t gpp_data_record(gpp_data_t *self, int64_t sample)
+/* The record order of `epoch` (perm_mu held). */
+static const int64_t *s_perm(gpp_data_t *self, int64_t epoch)
 {
-    assert(self && self->npy && sample >= 0);
-    int64_t n = self->n_samples, epoch = sample / n, pos = sample % n;
-    if (!self->shuffle)
-        return pos;
-    pthread_mutex_lock(&self->perm_mu);
+    int64_t n = self->n_samples;
     int k = self->perm_epoch[0] == epoch ? 0 : self->perm_epoch[1] == epoch ? 1 : -1;
     if (k < 0) {
         /* Fisher-Yates from (seed, epoch): every replica builds the same order */
@@ -617,8 +614,33 @@ int64_t gpp_data_record(gpp_data_t *self, int64_t sample)
         }
         self->perm_epoch[k] = epoch;
     }
-    int64_t rec = self->perm[k][pos];
+    return self->perm[k];
+}
+
+/* Records of samples [lo, lo + n) into rec: one lock for the run. */
+static void s_records(gpp_data_t *self, int64_t lo, int64_t n, int64_t *rec)
+{
+    int64_t N = self->n_samples;
+    if (!self->shuffle) {
+        for (int64_t s = 0; s < n; s++)
+            rec[s] = (lo + s) % N;
+        return;
+    }
+    pthread_mutex_lock(&self->perm_mu);
+    for (int64_t s = 0; s < n;) { /* epoch by epoch */
+        int64_t epoch = (lo + s) / N, pos = (lo + s) % N;
+        const int64_t *perm = s_perm(self, epoch);
+        for (; s < n && pos < N; s++, pos++)
+            rec[s] = perm[pos];
+    }
     pthread_mutex_unlock(&self->perm_mu);
+}
+
+int64_t gpp_data_record(gpp_data_t *self, int64_t sample)
+{
+    assert(self && self->npy && sample >= 0);
+    int64_t rec;
+    s_records(self, sample, 1, &rec);
     return rec;
 }
 
@@ -629,8 +651,11 @@ static int s_read_npy(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out
     const gpp_npy_t *a = self->npy[op];
     const data_array_t *w = &self->want[op];
     int64_t per = gpp_npy_record_elems(a);
+    int64_t recs[256]; /* looked up a run at a time, under one lock */
     for (int64_t s = 0; s < n; s++) {
-        int64_t rec = gpp_data_record(self, lo + s);
+        if (s % 256 == 0)
+            s_records(self, lo + s, n - s < 256 ? n - s : 256, recs);
+        int64_t rec = recs[s % 256];
         const void *src = gpp_npy_record(a, rec);
         char *dst = (char *)out + (size_t)(s * per) * 4;
         if (gpp_npy_dtype(a) != GPP_NPY_I8) {

@@ -790,7 +790,7 @@ static int s_issue(gpp_pipeline_t *self, s_cursor_t *k, int *grads_left, gpp_err
                                gpp_act_type_name(a->type));
         }
         /* launched now, in this order (NCCL defers to the flush) */
-        if ((s_is_p2p(a->type)) && s_p2p_failed(self, a, gpp_comm_flush(self->comm, err)))
+        if (s_is_p2p(a->type) && s_p2p_failed(self, a, gpp_comm_flush(self->comm, err)))
             return -1;
         k->cur++;
     }
