@@ -14,6 +14,8 @@
  * CANDLE-Uno-like wide input layer (64, 29120 -> 4096). Linear + GELU /
  * ReLU forward as one call (gpp_linear_act_fwd: the activation in
  * cuBLASLt's epilogue) against the product and the activation as two ops.
+ * Attention's fused core against batched products + softmax at seq 128 and
+ * 256 (micro-batch 8 and 32), fp32 and bf16.
  *
  * Without a usable GPU it prints why and exits 77 (nothing is measured). */
 #include <stdio.h>
@@ -209,6 +211,69 @@ static void s_bench_misc(gpu_t *d, int kind, int64_t n, int64_t seq, int64_t hid
             gpp_tensor_free(d->be, pw[i]);
 }
 
+/* Attention with the fused core (gpp_cuda_flash.cuh) and with batched
+ * products + softmax (GPP_CUDA_ATTENTION=unfused), each on its own backend,
+ * at MMT's hidden 1024, 16 heads (dh 64): TFLOP/s of the op's model FLOPs
+ * (projections and core: 8 s h^2 + 4 s^2 h per sample forward, twice that
+ * backward, as model/gpp_optable.c counts them). */
+static int s_bench_attention_modes(int device, int64_t q)
+{
+    static const gpp_precision_t precs[] = {GPP_PRECISION_FP32, GPP_PRECISION_BF16};
+    static const char *modes[] = {"fused", "unfused"};
+    static const int64_t shapes[][2] = {{8, 128}, {8, 256}, {32, 256}}; /* n, seq */
+    const int64_t hid = 1024;
+    printf("    attention cores, hidden %lld, 16 heads:\n", (long long)hid);
+    for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++)
+        for (int mi = 0; mi < 2; mi++) {
+            gpp_err_t err;
+            gpp_backend_cfg_t cfg = {
+                .kind = GPP_DEVICE_CUDA, .device = device, .precision = precs[pi]};
+            setenv("GPP_CUDA_ATTENTION", modes[mi], 1);
+            gpu_t d = {.be = gpp_backend_new(&cfg, &err)};
+            unsetenv("GPP_CUDA_ATTENTION");
+            if (!d.be || !(d.st = gpp_stream_new(d.be, &err))) {
+                fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
+                gpp_backend_destroy(&d.be);
+                return -1;
+            }
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                int64_t n = shapes[si][0] / q, seq = shapes[si][1];
+                misc_t k = {.kind = 0, .heads = 16};
+                s_tensor(&d, n, seq, hid, &k.x);
+                s_tensor(&d, n, seq, hid, &k.y);
+                s_tensor(&d, n, seq, hid, &k.dx);
+                s_tensor(&d, 1, 1, (int64_t)(gpp_attention_stash_bytes(n, seq, hid, 16) / 4) + 1,
+                         &k.stash);
+                gpp_tensor_t *pw[] = {&k.p.w_qkv,  &k.p.b_qkv,  &k.p.w_o,  &k.p.b_o,
+                                      &k.dp.w_qkv, &k.dp.b_qkv, &k.dp.w_o, &k.dp.b_o};
+                for (int i = 0; i < 8; i++) {
+                    int j = i % 4;
+                    s_tensor(&d, 1,
+                             j == 0   ? 3 * hid
+                             : j == 2 ? hid
+                                      : 1,
+                             j == 1 ? 3 * hid : hid, pw[i]);
+                }
+                double f = s_time(&d, s_misc, &k);
+                k.bwd = 1;
+                double b = s_time(&d, s_misc, &k);
+                double flops = (double)n * (8.0 * seq * hid * hid + 4.0 * seq * seq * hid);
+                printf("      %-7s %-4s n %2lld seq %lld: fwd %8.3f ms (%6.1f TFLOP/s) | bwd %8.3f "
+                       "ms (%6.1f TFLOP/s)\n",
+                       modes[mi], gpp_precision_name(precs[pi]), (long long)n, (long long)seq, f,
+                       flops / (f * 1e9), b, 2.0 * flops / (b * 1e9));
+                gpp_tensor_t *ts[] = {&k.x, &k.y, &k.dx, &k.stash};
+                for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+                    gpp_tensor_free(d.be, ts[i]);
+                for (int i = 0; i < 8; i++)
+                    gpp_tensor_free(d.be, pw[i]);
+            }
+            gpp_stream_destroy(&d.st);
+            gpp_backend_destroy(&d.be);
+        }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int device = 0, quick = 0;
@@ -269,5 +334,5 @@ int main(int argc, char **argv)
         gpp_stream_destroy(&d.st);
         gpp_backend_destroy(&d.be);
     }
-    return 0;
+    return s_bench_attention_modes(device, q) < 0 ? 1 : 0;
 }

@@ -87,6 +87,10 @@ typedef struct {
     cublasLtHandle_t lt;
     gpp_precision_t precision; /* cuBLASLt compute type: 32F, 32F_FAST_TF32, 32F_FAST_16BF */
     gpp_cuda_plans_t *plans;
+    /* attention core: 1 the fused kernels (gpp_cuda_flash.cuh) for head
+     * sizes they support, 0 batched products + softmax; environment
+     * GPP_CUDA_ATTENTION=fused|unfused at backend creation, default fused */
+    int attn_fused;
 } gpp_cuda_t;
 
 typedef struct {

@@ -73,7 +73,14 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
                            cudaGetErrorString(e), cudaGetErrorName(e));
     if (gpp_cuda_lt_load(err) < 0)
         return gpp_err_prefix(err, "backend cuda:%d", dev);
+    const char *attn = getenv("GPP_CUDA_ATTENTION");
+    if (attn && *attn && strcmp(attn, "fused") != 0 && strcmp(attn, "unfused") != 0)
+        return gpp_err_set(err,
+                           "backend cuda:%d: GPP_CUDA_ATTENTION=%s: expected fused (the default) "
+                           "or unfused",
+                           dev, attn);
     gpp_cuda_t *c = gpp_xcalloc(1, sizeof *c);
+    c->attn_fused = !(attn && strcmp(attn, "unfused") == 0);
     c->device = dev;
     snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
     c->sm_count = prop.multiProcessorCount;
@@ -89,8 +96,9 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     be->impl = c;
     snprintf(be->name, sizeof be->name, "cuda:%d", dev);
     snprintf(be->device_name, sizeof be->device_name, "%s", prop.name);
-    gpp_info("backend cuda:%d: %s, %d SMs, %.1f GiB, %s matrix products", dev, c->dev_name,
-             c->sm_count, (double)c->total_mem_bytes / (1 << 30), gpp_precision_name(c->precision));
+    gpp_info("backend cuda:%d: %s, %d SMs, %.1f GiB, %s matrix products, %s attention", dev,
+             c->dev_name, c->sm_count, (double)c->total_mem_bytes / (1 << 30),
+             gpp_precision_name(c->precision), c->attn_fused ? "fused" : "unfused");
     return 0;
 }
 

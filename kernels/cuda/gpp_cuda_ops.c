@@ -282,6 +282,19 @@ static int s_att_gemm(gpp_stream_t *s, const s_att_t *a, int ta, int tb, int64_t
     return gpp_cuda_gemm(s, &g, err);
 }
 
+/* Whether this stream's attention runs the fused core (gpp_cuda_flash.cuh):
+ * forward and backward decide alike, so the stash holds what the backward
+ * expects. */
+static int s_att_fused(gpp_stream_t *s, const s_att_t *a)
+{
+    return gpp_cuda_be(s->be)->attn_fused && gpp_cuk_flash_supports(a->dh);
+}
+
+/* Stash layout (floats): head-major qkv [3][n][heads][seq][dh] | the
+ * region of gpp_attention_stash_bytes' probabilities [n heads, seq, seq]
+ * | natural ctx [n seq, hidden]. The unfused core keeps the probabilities
+ * there; the fused one keeps only each row's log-sum-exp, [n heads, seq],
+ * at its start. */
 int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                            int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
@@ -299,12 +312,17 @@ int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
         0)
         goto fail;
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 3, qkv, qkv_hm, 1), err);
-    /* scores = scale Q K^T, softmax, ctx = P V */
-    if (s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, a.scale, q, 0, k, 0, prob, 1, err) < 0)
-        goto fail;
-    S_LAUNCH(gpp_cuk_softmax_fwd(st, a.batch * a.seq, a.seq, prob, causal), err);
-    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, err) < 0)
-        goto fail;
+    if (s_att_fused(s, &a)) {
+        S_LAUNCH(gpp_cuk_flash_fwd(st, a.batch, a.seq, a.dh, a.scale, causal, q, k, v, ctx_hm,
+                                   prob /* log-sum-exp */),
+                 err);
+    } else { /* scores = scale Q K^T, softmax, ctx = P V */
+        if (s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, a.scale, q, 0, k, 0, prob, 1, err) < 0)
+            goto fail;
+        S_LAUNCH(gpp_cuk_softmax_fwd(st, a.batch * a.seq, a.seq, prob, causal), err);
+        if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, err) < 0)
+            goto fail;
+    }
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 1, ctx_hm, ctx, 0), err);
     if (s_linear_fwd(s, a.m, a.hid, a.hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err) < 0)
         goto fail;
@@ -317,15 +335,16 @@ int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
                            int heads, int causal, const void *stash, const gpp_tensor_t *dy,
                            gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err)
 {
-    (void)causal; /* the stashed probabilities are zero where masked: dS is too */
     s_att_t a = s_att(x, heads);
     cudaStream_t st = gpp_cuda_stream(s);
+    const int fused = s_att_fused(s, &a);
     const float *qkv_hm = stash, *prob = qkv_hm + a.m * 3 * a.hid;
     const float *ctx = prob + a.batch * a.seq * a.seq;
     const float *q = qkv_hm, *k = q + a.m * a.hid, *v = k + a.m * a.hid;
     /* workspace: dctx [m, hid] | dctx_hm [m, hid] | dqkv_hm [3 m hid] |
-     * dqkv [m, 3 hid] | dprob [batch, seq, seq] */
-    int64_t mh = a.m * a.hid, ws = 8 * mh + a.batch * a.seq * a.seq;
+     * dqkv [m, 3 hid] | dprob [batch, seq, seq] (fused: the rows' dO.O sums,
+     * [batch, seq]) */
+    int64_t mh = a.m * a.hid, ws = 8 * mh + a.batch * a.seq * (fused ? 1 : a.seq);
     float *dctx = gpp_stream_workspace(s, (size_t)ws * sizeof(float), err);
     if (!dctx)
         return gpp_err_prefix(err, "attention backward workspace");
@@ -349,15 +368,23 @@ int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
                      dp ? s_f(&dp->b_o) : NULL, err) < 0)
         goto fail;
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 1, dctx, dctx_hm, 1), err);
-    /* dV = P^T dctx; dP = dctx V^T; softmax backward; dQ = scale dS K;
-     * dK = scale dS^T Q */
-    if (s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, err) < 0 ||
-        s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, err) < 0)
-        goto fail;
-    S_LAUNCH(gpp_cuk_softmax_bwd(st, a.batch * a.seq, a.seq, prob, dprob), err);
-    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, k, 0, dq, 0, err) < 0 ||
-        s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, q, 0, dk, 0, err) < 0)
-        goto fail;
+    if (fused) {
+        S_LAUNCH(gpp_cuk_flash_bwd(st, a.n, a.heads, a.seq, a.dh, a.scale, causal, q, k, v, ctx,
+                                   dctx, dctx_hm, prob /* log-sum-exp */, dprob, dq, dk, dv),
+                 err);
+    } else {
+        /* dV = P^T dctx; dP = dctx V^T; softmax backward; dQ = scale dS K;
+         * dK = scale dS^T Q. Causal: the stashed probabilities are zero
+         * where masked, so dS is too. */
+        if (s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, err) <
+                0 ||
+            s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, err) < 0)
+            goto fail;
+        S_LAUNCH(gpp_cuk_softmax_bwd(st, a.batch * a.seq, a.seq, prob, dprob), err);
+        if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, k, 0, dq, 0, err) < 0 ||
+            s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, q, 0, dk, 0, err) < 0)
+            goto fail;
+    }
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 3, dq, dqkv, 0), err);
     if (s_linear_bwd(s, a.m, a.hid, 3 * a.hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),
                      dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err) < 0)

@@ -329,11 +329,12 @@ static void t_layernorm(void)
     s_free_all();
 }
 
-/* causal: the masked softmax on both backends (scores j > i dropped) */
-static void s_attention(int causal)
+/* causal: the masked softmax on both backends (scores j > i dropped).
+ * Shapes: head size 8 (the fused core's tier 16, padded) and 64 (tier 64,
+ * two threads a row, seq 70 over two row blocks and two key tiles). */
+static void s_attention(int64_t n, int64_t seq, int64_t hid, int heads, int causal)
 {
-    const int64_t n = 2, seq = 12, hid = 32;
-    const int heads = 4;
+    char what[96];
     pt_t *x = s_rand(n, seq, hid, 1), *y = s_pt(GPP_DTYPE_F32, n, seq, hid, NULL);
     pt_t *wq = s_rand(1, 3 * hid, hid, 0.3f), *bq = s_rand(1, 1, 3 * hid, 0.1f);
     pt_t *wo = s_rand(1, hid, hid, 0.3f), *bo = s_rand(1, 1, hid, 0.1f);
@@ -349,19 +350,61 @@ static void s_attention(int causal)
     }
     BOTH(gpp_attention_fwd(S, T(x), &p[D], heads, causal, T(y), T(st)->data, err));
     BOTH(gpp_attention_bwd(S, T(x), &p[D], heads, causal, T(st)->data, T(dy), T(dx), &dp[D], err));
-    s_close(causal ? "causal attention fwd y" : "attention fwd y", y);
-    s_close(causal ? "causal attention bwd dx" : "attention bwd dx", dx);
-    s_close(causal ? "causal attention bwd dW_qkv" : "attention bwd dW_qkv", dwq);
-    s_close(causal ? "causal attention bwd db_qkv" : "attention bwd db_qkv", dbq);
-    s_close(causal ? "causal attention bwd dW_o" : "attention bwd dW_o", dwo);
-    s_close(causal ? "causal attention bwd db_o" : "attention bwd db_o", dbo);
+    static const char *names[] = {"fwd y",      "bwd dx",   "bwd dW_qkv",
+                                  "bwd db_qkv", "bwd dW_o", "bwd db_o"};
+    const pt_t *outs[] = {y, dx, dwq, dbq, dwo, dbo};
+    for (int i = 0; i < 6; i++) {
+        snprintf(what, sizeof what, "%sattention dh %lld %s", causal ? "causal " : "",
+                 (long long)(hid / heads), names[i]);
+        s_close(what, outs[i]);
+    }
     s_free_all();
 }
 
+static void s_attention_all(void)
+{
+    for (int causal = 0; causal < 2; causal++) {
+        s_attention(2, 12, 32, 4, causal);
+        s_attention(2, 70, 128, 2, causal);
+    }
+}
+
+/* the backend's default core: fused (gpp_cuda_flash.cuh) */
 static void t_attention(void)
 {
-    s_attention(0);
-    s_attention(1);
+    s_attention_all();
+}
+
+/* the batched products + softmax core, on a second backend opened with
+ * GPP_CUDA_ATTENTION=unfused */
+static void t_attention_unfused(void)
+{
+    gpp_err_t err;
+    gpp_backend_t *keep_be = s_gbe;
+    gpp_stream_t *keep_s = s_gs;
+    gpp_backend_cfg_t gc = {.kind = GPP_DEVICE_CUDA, .device = 0};
+    setenv("GPP_CUDA_ATTENTION", "unfused", 1);
+    s_gbe = gpp_backend_new(&gc, &err);
+    unsetenv("GPP_CUDA_ATTENTION");
+    GPP_EXPECT(s_gbe != NULL);
+    if (!s_gbe || !(s_gs = gpp_stream_new(s_gbe, &err))) {
+        fprintf(stderr, "  %s\n", err.msg);
+        gpp_backend_destroy(&s_gbe);
+        s_gbe = keep_be;
+        s_gs = keep_s;
+        return;
+    }
+    s_attention_all();
+    gpp_stream_destroy(&s_gs);
+    gpp_backend_destroy(&s_gbe);
+    s_gbe = keep_be;
+    s_gs = keep_s;
+    /* a bad value is refused at creation, naming the variable */
+    setenv("GPP_CUDA_ATTENTION", "flash", 1);
+    gpp_backend_t *bad = gpp_backend_new(&gc, &err);
+    unsetenv("GPP_CUDA_ATTENTION");
+    GPP_EXPECT(bad == NULL && strstr(err.msg, "GPP_CUDA_ATTENTION=flash") != NULL);
+    gpp_backend_destroy(&bad);
 }
 
 /* count, row order and values of two sparse gradients */
@@ -577,6 +620,7 @@ static const gpp_test_case_t cases[] = {
     {"activations", t_activations},
     {"layernorm", t_layernorm},
     {"attention", t_attention},
+    {"attention_unfused", t_attention_unfused},
     {"embedding_sparse", t_embedding},
     {"concat_add_axpy", t_concat_add_axpy},
     {"slice", t_slice},

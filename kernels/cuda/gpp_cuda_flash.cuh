@@ -1,0 +1,302 @@
+/* gpp_cuda_flash: fused attention core (scores, softmax, weighted sum) that
+ * never materialises the seq x seq probabilities: the tiled online-softmax
+ * method of FlashAttention-2 (Dao, 2023), in fp32 on the CUDA cores.
+ * Written to gpp_cuda_port.h, so the same source runs on the device
+ * (gpp_cuda_flash.cu, launchers in gpp_cuda_kern.h) and in the host
+ * emulator (tests/unit/test_flash_emu.cc).
+ *
+ * Layout: q, k, v, o, dq, dk, dv are head-major [batch][seq][dh] (batch =
+ * samples x heads, as gpp_cuk_heads_permute writes them); lse and dsum are
+ * [batch][seq]. Causal: query i attends to keys j <= i. The scores are
+ * scale q.k; exp is gpp_math_expf, as in the CPU and unfused softmax.
+ *
+ * Work split. A head of dh <= DH (DH = 16, 32, 64 or 128, the "tier") is
+ * held by T = DH / D threads of D <= 32 columns each, part t owning columns
+ * t, t + T, t + 2T, ... (so that the T parts of a row read T consecutive
+ * shared-memory words: no bank conflicts); a dot product is the parts' sum
+ * over a fixed xor butterfly, the same on every part. A block is 128
+ * threads = BR rows; key (or query) rows stream through shared memory in
+ * tiles of BC rows, zero-filled past seq and past dh.
+ *
+ *   forward   one row per query: running max m and sum l per CHUNK keys,
+ *             o = sum p v / l, lse = m + log l (stashed for the backward).
+ *   backward  dsum_i = sum_d do_id o_id (k_flash_rowdot, from the natural
+ *             [n, seq, heads dh] layout); then dK, dV with one row per key
+ *             over the query tiles, and dQ with one row per query over the
+ *             key tiles, both recomputing p = exp(s - lse) exactly as the
+ *             forward computed s: dS = p (dP - dsum), dK = scale dS^T Q,
+ *             dV = P^T dO, dQ = scale dS K. No atomics: every output row
+ *             has one owner, so results are reproducible run to run. */
+#ifndef GPP_CUDA_FLASH_CUH
+#define GPP_CUDA_FLASH_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/cuda/gpp_cuda_port.h"
+#include "kernels/gpp_math.h"
+
+namespace gpp_flash
+{
+
+constexpr int THREADS = 128; /* per block */
+constexpr int CHUNK = 8;     /* keys per online-softmax update in the forward */
+
+template <int DH> struct cfg {
+    static_assert(DH == 16 || DH == 32 || DH == 64 || DH == 128, "tiers: 16, 32, 64, 128");
+    static constexpr int D = DH < 32 ? DH : 32;   /* columns per thread */
+    static constexpr int T = DH / D;              /* threads per row */
+    static constexpr int BR = THREADS / T;        /* rows per block */
+    static constexpr int BC = DH <= 64 ? 64 : 32; /* rows per shared tile: 2 tiles <= 32 KiB */
+    static_assert(BC % CHUNK == 0 && 32 % T == 0, "tile shape");
+    static constexpr unsigned blocks(int64_t seq)
+    {
+        return (unsigned)((seq + BR - 1) / BR);
+    }
+};
+
+/* The tier a head size runs in, 0 when it has none (dh > 128). */
+constexpr int tier(int64_t dh)
+{
+    return dh < 1 ? 0 : dh <= 16 ? 16 : dh <= 32 ? 32 : dh <= 64 ? 64 : dh <= 128 ? 128 : 0;
+}
+
+GPP_DEV int imin(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+/* The sum of x over the T parts of a row (lanes row*T .. row*T + T - 1). */
+template <int T> GPP_DEV float row_sum(float x)
+{
+    GPP_UNROLL
+    for (int o = T / 2; o > 0; o /= 2)
+        x += gpp_shfl_xor(x, o);
+    return x;
+}
+
+/* dst[r][c] = mul * src[(r0 + r) dh + c], 0 past nrows rows or dh columns. */
+template <int DH, int ROWS>
+GPP_DEV void load_tile(float (*dst)[DH], const float *src, int r0, int nrows, int dh, float mul)
+{
+    for (int x = threadIdx.x; x < ROWS * DH; x += THREADS) {
+        int r = x / DH, c = x % DH, j = r0 + r;
+        dst[r][c] = j < nrows && c < dh ? mul * src[(int64_t)j * dh + c] : 0.0f;
+    }
+}
+
+/* grid (batch, cfg<DH>::blocks(seq)), THREADS threads */
+template <int DH>
+GPP_KERNEL void k_flash_fwd(int seq, int dh, float scale, int causal, const float *q,
+                            const float *k, const float *v, float *o, float *lse)
+{
+    typedef cfg<DH> C;
+    GPP_SHARED float ks[C::BC][DH];
+    GPP_SHARED float vs[C::BC][DH];
+    const int t = (int)threadIdx.x % C::T, i0 = (int)blockIdx.y * C::BR;
+    const int i = i0 + (int)threadIdx.x / C::T;
+    const bool valid = i < seq;
+    const int64_t base = (int64_t)blockIdx.x * seq * dh;
+    float qr[C::D], acc[C::D];
+    GPP_UNROLL
+    for (int e = 0; e < C::D; e++) {
+        int d = e * C::T + t;
+        qr[e] = valid && d < dh ? scale * q[base + (int64_t)i * dh + d] : 0.0f;
+        acc[e] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    /* causal: no row of this block sees a key past its last row */
+    const int kv_end = causal ? imin(seq, i0 + C::BR) : seq;
+    for (int j0 = 0; j0 < kv_end; j0 += C::BC) {
+        GPP_SYNC(); /* the previous tile is consumed */
+        load_tile<DH, C::BC>(ks, k + base, j0, seq, dh, 1.0f);
+        load_tile<DH, C::BC>(vs, v + base, j0, seq, dh, 1.0f);
+        GPP_SYNC();
+        const int jn = imin(C::BC, kv_end - j0);
+        for (int c0 = 0; c0 < jn; c0 += CHUNK) {
+            float s[CHUNK], mx = m;
+            GPP_UNROLL
+            for (int c = 0; c < CHUNK; c++) {
+                float part = 0.0f;
+                GPP_UNROLL
+                for (int e = 0; e < C::D; e++)
+                    part += qr[e] * ks[c0 + c][e * C::T + t];
+                float sc = row_sum<C::T>(part);
+                int j = j0 + c0 + c;
+                s[c] = c0 + c < jn && (!causal || j <= i) ? sc : -INFINITY;
+                mx = fmaxf(mx, s[c]);
+            }
+            /* key 0 is in every row's first chunk: mx is finite from there */
+            float alpha = m == -INFINITY ? 0.0f : gpp_math_expf(m - mx);
+            l *= alpha;
+            GPP_UNROLL
+            for (int e = 0; e < C::D; e++)
+                acc[e] *= alpha;
+            GPP_UNROLL
+            for (int c = 0; c < CHUNK; c++) {
+                float p = s[c] == -INFINITY ? 0.0f : gpp_math_expf(s[c] - mx);
+                l += p;
+                GPP_UNROLL
+                for (int e = 0; e < C::D; e++)
+                    acc[e] += p * vs[c0 + c][e * C::T + t];
+            }
+            m = mx;
+        }
+    }
+    if (valid) {
+        float inv = 1.0f / l;
+        GPP_UNROLL
+        for (int e = 0; e < C::D; e++) {
+            int d = e * C::T + t;
+            if (d < dh)
+                o[base + (int64_t)i * dh + d] = acc[e] * inv;
+        }
+        if (t == 0)
+            lse[(int64_t)blockIdx.x * seq + i] = m + logf(l);
+    }
+}
+
+/* dsum[(s heads + h) seq + i] = sum_d dout[tok][h dh + d] out[tok][h dh + d],
+ * tok = s seq + i, over natural [n seq, heads dh] rows; in double like the
+ * CPU's softmax backward. One thread per (batch, query) row; grid of
+ * ceil(rows / THREADS) blocks. */
+GPP_KERNEL void k_flash_rowdot(int64_t rows, int seq, int heads, int dh, const float *out,
+                               const float *dout, float *dsum)
+{
+    int64_t r = (int64_t)blockIdx.x * THREADS + threadIdx.x;
+    if (r >= rows)
+        return; /* no barrier in this kernel */
+    int64_t i = r % seq, bh = r / seq, h = bh % heads, smp = bh / heads;
+    int64_t off = (smp * seq + i) * heads * dh + h * dh;
+    double acc = 0.0;
+    for (int d = 0; d < dh; d++)
+        acc += (double)dout[off + d] * out[off + d];
+    dsum[r] = (float)acc;
+}
+
+/* dK, dV: one row per key. grid (batch, cfg<DH>::blocks(seq)). */
+template <int DH>
+GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, float scale, int causal, const float *q,
+                               const float *k, const float *v, const float *dout, const float *lse,
+                               const float *dsum, float *dk, float *dv)
+{
+    typedef cfg<DH> C;
+    GPP_SHARED float qs[C::BC][DH]; /* scale q, as the forward's scores */
+    GPP_SHARED float dos[C::BC][DH];
+    GPP_SHARED float ls[C::BC], ds_[C::BC];
+    const int t = (int)threadIdx.x % C::T, j0 = (int)blockIdx.y * C::BR;
+    const int j = j0 + (int)threadIdx.x / C::T;
+    const bool valid = j < seq;
+    const int64_t base = (int64_t)blockIdx.x * seq * dh, rbase = (int64_t)blockIdx.x * seq;
+    float kr[C::D], vr[C::D], dkr[C::D], dvr[C::D];
+    GPP_UNROLL
+    for (int e = 0; e < C::D; e++) {
+        int d = e * C::T + t;
+        bool in = valid && d < dh;
+        kr[e] = in ? k[base + (int64_t)j * dh + d] : 0.0f;
+        vr[e] = in ? v[base + (int64_t)j * dh + d] : 0.0f;
+        dkr[e] = dvr[e] = 0.0f;
+    }
+    /* causal: queries before this block's first key see none of its keys */
+    const int i_begin = causal ? j0 / C::BC * C::BC : 0;
+    for (int i0 = i_begin; i0 < seq; i0 += C::BC) {
+        GPP_SYNC();
+        load_tile<DH, C::BC>(qs, q + base, i0, seq, dh, scale);
+        load_tile<DH, C::BC>(dos, dout + base, i0, seq, dh, 1.0f);
+        for (int x = threadIdx.x; x < C::BC; x += THREADS) {
+            bool in = i0 + x < seq;
+            ls[x] = in ? lse[rbase + i0 + x] : 0.0f;
+            ds_[x] = in ? dsum[rbase + i0 + x] : 0.0f;
+        }
+        GPP_SYNC();
+        const int in_rows = imin(C::BC, seq - i0);
+        for (int ii = 0; ii < in_rows; ii++) {
+            float part = 0.0f, dpart = 0.0f;
+            /* the forward's order (q e * k e, e ascending), so p is its p */
+            GPP_UNROLL
+            for (int e = 0; e < C::D; e++) {
+                part += qs[ii][e * C::T + t] * kr[e];
+                dpart += dos[ii][e * C::T + t] * vr[e];
+            }
+            float s = row_sum<C::T>(part), dp = row_sum<C::T>(dpart);
+            bool keep = valid && (!causal || j <= i0 + ii);
+            float p = keep ? gpp_math_expf(s - ls[ii]) : 0.0f;
+            float dsc = p * (dp - ds_[ii]);
+            GPP_UNROLL
+            for (int e = 0; e < C::D; e++) {
+                dvr[e] += p * dos[ii][e * C::T + t];
+                dkr[e] += dsc * qs[ii][e * C::T + t]; /* qs carries the scale */
+            }
+        }
+    }
+    if (valid) {
+        GPP_UNROLL
+        for (int e = 0; e < C::D; e++) {
+            int d = e * C::T + t;
+            if (d < dh) {
+                dk[base + (int64_t)j * dh + d] = dkr[e];
+                dv[base + (int64_t)j * dh + d] = dvr[e];
+            }
+        }
+    }
+}
+
+/* dQ: one row per query. grid (batch, cfg<DH>::blocks(seq)). */
+template <int DH>
+GPP_KERNEL void k_flash_bwd_q(int seq, int dh, float scale, int causal, const float *q,
+                              const float *k, const float *v, const float *dout, const float *lse,
+                              const float *dsum, float *dq)
+{
+    typedef cfg<DH> C;
+    GPP_SHARED float ks[C::BC][DH];
+    GPP_SHARED float vs[C::BC][DH];
+    const int t = (int)threadIdx.x % C::T, i0 = (int)blockIdx.y * C::BR;
+    const int i = i0 + (int)threadIdx.x / C::T;
+    const bool valid = i < seq;
+    const int64_t base = (int64_t)blockIdx.x * seq * dh, rbase = (int64_t)blockIdx.x * seq;
+    float qr[C::D], dor[C::D], dqr[C::D];
+    GPP_UNROLL
+    for (int e = 0; e < C::D; e++) {
+        int d = e * C::T + t;
+        bool in = valid && d < dh;
+        qr[e] = in ? scale * q[base + (int64_t)i * dh + d] : 0.0f;
+        dor[e] = in ? dout[base + (int64_t)i * dh + d] : 0.0f;
+        dqr[e] = 0.0f;
+    }
+    const float li = valid ? lse[rbase + i] : 0.0f, di = valid ? dsum[rbase + i] : 0.0f;
+    const int kv_end = causal ? imin(seq, i0 + C::BR) : seq;
+    for (int j0 = 0; j0 < kv_end; j0 += C::BC) {
+        GPP_SYNC();
+        load_tile<DH, C::BC>(ks, k + base, j0, seq, dh, 1.0f);
+        load_tile<DH, C::BC>(vs, v + base, j0, seq, dh, 1.0f);
+        GPP_SYNC();
+        const int jn = imin(C::BC, kv_end - j0);
+        for (int jj = 0; jj < jn; jj++) {
+            float part = 0.0f, dpart = 0.0f;
+            GPP_UNROLL
+            for (int e = 0; e < C::D; e++) {
+                part += qr[e] * ks[jj][e * C::T + t];
+                dpart += dor[e] * vs[jj][e * C::T + t];
+            }
+            float s = row_sum<C::T>(part), dp = row_sum<C::T>(dpart);
+            bool keep = valid && (!causal || j0 + jj <= i);
+            float p = keep ? gpp_math_expf(s - li) : 0.0f;
+            float dsc = p * (dp - di);
+            GPP_UNROLL
+            for (int e = 0; e < C::D; e++)
+                dqr[e] += dsc * ks[jj][e * C::T + t];
+        }
+    }
+    if (valid) {
+        GPP_UNROLL
+        for (int e = 0; e < C::D; e++) {
+            int d = e * C::T + t;
+            if (d < dh)
+                dq[base + (int64_t)i * dh + d] = scale * dqr[e];
+        }
+    }
+}
+
+} /* namespace gpp_flash */
+
+#endif

@@ -1,0 +1,49 @@
+/* gpp_cuda_port: the few CUDA constructs a kernel written for both nvcc and
+ * the host emulator may use. Private to kernels/cuda/ and its tests.
+ *
+ * A kernel header that sticks to these (and plain C++ arithmetic on global
+ * and shared arrays) compiles twice: with nvcc for the device, and with the
+ * host C++ compiler against gpp_cuda_emu.h, which runs each CUDA thread of a
+ * block as a host thread. tests/unit/test_flash_emu.cc runs the fused
+ * attention kernels that way, so their indexing, tiling, masking and
+ * barriers are checked in CI on machines without a GPU.
+ *
+ *   GPP_KERNEL       __global__
+ *   GPP_DEV          an inline device function
+ *   GPP_SHARED       a block's shared array (declared inside the kernel)
+ *   GPP_SYNC()       __syncthreads(): every thread of the block, uniformly
+ *   gpp_shfl_xor     __shfl_xor_sync over the full warp: every thread of the
+ *                    block must call it uniformly (the emulator's exchange is
+ *                    block-wide)
+ *   GPP_UNROLL       #pragma unroll (nothing on the host)
+ *   threadIdx, blockIdx, blockDim, gridDim   as in CUDA */
+#ifndef GPP_CUDA_PORT_H
+#define GPP_CUDA_PORT_H
+
+#ifdef __CUDACC__
+
+#define GPP_KERNEL __global__
+#define GPP_DEV __device__ __forceinline__
+#define GPP_SHARED __shared__
+#define GPP_SYNC() __syncthreads()
+#define GPP_UNROLL _Pragma("unroll")
+template <typename V> __device__ __forceinline__ V gpp_shfl_xor(V v, int lane_mask)
+{
+    return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+
+#else /* the host emulator */
+
+#include "kernels/cuda/gpp_cuda_emu.h"
+#define GPP_KERNEL
+#define GPP_DEV inline
+#define GPP_SHARED static
+#define GPP_SYNC() gpp_emu::sync()
+#define GPP_UNROLL
+template <typename V> inline V gpp_shfl_xor(V v, int lane_mask)
+{
+    return gpp_emu::shfl_xor(v, lane_mask);
+}
+
+#endif
+#endif
