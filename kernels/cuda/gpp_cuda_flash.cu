@@ -6,38 +6,39 @@
 using gpp_flash::cfg;
 using gpp_flash::THREADS;
 
-/* The grid's y dimension holds the row blocks: at most 65535. */
-static bool s_shape_ok(int64_t batch, int64_t seq, int64_t dh)
+/* batch = n heads in the grid's x dimension (< 2^31), the row blocks in y
+ * (<= 65535 blocks of >= 32 rows) */
+static bool s_shape_ok(int64_t n, int64_t heads, int64_t seq, int64_t dh)
 {
-    return batch >= 0 && batch <= 0x7fffffff && seq >= 0 && seq <= 65535 * 32 &&
-           gpp_flash::tier(dh) != 0;
+    return n >= 0 && heads >= 1 && heads <= 0x7fffffff && n <= 0x7fffffff / heads && seq >= 0 &&
+           seq <= 65535 * 32 && gpp_flash::tier(dh) != 0;
 }
 
 template <int DH>
-static cudaError_t s_fwd(cudaStream_t st, int64_t batch, int64_t seq, int64_t dh, float scale,
-                         int causal, const float *q, const float *k, const float *v, float *o,
-                         float *lse)
+static cudaError_t s_fwd(cudaStream_t st, int64_t batch, int64_t heads, int64_t seq, int64_t dh,
+                         int64_t ldq, int64_t ldo, float scale, int causal, const float *q,
+                         const float *k, const float *v, float *o, float *lse)
 {
     dim3 grid((unsigned)batch, cfg<DH>::blocks(seq));
-    gpp_flash::k_flash_fwd<DH>
-        <<<grid, THREADS, 0, st>>>((int)seq, (int)dh, scale, causal, q, k, v, o, lse);
+    gpp_flash::k_flash_fwd<DH><<<grid, THREADS, 0, st>>>((int)seq, (int)dh, (int)heads, ldq, ldo,
+                                                         scale, causal, q, k, v, o, lse);
     return cudaGetLastError();
 }
 
 template <int DH>
-static cudaError_t s_bwd(cudaStream_t st, int64_t batch, int64_t seq, int64_t dh, float scale,
-                         int causal, const float *q, const float *k, const float *v,
-                         const float *dout, const float *lse, const float *dsum, float *dq,
-                         float *dk, float *dv)
+static cudaError_t s_bwd(cudaStream_t st, int64_t batch, int64_t heads, int64_t seq, int64_t dh,
+                         int64_t ldq, int64_t ldo, float scale, int causal, const float *q,
+                         const float *k, const float *v, const float *dout, const float *lse,
+                         const float *dsum, float *dq, float *dk, float *dv)
 {
     dim3 grid((unsigned)batch, cfg<DH>::blocks(seq));
-    gpp_flash::k_flash_bwd_kv<DH><<<grid, THREADS, 0, st>>>((int)seq, (int)dh, scale, causal, q, k,
-                                                            v, dout, lse, dsum, dk, dv);
+    gpp_flash::k_flash_bwd_kv<DH><<<grid, THREADS, 0, st>>>(
+        (int)seq, (int)dh, (int)heads, ldq, ldo, scale, causal, q, k, v, dout, lse, dsum, dk, dv);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
-    gpp_flash::k_flash_bwd_q<DH>
-        <<<grid, THREADS, 0, st>>>((int)seq, (int)dh, scale, causal, q, k, v, dout, lse, dsum, dq);
+    gpp_flash::k_flash_bwd_q<DH><<<grid, THREADS, 0, st>>>(
+        (int)seq, (int)dh, (int)heads, ldq, ldo, scale, causal, q, k, v, dout, lse, dsum, dq);
     return cudaGetLastError();
 }
 
@@ -46,57 +47,57 @@ extern "C" int gpp_cuk_flash_supports(int64_t dh)
     return gpp_flash::tier(dh) != 0;
 }
 
-extern "C" cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t batch, int64_t seq, int64_t dh,
-                                         float scale, int causal, const float *q, const float *k,
-                                         const float *v, float *o, float *lse)
+extern "C" cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq,
+                                         int64_t dh, int64_t ldq, int64_t ldo, float scale,
+                                         int causal, const float *q, const float *k, const float *v,
+                                         float *o, float *lse)
 {
-    if (!s_shape_ok(batch, seq, dh))
+    if (!s_shape_ok(n, heads, seq, dh))
         return cudaErrorInvalidValue;
-    if (batch == 0 || seq == 0)
+    int64_t b = n * heads;
+    if (b == 0 || seq == 0)
         return cudaSuccess;
+#define S_FWD(DH) s_fwd<DH>(st, b, heads, seq, dh, ldq, ldo, scale, causal, q, k, v, o, lse)
     switch (gpp_flash::tier(dh)) {
     case 16:
-        return s_fwd<16>(st, batch, seq, dh, scale, causal, q, k, v, o, lse);
+        return S_FWD(16);
     case 32:
-        return s_fwd<32>(st, batch, seq, dh, scale, causal, q, k, v, o, lse);
+        return S_FWD(32);
     case 64:
-        return s_fwd<64>(st, batch, seq, dh, scale, causal, q, k, v, o, lse);
+        return S_FWD(64);
     default:
-        return s_fwd<128>(st, batch, seq, dh, scale, causal, q, k, v, o, lse);
+        return S_FWD(128);
     }
+#undef S_FWD
 }
 
 extern "C" cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq,
-                                         int64_t dh, float scale, int causal, const float *q,
-                                         const float *k, const float *v, const float *out,
-                                         const float *dout, const float *dout_hm, const float *lse,
+                                         int64_t dh, int64_t ldq, int64_t ldo, float scale,
+                                         int causal, const float *q, const float *k, const float *v,
+                                         const float *out, const float *dout, const float *lse,
                                          float *dsum, float *dq, float *dk, float *dv)
 {
-    int64_t batch = n * heads, rows = batch * seq;
-    if (heads < 1 || !s_shape_ok(batch, seq, dh))
+    if (!s_shape_ok(n, heads, seq, dh))
         return cudaErrorInvalidValue;
+    int64_t b = n * heads, rows = b * seq;
     if (rows == 0)
         return cudaSuccess;
-    int64_t blocks = (rows + THREADS - 1) / THREADS;
-    if (blocks > 0x7fffffff)
-        return cudaErrorInvalidValue;
-    gpp_flash::k_flash_rowdot<<<(unsigned)blocks, THREADS, 0, st>>>(rows, (int)seq, (int)heads,
-                                                                    (int)dh, out, dout, dsum);
+    gpp_flash::k_flash_rowdot<<<(unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, st>>>(
+        rows, (int)seq, (int)dh, (int)heads, ldo, out, dout, dsum);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
+#define S_BWD(DH)                                                                                  \
+    s_bwd<DH>(st, b, heads, seq, dh, ldq, ldo, scale, causal, q, k, v, dout, lse, dsum, dq, dk, dv)
     switch (gpp_flash::tier(dh)) {
     case 16:
-        return s_bwd<16>(st, batch, seq, dh, scale, causal, q, k, v, dout_hm, lse, dsum, dq, dk,
-                         dv);
+        return S_BWD(16);
     case 32:
-        return s_bwd<32>(st, batch, seq, dh, scale, causal, q, k, v, dout_hm, lse, dsum, dq, dk,
-                         dv);
+        return S_BWD(32);
     case 64:
-        return s_bwd<64>(st, batch, seq, dh, scale, causal, q, k, v, dout_hm, lse, dsum, dq, dk,
-                         dv);
+        return S_BWD(64);
     default:
-        return s_bwd<128>(st, batch, seq, dh, scale, causal, q, k, v, dout_hm, lse, dsum, dq, dk,
-                          dv);
+        return S_BWD(128);
     }
+#undef S_BWD
 }

@@ -5,10 +5,15 @@
  * (gpp_cuda_flash.cu, launchers in gpp_cuda_kern.h) and in the host
  * emulator (tests/unit/test_flash_emu.cc).
  *
- * Layout: q, k, v, o, dq, dk, dv are head-major [batch][seq][dh] (batch =
- * samples x heads, as gpp_cuk_heads_permute writes them); lse and dsum are
- * [batch][seq]. Causal: query i attends to keys j <= i. The scores are
- * scale q.k; exp is gpp_math_expf, as in the CPU and unfused softmax.
+ * Layout: the rows of head h of sample s are read and written in place in
+ * the natural layout, no permutes: row i of (s, h) of q, k, v, dq, dk, dv
+ * starts at s seq ldq + i ldq + h dh of its pointer (the attention op's qkv
+ * [n seq, 3 hidden]: ldq = 3 hidden, k and v at +hidden and +2 hidden), of
+ * o and dout at s seq ldo + i ldo + h dh (ctx [n seq, hidden]: ldo =
+ * hidden). heads = 1, ld = dh is the head-major layout. lse and dsum are
+ * [batch][seq], batch = samples x heads, b = s heads + h. Causal: query i
+ * attends to keys j <= i. The scores are scale q.k; exp is gpp_math_expf,
+ * as in the CPU and unfused softmax.
  *
  * Work split. A head of dh <= DH (DH = 16, 32, 64 or 128, the "tier") is
  * held by T = DH / D threads of D <= 32 columns each, part t owning columns
@@ -20,8 +25,8 @@
  *
  *   forward   one row per query: running max m and sum l per CHUNK keys,
  *             o = sum p v / l, lse = m + log l (stashed for the backward).
- *   backward  dsum_i = sum_d do_id o_id (k_flash_rowdot, from the natural
- *             [n, seq, heads dh] layout); then dK, dV with one row per key
+ *   backward  dsum_i = sum_d do_id o_id (k_flash_rowdot); then dK, dV with
+ *             one row per key
  *             over the query tiles, and dQ with one row per query over the
  *             key tiles, both recomputing p = exp(s - lse) exactly as the
  *             forward computed s: dS = p (dP - dsum), dK = scale dS^T Q,
@@ -75,20 +80,28 @@ template <int T> GPP_DEV float row_sum(float x)
     return x;
 }
 
-/* dst[r][c] = mul * src[(r0 + r) dh + c], 0 past nrows rows or dh columns. */
+/* The offset of row 0 of (sample, head) b in a matrix of row stride ld. */
+GPP_DEV int64_t head_base(int64_t b, int heads, int seq, int dh, int64_t ld)
+{
+    return (b / heads) * seq * ld + (b % heads) * dh;
+}
+
+/* dst[r][c] = mul * src[(r0 + r) ld + c], 0 past nrows rows or dh columns. */
 template <int DH, int ROWS>
-GPP_DEV void load_tile(float (*dst)[DH], const float *src, int r0, int nrows, int dh, float mul)
+GPP_DEV void load_tile(float (*dst)[DH], const float *src, int64_t ld, int r0, int nrows, int dh,
+                       float mul)
 {
     for (int x = threadIdx.x; x < ROWS * DH; x += THREADS) {
         int r = x / DH, c = x % DH, j = r0 + r;
-        dst[r][c] = j < nrows && c < dh ? mul * src[(int64_t)j * dh + c] : 0.0f;
+        dst[r][c] = j < nrows && c < dh ? mul * src[(int64_t)j * ld + c] : 0.0f;
     }
 }
 
 /* grid (batch, cfg<DH>::blocks(seq)), THREADS threads */
 template <int DH>
-GPP_KERNEL void k_flash_fwd(int seq, int dh, float scale, int causal, const float *q,
-                            const float *k, const float *v, float *o, float *lse)
+GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo, float scale,
+                            int causal, const float *q, const float *k, const float *v, float *o,
+                            float *lse)
 {
     typedef cfg<DH> C;
     GPP_SHARED float ks[C::BC][DH];
@@ -96,12 +109,13 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, float scale, int causal, const floa
     const int t = (int)threadIdx.x % C::T, i0 = (int)blockIdx.y * C::BR;
     const int i = i0 + (int)threadIdx.x / C::T;
     const bool valid = i < seq;
-    const int64_t base = (int64_t)blockIdx.x * seq * dh;
+    const int64_t bq = head_base(blockIdx.x, heads, seq, dh, ldq);
+    const int64_t bo = head_base(blockIdx.x, heads, seq, dh, ldo);
     float qr[C::D], acc[C::D];
     GPP_UNROLL
     for (int e = 0; e < C::D; e++) {
         int d = e * C::T + t;
-        qr[e] = valid && d < dh ? scale * q[base + (int64_t)i * dh + d] : 0.0f;
+        qr[e] = valid && d < dh ? scale * q[bq + (int64_t)i * ldq + d] : 0.0f;
         acc[e] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
@@ -109,8 +123,8 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, float scale, int causal, const floa
     const int kv_end = causal ? imin(seq, i0 + C::BR) : seq;
     for (int j0 = 0; j0 < kv_end; j0 += C::BC) {
         GPP_SYNC(); /* the previous tile is consumed */
-        load_tile<DH, C::BC>(ks, k + base, j0, seq, dh, 1.0f);
-        load_tile<DH, C::BC>(vs, v + base, j0, seq, dh, 1.0f);
+        load_tile<DH, C::BC>(ks, k + bq, ldq, j0, seq, dh, 1.0f);
+        load_tile<DH, C::BC>(vs, v + bq, ldq, j0, seq, dh, 1.0f);
         GPP_SYNC();
         const int jn = imin(C::BC, kv_end - j0);
         for (int c0 = 0; c0 < jn; c0 += CHUNK) {
@@ -149,25 +163,23 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, float scale, int causal, const floa
         for (int e = 0; e < C::D; e++) {
             int d = e * C::T + t;
             if (d < dh)
-                o[base + (int64_t)i * dh + d] = acc[e] * inv;
+                o[bo + (int64_t)i * ldo + d] = acc[e] * inv;
         }
         if (t == 0)
             lse[(int64_t)blockIdx.x * seq + i] = m + logf(l);
     }
 }
 
-/* dsum[(s heads + h) seq + i] = sum_d dout[tok][h dh + d] out[tok][h dh + d],
- * tok = s seq + i, over natural [n seq, heads dh] rows; in double like the
- * CPU's softmax backward. One thread per (batch, query) row; grid of
- * ceil(rows / THREADS) blocks. */
-GPP_KERNEL void k_flash_rowdot(int64_t rows, int seq, int heads, int dh, const float *out,
-                               const float *dout, float *dsum)
+/* dsum[b seq + i] = sum_d dout_id out_id over the rows of out and dout
+ * (row stride ldo), in double like the CPU's softmax backward. One thread
+ * per (batch, query) row; grid of ceil(rows / THREADS) blocks. */
+GPP_KERNEL void k_flash_rowdot(int64_t rows, int seq, int dh, int heads, int64_t ldo,
+                               const float *out, const float *dout, float *dsum)
 {
     int64_t r = (int64_t)blockIdx.x * THREADS + threadIdx.x;
     if (r >= rows)
         return; /* no barrier in this kernel */
-    int64_t i = r % seq, bh = r / seq, h = bh % heads, smp = bh / heads;
-    int64_t off = (smp * seq + i) * heads * dh + h * dh;
+    int64_t off = head_base(r / seq, heads, seq, dh, ldo) + (r % seq) * ldo;
     double acc = 0.0;
     for (int d = 0; d < dh; d++)
         acc += (double)dout[off + d] * out[off + d];
@@ -176,9 +188,10 @@ GPP_KERNEL void k_flash_rowdot(int64_t rows, int seq, int heads, int dh, const f
 
 /* dK, dV: one row per key. grid (batch, cfg<DH>::blocks(seq)). */
 template <int DH>
-GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, float scale, int causal, const float *q,
-                               const float *k, const float *v, const float *dout, const float *lse,
-                               const float *dsum, float *dk, float *dv)
+GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64_t ldo, float scale,
+                               int causal, const float *q, const float *k, const float *v,
+                               const float *dout, const float *lse, const float *dsum, float *dk,
+                               float *dv)
 {
     typedef cfg<DH> C;
     GPP_SHARED float qs[C::BC][DH]; /* scale q, as the forward's scores */
@@ -187,22 +200,24 @@ GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, float scale, int causal, const f
     const int t = (int)threadIdx.x % C::T, j0 = (int)blockIdx.y * C::BR;
     const int j = j0 + (int)threadIdx.x / C::T;
     const bool valid = j < seq;
-    const int64_t base = (int64_t)blockIdx.x * seq * dh, rbase = (int64_t)blockIdx.x * seq;
+    const int64_t bq = head_base(blockIdx.x, heads, seq, dh, ldq);
+    const int64_t bo = head_base(blockIdx.x, heads, seq, dh, ldo),
+                  rbase = (int64_t)blockIdx.x * seq;
     float kr[C::D], vr[C::D], dkr[C::D], dvr[C::D];
     GPP_UNROLL
     for (int e = 0; e < C::D; e++) {
         int d = e * C::T + t;
         bool in = valid && d < dh;
-        kr[e] = in ? k[base + (int64_t)j * dh + d] : 0.0f;
-        vr[e] = in ? v[base + (int64_t)j * dh + d] : 0.0f;
+        kr[e] = in ? k[bq + (int64_t)j * ldq + d] : 0.0f;
+        vr[e] = in ? v[bq + (int64_t)j * ldq + d] : 0.0f;
         dkr[e] = dvr[e] = 0.0f;
     }
     /* causal: queries before this block's first key see none of its keys */
     const int i_begin = causal ? j0 / C::BC * C::BC : 0;
     for (int i0 = i_begin; i0 < seq; i0 += C::BC) {
         GPP_SYNC();
-        load_tile<DH, C::BC>(qs, q + base, i0, seq, dh, scale);
-        load_tile<DH, C::BC>(dos, dout + base, i0, seq, dh, 1.0f);
+        load_tile<DH, C::BC>(qs, q + bq, ldq, i0, seq, dh, scale);
+        load_tile<DH, C::BC>(dos, dout + bo, ldo, i0, seq, dh, 1.0f);
         for (int x = threadIdx.x; x < C::BC; x += THREADS) {
             bool in = i0 + x < seq;
             ls[x] = in ? lse[rbase + i0 + x] : 0.0f;
@@ -234,8 +249,8 @@ GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, float scale, int causal, const f
         for (int e = 0; e < C::D; e++) {
             int d = e * C::T + t;
             if (d < dh) {
-                dk[base + (int64_t)j * dh + d] = dkr[e];
-                dv[base + (int64_t)j * dh + d] = dvr[e];
+                dk[bq + (int64_t)j * ldq + d] = dkr[e];
+                dv[bq + (int64_t)j * ldq + d] = dvr[e];
             }
         }
     }
@@ -243,9 +258,9 @@ GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, float scale, int causal, const f
 
 /* dQ: one row per query. grid (batch, cfg<DH>::blocks(seq)). */
 template <int DH>
-GPP_KERNEL void k_flash_bwd_q(int seq, int dh, float scale, int causal, const float *q,
-                              const float *k, const float *v, const float *dout, const float *lse,
-                              const float *dsum, float *dq)
+GPP_KERNEL void k_flash_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_t ldo, float scale,
+                              int causal, const float *q, const float *k, const float *v,
+                              const float *dout, const float *lse, const float *dsum, float *dq)
 {
     typedef cfg<DH> C;
     GPP_SHARED float ks[C::BC][DH];
@@ -253,22 +268,24 @@ GPP_KERNEL void k_flash_bwd_q(int seq, int dh, float scale, int causal, const fl
     const int t = (int)threadIdx.x % C::T, i0 = (int)blockIdx.y * C::BR;
     const int i = i0 + (int)threadIdx.x / C::T;
     const bool valid = i < seq;
-    const int64_t base = (int64_t)blockIdx.x * seq * dh, rbase = (int64_t)blockIdx.x * seq;
+    const int64_t bq = head_base(blockIdx.x, heads, seq, dh, ldq);
+    const int64_t bo = head_base(blockIdx.x, heads, seq, dh, ldo),
+                  rbase = (int64_t)blockIdx.x * seq;
     float qr[C::D], dor[C::D], dqr[C::D];
     GPP_UNROLL
     for (int e = 0; e < C::D; e++) {
         int d = e * C::T + t;
         bool in = valid && d < dh;
-        qr[e] = in ? scale * q[base + (int64_t)i * dh + d] : 0.0f;
-        dor[e] = in ? dout[base + (int64_t)i * dh + d] : 0.0f;
+        qr[e] = in ? scale * q[bq + (int64_t)i * ldq + d] : 0.0f;
+        dor[e] = in ? dout[bo + (int64_t)i * ldo + d] : 0.0f;
         dqr[e] = 0.0f;
     }
     const float li = valid ? lse[rbase + i] : 0.0f, di = valid ? dsum[rbase + i] : 0.0f;
     const int kv_end = causal ? imin(seq, i0 + C::BR) : seq;
     for (int j0 = 0; j0 < kv_end; j0 += C::BC) {
         GPP_SYNC();
-        load_tile<DH, C::BC>(ks, k + base, j0, seq, dh, 1.0f);
-        load_tile<DH, C::BC>(vs, v + base, j0, seq, dh, 1.0f);
+        load_tile<DH, C::BC>(ks, k + bq, ldq, j0, seq, dh, 1.0f);
+        load_tile<DH, C::BC>(vs, v + bq, ldq, j0, seq, dh, 1.0f);
         GPP_SYNC();
         const int jn = imin(C::BC, kv_end - j0);
         for (int jj = 0; jj < jn; jj++) {
@@ -292,7 +309,7 @@ GPP_KERNEL void k_flash_bwd_q(int seq, int dh, float scale, int causal, const fl
         for (int e = 0; e < C::D; e++) {
             int d = e * C::T + t;
             if (d < dh)
-                dq[base + (int64_t)i * dh + d] = scale * dqr[e];
+                dq[bq + (int64_t)i * ldq + d] = scale * dqr[e];
         }
     }
 }

@@ -73,21 +73,20 @@ cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64
                                   int64_t dh, int parts, const float *src, float *dst,
                                   int to_heads);
 
-/* Fused attention core (gpp_cuda_flash.cuh): head-major q, k, v, o, dq,
- * dk, dv [batch][seq][dh], lse and dsum [batch][seq] (batch = n heads).
+/* Fused attention core (gpp_cuda_flash.cuh): reads and writes the heads in
+ * place, row i of head h of sample s at s seq ld + i ld + h dh (q, k, v,
+ * dq, dk, dv: ldq; out, dout: ldo); lse and dsum [n heads][seq].
  * supports: whether a head size has a kernel (1 <= dh <= 128). fwd writes
- * o and lse; bwd reads the natural [n seq, heads dh] out and dout (for
- * dsum) and the head-major dout_hm, overwrites dsum, dq, dk, dv. An
- * unsupported shape returns cudaErrorInvalidValue. */
+ * o and lse; bwd overwrites dsum, dq, dk, dv. A shape without a kernel
+ * returns cudaErrorInvalidValue. */
 int gpp_cuk_flash_supports(int64_t dh);
-cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t batch, int64_t seq, int64_t dh, float scale,
-                              int causal, const float *q, const float *k, const float *v, float *o,
-                              float *lse);
+cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq, int64_t dh,
+                              int64_t ldq, int64_t ldo, float scale, int causal, const float *q,
+                              const float *k, const float *v, float *o, float *lse);
 cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq, int64_t dh,
-                              float scale, int causal, const float *q, const float *k,
-                              const float *v, const float *out, const float *dout,
-                              const float *dout_hm, const float *lse, float *dsum, float *dq,
-                              float *dk, float *dv);
+                              int64_t ldq, int64_t ldo, float scale, int causal, const float *q,
+                              const float *k, const float *v, const float *out, const float *dout,
+                              const float *lse, float *dsum, float *dq, float *dk, float *dv);
 
 /* ---- embedding bag and sparse gradients ----
  * y[b] = sum_k table[idx[b bag + k]] over bags; a bad index sets the fault

@@ -290,15 +290,34 @@ static int s_att_fused(gpp_stream_t *s, const s_att_t *a)
     return gpp_cuda_be(s->be)->attn_fused && gpp_cuk_flash_supports(a->dh);
 }
 
-/* Stash layout (floats): head-major qkv [3][n][heads][seq][dh] | the
- * region of gpp_attention_stash_bytes' probabilities [n heads, seq, seq]
- * | natural ctx [n seq, hidden]. The unfused core keeps the probabilities
- * there; the fused one keeps only each row's log-sum-exp, [n heads, seq],
- * at its start. */
+/* Fused core: no permutes and no probabilities. Stash (floats): natural
+ * qkv [n seq, 3 hidden] | the row log-sum-exps [n heads, seq] at the start
+ * of the probabilities' region | natural ctx [n seq, hidden]. */
+static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
+                           const gpp_attention_params_t *p, int causal, gpp_tensor_t *y,
+                           float *stash, gpp_err_t *err)
+{
+    float *qkv = stash, *lse = qkv + a->m * 3 * a->hid, *ctx = lse + a->batch * a->seq * a->seq;
+    if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv,
+                     err) < 0)
+        return -1;
+    S_LAUNCH(gpp_cuk_flash_fwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
+                               a->hid, a->scale, causal, qkv, qkv + a->hid, qkv + 2 * a->hid, ctx,
+                               lse),
+             err);
+    return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err);
+}
+
+/* Unfused core: stash (floats) head-major qkv [3][n][heads][seq][dh] |
+ * probabilities [n heads, seq, seq] | natural ctx [n seq, hidden]. */
 int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                            int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
     s_att_t a = s_att(x, heads);
+    if (s_att_fused(s, &a))
+        return s_att_fused_fwd(s, &a, x, p, causal, y, stash, err) < 0
+                   ? gpp_err_prefix(err, "attention forward")
+                   : 0;
     cudaStream_t st = gpp_cuda_stream(s);
     float *qkv_hm = stash, *prob = qkv_hm + a.m * 3 * a.hid;
     float *ctx = prob + a.batch * a.seq * a.seq;
@@ -312,17 +331,12 @@ int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
         0)
         goto fail;
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 3, qkv, qkv_hm, 1), err);
-    if (s_att_fused(s, &a)) {
-        S_LAUNCH(gpp_cuk_flash_fwd(st, a.batch, a.seq, a.dh, a.scale, causal, q, k, v, ctx_hm,
-                                   prob /* log-sum-exp */),
-                 err);
-    } else { /* scores = scale Q K^T, softmax, ctx = P V */
-        if (s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, a.scale, q, 0, k, 0, prob, 1, err) < 0)
-            goto fail;
-        S_LAUNCH(gpp_cuk_softmax_fwd(st, a.batch * a.seq, a.seq, prob, causal), err);
-        if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, err) < 0)
-            goto fail;
-    }
+    /* scores = scale Q K^T, softmax, ctx = P V */
+    if (s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, a.scale, q, 0, k, 0, prob, 1, err) < 0)
+        goto fail;
+    S_LAUNCH(gpp_cuk_softmax_fwd(st, a.batch * a.seq, a.seq, prob, causal), err);
+    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, err) < 0)
+        goto fail;
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 1, ctx_hm, ctx, 0), err);
     if (s_linear_fwd(s, a.m, a.hid, a.hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err) < 0)
         goto fail;
@@ -331,60 +345,86 @@ fail:
     return gpp_err_prefix(err, "attention forward");
 }
 
+/* dctx = dy W_o (overwritten) and W_o's gradients (+=): the start of both
+ * backwards. */
+static int s_att_out_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_attention_params_t *p,
+                         const float *ctx, const gpp_tensor_t *dy, float *dctx,
+                         gpp_attention_params_t *dp, gpp_err_t *err)
+{
+    gpp_cuda_gemm_t g = {.m = a->m,
+                         .n = a->hid,
+                         .k = a->hid,
+                         .alpha = 1.0f,
+                         .a = s_f(dy),
+                         .lda = a->hid,
+                         .b = s_f(&p->w_o),
+                         .ldb = a->hid,
+                         .c = dctx,
+                         .ldc = a->hid};
+    if (gpp_cuda_gemm(s, &g, err) < 0)
+        return -1;
+    return s_linear_bwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(dy), NULL,
+                        dp ? s_f(&dp->w_o) : NULL, dp ? s_f(&dp->b_o) : NULL, err);
+}
+
+static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
+                           const gpp_attention_params_t *p, int causal, const float *stash,
+                           const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_attention_params_t *dp,
+                           gpp_err_t *err)
+{
+    const float *qkv = stash, *lse = qkv + a->m * 3 * a->hid;
+    const float *ctx = lse + a->batch * a->seq * a->seq;
+    /* workspace: dctx [m, hid] | dqkv [m, 3 hid] | dsum [batch, seq] */
+    int64_t mh = a->m * a->hid;
+    float *dctx =
+        gpp_stream_workspace(s, (size_t)(4 * mh + a->batch * a->seq) * sizeof(float), err);
+    if (!dctx)
+        return gpp_err_prefix(err, "workspace");
+    float *dqkv = dctx + mh, *dsum = dqkv + 3 * mh;
+    if (s_att_out_bwd(s, a, p, ctx, dy, dctx, dp, err) < 0)
+        return -1;
+    S_LAUNCH(gpp_cuk_flash_bwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
+                               a->hid, a->scale, causal, qkv, qkv + a->hid, qkv + 2 * a->hid, ctx,
+                               dctx, lse, dsum, dqkv, dqkv + a->hid, dqkv + 2 * a->hid),
+             err);
+    return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),
+                        dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
+}
+
 int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                            int heads, int causal, const void *stash, const gpp_tensor_t *dy,
                            gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err)
 {
     s_att_t a = s_att(x, heads);
+    if (s_att_fused(s, &a))
+        return s_att_fused_bwd(s, &a, x, p, causal, stash, dy, dx, dp, err) < 0
+                   ? gpp_err_prefix(err, "attention backward")
+                   : 0;
     cudaStream_t st = gpp_cuda_stream(s);
-    const int fused = s_att_fused(s, &a);
     const float *qkv_hm = stash, *prob = qkv_hm + a.m * 3 * a.hid;
     const float *ctx = prob + a.batch * a.seq * a.seq;
     const float *q = qkv_hm, *k = q + a.m * a.hid, *v = k + a.m * a.hid;
     /* workspace: dctx [m, hid] | dctx_hm [m, hid] | dqkv_hm [3 m hid] |
-     * dqkv [m, 3 hid] | dprob [batch, seq, seq] (fused: the rows' dO.O sums,
-     * [batch, seq]) */
-    int64_t mh = a.m * a.hid, ws = 8 * mh + a.batch * a.seq * (fused ? 1 : a.seq);
+     * dqkv [m, 3 hid] | dprob [batch, seq, seq] */
+    int64_t mh = a.m * a.hid, ws = 8 * mh + a.batch * a.seq * a.seq;
     float *dctx = gpp_stream_workspace(s, (size_t)ws * sizeof(float), err);
     if (!dctx)
         return gpp_err_prefix(err, "attention backward workspace");
     float *dctx_hm = dctx + mh, *dq = dctx_hm + mh, *dk = dq + mh, *dv = dk + mh;
     float *dqkv = dv + mh, *dprob = dqkv + 3 * mh;
-    const float *dyp = s_f(dy);
-
-    /* output projection: dctx = dy W_o (overwritten), dW_o, db_o += */
-    gpp_cuda_gemm_t g = {.m = a.m,
-                         .n = a.hid,
-                         .k = a.hid,
-                         .alpha = 1.0f,
-                         .a = dyp,
-                         .lda = a.hid,
-                         .b = s_f(&p->w_o),
-                         .ldb = a.hid,
-                         .c = dctx,
-                         .ldc = a.hid};
-    if (gpp_cuda_gemm(s, &g, err) < 0 ||
-        s_linear_bwd(s, a.m, a.hid, a.hid, ctx, s_f(&p->w_o), dyp, NULL, dp ? s_f(&dp->w_o) : NULL,
-                     dp ? s_f(&dp->b_o) : NULL, err) < 0)
+    if (s_att_out_bwd(s, &a, p, ctx, dy, dctx, dp, err) < 0)
         goto fail;
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 1, dctx, dctx_hm, 1), err);
-    if (fused) {
-        S_LAUNCH(gpp_cuk_flash_bwd(st, a.n, a.heads, a.seq, a.dh, a.scale, causal, q, k, v, ctx,
-                                   dctx, dctx_hm, prob /* log-sum-exp */, dprob, dq, dk, dv),
-                 err);
-    } else {
-        /* dV = P^T dctx; dP = dctx V^T; softmax backward; dQ = scale dS K;
-         * dK = scale dS^T Q. Causal: the stashed probabilities are zero
-         * where masked, so dS is too. */
-        if (s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, err) <
-                0 ||
-            s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, err) < 0)
-            goto fail;
-        S_LAUNCH(gpp_cuk_softmax_bwd(st, a.batch * a.seq, a.seq, prob, dprob), err);
-        if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, k, 0, dq, 0, err) < 0 ||
-            s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, q, 0, dk, 0, err) < 0)
-            goto fail;
-    }
+    /* dV = P^T dctx; dP = dctx V^T; softmax backward; dQ = scale dS K;
+     * dK = scale dS^T Q. Causal: the stashed probabilities are zero where
+     * masked, so dS is too. */
+    if (s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, err) < 0 ||
+        s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, err) < 0)
+        goto fail;
+    S_LAUNCH(gpp_cuk_softmax_bwd(st, a.batch * a.seq, a.seq, prob, dprob), err);
+    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, k, 0, dq, 0, err) < 0 ||
+        s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, q, 0, dk, 0, err) < 0)
+        goto fail;
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 3, dq, dqkv, 0), err);
     if (s_linear_bwd(s, a.m, a.hid, 3 * a.hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),
                      dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err) < 0)

@@ -14,6 +14,10 @@
  * a*b+c), warp timing, performance; tests/gpu/test_cuda_ops.c runs the same
  * kernels on a GPU against the CPU backend.
  *
+ * The kernels read and write the attention op's natural layouts (heads in
+ * place in qkv [n seq, 3 hidden] and ctx [n seq, hidden]), as the CUDA
+ * backend calls them.
+ *
  * Tolerance: |emulated - double| <= 2e-5 (1 + |double|). The kernels sum
  * in fp32 (the rows' dO.O sums in double): at these sizes (<= 150 terms of
  * magnitude <= 4) the differences are ~1e-6. */
@@ -77,7 +81,7 @@ void check(const char *what, const std::vector<float> &got, const std::vector<do
     size_t guard_bad = 0;
     for (int g = 0; g < NGUARD; g++)
         guard_bad += got[n + g] != GUARD;
-    std::printf("    %-4s max |diff| %.3g (relative to 1 + |ref|: %.3g)\n", what, maxdiff, worst);
+    std::printf("    %-5s max |diff| %.3g (relative to 1 + |ref|: %.3g)\n", what, maxdiff, worst);
     EXPECT(bad == 0, "%s: %zu of %zu elements off", what, bad, n);
     EXPECT(guard_bad == 0, "%s: %zu elements written past the output", what, guard_bad);
 }
@@ -86,34 +90,43 @@ struct shape {
     int n, heads, seq, dh;
 };
 
+/* The attention op's layouts, as the CUDA backend passes them: qkv
+ * [n seq, 3 hid] (q, k, v of head h at columns h dh, hid + h dh, 2 hid +
+ * h dh), ctx and dctx [n seq, hid], lse and dsum [n heads, seq]. */
 template <int DH> void run(const shape &sh, int causal)
 {
     using gpp_flash::cfg;
     const int n = sh.n, heads = sh.heads, seq = sh.seq, dh = sh.dh, batch = n * heads;
-    const size_t hm = (size_t)batch * seq * dh, rows = (size_t)batch * seq;
+    const int64_t hid = (int64_t)heads * dh, ldq = 3 * hid, ldo = hid;
+    const size_t m = (size_t)n * seq, rows = (size_t)batch * seq;
     const float scale = 1.0f / std::sqrt((float)dh);
     std::printf("  n %d, heads %d, seq %d, dh %d (tier %d), %s\n", n, heads, seq, dh, DH,
                 causal ? "causal" : "full");
-    std::vector<float> q(hm), k(hm), v(hm), dout(hm);
-    for (size_t i = 0; i < hm; i++) {
-        q[i] = 2.0f * uniform();
-        k[i] = 2.0f * uniform();
-        v[i] = uniform();
-        dout[i] = uniform();
-    }
+    std::vector<float> qkv(m * ldq), dctx(m * ldo);
+    for (size_t i = 0; i < qkv.size(); i++)
+        qkv[i] = (i % ldq < (size_t)(2 * hid) ? 2.0f : 1.0f) * uniform(); /* q, k wider than v */
+    for (auto &x : dctx)
+        x = uniform();
+    /* element d of row i of (sample, head) b, part 0 q, 1 k, 2 v */
+    auto at3 = [&](int part, int b, int i, int d) {
+        return (size_t)(b / heads) * seq * ldq + (size_t)i * ldq + (size_t)part * hid +
+               (size_t)(b % heads) * dh + d;
+    };
+    auto at1 = [&](int b, int i, int d) {
+        return (size_t)(b / heads) * seq * ldo + (size_t)i * ldo + (size_t)(b % heads) * dh + d;
+    };
 
     /* reference, in double */
-    std::vector<double> o_ref(hm), lse_ref(rows), dq_ref(hm, 0.0), dk_ref(hm, 0.0), dv_ref(hm, 0.0);
+    std::vector<double> o_ref(m * ldo), lse_ref(rows), dqkv_ref(m * ldq, 0.0);
     std::vector<double> p((size_t)seq), dp((size_t)seq);
-    for (int b = 0; b < batch; b++) {
-        size_t base = (size_t)b * seq * dh;
+    for (int b = 0; b < batch; b++)
         for (int i = 0; i < seq; i++) {
             int nk = causal ? i + 1 : seq;
             double mx = -INFINITY;
             for (int j = 0; j < nk; j++) {
                 double s = 0.0;
                 for (int d = 0; d < dh; d++)
-                    s += (double)q[base + (size_t)i * dh + d] * k[base + (size_t)j * dh + d];
+                    s += (double)qkv[at3(0, b, i, d)] * qkv[at3(1, b, j, d)];
                 p[j] = s * scale;
                 mx = std::fmax(mx, p[j]);
             }
@@ -127,74 +140,64 @@ template <int DH> void run(const shape &sh, int causal)
             for (int j = 0; j < nk; j++) {
                 dp[j] = 0.0;
                 for (int d = 0; d < dh; d++)
-                    dp[j] += (double)dout[base + (size_t)i * dh + d] * v[base + (size_t)j * dh + d];
+                    dp[j] += (double)dctx[at1(b, i, d)] * qkv[at3(2, b, j, d)];
                 dsum += p[j] * dp[j];
             }
             for (int d = 0; d < dh; d++) {
                 double acc = 0.0;
                 for (int j = 0; j < nk; j++)
-                    acc += p[j] * v[base + (size_t)j * dh + d];
-                o_ref[base + (size_t)i * dh + d] = acc;
+                    acc += p[j] * qkv[at3(2, b, j, d)];
+                o_ref[at1(b, i, d)] = acc;
             }
             for (int j = 0; j < nk; j++) {
                 double ds = p[j] * (dp[j] - dsum);
                 for (int d = 0; d < dh; d++) {
-                    dq_ref[base + (size_t)i * dh + d] += scale * ds * k[base + (size_t)j * dh + d];
-                    dk_ref[base + (size_t)j * dh + d] += scale * ds * q[base + (size_t)i * dh + d];
-                    dv_ref[base + (size_t)j * dh + d] += p[j] * dout[base + (size_t)i * dh + d];
+                    dqkv_ref[at3(0, b, i, d)] += scale * ds * qkv[at3(1, b, j, d)];
+                    dqkv_ref[at3(1, b, j, d)] += scale * ds * qkv[at3(0, b, i, d)];
+                    dqkv_ref[at3(2, b, j, d)] += p[j] * dctx[at1(b, i, d)];
                 }
             }
         }
-    }
 
     /* forward */
-    std::vector<float> o = out_buf(hm), lse = out_buf(rows);
+    const float *q = qkv.data(), *k = q + hid, *v = q + 2 * hid;
+    std::vector<float> o = out_buf(m * ldo), lse = out_buf(rows);
     gpp_emu_dim3 grid{(unsigned)batch, cfg<DH>::blocks(seq), 1}, block{gpp_flash::THREADS, 1, 1};
     gpp_emu::launch(grid, block, [&] {
-        gpp_flash::k_flash_fwd<DH>(seq, dh, scale, causal, q.data(), k.data(), v.data(), o.data(),
+        gpp_flash::k_flash_fwd<DH>(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, o.data(),
                                    lse.data());
     });
     check("o", o, o_ref);
     check("lse", lse, lse_ref);
 
-    /* backward: the row sums from the natural layout [n seq, heads dh] */
-    std::vector<float> o_nat(hm), do_nat(hm);
-    for (int s = 0; s < n; s++)
-        for (int h = 0; h < heads; h++)
-            for (int i = 0; i < seq; i++)
-                for (int d = 0; d < dh; d++) {
-                    size_t from = (((size_t)s * heads + h) * seq + i) * dh + d;
-                    size_t to = ((size_t)s * seq + i) * heads * dh + (size_t)h * dh + d;
-                    o_nat[to] = o[from];
-                    do_nat[to] = dout[from];
-                }
+    /* backward */
     std::vector<float> dsum = out_buf(rows);
     std::vector<double> dsum_ref(rows);
-    for (size_t r = 0; r < rows; r++) {
-        double acc = 0.0;
-        for (int d = 0; d < dh; d++)
-            acc += (double)o[r * dh + d] * dout[r * dh + d];
-        dsum_ref[r] = acc;
-    }
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < seq; i++) {
+            double acc = 0.0;
+            for (int d = 0; d < dh; d++)
+                acc += (double)o[at1(b, i, d)] * dctx[at1(b, i, d)];
+            dsum_ref[(size_t)b * seq + i] = acc;
+        }
     gpp_emu::launch({(unsigned)((rows + gpp_flash::THREADS - 1) / gpp_flash::THREADS), 1, 1}, block,
                     [&] {
-                        gpp_flash::k_flash_rowdot((int64_t)rows, seq, heads, dh, o_nat.data(),
-                                                  do_nat.data(), dsum.data());
+                        gpp_flash::k_flash_rowdot((int64_t)rows, seq, dh, heads, ldo, o.data(),
+                                                  dctx.data(), dsum.data());
                     });
     check("dsum", dsum, dsum_ref);
 
-    std::vector<float> dq = out_buf(hm), dk = out_buf(hm), dv = out_buf(hm);
+    std::vector<float> dqkv = out_buf(m * ldq);
+    float *dq = dqkv.data(), *dk = dq + hid, *dv = dq + 2 * hid;
     gpp_emu::launch(grid, block, [&] {
-        gpp_flash::k_flash_bwd_kv<DH>(seq, dh, scale, causal, q.data(), k.data(), v.data(),
-                                      dout.data(), lse.data(), dsum.data(), dk.data(), dv.data());
+        gpp_flash::k_flash_bwd_kv<DH>(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, dctx.data(),
+                                      lse.data(), dsum.data(), dk, dv);
     });
     gpp_emu::launch(grid, block, [&] {
-        gpp_flash::k_flash_bwd_q<DH>(seq, dh, scale, causal, q.data(), k.data(), v.data(),
-                                     dout.data(), lse.data(), dsum.data(), dq.data());
+        gpp_flash::k_flash_bwd_q<DH>(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, dctx.data(),
+                                     lse.data(), dsum.data(), dq);
     });
-    check("dq", dq, dq_ref);
-    check("dk", dk, dk_ref);
-    check("dv", dv, dv_ref);
+    check("dqkv", dqkv, dqkv_ref);
 }
 
 void run_shape(const shape &sh, int causal)
@@ -220,7 +223,7 @@ int main()
     /* tiers and tiles: tier 16/32 rows blocks of 128 and key tiles of 64,
      * tier 64 of 64 and 64, tier 128 of 32 and 32 */
     const shape shapes[] = {
-        {1, 3, 37, 8},   /* tier 16, padded, one partial tile */
+        {2, 3, 37, 8},   /* tier 16, padded, one partial tile */
         {2, 2, 1, 16},   /* one row */
         {2, 1, 70, 24},  /* tier 32, padded, two key tiles */
         {1, 2, 150, 32}, /* tier 32: two row blocks, three key tiles */
