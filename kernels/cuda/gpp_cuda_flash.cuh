@@ -16,10 +16,12 @@
  * as in the CPU and unfused softmax.
  *
  * Work split. A head of dh <= DH (DH = 16, 32, 64 or 128, the "tier") is
- * held by T = DH / D threads of D <= 32 columns each, part t owning columns
- * t, t + T, t + 2T, ... (so that the T parts of a row read T consecutive
- * shared-memory words: no bank conflicts); a dot product is the parts' sum
- * over a fixed xor butterfly, the same on every part. A block is 128
+ * held by T = DH / D threads of D <= 32 columns each, part t owning the
+ * groups of 4 columns 4 t, 4 (t + T), 4 (t + 2T), ... (col(e, t)): a
+ * thread reads its columns of a shared row with D/4 16-byte loads, and the
+ * T parts of a row read T consecutive 16-byte words, so a warp's load has
+ * no bank conflicts. A dot product is the parts' sum over a fixed xor
+ * butterfly, the same on every part. A block is 128
  * threads = BR rows; key (or query) rows stream through shared memory in
  * tiles of BC rows, zero-filled past seq and past dh.
  *
@@ -53,7 +55,7 @@ template <int DH> struct cfg {
     static constexpr int T = DH / D;              /* threads per row */
     static constexpr int BR = THREADS / T;        /* rows per block */
     static constexpr int BC = DH <= 64 ? 64 : 32; /* rows per shared tile: 2 tiles <= 32 KiB */
-    static_assert(BC % CHUNK == 0 && 32 % T == 0, "tile shape");
+    static_assert(BC % CHUNK == 0 && 32 % T == 0 && D % 4 == 0, "tile shape");
     static constexpr unsigned blocks(int64_t seq)
     {
         return (unsigned)((seq + BR - 1) / BR);
@@ -69,6 +71,12 @@ constexpr int tier(int64_t dh)
 GPP_DEV int imin(int a, int b)
 {
     return a < b ? a : b;
+}
+
+/* The column of element e (< D) of part t's share of a row. */
+template <int T> GPP_DEV int col(int e, int t)
+{
+    return 4 * (t + T * (e / 4)) + e % 4;
 }
 
 /* The sum of x over the T parts of a row (lanes row*T .. row*T + T - 1). */
@@ -104,8 +112,8 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo
                             float *lse)
 {
     typedef cfg<DH> C;
-    GPP_SHARED float ks[C::BC][DH];
-    GPP_SHARED float vs[C::BC][DH];
+    GPP_SHARED GPP_ALIGN16 float ks[C::BC][DH];
+    GPP_SHARED GPP_ALIGN16 float vs[C::BC][DH];
     const int t = (int)threadIdx.x % C::T, i0 = (int)blockIdx.y * C::BR;
     const int i = i0 + (int)threadIdx.x / C::T;
     const bool valid = i < seq;
@@ -114,7 +122,7 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo
     float qr[C::D], acc[C::D];
     GPP_UNROLL
     for (int e = 0; e < C::D; e++) {
-        int d = e * C::T + t;
+        int d = col<C::T>(e, t);
         qr[e] = valid && d < dh ? scale * q[bq + (int64_t)i * ldq + d] : 0.0f;
         acc[e] = 0.0f;
     }
@@ -133,8 +141,13 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo
             for (int c = 0; c < CHUNK; c++) {
                 float part = 0.0f;
                 GPP_UNROLL
-                for (int e = 0; e < C::D; e++)
-                    part += qr[e] * ks[c0 + c][e * C::T + t];
+                for (int g = 0; g < C::D / 4; g++) {
+                    gpp_f4 x = gpp_ld4(&ks[c0 + c][4 * (t + C::T * g)]);
+                    part += qr[4 * g] * x.x;
+                    part += qr[4 * g + 1] * x.y;
+                    part += qr[4 * g + 2] * x.z;
+                    part += qr[4 * g + 3] * x.w;
+                }
                 float sc = row_sum<C::T>(part);
                 int j = j0 + c0 + c;
                 s[c] = c0 + c < jn && (!causal || j <= i) ? sc : -INFINITY;
@@ -151,8 +164,13 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo
                 float p = s[c] == -INFINITY ? 0.0f : gpp_math_expf(s[c] - mx);
                 l += p;
                 GPP_UNROLL
-                for (int e = 0; e < C::D; e++)
-                    acc[e] += p * vs[c0 + c][e * C::T + t];
+                for (int g = 0; g < C::D / 4; g++) {
+                    gpp_f4 x = gpp_ld4(&vs[c0 + c][4 * (t + C::T * g)]);
+                    acc[4 * g] += p * x.x;
+                    acc[4 * g + 1] += p * x.y;
+                    acc[4 * g + 2] += p * x.z;
+                    acc[4 * g + 3] += p * x.w;
+                }
             }
             m = mx;
         }
@@ -161,7 +179,7 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo
         float inv = 1.0f / l;
         GPP_UNROLL
         for (int e = 0; e < C::D; e++) {
-            int d = e * C::T + t;
+            int d = col<C::T>(e, t);
             if (d < dh)
                 o[bo + (int64_t)i * ldo + d] = acc[e] * inv;
         }
@@ -194,8 +212,8 @@ GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64_t 
                                float *dv)
 {
     typedef cfg<DH> C;
-    GPP_SHARED float qs[C::BC][DH]; /* scale q, as the forward's scores */
-    GPP_SHARED float dos[C::BC][DH];
+    GPP_SHARED GPP_ALIGN16 float qs[C::BC][DH]; /* scale q, as the forward's scores */
+    GPP_SHARED GPP_ALIGN16 float dos[C::BC][DH];
     GPP_SHARED float ls[C::BC], ds_[C::BC];
     const int t = (int)threadIdx.x % C::T, j0 = (int)blockIdx.y * C::BR;
     const int j = j0 + (int)threadIdx.x / C::T;
@@ -206,7 +224,7 @@ GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64_t 
     float kr[C::D], vr[C::D], dkr[C::D], dvr[C::D];
     GPP_UNROLL
     for (int e = 0; e < C::D; e++) {
-        int d = e * C::T + t;
+        int d = col<C::T>(e, t);
         bool in = valid && d < dh;
         kr[e] = in ? k[bq + (int64_t)j * ldq + d] : 0.0f;
         vr[e] = in ? v[bq + (int64_t)j * ldq + d] : 0.0f;
@@ -227,27 +245,43 @@ GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64_t 
         const int in_rows = imin(C::BC, seq - i0);
         for (int ii = 0; ii < in_rows; ii++) {
             float part = 0.0f, dpart = 0.0f;
-            /* the forward's order (q e * k e, e ascending), so p is its p */
+            /* the forward's products in its order (e ascending): p is its p */
             GPP_UNROLL
-            for (int e = 0; e < C::D; e++) {
-                part += qs[ii][e * C::T + t] * kr[e];
-                dpart += dos[ii][e * C::T + t] * vr[e];
+            for (int g = 0; g < C::D / 4; g++) {
+                gpp_f4 x = gpp_ld4(&qs[ii][4 * (t + C::T * g)]);
+                gpp_f4 y = gpp_ld4(&dos[ii][4 * (t + C::T * g)]);
+                part += x.x * kr[4 * g];
+                part += x.y * kr[4 * g + 1];
+                part += x.z * kr[4 * g + 2];
+                part += x.w * kr[4 * g + 3];
+                dpart += y.x * vr[4 * g];
+                dpart += y.y * vr[4 * g + 1];
+                dpart += y.z * vr[4 * g + 2];
+                dpart += y.w * vr[4 * g + 3];
             }
             float s = row_sum<C::T>(part), dp = row_sum<C::T>(dpart);
             bool keep = valid && (!causal || j <= i0 + ii);
             float p = keep ? gpp_math_expf(s - ls[ii]) : 0.0f;
             float dsc = p * (dp - ds_[ii]);
             GPP_UNROLL
-            for (int e = 0; e < C::D; e++) {
-                dvr[e] += p * dos[ii][e * C::T + t];
-                dkr[e] += dsc * qs[ii][e * C::T + t]; /* qs carries the scale */
+            for (int g = 0; g < C::D / 4; g++) { /* qs carries the scale */
+                gpp_f4 x = gpp_ld4(&qs[ii][4 * (t + C::T * g)]);
+                gpp_f4 y = gpp_ld4(&dos[ii][4 * (t + C::T * g)]);
+                dvr[4 * g] += p * y.x;
+                dvr[4 * g + 1] += p * y.y;
+                dvr[4 * g + 2] += p * y.z;
+                dvr[4 * g + 3] += p * y.w;
+                dkr[4 * g] += dsc * x.x;
+                dkr[4 * g + 1] += dsc * x.y;
+                dkr[4 * g + 2] += dsc * x.z;
+                dkr[4 * g + 3] += dsc * x.w;
             }
         }
     }
     if (valid) {
         GPP_UNROLL
         for (int e = 0; e < C::D; e++) {
-            int d = e * C::T + t;
+            int d = col<C::T>(e, t);
             if (d < dh) {
                 dk[bq + (int64_t)j * ldq + d] = dkr[e];
                 dv[bq + (int64_t)j * ldq + d] = dvr[e];
@@ -263,8 +297,8 @@ GPP_KERNEL void k_flash_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_t l
                               const float *dout, const float *lse, const float *dsum, float *dq)
 {
     typedef cfg<DH> C;
-    GPP_SHARED float ks[C::BC][DH];
-    GPP_SHARED float vs[C::BC][DH];
+    GPP_SHARED GPP_ALIGN16 float ks[C::BC][DH];
+    GPP_SHARED GPP_ALIGN16 float vs[C::BC][DH];
     const int t = (int)threadIdx.x % C::T, i0 = (int)blockIdx.y * C::BR;
     const int i = i0 + (int)threadIdx.x / C::T;
     const bool valid = i < seq;
@@ -274,7 +308,7 @@ GPP_KERNEL void k_flash_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_t l
     float qr[C::D], dor[C::D], dqr[C::D];
     GPP_UNROLL
     for (int e = 0; e < C::D; e++) {
-        int d = e * C::T + t;
+        int d = col<C::T>(e, t);
         bool in = valid && d < dh;
         qr[e] = in ? scale * q[bq + (int64_t)i * ldq + d] : 0.0f;
         dor[e] = in ? dout[bo + (int64_t)i * ldo + d] : 0.0f;
@@ -291,23 +325,36 @@ GPP_KERNEL void k_flash_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_t l
         for (int jj = 0; jj < jn; jj++) {
             float part = 0.0f, dpart = 0.0f;
             GPP_UNROLL
-            for (int e = 0; e < C::D; e++) {
-                part += qr[e] * ks[jj][e * C::T + t];
-                dpart += dor[e] * vs[jj][e * C::T + t];
+            for (int g = 0; g < C::D / 4; g++) {
+                gpp_f4 x = gpp_ld4(&ks[jj][4 * (t + C::T * g)]);
+                gpp_f4 y = gpp_ld4(&vs[jj][4 * (t + C::T * g)]);
+                part += qr[4 * g] * x.x;
+                part += qr[4 * g + 1] * x.y;
+                part += qr[4 * g + 2] * x.z;
+                part += qr[4 * g + 3] * x.w;
+                dpart += dor[4 * g] * y.x;
+                dpart += dor[4 * g + 1] * y.y;
+                dpart += dor[4 * g + 2] * y.z;
+                dpart += dor[4 * g + 3] * y.w;
             }
             float s = row_sum<C::T>(part), dp = row_sum<C::T>(dpart);
             bool keep = valid && (!causal || j0 + jj <= i);
             float p = keep ? gpp_math_expf(s - li) : 0.0f;
             float dsc = p * (dp - di);
             GPP_UNROLL
-            for (int e = 0; e < C::D; e++)
-                dqr[e] += dsc * ks[jj][e * C::T + t];
+            for (int g = 0; g < C::D / 4; g++) {
+                gpp_f4 x = gpp_ld4(&ks[jj][4 * (t + C::T * g)]);
+                dqr[4 * g] += dsc * x.x;
+                dqr[4 * g + 1] += dsc * x.y;
+                dqr[4 * g + 2] += dsc * x.z;
+                dqr[4 * g + 3] += dsc * x.w;
+            }
         }
     }
     if (valid) {
         GPP_UNROLL
         for (int e = 0; e < C::D; e++) {
-            int d = e * C::T + t;
+            int d = col<C::T>(e, t);
             if (d < dh)
                 dq[bq + (int64_t)i * ldq + d] = scale * dqr[e];
         }
