@@ -82,6 +82,7 @@ typedef struct {
     int device;
     char dev_name[256];
     int sm_count;
+    int cc_major; /* compute capability, major: 8 for A100, 9 for H100 */
     size_t total_mem_bytes;
     gpp_cuda_cache_t *cache;
     cublasLtHandle_t lt;

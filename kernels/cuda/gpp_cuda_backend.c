@@ -84,6 +84,7 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     c->device = dev;
     snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
     c->sm_count = prop.multiProcessorCount;
+    c->cc_major = prop.major;
     c->total_mem_bytes = prop.totalGlobalMem;
     c->precision = be->cfg.precision;
     cublasStatus_t st = gpp_cuda_lt.cublasLtCreate(&c->lt);

@@ -290,6 +290,14 @@ static int s_att_fused(gpp_stream_t *s, const s_att_t *a)
     return gpp_cuda_be(s->be)->attn_fused && gpp_cuk_flash_supports(a->dh);
 }
 
+/* precision bf16 on sm_80 or newer: the fused core runs on tensor cores in
+ * bf16 (head sizes up to 64; the launcher decides) */
+static int s_att_bf16(gpp_stream_t *s)
+{
+    const gpp_cuda_t *c = gpp_cuda_be(s->be);
+    return c->precision == GPP_PRECISION_BF16 && c->cc_major >= 8;
+}
+
 /* Fused core: no permutes and no probabilities. Stash (floats): natural
  * qkv [n seq, 3 hidden] | the row log-sum-exps [n heads, seq] at the start
  * of the probabilities' region | natural ctx [n seq, hidden]. */
@@ -302,8 +310,8 @@ static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
                      err) < 0)
         return -1;
     S_LAUNCH(gpp_cuk_flash_fwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
-                               a->hid, a->scale, causal, qkv, qkv + a->hid, qkv + 2 * a->hid, ctx,
-                               lse),
+                               a->hid, a->scale, causal, s_att_bf16(s), qkv, qkv + a->hid,
+                               qkv + 2 * a->hid, ctx, lse),
              err);
     return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err);
 }
@@ -384,8 +392,9 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
     if (s_att_out_bwd(s, a, p, ctx, dy, dctx, dp, err) < 0)
         return -1;
     S_LAUNCH(gpp_cuk_flash_bwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
-                               a->hid, a->scale, causal, qkv, qkv + a->hid, qkv + 2 * a->hid, ctx,
-                               dctx, lse, dsum, dqkv, dqkv + a->hid, dqkv + 2 * a->hid),
+                               a->hid, a->scale, causal, s_att_bf16(s), qkv, qkv + a->hid,
+                               qkv + 2 * a->hid, ctx, dctx, lse, dsum, dqkv, dqkv + a->hid,
+                               dqkv + 2 * a->hid),
              err);
     return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),
                         dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);

@@ -16,14 +16,32 @@
  *                    block must call it uniformly (the emulator's exchange is
  *                    block-wide)
  *   GPP_UNROLL       #pragma unroll (nothing on the host)
- *   GPP_ALIGN16      16-byte alignment of a shared array (for gpp_ld4)
+ *   GPP_SYNC_WARP()  __syncwarp(): in the emulator a block barrier, so every
+ *                    thread of the block must call it uniformly
+ *   GPP_ALIGN16, GPP_ALIGN32   alignment of a shared array (gpp_ld4: 16
+ *                    bytes; gpp_mma loads and stores: 32)
  *   gpp_f4, gpp_ld4  float4 and a 16-byte load of 4 floats at a 16-byte
  *                    aligned address (one LDS.128 from shared memory)
- *   threadIdx, blockIdx, blockDim, gridDim   as in CUDA */
+ *   threadIdx, blockIdx, blockDim, gridDim   as in CUDA
+ *   gpp_bf16, gpp_to_e<E>(x), gpp_from_e(x)   bfloat16 (round to nearest
+ *                    even) and the conversions of an element type E (float
+ *                    or gpp_bf16) from and to float
+ *   gpp_mma::        16x16x16 warp matrix products (nvcuda::wmma on the
+ *                    device): frag_a<E> (row-major A), frag_b<E> (row-major
+ *                    B), frag_bt<E> (B = M^T of a row-major M: col-major),
+ *                    frag_c (fp32 accumulator); load(f, p, ldm), load_c,
+ *                    store_c (row-major), zero, mma(c, a, b): c += a b.
+ *                    Every lane of the warp calls them; pointers 32-byte
+ *                    aligned, ldm a multiple of 16 bytes. The emulator
+ *                    holds a whole tile in each lane's fragment and checks
+ *                    alignment and ldm as the device requires. */
 #ifndef GPP_CUDA_PORT_H
 #define GPP_CUDA_PORT_H
 
 #ifdef __CUDACC__
+
+#include <cuda_bf16.h>
+#include <mma.h>
 
 #define GPP_KERNEL __global__
 #define GPP_DEV __device__ __forceinline__
@@ -31,6 +49,8 @@
 #define GPP_SYNC() __syncthreads()
 #define GPP_UNROLL _Pragma("unroll")
 #define GPP_ALIGN16 __align__(16)
+#define GPP_ALIGN32 __align__(32)
+#define GPP_SYNC_WARP() __syncwarp()
 template <typename V> __device__ __forceinline__ V gpp_shfl_xor(V v, int lane_mask)
 {
     return __shfl_xor_sync(0xffffffffu, v, lane_mask);
@@ -41,6 +61,48 @@ __device__ __forceinline__ gpp_f4 gpp_ld4(const float *p)
     return *reinterpret_cast<const float4 *>(p);
 }
 
+typedef __nv_bfloat16 gpp_bf16;
+template <typename E> __device__ __forceinline__ E gpp_to_e(float x);
+template <> __device__ __forceinline__ float gpp_to_e<float>(float x)
+{
+    return x;
+}
+template <> __device__ __forceinline__ gpp_bf16 gpp_to_e<gpp_bf16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
+
+namespace gpp_mma
+{
+namespace w = nvcuda::wmma;
+template <typename E> using frag_a = w::fragment<w::matrix_a, 16, 16, 16, E, w::row_major>;
+template <typename E> using frag_b = w::fragment<w::matrix_b, 16, 16, 16, E, w::row_major>;
+template <typename E> using frag_bt = w::fragment<w::matrix_b, 16, 16, 16, E, w::col_major>;
+typedef w::fragment<w::accumulator, 16, 16, 16, float> frag_c;
+template <typename F, typename E>
+__device__ __forceinline__ void load(F &f, const E *p, unsigned ldm)
+{
+    w::load_matrix_sync(f, p, ldm);
+}
+__device__ __forceinline__ void load_c(frag_c &f, const float *p, unsigned ldm)
+{
+    w::load_matrix_sync(f, p, ldm, w::mem_row_major);
+}
+__device__ __forceinline__ void store_c(float *p, const frag_c &f, unsigned ldm)
+{
+    w::store_matrix_sync(p, f, ldm, w::mem_row_major);
+}
+__device__ __forceinline__ void zero(frag_c &f)
+{
+    w::fill_fragment(f, 0.0f);
+}
+template <typename A, typename B>
+__device__ __forceinline__ void mma(frag_c &c, const A &a, const B &b)
+{
+    w::mma_sync(c, a, b, c);
+}
+} /* namespace gpp_mma */
+
 #else /* the host emulator */
 
 #include "kernels/cuda/gpp_cuda_emu.h"
@@ -50,6 +112,8 @@ __device__ __forceinline__ gpp_f4 gpp_ld4(const float *p)
 #define GPP_SYNC() gpp_emu::sync()
 #define GPP_UNROLL
 #define GPP_ALIGN16 __attribute__((aligned(16)))
+#define GPP_ALIGN32 __attribute__((aligned(32)))
+#define GPP_SYNC_WARP() gpp_emu::sync()
 template <typename V> inline V gpp_shfl_xor(V v, int lane_mask)
 {
     return gpp_emu::shfl_xor(v, lane_mask);
@@ -66,6 +130,95 @@ inline gpp_f4 gpp_ld4(const float *p)
     }
     return gpp_f4{p[0], p[1], p[2], p[3]};
 }
+
+/* bfloat16: the top 16 bits of a float, rounded to nearest even */
+struct gpp_bf16 {
+    uint16_t bits;
+};
+template <typename E> inline E gpp_to_e(float x);
+template <> inline float gpp_to_e<float>(float x)
+{
+    return x;
+}
+template <> inline gpp_bf16 gpp_to_e<gpp_bf16>(float x)
+{
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN stays a quiet NaN */
+        return gpp_bf16{(uint16_t)((u >> 16) | 0x40u)};
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return gpp_bf16{(uint16_t)(u >> 16)};
+}
+inline float gpp_from_e(float x)
+{
+    return x;
+}
+inline float gpp_from_e(gpp_bf16 x)
+{
+    uint32_t u = (uint32_t)x.bits << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+namespace gpp_mma
+{
+template <typename E, bool COLMAJOR> struct frag {
+    float v[16][16]; /* [row][col] of the tile, in every lane */
+};
+template <typename E> using frag_a = frag<E, false>;
+template <typename E> using frag_b = frag<E, false>;
+template <typename E> using frag_bt = frag<E, true>;
+struct frag_c {
+    float v[16][16];
+};
+inline void check(const void *p, unsigned ldm, size_t elem)
+{
+    if ((uintptr_t)p % 32 != 0 || (ldm * elem) % 16 != 0) {
+        std::fprintf(stderr,
+                     "gpp_cuda_emu: wmma access at %p with ldm %u (%zu-byte elements): the "
+                     "device needs a 32-byte aligned pointer and ldm a multiple of 16 bytes\n",
+                     p, ldm, elem);
+        std::abort();
+    }
+}
+template <typename E, bool CM> void load(frag<E, CM> &f, const E *p, unsigned ldm)
+{
+    check(p, ldm, sizeof(E));
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++)
+            f.v[r][c] = gpp_from_e(CM ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c]);
+}
+inline void load_c(frag_c &f, const float *p, unsigned ldm)
+{
+    check(p, ldm, 4);
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++)
+            f.v[r][c] = p[(size_t)r * ldm + c];
+}
+inline void store_c(float *p, const frag_c &f, unsigned ldm)
+{
+    check(p, ldm, 4);
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++)
+            p[(size_t)r * ldm + c] = f.v[r][c];
+}
+inline void zero(frag_c &f)
+{
+    std::memset(f.v, 0, sizeof f.v);
+}
+template <typename E, bool CA, bool CB>
+void mma(frag_c &c, const frag<E, CA> &a, const frag<E, CB> &b)
+{
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 16; n++) {
+            float acc = c.v[r][n];
+            for (int k = 0; k < 16; k++)
+                acc += a.v[r][k] * b.v[k][n];
+            c.v[r][n] = acc;
+        }
+}
+} /* namespace gpp_mma */
 
 #endif
 #endif

@@ -33,6 +33,8 @@
 #define SKIP 77
 
 static gpp_backend_t *s_cbe, *s_gbe;
+/* the tolerance of s_close: ATOL, RTOL except where a case says */
+static double s_atol = ATOL, s_rtol = RTOL;
 static gpp_stream_t *s_cs, *s_gs;
 
 /* ---- a tensor on both backends ---- */
@@ -135,12 +137,12 @@ static void s_close_raw(const char *what, const float *c, const float *g, int64_
         double d = fabs((double)h[i] - (double)c[i]);
         max_abs = fmax(max_abs, d);
         max_rel = fmax(max_rel, d / fmax(fabs((double)c[i]), 1e-30));
-        bad += !(d <= ATOL + RTOL * fabs((double)c[i]));
+        bad += !(d <= s_atol + s_rtol * fabs((double)c[i]));
     }
     printf("  %-34s %8lld elems: max abs diff %.3g, max rel diff %.3g, %lld over tol\n", what,
            (long long)n, max_abs, max_rel, (long long)bad);
     GPP_EXPECT_MSG(bad == 0, "%s: %lld elements differ beyond %g + %g |cpu|", what, (long long)bad,
-                   ATOL, RTOL);
+                   s_atol, s_rtol);
     free(h);
 }
 
@@ -375,36 +377,55 @@ static void t_attention(void)
     s_attention_all();
 }
 
-/* the batched products + softmax core, on a second backend opened with
- * GPP_CUDA_ATTENTION=unfused */
-static void t_attention_unfused(void)
+/* Runs s_attention_all on a second CUDA backend opened with precision prec
+ * and, when env is set, GPP_CUDA_ATTENTION=env. */
+static void s_attention_on(gpp_precision_t prec, const char *env)
 {
     gpp_err_t err;
     gpp_backend_t *keep_be = s_gbe;
     gpp_stream_t *keep_s = s_gs;
-    gpp_backend_cfg_t gc = {.kind = GPP_DEVICE_CUDA, .device = 0};
-    setenv("GPP_CUDA_ATTENTION", "unfused", 1);
+    gpp_backend_cfg_t gc = {.kind = GPP_DEVICE_CUDA, .device = 0, .precision = prec};
+    if (env)
+        setenv("GPP_CUDA_ATTENTION", env, 1);
     s_gbe = gpp_backend_new(&gc, &err);
     unsetenv("GPP_CUDA_ATTENTION");
     GPP_EXPECT(s_gbe != NULL);
-    if (!s_gbe || !(s_gs = gpp_stream_new(s_gbe, &err))) {
+    if (s_gbe && (s_gs = gpp_stream_new(s_gbe, &err)))
+        s_attention_all();
+    else
         fprintf(stderr, "  %s\n", err.msg);
-        gpp_backend_destroy(&s_gbe);
-        s_gbe = keep_be;
-        s_gs = keep_s;
-        return;
-    }
-    s_attention_all();
     gpp_stream_destroy(&s_gs);
     gpp_backend_destroy(&s_gbe);
     s_gbe = keep_be;
     s_gs = keep_s;
-    /* a bad value is refused at creation, naming the variable */
+}
+
+/* the batched products + softmax core (GPP_CUDA_ATTENTION=unfused); an
+ * unknown value is refused at creation, naming the variable */
+static void t_attention_unfused(void)
+{
+    s_attention_on(GPP_PRECISION_FP32, "unfused");
+    gpp_err_t err;
+    gpp_backend_cfg_t gc = {.kind = GPP_DEVICE_CUDA, .device = 0};
     setenv("GPP_CUDA_ATTENTION", "flash", 1);
     gpp_backend_t *bad = gpp_backend_new(&gc, &err);
     unsetenv("GPP_CUDA_ATTENTION");
     GPP_EXPECT(bad == NULL && strstr(err.msg, "GPP_CUDA_ATTENTION=flash") != NULL);
     gpp_backend_destroy(&bad);
+}
+
+/* precision bf16: the projections in bf16 compute and the fused core on
+ * tensor cores (sm_80+) with bf16 q, k, v, dO, P, dS. Bound 5e-2 + 5e-2
+ * |cpu| (about 13 units of bf16's 2^-8 at these magnitudes): it catches a
+ * wrong tile or mask (errors of order 1); the kernels' arithmetic is
+ * checked to fp32 by test_flash_emu (the same kernels with fp32
+ * elements). */
+static void t_attention_bf16(void)
+{
+    s_atol = s_rtol = 5e-2;
+    s_attention_on(GPP_PRECISION_BF16, NULL);
+    s_atol = ATOL;
+    s_rtol = RTOL;
 }
 
 /* count, row order and values of two sparse gradients */
@@ -621,6 +642,7 @@ static const gpp_test_case_t cases[] = {
     {"layernorm", t_layernorm},
     {"attention", t_attention},
     {"attention_unfused", t_attention_unfused},
+    {"attention_bf16", t_attention_bf16},
     {"embedding_sparse", t_embedding},
     {"concat_add_axpy", t_concat_add_axpy},
     {"slice", t_slice},

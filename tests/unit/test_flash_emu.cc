@@ -27,7 +27,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cuda/gpp_cuda_flash.cuh"
+#include "kernels/cuda/gpp_cuda_flash_tc.cuh"
 
 namespace
 {
@@ -51,6 +51,11 @@ float uniform() /* [-1, 1) */
     return (float)((double)(g_rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
 }
 
+/* bf16 elements: q, k, v, dO, P and dS rounded to 8 significant bits
+ * (unit roundoff 2^-8 = 3.9e-3) before each product; the tolerance is 5
+ * such units of 1 + |ref|. */
+constexpr double BF16_TOL = 0.02;
+
 constexpr float GUARD = 12345.0f; /* after every output: must stay */
 constexpr int NGUARD = 64;
 
@@ -64,13 +69,14 @@ std::vector<float> out_buf(size_t n)
     return b;
 }
 
-void check(const char *what, const std::vector<float> &got, const std::vector<double> &want)
+void check(const char *what, const std::vector<float> &got, const std::vector<double> &want,
+           double tol)
 {
     double worst = 0.0, maxdiff = 0.0;
     size_t bad = 0, n = want.size();
     for (size_t i = 0; i < n; i++) {
         double d = std::fabs((double)got[i] - want[i]);
-        if (!(d <= 2e-5 * (1.0 + std::fabs(want[i]))))
+        if (!(d <= tol * (1.0 + std::fabs(want[i]))))
             bad++;
         if (!(d <= maxdiff))
             maxdiff = d;
@@ -81,8 +87,8 @@ void check(const char *what, const std::vector<float> &got, const std::vector<do
     size_t guard_bad = 0;
     for (int g = 0; g < NGUARD; g++)
         guard_bad += got[n + g] != GUARD;
-    std::printf("    %-5s max |diff| %.3g (relative to 1 + |ref|: %.3g)\n", what, maxdiff, worst);
-    EXPECT(bad == 0, "%s: %zu of %zu elements off", what, bad, n);
+    std::printf("      %-5s max |diff| %.3g (relative to 1 + |ref|: %.3g)\n", what, maxdiff, worst);
+    EXPECT(bad == 0, "%s: %zu of %zu elements off (tolerance %g)", what, bad, n, tol);
     EXPECT(guard_bad == 0, "%s: %zu elements written past the output", what, guard_bad);
 }
 
@@ -90,127 +96,195 @@ struct shape {
     int n, heads, seq, dh;
 };
 
-/* The attention op's layouts, as the CUDA backend passes them: qkv
- * [n seq, 3 hid] (q, k, v of head h at columns h dh, hid + h dh, 2 hid +
- * h dh), ctx and dctx [n seq, hid], lse and dsum [n heads, seq]. */
-template <int DH> void run(const shape &sh, int causal)
-{
-    using gpp_flash::cfg;
-    const int n = sh.n, heads = sh.heads, seq = sh.seq, dh = sh.dh, batch = n * heads;
-    const int64_t hid = (int64_t)heads * dh, ldq = 3 * hid, ldo = hid;
-    const size_t m = (size_t)n * seq, rows = (size_t)batch * seq;
-    const float scale = 1.0f / std::sqrt((float)dh);
-    std::printf("  n %d, heads %d, seq %d, dh %d (tier %d), %s\n", n, heads, seq, dh, DH,
-                causal ? "causal" : "full");
-    std::vector<float> qkv(m * ldq), dctx(m * ldo);
-    for (size_t i = 0; i < qkv.size(); i++)
-        qkv[i] = (i % ldq < (size_t)(2 * hid) ? 2.0f : 1.0f) * uniform(); /* q, k wider than v */
-    for (auto &x : dctx)
-        x = uniform();
-    /* element d of row i of (sample, head) b, part 0 q, 1 k, 2 v */
-    auto at3 = [&](int part, int b, int i, int d) {
+/* One attention problem in the attention op's layouts, as the CUDA backend
+ * passes them: qkv [n seq, 3 hid] (q, k, v of head h at columns h dh,
+ * hid + h dh, 2 hid + h dh), ctx and dctx [n seq, hid], lse and dsum
+ * [n heads, seq]; and its answer in double. */
+struct problem {
+    int n, heads, seq, dh, batch, causal;
+    int64_t hid, ldq, ldo;
+    size_t m, rows;
+    float scale;
+    std::vector<float> qkv, dctx;
+    std::vector<double> o_ref, lse_ref, dqkv_ref;
+
+    /* element d of row i of (sample, head) b: of part 0 q, 1 k, 2 v; of ctx */
+    size_t at3(int part, int b, int i, int d) const
+    {
         return (size_t)(b / heads) * seq * ldq + (size_t)i * ldq + (size_t)part * hid +
                (size_t)(b % heads) * dh + d;
-    };
-    auto at1 = [&](int b, int i, int d) {
+    }
+    size_t at1(int b, int i, int d) const
+    {
         return (size_t)(b / heads) * seq * ldo + (size_t)i * ldo + (size_t)(b % heads) * dh + d;
-    };
+    }
 
-    /* reference, in double */
-    std::vector<double> o_ref(m * ldo), lse_ref(rows), dqkv_ref(m * ldq, 0.0);
-    std::vector<double> p((size_t)seq), dp((size_t)seq);
-    for (int b = 0; b < batch; b++)
-        for (int i = 0; i < seq; i++) {
-            int nk = causal ? i + 1 : seq;
-            double mx = -INFINITY;
-            for (int j = 0; j < nk; j++) {
-                double s = 0.0;
-                for (int d = 0; d < dh; d++)
-                    s += (double)qkv[at3(0, b, i, d)] * qkv[at3(1, b, j, d)];
-                p[j] = s * scale;
-                mx = std::fmax(mx, p[j]);
-            }
-            double sum = 0.0;
-            for (int j = 0; j < nk; j++)
-                sum += (p[j] = std::exp(p[j] - mx));
-            lse_ref[(size_t)b * seq + i] = mx + std::log(sum);
-            for (int j = 0; j < nk; j++)
-                p[j] /= sum;
-            double dsum = 0.0;
-            for (int j = 0; j < nk; j++) {
-                dp[j] = 0.0;
-                for (int d = 0; d < dh; d++)
-                    dp[j] += (double)dctx[at1(b, i, d)] * qkv[at3(2, b, j, d)];
-                dsum += p[j] * dp[j];
-            }
-            for (int d = 0; d < dh; d++) {
-                double acc = 0.0;
+    problem(const shape &sh, int causal_)
+        : n(sh.n), heads(sh.heads), seq(sh.seq), dh(sh.dh), batch(sh.n * sh.heads), causal(causal_),
+          hid((int64_t)sh.heads * sh.dh), ldq(3 * hid), ldo(hid), m((size_t)sh.n * sh.seq),
+          rows((size_t)batch * sh.seq), scale(1.0f / std::sqrt((float)sh.dh))
+    {
+        qkv.resize(m * ldq);
+        dctx.resize(m * ldo);
+        for (size_t i = 0; i < qkv.size(); i++)
+            qkv[i] = (i % ldq < (size_t)(2 * hid) ? 2.0f : 1.0f) * uniform(); /* q, k wider */
+        for (auto &x : dctx)
+            x = uniform();
+        o_ref.assign(m * ldo, 0.0);
+        lse_ref.assign(rows, 0.0);
+        dqkv_ref.assign(m * ldq, 0.0);
+        std::vector<double> p((size_t)seq), dp((size_t)seq);
+        for (int b = 0; b < batch; b++)
+            for (int i = 0; i < seq; i++) {
+                int nk = causal ? i + 1 : seq;
+                double mx = -INFINITY;
+                for (int j = 0; j < nk; j++) {
+                    double s = 0.0;
+                    for (int d = 0; d < dh; d++)
+                        s += (double)qkv[at3(0, b, i, d)] * qkv[at3(1, b, j, d)];
+                    p[j] = s * scale;
+                    mx = std::fmax(mx, p[j]);
+                }
+                double sum = 0.0;
                 for (int j = 0; j < nk; j++)
-                    acc += p[j] * qkv[at3(2, b, j, d)];
-                o_ref[at1(b, i, d)] = acc;
-            }
-            for (int j = 0; j < nk; j++) {
-                double ds = p[j] * (dp[j] - dsum);
+                    sum += (p[j] = std::exp(p[j] - mx));
+                lse_ref[(size_t)b * seq + i] = mx + std::log(sum);
+                for (int j = 0; j < nk; j++)
+                    p[j] /= sum;
+                double dsum = 0.0;
+                for (int j = 0; j < nk; j++) {
+                    dp[j] = 0.0;
+                    for (int d = 0; d < dh; d++)
+                        dp[j] += (double)dctx[at1(b, i, d)] * qkv[at3(2, b, j, d)];
+                    dsum += p[j] * dp[j];
+                }
                 for (int d = 0; d < dh; d++) {
-                    dqkv_ref[at3(0, b, i, d)] += scale * ds * qkv[at3(1, b, j, d)];
-                    dqkv_ref[at3(1, b, j, d)] += scale * ds * qkv[at3(0, b, i, d)];
-                    dqkv_ref[at3(2, b, j, d)] += p[j] * dctx[at1(b, i, d)];
+                    double acc = 0.0;
+                    for (int j = 0; j < nk; j++)
+                        acc += p[j] * qkv[at3(2, b, j, d)];
+                    o_ref[at1(b, i, d)] = acc;
+                }
+                for (int j = 0; j < nk; j++) {
+                    double ds = p[j] * (dp[j] - dsum);
+                    for (int d = 0; d < dh; d++) {
+                        dqkv_ref[at3(0, b, i, d)] += scale * ds * qkv[at3(1, b, j, d)];
+                        dqkv_ref[at3(1, b, j, d)] += scale * ds * qkv[at3(0, b, i, d)];
+                        dqkv_ref[at3(2, b, j, d)] += p[j] * dctx[at1(b, i, d)];
+                    }
                 }
             }
-        }
+    }
+};
 
-    /* forward */
-    const float *q = qkv.data(), *k = q + hid, *v = q + 2 * hid;
-    std::vector<float> o = out_buf(m * ldo), lse = out_buf(rows);
-    gpp_emu_dim3 grid{(unsigned)batch, cfg<DH>::blocks(seq), 1}, block{gpp_flash::THREADS, 1, 1};
+/* The fp32 core's kernels at tier DH */
+template <int DH> struct fp32_core {
+    static unsigned blocks(int seq)
+    {
+        return gpp_flash::cfg<DH>::blocks(seq);
+    }
+    template <typename... A> static void fwd(A... a)
+    {
+        gpp_flash::k_flash_fwd<DH>(a...);
+    }
+    template <typename... A> static void bwd_kv(A... a)
+    {
+        gpp_flash::k_flash_bwd_kv<DH>(a...);
+    }
+    template <typename... A> static void bwd_q(A... a)
+    {
+        gpp_flash::k_flash_bwd_q<DH>(a...);
+    }
+};
+
+/* The tensor-core core's kernels at tier DH with element type E */
+template <int DH, typename E> struct tc_core {
+    static unsigned blocks(int seq)
+    {
+        return gpp_flash::tc_cfg<DH>::blocks(seq);
+    }
+    template <typename... A> static void fwd(A... a)
+    {
+        gpp_flash::k_flash_tc_fwd<DH, E>(a...);
+    }
+    template <typename... A> static void bwd_kv(A... a)
+    {
+        gpp_flash::k_flash_tc_bwd_kv<DH, E>(a...);
+    }
+    template <typename... A> static void bwd_q(A... a)
+    {
+        gpp_flash::k_flash_tc_bwd_q<DH, E>(a...);
+    }
+};
+
+/* Forward, row dot and backward of core K on problem P, each checked. */
+template <class K> void run_core(const problem &P, const char *name, double tol)
+{
+    std::printf("    %s\n", name);
+    const int seq = P.seq, dh = P.dh, heads = P.heads, causal = P.causal;
+    const int64_t ldq = P.ldq, ldo = P.ldo, hid = P.hid;
+    const float scale = P.scale;
+    const float *q = P.qkv.data(), *k = q + hid, *v = q + 2 * hid, *dctx = P.dctx.data();
+    std::vector<float> o = out_buf(P.m * ldo), lse = out_buf(P.rows);
+    gpp_emu_dim3 grid{(unsigned)P.batch, K::blocks(seq), 1}, block{gpp_flash::THREADS, 1, 1};
     gpp_emu::launch(grid, block, [&] {
-        gpp_flash::k_flash_fwd<DH>(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, o.data(),
-                                   lse.data());
+        K::fwd(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, o.data(), lse.data());
     });
-    check("o", o, o_ref);
-    check("lse", lse, lse_ref);
+    check("o", o, P.o_ref, tol);
+    check("lse", lse, P.lse_ref, tol);
 
-    /* backward */
-    std::vector<float> dsum = out_buf(rows);
-    std::vector<double> dsum_ref(rows);
-    for (int b = 0; b < batch; b++)
+    /* the row sums of this core's own output */
+    std::vector<float> dsum = out_buf(P.rows);
+    std::vector<double> dsum_ref(P.rows);
+    for (int b = 0; b < P.batch; b++)
         for (int i = 0; i < seq; i++) {
             double acc = 0.0;
             for (int d = 0; d < dh; d++)
-                acc += (double)o[at1(b, i, d)] * dctx[at1(b, i, d)];
+                acc += (double)o[P.at1(b, i, d)] * dctx[P.at1(b, i, d)];
             dsum_ref[(size_t)b * seq + i] = acc;
         }
-    gpp_emu::launch({(unsigned)((rows + gpp_flash::THREADS - 1) / gpp_flash::THREADS), 1, 1}, block,
-                    [&] {
-                        gpp_flash::k_flash_rowdot((int64_t)rows, seq, dh, heads, ldo, o.data(),
-                                                  dctx.data(), dsum.data());
+    gpp_emu::launch({(unsigned)((P.rows + gpp_flash::THREADS - 1) / gpp_flash::THREADS), 1, 1},
+                    block, [&] {
+                        gpp_flash::k_flash_rowdot((int64_t)P.rows, seq, dh, heads, ldo, o.data(),
+                                                  dctx, dsum.data());
                     });
-    check("dsum", dsum, dsum_ref);
+    check("dsum", dsum, dsum_ref, 2e-5);
 
-    std::vector<float> dqkv = out_buf(m * ldq);
+    std::vector<float> dqkv = out_buf(P.m * ldq);
     float *dq = dqkv.data(), *dk = dq + hid, *dv = dq + 2 * hid;
     gpp_emu::launch(grid, block, [&] {
-        gpp_flash::k_flash_bwd_kv<DH>(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, dctx.data(),
-                                      lse.data(), dsum.data(), dk, dv);
+        K::bwd_kv(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, dctx, lse.data(), dsum.data(),
+                  dk, dv);
     });
     gpp_emu::launch(grid, block, [&] {
-        gpp_flash::k_flash_bwd_q<DH>(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, dctx.data(),
-                                     lse.data(), dsum.data(), dq);
+        K::bwd_q(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, dctx, lse.data(), dsum.data(),
+                 dq);
     });
-    check("dqkv", dqkv, dqkv_ref);
+    check("dqkv", dqkv, P.dqkv_ref, tol);
+}
+
+template <int DH> void run_tiers(const problem &P)
+{
+    run_core<fp32_core<DH>>(P, "fp32 core (CUDA cores)", 2e-5);
+    if constexpr (DH <= 64) {
+        run_core<tc_core<DH, float>>(P, "tensor-core core, fp32 elements", 2e-5);
+        run_core<tc_core<DH, gpp_bf16>>(P, "tensor-core core, bf16 elements", BF16_TOL);
+    }
 }
 
 void run_shape(const shape &sh, int causal)
 {
+    problem P(sh, causal);
+    std::printf("  n %d, heads %d, seq %d, dh %d (tier %d), %s\n", sh.n, sh.heads, sh.seq, sh.dh,
+                gpp_flash::tier(sh.dh), causal ? "causal" : "full");
     switch (gpp_flash::tier(sh.dh)) {
     case 16:
-        return run<16>(sh, causal);
+        return run_tiers<16>(P);
     case 32:
-        return run<32>(sh, causal);
+        return run_tiers<32>(P);
     case 64:
-        return run<64>(sh, causal);
+        return run_tiers<64>(P);
     case 128:
-        return run<128>(sh, causal);
+        return run_tiers<128>(P);
     default:
         EXPECT(false, "dh %d has no tier", sh.dh);
     }
