@@ -47,6 +47,13 @@ int gpp_cuda_lt_fail(gpp_err_t *err, const char *file, int line, const char *cal
 
 typedef struct gpp_cuda_plans_s gpp_cuda_plans_t; /* gpp_cuda_blas.c */
 
+/* Which attention core runs (docs/gpu.md "Fused attention"). AUTO: the
+ * fused fp32 core at precision fp32, the fused tensor-core core at bf16
+ * where it has a kernel (head size <= 64, sm_80+), else the batched
+ * products + softmax (tf32: cuBLASLt's tf32 products). FUSED: a fused core
+ * wherever the head size has one (<= 128). UNFUSED: always the products. */
+typedef enum { GPP_CUDA_ATTN_AUTO, GPP_CUDA_ATTN_FUSED, GPP_CUDA_ATTN_UNFUSED } gpp_cuda_attn_t;
+
 /* cuBLASLt is loaded with dlopen when the first CUDA backend opens, not
  * linked: libcublasLt.so is 540 MB, and linking it made every gpp program
  * (agents, coordinator, tests) take 1.3-2 s and 210 MB to start on the
@@ -88,10 +95,9 @@ typedef struct {
     cublasLtHandle_t lt;
     gpp_precision_t precision; /* cuBLASLt compute type: 32F, 32F_FAST_TF32, 32F_FAST_16BF */
     gpp_cuda_plans_t *plans;
-    /* attention core: 1 the fused kernels (gpp_cuda_flash.cuh) for head
-     * sizes they support, 0 batched products + softmax; environment
-     * GPP_CUDA_ATTENTION=fused|unfused at backend creation, default fused */
-    int attn_fused;
+    /* attention core (gpp_cuda_ops.c, s_att_fused): environment
+     * GPP_CUDA_ATTENTION=auto|fused|unfused at backend creation */
+    gpp_cuda_attn_t attn;
 } gpp_cuda_t;
 
 typedef struct {

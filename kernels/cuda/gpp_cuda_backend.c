@@ -74,13 +74,20 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     if (gpp_cuda_lt_load(err) < 0)
         return gpp_err_prefix(err, "backend cuda:%d", dev);
     const char *attn = getenv("GPP_CUDA_ATTENTION");
-    if (attn && *attn && strcmp(attn, "fused") != 0 && strcmp(attn, "unfused") != 0)
-        return gpp_err_set(err,
-                           "backend cuda:%d: GPP_CUDA_ATTENTION=%s: expected fused (the default) "
-                           "or unfused",
-                           dev, attn);
+    gpp_cuda_attn_t attn_mode = GPP_CUDA_ATTN_AUTO;
+    if (attn && *attn && strcmp(attn, "auto") != 0) {
+        if (strcmp(attn, "fused") == 0)
+            attn_mode = GPP_CUDA_ATTN_FUSED;
+        else if (strcmp(attn, "unfused") == 0)
+            attn_mode = GPP_CUDA_ATTN_UNFUSED;
+        else
+            return gpp_err_set(err,
+                               "backend cuda:%d: GPP_CUDA_ATTENTION=%s: expected auto (the "
+                               "default), fused or unfused",
+                               dev, attn);
+    }
     gpp_cuda_t *c = gpp_xcalloc(1, sizeof *c);
-    c->attn_fused = !(attn && strcmp(attn, "unfused") == 0);
+    c->attn = attn_mode;
     c->device = dev;
     snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
     c->sm_count = prop.multiProcessorCount;
@@ -99,7 +106,10 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     snprintf(be->device_name, sizeof be->device_name, "%s", prop.name);
     gpp_info("backend cuda:%d: %s, %d SMs, %.1f GiB, %s matrix products, %s attention", dev,
              c->dev_name, c->sm_count, (double)c->total_mem_bytes / (1 << 30),
-             gpp_precision_name(c->precision), c->attn_fused ? "fused" : "unfused");
+             gpp_precision_name(c->precision),
+             c->attn == GPP_CUDA_ATTN_FUSED     ? "fused"
+             : c->attn == GPP_CUDA_ATTN_UNFUSED ? "unfused"
+                                                : "auto");
     return 0;
 }
 

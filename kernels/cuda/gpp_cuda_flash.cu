@@ -77,6 +77,11 @@ extern "C" int gpp_cuk_flash_supports(int64_t dh)
     return gpp_flash::tier(dh) != 0;
 }
 
+extern "C" int gpp_cuk_flash_tc_supports(int64_t dh)
+{
+    return gpp_flash::tc_tier(dh) != 0;
+}
+
 extern "C" cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq,
                                          int64_t dh, int64_t ldq, int64_t ldo, float scale,
                                          int causal, int bf16, const float *q, const float *k,

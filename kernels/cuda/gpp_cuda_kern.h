@@ -81,6 +81,8 @@ cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64
  * o and lse; bwd overwrites dsum, dq, dk, dv. A shape without a kernel
  * returns cudaErrorInvalidValue. */
 int gpp_cuk_flash_supports(int64_t dh);
+/* whether the tensor-core kernels take this head size (dh <= 64) */
+int gpp_cuk_flash_tc_supports(int64_t dh);
 cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq, int64_t dh,
                               int64_t ldq, int64_t ldo, float scale, int causal, int bf16,
                               const float *q, const float *k, const float *v, float *o, float *lse);

@@ -282,20 +282,25 @@ static int s_att_gemm(gpp_stream_t *s, const s_att_t *a, int ta, int tb, int64_t
     return gpp_cuda_gemm(s, &g, err);
 }
 
-/* Whether this stream's attention runs the fused core (gpp_cuda_flash.cuh):
- * forward and backward decide alike, so the stash holds what the backward
- * expects. */
-static int s_att_fused(gpp_stream_t *s, const s_att_t *a)
-{
-    return gpp_cuda_be(s->be)->attn_fused && gpp_cuk_flash_supports(a->dh);
-}
-
 /* precision bf16 on sm_80 or newer: the fused core runs on tensor cores in
- * bf16 (head sizes up to 64; the launcher decides) */
+ * bf16 where it has a kernel (head sizes up to 64; the launcher decides) */
 static int s_att_bf16(gpp_stream_t *s)
 {
     const gpp_cuda_t *c = gpp_cuda_be(s->be);
     return c->precision == GPP_PRECISION_BF16 && c->cc_major >= 8;
+}
+
+/* Whether this stream's attention runs a fused core (gpp_cuda.h,
+ * gpp_cuda_attn_t): forward and backward decide alike, so the stash holds
+ * what the backward expects. */
+static int s_att_fused(gpp_stream_t *s, const s_att_t *a)
+{
+    const gpp_cuda_t *c = gpp_cuda_be(s->be);
+    if (!gpp_cuk_flash_supports(a->dh) || c->attn == GPP_CUDA_ATTN_UNFUSED)
+        return 0;
+    if (c->attn == GPP_CUDA_ATTN_FUSED || c->precision == GPP_PRECISION_FP32)
+        return 1;
+    return s_att_bf16(s) && gpp_cuk_flash_tc_supports(a->dh);
 }
 
 /* Fused core: no permutes and no probabilities. Stash (floats): natural
