@@ -20,7 +20,10 @@
 # labels on the host inside the timed loop (its default without --data).
 # The "graphs" column is gpp with --cuda-graphs (each micro-batch step
 # replayed as a CUDA graph, docs/gpu.md; models with embedding tables are
-# not captured and run as without it).
+# not captured and run as without it). The "unfused attention" column is
+# gpp with GPP_CUDA_ATTENTION=unfused (batched products + softmax instead
+# of the fused attention core, docs/gpu.md "Fused attention"), for models
+# with attention.
 #
 # usage: bench/bench_train_gpu.sh [BUILD_DIR]
 #   env: PYTHON (python3), WARMUP (3), ITERS (10), PRECISIONS ("fp32 tf32 bf16"),
@@ -37,6 +40,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 DEFAULT_MODELS="mmt:branches=2,layers=2,hidden=128,heads=4,seq=32,ffn=512,classes=16 32
 mmt:branches=2,layers=4,hidden=1024,heads=16,seq=256,ffn=4096,classes=16 8
+mmt:branches=2,layers=4,hidden=1024,heads=16,seq=256,ffn=4096,classes=16 32
 dlrm:dense_branches=7,sparse_branches=7,dense_in=4096,hidden=4096,dense_layers=4,rows=100000,dim=64,bag=100,top_layers=2 256
 candle_uno:branches=7,layers=4,hidden=4096,in=4096,doses=1,top_layers=2 256"
 MODELS=${MODELS:-$DEFAULT_MODELS}
@@ -61,8 +65,8 @@ TMPD=$(mktemp -d)
 trap 'rm -rf "$TMPD"' EXIT
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "# warmup $WARMUP, timed $ITERS iterations; MFU against dense peak fp32 $(peak fp32), tf32 $(peak tf32), bf16 $(peak bf16) TFLOP/s"
-printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) | gpp unfused attention samples/s |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 while read -r spec batch; do
     [ -n "$spec" ] || continue
     "$TRAIN" --model "$spec" --write-dataset "$TMPD/ds.bin" --samples $((batch * (WARMUP + ITERS))) \
@@ -78,12 +82,19 @@ while read -r spec batch; do
         srate=$(gpp_rate "$spec" "$batch" "$prec")
         crate=$(gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle --cuda-graphs)
         [ "$crate" = fail ] && sed 's/^/# gpp --cuda-graphs: /' "$TMPD/gpp.err" | tail -3
-        awk -v s="$spec" -v b="$batch" -v p="$prec" -v g="$grate" -v t="$trate" -v f="$flops" -v pk="$(peak "$prec")" -v sr="$srate" -v cr="$crate" 'BEGIN {
+        urate=-
+        case $spec in
+        mmt* | *attention*)
+            urate=$(GPP_CUDA_ATTENTION=unfused gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle)
+            [ "$urate" = fail ] && sed 's/^/# gpp unfused attention: /' "$TMPD/gpp.err" | tail -3
+            ;;
+        esac
+        awk -v s="$spec" -v b="$batch" -v p="$prec" -v g="$grate" -v t="$trate" -v f="$flops" -v pk="$(peak "$prec")" -v sr="$srate" -v cr="$crate" -v ur="$urate" 'BEGIN {
             gf = (g + 0 > 0) ? sprintf("%.2f (%.1f %%)", f * g / b / 1e12, 100 * f * g / b / 1e12 / pk) : "-";
             tf = (t + 0 > 0) ? sprintf("%.2f (%.1f %%)", f * t / b / 1e12, 100 * f * t / b / 1e12 / pk) : "-";
             r = (g + 0 > 0 && t + 0 > 0) ? sprintf("%.2fx", g / t) : "-";
             c = (cr + 0 > 0 && t + 0 > 0) ? sprintf("%s (%.2fx)", cr, cr / t) : cr;
-            printf "| `%s` | %d | %s | %s | %s | %s | %.1f | %s | %s | %s | %s |\n", s, b, p, g, t, r, f / 1e9, gf, tf, sr, c }'
+            printf "| `%s` | %d | %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s |\n", s, b, p, g, t, r, f / 1e9, gf, tf, sr, c, ur }'
     done
     rm -f "$TMPD/ds.bin"
 done <<<"$MODELS"
