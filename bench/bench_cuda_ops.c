@@ -5,12 +5,11 @@
  * For each op and shape it enqueues R calls on one stream after a warm-up
  * call and synchronises once, so the time per call is the device time plus
  * whatever of the launch cost the queue does not hide; it prints the time
- * per call and, for products, TFLOP/s. Runs the products in fp32, tf32 and
- * bf16 (one backend per precision). The launch-overhead line is
- * a ReLU over one element: the cost of one enqueued op that does nothing.
- * Shapes: MMT at hidden 1024, seq 128, micro-batch 8 (m = 1024 token rows:
- * the QKV, output, FFN-in and FFN-out products, attention with 16 heads,
- * layer norm, GELU); the DLRM-like (2048, 512 -> 256) MLP layer; the
+ * per call and, for products, TFLOP/s. Runs the products in fp32, tf32,
+ * bf16 and bf16p (bf16 with GPP_CUDA_BF16_GEMM=packed; one backend each). The launch-overhead line
+ * is a ReLU over one element: the cost of one enqueued op that does nothing. Shapes: MMT at hidden
+ * 1024, seq 128, micro-batch 8 (m = 1024 token rows: the QKV, output, FFN-in and FFN-out products,
+ * attention with 16 heads, layer norm, GELU); the DLRM-like (2048, 512 -> 256) MLP layer; the
  * CANDLE-Uno-like wide input layer (64, 29120 -> 4096). Linear + GELU /
  * ReLU forward as one call (gpp_linear_act_fwd: the activation in
  * cuBLASLt's epilogue) against the product and the activation as two ops.
@@ -293,13 +292,20 @@ int main(int argc, char **argv)
         s_reps = 1;
     int64_t q = quick ? 4 : 1;
     gpp_err_t err;
+    /* bf16p: precision bf16 with GPP_CUDA_BF16_GEMM=packed (operands
+     * rounded to bf16 by a kernel, then a bf16 product) */
     static const gpp_precision_t precs[] = {GPP_PRECISION_FP32, GPP_PRECISION_TF32,
-                                            GPP_PRECISION_BF16};
+                                            GPP_PRECISION_BF16, GPP_PRECISION_BF16};
+    static const char *labels[] = {"fp32", "tf32", "bf16", "bf16p"};
     for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++) {
         int first = pi == 0;
         gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA, .device = device, .precision = precs[pi]};
         gpu_t d = {0};
-        if (!(d.be = gpp_backend_new(&cfg, &err))) {
+        if (pi == 3)
+            setenv("GPP_CUDA_BF16_GEMM", "packed", 1);
+        d.be = gpp_backend_new(&cfg, &err);
+        unsetenv("GPP_CUDA_BF16_GEMM");
+        if (!d.be) {
             printf("bench_cuda_ops: not measured: %s\n", err.msg);
             return 77;
         }
@@ -307,7 +313,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
             return 1;
         }
-        const char *prec = gpp_precision_name(precs[pi]);
+        const char *prec = labels[pi];
         if (first)
             printf("bench_cuda_ops: %s, %d reps per op\n", gpp_backend_name(d.be), s_reps);
         s_bench_linear(&d, prec, "mmt qkv", 1024 / q, 1024, 3072 / q);

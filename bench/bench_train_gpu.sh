@@ -23,7 +23,10 @@
 # not captured and run as without it). The "unfused attention" column is
 # gpp with GPP_CUDA_ATTENTION=unfused (batched products + softmax instead
 # of the fused attention core, docs/gpu.md "Fused attention"), for models
-# with attention.
+# with attention. The "bf16 packed" column is gpp at bf16 with
+# GPP_CUDA_BF16_GEMM=packed (each product's operands rounded to bf16 by a
+# kernel, then a bf16 product, instead of cuBLASLt's fp32-operand bf16
+# mode).
 #
 # usage: bench/bench_train_gpu.sh [BUILD_DIR]
 #   env: PYTHON (python3), WARMUP (3), ITERS (10), PRECISIONS ("fp32 tf32 bf16"),
@@ -65,8 +68,8 @@ TMPD=$(mktemp -d)
 trap 'rm -rf "$TMPD"' EXIT
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "# warmup $WARMUP, timed $ITERS iterations; MFU against dense peak fp32 $(peak fp32), tf32 $(peak tf32), bf16 $(peak bf16) TFLOP/s"
-printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) | gpp unfused attention samples/s |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) | gpp unfused attention samples/s | gpp bf16 packed samples/s |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 while read -r spec batch; do
     [ -n "$spec" ] || continue
     "$TRAIN" --model "$spec" --write-dataset "$TMPD/ds.bin" --samples $((batch * (WARMUP + ITERS))) \
@@ -89,12 +92,17 @@ while read -r spec batch; do
             [ "$urate" = fail ] && sed 's/^/# gpp unfused attention: /' "$TMPD/gpp.err" | tail -3
             ;;
         esac
-        awk -v s="$spec" -v b="$batch" -v p="$prec" -v g="$grate" -v t="$trate" -v f="$flops" -v pk="$(peak "$prec")" -v sr="$srate" -v cr="$crate" -v ur="$urate" 'BEGIN {
+        prate=-
+        if [ "$prec" = bf16 ]; then
+            prate=$(GPP_CUDA_BF16_GEMM=packed gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle)
+            [ "$prate" = fail ] && sed 's/^/# gpp bf16 packed: /' "$TMPD/gpp.err" | tail -3
+        fi
+        awk -v s="$spec" -v b="$batch" -v p="$prec" -v g="$grate" -v t="$trate" -v f="$flops" -v pk="$(peak "$prec")" -v sr="$srate" -v cr="$crate" -v ur="$urate" -v pr="$prate" 'BEGIN {
             gf = (g + 0 > 0) ? sprintf("%.2f (%.1f %%)", f * g / b / 1e12, 100 * f * g / b / 1e12 / pk) : "-";
             tf = (t + 0 > 0) ? sprintf("%.2f (%.1f %%)", f * t / b / 1e12, 100 * f * t / b / 1e12 / pk) : "-";
             r = (g + 0 > 0 && t + 0 > 0) ? sprintf("%.2fx", g / t) : "-";
             c = (cr + 0 > 0 && t + 0 > 0) ? sprintf("%s (%.2fx)", cr, cr / t) : cr;
-            printf "| `%s` | %d | %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s |\n", s, b, p, g, t, r, f / 1e9, gf, tf, sr, c, ur }'
+            printf "| `%s` | %d | %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s | %s |\n", s, b, p, g, t, r, f / 1e9, gf, tf, sr, c, ur, pr }'
     done
     rm -f "$TMPD/ds.bin"
 done <<<"$MODELS"

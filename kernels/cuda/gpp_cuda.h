@@ -98,6 +98,11 @@ typedef struct {
     /* attention core (gpp_cuda_ops.c, s_att_fused): environment
      * GPP_CUDA_ATTENTION=auto|fused|unfused at backend creation */
     gpp_cuda_attn_t attn;
+    /* precision bf16, the products' operands (gpp_cuda_blas.c): 0 fp32
+     * operands converted inside cuBLASLt (CUBLAS_COMPUTE_32F_FAST_16BF), 1
+     * packed to bf16 by a kernel first, then a bf16 x bf16 -> fp32 product;
+     * environment GPP_CUDA_BF16_GEMM=fast|packed, default fast */
+    int bf16_packed;
 } gpp_cuda_t;
 
 typedef struct {
@@ -106,6 +111,8 @@ typedef struct {
     gpp_cuda_fault_t *fault; /* mapped pinned host memory */
     void *stage;             /* pinned host staging buffer */
     size_t stage_bytes;
+    void *pack; /* device buffer of packed bf16 operands (bf16_packed) */
+    size_t pack_bytes;
 } gpp_cuda_stream_t;
 
 /* cuBLASLt workspace per stream: 32 MiB, what NVIDIA's cuBLAS documentation
@@ -130,6 +137,10 @@ static inline cudaStream_t gpp_cuda_stream(gpp_stream_t *s)
  * next call. Synchronises the stream first (earlier copies may still read
  * the old contents). */
 void *gpp_cuda_stage(gpp_stream_t *s, size_t bytes, gpp_err_t *err);
+/* A device buffer of the stream of at least `bytes` (256-byte aligned) for
+ * packed bf16 operands; valid until the next call. Growing it synchronises
+ * the stream first (products enqueued before may read the old one). */
+void *gpp_cuda_pack_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err);
 /* Synchronises the stream and reports a kernel's recorded data error. */
 int gpp_cuda_stream_sync(gpp_stream_t *s, gpp_err_t *err);
 

@@ -86,8 +86,16 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
                                "default), fused or unfused",
                                dev, attn);
     }
+    const char *bf16_gemm = getenv("GPP_CUDA_BF16_GEMM");
+    if (bf16_gemm && *bf16_gemm && strcmp(bf16_gemm, "fast") != 0 &&
+        strcmp(bf16_gemm, "packed") != 0)
+        return gpp_err_set(err,
+                           "backend cuda:%d: GPP_CUDA_BF16_GEMM=%s: expected fast (the default) or "
+                           "packed",
+                           dev, bf16_gemm);
     gpp_cuda_t *c = gpp_xcalloc(1, sizeof *c);
     c->attn = attn_mode;
+    c->bf16_packed = bf16_gemm && strcmp(bf16_gemm, "packed") == 0;
     c->device = dev;
     snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
     c->sm_count = prop.multiProcessorCount;
@@ -104,9 +112,11 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     be->impl = c;
     snprintf(be->name, sizeof be->name, "cuda:%d", dev);
     snprintf(be->device_name, sizeof be->device_name, "%s", prop.name);
-    gpp_info("backend cuda:%d: %s, %d SMs, %.1f GiB, %s matrix products, %s attention", dev,
+    gpp_info("backend cuda:%d: %s, %d SMs, %.1f GiB, %s matrix products%s, %s attention", dev,
              c->dev_name, c->sm_count, (double)c->total_mem_bytes / (1 << 30),
              gpp_precision_name(c->precision),
+             c->bf16_packed && c->precision == GPP_PRECISION_BF16 ? " (operands packed to bf16)"
+                                                                  : "",
              c->attn == GPP_CUDA_ATTN_FUSED     ? "fused"
              : c->attn == GPP_CUDA_ATTN_UNFUSED ? "unfused"
                                                 : "auto");
@@ -189,6 +199,7 @@ static void s_stream_fini(gpp_stream_t *s)
     if (cs->st)
         (void)cudaStreamSynchronize(cs->st);
     s_cache_put(s->be, cs->lt_ws);
+    s_cache_put(s->be, cs->pack);
     if (cs->fault)
         (void)cudaFreeHost(cs->fault);
     if (cs->stage)
@@ -251,6 +262,29 @@ static void s_stream_free(gpp_stream_t *s, void *p)
 {
     (void)cudaStreamSynchronize(gpp_cuda_stream(s));
     s_cache_put(s->be, p);
+}
+
+void *gpp_cuda_pack_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err)
+{
+    gpp_cuda_stream_t *cs = gpp_cuda_st(s);
+    if (bytes <= cs->pack_bytes)
+        return cs->pack;
+    /* products enqueued before may still read the old buffer */
+    cudaError_t e = cudaStreamSynchronize(cs->st);
+    if (e != cudaSuccess) {
+        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaStreamSynchronize", e);
+        return NULL;
+    }
+    size_t want = bytes > 2 * cs->pack_bytes ? bytes : 2 * cs->pack_bytes;
+    void *p = s_cache_get(s->be, want);
+    if (!p) {
+        gpp_err_set(err, "out of device memory for %zu MiB of packed bf16 operands", want >> 20);
+        return NULL;
+    }
+    s_cache_put(s->be, cs->pack);
+    cs->pack = p;
+    cs->pack_bytes = want;
+    return p;
 }
 
 void *gpp_cuda_stage(gpp_stream_t *s, size_t bytes, gpp_err_t *err)

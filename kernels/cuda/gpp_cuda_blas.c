@@ -11,7 +11,15 @@
  * Alignment: the heuristic assumes 256-byte aligned operands unless told
  * otherwise; views into tensors (attention heads, micro-batch slices) are
  * only 4-byte aligned, so the plan records each operand's actual alignment
- * (part of the cache key). */
+ * (part of the cache key).
+ *
+ * Precision bf16 has two forms (gpp_cuda_t.bf16_packed). fast: the fp32
+ * operands go to cuBLASLt as they are, with CUBLAS_COMPUTE_32F_FAST_16BF
+ * (the library converts them). packed: a kernel first rounds each operand
+ * to bf16 into a packed buffer of the stream (gpp_cuda_pack_buffer), then
+ * the product is bf16 x bf16 -> fp32 with CUBLAS_COMPUTE_32F, which reads
+ * half the bytes and can use the library's native bf16 kernels; C, the
+ * bias and the GELU aux stay fp32. */
 #include <assert.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -65,7 +73,7 @@ int gpp_cuda_lt_load(gpp_err_t *err)
 #define S_PLANS 512 /* cache slots; a zoo model has a few dozen distinct products */
 
 typedef struct {
-    int trans_a, trans_b, precision, has_bias, epi;
+    int trans_a, trans_b, precision, packed, has_bias, epi;
     int64_t m, n, k, lda, ldb, ldc, batch, sa, sb, sc, aux_ld;
     uint32_t align_a, align_b, align_c, align_bias;
 } s_key_t;
@@ -128,12 +136,12 @@ static size_t s_hash(const s_key_t *k)
     return (size_t)(h % S_PLANS);
 }
 
-/* A column-major layout for a row-major r x c matrix with row stride ld. */
-static int s_layout(cublasLtMatrixLayout_t *l, int64_t r, int64_t c, int64_t ld, int64_t batch,
-                    int64_t stride, gpp_err_t *err)
+/* A column-major layout for a row-major r x c matrix of type t with row
+ * stride ld. */
+static int s_layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int64_t r, int64_t c, int64_t ld,
+                    int64_t batch, int64_t stride, gpp_err_t *err)
 {
-    GPP_LT_TRY(gpp_cuda_lt.cublasLtMatrixLayoutCreate(l, CUDA_R_32F, (uint64_t)c, (uint64_t)r, ld),
-               err);
+    GPP_LT_TRY(gpp_cuda_lt.cublasLtMatrixLayoutCreate(l, t, (uint64_t)c, (uint64_t)r, ld), err);
     if (batch > 1) {
         int32_t bc = (int32_t)batch;
         GPP_LT_TRY(gpp_cuda_lt.cublasLtMatrixLayoutSetAttribute(
@@ -164,9 +172,11 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, gpp_err_t 
 {
     memset(p, 0, sizeof *p);
     p->key = *k;
-    cublasComputeType_t ct = k->precision == GPP_PRECISION_TF32   ? CUBLAS_COMPUTE_32F_FAST_TF32
+    cublasComputeType_t ct = k->packed                            ? CUBLAS_COMPUTE_32F
+                             : k->precision == GPP_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                              : k->precision == GPP_PRECISION_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF
                                                                   : CUBLAS_COMPUTE_32F;
+    cudaDataType_t ab = k->packed ? CUDA_R_16BF : CUDA_R_32F; /* A, B; C is fp32 */
     GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F), err);
     /* column-major: first operand is B (op trans_b), second A (op trans_a) */
     cublasOperation_t ob = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -195,12 +205,23 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, gpp_err_t 
                     (long long)k->aux_ld);
         goto out;
     }
+    if (k->packed) { /* bias and aux stay fp32 with bf16 operands: say so */
+        cudaDataType_t f32 = CUDA_R_32F;
+        if ((k->has_bias && gpp_cuda_lt.cublasLtMatmulDescSetAttribute(
+                                p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32, sizeof f32)) ||
+            (k->epi == GPP_CUDA_EPI_GELU_AUX &&
+             gpp_cuda_lt.cublasLtMatmulDescSetAttribute(
+                 p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &f32, sizeof f32))) {
+            gpp_err_set(err, "cublasLtMatmulDescSetAttribute(BIAS/AUX_DATA_TYPE fp32) failed");
+            goto out;
+        }
+    }
     /* B row-major: (k x n) or, transposed, (n x k); A: (m x k) or (k x m) */
-    if (s_layout(&p->lb, k->trans_b ? k->n : k->k, k->trans_b ? k->k : k->n, k->ldb, k->batch,
+    if (s_layout(&p->lb, ab, k->trans_b ? k->n : k->k, k->trans_b ? k->k : k->n, k->ldb, k->batch,
                  k->sb, err) < 0 ||
-        s_layout(&p->la, k->trans_a ? k->k : k->m, k->trans_a ? k->m : k->k, k->lda, k->batch,
+        s_layout(&p->la, ab, k->trans_a ? k->k : k->m, k->trans_a ? k->m : k->k, k->lda, k->batch,
                  k->sa, err) < 0 ||
-        s_layout(&p->lc, k->m, k->n, k->ldc, k->batch, k->sc, err) < 0)
+        s_layout(&p->lc, CUDA_R_32F, k->m, k->n, k->ldc, k->batch, k->sc, err) < 0)
         goto out;
     if (gpp_cuda_lt.cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) {
         gpp_err_set(err, "cublasLtMatmulPreferenceCreate failed");
@@ -225,10 +246,11 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, gpp_err_t 
     if (st != CUBLAS_STATUS_SUCCESS || nres == 0) {
         rc = GPP_CUDA_NO_ALGO;
         gpp_err_set(err,
-                    "cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, %s): "
+                    "cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, %s%s): "
                     "cublasLtMatmulAlgoGetHeuristic: %s",
                     (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch,
                     gpp_precision_name((gpp_precision_t)k->precision),
+                    k->packed ? ", packed bf16 operands" : "",
                     st != CUBLAS_STATUS_SUCCESS ? gpp_cuda_lt.cublasLtGetStatusString(st)
                                                 : "no result");
         goto out;
@@ -277,6 +299,29 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
     k.align_b = s_align(g->b);
     k.align_c = s_align(g->c);
     k.align_bias = g->bias ? s_align(g->bias) : 0;
+    const void *a = g->a, *b = g->b;
+    if (c->precision == GPP_PRECISION_BF16 && c->bf16_packed) {
+        /* round A and B to packed bf16: row-major A (m x k, or k x m), B
+         * (k x n, or n x k); the packed row stride is the row length */
+        int64_t ra = g->trans_a ? g->k : g->m, ca = g->trans_a ? g->m : g->k;
+        int64_t rb = g->trans_b ? g->n : g->k, cb = g->trans_b ? g->k : g->n;
+        size_t bytes_a = (size_t)(k.batch * ra * ca) * 2, off_b = (bytes_a + 255) / 256 * 256;
+        char *pk = gpp_cuda_pack_buffer(s, off_b + (size_t)(k.batch * rb * cb) * 2, err);
+        if (!pk)
+            return gpp_err_prefix(err, "backend %s: bf16 product", s->be->name);
+        GPP_CUDA_TRY(gpp_cuk_pack_bf16(cs->st, k.batch, ra, ca, g->a, g->lda, k.sa, pk), err);
+        GPP_CUDA_TRY(gpp_cuk_pack_bf16(cs->st, k.batch, rb, cb, g->b, g->ldb, k.sb, pk + off_b),
+                     err);
+        a = pk;
+        b = pk + off_b;
+        k.packed = 1;
+        k.lda = ca;
+        k.ldb = cb;
+        k.sa = k.batch > 1 ? ra * ca : 0;
+        k.sb = k.batch > 1 ? rb * cb : 0;
+        k.align_a = s_align(a);
+        k.align_b = s_align(b);
+    }
     s_plan_t *p = &c->plans->slot[s_hash(&k)];
     if (!p->used || memcmp(&p->key, &k, sizeof k) != 0) {
         s_plan_release(p); /* a collision evicts the older plan */
@@ -294,8 +339,8 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
         GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmulDescSetAttribute(
                        p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof g->aux),
                    err);
-    GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmul(c->lt, p->op, &g->alpha, g->b, p->lb, g->a, p->la,
-                                          &g->beta, g->c, p->lc, g->c, p->lc, &p->algo, cs->lt_ws,
+    GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmul(c->lt, p->op, &g->alpha, b, p->lb, a, p->la, &g->beta,
+                                          g->c, p->lc, g->c, p->lc, &p->algo, cs->lt_ws,
                                           GPP_CUDA_LT_WS_BYTES, cs->st),
                err);
     return 0;

@@ -3,6 +3,8 @@
  * kernels/gpp_math.h, shared with the CPU backend. Every reduction runs in
  * one fixed order (a fixed block shape, a fixed tree), so results are
  * bit-reproducible on a given GPU. */
+#include <cuda_bf16.h>
+
 #include "kernels/cuda/gpp_cuda_kern.h"
 
 #define S_THREADS 256
@@ -21,6 +23,26 @@ static unsigned s_blocks(int64_t n)
          i += (int64_t)gridDim.x * blockDim.x)
 
 /* ---- element-wise ---- */
+
+/* dst[b][r][c] = bf16(src[b stride + r ld + c]), rounded to nearest even */
+__global__ void k_pack_bf16(int64_t batch, int64_t rows, int64_t cols, const float *src, int64_t ld,
+                            int64_t stride, __nv_bfloat16 *dst)
+{
+    int64_t per = rows * cols;
+    S_FOR(i, batch * per)
+    {
+        int64_t b = i / per, r = i % per / cols, c = i % cols;
+        dst[i] = __float2bfloat16_rn(src[b * stride + r * ld + c]);
+    }
+}
+extern "C" cudaError_t gpp_cuk_pack_bf16(cudaStream_t st, int64_t batch, int64_t rows,
+                                         int64_t cols, const float *src, int64_t ld,
+                                         int64_t stride, void *dst)
+{
+    k_pack_bf16<<<s_blocks(batch * rows * cols), S_THREADS, 0, st>>>(
+        batch, rows, cols, src, ld, stride, (__nv_bfloat16 *)dst);
+    return cudaGetLastError();
+}
 
 __global__ void k_relu_fwd(int64_t n, const float *x, float *y)
 {

@@ -37,6 +37,11 @@ cudaError_t gpp_cuk_relu_bwd(cudaStream_t st, int64_t n, const float *x, const f
 cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, int erf, const float *x, float *y);
 cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, int erf, const float *x, const float *dy,
                              float *dx);
+/* dst (packed bf16 [batch][rows][cols]) = src (fp32, row stride ld, batch
+ * stride stride), rounded to nearest even: the operands of a product with
+ * GPP_CUDA_BF16_GEMM=packed */
+cudaError_t gpp_cuk_pack_bf16(cudaStream_t st, int64_t batch, int64_t rows, int64_t cols,
+                              const float *src, int64_t ld, int64_t stride, void *dst);
 /* y = a + b; y += alpha x */
 cudaError_t gpp_cuk_add(cudaStream_t st, int64_t n, const float *a, const float *b, float *y);
 cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, const float *x, float *y);

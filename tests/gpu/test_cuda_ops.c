@@ -229,12 +229,15 @@ static void t_linear_act(void)
  * each when truncated, so <= 2^-9 or 2^-6 for a product, accumulated in fp32
  * (<= k 2^-23 relative to the sum of magnitudes). Per element:
  * |low - cpu| <= (2^-e + k 2^-23) sum_k |x w|, e = 9 (tf32) or 6 (bf16). */
-static void s_linear_low(gpp_precision_t prec, int e)
+static void s_linear_low(gpp_precision_t prec, int e, const char *bf16_gemm)
 {
     gpp_err_t err;
     enum { M = 64, IN = 256, OUT = 96 };
     gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA, .precision = prec};
+    if (bf16_gemm)
+        setenv("GPP_CUDA_BF16_GEMM", bf16_gemm, 1);
     gpp_backend_t *tf = gpp_backend_new(&cfg, &err);
+    unsetenv("GPP_CUDA_BF16_GEMM");
     gpp_stream_t *ts = tf ? gpp_stream_new(tf, &err) : NULL;
     GPP_EXPECT_MSG(ts != NULL, "%s", err.msg);
     if (!ts) {
@@ -270,9 +273,9 @@ static void s_linear_low(gpp_precision_t prec, int e)
             worst = fmax(worst, d / tol);
             max_abs = fmax(max_abs, d);
         }
-    printf("  linear %s fwd y                  max abs diff %.3g, max diff / bound %.3g (bound "
+    printf("  linear %s%s fwd y           max abs diff %.3g, max diff / bound %.3g (bound "
            "(2^-%d + k 2^-23) sum|x w|)\n",
-           gpp_precision_name(prec), max_abs, worst, e);
+           gpp_precision_name(prec), bf16_gemm ? " packed" : "", max_abs, worst, e);
     GPP_EXPECT(worst <= 1.0);
     gpp_tensor_free(tf, &dx);
     gpp_tensor_free(tf, &dw);
@@ -283,12 +286,27 @@ static void s_linear_low(gpp_precision_t prec, int e)
 
 static void t_linear_tf32(void)
 {
-    s_linear_low(GPP_PRECISION_TF32, 9);
+    s_linear_low(GPP_PRECISION_TF32, 9, NULL);
 }
 
 static void t_linear_bf16(void)
 {
-    s_linear_low(GPP_PRECISION_BF16, 6);
+    s_linear_low(GPP_PRECISION_BF16, 6, NULL);
+}
+
+/* GPP_CUDA_BF16_GEMM=packed: both operands rounded to bf16 (2^-9 each)
+ * by the pack kernel, a bf16 product: within the same bound; an unknown
+ * value is refused naming the variable */
+static void t_linear_bf16_packed(void)
+{
+    s_linear_low(GPP_PRECISION_BF16, 6, "packed");
+    gpp_err_t err;
+    gpp_backend_cfg_t gc = {.kind = GPP_DEVICE_CUDA, .precision = GPP_PRECISION_BF16};
+    setenv("GPP_CUDA_BF16_GEMM", "bf16", 1);
+    gpp_backend_t *bad = gpp_backend_new(&gc, &err);
+    unsetenv("GPP_CUDA_BF16_GEMM");
+    GPP_EXPECT(bad == NULL && strstr(err.msg, "GPP_CUDA_BF16_GEMM=bf16") != NULL);
+    gpp_backend_destroy(&bad);
 }
 
 static void t_activations(void)
@@ -424,6 +442,9 @@ static void t_attention_bf16(void)
 {
     s_atol = s_rtol = 5e-2;
     s_attention_on(GPP_PRECISION_BF16, NULL);
+    setenv("GPP_CUDA_BF16_GEMM", "packed", 1); /* the projections' operands packed too */
+    s_attention_on(GPP_PRECISION_BF16, NULL);
+    unsetenv("GPP_CUDA_BF16_GEMM");
     s_atol = ATOL;
     s_rtol = RTOL;
 }
@@ -638,6 +659,7 @@ static const gpp_test_case_t cases[] = {
     {"linear_act", t_linear_act},
     {"linear_tf32", t_linear_tf32},
     {"linear_bf16", t_linear_bf16},
+    {"linear_bf16_packed", t_linear_bf16_packed},
     {"activations", t_activations},
     {"layernorm", t_layernorm},
     {"attention", t_attention},
