@@ -105,6 +105,7 @@ typedef struct {
     int bf16_packed;
 } gpp_cuda_t;
 
+#define GPP_CUDA_PACK_OLD 40 /* doubling from 512 B: more than any device holds */
 typedef struct {
     cudaStream_t st;
     void *lt_ws;             /* cuBLASLt workspace (GPP_CUDA_LT_WS_BYTES) */
@@ -113,6 +114,11 @@ typedef struct {
     size_t stage_bytes;
     void *pack; /* device buffer of packed bf16 operands (bf16_packed) */
     size_t pack_bytes;
+    /* the buffers pack replaced: a captured CUDA graph may still pack into
+     * one, so they live as long as the stream (each at most half the next:
+     * all of them together are smaller than pack) */
+    void *pack_old[GPP_CUDA_PACK_OLD];
+    int n_pack_old;
 } gpp_cuda_stream_t;
 
 /* cuBLASLt workspace per stream: 32 MiB, what NVIDIA's cuBLAS documentation
@@ -138,8 +144,9 @@ static inline cudaStream_t gpp_cuda_stream(gpp_stream_t *s)
  * the old contents). */
 void *gpp_cuda_stage(gpp_stream_t *s, size_t bytes, gpp_err_t *err);
 /* A device buffer of the stream of at least `bytes` (256-byte aligned) for
- * packed bf16 operands; valid until the next call. Growing it synchronises
- * the stream first (products enqueued before may read the old one). */
+ * packed bf16 operands. A bigger request moves to a new buffer and keeps the
+ * old one until the stream is destroyed (work already enqueued, or a
+ * captured graph, may still use it). */
 void *gpp_cuda_pack_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err);
 /* Synchronises the stream and reports a kernel's recorded data error. */
 int gpp_cuda_stream_sync(gpp_stream_t *s, gpp_err_t *err);

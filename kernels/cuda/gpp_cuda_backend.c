@@ -200,6 +200,8 @@ static void s_stream_fini(gpp_stream_t *s)
         (void)cudaStreamSynchronize(cs->st);
     s_cache_put(s->be, cs->lt_ws);
     s_cache_put(s->be, cs->pack);
+    for (int i = 0; i < cs->n_pack_old; i++)
+        s_cache_put(s->be, cs->pack_old[i]);
     if (cs->fault)
         (void)cudaFreeHost(cs->fault);
     if (cs->stage)
@@ -269,19 +271,18 @@ void *gpp_cuda_pack_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err)
     gpp_cuda_stream_t *cs = gpp_cuda_st(s);
     if (bytes <= cs->pack_bytes)
         return cs->pack;
-    /* products enqueued before may still read the old buffer */
-    cudaError_t e = cudaStreamSynchronize(cs->st);
-    if (e != cudaSuccess) {
-        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaStreamSynchronize", e);
+    size_t want = bytes > 2 * cs->pack_bytes ? bytes : 2 * cs->pack_bytes;
+    if (cs->n_pack_old == GPP_CUDA_PACK_OLD) {
+        gpp_err_set(err, "packed bf16 operands: %d buffer growths on one stream", cs->n_pack_old);
         return NULL;
     }
-    size_t want = bytes > 2 * cs->pack_bytes ? bytes : 2 * cs->pack_bytes;
     void *p = s_cache_get(s->be, want);
     if (!p) {
         gpp_err_set(err, "out of device memory for %zu MiB of packed bf16 operands", want >> 20);
         return NULL;
     }
-    s_cache_put(s->be, cs->pack);
+    if (cs->pack)
+        cs->pack_old[cs->n_pack_old++] = cs->pack;
     cs->pack = p;
     cs->pack_bytes = want;
     return p;
