@@ -8,6 +8,8 @@
 # grow over the steps through AdamW's normalised updates). Also: save on
 # the GPU, load on the CPU (the checkpoint goes through host staging).
 # CUDA graphs: --cuda-graphs replays give the eager cuda run bit for bit.
+# Precision bf16 (attention on tensor cores, packed products, the unfused
+# core): MMT within 5e-2 of the fp32 CPU run.
 #
 # Without a usable GPU, gpp-train --backend cuda must fail with exit 2 and a
 # message naming the reason (never train on the CPU); the test then exits
@@ -79,6 +81,43 @@ for spec in "$MMT" "$CANDLE" "$DLRM"; do
         ok "$name: two sizes captured, replayed after" || fail "$name: graphs line" "$stats" ;;
     esac
 done
+
+# precision bf16 (the tensor-core attention core, bf16 products; and with
+# GPP_CUDA_BF16_GEMM=packed, and with the unfused attention core): MMT's
+# losses against the CPU's fp32 run within 5e-2 relative. bf16 keeps 8
+# significant bits (2^-8 = 0.4 % per rounding); the difference builds up
+# over two layers, the loss and 10 AdamW steps, so this bound catches a
+# wrong kernel (a wrong tile or mask moves the loss by far more), not the
+# rounding. Then --cuda-graphs with packed operands: bit for bit the eager
+# run (a graph must own the buffers its products pack into).
+for v in "auto fast" "auto packed" "unfused fast"; do
+    read -r att gemm <<<"$v"
+    GPP_CUDA_ATTENTION=$att GPP_CUDA_BF16_GEMM=$gemm "$TRAIN" --model "$MMT" --backend cuda \
+        --precision bf16 --iterations 10 --batch 32 --micro-batch 16 --lr 0.003 \
+        >"$TMP/bf16.$att.$gemm.log" 2>"$TMP/bf16.$att.$gemm.err" ||
+        fail "mmt bf16 ($v): gpp-train failed" "$(cat "$TMP/bf16.$att.$gemm.err")"
+    if paste <(losses "$TMP/mmt.cpu.log") <(losses "$TMP/bf16.$att.$gemm.log") |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 > 0 ? $1 : -$1);
+               if (r > m) m = r; if (r > 5e-2) bad = 1 }
+             END { printf "bf16 attention %s, products %s: max rel loss difference from fp32 cpu %g\n", a, p, m;
+                   exit bad || NR != 10 }' a="$att" p="$gemm"; then
+        ok "mmt bf16 ($v): losses within 5e-2 of the fp32 cpu run"
+    else
+        fail "mmt bf16 ($v): losses" "$(paste <(losses "$TMP/mmt.cpu.log") <(losses "$TMP/bf16.$att.$gemm.log"))"
+    fi
+done
+for g in "" --cuda-graphs; do
+    GPP_CUDA_BF16_GEMM=packed "$TRAIN" --model "$MMT" --backend cuda --precision bf16 \
+        --iterations 6 --batch 32 --micro-batch 12 --lr 0.003 $g >"$TMP/bf16p.g$g.log" 2>&1 ||
+        fail "mmt bf16 packed $g: gpp-train failed" "$(cat "$TMP/bf16p.g$g.log")"
+done
+if [ "$(losses "$TMP/bf16p.g.log")" = "$(losses "$TMP/bf16p.g--cuda-graphs.log")" ] &&
+    [ "$(grep '^weights sha256' "$TMP/bf16p.g.log")" = "$(grep '^weights sha256' "$TMP/bf16p.g--cuda-graphs.log")" ]; then
+    ok "mmt bf16 packed: --cuda-graphs gives the eager run bit for bit ($(grep '^cuda graphs:' "$TMP/bf16p.g--cuda-graphs.log"))"
+else
+    fail "mmt bf16 packed: --cuda-graphs differs from eager" \
+        "$(paste <(losses "$TMP/bf16p.g.log") <(losses "$TMP/bf16p.g--cuda-graphs.log"))"
+fi
 
 # checkpoint written from device memory, read back on the CPU
 "$TRAIN" --model "$MMT" --backend cuda --iterations 3 --batch 8 --save "$TMP/ck" >"$TMP/s.log" 2>&1 &&
