@@ -16,60 +16,88 @@ static bool s_shape_ok(int64_t n, int64_t heads, int64_t seq, int64_t dh)
            seq <= 65535 * 32 && gpp_flash::tier(dh) != 0;
 }
 
-template <int DH>
-static cudaError_t s_fwd(cudaStream_t st, int64_t batch, int64_t heads, int64_t seq, int64_t dh,
-                         int64_t ldq, int64_t ldo, float scale, int causal, const float *q,
-                         const float *k, const float *v, float *o, float *lse)
-{
-    dim3 grid((unsigned)batch, cfg<DH>::blocks(seq));
-    gpp_flash::k_flash_fwd<DH><<<grid, THREADS, 0, st>>>((int)seq, (int)dh, (int)heads, ldq, ldo,
-                                                         scale, causal, q, k, v, o, lse);
-    return cudaGetLastError();
-}
+/* The arguments every kernel of a core takes. */
+struct s_args_t {
+    int64_t batch, heads, seq, dh, ldq, ldo;
+    float scale;
+    int causal;
+    const float *q, *k, *v, *dout, *lse, *dsum;
+    float *o, *out_lse, *dq, *dk, *dv;
+};
 
-template <int DH>
-static cudaError_t s_bwd(cudaStream_t st, int64_t batch, int64_t heads, int64_t seq, int64_t dh,
-                         int64_t ldq, int64_t ldo, float scale, int causal, const float *q,
-                         const float *k, const float *v, const float *dout, const float *lse,
-                         const float *dsum, float *dq, float *dk, float *dv)
-{
-    dim3 grid((unsigned)batch, cfg<DH>::blocks(seq));
-    gpp_flash::k_flash_bwd_kv<DH><<<grid, THREADS, 0, st>>>(
-        (int)seq, (int)dh, (int)heads, ldq, ldo, scale, causal, q, k, v, dout, lse, dsum, dk, dv);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return e;
-    gpp_flash::k_flash_bwd_q<DH><<<grid, THREADS, 0, st>>>(
-        (int)seq, (int)dh, (int)heads, ldq, ldo, scale, causal, q, k, v, dout, lse, dsum, dq);
-    return cudaGetLastError();
-}
+/* One core's forward and backward at tier DH: grid (batch, row blocks) */
+template <int DH, bool TC> struct s_core {
+    static dim3 grid(const s_args_t &a)
+    {
+        if constexpr (TC)
+            return dim3((unsigned)a.batch, tc_cfg<DH>::blocks(a.seq));
+        else
+            return dim3((unsigned)a.batch, cfg<DH>::blocks(a.seq));
+    }
+    static cudaError_t fwd(cudaStream_t st, const s_args_t &a)
+    {
+        if constexpr (TC)
+            gpp_flash::k_flash_tc_fwd<DH, gpp_bf16>
+                <<<grid(a), THREADS, 0, st>>>((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo,
+                                              a.scale, a.causal, a.q, a.k, a.v, a.o, a.out_lse);
+        else
+            gpp_flash::k_flash_fwd<DH>
+                <<<grid(a), THREADS, 0, st>>>((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo,
+                                              a.scale, a.causal, a.q, a.k, a.v, a.o, a.out_lse);
+        return cudaGetLastError();
+    }
+    static cudaError_t bwd(cudaStream_t st, const s_args_t &a)
+    {
+        if constexpr (TC)
+            gpp_flash::k_flash_tc_bwd_kv<DH, gpp_bf16><<<grid(a), THREADS, 0, st>>>(
+                (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
+                a.dout, a.lse, a.dsum, a.dk, a.dv);
+        else
+            gpp_flash::k_flash_bwd_kv<DH><<<grid(a), THREADS, 0, st>>>(
+                (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
+                a.dout, a.lse, a.dsum, a.dk, a.dv);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return e;
+        if constexpr (TC)
+            gpp_flash::k_flash_tc_bwd_q<DH, gpp_bf16><<<grid(a), THREADS, 0, st>>>(
+                (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
+                a.dout, a.lse, a.dsum, a.dq);
+        else
+            gpp_flash::k_flash_bwd_q<DH><<<grid(a), THREADS, 0, st>>>(
+                (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
+                a.dout, a.lse, a.dsum, a.dq);
+        return cudaGetLastError();
+    }
+};
 
-template <int DH>
-static cudaError_t s_tc_fwd(cudaStream_t st, int64_t batch, int64_t heads, int64_t seq, int64_t dh,
-                            int64_t ldq, int64_t ldo, float scale, int causal, const float *q,
-                            const float *k, const float *v, float *o, float *lse)
+/* Runs the forward (bwd 0) or backward of the core for a's head size: on
+ * tensor cores when bf16 and the head size has a tensor-core tier (16, 32,
+ * 64), else the fp32 core's tier (16, 32, 64, 128). */
+static cudaError_t s_run(cudaStream_t st, const s_args_t &a, int bf16, int bwd)
 {
-    dim3 grid((unsigned)batch, tc_cfg<DH>::blocks(seq));
-    gpp_flash::k_flash_tc_fwd<DH, gpp_bf16><<<grid, THREADS, 0, st>>>(
-        (int)seq, (int)dh, (int)heads, ldq, ldo, scale, causal, q, k, v, o, lse);
-    return cudaGetLastError();
-}
-
-template <int DH>
-static cudaError_t s_tc_bwd(cudaStream_t st, int64_t batch, int64_t heads, int64_t seq, int64_t dh,
-                            int64_t ldq, int64_t ldo, float scale, int causal, const float *q,
-                            const float *k, const float *v, const float *dout, const float *lse,
-                            const float *dsum, float *dq, float *dk, float *dv)
-{
-    dim3 grid((unsigned)batch, tc_cfg<DH>::blocks(seq));
-    gpp_flash::k_flash_tc_bwd_kv<DH, gpp_bf16><<<grid, THREADS, 0, st>>>(
-        (int)seq, (int)dh, (int)heads, ldq, ldo, scale, causal, q, k, v, dout, lse, dsum, dk, dv);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return e;
-    gpp_flash::k_flash_tc_bwd_q<DH, gpp_bf16><<<grid, THREADS, 0, st>>>(
-        (int)seq, (int)dh, (int)heads, ldq, ldo, scale, causal, q, k, v, dout, lse, dsum, dq);
-    return cudaGetLastError();
+#define S_CALL(DH, TC) (bwd ? s_core<DH, TC>::bwd(st, a) : s_core<DH, TC>::fwd(st, a))
+    switch (bf16 ? gpp_flash::tc_tier(a.dh) : 0) {
+    case 16:
+        return S_CALL(16, true);
+    case 32:
+        return S_CALL(32, true);
+    case 64:
+        return S_CALL(64, true);
+    default:
+        break;
+    }
+    switch (gpp_flash::tier(a.dh)) {
+    case 16:
+        return S_CALL(16, false);
+    case 32:
+        return S_CALL(32, false);
+    case 64:
+        return S_CALL(64, false);
+    default:
+        return S_CALL(128, false);
+    }
+#undef S_CALL
 }
 
 extern "C" int gpp_cuk_flash_supports(int64_t dh)
@@ -89,34 +117,12 @@ extern "C" cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t n, int64_t hea
 {
     if (!s_shape_ok(n, heads, seq, dh))
         return cudaErrorInvalidValue;
-    int64_t b = n * heads;
-    if (b == 0 || seq == 0)
+    if (n * heads == 0 || seq == 0)
         return cudaSuccess;
-#define S_FWD(DH) s_fwd<DH>(st, b, heads, seq, dh, ldq, ldo, scale, causal, q, k, v, o, lse)
-#define S_TC_FWD(DH) s_tc_fwd<DH>(st, b, heads, seq, dh, ldq, ldo, scale, causal, q, k, v, o, lse)
-    if (bf16)
-        switch (gpp_flash::tc_tier(dh)) {
-        case 16:
-            return S_TC_FWD(16);
-        case 32:
-            return S_TC_FWD(32);
-        case 64:
-            return S_TC_FWD(64);
-        default:
-            break; /* larger heads: the fp32 core */
-        }
-#undef S_TC_FWD
-    switch (gpp_flash::tier(dh)) {
-    case 16:
-        return S_FWD(16);
-    case 32:
-        return S_FWD(32);
-    case 64:
-        return S_FWD(64);
-    default:
-        return S_FWD(128);
-    }
-#undef S_FWD
+    s_args_t a = {};
+    a.batch = n * heads, a.heads = heads, a.seq = seq, a.dh = dh, a.ldq = ldq, a.ldo = ldo;
+    a.scale = scale, a.causal = causal, a.q = q, a.k = k, a.v = v, a.o = o, a.out_lse = lse;
+    return s_run(st, a, bf16, 0);
 }
 
 extern "C" cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq,
@@ -128,7 +134,7 @@ extern "C" cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t hea
 {
     if (!s_shape_ok(n, heads, seq, dh))
         return cudaErrorInvalidValue;
-    int64_t b = n * heads, rows = b * seq;
+    int64_t rows = n * heads * seq;
     if (rows == 0)
         return cudaSuccess;
     gpp_flash::k_flash_rowdot<<<(unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, st>>>(
@@ -136,32 +142,9 @@ extern "C" cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t hea
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
-#define S_BWD(DH)                                                                                  \
-    s_bwd<DH>(st, b, heads, seq, dh, ldq, ldo, scale, causal, q, k, v, dout, lse, dsum, dq, dk, dv)
-#define S_TC_BWD(DH)                                                                               \
-    s_tc_bwd<DH>(st, b, heads, seq, dh, ldq, ldo, scale, causal, q, k, v, dout, lse, dsum, dq, dk, \
-                 dv)
-    if (bf16)
-        switch (gpp_flash::tc_tier(dh)) {
-        case 16:
-            return S_TC_BWD(16);
-        case 32:
-            return S_TC_BWD(32);
-        case 64:
-            return S_TC_BWD(64);
-        default:
-            break;
-        }
-#undef S_TC_BWD
-    switch (gpp_flash::tier(dh)) {
-    case 16:
-        return S_BWD(16);
-    case 32:
-        return S_BWD(32);
-    case 64:
-        return S_BWD(64);
-    default:
-        return S_BWD(128);
-    }
-#undef S_BWD
+    s_args_t a = {};
+    a.batch = n * heads, a.heads = heads, a.seq = seq, a.dh = dh, a.ldq = ldq, a.ldo = ldo;
+    a.scale = scale, a.causal = causal, a.q = q, a.k = k, a.v = v, a.dout = dout, a.lse = lse;
+    a.dsum = dsum, a.dq = dq, a.dk = dk, a.dv = dv;
+    return s_run(st, a, bf16, 1);
 }

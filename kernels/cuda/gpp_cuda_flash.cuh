@@ -94,6 +94,35 @@ GPP_DEV int64_t head_base(int64_t b, int heads, int seq, int dh, int64_t ld)
     return (b / heads) * seq * ld + (b % heads) * dh;
 }
 
+/* sum over e of r[e] row[col(e, t)], e ascending: this part's share of a
+ * dot product with a shared-memory row (16-byte loads) */
+template <int T, int D> GPP_DEV float dot_part(const float (&r)[D], const float *row, int t)
+{
+    float acc = 0.0f;
+    GPP_UNROLL
+    for (int g = 0; g < D / 4; g++) {
+        gpp_f4 x = gpp_ld4(&row[4 * (t + T * g)]);
+        acc += r[4 * g] * x.x;
+        acc += r[4 * g + 1] * x.y;
+        acc += r[4 * g + 2] * x.z;
+        acc += r[4 * g + 3] * x.w;
+    }
+    return acc;
+}
+
+/* acc[e] += a row[col(e, t)] */
+template <int T, int D> GPP_DEV void axpy_part(float (&acc)[D], float a, const float *row, int t)
+{
+    GPP_UNROLL
+    for (int g = 0; g < D / 4; g++) {
+        gpp_f4 x = gpp_ld4(&row[4 * (t + T * g)]);
+        acc[4 * g] += a * x.x;
+        acc[4 * g + 1] += a * x.y;
+        acc[4 * g + 2] += a * x.z;
+        acc[4 * g + 3] += a * x.w;
+    }
+}
+
 /* dst[r][c] = mul * src[(r0 + r) ld + c], 0 past nrows rows or dh columns. */
 template <int DH, int ROWS>
 GPP_DEV void load_tile(float (*dst)[DH], const float *src, int64_t ld, int r0, int nrows, int dh,
@@ -139,16 +168,7 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo
             float s[CHUNK], mx = m;
             GPP_UNROLL
             for (int c = 0; c < CHUNK; c++) {
-                float part = 0.0f;
-                GPP_UNROLL
-                for (int g = 0; g < C::D / 4; g++) {
-                    gpp_f4 x = gpp_ld4(&ks[c0 + c][4 * (t + C::T * g)]);
-                    part += qr[4 * g] * x.x;
-                    part += qr[4 * g + 1] * x.y;
-                    part += qr[4 * g + 2] * x.z;
-                    part += qr[4 * g + 3] * x.w;
-                }
-                float sc = row_sum<C::T>(part);
+                float sc = row_sum<C::T>(dot_part<C::T>(qr, ks[c0 + c], t));
                 int j = j0 + c0 + c;
                 s[c] = c0 + c < jn && (!causal || j <= i) ? sc : -INFINITY;
                 mx = fmaxf(mx, s[c]);
@@ -163,14 +183,7 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo
             for (int c = 0; c < CHUNK; c++) {
                 float p = s[c] == -INFINITY ? 0.0f : gpp_math_expf(s[c] - mx);
                 l += p;
-                GPP_UNROLL
-                for (int g = 0; g < C::D / 4; g++) {
-                    gpp_f4 x = gpp_ld4(&vs[c0 + c][4 * (t + C::T * g)]);
-                    acc[4 * g] += p * x.x;
-                    acc[4 * g + 1] += p * x.y;
-                    acc[4 * g + 2] += p * x.z;
-                    acc[4 * g + 3] += p * x.w;
-                }
+                axpy_part<C::T>(acc, p, vs[c0 + c], t);
             }
             m = mx;
         }
@@ -244,38 +257,14 @@ GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64_t 
         GPP_SYNC();
         const int in_rows = imin(C::BC, seq - i0);
         for (int ii = 0; ii < in_rows; ii++) {
-            float part = 0.0f, dpart = 0.0f;
             /* the forward's products in its order (e ascending): p is its p */
-            GPP_UNROLL
-            for (int g = 0; g < C::D / 4; g++) {
-                gpp_f4 x = gpp_ld4(&qs[ii][4 * (t + C::T * g)]);
-                gpp_f4 y = gpp_ld4(&dos[ii][4 * (t + C::T * g)]);
-                part += x.x * kr[4 * g];
-                part += x.y * kr[4 * g + 1];
-                part += x.z * kr[4 * g + 2];
-                part += x.w * kr[4 * g + 3];
-                dpart += y.x * vr[4 * g];
-                dpart += y.y * vr[4 * g + 1];
-                dpart += y.z * vr[4 * g + 2];
-                dpart += y.w * vr[4 * g + 3];
-            }
-            float s = row_sum<C::T>(part), dp = row_sum<C::T>(dpart);
+            float s = row_sum<C::T>(dot_part<C::T>(kr, qs[ii], t));
+            float dp = row_sum<C::T>(dot_part<C::T>(vr, dos[ii], t));
             bool keep = valid && (!causal || j <= i0 + ii);
             float p = keep ? gpp_math_expf(s - ls[ii]) : 0.0f;
             float dsc = p * (dp - ds_[ii]);
-            GPP_UNROLL
-            for (int g = 0; g < C::D / 4; g++) { /* qs carries the scale */
-                gpp_f4 x = gpp_ld4(&qs[ii][4 * (t + C::T * g)]);
-                gpp_f4 y = gpp_ld4(&dos[ii][4 * (t + C::T * g)]);
-                dvr[4 * g] += p * y.x;
-                dvr[4 * g + 1] += p * y.y;
-                dvr[4 * g + 2] += p * y.z;
-                dvr[4 * g + 3] += p * y.w;
-                dkr[4 * g] += dsc * x.x;
-                dkr[4 * g + 1] += dsc * x.y;
-                dkr[4 * g + 2] += dsc * x.z;
-                dkr[4 * g + 3] += dsc * x.w;
-            }
+            axpy_part<C::T>(dvr, p, dos[ii], t);
+            axpy_part<C::T>(dkr, dsc, qs[ii], t); /* qs carries the scale */
         }
     }
     if (valid) {
@@ -323,32 +312,12 @@ GPP_KERNEL void k_flash_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_t l
         GPP_SYNC();
         const int jn = imin(C::BC, kv_end - j0);
         for (int jj = 0; jj < jn; jj++) {
-            float part = 0.0f, dpart = 0.0f;
-            GPP_UNROLL
-            for (int g = 0; g < C::D / 4; g++) {
-                gpp_f4 x = gpp_ld4(&ks[jj][4 * (t + C::T * g)]);
-                gpp_f4 y = gpp_ld4(&vs[jj][4 * (t + C::T * g)]);
-                part += qr[4 * g] * x.x;
-                part += qr[4 * g + 1] * x.y;
-                part += qr[4 * g + 2] * x.z;
-                part += qr[4 * g + 3] * x.w;
-                dpart += dor[4 * g] * y.x;
-                dpart += dor[4 * g + 1] * y.y;
-                dpart += dor[4 * g + 2] * y.z;
-                dpart += dor[4 * g + 3] * y.w;
-            }
-            float s = row_sum<C::T>(part), dp = row_sum<C::T>(dpart);
+            float s = row_sum<C::T>(dot_part<C::T>(qr, ks[jj], t));
+            float dp = row_sum<C::T>(dot_part<C::T>(dor, vs[jj], t));
             bool keep = valid && (!causal || j0 + jj <= i);
             float p = keep ? gpp_math_expf(s - li) : 0.0f;
             float dsc = p * (dp - di);
-            GPP_UNROLL
-            for (int g = 0; g < C::D / 4; g++) {
-                gpp_f4 x = gpp_ld4(&ks[jj][4 * (t + C::T * g)]);
-                dqr[4 * g] += dsc * x.x;
-                dqr[4 * g + 1] += dsc * x.y;
-                dqr[4 * g + 2] += dsc * x.z;
-                dqr[4 * g + 3] += dsc * x.w;
-            }
+            axpy_part<C::T>(dqr, dsc, ks[jj], t);
         }
     }
     if (valid) {

@@ -71,6 +71,46 @@ GPP_DEV void load_tile_e(E (*dst)[DH], const float *src, int64_t ld, int r0, int
     }
 }
 
+/* out (16 x N, row stride N) = A B^T: A the warp's 16 rows of a [][DH]
+ * tile, B the N rows of another (its rows are B^T's columns) */
+template <int DH, int N, typename E>
+GPP_DEV void tc_rows_product(const E (*a)[DH], const E (*b)[DH], float (*out)[N])
+{
+    namespace M = gpp_mma;
+    GPP_UNROLL
+    for (int nt = 0; nt < N / 16; nt++) {
+        M::frag_c s;
+        M::zero(s);
+        GPP_UNROLL
+        for (int kt = 0; kt < DH / 16; kt++) {
+            M::frag_a<E> fa;
+            M::frag_bt<E> fb;
+            M::load(fa, &a[0][16 * kt], DH);
+            M::load(fb, &b[16 * nt][16 * kt], DH);
+            M::mma(s, fa, fb);
+        }
+        M::store_c(&out[0][16 * nt], s, N);
+    }
+}
+
+/* acc[f] (16 x 16: columns 16 f.. of a 16 x DH result) += A B: A 16 x N
+ * (row stride N), B the N rows of a [][DH] tile */
+template <int DH, int N, typename E>
+GPP_DEV void tc_acc_product(gpp_mma::frag_c (&acc)[DH / 16], const E *a, const E (*b)[DH])
+{
+    namespace M = gpp_mma;
+    GPP_UNROLL
+    for (int f = 0; f < DH / 16; f++)
+        GPP_UNROLL
+    for (int kt = 0; kt < N / 16; kt++) {
+        M::frag_a<E> fa;
+        M::frag_b<E> fb;
+        M::load(fa, a + 16 * kt, N);
+        M::load(fb, &b[16 * kt][16 * f], DH);
+        M::mma(acc[f], fa, fb);
+    }
+}
+
 /* Writes the 16 x 16 accumulator f (rows row0.., columns col0.. of the
  * warp's output) to global rows of stride ld, times mul[row] (per row of
  * the tile), through the warp's scratch tile. */
@@ -124,20 +164,7 @@ GPP_KERNEL void k_flash_tc_fwd(int seq, int dh, int heads, int64_t ldq, int64_t 
         load_tile_e<E, DH, C::BC>(vs, v + bq, ldq, j0, seq, dh, 1.0f);
         GPP_SYNC();
         /* S = (scale Q) K^T: 16 x BC */
-        GPP_UNROLL
-        for (int nt = 0; nt < C::BC / 16; nt++) {
-            M::frag_c s;
-            M::zero(s);
-            GPP_UNROLL
-            for (int kt = 0; kt < C::KT; kt++) {
-                M::frag_a<E> a;
-                M::frag_bt<E> b;
-                M::load(a, &qs[16 * warp][16 * kt], DH);
-                M::load(b, &ks[16 * nt][16 * kt], DH);
-                M::mma(s, a, b);
-            }
-            M::store_c(&sw[warp][0][16 * nt], s, C::BC);
-        }
+        tc_rows_product<DH, C::BC>(&qs[16 * warp], ks, sw[warp]);
         GPP_SYNC_WARP();
         /* the row's share: mask, max, exp, sum over the lane pair */
         float pv[C::BC / 2], mx = m;
@@ -177,16 +204,9 @@ GPP_KERNEL void k_flash_tc_fwd(int seq, int dh, int heads, int64_t ldq, int64_t 
             }
             GPP_SYNC_WARP();
             M::load_c(acc[f], &scr[warp][0][0], 16);
-            GPP_UNROLL
-            for (int kt = 0; kt < C::BC / 16; kt++) {
-                M::frag_a<E> a;
-                M::frag_b<E> b;
-                M::load(a, pw + 16 * kt, C::BC);
-                M::load(b, &vs[16 * kt][16 * f], DH);
-                M::mma(acc[f], a, b);
-            }
             GPP_SYNC_WARP(); /* scr is free again */
         }
+        tc_acc_product<DH, C::BC>(acc, pw, vs);
     }
     if (half == 0)
         rowf[warp][rr] = 1.0f / l;
@@ -248,25 +268,8 @@ GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64
         }
         GPP_SYNC();
         /* S^T = K (scale Q)^T and dP^T = V dO^T: 16 keys x BC queries */
-        GPP_UNROLL
-        for (int nt = 0; nt < C::BCB / 16; nt++) {
-            M::frag_c s, d;
-            M::zero(s);
-            M::zero(d);
-            GPP_UNROLL
-            for (int kt = 0; kt < C::KT; kt++) {
-                M::frag_a<E> a;
-                M::frag_bt<E> b;
-                M::load(a, &ks[16 * warp][16 * kt], DH);
-                M::load(b, &qs[16 * nt][16 * kt], DH);
-                M::mma(s, a, b);
-                M::load(a, &vs[16 * warp][16 * kt], DH);
-                M::load(b, &dos[16 * nt][16 * kt], DH);
-                M::mma(d, a, b);
-            }
-            M::store_c(&st[warp][0][16 * nt], s, C::BCB);
-            M::store_c(&dpt[warp][0][16 * nt], d, C::BCB);
-        }
+        tc_rows_product<DH, C::BCB>(&ks[16 * warp], qs, st[warp]);
+        tc_rows_product<DH, C::BCB>(&vs[16 * warp], dos, dpt[warp]);
         GPP_SYNC_WARP();
         float pv[C::BCB / 2], dsv[C::BCB / 2];
         GPP_UNROLL
@@ -286,19 +289,8 @@ GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64
         }
         GPP_SYNC_WARP();
         /* dV += P^T dO, dK += dS^T (scale Q) */
-        GPP_UNROLL
-        for (int f = 0; f < C::KT; f++)
-            GPP_UNROLL
-        for (int kt = 0; kt < C::BCB / 16; kt++) {
-            M::frag_a<E> a;
-            M::frag_b<E> b;
-            M::load(a, pt + 16 * kt, C::BCB);
-            M::load(b, &dos[16 * kt][16 * f], DH);
-            M::mma(dva[f], a, b);
-            M::load(a, dst + 16 * kt, C::BCB);
-            M::load(b, &qs[16 * kt][16 * f], DH);
-            M::mma(dka[f], a, b);
-        }
+        tc_acc_product<DH, C::BCB>(dva, pt, dos);
+        tc_acc_product<DH, C::BCB>(dka, dst, qs);
     }
     GPP_SYNC();
     GPP_UNROLL
@@ -350,25 +342,8 @@ GPP_KERNEL void k_flash_tc_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_
         load_tile_e<E, DH, C::BCB>(vs, v + bq, ldq, j0, seq, dh, 1.0f);
         GPP_SYNC();
         /* S = (scale Q) K^T and dP = dO V^T: 16 queries x BC keys */
-        GPP_UNROLL
-        for (int nt = 0; nt < C::BCB / 16; nt++) {
-            M::frag_c s, d;
-            M::zero(s);
-            M::zero(d);
-            GPP_UNROLL
-            for (int kt = 0; kt < C::KT; kt++) {
-                M::frag_a<E> a;
-                M::frag_bt<E> b;
-                M::load(a, &qs[16 * warp][16 * kt], DH);
-                M::load(b, &ks[16 * nt][16 * kt], DH);
-                M::mma(s, a, b);
-                M::load(a, &dos[16 * warp][16 * kt], DH);
-                M::load(b, &vs[16 * nt][16 * kt], DH);
-                M::mma(d, a, b);
-            }
-            M::store_c(&sw[warp][0][16 * nt], s, C::BCB);
-            M::store_c(&dpw[warp][0][16 * nt], d, C::BCB);
-        }
+        tc_rows_product<DH, C::BCB>(&qs[16 * warp], ks, sw[warp]);
+        tc_rows_product<DH, C::BCB>(&dos[16 * warp], vs, dpw[warp]);
         GPP_SYNC_WARP();
         float dsv[C::BCB / 2];
         GPP_UNROLL
@@ -384,16 +359,7 @@ GPP_KERNEL void k_flash_tc_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_
             dsw[rr * C::BCB + half * (C::BCB / 2) + c] = gpp_to_e<E>(dsv[c]);
         GPP_SYNC_WARP();
         /* dQ += dS K (the scale at the end) */
-        GPP_UNROLL
-        for (int f = 0; f < C::KT; f++)
-            GPP_UNROLL
-        for (int kt = 0; kt < C::BCB / 16; kt++) {
-            M::frag_a<E> a;
-            M::frag_b<E> b;
-            M::load(a, dsw + 16 * kt, C::BCB);
-            M::load(b, &ks[16 * kt][16 * f], DH);
-            M::mma(dqa[f], a, b);
-        }
+        tc_acc_product<DH, C::BCB>(dqa, dsw, ks);
     }
     GPP_SYNC();
     GPP_UNROLL
