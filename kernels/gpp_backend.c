@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "kernels/gpp_backend_impl.h"
+#include "model/gpp_optable.h"
 
 gpp_backend_t *gpp_backend_new(const gpp_backend_cfg_t *cfg, gpp_err_t *err)
 {
@@ -141,6 +142,18 @@ void gpp_backend_host_unpin(gpp_backend_t *self, void *p)
     assert(self);
     if (self->vt->host_unpin)
         self->vt->host_unpin(self, p);
+}
+
+size_t gpp_backend_attention_stash_bytes(gpp_backend_t *self, int64_t n, int64_t seq,
+                                         int64_t hidden, int heads)
+{
+    assert(self && heads > 0);
+    size_t full = gpp_attention_stash_bytes(n, seq, hidden, heads);
+    if (!self->vt->attention_stash_bytes)
+        return full;
+    size_t b = self->vt->attention_stash_bytes(self, n, seq, hidden, heads);
+    assert(b <= full);
+    return b;
 }
 
 void gpp_backend_free(gpp_backend_t *self, void **ptr_p)

@@ -129,6 +129,13 @@ void gpp_backend_free(gpp_backend_t *self, void **ptr_p);
 int gpp_backend_host_pin(gpp_backend_t *self, void *p, size_t bytes, gpp_err_t *err);
 /* Undoes a gpp_backend_host_pin that returned 1. */
 void gpp_backend_host_unpin(gpp_backend_t *self, void *p);
+/* The bytes of stash gpp_attention_fwd fills on this backend for n samples
+ * of seq x hidden with `heads` heads: gpp_attention_stash_bytes (the op
+ * table's, what the planner charges) or less (CUDA's fused core keeps a
+ * log-sum-exp per row instead of the seq x seq probabilities). A larger
+ * stash works too. */
+size_t gpp_backend_attention_stash_bytes(gpp_backend_t *self, int64_t n, int64_t seq,
+                                         int64_t hidden, int heads);
 /* Fills *out and returns 1 for a backend with a caching allocator (CUDA);
  * 0 with *out zeroed for one without (CPU: malloc). */
 int gpp_backend_cache_stats(gpp_backend_t *self, gpp_backend_cache_t *out);

@@ -75,6 +75,10 @@ typedef struct gpp_backend_vt_s {
     /* page-locking of host memory; NULL: the backend has no such thing */
     int (*host_pin)(gpp_backend_t *be, void *p, size_t bytes, gpp_err_t *err);
     void (*host_unpin)(gpp_backend_t *be, void *p);
+    /* the stash attention_fwd fills for these shapes; NULL: the op table's
+     * gpp_attention_stash_bytes (gpp_backend_attention_stash_bytes) */
+    size_t (*attention_stash_bytes)(gpp_backend_t *be, int64_t n, int64_t seq, int64_t hidden,
+                                    int heads);
 
     /* streams; stream_free releases memory after the work enqueued so far */
     int (*stream_init)(gpp_stream_t *s, gpp_err_t *err);

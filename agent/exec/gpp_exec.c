@@ -50,7 +50,7 @@ typedef struct {
     int first_param; /* index into params */
     int n_params;
     int loss;                   /* index into losses, or -1 */
-    int64_t kernel_stash_bytes; /* per sample (the op table's) */
+    int64_t kernel_stash_bytes; /* per sample (the backend's: <= the op table's) */
     int fuse_to;                /* a linear: index of the ReLU/GELU its call computes, or -1 */
     int fused;                  /* an activation computed by its linear's call */
     int bwd_reads_out;          /* a fused ReLU: its backward reads its output (its input,
@@ -368,7 +368,12 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         eo->op = &g->ops[ids[i]];
         const gpp_op_info_t *T = &gpp_optable[eo->op->type];
         eo->loss = T->role == GPP_ROLE_LOSS ? self->n_loss++ : -1;
-        eo->kernel_stash_bytes = gpp_op_kernel_stash_bytes(g, eo->op);
+        /* the backend's (at most the op table's: CUDA's fused attention
+           keeps less) */
+        eo->kernel_stash_bytes = eo->op->type == GPP_OP_ATTENTION
+                                     ? (int64_t)gpp_backend_attention_stash_bytes(
+                                           be, 1, eo->op->rows, eo->op->cols, eo->op->heads)
+                                     : gpp_op_kernel_stash_bytes(g, eo->op);
         eo->in = gpp_xcalloc((size_t)eo->op->n_inputs + 1, sizeof(int));
         for (int k = 0; k < eo->op->n_inputs; k++) {
             int p = eo->op->inputs[k];

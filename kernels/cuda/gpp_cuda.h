@@ -202,6 +202,8 @@ int gpp_cuda_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_ten
 int gpp_cuda_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
                            const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
                            gpp_tensor_t *dgain, gpp_tensor_t *dbias, gpp_err_t *err);
+size_t gpp_cuda_attention_stash_bytes(gpp_backend_t *be, int64_t n, int64_t seq, int64_t hidden,
+                                      int heads);
 int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                            int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err);
 int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,

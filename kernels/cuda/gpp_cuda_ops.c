@@ -284,33 +284,48 @@ static int s_att_gemm(gpp_stream_t *s, const s_att_t *a, int ta, int tb, int64_t
 
 /* precision bf16 on sm_80 or newer: the fused core runs on tensor cores in
  * bf16 where it has a kernel (head sizes up to 64; the launcher decides) */
-static int s_att_bf16(gpp_stream_t *s)
+static int s_att_bf16_be(const gpp_cuda_t *c)
 {
-    const gpp_cuda_t *c = gpp_cuda_be(s->be);
     return c->precision == GPP_PRECISION_BF16 && c->cc_major >= 8;
 }
-
-/* Whether this stream's attention runs a fused core (gpp_cuda.h,
- * gpp_cuda_attn_t): forward and backward decide alike, so the stash holds
- * what the backward expects. */
-static int s_att_fused(gpp_stream_t *s, const s_att_t *a)
+static int s_att_bf16(gpp_stream_t *s)
 {
-    const gpp_cuda_t *c = gpp_cuda_be(s->be);
-    if (!gpp_cuk_flash_supports(a->dh) || c->attn == GPP_CUDA_ATTN_UNFUSED)
+    return s_att_bf16_be(gpp_cuda_be(s->be));
+}
+
+/* Whether attention with head size dh runs a fused core on this backend
+ * (gpp_cuda.h, gpp_cuda_attn_t): forward, backward and the stash size
+ * decide alike, so the stash holds what the backward expects. */
+static int s_att_fused_dh(const gpp_cuda_t *c, int64_t dh)
+{
+    if (!gpp_cuk_flash_supports(dh) || c->attn == GPP_CUDA_ATTN_UNFUSED)
         return 0;
     if (c->attn == GPP_CUDA_ATTN_FUSED || c->precision == GPP_PRECISION_FP32)
         return 1;
-    return s_att_bf16(s) && gpp_cuk_flash_tc_supports(a->dh);
+    return s_att_bf16_be(c) && gpp_cuk_flash_tc_supports(dh);
+}
+static int s_att_fused(gpp_stream_t *s, const s_att_t *a)
+{
+    return s_att_fused_dh(gpp_cuda_be(s->be), a->dh);
+}
+
+size_t gpp_cuda_attention_stash_bytes(gpp_backend_t *be, int64_t n, int64_t seq, int64_t hidden,
+                                      int heads)
+{
+    if (!s_att_fused_dh(gpp_cuda_be(be), hidden / heads))
+        return gpp_attention_stash_bytes(n, seq, hidden, heads);
+    /* qkv [n seq, 3 hidden] | lse [n heads, seq] | ctx [n seq, hidden] */
+    return (size_t)(n * seq * (4 * hidden + heads)) * sizeof(float);
 }
 
 /* Fused core: no permutes and no probabilities. Stash (floats): natural
- * qkv [n seq, 3 hidden] | the row log-sum-exps [n heads, seq] at the start
- * of the probabilities' region | natural ctx [n seq, hidden]. */
+ * qkv [n seq, 3 hidden] | the row log-sum-exps [n heads, seq] | natural ctx
+ * [n seq, hidden] (gpp_cuda_attention_stash_bytes). */
 static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
                            const gpp_attention_params_t *p, int causal, gpp_tensor_t *y,
                            float *stash, gpp_err_t *err)
 {
-    float *qkv = stash, *lse = qkv + a->m * 3 * a->hid, *ctx = lse + a->batch * a->seq * a->seq;
+    float *qkv = stash, *lse = qkv + a->m * 3 * a->hid, *ctx = lse + a->batch * a->seq;
     if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv,
                      err) < 0)
         return -1;
@@ -386,7 +401,7 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
                            gpp_err_t *err)
 {
     const float *qkv = stash, *lse = qkv + a->m * 3 * a->hid;
-    const float *ctx = lse + a->batch * a->seq * a->seq;
+    const float *ctx = lse + a->batch * a->seq;
     /* workspace: dctx [m, hid] | dqkv [m, 3 hid] | dsum [batch, seq] */
     int64_t mh = a->m * a->hid;
     float *dctx =

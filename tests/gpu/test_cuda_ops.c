@@ -363,13 +363,34 @@ static void s_attention(int64_t n, int64_t seq, int64_t hid, int heads, int caus
     pt_t *dwo = s_fill(1, hid, hid, GRAD_INIT), *dbo = s_fill(1, 1, hid, GRAD_INIT);
     size_t stash_floats = gpp_attention_stash_bytes(n, seq, hid, heads) / sizeof(float);
     pt_t *st = s_pt(GPP_DTYPE_F32, 1, 1, (int64_t)stash_floats, NULL);
+    /* the GPU side gets exactly the stash its backend asks for (fused core:
+     * no probabilities), then guard values that must survive */
+    enum { GUARD = 64 };
+    size_t gbytes = gpp_backend_attention_stash_bytes(s_gbe, n, seq, hid, heads);
+    GPP_EXPECT(gbytes <= stash_floats * sizeof(float) && gbytes % sizeof(float) == 0);
+    float guard[GUARD], back[GUARD];
+    for (int i = 0; i < GUARD; i++)
+        guard[i] = 12345.0f;
+    gpp_err_t gerr;
+    char *gst = gpp_backend_alloc(s_gbe, gbytes + sizeof guard, &gerr);
+    GPP_EXPECT(gst &&
+               gpp_stream_copy(s_gs, gst + gbytes, guard, sizeof guard, GPP_COPY_H2D, &gerr) == 0);
+    void *stash[2] = {st->c.data, gst};
     gpp_attention_params_t p[2], dp[2];
     for (D = 0; D < 2; D++) {
         p[D] = (gpp_attention_params_t){*T(wq), *T(bq), *T(wo), *T(bo)};
         dp[D] = (gpp_attention_params_t){*T(dwq), *T(dbq), *T(dwo), *T(dbo)};
     }
-    BOTH(gpp_attention_fwd(S, T(x), &p[D], heads, causal, T(y), T(st)->data, err));
-    BOTH(gpp_attention_bwd(S, T(x), &p[D], heads, causal, T(st)->data, T(dy), T(dx), &dp[D], err));
+    BOTH(gpp_attention_fwd(S, T(x), &p[D], heads, causal, T(y), stash[D], err));
+    BOTH(gpp_attention_bwd(S, T(x), &p[D], heads, causal, stash[D], T(dy), T(dx), &dp[D], err));
+    GPP_EXPECT(gpp_stream_copy(s_gs, back, gst + gbytes, sizeof back, GPP_COPY_D2H, &gerr) == 0 &&
+               gpp_stream_sync(s_gs, &gerr) == 0);
+    GPP_EXPECT_MSG(memcmp(back, guard, sizeof guard) == 0,
+                   "attention wrote past its %zu-byte stash (of %zu on the cpu)", gbytes,
+                   stash_floats * sizeof(float));
+    printf("  attention dh %lld stash: %zu bytes on %s, %zu on the cpu\n", (long long)(hid / heads),
+           gbytes, gpp_backend_name(s_gbe), stash_floats * sizeof(float));
+    gpp_backend_free(s_gbe, (void **)&gst);
     static const char *names[] = {"fwd y",      "bwd dx",   "bwd dW_qkv",
                                   "bwd db_qkv", "bwd dW_o", "bwd db_o"};
     const pt_t *outs[] = {y, dx, dwq, dbq, dwo, dbo};

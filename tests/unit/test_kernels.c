@@ -594,6 +594,18 @@ static void t_attention_backward(void)
     }
 }
 
+/* The CPU backend fills the op table's stash (what the planner charges and
+ * the executor allocates through gpp_backend_attention_stash_bytes). */
+static void t_attention_stash_bytes(void)
+{
+    static const int64_t shapes[][4] = {{1, 16, 32, 4}, {3, 37, 64, 2}, {8, 256, 1024, 16}};
+    for (int i = 0; i < 3; i++) {
+        const int64_t *sh = shapes[i];
+        GPP_EXPECT(gpp_backend_attention_stash_bytes(s_be, sh[0], sh[1], sh[2], (int)sh[3]) ==
+                   gpp_attention_stash_bytes(sh[0], sh[1], sh[2], (int)sh[3]));
+    }
+}
+
 /* Causal attention against a straightforward double-precision reference:
  * per sample and head, scores s_ij = q_i . k_j / sqrt(dh) for j <= i only,
  * softmax over those, ctx_i = sum_j p_ij v_j, y = ctx W_o^T + b_o. seq 21:
@@ -1065,6 +1077,7 @@ static void t_empty_micro_batch(void)
 
 static const gpp_test_case_t cases[] = {
     {"backend_memory_events", t_backend_memory_events},
+    {"attention_stash_bytes", t_attention_stash_bytes},
     {"linear_forward", t_linear_forward},
     {"linear_backward", t_linear_backward},
     {"activation_forward", t_activation_forward},
