@@ -639,7 +639,7 @@ static void s_records(gpp_data_t *self, int64_t lo, int64_t n, int64_t *rec)
 int64_t gpp_data_record(gpp_data_t *self, int64_t sample)
 {
     assert(self && self->npy && sample >= 0);
-    int64_t rec;
+    int64_t rec = 0; /* s_records writes it (gcc -O3 cannot prove so) */
     s_records(self, sample, 1, &rec);
     return rec;
 }
