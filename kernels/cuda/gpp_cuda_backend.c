@@ -48,6 +48,28 @@ static void s_raw_free(void *ctx, void *p)
     (void)cudaFree(p);
 }
 
+/* What attention runs on this backend (gpp_cuda_attn_t; the head-size
+ * limits are gpp_cuda_flash.cu's), for the start-up line. */
+static const char *s_attn_policy(const gpp_cuda_t *c)
+{
+    int tc = c->precision == GPP_PRECISION_BF16 && c->cc_major >= 8;
+    switch (c->attn) {
+    case GPP_CUDA_ATTN_UNFUSED:
+        return "unfused (batched products + softmax; GPP_CUDA_ATTENTION=unfused)";
+    case GPP_CUDA_ATTN_FUSED:
+        return tc ? "fused, on tensor cores for head sizes <= 64, else fp32 (head sizes <= 128; "
+                    "GPP_CUDA_ATTENTION=fused)"
+                  : "fused fp32 core for head sizes <= 128 (GPP_CUDA_ATTENTION=fused)";
+    case GPP_CUDA_ATTN_AUTO:
+        break;
+    }
+    if (c->precision == GPP_PRECISION_FP32)
+        return "fused fp32 core for head sizes <= 128, else unfused";
+    if (tc)
+        return "fused on tensor cores (bf16) for head sizes <= 64, else unfused";
+    return "unfused (batched products + softmax)";
+}
+
 /* ---- lifetime ---- */
 
 static int s_init(gpp_backend_t *be, gpp_err_t *err)
@@ -112,14 +134,12 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     be->impl = c;
     snprintf(be->name, sizeof be->name, "cuda:%d", dev);
     snprintf(be->device_name, sizeof be->device_name, "%s", prop.name);
-    gpp_info("backend cuda:%d: %s, %d SMs, %.1f GiB, %s matrix products%s, %s attention", dev,
-             c->dev_name, c->sm_count, (double)c->total_mem_bytes / (1 << 30),
-             gpp_precision_name(c->precision),
+    gpp_info("backend cuda:%d: %s (sm_%d%d), %d SMs, %.1f GiB, %s matrix products%s; attention: %s",
+             dev, c->dev_name, prop.major, prop.minor, c->sm_count,
+             (double)c->total_mem_bytes / (1 << 30), gpp_precision_name(c->precision),
              c->bf16_packed && c->precision == GPP_PRECISION_BF16 ? " (operands packed to bf16)"
                                                                   : "",
-             c->attn == GPP_CUDA_ATTN_FUSED     ? "fused"
-             : c->attn == GPP_CUDA_ATTN_UNFUSED ? "unfused"
-                                                : "auto");
+             s_attn_policy(c));
     return 0;
 }
 
