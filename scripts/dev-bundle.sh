@@ -2,8 +2,9 @@
 # dev-bundle: pack a CUDA build and the Debian shared libraries its
 # programs need into .dev/bundle.tgz, for running the GPU suite on a GPU
 # machine that lacks our Debian packages (the device tool's machines:
-# docs/gpu.md, "Running on a lent GPU machine"). Debug info is stripped
-# and object files left out to stay small. .dev/ is ignored by git.
+# docs/gpu.md, "Running on a lent GPU machine"; scripts/gpu-remote.sh
+# unpacks and runs it there). Debug info is stripped and object files left
+# out to stay small. Keep .dev/ out of git (.git/info/exclude).
 #   scripts/dev-bundle.sh [BUILD_DIR]     (default: build)
 set -eu
 BUILD=${1:-build}
@@ -22,6 +23,9 @@ find "$STAGE/build" -type f -perm -u+x | while read -r f; do
 done | awk '/=>/ { print $1, $3 }' | sort -u |
     grep -Ev '^(libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+)\.so' |
     while read -r n p; do cp -L "$p" "$STAGE/lib/$n"; done
+# where the build was made: its CTest files name these paths, which
+# scripts/gpu-remote.sh rewrites to wherever the bundle is unpacked
+printf '%s %s\n' "$ROOT" "$(cd "$BUILD" && pwd)" >"$STAGE/paths"
 mkdir -p "$ROOT/.dev"
-tar czf "$ROOT/.dev/bundle.tgz" -C "$STAGE" build lib
+tar czf "$ROOT/.dev/bundle.tgz" -C "$STAGE" build lib paths
 ls -la "$ROOT/.dev/bundle.tgz"
