@@ -4,7 +4,7 @@
 # machine that lacks our Debian packages (the device tool's machines:
 # docs/gpu.md, "Running on a lent GPU machine"; scripts/gpu-remote.sh
 # unpacks and runs it there). Debug info is stripped and object files left
-# out to stay small. Keep .dev/ out of git (.git/info/exclude).
+# out to stay small. .dev/ is ignored by git (.gitignore).
 #   scripts/dev-bundle.sh [BUILD_DIR]     (default: build)
 set -eu
 BUILD=${1:-build}
