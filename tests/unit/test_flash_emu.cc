@@ -1,7 +1,10 @@
-/* test_flash_emu: the CUDA backend's fused attention kernels
- * (kernels/cuda/gpp_cuda_flash.cuh), compiled for the host and run in the
- * block emulator (gpp_cuda_emu.h: one host thread per CUDA thread, real
- * barriers and shuffles), against attention computed in double.
+/* test_flash_emu: the CUDA backend's fused attention kernels, the fp32
+ * core (kernels/cuda/gpp_cuda_flash.cuh) and the tensor-core core
+ * (gpp_cuda_flash_tc.cuh), compiled for the host and run in the block
+ * emulator (gpp_cuda_emu.h: each CUDA thread a fiber, real barriers,
+ * shuffles and whole-tile warp products), against attention computed in
+ * double. The tensor-core kernels run with fp32 elements (their indexing
+ * and masking checked to fp32) and with bf16 elements (their rounding).
  *
  * What this checks without a GPU: the tiling and its edges (seq not a
  * multiple of a tile, one row, several row blocks), the head-size tiers and
@@ -9,18 +12,22 @@
  * mask and the tiles it skips, the online softmax, the stashed
  * log-sum-exp, the backward's recomputation, the natural-layout row dot,
  * that every output element is written and nothing past an output is, and
- * that every barrier and shuffle is reached by every thread (the emulator
- * aborts otherwise). What it cannot check: device rounding (nvcc fuses
- * a*b+c), warp timing, performance; tests/gpu/test_cuda_ops.c runs the same
- * kernels on a GPU against the CPU backend.
+ * that every barrier and shuffle is reached by every thread and every
+ * 16-byte or warp-product access is aligned as the device needs (the
+ * emulator aborts otherwise). What it cannot check: device rounding (nvcc
+ * fuses a*b+c), the fragments' real layout, warp timing, performance;
+ * tests/gpu/test_cuda_ops.c runs the same kernels on a GPU against the CPU
+ * backend.
  *
  * The kernels read and write the attention op's natural layouts (heads in
  * place in qkv [n seq, 3 hidden] and ctx [n seq, hidden]), as the CUDA
  * backend calls them.
  *
- * Tolerance: |emulated - double| <= 2e-5 (1 + |double|). The kernels sum
- * in fp32 (the rows' dO.O sums in double): at these sizes (<= 150 terms of
- * magnitude <= 4) the differences are ~1e-6. */
+ * Tolerance with fp32 elements: |emulated - double| <= 2e-5 (1 + |double|).
+ * The kernels sum in fp32 (the rows' dO.O sums in double): at these sizes
+ * (<= 150 terms of magnitude <= 4) the differences are ~1e-6. With bf16
+ * elements: BF16_TOL below. Each output compared is one check; the last
+ * line is "N passed, M failed". */
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -32,7 +39,7 @@
 namespace
 {
 
-int g_failures;
+int g_failures, g_checks, g_failed_checks;
 
 #define EXPECT(cond, ...)                                                                          \
     do {                                                                                           \
@@ -88,8 +95,11 @@ void check(const char *what, const std::vector<float> &got, const std::vector<do
     for (int g = 0; g < NGUARD; g++)
         guard_bad += got[n + g] != GUARD;
     std::printf("      %-5s max |diff| %.3g (relative to 1 + |ref|: %.3g)\n", what, maxdiff, worst);
+    int before = g_failures;
     EXPECT(bad == 0, "%s: %zu of %zu elements off (tolerance %g)", what, bad, n, tol);
     EXPECT(guard_bad == 0, "%s: %zu elements written past the output", what, guard_bad);
+    g_checks++;
+    g_failed_checks += g_failures != before;
 }
 
 struct shape {
@@ -309,6 +319,8 @@ int main()
     for (const shape &sh : shapes)
         for (int causal = 0; causal < 2; causal++)
             run_shape(sh, causal);
-    std::printf("test_flash_emu: %s\n", g_failures ? "FAILED" : "all passed");
+    /* a failure outside a check (the tiers) fails a check of its own */
+    int other = g_failures && !g_failed_checks;
+    std::printf("%d passed, %d failed\n", g_checks - g_failed_checks, g_failed_checks + other);
     return g_failures ? 1 : 0;
 }
