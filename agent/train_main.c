@@ -32,6 +32,7 @@ typedef struct {
     int threads;
     int data_threads;  /* 0: gpp_data_pool_default_threads() */
     int data_prefetch; /* -1: by backend (on for cuda), 0 off, 1 on */
+    int load_ahead;    /* gpp_exec_cfg_t.load_ahead: 0 by backend, 1 on, -1 off */
     gpp_device_kind_t backend;
     int device;
     gpp_precision_t precision;
@@ -81,6 +82,9 @@ static void s_usage(FILE *out)
         "                        current one trains, into page-locked memory (default: on\n"
         "                        with cuda, off with cpu, where it would take cores from the\n"
         "                        kernels)\n"
+        "  --load-ahead on|off   copy the next micro-batch's inputs and labels to the device\n"
+        "                        while the current one trains (default: on with cuda, off\n"
+        "                        with cpu, where there is no device to copy to)\n"
         "  --no-shuffle          read .npy records in file order (default: a permutation\n"
         "                        per epoch drawn from --seed)\n"
         "  --save FILE           write weights + optimizer state at the end (atomic)\n"
@@ -141,6 +145,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_SAVEW,
         O_DTHREADS,
         O_DPREFETCH,
+        O_LAHEAD,
         O_LOSS,
         O_NOFUSE,
         O_GRAPHS,
@@ -171,6 +176,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"save-weights", 1, 0, O_SAVEW},
                                        {"data-threads", 1, 0, O_DTHREADS},
                                        {"data-prefetch", 1, 0, O_DPREFETCH},
+                                       {"load-ahead", 1, 0, O_LAHEAD},
                                        {"loss", 1, 0, O_LOSS},
                                        {"no-fuse", 0, 0, O_NOFUSE},
                                        {"cuda-graphs", 0, 0, O_GRAPHS},
@@ -259,6 +265,13 @@ static int s_parse(int argc, char **argv, opts_t *o)
                 return -1;
             }
             o->data_prefetch = strcmp(optarg, "on") == 0;
+            break;
+        case O_LAHEAD:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, "gpp-train: error: --load-ahead '%s': use on or off\n", optarg);
+                return -1;
+            }
+            o->load_ahead = strcmp(optarg, "on") == 0 ? 1 : -1;
             break;
         case O_LOSS:
             o->loss = optarg;
@@ -471,8 +484,12 @@ int main(int argc, char **argv)
         printf("synthetic data: %d threads, prefetch %s\n", data_threads, prefetch ? "on" : "off");
     else
         printf("data read-ahead: %s (%d threads)\n", prefetch ? "on" : "off", data_threads);
-    gpp_exec_cfg_t ec = {
-        .seed = o.seed, .optim = o.hp, .batch = o.batch, .no_fuse = o.no_fuse, .graphs = o.graphs};
+    gpp_exec_cfg_t ec = {.seed = o.seed,
+                         .optim = o.hp,
+                         .batch = o.batch,
+                         .no_fuse = o.no_fuse,
+                         .graphs = o.graphs,
+                         .load_ahead = o.load_ahead};
     if (!(ex = gpp_exec_new(g, g->n_ops, ops, be, data, &ec, &err)))
         goto fail;
     if (o.load && gpp_ckpt_load(ex, o.load, &err) < 0)
@@ -511,6 +528,11 @@ int main(int argc, char **argv)
                o.iterations, (long long)gpp_exec_step_count(ex),
                (double)o.batch * (double)o.iterations * 1000.0 / total_ms,
                (long long)gpp_exec_peak_stash_bytes(ex));
+    int64_t la_hits = 0, la_misses = 0;
+    gpp_exec_load_ahead_stats(ex, &la_hits, &la_misses);
+    if (la_hits + la_misses)
+        printf("load-ahead: %lld loads from the device copy, %lld read then\n", (long long)la_hits,
+               (long long)la_misses);
     if (o.graphs) {
         int64_t cap = 0, rep = 0;
         gpp_exec_graph_stats(ex, &cap, &rep);

@@ -91,6 +91,24 @@ typedef struct {
     void *ws; /* the stream workspace it was captured with */
 } exec_graph_t;
 
+/* Load-ahead (gpp_exec_cfg_t.load_ahead): the data of one op (an INPUT,
+ * or a loss op's labels) for the micro-batch after the one just loaded,
+ * copied to the device on the copy stream while the compute stream works.
+ * Two device buffers, outside the pool, used in turn. */
+typedef struct {
+    int op;
+    void *buf[2];
+    size_t cap[2], bytes[2];
+    int64_t lo[2], n[2];    /* the samples a buffer holds; n < 0: none */
+    gpp_event_t *copied[2]; /* copy stream: the buffer is filled */
+    gpp_event_t *read[2];   /* compute stream: its last reader is done */
+    int next;               /* the buffer the next fill uses */
+    int pend;               /* a fill of pend_n samples from pend_lo to start */
+    int64_t pend_lo, pend_n;
+    size_t pend_bytes;
+    int64_t max_n; /* the largest micro-batch loaded: what a fill reads */
+} exec_ahead_t;
+
 struct gpp_exec_s {
     const gpp_graph_t *g;
     gpp_backend_t *be;
@@ -133,6 +151,11 @@ struct gpp_exec_s {
     exec_graph_t gr[EXEC_GRAPHS];
     exec_graph_t *capturing; /* the graph being captured: loads read its feeds */
     int64_t captures, replays;
+    /* load-ahead */
+    gpp_stream_t *cs; /* the copy stream; NULL: load-ahead off */
+    int n_ahead;
+    exec_ahead_t *ahead; /* [n_local]: at most one per op */
+    int64_t ahead_hits, ahead_misses;
 };
 
 /* ---- memory: a pool of equal-size blocks (micro-batches repeat shapes) ----
@@ -433,6 +456,13 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
     }
     if (!(self->s = gpp_stream_new(be, err)))
         goto fail;
+    /* load-ahead: on by default where the data crosses to a device */
+    int ahead = cfg->load_ahead ? cfg->load_ahead > 0 : gpp_backend_kind(be) != GPP_DEVICE_CPU;
+    if (ahead && data) {
+        if (!(self->cs = gpp_stream_new(be, err)))
+            goto fail;
+        self->ahead = gpp_xcalloc((size_t)self->n_local + 1, sizeof *self->ahead);
+    }
 
     /* parameter storage and deterministic init */
     self->pflat = gpp_backend_alloc(be, (size_t)self->dense_numel * 4, err);
@@ -560,6 +590,18 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
     for (int i = 0; self->tev && i <= self->n_local; i++)
         gpp_event_destroy(&self->tev[i]);
     free(self->tev);
+    if (self->cs) /* the compute stream was synchronised above */
+        gpp_stream_sync(self->cs, NULL);
+    for (int i = 0; i < self->n_ahead; i++) {
+        exec_ahead_t *a = &self->ahead[i];
+        for (int k = 0; k < 2; k++) {
+            gpp_backend_free(self->be, &a->buf[k]);
+            gpp_event_destroy(&a->copied[k]);
+            gpp_event_destroy(&a->read[k]);
+        }
+    }
+    free(self->ahead);
+    gpp_stream_destroy(&self->cs);
     gpp_stream_destroy(&self->s);
     for (int i = 0; i < self->n_local; i++)
         free(self->ops[i].in);
@@ -764,8 +806,101 @@ static gpp_tensor_t *s_grad(gpp_exec_t *self, exec_mb_t *mb, int k, gpp_err_t *e
     return t;
 }
 
-/* Data for an INPUT op's slot (or a loss op's labels): through the host
- * staging buffer, or straight from the data source's prefetched copy. */
+/* Data for an INPUT op's slot (or a loss op's labels), read now: through
+ * the host staging buffer, or straight from the data source's prefetched
+ * copy. */
+static int s_load_now(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gpp_err_t *err)
+{
+    const void *h = gpp_data_ref(self->data, op, mb->sample_lo, mb->n,
+                                 s_host(self, gpp_tensor_bytes(dst)), err);
+    if (!h)
+        return -1;
+    if (gpp_stream_copy(self->s, dst->data, h, gpp_tensor_bytes(dst), GPP_COPY_H2D, err) < 0)
+        return -1;
+    /* The staging buffer is reused by the next load, the source's copy valid
+     * until its next call: wait for the copy. */
+    return gpp_stream_sync(self->s, err);
+}
+
+/* op's load-ahead entry, made on first use (NULL: no memory for events) */
+static exec_ahead_t *s_ahead_of(gpp_exec_t *self, int op)
+{
+    for (int i = 0; i < self->n_ahead; i++)
+        if (self->ahead[i].op == op)
+            return &self->ahead[i];
+    assert(self->n_ahead < self->n_local + 1);
+    exec_ahead_t *a = &self->ahead[self->n_ahead];
+    memset(a, 0, sizeof *a);
+    a->op = op;
+    for (int k = 0; k < 2; k++) {
+        a->n[k] = -1;
+        if (!(a->copied[k] = gpp_event_new(self->be, NULL)) ||
+            !(a->read[k] = gpp_event_new(self->be, NULL))) {
+            for (int j = 0; j <= k; j++) {
+                gpp_event_destroy(&a->copied[j]);
+                gpp_event_destroy(&a->read[j]);
+            }
+            return NULL;
+        }
+    }
+    self->n_ahead++;
+    return a;
+}
+
+/* Starts filling a's next buffer with samples [lo, lo + n) (bytes) on the
+ * copy stream: the guess that the next micro-batch follows this one and is
+ * at most the largest so far (a smaller one, the last of a mini-batch, is
+ * a part of the buffer). Best
+ * effort: on any failure the buffer stays empty, and the load that needs
+ * those samples reads them itself, reporting the error. The host waits
+ * for the copy itself (the source's memory is reused by its next call),
+ * not for the compute stream. */
+static void s_ahead_fill(gpp_exec_t *self, exec_ahead_t *a, int64_t lo, int64_t n, size_t bytes)
+{
+    int k = a->next;
+    a->n[k] = -1;
+    if (n <= 0 || bytes == 0)
+        return;
+    gpp_err_t e;
+    if (a->cap[k] < bytes) { /* the old buffer may still be read or written */
+        if (gpp_event_sync(a->read[k], &e) < 0 || gpp_event_sync(a->copied[k], &e) < 0)
+            return;
+        gpp_backend_free(self->be, &a->buf[k]);
+        a->cap[k] = 0;
+        if (!(a->buf[k] = gpp_backend_alloc(self->be, bytes, &e)))
+            return;
+        a->cap[k] = bytes;
+    }
+    const void *h = gpp_data_ref(self->data, a->op, lo, n, s_host(self, bytes), &e);
+    if (!h || gpp_event_wait(a->read[k], self->cs, &e) < 0 ||
+        gpp_stream_copy(self->cs, a->buf[k], h, bytes, GPP_COPY_H2D, &e) < 0 ||
+        gpp_event_record(a->copied[k], self->cs, &e) < 0 || gpp_event_sync(a->copied[k], &e) < 0)
+        return;
+    a->lo[k] = lo;
+    a->n[k] = n;
+    a->bytes[k] = bytes;
+    a->next = k ^ 1;
+}
+
+/* Starts the fills the loads asked for. Called once the micro-batch's work
+ * is enqueued (end of forward, after a replay's launch), so that the host's
+ * wait for each copy overlaps the device running that work: a fill started
+ * at the load itself would leave the device idle on a fresh queue (and put
+ * the copy in the next op's profiled time). */
+static void s_ahead_flush(gpp_exec_t *self)
+{
+    for (int i = 0; i < self->n_ahead; i++) {
+        exec_ahead_t *a = &self->ahead[i];
+        if (a->pend)
+            s_ahead_fill(self, a, a->pend_lo, a->pend_n, a->pend_bytes);
+        a->pend = 0;
+    }
+}
+
+/* Data for an INPUT op's slot (or a loss op's labels): from the load-ahead
+ * buffer when it holds these samples (a device copy, no host wait), else
+ * read now; the next micro-batch's samples are then asked for
+ * (s_ahead_flush starts them). */
 static int s_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gpp_err_t *err)
 {
     if (self->capturing) { /* loaded before the replay into the graph's feed buffer */
@@ -778,16 +913,38 @@ static int s_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gp
             }
         return gpp_err_set(err, "executor: op %d has no graph feed buffer", op);
     }
-    /* from the data source's prefetched copy when it has one (no host copy) */
-    const void *h = gpp_data_ref(self->data, op, mb->sample_lo, mb->n,
-                                 s_host(self, gpp_tensor_bytes(dst)), err);
-    if (!h)
-        return -1;
-    if (gpp_stream_copy(self->s, dst->data, h, gpp_tensor_bytes(dst), GPP_COPY_H2D, err) < 0)
-        return -1;
-    /* The staging buffer is reused by the next load, the source's copy valid
-     * until its next call: wait for the copy. */
-    return gpp_stream_sync(self->s, err);
+    exec_ahead_t *a = self->cs && mb->n > 0 ? s_ahead_of(self, op) : NULL;
+    if (!a)
+        return s_load_now(self, mb, op, dst, err);
+    size_t bytes = gpp_tensor_bytes(dst), per = bytes / (size_t)mb->n;
+    int k = -1; /* a buffer holding samples [lo, lo + n) */
+    for (int j = 0; j < 2; j++)
+        if (a->n[j] > 0 && a->bytes[j] / (size_t)a->n[j] == per && a->lo[j] <= mb->sample_lo &&
+            mb->sample_lo + mb->n <= a->lo[j] + a->n[j])
+            k = j;
+    int rc;
+    if (k >= 0) {
+        const char *src = (const char *)a->buf[k] + (size_t)(mb->sample_lo - a->lo[k]) * per;
+        rc = gpp_event_wait(a->copied[k], self->s, err) < 0 ||
+                     gpp_stream_copy(self->s, dst->data, src, bytes, GPP_COPY_D2D, err) < 0 ||
+                     gpp_event_record(a->read[k], self->s, err) < 0
+                 ? -1
+                 : 0;
+        a->n[k] = -1; /* used: its next fill waits for read[k] */
+        self->ahead_hits++;
+    } else {
+        rc = s_load_now(self, mb, op, dst, err);
+        self->ahead_misses++;
+    }
+    if (rc == 0) {
+        if (mb->n > a->max_n)
+            a->max_n = mb->n;
+        a->pend = 1;
+        a->pend_lo = mb->sample_lo + mb->n;
+        a->pend_n = a->max_n;
+        a->pend_bytes = per * (size_t)a->max_n;
+    }
+    return rc;
 }
 
 /* The kernel arguments of op eo common to forward and backward: its
@@ -979,6 +1136,7 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
     }
     mb->loss_pending = self->n_loss > 0 && mb->n > 0;
     mb->state = MB_FORWARD;
+    s_ahead_flush(self);
     return 0;
 fail:
     gpp_exec_release(self, m);
@@ -1393,6 +1551,7 @@ int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
     if (gpp_replay_launch(gr->r, self->s, err) < 0)
         return -1;
     self->replays++;
+    s_ahead_flush(self);
     /* the host state the eager calls leave: every tensor released (a whole
        model keeps no input gradient), the loss on its way to the host */
     mb->state = MB_BACKWARD;
@@ -1486,4 +1645,13 @@ void gpp_exec_reset_times(gpp_exec_t *self)
         self->ops[i].fwd_ms = self->ops[i].bwd_ms = 0;
         self->ops[i].calls = 0;
     }
+}
+
+void gpp_exec_load_ahead_stats(const gpp_exec_t *self, int64_t *hits, int64_t *misses)
+{
+    assert(self);
+    if (hits)
+        *hits = self->ahead_hits;
+    if (misses)
+        *misses = self->ahead_misses;
 }

@@ -89,6 +89,12 @@ typedef struct {
     int no_fuse;          /* 1: run a linear and the ReLU/GELU it feeds as two ops (a
                              debugging and benchmarking aid; the results are the same,
                              the memory more than gpp_stage_mem predicts) */
+    int load_ahead;       /* 0: on where the backend is a device (CUDA), 1: on, -1: off.
+                             On: after loading a micro-batch's inputs and labels, the
+                             next micro-batch's samples (the guess: they follow) are
+                             copied to the device on a second stream while the compute
+                             stream works, into two buffers per op outside the pool;
+                             a load they hold is a device copy, with no host wait */
 } gpp_exec_cfg_t;
 
 typedef struct gpp_exec_s gpp_exec_t;
@@ -114,6 +120,10 @@ int gpp_exec_n_outputs(const gpp_exec_t *self);
 int gpp_exec_output_op(const gpp_exec_t *self, int i);
 /* 1 when the stage holds a loss op. */
 int gpp_exec_has_loss(const gpp_exec_t *self);
+
+/* Loads served from the load-ahead buffers, and loads read then (the
+ * first, and any whose samples were not the guess). */
+void gpp_exec_load_ahead_stats(const gpp_exec_t *self, int64_t *hits, int64_t *misses);
 
 /* ---- one micro-batch ---- */
 

@@ -59,6 +59,18 @@ grep -q "data read-ahead: on (2 threads)" "$TMP/ahead.log" &&
     [ "$(losses "$TMP/ahead.log")" = "$(losses "$TMP/again.log")" ] &&
     ok "the read-ahead trains the same losses across an epoch" ||
     fail "read-ahead run differs: $(grep -v '^iter' "$TMP/ahead.log" | head -3)"
+# the load-ahead (on by default with cuda: the next micro-batch's samples
+# copied to the device early) trains the same, shuffled, across the epoch,
+# with uneven micro-batches (32 = 12 + 12 + 8)
+"$TRAIN" --model "$G/tiny_mlp.json" --data "$TMP/reg" --iterations 20 --batch 32 --lr 0.01 \
+    --threads 1 --micro-batch 12 >"$TMP/mb.log" 2>&1
+"$TRAIN" --model "$G/tiny_mlp.json" --data "$TMP/reg" --iterations 20 --batch 32 --lr 0.01 \
+    --threads 1 --micro-batch 12 --load-ahead on --data-prefetch on >"$TMP/la.log" 2>&1
+grep -q "^load-ahead: 1[0-9][0-9] loads from the device copy, 2 read then" "$TMP/la.log" &&
+    [ "$(losses "$TMP/la.log")" = "$(losses "$TMP/mb.log")" ] &&
+    [ "$(grep '^weights sha256' "$TMP/la.log")" = "$(grep '^weights sha256' "$TMP/mb.log")" ] &&
+    ok "the load-ahead trains the same losses and weights" ||
+    fail "load-ahead run differs: $(grep -v '^iter' "$TMP/la.log" | head -4)"
 "$TRAIN" --model "$G/tiny_mlp.json" --data "$TMP/reg" --iterations 20 --batch 32 --lr 0.01 \
     --threads 1 --no-shuffle >"$TMP/ordered.log" 2>&1
 [ "$(losses "$TMP/ordered.log")" != "$(losses "$TMP/again.log")" ] &&
