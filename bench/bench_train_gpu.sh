@@ -26,7 +26,9 @@
 # with attention. The "bf16 packed" column is gpp at bf16 with
 # GPP_CUDA_BF16_GEMM=packed (each product's operands rounded to bf16 by a
 # kernel, then a bf16 product, instead of cuBLASLt's fp32-operand bf16
-# mode).
+# mode). The "no load-ahead" column is gpp with --load-ahead off (each
+# micro-batch's inputs copied to the GPU when it runs, the host waiting
+# for the stream, instead of during the previous one: docs/executor.md).
 #
 # usage: bench/bench_train_gpu.sh [BUILD_DIR]
 #   env: PYTHON (python3), WARMUP (3), ITERS (10), PRECISIONS ("fp32 tf32 bf16"),
@@ -68,8 +70,8 @@ TMPD=$(mktemp -d)
 trap 'rm -rf "$TMPD"' EXIT
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "# warmup $WARMUP, timed $ITERS iterations; MFU against dense peak fp32 $(peak fp32), tf32 $(peak tf32), bf16 $(peak bf16) TFLOP/s"
-printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) | gpp unfused attention samples/s | gpp bf16 packed samples/s |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) | gpp unfused attention samples/s | gpp bf16 packed samples/s | gpp no load-ahead samples/s |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 while read -r spec batch; do
     [ -n "$spec" ] || continue
     "$TRAIN" --model "$spec" --write-dataset "$TMPD/ds.bin" --samples $((batch * (WARMUP + ITERS))) \
@@ -92,17 +94,19 @@ while read -r spec batch; do
             [ "$urate" = fail ] && sed 's/^/# gpp unfused attention: /' "$TMPD/gpp.err" | tail -3
             ;;
         esac
+        lrate=$(gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle --load-ahead off)
+        [ "$lrate" = fail ] && sed 's/^/# gpp --load-ahead off: /' "$TMPD/gpp.err" | tail -3
         prate=-
         if [ "$prec" = bf16 ]; then
             prate=$(GPP_CUDA_BF16_GEMM=packed gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle)
             [ "$prate" = fail ] && sed 's/^/# gpp bf16 packed: /' "$TMPD/gpp.err" | tail -3
         fi
-        awk -v s="$spec" -v b="$batch" -v p="$prec" -v g="$grate" -v t="$trate" -v f="$flops" -v pk="$(peak "$prec")" -v sr="$srate" -v cr="$crate" -v ur="$urate" -v pr="$prate" 'BEGIN {
+        awk -v s="$spec" -v b="$batch" -v p="$prec" -v g="$grate" -v t="$trate" -v f="$flops" -v pk="$(peak "$prec")" -v sr="$srate" -v cr="$crate" -v ur="$urate" -v pr="$prate" -v lr="$lrate" 'BEGIN {
             gf = (g + 0 > 0) ? sprintf("%.2f (%.1f %%)", f * g / b / 1e12, 100 * f * g / b / 1e12 / pk) : "-";
             tf = (t + 0 > 0) ? sprintf("%.2f (%.1f %%)", f * t / b / 1e12, 100 * f * t / b / 1e12 / pk) : "-";
             r = (g + 0 > 0 && t + 0 > 0) ? sprintf("%.2fx", g / t) : "-";
             c = (cr + 0 > 0 && t + 0 > 0) ? sprintf("%s (%.2fx)", cr, cr / t) : cr;
-            printf "| `%s` | %d | %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s | %s |\n", s, b, p, g, t, r, f / 1e9, gf, tf, sr, c, ur, pr }'
+            printf "| `%s` | %d | %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s |\n", s, b, p, g, t, r, f / 1e9, gf, tf, sr, c, ur, pr, lr }'
     done
     rm -f "$TMPD/ds.bin"
 done <<<"$MODELS"
