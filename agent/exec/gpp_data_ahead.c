@@ -188,7 +188,7 @@ const void *gpp_data_ahead_get(gpp_data_ahead_t *self, int op, int64_t lo, int64
         v = out;
     }
     if (self->tr.next >= 0) { /* into the other slot: v stays valid */
-        s_start(self, &self->sl[1 - self->cur], self->tr.next, self->tr.cur_n, self->tr.want);
+        s_start(self, &self->sl[1 - self->cur], self->tr.next, self->tr.next_n, self->tr.want);
         self->tr.next = -1;
     }
     return v;

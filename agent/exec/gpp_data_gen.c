@@ -555,7 +555,7 @@ static void s_pf_launch(gpp_data_gen_t *self)
 {
     if (self->tr.next < 0)
         return;
-    s_slot_start(self, &self->pf[1 - self->pf_cur], self->tr.next, self->tr.cur_n, self->tr.want);
+    s_slot_start(self, &self->pf[1 - self->pf_cur], self->tr.next, self->tr.next_n, self->tr.want);
     self->tr.next = -1;
 }
 

@@ -224,6 +224,7 @@ void gpp_data_track_free(gpp_data_track_t *t)
 void gpp_data_track_reset(gpp_data_track_t *t)
 {
     t->cur_lo = t->cur_n = t->next = -1;
+    t->next_n = t->stride = t->max_n = 0;
     memset(t->cur_ops, 0, (size_t)t->n_ops);
     memset(t->want, 0, (size_t)t->n_ops);
 }
@@ -233,8 +234,12 @@ int gpp_data_track_note(gpp_data_track_t *t, int op, int64_t lo, int64_t n)
     assert(op >= 0 && op < t->n_ops);
     int fresh = lo != t->cur_lo || n != t->cur_n;
     if (fresh) {
-        int64_t stride = t->cur_n >= 0 ? lo - t->cur_lo : 0;
-        t->next = stride > 0 ? lo + stride : -1;
+        if (t->cur_n >= 0 && t->cur_n >= t->max_n && lo > t->cur_lo)
+            t->stride = lo - t->cur_lo; /* from a full-size range */
+        if (n > t->max_n)
+            t->max_n = n;
+        t->next = n < t->max_n ? lo + n : t->stride > 0 ? lo + t->stride : -1;
+        t->next_n = t->max_n;
         memcpy(t->want, t->cur_ops, (size_t)t->n_ops);
         memset(t->cur_ops, 0, (size_t)t->n_ops);
         t->cur_lo = lo, t->cur_n = n;

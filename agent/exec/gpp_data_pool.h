@@ -72,17 +72,22 @@ void *gpp_data_buf_reserve(gpp_data_buf_t *buf, size_t bytes, gpp_backend_t *be)
 /* Unlocks (through the same be) and frees; buf is empty after. */
 void gpp_data_buf_free(gpp_data_buf_t *buf, gpp_backend_t *be);
 
-/* The range tracker of a prefetch (gpp_data_gen's and gpp_data_ahead's).
- * The calls of one micro-batch share a sample range. When a call brings a
- * new range R after range Q, the next range is predicted as R + (R.lo -
- * Q.lo) (consecutive micro-batches, or a data-parallel replica's shares a
- * micro-batch apart) with the ops asked for at Q. */
+/* The range tracker of a prefetch (gpp_data_gen's, gpp_data_ahead's and
+ * the executor's load-ahead). The calls of one micro-batch share a sample
+ * range. When a call brings a new range R, the next range is predicted to
+ * start one stride on, R.lo + stride (consecutive micro-batches, or a
+ * data-parallel replica's shares a micro-batch apart), the stride learnt
+ * from a full-size range to the one after it; after a range shorter than
+ * the largest so far (a mini-batch's uneven last micro-batch) right after
+ * it, R.lo + R.n. Its size is the largest so far, its ops those asked for
+ * at the range before R. */
 typedef struct {
     int n_ops;
     int64_t cur_lo, cur_n; /* range of the latest call (n -1: none) */
     char *cur_ops;         /* [n_ops] ops asked for at the current range */
     char *want;            /* [n_ops] ops predicted at `next` */
-    int64_t next;          /* lo of the predicted range, -1: none */
+    int64_t next, next_n;  /* the predicted range, next -1: none */
+    int64_t stride, max_n; /* learnt so far (0: none) */
 } gpp_data_track_t;
 
 void gpp_data_track_init(gpp_data_track_t *t, int n_ops);

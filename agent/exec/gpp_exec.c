@@ -106,7 +106,6 @@ typedef struct {
     int pend;               /* a fill of pend_n samples from pend_lo to start */
     int64_t pend_lo, pend_n;
     size_t pend_bytes;
-    int64_t max_n; /* the largest micro-batch loaded: what a fill reads */
 } exec_ahead_t;
 
 struct gpp_exec_s {
@@ -155,6 +154,7 @@ struct gpp_exec_s {
     gpp_stream_t *cs; /* the copy stream; NULL: load-ahead off */
     int n_ahead;
     exec_ahead_t *ahead; /* [n_local]: at most one per op */
+    gpp_data_track_t tr; /* the loads' ranges: where the next one starts */
     int64_t ahead_hits, ahead_misses;
 };
 
@@ -462,6 +462,7 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         if (!(self->cs = gpp_stream_new(be, err)))
             goto fail;
         self->ahead = gpp_xcalloc((size_t)self->n_local + 1, sizeof *self->ahead);
+        gpp_data_track_init(&self->tr, g->n_ops);
     }
 
     /* parameter storage and deterministic init */
@@ -601,6 +602,8 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
         }
     }
     free(self->ahead);
+    if (self->cs)
+        gpp_data_track_free(&self->tr);
     gpp_stream_destroy(&self->cs);
     gpp_stream_destroy(&self->s);
     for (int i = 0; i < self->n_local; i++)
@@ -848,9 +851,8 @@ static exec_ahead_t *s_ahead_of(gpp_exec_t *self, int op)
 }
 
 /* Starts filling a's next buffer with samples [lo, lo + n) (bytes) on the
- * copy stream: the guess that the next micro-batch follows this one and is
- * at most the largest so far (a smaller one, the last of a mini-batch, is
- * a part of the buffer). Best
+ * copy stream: the tracker's guess of the next micro-batch (a smaller one,
+ * the last of a mini-batch, is a part of the buffer). Best
  * effort: on any failure the buffer stays empty, and the load that needs
  * those samples reads them itself, reporting the error. The host waits
  * for the copy itself (the source's memory is reused by its next call),
@@ -936,13 +938,12 @@ static int s_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gp
         rc = s_load_now(self, mb, op, dst, err);
         self->ahead_misses++;
     }
-    if (rc == 0) {
-        if (mb->n > a->max_n)
-            a->max_n = mb->n;
+    if (rc == 0) { /* no stride known yet (the first range): the samples that follow */
+        gpp_data_track_note(&self->tr, op, mb->sample_lo, mb->n);
         a->pend = 1;
-        a->pend_lo = mb->sample_lo + mb->n;
-        a->pend_n = a->max_n;
-        a->pend_bytes = per * (size_t)a->max_n;
+        a->pend_lo = self->tr.next >= 0 ? self->tr.next : mb->sample_lo + mb->n;
+        a->pend_n = self->tr.next_n;
+        a->pend_bytes = per * (size_t)a->pend_n;
     }
     return rc;
 }

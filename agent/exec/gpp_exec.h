@@ -91,7 +91,7 @@ typedef struct {
                              the memory more than gpp_stage_mem predicts) */
     int load_ahead;       /* 0: on where the backend is a device (CUDA), 1: on, -1: off.
                              On: after loading a micro-batch's inputs and labels, the
-                             next micro-batch's samples (the guess: they follow) are
+                             next micro-batch's samples (gpp_data_track_t's guess) are
                              copied to the device on a second stream while the compute
                              stream works, into two buffers per op outside the pool;
                              a load they hold is a device copy, with no host wait */

@@ -399,12 +399,44 @@ static void t_pool_runs_each_chunk_once(void)
     gpp_data_pool_destroy(&none); /* NULL is fine */
 }
 
+/* The range tracker's guesses: consecutive micro-batches with an uneven
+ * last one (12 + 12 + 8 a mini-batch), and a data-parallel replica's
+ * shares (3 samples, a micro-batch of 6 apart). */
+static void t_track_predicts(void)
+{
+    gpp_data_track_t t;
+    gpp_data_track_init(&t, 2);
+    /* lo, n of each call; the predicted next and next_n after it */
+    static const int64_t seq[][4] = {
+        {0, 12, -1, 12},  /* no stride known yet */
+        {12, 12, 24, 12}, /* stride 12 */
+        {24, 8, 32, 12},  /* short: the next mini-batch starts right after */
+        {32, 12, 44, 12}, /* the stride stays 12 (not 8) */
+        {44, 12, 56, 12},
+    };
+    for (int i = 0; i < 5; i++) {
+        GPP_EXPECT(gpp_data_track_note(&t, 0, seq[i][0], seq[i][1]) == 1);
+        GPP_EXPECT(gpp_data_track_note(&t, 1, seq[i][0], seq[i][1]) == 0); /* same range */
+        GPP_EXPECT_MSG(t.next == seq[i][2] && t.next_n == seq[i][3],
+                       "after [%lld, +%lld): next %lld (+%lld), want %lld (+%lld)",
+                       (long long)seq[i][0], (long long)seq[i][1], (long long)t.next,
+                       (long long)t.next_n, (long long)seq[i][2], (long long)seq[i][3]);
+    }
+    gpp_data_track_reset(&t);
+    for (int m = 0; m < 4; m++) { /* replica 1 of 2: [6 m + 3, +3) */
+        gpp_data_track_note(&t, 0, 6 * m + 3, 3);
+        GPP_EXPECT(t.next == (m ? 6 * m + 9 : -1) && t.next_n == 3);
+    }
+    gpp_data_track_free(&t);
+}
+
 static const gpp_test_case_t cases[] = {
     {"threads_and_prefetch_bit_identical", t_threads_and_prefetch_bit_identical},
     {"read_ahead_bit_identical", t_read_ahead_bit_identical},
     {"read_ahead_reports_bad_value", t_read_ahead_reports_bad_value},
     {"set_threads_range", t_set_threads_range},
     {"pool_runs_each_chunk_once", t_pool_runs_each_chunk_once},
+    {"track_predicts", t_track_predicts},
     {NULL, NULL}};
 
 int main(void)

@@ -444,7 +444,8 @@ static void t_fusion_same_results(void)
  * begin/forward/backward and gpp_exec_run, with uneven micro-batches. The
  * guess "the next micro-batch follows" holds within and across mini-batches
  * here (hits), and a jump (iteration 3 starts elsewhere) is a miss that
- * reads the samples itself, with the same results. */
+ * reads the samples itself, with the same results. Then a data-parallel
+ * replica's strided shares: hits once the stride is known. */
 static void t_load_ahead_same_results(void)
 {
     for (int m = 0; s_specs[m]; m++) {
@@ -476,21 +477,52 @@ static void t_load_ahead_same_results(void)
                            it, a, b);
             GPP_EXPECT(gpp_exec_step(now, &err) == 0 && gpp_exec_step(ahead, &err) == 0);
         }
+        int64_t hits = -1, misses = -1, h0 = -1, m0 = -1;
+        if (now && ahead) {
+            gpp_exec_load_ahead_stats(ahead, &hits, &misses);
+            gpp_exec_load_ahead_stats(now, &h0, &m0);
+            /* 12 micro-batches; the first and the jump's first miss, per loaded op */
+            GPP_EXPECT(h0 == 0 && m0 == 0);
+            GPP_EXPECT(misses > 0 && hits == 5 * misses);
+        }
+        /* a data-parallel replica's shares, [6 m + 3, +3) (strided), on a
+           fresh pair as a replica's executor sees them */
+        gpp_exec_t *rn = gpp_exec_new(f.g, f.g->n_ops, f.all, f.be, f.data, &c, &err);
+        c.load_ahead = -1;
+        gpp_exec_t *rf = gpp_exec_new(f.g, f.g->n_ops, f.all, f.be, f.data, &c, &err);
+        GPP_EXPECT_MSG(rn && rf, "%s", err.msg);
+        for (int mbi = 0; mbi < 6 && rn && rf; mbi++) {
+            double a = 0, b = 0;
+            gpp_exec_t *both[2] = {rf, rn};
+            for (int e = 0; e < 2; e++)
+                GPP_EXPECT_MSG(gpp_exec_begin(both[e], 0, 6 * mbi + 3, 3, &err) == 0 &&
+                                   gpp_exec_forward(both[e], 0, &err) == 0 &&
+                                   gpp_exec_backward(both[e], 0, &err) == 0,
+                               "%s", err.msg);
+            GPP_EXPECT(gpp_exec_loss(rf, &a, &err) == 0 && gpp_exec_loss(rn, &b, &err) == 0);
+            GPP_EXPECT_MSG(a == b, "%s share %d: loss %.9g now, %.9g ahead", f.g->spec, mbi, a, b);
+            GPP_EXPECT(gpp_exec_step(rf, &err) == 0 && gpp_exec_step(rn, &err) == 0);
+        }
+        if (rn && rf) {
+            int64_t h2 = -1, m2 = -1, ops = misses / 2;
+            gpp_exec_load_ahead_stats(rn, &h2, &m2);
+            /* the first two shares miss (no stride known yet), the other 4 hit */
+            GPP_EXPECT_MSG(m2 == 2 * ops && h2 == 4 * ops,
+                           "shares: %lld hits, %lld misses for %lld ops", (long long)h2,
+                           (long long)m2, (long long)ops);
+            for (int i = 0; i < gpp_exec_n_params(rn); i++)
+                GPP_EXPECT(memcmp(gpp_exec_param(rn, i)->data, gpp_exec_param(rf, i)->data,
+                                  gpp_tensor_bytes(gpp_exec_param(rn, i))) == 0);
+        }
+        gpp_exec_destroy(&rn);
+        gpp_exec_destroy(&rf);
         int same = 1;
         for (int i = 0; now && ahead && i < gpp_exec_n_params(now); i++)
             same &= memcmp(gpp_exec_param(now, i)->data, gpp_exec_param(ahead, i)->data,
                            gpp_tensor_bytes(gpp_exec_param(now, i))) == 0;
         GPP_EXPECT_MSG(same, "%s: weights differ", f.g->spec);
-        if (now && ahead) {
-            int64_t hits = -1, misses = -1, h0 = -1, m0 = -1;
-            gpp_exec_load_ahead_stats(ahead, &hits, &misses);
-            gpp_exec_load_ahead_stats(now, &h0, &m0);
-            /* 12 micro-batches; the first and the jump's first miss, per loaded op */
-            printf("  %s: load-ahead hits %lld, misses %lld; weights equal: %s\n", f.g->spec,
-                   (long long)hits, (long long)misses, same ? "yes" : "NO");
-            GPP_EXPECT(h0 == 0 && m0 == 0);
-            GPP_EXPECT(misses > 0 && hits == 5 * misses);
-        }
+        printf("  %s: load-ahead hits %lld, misses %lld; weights equal: %s\n", f.g->spec,
+               (long long)hits, (long long)misses, same ? "yes" : "NO");
         gpp_exec_destroy(&now);
         gpp_exec_destroy(&ahead);
         gpp_fixture_exec_close(&f);
