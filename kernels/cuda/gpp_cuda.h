@@ -202,6 +202,11 @@ int gpp_cuda_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_ten
 int gpp_cuda_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
                            const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
                            gpp_tensor_t *dgain, gpp_tensor_t *dbias, gpp_err_t *err);
+/* The attention core a head size runs on this backend (gpp_cuda_attn_t's
+ * rule): the one place the forward, the backward, the stash size and the
+ * start-up line ask. */
+typedef enum { GPP_CUDA_CORE_UNFUSED, GPP_CUDA_CORE_FP32, GPP_CUDA_CORE_TC } gpp_cuda_core_t;
+gpp_cuda_core_t gpp_cuda_attention_core(const gpp_cuda_t *c, int64_t dh);
 size_t gpp_cuda_attention_stash_bytes(gpp_backend_t *be, int64_t n, int64_t seq, int64_t hidden,
                                       int heads);
 int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,

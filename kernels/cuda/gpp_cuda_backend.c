@@ -48,26 +48,15 @@ static void s_raw_free(void *ctx, void *p)
     (void)cudaFree(p);
 }
 
-/* What attention runs on this backend (gpp_cuda_attn_t; the head-size
- * limits are gpp_cuda_flash.cu's), for the start-up line. */
-static const char *s_attn_policy(const gpp_cuda_t *c)
+/* The start-up line's account of attention: the mode and the core that
+ * head sizes up to 64 and up to 128 run (gpp_cuda_attention_core). */
+static void s_attn_line(const gpp_cuda_t *c, char *buf, size_t len)
 {
-    int tc = c->precision == GPP_PRECISION_BF16 && c->cc_major >= 8;
-    switch (c->attn) {
-    case GPP_CUDA_ATTN_UNFUSED:
-        return "unfused (batched products + softmax; GPP_CUDA_ATTENTION=unfused)";
-    case GPP_CUDA_ATTN_FUSED:
-        return tc ? "fused, on tensor cores for head sizes <= 64, else fp32 (head sizes <= 128; "
-                    "GPP_CUDA_ATTENTION=fused)"
-                  : "fused fp32 core for head sizes <= 128 (GPP_CUDA_ATTENTION=fused)";
-    case GPP_CUDA_ATTN_AUTO:
-        break;
-    }
-    if (c->precision == GPP_PRECISION_FP32)
-        return "fused fp32 core for head sizes <= 128, else unfused";
-    if (tc)
-        return "fused on tensor cores (bf16) for head sizes <= 64, else unfused";
-    return "unfused (batched products + softmax)";
+    static const char *mode[] = {"auto", "fused", "unfused"};
+    static const char *core[] = {"unfused", "fused fp32", "fused on tensor cores"};
+    snprintf(buf, len, "GPP_CUDA_ATTENTION=%s: head size <= 64 %s, <= 128 %s, larger unfused",
+             mode[c->attn], core[gpp_cuda_attention_core(c, 64)],
+             core[gpp_cuda_attention_core(c, 128)]);
 }
 
 /* ---- lifetime ---- */
@@ -134,12 +123,14 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     be->impl = c;
     snprintf(be->name, sizeof be->name, "cuda:%d", dev);
     snprintf(be->device_name, sizeof be->device_name, "%s", prop.name);
+    char attn_line[160];
+    s_attn_line(c, attn_line, sizeof attn_line);
     gpp_info("backend cuda:%d: %s (sm_%d%d), %d SMs, %.1f GiB, %s matrix products%s; attention: %s",
              dev, c->dev_name, prop.major, prop.minor, c->sm_count,
              (double)c->total_mem_bytes / (1 << 30), gpp_precision_name(c->precision),
              c->bf16_packed && c->precision == GPP_PRECISION_BF16 ? " (operands packed to bf16)"
                                                                   : "",
-             s_attn_policy(c));
+             attn_line);
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* gpp_cuda_flash: launchers of the fused attention kernels (fp32:
  * gpp_cuda_flash.cuh; bf16 on tensor cores: gpp_cuda_flash_tc.cuh; declared
- * in gpp_cuda_kern.h). */
+ * in gpp_cuda_kern.h; which one runs: gpp_cuda_attention_core). */
 #include "kernels/cuda/gpp_cuda_flash_tc.cuh"
 #include "kernels/cuda/gpp_cuda_kern.h"
 
@@ -71,22 +71,23 @@ template <int DH, bool TC> struct s_core {
     }
 };
 
-/* Runs the forward (bwd 0) or backward of the core for a's head size: on
- * tensor cores when bf16 and the head size has a tensor-core tier (16, 32,
- * 64), else the fp32 core's tier (16, 32, 64, 128). */
-static cudaError_t s_run(cudaStream_t st, const s_args_t &a, int bf16, int bwd)
+/* Runs the forward (bwd 0) or backward of a core at a's head size's tier:
+ * the tensor-core one when tc (which must have that head size's tier: 16,
+ * 32, 64), else the fp32 one (16, 32, 64, 128). */
+static cudaError_t s_run(cudaStream_t st, const s_args_t &a, int tc, int bwd)
 {
 #define S_CALL(DH, TC) (bwd ? s_core<DH, TC>::bwd(st, a) : s_core<DH, TC>::fwd(st, a))
-    switch (bf16 ? gpp_flash::tc_tier(a.dh) : 0) {
-    case 16:
-        return S_CALL(16, true);
-    case 32:
-        return S_CALL(32, true);
-    case 64:
-        return S_CALL(64, true);
-    default:
-        break;
-    }
+    if (tc)
+        switch (gpp_flash::tc_tier(a.dh)) {
+        case 16:
+            return S_CALL(16, true);
+        case 32:
+            return S_CALL(32, true);
+        case 64:
+            return S_CALL(64, true);
+        default:
+            return cudaErrorInvalidValue;
+        }
     switch (gpp_flash::tier(a.dh)) {
     case 16:
         return S_CALL(16, false);
@@ -112,7 +113,7 @@ extern "C" int gpp_cuk_flash_tc_supports(int64_t dh)
 
 extern "C" cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq,
                                          int64_t dh, int64_t ldq, int64_t ldo, float scale,
-                                         int causal, int bf16, const float *q, const float *k,
+                                         int causal, int tc, const float *q, const float *k,
                                          const float *v, float *o, float *lse)
 {
     if (!s_shape_ok(n, heads, seq, dh))
@@ -122,12 +123,12 @@ extern "C" cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t n, int64_t hea
     s_args_t a = {};
     a.batch = n * heads, a.heads = heads, a.seq = seq, a.dh = dh, a.ldq = ldq, a.ldo = ldo;
     a.scale = scale, a.causal = causal, a.q = q, a.k = k, a.v = v, a.o = o, a.out_lse = lse;
-    return s_run(st, a, bf16, 0);
+    return s_run(st, a, tc, 0);
 }
 
 extern "C" cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq,
                                          int64_t dh, int64_t ldq, int64_t ldo, float scale,
-                                         int causal, int bf16, const float *q, const float *k,
+                                         int causal, int tc, const float *q, const float *k,
                                          const float *v, const float *out, const float *dout,
                                          const float *lse, float *dsum, float *dq, float *dk,
                                          float *dv)
@@ -146,5 +147,5 @@ extern "C" cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t hea
     a.batch = n * heads, a.heads = heads, a.seq = seq, a.dh = dh, a.ldq = ldq, a.ldo = ldo;
     a.scale = scale, a.causal = causal, a.q = q, a.k = k, a.v = v, a.dout = dout, a.lse = lse;
     a.dsum = dsum, a.dq = dq, a.dk = dk, a.dv = dv;
-    return s_run(st, a, bf16, 1);
+    return s_run(st, a, tc, 1);
 }

@@ -78,8 +78,8 @@ cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64
                                   int64_t dh, int parts, const float *src, float *dst,
                                   int to_heads);
 
-/* Fused attention core (gpp_cuda_flash.cuh; bf16 != 0 and dh <= 64: on
- * tensor cores in bf16, gpp_cuda_flash_tc.cuh): reads and writes the heads
+/* Fused attention core (gpp_cuda_flash.cuh; tc != 0: on tensor cores in
+ * bf16, gpp_cuda_flash_tc.cuh, for dh <= 64): reads and writes the heads
  * in place, row i of head h of sample s at s seq ld + i ld + h dh (q, k,
  * v, dq, dk, dv: ldq; out, dout: ldo); lse and dsum [n heads][seq].
  * supports: whether a head size has a kernel (1 <= dh <= 128). fwd writes
@@ -89,10 +89,10 @@ int gpp_cuk_flash_supports(int64_t dh);
 /* whether the tensor-core kernels take this head size (dh <= 64) */
 int gpp_cuk_flash_tc_supports(int64_t dh);
 cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq, int64_t dh,
-                              int64_t ldq, int64_t ldo, float scale, int causal, int bf16,
+                              int64_t ldq, int64_t ldo, float scale, int causal, int tc,
                               const float *q, const float *k, const float *v, float *o, float *lse);
 cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq, int64_t dh,
-                              int64_t ldq, int64_t ldo, float scale, int causal, int bf16,
+                              int64_t ldq, int64_t ldo, float scale, int causal, int tc,
                               const float *q, const float *k, const float *v, const float *out,
                               const float *dout, const float *lse, float *dsum, float *dq,
                               float *dk, float *dv);

@@ -282,37 +282,30 @@ static int s_att_gemm(gpp_stream_t *s, const s_att_t *a, int ta, int tb, int64_t
     return gpp_cuda_gemm(s, &g, err);
 }
 
-/* precision bf16 on sm_80 or newer: the fused core runs on tensor cores in
- * bf16 where it has a kernel (head sizes up to 64; the launcher decides) */
-static int s_att_bf16_be(const gpp_cuda_t *c)
-{
-    return c->precision == GPP_PRECISION_BF16 && c->cc_major >= 8;
-}
-static int s_att_bf16(gpp_stream_t *s)
-{
-    return s_att_bf16_be(gpp_cuda_be(s->be));
-}
-
-/* Whether attention with head size dh runs a fused core on this backend
- * (gpp_cuda.h, gpp_cuda_attn_t): forward, backward and the stash size
- * decide alike, so the stash holds what the backward expects. */
-static int s_att_fused_dh(const gpp_cuda_t *c, int64_t dh)
+gpp_cuda_core_t gpp_cuda_attention_core(const gpp_cuda_t *c, int64_t dh)
 {
     if (!gpp_cuk_flash_supports(dh) || c->attn == GPP_CUDA_ATTN_UNFUSED)
-        return 0;
+        return GPP_CUDA_CORE_UNFUSED;
+    int tc =
+        c->precision == GPP_PRECISION_BF16 && c->cc_major >= 8 && gpp_cuk_flash_tc_supports(dh);
+    if (tc)
+        return GPP_CUDA_CORE_TC;
     if (c->attn == GPP_CUDA_ATTN_FUSED || c->precision == GPP_PRECISION_FP32)
-        return 1;
-    return s_att_bf16_be(c) && gpp_cuk_flash_tc_supports(dh);
+        return GPP_CUDA_CORE_FP32;
+    return GPP_CUDA_CORE_UNFUSED; /* auto at tf32, or bf16 without a tensor-core kernel */
 }
-static int s_att_fused(gpp_stream_t *s, const s_att_t *a)
+
+/* The core this stream's attention runs: forward, backward and the stash
+ * size decide alike, so the stash holds what the backward expects. */
+static gpp_cuda_core_t s_att_core(gpp_stream_t *s, const s_att_t *a)
 {
-    return s_att_fused_dh(gpp_cuda_be(s->be), a->dh);
+    return gpp_cuda_attention_core(gpp_cuda_be(s->be), a->dh);
 }
 
 size_t gpp_cuda_attention_stash_bytes(gpp_backend_t *be, int64_t n, int64_t seq, int64_t hidden,
                                       int heads)
 {
-    if (!s_att_fused_dh(gpp_cuda_be(be), hidden / heads))
+    if (gpp_cuda_attention_core(gpp_cuda_be(be), hidden / heads) == GPP_CUDA_CORE_UNFUSED)
         return gpp_attention_stash_bytes(n, seq, hidden, heads);
     /* qkv [n seq, 3 hidden] | lse [n heads, seq] | ctx [n seq, hidden] */
     return (size_t)(n * seq * (4 * hidden + heads)) * sizeof(float);
@@ -330,8 +323,8 @@ static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
                      err) < 0)
         return -1;
     S_LAUNCH(gpp_cuk_flash_fwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
-                               a->hid, a->scale, causal, s_att_bf16(s), qkv, qkv + a->hid,
-                               qkv + 2 * a->hid, ctx, lse),
+                               a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC, qkv,
+                               qkv + a->hid, qkv + 2 * a->hid, ctx, lse),
              err);
     return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err);
 }
@@ -342,7 +335,7 @@ int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
                            int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
     s_att_t a = s_att(x, heads);
-    if (s_att_fused(s, &a))
+    if (s_att_core(s, &a) != GPP_CUDA_CORE_UNFUSED)
         return s_att_fused_fwd(s, &a, x, p, causal, y, stash, err) < 0
                    ? gpp_err_prefix(err, "attention forward")
                    : 0;
@@ -412,9 +405,9 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
     if (s_att_out_bwd(s, a, p, ctx, dy, dctx, dp, err) < 0)
         return -1;
     S_LAUNCH(gpp_cuk_flash_bwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
-                               a->hid, a->scale, causal, s_att_bf16(s), qkv, qkv + a->hid,
-                               qkv + 2 * a->hid, ctx, dctx, lse, dsum, dqkv, dqkv + a->hid,
-                               dqkv + 2 * a->hid),
+                               a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC, qkv,
+                               qkv + a->hid, qkv + 2 * a->hid, ctx, dctx, lse, dsum, dqkv,
+                               dqkv + a->hid, dqkv + 2 * a->hid),
              err);
     return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),
                         dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
@@ -425,7 +418,7 @@ int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
                            gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err)
 {
     s_att_t a = s_att(x, heads);
-    if (s_att_fused(s, &a))
+    if (s_att_core(s, &a) != GPP_CUDA_CORE_UNFUSED)
         return s_att_fused_bwd(s, &a, x, p, causal, stash, dy, dx, dp, err) < 0
                    ? gpp_err_prefix(err, "attention backward")
                    : 0;
