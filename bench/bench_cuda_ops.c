@@ -171,26 +171,52 @@ static int s_misc(gpu_t *d, void *c, gpp_err_t *err)
     }
 }
 
-static void s_bench_misc(gpu_t *d, int kind, int64_t n, int64_t seq, int64_t hid, int heads)
+/* The parameters and their gradients of an attention op, in that order */
+static void s_attn_params(misc_t *k, gpp_tensor_t *pw[8])
 {
-    misc_t k = {.kind = kind, .heads = heads};
-    s_tensor(d, n, seq, hid, &k.x);
-    s_tensor(d, n, seq, hid, &k.y);
-    s_tensor(d, n, seq, hid, &k.dx);
-    s_tensor(d, 1, 1, hid, &k.g);
-    s_tensor(d, 1, 1, hid, &k.b);
-    s_tensor(d, 1, 1, hid, &k.dg);
-    s_tensor(d, 1, 1, hid, &k.db);
+    gpp_tensor_t *t[] = {&k->p.w_qkv,  &k->p.b_qkv,  &k->p.w_o,  &k->p.b_o,
+                         &k->dp.w_qkv, &k->dp.b_qkv, &k->dp.w_o, &k->dp.b_o};
+    memcpy(pw, t, sizeof t);
+}
+
+/* The tensors of one op of `kind` at these shapes, zeroed. */
+static void s_misc_new(gpu_t *d, misc_t *k, int kind, int64_t n, int64_t seq, int64_t hid,
+                       int heads)
+{
+    *k = (misc_t){.kind = kind, .heads = heads};
+    s_tensor(d, n, seq, hid, &k->x);
+    s_tensor(d, n, seq, hid, &k->y);
+    s_tensor(d, n, seq, hid, &k->dx);
+    s_tensor(d, 1, 1, hid, &k->g);
+    s_tensor(d, 1, 1, hid, &k->b);
+    s_tensor(d, 1, 1, hid, &k->dg);
+    s_tensor(d, 1, 1, hid, &k->db);
     size_t stash = kind == 0 ? gpp_attention_stash_bytes(n, seq, hid, heads)
                              : gpp_layernorm_stash_bytes(n, seq);
-    s_tensor(d, 1, 1, (int64_t)(stash / 4) + 1, &k.stash);
-    gpp_tensor_t *pw[] = {&k.p.w_qkv,  &k.p.b_qkv,  &k.p.w_o,  &k.p.b_o,
-                          &k.dp.w_qkv, &k.dp.b_qkv, &k.dp.w_o, &k.dp.b_o};
-    if (kind == 0)
-        for (int i = 0; i < 8; i++) {
-            int j = i % 4;
-            s_tensor(d, 1, j == 0 ? 3 * hid : j == 2 ? hid : 1, j == 1 ? 3 * hid : hid, pw[i]);
-        }
+    s_tensor(d, 1, 1, (int64_t)(stash / 4) + 1, &k->stash);
+    gpp_tensor_t *pw[8];
+    s_attn_params(k, pw);
+    for (int i = 0; kind == 0 && i < 8; i++) {
+        int j = i % 4;
+        s_tensor(d, 1, j == 0 ? 3 * hid : j == 2 ? hid : 1, j == 1 ? 3 * hid : hid, pw[i]);
+    }
+}
+
+static void s_misc_free(gpu_t *d, misc_t *k)
+{
+    gpp_tensor_t *ts[] = {&k->x, &k->y, &k->dx, &k->g, &k->b, &k->dg, &k->db, &k->stash};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        gpp_tensor_free(d->be, ts[i]);
+    gpp_tensor_t *pw[8];
+    s_attn_params(k, pw);
+    for (int i = 0; k->kind == 0 && i < 8; i++)
+        gpp_tensor_free(d->be, pw[i]);
+}
+
+static void s_bench_misc(gpu_t *d, int kind, int64_t n, int64_t seq, int64_t hid, int heads)
+{
+    misc_t k;
+    s_misc_new(d, &k, kind, n, seq, hid, heads);
     static const char *names[] = {"attention", "layernorm", "gelu", "relu (1 element)"};
     double f = s_time(d, s_misc, &k);
     if (kind == 3) {
@@ -202,12 +228,7 @@ static void s_bench_misc(gpu_t *d, int kind, int64_t n, int64_t seq, int64_t hid
                names[kind], (long long)n, (long long)seq, (long long)hid,
                kind == 0 ? " (16 heads)" : "", f, b);
     }
-    gpp_tensor_t *ts[] = {&k.x, &k.y, &k.dx, &k.g, &k.b, &k.dg, &k.db, &k.stash};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-        gpp_tensor_free(d->be, ts[i]);
-    if (kind == 0)
-        for (int i = 0; i < 8; i++)
-            gpp_tensor_free(d->be, pw[i]);
+    s_misc_free(d, &k);
 }
 
 /* Attention with the fused core (gpp_cuda_flash.cuh) and with batched
@@ -237,22 +258,8 @@ static int s_bench_attention_modes(int device, int64_t q)
             }
             for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
                 int64_t n = shapes[si][0] / q, seq = shapes[si][1];
-                misc_t k = {.kind = 0, .heads = 16};
-                s_tensor(&d, n, seq, hid, &k.x);
-                s_tensor(&d, n, seq, hid, &k.y);
-                s_tensor(&d, n, seq, hid, &k.dx);
-                s_tensor(&d, 1, 1, (int64_t)(gpp_attention_stash_bytes(n, seq, hid, 16) / 4) + 1,
-                         &k.stash);
-                gpp_tensor_t *pw[] = {&k.p.w_qkv,  &k.p.b_qkv,  &k.p.w_o,  &k.p.b_o,
-                                      &k.dp.w_qkv, &k.dp.b_qkv, &k.dp.w_o, &k.dp.b_o};
-                for (int i = 0; i < 8; i++) {
-                    int j = i % 4;
-                    s_tensor(&d, 1,
-                             j == 0   ? 3 * hid
-                             : j == 2 ? hid
-                                      : 1,
-                             j == 1 ? 3 * hid : hid, pw[i]);
-                }
+                misc_t k;
+                s_misc_new(&d, &k, 0, n, seq, hid, 16);
                 double f = s_time(&d, s_misc, &k);
                 k.bwd = 1;
                 double b = s_time(&d, s_misc, &k);
@@ -261,11 +268,7 @@ static int s_bench_attention_modes(int device, int64_t q)
                        "ms (%6.1f TFLOP/s)\n",
                        modes[mi], gpp_precision_name(precs[pi]), (long long)n, (long long)seq, f,
                        flops / (f * 1e9), b, 2.0 * flops / (b * 1e9));
-                gpp_tensor_t *ts[] = {&k.x, &k.y, &k.dx, &k.stash};
-                for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-                    gpp_tensor_free(d.be, ts[i]);
-                for (int i = 0; i < 8; i++)
-                    gpp_tensor_free(d.be, pw[i]);
+                s_misc_free(&d, &k);
             }
             gpp_stream_destroy(&d.st);
             gpp_backend_destroy(&d.be);
