@@ -59,6 +59,24 @@ static void s_attn_line(const gpp_cuda_t *c, char *buf, size_t len)
              core[gpp_cuda_attention_core(c, 128)]);
 }
 
+/* The index in words (NULL-terminated, the first the default) of the
+ * environment variable `name`'s value; unset or empty: 0. -1 and a message
+ * naming the variable and the choices on any other value. */
+static int s_env_choice(const char *name, const char *const *words, gpp_err_t *err)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    char choices[128] = "";
+    for (int i = 0; words[i]; i++) {
+        if (strcmp(v, words[i]) == 0)
+            return i;
+        snprintf(choices + strlen(choices), sizeof choices - strlen(choices), "%s%s%s",
+                 i ? ", " : "", words[i], i ? "" : " (the default)");
+    }
+    return gpp_err_set(err, "%s=%s: expected %s", name, v, choices);
+}
+
 /* ---- lifetime ---- */
 
 static int s_init(gpp_backend_t *be, gpp_err_t *err)
@@ -84,29 +102,15 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
                            cudaGetErrorString(e), cudaGetErrorName(e));
     if (gpp_cuda_lt_load(err) < 0)
         return gpp_err_prefix(err, "backend cuda:%d", dev);
-    const char *attn = getenv("GPP_CUDA_ATTENTION");
-    gpp_cuda_attn_t attn_mode = GPP_CUDA_ATTN_AUTO;
-    if (attn && *attn && strcmp(attn, "auto") != 0) {
-        if (strcmp(attn, "fused") == 0)
-            attn_mode = GPP_CUDA_ATTN_FUSED;
-        else if (strcmp(attn, "unfused") == 0)
-            attn_mode = GPP_CUDA_ATTN_UNFUSED;
-        else
-            return gpp_err_set(err,
-                               "backend cuda:%d: GPP_CUDA_ATTENTION=%s: expected auto (the "
-                               "default), fused or unfused",
-                               dev, attn);
-    }
-    const char *bf16_gemm = getenv("GPP_CUDA_BF16_GEMM");
-    if (bf16_gemm && *bf16_gemm && strcmp(bf16_gemm, "fast") != 0 &&
-        strcmp(bf16_gemm, "packed") != 0)
-        return gpp_err_set(err,
-                           "backend cuda:%d: GPP_CUDA_BF16_GEMM=%s: expected fast (the default) or "
-                           "packed",
-                           dev, bf16_gemm);
+    static const char *attn_words[] = {"auto", "fused", "unfused", NULL}; /* gpp_cuda_attn_t */
+    static const char *gemm_words[] = {"fast", "packed", NULL};
+    int attn_mode, packed;
+    if ((attn_mode = s_env_choice("GPP_CUDA_ATTENTION", attn_words, err)) < 0 ||
+        (packed = s_env_choice("GPP_CUDA_BF16_GEMM", gemm_words, err)) < 0)
+        return gpp_err_prefix(err, "backend cuda:%d", dev);
     gpp_cuda_t *c = gpp_xcalloc(1, sizeof *c);
-    c->attn = attn_mode;
-    c->bf16_packed = bf16_gemm && strcmp(bf16_gemm, "packed") == 0;
+    c->attn = (gpp_cuda_attn_t)attn_mode;
+    c->bf16_packed = packed;
     c->device = dev;
     snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
     c->sm_count = prop.multiProcessorCount;

@@ -284,6 +284,20 @@ static void s_linear_low(gpp_precision_t prec, int e, const char *bf16_gemm)
     gpp_backend_destroy(&tf);
 }
 
+/* A CUDA backend opened with var=value is refused, naming both. */
+static void s_expect_env_refused(const char *var, const char *value)
+{
+    gpp_err_t err;
+    char want[96];
+    gpp_backend_cfg_t gc = {.kind = GPP_DEVICE_CUDA, .device = 0};
+    setenv(var, value, 1);
+    gpp_backend_t *bad = gpp_backend_new(&gc, &err);
+    unsetenv(var);
+    snprintf(want, sizeof want, "%s=%s", var, value);
+    GPP_EXPECT(bad == NULL && strstr(err.msg, want) != NULL);
+    gpp_backend_destroy(&bad);
+}
+
 static void t_linear_tf32(void)
 {
     s_linear_low(GPP_PRECISION_TF32, 9, NULL);
@@ -300,13 +314,7 @@ static void t_linear_bf16(void)
 static void t_linear_bf16_packed(void)
 {
     s_linear_low(GPP_PRECISION_BF16, 6, "packed");
-    gpp_err_t err;
-    gpp_backend_cfg_t gc = {.kind = GPP_DEVICE_CUDA, .precision = GPP_PRECISION_BF16};
-    setenv("GPP_CUDA_BF16_GEMM", "bf16", 1);
-    gpp_backend_t *bad = gpp_backend_new(&gc, &err);
-    unsetenv("GPP_CUDA_BF16_GEMM");
-    GPP_EXPECT(bad == NULL && strstr(err.msg, "GPP_CUDA_BF16_GEMM=bf16") != NULL);
-    gpp_backend_destroy(&bad);
+    s_expect_env_refused("GPP_CUDA_BF16_GEMM", "bf16");
 }
 
 static void t_activations(void)
@@ -444,13 +452,7 @@ static void s_attention_on(gpp_precision_t prec, const char *env)
 static void t_attention_unfused(void)
 {
     s_attention_on(GPP_PRECISION_FP32, "unfused");
-    gpp_err_t err;
-    gpp_backend_cfg_t gc = {.kind = GPP_DEVICE_CUDA, .device = 0};
-    setenv("GPP_CUDA_ATTENTION", "flash", 1);
-    gpp_backend_t *bad = gpp_backend_new(&gc, &err);
-    unsetenv("GPP_CUDA_ATTENTION");
-    GPP_EXPECT(bad == NULL && strstr(err.msg, "GPP_CUDA_ATTENTION=flash") != NULL);
-    gpp_backend_destroy(&bad);
+    s_expect_env_refused("GPP_CUDA_ATTENTION", "flash");
 }
 
 /* precision bf16: the projections in bf16 compute and the fused core on
