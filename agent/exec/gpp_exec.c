@@ -103,9 +103,8 @@ typedef struct {
     gpp_event_t *copied[2]; /* copy stream: the buffer is filled */
     gpp_event_t *read[2];   /* compute stream: its last reader is done */
     int next;               /* the buffer the next fill uses */
-    int pend;               /* a fill of pend_n samples from pend_lo to start */
-    int64_t pend_lo, pend_n;
-    size_t pend_bytes;
+    int pend;               /* a fill to start at the tracker's guess */
+    size_t per;             /* bytes per sample */
 } exec_ahead_t;
 
 struct gpp_exec_s {
@@ -891,10 +890,14 @@ static void s_ahead_fill(gpp_exec_t *self, exec_ahead_t *a, int64_t lo, int64_t 
  * the copy in the next op's profiled time). */
 static void s_ahead_flush(gpp_exec_t *self)
 {
+    /* the loads of a micro-batch share its range; no stride known yet (the
+       first range): the samples that follow */
+    const gpp_data_track_t *t = &self->tr;
+    int64_t lo = t->next >= 0 ? t->next : t->cur_lo + t->cur_n, n = t->next_n;
     for (int i = 0; i < self->n_ahead; i++) {
         exec_ahead_t *a = &self->ahead[i];
         if (a->pend)
-            s_ahead_fill(self, a, a->pend_lo, a->pend_n, a->pend_bytes);
+            s_ahead_fill(self, a, lo, n, a->per * (size_t)n);
         a->pend = 0;
     }
 }
@@ -938,12 +941,10 @@ static int s_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gp
         rc = s_load_now(self, mb, op, dst, err);
         self->ahead_misses++;
     }
-    if (rc == 0) { /* no stride known yet (the first range): the samples that follow */
+    if (rc == 0) {
         gpp_data_track_note(&self->tr, op, mb->sample_lo, mb->n);
         a->pend = 1;
-        a->pend_lo = self->tr.next >= 0 ? self->tr.next : mb->sample_lo + mb->n;
-        a->pend_n = self->tr.next_n;
-        a->pend_bytes = per * (size_t)a->pend_n;
+        a->per = per;
     }
     return rc;
 }
