@@ -41,6 +41,10 @@ static char s_lt_error[GPP_ERR_LEN];
 
 static void s_lt_load_once(void)
 {
+    if (gpp_cuda_lt_builtin) {
+        gpp_cuda_lt_builtin(&gpp_cuda_lt);
+        return;
+    }
     void *h = dlopen(S_LT_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(s_lt_error, sizeof s_lt_error,
