@@ -570,7 +570,7 @@ int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_b
  * gradient after the op's backward and keeps the received inputs' gradients
  * until they are sent). */
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
-                   int64_t n, gpp_stage_mem_t *out)
+                   int64_t n, const int64_t *kernel_stash, gpp_stage_mem_t *out)
 {
     assert(g->finalized && n >= 0 && n_ops >= 0);
     memset(out, 0, sizeof *out);
@@ -628,9 +628,11 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             cur += n * op->out_bytes;
         if (act >= 0)
             cur += n * g->ops[act].out_bytes;
-        /* an opaque op's stash is the profile's */
-        cur +=
-            n * (T->role == GPP_ROLE_OPAQUE ? op->stash_bytes : gpp_op_kernel_stash_bytes(g, op));
+        /* an opaque op's stash is the profile's; a kernel's, the backend's
+           when given */
+        cur += n * (T->role == GPP_ROLE_OPAQUE             ? op->stash_bytes
+                    : kernel_stash && kernel_stash[i] >= 0 ? kernel_stash[i]
+                                                           : gpp_op_kernel_stash_bytes(g, op));
         if (T->role == GPP_ROLE_LOSS) {
             int x = op->inputs[0];
             int64_t lab = n * gpp_op_label_bytes(g, op);

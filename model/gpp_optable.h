@@ -183,8 +183,13 @@ typedef struct {
     int64_t loss_bytes;  /* per micro-batch slot: the loss values (4 per loss op) */
 } gpp_stage_mem_t;
 
+/* kernel_stash: NULL, or per op id the bytes per sample its forward kernel
+ * keeps for the backward on the backend that runs it, -1 for the op table's
+ * figure (gpp_op_kernel_stash_bytes): the CUDA backend's fused attention
+ * keeps less than the table's layout (gpp_backend_attention_stash_bytes),
+ * and a profile measured there says so (planner/gpp_cost.h). */
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
-                   int64_t n, gpp_stage_mem_t *out);
+                   int64_t n, const int64_t *kernel_stash, gpp_stage_mem_t *out);
 /* Peak of the replica with `mbs` micro-batches in flight at most (>= 1) and
  * `slots` micro-batch slots: state + workspace + slots x loss +
  * (mbs - 1) x held + run. */

@@ -36,6 +36,8 @@ typedef struct {
     /* reserved_mem: a number (rm_n == 0: reserved_bytes at every size) or a
        table {"<micro-batch>": bytes} (rm_n points, ascending rm_mbs) */
     int64_t reserved_bytes;
+    int64_t kstash; /* "kernel_stash" bytes per sample; valid when has_kstash */
+    int has_kstash;
     int rm_n;
     int *rm_mbs;
     double *rm_bytes;
@@ -45,6 +47,8 @@ struct gpp_cost {
     const gpp_graph_t *g;
     gpp_cluster_t cl;
     s_prof_t *prof;        /* [n_ops] */
+    int64_t *kstash;       /* [n_ops] the profile's kernel stashes (-1: the op table's), or
+                              NULL when no attached entry has one (gpp_stage_mem's argument) */
     char prof_origin[256]; /* the last attached profile (file or "the agents' profile") */
     /* its GPP_PROFILE_META record's device and precision ("" when absent) */
     char prof_device[96], prof_precision[8];
@@ -88,6 +92,7 @@ void gpp_cost_destroy(gpp_cost_t **self_p)
     for (int i = 0; i < self->g->n_ops; i++)
         s_prof_clear(&self->prof[i]);
     free(self->prof);
+    free(self->kstash);
     free(self);
     *self_p = NULL;
 }
@@ -250,6 +255,21 @@ int64_t gpp_cost_op_reserved_at(const gpp_cost_t *c, int op, int samples)
     return s_reserved_at(&c->prof[op], samples > 0 ? samples : 1);
 }
 
+/* the kernel stash of op: the profile's when it has one (-1: the table's) */
+static int64_t s_kstash(const gpp_cost_t *c, int op)
+{
+    const s_prof_t *p = &c->prof[op];
+    return p->has_kstash && gpp_optable[c->g->ops[op].type].role != GPP_ROLE_OPAQUE ? p->kstash
+                                                                                    : -1;
+}
+
+int64_t gpp_cost_op_stash_bytes(const gpp_cost_t *c, int op)
+{
+    const gpp_op_t *o = &c->g->ops[op];
+    int64_t k = s_kstash(c, op);
+    return k < 0 ? o->stash_bytes : o->stash_bytes - gpp_op_kernel_stash_bytes(c->g, o) + k;
+}
+
 double gpp_cost_op_grad_bytes(const gpp_cost_t *c, int op, int batch)
 {
     const gpp_op_t *o = &c->g->ops[op];
@@ -310,7 +330,7 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
         out->fwd_ms += f;
         out->bwd_ms += b;
         out->weight_bytes += gpp_cost_op_state_bytes(c, ops[k], batch);
-        out->stash_bytes += o->stash_bytes;
+        out->stash_bytes += gpp_cost_op_stash_bytes(c, ops[k]);
         out->work_bytes += gpp_cost_op_work_bytes(c, ops[k]);
         out->reserved_bytes += s_reserved_at(&c->prof[ops[k]], m);
         grad += gpp_cost_op_grad_bytes(c, ops[k], batch);
@@ -388,7 +408,7 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
 {
     int m = (micro_batch + devices - 1) / devices;
     gpp_stage_mem_t sm;
-    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, &sm);
+    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, c->kstash, &sm);
     int64_t reserved = 0;
     for (int k = 0; k < n_ops; k++)
         reserved += s_reserved_at(&c->prof[ops[k]], m);
@@ -674,6 +694,20 @@ static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, 
     }
     if (s_parse_reserved(entry, p, origin, key, err))
         goto done;
+    if (cJSON_GetObjectItemCaseSensitive(entry, "kernel_stash")) {
+        double v = 0;
+        if (s_get_nonneg(entry, "kernel_stash", 1, &v, origin, key, err) ||
+            v > S_PROFILE_MAX_BYTES || v != floor(v)) {
+            gpp_err_set(err,
+                        "%s: op %s: field 'kernel_stash' must be a whole non-negative number of "
+                        "bytes per sample (at most 1 TiB): what the op's forward kernel keeps "
+                        "for its backward; remove it to use the op table's figure",
+                        origin, key);
+            goto done;
+        }
+        p->kstash = (int64_t)v;
+        p->has_kstash = 1;
+    }
     rc = 0;
 done:
     free(mbs);
@@ -685,12 +719,22 @@ done:
 /* Moves the checked tables of tmp (ops with one) into the model. */
 static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
 {
-    for (int k = 0; k < c->g->n_ops; k++)
+    int any = 0;
+    for (int k = 0; k < c->g->n_ops; k++) {
         if (tmp[k].n) {
             s_prof_clear(&c->prof[k]);
             c->prof[k] = tmp[k];
             memset(&tmp[k], 0, sizeof tmp[k]);
         }
+        any |= s_kstash(c, k) >= 0;
+    }
+    free(c->kstash);
+    c->kstash = NULL;
+    if (any) {
+        c->kstash = gpp_xcalloc((size_t)c->g->n_ops, sizeof *c->kstash);
+        for (int k = 0; k < c->g->n_ops; k++)
+            c->kstash[k] = s_kstash(c, k);
+    }
 }
 
 static void s_prof_free(const gpp_cost_t *c, s_prof_t **tmp_p)
@@ -887,6 +931,8 @@ char *gpp_cost_profile_json(const gpp_cost_t *c, const char *model, const char *
             cJSON_AddItemToObject(e, "reserved_mem", s_table_json(p->rm_n, p->rm_mbs, p->rm_bytes));
         else if (p->reserved_bytes)
             cJSON_AddNumberToObject(e, "reserved_mem", (double)p->reserved_bytes);
+        if (p->has_kstash)
+            cJSON_AddNumberToObject(e, "kernel_stash", (double)p->kstash);
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);

@@ -198,6 +198,13 @@ int gpp_cost_profile_note(const gpp_cost_t *c, int max_samples, char *buf, size_
  * largest micro-batch size. */
 int64_t gpp_cost_op_reserved_bytes(const gpp_cost_t *c, int op);
 int64_t gpp_cost_op_reserved_at(const gpp_cost_t *c, int op, int samples);
+/* An op's stash per sample (gpp_op_t.stash_bytes) with its kernel's part as
+ * the attached profile measured it: the optional entry field
+ * "kernel_stash" (bytes per sample the backend's forward kernel keeps for
+ * the backward; gpp_profile_write records it: the CUDA backend's fused
+ * attention keeps no seq x seq probabilities, the op table's layout does).
+ * Without the field, the op table's. Opaque ops: always their own. */
+int64_t gpp_cost_op_stash_bytes(const gpp_cost_t *c, int op);
 /* Bytes one replica contributes to the per-iteration gradient sync of op:
  * dense: params*4; sparse (embedding): the rows a mini-batch touches, at most
  * the table. */

@@ -105,7 +105,7 @@ static void s_stage_costs(gpp_sim_t *s, int i, int64_t *stash_per_sample, int64_
     for (int k = 0; k < st->n_ops; k++) {
         const gpp_op_t *op = &s->g->ops[st->ops[k]];
         params += op->params;
-        stash += op->stash_bytes;
+        stash += s->cost ? gpp_cost_op_stash_bytes(s->cost, op->id) : op->stash_bytes;
         param_ops += op->params > 0;
         sparse_ops += op->params > 0 && op->sparse_params;
         if (s->cost) {

@@ -1607,14 +1607,29 @@ int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int m, int op)
     return b;
 }
 
+int64_t gpp_exec_kernel_stash_bytes(const gpp_exec_t *self, int op)
+{
+    assert(self);
+    for (int i = 0; i < self->n_local; i++)
+        if (self->ops[i].op->id == op)
+            return self->ops[i].kernel_stash_bytes;
+    return -1;
+}
+
 void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *out)
 {
     assert(self && n >= 0);
     int *ids = gpp_xcalloc((size_t)self->n_local, sizeof(int));
-    for (int i = 0; i < self->n_local; i++)
+    int64_t *ks = gpp_xcalloc((size_t)self->g->n_ops, sizeof(int64_t));
+    for (int i = 0; i < self->g->n_ops; i++)
+        ks[i] = -1;
+    for (int i = 0; i < self->n_local; i++) {
         ids[i] = self->ops[i].op->id;
+        ks[ids[i]] = self->ops[i].kernel_stash_bytes; /* the backend's */
+    }
     int bufs = self->cfg.optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD;
-    gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, out);
+    gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, ks, out);
+    free(ks);
     free(ids);
 }
 

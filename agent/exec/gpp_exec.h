@@ -243,8 +243,14 @@ int64_t gpp_exec_peak_stash_bytes(const gpp_exec_t *self);
  * backward reads it, its kernel stash and, for a loss, its input's gradient.
  * The op table's formula (gpp_op_stash_bytes) times the micro-batch size. */
 int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int mb, int op);
+/* Bytes per sample op's forward kernel keeps for its backward on this
+ * executor's backend (the op table's figure, or less: CUDA's fused
+ * attention), or -1 when op is not in the stage. gpp_profile_write records
+ * it ("kernel_stash") for the planner. */
+int64_t gpp_exec_kernel_stash_bytes(const gpp_exec_t *self, int op);
 /* The op table's model of this executor's device memory for micro-batches
- * of n samples (gpp_stage_mem: the optimizer and mini-batch of the config).
+ * of n samples (gpp_stage_mem: the optimizer and mini-batch of the config,
+ * the backend's kernel stashes).
  * With the backend's allocations all the executor's, the backend's peak
  * (gpp_backend_mem) is gpp_stage_mem_peak(out, most micro-batches in
  * flight, gpp_exec_mb_slots) up to the backend's rounding. */

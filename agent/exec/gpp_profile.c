@@ -126,6 +126,13 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
     ec.optim.lr = 0;
     if (!(ex = gpp_exec_new(g, n_ops, ops, be, data, &ec, err)))
         goto done;
+    /* what each kernel keeps for its backward on this backend: the planner's
+       memory model uses it instead of the op table's layout */
+    for (int i = 0; i < n_ops; i++) {
+        snprintf(key, sizeof key, "%d", g->ops[ops[i]].id);
+        cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(root, key), "kernel_stash",
+                                (double)gpp_exec_kernel_stash_bytes(ex, ops[i]));
+    }
     n_dys = gpp_exec_n_outputs(ex);
     dys = gpp_xcalloc((size_t)n_dys + 1, sizeof *dys);
     for (int i = 0; i < n_dys; i++) {

@@ -16,9 +16,13 @@
  *   {"name": op name, "inputs": [producer ids], "input_size": [bytes per
  *    sample of each input], "weight_size": parameter bytes,
  *    "runtime": {"<micro-batch>": fwd+bwd ms, ...},
- *    "forward": {"<micro-batch>": fwd ms, ...}}  (gpp's addition to the
+ *    "forward": {"<micro-batch>": fwd ms, ...},  (gpp's addition to the
  *    authors' schema: the measured split; without it the planner assumes
- *    backward = 2 x forward).
+ *    backward = 2 x forward)
+ *    "kernel_stash": bytes per sample the op's forward kernel keeps for the
+ *    backward on this backend (gpp's addition: gpp_exec_kernel_stash_bytes;
+ *    CUDA's fused attention keeps less than the op table's layout, and the
+ *    planner's memory model takes this figure: gpp_cost_op_stash_bytes)}.
  * gpp_profile_write adds gpp's record of what was measured where, under
  * GPP_PROFILE_META ("_gpp", which readers of the authors' schema skip):
  *   {"model": spec, "device": the device's own name (gpp_backend_device_name:
@@ -27,7 +31,8 @@
  * Files without it (older gpp, the authors' profiles) load as before.
  * The optional "reserved_mem" (a constant per-stage reservation to the
  * planner) is not written: the executor's memory is the graph's stash and
- * parameter figures, which the planner already has. planner/gpp_cost has no
+ * parameter figures, which the planner already has, with the kernels'
+ * stashes as "kernel_stash" says. planner/gpp_cost has no
  * writer, so this module writes the JSON with cJSON in that schema.
  *
  * Method: one executor of the stage runs, at every size b, `warmup` untimed

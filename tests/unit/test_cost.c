@@ -486,7 +486,7 @@ static void t_reserved_forms(void)
     GPP_EXPECT(sc.reserved_bytes == 1000);
     /* and so does the stage's peak memory (the executor's model + reserve) */
     gpp_stage_mem_t sm;
-    gpp_stage_mem(g, 1, ops, GPP_OPTIM_BUFS_ADAMW, 12, 3, &sm);
+    gpp_stage_mem(g, 1, ops, GPP_OPTIM_BUFS_ADAMW, 12, 3, NULL, &sm);
     GPP_EXPECT(gpp_cost_stage_mem(cost, 1, ops, 2, 6, 2, 12) ==
                gpp_stage_mem_peak(&sm, 2, 2) + 800);
     const char *bad[][2] = {
@@ -792,6 +792,74 @@ static void t_profile_curve(void)
     gpp_graph_destroy(&g);
 }
 
+/* A profile's "kernel_stash" (what the backend's kernel keeps: CUDA's fused
+ * attention has no seq x seq probabilities) replaces the op table's figure
+ * in the planner's memory model: the op's stash, the stage's stash and the
+ * stage's peak all drop by the difference; it survives the coordinator's
+ * kept profile; a bad value names the file, the op and the field. */
+static void t_kernel_stash(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_zoo_build("mmt:branches=1,layers=1,hidden=32,heads=4,seq=16,ffn=64", &err);
+    GPP_EXPECT_MSG(g && gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    if (!g)
+        return;
+    int att = -1;
+    for (int i = 0; i < g->n_ops && att < 0; i++)
+        if (g->ops[i].type == GPP_OP_ATTENTION)
+            att = i;
+    GPP_EXPECT(att >= 0);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "h100-80g", 1, 1, &err);
+    gpp_cost_t *cost = gpp_cost_new(g, &c);
+    int *all = malloc(sizeof(int) * (size_t)g->n_ops);
+    for (int i = 0; i < g->n_ops; i++)
+        all[i] = i;
+    const gpp_op_t *a = &g->ops[att];
+    int64_t table = gpp_op_kernel_stash_bytes(g, a);
+    /* the fused core's: qkv, ctx and one log-sum-exp per row and head */
+    int64_t fused = 4 * (a->rows * 3 * a->cols + a->rows * a->cols + a->heads * a->rows);
+    GPP_EXPECT(fused < table);
+    gpp_stage_cost_t before, after;
+    gpp_cost_stage(cost, g->n_ops, all, 1, 4, 8, &before);
+    int64_t mem_before = gpp_cost_stage_mem(cost, g->n_ops, all, 1, 4, 2, 8);
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"%d\":{\"name\":\"%s\",\"weight_size\":%lld,\"runtime\":{\"1\":1.0},"
+             "\"kernel_stash\":%lld}}",
+             att, a->name, (long long)a->params * 4, (long long)fused);
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ks.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(gpp_cost_op_stash_bytes(cost, att) == a->stash_bytes - table + fused);
+    gpp_cost_stage(cost, g->n_ops, all, 1, 4, 8, &after);
+    GPP_EXPECT(before.stash_bytes - after.stash_bytes == table - fused);
+    int64_t mem_after = gpp_cost_stage_mem(cost, g->n_ops, all, 1, 4, 2, 8);
+    /* two micro-batches of 4 in flight hold the stash: at least 4 x the difference less */
+    GPP_EXPECT_MSG(mem_before - mem_after >= 4 * (table - fused), "%lld -> %lld",
+                   (long long)mem_before, (long long)mem_after);
+    char *kept = gpp_cost_profile_json(cost, "mmt", "h100-80g");
+    char want[64];
+    snprintf(want, sizeof want, "\"kernel_stash\":\t%lld", (long long)fused);
+    GPP_EXPECT_MSG(kept && strstr(kept, want), "kept profile lacks %s", want);
+    free(kept);
+    const char *bad[] = {"-4", "\"big\"", "1.5", "2e12"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text,
+                 "{\"%d\":{\"name\":\"%s\",\"runtime\":{\"1\":1.0},\"kernel_stash\":%s}}", att,
+                 a->name, bad[i]);
+        err.msg[0] = 0;
+        char op[32];
+        snprintf(op, sizeof op, "op %d", att);
+        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ks.json", &err) == -1 &&
+                           strstr(err.msg, "'kernel_stash'") && strstr(err.msg, "ks.json") &&
+                           strstr(err.msg, op),
+                       "%s: %s", bad[i], err.msg);
+    }
+    GPP_EXPECT(gpp_cost_op_stash_bytes(cost, att) == a->stash_bytes - table + fused);
+    free(all);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
 /* The profiler times several micro-batch sizes (1, 2, 4, 8 here) for
  * every op, and only 1 and 2 when its time budget is spent; the planner
  * reads them all (no note: they cover 1..8), and a bad entry in such a
@@ -831,14 +899,21 @@ static void t_profile_sizes(void)
     }
     text[len] = 0;
     cJSON *root = cJSON_Parse(text);
-    int ops_with_all = 0;
+    int ops_with_all = 0, stash_ok = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, root)
     {
         const cJSON *rt = cJSON_GetObjectItemCaseSensitive(e, "runtime");
         ops_with_all += cJSON_GetArraySize(rt) == 4 && cJSON_GetObjectItemCaseSensitive(rt, "1") &&
                         cJSON_GetObjectItemCaseSensitive(rt, "8");
+        /* the CPU backend keeps the op table's kernel stash */
+        const cJSON *ks = cJSON_GetObjectItemCaseSensitive(e, "kernel_stash");
+        int id = atoi(e->string);
+        stash_ok += e->string[0] != '_' && cJSON_IsNumber(ks) &&
+                    ks->valuedouble == (double)gpp_op_kernel_stash_bytes(f.g, &f.g->ops[id]);
     }
+    GPP_EXPECT_MSG(stash_ok == f.g->n_ops, "%d of %d ops record the table's kernel stash", stash_ok,
+                   f.g->n_ops);
     GPP_EXPECT_MSG(ops_with_all == f.g->n_ops, "%d of %d ops have sizes 1, 2, 4, 8", ops_with_all,
                    f.g->n_ops);
     cJSON_Delete(root);
@@ -895,7 +970,7 @@ static void t_stage_mem(void)
             ops[i] = i;
         /* the whole model, 2 replicas of micro-batch 5 (3 samples each), 2 in flight */
         gpp_stage_mem_t sm;
-        gpp_stage_mem(g, g->n_ops, ops, GPP_OPTIM_BUFS_ADAMW, 20, 3, &sm);
+        gpp_stage_mem(g, g->n_ops, ops, GPP_OPTIM_BUFS_ADAMW, 20, 3, NULL, &sm);
         GPP_EXPECT(gpp_cost_stage_mem(adamw, g->n_ops, ops, 2, 5, 2, 20) ==
                    gpp_stage_mem_peak(&sm, 2, 4));
         /* SGD keeps one state buffer, AdamW two: 4 bytes per parameter apart */
@@ -938,6 +1013,7 @@ static const gpp_test_case_t cases[] = {
     {"profile_forward", t_profile_forward},
     {"profile_rows", t_profile_rows},
     {"reserved_forms", t_reserved_forms},
+    {"kernel_stash", t_kernel_stash},
     {"profile_keep", t_profile_keep},
     {"profile_source", t_profile_source},
     {"profile_curve", t_profile_curve},
