@@ -172,7 +172,13 @@ static cublasLtEpilogue_t s_epilogue(const s_key_t *k)
     return k->has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, gpp_err_t *err)
+/* bias and aux: the first call's pointers. The heuristic reads their
+ * alignment from the descriptor's pointer attributes (cublasLt.h,
+ * CUBLASLT_MATMUL_DESC_BIAS_POINTER), so they are set before it runs; the
+ * key holds the bias's alignment, and aux buffers come from the caching
+ * allocator (256-byte aligned). */
+static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, const float *bias,
+                        const float *aux, gpp_err_t *err)
 {
     memset(p, 0, sizeof *p);
     p->key = *k;
@@ -207,6 +213,14 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, gpp_err_t 
                                                    &k->aux_ld, sizeof k->aux_ld)) {
         gpp_err_set(err, "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD %lld) failed",
                     (long long)k->aux_ld);
+        goto out;
+    }
+    if ((bias && gpp_cuda_lt.cublasLtMatmulDescSetAttribute(
+                     p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias)) ||
+        (k->epi == GPP_CUDA_EPI_GELU_AUX &&
+         gpp_cuda_lt.cublasLtMatmulDescSetAttribute(
+             p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux))) {
+        gpp_err_set(err, "cublasLtMatmulDescSetAttribute(BIAS/AUX_POINTER) failed");
         goto out;
     }
     if (k->packed) { /* bias and aux stay fp32 with bf16 operands: say so */
@@ -329,7 +343,7 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
     s_plan_t *p = &c->plans->slot[s_hash(&k)];
     if (!p->used || memcmp(&p->key, &k, sizeof k) != 0) {
         s_plan_release(p); /* a collision evicts the older plan */
-        int rc = s_plan_build(c, p, &k, err);
+        int rc = s_plan_build(c, p, &k, g->bias, g->aux, err);
         if (rc < 0) {
             gpp_err_prefix(err, "backend %s", s->be->name);
             return rc;
