@@ -2,10 +2,11 @@
  * the CUDA backend (launchers in gpp_cuda_kern.h). The element math is
  * kernels/gpp_math.h, shared with the CPU backend. Every reduction runs in
  * one fixed order (a fixed block shape, a fixed tree), so results are
- * bit-reproducible on a given GPU. */
-#include <cuda_bf16.h>
-
+ * bit-reproducible on a given GPU.
+ * Written to gpp_cuda_port.h: nvcc compiles it for the device, and
+ * kernels/cuda/emu/gpp_kern_emu.cc for the host emulation. */
 #include "kernels/cuda/gpp_cuda_kern.h"
+#include "kernels/cuda/gpp_cuda_port.h"
 
 #define S_THREADS 256
 /* Grid-stride loops: at most this many blocks (a few per SM of any current
@@ -25,90 +26,89 @@ static unsigned s_blocks(int64_t n)
 /* ---- element-wise ---- */
 
 /* dst[b][r][c] = bf16(src[b stride + r ld + c]), rounded to nearest even */
-__global__ void k_pack_bf16(int64_t batch, int64_t rows, int64_t cols, const float *src, int64_t ld,
-                            int64_t stride, __nv_bfloat16 *dst)
+GPP_KERNEL void k_pack_bf16(int64_t batch, int64_t rows, int64_t cols, const float *src, int64_t ld,
+                            int64_t stride, gpp_bf16 *dst)
 {
     int64_t per = rows * cols;
     S_FOR(i, batch * per)
     {
         int64_t b = i / per, r = i % per / cols, c = i % cols;
-        dst[i] = __float2bfloat16_rn(src[b * stride + r * ld + c]);
+        dst[i] = gpp_to_e<gpp_bf16>(src[b * stride + r * ld + c]);
     }
 }
-extern "C" cudaError_t gpp_cuk_pack_bf16(cudaStream_t st, int64_t batch, int64_t rows,
-                                         int64_t cols, const float *src, int64_t ld,
-                                         int64_t stride, void *dst)
+extern "C" cudaError_t gpp_cuk_pack_bf16(cudaStream_t st, int64_t batch, int64_t rows, int64_t cols,
+                                         const float *src, int64_t ld, int64_t stride, void *dst)
 {
-    k_pack_bf16<<<s_blocks(batch * rows * cols), S_THREADS, 0, st>>>(
-        batch, rows, cols, src, ld, stride, (__nv_bfloat16 *)dst);
+    GPP_LAUNCH(s_blocks(batch * rows * cols), S_THREADS, 0, st, k_pack_bf16)
+    (batch, rows, cols, src, ld, stride, (gpp_bf16 *)dst);
     return cudaGetLastError();
 }
 
-__global__ void k_relu_fwd(int64_t n, const float *x, float *y)
+GPP_KERNEL void k_relu_fwd(int64_t n, const float *x, float *y)
 {
     S_FOR(i, n) y[i] = gpp_math_relu(x[i]);
 }
-__global__ void k_relu_bwd(int64_t n, const float *x, const float *dy, float *dx)
+GPP_KERNEL void k_relu_bwd(int64_t n, const float *x, const float *dy, float *dx)
 {
     S_FOR(i, n) dx[i] += gpp_math_relu_grad(x[i], dy[i]);
 }
 /* ERF: 1 the exact form (GPP_GELU_ERF), 0 the tanh approximation */
-template <int ERF> __global__ void k_gelu_fwd(int64_t n, const float *x, float *y)
+template <int ERF> GPP_KERNEL void k_gelu_fwd(int64_t n, const float *x, float *y)
 {
     S_FOR(i, n) y[i] = ERF ? gpp_math_gelu_erf(x[i]) : gpp_math_gelu(x[i]);
 }
-template <int ERF> __global__ void k_gelu_bwd(int64_t n, const float *x, const float *dy, float *dx)
+template <int ERF> GPP_KERNEL void k_gelu_bwd(int64_t n, const float *x, const float *dy, float *dx)
 {
     S_FOR(i, n) dx[i] += dy[i] * (ERF ? gpp_math_gelu_erf_deriv(x[i]) : gpp_math_gelu_deriv(x[i]));
 }
-__global__ void k_add(int64_t n, const float *a, const float *b, float *y)
+GPP_KERNEL void k_add(int64_t n, const float *a, const float *b, float *y)
 {
     S_FOR(i, n) y[i] = a[i] + b[i];
 }
-__global__ void k_axpy(int64_t n, float alpha, const float *x, float *y)
+GPP_KERNEL void k_axpy(int64_t n, float alpha, const float *x, float *y)
 {
     S_FOR(i, n) y[i] += alpha * x[i];
 }
 
 extern "C" cudaError_t gpp_cuk_relu_fwd(cudaStream_t st, int64_t n, const float *x, float *y)
 {
-    k_relu_fwd<<<s_blocks(n), S_THREADS, 0, st>>>(n, x, y);
+    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_relu_fwd)(n, x, y);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_relu_bwd(cudaStream_t st, int64_t n, const float *x, const float *dy,
                                         float *dx)
 {
-    k_relu_bwd<<<s_blocks(n), S_THREADS, 0, st>>>(n, x, dy, dx);
+    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_relu_bwd)(n, x, dy, dx);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, int erf, const float *x,
                                         float *y)
 {
     if (erf)
-        k_gelu_fwd<1><<<s_blocks(n), S_THREADS, 0, st>>>(n, x, y);
+        GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_gelu_fwd<1>)(n, x, y);
     else
-        k_gelu_fwd<0><<<s_blocks(n), S_THREADS, 0, st>>>(n, x, y);
+        GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_gelu_fwd<0>)(n, x, y);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, int erf, const float *x,
                                         const float *dy, float *dx)
 {
     if (erf)
-        k_gelu_bwd<1><<<s_blocks(n), S_THREADS, 0, st>>>(n, x, dy, dx);
+        GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_gelu_bwd<1>)(n, x, dy, dx);
     else
-        k_gelu_bwd<0><<<s_blocks(n), S_THREADS, 0, st>>>(n, x, dy, dx);
+        GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_gelu_bwd<0>)(n, x, dy, dx);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_add(cudaStream_t st, int64_t n, const float *a, const float *b,
                                    float *y)
 {
-    k_add<<<s_blocks(n), S_THREADS, 0, st>>>(n, a, b, y);
+    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_add)(n, a, b, y);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, const float *x,
                                     float *y)
 {
-    k_axpy<<<s_blocks(n), S_THREADS, 0, st>>>(n, alpha, x, y);
+    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_axpy)(n, alpha, x, y);
     return cudaGetLastError();
 }
 
@@ -117,16 +117,16 @@ extern "C" cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, con
 #define S_CT 32
 #define S_RT 8
 
-__global__ void k_colsum_acc(int64_t rows, int64_t cols, const float *x, int64_t ld, float *y)
+GPP_KERNEL void k_colsum_acc(int64_t rows, int64_t cols, const float *x, int64_t ld, float *y)
 {
-    __shared__ float part[S_RT][S_CT];
+    GPP_SHARED float part[S_RT][S_CT];
     int64_t j = (int64_t)blockIdx.x * S_CT + threadIdx.x;
     float acc = 0.0f;
     if (j < cols)
         for (int64_t r = threadIdx.y; r < rows; r += S_RT)
             acc += x[r * ld + j];
     part[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
+    GPP_SYNC();
     if (threadIdx.y == 0 && j < cols) {
         float t = 0.0f;
         for (int k = 0; k < S_RT; k++)
@@ -139,11 +139,12 @@ extern "C" cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t
                                           const float *x, int64_t ld, float *y)
 {
     dim3 blk(S_CT, S_RT);
-    k_colsum_acc<<<(unsigned)((cols + S_CT - 1) / S_CT), blk, 0, st>>>(rows, cols, x, ld, y);
+    GPP_LAUNCH((unsigned)((cols + S_CT - 1) / S_CT), blk, 0, st, k_colsum_acc)
+    (rows, cols, x, ld, y);
     return cudaGetLastError();
 }
 
-__global__ void k_block_acc(int64_t rows, int64_t c, const float *src, int64_t lds, float *dst,
+GPP_KERNEL void k_block_acc(int64_t rows, int64_t c, const float *src, int64_t lds, float *dst,
                             int64_t ldd)
 {
     S_FOR(i, rows * c) dst[(i / c) * ldd + i % c] += src[(i / c) * lds + i % c];
@@ -152,7 +153,7 @@ __global__ void k_block_acc(int64_t rows, int64_t c, const float *src, int64_t l
 extern "C" cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, const float *src,
                                          int64_t lds, float *dst, int64_t ldd)
 {
-    k_block_acc<<<s_blocks(rows * c), S_THREADS, 0, st>>>(rows, c, src, lds, dst, ldd);
+    GPP_LAUNCH(s_blocks(rows * c), S_THREADS, 0, st, k_block_acc)(rows, c, src, lds, dst, ldd);
     return cudaGetLastError();
 }
 
@@ -160,22 +161,22 @@ extern "C" cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t 
  * then a fixed tree over the block ---- */
 #define S_RED 1024
 
-static __device__ double s_block_sum(double v, double *sh)
+static GPP_DEV double s_block_sum(double v, double *sh)
 {
     sh[threadIdx.x] = v;
-    __syncthreads();
+    GPP_SYNC();
     for (int w = S_RED / 2; w > 0; w /= 2) {
         if ((int)threadIdx.x < w)
             sh[threadIdx.x] += sh[threadIdx.x + w];
-        __syncthreads();
+        GPP_SYNC();
     }
     return sh[0];
 }
 
-__global__ void __launch_bounds__(S_RED)
+GPP_KERNEL void GPP_LAUNCH_BOUNDS(S_RED)
     k_mse(int64_t n, const float *x, const float *t, float *dx, float g, float *loss)
 {
-    __shared__ double sh[S_RED];
+    GPP_SHARED double sh[S_RED];
     double acc = 0.0;
     for (int64_t i = threadIdx.x; i < n; i += S_RED) {
         float d = x[i] - t[i];
@@ -188,9 +189,9 @@ __global__ void __launch_bounds__(S_RED)
         *loss = (float)(total / (double)n);
 }
 
-__global__ void __launch_bounds__(S_RED) k_mean(int64_t n, const float *v, float *out)
+GPP_KERNEL void GPP_LAUNCH_BOUNDS(S_RED) k_mean(int64_t n, const float *v, float *out)
 {
-    __shared__ double sh[S_RED];
+    GPP_SHARED double sh[S_RED];
     double acc = 0.0;
     for (int64_t i = threadIdx.x; i < n; i += S_RED)
         acc += v[i];
@@ -202,32 +203,32 @@ __global__ void __launch_bounds__(S_RED) k_mean(int64_t n, const float *v, float
 extern "C" cudaError_t gpp_cuk_mse(cudaStream_t st, int64_t n, const float *x, const float *t,
                                    float *dx, float g, float *loss)
 {
-    k_mse<<<1, S_RED, 0, st>>>(n, x, t, dx, g, loss);
+    GPP_LAUNCH(1, S_RED, 0, st, k_mse)(n, x, t, dx, g, loss);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t gpp_cuk_mean(cudaStream_t st, int64_t n, const float *v, float *out)
 {
-    k_mean<<<1, S_RED, 0, st>>>(n, v, out);
+    GPP_LAUNCH(1, S_RED, 0, st, k_mean)(n, v, out);
     return cudaGetLastError();
 }
 
 /* Cross-entropy: one warp per row; lanes stride the classes, partial
  * results combine by a fixed butterfly. */
-static __device__ float s_warp_max(float v)
+static GPP_DEV float s_warp_max(float v)
 {
     for (int o = 16; o > 0; o /= 2)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+        v = fmaxf(v, gpp_shfl_xor(v, o));
     return v;
 }
-static __device__ double s_warp_sum(double v)
+static GPP_DEV double s_warp_sum(double v)
 {
     for (int o = 16; o > 0; o /= 2)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
+        v += gpp_shfl_xor(v, o);
     return v;
 }
 
-__global__ void k_ce_rows(int64_t rows, int64_t c, const float *logits, const int32_t *labels,
+GPP_KERNEL void k_ce_rows(int64_t rows, int64_t c, const float *logits, const int32_t *labels,
                           float *dx, float g, float *row_loss, gpp_cuda_fault_t *fault)
 {
     int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -270,22 +271,22 @@ extern "C" cudaError_t gpp_cuk_ce_rows(cudaStream_t st, int64_t rows, int64_t c,
                                        float g, float *row_loss, gpp_cuda_fault_t *fault)
 {
     int64_t threads = rows * 32;
-    k_ce_rows<<<(unsigned)((threads + S_THREADS - 1) / S_THREADS), S_THREADS, 0, st>>>(
-        rows, c, logits, labels, dx, g, row_loss, fault);
+    GPP_LAUNCH((unsigned)((threads + S_THREADS - 1) / S_THREADS), S_THREADS, 0, st, k_ce_rows)
+    (rows, c, logits, labels, dx, g, row_loss, fault);
     return cudaGetLastError();
 }
 
 /* ---- optimizers ---- */
 
-__global__ void k_sgd(int64_t n, float lr, float wd, float mu, float *p, float *v, const float *g)
+GPP_KERNEL void k_sgd(int64_t n, float lr, float wd, float mu, float *p, float *v, const float *g)
 {
     S_FOR(i, n) gpp_math_sgd(lr, wd, mu, g[i], &p[i], v ? &v[i] : (float *)0);
 }
-__global__ void k_adamw(int64_t n, gpp_math_adamw_t k, float *p, float *m, float *v, const float *g)
+GPP_KERNEL void k_adamw(int64_t n, gpp_math_adamw_t k, float *p, float *m, float *v, const float *g)
 {
     S_FOR(i, n) gpp_math_adamw(&k, g[i], &p[i], &m[i], &v[i]);
 }
-__global__ void k_sgd_table(int64_t rows, int64_t dim, float lr, float wd, float mu, float *table,
+GPP_KERNEL void k_sgd_table(int64_t rows, int64_t dim, float lr, float wd, float mu, float *table,
                             float *v, const int32_t *slot_map, const float *values)
 {
     S_FOR(i, rows * dim)
@@ -295,7 +296,7 @@ __global__ void k_sgd_table(int64_t rows, int64_t dim, float lr, float wd, float
         gpp_math_sgd(lr, wd, mu, g, &table[i], v ? &v[i] : (float *)0);
     }
 }
-__global__ void k_sgd_rows(int64_t count, int64_t dim, float lr, float wd, float mu, float *table,
+GPP_KERNEL void k_sgd_rows(int64_t count, int64_t dim, float lr, float wd, float mu, float *table,
                            float *v, const int32_t *rows, const float *values)
 {
     S_FOR(i, count * dim)
@@ -304,7 +305,7 @@ __global__ void k_sgd_rows(int64_t count, int64_t dim, float lr, float wd, float
         gpp_math_sgd(lr, wd, mu, values[i], &table[off], v ? &v[off] : (float *)0);
     }
 }
-__global__ void k_adamw_rows(int64_t count, int64_t dim, gpp_math_adamw_t k, float *table, float *m,
+GPP_KERNEL void k_adamw_rows(int64_t count, int64_t dim, gpp_math_adamw_t k, float *table, float *m,
                              float *v, const int32_t *rows, const float *values)
 {
     S_FOR(i, count * dim)
@@ -317,13 +318,13 @@ __global__ void k_adamw_rows(int64_t count, int64_t dim, gpp_math_adamw_t k, flo
 extern "C" cudaError_t gpp_cuk_sgd(cudaStream_t st, int64_t n, float lr, float wd, float mu,
                                    float *p, float *v, const float *g)
 {
-    k_sgd<<<s_blocks(n), S_THREADS, 0, st>>>(n, lr, wd, mu, p, mu != 0.0f ? v : nullptr, g);
+    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_sgd)(n, lr, wd, mu, p, mu != 0.0f ? v : nullptr, g);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_adamw(cudaStream_t st, int64_t n, gpp_math_adamw_t k, float *p,
                                      float *m, float *v, const float *g)
 {
-    k_adamw<<<s_blocks(n), S_THREADS, 0, st>>>(n, k, p, m, v, g);
+    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_adamw)(n, k, p, m, v, g);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_sgd_table(cudaStream_t st, int64_t table_rows, int64_t dim, float lr,
@@ -331,23 +332,23 @@ extern "C" cudaError_t gpp_cuk_sgd_table(cudaStream_t st, int64_t table_rows, in
                                          const int32_t *slot_map, const float *values)
 {
     int64_t n = table_rows * dim;
-    k_sgd_table<<<s_blocks(n), S_THREADS, 0, st>>>(table_rows, dim, lr, wd, mu, table,
-                                                   mu != 0.0f ? v : nullptr, slot_map, values);
+    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_sgd_table)
+    (table_rows, dim, lr, wd, mu, table, mu != 0.0f ? v : nullptr, slot_map, values);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_sgd_rows(cudaStream_t st, int64_t count, int64_t dim, float lr,
                                         float wd, float mu, float *table, float *v,
                                         const int32_t *rows, const float *values)
 {
-    k_sgd_rows<<<s_blocks(count * dim), S_THREADS, 0, st>>>(count, dim, lr, wd, mu, table,
-                                                            mu != 0.0f ? v : nullptr, rows, values);
+    GPP_LAUNCH(s_blocks(count * dim), S_THREADS, 0, st, k_sgd_rows)
+    (count, dim, lr, wd, mu, table, mu != 0.0f ? v : nullptr, rows, values);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_adamw_rows(cudaStream_t st, int64_t count, int64_t dim,
                                           gpp_math_adamw_t k, float *table, float *m, float *v,
                                           const int32_t *rows, const float *values)
 {
-    k_adamw_rows<<<s_blocks(count * dim), S_THREADS, 0, st>>>(count, dim, k, table, m, v, rows,
-                                                              values);
+    GPP_LAUNCH(s_blocks(count * dim), S_THREADS, 0, st, k_adamw_rows)
+    (count, dim, k, table, m, v, rows, values);
     return cudaGetLastError();
 }

@@ -1,23 +1,49 @@
 /* gpp_cuda_emu: runs a kernel written to gpp_cuda_port.h on the host, each
  * CUDA thread of a block as a fiber (ucontext) of the calling thread. Host
- * C++ only; private to kernels/cuda/ and its tests
- * (tests/unit/test_flash_emu.cc).
+ * C++ only, no CUDA header needed; private to kernels/cuda/ and its tests
+ * (tests/unit/test_flash_emu.cc; kernel launches of the host emulation:
+ * GPP_LAUNCH in gpp_cuda_port.h).
  *
- *   gpp_emu::launch({gx, gy, 1}, {threads, 1, 1}, [&] { k_foo<64>(...); });
+ *   gpp_emu::launch({gx, gy, 1}, {tx, ty, 1}, [&] { k_foo<64>(...); });
  *
- * runs the blocks one after another (x fastest, then y, then z). Within a
- * block, each fiber runs until its next GPP_SYNC() (or its end), then the
- * next fiber: a barrier is a round in which every fiber reached it, so a
- * block's static "shared" arrays are used by one block at a time, and the
- * run is deterministic. gpp_shfl_xor is an exchange through a block-wide
- * buffer between two barriers: stricter than the device (where it is per
- * warp), and enough to run code that is correct there. A barrier that not
- * every thread of the block reaches (a __syncthreads or shuffle inside
- * divergent code, undefined on the device) is reported and aborts.
+ * runs the blocks one after another (x fastest, then y, then z). Blocks are
+ * 1-, 2- or 3-D of at most 1024 threads; the linear id of a thread is
+ * x + tx (y + ty z) (threadIdx from it, x fastest), and a warp is 32
+ * consecutive linear ids (the last one partial when the block is not a
+ * multiple of 32), as on the device.
  *
- * What it does not model: warps (lanes of one warp are not lock-step),
- * memory spaces, the device's float rounding (the host compiler decides
- * whether a*b+c is fused), and performance. */
+ * Within a block each thread runs until its next barrier (or its end), in
+ * linear order, then the barriers that are complete are released:
+ *   GPP_SYNC()        __syncthreads: every thread of the block, at the same
+ *                     GPP_SYNC;
+ *   gpp_shfl_xor,     barriers of the thread's warp only: every lane of the
+ *   GPP_SYNC_WARP()   warp (all 32, or all of the partial last warp) at a
+ *                     shuffle, or every lane at a __syncwarp. A shuffle's
+ *                     exchange happens when its warp's barrier completes.
+ * So a kernel whose whole warps return early (one warp per row, rows past
+ * the end) runs as on the device, a block's static "shared" arrays are
+ * used by one block at a time, and a run is deterministic. A barrier that
+ * some thread it needs never reaches (a __syncthreads or a shuffle in
+ * divergent code, undefined on the device) aborts naming the kernel, the
+ * block, the warp and the barrier's source line.
+ *
+ * Speed: most kernels are grid-stride loops without a barrier, and a fiber
+ * costs two swapcontext (a system call each) per thread. So a block's
+ * threads start as plain calls, one after another, on a single fiber: the
+ * first thread that reaches a barrier keeps that fiber, and the threads
+ * after it get fibers of their own. The threads before it ended without a
+ * barrier, which is what the fiber schedule would have run first anyway:
+ * the result is the same, and a barrier-free block costs one context
+ * switch instead of two per thread (bench/bench_emu.cc, BENCHMARKS.md).
+ *
+ * Not reentrant: one launch at a time per process (a kernel that launches
+ * aborts), from one host thread at a time (the emulated runtime runs one
+ * task at a time).
+ *
+ * What it does not model: lock-step warps (a warp's lanes run one after
+ * another between its barriers), memory spaces, the device's float
+ * rounding (the host compiler decides whether a*b+c is fused), and
+ * performance. */
 #ifndef GPP_CUDA_EMU_H
 #define GPP_CUDA_EMU_H
 
@@ -27,121 +53,320 @@
 
 #include <ucontext.h>
 
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 struct gpp_emu_dim3 {
     unsigned x = 1, y = 1, z = 1;
 };
-/* CUDA's built-in indices (threadIdx: of the fiber running) */
+/* CUDA's built-in indices (threadIdx: of the thread running) */
 inline gpp_emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace gpp_emu
 {
 
+/* Where a thread is: running (or runnable), waiting at a barrier, ended. */
+enum wait_t : unsigned char { RUN, AT_SYNC, AT_SYNC_WARP, AT_SHUFFLE, DONE };
+
 struct fiber {
     ucontext_t ctx;
-    std::vector<char> stack;
-    bool done;
+    std::unique_ptr<char[]> stack;
 };
 
 struct state {
     ucontext_t sched;
-    std::vector<fiber> fibers;
-    std::vector<uint64_t> xchg; /* one shuffle slot per thread */
+    /* fibers[t] for thread t; fibers[n] the one that runs a block's
+     * threads as plain calls */
+    std::vector<std::unique_ptr<fiber>> fibers;
+    std::vector<fiber *> of;         /* the fiber of each thread */
+    std::vector<wait_t> wait;        /* per thread */
+    std::vector<const char *> file;  /* per thread: the barrier it waits at */
+    std::vector<int> line;           /* (source line) */
+    std::vector<uint64_t> xin, xout; /* shuffle: the value given, the one got */
+    std::vector<unsigned> peer;      /* shuffle: the lane read */
     const std::function<void()> *fn = nullptr;
-    unsigned cur = 0;
+    const char *name = nullptr; /* of the kernel, for messages; may be null */
+    unsigned n = 0;             /* threads per block */
+    unsigned cur = 0;           /* linear id of the thread running */
+    unsigned syncs = 0;         /* block barriers passed in this block */
+    bool direct = false;        /* threads run as plain calls on fibers[n] */
+    bool active = false;        /* a launch is running */
 };
 inline state g;
 
-/* A barrier: back to the scheduler, which resumes this fiber once every
- * fiber of the block has arrived. */
-inline void sync()
+/* Off: every thread of every block gets a fiber (bench/bench_emu.cc
+ * measures the difference; results are the same). */
+inline bool plain_calls = true;
+
+/* Counters of the blocks run each way since the process started. */
+inline uint64_t blocks_plain, blocks_fibers;
+
+[[noreturn]] inline void fail(const char *fmt, ...)
 {
-    swapcontext(&g.fibers[g.cur].ctx, &g.sched);
+    std::fprintf(stderr, "gpp_cuda_emu: kernel %s, block (%u, %u, %u) of (%u, %u, %u): ",
+                 g.name ? g.name : "(unnamed)", blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x,
+                 gridDim.y, gridDim.z);
+    va_list ap;
+    va_start(ap, fmt);
+    std::vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    std::fputc('\n', stderr);
+    std::abort();
 }
 
-/* __shfl_xor_sync(full mask, v, lane_mask) for a 4- or 8-byte value */
-template <typename V> V shfl_xor(V v, int lane_mask)
+inline void set_thread(unsigned t)
 {
-    static_assert(sizeof(V) <= sizeof(uint64_t), "shuffle of a value wider than 8 bytes");
-    unsigned me = threadIdx.x, lane = me % 32u, peer = (me - lane) + (lane ^ (unsigned)lane_mask);
-    if (peer >= blockDim.x) {
-        std::fprintf(stderr,
-                     "gpp_cuda_emu: shuffle from lane %u reads thread %u of a %u-thread block\n",
-                     lane, peer, blockDim.x);
+    g.cur = t;
+    threadIdx =
+        gpp_emu_dim3{t % blockDim.x, t / blockDim.x % blockDim.y, t / (blockDim.x * blockDim.y)};
+}
+
+/* The running thread waits at a barrier of kind w (at file:line) until the
+ * scheduler releases it. */
+inline void wait_at(wait_t w, const char *file, int line)
+{
+    if (!g.active) {
+        std::fprintf(stderr, "gpp_cuda_emu: a barrier at %s:%d outside a launch\n", file, line);
         std::abort();
     }
-    std::memcpy(&g.xchg[me], &v, sizeof v);
-    sync();
+    unsigned t = g.cur;
+    if (g.direct) { /* the plain calls stop: this thread keeps their fiber */
+        g.direct = false;
+        g.of[t] = g.fibers[g.n].get();
+    }
+    g.wait[t] = w;
+    g.file[t] = file;
+    g.line[t] = line;
+    swapcontext(&g.of[t]->ctx, &g.sched);
+}
+
+/* __syncthreads */
+inline void sync(const char *file, int line)
+{
+    wait_at(AT_SYNC, file, line);
+}
+/* __syncwarp() (full mask) */
+inline void sync_warp(const char *file, int line)
+{
+    wait_at(AT_SYNC_WARP, file, line);
+}
+
+/* __shfl_xor_sync(full mask, v, lane_mask) for a value of at most 8 bytes */
+template <typename V> V shfl_xor(V v, int lane_mask, const char *file, int line)
+{
+    static_assert(sizeof(V) <= sizeof(uint64_t) && std::is_trivially_copyable<V>::value,
+                  "shuffle of a value wider than 8 bytes");
+    unsigned me = g.cur, lane = me % 32u;
+    if (lane_mask < 0 || lane_mask > 31)
+        fail("shuffle at %s:%d with lane mask %d (0..31 here)", file, line, lane_mask);
+    unsigned peer = me - lane + (lane ^ (unsigned)lane_mask);
+    if (peer >= g.n)
+        fail("shuffle at %s:%d: lane %u of warp %u reads lane %u, past the block's %u threads",
+             file, line, lane, me / 32u, peer % 32u, g.n);
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof v);
+    g.xin[me] = bits;
+    g.peer[me] = peer;
+    wait_at(AT_SHUFFLE, file, line);
     V r;
-    std::memcpy(&r, &g.xchg[peer], sizeof r);
-    sync(); /* nobody overwrites a slot before every thread has read it */
+    std::memcpy(&r, &g.xout[me], sizeof r);
     return r;
+}
+
+/* Plain calls: thread g.cur, then the next ones, until one reaches a
+ * barrier (which then owns this fiber) or the block's last ends. */
+inline void plain_main()
+{
+    for (;;) {
+        unsigned t = g.cur;
+        (*g.fn)();
+        if (!g.direct || t + 1 == g.n) {
+            g.wait[t] = DONE;
+            return; /* uc_link: the scheduler */
+        }
+        g.wait[t] = DONE;
+        set_thread(t + 1);
+    }
 }
 
 inline void fiber_main()
 {
     (*g.fn)();
-    g.fibers[g.cur].done = true;
-    /* returning resumes uc_link: the scheduler */
+    g.wait[g.cur] = DONE;
 }
 
-/* Runs fn as the body of every thread of every block of the grid. Not
- * reentrant: one launch at a time per process. */
-inline void launch(gpp_emu_dim3 grid, gpp_emu_dim3 block, const std::function<void()> &fn)
+inline void start(fiber *f, void (*entry)())
+{
+    getcontext(&f->ctx);
+    f->ctx.uc_stack.ss_sp = f->stack.get();
+    f->ctx.uc_stack.ss_size = 256 << 10;
+    f->ctx.uc_link = &g.sched;
+    makecontext(&f->ctx, entry, 0);
+}
+
+inline void resume(unsigned t)
+{
+    set_thread(t);
+    swapcontext(&g.sched, &g.of[t]->ctx);
+}
+
+/* What thread t is doing, for messages: "ended", "waits at a shuffle
+ * (file:line)" */
+inline const char *doing(unsigned t, char *buf, size_t len)
+{
+    static const char *const names[] = {"running", "__syncthreads", "__syncwarp", "shuffle"};
+    if (g.wait[t] == DONE)
+        std::snprintf(buf, len, "ended");
+    else
+        std::snprintf(buf, len, "waits at a %s (%s:%d)", names[g.wait[t]], g.file[t], g.line[t]);
+    return buf;
+}
+
+/* Releases the warps whose lanes all wait at a warp barrier; aborts on a
+ * warp only some of whose lanes do. Returns whether any was released. */
+inline bool release_warps()
+{
+    bool any = false;
+    for (unsigned w0 = 0; w0 < g.n; w0 += 32) {
+        unsigned w1 = w0 + 32 < g.n ? w0 + 32 : g.n, at = 0;
+        for (unsigned t = w0; t < w1; t++)
+            at += g.wait[t] == AT_SHUFFLE || g.wait[t] == AT_SYNC_WARP;
+        if (at == 0)
+            continue;
+        unsigned first = w0;
+        while (g.wait[first] != AT_SHUFFLE && g.wait[first] != AT_SYNC_WARP)
+            first++;
+        for (unsigned t = w0; t < w1; t++)
+            if (g.wait[t] != g.wait[first]) {
+                char a[256], b[256];
+                fail("warp %u: lane %u %s while lane %u %s: a warp barrier that not every lane "
+                     "of the warp reaches",
+                     w0 / 32, first - w0, doing(first, a, sizeof a), t - w0, doing(t, b, sizeof b));
+            }
+        if (g.wait[first] == AT_SHUFFLE)
+            for (unsigned t = w0; t < w1; t++)
+                g.xout[t] = g.xin[g.peer[t]];
+        for (unsigned t = w0; t < w1; t++)
+            g.wait[t] = RUN;
+        any = true;
+    }
+    return any;
+}
+
+/* Runs the current block (blockIdx) to its end. */
+inline void run_block()
+{
+    const unsigned n = g.n;
+    g.syncs = 0;
+    g.direct = plain_calls;
+    for (unsigned t = 0; t < n; t++)
+        g.wait[t] = RUN;
+    unsigned next = 0; /* threads before it have run (or are running) */
+    if (g.direct) {
+        start(g.fibers[n].get(), plain_main);
+        set_thread(0);
+        swapcontext(&g.sched, &g.fibers[n]->ctx);
+        if (g.direct) { /* every thread ended without a barrier */
+            blocks_plain++;
+            return;
+        }
+        next = g.cur + 1; /* g.cur waits at a barrier on fibers[n] */
+    }
+    blocks_fibers++;
+    for (unsigned t = next; t < n; t++) {
+        g.of[t] = g.fibers[t].get();
+        start(g.of[t], fiber_main);
+    }
+    for (;;) {
+        for (unsigned t = 0; t < n; t++)
+            if (g.wait[t] == RUN)
+                resume(t);
+        if (release_warps())
+            continue;
+        unsigned done = 0, at_sync = 0, first = n;
+        for (unsigned t = 0; t < n; t++) {
+            done += g.wait[t] == DONE;
+            if (g.wait[t] == AT_SYNC) {
+                at_sync++;
+                first = first < t ? first : t;
+            }
+        }
+        if (done == n)
+            return;
+        if (at_sync < n) {
+            unsigned t = 0;
+            while (g.wait[t] != DONE)
+                t++;
+            fail("thread %u (warp %u) ended while thread %u waits at __syncthreads %s:%d "
+                 "(barrier %u of the block): a __syncthreads not reached by every thread",
+                 t, t / 32, first, g.file[first], g.line[first], g.syncs + 1);
+        }
+        for (unsigned t = 0; t < n; t++)
+            if (g.line[t] != g.line[first] || std::strcmp(g.file[t], g.file[first]) != 0)
+                fail("threads %u and %u wait at different __syncthreads (%s:%d, %s:%d)", first, t,
+                     g.file[first], g.line[first], g.file[t], g.line[t]);
+        g.syncs++;
+        for (unsigned t = 0; t < n; t++)
+            g.wait[t] = RUN;
+    }
+}
+
+/* Runs fn as the body of every thread of every block of the grid; name (may
+ * be null) names the kernel in messages. The configuration must be one the
+ * device takes (gpp_cuda_port.h's launcher checks it first); anything else
+ * aborts. */
+inline void launch(gpp_emu_dim3 grid, gpp_emu_dim3 block, const std::function<void()> &fn,
+                   const char *name = nullptr)
 {
     const size_t stack_bytes = 256 << 10;
-    unsigned n = block.x * block.y * block.z;
-    if (block.y != 1 || block.z != 1 || n == 0 || n > 1024) {
-        std::fprintf(stderr, "gpp_cuda_emu: blocks are 1-D of 1..1024 threads here\n");
+    unsigned long long n = (unsigned long long)block.x * block.y * block.z;
+    if (g.active) {
+        std::fprintf(stderr,
+                     "gpp_cuda_emu: launch of %s inside a launch of %s: the emulator runs one "
+                     "grid at a time\n",
+                     name ? name : "(unnamed)", g.name ? g.name : "(unnamed)");
         std::abort();
     }
+    if (n == 0 || n > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
+        std::fprintf(stderr,
+                     "gpp_cuda_emu: kernel %s: grid (%u, %u, %u) of blocks (%u, %u, %u): blocks "
+                     "of 1..1024 threads (z <= 64), grids of at least one block\n",
+                     name ? name : "(unnamed)", grid.x, grid.y, grid.z, block.x, block.y, block.z);
+        std::abort();
+    }
+    g.active = true;
+    g.n = (unsigned)n;
+    g.fn = &fn;
+    g.name = name;
     gridDim = grid;
     blockDim = block;
-    g.fn = &fn;
-    g.fibers.resize(n);
-    g.xchg.assign(n, 0);
-    for (auto &f : g.fibers)
-        f.stack.resize(stack_bytes);
+    while (g.fibers.size() < n + 1) {
+        g.fibers.emplace_back(new fiber);
+        g.fibers.back()->stack.reset(new char[stack_bytes]);
+    }
+    g.of.assign(n, nullptr);
+    g.wait.assign(n, RUN);
+    g.file.assign(n, "");
+    g.line.assign(n, 0);
+    g.xin.assign(n, 0);
+    g.xout.assign(n, 0);
+    g.peer.assign(n, 0);
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
                 blockIdx = gpp_emu_dim3{x, y, z};
-                for (auto &f : g.fibers) {
-                    getcontext(&f.ctx);
-                    f.ctx.uc_stack.ss_sp = f.stack.data();
-                    f.ctx.uc_stack.ss_size = f.stack.size();
-                    f.ctx.uc_link = &g.sched;
-                    f.done = false;
-                    makecontext(&f.ctx, fiber_main, 0);
-                }
-                for (unsigned round = 0;; round++) {
-                    unsigned done = 0;
-                    for (unsigned t = 0; t < n; t++) {
-                        g.cur = t;
-                        threadIdx = gpp_emu_dim3{t, 0, 0};
-                        if (!g.fibers[t].done)
-                            swapcontext(&g.sched, &g.fibers[t].ctx);
-                        done += g.fibers[t].done;
-                    }
-                    if (done == n)
-                        break;
-                    if (done != 0) {
-                        std::fprintf(stderr,
-                                     "gpp_cuda_emu: block (%u, %u, %u): %u of %u threads ended "
-                                     "while the others wait at barrier %u: a __syncthreads or "
-                                     "shuffle not reached by every thread of the block\n",
-                                     x, y, z, done, n, round + 1);
-                        std::abort();
-                    }
-                }
+                run_block();
             }
     g.fn = nullptr;
+    g.name = nullptr;
+    g.active = false;
 }
 
 } /* namespace gpp_emu */

@@ -1,8 +1,11 @@
 /* gpp_cuda_flash: launchers of the fused attention kernels (fp32:
  * gpp_cuda_flash.cuh; bf16 on tensor cores: gpp_cuda_flash_tc.cuh; declared
- * in gpp_cuda_kern.h; which one runs: gpp_cuda_attention_core). */
+ * in gpp_cuda_kern.h; which one runs: gpp_cuda_attention_core).
+ * Written to gpp_cuda_port.h: nvcc compiles it for the device, and
+ * kernels/cuda/emu/gpp_kern_emu.cc for the host emulation. */
 #include "kernels/cuda/gpp_cuda_flash_tc.cuh"
 #include "kernels/cuda/gpp_cuda_kern.h"
+#include "kernels/cuda/gpp_cuda_port.h"
 
 using gpp_flash::cfg;
 using gpp_flash::tc_cfg;
@@ -37,36 +40,33 @@ template <int DH, bool TC> struct s_core {
     static cudaError_t fwd(cudaStream_t st, const s_args_t &a)
     {
         if constexpr (TC)
-            gpp_flash::k_flash_tc_fwd<DH, gpp_bf16>
-                <<<grid(a), THREADS, 0, st>>>((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo,
-                                              a.scale, a.causal, a.q, a.k, a.v, a.o, a.out_lse);
-        else
-            gpp_flash::k_flash_fwd<DH>
-                <<<grid(a), THREADS, 0, st>>>((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo,
-                                              a.scale, a.causal, a.q, a.k, a.v, a.o, a.out_lse);
+            GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_fwd<DH, gpp_bf16>)
+        ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v, a.o,
+         a.out_lse);
+        else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_fwd<DH>)(
+            (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
+            a.o, a.out_lse);
         return cudaGetLastError();
     }
     static cudaError_t bwd(cudaStream_t st, const s_args_t &a)
     {
         if constexpr (TC)
-            gpp_flash::k_flash_tc_bwd_kv<DH, gpp_bf16><<<grid(a), THREADS, 0, st>>>(
-                (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
-                a.dout, a.lse, a.dsum, a.dk, a.dv);
-        else
-            gpp_flash::k_flash_bwd_kv<DH><<<grid(a), THREADS, 0, st>>>(
-                (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
-                a.dout, a.lse, a.dsum, a.dk, a.dv);
+            GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_bwd_kv<DH, gpp_bf16>)
+        ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
+         a.dout, a.lse, a.dsum, a.dk, a.dv);
+        else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_bwd_kv<DH>)(
+            (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
+            a.dout, a.lse, a.dsum, a.dk, a.dv);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess)
             return e;
         if constexpr (TC)
-            gpp_flash::k_flash_tc_bwd_q<DH, gpp_bf16><<<grid(a), THREADS, 0, st>>>(
-                (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
-                a.dout, a.lse, a.dsum, a.dq);
-        else
-            gpp_flash::k_flash_bwd_q<DH><<<grid(a), THREADS, 0, st>>>(
-                (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
-                a.dout, a.lse, a.dsum, a.dq);
+            GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_bwd_q<DH, gpp_bf16>)
+        ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
+         a.dout, a.lse, a.dsum, a.dq);
+        else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_bwd_q<DH>)(
+            (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
+            a.dout, a.lse, a.dsum, a.dq);
         return cudaGetLastError();
     }
 };
@@ -138,8 +138,9 @@ extern "C" cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t hea
     int64_t rows = n * heads * seq;
     if (rows == 0)
         return cudaSuccess;
-    gpp_flash::k_flash_rowdot<<<(unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, st>>>(
-        rows, (int)seq, (int)dh, (int)heads, ldo, out, dout, dsum);
+    GPP_LAUNCH((unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, st,
+               gpp_flash::k_flash_rowdot)
+    (rows, (int)seq, (int)dh, (int)heads, ldo, out, dout, dsum);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;

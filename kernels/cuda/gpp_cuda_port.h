@@ -1,23 +1,25 @@
 /* gpp_cuda_port: the few CUDA constructs a kernel written for both nvcc and
  * the host emulator may use. Private to kernels/cuda/ and its tests.
  *
- * A kernel header that sticks to these (and plain C++ arithmetic on global
+ * A kernel source that sticks to these (and plain C++ arithmetic on global
  * and shared arrays) compiles twice: with nvcc for the device, and with the
  * host C++ compiler against gpp_cuda_emu.h, which runs each CUDA thread of a
- * block as a host thread. tests/unit/test_flash_emu.cc runs the fused
- * attention kernels that way, so their indexing, tiling, masking and
- * barriers are checked in CI on machines without a GPU.
+ * block as a fiber. tests/unit/test_flash_emu.cc runs the fused attention
+ * kernels that way, so their indexing, tiling, masking and barriers are
+ * checked in CI on machines without a GPU; kernels/cuda/emu/gpp_kern_emu.cc
+ * compiles all of the backend's .cu files, launchers included, for the host
+ * emulation of the CUDA backend.
  *
  *   GPP_KERNEL       __global__
+ *   GPP_LAUNCH_BOUNDS(n)   __launch_bounds__(n) (nothing on the host)
  *   GPP_DEV          an inline device function
  *   GPP_SHARED       a block's shared array (declared inside the kernel)
  *   GPP_SYNC()       __syncthreads(): every thread of the block, uniformly
- *   gpp_shfl_xor     __shfl_xor_sync over the full warp: every thread of the
- *                    block must call it uniformly (the emulator's exchange is
- *                    block-wide)
+ *   gpp_shfl_xor     __shfl_xor_sync over the full warp: every lane of the
+ *                    warp must call it (a warp that returned as a whole
+ *                    need not)
  *   GPP_UNROLL       #pragma unroll (nothing on the host)
- *   GPP_SYNC_WARP()  __syncwarp(): in the emulator a block barrier, so every
- *                    thread of the block must call it uniformly
+ *   GPP_SYNC_WARP()  __syncwarp(): every lane of the warp
  *   GPP_ALIGN16, GPP_ALIGN32   alignment of a shared array (gpp_ld4: 16
  *                    bytes; gpp_mma loads and stores: 32)
  *   gpp_f4, gpp_ld4  float4 and a 16-byte load of 4 floats at a 16-byte
@@ -34,7 +36,19 @@
  *                    Every lane of the warp calls them; pointers 32-byte
  *                    aligned, ldm a multiple of 16 bytes. The emulator
  *                    holds a whole tile in each lane's fragment and checks
- *                    alignment and ldm as the device requires. */
+ *                    alignment and ldm as the device requires.
+ *   atomicCAS(int *, int, int)   as in CUDA
+ *   GPP_LAUNCH(grid, block, shmem, stream, kernel...)(args...)
+ *                    kernel<<<grid, block, shmem, stream>>>(args...) (the
+ *                    kernel last, so that k<A, B> may hold a comma). On the
+ *                    host (where <cuda_runtime_api.h> is on the include
+ *                    path): the arguments are converted to the kernel's
+ *                    parameters and kept by value, the configuration is
+ *                    checked as the device checks it (a bad one sets the
+ *                    last error, cudaErrorInvalidConfiguration, and queues
+ *                    nothing), and the grid is queued on the stream of the
+ *                    emulated runtime (kernels/cuda/emu/gpp_emu_rt.h), to
+ *                    run in the emulator when the stream's work is forced. */
 #ifndef GPP_CUDA_PORT_H
 #define GPP_CUDA_PORT_H
 
@@ -44,6 +58,8 @@
 #include <mma.h>
 
 #define GPP_KERNEL __global__
+#define GPP_LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#define GPP_LAUNCH(grid, block, shmem, stream, ...) __VA_ARGS__<<<grid, block, shmem, stream>>>
 #define GPP_DEV __device__ __forceinline__
 #define GPP_SHARED __shared__
 #define GPP_SYNC() __syncthreads()
@@ -107,16 +123,28 @@ __device__ __forceinline__ void mma(frag_c &c, const A &a, const B &b)
 
 #include "kernels/cuda/gpp_cuda_emu.h"
 #define GPP_KERNEL
+#define GPP_LAUNCH_BOUNDS(n)
 #define GPP_DEV inline
 #define GPP_SHARED static
-#define GPP_SYNC() gpp_emu::sync()
+#define GPP_SYNC() gpp_emu::sync(__FILE__, __LINE__)
 #define GPP_UNROLL
 #define GPP_ALIGN16 __attribute__((aligned(16)))
 #define GPP_ALIGN32 __attribute__((aligned(32)))
-#define GPP_SYNC_WARP() gpp_emu::sync()
-template <typename V> inline V gpp_shfl_xor(V v, int lane_mask)
+#define GPP_SYNC_WARP() gpp_emu::sync_warp(__FILE__, __LINE__)
+/* file and line: of the call, to name the shuffle in the emulator's
+ * messages */
+template <typename V>
+inline V gpp_shfl_xor(V v, int lane_mask, const char *file = __builtin_FILE(),
+                      int line = __builtin_LINE())
 {
-    return gpp_emu::shfl_xor(v, lane_mask);
+    return gpp_emu::shfl_xor(v, lane_mask, file, line);
+}
+/* The emulator runs one thread at a time; atomic anyway, as the word may be
+ * mapped host memory that a host thread reads (the fault word). */
+inline int atomicCAS(int *address, int compare, int val)
+{
+    __atomic_compare_exchange_n(address, &compare, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return compare; /* the old value */
 }
 struct gpp_f4 {
     float x, y, z, w;
@@ -144,8 +172,8 @@ template <> inline gpp_bf16 gpp_to_e<gpp_bf16>(float x)
 {
     uint32_t u;
     std::memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN stays a quiet NaN */
-        return gpp_bf16{(uint16_t)((u >> 16) | 0x40u)};
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: the canonical one, as cvt.rn.bf16.f32 */
+        return gpp_bf16{0x7fffu};
     u += 0x7fffu + ((u >> 16) & 1u);
     return gpp_bf16{(uint16_t)(u >> 16)};
 }
@@ -219,6 +247,61 @@ void mma(frag_c &c, const frag<E, CA> &a, const frag<E, CB> &b)
         }
 }
 } /* namespace gpp_mma */
+
+#if __has_include(<cuda_runtime_api.h>)
+#include "kernels/cuda/emu/gpp_emu_rt.h"
+
+namespace gpp_emu
+{
+/* GPP_LAUNCH on the host: what `kernel<<<grid, block, shmem, stream>>>`
+ * becomes. what: "kernel <name>" (a literal: the runtime may keep it). */
+template <typename... P> struct launcher {
+    void (*kernel)(P...);
+    dim3 grid, block;
+    size_t shmem;
+    cudaStream_t stream;
+    const char *what;
+
+    /* P by value: the arguments convert as in a call of the kernel */
+    void operator()(P... args) const
+    {
+        unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+        /* the device's limits (CUDA C++ Programming Guide, "Compute
+         * capabilities", sm_80 and sm_90): threads per block and block x, y
+         * <= 1024, block z <= 64, grid x < 2^31, grid y, z <= 65535 */
+        if (threads < 1 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
+            grid.x < 1 || grid.x > 0x7fffffffu || grid.y < 1 || grid.y > 65535 || grid.z < 1 ||
+            grid.z > 65535) {
+            set_last_error(cudaErrorInvalidConfiguration);
+            return;
+        }
+        /* dynamic shared memory past the default 48 KiB needs an opt-in
+         * (cudaFuncSetAttribute) that the port does not have; the port's
+         * kernels declare no dynamic shared array, so below it is unused */
+        if (shmem > 48u << 10) {
+            set_last_error(cudaErrorInvalidValue);
+            return;
+        }
+        void (*k)(P...) = kernel;
+        gpp_emu_dim3 g{grid.x, grid.y, grid.z}, b{block.x, block.y, block.z};
+        const char *name = what + sizeof "kernel " - 1;
+        enqueue(stream, what, [=] {
+            launch(
+                g, b, [&] { k(args...); }, name);
+        });
+    }
+};
+template <typename... P>
+launcher<P...> make_launcher(dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
+                             const char *what, void (*kernel)(P...))
+{
+    return launcher<P...>{kernel, grid, block, shmem, stream, what};
+}
+} /* namespace gpp_emu */
+
+#define GPP_LAUNCH(grid, block, shmem, stream, ...)                                                \
+    gpp_emu::make_launcher(grid, block, shmem, stream, "kernel " #__VA_ARGS__, __VA_ARGS__)
+#endif /* <cuda_runtime_api.h> */
 
 #endif
 #endif

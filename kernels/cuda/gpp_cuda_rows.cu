@@ -2,8 +2,11 @@
  * the attention head permutes) and the embedding bag / sparse gradient
  * kernels (launchers in gpp_cuda_kern.h). Row statistics: one warp per row,
  * lanes stride the columns, partials combine by a fixed butterfly, in
- * double like the CPU backend. */
+ * double like the CPU backend.
+ * Written to gpp_cuda_port.h: nvcc compiles it for the device, and
+ * kernels/cuda/emu/gpp_kern_emu.cc for the host emulation. */
 #include "kernels/cuda/gpp_cuda_kern.h"
+#include "kernels/cuda/gpp_cuda_port.h"
 
 #define S_THREADS 256
 #define S_MAX_BLOCKS 4096
@@ -23,16 +26,16 @@ static unsigned s_row_blocks(int64_t rows)
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
          i += (int64_t)gridDim.x * blockDim.x)
 
-static __device__ double s_warp_sum(double v)
+static GPP_DEV double s_warp_sum(double v)
 {
     for (int o = 16; o > 0; o /= 2)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
+        v += gpp_shfl_xor(v, o);
     return v;
 }
-static __device__ float s_warp_max(float v)
+static GPP_DEV float s_warp_max(float v)
 {
     for (int o = 16; o > 0; o /= 2)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+        v = fmaxf(v, gpp_shfl_xor(v, o));
     return v;
 }
 
@@ -44,7 +47,7 @@ static __device__ float s_warp_max(float v)
 
 /* ---- layer norm ---- */
 
-__global__ void k_ln_fwd(int64_t rows, int64_t c, const float *x, const float *g, const float *b,
+GPP_KERNEL void k_ln_fwd(int64_t rows, int64_t c, const float *x, const float *g, const float *b,
                          float *y, float *stash, float eps)
 {
     S_ROW_BEGIN(rows)
@@ -70,7 +73,7 @@ __global__ void k_ln_fwd(int64_t rows, int64_t c, const float *x, const float *g
 }
 
 /* dx += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g */
-__global__ void k_ln_bwd_dx(int64_t rows, int64_t c, const float *x, const float *g,
+GPP_KERNEL void k_ln_bwd_dx(int64_t rows, int64_t c, const float *x, const float *g,
                             const float *stash, const float *dy, float *dx)
 {
     S_ROW_BEGIN(rows)
@@ -94,10 +97,10 @@ __global__ void k_ln_bwd_dx(int64_t rows, int64_t c, const float *x, const float
 /* dgain and dbias: 32 columns x 8 row lanes per block, fixed order */
 #define S_CT 32
 #define S_RT 8
-__global__ void k_ln_bwd_params(int64_t rows, int64_t c, const float *x, const float *stash,
+GPP_KERNEL void k_ln_bwd_params(int64_t rows, int64_t c, const float *x, const float *stash,
                                 const float *dy, float *dg, float *db)
 {
-    __shared__ float pg[S_RT][S_CT], pb[S_RT][S_CT];
+    GPP_SHARED float pg[S_RT][S_CT], pb[S_RT][S_CT];
     int64_t j = (int64_t)blockIdx.x * S_CT + threadIdx.x;
     float ag = 0.0f, ab = 0.0f;
     if (j < c)
@@ -108,7 +111,7 @@ __global__ void k_ln_bwd_params(int64_t rows, int64_t c, const float *x, const f
         }
     pg[threadIdx.y][threadIdx.x] = ag;
     pb[threadIdx.y][threadIdx.x] = ab;
-    __syncthreads();
+    GPP_SYNC();
     if (threadIdx.y == 0 && j < c) {
         float tg = 0.0f, tb = 0.0f;
         for (int k = 0; k < S_RT; k++) {
@@ -126,14 +129,14 @@ extern "C" cudaError_t gpp_cuk_layernorm_fwd(cudaStream_t st, int64_t rows, int6
                                              const float *x, const float *g, const float *b,
                                              float *y, float *stash, float eps)
 {
-    k_ln_fwd<<<s_row_blocks(rows), S_THREADS, 0, st>>>(rows, c, x, g, b, y, stash, eps);
+    GPP_LAUNCH(s_row_blocks(rows), S_THREADS, 0, st, k_ln_fwd)(rows, c, x, g, b, y, stash, eps);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_layernorm_bwd_dx(cudaStream_t st, int64_t rows, int64_t c,
                                                 const float *x, const float *g, const float *stash,
                                                 const float *dy, float *dx)
 {
-    k_ln_bwd_dx<<<s_row_blocks(rows), S_THREADS, 0, st>>>(rows, c, x, g, stash, dy, dx);
+    GPP_LAUNCH(s_row_blocks(rows), S_THREADS, 0, st, k_ln_bwd_dx)(rows, c, x, g, stash, dy, dx);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t rows, int64_t c,
@@ -141,14 +144,14 @@ extern "C" cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t row
                                                     const float *dy, float *dg, float *db)
 {
     dim3 blk(S_CT, S_RT);
-    k_ln_bwd_params<<<(unsigned)((c + S_CT - 1) / S_CT), blk, 0, st>>>(rows, c, x, stash, dy, dg,
-                                                                       db);
+    GPP_LAUNCH((unsigned)((c + S_CT - 1) / S_CT), blk, 0, st, k_ln_bwd_params)
+    (rows, c, x, stash, dy, dg, db);
     return cudaGetLastError();
 }
 
 /* ---- softmax over rows, in place (exp: gpp_math_expf, as on the CPU) ---- */
 
-__global__ void k_softmax_fwd(int64_t rows, int64_t stride, float *a, int causal)
+GPP_KERNEL void k_softmax_fwd(int64_t rows, int64_t stride, float *a, int causal)
 {
     S_ROW_BEGIN(rows)
     float *ar = a + r * stride;
@@ -172,7 +175,7 @@ __global__ void k_softmax_fwd(int64_t rows, int64_t stride, float *a, int causal
         ar[j] *= inv;
 }
 
-__global__ void k_softmax_bwd(int64_t rows, int64_t cols, const float *p, float *dp)
+GPP_KERNEL void k_softmax_bwd(int64_t rows, int64_t cols, const float *p, float *dp)
 {
     S_ROW_BEGIN(rows)
     const float *pr = p + r * cols;
@@ -188,18 +191,18 @@ __global__ void k_softmax_bwd(int64_t rows, int64_t cols, const float *p, float 
 extern "C" cudaError_t gpp_cuk_softmax_fwd(cudaStream_t st, int64_t rows, int64_t cols, float *a,
                                            int causal)
 {
-    k_softmax_fwd<<<s_row_blocks(rows), S_THREADS, 0, st>>>(rows, cols, a, causal);
+    GPP_LAUNCH(s_row_blocks(rows), S_THREADS, 0, st, k_softmax_fwd)(rows, cols, a, causal);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_softmax_bwd(cudaStream_t st, int64_t rows, int64_t cols,
                                            const float *p, float *dp)
 {
-    k_softmax_bwd<<<s_row_blocks(rows), S_THREADS, 0, st>>>(rows, cols, p, dp);
+    GPP_LAUNCH(s_row_blocks(rows), S_THREADS, 0, st, k_softmax_bwd)(rows, cols, p, dp);
     return cudaGetLastError();
 }
 
 /* ---- natural <-> head-major: element (part, i, h, s, d) ---- */
-__global__ void k_heads_permute(int64_t n, int64_t seq, int64_t heads, int64_t dh, int parts,
+GPP_KERNEL void k_heads_permute(int64_t n, int64_t seq, int64_t heads, int64_t dh, int parts,
                                 const float *src, float *dst, int to_heads)
 {
     int64_t hid = heads * dh, total = (int64_t)parts * n * seq * hid;
@@ -225,13 +228,13 @@ extern "C" cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t
                                              int to_heads)
 {
     int64_t total = (int64_t)parts * n * seq * heads * dh;
-    k_heads_permute<<<s_blocks(total), S_THREADS, 0, st>>>(n, seq, heads, dh, parts, src, dst,
-                                                           to_heads);
+    GPP_LAUNCH(s_blocks(total), S_THREADS, 0, st, k_heads_permute)
+    (n, seq, heads, dh, parts, src, dst, to_heads);
     return cudaGetLastError();
 }
 
 /* ---- embedding bag: thread per (bag, column), the bag's rows in order ---- */
-__global__ void k_embedding_fwd(int64_t bags, int64_t bag, int64_t dim, int64_t table_rows,
+GPP_KERNEL void k_embedding_fwd(int64_t bags, int64_t bag, int64_t dim, int64_t table_rows,
                                 const int32_t *idx, const float *table, float *y,
                                 gpp_cuda_fault_t *fault)
 {
@@ -260,13 +263,13 @@ extern "C" cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int6
                                              int64_t dim, int64_t table_rows, const int32_t *idx,
                                              const float *table, float *y, gpp_cuda_fault_t *fault)
 {
-    k_embedding_fwd<<<s_blocks(bags * dim), S_THREADS, 0, st>>>(bags, bag, dim, table_rows, idx,
-                                                                table, y, fault);
+    GPP_LAUNCH(s_blocks(bags * dim), S_THREADS, 0, st, k_embedding_fwd)
+    (bags, bag, dim, table_rows, idx, table, y, fault);
     return cudaGetLastError();
 }
 
 /* ---- sparse gradient: thread per (group, column), pairs in order ---- */
-__global__ void k_sparse_accum(int64_t groups, int64_t dim, const int32_t *plan,
+GPP_KERNEL void k_sparse_accum(int64_t groups, int64_t dim, const int32_t *plan,
                                const float *values, int64_t div, int64_t stride, float *gvalues,
                                int32_t *slot_map, int32_t *rows)
 {
@@ -287,7 +290,7 @@ __global__ void k_sparse_accum(int64_t groups, int64_t dim, const int32_t *plan,
     }
 }
 
-__global__ void k_sparse_clear(int64_t count, const int32_t *rows, int32_t *slot_map)
+GPP_KERNEL void k_sparse_clear(int64_t count, const int32_t *rows, int32_t *slot_map)
 {
     S_FOR(k, count) slot_map[rows[k]] = -1;
 }
@@ -297,13 +300,13 @@ extern "C" cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t groups, int
                                             int64_t stride, float *gvalues, int32_t *slot_map,
                                             int32_t *rows)
 {
-    k_sparse_accum<<<s_blocks(groups * dim), S_THREADS, 0, st>>>(groups, dim, plan, values, div,
-                                                                 stride, gvalues, slot_map, rows);
+    GPP_LAUNCH(s_blocks(groups * dim), S_THREADS, 0, st, k_sparse_accum)
+    (groups, dim, plan, values, div, stride, gvalues, slot_map, rows);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_sparse_clear(cudaStream_t st, int64_t count, const int32_t *rows,
                                             int32_t *slot_map)
 {
-    k_sparse_clear<<<s_blocks(count), S_THREADS, 0, st>>>(count, rows, slot_map);
+    GPP_LAUNCH(s_blocks(count), S_THREADS, 0, st, k_sparse_clear)(count, rows, slot_map);
     return cudaGetLastError();
 }

@@ -23,15 +23,31 @@
  * place in qkv [n seq, 3 hidden] and ctx [n seq, hidden]), as the CUDA
  * backend calls them.
  *
+ * First, the emulator's own semantics, on small kernels written here: a
+ * warp-per-row kernel whose first warps return as a whole (shuffles are
+ * barriers of the warp only), a 2-D block with a shared-memory barrier, a
+ * 3-D block's thread numbering (x fastest, warps of 32 consecutive ids, a
+ * partial last warp), a kernel with a barrier in some blocks only (the
+ * switch from plain calls to fibers); and, in fork()ed children, that a
+ * shuffle or a __syncthreads that some thread does not reach aborts naming
+ * the block and the barrier.
+ *
  * Tolerance with fp32 elements: |emulated - double| <= 2e-5 (1 + |double|).
  * The kernels sum in fp32 (the rows' dO.O sums in double): at these sizes
  * (<= 150 terms of magnitude <= 4) the differences are ~1e-6. With bf16
  * elements: BF16_TOL below. Each output compared is one check; the last
  * line is "N passed, M failed". */
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/gpp_cuda_flash_tc.cuh"
@@ -300,6 +316,233 @@ void run_shape(const shape &sh, int causal)
     }
 }
 
+/* ---- the emulator's semantics ---- */
+
+/* One warp per row: the row's sum in double by a butterfly, written by
+ * lanes 0 and 31. Warps take rows from the grid's end (row = warps - 1 -
+ * warp), so the first warps of the grid, past the last row, return before
+ * any shuffle. */
+GPP_KERNEL void k_row_sums(int rows, int cols, const float *x, double *first, double *last)
+{
+    int warps = (int)(gridDim.x * blockDim.x / 32);
+    int r = warps - 1 - (int)((blockIdx.x * blockDim.x + threadIdx.x) / 32);
+    int lane = (int)threadIdx.x % 32;
+    if (r >= rows)
+        return;
+    double acc = 0.0;
+    for (int j = lane; j < cols; j += 32)
+        acc += x[(size_t)r * cols + j];
+    for (int o = 16; o > 0; o /= 2)
+        acc += gpp_shfl_xor(acc, o);
+    if (lane == 0)
+        first[r] = acc;
+    if (lane == 31)
+        last[r] = acc;
+}
+
+/* Block (32, 8): column j's sum over rows, row lane y summing rows y, y + 8,
+ * ..., then lane 0 the 8 partials through shared memory. */
+GPP_KERNEL void k_col_sums(int rows, int cols, const float *x, float *out)
+{
+    GPP_SHARED float part[8][32];
+    int j = (int)(blockIdx.x * 32 + threadIdx.x);
+    float acc = 0.0f;
+    if (j < cols)
+        for (int r = (int)threadIdx.y; r < rows; r += 8)
+            acc += x[(size_t)r * cols + j];
+    part[threadIdx.y][threadIdx.x] = acc;
+    GPP_SYNC();
+    if (threadIdx.y == 0 && j < cols) {
+        float t = 0.0f;
+        for (int k = 0; k < 8; k++)
+            t += part[k][threadIdx.x];
+        out[j] = t;
+    }
+}
+
+/* out[block][linear id] = the linear id of the lane one xor away, xor 1:
+ * equal to the linear id when a warp is 32 consecutive ids, x fastest. */
+GPP_KERNEL void k_lane_ids(unsigned *out)
+{
+    unsigned n = blockDim.x * blockDim.y * blockDim.z;
+    unsigned id = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned peer = gpp_shfl_xor(id, 1);
+    GPP_SYNC_WARP();
+    out[blockIdx.x * n + id] = peer ^ 1u;
+}
+
+/* Block 0 copies its 64 values without a barrier; the others reverse theirs
+ * through shared memory. */
+GPP_KERNEL void k_late_barrier(const int *in, int *out)
+{
+    GPP_SHARED int s[64];
+    unsigned t = threadIdx.x, base = blockIdx.x * 64;
+    if (blockIdx.x == 0) {
+        out[t] = in[t];
+        return;
+    }
+    s[t] = in[base + t];
+    GPP_SYNC();
+    out[base + t] = s[63 - t];
+}
+
+/* Lane 5 of block 1's first warp skips the shuffle. */
+GPP_KERNEL void k_bad_shuffle(float *out)
+{
+    float v = (float)threadIdx.x;
+    if (blockIdx.x == 1 && threadIdx.x == 5)
+        return;
+    out[threadIdx.x] = gpp_shfl_xor(v, 1);
+}
+
+/* Threads 64.. of block 2 skip the __syncthreads. */
+GPP_KERNEL void k_bad_sync(float *out)
+{
+    GPP_SHARED float s[128];
+    if (blockIdx.x == 2 && threadIdx.x >= 64)
+        return;
+    s[threadIdx.x] = 1.0f;
+    GPP_SYNC();
+    out[threadIdx.x] = s[127 - threadIdx.x];
+}
+
+/* In a 40-thread block, lane 0 of the partial warp (8 lanes) reads lane 8 */
+GPP_KERNEL void k_bad_lane(float *out)
+{
+    out[threadIdx.x] = gpp_shfl_xor((float)threadIdx.x, 8);
+}
+
+/* Runs f in a fork()ed child, its stderr into *err: whether it aborted. */
+bool aborts(const std::function<void()> &f, std::string *err)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        return false;
+    std::fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none); /* no core file */
+        dup2(fd[1], 2);
+        close(fd[0]);
+        f();
+        _exit(0);
+    }
+    close(fd[1]);
+    char buf[512];
+    ssize_t got;
+    while ((got = read(fd[0], buf, sizeof buf)) > 0)
+        err->append(buf, (size_t)got);
+    close(fd[0]);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return false;
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+/* One check: f's child aborts, and its message holds every one of want. */
+void expect_abort(const char *what, const std::function<void()> &f, std::vector<const char *> want)
+{
+    std::string err;
+    bool aborted = aborts(f, &err);
+    std::printf("    %s: %s", what, err.empty() ? "(no message)\n" : err.c_str());
+    int before = g_failures;
+    EXPECT(aborted, "%s: the child did not abort", what);
+    for (const char *w : want)
+        EXPECT(err.find(w) != std::string::npos, "%s: no \"%s\" in the message", what, w);
+    g_checks++;
+    g_failed_checks += g_failures != before;
+}
+
+void check_exact(const char *what, size_t bad, size_t n)
+{
+    std::printf("    %s: %zu of %zu wrong\n", what, bad, n);
+    int before = g_failures;
+    EXPECT(bad == 0, "%s: %zu of %zu elements wrong", what, bad, n);
+    g_checks++;
+    g_failed_checks += g_failures != before;
+}
+
+void emulator_semantics()
+{
+    std::printf("  the emulator\n");
+    { /* 13 rows, 4 blocks of 4 warps: the first 3 warps return */
+        const int rows = 13, cols = 70;
+        std::vector<float> x((size_t)rows * cols);
+        for (auto &v : x)
+            v = uniform();
+        std::vector<double> first(rows, NAN), last(rows, NAN);
+        gpp_emu::launch({4, 1, 1}, {128, 1, 1},
+                        [&] { k_row_sums(rows, cols, x.data(), first.data(), last.data()); });
+        size_t bad = 0;
+        for (int r = 0; r < rows; r++) {
+            double want = 0.0; /* in another order: differs by rounding, ~1e-15 */
+            for (int j = 0; j < cols; j++)
+                want += x[(size_t)r * cols + j];
+            bad += !(std::fabs(first[r] - want) <= 1e-12) || first[r] != last[r];
+        }
+        check_exact("warp per row, first warps return early", bad, rows);
+    }
+    { /* 2-D blocks (32, 8), 3 blocks over 70 columns */
+        const int rows = 21, cols = 70;
+        std::vector<float> x((size_t)rows * cols), out(cols, NAN);
+        for (auto &v : x)
+            v = uniform();
+        gpp_emu::launch({3, 1, 1}, {32, 8, 1},
+                        [&] { k_col_sums(rows, cols, x.data(), out.data()); });
+        size_t bad = 0;
+        for (int j = 0; j < cols; j++) {
+            float part[8] = {}, t = 0.0f;
+            for (int r = 0; r < rows; r++)
+                part[r % 8] += x[(size_t)r * cols + j];
+            for (float p : part)
+                t += p;
+            bad += out[j] != t;
+        }
+        check_exact("2-D block (32, 8), shared-memory barrier", bad, cols);
+    }
+    { /* 3-D block (4, 3, 5): 60 threads, the second warp 28 lanes */
+        std::vector<unsigned> out(120, ~0u);
+        gpp_emu::launch({2, 1, 1}, {4, 3, 5}, [&] { k_lane_ids(out.data()); });
+        size_t bad = 0;
+        for (unsigned i = 0; i < 120; i++)
+            bad += out[i] != i % 60;
+        check_exact("3-D block (4, 3, 5): warps of consecutive ids, x fastest", bad, 120);
+    }
+    { /* block 0 without a barrier (plain calls), blocks 1, 2 with one */
+        std::vector<int> in(192), out(192, -1);
+        for (int i = 0; i < 192; i++)
+            in[i] = i * 7;
+        gpp_emu::launch({3, 1, 1}, {64, 1, 1}, [&] { k_late_barrier(in.data(), out.data()); });
+        size_t bad = 0;
+        for (int i = 0; i < 192; i++)
+            bad += out[i] != (i < 64 ? in[i] : in[i / 64 * 64 + 63 - i % 64]);
+        check_exact("a barrier in some blocks only", bad, 192);
+    }
+    std::vector<float> sink(128);
+    expect_abort("a shuffle that lane 5 skips",
+                 [&] {
+                     gpp_emu::launch(
+                         {2, 1, 1}, {64, 1, 1}, [&] { k_bad_shuffle(sink.data()); },
+                         "k_bad_shuffle");
+                 },
+                 {"k_bad_shuffle", "block (1, 0, 0)", "warp 0", "lane 5 ended", "shuffle (",
+                  "test_flash_emu.cc:"});
+    expect_abort("a __syncthreads that threads 64.. skip",
+                 [&] {
+                     gpp_emu::launch(
+                         {3, 1, 1}, {128, 1, 1}, [&] { k_bad_sync(sink.data()); }, "k_bad_sync");
+                 },
+                 {"k_bad_sync", "block (2, 0, 0)", "thread 64 (warp 2) ended", "__syncthreads",
+                  "test_flash_emu.cc:"});
+    expect_abort("a shuffle past the partial warp",
+                 [&] {
+                     gpp_emu::launch(
+                         {1, 1, 1}, {40, 1, 1}, [&] { k_bad_lane(sink.data()); }, "k_bad_lane");
+                 },
+                 {"k_bad_lane", "block (0, 0, 0)", "lane 0 of warp 1 reads lane 8", "40 threads"});
+}
+
 } /* namespace */
 
 int main()
@@ -314,6 +557,7 @@ int main()
         {1, 2, 130, 64}, /* tier 64: three row blocks, causal skips */
         {1, 1, 45, 100}, /* tier 128, padded: four threads a row */
     };
+    emulator_semantics();
     EXPECT(gpp_flash::tier(0) == 0 && gpp_flash::tier(129) == 0 && gpp_flash::tier(128) == 128,
            "tiers");
     for (const shape &sh : shapes)
