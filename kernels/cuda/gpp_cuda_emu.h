@@ -1,5 +1,5 @@
 /* gpp_cuda_emu: runs a kernel written to gpp_cuda_port.h on the host, each
- * CUDA thread of a block as a fiber (ucontext) of the calling thread. Host
+ * CUDA thread of a block as a fiber of the calling thread. Host
  * C++ only, no CUDA header needed; private to kernels/cuda/ and its tests
  * (tests/unit/test_flash_emu.cc; kernel launches of the host emulation:
  * GPP_LAUNCH in gpp_cuda_port.h).
@@ -27,14 +27,17 @@
  * divergent code, undefined on the device) aborts naming the kernel, the
  * block, the warp and the barrier's source line.
  *
- * Speed: most kernels are grid-stride loops without a barrier, and a fiber
- * costs two swapcontext (a system call each) per thread. So a block's
- * threads start as plain calls, one after another, on a single fiber: the
- * first thread that reaches a barrier keeps that fiber, and the threads
- * after it get fibers of their own. The threads before it ended without a
- * barrier, which is what the fiber schedule would have run first anyway:
- * the result is the same, and a barrier-free block costs one context
- * switch instead of two per thread (bench/bench_emu.cc, BENCHMARKS.md).
+ * Speed: a context switch is a few instructions on x86-64
+ * (gpp_emu_switch), swapcontext elsewhere and under sanitizers (a system
+ * call each way). Most kernels are grid-stride loops without a barrier, so
+ * a block's threads start as plain calls, one after another, on a single
+ * fiber: the first thread that reaches a barrier keeps that fiber, and the
+ * threads after it get fibers of their own. The threads before it ended
+ * without a barrier, which is what the fiber schedule would have run first
+ * anyway: the result is the same, and a barrier-free block costs one
+ * context switch instead of two per thread (5x faster with
+ * gpp_emu_switch, 140x with swapcontext: bench/bench_emu.cc,
+ * BENCHMARKS.md).
  *
  * Not reentrant: one launch at a time per process (a kernel that launches
  * aborts), from one host thread at a time (the emulated runtime runs one
@@ -75,13 +78,69 @@ namespace gpp_emu
 /* Where a thread is: running (or runnable), waiting at a barrier, ended. */
 enum wait_t : unsigned char { RUN, AT_SYNC, AT_SYNC_WARP, AT_SHUFFLE, DONE };
 
+/* A fiber's context. On x86-64 (outside sanitizers, which need to see the
+ * stack switches) a switch is gpp_emu_switch below: the callee-saved
+ * registers, the SSE and x87 control words and the stack pointer, no
+ * system call; elsewhere swapcontext, which also saves and restores the
+ * signal mask (an rt_sigprocmask system call each way). */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define GPP_EMU_UCONTEXT 1
+#endif
+#endif
+#else
+#define GPP_EMU_UCONTEXT 1
+#endif
+
+#ifndef GPP_EMU_UCONTEXT
+/* gpp_emu_switch(&from_sp, to_sp): saves the running context on its stack
+ * and its stack pointer in *from_sp, then resumes the one saved at to_sp.
+ * Weak: every unit that includes this header defines it alike. */
+extern "C" void gpp_emu_switch(void **from_sp, void *to_sp);
+asm(".pushsection .text\n"
+    ".weak gpp_emu_switch\n"
+    ".type gpp_emu_switch, @function\n"
+    "gpp_emu_switch:\n"
+    "    endbr64\n" /* a branch target under CET (a no-op elsewhere) */
+    "    pushq %rbp\n"
+    "    pushq %rbx\n"
+    "    pushq %r12\n"
+    "    pushq %r13\n"
+    "    pushq %r14\n"
+    "    pushq %r15\n"
+    "    subq $8, %rsp\n"
+    "    stmxcsr (%rsp)\n"
+    "    fnstcw 4(%rsp)\n"
+    "    movq %rsp, (%rdi)\n"
+    "    movq %rsi, %rsp\n"
+    "    ldmxcsr (%rsp)\n"
+    "    fldcw 4(%rsp)\n"
+    "    addq $8, %rsp\n"
+    "    popq %r15\n"
+    "    popq %r14\n"
+    "    popq %r13\n"
+    "    popq %r12\n"
+    "    popq %rbx\n"
+    "    popq %rbp\n"
+    "    ret\n"
+    ".size gpp_emu_switch, .-gpp_emu_switch\n"
+    ".popsection\n");
+#endif
+
 struct fiber {
+#ifdef GPP_EMU_UCONTEXT
     ucontext_t ctx;
+#else
+    void *sp = nullptr;
+#endif
     std::unique_ptr<char[]> stack;
 };
 
+constexpr size_t STACK_BYTES = 256 << 10; /* per fiber */
+
 struct state {
-    ucontext_t sched;
+    fiber sched; /* the launching code's context while a fiber runs */
     /* fibers[t] for thread t; fibers[n] the one that runs a block's
      * threads as plain calls */
     std::vector<std::unique_ptr<fiber>> fibers;
@@ -128,6 +187,16 @@ inline void set_thread(unsigned t)
         gpp_emu_dim3{t % blockDim.x, t / blockDim.x % blockDim.y, t / (blockDim.x * blockDim.y)};
 }
 
+/* Saves the running context in from and resumes to. */
+inline void switch_to(fiber *from, fiber *to)
+{
+#ifdef GPP_EMU_UCONTEXT
+    swapcontext(&from->ctx, &to->ctx);
+#else
+    gpp_emu_switch(&from->sp, to->sp);
+#endif
+}
+
 /* The running thread waits at a barrier of kind w (at file:line) until the
  * scheduler releases it. */
 inline void wait_at(wait_t w, const char *file, int line)
@@ -144,7 +213,7 @@ inline void wait_at(wait_t w, const char *file, int line)
     g.wait[t] = w;
     g.file[t] = file;
     g.line[t] = line;
-    swapcontext(&g.of[t]->ctx, &g.sched);
+    switch_to(g.of[t], &g.sched);
 }
 
 /* __syncthreads */
@@ -189,7 +258,7 @@ inline void plain_main()
         (*g.fn)();
         if (!g.direct || t + 1 == g.n) {
             g.wait[t] = DONE;
-            return; /* uc_link: the scheduler */
+            switch_to(g.fibers[g.n].get(), &g.sched); /* never resumed */
         }
         g.wait[t] = DONE;
         set_thread(t + 1);
@@ -198,23 +267,42 @@ inline void plain_main()
 
 inline void fiber_main()
 {
+    unsigned t = g.cur;
     (*g.fn)();
-    g.wait[g.cur] = DONE;
+    g.wait[t] = DONE;
+    switch_to(g.of[t], &g.sched); /* never resumed */
 }
 
+/* Makes f start entry (which must never return: it ends by switching
+ * away) at its next resume. */
 inline void start(fiber *f, void (*entry)())
 {
+#ifdef GPP_EMU_UCONTEXT
     getcontext(&f->ctx);
     f->ctx.uc_stack.ss_sp = f->stack.get();
-    f->ctx.uc_stack.ss_size = 256 << 10;
-    f->ctx.uc_link = &g.sched;
+    f->ctx.uc_stack.ss_size = STACK_BYTES;
+    f->ctx.uc_link = &g.sched.ctx;
     makecontext(&f->ctx, entry, 0);
+#else
+    /* the frame gpp_emu_switch pops: control words, r15 .. rbp, then entry
+     * as the return address, above it a null one (entry never returns);
+     * entry starts with rsp = 8 mod 16, as after a call (SysV ABI) */
+    uintptr_t top = ((uintptr_t)f->stack.get() + STACK_BYTES) & ~(uintptr_t)15;
+    uint64_t *sp = (uint64_t *)(top - 72);
+    uint32_t cw[2] = {0x1f80u, 0x037fu}; /* the ABI's initial MXCSR and x87 control word */
+    std::memcpy(&sp[0], cw, 8);
+    for (int r = 1; r <= 6; r++)
+        sp[r] = 0;
+    sp[7] = (uint64_t)(uintptr_t)entry;
+    sp[8] = 0;
+    f->sp = sp;
+#endif
 }
 
 inline void resume(unsigned t)
 {
     set_thread(t);
-    swapcontext(&g.sched, &g.of[t]->ctx);
+    switch_to(&g.sched, g.of[t]);
 }
 
 /* What thread t is doing, for messages: "ended", "waits at a shuffle
@@ -272,7 +360,7 @@ inline void run_block()
     if (g.direct) {
         start(g.fibers[n].get(), plain_main);
         set_thread(0);
-        swapcontext(&g.sched, &g.fibers[n]->ctx);
+        switch_to(&g.sched, g.fibers[n].get());
         if (g.direct) { /* every thread ended without a barrier */
             blocks_plain++;
             return;
@@ -325,7 +413,6 @@ inline void run_block()
 inline void launch(gpp_emu_dim3 grid, gpp_emu_dim3 block, const std::function<void()> &fn,
                    const char *name = nullptr)
 {
-    const size_t stack_bytes = 256 << 10;
     unsigned long long n = (unsigned long long)block.x * block.y * block.z;
     if (g.active) {
         std::fprintf(stderr,
@@ -349,7 +436,7 @@ inline void launch(gpp_emu_dim3 grid, gpp_emu_dim3 block, const std::function<vo
     blockDim = block;
     while (g.fibers.size() < n + 1) {
         g.fibers.emplace_back(new fiber);
-        g.fibers.back()->stack.reset(new char[stack_bytes]);
+        g.fibers.back()->stack.reset(new char[STACK_BYTES]);
     }
     g.of.assign(n, nullptr);
     g.wait.assign(n, RUN);
