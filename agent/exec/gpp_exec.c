@@ -148,6 +148,11 @@ struct gpp_exec_s {
     char graphs_why[GPP_ERR_LEN];
     exec_graph_t gr[EXEC_GRAPHS];
     exec_graph_t *capturing; /* the graph being captured: loads read its feeds */
+    /* the pool only grows (s_alloc gives no cached block back): set for the
+       eager step that warms a graph's size, so that the pool then holds, of
+       every size, as many blocks as the step has live at once, which the
+       capture (no allocation allowed) takes */
+    int pool_grow;
     int64_t captures, replays;
     /* load-ahead */
     gpp_stream_t *cs; /* the copy stream; NULL: load-ahead off */
@@ -199,7 +204,7 @@ static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
          * grows — its high-water mark is then the executor's
          * (gpp_stage_mem_peak predicts it). Micro-batches of one size hit
          * the cache: this runs when sizes change. */
-        if (self->n_free) {
+        if (self->n_free && !self->pool_grow) {
             gpp_stream_sync(self->s, NULL);
             for (int i = 0; i < self->n_free; i++)
                 gpp_backend_free(self->be, &self->free_blocks[i].p);
@@ -890,6 +895,10 @@ static void s_ahead_fill(gpp_exec_t *self, exec_ahead_t *a, int64_t lo, int64_t 
  * the copy in the next op's profiled time). */
 static void s_ahead_flush(gpp_exec_t *self)
 {
+    /* inside a capture nothing runs, and a fill waits for its copy on the
+       host, which the capture refuses: the fills start after the launch */
+    if (self->capturing)
+        return;
     /* the loads of a micro-batch share its range; no stride known yet (the
        first range): the samples that follow */
     const gpp_data_track_t *t = &self->tr;
@@ -1530,7 +1539,10 @@ int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
     if (!gr)
         return s_run_eager(self, m, lo, n, err);
     if (!gr->warm) { /* first at this size: an ordinary run fills the pool */
-        if (s_run_eager(self, m, lo, n, err) < 0)
+        self->pool_grow = 1;
+        int rc = s_run_eager(self, m, lo, n, err);
+        self->pool_grow = 0;
+        if (rc < 0)
             return -1;
         gr->warm = 1;
         return 0;
