@@ -33,8 +33,9 @@
 #define SKIP 77
 
 static gpp_backend_t *s_cbe, *s_gbe;
-/* the tolerance of s_close: ATOL, RTOL except where a case says */
-static double s_atol = ATOL, s_rtol = RTOL;
+/* the tolerance of s_close: ATOL, RTOL except where a case says; plus
+ * s_stol times the largest |cpu| of the tensor (0 except at bf16) */
+static double s_atol = ATOL, s_rtol = RTOL, s_stol;
 static gpp_stream_t *s_cs, *s_gs;
 
 /* ---- a tensor on both backends ---- */
@@ -131,18 +132,21 @@ static void s_close_raw(const char *what, const float *c, const float *g, int64_
     GPP_EXPECT(gpp_stream_copy(s_gs, h, g, (size_t)n * sizeof(float), GPP_COPY_D2H, &err) == 0);
     int rc = gpp_stream_sync(s_gs, &err);
     GPP_EXPECT_MSG(rc == 0, "%s", err.msg);
-    double max_abs = 0, max_rel = 0;
+    double max_abs = 0, max_rel = 0, scale = 0;
     int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs((double)c[i]));
+    double atol = s_atol + s_stol * scale;
     for (int64_t i = 0; i < n; i++) {
         double d = fabs((double)h[i] - (double)c[i]);
         max_abs = fmax(max_abs, d);
         max_rel = fmax(max_rel, d / fmax(fabs((double)c[i]), 1e-30));
-        bad += !(d <= s_atol + s_rtol * fabs((double)c[i]));
+        bad += !(d <= atol + s_rtol * fabs((double)c[i]));
     }
     printf("  %-34s %8lld elems: max abs diff %.3g, max rel diff %.3g, %lld over tol\n", what,
            (long long)n, max_abs, max_rel, (long long)bad);
     GPP_EXPECT_MSG(bad == 0, "%s: %lld elements differ beyond %g + %g |cpu|", what, (long long)bad,
-                   s_atol, s_rtol);
+                   atol, s_rtol);
     free(h);
 }
 
@@ -457,19 +461,26 @@ static void t_attention_unfused(void)
 
 /* precision bf16: the projections in bf16 compute and the fused core on
  * tensor cores (sm_80+) with bf16 q, k, v, dO, P, dS. Bound 5e-2 + 5e-2
- * |cpu| (about 13 units of bf16's 2^-8 at these magnitudes): it catches a
- * wrong tile or mask (errors of order 1); the kernels' arithmetic is
- * checked to fp32 by test_flash_emu (the same kernels with fp32
- * elements). */
+ * |cpu| (about 13 units of bf16's 2^-8 at these magnitudes) + 1 % of the
+ * tensor's largest |cpu|: a weight or bias gradient sums up to n seq = 70
+ * rows of products whose operands are rounded to bf16, so an element that
+ * cancels to near 0 keeps an error of order 2^-8 of the sum of the terms'
+ * magnitudes (the host emulation, with cuBLASLt's bf16 rounding, measured
+ * up to 0.14 on gradients of largest magnitude 42: 0.33 %, the unfused core
+ * as the fused one). It still catches a wrong tile or mask (errors of the
+ * tensor's own magnitude); the kernels' arithmetic is checked to fp32 by
+ * test_flash_emu (the same kernels with fp32 elements). */
 static void t_attention_bf16(void)
 {
     s_atol = s_rtol = 5e-2;
+    s_stol = 1e-2;
     s_attention_on(GPP_PRECISION_BF16, NULL);
     setenv("GPP_CUDA_BF16_GEMM", "packed", 1); /* the projections' operands packed too */
     s_attention_on(GPP_PRECISION_BF16, NULL);
     unsetenv("GPP_CUDA_BF16_GEMM");
     s_atol = ATOL;
     s_rtol = RTOL;
+    s_stol = 0;
 }
 
 /* count, row order and values of two sparse gradients */
