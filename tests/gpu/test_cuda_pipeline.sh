@@ -14,7 +14,7 @@
 set -u
 . "$(dirname "$0")/../integration/lib/gpp_test.sh"
 gpp_test_begin test_cuda_pipeline "${1:-}"
-TRAIN=$BUILD/agent/exec/gpp-train
+TRAIN=${GPP_TRAIN:-$BUILD/agent/exec/gpp-train}
 COORD=$BUILD/coordinator/gpp-coordinator
 . "$SRC/scripts/blas-env.sh"
 

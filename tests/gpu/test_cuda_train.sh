@@ -17,7 +17,7 @@
 set -u
 . "$(dirname "$0")/../integration/lib/gpp_test.sh"
 gpp_test_begin test_cuda_train "${1:-}"
-TRAIN=$BUILD/agent/exec/gpp-train
+TRAIN=${GPP_TRAIN:-$BUILD/agent/exec/gpp-train}
 . "$SRC/scripts/blas-env.sh"
 
 MMT="mmt:branches=2,layers=2,hidden=64,heads=4,seq=16,ffn=256"

@@ -166,12 +166,19 @@ CUgraph_st *s_thread_capture()
             return s->cap;
     return nullptr;
 }
-/* An unsafe call while capturing: refused, and the capture is invalid. */
-bool s_refused_in_capture()
+/* An unsafe call while capturing: refused, and the capture is invalid. The
+ * device says nothing until cudaStreamEndCapture; the emulation names the
+ * call on stderr, which is what one needs to find it. */
+bool s_refused_in_capture(const char *call)
 {
     CUgraph_st *g = s_thread_capture();
     if (!g)
         return false;
+    if (!g->invalid)
+        std::fprintf(stderr,
+                     "gpp_cudart_emu: %s while this thread captures a stream: refused "
+                     "(cudaErrorStreamCaptureUnsupported), the capture is invalidated\n",
+                     call);
     g->invalid = true;
     g_last = cudaErrorStreamCaptureUnsupported;
     return true;
@@ -409,7 +416,7 @@ extern "C" cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_b, size_t *total_b)
 extern "C" cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
 {
     guard l(g_lock);
-    if (s_refused_in_capture())
+    if (s_refused_in_capture(__func__))
         return cudaErrorStreamCaptureUnsupported;
     s_drain_all();
     return cudaSuccess;
@@ -417,12 +424,12 @@ extern "C" cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
 
 /* ---- memory ---- */
 
-static cudaError_t s_alloc(void **p, size_t bytes, gpp_emu::mem_kind kind)
+static cudaError_t s_alloc(void **p, size_t bytes, gpp_emu::mem_kind kind, const char *call)
 {
     if (!p)
         return s_err(cudaErrorInvalidValue);
     *p = nullptr;
-    if (s_refused_in_capture())
+    if (s_refused_in_capture(call))
         return cudaErrorStreamCaptureUnsupported;
     if (bytes == 0)
         return cudaSuccess;
@@ -439,9 +446,9 @@ static cudaError_t s_alloc(void **p, size_t bytes, gpp_emu::mem_kind kind)
     return cudaSuccess;
 }
 
-static cudaError_t s_free(void *p, gpp_emu::mem_kind kind)
+static cudaError_t s_free(void *p, gpp_emu::mem_kind kind, const char *call)
 {
-    if (s_refused_in_capture())
+    if (s_refused_in_capture(call))
         return cudaErrorStreamCaptureUnsupported;
     if (!p)
         return cudaSuccess;
@@ -459,19 +466,19 @@ static cudaError_t s_free(void *p, gpp_emu::mem_kind kind)
 extern "C" cudaError_t CUDARTAPI cudaMalloc(void **p, size_t bytes)
 {
     guard l(g_lock);
-    return s_alloc(p, bytes, gpp_emu::MEM_DEVICE);
+    return s_alloc(p, bytes, gpp_emu::MEM_DEVICE, __func__);
 }
 
 extern "C" cudaError_t CUDARTAPI cudaFree(void *p)
 {
     guard l(g_lock);
-    return s_free(p, gpp_emu::MEM_DEVICE);
+    return s_free(p, gpp_emu::MEM_DEVICE, __func__);
 }
 
 extern "C" cudaError_t CUDARTAPI cudaMallocHost(void **p, size_t bytes)
 {
     guard l(g_lock);
-    return s_alloc(p, bytes, gpp_emu::MEM_PINNED);
+    return s_alloc(p, bytes, gpp_emu::MEM_PINNED, __func__);
 }
 
 extern "C" cudaError_t CUDARTAPI cudaHostAlloc(void **p, size_t bytes, unsigned int flags)
@@ -480,13 +487,13 @@ extern "C" cudaError_t CUDARTAPI cudaHostAlloc(void **p, size_t bytes, unsigned 
     if (flags &
         ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
         return s_err(cudaErrorInvalidValue);
-    return s_alloc(p, bytes, gpp_emu::MEM_PINNED);
+    return s_alloc(p, bytes, gpp_emu::MEM_PINNED, __func__);
 }
 
 extern "C" cudaError_t CUDARTAPI cudaFreeHost(void *p)
 {
     guard l(g_lock);
-    return s_free(p, gpp_emu::MEM_PINNED);
+    return s_free(p, gpp_emu::MEM_PINNED, __func__);
 }
 
 extern "C" cudaError_t CUDARTAPI cudaHostRegister(void *p, size_t bytes, unsigned int flags)
@@ -495,7 +502,7 @@ extern "C" cudaError_t CUDARTAPI cudaHostRegister(void *p, size_t bytes, unsigne
     (void)flags;
     if (!p || bytes == 0)
         return s_err(cudaErrorInvalidValue);
-    if (s_refused_in_capture())
+    if (s_refused_in_capture(__func__))
         return cudaErrorStreamCaptureUnsupported;
     uintptr_t a = (uintptr_t)p;
     auto it = g_mem.lower_bound(a);
@@ -510,7 +517,7 @@ extern "C" cudaError_t CUDARTAPI cudaHostRegister(void *p, size_t bytes, unsigne
 extern "C" cudaError_t CUDARTAPI cudaHostUnregister(void *p)
 {
     guard l(g_lock);
-    if (s_refused_in_capture())
+    if (s_refused_in_capture(__func__))
         return cudaErrorStreamCaptureUnsupported;
     auto it = g_mem.find((uintptr_t)p);
     if (it == g_mem.end() || !it->second.registered)
@@ -533,7 +540,8 @@ static bool s_device_side(const void *p, size_t bytes, bool device_only)
 /* Queues a copy of `rows` rows of `width` bytes (pitches dpitch, spitch) on
  * stream st, with the host-side synchronisation of the driver. */
 static cudaError_t s_copy(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-                          size_t rows, cudaMemcpyKind kind, cudaStream_t st, bool sync)
+                          size_t rows, cudaMemcpyKind kind, cudaStream_t st, bool sync,
+                          const char *call)
 {
     CUstream_st *s = s_stream(st);
     if (!s)
@@ -561,7 +569,7 @@ static cudaError_t s_copy(void *dst, size_t dpitch, const void *src, size_t spit
         (s_dev && !s_device_side(src, sspan, false)))
         return s_err(cudaErrorInvalidValue);
     bool src_pageable = sk == gpp_emu::MEM_PAGEABLE, dst_pageable = dk == gpp_emu::MEM_PAGEABLE;
-    if ((sync || src_pageable || dst_pageable) && s_refused_in_capture())
+    if ((sync || src_pageable || dst_pageable) && s_refused_in_capture(call))
         return cudaErrorStreamCaptureUnsupported;
     std::vector<char> staged;
     if (src_pageable && !s_dev) { /* the driver stages pageable sources at the call */
@@ -587,14 +595,14 @@ extern "C" cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t n
                                             cudaMemcpyKind kind)
 {
     guard l(g_lock);
-    return s_copy(dst, n, src, n, n, 1, kind, nullptr, true);
+    return s_copy(dst, n, src, n, n, 1, kind, nullptr, true, __func__);
 }
 
 extern "C" cudaError_t CUDARTAPI cudaMemcpyAsync(void *dst, const void *src, size_t n,
                                                  cudaMemcpyKind kind, cudaStream_t st)
 {
     guard l(g_lock);
-    return s_copy(dst, n, src, n, n, 1, kind, st, false);
+    return s_copy(dst, n, src, n, n, 1, kind, st, false, __func__);
 }
 
 extern "C" cudaError_t CUDARTAPI cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src,
@@ -602,10 +610,11 @@ extern "C" cudaError_t CUDARTAPI cudaMemcpy2DAsync(void *dst, size_t dpitch, con
                                                    cudaMemcpyKind kind, cudaStream_t st)
 {
     guard l(g_lock);
-    return s_copy(dst, dpitch, src, spitch, width, height, kind, st, false);
+    return s_copy(dst, dpitch, src, spitch, width, height, kind, st, false, __func__);
 }
 
-static cudaError_t s_memset(void *dst, int value, size_t n, cudaStream_t st, bool sync)
+static cudaError_t s_memset(void *dst, int value, size_t n, cudaStream_t st, bool sync,
+                            const char *call)
 {
     CUstream_st *s = s_stream(st);
     if (!s)
@@ -614,7 +623,7 @@ static cudaError_t s_memset(void *dst, int value, size_t n, cudaStream_t st, boo
         return cudaSuccess;
     if (!dst || !s_device_side(dst, n, false))
         return s_err(cudaErrorInvalidValue);
-    if (sync && s_refused_in_capture())
+    if (sync && s_refused_in_capture(call))
         return cudaErrorStreamCaptureUnsupported;
     task t;
     t.what = "memset";
@@ -628,13 +637,13 @@ static cudaError_t s_memset(void *dst, int value, size_t n, cudaStream_t st, boo
 extern "C" cudaError_t CUDARTAPI cudaMemset(void *dst, int value, size_t n)
 {
     guard l(g_lock);
-    return s_memset(dst, value, n, nullptr, true);
+    return s_memset(dst, value, n, nullptr, true, __func__);
 }
 
 extern "C" cudaError_t CUDARTAPI cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t st)
 {
     guard l(g_lock);
-    return s_memset(dst, value, n, st, false);
+    return s_memset(dst, value, n, st, false, __func__);
 }
 
 /* ---- streams ---- */
@@ -679,7 +688,7 @@ extern "C" cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t st)
     CUstream_st *s = s_stream(st);
     if (!s)
         return s_err(cudaErrorInvalidResourceHandle);
-    if (s->cap || s_refused_in_capture()) {
+    if (s->cap || s_refused_in_capture(__func__)) {
         if (s->cap)
             s->cap->invalid = true;
         return s_err(cudaErrorStreamCaptureUnsupported);
@@ -803,9 +812,9 @@ extern "C" cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t st, cudaEvent_
 }
 
 /* whether e's last record has run, forcing it to: see the file comment */
-static cudaError_t s_event_force(CUevent_st *e)
+static cudaError_t s_event_force(CUevent_st *e, const char *call)
 {
-    if (e->captured || s_refused_in_capture()) {
+    if (e->captured || s_refused_in_capture(call)) {
         if (e->cap)
             e->cap->invalid = true;
         return s_err(cudaErrorStreamCaptureUnsupported);
@@ -821,7 +830,7 @@ extern "C" cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t ev)
     CUevent_st *e = s_event(ev);
     if (!e)
         return s_err(cudaErrorInvalidResourceHandle);
-    return s_event_force(e);
+    return s_event_force(e, __func__);
 }
 
 extern "C" cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t ev)
@@ -881,8 +890,8 @@ extern "C" cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t st, cudaGraph
             o->cap = nullptr, o->cap_origin = false;
     *graph = nullptr;
     if (g->invalid || unjoined) {
-        cudaError_t e = g->invalid ? cudaErrorStreamCaptureInvalidated
-                                   : cudaErrorStreamCaptureUnjoined;
+        cudaError_t e =
+            g->invalid ? cudaErrorStreamCaptureInvalidated : cudaErrorStreamCaptureUnjoined;
         delete g;
         return s_err(e);
     }
