@@ -390,7 +390,7 @@ extern "C" cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp *
         return s_err(cudaErrorInvalidDevice);
     long cc = s_env_long("GPP_EMU_CC", 90, 50, 120);
     std::memset(prop, 0, sizeof *prop);
-    std::snprintf(prop->name, sizeof prop->name, "gpp host emulator (sm_%ld)", cc);
+    std::snprintf(prop->name, sizeof prop->name, "gpp host emulator");
     prop->major = (int)(cc / 10);
     prop->minor = (int)(cc % 10);
     prop->totalGlobalMem = s_mem_total();
