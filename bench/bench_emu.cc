@@ -5,9 +5,9 @@
  * on the largest grid the launchers make (4096 blocks of 256 threads,
  * gpp_cuda_eltwise.cu's S_MAX_BLOCKS), and a warp-per-row kernel with
  * shuffles (layer norm's shape: 8 rows a block), which needs fibers either
- * way. Host C++ only; not built by CMake (BENCHMARKS.md has the commands;
- * -DGPP_EMU_UCONTEXT=1 switches fibers with swapcontext instead of
- * gpp_emu_switch):
+ * way. Host C++ only; built as build/bench/bench_emu (with the build's
+ * flags), or by hand (BENCHMARKS.md has the commands; -DGPP_EMU_UCONTEXT=1
+ * switches fibers with swapcontext instead of gpp_emu_switch):
  *
  *   g++ -O2 -std=c++17 -I. bench/bench_emu.cc -o /tmp/bench_emu && /tmp/bench_emu
  *

@@ -119,6 +119,29 @@ else
         "$(paste <(losses "$TMP/bf16p.g.log") <(losses "$TMP/bf16p.g--cuda-graphs.log"))"
 fi
 
+# a profile measured on the device records what its kernels keep: the fused
+# attention core's stash (qkv, ctx, one log-sum-exp per row and head) for
+# every attention op, below the CPU's (the op table's, with the seq x seq
+# probabilities); every other op the same on both (docs/planner.md)
+for b in cpu cuda; do
+    "$TRAIN" --model "$MMT" --backend $b --batch 4 --threads 1 --profile-out "$TMP/prof.$b.json" \
+        >"$TMP/prof.$b.log" 2>&1 || fail "gpp-train --profile-out on $b" "$(cat "$TMP/prof.$b.log")"
+done
+if /usr/bin/python3 - "$TMP/prof.cpu.json" "$TMP/prof.cuda.json" <<'PY'
+import json, sys
+cpu, cuda = (json.load(open(p)) for p in sys.argv[1:3])
+att = [k for k, e in cpu.items() if not k.startswith("_") and e["name"].endswith(".attn")]
+other = [k for k in cpu if not k.startswith("_") and k not in att]
+print("kernel stash per sample of %s: cpu %d, cuda %d" % (att[0], cpu[att[0]]["kernel_stash"], cuda[att[0]]["kernel_stash"]))
+sys.exit(not att or any(cuda[k]["kernel_stash"] >= cpu[k]["kernel_stash"] for k in att) or
+         any(cuda[k]["kernel_stash"] != cpu[k]["kernel_stash"] for k in other))
+PY
+then
+    ok "a cuda profile records the fused attention's smaller kernel stash"
+else
+    fail "kernel_stash of the cuda profile" "$(head -c 2000 "$TMP/prof.cuda.json")"
+fi
+
 # checkpoint written from device memory, read back on the CPU
 "$TRAIN" --model "$MMT" --backend cuda --iterations 3 --batch 8 --save "$TMP/ck" >"$TMP/s.log" 2>&1 &&
     "$TRAIN" --model "$MMT" --backend cpu --iterations 1 --batch 8 --load "$TMP/ck" --threads 1 >"$TMP/l.log" 2>&1
