@@ -322,6 +322,7 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
     {
         const cJSON *rt = cJSON_GetObjectItemCaseSensitive(e, "runtime"), *v;
         const cJSON *fw = cJSON_GetObjectItemCaseSensitive(e, "forward");
+        const cJSON *ks = cJSON_GetObjectItemCaseSensitive(e, "kernel_stash");
         cJSON_ArrayForEach(v, rt)
         {
             const cJSON *f = cJSON_GetObjectItemCaseSensitive(fw, v->string);
@@ -335,6 +336,10 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
             assert(cJSON_IsNumber(f) && f->valuedouble <= v->valuedouble); /* our table */
             rows[n].fwd_ms = f->valuedouble;
             rows[n].bwd_ms = v->valuedouble - f->valuedouble;
+            if (cJSON_IsNumber(ks)) { /* what the planner's memory model takes */
+                rows[n].kernel_stash_set = 1;
+                rows[n].kernel_stash = (int64_t)ks->valuedouble;
+            }
             n++;
         }
     }

@@ -855,18 +855,33 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
     s_prof_t *tmp = gpp_xcalloc((size_t)g->n_ops, sizeof *tmp);
     int rc = 0;
     for (int op = 0; op < g->n_ops && rc == 0; op++) {
-        int k = 0;
+        int k = 0, ks_rows = 0;
+        int64_t ks = -1;
+        char key[GPP_NAME_LEN + 16];
+        snprintf(key, sizeof key, "%d (%s)", op, g->ops[op].name);
         for (int j = first[op]; j < first[op + 1]; j++, k++) {
             const gpp_cost_row_t *r = &rows[by_op[j]];
             mbs[k] = r->micro_batch;
             ms[k] = r->fwd_ms + r->bwd_ms;
             fwd[k] = r->fwd_ms;
+            if (r->has_kernel_stash) {
+                if (r->kernel_stash < 0 || r->kernel_stash > (int64_t)S_PROFILE_MAX_BYTES ||
+                    (ks >= 0 && r->kernel_stash != ks))
+                    rc = gpp_err_set(err,
+                                     "%s: op %s: kernel_stash %lld: must be 0..1 TiB bytes per "
+                                     "sample and the same in every row of the op",
+                                     origin, key, (long long)r->kernel_stash);
+                ks = r->kernel_stash;
+                ks_rows++;
+            }
         }
-        if (!k)
+        if (!k || rc)
             continue;
-        char key[GPP_NAME_LEN + 16];
-        snprintf(key, sizeof key, "%d (%s)", op, g->ops[op].name);
         rc = s_prof_set(&tmp[op], k, mbs, ms, fwd, origin, key, err);
+        if (rc == 0 && ks_rows) {
+            tmp[op].has_kstash = 1;
+            tmp[op].kstash = ks;
+        }
     }
     if (rc == 0) {
         s_prof_commit(c, tmp);

@@ -158,6 +158,10 @@ typedef struct {
     int micro_batch; /* samples */
     double fwd_ms;   /* forward */
     double bwd_ms;   /* backward */
+    /* the profile's "kernel_stash" (gpp_cost_op_stash_bytes) when
+       has_kernel_stash; the same in every row of an op */
+    int has_kernel_stash;
+    int64_t kernel_stash;
 } gpp_cost_row_t;
 
 /* Attaches measured rows (any order) as a profile.json with runtime =

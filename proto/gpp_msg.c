@@ -240,6 +240,9 @@ static int s_check_profile_result(const Gpp__ProfileResult *p, gpp_err_t *err)
         S_REQUIRE(o->micro_batch > 0, "profile_result.ops[%zu].micro_batch: %d is not positive", i,
                   o->micro_batch);
         S_REQUIRE(o->fwd_ms >= 0 && o->bwd_ms >= 0, "profile_result.ops[%zu]: negative time", i);
+        S_REQUIRE(!o->kernel_stash_set || o->kernel_stash >= 0,
+                  "profile_result.ops[%zu].kernel_stash: %lld is negative", i,
+                  (long long)o->kernel_stash);
     }
     return 0;
 }

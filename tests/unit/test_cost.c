@@ -647,8 +647,8 @@ static void t_profile_rows(void)
         char rt[256] = "", fw[256] = "";
         size_t ro = 0, fo = 0;
         for (int k = 0; k < 3; k++) {
-            gpp_cost_row_t r = {op, mbs[k], 0.1 * (op + 1) * mbs[k] / 3.0,
-                                0.7 * (op + 2) * mbs[k] / 7.0};
+            gpp_cost_row_t r = {
+                op, mbs[k], 0.1 * (op + 1) * mbs[k] / 3.0, 0.7 * (op + 2) * mbs[k] / 7.0, 0, 0};
             rows[n++] = r;
             ro += (size_t)snprintf(rt + ro, sizeof rt - ro, "%s\"%d\":%.17g", k ? "," : "", mbs[k],
                                    r.fwd_ms + r.bwd_ms);
@@ -677,12 +677,12 @@ static void t_profile_rows(void)
         gpp_cost_row_t row;
         const char *expect;
     } bad[] = {
-        {{0, 0, 1, 1}, "runtime key '0'"},     {{0, 1, NAN, 1}, "runtime[\"1\"]"},
-        {{0, 1, -1, 2}, "forward[\"1\"]"},     {{0, 1, 2, -1}, "forward[\"1\"]"},
-        {{0, 4, 1, 1}, "micro-batch 4 twice"}, {{g->n_ops, 1, 1, 1}, "has ops 0.."},
+        {{0, 0, 1, 1, 0, 0}, "runtime key '0'"},     {{0, 1, NAN, 1, 0, 0}, "runtime[\"1\"]"},
+        {{0, 1, -1, 2, 0, 0}, "forward[\"1\"]"},     {{0, 1, 2, -1, 0, 0}, "forward[\"1\"]"},
+        {{0, 4, 1, 1, 0, 0}, "micro-batch 4 twice"}, {{g->n_ops, 1, 1, 1, 0, 0}, "has ops 0.."},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        gpp_cost_row_t two[2] = {{0, 4, 0.5, 0.5}, bad[i].row};
+        gpp_cost_row_t two[2] = {{0, 4, 0.5, 0.5, 0, 0}, bad[i].row};
         err.msg[0] = 0;
         GPP_EXPECT_MSG(gpp_cost_attach_rows(mem, two, 2, "agents", &err) == -1 &&
                            strstr(err.msg, bad[i].expect) && strstr(err.msg, "agents"),
@@ -702,8 +702,8 @@ static int s_rows_at(const gpp_graph_t *g, const int *mbs, int n_mbs, gpp_cost_r
     int n = 0;
     for (int op = 0; op < g->n_ops; op++)
         for (int k = 0; k < n_mbs; k++)
-            rows[n++] = (gpp_cost_row_t){op, mbs[k], 0.01 * (op + 1) * (1 + mbs[k]),
-                                         0.02 * (op + 1) * (1 + mbs[k])};
+            rows[n++] = (gpp_cost_row_t){
+                op, mbs[k], 0.01 * (op + 1) * (1 + mbs[k]), 0.02 * (op + 1) * (1 + mbs[k]), 0, 0};
     return n;
 }
 
@@ -855,6 +855,17 @@ static void t_kernel_stash(void)
                        "%s: %s", bad[i], err.msg);
     }
     GPP_EXPECT(gpp_cost_op_stash_bytes(cost, att) == a->stash_bytes - table + fused);
+    /* the agents' rows carry it too (ProfileResult.ops[].kernel_stash) */
+    gpp_cost_t *rc = gpp_cost_new(g, &c);
+    gpp_cost_row_t rows[2] = {{att, 1, 0.1, 0.2, 1, fused}, {att, 2, 0.2, 0.4, 1, fused}};
+    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(gpp_cost_op_stash_bytes(rc, att) == a->stash_bytes - table + fused);
+    rows[1].kernel_stash = fused + 4; /* one op, two figures */
+    err.msg[0] = 0;
+    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == -1 &&
+                       strstr(err.msg, "kernel_stash") && strstr(err.msg, "rows"),
+                   "%s", err.msg);
+    gpp_cost_destroy(&rc);
     free(all);
     gpp_cost_destroy(&cost);
     gpp_graph_destroy(&g);

@@ -648,6 +648,11 @@ static void m_prof_neg(sample_t *s)
 {
     s->op[0].op = -3;
 }
+static void m_prof_stash(sample_t *s)
+{
+    s->op[1].kernel_stash_set = 1;
+    s->op[1].kernel_stash = -8;
+}
 static void m_comm_rank(sample_t *s)
 {
     s->comm.rank = 5;
@@ -989,6 +994,8 @@ static const bad_case_t BAD[] = {
     {"profile nan", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_nan,
      "profile_result.ops[1].fwd_ms: not a finite"},
     {"profile op", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_neg, "profile_result.ops[0].op"},
+    {"profile stash", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_stash,
+     "profile_result.ops[1].kernel_stash: -8 is negative"},
     {"comm rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_comm_rank,
      "assignment.comm.rank: 5 outside [0, 5)"},
     {"peer rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_peer_rank,
