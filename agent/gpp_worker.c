@@ -149,6 +149,7 @@ static void s_on_metrics(void *arg, const gpp_pipeline_metrics_t *pm)
     mt.bubble_ms = pm->bubble_ms;
     mt.mem_high_water_bytes = pm->mem_high_water_bytes;
     mt.device_mem_peak_bytes = pm->device_mem_peak_bytes;
+    mt.device_mem_backend_bytes = pm->device_mem_backend_bytes;
     mt.has_loss = pm->has_loss;
     mt.loss = pm->loss;
     mt.samples = pm->samples;

@@ -31,6 +31,7 @@ struct gpp_progress_s {
     int *stage_of_rank, *replica_of_rank, *n_actions_of_rank, *sink_stage;
     int64_t *mem_predicted; /* [n_stages], 0 when not given */
     int64_t *mem_measured;  /* [n_stages]: highest device peak reported so far */
+    int64_t *mem_backend;   /* [n_stages]: the most backend-own bytes a replica reported */
     int in_job;             /* ranks with a stage */
     int *next_iter;         /* [n_agents]: the iteration each rank reports next */
     int *count;             /* [iterations]: ranks that reported it */
@@ -118,6 +119,7 @@ gpp_progress_t *gpp_progress_new(const gpp_progress_layout_t *l, FILE *text, con
     self->sink_stage = s_dup(l->sink_stage, l->n_stages);
     self->mem_predicted = gpp_xcalloc((size_t)l->n_stages, sizeof(int64_t));
     self->mem_measured = gpp_xcalloc((size_t)l->n_stages, sizeof(int64_t));
+    self->mem_backend = gpp_xcalloc((size_t)l->n_stages, sizeof(int64_t));
     if (l->mem_predicted_bytes)
         memcpy(self->mem_predicted, l->mem_predicted_bytes, (size_t)l->n_stages * sizeof(int64_t));
     for (int r = 0; r < n_agents; r++)
@@ -177,6 +179,7 @@ void gpp_progress_destroy(gpp_progress_t **self_p)
     free(self->sink_stage);
     free(self->mem_predicted);
     free(self->mem_measured);
+    free(self->mem_backend);
     free(self->next_iter);
     free(self->count);
     free(self->cells);
@@ -255,7 +258,7 @@ static int s_emit(gpp_progress_t *self, int it, gpp_err_t *err)
                     "%s{\"stage\":%d,\"bubble_pct\":%.4g,\"mem_predicted_bytes\":%lld,"
                     "\"mem_measured_bytes\":%lld}",
                     s ? "," : "", s, nrep[s] ? bub[s] / nrep[s] : 0.0,
-                    (long long)self->mem_predicted[s], (long long)meas);
+                    (long long)gpp_progress_stage_mem_predicted(self, s), (long long)meas);
         }
         fprintf(f, "],\"agents\":[");
         int first = 1;
@@ -318,6 +321,8 @@ int gpp_progress_add(gpp_progress_t *self, int rank, const Gpp__Metrics *m, gpp_
     c->device_mem_bytes = m->device_mem_peak_bytes;
     if (m->device_mem_peak_bytes > self->mem_measured[s])
         self->mem_measured[s] = m->device_mem_peak_bytes;
+    if (m->device_mem_backend_bytes > self->mem_backend[s])
+        self->mem_backend[s] = m->device_mem_backend_bytes;
     c->has_loss = m->has_loss;
     c->loss = m->loss;
     c->samples = m->samples;
@@ -353,7 +358,8 @@ int64_t gpp_progress_stage_mem(const gpp_progress_t *self, int stage)
 int64_t gpp_progress_stage_mem_predicted(const gpp_progress_t *self, int stage)
 {
     assert(stage >= 0 && stage < self->n_stages);
-    return self->mem_predicted[stage];
+    int64_t p = self->mem_predicted[stage];
+    return p ? p + self->mem_backend[stage] : 0;
 }
 
 double gpp_progress_loss(const gpp_progress_t *self, int iteration)

@@ -87,7 +87,9 @@ void gpp_progress_summary(const gpp_progress_t *self, gpp_progress_summary_t *ou
 
 /* Measured peak device memory of stage s: the highest
  * Metrics.device_mem_peak_bytes any of its replicas reported (0 before any
- * report). Predicted: the layout's figure (0 without one). */
+ * report). Predicted: the layout's figure (0 without one) plus the most
+ * Metrics.device_mem_backend_bytes a replica reported: the backend's own
+ * buffers (the cuBLASLt workspace), which no model of the stage holds. */
 int64_t gpp_progress_stage_mem(const gpp_progress_t *self, int stage);
 int64_t gpp_progress_stage_mem_predicted(const gpp_progress_t *self, int stage);
 

@@ -63,12 +63,20 @@ void gpp_backend_account(gpp_backend_t *be, int64_t bytes)
         be->mem_peak_bytes = be->mem_live_bytes;
 }
 
+void gpp_backend_account_own(gpp_backend_t *be, int64_t bytes)
+{
+    gpp_backend_account(be, bytes);
+    be->mem_own_bytes += bytes;
+    assert(be->mem_own_bytes >= 0 && be->mem_own_bytes <= be->mem_live_bytes);
+}
+
 void gpp_backend_mem(const gpp_backend_t *self, gpp_backend_mem_t *out)
 {
     assert(self && out);
     out->live_bytes = self->mem_live_bytes;
     out->peak_bytes = self->mem_peak_bytes;
     out->allocs = self->mem_allocs;
+    out->own_bytes = self->mem_own_bytes;
 }
 
 void gpp_backend_mem_reset_peak(gpp_backend_t *self)

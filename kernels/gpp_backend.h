@@ -147,6 +147,12 @@ int gpp_backend_cache_stats(gpp_backend_t *self, gpp_backend_cache_t *out);
  * gpp_backend_mem_reset_peak; allocs the allocations live now. */
 typedef struct {
     int64_t live_bytes, peak_bytes, allocs;
+    /* of live_bytes, the backend's own buffers, which no caller asked for
+     * and the op table's model of the executor does not hold (CUDA: the
+     * cuBLASLt workspace of each stream that ran a product, the packed bf16
+     * operands; CPU: none). They only grow while a stream lives, so
+     * peak_bytes - own_bytes is the callers' high-water mark. */
+    int64_t own_bytes;
 } gpp_backend_mem_t;
 void gpp_backend_mem(const gpp_backend_t *self, gpp_backend_mem_t *out);
 /* Restarts the high-water mark at what is live now. */

@@ -23,11 +23,14 @@ struct gpp_backend_s {
     /* device memory held, as the backend allocated it (its rounding
        included); backends update them through gpp_backend_account */
     int64_t mem_live_bytes, mem_peak_bytes, mem_allocs;
+    int64_t mem_own_bytes; /* of live: the backend's own buffers (gpp_backend_mem_t) */
 };
 
 /* For backend implementations: `bytes` (> 0 allocated, < 0 freed) of device
- * memory changed hands; keeps live and high-water figures. */
+ * memory changed hands; keeps live and high-water figures. _own: a buffer
+ * the backend takes for itself (a library workspace), counted in live too. */
 void gpp_backend_account(gpp_backend_t *be, int64_t bytes);
+void gpp_backend_account_own(gpp_backend_t *be, int64_t bytes);
 
 struct gpp_stream_s {
     gpp_backend_t *be;

@@ -530,6 +530,10 @@ static int s_check_metrics(const Gpp__Metrics *m, gpp_err_t *err)
     S_REQUIRE(m->mem_high_water_bytes >= 0, "metrics.mem_high_water_bytes: negative");
     S_REQUIRE(m->device_mem_peak_bytes >= 0, "metrics.device_mem_peak_bytes: %lld is negative",
               (long long)m->device_mem_peak_bytes);
+    S_REQUIRE(m->device_mem_backend_bytes >= 0 &&
+                  m->device_mem_backend_bytes <= m->device_mem_peak_bytes,
+              "metrics.device_mem_backend_bytes: %lld outside [0, device_mem_peak_bytes %lld]",
+              (long long)m->device_mem_backend_bytes, (long long)m->device_mem_peak_bytes);
     S_REQUIRE(m->samples >= 0, "metrics.samples: %lld is negative", (long long)m->samples);
     for (size_t i = 0; i < m->n_op_digests; i++) {
         S_REQUIRE(m->op_digests[i] != NULL, "metrics.op_digests[%zu]: missing", i);

@@ -930,6 +930,7 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         gpp_backend_mem_t bm;
         gpp_backend_mem(self->be, &bm);
         m.device_mem_peak_bytes = bm.peak_bytes;
+        m.device_mem_backend_bytes = bm.own_bytes;
         int n_ops = self->g->n_ops, *ops = NULL, *has = NULL;
         unsigned char(*d)[GPP_SHA256_BYTES] = NULL;
         if (last && c->replica == 0) {

@@ -105,13 +105,14 @@ typedef struct {
      * (gpp_now_us), microseconds (gpp-coordinator --trace) */
     const int64_t *action_start_us, *action_end_us;
     double iteration_ms;
-    double bubble_ms;              /* waiting for receives and the last sends */
-    int64_t mem_high_water_bytes;  /* peak RSS of the process */
-    int64_t device_mem_peak_bytes; /* the backend's high-water mark since the stage was
-                                      built (gpp_backend_mem) */
-    int has_loss;                  /* the stage holds a loss op */
-    double loss;                   /* this replica's share of the mini-batch loss */
-    int64_t samples;               /* samples this replica processed */
+    double bubble_ms;                 /* waiting for receives and the last sends */
+    int64_t mem_high_water_bytes;     /* peak RSS of the process */
+    int64_t device_mem_peak_bytes;    /* the backend's high-water mark since the stage was
+                                         built (gpp_backend_mem) */
+    int64_t device_mem_backend_bytes; /* of it, the backend's own buffers (own_bytes) */
+    int has_loss;                     /* the stage holds a loss op */
+    double loss;                      /* this replica's share of the mini-batch loss */
+    int64_t samples;                  /* samples this replica processed */
     /* the last iteration on replica 0: the weight digests of the stage's
      * ops with parameters (gpp_ckpt_op_digests); else n_digests = 0 */
     int n_digests;

@@ -112,7 +112,9 @@ typedef struct {
 #define GPP_CUDA_PACK_OLD 40 /* doubling from 512 B: more than any device holds */
 typedef struct {
     cudaStream_t st;
-    void *lt_ws;             /* cuBLASLt workspace (GPP_CUDA_LT_WS_BYTES) */
+    void *lt_ws;             /* cuBLASLt workspace (GPP_CUDA_LT_WS_BYTES), taken at the
+                                stream's first product (gpp_cuda_lt_workspace): a copy
+                                stream never holds one */
     gpp_cuda_fault_t *fault; /* mapped pinned host memory */
     void *stage;             /* pinned host staging buffer */
     size_t stage_bytes;
@@ -152,6 +154,9 @@ void *gpp_cuda_stage(gpp_stream_t *s, size_t bytes, gpp_err_t *err);
  * old one until the stream is destroyed (work already enqueued, or a
  * captured graph, may still use it). */
 void *gpp_cuda_pack_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err);
+/* The stream's cuBLASLt workspace, taken at its first product (one of the
+ * backend's own buffers); NULL + message when the device has no room. */
+void *gpp_cuda_lt_workspace(gpp_stream_t *s, gpp_err_t *err);
 /* Synchronises the stream and reports a kernel's recorded data error. */
 int gpp_cuda_stream_sync(gpp_stream_t *s, gpp_err_t *err);
 

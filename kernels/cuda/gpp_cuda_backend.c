@@ -170,6 +170,24 @@ static void s_cache_put(gpp_backend_t *be, void *p)
         gpp_backend_account(be, -(int64_t)gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p));
 }
 
+/* The same for the backend's own buffers (gpp_backend_mem_t.own_bytes). */
+static void *s_own_get(gpp_backend_t *be, size_t bytes)
+{
+    void *p = gpp_cuda_cache_alloc(gpp_cuda_be(be)->cache, bytes);
+    if (p) {
+        size_t cb;
+        gpp_cuda_cache_class(bytes, &cb);
+        gpp_backend_account_own(be, (int64_t)cb);
+    }
+    return p;
+}
+
+static void s_own_put(gpp_backend_t *be, void *p)
+{
+    if (p)
+        gpp_backend_account_own(be, -(int64_t)gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p));
+}
+
 static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
 {
     gpp_cuda_t *c = gpp_cuda_be(be);
@@ -213,10 +231,10 @@ static void s_stream_fini(gpp_stream_t *s)
         return;
     if (cs->st)
         (void)cudaStreamSynchronize(cs->st);
-    s_cache_put(s->be, cs->lt_ws);
-    s_cache_put(s->be, cs->pack);
+    s_own_put(s->be, cs->lt_ws);
+    s_own_put(s->be, cs->pack);
     for (int i = 0; i < cs->n_pack_old; i++)
-        s_cache_put(s->be, cs->pack_old[i]);
+        s_own_put(s->be, cs->pack_old[i]);
     if (cs->fault)
         (void)cudaFreeHost(cs->fault);
     if (cs->stage)
@@ -239,11 +257,6 @@ static int s_stream_init(gpp_stream_t *s, gpp_err_t *err)
     GPP_CUDA_TRY_GOTO(cudaHostAlloc(&fault, sizeof *cs->fault, cudaHostAllocMapped), err, fail);
     cs->fault = fault;
     memset(cs->fault, 0, sizeof *cs->fault);
-    if (!(cs->lt_ws = s_cache_get(s->be, GPP_CUDA_LT_WS_BYTES))) {
-        gpp_err_set(err, "out of device memory for the %zu MiB cuBLASLt workspace",
-                    GPP_CUDA_LT_WS_BYTES >> 20);
-        goto fail;
-    }
     return 0;
 fail:
     s_stream_fini(s);
@@ -281,6 +294,15 @@ static void s_stream_free(gpp_stream_t *s, void *p)
     s_cache_put(s->be, p);
 }
 
+void *gpp_cuda_lt_workspace(gpp_stream_t *s, gpp_err_t *err)
+{
+    gpp_cuda_stream_t *cs = gpp_cuda_st(s);
+    if (!cs->lt_ws && !(cs->lt_ws = s_own_get(s->be, GPP_CUDA_LT_WS_BYTES)))
+        gpp_err_set(err, "backend %s: out of device memory for the %zu MiB cuBLASLt workspace",
+                    s->be->name, GPP_CUDA_LT_WS_BYTES >> 20);
+    return cs->lt_ws;
+}
+
 void *gpp_cuda_pack_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err)
 {
     gpp_cuda_stream_t *cs = gpp_cuda_st(s);
@@ -291,7 +313,7 @@ void *gpp_cuda_pack_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err)
         gpp_err_set(err, "packed bf16 operands: %d buffer growths on one stream", cs->n_pack_old);
         return NULL;
     }
-    void *p = s_cache_get(s->be, want);
+    void *p = s_own_get(s->be, want);
     if (!p) {
         gpp_err_set(err, "out of device memory for %zu MiB of packed bf16 operands", want >> 20);
         return NULL;

@@ -357,8 +357,11 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
         GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmulDescSetAttribute(
                        p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux, sizeof g->aux),
                    err);
+    void *ws = gpp_cuda_lt_workspace(s, err);
+    if (!ws)
+        return -1;
     GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmul(c->lt, p->op, &g->alpha, b, p->lb, a, p->la, &g->beta,
-                                          g->c, p->lc, g->c, p->lc, &p->algo, cs->lt_ws,
+                                          g->c, p->lc, g->c, p->lc, &p->algo, ws,
                                           GPP_CUDA_LT_WS_BYTES, cs->st),
                err);
     return 0;
