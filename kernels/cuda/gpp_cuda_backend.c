@@ -152,46 +152,30 @@ static void s_fini(gpp_backend_t *be)
 
 /* Every block the backend takes from or gives back to its cache goes through
  * these two, which keep gpp_backend_mem at the blocks' class sizes (what the
- * device really holds for them). */
-static void *s_cache_get(gpp_backend_t *be, size_t bytes)
+ * device really holds for them); own: one of the backend's own buffers
+ * (gpp_backend_mem_t.own_bytes). */
+static void *s_cache_get(gpp_backend_t *be, size_t bytes, int own)
 {
     void *p = gpp_cuda_cache_alloc(gpp_cuda_be(be)->cache, bytes);
     if (p) {
         size_t cb;
         gpp_cuda_cache_class(bytes, &cb);
-        gpp_backend_account(be, (int64_t)cb);
+        (own ? gpp_backend_account_own : gpp_backend_account)(be, (int64_t)cb);
     }
     return p;
 }
 
-static void s_cache_put(gpp_backend_t *be, void *p)
+static void s_cache_put(gpp_backend_t *be, void *p, int own)
 {
     if (p)
-        gpp_backend_account(be, -(int64_t)gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p));
-}
-
-/* The same for the backend's own buffers (gpp_backend_mem_t.own_bytes). */
-static void *s_own_get(gpp_backend_t *be, size_t bytes)
-{
-    void *p = gpp_cuda_cache_alloc(gpp_cuda_be(be)->cache, bytes);
-    if (p) {
-        size_t cb;
-        gpp_cuda_cache_class(bytes, &cb);
-        gpp_backend_account_own(be, (int64_t)cb);
-    }
-    return p;
-}
-
-static void s_own_put(gpp_backend_t *be, void *p)
-{
-    if (p)
-        gpp_backend_account_own(be, -(int64_t)gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p));
+        (own ? gpp_backend_account_own
+             : gpp_backend_account)(be, -(int64_t)gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p));
 }
 
 static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
 {
     gpp_cuda_t *c = gpp_cuda_be(be);
-    void *p = s_cache_get(be, bytes);
+    void *p = s_cache_get(be, bytes, 0);
     if (!p) {
         size_t free_b = 0, total_b = 0;
         (void)cudaMemGetInfo(&free_b, &total_b);
@@ -210,7 +194,7 @@ static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
 
 static void s_free(gpp_backend_t *be, void *p)
 {
-    s_cache_put(be, p);
+    s_cache_put(be, p, 0);
 }
 
 static void s_cache_stats(gpp_backend_t *be, gpp_backend_cache_t *out)
@@ -231,10 +215,10 @@ static void s_stream_fini(gpp_stream_t *s)
         return;
     if (cs->st)
         (void)cudaStreamSynchronize(cs->st);
-    s_own_put(s->be, cs->lt_ws);
-    s_own_put(s->be, cs->pack);
+    s_cache_put(s->be, cs->lt_ws, 1);
+    s_cache_put(s->be, cs->pack, 1);
     for (int i = 0; i < cs->n_pack_old; i++)
-        s_own_put(s->be, cs->pack_old[i]);
+        s_cache_put(s->be, cs->pack_old[i], 1);
     if (cs->fault)
         (void)cudaFreeHost(cs->fault);
     if (cs->stage)
@@ -291,13 +275,13 @@ static int s_stream_sync(gpp_stream_t *s, gpp_err_t *err)
 static void s_stream_free(gpp_stream_t *s, void *p)
 {
     (void)cudaStreamSynchronize(gpp_cuda_stream(s));
-    s_cache_put(s->be, p);
+    s_cache_put(s->be, p, 0);
 }
 
 void *gpp_cuda_lt_workspace(gpp_stream_t *s, gpp_err_t *err)
 {
     gpp_cuda_stream_t *cs = gpp_cuda_st(s);
-    if (!cs->lt_ws && !(cs->lt_ws = s_own_get(s->be, GPP_CUDA_LT_WS_BYTES)))
+    if (!cs->lt_ws && !(cs->lt_ws = s_cache_get(s->be, GPP_CUDA_LT_WS_BYTES, 1)))
         gpp_err_set(err, "backend %s: out of device memory for the %zu MiB cuBLASLt workspace",
                     s->be->name, GPP_CUDA_LT_WS_BYTES >> 20);
     return cs->lt_ws;
@@ -313,7 +297,7 @@ void *gpp_cuda_pack_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err)
         gpp_err_set(err, "packed bf16 operands: %d buffer growths on one stream", cs->n_pack_old);
         return NULL;
     }
-    void *p = s_own_get(s->be, want);
+    void *p = s_cache_get(s->be, want, 1);
     if (!p) {
         gpp_err_set(err, "out of device memory for %zu MiB of packed bf16 operands", want >> 20);
         return NULL;
