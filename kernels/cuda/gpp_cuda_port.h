@@ -253,6 +253,21 @@ void mma(frag_c &c, const frag<E, CA> &a, const frag<E, CB> &b)
 
 namespace gpp_emu
 {
+/* A kernel argument that is a pointer must point into device or
+ * page-locked memory (or be null): a host pointer handed to a kernel is an
+ * illegal address on the device, and here it would silently work. */
+template <typename T> inline void check_arg(const T &, int, const char *) {}
+template <typename T> inline void check_arg(T *p, int i, const char *name)
+{
+    if (p && mem_lookup(p, 1) == MEM_PAGEABLE) {
+        std::fprintf(stderr,
+                     "gpp_cuda_emu: kernel %s: argument %d (%p) points to neither device nor "
+                     "page-locked memory: an illegal address on the device\n",
+                     name, i, (const void *)p);
+        std::abort();
+    }
+}
+
 /* GPP_LAUNCH on the host: what `kernel<<<grid, block, shmem, stream>>>`
  * becomes. what: "kernel <name>" (a literal: the runtime may keep it). */
 template <typename... P> struct launcher {
@@ -285,6 +300,9 @@ template <typename... P> struct launcher {
         void (*k)(P...) = kernel;
         gpp_emu_dim3 g{grid.x, grid.y, grid.z}, b{block.x, block.y, block.z};
         const char *name = what + sizeof "kernel " - 1;
+        int i = 0;
+        (check_arg(args, i++, name), ...);
+        (void)i;
         enqueue(stream, what, [=] {
             launch(
                 g, b, [&] { k(args...); }, name);
