@@ -50,8 +50,9 @@ static char s_load_err[512];
 
 static void s_load_once(void)
 {
-    void *h = dlopen(S_NCCL_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
+    /* the host emulation's NCCL, where linked in (gpp_comm_nccl.h) */
+    void *h = gpp_nccl_builtin_sym ? NULL : dlopen(S_NCCL_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h && !gpp_nccl_builtin_sym) {
         snprintf(s_load_err, sizeof s_load_err,
                  "cannot load NCCL: dlopen %s: %s; install the CUDA toolkit's NCCL or add "
                  "its lib directory to LD_LIBRARY_PATH",
@@ -59,7 +60,7 @@ static void s_load_once(void)
         return;
     }
 #define S_SYM(f)                                                                                   \
-    *(void **)&s_nc.f = dlsym(h, #f);                                                              \
+    *(void **)&s_nc.f = gpp_nccl_builtin_sym ? gpp_nccl_builtin_sym(#f) : dlsym(h, #f);            \
     if (!s_nc.f) {                                                                                 \
         snprintf(s_load_err, sizeof s_load_err, "NCCL %s has no symbol %s (NCCL >= 2.18 needed)",  \
                  S_NCCL_SONAME, #f);                                                               \
