@@ -194,14 +194,15 @@ static void t_blocked_recv(int abort)
     if (pid == 0) {
         ncclComm_t c = NULL;
         int rc = s_init(&c, id, 1, 1) != ncclSuccess;
-        char b;
-        if (abort) /* stays until rank 0 is done */
-            rc |= read(fds[0], &b, 1) != 1;
+        char b; /* stays until rank 0 is done (abort) or has initialised (exit) */
+        rc |= read(fds[0], &b, 1) != 1;
         _exit(rc ? 3 : 0); /* no finalize: the connection just ends */
     }
     ncclComm_t c = NULL;
     ncclResult_t r = s_init(&c, id, 0, 0);
     GPP_EXPECT(r == ncclSuccess);
+    if (!abort) /* rank 1 may go now */
+        GPP_EXPECT(write(fds[1], "x", 1) == 1);
     cudaStream_t st;
     cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
     unsigned char *d, h[64];

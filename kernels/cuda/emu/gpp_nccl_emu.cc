@@ -130,7 +130,8 @@ struct state {
     int lfd = -1, wake[2] = {-1, -1};
     std::vector<int> out; /* connected socket per peer; -1 for self */
     std::vector<peer_t> peers;
-    std::mutex mu; /* peers, async, out_mu users */
+    std::mutex mu;  /* peers, out, async, aborted, finalized */
+    std::mutex wmu; /* one frame at a time on the outgoing sockets */
     std::condition_variable cv;
     ncclResult_t async = ncclInProgress;
     std::atomic<bool> stop{false};
@@ -228,14 +229,15 @@ void state::receiver()
                 std::lock_guard<std::mutex> l(mu);
                 if (c.src >= 0) {
                     peers[(size_t)c.src].eof = true;
-                    if (!peers[(size_t)c.src].bye && !aborted) {
+                    /* the first error only: the last error names the comm's error;
+                     * during the initialisation, initialise() decides */
+                    if (!peers[(size_t)c.src].bye && !aborted && async == ncclSuccess) {
                         s_fail(ncclRemoteError,
                                "gpp_nccl_emu rank %d: rank %d closed its connection without "
                                "ncclCommFinalize/ncclCommDestroy (its process exited or "
                                "aborted)",
                                rank, c.src);
-                        if (async == ncclSuccess || async == ncclInProgress)
-                            async = ncclRemoteError;
+                        async = ncclRemoteError;
                     }
                 }
                 cv.notify_all();
@@ -249,10 +251,16 @@ void state::receiver()
                     continue;
                 if (c.h.magic != WIRE_MAGIC || c.h.src >= (uint32_t)n || c.h.chan >= CH_N ||
                     (c.src >= 0 && c.h.src != (uint32_t)c.src)) {
-                    s_fail(ncclSystemError, "gpp_nccl_emu rank %d: a bad frame on a connection",
+                    /* not a peer of this communicator: dropped, the initialisation or
+                     * the receives waiting for it fail */
+                    s_fail(ncclSystemError,
+                           "gpp_nccl_emu rank %d: a malformed frame on a connection (not a "
+                           "rank of this communicator?): connection dropped",
                            rank);
                     set_error(ncclSystemError);
-                    c.h.bytes = 0;
+                    ::close(c.fd);
+                    conns.erase(conns.begin() + (long)i);
+                    break;
                 }
                 c.payload.assign(c.h.bytes, 0);
                 c.got_p = 0;
@@ -307,29 +315,39 @@ void state::initialise()
         if (fd < 0)
             break;
         wire_hdr h{WIRE_MAGIC, K_HELLO, CH_P2P, (uint32_t)rank, sizeof me};
+        bool said = s_write_all(fd, &h, sizeof h) && s_write_all(fd, &me, sizeof me);
+        int e = errno;
         {
-            std::lock_guard<std::mutex> l(mu);
+            std::lock_guard<std::mutex> l(mu); /* published after the hello: frames whole */
             out[(size_t)r] = fd;
         }
-        if (!s_write_all(fd, &h, sizeof h) || !s_write_all(fd, &me, sizeof me)) {
+        if (!said) {
             s_fail(ncclSystemError, "gpp_nccl_emu rank %d: hello to rank %d: %s", rank, r,
-                   std::strerror(errno));
+                   std::strerror(e));
             set_error(ncclSystemError);
             return;
         }
     }
     std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] {
-        if (stop.load() || async != ncclInProgress)
-            return true;
+    auto all_hello = [&] {
         for (int r = 0; r < n; r++)
             if (r != rank && !peers[(size_t)r].hello)
                 return false;
         return true;
-    });
-    if (stop.load() || async != ncclInProgress)
+    };
+    /* from every peer: its hello, or its end */
+    auto heard = [&] {
+        for (int r = 0; r < n; r++)
+            if (r != rank && !peers[(size_t)r].hello && !peers[(size_t)r].eof)
+                return false;
+        return true;
+    };
+    cv.wait(l, [&] { return stop.load() || async != ncclInProgress || heard(); });
+    if (stop.load())
         return;
-    for (int r = 0; r < n; r++)
+    /* checked even when a peer has gone meanwhile: a peer that found the clash
+     * first aborts, and the clash is the cause */
+    for (int r = 0; r < n && all_hello(); r++)
         if (r != rank && peers[(size_t)r].device == device) {
             s_fail(ncclInvalidUsage,
                    "gpp_nccl_emu: ranks %d and %d of one communicator both use CUDA device %d "
@@ -339,7 +357,16 @@ void state::initialise()
             cv.notify_all();
             return;
         }
-    async = ncclSuccess;
+    for (int r = 0; r < n && async == ncclInProgress; r++)
+        if (r != rank && peers[(size_t)r].eof && !peers[(size_t)r].bye) {
+            s_fail(ncclRemoteError,
+                   "gpp_nccl_emu rank %d: rank %d closed its connection during the "
+                   "initialisation (its process exited or aborted)",
+                   rank, r);
+            async = ncclRemoteError;
+        }
+    if (async == ncclInProgress)
+        async = ncclSuccess;
     cv.notify_all();
 }
 
@@ -350,17 +377,19 @@ void state::shutdown(bool abort)
 {
     if (down.exchange(true))
         return;
+    std::vector<int> fds;
     {
         std::lock_guard<std::mutex> l(mu);
         if (abort)
             aborted = true;
         stop.store(true);
         cv.notify_all();
+        fds = out;
     }
     char b = 1;
     if (::write(wake[1], &b, 1) < 0) { /* the pipe is never full: one byte per shutdown */
     }
-    for (int fd : out)
+    for (int fd : fds)
         if (fd >= 0)
             ::shutdown(fd, SHUT_RDWR); /* wakes a send blocked on a full socket */
     if (init.joinable() && init.get_id() != std::this_thread::get_id())
@@ -386,9 +415,13 @@ ncclResult_t state::send_msg(int peer, chan_t ch, const void *p, size_t bytes)
         fd = out[(size_t)peer];
     }
     wire_hdr h{WIRE_MAGIC, K_DATA, ch, (uint32_t)rank, bytes};
-    if (fd < 0 || !s_write_all(fd, &h, sizeof h) || !s_write_all(fd, p, bytes))
+    std::unique_lock<std::mutex> w(wmu);
+    bool sent = fd >= 0 && s_write_all(fd, &h, sizeof h) && s_write_all(fd, p, bytes);
+    int e = errno;
+    w.unlock();
+    if (!sent)
         return s_fail(ncclRemoteError, "gpp_nccl_emu rank %d: send of %zu bytes to rank %d: %s",
-                      rank, bytes, peer, fd < 0 ? "not connected" : std::strerror(errno));
+                      rank, bytes, peer, fd < 0 ? "not connected" : std::strerror(e));
     return ncclSuccess;
 }
 
@@ -721,6 +754,7 @@ extern "C" ncclResult_t ncclCommFinalize(ncclComm_t comm)
         fds = s->out;
     }
     wire_hdr h{WIRE_MAGIC, K_BYE, CH_P2P, (uint32_t)s->rank, 0};
+    std::lock_guard<std::mutex> w(s->wmu);
     for (int fd : fds)
         if (fd >= 0)
             s_write_all(fd, &h, sizeof h); /* a peer already gone needs no goodbye */
