@@ -50,8 +50,9 @@ static char s_load_err[512];
 
 static void s_load_once(void)
 {
-    void *h = dlopen(S_NCCL_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
+    /* the host emulation's NCCL, where linked in (gpp_comm_nccl.h) */
+    void *h = gpp_nccl_builtin_sym ? NULL : dlopen(S_NCCL_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h && !gpp_nccl_builtin_sym) {
         snprintf(s_load_err, sizeof s_load_err,
                  "cannot load NCCL: dlopen %s: %s; install the CUDA toolkit's NCCL or add "
                  "its lib directory to LD_LIBRARY_PATH",
@@ -59,7 +60,7 @@ static void s_load_once(void)
         return;
     }
 #define S_SYM(f)                                                                                   \
-    *(void **)&s_nc.f = dlsym(h, #f);                                                              \
+    *(void **)&s_nc.f = gpp_nccl_builtin_sym ? gpp_nccl_builtin_sym(#f) : dlsym(h, #f);            \
     if (!s_nc.f) {                                                                                 \
         snprintf(s_load_err, sizeof s_load_err, "NCCL %s has no symbol %s (NCCL >= 2.18 needed)",  \
                  S_NCCL_SONAME, #f);                                                               \
@@ -237,8 +238,30 @@ static int s_settle(s_comm_t *c, ncclComm_t nc, const char *what, gpp_err_t *err
     }
 }
 
+/* Whether the rank was aborted or `nc` has an asynchronous error: -1 and
+ * the communicators torn down. */
+static int s_check(s_comm_t *c, ncclComm_t nc, const char *what, gpp_err_t *err)
+{
+    if (atomic_load(&c->aborted)) {
+        s_aborted_err(c, err);
+        s_teardown(c);
+        return -1;
+    }
+    ncclResult_t st = ncclSuccess;
+    if (nc && s_nc.ncclCommGetAsyncError(nc, &st) == ncclSuccess && st != ncclSuccess &&
+        st != ncclInProgress) {
+        s_nccl_fail(c, err, what, st);
+        return s_fail_all(c, err);
+    }
+    return 0;
+}
+
 /* Waits for an event on the communication stream, watching NCCL's
- * asynchronous errors on `nc`, the abort flag and the deadline. */
+ * asynchronous errors on `nc`, the abort flag and the deadline. Checked
+ * once more when the event is complete: a query may block until the work
+ * ends (the host emulation's cudaEventQuery runs the queued work, a receive
+ * included) and the abort or a failed operation, whose event completes with
+ * its data not received, came meanwhile. */
 static int s_wait_event(s_comm_t *c, ncclComm_t nc, cudaEvent_t ev, const char *what,
                         gpp_err_t *err)
 {
@@ -246,22 +269,13 @@ static int s_wait_event(s_comm_t *c, ncclComm_t nc, cudaEvent_t ev, const char *
     for (;;) {
         cudaError_t e = cudaEventQuery(ev);
         if (e == cudaSuccess)
-            return 0;
+            return s_check(c, nc, what, err);
         if (e != cudaErrorNotReady) {
             s_cuda_fail(c, err, "cudaEventQuery", e);
             return s_fail_all(c, err);
         }
-        if (atomic_load(&c->aborted)) {
-            s_aborted_err(c, err);
-            s_teardown(c);
+        if (s_check(c, nc, what, err) < 0)
             return -1;
-        }
-        ncclResult_t st = ncclSuccess;
-        if (nc && s_nc.ncclCommGetAsyncError(nc, &st) == ncclSuccess && st != ncclSuccess &&
-            st != ncclInProgress) {
-            s_nccl_fail(c, err, what, st);
-            return s_fail_all(c, err);
-        }
         if (gpp_now_ms() > deadline) {
             gpp_err_set(err,
                         "nccl rank %d (GPU %d): %s not done within %d ms (a peer is gone or "
@@ -541,6 +555,8 @@ static int s_test(gpp_comm_t *base, gpp_comm_req_t *req, int *done, gpp_err_t *e
         s_cuda_fail(c, err, "cudaEventQuery", e);
         return s_fail_all(c, err);
     }
+    if (s_check(c, c->world, "gpp_comm_test", err) < 0) /* as in s_wait_event */
+        return -1;
     *done = 1;
     return 0;
 }

@@ -48,6 +48,12 @@ extern "C" {
  * or without a usable GPU: NULL and a message saying so. */
 gpp_comm_t *gpp_comm_nccl_new(gpp_comm_opts_t *opts, gpp_err_t *err);
 
+/* The host emulation's NCCL (kernels/cuda/emu/gpp_nccl_emu.cc, docs/gpu.md
+ * "The host emulation"): where a program defines this hook (only the
+ * emulated builds of the GPU tests do), gpp_comm_nccl.c takes every NCCL
+ * function from it by name instead of dlopen'ing libnccl. */
+void *gpp_nccl_builtin_sym(const char *name) __attribute__((weak));
+
 /* Loads libnccl.so.2 and resolves every entry point used (no GPU needed);
  * *version gets ncclGetVersion's code (e.g. 22805 for 2.28.5). */
 int gpp_comm_nccl_load(int *version, gpp_err_t *err);
