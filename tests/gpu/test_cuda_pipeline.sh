@@ -18,18 +18,8 @@ TRAIN=${GPP_TRAIN:-$BUILD/agent/exec/gpp-train}
 COORD=$BUILD/coordinator/gpp-coordinator
 . "$SRC/scripts/blas-env.sh"
 
-"$TRAIN" --model "mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64" --backend cuda \
-    --iterations 1 --batch 4 >"$TMP/probe.log" 2>"$TMP/probe.err"
-rc=$?
-if [ $rc -ne 0 ]; then
-    if [ $rc -eq 2 ] && grep -Eq 'no usable GPU|built without CUDA|CUDA device\(s\) visible' "$TMP/probe.err" &&
-        ! grep -q 'loss=' "$TMP/probe.log"; then
-        echo "test_cuda_pipeline: SKIPPED: $(cat "$TMP/probe.err")"
-        exit 77
-    fi
-    fail "gpp-train --backend cuda failed (exit $rc) without naming a missing GPU" "$(cat "$TMP/probe.err")"
-    gpp_test_end
-fi
+. "$(dirname "$0")/gpu_probe.sh"
+gpu_probe test_cuda_pipeline "" --model "mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64"
 
 ITERS=10
 # the example files with this run's port, iterations and directories

@@ -25,17 +25,8 @@ DLRM="dlrm:dense_branches=2,sparse_branches=2,dense_in=32,hidden=64,dense_layers
 CANDLE="candle_uno:branches=3,layers=2,hidden=64,in=32,doses=1,top_layers=2"
 losses() { grep -o 'loss=[0-9.eE+-]*' "$1" | cut -d= -f2; }
 
-"$TRAIN" --model "$MMT" --backend cuda --iterations 1 --batch 4 >"$TMP/probe.log" 2>"$TMP/probe.err"
-rc=$?
-if [ $rc -ne 0 ]; then
-    if [ $rc -eq 2 ] && grep -Eq 'no usable GPU|built without CUDA|CUDA device\(s\) visible' "$TMP/probe.err" &&
-        ! grep -q 'loss=' "$TMP/probe.log"; then
-        echo "test_cuda_train: SKIPPED: $(cat "$TMP/probe.err")"
-        exit 77
-    fi
-    fail "gpp-train --backend cuda failed (exit $rc) without naming a missing GPU" "$(cat "$TMP/probe.err")"
-    gpp_test_end
-fi
+. "$(dirname "$0")/gpu_probe.sh"
+gpu_probe test_cuda_train "" --model "$MMT"
 
 for spec in "$MMT" "$DLRM" "$CANDLE"; do
     name=${spec%%:*}

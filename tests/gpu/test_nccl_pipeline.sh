@@ -22,18 +22,9 @@ COORD=$BUILD/coordinator/gpp-coordinator
 . "$SRC/scripts/blas-env.sh"
 
 # 4 GPUs: device 3 must exist
-"$TRAIN" --model "mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64" --backend cuda \
-    --device 3 --iterations 1 --batch 4 >"$TMP/probe.log" 2>"$TMP/probe.err"
-rc=$?
-if [ $rc -ne 0 ]; then
-    if [ $rc -eq 2 ] && grep -Eq 'no usable GPU|built without CUDA|CUDA device\(s\) visible' "$TMP/probe.err" &&
-        ! grep -q 'loss=' "$TMP/probe.log"; then
-        echo "test_nccl_pipeline: SKIPPED (4 GPUs needed): $(cat "$TMP/probe.err")"
-        exit 77
-    fi
-    fail "gpp-train --backend cuda --device 3 failed (exit $rc) without naming a missing GPU" "$(cat "$TMP/probe.err")"
-    gpp_test_end
-fi
+. "$(dirname "$0")/gpu_probe.sh"
+gpu_probe test_nccl_pipeline "4 GPUs needed" --model "mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64" \
+    --device 3
 
 # about 4 s per iteration on the emulation (2 shared cores): few iterations
 ITERS=4
