@@ -34,7 +34,6 @@ typedef struct {
     size_t bytes;
     uint32_t tag;
     void *buf;           /* SEND/RECV: host buffer of `bytes`, owned */
-    void *dev;           /* RECV when staging: device copy of buf (gpp_backend_alloc) */
     int pinned;          /* buf is page-locked (s_pin) */
     gpp_comm_req_t *req; /* in flight */
 } s_act_t;
@@ -59,6 +58,13 @@ struct gpp_pipeline_s {
      * sharing one GPU exchange over gloo, since NCCL refuses two ranks on
      * one GPU). 0 on the CPU backend, whose device memory is host memory. */
     int stage;
+    /* staging: the device copy of a received buffer, one for all RECV actions
+       (the largest): a receive's host -> device copy, the executor's read of
+       it (set_input, add_output_grad) and the next receive's copy are all on
+       the executor's stream, in that order, so one buffer serves them; one
+       per action held the whole iteration's receives (the main job on one
+       emulated GPU: 6 MiB per stage the plan's model does not hold) */
+    void *stage_dev;
     float *gstage; /* host copy of the dense gradients for the all-reduce */
     int64_t gstage_n;
     int gstage_pinned;
@@ -396,14 +402,17 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
         gpp_info("stage %d replica %d: transfers in the blocking-stream order (comm_order, %d "
                  "entries) on %s",
                  c->stage, c->replica, c->n_comm_order, gpp_comm_backend(self->comm));
+    size_t most = 0;
     for (int i = 0; self->stage && i < c->n_actions; i++) {
         s_act_t *a = &self->acts[i];
         if (s_is_p2p(a->type))
             a->pinned = s_pin(self, a->buf, a->bytes);
         if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
-            a->tensor != GPP_DEP_TENSOR && !(a->dev = gpp_backend_alloc(self->be, a->bytes, err)))
-            return gpp_err_prefix(err, "staging buffer of action %d", i);
+            a->tensor != GPP_DEP_TENSOR && a->bytes > most)
+            most = a->bytes;
     }
+    if (most && !(self->stage_dev = gpp_backend_alloc(self->be, most, err)))
+        return gpp_err_prefix(err, "staging buffer of the receives (%zu bytes)", most);
     return 0;
 }
 
@@ -550,11 +559,11 @@ static int s_recv_done(gpp_pipeline_t *self, int i, double *wait_ms, gpp_err_t *
     *wait_ms = gpp_now_ms() - t0;
     if (a->tensor == GPP_DEP_TENSOR) /* only the wait: no data */
         return 0;
-    if (self->stage && (gpp_stream_copy(gpp_exec_stream(self->ex), a->dev, a->buf, a->bytes,
-                                        GPP_COPY_H2D, err) < 0 ||
+    if (self->stage && (gpp_stream_copy(gpp_exec_stream(self->ex), self->stage_dev, a->buf,
+                                        a->bytes, GPP_COPY_H2D, err) < 0 ||
                         s_sync(self, err) < 0))
         return -1;
-    gpp_tensor_t src = gpp_tensor(self->stage ? a->dev : a->buf, a->dtype, a->hi - a->lo,
+    gpp_tensor_t src = gpp_tensor(self->stage ? self->stage_dev : a->buf, a->dtype, a->hi - a->lo,
                                   self->g->ops[a->tensor].rows, self->g->ops[a->tensor].cols);
     return a->type == GPP_ACT_RECV_ACT
                ? gpp_exec_set_input(self->ex, a->mb, a->tensor, &src, a->off, err)
@@ -985,9 +994,9 @@ void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
                 gpp_backend_free(self->be, &self->acts[i].buf);
             else
                 free(self->acts[i].buf); /* requests are freed with the comm */
-            if (self->acts[i].dev)       /* only with a backend */
-                gpp_backend_free(self->be, &self->acts[i].dev);
         }
+    if (self->stage_dev) /* only with a backend */
+        gpp_backend_free(self->be, &self->stage_dev);
     s_unpin(self, self->gstage, self->gstage_pinned);
     free(self->gstage);
     free(self->acts);
