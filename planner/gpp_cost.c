@@ -49,6 +49,8 @@ struct gpp_cost {
     s_prof_t *prof;        /* [n_ops] */
     int64_t *kstash;       /* [n_ops] the profile's kernel stashes (-1: the op table's), or
                               NULL when no attached entry has one (gpp_stage_mem's argument) */
+    int64_t *stash;        /* [n_ops] with kstash: each op's stash with the profile's kernel
+                              stash (gpp_cost_op_stash_bytes), made once per attach */
     char prof_origin[256]; /* the last attached profile (file or "the agents' profile") */
     /* its GPP_PROFILE_META record's device and precision ("" when absent) */
     char prof_device[96], prof_precision[8];
@@ -93,6 +95,7 @@ void gpp_cost_destroy(gpp_cost_t **self_p)
         s_prof_clear(&self->prof[i]);
     free(self->prof);
     free(self->kstash);
+    free(self->stash);
     free(self);
     *self_p = NULL;
 }
@@ -265,9 +268,7 @@ static int64_t s_kstash(const gpp_cost_t *c, int op)
 
 int64_t gpp_cost_op_stash_bytes(const gpp_cost_t *c, int op)
 {
-    const gpp_op_t *o = &c->g->ops[op];
-    int64_t k = s_kstash(c, op);
-    return k < 0 ? o->stash_bytes : o->stash_bytes - gpp_op_kernel_stash_bytes(c->g, o) + k;
+    return c->stash ? c->stash[op] : c->g->ops[op].stash_bytes;
 }
 
 double gpp_cost_op_grad_bytes(const gpp_cost_t *c, int op, int batch)
@@ -729,11 +730,18 @@ static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
         any |= s_kstash(c, k) >= 0;
     }
     free(c->kstash);
-    c->kstash = NULL;
+    free(c->stash);
+    c->kstash = c->stash = NULL;
     if (any) {
         c->kstash = gpp_xcalloc((size_t)c->g->n_ops, sizeof *c->kstash);
-        for (int k = 0; k < c->g->n_ops; k++)
+        c->stash = gpp_xcalloc((size_t)c->g->n_ops, sizeof *c->stash);
+        for (int k = 0; k < c->g->n_ops; k++) {
+            const gpp_op_t *o = &c->g->ops[k];
             c->kstash[k] = s_kstash(c, k);
+            c->stash[k] = c->kstash[k] < 0
+                              ? o->stash_bytes
+                              : o->stash_bytes - gpp_op_kernel_stash_bytes(c->g, o) + c->kstash[k];
+        }
     }
 }
 

@@ -244,7 +244,7 @@ cudaError_t s_queue(CUstream_st *s, task t)
     return cudaSuccess;
 }
 
-const mem_rec *s_lookup(const void *p, size_t bytes, uintptr_t *base)
+const mem_rec *s_lookup(const void *p, uintptr_t *base)
 {
     uintptr_t a = (uintptr_t)p;
     auto it = g_mem.upper_bound(a);
@@ -254,7 +254,6 @@ const mem_rec *s_lookup(const void *p, size_t bytes, uintptr_t *base)
     if (a >= it->first + it->second.bytes && !(it->second.bytes == 0 && a == it->first))
         return nullptr;
     *base = it->first;
-    (void)bytes;
     return &it->second;
 }
 
@@ -279,7 +278,7 @@ mem_kind mem_lookup(const void *p, size_t bytes)
 {
     guard l(g_lock);
     uintptr_t base;
-    const mem_rec *r = s_lookup(p, bytes, &base);
+    const mem_rec *r = s_lookup(p, &base);
     if (!r)
         return MEM_PAGEABLE;
     if ((uintptr_t)p + bytes > base + r->bytes)
