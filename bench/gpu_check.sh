@@ -14,6 +14,9 @@
 #   env: GPU_CHECK_BENCH (default "ops train sim"): which benchmarks run
 #        after the tests, e.g. "ops" alone where a command may only run a
 #        few minutes, "" for the tests alone.
+#        GPU_CHECK_TESTS (default 1): 0 skips the GPU tests, for a second
+#        call on the same machine whose first call ran them (the result
+#        file then says so).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) ||
@@ -36,9 +39,13 @@ status=0
     echo
     echo "== tests: (cd $BUILD && ctest -L gpu --output-on-failure -V)"
 } | tee "$OUT"
-(cd "$BUILD" && ctest -L gpu --output-on-failure -V) >"$OUT.tests" 2>&1 || status=1
-grep -E '^[0-9]+: |tests passed|Skipped|Failed|Passed' "$OUT.tests" | tee -a "$OUT"
-rm -f "$OUT.tests"
+if [ "${GPU_CHECK_TESTS:-1}" = 0 ]; then
+    echo "(not run here: GPU_CHECK_TESTS=0)" | tee -a "$OUT"
+else
+    (cd "$BUILD" && ctest -L gpu --output-on-failure -V) >"$OUT.tests" 2>&1 || status=1
+    grep -E '^[0-9]+: |tests passed|Skipped|Failed|Passed' "$OUT.tests" | tee -a "$OUT"
+    rm -f "$OUT.tests"
+fi
 BENCHES=${GPU_CHECK_BENCH:-ops train sim}
 if grep -q 'SKIPPED:' "$OUT"; then
     echo "gpu_check: the GPU tests were SKIPPED: no usable GPU here; nothing measured" | tee -a "$OUT"
