@@ -60,9 +60,13 @@ cudaError_t gpp_cuk_layernorm_fwd(cudaStream_t st, int64_t rows, int64_t c, cons
 cudaError_t gpp_cuk_layernorm_bwd_dx(cudaStream_t st, int64_t rows, int64_t c, const float *x,
                                      const float *g, const float *stash, const float *dy,
                                      float *dx);
-/* dg += sum_r dy xhat, db += sum_r dy; either may be NULL */
+/* dg += sum_r dy xhat, db += sum_r dy; either may be NULL. part: device
+ * scratch of part_floats floats (at least 2 c) for per-chunk partial sums:
+ * up to 512 chunks of 64 rows, as many as it holds, so the sums' order
+ * depends on rows, c and part_floats alone. */
 cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t rows, int64_t c, const float *x,
-                                         const float *stash, const float *dy, float *dg, float *db);
+                                         const float *stash, const float *dy, float *dg, float *db,
+                                         float *part, int64_t part_floats);
 
 /* ---- attention pieces ----
  * Softmax of rows in place (causal: rows are [batch][cols] queries over

@@ -229,10 +229,17 @@ int gpp_cuda_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_ten
 {
     cudaStream_t st = gpp_cuda_stream(s);
     int64_t rows = x->n * x->rows, c = x->cols;
-    if (dgain || dbias)
+    if (dgain || dbias) {
+        /* the partial sums live in the stream's cuBLASLt workspace: stream
+         * order keeps them apart from the products that use it */
+        float *part = gpp_cuda_lt_workspace(s, err);
+        if (!part)
+            return -1;
         S_LAUNCH(gpp_cuk_layernorm_bwd_params(st, rows, c, s_f(x), stash, s_f(dy), s_f(dgain),
-                                              s_f(dbias)),
+                                              s_f(dbias), part,
+                                              (int64_t)(GPP_CUDA_LT_WS_BYTES / sizeof(float))),
                  err);
+    }
     if (dx)
         S_LAUNCH(gpp_cuk_layernorm_bwd_dx(st, rows, c, s_f(x), s_f(gain), stash, s_f(dy), s_f(dx)),
                  err);
@@ -282,17 +289,21 @@ static int s_att_gemm(gpp_stream_t *s, const s_att_t *a, int ta, int tb, int64_t
     return gpp_cuda_gemm(s, &g, err);
 }
 
+/* auto runs the unfused core: measured on an H100 (2026-11-25,
+ * bench_cuda_ops "attention cores", hidden 1024, 16 heads, seq 128 and 256,
+ * micro-batch 8 and 32), cuBLASLt's batched products with the softmax
+ * kernel beat both fused cores everywhere but one forward (bf16 n 8 seq 128:
+ * 0.102 against 0.109 ms), by up to 1.7x in the bf16 backward, and training
+ * MMT hidden 1024 in bf16 ran 1.25x faster with it. The fused cores keep
+ * less (no seq x seq probabilities): GPP_CUDA_ATTENTION=fused chooses them
+ * where memory matters more than speed. */
 gpp_cuda_core_t gpp_cuda_attention_core(const gpp_cuda_t *c, int64_t dh)
 {
-    if (!gpp_cuk_flash_supports(dh) || c->attn == GPP_CUDA_ATTN_UNFUSED)
+    if (!gpp_cuk_flash_supports(dh) || c->attn != GPP_CUDA_ATTN_FUSED)
         return GPP_CUDA_CORE_UNFUSED;
     int tc =
         c->precision == GPP_PRECISION_BF16 && c->cc_major >= 8 && gpp_cuk_flash_tc_supports(dh);
-    if (tc)
-        return GPP_CUDA_CORE_TC;
-    if (c->attn == GPP_CUDA_ATTN_FUSED || c->precision == GPP_PRECISION_FP32)
-        return GPP_CUDA_CORE_FP32;
-    return GPP_CUDA_CORE_UNFUSED; /* auto at tf32, or bf16 without a tensor-core kernel */
+    return tc ? GPP_CUDA_CORE_TC : GPP_CUDA_CORE_FP32;
 }
 
 /* The core this stream's attention runs: forward, backward and the stash

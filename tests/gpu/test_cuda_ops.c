@@ -345,20 +345,30 @@ static void t_activations(void)
     }
 }
 
-static void t_layernorm(void)
+/* n x rows rows of c columns; 18 rows: one chunk of the gain / bias
+ * reduction, 3 x 110: six chunks, the last one short (gpp_cuda_rows.cu) */
+static void s_layernorm(int64_t n, int64_t rows, int64_t c)
 {
-    pt_t *x = s_rand(3, 6, 80, 2), *g = s_rand(1, 1, 80, 1), *b = s_rand(1, 1, 80, 1);
-    pt_t *y = s_pt(GPP_DTYPE_F32, 3, 6, 80, NULL), *dy = s_rand(3, 6, 80, 1);
-    pt_t *st = s_pt(GPP_DTYPE_F32, 1, 1, 2 * 18, NULL);
-    pt_t *dx = s_fill(3, 6, 80, GRAD_INIT), *dg = s_fill(1, 1, 80, GRAD_INIT);
-    pt_t *db = s_fill(1, 1, 80, GRAD_INIT);
+    char what[64];
+    pt_t *x = s_rand(n, rows, c, 2), *g = s_rand(1, 1, c, 1), *b = s_rand(1, 1, c, 1);
+    pt_t *y = s_pt(GPP_DTYPE_F32, n, rows, c, NULL), *dy = s_rand(n, rows, c, 1);
+    pt_t *st = s_pt(GPP_DTYPE_F32, 1, 1, 2 * n * rows, NULL);
+    pt_t *dx = s_fill(n, rows, c, GRAD_INIT), *dg = s_fill(1, 1, c, GRAD_INIT);
+    pt_t *db = s_fill(1, 1, c, GRAD_INIT);
     BOTH(gpp_layernorm_fwd(S, T(x), T(g), T(b), T(y), T(st)->data, err));
     BOTH(gpp_layernorm_bwd(S, T(x), T(g), T(st)->data, T(dy), T(dx), T(dg), T(db), err));
-    s_close("layernorm fwd y", y);
-    s_close("layernorm bwd dx", dx);
-    s_close("layernorm bwd dgain", dg);
-    s_close("layernorm bwd dbias", db);
+    const char *part[] = {"fwd y", "bwd dx", "bwd dgain", "bwd dbias"};
+    pt_t *out[] = {y, dx, dg, db};
+    for (int i = 0; i < 4; i++) {
+        snprintf(what, sizeof what, "layernorm %lld rows %s", (long long)(n * rows), part[i]);
+        s_close(what, out[i]);
+    }
     s_free_all();
+}
+static void t_layernorm(void)
+{
+    s_layernorm(3, 6, 80);
+    s_layernorm(3, 110, 40);
 }
 
 /* causal: the masked softmax on both backends (scores j > i dropped).
@@ -422,10 +432,13 @@ static void s_attention_all(void)
     }
 }
 
-/* the backend's default core: fused (gpp_cuda_flash.cuh) */
+/* the backend's default core (auto: the unfused one), then the fused fp32
+ * core (GPP_CUDA_ATTENTION=fused, gpp_cuda_flash.cuh) */
+static void s_attention_on(gpp_precision_t prec, const char *env);
 static void t_attention(void)
 {
     s_attention_all();
+    s_attention_on(GPP_PRECISION_FP32, "fused");
 }
 
 /* Runs s_attention_all on a second CUDA backend opened with precision prec
@@ -459,7 +472,7 @@ static void t_attention_unfused(void)
     s_expect_env_refused("GPP_CUDA_ATTENTION", "flash");
 }
 
-/* precision bf16: the projections in bf16 compute and the fused core on
+/* precision bf16: the projections in bf16 compute and (fused) the core on
  * tensor cores (sm_80+) with bf16 q, k, v, dO, P, dS. Bound 5e-2 + 5e-2
  * |cpu| (about 13 units of bf16's 2^-8 at these magnitudes) + 1 % of the
  * tensor's largest |cpu|: a weight or bias gradient sums up to n seq = 70
@@ -474,9 +487,10 @@ static void t_attention_bf16(void)
 {
     s_atol = s_rtol = 5e-2;
     s_stol = 1e-2;
-    s_attention_on(GPP_PRECISION_BF16, NULL);
+    s_attention_on(GPP_PRECISION_BF16, "fused");
+    s_attention_on(GPP_PRECISION_BF16, NULL);  /* auto: unfused, bf16 products */
     setenv("GPP_CUDA_BF16_GEMM", "packed", 1); /* the projections' operands packed too */
-    s_attention_on(GPP_PRECISION_BF16, NULL);
+    s_attention_on(GPP_PRECISION_BF16, "fused");
     unsetenv("GPP_CUDA_BF16_GEMM");
     s_atol = ATOL;
     s_rtol = RTOL;

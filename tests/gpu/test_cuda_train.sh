@@ -8,8 +8,9 @@
 # grow over the steps through AdamW's normalised updates). Also: save on
 # the GPU, load on the CPU (the checkpoint goes through host staging).
 # CUDA graphs: --cuda-graphs replays give the eager cuda run bit for bit.
-# Precision bf16 (attention on tensor cores, packed products, the unfused
-# core): MMT within 5e-2 of the fp32 CPU run.
+# Precision bf16 (the fused attention core on tensor cores, with packed
+# products too, and the default unfused core): MMT within 5e-2 of the fp32
+# CPU run.
 #
 # Without a usable GPU, gpp-train --backend cuda must fail with exit 2 and a
 # message naming the reason (never train on the CPU); the test then exits
@@ -73,15 +74,16 @@ for spec in "$MMT" "$CANDLE" "$DLRM"; do
     esac
 done
 
-# precision bf16 (the tensor-core attention core, bf16 products; and with
-# GPP_CUDA_BF16_GEMM=packed, and with the unfused attention core): MMT's
+# precision bf16 (GPP_CUDA_ATTENTION=fused: the tensor-core attention core,
+# bf16 products; and with GPP_CUDA_BF16_GEMM=packed; and the default, the
+# unfused attention core): MMT's
 # losses against the CPU's fp32 run within 5e-2 relative. bf16 keeps 8
 # significant bits (2^-8 = 0.4 % per rounding); the difference builds up
 # over two layers, the loss and 10 AdamW steps, so this bound catches a
 # wrong kernel (a wrong tile or mask moves the loss by far more), not the
 # rounding. Then --cuda-graphs with packed operands: bit for bit the eager
 # run (a graph must own the buffers its products pack into).
-for v in "auto fast" "auto packed" "unfused fast"; do
+for v in "fused fast" "fused packed" "auto fast"; do
     read -r att gemm <<<"$v"
     GPP_CUDA_ATTENTION=$att GPP_CUDA_BF16_GEMM=$gemm "$TRAIN" --model "$MMT" --backend cuda \
         --precision bf16 --iterations 10 --batch 32 --micro-batch 16 --lr 0.003 \
@@ -110,12 +112,12 @@ else
         "$(paste <(losses "$TMP/bf16p.g.log") <(losses "$TMP/bf16p.g--cuda-graphs.log"))"
 fi
 
-# a profile measured on the device records what its kernels keep: the fused
-# attention core's stash (qkv, ctx, one log-sum-exp per row and head) for
+# a profile measured on the device records what its kernels keep: with
+# GPP_CUDA_ATTENTION=fused, the fused attention core's stash (qkv, ctx, one log-sum-exp per row and head) for
 # every attention op, below the CPU's (the op table's, with the seq x seq
 # probabilities); every other op the same on both (docs/planner.md)
 for b in cpu cuda; do
-    "$TRAIN" --model "$MMT" --backend $b --batch 4 --threads 1 --profile-out "$TMP/prof.$b.json" \
+    GPP_CUDA_ATTENTION=fused "$TRAIN" --model "$MMT" --backend $b --batch 4 --threads 1 --profile-out "$TMP/prof.$b.json" \
         >"$TMP/prof.$b.log" 2>&1 || fail "gpp-train --profile-out on $b" "$(cat "$TMP/prof.$b.log")"
 done
 if /usr/bin/python3 - "$TMP/prof.cpu.json" "$TMP/prof.cuda.json" <<'PY'
