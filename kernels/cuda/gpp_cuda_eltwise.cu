@@ -44,103 +44,159 @@ extern "C" cudaError_t gpp_cuk_pack_bf16(cudaStream_t st, int64_t batch, int64_t
     return cudaGetLastError();
 }
 
-GPP_KERNEL void k_relu_fwd(int64_t n, const float *x, float *y)
+/* Element-wise maps y[i] = f(a[i], b[i], y[i]) (b may be NULL; RY: f reads
+ * y, as a gradient accumulation does). Where a, b and y are 16-byte aligned
+ * a thread moves 4 elements per step with 16-byte loads and stores, and the
+ * n % 4 left run scalar; otherwise all run scalar. Each element gets the
+ * same formula either way, so the results do not depend on the path. */
+template <class F, int RY>
+GPP_KERNEL void k_map(int64_t n, F f, const float *a, const float *b, float *y)
 {
-    S_FOR(i, n) y[i] = gpp_math_relu(x[i]);
+    S_FOR(i, n) y[i] = f(a[i], b ? b[i] : 0.0f, RY ? y[i] : 0.0f);
 }
-GPP_KERNEL void k_relu_bwd(int64_t n, const float *x, const float *dy, float *dx)
+template <class F, int RY>
+GPP_KERNEL void k_map4(int64_t n4, F f, const float *a, const float *b, float *y)
 {
-    S_FOR(i, n) dx[i] += gpp_math_relu_grad(x[i], dy[i]);
+    S_FOR(i, n4)
+    {
+        gpp_f4 va = gpp_ld4(a + 4 * i), vb = {0.0f, 0.0f, 0.0f, 0.0f}, vy = vb;
+        if (b)
+            vb = gpp_ld4(b + 4 * i);
+        if (RY)
+            vy = gpp_ld4(y + 4 * i);
+        vy.x = f(va.x, vb.x, vy.x);
+        vy.y = f(va.y, vb.y, vy.y);
+        vy.z = f(va.z, vb.z, vy.z);
+        vy.w = f(va.w, vb.w, vy.w);
+        gpp_st4(y + 4 * i, vy);
+    }
 }
+template <int RY, class F>
+static cudaError_t s_map(cudaStream_t st, int64_t n, F f, const float *a, const float *b, float *y)
+{
+    int64_t n4 = (((uintptr_t)a | (uintptr_t)b | (uintptr_t)y) % 16 == 0) ? n / 4 : 0;
+    if (n4 > 0)
+        GPP_LAUNCH(s_blocks(n4), S_THREADS, 0, st, k_map4<F, RY>)(n4, f, a, b, y);
+    if (n > 4 * n4)
+        GPP_LAUNCH(s_blocks(n - 4 * n4), S_THREADS, 0, st, k_map<F, RY>)
+        (n - 4 * n4, f, a + 4 * n4, b ? b + 4 * n4 : b, y + 4 * n4);
+    return cudaGetLastError();
+}
+
+struct s_relu_fwd_f {
+    GPP_DEV float operator()(float x, float, float) const { return gpp_math_relu(x); }
+};
+struct s_relu_bwd_f { /* a = x, b = dy, y = dx */
+    GPP_DEV float operator()(float x, float dy, float dx) const
+    {
+        return dx + gpp_math_relu_grad(x, dy);
+    }
+};
 /* ERF: 1 the exact form (GPP_GELU_ERF), 0 the tanh approximation */
-template <int ERF> GPP_KERNEL void k_gelu_fwd(int64_t n, const float *x, float *y)
-{
-    S_FOR(i, n) y[i] = ERF ? gpp_math_gelu_erf(x[i]) : gpp_math_gelu(x[i]);
-}
-template <int ERF> GPP_KERNEL void k_gelu_bwd(int64_t n, const float *x, const float *dy, float *dx)
-{
-    S_FOR(i, n) dx[i] += dy[i] * (ERF ? gpp_math_gelu_erf_deriv(x[i]) : gpp_math_gelu_deriv(x[i]));
-}
-GPP_KERNEL void k_add(int64_t n, const float *a, const float *b, float *y)
-{
-    S_FOR(i, n) y[i] = a[i] + b[i];
-}
-GPP_KERNEL void k_axpy(int64_t n, float alpha, const float *x, float *y)
-{
-    S_FOR(i, n) y[i] += alpha * x[i];
-}
+template <int ERF> struct s_gelu_fwd_f {
+    GPP_DEV float operator()(float x, float, float) const
+    {
+        return ERF ? gpp_math_gelu_erf(x) : gpp_math_gelu(x);
+    }
+};
+template <int ERF> struct s_gelu_bwd_f {
+    GPP_DEV float operator()(float x, float dy, float dx) const
+    {
+        return dx + dy * (ERF ? gpp_math_gelu_erf_deriv(x) : gpp_math_gelu_deriv(x));
+    }
+};
+struct s_add_f {
+    GPP_DEV float operator()(float a, float b, float) const { return a + b; }
+};
+struct s_axpy_f { /* a = x */
+    float alpha;
+    GPP_DEV float operator()(float x, float, float y) const { return y + alpha * x; }
+};
 
 extern "C" cudaError_t gpp_cuk_relu_fwd(cudaStream_t st, int64_t n, const float *x, float *y)
 {
-    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_relu_fwd)(n, x, y);
-    return cudaGetLastError();
+    return s_map<0>(st, n, s_relu_fwd_f{}, x, NULL, y);
 }
 extern "C" cudaError_t gpp_cuk_relu_bwd(cudaStream_t st, int64_t n, const float *x, const float *dy,
                                         float *dx)
 {
-    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_relu_bwd)(n, x, dy, dx);
-    return cudaGetLastError();
+    return s_map<1>(st, n, s_relu_bwd_f{}, x, dy, dx);
 }
 extern "C" cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, int erf, const float *x,
                                         float *y)
 {
-    if (erf)
-        GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_gelu_fwd<1>)(n, x, y);
-    else
-        GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_gelu_fwd<0>)(n, x, y);
-    return cudaGetLastError();
+    return erf ? s_map<0>(st, n, s_gelu_fwd_f<1>{}, x, NULL, y)
+               : s_map<0>(st, n, s_gelu_fwd_f<0>{}, x, NULL, y);
 }
 extern "C" cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, int erf, const float *x,
                                         const float *dy, float *dx)
 {
-    if (erf)
-        GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_gelu_bwd<1>)(n, x, dy, dx);
-    else
-        GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_gelu_bwd<0>)(n, x, dy, dx);
-    return cudaGetLastError();
+    return erf ? s_map<1>(st, n, s_gelu_bwd_f<1>{}, x, dy, dx)
+               : s_map<1>(st, n, s_gelu_bwd_f<0>{}, x, dy, dx);
 }
 extern "C" cudaError_t gpp_cuk_add(cudaStream_t st, int64_t n, const float *a, const float *b,
                                    float *y)
 {
-    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_add)(n, a, b, y);
-    return cudaGetLastError();
+    return s_map<0>(st, n, s_add_f{}, a, b, y);
 }
 extern "C" cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, const float *x,
                                     float *y)
 {
-    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_axpy)(n, alpha, x, y);
-    return cudaGetLastError();
+    return s_map<1>(st, n, s_axpy_f{alpha}, x, NULL, y);
 }
 
-/* ---- column sums: a block of 32 columns x 8 row lanes; lane ty sums rows
- * ty, ty + 8, ... in order, then the 8 partials are added in lane order ---- */
+/* ---- column sums in two passes (gpp_cuda_kern.h, gpp_cuk_chunks): block
+ * (column tile, row chunk) has 32 columns x 8 row lanes; lane ty sums its
+ * chunk's rows ty, ty + 8, ... in order, the 8 partials are added in lane
+ * order into part[chunk][cols]; then a thread per column adds the chunks in
+ * order ---- */
 #define S_CT 32
 #define S_RT 8
 
-GPP_KERNEL void k_colsum_acc(int64_t rows, int64_t cols, const float *x, int64_t ld, float *y)
+GPP_KERNEL void k_colsum_part(int64_t rows, int64_t cols, int64_t chunk, const float *x, int64_t ld,
+                              float *part)
 {
-    GPP_SHARED float part[S_RT][S_CT];
+    GPP_SHARED float acc_t[S_RT][S_CT];
     int64_t j = (int64_t)blockIdx.x * S_CT + threadIdx.x;
+    int64_t r0 = (int64_t)blockIdx.y * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
     float acc = 0.0f;
     if (j < cols)
-        for (int64_t r = threadIdx.y; r < rows; r += S_RT)
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += S_RT)
             acc += x[r * ld + j];
-    part[threadIdx.y][threadIdx.x] = acc;
+    acc_t[threadIdx.y][threadIdx.x] = acc;
     GPP_SYNC();
     if (threadIdx.y == 0 && j < cols) {
         float t = 0.0f;
         for (int k = 0; k < S_RT; k++)
-            t += part[k][threadIdx.x];
+            t += acc_t[k][threadIdx.x];
+        part[(int64_t)blockIdx.y * cols + j] = t;
+    }
+}
+GPP_KERNEL void k_colsum_sum(int64_t cols, int64_t chunks, const float *part, float *y)
+{
+    S_FOR(j, cols)
+    {
+        float t = 0.0f;
+        for (int64_t k = 0; k < chunks; k++)
+            t += part[k * cols + j];
         y[j] += t;
     }
 }
 
 extern "C" cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols,
-                                          const float *x, int64_t ld, float *y)
+                                          const float *x, int64_t ld, float *y, float *part,
+                                          int64_t part_floats)
 {
-    dim3 blk(S_CT, S_RT);
-    GPP_LAUNCH((unsigned)((cols + S_CT - 1) / S_CT), blk, 0, st, k_colsum_acc)
-    (rows, cols, x, ld, y);
+    int64_t chunks = gpp_cuk_chunks(rows, cols, 1, part_floats);
+    if (chunks < 1 || rows < 1 || cols < 1)
+        return chunks < 1 && cols > 0 ? cudaErrorInvalidValue : cudaSuccess;
+    int64_t chunk = (rows + chunks - 1) / chunks;
+    dim3 blk(S_CT, S_RT), grid((unsigned)((cols + S_CT - 1) / S_CT), (unsigned)chunks);
+    GPP_LAUNCH(grid, blk, 0, st, k_colsum_part)(rows, cols, chunk, x, ld, part);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return e;
+    GPP_LAUNCH(s_blocks(cols), S_THREADS, 0, st, k_colsum_sum)(cols, chunks, part, y);
     return cudaGetLastError();
 }
 

@@ -45,9 +45,28 @@ cudaError_t gpp_cuk_pack_bf16(cudaStream_t st, int64_t batch, int64_t rows, int6
 /* y = a + b; y += alpha x */
 cudaError_t gpp_cuk_add(cudaStream_t st, int64_t n, const float *a, const float *b, float *y);
 cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, const float *x, float *y);
-/* y[j] += sum over r < rows of x[r ld + j], j < cols (bias gradients) */
+/* Column sums over many rows (bias, layer-norm gain and bias gradients) run
+ * in two passes, each in a fixed order: blocks of 32 columns x a chunk of
+ * rows write partial sums to device scratch `part`, then a thread per column
+ * adds the chunks in order. One block per 32 columns over all rows (the
+ * first version) kept 32 of an H100's 132 SMs busy at 1024 columns and
+ * walked 4096 rows one load at a time (175 us a call). The chunks: rows /
+ * GPP_CUK_CHUNK_ROWS, at most GPP_CUK_MAX_CHUNKS and what part_floats holds
+ * for `sums` sums per column; 0 when it cannot hold one. The sums' order
+ * depends on rows, cols and part_floats alone. */
+#define GPP_CUK_CHUNK_ROWS 64
+#define GPP_CUK_MAX_CHUNKS 512
+static inline int64_t gpp_cuk_chunks(int64_t rows, int64_t cols, int sums, int64_t part_floats)
+{
+    int64_t chunks = (rows + GPP_CUK_CHUNK_ROWS - 1) / GPP_CUK_CHUNK_ROWS;
+    int64_t fit = part_floats / (sums * (cols > 0 ? cols : 1));
+    chunks = chunks < 1 ? 1 : chunks > GPP_CUK_MAX_CHUNKS ? GPP_CUK_MAX_CHUNKS : chunks;
+    return chunks < fit ? chunks : fit;
+}
+/* y[j] += sum over r < rows of x[r ld + j], j < cols (bias gradients);
+ * part: scratch of part_floats floats (at least cols) */
 cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols, const float *x,
-                               int64_t ld, float *y);
+                               int64_t ld, float *y, float *part, int64_t part_floats);
 /* dst[r ldd + j] += src[r lds + j], r < rows, j < c: a column block of
  * one matrix into another (concat and slice backward) */
 cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, const float *src,
@@ -60,10 +79,8 @@ cudaError_t gpp_cuk_layernorm_fwd(cudaStream_t st, int64_t rows, int64_t c, cons
 cudaError_t gpp_cuk_layernorm_bwd_dx(cudaStream_t st, int64_t rows, int64_t c, const float *x,
                                      const float *g, const float *stash, const float *dy,
                                      float *dx);
-/* dg += sum_r dy xhat, db += sum_r dy; either may be NULL. part: device
- * scratch of part_floats floats (at least 2 c) for per-chunk partial sums:
- * up to 512 chunks of 64 rows, as many as it holds, so the sums' order
- * depends on rows, c and part_floats alone. */
+/* dg += sum_r dy xhat, db += sum_r dy; either may be NULL. part: scratch
+ * of part_floats floats (at least 2 c), as for gpp_cuk_colsum_acc. */
 cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t rows, int64_t c, const float *x,
                                          const float *stash, const float *dy, float *dg, float *db,
                                          float *part, int64_t part_floats);

@@ -88,8 +88,14 @@ static int s_linear_bwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, con
         if (gpp_cuda_gemm(s, &g, err) < 0)
             return -1;
     }
-    if (db && m > 0)
-        S_LAUNCH(gpp_cuk_colsum_acc(gpp_cuda_stream(s), m, out, dy, out, db), err);
+    if (db && m > 0) {
+        float *part = gpp_cuda_lt_workspace(s, err); /* stream-ordered scratch */
+        if (!part)
+            return -1;
+        S_LAUNCH(gpp_cuk_colsum_acc(gpp_cuda_stream(s), m, out, dy, out, db, part,
+                                    (int64_t)(GPP_CUDA_LT_WS_BYTES / sizeof(float))),
+                 err);
+    }
     return 0;
 }
 

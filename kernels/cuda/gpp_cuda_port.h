@@ -22,8 +22,9 @@
  *   GPP_SYNC_WARP()  __syncwarp(): every lane of the warp
  *   GPP_ALIGN16, GPP_ALIGN32   alignment of a shared array (gpp_ld4: 16
  *                    bytes; gpp_mma loads and stores: 32)
- *   gpp_f4, gpp_ld4  float4 and a 16-byte load of 4 floats at a 16-byte
- *                    aligned address (one LDS.128 from shared memory)
+ *   gpp_f4, gpp_ld4, gpp_st4   float4, and a 16-byte load / store of 4
+ *                    floats at a 16-byte aligned address (one LDS.128 from
+ *                    shared memory, one LDG.128 / STG.128 in global)
  *   threadIdx, blockIdx, blockDim, gridDim   as in CUDA
  *   gpp_bf16, gpp_to_e<E>(x), gpp_from_e(x)   bfloat16 (round to nearest
  *                    even) and the conversions of an element type E (float
@@ -75,6 +76,10 @@ typedef float4 gpp_f4;
 __device__ __forceinline__ gpp_f4 gpp_ld4(const float *p)
 {
     return *reinterpret_cast<const float4 *>(p);
+}
+__device__ __forceinline__ void gpp_st4(float *p, gpp_f4 v)
+{
+    *reinterpret_cast<float4 *>(p) = v;
 }
 
 typedef __nv_bfloat16 gpp_bf16;
@@ -149,14 +154,25 @@ inline int atomicCAS(int *address, int compare, int val)
 struct gpp_f4 {
     float x, y, z, w;
 };
-inline gpp_f4 gpp_ld4(const float *p)
+inline void gpp_emu_al16(const void *p, const char *what)
 {
     if ((uintptr_t)p % 16 != 0) { /* the device would fault: misaligned address */
-        std::fprintf(stderr, "gpp_cuda_emu: 16-byte load from %p, not 16-byte aligned\n",
-                     (const void *)p);
+        std::fprintf(stderr, "gpp_cuda_emu: 16-byte %s at %p, not 16-byte aligned\n", what, p);
         std::abort();
     }
+}
+inline gpp_f4 gpp_ld4(const float *p)
+{
+    gpp_emu_al16(p, "load");
     return gpp_f4{p[0], p[1], p[2], p[3]};
+}
+inline void gpp_st4(float *p, gpp_f4 v)
+{
+    gpp_emu_al16(p, "store");
+    p[0] = v.x;
+    p[1] = v.y;
+    p[2] = v.z;
+    p[3] = v.w;
 }
 
 /* bfloat16: the top 16 bits of a float, rounded to nearest even */

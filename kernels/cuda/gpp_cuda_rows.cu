@@ -94,17 +94,12 @@ GPP_KERNEL void k_ln_bwd_dx(int64_t rows, int64_t c, const float *x, const float
     }
 }
 
-/* dgain and dbias in two passes, each in a fixed order. Pass 1: block
- * (column tile, row chunk) sums its chunk's rows (32 columns x 8 row lanes,
- * lanes combined in order) into part[chunk][0 / 1][c]. Pass 2: a thread per
- * column adds the chunks in order. One block per column tile over all rows
- * (the first version) kept 32 of 132 SMs busy at hidden 1024 and walked
- * 4096 rows one load at a time: 175 us per call at MMT hidden 1024,
- * micro-batch 16 (H100, 2026-11-25). */
+/* dgain and dbias in two passes (gpp_cuda_kern.h, gpp_cuk_chunks): block
+ * (column tile, row chunk) sums its chunk's rows, 32 columns x 8 row lanes
+ * combined in lane order, into part[chunk][0 / 1][c]; then a thread per
+ * column adds the chunks in order. */
 #define S_CT 32
 #define S_RT 8
-#define S_LN_CHUNK_ROWS 64 /* rows per chunk: 8 per row lane */
-#define S_LN_MAX_CHUNKS 512
 GPP_KERNEL void k_ln_bwd_part(int64_t rows, int64_t c, int64_t chunk, const float *x,
                               const float *stash, const float *dy, float *part)
 {
@@ -147,15 +142,6 @@ GPP_KERNEL void k_ln_bwd_sum(int64_t c, int64_t chunks, const float *part, float
     }
 }
 
-/* chunks of rows: S_LN_CHUNK_ROWS each, at most S_LN_MAX_CHUNKS and what
- * part_floats holds; 0 when it cannot hold one */
-static int64_t s_ln_chunks(int64_t rows, int64_t c, int64_t part_floats)
-{
-    int64_t chunks = (rows + S_LN_CHUNK_ROWS - 1) / S_LN_CHUNK_ROWS;
-    chunks = chunks < 1 ? 1 : chunks > S_LN_MAX_CHUNKS ? S_LN_MAX_CHUNKS : chunks;
-    return chunks < part_floats / (2 * c) ? chunks : part_floats / (2 * c);
-}
-
 extern "C" cudaError_t gpp_cuk_layernorm_fwd(cudaStream_t st, int64_t rows, int64_t c,
                                              const float *x, const float *g, const float *b,
                                              float *y, float *stash, float eps)
@@ -175,7 +161,7 @@ extern "C" cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t row
                                                     const float *dy, float *dg, float *db,
                                                     float *part, int64_t part_floats)
 {
-    int64_t chunks = s_ln_chunks(rows, c, part_floats);
+    int64_t chunks = gpp_cuk_chunks(rows, c, 2, part_floats);
     if (chunks < 1 || rows < 1)
         return chunks < 1 ? cudaErrorInvalidValue : cudaSuccess;
     int64_t chunk = (rows + chunks - 1) / chunks;
