@@ -98,6 +98,8 @@ static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_
     /* the run's optimizer: its state is part of every stage's memory */
     cl->optim_bufs =
         cfg->job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
+    /* cuda agents' executors load ahead (their default on a device) */
+    cl->load_ahead = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA;
     if (cfg->cluster.mem_gib > 0) {
         cl->mem_bound_bytes = (int64_t)(cfg->cluster.mem_gib * 1073741824.0);
         if (cl->device.mem_bytes < cl->mem_bound_bytes)

@@ -610,7 +610,10 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
         if (T->role == GPP_ROLE_LOSS) {
             out->loss_bytes += 4;
             keep[i] = 0; /* a loss has no output tensor */
+            out->ahead_bytes += 2 * n * gpp_op_label_bytes(g, op);
         }
+        if (T->role == GPP_ROLE_SOURCE)
+            out->ahead_bytes += 2 * n * op->out_bytes;
     }
     /* forward */
     cur = out->recv_bytes;
@@ -710,8 +713,8 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
 int64_t gpp_stage_mem_peak(const gpp_stage_mem_t *m, int mbs, int slots)
 {
     assert(mbs >= 1 && slots >= 0);
-    return m->state_bytes + m->work_bytes + slots * m->loss_bytes + (mbs - 1) * m->held_bytes +
-           m->run_bytes;
+    return m->state_bytes + m->work_bytes + slots * m->loss_bytes + m->ahead_bytes +
+           (mbs - 1) * m->held_bytes + m->run_bytes;
 }
 
 int gpp_op_has_grad(gpp_op_type_t t)

@@ -181,6 +181,11 @@ typedef struct {
                             backward's (held + gradients), as the executor allocates */
     int64_t work_bytes;  /* stream workspace: the largest kernel request */
     int64_t loss_bytes;  /* per micro-batch slot: the loss values (4 per loss op) */
+    int64_t ahead_bytes; /* the executor's load-ahead to a device: two micro-batches of
+                            each SOURCE op's samples and each loss's labels in device
+                            buffers of their own (agent/exec, "Load-ahead"). A caller
+                            whose executor does not load ahead (the CPU backend's
+                            default) sets it to 0 before gpp_stage_mem_peak. */
 } gpp_stage_mem_t;
 
 /* kernel_stash: NULL, or per op id the bytes per sample its forward kernel
@@ -191,7 +196,7 @@ typedef struct {
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
                    int64_t n, const int64_t *kernel_stash, gpp_stage_mem_t *out);
 /* Peak of the replica with `mbs` micro-batches in flight at most (>= 1) and
- * `slots` micro-batch slots: state + workspace + slots x loss +
+ * `slots` micro-batch slots: state + workspace + slots x loss + ahead +
  * (mbs - 1) x held + run. */
 int64_t gpp_stage_mem_peak(const gpp_stage_mem_t *m, int mbs, int slots);
 

@@ -377,11 +377,18 @@ int64_t gpp_cost_op_state_bytes(const gpp_cost_t *c, int op, int batch)
 
 /* Everything one micro-batch may hold beyond the stashes, per sample: each
  * output, label and gradient (the larger of the forward's transients and
- * the backward's gradients is at most their sum over outputs). */
+ * the backward's gradients is at most their sum over outputs), and, where
+ * the agents load ahead, the two device buffers of a SOURCE op's samples or
+ * a loss's labels (gpp_stage_mem_t.ahead_bytes). */
 int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op)
 {
     const gpp_op_t *o = &c->g->ops[op];
-    return o->out_bytes + gpp_op_label_bytes(c->g, o);
+    int64_t label = gpp_op_label_bytes(c->g, o), w = o->out_bytes + label;
+    if (c->cl.load_ahead) {
+        gpp_op_role_t role = gpp_optable[o->type].role;
+        w += role == GPP_ROLE_SOURCE ? 2 * o->out_bytes : role == GPP_ROLE_LOSS ? 2 * label : 0;
+    }
+    return w;
 }
 
 int64_t gpp_cost_workspace_bound(const gpp_cost_t *c)
@@ -410,6 +417,8 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
     int m = (micro_batch + devices - 1) / devices;
     gpp_stage_mem_t sm;
     gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, c->kstash, &sm);
+    if (!c->cl.load_ahead)
+        sm.ahead_bytes = 0;
     int64_t reserved = 0;
     for (int k = 0; k < n_ops; k++)
         reserved += s_reserved_at(&c->prof[ops[k]], m);

@@ -67,6 +67,11 @@ typedef struct {
                                 fewer cores (0 = 1). Scales every compute time. */
     int optim_bufs;          /* optimizer state floats per parameter of the run's optimizer:
                                 GPP_OPTIM_BUFS_SGD (1) or _ADAMW (2); 0 = AdamW */
+    int load_ahead;          /* 1: the agents' executors load the next micro-batch's
+                                inputs and labels ahead into device buffers (their
+                                default on a GPU), which a stage with SOURCE or loss ops
+                                holds besides its tensors (gpp_stage_mem_t.ahead_bytes);
+                                0: they do not (CPU agents) */
 } gpp_cluster_t;
 
 #define GPP_CONTEXT_BYTES ((int64_t)512 << 20)

@@ -222,6 +222,7 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
             cl->mem_bound_bytes = (int64_t)(cfg.cluster.mem_gib * (double)(1 << 30));
         cl->optim_bufs =
             cfg.job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
+        cl->load_ahead = cfg.job.backend == GPP_CONFIG_BACKEND_CUDA; /* as the coordinator */
         if (cfg.cluster.intra_gbps > 0)
             cl->intra.bw_bytes_per_s = cfg.cluster.intra_gbps * 1e9;
         if (cfg.cluster.inter_gbps > 0)
@@ -261,6 +262,8 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         int gpn = a->gpus_per_node ? a->gpus_per_node : (a->devices < 8 ? a->devices : 8);
         if (gpp_cluster_init(cl, a->device, a->devices, gpn, &err) < 0)
             s_die(EXIT_BAD_INPUT, "--device %s: %s", a->device, err.msg);
+        /* GPU agents load the next micro-batch's data ahead (their default) */
+        cl->load_ahead = strcmp(a->device, "cpu") != 0;
     }
     if (a->mem_gib > 0)
         cl->mem_bound_bytes = (int64_t)(a->mem_gib * (double)(1 << 30));

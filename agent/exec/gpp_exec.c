@@ -1641,6 +1641,8 @@ void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *ou
     }
     int bufs = self->cfg.optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD;
     gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, ks, out);
+    if (!self->ahead) /* no load-ahead: no device buffers for it */
+        out->ahead_bytes = 0;
     free(ks);
     free(ids);
 }

@@ -65,6 +65,7 @@ struct gpp_pipeline_s {
        per action held the whole iteration's receives (the main job on one
        emulated GPU: 6 MiB per stage the plan's model does not hold) */
     void *stage_dev;
+    size_t stage_dev_bytes;
     float *gstage; /* host copy of the dense gradients for the all-reduce */
     int64_t gstage_n;
     int gstage_pinned;
@@ -413,6 +414,7 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
     }
     if (most && !(self->stage_dev = gpp_backend_alloc(self->be, most, err)))
         return gpp_err_prefix(err, "staging buffer of the receives (%zu bytes)", most);
+    self->stage_dev_bytes = most;
     return 0;
 }
 
@@ -939,7 +941,8 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         gpp_backend_mem_t bm;
         gpp_backend_mem(self->be, &bm);
         m.device_mem_peak_bytes = bm.peak_bytes;
-        m.device_mem_backend_bytes = bm.own_bytes;
+        /* outside the plan's model: the backend's buffers and the receives' staging */
+        m.device_mem_backend_bytes = bm.own_bytes + (int64_t)self->stage_dev_bytes;
         int n_ops = self->g->n_ops, *ops = NULL, *has = NULL;
         unsigned char(*d)[GPP_SHA256_BYTES] = NULL;
         if (last && c->replica == 0) {

@@ -9,7 +9,9 @@
 
 #define S_MIN_BYTES 512 /* cudaMalloc aligns to 256 bytes; the smallest class */
 #define S_MIN_SHIFT 9
-#define S_CLASSES (4 * (64 - S_MIN_SHIFT) + 1)
+#define S_STEP_SHIFT 5 /* 2^5 = 32 classes per power of two */
+#define S_STEPS (1 << S_STEP_SHIFT)
+#define S_CLASSES (S_STEPS * (64 - S_MIN_SHIFT) + 1)
 
 typedef struct {
     void **p;
@@ -39,10 +41,10 @@ int gpp_cuda_cache_class(size_t bytes, size_t *class_bytes)
         return 0;
     }
     int e = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^e < bytes <= 2^(e+1) */
-    size_t base = (size_t)1 << e, quarter = base / 4;
-    size_t steps = (bytes - base + quarter - 1) / quarter; /* 1..4 */
-    *class_bytes = base + steps * quarter;
-    return (e - S_MIN_SHIFT) * 4 + (int)steps;
+    size_t base = (size_t)1 << e, step = base >> S_STEP_SHIFT;
+    size_t steps = (bytes - base + step - 1) / step; /* 1..S_STEPS */
+    *class_bytes = base + steps * step;
+    return (e - S_MIN_SHIFT) * S_STEPS + (int)steps;
 }
 
 static size_t s_hash(const void *p, size_t cap)
@@ -113,9 +115,9 @@ static void s_class_sizes(int cls, size_t *bytes)
         *bytes = S_MIN_BYTES;
         return;
     }
-    int e = (cls - 1) / 4 + S_MIN_SHIFT, steps = (cls - 1) % 4 + 1;
+    int e = (cls - 1) / S_STEPS + S_MIN_SHIFT, steps = (cls - 1) % S_STEPS + 1;
     size_t base = (size_t)1 << e;
-    *bytes = base + (size_t)steps * (base / 4);
+    *bytes = base + (size_t)steps * (base >> S_STEP_SHIFT);
 }
 
 void gpp_cuda_cache_trim(gpp_cuda_cache_t *self)

@@ -974,6 +974,9 @@ static void t_stage_mem(void)
         gpp_cluster_t c;
         gpp_cluster_init(&c, "v100-16g", 4, 4, &err);
         gpp_cost_t *adamw = gpp_cost_new(g, &c);
+        c.load_ahead = 1; /* GPU agents: the load-ahead's buffers on the device */
+        gpp_cost_t *ahead = gpp_cost_new(g, &c);
+        c.load_ahead = 0;
         c.optim_bufs = GPP_OPTIM_BUFS_SGD;
         gpp_cost_t *sgd = gpp_cost_new(g, &c);
         int *ops = calloc((size_t)g->n_ops, sizeof(int));
@@ -982,6 +985,16 @@ static void t_stage_mem(void)
         /* the whole model, 2 replicas of micro-batch 5 (3 samples each), 2 in flight */
         gpp_stage_mem_t sm;
         gpp_stage_mem(g, g->n_ops, ops, GPP_OPTIM_BUFS_ADAMW, 20, 3, NULL, &sm);
+        /* the load-ahead: two micro-batches of the inputs and labels */
+        int64_t src = 0;
+        for (int i = 0; i < g->n_ops; i++)
+            src += gpp_optable[g->ops[i].type].role == GPP_ROLE_SOURCE
+                       ? g->ops[i].out_bytes
+                       : gpp_op_label_bytes(g, &g->ops[i]);
+        GPP_EXPECT(sm.ahead_bytes == 2 * 3 * src && src > 0);
+        GPP_EXPECT(gpp_cost_stage_mem(ahead, g->n_ops, ops, 2, 5, 2, 20) ==
+                   gpp_stage_mem_peak(&sm, 2, 4));
+        sm.ahead_bytes = 0; /* CPU agents load no data ahead */
         GPP_EXPECT(gpp_cost_stage_mem(adamw, g->n_ops, ops, 2, 5, 2, 20) ==
                    gpp_stage_mem_peak(&sm, 2, 4));
         /* SGD keeps one state buffer, AdamW two: 4 bytes per parameter apart */
@@ -990,13 +1003,15 @@ static void t_stage_mem(void)
                    4 * gpp_graph_params(g));
         for (int lo = 0; lo < g->n_ops; lo++)
             for (int hi = lo + 1; hi <= g->n_ops; hi++)
-                for (int d = 1; d <= 2; d++)
+                for (int d = 1; d <= 4; d++)
                     for (int infl = 4; infl <= 12; infl += 8) {
+                        gpp_cost_t *cc = d > 2 ? ahead : adamw; /* d 3, 4: d - 2, ahead */
+                        int dd = d > 2 ? d - 2 : d;
                         gpp_stage_cost_t sc;
-                        gpp_cost_stage(adamw, hi - lo, ops + lo, d, 4, 16, &sc);
-                        int64_t bound = gpp_cost_stage_mem_bound(&sc, infl, 4, d);
+                        gpp_cost_stage(cc, hi - lo, ops + lo, dd, 4, 16, &sc);
+                        int64_t bound = gpp_cost_stage_mem_bound(&sc, infl, 4, dd);
                         int64_t exact =
-                            gpp_cost_stage_mem(adamw, hi - lo, ops + lo, d, 4, infl / 4, 16);
+                            gpp_cost_stage_mem(cc, hi - lo, ops + lo, dd, 4, infl / 4, 16);
                         GPP_EXPECT_MSG(bound >= exact, "%s ops [%d, %d) d=%d: bound %lld < %lld",
                                        g->spec, lo, hi, d, (long long)bound, (long long)exact);
                         if (exact > 0 && bound - exact < tightest)
@@ -1005,6 +1020,7 @@ static void t_stage_mem(void)
                     }
         free(ops);
         gpp_cost_destroy(&adamw);
+        gpp_cost_destroy(&ahead);
         gpp_cost_destroy(&sgd);
         gpp_graph_destroy(&g);
     }
