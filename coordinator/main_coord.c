@@ -305,7 +305,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     return 0;
 }
 
-/* The gpp-agent binary: --agent, $GPP_AGENT, next to us, or the build's. */
+/* The gpp-agent binary: --agent, $GPP_AGENT, next to us, at ../agent/ from
+ * us (a build tree's layout, also where a build tree was moved: a bundle on
+ * a GPU machine), or the build's compiled-in path. */
 static int s_agent_path(const s_opts_t *o, char *out, size_t len)
 {
     if (o->agent_path) {
@@ -325,6 +327,9 @@ static int s_agent_path(const s_opts_t *o, char *out, size_t len)
         if (slash) {
             *slash = 0;
             snprintf(out, len, "%s/gpp-agent", self);
+            if (access(out, X_OK) == 0)
+                return 0;
+            snprintf(out, len, "%s/../agent/gpp-agent", self);
             if (access(out, X_OK) == 0)
                 return 0;
         }
@@ -426,7 +431,7 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
     char agent[PATH_MAX];
     if (s_agent_path(o, agent, sizeof agent) < 0) {
         gpp_error("cannot find gpp-agent (tried --agent, $GPP_AGENT, next to "
-                  "this binary and %s); pass --agent PATH",
+                  "this binary, ../agent/ from it and %s); pass --agent PATH",
                   GPP_AGENT_BUILD_PATH);
         return -1;
     }

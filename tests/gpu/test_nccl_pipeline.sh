@@ -19,10 +19,6 @@ set -u
 gpp_test_begin test_nccl_pipeline "${1:-}"
 TRAIN=${GPP_TRAIN:-$BUILD/agent/exec/gpp-train}
 COORD=$BUILD/coordinator/gpp-coordinator
-# the agents this build made (the emulated ones: GPP_AGENT set by ctest);
-# the coordinator's own search names the path the build was made at,
-# which a build bundle moved to a GPU machine no longer has
-export GPP_AGENT=${GPP_AGENT:-$BUILD/agent/gpp-agent}
 . "$SRC/scripts/blas-env.sh"
 
 # 4 GPUs: device 3 must exist
