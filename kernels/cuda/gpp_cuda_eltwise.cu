@@ -172,15 +172,30 @@ GPP_KERNEL void k_colsum_part(int64_t rows, int64_t cols, int64_t chunk, const f
         part[(int64_t)blockIdx.y * cols + j] = t;
     }
 }
-GPP_KERNEL void k_colsum_sum(int64_t cols, int64_t chunks, const float *part, float *y)
+/* y0[j] += sum_k part[k cols + j], y1[j] += sum_k part[(chunks + k) cols + j]
+ * (k < chunks, in order); y1 NULL: one sum, y0 NULL: its sum unused */
+GPP_KERNEL void k_chunks_sum(int64_t cols, int64_t chunks, const float *part, float *y0,
+                             float *y1)
 {
     S_FOR(j, cols)
     {
-        float t = 0.0f;
-        for (int64_t k = 0; k < chunks; k++)
-            t += part[k * cols + j];
-        y[j] += t;
+        float t0 = 0.0f, t1 = 0.0f;
+        for (int64_t k = 0; k < chunks; k++) {
+            t0 += part[k * cols + j];
+            if (y1)
+                t1 += part[(chunks + k) * cols + j];
+        }
+        if (y0)
+            y0[j] += t0;
+        if (y1)
+            y1[j] += t1;
     }
+}
+extern "C" cudaError_t gpp_cuk_chunks_sum(cudaStream_t st, int64_t cols, int64_t chunks,
+                                          const float *part, float *y0, float *y1)
+{
+    GPP_LAUNCH(s_blocks(cols), S_THREADS, 0, st, k_chunks_sum)(cols, chunks, part, y0, y1);
+    return cudaGetLastError();
 }
 
 extern "C" cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols,
@@ -196,8 +211,7 @@ extern "C" cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
-    GPP_LAUNCH(s_blocks(cols), S_THREADS, 0, st, k_colsum_sum)(cols, chunks, part, y);
-    return cudaGetLastError();
+    return gpp_cuk_chunks_sum(st, cols, chunks, part, y, NULL);
 }
 
 GPP_KERNEL void k_block_acc(int64_t rows, int64_t c, const float *src, int64_t lds, float *dst,

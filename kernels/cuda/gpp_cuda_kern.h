@@ -63,6 +63,10 @@ static inline int64_t gpp_cuk_chunks(int64_t rows, int64_t cols, int sums, int64
     chunks = chunks < 1 ? 1 : chunks > GPP_CUK_MAX_CHUNKS ? GPP_CUK_MAX_CHUNKS : chunks;
     return chunks < fit ? chunks : fit;
 }
+/* The second pass: y0[j] += the chunks' part[k cols + j] in order, and, y1
+ * not NULL, y1[j] += their part[(chunks + k) cols + j]; y0 may be NULL. */
+cudaError_t gpp_cuk_chunks_sum(cudaStream_t st, int64_t cols, int64_t chunks, const float *part,
+                               float *y0, float *y1);
 /* y[j] += sum over r < rows of x[r ld + j], j < cols (bias gradients);
  * part: scratch of part_floats floats (at least cols) */
 cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols, const float *x,

@@ -96,8 +96,8 @@ GPP_KERNEL void k_ln_bwd_dx(int64_t rows, int64_t c, const float *x, const float
 
 /* dgain and dbias in two passes (gpp_cuda_kern.h, gpp_cuk_chunks): block
  * (column tile, row chunk) sums its chunk's rows, 32 columns x 8 row lanes
- * combined in lane order, into part[chunk][0 / 1][c]; then a thread per
- * column adds the chunks in order. */
+ * combined in lane order, into part[0 / 1][chunk][c]; then
+ * gpp_cuk_chunks_sum adds the chunks in order. */
 #define S_CT 32
 #define S_RT 8
 GPP_KERNEL void k_ln_bwd_part(int64_t rows, int64_t c, int64_t chunk, const float *x,
@@ -122,23 +122,8 @@ GPP_KERNEL void k_ln_bwd_part(int64_t rows, int64_t c, int64_t chunk, const floa
             tg += pg[k][threadIdx.x];
             tb += pb[k][threadIdx.x];
         }
-        part[(2 * (int64_t)blockIdx.y) * c + j] = tg;
-        part[(2 * (int64_t)blockIdx.y + 1) * c + j] = tb;
-    }
-}
-GPP_KERNEL void k_ln_bwd_sum(int64_t c, int64_t chunks, const float *part, float *dg, float *db)
-{
-    S_FOR(j, c)
-    {
-        float tg = 0.0f, tb = 0.0f;
-        for (int64_t k = 0; k < chunks; k++) {
-            tg += part[2 * k * c + j];
-            tb += part[(2 * k + 1) * c + j];
-        }
-        if (dg)
-            dg[j] += tg;
-        if (db)
-            db[j] += tb;
+        part[(int64_t)blockIdx.y * c + j] = tg;
+        part[((int64_t)gridDim.y + blockIdx.y) * c + j] = tb;
     }
 }
 
@@ -170,8 +155,7 @@ extern "C" cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t row
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
-    GPP_LAUNCH(s_blocks(c), S_THREADS, 0, st, k_ln_bwd_sum)(c, chunks, part, dg, db);
-    return cudaGetLastError();
+    return gpp_cuk_chunks_sum(st, c, chunks, part, dg, db);
 }
 
 /* ---- softmax over rows, in place (exp: gpp_math_expf, as on the CPU) ---- */
