@@ -19,6 +19,7 @@
 #include "common/gpp_time.h"
 #include "model/gpp_optable.h"
 #include "coordinator/gpp_progress.h"
+#include "planner/gpp_cluster_config.h"
 #include "planner/gpp_cost.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan_io.h"
@@ -75,46 +76,6 @@ struct gpp_job_s {
     gpp_timeline_t *timeline; /* made with the assignments */
     uint64_t trace_dropped;   /* action times refused (gpp_timeline_add) */
 };
-
-static int s_cluster(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, gpp_err_t *err)
-{
-    int gpn = cfg->nodes[0].slots;
-    for (int i = 1; i < cfg->n_nodes; i++)
-        if (cfg->nodes[i].slots != gpn)
-            return gpp_err_set(err,
-                               "%s: nodes have %d and %d slots; the planner needs the same "
-                               "number of devices on every node",
-                               cfg->path, gpn, cfg->nodes[i].slots);
-    if (gpp_cluster_init(cl, cfg->cluster.device, n, gpn, err) < 0)
-        return gpp_err_prefix(err, "%s: cluster.device", cfg->path);
-    if (strcmp(cfg->cluster.device, "cpu") == 0 && cfg->job.launch == GPP_CONFIG_LAUNCH_LOCAL) {
-        /* local CPU agents share this host's cores (the launcher gives each
-           max(1, cores / agents) threads): with more agents than cores each
-           gets cores / agents of its device */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        if (cores > 0 && cores < gpn)
-            cl->compute_share = (double)cores / gpn;
-    }
-    /* the run's optimizer: its state is part of every stage's memory */
-    cl->optim_bufs =
-        cfg->job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
-    /* cuda agents' executors load ahead (their default on a device) */
-    cl->load_ahead = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA;
-    if (cfg->cluster.mem_gib > 0) {
-        cl->mem_bound_bytes = (int64_t)(cfg->cluster.mem_gib * 1073741824.0);
-        if (cl->device.mem_bytes < cl->mem_bound_bytes)
-            cl->device.mem_bytes = cl->mem_bound_bytes;
-    }
-    if (cfg->cluster.intra_gbps > 0)
-        cl->intra.bw_bytes_per_s = cfg->cluster.intra_gbps * 1e9;
-    if (cfg->cluster.inter_gbps > 0)
-        cl->inter.bw_bytes_per_s = cfg->cluster.inter_gbps * 1e9;
-    if (cfg->cluster.intra_latency_us > 0)
-        cl->intra.alpha_ms = cfg->cluster.intra_latency_us / 1000.0;
-    if (cfg->cluster.inter_latency_us > 0)
-        cl->inter.alpha_ms = cfg->cluster.inter_latency_us / 1000.0;
-    return 0;
-}
 
 static void s_print_plan(const gpp_job_t *self, FILE *out);
 
@@ -743,7 +704,7 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
     if (self->start > 0 && s_resume_set_check(self, err) < 0)
         goto fail;
     gpp_cluster_t cl;
-    if (s_cluster(cfg, self->n_agents, &cl, err) < 0)
+    if (gpp_cluster_from_config(cfg, self->n_agents, &cl, err) < 0)
         goto fail;
     self->cluster = cl;
     self->cost = gpp_cost_new(self->g, &cl);

@@ -25,6 +25,7 @@
 #include "common/gpp_err.h"
 #include "common/gpp_time.h"
 #include "model/gpp_optable.h"
+#include "planner/gpp_cluster_config.h"
 #include "planner/gpp_cost.h"
 #include "model/gpp_graph.h"
 #include "model/gpp_model.h"
@@ -209,28 +210,9 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         gpp_config_t cfg;
         if (gpp_config_load(&cfg, a->cluster, &err) < 0)
             s_die(EXIT_BAD_INPUT, "%s", err.msg);
-        int gpn = cfg.nodes[0].slots;
-        for (int i = 1; i < cfg.n_nodes; i++)
-            if (cfg.nodes[i].slots != gpn)
-                s_die(EXIT_BAD_INPUT,
-                      "%s: nodes have %d and %d slots; the planner needs the "
-                      "same number of devices on every node",
-                      a->cluster, gpn, cfg.nodes[i].slots);
-        if (gpp_cluster_init(cl, cfg.cluster.device, gpp_config_devices(&cfg), gpn, &err) < 0)
-            s_die(EXIT_BAD_INPUT, "%s: cluster.device: %s", a->cluster, err.msg);
-        if (cfg.cluster.mem_gib > 0 && a->mem_gib == 0)
-            cl->mem_bound_bytes = (int64_t)(cfg.cluster.mem_gib * (double)(1 << 30));
-        cl->optim_bufs =
-            cfg.job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
-        cl->load_ahead = cfg.job.backend == GPP_CONFIG_BACKEND_CUDA; /* as the coordinator */
-        if (cfg.cluster.intra_gbps > 0)
-            cl->intra.bw_bytes_per_s = cfg.cluster.intra_gbps * 1e9;
-        if (cfg.cluster.inter_gbps > 0)
-            cl->inter.bw_bytes_per_s = cfg.cluster.inter_gbps * 1e9;
-        if (cfg.cluster.intra_latency_us > 0)
-            cl->intra.alpha_ms = cfg.cluster.intra_latency_us / 1000.0;
-        if (cfg.cluster.inter_latency_us > 0)
-            cl->inter.alpha_ms = cfg.cluster.inter_latency_us / 1000.0;
+        /* as the coordinator plans the file's job (--mem-gib overrides below) */
+        if (gpp_cluster_from_config(&cfg, gpp_config_devices(&cfg), cl, &err) < 0)
+            s_die(EXIT_BAD_INPUT, "%s", err.msg);
         /* job defaults the flags did not give; strings live as long as the
            process, so the config is deliberately not released */
         static char model[GPP_CONFIG_PATH], profile[GPP_CONFIG_PATH], planner[8];
