@@ -231,20 +231,24 @@ static void s_bench_misc(gpu_t *d, int kind, int64_t n, int64_t seq, int64_t hid
     s_misc_free(d, &k);
 }
 
-/* Attention with the fused core (gpp_cuda_flash.cuh) and with batched
- * products + softmax (GPP_CUDA_ATTENTION=unfused), each on its own backend,
+/* Attention with the fused core (gpp_cuda_flash.cuh), with batched
+ * products + softmax (GPP_CUDA_ATTENTION=unfused: at bf16 over bf16
+ * operands and stash) and, at bf16, the products over fp32 operands
+ * (unfused-fp32, the bf16 core's comparison), each on its own backend,
  * at MMT's hidden 1024, 16 heads (dh 64): TFLOP/s of the op's model FLOPs
  * (projections and core: 8 s h^2 + 4 s^2 h per sample forward, twice that
  * backward, as model/gpp_optable.c counts them). */
 static int s_bench_attention_modes(int device, int64_t q)
 {
     static const gpp_precision_t precs[] = {GPP_PRECISION_FP32, GPP_PRECISION_BF16};
-    static const char *modes[] = {"fused", "unfused"};
+    static const char *modes[] = {"fused", "unfused", "unfused-fp32"};
     static const int64_t shapes[][2] = {{8, 128}, {8, 256}, {32, 256}}; /* n, seq */
     const int64_t hid = 1024;
     printf("    attention cores, hidden %lld, 16 heads:\n", (long long)hid);
     for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++)
-        for (int mi = 0; mi < 2; mi++) {
+        for (int mi = 0; mi < 3; mi++) {
+            if (mi == 2 && precs[pi] != GPP_PRECISION_BF16)
+                continue; /* unfused-fp32 is unfused there */
             gpp_err_t err;
             gpp_backend_cfg_t cfg = {
                 .kind = GPP_DEVICE_CUDA, .device = device, .precision = precs[pi]};
@@ -264,10 +268,11 @@ static int s_bench_attention_modes(int device, int64_t q)
                 k.bwd = 1;
                 double b = s_time(&d, s_misc, &k);
                 double flops = (double)n * (8.0 * seq * hid * hid + 4.0 * seq * seq * hid);
-                printf("      %-7s %-4s n %2lld seq %lld: fwd %8.3f ms (%6.1f TFLOP/s) | bwd %8.3f "
-                       "ms (%6.1f TFLOP/s)\n",
-                       modes[mi], gpp_precision_name(precs[pi]), (long long)n, (long long)seq, f,
-                       flops / (f * 1e9), b, 2.0 * flops / (b * 1e9));
+                printf(
+                    "      %-12s %-4s n %2lld seq %lld: fwd %8.3f ms (%6.1f TFLOP/s) | bwd %8.3f "
+                    "ms (%6.1f TFLOP/s)\n",
+                    modes[mi], gpp_precision_name(precs[pi]), (long long)n, (long long)seq, f,
+                    flops / (f * 1e9), b, 2.0 * flops / (b * 1e9));
                 s_misc_free(&d, &k);
             }
             gpp_stream_destroy(&d.st);

@@ -20,10 +20,11 @@
 # labels on the host inside the timed loop (its default without --data).
 # The "graphs" column is gpp with --cuda-graphs (each micro-batch step
 # replayed as a CUDA graph, docs/gpu.md; models with embedding tables are
-# not captured and run as without it). The "unfused attention" column is
-# gpp with GPP_CUDA_ATTENTION=unfused (batched products + softmax instead
-# of the fused attention core, docs/gpu.md "Fused attention"), for models
-# with attention. The "bf16 packed" column is gpp at bf16 with
+# not captured and run as without it). The "fp32-operand attention" column
+# is gpp at bf16 with GPP_CUDA_ATTENTION=unfused-fp32 (the attention core's
+# batched products over fp32 operands and an fp32 stash, converted inside
+# cuBLASLt, instead of the bf16 core's bf16 operands: docs/gpu.md "Fused
+# attention"), for models with attention. The "bf16 packed" column is gpp at bf16 with
 # GPP_CUDA_BF16_GEMM=packed (each product's operands rounded to bf16 by a
 # kernel, then a bf16 product, instead of cuBLASLt's fp32-operand bf16
 # mode). The "no load-ahead" column is gpp with --load-ahead off (each
@@ -70,7 +71,7 @@ TMPD=$(mktemp -d)
 trap 'rm -rf "$TMPD"' EXIT
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "# warmup $WARMUP, timed $ITERS iterations; MFU against dense peak fp32 $(peak fp32), tf32 $(peak tf32), bf16 $(peak bf16) TFLOP/s"
-printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) | gpp unfused attention samples/s | gpp bf16 packed samples/s | gpp no load-ahead samples/s |\n'
+printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) | gpp fp32-operand attention samples/s | gpp bf16 packed samples/s | gpp no load-ahead samples/s |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 while read -r spec batch; do
     [ -n "$spec" ] || continue
@@ -88,10 +89,10 @@ while read -r spec batch; do
         crate=$(gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle --cuda-graphs)
         [ "$crate" = fail ] && sed 's/^/# gpp --cuda-graphs: /' "$TMPD/gpp.err" | tail -3
         urate=-
-        case $spec in
-        mmt* | *attention*)
-            urate=$(GPP_CUDA_ATTENTION=unfused gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle)
-            [ "$urate" = fail ] && sed 's/^/# gpp unfused attention: /' "$TMPD/gpp.err" | tail -3
+        case $prec:$spec in
+        bf16:mmt* | bf16:*attention*)
+            urate=$(GPP_CUDA_ATTENTION=unfused-fp32 gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle)
+            [ "$urate" = fail ] && sed 's/^/# gpp fp32-operand attention: /' "$TMPD/gpp.err" | tail -3
             ;;
         esac
         lrate=$(gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle --load-ahead off)

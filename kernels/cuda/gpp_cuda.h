@@ -47,12 +47,19 @@ int gpp_cuda_lt_fail(gpp_err_t *err, const char *file, int line, const char *cal
 
 typedef struct gpp_cuda_plans_s gpp_cuda_plans_t; /* gpp_cuda_blas.c */
 
-/* Which attention core runs (docs/gpu.md "Fused attention"). AUTO: the
- * fused fp32 core at precision fp32, the fused tensor-core core at bf16
- * where it has a kernel (head size <= 64, sm_80+), else the batched
- * products + softmax (tf32: cuBLASLt's tf32 products). FUSED: a fused core
- * wherever the head size has one (<= 128). UNFUSED: always the products. */
-typedef enum { GPP_CUDA_ATTN_AUTO, GPP_CUDA_ATTN_FUSED, GPP_CUDA_ATTN_UNFUSED } gpp_cuda_attn_t;
+/* Which attention core runs (docs/gpu.md "Fused attention";
+ * gpp_cuda_attention_core). AUTO and UNFUSED: the batched products +
+ * softmax, at precision bf16 over bf16 operands (GPP_CUDA_CORE_UNFUSED_BF16),
+ * else over fp32 ones. FUSED: a fused core wherever the head size has one
+ * (<= 128; on the tensor cores at bf16 for head sizes <= 64 on sm_80+).
+ * UNFUSED_FP32: the products over fp32 operands at every precision (the
+ * bf16 core's comparison). */
+typedef enum {
+    GPP_CUDA_ATTN_AUTO,
+    GPP_CUDA_ATTN_FUSED,
+    GPP_CUDA_ATTN_UNFUSED,
+    GPP_CUDA_ATTN_UNFUSED_FP32
+} gpp_cuda_attn_t;
 
 /* cuBLASLt is loaded with dlopen when the first CUDA backend opens, not
  * linked: libcublasLt.so is 540 MB, and linking it made every gpp program
@@ -166,13 +173,17 @@ int gpp_cuda_stream_sync(gpp_stream_t *s, gpp_err_t *err);
  * elements. op(X) = X^T when trans_x. act (the epilogue): none, ReLU, or
  * tanh-form GELU writing its input (the pre-activation) to aux as well
  * (row-major m x n with leading dimension aux_ld, a multiple of 8 >= n:
- * cuBLASLt's EPILOGUE_AUX_LD rule); epilogues are for single products. */
+ * cuBLASLt's EPILOGUE_AUX_LD rule); epilogues are for single products.
+ * a and b are fp32, or bf16 when ab_bf16 (then the product is bf16 x bf16
+ * -> fp32 C with fp32 accumulation, CUBLAS_COMPUTE_32F, whatever the
+ * backend's precision: the caller stored the operands in bf16). */
 typedef enum { GPP_CUDA_EPI_NONE = 0, GPP_CUDA_EPI_RELU, GPP_CUDA_EPI_GELU_AUX } gpp_cuda_epi_t;
 typedef struct {
     int trans_a, trans_b;
     int64_t m, n, k;
     float alpha, beta;
-    const float *a, *b;
+    const void *a, *b; /* float *, or gpp bf16 (2 bytes) when ab_bf16 */
+    int ab_bf16;
     int64_t lda, ldb;
     float *c;
     int64_t ldc;
@@ -214,7 +225,12 @@ int gpp_cuda_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_ten
 /* The attention core a head size runs on this backend (gpp_cuda_attn_t's
  * rule): the one place the forward, the backward, the stash size and the
  * start-up line ask. */
-typedef enum { GPP_CUDA_CORE_UNFUSED, GPP_CUDA_CORE_FP32, GPP_CUDA_CORE_TC } gpp_cuda_core_t;
+typedef enum {
+    GPP_CUDA_CORE_UNFUSED,      /* batched products + softmax over an fp32 stash */
+    GPP_CUDA_CORE_FP32,         /* fused, fp32 on the CUDA cores */
+    GPP_CUDA_CORE_TC,           /* fused, bf16 on the tensor cores */
+    GPP_CUDA_CORE_UNFUSED_BF16, /* batched bf16 products + softmax over a bf16 stash */
+} gpp_cuda_core_t;
 gpp_cuda_core_t gpp_cuda_attention_core(const gpp_cuda_t *c, int64_t dh);
 size_t gpp_cuda_attention_stash_bytes(gpp_backend_t *be, int64_t n, int64_t seq, int64_t hidden,
                                       int heads);

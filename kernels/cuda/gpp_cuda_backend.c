@@ -52,11 +52,12 @@ static void s_raw_free(void *ctx, void *p)
  * head sizes up to 64 and up to 128 run (gpp_cuda_attention_core). */
 static void s_attn_line(const gpp_cuda_t *c, char *buf, size_t len)
 {
-    static const char *mode[] = {"auto", "fused", "unfused"};
-    static const char *core[] = {"unfused", "fused fp32", "fused on tensor cores"};
-    snprintf(buf, len, "GPP_CUDA_ATTENTION=%s: head size <= 64 %s, <= 128 %s, larger unfused",
+    static const char *mode[] = {"auto", "fused", "unfused", "unfused-fp32"};
+    static const char *core[] = {"unfused", "fused fp32", "fused on tensor cores",
+                                 "unfused in bf16"};
+    snprintf(buf, len, "GPP_CUDA_ATTENTION=%s: head size <= 64 %s, <= 128 %s, larger %s",
              mode[c->attn], core[gpp_cuda_attention_core(c, 64)],
-             core[gpp_cuda_attention_core(c, 128)]);
+             core[gpp_cuda_attention_core(c, 128)], core[gpp_cuda_attention_core(c, 129)]);
 }
 
 /* The index in words (NULL-terminated, the first the default) of the
@@ -102,7 +103,8 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
                            cudaGetErrorString(e), cudaGetErrorName(e));
     if (gpp_cuda_lt_load(err) < 0)
         return gpp_err_prefix(err, "backend cuda:%d", dev);
-    static const char *attn_words[] = {"auto", "fused", "unfused", NULL}; /* gpp_cuda_attn_t */
+    static const char *attn_words[] = {"auto", "fused", "unfused", "unfused-fp32",
+                                       NULL}; /* gpp_cuda_attn_t */
     static const char *gemm_words[] = {"fast", "packed", NULL};
     int attn_mode, packed;
     if ((attn_mode = s_env_choice("GPP_CUDA_ATTENTION", attn_words, err)) < 0 ||

@@ -318,7 +318,9 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
     k.align_c = s_align(g->c);
     k.align_bias = g->bias ? s_align(g->bias) : 0;
     const void *a = g->a, *b = g->b;
-    if (c->precision == GPP_PRECISION_BF16 && c->bf16_packed) {
+    if (g->ab_bf16) {
+        k.packed = 1; /* stored in bf16 by the caller: the packed product's plan */
+    } else if (c->precision == GPP_PRECISION_BF16 && c->bf16_packed) {
         /* round A and B to packed bf16: row-major A (m x k, or k x m), B
          * (k x n, or n x k); the packed row stride is the row length */
         int64_t ra = g->trans_a ? g->k : g->m, ca = g->trans_a ? g->m : g->k;

@@ -96,12 +96,23 @@ cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t rows, int64_t 
 cudaError_t gpp_cuk_softmax_fwd(cudaStream_t st, int64_t rows, int64_t cols, float *a, int causal);
 cudaError_t gpp_cuk_softmax_bwd(cudaStream_t st, int64_t rows, int64_t cols, const float *p,
                                 float *dp);
+/* The bf16 unfused core's softmaxes (bf16 = bfloat16, 2 bytes, round to
+ * nearest even): p (bf16) = softmax of the fp32 scores s (the same rows
+ * and causal rule as gpp_cuk_softmax_fwd, other buffers); ds (bf16) = p
+ * (dp - sum_j dp_j p_j) with p bf16 and dp fp32. */
+cudaError_t gpp_cuk_softmax_fwd_bf16(cudaStream_t st, int64_t rows, int64_t cols, const float *s,
+                                     void *p, int causal);
+cudaError_t gpp_cuk_softmax_bwd_bf16(cudaStream_t st, int64_t rows, int64_t cols, const void *p,
+                                     const float *dp, void *ds);
 /* Between the natural layout [n, seq, parts * hidden] (row stride
  * parts * hidden) and the head-major one [parts][n][heads][seq][dh]:
  * to_heads 1 writes head-major dst from natural src, 0 the reverse. */
 cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
                                   int64_t dh, int parts, const float *src, float *dst,
                                   int to_heads);
+/* gpp_cuk_heads_permute to head-major with dst in bf16 */
+cudaError_t gpp_cuk_heads_to_bf16(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
+                                  int64_t dh, int parts, const float *src, void *dst);
 
 /* Fused attention core (gpp_cuda_flash.cuh; tc != 0: on tensor cores in
  * bf16, gpp_cuda_flash_tc.cuh, for dh <= 64): reads and writes the heads

@@ -270,13 +270,15 @@ static s_att_t s_att(const gpp_tensor_t *x, int heads)
 }
 
 /* One batched product over all (sample, head) blocks: C_b = alpha op(A_b)
- * op(B_b), each of A, B, C either [seq, dh] (ld dh) or [seq, seq] (ld seq). */
+ * op(B_b), each of A, B, C either [seq, dh] (ld dh) or [seq, seq] (ld seq);
+ * A and B fp32, or bf16 when bf16 (C fp32 either way). */
 static int s_att_gemm(gpp_stream_t *s, const s_att_t *a, int ta, int tb, int64_t m, int64_t n,
-                      int64_t k, float alpha, const float *A, int a_sq, const float *B, int b_sq,
-                      float *C, int c_sq, gpp_err_t *err)
+                      int64_t k, float alpha, const void *A, int a_sq, const void *B, int b_sq,
+                      float *C, int c_sq, int bf16, gpp_err_t *err)
 {
     int64_t sq = a->seq * a->seq, sd = a->seq * a->dh;
-    gpp_cuda_gemm_t g = {.trans_a = ta,
+    gpp_cuda_gemm_t g = {.ab_bf16 = bf16,
+                         .trans_a = ta,
                          .trans_b = tb,
                          .m = m,
                          .n = n,
@@ -306,7 +308,9 @@ static int s_att_gemm(gpp_stream_t *s, const s_att_t *a, int ta, int tb, int64_t
 gpp_cuda_core_t gpp_cuda_attention_core(const gpp_cuda_t *c, int64_t dh)
 {
     if (!gpp_cuk_flash_supports(dh) || c->attn != GPP_CUDA_ATTN_FUSED)
-        return GPP_CUDA_CORE_UNFUSED;
+        return c->precision == GPP_PRECISION_BF16 && c->attn != GPP_CUDA_ATTN_UNFUSED_FP32
+                   ? GPP_CUDA_CORE_UNFUSED_BF16
+                   : GPP_CUDA_CORE_UNFUSED;
     int tc =
         c->precision == GPP_PRECISION_BF16 && c->cc_major >= 8 && gpp_cuk_flash_tc_supports(dh);
     return tc ? GPP_CUDA_CORE_TC : GPP_CUDA_CORE_FP32;
@@ -319,11 +323,38 @@ static gpp_cuda_core_t s_att_core(gpp_stream_t *s, const s_att_t *a)
     return gpp_cuda_attention_core(gpp_cuda_be(s->be), a->dh);
 }
 
+/* The bf16 unfused core's stash, in bytes from its start (each part
+ * 256-byte aligned): head-major qkv [3][n][heads][seq][dh] in bf16 at 0 |
+ * probabilities [n heads, seq, seq] in bf16 at .prob | natural ctx
+ * [n seq, hidden] in fp32 at .ctx (the output projection's input, kept
+ * fp32 like every tensor between ops) | .total. */
+typedef struct {
+    size_t prob, ctx, total;
+} s_bf16_stash_t;
+
+static size_t s_pad256(size_t bytes)
+{
+    return (bytes + 255) / 256 * 256;
+}
+
+static s_bf16_stash_t s_bf16_stash(int64_t n, int64_t seq, int64_t hidden, int64_t heads)
+{
+    s_bf16_stash_t l;
+    int64_t mh = n * seq * hidden;
+    l.prob = s_pad256((size_t)(3 * mh) * 2);
+    l.ctx = l.prob + s_pad256((size_t)(n * heads * seq * seq) * 2);
+    l.total = l.ctx + (size_t)mh * sizeof(float);
+    return l;
+}
+
 size_t gpp_cuda_attention_stash_bytes(gpp_backend_t *be, int64_t n, int64_t seq, int64_t hidden,
                                       int heads)
 {
-    if (gpp_cuda_attention_core(gpp_cuda_be(be), hidden / heads) == GPP_CUDA_CORE_UNFUSED)
+    gpp_cuda_core_t core = gpp_cuda_attention_core(gpp_cuda_be(be), hidden / heads);
+    if (core == GPP_CUDA_CORE_UNFUSED)
         return gpp_attention_stash_bytes(n, seq, hidden, heads);
+    if (core == GPP_CUDA_CORE_UNFUSED_BF16)
+        return s_bf16_stash(n, seq, hidden, heads).total;
     /* qkv [n seq, 3 hidden] | lse [n heads, seq] | ctx [n seq, hidden] */
     return (size_t)(n * seq * (4 * hidden + heads)) * sizeof(float);
 }
@@ -346,13 +377,53 @@ static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
     return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err);
 }
 
+/* The unfused core in bf16 (precision bf16): the products' operands are
+ * stored in bf16 as they are made, so cuBLASLt runs native bf16 x bf16 ->
+ * fp32 products on the tensor cores (no conversion inside the library, half
+ * the bytes read), and the stash is about half the fp32 core's. Scores,
+ * accumulators and the tensors between ops stay fp32: only the products'
+ * operands (Q, K, V, P, dctx, dS) are rounded, once each. Stash:
+ * s_bf16_stash_t. Workspace: natural qkv [m, 3 hid] | scores [batch, seq,
+ * seq] | head-major ctx [m, hid], fp32. */
+static int s_att_bf16_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
+                          const gpp_attention_params_t *p, int causal, gpp_tensor_t *y, void *stash,
+                          gpp_err_t *err)
+{
+    cudaStream_t st = gpp_cuda_stream(s);
+    s_bf16_stash_t l = s_bf16_stash(a->n, a->seq, a->hid, a->heads);
+    char *qkv_hm = stash, *prob = qkv_hm + l.prob;
+    float *ctx = (float *)(qkv_hm + l.ctx);
+    int64_t mh = a->m * a->hid, bss = a->batch * a->seq * a->seq;
+    const char *q = qkv_hm, *k = q + mh * 2, *v = k + mh * 2;
+    float *qkv = gpp_stream_workspace(s, (size_t)(4 * mh + bss) * sizeof(float), err);
+    if (!qkv)
+        return gpp_err_prefix(err, "workspace");
+    float *scores = qkv + 3 * mh, *ctx_hm = scores + bss;
+    if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv,
+                     err) < 0)
+        return -1;
+    S_LAUNCH(gpp_cuk_heads_to_bf16(st, a->n, a->seq, a->heads, a->dh, 3, qkv, qkv_hm), err);
+    if (s_att_gemm(s, a, 0, 1, a->seq, a->seq, a->dh, a->scale, q, 0, k, 0, scores, 1, 1, err) < 0)
+        return -1;
+    S_LAUNCH(gpp_cuk_softmax_fwd_bf16(st, a->batch * a->seq, a->seq, scores, prob, causal), err);
+    if (s_att_gemm(s, a, 0, 0, a->seq, a->dh, a->seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, 1, err) < 0)
+        return -1;
+    S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, ctx_hm, ctx, 0), err);
+    return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err);
+}
+
 /* Unfused core: stash (floats) head-major qkv [3][n][heads][seq][dh] |
  * probabilities [n heads, seq, seq] | natural ctx [n seq, hidden]. */
 int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                            int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
     s_att_t a = s_att(x, heads);
-    if (s_att_core(s, &a) != GPP_CUDA_CORE_UNFUSED)
+    gpp_cuda_core_t core = s_att_core(s, &a);
+    if (core == GPP_CUDA_CORE_UNFUSED_BF16)
+        return s_att_bf16_fwd(s, &a, x, p, causal, y, stash, err) < 0
+                   ? gpp_err_prefix(err, "attention forward")
+                   : 0;
+    if (core != GPP_CUDA_CORE_UNFUSED)
         return s_att_fused_fwd(s, &a, x, p, causal, y, stash, err) < 0
                    ? gpp_err_prefix(err, "attention forward")
                    : 0;
@@ -370,10 +441,10 @@ int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
         goto fail;
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 3, qkv, qkv_hm, 1), err);
     /* scores = scale Q K^T, softmax, ctx = P V */
-    if (s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, a.scale, q, 0, k, 0, prob, 1, err) < 0)
+    if (s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, a.scale, q, 0, k, 0, prob, 1, 0, err) < 0)
         goto fail;
     S_LAUNCH(gpp_cuk_softmax_fwd(st, a.batch * a.seq, a.seq, prob, causal), err);
-    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, err) < 0)
+    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, 0, err) < 0)
         goto fail;
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 1, ctx_hm, ctx, 0), err);
     if (s_linear_fwd(s, a.m, a.hid, a.hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err) < 0)
@@ -430,12 +501,58 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
                         dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
 }
 
+/* The bf16 core's backward (s_att_bf16_fwd): dctx = dy W_o, rounded to
+ * bf16 head-major; dV = P^T dctx; dP = dctx V^T (fp32); dS = softmax
+ * backward, rounded to bf16; dQ = scale dS K; dK = scale dS^T Q; the
+ * gradients fp32. Workspace: dctx [m, hid] | dq, dk, dv head-major
+ * [3 m hid] | dqkv [m, 3 hid] | dP [batch, seq, seq] in fp32, then
+ * head-major dctx [m, hid] | dS [batch, seq, seq] in bf16. */
+static int s_att_bf16_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
+                          const gpp_attention_params_t *p, const void *stash,
+                          const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_attention_params_t *dp,
+                          gpp_err_t *err)
+{
+    cudaStream_t st = gpp_cuda_stream(s);
+    s_bf16_stash_t l = s_bf16_stash(a->n, a->seq, a->hid, a->heads);
+    const char *q = stash, *prob = q + l.prob;
+    const float *ctx = (const float *)(q + l.ctx);
+    int64_t mh = a->m * a->hid, bss = a->batch * a->seq * a->seq;
+    const char *k = q + mh * 2, *v = k + mh * 2;
+    size_t f32_bytes = s_pad256((size_t)(7 * mh + bss) * sizeof(float));
+    float *dctx =
+        gpp_stream_workspace(s, f32_bytes + s_pad256((size_t)mh * 2) + (size_t)bss * 2, err);
+    if (!dctx)
+        return gpp_err_prefix(err, "workspace");
+    float *dq = dctx + mh, *dk = dq + mh, *dv = dk + mh, *dqkv = dv + mh, *dprob = dqkv + 3 * mh;
+    char *dctx_hm = (char *)dctx + f32_bytes, *ds = dctx_hm + s_pad256((size_t)mh * 2);
+    if (s_att_out_bwd(s, a, p, ctx, dy, dctx, dp, err) < 0)
+        return -1;
+    S_LAUNCH(gpp_cuk_heads_to_bf16(st, a->n, a->seq, a->heads, a->dh, 1, dctx, dctx_hm), err);
+    /* causal: the stashed probabilities are zero where masked, so dS is too */
+    if (s_att_gemm(s, a, 1, 0, a->seq, a->dh, a->seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, 1, err) <
+            0 ||
+        s_att_gemm(s, a, 0, 1, a->seq, a->seq, a->dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, 1, err) < 0)
+        return -1;
+    S_LAUNCH(gpp_cuk_softmax_bwd_bf16(st, a->batch * a->seq, a->seq, prob, dprob, ds), err);
+    if (s_att_gemm(s, a, 0, 0, a->seq, a->dh, a->seq, a->scale, ds, 1, k, 0, dq, 0, 1, err) < 0 ||
+        s_att_gemm(s, a, 1, 0, a->seq, a->dh, a->seq, a->scale, ds, 1, q, 0, dk, 0, 1, err) < 0)
+        return -1;
+    S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, dq, dqkv, 0), err);
+    return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),
+                        dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
+}
+
 int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                            int heads, int causal, const void *stash, const gpp_tensor_t *dy,
                            gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err)
 {
     s_att_t a = s_att(x, heads);
-    if (s_att_core(s, &a) != GPP_CUDA_CORE_UNFUSED)
+    gpp_cuda_core_t core = s_att_core(s, &a);
+    if (core == GPP_CUDA_CORE_UNFUSED_BF16)
+        return s_att_bf16_bwd(s, &a, x, p, stash, dy, dx, dp, err) < 0
+                   ? gpp_err_prefix(err, "attention backward")
+                   : 0;
+    if (core != GPP_CUDA_CORE_UNFUSED)
         return s_att_fused_bwd(s, &a, x, p, causal, stash, dy, dx, dp, err) < 0
                    ? gpp_err_prefix(err, "attention backward")
                    : 0;
@@ -457,12 +574,12 @@ int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
     /* dV = P^T dctx; dP = dctx V^T; softmax backward; dQ = scale dS K;
      * dK = scale dS^T Q. Causal: the stashed probabilities are zero where
      * masked, so dS is too. */
-    if (s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, err) < 0 ||
-        s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, err) < 0)
+    if (s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, 0, err) < 0 ||
+        s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, 0, err) < 0)
         goto fail;
     S_LAUNCH(gpp_cuk_softmax_bwd(st, a.batch * a.seq, a.seq, prob, dprob), err);
-    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, k, 0, dq, 0, err) < 0 ||
-        s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, q, 0, dk, 0, err) < 0)
+    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, k, 0, dq, 0, 0, err) < 0 ||
+        s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, q, 0, dk, 0, 0, err) < 0)
         goto fail;
     S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 3, dq, dqkv, 0), err);
     if (s_linear_bwd(s, a.m, a.hid, 3 * a.hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),

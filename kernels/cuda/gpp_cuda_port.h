@@ -92,6 +92,14 @@ template <> __device__ __forceinline__ gpp_bf16 gpp_to_e<gpp_bf16>(float x)
 {
     return __float2bfloat16_rn(x);
 }
+__device__ __forceinline__ float gpp_from_e(float x)
+{
+    return x;
+}
+__device__ __forceinline__ float gpp_from_e(gpp_bf16 x)
+{
+    return __bfloat162float(x);
+}
 
 namespace gpp_mma
 {
@@ -272,7 +280,9 @@ namespace gpp_emu
 /* A kernel argument that is a pointer must point into device or
  * page-locked memory (or be null): a host pointer handed to a kernel is an
  * illegal address on the device, and here it would silently work. */
-template <typename T> inline void check_arg(const T &, int, const char *) {}
+template <typename T> inline void check_arg(const T &, int, const char *)
+{
+}
 template <typename T> inline void check_arg(T *p, int i, const char *name)
 {
     if (p && mem_lookup(p, 1) == MEM_PAGEABLE) {

@@ -210,9 +210,69 @@ extern "C" cudaError_t gpp_cuk_softmax_bwd(cudaStream_t st, int64_t rows, int64_
     return cudaGetLastError();
 }
 
-/* ---- natural <-> head-major: element (part, i, h, s, d) ---- */
+/* Softmax of fp32 scores s into bf16 probabilities p (another buffer):
+ * the same max, exponentials and sum as k_softmax_fwd, each probability
+ * e * inv rounded once to bf16 (the exponential is taken again in the
+ * last pass instead of being kept: a pass of 4-byte writes and reads
+ * fewer). */
+GPP_KERNEL void k_softmax_fwd_bf16(int64_t rows, int64_t stride, const float *s, gpp_bf16 *p,
+                                   int causal)
+{
+    S_ROW_BEGIN(rows)
+    const float *sr = s + r * stride;
+    gpp_bf16 *pr = p + r * stride;
+    int64_t cols = causal ? r % stride + 1 : stride;
+    for (int64_t j = cols + lane; j < stride; j += 32)
+        pr[j] = gpp_to_e<gpp_bf16>(0.0f);
+    float mx = -INFINITY;
+    for (int64_t j = lane; j < cols; j += 32)
+        mx = fmaxf(mx, sr[j]);
+    mx = s_warp_max(mx);
+    double acc = 0.0;
+    for (int64_t j = lane; j < cols; j += 32)
+        acc += gpp_math_expf(sr[j] - mx);
+    float inv = (float)(1.0 / s_warp_sum(acc));
+    for (int64_t j = lane; j < cols; j += 32)
+        pr[j] = gpp_to_e<gpp_bf16>(gpp_math_expf(sr[j] - mx) * inv);
+}
+
+/* ds (bf16) = p (dp - sum_j dp_j p_j) with p in bf16 and dp in fp32 */
+GPP_KERNEL void k_softmax_bwd_bf16(int64_t rows, int64_t cols, const gpp_bf16 *p, const float *dp,
+                                   gpp_bf16 *ds)
+{
+    S_ROW_BEGIN(rows)
+    const gpp_bf16 *pr = p + r * cols;
+    const float *dr = dp + r * cols;
+    gpp_bf16 *sr = ds + r * cols;
+    double acc = 0.0;
+    for (int64_t j = lane; j < cols; j += 32)
+        acc += (double)dr[j] * gpp_from_e(pr[j]);
+    float d = (float)s_warp_sum(acc);
+    for (int64_t j = lane; j < cols; j += 32)
+        sr[j] = gpp_to_e<gpp_bf16>(gpp_from_e(pr[j]) * (dr[j] - d));
+}
+
+extern "C" cudaError_t gpp_cuk_softmax_fwd_bf16(cudaStream_t st, int64_t rows, int64_t cols,
+                                                const float *s, void *p, int causal)
+{
+    GPP_LAUNCH(s_row_blocks(rows), S_THREADS, 0, st, k_softmax_fwd_bf16)
+    (rows, cols, s, (gpp_bf16 *)p, causal);
+    return cudaGetLastError();
+}
+extern "C" cudaError_t gpp_cuk_softmax_bwd_bf16(cudaStream_t st, int64_t rows, int64_t cols,
+                                                const void *p, const float *dp, void *ds)
+{
+    GPP_LAUNCH(s_row_blocks(rows), S_THREADS, 0, st, k_softmax_bwd_bf16)
+    (rows, cols, (const gpp_bf16 *)p, dp, (gpp_bf16 *)ds);
+    return cudaGetLastError();
+}
+
+/* ---- natural <-> head-major: element (part, i, h, s, d) ----
+ * S, D: the element types of src and dst (fp32 -> fp32, or fp32 natural
+ * -> bf16 head-major for the bf16 core's stash). */
+template <typename S, typename D>
 GPP_KERNEL void k_heads_permute(int64_t n, int64_t seq, int64_t heads, int64_t dh, int parts,
-                                const float *src, float *dst, int to_heads)
+                                const S *src, D *dst, int to_heads)
 {
     int64_t hid = heads * dh, total = (int64_t)parts * n * seq * hid;
     S_FOR(i, total)
@@ -226,9 +286,9 @@ GPP_KERNEL void k_heads_permute(int64_t n, int64_t seq, int64_t heads, int64_t d
         int64_t smp = rest % n, part = rest / n;
         int64_t nat = ((smp * seq + s) * parts + part) * hid + h * dh + d;
         if (to_heads)
-            dst[i] = src[nat];
+            dst[i] = gpp_to_e<D>(gpp_from_e(src[nat]));
         else
-            dst[nat] = src[i];
+            dst[nat] = gpp_to_e<D>(gpp_from_e(src[i]));
     }
 }
 
@@ -237,8 +297,16 @@ extern "C" cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t
                                              int to_heads)
 {
     int64_t total = (int64_t)parts * n * seq * heads * dh;
-    GPP_LAUNCH(s_blocks(total), S_THREADS, 0, st, k_heads_permute)
+    GPP_LAUNCH(s_blocks(total), S_THREADS, 0, st, k_heads_permute<float, float>)
     (n, seq, heads, dh, parts, src, dst, to_heads);
+    return cudaGetLastError();
+}
+extern "C" cudaError_t gpp_cuk_heads_to_bf16(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
+                                             int64_t dh, int parts, const float *src, void *dst)
+{
+    int64_t total = (int64_t)parts * n * seq * heads * dh;
+    GPP_LAUNCH(s_blocks(total), S_THREADS, 0, st, k_heads_permute<float, gpp_bf16>)
+    (n, seq, heads, dh, parts, src, (gpp_bf16 *)dst, 1);
     return cudaGetLastError();
 }
 

@@ -490,8 +490,9 @@ static void t_attention_bf16(void)
     s_atol = s_rtol = 5e-2;
     s_stol = 1e-2;
     s_attention_on(GPP_PRECISION_BF16, "fused");
-    s_attention_on(GPP_PRECISION_BF16, NULL);  /* auto: unfused, bf16 products */
-    setenv("GPP_CUDA_BF16_GEMM", "packed", 1); /* the projections' operands packed too */
+    s_attention_on(GPP_PRECISION_BF16, NULL); /* auto: unfused over bf16 operands and stash */
+    s_attention_on(GPP_PRECISION_BF16, "unfused-fp32"); /* unfused over fp32 operands */
+    setenv("GPP_CUDA_BF16_GEMM", "packed", 1);          /* the projections' operands packed too */
     s_attention_on(GPP_PRECISION_BF16, "fused");
     unsetenv("GPP_CUDA_BF16_GEMM");
     s_atol = ATOL;
