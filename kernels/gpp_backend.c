@@ -121,6 +121,12 @@ const char *gpp_backend_name(const gpp_backend_t *self)
     return self->name;
 }
 
+gpp_alloc_rule_t gpp_backend_alloc_rule(const gpp_backend_t *self)
+{
+    assert(self);
+    return self->cfg.kind == GPP_DEVICE_CUDA ? GPP_ALLOC_CLASSES : GPP_ALLOC_ALIGN64;
+}
+
 const char *gpp_backend_device_name(const gpp_backend_t *self)
 {
     assert(self);

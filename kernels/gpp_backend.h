@@ -43,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/gpp_alloc_rule.h"
 #include "common/gpp_err.h"
 
 typedef enum {
@@ -136,6 +137,11 @@ void gpp_backend_host_unpin(gpp_backend_t *self, void *p);
  * stash works too. */
 size_t gpp_backend_attention_stash_bytes(gpp_backend_t *self, int64_t n, int64_t seq,
                                          int64_t hidden, int heads);
+/* How the backend's allocator rounds a request (common/gpp_alloc_rule.h):
+ * GPP_ALLOC_CLASSES on CUDA (the caching allocator's size classes),
+ * GPP_ALLOC_ALIGN64 on the CPU. gpp_backend_mem counts rounded bytes; the
+ * memory model rounds by the same rule. */
+gpp_alloc_rule_t gpp_backend_alloc_rule(const gpp_backend_t *self);
 /* Fills *out and returns 1 for a backend with a caching allocator (CUDA);
  * 0 with *out zeroed for one without (CPU: malloc). */
 int gpp_backend_cache_stats(gpp_backend_t *self, gpp_backend_cache_t *out);

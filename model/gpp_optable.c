@@ -570,8 +570,10 @@ int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_b
  * gradient after the op's backward and keeps the received inputs' gradients
  * until they are sent). */
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
-                   int64_t n, const int64_t *kernel_stash, gpp_stage_mem_t *out)
+                   int64_t n, const int64_t *kernel_stash, gpp_alloc_rule_t rule,
+                   gpp_stage_mem_t *out)
 {
+#define R(bytes) gpp_alloc_bytes(rule, (bytes))
     assert(g->finalized && n >= 0 && n_ops >= 0);
     memset(out, 0, sizeof *out);
     char *in = calloc((size_t)g->n_ops + 1, 1);
@@ -582,13 +584,19 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     assert(in && keep && slot && dy && last);
     for (int k = 0; k < n_ops; k++)
         in[ops[k]] = 1;
-    int64_t cur = 0, peak = 0;
+    int64_t cur = 0, peak = 0, dense = 0, n_loss = 0;
     for (int i = 0; i < g->n_ops; i++) {
         if (!in[i])
             continue;
         const gpp_op_t *op = &g->ops[i];
         const gpp_op_info_t *T = &gpp_optable[op->type];
-        out->state_bytes += gpp_op_state_bytes(g, op, optim_bufs, batch);
+        if (!op->sparse_params) {
+            dense += op->params * 4;
+        } else { /* value + optimizer state; the sparse gradient's slot map, ids, rows */
+            int64_t cap = gpp_op_sparse_cap_rows(g, op, batch);
+            out->state_bytes += (1 + optim_bufs) * R(op->params * 4) + R(op->table_rows * 4) +
+                                R(cap * 4) + R(cap * op->dim * 4);
+        }
         int64_t w = gpp_op_workspace_bytes(g, op, n);
         if (w > out->work_bytes)
             out->work_bytes = w;
@@ -598,7 +606,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             int p = op->inputs[k];
             if (!in[p] && !slot[p]) {
                 slot[p] = 2;
-                out->recv_bytes += n * g->ops[p].out_bytes;
+                out->recv_bytes += n > 0 ? R(n * g->ops[p].out_bytes) : 0;
             }
             keep[p] |= T->bwd_reads_inputs && !relu_fused;
             last[p] = i + 1;
@@ -608,13 +616,19 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
         for (int k = 0; k < op->n_outputs; k++)
             keep[i] |= !in[op->outputs[k]]; /* sent */
         if (T->role == GPP_ROLE_LOSS) {
-            out->loss_bytes += 4;
+            n_loss++;
             keep[i] = 0; /* a loss has no output tensor */
-            out->ahead_bytes += 2 * n * gpp_op_label_bytes(g, op);
+            out->ahead_bytes += n > 0 ? 2 * R(n * gpp_op_label_bytes(g, op)) : 0;
         }
         if (T->role == GPP_ROLE_SOURCE)
-            out->ahead_bytes += 2 * n * op->out_bytes;
+            out->ahead_bytes += n > 0 ? 2 * R(n * op->out_bytes) : 0;
     }
+    /* the flat buffers of the dense parameters, their gradients and the
+       optimizer's state; the loss values of a micro-batch slot (one buffer);
+       the stream workspace */
+    out->state_bytes += (2 + optim_bufs) * R(dense);
+    out->loss_bytes = n_loss ? R(4 * n_loss) : 0;
+    out->work_bytes = out->work_bytes ? R(out->work_bytes) : 0;
     /* forward */
     cur = out->recv_bytes;
     peak = cur;
@@ -628,21 +642,23 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
         int act = gpp_op_fused_act(g, in, i);
         int ghost = act >= 0 && g->ops[act].type == GPP_OP_RELU;
         if (T->role != GPP_ROLE_LOSS && !ghost && gpp_op_fused_from(g, in, i) < 0)
-            cur += n * op->out_bytes;
+            cur += R(n * op->out_bytes);
         if (act >= 0)
-            cur += n * g->ops[act].out_bytes;
+            cur += R(n * g->ops[act].out_bytes);
         /* an opaque op's stash is the profile's; a kernel's, the backend's
            when given */
-        cur += n * (T->role == GPP_ROLE_OPAQUE             ? op->stash_bytes
-                    : kernel_stash && kernel_stash[i] >= 0 ? kernel_stash[i]
-                                                           : gpp_op_kernel_stash_bytes(g, op));
+        int64_t stash = T->role == GPP_ROLE_OPAQUE             ? op->stash_bytes
+                        : kernel_stash && kernel_stash[i] >= 0 ? kernel_stash[i]
+                                                               : gpp_op_kernel_stash_bytes(g, op);
+        if (stash > 0)
+            cur += R(n * stash);
         if (T->role == GPP_ROLE_LOSS) {
             int x = op->inputs[0];
-            int64_t lab = n * gpp_op_label_bytes(g, op);
+            int64_t lab = R(n * gpp_op_label_bytes(g, op));
             cur += lab;
             if (gpp_op_has_grad(g->ops[x].type) && !dy[x]) {
                 dy[x] = 1;
-                cur += n * g->ops[x].out_bytes;
+                cur += R(n * g->ops[x].out_bytes);
             }
             if (cur > peak)
                 peak = cur;
@@ -655,7 +671,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             int p = op->inputs[k];
             if (!keep[p] && last[p] == i + 1) {
                 if (!(in[p] && s_fused_ghost(g, in, p)))
-                    cur -= n * g->ops[p].out_bytes;
+                    cur -= R(n * g->ops[p].out_bytes);
                 last[p] = -1; /* once, also when op reads p twice */
             }
         }
@@ -664,7 +680,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     for (int p = 0; p < g->n_ops && n > 0; p++)
         if (slot[p] == 1 && !keep[p] && last[p] == 0 &&
             gpp_optable[g->ops[p].type].role != GPP_ROLE_LOSS)
-            cur -= n * g->ops[p].out_bytes;
+            cur -= R(n * g->ops[p].out_bytes);
     out->held_bytes = n > 0 ? cur : 0;
     /* backward: the gradients of sent outputs arrive first */
     for (int p = 0; p < g->n_ops && n > 0; p++)
@@ -674,7 +690,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
                 sent |= !in[g->ops[p].outputs[k]];
             if (sent) {
                 dy[p] = 1;
-                cur += n * g->ops[p].out_bytes;
+                cur += R(n * g->ops[p].out_bytes);
             }
         }
     int64_t bpeak = cur;
@@ -687,19 +703,19 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             int x = op->inputs[k];
             if (gpp_op_has_grad(g->ops[x].type) && !dy[x]) {
                 dy[x] = 1;
-                cur += n * g->ops[x].out_bytes;
+                cur += R(n * g->ops[x].out_bytes);
             }
         }
         bpeak = cur > bpeak ? cur : bpeak;
         if (dy[i] == 1) { /* read by its backward: freed */
-            cur -= n * op->out_bytes;
+            cur -= R(n * op->out_bytes);
             dy[i] = 2;
         }
     }
     for (int p = 0; p < g->n_ops && n > 0; p++)
         if (slot[p] == 2 && gpp_op_has_grad(g->ops[p].type) && !dy[p]) {
             dy[p] = 1;
-            cur += n * g->ops[p].out_bytes;
+            cur += R(n * g->ops[p].out_bytes);
         }
     bpeak = cur > bpeak ? cur : bpeak;
     out->run_bytes = bpeak > peak ? bpeak : peak;
@@ -708,6 +724,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     free(slot);
     free(dy);
     free(last);
+#undef R
 }
 
 int64_t gpp_stage_mem_peak(const gpp_stage_mem_t *m, int mbs, int slots)

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/gpp_alloc_rule.h"
 #include "common/gpp_err.h"
 #include "model/gpp_graph.h"
 
@@ -193,8 +194,12 @@ typedef struct {
  * figure (gpp_op_kernel_stash_bytes): the CUDA backend's fused attention
  * keeps less than the table's layout (gpp_backend_attention_stash_bytes),
  * and a profile measured there says so (planner/gpp_cost.h). */
+/* rule: how the device's allocator rounds each of these allocations
+ * (common/gpp_alloc_rule.h; gpp_backend_alloc_rule): every figure is in
+ * rounded bytes, as gpp_backend_mem counts them. */
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
-                   int64_t n, const int64_t *kernel_stash, gpp_stage_mem_t *out);
+                   int64_t n, const int64_t *kernel_stash, gpp_alloc_rule_t rule,
+                   gpp_stage_mem_t *out);
 /* Peak of the replica with `mbs` micro-batches in flight at most (>= 1) and
  * `slots` micro-batch slots: state + workspace + slots x loss + ahead +
  * (mbs - 1) x held + run. */

@@ -30,6 +30,9 @@ int gpp_cluster_from_config(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, g
         cfg->job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
     /* cuda agents' executors load ahead (their default on a device) */
     cl->load_ahead = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA;
+    /* and round their blocks to the caching allocator's classes */
+    cl->alloc_rule =
+        cfg->job.backend == GPP_CONFIG_BACKEND_CUDA ? GPP_ALLOC_CLASSES : GPP_ALLOC_ALIGN64;
     if (cfg->cluster.mem_gib > 0) {
         cl->mem_bound_bytes = (int64_t)(cfg->cluster.mem_gib * 1073741824.0);
         if (cl->device.mem_bytes < cl->mem_bound_bytes)

@@ -331,7 +331,7 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
         out->fwd_ms += f;
         out->bwd_ms += b;
         out->weight_bytes += gpp_cost_op_state_bytes(c, ops[k], batch);
-        out->stash_bytes += gpp_cost_op_stash_bytes(c, ops[k]);
+        out->stash_bytes += gpp_cost_op_stash_bound(c, ops[k]);
         out->work_bytes += gpp_cost_op_work_bytes(c, ops[k]);
         out->reserved_bytes += s_reserved_at(&c->prof[ops[k]], m);
         grad += gpp_cost_op_grad_bytes(c, ops[k], batch);
@@ -363,16 +363,33 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                   (out->allreduce_ms + out->step_ms) / batch;
     /* boundary tensors: received ones kept for a backward, sent ones kept
        until it; received ones alive in the running forward */
-    out->stash_bytes += (int64_t)bnd_bytes;
-    out->work_bytes += (int64_t)bnd_bytes + gpp_cost_workspace_bound(c);
+    int64_t bnd = gpp_cost_mem_bound(c, (int64_t)bnd_bytes, n_bnd);
+    out->stash_bytes += bnd;
+    out->work_bytes += bnd + gpp_cost_workspace_bound(c);
+}
+
+int64_t gpp_cost_mem_bound(const gpp_cost_t *c, int64_t bytes, int64_t blocks)
+{
+    return gpp_alloc_bound(c->cl.alloc_rule, bytes) + blocks * gpp_alloc_floor(c->cl.alloc_rule);
 }
 
 int64_t gpp_cost_op_state_bytes(const gpp_cost_t *c, int op, int batch)
 {
     const gpp_op_t *o = &c->g->ops[op];
+    int bufs = gpp_cluster_optim_bufs(&c->cl);
+    /* dense: a share of the value, gradient and optimizer-state buffers;
+       sparse: value, state, slot map, row ids, rows */
+    int64_t w = gpp_cost_mem_bound(c, gpp_op_state_bytes(c->g, o, bufs, batch),
+                                   o->sparse_params ? 4 + bufs : 2 + bufs);
     /* + a loss's value in each of at most `batch` micro-batch slots */
-    return gpp_op_state_bytes(c->g, o, gpp_cluster_optim_bufs(&c->cl), batch) +
-           (gpp_optable[o->type].role == GPP_ROLE_LOSS ? 4 * (int64_t)batch : 0);
+    return w + (gpp_optable[o->type].role == GPP_ROLE_LOSS
+                    ? gpp_cost_mem_bound(c, 4 * (int64_t)batch, batch)
+                    : 0);
+}
+
+int64_t gpp_cost_op_stash_bound(const gpp_cost_t *c, int op)
+{
+    return gpp_cost_mem_bound(c, gpp_cost_op_stash_bytes(c, op), 3);
 }
 
 /* Everything one micro-batch may hold beyond the stashes, per sample: each
@@ -388,7 +405,7 @@ int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op)
         gpp_op_role_t role = gpp_optable[o->type].role;
         w += role == GPP_ROLE_SOURCE ? 2 * o->out_bytes : role == GPP_ROLE_LOSS ? 2 * label : 0;
     }
-    return w;
+    return gpp_cost_mem_bound(c, w, 7);
 }
 
 int64_t gpp_cost_workspace_bound(const gpp_cost_t *c)
@@ -400,7 +417,7 @@ int64_t gpp_cost_workspace_bound(const gpp_cost_t *c)
         int64_t x = gpp_op_workspace_bytes(c->g, &c->g->ops[i], 1);
         w = x > w ? x : w;
     }
-    return w;
+    return w ? gpp_cost_mem_bound(c, w, 1) : 0; /* one block, when any op asks */
 }
 
 int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int micro_batch,
@@ -416,7 +433,8 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
 {
     int m = (micro_batch + devices - 1) / devices;
     gpp_stage_mem_t sm;
-    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, c->kstash, &sm);
+    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, c->kstash,
+                  c->cl.alloc_rule, &sm);
     if (!c->cl.load_ahead)
         sm.ahead_bytes = 0;
     int64_t reserved = 0;

@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/gpp_alloc_rule.h"
 #include "common/gpp_err.h"
 #include "model/gpp_graph.h"
 
@@ -58,20 +59,23 @@ typedef struct {
     int n_devices;
     int gpus_per_node;
     gpp_device_t device;
-    int64_t mem_bound_bytes; /* per-device bound for the planner; 0 = device.mem_bytes
-                                minus GPP_CONTEXT_BYTES (CUDA context, workspaces) */
-    gpp_link_t intra;        /* between devices of one node */
-    gpp_link_t inter;        /* between nodes */
-    double compute_share;    /* fraction of its device's compute each device gets: 1 for
-                                GPUs; cores / (agents x threads) for CPU agents that share
-                                fewer cores (0 = 1). Scales every compute time. */
-    int optim_bufs;          /* optimizer state floats per parameter of the run's optimizer:
-                                GPP_OPTIM_BUFS_SGD (1) or _ADAMW (2); 0 = AdamW */
-    int load_ahead;          /* 1: the agents' executors load the next micro-batch's
-                                inputs and labels ahead into device buffers (their
-                                default on a GPU), which a stage with SOURCE or loss ops
-                                holds besides its tensors (gpp_stage_mem_t.ahead_bytes);
-                                0: they do not (CPU agents) */
+    int64_t mem_bound_bytes;     /* per-device bound for the planner; 0 = device.mem_bytes
+                                    minus GPP_CONTEXT_BYTES (CUDA context, workspaces) */
+    gpp_link_t intra;            /* between devices of one node */
+    gpp_link_t inter;            /* between nodes */
+    double compute_share;        /* fraction of its device's compute each device gets: 1 for
+                                    GPUs; cores / (agents x threads) for CPU agents that share
+                                    fewer cores (0 = 1). Scales every compute time. */
+    int optim_bufs;              /* optimizer state floats per parameter of the run's optimizer:
+                                    GPP_OPTIM_BUFS_SGD (1) or _ADAMW (2); 0 = AdamW */
+    int load_ahead;              /* 1: the agents' executors load the next micro-batch's
+                                    inputs and labels ahead into device buffers (their
+                                    default on a GPU), which a stage with SOURCE or loss ops
+                                    holds besides its tensors (gpp_stage_mem_t.ahead_bytes);
+                                    0: they do not (CPU agents) */
+    gpp_alloc_rule_t alloc_rule; /* how the agents' allocator rounds each block
+                                    (common/gpp_alloc_rule.h): GPP_ALLOC_CLASSES for
+                                    cuda agents, GPP_ALLOC_ALIGN64 (0) for CPU ones */
 } gpp_cluster_t;
 
 #define GPP_CONTEXT_BYTES ((int64_t)512 << 20)
@@ -240,6 +244,14 @@ const gpp_link_t *gpp_cost_p2p_link(const gpp_cost_t *c);
  * (groups are placed node-aligned), else inter. */
 const gpp_link_t *gpp_cost_group_link(const gpp_cost_t *c, int d);
 
+/* The planner's linear memory bound holds `blocks` allocations of `bytes`
+ * in all as the agents' allocator rounds them at most (the cluster's
+ * alloc_rule): gpp_alloc_bound(bytes) + blocks x gpp_alloc_floor. A figure
+ * per sample stays a bound for m samples (m >= 1), so the search's
+ * W + (stash x mbf + work) x m covers the executor's rounded blocks
+ * (gpp_cost_stage_mem, the exact walk). */
+int64_t gpp_cost_mem_bound(const gpp_cost_t *c, int64_t bytes, int64_t blocks);
+
 /* Cost of one stage: a set of ops run on `devices` replicas with
  * micro-batch b out of mini-batch `batch`. */
 typedef struct {
@@ -250,8 +262,9 @@ typedef struct {
     double allreduce_ms; /* gradient sync per iteration */
     double step_ms;      /* optimizer step per iteration (gpp_cost_step_ms) */
     double tps_ms;       /* (fwd+bwd+comm)/b + (allreduce+step)/batch */
-    /* memory per replica, the search's additive bound (gpp_cost_stage_mem_bound) */
-    int64_t weight_bytes;   /* weights + gradients + optimizer state (gpp_op_state_bytes) */
+    /* memory per replica, the search's additive bound (gpp_cost_stage_mem_bound),
+       each figure as the allocator rounds it at most (gpp_cost_mem_bound) */
+    int64_t weight_bytes;   /* weights + gradients + optimizer state (gpp_cost_op_state_bytes) */
     int64_t stash_bytes;    /* per sample in flight: the ops' stashes + boundary tensors */
     int64_t work_bytes;     /* per sample of one micro-batch: every output and label +
                                boundary tensors + gpp_cost_workspace_bound (the running one) */
@@ -274,8 +287,15 @@ int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int m
  * figure plans report and agents' measurements are compared with. */
 int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                            int micro_batch, int mbs, int batch);
-/* Per-sample figures of one op the search sums (see gpp_stage_cost_t). */
+/* Figures of one op the search sums (see gpp_stage_cost_t), each a
+ * gpp_cost_mem_bound: state (its parameters' share of the flat buffers, or
+ * an embedding table's own blocks; a loss's value per slot), and per
+ * sample the stash kept (gpp_cost_op_stash_bytes: at most 3 blocks per
+ * micro-batch, output, kernel stash and a gradient) and the work of a
+ * running micro-batch (at most 7: output, a fused activation's output,
+ * kernel stash, label, gradient, two load-ahead buffers). */
 int64_t gpp_cost_op_state_bytes(const gpp_cost_t *c, int op, int batch);
+int64_t gpp_cost_op_stash_bound(const gpp_cost_t *c, int op);
 int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op);
 /* The kernels' workspace per sample any stage may ask for (the graph's
  * largest request for one sample); part of every stage's work_bytes. */

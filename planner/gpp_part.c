@@ -268,9 +268,10 @@ static int s_stage_dev(gpp_dp_t *s, int l, int r, const gpp_dp_bnd_t *bd, int ci
     mm.W = s->pre_state_bytes[r + 1] - s->pre_state_bytes[l];
     if (mm.W > s->mem_bound_bytes)
         return s->no_fit;
-    mm.per1 = s->pre_stash_bytes[r + 1] - s->pre_stash_bytes[l] + (int64_t)bd->bytes;
-    mm.per0 =
-        s->pre_work_bytes[r + 1] - s->pre_work_bytes[l] + (int64_t)bd->bytes + s->work_bound_bytes;
+    /* the boundary tensors' blocks as the allocator rounds them (gpp_cost_mem_bound) */
+    int64_t bnd = gpp_cost_mem_bound(s->cost, (int64_t)bd->bytes, bd->n);
+    mm.per1 = s->pre_stash_bytes[r + 1] - s->pre_stash_bytes[l] + bnd;
+    mm.per0 = s->pre_work_bytes[r + 1] - s->pre_work_bytes[l] + bnd + s->work_bound_bytes;
     int64_t per = mm.per1 * mbf + mm.per0;
     int d = 1;
     if (per > 0) { /* a floor from W + per * m <= bound (reserved_mem >= 0 only raises it) */

@@ -112,7 +112,7 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
         const gpp_op_t *o = &g->ops[op];
         s->pre_state_bytes[pos + 1] =
             s->pre_state_bytes[pos] + gpp_cost_op_state_bytes(cost, op, batch);
-        s->pre_stash_bytes[pos + 1] = s->pre_stash_bytes[pos] + gpp_cost_op_stash_bytes(cost, op);
+        s->pre_stash_bytes[pos + 1] = s->pre_stash_bytes[pos] + gpp_cost_op_stash_bound(cost, op);
         s->pre_work_bytes[pos + 1] = s->pre_work_bytes[pos] + gpp_cost_op_work_bytes(cost, op);
         s->has_reserved |= gpp_cost_op_reserved_bytes(cost, op) > 0;
         s->pre_grad_bytes[pos + 1] =

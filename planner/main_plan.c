@@ -246,6 +246,8 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
             s_die(EXIT_BAD_INPUT, "--device %s: %s", a->device, err.msg);
         /* GPU agents load the next micro-batch's data ahead (their default) */
         cl->load_ahead = strcmp(a->device, "cpu") != 0;
+        /* and round their blocks to the CUDA caching allocator's classes */
+        cl->alloc_rule = cl->load_ahead ? GPP_ALLOC_CLASSES : GPP_ALLOC_ALIGN64;
     }
     if (a->mem_gib > 0)
         cl->mem_bound_bytes = (int64_t)(a->mem_gib * (double)(1 << 30));

@@ -11,10 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/gpp_alloc_rule.h"
 #include "common/gpp_time.h"
 #include "kernels/cpu/gpp_cpu.h"
 
-#define GPP_CPU_ALIGN 64
+#define GPP_CPU_ALIGN 64 /* GPP_ALLOC_ALIGN64: the rule the memory model rounds by */
 
 /* OpenBLAS picks its kernels from the CPU model when it loads. A CPU model
  * it does not know (common in VMs: "Intel Xeon Processor") makes it fall
@@ -82,9 +83,7 @@ static void s_fini(gpp_backend_t *be)
  * counts the rounded size: what a caller can use. */
 static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
 {
-    size_t rounded = (bytes + GPP_CPU_ALIGN - 1) / GPP_CPU_ALIGN * GPP_CPU_ALIGN;
-    if (rounded == 0)
-        rounded = GPP_CPU_ALIGN;
+    size_t rounded = (size_t)gpp_alloc_bytes(GPP_ALLOC_ALIGN64, (int64_t)bytes);
     char *p = aligned_alloc(GPP_CPU_ALIGN, rounded + GPP_CPU_ALIGN);
     if (!p) {
         gpp_err_set(err,

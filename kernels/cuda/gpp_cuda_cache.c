@@ -5,13 +5,12 @@
 #include <assert.h>
 #include <stdlib.h>
 
+#include "common/gpp_alloc_rule.h"
 #include "common/gpp_err.h"
 
-#define S_MIN_BYTES 512 /* cudaMalloc aligns to 256 bytes; the smallest class */
-#define S_MIN_SHIFT 9
-#define S_STEP_SHIFT 5 /* 2^5 = 32 classes per power of two */
-#define S_STEPS (1 << S_STEP_SHIFT)
-#define S_CLASSES (S_STEPS * (64 - S_MIN_SHIFT) + 1)
+/* the classes: common/gpp_alloc_rule.h (GPP_ALLOC_CLASSES), which the
+   memory model rounds by too */
+#define S_CLASSES GPP_ALLOC_CLASS_COUNT
 
 typedef struct {
     void **p;
@@ -36,15 +35,7 @@ struct gpp_cuda_cache_s {
 
 int gpp_cuda_cache_class(size_t bytes, size_t *class_bytes)
 {
-    if (bytes <= S_MIN_BYTES) {
-        *class_bytes = S_MIN_BYTES;
-        return 0;
-    }
-    int e = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^e < bytes <= 2^(e+1) */
-    size_t base = (size_t)1 << e, step = base >> S_STEP_SHIFT;
-    size_t steps = (bytes - base + step - 1) / step; /* 1..S_STEPS */
-    *class_bytes = base + steps * step;
-    return (e - S_MIN_SHIFT) * S_STEPS + (int)steps;
+    return gpp_alloc_class(bytes, class_bytes);
 }
 
 static size_t s_hash(const void *p, size_t cap)
@@ -111,13 +102,7 @@ gpp_cuda_cache_t *gpp_cuda_cache_new(gpp_cuda_raw_alloc_fn raw_alloc, gpp_cuda_r
 
 static void s_class_sizes(int cls, size_t *bytes)
 {
-    if (cls == 0) {
-        *bytes = S_MIN_BYTES;
-        return;
-    }
-    int e = (cls - 1) / S_STEPS + S_MIN_SHIFT, steps = (cls - 1) % S_STEPS + 1;
-    size_t base = (size_t)1 << e;
-    *bytes = base + (size_t)steps * (base >> S_STEP_SHIFT);
+    *bytes = gpp_alloc_class_bytes(cls);
 }
 
 void gpp_cuda_cache_trim(gpp_cuda_cache_t *self)

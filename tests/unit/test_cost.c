@@ -253,12 +253,17 @@ static void t_profile_graph(void)
     int ops[] = {1, 2};
     gpp_cost_stage(cost, 2, ops, 1, 2, 8, &sc);
     GPP_EXPECT_NEAR(sc.fwd_ms + sc.bwd_ms, 0.8, 1e-12);
-    GPP_EXPECT(sc.weight_bytes == GPP_BYTES_PER_PARAM * 2 * (4194304 / 4));
+    /* each figure as the allocator rounds it at most (gpp_cost_mem_bound; a
+       CPU cluster: one 64-byte floor per block): weights, gradients and two
+       AdamW buffers of the two ops */
+    const int64_t fl = gpp_alloc_floor(GPP_ALLOC_ALIGN64);
+    GPP_EXPECT(sc.weight_bytes == GPP_BYTES_PER_PARAM * 2 * (4194304 / 4) + 2 * 4 * fl);
     GPP_EXPECT(sc.reserved_bytes == 1048576);
     /* the ops' outputs once (4096 + 2048) + the boundary tensors (in 4096
-       received; fc_a 4096 and fc_b 2048 sent) */
-    GPP_EXPECT(sc.stash_bytes == 4096 + 2048 + 10240);
-    GPP_EXPECT(sc.work_bytes == 4096 + 2048 + 10240);
+       received; fc_a 4096 and fc_b 2048 sent): 3 blocks kept per op, 7 of
+       a running micro-batch, one per boundary tensor */
+    GPP_EXPECT(sc.stash_bytes == 4096 + 2048 + 10240 + 2 * 3 * fl + 3 * fl);
+    GPP_EXPECT(sc.work_bytes == 4096 + 2048 + 10240 + 2 * 7 * fl + 3 * fl);
     GPP_EXPECT(gpp_cost_stage_mem_bound(&sc, 4, 2, 1) ==
                sc.weight_bytes + sc.reserved_bytes + 2 * 2 * sc.stash_bytes + 2 * sc.work_bytes);
     /* boundary: in (4096) received, fc_a (4096) and fc_b (2048) sent */
@@ -486,7 +491,7 @@ static void t_reserved_forms(void)
     GPP_EXPECT(sc.reserved_bytes == 1000);
     /* and so does the stage's peak memory (the executor's model + reserve) */
     gpp_stage_mem_t sm;
-    gpp_stage_mem(g, 1, ops, GPP_OPTIM_BUFS_ADAMW, 12, 3, NULL, &sm);
+    gpp_stage_mem(g, 1, ops, GPP_OPTIM_BUFS_ADAMW, 12, 3, NULL, GPP_ALLOC_ALIGN64, &sm);
     GPP_EXPECT(gpp_cost_stage_mem(cost, 1, ops, 2, 6, 2, 12) ==
                gpp_stage_mem_peak(&sm, 2, 2) + 800);
     const char *bad[][2] = {
@@ -976,6 +981,9 @@ static void t_stage_mem(void)
         gpp_cost_t *adamw = gpp_cost_new(g, &c);
         c.load_ahead = 1; /* GPU agents: the load-ahead's buffers on the device */
         gpp_cost_t *ahead = gpp_cost_new(g, &c);
+        c.alloc_rule = GPP_ALLOC_CLASSES; /* and the caching allocator's blocks */
+        gpp_cost_t *cls = gpp_cost_new(g, &c);
+        c.alloc_rule = GPP_ALLOC_ALIGN64;
         c.load_ahead = 0;
         c.optim_bufs = GPP_OPTIM_BUFS_SGD;
         gpp_cost_t *sgd = gpp_cost_new(g, &c);
@@ -984,29 +992,45 @@ static void t_stage_mem(void)
             ops[i] = i;
         /* the whole model, 2 replicas of micro-batch 5 (3 samples each), 2 in flight */
         gpp_stage_mem_t sm;
-        gpp_stage_mem(g, g->n_ops, ops, GPP_OPTIM_BUFS_ADAMW, 20, 3, NULL, &sm);
-        /* the load-ahead: two micro-batches of the inputs and labels */
+        gpp_stage_mem(g, g->n_ops, ops, GPP_OPTIM_BUFS_ADAMW, 20, 3, NULL, GPP_ALLOC_ALIGN64, &sm);
+        /* the load-ahead: two micro-batches of the inputs and labels, each a
+           block of 3 samples rounded to 64 bytes */
         int64_t src = 0;
-        for (int i = 0; i < g->n_ops; i++)
-            src += gpp_optable[g->ops[i].type].role == GPP_ROLE_SOURCE
-                       ? g->ops[i].out_bytes
-                       : gpp_op_label_bytes(g, &g->ops[i]);
-        GPP_EXPECT(sm.ahead_bytes == 2 * 3 * src && src > 0);
+        for (int i = 0; i < g->n_ops; i++) {
+            int64_t x = gpp_optable[g->ops[i].type].role == GPP_ROLE_SOURCE
+                            ? g->ops[i].out_bytes
+                            : gpp_op_label_bytes(g, &g->ops[i]);
+            src += x ? gpp_alloc_bytes(GPP_ALLOC_ALIGN64, 3 * x) : 0;
+        }
+        GPP_EXPECT(sm.ahead_bytes == 2 * src && src > 0);
         GPP_EXPECT(gpp_cost_stage_mem(ahead, g->n_ops, ops, 2, 5, 2, 20) ==
                    gpp_stage_mem_peak(&sm, 2, 4));
         sm.ahead_bytes = 0; /* CPU agents load no data ahead */
         GPP_EXPECT(gpp_cost_stage_mem(adamw, g->n_ops, ops, 2, 5, 2, 20) ==
                    gpp_stage_mem_peak(&sm, 2, 4));
-        /* SGD keeps one state buffer, AdamW two: 4 bytes per parameter apart */
+        /* SGD keeps one state buffer, AdamW two: 4 bytes per parameter apart,
+           in the blocks the allocator rounds (the dense parameters' flat
+           buffer, each embedding table's own) */
+        int64_t dense = 0, one_buf = 0;
+        for (int i = 0; i < g->n_ops; i++)
+            if (g->ops[i].sparse_params)
+                one_buf += gpp_alloc_bytes(GPP_ALLOC_ALIGN64, 4 * g->ops[i].params);
+            else
+                dense += 4 * g->ops[i].params;
+        one_buf += gpp_alloc_bytes(GPP_ALLOC_ALIGN64, dense);
         GPP_EXPECT(gpp_cost_stage_mem(adamw, g->n_ops, ops, 2, 5, 2, 20) -
                        gpp_cost_stage_mem(sgd, g->n_ops, ops, 2, 5, 2, 20) ==
-                   4 * gpp_graph_params(g));
+                   one_buf);
+        GPP_EXPECT(one_buf >= 4 * gpp_graph_params(g) &&
+                   one_buf < 4 * gpp_graph_params(g) + 64 * 8);
         for (int lo = 0; lo < g->n_ops; lo++)
             for (int hi = lo + 1; hi <= g->n_ops; hi++)
-                for (int d = 1; d <= 4; d++)
+                for (int d = 1; d <= 6; d++)
                     for (int infl = 4; infl <= 12; infl += 8) {
-                        gpp_cost_t *cc = d > 2 ? ahead : adamw; /* d 3, 4: d - 2, ahead */
-                        int dd = d > 2 ? d - 2 : d;
+                        /* d 3, 4: d - 2 replicas, load-ahead; 5, 6: d - 4, and the
+                           CUDA allocator's classes */
+                        gpp_cost_t *cc = d > 4 ? cls : d > 2 ? ahead : adamw;
+                        int dd = d > 4 ? d - 4 : d > 2 ? d - 2 : d;
                         gpp_stage_cost_t sc;
                         gpp_cost_stage(cc, hi - lo, ops + lo, dd, 4, 16, &sc);
                         int64_t bound = gpp_cost_stage_mem_bound(&sc, infl, 4, dd);
@@ -1021,6 +1045,7 @@ static void t_stage_mem(void)
         free(ops);
         gpp_cost_destroy(&adamw);
         gpp_cost_destroy(&ahead);
+        gpp_cost_destroy(&cls);
         gpp_cost_destroy(&sgd);
         gpp_graph_destroy(&g);
     }

@@ -13,6 +13,7 @@
 #ifdef GPP_HAVE_CUDA
 #include "kernels/cuda/gpp_cuda.h" /* gpp_cuda_lt_load */
 #endif
+#include "common/gpp_alloc_rule.h"
 #include "kernels/cuda/gpp_cuda_cache.h"
 #include "kernels/cuda/gpp_cuda_splan.h"
 #include "kernels/gpp_backend.h"
@@ -77,6 +78,21 @@ static void t_size_classes(void)
     }
     printf("  worst waste above 512 B: %.1f %% of the block\n", 100 * worst);
     GPP_EXPECT(worst < 1.0 / 32);
+    /* the memory model's rule (common/gpp_alloc_rule.h) is the cache's:
+       same blocks, each class's size its inverse, and the planner's linear
+       bound plus one floor per block never below a block */
+    for (size_t b = 0; b < ((size_t)1 << 34); b = b * 5 / 4 + 1) {
+        int c = gpp_cuda_cache_class(b, &cb);
+        GPP_EXPECT(gpp_alloc_bytes(GPP_ALLOC_CLASSES, (int64_t)b) == (int64_t)cb &&
+                   gpp_alloc_class_bytes(c) == cb);
+        for (int r = 0; r < 2; r++) {
+            int64_t got = gpp_alloc_bytes((gpp_alloc_rule_t)r, (int64_t)b);
+            GPP_EXPECT(got >= (int64_t)b &&
+                       got <= gpp_alloc_bound((gpp_alloc_rule_t)r, (int64_t)b) +
+                                  gpp_alloc_floor((gpp_alloc_rule_t)r));
+        }
+        GPP_EXPECT(gpp_alloc_bytes(GPP_ALLOC_ALIGN64, (int64_t)b) % 64 == 0);
+    }
 }
 
 static void t_reuse_and_peak(void)
