@@ -160,6 +160,15 @@ extern "C" cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t row
 
 /* ---- softmax over rows, in place (exp: gpp_math_expf, as on the CPU) ---- */
 
+/* the largest of a row's first cols entries, in every lane of its warp */
+static GPP_DEV float s_row_max(const float *row, int64_t cols, int lane)
+{
+    float mx = -INFINITY;
+    for (int64_t j = lane; j < cols; j += 32)
+        mx = fmaxf(mx, row[j]);
+    return s_warp_max(mx);
+}
+
 GPP_KERNEL void k_softmax_fwd(int64_t rows, int64_t stride, float *a, int causal)
 {
     S_ROW_BEGIN(rows)
@@ -169,10 +178,7 @@ GPP_KERNEL void k_softmax_fwd(int64_t rows, int64_t stride, float *a, int causal
     int64_t cols = causal ? r % stride + 1 : stride;
     for (int64_t j = cols + lane; j < stride; j += 32)
         ar[j] = 0.0f;
-    float mx = -INFINITY;
-    for (int64_t j = lane; j < cols; j += 32)
-        mx = fmaxf(mx, ar[j]);
-    mx = s_warp_max(mx);
+    float mx = s_row_max(ar, cols, lane);
     double acc = 0.0;
     for (int64_t j = lane; j < cols; j += 32) {
         float e = gpp_math_expf(ar[j] - mx);
@@ -224,10 +230,7 @@ GPP_KERNEL void k_softmax_fwd_bf16(int64_t rows, int64_t stride, const float *s,
     int64_t cols = causal ? r % stride + 1 : stride;
     for (int64_t j = cols + lane; j < stride; j += 32)
         pr[j] = gpp_to_e<gpp_bf16>(0.0f);
-    float mx = -INFINITY;
-    for (int64_t j = lane; j < cols; j += 32)
-        mx = fmaxf(mx, sr[j]);
-    mx = s_warp_max(mx);
+    float mx = s_row_max(sr, cols, lane);
     double acc = 0.0;
     for (int64_t j = lane; j < cols; j += 32)
         acc += gpp_math_expf(sr[j] - mx);
