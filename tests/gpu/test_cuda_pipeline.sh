@@ -22,16 +22,15 @@ COORD=$BUILD/coordinator/gpp-coordinator
 gpu_probe test_cuda_pipeline "" --model "mmt:branches=2,layers=1,hidden=32,heads=2,seq=8,ffn=64"
 
 ITERS=10
-# the example files with this run's port, iterations and directories
+. "$(dirname "$0")/pipeline_lib.sh"
+# the example files with this run's port, iterations and directories,
+# checkpoints every 5 iterations
 conf() { # $1 example, $2 name
-    sed -e "s|^endpoint = .*|endpoint = \"tcp://127.0.0.1:$(free_port 1)\"|" \
-        -e "s|^iterations = .*|iterations = $ITERS|" \
-        -e "s|^checkpoint_dir = .*|checkpoint_dir = \"$TMP/$2.ckpt\"|" \
-        -e "s|^checkpoint_interval = .*|checkpoint_interval = 5|" \
-        -e "s|^file = .*|file = \"$TMP/$2.jsonl\"|" "$SRC/config/examples/$1" >"$TMP/$2.toml"
-    echo "$TMP/$2.toml"
+    local c
+    c=$(job_conf "$1" "$2")
+    sed -i 's|^checkpoint_interval = .*|checkpoint_interval = 5|' "$c"
+    echo "$c"
 }
-losses() { sed -n 's/^iter [0-9]*\/[0-9]*  loss \([0-9.eE+-]*\).*/\1/p' "$1"; }
 
 timeout 300 "$COORD" --plan gpp "$(conf local-cpu.toml cpu)" >"$TMP/cpu.out" 2>"$TMP/cpu.err" ||
     fail "the main job on CPU agents failed" "$(tail -20 "$TMP/cpu.err")"
@@ -43,10 +42,7 @@ else
     fail "the main job on cuda (exit $rc)" "$(tail -30 "$TMP/cuda.err")"
 fi
 echo "stages: $(grep -c '^  stage' "$TMP/cpu.out") (cpu plan), iterations cpu $(losses "$TMP/cpu.out" | wc -l) cuda $(losses "$TMP/cuda.out" | wc -l)"
-if paste <(losses "$TMP/cpu.out") <(losses "$TMP/cuda.out") |
-    awk -v n=$ITERS '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 > 0 ? $1 : -$1);
-           if (r > m) m = r; if (r > 2e-3 || NF != 2) bad = 1 }
-         END { printf "max rel loss difference %g over %d iterations\n", m, NR; exit bad || NR != n }'; then
+if losses_close <(losses "$TMP/cpu.out") <(losses "$TMP/cuda.out") $ITERS; then
     ok "cuda pipeline losses match the cpu pipeline"
 else
     fail "cuda and cpu pipeline loss curves differ" "$(paste <(losses "$TMP/cpu.out") <(losses "$TMP/cuda.out"))"
@@ -59,9 +55,7 @@ sed -i "s|^checkpoint_dir = .*|checkpoint_dir = \"$TMP/cuda.ckpt\"|" "$C"
 rm -rf "$TMP/cuda.ckpt"/set-0000000010
 timeout 300 "$COORD" --resume --plan "$TMP/cpu.ckpt/plan.json" "$C" >"$TMP/resume.out" 2>"$TMP/resume.err"
 rc=$?
-if [ $rc -eq 0 ] && paste <(losses "$TMP/cuda.out" | tail -5) <(losses "$TMP/resume.out") |
-    awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 > 0 ? $1 : -$1); if (r > 2e-3 || NF != 2) bad = 1 }
-         END { exit bad || NR != 5 }'; then
+if [ $rc -eq 0 ] && losses_close <(losses "$TMP/cuda.out" | tail -5) <(losses "$TMP/resume.out") 5; then
     ok "the cuda run's checkpoint set loads on CPU agents (iterations 6-10 match)"
 else
     fail "resume of the cuda checkpoint on cpu (exit $rc)" "$(tail -20 "$TMP/resume.err"; paste <(losses "$TMP/cuda.out" | tail -5) <(losses "$TMP/resume.out"))"

@@ -28,26 +28,19 @@ gpu_probe test_nccl_pipeline "4 GPUs needed" --model "mmt:branches=2,layers=1,hi
 
 # about 4 s per iteration on the emulation (2 shared cores): few iterations
 ITERS=4
-conf() { # $1 example, $2 name
-    sed -e "s|^endpoint = .*|endpoint = \"tcp://127.0.0.1:$(free_port 1)\"|" \
-        -e "s|^iterations = .*|iterations = $ITERS|" \
-        -e "s|^checkpoint_dir = .*|checkpoint_dir = \"$TMP/$2.ckpt\"|" \
-        -e "s|^file = .*|file = \"$TMP/$2.jsonl\"|" "$SRC/config/examples/$1" >"$TMP/$2.toml"
-    echo "$TMP/$2.toml"
-}
+. "$(dirname "$0")/pipeline_lib.sh"
 nccl_conf() { # $1 name: gpu-1.toml with one GPU per agent and comm nccl
     local c
-    c=$(conf gpu-1.toml "$1")
+    c=$(job_conf gpu-1.toml "$1")
     sed -i -e 's|^gpus = .*|gpus = 0|' -e 's|^backend = "cuda".*|backend = "cuda"\ncomm = "nccl"|' "$c"
     echo "$c"
 }
-losses() { sed -n 's/^iter [0-9]*\/[0-9]*  loss \([0-9.eE+-]*\).*/\1/p' "$1"; }
 
 # run_pair NAME PLAN: the job on CPU agents (PLAN: gpp, or a plan file), then
 # with comm nccl on the CPU run's plan; both loss curves compared
 run_pair() {
     local name=$1 plan=$2 rc n_nccl
-    timeout 300 "$COORD" --plan "$plan" "$(conf local-cpu.toml "$name-cpu")" >"$TMP/$name-cpu.out" \
+    timeout 300 "$COORD" --plan "$plan" "$(job_conf local-cpu.toml "$name-cpu")" >"$TMP/$name-cpu.out" \
         2>"$TMP/$name-cpu.err" ||
         fail "$name: the job on CPU agents failed" "$(tail -20 "$TMP/$name-cpu.err")"
     timeout 300 "$COORD" --plan "$TMP/$name-cpu.ckpt/plan.json" "$(nccl_conf "$name-nccl")" \
@@ -61,10 +54,7 @@ run_pair() {
         fail "$name: the job with comm nccl (exit $rc, $n_nccl agents on nccl)" "$(tail -30 "$TMP/$name-nccl.err")"
     fi
     echo "$name: $(sed -n 1p "$TMP/$name-nccl.out")"
-    if paste <(losses "$TMP/$name-cpu.out") <(losses "$TMP/$name-nccl.out") |
-        awk -v n=$ITERS '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 > 0 ? $1 : -$1);
-               if (r > m) m = r; if (r > 2e-3 || NF != 2) bad = 1 }
-             END { printf "max rel loss difference %g over %d iterations\n", m, NR; exit bad || NR != n }'; then
+    if losses_close <(losses "$TMP/$name-cpu.out") <(losses "$TMP/$name-nccl.out") $ITERS; then
         ok "$name: nccl pipeline losses match the cpu pipeline"
     else
         fail "$name: nccl and cpu pipeline loss curves differ" \
