@@ -323,26 +323,29 @@ static gpp_cuda_core_t s_att_core(gpp_stream_t *s, const s_att_t *a)
     return gpp_cuda_attention_core(gpp_cuda_be(s->be), a->dh);
 }
 
-/* The bf16 unfused core's stash, in bytes from its start (each part
- * 256-byte aligned): head-major qkv [3][n][heads][seq][dh] in bf16 at 0 |
- * probabilities [n heads, seq, seq] in bf16 at .prob | natural ctx
- * [n seq, hidden] in fp32 at .ctx (the output projection's input, kept
- * fp32 like every tensor between ops) | .total. */
+/* The unfused core's stash, in bytes from its start: head-major qkv
+ * [3][n][heads][seq][dh] at 0 | probabilities [n heads, seq, seq] at .prob
+ * (both of .elem bytes an element: 4, or 2 in the bf16 core, whose parts
+ * are 256-byte aligned) | natural ctx [n seq, hidden] in fp32 at .ctx (the
+ * output projection's input, fp32 like every tensor between ops) | .total.
+ * In fp32 it is the op table's layout (gpp_attention_stash_bytes). */
 typedef struct {
-    size_t prob, ctx, total;
-} s_bf16_stash_t;
+    size_t elem, prob, ctx, total;
+} s_unf_stash_t;
 
-static size_t s_pad256(size_t bytes)
+static size_t s_pad(size_t bytes, size_t align)
 {
-    return (bytes + 255) / 256 * 256;
+    return (bytes + align - 1) / align * align;
 }
 
-static s_bf16_stash_t s_bf16_stash(int64_t n, int64_t seq, int64_t hidden, int64_t heads)
+static s_unf_stash_t s_unf_stash(int64_t n, int64_t seq, int64_t hidden, int64_t heads, int bf16)
 {
-    s_bf16_stash_t l;
+    s_unf_stash_t l;
     int64_t mh = n * seq * hidden;
-    l.prob = s_pad256((size_t)(3 * mh) * 2);
-    l.ctx = l.prob + s_pad256((size_t)(n * heads * seq * seq) * 2);
+    size_t al = bf16 ? 256 : 1;
+    l.elem = bf16 ? 2 : sizeof(float);
+    l.prob = s_pad((size_t)(3 * mh) * l.elem, al);
+    l.ctx = l.prob + s_pad((size_t)(n * heads * seq * seq) * l.elem, al);
     l.total = l.ctx + (size_t)mh * sizeof(float);
     return l;
 }
@@ -351,10 +354,8 @@ size_t gpp_cuda_attention_stash_bytes(gpp_backend_t *be, int64_t n, int64_t seq,
                                       int heads)
 {
     gpp_cuda_core_t core = gpp_cuda_attention_core(gpp_cuda_be(be), hidden / heads);
-    if (core == GPP_CUDA_CORE_UNFUSED)
-        return gpp_attention_stash_bytes(n, seq, hidden, heads);
-    if (core == GPP_CUDA_CORE_UNFUSED_BF16)
-        return s_bf16_stash(n, seq, hidden, heads).total;
+    if (core == GPP_CUDA_CORE_UNFUSED || core == GPP_CUDA_CORE_UNFUSED_BF16)
+        return s_unf_stash(n, seq, hidden, heads, core == GPP_CUDA_CORE_UNFUSED_BF16).total;
     /* qkv [n seq, 3 hidden] | lse [n heads, seq] | ctx [n seq, hidden] */
     return (size_t)(n * seq * (4 * hidden + heads)) * sizeof(float);
 }
@@ -377,81 +378,61 @@ static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
     return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err);
 }
 
-/* The unfused core in bf16 (precision bf16): the products' operands are
- * stored in bf16 as they are made, so cuBLASLt runs native bf16 x bf16 ->
- * fp32 products on the tensor cores (no conversion inside the library, half
- * the bytes read), and the stash is about half the fp32 core's. Scores,
- * accumulators and the tensors between ops stay fp32: only the products'
- * operands (Q, K, V, P, dctx, dS) are rounded, once each. Stash:
- * s_bf16_stash_t. Workspace: natural qkv [m, 3 hid] | scores [batch, seq,
- * seq] | head-major ctx [m, hid], fp32. */
-static int s_att_bf16_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
-                          const gpp_attention_params_t *p, int causal, gpp_tensor_t *y, void *stash,
-                          gpp_err_t *err)
+/* The unfused core: the heads permuted to head-major, one batched product
+ * over all samples x heads for QK^T, a row softmax, one for PV, permuted
+ * back. bf16 (precision bf16, GPP_CUDA_CORE_UNFUSED_BF16): the products'
+ * operands are written in bf16 by the kernels that make them (the permute:
+ * Q, K, V; the softmax: P), so cuBLASLt runs native bf16 x bf16 -> fp32
+ * products (no conversion inside the library, half the bytes) and the
+ * stash is about half; scores, sums and the tensors between ops stay fp32,
+ * each operand rounded once. Stash: s_unf_stash_t. Workspace (fp32):
+ * natural qkv [m, 3 hid] | head-major ctx [m, hid] | in bf16 the scores
+ * [batch, seq, seq] (in fp32 the softmax runs in place in the stash). */
+static int s_att_unfused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
+                             const gpp_attention_params_t *p, int causal, gpp_tensor_t *y,
+                             void *stash, int bf16, gpp_err_t *err)
 {
     cudaStream_t st = gpp_cuda_stream(s);
-    s_bf16_stash_t l = s_bf16_stash(a->n, a->seq, a->hid, a->heads);
+    s_unf_stash_t l = s_unf_stash(a->n, a->seq, a->hid, a->heads, bf16);
+    int64_t mh = a->m * a->hid, bss = a->batch * a->seq * a->seq;
     char *qkv_hm = stash, *prob = qkv_hm + l.prob;
     float *ctx = (float *)(qkv_hm + l.ctx);
-    int64_t mh = a->m * a->hid, bss = a->batch * a->seq * a->seq;
-    const char *q = qkv_hm, *k = q + mh * 2, *v = k + mh * 2;
-    float *qkv = gpp_stream_workspace(s, (size_t)(4 * mh + bss) * sizeof(float), err);
+    const char *q = qkv_hm, *k = q + mh * l.elem, *v = k + mh * l.elem;
+    float *qkv = gpp_stream_workspace(s, (size_t)(4 * mh + (bf16 ? bss : 0)) * sizeof(float), err);
     if (!qkv)
         return gpp_err_prefix(err, "workspace");
-    float *scores = qkv + 3 * mh, *ctx_hm = scores + bss;
+    float *ctx_hm = qkv + 3 * mh, *scores = bf16 ? ctx_hm + mh : (float *)prob;
     if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv,
                      err) < 0)
         return -1;
-    S_LAUNCH(gpp_cuk_heads_to_bf16(st, a->n, a->seq, a->heads, a->dh, 3, qkv, qkv_hm), err);
-    if (s_att_gemm(s, a, 0, 1, a->seq, a->seq, a->dh, a->scale, q, 0, k, 0, scores, 1, 1, err) < 0)
+    S_LAUNCH(
+        bf16 ? gpp_cuk_heads_to_bf16(st, a->n, a->seq, a->heads, a->dh, 3, qkv, qkv_hm)
+             : gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, qkv, (float *)qkv_hm, 1),
+        err);
+    /* scores = scale Q K^T, softmax, ctx = P V */
+    if (s_att_gemm(s, a, 0, 1, a->seq, a->seq, a->dh, a->scale, q, 0, k, 0, scores, 1, bf16, err) <
+        0)
         return -1;
-    S_LAUNCH(gpp_cuk_softmax_fwd_bf16(st, a->batch * a->seq, a->seq, scores, prob, causal), err);
-    if (s_att_gemm(s, a, 0, 0, a->seq, a->dh, a->seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, 1, err) < 0)
+    S_LAUNCH(bf16 ? gpp_cuk_softmax_fwd_bf16(st, a->batch * a->seq, a->seq, scores, prob, causal)
+                  : gpp_cuk_softmax_fwd(st, a->batch * a->seq, a->seq, scores, causal),
+             err);
+    if (s_att_gemm(s, a, 0, 0, a->seq, a->dh, a->seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, bf16, err) <
+        0)
         return -1;
     S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, ctx_hm, ctx, 0), err);
     return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err);
 }
 
-/* Unfused core: stash (floats) head-major qkv [3][n][heads][seq][dh] |
- * probabilities [n heads, seq, seq] | natural ctx [n seq, hidden]. */
 int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                            int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
     s_att_t a = s_att(x, heads);
     gpp_cuda_core_t core = s_att_core(s, &a);
-    if (core == GPP_CUDA_CORE_UNFUSED_BF16)
-        return s_att_bf16_fwd(s, &a, x, p, causal, y, stash, err) < 0
-                   ? gpp_err_prefix(err, "attention forward")
-                   : 0;
-    if (core != GPP_CUDA_CORE_UNFUSED)
-        return s_att_fused_fwd(s, &a, x, p, causal, y, stash, err) < 0
-                   ? gpp_err_prefix(err, "attention forward")
-                   : 0;
-    cudaStream_t st = gpp_cuda_stream(s);
-    float *qkv_hm = stash, *prob = qkv_hm + a.m * 3 * a.hid;
-    float *ctx = prob + a.batch * a.seq * a.seq;
-    const float *q = qkv_hm, *k = q + a.m * a.hid, *v = k + a.m * a.hid;
-    /* workspace: natural qkv [m, 3 hid] | head-major ctx [m, hid] */
-    float *qkv = gpp_stream_workspace(s, (size_t)(a.m * 4 * a.hid) * sizeof(float), err);
-    if (!qkv)
-        return gpp_err_prefix(err, "attention forward workspace");
-    float *ctx_hm = qkv + a.m * 3 * a.hid;
-    if (s_linear_fwd(s, a.m, a.hid, 3 * a.hid, s_f(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv, err) <
-        0)
-        goto fail;
-    S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 3, qkv, qkv_hm, 1), err);
-    /* scores = scale Q K^T, softmax, ctx = P V */
-    if (s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, a.scale, q, 0, k, 0, prob, 1, 0, err) < 0)
-        goto fail;
-    S_LAUNCH(gpp_cuk_softmax_fwd(st, a.batch * a.seq, a.seq, prob, causal), err);
-    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, 0, err) < 0)
-        goto fail;
-    S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 1, ctx_hm, ctx, 0), err);
-    if (s_linear_fwd(s, a.m, a.hid, a.hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err) < 0)
-        goto fail;
-    return 0;
-fail:
-    return gpp_err_prefix(err, "attention forward");
+    int rc = core == GPP_CUDA_CORE_UNFUSED || core == GPP_CUDA_CORE_UNFUSED_BF16
+                 ? s_att_unfused_fwd(s, &a, x, p, causal, y, stash,
+                                     core == GPP_CUDA_CORE_UNFUSED_BF16, err)
+                 : s_att_fused_fwd(s, &a, x, p, causal, y, stash, err);
+    return rc < 0 ? gpp_err_prefix(err, "attention forward") : 0;
 }
 
 /* dctx = dy W_o (overwritten) and W_o's gradients (+=): the start of both
@@ -501,41 +482,51 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
                         dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
 }
 
-/* The bf16 core's backward (s_att_bf16_fwd): dctx = dy W_o, rounded to
- * bf16 head-major; dV = P^T dctx; dP = dctx V^T (fp32); dS = softmax
- * backward, rounded to bf16; dQ = scale dS K; dK = scale dS^T Q; the
- * gradients fp32. Workspace: dctx [m, hid] | dq, dk, dv head-major
- * [3 m hid] | dqkv [m, 3 hid] | dP [batch, seq, seq] in fp32, then
- * head-major dctx [m, hid] | dS [batch, seq, seq] in bf16. */
-static int s_att_bf16_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
-                          const gpp_attention_params_t *p, const void *stash,
-                          const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_attention_params_t *dp,
-                          gpp_err_t *err)
+/* The unfused core's backward (s_att_unfused_fwd): dctx = dy W_o, permuted
+ * to head-major; dV = P^T dctx; dP = dctx V^T; the softmax backward dS;
+ * dQ = scale dS K; dK = scale dS^T Q; permuted back. Causal: the stashed
+ * probabilities are zero where masked, so dS is too. bf16: head-major dctx
+ * and dS are written in bf16 (the products' operands), the products give
+ * fp32. Workspace: dctx [m, hid] | dq, dk, dv head-major [3 m hid] | dqkv
+ * [m, 3 hid] | dP [batch, seq, seq] in fp32, then head-major dctx [m, hid]
+ * and, in bf16, dS [batch, seq, seq] of .elem bytes an element (in fp32 the
+ * softmax backward writes dS over dP). */
+static int s_att_unfused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
+                             const gpp_attention_params_t *p, const void *stash,
+                             const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_attention_params_t *dp,
+                             int bf16, gpp_err_t *err)
 {
     cudaStream_t st = gpp_cuda_stream(s);
-    s_bf16_stash_t l = s_bf16_stash(a->n, a->seq, a->hid, a->heads);
-    const char *q = stash, *prob = q + l.prob;
-    const float *ctx = (const float *)(q + l.ctx);
+    s_unf_stash_t l = s_unf_stash(a->n, a->seq, a->hid, a->heads, bf16);
     int64_t mh = a->m * a->hid, bss = a->batch * a->seq * a->seq;
-    const char *k = q + mh * 2, *v = k + mh * 2;
-    size_t f32_bytes = s_pad256((size_t)(7 * mh + bss) * sizeof(float));
-    float *dctx =
-        gpp_stream_workspace(s, f32_bytes + s_pad256((size_t)mh * 2) + (size_t)bss * 2, err);
+    const char *q = stash, *prob = q + l.prob;
+    const char *k = q + mh * l.elem, *v = k + mh * l.elem;
+    const float *ctx = (const float *)(q + l.ctx);
+    size_t f32_bytes = s_pad((size_t)(7 * mh + bss) * sizeof(float), 256);
+    size_t hm_bytes = s_pad((size_t)mh * l.elem, 256);
+    float *dctx = gpp_stream_workspace(s, f32_bytes + hm_bytes + (bf16 ? (size_t)bss * 2 : 0), err);
     if (!dctx)
         return gpp_err_prefix(err, "workspace");
     float *dq = dctx + mh, *dk = dq + mh, *dv = dk + mh, *dqkv = dv + mh, *dprob = dqkv + 3 * mh;
-    char *dctx_hm = (char *)dctx + f32_bytes, *ds = dctx_hm + s_pad256((size_t)mh * 2);
+    char *dctx_hm = (char *)dctx + f32_bytes;
+    void *ds = bf16 ? (void *)(dctx_hm + hm_bytes) : (void *)dprob;
     if (s_att_out_bwd(s, a, p, ctx, dy, dctx, dp, err) < 0)
         return -1;
-    S_LAUNCH(gpp_cuk_heads_to_bf16(st, a->n, a->seq, a->heads, a->dh, 1, dctx, dctx_hm), err);
-    /* causal: the stashed probabilities are zero where masked, so dS is too */
-    if (s_att_gemm(s, a, 1, 0, a->seq, a->dh, a->seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, 1, err) <
+    S_LAUNCH(bf16 ? gpp_cuk_heads_to_bf16(st, a->n, a->seq, a->heads, a->dh, 1, dctx, dctx_hm)
+                  : gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, dctx,
+                                          (float *)dctx_hm, 1),
+             err);
+    if (s_att_gemm(s, a, 1, 0, a->seq, a->dh, a->seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, bf16, err) <
             0 ||
-        s_att_gemm(s, a, 0, 1, a->seq, a->seq, a->dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, 1, err) < 0)
+        s_att_gemm(s, a, 0, 1, a->seq, a->seq, a->dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, bf16, err) <
+            0)
         return -1;
-    S_LAUNCH(gpp_cuk_softmax_bwd_bf16(st, a->batch * a->seq, a->seq, prob, dprob, ds), err);
-    if (s_att_gemm(s, a, 0, 0, a->seq, a->dh, a->seq, a->scale, ds, 1, k, 0, dq, 0, 1, err) < 0 ||
-        s_att_gemm(s, a, 1, 0, a->seq, a->dh, a->seq, a->scale, ds, 1, q, 0, dk, 0, 1, err) < 0)
+    S_LAUNCH(bf16 ? gpp_cuk_softmax_bwd_bf16(st, a->batch * a->seq, a->seq, prob, dprob, ds)
+                  : gpp_cuk_softmax_bwd(st, a->batch * a->seq, a->seq, (const float *)prob, dprob),
+             err);
+    if (s_att_gemm(s, a, 0, 0, a->seq, a->dh, a->seq, a->scale, ds, 1, k, 0, dq, 0, bf16, err) <
+            0 ||
+        s_att_gemm(s, a, 1, 0, a->seq, a->dh, a->seq, a->scale, ds, 1, q, 0, dk, 0, bf16, err) < 0)
         return -1;
     S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, dq, dqkv, 0), err);
     return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),
@@ -548,46 +539,11 @@ int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
 {
     s_att_t a = s_att(x, heads);
     gpp_cuda_core_t core = s_att_core(s, &a);
-    if (core == GPP_CUDA_CORE_UNFUSED_BF16)
-        return s_att_bf16_bwd(s, &a, x, p, stash, dy, dx, dp, err) < 0
-                   ? gpp_err_prefix(err, "attention backward")
-                   : 0;
-    if (core != GPP_CUDA_CORE_UNFUSED)
-        return s_att_fused_bwd(s, &a, x, p, causal, stash, dy, dx, dp, err) < 0
-                   ? gpp_err_prefix(err, "attention backward")
-                   : 0;
-    cudaStream_t st = gpp_cuda_stream(s);
-    const float *qkv_hm = stash, *prob = qkv_hm + a.m * 3 * a.hid;
-    const float *ctx = prob + a.batch * a.seq * a.seq;
-    const float *q = qkv_hm, *k = q + a.m * a.hid, *v = k + a.m * a.hid;
-    /* workspace: dctx [m, hid] | dctx_hm [m, hid] | dqkv_hm [3 m hid] |
-     * dqkv [m, 3 hid] | dprob [batch, seq, seq] */
-    int64_t mh = a.m * a.hid, ws = 8 * mh + a.batch * a.seq * a.seq;
-    float *dctx = gpp_stream_workspace(s, (size_t)ws * sizeof(float), err);
-    if (!dctx)
-        return gpp_err_prefix(err, "attention backward workspace");
-    float *dctx_hm = dctx + mh, *dq = dctx_hm + mh, *dk = dq + mh, *dv = dk + mh;
-    float *dqkv = dv + mh, *dprob = dqkv + 3 * mh;
-    if (s_att_out_bwd(s, &a, p, ctx, dy, dctx, dp, err) < 0)
-        goto fail;
-    S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 1, dctx, dctx_hm, 1), err);
-    /* dV = P^T dctx; dP = dctx V^T; softmax backward; dQ = scale dS K;
-     * dK = scale dS^T Q. Causal: the stashed probabilities are zero where
-     * masked, so dS is too. */
-    if (s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, 0, err) < 0 ||
-        s_att_gemm(s, &a, 0, 1, a.seq, a.seq, a.dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, 0, err) < 0)
-        goto fail;
-    S_LAUNCH(gpp_cuk_softmax_bwd(st, a.batch * a.seq, a.seq, prob, dprob), err);
-    if (s_att_gemm(s, &a, 0, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, k, 0, dq, 0, 0, err) < 0 ||
-        s_att_gemm(s, &a, 1, 0, a.seq, a.dh, a.seq, a.scale, dprob, 1, q, 0, dk, 0, 0, err) < 0)
-        goto fail;
-    S_LAUNCH(gpp_cuk_heads_permute(st, a.n, a.seq, a.heads, a.dh, 3, dq, dqkv, 0), err);
-    if (s_linear_bwd(s, a.m, a.hid, 3 * a.hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),
-                     dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err) < 0)
-        goto fail;
-    return 0;
-fail:
-    return gpp_err_prefix(err, "attention backward");
+    int rc = core == GPP_CUDA_CORE_UNFUSED || core == GPP_CUDA_CORE_UNFUSED_BF16
+                 ? s_att_unfused_bwd(s, &a, x, p, stash, dy, dx, dp,
+                                     core == GPP_CUDA_CORE_UNFUSED_BF16, err)
+                 : s_att_fused_bwd(s, &a, x, p, causal, stash, dy, dx, dp, err);
+    return rc < 0 ? gpp_err_prefix(err, "attention backward") : 0;
 }
 
 /* ---- embedding bag and sparse gradients ---- */

@@ -271,11 +271,11 @@ extern "C" cudaError_t gpp_cuk_softmax_bwd_bf16(cudaStream_t st, int64_t rows, i
 }
 
 /* ---- natural <-> head-major: element (part, i, h, s, d) ----
- * S, D: the element types of src and dst (fp32 -> fp32, or fp32 natural
- * -> bf16 head-major for the bf16 core's stash). */
-template <typename S, typename D>
+ * D: the element type of dst (float, or gpp_bf16 for the bf16 core's
+ * operands, head-major) */
+template <typename D>
 GPP_KERNEL void k_heads_permute(int64_t n, int64_t seq, int64_t heads, int64_t dh, int parts,
-                                const S *src, D *dst, int to_heads)
+                                const float *src, D *dst, int to_heads)
 {
     int64_t hid = heads * dh, total = (int64_t)parts * n * seq * hid;
     S_FOR(i, total)
@@ -289,9 +289,9 @@ GPP_KERNEL void k_heads_permute(int64_t n, int64_t seq, int64_t heads, int64_t d
         int64_t smp = rest % n, part = rest / n;
         int64_t nat = ((smp * seq + s) * parts + part) * hid + h * dh + d;
         if (to_heads)
-            dst[i] = gpp_to_e<D>(gpp_from_e(src[nat]));
+            dst[i] = gpp_to_e<D>(src[nat]);
         else
-            dst[nat] = gpp_to_e<D>(gpp_from_e(src[i]));
+            dst[nat] = gpp_to_e<D>(src[i]);
     }
 }
 
@@ -300,7 +300,7 @@ extern "C" cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t
                                              int to_heads)
 {
     int64_t total = (int64_t)parts * n * seq * heads * dh;
-    GPP_LAUNCH(s_blocks(total), S_THREADS, 0, st, k_heads_permute<float, float>)
+    GPP_LAUNCH(s_blocks(total), S_THREADS, 0, st, k_heads_permute<float>)
     (n, seq, heads, dh, parts, src, dst, to_heads);
     return cudaGetLastError();
 }
@@ -308,7 +308,7 @@ extern "C" cudaError_t gpp_cuk_heads_to_bf16(cudaStream_t st, int64_t n, int64_t
                                              int64_t dh, int parts, const float *src, void *dst)
 {
     int64_t total = (int64_t)parts * n * seq * heads * dh;
-    GPP_LAUNCH(s_blocks(total), S_THREADS, 0, st, k_heads_permute<float, gpp_bf16>)
+    GPP_LAUNCH(s_blocks(total), S_THREADS, 0, st, k_heads_permute<gpp_bf16>)
     (n, seq, heads, dh, parts, src, (gpp_bf16 *)dst, 1);
     return cudaGetLastError();
 }
