@@ -161,7 +161,7 @@ static void *s_cache_get(gpp_backend_t *be, size_t bytes, int own)
     void *p = gpp_cuda_cache_alloc(gpp_cuda_be(be)->cache, bytes);
     if (p) {
         size_t cb;
-        gpp_cuda_cache_class(bytes, &cb);
+        gpp_alloc_class(bytes, &cb);
         (own ? gpp_backend_account_own : gpp_backend_account)(be, (int64_t)cb);
     }
     return p;

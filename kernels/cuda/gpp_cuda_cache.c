@@ -33,11 +33,6 @@ struct gpp_cuda_cache_s {
     gpp_cuda_cache_stats_t st;
 };
 
-int gpp_cuda_cache_class(size_t bytes, size_t *class_bytes)
-{
-    return gpp_alloc_class(bytes, class_bytes);
-}
-
 static size_t s_hash(const void *p, size_t cap)
 {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -100,18 +95,13 @@ gpp_cuda_cache_t *gpp_cuda_cache_new(gpp_cuda_raw_alloc_fn raw_alloc, gpp_cuda_r
     return self;
 }
 
-static void s_class_sizes(int cls, size_t *bytes)
-{
-    *bytes = gpp_alloc_class_bytes(cls);
-}
-
 void gpp_cuda_cache_trim(gpp_cuda_cache_t *self)
 {
     assert(self);
     for (int c = 0; c < S_CLASSES; c++) {
         s_list_t *l = &self->free_list[c];
         size_t bytes;
-        s_class_sizes(c, &bytes);
+        bytes = gpp_alloc_class_bytes(c);
         for (int i = 0; i < l->n; i++) {
             s_slot_t *slot = s_find(self, l->p[i]);
             assert(slot && !slot->inuse);
@@ -146,7 +136,7 @@ void *gpp_cuda_cache_alloc(gpp_cuda_cache_t *self, size_t bytes)
 {
     assert(self);
     size_t cb;
-    int cls = gpp_cuda_cache_class(bytes, &cb);
+    int cls = gpp_alloc_class(bytes, &cb);
     assert(cls < S_CLASSES);
     s_list_t *l = &self->free_list[cls];
     void *p = NULL;
@@ -181,7 +171,7 @@ size_t gpp_cuda_cache_free(gpp_cuda_cache_t *self, void *p)
     assert(slot && slot->inuse); /* a pointer this cache handed out, freed once */
     slot->inuse = 0;
     size_t cb;
-    s_class_sizes(slot->cls, &cb);
+    cb = gpp_alloc_class_bytes(slot->cls);
     s_list_t *l = &self->free_list[slot->cls];
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 8;

@@ -9,8 +9,8 @@
  * that recurs every micro-batch is served from the cache from the second
  * micro-batch on. (Four per power of two, the first version, wasted up to
  * 25 %: the high-water mark of the emulated MMT run was 7-11 % above the
- * executor's exact bytes, which the planner's memory model predicts.) When the raw allocator fails, every cached free block is
- * released and the request retried once.
+ * executor's exact bytes, which the planner's memory model predicts.) When the raw allocator fails,
+ * every cached free block is released and the request retried once.
  *
  * Pure C with the raw allocator as two function pointers (cudaMalloc /
  * cudaFree in kernels/cuda/gpp_cuda_backend.c), so the logic is built and
@@ -45,8 +45,8 @@ gpp_cuda_cache_t *gpp_cuda_cache_new(gpp_cuda_raw_alloc_fn raw_alloc, gpp_cuda_r
                                      void *ctx);
 void gpp_cuda_cache_destroy(gpp_cuda_cache_t **self_p);
 
-/* The class a request of `bytes` falls in: its index and its block size. */
-int gpp_cuda_cache_class(size_t bytes, size_t *class_bytes);
+/* The classes are common/gpp_alloc_rule.h's (gpp_alloc_class: a request's
+ * index and block size), which the memory model rounds by too. */
 
 /* A block of at least `bytes` (0 allowed: a unique valid pointer); NULL when
  * the raw allocator fails even after the cache was released. */

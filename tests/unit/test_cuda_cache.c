@@ -57,19 +57,19 @@ static void t_size_classes(void)
 {
     size_t cb, prev_cb = 0;
     int prev = -1;
-    GPP_EXPECT(gpp_cuda_cache_class(0, &cb) == 0 && cb == 512);
-    GPP_EXPECT(gpp_cuda_cache_class(512, &cb) == 0 && cb == 512);
-    GPP_EXPECT(gpp_cuda_cache_class(513, &cb) == 1 && cb == 528);
-    GPP_EXPECT(gpp_cuda_cache_class(1024, &cb) == 32 && cb == 1024);
-    GPP_EXPECT(gpp_cuda_cache_class(1025, &cb) == 33 && cb == 1056);
-    GPP_EXPECT(gpp_cuda_cache_class((size_t)5 << 20, &cb) >= 0 && cb == (size_t)5 << 20);
-    GPP_EXPECT(gpp_cuda_cache_class(((size_t)5 << 20) + 1, &cb) >= 0 &&
+    GPP_EXPECT(gpp_alloc_class(0, &cb) == 0 && cb == 512);
+    GPP_EXPECT(gpp_alloc_class(512, &cb) == 0 && cb == 512);
+    GPP_EXPECT(gpp_alloc_class(513, &cb) == 1 && cb == 528);
+    GPP_EXPECT(gpp_alloc_class(1024, &cb) == 32 && cb == 1024);
+    GPP_EXPECT(gpp_alloc_class(1025, &cb) == 33 && cb == 1056);
+    GPP_EXPECT(gpp_alloc_class((size_t)5 << 20, &cb) >= 0 && cb == (size_t)5 << 20);
+    GPP_EXPECT(gpp_alloc_class(((size_t)5 << 20) + 1, &cb) >= 0 &&
                cb == ((size_t)5 << 20) + ((size_t)1 << 17));
-    GPP_EXPECT(gpp_cuda_cache_class((size_t)3 << 30, &cb) >= 0 && cb == (size_t)3 << 30);
+    GPP_EXPECT(gpp_alloc_class((size_t)3 << 30, &cb) >= 0 && cb == (size_t)3 << 30);
     /* every size fits its class, wastes < 1/32, classes are monotone */
     double worst = 0;
     for (size_t b = 1; b < (1u << 22); b = b * 9 / 8 + 1) {
-        int c = gpp_cuda_cache_class(b, &cb);
+        int c = gpp_alloc_class(b, &cb);
         GPP_EXPECT(cb >= b && c >= prev && (c > prev ? cb > prev_cb : cb == prev_cb));
         if (b > 512)
             worst = fmax(worst, (double)(cb - b) / (double)cb);
@@ -82,7 +82,7 @@ static void t_size_classes(void)
        same blocks, each class's size its inverse, and the planner's linear
        bound plus one floor per block never below a block */
     for (size_t b = 0; b < ((size_t)1 << 34); b = b * 5 / 4 + 1) {
-        int c = gpp_cuda_cache_class(b, &cb);
+        int c = gpp_alloc_class(b, &cb);
         GPP_EXPECT(gpp_alloc_bytes(GPP_ALLOC_CLASSES, (int64_t)b) == (int64_t)cb &&
                    gpp_alloc_class_bytes(c) == cb);
         for (int r = 0; r < 2; r++) {
@@ -123,7 +123,7 @@ static void t_reuse_and_peak(void)
     GPP_EXPECT(st.in_use_bytes == 0 && st.reserved_bytes == r.live_bytes);
     size_t want_peak = 0, cb;
     for (int i = 0; i < N; i++) {
-        gpp_cuda_cache_class(sizes[i], &cb);
+        gpp_alloc_class(sizes[i], &cb);
         want_peak += cb;
     }
     GPP_EXPECT(st.peak_bytes == want_peak);
