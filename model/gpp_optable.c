@@ -570,10 +570,13 @@ int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_b
  * gradient after the op's backward and keeps the received inputs' gradients
  * until they are sent). */
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
-                   int64_t n, const int64_t *kernel_stash, gpp_alloc_rule_t rule,
-                   gpp_stage_mem_t *out)
+                   int64_t n, const gpp_stage_dev_t *dev, gpp_stage_mem_t *out)
 {
-#define R(bytes) gpp_alloc_bytes(rule, (bytes))
+    static const gpp_stage_dev_t table = {NULL, GPP_ALLOC_ALIGN64, 0};
+    if (!dev)
+        dev = &table;
+    const int64_t *kernel_stash = dev->kernel_stash;
+#define R(bytes) gpp_alloc_bytes(dev->alloc_rule, (bytes))
     assert(g->finalized && n >= 0 && n_ops >= 0);
     memset(out, 0, sizeof *out);
     char *in = calloc((size_t)g->n_ops + 1, 1);
@@ -618,10 +621,10 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
         if (T->role == GPP_ROLE_LOSS) {
             n_loss++;
             keep[i] = 0; /* a loss has no output tensor */
-            out->ahead_bytes += n > 0 ? 2 * R(n * gpp_op_label_bytes(g, op)) : 0;
+            out->ahead_bytes += n > 0 && dev->load_ahead ? 2 * R(n * gpp_op_label_bytes(g, op)) : 0;
         }
         if (T->role == GPP_ROLE_SOURCE)
-            out->ahead_bytes += n > 0 ? 2 * R(n * op->out_bytes) : 0;
+            out->ahead_bytes += n > 0 && dev->load_ahead ? 2 * R(n * op->out_bytes) : 0;
     }
     /* the flat buffers of the dense parameters, their gradients and the
        optimizer's state; the loss values of a micro-batch slot (one buffer);

@@ -184,22 +184,27 @@ typedef struct {
     int64_t loss_bytes;  /* per micro-batch slot: the loss values (4 per loss op) */
     int64_t ahead_bytes; /* the executor's load-ahead to a device: two micro-batches of
                             each SOURCE op's samples and each loss's labels in device
-                            buffers of their own (agent/exec, "Load-ahead"). A caller
-                            whose executor does not load ahead (the CPU backend's
-                            default) sets it to 0 before gpp_stage_mem_peak. */
+                            buffers of their own (agent/exec, "Load-ahead"); 0 where it
+                            does not load ahead (the CPU backend's default) */
 } gpp_stage_mem_t;
 
-/* kernel_stash: NULL, or per op id the bytes per sample its forward kernel
- * keeps for the backward on the backend that runs it, -1 for the op table's
- * figure (gpp_op_kernel_stash_bytes): the CUDA backend's fused attention
- * keeps less than the table's layout (gpp_backend_attention_stash_bytes),
- * and a profile measured there says so (planner/gpp_cost.h). */
-/* rule: how the device's allocator rounds each of these allocations
- * (common/gpp_alloc_rule.h; gpp_backend_alloc_rule): every figure is in
- * rounded bytes, as gpp_backend_mem counts them. */
+/* What the device that runs the stage changes in the walk (a NULL
+ * gpp_stage_dev_t: the op table's stashes, 64-byte blocks, no load-ahead). */
+typedef struct {
+    /* NULL, or per op id the bytes per sample its forward kernel keeps for
+     * the backward on the backend that runs it, -1 for the op table's figure
+     * (gpp_op_kernel_stash_bytes): the CUDA backend's attention cores keep
+     * less than the table's layout (gpp_backend_attention_stash_bytes), and
+     * a profile measured there says so (planner/gpp_cost.h) */
+    const int64_t *kernel_stash;
+    /* how the device's allocator rounds each block (common/gpp_alloc_rule.h;
+     * gpp_backend_alloc_rule): every figure is in rounded bytes, as
+     * gpp_backend_mem counts them */
+    gpp_alloc_rule_t alloc_rule;
+    int load_ahead; /* the executor loads ahead (ahead_bytes; else 0) */
+} gpp_stage_dev_t;
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
-                   int64_t n, const int64_t *kernel_stash, gpp_alloc_rule_t rule,
-                   gpp_stage_mem_t *out);
+                   int64_t n, const gpp_stage_dev_t *dev, gpp_stage_mem_t *out);
 /* Peak of the replica with `mbs` micro-batches in flight at most (>= 1) and
  * `slots` micro-batch slots: state + workspace + slots x loss + ahead +
  * (mbs - 1) x held + run. */

@@ -433,10 +433,8 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
 {
     int m = (micro_batch + devices - 1) / devices;
     gpp_stage_mem_t sm;
-    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, c->kstash,
-                  c->cl.alloc_rule, &sm);
-    if (!c->cl.load_ahead)
-        sm.ahead_bytes = 0;
+    gpp_stage_dev_t dev = {c->kstash, c->cl.alloc_rule, c->cl.load_ahead};
+    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, &dev, &sm);
     int64_t reserved = 0;
     for (int k = 0; k < n_ops; k++)
         reserved += s_reserved_at(&c->prof[ops[k]], m);

@@ -244,10 +244,11 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         int gpn = a->gpus_per_node ? a->gpus_per_node : (a->devices < 8 ? a->devices : 8);
         if (gpp_cluster_init(cl, a->device, a->devices, gpn, &err) < 0)
             s_die(EXIT_BAD_INPUT, "--device %s: %s", a->device, err.msg);
-        /* GPU agents load the next micro-batch's data ahead (their default) */
-        cl->load_ahead = strcmp(a->device, "cpu") != 0;
-        /* and round their blocks to the CUDA caching allocator's classes */
-        cl->alloc_rule = cl->load_ahead ? GPP_ALLOC_CLASSES : GPP_ALLOC_ALIGN64;
+        /* GPU agents load the next micro-batch's data ahead (their default)
+           and round their blocks to the CUDA caching allocator's classes */
+        int gpu = strcmp(a->device, "cpu") != 0;
+        cl->load_ahead = gpu;
+        cl->alloc_rule = gpu ? GPP_ALLOC_CLASSES : GPP_ALLOC_ALIGN64;
     }
     if (a->mem_gib > 0)
         cl->mem_bound_bytes = (int64_t)(a->mem_gib * (double)(1 << 30));

@@ -1640,10 +1640,8 @@ void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *ou
         ks[ids[i]] = self->ops[i].kernel_stash_bytes; /* the backend's */
     }
     int bufs = self->cfg.optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD;
-    gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, ks,
-                  gpp_backend_alloc_rule(self->be), out);
-    if (!self->ahead) /* no load-ahead: no device buffers for it */
-        out->ahead_bytes = 0;
+    gpp_stage_dev_t dev = {ks, gpp_backend_alloc_rule(self->be), self->ahead != NULL};
+    gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, &dev, out);
     free(ks);
     free(ids);
 }

@@ -491,7 +491,7 @@ static void t_reserved_forms(void)
     GPP_EXPECT(sc.reserved_bytes == 1000);
     /* and so does the stage's peak memory (the executor's model + reserve) */
     gpp_stage_mem_t sm;
-    gpp_stage_mem(g, 1, ops, GPP_OPTIM_BUFS_ADAMW, 12, 3, NULL, GPP_ALLOC_ALIGN64, &sm);
+    gpp_stage_mem(g, 1, ops, GPP_OPTIM_BUFS_ADAMW, 12, 3, NULL, &sm);
     GPP_EXPECT(gpp_cost_stage_mem(cost, 1, ops, 2, 6, 2, 12) ==
                gpp_stage_mem_peak(&sm, 2, 2) + 800);
     const char *bad[][2] = {
@@ -992,7 +992,8 @@ static void t_stage_mem(void)
             ops[i] = i;
         /* the whole model, 2 replicas of micro-batch 5 (3 samples each), 2 in flight */
         gpp_stage_mem_t sm;
-        gpp_stage_mem(g, g->n_ops, ops, GPP_OPTIM_BUFS_ADAMW, 20, 3, NULL, GPP_ALLOC_ALIGN64, &sm);
+        gpp_stage_dev_t ahead_dev = {.alloc_rule = GPP_ALLOC_ALIGN64, .load_ahead = 1};
+        gpp_stage_mem(g, g->n_ops, ops, GPP_OPTIM_BUFS_ADAMW, 20, 3, &ahead_dev, &sm);
         /* the load-ahead: two micro-batches of the inputs and labels, each a
            block of 3 samples rounded to 64 bytes */
         int64_t src = 0;
