@@ -3,9 +3,9 @@
 
 #include <assert.h>
 
-#define S_MIN_BYTES 512 /* cudaMalloc aligns to 256 bytes; the smallest class */
-#define S_MIN_SHIFT 9
-#define S_STEP_SHIFT 5 /* 2^5 = 32 classes per power of two */
+#define S_MIN_SHIFT GPP_ALLOC_MIN_SHIFT
+#define S_MIN_BYTES ((size_t)1 << S_MIN_SHIFT)
+#define S_STEP_SHIFT GPP_ALLOC_STEP_SHIFT
 #define S_STEPS (1 << S_STEP_SHIFT)
 
 int gpp_alloc_class(size_t bytes, size_t *class_bytes)
@@ -40,15 +40,4 @@ int64_t gpp_alloc_bytes(gpp_alloc_rule_t rule, int64_t bytes)
         return (int64_t)cb;
     }
     return bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
-}
-
-int64_t gpp_alloc_bound(gpp_alloc_rule_t rule, int64_t bytes)
-{
-    assert(bytes >= 0);
-    return rule == GPP_ALLOC_CLASSES ? bytes + (bytes + S_STEPS - 1) / S_STEPS : bytes;
-}
-
-int64_t gpp_alloc_floor(gpp_alloc_rule_t rule)
-{
-    return rule == GPP_ALLOC_CLASSES ? S_MIN_BYTES : 64;
 }

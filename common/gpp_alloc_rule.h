@@ -15,23 +15,34 @@
 
 typedef enum { GPP_ALLOC_ALIGN64 = 0, GPP_ALLOC_CLASSES = 1 } gpp_alloc_rule_t;
 
+#define GPP_ALLOC_MIN_SHIFT 9  /* the least class: 512 bytes (cudaMalloc aligns to 256) */
+#define GPP_ALLOC_STEP_SHIFT 5 /* 32 classes per power of two */
+
 /* The bytes a request of `bytes` (>= 0) holds under rule. */
 int64_t gpp_alloc_bytes(gpp_alloc_rule_t rule, int64_t bytes);
 
 /* GPP_ALLOC_CLASSES: the class index of a request, in [0,
  * GPP_ALLOC_CLASS_COUNT), and, in *class_bytes, its size (the caching
  * allocator's free lists are indexed by it). */
-#define GPP_ALLOC_CLASS_COUNT (32 * (64 - 9) + 1)
+#define GPP_ALLOC_CLASS_COUNT ((1 << GPP_ALLOC_STEP_SHIFT) * (64 - GPP_ALLOC_MIN_SHIFT) + 1)
 int gpp_alloc_class(size_t bytes, size_t *class_bytes);
 /* The size of class cls (gpp_alloc_class's inverse). */
 size_t gpp_alloc_class_bytes(int cls);
 
 /* The part of gpp_alloc_bytes that grows with the bytes, for the planner's
  * linear memory bound: bytes + ceil(bytes / 32) under the classes (a block
- * above 512 bytes wastes less than 1/32 of itself), bytes under ALIGN64. */
-int64_t gpp_alloc_bound(gpp_alloc_rule_t rule, int64_t bytes);
+ * above 512 bytes wastes less than 1/32 of itself), bytes under ALIGN64.
+ * Inline: the partitioner's search asks for it on every stage it tries. */
+static inline int64_t gpp_alloc_bound(gpp_alloc_rule_t rule, int64_t bytes)
+{
+    const int64_t steps = 1 << GPP_ALLOC_STEP_SHIFT;
+    return rule == GPP_ALLOC_CLASSES ? bytes + (bytes + steps - 1) / steps : bytes;
+}
 /* The least block of the rule (512 or 64 bytes): gpp_alloc_bytes(rule, x) <=
  * gpp_alloc_bound(rule, x) + gpp_alloc_floor(rule) for every x >= 0. */
-int64_t gpp_alloc_floor(gpp_alloc_rule_t rule);
+static inline int64_t gpp_alloc_floor(gpp_alloc_rule_t rule)
+{
+    return rule == GPP_ALLOC_CLASSES ? (int64_t)1 << GPP_ALLOC_MIN_SHIFT : 64;
+}
 
 #endif
