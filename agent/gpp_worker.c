@@ -324,6 +324,9 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
         const cJSON *rt = cJSON_GetObjectItemCaseSensitive(e, "runtime"), *v;
         const cJSON *fw = cJSON_GetObjectItemCaseSensitive(e, "forward");
         const cJSON *ks = cJSON_GetObjectItemCaseSensitive(e, "kernel_stash");
+        const cJSON *ws = cJSON_GetObjectItemCaseSensitive(e, "workspace");
+        const cJSON *wf = cJSON_GetObjectItemCaseSensitive(ws, "fixed");
+        const cJSON *wp = cJSON_GetObjectItemCaseSensitive(ws, "per_sample");
         cJSON_ArrayForEach(v, rt)
         {
             const cJSON *f = cJSON_GetObjectItemCaseSensitive(fw, v->string);
@@ -340,6 +343,11 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
             if (cJSON_IsNumber(ks)) { /* what the planner's memory model takes */
                 rows[n].kernel_stash_set = 1;
                 rows[n].kernel_stash = (int64_t)ks->valuedouble;
+            }
+            if (cJSON_IsNumber(wf) && cJSON_IsNumber(wp)) { /* and the workspace */
+                rows[n].workspace_set = 1;
+                rows[n].workspace_fixed = (int64_t)wf->valuedouble;
+                rows[n].workspace_per_sample = (int64_t)wp->valuedouble;
             }
             n++;
         }

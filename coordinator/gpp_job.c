@@ -772,8 +772,14 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
     gpp_cost_row_t *rows = gpp_xcalloc(res->n_ops ? res->n_ops : 1, sizeof *rows);
     for (size_t i = 0; i < res->n_ops; i++) {
         const Gpp__OpProfile *r = res->ops[i];
-        rows[i] = (gpp_cost_row_t){r->op,     r->micro_batch,      r->fwd_ms,
-                                   r->bwd_ms, r->kernel_stash_set, r->kernel_stash};
+        rows[i] = (gpp_cost_row_t){.op = r->op,
+                                   .micro_batch = r->micro_batch,
+                                   .fwd_ms = r->fwd_ms,
+                                   .bwd_ms = r->bwd_ms,
+                                   .has_kernel_stash = r->kernel_stash_set,
+                                   .kernel_stash = r->kernel_stash,
+                                   .has_workspace = r->workspace_set,
+                                   .workspace = {r->workspace_fixed, r->workspace_per_sample}};
     }
     int rc = gpp_cost_attach_rows(self->cost, rows, res->n_ops, "the agents' profile", err);
     if (rc == 0) /* kept in <checkpoint_dir>/profile.json's record */

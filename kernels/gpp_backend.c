@@ -170,6 +170,15 @@ size_t gpp_backend_attention_stash_bytes(gpp_backend_t *self, int64_t n, int64_t
     return b;
 }
 
+gpp_work_t gpp_backend_op_workspace(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op)
+{
+    assert(self && g && op);
+    gpp_work_t w =
+        self->vt->op_workspace ? self->vt->op_workspace(self, g, op) : gpp_op_workspace(g, op);
+    assert(w.fixed >= 0 && w.per_sample >= 0);
+    return w;
+}
+
 void gpp_backend_free(gpp_backend_t *self, void **ptr_p)
 {
     assert(self && ptr_p);

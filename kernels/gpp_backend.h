@@ -45,6 +45,7 @@
 
 #include "common/gpp_alloc_rule.h"
 #include "common/gpp_err.h"
+#include "model/gpp_optable.h" /* gpp_work_t */
 
 typedef enum {
     GPP_DEVICE_CPU = 0,
@@ -137,6 +138,17 @@ void gpp_backend_host_unpin(gpp_backend_t *self, void *p);
  * stash works too. */
 size_t gpp_backend_attention_stash_bytes(gpp_backend_t *self, int64_t n, int64_t seq,
                                          int64_t hidden, int heads);
+/* The stream workspace (gpp_stream_workspace) the kernels of op ask on
+ * this backend for n samples, the larger of its forward's and its
+ * backward's request: fixed + n x per_sample bytes (gpp_work_t), an upper
+ * bound of every request of the micro-batch. The CPU backend's is the op
+ * table's (gpp_op_workspace). The CUDA backend's attention cores ask their
+ * own layouts, its cross-entropy a loss per row, its sparse embedding
+ * gradient the accumulation plan; its biased linear asks none (the bias
+ * sums run in the stream's cuBLASLt workspace, the backend's own). The
+ * executor reserves the largest of its ops' before a micro-batch runs, and
+ * the memory model charges the same (gpp_stage_dev_t.work). */
+gpp_work_t gpp_backend_op_workspace(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op);
 /* How the backend's allocator rounds a request (common/gpp_alloc_rule.h):
  * GPP_ALLOC_CLASSES on CUDA (the caching allocator's size classes),
  * GPP_ALLOC_ALIGN64 on the CPU. gpp_backend_mem counts rounded bytes; the

@@ -82,6 +82,9 @@ typedef struct gpp_backend_vt_s {
      * gpp_attention_stash_bytes (gpp_backend_attention_stash_bytes) */
     size_t (*attention_stash_bytes)(gpp_backend_t *be, int64_t n, int64_t seq, int64_t hidden,
                                     int heads);
+    /* the stream workspace op's kernels ask; NULL: the op table's
+     * gpp_op_workspace (gpp_backend_op_workspace) */
+    gpp_work_t (*op_workspace)(gpp_backend_t *be, const gpp_graph_t *g, const gpp_op_t *op);
 
     /* streams; stream_free releases memory after the work enqueued so far */
     int (*stream_init)(gpp_stream_t *s, gpp_err_t *err);

@@ -533,14 +533,23 @@ size_t gpp_attention_workspace_bytes(int64_t n, int64_t seq, int64_t hidden)
     return (size_t)(m * hidden + m * 3 * hidden + seq * seq + m) * sizeof(float);
 }
 
-int64_t gpp_op_workspace_bytes(const gpp_graph_t *g, const gpp_op_t *op, int64_t n)
+gpp_work_t gpp_op_workspace(const gpp_graph_t *g, const gpp_op_t *op)
 {
     (void)g;
+    gpp_work_t w = {0, 0};
     if (op->type == GPP_OP_LINEAR && op->bias)
-        return n * op->rows * 4;
-    if (op->type == GPP_OP_ATTENTION)
-        return (int64_t)gpp_attention_workspace_bytes(n, op->rows, op->cols);
-    return 0;
+        w.per_sample = op->rows * 4;
+    if (op->type == GPP_OP_ATTENTION) {
+        w.fixed = (int64_t)gpp_attention_workspace_bytes(0, op->rows, op->cols);
+        w.per_sample = (int64_t)gpp_attention_workspace_bytes(1, op->rows, op->cols) - w.fixed;
+    }
+    return w;
+}
+
+int64_t gpp_op_workspace_bytes(const gpp_graph_t *g, const gpp_op_t *op, int64_t n)
+{
+    gpp_work_t w = gpp_op_workspace(g, op);
+    return w.fixed + n * w.per_sample;
 }
 
 int64_t gpp_op_sparse_cap_rows(const gpp_graph_t *g, const gpp_op_t *op, int64_t batch)
@@ -572,10 +581,11 @@ int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_b
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
                    int64_t n, const gpp_stage_dev_t *dev, gpp_stage_mem_t *out)
 {
-    static const gpp_stage_dev_t table = {NULL, GPP_ALLOC_ALIGN64, 0};
+    static const gpp_stage_dev_t table = {.alloc_rule = GPP_ALLOC_ALIGN64};
     if (!dev)
         dev = &table;
     const int64_t *kernel_stash = dev->kernel_stash;
+    const gpp_work_t *work = dev->work;
 #define R(bytes) gpp_alloc_bytes(dev->alloc_rule, (bytes))
     assert(g->finalized && n >= 0 && n_ops >= 0);
     memset(out, 0, sizeof *out);
@@ -600,7 +610,8 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             out->state_bytes += (1 + optim_bufs) * R(op->params * 4) + R(op->table_rows * 4) +
                                 R(cap * 4) + R(cap * op->dim * 4);
         }
-        int64_t w = gpp_op_workspace_bytes(g, op, n);
+        int64_t w = work && work[i].fixed >= 0 ? work[i].fixed + n * work[i].per_sample
+                                               : gpp_op_workspace_bytes(g, op, n);
         if (w > out->work_bytes)
             out->work_bytes = w;
         /* a fused ReLU's backward reads its own output, not its input */

@@ -155,9 +155,17 @@ int gpp_op_fused_from(const gpp_graph_t *g, const char *in_stage, int op);
 /* Label bytes per sample a loss op reads (0 for other ops): loss_mse the
  * input's shape (f32), loss_ce one class index (i32) per row. */
 int64_t gpp_op_label_bytes(const gpp_graph_t *g, const gpp_op_t *op);
-/* Stream workspace a kernel of op asks for n samples (its backward): a
- * linear with bias n x rows floats of ones; attention
- * gpp_attention_workspace_bytes. */
+/* The stream workspace an op's kernels ask for n samples, the larger of its
+ * forward's and its backward's request: fixed + n x per_sample bytes. Every
+ * backend's request is of this form (gpp_backend_op_workspace); a profile
+ * records the pair ("workspace", planner/gpp_cost.h). */
+typedef struct {
+    int64_t fixed, per_sample;
+} gpp_work_t;
+/* The op table's figure, which is the CPU backend's: a linear with bias n x
+ * rows floats of ones; attention gpp_attention_workspace_bytes (a seq x seq
+ * block whatever n is, so a fixed part). */
+gpp_work_t gpp_op_workspace(const gpp_graph_t *g, const gpp_op_t *op);
 int64_t gpp_op_workspace_bytes(const gpp_graph_t *g, const gpp_op_t *op, int64_t n);
 size_t gpp_attention_workspace_bytes(int64_t n, int64_t seq, int64_t hidden);
 /* Rows a sparse gradient of op (an embedding table) is created with for
@@ -197,6 +205,11 @@ typedef struct {
      * less than the table's layout (gpp_backend_attention_stash_bytes), and
      * a profile measured there says so (planner/gpp_cost.h) */
     const int64_t *kernel_stash;
+    /* NULL, or per op id the stream workspace its kernels ask on the
+     * backend that runs it (gpp_backend_op_workspace; fixed < 0: the op
+     * table's, gpp_op_workspace): the CUDA attention cores ask more than the
+     * CPU's, and a profile measured there says so */
+    const gpp_work_t *work;
     /* how the device's allocator rounds each block (common/gpp_alloc_rule.h;
      * gpp_backend_alloc_rule): every figure is in rounded bytes, as
      * gpp_backend_mem counts them */

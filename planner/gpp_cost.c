@@ -38,6 +38,8 @@ typedef struct {
     int64_t reserved_bytes;
     int64_t kstash; /* "kernel_stash" bytes per sample; valid when has_kstash */
     int has_kstash;
+    gpp_work_t work; /* "workspace"; valid when has_work */
+    int has_work;
     int rm_n;
     int *rm_mbs;
     double *rm_bytes;
@@ -51,6 +53,8 @@ struct gpp_cost {
                               NULL when no attached entry has one (gpp_stage_mem's argument) */
     int64_t *stash;        /* [n_ops] with kstash: each op's stash with the profile's kernel
                               stash (gpp_cost_op_stash_bytes), made once per attach */
+    gpp_work_t *work;      /* [n_ops] the profile's workspaces (fixed -1: the op table's), or
+                              NULL when no attached entry has one (gpp_stage_mem's argument) */
     char prof_origin[256]; /* the last attached profile (file or "the agents' profile") */
     /* its GPP_PROFILE_META record's device and precision ("" when absent) */
     char prof_device[96], prof_precision[8];
@@ -96,6 +100,7 @@ void gpp_cost_destroy(gpp_cost_t **self_p)
     free(self->prof);
     free(self->kstash);
     free(self->stash);
+    free(self->work);
     free(self);
     *self_p = NULL;
 }
@@ -266,6 +271,11 @@ static int64_t s_kstash(const gpp_cost_t *c, int op)
                                                                                     : -1;
 }
 
+gpp_work_t gpp_cost_op_workspace(const gpp_cost_t *c, int op)
+{
+    return c->work && c->work[op].fixed >= 0 ? c->work[op] : gpp_op_workspace(c->g, &c->g->ops[op]);
+}
+
 int64_t gpp_cost_op_stash_bytes(const gpp_cost_t *c, int op)
 {
     return c->stash ? c->stash[op] : c->g->ops[op].stash_bytes;
@@ -414,8 +424,8 @@ int64_t gpp_cost_workspace_bound(const gpp_cost_t *c)
        the graph's largest w(1) bounds every stage's per sample */
     int64_t w = 0;
     for (int i = 0; i < c->g->n_ops; i++) {
-        int64_t x = gpp_op_workspace_bytes(c->g, &c->g->ops[i], 1);
-        w = x > w ? x : w;
+        gpp_work_t x = gpp_cost_op_workspace(c, i);
+        w = x.fixed + x.per_sample > w ? x.fixed + x.per_sample : w;
     }
     return w ? gpp_cost_mem_bound(c, w, 1) : 0; /* one block, when any op asks */
 }
@@ -433,7 +443,10 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
 {
     int m = (micro_batch + devices - 1) / devices;
     gpp_stage_mem_t sm;
-    gpp_stage_dev_t dev = {c->kstash, c->cl.alloc_rule, c->cl.load_ahead};
+    gpp_stage_dev_t dev = {.kernel_stash = c->kstash,
+                           .work = c->work,
+                           .alloc_rule = c->cl.alloc_rule,
+                           .load_ahead = c->cl.load_ahead};
     gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, &dev, &sm);
     int64_t reserved = 0;
     for (int k = 0; k < n_ops; k++)
@@ -676,6 +689,34 @@ fail:
     return -1;
 }
 
+/* The optional "workspace": {"fixed": bytes, "per_sample": bytes}, each a
+ * whole number 0..1 TiB. */
+static int s_parse_workspace(const cJSON *entry, s_prof_t *p, const char *origin, const char *key,
+                             gpp_err_t *err)
+{
+    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(entry, "workspace");
+    if (!ws)
+        return 0;
+    double v[2] = {-1, -1};
+    const char *names[2] = {"fixed", "per_sample"};
+    for (int i = 0; i < 2 && cJSON_IsObject(ws); i++) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(ws, names[i]);
+        if (cJSON_IsNumber(f) && isfinite(f->valuedouble) && f->valuedouble >= 0 &&
+            f->valuedouble <= S_PROFILE_MAX_BYTES && f->valuedouble == floor(f->valuedouble))
+            v[i] = f->valuedouble;
+    }
+    if (v[0] < 0 || v[1] < 0 || cJSON_GetArraySize(ws) != 2)
+        return gpp_err_set(err,
+                           "%s: op %s: field 'workspace' must be {\"fixed\": bytes, "
+                           "\"per_sample\": bytes}, whole non-negative numbers (at most 1 TiB "
+                           "each): the stream workspace the op's kernels ask for n samples is "
+                           "fixed + n x per_sample; remove it to use the op table's figure",
+                           origin, key);
+    p->work = (gpp_work_t){(int64_t)v[0], (int64_t)v[1]};
+    p->has_work = 1;
+    return 0;
+}
+
 /* Reads one entry's runtime (and optional forward) table into p. */
 static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, const char *key,
                            gpp_err_t *err)
@@ -734,6 +775,8 @@ static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, 
         p->kstash = (int64_t)v;
         p->has_kstash = 1;
     }
+    if (s_parse_workspace(entry, p, origin, key, err))
+        goto done;
     rc = 0;
 done:
     free(mbs);
@@ -745,7 +788,7 @@ done:
 /* Moves the checked tables of tmp (ops with one) into the model. */
 static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
 {
-    int any = 0;
+    int any = 0, any_work = 0;
     for (int k = 0; k < c->g->n_ops; k++) {
         if (tmp[k].n) {
             s_prof_clear(&c->prof[k]);
@@ -753,6 +796,14 @@ static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
             memset(&tmp[k], 0, sizeof tmp[k]);
         }
         any |= s_kstash(c, k) >= 0;
+        any_work |= c->prof[k].has_work;
+    }
+    free(c->work);
+    c->work = NULL;
+    if (any_work) {
+        c->work = gpp_xcalloc((size_t)c->g->n_ops, sizeof *c->work);
+        for (int k = 0; k < c->g->n_ops; k++)
+            c->work[k] = c->prof[k].has_work ? c->prof[k].work : (gpp_work_t){-1, -1};
     }
     free(c->kstash);
     free(c->stash);
@@ -888,8 +939,9 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
     s_prof_t *tmp = gpp_xcalloc((size_t)g->n_ops, sizeof *tmp);
     int rc = 0;
     for (int op = 0; op < g->n_ops && rc == 0; op++) {
-        int k = 0, ks_rows = 0;
+        int k = 0, ks_rows = 0, ws_rows = 0;
         int64_t ks = -1;
+        gpp_work_t ws = {-1, -1};
         char key[GPP_NAME_LEN + 16];
         snprintf(key, sizeof key, "%d (%s)", op, g->ops[op].name);
         for (int j = first[op]; j < first[op + 1]; j++, k++) {
@@ -907,6 +959,18 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
                 ks = r->kernel_stash;
                 ks_rows++;
             }
+            if (r->has_workspace && rc == 0) {
+                const gpp_work_t *w = &r->workspace;
+                if (w->fixed < 0 || w->fixed > (int64_t)S_PROFILE_MAX_BYTES || w->per_sample < 0 ||
+                    w->per_sample > (int64_t)S_PROFILE_MAX_BYTES ||
+                    (ws_rows && (w->fixed != ws.fixed || w->per_sample != ws.per_sample)))
+                    rc = gpp_err_set(err,
+                                     "%s: op %s: workspace fixed %lld + per sample %lld bytes: "
+                                     "each must be 0..1 TiB and the same in every row of the op",
+                                     origin, key, (long long)w->fixed, (long long)w->per_sample);
+                ws = *w;
+                ws_rows++;
+            }
         }
         if (!k || rc)
             continue;
@@ -914,6 +978,10 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
         if (rc == 0 && ks_rows) {
             tmp[op].has_kstash = 1;
             tmp[op].kstash = ks;
+        }
+        if (rc == 0 && ws_rows) {
+            tmp[op].has_work = 1;
+            tmp[op].work = ws;
         }
     }
     if (rc == 0) {
@@ -981,6 +1049,11 @@ char *gpp_cost_profile_json(const gpp_cost_t *c, const char *model, const char *
             cJSON_AddNumberToObject(e, "reserved_mem", (double)p->reserved_bytes);
         if (p->has_kstash)
             cJSON_AddNumberToObject(e, "kernel_stash", (double)p->kstash);
+        if (p->has_work) {
+            cJSON *ws = cJSON_AddObjectToObject(e, "workspace");
+            cJSON_AddNumberToObject(ws, "fixed", (double)p->work.fixed);
+            cJSON_AddNumberToObject(ws, "per_sample", (double)p->work.per_sample);
+        }
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);

@@ -37,6 +37,7 @@
 #include "common/gpp_alloc_rule.h"
 #include "common/gpp_err.h"
 #include "model/gpp_graph.h"
+#include "model/gpp_optable.h" /* gpp_work_t */
 
 typedef struct {
     char name[32];
@@ -171,6 +172,10 @@ typedef struct {
        has_kernel_stash; the same in every row of an op */
     int has_kernel_stash;
     int64_t kernel_stash;
+    /* the profile's "workspace" (gpp_cost_op_workspace) when has_workspace;
+       the same in every row of an op */
+    int has_workspace;
+    gpp_work_t workspace;
 } gpp_cost_row_t;
 
 /* Attaches measured rows (any order) as a profile.json with runtime =
@@ -218,6 +223,13 @@ int64_t gpp_cost_op_reserved_at(const gpp_cost_t *c, int op, int samples);
  * attention keeps no seq x seq probabilities, the op table's layout does).
  * Without the field, the op table's. Opaque ops: always their own. */
 int64_t gpp_cost_op_stash_bytes(const gpp_cost_t *c, int op);
+/* The stream workspace op's kernels ask (fixed + n x per_sample bytes for n
+ * samples) as the attached profile measured it: the optional entry field
+ * "workspace": {"fixed": bytes, "per_sample": bytes} (gpp_profile_write
+ * records the backend's figure: the CUDA attention cores ask more than the
+ * op table's CPU layout). Without the field, the op table's
+ * (gpp_op_workspace). */
+gpp_work_t gpp_cost_op_workspace(const gpp_cost_t *c, int op);
 /* Bytes one replica contributes to the per-iteration gradient sync of op:
  * dense: params*4; sparse (embedding): the rows a mini-batch touches, at most
  * the table. */

@@ -51,6 +51,7 @@ typedef struct {
     int n_params;
     int loss;                   /* index into losses, or -1 */
     int64_t kernel_stash_bytes; /* per sample (the backend's: <= the op table's) */
+    gpp_work_t work;            /* the stream workspace its kernels ask (the backend's) */
     int fuse_to;                /* a linear: index of the ReLU/GELU its call computes, or -1 */
     int fused;                  /* an activation computed by its linear's call */
     int bwd_reads_out;          /* a fused ReLU: its backward reads its output (its input,
@@ -401,6 +402,7 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
                                      ? (int64_t)gpp_backend_attention_stash_bytes(
                                            be, 1, eo->op->rows, eo->op->cols, eo->op->heads)
                                      : gpp_op_kernel_stash_bytes(g, eo->op);
+        eo->work = gpp_backend_op_workspace(be, g, eo->op);
         eo->in = gpp_xcalloc((size_t)eo->op->n_inputs + 1, sizeof(int));
         for (int k = 0; k < eo->op->n_inputs; k++) {
             int p = eo->op->inputs[k];
@@ -749,7 +751,8 @@ int gpp_exec_begin(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_er
      * that it does not grow step by step inside the backward. */
     int64_t ws = 0;
     for (int i = 0; i < self->n_local; i++) {
-        int64_t w = gpp_op_workspace_bytes(self->g, self->ops[i].op, n);
+        const gpp_work_t *wk = &self->ops[i].work;
+        int64_t w = wk->fixed + n * wk->per_sample;
         ws = w > ws ? w : ws;
     }
     if (ws > 0 && !gpp_stream_workspace(self->s, (size_t)ws, err))
@@ -1628,20 +1631,35 @@ int64_t gpp_exec_kernel_stash_bytes(const gpp_exec_t *self, int op)
     return -1;
 }
 
+gpp_work_t gpp_exec_op_workspace(const gpp_exec_t *self, int op)
+{
+    assert(self);
+    for (int i = 0; i < self->n_local; i++)
+        if (self->ops[i].op->id == op)
+            return self->ops[i].work;
+    return (gpp_work_t){-1, -1};
+}
+
 void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *out)
 {
     assert(self && n >= 0);
     int *ids = gpp_xcalloc((size_t)self->n_local, sizeof(int));
     int64_t *ks = gpp_xcalloc((size_t)self->g->n_ops, sizeof(int64_t));
+    gpp_work_t *work = gpp_xcalloc((size_t)self->g->n_ops, sizeof *work);
     for (int i = 0; i < self->g->n_ops; i++)
-        ks[i] = -1;
-    for (int i = 0; i < self->n_local; i++) {
+        ks[i] = work[i].fixed = -1;
+    for (int i = 0; i < self->n_local; i++) { /* the backend's */
         ids[i] = self->ops[i].op->id;
-        ks[ids[i]] = self->ops[i].kernel_stash_bytes; /* the backend's */
+        ks[ids[i]] = self->ops[i].kernel_stash_bytes;
+        work[ids[i]] = self->ops[i].work;
     }
     int bufs = self->cfg.optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD;
-    gpp_stage_dev_t dev = {ks, gpp_backend_alloc_rule(self->be), self->ahead != NULL};
+    gpp_stage_dev_t dev = {.kernel_stash = ks,
+                           .work = work,
+                           .alloc_rule = gpp_backend_alloc_rule(self->be),
+                           .load_ahead = self->ahead != NULL};
     gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, &dev, out);
+    free(work);
     free(ks);
     free(ids);
 }

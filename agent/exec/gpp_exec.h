@@ -248,6 +248,10 @@ int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int mb, int op);
  * attention), or -1 when op is not in the stage. gpp_profile_write records
  * it ("kernel_stash") for the planner. */
 int64_t gpp_exec_kernel_stash_bytes(const gpp_exec_t *self, int op);
+/* The stream workspace op's kernels ask on this executor's backend
+ * (gpp_backend_op_workspace), {-1, -1} when op is not in the stage.
+ * gpp_profile_write records it ("workspace") for the planner. */
+gpp_work_t gpp_exec_op_workspace(const gpp_exec_t *self, int op);
 /* The op table's model of this executor's device memory for micro-batches
  * of n samples (gpp_stage_mem: the optimizer and mini-batch of the config,
  * the backend's kernel stashes).

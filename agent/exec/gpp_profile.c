@@ -126,12 +126,17 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
     ec.optim.lr = 0;
     if (!(ex = gpp_exec_new(g, n_ops, ops, be, data, &ec, err)))
         goto done;
-    /* what each kernel keeps for its backward on this backend: the planner's
-       memory model uses it instead of the op table's layout */
+    /* what each kernel keeps for its backward and asks as workspace on
+       this backend: the planner's memory model uses them instead of the op
+       table's layouts */
     for (int i = 0; i < n_ops; i++) {
         snprintf(key, sizeof key, "%d", g->ops[ops[i]].id);
-        cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(root, key), "kernel_stash",
-                                (double)gpp_exec_kernel_stash_bytes(ex, ops[i]));
+        cJSON *e = cJSON_GetObjectItemCaseSensitive(root, key);
+        cJSON_AddNumberToObject(e, "kernel_stash", (double)gpp_exec_kernel_stash_bytes(ex, ops[i]));
+        gpp_work_t w = gpp_exec_op_workspace(ex, ops[i]);
+        cJSON *ws = cJSON_AddObjectToObject(e, "workspace");
+        cJSON_AddNumberToObject(ws, "fixed", (double)w.fixed);
+        cJSON_AddNumberToObject(ws, "per_sample", (double)w.per_sample);
     }
     n_dys = gpp_exec_n_outputs(ex);
     dys = gpp_xcalloc((size_t)n_dys + 1, sizeof *dys);
@@ -168,10 +173,10 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
      * hold what a steady stream of that size leaves there, as in training,
      * not the last larger size's activations. */
     for (int r = 0; r < reps; r++) {
-        double slow = gpp_fault(GPP_FAULT_PROFILE_SLOW) &&
-                              r >= gpp_fault_arg(GPP_FAULT_PROFILE_SLOW)
-                          ? GPP_PROFILE_FAULT_MS
-                          : 0;
+        double slow =
+            gpp_fault(GPP_FAULT_PROFILE_SLOW) && r >= gpp_fault_arg(GPP_FAULT_PROFILE_SLOW)
+                ? GPP_PROFILE_FAULT_MS
+                : 0;
         for (int k = 0; k < n_sizes; k++) {
             gpp_exec_set_timing(ex, 0);
             if (s_run(ex, (int64_t)1 << k, dys, err) < 0)

@@ -22,7 +22,11 @@
  *    "kernel_stash": bytes per sample the op's forward kernel keeps for the
  *    backward on this backend (gpp's addition: gpp_exec_kernel_stash_bytes;
  *    CUDA's fused attention keeps less than the op table's layout, and the
- *    planner's memory model takes this figure: gpp_cost_op_stash_bytes)}.
+ *    planner's memory model takes this figure: gpp_cost_op_stash_bytes),
+ *    "workspace": {"fixed": bytes, "per_sample": bytes}: the stream
+ *    workspace the op's kernels ask on this backend for n samples, fixed +
+ *    n x per_sample (gpp's addition: gpp_exec_op_workspace; CUDA's
+ *    attention cores ask more than the op table's CPU layout)}.
  * gpp_profile_write adds gpp's record of what was measured where, under
  * GPP_PROFILE_META ("_gpp", which readers of the authors' schema skip):
  *   {"model": spec, "device": the device's own name (gpp_backend_device_name:
@@ -32,7 +36,7 @@
  * The optional "reserved_mem" (a constant per-stage reservation to the
  * planner) is not written: the executor's memory is the graph's stash and
  * parameter figures, which the planner already has, with the kernels'
- * stashes as "kernel_stash" says. planner/gpp_cost has no
+ * stashes and workspaces as "kernel_stash" and "workspace" say. planner/gpp_cost has no
  * writer, so this module writes the JSON with cJSON in that schema.
  *
  * Method: one executor of the stage runs, at every size b, `warmup` untimed

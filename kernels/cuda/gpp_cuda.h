@@ -234,6 +234,7 @@ typedef enum {
 gpp_cuda_core_t gpp_cuda_attention_core(const gpp_cuda_t *c, int64_t dh);
 size_t gpp_cuda_attention_stash_bytes(gpp_backend_t *be, int64_t n, int64_t seq, int64_t hidden,
                                       int heads);
+gpp_work_t gpp_cuda_op_workspace(gpp_backend_t *be, const gpp_graph_t *g, const gpp_op_t *op);
 int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                            int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err);
 int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,

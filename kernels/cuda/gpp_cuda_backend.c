@@ -487,6 +487,7 @@ const gpp_backend_vt_t gpp_cuda_backend_vt = {
     .host_pin = s_host_pin,
     .host_unpin = s_host_unpin,
     .attention_stash_bytes = gpp_cuda_attention_stash_bytes,
+    .op_workspace = gpp_cuda_op_workspace,
     .stream_init = s_stream_init,
     .stream_fini = s_stream_fini,
     .stream_sync = s_stream_sync,

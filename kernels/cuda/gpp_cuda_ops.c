@@ -350,6 +350,57 @@ static s_unf_stash_t s_unf_stash(int64_t n, int64_t seq, int64_t hidden, int64_t
     return l;
 }
 
+/* The unfused backward's workspace, per sample (s_att_unfused_bwd): the
+ * fp32 part, dctx [seq, hid] | dq, dk, dv [3 seq hid] | dqkv [seq, 3 hid] |
+ * dP [heads, seq, seq], padded to 256 bytes | head-major dctx of .elem
+ * bytes an element, padded | in bf16 dS [heads, seq, seq] (in fp32 the
+ * softmax backward writes dS over dP). n samples take n times each part,
+ * so the request is n times one sample's (gpp_cuda_op_workspace). */
+typedef struct {
+    size_t f32, hm, ds;
+} s_unf_work_t;
+
+static s_unf_work_t s_unf_work(int64_t seq, int64_t hid, int64_t heads, int bf16)
+{
+    s_unf_work_t w;
+    w.f32 = s_pad((size_t)(7 * seq * hid + heads * seq * seq) * sizeof(float), 256);
+    w.hm = s_pad((size_t)(seq * hid) * (bf16 ? 2 : sizeof(float)), 256);
+    w.ds = bf16 ? (size_t)(heads * seq * seq) * 2 : 0;
+    return w;
+}
+
+/* Every kernel's request, per sample and fixed (gpp_backend_op_workspace):
+ * the forward and the backward of each attention core below, the
+ * cross-entropy's loss per row, the sparse gradient's accumulation plan
+ * (at most gpp_cuda_splan_ints(count, count) ints for count = n x bag
+ * pairs). Linear and layer norm put their partial sums in the cuBLASLt
+ * workspace, which is the backend's own. */
+gpp_work_t gpp_cuda_op_workspace(gpp_backend_t *be, const gpp_graph_t *g, const gpp_op_t *op)
+{
+    gpp_work_t w = {0, 0};
+    if (op->type == GPP_OP_ATTENTION) {
+        int64_t seq = op->rows, hid = op->cols, heads = op->heads;
+        gpp_cuda_core_t core = gpp_cuda_attention_core(gpp_cuda_be(be), hid / heads);
+        int bf16 = core == GPP_CUDA_CORE_UNFUSED_BF16;
+        if (core == GPP_CUDA_CORE_UNFUSED || bf16) {
+            /* forward: natural qkv | head-major ctx | in bf16 the scores */
+            int64_t fwd = (4 * seq * hid + (bf16 ? heads * seq * seq : 0)) * 4;
+            s_unf_work_t b = s_unf_work(seq, hid, heads, bf16);
+            int64_t bwd = (int64_t)(b.f32 + b.hm + b.ds);
+            w.per_sample = fwd > bwd ? fwd : bwd;
+        } else { /* fused: only the backward, dctx | dqkv | dsum [heads, seq] */
+            w.per_sample = (4 * seq * hid + heads * seq) * 4;
+        }
+    } else if (op->type == GPP_OP_LOSS_CE) {
+        w.per_sample = g->ops[op->inputs[0]].rows * 4;
+    } else if (op->type == GPP_OP_EMBEDDING_BAG && op->sparse_params) {
+        int64_t bag = g->ops[op->inputs[0]].cols;
+        w.fixed = gpp_cuda_splan_ints(0, 0) * 4;
+        w.per_sample = (gpp_cuda_splan_ints(bag, bag) - w.fixed / 4) * 4;
+    }
+    return w;
+}
+
 size_t gpp_cuda_attention_stash_bytes(gpp_backend_t *be, int64_t n, int64_t seq, int64_t hidden,
                                       int heads)
 {
@@ -490,7 +541,7 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
  * fp32. Workspace: dctx [m, hid] | dq, dk, dv head-major [3 m hid] | dqkv
  * [m, 3 hid] | dP [batch, seq, seq] in fp32, then head-major dctx [m, hid]
  * and, in bf16, dS [batch, seq, seq] of .elem bytes an element (in fp32 the
- * softmax backward writes dS over dP). */
+ * softmax backward writes dS over dP); s_unf_work_t. */
 static int s_att_unfused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
                              const gpp_attention_params_t *p, const void *stash,
                              const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_attention_params_t *dp,
@@ -498,13 +549,13 @@ static int s_att_unfused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor
 {
     cudaStream_t st = gpp_cuda_stream(s);
     s_unf_stash_t l = s_unf_stash(a->n, a->seq, a->hid, a->heads, bf16);
-    int64_t mh = a->m * a->hid, bss = a->batch * a->seq * a->seq;
+    int64_t mh = a->m * a->hid;
     const char *q = stash, *prob = q + l.prob;
     const char *k = q + mh * l.elem, *v = k + mh * l.elem;
     const float *ctx = (const float *)(q + l.ctx);
-    size_t f32_bytes = s_pad((size_t)(7 * mh + bss) * sizeof(float), 256);
-    size_t hm_bytes = s_pad((size_t)mh * l.elem, 256);
-    float *dctx = gpp_stream_workspace(s, f32_bytes + hm_bytes + (bf16 ? (size_t)bss * 2 : 0), err);
+    s_unf_work_t lw = s_unf_work(a->seq, a->hid, a->heads, bf16);
+    size_t f32_bytes = (size_t)a->n * lw.f32, hm_bytes = (size_t)a->n * lw.hm;
+    float *dctx = gpp_stream_workspace(s, f32_bytes + hm_bytes + (size_t)a->n * lw.ds, err);
     if (!dctx)
         return gpp_err_prefix(err, "workspace");
     float *dq = dctx + mh, *dk = dq + mh, *dv = dk + mh, *dqkv = dv + mh, *dprob = dqkv + 3 * mh;

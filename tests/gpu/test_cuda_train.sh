@@ -112,10 +112,27 @@ else
         "$(paste <(losses "$TMP/bf16p.g.log") <(losses "$TMP/bf16p.g--cuda-graphs.log"))"
 fi
 
+# the memory model (gpp_stage_mem with the backend's kernel stashes and
+# stream workspaces, every block rounded as the caching allocator rounds it)
+# gives the backend's peak to the byte: fp32 (the unfused attention core;
+# DLRM's sparse gradient plan, the cross-entropy's row losses) and bf16 with
+# the fused and the unfused core (docs/executor.md "Memory")
+for log in "$TMP/mmt.cuda.log" "$TMP/dlrm.cuda.log" "$TMP/candle_uno.cuda.log" "$TMP"/bf16.*.log; do
+    line=$(grep '^memory_bytes:' "$log")
+    pred=$(echo "$line" | grep -o 'predicted=[0-9]*' | cut -d= -f2)
+    meas=$(echo "$line" | grep -o 'measured=[0-9]*' | cut -d= -f2)
+    if [ -n "$pred" ] && [ "$pred" = "$meas" ]; then
+        ok "$(basename "$log" .log): predicted device memory = measured ($meas bytes)"
+    else
+        fail "$(basename "$log" .log): predicted device memory differs from measured" "$line"
+    fi
+done
+
 # a profile measured on the device records what its kernels keep: with
 # GPP_CUDA_ATTENTION=fused, the fused attention core's stash (qkv, ctx, one log-sum-exp per row and head) for
 # every attention op, below the CPU's (the op table's, with the seq x seq
-# probabilities); every other op the same on both (docs/planner.md)
+# probabilities); every other op the same on both (docs/planner.md); and
+# the workspace the attention kernels ask, which differs from the CPU's
 for b in cpu cuda; do
     GPP_CUDA_ATTENTION=fused "$TRAIN" --model "$MMT" --backend $b --batch 4 --threads 1 --profile-out "$TMP/prof.$b.json" \
         >"$TMP/prof.$b.log" 2>&1 || fail "gpp-train --profile-out on $b" "$(cat "$TMP/prof.$b.log")"
@@ -126,11 +143,13 @@ cpu, cuda = (json.load(open(p)) for p in sys.argv[1:3])
 att = [k for k, e in cpu.items() if not k.startswith("_") and e["name"].endswith(".attn")]
 other = [k for k in cpu if not k.startswith("_") and k not in att]
 print("kernel stash per sample of %s: cpu %d, cuda %d" % (att[0], cpu[att[0]]["kernel_stash"], cuda[att[0]]["kernel_stash"]))
+print("workspace of %s: cpu %s, cuda %s" % (att[0], cpu[att[0]]["workspace"], cuda[att[0]]["workspace"]))
 sys.exit(not att or any(cuda[k]["kernel_stash"] >= cpu[k]["kernel_stash"] for k in att) or
-         any(cuda[k]["kernel_stash"] != cpu[k]["kernel_stash"] for k in other))
+         any(cuda[k]["kernel_stash"] != cpu[k]["kernel_stash"] for k in other) or
+         any(cuda[k]["workspace"] == cpu[k]["workspace"] for k in att))
 PY
 then
-    ok "a cuda profile records the fused attention's smaller kernel stash"
+    ok "a cuda profile records the fused attention's smaller kernel stash, and its own workspace"
 else
     fail "kernel_stash of the cuda profile" "$(head -c 2000 "$TMP/prof.cuda.json")"
 fi

@@ -653,7 +653,8 @@ static void t_profile_rows(void)
         size_t ro = 0, fo = 0;
         for (int k = 0; k < 3; k++) {
             gpp_cost_row_t r = {
-                op, mbs[k], 0.1 * (op + 1) * mbs[k] / 3.0, 0.7 * (op + 2) * mbs[k] / 7.0, 0, 0};
+                op, mbs[k], 0.1 * (op + 1) * mbs[k] / 3.0, 0.7 * (op + 2) * mbs[k] / 7.0, 0, 0,
+                0,  {0, 0}};
             rows[n++] = r;
             ro += (size_t)snprintf(rt + ro, sizeof rt - ro, "%s\"%d\":%.17g", k ? "," : "", mbs[k],
                                    r.fwd_ms + r.bwd_ms);
@@ -682,12 +683,15 @@ static void t_profile_rows(void)
         gpp_cost_row_t row;
         const char *expect;
     } bad[] = {
-        {{0, 0, 1, 1, 0, 0}, "runtime key '0'"},     {{0, 1, NAN, 1, 0, 0}, "runtime[\"1\"]"},
-        {{0, 1, -1, 2, 0, 0}, "forward[\"1\"]"},     {{0, 1, 2, -1, 0, 0}, "forward[\"1\"]"},
-        {{0, 4, 1, 1, 0, 0}, "micro-batch 4 twice"}, {{g->n_ops, 1, 1, 1, 0, 0}, "has ops 0.."},
+        {{0, 0, 1, 1, 0, 0, 0, {0, 0}}, "runtime key '0'"},
+        {{0, 1, NAN, 1, 0, 0, 0, {0, 0}}, "runtime[\"1\"]"},
+        {{0, 1, -1, 2, 0, 0, 0, {0, 0}}, "forward[\"1\"]"},
+        {{0, 1, 2, -1, 0, 0, 0, {0, 0}}, "forward[\"1\"]"},
+        {{0, 4, 1, 1, 0, 0, 0, {0, 0}}, "micro-batch 4 twice"},
+        {{g->n_ops, 1, 1, 1, 0, 0, 0, {0, 0}}, "has ops 0.."},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        gpp_cost_row_t two[2] = {{0, 4, 0.5, 0.5, 0, 0}, bad[i].row};
+        gpp_cost_row_t two[2] = {{0, 4, 0.5, 0.5, 0, 0, 0, {0, 0}}, bad[i].row};
         err.msg[0] = 0;
         GPP_EXPECT_MSG(gpp_cost_attach_rows(mem, two, 2, "agents", &err) == -1 &&
                            strstr(err.msg, bad[i].expect) && strstr(err.msg, "agents"),
@@ -708,7 +712,8 @@ static int s_rows_at(const gpp_graph_t *g, const int *mbs, int n_mbs, gpp_cost_r
     for (int op = 0; op < g->n_ops; op++)
         for (int k = 0; k < n_mbs; k++)
             rows[n++] = (gpp_cost_row_t){
-                op, mbs[k], 0.01 * (op + 1) * (1 + mbs[k]), 0.02 * (op + 1) * (1 + mbs[k]), 0, 0};
+                op, mbs[k], 0.01 * (op + 1) * (1 + mbs[k]), 0.02 * (op + 1) * (1 + mbs[k]), 0, 0,
+                0,  {0, 0}};
     return n;
 }
 
@@ -862,13 +867,117 @@ static void t_kernel_stash(void)
     GPP_EXPECT(gpp_cost_op_stash_bytes(cost, att) == a->stash_bytes - table + fused);
     /* the agents' rows carry it too (ProfileResult.ops[].kernel_stash) */
     gpp_cost_t *rc = gpp_cost_new(g, &c);
-    gpp_cost_row_t rows[2] = {{att, 1, 0.1, 0.2, 1, fused}, {att, 2, 0.2, 0.4, 1, fused}};
+    gpp_cost_row_t rows[2] = {{att, 1, 0.1, 0.2, 1, fused, 0, {0, 0}},
+                              {att, 2, 0.2, 0.4, 1, fused, 0, {0, 0}}};
     GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_op_stash_bytes(rc, att) == a->stash_bytes - table + fused);
     rows[1].kernel_stash = fused + 4; /* one op, two figures */
     err.msg[0] = 0;
     GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == -1 &&
                        strstr(err.msg, "kernel_stash") && strstr(err.msg, "rows"),
+                   "%s", err.msg);
+    gpp_cost_destroy(&rc);
+    free(all);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
+/* A profile's "workspace" (the stream workspace the backend's kernels ask:
+ * the CUDA attention cores ask more than the op table's CPU layout)
+ * replaces the op table's figure in the planner's memory model: the exact
+ * walk's workspace is the stage's largest request, rounded as the device's
+ * allocator rounds it; the partitioner's bound stays above the walk; the
+ * kept profile keeps the figure; the agents' rows carry it; a bad value
+ * names the file, the op and the field, and changes nothing. */
+static void t_workspace(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_zoo_build("mmt:branches=1,layers=1,hidden=32,heads=4,seq=16,ffn=64", &err);
+    GPP_EXPECT_MSG(g && gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    if (!g)
+        return;
+    int att = -1;
+    for (int i = 0; i < g->n_ops && att < 0; i++)
+        if (g->ops[i].type == GPP_OP_ATTENTION)
+            att = i;
+    GPP_EXPECT(att >= 0);
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "h100-80g", 1, 1, &err);
+    c.alloc_rule = GPP_ALLOC_CLASSES;
+    gpp_cost_t *cost = gpp_cost_new(g, &c);
+    int *all = malloc(sizeof(int) * (size_t)g->n_ops);
+    int64_t table_max = 0; /* the stage's largest request at 4 samples, the op table's */
+    for (int i = 0; i < g->n_ops; i++) {
+        all[i] = i;
+        int64_t w = gpp_op_workspace_bytes(g, &g->ops[i], 4);
+        table_max = w > table_max ? w : table_max;
+    }
+    const gpp_op_t *a = &g->ops[att];
+    gpp_work_t t = gpp_cost_op_workspace(cost, att), tab = gpp_op_workspace(g, a);
+    GPP_EXPECT(t.fixed == tab.fixed && t.per_sample == tab.per_sample && tab.fixed > 0);
+    /* the unfused CUDA core's backward: 7 seq hidden + heads seq^2 floats a sample, + the
+       head-major dctx, 256-byte padded (no seq^2 block whatever the size) */
+    gpp_work_t cuda = {0, (7 * a->rows * a->cols + a->heads * a->rows * a->rows) * 4 +
+                              a->rows * a->cols * 4};
+    GPP_EXPECT(cuda.fixed + 4 * cuda.per_sample > table_max);
+    gpp_stage_cost_t before, after;
+    gpp_cost_stage(cost, g->n_ops, all, 1, 4, 8, &before);
+    int64_t mem_before = gpp_cost_stage_mem(cost, g->n_ops, all, 1, 4, 2, 8);
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"%d\":{\"name\":\"%s\",\"weight_size\":%lld,\"runtime\":{\"1\":1.0},"
+             "\"workspace\":{\"fixed\":%lld,\"per_sample\":%lld}}}",
+             att, a->name, (long long)a->params * 4, (long long)cuda.fixed,
+             (long long)cuda.per_sample);
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ws.json", &err) == 0, "%s", err.msg);
+    t = gpp_cost_op_workspace(cost, att);
+    GPP_EXPECT(t.fixed == cuda.fixed && t.per_sample == cuda.per_sample);
+    int64_t mem_after = gpp_cost_stage_mem(cost, g->n_ops, all, 1, 4, 2, 8);
+    int64_t want = gpp_alloc_bytes(GPP_ALLOC_CLASSES, cuda.fixed + 4 * cuda.per_sample) -
+                   gpp_alloc_bytes(GPP_ALLOC_CLASSES, table_max);
+    GPP_EXPECT_MSG(mem_after - mem_before == want, "%lld -> %lld: expected %+lld",
+                   (long long)mem_before, (long long)mem_after, (long long)want);
+    gpp_cost_stage(cost, g->n_ops, all, 1, 4, 8, &after);
+    GPP_EXPECT(after.work_bytes > before.work_bytes);
+    int64_t bound = gpp_cost_stage_mem_bound(&after, 8, 4, 1);
+    GPP_EXPECT_MSG(bound >= mem_after, "bound %lld below the walk's %lld", (long long)bound,
+                   (long long)mem_after);
+    char *kept = gpp_cost_profile_json(cost, "mmt", "h100-80g");
+    char want_s[64];
+    snprintf(want_s, sizeof want_s, "\"per_sample\":\t%lld", (long long)cuda.per_sample);
+    GPP_EXPECT_MSG(kept && strstr(kept, "\"workspace\":") && strstr(kept, want_s),
+                   "kept profile lacks %s", want_s);
+    free(kept);
+    const char *bad[] = {"-1",
+                         "{\"fixed\":0}",
+                         "{\"fixed\":0,\"per_sample\":1.5}",
+                         "{\"fixed\":-4,\"per_sample\":0}",
+                         "{\"fixed\":0,\"per_sample\":2e12}",
+                         "{\"fixed\":0,\"per_sample\":\"8\"}",
+                         "{\"fixed\":0,\"per_sample\":1,\"extra\":2}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text,
+                 "{\"%d\":{\"name\":\"%s\",\"runtime\":{\"1\":1.0},\"workspace\":%s}}", att,
+                 a->name, bad[i]);
+        err.msg[0] = 0;
+        char op[32];
+        snprintf(op, sizeof op, "op %d", att);
+        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ws.json", &err) == -1 &&
+                           strstr(err.msg, "'workspace'") && strstr(err.msg, "ws.json") &&
+                           strstr(err.msg, op),
+                       "%s: %s", bad[i], err.msg);
+    }
+    t = gpp_cost_op_workspace(cost, att);
+    GPP_EXPECT(t.fixed == cuda.fixed && t.per_sample == cuda.per_sample);
+    /* the agents' rows carry it too (ProfileResult.ops[].workspace_*) */
+    gpp_cost_t *rc = gpp_cost_new(g, &c);
+    gpp_cost_row_t rows[2] = {{att, 1, 0.1, 0.2, 0, 0, 1, cuda}, {att, 2, 0.2, 0.4, 0, 0, 1, cuda}};
+    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(gpp_cost_stage_mem(rc, g->n_ops, all, 1, 4, 2, 8) == mem_after);
+    rows[1].workspace.per_sample += 4; /* one op, two figures */
+    err.msg[0] = 0;
+    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == -1 &&
+                       strstr(err.msg, "workspace") && strstr(err.msg, "rows"),
                    "%s", err.msg);
     gpp_cost_destroy(&rc);
     free(all);
@@ -1067,6 +1176,7 @@ static const gpp_test_case_t cases[] = {
     {"profile_rows", t_profile_rows},
     {"reserved_forms", t_reserved_forms},
     {"kernel_stash", t_kernel_stash},
+    {"workspace", t_workspace},
     {"profile_keep", t_profile_keep},
     {"profile_source", t_profile_source},
     {"profile_curve", t_profile_curve},

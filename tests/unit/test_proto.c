@@ -653,6 +653,12 @@ static void m_prof_stash(sample_t *s)
     s->op[1].kernel_stash_set = 1;
     s->op[1].kernel_stash = -8;
 }
+static void m_prof_work(sample_t *s)
+{
+    s->op[1].workspace_set = 1;
+    s->op[1].workspace_fixed = 0;
+    s->op[1].workspace_per_sample = -16;
+}
 static void m_comm_rank(sample_t *s)
 {
     s->comm.rank = 5;
@@ -996,6 +1002,8 @@ static const bad_case_t BAD[] = {
     {"profile op", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_neg, "profile_result.ops[0].op"},
     {"profile stash", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_stash,
      "profile_result.ops[1].kernel_stash: -8 is negative"},
+    {"profile workspace", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_work,
+     "profile_result.ops[1].workspace: fixed 0, per sample -16: negative"},
     {"comm rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_comm_rank,
      "assignment.comm.rank: 5 outside [0, 5)"},
     {"peer rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_peer_rank,
