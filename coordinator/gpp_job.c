@@ -50,6 +50,8 @@ struct gpp_job_s {
     int measured;          /* the cost model holds a profile (file, kept or the agents') */
     int defer;             /* cuda without cluster.mem_gib: plan once the agents reported
                               their GPUs' memory (s_device_mem) */
+    char mem_source[512];  /* where the cost model's device memory came from, for the
+                              error when no plan fits: the agents' GPU share, or the preset */
     int start;             /* --resume: iterations of the set resumed from; 0 fresh */
     int replan;            /* --replan: the set may be of another plan (re-sharded) */
     Gpp__ProfileRequest preq;
@@ -389,6 +391,43 @@ static int s_start_point(gpp_job_t *self, gpp_job_start_t start, gpp_err_t *err)
 /* Makes the plan (partitioner or file), schedules and simulates it, prints
  * it and writes it beside the checkpoints. Gives up between the steps when
  * cancel (may be NULL) is set. */
+/* bytes as "12.50 GiB", or "496 MiB" below 1 GiB (also negative) */
+static const char *s_size(char *buf, size_t len, int64_t bytes)
+{
+    if (bytes >= ((int64_t)1 << 30) || bytes <= -((int64_t)1 << 30))
+        snprintf(buf, len, "%.2f GiB", (double)bytes / 1073741824.0);
+    else
+        snprintf(buf, len, "%.0f MiB", (double)bytes / 1048576.0);
+    return buf;
+}
+
+/* No plan fits: which bound the search had, where it came from, what the
+ * least plan needs (min_mem, the partitioner's least bound) and the fix. */
+static int s_no_fit(const gpp_job_t *self, int64_t min_mem, gpp_err_t *err)
+{
+    const gpp_cluster_t *cl = gpp_cost_cluster(self->cost);
+    int64_t bound = gpp_cluster_mem_bound(cl);
+    char b[32], m[32], d[32], r[32];
+    if (cl->mem_bound_bytes > 0)
+        return gpp_err_set(err,
+                           "no plan fits cluster.mem_gib = %s per device: the smallest plan "
+                           "needs %s on %d devices (batch %d); raise cluster.mem_gib, use more "
+                           "devices or a smaller job.batch",
+                           s_size(b, sizeof b, bound), s_size(m, sizeof m, min_mem), cl->n_devices,
+                           self->cfg.job.batch);
+    return gpp_err_set(err,
+                       "no plan fits the device memory: %s per device (%s) less %s for the "
+                       "runtime's context and workspaces leaves %s; the smallest plan needs %s "
+                       "+ %s per device (%d devices, batch %d): use devices with more memory%s, "
+                       "more devices, a smaller job.batch, or cluster.mem_gib",
+                       s_size(d, sizeof d, cl->device.mem_bytes), self->mem_source,
+                       s_size(r, sizeof r, GPP_CONTEXT_BYTES), s_size(b, sizeof b, bound),
+                       s_size(m, sizeof m, min_mem), r, cl->n_devices, self->cfg.job.batch,
+                       self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA
+                           ? ", fewer agents per GPU (nodes.gpus)"
+                           : "");
+}
+
 static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err)
 {
     const gpp_config_t *cfg = &self->cfg;
@@ -418,14 +457,8 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
         o.on_candidate_arg = &sp;
         int64_t min_mem = 0;
         self->plan = gpp_part_run(self->g, self->cost, &o, &min_mem, err);
-        if (!self->plan) {
-            if (min_mem > 0)
-                gpp_err_prefix(err,
-                               "no plan fits %.2f GiB per device (%.2f GiB would); raise "
-                               "cluster.mem_gib",
-                               cfg->cluster.mem_gib, (double)min_mem / 1073741824.0);
-            return -1;
-        }
+        if (!self->plan)
+            return min_mem > 0 ? s_no_fit(self, min_mem, err) : -1;
         /* the partitioner may leave devices idle; the plan (C3) covers the
          * ones it uses, numbered from 0: their agents get no assignment */
         int used = 0;
@@ -461,24 +494,14 @@ static int s_make_plan(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err
         s_print_plan(self, self->out);
     if (self->start > 0 && s_resume_plan_check(self, err) < 0)
         return -1;
-    /* the plan beside the stage checkpoints: what they are checkpoints of */
-    if (cfg->job.checkpoint_dir[0]) {
-        char path[GPP_CONFIG_PATH + 16];
-        if (gpp_mkdirs(cfg->job.checkpoint_dir, 0700, err) < 0)
-            return gpp_err_prefix(err, "job.checkpoint_dir");
-        snprintf(path, sizeof path, "%s/plan.json", cfg->job.checkpoint_dir);
-        if (gpp_plan_write_json(self->plan, path, err) < 0)
-            return gpp_err_prefix(err, "job.checkpoint_dir");
-        /* and the profile it was planned from, so a restart plans the same */
-        if (self->profiling) {
-            snprintf(path, sizeof path, "%s/profile.json", cfg->job.checkpoint_dir);
-            char *text = gpp_cost_profile_json(self->cost, cfg->job.model, cfg->cluster.device);
-            int rc = gpp_write_file_atomic(path, text, strlen(text), err);
-            free(text);
-            if (rc < 0)
-                return gpp_err_prefix(err, "job.checkpoint_dir");
-        }
-    }
+    /* the checkpoint directory must take the plan (s_keep_plan writes it
+       once the agents fit it): a directory that cannot is an error now,
+       before any agent starts */
+    const char *dir = self->cfg.job.checkpoint_dir;
+    if (dir[0] && gpp_mkdirs(dir, 0700, err) < 0)
+        return gpp_err_prefix(err, "job.checkpoint_dir");
+    if (dir[0] && access(dir, W_OK | X_OK) < 0)
+        return gpp_err_set(err, "job.checkpoint_dir: %s is not writable: %s", dir, strerror(errno));
     return 0;
 }
 
@@ -611,6 +634,17 @@ static int s_defer(const gpp_job_t *self)
  * the agents that share a GPU (same host and GPU index), in place of the
  * preset's figure: the cost model is made again with that memory and the
  * profile it held. Logs which figure the plan uses. */
+/* The agents that run on a's GPU (same host and GPU index), a among them. */
+static int s_gpu_sharers(gpp_registry_t *reg, const gpp_agent_t *a)
+{
+    int share = 0;
+    for (int q = 0; q < gpp_registry_size(reg); q++) {
+        const gpp_agent_t *b = gpp_registry_agent(reg, q);
+        share += b->gpu == a->gpu && strcmp(b->host, a->host) == 0;
+    }
+    return share > 0 ? share : 1;
+}
+
 static int s_device_mem(gpp_job_t *self, gpp_registry_t *reg, gpp_err_t *err)
 {
     const gpp_config_t *cfg = &self->cfg;
@@ -619,12 +653,8 @@ static int s_device_mem(gpp_job_t *self, gpp_registry_t *reg, gpp_err_t *err)
     int least_rank = -1, least_share = 1;
     for (int r = 0; r < n; r++) {
         const gpp_agent_t *a = gpp_registry_agent(reg, r);
-        int share = 0;
-        for (int q = 0; q < n; q++) {
-            const gpp_agent_t *b = gpp_registry_agent(reg, q);
-            share += b->gpu == a->gpu && strcmp(b->host, a->host) == 0;
-        }
-        int64_t m = a->mem_total_bytes / (share > 0 ? share : 1);
+        int share = s_gpu_sharers(reg, a);
+        int64_t m = a->mem_total_bytes / share;
         if (a->gpu >= 0 && (least_rank < 0 || m < least)) {
             least = m;
             least_rank = r;
@@ -649,11 +679,14 @@ static int s_device_mem(gpp_job_t *self, gpp_registry_t *reg, gpp_err_t *err)
     self->cost = cost;
     const gpp_agent_t *a = gpp_registry_agent(reg, least_rank);
     char who[GPP_REG_HOST_MAX + 64];
-    gpp_info("coordinator: plan: device memory %.2f GiB per agent, the smallest the agents "
-             "reported (%s: GPU %d %s, %.2f GiB%s), not the %s preset's",
-             (double)least / 1073741824.0, gpp_agent_name(a, who, sizeof who), a->gpu,
-             a->device_name, (double)a->mem_total_bytes / 1073741824.0,
-             least_share > 1 ? ", shared by agents on the same GPU" : "", cfg->cluster.device);
+    char tot[32];
+    snprintf(self->mem_source, sizeof self->mem_source,
+             "the smallest the agents reported: %s, GPU %d %s, %s%s",
+             gpp_agent_name(a, who, sizeof who), a->gpu, a->device_name,
+             s_size(tot, sizeof tot, a->mem_total_bytes),
+             least_share > 1 ? ", shared by the agents on that GPU" : "");
+    gpp_info("coordinator: plan: device memory %.2f GiB per agent, %s; not the %s preset's",
+             (double)least / 1073741824.0, self->mem_source, cfg->cluster.device);
     return 0;
 }
 
@@ -707,6 +740,7 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
     if (gpp_cluster_from_config(cfg, self->n_agents, &cl, err) < 0)
         goto fail;
     self->cluster = cl;
+    snprintf(self->mem_source, sizeof self->mem_source, "the %s preset's", cl.device.name);
     self->cost = gpp_cost_new(self->g, &cl);
     if (cfg->cluster.profile[0] &&
         gpp_cost_attach_profile(self->cost, cfg->cluster.profile, err) < 0)
@@ -962,6 +996,32 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     return a;
 }
 
+/* The plan beside the stage checkpoints (what they are checkpoints of) and
+ * the profile it was planned from (so a restart plans the same): written
+ * once the agents are known to fit the plan, so that a refused job leaves
+ * the checkpoint directory as it was. */
+static int s_keep_plan(gpp_job_t *self, gpp_err_t *err)
+{
+    const gpp_config_t *cfg = &self->cfg;
+    if (!cfg->job.checkpoint_dir[0])
+        return 0;
+    char path[GPP_CONFIG_PATH + 16];
+    if (gpp_mkdirs(cfg->job.checkpoint_dir, 0700, err) < 0)
+        return gpp_err_prefix(err, "job.checkpoint_dir");
+    snprintf(path, sizeof path, "%s/plan.json", cfg->job.checkpoint_dir);
+    if (gpp_plan_write_json(self->plan, path, err) < 0)
+        return gpp_err_prefix(err, "job.checkpoint_dir");
+    if (self->profiling) {
+        snprintf(path, sizeof path, "%s/profile.json", cfg->job.checkpoint_dir);
+        char *text = gpp_cost_profile_json(self->cost, cfg->job.model, cfg->cluster.device);
+        int rc = gpp_write_file_atomic(path, text, strlen(text), err);
+        free(text);
+        if (rc < 0)
+            return gpp_err_prefix(err, "job.checkpoint_dir");
+    }
+    return 0;
+}
+
 int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gpp_coord_job_t *job,
                     gpp_err_t *err)
 {
@@ -1000,20 +1060,41 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
                                    gpp_agent_name(b, nb, sizeof nb), a->gpu, a->host);
             }
         }
-    /* every agent that gets a stage must have the memory the plan counts on */
+    /* every agent that gets a stage must have the memory the plan counts
+       on: what it offers, and on a GPU its share of the GPU's memory */
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];
         for (int r = 0; r < st->devices; r++) {
             gpp_agent_t *a = gpp_registry_agent(reg, st->first_device + r);
-            if (a->mem_bytes < st->mem_bytes) {
-                char who[GPP_REG_HOST_MAX + 64];
-                return gpp_err_set(err, "agent %s offers %.2f GiB, but stage %d needs %.2f GiB",
-                                   gpp_agent_name(a, who, sizeof who),
-                                   (double)a->mem_bytes / 1073741824.0, s,
-                                   (double)st->mem_bytes / 1073741824.0);
-            }
+            char who[GPP_REG_HOST_MAX + 64], need[32], has[32], tot[32], ctx[32];
+            gpp_agent_name(a, who, sizeof who);
+            s_size(need, sizeof need, st->mem_bytes);
+            if (a->mem_bytes < st->mem_bytes)
+                return gpp_err_set(err, "agent %s offers %s, but stage %d needs %s", who,
+                                   s_size(has, sizeof has, a->mem_bytes), s, need);
+            if (a->gpu < 0)
+                continue;
+            int share = s_gpu_sharers(reg, a);
+            int64_t avail = a->mem_total_bytes / share;
+            s_size(has, sizeof has, avail);
+            s_size(tot, sizeof tot, a->mem_total_bytes);
+            if (avail < st->mem_bytes)
+                return gpp_err_set(err,
+                                   "stage %d needs %s of device memory, but agent %s has %s: "
+                                   "GPU %d (%s, %s) on host %s is shared by %d agents; give "
+                                   "each agent more GPU memory (fewer agents per GPU: "
+                                   "nodes.gpus), or plan for it (--plan gpp)",
+                                   s, need, who, has, a->gpu, a->device_name, tot, a->host, share);
+            if (avail - st->mem_bytes < GPP_CONTEXT_BYTES)
+                gpp_warn("coordinator: stage %d needs %s of device memory and agent %s has %s "
+                         "(GPU %d, %s, shared by %d): less than the %s the planner keeps for "
+                         "the CUDA context and library workspaces is left; it may run out",
+                         s, need, who, has, a->gpu, tot, share,
+                         s_size(ctx, sizeof ctx, GPP_CONTEXT_BYTES));
         }
     }
+    if (!self->assign && s_keep_plan(self, err) < 0)
+        return -1;
     if (self->trace_iteration >= 0 && !self->timeline)
         self->timeline = gpp_timeline_new(p, self->trace_iteration - self->start);
     if (!self->assign) {

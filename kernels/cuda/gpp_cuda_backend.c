@@ -174,23 +174,28 @@ static void s_cache_put(gpp_backend_t *be, void *p, int own)
              : gpp_backend_account)(be, -(int64_t)gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p));
 }
 
-static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
+/* The one out-of-memory message: what was asked for, what gpp holds and
+ * what the device has left (another process on the GPU shows there). */
+static void s_oom(gpp_backend_t *be, const char *what, size_t bytes, gpp_err_t *err)
 {
     gpp_cuda_t *c = gpp_cuda_be(be);
+    size_t free_b = 0, total_b = 0;
+    (void)cudaMemGetInfo(&free_b, &total_b);
+    gpp_cuda_cache_stats_t cs;
+    gpp_cuda_cache_stats(c->cache, &cs);
+    gpp_err_set(err,
+                "backend %s (%s): out of device memory allocating %zu bytes for %s (%zu MiB in "
+                "use by gpp, %zu of %zu MiB free on the device); reduce the micro-batch size or "
+                "the stage's ops, or give the agent a GPU of its own",
+                be->name, c->dev_name, bytes, what, cs.in_use_bytes >> 20, free_b >> 20,
+                total_b >> 20);
+}
+
+static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
+{
     void *p = s_cache_get(be, bytes, 0);
-    if (!p) {
-        size_t free_b = 0, total_b = 0;
-        (void)cudaMemGetInfo(&free_b, &total_b);
-        gpp_cuda_cache_stats_t cs;
-        gpp_cuda_cache_stats(c->cache, &cs);
-        gpp_err_set(err,
-                    "backend %s (%s): out of device memory allocating %zu bytes (%zu MiB in use "
-                    "by gpp, %zu of %zu MiB free on the device); reduce the micro-batch size or "
-                    "the stage's ops",
-                    be->name, c->dev_name, bytes, cs.in_use_bytes >> 20, free_b >> 20,
-                    total_b >> 20);
-        return NULL;
-    }
+    if (!p)
+        s_oom(be, "a tensor", bytes, err);
     return p;
 }
 
@@ -284,8 +289,7 @@ void *gpp_cuda_lt_workspace(gpp_stream_t *s, gpp_err_t *err)
 {
     gpp_cuda_stream_t *cs = gpp_cuda_st(s);
     if (!cs->lt_ws && !(cs->lt_ws = s_cache_get(s->be, GPP_CUDA_LT_WS_BYTES, 1)))
-        gpp_err_set(err, "backend %s: out of device memory for the %zu MiB cuBLASLt workspace",
-                    s->be->name, GPP_CUDA_LT_WS_BYTES >> 20);
+        s_oom(s->be, "the stream's cuBLASLt workspace", GPP_CUDA_LT_WS_BYTES, err);
     return cs->lt_ws;
 }
 
@@ -301,7 +305,7 @@ void *gpp_cuda_pack_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err)
     }
     void *p = s_cache_get(s->be, want, 1);
     if (!p) {
-        gpp_err_set(err, "out of device memory for %zu MiB of packed bf16 operands", want >> 20);
+        s_oom(s->be, "packed bf16 operands", want, err);
         return NULL;
     }
     if (cs->pack)

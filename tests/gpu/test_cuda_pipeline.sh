@@ -6,7 +6,11 @@
 # same plan (the CPU run's plan.json): every iteration's loss within 2e-3
 # relative (the tolerance of test_cuda_train: fp32 with other summation
 # orders, grown over AdamW steps). Then the cuda run's checkpoint set loads
-# on CPU agents (--resume from it).
+# on CPU agents (--resume from it). Then too little device memory: a
+# cluster.mem_gib below every plan; on the emulation (GPP_EMU_MEM_MB) a
+# GPU too small for any plan, a plan file larger than the agents' share of
+# their GPU, and one that runs out of memory while training: each stops
+# cleanly with the figures and the fix named, the checkpoint sets intact.
 #
 # Without a usable GPU, gpp-train --backend cuda must fail with exit 2 and
 # a message naming the reason; the test then exits 77: skipped.
@@ -60,4 +64,69 @@ if [ $rc -eq 0 ] && losses_close <(losses "$TMP/cuda.out" | tail -5) <(losses "$
 else
     fail "resume of the cuda checkpoint on cpu (exit $rc)" "$(tail -20 "$TMP/resume.err"; paste <(losses "$TMP/cuda.out" | tail -5) <(losses "$TMP/resume.out"))"
 fi
+
+# Too little device memory: each a clean stop with a message that names
+# the figures and the fix, every agent reaped (no hang), and a checkpoint
+# directory resumed from left as it was.
+# stopped NAME: the run NAME stopped (exit != 0, no iteration ran)
+stopped() { [ "$1" != 0 ] && ! grep -q '^iter ' "$TMP/$2.out"; }
+# digest DIR [SUB]: one line of the sha256 of every file under DIR (or of
+# its checkpoint sets, set-*)
+digest() { (cd "$1" && find . -type f -path "./${2:-}*" | sort | xargs sha256sum | sha256sum); }
+# cluster.mem_gib below the smallest plan (any machine)
+C=$(conf gpu-1.toml small)
+sed -i 's|^\[cluster\]|[cluster]\nmem_gib = 0.001|' "$C"
+timeout 120 "$COORD" --plan gpp "$C" >"$TMP/small.out" 2>"$TMP/small.err"
+rc=$?
+if stopped $rc small && grep -q 'no plan fits cluster.mem_gib = 1 MiB per device: the smallest plan needs [0-9]* MiB' "$TMP/small.err"; then
+    ok "cluster.mem_gib below every plan: stopped (exit $rc), the least plan's memory named"
+else
+    fail "cluster.mem_gib below every plan (exit $rc)" "$(tail -5 "$TMP/small.err")"
+fi
+case ${GPP_AGENT:-} in
+*emu*) # the emulated GPU's memory is set by GPP_EMU_MEM_MB (kernels/cuda/emu)
+    # a GPU of 64 MiB shared by the 4 agents: no plan fits the share, and
+    # the message says what the agents reported and what would fit
+    timeout 120 env GPP_EMU_MEM_MB=64 "$COORD" --plan gpp "$(conf gpu-1.toml tiny)" >"$TMP/tiny.out" 2>"$TMP/tiny.err"
+    rc=$?
+    if stopped $rc tiny && grep -q 'no plan fits the device memory: 16 MiB per device (the smallest the agents reported: 127.0.0.1:[0-9] .*GPU 0 .*64 MiB, shared by the agents on that GPU) .*fewer agents per GPU' "$TMP/tiny.err"; then
+        ok "a GPU too small for any plan: stopped (exit $rc) naming the agents' memory and the fix"
+    else
+        fail "a GPU too small for any plan (exit $rc)" "$(grep -m1 'job stopped' "$TMP/tiny.err")"
+    fi
+    # a plan file whose stages need more than each agent's share of a 40 MiB
+    # GPU, resumed from the cuda run's last checkpoint set: refused before
+    # training, the set untouched
+    cp -r "$TMP/cuda.ckpt" "$TMP/keep.ckpt"
+    before=$(digest "$TMP/keep.ckpt")
+    sets=$(digest "$TMP/keep.ckpt" set-)
+    C=$(conf gpu-1.toml share)
+    sed -i -e "s|^checkpoint_dir = .*|checkpoint_dir = \"$TMP/keep.ckpt\"|" -e 's|^iterations = .*|iterations = 12|' "$C"
+    timeout 120 env GPP_EMU_MEM_MB=40 "$COORD" --resume --plan "$TMP/cpu.ckpt/plan.json" "$C" >"$TMP/share.out" 2>"$TMP/share.err"
+    rc=$?
+    if stopped $rc share && [ "$(digest "$TMP/keep.ckpt")" = "$before" ] &&
+        grep -q 'stage [0-9] needs [0-9]* MiB of device memory, but agent 127.0.0.1:[0-9] .* has 10 MiB: GPU 0 (gpp host emulator, 40 MiB) on host 127.0.0.1 is shared by 4 agents' "$TMP/share.err"; then
+        ok "a plan larger than the agents' share of their GPU: refused (exit $rc), checkpoints intact"
+    else
+        fail "a plan larger than the GPU share (exit $rc)" "$(grep "job stopped" "$TMP/share.err")"
+    fi
+    # one 40 MiB GPU per agent: the plan fits, with less than the context
+    # reserve left (a warning); the cuBLASLt workspace then runs out at
+    # run time: the agent's error names it, the device's free memory and
+    # the GPU; everyone stops, the checkpoint sets untouched (the plan
+    # beside them is this run's)
+    C=$(conf gpu-1.toml oom)
+    sed -i -e "s|^checkpoint_dir = .*|checkpoint_dir = \"$TMP/keep.ckpt\"|" -e 's|^gpus = .*|gpus = 0|' -e 's|^iterations = .*|iterations = 12|' "$C"
+    timeout 120 env GPP_EMU_DEVICES=4 GPP_EMU_MEM_MB=40 "$COORD" --resume --plan "$TMP/cpu.ckpt/plan.json" "$C" >"$TMP/oom.out" 2>"$TMP/oom.err"
+    rc=$?
+    if stopped $rc oom && [ "$(digest "$TMP/keep.ckpt" set-)" = "$sets" ] &&
+        grep -q 'it may run out' "$TMP/oom.err" &&
+        grep -q 'job stopped: agent 127.0.0.1:[0-9] .*reported an error: .*backend cuda:[0-3] (gpp host emulator): out of device memory allocating [0-9]* bytes for .*MiB free on the device' "$TMP/oom.err" &&
+        [ "$(grep -c 'exited with status' "$TMP/oom.err")" = 4 ]; then
+        ok "out of device memory while training: stopped (exit $rc), agent, GPU and free memory named, 4 agents reaped"
+    else
+        fail "out of device memory while training (exit $rc)" "$(grep 'it may run out' "$TMP/oom.err"; grep -v "^ " "$TMP/oom.err" | tail -n 4)"
+    fi
+    ;;
+esac
 gpp_test_end
