@@ -802,6 +802,45 @@ static void t_profile_curve(void)
     gpp_graph_destroy(&g);
 }
 
+/* A small MMT with its attention op *att and every op id in *all (caller
+ * frees both), or NULL. */
+static gpp_graph_t *s_att_model(int *att, int **all)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_zoo_build("mmt:branches=1,layers=1,hidden=32,heads=4,seq=16,ffn=64", &err);
+    GPP_EXPECT_MSG(g && gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    if (!g)
+        return NULL;
+    *att = -1;
+    for (int i = 0; i < g->n_ops && *att < 0; i++)
+        if (g->ops[i].type == GPP_OP_ATTENTION)
+            *att = i;
+    GPP_EXPECT(*att >= 0);
+    *all = malloc(sizeof(int) * (size_t)g->n_ops);
+    for (int i = 0; i < g->n_ops; i++)
+        (*all)[i] = i;
+    return g;
+}
+
+/* Each value of bad[] as op's `field` in a profile is refused, naming the
+ * file, the op and the field. */
+static void s_expect_bad_field(gpp_cost_t *cost, const gpp_graph_t *g, int op, const char *field,
+                               const char *const *bad, size_t n)
+{
+    char text[512], want[64], name[32];
+    snprintf(want, sizeof want, "'%s'", field);
+    snprintf(name, sizeof name, "op %d", op);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text, sizeof text, "{\"%d\":{\"name\":\"%s\",\"runtime\":{\"1\":1.0},\"%s\":%s}}",
+                 op, g->ops[op].name, field, bad[i]);
+        gpp_err_t err = {{0}};
+        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "bad.json", &err) == -1 &&
+                           strstr(err.msg, want) && strstr(err.msg, "bad.json") &&
+                           strstr(err.msg, name),
+                       "%s: %s", bad[i], err.msg);
+    }
+}
+
 /* A profile's "kernel_stash" (what the backend's kernel keeps: CUDA's fused
  * attention has no seq x seq probabilities) replaces the op table's figure
  * in the planner's memory model: the op's stash, the stage's stash and the
@@ -810,21 +849,13 @@ static void t_profile_curve(void)
 static void t_kernel_stash(void)
 {
     gpp_err_t err = {{0}};
-    gpp_graph_t *g = gpp_zoo_build("mmt:branches=1,layers=1,hidden=32,heads=4,seq=16,ffn=64", &err);
-    GPP_EXPECT_MSG(g && gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    int att, *all;
+    gpp_graph_t *g = s_att_model(&att, &all);
     if (!g)
         return;
-    int att = -1;
-    for (int i = 0; i < g->n_ops && att < 0; i++)
-        if (g->ops[i].type == GPP_OP_ATTENTION)
-            att = i;
-    GPP_EXPECT(att >= 0);
     gpp_cluster_t c;
     gpp_cluster_init(&c, "h100-80g", 1, 1, &err);
     gpp_cost_t *cost = gpp_cost_new(g, &c);
-    int *all = malloc(sizeof(int) * (size_t)g->n_ops);
-    for (int i = 0; i < g->n_ops; i++)
-        all[i] = i;
     const gpp_op_t *a = &g->ops[att];
     int64_t table = gpp_op_kernel_stash_bytes(g, a);
     /* the fused core's: qkv, ctx and one log-sum-exp per row and head */
@@ -852,18 +883,7 @@ static void t_kernel_stash(void)
     GPP_EXPECT_MSG(kept && strstr(kept, want), "kept profile lacks %s", want);
     free(kept);
     const char *bad[] = {"-4", "\"big\"", "1.5", "2e12"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(text, sizeof text,
-                 "{\"%d\":{\"name\":\"%s\",\"runtime\":{\"1\":1.0},\"kernel_stash\":%s}}", att,
-                 a->name, bad[i]);
-        err.msg[0] = 0;
-        char op[32];
-        snprintf(op, sizeof op, "op %d", att);
-        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ks.json", &err) == -1 &&
-                           strstr(err.msg, "'kernel_stash'") && strstr(err.msg, "ks.json") &&
-                           strstr(err.msg, op),
-                       "%s: %s", bad[i], err.msg);
-    }
+    s_expect_bad_field(cost, g, att, "kernel_stash", bad, sizeof bad / sizeof bad[0]);
     GPP_EXPECT(gpp_cost_op_stash_bytes(cost, att) == a->stash_bytes - table + fused);
     /* the agents' rows carry it too (ProfileResult.ops[].kernel_stash) */
     gpp_cost_t *rc = gpp_cost_new(g, &c);
@@ -892,23 +912,16 @@ static void t_kernel_stash(void)
 static void t_workspace(void)
 {
     gpp_err_t err = {{0}};
-    gpp_graph_t *g = gpp_zoo_build("mmt:branches=1,layers=1,hidden=32,heads=4,seq=16,ffn=64", &err);
-    GPP_EXPECT_MSG(g && gpp_graph_finalize(g, &err) == 0, "%s", err.msg);
+    int att, *all;
+    gpp_graph_t *g = s_att_model(&att, &all);
     if (!g)
         return;
-    int att = -1;
-    for (int i = 0; i < g->n_ops && att < 0; i++)
-        if (g->ops[i].type == GPP_OP_ATTENTION)
-            att = i;
-    GPP_EXPECT(att >= 0);
     gpp_cluster_t c;
     gpp_cluster_init(&c, "h100-80g", 1, 1, &err);
     c.alloc_rule = GPP_ALLOC_CLASSES;
     gpp_cost_t *cost = gpp_cost_new(g, &c);
-    int *all = malloc(sizeof(int) * (size_t)g->n_ops);
     int64_t table_max = 0; /* the stage's largest request at 4 samples, the op table's */
     for (int i = 0; i < g->n_ops; i++) {
-        all[i] = i;
         int64_t w = gpp_op_workspace_bytes(g, &g->ops[i], 4);
         table_max = w > table_max ? w : table_max;
     }
@@ -955,18 +968,7 @@ static void t_workspace(void)
                          "{\"fixed\":0,\"per_sample\":2e12}",
                          "{\"fixed\":0,\"per_sample\":\"8\"}",
                          "{\"fixed\":0,\"per_sample\":1,\"extra\":2}"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(text, sizeof text,
-                 "{\"%d\":{\"name\":\"%s\",\"runtime\":{\"1\":1.0},\"workspace\":%s}}", att,
-                 a->name, bad[i]);
-        err.msg[0] = 0;
-        char op[32];
-        snprintf(op, sizeof op, "op %d", att);
-        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ws.json", &err) == -1 &&
-                           strstr(err.msg, "'workspace'") && strstr(err.msg, "ws.json") &&
-                           strstr(err.msg, op),
-                       "%s: %s", bad[i], err.msg);
-    }
+    s_expect_bad_field(cost, g, att, "workspace", bad, sizeof bad / sizeof bad[0]);
     t = gpp_cost_op_workspace(cost, att);
     GPP_EXPECT(t.fixed == cuda.fixed && t.per_sample == cuda.per_sample);
     /* the agents' rows carry it too (ProfileResult.ops[].workspace_*) */
