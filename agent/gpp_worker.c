@@ -263,6 +263,7 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .device_kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
         .device = cuda ? self->cfg.gpu : 0,
         .precision = s_precision(as->precision),
+        .graphs = as->cuda_graphs,
         .rdv_endpoint = as->comm->rdv_endpoint,
         .rdv_token = as->comm->rdv_token,
         .prefix = as->comm->prefix,

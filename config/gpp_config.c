@@ -112,6 +112,8 @@ static const s_field_t S_FIELDS[] = {
     S_WORDS("job", "backend", job.backend, S_BACKENDS, "GPP_BACKEND"),
     S_WORDS("job", "precision", job.precision, S_PRECISIONS, "GPP_PRECISION"),
     S_WORDS("job", "comm", job.comm, S_COMMS, "GPP_COMM"),
+    {"job", "cuda_graphs", F_BOOL, C_OFF(job.cuda_graphs), 0, 0, 0, 0, 0, NULL, "GPP_CUDA_GRAPHS",
+     "true or false"},
     S_INT("health", "heartbeat_ms", health.heartbeat_ms, 1, 3600000, "GPP_HEARTBEAT_MS",
           "a positive integer (milliseconds)"),
     S_INT("health", "timeout_ms", health.timeout_ms, 1, 86400000, "GPP_TIMEOUT_MS",
@@ -549,6 +551,7 @@ static void s_defaults(gpp_config_t *c)
     c->job.launch = GPP_CONFIG_LAUNCH_LOCAL;
     c->job.backend = GPP_CONFIG_BACKEND_CPU;
     c->job.comm = GPP_CONFIG_COMM_GLOO;
+    c->job.cuda_graphs = 1;
     c->health.heartbeat_ms = 500;
     c->health.timeout_ms = 5000;
 }

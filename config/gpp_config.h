@@ -90,6 +90,9 @@ typedef struct {
         gpp_config_backend_t backend;
         gpp_config_precision_t precision; /* cuda matrix products: fp32 | tf32 | bf16 */
         gpp_config_comm_t comm;           /* gloo | nccl (cuda only) */
+        int cuda_graphs;                  /* cuda: each stage records its passes as CUDA
+                                             graphs and replays them (1, default); 0 off;
+                                             ignored on cpu */
     } job;
 
     struct {

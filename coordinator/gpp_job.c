@@ -991,6 +991,7 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->start_iteration = self->start;
     a->backend = s_wire_backend(c);
     a->precision = s_wire_precision(c);
+    a->cuda_graphs = c->job.backend == GPP_CONFIG_BACKEND_CUDA && c->job.cuda_graphs;
     a->trace = self->trace_iteration >= 0;
     a->trace_iteration = a->trace ? self->trace_iteration - self->start : 0;
     return a;

@@ -312,6 +312,12 @@ void *gpp_stream_workspace(gpp_stream_t *self, size_t bytes, gpp_err_t *err)
     return p;
 }
 
+void *gpp_stream_workspace_now(const gpp_stream_t *self)
+{
+    assert(self);
+    return self->ws;
+}
+
 int gpp_stream_copy(gpp_stream_t *self, void *dst, const void *src, size_t bytes,
                     gpp_copy_kind_t kind, gpp_err_t *err)
 {

@@ -198,6 +198,10 @@ int gpp_stream_sync(gpp_stream_t *self, gpp_err_t *err);
  * must not hold a workspace pointer across a kernel call on the same stream.
  * NULL + message when out of memory. */
 void *gpp_stream_workspace(gpp_stream_t *self, size_t bytes, gpp_err_t *err);
+/* The stream's workspace as it stands (NULL: none yet), without asking for
+ * any: a CUDA graph records this pointer, and may only be replayed while it
+ * stays. */
+void *gpp_stream_workspace_now(const gpp_stream_t *self);
 
 /* Enqueued copy of `bytes` between host and device memory, or within the
  * device. Host buffers must stay alive and unchanged until the copy is

@@ -578,6 +578,54 @@ int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_b
  * backward allocates each gradient on first use, frees an op's output
  * gradient after the op's backward and keeps the received inputs' gradients
  * until they are sent). */
+/* The walk's live bytes, and, for a stage run as CUDA graphs
+ * (gpp_stage_dev_t.graphs), how many blocks of each size are live: the
+ * executor's pool then only grows, so it ends up holding, of each size, the
+ * most blocks of that size ever live at once (agent/exec/gpp_exec_graph.c),
+ * not the most bytes. A block's size is the bytes asked (the pool matches
+ * sizes exactly), its cost the rounded bytes. */
+typedef struct {
+    int64_t key;                   /* bytes asked */
+    int64_t cnt, run_max;          /* live now; most live while one micro-batch runs */
+    int64_t recv, held, dy, igrad; /* in a slot begun, forwarded, then with its output
+                                      gradients in, after its backward */
+} s_size_t;
+typedef struct {
+    gpp_alloc_rule_t rule;
+    int64_t cur; /* rounded bytes live */
+    int sizes;   /* count sizes */
+    s_size_t *sz;
+    int n_sz, cap_sz;
+} s_walk_t;
+
+static s_size_t *s_walk_size(s_walk_t *w, int64_t bytes)
+{
+    for (int i = 0; i < w->n_sz; i++)
+        if (w->sz[i].key == bytes)
+            return &w->sz[i];
+    if (w->n_sz == w->cap_sz) {
+        w->cap_sz = w->cap_sz ? 2 * w->cap_sz : 16;
+        w->sz = realloc(w->sz, (size_t)w->cap_sz * sizeof *w->sz);
+        assert(w->sz);
+    }
+    s_size_t *z = &w->sz[w->n_sz++];
+    memset(z, 0, sizeof *z);
+    z->key = bytes;
+    return z;
+}
+
+/* A block of `bytes` taken (sign 1) or given back (-1). */
+static void s_walk(s_walk_t *w, int64_t bytes, int sign)
+{
+    w->cur += sign * gpp_alloc_bytes(w->rule, bytes);
+    if (!w->sizes)
+        return;
+    s_size_t *z = s_walk_size(w, bytes);
+    z->cnt += sign;
+    if (z->cnt > z->run_max)
+        z->run_max = z->cnt;
+}
+
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
                    int64_t n, const gpp_stage_dev_t *dev, gpp_stage_mem_t *out)
 {
@@ -589,6 +637,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
 #define R(bytes) gpp_alloc_bytes(dev->alloc_rule, (bytes))
     assert(g->finalized && n >= 0 && n_ops >= 0);
     memset(out, 0, sizeof *out);
+    s_walk_t wl = {.rule = dev->alloc_rule, .sizes = dev->graphs};
     char *in = calloc((size_t)g->n_ops + 1, 1);
     char *keep = calloc((size_t)g->n_ops + 1, 1);          /* slot kept past the forward */
     char *slot = calloc((size_t)g->n_ops + 1, 1);          /* 1 local, 2 received */
@@ -597,7 +646,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     assert(in && keep && slot && dy && last);
     for (int k = 0; k < n_ops; k++)
         in[ops[k]] = 1;
-    int64_t cur = 0, peak = 0, dense = 0, n_loss = 0;
+    int64_t peak = 0, dense = 0, n_loss = 0;
     for (int i = 0; i < g->n_ops; i++) {
         if (!in[i])
             continue;
@@ -621,6 +670,11 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             if (!in[p] && !slot[p]) {
                 slot[p] = 2;
                 out->recv_bytes += n > 0 ? R(n * g->ops[p].out_bytes) : 0;
+                if (n > 0) /* begin allocates them */
+                    s_walk(&wl, n * g->ops[p].out_bytes, 1);
+                /* a data input the stage may regenerate: a CUDA graph's feed */
+                if (n > 0 && dev->graphs && g->ops[p].type == GPP_OP_INPUT)
+                    out->feed_bytes += R(n * g->ops[p].out_bytes);
             }
             keep[p] |= T->bwd_reads_inputs && !relu_fused;
             last[p] = i + 1;
@@ -633,9 +687,12 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             n_loss++;
             keep[i] = 0; /* a loss has no output tensor */
             out->ahead_bytes += n > 0 && dev->load_ahead ? 2 * R(n * gpp_op_label_bytes(g, op)) : 0;
+            out->feed_bytes += n > 0 && dev->graphs ? R(n * gpp_op_label_bytes(g, op)) : 0;
         }
-        if (T->role == GPP_ROLE_SOURCE)
+        if (T->role == GPP_ROLE_SOURCE) {
             out->ahead_bytes += n > 0 && dev->load_ahead ? 2 * R(n * op->out_bytes) : 0;
+            out->feed_bytes += n > 0 && dev->graphs ? R(n * op->out_bytes) : 0;
+        }
     }
     /* the flat buffers of the dense parameters, their gradients and the
        optimizer's state; the loss values of a micro-batch slot (one buffer);
@@ -643,9 +700,10 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     out->state_bytes += (2 + optim_bufs) * R(dense);
     out->loss_bytes = n_loss ? R(4 * n_loss) : 0;
     out->work_bytes = out->work_bytes ? R(out->work_bytes) : 0;
-    /* forward */
-    cur = out->recv_bytes;
-    peak = cur;
+    /* forward (begin took the received inputs above) */
+    for (int i = 0; i < wl.n_sz; i++)
+        wl.sz[i].recv = wl.sz[i].cnt;
+    peak = wl.cur;
     for (int i = 0; i < g->n_ops && n > 0; i++) {
         if (!in[i])
             continue;
@@ -656,36 +714,36 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
         int act = gpp_op_fused_act(g, in, i);
         int ghost = act >= 0 && g->ops[act].type == GPP_OP_RELU;
         if (T->role != GPP_ROLE_LOSS && !ghost && gpp_op_fused_from(g, in, i) < 0)
-            cur += R(n * op->out_bytes);
+            s_walk(&wl, n * op->out_bytes, 1);
         if (act >= 0)
-            cur += R(n * g->ops[act].out_bytes);
+            s_walk(&wl, n * g->ops[act].out_bytes, 1);
         /* an opaque op's stash is the profile's; a kernel's, the backend's
            when given */
         int64_t stash = T->role == GPP_ROLE_OPAQUE             ? op->stash_bytes
                         : kernel_stash && kernel_stash[i] >= 0 ? kernel_stash[i]
                                                                : gpp_op_kernel_stash_bytes(g, op);
         if (stash > 0)
-            cur += R(n * stash);
+            s_walk(&wl, n * stash, 1);
         if (T->role == GPP_ROLE_LOSS) {
             int x = op->inputs[0];
-            int64_t lab = R(n * gpp_op_label_bytes(g, op));
-            cur += lab;
+            int64_t lab = n * gpp_op_label_bytes(g, op);
+            s_walk(&wl, lab, 1);
             if (gpp_op_has_grad(g->ops[x].type) && !dy[x]) {
                 dy[x] = 1;
-                cur += R(n * g->ops[x].out_bytes);
+                s_walk(&wl, n * g->ops[x].out_bytes, 1);
             }
-            if (cur > peak)
-                peak = cur;
-            cur -= lab;
+            if (wl.cur > peak)
+                peak = wl.cur;
+            s_walk(&wl, lab, -1);
         }
-        if (cur > peak)
-            peak = cur;
+        if (wl.cur > peak)
+            peak = wl.cur;
         /* inputs nobody keeps die with their last reader */
         for (int k = 0; k < op->n_inputs; k++) {
             int p = op->inputs[k];
             if (!keep[p] && last[p] == i + 1) {
                 if (!(in[p] && s_fused_ghost(g, in, p)))
-                    cur -= R(n * g->ops[p].out_bytes);
+                    s_walk(&wl, n * g->ops[p].out_bytes, -1);
                 last[p] = -1; /* once, also when op reads p twice */
             }
         }
@@ -694,8 +752,10 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     for (int p = 0; p < g->n_ops && n > 0; p++)
         if (slot[p] == 1 && !keep[p] && last[p] == 0 &&
             gpp_optable[g->ops[p].type].role != GPP_ROLE_LOSS)
-            cur -= R(n * g->ops[p].out_bytes);
-    out->held_bytes = n > 0 ? cur : 0;
+            s_walk(&wl, n * g->ops[p].out_bytes, -1);
+    out->held_bytes = n > 0 ? wl.cur : 0;
+    for (int i = 0; i < wl.n_sz; i++)
+        wl.sz[i].held = wl.sz[i].cnt;
     /* backward: the gradients of sent outputs arrive first */
     for (int p = 0; p < g->n_ops && n > 0; p++)
         if (slot[p] == 1 && gpp_op_has_grad(g->ops[p].type) && !dy[p]) {
@@ -704,10 +764,12 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
                 sent |= !in[g->ops[p].outputs[k]];
             if (sent) {
                 dy[p] = 1;
-                cur += R(n * g->ops[p].out_bytes);
+                s_walk(&wl, n * g->ops[p].out_bytes, 1);
             }
         }
-    int64_t bpeak = cur;
+    for (int i = 0; i < wl.n_sz; i++)
+        wl.sz[i].dy = wl.sz[i].cnt;
+    int64_t bpeak = wl.cur;
     for (int i = g->n_ops - 1; i >= 0 && n > 0; i--) {
         const gpp_op_t *op = &g->ops[i];
         if (!in[i])
@@ -717,22 +779,41 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             int x = op->inputs[k];
             if (gpp_op_has_grad(g->ops[x].type) && !dy[x]) {
                 dy[x] = 1;
-                cur += R(n * g->ops[x].out_bytes);
+                s_walk(&wl, n * g->ops[x].out_bytes, 1);
             }
         }
-        bpeak = cur > bpeak ? cur : bpeak;
+        bpeak = wl.cur > bpeak ? wl.cur : bpeak;
         if (dy[i] == 1) { /* read by its backward: freed */
-            cur -= R(n * op->out_bytes);
+            s_walk(&wl, n * op->out_bytes, -1);
             dy[i] = 2;
         }
     }
     for (int p = 0; p < g->n_ops && n > 0; p++)
         if (slot[p] == 2 && gpp_op_has_grad(g->ops[p].type) && !dy[p]) {
             dy[p] = 1;
-            cur += R(n * g->ops[p].out_bytes);
+            s_walk(&wl, n * g->ops[p].out_bytes, 1);
         }
-    bpeak = cur > bpeak ? cur : bpeak;
+    bpeak = wl.cur > bpeak ? wl.cur : bpeak;
     out->run_bytes = bpeak > peak ? bpeak : peak;
+    if (dev->graphs && n > 0) {
+        /* the pool holds, of each size, the most blocks live at once: the
+           running micro-batch's most, and each other one in flight at its
+           most of a state it waits in (begun, forwarded, output gradients
+           in, backward done) */
+        for (int p = 0; p < g->n_ops; p++)
+            if (slot[p] == 2 && gpp_op_has_grad(g->ops[p].type))
+                s_walk_size(&wl, n * g->ops[p].out_bytes)->igrad++;
+        out->held_bytes = out->run_bytes = 0;
+        for (int i = 0; i < wl.n_sz; i++) {
+            const s_size_t *z = &wl.sz[i];
+            int64_t wait = z->recv > z->held ? z->recv : z->held;
+            wait = z->dy > wait ? z->dy : wait;
+            wait = z->igrad > wait ? z->igrad : wait;
+            out->held_bytes += wait * R(z->key);
+            out->run_bytes += z->run_max * R(z->key);
+        }
+    }
+    free(wl.sz);
     free(in);
     free(keep);
     free(slot);
@@ -744,7 +825,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
 int64_t gpp_stage_mem_peak(const gpp_stage_mem_t *m, int mbs, int slots)
 {
     assert(mbs >= 1 && slots >= 0);
-    return m->state_bytes + m->work_bytes + slots * m->loss_bytes + m->ahead_bytes +
+    return m->state_bytes + m->work_bytes + slots * m->loss_bytes + m->ahead_bytes + m->feed_bytes +
            (mbs - 1) * m->held_bytes + m->run_bytes;
 }
 

@@ -194,7 +194,17 @@ typedef struct {
                             each SOURCE op's samples and each loss's labels in device
                             buffers of their own (agent/exec, "Load-ahead"); 0 where it
                             does not load ahead (the CPU backend's default) */
+    int64_t feed_bytes;  /* run as CUDA graphs (gpp_stage_dev_t.graphs): one micro-batch
+                            of each SOURCE op's samples, each loss's labels and each
+                            received data input, in the feed buffers the recordings
+                            read; else 0 */
 } gpp_stage_mem_t;
+/* Run as CUDA graphs, held_bytes and run_bytes count blocks the way the
+ * executor's pool then holds them (it only grows: agent/exec/gpp_exec_graph.c):
+ * of each block size, run_bytes the most one micro-batch has live while it
+ * runs, held_bytes the most a waiting one has in any state it waits in
+ * (begun, forwarded, with its output gradients in, backward done). Their
+ * sum over sizes is at least the eager figures. */
 
 /* What the device that runs the stage changes in the walk (a NULL
  * gpp_stage_dev_t: the op table's stashes, 64-byte blocks, no load-ahead). */
@@ -215,11 +225,13 @@ typedef struct {
      * gpp_backend_mem counts them */
     gpp_alloc_rule_t alloc_rule;
     int load_ahead; /* the executor loads ahead (ahead_bytes; else 0) */
+    int graphs;     /* the executor replays its passes as CUDA graphs (feed_bytes, and
+                       held_bytes / run_bytes by block size) */
 } gpp_stage_dev_t;
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
                    int64_t n, const gpp_stage_dev_t *dev, gpp_stage_mem_t *out);
 /* Peak of the replica with `mbs` micro-batches in flight at most (>= 1) and
- * `slots` micro-batch slots: state + workspace + slots x loss + ahead +
+ * `slots` micro-batch slots: state + workspace + slots x loss + ahead + feed +
  * (mbs - 1) x held + run. */
 int64_t gpp_stage_mem_peak(const gpp_stage_mem_t *m, int mbs, int slots);
 

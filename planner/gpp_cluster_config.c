@@ -30,6 +30,9 @@ int gpp_cluster_from_config(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, g
         cfg->job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
     /* cuda agents' executors load ahead (their default on a device) */
     cl->load_ahead = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA;
+    /* and, unless the job turns them off, replay their passes as CUDA
+       graphs (the pool then keeps the most blocks of each size) */
+    cl->graphs = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA && cfg->job.cuda_graphs;
     /* and round their blocks to the caching allocator's classes */
     cl->alloc_rule =
         cfg->job.backend == GPP_CONFIG_BACKEND_CUDA ? GPP_ALLOC_CLASSES : GPP_ALLOC_ALIGN64;

@@ -373,7 +373,7 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                   (out->allreduce_ms + out->step_ms) / batch;
     /* boundary tensors: received ones kept for a backward, sent ones kept
        until it; received ones alive in the running forward */
-    int64_t bnd = gpp_cost_mem_bound(c, (int64_t)bnd_bytes, n_bnd);
+    int64_t bnd = gpp_cost_bnd_copies(c) * gpp_cost_mem_bound(c, (int64_t)bnd_bytes, n_bnd);
     out->stash_bytes += bnd;
     out->work_bytes += bnd + gpp_cost_workspace_bound(c);
 }
@@ -406,16 +406,32 @@ int64_t gpp_cost_op_stash_bound(const gpp_cost_t *c, int op)
  * output, label and gradient (the larger of the forward's transients and
  * the backward's gradients is at most their sum over outputs), and, where
  * the agents load ahead, the two device buffers of a SOURCE op's samples or
- * a loss's labels (gpp_stage_mem_t.ahead_bytes). */
+ * a loss's labels (gpp_stage_mem_t.ahead_bytes). Replayed as CUDA graphs,
+ * also the feed buffer of a SOURCE op's samples or a loss's labels; the
+ * pool's most blocks of each size stay within the same sum (a size's count
+ * while one micro-batch runs is at most what it keeps plus what its
+ * forward or its backward allocates of that size, each at most once per
+ * output: gpp_cost_bnd_copies has the rest). */
 int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op)
 {
     const gpp_op_t *o = &c->g->ops[op];
     int64_t label = gpp_op_label_bytes(c->g, o), w = o->out_bytes + label;
-    if (c->cl.load_ahead) {
-        gpp_op_role_t role = gpp_optable[o->type].role;
-        w += role == GPP_ROLE_SOURCE ? 2 * o->out_bytes : role == GPP_ROLE_LOSS ? 2 * label : 0;
-    }
-    return gpp_cost_mem_bound(c, w, 7);
+    gpp_op_role_t role = gpp_optable[o->type].role;
+    int64_t src = role == GPP_ROLE_SOURCE ? o->out_bytes : role == GPP_ROLE_LOSS ? label : 0;
+    if (c->cl.load_ahead)
+        w += 2 * src;
+    if (c->cl.graphs)
+        w += src;
+    return gpp_cost_mem_bound(c, w, c->cl.graphs ? 8 : 7);
+}
+
+int gpp_cost_bnd_copies(const gpp_cost_t *c)
+{
+    /* replayed as CUDA graphs, a waiting micro-batch holds of each size its
+       most in any state, at most what it keeps plus its received inputs
+       (or their gradients) and its sent outputs' gradients: the boundary
+       once more; the running one's gradients of received inputs too */
+    return c->cl.graphs ? 2 : 1;
 }
 
 int64_t gpp_cost_workspace_bound(const gpp_cost_t *c)
@@ -446,7 +462,8 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
     gpp_stage_dev_t dev = {.kernel_stash = c->kstash,
                            .work = c->work,
                            .alloc_rule = c->cl.alloc_rule,
-                           .load_ahead = c->cl.load_ahead};
+                           .load_ahead = c->cl.load_ahead,
+                           .graphs = c->cl.graphs};
     gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, &dev, &sm);
     int64_t reserved = 0;
     for (int k = 0; k < n_ops; k++)

@@ -74,6 +74,11 @@ typedef struct {
                                     default on a GPU), which a stage with SOURCE or loss ops
                                     holds besides its tensors (gpp_stage_mem_t.ahead_bytes);
                                     0: they do not (CPU agents) */
+    int graphs;                  /* 1: the agents' executors replay their passes as CUDA
+                                    graphs (cuda jobs, [job] cuda_graphs; GPU presets in
+                                    gpp-plan): a stage then holds feed buffers and, of each
+                                    block size, the most blocks live at once
+                                    (gpp_stage_dev_t.graphs) */
     gpp_alloc_rule_t alloc_rule; /* how the agents' allocator rounds each block
                                     (common/gpp_alloc_rule.h): GPP_ALLOC_CLASSES for
                                     cuda agents, GPP_ALLOC_ALIGN64 (0) for CPU ones */
@@ -312,5 +317,9 @@ int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op);
 /* The kernels' workspace per sample any stage may ask for (the graph's
  * largest request for one sample); part of every stage's work_bytes. */
 int64_t gpp_cost_workspace_bound(const gpp_cost_t *c);
+/* How many times the search counts a stage's boundary tensors in what a
+ * micro-batch keeps and in what it runs with: 1, or 2 where the agents
+ * replay CUDA graphs (gpp_cost_op_work_bytes). */
+int gpp_cost_bnd_copies(const gpp_cost_t *c);
 
 #endif

@@ -269,8 +269,8 @@ static int s_stage_dev(gpp_dp_t *s, int l, int r, const gpp_dp_bnd_t *bd, int ci
     if (mm.W > s->mem_bound_bytes)
         return s->no_fit;
     /* the boundary tensors' blocks as the allocator rounds them (gpp_cost_mem_bound) */
-    int64_t bnd =
-        gpp_alloc_bound(s->alloc_rule, (int64_t)bd->bytes) + bd->n * gpp_alloc_floor(s->alloc_rule);
+    int64_t bnd = s->bnd_copies * (gpp_alloc_bound(s->alloc_rule, (int64_t)bd->bytes) +
+                                   bd->n * gpp_alloc_floor(s->alloc_rule));
     mm.per1 = s->pre_stash_bytes[r + 1] - s->pre_stash_bytes[l] + bnd;
     mm.per0 = s->pre_work_bytes[r + 1] - s->pre_work_bytes[l] + bnd + s->work_bound_bytes;
     int64_t per = mm.per1 * mbf + mm.per0;

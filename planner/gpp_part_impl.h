@@ -54,6 +54,7 @@ typedef struct {
     const gpp_cost_t *cost;
     gpp_alloc_rule_t alloc_rule; /* the cluster's (gpp_cost_mem_bound's rule, kept here for
                                     the boundary bound on every stage tried) */
+    int bnd_copies;              /* gpp_cost_bnd_copies */
     const gpp_sp_t *tree;
     int batch;               /* mini-batch B, samples per iteration */
     int n_dev;               /* devices of the cluster */

@@ -59,6 +59,7 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
     s->pre_reserved_at = gpp_xcalloc((size_t)batch + 1, sizeof(int64_t *));
     s->work_bound_bytes = gpp_cost_workspace_bound(cost);
     s->alloc_rule = gpp_cost_cluster(cost)->alloc_rule;
+    s->bnd_copies = gpp_cost_bnd_copies(cost);
     s->pre_grad_bytes = gpp_xcalloc((size_t)n + 1, sizeof(double));
     s->pre_step_kernels = gpp_xcalloc((size_t)n + 1, sizeof(int));
     s->pre_sparse_ops = gpp_xcalloc((size_t)n + 1, sizeof(int));

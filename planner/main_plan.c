@@ -46,7 +46,7 @@ static const char s_usage[] =
     "                (--devices N --device PRESET [--gpus-per-node G] | --cluster FILE.toml)\n"
     "                --batch B [--micro-batch b] [--mem-gib M] [--planner gpp|spp]\n"
     "                [--per-stage-mbs] [--kfkb] [--json FILE] [--dot FILE] [--trace FILE]\n"
-    "                [--strategy FILE] [--schedule]\n"
+    "                [--strategy FILE] [--schedule] [--cuda-graphs on|off]\n"
     "       gpp-plan --list-models | --version\n"
     "  --model SPEC       zoo model, e.g. mmt or mmt:branches=2,layers=2 (--list-models),\n"
     "                     or an ONNX model FILE.onnx (docs/graph-format.md, \"ONNX\")\n"
@@ -61,6 +61,9 @@ static const char s_usage[] =
     "  --mem-gib M        per-device memory bound (default: the device's, less 0.5 GiB)\n"
     "  --optimizer O      sgd|adamw: whose state stage memory counts (default adamw, or\n"
     "                     the --cluster file's job.optimizer)\n"
+    "  --cuda-graphs on|off  GPU agents replay each pass as a CUDA graph (default on,\n"
+    "                     or the --cluster file's job.cuda_graphs): stage memory counts\n"
+    "                     the blocks the recordings keep\n"
     "  --planner gpp|spp  graph pipeline (default) or the sequential baseline\n"
     "  --per-stage-mbs    let each stage choose its micro-batch size\n"
     "  --kfkb             let each stage choose a kFkB schedule\n"
@@ -74,7 +77,8 @@ typedef struct {
     const char *json, *dot, *trace, *strategy;
     int devices, gpus_per_node, batch, micro_batch;
     double mem_gib;
-    const char *optimizer; /* sgd | adamw: its state counts in stage memory */
+    const char *optimizer;   /* sgd | adamw: its state counts in stage memory */
+    const char *cuda_graphs; /* on | off: GPU agents' CUDA graphs in stage memory */
     int per_stage_mbs, kfkb, list_models, schedule;
 } s_args_t;
 
@@ -136,6 +140,7 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
         {"--trace", &a->trace, NULL, NULL, 0},
         {"--strategy", &a->strategy, NULL, NULL, 0},
         {"--optimizer", &a->optimizer, NULL, NULL, 0},
+        {"--cuda-graphs", &a->cuda_graphs, NULL, NULL, 0},
         {"--devices", NULL, &a->devices, NULL, 1},
         {"--gpus-per-node", NULL, &a->gpus_per_node, NULL, 1},
         {"--batch", NULL, &a->batch, NULL, 1},
@@ -248,7 +253,14 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
            and round their blocks to the CUDA caching allocator's classes */
         int gpu = strcmp(a->device, "cpu") != 0;
         cl->load_ahead = gpu;
+        cl->graphs = gpu; /* and replay their passes as CUDA graphs */
         cl->alloc_rule = gpu ? GPP_ALLOC_CLASSES : GPP_ALLOC_ALIGN64;
+    }
+    if (a->cuda_graphs) {
+        if (strcmp(a->cuda_graphs, "on") && strcmp(a->cuda_graphs, "off"))
+            s_die(EXIT_BAD_INPUT, "--cuda-graphs %s: use on or off", a->cuda_graphs);
+        /* CPU agents never record: on only where the agents are GPUs */
+        cl->graphs = !strcmp(a->cuda_graphs, "on") && cl->alloc_rule == GPP_ALLOC_CLASSES;
     }
     if (a->mem_gib > 0)
         cl->mem_bound_bytes = (int64_t)(a->mem_gib * (double)(1 << 30));

@@ -510,6 +510,8 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
                   a->backend == GPP__BACKEND__BACKEND_CUDA,
               "assignment.precision: %s needs backend cuda (the CPU backend computes fp32)",
               a->precision == GPP__PRECISION__PRECISION_TF32 ? "tf32" : "bf16");
+    S_REQUIRE(!a->cuda_graphs || a->backend == GPP__BACKEND__BACKEND_CUDA,
+              "assignment.cuda_graphs: set with backend cpu (CUDA graphs need cuda)");
     if (a->trace)
         S_REQUIRE(a->trace_iteration >= 0 &&
                       a->trace_iteration < a->iterations - a->start_iteration,

@@ -13,155 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/exec/gpp_exec_impl.h"
 #include "agent/exec/gpp_hash.h"
 #include "common/gpp_time.h"
 #include "kernels/gpp_ops.h"
 #include "model/gpp_optable.h"
 
 #define TAG_PARAM 0x504152
-
-enum { MB_FREE = 0, MB_OPEN, MB_FORWARD, MB_BACKWARD };
-
-typedef struct {
-    char name[GPP_NAME_LEN + 8];
-    int op;
-    int sparse;     /* index into the sparse arrays, or -1 */
-    int64_t offset; /* dense: element offset into pflat / gflat */
-    gpp_tensor_t value;
-    gpp_tensor_t grad; /* dense: view into gflat; sparse: data NULL */
-} exec_param_t;
-
-typedef struct {
-    int producer;     /* op id */
-    int local;        /* produced inside the stage */
-    int needs_grad;   /* gradient flows into it (producer is not an INPUT op) */
-    int keep;         /* needed after the forward: a backward reads it or it is sent */
-    int last_use;     /* index of the last local op whose forward reads it, or -1 */
-    int boundary_out; /* local op consumed outside the stage */
-    gpp_dtype_t dtype;
-    int64_t rows, cols;
-} exec_slot_t;
-
-typedef struct {
-    const gpp_op_t *op;
-    int out;         /* slot of the output */
-    int *in;         /* slots of the inputs */
-    int first_param; /* index into params */
-    int n_params;
-    int loss;                   /* index into losses, or -1 */
-    int64_t kernel_stash_bytes; /* per sample (the backend's: <= the op table's) */
-    gpp_work_t work;            /* the stream workspace its kernels ask (the backend's) */
-    int fuse_to;                /* a linear: index of the ReLU/GELU its call computes, or -1 */
-    int fused;                  /* an activation computed by its linear's call */
-    int bwd_reads_out;          /* a fused ReLU: its backward reads its output (its input,
-                                   the linear's, is never materialised) */
-    double fwd_ms, bwd_ms;
-    int64_t calls;
-} exec_op_t;
-
-typedef struct {
-    int state;
-    int64_t sample_lo, n;
-    gpp_tensor_t *act;  /* [n_slots] */
-    gpp_tensor_t *grad; /* [n_slots] */
-    int64_t *filled;    /* [n_slots]: samples set by the caller (boundary inputs) */
-    int *got_grad;      /* [n_slots]: boundary output gradient received */
-    void **stash;       /* [n_local] */
-    size_t *stash_bytes;
-    float *loss_dev;  /* [n_loss] device */
-    float *loss_host; /* [n_loss] host, valid after a stream sync */
-    int loss_pending; /* loss_host holds values not yet folded into loss_acc */
-} exec_mb_t;
-
-typedef struct {
-    void *p;
-    size_t bytes;
-} exec_block_t;
-
-/* A captured micro-batch step (gpp_exec_run): one per micro-batch size. */
-#define EXEC_GRAPHS 2
-typedef struct {
-    int64_t n;            /* micro-batch size, 0: unused */
-    int warm;             /* ran once eagerly at this size: the pool holds its blocks */
-    gpp_replay_t *r;      /* the captured step, or NULL */
-    void **feed;          /* [n_local]: device buffer of an INPUT op's data or a loss's labels */
-    size_t *feed_bytes;   /* [n_local] */
-    exec_block_t *blocks; /* device blocks the capture used: owned by the graph */
-    int n_blocks, cap_blocks;
-    void *ws; /* the stream workspace it was captured with */
-} exec_graph_t;
-
-/* Load-ahead (gpp_exec_cfg_t.load_ahead): the data of one op (an INPUT,
- * or a loss op's labels) for the micro-batch after the one just loaded,
- * copied to the device on the copy stream while the compute stream works.
- * Two device buffers, outside the pool, used in turn. */
-typedef struct {
-    int op;
-    void *buf[2];
-    size_t cap[2], bytes[2];
-    int64_t lo[2], n[2];    /* the samples a buffer holds; n < 0: none */
-    gpp_event_t *copied[2]; /* copy stream: the buffer is filled */
-    gpp_event_t *read[2];   /* compute stream: its last reader is done */
-    int next;               /* the buffer the next fill uses */
-    int pend;               /* a fill to start at the tracker's guess */
-    size_t per;             /* bytes per sample */
-} exec_ahead_t;
-
-struct gpp_exec_s {
-    const gpp_graph_t *g;
-    gpp_backend_t *be;
-    gpp_stream_t *s;
-    gpp_data_t *data;
-    gpp_exec_cfg_t cfg;
-    int n_local;
-    exec_op_t *ops; /* [n_local], ascending ids */
-    int *slot_of;   /* [g->n_ops] -> slot or -1 */
-    int n_slots;
-    exec_slot_t *slots;
-    int n_inputs, *inputs;   /* boundary input producers */
-    int n_outputs, *outputs; /* boundary output ops */
-    int n_loss;
-    /* parameters */
-    int n_params;
-    exec_param_t *params;
-    float *pflat, *gflat; /* dense values and gradients, device */
-    int64_t dense_numel;
-    gpp_optim_state_t *dense_state;
-    int n_sparse;
-    gpp_sparse_grad_t **sgrad;
-    gpp_optim_state_t **sstate;
-    int *sparse_param; /* [n_sparse] -> param index */
-    int64_t steps;
-    /* micro-batches */
-    int n_mb;
-    exec_mb_t *mb;
-    double loss_acc;
-    /* memory */
-    int n_free, cap_free;
-    exec_block_t *free_blocks;
-    int64_t live_bytes, peak_bytes;
-    gpp_data_buf_t host; /* staging to the device, page-locked where the backend can */
-    int timing;
-    gpp_event_t **tev; /* [n_local + 1] timed events of the timing hook, made on first use */
-    /* CUDA graphs (gpp_exec_run) */
-    const char *graphs_off; /* why steps are not captured, or NULL */
-    char graphs_why[GPP_ERR_LEN];
-    exec_graph_t gr[EXEC_GRAPHS];
-    exec_graph_t *capturing; /* the graph being captured: loads read its feeds */
-    /* the pool only grows (s_alloc gives no cached block back): set for the
-       eager step that warms a graph's size, so that the pool then holds, of
-       every size, as many blocks as the step has live at once, which the
-       capture (no allocation allowed) takes */
-    int pool_grow;
-    int64_t captures, replays;
-    /* load-ahead */
-    gpp_stream_t *cs; /* the copy stream; NULL: load-ahead off */
-    int n_ahead;
-    exec_ahead_t *ahead; /* [n_local]: at most one per op */
-    gpp_data_track_t tr; /* the loads' ranges: where the next one starts */
-    int64_t ahead_hits, ahead_misses;
-};
 
 /* ---- memory: a pool of equal-size blocks (micro-batches repeat shapes) ----
  * The op table's gpp_stage_mem walks these allocations in this order: a
@@ -180,10 +38,12 @@ static void s_graph_note_block(exec_graph_t *gr, void *p, size_t bytes)
     gr->blocks[gr->n_blocks++] = (exec_block_t){p, bytes};
 }
 
-static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
+void *gpp_exec_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
 {
     if (bytes == 0)
         bytes = 4;
+    if (self->pg == PG_REPLAY) /* the recording allocates nothing: a pass it did not make */
+        gpp_exec_pg_leave(self, "an allocation the recorded iteration did not make");
     void *p = NULL;
     for (int i = 0; i < self->n_free; i++)
         if (self->free_blocks[i].bytes == bytes) {
@@ -191,7 +51,7 @@ static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
             self->free_blocks[i] = self->free_blocks[--self->n_free];
             break;
         }
-    if (!p && self->capturing) {
+    if (!p && self->capture_on) {
         /* nothing may synchronise or allocate inside a capture; the step ran
            once at this size, so this is a size it did not use */
         gpp_err_set(err,
@@ -214,6 +74,7 @@ static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
         p = gpp_backend_alloc(self->be, bytes, err);
         if (!p)
             return NULL;
+        gpp_exec_pg_grew(self, p, bytes);
     }
     if (self->capturing)
         s_graph_note_block(self->capturing, p, bytes);
@@ -223,7 +84,7 @@ static void *s_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
     return p;
 }
 
-static void s_pool_put(gpp_exec_t *self, void *p, size_t bytes)
+void gpp_exec_pool_put(gpp_exec_t *self, void *p, size_t bytes)
 {
     if (self->n_free == self->cap_free) {
         self->cap_free = self->cap_free ? 2 * self->cap_free : 64;
@@ -239,8 +100,11 @@ static void s_release(gpp_exec_t *self, void **p_p, size_t bytes)
         return;
     if (bytes == 0)
         bytes = 4;
-    /* Stream-ordered reuse: later work on the same stream may take it. */
-    s_pool_put(self, *p_p, bytes);
+    /* Stream-ordered reuse: later work on the same stream may take it.
+       Replaying passes, the block stays where the recording put it: the
+       pool is not used (gpp_exec_graph.c). */
+    if (self->pg != PG_REPLAY)
+        gpp_exec_pool_put(self, *p_p, bytes);
     self->live_bytes -= (int64_t)bytes;
     *p_p = NULL;
 }
@@ -249,7 +113,7 @@ static int s_tensor_new(gpp_exec_t *self, const exec_slot_t *sl, int64_t n, gpp_
                         gpp_err_t *err)
 {
     *t = gpp_tensor(NULL, sl->dtype, n, sl->rows, sl->cols);
-    t->data = s_alloc(self, gpp_tensor_bytes(t), err);
+    t->data = gpp_exec_alloc(self, gpp_tensor_bytes(t), err);
     return t->data ? 0 : -1;
 }
 
@@ -524,33 +388,17 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
     if (gpp_stream_sync(self->s, err) < 0)
         goto fail;
     if (!cfg->graphs)
-        self->graphs_off = "not asked for (gpp-train --cuda-graphs)";
+        self->graphs_off = "not asked for";
     else if (!gpp_backend_can_capture(be))
         self->graphs_off = "the backend cannot capture (CUDA graphs need cuda)";
-    else if (self->n_inputs || self->n_outputs)
-        self->graphs_off = "a pipeline stage (boundary inputs or outputs) is not captured";
     else if (self->n_sparse)
         self->graphs_off = "sparse parameters: an embedding gradient groups its rows on the host";
+    self->pg = self->graphs_off ? PG_OFF : PG_IDLE;
     return self;
 fail:
     gpp_err_prefix(err, "executor for model %s", g->spec);
     gpp_exec_destroy(&self);
     return NULL;
-}
-
-/* Frees a graph and what it owns (the stream is synchronised first by the
- * callers: its work may still use the blocks). */
-static void s_graph_drop(gpp_exec_t *self, exec_graph_t *gr)
-{
-    gpp_replay_destroy(&gr->r);
-    for (int i = 0; gr->feed && i < self->n_local; i++)
-        gpp_backend_free(self->be, &gr->feed[i]);
-    for (int i = 0; i < gr->n_blocks; i++)
-        gpp_backend_free(self->be, &gr->blocks[i].p);
-    free(gr->feed);
-    free(gr->feed_bytes);
-    free(gr->blocks);
-    memset(gr, 0, sizeof *gr);
 }
 
 void gpp_exec_destroy(gpp_exec_t **self_p)
@@ -561,17 +409,14 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
         return;
     if (self->s)
         gpp_stream_sync(self->s, NULL);
+    /* an ordinary pool again: the slots' releases put their blocks in it */
+    gpp_exec_pg_leave(self, NULL);
     for (int m = 0; m < self->n_mb; m++) {
         gpp_exec_release(self, m);
         exec_mb_t *mb = &self->mb[m];
         gpp_backend_free(self->be, (void **)&mb->loss_dev);
         free(mb->loss_host);
-        free(mb->act);
-        free(mb->grad);
-        free(mb->filled);
-        free(mb->got_grad);
-        free(mb->stash);
-        free(mb->stash_bytes);
+        gpp_exec_mb_arrays_free(mb);
     }
     free(self->mb);
     for (int i = 0; i < self->n_params; i++)
@@ -589,8 +434,7 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
     gpp_optim_state_destroy(&self->dense_state);
     gpp_backend_free(self->be, (void **)&self->pflat);
     gpp_backend_free(self->be, (void **)&self->gflat);
-    for (int i = 0; i < EXEC_GRAPHS; i++)
-        s_graph_drop(self, &self->gr[i]);
+    gpp_exec_graphs_free(self);
     for (int i = 0; i < self->n_free; i++)
         gpp_backend_free(self->be, &self->free_blocks[i].p);
     free(self->free_blocks);
@@ -675,17 +519,50 @@ static exec_mb_t *s_mb(gpp_exec_t *self, int mb)
         memset(self->mb + self->n_mb, 0, (size_t)(n - self->n_mb) * sizeof *self->mb);
         for (int m = self->n_mb; m < n; m++) {
             exec_mb_t *x = &self->mb[m];
-            x->act = gpp_xcalloc((size_t)self->n_slots, sizeof *x->act);
-            x->grad = gpp_xcalloc((size_t)self->n_slots, sizeof *x->grad);
-            x->filled = gpp_xcalloc((size_t)self->n_slots, sizeof *x->filled);
-            x->got_grad = gpp_xcalloc((size_t)self->n_slots, sizeof *x->got_grad);
-            x->stash = gpp_xcalloc((size_t)self->n_local, sizeof *x->stash);
-            x->stash_bytes = gpp_xcalloc((size_t)self->n_local, sizeof *x->stash_bytes);
+            gpp_exec_mb_arrays(self, x);
             x->loss_host = gpp_xcalloc((size_t)self->n_loss + 1, sizeof(float));
         }
         self->n_mb = n;
     }
     return &self->mb[mb];
+}
+
+void gpp_exec_mb_arrays(const gpp_exec_t *self, exec_mb_t *x)
+{
+    x->act = gpp_xcalloc((size_t)self->n_slots, sizeof *x->act);
+    x->grad = gpp_xcalloc((size_t)self->n_slots, sizeof *x->grad);
+    x->filled = gpp_xcalloc((size_t)self->n_slots, sizeof *x->filled);
+    x->got_grad = gpp_xcalloc((size_t)self->n_slots, sizeof *x->got_grad);
+    x->stash = gpp_xcalloc((size_t)self->n_local + 1, sizeof *x->stash);
+    x->stash_bytes = gpp_xcalloc((size_t)self->n_local + 1, sizeof *x->stash_bytes);
+}
+
+void gpp_exec_mb_arrays_free(exec_mb_t *x)
+{
+    free(x->act);
+    free(x->grad);
+    free(x->filled);
+    free(x->got_grad);
+    free(x->stash);
+    free(x->stash_bytes);
+    x->act = x->grad = NULL;
+    x->filled = NULL;
+    x->got_grad = NULL;
+    x->stash = NULL;
+    x->stash_bytes = NULL;
+}
+
+void gpp_exec_mb_copy(const gpp_exec_t *self, exec_mb_t *dst, const exec_mb_t *src)
+{
+    size_t ns = (size_t)self->n_slots, nl = (size_t)self->n_local;
+    dst->state = src->state;
+    dst->loss_pending = src->loss_pending;
+    memcpy(dst->act, src->act, ns * sizeof *dst->act);
+    memcpy(dst->grad, src->grad, ns * sizeof *dst->grad);
+    memcpy(dst->filled, src->filled, ns * sizeof *dst->filled);
+    memcpy(dst->got_grad, src->got_grad, ns * sizeof *dst->got_grad);
+    memcpy(dst->stash, src->stash, nl * sizeof *dst->stash);
+    memcpy(dst->stash_bytes, src->stash_bytes, nl * sizeof *dst->stash_bytes);
 }
 
 static exec_slot_t *s_boundary_slot(gpp_exec_t *self, int op, int want_local)
@@ -757,12 +634,17 @@ int gpp_exec_begin(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_er
     }
     if (ws > 0 && !gpp_stream_workspace(self->s, (size_t)ws, err))
         return -1;
+    /* Replaying passes, the inputs take their recorded blocks. */
+    int pg = gpp_exec_pg_begin(self, m, n, err);
+    if (pg != 0)
+        return pg < 0 ? -1 : 0;
     /* Buffers for the boundary inputs the caller fills. */
     for (int i = 0; i < self->n_inputs; i++) {
         int k = self->slot_of[self->inputs[i]];
         if (s_tensor_new(self, &self->slots[k], n, &mb->act[k], err) < 0)
             return -1;
     }
+    gpp_exec_pg_begun(self, m);
     return 0;
 }
 
@@ -802,18 +684,30 @@ int gpp_exec_set_input(gpp_exec_t *self, int m, int producer, const gpp_tensor_t
     return 0;
 }
 
-/* Zeroed gradient buffer of slot k, allocated on first use. */
-static gpp_tensor_t *s_grad(gpp_exec_t *self, exec_mb_t *mb, int k, gpp_err_t *err)
+/* Zeroed gradient buffer of slot k, allocated on first use (in block blk
+ * when given: a replayed pass's). */
+static gpp_tensor_t *s_grad_in(gpp_exec_t *self, exec_mb_t *mb, int k, void *blk, gpp_err_t *err)
 {
     gpp_tensor_t *t = &mb->grad[k];
     if (!t->data) {
-        if (s_tensor_new(self, &self->slots[k], mb->n, t, err) < 0)
+        if (blk) {
+            const exec_slot_t *sl = &self->slots[k];
+            *t = gpp_tensor(blk, sl->dtype, mb->n, sl->rows, sl->cols);
+            size_t b = gpp_tensor_bytes(t);
+            self->live_bytes += (int64_t)(b ? b : 4);
+        } else if (s_tensor_new(self, &self->slots[k], mb->n, t, err) < 0) {
             return NULL;
+        }
         t->dtype = GPP_DTYPE_F32;
         if (gpp_stream_zero(self->s, t->data, gpp_tensor_bytes(t), err) < 0)
             return NULL;
     }
     return t;
+}
+
+static gpp_tensor_t *s_grad(gpp_exec_t *self, exec_mb_t *mb, int k, gpp_err_t *err)
+{
+    return s_grad_in(self, mb, k, NULL, err);
 }
 
 /* Data for an INPUT op's slot (or a loss op's labels), read now: through
@@ -896,11 +790,11 @@ static void s_ahead_fill(gpp_exec_t *self, exec_ahead_t *a, int64_t lo, int64_t 
  * wait for each copy overlaps the device running that work: a fill started
  * at the load itself would leave the device idle on a fresh queue (and put
  * the copy in the next op's profiled time). */
-static void s_ahead_flush(gpp_exec_t *self)
+void gpp_exec_ahead_flush(gpp_exec_t *self)
 {
     /* inside a capture nothing runs, and a fill waits for its copy on the
        host, which the capture refuses: the fills start after the launch */
-    if (self->capturing)
+    if (self->capture_on)
         return;
     /* the loads of a micro-batch share its range; no stride known yet (the
        first range): the samples that follow */
@@ -917,18 +811,15 @@ static void s_ahead_flush(gpp_exec_t *self)
 /* Data for an INPUT op's slot (or a loss op's labels): from the load-ahead
  * buffer when it holds these samples (a device copy, no host wait), else
  * read now; the next micro-batch's samples are then asked for
- * (s_ahead_flush starts them). */
-static int s_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gpp_err_t *err)
+ * (gpp_exec_ahead_flush starts them). */
+int gpp_exec_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gpp_err_t *err)
 {
-    if (self->capturing) { /* loaded before the replay into the graph's feed buffer */
-        const exec_graph_t *gr = self->capturing;
-        for (int i = 0; i < self->n_local; i++)
-            if (self->ops[i].op->id == op && gr->feed[i]) {
-                assert(gr->feed_bytes[i] == gpp_tensor_bytes(dst));
-                return gpp_stream_copy(self->s, dst->data, gr->feed[i], gpp_tensor_bytes(dst),
-                                       GPP_COPY_D2D, err);
-            }
-        return gpp_err_set(err, "executor: op %d has no graph feed buffer", op);
+    if (self->cap_feed) { /* loaded before the launch into the graph's feed buffer */
+        if (!self->cap_feed[op] || self->cap_feed_bytes[op] < gpp_tensor_bytes(dst))
+            return gpp_err_set(err, "executor: op %d has no graph feed buffer of %zu bytes", op,
+                               gpp_tensor_bytes(dst));
+        return gpp_stream_copy(self->s, dst->data, self->cap_feed[op], gpp_tensor_bytes(dst),
+                               GPP_COPY_D2D, err);
     }
     exec_ahead_t *a = self->cs && mb->n > 0 ? s_ahead_of(self, op) : NULL;
     if (!a)
@@ -1019,10 +910,10 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     if (eo->loss < 0 && s_tensor_new(self, &self->slots[eo->out], n, y, err) < 0)
         return -1;
     if (op->type == GPP_OP_INPUT) /* the data source, not a kernel */
-        return s_load(self, mb, op->id, y, err);
+        return gpp_exec_load(self, mb, op->id, y, err);
     if (eo->kernel_stash_bytes) {
         mb->stash_bytes[i] = (size_t)(n * eo->kernel_stash_bytes);
-        if (!(mb->stash[i] = s_alloc(self, mb->stash_bytes[i], err)))
+        if (!(mb->stash[i] = gpp_exec_alloc(self, mb->stash_bytes[i], err)))
             return -1;
     }
     const gpp_tensor_t *x[op->n_inputs];
@@ -1037,9 +928,9 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     int64_t r, c;
     gpp_data_label_shape(self->g, op->id, &dt, &r, &c);
     gpp_tensor_t lab = gpp_tensor(NULL, dt, n, r, c);
-    if (!(lab.data = s_alloc(self, gpp_tensor_bytes(&lab), err)))
+    if (!(lab.data = gpp_exec_alloc(self, gpp_tensor_bytes(&lab), err)))
         return -1;
-    int rc = s_load(self, mb, op->id, &lab, err);
+    int rc = gpp_exec_load(self, mb, op->id, &lab, err);
     dx[0] = NULL;
     if (rc == 0 && self->slots[eo->in[0]].needs_grad && !(dx[0] = s_grad(self, mb, eo->in[0], err)))
         rc = -1;
@@ -1049,7 +940,7 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     a.grad_scale = (float)((double)n / (double)self->cfg.batch);
     if (rc == 0)
         rc = gpp_op_kernels[op->type].fwd(self->s, &a, err);
-    if (rc == 0 && !self->capturing) /* a graph's loss is copied after its launch */
+    if (rc == 0 && !self->capture_on) /* a graph's loss is copied after its launch */
         rc = gpp_stream_copy(self->s, mb->loss_host + eo->loss, a.loss, 4, GPP_COPY_D2H, err);
     s_release(self, &lab.data, gpp_tensor_bytes(&lab));
     return rc;
@@ -1098,19 +989,32 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
     exec_mb_t *mb = &self->mb[m];
     for (int i = 0; i < self->n_inputs; i++) {
         int p = self->inputs[i], k = self->slot_of[p];
-        if (mb->filled[k] == mb->n)
-            continue;
-        if (mb->filled[k] == 0 && self->g->ops[p].type == GPP_OP_INPUT) {
-            /* data produced elsewhere: regenerate rather than receive */
-            if (s_load(self, mb, p, &mb->act[k], err) < 0)
-                goto fail;
-            continue;
-        }
+        if (mb->filled[k] == mb->n || (mb->filled[k] == 0 && self->g->ops[p].type == GPP_OP_INPUT))
+            continue; /* set, or data the forward regenerates */
         /* the caller may still set it: the micro-batch stays open */
         return gpp_err_set(err,
                            "executor: micro-batch %d: input from op %d '%s' has %lld of "
                            "%lld samples set",
                            m, p, self->g->ops[p].name, (long long)mb->filled[k], (long long)mb->n);
+    }
+    /* recorded and launched, or replayed, as a CUDA graph (gpp_exec_graph.c) */
+    int pg = gpp_exec_pg_pass(self, m, 1, err);
+    if (pg == 0)
+        pg = gpp_exec_forward_run(self, m, err) < 0 ? -1 : 1;
+    if (pg < 0)
+        gpp_exec_release(self, m);
+    return pg < 0 ? -1 : 0;
+}
+
+int gpp_exec_forward_run(gpp_exec_t *self, int m, gpp_err_t *err)
+{
+    exec_mb_t *mb = &self->mb[m];
+    for (int i = 0; i < self->n_inputs; i++) {
+        int p = self->inputs[i], k = self->slot_of[p];
+        /* data produced elsewhere: regenerate rather than receive */
+        if (mb->filled[k] == 0 && mb->filled[k] != mb->n && self->g->ops[p].type == GPP_OP_INPUT &&
+            gpp_exec_load(self, mb, p, &mb->act[k], err) < 0)
+            return -1;
     }
     /* An empty shard (a data-parallel replica with no samples of this
      * micro-batch) runs nothing; its outputs and gradients are empty. */
@@ -1150,10 +1054,9 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
     }
     mb->loss_pending = self->n_loss > 0 && mb->n > 0;
     mb->state = MB_FORWARD;
-    s_ahead_flush(self);
+    gpp_exec_ahead_flush(self);
     return 0;
 fail:
-    gpp_exec_release(self, m);
     return -1;
 }
 
@@ -1191,9 +1094,14 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int m, int op, const gpp_tensor_t
         mb->got_grad[k] = 1; /* an empty shard */
         return 0;
     }
-    gpp_tensor_t *g = s_grad(self, mb, k, err);
+    /* replaying passes, the block the recording gave it */
+    int fresh = !mb->grad[k].data;
+    void *blk = fresh ? gpp_exec_pg_dy_block(self, m, k) : NULL;
+    gpp_tensor_t *g = s_grad_in(self, mb, k, blk, err);
     if (!g)
         return -1;
+    if (fresh && !blk)
+        gpp_exec_pg_dy_noted(self, m, k, g->data);
     gpp_tensor_t part = gpp_tensor((char *)g->data + (size_t)(lo * sl->rows * sl->cols) * 4,
                                    GPP_DTYPE_F32, dy->n, sl->rows, sl->cols);
     if (gpp_axpy(self->s, 1.0f, dy, &part, err) < 0)
@@ -1249,6 +1157,15 @@ int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
                                "for output op %d '%s' (consumed by another stage)",
                                m, op, self->g->ops[op].name);
     }
+    int pg = gpp_exec_pg_pass(self, m, 0, err);
+    if (pg != 0)
+        return pg < 0 ? -1 : 0;
+    return gpp_exec_backward_run(self, m, err);
+}
+
+int gpp_exec_backward_run(gpp_exec_t *self, int m, gpp_err_t *err)
+{
+    exec_mb_t *mb = &self->mb[m];
     /* timing: op i runs from event i + 1 to event i (the ops go backwards) */
     int timed = self->timing && mb->n > 0 && self->n_local > 0;
     if (timed && (s_timing_events(self, err) < 0 ||
@@ -1355,7 +1272,10 @@ int gpp_exec_step(gpp_exec_t *self, gpp_err_t *err)
     }
     self->steps = t;
     self->loss_acc = 0;
-    return gpp_stream_sync(self->s, err);
+    if (gpp_stream_sync(self->s, err) < 0)
+        return -1;
+    gpp_exec_pg_step(self); /* per-pass graphs: the iteration's end */
+    return 0;
 }
 
 int64_t gpp_exec_step_count(const gpp_exec_t *self)
@@ -1418,178 +1338,6 @@ int gpp_exec_params_foreach(gpp_exec_t *self, gpp_exec_param_fn fn, void *arg, g
             return -1;
     }
     return 0;
-}
-
-/* ---- CUDA graphs ---- */
-
-static int s_run_eager(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
-{
-    if (gpp_exec_begin(self, m, lo, n, err) < 0 || gpp_exec_forward(self, m, err) < 0)
-        return -1;
-    return gpp_exec_backward(self, m, err);
-}
-
-/* The graph entry for size n: found, or a free one; NULL when both are
- * taken by other sizes (that step runs eagerly). */
-static exec_graph_t *s_graph_for(gpp_exec_t *self, int64_t n)
-{
-    for (int i = 0; i < EXEC_GRAPHS; i++)
-        if (self->gr[i].n == n)
-            return &self->gr[i];
-    for (int i = 0; i < EXEC_GRAPHS; i++)
-        if (self->gr[i].n == 0) {
-            self->gr[i].n = n;
-            return &self->gr[i];
-        }
-    /* more sizes than entries (a step of a third size): run eagerly */
-    return NULL;
-}
-
-/* Loads the micro-batch's inputs and labels into gr's feed buffers (made on
- * first use, outside the pool: they live as long as the graph). */
-static int s_graph_feed(gpp_exec_t *self, exec_graph_t *gr, exec_mb_t *mb, gpp_err_t *err)
-{
-    if (!gr->feed) {
-        gr->feed = gpp_xcalloc((size_t)self->n_local, sizeof *gr->feed);
-        gr->feed_bytes = gpp_xcalloc((size_t)self->n_local, sizeof *gr->feed_bytes);
-    }
-    for (int i = 0; i < self->n_local; i++) {
-        const exec_op_t *eo = &self->ops[i];
-        gpp_tensor_t t;
-        if (eo->op->type == GPP_OP_INPUT) {
-            const exec_slot_t *sl = &self->slots[eo->out];
-            t = gpp_tensor(NULL, sl->dtype, mb->n, sl->rows, sl->cols);
-        } else if (eo->loss >= 0) {
-            gpp_dtype_t dt;
-            int64_t r, c;
-            gpp_data_label_shape(self->g, eo->op->id, &dt, &r, &c);
-            t = gpp_tensor(NULL, dt, mb->n, r, c);
-        } else {
-            continue;
-        }
-        if (!gr->feed[i]) {
-            gr->feed_bytes[i] = gpp_tensor_bytes(&t);
-            if (!(gr->feed[i] = gpp_backend_alloc(self->be, gr->feed_bytes[i], err)))
-                return -1;
-        }
-        t.data = gr->feed[i];
-        if (s_load(self, mb, eo->op->id, &t, err) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* Moves the blocks the capture used out of the pool: the graph owns them. */
-static void s_graph_take_blocks(gpp_exec_t *self, exec_graph_t *gr)
-{
-    for (int b = 0; b < gr->n_blocks; b++)
-        for (int i = 0; i < self->n_free; i++)
-            if (self->free_blocks[i].p == gr->blocks[b].p) {
-                self->free_blocks[i] = self->free_blocks[--self->n_free];
-                break;
-            }
-}
-
-/* Captures micro-batch slot m's step into gr (nothing runs), or fails with
- * the slot released and the graph dropped. */
-static int s_graph_capture(gpp_exec_t *self, exec_graph_t *gr, int m, gpp_err_t *err)
-{
-    gpp_err_t cerr = {0};
-    self->capturing = gr;
-    int rc = gpp_stream_capture_begin(self->s, err);
-    if (rc == 0) {
-        rc = gpp_exec_forward(self, m, err);
-        if (rc == 0)
-            rc = gpp_exec_backward(self, m, err);
-        if (gpp_stream_capture_end(self->s, &gr->r, rc == 0 ? err : &cerr) < 0)
-            rc = -1;
-    }
-    self->capturing = NULL;
-    if (rc < 0) {
-        self->mb[m].loss_pending = 0; /* nothing ran */
-        gpp_exec_release(self, m);
-        gr->n_blocks = 0; /* the blocks it noted are back in the pool */
-        return -1;
-    }
-    s_graph_take_blocks(self, gr);
-    gr->ws = gpp_stream_workspace(self->s, 1, NULL);
-    self->captures++;
-    return 0;
-}
-
-/* Drops gr's recording once the stream is done with it: its blocks go back
- * to the pool, so the entry keeps its size and stays warm. */
-static int s_graph_reset(gpp_exec_t *self, exec_graph_t *gr, gpp_err_t *err)
-{
-    if (gpp_stream_sync(self->s, err) < 0)
-        return -1;
-    for (int i = 0; i < gr->n_blocks; i++)
-        s_pool_put(self, gr->blocks[i].p, gr->blocks[i].bytes);
-    gr->n_blocks = 0;
-    int64_t n = gr->n;
-    s_graph_drop(self, gr);
-    gr->n = n;
-    gr->warm = 1;
-    return 0;
-}
-
-int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
-{
-    assert(self && m >= 0 && n >= 0 && lo >= 0);
-    exec_graph_t *gr = NULL;
-    if (!self->graphs_off && !self->timing && n > 0)
-        gr = s_graph_for(self, n);
-    if (!gr)
-        return s_run_eager(self, m, lo, n, err);
-    if (!gr->warm) { /* first at this size: an ordinary run fills the pool */
-        self->pool_grow = 1;
-        int rc = s_run_eager(self, m, lo, n, err);
-        self->pool_grow = 0;
-        if (rc < 0)
-            return -1;
-        gr->warm = 1;
-        return 0;
-    }
-    if (gr->r && gr->ws != gpp_stream_workspace(self->s, 1, NULL) &&
-        s_graph_reset(self, gr, err) < 0) /* the workspace moved (a larger size ran) */
-        return -1;
-    if (gpp_exec_begin(self, m, lo, n, err) < 0)
-        return -1;
-    exec_mb_t *mb = &self->mb[m];
-    if (s_graph_feed(self, gr, mb, err) < 0)
-        return -1;
-    if (!gr->r && s_graph_capture(self, gr, m, err) < 0) {
-        snprintf(self->graphs_why, sizeof self->graphs_why, "capture failed: %s", err->msg);
-        self->graphs_off = self->graphs_why;
-        if (s_graph_reset(self, gr, err) < 0)
-            return -1;
-        return s_run_eager(self, m, lo, n, err);
-    }
-    if (gpp_replay_launch(gr->r, self->s, err) < 0)
-        return -1;
-    self->replays++;
-    s_ahead_flush(self);
-    /* the host state the eager calls leave: every tensor released (a whole
-       model keeps no input gradient), the loss on its way to the host */
-    mb->state = MB_BACKWARD;
-    mb->loss_pending = self->n_loss > 0;
-    if (self->n_loss && gpp_stream_copy(self->s, mb->loss_host, mb->loss_dev,
-                                        (size_t)self->n_loss * 4, GPP_COPY_D2H, err) < 0)
-        return -1;
-    return 0;
-}
-
-void gpp_exec_graph_stats(const gpp_exec_t *self, int64_t *captures, int64_t *replays)
-{
-    assert(self && captures && replays);
-    *captures = self->captures;
-    *replays = self->replays;
-}
-
-const char *gpp_exec_graphs_off(const gpp_exec_t *self)
-{
-    assert(self);
-    return self->graphs_off;
 }
 
 /* ---- measurement ---- */
@@ -1657,7 +1405,10 @@ void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *ou
     gpp_stage_dev_t dev = {.kernel_stash = ks,
                            .work = work,
                            .alloc_rule = gpp_backend_alloc_rule(self->be),
-                           .load_ahead = self->ahead != NULL};
+                           .load_ahead = self->ahead != NULL,
+                           /* passes replayed as CUDA graphs (gpp_exec_graph.c) */
+                           .graphs = self->cfg.graphs && gpp_backend_can_capture(self->be) &&
+                                     !self->n_sparse};
     gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, &dev, out);
     free(work);
     free(ks);
@@ -1671,6 +1422,8 @@ int gpp_exec_mb_slots(const gpp_exec_t *self)
 
 void gpp_exec_set_timing(gpp_exec_t *self, int on)
 {
+    if (on) /* timed ops need their own events: passes run eagerly from now on */
+        gpp_exec_pg_leave(self, "the per-op timing hook is on");
     self->timing = on;
 }
 

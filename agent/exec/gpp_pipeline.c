@@ -76,8 +76,9 @@ struct gpp_pipeline_s {
     char phase[64];                     /* what run is doing, for messages */
     int bad_input;                      /* run failed on the model or data the job names */
     int failed_peer;                    /* comm rank of the first failed send/recv, -1 none */
-    int ordered;  /* the iteration follows cfg.comm_order (s_iteration_ordered) */
-    int dev_bufs; /* transfer buffers are device memory (a device comm: NCCL) */
+    int ordered;     /* the iteration follows cfg.comm_order (s_iteration_ordered) */
+    int graphs_said; /* CUDA graphs reported: 1 recorded, 2 off */
+    int dev_bufs;    /* transfer buffers are device memory (a device comm: NCCL) */
 };
 
 /* First sample of this replica's share of micro-batch mb, and its size. */
@@ -365,7 +366,8 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
     gpp_data_set_threads(self->data, gpp_data_threads(self->data),
                          gpp_backend_kind(self->be) != GPP_DEVICE_CPU);
     gpp_data_set_backend(self->data, self->be);
-    gpp_exec_cfg_t ec = {.seed = c->seed, .optim = c->optim, .batch = c->batch};
+    gpp_exec_cfg_t ec = {
+        .seed = c->seed, .optim = c->optim, .batch = c->batch, .graphs = c->graphs};
     self->ex = gpp_exec_new(self->g, c->n_ops, c->ops, self->be, self->data, &ec, err);
     if (!self->ex)
         return -1;
@@ -419,6 +421,29 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
 }
 
 /* ---- one iteration ---- */
+
+/* Says once when the stage's passes were recorded as CUDA graphs, and why
+ * they are off (from the start, or left later: a warning then). */
+static void s_graphs_note(gpp_pipeline_t *self, int it)
+{
+    const gpp_pipeline_cfg_t *c = &self->cfg;
+    if (!c->graphs || c->device_kind != GPP_DEVICE_CUDA || self->graphs_said == 2)
+        return;
+    int64_t cap = 0, rep = 0;
+    gpp_exec_graph_stats(self->ex, &cap, &rep);
+    const char *off = gpp_exec_graphs_off(self->ex);
+    if (off && self->graphs_said == 1)
+        gpp_warn("stage %d replica %d: CUDA graphs left after iteration %d (%lld replays): %s; "
+                 "the stage runs its kernels one by one",
+                 c->stage, c->replica, it, (long long)rep, off);
+    else if (off)
+        gpp_info("stage %d replica %d: CUDA graphs off: %s", c->stage, c->replica, off);
+    else if (cap > 0 && !self->graphs_said)
+        gpp_info("stage %d replica %d: CUDA graphs: %lld passes recorded in iteration %d, "
+                 "replayed from the next",
+                 c->stage, c->replica, (long long)cap, it);
+    self->graphs_said = off ? 2 : cap > 0 ? 1 : 0;
+}
 
 static int s_sync(gpp_pipeline_t *self, gpp_err_t *err)
 {
@@ -921,6 +946,7 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         if ((self->ordered ? s_iteration_ordered : s_iteration)(
                 self, it, &m.loss, &m.has_loss, &m.samples, &m.iteration_ms, &m.bubble_ms, err) < 0)
             goto fail;
+        s_graphs_note(self, it);
         int last = it + 1 == c->iterations;
         if (save &&
             (last || (c->checkpoint_interval > 0 && (it + 1) % c->checkpoint_interval == 0))) {

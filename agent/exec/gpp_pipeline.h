@@ -86,6 +86,10 @@ typedef struct {
     gpp_device_kind_t device_kind;
     int device;
     gpp_precision_t precision;
+    /* CUDA: record each pass as a CUDA graph once the stage's memory has
+     * settled and replay it (gpp_exec_cfg_t.graphs, docs/gpu.md "CUDA
+     * graphs of pipeline stages"); ignored on the CPU backend */
+    int graphs;
     /* the communicator; a world of one rank has none */
     const char *rdv_endpoint; /* the coordinator's rendezvous endpoint (gpp_rdv_client) */
     const char *rdv_token;    /* the job's rendezvous token */

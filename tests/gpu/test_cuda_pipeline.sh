@@ -52,6 +52,24 @@ else
     fail "cuda and cpu pipeline loss curves differ" "$(paste <(losses "$TMP/cpu.out") <(losses "$TMP/cuda.out"))"
 fi
 
+# CUDA graphs (on by default): every stage recorded its passes once its
+# memory settled and replayed them; the same job with cuda_graphs = false
+# runs the same kernels one by one: the same weights, bit for bit
+rec=$(grep -c 'stage [0-9] replica [0-9]: CUDA graphs: [0-9]* passes recorded in iteration [0-9]' "$TMP/cuda.err")
+C=$(conf gpu-1.toml eager)
+sed -i 's|^\[job\]|[job]\ncuda_graphs = false|' "$C"
+timeout 300 "$COORD" --plan "$TMP/cpu.ckpt/plan.json" "$C" >"$TMP/eager.out" 2>"$TMP/eager.err"
+rc=$?
+sha() { sed -n 's/^weights sha256 //p' "$1"; }
+stages=$(grep -o '^  *[0-9]  *[0-9]* ops' "$TMP/cpu.out" | sort -u | wc -l) # the plan, printed twice
+if [ "$rec" = "$stages" ] && [ $rc -eq 0 ] &&
+    ! grep -q 'CUDA graphs' "$TMP/eager.err" && [ -n "$(sha "$TMP/cuda.out")" ] &&
+    [ "$(sha "$TMP/cuda.out")" = "$(sha "$TMP/eager.out")" ]; then
+    ok "every stage replayed CUDA graphs ($rec); cuda_graphs = false gives the same weights bit for bit"
+else
+    fail "CUDA graphs of the stages ($rec recorded, eager exit $rc)" "$(grep 'CUDA graphs' "$TMP/cuda.err"; sha "$TMP/cuda.out"; sha "$TMP/eager.out"; tail -5 "$TMP/eager.err")"
+fi
+
 # the cuda run's checkpoint set 5 continues on CPU agents: same plan, the
 # losses of iterations 6..10 as the cuda run's within the same tolerance
 C=$(conf local-cpu.toml resume)

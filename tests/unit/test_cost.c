@@ -1080,7 +1080,8 @@ static void t_stage_mem(void)
     gpp_err_t err = {{0}};
     const char *specs[] = {"mmt:branches=2,layers=1,hidden=32,heads=4,seq=8,ffn=64,classes=8",
                            "dlrm:dense_branches=2,sparse_branches=2,dense_in=16,hidden=32,"
-                           "dense_layers=2,rows=100,dim=8,bag=4,top_layers=1"};
+                           "dense_layers=2,rows=100,dim=8,bag=4,top_layers=1",
+                           "candle_uno:branches=2,layers=2,hidden=32,in=16,doses=1,top_layers=1"};
     int64_t checked = 0, tightest = INT64_MAX;
     for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
         gpp_graph_t *g = gpp_zoo_build(specs[k], &err);
@@ -1094,6 +1095,9 @@ static void t_stage_mem(void)
         gpp_cost_t *ahead = gpp_cost_new(g, &c);
         c.alloc_rule = GPP_ALLOC_CLASSES; /* and the caching allocator's blocks */
         gpp_cost_t *cls = gpp_cost_new(g, &c);
+        c.graphs = 1; /* and their passes replayed as CUDA graphs */
+        gpp_cost_t *gra = gpp_cost_new(g, &c);
+        c.graphs = 0;
         c.alloc_rule = GPP_ALLOC_ALIGN64;
         c.load_ahead = 0;
         c.optim_bufs = GPP_OPTIM_BUFS_SGD;
@@ -1137,12 +1141,12 @@ static void t_stage_mem(void)
                    one_buf < 4 * gpp_graph_params(g) + 64 * 8);
         for (int lo = 0; lo < g->n_ops; lo++)
             for (int hi = lo + 1; hi <= g->n_ops; hi++)
-                for (int d = 1; d <= 6; d++)
+                for (int d = 1; d <= 8; d++)
                     for (int infl = 4; infl <= 12; infl += 8) {
                         /* d 3, 4: d - 2 replicas, load-ahead; 5, 6: d - 4, and the
-                           CUDA allocator's classes */
-                        gpp_cost_t *cc = d > 4 ? cls : d > 2 ? ahead : adamw;
-                        int dd = d > 4 ? d - 4 : d > 2 ? d - 2 : d;
+                           CUDA allocator's classes; 7, 8: d - 6, and CUDA graphs */
+                        gpp_cost_t *cc = d > 6 ? gra : d > 4 ? cls : d > 2 ? ahead : adamw;
+                        int dd = d > 6 ? d - 6 : d > 4 ? d - 4 : d > 2 ? d - 2 : d;
                         gpp_stage_cost_t sc;
                         gpp_cost_stage(cc, hi - lo, ops + lo, dd, 4, 16, &sc);
                         int64_t bound = gpp_cost_stage_mem_bound(&sc, infl, 4, dd);
@@ -1158,6 +1162,7 @@ static void t_stage_mem(void)
         gpp_cost_destroy(&adamw);
         gpp_cost_destroy(&ahead);
         gpp_cost_destroy(&cls);
+        gpp_cost_destroy(&gra);
         gpp_cost_destroy(&sgd);
         gpp_graph_destroy(&g);
     }

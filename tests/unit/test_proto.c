@@ -614,6 +614,12 @@ static void m_asg_precision_cpu(sample_t *s)
 {
     s->asg.backend = GPP__BACKEND__BACKEND_CPU;
 }
+static void m_asg_graphs_cpu(sample_t *s)
+{
+    s->asg.backend = GPP__BACKEND__BACKEND_CPU;
+    s->asg.precision = GPP__PRECISION__PRECISION_FP32;
+    s->asg.cuda_graphs = 1;
+}
 static void m_ack_rank(sample_t *s)
 {
     s->ack.rank = 4;
@@ -1043,6 +1049,8 @@ static const bad_case_t BAD[] = {
      "assignment.precision: 7 is not a valid Precision"},
     {"asg precision cpu", GPP__ENVELOPE__BODY_ASSIGNMENT, m_asg_precision_cpu,
      "assignment.precision: bf16 needs backend cuda"},
+    {"asg graphs cpu", GPP__ENVELOPE__BODY_ASSIGNMENT, m_asg_graphs_cpu,
+     "assignment.cuda_graphs: set with backend cpu"},
     {"checkpoint", GPP__ENVELOPE__BODY_ASSIGNMENT, m_ckpt, "assignment.checkpoint_dir"},
     {"start", GPP__ENVELOPE__BODY_ASSIGNMENT, m_start, "assignment.start_iteration"},
     {"loss nan", GPP__ENVELOPE__BODY_METRICS, m_loss, "metrics.loss: not a finite"},

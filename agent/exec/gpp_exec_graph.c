@@ -1,0 +1,682 @@
+/* gpp_exec_graph: the executor's CUDA graphs (docs/gpu.md "CUDA graphs").
+ *
+ * A launch costs the host about as much as one of these models' small
+ * products takes on the device, so a stage whose kernels are launched one
+ * by one leaves the GPU waiting on the host. A recording (gpp_stream_capture
+ * _begin/_end) replays the same kernels on the same pointers with one
+ * launch. Two uses:
+ *
+ * Whole steps (gpp_exec_run, gpp-train --cuda-graphs): begin + forward +
+ * backward of one micro-batch size, recorded after one ordinary step of
+ * that size; the graph owns the blocks it was captured with.
+ *
+ * Passes of a stage driven pass by pass (the pipeline's FWD and BWD actions,
+ * [job] cuda_graphs): each forward and each backward of each micro-batch
+ * slot is one recording. A pipeline iteration makes the same executor calls
+ * in the same order every time (the plan's schedule), and the recordings
+ * rely on that:
+ * - PG_WARM: iterations run eagerly while the pool only grows (no cached
+ *   block goes back to the device), until an iteration takes no new block:
+ *   the pool then holds every block the steady state has live at once (the
+ *   first iteration has no slots left over from one before it, so it is
+ *   never the last warm one).
+ * - PG_CAPTURE: one iteration records each pass and launches the recording.
+ *   The data a pass loads (an INPUT's samples, a loss's labels) goes first
+ *   into a feed buffer per op, outside the recording, which copies it from
+ *   there. Kept: the host state after each pass (its tensors, stashes), and
+ *   the blocks begin and add_output_grad gave the slot outside the passes.
+ * - PG_REPLAY: a pass loads its feeds, launches its recording and takes the
+ *   host state recorded after it; begin and add_output_grad take the
+ *   recorded blocks; a release gives nothing back. Nothing allocates and the
+ *   pool is not used: since the calls come in the recorded order on one
+ *   stream, each block holds at each point what it held there while
+ *   recording. The registry (every block of the pool) is what the slots'
+ *   recorded pointers point into.
+ * Anything the recording did not make (another size, a slot it did not
+ * record, a moved workspace, an allocation) leaves for good: the stream is
+ * synchronised and the pool rebuilt from the registry (every block no slot
+ * holds is free), and the stage runs eagerly from there with the same
+ * results. A capture the backend refuses undoes the pass's host state
+ * (nothing ran) and the pass runs eagerly.
+ *
+ * The memory this holds (the pool's largest count of each block size, and
+ * the feeds) is what gpp_stage_mem predicts with gpp_stage_dev_t.graphs. */
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/exec/gpp_exec_impl.h"
+#include "model/gpp_optable.h"
+
+/* ---- whole steps (gpp_exec_run) ---- */
+
+static int s_run_eager(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
+{
+    if (gpp_exec_begin(self, m, lo, n, err) < 0 || gpp_exec_forward(self, m, err) < 0)
+        return -1;
+    return gpp_exec_backward(self, m, err);
+}
+
+/* Frees a step's graph and what it owns (the stream is synchronised first
+ * by the callers: its work may still use the blocks). */
+static void s_graph_drop(gpp_exec_t *self, exec_graph_t *gr)
+{
+    gpp_replay_destroy(&gr->r);
+    for (int i = 0; gr->feed && i < self->g->n_ops; i++)
+        gpp_backend_free(self->be, &gr->feed[i]);
+    for (int i = 0; i < gr->n_blocks; i++)
+        gpp_backend_free(self->be, &gr->blocks[i].p);
+    free(gr->feed);
+    free(gr->feed_bytes);
+    free(gr->blocks);
+    memset(gr, 0, sizeof *gr);
+}
+
+/* The graph entry for size n: found, or a free one; NULL when both are
+ * taken by other sizes (that step runs eagerly). */
+static exec_graph_t *s_graph_for(gpp_exec_t *self, int64_t n)
+{
+    for (int i = 0; i < EXEC_GRAPHS; i++)
+        if (self->gr[i].n == n)
+            return &self->gr[i];
+    for (int i = 0; i < EXEC_GRAPHS; i++)
+        if (self->gr[i].n == 0) {
+            self->gr[i].n = n;
+            return &self->gr[i];
+        }
+    /* more sizes than entries (a step of a third size): run eagerly */
+    return NULL;
+}
+
+/* The shape of what op loads for n samples (an INPUT op's data, a loss's
+ * labels); 0 when it loads nothing. */
+static int s_load_shape(const gpp_exec_t *self, int op, int64_t n, gpp_tensor_t *t)
+{
+    const gpp_op_t *o = &self->g->ops[op];
+    if (o->type == GPP_OP_INPUT) {
+        const exec_slot_t *sl = &self->slots[self->slot_of[op]];
+        *t = gpp_tensor(NULL, sl->dtype, n, sl->rows, sl->cols);
+        return 1;
+    }
+    if (gpp_optable[o->type].role != GPP_ROLE_LOSS)
+        return 0;
+    gpp_dtype_t dt;
+    int64_t r, c;
+    gpp_data_label_shape(self->g, op, &dt, &r, &c);
+    *t = gpp_tensor(NULL, dt, n, r, c);
+    return 1;
+}
+
+/* Loads op's samples of mb into feed[op], made on first use (grow 1) or
+ * else expected to hold them. 1: loaded, 0: no feed of that size (grow 0),
+ * -1: error. */
+static int s_feed_op(gpp_exec_t *self, void **feed, size_t *feed_bytes, exec_mb_t *mb, int op,
+                     int grow, gpp_err_t *err)
+{
+    gpp_tensor_t t;
+    if (!s_load_shape(self, op, mb->n, &t))
+        return 1;
+    size_t bytes = gpp_tensor_bytes(&t);
+    if (feed_bytes[op] < bytes) {
+        if (!grow)
+            return 0;
+        gpp_backend_free(self->be, &feed[op]); /* not yet read by any recording */
+        feed_bytes[op] = 0;
+        if (!(feed[op] = gpp_backend_alloc(self->be, bytes ? bytes : 4, err)))
+            return gpp_err_prefix(err, "executor: graph feed buffer of op %d", op);
+        feed_bytes[op] = bytes;
+    }
+    t.data = feed[op];
+    return gpp_exec_load(self, mb, op, &t, err) < 0 ? -1 : 1;
+}
+
+/* Loads the data the micro-batch's forward reads into feed buffers, in the
+ * order the eager forward loads it: the data inputs it regenerates, then
+ * its INPUT ops and losses. Same return as s_feed_op. */
+static int s_feed(gpp_exec_t *self, void **feed, size_t *feed_bytes, exec_mb_t *mb, int grow,
+                  gpp_err_t *err)
+{
+    for (int i = 0; i < self->n_inputs; i++) {
+        int p = self->inputs[i], k = self->slot_of[p];
+        if (mb->filled[k] == 0 && mb->n > 0 && self->g->ops[p].type == GPP_OP_INPUT) {
+            int rc = s_feed_op(self, feed, feed_bytes, mb, p, grow, err);
+            if (rc <= 0)
+                return rc;
+        }
+    }
+    for (int i = 0; i < self->n_local; i++) {
+        int rc = s_feed_op(self, feed, feed_bytes, mb, self->ops[i].op->id, grow, err);
+        if (rc <= 0)
+            return rc;
+    }
+    return 1;
+}
+
+/* Moves the blocks the capture used out of the pool: the graph owns them. */
+static void s_graph_take_blocks(gpp_exec_t *self, exec_graph_t *gr)
+{
+    for (int b = 0; b < gr->n_blocks; b++)
+        for (int i = 0; i < self->n_free; i++)
+            if (self->free_blocks[i].p == gr->blocks[b].p) {
+                self->free_blocks[i] = self->free_blocks[--self->n_free];
+                break;
+            }
+}
+
+/* Captures micro-batch slot m's step into gr (nothing runs), or fails with
+ * the slot released and the graph dropped. */
+static int s_graph_capture(gpp_exec_t *self, exec_graph_t *gr, int m, gpp_err_t *err)
+{
+    gpp_err_t cerr = {0};
+    self->capturing = gr;
+    self->capture_on = 1;
+    self->cap_feed = gr->feed;
+    self->cap_feed_bytes = gr->feed_bytes;
+    int rc = gpp_stream_capture_begin(self->s, err);
+    if (rc == 0) {
+        rc = gpp_exec_forward(self, m, err);
+        if (rc == 0)
+            rc = gpp_exec_backward(self, m, err);
+        if (gpp_stream_capture_end(self->s, &gr->r, rc == 0 ? err : &cerr) < 0)
+            rc = -1;
+    }
+    self->capturing = NULL;
+    self->capture_on = 0;
+    self->cap_feed = NULL;
+    self->cap_feed_bytes = NULL;
+    if (rc < 0) {
+        self->mb[m].loss_pending = 0; /* nothing ran */
+        gpp_exec_release(self, m);
+        gr->n_blocks = 0; /* the blocks it noted are back in the pool */
+        return -1;
+    }
+    s_graph_take_blocks(self, gr);
+    gr->ws = gpp_stream_workspace_now(self->s);
+    self->captures++;
+    return 0;
+}
+
+/* Drops gr's recording once the stream is done with it: its blocks go back
+ * to the pool, so the entry keeps its size and stays warm. */
+static int s_graph_reset(gpp_exec_t *self, exec_graph_t *gr, gpp_err_t *err)
+{
+    if (gpp_stream_sync(self->s, err) < 0)
+        return -1;
+    for (int i = 0; i < gr->n_blocks; i++)
+        gpp_exec_pool_put(self, gr->blocks[i].p, gr->blocks[i].bytes);
+    gr->n_blocks = 0;
+    int64_t n = gr->n;
+    s_graph_drop(self, gr);
+    gr->n = n;
+    gr->warm = 1;
+    return 0;
+}
+
+static int s_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
+{
+    exec_graph_t *gr = NULL;
+    if (!self->graphs_off && !self->timing && n > 0 && !self->n_inputs && !self->n_outputs)
+        gr = s_graph_for(self, n);
+    if (!gr)
+        return s_run_eager(self, m, lo, n, err);
+    if (!gr->warm) { /* first at this size: an ordinary run fills the pool */
+        self->pool_grow = 1;
+        int rc = s_run_eager(self, m, lo, n, err);
+        self->pool_grow = 0;
+        if (rc < 0)
+            return -1;
+        gr->warm = 1;
+        return 0;
+    }
+    if (gr->r && gr->ws != gpp_stream_workspace_now(self->s) &&
+        s_graph_reset(self, gr, err) < 0) /* the workspace moved (a larger size ran) */
+        return -1;
+    if (gpp_exec_begin(self, m, lo, n, err) < 0)
+        return -1;
+    exec_mb_t *mb = &self->mb[m];
+    if (!gr->feed) {
+        gr->feed = gpp_xcalloc((size_t)self->g->n_ops, sizeof *gr->feed);
+        gr->feed_bytes = gpp_xcalloc((size_t)self->g->n_ops, sizeof *gr->feed_bytes);
+    }
+    if (s_feed(self, gr->feed, gr->feed_bytes, mb, 1, err) < 0)
+        return -1;
+    if (!gr->r && s_graph_capture(self, gr, m, err) < 0) {
+        snprintf(self->graphs_why, sizeof self->graphs_why, "capture failed: %s", err->msg);
+        self->graphs_off = self->graphs_why;
+        if (s_graph_reset(self, gr, err) < 0)
+            return -1;
+        return s_run_eager(self, m, lo, n, err);
+    }
+    if (gpp_replay_launch(gr->r, self->s, err) < 0)
+        return -1;
+    self->replays++;
+    gpp_exec_ahead_flush(self);
+    /* the host state the eager calls leave: every tensor released (a whole
+       model keeps no input gradient), the loss on its way to the host */
+    mb->state = MB_BACKWARD;
+    mb->loss_pending = self->n_loss > 0;
+    if (self->n_loss && gpp_stream_copy(self->s, mb->loss_host, mb->loss_dev,
+                                        (size_t)self->n_loss * 4, GPP_COPY_D2H, err) < 0)
+        return -1;
+    return 0;
+}
+
+int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
+{
+    assert(self && m >= 0 && n >= 0 && lo >= 0);
+    /* one kind of recording per executor: whole steps here */
+    if (self->pg == PG_IDLE)
+        self->pg = PG_OFF;
+    else
+        gpp_exec_pg_leave(self, "gpp_exec_run after passes were recorded");
+    self->in_run = 1;
+    int rc = s_run(self, m, lo, n, err);
+    self->in_run = 0;
+    return rc;
+}
+
+/* ---- passes ---- */
+
+/* Warm iterations at most before the pool must have settled. */
+#define PG_WARM_MAX 4
+
+static int s_pg_on(const gpp_exec_t *self)
+{
+    return self->pg == PG_WARM || self->pg == PG_CAPTURE || self->pg == PG_REPLAY;
+}
+
+static void s_reg_add(gpp_exec_t *self, void *p, size_t bytes)
+{
+    if (self->n_reg == self->cap_reg) {
+        self->cap_reg = self->cap_reg ? 2 * self->cap_reg : 64;
+        self->reg = gpp_xrealloc(self->reg, (size_t)self->cap_reg * sizeof *self->reg);
+    }
+    self->reg[self->n_reg++] = (exec_block_t){p, bytes};
+}
+
+void gpp_exec_pg_grew(gpp_exec_t *self, void *p, size_t bytes)
+{
+    if (!s_pg_on(self))
+        return;
+    self->grown++;
+    s_reg_add(self, p, bytes);
+}
+
+static void s_pass_clear(exec_pass_t *P)
+{
+    gpp_replay_destroy(&P->fwd);
+    gpp_replay_destroy(&P->bwd);
+    P->n = -1;
+    P->has_fwd = P->has_bwd = 0;
+    P->live_fwd = P->live_bwd = 0;
+}
+
+/* Slot m's record, made (empty) on first use. */
+static exec_pass_t *s_pass(gpp_exec_t *self, int m)
+{
+    if (m >= self->n_pass) {
+        int n = m + 1;
+        self->pass = gpp_xrealloc(self->pass, (size_t)n * sizeof *self->pass);
+        for (int i = self->n_pass; i < n; i++) {
+            exec_pass_t *P = &self->pass[i];
+            memset(P, 0, sizeof *P);
+            P->n = -1;
+            P->in_blk = gpp_xcalloc((size_t)self->n_slots, sizeof *P->in_blk);
+            P->dy_blk = gpp_xcalloc((size_t)self->n_slots, sizeof *P->dy_blk);
+            P->regen = gpp_xcalloc((size_t)self->n_slots, 1);
+            gpp_exec_mb_arrays(self, &P->after_fwd);
+            gpp_exec_mb_arrays(self, &P->after_bwd);
+        }
+        self->n_pass = n;
+    }
+    return &self->pass[m];
+}
+
+static void s_passes_free(gpp_exec_t *self)
+{
+    for (int i = 0; i < self->n_pass; i++) {
+        exec_pass_t *P = &self->pass[i];
+        s_pass_clear(P);
+        free(P->in_blk);
+        free(P->dy_blk);
+        free(P->regen);
+        gpp_exec_mb_arrays_free(&P->after_fwd);
+        gpp_exec_mb_arrays_free(&P->after_bwd);
+    }
+    free(self->pass);
+    self->pass = NULL;
+    self->n_pass = 0;
+    for (int i = 0; self->feed && i < self->g->n_ops; i++)
+        gpp_backend_free(self->be, &self->feed[i]);
+    free(self->feed);
+    free(self->feed_bytes);
+    self->feed = NULL;
+    self->feed_bytes = NULL;
+}
+
+/* 1 when a micro-batch slot holds block p. */
+static int s_held(const gpp_exec_t *self, const void *p)
+{
+    for (int m = 0; m < self->n_mb; m++) {
+        const exec_mb_t *mb = &self->mb[m];
+        for (int k = 0; k < self->n_slots; k++)
+            if (mb->act[k].data == p || mb->grad[k].data == p)
+                return 1;
+        for (int i = 0; i < self->n_local; i++)
+            if (mb->stash[i] == p)
+                return 1;
+    }
+    return 0;
+}
+
+static void s_off(gpp_exec_t *self, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void s_off(gpp_exec_t *self, const char *fmt, ...)
+{
+    char why[GPP_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    gpp_exec_pg_leave(self, why);
+}
+
+void gpp_exec_pg_leave(gpp_exec_t *self, const char *why)
+{
+    if (!s_pg_on(self))
+        return;
+    /* the recordings may still be running on the blocks */
+    gpp_stream_sync(self->s, NULL);
+    self->n_free = 0;
+    self->live_bytes = 0;
+    for (int i = 0; i < self->n_reg; i++) {
+        if (s_held(self, self->reg[i].p))
+            self->live_bytes += (int64_t)self->reg[i].bytes;
+        else
+            gpp_exec_pool_put(self, self->reg[i].p, self->reg[i].bytes);
+    }
+    free(self->reg);
+    self->reg = NULL;
+    self->n_reg = self->cap_reg = 0;
+    s_passes_free(self);
+    self->pg = PG_OFF;
+    self->pool_grow = 0;
+    if (why) {
+        snprintf(self->graphs_why, sizeof self->graphs_why, "%s", why);
+        self->graphs_off = self->graphs_why;
+    }
+}
+
+int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n, gpp_err_t *err)
+{
+    (void)err;
+    if (self->in_run || self->timing)
+        return 0;
+    if (self->pg == PG_IDLE) { /* the first pass-by-pass micro-batch: warm up */
+        self->pg = PG_WARM;
+        self->pool_grow = 1;
+        self->warm_iters = 0;
+        self->grown = 0;
+        for (int i = 0; i < self->n_free; i++) /* none so far; kept all the same */
+            s_reg_add(self, self->free_blocks[i].p, self->free_blocks[i].bytes);
+    }
+    if (self->pg == PG_CAPTURE) {
+        exec_pass_t *P = s_pass(self, m);
+        s_pass_clear(P);
+        P->n = n;
+        return 0;
+    }
+    if (self->pg != PG_REPLAY)
+        return 0;
+    exec_pass_t *P = m < self->n_pass ? &self->pass[m] : NULL;
+    if (!P || P->n != n || !P->has_fwd || !P->has_bwd) {
+        s_off(self, "micro-batch slot %d of %lld samples was not recorded (recorded: %lld)", m,
+              (long long)n, (long long)(P ? P->n : -1));
+        return 0;
+    }
+    exec_mb_t *mb = &self->mb[m];
+    for (int i = 0; i < self->n_inputs; i++) {
+        int k = self->slot_of[self->inputs[i]];
+        const exec_slot_t *sl = &self->slots[k];
+        mb->act[k] = gpp_tensor(P->in_blk[k], sl->dtype, n, sl->rows, sl->cols);
+        size_t b = gpp_tensor_bytes(&mb->act[k]);
+        self->live_bytes += (int64_t)(b ? b : 4);
+    }
+    if (self->live_bytes > self->peak_bytes)
+        self->peak_bytes = self->live_bytes;
+    return 1;
+}
+
+void gpp_exec_pg_begun(gpp_exec_t *self, int m)
+{
+    if (self->pg != PG_CAPTURE || self->in_run)
+        return;
+    exec_pass_t *P = s_pass(self, m);
+    for (int i = 0; i < self->n_inputs; i++) {
+        int k = self->slot_of[self->inputs[i]];
+        P->in_blk[k] = self->mb[m].act[k].data;
+    }
+}
+
+void *gpp_exec_pg_dy_block(gpp_exec_t *self, int m, int k)
+{
+    if (self->pg != PG_REPLAY || self->in_run || m >= self->n_pass)
+        return NULL;
+    return self->pass[m].dy_blk[k]; /* NULL: allocated, which leaves */
+}
+
+void gpp_exec_pg_dy_noted(gpp_exec_t *self, int m, int k, void *p)
+{
+    if (self->pg == PG_CAPTURE && !self->in_run)
+        s_pass(self, m)->dy_blk[k] = p;
+}
+
+/* The loss values on their way to the host and the next micro-batch's data
+ * on its way to the device, after a forward's launch (inside the recording
+ * both waited). */
+static int s_after_launch(gpp_exec_t *self, exec_mb_t *mb, gpp_err_t *err)
+{
+    if (self->n_loss && gpp_stream_copy(self->s, mb->loss_host, mb->loss_dev,
+                                        (size_t)self->n_loss * 4, GPP_COPY_D2H, err) < 0)
+        return -1;
+    gpp_exec_ahead_flush(self);
+    return 0;
+}
+
+/* Records slot m's pass into *r (nothing runs): 1, or 0 when the backend
+ * refused a call (the host state is as it was before, graphs_why says
+ * why), or -1 on an error outside the recording. */
+static int s_capture(gpp_exec_t *self, int m, int fwd, gpp_replay_t **r)
+{
+    exec_mb_t *mb = &self->mb[m], undo = {0};
+    gpp_exec_mb_arrays(self, &undo);
+    gpp_exec_mb_copy(self, &undo, mb);
+    int n_free = self->n_free;
+    exec_block_t *free_blocks = gpp_xcalloc((size_t)n_free + 1, sizeof *free_blocks);
+    memcpy(free_blocks, self->free_blocks, (size_t)n_free * sizeof *free_blocks);
+    int64_t live = self->live_bytes, peak = self->peak_bytes;
+    gpp_err_t cerr = {{0}}, ignored = {{0}};
+    self->capture_on = 1;
+    self->cap_feed = self->feed;
+    self->cap_feed_bytes = self->feed_bytes;
+    int rc = gpp_stream_capture_begin(self->s, &cerr);
+    if (rc == 0) {
+        rc = fwd ? gpp_exec_forward_run(self, m, &cerr) : gpp_exec_backward_run(self, m, &cerr);
+        if (gpp_stream_capture_end(self->s, r, rc == 0 ? &cerr : &ignored) < 0)
+            rc = -1;
+    }
+    self->capture_on = 0;
+    self->cap_feed = NULL;
+    self->cap_feed_bytes = NULL;
+    if (rc < 0) { /* nothing ran: the host state as it was */
+        gpp_exec_mb_copy(self, mb, &undo);
+        memcpy(self->free_blocks, free_blocks, (size_t)n_free * sizeof *free_blocks);
+        self->n_free = n_free;
+        self->live_bytes = live;
+        self->peak_bytes = peak;
+        snprintf(self->graphs_why, sizeof self->graphs_why,
+                 "the %s of micro-batch slot %d could not be recorded: %s",
+                 fwd ? "forward" : "backward", m, cerr.msg);
+    }
+    free(free_blocks);
+    gpp_exec_mb_arrays_free(&undo);
+    return rc < 0 ? 0 : 1;
+}
+
+/* PG_CAPTURE: records the pass and launches the recording (a pass of no
+ * samples runs as it is: nothing to record), then keeps the host state. */
+static int s_pass_record(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
+{
+    exec_mb_t *mb = &self->mb[m];
+    exec_pass_t *P = s_pass(self, m);
+    if (P->n != mb->n) /* begun before this iteration: not recorded whole */
+        return 0;
+    int64_t live0 = self->live_bytes;
+    gpp_replay_t *r = NULL;
+    if (mb->n > 0) {
+        void *ws = gpp_stream_workspace_now(self->s);
+        if (!self->pg_ws)
+            self->pg_ws = ws;
+        if (ws != self->pg_ws) {
+            s_off(self, "the stream workspace moved while recording");
+            return 0;
+        }
+        if (fwd) {
+            if (!self->feed) {
+                self->feed = gpp_xcalloc((size_t)self->g->n_ops, sizeof *self->feed);
+                self->feed_bytes = gpp_xcalloc((size_t)self->g->n_ops, sizeof *self->feed_bytes);
+            }
+            for (int i = 0; i < self->n_inputs; i++) {
+                int p = self->inputs[i], k = self->slot_of[p];
+                P->regen[k] = mb->filled[k] == 0 && self->g->ops[p].type == GPP_OP_INPUT;
+            }
+            if (s_feed(self, self->feed, self->feed_bytes, mb, 1, err) < 0)
+                return -1;
+        }
+        if (!s_capture(self, m, fwd, &r)) {
+            s_off(self, "%s", self->graphs_why); /* the pass runs eagerly */
+            return 0;
+        }
+        if (gpp_replay_launch(r, self->s, err) < 0) {
+            gpp_replay_destroy(&r);
+            return -1;
+        }
+        self->captures++;
+        if (fwd && s_after_launch(self, mb, err) < 0) {
+            gpp_replay_destroy(&r);
+            return -1;
+        }
+    } else if ((fwd ? gpp_exec_forward_run(self, m, err) : gpp_exec_backward_run(self, m, err)) <
+               0) {
+        return -1;
+    }
+    gpp_exec_mb_copy(self, fwd ? &P->after_fwd : &P->after_bwd, mb);
+    if (fwd) {
+        P->fwd = r;
+        P->live_fwd = self->live_bytes - live0;
+        P->has_fwd = 1;
+    } else {
+        P->bwd = r;
+        P->live_bwd = self->live_bytes - live0;
+        P->has_bwd = 1;
+    }
+    return 1;
+}
+
+/* PG_REPLAY: the pass's recording on the slot's recorded blocks. */
+static int s_pass_replay(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
+{
+    exec_mb_t *mb = &self->mb[m];
+    exec_pass_t *P = &self->pass[m]; /* begin checked it */
+    if (mb->n > 0 && gpp_stream_workspace_now(self->s) != self->pg_ws) {
+        s_off(self, "the stream workspace moved after recording");
+        return 0;
+    }
+    if (fwd && mb->n > 0) {
+        for (int i = 0; i < self->n_inputs; i++) {
+            int p = self->inputs[i], k = self->slot_of[p];
+            int regen = mb->filled[k] == 0 && self->g->ops[p].type == GPP_OP_INPUT;
+            if (regen != P->regen[k]) {
+                s_off(self, "micro-batch slot %d: input op %d was %s when recorded", m, p,
+                      P->regen[k] ? "regenerated" : "received");
+                return 0;
+            }
+        }
+        int rc = s_feed(self, self->feed, self->feed_bytes, mb, 0, err);
+        if (rc < 0)
+            return -1;
+        if (rc == 0) {
+            s_off(self, "micro-batch slot %d loads more samples than recorded", m);
+            return 0;
+        }
+    }
+    gpp_replay_t *r = fwd ? P->fwd : P->bwd;
+    if (r) {
+        if (gpp_replay_launch(r, self->s, err) < 0)
+            return -1;
+        self->replays++;
+    }
+    gpp_exec_mb_copy(self, mb, fwd ? &P->after_fwd : &P->after_bwd);
+    self->live_bytes += fwd ? P->live_fwd : P->live_bwd;
+    if (self->live_bytes > self->peak_bytes)
+        self->peak_bytes = self->live_bytes;
+    return fwd && r && s_after_launch(self, mb, err) < 0 ? -1 : 1;
+}
+
+int gpp_exec_pg_pass(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
+{
+    if (self->in_run)
+        return 0;
+    if (self->pg == PG_CAPTURE)
+        return s_pass_record(self, m, fwd, err);
+    if (self->pg == PG_REPLAY)
+        return s_pass_replay(self, m, fwd, err);
+    return 0;
+}
+
+void gpp_exec_pg_step(gpp_exec_t *self)
+{
+    if (self->pg == PG_WARM) {
+        self->warm_iters++;
+        if (self->warm_iters >= 2 && self->grown == 0) {
+            self->pg = PG_CAPTURE;
+            self->pg_ws = NULL;
+        } else if (self->warm_iters >= PG_WARM_MAX) {
+            s_off(self, "the stage's memory still grew after %d iterations", self->warm_iters);
+        }
+        self->grown = 0;
+    } else if (self->pg == PG_CAPTURE) {
+        for (int m = 0; m < self->n_pass; m++) {
+            const exec_pass_t *P = &self->pass[m];
+            if (P->n >= 0 && !(P->has_fwd && P->has_bwd)) {
+                s_off(self, "micro-batch slot %d's passes were not recorded in one iteration", m);
+                return;
+            }
+        }
+        self->pg = PG_REPLAY;
+    }
+}
+
+void gpp_exec_graphs_free(gpp_exec_t *self)
+{
+    for (int i = 0; i < EXEC_GRAPHS; i++)
+        s_graph_drop(self, &self->gr[i]);
+    s_passes_free(self);
+    free(self->reg);
+    self->reg = NULL;
+    self->n_reg = self->cap_reg = 0;
+}
+
+void gpp_exec_graph_stats(const gpp_exec_t *self, int64_t *captures, int64_t *replays)
+{
+    assert(self && captures && replays);
+    *captures = self->captures;
+    *replays = self->replays;
+}
+
+const char *gpp_exec_graphs_off(const gpp_exec_t *self)
+{
+    assert(self);
+    return self->graphs_off;
+}
