@@ -3,15 +3,18 @@
 # gpu-labelled tests (tests/gpu/), bench_cuda_ops (per-op times, fused vs
 # two-op linear + activation, launch overhead), bench_train_gpu.sh (training
 # vs PyTorch eager, MFU, with and without CUDA graphs; needs a python with
-# torch: PYTHON) and bench_sim_gpu.sh (measured / simulated iteration)
-# against a build made with the CUDA backend, and writes everything with
-# the device name (nvidia-smi), the commit and the date to
-# bench/results/gpu-<date>.txt. Exit status 1 when a test failed, or when
-# there was no GPU to run on (tests skipped, nothing measured): a figure is
-# only ever written from a run that measured it.
+# torch: PYTHON), bench_sim_gpu.sh (measured / simulated iteration) and
+# bench_pipe_gpu.sh (the agents' pipeline through gpp-coordinator with
+# [job] cuda_graphs on vs off, on one plan: the 4-agent main job, one
+# agent alone and a larger MMT at bf16 on one agent; ms/iteration,
+# samples/s, the same weights) against a build made with the CUDA backend,
+# and writes everything with the device name (nvidia-smi), the commit and
+# the date to bench/results/gpu-<date>.txt. Exit status 1 when a test
+# failed, or when there was no GPU to run on (tests skipped, nothing
+# measured): a figure is only ever written from a run that measured it.
 #
 #   bench/gpu_check.sh [BUILD_DIR]      (default: build)
-#   env: GPU_CHECK_BENCH (default "ops train sim"): which benchmarks run
+#   env: GPU_CHECK_BENCH (default "ops train sim pipe"): which benchmarks run
 #        after the tests, e.g. "ops" alone where a command may only run a
 #        few minutes, "" for the tests alone.
 #        GPU_CHECK_TESTS (default 1): 0 skips the GPU tests, for a second
@@ -46,7 +49,7 @@ else
     grep -E '^[0-9]+: |tests passed|Skipped|Failed|Passed' "$OUT.tests" | tee -a "$OUT"
     rm -f "$OUT.tests"
 fi
-BENCHES=${GPU_CHECK_BENCH:-ops train sim}
+BENCHES=${GPU_CHECK_BENCH:-ops train sim pipe}
 if grep -q 'SKIPPED:' "$OUT"; then
     echo "gpu_check: the GPU tests were SKIPPED: no usable GPU here; nothing measured" | tee -a "$OUT"
     status=1
@@ -78,5 +81,6 @@ bench() {
 }
 bench train bench_train_gpu.sh
 bench sim bench_sim_gpu.sh
+bench pipe bench_pipe_gpu.sh
 echo "gpu_check: wrote $OUT"
 exit $status
