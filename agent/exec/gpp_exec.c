@@ -1406,9 +1406,9 @@ void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *ou
                            .work = work,
                            .alloc_rule = gpp_backend_alloc_rule(self->be),
                            .load_ahead = self->ahead != NULL,
-                           /* passes replayed as CUDA graphs (gpp_exec_graph.c) */
-                           .graphs = self->cfg.graphs && gpp_backend_can_capture(self->be) &&
-                                     !self->n_sparse};
+                           /* passes replayed as CUDA graphs (gpp_exec_graph.c):
+                              they were, or may be (not gpp_exec_run's steps) */
+                           .graphs = self->pg_used || self->pg == PG_IDLE};
     gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, &dev, out);
     free(work);
     free(ks);

@@ -415,6 +415,7 @@ int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n, gpp_err_t *err)
         return 0;
     if (self->pg == PG_IDLE) { /* the first pass-by-pass micro-batch: warm up */
         self->pg = PG_WARM;
+        self->pg_used = 1;
         self->pool_grow = 1;
         self->warm_iters = 0;
         self->grown = 0;

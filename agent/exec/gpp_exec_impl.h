@@ -172,6 +172,7 @@ struct gpp_exec_s {
     int64_t captures, replays;
     /* per-pass graphs */
     exec_pg_t pg;
+    int pg_used;    /* passes were warmed for or recorded: the pool grew that way */
     int warm_iters; /* iterations run in PG_WARM */
     int64_t grown;  /* blocks the pool took from the backend this iteration */
     int n_pass;
