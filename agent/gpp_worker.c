@@ -15,6 +15,7 @@
 #include "common/gpp_sigfd.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_model.h"
+#include "model/gpp_optable.h"
 
 /* Precision on the wire is gpp_precision_t + 1 (0 is "not set") */
 _Static_assert(GPP__PRECISION__PRECISION_FP32 - 1 == (int)GPP_PRECISION_FP32 &&
@@ -278,6 +279,46 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
 
 /* ---- the thread ---- */
 
+/* Answers a figures-only ProfileRequest: each executable op's kernel stash
+ * and stream workspace on this agent's backend (what the executor will
+ * keep and reserve), one row per op at micro-batch 1 with times 0, without
+ * running anything or allocating the model. */
+static int s_figures(gpp_worker_t *self, const gpp_graph_t *g, gpp_backend_t *be, gpp_err_t *err)
+{
+    (void)err;
+    Gpp__OpProfile *rows = gpp_xcalloc((size_t)g->n_ops + 1, sizeof *rows);
+    Gpp__OpProfile **rowp = gpp_xcalloc((size_t)g->n_ops + 1, sizeof *rowp);
+    size_t n = 0;
+    for (int i = 0; i < g->n_ops; i++) {
+        const gpp_op_t *op = &g->ops[i];
+        if (gpp_optable[op->type].role == GPP_ROLE_OPAQUE)
+            continue; /* a profile graph's: nothing runs it */
+        Gpp__OpProfile *r = &rows[n];
+        gpp__op_profile__init(r);
+        r->op = i;
+        r->micro_batch = 1;
+        r->kernel_stash_set = 1;
+        r->kernel_stash = gpp_backend_op_kernel_stash(be, g, op);
+        gpp_work_t w = gpp_backend_op_workspace(be, g, op);
+        r->workspace_set = 1;
+        r->workspace_fixed = w.fixed;
+        r->workspace_per_sample = w.per_sample;
+        rowp[n++] = r;
+    }
+    Gpp__ProfileResult res = GPP__PROFILE_RESULT__INIT;
+    res.n_ops = n;
+    res.ops = rowp;
+    char devname[GPP_MSG_DEVICE_NAME_MAX + 1];
+    snprintf(devname, sizeof devname, "%s", gpp_backend_device_name(be));
+    res.device_name = devname;
+    gpp_msg_t m;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_PROFILE_RESULT, &res);
+    s_post(self, &m);
+    free(rowp);
+    free(rows);
+    return 0;
+}
+
 /* Times every op of the model at the requested micro-batch sizes
  * (gpp_profile, the same code as gpp-train --profile-out) and reports the
  * measured forward and backward of each op and size as rows. */
@@ -306,6 +347,10 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
                             .precision = s_precision(rq->precision)};
     if (!(be = gpp_backend_new(&bc, err)))
         goto out;
+    if (rq->figures_only) { /* no timing: the backend's layouts */
+        rc = s_figures(self, g, be, err);
+        goto out;
+    }
     data = gpp_data_new(g, 1);
     for (size_t i = 0; i < rq->n_micro_batches; i++)
         if (rq->micro_batches[i] > max_mb)

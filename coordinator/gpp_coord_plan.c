@@ -170,7 +170,11 @@ void gpp_coord_profile_or_plan(gpp_coord_t *self)
         gpp_coord_abort(self, "cannot send the profile request to %s:%d", a->host, a->slot);
         return;
     }
-    gpp_info("coordinator: profiling the model's ops on %s:%d", a->host, a->slot);
+    if (self->cfg.profile_req->figures_only)
+        gpp_info("coordinator: asking %s:%d for its backend's memory figures of the model's ops",
+                 a->host, a->slot);
+    else
+        gpp_info("coordinator: profiling the model's ops on %s:%d", a->host, a->slot);
 }
 
 void gpp_coord_on_profile_result(gpp_coord_t *self, gpp_agent_t *a, const Gpp__ProfileResult *res,
@@ -188,6 +192,9 @@ void gpp_coord_on_profile_result(gpp_coord_t *self, gpp_agent_t *a, const Gpp__P
         gpp_coord_abort(self, "the profile from %s: %s", who, err.msg);
         return;
     }
-    gpp_info("coordinator: profile of %zu (op, micro-batch) pairs from %s", res->n_ops, who);
+    if (self->cfg.profile_req->figures_only)
+        gpp_info("coordinator: memory figures of %zu ops from %s", res->n_ops, who);
+    else
+        gpp_info("coordinator: profile of %zu (op, micro-batch) pairs from %s", res->n_ops, who);
     s_plan(self);
 }

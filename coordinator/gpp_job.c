@@ -40,11 +40,15 @@ _Static_assert(GPP_ACT_STEP == (int)GPP__ACTION_TYPE__ACT_STEP, "action enum: ST
 _Static_assert(GPP_ACT__COUNT == GPP_ACT_STEP + 1, "action enum: a new type needs a proto value");
 
 struct gpp_job_s {
-    gpp_config_t cfg;      /* copy; nodes not used after new */
-    char plan_arg[1024];   /* --plan as given */
-    char plan_name[1024];  /* the planner or file that made the plan */
-    FILE *out;             /* plan table */
-    int profiling;         /* plan after the agents' profile */
+    gpp_config_t cfg;     /* copy; nodes not used after new */
+    char plan_arg[1024];  /* --plan as given */
+    char plan_name[1024]; /* the planner or file that made the plan */
+    FILE *out;            /* plan table */
+    int profiling;        /* plan after the agents' profile */
+    int figures;          /* a cuda job without a profile from its GPUs: plan after agent 0
+                             reported its backend's memory figures (figures_only) */
+    gpp_cost_row_t *figs; /* those figures, [n_figs], for a cost model made again */
+    size_t n_figs;
     int kept;              /* --plan auto from <checkpoint_dir>/profile.json */
     gpp_cluster_t cluster; /* what the cost model was made from */
     int measured;          /* the cost model holds a profile (file, kept or the agents') */
@@ -131,6 +135,17 @@ static int s_stage_mbs(const gpp_stage_t *st)
     return most;
 }
 
+/* Each stage's predicted peak device memory for its lowered schedule. */
+static void s_predict_mem(gpp_job_t *self)
+{
+    const gpp_plan_t *p = self->plan;
+    for (int s = 0; s < p->n_stages; s++) {
+        const gpp_stage_t *st = &p->stages[s];
+        self->mem_predicted[s] = gpp_cost_stage_mem(self->cost, st->n_ops, st->ops, st->devices,
+                                                    st->micro_batch, s_stage_mbs(st), p->batch);
+    }
+}
+
 /* Who runs what (gpp_progress_layout_t), which stages hold a loss op, and
  * each stage's predicted peak device memory for its lowered schedule. */
 static void s_layout(gpp_job_t *self)
@@ -138,11 +153,7 @@ static void s_layout(gpp_job_t *self)
     const gpp_plan_t *p = self->plan;
     self->sink = gpp_xcalloc((size_t)p->n_stages, sizeof *self->sink);
     self->mem_predicted = gpp_xcalloc((size_t)p->n_stages, sizeof *self->mem_predicted);
-    for (int s = 0; s < p->n_stages; s++) {
-        const gpp_stage_t *st = &p->stages[s];
-        self->mem_predicted[s] = gpp_cost_stage_mem(self->cost, st->n_ops, st->ops, st->devices,
-                                                    st->micro_batch, s_stage_mbs(st), p->batch);
-    }
+    s_predict_mem(self);
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];
         for (int i = 0; i < st->n_ops; i++) {
@@ -622,12 +633,19 @@ static int s_kept_profile(gpp_job_t *self, int reprofile, gpp_err_t *err)
 
 /* 1 when the search should wait for the agents' device memory: a cuda job
  * without cluster.mem_gib that searches (not a plan file). */
+static int s_plan_file(const gpp_job_t *self)
+{
+    size_t pl = strlen(self->plan_arg);
+    return pl > 5 && strcmp(self->plan_arg + pl - 5, ".json") == 0;
+}
+
+/* Plan once the agents are in: a cuda job takes their GPUs' memory (without
+ * cluster.mem_gib) and agent 0's memory figures (without a GPU profile). A
+ * plan file is read at once; its prediction takes the figures later. */
 static int s_defer(const gpp_job_t *self)
 {
-    const char *p = self->plan_arg;
-    size_t pl = strlen(p);
-    return self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && self->cfg.cluster.mem_gib <= 0 &&
-           !(pl > 5 && strcmp(p + pl - 5, ".json") == 0);
+    return self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !s_plan_file(self) &&
+           (self->cfg.cluster.mem_gib <= 0 || self->figures);
 }
 
 /* Plans with the smallest GPU memory the agents reported, divided among
@@ -674,6 +692,11 @@ static int s_device_mem(gpp_job_t *self, gpp_registry_t *reg, gpp_err_t *err)
             gpp_cost_destroy(&cost);
             return -1;
         }
+    }
+    if (self->n_figs && gpp_cost_attach_figures(cost, self->figs, self->n_figs,
+                                                "agent 0's memory figures", err) < 0) {
+        gpp_cost_destroy(&cost);
+        return -1;
     }
     gpp_cost_destroy(&self->cost);
     self->cost = cost;
@@ -758,6 +781,24 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
         self->measured |= kept;
         self->profiling = !kept;
     }
+    /* a cuda job without a profile from its GPUs: CUDA's attention keeps and
+       asks its own layouts, not the op table's, so agent 0 reports its
+       backend's figures (no timing) before the plan is made, or a plan file's
+       memory predicted */
+    self->figures =
+        !self->profiling && !self->measured && cfg->job.backend == GPP_CONFIG_BACKEND_CUDA;
+    if (self->figures) {
+        gpp__profile_request__init(&self->preq);
+        self->preq.model = self->cfg.job.model;
+        self->preq_mbs = gpp_xcalloc(1, sizeof *self->preq_mbs);
+        self->preq_mbs[0] = 1;
+        self->preq.n_micro_batches = 1;
+        self->preq.micro_batches = self->preq_mbs;
+        self->preq.iterations = 1;
+        self->preq.backend = s_wire_backend(cfg);
+        self->preq.precision = s_wire_precision(cfg);
+        self->preq.figures_only = 1;
+    }
     if (self->profiling) {
         gpp__profile_request__init(&self->preq);
         self->preq.model = self->cfg.job.model;
@@ -797,7 +838,7 @@ fail:
 
 const Gpp__ProfileRequest *gpp_job_profile_request(const gpp_job_t *self)
 {
-    return self->profiling ? &self->preq : NULL;
+    return self->profiling || self->figures ? &self->preq : NULL;
 }
 
 int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
@@ -814,6 +855,18 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
                                    .kernel_stash = r->kernel_stash,
                                    .has_workspace = r->workspace_set,
                                    .workspace = {r->workspace_fixed, r->workspace_per_sample}};
+    }
+    if (self->figures) { /* memory figures, no times: kept for a cost model made again */
+        int rc =
+            gpp_cost_attach_figures(self->cost, rows, res->n_ops, "agent 0's memory figures", err);
+        if (rc == 0 && self->plan)
+            s_predict_mem(self); /* a plan file's */
+        free(self->figs);
+        self->figs = rc == 0 ? rows : NULL;
+        self->n_figs = rc == 0 ? res->n_ops : 0;
+        if (rc < 0)
+            free(rows);
+        return rc;
     }
     int rc = gpp_cost_attach_rows(self->cost, rows, res->n_ops, "the agents' profile", err);
     if (rc == 0) /* kept in <checkpoint_dir>/profile.json's record */
@@ -859,6 +912,7 @@ void gpp_job_destroy(gpp_job_t **self_p)
             s_free_assignment(self->assign[r]);
     free(self->assign);
     free(self->preq_mbs);
+    free(self->figs);
     free(self->sink);
     free(self->digest);
     free(self->has_digest);

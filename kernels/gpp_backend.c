@@ -170,6 +170,14 @@ size_t gpp_backend_attention_stash_bytes(gpp_backend_t *self, int64_t n, int64_t
     return b;
 }
 
+int64_t gpp_backend_op_kernel_stash(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op)
+{
+    assert(self && g && op);
+    if (op->type == GPP_OP_ATTENTION)
+        return (int64_t)gpp_backend_attention_stash_bytes(self, 1, op->rows, op->cols, op->heads);
+    return gpp_op_kernel_stash_bytes(g, op);
+}
+
 gpp_work_t gpp_backend_op_workspace(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op)
 {
     assert(self && g && op);

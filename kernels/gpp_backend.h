@@ -149,6 +149,11 @@ size_t gpp_backend_attention_stash_bytes(gpp_backend_t *self, int64_t n, int64_t
  * executor reserves the largest of its ops' before a micro-batch runs, and
  * the memory model charges the same (gpp_stage_dev_t.work). */
 gpp_work_t gpp_backend_op_workspace(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op);
+/* The bytes per sample op's forward kernel keeps for its backward on this
+ * backend: attention's as gpp_backend_attention_stash_bytes says, every
+ * other op's the op table's (gpp_op_kernel_stash_bytes). What the executor
+ * keeps, the profiler records and an agent reports (ProfileResult). */
+int64_t gpp_backend_op_kernel_stash(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op);
 /* How the backend's allocator rounds a request (common/gpp_alloc_rule.h):
  * GPP_ALLOC_CLASSES on CUDA (the caching allocator's size classes),
  * GPP_ALLOC_ALIGN64 on the CPU. gpp_backend_mem counts rounded bytes; the

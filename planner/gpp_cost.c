@@ -802,7 +802,9 @@ done:
     return rc;
 }
 
-/* Moves the checked tables of tmp (ops with one) into the model. */
+/* Moves the checked tables of tmp (ops with one) into the model; an op with
+ * memory figures and no table (gpp_cost_attach_figures) keeps its times and
+ * takes the figures. */
 static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
 {
     int any = 0, any_work = 0;
@@ -811,6 +813,15 @@ static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
             s_prof_clear(&c->prof[k]);
             c->prof[k] = tmp[k];
             memset(&tmp[k], 0, sizeof tmp[k]);
+        } else {
+            if (tmp[k].has_kstash) {
+                c->prof[k].has_kstash = 1;
+                c->prof[k].kstash = tmp[k].kstash;
+            }
+            if (tmp[k].has_work) {
+                c->prof[k].has_work = 1;
+                c->prof[k].work = tmp[k].work;
+            }
         }
         any |= s_kstash(c, k) >= 0;
         any_work |= c->prof[k].has_work;
@@ -929,8 +940,10 @@ done:
     return rc;
 }
 
-int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_rows,
-                         const char *origin, gpp_err_t *err)
+/* gpp_cost_attach_rows, or with figures_only the rows' memory figures
+ * alone (gpp_cost_attach_figures). */
+static int s_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_rows,
+                         const char *origin, int figures_only, gpp_err_t *err)
 {
     const gpp_graph_t *g = c->g;
     /* the rows grouped by op: op's rows are by_op[first[op] .. first[op + 1]) */
@@ -991,7 +1004,8 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
         }
         if (!k || rc)
             continue;
-        rc = s_prof_set(&tmp[op], k, mbs, ms, fwd, origin, key, err);
+        if (!figures_only)
+            rc = s_prof_set(&tmp[op], k, mbs, ms, fwd, origin, key, err);
         if (rc == 0 && ks_rows) {
             tmp[op].has_kstash = 1;
             tmp[op].kstash = ks;
@@ -1003,7 +1017,8 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
     }
     if (rc == 0) {
         s_prof_commit(c, tmp);
-        snprintf(c->prof_origin, sizeof c->prof_origin, "%s", origin);
+        if (!figures_only)
+            snprintf(c->prof_origin, sizeof c->prof_origin, "%s", origin);
     }
     s_prof_free(c, &tmp);
     free(first);
@@ -1013,6 +1028,18 @@ int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
     free(ms);
     free(fwd);
     return rc;
+}
+
+int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_rows,
+                         const char *origin, gpp_err_t *err)
+{
+    return s_attach_rows(c, rows, n_rows, origin, 0, err);
+}
+
+int gpp_cost_attach_figures(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_rows,
+                            const char *origin, gpp_err_t *err)
+{
+    return s_attach_rows(c, rows, n_rows, origin, 1, err);
 }
 
 /* {size: value} with each value printed to 17 significant digits: cJSON's

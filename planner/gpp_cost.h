@@ -190,6 +190,11 @@ typedef struct {
  * on -1 the model is unchanged. Returns 0 or -1. */
 int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_rows,
                          const char *origin, gpp_err_t *err);
+/* Attaches only the rows' memory figures (kernel_stash, workspace: an
+ * agent's backend layouts, ProfileRequest.figures_only): the same checks;
+ * the ops keep their times (table or roofline). All or nothing. */
+int gpp_cost_attach_figures(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_rows,
+                            const char *origin, gpp_err_t *err);
 
 /* Builds a graph of GPP_OP_OPAQUE ops from a profile.json (params =
  * weight_size/4, out_bytes = the largest input_size any consumer declares

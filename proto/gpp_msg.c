@@ -226,6 +226,9 @@ static int s_check_profile_request(const Gpp__ProfileRequest *p, gpp_err_t *err)
                   p->backend == GPP__BACKEND__BACKEND_CUDA,
               "profile_request.precision: %s needs backend cuda (the CPU backend computes fp32)",
               p->precision == GPP__PRECISION__PRECISION_TF32 ? "tf32" : "bf16");
+    S_REQUIRE(!p->figures_only || (p->n_micro_batches == 1 && p->micro_batches[0] == 1),
+              "profile_request.micro_batches: figures_only takes [1], got %zu sizes from %d",
+              p->n_micro_batches, p->micro_batches[0]);
     return 0;
 }
 

@@ -260,12 +260,8 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         eo->op = &g->ops[ids[i]];
         const gpp_op_info_t *T = &gpp_optable[eo->op->type];
         eo->loss = T->role == GPP_ROLE_LOSS ? self->n_loss++ : -1;
-        /* the backend's (at most the op table's: CUDA's fused attention
-           keeps less) */
-        eo->kernel_stash_bytes = eo->op->type == GPP_OP_ATTENTION
-                                     ? (int64_t)gpp_backend_attention_stash_bytes(
-                                           be, 1, eo->op->rows, eo->op->cols, eo->op->heads)
-                                     : gpp_op_kernel_stash_bytes(g, eo->op);
+        /* the backend's (CUDA's attention cores keep their own layouts) */
+        eo->kernel_stash_bytes = gpp_backend_op_kernel_stash(be, g, eo->op);
         eo->work = gpp_backend_op_workspace(be, g, eo->op);
         eo->in = gpp_xcalloc((size_t)eo->op->n_inputs + 1, sizeof(int));
         for (int k = 0; k < eo->op->n_inputs; k++) {

@@ -982,6 +982,25 @@ static void t_workspace(void)
                        strstr(err.msg, "workspace") && strstr(err.msg, "rows"),
                    "%s", err.msg);
     gpp_cost_destroy(&rc);
+    /* an agent's memory figures alone (ProfileRequest.figures_only): the
+       same memory, the op's times the roofline's as before */
+    gpp_cost_t *fig = gpp_cost_new(g, &c), *plain = gpp_cost_new(g, &c);
+    gpp_cost_row_t one = {att, 1, 0, 0, 0, 0, 1, cuda};
+    GPP_EXPECT_MSG(gpp_cost_attach_figures(fig, &one, 1, "figures", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(gpp_cost_stage_mem(fig, g->n_ops, all, 1, 4, 2, 8) == mem_after);
+    gpp_stage_cost_t sf, sp;
+    gpp_cost_stage(fig, g->n_ops, all, 1, 4, 8, &sf);
+    gpp_cost_stage(plain, g->n_ops, all, 1, 4, 8, &sp);
+    GPP_EXPECT_MSG(sf.fwd_ms == sp.fwd_ms && sf.bwd_ms == sp.bwd_ms && sf.fwd_ms > 0,
+                   "times %g + %g, roofline %g + %g", sf.fwd_ms, sf.bwd_ms, sp.fwd_ms, sp.bwd_ms);
+    one.workspace.fixed = -1; /* checked as rows are */
+    err.msg[0] = 0;
+    GPP_EXPECT_MSG(gpp_cost_attach_figures(fig, &one, 1, "figures", &err) == -1 &&
+                       strstr(err.msg, "figures") && strstr(err.msg, "workspace"),
+                   "%s", err.msg);
+    GPP_EXPECT(gpp_cost_stage_mem(fig, g->n_ops, all, 1, 4, 2, 8) == mem_after);
+    gpp_cost_destroy(&fig);
+    gpp_cost_destroy(&plain);
     free(all);
     gpp_cost_destroy(&cost);
     gpp_graph_destroy(&g);

@@ -632,6 +632,10 @@ static void m_prof_backend(sample_t *s)
 {
     s->preq.backend = GPP__BACKEND__BACKEND_UNSPECIFIED;
 }
+static void m_prof_figures(sample_t *s)
+{
+    s->preq.figures_only = 1; /* with sizes 1, 2, 4 */
+}
 static void m_prof_precision(sample_t *s)
 {
     s->preq.precision = GPP__PRECISION__PRECISION_UNSPECIFIED;
@@ -997,6 +1001,8 @@ static const bad_case_t BAD[] = {
      "profile_request.micro_batches[1]"},
     {"profile backend", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_backend,
      "profile_request.backend: not set"},
+    {"profile figures", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_figures,
+     "profile_request.micro_batches: figures_only takes [1], got 3 sizes from 1"},
     {"profile precision", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_precision,
      "profile_request.precision: not set"},
     {"profile cpu bf16", GPP__ENVELOPE__BODY_PROFILE_REQUEST, m_prof_cpu_bf16,
