@@ -109,9 +109,10 @@ static int s_load_shape(const gpp_exec_t *self, int op, int64_t n, gpp_tensor_t 
     return 1;
 }
 
-/* Loads op's samples of mb into feed[op], made on first use (grow 1) or
- * else expected to hold them. 1: loaded, 0: no feed of that size (grow 0),
- * -1: error. */
+/* Loads op's samples of mb into feed[op], made on first use (with grow)
+ * at this size: a recording reads it where it is, so it never moves. 1:
+ * loaded, 0: no feed that holds them (none and no grow, or one made
+ * smaller), -1: error. */
 static int s_feed_op(gpp_exec_t *self, void **feed, size_t *feed_bytes, exec_mb_t *mb, int op,
                      int grow, gpp_err_t *err)
 {
@@ -119,15 +120,13 @@ static int s_feed_op(gpp_exec_t *self, void **feed, size_t *feed_bytes, exec_mb_
     if (!s_load_shape(self, op, mb->n, &t))
         return 1;
     size_t bytes = gpp_tensor_bytes(&t);
-    if (feed_bytes[op] < bytes) {
-        if (!grow)
-            return 0;
-        gpp_backend_free(self->be, &feed[op]); /* not yet read by any recording */
-        feed_bytes[op] = 0;
+    if (!feed[op] && grow) {
         if (!(feed[op] = gpp_backend_alloc(self->be, bytes ? bytes : 4, err)))
             return gpp_err_prefix(err, "executor: graph feed buffer of op %d", op);
         feed_bytes[op] = bytes;
     }
+    if (!feed[op] || feed_bytes[op] < bytes)
+        return 0;
     t.data = feed[op];
     return gpp_exec_load(self, mb, op, &t, err) < 0 ? -1 : 1;
 }
@@ -240,8 +239,10 @@ static int s_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
         gr->feed = gpp_xcalloc((size_t)self->g->n_ops, sizeof *gr->feed);
         gr->feed_bytes = gpp_xcalloc((size_t)self->g->n_ops, sizeof *gr->feed_bytes);
     }
-    if (s_feed(self, gr->feed, gr->feed_bytes, mb, 1, err) < 0)
-        return -1;
+    int rc = s_feed(self, gr->feed, gr->feed_bytes, mb, 1, err);
+    if (rc <= 0) /* 0: not for a graph of one size */
+        return rc < 0 ? -1 : gpp_err_set(err, "executor: no feed buffer for a step of %lld",
+                                         (long long)n);
     if (!gr->r && s_graph_capture(self, gr, m, err) < 0) {
         snprintf(self->graphs_why, sizeof self->graphs_why, "capture failed: %s", err->msg);
         self->graphs_off = self->graphs_why;
@@ -552,8 +553,13 @@ static int s_pass_record(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
                 int p = self->inputs[i], k = self->slot_of[p];
                 P->regen[k] = mb->filled[k] == 0 && self->g->ops[p].type == GPP_OP_INPUT;
             }
-            if (s_feed(self, self->feed, self->feed_bytes, mb, 1, err) < 0)
+            int rc = s_feed(self, self->feed, self->feed_bytes, mb, 1, err);
+            if (rc < 0)
                 return -1;
+            if (rc == 0) { /* the feeds were made for a smaller micro-batch */
+                s_off(self, "micro-batch slot %d loads more samples than an earlier one", m);
+                return 0;
+            }
         }
         if (!s_capture(self, m, fwd, &r)) {
             s_off(self, "%s", self->graphs_why); /* the pass runs eagerly */

@@ -147,15 +147,17 @@ static int s_backward(job_t *j, int m, int64_t n)
 static int s_iteration(job_t *j, int it, int64_t B, int64_t b, double *loss)
 {
     gpp_err_t err = {{0}};
-    int n_mb = (int)(B / b);
+    int n_mb = (int)((B + b - 1) / b);
+#define S_N(m) (B - (m) * b < b ? B - (m) * b : b) /* the last may be smaller */
     for (int m = 0; m < n_mb; m++) {
-        if (s_forward(j, m, it * B + m * b, b) < 0)
+        if (s_forward(j, m, it * B + m * b, S_N(m)) < 0)
             return -1;
-        if (m > 0 && s_backward(j, m - 1, b) < 0)
+        if (m > 0 && s_backward(j, m - 1, S_N(m - 1)) < 0)
             return -1;
     }
-    if (s_backward(j, n_mb - 1, b) < 0)
+    if (s_backward(j, n_mb - 1, S_N(n_mb - 1)) < 0)
         return -1;
+#undef S_N
     *loss = 0;
     for (int s = 0; s < j->n_stages; s++) {
         double l = 0;
@@ -213,10 +215,14 @@ static void s_mem(job_t *j, int s, int64_t b, int n_mb, int64_t *measured, int64
     *predicted = gpp_stage_mem_peak(&sm, 2, n_mb);
 }
 
-static void s_model(const char *spec, const gpp_fixture_rule_t *rules, int n_stages)
+/* B samples an iteration in micro-batches of b: with B % b, the last
+ * micro-batch is smaller (each slot keeps its size every iteration, as the
+ * recordings need) and the memory prediction for b (uniform micro-batches,
+ * as a plan's) does not apply. */
+static void s_model(const char *spec, const gpp_fixture_rule_t *rules, int n_stages, int64_t B)
 {
-    const int64_t B = 12, b = 4;
-    const int n_mb = (int)(B / b);
+    const int64_t b = 4;
+    const int n_mb = (int)((B + b - 1) / b);
     job_t gr, eg;
     if (s_job_open(&gr, spec, rules, n_stages, B, 1) < 0)
         return;
@@ -256,10 +262,10 @@ static void s_model(const char *spec, const gpp_fixture_rule_t *rules, int n_sta
             GPP_EXPECT_MSG(rep >= 3 * 2 * n_mb && rep % (2 * n_mb) == 0, "stage %d: %lld replays",
                            s, (long long)rep);
         }
-        GPP_EXPECT_MSG(mg <= pg, "stage %d: %lld bytes measured, %lld predicted", s, (long long)mg,
-                       (long long)pg);
-        GPP_EXPECT_MSG(me <= pe, "stage %d (eager): %lld bytes measured, %lld predicted", s,
-                       (long long)me, (long long)pe);
+        GPP_EXPECT_MSG(mg <= pg || B % b, "stage %d: %lld bytes measured, %lld predicted", s,
+                       (long long)mg, (long long)pg);
+        GPP_EXPECT_MSG(me <= pe || B % b, "stage %d (eager): %lld bytes measured, %lld predicted",
+                       s, (long long)me, (long long)pe);
     }
     /* another micro-batch size: not what was recorded */
     double lg = 0, le = 0;
@@ -290,18 +296,19 @@ static void s_model(const char *spec, const gpp_fixture_rule_t *rules, int n_sta
 
 static void t_mmt(void)
 {
-    s_model(GPP_FIXTURE_MMT, gpp_fixture_mmt_stages, 5);
+    s_model(GPP_FIXTURE_MMT, gpp_fixture_mmt_stages, 5, 12);
 }
 
 static void t_candle(void)
 {
-    s_model(GPP_FIXTURE_CANDLE, gpp_fixture_candle_stages, 4);
+    /* 4 + 4 + 2: the last slot smaller, its feeds the first's */
+    s_model(GPP_FIXTURE_CANDLE, gpp_fixture_candle_stages, 4, 10);
 }
 
 static void t_dlrm(void)
 {
     /* the embedding stage does not record */
-    s_model(GPP_FIXTURE_DLRM, gpp_fixture_dlrm_stages, 5);
+    s_model(GPP_FIXTURE_DLRM, gpp_fixture_dlrm_stages, 5, 12);
 }
 
 static const gpp_test_case_t cases[] = {
