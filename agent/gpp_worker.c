@@ -279,6 +279,20 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
 
 /* ---- the thread ---- */
 
+/* Sends the ProfileResult of rows [n], naming the backend's device. */
+static void s_post_profile(gpp_worker_t *self, gpp_backend_t *be, Gpp__OpProfile **rows, size_t n)
+{
+    Gpp__ProfileResult res = GPP__PROFILE_RESULT__INIT;
+    res.n_ops = n;
+    res.ops = rows;
+    char devname[GPP_MSG_DEVICE_NAME_MAX + 1];
+    snprintf(devname, sizeof devname, "%s", gpp_backend_device_name(be));
+    res.device_name = devname;
+    gpp_msg_t m;
+    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_PROFILE_RESULT, &res);
+    s_post(self, &m);
+}
+
 /* Answers a figures-only ProfileRequest: each executable op's kernel stash
  * and stream workspace on this agent's backend (what the executor will
  * keep and reserve), one row per op at micro-batch 1 with times 0, without
@@ -305,15 +319,7 @@ static int s_figures(gpp_worker_t *self, const gpp_graph_t *g, gpp_backend_t *be
         r->workspace_per_sample = w.per_sample;
         rowp[n++] = r;
     }
-    Gpp__ProfileResult res = GPP__PROFILE_RESULT__INIT;
-    res.n_ops = n;
-    res.ops = rowp;
-    char devname[GPP_MSG_DEVICE_NAME_MAX + 1];
-    snprintf(devname, sizeof devname, "%s", gpp_backend_device_name(be));
-    res.device_name = devname;
-    gpp_msg_t m;
-    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_PROFILE_RESULT, &res);
-    s_post(self, &m);
+    s_post_profile(self, be, rowp, n);
     free(rowp);
     free(rows);
     return 0;
@@ -401,15 +407,7 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
     rowp = gpp_xcalloc(n ? n : 1, sizeof *rowp);
     for (size_t i = 0; i < n; i++)
         rowp[i] = &rows[i];
-    Gpp__ProfileResult res = GPP__PROFILE_RESULT__INIT;
-    res.n_ops = n;
-    res.ops = rowp;
-    char devname[GPP_MSG_DEVICE_NAME_MAX + 1];
-    snprintf(devname, sizeof devname, "%s", gpp_backend_device_name(be));
-    res.device_name = devname;
-    gpp_msg_t m;
-    gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_PROFILE_RESULT, &res);
-    s_post(self, &m);
+    s_post_profile(self, be, rowp, n);
     rc = 0;
 out:
     cJSON_Delete(root);

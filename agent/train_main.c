@@ -70,9 +70,10 @@ static void s_usage(FILE *out)
         "  --no-fuse             run each linear and the ReLU/GELU it feeds as two ops (default:\n"
         "                        one call, the activation in the product's epilogue on cuda;\n"
         "                        same results, for comparison)\n"
-        "  --cuda-graphs         with --backend cuda: record each micro-batch size's step as a\n"
-        "                        CUDA graph once and replay it (one launch per step; not for\n"
-        "                        models with embedding tables; docs/gpu.md \"CUDA graphs\")\n"
+        "  --cuda-graphs         with --backend cuda: once the memory settles (iteration 2 or\n"
+        "                        3), record each micro-batch's forward and backward as a CUDA\n"
+        "                        graph and replay them (one launch per pass; not for models\n"
+        "                        with embedding tables; docs/gpu.md \"CUDA graphs\")\n"
         "  --data PATH           read inputs and labels from a gpp dataset file, or from\n"
         "                        NumPy arrays: a directory of <op name>.npy per input and\n"
         "                        loss op, or a list op=FILE.npy,op=FILE.npy (docs/executor.md)\n"
@@ -400,13 +401,15 @@ static double s_cpu_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* One iteration: micro-batches of the mini-batch [t B, (t+1) B). */
+/* One iteration: micro-batches of the mini-batch [t B, (t+1) B), micro-batch
+ * m in slot m (with --cuda-graphs each slot's passes are recorded once at
+ * the size it has every iteration, and replayed). */
 static int s_iteration(gpp_exec_t *ex, const opts_t *o, int64_t t, double *loss, gpp_err_t *err)
 {
     int64_t lo = t * o->batch;
     for (int64_t done = 0, m = 0; done < o->batch; m++) {
         int64_t n = o->batch - done < o->micro_batch ? o->batch - done : o->micro_batch;
-        if (gpp_exec_run(ex, 0, lo + done, n, err) < 0)
+        if (gpp_exec_run(ex, (int)m, lo + done, n, err) < 0)
             return -1;
         done += n;
     }
@@ -545,7 +548,7 @@ int main(int argc, char **argv)
          * flight) vs measured (the backend's high-water mark) */
         gpp_stage_mem_t pm;
         gpp_backend_mem_t bm;
-        gpp_exec_predict_mem(ex, o.micro_batch, &pm);
+        gpp_exec_predict_mem(ex, o.micro_batch, o.batch % o.micro_batch, &pm);
         gpp_backend_mem(be, &bm);
         /* plus the backend's own buffers (cuBLASLt workspaces), which the
            model of the executor does not hold */

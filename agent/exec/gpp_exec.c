@@ -25,19 +25,6 @@
  * The op table's gpp_stage_mem walks these allocations in this order: a
  * change here is a change there (test_optable zoo_stage_peak checks). */
 
-/* Records a block a capture uses (once). */
-static void s_graph_note_block(exec_graph_t *gr, void *p, size_t bytes)
-{
-    for (int i = 0; i < gr->n_blocks; i++)
-        if (gr->blocks[i].p == p)
-            return;
-    if (gr->n_blocks == gr->cap_blocks) {
-        gr->cap_blocks = gr->cap_blocks ? 2 * gr->cap_blocks : 32;
-        gr->blocks = gpp_xrealloc(gr->blocks, (size_t)gr->cap_blocks * sizeof *gr->blocks);
-    }
-    gr->blocks[gr->n_blocks++] = (exec_block_t){p, bytes};
-}
-
 void *gpp_exec_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
 {
     if (bytes == 0)
@@ -76,8 +63,6 @@ void *gpp_exec_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
             return NULL;
         gpp_exec_pg_grew(self, p, bytes);
     }
-    if (self->capturing)
-        s_graph_note_block(self->capturing, p, bytes);
     self->live_bytes += (int64_t)bytes;
     if (self->live_bytes > self->peak_bytes)
         self->peak_bytes = self->live_bytes;
@@ -1384,9 +1369,9 @@ gpp_work_t gpp_exec_op_workspace(const gpp_exec_t *self, int op)
     return (gpp_work_t){-1, -1};
 }
 
-void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *out)
+void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, int64_t n_last, gpp_stage_mem_t *out)
 {
-    assert(self && n >= 0);
+    assert(self && n >= 0 && n_last >= 0);
     int *ids = gpp_xcalloc((size_t)self->n_local, sizeof(int));
     int64_t *ks = gpp_xcalloc((size_t)self->g->n_ops, sizeof(int64_t));
     gpp_work_t *work = gpp_xcalloc((size_t)self->g->n_ops, sizeof *work);
@@ -1403,9 +1388,14 @@ void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *ou
                            .alloc_rule = gpp_backend_alloc_rule(self->be),
                            .load_ahead = self->ahead != NULL,
                            /* passes replayed as CUDA graphs (gpp_exec_graph.c):
-                              they were, or may be (not gpp_exec_run's steps) */
+                              they were, or may be */
                            .graphs = self->pg_used || self->pg == PG_IDLE};
     gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, &dev, out);
+    if (dev.graphs && n_last > 0 && n_last != n) { /* the pool keeps its blocks too */
+        gpp_stage_mem_t last;
+        gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n_last, &dev, &last);
+        out->run_bytes += last.run_bytes;
+    }
     free(work);
     free(ks);
     free(ids);

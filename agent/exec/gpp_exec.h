@@ -84,7 +84,8 @@ typedef struct {
     uint64_t seed;        /* weight initialisation */
     gpp_optim_hp_t optim; /* optimizer and hyper-parameters */
     int64_t batch;        /* B: mini-batch samples over all micro-batches and replicas */
-    int graphs;           /* 1: gpp_exec_run may replay CUDA graphs (docs/gpu.md "CUDA
+    int graphs;           /* 1: record and replay each pass as a CUDA graph once the
+                             iterations repeat (gpp_exec_run below, docs/gpu.md "CUDA
                              graphs"); ignored where the backend cannot capture */
     int no_fuse;          /* 1: run a linear and the ReLU/GELU it feeds as two ops (a
                              debugging and benchmarking aid; the results are the same,
@@ -175,19 +176,21 @@ gpp_sparse_grad_t *gpp_exec_sparse_grad(gpp_exec_t *self, int i);
 int gpp_exec_loss(gpp_exec_t *self, double *loss, gpp_err_t *err);
 
 /* begin + forward + backward of micro-batch slot m over samples
- * [sample_lo, sample_lo + n), with the same results. With cfg.graphs on a
- * backend that captures (CUDA), a whole-model stage (no boundary inputs or
- * outputs) without sparse parameters and with the timing hook off records
- * the step of a micro-batch size once as a CUDA graph, after one ordinary
- * run of that size, and replays it from then on: one launch instead of one
- * per kernel. Inputs and labels are loaded into per-graph device buffers
- * before each replay (the data source runs on the host as before); the
- * graph owns the device blocks it was captured with. A capture that fails
- * turns graphs off for the executor (gpp_exec_graphs_off says why) and runs
- * the step as usual. */
+ * [sample_lo, sample_lo + n). */
 int gpp_exec_run(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_err_t *err);
-/* Graph figures: captures and replays so far; the reason graphs are off
- * (cfg.graphs unset, backend, stage, or a failed capture), NULL when on. */
+/* CUDA graphs (cfg.graphs on a backend that captures: CUDA; stages without
+ * sparse parameters; the timing hook off): when every iteration (calls up
+ * to gpp_exec_step) makes the same calls in the same order with the same
+ * sizes, as a pipeline schedule and gpp-train's micro-batches do, the
+ * executor records each forward and backward pass of each slot once its
+ * memory has settled (iteration 2 or 3) and replays it from then on: one
+ * launch instead of one per kernel, the same results bit for bit. Inputs
+ * and labels are loaded into feed buffers before each launch (the data
+ * source runs on the host as before). Anything the recording did not make
+ * (another size, a slot it did not record) makes the executor leave for
+ * good and run as usual (gpp_exec_graphs_off says why); docs/gpu.md "CUDA
+ * graphs". Figures: recordings and replays so far; the reason graphs are
+ * off, NULL when on. */
 void gpp_exec_graph_stats(const gpp_exec_t *self, int64_t *captures, int64_t *replays);
 const char *gpp_exec_graphs_off(const gpp_exec_t *self);
 /* Optimizer step on every parameter, then zeroes the gradients. -1 when a
@@ -254,11 +257,14 @@ int64_t gpp_exec_kernel_stash_bytes(const gpp_exec_t *self, int op);
 gpp_work_t gpp_exec_op_workspace(const gpp_exec_t *self, int op);
 /* The op table's model of this executor's device memory for micro-batches
  * of n samples (gpp_stage_mem: the optimizer and mini-batch of the config,
- * the backend's kernel stashes).
+ * the backend's kernel stashes), the last of each mini-batch n_last samples
+ * (0 or n: the same). Replaying CUDA graphs, the pool also keeps the
+ * smaller micro-batch's blocks (sizes of their own): run_bytes counts both.
  * With the backend's allocations all the executor's, the backend's peak
  * (gpp_backend_mem) is gpp_stage_mem_peak(out, most micro-batches in
- * flight, gpp_exec_mb_slots) up to the backend's rounding. */
-void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, gpp_stage_mem_t *out);
+ * flight, gpp_exec_mb_slots) up to the backend's rounding, or at most that
+ * with graphs. */
+void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, int64_t n_last, gpp_stage_mem_t *out);
 /* Micro-batch slots the executor has opened (each holds its loss values). */
 int gpp_exec_mb_slots(const gpp_exec_t *self);
 /* Per-op timing hook: when on, timed events (gpp_event_new_timed) are

@@ -4,15 +4,12 @@
  * products takes on the device, so a stage whose kernels are launched one
  * by one leaves the GPU waiting on the host. A recording (gpp_stream_capture
  * _begin/_end) replays the same kernels on the same pointers with one
- * launch. Two uses:
+ * launch.
  *
- * Whole steps (gpp_exec_run, gpp-train --cuda-graphs): begin + forward +
- * backward of one micro-batch size, recorded after one ordinary step of
- * that size; the graph owns the blocks it was captured with.
- *
- * Passes of a stage driven pass by pass (the pipeline's FWD and BWD actions,
- * [job] cuda_graphs): each forward and each backward of each micro-batch
- * slot is one recording. A pipeline iteration makes the same executor calls
+ * With cfg.graphs, each forward and each backward of each micro-batch slot
+ * is one recording: the pipeline's FWD and BWD actions ([job] cuda_graphs),
+ * gpp_exec_run's (gpp-train --cuda-graphs: a slot per micro-batch of the
+ * mini-batch). A pipeline iteration makes the same executor calls
  * in the same order every time (the plan's schedule), and the recordings
  * rely on that:
  * - PG_WARM: iterations run eagerly while the pool only grows (no cached
@@ -50,45 +47,7 @@
 #include "agent/exec/gpp_exec_impl.h"
 #include "model/gpp_optable.h"
 
-/* ---- whole steps (gpp_exec_run) ---- */
-
-static int s_run_eager(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
-{
-    if (gpp_exec_begin(self, m, lo, n, err) < 0 || gpp_exec_forward(self, m, err) < 0)
-        return -1;
-    return gpp_exec_backward(self, m, err);
-}
-
-/* Frees a step's graph and what it owns (the stream is synchronised first
- * by the callers: its work may still use the blocks). */
-static void s_graph_drop(gpp_exec_t *self, exec_graph_t *gr)
-{
-    gpp_replay_destroy(&gr->r);
-    for (int i = 0; gr->feed && i < self->g->n_ops; i++)
-        gpp_backend_free(self->be, &gr->feed[i]);
-    for (int i = 0; i < gr->n_blocks; i++)
-        gpp_backend_free(self->be, &gr->blocks[i].p);
-    free(gr->feed);
-    free(gr->feed_bytes);
-    free(gr->blocks);
-    memset(gr, 0, sizeof *gr);
-}
-
-/* The graph entry for size n: found, or a free one; NULL when both are
- * taken by other sizes (that step runs eagerly). */
-static exec_graph_t *s_graph_for(gpp_exec_t *self, int64_t n)
-{
-    for (int i = 0; i < EXEC_GRAPHS; i++)
-        if (self->gr[i].n == n)
-            return &self->gr[i];
-    for (int i = 0; i < EXEC_GRAPHS; i++)
-        if (self->gr[i].n == 0) {
-            self->gr[i].n = n;
-            return &self->gr[i];
-        }
-    /* more sizes than entries (a step of a third size): run eagerly */
-    return NULL;
-}
+/* ---- feeds: what a recorded pass loads ---- */
 
 /* The shape of what op loads for n samples (an INPUT op's data, a loss's
  * labels); 0 when it loads nothing. */
@@ -153,129 +112,12 @@ static int s_feed(gpp_exec_t *self, void **feed, size_t *feed_bytes, exec_mb_t *
     return 1;
 }
 
-/* Moves the blocks the capture used out of the pool: the graph owns them. */
-static void s_graph_take_blocks(gpp_exec_t *self, exec_graph_t *gr)
-{
-    for (int b = 0; b < gr->n_blocks; b++)
-        for (int i = 0; i < self->n_free; i++)
-            if (self->free_blocks[i].p == gr->blocks[b].p) {
-                self->free_blocks[i] = self->free_blocks[--self->n_free];
-                break;
-            }
-}
-
-/* Captures micro-batch slot m's step into gr (nothing runs), or fails with
- * the slot released and the graph dropped. */
-static int s_graph_capture(gpp_exec_t *self, exec_graph_t *gr, int m, gpp_err_t *err)
-{
-    gpp_err_t cerr = {0};
-    self->capturing = gr;
-    self->capture_on = 1;
-    self->cap_feed = gr->feed;
-    self->cap_feed_bytes = gr->feed_bytes;
-    int rc = gpp_stream_capture_begin(self->s, err);
-    if (rc == 0) {
-        rc = gpp_exec_forward(self, m, err);
-        if (rc == 0)
-            rc = gpp_exec_backward(self, m, err);
-        if (gpp_stream_capture_end(self->s, &gr->r, rc == 0 ? err : &cerr) < 0)
-            rc = -1;
-    }
-    self->capturing = NULL;
-    self->capture_on = 0;
-    self->cap_feed = NULL;
-    self->cap_feed_bytes = NULL;
-    if (rc < 0) {
-        self->mb[m].loss_pending = 0; /* nothing ran */
-        gpp_exec_release(self, m);
-        gr->n_blocks = 0; /* the blocks it noted are back in the pool */
-        return -1;
-    }
-    s_graph_take_blocks(self, gr);
-    gr->ws = gpp_stream_workspace_now(self->s);
-    self->captures++;
-    return 0;
-}
-
-/* Drops gr's recording once the stream is done with it: its blocks go back
- * to the pool, so the entry keeps its size and stays warm. */
-static int s_graph_reset(gpp_exec_t *self, exec_graph_t *gr, gpp_err_t *err)
-{
-    if (gpp_stream_sync(self->s, err) < 0)
-        return -1;
-    for (int i = 0; i < gr->n_blocks; i++)
-        gpp_exec_pool_put(self, gr->blocks[i].p, gr->blocks[i].bytes);
-    gr->n_blocks = 0;
-    int64_t n = gr->n;
-    s_graph_drop(self, gr);
-    gr->n = n;
-    gr->warm = 1;
-    return 0;
-}
-
-static int s_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
-{
-    exec_graph_t *gr = NULL;
-    if (!self->graphs_off && !self->timing && n > 0 && !self->n_inputs && !self->n_outputs)
-        gr = s_graph_for(self, n);
-    if (!gr)
-        return s_run_eager(self, m, lo, n, err);
-    if (!gr->warm) { /* first at this size: an ordinary run fills the pool */
-        self->pool_grow = 1;
-        int rc = s_run_eager(self, m, lo, n, err);
-        self->pool_grow = 0;
-        if (rc < 0)
-            return -1;
-        gr->warm = 1;
-        return 0;
-    }
-    if (gr->r && gr->ws != gpp_stream_workspace_now(self->s) &&
-        s_graph_reset(self, gr, err) < 0) /* the workspace moved (a larger size ran) */
-        return -1;
-    if (gpp_exec_begin(self, m, lo, n, err) < 0)
-        return -1;
-    exec_mb_t *mb = &self->mb[m];
-    if (!gr->feed) {
-        gr->feed = gpp_xcalloc((size_t)self->g->n_ops, sizeof *gr->feed);
-        gr->feed_bytes = gpp_xcalloc((size_t)self->g->n_ops, sizeof *gr->feed_bytes);
-    }
-    int rc = s_feed(self, gr->feed, gr->feed_bytes, mb, 1, err);
-    if (rc <= 0) /* 0: not for a graph of one size */
-        return rc < 0 ? -1 : gpp_err_set(err, "executor: no feed buffer for a step of %lld",
-                                         (long long)n);
-    if (!gr->r && s_graph_capture(self, gr, m, err) < 0) {
-        snprintf(self->graphs_why, sizeof self->graphs_why, "capture failed: %s", err->msg);
-        self->graphs_off = self->graphs_why;
-        if (s_graph_reset(self, gr, err) < 0)
-            return -1;
-        return s_run_eager(self, m, lo, n, err);
-    }
-    if (gpp_replay_launch(gr->r, self->s, err) < 0)
-        return -1;
-    self->replays++;
-    gpp_exec_ahead_flush(self);
-    /* the host state the eager calls leave: every tensor released (a whole
-       model keeps no input gradient), the loss on its way to the host */
-    mb->state = MB_BACKWARD;
-    mb->loss_pending = self->n_loss > 0;
-    if (self->n_loss && gpp_stream_copy(self->s, mb->loss_host, mb->loss_dev,
-                                        (size_t)self->n_loss * 4, GPP_COPY_D2H, err) < 0)
-        return -1;
-    return 0;
-}
-
 int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
 {
     assert(self && m >= 0 && n >= 0 && lo >= 0);
-    /* one kind of recording per executor: whole steps here */
-    if (self->pg == PG_IDLE)
-        self->pg = PG_OFF;
-    else
-        gpp_exec_pg_leave(self, "gpp_exec_run after passes were recorded");
-    self->in_run = 1;
-    int rc = s_run(self, m, lo, n, err);
-    self->in_run = 0;
-    return rc;
+    if (gpp_exec_begin(self, m, lo, n, err) < 0 || gpp_exec_forward(self, m, err) < 0)
+        return -1;
+    return gpp_exec_backward(self, m, err);
 }
 
 /* ---- passes ---- */
@@ -412,7 +254,7 @@ void gpp_exec_pg_leave(gpp_exec_t *self, const char *why)
 int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n, gpp_err_t *err)
 {
     (void)err;
-    if (self->in_run || self->timing)
+    if (self->timing)
         return 0;
     if (self->pg == PG_IDLE) { /* the first pass-by-pass micro-batch: warm up */
         self->pg = PG_WARM;
@@ -452,7 +294,7 @@ int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n, gpp_err_t *err)
 
 void gpp_exec_pg_begun(gpp_exec_t *self, int m)
 {
-    if (self->pg != PG_CAPTURE || self->in_run)
+    if (self->pg != PG_CAPTURE)
         return;
     exec_pass_t *P = s_pass(self, m);
     for (int i = 0; i < self->n_inputs; i++) {
@@ -463,14 +305,14 @@ void gpp_exec_pg_begun(gpp_exec_t *self, int m)
 
 void *gpp_exec_pg_dy_block(gpp_exec_t *self, int m, int k)
 {
-    if (self->pg != PG_REPLAY || self->in_run || m >= self->n_pass)
+    if (self->pg != PG_REPLAY || m >= self->n_pass)
         return NULL;
     return self->pass[m].dy_blk[k]; /* NULL: allocated, which leaves */
 }
 
 void gpp_exec_pg_dy_noted(gpp_exec_t *self, int m, int k, void *p)
 {
-    if (self->pg == PG_CAPTURE && !self->in_run)
+    if (self->pg == PG_CAPTURE)
         s_pass(self, m)->dy_blk[k] = p;
 }
 
@@ -633,8 +475,6 @@ static int s_pass_replay(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
 
 int gpp_exec_pg_pass(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
 {
-    if (self->in_run)
-        return 0;
     if (self->pg == PG_CAPTURE)
         return s_pass_record(self, m, fwd, err);
     if (self->pg == PG_REPLAY)
@@ -667,8 +507,6 @@ void gpp_exec_pg_step(gpp_exec_t *self)
 
 void gpp_exec_graphs_free(gpp_exec_t *self)
 {
-    for (int i = 0; i < EXEC_GRAPHS; i++)
-        s_graph_drop(self, &self->gr[i]);
     s_passes_free(self);
     free(self->reg);
     self->reg = NULL;

@@ -65,25 +65,11 @@ typedef struct {
     size_t bytes;
 } exec_block_t;
 
-/* A captured micro-batch step (gpp_exec_run): one per micro-batch size. */
-#define EXEC_GRAPHS 2
-typedef struct {
-    int64_t n;            /* micro-batch size, 0: unused */
-    int warm;             /* ran once eagerly at this size: the pool holds its blocks */
-    gpp_replay_t *r;      /* the captured step, or NULL */
-    void **feed;          /* [g->n_ops]: device buffer of an INPUT op's data or a loss's
-                             labels, by op id (NULL: the op loads nothing) */
-    size_t *feed_bytes;   /* [g->n_ops] */
-    exec_block_t *blocks; /* device blocks the capture used: owned by the graph */
-    int n_blocks, cap_blocks;
-    void *ws; /* the stream workspace it was captured with */
-} exec_graph_t;
-
-/* Per-pass CUDA graphs of a stage driven pass by pass (gpp_exec_forward /
- * backward, as the pipeline does; gpp_exec_graph.c, docs/gpu.md "CUDA graphs
- * of pipeline stages"): the state of the executor. */
+/* CUDA graphs of a stage's passes (gpp_exec_forward / backward, as the
+ * pipeline and gpp_exec_run drive them; gpp_exec_graph.c, docs/gpu.md "CUDA
+ * graphs"): the state of the executor. */
 typedef enum {
-    PG_IDLE = 0, /* allowed; nothing run yet (the first begin outside gpp_exec_run starts) */
+    PG_IDLE = 0, /* allowed; nothing run yet (the first begin starts) */
     PG_OFF,      /* not allowed, or left (graphs_off says why) */
     PG_WARM,     /* iterations run eagerly while the pool only grows */
     PG_CAPTURE,  /* this iteration records each pass (and launches the recording) */
@@ -155,22 +141,18 @@ struct gpp_exec_s {
     gpp_data_buf_t host; /* staging to the device, page-locked where the backend can */
     int timing;
     gpp_event_t **tev; /* [n_local + 1] timed events of the timing hook, made on first use */
-    /* CUDA graphs (gpp_exec_graph.c): whole steps (gpp_exec_run) or passes */
-    const char *graphs_off; /* why steps are not captured, or NULL */
+    /* CUDA graphs of the passes (gpp_exec_graph.c) */
+    const char *graphs_off; /* why passes are not recorded, or NULL */
     char graphs_why[GPP_ERR_LEN];
-    exec_graph_t gr[EXEC_GRAPHS];
-    exec_graph_t *capturing; /* the step being captured: s_alloc notes its blocks */
-    int capture_on;          /* inside a capture: nothing may allocate or synchronise */
-    void **cap_feed;         /* inside a capture: [g->n_ops] the feeds loads read */
+    int capture_on;  /* inside a capture: nothing may allocate or synchronise */
+    void **cap_feed; /* inside a capture: [g->n_ops] the feeds loads read */
     size_t *cap_feed_bytes;
-    int in_run; /* gpp_exec_run is calling begin/forward/backward */
-    /* the pool only grows (s_alloc gives no cached block back): set for the
-       eager step that warms a graph's size, so that the pool then holds, of
-       every size, as many blocks as the step has live at once, which the
-       capture (no allocation allowed) takes */
+    /* the pool only grows (s_alloc gives no cached block back) while passes
+       are warmed for, recorded or replayed: it then holds, of every size, as
+       many blocks as the iteration has live at once, which a capture (no
+       allocation allowed) takes */
     int pool_grow;
     int64_t captures, replays;
-    /* per-pass graphs */
     exec_pg_t pg;
     int pg_used;    /* passes were warmed for or recorded: the pool grew that way */
     int warm_iters; /* iterations run in PG_WARM */
@@ -212,7 +194,7 @@ void gpp_exec_mb_arrays_free(exec_mb_t *x);
 void gpp_exec_mb_copy(const gpp_exec_t *self, exec_mb_t *dst, const exec_mb_t *src);
 
 /* ---- gpp_exec_graph.c ---- */
-/* Frees the whole-step graphs and the per-pass state (destroy). */
+/* Frees the passes' recordings and feeds (destroy). */
 void gpp_exec_graphs_free(gpp_exec_t *self);
 /* Per-pass graphs, called by gpp_exec.c at each entry point (a no-op unless
  * the executor records or replays passes). begin: before the slot is begun

@@ -88,7 +88,7 @@ typedef struct {
     gpp_precision_t precision;
     /* CUDA: record each pass as a CUDA graph once the stage's memory has
      * settled and replay it (gpp_exec_cfg_t.graphs, docs/gpu.md "CUDA
-     * graphs of pipeline stages"); ignored on the CPU backend */
+     * graphs"); ignored on the CPU backend */
     int graphs;
     /* the communicator; a world of one rank has none */
     const char *rdv_endpoint; /* the coordinator's rendezvous endpoint (gpp_rdv_client) */

@@ -211,7 +211,7 @@ static void s_mem(job_t *j, int s, int64_t b, int n_mb, int64_t *measured, int64
     gpp_backend_mem(j->be[s], &bm);
     *measured = bm.peak_bytes - bm.own_bytes;
     gpp_stage_mem_t sm;
-    gpp_exec_predict_mem(j->ex[s], b, &sm);
+    gpp_exec_predict_mem(j->ex[s], b, b, &sm);
     *predicted = gpp_stage_mem_peak(&sm, 2, n_mb);
 }
 

@@ -216,7 +216,7 @@ static int64_t s_stage_peak(gpp_fixture_exec_t *f, int lo, int hi, gpp_optim_kin
     }
     GPP_EXPECT_MSG(ok, "%s ops [%d, %d): %s", g->spec, lo, hi, err.msg);
     gpp_stage_mem_t pm;
-    gpp_exec_predict_mem(ex, n, &pm);
+    gpp_exec_predict_mem(ex, n, n, &pm);
     int64_t pred = gpp_stage_mem_peak(&pm, mbs, gpp_exec_mb_slots(ex));
     gpp_backend_mem_t bm;
     gpp_backend_mem(f->be, &bm);
