@@ -9,9 +9,9 @@
  * With cfg.graphs, each forward and each backward of each micro-batch slot
  * is one recording: the pipeline's FWD and BWD actions ([job] cuda_graphs),
  * gpp_exec_run's (gpp-train --cuda-graphs: a slot per micro-batch of the
- * mini-batch). A pipeline iteration makes the same executor calls
- * in the same order every time (the plan's schedule), and the recordings
- * rely on that:
+ * mini-batch). An iteration (the calls up to gpp_exec_step) makes the same
+ * executor calls in the same order every time (the plan's schedule,
+ * gpp-train's micro-batches), and the recordings rely on that:
  * - PG_WARM: iterations run eagerly while the pool only grows (no cached
  *   block goes back to the device), until an iteration takes no new block:
  *   the pool then holds every block the steady state has live at once (the
