@@ -993,7 +993,7 @@ int gpp_exec_forward_run(gpp_exec_t *self, int m, gpp_err_t *err)
     for (int i = 0; i < self->n_inputs; i++) {
         int p = self->inputs[i], k = self->slot_of[p];
         /* data produced elsewhere: regenerate rather than receive */
-        if (mb->filled[k] == 0 && mb->filled[k] != mb->n && self->g->ops[p].type == GPP_OP_INPUT &&
+        if (mb->filled[k] == 0 && mb->n > 0 && self->g->ops[p].type == GPP_OP_INPUT &&
             gpp_exec_load(self, mb, p, &mb->act[k], err) < 0)
             return -1;
     }
