@@ -1132,7 +1132,9 @@ int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
     exec_mb_t *mb = &self->mb[m];
     for (int i = 0; i < self->n_outputs; i++) {
         int op = self->outputs[i], k = self->slot_of[op];
-        if (self->slots[k].needs_grad && !mb->got_grad[k])
+        /* an empty shard's outputs have no samples, and no gradient comes
+           for them (a plan's lowering sends none) */
+        if (self->slots[k].needs_grad && !mb->got_grad[k] && mb->n > 0)
             return gpp_err_set(err,
                                "executor: backward of micro-batch %d: no gradient received "
                                "for output op %d '%s' (consumed by another stage)",

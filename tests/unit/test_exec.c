@@ -269,6 +269,43 @@ static void t_data_parallel_halves_sum(void)
     gpp_fixture_exec_close(&f);
 }
 
+/* A data-parallel replica with no samples of a micro-batch (more replicas
+ * than samples): a stage with inputs and outputs begins, forwards and
+ * backwards the empty shard with nothing set and no gradient handed back
+ * (a plan's lowering sends none), its outputs and input gradients are
+ * empty, and its gradients stay zero. */
+static void t_empty_shard(void)
+{
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, s_specs[0], 7) < 0)
+        return;
+    int ops[64], n = 0; /* stage 1 of the MMT cut: ln2, fc1, gelu */
+    for (int i = 0; i < f.g->n_ops; i++)
+        if (gpp_fixture_stage_of(f.g->ops[i].name, gpp_fixture_mmt_stages) == 1)
+            ops[n++] = i;
+    gpp_exec_t *ex = s_exec(&f, n, ops, 4);
+    gpp_err_t err = {0};
+    if (ex) {
+        GPP_EXPECT(gpp_exec_n_inputs(ex) > 0 && gpp_exec_n_outputs(ex) > 0);
+        GPP_EXPECT_MSG(gpp_exec_begin(ex, 0, 0, 0, &err) == 0 && gpp_exec_forward(ex, 0, &err) == 0,
+                       "%s", err.msg);
+        const gpp_tensor_t *y = gpp_exec_output(ex, 0, gpp_exec_output_op(ex, 0));
+        GPP_EXPECT(y && y->n == 0);
+        GPP_EXPECT_MSG(gpp_exec_backward(ex, 0, &err) == 0, "%s", err.msg);
+        const gpp_tensor_t *dx = gpp_exec_input_grad(ex, 0, gpp_exec_input_op(ex, 0));
+        GPP_EXPECT(dx && dx->n == 0);
+        gpp_exec_release(ex, 0);
+        int64_t numel = 0, nonzero = 0;
+        const float *g = gpp_exec_grads(ex, &numel);
+        for (int64_t i = 0; i < numel; i++)
+            nonzero += g[i] != 0.0f;
+        GPP_EXPECT(numel > 0 && nonzero == 0);
+        GPP_EXPECT(gpp_exec_stash_bytes(ex) == 0);
+    }
+    gpp_exec_destroy(&ex);
+    gpp_fixture_exec_close(&f);
+}
+
 static void t_identical_weights_everywhere(void)
 {
     gpp_fixture_exec_t f;
@@ -746,6 +783,7 @@ static const gpp_test_case_t cases[] = {
     {"micro_batches_equal_full_batch", t_micro_batches_equal_full_batch},
     {"stages_equal_whole_model", t_stages_equal_whole_model},
     {"data_parallel_halves_sum", t_data_parallel_halves_sum},
+    {"empty_shard", t_empty_shard},
     {"identical_weights_everywhere", t_identical_weights_everywhere},
     {"fusion_same_results", t_fusion_same_results},
     {"load_ahead_same_results", t_load_ahead_same_results},
