@@ -787,44 +787,36 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
        memory predicted */
     self->figures =
         !self->profiling && !self->measured && cfg->job.backend == GPP_CONFIG_BACKEND_CUDA;
-    if (self->figures) {
+    if (self->profiling || self->figures) {
         gpp__profile_request__init(&self->preq);
         self->preq.model = self->cfg.job.model;
-        self->preq_mbs = gpp_xcalloc(1, sizeof *self->preq_mbs);
-        self->preq_mbs[0] = 1;
-        self->preq.n_micro_batches = 1;
-        self->preq.micro_batches = self->preq_mbs;
-        self->preq.iterations = 1;
+        /* measured where the job trains: a cuda job's agent 0 times the ops
+         * on its GPU (CUDA events) at the job's precision, or gives their
+         * figures there */
         self->preq.backend = s_wire_backend(cfg);
         self->preq.precision = s_wire_precision(cfg);
-        self->preq.figures_only = 1;
-    }
-    if (self->profiling) {
-        gpp__profile_request__init(&self->preq);
-        self->preq.model = self->cfg.job.model;
         /* powers of two up to the batch and to 2^24, the largest
          * micro-batch a profile table holds (gpp_cost_attach_rows); int64:
          * doubling past a batch near INT_MAX must not overflow (it used to
-         * wrap and loop forever) */
+         * wrap and loop forever); the figures: [1] */
         int n = 0;
         for (int64_t b = 1; b <= cfg->job.batch && b <= 1 << 24; b *= 2)
             n++;
+        n = self->figures ? 1 : n;
         self->preq_mbs = gpp_xcalloc((size_t)n, sizeof *self->preq_mbs);
-        n = 0;
-        for (int64_t b = 1; b <= cfg->job.batch && b <= 1 << 24; b *= 2)
-            self->preq_mbs[n++] = (int32_t)b;
+        for (int i = 0; i < n; i++)
+            self->preq_mbs[i] = (int32_t)1 << i;
         self->preq.n_micro_batches = (size_t)n;
         self->preq.micro_batches = self->preq_mbs;
-        self->preq.iterations = 3;
-        /* measured where the job trains: a cuda job's agent 0 times the ops
-         * on its GPU (CUDA events) at the job's precision */
-        self->preq.backend = s_wire_backend(cfg);
-        self->preq.precision = s_wire_precision(cfg);
+        self->preq.iterations = self->figures ? 1 : 3;
+        self->preq.figures_only = self->figures;
+    }
+    if (self->profiling) {
         if (self->out)
             fprintf(self->out,
                     "plan: auto, after the agents profile %s at micro-batch 1, 2, 4 .. up to "
                     "%d (as far as a few seconds allow)\n",
-                    self->g->spec, self->preq_mbs[n - 1]);
+                    self->g->spec, self->preq_mbs[self->preq.n_micro_batches - 1]);
     } else if (!(self->defer = s_defer(self)) && s_make_plan(self, NULL, err) < 0) {
         goto fail;
     }

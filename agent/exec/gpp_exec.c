@@ -616,9 +616,8 @@ int gpp_exec_begin(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_er
     if (ws > 0 && !gpp_stream_workspace(self->s, (size_t)ws, err))
         return -1;
     /* Replaying passes, the inputs take their recorded blocks. */
-    int pg = gpp_exec_pg_begin(self, m, n, err);
-    if (pg != 0)
-        return pg < 0 ? -1 : 0;
+    if (gpp_exec_pg_begin(self, m, n))
+        return 0;
     /* Buffers for the boundary inputs the caller fills. */
     for (int i = 0; i < self->n_inputs; i++) {
         int k = self->slot_of[self->inputs[i]];
@@ -795,11 +794,11 @@ void gpp_exec_ahead_flush(gpp_exec_t *self)
  * (gpp_exec_ahead_flush starts them). */
 int gpp_exec_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gpp_err_t *err)
 {
-    if (self->cap_feed) { /* loaded before the launch into the graph's feed buffer */
-        if (!self->cap_feed[op] || self->cap_feed_bytes[op] < gpp_tensor_bytes(dst))
+    if (self->capture_on) { /* loaded before the launch into the graph's feed buffer */
+        if (!self->feed || !self->feed[op] || self->feed_bytes[op] < gpp_tensor_bytes(dst))
             return gpp_err_set(err, "executor: op %d has no graph feed buffer of %zu bytes", op,
                                gpp_tensor_bytes(dst));
-        return gpp_stream_copy(self->s, dst->data, self->cap_feed[op], gpp_tensor_bytes(dst),
+        return gpp_stream_copy(self->s, dst->data, self->feed[op], gpp_tensor_bytes(dst),
                                GPP_COPY_D2D, err);
     }
     exec_ahead_t *a = self->cs && mb->n > 0 ? s_ahead_of(self, op) : NULL;

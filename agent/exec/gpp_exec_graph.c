@@ -68,44 +68,46 @@ static int s_load_shape(const gpp_exec_t *self, int op, int64_t n, gpp_tensor_t 
     return 1;
 }
 
-/* Loads op's samples of mb into feed[op], made on first use (with grow)
- * at this size: a recording reads it where it is, so it never moves. 1:
- * loaded, 0: no feed that holds them (none and no grow, or one made
+/* Loads op's samples of mb into its feed buffer, made on first use (with
+ * grow) at this size: a recording reads it where it is, so it never moves.
+ * 1: loaded, 0: no feed that holds them (none and no grow, or one made
  * smaller), -1: error. */
-static int s_feed_op(gpp_exec_t *self, void **feed, size_t *feed_bytes, exec_mb_t *mb, int op,
-                     int grow, gpp_err_t *err)
+static int s_feed_op(gpp_exec_t *self, exec_mb_t *mb, int op, int grow, gpp_err_t *err)
 {
     gpp_tensor_t t;
     if (!s_load_shape(self, op, mb->n, &t))
         return 1;
     size_t bytes = gpp_tensor_bytes(&t);
-    if (!feed[op] && grow) {
-        if (!(feed[op] = gpp_backend_alloc(self->be, bytes ? bytes : 4, err)))
+    if (!self->feed[op] && grow) {
+        if (!(self->feed[op] = gpp_backend_alloc(self->be, bytes ? bytes : 4, err)))
             return gpp_err_prefix(err, "executor: graph feed buffer of op %d", op);
-        feed_bytes[op] = bytes;
+        self->feed_bytes[op] = bytes;
     }
-    if (!feed[op] || feed_bytes[op] < bytes)
+    if (!self->feed[op] || self->feed_bytes[op] < bytes)
         return 0;
-    t.data = feed[op];
+    t.data = self->feed[op];
     return gpp_exec_load(self, mb, op, &t, err) < 0 ? -1 : 1;
 }
 
-/* Loads the data the micro-batch's forward reads into feed buffers, in the
- * order the eager forward loads it: the data inputs it regenerates, then
- * its INPUT ops and losses. Same return as s_feed_op. */
-static int s_feed(gpp_exec_t *self, void **feed, size_t *feed_bytes, exec_mb_t *mb, int grow,
-                  gpp_err_t *err)
+/* Loads the data the micro-batch's forward reads into the feed buffers, in
+ * the order the eager forward loads it: the data inputs it regenerates,
+ * then its INPUT ops and losses. Same return as s_feed_op. */
+static int s_feed(gpp_exec_t *self, exec_mb_t *mb, int grow, gpp_err_t *err)
 {
+    if (!self->feed) {
+        self->feed = gpp_xcalloc((size_t)self->g->n_ops, sizeof *self->feed);
+        self->feed_bytes = gpp_xcalloc((size_t)self->g->n_ops, sizeof *self->feed_bytes);
+    }
     for (int i = 0; i < self->n_inputs; i++) {
         int p = self->inputs[i], k = self->slot_of[p];
         if (mb->filled[k] == 0 && mb->n > 0 && self->g->ops[p].type == GPP_OP_INPUT) {
-            int rc = s_feed_op(self, feed, feed_bytes, mb, p, grow, err);
+            int rc = s_feed_op(self, mb, p, grow, err);
             if (rc <= 0)
                 return rc;
         }
     }
     for (int i = 0; i < self->n_local; i++) {
-        int rc = s_feed_op(self, feed, feed_bytes, mb, self->ops[i].op->id, grow, err);
+        int rc = s_feed_op(self, mb, self->ops[i].op->id, grow, err);
         if (rc <= 0)
             return rc;
     }
@@ -251,9 +253,8 @@ void gpp_exec_pg_leave(gpp_exec_t *self, const char *why)
     }
 }
 
-int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n, gpp_err_t *err)
+int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n)
 {
-    (void)err;
     if (self->timing)
         return 0;
     if (self->pg == PG_IDLE) { /* the first pass-by-pass micro-batch: warm up */
@@ -262,7 +263,8 @@ int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n, gpp_err_t *err)
         self->pool_grow = 1;
         self->warm_iters = 0;
         self->grown = 0;
-        for (int i = 0; i < self->n_free; i++) /* none so far; kept all the same */
+        /* blocks of micro-batches run with the timing hook before */
+        for (int i = 0; i < self->n_free; i++)
             s_reg_add(self, self->free_blocks[i].p, self->free_blocks[i].bytes);
     }
     if (self->pg == PG_CAPTURE) {
@@ -342,8 +344,6 @@ static int s_capture(gpp_exec_t *self, int m, int fwd, gpp_replay_t **r)
     int64_t live = self->live_bytes, peak = self->peak_bytes;
     gpp_err_t cerr = {{0}}, ignored = {{0}};
     self->capture_on = 1;
-    self->cap_feed = self->feed;
-    self->cap_feed_bytes = self->feed_bytes;
     int rc = gpp_stream_capture_begin(self->s, &cerr);
     if (rc == 0) {
         rc = fwd ? gpp_exec_forward_run(self, m, &cerr) : gpp_exec_backward_run(self, m, &cerr);
@@ -351,8 +351,6 @@ static int s_capture(gpp_exec_t *self, int m, int fwd, gpp_replay_t **r)
             rc = -1;
     }
     self->capture_on = 0;
-    self->cap_feed = NULL;
-    self->cap_feed_bytes = NULL;
     if (rc < 0) { /* nothing ran: the host state as it was */
         gpp_exec_mb_copy(self, mb, &undo);
         memcpy(self->free_blocks, free_blocks, (size_t)n_free * sizeof *free_blocks);
@@ -387,15 +385,11 @@ static int s_pass_record(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
             return 0;
         }
         if (fwd) {
-            if (!self->feed) {
-                self->feed = gpp_xcalloc((size_t)self->g->n_ops, sizeof *self->feed);
-                self->feed_bytes = gpp_xcalloc((size_t)self->g->n_ops, sizeof *self->feed_bytes);
-            }
             for (int i = 0; i < self->n_inputs; i++) {
                 int p = self->inputs[i], k = self->slot_of[p];
                 P->regen[k] = mb->filled[k] == 0 && self->g->ops[p].type == GPP_OP_INPUT;
             }
-            int rc = s_feed(self, self->feed, self->feed_bytes, mb, 1, err);
+            int rc = s_feed(self, mb, 1, err);
             if (rc < 0)
                 return -1;
             if (rc == 0) { /* the feeds were made for a smaller micro-batch */
@@ -452,7 +446,7 @@ static int s_pass_replay(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
                 return 0;
             }
         }
-        int rc = s_feed(self, self->feed, self->feed_bytes, mb, 0, err);
+        int rc = s_feed(self, mb, 0, err);
         if (rc < 0)
             return -1;
         if (rc == 0) {

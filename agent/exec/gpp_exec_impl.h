@@ -144,9 +144,7 @@ struct gpp_exec_s {
     /* CUDA graphs of the passes (gpp_exec_graph.c) */
     const char *graphs_off; /* why passes are not recorded, or NULL */
     char graphs_why[GPP_ERR_LEN];
-    int capture_on;  /* inside a capture: nothing may allocate or synchronise */
-    void **cap_feed; /* inside a capture: [g->n_ops] the feeds loads read */
-    size_t *cap_feed_bytes;
+    int capture_on; /* inside a capture: nothing may allocate or synchronise */
     /* the pool only grows (s_alloc gives no cached block back) while passes
        are warmed for, recorded or replayed: it then holds, of every size, as
        many blocks as the iteration has live at once, which a capture (no
@@ -162,7 +160,8 @@ struct gpp_exec_s {
     exec_block_t *reg; /* every block of the pool while passes are recorded or
                           replayed (it then only grows): free or held */
     int n_reg, cap_reg;
-    void **feed; /* [g->n_ops] the passes' feed buffers, by op id */
+    void **feed; /* [g->n_ops] the passes' feed buffers, by op id: a recorded load
+                    copies from there */
     size_t *feed_bytes;
     void *pg_ws; /* the stream workspace the passes were recorded with */
     /* load-ahead */
@@ -199,8 +198,8 @@ void gpp_exec_graphs_free(gpp_exec_t *self);
 /* Per-pass graphs, called by gpp_exec.c at each entry point (a no-op unless
  * the executor records or replays passes). begin: before the slot is begun
  * (1: replayed, the slot's inputs hold their recorded blocks; 0: begin as
- * usual; -1 error); begun: after an ordinary begin (records its blocks). */
-int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n, gpp_err_t *err);
+ * usual); begun: after an ordinary begin (records its blocks). */
+int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n);
 void gpp_exec_pg_begun(gpp_exec_t *self, int m);
 /* The block a boundary output's gradient takes in add_output_grad: the
  * recorded one while replaying (else NULL: allocate), noted while recording. */
