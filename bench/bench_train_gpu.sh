@@ -18,9 +18,9 @@
 # teacher labels), so both columns time the training step, not data
 # generation. The "synthetic" column is gpp generating inputs and teacher
 # labels on the host inside the timed loop (its default without --data).
-# The "graphs" column is gpp with --cuda-graphs (each micro-batch step
-# replayed as a CUDA graph, docs/gpu.md; models with embedding tables are
-# not captured and run as without it). The "fp32-operand attention" column
+# The "graphs" column is gpp with --cuda-graphs (each micro-batch's forward
+# and backward replayed as CUDA graphs, docs/gpu.md "CUDA graphs"; since
+# 2026-11-28 models with embedding tables too). The "fp32-operand attention" column
 # is gpp at bf16 with GPP_CUDA_ATTENTION=unfused-fp32 (the attention core's
 # batched products over fp32 operands and an fp32 stash, converted inside
 # cuBLASLt, instead of the bf16 core's bf16 operands: docs/gpu.md "Fused

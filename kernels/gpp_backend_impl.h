@@ -50,12 +50,16 @@ struct gpp_sparse_grad_s {
     gpp_backend_t *be;
     int64_t table_rows, dim;
     int64_t cap;   /* rows the value block holds */
-    int64_t count; /* touched rows (device-side counter on async backends) */
-    int32_t *slot; /* [table_rows]: slot of the row in rows/values, or -1 */
+    int64_t count; /* touched rows (synchronous backends; the CUDA backend keeps its count
+                      on the device and reads it through sparse_count) */
+    int64_t bound; /* what the host knows of count: an upper bound (count itself on
+                      synchronous backends), <= cap */
+    int32_t *slot; /* [table_rows + 1]: slot of the row in rows/values, or -1; the last
+                      word is the device counter of asynchronous backends */
     int32_t *rows; /* [cap]: row id of each slot, first-touch order */
     float *values; /* [cap, dim] */
-    void *host;    /* backend's host-side state (CUDA: mirrors of slot and rows) or
-                      NULL; one block, freed with free() by gpp_sparse_grad_destroy */
+    void *host;    /* backend's host-side state or NULL; released by sparse_fini, else
+                      with free() */
 };
 
 struct gpp_optim_state_s {
@@ -169,6 +173,10 @@ typedef struct gpp_backend_vt_s {
     int (*sparse_add)(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, const int32_t *rows,
                       const float *values, int64_t value_stride, gpp_err_t *err);
     int (*sparse_clear)(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err);
+    /* optional: the touched rows as of the last synchronisation (NULL: g->count);
+     * releasing g->host (NULL: free()) */
+    int64_t (*sparse_count)(const gpp_sparse_grad_t *g);
+    void (*sparse_fini)(gpp_sparse_grad_t *g);
 
     /* optimizer steps over numel elements / a sparse table */
     int (*optim_step)(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,

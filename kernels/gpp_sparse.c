@@ -2,6 +2,7 @@
 #include "kernels/gpp_sparse.h"
 
 #include <assert.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "kernels/gpp_backend_impl.h"
@@ -21,7 +22,8 @@ gpp_sparse_grad_t *gpp_sparse_grad_new(gpp_stream_t *s, int64_t table_rows, int6
     self->cap = cap_rows ? cap_rows : GPP_SPARSE_DEFAULT_CAP;
     if (self->cap > table_rows)
         self->cap = table_rows;
-    self->slot = be->vt->alloc(be, (size_t)table_rows * sizeof(int32_t), err);
+    /* the last word: an asynchronous backend's device counter */
+    self->slot = be->vt->alloc(be, (size_t)(table_rows + 1) * sizeof(int32_t), err);
     if (!self->slot)
         goto fail;
     self->rows = be->vt->alloc(be, (size_t)self->cap * sizeof(int32_t), err);
@@ -49,7 +51,10 @@ void gpp_sparse_grad_destroy(gpp_sparse_grad_t **self_p)
     gpp_backend_free(self->be, (void **)&self->slot);
     gpp_backend_free(self->be, (void **)&self->rows);
     gpp_backend_free(self->be, (void **)&self->values);
-    free(self->host);
+    if (self->be->vt->sparse_fini)
+        self->be->vt->sparse_fini(self);
+    else
+        free(self->host);
     free(self);
     *self_p = NULL;
 }
@@ -63,7 +68,7 @@ int64_t gpp_sparse_grad_dim(const gpp_sparse_grad_t *self)
 int64_t gpp_sparse_grad_count(const gpp_sparse_grad_t *self)
 {
     assert(self);
-    return self->count;
+    return self->be->vt->sparse_count ? self->be->vt->sparse_count(self) : self->count;
 }
 
 const int32_t *gpp_sparse_grad_rows(const gpp_sparse_grad_t *self)
@@ -101,9 +106,9 @@ int gpp_sparse_grad_reserve(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t need,
         be->vt->free(be, rows);
         return gpp_err_prefix(err, "growing a sparse gradient to %lld rows", (long long)cap);
     }
-    if (be->vt->copy(s, rows, g->rows, (size_t)g->count * sizeof(int32_t), GPP_COPY_D2D, err) <
-            0 ||
-        be->vt->copy(s, values, g->values, (size_t)(g->count * g->dim) * sizeof(float),
+    /* bound: the rows held so far, or more (the device may hold fewer) */
+    if (be->vt->copy(s, rows, g->rows, (size_t)g->bound * sizeof(int32_t), GPP_COPY_D2D, err) < 0 ||
+        be->vt->copy(s, values, g->values, (size_t)(g->bound * g->dim) * sizeof(float),
                      GPP_COPY_D2D, err) < 0) {
         be->vt->stream_free(s, rows);
         be->vt->stream_free(s, values);
@@ -115,6 +120,24 @@ int gpp_sparse_grad_reserve(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t need,
     g->values = values;
     g->cap = cap;
     return 0;
+}
+
+int64_t gpp_sparse_grad_bound(const gpp_sparse_grad_t *self)
+{
+    assert(self);
+    return self->bound;
+}
+
+int64_t gpp_sparse_grad_room(const gpp_sparse_grad_t *self)
+{
+    assert(self);
+    return self->cap >= self->table_rows ? INT64_MAX : self->cap - self->bound;
+}
+
+void gpp_sparse_grad_set_bound(gpp_sparse_grad_t *self, int64_t bound)
+{
+    assert(self && bound >= 0 && bound <= self->cap);
+    self->bound = bound;
 }
 
 int gpp_sparse_grad_clear(gpp_stream_t *s, gpp_sparse_grad_t *self, gpp_err_t *err)

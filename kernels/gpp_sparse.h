@@ -34,7 +34,8 @@ gpp_sparse_grad_t *gpp_sparse_grad_new(gpp_stream_t *s, int64_t table_rows, int6
 void gpp_sparse_grad_destroy(gpp_sparse_grad_t **self_p);
 
 int64_t gpp_sparse_grad_dim(const gpp_sparse_grad_t *self);
-/* Number of distinct touched rows. */
+/* Number of distinct touched rows (as of the last synchronisation of the
+ * stream that accumulated). */
 int64_t gpp_sparse_grad_count(const gpp_sparse_grad_t *self);
 /* Device arrays: row ids [count] and values [count, dim]. */
 const int32_t *gpp_sparse_grad_rows(const gpp_sparse_grad_t *self);
@@ -45,6 +46,19 @@ const float *gpp_sparse_grad_values(const gpp_sparse_grad_t *self);
  * [0, table_rows) is a run-time error. */
 int gpp_sparse_grad_add(gpp_stream_t *s, gpp_sparse_grad_t *self, int64_t count,
                         const int32_t *rows, const float *values, gpp_err_t *err);
+/* What the host knows of the count without a synchronisation: an upper
+ * bound (the count itself on the CPU backend; on CUDA, min(table rows, the
+ * pairs accumulated since the last clear)). The value block holds at least
+ * this many rows. */
+int64_t gpp_sparse_grad_bound(const gpp_sparse_grad_t *self);
+/* Pairs an accumulation can add without growing the value block (a CUDA
+ * graph that records one cannot allocate); INT64_MAX when the block holds
+ * the whole table. */
+int64_t gpp_sparse_grad_room(const gpp_sparse_grad_t *self);
+/* For a replayed recording of accumulations (agent/exec/gpp_exec_graph.c):
+ * the device did what the recording did, so the host's bound becomes the
+ * one the recording left. bound <= the value block's rows. */
+void gpp_sparse_grad_set_bound(gpp_sparse_grad_t *self, int64_t bound);
 /* Back to empty (after the optimizer step), O(count). */
 int gpp_sparse_grad_clear(gpp_stream_t *s, gpp_sparse_grad_t *self, gpp_err_t *err);
 

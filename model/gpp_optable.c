@@ -567,7 +567,8 @@ int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_b
         return op->params * 4 * (2 + optim_bufs);
     /* an embedding table: value + optimizer state, gradient row-sparse */
     int64_t cap = gpp_op_sparse_cap_rows(g, op, batch);
-    return op->params * 4 * (1 + optim_bufs) + op->table_rows * 4 + cap * (1 + op->dim) * 4;
+    /* the slot map: a word per row and a counter (kernels/gpp_sparse.h) */
+    return op->params * 4 * (1 + optim_bufs) + (op->table_rows + 1) * 4 + cap * (1 + op->dim) * 4;
 }
 
 /* The executor's walk over one micro-batch of n samples (agent/exec/gpp_exec.c:
@@ -656,7 +657,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             dense += op->params * 4;
         } else { /* value + optimizer state; the sparse gradient's slot map, ids, rows */
             int64_t cap = gpp_op_sparse_cap_rows(g, op, batch);
-            out->state_bytes += (1 + optim_bufs) * R(op->params * 4) + R(op->table_rows * 4) +
+            out->state_bytes += (1 + optim_bufs) * R(op->params * 4) + R((op->table_rows + 1) * 4) +
                                 R(cap * 4) + R(cap * op->dim * 4);
         }
         int64_t w = work && work[i].fixed >= 0 ? work[i].fixed + n * work[i].per_sample

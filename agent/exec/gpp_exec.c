@@ -372,8 +372,6 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         self->graphs_off = "not asked for";
     else if (!gpp_backend_can_capture(be))
         self->graphs_off = "the backend cannot capture (CUDA graphs need cuda)";
-    else if (self->n_sparse)
-        self->graphs_off = "sparse parameters: an embedding gradient groups its rows on the host";
     self->pg = self->graphs_off ? PG_OFF : PG_IDLE;
     return self;
 fail:

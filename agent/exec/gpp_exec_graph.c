@@ -29,8 +29,12 @@
  *   stream, each block holds at each point what it held there while
  *   recording. The registry (every block of the pool) is what the slots'
  *   recorded pointers point into.
+ * Embedding tables' sparse gradients are accumulated on the device alone; a
+ * backward's recording also keeps their blocks and the host's bound of
+ * their count, which each replay advances as the recording did.
  * Anything the recording did not make (another size, a slot it did not
- * record, a moved workspace, an allocation) leaves for good: the stream is
+ * record, a moved workspace or sparse gradient, an allocation) leaves for
+ * good: the stream is
  * synchronised and the pool rebuilt from the registry (every block no slot
  * holds is free), and the stage runs eagerly from there with the same
  * results. A capture the backend refuses undoes the pass's host state
@@ -171,6 +175,8 @@ static exec_pass_t *s_pass(gpp_exec_t *self, int m)
             P->in_blk = gpp_xcalloc((size_t)self->n_slots, sizeof *P->in_blk);
             P->dy_blk = gpp_xcalloc((size_t)self->n_slots, sizeof *P->dy_blk);
             P->regen = gpp_xcalloc((size_t)self->n_slots, 1);
+            P->sbound = gpp_xcalloc((size_t)(2 * self->n_sparse + 1), sizeof *P->sbound);
+            P->sblk = gpp_xcalloc((size_t)(2 * self->n_sparse + 1), sizeof *P->sblk);
             gpp_exec_mb_arrays(self, &P->after_fwd);
             gpp_exec_mb_arrays(self, &P->after_bwd);
         }
@@ -187,6 +193,8 @@ static void s_passes_free(gpp_exec_t *self)
         free(P->in_blk);
         free(P->dy_blk);
         free(P->regen);
+        free(P->sbound);
+        free(P->sblk);
         gpp_exec_mb_arrays_free(&P->after_fwd);
         gpp_exec_mb_arrays_free(&P->after_bwd);
     }
@@ -330,6 +338,59 @@ static int s_after_launch(gpp_exec_t *self, exec_mb_t *mb, gpp_err_t *err)
     return 0;
 }
 
+/* ---- embedding gradients: host state a backward changes ----
+ * A backward accumulates into the sparse gradients on the device alone,
+ * and raises each one's host bound (gpp_sparse_grad_bound) by its pairs. A
+ * recording keeps the gradient's blocks: it may only be made where the
+ * blocks have room, and replayed while they have not moved and the bound
+ * is where it was. */
+
+/* 1 when the backward of mb fits every sparse gradient's blocks */
+static int s_sparse_fits(gpp_exec_t *self, const exec_mb_t *mb, int *which)
+{
+    for (int i = 0; i < self->n_local; i++) {
+        const exec_op_t *eo = &self->ops[i];
+        const exec_param_t *P = &self->params[eo->first_param];
+        for (int k = 0; k < eo->n_params; k++) {
+            if (P[k].sparse < 0)
+                continue;
+            int64_t pairs = gpp_tensor_numel(&mb->act[eo->in[0]]);
+            if (pairs > gpp_sparse_grad_room(self->sgrad[P[k].sparse])) {
+                *which = P[k].sparse;
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* Keeps the sparse gradients' bounds and blocks (after: 0 before the pass,
+ * 1 after it) */
+static void s_sparse_note(gpp_exec_t *self, exec_pass_t *P, int after)
+{
+    for (int i = 0; i < self->n_sparse; i++) {
+        P->sbound[2 * i + after] = gpp_sparse_grad_bound(self->sgrad[i]);
+        if (after) {
+            P->sblk[2 * i] = gpp_sparse_grad_rows(self->sgrad[i]);
+            P->sblk[2 * i + 1] = gpp_sparse_grad_values(self->sgrad[i]);
+        }
+    }
+}
+
+/* -1 when the sparse gradients are as the recording of P's backward found
+ * them, else the one that is not */
+static int s_sparse_moved(const gpp_exec_t *self, const exec_pass_t *P)
+{
+    for (int i = 0; i < self->n_sparse; i++) {
+        const gpp_sparse_grad_t *g = self->sgrad[i];
+        if (gpp_sparse_grad_bound(g) != P->sbound[2 * i] ||
+            (const void *)gpp_sparse_grad_rows(g) != P->sblk[2 * i] ||
+            (const void *)gpp_sparse_grad_values(g) != P->sblk[2 * i + 1])
+            return i;
+    }
+    return -1;
+}
+
 /* Records slot m's pass into *r (nothing runs): 1, or 0 when the backend
  * refused a call (the host state is as it was before, graphs_why says
  * why), or -1 on an error outside the recording. */
@@ -397,10 +458,22 @@ static int s_pass_record(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
                 return 0;
             }
         }
+        int sg = -1;
+        if (!fwd && !s_sparse_fits(self, mb, &sg)) {
+            s_off(self, "embedding gradient %d: the backward of micro-batch slot %d would grow it",
+                  sg, m);
+            return 0;
+        }
+        if (!fwd)
+            s_sparse_note(self, P, 0);
         if (!s_capture(self, m, fwd, &r)) {
+            for (int i = 0; !fwd && i < self->n_sparse; i++) /* nothing ran */
+                gpp_sparse_grad_set_bound(self->sgrad[i], P->sbound[2 * i]);
             s_off(self, "%s", self->graphs_why); /* the pass runs eagerly */
             return 0;
         }
+        if (!fwd)
+            s_sparse_note(self, P, 1);
         if (gpp_replay_launch(r, self->s, err) < 0) {
             gpp_replay_destroy(&r);
             return -1;
@@ -455,10 +528,17 @@ static int s_pass_replay(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
         }
     }
     gpp_replay_t *r = fwd ? P->fwd : P->bwd;
+    int sg = r && !fwd ? s_sparse_moved(self, P) : -1;
+    if (sg >= 0) {
+        s_off(self, "embedding gradient %d grew or moved after recording", sg);
+        return 0;
+    }
     if (r) {
         if (gpp_replay_launch(r, self->s, err) < 0)
             return -1;
         self->replays++;
+        for (int i = 0; !fwd && i < self->n_sparse; i++)
+            gpp_sparse_grad_set_bound(self->sgrad[i], P->sbound[2 * i + 1]);
     }
     gpp_exec_mb_copy(self, mb, fwd ? &P->after_fwd : &P->after_bwd);
     self->live_bytes += fwd ? P->live_fwd : P->live_bwd;

@@ -87,6 +87,9 @@ typedef struct {
     char *regen;                    /* [n_slots] a boundary INPUT the forward loaded itself */
     exec_mb_t after_fwd, after_bwd; /* the slot's host state after each pass */
     int64_t live_fwd, live_bwd;     /* what each pass changed live_bytes by */
+    int64_t *sbound;                /* [2 n_sparse] each sparse gradient's bound
+                                       (gpp_sparse_grad_bound) before and after the backward */
+    const void **sblk;              /* [2 n_sparse] its rows and values blocks, recorded */
 } exec_pass_t;
 
 /* Load-ahead (gpp_exec_cfg_t.load_ahead): the data of one op (an INPUT,

@@ -5,10 +5,8 @@
  * The backend owns one device (cfg.device), a caching allocator
  * (gpp_cuda_cache.h) and a cuBLASLt handle with a cache of matmul plans.
  * A stream owns a cudaStream_t, a cuBLASLt workspace, a fault word in
- * mapped host memory that kernels use to report bad data, and a pinned host
- * staging buffer for the small host -> device uploads of the sparse
- * gradient. The backend and its streams must be used from the thread that
- * created them (the device is selected there). */
+ * mapped host memory that kernels use to report bad data. The backend and its streams must be used
+ * from the thread that created them (the device is selected there). */
 #ifndef GPP_CUDA_H
 #define GPP_CUDA_H
 
@@ -123,9 +121,7 @@ typedef struct {
                                 stream's first product (gpp_cuda_lt_workspace): a copy
                                 stream never holds one */
     gpp_cuda_fault_t *fault; /* mapped pinned host memory */
-    void *stage;             /* pinned host staging buffer */
-    size_t stage_bytes;
-    void *pack; /* device buffer of packed bf16 operands (bf16_packed) */
+    void *pack;              /* device buffer of packed bf16 operands (bf16_packed) */
     size_t pack_bytes;
     /* the buffers pack replaced: a captured CUDA graph may still pack into
      * one, so they live as long as the stream (each at most half the next:
@@ -152,10 +148,6 @@ static inline cudaStream_t gpp_cuda_stream(gpp_stream_t *s)
     return gpp_cuda_st(s)->st;
 }
 
-/* A pinned host buffer of the stream of at least `bytes`; valid until the
- * next call. Synchronises the stream first (earlier copies may still read
- * the old contents). */
-void *gpp_cuda_stage(gpp_stream_t *s, size_t bytes, gpp_err_t *err);
 /* A device buffer of the stream of at least `bytes` (256-byte aligned) for
  * packed bf16 operands. A bigger request moves to a new buffer and keeps the
  * old one until the stream is destroyed (work already enqueued, or a
@@ -264,6 +256,8 @@ int gpp_cuda_sparse_init(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err);
 int gpp_cuda_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, const int32_t *rows,
                         const float *values, int64_t value_stride, gpp_err_t *err);
 int gpp_cuda_sparse_clear(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err);
+int64_t gpp_cuda_sparse_count(const gpp_sparse_grad_t *g);
+void gpp_cuda_sparse_fini(gpp_sparse_grad_t *g);
 int gpp_cuda_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,
                         int64_t step, float *param, const float *grad, gpp_err_t *err);
 int gpp_cuda_optim_step_sparse(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,

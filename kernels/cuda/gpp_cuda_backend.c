@@ -228,8 +228,6 @@ static void s_stream_fini(gpp_stream_t *s)
         s_cache_put(s->be, cs->pack_old[i], 1);
     if (cs->fault)
         (void)cudaFreeHost(cs->fault);
-    if (cs->stage)
-        (void)cudaFreeHost(cs->stage);
     if (cs->st)
         (void)cudaStreamDestroy(cs->st);
     free(cs);
@@ -267,6 +265,11 @@ int gpp_cuda_stream_sync(gpp_stream_t *s, gpp_err_t *err)
                            "embedding bag: bag %lld, position %lld: index %d outside the table's "
                            "[0, %lld) rows; check the data source's index range",
                            f.a, f.b, f.value, f.c);
+    if (f.code == GPP_CUDA_FAULT_SPARSE_ROW)
+        return gpp_err_set(err,
+                           "sparse gradient: row id %d at pair %lld outside the table's [0, %lld) "
+                           "rows (skipped); a peer's gradient from another model build?",
+                           f.value, f.a, f.c);
     return gpp_err_set(err,
                        "cross-entropy: row %lld: label %d outside [0, %lld) classes; check the "
                        "data source's labels",
@@ -312,29 +315,6 @@ void *gpp_cuda_pack_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err)
         cs->pack_old[cs->n_pack_old++] = cs->pack;
     cs->pack = p;
     cs->pack_bytes = want;
-    return p;
-}
-
-void *gpp_cuda_stage(gpp_stream_t *s, size_t bytes, gpp_err_t *err)
-{
-    gpp_cuda_stream_t *cs = gpp_cuda_st(s);
-    cudaError_t e = cudaStreamSynchronize(cs->st);
-    if (e != cudaSuccess) {
-        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaStreamSynchronize", e);
-        return NULL;
-    }
-    if (bytes <= cs->stage_bytes)
-        return cs->stage;
-    size_t want = bytes > 2 * cs->stage_bytes ? bytes : 2 * cs->stage_bytes;
-    void *p = NULL;
-    if ((e = cudaMallocHost(&p, want)) != cudaSuccess) {
-        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaMallocHost", e);
-        return NULL;
-    }
-    if (cs->stage)
-        (void)cudaFreeHost(cs->stage);
-    cs->stage = p;
-    cs->stage_bytes = want;
     return p;
 }
 
@@ -534,6 +514,8 @@ const gpp_backend_vt_t gpp_cuda_backend_vt = {
     .sparse_init = gpp_cuda_sparse_init,
     .sparse_add = gpp_cuda_sparse_add,
     .sparse_clear = gpp_cuda_sparse_clear,
+    .sparse_count = gpp_cuda_sparse_count,
+    .sparse_fini = gpp_cuda_sparse_fini,
     .optim_step = gpp_cuda_optim_step,
     .optim_step_sparse = gpp_cuda_optim_step_sparse,
 };

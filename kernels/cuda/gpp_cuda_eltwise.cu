@@ -79,12 +79,15 @@ static cudaError_t s_map(cudaStream_t st, int64_t n, F f, const float *a, const 
         GPP_LAUNCH(s_blocks(n4), S_THREADS, 0, st, k_map4<F, RY>)(n4, f, a, b, y);
     if (n > 4 * n4)
         GPP_LAUNCH(s_blocks(n - 4 * n4), S_THREADS, 0, st, k_map<F, RY>)
-        (n - 4 * n4, f, a + 4 * n4, b ? b + 4 * n4 : b, y + 4 * n4);
+    (n - 4 * n4, f, a + 4 * n4, b ? b + 4 * n4 : b, y + 4 * n4);
     return cudaGetLastError();
 }
 
 struct s_relu_fwd_f {
-    GPP_DEV float operator()(float x, float, float) const { return gpp_math_relu(x); }
+    GPP_DEV float operator()(float x, float, float) const
+    {
+        return gpp_math_relu(x);
+    }
 };
 struct s_relu_bwd_f { /* a = x, b = dy, y = dx */
     GPP_DEV float operator()(float x, float dy, float dx) const
@@ -106,11 +109,17 @@ template <int ERF> struct s_gelu_bwd_f {
     }
 };
 struct s_add_f {
-    GPP_DEV float operator()(float a, float b, float) const { return a + b; }
+    GPP_DEV float operator()(float a, float b, float) const
+    {
+        return a + b;
+    }
 };
 struct s_axpy_f { /* a = x */
     float alpha;
-    GPP_DEV float operator()(float x, float, float y) const { return y + alpha * x; }
+    GPP_DEV float operator()(float x, float, float y) const
+    {
+        return y + alpha * x;
+    }
 };
 
 extern "C" cudaError_t gpp_cuk_relu_fwd(cudaStream_t st, int64_t n, const float *x, float *y)
@@ -174,8 +183,7 @@ GPP_KERNEL void k_colsum_part(int64_t rows, int64_t cols, int64_t chunk, const f
 }
 /* y0[j] += sum_k part[k cols + j], y1[j] += sum_k part[(chunks + k) cols + j]
  * (k < chunks, in order); y1 NULL: one sum, y0 NULL: its sum unused */
-GPP_KERNEL void k_chunks_sum(int64_t cols, int64_t chunks, const float *part, float *y0,
-                             float *y1)
+GPP_KERNEL void k_chunks_sum(int64_t cols, int64_t chunks, const float *part, float *y0, float *y1)
 {
     S_FOR(j, cols)
     {
@@ -366,19 +374,23 @@ GPP_KERNEL void k_sgd_table(int64_t rows, int64_t dim, float lr, float wd, float
         gpp_math_sgd(lr, wd, mu, g, &table[i], v ? &v[i] : (float *)0);
     }
 }
-GPP_KERNEL void k_sgd_rows(int64_t count, int64_t dim, float lr, float wd, float mu, float *table,
-                           float *v, const int32_t *rows, const float *values)
+GPP_KERNEL void k_sgd_rows(int64_t bound, const int32_t *count, int64_t dim, float lr, float wd,
+                           float mu, float *table, float *v, const int32_t *rows,
+                           const float *values)
 {
-    S_FOR(i, count * dim)
+    int64_t c = *count;
+    S_FOR(i, (bound < c ? bound : c) * dim)
     {
         int64_t off = (int64_t)rows[i / dim] * dim + i % dim;
         gpp_math_sgd(lr, wd, mu, values[i], &table[off], v ? &v[off] : (float *)0);
     }
 }
-GPP_KERNEL void k_adamw_rows(int64_t count, int64_t dim, gpp_math_adamw_t k, float *table, float *m,
-                             float *v, const int32_t *rows, const float *values)
+GPP_KERNEL void k_adamw_rows(int64_t bound, const int32_t *count, int64_t dim, gpp_math_adamw_t k,
+                             float *table, float *m, float *v, const int32_t *rows,
+                             const float *values)
 {
-    S_FOR(i, count * dim)
+    int64_t c = *count;
+    S_FOR(i, (bound < c ? bound : c) * dim)
     {
         int64_t off = (int64_t)rows[i / dim] * dim + i % dim;
         gpp_math_adamw(&k, values[i], &table[off], &m[off], &v[off]);
@@ -406,19 +418,19 @@ extern "C" cudaError_t gpp_cuk_sgd_table(cudaStream_t st, int64_t table_rows, in
     (table_rows, dim, lr, wd, mu, table, mu != 0.0f ? v : nullptr, slot_map, values);
     return cudaGetLastError();
 }
-extern "C" cudaError_t gpp_cuk_sgd_rows(cudaStream_t st, int64_t count, int64_t dim, float lr,
-                                        float wd, float mu, float *table, float *v,
-                                        const int32_t *rows, const float *values)
+extern "C" cudaError_t gpp_cuk_sgd_rows(cudaStream_t st, int64_t bound, const int32_t *count,
+                                        int64_t dim, float lr, float wd, float mu, float *table,
+                                        float *v, const int32_t *rows, const float *values)
 {
-    GPP_LAUNCH(s_blocks(count * dim), S_THREADS, 0, st, k_sgd_rows)
-    (count, dim, lr, wd, mu, table, mu != 0.0f ? v : nullptr, rows, values);
+    GPP_LAUNCH(s_blocks(bound * dim), S_THREADS, 0, st, k_sgd_rows)
+    (bound, count, dim, lr, wd, mu, table, mu != 0.0f ? v : nullptr, rows, values);
     return cudaGetLastError();
 }
-extern "C" cudaError_t gpp_cuk_adamw_rows(cudaStream_t st, int64_t count, int64_t dim,
-                                          gpp_math_adamw_t k, float *table, float *m, float *v,
-                                          const int32_t *rows, const float *values)
+extern "C" cudaError_t gpp_cuk_adamw_rows(cudaStream_t st, int64_t bound, const int32_t *count,
+                                          int64_t dim, gpp_math_adamw_t k, float *table, float *m,
+                                          float *v, const int32_t *rows, const float *values)
 {
-    GPP_LAUNCH(s_blocks(count * dim), S_THREADS, 0, st, k_adamw_rows)
-    (count, dim, k, table, m, v, rows, values);
+    GPP_LAUNCH(s_blocks(bound * dim), S_THREADS, 0, st, k_adamw_rows)
+    (bound, count, dim, k, table, m, v, rows, values);
     return cudaGetLastError();
 }

@@ -22,11 +22,17 @@ extern "C" {
 #endif
 
 /* The first data error a kernel found since the last synchronisation. */
-enum { GPP_CUDA_FAULT_NONE = 0, GPP_CUDA_FAULT_EMB_INDEX = 1, GPP_CUDA_FAULT_CE_LABEL = 2 };
+enum {
+    GPP_CUDA_FAULT_NONE = 0,
+    GPP_CUDA_FAULT_EMB_INDEX = 1,
+    GPP_CUDA_FAULT_CE_LABEL = 2,
+    GPP_CUDA_FAULT_SPARSE_ROW = 3
+};
 typedef struct {
     int code;
-    int value;         /* the bad index or label */
-    long long a, b, c; /* where: EMB_INDEX (bag, position, table rows); CE_LABEL (row, classes) */
+    int value;         /* the bad index, label or row id */
+    long long a, b, c; /* where: EMB_INDEX (bag, position, table rows); CE_LABEL (row, classes);
+                          SPARSE_ROW (pair, -, table rows) */
 } gpp_cuda_fault_t;
 
 /* ---- element-wise (gpp_math.h) ---- */
@@ -139,16 +145,26 @@ cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t heads, int64_t
 cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int64_t bag, int64_t dim,
                                   int64_t table_rows, const int32_t *idx, const float *table,
                                   float *y, gpp_cuda_fault_t *fault);
-/* Applies a plan of gpp_cuda_splan_build (format: gpp_cuda_splan.h; device
- * copy) with `groups` groups: thread (group, column) sums its pairs' value
- * rows in plan order. The value row of pair p is values + (p / div) *
- * stride. */
-cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t groups, int64_t dim, const int32_t *plan,
-                                 const float *values, int64_t div, int64_t stride, float *gvalues,
-                                 int32_t *slot_map, int32_t *rows);
-/* slot_map[rows[k]] = -1 for k < count */
-cudaError_t gpp_cuk_sparse_clear(cudaStream_t st, int64_t count, const int32_t *rows,
-                                 int32_t *slot_map);
+/* Sums n (row id, value row) pairs onto a sparse gradient (gpp_sparse.h),
+ * all on the device (gpp_cuda_rows.cu says how): ids[p] in [0,
+ * table_rows) (another sets the fault and is skipped), the value row of
+ * pair p at values + (p / div) * stride. Rows the gradient does not hold
+ * take slots *count, *count + 1, ... in first-touch order; each row's
+ * pairs are summed in pair order, as the CPU backend does. *count is the
+ * gradient's device counter, *host_count its mapped host copy (both
+ * updated in stream order); the caller guarantees *count + the fresh rows
+ * <= the value block's rows. scratch: gpp_cuk_sparse_scratch_ints(n)
+ * int32 of device memory, free once the stream passes this work. */
+int64_t gpp_cuk_sparse_scratch_ints(int64_t n);
+cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t n, int64_t dim, int64_t table_rows,
+                                 const int32_t *ids, const float *values, int64_t div,
+                                 int64_t stride, int32_t *scratch, float *gvalues,
+                                 int32_t *slot_map, int32_t *rows, int32_t *count,
+                                 int32_t *host_count, gpp_cuda_fault_t *fault);
+/* slot_map[rows[k]] = -1 for k < min(bound, *count), then *count =
+ * *host_count = 0 (bound: the host's upper bound of *count) */
+cudaError_t gpp_cuk_sparse_clear(cudaStream_t st, int64_t bound, int32_t *count,
+                                 int32_t *host_count, const int32_t *rows, int32_t *slot_map);
 
 /* ---- losses ----
  * MSE: *loss = mean (x - t)^2; dx (may be NULL) += g (x - t), g = 2 scale / n. */
@@ -172,13 +188,14 @@ cudaError_t gpp_cuk_adamw(cudaStream_t st, int64_t n, gpp_math_adamw_t k, float 
 cudaError_t gpp_cuk_sgd_table(cudaStream_t st, int64_t table_rows, int64_t dim, float lr, float wd,
                               float mu, float *table, float *v, const int32_t *slot_map,
                               const float *values);
-/* Row-lazy steps over the count touched rows (rows[k], values[k]) */
-cudaError_t gpp_cuk_sgd_rows(cudaStream_t st, int64_t count, int64_t dim, float lr, float wd,
-                             float mu, float *table, float *v, const int32_t *rows,
-                             const float *values);
-cudaError_t gpp_cuk_adamw_rows(cudaStream_t st, int64_t count, int64_t dim, gpp_math_adamw_t k,
-                               float *table, float *m, float *v, const int32_t *rows,
-                               const float *values);
+/* Row-lazy steps over the *count touched rows (rows[k], values[k]); bound:
+ * the host's upper bound of the device counter *count */
+cudaError_t gpp_cuk_sgd_rows(cudaStream_t st, int64_t bound, const int32_t *count, int64_t dim,
+                             float lr, float wd, float mu, float *table, float *v,
+                             const int32_t *rows, const float *values);
+cudaError_t gpp_cuk_adamw_rows(cudaStream_t st, int64_t bound, const int32_t *count, int64_t dim,
+                               gpp_math_adamw_t k, float *table, float *m, float *v,
+                               const int32_t *rows, const float *values);
 
 #ifdef __cplusplus
 }

@@ -9,20 +9,21 @@
  * batched GEMM; the probabilities and ctx ([n*seq, hidden]) are laid out as
  * on the CPU.
  *
- * Sparse gradients: the slot map lives on the device and is mirrored on the
- * host (gpp_sparse_grad_t.host), because the number of touched rows must be
- * known on the host (gpp_sparse_grad_count, the lazy optimizer step). An
- * accumulation copies the row ids to the host (one stream sync), groups the
- * pairs by destination slot there in first-touch order, and one kernel sums
- * each group's value rows in pair order: the same order as the CPU backend,
- * and deterministic. */
+ * Sparse gradients are accumulated on the device alone (gpp_cuda_rows.cu:
+ * a stable radix sort of the pairs by row id, the fresh rows numbered in
+ * first-touch order, each row's pairs summed in pair order: the CPU
+ * backend's slots and sums, deterministic). The count of touched rows is a
+ * device counter (the slot map's last word) with a mapped host copy that
+ * is current after a synchronisation (gpp_sparse_grad_count); the host
+ * keeps an upper bound (gpp_sparse_grad_t.bound, the pairs since the last
+ * clear) to size the value block and the optimizer's launches. No host
+ * round trip, so a CUDA graph can record an embedding backward. */
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/gpp_cuda.h"
-#include "kernels/cuda/gpp_cuda_splan.h"
 
 #define S_LAUNCH(call, err) GPP_CUDA_TRY(call, err)
 
@@ -371,9 +372,9 @@ static s_unf_work_t s_unf_work(int64_t seq, int64_t hid, int64_t heads, int bf16
 
 /* Every kernel's request, per sample and fixed (gpp_backend_op_workspace):
  * the forward and the backward of each attention core below, the
- * cross-entropy's loss per row, the sparse gradient's accumulation plan
- * (at most gpp_cuda_splan_ints(count, count) ints for count = n x bag
- * pairs). Linear and layer norm put their partial sums in the cuBLASLt
+ * cross-entropy's loss per row, the sparse gradient's accumulation scratch
+ * (gpp_cuk_sparse_scratch_ints(count) <= 7 count + 256 ints for count = n x
+ * bag pairs). Linear and layer norm put their partial sums in the cuBLASLt
  * workspace, which is the backend's own. */
 gpp_work_t gpp_cuda_op_workspace(gpp_backend_t *be, const gpp_graph_t *g, const gpp_op_t *op)
 {
@@ -395,8 +396,8 @@ gpp_work_t gpp_cuda_op_workspace(gpp_backend_t *be, const gpp_graph_t *g, const 
         w.per_sample = g->ops[op->inputs[0]].rows * 4;
     } else if (op->type == GPP_OP_EMBEDDING_BAG && op->sparse_params) {
         int64_t bag = g->ops[op->inputs[0]].cols;
-        w.fixed = gpp_cuda_splan_ints(0, 0) * 4;
-        w.per_sample = (gpp_cuda_splan_ints(bag, bag) - w.fixed / 4) * 4;
+        w.fixed = 256 * 4;
+        w.per_sample = 7 * bag * 4;
     }
     return w;
 }
@@ -609,24 +610,36 @@ int gpp_cuda_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const g
     return 0;
 }
 
-/* The host mirror (gpp_cuda_splan.h) in gpp_sparse_grad_t.host: slot |
- * rows | grp, table_rows int32 each. */
-static gpp_cuda_smirror_t s_mirror(gpp_sparse_grad_t *g)
+static int32_t *s_dcount(const gpp_sparse_grad_t *g)
 {
-    int32_t *h = g->host;
-    return (gpp_cuda_smirror_t){g->table_rows, h, h + g->table_rows, h + 2 * g->table_rows};
+    return g->slot + g->table_rows; /* the slot map's last word */
 }
 
 int gpp_cuda_sparse_init(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
 {
-    GPP_CUDA_TRY(
-        cudaMemsetAsync(g->slot, 0xff, (size_t)g->table_rows * sizeof(int32_t), gpp_cuda_stream(s)),
-        err);
-    if (!g->host)
-        g->host = gpp_xcalloc((size_t)(3 * g->table_rows), sizeof(int32_t));
-    memset(g->host, 0xff, (size_t)(3 * g->table_rows) * sizeof(int32_t)); /* all -1 */
-    g->count = 0;
+    cudaStream_t st = gpp_cuda_stream(s);
+    if (!g->host) { /* the count's host copy, written by the kernels */
+        void *h = NULL;
+        GPP_CUDA_TRY(cudaHostAlloc(&h, sizeof(int32_t), cudaHostAllocMapped), err);
+        g->host = h;
+    }
+    *(int32_t *)g->host = 0;
+    GPP_CUDA_TRY(cudaMemsetAsync(g->slot, 0xff, (size_t)g->table_rows * sizeof(int32_t), st), err);
+    GPP_CUDA_TRY(cudaMemsetAsync(s_dcount(g), 0, sizeof(int32_t), st), err);
+    g->count = g->bound = 0;
     return 0;
+}
+
+int64_t gpp_cuda_sparse_count(const gpp_sparse_grad_t *g)
+{
+    return *(const volatile int32_t *)g->host;
+}
+
+void gpp_cuda_sparse_fini(gpp_sparse_grad_t *g)
+{
+    if (g->host)
+        (void)cudaFreeHost(g->host);
+    g->host = NULL;
 }
 
 /* Accumulates `count` pairs: row ids ids_dev (device) and value row of
@@ -637,48 +650,31 @@ static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
 {
     if (count == 0)
         return 0;
-    assert(count < INT32_MAX / 5);
-    /* stage: ids [count] | plan [off: G + 1][pair: count][slot: G][row: G][fresh: G] */
-    int32_t *ids = gpp_cuda_stage(s, (size_t)(6 * count + 1) * sizeof(int32_t), err);
-    if (!ids)
-        return -1;
-    GPP_CUDA_TRY(cudaMemcpyAsync(ids, ids_dev, (size_t)count * sizeof(int32_t),
-                                 cudaMemcpyDeviceToHost, gpp_cuda_stream(s)),
-                 err);
-    if (gpp_cuda_stream_sync(s, err) < 0)
-        return -1;
-    for (int64_t k = 0; k < count; k++)
-        if (ids[k] < 0 || ids[k] >= g->table_rows)
+    if (count > INT32_MAX / 8)
+        return gpp_err_set(err, "sparse gradient: %lld pairs in one accumulation; at most %d",
+                           (long long)count, INT32_MAX / 8);
+    int64_t need = g->bound + count < g->table_rows ? g->bound + count : g->table_rows;
+    if (need > g->cap) {
+        enum cudaStreamCaptureStatus cap_st = cudaStreamCaptureStatusNone;
+        GPP_CUDA_TRY(cudaStreamIsCapturing(gpp_cuda_stream(s), &cap_st), err);
+        if (cap_st != cudaStreamCaptureStatusNone) /* a recording cannot allocate */
             return gpp_err_set(err,
-                               "sparse gradient: row id %d at position %lld outside the "
-                               "table's [0, %lld) rows",
-                               ids[k], (long long)k, (long long)g->table_rows);
-    gpp_cuda_smirror_t h = s_mirror(g);
-    int32_t *plan_h = ids + count; /* in the stage, after the ids */
-    int64_t next = g->count;
-    int64_t groups = gpp_cuda_splan_build(&h, &next, ids, count, plan_h);
-    int64_t plan_ints = gpp_cuda_splan_ints(groups, count);
-    int rc = -1;
-    if (gpp_sparse_grad_reserve(s, g, next, err) < 0)
-        goto undo;
-    int32_t *plan = gpp_stream_workspace(s, (size_t)plan_ints * sizeof(int32_t), err);
-    if (!plan)
-        goto undo;
-    cudaStream_t st = gpp_cuda_stream(s);
-    cudaError_t e = cudaMemcpyAsync(plan, plan_h, (size_t)plan_ints * sizeof(int32_t),
-                                    cudaMemcpyHostToDevice, st);
-    if (e == cudaSuccess)
-        e = gpp_cuk_sparse_accum(st, groups, g->dim, plan, values, div, stride, g->values, g->slot,
-                                 g->rows);
-    if (e != cudaSuccess) {
-        gpp_cuda_fail(err, __FILE__, __LINE__, "sparse gradient accumulation", e);
-        goto undo;
+                               "sparse gradient: %lld rows would grow to %lld inside a CUDA "
+                               "graph recording (gpp_sparse_grad_room says how many pairs fit)",
+                               (long long)g->cap, (long long)need);
+        if (gpp_sparse_grad_reserve(s, g, need, err) < 0)
+            return -1;
     }
-    g->count = next;
+    int32_t *scratch =
+        gpp_stream_workspace(s, (size_t)gpp_cuk_sparse_scratch_ints(count) * sizeof(int32_t), err);
+    if (!scratch)
+        return -1;
+    S_LAUNCH(gpp_cuk_sparse_accum(gpp_cuda_stream(s), count, g->dim, g->table_rows, ids_dev, values,
+                                  div, stride, scratch, g->values, g->slot, g->rows, s_dcount(g),
+                                  g->host, gpp_cuda_st(s)->fault),
+             err);
+    g->bound = need;
     return 0;
-undo: /* the device gradient is unchanged: forget the fresh rows */
-    gpp_cuda_splan_undo(&h, plan_h, groups, count);
-    return rc;
 }
 
 int gpp_cuda_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, const int32_t *rows,
@@ -699,11 +695,10 @@ int gpp_cuda_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const g
 
 int gpp_cuda_sparse_clear(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
 {
-    if (g->count > 0)
-        S_LAUNCH(gpp_cuk_sparse_clear(gpp_cuda_stream(s), g->count, g->rows, g->slot), err);
-    gpp_cuda_smirror_t h = s_mirror(g);
-    gpp_cuda_smirror_clear(&h, g->count);
-    g->count = 0;
+    S_LAUNCH(
+        gpp_cuk_sparse_clear(gpp_cuda_stream(s), g->bound, s_dcount(g), g->host, g->rows, g->slot),
+        err);
+    g->bound = 0;
     return 0;
 }
 
@@ -835,15 +830,15 @@ int gpp_cuda_optim_step_sparse(gpp_stream_t *s, gpp_optim_state_t *st, const gpp
                  err);
         return 0;
     }
-    if (grad->count == 0)
+    if (grad->bound == 0)
         return 0;
     if (hp->kind == GPP_OPTIM_SGD)
-        S_LAUNCH(gpp_cuk_sgd_rows(cs, grad->count, dim, hp->lr, hp->weight_decay, hp->momentum,
-                                  table, st->buf[0], grad->rows, grad->values),
+        S_LAUNCH(gpp_cuk_sgd_rows(cs, grad->bound, s_dcount(grad), dim, hp->lr, hp->weight_decay,
+                                  hp->momentum, table, st->buf[0], grad->rows, grad->values),
                  err);
     else
-        S_LAUNCH(gpp_cuk_adamw_rows(cs, grad->count, dim, s_adamw(hp, step), table, st->buf[0],
-                                    st->buf[1], grad->rows, grad->values),
+        S_LAUNCH(gpp_cuk_adamw_rows(cs, grad->bound, s_dcount(grad), dim, s_adamw(hp, step), table,
+                                    st->buf[0], st->buf[1], grad->rows, grad->values),
                  err);
     return 0;
 }

@@ -348,45 +348,207 @@ extern "C" cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int6
     return cudaGetLastError();
 }
 
-/* ---- sparse gradient: thread per (group, column), pairs in order ---- */
-GPP_KERNEL void k_sparse_accum(int64_t groups, int64_t dim, const int32_t *plan,
-                               const float *values, int64_t div, int64_t stride, float *gvalues,
-                               int32_t *slot_map, int32_t *rows)
+/* ---- sparse gradient accumulation, all on the device ----
+ * Pairs (row id, value row) are sorted by row id with a stable radix sort
+ * (8-bit digits, one tile of S_THREADS pairs per block: a per-tile digit
+ * histogram, one scan of all histograms, a scatter where each pair's rank
+ * among its tile's pairs of the same digit is counted in shared memory),
+ * so each row's pairs lie together in pair order. The first pair of a row
+ * the gradient does not hold yet is flagged at its pair position; a scan of
+ * the flags in pair order numbers the fresh rows in first-touch order, from
+ * the gradient's count on. Then a thread per (row, column) sums the row's
+ * pairs in pair order onto its slot: the CPU backend's slots, row order and
+ * sums, bit for bit. No atomics, no host round trip: a CUDA graph can
+ * record it. Scratch layout: gpp_cuda_kern.h. */
+#define S_SP_DIGITS 256
+#define S_SCAN 1024 /* threads of the one-block scan */
+
+GPP_KERNEL void k_sp_keys(int64_t n, int64_t table_rows, const int32_t *ids, int32_t *keys,
+                          int32_t *vals, int32_t *flag, gpp_cuda_fault_t *fault)
 {
-    const int32_t *off = plan, *pair = off + groups + 1;
-    const int32_t *slot = pair + off[groups], *row = slot + groups, *fresh = row + groups;
-    S_FOR(i, groups * dim)
+    S_FOR(p, n)
     {
-        int64_t gi = i / dim, j = i % dim;
-        float *dst = gvalues + (int64_t)slot[gi] * dim + j;
-        float acc = fresh[gi] ? 0.0f : *dst;
-        for (int32_t q = off[gi]; q < off[gi + 1]; q++)
-            acc += values[(pair[q] / div) * stride + j];
+        int32_t r = ids[p];
+        if (r < 0 || r >= table_rows) {
+            if (atomicCAS(&fault->code, 0, GPP_CUDA_FAULT_SPARSE_ROW) == 0) {
+                fault->value = r;
+                fault->a = p;
+                fault->c = table_rows;
+            }
+            r = (int32_t)table_rows; /* sorted last, summed nowhere */
+        }
+        keys[p] = r;
+        vals[p] = (int32_t)p;
+        flag[p] = 0;
+    }
+}
+
+/* hist[d * tiles + tile] = pairs of the tile whose digit is d; block = tile */
+GPP_KERNEL void k_sp_hist(int64_t n, int64_t tiles, int shift, const int32_t *keys, int32_t *hist)
+{
+    GPP_SHARED int32_t dig[S_THREADS];
+    int t = threadIdx.x;
+    int64_t i = (int64_t)blockIdx.x * S_THREADS + t;
+    dig[t] = i < n ? (keys[i] >> shift) & (S_SP_DIGITS - 1) : -1;
+    GPP_SYNC();
+    int32_t c = 0;
+    for (int k = 0; k < S_THREADS; k++)
+        c += dig[k] == t;
+    hist[(int64_t)t * tiles + blockIdx.x] = c;
+}
+
+/* One block: out = exclusive prefix sums of in[0, m) (in place allowed).
+ * With count: *base = *count, then *count and *host_count += the total. */
+GPP_KERNEL void k_sp_scan(int64_t m, const int32_t *in, int32_t *out, int32_t *count,
+                          int32_t *host_count, int32_t *base)
+{
+    GPP_SHARED int32_t sum[S_SCAN];
+    int t = threadIdx.x;
+    int32_t carry = 0;
+    for (int64_t o = 0; o < m; o += S_SCAN) {
+        int32_t v = o + t < m ? in[o + t] : 0;
+        sum[t] = v;
+        GPP_SYNC();
+        for (int d = 1; d < S_SCAN; d *= 2) {
+            int32_t add = t >= d ? sum[t - d] : 0;
+            GPP_SYNC();
+            sum[t] += add;
+            GPP_SYNC();
+        }
+        if (o + t < m)
+            out[o + t] = carry + sum[t] - v;
+        carry += sum[S_SCAN - 1];
+        GPP_SYNC(); /* everyone has read sum[] before the next chunk */
+    }
+    if (t == 0 && count) {
+        *base = *count;
+        *count += carry;
+        *host_count = *count;
+    }
+}
+
+/* Stable scatter by digit; block = tile (hist already scanned) */
+GPP_KERNEL void k_sp_scatter(int64_t n, int64_t tiles, int shift, const int32_t *kin,
+                             const int32_t *vin, const int32_t *hist, int32_t *kout, int32_t *vout)
+{
+    GPP_SHARED int32_t dig[S_THREADS];
+    int t = threadIdx.x;
+    int64_t i = (int64_t)blockIdx.x * S_THREADS + t;
+    int32_t d = i < n ? (kin[i] >> shift) & (S_SP_DIGITS - 1) : -1;
+    dig[t] = d;
+    GPP_SYNC();
+    if (i >= n)
+        return;
+    int32_t rank = 0;
+    for (int k = 0; k < t; k++)
+        rank += dig[k] == d;
+    int64_t dst = hist[(int64_t)d * tiles + blockIdx.x] + rank;
+    kout[dst] = kin[i];
+    vout[dst] = vin[i];
+}
+
+/* flag[first pair of each row the gradient does not hold] = 1 */
+GPP_KERNEL void k_sp_heads(int64_t n, int64_t table_rows, const int32_t *ks, const int32_t *vs,
+                           const int32_t *slot_map, int32_t *flag)
+{
+    S_FOR(i, n)
+    {
+        int32_t key = ks[i];
+        if (key < table_rows && (i == 0 || ks[i - 1] != key) && slot_map[key] < 0)
+            flag[vs[i]] = 1;
+    }
+}
+
+/* Thread per (sorted position, column); a row's first position sums its
+ * pairs in pair order. The value row of pair p is values + (p / div) *
+ * stride. A fresh row takes slot base + its rank. */
+GPP_KERNEL void k_sp_accum(int64_t n, int64_t dim, int64_t table_rows, const int32_t *ks,
+                           const int32_t *vs, const int32_t *flag, const int32_t *rank,
+                           const int32_t *base, const float *values, int64_t div, int64_t stride,
+                           float *gvalues, int32_t *slot_map, int32_t *rows)
+{
+    S_FOR(i, n * dim)
+    {
+        int64_t pos = i / dim, j = i % dim;
+        int32_t key = ks[pos];
+        if (key >= table_rows || (pos > 0 && ks[pos - 1] == key))
+            continue;
+        int32_t p0 = vs[pos];
+        int fresh = flag[p0];
+        int64_t s = fresh ? (int64_t)*base + rank[p0] : slot_map[key];
+        float *dst = gvalues + s * dim + j;
+        /* a fresh row starts as its first value row (the CPU's copy: -0 stays -0) */
+        float acc =
+            fresh ? values[(p0 / div) * stride + j] : *dst + values[(p0 / div) * stride + j];
+        for (int64_t q = pos + 1; q < n && ks[q] == key; q++)
+            acc += values[(vs[q] / div) * stride + j];
         *dst = acc;
-        if (j == 0 && fresh[gi]) {
-            slot_map[row[gi]] = slot[gi];
-            rows[slot[gi]] = row[gi];
+        if (j == 0 && fresh) { /* only this row's threads read its entry, and not when fresh */
+            slot_map[key] = (int32_t)s;
+            rows[s] = key;
         }
     }
 }
 
-GPP_KERNEL void k_sparse_clear(int64_t count, const int32_t *rows, int32_t *slot_map)
+GPP_KERNEL void k_sparse_clear(int64_t bound, const int32_t *count, const int32_t *rows,
+                               int32_t *slot_map)
 {
-    S_FOR(k, count) slot_map[rows[k]] = -1;
+    int64_t c = *count;
+    S_FOR(k, bound < c ? bound : c) slot_map[rows[k]] = -1;
+}
+GPP_KERNEL void k_sp_zero_count(int32_t *count, int32_t *host_count)
+{
+    *count = 0;
+    *host_count = 0;
 }
 
-extern "C" cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t groups, int64_t dim,
-                                            const int32_t *plan, const float *values, int64_t div,
-                                            int64_t stride, float *gvalues, int32_t *slot_map,
-                                            int32_t *rows)
+extern "C" int64_t gpp_cuk_sparse_scratch_ints(int64_t n)
 {
-    GPP_LAUNCH(s_blocks(groups * dim), S_THREADS, 0, st, k_sparse_accum)
-    (groups, dim, plan, values, div, stride, gvalues, slot_map, rows);
+    int64_t tiles = (n + S_THREADS - 1) / S_THREADS;
+    return 6 * n + S_SP_DIGITS * tiles + 1;
+}
+
+extern "C" cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t n, int64_t dim,
+                                            int64_t table_rows, const int32_t *ids,
+                                            const float *values, int64_t div, int64_t stride,
+                                            int32_t *scratch, float *gvalues, int32_t *slot_map,
+                                            int32_t *rows, int32_t *count, int32_t *host_count,
+                                            gpp_cuda_fault_t *fault)
+{
+    if (n <= 0)
+        return cudaGetLastError();
+    int64_t tiles = (n + S_THREADS - 1) / S_THREADS;
+    int32_t *keys[2] = {scratch, scratch + n}, *vals[2] = {scratch + 2 * n, scratch + 3 * n};
+    int32_t *flag = scratch + 4 * n, *rank = scratch + 5 * n, *hist = scratch + 6 * n;
+    int32_t *base = hist + S_SP_DIGITS * tiles;
+    int bits = 1; /* keys are in [0, table_rows] */
+    while (bits < 31 && ((int64_t)1 << bits) <= table_rows)
+        bits++;
+    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_sp_keys)
+    (n, table_rows, ids, keys[0], vals[0], flag, fault);
+    int cur = 0;
+    for (int shift = 0; shift < bits; shift += 8, cur ^= 1) {
+        GPP_LAUNCH((unsigned)tiles, S_THREADS, 0, st, k_sp_hist)(n, tiles, shift, keys[cur], hist);
+        GPP_LAUNCH(1, S_SCAN, 0, st, k_sp_scan)
+        (S_SP_DIGITS * tiles, hist, hist, (int32_t *)nullptr, (int32_t *)nullptr,
+         (int32_t *)nullptr);
+        GPP_LAUNCH((unsigned)tiles, S_THREADS, 0, st, k_sp_scatter)
+        (n, tiles, shift, keys[cur], vals[cur], hist, keys[cur ^ 1], vals[cur ^ 1]);
+    }
+    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_sp_heads)
+    (n, table_rows, keys[cur], vals[cur], slot_map, flag);
+    GPP_LAUNCH(1, S_SCAN, 0, st, k_sp_scan)(n, flag, rank, count, host_count, base);
+    GPP_LAUNCH(s_blocks(n * dim), S_THREADS, 0, st, k_sp_accum)
+    (n, dim, table_rows, keys[cur], vals[cur], flag, rank, base, values, div, stride, gvalues,
+     slot_map, rows);
     return cudaGetLastError();
 }
-extern "C" cudaError_t gpp_cuk_sparse_clear(cudaStream_t st, int64_t count, const int32_t *rows,
+extern "C" cudaError_t gpp_cuk_sparse_clear(cudaStream_t st, int64_t bound, int32_t *count,
+                                            int32_t *host_count, const int32_t *rows,
                                             int32_t *slot_map)
 {
-    GPP_LAUNCH(s_blocks(count), S_THREADS, 0, st, k_sparse_clear)(count, rows, slot_map);
+    if (bound > 0)
+        GPP_LAUNCH(s_blocks(bound), S_THREADS, 0, st, k_sparse_clear)(bound, count, rows, slot_map);
+    GPP_LAUNCH(1, 1, 0, st, k_sp_zero_count)(count, host_count);
     return cudaGetLastError();
 }

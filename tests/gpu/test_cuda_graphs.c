@@ -11,9 +11,9 @@
  * - every iteration's loss and, at the end, every weight and optimizer state
  *   buffer are the eager run's bit for bit (the same kernels on the same
  *   data in the same order; only the launches differ);
- * - each stage without sparse parameters recorded each pass of each
- *   micro-batch once and replayed them in the later iterations; a stage with
- *   embedding tables says why it does not record;
+ * - each stage, one with embedding tables (their sparse gradients
+ *   accumulated on the device) too, recorded each pass of each micro-batch
+ *   once and replayed them in the later iterations;
  * - each stage's device memory stays within the op table's prediction for
  *   graphs (gpp_stage_mem with graphs: the pool holds, of each block size,
  *   the most live at once), printed with the eager run's;
@@ -148,7 +148,7 @@ static int s_iteration(job_t *j, int it, int64_t B, int64_t b, double *loss)
 {
     gpp_err_t err = {{0}};
     int n_mb = (int)((B + b - 1) / b);
-#define S_N(m) (B - (m) * b < b ? B - (m) * b : b) /* the last may be smaller */
+#define S_N(m) (B - (m)*b < b ? B - (m)*b : b) /* the last may be smaller */
     for (int m = 0; m < n_mb; m++) {
         if (s_forward(j, m, it * B + m * b, S_N(m)) < 0)
             return -1;
@@ -252,16 +252,12 @@ static void s_model(const char *spec, const gpp_fixture_rule_t *rules, int n_sta
                "(predicted %lld), eager %lld (predicted %lld)\n",
                s, (long long)cap, (long long)rep, off ? "; off: " : "", off ? off : "",
                (long long)mg, (long long)pg, (long long)me, (long long)pe);
-        if (off) {
-            GPP_EXPECT_MSG(strstr(off, "sparse parameters") != NULL, "stage %d: %s", s, off);
-            GPP_EXPECT(cap == 0 && rep == 0);
-        } else {
-            /* each pass of each slot once; then replays of whole iterations,
-               at least the last three of seven */
-            GPP_EXPECT_MSG(cap == 2 * n_mb, "stage %d: %lld recordings", s, (long long)cap);
-            GPP_EXPECT_MSG(rep >= 3 * 2 * n_mb && rep % (2 * n_mb) == 0, "stage %d: %lld replays",
-                           s, (long long)rep);
-        }
+        /* every stage, embedding tables too: each pass of each slot once;
+           then replays of whole iterations, at least the last three of seven */
+        GPP_EXPECT_MSG(!off, "stage %d: graphs off: %s", s, off);
+        GPP_EXPECT_MSG(cap == 2 * n_mb, "stage %d: %lld recordings", s, (long long)cap);
+        GPP_EXPECT_MSG(rep >= 3 * 2 * n_mb && rep % (2 * n_mb) == 0, "stage %d: %lld replays", s,
+                       (long long)rep);
         GPP_EXPECT_MSG(mg <= pg || B % b, "stage %d: %lld bytes measured, %lld predicted", s,
                        (long long)mg, (long long)pg);
         GPP_EXPECT_MSG(me <= pe || B % b, "stage %d (eager): %lld bytes measured, %lld predicted",
@@ -276,8 +272,8 @@ static void s_model(const char *spec, const gpp_fixture_rule_t *rules, int n_sta
         GPP_EXPECT_MSG(lg == le, "the losses differ after leaving the recordings");
         for (int s = 0; s < n_stages; s++) {
             const char *off = gpp_exec_graphs_off(gr.ex[s]);
-            GPP_EXPECT_MSG(off && (strstr(off, "was not recorded") || strstr(off, "sparse")),
-                           "stage %d: %s", s, off ? off : "(still on)");
+            GPP_EXPECT_MSG(off && strstr(off, "was not recorded"), "stage %d: %s", s,
+                           off ? off : "(still on)");
         }
     }
     for (int s = 0; s < n_stages && same; s++) {

@@ -504,6 +504,7 @@ static void t_attention_bf16(void)
 static void s_sparse_close(const char *what, gpp_sparse_grad_t *c, gpp_sparse_grad_t *g)
 {
     gpp_err_t err;
+    GPP_EXPECT(gpp_stream_sync(s_gs, &err) == 0); /* the device count reaches the host */
     int64_t n = gpp_sparse_grad_count(c), dim = gpp_sparse_grad_dim(c);
     GPP_EXPECT_MSG(gpp_sparse_grad_count(g) == n, "%s: %lld touched rows on cuda, %lld on cpu",
                    what, (long long)gpp_sparse_grad_count(g), (long long)n);
@@ -539,7 +540,7 @@ static void t_embedding(void)
     BOTH(gpp_sparse_grad_add(S, sg[D], 30, T(ids)->data, T(vals)->data, err));
     s_sparse_close("sparse_grad_add values", sg[0], sg[1]);
     BOTH(gpp_sparse_grad_clear(S, sg[D], err));
-    GPP_EXPECT(gpp_sparse_grad_count(sg[1]) == 0);
+    GPP_EXPECT(gpp_stream_sync(s_gs, &err) == 0 && gpp_sparse_grad_count(sg[1]) == 0);
     BOTH(gpp_embedding_bag_bwd(S, T(idx), T(dy), sg[D], err));
     s_sparse_close("after clear, bwd again", sg[0], sg[1]);
 
@@ -553,6 +554,62 @@ static void t_embedding(void)
     GPP_EXPECT(rc < 0 && strstr(err.msg, "index 507"));
     printf("  bad index reported: %s\n", rc < 0 ? err.msg : "(nothing)");
     GPP_EXPECT(gpp_stream_sync(s_gs, &err) == 0); /* reported once */
+    for (D = 0; D < 2; D++)
+        gpp_sparse_grad_destroy(&sg[D]);
+    s_free_all();
+}
+
+/* The device accumulation at sizes that use all of it: a table past 2^16
+ * rows (three radix passes), thousands of pairs (many tiles), hot rows
+ * repeated hundreds of times and rows seen once, on top of rows already
+ * held: the CPU backend's slots, row order and sums bit for bit. Then a
+ * peer's pairs with a row id outside the table: reported at the next
+ * synchronisation, the gradient's other rows still summed. */
+static void t_sparse_accum(void)
+{
+    gpp_err_t err;
+    const int64_t rows = 70001, dim = 20;
+    gpp_sparse_grad_t *sg[2];
+    for (D = 0; D < 2; D++)
+        sg[D] = gpp_sparse_grad_new(S, rows, dim, 0, &err);
+    GPP_EXPECT(sg[0] && sg[1]);
+    for (int round = 0; round < 3; round++) {
+        const int64_t bags = 300 + 211 * round, bag = 7; /* 2100.. pairs */
+        int32_t *h = malloc((size_t)(bags * bag) * sizeof(int32_t));
+        for (int64_t k = 0; k < bags * bag; k++) {
+            float u = (s_uniform() + 1.0f) * 0.5f;
+            /* a third of the pairs on 8 hot rows, the rest anywhere */
+            h[k] = k % 3 == 0 ? (int32_t)(u * 8) % 8 * 8191 : (int32_t)(u * (float)rows) % rows;
+        }
+        pt_t *idx = s_pt(GPP_DTYPE_I32, bags, 1, bag, h), *dy = s_rand(bags, 1, dim, 1);
+        free(h);
+        BOTH(gpp_embedding_bag_bwd(S, T(idx), T(dy), sg[D], err));
+        char what[64];
+        snprintf(what, sizeof what, "sparse accumulation round %d", round);
+        s_sparse_close(what, sg[0], sg[1]);
+        /* bit for bit: the same sums in the same order */
+        int64_t n = gpp_sparse_grad_count(sg[0]);
+        float *v = malloc((size_t)(n * dim + 1) * sizeof(float));
+        GPP_EXPECT(gpp_stream_copy(s_gs, v, gpp_sparse_grad_values(sg[1]),
+                                   (size_t)(n * dim) * sizeof(float), GPP_COPY_D2H, &err) == 0 &&
+                   gpp_stream_sync(s_gs, &err) == 0);
+        GPP_EXPECT_MSG(memcmp(v, gpp_sparse_grad_values(sg[0]), (size_t)(n * dim) * 4) == 0,
+                       "%s: values not bit for bit the CPU's", what);
+        printf("  %s: %lld rows held, bit for bit the cpu's\n", what, (long long)n);
+        free(v);
+        s_free_all();
+    }
+    /* a bad row id from a peer */
+    int32_t ids_h[5] = {3, 70001, 5, 3, -2};
+    pt_t *ids = s_pt(GPP_DTYPE_I32, 1, 1, 5, ids_h), *vals = s_rand(1, 5, dim, 1);
+    int64_t before = gpp_sparse_grad_count(sg[1]);
+    int rc = gpp_sparse_grad_add(s_gs, sg[1], 5, ids->g.data, vals->g.data, &err);
+    if (rc == 0)
+        rc = gpp_stream_sync(s_gs, &err);
+    GPP_EXPECT(rc < 0 && strstr(err.msg, "row id") && strstr(err.msg, "70001"));
+    printf("  bad row id reported: %s\n", rc < 0 ? err.msg : "(nothing)");
+    GPP_EXPECT(gpp_stream_sync(s_gs, &err) == 0); /* reported once */
+    GPP_EXPECT(gpp_sparse_grad_count(sg[1]) >= before);
     for (D = 0; D < 2; D++)
         gpp_sparse_grad_destroy(&sg[D]);
     s_free_all();
@@ -717,6 +774,7 @@ static const gpp_test_case_t cases[] = {
     {"attention_unfused", t_attention_unfused},
     {"attention_bf16", t_attention_bf16},
     {"embedding_sparse", t_embedding},
+    {"sparse_accum", t_sparse_accum},
     {"concat_add_axpy", t_concat_add_axpy},
     {"slice", t_slice},
     {"reshape", t_reshape},

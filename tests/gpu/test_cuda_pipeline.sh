@@ -5,8 +5,10 @@
 # Gloo through host memory), against the same job on CPU agents with the
 # same plan (the CPU run's plan.json): every iteration's loss within 2e-3
 # relative (the tolerance of test_cuda_train: fp32 with other summation
-# orders, grown over AdamW steps). Then the cuda run's checkpoint set loads
-# on CPU agents (--resume from it). Then too little device memory: a
+# orders, grown over AdamW steps); with CUDA graphs and without, the same
+# weights. DLRM with its embedding stage on 2 replicas, graphs recorded
+# there too. Then the cuda run's checkpoint set loads on CPU agents
+# (--resume from it). Then too little device memory: a
 # cluster.mem_gib below every plan; on the emulation (GPP_EMU_MEM_MB) a
 # GPU too small for any plan, a plan file larger than the agents' share of
 # their GPU, and one that runs out of memory while training: each stops
@@ -97,6 +99,35 @@ if [ $rc -eq 0 ] && losses_close <(losses "$TMP/cuda.out" | tail -5) <(losses "$
     ok "the cuda run's checkpoint set loads on CPU agents (iterations 6-10 match)"
 else
     fail "resume of the cuda checkpoint on cpu (exit $rc)" "$(tail -20 "$TMP/resume.err"; paste <(losses "$TMP/cuda.out" | tail -5) <(losses "$TMP/resume.out"))"
+fi
+
+# DLRM with its embedding stage data-parallel (tests/gpu/dlrm-dp.plan.json:
+# ops 0-9, both tables and the dense branches, on agents 0-1; 4
+# micro-batches of 8): the tables' sparse gradients are accumulated on the
+# device and summed over the replicas by the touched rows (the all-gather
+# of pipeline.c), and every stage, the embedding one too, records its
+# passes. The same job with cuda_graphs = false: the same weights bit for
+# bit; CPU agents: the same losses within the tolerance.
+DLRM_SPEC="dlrm:dense_branches=2,sparse_branches=2,dense_in=16,hidden=32,dense_layers=2,rows=500,dim=8,bag=4,top_layers=1"
+DLRM_PLAN="$SRC/tests/gpu/dlrm-dp.plan.json"
+for run in dlrm-cpu dlrm-graphs dlrm-eager; do
+    case $run in
+    dlrm-cpu) C=$(conf local-cpu.toml $run) ;;
+    *) C=$(conf gpu-1.toml $run) ;;
+    esac
+    sed -i "s|^model = .*|model = \"$DLRM_SPEC\"|" "$C"
+    [ $run = dlrm-eager ] && sed -i 's|^\[job\]|[job]\ncuda_graphs = false|' "$C"
+    timeout 300 "$COORD" --plan "$DLRM_PLAN" "$C" >"$TMP/$run.out" 2>"$TMP/$run.err" ||
+        fail "DLRM, embedding stage data-parallel: the $run job failed" "$(tail -20 "$TMP/$run.err")"
+done
+rec=$(grep -c 'stage [0-9] replica [0-9]: CUDA graphs: [0-9]* passes recorded' "$TMP/dlrm-graphs.err")
+if [ "$rec" = 4 ] && ! grep -q 'CUDA graphs off' "$TMP/dlrm-graphs.err" &&
+    [ -n "$(sha "$TMP/dlrm-graphs.out")" ] &&
+    [ "$(sha "$TMP/dlrm-graphs.out")" = "$(sha "$TMP/dlrm-eager.out")" ] &&
+    losses_close <(losses "$TMP/dlrm-cpu.out") <(losses "$TMP/dlrm-graphs.out") $ITERS; then
+    ok "DLRM, embedding stage on 2 replicas: all 4 agents replayed CUDA graphs, the eager run's weights bit for bit, the CPU run's losses"
+else
+    fail "DLRM, embedding stage data-parallel ($rec agents recorded)" "$(grep 'CUDA graphs' "$TMP/dlrm-graphs.err"; sha "$TMP/dlrm-graphs.out"; sha "$TMP/dlrm-eager.out"; paste <(losses "$TMP/dlrm-cpu.out") <(losses "$TMP/dlrm-graphs.out"))"
 fi
 
 # Too little device memory: each a clean stop with a message that names

@@ -1,8 +1,6 @@
 /* test_cuda_cache: the host-side parts of the CUDA backend, run on every
  * machine: the caching allocator (kernels/cuda/gpp_cuda_cache.c) over a
- * counting malloc stand-in for cudaMalloc; the sparse-gradient planner
- * (gpp_cuda_splan.c), whose plans applied on the host as the CUDA kernel
- * applies them must give the CPU backend's gradient bit for bit; and the
+ * counting malloc stand-in for cudaMalloc, and the
  * math the CPU and CUDA kernels share (kernels/gpp_math.h) against its
  * formulas in double. */
 #include <math.h>
@@ -15,10 +13,8 @@
 #endif
 #include "common/gpp_alloc_rule.h"
 #include "kernels/cuda/gpp_cuda_cache.h"
-#include "kernels/cuda/gpp_cuda_splan.h"
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_math.h"
-#include "kernels/gpp_sparse.h"
 #include "tests/gpp_test.h"
 
 /* ---- a raw allocator that counts, with an optional byte limit ---- */
@@ -160,112 +156,6 @@ static void t_out_of_memory(void)
     GPP_EXPECT(r.live_bytes == 0);
 }
 
-/* What gpp_cuk_sparse_accum does on the device, on the host: thread
- * (group gi, column j) sums its pairs' value rows in plan order. */
-static void s_apply_plan(int64_t groups, int64_t dim, const int32_t *plan, const float *values,
-                         int64_t div, int64_t stride, float *gvalues, int32_t *slot_map,
-                         int32_t *rows)
-{
-    const int32_t *off = plan, *pair = off + groups + 1;
-    const int32_t *slot = pair + off[groups], *row = slot + groups, *fresh = row + groups;
-    for (int64_t gi = 0; gi < groups; gi++)
-        for (int64_t j = 0; j < dim; j++) {
-            float *dst = gvalues + (int64_t)slot[gi] * dim + j;
-            float acc = fresh[gi] ? 0.0f : *dst;
-            for (int32_t q = off[gi]; q < off[gi + 1]; q++)
-                acc += values[(pair[q] / div) * stride + j];
-            *dst = acc;
-            if (j == 0 && fresh[gi]) {
-                slot_map[row[gi]] = slot[gi];
-                rows[slot[gi]] = row[gi];
-            }
-        }
-}
-
-/* Three accumulations (repeated ids within and across calls, one with
- * embedding-bag style shared value rows), an undone plan, a clear and one
- * more: count, row order, slot map and values equal the CPU backend's. */
-static void t_sparse_plan(void)
-{
-    enum { ROWS = 300, DIM = 5, MAXP = 96 };
-    gpp_err_t err;
-    gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CPU, .cpu_threads = 1};
-    gpp_backend_t *be = gpp_backend_new(&cfg, &err);
-    gpp_stream_t *st = be ? gpp_stream_new(be, &err) : NULL;
-    GPP_EXPECT(st != NULL);
-    if (!st)
-        return;
-    gpp_sparse_grad_t *ref = gpp_sparse_grad_new(st, ROWS, DIM, 2, &err);
-    int32_t *mir = malloc(3 * ROWS * sizeof(int32_t));
-    memset(mir, 0xff, 3 * ROWS * sizeof(int32_t));
-    gpp_cuda_smirror_t m = {ROWS, mir, mir + ROWS, mir + 2 * ROWS};
-    static int32_t slot_map[ROWS], rows[ROWS], plan[4 * MAXP + 1];
-    static float gval[ROWS * DIM], vals[MAXP * DIM];
-    memset(slot_map, 0xff, sizeof slot_map);
-    int64_t touched = 0;
-    uint64_t rng = 12345;
-    int checks = 0, bad = 0;
-    for (int call = 0; call < 6; call++) {
-        int64_t bag = call == 2 ? 4 : 1; /* call 2: bags of 4 ids share a value row */
-        int64_t n = (20 + 13 * call) / bag * bag;
-        int32_t ids[MAXP];
-        for (int64_t k = 0; k < n; k++) {
-            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-            ids[k] = (int32_t)((rng >> 33) % (call < 3 ? 40 : ROWS)); /* repeats */
-        }
-        for (int64_t k = 0; k < n * DIM; k++)
-            vals[k] = (float)sin(0.1 * (double)(k + 7 * call)) + 0.25f;
-        if (call == 4) { /* planned, then not applied: undo */
-            int64_t t = touched;
-            int64_t gr = gpp_cuda_splan_build(&m, &t, ids, n, plan);
-            gpp_cuda_splan_undo(&m, plan, gr, n);
-            continue;
-        }
-        if (call == 5) { /* clear both, then one more accumulation */
-            GPP_EXPECT(gpp_sparse_grad_clear(st, ref, &err) == 0);
-            for (int64_t k = 0; k < touched; k++)
-                slot_map[rows[k]] = -1;
-            gpp_cuda_smirror_clear(&m, touched);
-            touched = 0;
-        }
-        int64_t before = touched;
-        int64_t groups = gpp_cuda_splan_build(&m, &touched, ids, n, plan);
-        GPP_EXPECT(groups <= n && touched >= before);
-        s_apply_plan(groups, DIM, plan, vals, bag, DIM, gval, slot_map, rows);
-        /* the CPU backend: one add per value row, as its embedding backward does */
-        if (bag == 1)
-            GPP_EXPECT(gpp_sparse_grad_add(st, ref, n, ids, vals, &err) == 0);
-        else
-            for (int64_t b = 0; b < n / bag; b++) {
-                int32_t rep[4];
-                float row4[4 * DIM];
-                for (int k = 0; k < bag; k++) {
-                    rep[k] = ids[b * bag + k];
-                    memcpy(row4 + k * DIM, vals + b * DIM, DIM * sizeof(float));
-                }
-                GPP_EXPECT(gpp_sparse_grad_add(st, ref, bag, rep, row4, &err) == 0);
-            }
-        GPP_EXPECT(gpp_sparse_grad_count(ref) == touched);
-        const int32_t *rr = gpp_sparse_grad_rows(ref);
-        const float *rv = gpp_sparse_grad_values(ref);
-        for (int64_t k = 0; k < touched; k++) {
-            bad += rr[k] != rows[k] || slot_map[rows[k]] != (int32_t)k || m.slot[rows[k]] != k;
-            bad += memcmp(rv + k * DIM, gval + k * DIM, DIM * sizeof(float)) != 0;
-            checks += 2;
-        }
-    }
-    printf("  planned accumulation vs cpu backend: %d checks of slots, row order and values, "
-           "%d differ (bit-exact)\n",
-           checks, bad);
-    GPP_EXPECT(bad == 0 && checks > 0);
-    for (int64_t r = 0; r < ROWS; r++)
-        GPP_EXPECT(m.grp[r] == -1);
-    free(mir);
-    gpp_sparse_grad_destroy(&ref);
-    gpp_stream_destroy(&st);
-    gpp_backend_destroy(&be);
-}
-
 /* gpp_math.h against its formulas in double (the CPU backend's optimizer
  * and activation kernels are these functions; test_kernels and test_optim
  * check them through the ops). */
@@ -344,10 +234,13 @@ static void t_cublaslt_load(void)
 }
 
 static const gpp_test_case_t cases[] = {
-    {"size_classes", t_size_classes},   {"reuse_and_peak", t_reuse_and_peak},
-    {"out_of_memory", t_out_of_memory}, {"sparse_plan", t_sparse_plan},
-    {"shared_math", t_shared_math},     {"cuda_backend_open", t_cuda_backend_open},
-    {"cublaslt_load", t_cublaslt_load}, {NULL, NULL},
+    {"size_classes", t_size_classes},
+    {"reuse_and_peak", t_reuse_and_peak},
+    {"out_of_memory", t_out_of_memory},
+    {"shared_math", t_shared_math},
+    {"cuda_backend_open", t_cuda_backend_open},
+    {"cublaslt_load", t_cublaslt_load},
+    {NULL, NULL},
 };
 
 int main(void)
