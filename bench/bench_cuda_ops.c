@@ -14,7 +14,8 @@
  * ReLU forward as one call (gpp_linear_act_fwd: the activation in
  * cuBLASLt's epilogue) against the product and the activation as two ops.
  * Attention's fused core against batched products + softmax at seq 128 and
- * 256 (micro-batch 8 and 32), fp32 and bf16.
+ * 256 (micro-batch 8 and 32), fp32 and bf16. The embedding bag's sparse
+ * backward (device accumulation) at DLRM's micro-batches 256 and 2048.
  *
  * Without a usable GPU it prints why and exits 77 (nothing is measured). */
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "common/gpp_time.h"
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_ops.h"
+#include "kernels/gpp_sparse.h"
 
 static int s_reps = 50;
 
@@ -231,6 +233,50 @@ static void s_bench_misc(gpu_t *d, int kind, int64_t n, int64_t seq, int64_t hid
     s_misc_free(d, &k);
 }
 
+/* The embedding bag's backward into its sparse gradient (all on the
+ * device: radix sort, first-touch numbering, pair-order sums) and the
+ * clear after the optimizer step, at DLRM's shapes: `bags` bags of `bag`
+ * indices into a (rows, dim) table, a third of them on 64 hot rows. */
+typedef struct {
+    gpp_tensor_t idx, dy;
+    gpp_sparse_grad_t *g;
+} sparse_t;
+
+static int s_sparse(gpu_t *d, void *c, gpp_err_t *err)
+{
+    sparse_t *k = c;
+    if (gpp_embedding_bag_bwd(d->st, &k->idx, &k->dy, k->g, err) < 0)
+        return -1;
+    return gpp_sparse_grad_clear(d->st, k->g, err);
+}
+
+static void s_bench_sparse(gpu_t *d, int64_t bags, int64_t bag, int64_t rows, int64_t dim)
+{
+    gpp_err_t err;
+    sparse_t k = {0};
+    int32_t *h = malloc((size_t)(bags * bag) * sizeof *h);
+    uint64_t rng = 88172645463325252ull;
+    for (int64_t i = 0; i < bags * bag; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        h[i] = (int32_t)(i % 3 == 0 ? rng % 64 * (uint64_t)(rows / 64) : rng % (uint64_t)rows);
+    }
+    if (gpp_tensor_alloc(d->be, GPP_DTYPE_I32, bags, 1, bag, &k.idx, &err) < 0 ||
+        gpp_stream_copy(d->st, k.idx.data, h, (size_t)(bags * bag) * 4, GPP_COPY_H2D, &err) < 0 ||
+        s_tensor(d, bags, 1, dim, &k.dy) < 0 ||
+        !(k.g = gpp_sparse_grad_new(d->st, rows, dim, bags * bag, &err)) ||
+        gpp_stream_sync(d->st, &err) < 0) {
+        fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
+        exit(1);
+    }
+    free(h);
+    double ms = s_time(d, s_sparse, &k);
+    printf("      embedding bwd (sparse, %lld pairs into %lld x %lld) + clear: %8.3f ms\n",
+           (long long)(bags * bag), (long long)rows, (long long)dim, ms);
+    gpp_sparse_grad_destroy(&k.g);
+    gpp_tensor_free(d->be, &k.idx);
+    gpp_tensor_free(d->be, &k.dy);
+}
+
 /* Attention with the fused core (gpp_cuda_flash.cuh), with batched
  * products + softmax (GPP_CUDA_ATTENTION=unfused: at bf16 over bf16
  * operands and stash) and, at bf16, the products over fp32 operands
@@ -338,6 +384,8 @@ int main(int argc, char **argv)
             s_bench_misc(&d, 1, 8 / q, 128, 1024, 0);
             s_bench_misc(&d, 2, 8 / q, 128, 4096, 0);
             s_bench_misc(&d, 3, 1, 1, 1, 0);
+            s_bench_sparse(&d, 256 / q, 16, 100000, 32);
+            s_bench_sparse(&d, 2048 / q, 16, 100000, 32);
         }
         gpp_backend_mem_t mem;
         gpp_backend_cache_t cache;
