@@ -112,6 +112,10 @@ typedef struct {
      * packed to bf16 by a kernel first, then a bf16 x bf16 -> fp32 product;
      * environment GPP_CUDA_BF16_GEMM=fast|packed, default fast */
     int bf16_packed;
+    /* with bf16_packed: each parameter operand (gpp_cuda_gemm_t.b_param)
+     * rounded to bf16 once per value it takes (gpp_cuda_blas.c) */
+    struct gpp_cuda_wpack_s *wpack;
+    int n_wpack;
 } gpp_cuda_t;
 
 #define GPP_CUDA_PACK_OLD 40 /* doubling from 512 B: more than any device holds */
@@ -176,6 +180,8 @@ typedef struct {
     float alpha, beta;
     const void *a, *b; /* float *, or gpp bf16 (2 bytes) when ab_bf16 */
     int ab_bf16;
+    int b_param; /* b is a parameter: it changes only through an optimizer step or a
+                    copy into it (packed bf16 keeps its rounding until then) */
     int64_t lda, ldb;
     float *c;
     int64_t ldc;
@@ -190,6 +196,14 @@ typedef struct {
  * the epilogue's work as a kernel. */
 #define GPP_CUDA_NO_ALGO (-2)
 int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err);
+/* The packed bf16 roundings of parameters whose source overlaps [p, p +
+ * bytes) are stale: an optimizer step, a copy or a zeroing wrote there
+ * (release: the source is freed, the rounding's buffer goes back too). */
+void gpp_cuda_wpack_forget(gpp_backend_t *be, const void *p, size_t bytes, int release);
+void gpp_cuda_wpack_destroy(gpp_backend_t *be);
+/* The backend's own buffers (gpp_backend_mem_t.own_bytes) */
+void *gpp_cuda_own_alloc(gpp_backend_t *be, size_t bytes);
+void gpp_cuda_own_free(gpp_backend_t *be, void *p);
 gpp_cuda_plans_t *gpp_cuda_plans_new(void);
 void gpp_cuda_plans_destroy(gpp_cuda_plans_t **self_p);
 

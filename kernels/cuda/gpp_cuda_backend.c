@@ -145,6 +145,7 @@ static void s_fini(gpp_backend_t *be)
     gpp_cuda_t *c = gpp_cuda_be(be);
     (void)cudaSetDevice(c->device);
     (void)cudaDeviceSynchronize();
+    gpp_cuda_wpack_destroy(be);
     gpp_cuda_plans_destroy(&c->plans);
     gpp_cuda_cache_destroy(&c->cache);
     gpp_cuda_lt.cublasLtDestroy(c->lt);
@@ -201,7 +202,21 @@ static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
 
 static void s_free(gpp_backend_t *be, void *p)
 {
-    s_cache_put(be, p, 0);
+    if (!p)
+        return;
+    size_t bytes = gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p);
+    gpp_backend_account(be, -(int64_t)bytes);
+    gpp_cuda_wpack_forget(be, p, bytes, 1);
+}
+
+void *gpp_cuda_own_alloc(gpp_backend_t *be, size_t bytes)
+{
+    return s_cache_get(be, bytes, 1);
+}
+
+void gpp_cuda_own_free(gpp_backend_t *be, void *p)
+{
+    s_cache_put(be, p, 1);
 }
 
 static void s_cache_stats(gpp_backend_t *be, gpp_backend_cache_t *out)
@@ -325,12 +340,15 @@ static int s_copy(gpp_stream_t *s, void *dst, const void *src, size_t bytes, gpp
                             : kind == GPP_COPY_D2H ? cudaMemcpyDeviceToHost
                                                    : cudaMemcpyDeviceToDevice;
     GPP_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, k, gpp_cuda_stream(s)), err);
+    if (kind != GPP_COPY_D2H)
+        gpp_cuda_wpack_forget(s->be, dst, bytes, 0);
     return 0;
 }
 
 static int s_zero(gpp_stream_t *s, void *dst, size_t bytes, gpp_err_t *err)
 {
     GPP_CUDA_TRY(cudaMemsetAsync(dst, 0, bytes, gpp_cuda_stream(s)), err);
+    gpp_cuda_wpack_forget(s->be, dst, bytes, 0);
     return 0;
 }
 

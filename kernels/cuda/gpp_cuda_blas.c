@@ -19,7 +19,13 @@
  * to bf16 into a packed buffer of the stream (gpp_cuda_pack_buffer), then
  * the product is bf16 x bf16 -> fp32 with CUBLAS_COMPUTE_32F, which reads
  * half the bytes and can use the library's native bf16 kernels; C, the
- * bias and the GELU aux stay fp32. */
+ * bias and the GELU aux stay fp32. A parameter operand (a linear's weight,
+ * gpp_cuda_gemm_t.b_param) is rounded once per value it takes, not once
+ * per product: its rounding is kept (gpp_cuda_t.wpack) until an optimizer
+ * step, a copy or a zeroing writes its source (gpp_cuda_wpack_forget),
+ * as mixed-precision training keeps a bf16 copy of its fp32 master
+ * weights. So a weight used by k micro-batches' forwards and backwards is
+ * rounded once per iteration instead of 2k times. */
 #include <assert.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -286,6 +292,90 @@ out:
     return rc == 0 ? 0 : rc == GPP_CUDA_NO_ALGO ? GPP_CUDA_NO_ALGO : -1;
 }
 
+/* ---- packed bf16 roundings of parameters ---- */
+
+#define S_WPACK_MAX 512 /* parameters a backend keeps roundings of; more are packed per product */
+
+struct gpp_cuda_wpack_s {
+    const float *src;
+    int64_t rows, cols, ld; /* the source, row-major */
+    void *bf16;             /* rows x cols, packed */
+    int valid;              /* bf16 holds src's values as rounded on stream st */
+    cudaStream_t st;
+};
+
+static size_t s_wpack_span(const struct gpp_cuda_wpack_s *w)
+{
+    return (size_t)((w->rows - 1) * w->ld + w->cols) * sizeof(float);
+}
+
+void gpp_cuda_wpack_forget(gpp_backend_t *be, const void *p, size_t bytes, int release)
+{
+    gpp_cuda_t *c = gpp_cuda_be(be);
+    const char *lo = p, *hi = lo + bytes;
+    for (int i = 0; i < c->n_wpack; i++) {
+        struct gpp_cuda_wpack_s *w = &c->wpack[i];
+        const char *a = (const char *)w->src, *b = a + s_wpack_span(w);
+        if (a >= hi || b <= lo)
+            continue;
+        w->valid = 0;
+        if (release) { /* the source is gone: so is the entry */
+            gpp_cuda_own_free(be, w->bf16);
+            c->wpack[i--] = c->wpack[--c->n_wpack];
+        }
+    }
+}
+
+void gpp_cuda_wpack_destroy(gpp_backend_t *be)
+{
+    gpp_cuda_t *c = gpp_cuda_be(be);
+    for (int i = 0; i < c->n_wpack; i++)
+        gpp_cuda_own_free(be, c->wpack[i].bf16);
+    free(c->wpack);
+    c->wpack = NULL;
+    c->n_wpack = 0;
+}
+
+/* The bf16 rounding of parameter src (rows x cols, row stride ld) for a
+ * product on stream cs: kept from an earlier product on the same stream
+ * while src is unchanged, else (re)packed into the entry's buffer. NULL
+ * when none can be kept (another stream's, no room): pack per product. */
+static const void *s_wpack(gpp_stream_t *s, const float *src, int64_t rows, int64_t cols,
+                           int64_t ld, gpp_err_t *err, int *rc)
+{
+    gpp_cuda_t *c = gpp_cuda_be(s->be);
+    cudaStream_t st = gpp_cuda_stream(s);
+    struct gpp_cuda_wpack_s *w = NULL;
+    *rc = 0;
+    for (int i = 0; i < c->n_wpack && !w; i++)
+        if (c->wpack[i].src == src && c->wpack[i].rows == rows && c->wpack[i].cols == cols &&
+            c->wpack[i].ld == ld)
+            w = &c->wpack[i];
+    if (w && w->valid && w->st == st)
+        return w->bf16;
+    if (w && w->valid) /* rounded for another stream: not ordered with this one */
+        return NULL;
+    if (!w) {
+        if (c->n_wpack == S_WPACK_MAX)
+            return NULL;
+        void *buf = gpp_cuda_own_alloc(s->be, (size_t)(rows * cols) * 2);
+        if (!buf)
+            return NULL; /* no room: the per-product buffer says so if it has none either */
+        if (!c->wpack)
+            c->wpack = gpp_xcalloc(S_WPACK_MAX, sizeof *c->wpack);
+        w = &c->wpack[c->n_wpack++];
+        *w = (struct gpp_cuda_wpack_s){src, rows, cols, ld, buf, 0, st};
+    }
+    cudaError_t e = gpp_cuk_pack_bf16(st, 1, rows, cols, src, ld, 0, w->bf16);
+    if (e != cudaSuccess) {
+        *rc = gpp_cuda_fail(err, __FILE__, __LINE__, "gpp_cuk_pack_bf16", e);
+        return NULL;
+    }
+    w->valid = 1;
+    w->st = st;
+    return w->bf16;
+}
+
 int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
 {
     assert(g->k > 0);
@@ -325,15 +415,23 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
          * (k x n, or n x k); the packed row stride is the row length */
         int64_t ra = g->trans_a ? g->k : g->m, ca = g->trans_a ? g->m : g->k;
         int64_t rb = g->trans_b ? g->n : g->k, cb = g->trans_b ? g->k : g->n;
+        int rc = 0;
+        const void *kept = g->b_param && k.batch == 1
+                               ? s_wpack(s, (const float *)g->b, rb, cb, g->ldb, err, &rc)
+                               : NULL;
+        if (rc < 0)
+            return rc;
         size_t bytes_a = (size_t)(k.batch * ra * ca) * 2, off_b = (bytes_a + 255) / 256 * 256;
-        char *pk = gpp_cuda_pack_buffer(s, off_b + (size_t)(k.batch * rb * cb) * 2, err);
+        size_t bytes = kept ? bytes_a : off_b + (size_t)(k.batch * rb * cb) * 2;
+        char *pk = gpp_cuda_pack_buffer(s, bytes, err);
         if (!pk)
             return gpp_err_prefix(err, "backend %s: bf16 product", s->be->name);
         GPP_CUDA_TRY(gpp_cuk_pack_bf16(cs->st, k.batch, ra, ca, g->a, g->lda, k.sa, pk), err);
-        GPP_CUDA_TRY(gpp_cuk_pack_bf16(cs->st, k.batch, rb, cb, g->b, g->ldb, k.sb, pk + off_b),
-                     err);
+        if (!kept)
+            GPP_CUDA_TRY(gpp_cuk_pack_bf16(cs->st, k.batch, rb, cb, g->b, g->ldb, k.sb, pk + off_b),
+                         err);
         a = pk;
-        b = pk + off_b;
+        b = kept ? kept : pk + off_b;
         k.packed = 1;
         k.lda = ca;
         k.ldb = cb;

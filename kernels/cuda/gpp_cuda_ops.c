@@ -46,6 +46,7 @@ static int s_linear_fwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, con
                          .a = x,
                          .lda = in,
                          .b = w,
+                         .b_param = 1,
                          .ldb = in,
                          .c = y,
                          .ldc = out,
@@ -67,6 +68,7 @@ static int s_linear_bwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, con
                              .a = dy,
                              .lda = out,
                              .b = w,
+                             .b_param = 1,
                              .ldb = in,
                              .c = dx,
                              .ldc = in};
@@ -146,6 +148,7 @@ int gpp_cuda_linear_act_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_te
                          .a = s_f(x),
                          .lda = in,
                          .b = s_f(w),
+                         .b_param = 1,
                          .ldb = in,
                          .c = s_f(y),
                          .ldc = out,
@@ -807,6 +810,7 @@ int gpp_cuda_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_
                         int64_t step, float *param, const float *grad, gpp_err_t *err)
 {
     cudaStream_t cs = gpp_cuda_stream(s);
+    gpp_cuda_wpack_forget(s->be, param, (size_t)st->numel * sizeof(float), 0);
     if (hp->kind == GPP_OPTIM_SGD)
         S_LAUNCH(gpp_cuk_sgd(cs, st->numel, hp->lr, hp->weight_decay, hp->momentum, param,
                              st->buf[0], grad),

@@ -321,6 +321,102 @@ static void t_linear_bf16_packed(void)
     s_expect_env_refused("GPP_CUDA_BF16_GEMM", "bf16");
 }
 
+/* Packed bf16 keeps each weight's rounding until the weight changes
+ * (gpp_cuda_blas.c): after a copy into the weight, an optimizer step on it
+ * and a zeroing, the product must be what a fresh packed backend computes
+ * from the weight's new values, bit for bit; unchanged, the same bits. */
+static gpp_backend_t *s_packed_backend(gpp_stream_t **st)
+{
+    gpp_err_t err;
+    gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA, .precision = GPP_PRECISION_BF16};
+    setenv("GPP_CUDA_BF16_GEMM", "packed", 1);
+    gpp_backend_t *be = gpp_backend_new(&cfg, &err);
+    unsetenv("GPP_CUDA_BF16_GEMM");
+    *st = be ? gpp_stream_new(be, &err) : NULL;
+    GPP_EXPECT_MSG(*st != NULL, "%s", err.msg);
+    return be;
+}
+
+/* y (host) = x W^T on a fresh packed backend from host x and w */
+static void s_packed_fresh(int64_t m, int64_t in, int64_t out, const float *x, const float *w,
+                           float *y)
+{
+    gpp_err_t err;
+    gpp_stream_t *st;
+    gpp_backend_t *be = s_packed_backend(&st);
+    gpp_tensor_t dx, dw, dy;
+    GPP_EXPECT(gpp_tensor_alloc(be, GPP_DTYPE_F32, 1, m, in, &dx, &err) == 0 &&
+               gpp_tensor_alloc(be, GPP_DTYPE_F32, 1, out, in, &dw, &err) == 0 &&
+               gpp_tensor_alloc(be, GPP_DTYPE_F32, 1, m, out, &dy, &err) == 0);
+    GPP_EXPECT(gpp_stream_copy(st, dx.data, x, (size_t)(m * in) * 4, GPP_COPY_H2D, &err) == 0 &&
+               gpp_stream_copy(st, dw.data, w, (size_t)(out * in) * 4, GPP_COPY_H2D, &err) == 0 &&
+               gpp_linear_fwd(st, &dx, &dw, NULL, &dy, &err) == 0 &&
+               gpp_stream_copy(st, y, dy.data, (size_t)(m * out) * 4, GPP_COPY_D2H, &err) == 0 &&
+               gpp_stream_sync(st, &err) == 0);
+    gpp_tensor_free(be, &dx);
+    gpp_tensor_free(be, &dw);
+    gpp_tensor_free(be, &dy);
+    gpp_stream_destroy(&st);
+    gpp_backend_destroy(&be);
+}
+
+static void t_bf16_weights_kept(void)
+{
+    gpp_err_t err;
+    enum { M = 32, IN = 64, OUT = 48 };
+    static float x[M * IN], w[OUT * IN], g[OUT * IN], y[M * OUT], want[M * OUT];
+    for (int i = 0; i < M * IN; i++)
+        x[i] = s_uniform();
+    for (int i = 0; i < OUT * IN; i++)
+        w[i] = s_uniform(), g[i] = s_uniform();
+    gpp_stream_t *st;
+    gpp_backend_t *be = s_packed_backend(&st);
+    if (!st) {
+        gpp_backend_destroy(&be);
+        return;
+    }
+    gpp_tensor_t dx, dw, dy, dg;
+    GPP_EXPECT(gpp_tensor_alloc(be, GPP_DTYPE_F32, 1, M, IN, &dx, &err) == 0 &&
+               gpp_tensor_alloc(be, GPP_DTYPE_F32, 1, OUT, IN, &dw, &err) == 0 &&
+               gpp_tensor_alloc(be, GPP_DTYPE_F32, 1, OUT, IN, &dg, &err) == 0 &&
+               gpp_tensor_alloc(be, GPP_DTYPE_F32, 1, M, OUT, &dy, &err) == 0);
+    GPP_EXPECT(gpp_stream_copy(st, dx.data, x, sizeof x, GPP_COPY_H2D, &err) == 0 &&
+               gpp_stream_copy(st, dw.data, w, sizeof w, GPP_COPY_H2D, &err) == 0 &&
+               gpp_stream_copy(st, dg.data, g, sizeof g, GPP_COPY_H2D, &err) == 0);
+    gpp_optim_hp_t hp = {.kind = GPP_OPTIM_SGD, .lr = 0.25f};
+    gpp_optim_state_t *os = gpp_optim_state_new(st, hp.kind, OUT * IN, &err);
+    GPP_EXPECT(os != NULL);
+    static const char *steps[] = {"first product", "same weight again", "weight copied over",
+                                  "optimizer step on the weight", "weight zeroed"};
+    for (int k = 0; k < 5 && os; k++) {
+        if (k == 2) {
+            for (int i = 0; i < OUT * IN; i++)
+                w[i] = s_uniform();
+            GPP_EXPECT(gpp_stream_copy(st, dw.data, w, sizeof w, GPP_COPY_H2D, &err) == 0);
+        } else if (k == 3) {
+            GPP_EXPECT(gpp_optim_step(st, os, &hp, 1, &dw, &dg, &err) == 0);
+        } else if (k == 4) {
+            GPP_EXPECT(gpp_stream_zero(st, dw.data, sizeof w, &err) == 0);
+        }
+        GPP_EXPECT(gpp_stream_copy(st, w, dw.data, sizeof w, GPP_COPY_D2H, &err) == 0 &&
+                   gpp_linear_fwd(st, &dx, &dw, NULL, &dy, &err) == 0 &&
+                   gpp_stream_copy(st, y, dy.data, sizeof y, GPP_COPY_D2H, &err) == 0 &&
+                   gpp_stream_sync(st, &err) == 0);
+        s_packed_fresh(M, IN, OUT, x, w, want);
+        int same = memcmp(y, want, sizeof y) == 0;
+        printf("  bf16 packed, weight kept: %-30s %s\n", steps[k],
+               same ? "bit for bit a fresh rounding's" : "DIFFERS");
+        GPP_EXPECT_MSG(same, "%s: a stale bf16 weight", steps[k]);
+    }
+    gpp_optim_state_destroy(&os);
+    gpp_tensor_free(be, &dx);
+    gpp_tensor_free(be, &dw);
+    gpp_tensor_free(be, &dg);
+    gpp_tensor_free(be, &dy);
+    gpp_stream_destroy(&st);
+    gpp_backend_destroy(&be);
+}
+
 static void t_activations(void)
 {
     /* act 0 relu, 1 gelu (tanh form), 2 gelu (erf form) */
@@ -768,6 +864,7 @@ static const gpp_test_case_t cases[] = {
     {"linear_tf32", t_linear_tf32},
     {"linear_bf16", t_linear_bf16},
     {"linear_bf16_packed", t_linear_bf16_packed},
+    {"bf16_weights_kept", t_bf16_weights_kept},
     {"activations", t_activations},
     {"layernorm", t_layernorm},
     {"attention", t_attention},
