@@ -351,7 +351,7 @@ extern "C" cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int6
 /* ---- sparse gradient accumulation, all on the device ----
  * Pairs (row id, value row) are sorted by row id with a stable radix sort
  * (8-bit digits, one tile of S_THREADS pairs per block: a per-tile digit
- * histogram, one scan of all histograms, a scatter where each pair's rank
+ * histogram, one scan of all histograms (one block), a scatter where each pair's rank
  * among its tile's pairs of the same digit is counted in shared memory),
  * so each row's pairs lie together in pair order. The first pair of a row
  * the gradient does not hold yet is flagged at its pair position; a scan of
@@ -398,31 +398,37 @@ GPP_KERNEL void k_sp_hist(int64_t n, int64_t tiles, int shift, const int32_t *ke
 }
 
 /* One block: out = exclusive prefix sums of in[0, m) (in place allowed).
- * With count: *base = *count, then *count and *host_count += the total. */
+ * Each thread sums its own run of ceil(m / S_SCAN) items, one scan over
+ * the S_SCAN run sums in shared memory gives each run's offset, and each
+ * thread writes its run: the data is read twice, with two barriers per
+ * scan step over the run sums only (not per chunk of S_SCAN items). With
+ * count: *base = *count, then *count and *host_count += the total. */
 GPP_KERNEL void k_sp_scan(int64_t m, const int32_t *in, int32_t *out, int32_t *count,
                           int32_t *host_count, int32_t *base)
 {
     GPP_SHARED int32_t sum[S_SCAN];
     int t = threadIdx.x;
-    int32_t carry = 0;
-    for (int64_t o = 0; o < m; o += S_SCAN) {
-        int32_t v = o + t < m ? in[o + t] : 0;
-        sum[t] = v;
+    int64_t per = (m + S_SCAN - 1) / S_SCAN, lo = t * per, hi = lo + per < m ? lo + per : m;
+    int32_t run = 0;
+    for (int64_t i = lo; i < hi; i++)
+        run += in[i];
+    sum[t] = run;
+    GPP_SYNC();
+    for (int d = 1; d < S_SCAN; d *= 2) {
+        int32_t add = t >= d ? sum[t - d] : 0;
         GPP_SYNC();
-        for (int d = 1; d < S_SCAN; d *= 2) {
-            int32_t add = t >= d ? sum[t - d] : 0;
-            GPP_SYNC();
-            sum[t] += add;
-            GPP_SYNC();
-        }
-        if (o + t < m)
-            out[o + t] = carry + sum[t] - v;
-        carry += sum[S_SCAN - 1];
-        GPP_SYNC(); /* everyone has read sum[] before the next chunk */
+        sum[t] += add;
+        GPP_SYNC();
+    }
+    int32_t off = sum[t] - run;
+    for (int64_t i = lo; i < hi; i++) {
+        int32_t v = in[i];
+        out[i] = off;
+        off += v;
     }
     if (t == 0 && count) {
         *base = *count;
-        *count += carry;
+        *count += sum[S_SCAN - 1];
         *host_count = *count;
     }
 }
