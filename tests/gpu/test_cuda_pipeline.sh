@@ -101,7 +101,7 @@ else
     fail "resume of the cuda checkpoint on cpu (exit $rc)" "$(tail -20 "$TMP/resume.err"; paste <(losses "$TMP/cuda.out" | tail -5) <(losses "$TMP/resume.out"))"
 fi
 
-# DLRM with its embedding stage data-parallel (tests/gpu/dlrm-dp.plan.json:
+# DLRM with its embedding stage data-parallel (tests/data/plans/dlrm_emb_dp.json:
 # ops 0-9, both tables and the dense branches, on agents 0-1; 4
 # micro-batches of 8): the tables' sparse gradients are accumulated on the
 # device and summed over the replicas by the touched rows (the all-gather
@@ -109,7 +109,7 @@ fi
 # passes. The same job with cuda_graphs = false: the same weights bit for
 # bit; CPU agents: the same losses within the tolerance.
 DLRM_SPEC="dlrm:dense_branches=2,sparse_branches=2,dense_in=16,hidden=32,dense_layers=2,rows=500,dim=8,bag=4,top_layers=1"
-DLRM_PLAN="$SRC/tests/gpu/dlrm-dp.plan.json"
+DLRM_PLAN="$SRC/tests/data/plans/dlrm_emb_dp.json"
 for run in dlrm-cpu dlrm-graphs dlrm-eager; do
     case $run in
     dlrm-cpu) C=$(conf local-cpu.toml $run) ;;

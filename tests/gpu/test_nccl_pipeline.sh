@@ -6,7 +6,9 @@
 # within 2e-3 relative (the tolerance of test_cuda_pipeline). Two plans: the
 # CPU run's own (4 stages: point-to-point only) and
 # tests/data/plans/mmt2_dp.json (stage 0 on 2 data-parallel replicas: the
-# gradient all-reduce on a group communicator). Then an agent killed during
+# gradient all-reduce on a group communicator), and DLRM on
+# tests/data/plans/dlrm_emb_dp.json (its embedding stage on 2 replicas:
+# the sparse gradients' all-gather on a group communicator). Then an agent killed during
 # training: the job stops with an error (no hang: the survivors' receives
 # fail when the peer's connections end) and every agent is reaped.
 # Label gpu: needs 4 GPUs, else exit 77 (skipped).
@@ -36,14 +38,18 @@ nccl_conf() { # $1 name: gpu-1.toml with one GPU per agent and comm nccl
     echo "$c"
 }
 
-# run_pair NAME PLAN: the job on CPU agents (PLAN: gpp, or a plan file), then
-# with comm nccl on the CPU run's plan; both loss curves compared
+# run_pair NAME PLAN [MODEL]: the job (the example's model, or MODEL) on
+# CPU agents (PLAN: gpp, or a plan file), then with comm nccl on the CPU
+# run's plan; both loss curves compared
 run_pair() {
-    local name=$1 plan=$2 rc n_nccl
-    timeout 300 "$COORD" --plan "$plan" "$(job_conf local-cpu.toml "$name-cpu")" >"$TMP/$name-cpu.out" \
+    local name=$1 plan=$2 model=${3:-} rc n_nccl cc nc
+    cc=$(job_conf local-cpu.toml "$name-cpu")
+    nc=$(nccl_conf "$name-nccl")
+    [ -n "$model" ] && sed -i "s|^model = .*|model = \"$model\"|" "$cc" "$nc"
+    timeout 300 "$COORD" --plan "$plan" "$cc" >"$TMP/$name-cpu.out" \
         2>"$TMP/$name-cpu.err" ||
         fail "$name: the job on CPU agents failed" "$(tail -20 "$TMP/$name-cpu.err")"
-    timeout 300 "$COORD" --plan "$TMP/$name-cpu.ckpt/plan.json" "$(nccl_conf "$name-nccl")" \
+    timeout 300 "$COORD" --plan "$TMP/$name-cpu.ckpt/plan.json" "$nc" \
         >"$TMP/$name-nccl.out" 2>"$TMP/$name-nccl.err"
     rc=$?
     n_nccl=$(grep -c 'transfers in the blocking-stream order .* on nccl' "$TMP/$name-nccl.err")
@@ -64,6 +70,10 @@ run_pair() {
 run_pair pipeline gpp
 ITERS=3
 run_pair dp "$SRC/tests/data/plans/mmt2_dp.json"
+# DLRM with its embedding stage on 2 replicas: the tables' sparse gradients
+# accumulated on the device, all-gathered over the group communicator
+run_pair dlrm-dp "$SRC/tests/data/plans/dlrm_emb_dp.json" \
+    "dlrm:dense_branches=2,sparse_branches=2,dense_in=16,hidden=32,dense_layers=2,rows=500,dim=8,bag=4,top_layers=1"
 
 # an agent (stage 1) killed during training: the job fails, nobody hangs
 ITERS=50
