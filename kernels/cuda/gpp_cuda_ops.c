@@ -398,9 +398,10 @@ gpp_work_t gpp_cuda_op_workspace(gpp_backend_t *be, const gpp_graph_t *g, const 
     } else if (op->type == GPP_OP_LOSS_CE) {
         w.per_sample = g->ops[op->inputs[0]].rows * 4;
     } else if (op->type == GPP_OP_EMBEDDING_BAG && op->sparse_params) {
-        int64_t bag = g->ops[op->inputs[0]].cols;
+        /* pairs per sample: every index of the sample's bags */
+        const gpp_op_t *in = &g->ops[op->inputs[0]];
         w.fixed = 256 * 4;
-        w.per_sample = 7 * bag * 4;
+        w.per_sample = 7 * in->rows * in->cols * 4;
     }
     return w;
 }
