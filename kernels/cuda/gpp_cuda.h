@@ -132,6 +132,8 @@ typedef struct {
      * all of them together are smaller than pack) */
     void *pack_old[GPP_CUDA_PACK_OLD];
     int n_pack_old;
+    void *side; /* scratch of work outside a stage's passes (gpp_cuda_side_buffer) */
+    size_t side_bytes;
 } gpp_cuda_stream_t;
 
 /* cuBLASLt workspace per stream: 32 MiB, what NVIDIA's cuBLAS documentation
@@ -157,6 +159,12 @@ static inline cudaStream_t gpp_cuda_stream(gpp_stream_t *s)
  * old one until the stream is destroyed (work already enqueued, or a
  * captured graph, may still use it). */
 void *gpp_cuda_pack_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err);
+/* Scratch of at least `bytes` for work outside a stage's passes (the
+ * sparse sync's adds into a gradient, gpp_sparse_grad_add), kept apart
+ * from the stream workspace that the passes' recordings hold and the
+ * memory model charges. One of the backend's own buffers; growing
+ * synchronises the stream first (queued work may use the old one). */
+void *gpp_cuda_side_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err);
 /* The stream's cuBLASLt workspace, taken at its first product (one of the
  * backend's own buffers); NULL + message when the device has no room. */
 void *gpp_cuda_lt_workspace(gpp_stream_t *s, gpp_err_t *err);

@@ -239,6 +239,7 @@ static void s_stream_fini(gpp_stream_t *s)
         (void)cudaStreamSynchronize(cs->st);
     s_cache_put(s->be, cs->lt_ws, 1);
     s_cache_put(s->be, cs->pack, 1);
+    s_cache_put(s->be, cs->side, 1);
     for (int i = 0; i < cs->n_pack_old; i++)
         s_cache_put(s->be, cs->pack_old[i], 1);
     if (cs->fault)
@@ -301,6 +302,28 @@ static void s_stream_free(gpp_stream_t *s, void *p)
 {
     (void)cudaStreamSynchronize(gpp_cuda_stream(s));
     s_cache_put(s->be, p, 0);
+}
+
+void *gpp_cuda_side_buffer(gpp_stream_t *s, size_t bytes, gpp_err_t *err)
+{
+    gpp_cuda_stream_t *cs = gpp_cuda_st(s);
+    if (bytes <= cs->side_bytes)
+        return cs->side;
+    size_t want = bytes > 2 * cs->side_bytes ? bytes : 2 * cs->side_bytes;
+    cudaError_t e = cudaStreamSynchronize(cs->st);
+    if (e != cudaSuccess) {
+        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaStreamSynchronize", e);
+        return NULL;
+    }
+    void *p = s_cache_get(s->be, want, 1);
+    if (!p) {
+        s_oom(s->be, "sparse gradient scratch", want, err);
+        return NULL;
+    }
+    s_cache_put(s->be, cs->side, 1);
+    cs->side = p;
+    cs->side_bytes = want;
+    return p;
 }
 
 void *gpp_cuda_lt_workspace(gpp_stream_t *s, gpp_err_t *err)

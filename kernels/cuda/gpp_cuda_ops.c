@@ -647,10 +647,13 @@ void gpp_cuda_sparse_fini(gpp_sparse_grad_t *g)
 }
 
 /* Accumulates `count` pairs: row ids ids_dev (device) and value row of
- * pair p at values + (p / div) * stride. */
+ * pair p at values + (p / div) * stride. Scratch: the stream workspace in
+ * a backward (an op's, charged by the memory model, held by a pass's
+ * recording), the side buffer for a peer's pairs (side: the sparse sync,
+ * outside the passes, whose sizes follow the data). */
 static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
                           const int32_t *ids_dev, const float *values, int64_t div, int64_t stride,
-                          gpp_err_t *err)
+                          int side, gpp_err_t *err)
 {
     if (count == 0)
         return 0;
@@ -669,8 +672,9 @@ static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
         if (gpp_sparse_grad_reserve(s, g, need, err) < 0)
             return -1;
     }
-    int32_t *scratch =
-        gpp_stream_workspace(s, (size_t)gpp_cuk_sparse_scratch_ints(count) * sizeof(int32_t), err);
+    size_t scratch_bytes = (size_t)gpp_cuk_sparse_scratch_ints(count) * sizeof(int32_t);
+    int32_t *scratch = side ? gpp_cuda_side_buffer(s, scratch_bytes, err)
+                            : gpp_stream_workspace(s, scratch_bytes, err);
     if (!scratch)
         return -1;
     S_LAUNCH(gpp_cuk_sparse_accum(gpp_cuda_stream(s), count, g->dim, g->table_rows, ids_dev, values,
@@ -684,14 +688,14 @@ static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
 int gpp_cuda_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, const int32_t *rows,
                         const float *values, int64_t value_stride, gpp_err_t *err)
 {
-    return s_sparse_accum(s, g, count, rows, values, 1, value_stride, err);
+    return s_sparse_accum(s, g, count, rows, values, 1, value_stride, 1, err);
 }
 
 int gpp_cuda_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *dy,
                                gpp_sparse_grad_t *dtable, gpp_err_t *err)
 {
     /* every index of bag b receives dy row b: pair p's value row is p / bag */
-    if (s_sparse_accum(s, dtable, gpp_tensor_numel(idx), idx->data, s_f(dy), idx->cols, dy->cols,
+    if (s_sparse_accum(s, dtable, gpp_tensor_numel(idx), idx->data, s_f(dy), idx->cols, dy->cols, 0,
                        err) < 0)
         return gpp_err_prefix(err, "embedding bag backward");
     return 0;
