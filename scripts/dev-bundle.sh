@@ -14,6 +14,12 @@ trap 'rm -rf "$STAGE"' EXIT
 cp -a "$BUILD" "$STAGE/build"
 find "$STAGE/build" \( -name '*.o' -o -name '*.a' -o -name Testing -o -name '*.d' \) -prune -exec rm -rf {} +
 rm -rf "$STAGE/build/CMakeFiles"
+# what a GPU machine runs: the gpu-labelled tests and the programs the GPU
+# scripts call (gpp-coordinator, gpp-agent, gpp-train, gpp-plan, the
+# benchmarks, gpp-test-port); not the unit, fuzz and emulation binaries,
+# which CI runs here (the 64 MiB carry limit: 60 MB with them, 2026-11-28)
+find "$STAGE/build/tests" -type f -perm -u+x ! -path '*/tests/gpu/*' ! -name gpp-test-port -delete
+find "$STAGE/build" -type f -perm -u+x \( -name '*_emu' -o -name '*-emu' -o -name '*_emu_*' \) -delete
 find "$STAGE/build" -name CMakeFiles -type d -prune -exec sh -c 'find "$1" -type f ! -name "*.cmake" -delete' _ {} \;
 mkdir -p "$STAGE/lib"
 find "$STAGE/build" -type f -perm -u+x | while read -r f; do
