@@ -34,10 +34,9 @@
  * their count, which each replay advances as the recording did.
  * Anything the recording did not make (another size, a slot it did not
  * record, a moved workspace or sparse gradient, an allocation) leaves for
- * good: the stream is
- * synchronised and the pool rebuilt from the registry (every block no slot
- * holds is free), and the stage runs eagerly from there with the same
- * results. A capture the backend refuses undoes the pass's host state
+ * good: the stream is synchronised and the pool rebuilt from the registry
+ * (every block no slot holds is free), and the stage runs eagerly from
+ * there with the same results. A capture the backend refuses undoes the pass's host state
  * (nothing ran) and the pass runs eagerly.
  *
  * The memory this holds (the pool's largest count of each block size, and
