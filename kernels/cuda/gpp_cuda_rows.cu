@@ -363,48 +363,65 @@ extern "C" cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int6
 #define S_SP_DIGITS 256
 #define S_SCAN 1024 /* threads of the one-block scan */
 
-GPP_KERNEL void k_sp_keys(int64_t n, int64_t table_rows, const int32_t *ids, int32_t *keys,
-                          int32_t *vals, int32_t *flag, gpp_cuda_fault_t *fault)
+/* hist[d * tiles + tile] = pairs of this block's tile whose digit (in
+ * dig[], -1 past the end) is d; thread t counts digit t */
+static GPP_DEV void s_tile_hist(int64_t tiles, const int32_t *dig, int32_t *hist)
 {
-    S_FOR(p, n)
-    {
-        int32_t r = ids[p];
-        if (r < 0 || r >= table_rows) {
-            if (atomicCAS(&fault->code, 0, GPP_CUDA_FAULT_SPARSE_ROW) == 0) {
-                fault->value = r;
-                fault->a = p;
-                fault->c = table_rows;
-            }
-            r = (int32_t)table_rows; /* sorted last, summed nowhere */
-        }
-        keys[p] = r;
-        vals[p] = (int32_t)p;
-        flag[p] = 0;
-    }
-}
-
-/* hist[d * tiles + tile] = pairs of the tile whose digit is d; block = tile */
-GPP_KERNEL void k_sp_hist(int64_t n, int64_t tiles, int shift, const int32_t *keys, int32_t *hist)
-{
-    GPP_SHARED int32_t dig[S_THREADS];
-    int t = threadIdx.x;
-    int64_t i = (int64_t)blockIdx.x * S_THREADS + t;
-    dig[t] = i < n ? (keys[i] >> shift) & (S_SP_DIGITS - 1) : -1;
     GPP_SYNC();
+    int t = threadIdx.x;
     int32_t c = 0;
     for (int k = 0; k < S_THREADS; k++)
         c += dig[k] == t;
     hist[(int64_t)t * tiles + blockIdx.x] = c;
 }
 
-/* One block: out = exclusive prefix sums of in[0, m) (in place allowed).
- * Each thread sums its own run of ceil(m / S_SCAN) items, one scan over
- * the S_SCAN run sums in shared memory gives each run's offset, and each
- * thread writes its run: the data is read twice, with two barriers per
- * scan step over the run sums only (not per chunk of S_SCAN items). With
- * count: *base = *count, then *count and *host_count += the total. */
-GPP_KERNEL void k_sp_scan(int64_t m, const int32_t *in, int32_t *out, int32_t *count,
-                          int32_t *host_count, int32_t *base)
+/* The keys (row ids; a bad one sets the fault and becomes table_rows:
+ * sorted last, summed nowhere), the pair numbers, the flags cleared, and
+ * the first pass's histogram (digit 0); block = tile */
+GPP_KERNEL void k_sp_keys(int64_t n, int64_t tiles, int64_t table_rows, const int32_t *ids,
+                          int32_t *keys, int32_t *vals, int32_t *flag, int32_t *hist,
+                          gpp_cuda_fault_t *fault)
+{
+    GPP_SHARED int32_t dig[S_THREADS];
+    int t = threadIdx.x;
+    int64_t p = (int64_t)blockIdx.x * S_THREADS + t;
+    int32_t r = -1;
+    if (p < n) {
+        r = ids[p];
+        if (r < 0 || r >= table_rows) {
+            if (atomicCAS(&fault->code, 0, GPP_CUDA_FAULT_SPARSE_ROW) == 0) {
+                fault->value = r;
+                fault->a = p;
+                fault->c = table_rows;
+            }
+            r = (int32_t)table_rows;
+        }
+        keys[p] = r;
+        vals[p] = (int32_t)p;
+        flag[p] = 0;
+    }
+    dig[t] = p < n ? r & (S_SP_DIGITS - 1) : -1;
+    s_tile_hist(tiles, dig, hist);
+}
+
+/* the histogram of a later pass; block = tile */
+GPP_KERNEL void k_sp_hist(int64_t n, int64_t tiles, int shift, const int32_t *keys, int32_t *hist)
+{
+    GPP_SHARED int32_t dig[S_THREADS];
+    int t = threadIdx.x;
+    int64_t i = (int64_t)blockIdx.x * S_THREADS + t;
+    dig[t] = i < n ? (keys[i] >> shift) & (S_SP_DIGITS - 1) : -1;
+    s_tile_hist(tiles, dig, hist);
+}
+
+/* One block (S_SCAN threads): out = exclusive prefix sums of in[0, m) (in
+ * place allowed). Each thread sums its own run of ceil(m / S_SCAN) items,
+ * one scan over the S_SCAN run sums in shared memory gives each run's
+ * offset, and each thread writes its run: the data is read twice, with
+ * two barriers per scan step over the run sums only. With count: *base =
+ * *count, then *count and *host_count += the total. */
+static GPP_DEV void s_block_scan(int64_t m, const int32_t *in, int32_t *out, int32_t *count,
+                                 int32_t *host_count, int32_t *base)
 {
     GPP_SHARED int32_t sum[S_SCAN];
     int t = threadIdx.x;
@@ -433,6 +450,11 @@ GPP_KERNEL void k_sp_scan(int64_t m, const int32_t *in, int32_t *out, int32_t *c
     }
 }
 
+GPP_KERNEL void k_sp_scan(int64_t m, int32_t *a)
+{
+    s_block_scan(m, a, a, (int32_t *)0, (int32_t *)0, (int32_t *)0);
+}
+
 /* Stable scatter by digit; block = tile (hist already scanned) */
 GPP_KERNEL void k_sp_scatter(int64_t n, int64_t tiles, int shift, const int32_t *kin,
                              const int32_t *vin, const int32_t *hist, int32_t *kout, int32_t *vout)
@@ -453,16 +475,23 @@ GPP_KERNEL void k_sp_scatter(int64_t n, int64_t tiles, int shift, const int32_t 
     vout[dst] = vin[i];
 }
 
-/* flag[first pair of each row the gradient does not hold] = 1 */
-GPP_KERNEL void k_sp_heads(int64_t n, int64_t table_rows, const int32_t *ks, const int32_t *vs,
-                           const int32_t *slot_map, int32_t *flag)
+/* One block: flag[first pair of each row the gradient does not hold] = 1
+ * (each thread over its run of sorted positions), then rank = the flags'
+ * exclusive prefix sums in pair order: the fresh rows' first-touch order,
+ * counted on from *count. */
+GPP_KERNEL void k_sp_fresh(int64_t n, int64_t table_rows, const int32_t *ks, const int32_t *vs,
+                           const int32_t *slot_map, int32_t *flag, int32_t *rank, int32_t *count,
+                           int32_t *host_count, int32_t *base)
 {
-    S_FOR(i, n)
-    {
+    int64_t per = (n + S_SCAN - 1) / S_SCAN, lo = threadIdx.x * per;
+    int64_t hi = lo + per < n ? lo + per : n;
+    for (int64_t i = lo; i < hi; i++) {
         int32_t key = ks[i];
         if (key < table_rows && (i == 0 || ks[i - 1] != key) && slot_map[key] < 0)
             flag[vs[i]] = 1;
     }
+    GPP_SYNC(); /* every flag written: the block's global writes are visible to it */
+    s_block_scan(n, flag, rank, count, host_count, base);
 }
 
 /* Thread per (sorted position, column); a row's first position sums its
@@ -530,20 +559,20 @@ extern "C" cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t n, int64_t 
     int bits = 1; /* keys are in [0, table_rows] */
     while (bits < 31 && ((int64_t)1 << bits) <= table_rows)
         bits++;
-    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_sp_keys)
-    (n, table_rows, ids, keys[0], vals[0], flag, fault);
+    GPP_LAUNCH((unsigned)tiles, S_THREADS, 0, st, k_sp_keys)
+    (n, tiles, table_rows, ids, keys[0], vals[0], flag, hist, fault);
     int cur = 0;
     for (int shift = 0; shift < bits; shift += 8, cur ^= 1) {
-        GPP_LAUNCH((unsigned)tiles, S_THREADS, 0, st, k_sp_hist)(n, tiles, shift, keys[cur], hist);
-        GPP_LAUNCH(1, S_SCAN, 0, st, k_sp_scan)
-        (S_SP_DIGITS * tiles, hist, hist, (int32_t *)nullptr, (int32_t *)nullptr,
-         (int32_t *)nullptr);
+        if (shift > 0) { /* the first pass's came with the keys */
+            GPP_LAUNCH((unsigned)tiles, S_THREADS, 0, st, k_sp_hist)
+            (n, tiles, shift, keys[cur], hist);
+        }
+        GPP_LAUNCH(1, S_SCAN, 0, st, k_sp_scan)(S_SP_DIGITS * tiles, hist);
         GPP_LAUNCH((unsigned)tiles, S_THREADS, 0, st, k_sp_scatter)
         (n, tiles, shift, keys[cur], vals[cur], hist, keys[cur ^ 1], vals[cur ^ 1]);
     }
-    GPP_LAUNCH(s_blocks(n), S_THREADS, 0, st, k_sp_heads)
-    (n, table_rows, keys[cur], vals[cur], slot_map, flag);
-    GPP_LAUNCH(1, S_SCAN, 0, st, k_sp_scan)(n, flag, rank, count, host_count, base);
+    GPP_LAUNCH(1, S_SCAN, 0, st, k_sp_fresh)
+    (n, table_rows, keys[cur], vals[cur], slot_map, flag, rank, count, host_count, base);
     GPP_LAUNCH(s_blocks(n * dim), S_THREADS, 0, st, k_sp_accum)
     (n, dim, table_rows, keys[cur], vals[cur], flag, rank, base, values, div, stride, gvalues,
      slot_map, rows);
