@@ -4,6 +4,7 @@
 #include "agent/exec/gpp_ckpt.h"
 
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -56,6 +57,40 @@ static int s_count(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
 
 /* Every buffer of one parameter: header, then the device floats through the
  * byte buffer in chunks. */
+/* For the ckpt_kill hook at a save after the first: waits (10 s at most)
+ * until the newest set before this file's has its MANIFEST.json, so the
+ * crash comes after the coordinator committed it. The reports that let it
+ * commit travel on after this process has saved (through the agent's main
+ * thread and ZeroMQ's I/O thread), and a process killed a few milliseconds
+ * later on a loaded machine could take them along: what the hook tests is
+ * a save cut short, not a report lost in flight. */
+static void s_wait_committed(const char *path)
+{
+    char dir[4096], prev[300] = "";
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return;
+    *slash = 0; /* the set's directory */
+    char *set = strrchr(dir, '/');
+    if (!set)
+        return;
+    *set++ = 0; /* dir: the checkpoint directory; set: this set's name (zero-padded) */
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strncmp(e->d_name, "set-", 4) == 0 && strcmp(e->d_name, set) < 0 &&
+            strcmp(e->d_name, prev) > 0)
+            snprintf(prev, sizeof prev, "%s", e->d_name);
+    if (d)
+        closedir(d);
+    if (!prev[0])
+        return;
+    char man[4096 + 320];
+    snprintf(man, sizeof man, "%s/%s/MANIFEST.json", dir, prev);
+    for (int tries = 0; tries < 1000 && access(man, F_OK) != 0; tries++)
+        usleep(10 * 1000);
+}
+
 static int s_save_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
 {
     writer_t *w = arg;
@@ -103,6 +138,8 @@ int gpp_ckpt_save(gpp_exec_t *ex, const char *path, gpp_err_t *err)
     /* the ckpt_kill hook: a crash with the header in the temp file */
     static int saves; /* this process's, for the hook */
     if (gpp_fault(GPP_FAULT_CKPT_KILL) && gpp_fault_arg(GPP_FAULT_CKPT_KILL) == saves++) {
+        if (saves > 1)
+            s_wait_committed(path);
         gpp_warn("fault injection: ckpt_kill: killing pid %d while saving %s", (int)getpid(), path);
         raise(SIGKILL);
     }

@@ -18,7 +18,9 @@
  * A set without a manifest is incomplete and never loaded.
  *
  * Fault injection: "ckpt_kill:N" (GPP_FAULT_CKPT_KILL) makes a process
- * SIGKILL itself in the middle of writing its (N+1)-th checkpoint file. */
+ * SIGKILL itself in the middle of writing its (N+1)-th checkpoint file;
+ * for N >= 1, once the set before it in the directory is committed (10 s
+ * at most), so the kill tests a save cut short, not a report in flight. */
 #ifndef GPP_CKPT_SET_H
 #define GPP_CKPT_SET_H
 
