@@ -50,10 +50,10 @@ struct gpp_sparse_grad_s {
     gpp_backend_t *be;
     int64_t table_rows, dim;
     int64_t cap;   /* rows the value block holds */
-    int64_t count; /* touched rows (synchronous backends; the CUDA backend keeps its count
-                      on the device and reads it through sparse_count) */
-    int64_t bound; /* what the host knows of count: an upper bound (count itself on
-                      synchronous backends), <= cap */
+    int64_t count; /* touched rows as the host knows them, <= cap: exact on synchronous
+                      backends; on the CUDA backend, whose exact count is a device counter
+                      (sparse_count), an upper bound (the pairs since the last clear, at
+                      most the table's rows) */
     int32_t *slot; /* [table_rows + 1]: slot of the row in rows/values, or -1; the last
                       word is the device counter of asynchronous backends */
     int32_t *rows; /* [cap]: row id of each slot, first-touch order */

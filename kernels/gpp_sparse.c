@@ -106,9 +106,9 @@ int gpp_sparse_grad_reserve(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t need,
         be->vt->free(be, rows);
         return gpp_err_prefix(err, "growing a sparse gradient to %lld rows", (long long)cap);
     }
-    /* bound: the rows held so far, or more (the device may hold fewer) */
-    if (be->vt->copy(s, rows, g->rows, (size_t)g->bound * sizeof(int32_t), GPP_COPY_D2D, err) < 0 ||
-        be->vt->copy(s, values, g->values, (size_t)(g->bound * g->dim) * sizeof(float),
+    /* count: the rows held so far, or more (an upper bound on CUDA) */
+    if (be->vt->copy(s, rows, g->rows, (size_t)g->count * sizeof(int32_t), GPP_COPY_D2D, err) < 0 ||
+        be->vt->copy(s, values, g->values, (size_t)(g->count * g->dim) * sizeof(float),
                      GPP_COPY_D2D, err) < 0) {
         be->vt->stream_free(s, rows);
         be->vt->stream_free(s, values);
@@ -125,19 +125,19 @@ int gpp_sparse_grad_reserve(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t need,
 int64_t gpp_sparse_grad_bound(const gpp_sparse_grad_t *self)
 {
     assert(self);
-    return self->bound;
+    return self->count;
 }
 
 int64_t gpp_sparse_grad_room(const gpp_sparse_grad_t *self)
 {
     assert(self);
-    return self->cap >= self->table_rows ? INT64_MAX : self->cap - self->bound;
+    return self->cap >= self->table_rows ? INT64_MAX : self->cap - self->count;
 }
 
 void gpp_sparse_grad_set_bound(gpp_sparse_grad_t *self, int64_t bound)
 {
     assert(self && bound >= 0 && bound <= self->cap);
-    self->bound = bound;
+    self->count = bound;
 }
 
 int gpp_sparse_grad_clear(gpp_stream_t *s, gpp_sparse_grad_t *self, gpp_err_t *err)

@@ -47,7 +47,7 @@ int gpp_cpu_sparse_init(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
 {
     (void)s, (void)err;
     memset(g->slot, 0xff, (size_t)g->table_rows * sizeof(int32_t)); /* all -1 */
-    g->count = g->bound = 0;
+    g->count = 0;
     return 0;
 }
 
@@ -83,7 +83,6 @@ int gpp_cpu_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, con
             gpp_cpu_acc(dim, v, g->values + (int64_t)slot * dim);
         }
     }
-    g->bound = g->count;
     return 0;
 }
 
@@ -92,6 +91,6 @@ int gpp_cpu_sparse_clear(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
     (void)s, (void)err;
     for (int64_t k = 0; k < g->count; k++)
         g->slot[g->rows[k]] = -1;
-    g->count = g->bound = 0;
+    g->count = 0;
     return 0;
 }

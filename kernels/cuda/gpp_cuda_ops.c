@@ -15,7 +15,7 @@
  * backend's slots and sums, deterministic). The count of touched rows is a
  * device counter (the slot map's last word) with a mapped host copy that
  * is current after a synchronisation (gpp_sparse_grad_count); the host
- * keeps an upper bound (gpp_sparse_grad_t.bound, the pairs since the last
+ * keeps an upper bound (gpp_sparse_grad_t.count, the pairs since the last
  * clear) to size the value block and the optimizer's launches. No host
  * round trip, so a CUDA graph can record an embedding backward. */
 #include <assert.h>
@@ -630,7 +630,7 @@ int gpp_cuda_sparse_init(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
     *(int32_t *)g->host = 0;
     GPP_CUDA_TRY(cudaMemsetAsync(g->slot, 0xff, (size_t)g->table_rows * sizeof(int32_t), st), err);
     GPP_CUDA_TRY(cudaMemsetAsync(s_dcount(g), 0, sizeof(int32_t), st), err);
-    g->count = g->bound = 0;
+    g->count = 0;
     return 0;
 }
 
@@ -660,7 +660,7 @@ static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
     if (count > INT32_MAX / 8)
         return gpp_err_set(err, "sparse gradient: %lld pairs in one accumulation; at most %d",
                            (long long)count, INT32_MAX / 8);
-    int64_t need = g->bound + count < g->table_rows ? g->bound + count : g->table_rows;
+    int64_t need = g->count + count < g->table_rows ? g->count + count : g->table_rows;
     if (need > g->cap) {
         enum cudaStreamCaptureStatus cap_st = cudaStreamCaptureStatusNone;
         GPP_CUDA_TRY(cudaStreamIsCapturing(gpp_cuda_stream(s), &cap_st), err);
@@ -681,7 +681,7 @@ static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
                                   div, stride, scratch, g->values, g->slot, g->rows, s_dcount(g),
                                   g->host, gpp_cuda_st(s)->fault),
              err);
-    g->bound = need;
+    g->count = need;
     return 0;
 }
 
@@ -703,10 +703,11 @@ int gpp_cuda_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const g
 
 int gpp_cuda_sparse_clear(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
 {
-    S_LAUNCH(
-        gpp_cuk_sparse_clear(gpp_cuda_stream(s), g->bound, s_dcount(g), g->host, g->rows, g->slot),
-        err);
-    g->bound = 0;
+    if (g->count > 0) /* the host's bound: 0 means the device holds none either */
+        S_LAUNCH(gpp_cuk_sparse_clear(gpp_cuda_stream(s), g->count, s_dcount(g), g->host, g->rows,
+                                      g->slot),
+                 err);
+    g->count = 0;
     return 0;
 }
 
@@ -839,14 +840,14 @@ int gpp_cuda_optim_step_sparse(gpp_stream_t *s, gpp_optim_state_t *st, const gpp
                  err);
         return 0;
     }
-    if (grad->bound == 0)
+    if (grad->count == 0)
         return 0;
     if (hp->kind == GPP_OPTIM_SGD)
-        S_LAUNCH(gpp_cuk_sgd_rows(cs, grad->bound, s_dcount(grad), dim, hp->lr, hp->weight_decay,
+        S_LAUNCH(gpp_cuk_sgd_rows(cs, grad->count, s_dcount(grad), dim, hp->lr, hp->weight_decay,
                                   hp->momentum, table, st->buf[0], grad->rows, grad->values),
                  err);
     else
-        S_LAUNCH(gpp_cuk_adamw_rows(cs, grad->bound, s_dcount(grad), dim, s_adamw(hp, step), table,
+        S_LAUNCH(gpp_cuk_adamw_rows(cs, grad->count, s_dcount(grad), dim, s_adamw(hp, step), table,
                                     st->buf[0], st->buf[1], grad->rows, grad->values),
                  err);
     return 0;
