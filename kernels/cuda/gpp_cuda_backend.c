@@ -168,11 +168,14 @@ static void *s_cache_get(gpp_backend_t *be, size_t bytes, int own)
     return p;
 }
 
-static void s_cache_put(gpp_backend_t *be, void *p, int own)
+/* Returns the block's class size (0 for NULL). */
+static size_t s_cache_put(gpp_backend_t *be, void *p, int own)
 {
-    if (p)
-        (own ? gpp_backend_account_own
-             : gpp_backend_account)(be, -(int64_t)gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p));
+    if (!p)
+        return 0;
+    size_t bytes = gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p);
+    (own ? gpp_backend_account_own : gpp_backend_account)(be, -(int64_t)bytes);
+    return bytes;
 }
 
 /* The one out-of-memory message: what was asked for, what gpp holds and
@@ -202,11 +205,9 @@ static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
 
 static void s_free(gpp_backend_t *be, void *p)
 {
-    if (!p)
-        return;
-    size_t bytes = gpp_cuda_cache_free(gpp_cuda_be(be)->cache, p);
-    gpp_backend_account(be, -(int64_t)bytes);
-    gpp_cuda_wpack_forget(be, p, bytes, 1);
+    size_t bytes = s_cache_put(be, p, 0);
+    if (bytes) /* a kept bf16 rounding of something in it goes too */
+        gpp_cuda_wpack_forget(be, p, bytes, 1);
 }
 
 void *gpp_cuda_own_alloc(gpp_backend_t *be, size_t bytes)
