@@ -720,9 +720,6 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
-/* Messages handled, at most, between an agent's death and the abort */
-#define S_DRAIN_MAX 4096
-
 static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
 {
     gpp_coord_t *self = arg;
@@ -746,13 +743,6 @@ static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
     }
     a->state = GPP_AGENT_DEAD;
     self->agent_failed = !self->stopped;
-    /* What the agents sent before this one died is handled first: the loop
-       reads one message per round, and a busy coordinator may hold a
-       backlog (the reports that complete a checkpoint set, iterations'
-       metrics) that the abort would otherwise drop. Bounded: live agents
-       keep sending. */
-    for (int k = 0; k < S_DRAIN_MAX && (zsock_events(self->router) & ZMQ_POLLIN); k++)
-        s_on_router(self->loop, self->router, self);
     gpp_coord_abort(self, "agent %s %s before the job finished (see its log above)", who, st);
 }
 
