@@ -631,17 +631,17 @@ static int s_kept_profile(gpp_job_t *self, int reprofile, gpp_err_t *err)
     return 1;
 }
 
-/* 1 when the search should wait for the agents' device memory: a cuda job
- * without cluster.mem_gib that searches (not a plan file). */
+/* 1 when --plan names a plan file (.json), not a planner. */
 static int s_plan_file(const gpp_job_t *self)
 {
     size_t pl = strlen(self->plan_arg);
     return pl > 5 && strcmp(self->plan_arg + pl - 5, ".json") == 0;
 }
 
-/* Plan once the agents are in: a cuda job takes their GPUs' memory (without
- * cluster.mem_gib) and agent 0's memory figures (without a GPU profile). A
- * plan file is read at once; its prediction takes the figures later. */
+/* 1 when the search should wait for the agents: a cuda job that searches
+ * (not a plan file) takes their GPUs' memory (without cluster.mem_gib) and
+ * agent 0's memory figures (without a GPU profile). A plan file is read at
+ * once; its prediction takes the figures later. */
 static int s_defer(const gpp_job_t *self)
 {
     return self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !s_plan_file(self) &&

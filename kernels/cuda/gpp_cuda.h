@@ -5,8 +5,10 @@
  * The backend owns one device (cfg.device), a caching allocator
  * (gpp_cuda_cache.h) and a cuBLASLt handle with a cache of matmul plans.
  * A stream owns a cudaStream_t, a cuBLASLt workspace, a fault word in
- * mapped host memory that kernels use to report bad data. The backend and its streams must be used
- * from the thread that created them (the device is selected there). */
+ * mapped host memory that kernels use to report bad data, a packed bf16
+ * operand buffer and a side buffer for sparse work outside the passes. The
+ * backend and its streams must be used from the thread that created them
+ * (the device is selected there). */
 #ifndef GPP_CUDA_H
 #define GPP_CUDA_H
 

@@ -351,15 +351,17 @@ extern "C" cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int6
 /* ---- sparse gradient accumulation, all on the device ----
  * Pairs (row id, value row) are sorted by row id with a stable radix sort
  * (8-bit digits, one tile of S_THREADS pairs per block: a per-tile digit
- * histogram, one scan of all histograms (one block), a scatter where each pair's rank
- * among its tile's pairs of the same digit is counted in shared memory),
- * so each row's pairs lie together in pair order. The first pair of a row
- * the gradient does not hold yet is flagged at its pair position; a scan of
- * the flags in pair order numbers the fresh rows in first-touch order, from
- * the gradient's count on. Then a thread per (row, column) sums the row's
- * pairs in pair order onto its slot: the CPU backend's slots, row order and
- * sums, bit for bit. No atomics, no host round trip: a CUDA graph can
- * record it. Scratch layout: gpp_cuda_kern.h. */
+ * histogram, one scan of all histograms in one block, a scatter where each
+ * pair's rank among its tile's pairs of the same digit is counted in
+ * shared memory), so each row's pairs lie together in pair order. The
+ * first pair of a row the gradient does not hold yet is flagged at its
+ * pair position; a scan of the flags in pair order numbers the fresh rows
+ * in first-touch order, from the gradient's count on. Then a thread per
+ * (row, column) sums the row's pairs in pair order onto its slot: the CPU
+ * backend's slots, row order and sums, bit for bit. No atomics, no host
+ * round trip: a CUDA graph can record it. Scratch (int32,
+ * gpp_cuk_sparse_scratch_ints): keys[2][n] | vals[2][n] | flag[n] |
+ * rank[n] | hist[256 tiles] | base. */
 #define S_SP_DIGITS 256
 #define S_SCAN 1024 /* threads of the one-block scan */
 
