@@ -24,7 +24,10 @@
 # is gpp at bf16 with GPP_CUDA_ATTENTION=unfused-fp32 (the attention core's
 # batched products over fp32 operands and an fp32 stash, converted inside
 # cuBLASLt, instead of the bf16 core's bf16 operands: docs/gpu.md "Fused
-# attention"), for models with attention. The "bf16 packed" column is gpp at bf16 with
+# attention"), for models with attention. The "fused attention" column is
+# gpp at bf16 with GPP_CUDA_ATTENTION=fused (the FlashAttention-2-style
+# core on tensor cores, mma.sync, since 2026-11-28), for models with
+# attention: it decides whether `auto` runs it. The "bf16 packed" column is gpp at bf16 with
 # GPP_CUDA_BF16_GEMM=packed (each product's operands rounded to bf16 by a
 # kernel, then a bf16 product, instead of cuBLASLt's fp32-operand bf16
 # mode). The "no load-ahead" column is gpp with --load-ahead off (each
@@ -71,8 +74,8 @@ TMPD=$(mktemp -d)
 trap 'rm -rf "$TMPD"' EXIT
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "# warmup $WARMUP, timed $ITERS iterations; MFU against dense peak fp32 $(peak fp32), tf32 $(peak tf32), bf16 $(peak bf16) TFLOP/s"
-printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) | gpp fp32-operand attention samples/s | gpp bf16 packed samples/s | gpp no load-ahead samples/s |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) | gpp fp32-operand attention samples/s | gpp fused attention samples/s | gpp bf16 packed samples/s | gpp no load-ahead samples/s |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 while read -r spec batch; do
     [ -n "$spec" ] || continue
     "$TRAIN" --model "$spec" --write-dataset "$TMPD/ds.bin" --samples $((batch * (WARMUP + ITERS))) \
@@ -89,10 +92,13 @@ while read -r spec batch; do
         crate=$(gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle --cuda-graphs)
         [ "$crate" = fail ] && sed 's/^/# gpp --cuda-graphs: /' "$TMPD/gpp.err" | tail -3
         urate=-
+        frate=-
         case $prec:$spec in
         bf16:mmt* | bf16:*attention*)
             urate=$(GPP_CUDA_ATTENTION=unfused-fp32 gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle)
             [ "$urate" = fail ] && sed 's/^/# gpp fp32-operand attention: /' "$TMPD/gpp.err" | tail -3
+            frate=$(GPP_CUDA_ATTENTION=fused gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle)
+            [ "$frate" = fail ] && sed 's/^/# gpp fused attention: /' "$TMPD/gpp.err" | tail -3
             ;;
         esac
         lrate=$(gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle --load-ahead off)
@@ -102,12 +108,12 @@ while read -r spec batch; do
             prate=$(GPP_CUDA_BF16_GEMM=packed gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle)
             [ "$prate" = fail ] && sed 's/^/# gpp bf16 packed: /' "$TMPD/gpp.err" | tail -3
         fi
-        awk -v s="$spec" -v b="$batch" -v p="$prec" -v g="$grate" -v t="$trate" -v f="$flops" -v pk="$(peak "$prec")" -v sr="$srate" -v cr="$crate" -v ur="$urate" -v pr="$prate" -v lr="$lrate" 'BEGIN {
+        awk -v s="$spec" -v b="$batch" -v p="$prec" -v g="$grate" -v t="$trate" -v f="$flops" -v pk="$(peak "$prec")" -v sr="$srate" -v cr="$crate" -v ur="$urate" -v fr="$frate" -v pr="$prate" -v lr="$lrate" 'BEGIN {
             gf = (g + 0 > 0) ? sprintf("%.2f (%.1f %%)", f * g / b / 1e12, 100 * f * g / b / 1e12 / pk) : "-";
             tf = (t + 0 > 0) ? sprintf("%.2f (%.1f %%)", f * t / b / 1e12, 100 * f * t / b / 1e12 / pk) : "-";
             r = (g + 0 > 0 && t + 0 > 0) ? sprintf("%.2fx", g / t) : "-";
             c = (cr + 0 > 0 && t + 0 > 0) ? sprintf("%s (%.2fx)", cr, cr / t) : cr;
-            printf "| `%s` | %d | %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s |\n", s, b, p, g, t, r, f / 1e9, gf, tf, sr, c, ur, pr, lr }'
+            printf "| `%s` | %d | %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |\n", s, b, p, g, t, r, f / 1e9, gf, tf, sr, c, ur, fr, pr, lr }'
     done
     rm -f "$TMPD/ds.bin"
 done <<<"$MODELS"

@@ -17,9 +17,11 @@
  *   GPP_SYNC()        __syncthreads: every thread of the block, at the same
  *                     GPP_SYNC;
  *   gpp_shfl_xor,     barriers of the thread's warp only: every lane of the
- *   GPP_SYNC_WARP()   warp (all 32, or all of the partial last warp) at a
- *                     shuffle, or every lane at a __syncwarp. A shuffle's
- *                     exchange happens when its warp's barrier completes.
+ *   GPP_SYNC_WARP(),  warp (all 32, or all of the partial last warp) at a
+ *   gpp_mma16::mma    shuffle, every lane at a __syncwarp, or all 32 at a
+ *                     warp matrix product (mma_m16n8k16 below). A
+ *                     shuffle's exchange happens when its warp's barrier
+ *                     completes.
  * So a kernel whose whole warps return early (one warp per row, rows past
  * the end) runs as on the device, a block's static "shared" arrays are
  * used by one block at a time, and a run is deterministic. A barrier that
@@ -56,6 +58,7 @@
 
 #include <ucontext.h>
 
+#include <array>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -76,7 +79,7 @@ namespace gpp_emu
 {
 
 /* Where a thread is: running (or runnable), waiting at a barrier, ended. */
-enum wait_t : unsigned char { RUN, AT_SYNC, AT_SYNC_WARP, AT_SHUFFLE, DONE };
+enum wait_t : unsigned char { RUN, AT_SYNC, AT_SYNC_WARP, AT_SHUFFLE, AT_MMA, DONE };
 
 /* A fiber's context. On x86-64 (outside sanitizers, which need to see the
  * stack switches) a switch is gpp_emu_switch below: the callee-saved
@@ -150,6 +153,9 @@ struct state {
     std::vector<int> line;           /* (source line) */
     std::vector<uint64_t> xin, xout; /* shuffle: the value given, the one got */
     std::vector<unsigned> peer;      /* shuffle: the lane read */
+    /* warp matrix product: each lane's A and B elements (mma_m16n8k16) */
+    std::vector<std::array<float, 8>> ma;
+    std::vector<std::array<float, 4>> mb;
     const std::function<void()> *fn = nullptr;
     const char *name = nullptr; /* of the kernel, for messages; may be null */
     unsigned n = 0;             /* threads per block */
@@ -249,6 +255,41 @@ template <typename V> V shfl_xor(V v, int lane_mask, const char *file, int line)
     return r;
 }
 
+/* mma.sync.aligned.m16n8k16.row.col.f32: c += A B over the warp, A 16 x 16,
+ * B 16 x 8, each lane giving its elements in the PTX ISA's fragment order
+ * (gpp_cuda_port.h, gpp_mma16): a[0..7] = A[g][2t], A[g][2t+1],
+ * A[g+8][2t], A[g+8][2t+1], A[g][2t+8], A[g][2t+9], A[g+8][2t+8],
+ * A[g+8][2t+9]; b[0..3] = B[2t][g], B[2t+1][g], B[2t+8][g], B[2t+9][g];
+ * c = C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1] (g = lane / 4,
+ * t = lane % 4). Every lane of a whole warp calls it at the same point: the
+ * lanes deposit their elements at a warp barrier, each computes its four
+ * results from all of them (in float, k ascending, then added to c), and a
+ * second warp barrier keeps the deposits until every lane has read them. */
+inline void mma_m16n8k16(float (&c)[4], const float (&a)[8], const float (&b)[4], const char *file,
+                         int line)
+{
+    unsigned me = g.cur, lane = me % 32u, w0 = me - lane;
+    if (w0 + 32u > g.n)
+        fail("warp matrix product at %s:%d in warp %u of %u lanes: it needs a whole warp", file,
+             line, w0 / 32u, g.n - w0);
+    std::memcpy(g.ma[me].data(), a, sizeof a);
+    std::memcpy(g.mb[me].data(), b, sizeof b);
+    wait_at(AT_MMA, file, line);
+    const unsigned gr = lane / 4u, t = lane % 4u;
+    for (unsigned i = 0; i < 4; i++) {
+        unsigned row = gr + 8u * (i / 2u), col = 2u * t + i % 2u;
+        float acc = 0.0f;
+        for (unsigned k = 0; k < 16; k++) {
+            unsigned hi_k = k >= 8u, pair = (k % 8u) / 2u;
+            float av = g.ma[w0 + 4u * (row % 8u) + pair][2u * ((row >= 8u) + 2u * hi_k) + k % 2u];
+            float bv = g.mb[w0 + 4u * col + pair][2u * hi_k + k % 2u];
+            acc += av * bv;
+        }
+        c[i] += acc;
+    }
+    wait_at(AT_MMA, file, line);
+}
+
 /* Plain calls: thread g.cur, then the next ones, until one reaches a
  * barrier (which then owns this fiber) or the block's last ends. */
 inline void plain_main()
@@ -309,7 +350,8 @@ inline void resume(unsigned t)
  * (file:line)" */
 inline const char *doing(unsigned t, char *buf, size_t len)
 {
-    static const char *const names[] = {"running", "__syncthreads", "__syncwarp", "shuffle"};
+    static const char *const names[] = {"running", "__syncthreads", "__syncwarp", "shuffle",
+                                        "warp matrix product"};
     if (g.wait[t] == DONE)
         std::snprintf(buf, len, "ended");
     else
@@ -325,11 +367,12 @@ inline bool release_warps()
     for (unsigned w0 = 0; w0 < g.n; w0 += 32) {
         unsigned w1 = w0 + 32 < g.n ? w0 + 32 : g.n, at = 0;
         for (unsigned t = w0; t < w1; t++)
-            at += g.wait[t] == AT_SHUFFLE || g.wait[t] == AT_SYNC_WARP;
+            at += g.wait[t] == AT_SHUFFLE || g.wait[t] == AT_SYNC_WARP || g.wait[t] == AT_MMA;
         if (at == 0)
             continue;
         unsigned first = w0;
-        while (g.wait[first] != AT_SHUFFLE && g.wait[first] != AT_SYNC_WARP)
+        while (g.wait[first] != AT_SHUFFLE && g.wait[first] != AT_SYNC_WARP &&
+               g.wait[first] != AT_MMA)
             first++;
         for (unsigned t = w0; t < w1; t++)
             if (g.wait[t] != g.wait[first]) {
@@ -445,6 +488,8 @@ inline void launch(gpp_emu_dim3 grid, gpp_emu_dim3 block, const std::function<vo
     g.xin.assign(n, 0);
     g.xout.assign(n, 0);
     g.peer.assign(n, 0);
+    g.ma.assign(n, {});
+    g.mb.assign(n, {});
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {

@@ -2,36 +2,55 @@
  * precision bf16 (gpp_cuda_flash.cuh is the fp32 CUDA-core one; same
  * method, layouts, stash and results up to bf16 rounding).
  *
- * Every product is a 16x16x16 warp matrix product (gpp_mma: nvcuda::wmma
- * on the device) on E = bf16 tiles with fp32 accumulation, as PyTorch's
- * bf16 flash attention computes: q (times the scale), k, v, dO are rounded
- * to bf16 when a tile is staged in shared memory, and so are the
- * probabilities P before P V and dS before dS K and dS^T Q. Softmax, the
- * running max and sum, lse and dsum stay fp32.
+ * FlashAttention-2's kernel structure on the warp-level product
+ * mma.sync.m16n8k16 (gpp_mma16 in gpp_cuda_port.h): E = bf16 operands,
+ * fp32 accumulation, as PyTorch's bf16 flash attention computes. q (times
+ * the scale), k, v and dO are rounded to bf16 when a tile is staged in
+ * shared memory, and so are the probabilities P before P V and dS before
+ * dS K and dS^T Q. Softmax, the running max and sum, lse and dsum stay
+ * fp32.
  *
  * A block is 4 warps; each warp owns 16 rows (queries in the forward and
  * in dQ, keys in dK/dV), so a block covers 64 rows, and streams the other
- * side through shared memory in tiles of BC rows. After a product the warp
- * writes its 16 x BC scores to shared memory, where lane 2r + h works on
- * row r, columns [h BC/2, (h + 1) BC/2): mask, exp, the row's max and sum
- * over the lane pair. The probabilities go back as E over the scores (the
- * warp has read them all first). The output accumulators stay in
- * fragments; the forward rescales them through a 16 x 16 scratch tile per
- * warp (a fragment's element layout is unspecified). Head sizes up to 64
- * (tiers 16, 32, 64; columns past dh are zero), keeping shared memory
- * under 48 KiB; larger heads run the fp32 core.
+ * side through shared memory in tiles (64 keys in the forward, 32 rows in
+ * the backward). The scores never leave registers: an accumulator tile of
+ * mma.m16n8k16 holds, in lane 4g + t, rows g and g + 8 and columns 2t,
+ * 2t + 1 of each 8 columns, which is also the layout of the A operand of
+ * the next product, so P (or dS) goes from the scores' registers straight
+ * into P V (FlashAttention-2's register reuse). A row's max and sum are
+ * reduced over its 4 lanes with two shuffles; each lane keeps its own
+ * partial sum until the end. The row's rescale applies to the output
+ * accumulators in place (their layout is known, unlike wmma's).
+ *
+ * Shared tiles, laid out so that every fragment load is one 32-bit load
+ * with no bank conflict:
+ *   row-major [rows][DH + 8]: the A operand (rows of Q, K, V, dO) and a B
+ *     operand that is a row-major matrix transposed (K in Q K^T); the 8
+ *     pad elements make the 8 rows a fragment load touches fall in
+ *     different banks;
+ *   transposed [DH][R rows / 2] of element pairs: a B operand that is a
+ *     row-major matrix as is (V in P V, dO in P^T dO, Q in dS^T Q, K in
+ *     dS K), each 32-bit word two consecutive rows of one column, its
+ *     position swizzled by an xor of the column (swz) so that both the
+ *     fragment loads and the staging stores (a warp writes 32 columns of
+ *     one row pair) hit 32 different banks.
+ *
+ * Head sizes up to 64 (tiers 16, 32, 64; columns past dh are zero);
+ * larger heads run the fp32 core. Static shared memory: 26.5 KiB forward,
+ * 36.3 KiB dK/dV, 31.5 KiB dQ at DH 64.
  *
  * Templated on E so that the host test also runs the same code with E =
- * float (no rounding), which checks the indexing to fp32 accuracy; the
+ * float (no rounding), which checks the indexing and the fragment layout
+ * (the emulator multiplies by the PTX ISA's layout) to fp32 accuracy; the
  * device instantiates E = gpp_bf16 only. */
 #ifndef GPP_CUDA_FLASH_TC_CUH
 #define GPP_CUDA_FLASH_TC_CUH
 
 #include "kernels/cuda/gpp_cuda_flash.cuh"
 
-/* 16x16x16 products on bf16 need sm_80: a device pass for an older
- * architecture compiles the kernels empty (the backend never launches them
- * on such a device: gpp_cuda_ops.c checks the compute capability). */
+/* bf16 products need sm_80: a device pass for an older architecture
+ * compiles the kernels empty (the backend never launches them on such a
+ * device: gpp_cuda_ops.c checks the compute capability). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define GPP_TC_BODY 0
 #else
@@ -43,11 +62,13 @@ namespace gpp_flash
 
 template <int DH> struct tc_cfg {
     static_assert(DH == 16 || DH == 32 || DH == 64, "tensor-core tiers: 16, 32, 64");
-    static constexpr int WARPS = THREADS / 32;    /* 4 */
-    static constexpr int BR = 16 * WARPS;         /* rows per block */
-    static constexpr int BC = DH <= 32 ? 64 : 32; /* streamed rows per tile: forward */
-    static constexpr int BCB = 32;                /* and backward (two score tiles a warp) */
-    static constexpr int KT = DH / 16;            /* 16-column tiles of a head */
+    static constexpr int WARPS = THREADS / 32; /* 4 */
+    static constexpr int BR = 16 * WARPS;      /* rows per block */
+    static constexpr int BC = 64;              /* streamed rows per tile: forward */
+    static constexpr int BCB = 32;             /* and backward */
+    static constexpr int SP = DH + 8;          /* row stride of a row-major tile */
+    static constexpr int KT = DH / 16;         /* 16-column steps over a head */
+    static constexpr int NT = DH / 8;          /* 8-column output tiles of a head */
     static constexpr unsigned blocks(int64_t seq)
     {
         return (unsigned)((seq + BR - 1) / BR);
@@ -60,73 +81,133 @@ constexpr int tc_tier(int64_t dh)
     return dh < 1 ? 0 : dh <= 16 ? 16 : dh <= 32 ? 32 : dh <= 64 ? 64 : 0;
 }
 
-/* dst[r][c] = E(mul * src[(r0 + r) ld + c]), 0 past nrows rows or dh columns */
+using gpp_mma16::x2;
+
+/* The xor that places column c's word in a transposed tile of R rows (R / 2
+ * words a column). Fragment loads read columns n0 + g (n0 a multiple of 8,
+ * g < 8) at words w0 + t (w0 a multiple of 4, t < 4); staging writes 32
+ * consecutive columns (from a multiple of 32) at one word. R = 64: bank =
+ * word ^ (4 (c % 8) + (c / 8) % 4); R = 32: bank = 16 (c % 2) + (word ^
+ * (4 ((c / 2) % 4) + (c / 8) % 4)); 32 different banks in both cases. */
+template <int R> GPP_DEV int swz(int c)
+{
+    static_assert(R == 32 || R == 64, "transposed tiles of 32 or 64 rows");
+    return R == 64 ? 4 * (c & 7) + ((c >> 3) & 3) : 4 * ((c >> 1) & 3) + ((c >> 3) & 3);
+}
+
+/* dst[r][c] (row stride DH + 8) = E(mul src[(r0 + r) ld + c]), 0 past nrows
+ * rows or dh columns: two columns per thread, one 32-bit store */
 template <typename E, int DH, int ROWS>
-GPP_DEV void load_tile_e(E (*dst)[DH], const float *src, int64_t ld, int r0, int nrows, int dh,
-                         float mul)
+GPP_DEV void stage_rows(E *dst, const float *src, int64_t ld, int r0, int nrows, int dh, float mul)
 {
-    for (int x = threadIdx.x; x < ROWS * DH; x += THREADS) {
-        int r = x / DH, c = x % DH, j = r0 + r;
-        dst[r][c] = gpp_to_e<E>(j < nrows && c < dh ? mul * src[(int64_t)j * ld + c] : 0.0f);
-    }
-}
-
-/* out (16 x N, row stride N) = A B^T: A the warp's 16 rows of a [][DH]
- * tile, B the N rows of another (its rows are B^T's columns) */
-template <int DH, int N, typename E>
-GPP_DEV void tc_rows_product(const E (*a)[DH], const E (*b)[DH], float (*out)[N])
-{
-    namespace M = gpp_mma;
-    GPP_UNROLL
-    for (int nt = 0; nt < N / 16; nt++) {
-        M::frag_c s;
-        M::zero(s);
-        GPP_UNROLL
-        for (int kt = 0; kt < DH / 16; kt++) {
-            M::frag_a<E> fa;
-            M::frag_bt<E> fb;
-            M::load(fa, &a[0][16 * kt], DH);
-            M::load(fb, &b[16 * nt][16 * kt], DH);
-            M::mma(s, fa, fb);
+    constexpr int CP = DH / 2;
+    for (int x = threadIdx.x; x < ROWS * CP; x += THREADS) {
+        int r = x / CP, c = 2 * (x % CP), j = r0 + r;
+        float v0 = 0.0f, v1 = 0.0f;
+        if (j < nrows) {
+            const float *s = src + (int64_t)j * ld + c;
+            v0 = c < dh ? mul * s[0] : 0.0f;
+            v1 = c + 1 < dh ? mul * s[1] : 0.0f;
         }
-        M::store_c(&out[0][16 * nt], s, N);
+        gpp_mma16::st2(dst + r * (DH + 8) + c, gpp_mma16::pack<E>(v0, v1));
     }
 }
 
-/* acc[f] (16 x 16: columns 16 f.. of a 16 x DH result) += A B: A 16 x N
- * (row stride N), B the N rows of a [][DH] tile */
-template <int DH, int N, typename E>
-GPP_DEV void tc_acc_product(gpp_mma::frag_c (&acc)[DH / 16], const E *a, const E (*b)[DH])
+/* The transposed tile of rows r0 .. r0 + R - 1 of src (columns < DH): word
+ * (c, p) = E(mul src[r0 + 2p][c]), E(mul src[r0 + 2p + 1][c]), 0 past nrows
+ * rows or dh columns */
+template <typename E, int DH, int R>
+GPP_DEV void stage_t(x2<E> *dst, const float *src, int64_t ld, int r0, int nrows, int dh, float mul)
 {
-    namespace M = gpp_mma;
+    for (int x = threadIdx.x; x < DH * (R / 2); x += THREADS) {
+        int c = x % DH, p = x / DH, j = r0 + 2 * p;
+        float v0 = 0.0f, v1 = 0.0f;
+        if (c < dh) {
+            if (j < nrows)
+                v0 = mul * src[(int64_t)j * ld + c];
+            if (j + 1 < nrows)
+                v1 = mul * src[(int64_t)(j + 1) * ld + c];
+        }
+        dst[c * (R / 2) + (p ^ swz<R>(c))] = gpp_mma16::pack<E>(v0, v1);
+    }
+}
+
+/* The A operand (16 x 16): rows m0.., columns k0.. of a row-major tile. g =
+ * lane / 4, t = lane % 4. */
+template <typename E, int DH>
+GPP_DEV void frag_a(x2<E> (&a)[4], const E *tile, int m0, int k0, int g, int t)
+{
+    const E *p = tile + (m0 + g) * (DH + 8) + k0 + 2 * t;
+    a[0] = gpp_mma16::ld2(p);
+    a[1] = gpp_mma16::ld2(p + 8 * (DH + 8));
+    a[2] = gpp_mma16::ld2(p + 8);
+    a[3] = gpp_mma16::ld2(p + 8 * (DH + 8) + 8);
+}
+
+/* The B operand (16 x 8) B[k][n] = M[n0 + n][k0 + k] of a row-major tile M
+ * (a product with M^T) */
+template <typename E, int DH>
+GPP_DEV void frag_bt(x2<E> (&b)[2], const E *tile, int n0, int k0, int g, int t)
+{
+    const E *p = tile + (n0 + g) * (DH + 8) + k0 + 2 * t;
+    b[0] = gpp_mma16::ld2(p);
+    b[1] = gpp_mma16::ld2(p + 8);
+}
+
+/* The B operand (16 x 8) B[k][n] = X[k0 + k][n0 + n] of a matrix X held as
+ * a transposed tile of R rows (stage_t) */
+template <typename E, int R>
+GPP_DEV void frag_b(x2<E> (&b)[2], const x2<E> *tile, int n0, int k0, int g, int t)
+{
+    const int c = n0 + g, s = swz<R>(c);
+    b[0] = tile[c * (R / 2) + ((k0 / 2 + t) ^ s)];
+    b[1] = tile[c * (R / 2) + ((k0 / 2 + 4 + t) ^ s)];
+}
+
+/* The A operand (16 x 16) made of two accumulator tiles (16 x 8 each: the
+ * columns 0-7 and 8-15), rounded to E: the accumulator's layout is the A
+ * operand's */
+template <typename E>
+GPP_DEV void frag_a_acc(x2<E> (&a)[4], const float (&lo)[4], const float (&hi)[4])
+{
+    a[0] = gpp_mma16::pack<E>(lo[0], lo[1]);
+    a[1] = gpp_mma16::pack<E>(lo[2], lo[3]);
+    a[2] = gpp_mma16::pack<E>(hi[0], hi[1]);
+    a[3] = gpp_mma16::pack<E>(hi[2], hi[3]);
+}
+
+/* The max (op 0) or sum (op 1) of x over the 4 lanes of a row (lanes 4g ..
+ * 4g + 3) */
+template <int OP> GPP_DEV float quad(float x)
+{
     GPP_UNROLL
-    for (int f = 0; f < DH / 16; f++)
+    for (int o = 1; o <= 2; o *= 2) {
+        float y = gpp_shfl_xor(x, o);
+        x = OP == 0 ? fmaxf(x, y) : x + y;
+    }
+    return x;
+}
+
+/* Writes a warp's 16 x DH accumulators (rows row0 + g, row0 + g + 8) times
+ * mul_a / mul_b (per row) to global rows of stride ld, columns < dh, rows <
+ * nrows */
+template <int DH>
+GPP_DEV void store_acc(const float (&acc)[DH / 8][4], float *dst, int64_t ld, int row0, int nrows,
+                       int dh, int g, int t, float mul_a, float mul_b)
+{
+    const int ra = row0 + g, rb = ra + 8;
+    GPP_UNROLL
+    for (int f = 0; f < DH / 8; f++)
         GPP_UNROLL
-    for (int kt = 0; kt < N / 16; kt++) {
-        M::frag_a<E> fa;
-        M::frag_b<E> fb;
-        M::load(fa, a + 16 * kt, N);
-        M::load(fb, &b[16 * kt][16 * f], DH);
-        M::mma(acc[f], fa, fb);
+    for (int e = 0; e < 2; e++) {
+        int c = 8 * f + 2 * t + e;
+        if (c < dh) {
+            if (ra < nrows)
+                dst[(int64_t)ra * ld + c] = acc[f][e] * mul_a;
+            if (rb < nrows)
+                dst[(int64_t)rb * ld + c] = acc[f][2 + e] * mul_b;
+        }
     }
-}
-
-/* Writes the 16 x 16 accumulator f (rows row0.., columns col0.. of the
- * warp's output) to global rows of stride ld, times mul[row] (per row of
- * the tile), through the warp's scratch tile. */
-GPP_DEV void tc_store_rows(float (*scr)[16], const gpp_mma::frag_c &f, float *dst, int64_t ld,
-                           int row0, int nrows, int col0, int dh, const float *mul)
-{
-    const int lane = (int)threadIdx.x % 32;
-    gpp_mma::store_c(&scr[0][0], f, 16);
-    GPP_SYNC_WARP();
-    GPP_UNROLL
-    for (int e = 0; e < 8; e++) {
-        int x = lane * 8 + e, r = x / 16, c = x % 16;
-        if (row0 + r < nrows && col0 + c < dh)
-            dst[(int64_t)(row0 + r) * ld + col0 + c] = scr[r][c] * mul[r];
-    }
-    GPP_SYNC_WARP();
 }
 
 /* grid (n heads, tc_cfg<DH>::blocks(seq)), THREADS threads */
@@ -137,85 +218,108 @@ GPP_KERNEL void k_flash_tc_fwd(int seq, int dh, int heads, int64_t ldq, int64_t 
 {
 #if GPP_TC_BODY
     typedef tc_cfg<DH> C;
-    namespace M = gpp_mma;
-    GPP_SHARED GPP_ALIGN32 E qs[C::BR][DH]; /* scale q */
-    GPP_SHARED GPP_ALIGN32 E ks[C::BC][DH];
-    GPP_SHARED GPP_ALIGN32 E vs[C::BC][DH];
-    GPP_SHARED GPP_ALIGN32 float sw[C::WARPS][16][C::BC]; /* scores, then P as E */
-    GPP_SHARED GPP_ALIGN32 float scr[C::WARPS][16][16];
-    GPP_SHARED float rowf[C::WARPS][16]; /* per row: the rescale, then 1 / l */
+    GPP_SHARED GPP_ALIGN16 E qs[C::BR * C::SP]; /* scale q */
+    GPP_SHARED GPP_ALIGN16 E ks[C::BC * C::SP];
+    GPP_SHARED GPP_ALIGN16 x2<E> vt[DH * C::BC / 2]; /* V transposed */
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
-    const int i0 = (int)blockIdx.y * C::BR, w0 = i0 + 16 * warp; /* the warp's first row */
-    const int rr = lane / 2, half = lane % 2, i = w0 + rr;       /* this lane's softmax row */
+    const int g = lane / 4, t = lane % 4;
+    const int i0 = (int)blockIdx.y * C::BR, w0 = i0 + 16 * warp;
+    const int ia = w0 + g, ib = ia + 8; /* this lane's two query rows */
     const int64_t bq = head_base(blockIdx.x, heads, seq, dh, ldq);
     const int64_t bo = head_base(blockIdx.x, heads, seq, dh, ldo);
-    E *pw = reinterpret_cast<E *>(&sw[warp][0][0]); /* P [16][BC] */
 
-    load_tile_e<E, DH, C::BR>(qs, q + bq, ldq, i0, seq, dh, scale);
-    M::frag_c acc[C::KT];
+    stage_rows<E, DH, C::BR>(qs, q + bq, ldq, i0, seq, dh, scale);
+    GPP_SYNC();
+    x2<E> qa[C::KT][4];
     GPP_UNROLL
-    for (int f = 0; f < C::KT; f++)
-        M::zero(acc[f]);
-    float m = -INFINITY, l = 0.0f;
+    for (int kk = 0; kk < C::KT; kk++)
+        frag_a<E, DH>(qa[kk], qs, 16 * warp, 16 * kk, g, t);
+    float acc[C::NT][4];
+    GPP_UNROLL
+    for (int f = 0; f < C::NT; f++)
+        acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.0f;
+    /* running max of rows ia and ib (over their 4 lanes), this lane's part
+     * of their sums */
+    float ma = -INFINITY, mb = -INFINITY, la = 0.0f, lb = 0.0f;
     const int kv_end = causal ? imin(seq, i0 + C::BR) : seq;
     for (int j0 = 0; j0 < kv_end; j0 += C::BC) {
-        GPP_SYNC(); /* the previous tiles are consumed (and qs is staged) */
-        load_tile_e<E, DH, C::BC>(ks, k + bq, ldq, j0, seq, dh, 1.0f);
-        load_tile_e<E, DH, C::BC>(vs, v + bq, ldq, j0, seq, dh, 1.0f);
+        GPP_SYNC(); /* the previous tiles are consumed */
+        stage_rows<E, DH, C::BC>(ks, k + bq, ldq, j0, seq, dh, 1.0f);
+        stage_t<E, DH, C::BC>(vt, v + bq, ldq, j0, seq, dh, 1.0f);
         GPP_SYNC();
-        /* S = (scale Q) K^T: 16 x BC */
-        tc_rows_product<DH, C::BC>(&qs[16 * warp], ks, sw[warp]);
-        GPP_SYNC_WARP();
-        /* the row's share: mask, max, exp, sum over the lane pair */
-        float pv[C::BC / 2], mx = m;
+        /* S = (scale Q) K^T: 16 x BC, 8 columns a tile */
+        float s[C::BC / 8][4];
         GPP_UNROLL
-        for (int c = 0; c < C::BC / 2; c++) {
-            int col = half * (C::BC / 2) + c, j = j0 + col;
-            pv[c] = j < seq && (!causal || j <= i) ? sw[warp][rr][col] : -INFINITY;
-            mx = fmaxf(mx, pv[c]);
+        for (int nt = 0; nt < C::BC / 8; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            GPP_UNROLL
+            for (int kk = 0; kk < C::KT; kk++) {
+                x2<E> b[2];
+                frag_bt<E, DH>(b, ks, 8 * nt, 16 * kk, g, t);
+                gpp_mma16::mma(s[nt], qa[kk], b);
+            }
         }
-        mx = fmaxf(mx, gpp_shfl_xor(mx, 1));
-        /* key 0 is in every row's first tile: mx is finite from there */
-        float alpha = m == -INFINITY ? 0.0f : gpp_math_expf(m - mx), sum = 0.0f;
+        float mxa = ma, mxb = mb;
         GPP_UNROLL
-        for (int c = 0; c < C::BC / 2; c++) {
-            pv[c] = pv[c] == -INFINITY ? 0.0f : gpp_math_expf(pv[c] - mx);
-            sum += pv[c];
+        for (int nt = 0; nt < C::BC / 8; nt++)
+            GPP_UNROLL
+        for (int e = 0; e < 2; e++) {
+            int j = j0 + 8 * nt + 2 * t + e;
+            if (j >= seq || (causal && j > ia))
+                s[nt][e] = -INFINITY;
+            if (j >= seq || (causal && j > ib))
+                s[nt][2 + e] = -INFINITY;
+            mxa = fmaxf(mxa, s[nt][e]);
+            mxb = fmaxf(mxb, s[nt][2 + e]);
         }
-        sum += gpp_shfl_xor(sum, 1);
-        l = l * alpha + sum;
-        m = mx;
-        GPP_SYNC_WARP(); /* every score read before P overwrites them */
+        mxa = quad<0>(mxa);
+        mxb = quad<0>(mxb);
+        /* a row past seq has no key: its max stays -inf, its p 0 */
+        const float aa = ma == -INFINITY ? 0.0f : gpp_math_expf(ma - mxa);
+        const float ab = mb == -INFINITY ? 0.0f : gpp_math_expf(mb - mxb);
+        float sa = 0.0f, sb = 0.0f;
         GPP_UNROLL
-        for (int c = 0; c < C::BC / 2; c++)
-            pw[rr * C::BC + half * (C::BC / 2) + c] = gpp_to_e<E>(pv[c]);
-        if (half == 0)
-            rowf[warp][rr] = alpha;
-        GPP_SYNC_WARP();
+        for (int nt = 0; nt < C::BC / 8; nt++)
+            GPP_UNROLL
+        for (int e = 0; e < 2; e++) {
+            s[nt][e] = s[nt][e] == -INFINITY ? 0.0f : gpp_math_expf(s[nt][e] - mxa);
+            s[nt][2 + e] = s[nt][2 + e] == -INFINITY ? 0.0f : gpp_math_expf(s[nt][2 + e] - mxb);
+            sa += s[nt][e];
+            sb += s[nt][2 + e];
+        }
+        la = la * aa + sa;
+        lb = lb * ab + sb;
+        ma = mxa;
+        mb = mxb;
         /* O = diag(alpha) O + P V */
         GPP_UNROLL
-        for (int f = 0; f < C::KT; f++) {
-            M::store_c(&scr[warp][0][0], acc[f], 16);
-            GPP_SYNC_WARP();
-            GPP_UNROLL
-            for (int e = 0; e < 8; e++) {
-                int x = lane * 8 + e;
-                scr[warp][x / 16][x % 16] *= rowf[warp][x / 16];
-            }
-            GPP_SYNC_WARP();
-            M::load_c(acc[f], &scr[warp][0][0], 16);
-            GPP_SYNC_WARP(); /* scr is free again */
+        for (int f = 0; f < C::NT; f++) {
+            acc[f][0] *= aa;
+            acc[f][1] *= aa;
+            acc[f][2] *= ab;
+            acc[f][3] *= ab;
         }
-        tc_acc_product<DH, C::BC>(acc, pw, vs);
+        GPP_UNROLL
+        for (int kk = 0; kk < C::BC / 16; kk++) {
+            x2<E> pa[4];
+            frag_a_acc<E>(pa, s[2 * kk], s[2 * kk + 1]);
+            GPP_UNROLL
+            for (int f = 0; f < C::NT; f++) {
+                x2<E> b[2];
+                frag_b<E, C::BC>(b, vt, 8 * f, 16 * kk, g, t);
+                gpp_mma16::mma(acc[f], pa, b);
+            }
+        }
     }
-    if (half == 0)
-        rowf[warp][rr] = 1.0f / l;
-    GPP_SYNC_WARP();
-    GPP_UNROLL
-    for (int f = 0; f < C::KT; f++)
-        tc_store_rows(scr[warp], acc[f], o + bo, ldo, w0, seq, 16 * f, dh, rowf[warp]);
-    if (half == 0 && i < seq)
-        lse[(int64_t)blockIdx.x * seq + i] = m + logf(l);
+    la = quad<1>(la);
+    lb = quad<1>(lb);
+    store_acc<DH>(acc, o + bo, ldo, w0, seq, dh, g, t, 1.0f / la, 1.0f / lb);
+    if (t == 0) {
+        if (ia < seq)
+            lse[(int64_t)blockIdx.x * seq + ia] = ma + logf(la);
+        if (ib < seq)
+            lse[(int64_t)blockIdx.x * seq + ib] = mb + logf(lb);
+    }
 #endif
 }
 
@@ -228,76 +332,98 @@ GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64
 {
 #if GPP_TC_BODY
     typedef tc_cfg<DH> C;
-    namespace M = gpp_mma;
-    GPP_SHARED GPP_ALIGN32 E ks[C::BR][DH];
-    GPP_SHARED GPP_ALIGN32 E vs[C::BR][DH];
-    GPP_SHARED GPP_ALIGN32 E qs[C::BCB][DH]; /* scale q */
-    GPP_SHARED GPP_ALIGN32 E dos[C::BCB][DH];
-    GPP_SHARED GPP_ALIGN32 float st[C::WARPS][16][C::BCB];  /* S^T, then P^T as E */
-    GPP_SHARED GPP_ALIGN32 float dpt[C::WARPS][16][C::BCB]; /* dP^T, then dS^T as E */
-    GPP_SHARED GPP_ALIGN32 float scr[C::WARPS][16][16];
-    GPP_SHARED float ls[C::BCB], ds_[C::BCB], ones[16];
+    GPP_SHARED GPP_ALIGN16 E ks[C::BR * C::SP];
+    GPP_SHARED GPP_ALIGN16 E vs[C::BR * C::SP];
+    GPP_SHARED GPP_ALIGN16 E qs[C::BCB * C::SP];                            /* scale q */
+    GPP_SHARED GPP_ALIGN16 E dos[C::BCB * C::SP];                           /* dO */
+    GPP_SHARED GPP_ALIGN16 x2<E> qt[DH * C::BCB / 2], dot[DH * C::BCB / 2]; /* transposed */
+    GPP_SHARED float ls[C::BCB], dss[C::BCB];
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
     const int j0 = (int)blockIdx.y * C::BR, w0 = j0 + 16 * warp;
-    const int rr = lane / 2, half = lane % 2, j = w0 + rr; /* this lane's key row */
+    const int ja = w0 + g, jb = ja + 8; /* this lane's two key rows */
     const int64_t bq = head_base(blockIdx.x, heads, seq, dh, ldq);
     const int64_t bo = head_base(blockIdx.x, heads, seq, dh, ldo),
                   rbase = (int64_t)blockIdx.x * seq;
-    E *pt = reinterpret_cast<E *>(&st[warp][0][0]), *dst = reinterpret_cast<E *>(&dpt[warp][0][0]);
 
-    load_tile_e<E, DH, C::BR>(ks, k + bq, ldq, j0, seq, dh, 1.0f);
-    load_tile_e<E, DH, C::BR>(vs, v + bq, ldq, j0, seq, dh, 1.0f);
-    if (threadIdx.x < 16)
-        ones[threadIdx.x] = 1.0f;
-    M::frag_c dka[C::KT], dva[C::KT];
+    stage_rows<E, DH, C::BR>(ks, k + bq, ldq, j0, seq, dh, 1.0f);
+    stage_rows<E, DH, C::BR>(vs, v + bq, ldq, j0, seq, dh, 1.0f);
+    float dka[C::NT][4], dva[C::NT][4];
     GPP_UNROLL
-    for (int f = 0; f < C::KT; f++) {
-        M::zero(dka[f]);
-        M::zero(dva[f]);
-    }
+    for (int f = 0; f < C::NT; f++)
+        GPP_UNROLL
+    for (int e = 0; e < 4; e++)
+        dka[f][e] = dva[f][e] = 0.0f;
     /* causal: queries before this block's first key see none of its keys */
     const int i_begin = causal ? j0 / C::BCB * C::BCB : 0;
     for (int i0 = i_begin; i0 < seq; i0 += C::BCB) {
         GPP_SYNC();
-        load_tile_e<E, DH, C::BCB>(qs, q + bq, ldq, i0, seq, dh, scale);
-        load_tile_e<E, DH, C::BCB>(dos, dout + bo, ldo, i0, seq, dh, 1.0f);
+        stage_rows<E, DH, C::BCB>(qs, q + bq, ldq, i0, seq, dh, scale);
+        stage_t<E, DH, C::BCB>(qt, q + bq, ldq, i0, seq, dh, scale);
+        stage_rows<E, DH, C::BCB>(dos, dout + bo, ldo, i0, seq, dh, 1.0f);
+        stage_t<E, DH, C::BCB>(dot, dout + bo, ldo, i0, seq, dh, 1.0f);
         for (int x = threadIdx.x; x < C::BCB; x += THREADS) {
             bool in = i0 + x < seq;
             ls[x] = in ? lse[rbase + i0 + x] : 0.0f;
-            ds_[x] = in ? dsum[rbase + i0 + x] : 0.0f;
+            dss[x] = in ? dsum[rbase + i0 + x] : 0.0f;
         }
         GPP_SYNC();
-        /* S^T = K (scale Q)^T and dP^T = V dO^T: 16 keys x BC queries */
-        tc_rows_product<DH, C::BCB>(&ks[16 * warp], qs, st[warp]);
-        tc_rows_product<DH, C::BCB>(&vs[16 * warp], dos, dpt[warp]);
-        GPP_SYNC_WARP();
-        float pv[C::BCB / 2], dsv[C::BCB / 2];
+        /* S^T = K (scale Q)^T and dP^T = V dO^T: 16 keys x BCB queries */
+        float st[C::BCB / 8][4], dpt[C::BCB / 8][4];
         GPP_UNROLL
-        for (int c = 0; c < C::BCB / 2; c++) {
-            int col = half * (C::BCB / 2) + c, iq = i0 + col;
-            bool keep = j < seq && iq < seq && (!causal || j <= iq);
-            float p = keep ? gpp_math_expf(st[warp][rr][col] - ls[col]) : 0.0f;
-            pv[c] = p;
-            dsv[c] = p * (dpt[warp][rr][col] - ds_[col]);
-        }
-        GPP_SYNC_WARP(); /* every value read before P^T and dS^T overwrite them */
+        for (int nt = 0; nt < C::BCB / 8; nt++)
+            GPP_UNROLL
+        for (int e = 0; e < 4; e++)
+            st[nt][e] = dpt[nt][e] = 0.0f;
         GPP_UNROLL
-        for (int c = 0; c < C::BCB / 2; c++) {
-            int x = rr * C::BCB + half * (C::BCB / 2) + c;
-            pt[x] = gpp_to_e<E>(pv[c]);
-            dst[x] = gpp_to_e<E>(dsv[c]);
+        for (int kk = 0; kk < C::KT; kk++) {
+            x2<E> ka[4], va[4];
+            frag_a<E, DH>(ka, ks, 16 * warp, 16 * kk, g, t);
+            frag_a<E, DH>(va, vs, 16 * warp, 16 * kk, g, t);
+            GPP_UNROLL
+            for (int nt = 0; nt < C::BCB / 8; nt++) {
+                x2<E> b[2];
+                frag_bt<E, DH>(b, qs, 8 * nt, 16 * kk, g, t);
+                gpp_mma16::mma(st[nt], ka, b);
+                frag_bt<E, DH>(b, dos, 8 * nt, 16 * kk, g, t);
+                gpp_mma16::mma(dpt[nt], va, b);
+            }
         }
-        GPP_SYNC_WARP();
+        /* P^T, then dS^T = P^T (dP^T - dsum) */
+        GPP_UNROLL
+        for (int nt = 0; nt < C::BCB / 8; nt++)
+            GPP_UNROLL
+        for (int e = 0; e < 2; e++) {
+            const int col = 8 * nt + 2 * t + e, iq = i0 + col;
+            const bool qin = iq < seq;
+            float pa = qin && ja < seq && (!causal || ja <= iq) ? gpp_math_expf(st[nt][e] - ls[col])
+                                                                : 0.0f;
+            float pb = qin && jb < seq && (!causal || jb <= iq)
+                           ? gpp_math_expf(st[nt][2 + e] - ls[col])
+                           : 0.0f;
+            st[nt][e] = pa;
+            st[nt][2 + e] = pb;
+            dpt[nt][e] = pa * (dpt[nt][e] - dss[col]);
+            dpt[nt][2 + e] = pb * (dpt[nt][2 + e] - dss[col]);
+        }
         /* dV += P^T dO, dK += dS^T (scale Q) */
-        tc_acc_product<DH, C::BCB>(dva, pt, dos);
-        tc_acc_product<DH, C::BCB>(dka, dst, qs);
+        GPP_UNROLL
+        for (int kk = 0; kk < C::BCB / 16; kk++) {
+            x2<E> pa[4], da[4];
+            frag_a_acc<E>(pa, st[2 * kk], st[2 * kk + 1]);
+            frag_a_acc<E>(da, dpt[2 * kk], dpt[2 * kk + 1]);
+            GPP_UNROLL
+            for (int f = 0; f < C::NT; f++) {
+                x2<E> b[2];
+                frag_b<E, C::BCB>(b, dot, 8 * f, 16 * kk, g, t);
+                gpp_mma16::mma(dva[f], pa, b);
+                frag_b<E, C::BCB>(b, qt, 8 * f, 16 * kk, g, t);
+                gpp_mma16::mma(dka[f], da, b);
+            }
+        }
     }
-    GPP_SYNC();
-    GPP_UNROLL
-    for (int f = 0; f < C::KT; f++) {
-        tc_store_rows(scr[warp], dka[f], dk + bq, ldq, w0, seq, 16 * f, dh, ones);
-        tc_store_rows(scr[warp], dva[f], dv + bq, ldq, w0, seq, 16 * f, dh, ones);
-    }
+    store_acc<DH>(dka, dk + bq, ldq, w0, seq, dh, g, t, 1.0f, 1.0f);
+    store_acc<DH>(dva, dv + bq, ldq, w0, seq, dh, g, t, 1.0f, 1.0f);
 #endif
 }
 
@@ -309,62 +435,85 @@ GPP_KERNEL void k_flash_tc_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_
 {
 #if GPP_TC_BODY
     typedef tc_cfg<DH> C;
-    namespace M = gpp_mma;
-    GPP_SHARED GPP_ALIGN32 E qs[C::BR][DH]; /* scale q */
-    GPP_SHARED GPP_ALIGN32 E dos[C::BR][DH];
-    GPP_SHARED GPP_ALIGN32 E ks[C::BCB][DH];
-    GPP_SHARED GPP_ALIGN32 E vs[C::BCB][DH];
-    GPP_SHARED GPP_ALIGN32 float sw[C::WARPS][16][C::BCB];  /* S, then dS as E */
-    GPP_SHARED GPP_ALIGN32 float dpw[C::WARPS][16][C::BCB]; /* dP */
-    GPP_SHARED GPP_ALIGN32 float scr[C::WARPS][16][16];
-    GPP_SHARED float scales[16];
+    GPP_SHARED GPP_ALIGN16 E qs[C::BR * C::SP]; /* scale q */
+    GPP_SHARED GPP_ALIGN16 E dos[C::BR * C::SP];
+    GPP_SHARED GPP_ALIGN16 E ks[C::BCB * C::SP];
+    GPP_SHARED GPP_ALIGN16 E vs[C::BCB * C::SP];
+    GPP_SHARED GPP_ALIGN16 x2<E> kt[DH * C::BCB / 2]; /* K transposed */
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
     const int i0 = (int)blockIdx.y * C::BR, w0 = i0 + 16 * warp;
-    const int rr = lane / 2, half = lane % 2, i = w0 + rr; /* this lane's query row */
+    const int ia = w0 + g, ib = ia + 8; /* this lane's two query rows */
     const int64_t bq = head_base(blockIdx.x, heads, seq, dh, ldq);
     const int64_t bo = head_base(blockIdx.x, heads, seq, dh, ldo),
                   rbase = (int64_t)blockIdx.x * seq;
-    E *dsw = reinterpret_cast<E *>(&sw[warp][0][0]);
 
-    load_tile_e<E, DH, C::BR>(qs, q + bq, ldq, i0, seq, dh, scale);
-    load_tile_e<E, DH, C::BR>(dos, dout + bo, ldo, i0, seq, dh, 1.0f);
-    if (threadIdx.x < 16)
-        scales[threadIdx.x] = scale;
-    const float li = i < seq ? lse[rbase + i] : 0.0f, di = i < seq ? dsum[rbase + i] : 0.0f;
-    M::frag_c dqa[C::KT];
+    stage_rows<E, DH, C::BR>(qs, q + bq, ldq, i0, seq, dh, scale);
+    stage_rows<E, DH, C::BR>(dos, dout + bo, ldo, i0, seq, dh, 1.0f);
+    const float la = ia < seq ? lse[rbase + ia] : 0.0f, lb = ib < seq ? lse[rbase + ib] : 0.0f;
+    const float da = ia < seq ? dsum[rbase + ia] : 0.0f, db = ib < seq ? dsum[rbase + ib] : 0.0f;
+    GPP_SYNC();
+    x2<E> qa[C::KT][4], doa[C::KT][4];
     GPP_UNROLL
-    for (int f = 0; f < C::KT; f++)
-        M::zero(dqa[f]);
+    for (int kk = 0; kk < C::KT; kk++) {
+        frag_a<E, DH>(qa[kk], qs, 16 * warp, 16 * kk, g, t);
+        frag_a<E, DH>(doa[kk], dos, 16 * warp, 16 * kk, g, t);
+    }
+    float dqa[C::NT][4];
+    GPP_UNROLL
+    for (int f = 0; f < C::NT; f++)
+        dqa[f][0] = dqa[f][1] = dqa[f][2] = dqa[f][3] = 0.0f;
     const int kv_end = causal ? imin(seq, i0 + C::BR) : seq;
     for (int j0 = 0; j0 < kv_end; j0 += C::BCB) {
         GPP_SYNC();
-        load_tile_e<E, DH, C::BCB>(ks, k + bq, ldq, j0, seq, dh, 1.0f);
-        load_tile_e<E, DH, C::BCB>(vs, v + bq, ldq, j0, seq, dh, 1.0f);
+        stage_rows<E, DH, C::BCB>(ks, k + bq, ldq, j0, seq, dh, 1.0f);
+        stage_t<E, DH, C::BCB>(kt, k + bq, ldq, j0, seq, dh, 1.0f);
+        stage_rows<E, DH, C::BCB>(vs, v + bq, ldq, j0, seq, dh, 1.0f);
         GPP_SYNC();
-        /* S = (scale Q) K^T and dP = dO V^T: 16 queries x BC keys */
-        tc_rows_product<DH, C::BCB>(&qs[16 * warp], ks, sw[warp]);
-        tc_rows_product<DH, C::BCB>(&dos[16 * warp], vs, dpw[warp]);
-        GPP_SYNC_WARP();
-        float dsv[C::BCB / 2];
+        /* S = (scale Q) K^T and dP = dO V^T: 16 queries x BCB keys */
+        float s[C::BCB / 8][4], dp[C::BCB / 8][4];
         GPP_UNROLL
-        for (int c = 0; c < C::BCB / 2; c++) {
-            int col = half * (C::BCB / 2) + c, jk = j0 + col;
-            bool keep = i < seq && jk < seq && (!causal || jk <= i);
-            float p = keep ? gpp_math_expf(sw[warp][rr][col] - li) : 0.0f;
-            dsv[c] = p * (dpw[warp][rr][col] - di);
+        for (int nt = 0; nt < C::BCB / 8; nt++) {
+            GPP_UNROLL
+            for (int e = 0; e < 4; e++)
+                s[nt][e] = dp[nt][e] = 0.0f;
+            GPP_UNROLL
+            for (int kk = 0; kk < C::KT; kk++) {
+                x2<E> b[2];
+                frag_bt<E, DH>(b, ks, 8 * nt, 16 * kk, g, t);
+                gpp_mma16::mma(s[nt], qa[kk], b);
+                frag_bt<E, DH>(b, vs, 8 * nt, 16 * kk, g, t);
+                gpp_mma16::mma(dp[nt], doa[kk], b);
+            }
         }
-        GPP_SYNC_WARP();
+        /* dS = P (dP - dsum), into s */
         GPP_UNROLL
-        for (int c = 0; c < C::BCB / 2; c++)
-            dsw[rr * C::BCB + half * (C::BCB / 2) + c] = gpp_to_e<E>(dsv[c]);
-        GPP_SYNC_WARP();
+        for (int nt = 0; nt < C::BCB / 8; nt++)
+            GPP_UNROLL
+        for (int e = 0; e < 2; e++) {
+            const int jk = j0 + 8 * nt + 2 * t + e;
+            const bool kin = jk < seq;
+            float pa =
+                kin && ia < seq && (!causal || jk <= ia) ? gpp_math_expf(s[nt][e] - la) : 0.0f;
+            float pb =
+                kin && ib < seq && (!causal || jk <= ib) ? gpp_math_expf(s[nt][2 + e] - lb) : 0.0f;
+            s[nt][e] = pa * (dp[nt][e] - da);
+            s[nt][2 + e] = pb * (dp[nt][2 + e] - db);
+        }
         /* dQ += dS K (the scale at the end) */
-        tc_acc_product<DH, C::BCB>(dqa, dsw, ks);
+        GPP_UNROLL
+        for (int kk = 0; kk < C::BCB / 16; kk++) {
+            x2<E> a[4];
+            frag_a_acc<E>(a, s[2 * kk], s[2 * kk + 1]);
+            GPP_UNROLL
+            for (int f = 0; f < C::NT; f++) {
+                x2<E> b[2];
+                frag_b<E, C::BCB>(b, kt, 8 * f, 16 * kk, g, t);
+                gpp_mma16::mma(dqa[f], a, b);
+            }
+        }
     }
-    GPP_SYNC();
-    GPP_UNROLL
-    for (int f = 0; f < C::KT; f++)
-        tc_store_rows(scr[warp], dqa[f], dq + bq, ldq, w0, seq, 16 * f, dh, scales);
+    store_acc<DH>(dqa, dq + bq, ldq, w0, seq, dh, g, t, scale, scale);
 #endif
 }
 

@@ -20,8 +20,7 @@
  *                    need not)
  *   GPP_UNROLL       #pragma unroll (nothing on the host)
  *   GPP_SYNC_WARP()  __syncwarp(): every lane of the warp
- *   GPP_ALIGN16, GPP_ALIGN32   alignment of a shared array (gpp_ld4: 16
- *                    bytes; gpp_mma loads and stores: 32)
+ *   GPP_ALIGN16      alignment of a shared array (gpp_ld4: 16 bytes)
  *   gpp_f4, gpp_ld4, gpp_st4   float4, and a 16-byte load / store of 4
  *                    floats at a 16-byte aligned address (one LDS.128 from
  *                    shared memory, one LDG.128 / STG.128 in global)
@@ -29,15 +28,26 @@
  *   gpp_bf16, gpp_to_e<E>(x), gpp_from_e(x)   bfloat16 (round to nearest
  *                    even) and the conversions of an element type E (float
  *                    or gpp_bf16) from and to float
- *   gpp_mma::        16x16x16 warp matrix products (nvcuda::wmma on the
- *                    device): frag_a<E> (row-major A), frag_b<E> (row-major
- *                    B), frag_bt<E> (B = M^T of a row-major M: col-major),
- *                    frag_c (fp32 accumulator); load(f, p, ldm), load_c,
- *                    store_c (row-major), zero, mma(c, a, b): c += a b.
- *                    Every lane of the warp calls them; pointers 32-byte
- *                    aligned, ldm a multiple of 16 bytes. The emulator
- *                    holds a whole tile in each lane's fragment and checks
- *                    alignment and ldm as the device requires.
+ *   gpp_mma16::      the warp matrix product mma.sync.m16n8k16 (row.col,
+ *                    fp32 accumulators) on pairs of elements of type E:
+ *                    x2<E> (two elements; on the device one 32-bit
+ *                    register, the first element in its low half),
+ *                    pack<E>(lo, hi) (rounds two floats), ld2 / st2 (a
+ *                    32-bit shared-memory load / store of two consecutive
+ *                    elements, aligned to their size), mma(c, a, b):
+ *                    c[4] += A B for A 16x16 (a[4]), B 16x8 (b[2]), each
+ *                    lane holding the elements the PTX ISA assigns it
+ *                    ("Matrix fragments for mma.m16n8k16 with floating
+ *                    point type": with g = lane / 4, t = lane % 4, a[0]
+ *                    is A[g][2t, 2t+1], a[1] A[g+8][2t..], a[2] A[g][2t+8..],
+ *                    a[3] A[g+8][2t+8..]; b[0] B[2t, 2t+1][g], b[1]
+ *                    B[2t+8..][g]; c[0], c[1] C[g][2t, 2t+1], c[2], c[3]
+ *                    C[g+8][2t..]). Every lane of a whole warp calls mma.
+ *                    The device has E = gpp_bf16 only (sm_80+); the
+ *                    emulator also takes E = float, exchanges the
+ *                    fragments across the warp at a warp barrier and
+ *                    multiplies by that layout, so a kernel that indexes
+ *                    its fragments wrongly gets wrong results here too.
  *   atomicCAS(int *, int, int)   as in CUDA
  *   GPP_LAUNCH(grid, block, shmem, stream, kernel...)(args...)
  *                    kernel<<<grid, block, shmem, stream>>>(args...) (the
@@ -56,7 +66,7 @@
 #ifdef __CUDACC__
 
 #include <cuda_bf16.h>
-#include <mma.h>
+#include <stdint.h>
 
 #define GPP_KERNEL __global__
 #define GPP_LAUNCH_BOUNDS(n) __launch_bounds__(n)
@@ -66,7 +76,6 @@
 #define GPP_SYNC() __syncthreads()
 #define GPP_UNROLL _Pragma("unroll")
 #define GPP_ALIGN16 __align__(16)
-#define GPP_ALIGN32 __align__(32)
 #define GPP_SYNC_WARP() __syncwarp()
 template <typename V> __device__ __forceinline__ V gpp_shfl_xor(V v, int lane_mask)
 {
@@ -101,36 +110,39 @@ __device__ __forceinline__ float gpp_from_e(gpp_bf16 x)
     return __bfloat162float(x);
 }
 
-namespace gpp_mma
+namespace gpp_mma16
 {
-namespace w = nvcuda::wmma;
-template <typename E> using frag_a = w::fragment<w::matrix_a, 16, 16, 16, E, w::row_major>;
-template <typename E> using frag_b = w::fragment<w::matrix_b, 16, 16, 16, E, w::row_major>;
-template <typename E> using frag_bt = w::fragment<w::matrix_b, 16, 16, 16, E, w::col_major>;
-typedef w::fragment<w::accumulator, 16, 16, 16, float> frag_c;
-template <typename F, typename E>
-__device__ __forceinline__ void load(F &f, const E *p, unsigned ldm)
+template <typename E> struct x2;
+template <> struct x2<gpp_bf16> {
+    uint32_t u;
+};
+template <typename E> __device__ __forceinline__ x2<E> pack(float lo, float hi);
+template <> __device__ __forceinline__ x2<gpp_bf16> pack<gpp_bf16>(float lo, float hi)
 {
-    w::load_matrix_sync(f, p, ldm);
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); /* .x (lo) in the low half */
+    return x2<gpp_bf16>{*reinterpret_cast<uint32_t *>(&h)};
 }
-__device__ __forceinline__ void load_c(frag_c &f, const float *p, unsigned ldm)
+__device__ __forceinline__ x2<gpp_bf16> ld2(const gpp_bf16 *p)
 {
-    w::load_matrix_sync(f, p, ldm, w::mem_row_major);
+    return x2<gpp_bf16>{*reinterpret_cast<const uint32_t *>(p)};
 }
-__device__ __forceinline__ void store_c(float *p, const frag_c &f, unsigned ldm)
+__device__ __forceinline__ void st2(gpp_bf16 *p, x2<gpp_bf16> v)
 {
-    w::store_matrix_sync(p, f, ldm, w::mem_row_major);
+    *reinterpret_cast<uint32_t *>(p) = v.u;
 }
-__device__ __forceinline__ void zero(frag_c &f)
+__device__ __forceinline__ void mma(float (&c)[4], const x2<gpp_bf16> (&a)[4],
+                                    const x2<gpp_bf16> (&b)[2])
 {
-    w::fill_fragment(f, 0.0f);
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0].u), "r"(a[1].u), "r"(a[2].u), "r"(a[3].u), "r"(b[0].u), "r"(b[1].u));
+#else
+    __trap(); /* bf16 products need sm_80: kernels using them compile empty before */
+#endif
 }
-template <typename A, typename B>
-__device__ __forceinline__ void mma(frag_c &c, const A &a, const B &b)
-{
-    w::mma_sync(c, a, b, c);
-}
-} /* namespace gpp_mma */
+} /* namespace gpp_mma16 */
 
 #else /* the host emulator */
 
@@ -142,7 +154,6 @@ __device__ __forceinline__ void mma(frag_c &c, const A &a, const B &b)
 #define GPP_SYNC() gpp_emu::sync(__FILE__, __LINE__)
 #define GPP_UNROLL
 #define GPP_ALIGN16 __attribute__((aligned(16)))
-#define GPP_ALIGN32 __attribute__((aligned(32)))
 #define GPP_SYNC_WARP() gpp_emu::sync_warp(__FILE__, __LINE__)
 /* file and line: of the call, to name the shuffle in the emulator's
  * messages */
@@ -213,64 +224,51 @@ inline float gpp_from_e(gpp_bf16 x)
     return f;
 }
 
-namespace gpp_mma
+namespace gpp_mma16
 {
-template <typename E, bool COLMAJOR> struct frag {
-    float v[16][16]; /* [row][col] of the tile, in every lane */
+template <typename E> struct x2 {
+    E lo, hi;
 };
-template <typename E> using frag_a = frag<E, false>;
-template <typename E> using frag_b = frag<E, false>;
-template <typename E> using frag_bt = frag<E, true>;
-struct frag_c {
-    float v[16][16];
-};
-inline void check(const void *p, unsigned ldm, size_t elem)
+template <typename E> inline x2<E> pack(float lo, float hi)
 {
-    if ((uintptr_t)p % 32 != 0 || (ldm * elem) % 16 != 0) {
-        std::fprintf(stderr,
-                     "gpp_cuda_emu: wmma access at %p with ldm %u (%zu-byte elements): the "
-                     "device needs a 32-byte aligned pointer and ldm a multiple of 16 bytes\n",
-                     p, ldm, elem);
+    return x2<E>{gpp_to_e<E>(lo), gpp_to_e<E>(hi)};
+}
+template <typename E> inline void check2(const E *p, const char *what)
+{
+    if ((uintptr_t)p % (2 * sizeof(E)) != 0) { /* the device would fault */
+        std::fprintf(stderr, "gpp_cuda_emu: element-pair %s at %p, not %zu-byte aligned\n", what,
+                     (const void *)p, 2 * sizeof(E));
         std::abort();
     }
 }
-template <typename E, bool CM> void load(frag<E, CM> &f, const E *p, unsigned ldm)
+template <typename E> inline x2<E> ld2(const E *p)
 {
-    check(p, ldm, sizeof(E));
-    for (int r = 0; r < 16; r++)
-        for (int c = 0; c < 16; c++)
-            f.v[r][c] = gpp_from_e(CM ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c]);
+    check2(p, "load");
+    return x2<E>{p[0], p[1]};
 }
-inline void load_c(frag_c &f, const float *p, unsigned ldm)
+template <typename E> inline void st2(E *p, x2<E> v)
 {
-    check(p, ldm, 4);
-    for (int r = 0; r < 16; r++)
-        for (int c = 0; c < 16; c++)
-            f.v[r][c] = p[(size_t)r * ldm + c];
+    check2(p, "store");
+    p[0] = v.lo;
+    p[1] = v.hi;
 }
-inline void store_c(float *p, const frag_c &f, unsigned ldm)
+/* file and line: of the call, to name it in the emulator's messages */
+template <typename E>
+inline void mma(float (&c)[4], const x2<E> (&a)[4], const x2<E> (&b)[2],
+                const char *file = __builtin_FILE(), int line = __builtin_LINE())
 {
-    check(p, ldm, 4);
-    for (int r = 0; r < 16; r++)
-        for (int c = 0; c < 16; c++)
-            p[(size_t)r * ldm + c] = f.v[r][c];
+    float af[8], bf[4];
+    for (int r = 0; r < 4; r++) {
+        af[2 * r] = gpp_from_e(a[r].lo);
+        af[2 * r + 1] = gpp_from_e(a[r].hi);
+    }
+    for (int r = 0; r < 2; r++) {
+        bf[2 * r] = gpp_from_e(b[r].lo);
+        bf[2 * r + 1] = gpp_from_e(b[r].hi);
+    }
+    gpp_emu::mma_m16n8k16(c, af, bf, file, line);
 }
-inline void zero(frag_c &f)
-{
-    std::memset(f.v, 0, sizeof f.v);
-}
-template <typename E, bool CA, bool CB>
-void mma(frag_c &c, const frag<E, CA> &a, const frag<E, CB> &b)
-{
-    for (int r = 0; r < 16; r++)
-        for (int n = 0; n < 16; n++) {
-            float acc = c.v[r][n];
-            for (int k = 0; k < 16; k++)
-                acc += a.v[r][k] * b.v[k][n];
-            c.v[r][n] = acc;
-        }
-}
-} /* namespace gpp_mma */
+} /* namespace gpp_mma16 */
 
 #if __has_include(<cuda_runtime_api.h>)
 #include "kernels/cuda/emu/gpp_emu_rt.h"

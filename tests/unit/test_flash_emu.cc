@@ -2,7 +2,8 @@
  * core (kernels/cuda/gpp_cuda_flash.cuh) and the tensor-core core
  * (gpp_cuda_flash_tc.cuh), compiled for the host and run in the block
  * emulator (gpp_cuda_emu.h: each CUDA thread a fiber, real barriers,
- * shuffles and whole-tile warp products), against attention computed in
+ * shuffles and warp matrix products by the PTX ISA's fragment layout),
+ * against attention computed in
  * double. The tensor-core kernels run with fp32 elements (their indexing
  * and masking checked to fp32) and with bf16 elements (their rounding).
  *
@@ -28,9 +29,12 @@
  * barriers of the warp only), a 2-D block with a shared-memory barrier, a
  * 3-D block's thread numbering (x fastest, warps of 32 consecutive ids, a
  * partial last warp), a kernel with a barrier in some blocks only (the
- * switch from plain calls to fibers); and, in fork()ed children, that a
- * shuffle or a __syncthreads that some thread does not reach aborts naming
- * the block and the barrier.
+ * switch from plain calls to fibers), the warp matrix product (fragments
+ * placed by the PTX ISA's formulas, written in the test apart from the
+ * kernels' helpers); and, in fork()ed children, that a shuffle, a
+ * __syncthreads or a warp matrix product that some thread does not reach
+ * aborts naming the block and the barrier, as does a product in a partial
+ * warp.
  *
  * Tolerance with fp32 elements: |emulated - double| <= 2e-5 (1 + |double|).
  * The kernels sum in fp32 (the rows' dO.O sums in double): at these sizes
@@ -412,6 +416,55 @@ GPP_KERNEL void k_bad_lane(float *out)
     out[threadIdx.x] = gpp_shfl_xor((float)threadIdx.x, 8);
 }
 
+/* Warp w multiplies its own A (16 x 16, row-major, at a + 256 w) by B (16 x
+ * 8, row-major, at b + 128 w), reps times into the same accumulators, and
+ * writes C (16 x 8 at c + 128 w). Each lane takes the elements the PTX ISA
+ * assigns it for mma.m16n8k16 ("Matrix fragments for mma.m16n8k16 with
+ * floating point type"), written here from the ISA's formulas, apart from
+ * the kernels' helpers: with g = lane / 4, t = lane % 4, element i < 8 of
+ * A at row g + 8 ((i / 2) % 2), column 2t + i % 2 + 8 (i / 4); element i < 4
+ * of B at row 2t + i % 2 + 8 (i / 2), column g; element i < 4 of C at row
+ * g + 8 (i / 2), column 2t + i % 2. Register r holds elements 2r, 2r + 1. */
+GPP_KERNEL void k_mma(const float *a, const float *b, float *c, int reps)
+{
+    const int w = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    float ae[8], be[4];
+    for (int i = 0; i < 8; i++)
+        ae[i] = a[256 * w + (g + 8 * ((i / 2) % 2)) * 16 + 2 * t + i % 2 + 8 * (i / 4)];
+    for (int i = 0; i < 4; i++)
+        be[i] = b[128 * w + (2 * t + i % 2 + 8 * (i / 2)) * 8 + g];
+    gpp_mma16::x2<float> ar[4], br[2];
+    for (int r = 0; r < 4; r++)
+        ar[r] = gpp_mma16::pack<float>(ae[2 * r], ae[2 * r + 1]);
+    for (int r = 0; r < 2; r++)
+        br[r] = gpp_mma16::pack<float>(be[2 * r], be[2 * r + 1]);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k = 0; k < reps; k++)
+        gpp_mma16::mma(acc, ar, br);
+    for (int i = 0; i < 4; i++)
+        c[128 * w + (g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = acc[i];
+}
+
+/* Lane 3 of the only warp skips the warp matrix product. */
+GPP_KERNEL void k_bad_mma(float *out)
+{
+    gpp_mma16::x2<float> a[4] = {}, b[2] = {};
+    float acc[4] = {};
+    if (threadIdx.x == 3)
+        return;
+    gpp_mma16::mma(acc, a, b);
+    out[threadIdx.x] = acc[0];
+}
+
+/* A 40-thread block: the partial second warp (8 lanes) multiplies. */
+GPP_KERNEL void k_partial_mma(float *out)
+{
+    gpp_mma16::x2<float> a[4] = {}, b[2] = {};
+    float acc[4] = {};
+    gpp_mma16::mma(acc, a, b);
+    out[threadIdx.x] = acc[0];
+}
+
 /* Runs f in a fork()ed child, its stderr into *err: whether it aborted. */
 bool aborts(const std::function<void()> &f, std::string *err)
 {
@@ -519,6 +572,25 @@ void emulator_semantics()
             bad += out[i] != (i < 64 ? in[i] : in[i / 64 * 64 + 63 - i % 64]);
         check_exact("a barrier in some blocks only", bad, 192);
     }
+    { /* the warp matrix product, 2 warps of their own data, accumulated 3 times:
+         small integers, so every sum is exact in float */
+        std::vector<float> a(512), b(256), c(256, NAN);
+        for (auto &v : a)
+            v = (float)((int)(uniform() * 5.0f));
+        for (auto &v : b)
+            v = (float)((int)(uniform() * 5.0f));
+        gpp_emu::launch({1, 1, 1}, {64, 1, 1}, [&] { k_mma(a.data(), b.data(), c.data(), 3); });
+        size_t bad = 0;
+        for (int w = 0; w < 2; w++)
+            for (int r = 0; r < 16; r++)
+                for (int n = 0; n < 8; n++) {
+                    float want = 0.0f;
+                    for (int k = 0; k < 16; k++)
+                        want += a[256 * w + r * 16 + k] * b[128 * w + k * 8 + n];
+                    bad += c[128 * w + r * 8 + n] != 3.0f * want;
+                }
+        check_exact("mma.m16n8k16 by the PTX ISA's fragment layout, 2 warps", bad, 256);
+    }
     std::vector<float> sink(128);
     expect_abort("a shuffle that lane 5 skips",
                  [&] {
@@ -541,6 +613,19 @@ void emulator_semantics()
                          {1, 1, 1}, {40, 1, 1}, [&] { k_bad_lane(sink.data()); }, "k_bad_lane");
                  },
                  {"k_bad_lane", "block (0, 0, 0)", "lane 0 of warp 1 reads lane 8", "40 threads"});
+    expect_abort("a warp matrix product that lane 3 skips",
+                 [&] {
+                     gpp_emu::launch(
+                         {1, 1, 1}, {32, 1, 1}, [&] { k_bad_mma(sink.data()); }, "k_bad_mma");
+                 },
+                 {"k_bad_mma", "lane 3 ended", "warp matrix product ("});
+    expect_abort("a warp matrix product in a partial warp",
+                 [&] {
+                     gpp_emu::launch(
+                         {1, 1, 1}, {40, 1, 1}, [&] { k_partial_mma(sink.data()); },
+                         "k_partial_mma");
+                 },
+                 {"k_partial_mma", "warp 1 of 8 lanes", "needs a whole warp"});
 }
 
 } /* namespace */
