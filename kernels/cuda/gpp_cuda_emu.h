@@ -59,6 +59,7 @@
 #include <ucontext.h>
 
 #include <array>
+#include <cmath>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>

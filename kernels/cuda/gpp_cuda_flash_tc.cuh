@@ -83,6 +83,11 @@ constexpr int tc_tier(int64_t dh)
 
 using gpp_mma16::x2;
 
+/* log2 e: the kernels exponentiate with the SFU's 2^x (gpp_exp2_approx),
+ * as FlashAttention-2 does; its relative error (about 2^-22) is far below
+ * the bf16 rounding of P that follows */
+constexpr float L2E = 1.4426950408889634f;
+
 /* The xor that places column c's word in a transposed tile of R rows (R / 2
  * words a column). Fragment loads read columns n0 + g (n0 a multiple of 8,
  * g < 8) at words w0 + t (w0 a multiple of 4, t < 4); staging writes 32
@@ -259,8 +264,10 @@ GPP_KERNEL void k_flash_tc_fwd(int seq, int dh, int heads, int64_t ldq, int64_t 
                 gpp_mma16::mma(s[nt], qa[kk], b);
             }
         }
-        float mxa = ma, mxb = mb;
-        GPP_UNROLL
+        /* the mask, where the tile has keys past seq or (causal) past
+         * the warp's first row: the same for the warp's 32 lanes */
+        if (j0 + C::BC > seq || (causal && j0 + C::BC - 1 > w0))
+            GPP_UNROLL
         for (int nt = 0; nt < C::BC / 8; nt++)
             GPP_UNROLL
         for (int e = 0; e < 2; e++) {
@@ -269,21 +276,28 @@ GPP_KERNEL void k_flash_tc_fwd(int seq, int dh, int heads, int64_t ldq, int64_t 
                 s[nt][e] = -INFINITY;
             if (j >= seq || (causal && j > ib))
                 s[nt][2 + e] = -INFINITY;
-            mxa = fmaxf(mxa, s[nt][e]);
-            mxb = fmaxf(mxb, s[nt][2 + e]);
+        }
+        float mxa = ma, mxb = mb;
+        GPP_UNROLL
+        for (int nt = 0; nt < C::BC / 8; nt++) {
+            mxa = fmaxf(mxa, fmaxf(s[nt][0], s[nt][1]));
+            mxb = fmaxf(mxb, fmaxf(s[nt][2], s[nt][3]));
         }
         mxa = quad<0>(mxa);
         mxb = quad<0>(mxb);
-        /* a row past seq has no key: its max stays -inf, its p 0 */
-        const float aa = ma == -INFINITY ? 0.0f : gpp_math_expf(ma - mxa);
-        const float ab = mb == -INFINITY ? 0.0f : gpp_math_expf(mb - mxb);
+        /* p = 2^(s log2 e - m log2 e): one multiply-add and the SFU's ex2.
+         * A row with no key yet (past seq, or all masked) keeps max -inf:
+         * its offset is 0, so its p are 2^-inf = 0 and its alpha 0. */
+        const float oa = mxa == -INFINITY ? 0.0f : mxa * L2E;
+        const float ob = mxb == -INFINITY ? 0.0f : mxb * L2E;
+        const float aa = gpp_exp2_approx(ma * L2E - oa), ab = gpp_exp2_approx(mb * L2E - ob);
         float sa = 0.0f, sb = 0.0f;
         GPP_UNROLL
         for (int nt = 0; nt < C::BC / 8; nt++)
             GPP_UNROLL
         for (int e = 0; e < 2; e++) {
-            s[nt][e] = s[nt][e] == -INFINITY ? 0.0f : gpp_math_expf(s[nt][e] - mxa);
-            s[nt][2 + e] = s[nt][2 + e] == -INFINITY ? 0.0f : gpp_math_expf(s[nt][2 + e] - mxb);
+            s[nt][e] = gpp_exp2_approx(s[nt][e] * L2E - oa);
+            s[nt][2 + e] = gpp_exp2_approx(s[nt][2 + e] * L2E - ob);
             sa += s[nt][e];
             sb += s[nt][2 + e];
         }
@@ -364,7 +378,7 @@ GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64
         stage_t<E, DH, C::BCB>(dot, dout + bo, ldo, i0, seq, dh, 1.0f);
         for (int x = threadIdx.x; x < C::BCB; x += THREADS) {
             bool in = i0 + x < seq;
-            ls[x] = in ? lse[rbase + i0 + x] : 0.0f;
+            ls[x] = in ? lse[rbase + i0 + x] * L2E : 0.0f;
             dss[x] = in ? dsum[rbase + i0 + x] : 0.0f;
         }
         GPP_SYNC();
@@ -396,10 +410,11 @@ GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64
         for (int e = 0; e < 2; e++) {
             const int col = 8 * nt + 2 * t + e, iq = i0 + col;
             const bool qin = iq < seq;
-            float pa = qin && ja < seq && (!causal || ja <= iq) ? gpp_math_expf(st[nt][e] - ls[col])
-                                                                : 0.0f;
+            float pa = qin && ja < seq && (!causal || ja <= iq)
+                           ? gpp_exp2_approx(st[nt][e] * L2E - ls[col])
+                           : 0.0f;
             float pb = qin && jb < seq && (!causal || jb <= iq)
-                           ? gpp_math_expf(st[nt][2 + e] - ls[col])
+                           ? gpp_exp2_approx(st[nt][2 + e] * L2E - ls[col])
                            : 0.0f;
             st[nt][e] = pa;
             st[nt][2 + e] = pb;
@@ -450,7 +465,9 @@ GPP_KERNEL void k_flash_tc_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_
 
     stage_rows<E, DH, C::BR>(qs, q + bq, ldq, i0, seq, dh, scale);
     stage_rows<E, DH, C::BR>(dos, dout + bo, ldo, i0, seq, dh, 1.0f);
-    const float la = ia < seq ? lse[rbase + ia] : 0.0f, lb = ib < seq ? lse[rbase + ib] : 0.0f;
+    /* lse in log2 units */
+    const float la = ia < seq ? lse[rbase + ia] * L2E : 0.0f,
+                lb = ib < seq ? lse[rbase + ib] * L2E : 0.0f;
     const float da = ia < seq ? dsum[rbase + ia] : 0.0f, db = ib < seq ? dsum[rbase + ib] : 0.0f;
     GPP_SYNC();
     x2<E> qa[C::KT][4], doa[C::KT][4];
@@ -493,10 +510,12 @@ GPP_KERNEL void k_flash_tc_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_
         for (int e = 0; e < 2; e++) {
             const int jk = j0 + 8 * nt + 2 * t + e;
             const bool kin = jk < seq;
-            float pa =
-                kin && ia < seq && (!causal || jk <= ia) ? gpp_math_expf(s[nt][e] - la) : 0.0f;
-            float pb =
-                kin && ib < seq && (!causal || jk <= ib) ? gpp_math_expf(s[nt][2 + e] - lb) : 0.0f;
+            float pa = kin && ia < seq && (!causal || jk <= ia)
+                           ? gpp_exp2_approx(s[nt][e] * L2E - la)
+                           : 0.0f;
+            float pb = kin && ib < seq && (!causal || jk <= ib)
+                           ? gpp_exp2_approx(s[nt][2 + e] * L2E - lb)
+                           : 0.0f;
             s[nt][e] = pa * (dp[nt][e] - da);
             s[nt][2 + e] = pb * (dp[nt][2 + e] - db);
         }

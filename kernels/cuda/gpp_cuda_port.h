@@ -25,6 +25,9 @@
  *                    floats at a 16-byte aligned address (one LDS.128 from
  *                    shared memory, one LDG.128 / STG.128 in global)
  *   threadIdx, blockIdx, blockDim, gridDim   as in CUDA
+ *   gpp_exp2_approx(x)   2^x on the SFU (ex2.approx.ftz.f32: relative
+ *                    error about 2^-22, subnormal results flushed to 0,
+ *                    2^-inf = 0); the host computes exp2f
  *   gpp_bf16, gpp_to_e<E>(x), gpp_from_e(x)   bfloat16 (round to nearest
  *                    even) and the conversions of an element type E (float
  *                    or gpp_bf16) from and to float
@@ -89,6 +92,13 @@ __device__ __forceinline__ gpp_f4 gpp_ld4(const float *p)
 __device__ __forceinline__ void gpp_st4(float *p, gpp_f4 v)
 {
     *reinterpret_cast<float4 *>(p) = v;
+}
+
+__device__ __forceinline__ float gpp_exp2_approx(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
 typedef __nv_bfloat16 gpp_bf16;
@@ -192,6 +202,11 @@ inline void gpp_st4(float *p, gpp_f4 v)
     p[1] = v.y;
     p[2] = v.z;
     p[3] = v.w;
+}
+
+inline float gpp_exp2_approx(float x)
+{
+    return std::exp2(x);
 }
 
 /* bfloat16: the top 16 bits of a float, rounded to nearest even */
