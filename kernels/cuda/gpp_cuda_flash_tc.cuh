@@ -181,6 +181,43 @@ GPP_DEV void frag_a_acc(x2<E> (&a)[4], const float (&lo)[4], const float (&hi)[4
     a[3] = gpp_mma16::pack<E>(hi[2], hi[3]);
 }
 
+/* s (16 x N) = A M^T: A the warp's 16 x DH operand (fragments a[k] for
+ * columns 16k..), M the N rows of a row-major tile */
+template <typename E, int DH, int N>
+GPP_DEV void rows_product(float (&s)[N / 8][4], const x2<E> (&a)[DH / 16][4], const E *m, int g,
+                          int t)
+{
+    GPP_UNROLL
+    for (int nt = 0; nt < N / 8; nt++) {
+        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        GPP_UNROLL
+        for (int kk = 0; kk < DH / 16; kk++) {
+            x2<E> b[2];
+            frag_bt<E, DH>(b, m, 8 * nt, 16 * kk, g, t);
+            gpp_mma16::mma(s[nt], a[kk], b);
+        }
+    }
+}
+
+/* acc (16 x DH) += A X: A the 16 x N accumulator tiles a (rounded to E),
+ * X the N x DH matrix held as a transposed tile of N rows */
+template <typename E, int DH, int N>
+GPP_DEV void acc_product(float (&acc)[DH / 8][4], const float (&a)[N / 8][4], const x2<E> *xt,
+                         int g, int t)
+{
+    GPP_UNROLL
+    for (int kk = 0; kk < N / 16; kk++) {
+        x2<E> fa[4];
+        frag_a_acc<E>(fa, a[2 * kk], a[2 * kk + 1]);
+        GPP_UNROLL
+        for (int f = 0; f < DH / 8; f++) {
+            x2<E> b[2];
+            frag_b<E, N>(b, xt, 8 * f, 16 * kk, g, t);
+            gpp_mma16::mma(acc[f], fa, b);
+        }
+    }
+}
+
 /* The max (op 0) or sum (op 1) of x over the 4 lanes of a row (lanes 4g ..
  * 4g + 3) */
 template <int OP> GPP_DEV float quad(float x)
@@ -254,16 +291,7 @@ GPP_KERNEL void k_flash_tc_fwd(int seq, int dh, int heads, int64_t ldq, int64_t 
         GPP_SYNC();
         /* S = (scale Q) K^T: 16 x BC, 8 columns a tile */
         float s[C::BC / 8][4];
-        GPP_UNROLL
-        for (int nt = 0; nt < C::BC / 8; nt++) {
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-            GPP_UNROLL
-            for (int kk = 0; kk < C::KT; kk++) {
-                x2<E> b[2];
-                frag_bt<E, DH>(b, ks, 8 * nt, 16 * kk, g, t);
-                gpp_mma16::mma(s[nt], qa[kk], b);
-            }
-        }
+        rows_product<E, DH, C::BC>(s, qa, ks, g, t);
         /* the mask, where the tile has keys past seq or (causal) past
          * the warp's first row: the same for the warp's 32 lanes */
         if (j0 + C::BC > seq || (causal && j0 + C::BC - 1 > w0))
@@ -313,17 +341,7 @@ GPP_KERNEL void k_flash_tc_fwd(int seq, int dh, int heads, int64_t ldq, int64_t 
             acc[f][2] *= ab;
             acc[f][3] *= ab;
         }
-        GPP_UNROLL
-        for (int kk = 0; kk < C::BC / 16; kk++) {
-            x2<E> pa[4];
-            frag_a_acc<E>(pa, s[2 * kk], s[2 * kk + 1]);
-            GPP_UNROLL
-            for (int f = 0; f < C::NT; f++) {
-                x2<E> b[2];
-                frag_b<E, C::BC>(b, vt, 8 * f, 16 * kk, g, t);
-                gpp_mma16::mma(acc[f], pa, b);
-            }
-        }
+        acc_product<E, DH, C::BC>(acc, s, vt, g, t);
     }
     la = quad<1>(la);
     lb = quad<1>(lb);
@@ -384,24 +402,16 @@ GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64
         GPP_SYNC();
         /* S^T = K (scale Q)^T and dP^T = V dO^T: 16 keys x BCB queries */
         float st[C::BCB / 8][4], dpt[C::BCB / 8][4];
-        GPP_UNROLL
-        for (int nt = 0; nt < C::BCB / 8; nt++)
+        {
+            x2<E> a[C::KT][4]; /* K's fragments, then V's */
             GPP_UNROLL
-        for (int e = 0; e < 4; e++)
-            st[nt][e] = dpt[nt][e] = 0.0f;
-        GPP_UNROLL
-        for (int kk = 0; kk < C::KT; kk++) {
-            x2<E> ka[4], va[4];
-            frag_a<E, DH>(ka, ks, 16 * warp, 16 * kk, g, t);
-            frag_a<E, DH>(va, vs, 16 * warp, 16 * kk, g, t);
+            for (int kk = 0; kk < C::KT; kk++)
+                frag_a<E, DH>(a[kk], ks, 16 * warp, 16 * kk, g, t);
+            rows_product<E, DH, C::BCB>(st, a, qs, g, t);
             GPP_UNROLL
-            for (int nt = 0; nt < C::BCB / 8; nt++) {
-                x2<E> b[2];
-                frag_bt<E, DH>(b, qs, 8 * nt, 16 * kk, g, t);
-                gpp_mma16::mma(st[nt], ka, b);
-                frag_bt<E, DH>(b, dos, 8 * nt, 16 * kk, g, t);
-                gpp_mma16::mma(dpt[nt], va, b);
-            }
+            for (int kk = 0; kk < C::KT; kk++)
+                frag_a<E, DH>(a[kk], vs, 16 * warp, 16 * kk, g, t);
+            rows_product<E, DH, C::BCB>(dpt, a, dos, g, t);
         }
         /* P^T, then dS^T = P^T (dP^T - dsum) */
         GPP_UNROLL
@@ -422,20 +432,8 @@ GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64
             dpt[nt][2 + e] = pb * (dpt[nt][2 + e] - dss[col]);
         }
         /* dV += P^T dO, dK += dS^T (scale Q) */
-        GPP_UNROLL
-        for (int kk = 0; kk < C::BCB / 16; kk++) {
-            x2<E> pa[4], da[4];
-            frag_a_acc<E>(pa, st[2 * kk], st[2 * kk + 1]);
-            frag_a_acc<E>(da, dpt[2 * kk], dpt[2 * kk + 1]);
-            GPP_UNROLL
-            for (int f = 0; f < C::NT; f++) {
-                x2<E> b[2];
-                frag_b<E, C::BCB>(b, dot, 8 * f, 16 * kk, g, t);
-                gpp_mma16::mma(dva[f], pa, b);
-                frag_b<E, C::BCB>(b, qt, 8 * f, 16 * kk, g, t);
-                gpp_mma16::mma(dka[f], da, b);
-            }
-        }
+        acc_product<E, DH, C::BCB>(dva, st, dot, g, t);
+        acc_product<E, DH, C::BCB>(dka, dpt, qt, g, t);
     }
     store_acc<DH>(dka, dk + bq, ldq, w0, seq, dh, g, t, 1.0f, 1.0f);
     store_acc<DH>(dva, dv + bq, ldq, w0, seq, dh, g, t, 1.0f, 1.0f);
@@ -489,20 +487,8 @@ GPP_KERNEL void k_flash_tc_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_
         GPP_SYNC();
         /* S = (scale Q) K^T and dP = dO V^T: 16 queries x BCB keys */
         float s[C::BCB / 8][4], dp[C::BCB / 8][4];
-        GPP_UNROLL
-        for (int nt = 0; nt < C::BCB / 8; nt++) {
-            GPP_UNROLL
-            for (int e = 0; e < 4; e++)
-                s[nt][e] = dp[nt][e] = 0.0f;
-            GPP_UNROLL
-            for (int kk = 0; kk < C::KT; kk++) {
-                x2<E> b[2];
-                frag_bt<E, DH>(b, ks, 8 * nt, 16 * kk, g, t);
-                gpp_mma16::mma(s[nt], qa[kk], b);
-                frag_bt<E, DH>(b, vs, 8 * nt, 16 * kk, g, t);
-                gpp_mma16::mma(dp[nt], doa[kk], b);
-            }
-        }
+        rows_product<E, DH, C::BCB>(s, qa, ks, g, t);
+        rows_product<E, DH, C::BCB>(dp, doa, vs, g, t);
         /* dS = P (dP - dsum), into s */
         GPP_UNROLL
         for (int nt = 0; nt < C::BCB / 8; nt++)
@@ -520,17 +506,7 @@ GPP_KERNEL void k_flash_tc_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_
             s[nt][2 + e] = pb * (dp[nt][2 + e] - db);
         }
         /* dQ += dS K (the scale at the end) */
-        GPP_UNROLL
-        for (int kk = 0; kk < C::BCB / 16; kk++) {
-            x2<E> a[4];
-            frag_a_acc<E>(a, s[2 * kk], s[2 * kk + 1]);
-            GPP_UNROLL
-            for (int f = 0; f < C::NT; f++) {
-                x2<E> b[2];
-                frag_b<E, C::BCB>(b, kt, 8 * f, 16 * kk, g, t);
-                gpp_mma16::mma(dqa[f], a, b);
-            }
-        }
+        acc_product<E, DH, C::BCB>(dqa, s, kt, g, t);
     }
     store_acc<DH>(dqa, dq + bq, ldq, w0, seq, dh, g, t, scale, scale);
 #endif
