@@ -48,7 +48,9 @@
  * What it does not model: lock-step warps (a warp's lanes run one after
  * another between its barriers), memory spaces, the device's float
  * rounding (the host compiler decides whether a*b+c is fused), and
- * performance. */
+ * performance, but for one count: the shared-memory bank conflicts of the
+ * accesses a kernel makes through the port's recorded loads and stores
+ * (bank_check below). */
 #ifndef GPP_CUDA_EMU_H
 #define GPP_CUDA_EMU_H
 
@@ -66,6 +68,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <string>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -157,6 +161,15 @@ struct state {
     /* warp matrix product: each lane's A and B elements (mma_m16n8k16) */
     std::vector<std::array<float, 8>> ma;
     std::vector<std::array<float, 4>> mb;
+    /* bank check: each thread's shared-memory accesses since its warp's
+     * last barrier (address, bytes, site) */
+    struct access {
+        uintptr_t addr;
+        unsigned bytes;
+        const char *file;
+        int line;
+    };
+    std::vector<std::vector<access>> acc;
     const std::function<void()> *fn = nullptr;
     const char *name = nullptr; /* of the kernel, for messages; may be null */
     unsigned n = 0;             /* threads per block */
@@ -185,6 +198,84 @@ inline uint64_t blocks_plain, blocks_fibers;
     va_end(ap);
     std::fputc('\n', stderr);
     std::abort();
+}
+
+/* Shared-memory bank check (off unless bank_check is set): the accesses a
+ * kernel makes through the port's recorded loads and stores
+ * (gpp_mma16::ld2, st2, ldx, stx) are grouped as the device issues them:
+ * the k-th access of each lane of a warp between two of its barriers is
+ * one instruction (the lanes of a warp run the same code between
+ * barriers: a divergent sequence is reported as such). An instruction of
+ * w bytes a lane is served in phases of 128 / w lanes; a phase takes as
+ * many wavefronts as the most distinct 4-byte words that fall in one of
+ * the 32 banks (lanes reading the same word share it). Per source line:
+ * instructions, wavefronts, and the ideal (one a phase). */
+struct bank_site {
+    uint64_t instr = 0, wavefronts = 0, ideal = 0;
+    unsigned worst = 0; /* most wavefronts of one phase */
+};
+inline bool bank_check = false;
+inline std::map<std::string, bank_site> bank_sites;
+inline uint64_t bank_divergent = 0; /* warps whose lanes' sequences differed */
+
+/* Records an access of the running thread. */
+inline void bank_record(const void *p, unsigned bytes, const char *file, int line)
+{
+    if (bank_check)
+        g.acc[g.cur].push_back({(uintptr_t)p, bytes, file, line});
+}
+
+/* Groups and counts the recorded accesses of the warp of threads
+ * [w0, w1), then forgets them. */
+inline void bank_flush(unsigned w0, unsigned w1)
+{
+    if (!bank_check)
+        return;
+    size_t len = g.acc[w0].size();
+    bool same = true;
+    for (unsigned t = w0; t < w1; t++)
+        same = same && g.acc[t].size() == len;
+    if (!same)
+        bank_divergent++;
+    for (size_t k = 0; same && k < len; k++) {
+        const state::access &a0 = g.acc[w0][k];
+        bank_site &site = bank_sites[std::string(a0.file) + ":" + std::to_string(a0.line)];
+        unsigned per_phase = a0.bytes >= 1 && a0.bytes <= 4 ? 32u : 128u / a0.bytes;
+        site.instr++;
+        for (unsigned p0 = w0; p0 < w1; p0 += per_phase) {
+            unsigned p1 = p0 + per_phase < w1 ? p0 + per_phase : w1, worst = 0;
+            std::vector<uintptr_t> words; /* distinct words of the phase */
+            for (unsigned t = p0; t < p1; t++) {
+                const state::access &a = g.acc[t][k];
+                for (unsigned b = 0; b < (a.bytes + 3) / 4; b++) {
+                    uintptr_t w = a.addr / 4 + b;
+                    bool seen = false;
+                    for (uintptr_t x : words)
+                        seen = seen || x == w;
+                    if (!seen)
+                        words.push_back(w);
+                }
+            }
+            for (unsigned bank = 0; bank < 32; bank++) {
+                unsigned n = 0;
+                for (uintptr_t w : words)
+                    n += w % 32 == bank;
+                worst = n > worst ? n : worst;
+            }
+            site.wavefronts += worst;
+            site.ideal++;
+            site.worst = worst > site.worst ? worst : site.worst;
+        }
+    }
+    for (unsigned t = w0; t < w1; t++)
+        g.acc[t].clear();
+}
+
+/* bank_flush for every warp of the block */
+inline void bank_flush_all()
+{
+    for (unsigned w0 = 0; w0 < g.n; w0 += 32)
+        bank_flush(w0, w0 + 32 < g.n ? w0 + 32 : g.n);
 }
 
 inline void set_thread(unsigned t)
@@ -385,6 +476,7 @@ inline bool release_warps()
         if (g.wait[first] == AT_SHUFFLE)
             for (unsigned t = w0; t < w1; t++)
                 g.xout[t] = g.xin[g.peer[t]];
+        bank_flush(w0, w1);
         for (unsigned t = w0; t < w1; t++)
             g.wait[t] = RUN;
         any = true;
@@ -406,6 +498,7 @@ inline void run_block()
         set_thread(0);
         switch_to(&g.sched, g.fibers[n].get());
         if (g.direct) { /* every thread ended without a barrier */
+            bank_flush_all();
             blocks_plain++;
             return;
         }
@@ -430,8 +523,10 @@ inline void run_block()
                 first = first < t ? first : t;
             }
         }
-        if (done == n)
+        if (done == n) {
+            bank_flush_all();
             return;
+        }
         if (at_sync < n) {
             unsigned t = 0;
             while (g.wait[t] != DONE)
@@ -444,6 +539,7 @@ inline void run_block()
             if (g.line[t] != g.line[first] || std::strcmp(g.file[t], g.file[first]) != 0)
                 fail("threads %u and %u wait at different __syncthreads (%s:%d, %s:%d)", first, t,
                      g.file[first], g.line[first], g.file[t], g.line[t]);
+        bank_flush_all();
         g.syncs++;
         for (unsigned t = 0; t < n; t++)
             g.wait[t] = RUN;
@@ -491,6 +587,7 @@ inline void launch(gpp_emu_dim3 grid, gpp_emu_dim3 block, const std::function<vo
     g.peer.assign(n, 0);
     g.ma.assign(n, {});
     g.mb.assign(n, {});
+    g.acc.assign(n, {});
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {

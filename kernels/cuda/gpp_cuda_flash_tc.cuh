@@ -101,13 +101,19 @@ template <int R> GPP_DEV int swz(int c)
 }
 
 /* dst[r][c] (row stride DH + 8) = E(mul src[(r0 + r) ld + c]), 0 past nrows
- * rows or dh columns: two columns per thread, one 32-bit store */
+ * rows or dh columns: two columns per thread, one 32-bit store. A warp's
+ * store covers 32 / W rows of W = DH / 2 words, W / 4 rows apart, whose
+ * offsets r (W + 4) % 32 are then 32 / W disjoint runs of W banks (DH 32:
+ * rows r, r + 4 at 0 and 16; DH 16: r, r + 2, r + 4, r + 6 at 0, 24, 16,
+ * 8); 8 rows take W / 4 warp steps. */
 template <typename E, int DH, int ROWS>
 GPP_DEV void stage_rows(E *dst, const float *src, int64_t ld, int r0, int nrows, int dh, float mul)
 {
-    constexpr int CP = DH / 2;
-    for (int x = threadIdx.x; x < ROWS * CP; x += THREADS) {
-        int r = x / CP, c = 2 * (x % CP), j = r0 + r;
+    constexpr int W = DH / 2, STEP = W / 4;
+    static_assert(ROWS % 8 == 0, "rows in blocks of 8");
+    for (int x = threadIdx.x; x < ROWS * W; x += THREADS) {
+        const int k = x / 32, lane = x % 32;
+        int r = k / STEP * 8 + k % STEP + STEP * (lane / W), c = 2 * (lane % W), j = r0 + r;
         float v0 = 0.0f, v1 = 0.0f;
         if (j < nrows) {
             const float *s = src + (int64_t)j * ld + c;
@@ -133,7 +139,7 @@ GPP_DEV void stage_t(x2<E> *dst, const float *src, int64_t ld, int r0, int nrows
             if (j + 1 < nrows)
                 v1 = mul * src[(int64_t)(j + 1) * ld + c];
         }
-        dst[c * (R / 2) + (p ^ swz<R>(c))] = gpp_mma16::pack<E>(v0, v1);
+        gpp_mma16::stx(&dst[c * (R / 2) + (p ^ swz<R>(c))], gpp_mma16::pack<E>(v0, v1));
     }
 }
 
@@ -165,8 +171,8 @@ template <typename E, int R>
 GPP_DEV void frag_b(x2<E> (&b)[2], const x2<E> *tile, int n0, int k0, int g, int t)
 {
     const int c = n0 + g, s = swz<R>(c);
-    b[0] = tile[c * (R / 2) + ((k0 / 2 + t) ^ s)];
-    b[1] = tile[c * (R / 2) + ((k0 / 2 + 4 + t) ^ s)];
+    b[0] = gpp_mma16::ldx(&tile[c * (R / 2) + ((k0 / 2 + t) ^ s)]);
+    b[1] = gpp_mma16::ldx(&tile[c * (R / 2) + ((k0 / 2 + 4 + t) ^ s)]);
 }
 
 /* The A operand (16 x 16) made of two accumulator tiles (16 x 8 each: the
@@ -199,6 +205,35 @@ GPP_DEV void rows_product(float (&s)[N / 8][4], const x2<E> (&a)[DH / 16][4], co
     }
 }
 
+/* s = A M^T and s2 = A2 M2^T (16 x N each): A, A2 the rows m0.. m0 + 15
+ * of two row-major tiles, M, M2 the N rows of two others; the A fragments
+ * loaded a 16-column step at a time (fewer registers live than
+ * rows_product's whole-row fragments) */
+template <typename E, int DH, int N>
+GPP_DEV void rows_product2(float (&s)[N / 8][4], float (&s2)[N / 8][4], const E *a_tile,
+                           const E *a2_tile, int m0, const E *m, const E *m2, int g, int t)
+{
+    GPP_UNROLL
+    for (int nt = 0; nt < N / 8; nt++)
+        GPP_UNROLL
+    for (int e = 0; e < 4; e++)
+        s[nt][e] = s2[nt][e] = 0.0f;
+    GPP_UNROLL
+    for (int kk = 0; kk < DH / 16; kk++) {
+        x2<E> a[4], a2[4];
+        frag_a<E, DH>(a, a_tile, m0, 16 * kk, g, t);
+        frag_a<E, DH>(a2, a2_tile, m0, 16 * kk, g, t);
+        GPP_UNROLL
+        for (int nt = 0; nt < N / 8; nt++) {
+            x2<E> b[2];
+            frag_bt<E, DH>(b, m, 8 * nt, 16 * kk, g, t);
+            gpp_mma16::mma(s[nt], a, b);
+            frag_bt<E, DH>(b, m2, 8 * nt, 16 * kk, g, t);
+            gpp_mma16::mma(s2[nt], a2, b);
+        }
+    }
+}
+
 /* acc (16 x DH) += A X: A the 16 x N accumulator tiles a (rounded to E),
  * X the N x DH matrix held as a transposed tile of N rows */
 template <typename E, int DH, int N>
@@ -214,6 +249,29 @@ GPP_DEV void acc_product(float (&acc)[DH / 8][4], const float (&a)[N / 8][4], co
             x2<E> b[2];
             frag_b<E, N>(b, xt, 8 * f, 16 * kk, g, t);
             gpp_mma16::mma(acc[f], fa, b);
+        }
+    }
+}
+
+/* acc += A X and acc2 += A2 X2 (acc_product twice), a 16-row step at a
+ * time */
+template <typename E, int DH, int N>
+GPP_DEV void acc_product2(float (&acc)[DH / 8][4], const float (&a)[N / 8][4], const x2<E> *xt,
+                          float (&acc2)[DH / 8][4], const float (&a2)[N / 8][4], const x2<E> *xt2,
+                          int g, int t)
+{
+    GPP_UNROLL
+    for (int kk = 0; kk < N / 16; kk++) {
+        x2<E> fa[4], fa2[4];
+        frag_a_acc<E>(fa, a[2 * kk], a[2 * kk + 1]);
+        frag_a_acc<E>(fa2, a2[2 * kk], a2[2 * kk + 1]);
+        GPP_UNROLL
+        for (int f = 0; f < DH / 8; f++) {
+            x2<E> b[2];
+            frag_b<E, N>(b, xt, 8 * f, 16 * kk, g, t);
+            gpp_mma16::mma(acc[f], fa, b);
+            frag_b<E, N>(b, xt2, 8 * f, 16 * kk, g, t);
+            gpp_mma16::mma(acc2[f], fa2, b);
         }
     }
 }
@@ -402,17 +460,7 @@ GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64
         GPP_SYNC();
         /* S^T = K (scale Q)^T and dP^T = V dO^T: 16 keys x BCB queries */
         float st[C::BCB / 8][4], dpt[C::BCB / 8][4];
-        {
-            x2<E> a[C::KT][4]; /* K's fragments, then V's */
-            GPP_UNROLL
-            for (int kk = 0; kk < C::KT; kk++)
-                frag_a<E, DH>(a[kk], ks, 16 * warp, 16 * kk, g, t);
-            rows_product<E, DH, C::BCB>(st, a, qs, g, t);
-            GPP_UNROLL
-            for (int kk = 0; kk < C::KT; kk++)
-                frag_a<E, DH>(a[kk], vs, 16 * warp, 16 * kk, g, t);
-            rows_product<E, DH, C::BCB>(dpt, a, dos, g, t);
-        }
+        rows_product2<E, DH, C::BCB>(st, dpt, ks, vs, 16 * warp, qs, dos, g, t);
         /* P^T, then dS^T = P^T (dP^T - dsum) */
         GPP_UNROLL
         for (int nt = 0; nt < C::BCB / 8; nt++)
@@ -432,8 +480,7 @@ GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64
             dpt[nt][2 + e] = pb * (dpt[nt][2 + e] - dss[col]);
         }
         /* dV += P^T dO, dK += dS^T (scale Q) */
-        acc_product<E, DH, C::BCB>(dva, st, dot, g, t);
-        acc_product<E, DH, C::BCB>(dka, dpt, qt, g, t);
+        acc_product2<E, DH, C::BCB>(dva, st, dot, dka, dpt, qt, g, t);
     }
     store_acc<DH>(dka, dk + bq, ldq, w0, seq, dh, g, t, 1.0f, 1.0f);
     store_acc<DH>(dva, dv + bq, ldq, w0, seq, dh, g, t, 1.0f, 1.0f);

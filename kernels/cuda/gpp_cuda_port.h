@@ -37,7 +37,8 @@
  *                    register, the first element in its low half),
  *                    pack<E>(lo, hi) (rounds two floats), ld2 / st2 (a
  *                    32-bit shared-memory load / store of two consecutive
- *                    elements, aligned to their size), mma(c, a, b):
+ *                    elements, aligned to their size), ldx / stx (the
+ *                    same of an x2<E> array element), mma(c, a, b):
  *                    c[4] += A B for A 16x16 (a[4]), B 16x8 (b[2]), each
  *                    lane holding the elements the PTX ISA assigns it
  *                    ("Matrix fragments for mma.m16n8k16 with floating
@@ -139,6 +140,14 @@ __device__ __forceinline__ x2<gpp_bf16> ld2(const gpp_bf16 *p)
 __device__ __forceinline__ void st2(gpp_bf16 *p, x2<gpp_bf16> v)
 {
     *reinterpret_cast<uint32_t *>(p) = v.u;
+}
+template <typename E> __device__ __forceinline__ x2<E> ldx(const x2<E> *p)
+{
+    return *p;
+}
+template <typename E> __device__ __forceinline__ void stx(x2<E> *p, x2<E> v)
+{
+    *p = v;
 }
 __device__ __forceinline__ void mma(float (&c)[4], const x2<gpp_bf16> (&a)[4],
                                     const x2<gpp_bf16> (&b)[2])
@@ -256,16 +265,33 @@ template <typename E> inline void check2(const E *p, const char *what)
         std::abort();
     }
 }
-template <typename E> inline x2<E> ld2(const E *p)
+/* file and line: of the call, for the emulator's bank check */
+template <typename E>
+inline x2<E> ld2(const E *p, const char *file = __builtin_FILE(), int line = __builtin_LINE())
 {
     check2(p, "load");
+    gpp_emu::bank_record(p, 2 * sizeof(E), file, line);
     return x2<E>{p[0], p[1]};
 }
-template <typename E> inline void st2(E *p, x2<E> v)
+template <typename E>
+inline void st2(E *p, x2<E> v, const char *file = __builtin_FILE(), int line = __builtin_LINE())
 {
     check2(p, "store");
+    gpp_emu::bank_record(p, 2 * sizeof(E), file, line);
     p[0] = v.lo;
     p[1] = v.hi;
+}
+template <typename E>
+inline x2<E> ldx(const x2<E> *p, const char *file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    gpp_emu::bank_record(p, sizeof *p, file, line);
+    return *p;
+}
+template <typename E>
+inline void stx(x2<E> *p, x2<E> v, const char *file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    gpp_emu::bank_record(p, sizeof *p, file, line);
+    *p = v;
 }
 /* file and line: of the call, to name it in the emulator's messages */
 template <typename E>

@@ -36,6 +36,10 @@
  * aborts naming the block and the barrier, as does a product in a partial
  * warp.
  *
+ * The bf16 tensor-core runs also count shared-memory bank conflicts (the
+ * emulator's bank check): none allowed at head-size tiers 32 and 64, 2-way
+ * at tier 16 (the transposed tiles' staging stores).
+ *
  * Tolerance with fp32 elements: |emulated - double| <= 2e-5 (1 + |double|).
  * The kernels sum in fp32 (the rows' dO.O sums in double): at these sizes
  * (<= 150 terms of magnitude <= 4) the differences are ~1e-6. With bf16
@@ -51,6 +55,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -292,12 +297,26 @@ template <class K> void run_core(const problem &P, const char *name, double tol)
     check("dqkv", dqkv, P.dqkv_ref, tol);
 }
 
+/* The emulator's bank check over the bf16 tensor-core runs, per tier and
+ * source line (gpp_cuda_emu.h, bank_check) */
+std::map<int, std::map<std::string, gpp_emu::bank_site>> g_banks;
+
 template <int DH> void run_tiers(const problem &P)
 {
     run_core<fp32_core<DH>>(P, "fp32 core (CUDA cores)", 2e-5);
     if constexpr (DH <= 64) {
         run_core<tc_core<DH, float>>(P, "tensor-core core, fp32 elements", 2e-5);
+        gpp_emu::bank_sites.clear();
+        gpp_emu::bank_check = true;
         run_core<tc_core<DH, gpp_bf16>>(P, "tensor-core core, bf16 elements", BF16_TOL);
+        gpp_emu::bank_check = false;
+        for (const auto &[site, b] : gpp_emu::bank_sites) {
+            gpp_emu::bank_site &t = g_banks[DH][site];
+            t.instr += b.instr;
+            t.wavefronts += b.wavefronts;
+            t.ideal += b.ideal;
+            t.worst = b.worst > t.worst ? b.worst : t.worst;
+        }
     }
 }
 
@@ -648,6 +667,26 @@ int main()
     for (const shape &sh : shapes)
         for (int causal = 0; causal < 2; causal++)
             run_shape(sh, causal);
+    /* shared-memory bank conflicts of the bf16 tensor-core kernels'
+     * fragment loads and staging stores: none at tiers 32 and 64 (the
+     * layouts in gpp_cuda_flash_tc.cuh are made for it); at tier 16 a
+     * transposed tile's staging store (a warp writes 16 columns of two row
+     * pairs) is allowed 2-way */
+    std::printf("  shared-memory banks, bf16 tensor-core kernels (wavefronts / ideal)\n");
+    for (const auto &[dh, sites] : g_banks)
+        for (const auto &[site, b] : sites) {
+            const char *file = std::strrchr(site.c_str(), '/');
+            std::printf("    tier %d %-34s %8llu instr  %8llu / %8llu  worst %u-way\n", dh,
+                        file ? file + 1 : site.c_str(), (unsigned long long)b.instr,
+                        (unsigned long long)b.wavefronts, (unsigned long long)b.ideal, b.worst);
+            int before = g_failures;
+            EXPECT(b.worst <= (dh == 16 ? 2u : 1u), "tier %d, %s: %u-way bank conflict", dh,
+                   site.c_str(), b.worst);
+            g_checks++;
+            g_failed_checks += g_failures != before;
+        }
+    EXPECT(gpp_emu::bank_divergent == 0, "%llu warps with divergent shared accesses",
+           (unsigned long long)gpp_emu::bank_divergent);
     /* a failure outside a check (the tiers) fails a check of its own */
     int other = g_failures && !g_failed_checks;
     std::printf("%d passed, %d failed\n", g_checks - g_failed_checks, g_failed_checks + other);
