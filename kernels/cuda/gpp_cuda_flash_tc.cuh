@@ -235,43 +235,29 @@ GPP_DEV void rows_product2(float (&s)[N / 8][4], float (&s2)[N / 8][4], const E 
 }
 
 /* acc (16 x DH) += A X: A the 16 x N accumulator tiles a (rounded to E),
- * X the N x DH matrix held as a transposed tile of N rows */
-template <typename E, int DH, int N>
+ * X the N x DH matrix held as a transposed tile of N rows; with TWO, also
+ * acc2 += A2 X2, interleaved a 16-row step at a time (written as two
+ * calls, dK/dV took 255 registers and spilled) */
+template <typename E, int DH, int N, bool TWO = false>
 GPP_DEV void acc_product(float (&acc)[DH / 8][4], const float (&a)[N / 8][4], const x2<E> *xt,
+                         float (&acc2)[DH / 8][4], const float (&a2)[N / 8][4], const x2<E> *xt2,
                          int g, int t)
-{
-    GPP_UNROLL
-    for (int kk = 0; kk < N / 16; kk++) {
-        x2<E> fa[4];
-        frag_a_acc<E>(fa, a[2 * kk], a[2 * kk + 1]);
-        GPP_UNROLL
-        for (int f = 0; f < DH / 8; f++) {
-            x2<E> b[2];
-            frag_b<E, N>(b, xt, 8 * f, 16 * kk, g, t);
-            gpp_mma16::mma(acc[f], fa, b);
-        }
-    }
-}
-
-/* acc += A X and acc2 += A2 X2 (acc_product twice), a 16-row step at a
- * time */
-template <typename E, int DH, int N>
-GPP_DEV void acc_product2(float (&acc)[DH / 8][4], const float (&a)[N / 8][4], const x2<E> *xt,
-                          float (&acc2)[DH / 8][4], const float (&a2)[N / 8][4], const x2<E> *xt2,
-                          int g, int t)
 {
     GPP_UNROLL
     for (int kk = 0; kk < N / 16; kk++) {
         x2<E> fa[4], fa2[4];
         frag_a_acc<E>(fa, a[2 * kk], a[2 * kk + 1]);
-        frag_a_acc<E>(fa2, a2[2 * kk], a2[2 * kk + 1]);
+        if constexpr (TWO)
+            frag_a_acc<E>(fa2, a2[2 * kk], a2[2 * kk + 1]);
         GPP_UNROLL
         for (int f = 0; f < DH / 8; f++) {
             x2<E> b[2];
             frag_b<E, N>(b, xt, 8 * f, 16 * kk, g, t);
             gpp_mma16::mma(acc[f], fa, b);
-            frag_b<E, N>(b, xt2, 8 * f, 16 * kk, g, t);
-            gpp_mma16::mma(acc2[f], fa2, b);
+            if constexpr (TWO) {
+                frag_b<E, N>(b, xt2, 8 * f, 16 * kk, g, t);
+                gpp_mma16::mma(acc2[f], fa2, b);
+            }
         }
     }
 }
@@ -399,7 +385,7 @@ GPP_KERNEL void k_flash_tc_fwd(int seq, int dh, int heads, int64_t ldq, int64_t 
             acc[f][2] *= ab;
             acc[f][3] *= ab;
         }
-        acc_product<E, DH, C::BC>(acc, s, vt, g, t);
+        acc_product<E, DH, C::BC>(acc, s, vt, acc, s, vt, g, t);
     }
     la = quad<1>(la);
     lb = quad<1>(lb);
@@ -480,7 +466,7 @@ GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64
             dpt[nt][2 + e] = pb * (dpt[nt][2 + e] - dss[col]);
         }
         /* dV += P^T dO, dK += dS^T (scale Q) */
-        acc_product2<E, DH, C::BCB>(dva, st, dot, dka, dpt, qt, g, t);
+        acc_product<E, DH, C::BCB, true>(dva, st, dot, dka, dpt, qt, g, t);
     }
     store_acc<DH>(dka, dk + bq, ldq, w0, seq, dh, g, t, 1.0f, 1.0f);
     store_acc<DH>(dva, dv + bq, ldq, w0, seq, dh, g, t, 1.0f, 1.0f);
@@ -553,7 +539,7 @@ GPP_KERNEL void k_flash_tc_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_
             s[nt][2 + e] = pb * (dp[nt][2 + e] - db);
         }
         /* dQ += dS K (the scale at the end) */
-        acc_product<E, DH, C::BCB>(dqa, s, kt, g, t);
+        acc_product<E, DH, C::BCB>(dqa, s, kt, dqa, s, kt, g, t);
     }
     store_acc<DH>(dqa, dq + bq, ldq, w0, seq, dh, g, t, scale, scale);
 #endif
