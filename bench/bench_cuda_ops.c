@@ -81,8 +81,9 @@ static int s_lin(gpu_t *d, void *c, gpp_err_t *err)
     return gpp_linear_fwd(d->st, &l->x, &l->w, &l->b, &l->y, err);
 }
 
-static void s_bench_linear(gpu_t *d, const char *prec, const char *name, int64_t m, int64_t in,
-                           int64_t out)
+/* ms per forward (*f) and backward (*b) call of a linear with bias,
+ * (m, in -> out) */
+static void s_time_linear(gpu_t *d, int64_t m, int64_t in, int64_t out, double *f, double *b)
 {
     lin_t l = {0};
     s_tensor(d, 1, m, in, &l.x);
@@ -92,17 +93,23 @@ static void s_bench_linear(gpu_t *d, const char *prec, const char *name, int64_t
     s_tensor(d, 1, m, in, &l.dx);
     s_tensor(d, 1, out, in, &l.dw);
     s_tensor(d, 1, 1, out, &l.db);
-    double flop = 2.0 * (double)m * (double)in * (double)out;
-    double f = s_time(d, s_lin, &l);
+    *f = s_time(d, s_lin, &l);
     l.bwd = 1;
-    double b = s_time(d, s_lin, &l);
+    *b = s_time(d, s_lin, &l);
+    gpp_tensor_t *ts[] = {&l.x, &l.w, &l.b, &l.y, &l.dx, &l.dw, &l.db};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        gpp_tensor_free(d->be, ts[i]);
+}
+
+static void s_bench_linear(gpu_t *d, const char *prec, const char *name, int64_t m, int64_t in,
+                           int64_t out)
+{
+    double flop = 2.0 * (double)m * (double)in * (double)out, f, b;
+    s_time_linear(d, m, in, out, &f, &b);
     printf("%-5s linear+b %-22s (%5lld, %5lld -> %5lld): fwd %8.3f ms %7.2f TFLOP/s | "
            "bwd %8.3f ms %7.2f TFLOP/s\n",
            prec, name, (long long)m, (long long)in, (long long)out, f, flop / f * 1e-9, b,
            2 * flop / b * 1e-9);
-    gpp_tensor_t *ts[] = {&l.x, &l.w, &l.b, &l.y, &l.dx, &l.dw, &l.db};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-        gpp_tensor_free(d->be, ts[i]);
 }
 
 /* ---- linear + activation: one call (cuBLASLt epilogue) vs two ops ---- */
@@ -283,7 +290,10 @@ static void s_bench_sparse(gpu_t *d, int64_t bags, int64_t bag, int64_t rows, in
  * (unfused-fp32, the bf16 core's comparison), each on its own backend,
  * at MMT's hidden 1024, 16 heads (dh 64): TFLOP/s of the op's model FLOPs
  * (projections and core: 8 s h^2 + 4 s^2 h per sample forward, twice that
- * backward, as model/gpp_optable.c counts them). */
+ * backward, as model/gpp_optable.c counts them). Each precision first
+ * times the two projections alone (the QKV and output linears, the same
+ * products the op makes), and each core's line then gives the core's
+ * share: the op's time less the projections'. */
 static int s_bench_attention_modes(int device, int64_t q)
 {
     static const gpp_precision_t precs[] = {GPP_PRECISION_FP32, GPP_PRECISION_BF16};
@@ -306,6 +316,20 @@ static int s_bench_attention_modes(int device, int64_t q)
                 gpp_backend_destroy(&d.be);
                 return -1;
             }
+            double proj_f[sizeof shapes / sizeof shapes[0]], proj_b[sizeof proj_f / sizeof(double)];
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                int64_t m = shapes[si][0] / q * shapes[si][1];
+                double f3, b3, f1, b1;
+                s_time_linear(&d, m, hid, 3 * hid, &f3, &b3);
+                s_time_linear(&d, m, hid, hid, &f1, &b1);
+                proj_f[si] = f3 + f1;
+                proj_b[si] = b3 + b1;
+                if (mi == 0)
+                    printf("      %-12s %-4s n %2lld seq %lld: fwd %8.3f ms | bwd %8.3f ms\n",
+                           "projections", gpp_precision_name(precs[pi]),
+                           (long long)(shapes[si][0] / q), (long long)shapes[si][1], proj_f[si],
+                           proj_b[si]);
+            }
             for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
                 int64_t n = shapes[si][0] / q, seq = shapes[si][1];
                 misc_t k;
@@ -316,9 +340,9 @@ static int s_bench_attention_modes(int device, int64_t q)
                 double flops = (double)n * (8.0 * seq * hid * hid + 4.0 * seq * seq * hid);
                 printf(
                     "      %-12s %-4s n %2lld seq %lld: fwd %8.3f ms (%6.1f TFLOP/s) | bwd %8.3f "
-                    "ms (%6.1f TFLOP/s)\n",
+                    "ms (%6.1f TFLOP/s) | core fwd %7.3f, bwd %7.3f ms\n",
                     modes[mi], gpp_precision_name(precs[pi]), (long long)n, (long long)seq, f,
-                    flops / (f * 1e9), b, 2.0 * flops / (b * 1e9));
+                    flops / (f * 1e9), b, 2.0 * flops / (b * 1e9), f - proj_f[si], b - proj_b[si]);
                 s_misc_free(&d, &k);
             }
             gpp_stream_destroy(&d.st);
