@@ -25,22 +25,48 @@ static unsigned s_blocks(int64_t n)
 
 /* ---- element-wise ---- */
 
-/* dst[b][r][c] = bf16(src[b stride + r ld + c]), rounded to nearest even */
-GPP_KERNEL void k_pack_bf16(int64_t batch, int64_t rows, int64_t cols, const float *src, int64_t ld,
+/* dst[b][r][c] = bf16(src[b stride + r ld + c]), rounded to nearest even.
+ * A block takes a row at a time (grid-stride over the batch's rows, row R =
+ * b rows + r), its threads along the row; with VEC each thread converts 8
+ * columns: two 16-byte loads, one 16-byte store (src rows and dst 16-byte
+ * aligned, cols a multiple of 8). One 64-bit division a row: the first
+ * version computed b, r and c with three 64-bit divisions per element,
+ * which the GPU does in software (dozens of instructions each), so the
+ * pass was bound by them, not by memory; on the H100 (2026-11-25) packing
+ * cost more than the bf16 products saved. */
+template <int VEC>
+GPP_KERNEL void k_pack_bf16(int64_t nrows, int64_t rows, int64_t cols, const float *src, int64_t ld,
                             int64_t stride, gpp_bf16 *dst)
 {
-    int64_t per = rows * cols;
-    S_FOR(i, batch * per)
-    {
-        int64_t b = i / per, r = i % per / cols, c = i % cols;
-        dst[i] = gpp_to_e<gpp_bf16>(src[b * stride + r * ld + c]);
+    for (int64_t R = blockIdx.x; R < nrows; R += gridDim.x) {
+        const float *s = src + R / rows * stride + R % rows * ld;
+        gpp_bf16 *d = dst + R * cols;
+        if (VEC)
+            for (int64_t c = 8 * (int64_t)threadIdx.x; c < cols; c += 8 * (int64_t)blockDim.x)
+                gpp_st8_bf16(d + c, gpp_ld4(s + c), gpp_ld4(s + c + 4));
+        else
+            for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+                d[c] = gpp_to_e<gpp_bf16>(s[c]);
     }
 }
 extern "C" cudaError_t gpp_cuk_pack_bf16(cudaStream_t st, int64_t batch, int64_t rows, int64_t cols,
                                          const float *src, int64_t ld, int64_t stride, void *dst)
 {
-    GPP_LAUNCH(s_blocks(batch * rows * cols), S_THREADS, 0, st, k_pack_bf16)
-    (batch, rows, cols, src, ld, stride, (gpp_bf16 *)dst);
+    int64_t nrows = batch * rows;
+    if (nrows <= 0 || cols <= 0)
+        return cudaSuccess;
+    const int vec = cols % 8 == 0 && ld % 4 == 0 && (batch == 1 || stride % 4 == 0) &&
+                    ((uintptr_t)src | (uintptr_t)dst) % 16 == 0;
+    int64_t lanes = vec ? cols / 8 : cols; /* threads a row can use */
+    unsigned threads = (unsigned)(lanes >= S_THREADS ? S_THREADS : (lanes + 31) / 32 * 32);
+    unsigned blocks = (unsigned)(nrows < 8 * S_MAX_BLOCKS ? nrows : 8 * S_MAX_BLOCKS);
+    if (vec) {
+        GPP_LAUNCH(blocks, threads, 0, st, k_pack_bf16<1>)
+        (nrows, rows, cols, src, ld, stride, (gpp_bf16 *)dst);
+    } else {
+        GPP_LAUNCH(blocks, threads, 0, st, k_pack_bf16<0>)
+        (nrows, rows, cols, src, ld, stride, (gpp_bf16 *)dst);
+    }
     return cudaGetLastError();
 }
 

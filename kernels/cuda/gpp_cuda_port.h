@@ -24,6 +24,8 @@
  *   gpp_f4, gpp_ld4, gpp_st4   float4, and a 16-byte load / store of 4
  *                    floats at a 16-byte aligned address (one LDS.128 from
  *                    shared memory, one LDG.128 / STG.128 in global)
+ *   gpp_st8_bf16(p, a, b)   one 16-byte store of the 8 floats a, b
+ *                    rounded to bf16 (nearest even) at a 16-byte aligned p
  *   threadIdx, blockIdx, blockDim, gridDim   as in CUDA
  *   gpp_exp2_approx(x)   2^x on the SFU (ex2.approx.ftz.f32: relative
  *                    error about 2^-22, subnormal results flushed to 0,
@@ -119,6 +121,12 @@ __device__ __forceinline__ float gpp_from_e(float x)
 __device__ __forceinline__ float gpp_from_e(gpp_bf16 x)
 {
     return __bfloat162float(x);
+}
+__device__ __forceinline__ void gpp_st8_bf16(gpp_bf16 *p, gpp_f4 a, gpp_f4 b)
+{
+    __nv_bfloat162 h[4] = {__floats2bfloat162_rn(a.x, a.y), __floats2bfloat162_rn(a.z, a.w),
+                           __floats2bfloat162_rn(b.x, b.y), __floats2bfloat162_rn(b.z, b.w)};
+    *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(h);
 }
 
 namespace gpp_mma16
@@ -246,6 +254,13 @@ inline float gpp_from_e(gpp_bf16 x)
     float f;
     std::memcpy(&f, &u, 4);
     return f;
+}
+inline void gpp_st8_bf16(gpp_bf16 *p, gpp_f4 a, gpp_f4 b)
+{
+    gpp_emu_al16(p, "store");
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    for (int i = 0; i < 8; i++)
+        p[i] = gpp_to_e<gpp_bf16>(v[i]);
 }
 
 namespace gpp_mma16

@@ -26,6 +26,9 @@
 #include "kernels/gpp_optim.h"
 #include "kernels/gpp_sparse.h"
 #include "tests/gpp_test.h"
+#ifdef GPP_HAVE_CUDA
+#include "kernels/cuda/gpp_cuda.h" /* the pack kernel's launcher and the stream */
+#endif
 
 #define ATOL 1e-4
 #define RTOL 1e-4
@@ -315,6 +318,92 @@ static void t_linear_bf16(void)
 /* GPP_CUDA_BF16_GEMM=packed: both operands rounded to bf16 (2^-9 each)
  * by the pack kernel, a bf16 product: within the same bound; an unknown
  * value is refused naming the variable */
+#ifdef GPP_HAVE_CUDA
+/* bf16 bits of x rounded to nearest even (NaN: any NaN) */
+static uint16_t s_bf16_rn(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return 0x7fffu;
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+#endif
+
+/* The pack kernel of GPP_CUDA_BF16_GEMM=packed (gpp_cuk_pack_bf16) against
+ * round to nearest even on the host, bit for bit: its 16-byte path (rows
+ * 16-byte aligned, columns a multiple of 8) and its scalar one, batched
+ * with a batch stride, over ties (even down, odd up), signed zeros,
+ * infinities, NaN, subnormals and ordinary values; and nothing written
+ * past the packed rows. */
+static void t_pack_bf16(void)
+{
+#ifdef GPP_HAVE_CUDA
+    static const struct {
+        int64_t batch, rows, cols, ld, stride, off;
+        const char *what;
+    } cs[] = {
+        {1, 37, 64, 64, 0, 0, "16-byte path"},
+        {3, 5, 24, 28, 5 * 28 + 4, 0, "16-byte path, batched, row stride 28"},
+        {1, 3, 2056, 2056, 0, 0, "16-byte path, 257 vectors a row"},
+        {2, 7, 13, 13, 7 * 13, 0, "scalar: 13 columns"},
+        {1, 9, 16, 19, 0, 0, "scalar: row stride 19"},
+        {1, 4, 32, 32, 0, 1, "scalar: source not 16-byte aligned"},
+    };
+    static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
+                                       0x7fc00001u, 0x3f808000u, 0x3f818000u, 0xbf808000u,
+                                       0x00000001u, 0x00408000u, 0x7f7fffffu, 0x3f80ffffu};
+    gpp_err_t err;
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        const int64_t B = cs[k].batch, R = cs[k].rows, C = cs[k].cols;
+        const size_t nsrc = (size_t)(cs[k].off + (B - 1) * cs[k].stride + (R - 1) * cs[k].ld + C);
+        const size_t ndst = (size_t)(B * R * C), guard = 16;
+        float *h = malloc(nsrc * sizeof(float));
+        uint16_t *got = malloc((ndst + guard) * sizeof(uint16_t));
+        for (size_t i = 0; i < nsrc; i++) {
+            if (i % 7 == 0)
+                memcpy(&h[i], &special[i / 7 % (sizeof special / sizeof special[0])], 4);
+            else
+                h[i] = 100.0f * s_uniform();
+        }
+        void *src = gpp_backend_alloc(s_gbe, nsrc * sizeof(float), &err);
+        void *dst = gpp_backend_alloc(s_gbe, (ndst + guard) * sizeof(uint16_t), &err);
+        GPP_EXPECT(src && dst);
+        if (!src || !dst)
+            return;
+        memset(got, 0xab, (ndst + guard) * sizeof(uint16_t));
+        GPP_EXPECT(gpp_stream_copy(s_gs, src, h, nsrc * sizeof(float), GPP_COPY_H2D, &err) == 0 &&
+                   gpp_stream_copy(s_gs, dst, got, (ndst + guard) * sizeof(uint16_t), GPP_COPY_H2D,
+                                   &err) == 0);
+        GPP_EXPECT(gpp_cuk_pack_bf16(gpp_cuda_stream(s_gs), B, R, C, (const float *)src + cs[k].off,
+                                     cs[k].ld, cs[k].stride, dst) == cudaSuccess);
+        GPP_EXPECT(gpp_stream_copy(s_gs, got, dst, (ndst + guard) * sizeof(uint16_t), GPP_COPY_D2H,
+                                   &err) == 0 &&
+                   gpp_stream_sync(s_gs, &err) == 0);
+        size_t bad = 0, guard_bad = 0;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t r = 0; r < R; r++)
+                for (int64_t c = 0; c < C; c++) {
+                    float x = h[cs[k].off + b * cs[k].stride + r * cs[k].ld + c];
+                    uint16_t want = s_bf16_rn(x), g = got[(b * R + r) * C + c];
+                    int nan = (want & 0x7fffu) > 0x7f80u;
+                    bad += nan ? (g & 0x7fffu) <= 0x7f80u : g != want;
+                }
+        for (size_t i = 0; i < guard; i++)
+            guard_bad += got[ndst + i] != 0xababu;
+        printf("  pack bf16 %-40s %6zu elements: %zu wrong, %zu written past\n", cs[k].what, ndst,
+               bad, guard_bad);
+        GPP_EXPECT_MSG(bad == 0 && guard_bad == 0, "pack bf16 %s", cs[k].what);
+        gpp_backend_free(s_gbe, &src);
+        gpp_backend_free(s_gbe, &dst);
+        free(h);
+        free(got);
+    }
+#else
+    printf("  (no CUDA in this build)\n");
+#endif
+}
+
 static void t_linear_bf16_packed(void)
 {
     s_linear_low(GPP_PRECISION_BF16, 6, "packed");
@@ -863,6 +952,7 @@ static const gpp_test_case_t cases[] = {
     {"linear_act", t_linear_act},
     {"linear_tf32", t_linear_tf32},
     {"linear_bf16", t_linear_bf16},
+    {"pack_bf16", t_pack_bf16},
     {"linear_bf16_packed", t_linear_bf16_packed},
     {"bf16_weights_kept", t_bf16_weights_kept},
     {"activations", t_activations},
