@@ -248,16 +248,24 @@ extern "C" cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t
     return gpp_cuk_chunks_sum(st, cols, chunks, part, y, NULL);
 }
 
+/* dst[r][j] += src[r][j] for r < rows, j < c: a block per row at a time,
+ * its threads along the row (no 64-bit division per element) */
 GPP_KERNEL void k_block_acc(int64_t rows, int64_t c, const float *src, int64_t lds, float *dst,
                             int64_t ldd)
 {
-    S_FOR(i, rows * c) dst[(i / c) * ldd + i % c] += src[(i / c) * lds + i % c];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+        for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
+            dst[r * ldd + j] += src[r * lds + j];
 }
 
 extern "C" cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, const float *src,
                                          int64_t lds, float *dst, int64_t ldd)
 {
-    GPP_LAUNCH(s_blocks(rows * c), S_THREADS, 0, st, k_block_acc)(rows, c, src, lds, dst, ldd);
+    if (rows <= 0 || c <= 0)
+        return cudaSuccess;
+    unsigned threads = (unsigned)(c >= S_THREADS ? S_THREADS : (c + 31) / 32 * 32);
+    unsigned blocks = (unsigned)(rows < 8 * S_MAX_BLOCKS ? rows : 8 * S_MAX_BLOCKS);
+    GPP_LAUNCH(blocks, threads, 0, st, k_block_acc)(rows, c, src, lds, dst, ldd);
     return cudaGetLastError();
 }
 

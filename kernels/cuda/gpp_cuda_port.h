@@ -25,7 +25,8 @@
  *                    floats at a 16-byte aligned address (one LDS.128 from
  *                    shared memory, one LDG.128 / STG.128 in global)
  *   gpp_st8_bf16(p, a, b)   one 16-byte store of the 8 floats a, b
- *                    rounded to bf16 (nearest even) at a 16-byte aligned p
+ *                    rounded to bf16 (nearest even) at a 16-byte aligned p;
+ *   gpp_st4_bf16(p, a)      one 8-byte store of a's 4, 8-byte aligned
  *   threadIdx, blockIdx, blockDim, gridDim   as in CUDA
  *   gpp_exp2_approx(x)   2^x on the SFU (ex2.approx.ftz.f32: relative
  *                    error about 2^-22, subnormal results flushed to 0,
@@ -121,6 +122,11 @@ __device__ __forceinline__ float gpp_from_e(float x)
 __device__ __forceinline__ float gpp_from_e(gpp_bf16 x)
 {
     return __bfloat162float(x);
+}
+__device__ __forceinline__ void gpp_st4_bf16(gpp_bf16 *p, gpp_f4 a)
+{
+    __nv_bfloat162 h[2] = {__floats2bfloat162_rn(a.x, a.y), __floats2bfloat162_rn(a.z, a.w)};
+    *reinterpret_cast<uint2 *>(p) = *reinterpret_cast<const uint2 *>(h);
 }
 __device__ __forceinline__ void gpp_st8_bf16(gpp_bf16 *p, gpp_f4 a, gpp_f4 b)
 {
@@ -254,6 +260,16 @@ inline float gpp_from_e(gpp_bf16 x)
     float f;
     std::memcpy(&f, &u, 4);
     return f;
+}
+inline void gpp_st4_bf16(gpp_bf16 *p, gpp_f4 a)
+{
+    if ((uintptr_t)p % 8 != 0) { /* the device would fault: misaligned address */
+        std::fprintf(stderr, "gpp_cuda_emu: 8-byte store at %p, not 8-byte aligned\n", (void *)p);
+        std::abort();
+    }
+    const float v[4] = {a.x, a.y, a.z, a.w};
+    for (int i = 0; i < 4; i++)
+        p[i] = gpp_to_e<gpp_bf16>(v[i]);
 }
 inline void gpp_st8_bf16(gpp_bf16 *p, gpp_f4 a, gpp_f4 b)
 {

@@ -271,46 +271,87 @@ extern "C" cudaError_t gpp_cuk_softmax_bwd_bf16(cudaStream_t st, int64_t rows, i
 }
 
 /* ---- natural <-> head-major: element (part, i, h, s, d) ----
- * D: the element type of dst (float, or gpp_bf16 for the bf16 core's
- * operands, head-major) */
-template <typename D>
+ * natural: qkv [n seq, parts hid] (row (i seq + s) parts + part, column
+ * h dh + d); head-major: [parts][n][heads][seq][dh]. D: the element type
+ * of dst (float, or gpp_bf16 for the bf16 core's operands, head-major).
+ * A block takes a natural row at a time (grid-stride), its threads along
+ * the row's hid columns, with VEC 4 at a time (dh a multiple of 4, both
+ * sides 16-byte aligned: a 16-byte load, a 16- or 8-byte store). The
+ * divisions are one set a row and one 32-bit one per 4 columns: the first
+ * version took every element's five coordinates apart with 64-bit
+ * divisions, which a GPU does in software, and was bound by them. */
+template <typename D> GPP_DEV void s_st4(D *p, gpp_f4 v);
+template <> GPP_DEV void s_st4<float>(float *p, gpp_f4 v)
+{
+    gpp_st4(p, v);
+}
+template <> GPP_DEV void s_st4<gpp_bf16>(gpp_bf16 *p, gpp_f4 v)
+{
+    gpp_st4_bf16(p, v);
+}
+
+template <typename D, int VEC>
 GPP_KERNEL void k_heads_permute(int64_t n, int64_t seq, int64_t heads, int64_t dh, int parts,
                                 const float *src, D *dst, int to_heads)
 {
-    int64_t hid = heads * dh, total = (int64_t)parts * n * seq * hid;
-    S_FOR(i, total)
-    {
-        /* i indexes the head-major layout */
-        int64_t d = i % dh, rest = i / dh;
-        int64_t s = rest % seq;
-        rest /= seq;
-        int64_t h = rest % heads;
-        rest /= heads;
-        int64_t smp = rest % n, part = rest / n;
-        int64_t nat = ((smp * seq + s) * parts + part) * hid + h * dh + d;
-        if (to_heads)
-            dst[i] = gpp_to_e<D>(src[nat]);
+    const int hid = (int)(heads * dh), idh = (int)dh;
+    const int64_t rows = n * seq * parts;
+    for (int64_t R = blockIdx.x; R < rows; R += gridDim.x) {
+        const int64_t ms = R / parts, part = R % parts, smp = ms / seq, s = ms % seq;
+        const int64_t nat = R * hid;                                  /* the natural row */
+        const int64_t hm = ((part * n + smp) * heads * seq + s) * dh; /* head 0's row */
+        if (VEC)
+            for (int c = 4 * (int)threadIdx.x; c < hid; c += 4 * (int)blockDim.x) {
+                const int h = c / idh;
+                const int64_t j = hm + (int64_t)h * seq * dh + (c - h * idh);
+                if (to_heads)
+                    s_st4<D>(dst + j, gpp_ld4(src + nat + c));
+                else
+                    s_st4<D>(dst + nat + c, gpp_ld4(src + j));
+            }
         else
-            dst[nat] = gpp_to_e<D>(src[i]);
+            for (int c = (int)threadIdx.x; c < hid; c += (int)blockDim.x) {
+                const int h = c / idh;
+                const int64_t j = hm + (int64_t)h * seq * dh + (c - h * idh);
+                if (to_heads)
+                    dst[j] = gpp_to_e<D>(src[nat + c]);
+                else
+                    dst[nat + c] = gpp_to_e<D>(src[j]);
+            }
     }
+}
+
+template <typename D>
+static cudaError_t s_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
+                                   int64_t dh, int parts, const float *src, D *dst, int to_heads)
+{
+    const int64_t rows = n * seq * parts, hid = heads * dh;
+    if (rows <= 0 || hid <= 0)
+        return cudaSuccess;
+    const int vec = dh % 4 == 0 && ((uintptr_t)src | (uintptr_t)dst) % 16 == 0;
+    const int64_t lanes = vec ? hid / 4 : hid; /* threads a row can use */
+    const unsigned threads = (unsigned)(lanes >= S_THREADS ? S_THREADS : (lanes + 31) / 32 * 32);
+    const unsigned blocks = (unsigned)(rows < 32768 ? rows : 32768);
+    if (vec) {
+        GPP_LAUNCH(blocks, threads, 0, st, k_heads_permute<D, 1>)
+        (n, seq, heads, dh, parts, src, dst, to_heads);
+    } else {
+        GPP_LAUNCH(blocks, threads, 0, st, k_heads_permute<D, 0>)
+        (n, seq, heads, dh, parts, src, dst, to_heads);
+    }
+    return cudaGetLastError();
 }
 
 extern "C" cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
                                              int64_t dh, int parts, const float *src, float *dst,
                                              int to_heads)
 {
-    int64_t total = (int64_t)parts * n * seq * heads * dh;
-    GPP_LAUNCH(s_blocks(total), S_THREADS, 0, st, k_heads_permute<float>)
-    (n, seq, heads, dh, parts, src, dst, to_heads);
-    return cudaGetLastError();
+    return s_heads_permute<float>(st, n, seq, heads, dh, parts, src, dst, to_heads);
 }
 extern "C" cudaError_t gpp_cuk_heads_to_bf16(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
                                              int64_t dh, int parts, const float *src, void *dst)
 {
-    int64_t total = (int64_t)parts * n * seq * heads * dh;
-    GPP_LAUNCH(s_blocks(total), S_THREADS, 0, st, k_heads_permute<gpp_bf16>)
-    (n, seq, heads, dh, parts, src, (gpp_bf16 *)dst, 1);
-    return cudaGetLastError();
+    return s_heads_permute<gpp_bf16>(st, n, seq, heads, dh, parts, src, (gpp_bf16 *)dst, 1);
 }
 
 /* ---- embedding bag: thread per (bag, column), the bag's rows in order ---- */

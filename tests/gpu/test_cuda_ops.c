@@ -616,6 +616,7 @@ static void s_attention_all(void)
     for (int causal = 0; causal < 2; causal++) {
         s_attention(2, 12, 32, 4, causal);
         s_attention(2, 70, 128, 2, causal);
+        s_attention(2, 9, 30, 5, causal); /* dh 6: no 4-column steps (the permutes' scalar path) */
     }
 }
 
