@@ -38,14 +38,17 @@ template <int VEC>
 GPP_KERNEL void k_pack_bf16(int64_t nrows, int64_t rows, int64_t cols, const float *src, int64_t ld,
                             int64_t stride, gpp_bf16 *dst)
 {
+    /* a row's columns over blockIdx.y's blocks too (few, long rows) */
+    const int64_t t0 = (int64_t)blockIdx.y * blockDim.x + threadIdx.x,
+                  step = (int64_t)gridDim.y * blockDim.x;
     for (int64_t R = blockIdx.x; R < nrows; R += gridDim.x) {
         const float *s = src + R / rows * stride + R % rows * ld;
         gpp_bf16 *d = dst + R * cols;
         if (VEC)
-            for (int64_t c = 8 * (int64_t)threadIdx.x; c < cols; c += 8 * (int64_t)blockDim.x)
+            for (int64_t c = 8 * t0; c < cols; c += 8 * step)
                 gpp_st8_bf16(d + c, gpp_ld4(s + c), gpp_ld4(s + c + 4));
         else
-            for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+            for (int64_t c = t0; c < cols; c += step)
                 d[c] = gpp_to_e<gpp_bf16>(s[c]);
     }
 }
@@ -59,7 +62,11 @@ extern "C" cudaError_t gpp_cuk_pack_bf16(cudaStream_t st, int64_t batch, int64_t
                     ((uintptr_t)src | (uintptr_t)dst) % 16 == 0;
     int64_t lanes = vec ? cols / 8 : cols; /* threads a row can use */
     unsigned threads = (unsigned)(lanes >= S_THREADS ? S_THREADS : (lanes + 31) / 32 * 32);
-    unsigned blocks = (unsigned)(nrows < 8 * S_MAX_BLOCKS ? nrows : 8 * S_MAX_BLOCKS);
+    /* rows on x; a row's columns split over y where there are fewer than
+     * 512 rows for a row's many threads (CANDLE's input: 64 rows of 29120) */
+    int64_t per_row = (lanes + threads - 1) / threads, want_y = (512 + nrows - 1) / nrows;
+    dim3 blocks((unsigned)(nrows < 8 * S_MAX_BLOCKS ? nrows : 8 * S_MAX_BLOCKS),
+                (unsigned)(want_y < per_row ? want_y : per_row));
     if (vec) {
         GPP_LAUNCH(blocks, threads, 0, st, k_pack_bf16<1>)
         (nrows, rows, cols, src, ld, stride, (gpp_bf16 *)dst);

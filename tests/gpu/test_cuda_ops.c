@@ -345,9 +345,10 @@ static void t_pack_bf16(void)
     } cs[] = {
         {1, 37, 64, 64, 0, 0, "16-byte path"},
         {3, 5, 24, 28, 5 * 28 + 4, 0, "16-byte path, batched, row stride 28"},
-        {1, 3, 2056, 2056, 0, 0, "16-byte path, 257 vectors a row"},
+        {1, 3, 2056, 2056, 0, 0, "16-byte path, 257 vectors a row, 2 blocks"},
         {2, 7, 13, 13, 7 * 13, 0, "scalar: 13 columns"},
         {1, 9, 16, 19, 0, 0, "scalar: row stride 19"},
+        {1, 2, 700, 701, 0, 0, "scalar: 2 long rows over 3 blocks each"},
         {1, 4, 32, 32, 0, 1, "scalar: source not 16-byte aligned"},
     };
     static const uint32_t special[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
