@@ -123,16 +123,22 @@ __device__ __forceinline__ float gpp_from_e(gpp_bf16 x)
 {
     return __bfloat162float(x);
 }
+/* two rounded floats as one 32-bit word, the first in the low half */
+__device__ __forceinline__ uint32_t gpp_bf16x2_bits(float lo, float hi)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
 __device__ __forceinline__ void gpp_st4_bf16(gpp_bf16 *p, gpp_f4 a)
 {
-    __nv_bfloat162 h[2] = {__floats2bfloat162_rn(a.x, a.y), __floats2bfloat162_rn(a.z, a.w)};
-    *reinterpret_cast<uint2 *>(p) = *reinterpret_cast<const uint2 *>(h);
+    *reinterpret_cast<uint2 *>(p) =
+        make_uint2(gpp_bf16x2_bits(a.x, a.y), gpp_bf16x2_bits(a.z, a.w));
 }
 __device__ __forceinline__ void gpp_st8_bf16(gpp_bf16 *p, gpp_f4 a, gpp_f4 b)
 {
-    __nv_bfloat162 h[4] = {__floats2bfloat162_rn(a.x, a.y), __floats2bfloat162_rn(a.z, a.w),
-                           __floats2bfloat162_rn(b.x, b.y), __floats2bfloat162_rn(b.z, b.w)};
-    *reinterpret_cast<uint4 *>(p) = *reinterpret_cast<const uint4 *>(h);
+    *reinterpret_cast<uint4 *>(p) =
+        make_uint4(gpp_bf16x2_bits(a.x, a.y), gpp_bf16x2_bits(a.z, a.w), gpp_bf16x2_bits(b.x, b.y),
+                   gpp_bf16x2_bits(b.z, b.w));
 }
 
 namespace gpp_mma16
@@ -144,8 +150,7 @@ template <> struct x2<gpp_bf16> {
 template <typename E> __device__ __forceinline__ x2<E> pack(float lo, float hi);
 template <> __device__ __forceinline__ x2<gpp_bf16> pack<gpp_bf16>(float lo, float hi)
 {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); /* .x (lo) in the low half */
-    return x2<gpp_bf16>{*reinterpret_cast<uint32_t *>(&h)};
+    return x2<gpp_bf16>{gpp_bf16x2_bits(lo, hi)};
 }
 __device__ __forceinline__ x2<gpp_bf16> ld2(const gpp_bf16 *p)
 {
