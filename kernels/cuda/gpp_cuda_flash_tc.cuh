@@ -27,17 +27,20 @@
  *   row-major [rows][DH + 8]: the A operand (rows of Q, K, V, dO) and a B
  *     operand that is a row-major matrix transposed (K in Q K^T); the 8
  *     pad elements make the 8 rows a fragment load touches fall in
- *     different banks;
+ *     different banks (a staging store: stage_rows);
  *   transposed [DH][R rows / 2] of element pairs: a B operand that is a
  *     row-major matrix as is (V in P V, dO in P^T dO, Q in dS^T Q, K in
  *     dS K), each 32-bit word two consecutive rows of one column, its
  *     position swizzled by an xor of the column (swz) so that both the
  *     fragment loads and the staging stores (a warp writes 32 columns of
- *     one row pair) hit 32 different banks.
+ *     one row pair) hit 32 different banks (at DH 16 the stores are
+ *     2-way: a warp writes 16 columns of two row pairs).
+ * The emulator counts the conflicts (test_flash_emu requires none at DH 32
+ * and 64).
  *
  * Head sizes up to 64 (tiers 16, 32, 64; columns past dh are zero);
- * larger heads run the fp32 core. Static shared memory: 26.5 KiB forward,
- * 36.3 KiB dK/dV, 31.5 KiB dQ at DH 64.
+ * larger heads run the fp32 core. Static shared memory: 26.0 KiB forward,
+ * 35.3 KiB dK/dV, 31.0 KiB dQ at DH 64.
  *
  * Templated on E so that the host test also runs the same code with E =
  * float (no rounding), which checks the indexing and the fragment layout
