@@ -69,8 +69,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
-#include <string>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <vector>
 
