@@ -15,7 +15,8 @@
  * cuBLASLt's epilogue) against the product and the activation as two ops.
  * Attention's fused core against batched products + softmax at seq 128 and
  * 256 (micro-batch 8 and 32), fp32 and bf16. The embedding bag's sparse
- * backward (device accumulation) at DLRM's micro-batches 256 and 2048.
+ * backward (device accumulation) at DLRM's micro-batches 256 and 2048. The
+ * bf16 pack kernel alone (GB/s) at the MMT and CANDLE operand shapes.
  *
  * Without a usable GPU it prints why and exits 77 (nothing is measured). */
 #include <stdio.h>
@@ -26,6 +27,9 @@
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_ops.h"
 #include "kernels/gpp_sparse.h"
+#ifdef GPP_HAVE_CUDA
+#include "kernels/cuda/gpp_cuda.h" /* the pack kernel's launcher and the stream */
+#endif
 
 static int s_reps = 50;
 
@@ -284,6 +288,42 @@ static void s_bench_sparse(gpu_t *d, int64_t bags, int64_t bag, int64_t rows, in
     gpp_tensor_free(d->be, &k.dy);
 }
 
+/* The bf16 pack kernel of GPP_CUDA_BF16_GEMM=packed alone (an operand
+ * rounded before a product): ms per call and GB/s of its bytes (4 read
+ * and 2 written an element), against the device's memory bandwidth. */
+static void s_bench_pack(gpu_t *d, int64_t rows, int64_t cols)
+{
+#ifdef GPP_HAVE_CUDA
+    gpp_tensor_t x;
+    s_tensor(d, 1, rows, cols, &x);
+    gpp_err_t err;
+    void *dst = gpp_backend_alloc(d->be, (size_t)(rows * cols) * 2, &err);
+    if (!dst) {
+        fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
+        exit(1);
+    }
+    cudaStream_t st = gpp_cuda_stream(d->st);
+    gpp_stream_sync(d->st, &err);
+    double t0 = gpp_now_ms();
+    for (int i = 0; i < s_reps; i++)
+        if (gpp_cuk_pack_bf16(st, 1, rows, cols, x.data, cols, 0, dst) != cudaSuccess) {
+            fprintf(stderr, "bench_cuda_ops: pack_bf16 failed\n");
+            exit(1);
+        }
+    if (gpp_stream_sync(d->st, &err) < 0) {
+        fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
+        exit(1);
+    }
+    double ms = (gpp_now_ms() - t0) / s_reps;
+    printf("      pack bf16 (%5lld x %5lld): %8.4f ms, %7.1f GB/s\n", (long long)rows,
+           (long long)cols, ms, 6.0 * (double)(rows * cols) / (ms * 1e6));
+    gpp_backend_free(d->be, &dst);
+    gpp_tensor_free(d->be, &x);
+#else
+    (void)d, (void)rows, (void)cols;
+#endif
+}
+
 /* Attention with the fused core (gpp_cuda_flash.cuh), with batched
  * products + softmax (GPP_CUDA_ATTENTION=unfused: at bf16 over bf16
  * operands and stash) and, at bf16, the products over fp32 operands
@@ -410,6 +450,11 @@ int main(int argc, char **argv)
             s_bench_misc(&d, 3, 1, 1, 1, 0);
             s_bench_sparse(&d, 256 / q, 16, 100000, 32);
             s_bench_sparse(&d, 2048 / q, 16, 100000, 32);
+        }
+        if (pi == 3) { /* the packed products' operands, as above */
+            s_bench_pack(&d, 1024 / q, 1024);
+            s_bench_pack(&d, 4096 / q, 1024);
+            s_bench_pack(&d, 64, 29120 / q);
         }
         gpp_backend_mem_t mem;
         gpp_backend_cache_t cache;
