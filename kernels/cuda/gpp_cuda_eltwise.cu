@@ -22,6 +22,10 @@ static unsigned s_blocks(int64_t n)
 #define S_FOR(i, n)                                                                                \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
          i += (int64_t)gridDim.x * blockDim.x)
+/* Rows several to a block (gpp_cuk_rows_shape): row r on threadIdx.y */
+#define S_ROWS(r, n)                                                                               \
+    for (int64_t r = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; r < (n);                      \
+         r += (int64_t)gridDim.x * blockDim.y)
 
 /* ---- element-wise ---- */
 
@@ -61,12 +65,11 @@ extern "C" cudaError_t gpp_cuk_pack_bf16(cudaStream_t st, int64_t batch, int64_t
     const int vec = cols % 8 == 0 && ld % 4 == 0 && (batch == 1 || stride % 4 == 0) &&
                     ((uintptr_t)src | (uintptr_t)dst) % 16 == 0;
     int64_t lanes = vec ? cols / 8 : cols; /* threads a row can use */
-    unsigned threads = (unsigned)(lanes >= S_THREADS ? S_THREADS : (lanes + 31) / 32 * 32);
+    unsigned threads = gpp_cuk_row_threads(lanes);
     /* rows on x; a row's columns split over y where there are fewer than
      * 512 rows for a row's many threads (CANDLE's input: 64 rows of 29120) */
     int64_t per_row = (lanes + threads - 1) / threads, want_y = (512 + nrows - 1) / nrows;
-    dim3 blocks((unsigned)(nrows < 8 * S_MAX_BLOCKS ? nrows : 8 * S_MAX_BLOCKS),
-                (unsigned)(want_y < per_row ? want_y : per_row));
+    dim3 blocks(gpp_cuk_row_blocks(nrows), (unsigned)(want_y < per_row ? want_y : per_row));
     if (vec) {
         GPP_LAUNCH(blocks, threads, 0, st, k_pack_bf16<1>)
         (nrows, rows, cols, src, ld, stride, (gpp_bf16 *)dst);
@@ -270,9 +273,8 @@ extern "C" cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t 
 {
     if (rows <= 0 || c <= 0)
         return cudaSuccess;
-    unsigned threads = (unsigned)(c >= S_THREADS ? S_THREADS : (c + 31) / 32 * 32);
-    unsigned blocks = (unsigned)(rows < 8 * S_MAX_BLOCKS ? rows : 8 * S_MAX_BLOCKS);
-    GPP_LAUNCH(blocks, threads, 0, st, k_block_acc)(rows, c, src, lds, dst, ldd);
+    GPP_LAUNCH(gpp_cuk_row_blocks(rows), gpp_cuk_row_threads(c), 0, st, k_block_acc)
+    (rows, c, src, lds, dst, ldd);
     return cudaGetLastError();
 }
 
@@ -419,22 +421,25 @@ GPP_KERNEL void k_sgd_rows(int64_t bound, const int32_t *count, int64_t dim, flo
                            float mu, float *table, float *v, const int32_t *rows,
                            const float *values)
 {
-    int64_t c = *count;
-    S_FOR(i, (bound < c ? bound : c) * dim)
+    int64_t c = *count, nr = bound < c ? bound : c;
+    S_ROWS(r, nr)
     {
-        int64_t off = (int64_t)rows[i / dim] * dim + i % dim;
-        gpp_math_sgd(lr, wd, mu, values[i], &table[off], v ? &v[off] : (float *)0);
+        int64_t off = (int64_t)rows[r] * dim;
+        for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+            gpp_math_sgd(lr, wd, mu, values[r * dim + j], &table[off + j],
+                         v ? &v[off + j] : (float *)0);
     }
 }
 GPP_KERNEL void k_adamw_rows(int64_t bound, const int32_t *count, int64_t dim, gpp_math_adamw_t k,
                              float *table, float *m, float *v, const int32_t *rows,
                              const float *values)
 {
-    int64_t c = *count;
-    S_FOR(i, (bound < c ? bound : c) * dim)
+    int64_t c = *count, nr = bound < c ? bound : c;
+    S_ROWS(r, nr)
     {
-        int64_t off = (int64_t)rows[i / dim] * dim + i % dim;
-        gpp_math_adamw(&k, values[i], &table[off], &m[off], &v[off]);
+        int64_t off = (int64_t)rows[r] * dim;
+        for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+            gpp_math_adamw(&k, values[r * dim + j], &table[off + j], &m[off + j], &v[off + j]);
     }
 }
 
@@ -463,7 +468,9 @@ extern "C" cudaError_t gpp_cuk_sgd_rows(cudaStream_t st, int64_t bound, const in
                                         int64_t dim, float lr, float wd, float mu, float *table,
                                         float *v, const int32_t *rows, const float *values)
 {
-    GPP_LAUNCH(s_blocks(bound * dim), S_THREADS, 0, st, k_sgd_rows)
+    unsigned bx, by, blocks;
+    gpp_cuk_rows_shape(bound, dim, &bx, &by, &blocks);
+    GPP_LAUNCH(blocks > 0 ? blocks : 1, dim3(bx, by), 0, st, k_sgd_rows)
     (bound, count, dim, lr, wd, mu, table, mu != 0.0f ? v : nullptr, rows, values);
     return cudaGetLastError();
 }
@@ -471,7 +478,9 @@ extern "C" cudaError_t gpp_cuk_adamw_rows(cudaStream_t st, int64_t bound, const 
                                           int64_t dim, gpp_math_adamw_t k, float *table, float *m,
                                           float *v, const int32_t *rows, const float *values)
 {
-    GPP_LAUNCH(s_blocks(bound * dim), S_THREADS, 0, st, k_adamw_rows)
+    unsigned bx, by, blocks;
+    gpp_cuk_rows_shape(bound, dim, &bx, &by, &blocks);
+    GPP_LAUNCH(blocks > 0 ? blocks : 1, dim3(bx, by), 0, st, k_adamw_rows)
     (bound, count, dim, k, table, m, v, rows, values);
     return cudaGetLastError();
 }

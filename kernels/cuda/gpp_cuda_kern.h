@@ -21,6 +21,29 @@
 extern "C" {
 #endif
 
+/* Launch shapes of the kernels whose blocks walk rows (grid-stride over
+ * rows, threads along a row: no 64-bit division per element, which a GPU
+ * does in software). A row of `lanes` work items takes whole warps, at
+ * most 256 threads; a block per row, at most GPP_CUK_ROW_BLOCKS blocks. */
+#define GPP_CUK_ROW_BLOCKS 32768
+static inline unsigned gpp_cuk_row_threads(int64_t lanes)
+{
+    return lanes >= 256 ? 256u : (unsigned)((lanes + 31) / 32 * 32);
+}
+static inline unsigned gpp_cuk_row_blocks(int64_t rows)
+{
+    return rows < GPP_CUK_ROW_BLOCKS ? (unsigned)rows : GPP_CUK_ROW_BLOCKS;
+}
+/* Short rows several to a block of 256 threads: *bx threads along a row
+ * (gpp_cuk_row_threads), *by rows a block, *blocks blocks for rows rows. */
+static inline void gpp_cuk_rows_shape(int64_t rows, int64_t lanes, unsigned *bx, unsigned *by,
+                                      unsigned *blocks)
+{
+    *bx = gpp_cuk_row_threads(lanes);
+    *by = 256u / *bx;
+    *blocks = gpp_cuk_row_blocks((rows + *by - 1) / *by);
+}
+
 /* The first data error a kernel found since the last synchronisation. */
 enum {
     GPP_CUDA_FAULT_NONE = 0,

@@ -329,9 +329,8 @@ static cudaError_t s_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int6
     if (rows <= 0 || hid <= 0)
         return cudaSuccess;
     const int vec = dh % 4 == 0 && ((uintptr_t)src | (uintptr_t)dst) % 16 == 0;
-    const int64_t lanes = vec ? hid / 4 : hid; /* threads a row can use */
-    const unsigned threads = (unsigned)(lanes >= S_THREADS ? S_THREADS : (lanes + 31) / 32 * 32);
-    const unsigned blocks = (unsigned)(rows < 32768 ? rows : 32768);
+    const unsigned threads = gpp_cuk_row_threads(vec ? hid / 4 : hid);
+    const unsigned blocks = gpp_cuk_row_blocks(rows);
     if (vec) {
         GPP_LAUNCH(blocks, threads, 0, st, k_heads_permute<D, 1>)
         (n, seq, heads, dh, parts, src, dst, to_heads);
@@ -537,31 +536,36 @@ GPP_KERNEL void k_sp_fresh(int64_t n, int64_t table_rows, const int32_t *ks, con
     s_block_scan(n, flag, rank, count, host_count, base);
 }
 
-/* Thread per (sorted position, column); a row's first position sums its
- * pairs in pair order. The value row of pair p is values + (p / div) *
- * stride. A fresh row takes slot base + its rank. */
+/* Sorted positions on threadIdx.y (several a block), columns on
+ * threadIdx.x (gpp_cuk_rows_shape); a row's first position sums its pairs
+ * in pair order. The value row of pair p is values + (p / div) * stride
+ * (32-bit division: pairs and div are below 2^31). A fresh row takes slot
+ * base + its rank. */
 GPP_KERNEL void k_sp_accum(int64_t n, int64_t dim, int64_t table_rows, const int32_t *ks,
                            const int32_t *vs, const int32_t *flag, const int32_t *rank,
                            const int32_t *base, const float *values, int64_t div, int64_t stride,
                            float *gvalues, int32_t *slot_map, int32_t *rows)
 {
-    S_FOR(i, n * dim)
-    {
-        int64_t pos = i / dim, j = i % dim;
+    const uint32_t udiv = (uint32_t)div;
+    for (int64_t pos = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; pos < n;
+         pos += (int64_t)gridDim.x * blockDim.y) {
         int32_t key = ks[pos];
         if (key >= table_rows || (pos > 0 && ks[pos - 1] == key))
             continue;
         int32_t p0 = vs[pos];
         int fresh = flag[p0];
         int64_t s = fresh ? (int64_t)*base + rank[p0] : slot_map[key];
-        float *dst = gvalues + s * dim + j;
-        /* a fresh row starts as its first value row (the CPU's copy: -0 stays -0) */
-        float acc =
-            fresh ? values[(p0 / div) * stride + j] : *dst + values[(p0 / div) * stride + j];
-        for (int64_t q = pos + 1; q < n && ks[q] == key; q++)
-            acc += values[(vs[q] / div) * stride + j];
-        *dst = acc;
-        if (j == 0 && fresh) { /* only this row's threads read its entry, and not when fresh */
+        const float *v0 = values + (int64_t)((uint32_t)p0 / udiv) * stride;
+        for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+            float *dst = gvalues + s * dim + j;
+            /* a fresh row starts as its first value row (the CPU's copy: -0 stays -0) */
+            float acc = fresh ? v0[j] : *dst + v0[j];
+            for (int64_t q = pos + 1; q < n && ks[q] == key; q++)
+                acc += values[(int64_t)((uint32_t)vs[q] / udiv) * stride + j];
+            *dst = acc;
+        }
+        if (threadIdx.x == 0 && fresh) { /* only this row's threads read its entry, and
+                                             not when fresh */
             slot_map[key] = (int32_t)s;
             rows[s] = key;
         }
@@ -616,7 +620,9 @@ extern "C" cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t n, int64_t 
     }
     GPP_LAUNCH(1, S_SCAN, 0, st, k_sp_fresh)
     (n, table_rows, keys[cur], vals[cur], slot_map, flag, rank, count, host_count, base);
-    GPP_LAUNCH(s_blocks(n * dim), S_THREADS, 0, st, k_sp_accum)
+    unsigned bx, by, blocks;
+    gpp_cuk_rows_shape(n, dim, &bx, &by, &blocks);
+    GPP_LAUNCH(blocks, dim3(bx, by), 0, st, k_sp_accum)
     (n, dim, table_rows, keys[cur], vals[cur], flag, rank, base, values, div, stride, gvalues,
      slot_map, rows);
     return cudaGetLastError();
