@@ -291,34 +291,36 @@ static void s_bench_sparse(gpu_t *d, int64_t bags, int64_t bag, int64_t rows, in
 /* The bf16 pack kernel of GPP_CUDA_BF16_GEMM=packed alone (an operand
  * rounded before a product): ms per call and GB/s of its bytes (4 read
  * and 2 written an element), against the device's memory bandwidth. */
+#ifdef GPP_HAVE_CUDA
+typedef struct {
+    gpp_tensor_t x;
+    void *dst;
+} pack_t;
+
+static int s_pack(gpu_t *d, void *c, gpp_err_t *err)
+{
+    pack_t *p = c;
+    cudaError_t e = gpp_cuk_pack_bf16(gpp_cuda_stream(d->st), 1, p->x.rows, p->x.cols, p->x.data,
+                                      p->x.cols, 0, p->dst);
+    return e == cudaSuccess ? 0 : gpp_err_set(err, "pack_bf16: %s", cudaGetErrorString(e));
+}
+#endif
+
 static void s_bench_pack(gpu_t *d, int64_t rows, int64_t cols)
 {
 #ifdef GPP_HAVE_CUDA
-    gpp_tensor_t x;
-    s_tensor(d, 1, rows, cols, &x);
+    pack_t p;
     gpp_err_t err;
-    void *dst = gpp_backend_alloc(d->be, (size_t)(rows * cols) * 2, &err);
-    if (!dst) {
+    s_tensor(d, 1, rows, cols, &p.x);
+    if (!(p.dst = gpp_backend_alloc(d->be, (size_t)(rows * cols) * 2, &err))) {
         fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
         exit(1);
     }
-    cudaStream_t st = gpp_cuda_stream(d->st);
-    gpp_stream_sync(d->st, &err);
-    double t0 = gpp_now_ms();
-    for (int i = 0; i < s_reps; i++)
-        if (gpp_cuk_pack_bf16(st, 1, rows, cols, x.data, cols, 0, dst) != cudaSuccess) {
-            fprintf(stderr, "bench_cuda_ops: pack_bf16 failed\n");
-            exit(1);
-        }
-    if (gpp_stream_sync(d->st, &err) < 0) {
-        fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
-        exit(1);
-    }
-    double ms = (gpp_now_ms() - t0) / s_reps;
+    double ms = s_time(d, s_pack, &p);
     printf("      pack bf16 (%5lld x %5lld): %8.4f ms, %7.1f GB/s\n", (long long)rows,
            (long long)cols, ms, 6.0 * (double)(rows * cols) / (ms * 1e6));
-    gpp_backend_free(d->be, &dst);
-    gpp_tensor_free(d->be, &x);
+    gpp_backend_free(d->be, &p.dst);
+    gpp_tensor_free(d->be, &p.x);
 #else
     (void)d, (void)rows, (void)cols;
 #endif
@@ -341,6 +343,8 @@ static int s_bench_attention_modes(int device, int64_t q)
     static const int64_t shapes[][2] = {{8, 128}, {8, 256}, {32, 256}}; /* n, seq */
     const int64_t hid = 1024;
     printf("    attention cores, hidden %lld, 16 heads:\n", (long long)hid);
+    /* the projections' time per shape, taken on each precision's first backend */
+    double proj_f[sizeof shapes / sizeof shapes[0]], proj_b[sizeof proj_f / sizeof(double)];
     for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++)
         for (int mi = 0; mi < 3; mi++) {
             if (mi == 2 && precs[pi] != GPP_PRECISION_BF16)
@@ -356,19 +360,16 @@ static int s_bench_attention_modes(int device, int64_t q)
                 gpp_backend_destroy(&d.be);
                 return -1;
             }
-            double proj_f[sizeof shapes / sizeof shapes[0]], proj_b[sizeof proj_f / sizeof(double)];
-            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            for (size_t si = 0; mi == 0 && si < sizeof shapes / sizeof shapes[0]; si++) {
                 int64_t m = shapes[si][0] / q * shapes[si][1];
                 double f3, b3, f1, b1;
                 s_time_linear(&d, m, hid, 3 * hid, &f3, &b3);
                 s_time_linear(&d, m, hid, hid, &f1, &b1);
                 proj_f[si] = f3 + f1;
                 proj_b[si] = b3 + b1;
-                if (mi == 0)
-                    printf("      %-12s %-4s n %2lld seq %lld: fwd %8.3f ms | bwd %8.3f ms\n",
-                           "projections", gpp_precision_name(precs[pi]),
-                           (long long)(shapes[si][0] / q), (long long)shapes[si][1], proj_f[si],
-                           proj_b[si]);
+                printf("      %-12s %-4s n %2lld seq %lld: fwd %8.3f ms | bwd %8.3f ms\n",
+                       "projections", gpp_precision_name(precs[pi]), (long long)(shapes[si][0] / q),
+                       (long long)shapes[si][1], proj_f[si], proj_b[si]);
             }
             for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
                 int64_t n = shapes[si][0] / q, seq = shapes[si][1];
