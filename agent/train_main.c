@@ -536,6 +536,10 @@ int main(int argc, char **argv)
     if (la_hits + la_misses)
         printf("load-ahead: %lld loads from the device copy, %lld read then\n", (long long)la_hits,
                (long long)la_misses);
+    int act_bf16 = 0, act_all = 0;
+    gpp_exec_act_dtypes(ex, &act_bf16, &act_all);
+    if (act_bf16) /* at precision bf16 on cuda (GPP_CUDA_BF16_TENSORS) */
+        printf("bf16 tensors: %d of %d activations\n", act_bf16, act_all);
     if (o.graphs) {
         int64_t cap = 0, rep = 0;
         gpp_exec_graph_stats(ex, &cap, &rep);

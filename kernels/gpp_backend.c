@@ -115,6 +115,18 @@ int gpp_precision_parse(const char *s, gpp_precision_t *out)
     return -1;
 }
 
+const char *gpp_dtype_name(gpp_dtype_t t)
+{
+    switch (t) {
+    case GPP_DTYPE_I32:
+        return "i32";
+    case GPP_DTYPE_BF16:
+        return "bf16";
+    default:
+        return "f32";
+    }
+}
+
 const char *gpp_backend_name(const gpp_backend_t *self)
 {
     assert(self);
@@ -185,6 +197,12 @@ gpp_work_t gpp_backend_op_workspace(gpp_backend_t *self, const gpp_graph_t *g, c
         self->vt->op_workspace ? self->vt->op_workspace(self, g, op) : gpp_op_workspace(g, op);
     assert(w.fixed >= 0 && w.per_sample >= 0);
     return w;
+}
+
+int gpp_backend_act_bf16(gpp_backend_t *self, gpp_op_type_t type)
+{
+    assert(self && type >= 0 && type < GPP_OP__COUNT);
+    return self->vt->act_bf16 ? self->vt->act_bf16(self, type) : 0;
 }
 
 void gpp_backend_free(gpp_backend_t *self, void **ptr_p)

@@ -72,7 +72,17 @@ const char *gpp_precision_name(gpp_precision_t p);
 /* Parses a precision name; -1 when it is none of them. */
 int gpp_precision_parse(const char *s, gpp_precision_t *out);
 
-typedef enum { GPP_DTYPE_F32 = 0, GPP_DTYPE_I32 = 1 } gpp_dtype_t;
+/* Element types of tensors. BF16: bfloat16 (2 bytes), written by rounding
+ * to nearest even; at precision bf16 the CUDA backend keeps activations and
+ * their gradients in it where every kernel that touches them takes it
+ * (gpp_backend_act_bf16; docs/gpu.md "bf16 tensors"). */
+typedef enum { GPP_DTYPE_F32 = 0, GPP_DTYPE_I32 = 1, GPP_DTYPE_BF16 = 2 } gpp_dtype_t;
+static inline size_t gpp_dtype_bytes(gpp_dtype_t t)
+{
+    return t == GPP_DTYPE_BF16 ? 2 : 4;
+}
+/* "f32", "i32", "bf16" */
+const char *gpp_dtype_name(gpp_dtype_t t);
 
 typedef enum {
     GPP_COPY_H2D = 0, /* host -> device */
@@ -154,6 +164,15 @@ gpp_work_t gpp_backend_op_workspace(gpp_backend_t *self, const gpp_graph_t *g, c
  * other op's the op table's (gpp_op_kernel_stash_bytes). What the executor
  * keeps, the profiler records and an agent reports (ProfileResult). */
 int64_t gpp_backend_op_kernel_stash(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op);
+/* 1 when op's kernels on this backend take each of its activations (its
+ * inputs and output, and their gradients) in bf16 as well as in fp32, in
+ * any mix, computing in fp32: the CUDA backend at precision bf16 for
+ * linear (with its fused activation), ReLU, GELU, layer norm, attention
+ * and add, unless GPP_CUDA_BF16_TENSORS=off; 0 for every op elsewhere.
+ * The executor keeps a tensor in bf16 where every op that writes or reads
+ * it says 1 (agent/exec/gpp_exec.h, "bf16 tensors"). Parameters, their
+ * gradients, optimizer state and losses stay fp32. */
+int gpp_backend_act_bf16(gpp_backend_t *self, gpp_op_type_t type);
 /* How the backend's allocator rounds a request (common/gpp_alloc_rule.h):
  * GPP_ALLOC_CLASSES on CUDA (the caching allocator's size classes),
  * GPP_ALLOC_ALIGN64 on the CPU. gpp_backend_mem counts rounded bytes; the
@@ -287,7 +306,7 @@ static inline int64_t gpp_tensor_numel(const gpp_tensor_t *t)
 }
 static inline size_t gpp_tensor_bytes(const gpp_tensor_t *t)
 {
-    return (size_t)gpp_tensor_numel(t) * 4; /* f32 and i32 are both 4 bytes */
+    return (size_t)gpp_tensor_numel(t) * gpp_dtype_bytes(t->dtype);
 }
 static inline float *gpp_tensor_f32(const gpp_tensor_t *t)
 {

@@ -89,6 +89,9 @@ typedef struct gpp_backend_vt_s {
     /* the stream workspace op's kernels ask; NULL: the op table's
      * gpp_op_workspace (gpp_backend_op_workspace) */
     gpp_work_t (*op_workspace)(gpp_backend_t *be, const gpp_graph_t *g, const gpp_op_t *op);
+    /* whether op's kernels take bf16 activations (gpp_backend_act_bf16);
+     * NULL: none do */
+    int (*act_bf16)(gpp_backend_t *be, gpp_op_type_t type);
 
     /* streams; stream_free releases memory after the work enqueued so far */
     int (*stream_init)(gpp_stream_t *s, gpp_err_t *err);
@@ -162,10 +165,12 @@ typedef struct gpp_backend_vt_s {
                     float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
     int (*loss_ce)(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
                    float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
-    /* y = a + b over n elements, and y += alpha x */
-    int (*add)(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
+    /* y = a + b, and y += alpha x, over tensors of the same element count
+     * (fp32, or bf16 where the backend takes it, gpp_backend_act_bf16) */
+    int (*add)(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, gpp_tensor_t *y,
                gpp_err_t *err);
-    int (*axpy)(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y, gpp_err_t *err);
+    int (*axpy)(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y,
+                gpp_err_t *err);
 
     /* sparse gradients: fill the slot map with -1; accumulate pairs (growing
      * the value block as needed); clear the touched rows */

@@ -36,6 +36,21 @@ static inline int s_mat(const gpp_tensor_t *t, int64_t rows, int64_t cols)
 {
     return s_f32(t) && t->n == 1 && t->rows == rows && t->cols == cols;
 }
+/* An activation (input, output or their gradient) of an op of type `type`:
+ * fp32, or bf16 where the stream's backend takes it there
+ * (gpp_backend_act_bf16). */
+static inline int s_act(gpp_stream_t *s, gpp_op_type_t type, const gpp_tensor_t *t)
+{
+    return t && (t->data || gpp_tensor_numel(t) == 0) &&
+           (t->dtype == GPP_DTYPE_F32 ||
+            (t->dtype == GPP_DTYPE_BF16 && gpp_backend_act_bf16(s->be, type)));
+}
+/* An optional activation gradient: NULL or an activation shaped like `like`. */
+static inline int s_opt_act(gpp_stream_t *s, gpp_op_type_t type, const gpp_tensor_t *g,
+                            const gpp_tensor_t *like)
+{
+    return !g || (s_act(s, type, g) && s_same_shape(g, like));
+}
 /* An optional gradient: NULL or the shape of `like`. */
 static inline int s_opt_like(const gpp_tensor_t *g, const gpp_tensor_t *like)
 {
@@ -45,7 +60,7 @@ static inline int s_opt_like(const gpp_tensor_t *g, const gpp_tensor_t *like)
 int gpp_linear_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
                    const gpp_tensor_t *b, gpp_tensor_t *y, gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(w) && s_f32(y));
+    assert(s_act(s, GPP_OP_LINEAR, x) && s_f32(w) && s_act(s, GPP_OP_LINEAR, y));
     assert(w->n == 1 && w->cols == x->cols);
     assert(!b || s_vec(b, w->rows));
     assert(y->n == x->n && y->rows == x->rows && y->cols == w->rows);
@@ -56,10 +71,10 @@ int gpp_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w
                    const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw, gpp_tensor_t *db,
                    gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(w) && s_f32(dy));
+    assert(s_act(s, GPP_OP_LINEAR, x) && s_f32(w) && s_act(s, GPP_OP_LINEAR, dy));
     assert(w->n == 1 && w->cols == x->cols);
     assert(dy->n == x->n && dy->rows == x->rows && dy->cols == w->rows);
-    assert(s_opt_like(dx, x) && s_opt_like(dw, w) && (!db || s_vec(db, w->rows)));
+    assert(s_opt_act(s, GPP_OP_LINEAR, dx, x) && s_opt_like(dw, w) && (!db || s_vec(db, w->rows)));
     return s_vt(s)->linear_bwd(s, x, w, dy, dx, dw, db, err);
 }
 
@@ -67,25 +82,27 @@ int gpp_linear_act_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_
                        const gpp_tensor_t *b, gpp_op_type_t act, gpp_gelu_form_t form,
                        gpp_tensor_t *z, gpp_tensor_t *y, gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(w) && s_f32(y));
+    assert(s_act(s, GPP_OP_LINEAR, x) && s_f32(w) && s_act(s, act, y));
     assert(w->n == 1 && w->cols == x->cols);
     assert(!b || s_vec(b, w->rows));
     assert(y->n == x->n && y->rows == x->rows && y->cols == w->rows);
-    assert((act == GPP_OP_RELU && !z) || (act == GPP_OP_GELU && s_f32(z) && s_same_shape(z, y)));
+    assert((act == GPP_OP_RELU && !z) ||
+           (act == GPP_OP_GELU && s_act(s, GPP_OP_LINEAR, z) && s_same_shape(z, y)));
     assert(form == GPP_GELU_TANH || form == GPP_GELU_ERF);
     return s_vt(s)->linear_act_fwd(s, x, w, b, (int)act, (int)form, z, y, err);
 }
 
 int gpp_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(y) && s_same_shape(x, y));
+    assert(s_act(s, GPP_OP_RELU, x) && s_act(s, GPP_OP_RELU, y) && s_same_shape(x, y));
     return s_vt(s)->relu_fwd(s, x, y, err);
 }
 
 int gpp_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy, gpp_tensor_t *dx,
                  gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && s_opt_like(dx, x));
+    assert(s_act(s, GPP_OP_RELU, x) && s_act(s, GPP_OP_RELU, dy) && s_same_shape(x, dy) &&
+           s_opt_act(s, GPP_OP_RELU, dx, x));
     if (!dx)
         return 0;
     return s_vt(s)->relu_bwd(s, x, dy, dx, err);
@@ -94,7 +111,7 @@ int gpp_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
 int gpp_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_gelu_form_t form, gpp_tensor_t *y,
                  gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(y) && s_same_shape(x, y));
+    assert(s_act(s, GPP_OP_GELU, x) && s_act(s, GPP_OP_GELU, y) && s_same_shape(x, y));
     assert(form == GPP_GELU_TANH || form == GPP_GELU_ERF);
     return s_vt(s)->gelu_fwd(s, x, (int)form, y, err);
 }
@@ -102,7 +119,8 @@ int gpp_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_gelu_form_t form, g
 int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_gelu_form_t form,
                  const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && s_opt_like(dx, x));
+    assert(s_act(s, GPP_OP_GELU, x) && s_act(s, GPP_OP_GELU, dy) && s_same_shape(x, dy) &&
+           s_opt_act(s, GPP_OP_GELU, dx, x));
     assert(form == GPP_GELU_TANH || form == GPP_GELU_ERF);
     if (!dx)
         return 0;
@@ -112,7 +130,8 @@ int gpp_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_gelu_form_t form,
 int gpp_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
                       const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(y) && s_same_shape(x, y) && x->cols > 0);
+    assert(s_act(s, GPP_OP_LAYERNORM, x) && s_act(s, GPP_OP_LAYERNORM, y) && s_same_shape(x, y) &&
+           x->cols > 0);
     assert(s_vec(gain, x->cols) && s_vec(bias, x->cols));
     assert(stash || x->n * x->rows == 0);
     return s_vt(s)->layernorm_fwd(s, x, gain, bias, y, stash, err);
@@ -122,8 +141,9 @@ int gpp_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t
                       const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
                       gpp_tensor_t *dgain, gpp_tensor_t *dbias, gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && x->cols > 0);
-    assert(s_vec(gain, x->cols) && s_opt_like(dx, x));
+    assert(s_act(s, GPP_OP_LAYERNORM, x) && s_act(s, GPP_OP_LAYERNORM, dy) && s_same_shape(x, dy) &&
+           x->cols > 0);
+    assert(s_vec(gain, x->cols) && s_opt_act(s, GPP_OP_LAYERNORM, dx, x));
     assert((!dgain || s_vec(dgain, x->cols)) && (!dbias || s_vec(dbias, x->cols)));
     assert(stash || x->n * x->rows == 0);
     return s_vt(s)->layernorm_bwd(s, x, gain, stash, dy, dx, dgain, dbias, err);
@@ -138,7 +158,8 @@ static inline int s_attention_params_ok(const gpp_attention_params_t *p, int64_t
 int gpp_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                       int heads, int causal, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(y) && s_same_shape(x, y) && p);
+    assert(s_act(s, GPP_OP_ATTENTION, x) && s_act(s, GPP_OP_ATTENTION, y) && s_same_shape(x, y) &&
+           p);
     assert(heads > 0 && x->cols % heads == 0 && s_attention_params_ok(p, x->cols));
     assert(stash || x->n * x->rows == 0);
     return s_vt(s)->attention_fwd(s, x, p, heads, causal, y, stash, err);
@@ -148,7 +169,8 @@ int gpp_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attentio
                       int heads, int causal, const void *stash, const gpp_tensor_t *dy,
                       gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(dy) && s_same_shape(x, dy) && s_opt_like(dx, x) && p);
+    assert(s_act(s, GPP_OP_ATTENTION, x) && s_act(s, GPP_OP_ATTENTION, dy) && s_same_shape(x, dy) &&
+           s_opt_act(s, GPP_OP_ATTENTION, dx, x) && p);
     assert(heads > 0 && x->cols % heads == 0 && s_attention_params_ok(p, x->cols));
     if (dp) {
         /* each gradient may be absent (data NULL) or shaped like its parameter */
@@ -236,8 +258,9 @@ int gpp_slice_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, gpp_te
 int gpp_add_fwd(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, gpp_tensor_t *y,
                 gpp_err_t *err)
 {
-    assert(s_f32(a) && s_f32(b) && s_f32(y) && s_same_shape(a, b) && s_same_shape(a, y));
-    return s_vt(s)->add(s, gpp_tensor_numel(y), a->data, b->data, y->data, err);
+    assert(s_act(s, GPP_OP_ADD, a) && s_act(s, GPP_OP_ADD, b) && s_act(s, GPP_OP_ADD, y) &&
+           s_same_shape(a, b) && s_same_shape(a, y));
+    return s_vt(s)->add(s, a, b, y, err);
 }
 
 int gpp_reshape_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
@@ -259,7 +282,8 @@ int gpp_reshape_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, gpp_tensor_t *dx, g
 int gpp_add_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, gpp_tensor_t *da, gpp_tensor_t *db,
                 gpp_err_t *err)
 {
-    assert(s_f32(dy) && s_opt_like(da, dy) && s_opt_like(db, dy));
+    assert(s_act(s, GPP_OP_ADD, dy) && s_opt_act(s, GPP_OP_ADD, da, dy) &&
+           s_opt_act(s, GPP_OP_ADD, db, dy));
     if (da && gpp_axpy(s, 1.0f, dy, da, err) < 0)
         return -1;
     if (db && gpp_axpy(s, 1.0f, dy, db, err) < 0)
@@ -286,8 +310,10 @@ int gpp_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t 
 
 int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(y) && gpp_tensor_numel(x) == gpp_tensor_numel(y));
-    return s_vt(s)->axpy(s, gpp_tensor_numel(y), alpha, x->data, y->data, err);
+    /* an add's gradient accumulation: bf16 where add takes it */
+    assert(s_act(s, GPP_OP_ADD, x) && s_act(s, GPP_OP_ADD, y) &&
+           gpp_tensor_numel(x) == gpp_tensor_numel(y));
+    return s_vt(s)->axpy(s, alpha, x, y, err);
 }
 
 /* ---- kernel entry points per op type ---- */

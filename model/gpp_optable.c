@@ -636,6 +636,8 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     const int64_t *kernel_stash = dev->kernel_stash;
     const gpp_work_t *work = dev->work;
 #define R(bytes) gpp_alloc_bytes(dev->alloc_rule, (bytes))
+    /* an op's output (and its gradient) per sample, as the device keeps it */
+#define OB(i) (dev->out_bytes && dev->out_bytes[i] >= 0 ? dev->out_bytes[i] : g->ops[i].out_bytes)
     assert(g->finalized && n >= 0 && n_ops >= 0);
     memset(out, 0, sizeof *out);
     s_walk_t wl = {.rule = dev->alloc_rule, .sizes = dev->graphs};
@@ -670,12 +672,12 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             int p = op->inputs[k];
             if (!in[p] && !slot[p]) {
                 slot[p] = 2;
-                out->recv_bytes += n > 0 ? R(n * g->ops[p].out_bytes) : 0;
+                out->recv_bytes += n > 0 ? R(n * OB(p)) : 0;
                 if (n > 0) /* begin allocates them */
-                    s_walk(&wl, n * g->ops[p].out_bytes, 1);
+                    s_walk(&wl, n * OB(p), 1);
                 /* a data input the stage may regenerate: a CUDA graph's feed */
                 if (n > 0 && dev->graphs && g->ops[p].type == GPP_OP_INPUT)
-                    out->feed_bytes += R(n * g->ops[p].out_bytes);
+                    out->feed_bytes += R(n * OB(p));
             }
             keep[p] |= T->bwd_reads_inputs && !relu_fused;
             last[p] = i + 1;
@@ -691,8 +693,8 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             out->feed_bytes += n > 0 && dev->graphs ? R(n * gpp_op_label_bytes(g, op)) : 0;
         }
         if (T->role == GPP_ROLE_SOURCE) {
-            out->ahead_bytes += n > 0 && dev->load_ahead ? 2 * R(n * op->out_bytes) : 0;
-            out->feed_bytes += n > 0 && dev->graphs ? R(n * op->out_bytes) : 0;
+            out->ahead_bytes += n > 0 && dev->load_ahead ? 2 * R(n * OB(i)) : 0;
+            out->feed_bytes += n > 0 && dev->graphs ? R(n * OB(i)) : 0;
         }
     }
     /* the flat buffers of the dense parameters, their gradients and the
@@ -715,9 +717,9 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
         int act = gpp_op_fused_act(g, in, i);
         int ghost = act >= 0 && g->ops[act].type == GPP_OP_RELU;
         if (T->role != GPP_ROLE_LOSS && !ghost && gpp_op_fused_from(g, in, i) < 0)
-            s_walk(&wl, n * op->out_bytes, 1);
+            s_walk(&wl, n * OB(i), 1);
         if (act >= 0)
-            s_walk(&wl, n * g->ops[act].out_bytes, 1);
+            s_walk(&wl, n * OB(act), 1);
         /* an opaque op's stash is the profile's; a kernel's, the backend's
            when given */
         int64_t stash = T->role == GPP_ROLE_OPAQUE             ? op->stash_bytes
@@ -731,7 +733,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             s_walk(&wl, lab, 1);
             if (gpp_op_has_grad(g->ops[x].type) && !dy[x]) {
                 dy[x] = 1;
-                s_walk(&wl, n * g->ops[x].out_bytes, 1);
+                s_walk(&wl, n * OB(x), 1);
             }
             if (wl.cur > peak)
                 peak = wl.cur;
@@ -744,7 +746,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             int p = op->inputs[k];
             if (!keep[p] && last[p] == i + 1) {
                 if (!(in[p] && s_fused_ghost(g, in, p)))
-                    s_walk(&wl, n * g->ops[p].out_bytes, -1);
+                    s_walk(&wl, n * OB(p), -1);
                 last[p] = -1; /* once, also when op reads p twice */
             }
         }
@@ -753,7 +755,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     for (int p = 0; p < g->n_ops && n > 0; p++)
         if (slot[p] == 1 && !keep[p] && last[p] == 0 &&
             gpp_optable[g->ops[p].type].role != GPP_ROLE_LOSS)
-            s_walk(&wl, n * g->ops[p].out_bytes, -1);
+            s_walk(&wl, n * OB(p), -1);
     out->held_bytes = n > 0 ? wl.cur : 0;
     for (int i = 0; i < wl.n_sz; i++)
         wl.sz[i].held = wl.sz[i].cnt;
@@ -765,7 +767,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
                 sent |= !in[g->ops[p].outputs[k]];
             if (sent) {
                 dy[p] = 1;
-                s_walk(&wl, n * g->ops[p].out_bytes, 1);
+                s_walk(&wl, n * OB(p), 1);
             }
         }
     for (int i = 0; i < wl.n_sz; i++)
@@ -780,19 +782,19 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             int x = op->inputs[k];
             if (gpp_op_has_grad(g->ops[x].type) && !dy[x]) {
                 dy[x] = 1;
-                s_walk(&wl, n * g->ops[x].out_bytes, 1);
+                s_walk(&wl, n * OB(x), 1);
             }
         }
         bpeak = wl.cur > bpeak ? wl.cur : bpeak;
         if (dy[i] == 1) { /* read by its backward: freed */
-            s_walk(&wl, n * op->out_bytes, -1);
+            s_walk(&wl, n * OB(i), -1);
             dy[i] = 2;
         }
     }
     for (int p = 0; p < g->n_ops && n > 0; p++)
         if (slot[p] == 2 && gpp_op_has_grad(g->ops[p].type) && !dy[p]) {
             dy[p] = 1;
-            s_walk(&wl, n * g->ops[p].out_bytes, 1);
+            s_walk(&wl, n * OB(p), 1);
         }
     bpeak = wl.cur > bpeak ? wl.cur : bpeak;
     out->run_bytes = bpeak > peak ? bpeak : peak;
@@ -803,7 +805,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
            in, backward done) */
         for (int p = 0; p < g->n_ops; p++)
             if (slot[p] == 2 && gpp_op_has_grad(g->ops[p].type))
-                s_walk_size(&wl, n * g->ops[p].out_bytes)->igrad++;
+                s_walk_size(&wl, n * OB(p))->igrad++;
         out->held_bytes = out->run_bytes = 0;
         for (int i = 0; i < wl.n_sz; i++) {
             const s_size_t *z = &wl.sz[i];
@@ -821,6 +823,7 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     free(dy);
     free(last);
 #undef R
+#undef OB
 }
 
 int64_t gpp_stage_mem_peak(const gpp_stage_mem_t *m, int mbs, int slots)

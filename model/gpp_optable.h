@@ -220,6 +220,11 @@ typedef struct {
      * table's, gpp_op_workspace): the CUDA attention cores ask more than the
      * CPU's, and a profile measured there says so */
     const gpp_work_t *work;
+    /* NULL, or per op id the bytes per sample of its output (and of the
+     * output's gradient) as the executor keeps it, -1 for the op table's
+     * op->out_bytes (fp32): at precision bf16 the CUDA backend keeps some
+     * activations in bf16 (gpp_backend_act_bf16), half the bytes */
+    const int64_t *out_bytes;
     /* how the device's allocator rounds each block (common/gpp_alloc_rule.h;
      * gpp_backend_alloc_rule): every figure is in rounded bytes, as
      * gpp_backend_mem counts them */

@@ -298,6 +298,20 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
             self->slots[ea->out].keep = 1;
         }
     }
+    /* bf16 tensors (gpp_backend_act_bf16): an activation made and used only
+       here, whose producer and every reader take bf16 on this backend, is
+       kept in bf16, its gradient too; what crosses to another stage stays
+       fp32 (the wire's type) */
+    for (int k = 0; k < self->n_slots; k++) {
+        exec_slot_t *sl = &self->slots[k];
+        const gpp_op_t *p = &g->ops[sl->producer];
+        int bf16 = sl->local && !sl->boundary_out && sl->dtype == GPP_DTYPE_F32 &&
+                   gpp_backend_act_bf16(be, p->type);
+        for (int j = 0; bf16 && j < p->n_outputs; j++)
+            bf16 = in_stage[p->outputs[j]] && gpp_backend_act_bf16(be, g->ops[p->outputs[j]].type);
+        if (bf16)
+            sl->dtype = GPP_DTYPE_BF16;
+    }
     free(in_stage);
     free(ids);
     if (need_data && !data) {
@@ -651,11 +665,12 @@ int gpp_exec_set_input(gpp_exec_t *self, int m, int producer, const gpp_tensor_t
                            "executor: input from op %d '%s' for micro-batch %d: got %s "
                            "[%lld, %lld, %lld] at sample %lld, expected %s [.., %lld, %lld] "
                            "within %lld samples",
-                           producer, p->name, m, src->dtype ? "i32" : "f32", (long long)src->n,
+                           producer, p->name, m, gpp_dtype_name(src->dtype), (long long)src->n,
                            (long long)src->rows, (long long)src->cols, (long long)lo,
-                           sl->dtype ? "i32" : "f32", (long long)sl->rows, (long long)sl->cols,
+                           gpp_dtype_name(sl->dtype), (long long)sl->rows, (long long)sl->cols,
                            (long long)mb->n);
-    char *dst = (char *)mb->act[k].data + (size_t)(lo * sl->rows * sl->cols) * 4;
+    char *dst =
+        (char *)mb->act[k].data + (size_t)(lo * sl->rows * sl->cols) * gpp_dtype_bytes(sl->dtype);
     if (gpp_stream_copy(self->s, dst, src->data, gpp_tensor_bytes(src), GPP_COPY_D2D, err) < 0)
         return -1;
     mb->filled[k] += src->n;
@@ -676,7 +691,8 @@ static gpp_tensor_t *s_grad_in(gpp_exec_t *self, exec_mb_t *mb, int k, void *blk
         } else if (s_tensor_new(self, &self->slots[k], mb->n, t, err) < 0) {
             return NULL;
         }
-        t->dtype = GPP_DTYPE_F32;
+        if (t->dtype == GPP_DTYPE_I32) /* a gradient is fp32, or bf16 as its activation */
+            t->dtype = GPP_DTYPE_F32;
         if (gpp_stream_zero(self->s, t->data, gpp_tensor_bytes(t), err) < 0)
             return NULL;
     }
@@ -1373,17 +1389,22 @@ void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, int64_t n_last, gpp
     assert(self && n >= 0 && n_last >= 0);
     int *ids = gpp_xcalloc((size_t)self->n_local, sizeof(int));
     int64_t *ks = gpp_xcalloc((size_t)self->g->n_ops, sizeof(int64_t));
+    int64_t *ob = gpp_xcalloc((size_t)self->g->n_ops, sizeof(int64_t));
     gpp_work_t *work = gpp_xcalloc((size_t)self->g->n_ops, sizeof *work);
     for (int i = 0; i < self->g->n_ops; i++)
-        ks[i] = work[i].fixed = -1;
+        ks[i] = ob[i] = work[i].fixed = -1;
     for (int i = 0; i < self->n_local; i++) { /* the backend's */
         ids[i] = self->ops[i].op->id;
         ks[ids[i]] = self->ops[i].kernel_stash_bytes;
         work[ids[i]] = self->ops[i].work;
+        const exec_slot_t *sl = &self->slots[self->ops[i].out];
+        if (sl->dtype == GPP_DTYPE_BF16) /* the executor's bf16 tensors */
+            ob[ids[i]] = sl->rows * sl->cols * 2;
     }
     int bufs = self->cfg.optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD;
     gpp_stage_dev_t dev = {.kernel_stash = ks,
                            .work = work,
+                           .out_bytes = ob,
                            .alloc_rule = gpp_backend_alloc_rule(self->be),
                            .load_ahead = self->ahead != NULL,
                            /* passes replayed as CUDA graphs (gpp_exec_graph.c):
@@ -1396,8 +1417,22 @@ void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, int64_t n_last, gpp
         out->run_bytes += last.run_bytes;
     }
     free(work);
+    free(ob);
     free(ks);
     free(ids);
+}
+
+void gpp_exec_act_dtypes(const gpp_exec_t *self, int *bf16, int *all)
+{
+    assert(self && bf16 && all);
+    *bf16 = *all = 0;
+    for (int k = 0; k < self->n_slots; k++) {
+        if (!self->slots[k].local ||
+            gpp_optable[self->g->ops[self->slots[k].producer].type].role == GPP_ROLE_LOSS)
+            continue; /* received, or a loss's value */
+        ++*all;
+        *bf16 += self->slots[k].dtype == GPP_DTYPE_BF16;
+    }
 }
 
 int gpp_exec_mb_slots(const gpp_exec_t *self)

@@ -78,9 +78,10 @@ int gpp_cpu_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, gpp_tenso
                      gpp_err_t *err);
 int gpp_cpu_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, const gpp_tensor_t *dy,
                      gpp_tensor_t *dx, gpp_err_t *err);
-int gpp_cpu_add(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
+int gpp_cpu_add(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, gpp_tensor_t *y,
                 gpp_err_t *err);
-int gpp_cpu_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y, gpp_err_t *err);
+int gpp_cpu_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y,
+                 gpp_err_t *err);
 
 int gpp_cpu_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
                           const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err);

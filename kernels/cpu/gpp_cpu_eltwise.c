@@ -66,19 +66,26 @@ int gpp_cpu_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, const gpp
 }
 
 GPP_CPU_CLONES
-int gpp_cpu_add(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
+int gpp_cpu_add(gpp_stream_t *s, const gpp_tensor_t *ta, const gpp_tensor_t *tb, gpp_tensor_t *ty,
                 gpp_err_t *err)
 {
     (void)s, (void)err;
+    int64_t n = gpp_tensor_numel(ty);
+    const float *a = gpp_tensor_f32(ta), *b = gpp_tensor_f32(tb);
+    float *y = gpp_tensor_f32(ty);
     for (int64_t i = 0; i < n; i++)
         y[i] = a[i] + b[i];
     return 0;
 }
 
 GPP_CPU_CLONES
-int gpp_cpu_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y, gpp_err_t *err)
+int gpp_cpu_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *tx, gpp_tensor_t *ty,
+                 gpp_err_t *err)
 {
     (void)s, (void)err;
+    int64_t n = gpp_tensor_numel(ty);
+    const float *x = gpp_tensor_f32(tx);
+    float *y = gpp_tensor_f32(ty);
     if (alpha == 1.0f) {
         gpp_cpu_acc(n, x, y);
         return 0;

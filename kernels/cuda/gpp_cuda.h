@@ -114,6 +114,10 @@ typedef struct {
      * packed to bf16 by a kernel first, then a bf16 x bf16 -> fp32 product;
      * environment GPP_CUDA_BF16_GEMM=fast|packed, default fast */
     int bf16_packed;
+    /* precision bf16: activations and their gradients in bf16 where every
+     * kernel that touches them takes it (gpp_backend_act_bf16); environment
+     * GPP_CUDA_BF16_TENSORS=on|off, default on */
+    int bf16_tensors;
     /* with bf16_packed: each parameter operand (gpp_cuda_gemm_t.b_param)
      * rounded to bf16 once per value it takes (gpp_cuda_blas.c) */
     struct gpp_cuda_wpack_s *wpack;
@@ -179,26 +183,33 @@ int gpp_cuda_stream_sync(gpp_stream_t *s, gpp_err_t *err);
  * elements. op(X) = X^T when trans_x. act (the epilogue): none, ReLU, or
  * tanh-form GELU writing its input (the pre-activation) to aux as well
  * (row-major m x n with leading dimension aux_ld, a multiple of 8 >= n:
- * cuBLASLt's EPILOGUE_AUX_LD rule); epilogues are for single products.
- * a and b are fp32, or bf16 when ab_bf16 (then the product is bf16 x bf16
- * -> fp32 C with fp32 accumulation, CUBLAS_COMPUTE_32F, whatever the
- * backend's precision: the caller stored the operands in bf16). */
+ * cuBLASLt's EPILOGUE_AUX_LD rule; aux of C's element type); epilogues are
+ * for single products.
+ * Element types: a, b and c are each fp32, or bf16 where x_bf16 says so
+ * (the caller stores them so: the executor's bf16 tensors, the attention
+ * cores' operands). A product with any bf16 operand or result, or any
+ * product at precision bf16 with GPP_CUDA_BF16_GEMM=packed, runs bf16 x
+ * bf16 with fp32 accumulation (CUBLAS_COMPUTE_32F): the fp32 operands are
+ * rounded to bf16 first (a parameter's rounding kept, b_param), and with a
+ * bf16 C the bias is its kept bf16 rounding (cuBLASLt's bias type follows
+ * D's, as mixed-precision frameworks give it). The bias is a parameter. */
 typedef enum { GPP_CUDA_EPI_NONE = 0, GPP_CUDA_EPI_RELU, GPP_CUDA_EPI_GELU_AUX } gpp_cuda_epi_t;
 typedef struct {
     int trans_a, trans_b;
     int64_t m, n, k;
     float alpha, beta;
-    const void *a, *b; /* float *, or gpp bf16 (2 bytes) when ab_bf16 */
-    int ab_bf16;
+    const void *a, *b; /* float *, or gpp bf16 (2 bytes) where a_bf16 / b_bf16 */
+    int a_bf16, b_bf16;
     int b_param; /* b is a parameter: it changes only through an optimizer step or a
                     copy into it (packed bf16 keeps its rounding until then) */
     int64_t lda, ldb;
-    float *c;
+    void *c; /* float *, or bf16 where c_bf16 */
+    int c_bf16;
     int64_t ldc;
     int64_t batch, sa, sb, sc; /* batch 0 or 1: one product */
     const float *bias;
     gpp_cuda_epi_t epi;
-    float *aux; /* GPP_CUDA_EPI_GELU_AUX */
+    void *aux; /* GPP_CUDA_EPI_GELU_AUX: C's element type */
     int64_t aux_ld;
 } gpp_cuda_gemm_t;
 /* 0, -1 + message, or GPP_CUDA_NO_ALGO + message when cuBLASLt has no
@@ -272,9 +283,9 @@ int gpp_cuda_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t
                       float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
 int gpp_cuda_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
                      float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
-int gpp_cuda_add(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
+int gpp_cuda_add(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, gpp_tensor_t *y,
                  gpp_err_t *err);
-int gpp_cuda_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y,
+int gpp_cuda_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y,
                   gpp_err_t *err);
 int gpp_cuda_sparse_init(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err);
 int gpp_cuda_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, const int32_t *rows,

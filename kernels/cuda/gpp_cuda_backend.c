@@ -78,6 +78,27 @@ static int s_env_choice(const char *name, const char *const *words, gpp_err_t *e
     return gpp_err_set(err, "%s=%s: expected %s", name, v, choices);
 }
 
+/* The ops whose kernels take bf16 activations (gpp_backend_act_bf16):
+ * every one with matrix products, layer norm and the element-wise maps.
+ * Not yet: concat, slice and reshape (copies of one element type), the
+ * losses (fp32 logits) and the embedding bag (fp32 rows). */
+static int s_act_bf16(gpp_backend_t *be, gpp_op_type_t t)
+{
+    if (!gpp_cuda_be(be)->bf16_tensors)
+        return 0;
+    switch (t) {
+    case GPP_OP_LINEAR:
+    case GPP_OP_RELU:
+    case GPP_OP_GELU:
+    case GPP_OP_LAYERNORM:
+    case GPP_OP_ATTENTION:
+    case GPP_OP_ADD:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* ---- lifetime ---- */
 
 static int s_init(gpp_backend_t *be, gpp_err_t *err)
@@ -106,9 +127,11 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     static const char *attn_words[] = {"auto", "fused", "unfused", "unfused-fp32",
                                        NULL}; /* gpp_cuda_attn_t */
     static const char *gemm_words[] = {"fast", "packed", NULL};
-    int attn_mode, packed;
+    static const char *tensor_words[] = {"on", "off", NULL};
+    int attn_mode, packed, tensors;
     if ((attn_mode = s_env_choice("GPP_CUDA_ATTENTION", attn_words, err)) < 0 ||
-        (packed = s_env_choice("GPP_CUDA_BF16_GEMM", gemm_words, err)) < 0)
+        (packed = s_env_choice("GPP_CUDA_BF16_GEMM", gemm_words, err)) < 0 ||
+        (tensors = s_env_choice("GPP_CUDA_BF16_TENSORS", tensor_words, err)) < 0)
         return gpp_err_prefix(err, "backend cuda:%d", dev);
     gpp_cuda_t *c = gpp_xcalloc(1, sizeof *c);
     c->attn = (gpp_cuda_attn_t)attn_mode;
@@ -119,6 +142,7 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     c->cc_major = prop.major;
     c->total_mem_bytes = prop.totalGlobalMem;
     c->precision = be->cfg.precision;
+    c->bf16_tensors = c->precision == GPP_PRECISION_BF16 && tensors == 0;
     cublasStatus_t st = gpp_cuda_lt.cublasLtCreate(&c->lt);
     if (st != CUBLAS_STATUS_SUCCESS) {
         free(c);
@@ -131,12 +155,13 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     snprintf(be->device_name, sizeof be->device_name, "%s", prop.name);
     char attn_line[160];
     s_attn_line(c, attn_line, sizeof attn_line);
-    gpp_info("backend cuda:%d: %s (sm_%d%d), %d SMs, %.1f GiB, %s matrix products%s; attention: %s",
+    gpp_info("backend cuda:%d: %s (sm_%d%d), %d SMs, %.1f GiB, %s matrix products%s%s; attention: "
+             "%s",
              dev, c->dev_name, prop.major, prop.minor, c->sm_count,
              (double)c->total_mem_bytes / (1 << 30), gpp_precision_name(c->precision),
              c->bf16_packed && c->precision == GPP_PRECISION_BF16 ? " (operands packed to bf16)"
                                                                   : "",
-             attn_line);
+             c->bf16_tensors ? ", bf16 tensors between ops" : "", attn_line);
     return 0;
 }
 
@@ -514,6 +539,7 @@ const gpp_backend_vt_t gpp_cuda_backend_vt = {
     .host_unpin = s_host_unpin,
     .attention_stash_bytes = gpp_cuda_attention_stash_bytes,
     .op_workspace = gpp_cuda_op_workspace,
+    .act_bf16 = s_act_bf16,
     .stream_init = s_stream_init,
     .stream_fini = s_stream_fini,
     .stream_sync = s_stream_sync,

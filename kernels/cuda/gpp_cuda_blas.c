@@ -25,7 +25,14 @@
  * step, a copy or a zeroing writes its source (gpp_cuda_wpack_forget),
  * as mixed-precision training keeps a bf16 copy of its fp32 master
  * weights. So a weight used by k micro-batches' forwards and backwards is
- * rounded once per iteration instead of 2k times. */
+ * rounded once per iteration instead of 2k times.
+ *
+ * bf16 tensors (the executor's, gpp_backend_act_bf16): a product whose A, B
+ * or C is stored in bf16 takes the packed form whatever the setting, with
+ * only its fp32 operands rounded first (in the forward of a linear over a
+ * bf16 input: only the weight, kept); with a bf16 C the result is written
+ * in bf16 by cuBLASLt's epilogue, the bias (kept in bf16) and GELU's aux
+ * in bf16 too, as cuBLASLt types them after D. */
 #include <assert.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -83,7 +90,7 @@ int gpp_cuda_lt_load(gpp_err_t *err)
 #define S_PLANS 512 /* cache slots; a zoo model has a few dozen distinct products */
 
 typedef struct {
-    int trans_a, trans_b, precision, packed, has_bias, epi;
+    int trans_a, trans_b, precision, packed, c_bf16, has_bias, epi;
     int64_t m, n, k, lda, ldb, ldc, batch, sa, sb, sc, aux_ld;
     uint32_t align_a, align_b, align_c, align_bias;
 } s_key_t;
@@ -183,8 +190,8 @@ static cublasLtEpilogue_t s_epilogue(const s_key_t *k)
  * CUBLASLT_MATMUL_DESC_BIAS_POINTER), so they are set before it runs; the
  * key holds the bias's alignment, and aux buffers come from the caching
  * allocator (256-byte aligned). */
-static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, const float *bias,
-                        const float *aux, gpp_err_t *err)
+static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, const void *bias,
+                        const void *aux, gpp_err_t *err)
 {
     memset(p, 0, sizeof *p);
     p->key = *k;
@@ -192,7 +199,8 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, const floa
                              : k->precision == GPP_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                              : k->precision == GPP_PRECISION_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF
                                                                   : CUBLAS_COMPUTE_32F;
-    cudaDataType_t ab = k->packed ? CUDA_R_16BF : CUDA_R_32F; /* A, B; C is fp32 */
+    cudaDataType_t ab = k->packed ? CUDA_R_16BF : CUDA_R_32F; /* A, B */
+    cudaDataType_t cd = k->c_bf16 ? CUDA_R_16BF : CUDA_R_32F; /* C, D (bias, aux: D's) */
     GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F), err);
     /* column-major: first operand is B (op trans_b), second A (op trans_a) */
     cublasOperation_t ob = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -229,7 +237,7 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, const floa
         gpp_err_set(err, "cublasLtMatmulDescSetAttribute(BIAS/AUX_POINTER) failed");
         goto out;
     }
-    if (k->packed) { /* bias and aux stay fp32 with bf16 operands: say so */
+    if (k->packed && !k->c_bf16) { /* bias and aux stay fp32 with bf16 operands: say so */
         cudaDataType_t f32 = CUDA_R_32F;
         if ((k->has_bias && gpp_cuda_lt.cublasLtMatmulDescSetAttribute(
                                 p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32, sizeof f32)) ||
@@ -245,7 +253,7 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, const floa
                  k->sb, err) < 0 ||
         s_layout(&p->la, ab, k->trans_a ? k->k : k->m, k->trans_a ? k->m : k->k, k->lda, k->batch,
                  k->sa, err) < 0 ||
-        s_layout(&p->lc, CUDA_R_32F, k->m, k->n, k->ldc, k->batch, k->sc, err) < 0)
+        s_layout(&p->lc, cd, k->m, k->n, k->ldc, k->batch, k->sc, err) < 0)
         goto out;
     if (gpp_cuda_lt.cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) {
         gpp_err_set(err, "cublasLtMatmulPreferenceCreate failed");
@@ -270,11 +278,11 @@ static int s_plan_build(gpp_cuda_t *c, s_plan_t *p, const s_key_t *k, const floa
     if (st != CUBLAS_STATUS_SUCCESS || nres == 0) {
         rc = GPP_CUDA_NO_ALGO;
         gpp_err_set(err,
-                    "cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, %s%s): "
+                    "cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch %lld, %s%s%s): "
                     "cublasLtMatmulAlgoGetHeuristic: %s",
                     (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch,
                     gpp_precision_name((gpp_precision_t)k->precision),
-                    k->packed ? ", packed bf16 operands" : "",
+                    k->packed ? ", bf16 operands" : "", k->c_bf16 ? ", bf16 result" : "",
                     st != CUBLAS_STATUS_SUCCESS ? gpp_cuda_lt.cublasLtGetStatusString(st)
                                                 : "no result");
         goto out;
@@ -376,6 +384,66 @@ static const void *s_wpack(gpp_stream_t *s, const float *src, int64_t rows, int6
     return w->bf16;
 }
 
+/* The bf16 operands of a product with packed set: each fp32 one rounded
+ * into the stream's pack buffer (a parameter's kept rounding where there
+ * is one), bf16 ones as they are; *k's strides and alignments follow. */
+static int s_pack_operands(gpp_stream_t *s, const gpp_cuda_gemm_t *g, s_key_t *k, const void **a,
+                           const void **b, const void **bias, gpp_err_t *err)
+{
+    cudaStream_t st = gpp_cuda_stream(s);
+    /* row-major A (m x k, or k x m), B (k x n, or n x k); a packed row
+     * stride is the row length */
+    int64_t ra = g->trans_a ? g->k : g->m, ca = g->trans_a ? g->m : g->k;
+    int64_t rb = g->trans_b ? g->n : g->k, cb = g->trans_b ? g->k : g->n;
+    int rc = 0;
+    const void *kb = NULL, *kbias = NULL;
+    if (!g->b_bf16 && g->b_param && k->batch == 1 &&
+        !(kb = s_wpack(s, (const float *)g->b, rb, cb, g->ldb, err, &rc)) && rc < 0)
+        return rc;
+    if (g->c_bf16 && g->bias && !(kbias = s_wpack(s, g->bias, 1, g->n, g->n, err, &rc)) && rc < 0)
+        return rc;
+    /* the pack buffer: A | B | bias, each part 256-byte aligned */
+    size_t off_b = 0, off_bias = 0, bytes = 0;
+    if (!g->a_bf16)
+        bytes = (size_t)(k->batch * ra * ca) * 2;
+    off_b = bytes = (bytes + 255) / 256 * 256;
+    if (!g->b_bf16 && !kb)
+        bytes += (size_t)(k->batch * rb * cb) * 2;
+    off_bias = bytes = (bytes + 255) / 256 * 256;
+    if (g->c_bf16 && g->bias && !kbias)
+        bytes += (size_t)g->n * 2;
+    char *pk = NULL;
+    if (bytes > 0 && !(pk = gpp_cuda_pack_buffer(s, bytes, err)))
+        return gpp_err_prefix(err, "backend %s: bf16 product", s->be->name);
+    if (!g->a_bf16) {
+        GPP_CUDA_TRY(gpp_cuk_pack_bf16(st, k->batch, ra, ca, g->a, g->lda, k->sa, pk), err);
+        *a = pk;
+        k->lda = ca;
+        k->sa = k->batch > 1 ? ra * ca : 0;
+    }
+    if (!g->b_bf16) {
+        if (!kb) {
+            GPP_CUDA_TRY(gpp_cuk_pack_bf16(st, k->batch, rb, cb, g->b, g->ldb, k->sb, pk + off_b),
+                         err);
+            kb = pk + off_b;
+        }
+        *b = kb;
+        k->ldb = cb;
+        k->sb = k->batch > 1 ? rb * cb : 0;
+    }
+    if (g->c_bf16 && g->bias) {
+        if (!kbias) {
+            GPP_CUDA_TRY(gpp_cuk_pack_bf16(st, 1, 1, g->n, g->bias, g->n, 0, pk + off_bias), err);
+            kbias = pk + off_bias;
+        }
+        *bias = kbias;
+    }
+    k->align_a = s_align(*a);
+    k->align_b = s_align(*b);
+    k->align_bias = *bias ? s_align(*bias) : 0;
+    return 0;
+}
+
 int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
 {
     assert(g->k > 0);
@@ -390,6 +458,7 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
     k.trans_a = g->trans_a;
     k.trans_b = g->trans_b;
     k.precision = (int)c->precision;
+    k.c_bf16 = g->c_bf16 != 0;
     k.has_bias = g->bias != NULL;
     k.epi = (int)g->epi;
     k.aux_ld = g->epi == GPP_CUDA_EPI_GELU_AUX ? g->aux_ld : 0;
@@ -407,51 +476,28 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
     k.align_b = s_align(g->b);
     k.align_c = s_align(g->c);
     k.align_bias = g->bias ? s_align(g->bias) : 0;
-    const void *a = g->a, *b = g->b;
-    if (g->ab_bf16) {
-        k.packed = 1; /* stored in bf16 by the caller: the packed product's plan */
-    } else if (c->precision == GPP_PRECISION_BF16 && c->bf16_packed) {
-        /* round A and B to packed bf16: row-major A (m x k, or k x m), B
-         * (k x n, or n x k); the packed row stride is the row length */
-        int64_t ra = g->trans_a ? g->k : g->m, ca = g->trans_a ? g->m : g->k;
-        int64_t rb = g->trans_b ? g->n : g->k, cb = g->trans_b ? g->k : g->n;
-        int rc = 0;
-        const void *kept = g->b_param && k.batch == 1
-                               ? s_wpack(s, (const float *)g->b, rb, cb, g->ldb, err, &rc)
-                               : NULL;
+    const void *a = g->a, *b = g->b, *bias = g->bias;
+    /* bf16 x bf16 -> fp32 or bf16: any bf16 operand or result, or packed
+       bf16 precision (gpp_cuda_gemm_t) */
+    k.packed = g->a_bf16 || g->b_bf16 || g->c_bf16 ||
+               (c->precision == GPP_PRECISION_BF16 && c->bf16_packed);
+    if (k.packed) {
+        int rc = s_pack_operands(s, g, &k, &a, &b, &bias, err);
         if (rc < 0)
             return rc;
-        size_t bytes_a = (size_t)(k.batch * ra * ca) * 2, off_b = (bytes_a + 255) / 256 * 256;
-        size_t bytes = kept ? bytes_a : off_b + (size_t)(k.batch * rb * cb) * 2;
-        char *pk = gpp_cuda_pack_buffer(s, bytes, err);
-        if (!pk)
-            return gpp_err_prefix(err, "backend %s: bf16 product", s->be->name);
-        GPP_CUDA_TRY(gpp_cuk_pack_bf16(cs->st, k.batch, ra, ca, g->a, g->lda, k.sa, pk), err);
-        if (!kept)
-            GPP_CUDA_TRY(gpp_cuk_pack_bf16(cs->st, k.batch, rb, cb, g->b, g->ldb, k.sb, pk + off_b),
-                         err);
-        a = pk;
-        b = kept ? kept : pk + off_b;
-        k.packed = 1;
-        k.lda = ca;
-        k.ldb = cb;
-        k.sa = k.batch > 1 ? ra * ca : 0;
-        k.sb = k.batch > 1 ? rb * cb : 0;
-        k.align_a = s_align(a);
-        k.align_b = s_align(b);
     }
     s_plan_t *p = &c->plans->slot[s_hash(&k)];
     if (!p->used || memcmp(&p->key, &k, sizeof k) != 0) {
         s_plan_release(p); /* a collision evicts the older plan */
-        int rc = s_plan_build(c, p, &k, g->bias, g->aux, err);
+        int rc = s_plan_build(c, p, &k, bias, g->aux, err);
         if (rc < 0) {
             gpp_err_prefix(err, "backend %s", s->be->name);
             return rc;
         }
     }
-    if (g->bias)
+    if (bias)
         GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmulDescSetAttribute(
-                       p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias),
+                       p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
                    err);
     if (g->epi == GPP_CUDA_EPI_GELU_AUX)
         GPP_LT_TRY(gpp_cuda_lt.cublasLtMatmulDescSetAttribute(

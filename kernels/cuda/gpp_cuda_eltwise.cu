@@ -80,42 +80,45 @@ extern "C" cudaError_t gpp_cuk_pack_bf16(cudaStream_t st, int64_t batch, int64_t
     return cudaGetLastError();
 }
 
-/* Element-wise maps y[i] = f(a[i], b[i], y[i]) (b may be NULL; RY: f reads
- * y, as a gradient accumulation does). Where a, b and y are 16-byte aligned
- * a thread moves 4 elements per step with 16-byte loads and stores, and the
- * n % 4 left run scalar; otherwise all run scalar. Each element gets the
- * same formula either way, so the results do not depend on the path. */
+/* Element-wise maps y[i] = f(a[i], b[i], y[i]) (b may be absent; RY: f
+ * reads y, as a gradient accumulation does), each of a, b, y fp32 or bf16
+ * (gpp_cuk_t; f computes in fp32). Where a, b and y are aligned for it a
+ * thread moves 4 elements per step with one access each (16 bytes of fp32,
+ * 8 of bf16), and the n % 4 left run scalar; otherwise all run scalar.
+ * Each element gets the same formula either way, so the results do not
+ * depend on the path. The type tests are uniform over the grid. */
 template <class F, int RY>
-GPP_KERNEL void k_map(int64_t n, F f, const float *a, const float *b, float *y)
+GPP_KERNEL void k_map(int64_t n, F f, gpp_cuk_t a, gpp_cuk_t b, gpp_cuk_t y)
 {
-    S_FOR(i, n) y[i] = f(a[i], b ? b[i] : 0.0f, RY ? y[i] : 0.0f);
+    S_FOR(i, n)
+    gpp_stt(y, i, f(gpp_ldt(a, i), b.p ? gpp_ldt(b, i) : 0.0f, RY ? gpp_ldt(y, i) : 0.0f));
 }
 template <class F, int RY>
-GPP_KERNEL void k_map4(int64_t n4, F f, const float *a, const float *b, float *y)
+GPP_KERNEL void k_map4(int64_t n4, F f, gpp_cuk_t a, gpp_cuk_t b, gpp_cuk_t y)
 {
     S_FOR(i, n4)
     {
-        gpp_f4 va = gpp_ld4(a + 4 * i), vb = {0.0f, 0.0f, 0.0f, 0.0f}, vy = vb;
-        if (b)
-            vb = gpp_ld4(b + 4 * i);
+        gpp_f4 va = gpp_ldt4(a, 4 * i), vb = {0.0f, 0.0f, 0.0f, 0.0f}, vy = vb;
+        if (b.p)
+            vb = gpp_ldt4(b, 4 * i);
         if (RY)
-            vy = gpp_ld4(y + 4 * i);
+            vy = gpp_ldt4(y, 4 * i);
         vy.x = f(va.x, vb.x, vy.x);
         vy.y = f(va.y, vb.y, vy.y);
         vy.z = f(va.z, vb.z, vy.z);
         vy.w = f(va.w, vb.w, vy.w);
-        gpp_st4(y + 4 * i, vy);
+        gpp_stt4(y, 4 * i, vy);
     }
 }
 template <int RY, class F>
-static cudaError_t s_map(cudaStream_t st, int64_t n, F f, const float *a, const float *b, float *y)
+static cudaError_t s_map(cudaStream_t st, int64_t n, F f, gpp_cuk_t a, gpp_cuk_t b, gpp_cuk_t y)
 {
-    int64_t n4 = (((uintptr_t)a | (uintptr_t)b | (uintptr_t)y) % 16 == 0) ? n / 4 : 0;
+    int64_t n4 = gpp_cuk_al4(a) && gpp_cuk_al4(b) && gpp_cuk_al4(y) ? n / 4 : 0;
     if (n4 > 0)
         GPP_LAUNCH(s_blocks(n4), S_THREADS, 0, st, k_map4<F, RY>)(n4, f, a, b, y);
     if (n > 4 * n4)
         GPP_LAUNCH(s_blocks(n - 4 * n4), S_THREADS, 0, st, k_map<F, RY>)
-    (n - 4 * n4, f, a + 4 * n4, b ? b + 4 * n4 : b, y + 4 * n4);
+    (n - 4 * n4, f, gpp_cuk_at(a, 4 * n4), gpp_cuk_at(b, 4 * n4), gpp_cuk_at(y, 4 * n4));
     return cudaGetLastError();
 }
 
@@ -158,36 +161,38 @@ struct s_axpy_f { /* a = x */
     }
 };
 
-extern "C" cudaError_t gpp_cuk_relu_fwd(cudaStream_t st, int64_t n, const float *x, float *y)
+static const gpp_cuk_t s_none = {nullptr, 0};
+
+extern "C" cudaError_t gpp_cuk_relu_fwd(cudaStream_t st, int64_t n, gpp_cuk_t x, gpp_cuk_t y)
 {
-    return s_map<0>(st, n, s_relu_fwd_f{}, x, NULL, y);
+    return s_map<0>(st, n, s_relu_fwd_f{}, x, s_none, y);
 }
-extern "C" cudaError_t gpp_cuk_relu_bwd(cudaStream_t st, int64_t n, const float *x, const float *dy,
-                                        float *dx)
+extern "C" cudaError_t gpp_cuk_relu_bwd(cudaStream_t st, int64_t n, gpp_cuk_t x, gpp_cuk_t dy,
+                                        gpp_cuk_t dx)
 {
     return s_map<1>(st, n, s_relu_bwd_f{}, x, dy, dx);
 }
-extern "C" cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, int erf, const float *x,
-                                        float *y)
+extern "C" cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, int erf, gpp_cuk_t x,
+                                        gpp_cuk_t y)
 {
-    return erf ? s_map<0>(st, n, s_gelu_fwd_f<1>{}, x, NULL, y)
-               : s_map<0>(st, n, s_gelu_fwd_f<0>{}, x, NULL, y);
+    return erf ? s_map<0>(st, n, s_gelu_fwd_f<1>{}, x, s_none, y)
+               : s_map<0>(st, n, s_gelu_fwd_f<0>{}, x, s_none, y);
 }
-extern "C" cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, int erf, const float *x,
-                                        const float *dy, float *dx)
+extern "C" cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, int erf, gpp_cuk_t x,
+                                        gpp_cuk_t dy, gpp_cuk_t dx)
 {
     return erf ? s_map<1>(st, n, s_gelu_bwd_f<1>{}, x, dy, dx)
                : s_map<1>(st, n, s_gelu_bwd_f<0>{}, x, dy, dx);
 }
-extern "C" cudaError_t gpp_cuk_add(cudaStream_t st, int64_t n, const float *a, const float *b,
-                                   float *y)
+extern "C" cudaError_t gpp_cuk_add(cudaStream_t st, int64_t n, gpp_cuk_t a, gpp_cuk_t b,
+                                   gpp_cuk_t y)
 {
     return s_map<0>(st, n, s_add_f{}, a, b, y);
 }
-extern "C" cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, const float *x,
-                                    float *y)
+extern "C" cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, gpp_cuk_t x,
+                                    gpp_cuk_t y)
 {
-    return s_map<1>(st, n, s_axpy_f{alpha}, x, NULL, y);
+    return s_map<1>(st, n, s_axpy_f{alpha}, x, s_none, y);
 }
 
 /* ---- column sums in two passes (gpp_cuda_kern.h, gpp_cuk_chunks): block
@@ -198,7 +203,7 @@ extern "C" cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, con
 #define S_CT 32
 #define S_RT 8
 
-GPP_KERNEL void k_colsum_part(int64_t rows, int64_t cols, int64_t chunk, const float *x, int64_t ld,
+GPP_KERNEL void k_colsum_part(int64_t rows, int64_t cols, int64_t chunk, gpp_cuk_t x, int64_t ld,
                               float *part)
 {
     GPP_SHARED float acc_t[S_RT][S_CT];
@@ -207,7 +212,7 @@ GPP_KERNEL void k_colsum_part(int64_t rows, int64_t cols, int64_t chunk, const f
     float acc = 0.0f;
     if (j < cols)
         for (int64_t r = r0 + threadIdx.y; r < r1; r += S_RT)
-            acc += x[r * ld + j];
+            acc += gpp_ldt(x, r * ld + j);
     acc_t[threadIdx.y][threadIdx.x] = acc;
     GPP_SYNC();
     if (threadIdx.y == 0 && j < cols) {
@@ -242,9 +247,8 @@ extern "C" cudaError_t gpp_cuk_chunks_sum(cudaStream_t st, int64_t cols, int64_t
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols,
-                                          const float *x, int64_t ld, float *y, float *part,
-                                          int64_t part_floats)
+extern "C" cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols, gpp_cuk_t x,
+                                          int64_t ld, float *y, float *part, int64_t part_floats)
 {
     int64_t chunks = gpp_cuk_chunks(rows, cols, 1, part_floats);
     if (chunks < 1 || rows < 1 || cols < 1)

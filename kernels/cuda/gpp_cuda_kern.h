@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include "kernels/cuda/gpp_cuda_act.h"
 #include "kernels/gpp_math.h"
 
 #ifdef __cplusplus
@@ -58,22 +59,21 @@ typedef struct {
                           SPARSE_ROW (pair, -, table rows) */
 } gpp_cuda_fault_t;
 
-/* ---- element-wise (gpp_math.h) ---- */
-cudaError_t gpp_cuk_relu_fwd(cudaStream_t st, int64_t n, const float *x, float *y);
-cudaError_t gpp_cuk_relu_bwd(cudaStream_t st, int64_t n, const float *x, const float *dy,
-                             float *dx);
+/* ---- element-wise (gpp_math.h) over fp32 or bf16 tensors ---- */
+cudaError_t gpp_cuk_relu_fwd(cudaStream_t st, int64_t n, gpp_cuk_t x, gpp_cuk_t y);
+cudaError_t gpp_cuk_relu_bwd(cudaStream_t st, int64_t n, gpp_cuk_t x, gpp_cuk_t dy, gpp_cuk_t dx);
 /* erf: 1 the exact form (GPP_GELU_ERF), 0 the tanh approximation */
-cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, int erf, const float *x, float *y);
-cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, int erf, const float *x, const float *dy,
-                             float *dx);
+cudaError_t gpp_cuk_gelu_fwd(cudaStream_t st, int64_t n, int erf, gpp_cuk_t x, gpp_cuk_t y);
+cudaError_t gpp_cuk_gelu_bwd(cudaStream_t st, int64_t n, int erf, gpp_cuk_t x, gpp_cuk_t dy,
+                             gpp_cuk_t dx);
 /* dst (packed bf16 [batch][rows][cols]) = src (fp32, row stride ld, batch
  * stride stride), rounded to nearest even: the operands of a product with
  * GPP_CUDA_BF16_GEMM=packed */
 cudaError_t gpp_cuk_pack_bf16(cudaStream_t st, int64_t batch, int64_t rows, int64_t cols,
                               const float *src, int64_t ld, int64_t stride, void *dst);
 /* y = a + b; y += alpha x */
-cudaError_t gpp_cuk_add(cudaStream_t st, int64_t n, const float *a, const float *b, float *y);
-cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, const float *x, float *y);
+cudaError_t gpp_cuk_add(cudaStream_t st, int64_t n, gpp_cuk_t a, gpp_cuk_t b, gpp_cuk_t y);
+cudaError_t gpp_cuk_axpy(cudaStream_t st, int64_t n, float alpha, gpp_cuk_t x, gpp_cuk_t y);
 /* Column sums over many rows (bias, layer-norm gain and bias gradients) run
  * in two passes, each in a fixed order: blocks of 32 columns x a chunk of
  * rows write partial sums to device scratch `part`, then a thread per column
@@ -96,26 +96,27 @@ static inline int64_t gpp_cuk_chunks(int64_t rows, int64_t cols, int sums, int64
  * not NULL, y1[j] += their part[(chunks + k) cols + j]; y0 may be NULL. */
 cudaError_t gpp_cuk_chunks_sum(cudaStream_t st, int64_t cols, int64_t chunks, const float *part,
                                float *y0, float *y1);
-/* y[j] += sum over r < rows of x[r ld + j], j < cols (bias gradients);
- * part: scratch of part_floats floats (at least cols) */
-cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols, const float *x,
-                               int64_t ld, float *y, float *part, int64_t part_floats);
+/* y[j] += sum over r < rows of x[r ld + j], j < cols (bias gradients; x
+ * fp32 or bf16); part: scratch of part_floats floats (at least cols) */
+cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols, gpp_cuk_t x, int64_t ld,
+                               float *y, float *part, int64_t part_floats);
 /* dst[r ldd + j] += src[r lds + j], r < rows, j < c: a column block of
  * one matrix into another (concat and slice backward) */
 cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, const float *src,
                               int64_t lds, float *dst, int64_t ldd);
 
-/* ---- layer norm over cols; stash (mean, 1/std) per row ---- */
-cudaError_t gpp_cuk_layernorm_fwd(cudaStream_t st, int64_t rows, int64_t c, const float *x,
-                                  const float *g, const float *b, float *y, float *stash,
+/* ---- layer norm over cols; stash (mean, 1/std) per row, fp32; x, y, dy,
+ * dx fp32 or bf16 ---- */
+cudaError_t gpp_cuk_layernorm_fwd(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t x,
+                                  const float *g, const float *b, gpp_cuk_t y, float *stash,
                                   float eps);
-cudaError_t gpp_cuk_layernorm_bwd_dx(cudaStream_t st, int64_t rows, int64_t c, const float *x,
-                                     const float *g, const float *stash, const float *dy,
-                                     float *dx);
+cudaError_t gpp_cuk_layernorm_bwd_dx(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t x,
+                                     const float *g, const float *stash, gpp_cuk_t dy,
+                                     gpp_cuk_t dx);
 /* dg += sum_r dy xhat, db += sum_r dy; either may be NULL. part: scratch
  * of part_floats floats (at least 2 c), as for gpp_cuk_colsum_acc. */
-cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t rows, int64_t c, const float *x,
-                                         const float *stash, const float *dy, float *dg, float *db,
+cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t x,
+                                         const float *stash, gpp_cuk_t dy, float *dg, float *db,
                                          float *part, int64_t part_floats);
 
 /* ---- attention pieces ----

@@ -32,45 +32,57 @@ static float *s_f(const gpp_tensor_t *t)
     return t ? (float *)t->data : NULL;
 }
 
+/* An activation as the kernels take it: fp32 or bf16 (gpp_cuk_t). */
+static gpp_cuk_t s_k(const gpp_tensor_t *t)
+{
+    gpp_cuk_t k = {t ? t->data : NULL, t && t->dtype == GPP_DTYPE_BF16};
+    return k;
+}
+
 /* ---- linear ---- */
 
-/* y [m, out] = x [m, in] W^T (+ b) */
-static int s_linear_fwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, const float *x,
-                        const float *w, const float *b, float *y, gpp_err_t *err)
+/* y [m, out] = x [m, in] W^T (+ b); x and y fp32 or bf16 */
+static int s_linear_fwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, gpp_cuk_t x,
+                        const float *w, const float *b, gpp_cuk_t y, gpp_err_t *err)
 {
     gpp_cuda_gemm_t g = {.trans_b = 1,
                          .m = m,
                          .n = out,
                          .k = in,
                          .alpha = 1.0f,
-                         .a = x,
+                         .a = x.p,
+                         .a_bf16 = x.bf16,
                          .lda = in,
                          .b = w,
                          .b_param = 1,
                          .ldb = in,
-                         .c = y,
+                         .c = y.p,
+                         .c_bf16 = y.bf16,
                          .ldc = out,
                          .bias = b};
     return gpp_cuda_gemm(s, &g, err);
 }
 
-/* dx += dy W; dw += dy^T x; db += column sums of dy (NULL skips) */
-static int s_linear_bwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, const float *x,
-                        const float *w, const float *dy, float *dx, float *dw, float *db,
+/* dx += dy W; dw += dy^T x; db += column sums of dy (absent: skipped); x,
+ * dy and dx fp32 or bf16 */
+static int s_linear_bwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, gpp_cuk_t x,
+                        const float *w, gpp_cuk_t dy, gpp_cuk_t dx, float *dw, float *db,
                         gpp_err_t *err)
 {
-    if (dx) {
+    if (dx.p) {
         gpp_cuda_gemm_t g = {.m = m,
                              .n = in,
                              .k = out,
                              .alpha = 1.0f,
                              .beta = 1.0f,
-                             .a = dy,
+                             .a = dy.p,
+                             .a_bf16 = dy.bf16,
                              .lda = out,
                              .b = w,
                              .b_param = 1,
                              .ldb = in,
-                             .c = dx,
+                             .c = dx.p,
+                             .c_bf16 = dx.bf16,
                              .ldc = in};
         if (gpp_cuda_gemm(s, &g, err) < 0)
             return -1;
@@ -82,9 +94,11 @@ static int s_linear_bwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, con
                              .k = m,
                              .alpha = 1.0f,
                              .beta = 1.0f,
-                             .a = dy,
+                             .a = dy.p,
+                             .a_bf16 = dy.bf16,
                              .lda = out,
-                             .b = x,
+                             .b = x.p,
+                             .b_bf16 = x.bf16,
                              .ldb = in,
                              .c = dw,
                              .ldc = in};
@@ -105,28 +119,29 @@ static int s_linear_bwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, con
 int gpp_cuda_linear_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
                         const gpp_tensor_t *b, gpp_tensor_t *y, gpp_err_t *err)
 {
-    if (s_linear_fwd(s, x->n * x->rows, x->cols, w->rows, s_f(x), s_f(w), s_f(b), s_f(y), err) < 0)
+    if (s_linear_fwd(s, x->n * x->rows, x->cols, w->rows, s_k(x), s_f(w), s_f(b), s_k(y), err) < 0)
         return gpp_err_prefix(err, "linear forward");
     return 0;
 }
 
 /* The activation in cuBLASLt's epilogue: ReLU always (RELU_BIAS: y only,
- * z is not materialised); GELU when cuBLASLt's form is ours (tanh) and z's
+ * z is not materialised); GELU when cuBLASLt's form is ours (tanh), z's
  * row length is a multiple of 8 (GELU_AUX_BIAS writes z as the aux matrix,
- * whose leading dimension must be); otherwise, or when cuBLASLt has no
- * algorithm with the epilogue, the product with its bias and the
- * activation kernel, as two unfused ops would (ReLU in place in y). */
+ * whose leading dimension must be) and z has y's element type (cuBLASLt
+ * types the aux after D); otherwise, or when cuBLASLt has no algorithm
+ * with the epilogue, the product with its bias and the activation kernel,
+ * as two unfused ops would (ReLU in place in y). */
 static int s_linear_act_unfused(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
                                 const gpp_tensor_t *b, int act, int form, gpp_tensor_t *z,
                                 gpp_tensor_t *y, gpp_err_t *err)
 {
     gpp_tensor_t *pre = act == GPP_OP_RELU ? y : z;
-    if (s_linear_fwd(s, x->n * x->rows, x->cols, w->rows, s_f(x), s_f(w), s_f(b), s_f(pre), err) <
+    if (s_linear_fwd(s, x->n * x->rows, x->cols, w->rows, s_k(x), s_f(w), s_f(b), s_k(pre), err) <
         0)
         return gpp_err_prefix(err,
                               act == GPP_OP_RELU ? "linear+relu forward" : "linear+gelu forward");
     if (act == GPP_OP_RELU) {
-        S_LAUNCH(gpp_cuk_relu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(y), s_f(y), s_f(y)), err);
+        S_LAUNCH(gpp_cuk_relu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(y), s_k(y), s_k(y)), err);
         return 0;
     }
     return gpp_cuda_gelu_fwd(s, z, form, y, err);
@@ -137,7 +152,8 @@ int gpp_cuda_linear_act_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_te
                             gpp_tensor_t *y, gpp_err_t *err)
 {
     int64_t m = x->n * x->rows, in = x->cols, out = w->rows;
-    int epi_gelu = act == GPP_OP_GELU && form == GPP_GELU_TANH && out % 8 == 0;
+    int epi_gelu =
+        act == GPP_OP_GELU && form == GPP_GELU_TANH && out % 8 == 0 && z->dtype == y->dtype;
     if (act == GPP_OP_GELU && !epi_gelu)
         return s_linear_act_unfused(s, x, w, b, act, form, z, y, err);
     gpp_cuda_gemm_t g = {.trans_b = 1,
@@ -145,16 +161,18 @@ int gpp_cuda_linear_act_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_te
                          .n = out,
                          .k = in,
                          .alpha = 1.0f,
-                         .a = s_f(x),
+                         .a = x->data,
+                         .a_bf16 = x->dtype == GPP_DTYPE_BF16,
                          .lda = in,
                          .b = s_f(w),
                          .b_param = 1,
                          .ldb = in,
-                         .c = s_f(y),
+                         .c = y->data,
+                         .c_bf16 = y->dtype == GPP_DTYPE_BF16,
                          .ldc = out,
                          .bias = s_f(b),
                          .epi = epi_gelu ? GPP_CUDA_EPI_GELU_AUX : GPP_CUDA_EPI_RELU,
-                         .aux = epi_gelu ? s_f(z) : NULL,
+                         .aux = epi_gelu ? z->data : NULL,
                          .aux_ld = epi_gelu ? out : 0};
     int rc = gpp_cuda_gemm(s, &g, err);
     if (rc == GPP_CUDA_NO_ALGO)
@@ -169,7 +187,7 @@ int gpp_cuda_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor
                         const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_tensor_t *dw,
                         gpp_tensor_t *db, gpp_err_t *err)
 {
-    if (s_linear_bwd(s, x->n * x->rows, x->cols, w->rows, s_f(x), s_f(w), s_f(dy), s_f(dx), s_f(dw),
+    if (s_linear_bwd(s, x->n * x->rows, x->cols, w->rows, s_k(x), s_f(w), s_k(dy), s_k(dx), s_f(dw),
                      s_f(db), err) < 0)
         return gpp_err_prefix(err, "linear backward");
     return 0;
@@ -179,14 +197,14 @@ int gpp_cuda_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor
 
 int gpp_cuda_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_relu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_f(x), s_f(y)), err);
+    S_LAUNCH(gpp_cuk_relu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_k(x), s_k(y)), err);
     return 0;
 }
 
 int gpp_cuda_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
                       gpp_tensor_t *dx, gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_relu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_f(x), s_f(dy), s_f(dx)),
+    S_LAUNCH(gpp_cuk_relu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_k(x), s_k(dy), s_k(dx)),
              err);
     return 0;
 }
@@ -194,8 +212,8 @@ int gpp_cuda_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t
 int gpp_cuda_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, gpp_tensor_t *y,
                       gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_gelu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), form == GPP_GELU_ERF, s_f(x),
-                              s_f(y)),
+    S_LAUNCH(gpp_cuk_gelu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), form == GPP_GELU_ERF, s_k(x),
+                              s_k(y)),
              err);
     return 0;
 }
@@ -203,22 +221,23 @@ int gpp_cuda_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, gpp_tens
 int gpp_cuda_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, const gpp_tensor_t *dy,
                       gpp_tensor_t *dx, gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_gelu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), form == GPP_GELU_ERF, s_f(x),
-                              s_f(dy), s_f(dx)),
+    S_LAUNCH(gpp_cuk_gelu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), form == GPP_GELU_ERF, s_k(x),
+                              s_k(dy), s_k(dx)),
              err);
     return 0;
 }
 
-int gpp_cuda_add(gpp_stream_t *s, int64_t n, const float *a, const float *b, float *y,
+int gpp_cuda_add(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, gpp_tensor_t *y,
                  gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_add(gpp_cuda_stream(s), n, a, b, y), err);
+    S_LAUNCH(gpp_cuk_add(gpp_cuda_stream(s), gpp_tensor_numel(y), s_k(a), s_k(b), s_k(y)), err);
     return 0;
 }
 
-int gpp_cuda_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float *y, gpp_err_t *err)
+int gpp_cuda_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y,
+                  gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_axpy(gpp_cuda_stream(s), n, alpha, x, y), err);
+    S_LAUNCH(gpp_cuk_axpy(gpp_cuda_stream(s), gpp_tensor_numel(y), alpha, s_k(x), s_k(y)), err);
     return 0;
 }
 
@@ -227,8 +246,8 @@ int gpp_cuda_axpy(gpp_stream_t *s, int64_t n, float alpha, const float *x, float
 int gpp_cuda_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
                            const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_layernorm_fwd(gpp_cuda_stream(s), x->n * x->rows, x->cols, s_f(x), s_f(gain),
-                                   s_f(bias), s_f(y), stash, GPP_LAYERNORM_EPS),
+    S_LAUNCH(gpp_cuk_layernorm_fwd(gpp_cuda_stream(s), x->n * x->rows, x->cols, s_k(x), s_f(gain),
+                                   s_f(bias), s_k(y), stash, GPP_LAYERNORM_EPS),
              err);
     return 0;
 }
@@ -245,13 +264,13 @@ int gpp_cuda_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_ten
         float *part = gpp_cuda_lt_workspace(s, err);
         if (!part)
             return -1;
-        S_LAUNCH(gpp_cuk_layernorm_bwd_params(st, rows, c, s_f(x), stash, s_f(dy), s_f(dgain),
+        S_LAUNCH(gpp_cuk_layernorm_bwd_params(st, rows, c, s_k(x), stash, s_k(dy), s_f(dgain),
                                               s_f(dbias), part,
                                               (int64_t)(GPP_CUDA_LT_WS_BYTES / sizeof(float))),
                  err);
     }
     if (dx)
-        S_LAUNCH(gpp_cuk_layernorm_bwd_dx(st, rows, c, s_f(x), s_f(gain), stash, s_f(dy), s_f(dx)),
+        S_LAUNCH(gpp_cuk_layernorm_bwd_dx(st, rows, c, s_k(x), s_f(gain), stash, s_k(dy), s_k(dx)),
                  err);
     return 0;
 }
@@ -281,7 +300,8 @@ static int s_att_gemm(gpp_stream_t *s, const s_att_t *a, int ta, int tb, int64_t
                       float *C, int c_sq, int bf16, gpp_err_t *err)
 {
     int64_t sq = a->seq * a->seq, sd = a->seq * a->dh;
-    gpp_cuda_gemm_t g = {.ab_bf16 = bf16,
+    gpp_cuda_gemm_t g = {.a_bf16 = bf16,
+                         .b_bf16 = bf16,
                          .trans_a = ta,
                          .trans_b = tb,
                          .m = m,
@@ -424,14 +444,15 @@ static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
                            float *stash, gpp_err_t *err)
 {
     float *qkv = stash, *lse = qkv + a->m * 3 * a->hid, *ctx = lse + a->batch * a->seq;
-    if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv,
-                     err) < 0)
+    if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), s_f(&p->b_qkv),
+                     gpp_cuk_f32(qkv), err) < 0)
         return -1;
     S_LAUNCH(gpp_cuk_flash_fwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
                                a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC, qkv,
                                qkv + a->hid, qkv + 2 * a->hid, ctx, lse),
              err);
-    return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err);
+    return s_linear_fwd(s, a->m, a->hid, a->hid, gpp_cuk_f32(ctx), s_f(&p->w_o), s_f(&p->b_o),
+                        s_k(y), err);
 }
 
 /* The unfused core: the heads permuted to head-major, one batched product
@@ -458,8 +479,8 @@ static int s_att_unfused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor
     if (!qkv)
         return gpp_err_prefix(err, "workspace");
     float *ctx_hm = qkv + 3 * mh, *scores = bf16 ? ctx_hm + mh : (float *)prob;
-    if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv,
-                     err) < 0)
+    if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), s_f(&p->b_qkv),
+                     gpp_cuk_f32(qkv), err) < 0)
         return -1;
     S_LAUNCH(
         bf16 ? gpp_cuk_heads_to_bf16(st, a->n, a->seq, a->heads, a->dh, 3, qkv, qkv_hm)
@@ -476,7 +497,8 @@ static int s_att_unfused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor
         0)
         return -1;
     S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, ctx_hm, ctx, 0), err);
-    return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_f(y), err);
+    return s_linear_fwd(s, a->m, a->hid, a->hid, gpp_cuk_f32(ctx), s_f(&p->w_o), s_f(&p->b_o),
+                        s_k(y), err);
 }
 
 int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
@@ -501,7 +523,8 @@ static int s_att_out_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_attention_
                          .n = a->hid,
                          .k = a->hid,
                          .alpha = 1.0f,
-                         .a = s_f(dy),
+                         .a = dy->data,
+                         .a_bf16 = dy->dtype == GPP_DTYPE_BF16,
                          .lda = a->hid,
                          .b = s_f(&p->w_o),
                          .ldb = a->hid,
@@ -509,8 +532,9 @@ static int s_att_out_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_attention_
                          .ldc = a->hid};
     if (gpp_cuda_gemm(s, &g, err) < 0)
         return -1;
-    return s_linear_bwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(dy), NULL,
-                        dp ? s_f(&dp->w_o) : NULL, dp ? s_f(&dp->b_o) : NULL, err);
+    return s_linear_bwd(s, a->m, a->hid, a->hid, gpp_cuk_f32(ctx), s_f(&p->w_o), s_k(dy),
+                        gpp_cuk_f32(NULL), dp ? s_f(&dp->w_o) : NULL, dp ? s_f(&dp->b_o) : NULL,
+                        err);
 }
 
 static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
@@ -534,8 +558,8 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
                                qkv + a->hid, qkv + 2 * a->hid, ctx, dctx, lse, dsum, dqkv,
                                dqkv + a->hid, dqkv + 2 * a->hid),
              err);
-    return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),
-                        dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
+    return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), gpp_cuk_f32(dqkv),
+                        s_k(dx), dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
 }
 
 /* The unfused core's backward (s_att_unfused_fwd): dctx = dy W_o, permuted
@@ -585,8 +609,8 @@ static int s_att_unfused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor
         s_att_gemm(s, a, 1, 0, a->seq, a->dh, a->seq, a->scale, ds, 1, q, 0, dk, 0, bf16, err) < 0)
         return -1;
     S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, dq, dqkv, 0), err);
-    return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_f(x), s_f(&p->w_qkv), dqkv, s_f(dx),
-                        dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
+    return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), gpp_cuk_f32(dqkv),
+                        s_k(dx), dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
 }
 
 int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,

@@ -70,6 +70,8 @@
 #ifndef GPP_CUDA_PORT_H
 #define GPP_CUDA_PORT_H
 
+#include "kernels/cuda/gpp_cuda_act.h" /* gpp_cuk_t */
+
 #ifdef __CUDACC__
 
 #include <cuda_bf16.h>
@@ -128,6 +130,13 @@ __device__ __forceinline__ uint32_t gpp_bf16x2_bits(float lo, float hi)
 {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const uint32_t *>(&h);
+}
+/* 4 bf16 at an 8-byte aligned p, one 8-byte load, as floats */
+__device__ __forceinline__ gpp_f4 gpp_ld4_bf16(const gpp_bf16 *p)
+{
+    uint2 u = *reinterpret_cast<const uint2 *>(p);
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
 }
 __device__ __forceinline__ void gpp_st4_bf16(gpp_bf16 *p, gpp_f4 a)
 {
@@ -266,6 +275,15 @@ inline float gpp_from_e(gpp_bf16 x)
     std::memcpy(&f, &u, 4);
     return f;
 }
+inline gpp_f4 gpp_ld4_bf16(const gpp_bf16 *p)
+{
+    if ((uintptr_t)p % 8 != 0) { /* the device would fault: misaligned address */
+        std::fprintf(stderr, "gpp_cuda_emu: 8-byte load at %p, not 8-byte aligned\n",
+                     (const void *)p);
+        std::abort();
+    }
+    return gpp_f4{gpp_from_e(p[0]), gpp_from_e(p[1]), gpp_from_e(p[2]), gpp_from_e(p[3])};
+}
 inline void gpp_st4_bf16(gpp_bf16 *p, gpp_f4 a)
 {
     if ((uintptr_t)p % 8 != 0) { /* the device would fault: misaligned address */
@@ -368,6 +386,10 @@ template <typename T> inline void check_arg(T *p, int i, const char *name)
         std::abort();
     }
 }
+inline void check_arg(const gpp_cuk_t &t, int i, const char *name)
+{
+    check_arg(t.p, i, name);
+}
 
 /* GPP_LAUNCH on the host: what `kernel<<<grid, block, shmem, stream>>>`
  * becomes. what: "kernel <name>" (a literal: the runtime may keep it). */
@@ -423,4 +445,43 @@ launcher<P...> make_launcher(dim3 grid, dim3 block, size_t shmem, cudaStream_t s
 #endif /* <cuda_runtime_api.h> */
 
 #endif
+
+/* ---- a gpp_cuk_t's elements (gpp_cuda_kern.h: fp32 or bf16, chosen per
+ * tensor at run time), on the device and the host alike ---- */
+GPP_DEV float gpp_ldt(gpp_cuk_t t, int64_t i)
+{
+    return t.bf16 ? gpp_from_e(((const gpp_bf16 *)t.p)[i]) : ((const float *)t.p)[i];
+}
+GPP_DEV void gpp_stt(gpp_cuk_t t, int64_t i, float v)
+{
+    if (t.bf16)
+        ((gpp_bf16 *)t.p)[i] = gpp_to_e<gpp_bf16>(v);
+    else
+        ((float *)t.p)[i] = v;
+}
+/* elements i .. i + 3 in one access: 16 bytes of fp32 or 8 of bf16, at an
+ * address aligned to it (gpp_cuk_al4) */
+GPP_DEV gpp_f4 gpp_ldt4(gpp_cuk_t t, int64_t i)
+{
+    return t.bf16 ? gpp_ld4_bf16((const gpp_bf16 *)t.p + i) : gpp_ld4((const float *)t.p + i);
+}
+GPP_DEV void gpp_stt4(gpp_cuk_t t, int64_t i, gpp_f4 v)
+{
+    if (t.bf16)
+        gpp_st4_bf16((gpp_bf16 *)t.p + i, v);
+    else
+        gpp_st4((float *)t.p + i, v);
+}
+/* whether t.p is aligned for gpp_ldt4 / gpp_stt4 (an absent t is) */
+static inline int gpp_cuk_al4(gpp_cuk_t t)
+{
+    return (uintptr_t)t.p % (t.bf16 ? 8 : 16) == 0;
+}
+/* t offset by i elements */
+static inline gpp_cuk_t gpp_cuk_at(gpp_cuk_t t, int64_t i)
+{
+    if (t.p)
+        t.p = (char *)t.p + i * (t.bf16 ? 2 : 4);
+    return t;
+}
 #endif

@@ -47,25 +47,24 @@ static GPP_DEV float s_warp_max(float v)
 
 /* ---- layer norm ---- */
 
-GPP_KERNEL void k_ln_fwd(int64_t rows, int64_t c, const float *x, const float *g, const float *b,
-                         float *y, float *stash, float eps)
+GPP_KERNEL void k_ln_fwd(int64_t rows, int64_t c, gpp_cuk_t x, const float *g, const float *b,
+                         gpp_cuk_t y, float *stash, float eps)
 {
     S_ROW_BEGIN(rows)
-    const float *xr = x + r * c;
+    const int64_t o = r * c;
     double acc = 0.0;
     for (int64_t j = lane; j < c; j += 32)
-        acc += xr[j];
+        acc += gpp_ldt(x, o + j);
     double mean = s_warp_sum(acc) / (double)c;
     double acc2 = 0.0;
     for (int64_t j = lane; j < c; j += 32) {
-        double d = xr[j] - mean;
+        double d = gpp_ldt(x, o + j) - mean;
         acc2 += d * d;
     }
     double var = s_warp_sum(acc2) / (double)c;
     float m = (float)mean, rstd = (float)(1.0 / sqrt(var + (double)eps));
-    float *yr = y + r * c;
     for (int64_t j = lane; j < c; j += 32)
-        yr[j] = (xr[j] - m) * rstd * g[j] + b[j];
+        gpp_stt(y, o + j, (gpp_ldt(x, o + j) - m) * rstd * g[j] + b[j]);
     if (lane == 0) {
         stash[2 * r] = m;
         stash[2 * r + 1] = rstd;
@@ -73,24 +72,24 @@ GPP_KERNEL void k_ln_fwd(int64_t rows, int64_t c, const float *x, const float *g
 }
 
 /* dx += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), dxhat = dy g */
-GPP_KERNEL void k_ln_bwd_dx(int64_t rows, int64_t c, const float *x, const float *g,
-                            const float *stash, const float *dy, float *dx)
+GPP_KERNEL void k_ln_bwd_dx(int64_t rows, int64_t c, gpp_cuk_t x, const float *g,
+                            const float *stash, gpp_cuk_t dy, gpp_cuk_t dx)
 {
     S_ROW_BEGIN(rows)
-    const float *xr = x + r * c, *dyr = dy + r * c;
+    const int64_t o = r * c;
     float m = stash[2 * r], rstd = stash[2 * r + 1];
     double ad = 0.0, adx = 0.0;
     for (int64_t j = lane; j < c; j += 32) {
-        float xhat = (xr[j] - m) * rstd, dxhat = dyr[j] * g[j];
+        float xhat = (gpp_ldt(x, o + j) - m) * rstd, dxhat = gpp_ldt(dy, o + j) * g[j];
         ad += dxhat;
         adx += (double)dxhat * xhat;
     }
     float mean_d = (float)(s_warp_sum(ad) / (double)c);
     float mean_dx = (float)(s_warp_sum(adx) / (double)c);
-    float *dxr = dx + r * c;
     for (int64_t j = lane; j < c; j += 32) {
-        float xhat = (xr[j] - m) * rstd;
-        dxr[j] += rstd * (dyr[j] * g[j] - mean_d - xhat * mean_dx);
+        float xhat = (gpp_ldt(x, o + j) - m) * rstd;
+        gpp_stt(dx, o + j,
+                gpp_ldt(dx, o + j) + rstd * (gpp_ldt(dy, o + j) * g[j] - mean_d - xhat * mean_dx));
     }
 }
 
@@ -100,8 +99,8 @@ GPP_KERNEL void k_ln_bwd_dx(int64_t rows, int64_t c, const float *x, const float
  * gpp_cuk_chunks_sum adds the chunks in order. */
 #define S_CT 32
 #define S_RT 8
-GPP_KERNEL void k_ln_bwd_part(int64_t rows, int64_t c, int64_t chunk, const float *x,
-                              const float *stash, const float *dy, float *part)
+GPP_KERNEL void k_ln_bwd_part(int64_t rows, int64_t c, int64_t chunk, gpp_cuk_t x,
+                              const float *stash, gpp_cuk_t dy, float *part)
 {
     GPP_SHARED float pg[S_RT][S_CT], pb[S_RT][S_CT];
     int64_t j = (int64_t)blockIdx.x * S_CT + threadIdx.x;
@@ -109,8 +108,8 @@ GPP_KERNEL void k_ln_bwd_part(int64_t rows, int64_t c, int64_t chunk, const floa
     float ag = 0.0f, ab = 0.0f;
     if (j < c)
         for (int64_t r = r0 + threadIdx.y; r < r1; r += S_RT) {
-            float d = dy[r * c + j];
-            ag += d * ((x[r * c + j] - stash[2 * r]) * stash[2 * r + 1]);
+            float d = gpp_ldt(dy, r * c + j);
+            ag += d * ((gpp_ldt(x, r * c + j) - stash[2 * r]) * stash[2 * r + 1]);
             ab += d;
         }
     pg[threadIdx.y][threadIdx.x] = ag;
@@ -127,24 +126,24 @@ GPP_KERNEL void k_ln_bwd_part(int64_t rows, int64_t c, int64_t chunk, const floa
     }
 }
 
-extern "C" cudaError_t gpp_cuk_layernorm_fwd(cudaStream_t st, int64_t rows, int64_t c,
-                                             const float *x, const float *g, const float *b,
-                                             float *y, float *stash, float eps)
+extern "C" cudaError_t gpp_cuk_layernorm_fwd(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t x,
+                                             const float *g, const float *b, gpp_cuk_t y,
+                                             float *stash, float eps)
 {
     GPP_LAUNCH(s_row_blocks(rows), S_THREADS, 0, st, k_ln_fwd)(rows, c, x, g, b, y, stash, eps);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_layernorm_bwd_dx(cudaStream_t st, int64_t rows, int64_t c,
-                                                const float *x, const float *g, const float *stash,
-                                                const float *dy, float *dx)
+                                                gpp_cuk_t x, const float *g, const float *stash,
+                                                gpp_cuk_t dy, gpp_cuk_t dx)
 {
     GPP_LAUNCH(s_row_blocks(rows), S_THREADS, 0, st, k_ln_bwd_dx)(rows, c, x, g, stash, dy, dx);
     return cudaGetLastError();
 }
 extern "C" cudaError_t gpp_cuk_layernorm_bwd_params(cudaStream_t st, int64_t rows, int64_t c,
-                                                    const float *x, const float *stash,
-                                                    const float *dy, float *dg, float *db,
-                                                    float *part, int64_t part_floats)
+                                                    gpp_cuk_t x, const float *stash, gpp_cuk_t dy,
+                                                    float *dg, float *db, float *part,
+                                                    int64_t part_floats)
 {
     int64_t chunks = gpp_cuk_chunks(rows, c, 2, part_floats);
     if (chunks < 1 || rows < 1)

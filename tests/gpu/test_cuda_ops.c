@@ -115,6 +115,74 @@ static pt_t *s_ints(int64_t n, int64_t rows, int64_t cols, int32_t max)
     return p;
 }
 
+/* bf16 bits of x rounded to nearest even (NaN: any NaN) */
+static uint16_t s_bf16_rn(float x);
+
+/* Activation tensors (inputs, outputs and their gradients of the ops that
+ * take bf16, gpp_backend_act_bf16): in fp32 like the others, except in the
+ * bf16-tensor runs (t_bf16_tensors), where the CUDA side is bf16 (s_act16
+ * 1: every one; 2: every other one, so mixes of element types run too) and
+ * both sides hold the same bf16-rounded values. */
+static int s_act16, s_act16_count;
+
+static pt_t *s_act_values(int64_t n, int64_t rows, int64_t cols, float *h)
+{
+    int64_t k = n * rows * cols;
+    int bf16 = s_act16 == 1 || (s_act16 == 2 && s_act16_count++ % 2 == 0);
+    if (!bf16)
+        return s_pt(GPP_DTYPE_F32, n, rows, cols, h);
+    gpp_err_t err;
+    if (s_npt == PT_MAX)
+        abort();
+    pt_t *p = &s_pts[s_npt++];
+    uint16_t *b = malloc((size_t)(k ? k : 1) * sizeof(uint16_t));
+    for (int64_t i = 0; i < k; i++) {
+        float v = h ? h[i] : 0.0f;
+        b[i] = s_bf16_rn(v);
+        uint32_t u = (uint32_t)b[i] << 16;
+        memcpy(&v, &u, 4);
+        if (h)
+            h[i] = v; /* the CPU side: the same value */
+    }
+    if (gpp_tensor_alloc(s_cbe, GPP_DTYPE_F32, n, rows, cols, &p->c, &err) < 0 ||
+        gpp_tensor_alloc(s_gbe, GPP_DTYPE_BF16, n, rows, cols, &p->g, &err) < 0) {
+        fprintf(stderr, "test_cuda_ops: %s\n", err.msg);
+        abort();
+    }
+    if (h)
+        memcpy(p->c.data, h, (size_t)k * sizeof(float));
+    else
+        memset(p->c.data, 0, (size_t)k * sizeof(float));
+    GPP_EXPECT(gpp_stream_copy(s_gs, p->g.data, b, (size_t)k * 2, GPP_COPY_H2D, &err) == 0 &&
+               gpp_stream_sync(s_gs, &err) == 0);
+    free(b);
+    return p;
+}
+static pt_t *s_arand(int64_t n, int64_t rows, int64_t cols, float scale)
+{
+    int64_t k = n * rows * cols;
+    float *h = malloc((size_t)(k ? k : 1) * sizeof(float));
+    for (int64_t i = 0; i < k; i++)
+        h[i] = scale * s_uniform();
+    pt_t *p = s_act_values(n, rows, cols, h);
+    free(h);
+    return p;
+}
+static pt_t *s_afill(int64_t n, int64_t rows, int64_t cols, float v)
+{
+    int64_t k = n * rows * cols;
+    float *h = malloc((size_t)(k ? k : 1) * sizeof(float));
+    for (int64_t i = 0; i < k; i++)
+        h[i] = v;
+    pt_t *p = s_act_values(n, rows, cols, h);
+    free(h);
+    return p;
+}
+static pt_t *s_azero(int64_t n, int64_t rows, int64_t cols)
+{
+    return s_act_values(n, rows, cols, NULL);
+}
+
 static void s_free_all(void)
 {
     gpp_err_t err;
@@ -126,15 +194,22 @@ static void s_free_all(void)
     s_npt = 0;
 }
 
-/* Compares n floats of CPU memory c with CUDA memory g; prints the max
- * differences. */
-static void s_close_raw(const char *what, const float *c, const float *g, int64_t n)
+/* Compares n floats of CPU memory c with CUDA memory g (fp32, or bf16
+ * where g_bf16); prints the max differences. */
+static void s_close_typed(const char *what, const float *c, const void *g, int g_bf16, int64_t n)
 {
     gpp_err_t err;
     float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
-    GPP_EXPECT(gpp_stream_copy(s_gs, h, g, (size_t)n * sizeof(float), GPP_COPY_D2H, &err) == 0);
+    size_t eb = g_bf16 ? 2 : sizeof(float);
+    GPP_EXPECT(gpp_stream_copy(s_gs, h, g, (size_t)n * eb, GPP_COPY_D2H, &err) == 0);
     int rc = gpp_stream_sync(s_gs, &err);
     GPP_EXPECT_MSG(rc == 0, "%s", err.msg);
+    for (int64_t i = n - 1; g_bf16 && i >= 0; i--) { /* widen in place, from the end */
+        uint16_t b;
+        memcpy(&b, (char *)h + 2 * i, 2);
+        uint32_t u = (uint32_t)b << 16;
+        memcpy(&h[i], &u, 4);
+    }
     double max_abs = 0, max_rel = 0, scale = 0;
     int64_t bad = 0;
     for (int64_t i = 0; i < n; i++)
@@ -146,16 +221,22 @@ static void s_close_raw(const char *what, const float *c, const float *g, int64_
         max_rel = fmax(max_rel, d / fmax(fabs((double)c[i]), 1e-30));
         bad += !(d <= atol + s_rtol * fabs((double)c[i]));
     }
-    printf("  %-34s %8lld elems: max abs diff %.3g, max rel diff %.3g, %lld over tol\n", what,
-           (long long)n, max_abs, max_rel, (long long)bad);
+    printf("  %-34s %8lld elems%s: max abs diff %.3g, max rel diff %.3g, %lld over tol\n", what,
+           (long long)n, g_bf16 ? " (bf16)" : "", max_abs, max_rel, (long long)bad);
     GPP_EXPECT_MSG(bad == 0, "%s: %lld elements differ beyond %g + %g |cpu|", what, (long long)bad,
                    atol, s_rtol);
     free(h);
 }
 
+static void s_close_raw(const char *what, const float *c, const float *g, int64_t n)
+{
+    s_close_typed(what, c, g, 0, n);
+}
+
 static void s_close(const char *what, const pt_t *p)
 {
-    s_close_raw(what, p->c.data, p->g.data, gpp_tensor_numel(&p->c));
+    s_close_typed(what, p->c.data, p->g.data, p->g.dtype == GPP_DTYPE_BF16,
+                  gpp_tensor_numel(&p->c));
 }
 
 /* Runs `call` on the CPU (D = 0) and on CUDA (D = 1): T(p) is the tensor of
@@ -179,9 +260,9 @@ static int D;
 static void t_linear(void)
 {
     for (int bias = 0; bias < 2; bias++) {
-        pt_t *x = s_rand(3, 5, 24, 1), *w = s_rand(1, 40, 24, 0.5f), *b = s_rand(1, 1, 40, 1);
-        pt_t *y = s_pt(GPP_DTYPE_F32, 3, 5, 40, NULL), *dy = s_rand(3, 5, 40, 1);
-        pt_t *dx = s_fill(3, 5, 24, GRAD_INIT), *dw = s_fill(1, 40, 24, GRAD_INIT);
+        pt_t *x = s_arand(3, 5, 24, 1), *w = s_rand(1, 40, 24, 0.5f), *b = s_rand(1, 1, 40, 1);
+        pt_t *y = s_azero(3, 5, 40), *dy = s_arand(3, 5, 40, 1);
+        pt_t *dx = s_afill(3, 5, 24, GRAD_INIT), *dw = s_fill(1, 40, 24, GRAD_INIT);
         pt_t *db = s_fill(1, 1, 40, GRAD_INIT);
         BOTH(gpp_linear_fwd(S, T(x), T(w), bias ? T(b) : NULL, T(y), err));
         BOTH(gpp_linear_bwd(S, T(x), T(w), T(dy), T(dx), T(dw), bias ? T(db) : NULL, err));
@@ -215,9 +296,10 @@ static void t_linear_act(void)
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
         for (int bias = 0; bias < 2; bias++) {
             int64_t out = c[i].out;
-            pt_t *x = s_rand(3, 5, 24, 1), *w = s_rand(1, out, 24, 0.5f), *b = s_rand(1, 1, out, 1);
-            pt_t *y = s_pt(GPP_DTYPE_F32, 3, 5, out, NULL);
-            pt_t *z = c[i].act == GPP_OP_GELU ? s_pt(GPP_DTYPE_F32, 3, 5, out, NULL) : NULL;
+            pt_t *x = s_arand(3, 5, 24, 1), *w = s_rand(1, out, 24, 0.5f),
+                 *b = s_rand(1, 1, out, 1);
+            pt_t *y = s_azero(3, 5, out);
+            pt_t *z = c[i].act == GPP_OP_GELU ? s_azero(3, 5, out) : NULL;
             BOTH(gpp_linear_act_fwd(S, T(x), T(w), bias ? T(b) : NULL, c[i].act, c[i].form,
                                     z ? T(z) : NULL, T(y), err));
             char what[64];
@@ -514,8 +596,8 @@ static void t_activations(void)
     static const char *const names[] = {"relu", "gelu tanh", "gelu erf"};
     for (int act = 0; act < 6; act++) {
         int64_t n = act < 3 ? 4 : 3, r = act < 3 ? 7 : 5, c = act < 3 ? 33 : 11;
-        pt_t *x = s_rand(n, r, c, 4), *y = s_pt(GPP_DTYPE_F32, n, r, c, NULL);
-        pt_t *dy = s_rand(n, r, c, 1), *dx = s_fill(n, r, c, GRAD_INIT);
+        pt_t *x = s_arand(n, r, c, 4), *y = s_azero(n, r, c);
+        pt_t *dy = s_arand(n, r, c, 1), *dx = s_afill(n, r, c, GRAD_INIT);
         gpp_gelu_form_t form = act % 3 == 2 ? GPP_GELU_ERF : GPP_GELU_TANH;
         if (act % 3) {
             BOTH(gpp_gelu_fwd(S, T(x), form, T(y), err));
@@ -538,10 +620,10 @@ static void t_activations(void)
 static void s_layernorm(int64_t n, int64_t rows, int64_t c)
 {
     char what[64];
-    pt_t *x = s_rand(n, rows, c, 2), *g = s_rand(1, 1, c, 1), *b = s_rand(1, 1, c, 1);
-    pt_t *y = s_pt(GPP_DTYPE_F32, n, rows, c, NULL), *dy = s_rand(n, rows, c, 1);
+    pt_t *x = s_arand(n, rows, c, 2), *g = s_rand(1, 1, c, 1), *b = s_rand(1, 1, c, 1);
+    pt_t *y = s_azero(n, rows, c), *dy = s_arand(n, rows, c, 1);
     pt_t *st = s_pt(GPP_DTYPE_F32, 1, 1, 2 * n * rows, NULL);
-    pt_t *dx = s_fill(n, rows, c, GRAD_INIT), *dg = s_fill(1, 1, c, GRAD_INIT);
+    pt_t *dx = s_afill(n, rows, c, GRAD_INIT), *dg = s_fill(1, 1, c, GRAD_INIT);
     pt_t *db = s_fill(1, 1, c, GRAD_INIT);
     BOTH(gpp_layernorm_fwd(S, T(x), T(g), T(b), T(y), T(st)->data, err));
     BOTH(gpp_layernorm_bwd(S, T(x), T(g), T(st)->data, T(dy), T(dx), T(dg), T(db), err));
@@ -565,10 +647,10 @@ static void t_layernorm(void)
 static void s_attention(int64_t n, int64_t seq, int64_t hid, int heads, int causal)
 {
     char what[96];
-    pt_t *x = s_rand(n, seq, hid, 1), *y = s_pt(GPP_DTYPE_F32, n, seq, hid, NULL);
+    pt_t *x = s_arand(n, seq, hid, 1), *y = s_azero(n, seq, hid);
     pt_t *wq = s_rand(1, 3 * hid, hid, 0.3f), *bq = s_rand(1, 1, 3 * hid, 0.1f);
     pt_t *wo = s_rand(1, hid, hid, 0.3f), *bo = s_rand(1, 1, hid, 0.1f);
-    pt_t *dy = s_rand(n, seq, hid, 1), *dx = s_fill(n, seq, hid, GRAD_INIT);
+    pt_t *dy = s_arand(n, seq, hid, 1), *dx = s_afill(n, seq, hid, GRAD_INIT);
     pt_t *dwq = s_fill(1, 3 * hid, hid, GRAD_INIT), *dbq = s_fill(1, 1, 3 * hid, GRAD_INIT);
     pt_t *dwo = s_fill(1, hid, hid, GRAD_INIT), *dbo = s_fill(1, 1, hid, GRAD_INIT);
     size_t stash_floats = gpp_attention_stash_bytes(n, seq, hid, heads) / sizeof(float);
@@ -802,6 +884,21 @@ static void t_sparse_accum(void)
     s_free_all();
 }
 
+/* add and axpy over 30 elements: 7 steps of 4 and 2 scalar ones */
+static void s_add_axpy(void)
+{
+    pt_t *a = s_arand(2, 3, 5, 1), *da = s_arand(2, 3, 5, 1);
+    pt_t *p = s_arand(2, 3, 5, 1), *q = s_azero(2, 3, 5);
+    pt_t *dp = s_afill(2, 3, 5, GRAD_INIT), *dq = s_afill(2, 3, 5, GRAD_INIT);
+    BOTH(gpp_add_fwd(S, T(a), T(p), T(q), err));
+    BOTH(gpp_add_bwd(S, T(da), T(dp), T(dq), err));
+    BOTH(gpp_axpy(S, -0.75f, T(p), T(q), err));
+    s_close("add fwd + axpy", q);
+    s_close("add bwd da", dp);
+    s_close("add bwd db", dq);
+    s_free_all();
+}
+
 static void t_concat_add_axpy(void)
 {
     pt_t *a = s_rand(2, 3, 5, 1), *b = s_rand(2, 3, 7, 1), *c = s_rand(2, 3, 4, 1);
@@ -818,14 +915,8 @@ static void t_concat_add_axpy(void)
     s_close("concat fwd y", y);
     s_close("concat bwd (split) d0", da);
     s_close("concat bwd (split) d2", dc);
-    pt_t *p = s_rand(2, 3, 5, 1), *q = s_pt(GPP_DTYPE_F32, 2, 3, 5, NULL);
-    pt_t *dp = s_fill(2, 3, 5, GRAD_INIT), *dq = s_fill(2, 3, 5, GRAD_INIT);
-    BOTH(gpp_add_fwd(S, T(a), T(p), T(q), err));
-    BOTH(gpp_add_bwd(S, T(da), T(dp), T(dq), err));
-    BOTH(gpp_axpy(S, -0.75f, T(p), T(q), err));
-    s_close("add fwd + axpy", q);
-    s_close("add bwd da", dp);
     s_free_all();
+    s_add_axpy();
 }
 
 /* two overlapping slices of x [2, 3, 9]: the backward accumulates */
@@ -952,6 +1043,81 @@ static void t_allocator_reuse(void)
     GPP_EXPECT(m1.reserved_bytes >= (size_t)mem.live_bytes);
 }
 
+static void t_linear(void);
+static void t_linear_act(void);
+static void t_activations(void);
+static void t_layernorm(void);
+
+/* bf16 tensors (gpp_backend_act_bf16): on a backend at precision bf16, the
+ * ops that take bf16 activations run the cases above with their inputs,
+ * outputs and gradients in bf16 (every one, then every other one: each op
+ * with mixed element types), against the CPU on the same bf16-rounded
+ * values. Tolerance of the products as t_attention_bf16's: their fp32
+ * operands (weights) are rounded to bf16 and every bf16 result too (2^-8
+ * relative each), so an element that cancels keeps an error of order 2^-8
+ * of its terms' magnitudes; a wrong element type, index or accumulation is
+ * of the tensor's own magnitude. The element-wise ops and layer norm are
+ * held to their roundings (s_bf16_bodies). Also: fp32 and GPP_CUDA_BF16_TENSORS=off say no
+ * op takes bf16, an unknown value of the variable is refused. */
+static void s_bf16_bodies(void)
+{
+    s_atol = s_rtol = 5e-2;
+    s_stol = 1e-2;
+    t_linear();
+    t_linear_act();
+    s_attention_all();
+    /* element-wise and layer norm over the same bf16 inputs: each bf16
+     * result is the fp32 one rounded to nearest (bf16's unit roundoff
+     * 2^-8), an accumulated gradient or add + axpy rounded twice, the
+     * second time relative to the intermediate (at most the tensor's
+     * largest) */
+    s_atol = 0;
+    s_rtol = 1.0 / 128;
+    s_stol = 1.0 / 256;
+    t_activations();
+    t_layernorm();
+    s_add_axpy();
+}
+static void t_bf16_tensors(void)
+{
+    gpp_err_t err;
+    gpp_backend_t *keep_be = s_gbe;
+    gpp_stream_t *keep_s = s_gs;
+    gpp_backend_cfg_t gc = {.kind = GPP_DEVICE_CUDA, .device = 0, .precision = GPP_PRECISION_BF16};
+    GPP_EXPECT(!gpp_backend_act_bf16(keep_be, GPP_OP_LINEAR)); /* fp32 */
+    setenv("GPP_CUDA_BF16_TENSORS", "off", 1);
+    gpp_backend_t *off = gpp_backend_new(&gc, &err);
+    unsetenv("GPP_CUDA_BF16_TENSORS");
+    GPP_EXPECT(off && !gpp_backend_act_bf16(off, GPP_OP_LINEAR));
+    gpp_backend_destroy(&off);
+    s_expect_env_refused("GPP_CUDA_BF16_TENSORS", "yes");
+    s_gbe = gpp_backend_new(&gc, &err);
+    GPP_EXPECT_MSG(s_gbe != NULL, "%s", err.msg);
+    if (s_gbe && (s_gs = gpp_stream_new(s_gbe, &err))) {
+        static const gpp_op_type_t yes[] = {GPP_OP_LINEAR, GPP_OP_RELU,      GPP_OP_GELU,
+                                            GPP_OP_ADD,    GPP_OP_LAYERNORM, GPP_OP_ATTENTION};
+        static const gpp_op_type_t no[] = {GPP_OP_CONCAT, GPP_OP_SLICE, GPP_OP_RESHAPE,
+                                           GPP_OP_EMBEDDING_BAG, GPP_OP_LOSS_CE};
+        for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+            GPP_EXPECT(gpp_backend_act_bf16(s_gbe, yes[i]));
+        for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+            GPP_EXPECT(!gpp_backend_act_bf16(s_gbe, no[i]));
+        for (s_act16 = 1; s_act16 <= 2; s_act16++) {
+            printf("  -- %s activations in bf16\n", s_act16 == 1 ? "all" : "every other");
+            s_act16_count = 0;
+            s_bf16_bodies();
+        }
+        s_act16 = 0;
+        s_atol = ATOL;
+        s_rtol = RTOL;
+        s_stol = 0;
+    }
+    gpp_stream_destroy(&s_gs);
+    gpp_backend_destroy(&s_gbe);
+    s_gbe = keep_be;
+    s_gs = keep_s;
+}
+
 static const gpp_test_case_t cases[] = {
     {"linear", t_linear},
     {"linear_act", t_linear_act},
@@ -965,6 +1131,7 @@ static const gpp_test_case_t cases[] = {
     {"attention", t_attention},
     {"attention_unfused", t_attention_unfused},
     {"attention_bf16", t_attention_bf16},
+    {"bf16_tensors", t_bf16_tensors},
     {"embedding_sparse", t_embedding},
     {"sparse_accum", t_sparse_accum},
     {"concat_add_axpy", t_concat_add_axpy},

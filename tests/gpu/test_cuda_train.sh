@@ -97,6 +97,23 @@ for v in "fused fast" "fused packed" "auto fast"; do
         fail "mmt bf16 ($v): losses" "$(paste <(losses "$TMP/mmt.cpu.log") <(losses "$TMP/bf16.$att.$gemm.log"))"
     fi
 done
+# bf16 tensors between ops (the default at bf16, GPP_CUDA_BF16_TENSORS): the
+# runs above keep activations in bf16 (each says how many); with them off
+# the same losses bound holds and the activations stay fp32
+grep -q '^bf16 tensors: [1-9][0-9]* of [0-9]* activations' "$TMP/bf16.auto.fast.log" &&
+    ok "mmt bf16: $(grep '^bf16 tensors:' "$TMP/bf16.auto.fast.log")" ||
+    fail "mmt bf16: no bf16 tensors" "$(cat "$TMP/bf16.auto.fast.log")"
+GPP_CUDA_BF16_TENSORS=off "$TRAIN" --model "$MMT" --backend cuda --precision bf16 \
+    --iterations 10 --batch 32 --micro-batch 16 --lr 0.003 >"$TMP/bf16.f32t.log" 2>&1 ||
+    fail "mmt bf16, tensors fp32: gpp-train failed" "$(cat "$TMP/bf16.f32t.log")"
+if ! grep -q '^bf16 tensors:' "$TMP/bf16.f32t.log" &&
+    paste <(losses "$TMP/mmt.cpu.log") <(losses "$TMP/bf16.f32t.log") |
+    awk '{ d = $1 - $2; if (d < 0) d = -d; if (d / ($1 > 0 ? $1 : -$1) > 5e-2) bad = 1 }
+         END { exit bad || NR != 10 }'; then
+    ok "mmt bf16 with GPP_CUDA_BF16_TENSORS=off: fp32 tensors, losses within 5e-2"
+else
+    fail "mmt bf16 with GPP_CUDA_BF16_TENSORS=off" "$(cat "$TMP/bf16.f32t.log")"
+fi
 for g in "" --cuda-graphs; do
     GPP_CUDA_BF16_GEMM=packed "$TRAIN" --model "$MMT" --backend cuda --precision bf16 \
         --iterations 6 --batch 32 --micro-batch 12 --lr 0.003 $g >"$TMP/bf16p.g$g.log" 2>&1 ||

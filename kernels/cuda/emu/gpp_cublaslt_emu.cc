@@ -18,10 +18,14 @@
  * else (a type, epilogue, order, pointer mode or attribute value outside
  * this list gives CUBLAS_STATUS_NOT_SUPPORTED, never a different product):
  *   A/B: CUDA_R_32F with CUBLAS_COMPUTE_32F, _32F_FAST_TF32, _32F_FAST_16BF;
- *        CUDA_R_16BF with CUBLAS_COMPUTE_32F. C/D: CUDA_R_32F. Scale: 32F.
+ *        CUDA_R_16BF with CUBLAS_COMPUTE_32F.
+ *   C/D: CUDA_R_32F; CUDA_R_16BF with bf16 A and B (cuBLASLt's table of
+ *        type combinations has no fp32 A, B with bf16 C, D). A bf16 D is
+ *        the fp32 result rounded to nearest even. Scale: 32F.
  *   transa/transb: N, T. Order: column. Pointer mode: host. Batches: strided.
  *   Epilogues: DEFAULT, BIAS, RELU(_BIAS), GELU(_BIAS), GELU_AUX(_BIAS), with
- *   fp32 bias and aux (their data types unset or CUDA_R_32F).
+ *   bias and aux of D's type (their data types unset, which means D's in
+ *   cublasLt.h, or set to it); a bf16 aux is rounded like D.
  *
  * cublasLtMatmul validates the call at once, as the library does, then
  * queues the product on the stream (gpp_emu::enqueue) with a copy of every
@@ -176,9 +180,11 @@ cublasStatus_t s_check(const s_desc *d, const s_layout *a, const s_layout *b, co
         S_FAIL(CUBLAS_STATUS_NOT_SUPPORTED, "a transpose other than N or T");
     if (a->type != b->type || c->type != o->type)
         S_FAIL(CUBLAS_STATUS_INVALID_VALUE, "A and B, or C and D, of different types");
-    if (c->type != CUDA_R_32F || (a->type != CUDA_R_32F && a->type != CUDA_R_16BF))
-        S_FAIL(CUBLAS_STATUS_NOT_SUPPORTED, "a data type other than fp32 (A, B, C, D) or bf16 "
-                                            "(A, B)");
+    if ((a->type != CUDA_R_32F && a->type != CUDA_R_16BF) ||
+        (c->type != CUDA_R_32F && c->type != CUDA_R_16BF))
+        S_FAIL(CUBLAS_STATUS_NOT_SUPPORTED, "a data type other than fp32 or bf16");
+    if (c->type == CUDA_R_16BF && a->type != CUDA_R_16BF)
+        S_FAIL(CUBLAS_STATUS_NOT_SUPPORTED, "bf16 C and D with fp32 A and B");
     /* cuBLASLt's FAST compute types are defined for fp32 A and B only */
     bool fast =
         d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 || d->compute == CUBLAS_COMPUTE_32F_FAST_16BF;
@@ -211,9 +217,9 @@ cublasStatus_t s_check(const s_desc *d, const s_layout *a, const s_layout *b, co
     if (!bias && !relu && !gelu && e != CUBLASLT_EPILOGUE_DEFAULT)
         S_FAIL(CUBLAS_STATUS_NOT_SUPPORTED,
                "an epilogue other than DEFAULT, BIAS, RELU(_BIAS), GELU(_BIAS), GELU_AUX(_BIAS)");
-    if ((bias && d->bias_type != -1 && d->bias_type != CUDA_R_32F) ||
-        (aux && d->aux_type != -1 && d->aux_type != CUDA_R_32F))
-        S_FAIL(CUBLAS_STATUS_NOT_SUPPORTED, "a bias or aux data type other than fp32");
+    if ((bias && d->bias_type != -1 && d->bias_type != (int32_t)o->type) ||
+        (aux && d->aux_type != -1 && d->aux_type != (int32_t)o->type))
+        S_FAIL(CUBLAS_STATUS_NOT_SUPPORTED, "a bias or aux data type other than D's");
     if (bias && d->bias_bstride < 0)
         S_FAIL(CUBLAS_STATUS_NOT_SUPPORTED, "a negative bias batch stride");
     /* the header's rule for the GELU aux: ld and batch stride divisible by
@@ -289,9 +295,33 @@ double s_gelu(double x)
     return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
 }
 
+/* Element i of a C, D, bias or aux of type t (fp32 or bf16), and its
+ * store (bf16: rounded to nearest even). */
+double s_get(const void *base, uint32_t t, uint64_t i)
+{
+    return t == CUDA_R_16BF ? s_load(base, t, i, CUBLAS_COMPUTE_32F) : ((const float *)base)[i];
+}
+void s_set(void *base, uint32_t t, uint64_t i, double v)
+{
+    float x = (float)v;
+    if (t != CUDA_R_16BF) {
+        ((float *)base)[i] = x;
+        return;
+    }
+    uint32_t u;
+    if (std::isnan(x)) {
+        u = 0x7fff0000u; /* the canonical NaN, as cvt.rn.bf16.f32 */
+    } else {
+        x = s_round(x, 16);
+        std::memcpy(&u, &x, sizeof u);
+    }
+    uint16_t h = (uint16_t)(u >> 16);
+    std::memcpy((char *)base + 2 * i, &h, sizeof h);
+}
+
 /* The queued work: reads A, B, C (and the bias), writes D (and the aux). */
-void s_run(const s_prob &p, float alpha, float beta, const void *A, const void *B, const float *C,
-           float *D)
+void s_run(const s_prob &p, float alpha, float beta, const void *A, const void *B, const void *C,
+           void *D)
 {
     const uint64_t m = p.m, n = p.n, k = p.k;
     const size_t ea = p.a.type == CUDA_R_16BF ? 2 : 4;
@@ -311,10 +341,13 @@ void s_run(const s_prob &p, float alpha, float beta, const void *A, const void *
                                        p.d.transb == CUBLAS_OP_N ? q + j * (uint64_t)p.b.ld
                                                                  : j + q * (uint64_t)p.b.ld,
                                        p.d.compute);
-        const float *c = beta != 0.0f ? C + bi * p.c.stride : nullptr;
-        float *o = D + bi * p.o.stride;
-        const float *bias = p.bias ? (const float *)p.d.bias + bi * p.d.bias_bstride : nullptr;
-        float *aux = p.aux ? (float *)p.d.aux + bi * p.d.aux_bstride : nullptr;
+        const uint32_t t = p.o.type; /* C, D, bias and aux */
+        const size_t et = t == CUDA_R_16BF ? 2 : 4;
+        const char *c = beta != 0.0f ? (const char *)C + (size_t)(bi * p.c.stride) * et : nullptr;
+        char *o = (char *)D + (size_t)(bi * p.o.stride) * et;
+        const char *bias =
+            p.bias ? (const char *)p.d.bias + (size_t)(bi * p.d.bias_bstride) * et : nullptr;
+        char *aux = p.aux ? (char *)p.d.aux + (size_t)(bi * p.d.aux_bstride) * et : nullptr;
         for (uint64_t j = 0; j < n; j++) {
             for (uint64_t i = 0; i < m; i++) {
                 double acc = 0.0;
@@ -322,16 +355,16 @@ void s_run(const s_prob &p, float alpha, float beta, const void *A, const void *
                     acc += (double)pa[i * k + q] * (double)pb[j * k + q];
                 double v = (double)alpha * acc;
                 if (c) /* beta 0: C is not read (cuBLAS: it need not be valid) */
-                    v += (double)beta * (double)c[i + j * (uint64_t)p.c.ld];
+                    v += (double)beta * s_get(c, t, i + j * (uint64_t)p.c.ld);
                 if (bias)
-                    v += (double)bias[i];
+                    v += s_get(bias, t, i);
                 if (aux)
-                    aux[i + j * (uint64_t)p.d.aux_ld] = (float)v;
+                    s_set(aux, t, i + j * (uint64_t)p.d.aux_ld, v);
                 if (p.relu) /* as gpp_math_relu: a NaN gives 0 */
                     v = v > 0.0 ? v : 0.0;
                 else if (p.gelu)
                     v = s_gelu(v);
-                o[i + j * (uint64_t)p.o.ld] = (float)v;
+                s_set(o, t, i + j * (uint64_t)p.o.ld, v);
             }
         }
     }
@@ -671,23 +704,22 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     }
     if (p.m == 0 || p.n == 0)
         return CUBLAS_STATUS_SUCCESS;
-    const uint64_t ea = p.a.type == CUDA_R_16BF ? 2 : 4;
+    const uint64_t ea = p.a.type == CUDA_R_16BF ? 2 : 4, et = p.o.type == CUDA_R_16BF ? 2 : 4;
     const uint64_t batches = (uint64_t)(p.o.batch - 1);
     s_need_device("A", A, s_span(p.a) * ea, p);
     s_need_device("B", B, s_span(p.b) * ea, p);
     if (be != 0.0f)
-        s_need_device("C", C, s_span(p.c) * 4, p);
-    s_need_device("D", D, s_span(p.o) * 4, p);
+        s_need_device("C", C, s_span(p.c) * et, p);
+    s_need_device("D", D, s_span(p.o) * et, p);
     if (p.bias)
-        s_need_device("bias", p.d.bias, (batches * (uint64_t)p.d.bias_bstride + p.m) * 4, p);
+        s_need_device("bias", p.d.bias, (batches * (uint64_t)p.d.bias_bstride + p.m) * et, p);
     if (p.aux)
         s_need_device(
             "aux", p.d.aux,
-            (batches * (uint64_t)p.d.aux_bstride + (p.n - 1) * (uint64_t)p.d.aux_ld + p.m) * 4, p);
+            (batches * (uint64_t)p.d.aux_bstride + (p.n - 1) * (uint64_t)p.d.aux_ld + p.m) * et, p);
     (void)workspace;
-    cudaError_t e = gpp_emu::enqueue(stream, "cublasLtMatmul", [p, al, be, A, B, C, D] {
-        s_run(p, al, be, A, B, (const float *)C, (float *)D);
-    });
+    cudaError_t e = gpp_emu::enqueue(stream, "cublasLtMatmul",
+                                     [p, al, be, A, B, C, D] { s_run(p, al, be, A, B, C, D); });
     return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
