@@ -6,7 +6,10 @@
  * call and synchronises once, so the time per call is the device time plus
  * whatever of the launch cost the queue does not hide; it prints the time
  * per call and, for products, TFLOP/s. Runs the products in fp32, tf32,
- * bf16 and bf16p (bf16 with GPP_CUDA_BF16_GEMM=packed; one backend each). The launch-overhead line
+ * bf16, bf16p (bf16 with GPP_CUDA_BF16_GEMM=packed) and bf16t (bf16 with
+ * the activations stored in bf16, as the executor keeps them at bf16: the
+ * products, attention, layer norm and GELU then read and write 2-byte
+ * elements; one backend each). The launch-overhead line
  * is a ReLU over one element: the cost of one enqueued op that does nothing. Shapes: MMT at hidden
  * 1024, seq 128, micro-batch 8 (m = 1024 token rows: the QKV, output, FFN-in and FFN-out products,
  * attention with 16 heads, layer norm, GELU); the DLRM-like (2048, 512 -> 256) MLP layer; the
@@ -38,15 +41,28 @@ typedef struct {
     gpp_stream_t *st;
 } gpu_t;
 
-static int s_tensor(gpu_t *d, int64_t n, int64_t rows, int64_t cols, gpp_tensor_t *t)
+/* the element type of activations (inputs, outputs, their gradients):
+ * bf16 in the bf16t pass (the executor's bf16 tensors), else fp32 */
+static gpp_dtype_t s_act_dt = GPP_DTYPE_F32;
+
+static int s_tensor_of(gpu_t *d, gpp_dtype_t dt, int64_t n, int64_t rows, int64_t cols,
+                       gpp_tensor_t *t)
 {
     gpp_err_t err;
-    if (gpp_tensor_alloc(d->be, GPP_DTYPE_F32, n, rows, cols, t, &err) < 0 ||
+    if (gpp_tensor_alloc(d->be, dt, n, rows, cols, t, &err) < 0 ||
         gpp_stream_zero(d->st, t->data, gpp_tensor_bytes(t), &err) < 0) {
         fprintf(stderr, "bench_cuda_ops: %s\n", err.msg);
         exit(1);
     }
     return 0;
+}
+static int s_tensor(gpu_t *d, int64_t n, int64_t rows, int64_t cols, gpp_tensor_t *t)
+{
+    return s_tensor_of(d, GPP_DTYPE_F32, n, rows, cols, t);
+}
+static int s_act(gpu_t *d, int64_t n, int64_t rows, int64_t cols, gpp_tensor_t *t)
+{
+    return s_tensor_of(d, s_act_dt, n, rows, cols, t);
 }
 
 /* ms per call of fn over s_reps enqueued calls (one warm-up first) */
@@ -90,11 +106,11 @@ static int s_lin(gpu_t *d, void *c, gpp_err_t *err)
 static void s_time_linear(gpu_t *d, int64_t m, int64_t in, int64_t out, double *f, double *b)
 {
     lin_t l = {0};
-    s_tensor(d, 1, m, in, &l.x);
+    s_act(d, 1, m, in, &l.x);
     s_tensor(d, 1, out, in, &l.w);
     s_tensor(d, 1, 1, out, &l.b);
-    s_tensor(d, 1, m, out, &l.y);
-    s_tensor(d, 1, m, in, &l.dx);
+    s_act(d, 1, m, out, &l.y);
+    s_act(d, 1, m, in, &l.dx);
     s_tensor(d, 1, out, in, &l.dw);
     s_tensor(d, 1, 1, out, &l.db);
     *f = s_time(d, s_lin, &l);
@@ -139,11 +155,11 @@ static void s_bench_linear_act(gpu_t *d, const char *prec, const char *name, gpp
                                int64_t m, int64_t in, int64_t out)
 {
     lact_t l = {.act = act};
-    s_tensor(d, 1, m, in, &l.x);
+    s_act(d, 1, m, in, &l.x);
     s_tensor(d, 1, out, in, &l.w);
     s_tensor(d, 1, 1, out, &l.b);
-    s_tensor(d, 1, m, out, &l.z);
-    s_tensor(d, 1, m, out, &l.y);
+    s_act(d, 1, m, out, &l.z);
+    s_act(d, 1, m, out, &l.y);
     double u = s_time(d, s_lact, &l);
     l.fused = 1;
     double f = s_time(d, s_lact, &l);
@@ -197,9 +213,9 @@ static void s_misc_new(gpu_t *d, misc_t *k, int kind, int64_t n, int64_t seq, in
                        int heads)
 {
     *k = (misc_t){.kind = kind, .heads = heads};
-    s_tensor(d, n, seq, hid, &k->x);
-    s_tensor(d, n, seq, hid, &k->y);
-    s_tensor(d, n, seq, hid, &k->dx);
+    s_act(d, n, seq, hid, &k->x);
+    s_act(d, n, seq, hid, &k->y);
+    s_act(d, n, seq, hid, &k->dx);
     s_tensor(d, 1, 1, hid, &k->g);
     s_tensor(d, 1, 1, hid, &k->b);
     s_tensor(d, 1, 1, hid, &k->dg);
@@ -237,9 +253,10 @@ static void s_bench_misc(gpu_t *d, int kind, int64_t n, int64_t seq, int64_t hid
     } else {
         k.bwd = 1;
         double b = s_time(d, s_misc, &k);
-        printf("      %-10s n %lld seq %lld hidden %lld%s: fwd %8.3f ms | bwd %8.3f ms\n",
+        printf("      %-10s n %lld seq %lld hidden %lld%s: fwd %8.3f ms | bwd %8.3f ms%s\n",
                names[kind], (long long)n, (long long)seq, (long long)hid,
-               kind == 0 ? " (16 heads)" : "", f, b);
+               kind == 0 ? " (16 heads)" : "", f, b,
+               s_act_dt == GPP_DTYPE_BF16 ? " (bf16 tensors)" : "");
     }
     s_misc_free(d, &k);
 }
@@ -413,9 +430,12 @@ int main(int argc, char **argv)
     gpp_err_t err;
     /* bf16p: precision bf16 with GPP_CUDA_BF16_GEMM=packed (operands
      * rounded to bf16 by a kernel, then a bf16 product) */
+    /* bf16t: precision bf16 with the activations in bf16 (the executor's
+     * bf16 tensors): every product reads and writes them directly */
     static const gpp_precision_t precs[] = {GPP_PRECISION_FP32, GPP_PRECISION_TF32,
-                                            GPP_PRECISION_BF16, GPP_PRECISION_BF16};
-    static const char *labels[] = {"fp32", "tf32", "bf16", "bf16p"};
+                                            GPP_PRECISION_BF16, GPP_PRECISION_BF16,
+                                            GPP_PRECISION_BF16};
+    static const char *labels[] = {"fp32", "tf32", "bf16", "bf16p", "bf16t"};
     for (size_t pi = 0; pi < sizeof precs / sizeof precs[0]; pi++) {
         int first = pi == 0;
         gpp_backend_cfg_t cfg = {.kind = GPP_DEVICE_CUDA, .device = device, .precision = precs[pi]};
@@ -433,6 +453,7 @@ int main(int argc, char **argv)
             return 1;
         }
         const char *prec = labels[pi];
+        s_act_dt = pi == 4 ? GPP_DTYPE_BF16 : GPP_DTYPE_F32;
         if (first)
             printf("bench_cuda_ops: %s, %d reps per op\n", gpp_backend_name(d.be), s_reps);
         s_bench_linear(&d, prec, "mmt qkv", 1024 / q, 1024, 3072 / q);
@@ -445,9 +466,11 @@ int main(int argc, char **argv)
         s_bench_linear_act(&d, prec, "dlrm mlp", GPP_OP_RELU, 2048 / q, 512, 256);
         s_bench_linear_act(&d, prec, "small mmt ffn", GPP_OP_GELU, 256, 128, 512);
         s_bench_misc(&d, 0, 8 / q, 128, 1024, 16);
-        if (first) {
+        if (first || pi == 4) { /* fp32, and over bf16 tensors */
             s_bench_misc(&d, 1, 8 / q, 128, 1024, 0);
             s_bench_misc(&d, 2, 8 / q, 128, 4096, 0);
+        }
+        if (first) {
             s_bench_misc(&d, 3, 1, 1, 1, 0);
             s_bench_sparse(&d, 256 / q, 16, 100000, 32);
             s_bench_sparse(&d, 2048 / q, 16, 100000, 32);

@@ -171,6 +171,9 @@ typedef struct gpp_backend_vt_s {
                gpp_err_t *err);
     int (*axpy)(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y,
                 gpp_err_t *err);
+    /* y = x element for element between element types (the same count);
+     * NULL: the backend keeps one type (reshape between bf16 and fp32) */
+    int (*convert)(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
 
     /* sparse gradients: fill the slot map with -1; accumulate pairs (growing
      * the value block as needed); clear the touched rows */

@@ -205,10 +205,10 @@ int gpp_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_te
 int gpp_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp_tensor_t *y,
                    gpp_err_t *err)
 {
-    assert(n_in >= 1 && xs && s_f32(y));
+    assert(n_in >= 1 && xs && s_act(s, GPP_OP_CONCAT, y));
     int64_t cols = 0;
     for (int i = 0; i < n_in; i++) {
-        assert(s_f32(xs[i]) && xs[i]->n == y->n && xs[i]->rows == y->rows);
+        assert(s_act(s, GPP_OP_CONCAT, xs[i]) && xs[i]->n == y->n && xs[i]->rows == y->rows);
         cols += xs[i]->cols;
     }
     assert(cols == y->cols);
@@ -219,7 +219,7 @@ int gpp_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp
 int gpp_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor_t *const *dxs,
                    gpp_err_t *err)
 {
-    assert(n_in >= 1 && dxs && s_f32(dy));
+    assert(n_in >= 1 && dxs && s_act(s, GPP_OP_CONCAT, dy));
     int64_t cols = 0;
     int null_runs = 0;
     for (int i = 0; i < n_in; i++) {
@@ -228,7 +228,7 @@ int gpp_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor
             continue;
         }
         assert(dxs[i]->n == dy->n && dxs[i]->rows == dy->rows);
-        assert(dxs[i]->dtype == GPP_DTYPE_F32);
+        assert(dxs[i]->dtype == GPP_DTYPE_F32 || s_act(s, GPP_OP_CONCAT, dxs[i]));
         cols += dxs[i]->cols;
     }
     assert(null_runs <= 1 && (null_runs ? cols <= dy->cols : cols == dy->cols));
@@ -239,7 +239,8 @@ int gpp_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_tensor
 int gpp_slice_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int64_t start, gpp_tensor_t *y,
                   gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(y) && x->n == y->n && x->rows == y->rows);
+    assert(s_act(s, GPP_OP_SLICE, x) && s_act(s, GPP_OP_SLICE, y) && x->n == y->n &&
+           x->rows == y->rows);
     assert(start >= 0 && start + y->cols <= x->cols);
     return s_vt(s)->slice_fwd(s, x, start, y, err);
 }
@@ -247,10 +248,10 @@ int gpp_slice_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int64_t start, gpp_ten
 int gpp_slice_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, gpp_tensor_t *dx,
                   gpp_err_t *err)
 {
-    assert(s_f32(dy));
+    assert(s_act(s, GPP_OP_SLICE, dy));
     if (!dx || !dx->data)
         return 0;
-    assert(s_f32(dx) && dx->n == dy->n && dx->rows == dy->rows);
+    assert(s_act(s, GPP_OP_SLICE, dx) && dx->n == dy->n && dx->rows == dy->rows);
     assert(start >= 0 && start + dy->cols <= dx->cols);
     return s_vt(s)->slice_bwd(s, dy, start, dx, err);
 }
@@ -265,14 +266,16 @@ int gpp_add_fwd(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, g
 
 int gpp_reshape_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(y) && x->n == y->n && gpp_tensor_numel(x) == gpp_tensor_numel(y));
-    return gpp_stream_copy(s, y->data, x->data, (size_t)gpp_tensor_numel(y) * sizeof(float),
-                           GPP_COPY_D2D, err);
+    assert(s_act(s, GPP_OP_RESHAPE, x) && s_act(s, GPP_OP_RESHAPE, y) && x->n == y->n &&
+           gpp_tensor_numel(x) == gpp_tensor_numel(y));
+    if (x->dtype != y->dtype) /* bf16 on one side (gpp_backend_act_bf16) */
+        return s_vt(s)->convert(s, x, y, err);
+    return gpp_stream_copy(s, y->data, x->data, gpp_tensor_bytes(y), GPP_COPY_D2D, err);
 }
 
 int gpp_reshape_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_err_t *err)
 {
-    assert(s_f32(dy));
+    assert(s_act(s, GPP_OP_RESHAPE, dy));
     if (!dx || !dx->data)
         return 0;
     assert(dx->n == dy->n);
@@ -294,7 +297,8 @@ int gpp_add_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, gpp_tensor_t *da, gpp_t
 int gpp_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *target, float *loss,
                  float grad_scale, gpp_tensor_t *dx, gpp_err_t *err)
 {
-    assert(s_f32(x) && s_f32(target) && s_same_shape(x, target) && s_opt_like(dx, x));
+    assert(s_act(s, GPP_OP_LOSS_MSE, x) && s_f32(target) && s_same_shape(x, target) &&
+           s_opt_act(s, GPP_OP_LOSS_MSE, dx, x));
     assert(loss && gpp_tensor_numel(x) > 0);
     return s_vt(s)->loss_mse(s, x, target, loss, grad_scale, dx, err);
 }
@@ -302,7 +306,8 @@ int gpp_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *tar
 int gpp_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
                 float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err)
 {
-    assert(s_f32(logits) && s_i32(labels) && s_opt_like(dx, logits));
+    assert(s_act(s, GPP_OP_LOSS_CE, logits) && s_i32(labels) &&
+           s_opt_act(s, GPP_OP_LOSS_CE, dx, logits));
     assert(labels->n == logits->n && labels->rows == logits->rows && labels->cols == 1);
     assert(loss && logits->n * logits->rows > 0 && logits->cols > 0);
     return s_vt(s)->loss_ce(s, logits, labels, loss, grad_scale, dx, err);

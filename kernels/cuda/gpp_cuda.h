@@ -287,6 +287,7 @@ int gpp_cuda_add(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, 
                  gpp_err_t *err);
 int gpp_cuda_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y,
                   gpp_err_t *err);
+int gpp_cuda_convert(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
 int gpp_cuda_sparse_init(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err);
 int gpp_cuda_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, const int32_t *rows,
                         const float *values, int64_t value_stride, gpp_err_t *err);

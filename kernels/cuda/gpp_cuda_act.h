@@ -6,6 +6,8 @@
 #ifndef GPP_CUDA_ACT_H
 #define GPP_CUDA_ACT_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,6 +23,13 @@ typedef struct {
 static inline gpp_cuk_t gpp_cuk_f32(const float *p)
 {
     gpp_cuk_t t = {(void *)p, 0};
+    return t;
+}
+/* t offset by i elements (absent stays absent) */
+static inline gpp_cuk_t gpp_cuk_at(gpp_cuk_t t, int64_t i)
+{
+    if (t.p)
+        t.p = (char *)t.p + i * (t.bf16 ? 2 : 4);
     return t;
 }
 

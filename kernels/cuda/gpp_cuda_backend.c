@@ -79,9 +79,8 @@ static int s_env_choice(const char *name, const char *const *words, gpp_err_t *e
 }
 
 /* The ops whose kernels take bf16 activations (gpp_backend_act_bf16):
- * every one with matrix products, layer norm and the element-wise maps.
- * Not yet: concat, slice and reshape (copies of one element type), the
- * losses (fp32 logits) and the embedding bag (fp32 rows). */
+ * every one but the embedding bag (its rows and its sparse gradient's
+ * values stay fp32), which then gives and takes fp32. */
 static int s_act_bf16(gpp_backend_t *be, gpp_op_type_t t)
 {
     if (!gpp_cuda_be(be)->bf16_tensors)
@@ -93,6 +92,11 @@ static int s_act_bf16(gpp_backend_t *be, gpp_op_type_t t)
     case GPP_OP_LAYERNORM:
     case GPP_OP_ATTENTION:
     case GPP_OP_ADD:
+    case GPP_OP_CONCAT:
+    case GPP_OP_SLICE:
+    case GPP_OP_RESHAPE:
+    case GPP_OP_LOSS_MSE:
+    case GPP_OP_LOSS_CE:
         return 1;
     default:
         return 0;
@@ -579,6 +583,7 @@ const gpp_backend_vt_t gpp_cuda_backend_vt = {
     .loss_ce = gpp_cuda_loss_ce,
     .add = gpp_cuda_add,
     .axpy = gpp_cuda_axpy,
+    .convert = gpp_cuda_convert,
     .sparse_init = gpp_cuda_sparse_init,
     .sparse_add = gpp_cuda_sparse_add,
     .sparse_clear = gpp_cuda_sparse_clear,

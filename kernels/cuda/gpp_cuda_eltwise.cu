@@ -264,20 +264,31 @@ extern "C" cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t
 
 /* dst[r][j] += src[r][j] for r < rows, j < c: a block per row at a time,
  * its threads along the row (no 64-bit division per element) */
-GPP_KERNEL void k_block_acc(int64_t rows, int64_t c, const float *src, int64_t lds, float *dst,
-                            int64_t ldd)
+template <int ACC>
+GPP_KERNEL void k_block(int64_t rows, int64_t c, gpp_cuk_t src, int64_t lds, gpp_cuk_t dst,
+                        int64_t ldd)
 {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
         for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-            dst[r * ldd + j] += src[r * lds + j];
+            gpp_stt(dst, r * ldd + j,
+                    (ACC ? gpp_ldt(dst, r * ldd + j) : 0.0f) + gpp_ldt(src, r * lds + j));
 }
 
-extern "C" cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, const float *src,
-                                         int64_t lds, float *dst, int64_t ldd)
+extern "C" cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t src,
+                                         int64_t lds, gpp_cuk_t dst, int64_t ldd)
 {
     if (rows <= 0 || c <= 0)
         return cudaSuccess;
-    GPP_LAUNCH(gpp_cuk_row_blocks(rows), gpp_cuk_row_threads(c), 0, st, k_block_acc)
+    GPP_LAUNCH(gpp_cuk_row_blocks(rows), gpp_cuk_row_threads(c), 0, st, k_block<1>)
+    (rows, c, src, lds, dst, ldd);
+    return cudaGetLastError();
+}
+extern "C" cudaError_t gpp_cuk_block_copy(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t src,
+                                          int64_t lds, gpp_cuk_t dst, int64_t ldd)
+{
+    if (rows <= 0 || c <= 0)
+        return cudaSuccess;
+    GPP_LAUNCH(gpp_cuk_row_blocks(rows), gpp_cuk_row_threads(c), 0, st, k_block<0>)
     (rows, c, src, lds, dst, ldd);
     return cudaGetLastError();
 }
@@ -299,15 +310,15 @@ static GPP_DEV double s_block_sum(double v, double *sh)
 }
 
 GPP_KERNEL void GPP_LAUNCH_BOUNDS(S_RED)
-    k_mse(int64_t n, const float *x, const float *t, float *dx, float g, float *loss)
+    k_mse(int64_t n, gpp_cuk_t x, const float *t, gpp_cuk_t dx, float g, float *loss)
 {
     GPP_SHARED double sh[S_RED];
     double acc = 0.0;
     for (int64_t i = threadIdx.x; i < n; i += S_RED) {
-        float d = x[i] - t[i];
+        float d = gpp_ldt(x, i) - t[i];
         acc += (double)d * d;
-        if (dx)
-            dx[i] += g * d;
+        if (dx.p)
+            gpp_stt(dx, i, gpp_ldt(dx, i) + g * d);
     }
     double total = s_block_sum(acc, sh);
     if (threadIdx.x == 0)
@@ -325,8 +336,8 @@ GPP_KERNEL void GPP_LAUNCH_BOUNDS(S_RED) k_mean(int64_t n, const float *v, float
         *out = (float)(total / (double)n);
 }
 
-extern "C" cudaError_t gpp_cuk_mse(cudaStream_t st, int64_t n, const float *x, const float *t,
-                                   float *dx, float g, float *loss)
+extern "C" cudaError_t gpp_cuk_mse(cudaStream_t st, int64_t n, gpp_cuk_t x, const float *t,
+                                   gpp_cuk_t dx, float g, float *loss)
 {
     GPP_LAUNCH(1, S_RED, 0, st, k_mse)(n, x, t, dx, g, loss);
     return cudaGetLastError();
@@ -353,8 +364,8 @@ static GPP_DEV double s_warp_sum(double v)
     return v;
 }
 
-GPP_KERNEL void k_ce_rows(int64_t rows, int64_t c, const float *logits, const int32_t *labels,
-                          float *dx, float g, float *row_loss, gpp_cuda_fault_t *fault)
+GPP_KERNEL void k_ce_rows(int64_t rows, int64_t c, gpp_cuk_t logits, const int32_t *labels,
+                          gpp_cuk_t dx, float g, float *row_loss, gpp_cuda_fault_t *fault)
 {
     int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x % 32;
@@ -372,28 +383,29 @@ GPP_KERNEL void k_ce_rows(int64_t rows, int64_t c, const float *logits, const in
         }
         return;
     }
-    const float *z = logits + r * c;
+    const int64_t o = r * c; /* the row's first element */
     float mx = -INFINITY;
     for (int64_t j = lane; j < c; j += 32)
-        mx = fmaxf(mx, z[j]);
+        mx = fmaxf(mx, gpp_ldt(logits, o + j));
     mx = s_warp_max(mx);
     double sum = 0.0;
     for (int64_t j = lane; j < c; j += 32)
-        sum += exp((double)(z[j] - mx));
+        sum += exp((double)(gpp_ldt(logits, o + j) - mx));
     sum = s_warp_sum(sum);
     double lse = log(sum) + mx;
     if (lane == 0)
-        row_loss[r] = (float)(lse - z[lab]);
-    if (!dx)
+        row_loss[r] = (float)(lse - gpp_ldt(logits, o + lab));
+    if (!dx.p)
         return;
-    float *d = dx + r * c;
     for (int64_t j = lane; j < c; j += 32)
-        d[j] += g * ((float)exp((double)z[j] - lse) - (j == lab ? 1.0f : 0.0f));
+        gpp_stt(dx, o + j,
+                gpp_ldt(dx, o + j) + g * ((float)exp((double)gpp_ldt(logits, o + j) - lse) -
+                                          (j == lab ? 1.0f : 0.0f)));
 }
 
-extern "C" cudaError_t gpp_cuk_ce_rows(cudaStream_t st, int64_t rows, int64_t c,
-                                       const float *logits, const int32_t *labels, float *dx,
-                                       float g, float *row_loss, gpp_cuda_fault_t *fault)
+extern "C" cudaError_t gpp_cuk_ce_rows(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t logits,
+                                       const int32_t *labels, gpp_cuk_t dx, float g,
+                                       float *row_loss, gpp_cuda_fault_t *fault)
 {
     int64_t threads = rows * 32;
     GPP_LAUNCH((unsigned)((threads + S_THREADS - 1) / S_THREADS), S_THREADS, 0, st, k_ce_rows)

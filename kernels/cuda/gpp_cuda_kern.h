@@ -101,9 +101,15 @@ cudaError_t gpp_cuk_chunks_sum(cudaStream_t st, int64_t cols, int64_t chunks, co
 cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols, gpp_cuk_t x, int64_t ld,
                                float *y, float *part, int64_t part_floats);
 /* dst[r ldd + j] += src[r lds + j], r < rows, j < c: a column block of
- * one matrix into another (concat and slice backward) */
-cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, const float *src,
-                              int64_t lds, float *dst, int64_t ldd);
+ * one matrix into another (concat and slice backward); src and dst fp32 or
+ * bf16 */
+cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t src, int64_t lds,
+                              gpp_cuk_t dst, int64_t ldd);
+/* dst[r ldd + j] = src[r lds + j] converted: a column block between
+ * tensors of different element types (concat and slice forward; one type:
+ * cudaMemcpy2DAsync) */
+cudaError_t gpp_cuk_block_copy(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t src, int64_t lds,
+                               gpp_cuk_t dst, int64_t ldd);
 
 /* ---- layer norm over cols; stash (mean, 1/std) per row, fp32; x, y, dy,
  * dx fp32 or bf16 ---- */
@@ -191,13 +197,15 @@ cudaError_t gpp_cuk_sparse_clear(cudaStream_t st, int64_t bound, int32_t *count,
                                  int32_t *host_count, const int32_t *rows, int32_t *slot_map);
 
 /* ---- losses ----
- * MSE: *loss = mean (x - t)^2; dx (may be NULL) += g (x - t), g = 2 scale / n. */
-cudaError_t gpp_cuk_mse(cudaStream_t st, int64_t n, const float *x, const float *t, float *dx,
+ * MSE: *loss = mean (x - t)^2; dx (may be absent) += g (x - t), g = 2 scale
+ * / n; x and dx fp32 or bf16, the target fp32. */
+cudaError_t gpp_cuk_mse(cudaStream_t st, int64_t n, gpp_cuk_t x, const float *t, gpp_cuk_t dx,
                         float g, float *loss);
-/* CE per row into row_loss [rows]; dx (may be NULL) += g (softmax - onehot).
- * A label outside [0, c) sets the fault. */
-cudaError_t gpp_cuk_ce_rows(cudaStream_t st, int64_t rows, int64_t c, const float *logits,
-                            const int32_t *labels, float *dx, float g, float *row_loss,
+/* CE per row into row_loss [rows]; dx (may be absent) += g (softmax -
+ * onehot); logits and dx fp32 or bf16. A label outside [0, c) sets the
+ * fault. */
+cudaError_t gpp_cuk_ce_rows(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t logits,
+                            const int32_t *labels, gpp_cuk_t dx, float g, float *row_loss,
                             gpp_cuda_fault_t *fault);
 /* *out = sum of v[0..n) / n */
 cudaError_t gpp_cuk_mean(cudaStream_t st, int64_t n, const float *v, float *out);

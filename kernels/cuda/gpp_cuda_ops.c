@@ -737,17 +737,33 @@ int gpp_cuda_sparse_clear(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
 
 /* ---- concat ---- */
 
+/* A column block of rows rows: dst's columns [0, c) (row stride ldd) =
+ * src's (row stride lds); one element type: a 2D copy of bytes; two: the
+ * converting kernel. */
+static int s_block_copy(gpp_stream_t *s, int64_t rows, int64_t c, gpp_cuk_t src, int64_t lds,
+                        gpp_cuk_t dst, int64_t ldd, gpp_err_t *err)
+{
+    if (c <= 0 || rows <= 0)
+        return 0;
+    if (src.bf16 != dst.bf16) {
+        S_LAUNCH(gpp_cuk_block_copy(gpp_cuda_stream(s), rows, c, src, lds, dst, ldd), err);
+        return 0;
+    }
+    size_t e = src.bf16 ? 2 : sizeof(float);
+    GPP_CUDA_TRY(cudaMemcpy2DAsync(dst.p, (size_t)ldd * e, src.p, (size_t)lds * e, (size_t)c * e,
+                                   (size_t)rows, cudaMemcpyDeviceToDevice, gpp_cuda_stream(s)),
+                 err);
+    return 0;
+}
+
 int gpp_cuda_concat_fwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *const *xs, gpp_tensor_t *y,
                         gpp_err_t *err)
 {
     int64_t rows = y->n * y->rows, cy = y->cols, off = 0;
     for (int i = 0; i < n_in; i++) {
         int64_t c = xs[i]->cols;
-        if (c > 0 && rows > 0)
-            GPP_CUDA_TRY(cudaMemcpy2DAsync(s_f(y) + off, (size_t)cy * 4, xs[i]->data, (size_t)c * 4,
-                                           (size_t)c * 4, (size_t)rows, cudaMemcpyDeviceToDevice,
-                                           gpp_cuda_stream(s)),
-                         err);
+        if (s_block_copy(s, rows, c, s_k(xs[i]), c, gpp_cuk_at(s_k(y), off), cy, err) < 0)
+            return -1;
         off += c;
     }
     return 0;
@@ -769,9 +785,9 @@ int gpp_cuda_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_t
         }
         int64_t c = dxs[i]->cols;
         if (dxs[i]->data && c > 0 && rows > 0)
-            S_LAUNCH(
-                gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, s_f(dy) + off, cy, s_f(dxs[i]), c),
-                err);
+            S_LAUNCH(gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, gpp_cuk_at(s_k(dy), off), cy,
+                                       s_k(dxs[i]), c),
+                     err);
         off += c;
     }
     return 0;
@@ -782,13 +798,8 @@ int gpp_cuda_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_t
 int gpp_cuda_slice_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int64_t start, gpp_tensor_t *y,
                        gpp_err_t *err)
 {
-    int64_t rows = y->n * y->rows, c = y->cols;
-    if (c > 0 && rows > 0)
-        GPP_CUDA_TRY(cudaMemcpy2DAsync(y->data, (size_t)c * 4, s_f(x) + start, (size_t)x->cols * 4,
-                                       (size_t)c * 4, (size_t)rows, cudaMemcpyDeviceToDevice,
-                                       gpp_cuda_stream(s)),
-                     err);
-    return 0;
+    return s_block_copy(s, y->n * y->rows, y->cols, gpp_cuk_at(s_k(x), start), x->cols, s_k(y),
+                        y->cols, err);
 }
 
 int gpp_cuda_slice_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, gpp_tensor_t *dx,
@@ -796,10 +807,17 @@ int gpp_cuda_slice_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, g
 {
     int64_t rows = dy->n * dy->rows, c = dy->cols;
     if (c > 0 && rows > 0)
-        S_LAUNCH(
-            gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, s_f(dy), c, s_f(dx) + start, dx->cols),
-            err);
+        S_LAUNCH(gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, s_k(dy), c,
+                                   gpp_cuk_at(s_k(dx), start), dx->cols),
+                 err);
     return 0;
+}
+
+/* y = x, as n rows of numel / n (reshape's forward between element types) */
+int gpp_cuda_convert(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
+{
+    int64_t per = x->n > 0 ? gpp_tensor_numel(x) / x->n : 0;
+    return s_block_copy(s, x->n, per, s_k(x), per, s_k(y), per, err);
 }
 
 /* ---- losses ---- */
@@ -808,7 +826,7 @@ int gpp_cuda_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t
                       float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err)
 {
     int64_t n = gpp_tensor_numel(x);
-    S_LAUNCH(gpp_cuk_mse(gpp_cuda_stream(s), n, s_f(x), s_f(target), s_f(dx),
+    S_LAUNCH(gpp_cuk_mse(gpp_cuda_stream(s), n, s_k(x), s_f(target), s_k(dx),
                          2.0f * grad_scale / (float)n, loss),
              err);
     return 0;
@@ -822,7 +840,7 @@ int gpp_cuda_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tens
     if (!row_loss)
         return gpp_err_prefix(err, "cross-entropy workspace");
     cudaStream_t st = gpp_cuda_stream(s);
-    S_LAUNCH(gpp_cuk_ce_rows(st, rows, logits->cols, s_f(logits), labels->data, s_f(dx),
+    S_LAUNCH(gpp_cuk_ce_rows(st, rows, logits->cols, s_k(logits), labels->data, s_k(dx),
                              grad_scale / (float)rows, row_loss, gpp_cuda_st(s)->fault),
              err);
     S_LAUNCH(gpp_cuk_mean(st, rows, row_loss, loss), err);

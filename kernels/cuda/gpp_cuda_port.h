@@ -477,11 +477,4 @@ static inline int gpp_cuk_al4(gpp_cuk_t t)
 {
     return (uintptr_t)t.p % (t.bf16 ? 8 : 16) == 0;
 }
-/* t offset by i elements */
-static inline gpp_cuk_t gpp_cuk_at(gpp_cuk_t t, int64_t i)
-{
-    if (t.p)
-        t.p = (char *)t.p + i * (t.bf16 ? 2 : 4);
-    return t;
-}
 #endif

@@ -114,6 +114,23 @@ if ! grep -q '^bf16 tensors:' "$TMP/bf16.f32t.log" &&
 else
     fail "mmt bf16 with GPP_CUDA_BF16_TENSORS=off" "$(cat "$TMP/bf16.f32t.log")"
 fi
+# DLRM and CANDLE-Uno at bf16: their MLPs, concats, slices and losses keep
+# bf16 tensors too (DLRM's embedding bags give fp32); losses within 5e-2
+for spec in "$DLRM" "$CANDLE"; do
+    name=${spec%%:*}
+    "$TRAIN" --model "$spec" --backend cuda --precision bf16 --iterations 10 --batch 32 \
+        --micro-batch 16 --lr 0.003 >"$TMP/bf16.$name.log" 2>&1 ||
+        fail "$name bf16: gpp-train failed" "$(cat "$TMP/bf16.$name.log")"
+    if grep -q '^bf16 tensors: [1-9]' "$TMP/bf16.$name.log" &&
+        paste <(losses "$TMP/$name.cpu.log") <(losses "$TMP/bf16.$name.log") |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 > 0 ? $1 : -$1); if (r > m) m = r;
+               if (r > 5e-2) bad = 1 }
+             END { printf "bf16: max rel loss difference from fp32 cpu %g\n", m; exit bad || NR != 10 }'; then
+        ok "$name bf16: losses within 5e-2 of the fp32 cpu run ($(grep '^bf16 tensors:' "$TMP/bf16.$name.log"))"
+    else
+        fail "$name bf16" "$(paste <(losses "$TMP/$name.cpu.log") <(losses "$TMP/bf16.$name.log"); grep '^bf16 tensors' "$TMP/bf16.$name.log")"
+    fi
+done
 for g in "" --cuda-graphs; do
     GPP_CUDA_BF16_GEMM=packed "$TRAIN" --model "$MMT" --backend cuda --precision bf16 \
         --iterations 6 --batch 32 --micro-batch 12 --lr 0.003 $g >"$TMP/bf16p.g$g.log" 2>&1 ||
