@@ -4,8 +4,10 @@
  * than the op's own id). Each op produces one tensor. Per sample, a tensor is
  * a row-major matrix of `rows` x `cols` elements (rows = sequence length, 1 for
  * flat features); a micro-batch of b samples is [b, rows, cols] row-major.
- * Dense tensors are fp32; the output of a GPP_INPUT_INDICES input is int32
- * (4 bytes too), holding `cols` table indices per sample.
+ * Dense tensors are fp32 as the graph counts them (out_bytes); the output of
+ * a GPP_INPUT_INDICES input is int32 (4 bytes too), holding `cols` table
+ * indices per sample. (A CUDA executor at precision bf16 keeps some
+ * activations in bf16: kernels/gpp_backend.h, gpp_backend_act_bf16.)
  *
  * After gpp_graph_finalize() every op carries derived figures (parameters,
  * FLOPs, bytes) that the cost model and the memory bound use, and the

@@ -351,7 +351,8 @@ static gpp_cuda_core_t s_att_core(gpp_stream_t *s, const s_att_t *a)
  * [3][n][heads][seq][dh] at 0 | probabilities [n heads, seq, seq] at .prob
  * (both of .elem bytes an element: 4, or 2 in the bf16 core, whose parts
  * are 256-byte aligned) | natural ctx [n seq, hidden] in fp32 at .ctx (the
- * output projection's input, fp32 like every tensor between ops) | .total.
+ * output projection's input; the op's x and y may be bf16, its internal
+ * qkv and ctx stay fp32) | .total.
  * In fp32 it is the op table's layout (gpp_attention_stash_bytes). */
 typedef struct {
     size_t elem, prob, ctx, total;
@@ -461,7 +462,7 @@ static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
  * operands are written in bf16 by the kernels that make them (the permute:
  * Q, K, V; the softmax: P), so cuBLASLt runs native bf16 x bf16 -> fp32
  * products (no conversion inside the library, half the bytes) and the
- * stash is about half; scores, sums and the tensors between ops stay fp32,
+ * stash is about half; scores, sums and the natural qkv and ctx stay fp32,
  * each operand rounded once. Stash: s_unf_stash_t. Workspace (fp32):
  * natural qkv [m, 3 hid] | head-major ctx [m, hid] | in bf16 the scores
  * [batch, seq, seq] (in fp32 the softmax runs in place in the stash). */
