@@ -312,6 +312,8 @@ static void s_figures(gpp_worker_t *self, const gpp_graph_t *g, gpp_backend_t *b
         r->micro_batch = 1;
         r->kernel_stash_set = 1;
         r->kernel_stash = gpp_backend_op_kernel_stash(be, g, op);
+        r->out_bytes_set = op->out_bytes > 0;
+        r->out_bytes = gpp_backend_op_out_bytes(be, g, op);
         gpp_work_t w = gpp_backend_op_workspace(be, g, op);
         r->workspace_set = 1;
         r->workspace_fixed = w.fixed;
@@ -375,6 +377,7 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
         const cJSON *rt = cJSON_GetObjectItemCaseSensitive(e, "runtime"), *v;
         const cJSON *fw = cJSON_GetObjectItemCaseSensitive(e, "forward");
         const cJSON *ks = cJSON_GetObjectItemCaseSensitive(e, "kernel_stash");
+        const cJSON *ob = cJSON_GetObjectItemCaseSensitive(e, "out_bytes");
         const cJSON *ws = cJSON_GetObjectItemCaseSensitive(e, "workspace");
         const cJSON *wf = cJSON_GetObjectItemCaseSensitive(ws, "fixed");
         const cJSON *wp = cJSON_GetObjectItemCaseSensitive(ws, "per_sample");
@@ -394,6 +397,10 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
             if (cJSON_IsNumber(ks)) { /* what the planner's memory model takes */
                 rows[n].kernel_stash_set = 1;
                 rows[n].kernel_stash = (int64_t)ks->valuedouble;
+            }
+            if (cJSON_IsNumber(ob) && ob->valuedouble > 0) { /* and the output's bytes */
+                rows[n].out_bytes_set = 1;
+                rows[n].out_bytes = (int64_t)ob->valuedouble;
             }
             if (cJSON_IsNumber(wf) && cJSON_IsNumber(wp)) { /* and the workspace */
                 rows[n].workspace_set = 1;

@@ -846,7 +846,9 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
                                    .has_kernel_stash = r->kernel_stash_set,
                                    .kernel_stash = r->kernel_stash,
                                    .has_workspace = r->workspace_set,
-                                   .workspace = {r->workspace_fixed, r->workspace_per_sample}};
+                                   .workspace = {r->workspace_fixed, r->workspace_per_sample},
+                                   .has_out_bytes = r->out_bytes_set,
+                                   .out_bytes = r->out_bytes};
     }
     if (self->figures) { /* memory figures, no times: kept for a cost model made again */
         int rc =

@@ -40,6 +40,8 @@ typedef struct {
     int has_kstash;
     gpp_work_t work; /* "workspace"; valid when has_work */
     int has_work;
+    int64_t obytes; /* "out_bytes" per sample; valid when has_obytes */
+    int has_obytes;
     int rm_n;
     int *rm_mbs;
     double *rm_bytes;
@@ -55,6 +57,9 @@ struct gpp_cost {
                               stash (gpp_cost_op_stash_bytes), made once per attach */
     gpp_work_t *work;      /* [n_ops] the profile's workspaces (fixed -1: the op table's), or
                               NULL when no attached entry has one (gpp_stage_mem's argument) */
+    int64_t *obytes;       /* [n_ops] the profile's output bytes per sample (-1: the graph's
+                              fp32 figure), or NULL when no attached entry has one
+                              (gpp_stage_mem's argument) */
     char prof_origin[256]; /* the last attached profile (file or "the agents' profile") */
     /* its GPP_PROFILE_META record's device and precision ("" when absent) */
     char prof_device[96], prof_precision[8];
@@ -99,6 +104,7 @@ void gpp_cost_destroy(gpp_cost_t **self_p)
         s_prof_clear(&self->prof[i]);
     free(self->prof);
     free(self->kstash);
+    free(self->obytes);
     free(self->stash);
     free(self->work);
     free(self);
@@ -461,6 +467,7 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
     gpp_stage_mem_t sm;
     gpp_stage_dev_t dev = {.kernel_stash = c->kstash,
                            .work = c->work,
+                           .out_bytes = c->obytes,
                            .alloc_rule = c->cl.alloc_rule,
                            .load_ahead = c->cl.load_ahead,
                            .graphs = c->cl.graphs};
@@ -792,6 +799,20 @@ static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, 
         p->kstash = (int64_t)v;
         p->has_kstash = 1;
     }
+    if (cJSON_GetObjectItemCaseSensitive(entry, "out_bytes")) {
+        double v = 0;
+        if (s_get_nonneg(entry, "out_bytes", 1, &v, origin, key, err) || v < 1 ||
+            v > S_PROFILE_MAX_BYTES || v != floor(v)) {
+            gpp_err_set(err,
+                        "%s: op %s: field 'out_bytes' must be a whole positive number of bytes "
+                        "per sample (at most 1 TiB): the op's output as the device keeps it; "
+                        "remove it to use the model's fp32 figure",
+                        origin, key);
+            goto done;
+        }
+        p->obytes = (int64_t)v;
+        p->has_obytes = 1;
+    }
     if (s_parse_workspace(entry, p, origin, key, err))
         goto done;
     rc = 0;
@@ -807,7 +828,7 @@ done:
  * takes the figures. */
 static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
 {
-    int any = 0, any_work = 0;
+    int any = 0, any_work = 0, any_ob = 0;
     for (int k = 0; k < c->g->n_ops; k++) {
         if (tmp[k].n) {
             s_prof_clear(&c->prof[k]);
@@ -822,9 +843,21 @@ static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
                 c->prof[k].has_work = 1;
                 c->prof[k].work = tmp[k].work;
             }
+            if (tmp[k].has_obytes) {
+                c->prof[k].has_obytes = 1;
+                c->prof[k].obytes = tmp[k].obytes;
+            }
         }
         any |= s_kstash(c, k) >= 0;
         any_work |= c->prof[k].has_work;
+        any_ob |= c->prof[k].has_obytes;
+    }
+    free(c->obytes);
+    c->obytes = NULL;
+    if (any_ob) {
+        c->obytes = gpp_xcalloc((size_t)c->g->n_ops, sizeof *c->obytes);
+        for (int k = 0; k < c->g->n_ops; k++)
+            c->obytes[k] = c->prof[k].has_obytes ? c->prof[k].obytes : -1;
     }
     free(c->work);
     c->work = NULL;
@@ -924,6 +957,14 @@ int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *or
         }
         if (s_parse_runtime(e[i].entry, &tmp[op], origin, e[i].key, err))
             goto done;
+        if (tmp[op].has_obytes && tmp[op].obytes > c->g->ops[op].out_bytes) {
+            gpp_err_set(err,
+                        "%s: op %s: out_bytes %lld is more than the model's fp32 figure %lld "
+                        "bytes per sample; was the profile written for another model?",
+                        origin, e[i].key, (long long)tmp[op].obytes,
+                        (long long)c->g->ops[op].out_bytes);
+            goto done;
+        }
     }
     char dev[sizeof c->prof_device] = "", prec[sizeof c->prof_precision] = "";
     if (s_profile_source(root, origin, dev, sizeof dev, prec, sizeof prec, err))
@@ -969,8 +1010,8 @@ static int s_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
     s_prof_t *tmp = gpp_xcalloc((size_t)g->n_ops, sizeof *tmp);
     int rc = 0;
     for (int op = 0; op < g->n_ops && rc == 0; op++) {
-        int k = 0, ks_rows = 0, ws_rows = 0;
-        int64_t ks = -1;
+        int k = 0, ks_rows = 0, ws_rows = 0, ob_rows = 0;
+        int64_t ks = -1, ob = -1;
         gpp_work_t ws = {-1, -1};
         char key[GPP_NAME_LEN + 16];
         snprintf(key, sizeof key, "%d (%s)", op, g->ops[op].name);
@@ -1001,6 +1042,18 @@ static int s_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
                 ws = *w;
                 ws_rows++;
             }
+            if (r->has_out_bytes && rc == 0) {
+                if (r->out_bytes < 1 || r->out_bytes > g->ops[op].out_bytes ||
+                    (ob_rows && r->out_bytes != ob))
+                    rc = gpp_err_set(err,
+                                     "%s: op %s: out_bytes %lld: must be 1..%lld (the model's "
+                                     "fp32 figure) bytes per sample and the same in every row "
+                                     "of the op",
+                                     origin, key, (long long)r->out_bytes,
+                                     (long long)g->ops[op].out_bytes);
+                ob = r->out_bytes;
+                ob_rows++;
+            }
         }
         if (!k || rc)
             continue;
@@ -1013,6 +1066,10 @@ static int s_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_row
         if (rc == 0 && ws_rows) {
             tmp[op].has_work = 1;
             tmp[op].work = ws;
+        }
+        if (rc == 0 && ob_rows) {
+            tmp[op].has_obytes = 1;
+            tmp[op].obytes = ob;
         }
     }
     if (rc == 0) {
@@ -1093,6 +1150,8 @@ char *gpp_cost_profile_json(const gpp_cost_t *c, const char *model, const char *
             cJSON_AddNumberToObject(e, "reserved_mem", (double)p->reserved_bytes);
         if (p->has_kstash)
             cJSON_AddNumberToObject(e, "kernel_stash", (double)p->kstash);
+        if (p->has_obytes)
+            cJSON_AddNumberToObject(e, "out_bytes", (double)p->obytes);
         if (p->has_work) {
             cJSON *ws = cJSON_AddObjectToObject(e, "workspace");
             cJSON_AddNumberToObject(ws, "fixed", (double)p->work.fixed);

@@ -181,6 +181,11 @@ typedef struct {
        the same in every row of an op */
     int has_workspace;
     gpp_work_t workspace;
+    /* the profile's "out_bytes" (the output's bytes per sample as the
+       backend keeps it inside a stage) when has_out_bytes; the same in
+       every row of an op, 1 .. the op's fp32 figure */
+    int has_out_bytes;
+    int64_t out_bytes;
 } gpp_cost_row_t;
 
 /* Attaches measured rows (any order) as a profile.json with runtime =

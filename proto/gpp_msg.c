@@ -246,6 +246,9 @@ static int s_check_profile_result(const Gpp__ProfileResult *p, gpp_err_t *err)
         S_REQUIRE(!o->kernel_stash_set || o->kernel_stash >= 0,
                   "profile_result.ops[%zu].kernel_stash: %lld is negative", i,
                   (long long)o->kernel_stash);
+        S_REQUIRE(!o->out_bytes_set || o->out_bytes > 0,
+                  "profile_result.ops[%zu].out_bytes: %lld is not positive", i,
+                  (long long)o->out_bytes);
         S_REQUIRE(!o->workspace_set || (o->workspace_fixed >= 0 && o->workspace_per_sample >= 0),
                   "profile_result.ops[%zu].workspace: fixed %lld, per sample %lld: negative", i,
                   (long long)o->workspace_fixed, (long long)o->workspace_per_sample);

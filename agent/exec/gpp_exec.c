@@ -305,11 +305,8 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
     for (int k = 0; k < self->n_slots; k++) {
         exec_slot_t *sl = &self->slots[k];
         const gpp_op_t *p = &g->ops[sl->producer];
-        int bf16 = sl->local && !sl->boundary_out && sl->dtype == GPP_DTYPE_F32 &&
-                   gpp_backend_act_bf16(be, p->type);
-        for (int j = 0; bf16 && j < p->n_outputs; j++)
-            bf16 = in_stage[p->outputs[j]] && gpp_backend_act_bf16(be, g->ops[p->outputs[j]].type);
-        if (bf16)
+        if (sl->local && !sl->boundary_out && sl->dtype == GPP_DTYPE_F32 &&
+            gpp_backend_op_out_bytes(be, g, p) < p->out_bytes)
             sl->dtype = GPP_DTYPE_BF16;
     }
     free(in_stage);

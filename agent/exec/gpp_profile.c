@@ -133,6 +133,8 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
         snprintf(key, sizeof key, "%d", g->ops[ops[i]].id);
         cJSON *e = cJSON_GetObjectItemCaseSensitive(root, key);
         cJSON_AddNumberToObject(e, "kernel_stash", (double)gpp_exec_kernel_stash_bytes(ex, ops[i]));
+        cJSON_AddNumberToObject(e, "out_bytes",
+                                (double)gpp_backend_op_out_bytes(be, g, &g->ops[ops[i]]));
         gpp_work_t w = gpp_exec_op_workspace(ex, ops[i]);
         cJSON *ws = cJSON_AddObjectToObject(e, "workspace");
         cJSON_AddNumberToObject(ws, "fixed", (double)w.fixed);

@@ -26,7 +26,11 @@
  *    "workspace": {"fixed": bytes, "per_sample": bytes}: the stream
  *    workspace the op's kernels ask on this backend for n samples, fixed +
  *    n x per_sample (gpp's addition: gpp_exec_op_workspace; CUDA's
- *    attention cores ask more than the op table's CPU layout)}.
+ *    attention cores ask more than the op table's CPU layout),
+ *    "out_bytes": bytes per sample of the op's output (and its gradient)
+ *    as this backend keeps it inside a stage (gpp's addition:
+ *    gpp_backend_op_out_bytes; at bf16 on CUDA half the fp32 figure where
+ *    the executor keeps it in bf16)}.
  * gpp_profile_write adds gpp's record of what was measured where, under
  * GPP_PROFILE_META ("_gpp", which readers of the authors' schema skip):
  *   {"model": spec, "device": the device's own name (gpp_backend_device_name:

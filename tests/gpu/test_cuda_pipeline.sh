@@ -88,6 +88,26 @@ else
     fail "device memory predicted vs measured (eager exact: $eager_exact, graphs within: $graphs_above)" "$(grep -A5 '^  memory  stage' "$TMP/eager.out" "$TMP/cuda.out"; grep figures "$TMP/eager.err")"
 fi
 
+# precision bf16 (eager): inside each stage the agents keep bf16 tensors
+# (docs/gpu.md "bf16 tensors"), what crosses between stages stays fp32; the
+# agents' memory figures carry each op's output bytes, so the prediction
+# still equals the measure (on the emulation, to the byte); losses within
+# 5e-2 of the fp32 CPU pipeline (test_cuda_train's bf16 bound)
+C=$(conf gpu-1.toml bf16)
+sed -i -e 's|^\[job\]|[job]\ncuda_graphs = false|' -e 's|^precision = .*|precision = "bf16"|' "$C"
+timeout 300 "$COORD" --plan "$TMP/cpu.ckpt/plan.json" "$C" >"$TMP/bf16.out" 2>"$TMP/bf16.err"
+rc=$?
+bf16_exact=$(mem_errs "$TMP/bf16.out" | awk '$1 != "+0.00" && $1 != "-0.00" { bad = 1 } END { print NR && !bad }')
+if [ $rc -eq 0 ] && { [ "$bf16_exact" = 1 ] || [ "${GPP_AGENT#*emu}" = "${GPP_AGENT:-}" ]; } &&
+    paste <(losses "$TMP/cpu.out") <(losses "$TMP/bf16.out") |
+    awk -v n=$ITERS '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 > 0 ? $1 : -$1); if (r > m) m = r;
+                       if (r > 5e-2 || NF != 2) bad = 1 }
+                     END { printf "bf16: max rel loss difference %g over %d iterations\n", m, NR; exit bad || NR != n }'; then
+    ok "bf16 pipeline: losses within 5e-2 of the cpu pipeline, device memory predicted = measured"
+else
+    fail "bf16 pipeline (exit $rc, memory exact: $bf16_exact)" "$(grep -A5 '^  memory  stage' "$TMP/bf16.out"; paste <(losses "$TMP/cpu.out") <(losses "$TMP/bf16.out"); tail -5 "$TMP/bf16.err")"
+fi
+
 # the cuda run's checkpoint set 5 continues on CPU agents: same plan, the
 # losses of iterations 6..10 as the cuda run's within the same tolerance
 C=$(conf local-cpu.toml resume)

@@ -652,9 +652,16 @@ static void t_profile_rows(void)
         char rt[256] = "", fw[256] = "";
         size_t ro = 0, fo = 0;
         for (int k = 0; k < 3; k++) {
-            gpp_cost_row_t r = {
-                op, mbs[k], 0.1 * (op + 1) * mbs[k] / 3.0, 0.7 * (op + 2) * mbs[k] / 7.0, 0, 0,
-                0,  {0, 0}};
+            gpp_cost_row_t r = {op,
+                                mbs[k],
+                                0.1 * (op + 1) * mbs[k] / 3.0,
+                                0.7 * (op + 2) * mbs[k] / 7.0,
+                                0,
+                                0,
+                                0,
+                                {0, 0},
+                                0,
+                                0};
             rows[n++] = r;
             ro += (size_t)snprintf(rt + ro, sizeof rt - ro, "%s\"%d\":%.17g", k ? "," : "", mbs[k],
                                    r.fwd_ms + r.bwd_ms);
@@ -683,15 +690,15 @@ static void t_profile_rows(void)
         gpp_cost_row_t row;
         const char *expect;
     } bad[] = {
-        {{0, 0, 1, 1, 0, 0, 0, {0, 0}}, "runtime key '0'"},
-        {{0, 1, NAN, 1, 0, 0, 0, {0, 0}}, "runtime[\"1\"]"},
-        {{0, 1, -1, 2, 0, 0, 0, {0, 0}}, "forward[\"1\"]"},
-        {{0, 1, 2, -1, 0, 0, 0, {0, 0}}, "forward[\"1\"]"},
-        {{0, 4, 1, 1, 0, 0, 0, {0, 0}}, "micro-batch 4 twice"},
-        {{g->n_ops, 1, 1, 1, 0, 0, 0, {0, 0}}, "has ops 0.."},
+        {{0, 0, 1, 1, 0, 0, 0, {0, 0}, 0, 0}, "runtime key '0'"},
+        {{0, 1, NAN, 1, 0, 0, 0, {0, 0}, 0, 0}, "runtime[\"1\"]"},
+        {{0, 1, -1, 2, 0, 0, 0, {0, 0}, 0, 0}, "forward[\"1\"]"},
+        {{0, 1, 2, -1, 0, 0, 0, {0, 0}, 0, 0}, "forward[\"1\"]"},
+        {{0, 4, 1, 1, 0, 0, 0, {0, 0}, 0, 0}, "micro-batch 4 twice"},
+        {{g->n_ops, 1, 1, 1, 0, 0, 0, {0, 0}, 0, 0}, "has ops 0.."},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        gpp_cost_row_t two[2] = {{0, 4, 0.5, 0.5, 0, 0, 0, {0, 0}}, bad[i].row};
+        gpp_cost_row_t two[2] = {{0, 4, 0.5, 0.5, 0, 0, 0, {0, 0}, 0, 0}, bad[i].row};
         err.msg[0] = 0;
         GPP_EXPECT_MSG(gpp_cost_attach_rows(mem, two, 2, "agents", &err) == -1 &&
                            strstr(err.msg, bad[i].expect) && strstr(err.msg, "agents"),
@@ -711,9 +718,16 @@ static int s_rows_at(const gpp_graph_t *g, const int *mbs, int n_mbs, gpp_cost_r
     int n = 0;
     for (int op = 0; op < g->n_ops; op++)
         for (int k = 0; k < n_mbs; k++)
-            rows[n++] = (gpp_cost_row_t){
-                op, mbs[k], 0.01 * (op + 1) * (1 + mbs[k]), 0.02 * (op + 1) * (1 + mbs[k]), 0, 0,
-                0,  {0, 0}};
+            rows[n++] = (gpp_cost_row_t){op,
+                                         mbs[k],
+                                         0.01 * (op + 1) * (1 + mbs[k]),
+                                         0.02 * (op + 1) * (1 + mbs[k]),
+                                         0,
+                                         0,
+                                         0,
+                                         {0, 0},
+                                         0,
+                                         0};
     return n;
 }
 
@@ -887,14 +901,93 @@ static void t_kernel_stash(void)
     GPP_EXPECT(gpp_cost_op_stash_bytes(cost, att) == a->stash_bytes - table + fused);
     /* the agents' rows carry it too (ProfileResult.ops[].kernel_stash) */
     gpp_cost_t *rc = gpp_cost_new(g, &c);
-    gpp_cost_row_t rows[2] = {{att, 1, 0.1, 0.2, 1, fused, 0, {0, 0}},
-                              {att, 2, 0.2, 0.4, 1, fused, 0, {0, 0}}};
+    gpp_cost_row_t rows[2] = {{att, 1, 0.1, 0.2, 1, fused, 0, {0, 0}, 0, 0},
+                              {att, 2, 0.2, 0.4, 1, fused, 0, {0, 0}, 0, 0}};
     GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_op_stash_bytes(rc, att) == a->stash_bytes - table + fused);
     rows[1].kernel_stash = fused + 4; /* one op, two figures */
     err.msg[0] = 0;
     GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == -1 &&
                        strstr(err.msg, "kernel_stash") && strstr(err.msg, "rows"),
+                   "%s", err.msg);
+    gpp_cost_destroy(&rc);
+    free(all);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
+/* A profile's "out_bytes" (an op's output as the device keeps it inside a
+ * stage: CUDA at bf16 keeps most activations in bf16) replaces the graph's
+ * fp32 figure in the memory model's walk where the op and every consumer
+ * are in the stage, and only there: a stage that sends the output keeps
+ * fp32 (the wire's type); the kept profile keeps the figure, the agents'
+ * rows carry it, a bad value names the file, the op and the field, and a
+ * figure above the fp32 one is refused. */
+static void t_out_bytes(void)
+{
+    gpp_err_t err = {{0}};
+    int att, *all;
+    gpp_graph_t *g = s_att_model(&att, &all);
+    if (!g)
+        return;
+    gpp_cluster_t c;
+    gpp_cluster_init(&c, "h100-80g", 1, 1, &err);
+    /* attention's input: kept for attention's backward */
+    int op = g->ops[att].inputs[0];
+    const gpp_op_t *a = &g->ops[op];
+    GPP_EXPECT(gpp_op_output_kept(g, a) && a->n_outputs > 0 && a->outputs[0] > op);
+    gpp_cost_t *cost = gpp_cost_new(g, &c);
+    int upto = op + 1; /* ops 0..op: the stage sends the output */
+    int64_t whole0 = gpp_cost_stage_mem(cost, g->n_ops, all, 1, 4, 2, 8);
+    int64_t part0 = gpp_cost_stage_mem(cost, upto, all, 1, 4, 2, 8);
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"%d\":{\"name\":\"%s\",\"weight_size\":%lld,\"runtime\":{\"1\":1.0},"
+             "\"out_bytes\":%lld}}",
+             op, a->name, (long long)a->params * 4, (long long)a->out_bytes / 2);
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ob.json", &err) == 0, "%s", err.msg);
+    int64_t whole1 = gpp_cost_stage_mem(cost, g->n_ops, all, 1, 4, 2, 8);
+    int64_t part1 = gpp_cost_stage_mem(cost, upto, all, 1, 4, 2, 8);
+    printf("  out_bytes %lld of %lld: whole stage %lld -> %lld, sending stage %lld -> %lld\n",
+           (long long)a->out_bytes / 2, (long long)a->out_bytes, (long long)whole0,
+           (long long)whole1, (long long)part0, (long long)part1);
+    GPP_EXPECT(whole1 < whole0);
+    GPP_EXPECT(part1 == part0);
+    /* the walk itself: the same figure through gpp_stage_dev_t */
+    int64_t *ob = malloc(sizeof(int64_t) * (size_t)g->n_ops);
+    for (int i = 0; i < g->n_ops; i++)
+        ob[i] = i == op ? a->out_bytes / 2 : -1;
+    gpp_stage_mem_t m0, m1;
+    gpp_stage_dev_t d1 = {.out_bytes = ob, .alloc_rule = GPP_ALLOC_ALIGN64};
+    gpp_stage_mem(g, g->n_ops, all, 1, 8, 4, NULL, &m0);
+    gpp_stage_mem(g, g->n_ops, all, 1, 8, 4, &d1, &m1);
+    GPP_EXPECT(m1.held_bytes < m0.held_bytes && m1.state_bytes == m0.state_bytes);
+    free(ob);
+    char *kept = gpp_cost_profile_json(cost, "mmt", "h100-80g");
+    char want[64];
+    snprintf(want, sizeof want, "\"out_bytes\":\t%lld", (long long)a->out_bytes / 2);
+    GPP_EXPECT_MSG(kept && strstr(kept, want), "kept profile lacks %s", want);
+    free(kept);
+    const char *bad[] = {"0", "-2", "1.5", "\"8\"", "2e12"};
+    s_expect_bad_field(cost, g, op, "out_bytes", bad, sizeof bad / sizeof bad[0]);
+    snprintf(text, sizeof text,
+             "{\"%d\":{\"name\":\"%s\",\"runtime\":{\"1\":1.0},\"out_bytes\":%lld}}", op, a->name,
+             (long long)a->out_bytes + 4);
+    err.msg[0] = 0;
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "big.json", &err) == -1 &&
+                       strstr(err.msg, "fp32 figure") && strstr(err.msg, "big.json"),
+                   "%s", err.msg);
+    GPP_EXPECT(gpp_cost_stage_mem(cost, g->n_ops, all, 1, 4, 2, 8) == whole1);
+    /* the agents' rows carry it too (ProfileResult.ops[].out_bytes) */
+    gpp_cost_t *rc = gpp_cost_new(g, &c);
+    gpp_cost_row_t rows[2] = {{op, 1, 0.1, 0.2, 0, 0, 0, {0, 0}, 1, a->out_bytes / 2},
+                              {op, 2, 0.2, 0.4, 0, 0, 0, {0, 0}, 1, a->out_bytes / 2}};
+    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(gpp_cost_stage_mem(rc, g->n_ops, all, 1, 4, 2, 8) == whole1);
+    rows[1].out_bytes = a->out_bytes; /* one op, two figures */
+    err.msg[0] = 0;
+    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == -1 &&
+                       strstr(err.msg, "out_bytes") && strstr(err.msg, "rows"),
                    "%s", err.msg);
     gpp_cost_destroy(&rc);
     free(all);
@@ -973,7 +1066,8 @@ static void t_workspace(void)
     GPP_EXPECT(t.fixed == cuda.fixed && t.per_sample == cuda.per_sample);
     /* the agents' rows carry it too (ProfileResult.ops[].workspace_*) */
     gpp_cost_t *rc = gpp_cost_new(g, &c);
-    gpp_cost_row_t rows[2] = {{att, 1, 0.1, 0.2, 0, 0, 1, cuda}, {att, 2, 0.2, 0.4, 0, 0, 1, cuda}};
+    gpp_cost_row_t rows[2] = {{att, 1, 0.1, 0.2, 0, 0, 1, cuda, 0, 0},
+                              {att, 2, 0.2, 0.4, 0, 0, 1, cuda, 0, 0}};
     GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_stage_mem(rc, g->n_ops, all, 1, 4, 2, 8) == mem_after);
     rows[1].workspace.per_sample += 4; /* one op, two figures */
@@ -985,7 +1079,7 @@ static void t_workspace(void)
     /* an agent's memory figures alone (ProfileRequest.figures_only): the
        same memory, the op's times the roofline's as before */
     gpp_cost_t *fig = gpp_cost_new(g, &c), *plain = gpp_cost_new(g, &c);
-    gpp_cost_row_t one = {att, 1, 0, 0, 0, 0, 1, cuda};
+    gpp_cost_row_t one = {att, 1, 0, 0, 0, 0, 1, cuda, 0, 0};
     GPP_EXPECT_MSG(gpp_cost_attach_figures(fig, &one, 1, "figures", &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_stage_mem(fig, g->n_ops, all, 1, 4, 2, 8) == mem_after);
     gpp_stage_cost_t sf, sp;
@@ -1203,6 +1297,7 @@ static const gpp_test_case_t cases[] = {
     {"reserved_forms", t_reserved_forms},
     {"kernel_stash", t_kernel_stash},
     {"workspace", t_workspace},
+    {"out_bytes", t_out_bytes},
     {"profile_keep", t_profile_keep},
     {"profile_source", t_profile_source},
     {"profile_curve", t_profile_curve},

@@ -663,6 +663,11 @@ static void m_prof_stash(sample_t *s)
     s->op[1].kernel_stash_set = 1;
     s->op[1].kernel_stash = -8;
 }
+static void m_prof_out(sample_t *s)
+{
+    s->op[1].out_bytes_set = 1;
+    s->op[1].out_bytes = 0;
+}
 static void m_prof_work(sample_t *s)
 {
     s->op[1].workspace_set = 1;
@@ -1014,6 +1019,8 @@ static const bad_case_t BAD[] = {
     {"profile op", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_neg, "profile_result.ops[0].op"},
     {"profile stash", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_stash,
      "profile_result.ops[1].kernel_stash: -8 is negative"},
+    {"profile out_bytes", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_out,
+     "profile_result.ops[1].out_bytes: 0 is not positive"},
     {"profile workspace", GPP__ENVELOPE__BODY_PROFILE_RESULT, m_prof_work,
      "profile_result.ops[1].workspace: fixed 0, per sample -16: negative"},
     {"comm rank", GPP__ENVELOPE__BODY_ASSIGNMENT, m_comm_rank,
