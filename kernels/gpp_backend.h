@@ -173,12 +173,12 @@ int64_t gpp_backend_op_kernel_stash(gpp_backend_t *self, const gpp_graph_t *g, c
  * it says 1 (agent/exec/gpp_exec.h, "bf16 tensors"). Parameters, their
  * gradients, optimizer state and losses stay fp32. */
 int gpp_backend_act_bf16(gpp_backend_t *self, gpp_op_type_t type);
-/* The bytes per sample op's output (and its gradient) takes on this backend
- * when the op and all its consumers run in one stage: half op->out_bytes
- * where the executor keeps it in bf16 (op and every consumer take bf16,
- * gpp_backend_act_bf16), else op->out_bytes. An output sent to another
- * stage stays fp32 (op->out_bytes) whatever this says. What a profile
- * records as "out_bytes" and the memory model walks with. */
+/* The bytes per sample op's output (and its gradient) takes on this
+ * backend: half op->out_bytes where the executor keeps it in bf16 (op and
+ * every consumer, in any stage, take bf16: gpp_backend_act_bf16), else
+ * op->out_bytes. The stage that makes it, the stages that receive it and
+ * the transfers between them all use it (one backend a job). What a
+ * profile records as "out_bytes" and the memory model walks with. */
 int64_t gpp_backend_op_out_bytes(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op);
 /* How the backend's allocator rounds a request (common/gpp_alloc_rule.h):
  * GPP_ALLOC_CLASSES on CUDA (the caching allocator's size classes),

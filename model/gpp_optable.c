@@ -627,17 +627,6 @@ static void s_walk(s_walk_t *w, int64_t bytes, int sign)
         z->run_max = z->cnt;
 }
 
-/* op i and every consumer of its output in the stage (in[]) */
-static int s_all_in(const gpp_graph_t *g, const char *in, int i)
-{
-    if (!in[i])
-        return 0;
-    for (int k = 0; k < g->ops[i].n_outputs; k++)
-        if (!in[g->ops[i].outputs[k]])
-            return 0;
-    return 1;
-}
-
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
                    int64_t n, const gpp_stage_dev_t *dev, gpp_stage_mem_t *out)
 {
@@ -647,12 +636,9 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
     const int64_t *kernel_stash = dev->kernel_stash;
     const gpp_work_t *work = dev->work;
 #define R(bytes) gpp_alloc_bytes(dev->alloc_rule, (bytes))
-    /* an op's output (and its gradient) per sample, as the device keeps it:
-       its own figure where every consumer is in the stage, fp32 (the
-       wire's) where one is not */
-#define OB(i)                                                                                      \
-    (dev->out_bytes && dev->out_bytes[i] >= 0 && s_all_in(g, in, i) ? dev->out_bytes[i]            \
-                                                                    : g->ops[i].out_bytes)
+    /* an op's output (and its gradient) per sample, as the device keeps it
+       (sent and received alike: both ends keep one type) */
+#define OB(i) (dev->out_bytes && dev->out_bytes[i] >= 0 ? dev->out_bytes[i] : g->ops[i].out_bytes)
     assert(g->finalized && n >= 0 && n_ops >= 0);
     memset(out, 0, sizeof *out);
     s_walk_t wl = {.rule = dev->alloc_rule, .sizes = dev->graphs};

@@ -221,11 +221,11 @@ typedef struct {
      * CPU's, and a profile measured there says so */
     const gpp_work_t *work;
     /* NULL, or per op id the bytes per sample of its output (and of the
-     * output's gradient) as the device keeps it inside a stage
-     * (gpp_backend_op_out_bytes; a profile's "out_bytes"), -1 for the op
-     * table's op->out_bytes (fp32): at precision bf16 the CUDA backend keeps
-     * most activations in bf16, half the bytes. Taken only where the op and
-     * every consumer are in the stage: what is sent or received is fp32 */
+     * output's gradient) as the device keeps it (gpp_backend_op_out_bytes;
+     * a profile's "out_bytes"), -1 for the op table's op->out_bytes (fp32):
+     * at precision bf16 the CUDA backend keeps most activations in bf16,
+     * half the bytes, in the stage that makes them and in the stages that
+     * receive them alike */
     const int64_t *out_bytes;
     /* how the device's allocator rounds each block (common/gpp_alloc_rule.h;
      * gpp_backend_alloc_rule): every figure is in rounded bytes, as

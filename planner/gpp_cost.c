@@ -277,6 +277,11 @@ static int64_t s_kstash(const gpp_cost_t *c, int op)
                                                                                     : -1;
 }
 
+int64_t gpp_cost_op_out_bytes(const gpp_cost_t *c, int op)
+{
+    return c->obytes && c->obytes[op] >= 0 ? c->obytes[op] : c->g->ops[op].out_bytes;
+}
+
 gpp_work_t gpp_cost_op_workspace(const gpp_cost_t *c, int op)
 {
     return c->work && c->work[op].fixed >= 0 ? c->work[op] : gpp_op_workspace(c->g, &c->g->ops[op]);
@@ -355,7 +360,7 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
         sparse_ops += o->params > 0 && o->sparse_params;
         for (int j = 0; j < o->n_outputs; j++)
             if (!in[o->outputs[j]]) {
-                bnd_bytes += (double)o->out_bytes;
+                bnd_bytes += (double)gpp_cost_op_out_bytes(c, ops[k]);
                 n_bnd++;
                 break;
             }
@@ -363,7 +368,7 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
             int q = o->inputs[j];
             if (!in[q] && !seen[q]) {
                 seen[q] = 1;
-                bnd_bytes += (double)g->ops[q].out_bytes;
+                bnd_bytes += (double)gpp_cost_op_out_bytes(c, q);
                 n_bnd++;
             }
         }

@@ -245,6 +245,12 @@ int64_t gpp_cost_op_stash_bytes(const gpp_cost_t *c, int op);
  * op table's CPU layout). Without the field, the op table's
  * (gpp_op_workspace). */
 gpp_work_t gpp_cost_op_workspace(const gpp_cost_t *c, int op);
+/* The bytes per sample of op's output (and its gradient) on the profiled
+ * device: the profile's "out_bytes" (a bf16 tensor at precision bf16 on
+ * CUDA: half), else the graph's fp32 figure. What the memory walk keeps and
+ * what an edge carries between stages (the partitioner's and the
+ * simulator's transfer sizes). */
+int64_t gpp_cost_op_out_bytes(const gpp_cost_t *c, int op);
 /* Bytes one replica contributes to the per-iteration gradient sync of op:
  * dense: params*4; sparse (embedding): the rows a mini-batch touches, at most
  * the table. */

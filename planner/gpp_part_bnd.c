@@ -187,7 +187,7 @@ void gpp_dp_head_bnd(gpp_dp_t *s, gpp_dp_head_t *H, int h, int e, gpp_dp_bnd_t *
     for (int x = 0; x < H->nl; x++) {
         const int *L = H->lst + 3 * x;
         if (L[1] <= e && L[2] >= h) {
-            bytes -= (double)s->g->ops[s->tree->op_at[L[0]]].out_bytes;
+            bytes -= s->pos_out_bytes[L[0]];
             n--;
         }
     }

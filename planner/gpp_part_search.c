@@ -239,7 +239,7 @@ static double s_tps_cap(const gpp_dp_t *s)
         if (s->pre_ms[m] && s->pre_ms[m][n] / m > worst)
             worst = s->pre_ms[m][n] / m;
     for (int pos = 0; pos < n; pos++)
-        bytes += (double)s->g->ops[s->tree->op_at[pos]].out_bytes;
+        bytes += s->pos_out_bytes[pos];
     double ar = 0;
     for (int d = 1; d <= s->n_dev; d++)
         if (s->ar_ms_per_byte[d] * s->pre_grad_bytes[n] + s->ar_ms_fixed[d] > ar)

@@ -126,7 +126,7 @@ gpp_dp_t *gpp_dp_new(const gpp_graph_t *g, const gpp_cost_t *cost, const gpp_sp_
             if (t->pos_of[o->outputs[k]] > mc)
                 mc = t->pos_of[o->outputs[k]];
         s->last_consumer[pos] = mc;
-        s->pos_out_bytes[pos] = (double)o->out_bytes;
+        s->pos_out_bytes[pos] = (double)gpp_cost_op_out_bytes(cost, op); /* as it travels */
         s->in_off[pos + 1] = s->in_off[pos];
         for (int k = 0; k < o->n_inputs; k++) {
             int dup = 0;

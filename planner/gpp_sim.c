@@ -347,7 +347,9 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
             int pdev = peer->first_device + a->peer_replica;
             double bytes = a->tensor == GPP_DEP_TENSOR /* a dependency carries no data */
                                ? 0
-                               : (double)s->g->ops[a->tensor].out_bytes * (double)(a->hi - a->lo);
+                               : (double)(s->cost ? gpp_cost_op_out_bytes(s->cost, a->tensor)
+                                                  : s->g->ops[a->tensor].out_bytes) *
+                                     (double)(a->hi - a->lo);
             double cms = cl ? gpp_link_ms(gpp_cluster_link(cl, dev, pdev), bytes) : 0;
             double *lf = &link_free[(size_t)dev * (size_t)nd + (size_t)pdev];
             double start = t[best] > *lf ? t[best] : *lf;

@@ -298,15 +298,15 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
             self->slots[ea->out].keep = 1;
         }
     }
-    /* bf16 tensors (gpp_backend_act_bf16): an activation made and used only
-       here, whose producer and every reader take bf16 on this backend, is
-       kept in bf16, its gradient too; what crosses to another stage stays
-       fp32 (the wire's type) */
+    /* bf16 tensors (gpp_backend_act_bf16): an activation whose producer
+       and every reader, in this stage or another, take bf16 on this backend
+       is kept in bf16, its gradient too; the stage at the other end of an
+       edge decides alike (one backend a job), so what crosses stages is
+       bf16 there as well (the pipeline sizes its transfers by it) */
     for (int k = 0; k < self->n_slots; k++) {
         exec_slot_t *sl = &self->slots[k];
         const gpp_op_t *p = &g->ops[sl->producer];
-        if (sl->local && !sl->boundary_out && sl->dtype == GPP_DTYPE_F32 &&
-            gpp_backend_op_out_bytes(be, g, p) < p->out_bytes)
+        if (sl->dtype == GPP_DTYPE_F32 && gpp_backend_op_out_bytes(be, g, p) < p->out_bytes)
             sl->dtype = GPP_DTYPE_BF16;
     }
     free(in_stage);
@@ -1072,14 +1072,16 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int m, int op, const gpp_tensor_t
     int k = self->slot_of[op];
     if (!sl->needs_grad)
         return 0; /* an INPUT op sent to another stage: data has no gradient */
-    if (dy->dtype != GPP_DTYPE_F32 || dy->rows != sl->rows || dy->cols != sl->cols || lo < 0 ||
+    gpp_dtype_t gdt = sl->dtype == GPP_DTYPE_BF16 ? GPP_DTYPE_BF16 : GPP_DTYPE_F32;
+    if (dy->dtype != gdt || dy->rows != sl->rows || dy->cols != sl->cols || lo < 0 ||
         lo + dy->n > mb->n)
         return gpp_err_set(err,
-                           "executor: gradient for op %d '%s' micro-batch %d: got [%lld, "
-                           "%lld, %lld] at sample %lld, expected f32 [.., %lld, %lld] within "
+                           "executor: gradient for op %d '%s' micro-batch %d: got %s [%lld, "
+                           "%lld, %lld] at sample %lld, expected %s [.., %lld, %lld] within "
                            "%lld samples",
-                           op, self->g->ops[op].name, m, (long long)dy->n, (long long)dy->rows,
-                           (long long)dy->cols, (long long)lo, (long long)sl->rows,
+                           op, self->g->ops[op].name, m, gpp_dtype_name(dy->dtype),
+                           (long long)dy->n, (long long)dy->rows, (long long)dy->cols,
+                           (long long)lo, gpp_dtype_name(gdt), (long long)sl->rows,
                            (long long)sl->cols, (long long)mb->n);
     if (dy->n == 0) {
         mb->got_grad[k] = 1; /* an empty shard */
@@ -1093,8 +1095,9 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int m, int op, const gpp_tensor_t
         return -1;
     if (fresh && !blk)
         gpp_exec_pg_dy_noted(self, m, k, g->data);
-    gpp_tensor_t part = gpp_tensor((char *)g->data + (size_t)(lo * sl->rows * sl->cols) * 4,
-                                   GPP_DTYPE_F32, dy->n, sl->rows, sl->cols);
+    gpp_tensor_t part =
+        gpp_tensor((char *)g->data + (size_t)(lo * sl->rows * sl->cols) * gpp_dtype_bytes(gdt), gdt,
+                   dy->n, sl->rows, sl->cols);
     if (gpp_axpy(self->s, 1.0f, dy, &part, err) < 0)
         return -1;
     mb->got_grad[k] = 1;
@@ -1394,9 +1397,11 @@ void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, int64_t n_last, gpp
         ids[i] = self->ops[i].op->id;
         ks[ids[i]] = self->ops[i].kernel_stash_bytes;
         work[ids[i]] = self->ops[i].work;
-        const exec_slot_t *sl = &self->slots[self->ops[i].out];
-        if (sl->dtype == GPP_DTYPE_BF16) /* the executor's bf16 tensors */
-            ob[ids[i]] = sl->rows * sl->cols * 2;
+    }
+    for (int k = 0; k < self->n_slots; k++) { /* the bf16 tensors, received ones too */
+        const exec_slot_t *sl = &self->slots[k];
+        if (sl->dtype == GPP_DTYPE_BF16)
+            ob[sl->producer] = sl->rows * sl->cols * 2;
     }
     int bufs = self->cfg.optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD;
     gpp_stage_dev_t dev = {.kernel_stash = ks,

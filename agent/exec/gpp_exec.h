@@ -193,11 +193,11 @@ int gpp_exec_run(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_err_
  * off, NULL when on. */
 void gpp_exec_graph_stats(const gpp_exec_t *self, int64_t *captures, int64_t *replays);
 const char *gpp_exec_graphs_off(const gpp_exec_t *self);
-/* bf16 tensors: the stage's activations (op outputs it keeps as tensors)
- * into *all and, into *bf16, those kept in bf16 with their gradients: the
- * ones made and used only in the stage whose producer and every reader
- * take bf16 on the backend (gpp_backend_act_bf16; at precision bf16 on
- * CUDA). What crosses to another stage stays fp32. */
+/* bf16 tensors: the stage's activations (op outputs it makes) into *all
+ * and, into *bf16, those kept in bf16 with their gradients: the ones whose
+ * producer and every reader, in any stage, take bf16 on the backend
+ * (gpp_backend_op_out_bytes; at precision bf16 on CUDA). Received and sent
+ * ones travel in the same type. */
 void gpp_exec_act_dtypes(const gpp_exec_t *self, int *bf16, int *all);
 /* Optimizer step on every parameter, then zeroes the gradients. -1 when a
  * micro-batch is still in flight. */

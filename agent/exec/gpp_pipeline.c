@@ -206,7 +206,12 @@ static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
                        : GPP_DTYPE_F32;
         if (a->type == GPP_ACT_SEND_GRAD || a->type == GPP_ACT_RECV_GRAD)
             a->dtype = GPP_DTYPE_F32;
-        a->bytes = (size_t)((a->hi - a->lo) * a->row_elems) * 4;
+        /* a bf16 tensor and its gradient travel in bf16: both ends keep it
+           so (the executor's rule, gpp_backend_op_out_bytes: one backend a
+           job) */
+        if (!dep && gpp_backend_op_out_bytes(self->be, g, op) < op->out_bytes)
+            a->dtype = GPP_DTYPE_BF16;
+        a->bytes = (size_t)((a->hi - a->lo) * a->row_elems) * gpp_dtype_bytes(a->dtype);
         /* tensor slot n_ops stands for the dependency */
         uint64_t slot = dep ? (uint64_t)g->n_ops : (uint64_t)a->tensor;
         uint64_t tag = ((uint64_t)a->lo * (uint64_t)(g->n_ops + 1) + slot) * 2 +
@@ -613,7 +618,8 @@ static int s_send(gpp_pipeline_t *self, int i, gpp_err_t *err)
         return gpp_err_set(err, "action %d: no %s of op %d for micro-batch %d", i,
                            a->type == GPP_ACT_SEND_ACT ? "output" : "input gradient", a->tensor,
                            a->mb);
-    const char *src = (const char *)t->data + (size_t)(a->off * a->row_elems) * 4;
+    const char *src =
+        (const char *)t->data + (size_t)(a->off * a->row_elems) * gpp_dtype_bytes(a->dtype);
     if (self->dev_bufs) /* device to device on the compute stream; the comm's launch waits */
         return gpp_stream_copy(gpp_exec_stream(self->ex), a->buf, src, a->bytes, GPP_COPY_D2D,
                                err) < 0 ||

@@ -70,6 +70,22 @@ run_pair() {
 run_pair pipeline gpp
 ITERS=3
 run_pair dp "$SRC/tests/data/plans/mmt2_dp.json"
+# precision bf16 on the data-parallel plan: activations and their
+# gradients cross between stages in bf16 (docs/gpu.md "bf16 tensors"), over
+# NCCL from device buffers, re-sharded between 2 replicas and 1; losses
+# within test_cuda_train's bf16 bound of the fp32 CPU run
+nc=$(nccl_conf dp-bf16)
+sed -i 's|^precision = .*|precision = "bf16"|' "$nc"
+timeout 300 "$COORD" --plan "$TMP/dp-cpu.ckpt/plan.json" "$nc" >"$TMP/dp-bf16.out" 2>"$TMP/dp-bf16.err"
+rc=$?
+if [ $rc -eq 0 ] && paste <(losses "$TMP/dp-cpu.out") <(losses "$TMP/dp-bf16.out") |
+    awk -v n=$ITERS '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 > 0 ? $1 : -$1); if (r > m) m = r;
+                       if (r > 5e-2 || NF != 2) bad = 1 }
+                     END { printf "bf16: max rel loss difference %g over %d iterations\n", m, NR; exit bad || NR != n }'; then
+    ok "dp bf16: bf16 transfers over nccl, losses within 5e-2 of the cpu pipeline"
+else
+    fail "dp bf16 (exit $rc)" "$(paste <(losses "$TMP/dp-cpu.out") <(losses "$TMP/dp-bf16.out"); tail -10 "$TMP/dp-bf16.err")"
+fi
 # DLRM with its embedding stage on 2 replicas: the tables' sparse gradients
 # accumulated on the device, all-gathered over the group communicator
 run_pair dlrm-dp "$SRC/tests/data/plans/dlrm_emb_dp.json" \

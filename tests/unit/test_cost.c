@@ -916,13 +916,13 @@ static void t_kernel_stash(void)
     gpp_graph_destroy(&g);
 }
 
-/* A profile's "out_bytes" (an op's output as the device keeps it inside a
- * stage: CUDA at bf16 keeps most activations in bf16) replaces the graph's
- * fp32 figure in the memory model's walk where the op and every consumer
- * are in the stage, and only there: a stage that sends the output keeps
- * fp32 (the wire's type); the kept profile keeps the figure, the agents'
- * rows carry it, a bad value names the file, the op and the field, and a
- * figure above the fp32 one is refused. */
+/* A profile's "out_bytes" (an op's output as the device keeps it: CUDA at
+ * bf16 keeps most activations in bf16, in the stage that makes them and in
+ * the stages that receive them) replaces the graph's fp32 figure in the
+ * memory model's walk, for a stage that keeps the output and for one that
+ * sends it; the kept profile keeps the figure, the agents' rows carry it,
+ * a bad value names the file, the op and the field, and a figure above the
+ * fp32 one is refused. */
 static void t_out_bytes(void)
 {
     gpp_err_t err = {{0}};
@@ -940,6 +940,9 @@ static void t_out_bytes(void)
     int upto = op + 1; /* ops 0..op: the stage sends the output */
     int64_t whole0 = gpp_cost_stage_mem(cost, g->n_ops, all, 1, 4, 2, 8);
     int64_t part0 = gpp_cost_stage_mem(cost, upto, all, 1, 4, 2, 8);
+    gpp_stage_cost_t sc0, sc1; /* the sending stage's transfers */
+    gpp_cost_stage(cost, upto, all, 1, 4, 8, &sc0);
+    GPP_EXPECT(gpp_cost_op_out_bytes(cost, op) == a->out_bytes);
     char text[512];
     snprintf(text, sizeof text,
              "{\"%d\":{\"name\":\"%s\",\"weight_size\":%lld,\"runtime\":{\"1\":1.0},"
@@ -952,7 +955,11 @@ static void t_out_bytes(void)
            (long long)a->out_bytes / 2, (long long)a->out_bytes, (long long)whole0,
            (long long)whole1, (long long)part0, (long long)part1);
     GPP_EXPECT(whole1 < whole0);
-    GPP_EXPECT(part1 == part0);
+    GPP_EXPECT(part1 < part0);
+    /* what the edge carries: half the bytes, so less link time */
+    GPP_EXPECT(gpp_cost_op_out_bytes(cost, op) == a->out_bytes / 2);
+    gpp_cost_stage(cost, upto, all, 1, 4, 8, &sc1);
+    GPP_EXPECT_MSG(sc1.comm_ms < sc0.comm_ms, "comm %g -> %g ms", sc0.comm_ms, sc1.comm_ms);
     /* the walk itself: the same figure through gpp_stage_dev_t */
     int64_t *ob = malloc(sizeof(int64_t) * (size_t)g->n_ops);
     for (int i = 0; i < g->n_ops; i++)
