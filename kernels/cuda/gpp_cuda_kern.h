@@ -142,13 +142,11 @@ cudaError_t gpp_cuk_softmax_bwd_bf16(cudaStream_t st, int64_t rows, int64_t cols
                                      const float *dp, void *ds);
 /* Between the natural layout [n, seq, parts * hidden] (row stride
  * parts * hidden) and the head-major one [parts][n][heads][seq][dh]:
- * to_heads 1 writes head-major dst from natural src, 0 the reverse. */
+ * to_heads 1 writes head-major dst from natural src, 0 the reverse; src
+ * and dst fp32 or bf16 each. */
 cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
-                                  int64_t dh, int parts, const float *src, float *dst,
+                                  int64_t dh, int parts, gpp_cuk_t src, gpp_cuk_t dst,
                                   int to_heads);
-/* gpp_cuk_heads_permute to head-major with dst in bf16 */
-cudaError_t gpp_cuk_heads_to_bf16(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
-                                  int64_t dh, int parts, const float *src, void *dst);
 
 /* Fused attention core (gpp_cuda_flash.cuh; tc != 0: on tensor cores in
  * bf16, gpp_cuda_flash_tc.cuh, for dh <= 64): reads and writes the heads

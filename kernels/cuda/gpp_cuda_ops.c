@@ -462,10 +462,16 @@ static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
  * operands are written in bf16 by the kernels that make them (the permute:
  * Q, K, V; the softmax: P), so cuBLASLt runs native bf16 x bf16 -> fp32
  * products (no conversion inside the library, half the bytes) and the
- * stash is about half; scores, sums and the natural qkv and ctx stay fp32,
- * each operand rounded once. Stash: s_unf_stash_t. Workspace (fp32):
- * natural qkv [m, 3 hid] | head-major ctx [m, hid] | in bf16 the scores
- * [batch, seq, seq] (in fp32 the softmax runs in place in the stash). */
+ * stash is about half; scores and sums stay fp32, each operand rounded
+ * once. With the op's tensors in bf16 (gpp_backend_act_bf16) the natural
+ * qkv (x bf16, bf16 core: the projection writes it in bf16) and ctx (x
+ * bf16, either unfused core: the permute back writes it in bf16; the
+ * backward finds it by x's type too) take bf16, so the projections read no
+ * fp32 operand they would have to pack. Stash:
+ * s_unf_stash_t (ctx's part sized for fp32 either way). Workspace (fp32
+ * sizes): natural qkv [m, 3 hid] | head-major ctx [m, hid] | in bf16 the
+ * scores [batch, seq, seq] (in fp32 the softmax runs in place in the
+ * stash). */
 static int s_att_unfused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
                              const gpp_attention_params_t *p, int causal, gpp_tensor_t *y,
                              void *stash, int bf16, gpp_err_t *err)
@@ -474,19 +480,18 @@ static int s_att_unfused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor
     s_unf_stash_t l = s_unf_stash(a->n, a->seq, a->hid, a->heads, bf16);
     int64_t mh = a->m * a->hid, bss = a->batch * a->seq * a->seq;
     char *qkv_hm = stash, *prob = qkv_hm + l.prob;
-    float *ctx = (float *)(qkv_hm + l.ctx);
+    gpp_cuk_t ctx = {qkv_hm + l.ctx, x->dtype == GPP_DTYPE_BF16};
     const char *q = qkv_hm, *k = q + mh * l.elem, *v = k + mh * l.elem;
-    float *qkv = gpp_stream_workspace(s, (size_t)(4 * mh + (bf16 ? bss : 0)) * sizeof(float), err);
-    if (!qkv)
+    float *ws = gpp_stream_workspace(s, (size_t)(4 * mh + (bf16 ? bss : 0)) * sizeof(float), err);
+    if (!ws)
         return gpp_err_prefix(err, "workspace");
-    float *ctx_hm = qkv + 3 * mh, *scores = bf16 ? ctx_hm + mh : (float *)prob;
-    if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), s_f(&p->b_qkv),
-                     gpp_cuk_f32(qkv), err) < 0)
+    gpp_cuk_t qkv = {ws, bf16 && x->dtype == GPP_DTYPE_BF16};
+    float *ctx_hm = ws + 3 * mh, *scores = bf16 ? ctx_hm + mh : (float *)prob;
+    if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv,
+                     err) < 0)
         return -1;
-    S_LAUNCH(
-        bf16 ? gpp_cuk_heads_to_bf16(st, a->n, a->seq, a->heads, a->dh, 3, qkv, qkv_hm)
-             : gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, qkv, (float *)qkv_hm, 1),
-        err);
+    gpp_cuk_t hm = {qkv_hm, bf16};
+    S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, qkv, hm, 1), err);
     /* scores = scale Q K^T, softmax, ctx = P V */
     if (s_att_gemm(s, a, 0, 1, a->seq, a->seq, a->dh, a->scale, q, 0, k, 0, scores, 1, bf16, err) <
         0)
@@ -497,9 +502,10 @@ static int s_att_unfused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor
     if (s_att_gemm(s, a, 0, 0, a->seq, a->dh, a->seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, bf16, err) <
         0)
         return -1;
-    S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, ctx_hm, ctx, 0), err);
-    return s_linear_fwd(s, a->m, a->hid, a->hid, gpp_cuk_f32(ctx), s_f(&p->w_o), s_f(&p->b_o),
-                        s_k(y), err);
+    S_LAUNCH(
+        gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, gpp_cuk_f32(ctx_hm), ctx, 0),
+        err);
+    return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_k(y), err);
 }
 
 int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
@@ -517,7 +523,7 @@ int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
 /* dctx = dy W_o (overwritten) and W_o's gradients (+=): the start of both
  * backwards. */
 static int s_att_out_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_attention_params_t *p,
-                         const float *ctx, const gpp_tensor_t *dy, float *dctx,
+                         gpp_cuk_t ctx, const gpp_tensor_t *dy, float *dctx,
                          gpp_attention_params_t *dp, gpp_err_t *err)
 {
     gpp_cuda_gemm_t g = {.m = a->m,
@@ -533,9 +539,8 @@ static int s_att_out_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_attention_
                          .ldc = a->hid};
     if (gpp_cuda_gemm(s, &g, err) < 0)
         return -1;
-    return s_linear_bwd(s, a->m, a->hid, a->hid, gpp_cuk_f32(ctx), s_f(&p->w_o), s_k(dy),
-                        gpp_cuk_f32(NULL), dp ? s_f(&dp->w_o) : NULL, dp ? s_f(&dp->b_o) : NULL,
-                        err);
+    return s_linear_bwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_k(dy), gpp_cuk_f32(NULL),
+                        dp ? s_f(&dp->w_o) : NULL, dp ? s_f(&dp->b_o) : NULL, err);
 }
 
 static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
@@ -552,7 +557,7 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
     if (!dctx)
         return gpp_err_prefix(err, "workspace");
     float *dqkv = dctx + mh, *dsum = dqkv + 3 * mh;
-    if (s_att_out_bwd(s, a, p, ctx, dy, dctx, dp, err) < 0)
+    if (s_att_out_bwd(s, a, p, gpp_cuk_f32(ctx), dy, dctx, dp, err) < 0)
         return -1;
     S_LAUNCH(gpp_cuk_flash_bwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
                                a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC, qkv,
@@ -571,7 +576,9 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
  * fp32. Workspace: dctx [m, hid] | dq, dk, dv head-major [3 m hid] | dqkv
  * [m, 3 hid] | dP [batch, seq, seq] in fp32, then head-major dctx [m, hid]
  * and, in bf16, dS [batch, seq, seq] of .elem bytes an element (in fp32 the
- * softmax backward writes dS over dP); s_unf_work_t. */
+ * softmax backward writes dS over dP); s_unf_work_t. The stashed ctx has
+ * x's element type (as the forward wrote it); dqkv takes x's too in the
+ * bf16 core (the projection's backward then reads bf16 alone). */
 static int s_att_unfused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
                              const gpp_attention_params_t *p, const void *stash,
                              const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_attention_params_t *dp,
@@ -582,20 +589,20 @@ static int s_att_unfused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor
     int64_t mh = a->m * a->hid;
     const char *q = stash, *prob = q + l.prob;
     const char *k = q + mh * l.elem, *v = k + mh * l.elem;
-    const float *ctx = (const float *)(q + l.ctx);
+    gpp_cuk_t ctx = {(void *)(q + l.ctx), x->dtype == GPP_DTYPE_BF16};
     s_unf_work_t lw = s_unf_work(a->seq, a->hid, a->heads, bf16);
     size_t f32_bytes = (size_t)a->n * lw.f32, hm_bytes = (size_t)a->n * lw.hm;
     float *dctx = gpp_stream_workspace(s, f32_bytes + hm_bytes + (size_t)a->n * lw.ds, err);
     if (!dctx)
         return gpp_err_prefix(err, "workspace");
-    float *dq = dctx + mh, *dk = dq + mh, *dv = dk + mh, *dqkv = dv + mh, *dprob = dqkv + 3 * mh;
+    float *dq = dctx + mh, *dk = dq + mh, *dv = dk + mh, *dprob = dv + 4 * mh;
+    gpp_cuk_t dqkv = {dv + mh, bf16 && x->dtype == GPP_DTYPE_BF16};
     char *dctx_hm = (char *)dctx + f32_bytes;
     void *ds = bf16 ? (void *)(dctx_hm + hm_bytes) : (void *)dprob;
     if (s_att_out_bwd(s, a, p, ctx, dy, dctx, dp, err) < 0)
         return -1;
-    S_LAUNCH(bf16 ? gpp_cuk_heads_to_bf16(st, a->n, a->seq, a->heads, a->dh, 1, dctx, dctx_hm)
-                  : gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, dctx,
-                                          (float *)dctx_hm, 1),
+    gpp_cuk_t hm = {dctx_hm, bf16};
+    S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, gpp_cuk_f32(dctx), hm, 1),
              err);
     if (s_att_gemm(s, a, 1, 0, a->seq, a->dh, a->seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, bf16, err) <
             0 ||
@@ -609,9 +616,10 @@ static int s_att_unfused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor
             0 ||
         s_att_gemm(s, a, 1, 0, a->seq, a->dh, a->seq, a->scale, ds, 1, q, 0, dk, 0, bf16, err) < 0)
         return -1;
-    S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, dq, dqkv, 0), err);
-    return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), gpp_cuk_f32(dqkv),
-                        s_k(dx), dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
+    S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, gpp_cuk_f32(dq), dqkv, 0),
+             err);
+    return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), dqkv, s_k(dx),
+                        dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
 }
 
 int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,

@@ -271,27 +271,17 @@ extern "C" cudaError_t gpp_cuk_softmax_bwd_bf16(cudaStream_t st, int64_t rows, i
 
 /* ---- natural <-> head-major: element (part, i, h, s, d) ----
  * natural: qkv [n seq, parts hid] (row (i seq + s) parts + part, column
- * h dh + d); head-major: [parts][n][heads][seq][dh]. D: the element type
- * of dst (float, or gpp_bf16 for the bf16 core's operands, head-major).
+ * h dh + d); head-major: [parts][n][heads][seq][dh]. src and dst each fp32
+ * or bf16 (gpp_cuk_t: the bf16 core's operands, the op's bf16 tensors).
  * A block takes a natural row at a time (grid-stride), its threads along
  * the row's hid columns, with VEC 4 at a time (dh a multiple of 4, both
- * sides 16-byte aligned: a 16-byte load, a 16- or 8-byte store). The
- * divisions are one set a row and one 32-bit one per 4 columns: the first
- * version took every element's five coordinates apart with 64-bit
- * divisions, which a GPU does in software, and was bound by them. */
-template <typename D> GPP_DEV void s_st4(D *p, gpp_f4 v);
-template <> GPP_DEV void s_st4<float>(float *p, gpp_f4 v)
-{
-    gpp_st4(p, v);
-}
-template <> GPP_DEV void s_st4<gpp_bf16>(gpp_bf16 *p, gpp_f4 v)
-{
-    gpp_st4_bf16(p, v);
-}
-
-template <typename D, int VEC>
+ * sides aligned for it: one load, one store of 4). The divisions are one
+ * set a row and one 32-bit one per 4 columns: the first version took every
+ * element's five coordinates apart with 64-bit divisions, which a GPU does
+ * in software, and was bound by them. */
+template <int VEC>
 GPP_KERNEL void k_heads_permute(int64_t n, int64_t seq, int64_t heads, int64_t dh, int parts,
-                                const float *src, D *dst, int to_heads)
+                                gpp_cuk_t src, gpp_cuk_t dst, int to_heads)
 {
     const int hid = (int)(heads * dh), idh = (int)dh;
     const int64_t rows = n * seq * parts;
@@ -304,52 +294,40 @@ GPP_KERNEL void k_heads_permute(int64_t n, int64_t seq, int64_t heads, int64_t d
                 const int h = c / idh;
                 const int64_t j = hm + (int64_t)h * seq * dh + (c - h * idh);
                 if (to_heads)
-                    s_st4<D>(dst + j, gpp_ld4(src + nat + c));
+                    gpp_stt4(dst, j, gpp_ldt4(src, nat + c));
                 else
-                    s_st4<D>(dst + nat + c, gpp_ld4(src + j));
+                    gpp_stt4(dst, nat + c, gpp_ldt4(src, j));
             }
         else
             for (int c = (int)threadIdx.x; c < hid; c += (int)blockDim.x) {
                 const int h = c / idh;
                 const int64_t j = hm + (int64_t)h * seq * dh + (c - h * idh);
                 if (to_heads)
-                    dst[j] = gpp_to_e<D>(src[nat + c]);
+                    gpp_stt(dst, j, gpp_ldt(src, nat + c));
                 else
-                    dst[nat + c] = gpp_to_e<D>(src[j]);
+                    gpp_stt(dst, nat + c, gpp_ldt(src, j));
             }
     }
 }
 
-template <typename D>
-static cudaError_t s_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
-                                   int64_t dh, int parts, const float *src, D *dst, int to_heads)
+extern "C" cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
+                                             int64_t dh, int parts, gpp_cuk_t src, gpp_cuk_t dst,
+                                             int to_heads)
 {
     const int64_t rows = n * seq * parts, hid = heads * dh;
     if (rows <= 0 || hid <= 0)
         return cudaSuccess;
-    const int vec = dh % 4 == 0 && ((uintptr_t)src | (uintptr_t)dst) % 16 == 0;
+    const int vec = dh % 4 == 0 && gpp_cuk_al4(src) && gpp_cuk_al4(dst);
     const unsigned threads = gpp_cuk_row_threads(vec ? hid / 4 : hid);
     const unsigned blocks = gpp_cuk_row_blocks(rows);
     if (vec) {
-        GPP_LAUNCH(blocks, threads, 0, st, k_heads_permute<D, 1>)
+        GPP_LAUNCH(blocks, threads, 0, st, k_heads_permute<1>)
         (n, seq, heads, dh, parts, src, dst, to_heads);
     } else {
-        GPP_LAUNCH(blocks, threads, 0, st, k_heads_permute<D, 0>)
+        GPP_LAUNCH(blocks, threads, 0, st, k_heads_permute<0>)
         (n, seq, heads, dh, parts, src, dst, to_heads);
     }
     return cudaGetLastError();
-}
-
-extern "C" cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
-                                             int64_t dh, int parts, const float *src, float *dst,
-                                             int to_heads)
-{
-    return s_heads_permute<float>(st, n, seq, heads, dh, parts, src, dst, to_heads);
-}
-extern "C" cudaError_t gpp_cuk_heads_to_bf16(cudaStream_t st, int64_t n, int64_t seq, int64_t heads,
-                                             int64_t dh, int parts, const float *src, void *dst)
-{
-    return s_heads_permute<gpp_bf16>(st, n, seq, heads, dh, parts, src, (gpp_bf16 *)dst, 1);
 }
 
 /* ---- embedding bag: thread per (bag, column), the bag's rows in order ---- */
