@@ -376,6 +376,10 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
     self->ex = gpp_exec_new(self->g, c->n_ops, c->ops, self->be, self->data, &ec, err);
     if (!self->ex)
         return -1;
+    int act_bf16 = 0, act_all = 0;
+    gpp_exec_act_dtypes(self->ex, &act_bf16, &act_all);
+    if (act_bf16 && c->replica == 0) /* at precision bf16 on cuda (docs/gpu.md "bf16 tensors") */
+        gpp_info("stage %d: bf16 tensors: %d of %d activations", c->stage, act_bf16, act_all);
     if (c->start_iteration > 0 && s_checkpoint_load(self, err) < 0)
         return -1;
     if (s_resolve(self, err) < 0)

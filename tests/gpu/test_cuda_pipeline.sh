@@ -99,11 +99,12 @@ timeout 300 "$COORD" --plan "$TMP/cpu.ckpt/plan.json" "$C" >"$TMP/bf16.out" 2>"$
 rc=$?
 bf16_exact=$(mem_errs "$TMP/bf16.out" | awk '$1 != "+0.00" && $1 != "-0.00" { bad = 1 } END { print NR && !bad }')
 if [ $rc -eq 0 ] && { [ "$bf16_exact" = 1 ] || [ "${GPP_AGENT#*emu}" = "${GPP_AGENT:-}" ]; } &&
+    grep -q 'stage [0-9]: bf16 tensors: [1-9]' "$TMP/bf16.err" &&
     paste <(losses "$TMP/cpu.out") <(losses "$TMP/bf16.out") |
     awk -v n=$ITERS '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 > 0 ? $1 : -$1); if (r > m) m = r;
                        if (r > 5e-2 || NF != 2) bad = 1 }
                      END { printf "bf16: max rel loss difference %g over %d iterations\n", m, NR; exit bad || NR != n }'; then
-    ok "bf16 pipeline: losses within 5e-2 of the cpu pipeline, device memory predicted = measured"
+    ok "bf16 pipeline: losses within 5e-2 of the cpu pipeline, device memory predicted = measured ($(grep -o 'stage [0-9]: bf16 tensors: [0-9]* of [0-9]*' "$TMP/bf16.err" | sort | tr '\n' ';'))"
 else
     fail "bf16 pipeline (exit $rc, memory exact: $bf16_exact)" "$(grep -A5 '^  memory  stage' "$TMP/bf16.out"; paste <(losses "$TMP/cpu.out") <(losses "$TMP/bf16.out"); tail -5 "$TMP/bf16.err")"
 fi
