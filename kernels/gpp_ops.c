@@ -186,7 +186,7 @@ int gpp_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attentio
 int gpp_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
                           gpp_tensor_t *y, gpp_err_t *err)
 {
-    assert(s_i32(idx) && s_f32(table) && s_f32(y) && table->n == 1);
+    assert(s_i32(idx) && s_f32(table) && s_act(s, GPP_OP_EMBEDDING_BAG, y) && table->n == 1);
     assert(y->n == idx->n && y->rows == idx->rows && y->cols == table->cols);
     return s_vt(s)->embedding_bag_fwd(s, idx, table, y, err);
 }
@@ -194,7 +194,7 @@ int gpp_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_te
 int gpp_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *dy,
                           gpp_sparse_grad_t *dtable, gpp_err_t *err)
 {
-    assert(s_i32(idx) && s_f32(dy));
+    assert(s_i32(idx) && s_act(s, GPP_OP_EMBEDDING_BAG, dy));
     assert(dy->n == idx->n && dy->rows == idx->rows);
     if (!dtable)
         return 0;

@@ -79,8 +79,9 @@ static int s_env_choice(const char *name, const char *const *words, gpp_err_t *e
 }
 
 /* The ops whose kernels take bf16 activations (gpp_backend_act_bf16):
- * every one but the embedding bag (its rows and its sparse gradient's
- * values stay fp32), which then gives and takes fp32. */
+ * every one; the embedding bag's table and its sparse gradient's values
+ * stay fp32 (parameters), its output and the gradient it reads may be
+ * bf16. */
 static int s_act_bf16(gpp_backend_t *be, gpp_op_type_t t)
 {
     if (!gpp_cuda_be(be)->bf16_tensors)
@@ -97,6 +98,7 @@ static int s_act_bf16(gpp_backend_t *be, gpp_op_type_t t)
     case GPP_OP_RESHAPE:
     case GPP_OP_LOSS_MSE:
     case GPP_OP_LOSS_CE:
+    case GPP_OP_EMBEDDING_BAG:
         return 1;
     default:
         return 0;

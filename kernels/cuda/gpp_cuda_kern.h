@@ -168,15 +168,16 @@ cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t heads, int64_t
                               float *dk, float *dv);
 
 /* ---- embedding bag and sparse gradients ----
- * y[b] = sum_k table[idx[b bag + k]] over bags; a bad index sets the fault
- * (y undefined). */
+ * y[b] = sum_k table[idx[b bag + k]] over bags (summed in fp32, y fp32 or
+ * bf16); a bad index sets the fault (y undefined). */
 cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int64_t bag, int64_t dim,
                                   int64_t table_rows, const int32_t *idx, const float *table,
-                                  float *y, gpp_cuda_fault_t *fault);
+                                  gpp_cuk_t y, gpp_cuda_fault_t *fault);
 /* Sums n (row id, value row) pairs onto a sparse gradient (gpp_sparse.h),
  * all on the device (gpp_cuda_rows.cu says how): ids[p] in [0,
  * table_rows) (another sets the fault and is skipped), the value row of
- * pair p at values + (p / div) * stride. Rows the gradient does not hold
+ * pair p at values + (p / div) * stride (fp32, or bf16: an embedding
+ * bag's bf16 dy; summed in fp32). Rows the gradient does not hold
  * take slots *count, *count + 1, ... in first-touch order; each row's
  * pairs are summed in pair order, as the CPU backend does. *count is the
  * gradient's device counter, *host_count its mapped host copy (both
@@ -185,10 +186,9 @@ cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int64_t bag, in
  * int32 of device memory, free once the stream passes this work. */
 int64_t gpp_cuk_sparse_scratch_ints(int64_t n);
 cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t n, int64_t dim, int64_t table_rows,
-                                 const int32_t *ids, const float *values, int64_t div,
-                                 int64_t stride, int32_t *scratch, float *gvalues,
-                                 int32_t *slot_map, int32_t *rows, int32_t *count,
-                                 int32_t *host_count, gpp_cuda_fault_t *fault);
+                                 const int32_t *ids, gpp_cuk_t values, int64_t div, int64_t stride,
+                                 int32_t *scratch, float *gvalues, int32_t *slot_map, int32_t *rows,
+                                 int32_t *count, int32_t *host_count, gpp_cuda_fault_t *fault);
 /* slot_map[rows[k]] = -1 for k < min(bound, *count), then *count =
  * *host_count = 0 (bound: the host's upper bound of *count) */
 cudaError_t gpp_cuk_sparse_clear(cudaStream_t st, int64_t bound, int32_t *count,

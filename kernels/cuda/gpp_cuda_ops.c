@@ -641,7 +641,7 @@ int gpp_cuda_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const g
                                gpp_tensor_t *y, gpp_err_t *err)
 {
     S_LAUNCH(gpp_cuk_embedding_fwd(gpp_cuda_stream(s), idx->n * idx->rows, idx->cols, table->cols,
-                                   table->rows, idx->data, s_f(table), s_f(y),
+                                   table->rows, idx->data, s_f(table), s_k(y),
                                    gpp_cuda_st(s)->fault),
              err);
     return 0;
@@ -685,7 +685,7 @@ void gpp_cuda_sparse_fini(gpp_sparse_grad_t *g)
  * recording), the side buffer for a peer's pairs (side: the sparse sync,
  * outside the passes, whose sizes follow the data). */
 static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
-                          const int32_t *ids_dev, const float *values, int64_t div, int64_t stride,
+                          const int32_t *ids_dev, gpp_cuk_t values, int64_t div, int64_t stride,
                           int side, gpp_err_t *err)
 {
     if (count == 0)
@@ -721,14 +721,14 @@ static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
 int gpp_cuda_sparse_add(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count, const int32_t *rows,
                         const float *values, int64_t value_stride, gpp_err_t *err)
 {
-    return s_sparse_accum(s, g, count, rows, values, 1, value_stride, 1, err);
+    return s_sparse_accum(s, g, count, rows, gpp_cuk_f32(values), 1, value_stride, 1, err);
 }
 
 int gpp_cuda_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *dy,
                                gpp_sparse_grad_t *dtable, gpp_err_t *err)
 {
     /* every index of bag b receives dy row b: pair p's value row is p / bag */
-    if (s_sparse_accum(s, dtable, gpp_tensor_numel(idx), idx->data, s_f(dy), idx->cols, dy->cols, 0,
+    if (s_sparse_accum(s, dtable, gpp_tensor_numel(idx), idx->data, s_k(dy), idx->cols, dy->cols, 0,
                        err) < 0)
         return gpp_err_prefix(err, "embedding bag backward");
     return 0;

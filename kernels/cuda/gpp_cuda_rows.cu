@@ -332,7 +332,7 @@ extern "C" cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t
 
 /* ---- embedding bag: thread per (bag, column), the bag's rows in order ---- */
 GPP_KERNEL void k_embedding_fwd(int64_t bags, int64_t bag, int64_t dim, int64_t table_rows,
-                                const int32_t *idx, const float *table, float *y,
+                                const int32_t *idx, const float *table, gpp_cuk_t y,
                                 gpp_cuda_fault_t *fault)
 {
     S_FOR(i, bags * dim)
@@ -352,13 +352,14 @@ GPP_KERNEL void k_embedding_fwd(int64_t bags, int64_t bag, int64_t dim, int64_t 
             }
             acc += table[(int64_t)r * dim + j];
         }
-        y[i] = acc;
+        gpp_stt(y, i, acc);
     }
 }
 
 extern "C" cudaError_t gpp_cuk_embedding_fwd(cudaStream_t st, int64_t bags, int64_t bag,
                                              int64_t dim, int64_t table_rows, const int32_t *idx,
-                                             const float *table, float *y, gpp_cuda_fault_t *fault)
+                                             const float *table, gpp_cuk_t y,
+                                             gpp_cuda_fault_t *fault)
 {
     GPP_LAUNCH(s_blocks(bags * dim), S_THREADS, 0, st, k_embedding_fwd)
     (bags, bag, dim, table_rows, idx, table, y, fault);
@@ -520,7 +521,7 @@ GPP_KERNEL void k_sp_fresh(int64_t n, int64_t table_rows, const int32_t *ks, con
  * base + its rank. */
 GPP_KERNEL void k_sp_accum(int64_t n, int64_t dim, int64_t table_rows, const int32_t *ks,
                            const int32_t *vs, const int32_t *flag, const int32_t *rank,
-                           const int32_t *base, const float *values, int64_t div, int64_t stride,
+                           const int32_t *base, gpp_cuk_t values, int64_t div, int64_t stride,
                            float *gvalues, int32_t *slot_map, int32_t *rows)
 {
     const uint32_t udiv = (uint32_t)div;
@@ -532,13 +533,13 @@ GPP_KERNEL void k_sp_accum(int64_t n, int64_t dim, int64_t table_rows, const int
         int32_t p0 = vs[pos];
         int fresh = flag[p0];
         int64_t s = fresh ? (int64_t)*base + rank[p0] : slot_map[key];
-        const float *v0 = values + (int64_t)((uint32_t)p0 / udiv) * stride;
+        const int64_t v0 = (int64_t)((uint32_t)p0 / udiv) * stride; /* its value row */
         for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
             float *dst = gvalues + s * dim + j;
             /* a fresh row starts as its first value row (the CPU's copy: -0 stays -0) */
-            float acc = fresh ? v0[j] : *dst + v0[j];
+            float acc = fresh ? gpp_ldt(values, v0 + j) : *dst + gpp_ldt(values, v0 + j);
             for (int64_t q = pos + 1; q < n && ks[q] == key; q++)
-                acc += values[(int64_t)((uint32_t)vs[q] / udiv) * stride + j];
+                acc += gpp_ldt(values, (int64_t)((uint32_t)vs[q] / udiv) * stride + j);
             *dst = acc;
         }
         if (threadIdx.x == 0 && fresh) { /* only this row's threads read its entry, and
@@ -569,7 +570,7 @@ extern "C" int64_t gpp_cuk_sparse_scratch_ints(int64_t n)
 
 extern "C" cudaError_t gpp_cuk_sparse_accum(cudaStream_t st, int64_t n, int64_t dim,
                                             int64_t table_rows, const int32_t *ids,
-                                            const float *values, int64_t div, int64_t stride,
+                                            gpp_cuk_t values, int64_t div, int64_t stride,
                                             int32_t *scratch, float *gvalues, int32_t *slot_map,
                                             int32_t *rows, int32_t *count, int32_t *host_count,
                                             gpp_cuda_fault_t *fault)

@@ -793,7 +793,7 @@ static void t_embedding(void)
     gpp_err_t err;
     const int64_t rows = 500, dim = 24;
     pt_t *tab = s_rand(1, rows, dim, 1), *idx = s_ints(4, 3, 5, 60); /* repeats within bags */
-    pt_t *y = s_pt(GPP_DTYPE_F32, 4, 3, dim, NULL), *dy = s_rand(4, 3, dim, 1);
+    pt_t *y = s_azero(4, 3, dim), *dy = s_arand(4, 3, dim, 1);
     gpp_sparse_grad_t *sg[2];
     for (D = 0; D < 2; D++)
         sg[D] = gpp_sparse_grad_new(S, rows, dim, 4, &err); /* small cap: it must grow */
@@ -1051,6 +1051,7 @@ static void t_concat_add_axpy(void);
 static void t_slice(void);
 static void t_reshape(void);
 static void t_losses(void);
+static void t_embedding(void);
 
 /* bf16 tensors (gpp_backend_act_bf16): on a backend at precision bf16, the
  * ops that take bf16 activations run the cases above with their inputs,
@@ -1060,9 +1061,11 @@ static void t_losses(void);
  * operands (weights) are rounded to bf16 and every bf16 result too (2^-8
  * relative each), so an element that cancels keeps an error of order 2^-8
  * of its terms' magnitudes; a wrong element type, index or accumulation is
- * of the tensor's own magnitude. The element-wise ops and layer norm are
- * held to their roundings (s_bf16_bodies). Also: fp32 and GPP_CUDA_BF16_TENSORS=off say no
- * op takes bf16, an unknown value of the variable is refused. */
+ * of the tensor's own magnitude. The element-wise ops, layer norm, the
+ * copies, the losses and the embedding bag are held to their roundings
+ * (s_bf16_bodies). Also: fp32 and GPP_CUDA_BF16_TENSORS=off say no op takes
+ * bf16, an unknown value of the variable is refused; data and opaque ops
+ * take none. */
 static void s_bf16_bodies(void)
 {
     s_atol = s_rtol = 5e-2;
@@ -1083,7 +1086,8 @@ static void s_bf16_bodies(void)
     t_concat_add_axpy(); /* copies exact, the gradients accumulated as above */
     t_slice();
     t_reshape();
-    t_losses(); /* the loss in fp32 from the same bf16 inputs, dx rounded */
+    t_losses();    /* the loss in fp32 from the same bf16 inputs, dx rounded */
+    t_embedding(); /* y rounded once; the sparse sums of the same bf16 dy bit for bit */
 }
 static void t_bf16_tensors(void)
 {
@@ -1101,11 +1105,11 @@ static void t_bf16_tensors(void)
     s_gbe = gpp_backend_new(&gc, &err);
     GPP_EXPECT_MSG(s_gbe != NULL, "%s", err.msg);
     if (s_gbe && (s_gs = gpp_stream_new(s_gbe, &err))) {
-        static const gpp_op_type_t yes[] = {GPP_OP_LINEAR,   GPP_OP_RELU,      GPP_OP_GELU,
-                                            GPP_OP_ADD,      GPP_OP_LAYERNORM, GPP_OP_ATTENTION,
-                                            GPP_OP_CONCAT,   GPP_OP_SLICE,     GPP_OP_RESHAPE,
-                                            GPP_OP_LOSS_MSE, GPP_OP_LOSS_CE};
-        static const gpp_op_type_t no[] = {GPP_OP_EMBEDDING_BAG, GPP_OP_INPUT};
+        static const gpp_op_type_t yes[] = {
+            GPP_OP_LINEAR,    GPP_OP_RELU,      GPP_OP_GELU,    GPP_OP_ADD,
+            GPP_OP_LAYERNORM, GPP_OP_ATTENTION, GPP_OP_CONCAT,  GPP_OP_SLICE,
+            GPP_OP_RESHAPE,   GPP_OP_LOSS_MSE,  GPP_OP_LOSS_CE, GPP_OP_EMBEDDING_BAG};
+        static const gpp_op_type_t no[] = {GPP_OP_INPUT, GPP_OP_OPAQUE};
         for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
             GPP_EXPECT(gpp_backend_act_bf16(s_gbe, yes[i]));
         for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
