@@ -746,6 +746,27 @@ static int s_parse_workspace(const cJSON *entry, s_prof_t *p, const char *origin
     return 0;
 }
 
+/* The optional whole number of bytes per sample `field` (at least min, at
+ * most 1 TiB) into *out, *has set; absent: untouched. what: the field's
+ * meaning, for the message. */
+static int s_parse_bytes(const cJSON *entry, const char *field, int min, const char *what,
+                         int64_t *out, int *has, const char *origin, const char *key,
+                         gpp_err_t *err)
+{
+    if (!cJSON_GetObjectItemCaseSensitive(entry, field))
+        return 0;
+    double v = 0;
+    if (s_get_nonneg(entry, field, 1, &v, origin, key, err) || v < min || v > S_PROFILE_MAX_BYTES ||
+        v != floor(v))
+        return gpp_err_set(err,
+                           "%s: op %s: field '%s' must be a whole %s number of bytes per sample "
+                           "(at most 1 TiB): %s",
+                           origin, key, field, min ? "positive" : "non-negative", what);
+    *out = (int64_t)v;
+    *has = 1;
+    return 0;
+}
+
 /* Reads one entry's runtime (and optional forward) table into p. */
 static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, const char *key,
                            gpp_err_t *err)
@@ -790,34 +811,15 @@ static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, 
     }
     if (s_parse_reserved(entry, p, origin, key, err))
         goto done;
-    if (cJSON_GetObjectItemCaseSensitive(entry, "kernel_stash")) {
-        double v = 0;
-        if (s_get_nonneg(entry, "kernel_stash", 1, &v, origin, key, err) ||
-            v > S_PROFILE_MAX_BYTES || v != floor(v)) {
-            gpp_err_set(err,
-                        "%s: op %s: field 'kernel_stash' must be a whole non-negative number of "
-                        "bytes per sample (at most 1 TiB): what the op's forward kernel keeps "
-                        "for its backward; remove it to use the op table's figure",
-                        origin, key);
-            goto done;
-        }
-        p->kstash = (int64_t)v;
-        p->has_kstash = 1;
-    }
-    if (cJSON_GetObjectItemCaseSensitive(entry, "out_bytes")) {
-        double v = 0;
-        if (s_get_nonneg(entry, "out_bytes", 1, &v, origin, key, err) || v < 1 ||
-            v > S_PROFILE_MAX_BYTES || v != floor(v)) {
-            gpp_err_set(err,
-                        "%s: op %s: field 'out_bytes' must be a whole positive number of bytes "
-                        "per sample (at most 1 TiB): the op's output as the device keeps it; "
-                        "remove it to use the model's fp32 figure",
-                        origin, key);
-            goto done;
-        }
-        p->obytes = (int64_t)v;
-        p->has_obytes = 1;
-    }
+    if (s_parse_bytes(entry, "kernel_stash", 0,
+                      "what the op's forward kernel keeps for its backward; remove it to use the "
+                      "op table's figure",
+                      &p->kstash, &p->has_kstash, origin, key, err) ||
+        s_parse_bytes(entry, "out_bytes", 1,
+                      "the op's output as the device keeps it; remove it to use the model's fp32 "
+                      "figure",
+                      &p->obytes, &p->has_obytes, origin, key, err))
+        goto done;
     if (s_parse_workspace(entry, p, origin, key, err))
         goto done;
     rc = 0;

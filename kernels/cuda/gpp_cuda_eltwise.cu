@@ -274,23 +274,25 @@ GPP_KERNEL void k_block(int64_t rows, int64_t c, gpp_cuk_t src, int64_t lds, gpp
                     (ACC ? gpp_ldt(dst, r * ldd + j) : 0.0f) + gpp_ldt(src, r * lds + j));
 }
 
-extern "C" cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t src,
-                                         int64_t lds, gpp_cuk_t dst, int64_t ldd)
+template <int ACC>
+static cudaError_t s_block(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t src, int64_t lds,
+                           gpp_cuk_t dst, int64_t ldd)
 {
     if (rows <= 0 || c <= 0)
         return cudaSuccess;
-    GPP_LAUNCH(gpp_cuk_row_blocks(rows), gpp_cuk_row_threads(c), 0, st, k_block<1>)
+    GPP_LAUNCH(gpp_cuk_row_blocks(rows), gpp_cuk_row_threads(c), 0, st, k_block<ACC>)
     (rows, c, src, lds, dst, ldd);
     return cudaGetLastError();
+}
+extern "C" cudaError_t gpp_cuk_block_acc(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t src,
+                                         int64_t lds, gpp_cuk_t dst, int64_t ldd)
+{
+    return s_block<1>(st, rows, c, src, lds, dst, ldd);
 }
 extern "C" cudaError_t gpp_cuk_block_copy(cudaStream_t st, int64_t rows, int64_t c, gpp_cuk_t src,
                                           int64_t lds, gpp_cuk_t dst, int64_t ldd)
 {
-    if (rows <= 0 || c <= 0)
-        return cudaSuccess;
-    GPP_LAUNCH(gpp_cuk_row_blocks(rows), gpp_cuk_row_threads(c), 0, st, k_block<0>)
-    (rows, c, src, lds, dst, ldd);
-    return cudaGetLastError();
+    return s_block<0>(st, rows, c, src, lds, dst, ldd);
 }
 
 /* ---- single-block reductions in double: thread t sums t, t + 1024, ...;

@@ -81,28 +81,6 @@ static pt_t *s_pt(gpp_dtype_t dt, int64_t n, int64_t rows, int64_t cols, const v
     return p;
 }
 
-static pt_t *s_rand(int64_t n, int64_t rows, int64_t cols, float scale)
-{
-    int64_t k = n * rows * cols;
-    float *h = malloc((size_t)(k ? k : 1) * sizeof(float));
-    for (int64_t i = 0; i < k; i++)
-        h[i] = scale * s_uniform();
-    pt_t *p = s_pt(GPP_DTYPE_F32, n, rows, cols, h);
-    free(h);
-    return p;
-}
-
-static pt_t *s_fill(int64_t n, int64_t rows, int64_t cols, float v)
-{
-    int64_t k = n * rows * cols;
-    float *h = malloc((size_t)(k ? k : 1) * sizeof(float));
-    for (int64_t i = 0; i < k; i++)
-        h[i] = v;
-    pt_t *p = s_pt(GPP_DTYPE_F32, n, rows, cols, h);
-    free(h);
-    return p;
-}
-
 /* int32 values in [0, max) */
 static pt_t *s_ints(int64_t n, int64_t rows, int64_t cols, int32_t max)
 {
@@ -158,25 +136,33 @@ static pt_t *s_act_values(int64_t n, int64_t rows, int64_t cols, float *h)
     free(b);
     return p;
 }
-static pt_t *s_arand(int64_t n, int64_t rows, int64_t cols, float scale)
+/* n x rows x cols host values, scale x uniform [-1, 1) (rand) or all v,
+ * as an fp32 tensor (act 0) or an activation (act 1, s_act_values) */
+static pt_t *s_made(int act, int64_t n, int64_t rows, int64_t cols, int rand, float v)
 {
     int64_t k = n * rows * cols;
     float *h = malloc((size_t)(k ? k : 1) * sizeof(float));
     for (int64_t i = 0; i < k; i++)
-        h[i] = scale * s_uniform();
-    pt_t *p = s_act_values(n, rows, cols, h);
+        h[i] = rand ? v * s_uniform() : v;
+    pt_t *p = act ? s_act_values(n, rows, cols, h) : s_pt(GPP_DTYPE_F32, n, rows, cols, h);
     free(h);
     return p;
 }
+static pt_t *s_rand(int64_t n, int64_t rows, int64_t cols, float scale)
+{
+    return s_made(0, n, rows, cols, 1, scale);
+}
+static pt_t *s_fill(int64_t n, int64_t rows, int64_t cols, float v)
+{
+    return s_made(0, n, rows, cols, 0, v);
+}
+static pt_t *s_arand(int64_t n, int64_t rows, int64_t cols, float scale)
+{
+    return s_made(1, n, rows, cols, 1, scale);
+}
 static pt_t *s_afill(int64_t n, int64_t rows, int64_t cols, float v)
 {
-    int64_t k = n * rows * cols;
-    float *h = malloc((size_t)(k ? k : 1) * sizeof(float));
-    for (int64_t i = 0; i < k; i++)
-        h[i] = v;
-    pt_t *p = s_act_values(n, rows, cols, h);
-    free(h);
-    return p;
+    return s_made(1, n, rows, cols, 0, v);
 }
 static pt_t *s_azero(int64_t n, int64_t rows, int64_t cols)
 {
