@@ -17,6 +17,11 @@ int gpp_cluster_from_config(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, g
                                cfg->path, gpn, cfg->nodes[i].slots);
     if (gpp_cluster_init(cl, cfg->cluster.device, n, gpn, err) < 0)
         return gpp_err_prefix(err, "%s: cluster.device", cfg->path);
+    /* a cuda job's products run at its precision: the roofline's peak */
+    if (cfg->job.backend == GPP_CONFIG_BACKEND_CUDA &&
+        gpp_cluster_set_precision(cl, cfg->cluster.device,
+                                  gpp_config_precision_name(cfg->job.precision), err) < 0)
+        return gpp_err_prefix(err, "%s: job.precision", cfg->path);
     if (strcmp(cfg->cluster.device, "cpu") == 0 && cfg->job.launch == GPP_CONFIG_LAUNCH_LOCAL) {
         /* local CPU agents share this host's cores (the launcher gives each
            max(1, cores / agents) threads): with more agents than cores each

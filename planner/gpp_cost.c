@@ -70,6 +70,38 @@ static double s_share(const gpp_cluster_t *c)
     return c->compute_share > 0 && c->compute_share < 1 ? c->compute_share : 1.0;
 }
 
+/* Op k's output bytes per sample with no profile figure: the cluster's
+ * bf16 tensors (act_bytes_scale < 1: a cuda job at bf16) halve every op's
+ * but data's (the CUDA backend's rule, gpp_backend_op_out_bytes: every
+ * other op type takes bf16); -1 (the graph's fp32 figure) otherwise. */
+static int64_t s_default_obytes(const gpp_cost_t *c, int k)
+{
+    const gpp_op_t *o = &c->g->ops[k];
+    double s = c->cl.act_bytes_scale;
+    if (s <= 0 || s >= 1 || o->type == GPP_OP_INPUT ||
+        gpp_optable[o->type].role == GPP_ROLE_OPAQUE || o->n_outputs == 0)
+        return -1;
+    return (int64_t)((double)o->out_bytes * s);
+}
+
+/* c->obytes from the profile's figures and the defaults: NULL when every
+ * op has the graph's figure */
+static void s_obytes_make(gpp_cost_t *c)
+{
+    free(c->obytes);
+    c->obytes = NULL;
+    for (int k = 0; k < c->g->n_ops; k++) {
+        int64_t v = c->prof[k].has_obytes ? c->prof[k].obytes : s_default_obytes(c, k);
+        if (v >= 0 && !c->obytes) {
+            c->obytes = gpp_xcalloc((size_t)c->g->n_ops, sizeof *c->obytes);
+            for (int j = 0; j < k; j++)
+                c->obytes[j] = -1;
+        }
+        if (c->obytes)
+            c->obytes[k] = v;
+    }
+}
+
 gpp_cost_t *gpp_cost_new(const gpp_graph_t *g, const gpp_cluster_t *c)
 {
     assert(g->finalized && c->n_devices >= 1 && c->gpus_per_node >= 1);
@@ -82,6 +114,7 @@ gpp_cost_t *gpp_cost_new(const gpp_graph_t *g, const gpp_cluster_t *c)
     self->cl.device.peak_flops *= share;
     self->cl.device.mem_bw_bytes_per_s *= share;
     self->prof = gpp_xcalloc((size_t)(g->n_ops > 0 ? g->n_ops : 1), sizeof *self->prof);
+    s_obytes_make(self);
     return self;
 }
 
@@ -152,7 +185,8 @@ static void s_roof_ms(const gpp_cost_t *c, int op, int samples, double *fwd, dou
 {
     const gpp_op_t *o = &c->g->ops[op];
     const gpp_device_t *dev = &c->cl.device;
-    double bytes = (double)o->io_bytes * samples + (double)o->weight_io_bytes;
+    double act = c->cl.act_bytes_scale > 0 && o->type != GPP_OP_INPUT ? c->cl.act_bytes_scale : 1.0;
+    double bytes = (double)o->io_bytes * samples * act + (double)o->weight_io_bytes;
     const gpp_op_info_t *t = &gpp_optable[o->type];
     int kf = t->fwd_kernels;
     if (o->type == GPP_OP_INPUT) {
@@ -835,7 +869,7 @@ done:
  * takes the figures. */
 static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
 {
-    int any = 0, any_work = 0, any_ob = 0;
+    int any = 0, any_work = 0;
     for (int k = 0; k < c->g->n_ops; k++) {
         if (tmp[k].n) {
             s_prof_clear(&c->prof[k]);
@@ -857,15 +891,8 @@ static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
         }
         any |= s_kstash(c, k) >= 0;
         any_work |= c->prof[k].has_work;
-        any_ob |= c->prof[k].has_obytes;
     }
-    free(c->obytes);
-    c->obytes = NULL;
-    if (any_ob) {
-        c->obytes = gpp_xcalloc((size_t)c->g->n_ops, sizeof *c->obytes);
-        for (int k = 0; k < c->g->n_ops; k++)
-            c->obytes[k] = c->prof[k].has_obytes ? c->prof[k].obytes : -1;
-    }
+    s_obytes_make(c);
     free(c->work);
     c->work = NULL;
     if (any_work) {

@@ -82,6 +82,9 @@ typedef struct {
     gpp_alloc_rule_t alloc_rule; /* how the agents' allocator rounds each block
                                     (common/gpp_alloc_rule.h): GPP_ALLOC_CLASSES for
                                     cuda agents, GPP_ALLOC_ALIGN64 (0) for CPU ones */
+    double act_bytes_scale;      /* the roofline's activation bytes per fp32 byte: 0.5 where
+                                    the agents keep bf16 tensors (gpp_cluster_set_precision),
+                                    1 (or 0: unset) otherwise */
 } gpp_cluster_t;
 
 #define GPP_CONTEXT_BYTES ((int64_t)512 << 20)
@@ -96,6 +99,15 @@ int gpp_cluster_optim_bufs(const gpp_cluster_t *c);
 int gpp_device_preset(const char *name, int mixed_precision, gpp_device_t *out, gpp_err_t *err);
 void gpp_device_list(FILE *out);
 
+/* The matrix-product precision of the cluster's devices (a cuda job's
+ * [job] precision; gpp-plan --precision), after gpp_cluster_init with the
+ * same preset: tf32 takes the preset's dense TF32 tensor-core peak (none
+ * on V100: fp32 stays), bf16 its dense fp16/bf16 peak (eff_max 0.8, as
+ * gpp_device_preset's mixed precision) and halves the roofline's
+ * activation bytes (the agents' bf16 tensors, docs/gpu.md); fp32 and the
+ * cpu preset change nothing. -1 with a message for another name. */
+int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, const char *precision,
+                              gpp_err_t *err);
 /* Fills c with a preset device and its default links: the preset's NVLink
  * generation between devices of one node, its InfiniBand generation between
  * nodes, measured figures (gpp_cost_device.c, docs/planner.md "Devices");

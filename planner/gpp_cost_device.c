@@ -72,6 +72,9 @@ static const gpp_link_t s_edr = {0.010, 12.2e9};
  *   h200: NVIDIA H200 Tensor Core GPU datasheet (2024), SXM: FP32 67
  *         TFLOPS, BF16 tensor 1,979 TFLOPS with sparsity (989 dense), HBM3e
  *         4.8 TB/s, 141 GB.
+ *   TF32 (dense, the same datasheets, half their "with sparsity" figure):
+ *         A100 156 TFLOPS, H100 and H200 SXM 494.5 (989 with sparsity);
+ *         V100 has no TF32 (cuBLASLt's FAST_TF32 runs fp32 there).
  *   Memory is given in GiB as the parts' marketing GB (an 80 GB H100
  *   reports 79.1 GiB to CUDA; the planner's bound subtracts
  *   GPP_CONTEXT_BYTES and agents report the real figure).
@@ -111,6 +114,7 @@ typedef struct {
     const char *name;
     double fp32_flops, tensor_flops, bw_bytes_per_s;
     int64_t mem_bytes;
+    double tf32_flops; /* dense TF32 tensor-core peak; 0: no TF32 (tf32 runs as fp32) */
     double fill_ms, launch_ms;
     int is_cpu;
     const gpp_link_t *intra, *inter; /* default links, kinds named below */
@@ -139,17 +143,17 @@ static const gpp_link_t s_loopback = {0.018, 6.5e9};
 static const gpp_link_t s_10gbe = {0.050, 1.25e9};
 
 static const s_preset_t s_presets[] = {
-    {"v100-16g", 15.7e12, 125e12, 900e9, 16 * GIB, 0.010, 0.005, 0, &s_nvlink2, &s_edr, "nvlink2",
-     "ib-edr"},
-    {"v100-32g", 15.7e12, 125e12, 900e9, 32 * GIB, 0.010, 0.005, 0, &s_nvlink2, &s_edr, "nvlink2",
-     "ib-edr"},
-    {"a100-80g", 19.5e12, 312e12, 2039e9, 80 * GIB, 0.010, 0.005, 0, &s_nvlink3, &s_hdr, "nvlink3",
-     "ib-hdr"},
-    {"h100-80g", 67e12, 989e12, 3350e9, 80 * GIB, 0.010, 0.005, 0, &s_nvlink4, &s_ndr, "nvlink4",
-     "ib-ndr"},
-    {"h200-141g", 67e12, 989e12, 4800e9, 141 * GIB, 0.010, 0.005, 0, &s_nvlink4, &s_ndr, "nvlink4",
-     "ib-ndr"},
-    {"cpu", 128e9, 128e9, 12e9, 4 * GIB, 0.010, 0.001, 1, &s_loopback, &s_10gbe, "loopback",
+    {"v100-16g", 15.7e12, 125e12, 900e9, 16 * GIB, 0, 0.010, 0.005, 0, &s_nvlink2, &s_edr,
+     "nvlink2", "ib-edr"},
+    {"v100-32g", 15.7e12, 125e12, 900e9, 32 * GIB, 0, 0.010, 0.005, 0, &s_nvlink2, &s_edr,
+     "nvlink2", "ib-edr"},
+    {"a100-80g", 19.5e12, 312e12, 2039e9, 80 * GIB, 156e12, 0.010, 0.005, 0, &s_nvlink3, &s_hdr,
+     "nvlink3", "ib-hdr"},
+    {"h100-80g", 67e12, 989e12, 3350e9, 80 * GIB, 494.5e12, 0.010, 0.005, 0, &s_nvlink4, &s_ndr,
+     "nvlink4", "ib-ndr"},
+    {"h200-141g", 67e12, 989e12, 4800e9, 141 * GIB, 494.5e12, 0.010, 0.005, 0, &s_nvlink4, &s_ndr,
+     "nvlink4", "ib-ndr"},
+    {"cpu", 128e9, 128e9, 12e9, 4 * GIB, 0, 0.010, 0.001, 1, &s_loopback, &s_10gbe, "loopback",
      "10gbe"},
 };
 #define N_PRESETS ((int)(sizeof s_presets / sizeof s_presets[0]))
@@ -190,6 +194,35 @@ void gpp_device_list(FILE *out)
     }
 }
 
+int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, const char *precision,
+                              gpp_err_t *err)
+{
+    int prec = strcmp(precision, "fp32") == 0   ? 0
+               : strcmp(precision, "tf32") == 0 ? 1
+               : strcmp(precision, "bf16") == 0 ? 2
+                                                : -1;
+    if (prec < 0)
+        return gpp_err_set(err, "precision '%s': use fp32, tf32 or bf16", precision);
+    const s_preset_t *p = NULL;
+    for (int i = 0; i < N_PRESETS && !p; i++)
+        if (strcmp(preset, s_presets[i].name) == 0)
+            p = &s_presets[i];
+    if (!p)
+        return gpp_err_set(err, "unknown device preset '%s'", preset);
+    c->act_bytes_scale = prec == 2 && !p->is_cpu ? 0.5 : 1.0;
+    if (prec == 0 || p->is_cpu || (prec == 1 && p->tf32_flops <= 0)) {
+        /* the fp32 peak, as gpp_cluster_init sets it */
+        c->device.peak_flops = p->fp32_flops;
+        c->device.eff_max = 0.9;
+        snprintf(c->device.name, sizeof c->device.name, "%s", p->name);
+        return 0;
+    }
+    c->device.peak_flops = prec == 1 ? p->tf32_flops : p->tensor_flops;
+    c->device.eff_max = 0.8; /* gpp_device_preset's tensor-core figure */
+    snprintf(c->device.name, sizeof c->device.name, "%s+%s", p->name, precision);
+    return 0;
+}
+
 int gpp_cluster_init(gpp_cluster_t *c, const char *preset, int n_devices, int gpus_per_node,
                      gpp_err_t *err)
 {
@@ -208,6 +241,7 @@ int gpp_cluster_init(gpp_cluster_t *c, const char *preset, int n_devices, int gp
             c->inter = *s_presets[i].inter;
         }
     c->compute_share = 1.0;
+    c->act_bytes_scale = 1.0;
     return 0;
 }
 

@@ -61,6 +61,9 @@ static const char s_usage[] =
     "  --mem-gib M        per-device memory bound (default: the device's, less 0.5 GiB)\n"
     "  --optimizer O      sgd|adamw: whose state stage memory counts (default adamw, or\n"
     "                     the --cluster file's job.optimizer)\n"
+    "  --precision P      fp32|tf32|bf16: the GPU agents' matrix products (default fp32,\n"
+    "                     or the --cluster file's cuda job.precision): the roofline's\n"
+    "                     peak, and at bf16 half the activation bytes\n"
     "  --cuda-graphs on|off  GPU agents replay each pass as a CUDA graph (default on,\n"
     "                     or the --cluster file's job.cuda_graphs): stage memory counts\n"
     "                     the blocks the recordings keep\n"
@@ -79,6 +82,7 @@ typedef struct {
     double mem_gib;
     const char *optimizer;   /* sgd | adamw: its state counts in stage memory */
     const char *cuda_graphs; /* on | off: GPU agents' CUDA graphs in stage memory */
+    const char *precision;   /* fp32 | tf32 | bf16: the GPU agents' products (roofline) */
     int per_stage_mbs, kfkb, list_models, schedule;
 } s_args_t;
 
@@ -141,6 +145,7 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
         {"--strategy", &a->strategy, NULL, NULL, 0},
         {"--optimizer", &a->optimizer, NULL, NULL, 0},
         {"--cuda-graphs", &a->cuda_graphs, NULL, NULL, 0},
+        {"--precision", &a->precision, NULL, NULL, 0},
         {"--devices", NULL, &a->devices, NULL, 1},
         {"--gpus-per-node", NULL, &a->gpus_per_node, NULL, 1},
         {"--batch", NULL, &a->batch, NULL, 1},
@@ -208,6 +213,7 @@ static int s_is_json_path(const char *s)
 static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
 {
     gpp_err_t err = {{0}};
+    char cl_device[64] = ""; /* the --cluster file's device preset */
     if (a->cluster) {
         if (a->devices || a->device || a->gpus_per_node)
             s_die(EXIT_BAD_INPUT, "--cluster replaces --devices, --device and --gpus-per-node; "
@@ -218,6 +224,7 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         /* as the coordinator plans the file's job (--mem-gib overrides below) */
         if (gpp_cluster_from_config(&cfg, gpp_config_devices(&cfg), cl, &err) < 0)
             s_die(EXIT_BAD_INPUT, "%s", err.msg);
+        snprintf(cl_device, sizeof cl_device, "%s", cfg.cluster.device);
         /* job defaults the flags did not give; strings live as long as the
            process, so the config is deliberately not released */
         static char model[GPP_CONFIG_PATH], profile[GPP_CONFIG_PATH], planner[8];
@@ -256,6 +263,9 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         cl->graphs = gpu; /* and replay their passes as CUDA graphs */
         cl->alloc_rule = gpu ? GPP_ALLOC_CLASSES : GPP_ALLOC_ALIGN64;
     }
+    if (a->precision &&
+        gpp_cluster_set_precision(cl, a->cluster ? cl_device : a->device, a->precision, &err) < 0)
+        s_die(EXIT_BAD_INPUT, "--precision %s: %s", a->precision, err.msg);
     if (a->cuda_graphs) {
         if (strcmp(a->cuda_graphs, "on") && strcmp(a->cuda_graphs, "off"))
             s_die(EXIT_BAD_INPUT, "--cuda-graphs %s: use on or off", a->cuda_graphs);

@@ -916,6 +916,66 @@ static void t_kernel_stash(void)
     gpp_graph_destroy(&g);
 }
 
+/* A cuda job's precision (gpp_cluster_set_precision) moves the roofline to
+ * the datasheet's tensor-core peak: bf16 the dense fp16/bf16 figure, tf32
+ * half of it on A100/H100/H200 and none on V100 (fp32 stays); bf16 also
+ * halves every op's output bytes but data's (the agents' bf16 tensors) and
+ * the roofline's activation bytes, so a memory-bound op takes half the
+ * time; a profile's out_bytes still wins; fp32 puts everything back; a
+ * bad name is refused naming it. */
+static void t_precision(void)
+{
+    gpp_err_t err = {{0}};
+    int att, *all;
+    gpp_graph_t *g = s_att_model(&att, &all);
+    if (!g)
+        return;
+    gpp_cluster_t c;
+    GPP_EXPECT(gpp_cluster_init(&c, "h100-80g", 1, 1, &err) == 0);
+    int ln = g->ops[att].inputs[0], in = -1; /* a layer norm (memory-bound), a data input */
+    for (int i = 0; i < g->n_ops && in < 0; i++)
+        if (g->ops[i].type == GPP_OP_INPUT)
+            in = i;
+    GPP_EXPECT(g->ops[ln].type == GPP_OP_LAYERNORM && in >= 0);
+    gpp_cost_t *f = gpp_cost_new(g, &c);
+    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "bf16", &err) == 0);
+    GPP_EXPECT_NEAR(c.device.peak_flops, 989e12, 1);
+    gpp_cost_t *b = gpp_cost_new(g, &c);
+    double lf = gpp_cost_op_fwd_ms(f, ln, 65536), lb = gpp_cost_op_fwd_ms(b, ln, 65536);
+    double af = gpp_cost_op_fwd_ms(f, att, 65536), ab = gpp_cost_op_fwd_ms(b, att, 65536);
+    printf("  h100 fp32 -> bf16: layer norm fwd %.4f -> %.4f ms, attention fwd %.4f -> %.4f ms\n",
+           lf, lb, af, ab);
+    GPP_EXPECT(lb < 0.6 * lf && ab < 0.6 * af); /* memory-bound here: about half */
+    GPP_EXPECT(gpp_cost_op_out_bytes(b, ln) == g->ops[ln].out_bytes / 2);
+    GPP_EXPECT(gpp_cost_op_out_bytes(b, in) == g->ops[in].out_bytes);
+    GPP_EXPECT(gpp_cost_op_out_bytes(f, ln) == g->ops[ln].out_bytes);
+    GPP_EXPECT(gpp_cost_stage_mem(b, g->n_ops, all, 1, 4, 2, 8) <
+               gpp_cost_stage_mem(f, g->n_ops, all, 1, 4, 2, 8));
+    /* a profile's figure wins over the default */
+    char text[256];
+    snprintf(text, sizeof text,
+             "{\"%d\":{\"name\":\"%s\",\"runtime\":{\"1\":1.0},\"out_bytes\":%lld}}", ln,
+             g->ops[ln].name, (long long)g->ops[ln].out_bytes);
+    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(b, text, "p.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT(gpp_cost_op_out_bytes(b, ln) == g->ops[ln].out_bytes);
+    GPP_EXPECT(gpp_cost_op_out_bytes(b, att) == g->ops[att].out_bytes / 2);
+    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "tf32", &err) == 0);
+    GPP_EXPECT_NEAR(c.device.peak_flops, 494.5e12, 1);
+    GPP_EXPECT(c.act_bytes_scale == 1.0);
+    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "fp32", &err) == 0);
+    GPP_EXPECT_NEAR(c.device.peak_flops, 67e12, 1);
+    gpp_cluster_t v;
+    GPP_EXPECT(gpp_cluster_init(&v, "v100-16g", 1, 1, &err) == 0);
+    GPP_EXPECT(gpp_cluster_set_precision(&v, "v100-16g", "tf32", &err) == 0);
+    GPP_EXPECT_NEAR(v.device.peak_flops, 15.7e12, 1); /* no TF32 on V100 */
+    GPP_EXPECT(gpp_cluster_set_precision(&v, "v100-16g", "fp16", &err) == -1 &&
+               strstr(err.msg, "fp16") && strstr(err.msg, "bf16"));
+    gpp_cost_destroy(&f);
+    gpp_cost_destroy(&b);
+    free(all);
+    gpp_graph_destroy(&g);
+}
+
 /* A profile's "out_bytes" (an op's output as the device keeps it: CUDA at
  * bf16 keeps most activations in bf16, in the stage that makes them and in
  * the stages that receive them) replaces the graph's fp32 figure in the
@@ -1305,6 +1365,7 @@ static const gpp_test_case_t cases[] = {
     {"kernel_stash", t_kernel_stash},
     {"workspace", t_workspace},
     {"out_bytes", t_out_bytes},
+    {"precision", t_precision},
     {"profile_keep", t_profile_keep},
     {"profile_source", t_profile_source},
     {"profile_curve", t_profile_curve},
