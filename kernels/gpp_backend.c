@@ -127,6 +127,24 @@ const char *gpp_dtype_name(gpp_dtype_t t)
     }
 }
 
+void gpp_dtype_from_f32(gpp_dtype_t t, const float *src, int64_t n, void *dst)
+{
+    assert(t != GPP_DTYPE_I32 && (n == 0 || (src && dst)));
+    if (t != GPP_DTYPE_BF16) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it one (quiet) */
+            d[i] = (uint16_t)((u >> 16) | 0x40u);
+        else
+            d[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+}
+
 const char *gpp_backend_name(const gpp_backend_t *self)
 {
     assert(self);

@@ -83,6 +83,11 @@ static inline size_t gpp_dtype_bytes(gpp_dtype_t t)
 }
 /* "f32", "i32", "bf16" */
 const char *gpp_dtype_name(gpp_dtype_t t);
+/* n floats of host memory src as the elements of a tensor of type t at
+ * dst (host memory, gpp_dtype_bytes(t) x n bytes): copied for f32, rounded
+ * to nearest even for bf16 (a NaN stays a NaN); not for i32. For callers
+ * that fill a device tensor from the host (through a copy). */
+void gpp_dtype_from_f32(gpp_dtype_t t, const float *src, int64_t n, void *dst);
 
 typedef enum {
     GPP_COPY_H2D = 0, /* host -> device */

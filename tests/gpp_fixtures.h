@@ -244,7 +244,7 @@ static inline int gpp_fixture_hand_inputs(gpp_exec_t *const *ex, const int *stag
         if (g->ops[p].type == GPP_OP_INPUT && p % 2)
             continue;
         const gpp_tensor_t *y = gpp_exec_output(ex[stage_of[p]], m, p);
-        int64_t per = y->rows * y->cols * 4;
+        int64_t per = y->rows * y->cols * (int64_t)gpp_dtype_bytes(y->dtype);
         gpp_tensor_t a = gpp_tensor(y->data, y->dtype, h, y->rows, y->cols);
         gpp_tensor_t c = gpp_tensor((char *)y->data + h * per, y->dtype, n - h, y->rows, y->cols);
         if (gpp_exec_set_input(ex[s], m, p, &c, h, err) < 0 ||
@@ -270,7 +270,7 @@ static inline int gpp_fixture_hand_grads(gpp_exec_t *const *ex, int n_stages, in
                 const gpp_tensor_t *dy = gpp_exec_input_grad(ex[t], m, o);
                 if (!dy)
                     continue; /* data: no gradient */
-                int64_t per = dy->rows * dy->cols * 4;
+                int64_t per = dy->rows * dy->cols * (int64_t)gpp_dtype_bytes(dy->dtype);
                 gpp_tensor_t a = gpp_tensor(dy->data, dy->dtype, h, dy->rows, dy->cols);
                 gpp_tensor_t c =
                     gpp_tensor((char *)dy->data + h * per, dy->dtype, n - h, dy->rows, dy->cols);

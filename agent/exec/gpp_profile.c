@@ -41,7 +41,8 @@ static int s_fill(gpp_stream_t *s, gpp_tensor_t *t, uint64_t key, float scale, g
     float *h = gpp_xcalloc((size_t)n + 1, sizeof(float));
     for (int64_t i = 0; i < n; i++)
         h[i] = scale * gpp_hash_normal(key, (uint64_t)i);
-    int rc = gpp_stream_copy(s, t->data, h, (size_t)n * 4, GPP_COPY_H2D, err);
+    gpp_dtype_from_f32(t->dtype, h, n, h); /* a bf16 tensor's elements, in place */
+    int rc = gpp_stream_copy(s, t->data, h, gpp_tensor_bytes(t), GPP_COPY_H2D, err);
     if (rc == 0)
         rc = gpp_stream_sync(s, err);
     free(h);
@@ -144,7 +145,10 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
     dys = gpp_xcalloc((size_t)n_dys + 1, sizeof *dys);
     for (int i = 0; i < n_dys; i++) {
         const gpp_op_t *o = &g->ops[gpp_exec_output_op(ex, i)];
-        if (gpp_tensor_alloc(be, GPP_DTYPE_F32, b_max, o->rows, o->cols, &dys[i], err) < 0 ||
+        /* the output's type: bf16 where the stage keeps it so (bf16 tensors) */
+        gpp_dtype_t dt =
+            gpp_backend_op_out_bytes(be, g, o) < o->out_bytes ? GPP_DTYPE_BF16 : GPP_DTYPE_F32;
+        if (gpp_tensor_alloc(be, dt, b_max, o->rows, o->cols, &dys[i], err) < 0 ||
             s_fill(gpp_exec_stream(ex), &dys[i], gpp_hash_key(3, 4, (uint64_t)o->id),
                    1.0f / sqrtf((float)(o->rows * o->cols)), err) < 0)
             goto done;
