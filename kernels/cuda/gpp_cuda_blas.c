@@ -97,6 +97,8 @@ typedef struct {
 
 typedef struct {
     int used;
+    int no_algo; /* the heuristic had none for this key: remembered, so that a caller's
+                    fallback (GPP_CUDA_NO_ALGO) does not ask again each call */
     s_key_t key;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -116,10 +118,14 @@ static void s_plan_release(s_plan_t *p)
 {
     if (!p->used)
         return;
-    gpp_cuda_lt.cublasLtMatrixLayoutDestroy(p->la);
-    gpp_cuda_lt.cublasLtMatrixLayoutDestroy(p->lb);
-    gpp_cuda_lt.cublasLtMatrixLayoutDestroy(p->lc);
-    gpp_cuda_lt.cublasLtMatmulDescDestroy(p->op);
+    if (p->la)
+        gpp_cuda_lt.cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb)
+        gpp_cuda_lt.cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc)
+        gpp_cuda_lt.cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->op)
+        gpp_cuda_lt.cublasLtMatmulDescDestroy(p->op);
     memset(p, 0, sizeof *p);
 }
 
@@ -296,6 +302,10 @@ out:
     if (rc < 0) {
         p->used = 1; /* release what was created */
         s_plan_release(p);
+        if (rc == GPP_CUDA_NO_ALGO) { /* remembered for the key */
+            p->used = p->no_algo = 1;
+            p->key = *k;
+        }
     }
     return rc == 0 ? 0 : rc == GPP_CUDA_NO_ALGO ? GPP_CUDA_NO_ALGO : -1;
 }
@@ -487,6 +497,14 @@ int gpp_cuda_gemm(gpp_stream_t *s, const gpp_cuda_gemm_t *g, gpp_err_t *err)
             return rc;
     }
     s_plan_t *p = &c->plans->slot[s_hash(&k)];
+    if (p->used && p->no_algo && memcmp(&p->key, &k, sizeof k) == 0) {
+        gpp_err_set(err,
+                    "backend %s: cuBLASLt has no algorithm for a %lldx%lldx%lld product (batch "
+                    "%lld) with this epilogue and these types (asked before)",
+                    s->be->name, (long long)k.m, (long long)k.n, (long long)k.k,
+                    (long long)k.batch);
+        return GPP_CUDA_NO_ALGO;
+    }
     if (!p->used || memcmp(&p->key, &k, sizeof k) != 0) {
         s_plan_release(p); /* a collision evicts the older plan */
         int rc = s_plan_build(c, p, &k, bias, g->aux, err);

@@ -264,6 +264,22 @@ extern "C" cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t
 
 /* dst[r][j] += src[r][j] for r < rows, j < c: a block per row at a time,
  * its threads along the row (no 64-bit division per element) */
+GPP_KERNEL void k_bias_rows(int64_t rows, int64_t cols, const float *b, gpp_cuk_t y)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+        for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+            gpp_stt(y, r * cols + j, gpp_ldt(y, r * cols + j) + b[j]);
+}
+extern "C" cudaError_t gpp_cuk_bias_rows(cudaStream_t st, int64_t rows, int64_t cols,
+                                         const float *b, gpp_cuk_t y)
+{
+    if (rows <= 0 || cols <= 0)
+        return cudaSuccess;
+    GPP_LAUNCH(gpp_cuk_row_blocks(rows), gpp_cuk_row_threads(cols), 0, st, k_bias_rows)
+    (rows, cols, b, y);
+    return cudaGetLastError();
+}
+
 template <int ACC>
 GPP_KERNEL void k_block(int64_t rows, int64_t c, gpp_cuk_t src, int64_t lds, gpp_cuk_t dst,
                         int64_t ldd)

@@ -100,6 +100,10 @@ cudaError_t gpp_cuk_chunks_sum(cudaStream_t st, int64_t cols, int64_t chunks, co
  * fp32 or bf16); part: scratch of part_floats floats (at least cols) */
 cudaError_t gpp_cuk_colsum_acc(cudaStream_t st, int64_t rows, int64_t cols, gpp_cuk_t x, int64_t ld,
                                float *y, float *part, int64_t part_floats);
+/* y[r cols + j] += b[j], r < rows, j < cols: a bias added after a product
+ * that could not take it in its epilogue (y fp32 or bf16) */
+cudaError_t gpp_cuk_bias_rows(cudaStream_t st, int64_t rows, int64_t cols, const float *b,
+                              gpp_cuk_t y);
 /* dst[r ldd + j] += src[r lds + j], r < rows, j < c: a column block of
  * one matrix into another (concat and slice backward); src and dst fp32 or
  * bf16 */

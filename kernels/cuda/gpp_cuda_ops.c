@@ -41,7 +41,9 @@ static gpp_cuk_t s_k(const gpp_tensor_t *t)
 
 /* ---- linear ---- */
 
-/* y [m, out] = x [m, in] W^T (+ b); x and y fp32 or bf16 */
+/* y [m, out] = x [m, in] W^T (+ b); x and y fp32 or bf16. The bias in
+ * cuBLASLt's epilogue, or, where the library has no algorithm with it for
+ * the product's types and shape, added by a kernel after the product. */
 static int s_linear_fwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, gpp_cuk_t x,
                         const float *w, const float *b, gpp_cuk_t y, gpp_err_t *err)
 {
@@ -60,7 +62,14 @@ static int s_linear_fwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, gpp
                          .c_bf16 = y.bf16,
                          .ldc = out,
                          .bias = b};
-    return gpp_cuda_gemm(s, &g, err);
+    int rc = gpp_cuda_gemm(s, &g, err);
+    if (rc != GPP_CUDA_NO_ALGO || !b)
+        return rc < 0 ? -1 : 0;
+    g.bias = NULL;
+    if (gpp_cuda_gemm(s, &g, err) < 0)
+        return -1;
+    S_LAUNCH(gpp_cuk_bias_rows(gpp_cuda_stream(s), m, out, b, y), err);
+    return 0;
 }
 
 /* dx += dy W; dw += dy^T x; db += column sums of dy (absent: skipped); x,

@@ -643,6 +643,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
         s_check(s_d(operationDesc), s_l(Adesc), s_l(Bdesc), s_l(Cdesc), s_l(Ddesc), &p, &why);
     if (st != CUBLAS_STATUS_SUCCESS)
         return st; /* no message: a caller may fall back (GPP_CUDA_NO_ALGO) */
+    /* GPP_EMU_LT_NO_BIAS_EPILOGUE=1: no algorithm for a bias epilogue (as a
+       library without one for some type or shape would answer), so that the
+       callers' fallbacks run on the emulation */
+    const char *nb = std::getenv("GPP_EMU_LT_NO_BIAS_EPILOGUE");
+    if (p.bias && nb && std::strcmp(nb, "1") == 0)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     cublasLtMatmulHeuristicResult_t *r = &heuristicResultsArray[0];
     std::memset(r, 0, sizeof *r);
     r->algo.data[0] = S_ALGO_TAG;
