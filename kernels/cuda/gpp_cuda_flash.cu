@@ -19,17 +19,29 @@ static bool s_shape_ok(int64_t n, int64_t heads, int64_t seq, int64_t dh)
            seq <= 65535 * 32 && gpp_flash::tier(dh) != 0;
 }
 
-/* The arguments every kernel of a core takes. */
+/* The arguments every kernel of a core takes: q, k, v, dout, o, dq, dk, dv
+ * of element type S (float; gpp_bf16 for the tensor-core core's bf16 I/O),
+ * lse and dsum fp32. */
 struct s_args_t {
     int64_t batch, heads, seq, dh, ldq, ldo;
     float scale;
     int causal;
-    const float *q, *k, *v, *dout, *lse, *dsum;
-    float *o, *out_lse, *dq, *dk, *dv;
+    const void *q, *k, *v, *dout;
+    const float *lse, *dsum;
+    void *o, *dq, *dk, *dv;
+    float *out_lse;
 };
 
 /* One core's forward and backward at tier DH: grid (batch, row blocks) */
-template <int DH, bool TC> struct s_core {
+template <int DH, bool TC, typename S> struct s_core {
+    static const S *c(const void *p)
+    {
+        return (const S *)p;
+    }
+    static S *m(void *p)
+    {
+        return (S *)p;
+    }
     static dim3 grid(const s_args_t &a)
     {
         if constexpr (TC)
@@ -40,33 +52,33 @@ template <int DH, bool TC> struct s_core {
     static cudaError_t fwd(cudaStream_t st, const s_args_t &a)
     {
         if constexpr (TC)
-            GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_fwd<DH, gpp_bf16>)
-        ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v, a.o,
-         a.out_lse);
+            GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_fwd<DH, gpp_bf16, S>)
+        ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
+         c(a.v), m(a.o), a.out_lse);
         else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_fwd<DH>)(
-            (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
-            a.o, a.out_lse);
+            (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
+            c(a.v), m(a.o), a.out_lse);
         return cudaGetLastError();
     }
     static cudaError_t bwd(cudaStream_t st, const s_args_t &a)
     {
         if constexpr (TC)
-            GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_bwd_kv<DH, gpp_bf16>)
-        ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
-         a.dout, a.lse, a.dsum, a.dk, a.dv);
+            GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_bwd_kv<DH, gpp_bf16, S>)
+        ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
+         c(a.v), c(a.dout), a.lse, a.dsum, m(a.dk), m(a.dv));
         else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_bwd_kv<DH>)(
-            (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
-            a.dout, a.lse, a.dsum, a.dk, a.dv);
+            (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
+            c(a.v), c(a.dout), a.lse, a.dsum, m(a.dk), m(a.dv));
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess)
             return e;
         if constexpr (TC)
-            GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_bwd_q<DH, gpp_bf16>)
-        ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
-         a.dout, a.lse, a.dsum, a.dq);
+            GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_bwd_q<DH, gpp_bf16, S>)
+        ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
+         c(a.v), c(a.dout), a.lse, a.dsum, m(a.dq));
         else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_bwd_q<DH>)(
-            (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, a.q, a.k, a.v,
-            a.dout, a.lse, a.dsum, a.dq);
+            (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
+            c(a.v), c(a.dout), a.lse, a.dsum, m(a.dq));
         return cudaGetLastError();
     }
 };
@@ -74,30 +86,37 @@ template <int DH, bool TC> struct s_core {
 /* Runs the forward (bwd 0) or backward of a core at a's head size's tier:
  * the tensor-core one when tc (which must have that head size's tier: 16,
  * 32, 64), else the fp32 one (16, 32, 64, 128). */
-static cudaError_t s_run(cudaStream_t st, const s_args_t &a, int tc, int bwd)
+static cudaError_t s_run(cudaStream_t st, const s_args_t &a, int tc, int io_bf16, int bwd)
 {
-#define S_CALL(DH, TC) (bwd ? s_core<DH, TC>::bwd(st, a) : s_core<DH, TC>::fwd(st, a))
+#define S_CALL(DH, TC, S) (bwd ? s_core<DH, TC, S>::bwd(st, a) : s_core<DH, TC, S>::fwd(st, a))
+#define S_TC(S)                                                                                    \
+    switch (gpp_flash::tc_tier(a.dh)) {                                                            \
+    case 16:                                                                                       \
+        return S_CALL(16, true, S);                                                                \
+    case 32:                                                                                       \
+        return S_CALL(32, true, S);                                                                \
+    case 64:                                                                                       \
+        return S_CALL(64, true, S);                                                                \
+    default:                                                                                       \
+        return cudaErrorInvalidValue;                                                              \
+    }
+    if (tc && io_bf16)
+        S_TC(gpp_bf16)
     if (tc)
-        switch (gpp_flash::tc_tier(a.dh)) {
-        case 16:
-            return S_CALL(16, true);
-        case 32:
-            return S_CALL(32, true);
-        case 64:
-            return S_CALL(64, true);
-        default:
-            return cudaErrorInvalidValue;
-        }
+        S_TC(float)
+    if (io_bf16) /* the fp32 core reads and writes fp32 */
+        return cudaErrorInvalidValue;
     switch (gpp_flash::tier(a.dh)) {
     case 16:
-        return S_CALL(16, false);
+        return S_CALL(16, false, float);
     case 32:
-        return S_CALL(32, false);
+        return S_CALL(32, false, float);
     case 64:
-        return S_CALL(64, false);
+        return S_CALL(64, false, float);
     default:
-        return S_CALL(128, false);
+        return S_CALL(128, false, float);
     }
+#undef S_TC
 #undef S_CALL
 }
 
@@ -113,8 +132,8 @@ extern "C" int gpp_cuk_flash_tc_supports(int64_t dh)
 
 extern "C" cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq,
                                          int64_t dh, int64_t ldq, int64_t ldo, float scale,
-                                         int causal, int tc, const float *q, const float *k,
-                                         const float *v, float *o, float *lse)
+                                         int causal, int tc, int io_bf16, const void *q,
+                                         const void *k, const void *v, void *o, float *lse)
 {
     if (!s_shape_ok(n, heads, seq, dh))
         return cudaErrorInvalidValue;
@@ -123,24 +142,30 @@ extern "C" cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t n, int64_t hea
     s_args_t a = {};
     a.batch = n * heads, a.heads = heads, a.seq = seq, a.dh = dh, a.ldq = ldq, a.ldo = ldo;
     a.scale = scale, a.causal = causal, a.q = q, a.k = k, a.v = v, a.o = o, a.out_lse = lse;
-    return s_run(st, a, tc, 0);
+    return s_run(st, a, tc, io_bf16, 0);
 }
 
 extern "C" cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq,
                                          int64_t dh, int64_t ldq, int64_t ldo, float scale,
-                                         int causal, int tc, const float *q, const float *k,
-                                         const float *v, const float *out, const float *dout,
-                                         const float *lse, float *dsum, float *dq, float *dk,
-                                         float *dv)
+                                         int causal, int tc, int io_bf16, const void *q,
+                                         const void *k, const void *v, const void *out,
+                                         const void *dout, const float *lse, float *dsum, void *dq,
+                                         void *dk, void *dv)
 {
     if (!s_shape_ok(n, heads, seq, dh))
         return cudaErrorInvalidValue;
     int64_t rows = n * heads * seq;
     if (rows == 0)
         return cudaSuccess;
-    GPP_LAUNCH((unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, st,
-               gpp_flash::k_flash_rowdot)
-    (rows, (int)seq, (int)dh, (int)heads, ldo, out, dout, dsum);
+    if (io_bf16 && !tc)
+        return cudaErrorInvalidValue;
+    if (io_bf16)
+        GPP_LAUNCH((unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, st,
+                   gpp_flash::k_flash_rowdot<gpp_bf16>)
+    (rows, (int)seq, (int)dh, (int)heads, ldo, (const gpp_bf16 *)out, (const gpp_bf16 *)dout, dsum);
+    else GPP_LAUNCH((unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, st,
+                    gpp_flash::k_flash_rowdot<float>)(
+        rows, (int)seq, (int)dh, (int)heads, ldo, (const float *)out, (const float *)dout, dsum);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return e;
@@ -148,5 +173,5 @@ extern "C" cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t hea
     a.batch = n * heads, a.heads = heads, a.seq = seq, a.dh = dh, a.ldq = ldq, a.ldo = ldo;
     a.scale = scale, a.causal = causal, a.q = q, a.k = k, a.v = v, a.dout = dout, a.lse = lse;
     a.dsum = dsum, a.dq = dq, a.dk = dk, a.dv = dv;
-    return s_run(st, a, tc, 1);
+    return s_run(st, a, tc, io_bf16, 1);
 }

@@ -204,8 +204,9 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo
 /* dsum[b seq + i] = sum_d dout_id out_id over the rows of out and dout
  * (row stride ldo), in double like the CPU's softmax backward. One thread
  * per (batch, query) row; grid of ceil(rows / THREADS) blocks. */
-GPP_KERNEL void k_flash_rowdot(int64_t rows, int seq, int dh, int heads, int64_t ldo,
-                               const float *out, const float *dout, float *dsum)
+template <typename S>
+GPP_KERNEL void k_flash_rowdot(int64_t rows, int seq, int dh, int heads, int64_t ldo, const S *out,
+                               const S *dout, float *dsum)
 {
     int64_t r = (int64_t)blockIdx.x * THREADS + threadIdx.x;
     if (r >= rows)
@@ -213,7 +214,7 @@ GPP_KERNEL void k_flash_rowdot(int64_t rows, int seq, int dh, int heads, int64_t
     int64_t off = head_base(r / seq, heads, seq, dh, ldo) + (r % seq) * ldo;
     double acc = 0.0;
     for (int d = 0; d < dh; d++)
-        acc += (double)dout[off + d] * out[off + d];
+        acc += (double)gpp_from_e(dout[off + d]) * gpp_from_e(out[off + d]);
     dsum[r] = (float)acc;
 }
 

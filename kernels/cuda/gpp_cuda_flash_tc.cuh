@@ -109,8 +109,8 @@ template <int R> GPP_DEV int swz(int c)
  * offsets r (W + 4) % 32 are then 32 / W disjoint runs of W banks (DH 32:
  * rows r, r + 4 at 0 and 16; DH 16: r, r + 2, r + 4, r + 6 at 0, 24, 16,
  * 8); 8 rows take W / 4 warp steps. */
-template <typename E, int DH, int ROWS>
-GPP_DEV void stage_rows(E *dst, const float *src, int64_t ld, int r0, int nrows, int dh, float mul)
+template <typename E, int DH, int ROWS, typename S>
+GPP_DEV void stage_rows(E *dst, const S *src, int64_t ld, int r0, int nrows, int dh, float mul)
 {
     constexpr int W = DH / 2, STEP = W / 4;
     static_assert(ROWS % 8 == 0, "rows in blocks of 8");
@@ -119,9 +119,9 @@ GPP_DEV void stage_rows(E *dst, const float *src, int64_t ld, int r0, int nrows,
         int r = k / STEP * 8 + k % STEP + STEP * (lane / W), c = 2 * (lane % W), j = r0 + r;
         float v0 = 0.0f, v1 = 0.0f;
         if (j < nrows) {
-            const float *s = src + (int64_t)j * ld + c;
-            v0 = c < dh ? mul * s[0] : 0.0f;
-            v1 = c + 1 < dh ? mul * s[1] : 0.0f;
+            const S *s = src + (int64_t)j * ld + c;
+            v0 = c < dh ? mul * gpp_from_e(s[0]) : 0.0f;
+            v1 = c + 1 < dh ? mul * gpp_from_e(s[1]) : 0.0f;
         }
         gpp_mma16::st2(dst + r * (DH + 8) + c, gpp_mma16::pack<E>(v0, v1));
     }
@@ -130,17 +130,17 @@ GPP_DEV void stage_rows(E *dst, const float *src, int64_t ld, int r0, int nrows,
 /* The transposed tile of rows r0 .. r0 + R - 1 of src (columns < DH): word
  * (c, p) = E(mul src[r0 + 2p][c]), E(mul src[r0 + 2p + 1][c]), 0 past nrows
  * rows or dh columns */
-template <typename E, int DH, int R>
-GPP_DEV void stage_t(x2<E> *dst, const float *src, int64_t ld, int r0, int nrows, int dh, float mul)
+template <typename E, int DH, int R, typename S>
+GPP_DEV void stage_t(x2<E> *dst, const S *src, int64_t ld, int r0, int nrows, int dh, float mul)
 {
     for (int x = threadIdx.x; x < DH * (R / 2); x += THREADS) {
         int c = x % DH, p = x / DH, j = r0 + 2 * p;
         float v0 = 0.0f, v1 = 0.0f;
         if (c < dh) {
             if (j < nrows)
-                v0 = mul * src[(int64_t)j * ld + c];
+                v0 = mul * gpp_from_e(src[(int64_t)j * ld + c]);
             if (j + 1 < nrows)
-                v1 = mul * src[(int64_t)(j + 1) * ld + c];
+                v1 = mul * gpp_from_e(src[(int64_t)(j + 1) * ld + c]);
         }
         gpp_mma16::stx(&dst[c * (R / 2) + (p ^ swz<R>(c))], gpp_mma16::pack<E>(v0, v1));
     }
@@ -280,8 +280,8 @@ template <int OP> GPP_DEV float quad(float x)
 /* Writes a warp's 16 x DH accumulators (rows row0 + g, row0 + g + 8) times
  * mul_a / mul_b (per row) to global rows of stride ld, columns < dh, rows <
  * nrows */
-template <int DH>
-GPP_DEV void store_acc(const float (&acc)[DH / 8][4], float *dst, int64_t ld, int row0, int nrows,
+template <int DH, typename S>
+GPP_DEV void store_acc(const float (&acc)[DH / 8][4], S *dst, int64_t ld, int row0, int nrows,
                        int dh, int g, int t, float mul_a, float mul_b)
 {
     const int ra = row0 + g, rb = ra + 8;
@@ -292,18 +292,17 @@ GPP_DEV void store_acc(const float (&acc)[DH / 8][4], float *dst, int64_t ld, in
         int c = 8 * f + 2 * t + e;
         if (c < dh) {
             if (ra < nrows)
-                dst[(int64_t)ra * ld + c] = acc[f][e] * mul_a;
+                dst[(int64_t)ra * ld + c] = gpp_to_e<S>(acc[f][e] * mul_a);
             if (rb < nrows)
-                dst[(int64_t)rb * ld + c] = acc[f][2 + e] * mul_b;
+                dst[(int64_t)rb * ld + c] = gpp_to_e<S>(acc[f][2 + e] * mul_b);
         }
     }
 }
 
 /* grid (n heads, tc_cfg<DH>::blocks(seq)), THREADS threads */
-template <int DH, typename E>
+template <int DH, typename E, typename S = float>
 GPP_KERNEL void k_flash_tc_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo, float scale,
-                               int causal, const float *q, const float *k, const float *v, float *o,
-                               float *lse)
+                               int causal, const S *q, const S *k, const S *v, S *o, float *lse)
 {
 #if GPP_TC_BODY
     typedef tc_cfg<DH> C;
@@ -403,11 +402,10 @@ GPP_KERNEL void k_flash_tc_fwd(int seq, int dh, int heads, int64_t ldq, int64_t 
 }
 
 /* dK, dV: each warp owns 16 keys. grid (n heads, tc_cfg<DH>::blocks(seq)). */
-template <int DH, typename E>
+template <int DH, typename E, typename S = float>
 GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64_t ldo, float scale,
-                                  int causal, const float *q, const float *k, const float *v,
-                                  const float *dout, const float *lse, const float *dsum, float *dk,
-                                  float *dv)
+                                  int causal, const S *q, const S *k, const S *v, const S *dout,
+                                  const float *lse, const float *dsum, S *dk, S *dv)
 {
 #if GPP_TC_BODY
     typedef tc_cfg<DH> C;
@@ -477,10 +475,10 @@ GPP_KERNEL void k_flash_tc_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64
 }
 
 /* dQ: each warp owns 16 queries. grid (n heads, tc_cfg<DH>::blocks(seq)). */
-template <int DH, typename E>
+template <int DH, typename E, typename S = float>
 GPP_KERNEL void k_flash_tc_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_t ldo, float scale,
-                                 int causal, const float *q, const float *k, const float *v,
-                                 const float *dout, const float *lse, const float *dsum, float *dq)
+                                 int causal, const S *q, const S *k, const S *v, const S *dout,
+                                 const float *lse, const float *dsum, S *dq)
 {
 #if GPP_TC_BODY
     typedef tc_cfg<DH> C;

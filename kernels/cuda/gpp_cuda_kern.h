@@ -157,19 +157,22 @@ cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64
  * in place, row i of head h of sample s at s seq ld + i ld + h dh (q, k,
  * v, dq, dk, dv: ldq; out, dout: ldo); lse and dsum [n heads][seq].
  * supports: whether a head size has a kernel (1 <= dh <= 128). fwd writes
- * o and lse; bwd overwrites dsum, dq, dk, dv. A shape without a kernel
- * returns cudaErrorInvalidValue. */
+ * o and lse; bwd overwrites dsum, dq, dk, dv. q, k, v, out, dout, o, dq,
+ * dk, dv are fp32, or bf16 with io_bf16 (the tensor-core core only: it
+ * rounds its operands to bf16 anyway); lse and dsum fp32. A shape without a
+ * kernel, or io_bf16 without tc, returns cudaErrorInvalidValue. */
 int gpp_cuk_flash_supports(int64_t dh);
 /* whether the tensor-core kernels take this head size (dh <= 64) */
 int gpp_cuk_flash_tc_supports(int64_t dh);
 cudaError_t gpp_cuk_flash_fwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq, int64_t dh,
                               int64_t ldq, int64_t ldo, float scale, int causal, int tc,
-                              const float *q, const float *k, const float *v, float *o, float *lse);
+                              int io_bf16, const void *q, const void *k, const void *v, void *o,
+                              float *lse);
 cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t heads, int64_t seq, int64_t dh,
                               int64_t ldq, int64_t ldo, float scale, int causal, int tc,
-                              const float *q, const float *k, const float *v, const float *out,
-                              const float *dout, const float *lse, float *dsum, float *dq,
-                              float *dk, float *dv);
+                              int io_bf16, const void *q, const void *k, const void *v,
+                              const void *out, const void *dout, const float *lse, float *dsum,
+                              void *dq, void *dk, void *dv);
 
 /* ---- embedding bag and sparse gradients ----
  * y[b] = sum_k table[idx[b bag + k]] over bags (summed in fp32, y fp32 or

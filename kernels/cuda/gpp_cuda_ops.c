@@ -446,23 +446,40 @@ size_t gpp_cuda_attention_stash_bytes(gpp_backend_t *be, int64_t n, int64_t seq,
     return (size_t)(n * seq * (4 * hidden + heads)) * sizeof(float);
 }
 
-/* Fused core: no permutes and no probabilities. Stash (floats): natural
- * qkv [n seq, 3 hidden] | the row log-sum-exps [n heads, seq] | natural ctx
- * [n seq, hidden] (gpp_cuda_attention_stash_bytes). */
+/* Fused core: no permutes and no probabilities. Stash (parts sized in
+ * floats): natural qkv [n seq, 3 hidden] | the row log-sum-exps [n heads,
+ * seq] | natural ctx [n seq, hidden] (gpp_cuda_attention_stash_bytes). The
+ * tensor-core core over the op's bf16 tensors (x bf16: s_att_io16) keeps
+ * qkv, ctx and, in the backward, dctx and dqkv in bf16, as FlashAttention
+ * does: its kernels read and write bf16, and the projections read no fp32
+ * operand they would have to round per product. */
+static int s_att_io16(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x)
+{
+    return s_att_core(s, a) == GPP_CUDA_CORE_TC && x->dtype == GPP_DTYPE_BF16;
+}
+
+/* q, k, v of a natural qkv of elements of e bytes: columns 0, hid, 2 hid */
+static const void *s_qkv_part(gpp_cuk_t qkv, const s_att_t *a, int part)
+{
+    return (const char *)qkv.p + (size_t)(part * a->hid) * (qkv.bf16 ? 2 : sizeof(float));
+}
+
 static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t *x,
                            const gpp_attention_params_t *p, int causal, gpp_tensor_t *y,
                            float *stash, gpp_err_t *err)
 {
-    float *qkv = stash, *lse = qkv + a->m * 3 * a->hid, *ctx = lse + a->batch * a->seq;
-    if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), s_f(&p->b_qkv),
-                     gpp_cuk_f32(qkv), err) < 0)
+    const int io16 = s_att_io16(s, a, x);
+    float *lse = stash + a->m * 3 * a->hid;
+    gpp_cuk_t qkv = {stash, io16}, ctx = {lse + a->batch * a->seq, io16};
+    if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv,
+                     err) < 0)
         return -1;
     S_LAUNCH(gpp_cuk_flash_fwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
-                               a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC, qkv,
-                               qkv + a->hid, qkv + 2 * a->hid, ctx, lse),
+                               a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC, io16,
+                               s_qkv_part(qkv, a, 0), s_qkv_part(qkv, a, 1), s_qkv_part(qkv, a, 2),
+                               ctx.p, lse),
              err);
-    return s_linear_fwd(s, a->m, a->hid, a->hid, gpp_cuk_f32(ctx), s_f(&p->w_o), s_f(&p->b_o),
-                        s_k(y), err);
+    return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_k(y), err);
 }
 
 /* The unfused core: the heads permuted to head-major, one batched product
@@ -529,10 +546,10 @@ int gpp_cuda_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
     return rc < 0 ? gpp_err_prefix(err, "attention forward") : 0;
 }
 
-/* dctx = dy W_o (overwritten) and W_o's gradients (+=): the start of both
- * backwards. */
+/* dctx = dy W_o (overwritten; fp32 or bf16) and W_o's gradients (+=): the
+ * start of both backwards. */
 static int s_att_out_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_attention_params_t *p,
-                         gpp_cuk_t ctx, const gpp_tensor_t *dy, float *dctx,
+                         gpp_cuk_t ctx, const gpp_tensor_t *dy, gpp_cuk_t dctx,
                          gpp_attention_params_t *dp, gpp_err_t *err)
 {
     gpp_cuda_gemm_t g = {.m = a->m,
@@ -544,7 +561,8 @@ static int s_att_out_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_attention_
                          .lda = a->hid,
                          .b = s_f(&p->w_o),
                          .ldb = a->hid,
-                         .c = dctx,
+                         .c = dctx.p,
+                         .c_bf16 = dctx.bf16,
                          .ldc = a->hid};
     if (gpp_cuda_gemm(s, &g, err) < 0)
         return -1;
@@ -557,24 +575,27 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
                            const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_attention_params_t *dp,
                            gpp_err_t *err)
 {
-    const float *qkv = stash, *lse = qkv + a->m * 3 * a->hid;
-    const float *ctx = lse + a->batch * a->seq;
-    /* workspace: dctx [m, hid] | dqkv [m, 3 hid] | dsum [batch, seq] */
+    const int io16 = s_att_io16(s, a, x);
+    const float *lse = stash + a->m * 3 * a->hid;
+    gpp_cuk_t qkv = {(void *)stash, io16}, ctx = {(void *)(lse + a->batch * a->seq), io16};
+    /* workspace (parts sized in floats): dctx [m, hid] | dqkv [m, 3 hid] |
+       dsum [batch, seq] */
     int64_t mh = a->m * a->hid;
-    float *dctx =
-        gpp_stream_workspace(s, (size_t)(4 * mh + a->batch * a->seq) * sizeof(float), err);
-    if (!dctx)
+    float *ws = gpp_stream_workspace(s, (size_t)(4 * mh + a->batch * a->seq) * sizeof(float), err);
+    if (!ws)
         return gpp_err_prefix(err, "workspace");
-    float *dqkv = dctx + mh, *dsum = dqkv + 3 * mh;
-    if (s_att_out_bwd(s, a, p, gpp_cuk_f32(ctx), dy, dctx, dp, err) < 0)
+    gpp_cuk_t dctx = {ws, io16}, dqkv = {ws + mh, io16};
+    float *dsum = ws + 4 * mh;
+    if (s_att_out_bwd(s, a, p, ctx, dy, dctx, dp, err) < 0)
         return -1;
     S_LAUNCH(gpp_cuk_flash_bwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
-                               a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC, qkv,
-                               qkv + a->hid, qkv + 2 * a->hid, ctx, dctx, lse, dsum, dqkv,
-                               dqkv + a->hid, dqkv + 2 * a->hid),
+                               a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC, io16,
+                               s_qkv_part(qkv, a, 0), s_qkv_part(qkv, a, 1), s_qkv_part(qkv, a, 2),
+                               ctx.p, dctx.p, lse, dsum, dqkv.p, (void *)s_qkv_part(dqkv, a, 1),
+                               (void *)s_qkv_part(dqkv, a, 2)),
              err);
-    return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), gpp_cuk_f32(dqkv),
-                        s_k(dx), dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
+    return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), dqkv, s_k(dx),
+                        dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
 }
 
 /* The unfused core's backward (s_att_unfused_fwd): dctx = dy W_o, permuted
@@ -608,7 +629,7 @@ static int s_att_unfused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor
     gpp_cuk_t dqkv = {dv + mh, bf16 && x->dtype == GPP_DTYPE_BF16};
     char *dctx_hm = (char *)dctx + f32_bytes;
     void *ds = bf16 ? (void *)(dctx_hm + hm_bytes) : (void *)dprob;
-    if (s_att_out_bwd(s, a, p, ctx, dy, dctx, dp, err) < 0)
+    if (s_att_out_bwd(s, a, p, ctx, dy, gpp_cuk_f32(dctx), dp, err) < 0)
         return -1;
     gpp_cuk_t hm = {dctx_hm, bf16};
     S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, gpp_cuk_f32(dctx), hm, 1),

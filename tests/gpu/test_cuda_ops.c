@@ -1105,6 +1105,24 @@ static void t_bf16_tensors(void)
             s_act16_count = 0;
             s_bf16_bodies();
         }
+        /* the fused cores (GPP_CUDA_ATTENTION=fused: on tensor cores at head
+           sizes <= 64, whose kernels then read and write bf16 qkv, ctx,
+           dctx and dqkv; fp32 beyond) over bf16 tensors, every one and
+           every other one */
+        gpp_stream_destroy(&s_gs);
+        gpp_backend_destroy(&s_gbe);
+        setenv("GPP_CUDA_ATTENTION", "fused", 1);
+        s_gbe = gpp_backend_new(&gc, &err);
+        unsetenv("GPP_CUDA_ATTENTION");
+        GPP_EXPECT_MSG(s_gbe && (s_gs = gpp_stream_new(s_gbe, &err)), "%s", err.msg);
+        s_atol = s_rtol = 5e-2;
+        s_stol = 1e-2;
+        for (s_act16 = 1; s_gs && s_act16 <= 2; s_act16++) {
+            printf("  -- fused attention, %s activations in bf16\n",
+                   s_act16 == 1 ? "all" : "every other");
+            s_act16_count = 0;
+            s_attention_all();
+        }
         /* where cuBLASLt has no algorithm with the bias epilogue for a
            product's types (the emulation refuses them all on request;
            a device answers for itself), the product then a bias kernel */
