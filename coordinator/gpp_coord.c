@@ -720,6 +720,10 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
+/* How long an agent's exit waits for the report it may have sent before
+ * it (s_on_child_exit) */
+#define S_EXIT_GRACE_US 300000
+
 static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
 {
     gpp_coord_t *self = arg;
@@ -737,6 +741,23 @@ static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
         a->pid = pid;
     gpp_agent_name(a, who, sizeof who);
     if (a->state == GPP_AGENT_EXITED) {
+        if (status != 0)
+            gpp_warn("coordinator: agent %s %s", who, st);
+        return;
+    }
+    /* An agent that failed reports why (an Error) and then exits; its
+       report can still be on the way when the exit is seen (the exit's
+       SIGCHLD and the message race on a loaded machine). Read what arrives
+       for a moment first, so the job stops with the agent's own error
+       rather than with its exit status. */
+    const int64_t until = gpp_now_us() + S_EXIT_GRACE_US;
+    while (status != 0 && !self->stopped && gpp_now_us() < until) {
+        zmq_pollitem_t it = {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 20) > 0 && (it.revents & ZMQ_POLLIN))
+            s_on_router(NULL, self->router, self);
+    }
+    if (self->stopped) { /* its report (or another) stopped the job */
+        a->state = GPP_AGENT_DEAD;
         if (status != 0)
             gpp_warn("coordinator: agent %s %s", who, st);
         return;
