@@ -141,8 +141,11 @@ static void s_predict_mem(gpp_job_t *self)
     const gpp_plan_t *p = self->plan;
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_stage_t *st = &p->stages[s];
+        /* the agents report the bf16 parameter copies with the backend's own
+           buffers, which the table adds as measured: not twice */
         self->mem_predicted[s] = gpp_cost_stage_mem(self->cost, st->n_ops, st->ops, st->devices,
-                                                    st->micro_batch, s_stage_mbs(st), p->batch);
+                                                    st->micro_batch, s_stage_mbs(st), p->batch) -
+                                 gpp_cost_stage_param_copy_bytes(self->cost, st->n_ops, st->ops);
     }
 }
 

@@ -560,6 +560,18 @@ int64_t gpp_op_sparse_cap_rows(const gpp_graph_t *g, const gpp_op_t *op, int64_t
     return touched < op->table_rows ? touched : op->table_rows;
 }
 
+int64_t gpp_op_param_copy_bytes(const gpp_graph_t *g, const gpp_op_t *op, gpp_alloc_rule_t rule)
+{
+    if (op->type != GPP_OP_LINEAR && op->type != GPP_OP_ATTENTION)
+        return 0;
+    gpp_param_t spec[GPP_OP_MAX_PARAMS];
+    int n = gpp_op_params(g, op, spec);
+    int64_t b = 0;
+    for (int k = 0; k < n; k++)
+        b += gpp_alloc_bytes(rule, spec[k].rows * spec[k].cols * 2);
+    return b;
+}
+
 int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_bufs, int64_t batch)
 {
     assert(optim_bufs >= 0);
@@ -656,6 +668,8 @@ void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bu
             continue;
         const gpp_op_t *op = &g->ops[i];
         const gpp_op_info_t *T = &gpp_optable[op->type];
+        if (dev->param_copies)
+            out->state_bytes += gpp_op_param_copy_bytes(g, op, dev->alloc_rule);
         if (!op->sparse_params) {
             dense += op->params * 4;
         } else { /* value + optimizer state; the sparse gradient's slot map, ids, rows */

@@ -172,6 +172,11 @@ size_t gpp_attention_workspace_bytes(int64_t n, int64_t seq, int64_t hidden);
  * mini-batch `batch`: the most rows one mini-batch can touch, so it never
  * grows (min(table rows, batch x bag)); 0 without a sparse parameter. */
 int64_t gpp_op_sparse_cap_rows(const gpp_graph_t *g, const gpp_op_t *op, int64_t batch);
+/* The bf16 copies of op's parameters a CUDA backend keeps at precision
+ * bf16 (its products read them: a linear's and attention's weights and
+ * biases, rounded once per optimizer step; kernels/cuda/gpp_cuda_blas.c
+ * "wpack"), each rounded by rule; 0 for other ops. */
+int64_t gpp_op_param_copy_bytes(const gpp_graph_t *g, const gpp_op_t *op, gpp_alloc_rule_t rule);
 /* Parameter state of op: values + gradients + optimizer state
  * (optim_bufs, GPP_OPTIM_BUFS_*). Dense: params x 4 x (2 + optim_bufs);
  * sparse: table x 4 x (1 + optim_bufs) + the sparse gradient (row map
@@ -231,9 +236,13 @@ typedef struct {
      * gpp_backend_alloc_rule): every figure is in rounded bytes, as
      * gpp_backend_mem counts them */
     gpp_alloc_rule_t alloc_rule;
-    int load_ahead; /* the executor loads ahead (ahead_bytes; else 0) */
-    int graphs;     /* the executor replays its passes as CUDA graphs (feed_bytes, and
-                       held_bytes / run_bytes by block size) */
+    int load_ahead;   /* the executor loads ahead (ahead_bytes; else 0) */
+    int param_copies; /* the backend keeps bf16 copies of the product weights
+                         (gpp_op_param_copy_bytes) in state_bytes; the planner's
+                         walk for a bf16 cuda job (the executor's own prediction
+                         leaves them to the backend's own bytes, measured) */
+    int graphs;       /* the executor replays its passes as CUDA graphs (feed_bytes, and
+                         held_bytes / run_bytes by block size) */
 } gpp_stage_dev_t;
 void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
                    int64_t n, const gpp_stage_dev_t *dev, gpp_stage_mem_t *out);

@@ -311,6 +311,14 @@ static int64_t s_kstash(const gpp_cost_t *c, int op)
                                                                                     : -1;
 }
 
+int64_t gpp_cost_stage_param_copy_bytes(const gpp_cost_t *c, int n_ops, const int *ops)
+{
+    int64_t b = 0;
+    for (int k = 0; c->cl.param_copies && k < n_ops; k++)
+        b += gpp_op_param_copy_bytes(c->g, &c->g->ops[ops[k]], c->cl.alloc_rule);
+    return b;
+}
+
 int64_t gpp_cost_op_out_bytes(const gpp_cost_t *c, int op)
 {
     return c->obytes && c->obytes[op] >= 0 ? c->obytes[op] : c->g->ops[op].out_bytes;
@@ -436,6 +444,9 @@ int64_t gpp_cost_op_state_bytes(const gpp_cost_t *c, int op, int batch)
        sparse: value, state, slot map, row ids, rows */
     int64_t w = gpp_cost_mem_bound(c, gpp_op_state_bytes(c->g, o, bufs, batch),
                                    o->sparse_params ? 4 + bufs : 2 + bufs);
+    /* + the bf16 copies of a product's parameters (a bf16 cuda job) */
+    if (c->cl.param_copies)
+        w += gpp_op_param_copy_bytes(c->g, o, c->cl.alloc_rule);
     /* + a loss's value in each of at most `batch` micro-batch slots */
     return w + (gpp_optable[o->type].role == GPP_ROLE_LOSS
                     ? gpp_cost_mem_bound(c, 4 * (int64_t)batch, batch)
@@ -507,6 +518,7 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
     gpp_stage_dev_t dev = {.kernel_stash = c->kstash,
                            .work = c->work,
                            .out_bytes = c->obytes,
+                           .param_copies = c->cl.param_copies,
                            .alloc_rule = c->cl.alloc_rule,
                            .load_ahead = c->cl.load_ahead,
                            .graphs = c->cl.graphs};

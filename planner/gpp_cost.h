@@ -85,6 +85,9 @@ typedef struct {
     double act_bytes_scale;      /* the roofline's activation bytes per fp32 byte: 0.5 where
                                     the agents keep bf16 tensors (gpp_cluster_set_precision),
                                     1 (or 0: unset) otherwise */
+    int param_copies;            /* 1: the agents keep bf16 copies of their linears' and
+                                    attention's parameters (a bf16 cuda job): stage memory
+                                    counts them (gpp_op_param_copy_bytes) */
 } gpp_cluster_t;
 
 #define GPP_CONTEXT_BYTES ((int64_t)512 << 20)
@@ -103,9 +106,10 @@ void gpp_device_list(FILE *out);
  * [job] precision; gpp-plan --precision), after gpp_cluster_init with the
  * same preset: tf32 takes the preset's dense TF32 tensor-core peak (none
  * on V100: fp32 stays), bf16 its dense fp16/bf16 peak (eff_max 0.8, as
- * gpp_device_preset's mixed precision) and halves the roofline's
- * activation bytes (the agents' bf16 tensors, docs/gpu.md); fp32 and the
- * cpu preset change nothing. -1 with a message for another name. */
+ * gpp_device_preset's mixed precision), halves the roofline's activation
+ * bytes (the agents' bf16 tensors, docs/gpu.md) and counts the bf16
+ * copies of the product weights in stage memory (param_copies); fp32 and
+ * the cpu preset change nothing. -1 with a message for another name. */
 int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, const char *precision,
                               gpp_err_t *err);
 /* Fills c with a preset device and its default links: the preset's NVLink
@@ -263,6 +267,11 @@ gpp_work_t gpp_cost_op_workspace(const gpp_cost_t *c, int op);
  * what an edge carries between stages (the partitioner's and the
  * simulator's transfer sizes). */
 int64_t gpp_cost_op_out_bytes(const gpp_cost_t *c, int op);
+/* Of gpp_cost_stage_mem for these ops, the bf16 parameter copies the
+ * agents keep (cluster param_copies; else 0): the backend's own buffers,
+ * which an agent reports apart from its stage's (the coordinator's
+ * predicted-against-measured table adds the reported ones instead). */
+int64_t gpp_cost_stage_param_copy_bytes(const gpp_cost_t *c, int n_ops, const int *ops);
 /* Bytes one replica contributes to the per-iteration gradient sync of op:
  * dense: params*4; sparse (embedding): the rows a mini-batch touches, at most
  * the table. */

@@ -949,8 +949,27 @@ static void t_precision(void)
     GPP_EXPECT(gpp_cost_op_out_bytes(b, ln) == g->ops[ln].out_bytes / 2);
     GPP_EXPECT(gpp_cost_op_out_bytes(b, in) == g->ops[in].out_bytes);
     GPP_EXPECT(gpp_cost_op_out_bytes(f, ln) == g->ops[ln].out_bytes);
-    GPP_EXPECT(gpp_cost_stage_mem(b, g->n_ops, all, 1, 4, 2, 8) <
+    /* the bf16 copies of the linears' and attention's parameters are state
+       at bf16 (each rounded), and apart from them activations are halved */
+    int64_t copies = gpp_cost_stage_param_copy_bytes(b, g->n_ops, all), want = 0;
+    for (int i = 0; i < g->n_ops; i++) {
+        if (g->ops[i].type != GPP_OP_LINEAR && g->ops[i].type != GPP_OP_ATTENTION)
+            continue;
+        gpp_param_t spec[GPP_OP_MAX_PARAMS];
+        int np = gpp_op_params(g, &g->ops[i], spec);
+        for (int k = 0; k < np; k++) /* one buffer each, rounded by the cluster's rule */
+            want += gpp_alloc_bytes(c.alloc_rule, spec[k].rows * spec[k].cols * 2);
+    }
+    GPP_EXPECT(copies > 0 && copies == want);
+    GPP_EXPECT(gpp_cost_stage_param_copy_bytes(f, g->n_ops, all) == 0);
+    GPP_EXPECT(gpp_op_param_copy_bytes(g, &g->ops[ln], c.alloc_rule) == 0); /* no product */
+    GPP_EXPECT(gpp_cost_stage_mem(b, g->n_ops, all, 1, 4, 2, 8) - copies <
                gpp_cost_stage_mem(f, g->n_ops, all, 1, 4, 2, 8));
+    gpp_stage_cost_t sb;
+    gpp_cost_stage(b, g->n_ops, all, 1, 4, 8, &sb);
+    GPP_EXPECT_MSG(gpp_cost_stage_mem_bound(&sb, 8, 4, 1) >=
+                       gpp_cost_stage_mem(b, g->n_ops, all, 1, 4, 2, 8),
+                   "the partitioner's bound below the walk at bf16");
     /* a profile's figure wins over the default */
     char text[256];
     snprintf(text, sizeof text,
