@@ -5,7 +5,9 @@
  * shuffles and warp matrix products by the PTX ISA's fragment layout),
  * against attention computed in
  * double. The tensor-core kernels run with fp32 elements (their indexing
- * and masking checked to fp32) and with bf16 elements (their rounding).
+ * and masking checked to fp32), with bf16 elements (their rounding), and
+ * with bf16 elements and bf16 global I/O (q, k, v, O, dO, dQ, dK, dV in
+ * bf16: the attention op over bf16 tensors; run_tc_io16).
  *
  * What this checks without a GPU: the tiling and its edges (seq not a
  * multiple of a tile, one row, several row blocks), the head-size tiers and
@@ -297,6 +299,88 @@ template <class K> void run_core(const problem &P, const char *name, double tol)
     check("dqkv", dqkv, P.dqkv_ref, tol);
 }
 
+/* bf16 buffers: x rounded to nearest even (n of them, then NGUARD guard
+ * values as bf16), and back to floats (with the guards for check()) */
+std::vector<gpp_bf16> to_bf16(const float *x, size_t n, size_t guards)
+{
+    std::vector<gpp_bf16> b(n + guards);
+    for (size_t i = 0; i < n; i++)
+        b[i] = gpp_to_e<gpp_bf16>(x[i]);
+    for (size_t g = 0; g < guards; g++)
+        b[n + g] = gpp_to_e<gpp_bf16>(GUARD);
+    return b;
+}
+std::vector<float> from_bf16(const std::vector<gpp_bf16> &b, size_t guards)
+{
+    const float g = gpp_from_e(gpp_to_e<gpp_bf16>(GUARD)); /* GUARD as bf16 holds it */
+    std::vector<float> f(b.size());
+    for (size_t i = 0; i < b.size(); i++) {
+        f[i] = gpp_from_e(b[i]);
+        if (i >= b.size() - guards && f[i] == g)
+            f[i] = GUARD; /* an untouched guard */
+    }
+    return f;
+}
+
+/* The tensor-core core with bf16 global I/O (the attention op over bf16
+ * tensors, docs/gpu.md "bf16 tensors"): q, k, v and dO given in bf16, O,
+ * dQ, dK, dV written in bf16, lse and the row dots fp32. Against the double
+ * reference of the fp32 problem within BF16_TOL (the kernels round their
+ * operands to bf16 anyway; the inputs' and outputs' rounding is 2^-9 each);
+ * the row dots against the rounded O and dO's own sums (2e-5); outputs
+ * start as NaN and guards follow them. */
+template <int DH> void run_tc_io16(const problem &P)
+{
+    std::printf("    tensor-core core, bf16 elements, bf16 q, k, v, O, dO, dQ, dK, dV\n");
+    const int seq = P.seq, dh = P.dh, heads = P.heads, causal = P.causal;
+    const int64_t ldq = P.ldq, ldo = P.ldo, hid = P.hid;
+    const float scale = P.scale;
+    std::vector<gpp_bf16> qkv = to_bf16(P.qkv.data(), P.qkv.size(), 0);
+    std::vector<gpp_bf16> dctx = to_bf16(P.dctx.data(), P.dctx.size(), 0);
+    const std::vector<float> nan_o(P.m * ldo, NAN), nan_q(P.m * ldq, NAN);
+    std::vector<gpp_bf16> o = to_bf16(nan_o.data(), nan_o.size(), NGUARD);
+    std::vector<float> lse = out_buf(P.rows);
+    const gpp_bf16 *q = qkv.data(), *k = q + hid, *v = q + 2 * hid;
+    gpp_emu_dim3 grid{(unsigned)P.batch, gpp_flash::tc_cfg<DH>::blocks(seq), 1},
+        block{gpp_flash::THREADS, 1, 1};
+    gpp_emu::launch(grid, block, [&] {
+        gpp_flash::k_flash_tc_fwd<DH, gpp_bf16, gpp_bf16>(seq, dh, heads, ldq, ldo, scale, causal,
+                                                          q, k, v, o.data(), lse.data());
+    });
+    std::vector<float> of = from_bf16(o, NGUARD);
+    check("o", of, P.o_ref, BF16_TOL);
+    check("lse", lse, P.lse_ref, BF16_TOL);
+    std::vector<float> dsum = out_buf(P.rows);
+    std::vector<double> dsum_ref(P.rows);
+    for (int b = 0; b < P.batch; b++)
+        for (int i = 0; i < seq; i++) {
+            double acc = 0.0;
+            for (int d = 0; d < dh; d++)
+                acc += (double)of[P.at1(b, i, d)] * gpp_from_e(dctx[P.at1(b, i, d)]);
+            dsum_ref[(size_t)b * seq + i] = acc;
+        }
+    gpp_emu::launch({(unsigned)((P.rows + gpp_flash::THREADS - 1) / gpp_flash::THREADS), 1, 1},
+                    block, [&] {
+                        gpp_flash::k_flash_rowdot((int64_t)P.rows, seq, dh, heads, ldo,
+                                                  (const gpp_bf16 *)o.data(),
+                                                  (const gpp_bf16 *)dctx.data(), dsum.data());
+                    });
+    check("dsum", dsum, dsum_ref, 2e-5);
+    std::vector<gpp_bf16> dqkv = to_bf16(nan_q.data(), nan_q.size(), NGUARD);
+    gpp_bf16 *dq = dqkv.data(), *dk = dq + hid, *dv = dq + 2 * hid;
+    gpp_emu::launch(grid, block, [&] {
+        gpp_flash::k_flash_tc_bwd_kv<DH, gpp_bf16, gpp_bf16>(seq, dh, heads, ldq, ldo, scale,
+                                                             causal, q, k, v, dctx.data(),
+                                                             lse.data(), dsum.data(), dk, dv);
+    });
+    gpp_emu::launch(grid, block, [&] {
+        gpp_flash::k_flash_tc_bwd_q<DH, gpp_bf16, gpp_bf16>(seq, dh, heads, ldq, ldo, scale, causal,
+                                                            q, k, v, dctx.data(), lse.data(),
+                                                            dsum.data(), dq);
+    });
+    check("dqkv", from_bf16(dqkv, NGUARD), P.dqkv_ref, BF16_TOL);
+}
+
 /* The emulator's bank check over the bf16 tensor-core runs, per tier and
  * source line (gpp_cuda_emu.h, bank_check) */
 std::map<int, std::map<std::string, gpp_emu::bank_site>> g_banks;
@@ -310,6 +394,7 @@ template <int DH> void run_tiers(const problem &P)
         gpp_emu::bank_check = true;
         run_core<tc_core<DH, gpp_bf16>>(P, "tensor-core core, bf16 elements", BF16_TOL);
         gpp_emu::bank_check = false;
+        run_tc_io16<DH>(P);
         for (const auto &[site, b] : gpp_emu::bank_sites) {
             gpp_emu::bank_site &t = g_banks[DH][site];
             t.instr += b.instr;
