@@ -223,14 +223,21 @@ int gpp_backend_act_bf16(gpp_backend_t *self, gpp_op_type_t type)
     return self->vt->act_bf16 ? self->vt->act_bf16(self, type) : 0;
 }
 
-int64_t gpp_backend_op_out_bytes(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op)
+gpp_dtype_t gpp_backend_op_out_dtype(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op)
 {
     assert(self && g && op);
     int bf16 =
         op->type != GPP_OP_INPUT && gpp_backend_act_bf16(self, op->type) && op->n_outputs > 0;
     for (int k = 0; bf16 && k < op->n_outputs; k++)
         bf16 = gpp_backend_act_bf16(self, g->ops[op->outputs[k]].type);
-    return bf16 ? op->out_bytes / 2 : op->out_bytes;
+    return bf16 ? GPP_DTYPE_BF16 : GPP_DTYPE_F32;
+}
+
+int64_t gpp_backend_op_out_bytes(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op)
+{
+    /* the graph's out_bytes are fp32's (4 bytes an element) */
+    return gpp_backend_op_out_dtype(self, g, op) == GPP_DTYPE_BF16 ? op->out_bytes / 2
+                                                                   : op->out_bytes;
 }
 
 void gpp_backend_free(gpp_backend_t *self, void **ptr_p)

@@ -178,12 +178,15 @@ int64_t gpp_backend_op_kernel_stash(gpp_backend_t *self, const gpp_graph_t *g, c
  * it says 1 (agent/exec/gpp_exec.h, "bf16 tensors"). Parameters, their
  * gradients, optimizer state and losses stay fp32. */
 int gpp_backend_act_bf16(gpp_backend_t *self, gpp_op_type_t type);
-/* The bytes per sample op's output (and its gradient) takes on this
- * backend: half op->out_bytes where the executor keeps it in bf16 (op and
- * every consumer, in any stage, take bf16: gpp_backend_act_bf16), else
- * op->out_bytes. The stage that makes it, the stages that receive it and
- * the transfers between them all use it (one backend a job). What a
- * profile records as "out_bytes" and the memory model walks with. */
+/* The element type of op's output (and its gradient) on this backend:
+ * bf16 where op and every consumer, in any stage, take bf16
+ * (gpp_backend_act_bf16), else fp32 (data inputs included: an index
+ * input's int32 is the graph's). The stage that makes the tensor, the
+ * stages that receive it and the transfers between them all use it (one
+ * backend a job): the one rule of the executor's bf16 tensors. */
+gpp_dtype_t gpp_backend_op_out_dtype(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op);
+/* The bytes per sample that output takes: op->out_bytes, halved in bf16.
+ * What a profile records as "out_bytes" and the memory model walks with. */
 int64_t gpp_backend_op_out_bytes(gpp_backend_t *self, const gpp_graph_t *g, const gpp_op_t *op);
 /* How the backend's allocator rounds a request (common/gpp_alloc_rule.h):
  * GPP_ALLOC_CLASSES on CUDA (the caching allocator's size classes),

@@ -306,8 +306,8 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
     for (int k = 0; k < self->n_slots; k++) {
         exec_slot_t *sl = &self->slots[k];
         const gpp_op_t *p = &g->ops[sl->producer];
-        if (sl->dtype == GPP_DTYPE_F32 && gpp_backend_op_out_bytes(be, g, p) < p->out_bytes)
-            sl->dtype = GPP_DTYPE_BF16;
+        if (sl->dtype == GPP_DTYPE_F32)
+            sl->dtype = gpp_backend_op_out_dtype(be, g, p);
     }
     free(in_stage);
     free(ids);

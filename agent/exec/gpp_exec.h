@@ -196,7 +196,7 @@ const char *gpp_exec_graphs_off(const gpp_exec_t *self);
 /* bf16 tensors: the stage's activations (op outputs it makes) into *all
  * and, into *bf16, those kept in bf16 with their gradients: the ones whose
  * producer and every reader, in any stage, take bf16 on the backend
- * (gpp_backend_op_out_bytes; at precision bf16 on CUDA). Received and sent
+ * (gpp_backend_op_out_dtype; at precision bf16 on CUDA). Received and sent
  * ones travel in the same type. */
 void gpp_exec_act_dtypes(const gpp_exec_t *self, int *bf16, int *all);
 /* Optimizer step on every parameter, then zeroes the gradients. -1 when a

@@ -207,9 +207,9 @@ static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
         if (a->type == GPP_ACT_SEND_GRAD || a->type == GPP_ACT_RECV_GRAD)
             a->dtype = GPP_DTYPE_F32;
         /* a bf16 tensor and its gradient travel in bf16: both ends keep it
-           so (the executor's rule, gpp_backend_op_out_bytes: one backend a
+           so (the executor's rule, gpp_backend_op_out_dtype: one backend a
            job) */
-        if (!dep && gpp_backend_op_out_bytes(self->be, g, op) < op->out_bytes)
+        if (!dep && gpp_backend_op_out_dtype(self->be, g, op) == GPP_DTYPE_BF16)
             a->dtype = GPP_DTYPE_BF16;
         a->bytes = (size_t)((a->hi - a->lo) * a->row_elems) * gpp_dtype_bytes(a->dtype);
         /* tensor slot n_ops stands for the dependency */

@@ -146,8 +146,7 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
     for (int i = 0; i < n_dys; i++) {
         const gpp_op_t *o = &g->ops[gpp_exec_output_op(ex, i)];
         /* the output's type: bf16 where the stage keeps it so (bf16 tensors) */
-        gpp_dtype_t dt =
-            gpp_backend_op_out_bytes(be, g, o) < o->out_bytes ? GPP_DTYPE_BF16 : GPP_DTYPE_F32;
+        gpp_dtype_t dt = gpp_backend_op_out_dtype(be, g, o);
         if (gpp_tensor_alloc(be, dt, b_max, o->rows, o->cols, &dys[i], err) < 0 ||
             s_fill(gpp_exec_stream(ex), &dys[i], gpp_hash_key(3, 4, (uint64_t)o->id),
                    1.0f / sqrtf((float)(o->rows * o->cols)), err) < 0)

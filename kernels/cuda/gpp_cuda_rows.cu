@@ -289,24 +289,16 @@ GPP_KERNEL void k_heads_permute(int64_t n, int64_t seq, int64_t heads, int64_t d
         const int64_t ms = R / parts, part = R % parts, smp = ms / seq, s = ms % seq;
         const int64_t nat = R * hid;                                  /* the natural row */
         const int64_t hm = ((part * n + smp) * heads * seq + s) * dh; /* head 0's row */
-        if (VEC)
-            for (int c = 4 * (int)threadIdx.x; c < hid; c += 4 * (int)blockDim.x) {
-                const int h = c / idh;
-                const int64_t j = hm + (int64_t)h * seq * dh + (c - h * idh);
-                if (to_heads)
-                    gpp_stt4(dst, j, gpp_ldt4(src, nat + c));
-                else
-                    gpp_stt4(dst, nat + c, gpp_ldt4(src, j));
-            }
-        else
-            for (int c = (int)threadIdx.x; c < hid; c += (int)blockDim.x) {
-                const int h = c / idh;
-                const int64_t j = hm + (int64_t)h * seq * dh + (c - h * idh);
-                if (to_heads)
-                    gpp_stt(dst, j, gpp_ldt(src, nat + c));
-                else
-                    gpp_stt(dst, nat + c, gpp_ldt(src, j));
-            }
+        constexpr int W = VEC ? 4 : 1; /* columns a thread moves per step */
+        for (int c = W * (int)threadIdx.x; c < hid; c += W * (int)blockDim.x) {
+            const int h = c / idh;
+            const int64_t j = hm + (int64_t)h * seq * dh + (c - h * idh); /* head-major */
+            const int64_t from = to_heads ? nat + c : j, to = to_heads ? j : nat + c;
+            if (VEC)
+                gpp_stt4(dst, to, gpp_ldt4(src, from));
+            else
+                gpp_stt(dst, to, gpp_ldt(src, from));
+        }
     }
 }
 

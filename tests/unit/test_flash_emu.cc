@@ -254,6 +254,21 @@ template <int DH, typename E> struct tc_core {
 };
 
 /* Forward, row dot and backward of core K on problem P, each checked. */
+/* The row dots dO.O of each (batch, query) row, in double, of the O and
+ * dO the kernels were given (the reference of k_flash_rowdot) */
+std::vector<double> rowdot_ref(const problem &P, const float *o, const float *dctx)
+{
+    std::vector<double> ref(P.rows);
+    for (int b = 0; b < P.batch; b++)
+        for (int i = 0; i < P.seq; i++) {
+            double acc = 0.0;
+            for (int d = 0; d < P.dh; d++)
+                acc += (double)o[P.at1(b, i, d)] * dctx[P.at1(b, i, d)];
+            ref[(size_t)b * P.seq + i] = acc;
+        }
+    return ref;
+}
+
 template <class K> void run_core(const problem &P, const char *name, double tol)
 {
     std::printf("    %s\n", name);
@@ -271,14 +286,7 @@ template <class K> void run_core(const problem &P, const char *name, double tol)
 
     /* the row sums of this core's own output */
     std::vector<float> dsum = out_buf(P.rows);
-    std::vector<double> dsum_ref(P.rows);
-    for (int b = 0; b < P.batch; b++)
-        for (int i = 0; i < seq; i++) {
-            double acc = 0.0;
-            for (int d = 0; d < dh; d++)
-                acc += (double)o[P.at1(b, i, d)] * dctx[P.at1(b, i, d)];
-            dsum_ref[(size_t)b * seq + i] = acc;
-        }
+    std::vector<double> dsum_ref = rowdot_ref(P, o.data(), dctx);
     gpp_emu::launch({(unsigned)((P.rows + gpp_flash::THREADS - 1) / gpp_flash::THREADS), 1, 1},
                     block, [&] {
                         gpp_flash::k_flash_rowdot((int64_t)P.rows, seq, dh, heads, ldo, o.data(),
@@ -351,14 +359,7 @@ template <int DH> void run_tc_io16(const problem &P)
     check("o", of, P.o_ref, BF16_TOL);
     check("lse", lse, P.lse_ref, BF16_TOL);
     std::vector<float> dsum = out_buf(P.rows);
-    std::vector<double> dsum_ref(P.rows);
-    for (int b = 0; b < P.batch; b++)
-        for (int i = 0; i < seq; i++) {
-            double acc = 0.0;
-            for (int d = 0; d < dh; d++)
-                acc += (double)of[P.at1(b, i, d)] * gpp_from_e(dctx[P.at1(b, i, d)]);
-            dsum_ref[(size_t)b * seq + i] = acc;
-        }
+    std::vector<double> dsum_ref = rowdot_ref(P, of.data(), from_bf16(dctx, 0).data());
     gpp_emu::launch({(unsigned)((P.rows + gpp_flash::THREADS - 1) / gpp_flash::THREADS), 1, 1},
                     block, [&] {
                         gpp_flash::k_flash_rowdot((int64_t)P.rows, seq, dh, heads, ldo,
