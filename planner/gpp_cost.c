@@ -71,17 +71,16 @@ static double s_share(const gpp_cluster_t *c)
 }
 
 /* Op k's output bytes per sample with no profile figure: the cluster's
- * bf16 tensors (act_bytes_scale < 1: a cuda job at bf16) halve every op's
- * but data's (the CUDA backend's rule, gpp_backend_op_out_bytes: every
- * other op type takes bf16); -1 (the graph's fp32 figure) otherwise. */
+ * bf16 tensors (a cuda job at bf16) halve every op's but data's (the CUDA
+ * backend's rule, gpp_backend_op_out_dtype: every other op type takes
+ * bf16); -1 (the graph's fp32 figure) otherwise. */
 static int64_t s_default_obytes(const gpp_cost_t *c, int k)
 {
     const gpp_op_t *o = &c->g->ops[k];
-    double s = c->cl.act_bytes_scale;
-    if (s <= 0 || s >= 1 || o->type == GPP_OP_INPUT ||
+    if (!c->cl.bf16_tensors || o->type == GPP_OP_INPUT ||
         gpp_optable[o->type].role == GPP_ROLE_OPAQUE || o->n_outputs == 0)
         return -1;
-    return (int64_t)((double)o->out_bytes * s);
+    return o->out_bytes / 2;
 }
 
 /* c->obytes from the profile's figures and the defaults: NULL when every
@@ -185,7 +184,7 @@ static void s_roof_ms(const gpp_cost_t *c, int op, int samples, double *fwd, dou
 {
     const gpp_op_t *o = &c->g->ops[op];
     const gpp_device_t *dev = &c->cl.device;
-    double act = c->cl.act_bytes_scale > 0 && o->type != GPP_OP_INPUT ? c->cl.act_bytes_scale : 1.0;
+    double act = c->cl.bf16_tensors && o->type != GPP_OP_INPUT ? 0.5 : 1.0; /* bf16 or fp32 */
     double bytes = (double)o->io_bytes * samples * act + (double)o->weight_io_bytes;
     const gpp_op_info_t *t = &gpp_optable[o->type];
     int kf = t->fwd_kernels;
@@ -314,7 +313,7 @@ static int64_t s_kstash(const gpp_cost_t *c, int op)
 int64_t gpp_cost_stage_param_copy_bytes(const gpp_cost_t *c, int n_ops, const int *ops)
 {
     int64_t b = 0;
-    for (int k = 0; c->cl.param_copies && k < n_ops; k++)
+    for (int k = 0; c->cl.bf16_tensors && k < n_ops; k++)
         b += gpp_op_param_copy_bytes(c->g, &c->g->ops[ops[k]], c->cl.alloc_rule);
     return b;
 }
@@ -445,7 +444,7 @@ int64_t gpp_cost_op_state_bytes(const gpp_cost_t *c, int op, int batch)
     int64_t w = gpp_cost_mem_bound(c, gpp_op_state_bytes(c->g, o, bufs, batch),
                                    o->sparse_params ? 4 + bufs : 2 + bufs);
     /* + the bf16 copies of a product's parameters (a bf16 cuda job) */
-    if (c->cl.param_copies)
+    if (c->cl.bf16_tensors)
         w += gpp_op_param_copy_bytes(c->g, o, c->cl.alloc_rule);
     /* + a loss's value in each of at most `batch` micro-batch slots */
     return w + (gpp_optable[o->type].role == GPP_ROLE_LOSS
@@ -518,7 +517,7 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
     gpp_stage_dev_t dev = {.kernel_stash = c->kstash,
                            .work = c->work,
                            .out_bytes = c->obytes,
-                           .param_copies = c->cl.param_copies,
+                           .param_copies = c->cl.bf16_tensors,
                            .alloc_rule = c->cl.alloc_rule,
                            .load_ahead = c->cl.load_ahead,
                            .graphs = c->cl.graphs};

@@ -82,12 +82,12 @@ typedef struct {
     gpp_alloc_rule_t alloc_rule; /* how the agents' allocator rounds each block
                                     (common/gpp_alloc_rule.h): GPP_ALLOC_CLASSES for
                                     cuda agents, GPP_ALLOC_ALIGN64 (0) for CPU ones */
-    double act_bytes_scale;      /* the roofline's activation bytes per fp32 byte: 0.5 where
-                                    the agents keep bf16 tensors (gpp_cluster_set_precision),
-                                    1 (or 0: unset) otherwise */
-    int param_copies;            /* 1: the agents keep bf16 copies of their linears' and
-                                    attention's parameters (a bf16 cuda job): stage memory
-                                    counts them (gpp_op_param_copy_bytes) */
+    int bf16_tensors;            /* 1: the agents keep bf16 tensors (a bf16 cuda job,
+                                    gpp_cluster_set_precision): the roofline's activation
+                                    bytes and, without a profile's figure, every op's output
+                                    but data's are halved; stage memory counts the bf16 copies
+                                    of the linears' and attention's parameters
+                                    (gpp_op_param_copy_bytes) */
 } gpp_cluster_t;
 
 #define GPP_CONTEXT_BYTES ((int64_t)512 << 20)
@@ -108,7 +108,7 @@ void gpp_device_list(FILE *out);
  * on V100: fp32 stays), bf16 its dense fp16/bf16 peak (eff_max 0.8, as
  * gpp_device_preset's mixed precision), halves the roofline's activation
  * bytes (the agents' bf16 tensors, docs/gpu.md) and counts the bf16
- * copies of the product weights in stage memory (param_copies); fp32 and
+ * copies of the product weights in stage memory (bf16_tensors); fp32 and
  * the cpu preset change nothing. -1 with a message for another name. */
 int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, const char *precision,
                               gpp_err_t *err);
@@ -268,7 +268,7 @@ gpp_work_t gpp_cost_op_workspace(const gpp_cost_t *c, int op);
  * simulator's transfer sizes). */
 int64_t gpp_cost_op_out_bytes(const gpp_cost_t *c, int op);
 /* Of gpp_cost_stage_mem for these ops, the bf16 parameter copies the
- * agents keep (cluster param_copies; else 0): the backend's own buffers,
+ * agents keep (cluster bf16_tensors; else 0): the backend's own buffers,
  * which an agent reports apart from its stage's (the coordinator's
  * predicted-against-measured table adds the reported ones instead). */
 int64_t gpp_cost_stage_param_copy_bytes(const gpp_cost_t *c, int n_ops, const int *ops);

@@ -209,8 +209,7 @@ int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, const char *
             p = &s_presets[i];
     if (!p)
         return gpp_err_set(err, "unknown device preset '%s'", preset);
-    c->act_bytes_scale = prec == 2 && !p->is_cpu ? 0.5 : 1.0;
-    c->param_copies = prec == 2 && !p->is_cpu;
+    c->bf16_tensors = prec == 2 && !p->is_cpu;
     if (prec == 0 || p->is_cpu || (prec == 1 && p->tf32_flops <= 0)) {
         /* the fp32 peak, as gpp_cluster_init sets it */
         c->device.peak_flops = p->fp32_flops;
@@ -242,7 +241,6 @@ int gpp_cluster_init(gpp_cluster_t *c, const char *preset, int n_devices, int gp
             c->inter = *s_presets[i].inter;
         }
     c->compute_share = 1.0;
-    c->act_bytes_scale = 1.0;
     return 0;
 }
 

@@ -980,7 +980,7 @@ static void t_precision(void)
     GPP_EXPECT(gpp_cost_op_out_bytes(b, att) == g->ops[att].out_bytes / 2);
     GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "tf32", &err) == 0);
     GPP_EXPECT_NEAR(c.device.peak_flops, 494.5e12, 1);
-    GPP_EXPECT(c.act_bytes_scale == 1.0);
+    GPP_EXPECT(!c.bf16_tensors);
     GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "fp32", &err) == 0);
     GPP_EXPECT_NEAR(c.device.peak_flops, 67e12, 1);
     gpp_cluster_t v;
