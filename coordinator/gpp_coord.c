@@ -756,14 +756,13 @@ static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
         if (zmq_poll(&it, 1, 20) > 0 && (it.revents & ZMQ_POLLIN))
             s_on_router(NULL, self->router, self);
     }
+    a->state = GPP_AGENT_DEAD;
     if (self->stopped) { /* its report (or another) stopped the job */
-        a->state = GPP_AGENT_DEAD;
         if (status != 0)
             gpp_warn("coordinator: agent %s %s", who, st);
         return;
     }
-    a->state = GPP_AGENT_DEAD;
-    self->agent_failed = !self->stopped;
+    self->agent_failed = 1;
     gpp_coord_abort(self, "agent %s %s before the job finished (see its log above)", who, st);
 }
 
