@@ -37,6 +37,11 @@ enum gpp_fault_id {
      * checkpoint file number arg (0-based, counted per process: arg saves
      * complete first), after the header went to the temp file. */
     GPP_FAULT_CKPT_KILL,
+    /* "loop_stall": the coordinator's event loop (an agent's control loop)
+     * stalls arg milliseconds once, at its first heartbeat tick after every
+     * agent registered (after its RegisterAck), as a loaded machine can
+     * stall it, while the peers' messages queue. */
+    GPP_FAULT_LOOP_STALL,
     GPP_FAULT_COUNT
 };
 

@@ -63,6 +63,7 @@ struct gpp_coord_s {
     char bind[512]; /* cfg.endpoint with a host name or interface resolved (gpp_net) */
     int64_t rx_us;  /* gpp_now_us when the frame in hand arrived (t3 of a clock round trip) */
     gpp_monitor_t *monitor; /* answers gpp-top's MonitorRequests */
+    int stalled;            /* the loop_stall fault (gpp_fault.h) has run */
 };
 
 /* the phases' names, for logs and /metrics ([S_N_STATES]) */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/gpp_curve.h"
+#include "common/gpp_fault.h"
 #include "common/gpp_time.h"
 
 #define S_HOST_MAX 256
@@ -37,6 +38,7 @@ struct gpp_control_s {
     int barrier_pending; /* id of the barrier we entered and await, -1 none */
     double last_rx_ms;   /* gpp_now_ms of the last valid message */
     int lost;            /* on_lost was called */
+    int stalled;         /* the loop_stall fault (gpp_fault.h) has run */
     uint64_t dropped;
 };
 
@@ -284,12 +286,33 @@ static int s_monitor(gpp_control_t *self, gpp_err_t *err)
     return 0;
 }
 
+/* at most this many queued frames are read by a timer tick (a flood
+ * cannot hold the loop) */
+#define S_QUEUED_MAX 4096
+
 static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
 {
     (void)loop;
     (void)timer_id;
     gpp_control_t *self = arg;
+    if (self->rank >= 0 && !self->stalled && gpp_fault(GPP_FAULT_LOOP_STALL)) {
+        self->stalled = 1;
+        zclock_sleep((int)gpp_fault_arg(GPP_FAULT_LOOP_STALL));
+    }
     double silent_ms = gpp_now_ms() - self->last_rx_ms;
+    if (!self->lost && silent_ms >= self->timeout_ms) {
+        /* what queued while this loop paused (a loaded machine) was sent:
+           read it before calling the coordinator lost */
+        zmq_pollitem_t it = {zsock_resolve(self->sock), 0, ZMQ_POLLIN, 0};
+        for (int i = 0; i < S_QUEUED_MAX; i++) {
+            it.revents = 0;
+            if (zmq_poll(&it, 1, 0) <= 0 || !(it.revents & ZMQ_POLLIN))
+                break;
+            if (s_on_frame(NULL, self->sock, self) < 0)
+                return -1;
+        }
+        silent_ms = gpp_now_ms() - self->last_rx_ms;
+    }
     if (!self->lost && silent_ms >= self->timeout_ms) {
         self->lost = 1;
         return self->h.on_lost ? self->h.on_lost(self, silent_ms, self->arg) : -1;

@@ -217,7 +217,8 @@ if [ $rc = 1 ] && [ $kills = 3 ] && [ "$(grep -c "^restart: agents died" "$TMP/l
     grep -q -- "--max-restarts 2 reached, not restarting" "$TMP/loop.err"; then
     ok "slot 1 killed on every start: 2 restarts, then exit 1 (--max-restarts 2 reached)"
 else
-    fail "bounded restarts (rc $rc, $kills kills)" "$(errtail "$TMP/loop.err")"
+    fail "bounded restarts (rc $rc, $kills kills)" "$(grep -h "^restart:" "$TMP/loop.out")
+$(grep -h "blamed\|silent\|job stopped" "$TMP/loop.err" | tail -n 12)"
 fi
 stop_supervisors
 gpp_test_end

@@ -674,6 +674,48 @@ static void t_planning_cancelled(void)
     s_planned_end(&pl);
 }
 
+/* The coordinator's loop stalls 1.5 s (a loaded machine; timeout 1 s)
+ * right after the plan went out, while both agents keep sending heartbeats:
+ * what queued in its socket is read before anyone is called silent, so the
+ * job goes on; then b falls silent and is named. */
+static void t_stall_reads_queued(void)
+{
+    gpp_fault_arm("loop_stall", 1500);
+    s_planned_t pl;
+    if (!s_planned_start(&pl, 0, 1000)) {
+        gpp_fault_arm("loop_stall", -1);
+        return;
+    }
+    int hb[2] = {0, 0};
+    gpp_msg_t *other[2];
+    s_heartbeat_for(&pl.a, &pl.b, 1, 3000, hb, other); /* the plan */
+    int answered = 0;
+    for (int i = 0; i < 2; i++) {
+        int t = other[i] ? (int)other[i]->body_case : -1;
+        answered += t == GPP__ENVELOPE__BODY_ASSIGNMENT || t == GPP__ENVELOPE__BODY_SHUTDOWN;
+        gpp_msg_destroy(&other[i]);
+    }
+    GPP_EXPECT_MSG(answered == 2, "the plan reached %d of 2 agents", answered);
+    hb[0] = hb[1] = 0;
+    s_heartbeat_for(&pl.a, &pl.b, 1, 2500, hb, other); /* the stall and after */
+    GPP_EXPECT_MSG(!other[0] && !other[1], "got %s and %s across the stall", s_type(other[0]),
+                   s_type(other[1]));
+    GPP_EXPECT_MSG(hb[0] >= 5 && hb[1] >= 5, "heartbeats across the stall: %d and %d", hb[0],
+                   hb[1]);
+    for (int i = 0; i < 2; i++)
+        gpp_msg_destroy(&other[i]);
+    s_heartbeat_for(&pl.a, &pl.b, 0, 3000, hb, other); /* b is silent */
+    GPP_EXPECT_MSG(other[0] && other[0]->body_case == GPP__ENVELOPE__BODY_ABORT &&
+                       strstr(other[0]->abort->reason, "agent h:1 (rank 1, pid 4242) silent"),
+                   "got %s", s_type(other[0]));
+    for (int i = 0; i < 2; i++)
+        gpp_msg_destroy(&other[i]);
+    s_coord_join(&pl.run);
+    GPP_EXPECT_MSG(pl.run.rc == -1 && strstr(pl.run.reason, "h:1"), "%s", pl.run.reason);
+    s_planned_end(&pl);
+    gpp_fault_arm("loop_stall", -1);
+}
+
 /* ---- the agent side: a real gpp-agent against a hand-driven ROUTER ---- */
 
 static void s_router_send(zsock_t *r, zframe_t *id, gpp_msg_t *m)
@@ -688,47 +730,101 @@ static void s_router_send(zsock_t *r, zframe_t *id, gpp_msg_t *m)
     free(buf);
 }
 
-/* gpp-agent drops (and counts) garbage, a wrong version, a message not from
- * the coordinator, a release of a barrier it never entered, a second ack and
- * a replayed sequence number, then obeys Shutdown and exits 0. */
-static void t_agent_drops_bad_frames(void)
+/* A real gpp-agent (slot h:0, heartbeat 100 ms, the given timeout, the
+ * environment entry env when not NULL) connected to a ROUTER of our own,
+ * its stderr in a temp file. s_agent_start returns 0 (after a failed
+ * EXPECT, everything released) when no Register came. */
+typedef struct {
+    zsock_t *r;
+    pid_t pid;
+    char logp[64];
+    zframe_t *id; /* the agent's routing id */
+} s_agent_t;
+
+static int s_agent_start(s_agent_t *ag, const char *timeout_ms, const char *env)
 {
     const char *bin = getenv("GPP_BIN");
-    char agent[1024], ep[64], logp[] = "/tmp/test_coord_agent_XXXXXX";
+    char agent[1024], ep[64];
     snprintf(agent, sizeof agent, "%s/agent/gpp-agent", bin ? bin : "build");
-    zsock_t *r = zsock_new(ZMQ_ROUTER);
-    zsock_set_rcvtimeo(r, 5000);
-    zsock_set_linger(r, 0);
-    int port = zsock_bind(r, "tcp://127.0.0.1:*");
+    snprintf(ag->logp, sizeof ag->logp, "/tmp/test_coord_agent_XXXXXX");
+    ag->id = NULL;
+    ag->r = zsock_new(ZMQ_ROUTER);
+    zsock_set_rcvtimeo(ag->r, 5000);
+    zsock_set_linger(ag->r, 0);
+    int port = zsock_bind(ag->r, "tcp://127.0.0.1:*");
     GPP_EXPECT(port > 0);
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-    int logfd = mkstemp(logp);
-    pid_t pid = fork();
-    if (pid == 0) {
+    int logfd = mkstemp(ag->logp);
+    ag->pid = fork();
+    if (ag->pid == 0) {
         dup2(logfd, 2);
+        if (env)
+            putenv((char *)env);
         execl(agent, agent, "--coordinator", ep, "--host", "h", "--slot", "0", "--heartbeat-ms",
-              "100", "--timeout-ms", "5000", (char *)NULL);
+              "100", "--timeout-ms", timeout_ms, (char *)NULL);
         _exit(127);
     }
     close(logfd);
-    zmsg_t *reg = zmsg_recv(r);
+    zmsg_t *reg = zmsg_recv(ag->r);
     GPP_EXPECT_MSG(reg && zmsg_size(reg) == 2, "no register from %s", agent);
     if (!reg || zmsg_size(reg) != 2) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+        kill(ag->pid, SIGKILL);
+        waitpid(ag->pid, NULL, 0);
         zmsg_destroy(&reg);
-        zsock_destroy(&r);
-        unlink(logp);
-        return;
+        zsock_destroy(&ag->r);
+        unlink(ag->logp);
+        return 0;
     }
-    zframe_t *id = zmsg_pop(reg);
+    ag->id = zmsg_pop(reg);
     zframe_t *body = zmsg_pop(reg);
     gpp_err_t err = {{0}};
     gpp_msg_t *m = gpp_msg_decode(zframe_data(body), zframe_size(body), &err);
     GPP_EXPECT(m && m->body_case == GPP__ENVELOPE__BODY_REGISTER && m->register_->slot == 0 &&
                !strcmp(m->register_->host, "h"));
     gpp_msg_destroy(&m);
+    zframe_destroy(&body);
+    zmsg_destroy(&reg);
+    return 1;
+}
 
+/* Waits (at most 10 s, then SIGKILL) for the agent; its wait status (-1
+ * when killed) and its log in log[cap]; releases everything. */
+static int s_agent_end(s_agent_t *ag, char *log, size_t cap)
+{
+    int status = -1;
+    for (int i = 0; i < 100; i++) { /* at most 10 s */
+        if (waitpid(ag->pid, &status, WNOHANG) == ag->pid)
+            break;
+        status = -1;
+        zclock_sleep(100);
+    }
+    if (status == -1) {
+        kill(ag->pid, SIGKILL);
+        waitpid(ag->pid, NULL, 0);
+    }
+    log[0] = 0;
+    FILE *f = fopen(ag->logp, "r");
+    if (f) {
+        size_t n = fread(log, 1, cap - 1, f);
+        log[n] = 0;
+        fclose(f);
+    }
+    unlink(ag->logp);
+    zframe_destroy(&ag->id);
+    zsock_destroy(&ag->r);
+    return status;
+}
+
+/* gpp-agent drops (and counts) garbage, a wrong version, a message not from
+ * the coordinator, a release of a barrier it never entered, a second ack and
+ * a replayed sequence number, then obeys Shutdown and exits 0. */
+static void t_agent_drops_bad_frames(void)
+{
+    s_agent_t ag;
+    if (!s_agent_start(&ag, "5000", NULL))
+        return;
+    zsock_t *r = ag.r;
+    zframe_t *id = ag.id;
     zmsg_t *junk = zmsg_new(); /* 1: garbage */
     zmsg_addmem(junk, zframe_data(id), zframe_size(id));
     zmsg_addstr(junk, "definitely not an envelope");
@@ -762,36 +858,49 @@ static void t_agent_drops_bad_frames(void)
     gpp_msg_wrap(&out, 8, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_SHUTDOWN, &sd);
     s_router_send(r, id, &out);
 
-    int status = -1;
-    for (int i = 0; i < 100; i++) { /* at most 10 s */
-        if (waitpid(pid, &status, WNOHANG) == pid)
-            break;
-        status = -1;
-        zclock_sleep(100);
-    }
-    if (status == -1) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-    }
+    char log[8192];
+    int status = s_agent_end(&ag, log, sizeof log);
     GPP_EXPECT_MSG(status == 0, "agent wait status %d", status);
-    char log[8192] = "";
-    FILE *f = fopen(logp, "r");
-    if (f) {
-        size_t n = fread(log, 1, sizeof log - 1, f);
-        log[n] = 0;
-        fclose(f);
-    }
     GPP_EXPECT_MSG(strstr(log, "6 invalid messages from the coordinator dropped") &&
                        strstr(log, "protocol_version: peer speaks") &&
                        strstr(log, "is not the coordinator") &&
                        strstr(log, "barrier_release 0 but we wait for -1") &&
                        strstr(log, "second register_ack") && strstr(log, "not after 5"),
                    "agent log:\n%s", log);
-    unlink(logp);
-    zframe_destroy(&id);
-    zframe_destroy(&body);
-    zmsg_destroy(&reg);
-    zsock_destroy(&r);
+}
+
+/* The agent's control loop stalls 1.5 s (timeout 1 s) after its
+ * RegisterAck while our heartbeats keep coming every 100 ms: it reads what
+ * queued before calling the coordinator lost, stays, and obeys Shutdown. */
+static void t_agent_stall_reads_queued(void)
+{
+    s_agent_t ag;
+    if (!s_agent_start(&ag, "1000", "GPP_FAULT=loop_stall:1500"))
+        return;
+    Gpp__RegisterAck ack = GPP__REGISTER_ACK__INIT;
+    ack.rank = 0;
+    ack.world_size = 1;
+    gpp_msg_t out;
+    uint64_t seq = 1;
+    gpp_msg_wrap(&out, seq++, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_REGISTER_ACK, &ack);
+    s_router_send(ag.r, ag.id, &out);
+    Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
+    int64_t t0 = zclock_mono();
+    while (zclock_mono() - t0 < 3000) {
+        gpp_msg_wrap(&out, seq++, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_HEARTBEAT, &hb);
+        s_router_send(ag.r, ag.id, &out);
+        zmsg_t *in;
+        while ((in = zmsg_recv_nowait(ag.r)) != NULL) /* its heartbeats */
+            zmsg_destroy(&in);
+        zclock_sleep(100);
+    }
+    Gpp__Shutdown sd = GPP__SHUTDOWN__INIT;
+    gpp_msg_wrap(&out, seq++, GPP_MSG_SENDER_COORD, GPP__ENVELOPE__BODY_SHUTDOWN, &sd);
+    s_router_send(ag.r, ag.id, &out);
+    char log[8192];
+    int status = s_agent_end(&ag, log, sizeof log);
+    GPP_EXPECT_MSG(status == 0 && strstr(log, "GPP_FAULT") && !strstr(log, "giving up"),
+                   "agent wait status %d, log:\n%s", status, log);
 }
 
 static const gpp_test_case_t cases[] = {{"registry", t_registry},
@@ -804,7 +913,9 @@ static const gpp_test_case_t cases[] = {{"registry", t_registry},
                                         {"misuse", t_misuse},
                                         {"planning_keeps_heartbeats", t_planning_keeps_heartbeats},
                                         {"planning_cancelled", t_planning_cancelled},
+                                        {"stall_reads_queued", t_stall_reads_queued},
                                         {"agent_drops_bad_frames", t_agent_drops_bad_frames},
+                                        {"agent_stall_reads_queued", t_agent_stall_reads_queued},
                                         {NULL, NULL}};
 
 int main(void)
