@@ -20,8 +20,8 @@ static bool s_shape_ok(int64_t n, int64_t heads, int64_t seq, int64_t dh)
 }
 
 /* The arguments every kernel of a core takes: q, k, v, dout, o, dq, dk, dv
- * of element type S (float; gpp_bf16 for the tensor-core core's bf16 I/O),
- * lse and dsum fp32. */
+ * of element type S (float, or gpp_bf16: the attention op over bf16
+ * tensors), lse and dsum fp32. */
 struct s_args_t {
     int64_t batch, heads, seq, dh, ldq, ldo;
     float scale;
@@ -55,7 +55,7 @@ template <int DH, bool TC, typename S> struct s_core {
             GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_fwd<DH, gpp_bf16, S>)
         ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
          c(a.v), m(a.o), a.out_lse);
-        else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_fwd<DH>)(
+        else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_fwd<DH, S>)(
             (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
             c(a.v), m(a.o), a.out_lse);
         return cudaGetLastError();
@@ -66,7 +66,7 @@ template <int DH, bool TC, typename S> struct s_core {
             GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_bwd_kv<DH, gpp_bf16, S>)
         ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
          c(a.v), c(a.dout), a.lse, a.dsum, m(a.dk), m(a.dv));
-        else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_bwd_kv<DH>)(
+        else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_bwd_kv<DH, S>)(
             (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
             c(a.v), c(a.dout), a.lse, a.dsum, m(a.dk), m(a.dv));
         cudaError_t e = cudaGetLastError();
@@ -76,7 +76,7 @@ template <int DH, bool TC, typename S> struct s_core {
             GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_tc_bwd_q<DH, gpp_bf16, S>)
         ((int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
          c(a.v), c(a.dout), a.lse, a.dsum, m(a.dq));
-        else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_bwd_q<DH>)(
+        else GPP_LAUNCH(grid(a), THREADS, 0, st, gpp_flash::k_flash_bwd_q<DH, S>)(
             (int)a.seq, (int)a.dh, (int)a.heads, a.ldq, a.ldo, a.scale, a.causal, c(a.q), c(a.k),
             c(a.v), c(a.dout), a.lse, a.dsum, m(a.dq));
         return cudaGetLastError();
@@ -85,7 +85,8 @@ template <int DH, bool TC, typename S> struct s_core {
 
 /* Runs the forward (bwd 0) or backward of a core at a's head size's tier:
  * the tensor-core one when tc (which must have that head size's tier: 16,
- * 32, 64), else the fp32 one (16, 32, 64, 128). */
+ * 32, 64), else the fp32 one (16, 32, 64, 128); with io_bf16 over bf16
+ * q, k, v, O, dO, dQ, dK, dV. */
 static cudaError_t s_run(cudaStream_t st, const s_args_t &a, int tc, int io_bf16, int bwd)
 {
 #define S_CALL(DH, TC, S) (bwd ? s_core<DH, TC, S>::bwd(st, a) : s_core<DH, TC, S>::fwd(st, a))
@@ -100,22 +101,25 @@ static cudaError_t s_run(cudaStream_t st, const s_args_t &a, int tc, int io_bf16
     default:                                                                                       \
         return cudaErrorInvalidValue;                                                              \
     }
+#define S_FP32(S)                                                                                  \
+    switch (gpp_flash::tier(a.dh)) {                                                               \
+    case 16:                                                                                       \
+        return S_CALL(16, false, S);                                                               \
+    case 32:                                                                                       \
+        return S_CALL(32, false, S);                                                               \
+    case 64:                                                                                       \
+        return S_CALL(64, false, S);                                                               \
+    default:                                                                                       \
+        return S_CALL(128, false, S);                                                              \
+    }
     if (tc && io_bf16)
         S_TC(gpp_bf16)
     if (tc)
         S_TC(float)
-    if (io_bf16) /* the fp32 core reads and writes fp32 */
-        return cudaErrorInvalidValue;
-    switch (gpp_flash::tier(a.dh)) {
-    case 16:
-        return S_CALL(16, false, float);
-    case 32:
-        return S_CALL(32, false, float);
-    case 64:
-        return S_CALL(64, false, float);
-    default:
-        return S_CALL(128, false, float);
-    }
+    if (io_bf16)
+        S_FP32(gpp_bf16)
+    S_FP32(float)
+#undef S_FP32
 #undef S_TC
 #undef S_CALL
 }
@@ -157,8 +161,6 @@ extern "C" cudaError_t gpp_cuk_flash_bwd(cudaStream_t st, int64_t n, int64_t hea
     int64_t rows = n * heads * seq;
     if (rows == 0)
         return cudaSuccess;
-    if (io_bf16 && !tc)
-        return cudaErrorInvalidValue;
     if (io_bf16)
         GPP_LAUNCH((unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, st,
                    gpp_flash::k_flash_rowdot<gpp_bf16>)

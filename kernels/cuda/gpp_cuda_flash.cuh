@@ -123,22 +123,25 @@ template <int T, int D> GPP_DEV void axpy_part(float (&acc)[D], float a, const f
     }
 }
 
-/* dst[r][c] = mul * src[(r0 + r) ld + c], 0 past nrows rows or dh columns. */
-template <int DH, int ROWS>
-GPP_DEV void load_tile(float (*dst)[DH], const float *src, int64_t ld, int r0, int nrows, int dh,
+/* dst[r][c] = mul * src[(r0 + r) ld + c], 0 past nrows rows or dh columns
+ * (src of S elements: the tile is fp32 either way). */
+template <int DH, int ROWS, typename S>
+GPP_DEV void load_tile(float (*dst)[DH], const S *src, int64_t ld, int r0, int nrows, int dh,
                        float mul)
 {
     for (int x = threadIdx.x; x < ROWS * DH; x += THREADS) {
         int r = x / DH, c = x % DH, j = r0 + r;
-        dst[r][c] = j < nrows && c < dh ? mul * src[(int64_t)j * ld + c] : 0.0f;
+        dst[r][c] = j < nrows && c < dh ? mul * gpp_from_e(src[(int64_t)j * ld + c]) : 0.0f;
     }
 }
 
-/* grid (batch, cfg<DH>::blocks(seq)), THREADS threads */
-template <int DH>
+/* grid (batch, cfg<DH>::blocks(seq)), THREADS threads. S: the element type
+ * of q, k, v, o, dout, dq, dk, dv in global memory (float, or gpp_bf16 for
+ * the attention op over bf16 tensors); every product, the softmax and lse
+ * and dsum stay fp32, an output rounded to S once when stored. */
+template <int DH, typename S = float>
 GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo, float scale,
-                            int causal, const float *q, const float *k, const float *v, float *o,
-                            float *lse)
+                            int causal, const S *q, const S *k, const S *v, S *o, float *lse)
 {
     typedef cfg<DH> C;
     GPP_SHARED GPP_ALIGN16 float ks[C::BC][DH];
@@ -152,7 +155,7 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo
     GPP_UNROLL
     for (int e = 0; e < C::D; e++) {
         int d = col<C::T>(e, t);
-        qr[e] = valid && d < dh ? scale * q[bq + (int64_t)i * ldq + d] : 0.0f;
+        qr[e] = valid && d < dh ? scale * gpp_from_e(q[bq + (int64_t)i * ldq + d]) : 0.0f;
         acc[e] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
@@ -194,7 +197,7 @@ GPP_KERNEL void k_flash_fwd(int seq, int dh, int heads, int64_t ldq, int64_t ldo
         for (int e = 0; e < C::D; e++) {
             int d = col<C::T>(e, t);
             if (d < dh)
-                o[bo + (int64_t)i * ldo + d] = acc[e] * inv;
+                o[bo + (int64_t)i * ldo + d] = gpp_to_e<S>(acc[e] * inv);
         }
         if (t == 0)
             lse[(int64_t)blockIdx.x * seq + i] = m + logf(l);
@@ -219,11 +222,10 @@ GPP_KERNEL void k_flash_rowdot(int64_t rows, int seq, int dh, int heads, int64_t
 }
 
 /* dK, dV: one row per key. grid (batch, cfg<DH>::blocks(seq)). */
-template <int DH>
+template <int DH, typename S = float>
 GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64_t ldo, float scale,
-                               int causal, const float *q, const float *k, const float *v,
-                               const float *dout, const float *lse, const float *dsum, float *dk,
-                               float *dv)
+                               int causal, const S *q, const S *k, const S *v, const S *dout,
+                               const float *lse, const float *dsum, S *dk, S *dv)
 {
     typedef cfg<DH> C;
     GPP_SHARED GPP_ALIGN16 float qs[C::BC][DH]; /* scale q, as the forward's scores */
@@ -240,8 +242,8 @@ GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64_t 
     for (int e = 0; e < C::D; e++) {
         int d = col<C::T>(e, t);
         bool in = valid && d < dh;
-        kr[e] = in ? k[bq + (int64_t)j * ldq + d] : 0.0f;
-        vr[e] = in ? v[bq + (int64_t)j * ldq + d] : 0.0f;
+        kr[e] = in ? gpp_from_e(k[bq + (int64_t)j * ldq + d]) : 0.0f;
+        vr[e] = in ? gpp_from_e(v[bq + (int64_t)j * ldq + d]) : 0.0f;
         dkr[e] = dvr[e] = 0.0f;
     }
     /* causal: queries before this block's first key see none of its keys */
@@ -273,18 +275,18 @@ GPP_KERNEL void k_flash_bwd_kv(int seq, int dh, int heads, int64_t ldq, int64_t 
         for (int e = 0; e < C::D; e++) {
             int d = col<C::T>(e, t);
             if (d < dh) {
-                dk[bq + (int64_t)j * ldq + d] = dkr[e];
-                dv[bq + (int64_t)j * ldq + d] = dvr[e];
+                dk[bq + (int64_t)j * ldq + d] = gpp_to_e<S>(dkr[e]);
+                dv[bq + (int64_t)j * ldq + d] = gpp_to_e<S>(dvr[e]);
             }
         }
     }
 }
 
 /* dQ: one row per query. grid (batch, cfg<DH>::blocks(seq)). */
-template <int DH>
+template <int DH, typename S = float>
 GPP_KERNEL void k_flash_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_t ldo, float scale,
-                              int causal, const float *q, const float *k, const float *v,
-                              const float *dout, const float *lse, const float *dsum, float *dq)
+                              int causal, const S *q, const S *k, const S *v, const S *dout,
+                              const float *lse, const float *dsum, S *dq)
 {
     typedef cfg<DH> C;
     GPP_SHARED GPP_ALIGN16 float ks[C::BC][DH];
@@ -300,8 +302,8 @@ GPP_KERNEL void k_flash_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_t l
     for (int e = 0; e < C::D; e++) {
         int d = col<C::T>(e, t);
         bool in = valid && d < dh;
-        qr[e] = in ? scale * q[bq + (int64_t)i * ldq + d] : 0.0f;
-        dor[e] = in ? dout[bo + (int64_t)i * ldo + d] : 0.0f;
+        qr[e] = in ? scale * gpp_from_e(q[bq + (int64_t)i * ldq + d]) : 0.0f;
+        dor[e] = in ? gpp_from_e(dout[bo + (int64_t)i * ldo + d]) : 0.0f;
         dqr[e] = 0.0f;
     }
     const float li = valid ? lse[rbase + i] : 0.0f, di = valid ? dsum[rbase + i] : 0.0f;
@@ -326,7 +328,7 @@ GPP_KERNEL void k_flash_bwd_q(int seq, int dh, int heads, int64_t ldq, int64_t l
         for (int e = 0; e < C::D; e++) {
             int d = col<C::T>(e, t);
             if (d < dh)
-                dq[bq + (int64_t)i * ldq + d] = scale * dqr[e];
+                dq[bq + (int64_t)i * ldq + d] = gpp_to_e<S>(scale * dqr[e]);
         }
     }
 }

@@ -158,9 +158,9 @@ cudaError_t gpp_cuk_heads_permute(cudaStream_t st, int64_t n, int64_t seq, int64
  * v, dq, dk, dv: ldq; out, dout: ldo); lse and dsum [n heads][seq].
  * supports: whether a head size has a kernel (1 <= dh <= 128). fwd writes
  * o and lse; bwd overwrites dsum, dq, dk, dv. q, k, v, out, dout, o, dq,
- * dk, dv are fp32, or bf16 with io_bf16 (the tensor-core core only: it
- * rounds its operands to bf16 anyway); lse and dsum fp32. A shape without a
- * kernel, or io_bf16 without tc, returns cudaErrorInvalidValue. */
+ * dk, dv are fp32, or bf16 with io_bf16 (either core: the fp32 one
+ * computes in fp32 from them, each output rounded once when stored); lse
+ * and dsum fp32. A shape without a kernel returns cudaErrorInvalidValue. */
 int gpp_cuk_flash_supports(int64_t dh);
 /* whether the tensor-core kernels take this head size (dh <= 64) */
 int gpp_cuk_flash_tc_supports(int64_t dh);

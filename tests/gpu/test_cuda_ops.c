@@ -686,6 +686,7 @@ static void s_attention_all(void)
         s_attention(2, 12, 32, 4, causal);
         s_attention(2, 70, 128, 2, causal);
         s_attention(2, 9, 30, 5, causal); /* dh 6: no 4-column steps (the permutes' scalar path) */
+        s_attention(1, 20, 192, 2, causal); /* dh 96: the fp32 fused core even in bf16 */
     }
 }
 
@@ -1106,9 +1107,9 @@ static void t_bf16_tensors(void)
             s_bf16_bodies();
         }
         /* the fused cores (GPP_CUDA_ATTENTION=fused: on tensor cores at head
-           sizes <= 64, whose kernels then read and write bf16 qkv, ctx,
-           dctx and dqkv; fp32 beyond) over bf16 tensors, every one and
-           every other one */
+           sizes <= 64, the fp32 core beyond; either one's kernels then read
+           and write bf16 qkv, ctx, dctx and dqkv) over bf16 tensors, every
+           one and every other one */
         gpp_stream_destroy(&s_gs);
         gpp_backend_destroy(&s_gbe);
         setenv("GPP_CUDA_ATTENTION", "fused", 1);

@@ -7,7 +7,8 @@
  * double. The tensor-core kernels run with fp32 elements (their indexing
  * and masking checked to fp32), with bf16 elements (their rounding), and
  * with bf16 elements and bf16 global I/O (q, k, v, O, dO, dQ, dK, dV in
- * bf16: the attention op over bf16 tensors; run_tc_io16).
+ * bf16: the attention op over bf16 tensors); the fp32 core with fp32 and
+ * with bf16 global I/O.
  *
  * What this checks without a GPU: the tiling and its edges (seq not a
  * multiple of a tile, one row, several row blocks), the head-size tiers and
@@ -213,47 +214,49 @@ struct problem {
     }
 };
 
-/* The fp32 core's kernels at tier DH */
-template <int DH> struct fp32_core {
+/* The fp32 core's kernels at tier DH, global I/O of type S */
+template <int DH, typename S = float> struct fp32_core {
+    typedef S io;
     static unsigned blocks(int seq)
     {
         return gpp_flash::cfg<DH>::blocks(seq);
     }
     template <typename... A> static void fwd(A... a)
     {
-        gpp_flash::k_flash_fwd<DH>(a...);
+        gpp_flash::k_flash_fwd<DH, S>(a...);
     }
     template <typename... A> static void bwd_kv(A... a)
     {
-        gpp_flash::k_flash_bwd_kv<DH>(a...);
+        gpp_flash::k_flash_bwd_kv<DH, S>(a...);
     }
     template <typename... A> static void bwd_q(A... a)
     {
-        gpp_flash::k_flash_bwd_q<DH>(a...);
+        gpp_flash::k_flash_bwd_q<DH, S>(a...);
     }
 };
 
-/* The tensor-core core's kernels at tier DH with element type E */
-template <int DH, typename E> struct tc_core {
+/* The tensor-core core's kernels at tier DH with element type E, global
+ * I/O of type S */
+template <int DH, typename E, typename S = float> struct tc_core {
+    typedef S io;
     static unsigned blocks(int seq)
     {
         return gpp_flash::tc_cfg<DH>::blocks(seq);
     }
     template <typename... A> static void fwd(A... a)
     {
-        gpp_flash::k_flash_tc_fwd<DH, E>(a...);
+        gpp_flash::k_flash_tc_fwd<DH, E, S>(a...);
     }
     template <typename... A> static void bwd_kv(A... a)
     {
-        gpp_flash::k_flash_tc_bwd_kv<DH, E>(a...);
+        gpp_flash::k_flash_tc_bwd_kv<DH, E, S>(a...);
     }
     template <typename... A> static void bwd_q(A... a)
     {
-        gpp_flash::k_flash_tc_bwd_q<DH, E>(a...);
+        gpp_flash::k_flash_tc_bwd_q<DH, E, S>(a...);
     }
 };
 
-/* Forward, row dot and backward of core K on problem P, each checked. */
 /* The row dots dO.O of each (batch, query) row, in double, of the O and
  * dO the kernels were given (the reference of k_flash_rowdot) */
 std::vector<double> rowdot_ref(const problem &P, const float *o, const float *dctx)
@@ -269,58 +272,20 @@ std::vector<double> rowdot_ref(const problem &P, const float *o, const float *dc
     return ref;
 }
 
-template <class K> void run_core(const problem &P, const char *name, double tol)
+/* Buffers of S: x rounded to S (n of them, then NGUARD guard values as
+ * S), and back to floats (with the guards for check()) */
+template <typename S> std::vector<S> to_io(const float *x, size_t n, size_t guards)
 {
-    std::printf("    %s\n", name);
-    const int seq = P.seq, dh = P.dh, heads = P.heads, causal = P.causal;
-    const int64_t ldq = P.ldq, ldo = P.ldo, hid = P.hid;
-    const float scale = P.scale;
-    const float *q = P.qkv.data(), *k = q + hid, *v = q + 2 * hid, *dctx = P.dctx.data();
-    std::vector<float> o = out_buf(P.m * ldo), lse = out_buf(P.rows);
-    gpp_emu_dim3 grid{(unsigned)P.batch, K::blocks(seq), 1}, block{gpp_flash::THREADS, 1, 1};
-    gpp_emu::launch(grid, block, [&] {
-        K::fwd(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, o.data(), lse.data());
-    });
-    check("o", o, P.o_ref, tol);
-    check("lse", lse, P.lse_ref, tol);
-
-    /* the row sums of this core's own output */
-    std::vector<float> dsum = out_buf(P.rows);
-    std::vector<double> dsum_ref = rowdot_ref(P, o.data(), dctx);
-    gpp_emu::launch({(unsigned)((P.rows + gpp_flash::THREADS - 1) / gpp_flash::THREADS), 1, 1},
-                    block, [&] {
-                        gpp_flash::k_flash_rowdot((int64_t)P.rows, seq, dh, heads, ldo, o.data(),
-                                                  dctx, dsum.data());
-                    });
-    check("dsum", dsum, dsum_ref, 2e-5);
-
-    std::vector<float> dqkv = out_buf(P.m * ldq);
-    float *dq = dqkv.data(), *dk = dq + hid, *dv = dq + 2 * hid;
-    gpp_emu::launch(grid, block, [&] {
-        K::bwd_kv(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, dctx, lse.data(), dsum.data(),
-                  dk, dv);
-    });
-    gpp_emu::launch(grid, block, [&] {
-        K::bwd_q(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, dctx, lse.data(), dsum.data(),
-                 dq);
-    });
-    check("dqkv", dqkv, P.dqkv_ref, tol);
-}
-
-/* bf16 buffers: x rounded to nearest even (n of them, then NGUARD guard
- * values as bf16), and back to floats (with the guards for check()) */
-std::vector<gpp_bf16> to_bf16(const float *x, size_t n, size_t guards)
-{
-    std::vector<gpp_bf16> b(n + guards);
+    std::vector<S> b(n + guards);
     for (size_t i = 0; i < n; i++)
-        b[i] = gpp_to_e<gpp_bf16>(x[i]);
+        b[i] = gpp_to_e<S>(x[i]);
     for (size_t g = 0; g < guards; g++)
-        b[n + g] = gpp_to_e<gpp_bf16>(GUARD);
+        b[n + g] = gpp_to_e<S>(GUARD);
     return b;
 }
-std::vector<float> from_bf16(const std::vector<gpp_bf16> &b, size_t guards)
+template <typename S> std::vector<float> from_io(const std::vector<S> &b, size_t guards)
 {
-    const float g = gpp_from_e(gpp_to_e<gpp_bf16>(GUARD)); /* GUARD as bf16 holds it */
+    const float g = gpp_from_e(gpp_to_e<S>(GUARD)); /* GUARD as S holds it */
     std::vector<float> f(b.size());
     for (size_t i = 0; i < b.size(); i++) {
         f[i] = gpp_from_e(b[i]);
@@ -330,56 +295,55 @@ std::vector<float> from_bf16(const std::vector<gpp_bf16> &b, size_t guards)
     return f;
 }
 
-/* The tensor-core core with bf16 global I/O (the attention op over bf16
- * tensors, docs/gpu.md "bf16 tensors"): q, k, v and dO given in bf16, O,
- * dQ, dK, dV written in bf16, lse and the row dots fp32. Against the double
- * reference of the fp32 problem within BF16_TOL (the kernels round their
- * operands to bf16 anyway; the inputs' and outputs' rounding is 2^-9 each);
- * the row dots against the rounded O and dO's own sums (2e-5); outputs
- * start as NaN and guards follow them. */
-template <int DH> void run_tc_io16(const problem &P)
+/* Forward, row dot and backward of core K on problem P, each checked
+ * against the double reference within tol. q, k, v and dO are given in
+ * K::io, O, dQ, dK, dV written in it (outputs start as NaN, guards follow
+ * them); lse and the row dots fp32. With bf16 I/O (the attention op over
+ * bf16 tensors, docs/gpu.md "bf16 tensors") the inputs' and outputs'
+ * rounding is 2^-9 each, within BF16_TOL; the row dots are checked against
+ * the rounded O and dO's own sums (2e-5). */
+template <class K> void run_core(const problem &P, const char *name, double tol)
 {
-    std::printf("    tensor-core core, bf16 elements, bf16 q, k, v, O, dO, dQ, dK, dV\n");
+    typedef typename K::io S;
+    std::printf("    %s\n", name);
     const int seq = P.seq, dh = P.dh, heads = P.heads, causal = P.causal;
     const int64_t ldq = P.ldq, ldo = P.ldo, hid = P.hid;
     const float scale = P.scale;
-    std::vector<gpp_bf16> qkv = to_bf16(P.qkv.data(), P.qkv.size(), 0);
-    std::vector<gpp_bf16> dctx = to_bf16(P.dctx.data(), P.dctx.size(), 0);
+    const std::vector<S> qkv = to_io<S>(P.qkv.data(), P.qkv.size(), 0);
+    const std::vector<S> dctx = to_io<S>(P.dctx.data(), P.dctx.size(), 0);
     const std::vector<float> nan_o(P.m * ldo, NAN), nan_q(P.m * ldq, NAN);
-    std::vector<gpp_bf16> o = to_bf16(nan_o.data(), nan_o.size(), NGUARD);
+    const S *q = qkv.data(), *k = q + hid, *v = q + 2 * hid;
+    std::vector<S> o = to_io<S>(nan_o.data(), nan_o.size(), NGUARD);
     std::vector<float> lse = out_buf(P.rows);
-    const gpp_bf16 *q = qkv.data(), *k = q + hid, *v = q + 2 * hid;
-    gpp_emu_dim3 grid{(unsigned)P.batch, gpp_flash::tc_cfg<DH>::blocks(seq), 1},
-        block{gpp_flash::THREADS, 1, 1};
+    gpp_emu_dim3 grid{(unsigned)P.batch, K::blocks(seq), 1}, block{gpp_flash::THREADS, 1, 1};
     gpp_emu::launch(grid, block, [&] {
-        gpp_flash::k_flash_tc_fwd<DH, gpp_bf16, gpp_bf16>(seq, dh, heads, ldq, ldo, scale, causal,
-                                                          q, k, v, o.data(), lse.data());
+        K::fwd(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, o.data(), lse.data());
     });
-    std::vector<float> of = from_bf16(o, NGUARD);
-    check("o", of, P.o_ref, BF16_TOL);
-    check("lse", lse, P.lse_ref, BF16_TOL);
+    const std::vector<float> of = from_io(o, NGUARD);
+    check("o", of, P.o_ref, tol);
+    check("lse", lse, P.lse_ref, tol);
+
+    /* the row sums of this core's own output */
     std::vector<float> dsum = out_buf(P.rows);
-    std::vector<double> dsum_ref = rowdot_ref(P, of.data(), from_bf16(dctx, 0).data());
+    std::vector<double> dsum_ref = rowdot_ref(P, of.data(), from_io(dctx, 0).data());
     gpp_emu::launch({(unsigned)((P.rows + gpp_flash::THREADS - 1) / gpp_flash::THREADS), 1, 1},
                     block, [&] {
                         gpp_flash::k_flash_rowdot((int64_t)P.rows, seq, dh, heads, ldo,
-                                                  (const gpp_bf16 *)o.data(),
-                                                  (const gpp_bf16 *)dctx.data(), dsum.data());
+                                                  (const S *)o.data(), dctx.data(), dsum.data());
                     });
     check("dsum", dsum, dsum_ref, 2e-5);
-    std::vector<gpp_bf16> dqkv = to_bf16(nan_q.data(), nan_q.size(), NGUARD);
-    gpp_bf16 *dq = dqkv.data(), *dk = dq + hid, *dv = dq + 2 * hid;
+
+    std::vector<S> dqkv = to_io<S>(nan_q.data(), nan_q.size(), NGUARD);
+    S *dq = dqkv.data(), *dk = dq + hid, *dv = dq + 2 * hid;
     gpp_emu::launch(grid, block, [&] {
-        gpp_flash::k_flash_tc_bwd_kv<DH, gpp_bf16, gpp_bf16>(seq, dh, heads, ldq, ldo, scale,
-                                                             causal, q, k, v, dctx.data(),
-                                                             lse.data(), dsum.data(), dk, dv);
+        K::bwd_kv(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, dctx.data(), lse.data(),
+                  dsum.data(), dk, dv);
     });
     gpp_emu::launch(grid, block, [&] {
-        gpp_flash::k_flash_tc_bwd_q<DH, gpp_bf16, gpp_bf16>(seq, dh, heads, ldq, ldo, scale, causal,
-                                                            q, k, v, dctx.data(), lse.data(),
-                                                            dsum.data(), dq);
+        K::bwd_q(seq, dh, heads, ldq, ldo, scale, causal, q, k, v, dctx.data(), lse.data(),
+                 dsum.data(), dq);
     });
-    check("dqkv", from_bf16(dqkv, NGUARD), P.dqkv_ref, BF16_TOL);
+    check("dqkv", from_io(dqkv, NGUARD), P.dqkv_ref, tol);
 }
 
 /* The emulator's bank check over the bf16 tensor-core runs, per tier and
@@ -389,13 +353,15 @@ std::map<int, std::map<std::string, gpp_emu::bank_site>> g_banks;
 template <int DH> void run_tiers(const problem &P)
 {
     run_core<fp32_core<DH>>(P, "fp32 core (CUDA cores)", 2e-5);
+    run_core<fp32_core<DH, gpp_bf16>>(P, "fp32 core, bf16 q, k, v, O, dO, dQ, dK, dV", BF16_TOL);
     if constexpr (DH <= 64) {
         run_core<tc_core<DH, float>>(P, "tensor-core core, fp32 elements", 2e-5);
         gpp_emu::bank_sites.clear();
         gpp_emu::bank_check = true;
         run_core<tc_core<DH, gpp_bf16>>(P, "tensor-core core, bf16 elements", BF16_TOL);
         gpp_emu::bank_check = false;
-        run_tc_io16<DH>(P);
+        run_core<tc_core<DH, gpp_bf16, gpp_bf16>>(
+            P, "tensor-core core, bf16 elements, bf16 q, k, v, O, dO, dQ, dK, dV", BF16_TOL);
         for (const auto &[site, b] : gpp_emu::bank_sites) {
             gpp_emu::bank_site &t = g_banks[DH][site];
             t.instr += b.instr;
