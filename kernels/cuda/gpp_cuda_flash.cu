@@ -83,45 +83,37 @@ template <int DH, bool TC, typename S> struct s_core {
     }
 };
 
-/* Runs the forward (bwd 0) or backward of a core at a's head size's tier:
- * the tensor-core one when tc (which must have that head size's tier: 16,
- * 32, 64), else the fp32 one (16, 32, 64, 128); with io_bf16 over bf16
- * q, k, v, O, dO, dQ, dK, dV. */
+/* The forward (bwd 0) or backward of one core (tensor cores: TC) with
+ * global I/O of type S at a's head size's tier: 16, 32, 64, and 128 for
+ * the fp32 core; cudaErrorInvalidValue for a head size the core lacks. */
+template <bool TC, typename S>
+static cudaError_t s_tier(cudaStream_t st, const s_args_t &a, int bwd)
+{
+#define S_CALL(DH) (bwd ? s_core<DH, TC, S>::bwd(st, a) : s_core<DH, TC, S>::fwd(st, a))
+    switch (TC ? gpp_flash::tc_tier(a.dh) : gpp_flash::tier(a.dh)) {
+    case 16:
+        return S_CALL(16);
+    case 32:
+        return S_CALL(32);
+    case 64:
+        return S_CALL(64);
+    case 128:
+        if constexpr (!TC)
+            return S_CALL(128);
+        break;
+    }
+    return cudaErrorInvalidValue;
+#undef S_CALL
+}
+
+/* Runs the forward (bwd 0) or backward of a core: the tensor-core one when
+ * tc (which must have the head size's tier: 16, 32, 64), else the fp32 one
+ * (16, 32, 64, 128); with io_bf16 over bf16 q, k, v, O, dO, dQ, dK, dV. */
 static cudaError_t s_run(cudaStream_t st, const s_args_t &a, int tc, int io_bf16, int bwd)
 {
-#define S_CALL(DH, TC, S) (bwd ? s_core<DH, TC, S>::bwd(st, a) : s_core<DH, TC, S>::fwd(st, a))
-#define S_TC(S)                                                                                    \
-    switch (gpp_flash::tc_tier(a.dh)) {                                                            \
-    case 16:                                                                                       \
-        return S_CALL(16, true, S);                                                                \
-    case 32:                                                                                       \
-        return S_CALL(32, true, S);                                                                \
-    case 64:                                                                                       \
-        return S_CALL(64, true, S);                                                                \
-    default:                                                                                       \
-        return cudaErrorInvalidValue;                                                              \
-    }
-#define S_FP32(S)                                                                                  \
-    switch (gpp_flash::tier(a.dh)) {                                                               \
-    case 16:                                                                                       \
-        return S_CALL(16, false, S);                                                               \
-    case 32:                                                                                       \
-        return S_CALL(32, false, S);                                                               \
-    case 64:                                                                                       \
-        return S_CALL(64, false, S);                                                               \
-    default:                                                                                       \
-        return S_CALL(128, false, S);                                                              \
-    }
-    if (tc && io_bf16)
-        S_TC(gpp_bf16)
     if (tc)
-        S_TC(float)
-    if (io_bf16)
-        S_FP32(gpp_bf16)
-    S_FP32(float)
-#undef S_FP32
-#undef S_TC
-#undef S_CALL
+        return io_bf16 ? s_tier<true, gpp_bf16>(st, a, bwd) : s_tier<true, float>(st, a, bwd);
+    return io_bf16 ? s_tier<false, gpp_bf16>(st, a, bwd) : s_tier<false, float>(st, a, bwd);
 }
 
 extern "C" int gpp_cuk_flash_supports(int64_t dh)

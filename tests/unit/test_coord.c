@@ -614,6 +614,22 @@ static void s_planned_end(s_planned_t *p)
     gpp_job_destroy(&p->job);
 }
 
+/* other[] (s_heartbeat_for's) holds the plan: an Assignment for at least
+ * one peer, a Shutdown (an unused agent) for the other; destroys them. */
+static void s_expect_plan(gpp_msg_t *other[2])
+{
+    int assigned = 0, answered = 0;
+    for (int i = 0; i < 2; i++) {
+        int t = other[i] ? (int)other[i]->body_case : -1;
+        assigned += t == GPP__ENVELOPE__BODY_ASSIGNMENT;
+        answered += t == GPP__ENVELOPE__BODY_ASSIGNMENT || t == GPP__ENVELOPE__BODY_SHUTDOWN;
+    }
+    GPP_EXPECT_MSG(assigned >= 1 && answered == 2, "after planning: %s and %s", s_type(other[0]),
+                   s_type(other[1]));
+    for (int i = 0; i < 2; i++)
+        gpp_msg_destroy(&other[i]);
+}
+
 /* Planning that takes 2.5 s runs beside the loop: both agents get the
  * coordinator's heartbeats all along (50 ms apart) and nobody is declared
  * dead (timeout 1 s); then the assignments go out. */
@@ -633,16 +649,7 @@ static void t_planning_keeps_heartbeats(void)
         gpp_msg_destroy(&other[i]);
     /* then the plan: an Assignment (or Shutdown for an unused agent) each */
     s_heartbeat_for(&pl.a, &pl.b, 1, 3000, hb, other);
-    int assigned = 0, answered = 0;
-    for (int i = 0; i < 2; i++) {
-        int t = other[i] ? (int)other[i]->body_case : -1;
-        assigned += t == GPP__ENVELOPE__BODY_ASSIGNMENT;
-        answered += t == GPP__ENVELOPE__BODY_ASSIGNMENT || t == GPP__ENVELOPE__BODY_SHUTDOWN;
-    }
-    GPP_EXPECT_MSG(assigned >= 1 && answered == 2, "after planning: %s and %s", s_type(other[0]),
-                   s_type(other[1]));
-    for (int i = 0; i < 2; i++)
-        gpp_msg_destroy(&other[i]);
+    s_expect_plan(other);
     /* the agents fall silent: the job stops */
     s_coord_join(&pl.run);
     GPP_EXPECT_MSG(pl.run.rc == -1 && strstr(pl.run.reason, "silent"), "%s", pl.run.reason);
@@ -689,13 +696,7 @@ static void t_stall_reads_queued(void)
     int hb[2] = {0, 0};
     gpp_msg_t *other[2];
     s_heartbeat_for(&pl.a, &pl.b, 1, 3000, hb, other); /* the plan */
-    int answered = 0;
-    for (int i = 0; i < 2; i++) {
-        int t = other[i] ? (int)other[i]->body_case : -1;
-        answered += t == GPP__ENVELOPE__BODY_ASSIGNMENT || t == GPP__ENVELOPE__BODY_SHUTDOWN;
-        gpp_msg_destroy(&other[i]);
-    }
-    GPP_EXPECT_MSG(answered == 2, "the plan reached %d of 2 agents", answered);
+    s_expect_plan(other);
     hb[0] = hb[1] = 0;
     s_heartbeat_for(&pl.a, &pl.b, 1, 2500, hb, other); /* the stall and after */
     GPP_EXPECT_MSG(!other[0] && !other[1], "got %s and %s across the stall", s_type(other[0]),
