@@ -15,11 +15,13 @@
 #include "common/gpp_notify.h"
 #include "common/gpp_sigfd.h"
 #include "common/gpp_time.h"
+#include "common/gpp_zsock.h"
 #include "coordinator/gpp_coord_imp.h"
 #include "coordinator/gpp_expo.h"
 
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
 #define S_LINGER_MS 300       /* external agents: let the last messages go out */
+#define S_QUEUED_MAX 4096     /* frames a heartbeat tick reads before judging silence */
 #define S_RCVHWM 16           /* frames queued per peer (gpp_coord_new) */
 /* Long phases (waiting, profiling, planning, bring-up) say where they are
  * this often; the heartbeat timer checks, so the gap between two lines is
@@ -670,20 +672,6 @@ static gpp_agent_t *s_silent_longest(gpp_coord_t *self, double now)
     return silent;
 }
 
-/* Handles the messages already waiting on the router (without waiting for
- * more; at most S_QUEUED_MAX, so a flood cannot hold the loop). */
-#define S_QUEUED_MAX 4096
-static void s_read_queued(gpp_coord_t *self)
-{
-    zmq_pollitem_t it = {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0};
-    for (int i = 0; i < S_QUEUED_MAX && !self->stopped; i++) {
-        it.revents = 0;
-        if (zmq_poll(&it, 1, 0) <= 0 || !(it.revents & ZMQ_POLLIN))
-            return;
-        s_on_router(NULL, self->router, self);
-    }
-}
-
 static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
 {
     (void)loop;
@@ -730,7 +718,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
            anyone is called silent (else an agent whose heartbeats queued
            is blamed for the coordinator's pause, and a dead peer that
            registered later is not: ext_recover saw that on a loaded CI). */
-        s_read_queued(self);
+        gpp_zsock_read_queued(self->router, S_QUEUED_MAX, s_on_router, self);
         if (self->stopped || self->state == S_DONE)
             return 0;
         silent = s_silent_longest(self, now);

@@ -10,9 +10,11 @@
 #include "common/gpp_curve.h"
 #include "common/gpp_fault.h"
 #include "common/gpp_time.h"
+#include "common/gpp_zsock.h"
 
 #define S_HOST_MAX 256
-#define S_SNDHWM 10000 /* queued messages before sends are dropped */
+#define S_SNDHWM 10000    /* queued messages before sends are dropped */
+#define S_QUEUED_MAX 4096 /* frames a heartbeat tick reads before judging silence */
 
 struct gpp_control_s {
     zloop_t *loop; /* borrowed */
@@ -286,10 +288,6 @@ static int s_monitor(gpp_control_t *self, gpp_err_t *err)
     return 0;
 }
 
-/* at most this many queued frames are read by a timer tick (a flood
- * cannot hold the loop) */
-#define S_QUEUED_MAX 4096
-
 static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
 {
     (void)loop;
@@ -303,14 +301,8 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     if (!self->lost && silent_ms >= self->timeout_ms) {
         /* what queued while this loop paused (a loaded machine) was sent:
            read it before calling the coordinator lost */
-        zmq_pollitem_t it = {zsock_resolve(self->sock), 0, ZMQ_POLLIN, 0};
-        for (int i = 0; i < S_QUEUED_MAX; i++) {
-            it.revents = 0;
-            if (zmq_poll(&it, 1, 0) <= 0 || !(it.revents & ZMQ_POLLIN))
-                break;
-            if (s_on_frame(NULL, self->sock, self) < 0)
-                return -1;
-        }
+        if (gpp_zsock_read_queued(self->sock, S_QUEUED_MAX, s_on_frame, self) < 0)
+            return -1;
         silent_ms = gpp_now_ms() - self->last_rx_ms;
     }
     if (!self->lost && silent_ms >= self->timeout_ms) {

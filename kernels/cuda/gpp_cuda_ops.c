@@ -449,16 +449,12 @@ size_t gpp_cuda_attention_stash_bytes(gpp_backend_t *be, int64_t n, int64_t seq,
 /* Fused cores: no permutes and no probabilities. Stash (parts sized in
  * floats): natural qkv [n seq, 3 hidden] | the row log-sum-exps [n heads,
  * seq] | natural ctx [n seq, hidden] (gpp_cuda_attention_stash_bytes).
- * Over the op's bf16 tensors (x bf16: s_att_io16) either core keeps qkv,
- * ctx and, in the backward, dctx and dqkv in bf16, as FlashAttention does:
- * its kernels read and write bf16 (the tensor-core one's products round
- * their operands to bf16 anyway; the fp32 one, head sizes 65-128, computes
- * in fp32 from them), and the projections read no fp32 operand they would
- * have to round per product. */
-static int s_att_io16(const gpp_tensor_t *x)
-{
-    return x->dtype == GPP_DTYPE_BF16;
-}
+ * Over the op's bf16 tensors (x bf16: io16 in the two functions below)
+ * either core keeps qkv, ctx and, in the backward, dctx and dqkv in bf16,
+ * as FlashAttention does: its kernels read and write bf16 (the tensor-core
+ * one's products round their operands to bf16 anyway; the fp32 one, head
+ * sizes 65-128, computes in fp32 from them), and the projections read no
+ * fp32 operand they would have to round per product. */
 
 /* q, k, v of a natural qkv of elements of e bytes: columns 0, hid, 2 hid */
 static const void *s_qkv_part(gpp_cuk_t qkv, const s_att_t *a, int part)
@@ -470,7 +466,7 @@ static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
                            const gpp_attention_params_t *p, int causal, gpp_tensor_t *y,
                            float *stash, gpp_err_t *err)
 {
-    const int io16 = s_att_io16(x);
+    const int io16 = x->dtype == GPP_DTYPE_BF16;
     float *lse = stash + a->m * 3 * a->hid;
     gpp_cuk_t qkv = {stash, io16}, ctx = {lse + a->batch * a->seq, io16};
     if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv,
@@ -577,7 +573,7 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
                            const gpp_tensor_t *dy, gpp_tensor_t *dx, gpp_attention_params_t *dp,
                            gpp_err_t *err)
 {
-    const int io16 = s_att_io16(x);
+    const int io16 = x->dtype == GPP_DTYPE_BF16;
     const float *lse = stash + a->m * 3 * a->hid;
     gpp_cuk_t qkv = {(void *)stash, io16}, ctx = {(void *)(lse + a->batch * a->seq), io16};
     /* workspace (parts sized in floats): dctx [m, hid] | dqkv [m, 3 hid] |
