@@ -614,6 +614,17 @@ static void s_planned_end(s_planned_t *p)
     gpp_job_destroy(&p->job);
 }
 
+/* After s_heartbeat_for: both peers got heartbeats only (at least min
+ * each) while `when`; destroys other[]. */
+static void s_expect_quiet(gpp_msg_t *other[2], const int hb[2], int min, const char *when)
+{
+    GPP_EXPECT_MSG(!other[0] && !other[1], "got %s and %s %s", s_type(other[0]), s_type(other[1]),
+                   when);
+    GPP_EXPECT_MSG(hb[0] >= min && hb[1] >= min, "heartbeats %s: %d and %d", when, hb[0], hb[1]);
+    for (int i = 0; i < 2; i++)
+        gpp_msg_destroy(&other[i]);
+}
+
 /* other[] (s_heartbeat_for's) holds the plan: an Assignment for at least
  * one peer, a Shutdown (an unused agent) for the other; destroys them. */
 static void s_expect_plan(gpp_msg_t *other[2])
@@ -641,12 +652,7 @@ static void t_planning_keeps_heartbeats(void)
     int hb[2] = {0, 0};
     gpp_msg_t *other[2];
     s_heartbeat_for(&pl.a, &pl.b, 1, 2000, hb, other); /* inside the 2.5 s of planning */
-    GPP_EXPECT_MSG(!other[0] && !other[1], "got %s and %s while planning", s_type(other[0]),
-                   s_type(other[1]));
-    GPP_EXPECT_MSG(hb[0] >= 10 && hb[1] >= 10, "heartbeats while planning: %d and %d", hb[0],
-                   hb[1]);
-    for (int i = 0; i < 2; i++)
-        gpp_msg_destroy(&other[i]);
+    s_expect_quiet(other, hb, 10, "while planning");
     /* then the plan: an Assignment (or Shutdown for an unused agent) each */
     s_heartbeat_for(&pl.a, &pl.b, 1, 3000, hb, other);
     s_expect_plan(other);
@@ -699,12 +705,7 @@ static void t_stall_reads_queued(void)
     s_expect_plan(other);
     hb[0] = hb[1] = 0;
     s_heartbeat_for(&pl.a, &pl.b, 1, 2500, hb, other); /* the stall and after */
-    GPP_EXPECT_MSG(!other[0] && !other[1], "got %s and %s across the stall", s_type(other[0]),
-                   s_type(other[1]));
-    GPP_EXPECT_MSG(hb[0] >= 5 && hb[1] >= 5, "heartbeats across the stall: %d and %d", hb[0],
-                   hb[1]);
-    for (int i = 0; i < 2; i++)
-        gpp_msg_destroy(&other[i]);
+    s_expect_quiet(other, hb, 5, "across the stall");
     s_heartbeat_for(&pl.a, &pl.b, 0, 3000, hb, other); /* b is silent */
     GPP_EXPECT_MSG(other[0] && other[0]->body_case == GPP__ENVELOPE__BODY_ABORT &&
                        strstr(other[0]->abort->reason, "agent h:1 (rank 1, pid 4242) silent"),
