@@ -9,6 +9,10 @@
 extern "C" {
 #endif
 
+/* Frames a heartbeat tick reads (gpp_zsock_read_queued's max) before it
+ * judges a peer silent. */
+#define GPP_ZSOCK_QUEUED_MAX 4096
+
 /* Hands the frames already waiting on sock to fn (as the event loop's
  * reader would, loop NULL), without waiting for more: at most max, so
  * that a flood cannot hold the caller. A timer that judges a peer silent

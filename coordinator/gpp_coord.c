@@ -21,7 +21,6 @@
 
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
 #define S_LINGER_MS 300       /* external agents: let the last messages go out */
-#define S_QUEUED_MAX 4096     /* frames a heartbeat tick reads before judging silence */
 #define S_RCVHWM 16           /* frames queued per peer (gpp_coord_new) */
 /* Long phases (waiting, profiling, planning, bring-up) say where they are
  * this often; the heartbeat timer checks, so the gap between two lines is
@@ -718,7 +717,8 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
            anyone is called silent (else an agent whose heartbeats queued
            is blamed for the coordinator's pause, and a dead peer that
            registered later is not: ext_recover saw that on a loaded CI). */
-        gpp_zsock_read_queued(self->router, S_QUEUED_MAX, s_on_router, self);
+        if (gpp_zsock_read_queued(self->router, GPP_ZSOCK_QUEUED_MAX, s_on_router, self) < 0)
+            return -1; /* as the reader would have ended the loop */
         if (self->stopped || self->state == S_DONE)
             return 0;
         silent = s_silent_longest(self, now);

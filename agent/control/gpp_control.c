@@ -13,8 +13,7 @@
 #include "common/gpp_zsock.h"
 
 #define S_HOST_MAX 256
-#define S_SNDHWM 10000    /* queued messages before sends are dropped */
-#define S_QUEUED_MAX 4096 /* frames a heartbeat tick reads before judging silence */
+#define S_SNDHWM 10000 /* queued messages before sends are dropped */
 
 struct gpp_control_s {
     zloop_t *loop; /* borrowed */
@@ -301,7 +300,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     if (!self->lost && silent_ms >= self->timeout_ms) {
         /* what queued while this loop paused (a loaded machine) was sent:
            read it before calling the coordinator lost */
-        if (gpp_zsock_read_queued(self->sock, S_QUEUED_MAX, s_on_frame, self) < 0)
+        if (gpp_zsock_read_queued(self->sock, GPP_ZSOCK_QUEUED_MAX, s_on_frame, self) < 0)
             return -1;
         silent_ms = gpp_now_ms() - self->last_rx_ms;
     }
