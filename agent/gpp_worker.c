@@ -265,6 +265,7 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .device = cuda ? self->cfg.gpu : 0,
         .precision = s_precision(as->precision),
         .graphs = as->cuda_graphs,
+        .bf16_tensors = as->bf16_tensors,
         .rdv_endpoint = as->comm->rdv_endpoint,
         .rdv_token = as->comm->rdv_token,
         .prefix = as->comm->prefix,
@@ -350,7 +351,8 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
     gpp_backend_cfg_t bc = {.kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
                             .device = cuda ? self->cfg.gpu : 0,
                             .cpu_threads = self->cfg.threads,
-                            .precision = s_precision(rq->precision)};
+                            .precision = s_precision(rq->precision),
+                            .bf16_tensors = rq->bf16_tensors};
     if (!(be = gpp_backend_new(&bc, err)))
         goto out;
     if (rq->figures_only) { /* no timing: the backend's layouts */

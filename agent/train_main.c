@@ -38,7 +38,7 @@ typedef struct {
     gpp_precision_t precision;
     unsigned long long seed;
     gpp_optim_hp_t hp;
-    int lr_set, no_shuffle, no_fuse, graphs;
+    int lr_set, no_shuffle, no_fuse, graphs, bf16_tensors;
     const char *save, *save_weights, *load, *data, *write_dataset, *profile_out;
     const char *loss; /* --loss: an ONNX model's loss */
 } opts_t;
@@ -73,7 +73,11 @@ static void s_usage(FILE *out)
         "  --cuda-graphs         with --backend cuda: once the memory settles (iteration 2 or\n"
         "                        3), record each micro-batch's forward and backward as a CUDA\n"
         "                        graph and replay them (one launch per pass; not for models\n"
-        "                        with embedding tables; docs/gpu.md \"CUDA graphs\")\n"
+        "                        with embedding tables; docs/gpu.md \"CUDA graphs\"; not yet\n"
+        "                        run on a GPU)\n"
+        "  --bf16-tensors        with --precision bf16: keep activations and their gradients\n"
+        "                        in bf16 between ops (docs/gpu.md \"bf16 tensors\"; not yet\n"
+        "                        run on a GPU; default: fp32 tensors)\n"
         "  --data PATH           read inputs and labels from a gpp dataset file, or from\n"
         "                        NumPy arrays: a directory of <op name>.npy per input and\n"
         "                        loss op, or a list op=FILE.npy,op=FILE.npy (docs/executor.md)\n"
@@ -150,6 +154,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_LOSS,
         O_NOFUSE,
         O_GRAPHS,
+        O_BF16T,
         O_HELP
     };
     static const struct option lo[] = {{"model", 1, 0, O_MODEL},
@@ -181,6 +186,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"loss", 1, 0, O_LOSS},
                                        {"no-fuse", 0, 0, O_NOFUSE},
                                        {"cuda-graphs", 0, 0, O_GRAPHS},
+                                       {"bf16-tensors", 0, 0, O_BF16T},
                                        {"help", 0, 0, O_HELP},
                                        {0, 0, 0, 0}};
     o->iterations = 10;
@@ -289,6 +295,9 @@ static int s_parse(int argc, char **argv, opts_t *o)
         case O_GRAPHS:
             o->graphs = 1;
             break;
+        case O_BF16T:
+            o->bf16_tensors = 1;
+            break;
         case O_SAVE:
             o->save = optarg;
             break;
@@ -371,6 +380,10 @@ static int s_parse(int argc, char **argv, opts_t *o)
                 gpp_precision_name(o->precision));
         return -1;
     }
+    if (o->bf16_tensors && o->precision != GPP_PRECISION_BF16) {
+        fprintf(stderr, "gpp-train: error: --bf16-tensors needs --backend cuda --precision bf16\n");
+        return -1;
+    }
     if (!o->lr_set && o->hp.kind == GPP_OPTIM_SGD)
         o->hp.lr = 0.05f;
     return 0;
@@ -440,7 +453,8 @@ int main(int argc, char **argv)
         !(g = gpp_model_load(spec, &err)))
         goto fail;
     gpp_backend_cfg_t bc = {
-        .kind = o.backend, .device = o.device, .cpu_threads = o.threads, .precision = o.precision};
+        .kind = o.backend, .device = o.device, .cpu_threads = o.threads, .precision = o.precision,
+        .bf16_tensors = o.bf16_tensors};
     if (!(be = gpp_backend_new(&bc, &err)))
         goto fail;
     if (o.backend != GPP_DEVICE_CPU)
@@ -538,7 +552,7 @@ int main(int argc, char **argv)
                (long long)la_misses);
     int act_bf16 = 0, act_all = 0;
     gpp_exec_act_dtypes(ex, &act_bf16, &act_all);
-    if (act_bf16) /* at precision bf16 on cuda (GPP_CUDA_BF16_TENSORS) */
+    if (act_bf16) /* at precision bf16 on cuda with --bf16-tensors */
         printf("bf16 tensors: %d of %d activations\n", act_bf16, act_all);
     if (o.graphs) {
         int64_t cap = 0, rep = 0;

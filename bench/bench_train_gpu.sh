@@ -27,15 +27,10 @@
 # attention"), for models with attention. The "fused attention" column is
 # gpp at bf16 with GPP_CUDA_ATTENTION=fused (the FlashAttention-2-style
 # core on tensor cores, mma.sync, since 2026-11-28), for models with
-# attention: it decides whether `auto` runs it. The "fp32 tensors" column
-# is gpp at bf16 with GPP_CUDA_BF16_TENSORS=off (activations between ops in
-# fp32, as before 2026-11-28, instead of bf16: docs/gpu.md "bf16 tensors"):
-# the main column against it is what bf16 storage gives. (It took the
-# place of the 2026-11-25 "bf16 packed" column, GPP_CUDA_BF16_GEMM=packed:
-# with bf16 tensors nearly every product reads a bf16 operand or writes a
-# bf16 result and so runs packed whatever the setting; bench_cuda_ops'
-# bf16p lines still compare the two forms per product, and the column's
-# time keeps call 2 of docs/gpu.md's plan within its 420 s.) The "no load-ahead" column is gpp with --load-ahead off (each
+# attention: it decides whether `auto` runs it. The "bf16 tensors" column
+# is gpp at bf16 with --bf16-tensors (activations between ops kept in bf16,
+# off by default until measured: docs/gpu.md "bf16 tensors"): against the
+# main column it is what bf16 storage gives. The "no load-ahead" column is gpp with --load-ahead off (each
 # micro-batch's inputs copied to the GPU when it runs, the host waiting
 # for the stream, instead of during the previous one: docs/executor.md).
 #
@@ -79,7 +74,7 @@ TMPD=$(mktemp -d)
 trap 'rm -rf "$TMPD"' EXIT
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "# warmup $WARMUP, timed $ITERS iterations; MFU against dense peak fp32 $(peak fp32), tf32 $(peak tf32), bf16 $(peak bf16) TFLOP/s"
-printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) | gpp fp32-operand attention samples/s | gpp fused attention samples/s | gpp fp32 tensors samples/s | gpp no load-ahead samples/s |\n'
+printf '| model | batch | precision | gpp samples/s | PyTorch samples/s | gpp / PyTorch | model GFLOP/iter | gpp TFLOP/s (MFU) | PyTorch TFLOP/s (MFU) | gpp synthetic samples/s | gpp --cuda-graphs samples/s (/ PyTorch) | gpp fp32-operand attention samples/s | gpp fused attention samples/s | gpp bf16 tensors samples/s | gpp no load-ahead samples/s |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 while read -r spec batch; do
     [ -n "$spec" ] || continue
@@ -110,8 +105,8 @@ while read -r spec batch; do
         [ "$lrate" = fail ] && sed 's/^/# gpp --load-ahead off: /' "$TMPD/gpp.err" | tail -3
         xrate=-
         if [ "$prec" = bf16 ]; then
-            xrate=$(GPP_CUDA_BF16_TENSORS=off gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle)
-            [ "$xrate" = fail ] && sed 's/^/# gpp fp32 tensors: /' "$TMPD/gpp.err" | tail -3
+            xrate=$(gpp_rate "$spec" "$batch" "$prec" --data "$TMPD/ds.bin" --no-shuffle --bf16-tensors)
+            [ "$xrate" = fail ] && sed 's/^/# gpp bf16 tensors: /' "$TMPD/gpp.err" | tail -3
         fi
         awk -v s="$spec" -v b="$batch" -v p="$prec" -v g="$grate" -v t="$trate" -v f="$flops" -v pk="$(peak "$prec")" -v sr="$srate" -v cr="$crate" -v ur="$urate" -v fr="$frate" -v xr="$xrate" -v lr="$lrate" 'BEGIN {
             gf = (g + 0 > 0) ? sprintf("%.2f (%.1f %%)", f * g / b / 1e12, 100 * f * g / b / 1e12 / pk) : "-";

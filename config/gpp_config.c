@@ -114,6 +114,8 @@ static const s_field_t S_FIELDS[] = {
     S_WORDS("job", "comm", job.comm, S_COMMS, "GPP_COMM"),
     {"job", "cuda_graphs", F_BOOL, C_OFF(job.cuda_graphs), 0, 0, 0, 0, 0, NULL, "GPP_CUDA_GRAPHS",
      "true or false"},
+    {"job", "bf16_tensors", F_BOOL, C_OFF(job.bf16_tensors), 0, 0, 0, 0, 0, NULL,
+     "GPP_BF16_TENSORS", "true or false"},
     S_INT("health", "heartbeat_ms", health.heartbeat_ms, 1, 3600000, "GPP_HEARTBEAT_MS",
           "a positive integer (milliseconds)"),
     S_INT("health", "timeout_ms", health.timeout_ms, 1, 86400000, "GPP_TIMEOUT_MS",
@@ -551,7 +553,6 @@ static void s_defaults(gpp_config_t *c)
     c->job.launch = GPP_CONFIG_LAUNCH_LOCAL;
     c->job.backend = GPP_CONFIG_BACKEND_CPU;
     c->job.comm = GPP_CONFIG_COMM_GLOO;
-    c->job.cuda_graphs = 1;
     c->health.heartbeat_ms = 500;
     c->health.timeout_ms = 5000;
 }
@@ -617,6 +618,12 @@ const char *gpp_config_optim_name(gpp_config_optim_t o)
 {
     return S_OPTIMS[o];
 }
+int gpp_config_bf16_tensors(const gpp_config_t *c)
+{
+    return c->job.backend == GPP_CONFIG_BACKEND_CUDA &&
+           c->job.precision == GPP_CONFIG_PRECISION_BF16 && c->job.bf16_tensors;
+}
+
 const char *gpp_config_precision_name(gpp_config_precision_t p)
 {
     return S_PRECISIONS[p];

@@ -91,8 +91,11 @@ typedef struct {
         gpp_config_precision_t precision; /* cuda matrix products: fp32 | tf32 | bf16 */
         gpp_config_comm_t comm;           /* gloo | nccl (cuda only) */
         int cuda_graphs;                  /* cuda: each stage records its passes as CUDA
-                                             graphs and replays them (1, default); 0 off;
-                                             ignored on cpu */
+                                             graphs and replays them (1); 0 off, the
+                                             default (never run on a GPU yet); cpu: ignored */
+        int bf16_tensors;                 /* cuda at precision bf16: activations and their
+                                             gradients kept and sent in bf16 (1); 0 fp32,
+                                             the default (never run on a GPU yet) */
     } job;
 
     struct {
@@ -128,6 +131,9 @@ const char *gpp_config_launch_name(gpp_config_launch_t l);
 const char *gpp_config_backend_name(gpp_config_backend_t b);
 const char *gpp_config_optim_name(gpp_config_optim_t o);
 const char *gpp_config_precision_name(gpp_config_precision_t p);
+/* 1 when the job's agents keep bf16 tensors: job.bf16_tensors on a cuda
+ * job at precision bf16 (the setting is ignored elsewhere) */
+int gpp_config_bf16_tensors(const gpp_config_t *c);
 const char *gpp_config_comm_name(gpp_config_comm_t c);
 
 #endif

@@ -798,6 +798,7 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
          * figures there */
         self->preq.backend = s_wire_backend(cfg);
         self->preq.precision = s_wire_precision(cfg);
+        self->preq.bf16_tensors = gpp_config_bf16_tensors(cfg);
         /* powers of two up to the batch and to 2^24, the largest
          * micro-batch a profile table holds (gpp_cost_attach_rows); int64:
          * doubling past a batch near INT_MAX must not overflow (it used to
@@ -1043,6 +1044,7 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->backend = s_wire_backend(c);
     a->precision = s_wire_precision(c);
     a->cuda_graphs = c->job.backend == GPP_CONFIG_BACKEND_CUDA && c->job.cuda_graphs;
+    a->bf16_tensors = gpp_config_bf16_tensors(c);
     a->trace = self->trace_iteration >= 0;
     a->trace_iteration = a->trace ? self->trace_iteration - self->start : 0;
     return a;

@@ -101,6 +101,9 @@ typedef struct {
     int cpu_threads;           /* CPU: OpenBLAS threads; 0 keeps OpenBLAS's default
                                   (OPENBLAS_NUM_THREADS or the core count) */
     gpp_precision_t precision; /* CUDA matrix products; fp32 by default */
+    int bf16_tensors;          /* CUDA at precision bf16: activations and their
+                                  gradients kept in bf16 between ops (1); 0 fp32,
+                                  the default (not yet run on a GPU) */
 } gpp_backend_cfg_t;
 
 /* The caching allocator of a device backend (CUDA): what it holds from the
@@ -173,7 +176,7 @@ int64_t gpp_backend_op_kernel_stash(gpp_backend_t *self, const gpp_graph_t *g, c
  * inputs and output, and their gradients) in bf16 as well as in fp32, in
  * any mix, computing in fp32: the CUDA backend at precision bf16 for
  * linear (with its fused activation), ReLU, GELU, layer norm, attention
- * and add, unless GPP_CUDA_BF16_TENSORS=off; 0 for every op elsewhere.
+ * and add, with gpp_backend_cfg_t.bf16_tensors; 0 for every op elsewhere.
  * The executor keeps a tensor in bf16 where every op that writes or reads
  * it says 1 (agent/exec/gpp_exec.h, "bf16 tensors"). Parameters, their
  * gradients, optimizer state and losses stay fp32. */

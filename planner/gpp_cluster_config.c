@@ -20,7 +20,8 @@ int gpp_cluster_from_config(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, g
     /* a cuda job's products run at its precision: the roofline's peak */
     if (cfg->job.backend == GPP_CONFIG_BACKEND_CUDA &&
         gpp_cluster_set_precision(cl, cfg->cluster.device,
-                                  gpp_config_precision_name(cfg->job.precision), err) < 0)
+                                  gpp_config_precision_name(cfg->job.precision),
+                                  gpp_config_bf16_tensors(cfg), err) < 0)
         return gpp_err_prefix(err, "%s: job.precision", cfg->path);
     if (strcmp(cfg->cluster.device, "cpu") == 0 && cfg->job.launch == GPP_CONFIG_LAUNCH_LOCAL) {
         /* local CPU agents share this host's cores (the launcher gives each
@@ -35,7 +36,7 @@ int gpp_cluster_from_config(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, g
         cfg->job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
     /* cuda agents' executors load ahead (their default on a device) */
     cl->load_ahead = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA;
-    /* and, unless the job turns them off, replay their passes as CUDA
+    /* and, where the job turns them on, replay their passes as CUDA
        graphs (the pool then keeps the most blocks of each size) */
     cl->graphs = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA && cfg->job.cuda_graphs;
     /* and round their blocks to the caching allocator's classes */

@@ -82,8 +82,8 @@ typedef struct {
     gpp_alloc_rule_t alloc_rule; /* how the agents' allocator rounds each block
                                     (common/gpp_alloc_rule.h): GPP_ALLOC_CLASSES for
                                     cuda agents, GPP_ALLOC_ALIGN64 (0) for CPU ones */
-    int bf16_tensors;            /* 1: the agents keep bf16 tensors (a bf16 cuda job,
-                                    gpp_cluster_set_precision): the roofline's activation
+    int bf16_tensors;            /* 1: the agents keep bf16 tensors (a bf16 cuda job with
+                                    bf16_tensors, gpp_cluster_set_precision): the roofline's activation
                                     bytes and, without a profile's figure, every op's output
                                     but data's are halved; stage memory counts the bf16 copies
                                     of the linears' and attention's parameters
@@ -106,12 +106,13 @@ void gpp_device_list(FILE *out);
  * [job] precision; gpp-plan --precision), after gpp_cluster_init with the
  * same preset: tf32 takes the preset's dense TF32 tensor-core peak (none
  * on V100: fp32 stays), bf16 its dense fp16/bf16 peak (eff_max 0.8, as
- * gpp_device_preset's mixed precision), halves the roofline's activation
- * bytes (the agents' bf16 tensors, docs/gpu.md) and counts the bf16
- * copies of the product weights in stage memory (bf16_tensors); fp32 and
- * the cpu preset change nothing. -1 with a message for another name. */
+ * gpp_device_preset's mixed precision); bf16 with bf16_tensors (the
+ * agents keep bf16 tensors, [job] bf16_tensors, off by default) also
+ * halves the roofline's activation bytes and counts the bf16 copies of
+ * the product weights in stage memory; fp32 and the cpu preset change
+ * nothing. -1 with a message for another name. */
 int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, const char *precision,
-                              gpp_err_t *err);
+                              int bf16_tensors, gpp_err_t *err);
 /* Fills c with a preset device and its default links: the preset's NVLink
  * generation between devices of one node, its InfiniBand generation between
  * nodes, measured figures (gpp_cost_device.c, docs/planner.md "Devices");

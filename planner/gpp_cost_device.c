@@ -195,7 +195,7 @@ void gpp_device_list(FILE *out)
 }
 
 int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, const char *precision,
-                              gpp_err_t *err)
+                              int bf16_tensors, gpp_err_t *err)
 {
     int prec = strcmp(precision, "fp32") == 0   ? 0
                : strcmp(precision, "tf32") == 0 ? 1
@@ -209,7 +209,7 @@ int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, const char *
             p = &s_presets[i];
     if (!p)
         return gpp_err_set(err, "unknown device preset '%s'", preset);
-    c->bf16_tensors = prec == 2 && !p->is_cpu;
+    c->bf16_tensors = prec == 2 && !p->is_cpu && bf16_tensors;
     if (prec == 0 || p->is_cpu || (prec == 1 && p->tf32_flops <= 0)) {
         /* the fp32 peak, as gpp_cluster_init sets it */
         c->device.peak_flops = p->fp32_flops;

@@ -64,9 +64,11 @@ static const char s_usage[] =
     "  --precision P      fp32|tf32|bf16: the GPU agents' matrix products (default fp32,\n"
     "                     or the --cluster file's cuda job.precision): the roofline's\n"
     "                     peak, and at bf16 half the activation bytes\n"
-    "  --cuda-graphs on|off  GPU agents replay each pass as a CUDA graph (default on,\n"
+    "  --cuda-graphs on|off  GPU agents replay each pass as a CUDA graph (default off,\n"
     "                     or the --cluster file's job.cuda_graphs): stage memory counts\n"
     "                     the blocks the recordings keep\n"
+    "  --bf16-tensors on|off  at --precision bf16, GPU agents keep activations in bf16\n"
+    "                     (default off, or the --cluster file's job.bf16_tensors)\n"
     "  --planner gpp|spp  graph pipeline (default) or the sequential baseline\n"
     "  --per-stage-mbs    let each stage choose its micro-batch size\n"
     "  --kfkb             let each stage choose a kFkB schedule\n"
@@ -82,6 +84,7 @@ typedef struct {
     double mem_gib;
     const char *optimizer;   /* sgd | adamw: its state counts in stage memory */
     const char *cuda_graphs; /* on | off: GPU agents' CUDA graphs in stage memory */
+    const char *bf16_tensors; /* on | off: GPU agents' bf16 activations at bf16 */
     const char *precision;   /* fp32 | tf32 | bf16: the GPU agents' products (roofline) */
     int per_stage_mbs, kfkb, list_models, schedule;
 } s_args_t;
@@ -145,6 +148,7 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
         {"--strategy", &a->strategy, NULL, NULL, 0},
         {"--optimizer", &a->optimizer, NULL, NULL, 0},
         {"--cuda-graphs", &a->cuda_graphs, NULL, NULL, 0},
+        {"--bf16-tensors", &a->bf16_tensors, NULL, NULL, 0},
         {"--precision", &a->precision, NULL, NULL, 0},
         {"--devices", NULL, &a->devices, NULL, 1},
         {"--gpus-per-node", NULL, &a->gpus_per_node, NULL, 1},
@@ -214,6 +218,7 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
 {
     gpp_err_t err = {{0}};
     char cl_device[64] = ""; /* the --cluster file's device preset */
+    const char *cl_precision = NULL; /* and a cuda job's precision */
     if (a->cluster) {
         if (a->devices || a->device || a->gpus_per_node)
             s_die(EXIT_BAD_INPUT, "--cluster replaces --devices, --device and --gpus-per-node; "
@@ -225,6 +230,8 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         if (gpp_cluster_from_config(&cfg, gpp_config_devices(&cfg), cl, &err) < 0)
             s_die(EXIT_BAD_INPUT, "%s", err.msg);
         snprintf(cl_device, sizeof cl_device, "%s", cfg.cluster.device);
+        if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA)
+            cl_precision = gpp_config_precision_name(cfg.job.precision);
         /* job defaults the flags did not give; strings live as long as the
            process, so the config is deliberately not released */
         static char model[GPP_CONFIG_PATH], profile[GPP_CONFIG_PATH], planner[8];
@@ -260,12 +267,16 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
            and round their blocks to the CUDA caching allocator's classes */
         int gpu = strcmp(a->device, "cpu") != 0;
         cl->load_ahead = gpu;
-        cl->graphs = gpu; /* and replay their passes as CUDA graphs */
         cl->alloc_rule = gpu ? GPP_ALLOC_CLASSES : GPP_ALLOC_ALIGN64;
     }
-    if (a->precision &&
-        gpp_cluster_set_precision(cl, a->cluster ? cl_device : a->device, a->precision, &err) < 0)
-        s_die(EXIT_BAD_INPUT, "--precision %s: %s", a->precision, err.msg);
+    if (a->bf16_tensors && strcmp(a->bf16_tensors, "on") && strcmp(a->bf16_tensors, "off"))
+        s_die(EXIT_BAD_INPUT, "--bf16-tensors %s: use on or off", a->bf16_tensors);
+    int bf16_tensors = a->bf16_tensors ? !strcmp(a->bf16_tensors, "on") : cl->bf16_tensors;
+    const char *precision = a->precision ? a->precision : cl_precision;
+    if (precision &&
+        gpp_cluster_set_precision(cl, a->cluster ? cl_device : a->device, precision,
+                                  bf16_tensors, &err) < 0)
+        s_die(EXIT_BAD_INPUT, "--precision %s: %s", precision, err.msg);
     if (a->cuda_graphs) {
         if (strcmp(a->cuda_graphs, "on") && strcmp(a->cuda_graphs, "off"))
             s_die(EXIT_BAD_INPUT, "--cuda-graphs %s: use on or off", a->cuda_graphs);

@@ -226,6 +226,9 @@ static int s_check_profile_request(const Gpp__ProfileRequest *p, gpp_err_t *err)
                   p->backend == GPP__BACKEND__BACKEND_CUDA,
               "profile_request.precision: %s needs backend cuda (the CPU backend computes fp32)",
               p->precision == GPP__PRECISION__PRECISION_TF32 ? "tf32" : "bf16");
+    S_REQUIRE(!p->bf16_tensors || (p->backend == GPP__BACKEND__BACKEND_CUDA &&
+                                   p->precision == GPP__PRECISION__PRECISION_BF16),
+              "profile_request.bf16_tensors: set without backend cuda at precision bf16");
     S_REQUIRE(!p->figures_only || (p->n_micro_batches == 1 && p->micro_batches[0] == 1),
               "profile_request.micro_batches: figures_only takes [1], got %zu sizes from %d",
               p->n_micro_batches, p->micro_batches[0]);
@@ -518,6 +521,9 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
               a->precision == GPP__PRECISION__PRECISION_TF32 ? "tf32" : "bf16");
     S_REQUIRE(!a->cuda_graphs || a->backend == GPP__BACKEND__BACKEND_CUDA,
               "assignment.cuda_graphs: set with backend cpu (CUDA graphs need cuda)");
+    S_REQUIRE(!a->bf16_tensors || (a->backend == GPP__BACKEND__BACKEND_CUDA &&
+                                   a->precision == GPP__PRECISION__PRECISION_BF16),
+              "assignment.bf16_tensors: set without backend cuda at precision bf16");
     if (a->trace)
         S_REQUIRE(a->trace_iteration >= 0 &&
                       a->trace_iteration < a->iterations - a->start_iteration,

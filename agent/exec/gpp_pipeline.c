@@ -355,7 +355,8 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
     gpp_backend_cfg_t bc = {.kind = c->device_kind,
                             .device = c->device_kind == GPP_DEVICE_CUDA ? c->device : 0,
                             .cpu_threads = c->threads,
-                            .precision = c->precision};
+                            .precision = c->precision,
+                            .bf16_tensors = c->bf16_tensors};
     self->be = gpp_backend_new(&bc, err);
     if (!self->be)
         return -1;

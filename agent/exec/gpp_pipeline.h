@@ -90,6 +90,9 @@ typedef struct {
      * settled and replay it (gpp_exec_cfg_t.graphs, docs/gpu.md "CUDA
      * graphs"); ignored on the CPU backend */
     int graphs;
+    /* CUDA at precision bf16: activations kept and sent in bf16
+     * (gpp_backend_cfg_t.bf16_tensors); 0 fp32 */
+    int bf16_tensors;
     /* the communicator; a world of one rank has none */
     const char *rdv_endpoint; /* the coordinator's rendezvous endpoint (gpp_rdv_client) */
     const char *rdv_token;    /* the job's rendezvous token */

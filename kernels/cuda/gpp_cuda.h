@@ -115,8 +115,8 @@ typedef struct {
      * environment GPP_CUDA_BF16_GEMM=fast|packed, default fast */
     int bf16_packed;
     /* precision bf16: activations and their gradients in bf16 where every
-     * kernel that touches them takes it (gpp_backend_act_bf16); environment
-     * GPP_CUDA_BF16_TENSORS=on|off, default on */
+     * kernel that touches them takes it (gpp_backend_act_bf16);
+     * gpp_backend_cfg_t.bf16_tensors, off by default */
     int bf16_tensors;
     /* with bf16_packed: each parameter operand (gpp_cuda_gemm_t.b_param)
      * rounded to bf16 once per value it takes (gpp_cuda_blas.c) */

@@ -133,11 +133,9 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     static const char *attn_words[] = {"auto", "fused", "unfused", "unfused-fp32",
                                        NULL}; /* gpp_cuda_attn_t */
     static const char *gemm_words[] = {"fast", "packed", NULL};
-    static const char *tensor_words[] = {"on", "off", NULL};
-    int attn_mode, packed, tensors;
+    int attn_mode, packed;
     if ((attn_mode = s_env_choice("GPP_CUDA_ATTENTION", attn_words, err)) < 0 ||
-        (packed = s_env_choice("GPP_CUDA_BF16_GEMM", gemm_words, err)) < 0 ||
-        (tensors = s_env_choice("GPP_CUDA_BF16_TENSORS", tensor_words, err)) < 0)
+        (packed = s_env_choice("GPP_CUDA_BF16_GEMM", gemm_words, err)) < 0)
         return gpp_err_prefix(err, "backend cuda:%d", dev);
     gpp_cuda_t *c = gpp_xcalloc(1, sizeof *c);
     c->attn = (gpp_cuda_attn_t)attn_mode;
@@ -148,7 +146,7 @@ static int s_init(gpp_backend_t *be, gpp_err_t *err)
     c->cc_major = prop.major;
     c->total_mem_bytes = prop.totalGlobalMem;
     c->precision = be->cfg.precision;
-    c->bf16_tensors = c->precision == GPP_PRECISION_BF16 && tensors == 0;
+    c->bf16_tensors = c->precision == GPP_PRECISION_BF16 && be->cfg.bf16_tensors;
     cublasStatus_t st = gpp_cuda_lt.cublasLtCreate(&c->lt);
     if (st != CUBLAS_STATUS_SUCCESS) {
         free(c);

@@ -97,7 +97,10 @@ static int s_job_open(job_t *j, const char *spec, const gpp_fixture_rule_t *rule
         for (int i = 0; i < j->g->n_ops; i++)
             if (j->stage_of[i] == s)
                 ops[n++] = i;
-        gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CUDA, .device = 0, .precision = s_prec};
+        gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CUDA,
+                                .device = 0,
+                                .precision = s_prec,
+                                .bf16_tensors = s_prec == GPP_PRECISION_BF16};
         if (!(j->be[s] = gpp_backend_new(&bc, &err)) || !(j->data[s] = gpp_data_new(j->g, 7)) ||
             !(j->ex[s] = gpp_exec_new(j->g, n, ops, j->be[s], j->data[s], &c, &err))) {
             GPP_EXPECT_MSG(0, "stage %d: %s", s, err.msg);

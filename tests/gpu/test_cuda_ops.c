@@ -1050,9 +1050,8 @@ static void t_embedding(void);
  * of its terms' magnitudes; a wrong element type, index or accumulation is
  * of the tensor's own magnitude. The element-wise ops, layer norm, the
  * copies, the losses and the embedding bag are held to their roundings
- * (s_bf16_bodies). Also: fp32 and GPP_CUDA_BF16_TENSORS=off say no op takes
- * bf16, an unknown value of the variable is refused; data and opaque ops
- * take none. */
+ * (s_bf16_bodies). Also: fp32, and bf16 without bf16_tensors (the
+ * default), say no op takes bf16; data and opaque ops take none. */
 static void s_bf16_bodies(void)
 {
     s_atol = s_rtol = 5e-2;
@@ -1083,12 +1082,10 @@ static void t_bf16_tensors(void)
     gpp_stream_t *keep_s = s_gs;
     gpp_backend_cfg_t gc = {.kind = GPP_DEVICE_CUDA, .device = 0, .precision = GPP_PRECISION_BF16};
     GPP_EXPECT(!gpp_backend_act_bf16(keep_be, GPP_OP_LINEAR)); /* fp32 */
-    setenv("GPP_CUDA_BF16_TENSORS", "off", 1);
-    gpp_backend_t *off = gpp_backend_new(&gc, &err);
-    unsetenv("GPP_CUDA_BF16_TENSORS");
+    gpp_backend_t *off = gpp_backend_new(&gc, &err); /* bf16_tensors off: the default */
     GPP_EXPECT(off && !gpp_backend_act_bf16(off, GPP_OP_LINEAR));
     gpp_backend_destroy(&off);
-    s_expect_env_refused("GPP_CUDA_BF16_TENSORS", "yes");
+    gc.bf16_tensors = 1;
     s_gbe = gpp_backend_new(&gc, &err);
     GPP_EXPECT_MSG(s_gbe != NULL, "%s", err.msg);
     if (s_gbe && (s_gs = gpp_stream_new(s_gbe, &err))) {

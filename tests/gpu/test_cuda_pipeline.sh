@@ -40,7 +40,9 @@ conf() { # $1 example, $2 name
 
 timeout 300 "$COORD" --plan gpp "$(conf local-cpu.toml cpu)" >"$TMP/cpu.out" 2>"$TMP/cpu.err" ||
     fail "the main job on CPU agents failed" "$(tail -20 "$TMP/cpu.err")"
-timeout 300 "$COORD" --plan "$TMP/cpu.ckpt/plan.json" "$(conf gpu-1.toml cuda)" >"$TMP/cuda.out" 2>"$TMP/cuda.err"
+C=$(conf gpu-1.toml cuda)
+sed -i 's|^\[job\]|[job]\ncuda_graphs = true|' "$C"
+timeout 300 "$COORD" --plan "$TMP/cpu.ckpt/plan.json" "$C" >"$TMP/cuda.out" 2>"$TMP/cuda.err"
 rc=$?
 if [ $rc -eq 0 ] && grep -q "GPU 0 .*SMs" "$TMP/cuda.err"; then
     ok "the main job on 4 agents sharing one GPU ran ($(grep -o 'GPU 0: [^,]*' "$TMP/cuda.err" | head -1))"
@@ -54,7 +56,7 @@ else
     fail "cuda and cpu pipeline loss curves differ" "$(paste <(losses "$TMP/cpu.out") <(losses "$TMP/cuda.out"))"
 fi
 
-# CUDA graphs (on by default): every stage recorded its passes once its
+# CUDA graphs (cuda_graphs = true): every stage recorded its passes once its
 # memory settled and replayed them; the same job with cuda_graphs = false
 # runs the same kernels one by one: the same weights, bit for bit
 rec=$(grep -c 'stage [0-9] replica [0-9]: CUDA graphs: [0-9]* passes recorded in iteration [0-9]' "$TMP/cuda.err")
@@ -94,7 +96,7 @@ fi
 # still equals the measure (on the emulation, to the byte); losses within
 # 5e-2 of the fp32 CPU pipeline (test_cuda_train's bf16 bound)
 C=$(conf gpu-1.toml bf16)
-sed -i -e 's|^\[job\]|[job]\ncuda_graphs = false|' -e 's|^precision = .*|precision = "bf16"|' "$C"
+sed -i -e 's|^\[job\]|[job]\ncuda_graphs = false\nbf16_tensors = true|' -e 's|^precision = .*|precision = "bf16"|' "$C"
 timeout 300 "$COORD" --plan "$TMP/cpu.ckpt/plan.json" "$C" >"$TMP/bf16.out" 2>"$TMP/bf16.err"
 rc=$?
 bf16_exact=$(mem_errs "$TMP/bf16.out" | awk '$1 != "+0.00" && $1 != "-0.00" { bad = 1 } END { print NR && !bad }')
@@ -137,7 +139,7 @@ for run in dlrm-cpu dlrm-graphs dlrm-eager; do
     *) C=$(conf gpu-1.toml $run) ;;
     esac
     sed -i "s|^model = .*|model = \"$DLRM_SPEC\"|" "$C"
-    [ $run = dlrm-eager ] && sed -i 's|^\[job\]|[job]\ncuda_graphs = false|' "$C"
+    [ $run = dlrm-graphs ] && sed -i 's|^\[job\]|[job]\ncuda_graphs = true|' "$C"
     timeout 300 "$COORD" --plan "$DLRM_PLAN" "$C" >"$TMP/$run.out" 2>"$TMP/$run.err" ||
         fail "DLRM, embedding stage data-parallel: the $run job failed" "$(tail -20 "$TMP/$run.err")"
 done

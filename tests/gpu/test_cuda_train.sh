@@ -84,7 +84,7 @@ done
 for v in "fused fast" "fused packed" "auto fast"; do
     read -r att gemm <<<"$v"
     GPP_CUDA_ATTENTION=$att GPP_CUDA_BF16_GEMM=$gemm "$TRAIN" --model "$MMT" --backend cuda \
-        --precision bf16 --iterations 10 --batch 32 --micro-batch 16 --lr 0.003 \
+        --precision bf16 --bf16-tensors --iterations 10 --batch 32 --micro-batch 16 --lr 0.003 \
         >"$TMP/bf16.$att.$gemm.log" 2>"$TMP/bf16.$att.$gemm.err" ||
         fail "mmt bf16 ($v): gpp-train failed" "$(cat "$TMP/bf16.$att.$gemm.err")"
     if paste <(losses "$TMP/mmt.cpu.log") <(losses "$TMP/bf16.$att.$gemm.log") |
@@ -97,29 +97,29 @@ for v in "fused fast" "fused packed" "auto fast"; do
         fail "mmt bf16 ($v): losses" "$(paste <(losses "$TMP/mmt.cpu.log") <(losses "$TMP/bf16.$att.$gemm.log"))"
     fi
 done
-# bf16 tensors between ops (the default at bf16, GPP_CUDA_BF16_TENSORS): the
-# runs above keep activations in bf16 (each says how many); with them off
+# bf16 tensors between ops (--bf16-tensors): the runs above keep
+# activations in bf16 (each says how many); without the flag (the default)
 # the same losses bound holds and the activations stay fp32
 grep -q '^bf16 tensors: [1-9][0-9]* of [0-9]* activations' "$TMP/bf16.auto.fast.log" &&
     ok "mmt bf16: $(grep '^bf16 tensors:' "$TMP/bf16.auto.fast.log")" ||
     fail "mmt bf16: no bf16 tensors" "$(cat "$TMP/bf16.auto.fast.log")"
-GPP_CUDA_BF16_TENSORS=off "$TRAIN" --model "$MMT" --backend cuda --precision bf16 \
+"$TRAIN" --model "$MMT" --backend cuda --precision bf16 \
     --iterations 10 --batch 32 --micro-batch 16 --lr 0.003 >"$TMP/bf16.f32t.log" 2>&1 ||
     fail "mmt bf16, tensors fp32: gpp-train failed" "$(cat "$TMP/bf16.f32t.log")"
 if ! grep -q '^bf16 tensors:' "$TMP/bf16.f32t.log" &&
     paste <(losses "$TMP/mmt.cpu.log") <(losses "$TMP/bf16.f32t.log") |
     awk '{ d = $1 - $2; if (d < 0) d = -d; if (d / ($1 > 0 ? $1 : -$1) > 5e-2) bad = 1 }
          END { exit bad || NR != 10 }'; then
-    ok "mmt bf16 with GPP_CUDA_BF16_TENSORS=off: fp32 tensors, losses within 5e-2"
+    ok "mmt bf16 without --bf16-tensors: fp32 tensors, losses within 5e-2"
 else
-    fail "mmt bf16 with GPP_CUDA_BF16_TENSORS=off" "$(cat "$TMP/bf16.f32t.log")"
+    fail "mmt bf16 without --bf16-tensors" "$(cat "$TMP/bf16.f32t.log")"
 fi
 # DLRM and CANDLE-Uno at bf16: their MLPs, concats, slices and losses keep
 # bf16 tensors too (DLRM's embedding bags give fp32); losses within 5e-2
 for spec in "$DLRM" "$CANDLE"; do
     name=${spec%%:*}
-    "$TRAIN" --model "$spec" --backend cuda --precision bf16 --iterations 10 --batch 32 \
-        --micro-batch 16 --lr 0.003 >"$TMP/bf16.$name.log" 2>&1 ||
+    "$TRAIN" --model "$spec" --backend cuda --precision bf16 --bf16-tensors --iterations 10 \
+        --batch 32 --micro-batch 16 --lr 0.003 >"$TMP/bf16.$name.log" 2>&1 ||
         fail "$name bf16: gpp-train failed" "$(cat "$TMP/bf16.$name.log")"
     if grep -q '^bf16 tensors: [1-9]' "$TMP/bf16.$name.log" &&
         paste <(losses "$TMP/$name.cpu.log") <(losses "$TMP/bf16.$name.log") |

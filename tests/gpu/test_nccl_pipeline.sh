@@ -75,7 +75,7 @@ run_pair dp "$SRC/tests/data/plans/mmt2_dp.json"
 # NCCL from device buffers, re-sharded between 2 replicas and 1; losses
 # within test_cuda_train's bf16 bound of the fp32 CPU run
 nc=$(nccl_conf dp-bf16)
-sed -i 's|^precision = .*|precision = "bf16"|' "$nc"
+sed -i -e 's|^precision = .*|precision = "bf16"|' -e 's|^\[job\]|[job]\nbf16_tensors = true|' "$nc"
 timeout 300 "$COORD" --plan "$TMP/dp-cpu.ckpt/plan.json" "$nc" >"$TMP/dp-bf16.out" 2>"$TMP/dp-bf16.err"
 rc=$?
 if [ $rc -eq 0 ] && paste <(losses "$TMP/dp-cpu.out") <(losses "$TMP/dp-bf16.out") |

@@ -57,7 +57,8 @@ static void t_multi_node_example(void)
     GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_EXTERNAL &&
                c.job.backend == GPP_CONFIG_BACKEND_CUDA);
     GPP_EXPECT(c.cluster.inter_gbps == 25 && c.cluster.intra_latency_us == 5);
-    GPP_EXPECT(c.job.cuda_graphs == 1); /* the default */
+    /* the defaults: what has run on a GPU (no graphs, fp32 tensors) */
+    GPP_EXPECT(c.job.cuda_graphs == 0 && c.job.bf16_tensors == 0);
     GPP_EXPECT(c.job.beta2 == 0.95 && c.metrics.http_port == 9464);
     GPP_EXPECT(strcmp(gpp_config_launch_name(c.job.launch), "external") == 0);
     gpp_config_release(&c);
@@ -173,16 +174,18 @@ static void t_env_override(void)
     setenv("GPP_HEARTBEAT_MS", "250", 1);
     setenv("GPP_BACKEND", "cuda", 1);
     setenv("GPP_SEED", "18446744", 1);
-    setenv("GPP_CUDA_GRAPHS", "false", 1);
+    setenv("GPP_CUDA_GRAPHS", "true", 1);
+    setenv("GPP_BF16_TENSORS", "true", 1);
     int rc = gpp_config_load_string(&c, text, "inline.toml", &err);
     GPP_EXPECT_MSG(rc == 0, "%s", err.msg);
     if (rc == 0) {
         GPP_EXPECT(c.health.heartbeat_ms == 250 && c.health.timeout_ms == 1000);
-        GPP_EXPECT(c.job.seed == 18446744u && c.job.cuda_graphs == 0);
+        GPP_EXPECT(c.job.seed == 18446744u && c.job.cuda_graphs == 1 && c.job.bf16_tensors == 1);
         gpp_config_release(&c);
     }
     unsetenv("GPP_SEED");
     unsetenv("GPP_CUDA_GRAPHS");
+    unsetenv("GPP_BF16_TENSORS");
     GPP_EXPECT(strcmp(gpp_config_backend_name(GPP_CONFIG_BACKEND_CUDA), "cuda") == 0);
     setenv("GPP_HEARTBEAT_MS", "2000", 1);
     memset(&err, 0, sizeof err);

@@ -620,6 +620,12 @@ static void m_asg_graphs_cpu(sample_t *s)
     s->asg.precision = GPP__PRECISION__PRECISION_FP32;
     s->asg.cuda_graphs = 1;
 }
+static void m_asg_bf16_tensors_fp32(sample_t *s)
+{
+    s->asg.backend = GPP__BACKEND__BACKEND_CUDA;
+    s->asg.precision = GPP__PRECISION__PRECISION_FP32;
+    s->asg.bf16_tensors = 1;
+}
 static void m_ack_rank(sample_t *s)
 {
     s->ack.rank = 4;
@@ -1064,6 +1070,8 @@ static const bad_case_t BAD[] = {
      "assignment.precision: bf16 needs backend cuda"},
     {"asg graphs cpu", GPP__ENVELOPE__BODY_ASSIGNMENT, m_asg_graphs_cpu,
      "assignment.cuda_graphs: set with backend cpu"},
+    {"asg bf16 tensors fp32", GPP__ENVELOPE__BODY_ASSIGNMENT, m_asg_bf16_tensors_fp32,
+     "assignment.bf16_tensors: set without backend cuda at precision bf16"},
     {"checkpoint", GPP__ENVELOPE__BODY_ASSIGNMENT, m_ckpt, "assignment.checkpoint_dir"},
     {"start", GPP__ENVELOPE__BODY_ASSIGNMENT, m_start, "assignment.start_iteration"},
     {"loss nan", GPP__ENVELOPE__BODY_METRICS, m_loss, "metrics.loss: not a finite"},
