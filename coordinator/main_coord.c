@@ -28,7 +28,7 @@
 #include "agent/exec/gpp_ckpt_set.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
-#include "coordinator/gpp_job.h"
+#include "coordinator/job/gpp_job.h"
 #include "coordinator/gpp_launch.h"
 #include "coordinator/gpp_rundir.h"
 
