@@ -107,8 +107,8 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
                                    .has_out_bytes = r->out_bytes_set,
                                    .out_bytes = r->out_bytes};
     }
-    if (self->state == GPP_JOB_FIGURES) { /* memory figures, no times: kept for a cost model
-                                             made again */
+    /* memory figures, no times: kept for a cost model made again */
+    if (self->state == GPP_JOB_FIGURES) {
         int rc =
             gpp_cost_attach_figures(self->cost, rows, res->n_ops, "agent 0's memory figures", err);
         if (rc == 0 && self->plan)
@@ -167,8 +167,8 @@ int gpp_job_profile_device_mem(gpp_job_t *self, gpp_registry_t *reg, gpp_err_t *
     gpp_cluster_t cl = self->cluster;
     cl.device.mem_bytes = least;
     gpp_cost_t *cost = gpp_cost_new(self->g, &cl);
-    if (self->times != GPP_JOB_TIMES_PRESET) { /* the same measurements: the text round-trips
-                                                 exactly */
+    /* the same measurements: the text round-trips exactly */
+    if (self->times != GPP_JOB_TIMES_PRESET) {
         char *text = gpp_cost_profile_json(self->cost, cfg->job.model, cfg->cluster.device);
         int rc = gpp_cost_attach_profile_text(cost, text, "the profile planned from", err);
         free(text);
