@@ -14,6 +14,7 @@ PKGS=(
   zlib1g-dev                       # crc32 of checkpoints and dataset files
   libncurses-dev                   # gpp-top
   libsystemd-dev                   # sd_notify: Type=notify units (common/gpp_notify.c)
+  libsodium-dev                    # SHA-256 of the weights digest (common/gpp_sha256.c)
   libmicrohttpd-dev                # Prometheus /metrics ([coordinator] http_port)
   python3-prometheus-client tmux   # tests: parse /metrics, drive gpp-top
   systemd                          # tests: systemd-analyze verify|security on the units;

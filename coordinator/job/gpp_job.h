@@ -1,26 +1,11 @@
-/* gpp_job: the coordinator's planning step and the job it hands out.
- *
- * From the cluster file and --plan it builds the model graph (zoo spec or
- * graph JSON), the planner's cost model (every slot is one device of
- * [cluster] device, e.g. the planner's "cpu" preset for CPU agent slots, with
- * the compute share of local agents that outnumber the cores), and a plan:
- *   auto      the planner the cluster file names (job.planner, gpp default)
- *   gpp, spp  that partitioner
- *   FILE.json a gpp-plan/1 file (gpp-plan --json, or hand-written)
- * The plan is lowered (gpp_sched) and simulated (gpp_sim) for the predicted
- * iteration time: in gpp_job_new, or with --plan auto and no
- * cluster.profile on the coordinator's planning thread once the agents'
- * profile is in. Then gpp_job_plan_fn makes one Assignment per agent: agent rank r runs plan device
- * r (stage s, replica r - first_device(s)); ranks past the plan's devices get none. Comm ranks
- * equal agent ranks; the comm world is the plan's devices.
- *
- * The Assignments carry the coordinator's rendezvous endpoint and job token
- * (gpp_coord_job_t rdv_*, coordinator/gpp_rdv.h) and a key prefix unique to
- * this job.
+/* gpp_job: the job the coordinator hands out: model, cost model, plan
+ * (--plan auto|gpp|spp|FILE.json) and one Assignment per agent. Agent
+ * rank r runs plan device r (stage s, replica r - first_device(s)); ranks
+ * past the plan's devices get none. Callbacks of gpp_coord_cfg_t run it
+ * through profiling, planning (on the planning thread) and training.
  *
  * Ownership: gpp_job_new returns an object the caller owns; it owns the
- * graph, plan, cost model and the Assignments it hands out (valid until
- * gpp_job_destroy). */
+ * graph, plan, cost model and Assignments (valid until gpp_job_destroy). */
 #ifndef GPP_JOB_H
 #define GPP_JOB_H
 
@@ -45,36 +30,21 @@ enum {
 };
 typedef int gpp_job_start_t;
 
-/* Plans the job (no network yet) and prints the plan on out (may be NULL).
- * With --plan auto and no cluster.profile, planning waits for the agents'
- * profile (gpp_job_profile_request / gpp_job_profile_fn). NULL with a
- * message naming what is wrong (model, plan file, infeasible plan, more
- * devices than slots). */
-/* With --plan auto, no cluster.profile and a job.checkpoint_dir, the
- * profile the plan comes from is kept as <checkpoint_dir>/profile.json
- * (atomically, beside plan.json); a later start with the same
- * checkpoint_dir, model and cluster.device plans from it instead of
- * profiling, unless reprofile is set. A kept file whose ops do not match the
- * model is an error naming it and suggesting --reprofile. */
-/* resume (gpp_job_start_t; gpp-coordinator --resume): continue the job
- * from the newest complete checkpoint set N in job.checkpoint_dir
- * (gpp_ckpt_set_latest): the set's stage files must be of job.model and
- * job.optimizer and of one step count, and the plan to run must match set
- * N's plan.json (same batch, stages, ops, devices, micro-batch and k; else
- * an error naming both and the way out) unless resume has GPP_JOB_REPLAN,
- * where any plan of the same batch is run and said to re-shard the set; the
- * Assignments carry start_iteration N (every stage loads its file of set
- * N), the layout counts iterations N+1..job.iterations and the metrics file
- * is appended to. An error when there is no complete set or set N already
- * has job.iterations. Without resume, a job.checkpoint_dir that holds a
- * complete set is refused (naming the directory, --resume and a new
- * directory) before anything in it is written. With GPP_JOB_AUTO a
- * directory without a complete set (or no checkpoint_dir) is a fresh
- * start, said in the log. */
+/* Makes the job (no network yet) and prints its plan on out (may be NULL):
+ * now, or, when it waits for the agents (an agent profile for --plan auto
+ * without cluster.profile or a kept <checkpoint_dir>/profile.json; a cuda
+ * job's memory figures or GPU memory), in gpp_job_plan_fn. reprofile
+ * ignores a kept profile. resume: from the newest complete set N, whose
+ * stage files must be of job.model and job.optimizer and whose plan.json
+ * the plan must match (unless GPP_JOB_REPLAN); the Assignments then start
+ * at iteration N. Without resume a checkpoint_dir holding a complete set
+ * is refused before anything in it is written (docs/checkpoints.md,
+ * Resume). NULL with a message naming the file, the key and the fix. */
 gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
                        gpp_job_start_t resume, FILE *out, gpp_err_t *err);
 
-/* The ProfileRequest for the rank-0 agent, or NULL when the plan is made. */
+/* The ProfileRequest for the rank-0 agent while the job awaits a profile
+ * or memory figures, else NULL. Borrowed until gpp_job_destroy. */
 const Gpp__ProfileRequest *gpp_job_profile_request(const gpp_job_t *self);
 /* gpp_coord profile_fn (on the event loop, cheap): hands the measured rows
  * to the cost model; the plan is made by gpp_job_plan_fn. */
