@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_data.h"
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/data/gpp_data.h"
+#include "agent/data/gpp_data_pool.h"
 #include "agent/exec/gpp_safetensors.h"
 #include "agent/exec/gpp_exec.h"
 #include "agent/exec/gpp_profile.h"

@@ -28,8 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_data.h"
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/data/gpp_data.h"
+#include "agent/data/gpp_data_pool.h"
 #include "common/gpp_time.h"
 #include "model/gpp_graph.h"
 

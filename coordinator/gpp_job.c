@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_sha256.h"
 #include "model/gpp_model.h"
 #include "common/gpp_atomic_file.h"

@@ -25,7 +25,7 @@
 #include "common/gpp_sigfd.h"
 #include "common/gpp_time.h"
 #include "common/gpp_version.h"
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
 #include "coordinator/gpp_job.h"

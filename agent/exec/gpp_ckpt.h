@@ -31,7 +31,7 @@
 
 #include "agent/exec/gpp_exec.h"
 #include "common/gpp_err.h"
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_sha256.h"
 
 /* GPP_CKPT_MAGIC, GPP_CKPT_VERSION: gpp_ckpt_set.h (its header reader

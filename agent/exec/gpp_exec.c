@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "agent/exec/gpp_exec_impl.h"
-#include "agent/exec/gpp_hash.h"
+#include "agent/data/gpp_hash.h"
 #include "common/gpp_time.h"
 #include "kernels/gpp_ops.h"
 #include "model/gpp_optable.h"

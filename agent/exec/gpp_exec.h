@@ -72,7 +72,7 @@
 
 #include <stdint.h>
 
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 #include "common/gpp_err.h"
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_optim.h"

@@ -4,7 +4,7 @@
 #ifndef GPP_EXEC_IMPL_H
 #define GPP_EXEC_IMPL_H
 
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/data/gpp_data_pool.h"
 #include "agent/exec/gpp_exec.h"
 
 enum { MB_FREE = 0, MB_OPEN, MB_FORWARD, MB_BACKWARD };

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_fault.h"
 #include "common/gpp_fs.h"
 #include "tests/gpp_test.h"

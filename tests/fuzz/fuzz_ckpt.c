@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 #include "kernels/gpp_backend.h"
 #include "tests/fuzz/gpp_fuzz.h"
 

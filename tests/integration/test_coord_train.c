@@ -31,7 +31,7 @@
 
 #include "model/gpp_model.h"
 #include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "agent/exec/gpp_exec.h"
 #include "planner/gpp_plan_io.h"
 #include "tests/gpp_test.h"

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_data.h"
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/data/gpp_data.h"
+#include "agent/data/gpp_data_pool.h"
 #include "model/gpp_graph.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"

@@ -1,4 +1,4 @@
-/* test_pipeline: the schedule interpreter (agent/exec/gpp_pipeline.h) in
+/* test_pipeline: the schedule interpreter (agent/pipeline/gpp_pipeline.h) in
  * process, one stage on one rank (no communicator): it trains exactly as
  * the executor driven by hand (the same losses and checkpoint bytes),
  * reports per iteration, saves at the interval and resumes from it, stops
@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "agent/exec/gpp_exec.h"
-#include "agent/exec/gpp_pipeline.h"
+#include "agent/pipeline/gpp_pipeline.h"
 #include "tests/gpp_test.h"
 #include "tests/gpp_fixtures.h"
 

@@ -1,7 +1,7 @@
 /* gpp_data: the data source interface over synthetic data (gpp_data_gen),
  * dataset files and .npy arrays (see gpp_data.h for the contract and the
  * file format). */
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -16,10 +16,10 @@
 
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_codec.h"
-#include "agent/exec/gpp_data_ahead.h"
-#include "agent/exec/gpp_data_gen.h"
-#include "agent/exec/gpp_hash.h"
-#include "agent/exec/gpp_npy.h"
+#include "agent/data/gpp_data_ahead.h"
+#include "agent/data/gpp_data_gen.h"
+#include "agent/data/gpp_hash.h"
+#include "agent/data/gpp_npy.h"
 
 /* Purpose tag of the shuffle's random stream (gpp_hash_key's second field;
  * gpp_data_gen.c has the synthetic data's). */

@@ -24,7 +24,7 @@
 
 #include <stdint.h>
 
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 
 typedef struct gpp_data_gen_s gpp_data_gen_t;
 

@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/data/gpp_data_pool.h"
 #include "common/gpp_err.h"
 
 typedef struct gpp_data_ahead_s gpp_data_ahead_t;

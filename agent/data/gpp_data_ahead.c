@@ -1,5 +1,5 @@
 /* gpp_data_ahead: read-ahead of stored data (see gpp_data_ahead.h). */
-#include "agent/exec/gpp_data_ahead.h"
+#include "agent/data/gpp_data_ahead.h"
 
 #include <assert.h>
 #include <stdlib.h>

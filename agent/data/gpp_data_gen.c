@@ -2,15 +2,15 @@
  * for what the values are and gpp_data_gen.h for the threads): the fixed
  * teacher, generation chunked over a gpp_data_pool, and the prefetch of the
  * next micro-batch. */
-#include "agent/exec/gpp_data_gen.h"
+#include "agent/data/gpp_data_gen.h"
 
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/exec/gpp_data_pool.h"
-#include "agent/exec/gpp_hash.h"
+#include "agent/data/gpp_data_pool.h"
+#include "agent/data/gpp_hash.h"
 
 /* Purpose tags of the random streams (gpp_hash_key's second field; gpp_data
  * has TAG_SHUF = 0x534855). */

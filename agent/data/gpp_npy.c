@@ -1,5 +1,5 @@
 /* gpp_npy: NumPy .npy reader (see gpp_npy.h for the format and contract). */
-#include "agent/exec/gpp_npy.h"
+#include "agent/data/gpp_npy.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* gpp_pipeline: the schedule interpreter. See gpp_pipeline.h. */
-#include "agent/exec/gpp_pipeline.h"
+#include "agent/pipeline/gpp_pipeline.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -12,8 +12,8 @@
 #include "agent/comm/gpp_comm.h"
 #include "agent/comm/gpp_comm_nccl.h"
 #include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_ckpt_set.h"
-#include "agent/exec/gpp_data.h"
+#include "ckpt/gpp_ckpt_set.h"
+#include "agent/data/gpp_data.h"
 #include "agent/exec/gpp_safetensors.h"
 #include "agent/exec/gpp_exec.h"
 #include "common/gpp_fs.h"
@@ -228,7 +228,7 @@ static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
 }
 
 /* Restores the stage's weights, optimizer state and step count from the
- * complete set of start_iteration (agent/exec/gpp_ckpt_set.h), whatever
+ * complete set of start_iteration (ckpt/gpp_ckpt_set.h), whatever
  * plan wrote it: each op's tensors from the stage file that holds them. */
 static int s_checkpoint_load(gpp_pipeline_t *self, gpp_err_t *err)
 {

@@ -1,6 +1,6 @@
 /* gpp_ckpt_set: checkpoint sets, their manifest and their pruning (format
  * in gpp_ckpt_set.h). */
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 
 #include <assert.h>
 #include <dirent.h>
