@@ -12,7 +12,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "agent/exec/gpp_ckpt.h"
+#include "ckpt/gpp_ckpt.h"
 #include "agent/data/gpp_data.h"
 #include "agent/data/gpp_data_pool.h"
 #include "agent/exec/gpp_safetensors.h"

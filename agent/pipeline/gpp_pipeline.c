@@ -11,7 +11,7 @@
 
 #include "agent/comm/gpp_comm.h"
 #include "agent/comm/gpp_comm_nccl.h"
-#include "agent/exec/gpp_ckpt.h"
+#include "ckpt/gpp_ckpt.h"
 #include "ckpt/gpp_ckpt_set.h"
 #include "agent/data/gpp_data.h"
 #include "agent/exec/gpp_safetensors.h"

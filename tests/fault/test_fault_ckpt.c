@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_ckpt.h"
+#include "ckpt/gpp_ckpt.h"
 #include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_fault.h"
 #include "common/gpp_fs.h"

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_ckpt.h"
+#include "ckpt/gpp_ckpt.h"
 #include "agent/data/gpp_data.h"
 #include "kernels/gpp_backend.h"
 #include "tests/fuzz/gpp_fuzz.h"

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "model/gpp_model.h"
-#include "agent/exec/gpp_ckpt.h"
+#include "ckpt/gpp_ckpt.h"
 #include "ckpt/gpp_ckpt_set.h"
 #include "agent/exec/gpp_exec.h"
 #include "planner/gpp_plan_io.h"

@@ -14,7 +14,7 @@
 
 #include "common/gpp_codec.h"
 #include "common/gpp_fault.h"
-#include "agent/exec/gpp_ckpt.h"
+#include "ckpt/gpp_ckpt.h"
 #include "agent/data/gpp_data.h"
 #include "agent/exec/gpp_exec.h"
 #include "tests/gpp_fixtures.h"

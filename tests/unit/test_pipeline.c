@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_ckpt.h"
+#include "ckpt/gpp_ckpt.h"
 #include "ckpt/gpp_ckpt_set.h"
 #include "agent/exec/gpp_exec.h"
 #include "agent/pipeline/gpp_pipeline.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/exec/gpp_ckpt.h"
+#include "ckpt/gpp_ckpt.h"
 #include "common/gpp_sha256.h"
 #include "tests/gpp_test.h"
 #include "tests/gpp_fixtures.h"

@@ -1,7 +1,7 @@
 /* gpp_ckpt: checkpoint save/load (format in gpp_ckpt.h). The executor lends
  * its state through gpp_exec_params_foreach; every byte goes through
  * gpp_codec and zlib's crc32. */
-#include "agent/exec/gpp_ckpt.h"
+#include "ckpt/gpp_ckpt.h"
 
 #include <assert.h>
 #include <dirent.h>
