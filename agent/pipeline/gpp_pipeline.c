@@ -11,7 +11,7 @@
 
 #include "agent/comm/gpp_comm.h"
 #include "agent/comm/gpp_comm_nccl.h"
-#include "ckpt/gpp_ckpt.h"
+#include "agent/exec/gpp_exec_ckpt.h"
 #include "ckpt/gpp_ckpt_set.h"
 #include "agent/data/gpp_data.h"
 #include "agent/exec/gpp_safetensors.h"
@@ -235,7 +235,7 @@ static int s_checkpoint_load(gpp_pipeline_t *self, gpp_err_t *err)
     const gpp_pipeline_cfg_t *c = &self->cfg;
     char **files = NULL;
     int n = gpp_ckpt_set_files(c->checkpoint_dir, c->start_iteration, &files, err);
-    int rc = n < 0 ? -1 : gpp_ckpt_load_files(self->ex, (const char *const *)files, n, err);
+    int rc = n < 0 ? -1 : gpp_exec_ckpt_load_files(self->ex, (const char *const *)files, n, err);
     gpp_ckpt_set_files_free(&files);
     return rc;
 }
@@ -251,7 +251,7 @@ static int s_checkpoint_save(gpp_pipeline_t *self, int iterations, gpp_err_t *er
     if (gpp_mkdirs(path, 0700, err) < 0)
         return -1;
     gpp_ckpt_set_stage_path(path, sizeof path, c->checkpoint_dir, iterations, c->stage);
-    return gpp_ckpt_save(self->ex, path, err);
+    return gpp_exec_ckpt_save(self->ex, path, err);
 }
 
 /* Page-locks a host staging buffer through the backend so that the copies
@@ -987,7 +987,7 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
             d = gpp_xcalloc((size_t)n_ops, sizeof *d);
             has = gpp_xcalloc((size_t)n_ops, sizeof *has);
             ops = gpp_xcalloc((size_t)n_ops, sizeof *ops);
-            if (gpp_ckpt_op_digests(self->ex, d, has, err) < 0) {
+            if (gpp_exec_ckpt_op_digests(self->ex, d, has, err) < 0) {
                 free(d), free(has), free(ops);
                 goto fail;
             }

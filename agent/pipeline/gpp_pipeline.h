@@ -121,7 +121,7 @@ typedef struct {
     double loss;                      /* this replica's share of the mini-batch loss */
     int64_t samples;                  /* samples this replica processed */
     /* the last iteration on replica 0: the weight digests of the stage's
-     * ops with parameters (gpp_ckpt_op_digests); else n_digests = 0 */
+     * ops with parameters (gpp_exec_ckpt_op_digests); else n_digests = 0 */
     int n_digests;
     const int *digest_ops;              /* [n_digests] */
     const unsigned char (*digests)[32]; /* [n_digests] */

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "model/gpp_model.h"
-#include "ckpt/gpp_ckpt.h"
+#include "agent/exec/gpp_exec_ckpt.h"
 #include "ckpt/gpp_ckpt_set.h"
 #include "agent/exec/gpp_exec.h"
 #include "planner/gpp_plan_io.h"
@@ -165,10 +165,10 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
         gpp_exec_t *a = gpp_exec_new(g, st->n_ops, st->ops, be, data, &ec, &err);
         gpp_exec_t *b = gpp_exec_new(g, st->n_ops, st->ops, be, data, &ec, &err);
         gpp_ckpt_set_stage_path(path, sizeof path, dir, S_ITERS, s);
-        if (!a || !b || gpp_ckpt_load(a, path, &err) < 0 || gpp_ckpt_load(b, ref, &err) < 0) {
+        if (!a || !b || gpp_exec_ckpt_load(a, path, &err) < 0 || gpp_exec_ckpt_load(b, ref, &err) < 0) {
             fprintf(stderr, "  stage %d: %s\n", s, err.msg);
             worst = INFINITY;
-        } else if (gpp_ckpt_op_digests(a, digests, has, &err) < 0) {
+        } else if (gpp_exec_ckpt_op_digests(a, digests, has, &err) < 0) {
             fprintf(stderr, "  stage %d: %s\n", s, err.msg);
             worst = INFINITY;
         } else {

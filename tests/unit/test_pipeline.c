@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ckpt/gpp_ckpt.h"
+#include "agent/exec/gpp_exec_ckpt.h"
 #include "ckpt/gpp_ckpt_set.h"
 #include "agent/exec/gpp_exec.h"
 #include "agent/pipeline/gpp_pipeline.h"
@@ -155,7 +155,7 @@ static void s_reference(const gpp_optim_hp_t *hp, int iters, double *loss, const
         GPP_EXPECT(gpp_exec_step(ex, &err) == 0);
     }
     if (ex)
-        GPP_EXPECT_MSG(gpp_ckpt_save(ex, path, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_exec_ckpt_save(ex, path, &err) == 0, "%s", err.msg);
     gpp_exec_destroy(&ex);
     gpp_fixture_exec_close(&f);
 }
