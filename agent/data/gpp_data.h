@@ -58,19 +58,12 @@
  *    each replica its share of every micro-batch), so the replicas read
  *    disjoint records and together one epoch is every record once.
  *
- * Synthetic generation runs on T threads (gpp_data_set_threads; default:
- * the online CPUs capped at 8): the calling thread and a small persistent
- * pool (gpp_data_pool.h), chunked so that every value is computed exactly as
- * on one thread (bit-identical output for every T). With prefetch on, the
- * pool also generates the predicted next micro-batch (the latest range
- * moved by the step between the last two ranges; the ops asked for at the
- * previous range) in the background while the caller's device computes;
- * a call whose range and op were prefetched waits for them and copies, any
- * other generates on demand: the output never depends on the timing.
- * File and .npy sources read ahead the same way (gpp_data_ahead.h): the
- * predicted next micro-batch is read on the pool's threads while the
- * device computes. Prefetch buffers are page-locked through the backend
- * set with gpp_data_set_backend, so the copy to a GPU is a DMA.
+ * Synthetic generation runs on T threads (gpp_data_gen.h), bit-identical
+ * for every T. With prefetch on, every kind of source has one read-ahead
+ * (gpp_data_ahead.h): the predicted next micro-batch is generated or read
+ * on its threads while the caller's device computes, into buffers
+ * page-locked through the backend set with gpp_data_set_backend (the copy
+ * to a GPU is then a DMA). The bytes never depend on the timing.
  *
  * Ownership: gpp_data_new / gpp_data_open return a source the caller owns;
  * it borrows the graph, which must outlive it. A source is used from one
@@ -80,14 +73,14 @@
 
 #include <stdint.h>
 
+#include "agent/data/gpp_data_pool.h"
+#include "agent/data/gpp_data_shape.h"
 #include "common/gpp_err.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_graph.h"
 
 #define GPP_DATA_MAGIC "GPPDATA"
 #define GPP_DATA_VERSION 1
-#define GPP_DATA_TEACHER_DIM 8
-#define GPP_DATA_MAX_THREADS 256
 
 typedef struct gpp_data_s gpp_data_t;
 
@@ -107,13 +100,11 @@ int64_t gpp_data_record(gpp_data_t *self, int64_t sample);
 void gpp_data_destroy(gpp_data_t **self_p);
 
 /* Synthetic generation on `threads` in [1, GPP_DATA_MAX_THREADS] threads
- * (the caller and threads - 1 pool workers), and the background prefetch
- * of the next micro-batch when `prefetch` (then the pool has `threads`
- * workers, so the background work runs on T threads while the caller drives
- * the device). File and .npy sources: the read-ahead on `threads` workers
- * when `prefetch`, none otherwise (every read on the caller's thread).
- * Waits for the jobs under way, then restarts the pool. Returns 0, or -1
- * when threads is out of range (nothing changed). */
+ * (the caller and threads - 1 pool workers), and, when `prefetch`, the
+ * read-ahead of the next micro-batch on `threads` workers (none otherwise:
+ * every value made on the caller's call). Waits for the jobs under way,
+ * drops what was prefetched. Returns 0, or -1 when threads is out of range
+ * (nothing changed). */
 int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch);
 int gpp_data_threads(const gpp_data_t *self);
 /* Calls served from the prefetch or read-ahead so far. */
@@ -126,21 +117,13 @@ void gpp_data_set_backend(gpp_data_t *self, gpp_backend_t *be);
 /* Samples in the file or arrays; -1 for a synthetic source (unbounded). */
 int64_t gpp_data_samples(const gpp_data_t *self);
 
-/* Per-sample label layout of loss op `op`: MSE f32 [rows, cols of its
- * input]; CE i32 [rows, 1]. */
-void gpp_data_label_shape(const gpp_graph_t *g, int op, gpp_dtype_t *dtype, int64_t *rows,
-                          int64_t *cols);
-/* Bytes of one sample of op's data: an INPUT op's values, a loss op's
- * labels; 0 for any other op. */
-int64_t gpp_data_sample_bytes(const gpp_graph_t *g, int op);
-
 /* Fills host memory `out` with INPUT op `op`'s values for samples
  * [sample_lo, sample_lo + n): [n, rows, cols], f32 (dense) or i32 (indices).
  * Returns 0, or -1 + message (file read error, value out of range). */
 int gpp_data_input(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
                    gpp_err_t *err);
 /* Fills host memory `out` with loss op `op`'s labels for the same samples
- * (layout from gpp_data_label_shape). Returns 0 or -1 + message. */
+ * (layout from gpp_data_shape_label). Returns 0 or -1 + message. */
 int gpp_data_label(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
                    gpp_err_t *err);
 

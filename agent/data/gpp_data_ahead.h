@@ -1,7 +1,8 @@
-/* gpp_data_ahead: read-ahead of the next micro-batch for the sources that
- * read stored data (dataset files and .npy arrays; gpp_data.c).
+/* gpp_data_ahead: the one prefetch of a data source (gpp_data.c): the next
+ * micro-batch generated (synthetic) or read (dataset files, .npy arrays)
+ * in the background.
  *
- * The same prediction as the synthetic prefetch (gpp_data_track_t): when a
+ * The prediction is gpp_data_track_t's: when a
  * call brings a new sample range, the pool reads the predicted next range
  * of every op asked for at the previous one into the one of two slots not
  * in use, each op cut into chunks of samples read in parallel. A call whose

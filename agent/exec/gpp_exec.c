@@ -917,7 +917,7 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     /* a loss: labels from the data source; its input's gradient now */
     gpp_dtype_t dt;
     int64_t r, c;
-    gpp_data_label_shape(self->g, op->id, &dt, &r, &c);
+    gpp_data_shape_label(self->g, op->id, &dt, &r, &c);
     gpp_tensor_t lab = gpp_tensor(NULL, dt, n, r, c);
     if (!(lab.data = gpp_exec_alloc(self, gpp_tensor_bytes(&lab), err)))
         return -1;

@@ -66,7 +66,7 @@ static int s_load_shape(const gpp_exec_t *self, int op, int64_t n, gpp_tensor_t 
         return 0;
     gpp_dtype_t dt;
     int64_t r, c;
-    gpp_data_label_shape(self->g, op, &dt, &r, &c);
+    gpp_data_shape_label(self->g, op, &dt, &r, &c);
     *t = gpp_tensor(NULL, dt, n, r, c);
     return 1;
 }

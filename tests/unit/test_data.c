@@ -93,7 +93,7 @@ static void t_ce_labels_follow_teacher(void)
     int L = s_op(g, "loss");
     gpp_dtype_t dt;
     int64_t rows, cols;
-    gpp_data_label_shape(g, L, &dt, &rows, &cols);
+    gpp_data_shape_label(g, L, &dt, &rows, &cols);
     GPP_EXPECT(dt == GPP_DTYPE_I32 && rows == 4 && cols == 1);
     int32_t lab[200 * 4];
     int count[5] = {0};
