@@ -55,10 +55,10 @@ struct gpp_data_s {
      * may be an epoch ahead of the caller), under perm_mu: the reads run on
      * the read-ahead's threads too */
     pthread_mutex_t perm_mu;
-    int64_t *perm[2];      /* [n_samples] record of position p in epoch perm_epoch[i] */
-    int64_t perm_epoch[2]; /* -1: none built yet */
-    int perm_next;         /* the one to rebuild next */
-    gpp_data_gen_t *gen;   /* synthetic source */
+    int64_t *perm[2];        /* [n_samples] record of position p in epoch perm_epoch[i] */
+    int64_t perm_epoch[2];   /* -1: none built yet */
+    int perm_next;           /* the one to rebuild next */
+    gpp_data_gen_t *gen;     /* synthetic source */
     gpp_data_ahead_t *ahead; /* the read-ahead (prefetch on) */
     int threads;
     gpp_backend_t *be;   /* page-locks the prefetch buffers (NULL: not) */
@@ -660,8 +660,7 @@ static int s_read_npy(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out
 
 /* Stored data (file or .npy) of op, safe on several threads at once
  * (pread; mapped arrays; the record order under its lock). */
-static int s_read_stored(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out,
-                         gpp_err_t *err)
+static int s_read_stored(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
 {
     if (self->npy)
         return s_read_npy(self, op, lo, n, out, err);

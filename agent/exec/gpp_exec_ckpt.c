@@ -49,7 +49,8 @@ static int s_save_param(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
             size_t n = (size_t)(numel - off < CHUNK_FLOATS ? numel - off : CHUNK_FLOATS);
             if (gpp_stream_copy(sv->s, sv->host, p->buf[role] + off, n * 4, GPP_COPY_D2H, err) <
                     0 ||
-                gpp_stream_sync(sv->s, err) < 0 || gpp_ckpt_writer_data(sv->w, sv->host, n, err) < 0)
+                gpp_stream_sync(sv->s, err) < 0 ||
+                gpp_ckpt_writer_data(sv->w, sv->host, n, err) < 0)
                 return -1;
         }
     }
@@ -198,8 +199,7 @@ static int s_check_header(const gpp_ckpt_reader_t *r, const gpp_ckpt_reader_t *f
     return 0;
 }
 
-int gpp_exec_ckpt_load_files(gpp_exec_t *ex, const char *const *paths, int n_paths,
-                             gpp_err_t *err)
+int gpp_exec_ckpt_load_files(gpp_exec_t *ex, const char *const *paths, int n_paths, gpp_err_t *err)
 {
     assert(ex && paths && n_paths > 0);
     const char *spec = gpp_exec_graph(ex)->spec;

@@ -11,6 +11,7 @@
 
 #include "agent/comm/gpp_comm.h"
 #include "agent/comm/gpp_comm_nccl.h"
+#include "agent/comm/gpp_staging.h"
 #include "agent/exec/gpp_exec_ckpt.h"
 #include "ckpt/gpp_ckpt_set.h"
 #include "agent/data/gpp_data.h"
@@ -33,8 +34,7 @@ typedef struct {
     gpp_dtype_t dtype;
     size_t bytes;
     uint32_t tag;
-    void *buf;           /* SEND/RECV: host buffer of `bytes`, owned */
-    int pinned;          /* buf is page-locked (s_pin) */
+    void *buf;           /* SEND/RECV: transfer buffer of `bytes` (gpp_staging), owned */
     gpp_comm_req_t *req; /* in flight */
 } s_act_t;
 
@@ -53,23 +53,7 @@ struct gpp_pipeline_s {
     gpp_data_t *data;
     gpp_exec_t *ex;
     gpp_comm_group_t *dp;
-    /* a device backend with a host-memory comm (gloo): tensors are staged
-     * through host buffers with the backend's copies (issue 10: agents
-     * sharing one GPU exchange over gloo, since NCCL refuses two ranks on
-     * one GPU). 0 on the CPU backend, whose device memory is host memory. */
-    int stage;
-    /* staging: the device copy of a received buffer, one for all RECV actions
-       (the largest): a receive's host -> device copy, the executor's read of
-       it (set_input, add_output_grad) and the next receive's copy are all on
-       the executor's stream, in that order, so one buffer serves them; one
-       per action held the whole iteration's receives (the main job on one
-       emulated GPU: 6 MiB per stage the plan's model does not hold) */
-    void *stage_dev;
-    size_t stage_dev_bytes;
-    float *gstage; /* host copy of the dense gradients for the all-reduce */
-    int64_t gstage_n;
-    int gstage_pinned;
-    int pin_warned;                     /* a refused page-lock was reported */
+    gpp_staging_t *st;                  /* the transfers' buffers and copies (with a comm) */
     s_act_t *acts;                      /* [cfg.n_actions] */
     double *act_ms;                     /* [cfg.n_actions] */
     int64_t *act_start_us, *act_end_us; /* [cfg.n_actions], gpp_now_us */
@@ -78,7 +62,6 @@ struct gpp_pipeline_s {
     int failed_peer;                    /* comm rank of the first failed send/recv, -1 none */
     int ordered;     /* the iteration follows cfg.comm_order (s_iteration_ordered) */
     int graphs_said; /* CUDA graphs reported: 1 recorded, 2 off */
-    int dev_bufs;    /* transfer buffers are device memory (a device comm: NCCL) */
 };
 
 /* First sample of this replica's share of micro-batch mb, and its size. */
@@ -164,7 +147,7 @@ gpp_pipeline_t *gpp_pipeline_new(const gpp_pipeline_cfg_t *cfg, const gpp_pipeli
 }
 
 /* Resolves the action list against the built stage: sample offsets, sizes,
- * dtypes, tags and a buffer per transfer. */
+ * dtypes and tags of the transfers. */
 static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
 {
     const gpp_pipeline_cfg_t *c = &self->cfg;
@@ -222,7 +205,6 @@ static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
                                "large)",
                                i);
         a->tag = (uint32_t)tag;
-        a->buf = gpp_xcalloc(a->bytes ? a->bytes : 1, 1);
     }
     return 0;
 }
@@ -254,27 +236,6 @@ static int s_checkpoint_save(gpp_pipeline_t *self, int iterations, gpp_err_t *er
     return gpp_exec_ckpt_save(self->ex, path, err);
 }
 
-/* Page-locks a host staging buffer through the backend so that the copies
- * between it and the GPU run at full PCIe bandwidth; 1 when pinned.
- * Pageable memory works as well, only slower, so a refusal is warned about
- * once and the buffer used as it is. */
-static int s_pin(gpp_pipeline_t *self, void *p, size_t bytes)
-{
-    gpp_err_t err = {{0}};
-    int pinned = gpp_backend_host_pin(self->be, p, bytes, &err);
-    if (!pinned && err.msg[0] && !self->pin_warned++)
-        gpp_warn("pipeline: stage %d: page-locking a %zu-byte staging buffer: %s; staging "
-                 "through pageable memory (slower copies)",
-                 self->cfg.stage, bytes, err.msg);
-    return pinned;
-}
-
-static void s_unpin(gpp_pipeline_t *self, void *p, int pinned)
-{
-    if (pinned)
-        gpp_backend_host_unpin(self->be, p);
-}
-
 /* Joins the world communicator: the rendezvous blocks until every rank of
  * the world has joined, or the timeout. */
 static gpp_comm_t *s_comm_open(const gpp_pipeline_cfg_t *c, gpp_stream_t *compute, gpp_err_t *err)
@@ -300,9 +261,28 @@ static int s_cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* A device comm (NCCL): every transfer buffer in device memory (the host
- * ones s_resolve made are dropped), and every edge connected before the
- * first iteration (NCCL connects lazily). */
+/* Every transfer's buffer (gpp_staging decides where it lives) and, for
+ * the receives, room in the staging buffer. */
+static int s_buffers(gpp_pipeline_t *self, gpp_err_t *err)
+{
+    const gpp_pipeline_cfg_t *c = &self->cfg;
+    self->st = gpp_staging_new(self->be, gpp_exec_stream(self->ex), self->comm);
+    size_t most = 0;
+    for (int i = 0; i < c->n_actions; i++) {
+        s_act_t *a = &self->acts[i];
+        if (!s_is_p2p(a->type))
+            continue;
+        if (!(a->buf = gpp_staging_buf_new(self->st, a->bytes, err)))
+            return gpp_err_prefix(err, "device buffer of action %d", i);
+        if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
+            a->tensor != GPP_DEP_TENSOR && a->bytes > most)
+            most = a->bytes;
+    }
+    return gpp_staging_reserve(self->st, most, err);
+}
+
+/* A device comm (NCCL): every edge connected before the first iteration
+ * (NCCL connects lazily). */
 static int s_device_comm(gpp_pipeline_t *self, gpp_err_t *err)
 {
     const gpp_pipeline_cfg_t *c = &self->cfg;
@@ -319,13 +299,6 @@ static int s_device_comm(gpp_pipeline_t *self, gpp_err_t *err)
         s_act_t *a = &self->acts[i];
         if (!s_is_p2p(a->type))
             continue;
-        free(a->buf);
-        a->buf = gpp_backend_alloc(self->be, a->bytes ? a->bytes : 4, err);
-        if (!a->buf) {
-            free(peers);
-            return gpp_err_prefix(err, "device buffer of action %d", i);
-        }
-        self->dev_bufs = 1;
         int seen = 0;
         for (int k = 0; k < n_peers; k++)
             seen |= peers[k] == a->peer;
@@ -405,8 +378,8 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
         if (!self->dp)
             return -1;
     }
-    self->stage = gpp_backend_kind(self->be) != GPP_DEVICE_CPU && !gpp_comm_is_device(self->comm);
-    if (gpp_comm_is_device(self->comm) && s_device_comm(self, err) < 0)
+    if (s_buffers(self, err) < 0 ||
+        (gpp_comm_is_device(self->comm) && s_device_comm(self, err) < 0))
         return -1;
     const char *order = getenv("GPP_COMM_ORDER");
     self->ordered = c->n_comm_order > 0 && self->comm &&
@@ -415,18 +388,6 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
         gpp_info("stage %d replica %d: transfers in the blocking-stream order (comm_order, %d "
                  "entries) on %s",
                  c->stage, c->replica, c->n_comm_order, gpp_comm_backend(self->comm));
-    size_t most = 0;
-    for (int i = 0; self->stage && i < c->n_actions; i++) {
-        s_act_t *a = &self->acts[i];
-        if (s_is_p2p(a->type))
-            a->pinned = s_pin(self, a->buf, a->bytes);
-        if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
-            a->tensor != GPP_DEP_TENSOR && a->bytes > most)
-            most = a->bytes;
-    }
-    if (most && !(self->stage_dev = gpp_backend_alloc(self->be, most, err)))
-        return gpp_err_prefix(err, "staging buffer of the receives (%zu bytes)", most);
-    self->stage_dev_bytes = most;
     return 0;
 }
 
@@ -493,12 +454,10 @@ static int s_sync_sparse(gpp_pipeline_t *self, gpp_sparse_grad_t *sg, gpp_err_t 
     size_t total = 0;
     for (int r = 0; rc == 0 && r < n; r++)
         total += bytes_each[r];
-    char *blocks = all, *dev = NULL; /* where the adds read: `all`, or its device copy */
-    if (rc == 0 && self->stage && total > 0) {
-        dev = gpp_backend_alloc(self->be, total, err);
-        rc = dev ? gpp_stream_copy(st, dev, all, total, GPP_COPY_H2D, err) : -1;
-        blocks = dev;
-    }
+    const char *blocks = all; /* where the adds read: `all`, or its device copy */
+    void *dev = NULL;
+    if (rc == 0 && !(blocks = gpp_staging_from_host(self->st, all, total, &dev, err)))
+        rc = -1;
     size_t off = 0;
     for (int r = 0; rc == 0 && r < n; r++) {
         if (bytes_each[r] % row_bytes) {
@@ -522,7 +481,7 @@ static int s_sync_sparse(gpp_pipeline_t *self, gpp_sparse_grad_t *sg, gpp_err_t 
         gpp_err_t ignored = {{0}}; /* the first error is in err already */
         s_sync(self, &ignored);    /* no copy or add reads dev any more */
     }
-    gpp_backend_free(self->be, (void **)&dev);
+    gpp_backend_free(self->be, &dev);
     free(all);
     free(bytes_each);
     free(mine);
@@ -541,27 +500,7 @@ static int s_allreduce(gpp_pipeline_t *self, gpp_err_t *err)
         return -1;
     int64_t numel = 0;
     float *gr = gpp_exec_grads(self->ex, &numel);
-    float *red = gr; /* what the comm reduces: the gradients, or their host copy */
-    if (numel > 0 && self->stage) {
-        if (self->gstage_n < numel) {
-            s_unpin(self, self->gstage, self->gstage_pinned);
-            free(self->gstage);
-            self->gstage = gpp_xcalloc((size_t)numel, sizeof *self->gstage);
-            self->gstage_n = numel;
-            self->gstage_pinned = s_pin(self, self->gstage, (size_t)numel * sizeof *self->gstage);
-        }
-        red = self->gstage;
-        if (gpp_stream_copy(gpp_exec_stream(self->ex), red, gr, (size_t)numel * sizeof *gr,
-                            GPP_COPY_D2H, err) < 0 ||
-            s_sync(self, err) < 0)
-            return -1;
-    }
-    if (numel > 0 && gpp_comm_allreduce_sum_f32(self->comm, self->dp, red, (size_t)numel, err) < 0)
-        return -1;
-    if (numel > 0 && self->stage &&
-        (gpp_stream_copy(gpp_exec_stream(self->ex), gr, red, (size_t)numel * sizeof *gr,
-                         GPP_COPY_H2D, err) < 0 ||
-         s_sync(self, err) < 0))
+    if (gpp_staging_allreduce_sum_f32(self->st, self->comm, self->dp, gr, (size_t)numel, err) < 0)
         return -1;
     for (int i = 0; i < gpp_exec_n_sparse(self->ex); i++)
         if (s_sync_sparse(self, gpp_exec_sparse_grad(self->ex, i), err) < 0)
@@ -596,11 +535,10 @@ static int s_recv_done(gpp_pipeline_t *self, int i, double *wait_ms, gpp_err_t *
     *wait_ms = gpp_now_ms() - t0;
     if (a->tensor == GPP_DEP_TENSOR) /* only the wait: no data */
         return 0;
-    if (self->stage && (gpp_stream_copy(gpp_exec_stream(self->ex), self->stage_dev, a->buf,
-                                        a->bytes, GPP_COPY_H2D, err) < 0 ||
-                        s_sync(self, err) < 0))
+    const void *got = gpp_staging_get(self->st, a->buf, a->bytes, err);
+    if (!got)
         return -1;
-    gpp_tensor_t src = gpp_tensor(self->stage ? self->stage_dev : a->buf, a->dtype, a->hi - a->lo,
+    gpp_tensor_t src = gpp_tensor((void *)got, a->dtype, a->hi - a->lo,
                                   self->g->ops[a->tensor].rows, self->g->ops[a->tensor].cols);
     return a->type == GPP_ACT_RECV_ACT
                ? gpp_exec_set_input(self->ex, a->mb, a->tensor, &src, a->off, err)
@@ -625,16 +563,7 @@ static int s_send(gpp_pipeline_t *self, int i, gpp_err_t *err)
                            a->mb);
     const char *src =
         (const char *)t->data + (size_t)(a->off * a->row_elems) * gpp_dtype_bytes(a->dtype);
-    if (self->dev_bufs) /* device to device on the compute stream; the comm's launch waits */
-        return gpp_stream_copy(gpp_exec_stream(self->ex), a->buf, src, a->bytes, GPP_COPY_D2D,
-                               err) < 0 ||
-                       s_p2p_failed(self, a,
-                                    gpp_comm_isend(self->comm, a->buf, a->bytes, a->peer, a->tag,
-                                                   &a->req, err))
-                   ? -1
-                   : 0;
-    if (gpp_stream_copy(gpp_exec_stream(self->ex), a->buf, src, a->bytes, GPP_COPY_D2H, err) < 0 ||
-        s_sync(self, err) < 0 ||
+    if (gpp_staging_put(self->st, a->buf, src, a->bytes, err) < 0 ||
         s_p2p_failed(self, a,
                      gpp_comm_isend(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err)))
         return -1;
@@ -979,7 +908,8 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         gpp_backend_mem(self->be, &bm);
         m.device_mem_peak_bytes = bm.peak_bytes;
         /* outside the plan's model: the backend's buffers and the receives' staging */
-        m.device_mem_backend_bytes = bm.own_bytes + (int64_t)self->stage_dev_bytes;
+        m.device_mem_backend_bytes =
+            bm.own_bytes + (int64_t)(self->st ? gpp_staging_device_bytes(self->st) : 0);
         int n_ops = self->g->n_ops, *ops = NULL, *has = NULL;
         unsigned char(*d)[GPP_SHA256_BYTES] = NULL;
         if (last && c->replica == 0) {
@@ -1027,18 +957,9 @@ void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
         return;
     gpp_pipeline_t *self = *self_p;
     *self_p = NULL;
-    if (self->acts)
-        for (int i = 0; i < self->cfg.n_actions; i++) {
-            s_unpin(self, self->acts[i].buf, self->acts[i].pinned);
-            if (self->dev_bufs && s_is_p2p(self->acts[i].type))
-                gpp_backend_free(self->be, &self->acts[i].buf);
-            else
-                free(self->acts[i].buf); /* requests are freed with the comm */
-        }
-    if (self->stage_dev) /* only with a backend */
-        gpp_backend_free(self->be, &self->stage_dev);
-    s_unpin(self, self->gstage, self->gstage_pinned);
-    free(self->gstage);
+    for (int i = 0; self->st && i < self->cfg.n_actions; i++)
+        gpp_staging_buf_free(self->st, &self->acts[i].buf); /* requests go with the comm */
+    gpp_staging_destroy(&self->st);
     free(self->acts);
     free(self->act_ms);
     free(self->act_start_us);
