@@ -60,7 +60,8 @@ struct gpp_pipeline_s {
     char phase[64];                     /* what run is doing, for messages */
     int bad_input;                      /* run failed on the model or data the job names */
     int failed_peer;                    /* comm rank of the first failed send/recv, -1 none */
-    int ordered;     /* the iteration follows cfg.comm_order (s_iteration_ordered) */
+    int *order; /* [n_order] the transfers' order: cfg.comm_order, or the list's */
+    int n_order;
     int graphs_said; /* CUDA graphs reported: 1 recorded, 2 off */
 };
 
@@ -137,6 +138,15 @@ gpp_pipeline_t *gpp_pipeline_new(const gpp_pipeline_cfg_t *cfg, const gpp_pipeli
         }
     }
     gpp_pipeline_t *self = gpp_xcalloc(1, sizeof *self);
+    self->order = gpp_xcalloc((size_t)c->n_actions + 1, sizeof *self->order);
+    if (c->n_comm_order) {
+        memcpy(self->order, c->comm_order, (size_t)c->n_comm_order * sizeof *self->order);
+        self->n_order = c->n_comm_order;
+    } else {
+        for (int i = 0; i < c->n_actions; i++)
+            if (s_is_p2p(c->actions[i].type) || c->actions[i].type == GPP_ACT_ALLREDUCE)
+                self->order[self->n_order++] = i;
+    }
     self->failed_peer = -1;
     self->cfg = *cfg;
     if (cb)
@@ -381,13 +391,6 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
     if (s_buffers(self, err) < 0 ||
         (gpp_comm_is_device(self->comm) && s_device_comm(self, err) < 0))
         return -1;
-    const char *order = getenv("GPP_COMM_ORDER");
-    self->ordered = c->n_comm_order > 0 && self->comm &&
-                    (gpp_comm_is_device(self->comm) || (order && strcmp(order, "global") == 0));
-    if (self->ordered)
-        gpp_info("stage %d replica %d: transfers in the blocking-stream order (comm_order, %d "
-                 "entries) on %s",
-                 c->stage, c->replica, c->n_comm_order, gpp_comm_backend(self->comm));
     return 0;
 }
 
@@ -635,105 +638,36 @@ static int s_wait_sends(gpp_pipeline_t *self, double *bubble, gpp_err_t *err)
     return 0;
 }
 
-/* One iteration in the list's order: every receive posted at the start,
- * each waited just before use; sends asynchronous (Gloo). */
-static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_loss,
-                       int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
-{
-    const gpp_pipeline_cfg_t *as = &self->cfg;
-    int64_t base = (int64_t)it * as->batch;
-    int n_mb = as->batch / as->micro_batch;
-    char *begun = gpp_xcalloc((size_t)n_mb, 1);
-    int rc = -1, pending_release = -1;
-    double t_iter = gpp_now_ms(), bubble = 0;
-    *samples = 0;
-
-    /* post every receive of the iteration now; each is waited just before use */
-    for (int i = 0; i < self->cfg.n_actions; i++) {
-        s_act_t *a = &self->acts[i];
-        if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
-            s_p2p_failed(
-                self, a,
-                gpp_comm_irecv(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err)))
-            goto out;
-    }
-    for (int i = 0; i < self->cfg.n_actions; i++) {
-        if (atomic_load(&self->abort)) {
-            gpp_err_set(err, "aborted");
-            goto out;
-        }
-        s_act_t *a = &self->acts[i];
-        int64_t t0_us = gpp_now_us();
-        if (pending_release >= 0 && !(a->type == GPP_ACT_SEND_GRAD && a->mb == pending_release)) {
-            gpp_exec_release(self->ex, pending_release);
-            pending_release = -1;
-        }
-        switch (a->type) {
-        case GPP_ACT_FWD:
-        case GPP_ACT_BWD:
-        case GPP_ACT_STEP:
-            if (s_pass(self, i, begun, base, loss_out, has_loss, samples, err) < 0)
-                goto out;
-            if (a->type == GPP_ACT_BWD)
-                pending_release = a->mb;
-            break;
-        case GPP_ACT_RECV_ACT:
-        case GPP_ACT_RECV_GRAD: {
-            double w = 0;
-            if (s_begin(self, i, begun, base, samples, err) < 0 ||
-                s_recv_done(self, i, &w, err) < 0)
-                goto out;
-            bubble += w;
-            break;
-        }
-        case GPP_ACT_SEND_ACT:
-        case GPP_ACT_SEND_GRAD:
-            if (s_send(self, i, err) < 0)
-                goto out;
-            break;
-        case GPP_ACT_ALLREDUCE:
-            if (s_allreduce(self, err) < 0)
-                goto out;
-            break;
-        default:
-            assert(0 && "action types are checked by gpp_pipeline_new");
-            break;
-        }
-        s_stamp(self, i, t0_us);
-    }
-    if (pending_release >= 0)
-        gpp_exec_release(self->ex, pending_release);
-    if (s_wait_sends(self, &bubble, err) < 0)
-        goto out;
-    rc = 0;
-out:
-    *iter_ms = gpp_now_ms() - t_iter;
-    *bubble_ms = bubble < *iter_ms ? bubble : *iter_ms;
-    free(begun);
-    return rc;
-}
-
-/* One iteration with the transfers and the all-reduce in cfg.comm_order
- * (Assignment.comm_order, gpp_sched_order_new): the order in which
- * blocking communication streams run them without deadlock (NCCL with one
- * communicator and one stream per agent; docs/gpu.md). The passes run in
- * the list's order; before and after each, the cursor issues the next
- * transfers of the order: a receive at once (posted), a send or the
- * all-reduce once the pass before it in the list has run. A pass waits for
- * the receives listed before it. A micro-batch is released once its
- * backward has run and its gradients are sent. The results are the list
- * order's bit for bit (the same kernels and sums; test_coord_train). */
+/* One iteration. The passes run in the list's order; the transfers and the
+ * all-reduce in the transfers' order (cfg.comm_order: the order in which
+ * blocking communication streams run them without deadlock, NCCL with one
+ * communicator and one stream per agent, docs/gpu.md; without one, the
+ * list's). Before and after each pass, the cursor issues the next entries
+ * of that order: a receive at once (posted), a send or the all-reduce once
+ * the pass before it in the list has run. A comm that does not block a
+ * stream (Gloo) has every receive posted when the iteration starts, so a
+ * peer's send never waits for this rank to reach it. A pass waits for the
+ * receives listed before it. A micro-batch is released once its backward
+ * has run and its gradients are sent. */
 typedef struct {
     int cur;        /* next entry of comm_order */
     int last_pass;  /* list index of the last pass run, -1 */
     int *prev_pass; /* [n_actions]: list index of the pass before each action, -1 */
 } s_cursor_t;
 
+/* Posts RECV action a. */
+static int s_post(gpp_pipeline_t *self, s_act_t *a, gpp_err_t *err)
+{
+    return s_p2p_failed(self, a,
+                        gpp_comm_irecv(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err))
+               ? -1
+               : 0;
+}
+
 static int s_issue(gpp_pipeline_t *self, s_cursor_t *k, int *grads_left, gpp_err_t *err)
 {
-    const gpp_pipeline_cfg_t *c = &self->cfg;
-    while (k->cur < c->n_comm_order) {
-        int j = c->comm_order[k->cur];
+    while (k->cur < self->n_order) {
+        int j = self->order[k->cur];
         s_act_t *a = &self->acts[j];
         int64_t t0_us = gpp_now_us();
         if ((a->type == GPP_ACT_SEND_ACT || a->type == GPP_ACT_SEND_GRAD ||
@@ -743,9 +677,7 @@ static int s_issue(gpp_pipeline_t *self, s_cursor_t *k, int *grads_left, gpp_err
         switch (a->type) {
         case GPP_ACT_RECV_ACT:
         case GPP_ACT_RECV_GRAD:
-            if (s_p2p_failed(
-                    self, a,
-                    gpp_comm_irecv(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err)))
+            if (!a->req && s_post(self, a, err) < 0)
                 return -1;
             break;
         case GPP_ACT_SEND_ACT:
@@ -762,7 +694,7 @@ static int s_issue(gpp_pipeline_t *self, s_cursor_t *k, int *grads_left, gpp_err
             s_stamp(self, j, t0_us);
             break;
         default:
-            return gpp_err_set(err, "comm_order[%d]: action %d is a %s", k->cur, j,
+            return gpp_err_set(err, "transfer order [%d]: action %d is a %s", k->cur, j,
                                gpp_act_type_name(a->type));
         }
         /* launched now, in this order (NCCL defers to the flush) */
@@ -773,8 +705,8 @@ static int s_issue(gpp_pipeline_t *self, s_cursor_t *k, int *grads_left, gpp_err
     return 0;
 }
 
-static int s_iteration_ordered(gpp_pipeline_t *self, int it, double *loss_out, int *has_loss,
-                               int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
+static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_loss,
+                       int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
 {
     const gpp_pipeline_cfg_t *c = &self->cfg;
     int64_t base = (int64_t)it * c->batch;
@@ -794,6 +726,12 @@ static int s_iteration_ordered(gpp_pipeline_t *self, int it, double *loss_out, i
         if (t == GPP_ACT_SEND_GRAD)
             grads_left[self->acts[i].mb]++;
     }
+    for (int i = 0; self->comm && !gpp_comm_is_device(self->comm) && i < c->n_actions; i++) {
+        s_act_t *a = &self->acts[i];
+        if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
+            s_post(self, a, err) < 0)
+            goto out;
+    }
     for (int i = 0; i < c->n_actions; i++) {
         s_act_t *a = &self->acts[i];
         if (a->type != GPP_ACT_FWD && a->type != GPP_ACT_BWD && a->type != GPP_ACT_STEP)
@@ -811,8 +749,8 @@ static int s_iteration_ordered(gpp_pipeline_t *self, int it, double *loss_out, i
                 continue;
             if (!self->acts[j].req) {
                 gpp_err_set(err,
-                            "action %d: the receive a pass needs is not posted (comm_order "
-                            "stops at entry %d)",
+                            "action %d: the receive a pass needs is not posted (the transfer "
+                            "order stops at entry %d)",
                             j, k.cur);
                 goto out;
             }
@@ -839,9 +777,9 @@ static int s_iteration_ordered(gpp_pipeline_t *self, int it, double *loss_out, i
                 bwd_done[m] = 2;
             }
     }
-    if (k.cur != c->n_comm_order) {
-        gpp_err_set(err, "comm_order: %d of %d transfers issued by the end of the iteration", k.cur,
-                    c->n_comm_order);
+    if (k.cur != self->n_order) {
+        gpp_err_set(err, "transfer order: %d of %d transfers issued by the end of the iteration",
+                    k.cur, self->n_order);
         goto out;
     }
     for (int m = 0; m < n_mb; m++)
@@ -883,8 +821,8 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
                                     .action_ms = self->act_ms,
                                     .action_start_us = self->act_start_us,
                                     .action_end_us = self->act_end_us};
-        if ((self->ordered ? s_iteration_ordered : s_iteration)(
-                self, it, &m.loss, &m.has_loss, &m.samples, &m.iteration_ms, &m.bubble_ms, err) < 0)
+        if (s_iteration(self, it, &m.loss, &m.has_loss, &m.samples, &m.iteration_ms, &m.bubble_ms,
+                        err) < 0)
             goto fail;
         s_graphs_note(self, it);
         int last = it + 1 == c->iterations;
@@ -961,6 +899,7 @@ void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
         gpp_staging_buf_free(self->st, &self->acts[i].buf); /* requests go with the comm */
     gpp_staging_destroy(&self->st);
     free(self->acts);
+    free(self->order);
     free(self->act_ms);
     free(self->act_start_us);
     free(self->act_end_us);

@@ -63,9 +63,8 @@ typedef struct {
     const int *dp_ranks;         /* [replicas] comm ranks of the stage's replicas, ascending */
     /* Every SEND, RECV and ALLREDUCE of actions once: the order blocking
      * communication streams run them in (Assignment.comm_order,
-     * gpp_sched_order_new). Used with a device comm (NCCL), or with Gloo
-     * when the environment has GPP_COMM_ORDER=global (to test that order
-     * where there is no NCCL); else the list's order. NULL / 0: none. */
+     * gpp_sched_order_new). NULL / 0: the list's order (refused with a
+     * device comm, which needs the global one). */
     const int *comm_order;
     int n_comm_order;
     /* the data plane: "gloo" (NULL or ""), or "nccl" (CUDA backend, one GPU
