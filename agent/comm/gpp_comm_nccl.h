@@ -48,7 +48,7 @@ extern "C" {
  * or without a usable GPU: NULL and a message saying so. */
 gpp_comm_t *gpp_comm_nccl_new(gpp_comm_opts_t *opts, gpp_err_t *err);
 
-/* The host emulation's NCCL (kernels/cuda/emu/gpp_nccl_emu.cc, docs/gpu.md
+/* The host emulation's NCCL (tests/emu/gpp_nccl_emu.cc, docs/gpu.md
  * "The host emulation"): where a program defines this hook (only the
  * emulated builds of the GPU tests do), gpp_comm_nccl.c takes every NCCL
  * function from it by name instead of dlopen'ing libnccl. */

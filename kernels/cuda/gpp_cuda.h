@@ -89,7 +89,7 @@ typedef struct {
 } gpp_cuda_lt_t;
 extern gpp_cuda_lt_t gpp_cuda_lt;
 /* A build that brings its own cuBLASLt (the host emulation,
- * kernels/cuda/emu/) defines this to fill the table, and then nothing is
+ * tests/emu/) defines this to fill the table, and then nothing is
  * dlopen'ed. Weak: undefined, so NULL, in every other build. */
 void gpp_cuda_lt_builtin(gpp_cuda_lt_t *lt) __attribute__((weak));
 /* Loads libcublasLt.so.<major of the headers> once; -1 + message when it
