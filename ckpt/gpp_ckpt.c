@@ -207,8 +207,7 @@ static int s_next(gpp_ckpt_reader_t *r, size_t n, gpp_codec_t *c, gpp_err_t *err
         return gpp_err_set(err, "checkpoint %s: truncated or corrupt at byte %lld", r->path,
                            (long long)r->pos);
     s_buf(r, n);
-    if (fread(r->buf, 1, n, r->f) != n)
-        return gpp_err_set(err, "checkpoint %s: read failed: %s", r->path, strerror(errno));
+    GPP_SYS_TRY(fread(r->buf, 1, n, r->f) == n, err, "checkpoint %s: read failed", r->path);
     r->crc = (uint32_t)crc32_z(r->crc, r->buf, n);
     r->pos += (int64_t)n;
     *c = gpp_codec_reader(r->buf, n);
@@ -221,8 +220,8 @@ static int s_scan_data(gpp_ckpt_reader_t *r, const entry_t *e, gpp_err_t *err)
     int64_t numel = e->pub.rows * e->pub.cols, chunk = (int64_t)(CHUNK_BYTES / 4);
     if (r->index_only) {
         r->pos += numel * 4;
-        if (fseeko(r->f, (off_t)r->pos, SEEK_SET) != 0)
-            return gpp_err_set(err, "checkpoint %s: cannot seek: %s", r->path, strerror(errno));
+        GPP_SYS_TRY(fseeko(r->f, (off_t)r->pos, SEEK_SET) == 0, err, "checkpoint %s: cannot seek",
+                    r->path);
         return 0;
     }
     for (int64_t off = 0; off < numel; off += chunk) {
@@ -315,8 +314,8 @@ static int s_scan(gpp_ckpt_reader_t *r, gpp_err_t *err)
  * one. */
 static int s_check_crc(gpp_ckpt_reader_t *r, gpp_err_t *err)
 {
-    if (fseeko(r->f, (off_t)r->pos, SEEK_SET) != 0)
-        return gpp_err_set(err, "checkpoint %s: cannot seek: %s", r->path, strerror(errno));
+    GPP_SYS_TRY(fseeko(r->f, (off_t)r->pos, SEEK_SET) == 0, err, "checkpoint %s: cannot seek",
+                r->path);
     gpp_codec_t c;
     while (r->pos < r->size - 4) {
         int64_t left = r->size - 4 - r->pos;
@@ -324,8 +323,7 @@ static int s_check_crc(gpp_ckpt_reader_t *r, gpp_err_t *err)
             return -1;
     }
     uint32_t stored;
-    if (fread(s_buf(r, 4), 1, 4, r->f) != 4)
-        return gpp_err_set(err, "checkpoint %s: read failed: %s", r->path, strerror(errno));
+    GPP_SYS_TRY(fread(s_buf(r, 4), 1, 4, r->f) == 4, err, "checkpoint %s: read failed", r->path);
     c = gpp_codec_reader(r->buf, 4);
     gpp_codec_get_u32(&c, &stored);
     if (r->crc != stored)
@@ -356,11 +354,10 @@ static int s_read(gpp_ckpt_reader_t *r, int index_only, gpp_err_t *err)
     r->index_only = index_only;
     r->pos = 0;
     r->crc = 0;
-    if (!(r->f = fopen(r->path, "rb")))
-        return gpp_err_set(err, "checkpoint %s: cannot open: %s", r->path, strerror(errno));
-    if (fseeko(r->f, 0, SEEK_END) != 0 || (r->size = ftello(r->f)) < 0 ||
-        fseeko(r->f, 0, SEEK_SET) != 0)
-        return gpp_err_set(err, "checkpoint %s: cannot seek: %s", r->path, strerror(errno));
+    GPP_SYS_TRY((r->f = fopen(r->path, "rb")) != NULL, err, "checkpoint %s: cannot open", r->path);
+    GPP_SYS_TRY(fseeko(r->f, 0, SEEK_END) == 0 && (r->size = ftello(r->f)) >= 0 &&
+                    fseeko(r->f, 0, SEEK_SET) == 0,
+                err, "checkpoint %s: cannot seek", r->path);
     gpp_codec_t c;
     char magic[8];
     uint32_t version;
@@ -477,10 +474,10 @@ int gpp_ckpt_reader_data(gpp_ckpt_reader_t *self, int i, int64_t off, size_t n, 
     assert(self && self->verified && self->f && i >= 0 && (uint32_t)i < self->n_ents);
     const entry_t *e = &self->ents[i];
     assert(off >= 0 && off + (int64_t)n <= e->pub.rows * e->pub.cols);
-    if (fseeko(self->f, (off_t)(e->offset + off * 4), SEEK_SET) != 0)
-        return gpp_err_set(err, "checkpoint %s: cannot seek: %s", self->path, strerror(errno));
-    if (fread(out, 1, n * 4, self->f) != n * 4)
-        return gpp_err_set(err, "checkpoint %s: read failed: %s", self->path, strerror(errno));
+    GPP_SYS_TRY(fseeko(self->f, (off_t)(e->offset + off * 4), SEEK_SET) == 0, err,
+                "checkpoint %s: cannot seek", self->path);
+    GPP_SYS_TRY(fread(out, 1, n * 4, self->f) == n * 4, err, "checkpoint %s: read failed",
+                self->path);
     gpp_codec_t c = gpp_codec_reader(out, n * 4);
     gpp_codec_get_array32(&c, out, n); /* in place */
     return 0;

@@ -197,15 +197,9 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, int shuffle, u
     unsigned char *hdr = NULL, *buf = NULL;
     data_array_t *want = NULL;
     self->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (self->fd < 0) {
-        gpp_err_set(err, "dataset %s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
+    GPP_SYS_TRY_GOTO(self->fd >= 0, err, fail, "dataset %s: cannot open", path);
     struct stat st;
-    if (fstat(self->fd, &st) < 0) {
-        gpp_err_set(err, "dataset %s: cannot stat: %s", path, strerror(errno));
-        goto fail;
-    }
+    GPP_SYS_TRY_GOTO(fstat(self->fd, &st) == 0, err, fail, "dataset %s: cannot stat", path);
     int64_t fsize = st.st_size;
     unsigned char fixed[HDR_FIXED] = {0};
     if (fsize < 8 || s_pread_all(self->fd, fixed, 8, 0) < 0 ||
@@ -251,10 +245,8 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, int shuffle, u
         goto fail;
     }
     hdr = gpp_xcalloc(1, hbytes);
-    if (s_pread_all(self->fd, hdr, hbytes, 0) < 0) {
-        gpp_err_set(err, "dataset %s: read failed: %s", path, strerror(errno));
-        goto fail;
-    }
+    GPP_SYS_TRY_GOTO(s_pread_all(self->fd, hdr, hbytes, 0) == 0, err, fail,
+                     "dataset %s: read failed", path);
     uint32_t hcrc;
     c = gpp_codec_reader(hdr + hbytes - 4, 4);
     gpp_codec_get_u32(&c, &hcrc);
@@ -349,10 +341,8 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, int shuffle, u
         uint32_t crc = 0;
         while (done < len) {
             size_t part = (size_t)(len - done < (int64_t)chunk ? len - done : (int64_t)chunk);
-            if (s_pread_all(self->fd, buf, part, a->offset + done) < 0) {
-                gpp_err_set(err, "dataset %s: read failed: %s", path, strerror(errno));
-                goto fail;
-            }
+            GPP_SYS_TRY_GOTO(s_pread_all(self->fd, buf, part, a->offset + done) == 0, err, fail,
+                             "dataset %s: read failed", path);
             crc = (uint32_t)crc32_z(crc, buf, part);
             done += (int64_t)part;
         }
@@ -383,10 +373,9 @@ static int s_read(gpp_data_t *self, const data_array_t *a, int64_t lo, int64_t n
     for (int64_t s = 0; s < n;) {
         int64_t rec = (lo + s) % self->n_samples;
         int64_t run = self->n_samples - rec < n - s ? self->n_samples - rec : n - s;
-        if (s_pread_all(self->fd, (char *)out + s * per, (size_t)(run * per),
-                        a->offset + rec * per) < 0)
-            return gpp_err_set(err, "dataset %s: read of '%s' failed: %s", self->path, a->name,
-                               strerror(errno));
+        GPP_SYS_TRY(s_pread_all(self->fd, (char *)out + s * per, (size_t)(run * per),
+                                a->offset + rec * per) == 0,
+                    err, "dataset %s: read of '%s' failed", self->path, a->name);
         s += run;
     }
     gpp_codec_t c = gpp_codec_reader(out, (size_t)(n * per));
