@@ -3,7 +3,7 @@
  *
  * Buffers are device memory of opts.device (one GPU per rank: NCCL refuses
  * two ranks on one GPU; agents sharing a GPU use gloo with host staging,
- * agent/pipeline/gpp_pipeline.c). The world communicator and one communicator
+ * gpp_staging.h). The world communicator and one communicator
  * per group (gpp_comm_group_new: a data-parallel group) are each initialised
  * from a unique id that the group's lowest rank draws (ncclGetUniqueId) and
  * publishes under "<prefix>/nccl/world" or "<prefix>/nccl/g/<r0>.<r1>...";

@@ -1,22 +1,16 @@
-/* gpp_staging: where a comm's transfers live, and how a stage's device
- * tensors get to and from them (host/device staging of communication).
+/* gpp_staging: where a comm's transfers live and how a stage's tensors get
+ * there (host/device staging), fixed at creation by backend and comm:
+ *  - CPU backend: host buffers; a send copies into its buffer;
+ *  - device backend, host comm (Gloo): host buffers page-locked through the
+ *    backend (a refusal is warned about once); a send copies device -> host
+ *    and waits, a receive is copied into one device staging buffer all
+ *    receives share (in stream order), a reduction runs on a host copy;
+ *  - device backend, device comm (NCCL): device buffers; a send is a device
+ *    copy on the stream the comm's launch waits for.
  *
- * One of three ways, fixed when it is made:
- *  - host backend (CPU): tensors are host memory, so are transfer buffers;
- *    a send copies into its buffer, a receive is read where it landed;
- *  - device backend, host comm (Gloo): transfer buffers are host memory
- *    page-locked through the backend (a refusal is warned about once and
- *    the buffer works pageable, slower); a send copies device -> host and
- *    waits, a receive is copied host -> device into one staging buffer that
- *    every receive reuses (the copy, its reader and the next copy run in
- *    order on the stream), a reduction runs on a host copy;
- *  - device backend, device comm (NCCL): transfer buffers are device
- *    memory; a send is a device copy on the stream (the comm's launch waits
- *    for it), a receive is read where it landed.
- *
- * Ownership: gpp_staging_new borrows the backend and the stream (they must
- * outlive it); buffers from gpp_staging_buf_new belong to the caller until
- * gpp_staging_buf_free. One thread uses it. */
+ * Ownership: borrows the backend and the stream; buffers from
+ * gpp_staging_buf_new are the caller's until gpp_staging_buf_free. One
+ * thread. */
 #ifndef GPP_STAGING_H
 #define GPP_STAGING_H
 

@@ -1,73 +1,29 @@
-/* gpp_data: training data for source stages and labels for sink stages.
+/* gpp_data: a stage's training data (INPUT ops' samples) and labels (loss
+ * ops'), by sample index, from one of three sources (docs/executor.md
+ * "Data"):
+ *  - synthetic (gpp_data_new): values are pure functions of (seed, op id,
+ *    sample index), labels a fixed teacher's function of the inputs, so any
+ *    replica regenerates any sample with no data traffic;
+ *  - a gpp dataset file (gpp_data_open; format below): sample i reads record
+ *    i mod n_samples;
+ *  - NumPy arrays (gpp_data_open of a directory or an "op=FILE.npy,..."
+ *    list): one per INPUT and loss op, shuffled per epoch from the seed;
+ *    data-parallel replicas read disjoint records of every micro-batch.
+ * Sources are validated when opened (every count, size and CRC; messages
+ * name the file, the field and the fix). With prefetch on, one read-ahead
+ * serves them all (gpp_data_ahead.h); the bytes never depend on threads or
+ * timing.
  *
- * Two kinds of source behind one interface:
+ * Dataset file, version 1, little-endian, no padding: char magic[8]
+ * "GPPDATA\0"; u32 version; u32 n_arrays; u64 n_samples; u64 header_bytes
+ * (= 32 + 104 n_arrays + 4); n_arrays entries {char name[64] (op name);
+ * u32 role (0 input, 1 label); u32 dtype (0 f32, 1 i32); i64 rows, cols
+ * (per sample); i64 range (i32: values in [0, range), f32: 0); u32
+ * data_crc; u32 0}; u32 header_crc (of every header byte before it); then
+ * each array's data, [n_samples, rows, cols] row-major.
  *
- *  - Synthetic (gpp_data_new): every value is a pure function of (seed, op
- *    id, sample index), so any replica regenerates any sample with no data
- *    traffic. Dense inputs are N(0, 1) (gpp_hash_normal: exact mean and
- *    variance, tails cut at +-3.46); index inputs are uniform in
- *    [0, table_rows). Labels come from a FIXED TEACHER, a function of the
- *    sample's inputs only, so the task is learnable and the loss decreases:
- *      z_r = the features of row r of the sample: for each INPUT op the loss
- *            depends on, in op order, its row r (its mean over rows when its
- *            row count differs from the loss input's), and for an index
- *            input the sum over the bag of a fixed random N(0,1) vector of
- *            GPP_DATA_TEACHER_DIM elements per index, divided by sqrt(bag);
- *      u_r = z_r P / sqrt(dim z), P a fixed N(0,1) matrix [dim z, C] per loss;
- *      MSE: target row r = u_r (C = the loss input's cols);
- *      CE:  label of row r = argmax_c u_r[c] (C = classes).
- *    The sink stage regenerates the inputs it does not hold to compute them
- *    (a source keeps the last block it generated per input op, up to 64 MB,
- *    so a stage holding both inputs and loss generates them once).
- *
- *  - A dataset file (gpp_data_open), written by gpp_data_write_file (or
- *    `gpp-train --write-dataset FILE --samples N`) from a synthetic source.
- *    Sample index i reads record i mod n_samples (epochs wrap around).
- *
- * Dataset file format, version 1, little-endian, no padding:
- *   header:  char magic[8] = "GPPDATA\0"; u32 version = 1; u32 n_arrays;
- *            u64 n_samples; u64 header_bytes (= 32 + 104 n_arrays + 4)
- *   n_arrays entries of 104 bytes:
- *            char name[64] (op name, NUL-padded); u32 role (0 input, 1 label);
- *            u32 dtype (0 f32, 1 i32); i64 rows; i64 cols (per sample);
- *            i64 range (i32 arrays: values lie in [0, range); f32: 0);
- *            u32 data_crc (CRC-32 of the array's data); u32 reserved = 0
- *   u32 header_crc: CRC-32 of every header byte before it
- *   data: each array in entry order, n_samples x rows x cols x 4 bytes,
- *            sample-major ([n_samples, rows, cols] row-major)
- * The file holds one input array per INPUT op and one label array per loss
- * op of the model (MSE: f32 [rows, cols] targets; CE: i32 [rows, 1]
- * classes). Opening validates magic, version, header CRC, every count and
- * size (no overflow, no allocation a crafted header could inflate), the
- * exact file size (truncation), that the arrays match the model's ops by name, role,
- * dtype and shape, and every array's data CRC (one sequential read of the
- * file); reads check index and class ranges.
- *
- *
- *  - NumPy arrays (gpp_data_open with a directory or an "op=FILE.npy,..."
- *    list): one .npy file per INPUT op and one per loss op (the labels),
- *    named <op name>.npy in the directory. Each is memory-mapped and checked
- *    (gpp_npy.h: magic, version 1/2/3, C order, dtype): dense inputs and MSE
- *    targets '<f4', indices inputs and CE classes '<i4' or '<i8' (narrowed
- *    to i32 after the range check); shape (N, rows, cols), or (N, cols) when
- *    rows is 1, or (N,) when rows x cols is 1; the same N in every array.
- *    Sample index i reads record perm_e[i mod N] of epoch e = i / N, perm_e a
- *    permutation drawn from (seed, e) when shuffling (the identity when not).
- *    Every replica of a data-parallel stage builds the same permutation and
- *    reads its own sample indices of the global stream (the pipeline gives
- *    each replica its share of every micro-batch), so the replicas read
- *    disjoint records and together one epoch is every record once.
- *
- * Synthetic generation runs on T threads (gpp_data_gen.h), bit-identical
- * for every T. With prefetch on, every kind of source has one read-ahead
- * (gpp_data_ahead.h): the predicted next micro-batch is generated or read
- * on its threads while the caller's device computes, into buffers
- * page-locked through the backend set with gpp_data_set_backend (the copy
- * to a GPU is then a DMA). The bytes never depend on the timing.
- *
- * Ownership: gpp_data_new / gpp_data_open return a source the caller owns;
- * it borrows the graph, which must outlive it. A source is used from one
- * thread at a time. */
+ * Ownership: the caller owns a source; it borrows the graph, which must
+ * outlive it. One thread at a time uses a source. */
 #ifndef GPP_DATA_H
 #define GPP_DATA_H
 

@@ -1,22 +1,20 @@
 /* gpp_data_ahead: the one prefetch of a data source (gpp_data.c): the next
- * micro-batch generated (synthetic) or read (dataset files, .npy arrays)
- * in the background.
+ * micro-batch generated or read on a pool's threads while the caller's
+ * device computes.
  *
- * The prediction is gpp_data_track_t's: when a
- * call brings a new sample range, the pool reads the predicted next range
- * of every op asked for at the previous one into the one of two slots not
- * in use, each op cut into chunks of samples read in parallel. A call whose
- * range and op the current slot holds (and read without error) waits for
- * it and returns the slot's copy, valid until the next call; any other call
- * reads on demand into the caller's buffer, so a read error is always
- * reported by the call that needs the data, with its own message. The bytes
- * returned never depend on the timing or on whether a guess was right.
+ * When a call brings a new sample range, the predicted next range
+ * (gpp_data_track_t) of every op asked for at the previous one is filled
+ * into the one of two slots not in use, in chunks. A call whose range and
+ * op the current slot holds waits for it and gets the slot's copy (valid
+ * until the next call); any other call fills on demand into the caller's
+ * buffer, so an error is reported by the call that needs the data. The
+ * bytes never depend on the timing or on whether a guess was right.
  *
- * The fill function runs on the pool's threads and on the caller's at the
- * same time: it must be safe to call concurrently for disjoint outputs.
+ * The fill function runs on the pool's threads and the caller's at once:
+ * it must be safe for disjoint outputs concurrently.
  *
- * Ownership: gpp_data_ahead_new returns a reader the caller owns; destroy
- * waits for the background reads. One thread at a time calls it. */
+ * Ownership: the caller owns a reader; destroy waits for the background
+ * fills. One thread at a time calls it. */
 #ifndef GPP_DATA_AHEAD_H
 #define GPP_DATA_AHEAD_H
 
