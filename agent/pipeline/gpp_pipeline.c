@@ -391,6 +391,10 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
     if (s_buffers(self, err) < 0 ||
         (gpp_comm_is_device(self->comm) && s_device_comm(self, err) < 0))
         return -1;
+    if (gpp_comm_is_device(self->comm)) /* a Gloo job says nothing, as before */
+        gpp_info("stage %d replica %d: transfers in the blocking-stream order (comm_order, %d "
+                 "entries) on %s",
+                 c->stage, c->replica, c->n_comm_order, gpp_comm_backend(self->comm));
     return 0;
 }
 
