@@ -656,6 +656,19 @@ static int s_read_stored(gpp_data_t *self, int op, int64_t lo, int64_t n, void *
     return s_read(self, &self->arr[self->arr_of_op[op]], lo, n, out, err);
 }
 
+/* A synthetic call the read-ahead does not hold: on the generator's
+ * threads, its inputs kept for the labels (gpp_data_gen_input/label). */
+static int s_gen_now(void *src, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
+{
+    (void)err;
+    gpp_data_t *self = src;
+    if (self->g->ops[op].type == GPP_OP_INPUT)
+        gpp_data_gen_input(self->gen, op, lo, n, out);
+    else
+        gpp_data_gen_label(self->gen, op, lo, n, out);
+    return 0;
+}
+
 /* The read-ahead's fill function: any source, on its threads. */
 static int s_fill_ahead(void *src, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
 {
@@ -726,7 +739,8 @@ static void s_ahead_build(gpp_data_t *self, int on)
     int64_t *per = gpp_xcalloc((size_t)g->n_ops, sizeof *per);
     for (int o = 0; o < g->n_ops; o++)
         per[o] = gpp_data_shape_bytes(g, o);
-    self->ahead = gpp_data_ahead_new(g->n_ops, per, s_fill_ahead, self, self->threads, self->be);
+    self->ahead = gpp_data_ahead_new(g->n_ops, per, s_fill_ahead, self->gen ? s_gen_now : NULL,
+                                     self, self->threads, self->be);
     free(per);
 }
 

@@ -31,11 +31,12 @@ typedef int (*gpp_data_ahead_fill_fn)(void *src, int op, int64_t lo, int64_t n, 
                                       gpp_err_t *err);
 
 /* A reader for n_ops ops, op o's samples `per_sample[o]` bytes each (0: the
- * op is never asked for); `threads` >= 1 pool workers read in the
- * background; buffers page-locked through be (NULL: not). */
+ * op is never asked for); `threads` >= 1 pool workers fill in the
+ * background; `now` (NULL: fill) serves a call the slots do not hold, on
+ * the caller's thread; buffers page-locked through be (NULL: not). */
 gpp_data_ahead_t *gpp_data_ahead_new(int n_ops, const int64_t *per_sample,
-                                     gpp_data_ahead_fill_fn fill, void *src, int threads,
-                                     gpp_backend_t *be);
+                                     gpp_data_ahead_fill_fn fill, gpp_data_ahead_fill_fn now,
+                                     void *src, int threads, gpp_backend_t *be);
 void gpp_data_ahead_destroy(gpp_data_ahead_t **self_p);
 
 /* Samples [lo, lo + n) of op: the current slot's copy, or read into out;
