@@ -12,9 +12,10 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_data.h"
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/exec/gpp_exec_ckpt.h"
+#include "ckpt/gpp_ckpt_set.h"
+#include "agent/data/gpp_data.h"
+#include "agent/data/gpp_data_pool.h"
 #include "agent/exec/gpp_safetensors.h"
 #include "agent/exec/gpp_exec.h"
 #include "agent/exec/gpp_profile.h"
@@ -395,7 +396,7 @@ static int s_print_digest(gpp_exec_t *ex, const gpp_graph_t *g, gpp_err_t *err)
 {
     unsigned char(*d)[GPP_SHA256_BYTES] = gpp_xcalloc((size_t)g->n_ops, sizeof *d), out[32];
     int *has = gpp_xcalloc((size_t)g->n_ops, sizeof *has);
-    int rc = gpp_ckpt_op_digests(ex, d, has, err);
+    int rc = gpp_exec_ckpt_op_digests(ex, d, has, err);
     if (rc == 0) {
         char hex[GPP_SHA256_HEX];
         gpp_ckpt_weights_digest(g->n_ops, (const unsigned char(*)[GPP_SHA256_BYTES])d, has, out);
@@ -509,7 +510,7 @@ int main(int argc, char **argv)
                          .load_ahead = o.load_ahead};
     if (!(ex = gpp_exec_new(g, g->n_ops, ops, be, data, &ec, &err)))
         goto fail;
-    if (o.load && gpp_ckpt_load(ex, o.load, &err) < 0)
+    if (o.load && gpp_exec_ckpt_load(ex, o.load, &err) < 0)
         goto fail;
     /* iteration t trains samples [t B, (t+1) B): the last index must fit int64 */
     int64_t steps = gpp_exec_step_count(ex);
@@ -588,7 +589,7 @@ int main(int argc, char **argv)
     }
     if (s_print_digest(ex, g, &err) < 0)
         goto fail;
-    if (o.save && gpp_ckpt_save(ex, o.save, &err) < 0)
+    if (o.save && gpp_exec_ckpt_save(ex, o.save, &err) < 0)
         goto fail;
     if (o.save)
         printf("saved %s\n", o.save);

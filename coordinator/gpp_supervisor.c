@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_net.h"
 #include "common/gpp_notify.h"
 #include "common/gpp_time.h"

@@ -18,7 +18,6 @@
 #include "common/gpp_parse.h"
 #include "common/gpp_sigfd.h"
 #include "common/gpp_version.h"
-#include "agent/exec/gpp_ckpt_set.h"
 #include "config/gpp_config.h"
 #include "coordinator/gpp_supervisor.h"
 

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 #include "agent/exec/gpp_exec.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_graph.h"

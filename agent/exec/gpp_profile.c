@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "agent/exec/gpp_exec.h"
-#include "agent/exec/gpp_hash.h"
+#include "agent/data/gpp_hash.h"
 #include "common/gpp_fault.h"
 #include "common/gpp_json.h"
 #include "common/gpp_time.h"

@@ -72,7 +72,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 #include "common/gpp_err.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_graph.h"

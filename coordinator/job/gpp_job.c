@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_fault.h"
 #include "coordinator/job/gpp_job_impl.h"
 #include "model/gpp_model.h"

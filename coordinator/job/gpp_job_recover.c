@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_fs.h"
 #include "coordinator/job/gpp_job_impl.h"
@@ -59,7 +59,7 @@ static void s_plan_brief(const gpp_plan_t *p, char *out, size_t len)
  * (another split or data-parallel degree sums gradients in another order,
  * so the run is no longer bit-identical to an uninterrupted one), unless
  * --replan asks for it: stage files are keyed by op, so any plan's stages
- * load any set (gpp_ckpt_load_files); only the batch must be the same. */
+ * load any set (gpp_exec_ckpt_load_files); only the batch must be the same. */
 int gpp_job_recover_check_plan(gpp_job_t *self, gpp_err_t *err)
 {
     const char *dir = self->cfg.job.checkpoint_dir;

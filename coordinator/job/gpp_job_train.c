@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_fs.h"
 #include "coordinator/job/gpp_job_impl.h"
 #include "planner/gpp_sim.h"

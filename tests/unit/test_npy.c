@@ -1,5 +1,5 @@
-/* test_npy: NumPy .npy datasets (agent/exec/gpp_npy.c, the .npy source of
- * agent/exec/gpp_data.c), with hand-built files.
+/* test_npy: NumPy .npy datasets (agent/data/gpp_npy.c, the .npy source of
+ * agent/data/gpp_data.c), with hand-built files.
  *
  * The header parser on good files of versions 1, 2 and 3 and on a table of
  * broken ones (each message must name the file and the field); then a model
@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_data.h"
-#include "agent/exec/gpp_npy.h"
+#include "agent/data/gpp_data.h"
+#include "agent/data/gpp_npy.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
 

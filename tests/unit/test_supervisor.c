@@ -20,8 +20,8 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_ckpt_set.h"
+#include "agent/exec/gpp_exec_ckpt.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_fs.h"
 #include "coordinator/gpp_supervisor.h"
 #include "tests/gpp_test.h"
@@ -89,7 +89,7 @@ static void s_save_set(s_fake_t *f, const gpp_coord_cfg_t *cc, int n, int n_stag
         GPP_EXPECT_MSG(gpp_exec_step(ex, &err) == 0, "%s", err.msg);
     for (int s = 0; ex && s < n_stages; s++) {
         gpp_ckpt_set_stage_path(path, sizeof path, f->ckpt_dir, n, s);
-        GPP_EXPECT_MSG(gpp_ckpt_save(ex, path, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_exec_ckpt_save(ex, path, &err) == 0, "%s", err.msg);
     }
     GPP_EXPECT_MSG(cc->iteration_fn(cc->plan_arg, n, &err) == 0, "%s", err.msg);
     gpp_exec_destroy(&ex);

@@ -43,7 +43,7 @@
 #include <new>
 #include <vector>
 
-#include "kernels/cuda/emu/gpp_emu_rt.h"
+#include "tests/emu/gpp_emu_rt.h"
 
 namespace
 {

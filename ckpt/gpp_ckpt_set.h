@@ -16,17 +16,14 @@
  * (gpp_atomic_file: fsync of file and directory); the manifest goes through
  * the same writer, so a crash leaves a set complete or without a manifest.
  * A set without a manifest is incomplete and never loaded.
- *
- * Fault injection: "ckpt_kill:N" (GPP_FAULT_CKPT_KILL) makes a process
- * SIGKILL itself in the middle of writing its (N+1)-th checkpoint file;
- * for N >= 1, once the set before it in the directory is committed (10 s
- * at most), so the kill tests a save cut short, not a report in flight. */
+ */
 #ifndef GPP_CKPT_SET_H
 #define GPP_CKPT_SET_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpt/gpp_ckpt.h"
 #include "common/gpp_err.h"
 
 #define GPP_CKPT_SET_FORMAT "gpp-ckpt-set/1"
@@ -46,29 +43,20 @@ int gpp_ckpt_set_commit(const char *dir, int iteration, int n_stages, int keep, 
 
 /* Checks set `iteration`: its manifest parses and names that iteration,
  * and every file it lists has the size and CRC it records (the stage
- * files' stored CRC; gpp_ckpt_load checks their bytes against it). Returns
+ * files' stored CRC; the agents' load checks their bytes against it). Returns
  * the number of stages, or -1 with a message (incomplete or damaged). */
 int gpp_ckpt_set_check(const char *dir, int iteration, gpp_err_t *err);
 
 /* gpp_ckpt_set_check, and the paths of the set's stage files in manifest
  * order in *files (NULL-terminated; caller owns: gpp_ckpt_set_files_free).
  * A plan loads any set through them: a stage takes each of its ops'
- * tensors from whichever file holds it (gpp_ckpt_load_files). */
+ * tensors from whichever file holds it. */
 int gpp_ckpt_set_files(const char *dir, int iteration, char ***files, gpp_err_t *err);
 void gpp_ckpt_set_files_free(char ***files_p);
 
-/* The stage file format's magic and version (gpp_ckpt.h). */
-#define GPP_CKPT_MAGIC "GPPCKPT"
-#define GPP_CKPT_VERSION 1
-
-/* A stage file's header (gpp_ckpt.h): enough for the
+/* The header of a set's stage file (gpp_ckpt.h): enough for the
  * coordinator to refuse a set of another model or optimizer before any
  * agent starts. The agents check the whole file when they load it. */
-typedef struct {
-    uint32_t optimizer; /* gpp_optim_kind_t */
-    uint64_t steps;     /* optimizer steps taken */
-    char spec[4097];    /* the model's canonical spec */
-} gpp_ckpt_header_t;
 int gpp_ckpt_set_header(const char *path, gpp_ckpt_header_t *h, gpp_err_t *err);
 
 /* The newest complete set under dir (gpp_ckpt_set_check passes): its
@@ -81,8 +69,8 @@ int gpp_ckpt_set_latest(const char *dir, gpp_err_t *err);
  * it when a job starts. Returns how many, or -1 with a message. */
 int gpp_ckpt_set_clean(const char *dir, gpp_err_t *err);
 
-/* The weights digest from per-op digests (gpp_ckpt_op_digests in
- * gpp_ckpt.h): SHA-256 of (u32 little-endian op id, digests[op]) for every
+/* The weights digest from the stages' per-op digests
+ * (agent/exec/gpp_exec_ckpt.h): SHA-256 of (u32 little-endian op id, digests[op]) for every
  * op with has[op], in op id order. */
 void gpp_ckpt_weights_digest(int n_ops, const unsigned char (*digests)[32], const int *has,
                              unsigned char out[32]);

@@ -1,7 +1,7 @@
 /* gpp_kern_emu: the CUDA backend's kernels and their launchers
  * (gpp_cuda_kern.h), compiled for the host: the three .cu files, unchanged,
- * against the block emulator (kernels/cuda/gpp_cuda_emu.h) through
- * gpp_cuda_port.h. Each launcher checks its configuration and queues its
+ * against the block emulator (tests/emu/gpp_cuda_emu.h) through
+ * gpp_emu_port.h. Each launcher checks its configuration and queues its
  * grid on the emulated runtime's stream (gpp_emu_rt.h: gpp_emu::enqueue,
  * set_last_error; cudaGetLastError), where it runs when the stream's work
  * is forced. Part of the host emulation of the CUDA backend (docs/gpu.md
@@ -17,8 +17,9 @@
 #error "gpp_kern_emu.cc is the host compilation of the kernels: not for nvcc"
 #endif
 
+#include "tests/emu/gpp_emu_port.h" /* first: the port's host half */
+
 #include "kernels/cuda/gpp_cuda_kern.h"
-#include "kernels/cuda/gpp_cuda_port.h"
 
 #ifndef GPP_LAUNCH
 #error "gpp_kern_emu.cc needs the CUDA toolkit's headers on the include path (-I.../cuda/include)"

@@ -1,41 +1,28 @@
-/* gpp_pipeline: the schedule interpreter — one stage replica running its
- * lowered action list (planner/gpp_plan.h, made by gpp_sched) with the
- * executor (agent/exec/gpp_exec.h) and the communicator
- * (agent/comm/gpp_comm.h).
+/* gpp_pipeline: the schedule interpreter. One stage replica runs its
+ * lowered action list (planner/gpp_plan.h) with the executor and the
+ * communicator (docs/executor.md "The schedule interpreter").
  *
- * gpp_pipeline_run() blocks: it builds the model, the backend (CPU or CUDA), the
- * synthetic data source and the stage's executor (loading the stage's
- * checkpoint when resuming), joins the communicator and, with replicas > 1,
- * the data-parallel group; calls on_ready, then barrier(0); then per
- * iteration posts every receive of the iteration at its start (each into
- * its own buffer) and walks the list: a RECV waits for its message just
- * before the pass that uses it, FWD/BWD run the executor, SEND copies the
- * slice [lo, hi) of the output or input gradient and sends it
- * asynchronously, ALLREDUCE sums dense gradients (and the embedding
- * tables' touched rows) over the stage's replicas, STEP applies the
- * optimizer. Received pieces are placed at their sample offsets, so
- * data-parallel degrees may differ across an edge; gradients from several
- * consumer stages add up in the executor. Every send is complete before
- * the iteration ends. After each iteration it calls on_metrics (per-action
- * times, time spent waiting for receives as the bubble, peak RSS, the loss
- * share on sink stages); at checkpoint_interval and at the end replica 0
- * saves <checkpoint_dir>/set-<iterations done>/stage<S>.ckpt before it
- * reports the iteration (gpp_ckpt_set.h: the coordinator commits the set),
- * and a resumed stage loads the complete set of start_iteration. The
- * communicator stays up until
- * gpp_pipeline_destroy, so that no peer loses a connection it still uses.
+ * gpp_pipeline_run blocks: it builds the model, the backend, the data
+ * source and the stage's executor (loading the checkpoint set of
+ * start_iteration when resuming), joins the communicator and the
+ * data-parallel group, calls on_ready and barrier(0), then runs each
+ * iteration: passes in the list's order, transfers and the all-reduce in
+ * the transfers' order (cfg.comm_order; a RECV is waited just before the
+ * pass that needs it; received pieces land at their sample offsets, so
+ * degrees may differ across an edge), every send complete by the end.
+ * After each iteration: on_metrics; at checkpoint_interval and at the end
+ * replica 0 saves its stage file into the set (ckpt/gpp_ckpt_set.h) before
+ * reporting. The communicator stays up until gpp_pipeline_destroy.
  *
- * Message tags: (lo * n_ops + tensor) * 2 + (0 activation | 1 gradient) —
- * unique per transfer between two ranks within an iteration.
+ * Message tags: (lo * (n_ops + 1) + tensor) * 2 + (0 activation | 1
+ * gradient): unique per transfer between two ranks within an iteration.
  *
- * Threads: gpp_pipeline_run runs on one thread (a worker); only
- * gpp_pipeline_abort may be called from another, at any time: a blocked
- * receive, rendezvous or barrier callback returns and run fails with
- * "aborted".
+ * Threads: run on one thread; only gpp_pipeline_abort from another, at any
+ * time (a blocked receive, rendezvous or barrier returns; run fails with
+ * "aborted").
  *
- * Ownership: gpp_pipeline_new returns an object the caller owns; it
- * borrows cfg and every array and string cfg points to, which must outlive
- * it. */
+ * Ownership: the caller owns the pipeline; it borrows cfg and everything
+ * cfg points to. */
 #ifndef GPP_PIPELINE_H
 #define GPP_PIPELINE_H
 
@@ -63,9 +50,8 @@ typedef struct {
     const int *dp_ranks;         /* [replicas] comm ranks of the stage's replicas, ascending */
     /* Every SEND, RECV and ALLREDUCE of actions once: the order blocking
      * communication streams run them in (Assignment.comm_order,
-     * gpp_sched_order_new). Used with a device comm (NCCL), or with Gloo
-     * when the environment has GPP_COMM_ORDER=global (to test that order
-     * where there is no NCCL); else the list's order. NULL / 0: none. */
+     * gpp_sched_order_new). NULL / 0: the list's order (refused with a
+     * device comm, which needs the global one). */
     const int *comm_order;
     int n_comm_order;
     /* the data plane: "gloo" (NULL or ""), or "nccl" (CUDA backend, one GPU
@@ -121,7 +107,7 @@ typedef struct {
     double loss;                      /* this replica's share of the mini-batch loss */
     int64_t samples;                  /* samples this replica processed */
     /* the last iteration on replica 0: the weight digests of the stage's
-     * ops with parameters (gpp_ckpt_op_digests); else n_digests = 0 */
+     * ops with parameters (gpp_exec_ckpt_op_digests); else n_digests = 0 */
     int n_digests;
     const int *digest_ops;              /* [n_digests] */
     const unsigned char (*digests)[32]; /* [n_digests] */

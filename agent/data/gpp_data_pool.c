@@ -1,7 +1,7 @@
 /* gpp_data_pool: a persistent pthread pool of chunked jobs (see
  * gpp_data_pool.h). One mutex guards the queue and every job's counters;
  * a chunk runs outside it. */
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/data/gpp_data_pool.h"
 
 #include <assert.h>
 #include <pthread.h>

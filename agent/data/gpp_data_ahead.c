@@ -1,5 +1,5 @@
 /* gpp_data_ahead: read-ahead of stored data (see gpp_data_ahead.h). */
-#include "agent/exec/gpp_data_ahead.h"
+#include "agent/data/gpp_data_ahead.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -31,7 +31,7 @@ typedef struct {
 struct gpp_data_ahead_s {
     int n_ops;
     int64_t *per; /* [n_ops] bytes per sample */
-    gpp_data_ahead_fill_fn fill;
+    gpp_data_ahead_fill_fn fill, now;
     void *src;
     gpp_backend_t *be;
     gpp_data_pool_t *pool;
@@ -112,8 +112,8 @@ static void s_start(gpp_data_ahead_t *self, ahead_slot_t *sl, int64_t lo, int64_
 }
 
 gpp_data_ahead_t *gpp_data_ahead_new(int n_ops, const int64_t *per_sample,
-                                     gpp_data_ahead_fill_fn fill, void *src, int threads,
-                                     gpp_backend_t *be)
+                                     gpp_data_ahead_fill_fn fill, gpp_data_ahead_fill_fn now,
+                                     void *src, int threads, gpp_backend_t *be)
 {
     assert(n_ops > 0 && per_sample && fill && threads >= 1);
     gpp_data_ahead_t *self = gpp_xcalloc(1, sizeof *self);
@@ -121,6 +121,7 @@ gpp_data_ahead_t *gpp_data_ahead_new(int n_ops, const int64_t *per_sample,
     self->per = gpp_xcalloc((size_t)n_ops, sizeof *self->per);
     memcpy(self->per, per_sample, (size_t)n_ops * sizeof *self->per);
     self->fill = fill;
+    self->now = now ? now : fill;
     self->src = src;
     self->be = be;
     self->threads = threads;
@@ -183,7 +184,7 @@ const void *gpp_data_ahead_get(gpp_data_ahead_t *self, int op, int64_t lo, int64
         }
     }
     if (!v) {
-        if (self->fill(self->src, op, lo, n, out, err) < 0)
+        if (self->now(self->src, op, lo, n, out, err) < 0)
             return NULL;
         v = out;
     }

@@ -1,5 +1,5 @@
 /* gpp_pipeline: the schedule interpreter. See gpp_pipeline.h. */
-#include "agent/exec/gpp_pipeline.h"
+#include "agent/pipeline/gpp_pipeline.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -11,9 +11,10 @@
 
 #include "agent/comm/gpp_comm.h"
 #include "agent/comm/gpp_comm_nccl.h"
-#include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_ckpt_set.h"
-#include "agent/exec/gpp_data.h"
+#include "agent/comm/gpp_staging.h"
+#include "agent/exec/gpp_exec_ckpt.h"
+#include "ckpt/gpp_ckpt_set.h"
+#include "agent/data/gpp_data.h"
 #include "agent/exec/gpp_safetensors.h"
 #include "agent/exec/gpp_exec.h"
 #include "common/gpp_fs.h"
@@ -33,8 +34,7 @@ typedef struct {
     gpp_dtype_t dtype;
     size_t bytes;
     uint32_t tag;
-    void *buf;           /* SEND/RECV: host buffer of `bytes`, owned */
-    int pinned;          /* buf is page-locked (s_pin) */
+    void *buf;           /* SEND/RECV: transfer buffer of `bytes` (gpp_staging), owned */
     gpp_comm_req_t *req; /* in flight */
 } s_act_t;
 
@@ -53,32 +53,16 @@ struct gpp_pipeline_s {
     gpp_data_t *data;
     gpp_exec_t *ex;
     gpp_comm_group_t *dp;
-    /* a device backend with a host-memory comm (gloo): tensors are staged
-     * through host buffers with the backend's copies (issue 10: agents
-     * sharing one GPU exchange over gloo, since NCCL refuses two ranks on
-     * one GPU). 0 on the CPU backend, whose device memory is host memory. */
-    int stage;
-    /* staging: the device copy of a received buffer, one for all RECV actions
-       (the largest): a receive's host -> device copy, the executor's read of
-       it (set_input, add_output_grad) and the next receive's copy are all on
-       the executor's stream, in that order, so one buffer serves them; one
-       per action held the whole iteration's receives (the main job on one
-       emulated GPU: 6 MiB per stage the plan's model does not hold) */
-    void *stage_dev;
-    size_t stage_dev_bytes;
-    float *gstage; /* host copy of the dense gradients for the all-reduce */
-    int64_t gstage_n;
-    int gstage_pinned;
-    int pin_warned;                     /* a refused page-lock was reported */
+    gpp_staging_t *st;                  /* the transfers' buffers and copies (with a comm) */
     s_act_t *acts;                      /* [cfg.n_actions] */
     double *act_ms;                     /* [cfg.n_actions] */
     int64_t *act_start_us, *act_end_us; /* [cfg.n_actions], gpp_now_us */
     char phase[64];                     /* what run is doing, for messages */
     int bad_input;                      /* run failed on the model or data the job names */
     int failed_peer;                    /* comm rank of the first failed send/recv, -1 none */
-    int ordered;     /* the iteration follows cfg.comm_order (s_iteration_ordered) */
+    int *order; /* [n_order] the transfers' order: cfg.comm_order, or the list's */
+    int n_order;
     int graphs_said; /* CUDA graphs reported: 1 recorded, 2 off */
-    int dev_bufs;    /* transfer buffers are device memory (a device comm: NCCL) */
 };
 
 /* First sample of this replica's share of micro-batch mb, and its size. */
@@ -154,6 +138,15 @@ gpp_pipeline_t *gpp_pipeline_new(const gpp_pipeline_cfg_t *cfg, const gpp_pipeli
         }
     }
     gpp_pipeline_t *self = gpp_xcalloc(1, sizeof *self);
+    self->order = gpp_xcalloc((size_t)c->n_actions + 1, sizeof *self->order);
+    if (c->n_comm_order) {
+        memcpy(self->order, c->comm_order, (size_t)c->n_comm_order * sizeof *self->order);
+        self->n_order = c->n_comm_order;
+    } else {
+        for (int i = 0; i < c->n_actions; i++)
+            if (s_is_p2p(c->actions[i].type) || c->actions[i].type == GPP_ACT_ALLREDUCE)
+                self->order[self->n_order++] = i;
+    }
     self->failed_peer = -1;
     self->cfg = *cfg;
     if (cb)
@@ -164,7 +157,7 @@ gpp_pipeline_t *gpp_pipeline_new(const gpp_pipeline_cfg_t *cfg, const gpp_pipeli
 }
 
 /* Resolves the action list against the built stage: sample offsets, sizes,
- * dtypes, tags and a buffer per transfer. */
+ * dtypes and tags of the transfers. */
 static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
 {
     const gpp_pipeline_cfg_t *c = &self->cfg;
@@ -222,20 +215,19 @@ static int s_resolve(gpp_pipeline_t *self, gpp_err_t *err)
                                "large)",
                                i);
         a->tag = (uint32_t)tag;
-        a->buf = gpp_xcalloc(a->bytes ? a->bytes : 1, 1);
     }
     return 0;
 }
 
 /* Restores the stage's weights, optimizer state and step count from the
- * complete set of start_iteration (agent/exec/gpp_ckpt_set.h), whatever
+ * complete set of start_iteration (ckpt/gpp_ckpt_set.h), whatever
  * plan wrote it: each op's tensors from the stage file that holds them. */
 static int s_checkpoint_load(gpp_pipeline_t *self, gpp_err_t *err)
 {
     const gpp_pipeline_cfg_t *c = &self->cfg;
     char **files = NULL;
     int n = gpp_ckpt_set_files(c->checkpoint_dir, c->start_iteration, &files, err);
-    int rc = n < 0 ? -1 : gpp_ckpt_load_files(self->ex, (const char *const *)files, n, err);
+    int rc = n < 0 ? -1 : gpp_exec_ckpt_load_files(self->ex, (const char *const *)files, n, err);
     gpp_ckpt_set_files_free(&files);
     return rc;
 }
@@ -251,28 +243,7 @@ static int s_checkpoint_save(gpp_pipeline_t *self, int iterations, gpp_err_t *er
     if (gpp_mkdirs(path, 0700, err) < 0)
         return -1;
     gpp_ckpt_set_stage_path(path, sizeof path, c->checkpoint_dir, iterations, c->stage);
-    return gpp_ckpt_save(self->ex, path, err);
-}
-
-/* Page-locks a host staging buffer through the backend so that the copies
- * between it and the GPU run at full PCIe bandwidth; 1 when pinned.
- * Pageable memory works as well, only slower, so a refusal is warned about
- * once and the buffer used as it is. */
-static int s_pin(gpp_pipeline_t *self, void *p, size_t bytes)
-{
-    gpp_err_t err = {{0}};
-    int pinned = gpp_backend_host_pin(self->be, p, bytes, &err);
-    if (!pinned && err.msg[0] && !self->pin_warned++)
-        gpp_warn("pipeline: stage %d: page-locking a %zu-byte staging buffer: %s; staging "
-                 "through pageable memory (slower copies)",
-                 self->cfg.stage, bytes, err.msg);
-    return pinned;
-}
-
-static void s_unpin(gpp_pipeline_t *self, void *p, int pinned)
-{
-    if (pinned)
-        gpp_backend_host_unpin(self->be, p);
+    return gpp_exec_ckpt_save(self->ex, path, err);
 }
 
 /* Joins the world communicator: the rendezvous blocks until every rank of
@@ -300,9 +271,28 @@ static int s_cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* A device comm (NCCL): every transfer buffer in device memory (the host
- * ones s_resolve made are dropped), and every edge connected before the
- * first iteration (NCCL connects lazily). */
+/* Every transfer's buffer (gpp_staging decides where it lives) and, for
+ * the receives, room in the staging buffer. */
+static int s_buffers(gpp_pipeline_t *self, gpp_err_t *err)
+{
+    const gpp_pipeline_cfg_t *c = &self->cfg;
+    self->st = gpp_staging_new(self->be, gpp_exec_stream(self->ex), self->comm);
+    size_t most = 0;
+    for (int i = 0; i < c->n_actions; i++) {
+        s_act_t *a = &self->acts[i];
+        if (!s_is_p2p(a->type))
+            continue;
+        if (!(a->buf = gpp_staging_buf_new(self->st, a->bytes, err)))
+            return gpp_err_prefix(err, "device buffer of action %d", i);
+        if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
+            a->tensor != GPP_DEP_TENSOR && a->bytes > most)
+            most = a->bytes;
+    }
+    return gpp_staging_reserve(self->st, most, err);
+}
+
+/* A device comm (NCCL): every edge connected before the first iteration
+ * (NCCL connects lazily). */
 static int s_device_comm(gpp_pipeline_t *self, gpp_err_t *err)
 {
     const gpp_pipeline_cfg_t *c = &self->cfg;
@@ -319,13 +309,6 @@ static int s_device_comm(gpp_pipeline_t *self, gpp_err_t *err)
         s_act_t *a = &self->acts[i];
         if (!s_is_p2p(a->type))
             continue;
-        free(a->buf);
-        a->buf = gpp_backend_alloc(self->be, a->bytes ? a->bytes : 4, err);
-        if (!a->buf) {
-            free(peers);
-            return gpp_err_prefix(err, "device buffer of action %d", i);
-        }
-        self->dev_bufs = 1;
         int seen = 0;
         for (int k = 0; k < n_peers; k++)
             seen |= peers[k] == a->peer;
@@ -405,28 +388,13 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
         if (!self->dp)
             return -1;
     }
-    self->stage = gpp_backend_kind(self->be) != GPP_DEVICE_CPU && !gpp_comm_is_device(self->comm);
-    if (gpp_comm_is_device(self->comm) && s_device_comm(self, err) < 0)
+    if (s_buffers(self, err) < 0 ||
+        (gpp_comm_is_device(self->comm) && s_device_comm(self, err) < 0))
         return -1;
-    const char *order = getenv("GPP_COMM_ORDER");
-    self->ordered = c->n_comm_order > 0 && self->comm &&
-                    (gpp_comm_is_device(self->comm) || (order && strcmp(order, "global") == 0));
-    if (self->ordered)
+    if (gpp_comm_is_device(self->comm)) /* a Gloo job says nothing, as before */
         gpp_info("stage %d replica %d: transfers in the blocking-stream order (comm_order, %d "
                  "entries) on %s",
                  c->stage, c->replica, c->n_comm_order, gpp_comm_backend(self->comm));
-    size_t most = 0;
-    for (int i = 0; self->stage && i < c->n_actions; i++) {
-        s_act_t *a = &self->acts[i];
-        if (s_is_p2p(a->type))
-            a->pinned = s_pin(self, a->buf, a->bytes);
-        if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
-            a->tensor != GPP_DEP_TENSOR && a->bytes > most)
-            most = a->bytes;
-    }
-    if (most && !(self->stage_dev = gpp_backend_alloc(self->be, most, err)))
-        return gpp_err_prefix(err, "staging buffer of the receives (%zu bytes)", most);
-    self->stage_dev_bytes = most;
     return 0;
 }
 
@@ -493,12 +461,10 @@ static int s_sync_sparse(gpp_pipeline_t *self, gpp_sparse_grad_t *sg, gpp_err_t 
     size_t total = 0;
     for (int r = 0; rc == 0 && r < n; r++)
         total += bytes_each[r];
-    char *blocks = all, *dev = NULL; /* where the adds read: `all`, or its device copy */
-    if (rc == 0 && self->stage && total > 0) {
-        dev = gpp_backend_alloc(self->be, total, err);
-        rc = dev ? gpp_stream_copy(st, dev, all, total, GPP_COPY_H2D, err) : -1;
-        blocks = dev;
-    }
+    const char *blocks = all; /* where the adds read: `all`, or its device copy */
+    void *dev = NULL;
+    if (rc == 0 && !(blocks = gpp_staging_from_host(self->st, all, total, &dev, err)))
+        rc = -1;
     size_t off = 0;
     for (int r = 0; rc == 0 && r < n; r++) {
         if (bytes_each[r] % row_bytes) {
@@ -522,7 +488,7 @@ static int s_sync_sparse(gpp_pipeline_t *self, gpp_sparse_grad_t *sg, gpp_err_t 
         gpp_err_t ignored = {{0}}; /* the first error is in err already */
         s_sync(self, &ignored);    /* no copy or add reads dev any more */
     }
-    gpp_backend_free(self->be, (void **)&dev);
+    gpp_backend_free(self->be, &dev);
     free(all);
     free(bytes_each);
     free(mine);
@@ -541,27 +507,7 @@ static int s_allreduce(gpp_pipeline_t *self, gpp_err_t *err)
         return -1;
     int64_t numel = 0;
     float *gr = gpp_exec_grads(self->ex, &numel);
-    float *red = gr; /* what the comm reduces: the gradients, or their host copy */
-    if (numel > 0 && self->stage) {
-        if (self->gstage_n < numel) {
-            s_unpin(self, self->gstage, self->gstage_pinned);
-            free(self->gstage);
-            self->gstage = gpp_xcalloc((size_t)numel, sizeof *self->gstage);
-            self->gstage_n = numel;
-            self->gstage_pinned = s_pin(self, self->gstage, (size_t)numel * sizeof *self->gstage);
-        }
-        red = self->gstage;
-        if (gpp_stream_copy(gpp_exec_stream(self->ex), red, gr, (size_t)numel * sizeof *gr,
-                            GPP_COPY_D2H, err) < 0 ||
-            s_sync(self, err) < 0)
-            return -1;
-    }
-    if (numel > 0 && gpp_comm_allreduce_sum_f32(self->comm, self->dp, red, (size_t)numel, err) < 0)
-        return -1;
-    if (numel > 0 && self->stage &&
-        (gpp_stream_copy(gpp_exec_stream(self->ex), gr, red, (size_t)numel * sizeof *gr,
-                         GPP_COPY_H2D, err) < 0 ||
-         s_sync(self, err) < 0))
+    if (gpp_staging_allreduce_sum_f32(self->st, self->comm, self->dp, gr, (size_t)numel, err) < 0)
         return -1;
     for (int i = 0; i < gpp_exec_n_sparse(self->ex); i++)
         if (s_sync_sparse(self, gpp_exec_sparse_grad(self->ex, i), err) < 0)
@@ -596,11 +542,10 @@ static int s_recv_done(gpp_pipeline_t *self, int i, double *wait_ms, gpp_err_t *
     *wait_ms = gpp_now_ms() - t0;
     if (a->tensor == GPP_DEP_TENSOR) /* only the wait: no data */
         return 0;
-    if (self->stage && (gpp_stream_copy(gpp_exec_stream(self->ex), self->stage_dev, a->buf,
-                                        a->bytes, GPP_COPY_H2D, err) < 0 ||
-                        s_sync(self, err) < 0))
+    const void *got = gpp_staging_get(self->st, a->buf, a->bytes, err);
+    if (!got)
         return -1;
-    gpp_tensor_t src = gpp_tensor(self->stage ? self->stage_dev : a->buf, a->dtype, a->hi - a->lo,
+    gpp_tensor_t src = gpp_tensor((void *)got, a->dtype, a->hi - a->lo,
                                   self->g->ops[a->tensor].rows, self->g->ops[a->tensor].cols);
     return a->type == GPP_ACT_RECV_ACT
                ? gpp_exec_set_input(self->ex, a->mb, a->tensor, &src, a->off, err)
@@ -625,16 +570,7 @@ static int s_send(gpp_pipeline_t *self, int i, gpp_err_t *err)
                            a->mb);
     const char *src =
         (const char *)t->data + (size_t)(a->off * a->row_elems) * gpp_dtype_bytes(a->dtype);
-    if (self->dev_bufs) /* device to device on the compute stream; the comm's launch waits */
-        return gpp_stream_copy(gpp_exec_stream(self->ex), a->buf, src, a->bytes, GPP_COPY_D2D,
-                               err) < 0 ||
-                       s_p2p_failed(self, a,
-                                    gpp_comm_isend(self->comm, a->buf, a->bytes, a->peer, a->tag,
-                                                   &a->req, err))
-                   ? -1
-                   : 0;
-    if (gpp_stream_copy(gpp_exec_stream(self->ex), a->buf, src, a->bytes, GPP_COPY_D2H, err) < 0 ||
-        s_sync(self, err) < 0 ||
+    if (gpp_staging_put(self->st, a->buf, src, a->bytes, err) < 0 ||
         s_p2p_failed(self, a,
                      gpp_comm_isend(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err)))
         return -1;
@@ -706,105 +642,36 @@ static int s_wait_sends(gpp_pipeline_t *self, double *bubble, gpp_err_t *err)
     return 0;
 }
 
-/* One iteration in the list's order: every receive posted at the start,
- * each waited just before use; sends asynchronous (Gloo). */
-static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_loss,
-                       int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
-{
-    const gpp_pipeline_cfg_t *as = &self->cfg;
-    int64_t base = (int64_t)it * as->batch;
-    int n_mb = as->batch / as->micro_batch;
-    char *begun = gpp_xcalloc((size_t)n_mb, 1);
-    int rc = -1, pending_release = -1;
-    double t_iter = gpp_now_ms(), bubble = 0;
-    *samples = 0;
-
-    /* post every receive of the iteration now; each is waited just before use */
-    for (int i = 0; i < self->cfg.n_actions; i++) {
-        s_act_t *a = &self->acts[i];
-        if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
-            s_p2p_failed(
-                self, a,
-                gpp_comm_irecv(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err)))
-            goto out;
-    }
-    for (int i = 0; i < self->cfg.n_actions; i++) {
-        if (atomic_load(&self->abort)) {
-            gpp_err_set(err, "aborted");
-            goto out;
-        }
-        s_act_t *a = &self->acts[i];
-        int64_t t0_us = gpp_now_us();
-        if (pending_release >= 0 && !(a->type == GPP_ACT_SEND_GRAD && a->mb == pending_release)) {
-            gpp_exec_release(self->ex, pending_release);
-            pending_release = -1;
-        }
-        switch (a->type) {
-        case GPP_ACT_FWD:
-        case GPP_ACT_BWD:
-        case GPP_ACT_STEP:
-            if (s_pass(self, i, begun, base, loss_out, has_loss, samples, err) < 0)
-                goto out;
-            if (a->type == GPP_ACT_BWD)
-                pending_release = a->mb;
-            break;
-        case GPP_ACT_RECV_ACT:
-        case GPP_ACT_RECV_GRAD: {
-            double w = 0;
-            if (s_begin(self, i, begun, base, samples, err) < 0 ||
-                s_recv_done(self, i, &w, err) < 0)
-                goto out;
-            bubble += w;
-            break;
-        }
-        case GPP_ACT_SEND_ACT:
-        case GPP_ACT_SEND_GRAD:
-            if (s_send(self, i, err) < 0)
-                goto out;
-            break;
-        case GPP_ACT_ALLREDUCE:
-            if (s_allreduce(self, err) < 0)
-                goto out;
-            break;
-        default:
-            assert(0 && "action types are checked by gpp_pipeline_new");
-            break;
-        }
-        s_stamp(self, i, t0_us);
-    }
-    if (pending_release >= 0)
-        gpp_exec_release(self->ex, pending_release);
-    if (s_wait_sends(self, &bubble, err) < 0)
-        goto out;
-    rc = 0;
-out:
-    *iter_ms = gpp_now_ms() - t_iter;
-    *bubble_ms = bubble < *iter_ms ? bubble : *iter_ms;
-    free(begun);
-    return rc;
-}
-
-/* One iteration with the transfers and the all-reduce in cfg.comm_order
- * (Assignment.comm_order, gpp_sched_order_new): the order in which
- * blocking communication streams run them without deadlock (NCCL with one
- * communicator and one stream per agent; docs/gpu.md). The passes run in
- * the list's order; before and after each, the cursor issues the next
- * transfers of the order: a receive at once (posted), a send or the
- * all-reduce once the pass before it in the list has run. A pass waits for
- * the receives listed before it. A micro-batch is released once its
- * backward has run and its gradients are sent. The results are the list
- * order's bit for bit (the same kernels and sums; test_coord_train). */
+/* One iteration. The passes run in the list's order; the transfers and the
+ * all-reduce in the transfers' order (cfg.comm_order: the order in which
+ * blocking communication streams run them without deadlock, NCCL with one
+ * communicator and one stream per agent, docs/gpu.md; without one, the
+ * list's). Before and after each pass, the cursor issues the next entries
+ * of that order: a receive at once (posted), a send or the all-reduce once
+ * the pass before it in the list has run. A comm that does not block a
+ * stream (Gloo) has every receive posted when the iteration starts, so a
+ * peer's send never waits for this rank to reach it. A pass waits for the
+ * receives listed before it. A micro-batch is released once its backward
+ * has run and its gradients are sent. */
 typedef struct {
     int cur;        /* next entry of comm_order */
     int last_pass;  /* list index of the last pass run, -1 */
     int *prev_pass; /* [n_actions]: list index of the pass before each action, -1 */
 } s_cursor_t;
 
+/* Posts RECV action a. */
+static int s_post(gpp_pipeline_t *self, s_act_t *a, gpp_err_t *err)
+{
+    return s_p2p_failed(self, a,
+                        gpp_comm_irecv(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err))
+               ? -1
+               : 0;
+}
+
 static int s_issue(gpp_pipeline_t *self, s_cursor_t *k, int *grads_left, gpp_err_t *err)
 {
-    const gpp_pipeline_cfg_t *c = &self->cfg;
-    while (k->cur < c->n_comm_order) {
-        int j = c->comm_order[k->cur];
+    while (k->cur < self->n_order) {
+        int j = self->order[k->cur];
         s_act_t *a = &self->acts[j];
         int64_t t0_us = gpp_now_us();
         if ((a->type == GPP_ACT_SEND_ACT || a->type == GPP_ACT_SEND_GRAD ||
@@ -814,9 +681,7 @@ static int s_issue(gpp_pipeline_t *self, s_cursor_t *k, int *grads_left, gpp_err
         switch (a->type) {
         case GPP_ACT_RECV_ACT:
         case GPP_ACT_RECV_GRAD:
-            if (s_p2p_failed(
-                    self, a,
-                    gpp_comm_irecv(self->comm, a->buf, a->bytes, a->peer, a->tag, &a->req, err)))
+            if (!a->req && s_post(self, a, err) < 0)
                 return -1;
             break;
         case GPP_ACT_SEND_ACT:
@@ -833,7 +698,7 @@ static int s_issue(gpp_pipeline_t *self, s_cursor_t *k, int *grads_left, gpp_err
             s_stamp(self, j, t0_us);
             break;
         default:
-            return gpp_err_set(err, "comm_order[%d]: action %d is a %s", k->cur, j,
+            return gpp_err_set(err, "transfer order [%d]: action %d is a %s", k->cur, j,
                                gpp_act_type_name(a->type));
         }
         /* launched now, in this order (NCCL defers to the flush) */
@@ -844,8 +709,8 @@ static int s_issue(gpp_pipeline_t *self, s_cursor_t *k, int *grads_left, gpp_err
     return 0;
 }
 
-static int s_iteration_ordered(gpp_pipeline_t *self, int it, double *loss_out, int *has_loss,
-                               int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
+static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_loss,
+                       int64_t *samples, double *iter_ms, double *bubble_ms, gpp_err_t *err)
 {
     const gpp_pipeline_cfg_t *c = &self->cfg;
     int64_t base = (int64_t)it * c->batch;
@@ -865,6 +730,12 @@ static int s_iteration_ordered(gpp_pipeline_t *self, int it, double *loss_out, i
         if (t == GPP_ACT_SEND_GRAD)
             grads_left[self->acts[i].mb]++;
     }
+    for (int i = 0; self->comm && !gpp_comm_is_device(self->comm) && i < c->n_actions; i++) {
+        s_act_t *a = &self->acts[i];
+        if ((a->type == GPP_ACT_RECV_ACT || a->type == GPP_ACT_RECV_GRAD) &&
+            s_post(self, a, err) < 0)
+            goto out;
+    }
     for (int i = 0; i < c->n_actions; i++) {
         s_act_t *a = &self->acts[i];
         if (a->type != GPP_ACT_FWD && a->type != GPP_ACT_BWD && a->type != GPP_ACT_STEP)
@@ -882,8 +753,8 @@ static int s_iteration_ordered(gpp_pipeline_t *self, int it, double *loss_out, i
                 continue;
             if (!self->acts[j].req) {
                 gpp_err_set(err,
-                            "action %d: the receive a pass needs is not posted (comm_order "
-                            "stops at entry %d)",
+                            "action %d: the receive a pass needs is not posted (the transfer "
+                            "order stops at entry %d)",
                             j, k.cur);
                 goto out;
             }
@@ -910,9 +781,9 @@ static int s_iteration_ordered(gpp_pipeline_t *self, int it, double *loss_out, i
                 bwd_done[m] = 2;
             }
     }
-    if (k.cur != c->n_comm_order) {
-        gpp_err_set(err, "comm_order: %d of %d transfers issued by the end of the iteration", k.cur,
-                    c->n_comm_order);
+    if (k.cur != self->n_order) {
+        gpp_err_set(err, "transfer order: %d of %d transfers issued by the end of the iteration",
+                    k.cur, self->n_order);
         goto out;
     }
     for (int m = 0; m < n_mb; m++)
@@ -954,8 +825,8 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
                                     .action_ms = self->act_ms,
                                     .action_start_us = self->act_start_us,
                                     .action_end_us = self->act_end_us};
-        if ((self->ordered ? s_iteration_ordered : s_iteration)(
-                self, it, &m.loss, &m.has_loss, &m.samples, &m.iteration_ms, &m.bubble_ms, err) < 0)
+        if (s_iteration(self, it, &m.loss, &m.has_loss, &m.samples, &m.iteration_ms, &m.bubble_ms,
+                        err) < 0)
             goto fail;
         s_graphs_note(self, it);
         int last = it + 1 == c->iterations;
@@ -979,7 +850,8 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
         gpp_backend_mem(self->be, &bm);
         m.device_mem_peak_bytes = bm.peak_bytes;
         /* outside the plan's model: the backend's buffers and the receives' staging */
-        m.device_mem_backend_bytes = bm.own_bytes + (int64_t)self->stage_dev_bytes;
+        m.device_mem_backend_bytes =
+            bm.own_bytes + (int64_t)(self->st ? gpp_staging_device_bytes(self->st) : 0);
         int n_ops = self->g->n_ops, *ops = NULL, *has = NULL;
         unsigned char(*d)[GPP_SHA256_BYTES] = NULL;
         if (last && c->replica == 0) {
@@ -987,7 +859,7 @@ int gpp_pipeline_run(gpp_pipeline_t *self, gpp_err_t *err)
             d = gpp_xcalloc((size_t)n_ops, sizeof *d);
             has = gpp_xcalloc((size_t)n_ops, sizeof *has);
             ops = gpp_xcalloc((size_t)n_ops, sizeof *ops);
-            if (gpp_ckpt_op_digests(self->ex, d, has, err) < 0) {
+            if (gpp_exec_ckpt_op_digests(self->ex, d, has, err) < 0) {
                 free(d), free(has), free(ops);
                 goto fail;
             }
@@ -1027,19 +899,11 @@ void gpp_pipeline_destroy(gpp_pipeline_t **self_p)
         return;
     gpp_pipeline_t *self = *self_p;
     *self_p = NULL;
-    if (self->acts)
-        for (int i = 0; i < self->cfg.n_actions; i++) {
-            s_unpin(self, self->acts[i].buf, self->acts[i].pinned);
-            if (self->dev_bufs && s_is_p2p(self->acts[i].type))
-                gpp_backend_free(self->be, &self->acts[i].buf);
-            else
-                free(self->acts[i].buf); /* requests are freed with the comm */
-        }
-    if (self->stage_dev) /* only with a backend */
-        gpp_backend_free(self->be, &self->stage_dev);
-    s_unpin(self, self->gstage, self->gstage_pinned);
-    free(self->gstage);
+    for (int i = 0; self->st && i < self->cfg.n_actions; i++)
+        gpp_staging_buf_free(self->st, &self->acts[i].buf); /* requests go with the comm */
+    gpp_staging_destroy(&self->st);
     free(self->acts);
+    free(self->order);
     free(self->act_ms);
     free(self->act_start_us);
     free(self->act_end_us);

@@ -1,5 +1,5 @@
 /* gpp_npy: NumPy .npy reader (see gpp_npy.h for the format and contract). */
-#include "agent/exec/gpp_npy.h"
+#include "agent/data/gpp_npy.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -213,10 +213,7 @@ gpp_npy_t *gpp_npy_open(const char *path, gpp_err_t *err)
     self->path = gpp_xstrdup(path);
     self->map = MAP_FAILED;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        gpp_err_set(err, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
+    GPP_SYS_TRY_GOTO(fd >= 0, err, fail, "%s: cannot open", path);
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         gpp_err_set(err, "%s: not a regular file", path);
@@ -229,10 +226,7 @@ gpp_npy_t *gpp_npy_open(const char *path, gpp_err_t *err)
     }
     self->map_bytes = (size_t)st.st_size;
     self->map = mmap(NULL, self->map_bytes, PROT_READ, MAP_SHARED, fd, 0);
-    if (self->map == MAP_FAILED) {
-        gpp_err_set(err, "%s: mmap failed: %s", path, strerror(errno));
-        goto fail;
-    }
+    GPP_SYS_TRY_GOTO(self->map != MAP_FAILED, err, fail, "%s: mmap failed", path);
     close(fd);
     fd = -1;
     const unsigned char *b = self->map;

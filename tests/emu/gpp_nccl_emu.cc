@@ -59,7 +59,7 @@
 #include <vector>
 
 #include "agent/comm/gpp_comm_nccl.h"
-#include "kernels/cuda/emu/gpp_emu_rt.h"
+#include "tests/emu/gpp_emu_rt.h"
 
 namespace
 {

@@ -2,7 +2,7 @@
  * as the emulation's other two parts use it: the emulated cuBLASLt
  * (gpp_cublaslt_emu.cc) and kernel launches (GPP_LAUNCH in
  * kernels/cuda/gpp_cuda_port.h, host side). Host C++ only; private to
- * kernels/cuda/emu/ (docs/gpu.md "The host emulation").
+ * tests/emu/ (docs/gpu.md "The host emulation").
  *
  * The emulated runtime defines the cuda* functions the CUDA backend calls,
  * with their real signatures (from the toolkit's headers), so that the

@@ -1,7 +1,7 @@
 /* gpp_data: the data source interface over synthetic data (gpp_data_gen),
- * dataset files and .npy arrays (see gpp_data.h for the contract and the
- * file format). */
-#include "agent/exec/gpp_data.h"
+ * dataset files and .npy arrays, with one read-ahead for all three
+ * (gpp_data_ahead); gpp_data.h has the contract and the file format. */
+#include "agent/data/gpp_data.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -16,10 +16,10 @@
 
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_codec.h"
-#include "agent/exec/gpp_data_ahead.h"
-#include "agent/exec/gpp_data_gen.h"
-#include "agent/exec/gpp_hash.h"
-#include "agent/exec/gpp_npy.h"
+#include "agent/data/gpp_data_ahead.h"
+#include "agent/data/gpp_data_gen.h"
+#include "agent/data/gpp_hash.h"
+#include "agent/data/gpp_npy.h"
 
 /* Purpose tag of the shuffle's random stream (gpp_hash_key's second field;
  * gpp_data_gen.c has the synthetic data's). */
@@ -55,32 +55,15 @@ struct gpp_data_s {
      * may be an epoch ahead of the caller), under perm_mu: the reads run on
      * the read-ahead's threads too */
     pthread_mutex_t perm_mu;
-    int64_t *perm[2];      /* [n_samples] record of position p in epoch perm_epoch[i] */
-    int64_t perm_epoch[2]; /* -1: none built yet */
-    int perm_next;         /* the one to rebuild next */
-    gpp_data_gen_t *gen;   /* synthetic source */
-    /* file and .npy sources: the read-ahead (prefetch on) */
-    gpp_data_ahead_t *ahead;
+    int64_t *perm[2];        /* [n_samples] record of position p in epoch perm_epoch[i] */
+    int64_t perm_epoch[2];   /* -1: none built yet */
+    int perm_next;           /* the one to rebuild next */
+    gpp_data_gen_t *gen;     /* synthetic source */
+    gpp_data_ahead_t *ahead; /* the read-ahead (prefetch on) */
     int threads;
     gpp_backend_t *be;   /* page-locks the prefetch buffers (NULL: not) */
     int64_t hits_before; /* served by read-aheads since replaced */
 };
-
-static int s_is_loss(const gpp_op_t *op)
-{
-    return op->type == GPP_OP_LOSS_MSE || op->type == GPP_OP_LOSS_CE;
-}
-
-void gpp_data_label_shape(const gpp_graph_t *g, int op, gpp_dtype_t *dtype, int64_t *rows,
-                          int64_t *cols)
-{
-    const gpp_op_t *L = &g->ops[op];
-    assert(s_is_loss(L));
-    const gpp_op_t *x = &g->ops[L->inputs[0]];
-    *rows = x->rows;
-    *dtype = L->type == GPP_OP_LOSS_CE ? GPP_DTYPE_I32 : GPP_DTYPE_F32;
-    *cols = L->type == GPP_OP_LOSS_CE ? 1 : x->cols;
-}
 
 /* The fields every kind of source starts with. */
 static gpp_data_t *s_new(const gpp_graph_t *g, uint64_t seed)
@@ -93,17 +76,6 @@ static gpp_data_t *s_new(const gpp_graph_t *g, uint64_t seed)
     pthread_mutex_init(&self->perm_mu, NULL);
     self->threads = gpp_data_pool_default_threads();
     return self;
-}
-
-int64_t gpp_data_sample_bytes(const gpp_graph_t *g, int op)
-{
-    gpp_dtype_t dt;
-    int64_t r = g->ops[op].rows, c = g->ops[op].cols;
-    if (s_is_loss(&g->ops[op]))
-        gpp_data_label_shape(g, op, &dt, &r, &c);
-    else if (g->ops[op].type != GPP_OP_INPUT)
-        return 0;
-    return r * c * 4;
 }
 
 gpp_data_t *gpp_data_new(const gpp_graph_t *g, uint64_t seed)
@@ -120,8 +92,8 @@ void gpp_data_destroy(gpp_data_t **self_p)
     gpp_data_t *self = *self_p;
     if (!self)
         return;
+    gpp_data_ahead_destroy(&self->ahead); /* waits for its reads, which may generate */
     gpp_data_gen_destroy(&self->gen);
-    gpp_data_ahead_destroy(&self->ahead); /* waits for its reads */
     if (self->fd >= 0)
         close(self->fd);
     free(self->path);
@@ -180,10 +152,10 @@ static int s_expected(const gpp_graph_t *g, data_array_t *arr)
                 a.dtype = op->input_kind == GPP_INPUT_INDICES ? GPP_DTYPE_I32 : GPP_DTYPE_F32;
                 a.rows = op->rows, a.cols = op->cols;
                 a.range = op->input_kind == GPP_INPUT_INDICES ? op->table_rows : 0;
-            } else if (pass == 1 && s_is_loss(op)) {
+            } else if (pass == 1 && gpp_data_shape_is_loss(op)) {
                 gpp_dtype_t dt;
                 a.role = 1;
-                gpp_data_label_shape(g, o, &dt, &a.rows, &a.cols);
+                gpp_data_shape_label(g, o, &dt, &a.rows, &a.cols);
                 a.dtype = dt;
                 a.range = dt == GPP_DTYPE_I32 ? g->ops[op->inputs[0]].cols : 0;
             } else {
@@ -225,15 +197,9 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, int shuffle, u
     unsigned char *hdr = NULL, *buf = NULL;
     data_array_t *want = NULL;
     self->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (self->fd < 0) {
-        gpp_err_set(err, "dataset %s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
+    GPP_SYS_TRY_GOTO(self->fd >= 0, err, fail, "dataset %s: cannot open", path);
     struct stat st;
-    if (fstat(self->fd, &st) < 0) {
-        gpp_err_set(err, "dataset %s: cannot stat: %s", path, strerror(errno));
-        goto fail;
-    }
+    GPP_SYS_TRY_GOTO(fstat(self->fd, &st) == 0, err, fail, "dataset %s: cannot stat", path);
     int64_t fsize = st.st_size;
     unsigned char fixed[HDR_FIXED] = {0};
     if (fsize < 8 || s_pread_all(self->fd, fixed, 8, 0) < 0 ||
@@ -279,10 +245,8 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, int shuffle, u
         goto fail;
     }
     hdr = gpp_xcalloc(1, hbytes);
-    if (s_pread_all(self->fd, hdr, hbytes, 0) < 0) {
-        gpp_err_set(err, "dataset %s: read failed: %s", path, strerror(errno));
-        goto fail;
-    }
+    GPP_SYS_TRY_GOTO(s_pread_all(self->fd, hdr, hbytes, 0) == 0, err, fail,
+                     "dataset %s: read failed", path);
     uint32_t hcrc;
     c = gpp_codec_reader(hdr + hbytes - 4, 4);
     gpp_codec_get_u32(&c, &hcrc);
@@ -377,10 +341,8 @@ gpp_data_t *gpp_data_open(const gpp_graph_t *g, const char *path, int shuffle, u
         uint32_t crc = 0;
         while (done < len) {
             size_t part = (size_t)(len - done < (int64_t)chunk ? len - done : (int64_t)chunk);
-            if (s_pread_all(self->fd, buf, part, a->offset + done) < 0) {
-                gpp_err_set(err, "dataset %s: read failed: %s", path, strerror(errno));
-                goto fail;
-            }
+            GPP_SYS_TRY_GOTO(s_pread_all(self->fd, buf, part, a->offset + done) == 0, err, fail,
+                             "dataset %s: read failed", path);
             crc = (uint32_t)crc32_z(crc, buf, part);
             done += (int64_t)part;
         }
@@ -411,10 +373,9 @@ static int s_read(gpp_data_t *self, const data_array_t *a, int64_t lo, int64_t n
     for (int64_t s = 0; s < n;) {
         int64_t rec = (lo + s) % self->n_samples;
         int64_t run = self->n_samples - rec < n - s ? self->n_samples - rec : n - s;
-        if (s_pread_all(self->fd, (char *)out + s * per, (size_t)(run * per),
-                        a->offset + rec * per) < 0)
-            return gpp_err_set(err, "dataset %s: read of '%s' failed: %s", self->path, a->name,
-                               strerror(errno));
+        GPP_SYS_TRY(s_pread_all(self->fd, (char *)out + s * per, (size_t)(run * per),
+                                a->offset + rec * per) == 0,
+                    err, "dataset %s: read of '%s' failed", self->path, a->name);
         s += run;
     }
     gpp_codec_t c = gpp_codec_reader(out, (size_t)(n * per));
@@ -686,15 +647,37 @@ static int s_read_npy(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out
     return 0;
 }
 
-/* Stored data (file or .npy) of op: the read-ahead's fill function, safe on
- * several threads at once (pread; mapped arrays; the record order under
- * its lock). */
-static int s_read_stored(void *src, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
+/* Stored data (file or .npy) of op, safe on several threads at once
+ * (pread; mapped arrays; the record order under its lock). */
+static int s_read_stored(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
 {
-    gpp_data_t *self = src;
     if (self->npy)
         return s_read_npy(self, op, lo, n, out, err);
     return s_read(self, &self->arr[self->arr_of_op[op]], lo, n, out, err);
+}
+
+/* A synthetic call the read-ahead does not hold: on the generator's
+ * threads, its inputs kept for the labels (gpp_data_gen_input/label). */
+static int s_gen_now(void *src, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
+{
+    (void)err;
+    gpp_data_t *self = src;
+    if (self->g->ops[op].type == GPP_OP_INPUT)
+        gpp_data_gen_input(self->gen, op, lo, n, out);
+    else
+        gpp_data_gen_label(self->gen, op, lo, n, out);
+    return 0;
+}
+
+/* The read-ahead's fill function: any source, on its threads. */
+static int s_fill_ahead(void *src, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
+{
+    gpp_data_t *self = src;
+    if (self->gen) {
+        gpp_data_gen_fill(self->gen, op, lo, n, out);
+        return 0;
+    }
+    return s_read_stored(self, op, lo, n, out, err);
 }
 
 const void *gpp_data_ref(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
@@ -702,13 +685,16 @@ const void *gpp_data_ref(gpp_data_t *self, int op, int64_t sample_lo, int64_t n,
 {
     assert(self && op >= 0 && op < self->g->n_ops && sample_lo >= 0 && n >= 0);
     const gpp_op_t *o = &self->g->ops[op];
-    assert(o->type == GPP_OP_INPUT || s_is_loss(o));
+    assert(o->type == GPP_OP_INPUT || gpp_data_shape_is_loss(o));
     if (self->ahead && n > 0)
         return gpp_data_ahead_get(self->ahead, op, sample_lo, n, out, err);
     if (!self->gen)
         return s_read_stored(self, op, sample_lo, n, out, err) < 0 ? NULL : out;
-    return o->type == GPP_OP_INPUT ? gpp_data_gen_input(self->gen, op, sample_lo, n, out)
-                                   : gpp_data_gen_label(self->gen, op, sample_lo, n, out);
+    if (o->type == GPP_OP_INPUT)
+        gpp_data_gen_input(self->gen, op, sample_lo, n, out);
+    else
+        gpp_data_gen_label(self->gen, op, sample_lo, n, out);
+    return out;
 }
 
 /* gpp_data_ref into out. */
@@ -720,8 +706,8 @@ static int s_fill(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out, gp
     if (v != out) {
         gpp_dtype_t dt;
         int64_t r = self->g->ops[op].rows, c = self->g->ops[op].cols;
-        if (s_is_loss(&self->g->ops[op]))
-            gpp_data_label_shape(self->g, op, &dt, &r, &c);
+        if (gpp_data_shape_is_loss(&self->g->ops[op]))
+            gpp_data_shape_label(self->g, op, &dt, &r, &c);
         memcpy(out, v, (size_t)(n * r * c) * 4);
     }
     return 0;
@@ -737,11 +723,11 @@ int gpp_data_input(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void 
 int gpp_data_label(gpp_data_t *self, int op, int64_t sample_lo, int64_t n, void *out,
                    gpp_err_t *err)
 {
-    assert(self && op >= 0 && op < self->g->n_ops && s_is_loss(&self->g->ops[op]));
+    assert(self && op >= 0 && op < self->g->n_ops && gpp_data_shape_is_loss(&self->g->ops[op]));
     return s_fill(self, op, sample_lo, n, out, err);
 }
 
-/* The read-ahead of a stored source, made anew (threads, backend). */
+/* The read-ahead, made anew (threads, backend). */
 static void s_ahead_build(gpp_data_t *self, int on)
 {
     int64_t hits = self->ahead ? gpp_data_ahead_hits(self->ahead) : 0;
@@ -752,8 +738,9 @@ static void s_ahead_build(gpp_data_t *self, int on)
     const gpp_graph_t *g = self->g;
     int64_t *per = gpp_xcalloc((size_t)g->n_ops, sizeof *per);
     for (int o = 0; o < g->n_ops; o++)
-        per[o] = gpp_data_sample_bytes(g, o);
-    self->ahead = gpp_data_ahead_new(g->n_ops, per, s_read_stored, self, self->threads, self->be);
+        per[o] = gpp_data_shape_bytes(g, o);
+    self->ahead = gpp_data_ahead_new(g->n_ops, per, s_fill_ahead, self->gen ? s_gen_now : NULL,
+                                     self, self->threads, self->be);
     free(per);
 }
 
@@ -762,8 +749,9 @@ int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch)
     assert(self);
     if (threads < 1 || threads > GPP_DATA_MAX_THREADS)
         return -1;
+    s_ahead_build(self, 0); /* no read of the old one under way while threads change */
     if (self->gen)
-        return gpp_data_gen_set_threads(self->gen, threads, prefetch);
+        gpp_data_gen_set_threads(self->gen, threads);
     self->threads = threads;
     s_ahead_build(self, prefetch);
     return 0;
@@ -772,10 +760,6 @@ int gpp_data_set_threads(gpp_data_t *self, int threads, int prefetch)
 void gpp_data_set_backend(gpp_data_t *self, gpp_backend_t *be)
 {
     assert(self);
-    if (self->gen) {
-        gpp_data_gen_set_backend(self->gen, be);
-        return;
-    }
     int on = self->ahead != NULL;
     s_ahead_build(self, 0); /* its buffers unlocked through the old backend */
     self->be = be;
@@ -785,15 +769,13 @@ void gpp_data_set_backend(gpp_data_t *self, gpp_backend_t *be)
 int64_t gpp_data_prefetched(const gpp_data_t *self)
 {
     assert(self);
-    if (self->gen)
-        return gpp_data_gen_prefetched(self->gen);
     return self->hits_before + (self->ahead ? gpp_data_ahead_hits(self->ahead) : 0);
 }
 
 int gpp_data_threads(const gpp_data_t *self)
 {
     assert(self);
-    return self->gen ? gpp_data_gen_threads(self->gen) : self->threads;
+    return self->threads;
 }
 
 int gpp_data_write_file(gpp_data_t *src, const char *path, int64_t n_samples, gpp_err_t *err)

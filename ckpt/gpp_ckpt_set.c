@@ -1,6 +1,6 @@
 /* gpp_ckpt_set: checkpoint sets, their manifest and their pruning (format
  * in gpp_ckpt_set.h). */
-#include "agent/exec/gpp_ckpt_set.h"
+#include "ckpt/gpp_ckpt_set.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -54,14 +54,13 @@ static int s_set_number(const char *name)
 static int s_stage_trailer(const char *path, long long *bytes, uint32_t *crc, gpp_err_t *err)
 {
     FILE *f = fopen(path, "rb");
+    GPP_SYS_TRY(f != NULL, err, "%s", path);
     unsigned char b[4];
-    int ok = f && fseeko(f, 0, SEEK_END) == 0 && (*bytes = ftello(f)) >= 4 &&
+    int ok = fseeko(f, 0, SEEK_END) == 0 && (*bytes = ftello(f)) >= 4 &&
              fseeko(f, -4, SEEK_END) == 0 && fread(b, 1, 4, f) == 4;
-    int e = errno;
-    if (f)
-        fclose(f);
+    fclose(f);
     if (!ok)
-        return gpp_err_set(err, "%s: %s", path, f ? "too short for a checkpoint" : strerror(e));
+        return gpp_err_set(err, "%s: too short for a checkpoint", path);
     *crc = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
     return 0;
 }
@@ -132,7 +131,7 @@ static int *s_list(const char *dir, int *n, gpp_err_t *err)
     DIR *d = opendir(dir);
     if (!d) {
         if (errno != ENOENT)
-            *n = gpp_err_set(err, "checkpoint directory %s: %s", dir, strerror(errno));
+            *n = gpp_sys_fail(err, __FILE__, __LINE__, "checkpoint directory %s", dir);
         return NULL;
     }
     int *v = NULL, cap = 0;
@@ -343,8 +342,7 @@ int gpp_ckpt_set_header(const char *path, gpp_ckpt_header_t *h, gpp_err_t *err)
 {
     unsigned char b[28];
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return gpp_err_set(err, "checkpoint %s: cannot open: %s", path, strerror(errno));
+    GPP_SYS_TRY(f != NULL, err, "checkpoint %s: cannot open", path);
     size_t got = fread(b, 1, sizeof b, f);
     gpp_codec_t c = gpp_codec_reader(b, sizeof b);
     char magic[8];
@@ -403,8 +401,9 @@ int gpp_ckpt_set_latest(const char *dir, gpp_err_t *err)
 static int s_clean_one(const char *d, int *n, gpp_err_t *err)
 {
     DIR *dd = opendir(d);
-    if (!dd)
-        return errno == ENOENT ? 0 : gpp_err_set(err, "%s: %s", d, strerror(errno));
+    if (!dd && errno == ENOENT)
+        return 0;
+    GPP_SYS_TRY(dd != NULL, err, "%s", d);
     for (struct dirent *e; (e = readdir(dd));) {
         if (!strstr(e->d_name, ".tmp."))
             continue;

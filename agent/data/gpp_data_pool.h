@@ -25,6 +25,9 @@
 
 #include "kernels/gpp_backend.h"
 
+/* Threads a data source may generate or read on. */
+#define GPP_DATA_MAX_THREADS 256
+
 typedef struct gpp_data_pool_s gpp_data_pool_t;
 
 typedef void (*gpp_data_pool_fn)(void *arg, int chunk, int n_chunks);

@@ -1,16 +1,14 @@
 /* gpp_data_gen: the synthetic source behind gpp_data_new (see gpp_data.h
  * for what the values are and gpp_data_gen.h for the threads): the fixed
- * teacher, generation chunked over a gpp_data_pool, and the prefetch of the
- * next micro-batch. */
-#include "agent/exec/gpp_data_gen.h"
+ * teacher, and generation chunked over a gpp_data_pool. */
+#include "agent/data/gpp_data_gen.h"
 
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/exec/gpp_data_pool.h"
-#include "agent/exec/gpp_hash.h"
+#include "agent/data/gpp_hash.h"
 
 /* Purpose tags of the random streams (gpp_hash_key's second field; gpp_data
  * has TAG_SHUF = 0x534855). */
@@ -39,25 +37,6 @@ typedef struct {
     void *const *src; /* [graph ops] by op id: the teacher's INPUT blocks */
 } phase_t;
 
-/* Prefetch slot: samples [lo, lo + n) of the ops marked in has, generated
- * by the pool in two jobs (inputs, then the labels that read them). */
-typedef struct {
-    int64_t lo, n; /* n -1: empty */
-    int busy;      /* jobs submitted and not yet waited */
-    char *has;          /* [graph ops] */
-    void **buf;         /* [graph ops] by op id: mem[op].p */
-    gpp_data_buf_t *mem; /* [graph ops] */
-    int *ops;      /* the INPUT ops generated, then the loss ops */
-    int n_in, n_lab;
-    phase_t pin, plab;
-    gpp_data_job_t jin, jlab;
-} pf_slot_t;
-
-/* Bound of one prefetch slot: two slots hold the next micro-batch and the
- * current one; 512 MiB each keeps that within 1 GiB of host memory (a
- * budget, not a speed setting; larger micro-batches generate on demand). */
-#define PREFETCH_MAX_BYTES ((size_t)512 << 20)
-
 /* The teacher of one loss op: the inputs it reads and its projection. */
 typedef struct {
     int n_in;
@@ -74,22 +53,9 @@ struct gpp_data_gen_s {
     /* the last block generated per INPUT op, so that the teacher reuses the
      * inputs the same process just generated */
     data_block_t *cache; /* [n_ops] */
-    int threads;           /* the caller + threads - 1 pool workers (T with prefetch) */
-    int prefetch;          /* 1: generate the predicted next range ahead */
+    int threads;           /* the caller + threads - 1 pool workers */
     gpp_data_pool_t *pool; /* created on first use */
-    pf_slot_t pf[2];       /* pf[pf_cur]: the current range's */
-    int pf_cur;
-    gpp_data_track_t tr;   /* the calls' ranges and the next one's prediction */
-    int64_t pf_hits;       /* calls served from a prefetch slot */
-    gpp_backend_t *pin_be; /* page-locks the slots' buffers (NULL: not) */
 };
-
-static void s_slot_free(gpp_data_gen_t *self, pf_slot_t *sl);
-
-static int s_is_loss(const gpp_op_t *op)
-{
-    return op->type == GPP_OP_LOSS_MSE || op->type == GPP_OP_LOSS_CE;
-}
 
 /* Marks the INPUT ops `op` depends on. */
 static void s_ancestors(const gpp_graph_t *g, int op, char *seen)
@@ -114,12 +80,11 @@ gpp_data_gen_t *gpp_data_gen_new(const gpp_graph_t *g, uint64_t seed)
     self->seed = seed;
     self->teach = gpp_xcalloc((size_t)g->n_ops, sizeof *self->teach);
     self->cache = gpp_xcalloc((size_t)g->n_ops, sizeof *self->cache);
-    gpp_data_track_init(&self->tr, g->n_ops);
-    gpp_data_gen_set_threads(self, gpp_data_pool_default_threads(), 0);
+    gpp_data_gen_set_threads(self, gpp_data_pool_default_threads());
     char *seen = gpp_xcalloc((size_t)g->n_ops, 1);
     for (int o = 0; o < g->n_ops; o++) {
         const gpp_op_t *L = &g->ops[o];
-        if (!s_is_loss(L))
+        if (!gpp_data_shape_is_loss(L))
             continue;
         teacher_t *t = &self->teach[o];
         memset(seen, 0, (size_t)g->n_ops);
@@ -147,10 +112,7 @@ void gpp_data_gen_destroy(gpp_data_gen_t **self_p)
     gpp_data_gen_t *self = *self_p;
     if (!self)
         return;
-    s_slot_free(self, &self->pf[0]); /* waits for the pool's jobs */
-    s_slot_free(self, &self->pf[1]);
     gpp_data_pool_destroy(&self->pool);
-    gpp_data_track_free(&self->tr);
     for (int o = 0; o < self->g->n_ops; o++) {
         free(self->teach[o].in);
         free(self->teach[o].P);
@@ -202,7 +164,7 @@ static void s_phase_chunk(void *arg, int c, int n_chunks)
     const teacher_t *t = &self->teach[op->id];
     gpp_dtype_t dt;
     int64_t rows, cols;
-    gpp_data_label_shape(g, op->id, &dt, &rows, &cols);
+    gpp_data_shape_label(g, op->id, &dt, &rows, &cols);
     int64_t s0 = p->n * k / p->K, s1 = p->n * (k + 1) / p->K;
     if (s0 == s1)
         return;
@@ -252,12 +214,11 @@ static int s_chunks_per_op(const gpp_data_gen_t *self, const int *ops, int n_ops
 }
 
 /* The pool, created on first use: threads - 1 workers (the caller is the
- * T-th); T with prefetch, whose background work then runs on T threads
- * while the caller drives the device. */
+ * T-th). */
 static gpp_data_pool_t *s_pool(gpp_data_gen_t *self)
 {
     if (!self->pool)
-        self->pool = gpp_data_pool_new(self->prefetch ? self->threads : self->threads - 1);
+        self->pool = gpp_data_pool_new(self->threads - 1);
     return self->pool;
 }
 
@@ -414,177 +375,14 @@ static void s_gen_labels(gpp_data_gen_t *self, const gpp_op_t *L, int64_t lo, in
     free(by_op);
 }
 
-/* ---- prefetch (synthetic) ----
- * The calls of one micro-batch share a sample range. When a call brings a
- * new range R (after range Q), the source predicts the next one, R + (R.lo -
- * Q.lo) (consecutive micro-batches, or a data-parallel replica's shares a
- * micro-batch apart), and the pool generates there in the background every
- * op asked for at Q (and the INPUT ops their teachers read) into the slot
- * not in use. A call whose range and op the current slot holds waits for it
- * and copies; any other call generates on demand. Values never depend on
- * which path made them. */
-
-/* Waits for the slot's jobs. */
-static void s_slot_wait(gpp_data_gen_t *self, pf_slot_t *sl)
-{
-    if (!sl->busy)
-        return;
-    if (sl->n_lab)
-        gpp_data_pool_wait(self->pool, &sl->jlab);
-    if (sl->n_in)
-        gpp_data_pool_wait(self->pool, &sl->jin);
-    sl->busy = 0;
-}
-
-/* Waits for the slot's jobs and forgets its range. */
-static void s_slot_drop(gpp_data_gen_t *self, pf_slot_t *sl)
-{
-    s_slot_wait(self, sl);
-    sl->n = -1;
-}
-
-static void s_slot_free(gpp_data_gen_t *self, pf_slot_t *sl)
-{
-    s_slot_drop(self, sl);
-    if (sl->mem)
-        for (int o = 0; o < self->g->n_ops; o++)
-            gpp_data_buf_free(&sl->mem[o], self->pin_be);
-    free(sl->buf);
-    free(sl->mem);
-    free(sl->has);
-    free(sl->ops);
-    memset(sl, 0, sizeof *sl);
-    sl->n = -1;
-}
-
-/* Starts generating samples [lo, lo + n) of the ops marked in `want` into
- * slot sl (idle) in the background. Skipped when the slot would exceed
- * PREFETCH_MAX_BYTES. */
-static void s_slot_start(gpp_data_gen_t *self, pf_slot_t *sl, int64_t lo, int64_t n,
-                         const char *want)
-{
-    const gpp_graph_t *g = self->g;
-    int N = g->n_ops;
-    if (!sl->buf) {
-        sl->buf = gpp_xcalloc((size_t)N, sizeof *sl->buf);
-        sl->mem = gpp_xcalloc((size_t)N, sizeof *sl->mem);
-        sl->has = gpp_xcalloc((size_t)N, 1);
-        sl->ops = gpp_xcalloc((size_t)N, sizeof *sl->ops);
-    }
-    memset(sl->has, 0, (size_t)N);
-    for (int o = 0; o < N; o++)
-        if (want[o] && s_is_loss(&g->ops[o])) {
-            sl->has[o] = 1;
-            for (int i = 0; i < self->teach[o].n_in; i++)
-                sl->has[self->teach[o].in[i]] = 1;
-        } else if (want[o]) {
-            sl->has[o] = 1;
-        }
-    size_t bytes = 0;
-    sl->n_in = sl->n_lab = 0;
-    for (int o = 0; o < N; o++) /* inputs first, then losses */
-        if (sl->has[o] && !s_is_loss(&g->ops[o]))
-            sl->ops[sl->n_in++] = o;
-    for (int o = 0; o < N; o++)
-        if (sl->has[o] && s_is_loss(&g->ops[o]))
-            sl->ops[sl->n_in + sl->n_lab++] = o;
-    for (int i = 0; i < sl->n_in + sl->n_lab; i++) {
-        const gpp_op_t *op = &g->ops[sl->ops[i]];
-        gpp_dtype_t dt;
-        int64_t r = op->rows, c = op->cols;
-        if (s_is_loss(op))
-            gpp_data_label_shape(g, op->id, &dt, &r, &c);
-        bytes += (size_t)(n * r * c) * 4;
-    }
-    if (bytes > PREFETCH_MAX_BYTES || sl->n_in + sl->n_lab == 0)
-        return;
-    for (int i = 0; i < sl->n_in + sl->n_lab; i++) {
-        int o = sl->ops[i];
-        gpp_dtype_t dt;
-        int64_t r = g->ops[o].rows, c = g->ops[o].cols;
-        if (s_is_loss(&g->ops[o]))
-            gpp_data_label_shape(g, o, &dt, &r, &c);
-        sl->buf[o] = gpp_data_buf_reserve(&sl->mem[o], (size_t)(n * r * c) * 4 + 4, self->pin_be);
-    }
-    sl->pin = (phase_t){.self = self, .lo = lo, .n = n, .n_ops = sl->n_in,
-                        .K = s_chunks_per_op(self, sl->ops, sl->n_in, n), .ops = sl->ops,
-                        .out = sl->buf, .src = sl->buf};
-    sl->plab = sl->pin;
-    sl->plab.n_ops = sl->n_lab;
-    sl->plab.ops = sl->ops + sl->n_in;
-    sl->plab.K = s_chunks_per_op(self, sl->plab.ops, sl->n_lab, n);
-    gpp_data_pool_t *pool = s_pool(self);
-    if (sl->n_in) {
-        sl->jin = (gpp_data_job_t){.fn = s_phase_chunk, .arg = &sl->pin, .n_chunks = sl->n_in * sl->pin.K};
-        gpp_data_pool_submit(pool, &sl->jin);
-    }
-    if (sl->n_lab) {
-        sl->jlab = (gpp_data_job_t){.fn = s_phase_chunk, .arg = &sl->plab,
-                                    .n_chunks = sl->n_lab * sl->plab.K,
-                                    .after = sl->n_in ? &sl->jin : NULL};
-        gpp_data_pool_submit(pool, &sl->jlab);
-    }
-    sl->busy = 1;
-    sl->lo = lo, sl->n = n;
-}
-
-/* Notes a call for op on [lo, lo + n): on a new range, switches to the slot
- * holding it (if any) and plans the next prefetch (self->pf_next). Then
- * returns op's samples in the current slot when it holds them (finished),
- * else NULL. */
-static const void *s_pf_take(gpp_data_gen_t *self, int op, int64_t lo, int64_t n)
-{
-    if (gpp_data_track_note(&self->tr, op, lo, n)) {
-        pf_slot_t *other = &self->pf[1 - self->pf_cur];
-        if (other->n == n && other->lo == lo)
-            self->pf_cur = 1 - self->pf_cur; /* the prediction was right */
-        else
-            s_slot_drop(self, &self->pf[self->pf_cur]);
-        s_slot_drop(self, &self->pf[1 - self->pf_cur]); /* the old range's or a wrong guess */
-    }
-    pf_slot_t *sl = &self->pf[self->pf_cur];
-    if (sl->n != n || sl->lo != lo || !sl->has[op])
-        return NULL;
-    s_slot_wait(self, sl);
-    self->pf_hits++;
-    return sl->buf[op];
-}
-
-/* After a call has been served: starts the prefetch planned by s_pf_take. */
-static void s_pf_launch(gpp_data_gen_t *self)
-{
-    if (self->tr.next < 0)
-        return;
-    s_slot_start(self, &self->pf[1 - self->pf_cur], self->tr.next, self->tr.next_n, self->tr.want);
-    self->tr.next = -1;
-}
-
-int gpp_data_gen_set_threads(gpp_data_gen_t *self, int threads, int prefetch)
+int gpp_data_gen_set_threads(gpp_data_gen_t *self, int threads)
 {
     assert(self);
     if (threads < 1 || threads > GPP_DATA_MAX_THREADS)
         return -1;
-    s_slot_free(self, &self->pf[0]);
-    s_slot_free(self, &self->pf[1]);
     gpp_data_pool_destroy(&self->pool);
     self->threads = threads;
-    self->prefetch = prefetch ? 1 : 0;
-    gpp_data_track_reset(&self->tr);
     return 0;
-}
-
-void gpp_data_gen_set_backend(gpp_data_gen_t *self, gpp_backend_t *be)
-{
-    assert(self);
-    s_slot_free(self, &self->pf[0]); /* unlocked through the backend that locked them */
-    s_slot_free(self, &self->pf[1]);
-    self->pin_be = be;
-}
-
-int64_t gpp_data_gen_prefetched(const gpp_data_gen_t *self)
-{
-    assert(self);
-    return self->pf_hits;
 }
 
 int gpp_data_gen_threads(const gpp_data_gen_t *self)
@@ -593,29 +391,43 @@ int gpp_data_gen_threads(const gpp_data_gen_t *self)
     return self->threads;
 }
 
-const void *gpp_data_gen_input(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
+void gpp_data_gen_input(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
 {
     assert(self && self->g->ops[op].type == GPP_OP_INPUT);
-    const void *v = self->prefetch ? s_pf_take(self, op, lo, n) : NULL;
-    if (!v) {
-        s_gen_input(self, &self->g->ops[op], lo, n, out);
-        s_cache_put(self, &self->g->ops[op], lo, n, out);
-        v = out;
-    }
-    if (self->prefetch)
-        s_pf_launch(self); /* into the other slot: v stays valid */
-    return v;
+    s_gen_input(self, &self->g->ops[op], lo, n, out);
+    s_cache_put(self, &self->g->ops[op], lo, n, out);
 }
 
-const void *gpp_data_gen_label(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
+void gpp_data_gen_label(gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
 {
-    assert(self && s_is_loss(&self->g->ops[op]));
-    const void *v = self->prefetch ? s_pf_take(self, op, lo, n) : NULL;
-    if (!v) {
-        s_gen_labels(self, &self->g->ops[op], lo, n, out);
-        v = out;
+    assert(self && gpp_data_shape_is_loss(&self->g->ops[op]));
+    s_gen_labels(self, &self->g->ops[op], lo, n, out);
+}
+
+void gpp_data_gen_fill(const gpp_data_gen_t *self, int op, int64_t lo, int64_t n, void *out)
+{
+    assert(self && n >= 0);
+    const gpp_graph_t *g = self->g;
+    const gpp_op_t *o = &g->ops[op];
+    if (o->type == GPP_OP_INPUT) {
+        int64_t per = o->rows * o->cols;
+        s_gen_elems(self, o, lo * per, n * per, out);
+        return;
     }
-    if (self->prefetch)
-        s_pf_launch(self);
-    return v;
+    /* labels: the teacher's inputs of these samples, generated here */
+    const teacher_t *t = &self->teach[op];
+    void **by_op = gpp_xcalloc((size_t)g->n_ops, sizeof *by_op);
+    for (int i = 0; i < t->n_in; i++) {
+        const gpp_op_t *in = &g->ops[t->in[i]];
+        int64_t per = in->rows * in->cols;
+        by_op[in->id] = gpp_xcalloc((size_t)(n * per) + 1, 4);
+        s_gen_elems(self, in, lo * per, n * per, by_op[in->id]);
+    }
+    by_op[op] = out;
+    phase_t p = {.self = self, .lo = lo, .n = n, .n_ops = 1, .K = 1, .ops = &o->id, .out = by_op,
+                 .src = by_op};
+    s_phase_chunk(&p, 0, 1);
+    for (int i = 0; i < t->n_in; i++)
+        free(by_op[t->in[i]]);
+    free(by_op);
 }

@@ -52,7 +52,7 @@
 #include <set>
 #include <vector>
 
-#include "kernels/cuda/emu/gpp_emu_rt.h"
+#include "tests/emu/gpp_emu_rt.h"
 
 struct CUgraph_st;
 
