@@ -19,6 +19,7 @@
 #include "agent/exec/gpp_data_ahead.h"
 #include "agent/exec/gpp_data_gen.h"
 #include "agent/exec/gpp_hash.h"
+#include "model/gpp_optable.h"
 #include "agent/exec/gpp_npy.h"
 
 /* Purpose tag of the shuffle's random stream (gpp_hash_key's second field;
@@ -68,7 +69,7 @@ struct gpp_data_s {
 
 static int s_is_loss(const gpp_op_t *op)
 {
-    return op->type == GPP_OP_LOSS_MSE || op->type == GPP_OP_LOSS_CE;
+    return gpp_optable[op->type].role == GPP_ROLE_LOSS;
 }
 
 void gpp_data_label_shape(const gpp_graph_t *g, int op, gpp_dtype_t *dtype, int64_t *rows,

@@ -11,6 +11,7 @@
 
 #include "agent/exec/gpp_data_pool.h"
 #include "agent/exec/gpp_hash.h"
+#include "model/gpp_optable.h"
 
 /* Purpose tags of the random streams (gpp_hash_key's second field; gpp_data
  * has TAG_SHUF = 0x534855). */
@@ -88,7 +89,7 @@ static void s_slot_free(gpp_data_gen_t *self, pf_slot_t *sl);
 
 static int s_is_loss(const gpp_op_t *op)
 {
-    return op->type == GPP_OP_LOSS_MSE || op->type == GPP_OP_LOSS_CE;
+    return gpp_optable[op->type].role == GPP_ROLE_LOSS;
 }
 
 /* Marks the INPUT ops `op` depends on. */
@@ -388,6 +389,9 @@ static void s_teach_sample(const gpp_data_gen_t *self, const gpp_op_t *L, const 
                 if (u[c] > u[best])
                     best = c;
             ((int32_t *)out)[r] = (int32_t)best;
+        } else if (L->type == GPP_OP_LOSS_BCE) { /* 0 / 1: the teacher's sign */
+            for (int64_t c = 0; c < t->C; c++)
+                ((float *)out)[r * t->C + c] = u[c] > 0.0f ? 1.0f : 0.0f;
         } else {
             memcpy((float *)out + r * t->C, u, (size_t)t->C * sizeof(float));
         }

@@ -210,6 +210,11 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
             free(ids);
             return NULL;
         }
+        if (!gpp_backend_op_supported(be, &g->ops[ids[i]], err)) {
+            gpp_err_prefix(err, "executor");
+            free(ids);
+            return NULL;
+        }
         if (gpp_optable[g->ops[ids[i]].type].role == GPP_ROLE_OPAQUE) {
             gpp_err_set(err,
                         "executor: op %d '%s' is opaque (from a profile: costs only); "
@@ -863,6 +868,9 @@ static void s_args(gpp_exec_t *self, exec_mb_t *mb, int i, const gpp_tensor_t **
     a->w = w;
     a->dw = dw;
     a->stash = mb->stash[i];
+    a->seed = self->cfg.seed; /* dropout's mask: (seed, sample, op, element) */
+    a->sample_lo = mb->sample_lo;
+    a->train = 1;
 }
 
 /* Linear i and the activation it feeds in one call: the linear's output
