@@ -208,6 +208,13 @@ int gpp_graph_write_json(const gpp_graph_t *g, const char *path, gpp_err_t *err)
 /* Caller owns the returned string (free()). */
 char *gpp_graph_to_json(const gpp_graph_t *g);
 
+/* Initial weights from a safetensors file under torch's state_dict names
+ * and layouts (gpp_op_param_torch): every parameter of finalized g must be
+ * there, F32 and of its shape, and nothing else; replaces init_weights.
+ * A graph file's "weights" key names one (gpp_graph_weights.c). 0, or -1 +
+ * message naming the file and the tensor. */
+int gpp_graph_load_weights(gpp_graph_t *g, const char *path, gpp_err_t *err);
+
 /* The initial value of op's parameter slot k given by the model file
  * (init_weights), or NULL when it is seeded. */
 const float *gpp_graph_init_weight(const gpp_graph_t *g, int op, int k);
