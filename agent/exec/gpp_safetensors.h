@@ -11,11 +11,13 @@
  * values. gpp pads the header with spaces to a multiple of 8 bytes, as the
  * reference writer does, so every tensor is aligned.
  *
- * Names are the model's parameter names "<op name>.<param>" (gpp_optable:
- * weight, bias, gain, w_qkv, b_qkv, w_o, b_o, table). Matrices keep gpp's
- * [rows, cols] (a linear weight is [out_features, in_features], as
- * torch.nn.Linear's); the vectors (bias, gain, b_qkv, b_o: [1, n] in gpp)
- * are written 1-d [n], as torch holds them. Only values: optimizer state
+ * Names and shapes are torch's state_dict keys and layouts
+ * (gpp_op_param_torch, docs/graph-format.md "Name mapping"): a linear's
+ * "<op>.weight" [out, in] and "<op>.bias" [out], a layer norm's
+ * "<op>.weight" / "<op>.bias", attention's "<op>.in_proj_weight",
+ * "<op>.in_proj_bias", "<op>.out_proj.weight", "<op>.out_proj.bias", an
+ * embedding's "<op>.weight", so that a module whose ops gpp named after its
+ * modules (scripts/gpp-export) loads them with load_state_dict(strict=True). Only values: optimizer state
  * stays in gpp's checkpoint. Metadata: "format": "pt", "gpp_spec": the
  * model spec, "gpp_steps": optimizer steps taken. */
 #ifndef GPP_SAFETENSORS_H

@@ -82,11 +82,10 @@ else:  # compare gpp's trained weights with PyTorch's
     blob = open(f"{t}/w.safetensors", "rb").read()
     (n,) = struct.unpack("<Q", blob[:8]); hdr = json.loads(blob[8:8 + n]); data = blob[8 + n:]
     hdr.pop("__metadata__")
-    ren = {"emb.table": "emb.weight", "ln.gain": "ln.weight"}  # gpp's names for them
     worst = 0.0
     for k, v in hdr.items():
         g = np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]], "<f4").reshape(v["shape"])
-        p = sd[ren.get(k, k)].numpy()
+        p = sd[k].numpy()
         assert g.shape == p.shape, (k, g.shape, p.shape)
         worst = max(worst, float(np.abs(g - p).max()))
     assert len(hdr) == len(sd), (sorted(hdr), sorted(sd))
