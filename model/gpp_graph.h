@@ -105,7 +105,8 @@ typedef struct {
     int64_t start, width;    /* SLICE: first column taken and how many */
     int mode;                /* EMBEDDING: gpp_embed_mode_t; REDUCE: gpp_reduce_mode_t */
     int update;              /* EMBEDDING, EMBEDDING_BAG: gpp_table_update_t */
-    double p;                /* DROPOUT: the probability of zeroing an element */
+    double p;                /* DROPOUT, CROSS_ATTENTION (its probabilities): the probability
+                                of zeroing an element */
     int offset;              /* TRIU: 1 without the diagonal, 0 with it */
     int lead;                /* PARAM_ADD: 1 when torch holds P as [1, rows, cols] */
     int64_t height, patch;   /* PATCH_EMBED: image height (width = cols / height), patch side */

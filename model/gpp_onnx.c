@@ -628,8 +628,11 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
         char base[GPP_NAME_LEN + 8], name[GPP_NAME_LEN];
         snprintf(base, sizeof base, gr->n_output == 1 ? "loss" : "loss_%.56s", on);
         gpp_onnx_opname(im, base, 0, name);
-        gpp_graph_add(im->g, loss == GPP_ONNX_LOSS_CE ? GPP_OP_LOSS_CE : GPP_OP_LOSS_MSE, name, 1,
-                      &v->op);
+        gpp_graph_add(im->g,
+                      loss == GPP_ONNX_LOSS_CE    ? GPP_OP_LOSS_CE
+                      : loss == GPP_ONNX_LOSS_BCE ? GPP_OP_LOSS_BCE
+                                                  : GPP_OP_LOSS_MSE,
+                      name, 1, &v->op);
     }
     for (int i = 0; i < im->g->n_ops; i++) {
         const gpp_op_t *op = &im->g->ops[i];
@@ -698,8 +701,11 @@ static int s_spec(const char *spec, char *path, size_t cap, gpp_onnx_loss_t *los
         const char *v = opt + 6;
         if (!strcmp(v, "ce"))
             *loss = GPP_ONNX_LOSS_CE;
+        else if (!strcmp(v, "bce"))
+            *loss = GPP_ONNX_LOSS_BCE;
         else if (strcmp(v, "mse"))
-            return gpp_err_set(err, "model '%s': loss '%s': use loss=mse or loss=ce", spec, v);
+            return gpp_err_set(err, "model '%s': loss '%s': use loss=mse, loss=ce or loss=bce",
+                               spec, v);
     }
     return 0;
 }
@@ -723,8 +729,9 @@ int gpp_onnx_spec_loss(const char *spec, const char *loss, char *out, size_t cap
         snprintf(out, cap, "%s", spec);
         return 0;
     }
-    if (strcmp(loss, "mse") && strcmp(loss, "ce"))
-        return gpp_err_set(err, "--loss '%s': use mse or ce", loss);
+    if (strcmp(loss, "mse") && strcmp(loss, "ce") && strcmp(loss, "bce"))
+        return gpp_err_set(err, "--loss '%s': use mse, ce or bce (binary cross-entropy on logits)",
+                           loss);
     if (!gpp_onnx_is_spec(spec))
         return gpp_err_set(err,
                            "--loss %s: only an ONNX model (FILE.onnx) takes a loss; a zoo "

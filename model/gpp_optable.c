@@ -440,8 +440,8 @@ const gpp_op_info_t gpp_optable[] = {
         .cost = gpp_ext_patch_cost},
     /* Q GEMM, KV GEMM, scores, softmax, context, output: 6; backward twice that */
     [GPP_OP_CROSS_ATTENTION] = {.name = "cross_attention", .role = GPP_ROLE_LAYER,
-        .min_inputs = 2, .max_inputs = 2, .n_attrs = 1,
-        .attrs = {INT(heads, 1, 0, 1, INT_MAX, NULL)},
+        .min_inputs = 2, .max_inputs = 2, .n_attrs = 2,
+        .attrs = {INT(heads, 1, 0, 1, INT_MAX, NULL), NUM(p)},
         .bwd_reads_inputs = 1, .fwd_kernels = 6, .fwd_gemms = 5, .bwd_gemms = 10,
         .shape = gpp_ext_cross_shape, .params = s_attention_params, .cost = gpp_ext_cross_cost},
     [GPP_OP_LOSS_BCE] = {.name = "loss_bce", .role = GPP_ROLE_LOSS, .min_inputs = 1,

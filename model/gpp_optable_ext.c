@@ -269,6 +269,10 @@ int gpp_ext_cross_shape(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err)
                      "queries '%s' have %lld features, keys '%s' %lld: gpp's cross-attention "
                      "takes kdim = vdim = embed_dim",
                      q->name, (long long)q->cols, kv->name, (long long)kv->cols);
+    if (!(op->p >= 0 && op->p < 1))
+        return s_err(err, op, "p (dropout on the attention probabilities) must be in [0, 1) "
+                              "(got %g)",
+                     op->p);
     if (q->cols % op->heads)
         return s_err(err, op, "heads=%d must divide the hidden size %lld", op->heads,
                      (long long)q->cols);

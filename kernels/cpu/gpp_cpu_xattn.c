@@ -43,9 +43,21 @@ static void s_softmax_bwd(int64_t rows, int64_t cols, const float *p, float *dp)
     }
 }
 
+/* Dropout on head h's probabilities [sq, sk] of sample i (p > 0, training):
+ * to[e] = from[e] / (1 - p) where kept, else 0; `scale` multiplies too. */
+static void s_drop(const gpp_op_args_t *a, int64_t i, int64_t h, int64_t sq, int64_t sk,
+                   const float *from, float *to)
+{
+    double p = a->op->p;
+    float sc = (float)(1.0 / (1.0 - p));
+    for (int64_t e = 0; e < sq * sk; e++)
+        to[e] = gpp_dropout_keep(a->seed, a->sample_lo + i, a->op->id, h * sq * sk + e, p)
+                    ? from[e] * sc
+                    : 0.0f;
+}
+
 int gpp_cpu_cross_attention_fwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
-    (void)s, (void)err;
     const gpp_tensor_t *xq = a->x[0], *xk = a->x[1];
     const gpp_tensor_t *w = &a->w[0], *b = &a->w[1], *wo = &a->w[2], *bo = &a->w[3];
     int heads = a->op->heads;
@@ -53,6 +65,10 @@ int gpp_cpu_cross_attention_fwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err
     float *q = a->stash, *kv = q + n * sq * E, *prob = kv + n * sk * 2 * E;
     float *ctx = prob + n * heads * sq * sk;
     float scale = 1.0f / sqrtf((float)dh);
+    int drop = a->train && a->op->p > 0;
+    float *pd = drop ? gpp_stream_workspace(s, (size_t)(sq * sk) * sizeof(float), err) : NULL;
+    if (drop && !pd)
+        return gpp_err_prefix(err, "cross-attention workspace");
     gpp_cpu_linear_fwd_raw(n * sq, E, E, (const float *)xq->data, w->data, b->data, q);
     gpp_cpu_linear_fwd_raw(n * sk, E, 2 * E, (const float *)xk->data, (const float *)w->data + E * E,
                            (const float *)b->data + E, kv);
@@ -63,7 +79,9 @@ int gpp_cpu_cross_attention_fwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err
             float *ph = prob + (i * heads + h) * sq * sk;
             gpp_cpu_sgemm(0, 1, sq, sk, dh, scale, qh, E, kh, 2 * E, 0.0f, ph, sk);
             s_softmax(sq, sk, ph);
-            gpp_cpu_sgemm(0, 0, sq, dh, sk, 1.0f, ph, sk, vh, 2 * E, 0.0f,
+            if (drop)
+                s_drop(a, i, h, sq, sk, ph, pd);
+            gpp_cpu_sgemm(0, 0, sq, dh, sk, 1.0f, drop ? pd : ph, sk, vh, 2 * E, 0.0f,
                           ctx + i * sq * E + h * dh, E);
         }
     gpp_cpu_linear_fwd_raw(n * sq, E, E, ctx, wo->data, bo->data, a->y->data);
@@ -103,8 +121,20 @@ int gpp_cpu_cross_attention_bwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err
             float *dkh = dkv + i * sk * 2 * E + h * dh, *dvh = dkh + E;
             const float *ph = prob + (i * heads + h) * sq * sk;
             const float *dc = dctx + i * sq * E + h * dh;
-            gpp_cpu_sgemm(1, 0, sk, dh, sq, 1.0f, ph, sk, dc, E, 0.0f, dvh, 2 * E);
+            int drop = a->train && a->op->p > 0;
+            if (drop) /* the dropped probabilities the forward multiplied V by */
+                s_drop(a, i, h, sq, sk, ph, dprob);
+            gpp_cpu_sgemm(1, 0, sk, dh, sq, 1.0f, drop ? dprob : ph, sk, dc, E, 0.0f, dvh, 2 * E);
             gpp_cpu_sgemm(0, 1, sq, sk, dh, 1.0f, dc, E, vh, 2 * E, 0.0f, dprob, sk);
+            if (drop) { /* through the mask: the kept entries scaled, the others 0 */
+                double p = a->op->p;
+                float sc = (float)(1.0 / (1.0 - p));
+                for (int64_t e = 0; e < sq * sk; e++)
+                    dprob[e] = gpp_dropout_keep(a->seed, a->sample_lo + i, a->op->id,
+                                                h * sq * sk + e, p)
+                                   ? dprob[e] * sc
+                                   : 0.0f;
+            }
             s_softmax_bwd(sq, sk, ph, dprob);
             gpp_cpu_sgemm(0, 0, sq, dh, sk, scale, dprob, sk, kh, 2 * E, 0.0f, dqh, E);
             gpp_cpu_sgemm(1, 0, sk, dh, sq, scale, dprob, sk, qh, E, 0.0f, dkh, 2 * E);
