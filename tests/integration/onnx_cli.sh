@@ -123,5 +123,5 @@ expect_fail "the same from gpp-plan" "unsupported op Softmax" "$PLAN" --model "$
     --devices 2 --device a100-80g --batch 8
 expect_fail "a dynamic shape" "dimension 1 is 'feat'" "$TRAIN" --model "$TMP/dynamic.onnx"
 expect_fail "--loss on a zoo model" "only an ONNX model" "$TRAIN" --model mmt --loss ce
-expect_fail "--loss of another kind" "use mse or ce" "$TRAIN" --model "$M" --loss l1
+expect_fail "--loss of another kind" "use mse, ce or bce" "$TRAIN" --model "$M" --loss l1
 gpp_test_end
