@@ -22,8 +22,9 @@
 static const char SUPPORTED[] =
     "gpp maps Gemm, MatMul(+Add bias), Relu, Gelu (and its Erf and tanh forms), "
     "LayerNormalization (and its ReduceMean/Pow/Sqrt form), Concat, Split and Slice (last axis), "
-    "Add, Gather+ReduceSum (embedding "
-    "bag), self-attention "
+    "Add, Gather (nn.Embedding) and Gather+ReduceSum/ReduceMean (embedding "
+    "bag), ReduceMean/ReduceMax/ReduceSum over the sequence (axis 1), Sigmoid, Tanh, "
+    "self-attention "
     "(MatMul, Softmax, MatMul with the heads' Reshape/Transpose; nn.MultiheadAttention's "
     "packed export; either with no mask or a causal one), Reshape/Unsqueeze/Squeeze/"
     "Flatten that keep the batch first and rank 2 or 3 ([N, S, C] <-> [N, S*C]), Shape "
@@ -128,7 +129,9 @@ val_t *gpp_onnx_val(imp_t *im, int node, const char *name, int want)
         gpp_onnx_fail(
             im, node,
             "input '%s' holds integer indices; gpp reads them only through a Gather of an "
-            "embedding table",
+            "embedding table (nn.Embedding; torch exports nn.EmbeddingBag through Shape and "
+            "Loop nodes: export the module with scripts/gpp-export to a .json, or write "
+            "nn.Embedding(...)(ids).sum(dim=1))",
             v->name);
         return NULL;
     }
@@ -439,7 +442,12 @@ static int s_node(imp_t *im, int i)
     else if (!strcmp(op, "Slice"))
         rc = gpp_onnx_slice(im, i);
     else if (!strcmp(op, "ReduceSum"))
-        rc = gpp_onnx_reducesum(im, i);
+        rc = gpp_onnx_reduce(im, i, GPP_REDUCE_SUM);
+    else if (!strcmp(op, "ReduceMax"))
+        rc = gpp_onnx_reduce(im, i, GPP_REDUCE_MAX);
+    else if (!strcmp(op, "Sigmoid") || !strcmp(op, "Tanh"))
+        rc = gpp_onnx_unary(im, i, op[0] == 'S' ? GPP_OP_SIGMOID : GPP_OP_TANH,
+                            n->n_input ? n->input[0] : "", n->output[0]);
     else if (!strcmp(op, "Identity"))
         rc = gpp_onnx_alias(im, i);
     else if (!strcmp(op, "Constant"))
@@ -448,6 +456,8 @@ static int s_node(imp_t *im, int i)
         rc = rc < 0 ? -1 : 0;
     else if (!strcmp(op, "ReduceMean") && (rc = gpp_onnx_layernorm_parts(im, i)) != 0)
         rc = rc < 0 ? -1 : 0;
+    else if (!strcmp(op, "ReduceMean"))
+        rc = gpp_onnx_reduce(im, i, GPP_REDUCE_MEAN);
     else if ((!strcmp(op, "Mul") || !strcmp(op, "Pow")) && (rc = gpp_onnx_gelu_tanh(im, i)) != 0)
         rc = rc < 0 ? -1 : 0;
     else
@@ -597,6 +607,25 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
                 h = (h + 1) & im->pmask;
             im->phash[h] = (int)i + 1;
         }
+    /* torch writes one initializer for equal constants and Identity copies
+       for the other readers (a second nn.MultiheadAttention's zero biases):
+       those copies are constants before the attention patterns are sought */
+    for (int pass = 1; pass;) {
+        pass = 0;
+        for (size_t i = 0; i < gr->n_node; i++) {
+            const node_t *n = gr->node[i];
+            const val_t *x = n->n_input == 1 ? gpp_onnx_find(im, n->input[0]) : NULL;
+            if (im->done[i] || !gpp_onnx_is(im, (int)i, "Identity") || !x ||
+                x->kind != V_CONST || n->n_output != 1 || gpp_onnx_find(im, n->output[0]))
+                continue;
+            val_t *v = gpp_onnx_define(im, (int)i, n->output[0], V_CONST);
+            if (!v)
+                return -1;
+            v->t = x->t;
+            im->done[i] = 1;
+            pass = 1; /* an Identity of an Identity */
+        }
+    }
     im->att = gpp_xcalloc(gr->n_node + 1, sizeof *im->att);
     im->att_at = gpp_xcalloc(gr->n_node + 1, sizeof *im->att_at);
     for (size_t i = 0, n = 0; i < gr->n_node; i++)
