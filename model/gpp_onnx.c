@@ -390,6 +390,34 @@ int gpp_onnx_shape(imp_t *im, const val_t *x, int64_t *rows, int64_t *cols)
     return 0;
 }
 
+/* Node i's outputs as values made from a node gpp does not map. */
+static int s_outputs_unsup(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    for (size_t k = 0; k < n->n_output; k++)
+        if (n->output[k][0] && !gpp_onnx_find(im, n->output[k])) {
+            val_t *v = gpp_onnx_define(im, i, n->output[k], V_BAD);
+            if (!v)
+                return -1;
+            v->producer = n->name ? n->name : "";
+            v->unsup = 1;
+        }
+    return 0;
+}
+
+/* Records node i as one gpp does not map, with im->err's message (the
+ * reason and the fix), and goes on: every such node is listed at the end. */
+static int s_unsupported(imp_t *im, int i)
+{
+    const char *m = im->err->msg, *at = strstr(m, ": node ");
+    m = at ? at + 2 : m; /* without the file's name: the list's header has it */
+    size_t need = strlen(m) + 4;
+    im->unsup = gpp_xrealloc(im->unsup, im->unsup_len + need + 1);
+    im->unsup_len += (size_t)snprintf(im->unsup + im->unsup_len, need + 1, "\n  %s", m);
+    im->n_unsup++;
+    return s_outputs_unsup(im, i);
+}
+
 static int s_node(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
@@ -407,6 +435,11 @@ static int s_node(imp_t *im, int i)
                                  "imports flat graphs",
                                  n->attribute[k]->name ? n->attribute[k]->name : "");
     int rc;
+    for (size_t k = 0; k < n->n_input; k++) { /* downstream of an unmapped node: listed there */
+        const val_t *v = gpp_onnx_find(im, n->input[k]);
+        if (v && v->kind == V_BAD && v->unsup)
+            return s_outputs_unsup(im, i);
+    }
     if (im->att_at[i])
         return gpp_onnx_attention(im, i, &im->att[im->att_at[i] - 1]);
     int ints = n->n_input && gpp_onnx_is_ints(im, n->input[0]);
@@ -461,7 +494,8 @@ static int s_node(imp_t *im, int i)
     else if ((!strcmp(op, "Mul") || !strcmp(op, "Pow")) && (rc = gpp_onnx_gelu_tanh(im, i)) != 0)
         rc = rc < 0 ? -1 : 0;
     else
-        return gpp_onnx_fail(im, i, "unsupported op %s; %s. %s", op, gpp_onnx_hint(op), SUPPORTED);
+        return gpp_onnx_fail(im, i, "unsupported op %s; %s", op, gpp_onnx_hint(op)),
+               s_unsupported(im, i);
     if (rc < 0)
         return -1;
     /* extra outputs (LayerNormalization's mean, ...) exist but gpp has no
@@ -636,11 +670,18 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
             im->att_at[gpp_onnx_producer(im, out)] = (int)++n;
         }
     for (size_t i = 0; i < gr->n_node; i++) /* said here: the walk would stop at a Transpose */
-        if (gpp_onnx_is(im, (int)i, "Softmax") && !im->done[i])
-            return gpp_onnx_softmax(im, (int)i);
+        if (gpp_onnx_is(im, (int)i, "Softmax") && !im->done[i]) {
+            gpp_onnx_softmax(im, (int)i);
+            if (s_unsupported(im, (int)i) < 0)
+                return -1;
+            im->done[i] = 1;
+        }
     for (size_t i = 0; i < gr->n_node; i++)
         if (!im->done[i] && s_node(im, (int)i) < 0)
             return -1;
+    if (im->n_unsup)
+        return gpp_onnx_fail(im, -1, "%d node%s gpp does not map:%s\n%s", im->n_unsup,
+                             im->n_unsup > 1 ? "s" : "", im->unsup, SUPPORTED);
     if (!gr->n_output)
         return gpp_onnx_fail(im, -1, "the graph has no outputs");
     for (size_t i = 0; i < gr->n_value_info; i++)
@@ -708,6 +749,7 @@ gpp_graph_t *gpp_onnx_parse(const uint8_t *buf, size_t len, const char *origin,
     free(im.att);
     free(im.phash);
     free(im.att_at);
+    free(im.unsup);
     onnx__model_proto__free_unpacked(m, NULL);
     if (rc < 0)
         gpp_graph_destroy(&im.g);

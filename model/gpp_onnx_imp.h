@@ -40,6 +40,7 @@ typedef struct {
     int64_t sv[SV_MAX];   /* V_SHAPE: the elements */
     int sn;               /* V_SHAPE: their number */
     int scalar;           /* V_SHAPE: a 0-d value (sn = 1) */
+    int unsup;            /* V_BAD: made by (or from) a node gpp does not map */
 } val_t;
 
 typedef struct {
@@ -57,6 +58,9 @@ typedef struct {
     unsigned char *done; /* per node: consumed by a pattern */
     struct att *att;     /* attention patterns found before the walk */
     int *att_at;         /* per node: 1 + the pattern it completes, or 0 */
+    char *unsup;         /* the nodes gpp does not map, one line each (heap) */
+    size_t unsup_len;
+    int n_unsup;
     gpp_err_t *err;
 } imp_t;
 
