@@ -27,9 +27,7 @@
 # attention ops with causal 1; their 20 losses must agree within the
 # same 1e-4 (the GELU models' within 2e-6). The nn.MultiheadAttention model then runs 5 steps on 4 CPU
 # agents through the GPP plan, with the losses of one gpp-train process.
-# Needs Debian's python3-torch (1.13, about 590 MB installed, 164 packages):
-# not in scripts/install-deps.sh's default set, so without it the test
-# exits 77 (skipped).
+# Needs Debian's python3-torch (1.13), which scripts/install-deps.sh installs.
 # Usage: onnx_torch.sh BUILD_DIR
 set -u
 . "$(dirname "$0")/lib/gpp_test.sh"
@@ -38,8 +36,8 @@ TRAIN=$BUILD/agent/exec/gpp-train
 . "$SRC/scripts/blas-env.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then
-    echo "skipped: python3-torch missing (GPP_BENCH_DEPS=1 scripts/install-deps.sh installs it)"
-    exit 77
+    fail "python3-torch missing for /usr/bin/python3: run scripts/install-deps.sh"
+    gpp_test_end
 fi
 cat >"$TMP/model.py" <<'PYEOF'
 import sys, json, struct, numpy as np, torch
