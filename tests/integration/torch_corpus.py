@@ -179,7 +179,7 @@ def main(argv):
                f"(worst {dw:.2g})", dw)
         except RuntimeError as e:
             ok(False, f"{fname}: gpp's weights load strictly", str(e)[:300])
-        st = plan8(build, gj)
+        st = plan8(build, gj) if table else ""
         rows.append((fname, len(graph["ops"]), sum(p.numel() for p in model.parameters()),
                      st, worst, t_import))
         if cluster:
@@ -196,8 +196,9 @@ def plan8(build, gj):
     r = subprocess.run([os.path.join(build, "planner", "gpp-plan"), "--graph", gj, "--devices",
                         "8", "--device", "a100-80g", "--batch", "256"],
                        capture_output=True, text=True)
-    m = re.search(r"(\d+) stages?.*?depth (\d+)", r.stdout)
-    return f"{m.group(1)} stages, depth {m.group(2)}" if m else "?"
+    st = re.search(r"^stages\s+(\d+)", r.stdout, re.M)
+    dp = re.search(r"^depth\s+(\d+)", r.stdout, re.M)
+    return f"{st.group(1)} stages, depth {dp.group(1)}" if st and dp else "?"
 
 
 def run_cluster(src, build, d, gj, fname, factory, st):
