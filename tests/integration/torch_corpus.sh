@@ -53,7 +53,26 @@ cp "$TMP/g.safetensors" "$TMP/full.safetensors"
 head -c 100 "$TMP/full.safetensors" >"$TMP/g.safetensors"
 expect_fail "a truncated weights file" "g.safetensors.*truncated" "$TRAIN" --model "$TMP/g.json" \
     --iterations 1 --batch 2
+out=$($PY -c "import sys; sys.path.insert(0, '$SRC/scripts'); import gpp_safetensors as s
+try:
+    s.load_file('$TMP/g.safetensors'); print('loaded')
+except ValueError as e:
+    print(e)" 2>&1)
+case "$out" in *"g.safetensors: header length"*"truncated"*) ok "gpp_safetensors.load_file: $out" ;;
+*) fail "gpp_safetensors.load_file on a truncated file" "$out" ;; esac
 cp "$TMP/full.safetensors" "$TMP/g.safetensors"
+w=$($PY -c "import sys; sys.path.insert(0, '$SRC/scripts'); import gpp_safetensors as s, numpy as np
+a = {'x.weight': np.arange(6, dtype=np.float32).reshape(2, 3), 'ids': np.array([1, 2], np.int64)}
+s.save_file(a, '$TMP/rt.safetensors', {'k': 'v'})
+b = s.load_file('$TMP/rt.safetensors', framework='np')
+print(all((a[k] == b[k]).all() and a[k].dtype == b[k].dtype for k in a), s.read_header('$TMP/rt.safetensors')[1])")
+[ "$w" = "True {'k': 'v'}" ] && ok "gpp_safetensors: save_file / load_file round trip" ||
+    fail "gpp_safetensors round trip" "$w"
+expect_fail "gpp-weights-merge: a tensor in two files" "tensor 'emb.weight' is in" \
+    $PY "$SRC/scripts/gpp-weights-merge" "$TMP/m.safetensors" "$TMP/g.safetensors" \
+    "$TMP/full.safetensors"
+[ ! -e "$TMP/m.safetensors" ] && ok "gpp-weights-merge writes nothing then" ||
+    fail "a merged file was written"
 head -c 300 /dev/urandom >"$TMP/bad.onnx"
 expect_fail "a garbage ONNX file" "bad.onnx: not a valid ONNX file" "$TRAIN" \
     --model "$TMP/bad.onnx" --iterations 1
