@@ -44,8 +44,8 @@ typedef enum {
                              (attrs rows, cols; the count kept): [S, C] <-> [1, S*C] */
     GPP_OP_OPAQUE,        /* from a profile file: costs only, not executable */
     /* PyTorch modules (scripts/gpp-export; CPU kernels only, docs/graph-format.md) */
-    GPP_OP_EMBEDDING,     /* input: indices [1, L]; attr mode: [L, dim] (seq) or a bag sum/mean */
-    GPP_OP_PARAM_ADD,     /* y = x + P, P a learned [rows, cols] parameter (positional embedding) */
+    GPP_OP_EMBEDDING,     /* ids [1, L] -> [L, dim] (mode seq) or a bag's sum/mean */
+    GPP_OP_PARAM_ADD,     /* y = x + P, P a learned [rows, cols] (positional) */
     GPP_OP_REDUCE,        /* over the rows: mean, max or sum -> [1, cols] */
     GPP_OP_SIGMOID,
     GPP_OP_TANH,
@@ -53,10 +53,10 @@ typedef enum {
     GPP_OP_MATMUL,        /* per sample a [r, k] x b [k, c] of two activations */
     GPP_OP_TRANSPOSE,     /* per sample [r, c] -> [c, r] */
     GPP_OP_STACK,         /* joins rows of inputs of equal cols */
-    GPP_OP_TRIU,          /* [k, k] -> [1, k(k-1)/2] (offset 1) or k(k+1)/2: the upper triangle */
-    GPP_OP_PATCH_EMBED,   /* Conv2d with kernel = stride, no padding, as a linear over patches */
-    GPP_OP_CROSS_ATTENTION, /* multi-head attention: queries of input 0, keys = values input 1 */
-    GPP_OP_LOSS_BCE,      /* binary cross-entropy on logits against f32 labels; out 1x1 */
+    GPP_OP_TRIU,          /* [k, k] -> its upper triangle, row by row */
+    GPP_OP_PATCH_EMBED,   /* Conv2d, kernel = stride, as a linear over patches */
+    GPP_OP_CROSS_ATTENTION, /* queries of input 0, keys = values input 1 */
+    GPP_OP_LOSS_BCE,      /* binary cross-entropy on logits; out 1x1 */
     GPP_OP__COUNT
 } gpp_op_type_t;
 

@@ -265,8 +265,7 @@ gpp_graph_t *gpp_graph_parse_json(const char *text, const char *origin, gpp_err_
         char wpath[4096];
         const char *slash = strrchr(origin, '/');
         if (!cJSON_IsString(wf) || !*wf->valuestring) {
-            gpp_err_set(err, "%s: field 'weights' must be the path of a safetensors file",
-                        origin);
+            gpp_err_set(err, "%s: field 'weights' must be the path of a safetensors file", origin);
             goto fail;
         }
         if (wf->valuestring[0] == '/' || !slash)

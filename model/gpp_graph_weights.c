@@ -82,8 +82,9 @@ int gpp_graph_load_weights(gpp_graph_t *g, const char *path, gpp_err_t *err)
                 goto done;
             }
             if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "F32")) {
-                gpp_err_set(err, "%s: tensor '%s' has dtype %s; gpp trains F32 weights "
-                                 "(model.float() before saving)",
+                gpp_err_set(err,
+                            "%s: tensor '%s' has dtype %s; gpp trains F32 weights "
+                            "(model.float() before saving)",
                             path, name, cJSON_IsString(dt) ? dt->valuestring : "(none)");
                 goto done;
             }

@@ -649,8 +649,8 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
         for (size_t i = 0; i < gr->n_node; i++) {
             const node_t *n = gr->node[i];
             const val_t *x = n->n_input == 1 ? gpp_onnx_find(im, n->input[0]) : NULL;
-            if (im->done[i] || !gpp_onnx_is(im, (int)i, "Identity") || !x ||
-                x->kind != V_CONST || n->n_output != 1 || gpp_onnx_find(im, n->output[0]))
+            if (im->done[i] || !gpp_onnx_is(im, (int)i, "Identity") || !x || x->kind != V_CONST ||
+                n->n_output != 1 || gpp_onnx_find(im, n->output[0]))
                 continue;
             val_t *v = gpp_onnx_define(im, (int)i, n->output[0], V_CONST);
             if (!v)

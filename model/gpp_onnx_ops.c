@@ -772,4 +772,3 @@ int gpp_onnx_constant(imp_t *im, int i)
     v->t = a->t;
     return 0;
 }
-

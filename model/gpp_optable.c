@@ -199,8 +199,13 @@ static int s_embedding_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_para
 {
     /* N(0, 1/bag): the bag sum has unit variance */
     float sd = 1.0f / sqrtf((float)s_in(g, op, 0)->cols);
-    p[0] = (gpp_param_t){"table",         op->table_rows, op->dim, op->update == GPP_TABLE_LAZY,
-                         GPP_INIT_NORMAL, sd,     "weight",       0,       {0}};
+    p[0] = (gpp_param_t){.name = "table",
+                         .rows = op->table_rows,
+                         .cols = op->dim,
+                         .sparse = op->update == GPP_TABLE_LAZY,
+                         .init = GPP_INIT_NORMAL,
+                         .scale = sd,
+                         .torch = "weight"};
     return 1;
 }
 
@@ -622,8 +627,7 @@ int64_t gpp_op_workspace_bytes(const gpp_graph_t *g, const gpp_op_t *op, int64_t
 
 int64_t gpp_op_sparse_cap_rows(const gpp_graph_t *g, const gpp_op_t *op, int64_t batch)
 {
-    if (!op->sparse_params ||
-        (op->type != GPP_OP_EMBEDDING_BAG && op->type != GPP_OP_EMBEDDING))
+    if (!op->sparse_params || (op->type != GPP_OP_EMBEDDING_BAG && op->type != GPP_OP_EMBEDDING))
         return 0;
     int64_t touched = batch * s_in(g, op, 0)->cols;
     return touched < op->table_rows ? touched : op->table_rows;

@@ -60,8 +60,15 @@ int gpp_ext_embedding_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_param
 {
     (void)g;
     /* N(0, 1): nn.Embedding's and nn.EmbeddingBag's own initialisation */
-    p[0] = (gpp_param_t){"weight", op->table_rows, op->dim, op->update == GPP_TABLE_LAZY,
-                         GPP_INIT_NORMAL, 1.0f, NULL, 0, {0}};
+    p[0] = (gpp_param_t){"weight",
+                         op->table_rows,
+                         op->dim,
+                         op->update == GPP_TABLE_LAZY,
+                         GPP_INIT_NORMAL,
+                         1.0f,
+                         NULL,
+                         0,
+                         {0}};
     return 1;
 }
 
@@ -227,8 +234,8 @@ int gpp_ext_patch_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_param_t *
     int64_t c = s_in(g, op, 0)->rows, in = c * op->patch * op->patch, out = op->out_features;
     /* nn.Conv2d's default: kaiming_uniform(a=sqrt 5) = U(+-1/sqrt(fan_in)) */
     float bound = (float)(1.0 / sqrt((double)in));
-    p[0] = (gpp_param_t){"weight", out, in, 0, GPP_INIT_UNIFORM, bound, NULL, 4,
-                         {out, c, op->patch, op->patch}};
+    p[0] = (gpp_param_t){
+        "weight", out, in, 0, GPP_INIT_UNIFORM, bound, NULL, 4, {out, c, op->patch, op->patch}};
     p[1] = (gpp_param_t){"bias", 1, out, 0, GPP_INIT_UNIFORM, bound, NULL, 1, {out}};
     return 2;
 }
@@ -245,8 +252,7 @@ void gpp_ext_patch_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t 
 
 /* ---- cross_attention ---- */
 
-size_t gpp_cross_attention_stash_bytes(int64_t n, int64_t sq, int64_t sk, int64_t hidden,
-                                       int heads)
+size_t gpp_cross_attention_stash_bytes(int64_t n, int64_t sq, int64_t sk, int64_t hidden, int heads)
 {
     /* q [sq, E], kv [sk, 2E], probabilities [heads, sq, sk], ctx [sq, E] */
     int64_t floats = n * (sq * hidden + sk * 2 * hidden + heads * sq * sk + sq * hidden);
@@ -270,8 +276,9 @@ int gpp_ext_cross_shape(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err)
                      "takes kdim = vdim = embed_dim",
                      q->name, (long long)q->cols, kv->name, (long long)kv->cols);
     if (!(op->p >= 0 && op->p < 1))
-        return s_err(err, op, "p (dropout on the attention probabilities) must be in [0, 1) "
-                              "(got %g)",
+        return s_err(err, op,
+                     "p (dropout on the attention probabilities) must be in [0, 1) "
+                     "(got %g)",
                      op->p);
     if (q->cols % op->heads)
         return s_err(err, op, "heads=%d must divide the hidden size %lld", op->heads,

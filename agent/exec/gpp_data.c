@@ -646,8 +646,8 @@ int64_t gpp_data_record(gpp_data_t *self, int64_t sample)
 }
 
 /* An index or class out of range: the array, record (row), element and value. */
-static int s_range_err(const gpp_npy_t *a, const data_array_t *w, int64_t rec, int64_t e,
-                       int64_t v, gpp_err_t *err)
+static int s_range_err(const gpp_npy_t *a, const data_array_t *w, int64_t rec, int64_t e, int64_t v,
+                       gpp_err_t *err)
 {
     return gpp_err_set(err,
                        "%s: record %lld element %lld: value %lld outside [0, %lld) (the %s of "

@@ -17,9 +17,9 @@
  * "<op>.weight" / "<op>.bias", attention's "<op>.in_proj_weight",
  * "<op>.in_proj_bias", "<op>.out_proj.weight", "<op>.out_proj.bias", an
  * embedding's "<op>.weight", so that a module whose ops gpp named after its
- * modules (scripts/gpp-export) loads them with load_state_dict(strict=True). Only values: optimizer state
- * stays in gpp's checkpoint. Metadata: "format": "pt", "gpp_spec": the
- * model spec, "gpp_steps": optimizer steps taken. */
+ * modules (scripts/gpp-export) loads them with load_state_dict(strict=True). Only values: optimizer
+ * state stays in gpp's checkpoint. Metadata: "format": "pt", "gpp_spec": the model spec,
+ * "gpp_steps": optimizer steps taken. */
 #ifndef GPP_SAFETENSORS_H
 #define GPP_SAFETENSORS_H
 

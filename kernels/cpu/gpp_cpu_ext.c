@@ -74,8 +74,8 @@ static int s_embedding_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err
     int seq = op->type == GPP_OP_EMBEDDING && op->mode == GPP_EMBED_SEQ;
     int64_t dim = a->dy->cols, bags = seq ? idx->n * idx->cols : idx->n * idx->rows;
     int64_t bag = seq ? 1 : idx->cols;
-    float sc = op->type == GPP_OP_EMBEDDING && op->mode == GPP_EMBED_MEAN ? 1.0f / (float)bag
-                                                                          : 1.0f;
+    float sc =
+        op->type == GPP_OP_EMBEDDING && op->mode == GPP_EMBED_MEAN ? 1.0f / (float)bag : 1.0f;
     const int32_t *ix = idx->data;
     const float *dy = CF(a->dy);
     if (op->update == GPP_TABLE_DENSE) {
@@ -239,10 +239,9 @@ static int s_dropout(const gpp_op_args_t *a, const float *in, float *out, int ac
     for (int64_t i = 0; i < t->n; i++)
         for (int64_t e = 0; e < per; e++) {
             int64_t at = i * per + e;
-            float v = !a->train || p == 0 ? in[at]
-                      : gpp_dropout_keep(a->seed, a->sample_lo + i, a->op->id, e, p)
-                          ? in[at] * sc
-                          : 0.0f;
+            float v = !a->train || p == 0                                            ? in[at]
+                      : gpp_dropout_keep(a->seed, a->sample_lo + i, a->op->id, e, p) ? in[at] * sc
+                                                                                     : 0.0f;
             out[at] = acc ? out[at] + v : v;
         }
     return 0;
@@ -283,11 +282,9 @@ static int s_matmul_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
     for (int64_t i = 0; i < A->n; i++) {
         const float *g = CF(a->dy) + i * r * c;
         if (da) /* dA += dY B^T */
-            gpp_cpu_sgemm(0, 1, r, k, c, 1.0f, g, c, CF(B) + i * k * c, c, 1.0f, da + i * r * k,
-                          k);
+            gpp_cpu_sgemm(0, 1, r, k, c, 1.0f, g, c, CF(B) + i * k * c, c, 1.0f, da + i * r * k, k);
         if (db) /* dB += A^T dY */
-            gpp_cpu_sgemm(1, 0, k, c, r, 1.0f, CF(A) + i * r * k, k, g, c, 1.0f, db + i * k * c,
-                          c);
+            gpp_cpu_sgemm(1, 0, k, c, r, 1.0f, CF(A) + i * r * k, k, g, c, 1.0f, db + i * k * c, c);
     }
     return 0;
 }

@@ -70,8 +70,8 @@ int gpp_cpu_cross_attention_fwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err
     if (drop && !pd)
         return gpp_err_prefix(err, "cross-attention workspace");
     gpp_cpu_linear_fwd_raw(n * sq, E, E, (const float *)xq->data, w->data, b->data, q);
-    gpp_cpu_linear_fwd_raw(n * sk, E, 2 * E, (const float *)xk->data, (const float *)w->data + E * E,
-                           (const float *)b->data + E, kv);
+    gpp_cpu_linear_fwd_raw(n * sk, E, 2 * E, (const float *)xk->data,
+                           (const float *)w->data + E * E, (const float *)b->data + E, kv);
     for (int64_t i = 0; i < n; i++)
         for (int64_t h = 0; h < heads; h++) {
             const float *qh = q + i * sq * E + h * dh;
@@ -130,18 +130,18 @@ int gpp_cpu_cross_attention_bwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err
                 double p = a->op->p;
                 float sc = (float)(1.0 / (1.0 - p));
                 for (int64_t e = 0; e < sq * sk; e++)
-                    dprob[e] = gpp_dropout_keep(a->seed, a->sample_lo + i, a->op->id,
-                                                h * sq * sk + e, p)
-                                   ? dprob[e] * sc
-                                   : 0.0f;
+                    dprob[e] =
+                        gpp_dropout_keep(a->seed, a->sample_lo + i, a->op->id, h * sq * sk + e, p)
+                            ? dprob[e] * sc
+                            : 0.0f;
             }
             s_softmax_bwd(sq, sk, ph, dprob);
             gpp_cpu_sgemm(0, 0, sq, dh, sk, scale, dprob, sk, kh, 2 * E, 0.0f, dqh, E);
             gpp_cpu_sgemm(1, 0, sk, dh, sq, scale, dprob, sk, qh, E, 0.0f, dkh, 2 * E);
         }
     gpp_cpu_linear_bwd_raw(mq, E, E, (const float *)xq->data, w->data, dq, dxq, dw, db, ones);
-    gpp_cpu_linear_bwd_raw(mk, E, 2 * E, (const float *)xk->data, (const float *)w->data + E * E, dkv, dxk,
-                           dw ? dw + E * E : NULL, db ? db + E : NULL, ones);
+    gpp_cpu_linear_bwd_raw(mk, E, 2 * E, (const float *)xk->data, (const float *)w->data + E * E,
+                           dkv, dxk, dw ? dw + E * E : NULL, db ? db + E : NULL, ones);
     return 0;
 }
 

@@ -76,11 +76,10 @@ static void s_case_init(tcase_t *c, gpp_graph_t *g, int op)
         void *data = s_floats(m, 1.0f);
         if (idx)
             for (int64_t i = 0; i < m; i++)
-                ((int32_t *)data)[i] = (int32_t)((s_rng >> 20) % (uint64_t)in->table_rows),
-                               s_uni();
+                ((int32_t *)data)[i] = (int32_t)((s_rng >> 20) % (uint64_t)in->table_rows), s_uni();
         c->x[k] = gpp_tensor(data, idx ? GPP_DTYPE_I32 : GPP_DTYPE_F32, N, in->rows, in->cols);
-        c->dx[k] = gpp_tensor(idx ? NULL : calloc((size_t)m + 1, 4), GPP_DTYPE_F32, N, in->rows,
-                              in->cols);
+        c->dx[k] =
+            gpp_tensor(idx ? NULL : calloc((size_t)m + 1, 4), GPP_DTYPE_F32, N, in->rows, in->cols);
         c->dir_x[k] = idx ? NULL : s_floats(m, 1.0f);
     }
     /* an input read twice is one tensor */
@@ -129,8 +128,16 @@ static int s_run(tcase_t *c, int bwd, const gpp_tensor_t *dy, int train, int64_t
     gpp_tensor_t *dxs[3] = {NULL, NULL, NULL};
     for (int k = 0; k < c->nx; k++)
         dxs[k] = c->dx[k].data ? &c->dx[k] : NULL;
-    gpp_op_args_t a = {.op = o, .x = xs, .dx = dxs, .y = &c->y, .dy = dy, .w = c->w,
-                       .dw = c->dw, .stash = c->stash, .seed = 7, .sample_lo = sample_lo,
+    gpp_op_args_t a = {.op = o,
+                       .x = xs,
+                       .dx = dxs,
+                       .y = &c->y,
+                       .dy = dy,
+                       .w = c->w,
+                       .dw = c->dw,
+                       .stash = c->stash,
+                       .seed = 7,
+                       .sample_lo = sample_lo,
                        .train = train};
     int rc;
     if (gpp_optable[o->type].role == GPP_ROLE_LOSS) {
@@ -339,8 +346,8 @@ static void t_lazy_equals_dense(void)
         g->ops[op].update = GPP_TABLE_LAZY;
         const gpp_tensor_t *xs[1] = {&c.x[0]};
         gpp_tensor_t *dxs[1] = {NULL};
-        gpp_op_args_t a = {.op = &g->ops[op], .x = xs, .dx = dxs, .dy = &dy, .w = c.w,
-                           .dsparse = sg};
+        gpp_op_args_t a = {
+            .op = &g->ops[op], .x = xs, .dx = dxs, .dy = &dy, .w = c.w, .dsparse = sg};
         GPP_EXPECT_MSG(gpp_op_kernels[GPP_OP_EMBEDDING].bwd(s_st, &a, &err) == 0, "%s", err.msg);
         float dense[21] = {0};
         for (int64_t k = 0; sg && k < sg->count; k++)
@@ -349,8 +356,7 @@ static void t_lazy_equals_dense(void)
         double worst = 0;
         for (int e = 0; e < 21; e++)
             worst = fmax(worst, fabs(dense[e] - ((float *)c.dw[0].data)[e]));
-        GPP_EXPECT_MSG(worst < 1e-6, "embedding mode %d: lazy and dense differ by %g", mode,
-                       worst);
+        GPP_EXPECT_MSG(worst < 1e-6, "embedding mode %d: lazy and dense differ by %g", mode, worst);
         gpp_sparse_grad_destroy(&sg);
         free(r);
         s_case_free(&c);
@@ -422,12 +428,13 @@ int main(void)
     s_st = s_be ? gpp_stream_new(s_be, &err) : NULL;
     if (!s_st)
         return 1;
-    static const gpp_test_case_t cases[] = {{"gradients", t_gradients},
-                                            {"embeddings_and_attention", t_embeddings_and_attention},
-                                            {"lazy_equals_dense", t_lazy_equals_dense},
-                                            {"dropout", t_dropout},
-                                            {"refusal", t_refusal},
-                                            {NULL, NULL}};
+    static const gpp_test_case_t cases[] = {
+        {"gradients", t_gradients},
+        {"embeddings_and_attention", t_embeddings_and_attention},
+        {"lazy_equals_dense", t_lazy_equals_dense},
+        {"dropout", t_dropout},
+        {"refusal", t_refusal},
+        {NULL, NULL}};
     int rc = gpp_test_run(cases);
     gpp_stream_destroy(&s_st);
     gpp_backend_destroy(&s_be);
