@@ -14,7 +14,7 @@ extern "C" {
 #include <stdarg.h>
 #include <stddef.h>
 
-#define GPP_ERR_LEN 512
+#define GPP_ERR_LEN 8192 /* room for a whole list (every unsupported node, every op type) */
 
 typedef struct {
     char msg[GPP_ERR_LEN];

@@ -605,6 +605,17 @@ int64_t gpp_data_record(gpp_data_t *self, int64_t sample)
     return rec;
 }
 
+/* An index or class out of range: the array, record (row), element and value. */
+static int s_range_err(const gpp_npy_t *a, const data_array_t *w, int64_t rec, int64_t e, int64_t v,
+                       gpp_err_t *err)
+{
+    return gpp_err_set(err,
+                       "%s: record %lld element %lld: value %lld outside [0, %lld) (the %s of "
+                       "'%s'); fix the data or the model's range",
+                       gpp_npy_path(a), (long long)rec, (long long)e, (long long)v,
+                       (long long)w->range, w->role ? "classes" : "table rows", w->name);
+}
+
 /* Samples [lo, lo + n) of op's array: record gpp_data_record(sample) each,
  * i64 narrowed to i32, index and class ranges checked. */
 static int s_read_npy(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out, gpp_err_t *err)
@@ -626,7 +637,9 @@ static int s_read_npy(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out
             for (int64_t e = 0; e < per; e++) {
                 int64_t v;
                 memcpy(&v, p + e * 8, 8);
-                int32_t v32 = v < 0 || v >= w->range ? -1 : (int32_t)v;
+                if (w->dtype == GPP_DTYPE_I32 && (v < 0 || v >= w->range))
+                    return s_range_err(a, w, rec, e, v, err);
+                int32_t v32 = (int32_t)v;
                 memcpy(dst + e * 4, &v32, 4);
             }
         }
@@ -636,12 +649,7 @@ static int s_read_npy(gpp_data_t *self, int op, int64_t lo, int64_t n, void *out
             int32_t v;
             memcpy(&v, dst + e * 4, 4);
             if (v < 0 || v >= w->range)
-                return gpp_err_set(err,
-                                   "%s: record %lld element %lld: value outside [0, %lld) "
-                                   "(the %s of '%s'); fix the data or the model's range",
-                                   gpp_npy_path(a), (long long)rec, (long long)e,
-                                   (long long)w->range, w->role ? "classes" : "table rows",
-                                   w->name);
+                return s_range_err(a, w, rec, e, v, err);
         }
     }
     return 0;

@@ -349,6 +349,9 @@ static void s_teach_sample(const gpp_data_gen_t *self, const gpp_op_t *L, const 
                 if (u[c] > u[best])
                     best = c;
             ((int32_t *)out)[r] = (int32_t)best;
+        } else if (L->type == GPP_OP_LOSS_BCE) { /* 0 / 1: the teacher's sign */
+            for (int64_t c = 0; c < t->C; c++)
+                ((float *)out)[r * t->C + c] = u[c] > 0.0f ? 1.0f : 0.0f;
         } else {
             memcpy((float *)out + r * t->C, u, (size_t)t->C * sizeof(float));
         }

@@ -3,9 +3,11 @@
 
 #include <assert.h>
 
+#include "model/gpp_optable.h"
+
 int gpp_data_shape_is_loss(const gpp_op_t *op)
 {
-    return op->type == GPP_OP_LOSS_MSE || op->type == GPP_OP_LOSS_CE;
+    return gpp_optable[op->type].role == GPP_ROLE_LOSS;
 }
 
 void gpp_data_shape_label(const gpp_graph_t *g, int op, gpp_dtype_t *dtype, int64_t *rows,

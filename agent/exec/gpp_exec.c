@@ -47,6 +47,7 @@ static exec_param_t *s_add_param(gpp_exec_t *self, exec_op_t *eo, const gpp_para
     eo->n_params++;
     snprintf(p->name, sizeof p->name, "%s.%s", eo->op->name, spec->name);
     p->op = eo->op->id;
+    p->slot = eo->n_params - 1;
     p->value = gpp_tensor(NULL, GPP_DTYPE_F32, 1, spec->rows, spec->cols);
     p->grad = p->value;
     p->sparse = spec->sparse ? self->n_sparse++ : -1;
@@ -115,6 +116,11 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         if (i && ids[i] == ids[i - 1]) {
             gpp_err_set(err, "executor: op %d '%s' listed twice in the stage", ids[i],
                         g->ops[ids[i]].name);
+            free(ids);
+            return NULL;
+        }
+        if (!gpp_backend_op_supported(be, &g->ops[ids[i]], err)) {
+            gpp_err_prefix(err, "executor");
             free(ids);
             return NULL;
         }
@@ -766,6 +772,8 @@ int gpp_exec_params_foreach(gpp_exec_t *self, gpp_exec_param_fn fn, void *arg, g
         gpp_optim_state_t *st = q->sparse >= 0 ? self->sstate[q->sparse] : self->dense_state;
         int64_t at = q->sparse >= 0 ? 0 : q->offset;
         gpp_exec_param_t p = {.name = q->name,
+                              .op = q->op,
+                              .slot = q->slot,
                               .rows = q->value.rows,
                               .cols = q->value.cols,
                               .n_bufs = 1 + gpp_optim_state_nbufs(st),

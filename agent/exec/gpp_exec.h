@@ -187,6 +187,8 @@ const gpp_optim_hp_t *gpp_exec_optim(const gpp_exec_t *self);
 typedef struct {
     const char *name; /* "<op name>.<param>" (weight, bias, gain, w_qkv, b_qkv,
                          w_o, b_o, table) */
+    int op, slot;     /* the op's id and the parameter's slot: torch's name and
+                         shape are gpp_op_param_torch's */
     int64_t rows, cols;
     int n_bufs; /* 1 + optimizer state buffers (SGD 1, AdamW 2) */
     /* device memory, rows x cols floats each: buf[0] the value, buf[1 + k]

@@ -17,7 +17,7 @@ enum { MB_FREE = 0, MB_OPEN, MB_FORWARD, MB_BACKWARD };
 
 typedef struct {
     char name[GPP_NAME_LEN + 8];
-    int op;
+    int op, slot;   /* the op's id and its parameter slot (gpp_op_params order) */
     int sparse;     /* index into the sparse arrays, or -1 */
     int64_t offset; /* dense: element offset into pflat / gflat */
     gpp_tensor_t value;

@@ -1,10 +1,10 @@
-/* gpp_safetensors: a stage's trained weights as a safetensors file, the one
- * PyTorch loads with safetensors.torch.load_file (format:
- * https://huggingface.co/docs/safetensors; header padded to 8 bytes).
- * Tensors are the parameters' values by name "<op name>.<param>", F32,
- * matrices [rows, cols] (a linear weight [out, in], as torch's), vectors
- * 1-d; metadata "format": "pt", "gpp_spec", "gpp_steps". Optimizer state
- * stays in the checkpoint. */
+/* gpp_safetensors: a stage's trained weights as a safetensors file
+ * (https://huggingface.co/docs/safetensors; header padded to 8 bytes),
+ * under torch's state_dict names and layouts (gpp_op_param_torch,
+ * docs/graph-format.md "Name mapping"), so a module whose ops gpp named
+ * after its modules (scripts/gpp-export) loads them with
+ * load_state_dict(strict=True). F32 values only: optimizer state stays in
+ * the checkpoint. Metadata "format": "pt", "gpp_spec", "gpp_steps". */
 #ifndef GPP_SAFETENSORS_H
 #define GPP_SAFETENSORS_H
 

@@ -67,7 +67,7 @@ static void s_layout(gpp_job_t *self)
         const gpp_stage_t *st = &p->stages[s];
         for (int i = 0; i < st->n_ops; i++) {
             gpp_op_type_t t = self->g->ops[st->ops[i]].type;
-            if (t == GPP_OP_LOSS_MSE || t == GPP_OP_LOSS_CE)
+            if (gpp_optable[t].role == GPP_ROLE_LOSS)
                 self->sink[s] = 1;
         }
     }
