@@ -17,12 +17,6 @@
 #include "model/gpp_model.h"
 #include "model/gpp_optable.h"
 
-/* Precision on the wire is gpp_precision_t + 1 (0 is "not set") */
-_Static_assert(GPP__PRECISION__PRECISION_FP32 - 1 == (int)GPP_PRECISION_FP32 &&
-                   GPP__PRECISION__PRECISION_TF32 - 1 == (int)GPP_PRECISION_TF32 &&
-                   GPP__PRECISION__PRECISION_BF16 - 1 == (int)GPP_PRECISION_BF16,
-               "proto Precision and gpp_precision_t drifted apart");
-
 #define S_JOIN_GRACE_MS 5000 /* a worker stuck in a rendezvous is left behind after this */
 
 struct gpp_worker_s {
@@ -50,13 +44,6 @@ struct gpp_worker_s {
 };
 
 /* ---- worker -> main ---- */
-
-/* The wire's Precision is gpp_precision_t + 1 (proto/gpp.proto: 0 is "not
- * set", which gpp_msg validation refuses). */
-static gpp_precision_t s_precision(Gpp__Precision p)
-{
-    return (gpp_precision_t)(p - GPP__PRECISION__PRECISION_FP32);
-}
 
 static void s_post(gpp_worker_t *self, gpp_msg_t *m)
 {
@@ -263,7 +250,7 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .threads = self->cfg.threads,
         .device_kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
         .device = cuda ? self->cfg.gpu : 0,
-        .precision = s_precision(as->precision),
+        .precision = gpp_msg_precision_of(as->precision),
         .graphs = as->cuda_graphs,
         .bf16_tensors = as->bf16_tensors,
         .rdv_endpoint = as->comm->rdv_endpoint,
@@ -351,7 +338,7 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
     gpp_backend_cfg_t bc = {.kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
                             .device = cuda ? self->cfg.gpu : 0,
                             .cpu_threads = self->cfg.threads,
-                            .precision = s_precision(rq->precision),
+                            .precision = gpp_msg_precision_of(rq->precision),
                             .bf16_tensors = rq->bf16_tensors};
     if (!(be = gpp_backend_new(&bc, err)))
         goto out;

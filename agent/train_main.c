@@ -335,7 +335,8 @@ static int s_parse(int argc, char **argv, opts_t *o)
             break;
         case O_PRECISION:
             if (gpp_precision_parse(optarg, &o->precision) < 0) {
-                fprintf(stderr, "gpp-train: error: --precision '%s': use fp32, tf32 or bf16\n",
+                fprintf(stderr,
+                        "gpp-train: error: --precision '%s': use " GPP_PRECISION_CHOICES "\n",
                         optarg);
                 return -1;
             }

@@ -43,7 +43,6 @@ static const char *const S_OPTIMS[] = {"sgd", "adamw", NULL};
 static const char *const S_PLANNERS[] = {"gpp", "spp", NULL};
 static const char *const S_LAUNCHES[] = {"local", "external", NULL};
 static const char *const S_BACKENDS[] = {"cpu", "cuda", NULL};
-static const char *const S_PRECISIONS[] = {"fp32", "tf32", "bf16", NULL};
 static const char *const S_COMMS[] = {"gloo", "nccl", NULL};
 
 #define C_OFF(m) offsetof(gpp_config_t, m)
@@ -110,7 +109,7 @@ static const s_field_t S_FIELDS[] = {
           "a positive integer (complete checkpoint sets kept)"),
     S_WORDS("job", "launch", job.launch, S_LAUNCHES, NULL),
     S_WORDS("job", "backend", job.backend, S_BACKENDS, "GPP_BACKEND"),
-    S_WORDS("job", "precision", job.precision, S_PRECISIONS, "GPP_PRECISION"),
+    S_WORDS("job", "precision", job.precision, gpp_precision_names, "GPP_PRECISION"),
     S_WORDS("job", "comm", job.comm, S_COMMS, "GPP_COMM"),
     {"job", "cuda_graphs", F_BOOL, C_OFF(job.cuda_graphs), 0, 0, 0, 0, 0, NULL, "GPP_CUDA_GRAPHS",
      "true or false"},
@@ -514,11 +513,11 @@ static int s_check(s_load_t *L)
         return s_fail(L, s_pos_of(L, "job", "comm"), "job", "comm",
                       "\"nccl\" moves device memory between GPUs and needs backend = \"cuda\"; "
                       "set comm = \"gloo\" or backend = \"cuda\"");
-    if (c->job.precision != GPP_CONFIG_PRECISION_FP32 && c->job.backend == GPP_CONFIG_BACKEND_CPU)
+    if (c->job.precision != GPP_PRECISION_FP32 && c->job.backend == GPP_CONFIG_BACKEND_CPU)
         return s_fail(L, s_pos_of(L, "job", "precision"), "job", "precision",
                       "\"%s\" needs backend = \"cuda\" (the CPU backend computes fp32 only); "
                       "set precision = \"fp32\" or backend = \"cuda\"",
-                      gpp_config_precision_name(c->job.precision));
+                      gpp_precision_name(c->job.precision));
     if (c->job.launch == GPP_CONFIG_LAUNCH_LOCAL && c->n_nodes != 1)
         return s_fail(L, s_pos_of(L, "job", "launch"), "job", "launch",
                       "\"local\" starts every agent on this host but %d nodes are listed; list "
@@ -620,14 +619,10 @@ const char *gpp_config_optim_name(gpp_config_optim_t o)
 }
 int gpp_config_bf16_tensors(const gpp_config_t *c)
 {
-    return c->job.backend == GPP_CONFIG_BACKEND_CUDA &&
-           c->job.precision == GPP_CONFIG_PRECISION_BF16 && c->job.bf16_tensors;
+    return c->job.backend == GPP_CONFIG_BACKEND_CUDA && c->job.precision == GPP_PRECISION_BF16 &&
+           c->job.bf16_tensors;
 }
 
-const char *gpp_config_precision_name(gpp_config_precision_t p)
-{
-    return S_PRECISIONS[p];
-}
 const char *gpp_config_comm_name(gpp_config_comm_t c)
 {
     return S_COMMS[c];

@@ -85,17 +85,11 @@ struct gpp_job_s {
 
 static void s_print_plan(const gpp_job_t *self, FILE *out);
 
-/* The job's backend and precision as Assignment and ProfileRequest carry
- * them: gpp_config_precision_t 0.. -> Precision 1.. (0 is "not set"). */
+/* The job's backend as Assignment and ProfileRequest carry it. */
 static Gpp__Backend s_wire_backend(const gpp_config_t *c)
 {
     return c->job.backend == GPP_CONFIG_BACKEND_CUDA ? GPP__BACKEND__BACKEND_CUDA
                                                      : GPP__BACKEND__BACKEND_CPU;
-}
-
-static Gpp__Precision s_wire_precision(const gpp_config_t *c)
-{
-    return (Gpp__Precision)(GPP__PRECISION__PRECISION_FP32 + (int)c->job.precision);
 }
 
 /* 1 when the coordinator stopped the job (cancel may be NULL: never). */
@@ -608,7 +602,7 @@ static int s_kept_profile(gpp_job_t *self, int reprofile, gpp_err_t *err)
     if (gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device, &n_ops, prec,
                               sizeof prec, err) < 0)
         return gpp_err_prefix(err, "kept profile (gpp-coordinator --reprofile measures a new one)");
-    const char *job_prec = gpp_config_precision_name(cfg->job.precision);
+    const char *job_prec = gpp_precision_name(cfg->job.precision);
     if (strcmp(model, cfg->job.model) != 0 || strcmp(device, cfg->cluster.device) != 0 ||
         strcmp(prec, job_prec) != 0) {
         if (self->out)
@@ -797,7 +791,7 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
          * on its GPU (CUDA events) at the job's precision, or gives their
          * figures there */
         self->preq.backend = s_wire_backend(cfg);
-        self->preq.precision = s_wire_precision(cfg);
+        self->preq.precision = gpp_msg_precision(cfg->job.precision);
         self->preq.bf16_tensors = gpp_config_bf16_tensors(cfg);
         /* powers of two up to the batch and to 2^24, the largest
          * micro-batch a profile table holds (gpp_cost_attach_rows); int64:
@@ -870,7 +864,7 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
     if (rc == 0) /* kept in <checkpoint_dir>/profile.json's record */
         gpp_cost_set_profile_source(self->cost,
                                     res->device_name && res->device_name[0] ? res->device_name : "",
-                                    gpp_config_precision_name(self->cfg.job.precision));
+                                    gpp_precision_name(self->cfg.job.precision));
     self->measured |= rc == 0;
     free(rows);
     return rc;
@@ -1042,7 +1036,7 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->checkpoint_interval = c->job.checkpoint_interval;
     a->start_iteration = self->start;
     a->backend = s_wire_backend(c);
-    a->precision = s_wire_precision(c);
+    a->precision = gpp_msg_precision(c->job.precision);
     a->cuda_graphs = c->job.backend == GPP_CONFIG_BACKEND_CUDA && c->job.cuda_graphs;
     a->bf16_tensors = gpp_config_bf16_tensors(c);
     a->trace = self->trace_iteration >= 0;

@@ -19,8 +19,7 @@ int gpp_cluster_from_config(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, g
         return gpp_err_prefix(err, "%s: cluster.device", cfg->path);
     /* a cuda job's products run at its precision: the roofline's peak */
     if (cfg->job.backend == GPP_CONFIG_BACKEND_CUDA &&
-        gpp_cluster_set_precision(cl, cfg->cluster.device,
-                                  gpp_config_precision_name(cfg->job.precision),
+        gpp_cluster_set_precision(cl, cfg->cluster.device, cfg->job.precision,
                                   gpp_config_bf16_tensors(cfg), err) < 0)
         return gpp_err_prefix(err, "%s: job.precision", cfg->path);
     if (strcmp(cfg->cluster.device, "cpu") == 0 && cfg->job.launch == GPP_CONFIG_LAUNCH_LOCAL) {

@@ -36,6 +36,7 @@
 
 #include "common/gpp_alloc_rule.h"
 #include "common/gpp_err.h"
+#include "common/gpp_precision.h"
 #include "model/gpp_graph.h"
 #include "model/gpp_optable.h" /* gpp_work_t */
 
@@ -110,8 +111,8 @@ void gpp_device_list(FILE *out);
  * agents keep bf16 tensors, [job] bf16_tensors, off by default) also
  * halves the roofline's activation bytes and counts the bf16 copies of
  * the product weights in stage memory; fp32 and the cpu preset change
- * nothing. -1 with a message for another name. */
-int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, const char *precision,
+ * nothing. -1 with a message for an unknown preset. */
+int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, gpp_precision_t precision,
                               int bf16_tensors, gpp_err_t *err);
 /* Fills c with a preset device and its default links: the preset's NVLink
  * generation between devices of one node, its InfiniBand generation between

@@ -218,7 +218,8 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
 {
     gpp_err_t err = {{0}};
     char cl_device[64] = ""; /* the --cluster file's device preset */
-    const char *cl_precision = NULL; /* and a cuda job's precision */
+    int has_precision = 0;           /* a cuda job's precision, or --precision */
+    gpp_precision_t precision = GPP_PRECISION_FP32;
     if (a->cluster) {
         if (a->devices || a->device || a->gpus_per_node)
             s_die(EXIT_BAD_INPUT, "--cluster replaces --devices, --device and --gpus-per-node; "
@@ -230,8 +231,10 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         if (gpp_cluster_from_config(&cfg, gpp_config_devices(&cfg), cl, &err) < 0)
             s_die(EXIT_BAD_INPUT, "%s", err.msg);
         snprintf(cl_device, sizeof cl_device, "%s", cfg.cluster.device);
-        if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA)
-            cl_precision = gpp_config_precision_name(cfg.job.precision);
+        if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA) {
+            precision = cfg.job.precision;
+            has_precision = 1;
+        }
         /* job defaults the flags did not give; strings live as long as the
            process, so the config is deliberately not released */
         static char model[GPP_CONFIG_PATH], profile[GPP_CONFIG_PATH], planner[8];
@@ -272,11 +275,13 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
     if (a->bf16_tensors && strcmp(a->bf16_tensors, "on") && strcmp(a->bf16_tensors, "off"))
         s_die(EXIT_BAD_INPUT, "--bf16-tensors %s: use on or off", a->bf16_tensors);
     int bf16_tensors = a->bf16_tensors ? !strcmp(a->bf16_tensors, "on") : cl->bf16_tensors;
-    const char *precision = a->precision ? a->precision : cl_precision;
-    if (precision &&
+    if (a->precision && gpp_precision_parse(a->precision, &precision) < 0)
+        s_die(EXIT_BAD_INPUT, "--precision %s: use " GPP_PRECISION_CHOICES, a->precision);
+    has_precision |= a->precision != NULL;
+    if (has_precision &&
         gpp_cluster_set_precision(cl, a->cluster ? cl_device : a->device, precision,
                                   bf16_tensors, &err) < 0)
-        s_die(EXIT_BAD_INPUT, "--precision %s: %s", precision, err.msg);
+        s_die(EXIT_BAD_INPUT, "--precision %s: %s", gpp_precision_name(precision), err.msg);
     if (a->cuda_graphs) {
         if (strcmp(a->cuda_graphs, "on") && strcmp(a->cuda_graphs, "off"))
             s_die(EXIT_BAD_INPUT, "--cuda-graphs %s: use on or off", a->cuda_graphs);

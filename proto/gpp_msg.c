@@ -26,6 +26,31 @@
             return gpp_err_set(err, __VA_ARGS__);                                                  \
     } while (0)
 
+/* Precision on the wire is gpp_precision_t + 1 (0: not set). */
+_Static_assert(GPP__PRECISION__PRECISION_FP32 == GPP_PRECISION_FP32 + 1 &&
+                   GPP__PRECISION__PRECISION_TF32 == GPP_PRECISION_TF32 + 1 &&
+                   GPP__PRECISION__PRECISION_BF16 == GPP_PRECISION_BF16 + 1,
+               "proto Precision and gpp_precision_t drifted apart");
+_Static_assert(GPP_PRECISION__COUNT == 3, "a new gpp_precision_t needs a proto Precision value");
+
+Gpp__Precision gpp_msg_precision(gpp_precision_t p)
+{
+    assert((unsigned)p < GPP_PRECISION__COUNT);
+    return (Gpp__Precision)((int)p + 1);
+}
+
+/* 1 when the wire's p names a gpp_precision_t (the range check on decode) */
+static int s_precision_ok(Gpp__Precision p)
+{
+    return (int)p >= 1 && (int)p - 1 < GPP_PRECISION__COUNT;
+}
+
+gpp_precision_t gpp_msg_precision_of(Gpp__Precision p)
+{
+    assert(s_precision_ok(p));
+    return s_precision_ok(p) ? (gpp_precision_t)((int)p - 1) : GPP_PRECISION_FP32;
+}
+
 /* Initializes *m: magic, our protocol version, seq, sender; no body. */
 static void s_envelope_init(gpp_msg_t *m, uint64_t seq, int sender)
 {
@@ -222,10 +247,12 @@ static int s_check_profile_request(const Gpp__ProfileRequest *p, gpp_err_t *err)
     S_REQUIRE(p->backend != GPP__BACKEND__BACKEND_UNSPECIFIED, "profile_request.backend: not set");
     S_REQUIRE(p->precision != GPP__PRECISION__PRECISION_UNSPECIFIED,
               "profile_request.precision: not set");
+    S_REQUIRE(s_precision_ok(p->precision), "profile_request.precision: %d names no precision",
+              (int)p->precision);
     S_REQUIRE(p->precision == GPP__PRECISION__PRECISION_FP32 ||
                   p->backend == GPP__BACKEND__BACKEND_CUDA,
               "profile_request.precision: %s needs backend cuda (the CPU backend computes fp32)",
-              p->precision == GPP__PRECISION__PRECISION_TF32 ? "tf32" : "bf16");
+              gpp_precision_name(gpp_msg_precision_of(p->precision)));
     S_REQUIRE(!p->bf16_tensors || (p->backend == GPP__BACKEND__BACKEND_CUDA &&
                                    p->precision == GPP__PRECISION__PRECISION_BF16),
               "profile_request.bf16_tensors: set without backend cuda at precision bf16");
@@ -515,10 +542,12 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
     S_REQUIRE(a->backend != GPP__BACKEND__BACKEND_UNSPECIFIED, "assignment.backend: not set");
     S_REQUIRE(a->precision != GPP__PRECISION__PRECISION_UNSPECIFIED,
               "assignment.precision: not set");
+    S_REQUIRE(s_precision_ok(a->precision), "assignment.precision: %d names no precision",
+              (int)a->precision);
     S_REQUIRE(a->precision == GPP__PRECISION__PRECISION_FP32 ||
                   a->backend == GPP__BACKEND__BACKEND_CUDA,
               "assignment.precision: %s needs backend cuda (the CPU backend computes fp32)",
-              a->precision == GPP__PRECISION__PRECISION_TF32 ? "tf32" : "bf16");
+              gpp_precision_name(gpp_msg_precision_of(a->precision)));
     S_REQUIRE(!a->cuda_graphs || a->backend == GPP__BACKEND__BACKEND_CUDA,
               "assignment.cuda_graphs: set with backend cpu (CUDA graphs need cuda)");
     S_REQUIRE(!a->bf16_tensors || (a->backend == GPP__BACKEND__BACKEND_CUDA &&

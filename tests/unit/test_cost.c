@@ -921,8 +921,8 @@ static void t_kernel_stash(void)
  * half of it on A100/H100/H200 and none on V100 (fp32 stays); bf16 also
  * with the agents' bf16 tensors ([job] bf16_tensors) halves every op's
  * output bytes but data's and the roofline's activation bytes, so a memory-bound op takes half the
- * time; a profile's out_bytes still wins; fp32 puts everything back; a
- * bad name is refused naming it. */
+ * time; a profile's out_bytes still wins; fp32 puts everything back; an
+ * unknown preset is refused naming it; the spellings round-trip. */
 static void t_precision(void)
 {
     gpp_err_t err = {{0}};
@@ -938,7 +938,7 @@ static void t_precision(void)
             in = i;
     GPP_EXPECT(g->ops[ln].type == GPP_OP_LAYERNORM && in >= 0);
     gpp_cost_t *f = gpp_cost_new(g, &c);
-    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "bf16", 1, &err) == 0);
+    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", GPP_PRECISION_BF16, 1, &err) == 0);
     GPP_EXPECT_NEAR(c.device.peak_flops, 989e12, 1);
     gpp_cost_t *b = gpp_cost_new(g, &c);
     double lf = gpp_cost_op_fwd_ms(f, ln, 65536), lb = gpp_cost_op_fwd_ms(b, ln, 65536);
@@ -978,20 +978,28 @@ static void t_precision(void)
     GPP_EXPECT_MSG(gpp_cost_attach_profile_text(b, text, "p.json", &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_op_out_bytes(b, ln) == g->ops[ln].out_bytes);
     GPP_EXPECT(gpp_cost_op_out_bytes(b, att) == g->ops[att].out_bytes / 2);
-    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "tf32", 1, &err) == 0);
+    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", GPP_PRECISION_TF32, 1, &err) == 0);
     GPP_EXPECT_NEAR(c.device.peak_flops, 494.5e12, 1);
     GPP_EXPECT(!c.bf16_tensors);
     /* bf16 without the agents' bf16 tensors (the default): fp32 activations */
-    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "bf16", 0, &err) == 0);
+    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", GPP_PRECISION_BF16, 0, &err) == 0);
     GPP_EXPECT(!c.bf16_tensors && c.device.peak_flops > 900e12);
-    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "fp32", 1, &err) == 0);
+    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", GPP_PRECISION_FP32, 1, &err) == 0);
     GPP_EXPECT_NEAR(c.device.peak_flops, 67e12, 1);
     gpp_cluster_t v;
     GPP_EXPECT(gpp_cluster_init(&v, "v100-16g", 1, 1, &err) == 0);
-    GPP_EXPECT(gpp_cluster_set_precision(&v, "v100-16g", "tf32", 1, &err) == 0);
+    GPP_EXPECT(gpp_cluster_set_precision(&v, "v100-16g", GPP_PRECISION_TF32, 1, &err) == 0);
     GPP_EXPECT_NEAR(v.device.peak_flops, 15.7e12, 1); /* no TF32 on V100 */
-    GPP_EXPECT(gpp_cluster_set_precision(&v, "v100-16g", "fp16", 1, &err) == -1 &&
-               strstr(err.msg, "fp16") && strstr(err.msg, "bf16"));
+    GPP_EXPECT(gpp_cluster_set_precision(&v, "v200-16g", GPP_PRECISION_BF16, 1, &err) == -1 &&
+               strstr(err.msg, "v200-16g"));
+    /* one spelling table: names and values round-trip, others are refused */
+    for (int p = 0; p < GPP_PRECISION__COUNT; p++) {
+        gpp_precision_t back = GPP_PRECISION__COUNT;
+        GPP_EXPECT(gpp_precision_parse(gpp_precision_name((gpp_precision_t)p), &back) == 0 &&
+                   back == (gpp_precision_t)p);
+    }
+    gpp_precision_t fp16 = GPP_PRECISION_FP32;
+    GPP_EXPECT(gpp_precision_parse("fp16", &fp16) == -1 && fp16 == GPP_PRECISION_FP32);
     gpp_cost_destroy(&f);
     gpp_cost_destroy(&b);
     free(all);
