@@ -25,6 +25,7 @@
 #include "model/gpp_graph.h"
 #include "model/gpp_model.h"
 #include "model/gpp_onnx.h"
+#include "planner/gpp_profile_io.h"
 
 typedef struct {
     const char *model;
@@ -482,7 +483,16 @@ int main(int argc, char **argv)
         long long want = o.profile_max_mb ? o.profile_max_mb : o.batch;
         int max_mb = want < 1 << 24 ? (int)want : 1 << 24, largest = 0; /* profile.json's limit */
         gpp_profile_cfg_t pc = {.max_micro_batch = max_mb, .seed = o.seed};
-        if (gpp_profile_write(g, g->n_ops, ops, be, data, &pc, o.profile_out, &largest, &err) < 0)
+        gpp_profile_t *prof = gpp_profile_measure(g, g->n_ops, ops, be, data, &pc, &err);
+        if (!prof) {
+            gpp_err_prefix(&err, "profile %s", o.profile_out);
+            goto fail;
+        }
+        for (size_t i = 0; i < prof->n_rows; i++) /* every op has the same sizes */
+            largest = prof->rows[i].micro_batch > largest ? prof->rows[i].micro_batch : largest;
+        int wrc = gpp_profile_io_write(prof, o.profile_out, &err);
+        gpp_profile_destroy(&prof);
+        if (wrc < 0)
             goto fail;
         printf("wrote profile of %s (%d ops, micro-batch 1..%d) on %s (%s, %s) to %s\n", g->spec,
                g->n_ops, largest, gpp_backend_device_name(be), gpp_backend_name(be),

@@ -21,6 +21,8 @@
 #include "coordinator/gpp_progress.h"
 #include "planner/gpp_cluster_config.h"
 #include "planner/gpp_cost.h"
+#include "planner/gpp_profile_io.h"
+#include "proto/gpp_msg_profile.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan_io.h"
 #include "planner/gpp_sched.h"
@@ -40,15 +42,14 @@ _Static_assert(GPP_ACT_STEP == (int)GPP__ACTION_TYPE__ACT_STEP, "action enum: ST
 _Static_assert(GPP_ACT__COUNT == GPP_ACT_STEP + 1, "action enum: a new type needs a proto value");
 
 struct gpp_job_s {
-    gpp_config_t cfg;     /* copy; nodes not used after new */
-    char plan_arg[1024];  /* --plan as given */
-    char plan_name[1024]; /* the planner or file that made the plan */
-    FILE *out;            /* plan table */
-    int profiling;        /* plan after the agents' profile */
-    int figures;          /* a cuda job without a profile from its GPUs: plan after agent 0
-                             reported its backend's memory figures (figures_only) */
-    gpp_cost_row_t *figs; /* those figures, [n_figs], for a cost model made again */
-    size_t n_figs;
+    gpp_config_t cfg;      /* copy; nodes not used after new */
+    char plan_arg[1024];   /* --plan as given */
+    char plan_name[1024];  /* the planner or file that made the plan */
+    FILE *out;             /* plan table */
+    int profiling;         /* plan after the agents' profile */
+    int figures;           /* a cuda job without a profile from its GPUs: plan after agent 0
+                              reported its backend's memory figures (figures_only) */
+    gpp_profile_t *prof;   /* the agents' profile or figures, as attached; kept (profile.json) */
     int kept;              /* --plan auto from <checkpoint_dir>/profile.json */
     gpp_cluster_t cluster; /* what the cost model was made from */
     int measured;          /* the cost model holds a profile (file, kept or the agents') */
@@ -597,27 +598,41 @@ static int s_kept_profile(gpp_job_t *self, int reprofile, gpp_err_t *err)
             fprintf(self->out, "plan: --reprofile: not using %s; the agents profile again\n", path);
         return 0;
     }
-    char model[GPP_CONFIG_PATH], device[GPP_CONFIG_STR], prec[16];
-    int n_ops = 0;
-    if (gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device, &n_ops, prec,
-                              sizeof prec, err) < 0)
+    gpp_profile_t *kept = gpp_profile_io_read(path, err);
+    if (!kept)
         return gpp_err_prefix(err, "kept profile (gpp-coordinator --reprofile measures a new one)");
+    const gpp_profile_meta_t *m = &kept->meta;
+    if (!m->present || !m->model[0] || !m->device[0] || m->n_ops < 0) {
+        gpp_profile_destroy(&kept);
+        return gpp_err_set(err,
+                           "%s: field '%s' missing or not {\"model\": string, \"device\": "
+                           "string, \"ops\": number}; gpp-coordinator --reprofile measures a "
+                           "new one",
+                           path, GPP_PROFILE_META);
+    }
     const char *job_prec = gpp_precision_name(cfg->job.precision);
-    if (strcmp(model, cfg->job.model) != 0 || strcmp(device, cfg->cluster.device) != 0 ||
+    const char *prec = gpp_precision_name(m->has_precision ? m->precision : GPP_PRECISION_FP32);
+    if (strcmp(m->model, cfg->job.model) != 0 || strcmp(m->device, cfg->cluster.device) != 0 ||
         strcmp(prec, job_prec) != 0) {
         if (self->out)
             fprintf(self->out,
                     "plan: %s was measured for %s on %s in %s, this job is %s on %s in %s; the "
                     "agents profile again\n",
-                    path, model, device, prec, cfg->job.model, cfg->cluster.device, job_prec);
+                    path, m->model, m->device, prec, cfg->job.model, cfg->cluster.device, job_prec);
+        gpp_profile_destroy(&kept);
         return 0;
     }
-    if (n_ops != self->g->n_ops)
-        return gpp_err_set(err,
-                           "%s: profile of %d ops, but model %s has %d; run gpp-coordinator "
-                           "--reprofile to measure it again",
-                           path, n_ops, self->g->spec, self->g->n_ops);
-    if (gpp_cost_attach_profile(self->cost, path, err) < 0)
+    if (m->n_ops != self->g->n_ops) {
+        gpp_err_set(err,
+                    "%s: profile of %d ops, but model %s has %d; run gpp-coordinator "
+                    "--reprofile to measure it again",
+                    path, m->n_ops, self->g->spec, self->g->n_ops);
+        gpp_profile_destroy(&kept);
+        return -1;
+    }
+    int rc = gpp_cost_attach_profile(self->cost, kept, err);
+    gpp_profile_destroy(&kept);
+    if (rc < 0)
         return gpp_err_prefix(err, "kept profile does not match the model; run gpp-coordinator "
                                    "--reprofile to measure it again");
     if (self->out)
@@ -680,21 +695,7 @@ static int s_device_mem(gpp_job_t *self, gpp_registry_t *reg, gpp_err_t *err)
         return gpp_err_set(err, "no agent reported a GPU");
     gpp_cluster_t cl = self->cluster;
     cl.device.mem_bytes = least;
-    gpp_cost_t *cost = gpp_cost_new(self->g, &cl);
-    if (self->measured) { /* the same measurements: the text round-trips exactly */
-        char *text = gpp_cost_profile_json(self->cost, cfg->job.model, cfg->cluster.device);
-        int rc = gpp_cost_attach_profile_text(cost, text, "the profile planned from", err);
-        free(text);
-        if (rc < 0) {
-            gpp_cost_destroy(&cost);
-            return -1;
-        }
-    }
-    if (self->n_figs && gpp_cost_attach_figures(cost, self->figs, self->n_figs,
-                                                "agent 0's memory figures", err) < 0) {
-        gpp_cost_destroy(&cost);
-        return -1;
-    }
+    gpp_cost_t *cost = gpp_cost_clone(self->cost, &cl); /* the same measurements */
     gpp_cost_destroy(&self->cost);
     self->cost = cost;
     const gpp_agent_t *a = gpp_registry_agent(reg, least_rank);
@@ -762,9 +763,13 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
     self->cluster = cl;
     snprintf(self->mem_source, sizeof self->mem_source, "the %s preset's", cl.device.name);
     self->cost = gpp_cost_new(self->g, &cl);
-    if (cfg->cluster.profile[0] &&
-        gpp_cost_attach_profile(self->cost, cfg->cluster.profile, err) < 0)
-        goto fail;
+    if (cfg->cluster.profile[0]) {
+        gpp_profile_t *p = gpp_profile_io_read(cfg->cluster.profile, err);
+        int rc = p ? gpp_cost_attach_profile(self->cost, p, err) : -1;
+        gpp_profile_destroy(&p);
+        if (rc < 0)
+            goto fail;
+    }
     self->measured = cfg->cluster.profile[0] != 0;
     snprintf(self->prefix, sizeof self->prefix, "gpp-%d-%lld/", (int)getpid(),
              (long long)time(NULL));
@@ -834,40 +839,38 @@ const Gpp__ProfileRequest *gpp_job_profile_request(const gpp_job_t *self)
 int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
 {
     gpp_job_t *self = arg;
-    gpp_cost_row_t *rows = gpp_xcalloc(res->n_ops ? res->n_ops : 1, sizeof *rows);
-    for (size_t i = 0; i < res->n_ops; i++) {
-        const Gpp__OpProfile *r = res->ops[i];
-        rows[i] = (gpp_cost_row_t){.op = r->op,
-                                   .micro_batch = r->micro_batch,
-                                   .fwd_ms = r->fwd_ms,
-                                   .bwd_ms = r->bwd_ms,
-                                   .has_kernel_stash = r->kernel_stash_set,
-                                   .kernel_stash = r->kernel_stash,
-                                   .has_workspace = r->workspace_set,
-                                   .workspace = {r->workspace_fixed, r->workspace_per_sample},
-                                   .has_out_bytes = r->out_bytes_set,
-                                   .out_bytes = r->out_bytes};
-    }
-    if (self->figures) { /* memory figures, no times: kept for a cost model made again */
-        int rc =
-            gpp_cost_attach_figures(self->cost, rows, res->n_ops, "agent 0's memory figures", err);
-        if (rc == 0 && self->plan)
-            s_predict_mem(self); /* a plan file's */
-        free(self->figs);
-        self->figs = rc == 0 ? rows : NULL;
-        self->n_figs = rc == 0 ? res->n_ops : 0;
-        if (rc < 0)
-            free(rows);
-        return rc;
-    }
-    int rc = gpp_cost_attach_rows(self->cost, rows, res->n_ops, "the agents' profile", err);
-    if (rc == 0) /* kept in <checkpoint_dir>/profile.json's record */
-        gpp_cost_set_profile_source(self->cost,
-                                    res->device_name && res->device_name[0] ? res->device_name : "",
-                                    gpp_precision_name(self->cfg.job.precision));
-    self->measured |= rc == 0;
+    const gpp_config_t *cfg = &self->cfg;
+    gpp_profile_row_t *rows = gpp_msg_profile_rows(res);
+    gpp_profile_t *p = gpp_profile_of_graph(
+        self->g, rows, res->n_ops,
+        self->figures ? "agent 0's memory figures" : "the agents' profile", err);
     free(rows);
-    return rc;
+    if (!p)
+        return -1;
+    /* what was measured where: the GPU's own name; the job's precision */
+    gpp_profile_meta_t *m = &p->meta;
+    m->present = 1;
+    snprintf(m->model, sizeof m->model, "%s", cfg->job.model);
+    snprintf(m->device, sizeof m->device, "%s",
+             res->device_name && res->device_name[0] ? res->device_name : "");
+    m->n_ops = self->g->n_ops;
+    m->has_precision = 1;
+    m->precision = cfg->job.precision;
+    m->has_bf16_tensors = 1;
+    m->bf16_tensors = gpp_config_bf16_tensors(cfg);
+    /* memory figures (no times), or the times kept in <checkpoint_dir>/profile.json */
+    int rc = self->figures ? gpp_cost_attach_figures(self->cost, p, err)
+                           : gpp_cost_attach_profile(self->cost, p, err);
+    if (rc < 0) {
+        gpp_profile_destroy(&p);
+        return -1;
+    }
+    gpp_profile_destroy(&self->prof);
+    self->prof = p;
+    if (self->figures && self->plan)
+        s_predict_mem(self); /* a plan file's */
+    self->measured |= !self->figures;
+    return 0;
 }
 
 static void s_free_assignment(Gpp__Assignment *a)
@@ -904,7 +907,7 @@ void gpp_job_destroy(gpp_job_t **self_p)
             s_free_assignment(self->assign[r]);
     free(self->assign);
     free(self->preq_mbs);
-    free(self->figs);
+    gpp_profile_destroy(&self->prof);
     free(self->sink);
     free(self->digest);
     free(self->has_digest);
@@ -1059,12 +1062,13 @@ static int s_keep_plan(gpp_job_t *self, gpp_err_t *err)
     snprintf(path, sizeof path, "%s/plan.json", cfg->job.checkpoint_dir);
     if (gpp_plan_write_json(self->plan, path, err) < 0)
         return gpp_err_prefix(err, "job.checkpoint_dir");
-    if (self->profiling) {
+    if (self->profiling && self->prof) {
+        /* the record names the cluster's preset, which the next start
+           compares (s_kept_profile) */
         snprintf(path, sizeof path, "%s/profile.json", cfg->job.checkpoint_dir);
-        char *text = gpp_cost_profile_json(self->cost, cfg->job.model, cfg->cluster.device);
-        int rc = gpp_write_file_atomic(path, text, strlen(text), err);
-        free(text);
-        if (rc < 0)
+        snprintf(self->prof->meta.device, sizeof self->prof->meta.device, "%s",
+                 cfg->cluster.device);
+        if (gpp_profile_io_write(self->prof, path, err) < 0)
             return gpp_err_prefix(err, "job.checkpoint_dir");
     }
     return 0;

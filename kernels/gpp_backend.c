@@ -145,6 +145,13 @@ gpp_precision_t gpp_backend_precision(const gpp_backend_t *self)
     return self->cfg.kind == GPP_DEVICE_CPU ? GPP_PRECISION_FP32 : self->cfg.precision;
 }
 
+int gpp_backend_bf16_tensors(const gpp_backend_t *self)
+{
+    assert(self);
+    return self->cfg.kind == GPP_DEVICE_CUDA && self->cfg.precision == GPP_PRECISION_BF16 &&
+           self->cfg.bf16_tensors;
+}
+
 void *gpp_backend_alloc(gpp_backend_t *self, size_t bytes, gpp_err_t *err)
 {
     assert(self);

@@ -114,6 +114,9 @@ const char *gpp_backend_device_name(const gpp_backend_t *self);
 /* The matrix-product precision the backend computes with: the configured
  * one on CUDA, fp32 on the CPU backend (whatever was set). */
 gpp_precision_t gpp_backend_precision(const gpp_backend_t *self);
+/* 1 when the backend keeps bf16 activations: CUDA at precision bf16 with
+ * gpp_backend_cfg_t.bf16_tensors; 0 elsewhere. */
+int gpp_backend_bf16_tensors(const gpp_backend_t *self);
 
 /* Device memory, 64-byte aligned, contents undefined. Caller owns the
  * result. bytes == 0 returns a valid unique pointer. NULL + message when the

@@ -33,6 +33,8 @@
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_plan_io.h"
+#include "planner/gpp_profile_io.h"
+#include "model/gpp_profile_graph.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
 #include "config/gpp_config.h"
@@ -218,7 +220,7 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
 {
     gpp_err_t err = {{0}};
     char cl_device[64] = ""; /* the --cluster file's device preset */
-    int has_precision = 0;           /* a cuda job's precision, or --precision */
+    int has_precision = 0;   /* a cuda job's precision, or --precision */
     gpp_precision_t precision = GPP_PRECISION_FP32;
     if (a->cluster) {
         if (a->devices || a->device || a->gpus_per_node)
@@ -278,9 +280,8 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
     if (a->precision && gpp_precision_parse(a->precision, &precision) < 0)
         s_die(EXIT_BAD_INPUT, "--precision %s: use " GPP_PRECISION_CHOICES, a->precision);
     has_precision |= a->precision != NULL;
-    if (has_precision &&
-        gpp_cluster_set_precision(cl, a->cluster ? cl_device : a->device, precision,
-                                  bf16_tensors, &err) < 0)
+    if (has_precision && gpp_cluster_set_precision(cl, a->cluster ? cl_device : a->device,
+                                                   precision, bf16_tensors, &err) < 0)
         s_die(EXIT_BAD_INPUT, "--precision %s: %s", gpp_precision_name(precision), err.msg);
     if (a->cuda_graphs) {
         if (strcmp(a->cuda_graphs, "on") && strcmp(a->cuda_graphs, "off"))
@@ -300,7 +301,9 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
     }
 }
 
-static gpp_graph_t *s_graph(const s_args_t *a)
+/* The model: a zoo spec or ONNX file, a graph JSON file, or the graph of
+ * the profile *prof (read here; the caller owns it). */
+static gpp_graph_t *s_graph(const s_args_t *a, gpp_profile_t **prof)
 {
     gpp_err_t err = {{0}};
     int given = !!a->model + !!a->graph + !!a->profile;
@@ -313,9 +316,11 @@ static gpp_graph_t *s_graph(const s_args_t *a)
         s_die(EXIT_BAD_INPUT, "--loss applies to --model FILE.onnx only");
     if (a->model && gpp_onnx_spec_loss(a->model, a->loss, spec, sizeof spec, &err) < 0)
         s_die(EXIT_BAD_INPUT, "%s", err.msg);
+    if (a->profile && !(*prof = gpp_profile_io_read(a->profile, &err)))
+        s_die(EXIT_BAD_INPUT, "%s", err.msg);
     gpp_graph_t *g = a->model   ? gpp_model_load(spec, &err)
                      : a->graph ? gpp_graph_read_json(a->graph, &err)
-                                : gpp_profile_read_graph(a->profile, &err);
+                                : gpp_profile_graph(*prof, &err);
     if (!g)
         s_die(EXIT_BAD_INPUT, "%s", err.msg);
     if (gpp_graph_finalize(g, &err) < 0)
@@ -437,10 +442,11 @@ int main(int argc, char **argv)
     if (a.micro_batch && a.per_stage_mbs)
         s_die(EXIT_BAD_INPUT, "--micro-batch fixes one size for all stages; drop it or "
                               "--per-stage-mbs");
-    gpp_graph_t *g = s_graph(&a);
+    gpp_profile_t *prof = NULL;
+    gpp_graph_t *g = s_graph(&a, &prof);
     gpp_err_t err = {{0}};
     gpp_cost_t *cost = gpp_cost_new(g, &cl);
-    if (a.profile && gpp_cost_attach_profile(cost, a.profile, &err) < 0)
+    if (prof && gpp_cost_attach_profile(cost, prof, &err) < 0)
         s_die(EXIT_BAD_INPUT, "%s", err.msg);
     char note[512];
     if (gpp_cost_profile_source(cost, note, sizeof note))
@@ -497,6 +503,7 @@ int main(int argc, char **argv)
     gpp_sim_destroy(&sim);
     gpp_plan_destroy(&p);
     gpp_cost_destroy(&cost);
+    gpp_profile_destroy(&prof);
     gpp_graph_destroy(&g);
     return 0;
 }
