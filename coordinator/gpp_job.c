@@ -582,10 +582,17 @@ int gpp_job_iteration_fn(void *arg, int done, gpp_err_t *err)
     return 0;
 }
 
+/* "bf16", or "bf16 with bf16 tensors" when the agents keep them */
+static void s_precision_desc(gpp_precision_t p, int bf16_tensors, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s", gpp_precision_name(p), bf16_tensors ? " with bf16 tensors" : "");
+}
+
 /* --plan auto with a checkpoint_dir: plans from the profile a previous run
  * kept there (s_make_plan) when it was measured for this model on this
- * device. 1: attached; 0: none to use (absent, --reprofile, another model or
- * device: the agents profile again); -1: the file does not fit the model. */
+ * device at this precision, with or without bf16 tensors as this job. 1:
+ * attached; 0: none to use (absent, --reprofile, measured otherwise: the
+ * agents profile again); -1: the file does not fit the model. */
 static int s_kept_profile(gpp_job_t *self, int reprofile, gpp_err_t *err)
 {
     const gpp_config_t *cfg = &self->cfg;
@@ -610,8 +617,12 @@ static int s_kept_profile(gpp_job_t *self, int reprofile, gpp_err_t *err)
                            "new one",
                            path, GPP_PROFILE_META);
     }
-    const char *job_prec = gpp_precision_name(cfg->job.precision);
-    const char *prec = gpp_precision_name(m->has_precision ? m->precision : GPP_PRECISION_FP32);
+    /* measured as this job runs: the products' precision and whether the
+       agents kept bf16 tensors (older files: fp32, no bf16 tensors) */
+    char prec[32], job_prec[32];
+    s_precision_desc(m->has_precision ? m->precision : GPP_PRECISION_FP32,
+                     m->has_bf16_tensors && m->bf16_tensors, prec, sizeof prec);
+    s_precision_desc(cfg->job.precision, gpp_config_bf16_tensors(cfg), job_prec, sizeof job_prec);
     if (strcmp(m->model, cfg->job.model) != 0 || strcmp(m->device, cfg->cluster.device) != 0 ||
         strcmp(prec, job_prec) != 0) {
         if (self->out)
