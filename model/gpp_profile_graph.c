@@ -85,13 +85,21 @@ gpp_graph_t *gpp_profile_graph(const gpp_profile_t *p, gpp_err_t *err)
             stash += (int64_t)o->input_bytes[k];
         op->io_bytes = 3 * stash;
     }
-    /* out_bytes: what consumers declare they read from the op (the largest) */
+    /* out_bytes: what consumers declare they read from the op (the largest),
+       or the op's own figure when larger (gpp's profiles: an op without
+       consumers, a loss, still has an output) */
     for (int i = 0; i < n; i++)
         for (int k = 0; k < p->ops[i].n_inputs; k++) {
             gpp_op_t *q = gpp_graph_op(g, newid[ins[i][k]]);
             if ((int64_t)p->ops[i].input_bytes[k] > q->out_bytes)
                 q->out_bytes = (int64_t)p->ops[i].input_bytes[k];
         }
+    for (size_t r = 0; r < p->n_rows; r++) {
+        const gpp_profile_op_t *o = gpp_profile_op(p, p->rows[r].op);
+        gpp_op_t *q = o ? gpp_graph_op(g, newid[o - p->ops]) : NULL;
+        if (q && p->rows[r].has_out_bytes && p->rows[r].out_bytes > q->out_bytes)
+            q->out_bytes = p->rows[r].out_bytes;
+    }
     for (int i = 0; i < g->n_ops; i++) {
         gpp_op_t *op = gpp_graph_op(g, i);
         op->cols = op->out_bytes / 4 > 0 ? op->out_bytes / 4 : 1;

@@ -3,7 +3,8 @@
  * profiled op, in topological order (smallest id first among ready ops).
  *
  * params = weight bytes / 4 (fp32); out_bytes = the largest input_size any
- * consumer declares for the op (what crosses a stage boundary); stash_bytes
+ * consumer declares for the op (what crosses a stage boundary), or the
+ * op's own out_bytes figure when larger (a gpp profile's loss); stash_bytes
  * = out_bytes (each tensor once, at its owner, as the authors count);
  * io_bytes = 3 x (its inputs + out_bytes), weight_io_bytes = 3 x weight
  * bytes (the roofline of ops without a runtime). docs/planner.md. */

@@ -1303,8 +1303,9 @@ static int s_profile_to(gpp_fixture_exec_t *f, const gpp_profile_cfg_t *pc, cons
 
 /* The profiler times several micro-batch sizes (1, 2, 4, 8 here) for
  * every op, and only 1 and 2 when its time budget is spent; the planner
- * reads them all (no note: they cover 1..8), and a bad entry in such a
- * file is still an error naming the file, the op and the key. */
+ * reads them all (no note: they cover 1..8), gpp-plan --profile plans from
+ * the file alone, and a bad entry in such a file is still an error naming
+ * the file, the op and the key. */
 static void t_profile_sizes(void)
 {
     gpp_fixture_exec_t f;
@@ -1356,6 +1357,17 @@ static void t_profile_sizes(void)
     char note[512];
     GPP_EXPECT(gpp_cost_profile_note(cost, 8, note, sizeof note) == 0);
     GPP_EXPECT(gpp_cost_profile_note(cost, 32, note, sizeof note) == 1 && strstr(note, path));
+    /* gpp-plan --profile: the file alone gives a graph its figures fit (a
+       loss has an output though nothing reads it) */
+    gpp_graph_t *pg = s_profile_graph(NULL, path, &err);
+    GPP_EXPECT_MSG(pg != NULL, "%s", err.msg);
+    if (pg) {
+        gpp_cost_t *pcost = gpp_cost_new(pg, &c);
+        GPP_EXPECT_MSG(s_attach_file(pcost, path, &err) == 0, "%s", err.msg);
+        GPP_EXPECT(gpp_cost_op_profiled(pcost, pg->n_ops - 1));
+        gpp_cost_destroy(&pcost);
+        gpp_graph_destroy(&pg);
+    }
     /* a size key of the written file turned bad: file, op id and key named */
     char *at = strstr(text, "\"runtime\"");
     char *key = at ? strstr(at, "\"4\":") : NULL;
