@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_pipe_gpu: the agents' pipeline (gpp-coordinator forking gpp-agent,
 # backend cuda) with CUDA graphs on vs off ([job] cuda_graphs, docs/gpu.md
-# "CUDA graphs of pipeline stages"): each agent records each pass of its
+# "CUDA graphs"): each agent records each pass of its
 # stage (forward / backward of each micro-batch slot) as a CUDA graph once
 # its memory settles and replays it, against every kernel launched on its
 # own. Jobs (JOBS picks them by these words):
