@@ -212,7 +212,8 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
             return gpp_err_prefix(err, "action %zu", i);
     }
     const Gpp__HyperParams *h = as->hyper;
-    int cuda = as->backend == GPP__BACKEND__BACKEND_CUDA;
+    const gpp_device_kind_t kind = gpp_msg_backend_of(as->backend);
+    const int cuda = kind == GPP_DEVICE_CUDA;
     if (cuda && self->cfg.gpu < 0)
         return gpp_err_set(err, "the assignment asks for backend cuda, but this agent registered "
                                 "without a GPU (start it with --gpu N or --backend cuda on a GPU "
@@ -248,7 +249,7 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .data = as->data,
         .checkpoint_interval = as->checkpoint_interval,
         .threads = self->cfg.threads,
-        .device_kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
+        .device_kind = kind,
         .device = cuda ? self->cfg.gpu : 0,
         .precision = gpp_msg_precision_of(as->precision),
         .graphs = as->cuda_graphs,
@@ -328,13 +329,14 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
         goto out;
     /* where the job trains: a cuda job's ops are timed on this agent's GPU
      * (CUDA events, gpp_profile.h) at the job's precision */
-    const int cuda = rq->backend == GPP__BACKEND__BACKEND_CUDA;
+    const gpp_device_kind_t kind = gpp_msg_backend_of(rq->backend);
+    const int cuda = kind == GPP_DEVICE_CUDA;
     if (cuda && self->cfg.gpu < 0) {
         gpp_err_set(err, "asked to profile on a GPU, but this agent has none (start it with "
                          "gpp-agent --gpu N, or set backend = \"cpu\" in the cluster file)");
         goto out;
     }
-    gpp_backend_cfg_t bc = {.kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
+    gpp_backend_cfg_t bc = {.kind = kind,
                             .device = cuda ? self->cfg.gpu : 0,
                             .cpu_threads = self->cfg.threads,
                             .precision = gpp_msg_precision_of(rq->precision),

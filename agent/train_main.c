@@ -320,12 +320,10 @@ static int s_parse(int argc, char **argv, opts_t *o)
                 return -1;
             break;
         case O_BACKEND:
-            if (strcmp(optarg, "cpu") == 0)
-                o->backend = GPP_DEVICE_CPU;
-            else if (strcmp(optarg, "cuda") == 0)
-                o->backend = GPP_DEVICE_CUDA;
-            else {
-                fprintf(stderr, "gpp-train: error: --backend '%s': use cpu or cuda\n", optarg);
+            if (gpp_device_kind_parse(optarg, &o->backend) < 0) {
+                fprintf(stderr,
+                        "gpp-train: error: --backend '%s': use " GPP_DEVICE_KIND_CHOICES "\n",
+                        optarg);
                 return -1;
             }
             break;

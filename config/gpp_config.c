@@ -42,7 +42,6 @@ static const char *const S_DEVICES[] = {"v100-16g",  "v100-32g", "a100-80g", "h1
 static const char *const S_OPTIMS[] = {"sgd", "adamw", NULL};
 static const char *const S_PLANNERS[] = {"gpp", "spp", NULL};
 static const char *const S_LAUNCHES[] = {"local", "external", NULL};
-static const char *const S_BACKENDS[] = {"cpu", "cuda", NULL};
 static const char *const S_COMMS[] = {"gloo", "nccl", NULL};
 
 #define C_OFF(m) offsetof(gpp_config_t, m)
@@ -108,7 +107,7 @@ static const s_field_t S_FIELDS[] = {
     S_INT("job", "checkpoint_keep", job.checkpoint_keep, 1, 1000000, NULL,
           "a positive integer (complete checkpoint sets kept)"),
     S_WORDS("job", "launch", job.launch, S_LAUNCHES, NULL),
-    S_WORDS("job", "backend", job.backend, S_BACKENDS, "GPP_BACKEND"),
+    S_WORDS("job", "backend", job.backend, gpp_device_kind_names, "GPP_BACKEND"),
     S_WORDS("job", "precision", job.precision, gpp_precision_names, "GPP_PRECISION"),
     S_WORDS("job", "comm", job.comm, S_COMMS, "GPP_COMM"),
     {"job", "cuda_graphs", F_BOOL, C_OFF(job.cuda_graphs), 0, 0, 0, 0, 0, NULL, "GPP_CUDA_GRAPHS",
@@ -505,15 +504,15 @@ static int s_check(s_load_t *L)
     if (c->job.micro_batch > 0 && c->job.batch % c->job.micro_batch)
         return s_fail(L, s_pos_of(L, "job", "micro_batch"), "job", "micro_batch",
                       "%d does not divide job.batch %d", c->job.micro_batch, c->job.batch);
-    if (c->job.backend == GPP_CONFIG_BACKEND_CUDA && strcmp(c->cluster.device, "cpu") == 0)
+    if (c->job.backend == GPP_DEVICE_CUDA && strcmp(c->cluster.device, "cpu") == 0)
         return s_fail(
             L, s_pos_of(L, "job", "backend"), "job", "backend",
             "\"cuda\" with cluster.device \"cpu\"; set a GPU preset or backend = \"cpu\"");
-    if (c->job.comm == GPP_CONFIG_COMM_NCCL && c->job.backend != GPP_CONFIG_BACKEND_CUDA)
+    if (c->job.comm == GPP_CONFIG_COMM_NCCL && c->job.backend != GPP_DEVICE_CUDA)
         return s_fail(L, s_pos_of(L, "job", "comm"), "job", "comm",
                       "\"nccl\" moves device memory between GPUs and needs backend = \"cuda\"; "
                       "set comm = \"gloo\" or backend = \"cuda\"");
-    if (c->job.precision != GPP_PRECISION_FP32 && c->job.backend == GPP_CONFIG_BACKEND_CPU)
+    if (c->job.precision != GPP_PRECISION_FP32 && c->job.backend == GPP_DEVICE_CPU)
         return s_fail(L, s_pos_of(L, "job", "precision"), "job", "precision",
                       "\"%s\" needs backend = \"cuda\" (the CPU backend computes fp32 only); "
                       "set precision = \"fp32\" or backend = \"cuda\"",
@@ -550,7 +549,7 @@ static void s_defaults(gpp_config_t *c)
     c->job.seed = 1;
     snprintf(c->job.planner, sizeof c->job.planner, "gpp");
     c->job.launch = GPP_CONFIG_LAUNCH_LOCAL;
-    c->job.backend = GPP_CONFIG_BACKEND_CPU;
+    c->job.backend = GPP_DEVICE_CPU;
     c->job.comm = GPP_CONFIG_COMM_GLOO;
     c->health.heartbeat_ms = 500;
     c->health.timeout_ms = 5000;
@@ -609,17 +608,13 @@ const char *gpp_config_launch_name(gpp_config_launch_t l)
 {
     return S_LAUNCHES[l];
 }
-const char *gpp_config_backend_name(gpp_config_backend_t b)
-{
-    return S_BACKENDS[b];
-}
 const char *gpp_config_optim_name(gpp_config_optim_t o)
 {
     return S_OPTIMS[o];
 }
 int gpp_config_bf16_tensors(const gpp_config_t *c)
 {
-    return c->job.backend == GPP_CONFIG_BACKEND_CUDA && c->job.precision == GPP_PRECISION_BF16 &&
+    return c->job.backend == GPP_DEVICE_CUDA && c->job.precision == GPP_PRECISION_BF16 &&
            c->job.bf16_tensors;
 }
 

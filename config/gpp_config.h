@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "common/gpp_device_kind.h"
 #include "common/gpp_err.h"
 #include "common/gpp_precision.h"
 
@@ -24,7 +25,6 @@
 /* Launch mode: local = the coordinator forks one agent per slot on this host;
  * external = agents are started elsewhere (systemd, Slurm) and register. */
 typedef enum { GPP_CONFIG_LAUNCH_LOCAL = 0, GPP_CONFIG_LAUNCH_EXTERNAL } gpp_config_launch_t;
-typedef enum { GPP_CONFIG_BACKEND_CPU = 0, GPP_CONFIG_BACKEND_CUDA } gpp_config_backend_t;
 /* The agents' data plane: Gloo (host memory, any placement) or NCCL (device
  * memory; every agent a GPU of its own). */
 typedef enum { GPP_CONFIG_COMM_GLOO = 0, GPP_CONFIG_COMM_NCCL } gpp_config_comm_t;
@@ -82,7 +82,7 @@ typedef struct {
         int checkpoint_interval;              /* iterations; 0 = none */
         int checkpoint_keep;                  /* complete sets kept, >= 1 */
         gpp_config_launch_t launch;
-        gpp_config_backend_t backend;
+        gpp_device_kind_t backend;
         gpp_precision_t precision; /* cuda matrix products: fp32 | tf32 | bf16 */
         gpp_config_comm_t comm;    /* gloo | nccl (cuda only) */
         int cuda_graphs;           /* cuda: each stage records its passes as CUDA
@@ -121,10 +121,9 @@ int gpp_config_devices(const gpp_config_t *c);
 /* The GPU index of slot `slot` of node `node` (gpus: slot % gpus, else slot). */
 int gpp_config_slot_gpu(const gpp_config_t *c, int node, int slot);
 
-/* "local" / "external", "cpu" / "cuda", "sgd" / "adamw" (precision:
- * gpp_precision_name). */
+/* "local" / "external", "sgd" / "adamw" (backend: gpp_device_kind_name;
+ * precision: gpp_precision_name). */
 const char *gpp_config_launch_name(gpp_config_launch_t l);
-const char *gpp_config_backend_name(gpp_config_backend_t b);
 const char *gpp_config_optim_name(gpp_config_optim_t o);
 /* 1 when the job's agents keep bf16 tensors: job.bf16_tensors on a cuda
  * job at precision bf16 (the setting is ignored elsewhere) */

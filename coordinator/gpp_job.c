@@ -86,13 +86,6 @@ struct gpp_job_s {
 
 static void s_print_plan(const gpp_job_t *self, FILE *out);
 
-/* The job's backend as Assignment and ProfileRequest carry it. */
-static Gpp__Backend s_wire_backend(const gpp_config_t *c)
-{
-    return c->job.backend == GPP_CONFIG_BACKEND_CUDA ? GPP__BACKEND__BACKEND_CUDA
-                                                     : GPP__BACKEND__BACKEND_CPU;
-}
-
 /* 1 when the coordinator stopped the job (cancel may be NULL: never). */
 static int s_cancelled(const atomic_int *cancel, gpp_err_t *err)
 {
@@ -432,7 +425,7 @@ static int s_no_fit(const gpp_job_t *self, int64_t min_mem, gpp_err_t *err)
                        s_size(d, sizeof d, cl->device.mem_bytes), self->mem_source,
                        s_size(r, sizeof r, GPP_CONTEXT_BYTES), s_size(b, sizeof b, bound),
                        s_size(m, sizeof m, min_mem), r, cl->n_devices, self->cfg.job.batch,
-                       self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA
+                       self->cfg.job.backend == GPP_DEVICE_CUDA
                            ? ", fewer agents per GPU (nodes.gpus)"
                            : "");
 }
@@ -667,7 +660,7 @@ static int s_plan_file(const gpp_job_t *self)
  * once; its prediction takes the figures later. */
 static int s_defer(const gpp_job_t *self)
 {
-    return self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !s_plan_file(self) &&
+    return self->cfg.job.backend == GPP_DEVICE_CUDA && !s_plan_file(self) &&
            (self->cfg.cluster.mem_gib <= 0 || self->figures);
 }
 
@@ -799,14 +792,14 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
        backend's figures (no timing) before the plan is made, or a plan file's
        memory predicted */
     self->figures =
-        !self->profiling && !self->measured && cfg->job.backend == GPP_CONFIG_BACKEND_CUDA;
+        !self->profiling && !self->measured && cfg->job.backend == GPP_DEVICE_CUDA;
     if (self->profiling || self->figures) {
         gpp__profile_request__init(&self->preq);
         self->preq.model = self->cfg.job.model;
         /* measured where the job trains: a cuda job's agent 0 times the ops
          * on its GPU (CUDA events) at the job's precision, or gives their
          * figures there */
-        self->preq.backend = s_wire_backend(cfg);
+        self->preq.backend = gpp_msg_backend(cfg->job.backend);
         self->preq.precision = gpp_msg_precision(cfg->job.precision);
         self->preq.bf16_tensors = gpp_config_bf16_tensors(cfg);
         /* powers of two up to the batch and to 2^24, the largest
@@ -1049,9 +1042,9 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->data = self->cfg.job.data;
     a->checkpoint_interval = c->job.checkpoint_interval;
     a->start_iteration = self->start;
-    a->backend = s_wire_backend(c);
+    a->backend = gpp_msg_backend(c->job.backend);
     a->precision = gpp_msg_precision(c->job.precision);
-    a->cuda_graphs = c->job.backend == GPP_CONFIG_BACKEND_CUDA && c->job.cuda_graphs;
+    a->cuda_graphs = c->job.backend == GPP_DEVICE_CUDA && c->job.cuda_graphs;
     a->bf16_tensors = gpp_config_bf16_tensors(c);
     a->trace = self->trace_iteration >= 0;
     a->trace_iteration = a->trace ? self->trace_iteration - self->start : 0;
@@ -1103,7 +1096,7 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
     }
     /* --plan auto with the agents' profile, or a cuda job planned with the
      * agents' device memory: the plan is made here */
-    if (!self->plan && self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA &&
+    if (!self->plan && self->cfg.job.backend == GPP_DEVICE_CUDA &&
         self->cfg.cluster.mem_gib <= 0 && s_device_mem(self, reg, err) < 0)
         return -1;
     if (!self->plan && s_make_plan(self, cancel, err) < 0)

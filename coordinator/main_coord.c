@@ -436,7 +436,7 @@ static int s_launch_agents(gpp_coord_t *coord, gpp_launch_t *launch, const gpp_c
         return -1;
     }
     char ep[512], slot[16], hb[16], to[16], mem[32], bar[16], thr[16], keyfd[16], gpu[16];
-    const int cuda = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA && !o->control_only;
+    const int cuda = cfg->job.backend == GPP_DEVICE_CUDA && !o->control_only;
     /* the cores are shared out among the local agents (one thread at least):
      * a fixed count per run keeps OpenBLAS results reproducible */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -733,7 +733,7 @@ int main(int argc, char **argv)
     if (o.metrics)
         snprintf(cfg.metrics.file, sizeof cfg.metrics.file, "%s", o.metrics);
 #ifndef GPP_HAVE_CUDA
-    if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only) {
+    if (cfg.job.backend == GPP_DEVICE_CUDA && !o.control_only) {
         fprintf(stderr,
                 "gpp-coordinator: %s: job.backend = \"cuda\": this gpp was built without CUDA "
                 "(its agents cannot open a GPU); rebuild with -DGPP_CUDA=ON on a machine with "
@@ -809,7 +809,7 @@ int main(int argc, char **argv)
     }
     cc.curve = curve;
     cc.clock_round_trips = o.trace ? S_CLOCK_ROUND_TRIPS : 0;
-    cc.require_gpu = cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.control_only;
+    cc.require_gpu = cfg.job.backend == GPP_DEVICE_CUDA && !o.control_only;
     if (!o.control_only) {
         job = gpp_job_new(&cfg, o.plan, o.reprofile,
                           !o.resume ? GPP_JOB_FRESH

@@ -44,15 +44,10 @@
 #include <stdint.h>
 
 #include "common/gpp_alloc_rule.h"
+#include "common/gpp_device_kind.h"
 #include "common/gpp_err.h"
 #include "common/gpp_precision.h"
 #include "model/gpp_optable.h" /* gpp_work_t */
-
-typedef enum {
-    GPP_DEVICE_CPU = 0,
-    GPP_DEVICE_CUDA = 1 /* gpp_backend_new fails with a message when this gpp was
-                           built without CUDA or no usable GPU exists */
-} gpp_device_kind_t;
 
 /* Element types of tensors. BF16: bfloat16 (2 bytes), written by rounding
  * to nearest even; at precision bf16 the CUDA backend keeps activations and

@@ -233,7 +233,7 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         if (gpp_cluster_from_config(&cfg, gpp_config_devices(&cfg), cl, &err) < 0)
             s_die(EXIT_BAD_INPUT, "%s", err.msg);
         snprintf(cl_device, sizeof cl_device, "%s", cfg.cluster.device);
-        if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA) {
+        if (cfg.job.backend == GPP_DEVICE_CUDA) {
             precision = cfg.job.precision;
             has_precision = 1;
         }

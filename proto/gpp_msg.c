@@ -51,6 +51,30 @@ gpp_precision_t gpp_msg_precision_of(Gpp__Precision p)
     return s_precision_ok(p) ? (gpp_precision_t)((int)p - 1) : GPP_PRECISION_FP32;
 }
 
+/* Backend on the wire is gpp_device_kind_t + 1 (0: not set). */
+_Static_assert(GPP__BACKEND__BACKEND_CPU == GPP_DEVICE_CPU + 1 &&
+                   GPP__BACKEND__BACKEND_CUDA == GPP_DEVICE_CUDA + 1,
+               "proto Backend and gpp_device_kind_t drifted apart");
+_Static_assert(GPP_DEVICE__COUNT == 2, "a new gpp_device_kind_t needs a proto Backend value");
+
+Gpp__Backend gpp_msg_backend(gpp_device_kind_t k)
+{
+    assert((unsigned)k < GPP_DEVICE__COUNT);
+    return (Gpp__Backend)((int)k + 1);
+}
+
+/* 1 when the wire's b names a gpp_device_kind_t (the range check on decode) */
+static int s_backend_ok(Gpp__Backend b)
+{
+    return (int)b >= 1 && (int)b - 1 < GPP_DEVICE__COUNT;
+}
+
+gpp_device_kind_t gpp_msg_backend_of(Gpp__Backend b)
+{
+    assert(s_backend_ok(b));
+    return s_backend_ok(b) ? (gpp_device_kind_t)((int)b - 1) : GPP_DEVICE_CPU;
+}
+
 /* Initializes *m: magic, our protocol version, seq, sender; no body. */
 static void s_envelope_init(gpp_msg_t *m, uint64_t seq, int sender)
 {
@@ -210,6 +234,8 @@ static int s_check_register(const Gpp__Register *r, gpp_err_t *err)
     S_REQUIRE(s_nonempty(r->host), "register.host: empty");
     S_REQUIRE(r->slot >= 0, "register.slot: %d is negative", r->slot);
     S_REQUIRE(r->backend != GPP__BACKEND__BACKEND_UNSPECIFIED, "register.backend: not set");
+    S_REQUIRE(s_backend_ok(r->backend), "register.backend: %d names no device kind",
+              (int)r->backend);
     S_REQUIRE(r->mem_bytes > 0, "register.mem_bytes: %lld is not positive",
               (long long)r->mem_bytes);
     S_REQUIRE(r->pid > 0, "register.pid: %d is not positive", r->pid);
@@ -245,6 +271,8 @@ static int s_check_profile_request(const Gpp__ProfileRequest *p, gpp_err_t *err)
                   i, p->micro_batches[i]);
     S_REQUIRE(p->iterations > 0, "profile_request.iterations: %d is not positive", p->iterations);
     S_REQUIRE(p->backend != GPP__BACKEND__BACKEND_UNSPECIFIED, "profile_request.backend: not set");
+    S_REQUIRE(s_backend_ok(p->backend), "profile_request.backend: %d names no device kind",
+              (int)p->backend);
     S_REQUIRE(p->precision != GPP__PRECISION__PRECISION_UNSPECIFIED,
               "profile_request.precision: not set");
     S_REQUIRE(s_precision_ok(p->precision), "profile_request.precision: %d names no precision",
@@ -540,6 +568,8 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
     S_REQUIRE(a->start_iteration >= 0 && a->start_iteration <= a->iterations,
               "assignment.start_iteration: %d outside [0, %d]", a->start_iteration, a->iterations);
     S_REQUIRE(a->backend != GPP__BACKEND__BACKEND_UNSPECIFIED, "assignment.backend: not set");
+    S_REQUIRE(s_backend_ok(a->backend), "assignment.backend: %d names no device kind",
+              (int)a->backend);
     S_REQUIRE(a->precision != GPP__PRECISION__PRECISION_UNSPECIFIED,
               "assignment.precision: not set");
     S_REQUIRE(s_precision_ok(a->precision), "assignment.precision: %d names no precision",

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/gpp_device_kind.h"
 #include "common/gpp_err.h"
 #include "common/gpp_precision.h"
 #include "proto/gpp.pb-c.h"
@@ -81,12 +82,15 @@ void gpp_msg_destroy(gpp_msg_t **self_p);
  * e.g. "assignment.actions[3]: lo=8 >= hi=4". */
 int gpp_msg_validate(const gpp_msg_t *m, gpp_err_t *err);
 
-/* The job's precision as Assignment and ProfileRequest carry it: proto
- * Precision = gpp_precision_t + 1, 0 being "not set". The one conversion
+/* The job's precision and device kind as Register, Assignment and
+ * ProfileRequest carry them: proto Precision = gpp_precision_t + 1, proto
+ * Backend = gpp_device_kind_t + 1, 0 being "not set". The one conversion
  * each way; _of takes a validated message's value (gpp_msg_validate refuses
- * PRECISION_UNSPECIFIED and any value without a gpp_precision_t). */
+ * UNSPECIFIED and any value without a C counterpart). */
 Gpp__Precision gpp_msg_precision(gpp_precision_t p);
 gpp_precision_t gpp_msg_precision_of(Gpp__Precision p);
+Gpp__Backend gpp_msg_backend(gpp_device_kind_t k);
+gpp_device_kind_t gpp_msg_backend_of(Gpp__Backend b);
 
 /* "register", "assignment", ...; "none" for an unset body, "unknown" else. */
 const char *gpp_msg_type_name(gpp_msg_type_t t);

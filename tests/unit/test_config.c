@@ -37,7 +37,7 @@ static void t_local_cpu_example(void)
     GPP_EXPECT(strncmp(c.job.model, "mmt:branches=2,", 15) == 0);
     GPP_EXPECT(c.job.iterations == 20 && c.job.batch == 32 && c.job.seed == 42);
     GPP_EXPECT(c.job.optimizer == GPP_CONFIG_OPTIM_ADAMW && c.job.lr == 1e-3);
-    GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_LOCAL && c.job.backend == GPP_CONFIG_BACKEND_CPU);
+    GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_LOCAL && c.job.backend == GPP_DEVICE_CPU);
     GPP_EXPECT(strcmp(c.cluster.device, "cpu") == 0 && c.cluster.mem_gib == 0.03);
     GPP_EXPECT(strcmp(gpp_config_optim_name(c.job.optimizer), "adamw") == 0);
     gpp_config_release(&c);
@@ -54,8 +54,7 @@ static void t_multi_node_example(void)
         return;
     GPP_EXPECT(c.n_nodes == 4 && gpp_config_devices(&c) == 32);
     GPP_EXPECT(strcmp(c.nodes[3].host, "node-3") == 0);
-    GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_EXTERNAL &&
-               c.job.backend == GPP_CONFIG_BACKEND_CUDA);
+    GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_EXTERNAL && c.job.backend == GPP_DEVICE_CUDA);
     GPP_EXPECT(c.cluster.inter_gbps == 25 && c.cluster.intra_latency_us == 5);
     /* the defaults: what has run on a GPU (no graphs, fp32 tensors) */
     GPP_EXPECT(c.job.cuda_graphs == 0 && c.job.bf16_tensors == 0);
@@ -186,7 +185,7 @@ static void t_env_override(void)
     unsetenv("GPP_SEED");
     unsetenv("GPP_CUDA_GRAPHS");
     unsetenv("GPP_BF16_TENSORS");
-    GPP_EXPECT(strcmp(gpp_config_backend_name(GPP_CONFIG_BACKEND_CUDA), "cuda") == 0);
+    GPP_EXPECT(strcmp(gpp_device_kind_name(GPP_DEVICE_CUDA), "cuda") == 0);
     setenv("GPP_HEARTBEAT_MS", "2000", 1);
     memset(&err, 0, sizeof err);
     GPP_EXPECT(gpp_config_load_string(&c, text, "inline.toml", &err) == -1);

@@ -1157,8 +1157,8 @@ static void t_embedded_nul_and_oversize(void)
     GPP_EXPECT(strstr(err.msg, "magic"));
 }
 
-/* The one precision conversion: every gpp_precision_t crosses the wire and
- * back unchanged, and every proto value but "not set" names one. */
+/* The one precision and device-kind conversions: every C value crosses the
+ * wire and back unchanged, and every proto value but "not set" names one. */
 static void t_precision(void)
 {
     for (int p = 0; p < GPP_PRECISION__COUNT; p++) {
@@ -1170,6 +1170,14 @@ static void t_precision(void)
     GPP_EXPECT_MSG(d->n_values == GPP_PRECISION__COUNT + 1, "proto Precision has %u values",
                    d->n_values);
     GPP_EXPECT(gpp_msg_precision(GPP_PRECISION_BF16) == GPP__PRECISION__PRECISION_BF16);
+    /* the device kind likewise */
+    for (int k = 0; k < GPP_DEVICE__COUNT; k++) {
+        Gpp__Backend w = gpp_msg_backend((gpp_device_kind_t)k);
+        GPP_EXPECT(w != GPP__BACKEND__BACKEND_UNSPECIFIED);
+        GPP_EXPECT(gpp_msg_backend_of(w) == (gpp_device_kind_t)k);
+    }
+    GPP_EXPECT(gpp__backend__descriptor.n_values == GPP_DEVICE__COUNT + 1);
+    GPP_EXPECT(gpp_msg_backend(GPP_DEVICE_CUDA) == GPP__BACKEND__BACKEND_CUDA);
 }
 
 static const gpp_test_case_t cases[] = {
