@@ -234,8 +234,7 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .comm_order = as->comm_order,
         .n_comm_order = (int)as->n_comm_order,
         .comm_backend = as->comm->backend,
-        .optim = {.kind = h->optimizer == GPP__OPTIMIZER__OPTIMIZER_SGD ? GPP_OPTIM_SGD
-                                                                        : GPP_OPTIM_ADAMW,
+        .optim = {.kind = gpp_msg_optimizer_of(h->optimizer),
                   .lr = (float)h->lr,
                   .weight_decay = (float)h->weight_decay,
                   .momentum = (float)h->momentum,

@@ -222,12 +222,10 @@ static int s_parse(int argc, char **argv, opts_t *o)
                 return -1;
             break;
         case O_OPT:
-            if (strcmp(optarg, "sgd") == 0)
-                o->hp.kind = GPP_OPTIM_SGD;
-            else if (strcmp(optarg, "adamw") == 0)
-                o->hp.kind = GPP_OPTIM_ADAMW;
-            else {
-                fprintf(stderr, "gpp-train: error: --optimizer '%s': use sgd or adamw\n", optarg);
+            if (gpp_optim_kind_parse(optarg, &o->hp.kind) < 0) {
+                fprintf(stderr,
+                        "gpp-train: error: --optimizer '%s': use " GPP_OPTIM_KIND_CHOICES "\n",
+                        optarg);
                 return -1;
             }
             break;
@@ -532,7 +530,7 @@ int main(int argc, char **argv)
     }
     printf("model %s: %d ops, %lld parameters; batch %lld, micro-batch %lld, %s lr %g, %s\n",
            g->spec, g->n_ops, (long long)gpp_graph_params(g), o.batch, o.micro_batch,
-           o.hp.kind == GPP_OPTIM_SGD ? "sgd" : "adamw", (double)o.hp.lr,
+           gpp_optim_kind_name(o.hp.kind), (double)o.hp.lr,
            o.load ? "resumed" : "fresh");
     double total_ms = 0;
     for (long long i = 0; i < o.iterations; i++) {

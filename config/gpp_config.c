@@ -39,7 +39,6 @@ typedef struct {
 /* every preset of planner/gpp_cost_device.c (keep the two lists equal) */
 static const char *const S_DEVICES[] = {"v100-16g",  "v100-32g", "a100-80g", "h100-80g",
                                         "h200-141g", "cpu",      NULL};
-static const char *const S_OPTIMS[] = {"sgd", "adamw", NULL};
 static const char *const S_PLANNERS[] = {"gpp", "spp", NULL};
 static const char *const S_LAUNCHES[] = {"local", "external", NULL};
 static const char *const S_COMMS[] = {"gloo", "nccl", NULL};
@@ -85,7 +84,7 @@ static const s_field_t S_FIELDS[] = {
           "model \"FILE.onnx[:loss=mse|ce]\""),
     S_INT("job", "batch", job.batch, 1, INT_MAX, NULL, "a positive integer"),
     S_INT("job", "iterations", job.iterations, 1, INT_MAX, "GPP_ITERATIONS", "a positive integer"),
-    S_WORDS("job", "optimizer", job.optimizer, S_OPTIMS, NULL),
+    S_WORDS("job", "optimizer", job.optimizer, gpp_optim_kind_names, NULL),
     S_DBL("job", "lr", job.lr, 0, 1, 1e9, 0, "a positive learning rate"),
     S_DBL("job", "momentum", job.momentum, 0, 0, 1, 1, "a number in [0, 1)"),
     S_DBL("job", "weight_decay", job.weight_decay, 0, 0, 1e9, 0, "a number >= 0"),
@@ -540,7 +539,7 @@ static void s_defaults(gpp_config_t *c)
     c->job.iterations = 20;
     /* the newest set and one to fall back to should the newest be damaged */
     c->job.checkpoint_keep = 2;
-    c->job.optimizer = GPP_CONFIG_OPTIM_SGD;
+    c->job.optimizer = GPP_OPTIM_SGD;
     c->job.lr = 0.01;
     c->job.momentum = 0.9;
     c->job.beta1 = 0.9;
@@ -607,10 +606,6 @@ int gpp_config_devices(const gpp_config_t *c)
 const char *gpp_config_launch_name(gpp_config_launch_t l)
 {
     return S_LAUNCHES[l];
-}
-const char *gpp_config_optim_name(gpp_config_optim_t o)
-{
-    return S_OPTIMS[o];
 }
 int gpp_config_bf16_tensors(const gpp_config_t *c)
 {

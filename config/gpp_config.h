@@ -16,6 +16,7 @@
 
 #include "common/gpp_device_kind.h"
 #include "common/gpp_err.h"
+#include "common/gpp_optim_kind.h"
 #include "common/gpp_precision.h"
 
 #define GPP_CONFIG_STR 256   /* bytes incl. NUL: hosts, endpoints, presets */
@@ -28,8 +29,6 @@ typedef enum { GPP_CONFIG_LAUNCH_LOCAL = 0, GPP_CONFIG_LAUNCH_EXTERNAL } gpp_con
 /* The agents' data plane: Gloo (host memory, any placement) or NCCL (device
  * memory; every agent a GPU of its own). */
 typedef enum { GPP_CONFIG_COMM_GLOO = 0, GPP_CONFIG_COMM_NCCL } gpp_config_comm_t;
-/* Numerically equal to gpp_optim_kind_t (kernels/gpp_optim.h). */
-typedef enum { GPP_CONFIG_OPTIM_SGD = 0, GPP_CONFIG_OPTIM_ADAMW } gpp_config_optim_t;
 
 typedef struct {
     char host[GPP_CONFIG_STR]; /* hostname or address agents on it report */
@@ -66,7 +65,7 @@ typedef struct {
         char model[GPP_CONFIG_PATH]; /* zoo spec "mmt:branches=2,..." or graph JSON path */
         int batch;                   /* mini-batch samples per iteration */
         int iterations;
-        gpp_config_optim_t optimizer;
+        gpp_optim_kind_t optimizer;
         double lr;
         double momentum; /* sgd */
         double weight_decay;
@@ -121,10 +120,9 @@ int gpp_config_devices(const gpp_config_t *c);
 /* The GPU index of slot `slot` of node `node` (gpus: slot % gpus, else slot). */
 int gpp_config_slot_gpu(const gpp_config_t *c, int node, int slot);
 
-/* "local" / "external", "sgd" / "adamw" (backend: gpp_device_kind_name;
- * precision: gpp_precision_name). */
+/* "local" / "external" (backend, precision, optimizer: the common/ enums'
+ * _name functions). */
 const char *gpp_config_launch_name(gpp_config_launch_t l);
-const char *gpp_config_optim_name(gpp_config_optim_t o);
 /* 1 when the job's agents keep bf16 tensors: job.bf16_tensors on a cuda
  * job at precision bf16 (the setting is ignored elsewhere) */
 int gpp_config_bf16_tensors(const gpp_config_t *c);

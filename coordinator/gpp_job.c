@@ -1027,9 +1027,7 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->comm->rank = st->first_device + r;
     a->hyper = gpp_xcalloc(1, sizeof *a->hyper);
     gpp__hyper_params__init(a->hyper);
-    a->hyper->optimizer = c->job.optimizer == GPP_CONFIG_OPTIM_SGD
-                              ? GPP__OPTIMIZER__OPTIMIZER_SGD
-                              : GPP__OPTIMIZER__OPTIMIZER_ADAMW;
+    a->hyper->optimizer = gpp_msg_optimizer(c->job.optimizer);
     a->hyper->lr = c->job.lr;
     a->hyper->momentum = c->job.momentum;
     a->hyper->weight_decay = c->job.weight_decay;

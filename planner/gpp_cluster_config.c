@@ -32,7 +32,7 @@ int gpp_cluster_from_config(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, g
     }
     /* the run's optimizer: its state is part of every stage's memory */
     cl->optim_bufs =
-        cfg->job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
+        cfg->job.optimizer == GPP_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
     /* cuda agents' executors load ahead (their default on a device) */
     cl->load_ahead = cfg->job.backend == GPP_DEVICE_CUDA;
     /* and, where the job turns them on, replay their passes as CUDA

@@ -292,12 +292,10 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
     if (a->mem_gib > 0)
         cl->mem_bound_bytes = (int64_t)(a->mem_gib * (double)(1 << 30));
     if (a->optimizer) {
-        if (!strcmp(a->optimizer, "sgd"))
-            cl->optim_bufs = GPP_OPTIM_BUFS_SGD;
-        else if (!strcmp(a->optimizer, "adamw"))
-            cl->optim_bufs = GPP_OPTIM_BUFS_ADAMW;
-        else
-            s_die(EXIT_BAD_INPUT, "--optimizer '%s': use sgd or adamw", a->optimizer);
+        gpp_optim_kind_t k;
+        if (gpp_optim_kind_parse(a->optimizer, &k) < 0)
+            s_die(EXIT_BAD_INPUT, "--optimizer '%s': use " GPP_OPTIM_KIND_CHOICES, a->optimizer);
+        cl->optim_bufs = k == GPP_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
     }
 }
 

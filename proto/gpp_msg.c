@@ -75,6 +75,30 @@ gpp_device_kind_t gpp_msg_backend_of(Gpp__Backend b)
     return s_backend_ok(b) ? (gpp_device_kind_t)((int)b - 1) : GPP_DEVICE_CPU;
 }
 
+/* Optimizer on the wire is gpp_optim_kind_t + 1 (0: not set). */
+_Static_assert(GPP__OPTIMIZER__OPTIMIZER_SGD == GPP_OPTIM_SGD + 1 &&
+                   GPP__OPTIMIZER__OPTIMIZER_ADAMW == GPP_OPTIM_ADAMW + 1,
+               "proto Optimizer and gpp_optim_kind_t drifted apart");
+_Static_assert(GPP_OPTIM__COUNT == 2, "a new gpp_optim_kind_t needs a proto Optimizer value");
+
+Gpp__Optimizer gpp_msg_optimizer(gpp_optim_kind_t k)
+{
+    assert((unsigned)k < GPP_OPTIM__COUNT);
+    return (Gpp__Optimizer)((int)k + 1);
+}
+
+/* 1 when the wire's o names a gpp_optim_kind_t (the range check on decode) */
+static int s_optimizer_ok(Gpp__Optimizer o)
+{
+    return (int)o >= 1 && (int)o - 1 < GPP_OPTIM__COUNT;
+}
+
+gpp_optim_kind_t gpp_msg_optimizer_of(Gpp__Optimizer o)
+{
+    assert(s_optimizer_ok(o));
+    return s_optimizer_ok(o) ? (gpp_optim_kind_t)((int)o - 1) : GPP_OPTIM_ADAMW;
+}
+
 /* Initializes *m: magic, our protocol version, seq, sender; no body. */
 static void s_envelope_init(gpp_msg_t *m, uint64_t seq, int sender)
 {
@@ -551,6 +575,8 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
     const Gpp__HyperParams *h = a->hyper;
     S_REQUIRE(h->optimizer != GPP__OPTIMIZER__OPTIMIZER_UNSPECIFIED,
               "assignment.hyper.optimizer: not set");
+    S_REQUIRE(s_optimizer_ok(h->optimizer), "assignment.hyper.optimizer: %d names no optimizer",
+              (int)h->optimizer);
     S_REQUIRE(h->lr > 0, "assignment.hyper.lr: %g is not positive", h->lr);
     S_REQUIRE(h->momentum >= 0 && h->momentum < 1, "assignment.hyper.momentum: %g outside [0, 1)",
               h->momentum);

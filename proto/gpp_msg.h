@@ -19,6 +19,7 @@
 
 #include "common/gpp_device_kind.h"
 #include "common/gpp_err.h"
+#include "common/gpp_optim_kind.h"
 #include "common/gpp_precision.h"
 #include "proto/gpp.pb-c.h"
 
@@ -91,6 +92,10 @@ Gpp__Precision gpp_msg_precision(gpp_precision_t p);
 gpp_precision_t gpp_msg_precision_of(Gpp__Precision p);
 Gpp__Backend gpp_msg_backend(gpp_device_kind_t k);
 gpp_device_kind_t gpp_msg_backend_of(Gpp__Backend b);
+/* The optimizer as HyperParams carries it: proto Optimizer =
+ * gpp_optim_kind_t + 1, the same way. */
+Gpp__Optimizer gpp_msg_optimizer(gpp_optim_kind_t k);
+gpp_optim_kind_t gpp_msg_optimizer_of(Gpp__Optimizer o);
 
 /* "register", "assignment", ...; "none" for an unset body, "unknown" else. */
 const char *gpp_msg_type_name(gpp_msg_type_t t);

@@ -36,10 +36,10 @@ static void t_local_cpu_example(void)
     GPP_EXPECT(c.n_nodes == 1 && c.nodes[0].slots == 4 && gpp_config_devices(&c) == 4);
     GPP_EXPECT(strncmp(c.job.model, "mmt:branches=2,", 15) == 0);
     GPP_EXPECT(c.job.iterations == 20 && c.job.batch == 32 && c.job.seed == 42);
-    GPP_EXPECT(c.job.optimizer == GPP_CONFIG_OPTIM_ADAMW && c.job.lr == 1e-3);
+    GPP_EXPECT(c.job.optimizer == GPP_OPTIM_ADAMW && c.job.lr == 1e-3);
     GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_LOCAL && c.job.backend == GPP_DEVICE_CPU);
     GPP_EXPECT(strcmp(c.cluster.device, "cpu") == 0 && c.cluster.mem_gib == 0.03);
-    GPP_EXPECT(strcmp(gpp_config_optim_name(c.job.optimizer), "adamw") == 0);
+    GPP_EXPECT(strcmp(gpp_optim_kind_name(c.job.optimizer), "adamw") == 0);
     gpp_config_release(&c);
     GPP_EXPECT(c.nodes == NULL);
 }
@@ -99,7 +99,7 @@ static void t_defaults(void)
         return;
     GPP_EXPECT(c.n_nodes == 1 && c.nodes[0].slots == 1);
     GPP_EXPECT(c.job.batch == 32 && c.job.iterations == 20 && c.job.micro_batch == 0);
-    GPP_EXPECT(c.job.optimizer == GPP_CONFIG_OPTIM_SGD && c.job.momentum == 0.9);
+    GPP_EXPECT(c.job.optimizer == GPP_OPTIM_SGD && c.job.momentum == 0.9);
     GPP_EXPECT(strcmp(c.job.planner, "gpp") == 0 && c.job.checkpoint_interval == 0);
     GPP_EXPECT(c.health.heartbeat_ms == 500 && c.health.timeout_ms == 5000);
     GPP_EXPECT(c.metrics.file[0] == '\0' && c.metrics.http_port == 0);

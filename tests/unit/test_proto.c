@@ -1157,7 +1157,7 @@ static void t_embedded_nul_and_oversize(void)
     GPP_EXPECT(strstr(err.msg, "magic"));
 }
 
-/* The one precision and device-kind conversions: every C value crosses the
+/* The one precision, device-kind and optimizer conversions: every C value crosses the
  * wire and back unchanged, and every proto value but "not set" names one. */
 static void t_precision(void)
 {
@@ -1178,6 +1178,12 @@ static void t_precision(void)
     }
     GPP_EXPECT(gpp__backend__descriptor.n_values == GPP_DEVICE__COUNT + 1);
     GPP_EXPECT(gpp_msg_backend(GPP_DEVICE_CUDA) == GPP__BACKEND__BACKEND_CUDA);
+    /* and the optimizer */
+    for (int k = 0; k < GPP_OPTIM__COUNT; k++)
+        GPP_EXPECT(gpp_msg_optimizer_of(gpp_msg_optimizer((gpp_optim_kind_t)k)) ==
+                   (gpp_optim_kind_t)k);
+    GPP_EXPECT(gpp__optimizer__descriptor.n_values == GPP_OPTIM__COUNT + 1);
+    GPP_EXPECT(gpp_msg_optimizer(GPP_OPTIM_SGD) == GPP__OPTIMIZER__OPTIMIZER_SGD);
 }
 
 static const gpp_test_case_t cases[] = {
