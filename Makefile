@@ -30,9 +30,8 @@ coverage: deps
 	@GPP_COVERAGE_DEPS=1 bash scripts/install-deps.sh
 	@bash scripts/coverage.sh build-cov
 
-# Benchmarks also need PyTorch (the CPU training comparison only).
+# Benchmarks (PyTorch, for the CPU training comparison, is in the normal set).
 bench: build
-	@GPP_BENCH_DEPS=1 bash scripts/install-deps.sh
 	@bash bench/run-all.sh $(BUILD)
 
 # On a GPU machine: build with the CUDA backend (nvcc from /usr/local/cuda

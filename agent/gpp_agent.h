@@ -16,7 +16,7 @@
  *             the previous one's release.
  * profiling:  a worker times the model's ops and reports a ProfileResult;
  *             the assignment comes next.
- * training:   a worker runs the stage replica (agent/exec/gpp_pipeline.h);
+ * training:   a worker runs the stage replica (agent/pipeline/gpp_pipeline.h);
  *             barrier releases go to it; it reports Ready, BarrierEnter,
  *             Metrics and Error itself.
  * done:       Shutdown lets a trained worker finish and close its

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/exec/gpp_data.h"
-#include "agent/exec/gpp_pipeline.h"
+#include "agent/data/gpp_data.h"
+#include "agent/pipeline/gpp_pipeline.h"
 #include "agent/exec/gpp_profile.h"
 #include "common/gpp_sigfd.h"
 #include "kernels/gpp_backend.h"

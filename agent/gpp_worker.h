@@ -1,6 +1,6 @@
 /* gpp_worker: the agent's worker thread and its bridge to the agent's
  * zloop. The blocking work of an agent — training a stage replica
- * (agent/exec/gpp_pipeline.h) or timing the model's ops for the
+ * (agent/pipeline/gpp_pipeline.h) or timing the model's ops for the
  * coordinator (agent/exec/gpp_profile.h) — runs on a thread of its own;
  * the agent's main thread keeps its zloop (heartbeats, control). The two
  * talk over an inproc PAIR pipe read by the zloop:

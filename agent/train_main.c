@@ -12,12 +12,14 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_data.h"
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/exec/gpp_exec_ckpt.h"
+#include "ckpt/gpp_ckpt_set.h"
+#include "agent/data/gpp_data.h"
+#include "agent/data/gpp_data_pool.h"
 #include "agent/exec/gpp_safetensors.h"
 #include "agent/exec/gpp_exec.h"
 #include "agent/exec/gpp_profile.h"
+#include "common/gpp_optim_defaults.h"
 #include "common/gpp_time.h"
 #include "common/gpp_parse.h"
 #include "common/gpp_version.h"
@@ -42,6 +44,7 @@ typedef struct {
     int lr_set, no_shuffle, no_fuse, graphs, bf16_tensors;
     const char *save, *save_weights, *load, *data, *write_dataset, *profile_out;
     const char *loss; /* --loss: an ONNX model's loss */
+    int emb_update;   /* --embedding-update: gpp_table_update_t, -1 the model's */
 } opts_t;
 
 static void s_usage(FILE *out)
@@ -52,14 +55,19 @@ static void s_usage(FILE *out)
         "  --model SPEC          zoo model, e.g. mmt:branches=2,layers=2,hidden=64,heads=4,seq=16\n"
         "                        (--list-models shows the zoo), a graph FILE.json, or an ONNX\n"
         "                        model FILE.onnx (docs/graph-format.md, \"ONNX\")\n"
-        "  --loss mse|ce         the loss at an ONNX model's outputs (default mse)\n"
+        "  --loss mse|ce|bce     the loss at an ONNX model's outputs (default mse; bce: binary\n"
+        "                        cross-entropy on logits, labels 0/1)\n"
         "  --iterations N        optimizer steps (default 10)\n"
         "  --batch B             mini-batch samples (default 32)\n"
         "  --micro-batch b       samples per micro-batch (default B); gradients accumulate\n"
         "  --optimizer sgd|adamw (default adamw)\n"
         "  --lr X                learning rate (default 1e-3 adamw, 0.05 sgd)\n"
         "  --momentum X          SGD momentum (default 0.9)\n"
-        "  --weight-decay X      (default 0)\n"
+        "  --weight-decay X      (default 0.01 adamw, as torch.optim.AdamW; 0 sgd)\n"
+        "  --embedding-update lazy|dense  embedding tables' step: lazy, only the rows a\n"
+        "                        mini-batch touched (torch.optim.SparseAdam), or dense,\n"
+        "                        every row (torch.optim.AdamW); default: the model's\n"
+        "                        own (an op's \"update\"; docs/config.md \"Optimizer\")\n"
         "  --seed S              weights and synthetic data (default 1)\n"
         "  --threads T           CPU threads for the kernels (default: OpenBLAS's)\n"
         "  --backend cpu|cuda    where the kernels run (default cpu); cuda without a usable\n"
@@ -156,6 +164,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_NOFUSE,
         O_GRAPHS,
         O_BF16T,
+        O_EMBUPD,
         O_HELP
     };
     static const struct option lo[] = {{"model", 1, 0, O_MODEL},
@@ -188,19 +197,24 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"no-fuse", 0, 0, O_NOFUSE},
                                        {"cuda-graphs", 0, 0, O_GRAPHS},
                                        {"bf16-tensors", 0, 0, O_BF16T},
+                                       {"embedding-update", 1, 0, O_EMBUPD},
                                        {"help", 0, 0, O_HELP},
                                        {0, 0, 0, 0}};
     o->iterations = 10;
+    o->emb_update = -1;
     o->batch = 32;
     o->data_prefetch = -1;
     o->seed = 1;
     o->profile_max_mb = 0; /* --batch */
-    o->hp = (gpp_optim_hp_t){.kind = GPP_OPTIM_ADAMW,
-                             .lr = 1e-3f,
-                             .momentum = 0.9f,
-                             .beta1 = 0.9f,
-                             .beta2 = 0.999f,
-                             .eps = 1e-8f};
+    /* the cluster file's defaults too (common/gpp_optim_defaults.h); lr and
+       weight decay per optimizer once it is known (s_parse's end) */
+    o->hp = (gpp_optim_hp_t){.kind = GPP_OPTIM_DEFAULT_ADAMW ? GPP_OPTIM_ADAMW : GPP_OPTIM_SGD,
+                             .lr = -1.0f,
+                             .weight_decay = -1.0f,
+                             .momentum = (float)GPP_OPTIM_DEFAULT_MOMENTUM,
+                             .beta1 = (float)GPP_OPTIM_DEFAULT_BETA1,
+                             .beta2 = (float)GPP_OPTIM_DEFAULT_BETA2,
+                             .eps = (float)GPP_OPTIM_DEFAULT_EPS};
     long long v;
     int c;
     opterr = 0;
@@ -281,6 +295,14 @@ static int s_parse(int argc, char **argv, opts_t *o)
             break;
         case O_LOSS:
             o->loss = optarg;
+            break;
+        case O_EMBUPD:
+            if (strcmp(optarg, "lazy") && strcmp(optarg, "dense")) {
+                fprintf(stderr, "gpp-train: error: --embedding-update '%s': use lazy or dense\n",
+                        optarg);
+                return -1;
+            }
+            o->emb_update = strcmp(optarg, "dense") == 0 ? GPP_TABLE_DENSE : GPP_TABLE_LAZY;
             break;
         case O_SAVEW:
             o->save_weights = optarg;
@@ -382,8 +404,10 @@ static int s_parse(int argc, char **argv, opts_t *o)
         fprintf(stderr, "gpp-train: error: --bf16-tensors needs --backend cuda --precision bf16\n");
         return -1;
     }
-    if (!o->lr_set && o->hp.kind == GPP_OPTIM_SGD)
-        o->hp.lr = 0.05f;
+    if (o->hp.lr < 0)
+        o->hp.lr = (float)gpp_optim_default_lr(o->hp.kind == GPP_OPTIM_ADAMW);
+    if (o->hp.weight_decay < 0)
+        o->hp.weight_decay = (float)gpp_optim_default_weight_decay(o->hp.kind == GPP_OPTIM_ADAMW);
     return 0;
 }
 
@@ -393,7 +417,7 @@ static int s_print_digest(gpp_exec_t *ex, const gpp_graph_t *g, gpp_err_t *err)
 {
     unsigned char(*d)[GPP_SHA256_BYTES] = gpp_xcalloc((size_t)g->n_ops, sizeof *d), out[32];
     int *has = gpp_xcalloc((size_t)g->n_ops, sizeof *has);
-    int rc = gpp_ckpt_op_digests(ex, d, has, err);
+    int rc = gpp_exec_ckpt_op_digests(ex, d, has, err);
     if (rc == 0) {
         char hex[GPP_SHA256_HEX];
         gpp_ckpt_weights_digest(g->n_ops, (const unsigned char(*)[GPP_SHA256_BYTES])d, has, out);
@@ -450,6 +474,14 @@ int main(int argc, char **argv)
     if (gpp_onnx_spec_loss(o.model, o.loss, spec, sizeof spec, &err) < 0 ||
         !(g = gpp_model_load(spec, &err)))
         goto fail;
+    if (o.emb_update >= 0) { /* every table's step, then the figures again */
+        for (int i = 0; i < g->n_ops; i++)
+            if (g->ops[i].type == GPP_OP_EMBEDDING || g->ops[i].type == GPP_OP_EMBEDDING_BAG)
+                g->ops[i].update = o.emb_update;
+        g->finalized = 0;
+        if (gpp_graph_finalize(g, &err) < 0)
+            goto fail;
+    }
     gpp_backend_cfg_t bc = {
         .kind = o.backend, .device = o.device, .cpu_threads = o.threads, .precision = o.precision,
         .bf16_tensors = o.bf16_tensors};
@@ -516,7 +548,7 @@ int main(int argc, char **argv)
                          .load_ahead = o.load_ahead};
     if (!(ex = gpp_exec_new(g, g->n_ops, ops, be, data, &ec, &err)))
         goto fail;
-    if (o.load && gpp_ckpt_load(ex, o.load, &err) < 0)
+    if (o.load && gpp_exec_ckpt_load(ex, o.load, &err) < 0)
         goto fail;
     /* iteration t trains samples [t B, (t+1) B): the last index must fit int64 */
     int64_t steps = gpp_exec_step_count(ex);
@@ -595,7 +627,7 @@ int main(int argc, char **argv)
     }
     if (s_print_digest(ex, g, &err) < 0)
         goto fail;
-    if (o.save && gpp_ckpt_save(ex, o.save, &err) < 0)
+    if (o.save && gpp_exec_ckpt_save(ex, o.save, &err) < 0)
         goto fail;
     if (o.save)
         printf("saved %s\n", o.save);

@@ -28,8 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_data.h"
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/data/gpp_data.h"
+#include "agent/data/gpp_data_pool.h"
 #include "common/gpp_time.h"
 #include "model/gpp_graph.h"
 
@@ -56,7 +56,7 @@ static size_t s_sample_bytes(const gpp_graph_t *g)
 {
     size_t b = 0;
     for (int o = 0; o < g->n_ops; o++)
-        b += (size_t)gpp_data_sample_bytes(g, o);
+        b += (size_t)gpp_data_shape_bytes(g, o);
     return b;
 }
 
@@ -72,7 +72,7 @@ static int s_batch(const gpp_graph_t *g, gpp_data_t *d, int64_t lo, int64_t n, c
             gpp_dtype_t dt;
             int64_t r = op->rows, c = op->cols;
             if (pass)
-                gpp_data_label_shape(g, o, &dt, &r, &c);
+                gpp_data_shape_label(g, o, &dt, &r, &c);
             /* as the executor asks: a prefetched micro-batch is not copied */
             if (!gpp_data_ref(d, o, lo, n, buf, &err)) {
                 fprintf(stderr, "bench_data: %s\n", err.msg);

@@ -1,4 +1,4 @@
-/* bench_emu: what the block emulator (kernels/cuda/gpp_cuda_emu.h) costs
+/* bench_emu: what the block emulator (tests/emu/gpp_cuda_emu.h) costs
  * per launch, with barrier-free blocks run as plain calls (the default)
  * and with a fiber per thread (gpp_emu::plain_calls = false), on the launch
  * shapes of the CUDA backend's kernels: a grid-stride element-wise kernel
@@ -19,7 +19,7 @@
 #include <functional>
 #include <vector>
 
-#include "kernels/cuda/gpp_cuda_port.h"
+#include "tests/emu/gpp_emu_port.h"
 
 namespace
 {

@@ -8,12 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "common/gpp_fault.h"
-
-#define TEMP_TRIES 16
 
 struct gpp_atomic_file_s {
     FILE *f;
@@ -22,34 +19,15 @@ struct gpp_atomic_file_s {
     int64_t size;
 };
 
-/* Fills the last 12 characters of tmp ("XXXXXXXXXXXX") from the kernel's
- * random source: 62^12 names, not guessable from the pid or the time. */
-static int s_random_suffix(char *x)
-{
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    unsigned char r[12];
-    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-        return -1;
-    for (size_t i = 0; i < sizeof r; i++)
-        x[i] = alphabet[r[i] % (sizeof alphabet - 1)];
-    return 0;
-}
-
 gpp_atomic_file_t *gpp_atomic_file_open(const char *path, gpp_err_t *err)
 {
     assert(path);
-    size_t n = strlen(path) + sizeof ".tmp.XXXXXXXXXXXX";
+    size_t n = strlen(path) + sizeof ".tmp.XXXXXX";
     char *tmp = gpp_xcalloc(1, n);
-    int fd = -1;
-    for (int tries = 0; fd < 0 && tries < TEMP_TRIES; tries++) {
-        snprintf(tmp, n, "%s.tmp.XXXXXXXXXXXX", path);
-        if (s_random_suffix(tmp + n - 13) < 0)
-            break;
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EEXIST)
-            break;
-    }
+    snprintf(tmp, n, "%s.tmp.XXXXXX", path);
+    /* mode 0600, O_EXCL (never through a link), a name from the kernel's
+       random source (glibc), retried while taken */
+    int fd = mkostemp(tmp, O_CLOEXEC);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         gpp_err_set(err,

@@ -1,9 +1,9 @@
 /* gpp_atomic_file: a file written atomically in pieces.
  *
  * Writes go to a temp file beside the target (same directory, so rename is
- * atomic), created exclusively (O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600)
- * under an unpredictable name "<target>.tmp.<12 random characters>", so no
- * other process can plant a file or a link there. Commit flushes and fsyncs
+ * atomic), created exclusively by mkostemp (O_EXCL, so never through a
+ * link; mode 0600) under an unpredictable name "<target>.tmp.<6 random
+ * characters>", so no other process can plant a file or a link there. Commit flushes and fsyncs
  * the temp file, renames it over the target and fsyncs the directory, so the
  * new name survives a crash too; abort (destroy without commit) unlinks it.
  * An existing target is therefore either untouched or fully replaced,

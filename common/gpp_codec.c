@@ -2,9 +2,8 @@
 #include "common/gpp_codec.h"
 
 #include <assert.h>
+#include <endian.h>
 #include <string.h>
-
-#define HOST_LE (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
 
 gpp_codec_t gpp_codec_writer(void *buf, size_t len)
 {
@@ -31,23 +30,13 @@ static unsigned char *s_take(gpp_codec_t *c, size_t n)
     return p;
 }
 
-static void s_le32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t s_from_le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 int gpp_codec_put_u32(gpp_codec_t *c, uint32_t v)
 {
     unsigned char *p = s_take(c, 4);
     if (!p)
         return -1;
-    s_le32(p, v);
+    v = htole32(v);
+    memcpy(p, &v, 4);
     return 0;
 }
 
@@ -56,8 +45,8 @@ int gpp_codec_put_u64(gpp_codec_t *c, uint64_t v)
     unsigned char *p = s_take(c, 8);
     if (!p)
         return -1;
-    s_le32(p, (uint32_t)v);
-    s_le32(p + 4, (uint32_t)(v >> 32));
+    v = htole64(v);
+    memcpy(p, &v, 8);
     return 0;
 }
 
@@ -91,17 +80,17 @@ int gpp_codec_put_str(gpp_codec_t *c, const char *s)
  * swap both ways); dst == src works. */
 static void s_swap32s(void *dst, const void *src, size_t n)
 {
-    if (HOST_LE) {
-        if (dst != src && n)
-            memmove(dst, src, n * 4);
-        return;
-    }
-    unsigned char *d = dst;
-    const unsigned char *s = src;
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+    if (dst != src && n)
+        memmove(dst, src, n * 4);
+#else
     for (size_t i = 0; i < n; i++) {
-        unsigned char b[4] = {s[4 * i + 3], s[4 * i + 2], s[4 * i + 1], s[4 * i]};
-        memcpy(d + 4 * i, b, 4);
+        uint32_t x;
+        memcpy(&x, (const unsigned char *)src + 4 * i, 4);
+        x = htole32(x);
+        memcpy((unsigned char *)dst + 4 * i, &x, 4);
     }
+#endif
 }
 
 int gpp_codec_put_array32(gpp_codec_t *c, const void *v, size_t n)
@@ -120,14 +109,20 @@ int gpp_codec_put_array32(gpp_codec_t *c, const void *v, size_t n)
 int gpp_codec_get_u32(gpp_codec_t *c, uint32_t *v)
 {
     const unsigned char *p = s_take(c, 4);
-    *v = p ? s_from_le32(p) : 0;
+    uint32_t x = 0;
+    if (p)
+        memcpy(&x, p, 4);
+    *v = le32toh(x);
     return p ? 0 : -1;
 }
 
 int gpp_codec_get_u64(gpp_codec_t *c, uint64_t *v)
 {
     const unsigned char *p = s_take(c, 8);
-    *v = p ? (uint64_t)s_from_le32(p) | (uint64_t)s_from_le32(p + 4) << 32 : 0;
+    uint64_t x = 0;
+    if (p)
+        memcpy(&x, p, 8);
+    *v = le64toh(x);
     return p ? 0 : -1;
 }
 

@@ -36,6 +36,22 @@ int gpp_err_prefix(gpp_err_t *err, const char *fmt, ...)
     return -1;
 }
 
+int gpp_sys_fail(gpp_err_t *err, const char *file, int line, const char *fmt, ...)
+{
+    int e = errno; /* before anything below can change it */
+    if (!err)
+        return -1;
+    char ctx[GPP_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    const char *base = strrchr(file, '/');
+    snprintf(err->msg, sizeof err->msg, "%s: %s (%s:%d)", ctx, strerror(e), base ? base + 1 : file,
+             line);
+    return -1;
+}
+
 /* ---- logging ---- */
 
 static atomic_int s_log_level = -1;

@@ -14,7 +14,7 @@ extern "C" {
 #include <stdarg.h>
 #include <stddef.h>
 
-#define GPP_ERR_LEN 512
+#define GPP_ERR_LEN 8192 /* room for a whole list (every unsupported node, every op type) */
 
 typedef struct {
     char msg[GPP_ERR_LEN];
@@ -29,15 +29,26 @@ int gpp_err_set(gpp_err_t *err, const char *fmt, ...)
 int gpp_err_prefix(gpp_err_t *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Check macro for syscalls and libc calls that set errno: on failure records
- * file:line and strerror(errno) and jumps to `fail`. */
-#define GPP_CHECK_SYS_GOTO(call, err, label)                                   \
-    do {                                                                       \
-        if ((call) < 0) {                                                      \
-            gpp_err_set((err), "%s:%d: %s: %s", __FILE__, __LINE__, #call,     \
-                        strerror(errno));                                      \
-            goto label;                                                        \
-        }                                                                      \
+/* Check macros for syscalls and libc calls that set errno (STYLE rule 5;
+ * CUDA's: kernels/cuda/gpp_cuda_check.h, NCCL's: agent/comm/gpp_comm_nccl.c).
+ * `ok` is the call's success test. On failure err gets the printf-style
+ * context, the library's message (strerror of errno as the call left it)
+ * and the check's file:line, e.g. "dataset d.bin: cannot open: No such
+ * file or directory (gpp_data.c:201)". GPP_SYS_TRY returns -1,
+ * GPP_SYS_TRY_GOTO jumps to label; gpp_sys_fail is their message. */
+int gpp_sys_fail(gpp_err_t *err, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define GPP_SYS_TRY(ok, err, ...)                                                                  \
+    do {                                                                                           \
+        if (!(ok))                                                                                 \
+            return gpp_sys_fail((err), __FILE__, __LINE__, __VA_ARGS__);                           \
+    } while (0)
+#define GPP_SYS_TRY_GOTO(ok, err, label, ...)                                                      \
+    do {                                                                                           \
+        if (!(ok)) {                                                                               \
+            gpp_sys_fail((err), __FILE__, __LINE__, __VA_ARGS__);                                  \
+            goto label;                                                                            \
+        }                                                                                          \
     } while (0)
 
 /* Logging to stderr, one line per call, written with one write so that

@@ -1,22 +1,17 @@
-/* gpp_sha256: SHA-256 (FIPS 180-4), written here from the standard; the
- * unit test checks its example vectors. Streaming: init, update any number
- * of times, final. Used for the digest of the final weights
- * (docs/checkpoints.md, "weights sha256"). */
+/* gpp_sha256: SHA-256 from libsodium (crypto_hash_sha256), under the names
+ * the checkpoint code uses. Streaming: init, update any number of times,
+ * final. Used for the digest of the final weights (docs/checkpoints.md,
+ * "weights sha256"). */
 #ifndef GPP_SHA256_H
 #define GPP_SHA256_H
 
+#include <sodium/crypto_hash_sha256.h>
 #include <stddef.h>
-#include <stdint.h>
 
-#define GPP_SHA256_BYTES 32
+#define GPP_SHA256_BYTES crypto_hash_sha256_BYTES
 #define GPP_SHA256_HEX (2 * GPP_SHA256_BYTES + 1) /* with the NUL */
 
-typedef struct {
-    uint32_t h[8];
-    uint64_t bytes;         /* message length so far */
-    unsigned char block[64];
-    size_t used;            /* bytes in block */
-} gpp_sha256_t;
+typedef crypto_hash_sha256_state gpp_sha256_t;
 
 void gpp_sha256_init(gpp_sha256_t *s);
 void gpp_sha256_update(gpp_sha256_t *s, const void *data, size_t len);

@@ -6,6 +6,7 @@
  * against that table, so a key that is not in it is an error by
  * construction. [[nodes]] is an array of tables with its own small table. */
 #include "config/gpp_config.h"
+#include "common/gpp_optim_defaults.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -539,12 +540,15 @@ static void s_defaults(gpp_config_t *c)
     c->job.iterations = 20;
     /* the newest set and one to fall back to should the newest be damaged */
     c->job.checkpoint_keep = 2;
-    c->job.optimizer = GPP_OPTIM_SGD;
-    c->job.lr = 0.01;
-    c->job.momentum = 0.9;
-    c->job.beta1 = 0.9;
-    c->job.beta2 = 0.999;
-    c->job.eps = 1e-8;
+    /* gpp-train's defaults (common/gpp_optim_defaults.h); lr and weight
+       decay depend on the optimizer: -1 until s_load resolves them */
+    c->job.optimizer = GPP_OPTIM_DEFAULT_ADAMW ? GPP_OPTIM_ADAMW : GPP_OPTIM_SGD;
+    c->job.lr = -1;
+    c->job.weight_decay = -1;
+    c->job.momentum = GPP_OPTIM_DEFAULT_MOMENTUM;
+    c->job.beta1 = GPP_OPTIM_DEFAULT_BETA1;
+    c->job.beta2 = GPP_OPTIM_DEFAULT_BETA2;
+    c->job.eps = GPP_OPTIM_DEFAULT_EPS;
     c->job.seed = 1;
     snprintf(c->job.planner, sizeof c->job.planner, "gpp");
     c->job.launch = GPP_CONFIG_LAUNCH_LOCAL;
@@ -562,7 +566,14 @@ static int s_load(gpp_config_t *c, gpp_toml_t *doc, const char *name, gpp_err_t 
     int rc = -1;
     if (!doc)
         goto fail;
-    if (s_apply_doc(&L, doc) < 0 || s_apply_env(&L) < 0 || s_check(&L) < 0)
+    if (s_apply_doc(&L, doc) < 0 || s_apply_env(&L) < 0)
+        goto fail;
+    int adamw = c->job.optimizer == GPP_OPTIM_ADAMW;
+    if (c->job.lr < 0)
+        c->job.lr = gpp_optim_default_lr(adamw);
+    if (c->job.weight_decay < 0)
+        c->job.weight_decay = gpp_optim_default_weight_decay(adamw);
+    if (s_check(&L) < 0)
         goto fail;
     rc = 0;
 fail:

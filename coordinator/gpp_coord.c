@@ -891,6 +891,11 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
      * (bench/flood.sh: 64 peers of garbage, 10 -> 140 MB) */
     zsock_set_rcvhwm(self->router, S_RCVHWM);
     zsock_set_linger(self->router, 1000);
+    /* never wait in a receive: zloop runs its timers before its readers, so
+       when the heartbeat timer has read what queued (gpp_zsock_read_queued)
+       the reader is still called for the poll that saw it, and a blocking
+       receive would then wait for the next frame forever */
+    zsock_set_rcvtimeo(self->router, 0);
     if (s_secure(self, err) < 0)
         goto fail;
     /* ZeroMQ binds `*`, addresses and interfaces; a host name is resolved

@@ -1,8 +1,6 @@
-/* gpp_coord_imp: the coordinator daemon's internals, shared by its parts:
- * gpp_coord.c (the event loop: sending, stopping, message handlers, timers,
- * lifecycle) and gpp_coord_plan.c (the profiling and planning phase and the
- * assignments it ends with). Not a public interface: coordinator/gpp_coord.h
- * is. */
+/* gpp_coord_imp: the coordinator loop's internals, shared by gpp_coord.c
+ * (sending, stopping, handlers, timers) and gpp_coord_plan.c (profiling,
+ * planning thread, assignments). Not an interface: gpp_coord.h is. */
 #ifndef GPP_COORD_IMP_H
 #define GPP_COORD_IMP_H
 

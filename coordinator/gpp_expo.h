@@ -1,18 +1,9 @@
-/* gpp_expo: a training job in the Prometheus text exposition format
- * (version 0.0.4: "# HELP", "# TYPE", one sample per line), what the
- * coordinator serves on /metrics (gpp_http).
+/* gpp_expo: a job in the Prometheus text format 0.0.4 (/metrics) and its
+ * measured schedule (/schedule, gpp-top's Gantt chart). Names carry the
+ * gpp_ prefix and base units (_seconds, _bytes, _total); figures are the
+ * last complete iteration's. The metric list: docs/operations.md.
  *
- * Names carry the gpp_ prefix and base units (_seconds, _bytes, _total);
- * per-stage series have a `stage` label, per-agent ones `rank`, `host` and
- * `slot` (and `stage` once planned). The figures of a training job are
- * those of the last complete iteration. Stage times: compute = forward,
- * backward and optimizer step actions; comm = sends (copy and post) and
- * the data-parallel all-reduce; idle = the agent's bubble (waiting for
- * receives and for its sends to drain); a stage's figure is the mean over
- * its replicas. The full list is in docs/operations.md.
- *
- * Ownership: the text buffer belongs to the gpp_expo_t; release it with
- * gpp_expo_release. */
+ * Ownership: the text buffer is the gpp_expo_t's (gpp_expo_release). */
 #ifndef GPP_EXPO_H
 #define GPP_EXPO_H
 
@@ -33,8 +24,7 @@ void gpp_expo_family(gpp_expo_t *t, const char *name, const char *type, const ch
 /* One sample: name{k1="v1",...} value. The labels are NULL-terminated
  * (name, value) pairs of strings; values are escaped. NaN and infinities
  * are written as Prometheus spells them. */
-void gpp_expo_sample(gpp_expo_t *t, const char *name, double v, ...)
-    __attribute__((sentinel));
+void gpp_expo_sample(gpp_expo_t *t, const char *name, double v, ...) __attribute__((sentinel));
 
 /* What the coordinator's loop thread knows of the job, borrowed for one
  * gpp_expo_job call. */

@@ -1,13 +1,7 @@
-/* gpp_http: the coordinator's Prometheus endpoint ([metrics] http_port).
- *
- * An HTTP server (libmicrohttpd, one internal polling thread) answers
- * GET /metrics with the last text the owner published (the Prometheus text
- * exposition format 0.0.4, made by gpp_expo) and GET /schedule with the
- * last iteration's measured action times (gpp_expo_schedule, for gpp-top's
- * Gantt chart), and nothing else: the server thread never reads
- * coordinator state. The coordinator's loop thread
- * renders a snapshot and hands it over with gpp_http_publish, which copies
- * it under a mutex; a scrape copies it out under the same mutex.
+/* gpp_http: the coordinator's Prometheus endpoint ([metrics] http_port):
+ * libmicrohttpd answers GET /metrics and /schedule with the last texts
+ * the loop thread published (copied under a mutex), so the server thread
+ * never reads coordinator state.
  *
  * Ownership: gpp_http_new returns an object the caller owns. */
 #ifndef GPP_HTTP_H

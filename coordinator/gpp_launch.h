@@ -1,14 +1,7 @@
-/* gpp_launch: the coordinator's local launcher (launch mode "local").
- *
- * Spawns agents as child processes and reaps them. No orphans: every child
- * asks the kernel for SIGTERM when the coordinator dies (prctl
- * PR_SET_PDEATHSIG, checked against a parent that died before the call),
- * starts with an empty signal mask, and gpp_launch_destroy (which blocks:
- * for the end of main, never inside a loop handler) waits 2 s, then
- * terminates and reaps whatever is still running.
- *
- * Reaping is driven by SIGCHLD from the coordinator's loop (gpp_sigfd):
- * gpp_launch_reap() never blocks.
+/* gpp_launch: the local launcher (launch = "local"): forks and execs the
+ * agents, reaps them on SIGCHLD without blocking (gpp_launch_reap). No
+ * orphans: each child gets PR_SET_PDEATHSIG, and gpp_launch_destroy waits,
+ * terminates and reaps whatever still runs.
  *
  * Ownership: gpp_launch_new returns an object the caller owns. */
 #ifndef GPP_LAUNCH_H

@@ -1,24 +1,13 @@
 /* gpp_monitor: the coordinator's answers to monitors (gpp-top) on its
- * control ROUTER (docs/protocol.md, Monitoring).
+ * control ROUTER: MonitorReply with the /metrics and /schedule texts,
+ * rendered at most once per max_age_ms however many ask. What a monitor
+ * can make the coordinator hold is bounded: one reply outstanding per
+ * connection (a ticket per reply), GPP_MONITOR_PEERS connections,
+ * GPP_MONITOR_PER_S answers a second (then MONITOR_BUSY), a snapshot of at
+ * most GPP_MONITOR_TEXT_MAX bytes (else MONITOR_REFUSED); docs/protocol.md,
+ * Monitoring. Who may ask is gpp_monitor_refusal's. Loop thread only.
  *
- * A monitor sends MonitorRequest; the answer is a MonitorReply with the
- * job's Prometheus text and measured schedule, the same text /metrics and
- * /schedule serve, rendered at most once per max_age_ms however many ask.
- * Limits on what a monitor can make the coordinator hold or do:
- *
- *  - one reply outstanding per connection: every reply carries a fresh
- *    random ticket, and the connection's next request is answered only
- *    when it carries that ticket (a peer that never reads its replies
- *    never learns it: at most one reply of it queues up);
- *  - GPP_MONITOR_PEERS connections remembered (the least recently answered
- *    is forgotten first);
- *  - GPP_MONITOR_PER_S answers per second in all; beyond, a short
- *    MONITOR_BUSY reply (no snapshot);
- *  - a snapshot larger than GPP_MONITOR_TEXT_MAX is not sent
- *    (MONITOR_REFUSED, naming /metrics over HTTP).
- *
- * Who may ask is the coordinator's business (the CURVE role, gpp_coord.c).
- * Everything runs on the coordinator's loop thread. */
+ * Ownership: gpp_monitor_new returns an object the caller owns. */
 #ifndef GPP_MONITOR_H
 #define GPP_MONITOR_H
 

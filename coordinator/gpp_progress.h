@@ -1,18 +1,9 @@
-/* gpp_progress: the coordinator's per-iteration metrics aggregation.
- *
- * Every agent of a training job reports one Metrics message per iteration.
- * When all agents of the job have reported iteration i, the iteration is
- * complete: one progress line goes to the text stream (iteration, loss,
- * samples/s, per-stage bubble %) and one JSON object per line to the metrics
- * file (fields in docs/coordinator.md), with each stage's predicted and
- * measured peak device memory.
- *
- * Job figures: iteration time is the slowest agent's iteration_ms (the
- * pipeline finishes when its last stage does); samples/s is batch / that
- * time; the loss is the sum of the reported losses: each sink replica
- * reports its share (its samples' loss sum / batch, the executor's
- * convention in agent/exec/gpp_exec.h), so the shares add up to the
- * mini-batch mean (summed over loss ops when a model has several).
+/* gpp_progress: the coordinator's per-iteration metrics. An iteration is
+ * complete when every agent of the job reported it: one progress line goes
+ * to the text stream and one JSON line to the metrics file (fields:
+ * docs/coordinator.md). The job's iteration time is the slowest agent's;
+ * its loss is the sum of the sink replicas' shares (each its samples' loss
+ * sum / batch), the mini-batch mean.
  *
  * Ownership: gpp_progress_new returns an object the caller owns; it borrows
  * the text stream. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
+#include <sodium/utils.h>
 #include <zmq.h>
 
 #include "common/gpp_curve.h"
@@ -125,8 +126,7 @@ int gpp_rdv_open(gpp_rdv_t *self, int world_size, gpp_err_t *err)
     if (s_random(raw, sizeof raw) < 0)
         return gpp_err_set(err, "rendezvous: no random bytes for the job token: %s",
                            strerror(errno));
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(self->token + 2 * i, 3, "%02x", raw[i]);
+    sodium_bin2hex(self->token, sizeof self->token, raw, sizeof raw);
     self->world_size = world_size;
     self->open = 1;
     return 0;

@@ -1,30 +1,15 @@
-/* gpp_rdv: the coordinator's rendezvous table, through which the agents'
- * comm backends exchange their data-plane addresses (Gloo's full-mesh
- * bootstrap). It replaces the TCP key-value store of protocol 1: requests
- * arrive on the coordinator's one ROUTER socket (proto RdvSet / RdvGet,
- * answered with RdvReply), so there is a single port to secure.
+/* gpp_rdv: the job's rendezvous table, through which the agents' comm
+ * backends exchange their data-plane addresses, served on the
+ * coordinator's one ROUTER (RdvSet / RdvGet -> RdvReply): one port to
+ * secure. Each job's table has a fresh random token the Assignments carry;
+ * requests without it, from ranks outside the world or not members
+ * (member_fn) are refused, and so is a request past a hard limit
+ * (gpp_rdv_limits_t). A get waits (parked) until its keys are set or its
+ * timeout passes. No I/O of its own (send_fn); single-threaded.
+ * gpp_rdv_service_*: a standalone ROUTER serving a table, for tests and
+ * benchmarks.
  *
- * One table per job: gpp_rdv_open() clears it and draws a fresh random
- * token (GPP_RDV_TOKEN_LEN hex digits) that goes to the agents in their
- * Assignment (comm.rdv_token); requests without it, from a rank outside
- * [0, world_size) or from a rank member_fn rejects (the coordinator: not a
- * live registered agent of this job) are refused. Keys therefore live in
- * the job's table only, reachable only with the job's secret, and
- * gpp_rdv_close() (job end) frees them.
- *
- * Hard limits (gpp_rdv_limits_t): keys, bytes per value, bytes of keys and
- * values in all, parked gets. A request past one is refused: logged, and
- * answered RDV_REFUSED with a text naming the limit.
- *
- * RdvGet answers at once when every key is set; else it is parked until the
- * last key is set (answered then, in request order) or its timeout passes
- * (gpp_rdv_tick: RDV_TIMEOUT naming the missing keys). RdvSet overwrites.
- *
- * No I/O of its own: answers go out through send_fn (the coordinator's
- * ROUTER). Single-threaded, like the coordinator's loop.
- *
- * gpp_rdv_service_*: a standalone ROUTER serving only a table, for tests
- * and benchmarks that need a rendezvous without a coordinator. */
+ * Ownership: _new returns objects the caller owns. */
 #ifndef GPP_RDV_H
 #define GPP_RDV_H
 
@@ -70,8 +55,11 @@ void gpp_rdv_close(gpp_rdv_t *self, const char *reason);
 
 /* 1 when m is a request for the table (RdvSet or RdvGet). */
 int gpp_rdv_is_request(const gpp_msg_t *m);
-/* Handles one validated request from routing identity id (answered or
- * parked; refusals are logged and answered). now_ms: gpp_now_ms(). */
+/* Handles one validated request from routing identity id: RdvSet
+ * overwrites; RdvGet is answered at once when every key is set, else
+ * parked (answered in request order once they are, RDV_TIMEOUT naming the
+ * missing keys after its timeout); a refusal is logged and answered
+ * RDV_REFUSED naming the limit. now_ms: gpp_now_ms(). */
 void gpp_rdv_handle(gpp_rdv_t *self, const void *id, size_t id_len, const gpp_msg_t *m,
                     double now_ms);
 /* Answers the parked gets whose timeout has passed (RDV_TIMEOUT). */

@@ -1,16 +1,12 @@
-/* gpp_registry: the coordinator's table of agents.
+/* gpp_registry: the coordinator's table of agents, known up front: one per
+ * (host, slot) of cluster.toml, rank = the file's order. Register is
+ * matched to its slot (unknown and duplicate slots refused with a reason);
+ * the table keeps each peer's routing identity, liveness and progress.
+ * Dead or departed agents stay (marked), so late messages naming them can
+ * be reported.
  *
- * The job's agents are known up front from cluster.toml: one per (host,
- * slot), in the file's order, and that order is the agent's rank. An agent
- * registers by naming its host and slot; the registry matches it to the
- * expected slot, refuses unknown and duplicate slots with a reason, and
- * keeps the peer's ZeroMQ routing identity, liveness and progress.
- *
- * Dead or departed agents stay in the table (marked), so messages naming
- * them can be reported; nothing is freed while the loop may still use it.
- *
- * Ownership: gpp_registry_new returns an object the caller owns. Agent
- * pointers are owned by the registry and valid until it is destroyed. */
+ * Ownership: gpp_registry_new returns an object the caller owns; agent
+ * pointers are the registry's, valid until it is destroyed. */
 #ifndef GPP_REGISTRY_H
 #define GPP_REGISTRY_H
 

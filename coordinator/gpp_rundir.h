@@ -1,21 +1,11 @@
-/* gpp_rundir: the coordinator's run directory, what a monitor on the same
- * machine needs to watch the job (`gpp-top --run-dir DIR`,
- * docs/operations.md, gpp-top):
+/* gpp_rundir: the coordinator's run directory, what `gpp-top --run-dir DIR`
+ * on the same machine needs: DIR/ 0700, DIR/endpoint 0600 (rewritten at
+ * every bind), DIR/monitor.key_secret 0600 (a monitor key made for this
+ * run; none without CURVE), DIR/coordinator.key. Whoever reads DIR may
+ * watch the job, nothing more. Files are created exclusively, never
+ * through a link; DIR is removed at the end when this run made it.
  *
- *   DIR/                0700, owned by the coordinator's user
- *   DIR/endpoint        0600, the control endpoint to connect to
- *                       ("tcp://127.0.0.1:5555\n"), rewritten at every
- *                       (re)start of the job's ROUTER
- *   DIR/monitor.key_secret  0600, a monitor key pair made for this run
- *                       (admitted by the coordinator's ZAP handler; none
- *                       without CURVE)
- *   DIR/coordinator.key the coordinator's public key
- *
- * Whoever can read DIR can watch the job, nothing more: the monitor key
- * cannot register or act as an agent (gpp_monitor_refusal). A local launch
- * has one by default (gpp_rundir_default); `gpp-coordinator --run-dir DIR`
- * names it. Files are created exclusively, never through a link; the
- * directory is removed at the end when this run made it. */
+ * Ownership: the caller owns the gpp_rundir_t; gpp_rundir_close frees. */
 #ifndef GPP_RUNDIR_H
 #define GPP_RUNDIR_H
 

@@ -1,23 +1,15 @@
 /* gpp_timeline: the measured trace of one iteration (gpp-coordinator
- * --trace). Every agent of a traced job reports the start and end of each
- * of its actions in one iteration on its own CLOCK_MONOTONIC
- * (Metrics.action_start_us / action_end_us); the coordinator estimates each
- * agent's clock offset from heartbeat round trips (gpp_clock_est_t,
- * common/gpp_time.h). The timeline moves every action onto the
- * coordinator's clock (agent time - offset), starting at 0 for the
- * iteration's first action, and writes it as a Chrome trace
- * (planner/gpp_trace.h) beside the simulator's iteration of the same plan:
+ * --trace). The agents' action start and end times (their
+ * CLOCK_MONOTONIC) move onto the coordinator's clock through each agent's
+ * estimated offset (gpp_clock_est_t) and are written as a Chrome trace
+ * beside the simulator's iteration of the same plan (planner/gpp_trace.h):
+ * pid S "measured stage S" (tid: replica), pid n_stages + S "simulated
+ * stage S". Busy is what the simulator counts (FWD, BWD, ALLREDUCE,
+ * STEP); a stage's bubble is the iteration less its busiest replica's busy
+ * time. Times in us on the wire, ms in the summary.
  *
- *   pid S               "measured stage S",  tid r: replica r (rank = plan device)
- *   pid n_stages + S    "simulated stage S", tid r: its compute, tid devices + r: the
- *                       transfers it sends
- *
- * Action names are the simulator's (gpp_trace_action_name). Busy time is
- * what the simulator counts (FWD, BWD, ALLREDUCE, STEP); a stage's bubble is
- * the iteration less its busiest replica's busy time.
- *
- * Ownership: gpp_timeline_new borrows the plan (lowered; it must outlive the
- * timeline); the caller owns the result. */
+ * Ownership: gpp_timeline_new borrows the lowered plan (it must outlive
+ * the timeline); the caller owns the result. */
 #ifndef GPP_TIMELINE_H
 #define GPP_TIMELINE_H
 

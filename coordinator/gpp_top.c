@@ -1,40 +1,26 @@
 /* gpp-top: a live monitor of a training job. Once per refresh it asks the
  * coordinator for the job's Prometheus text and measured schedule
- * (coordinator/gpp_expo.h): over the authenticated control plane (a
- * MonitorRequest on the coordinator's ROUTER with a monitor's CURVE key,
- * docs/protocol.md, Monitoring), or from its HTTP endpoint ([metrics]
- * http_port, what scrapers read, for trusted networks). It keeps the
- * samples/s history for the sparkline itself.
+ * (coordinator/gpp_expo.h) with a MonitorRequest on its control ROUTER,
+ * with a monitor's CURVE key (docs/protocol.md, Monitoring) or in plaintext
+ * against an --insecure coordinator. One transport: the [metrics] HTTP port
+ * is for Prometheus scrapers. It keeps the samples/s history itself.
  *
  *   gpp-top [--once] [--interval-ms N] [--key-dir DIR | --key FILE --server-key KEY]
  *           tcp://HOST:PORT
  *   gpp-top [--once] [--interval-ms N] --run-dir DIR
- *   gpp-top [--once] [--interval-ms N] HOST:PORT          (HTTP)
  *
- * Screen: job state, iteration, loss, samples/s with a sparkline; a row per
- * agent (rank, host:slot, stage, state, heartbeat age, memory high-water /
- * limit); a row per stage (compute, comm, idle seconds of the last
- * iteration and the bubble %); a Gantt chart of the last iteration as
- * measured, a row per stage (its first replica; from /schedule; an
- * action shorter than a column still takes one). Keys: a
- * agents, s stages, g Gantt, b all, q quit.
- * --once prints one frame as plain text and exits (0; 1 when the
- * coordinator cannot be reached or refuses the key; 2 on a bad command
- * line or key file).
- * See docs/operations.md. */
+ * Keys: a agents, s stages, g Gantt, b all, q quit. --once prints one frame
+ * as plain text; exit 0, 1 when the coordinator cannot be reached or
+ * refuses the key, 2 on a bad command line or key file. docs/operations.md. */
 #include <curses.h>
 #include <czmq.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <netdb.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,9 +31,8 @@
 #include "common/gpp_version.h"
 #include "proto/gpp_msg.h"
 
-#define S_IO_TIMEOUT_MS 3000  /* connect and read of one scrape */
-#define S_MAX_BODY (8u << 20) /* a job of thousands of agents is ~1 MiB */
-#define S_HISTORY 120         /* sparkline points kept */
+#define S_IO_TIMEOUT_MS 3000 /* one request and its answer */
+#define S_HISTORY 120        /* sparkline points kept */
 #define S_MAX_LABELS 6
 
 /* ---- one scrape, parsed ---- */
@@ -151,89 +136,7 @@ static int s_parse(char *text, s_scrape_t *sc, gpp_err_t *err)
     return 0;
 }
 
-/* ---- fetching ---- */
-
-/* GET http://host:port/PATH into *body (caller frees). */
-static int s_fetch(const char *host, const char *port, const char *path, char **body,
-                   gpp_err_t *err)
-{
-    *body = NULL;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int rc = getaddrinfo(host, port, &hints, &ai);
-    if (rc != 0)
-        return gpp_err_set(err,
-                           "cannot resolve '%s': %s; give the coordinator's host name or "
-                           "address",
-                           host, gai_strerror(rc));
-    int fd = -1, last_errno = 0;
-    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-            continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) < 0 && errno != EINPROGRESS) {
-            last_errno = errno;
-            close(fd);
-            fd = -1;
-            continue;
-        }
-        struct pollfd pf = {fd, POLLOUT, 0};
-        int so = 0;
-        socklen_t sl = sizeof so;
-        if (poll(&pf, 1, S_IO_TIMEOUT_MS) != 1 ||
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) < 0 || so != 0) {
-            last_errno = so ? so : ETIMEDOUT;
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(ai);
-    if (fd < 0)
-        return gpp_err_set(err,
-                           "cannot reach http://%s:%s%s: %s; is the coordinator "
-                           "running with [metrics] http_port = %s?",
-                           host, port, path, strerror(last_errno), port);
-    char req[512];
-    int rl = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host);
-    size_t len = 0, cap = 65536;
-    char *buf = gpp_xcalloc(cap, 1);
-    int ok = send(fd, req, (size_t)rl, MSG_NOSIGNAL) == rl;
-    while (ok) {
-        struct pollfd pf = {fd, POLLIN, 0};
-        if (poll(&pf, 1, S_IO_TIMEOUT_MS) != 1) {
-            ok = 0;
-            break;
-        }
-        if (len + 1 == cap) {
-            if (cap >= S_MAX_BODY) {
-                ok = 0;
-                break;
-            }
-            cap *= 2;
-            buf = gpp_xrealloc(buf, cap);
-        }
-        ssize_t k = read(fd, buf + len, cap - 1 - len);
-        if (k < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (k <= 0)
-            break;
-        len += (size_t)k;
-    }
-    close(fd);
-    buf[len] = 0;
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (!ok || !sep || strncmp(buf, "HTTP/1.", 7) != 0 || strncmp(buf + 8, " 200", 4) != 0) {
-        gpp_err_set(err, "http://%s:%s%s: %s", host, port, path,
-                    !ok ? "no complete answer within 3 s"
-                        : "not a 200 answer from gpp-coordinator");
-        free(buf);
-        return -1;
-    }
-    memmove(buf, sep + 4, len - (size_t)(sep + 4 - buf) + 1);
-    *body = buf;
-    return 0;
-}
-
-/* ---- fetching over the control plane ---- */
+/* ---- fetching: a MonitorRequest on the control plane ---- */
 
 typedef struct {
     const char *endpoint; /* tcp://HOST:PORT (or ipc://) of the coordinator's ROUTER */
@@ -602,21 +505,20 @@ static void s_gantt(char *text, int width, s_frame_t *f)
 
 static void s_usage(FILE *f)
 {
-    fprintf(
-        f, "usage: gpp-top [options] tcp://HOST:PORT   the coordinator's control endpoint\n"
-           "       gpp-top [options] --run-dir DIR     a job on this machine (its run directory)\n"
-           "       gpp-top [options] HOST:PORT         its [metrics] http_port (trusted networks)\n"
-           "  --key-dir DIR       keys from gpp-coordinator --keygen: DIR/coordinator.key and\n"
-           "                      DIR/monitor-0.key_secret\n"
-           "  --key FILE          a monitor's secret key file (monitor-<i>.key_secret)\n"
-           "  --server-key KEY    the coordinator's public key: its coordinator.key or 40 Z85\n"
-           "                      characters (with --key)\n"
-           "  --run-dir DIR       the endpoint and a monitor key a coordinator wrote for this\n"
-           "                      run (a local launch says where: 'monitor: gpp-top --run-dir')\n"
-           "  --once              print one frame as plain text and exit\n"
-           "  --interval-ms N     refresh interval (default 1000)\n"
-           "  --version, --help\n"
-           "keys: a agents, s stages, g Gantt chart, b all, q quit\n");
+    fprintf(f,
+            "usage: gpp-top [options] tcp://HOST:PORT   the coordinator's control endpoint\n"
+            "       gpp-top [options] --run-dir DIR     a job on this machine (its run directory)\n"
+            "  --key-dir DIR       keys from gpp-coordinator --keygen: DIR/coordinator.key and\n"
+            "                      DIR/monitor-0.key_secret\n"
+            "  --key FILE          a monitor's secret key file (monitor-<i>.key_secret)\n"
+            "  --server-key KEY    the coordinator's public key: its coordinator.key or 40 Z85\n"
+            "                      characters (with --key)\n"
+            "  --run-dir DIR       the endpoint and a monitor key a coordinator wrote for this\n"
+            "                      run (a local launch says where: 'monitor: gpp-top --run-dir')\n"
+            "  --once              print one frame as plain text and exit\n"
+            "  --interval-ms N     refresh interval (default 1000)\n"
+            "  --version, --help\n"
+            "keys: a agents, s stages, g Gantt chart, b all, q quit\n");
 }
 
 /* The first line of DIR/endpoint into out. -1 with a message. */
@@ -719,48 +621,24 @@ int main(int argc, char **argv)
         }
         target = run_ep;
     }
-    s_ctl_t ctl = {0};
-    int control = target && (!strncmp(target, "tcp://", 6) || !strncmp(target, "ipc://", 6));
-    if (control) {
-        ctl.endpoint = target;
-        if (s_keys(run_dir, key_dir, key, server, &kerr) < 0) {
-            fprintf(stderr, "gpp-top: %s\n", kerr.msg);
-            return 2;
-        }
-        zsys_handler_set(NULL); /* keys and signals stay ours (curses: Ctrl-C is a key) */
-    } else if (run_dir || key_dir || key || server) {
-        fprintf(stderr, "gpp-top: keys go with the coordinator's control endpoint "
-                        "(tcp://HOST:PORT); HOST:PORT is its plaintext HTTP port\n");
-        return 2;
-    }
-    char host[256] = "", port[16] = "";
-    const char *t = target ? target : "";
-    if (strncmp(t, "http://", 7) == 0)
-        t += 7;
-    const char *colon = strrchr(t, ':');
-    if (!control && (!target || !colon || colon == t || (size_t)(colon - t) >= sizeof host ||
-                     strspn(colon + 1, "0123456789") != strlen(colon + 1) || !colon[1] ||
-                     strlen(colon + 1) > 5)) {
-        fprintf(stderr, "gpp-top: give the coordinator's control endpoint as tcp://HOST:PORT "
-                        "(with a monitor key), a run directory (--run-dir DIR), or its metrics "
-                        "endpoint as HOST:PORT (its [metrics] http_port), e.g. localhost:9464\n");
+    if (!target || (strncmp(target, "tcp://", 6) && strncmp(target, "ipc://", 6))) {
+        fprintf(stderr,
+                "gpp-top: %s%s%s: give the coordinator's control endpoint as tcp://HOST:PORT "
+                "([coordinator] endpoint, with a monitor key) or its run directory (--run-dir "
+                "DIR); its [metrics] http_port serves Prometheus scrapers, not gpp-top\n",
+                target ? "'" : "", target ? target : "no coordinator", target ? "'" : "");
         s_usage(stderr);
         return 2;
     }
-    if (!control) {
-        snprintf(host, sizeof host, "%.*s", (int)(colon - t), t);
-        snprintf(port, sizeof port, "%s", colon + 1);
-        if (host[0] == '[' && host[strlen(host) - 1] == ']') { /* [v6 address] */
-            memmove(host, host + 1, strlen(host));
-            host[strlen(host) - 1] = 0;
-        }
+    s_ctl_t ctl = {.endpoint = target};
+    if (s_keys(run_dir, key_dir, key, server, &kerr) < 0) {
+        fprintf(stderr, "gpp-top: %s\n", kerr.msg);
+        return 2;
     }
+    zsys_handler_set(NULL); /* keys and signals stay ours (curses: Ctrl-C is a key) */
     char shown[600];
-    if (control)
-        snprintf(shown, sizeof shown, "%s%s", target,
-                 gpp_curve_identity() ? " (CURVE)" : " (plaintext)");
-    else
-        snprintf(shown, sizeof shown, "%s:%s", host, port);
+    snprintf(shown, sizeof shown, "%s%s", target,
+             gpp_curve_identity() ? " (CURVE)" : " (plaintext)");
 
     s_scrape_t sc = {0};
     s_frame_t f = {0};
@@ -780,14 +658,7 @@ int main(int argc, char **argv)
     for (;;) {
         gpp_err_t err = {{0}};
         char *body = NULL, *text = NULL;
-        int ok;
-        if (control) {
-            ok = s_ctl_fetch(&ctl, &text, &body, &err) == 0 && s_parse(text, &sc, &err) == 0;
-        } else {
-            ok = s_fetch(host, port, "/metrics", &text, &err) == 0 && s_parse(text, &sc, &err) == 0;
-            if (ok && s_fetch(host, port, "/schedule", &body, &err) < 0)
-                ok = 0;
-        }
+        int ok = s_ctl_fetch(&ctl, &text, &body, &err) == 0 && s_parse(text, &sc, &err) == 0;
         free(text);
         if (ok) {
             double sps = s_value(&sc, "gpp_samples_per_second", NULL, NULL);

@@ -121,6 +121,11 @@ typedef struct gpp_backend_vt_s {
     /* both timed, same backend; blocks until b is complete */
     int (*event_elapsed)(gpp_event_t *a, gpp_event_t *b, double *ms, gpp_err_t *err);
 
+    /* the kernels of the op types only this backend has, indexed by
+     * gpp_op_type_t (gpp_ops.h "PyTorch modules"); NULL or a NULL entry:
+     * none (an embedding_bag's entry: its dense-update backward) */
+    const gpp_op_kernel_t *ext;
+
     /* kernels: the gpp_ops.h contracts, arguments already checked */
     int (*linear_fwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *w,
                       const gpp_tensor_t *b, gpp_tensor_t *y, gpp_err_t *err);

@@ -384,9 +384,83 @@ static int s_embedding_bag_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t 
     return gpp_embedding_bag_fwd(s, a->x[0], &a->w[0], a->y, err);
 }
 
+/* An op of the backend's ext table (gpp_backend_op_supported refused the
+ * stage at setup where it lacks one: this is the last guard). */
+static int s_ext(gpp_stream_t *s, const gpp_op_args_t *a, int bwd, gpp_err_t *err)
+{
+    const gpp_op_kernel_t *e = s_vt(s)->ext;
+    gpp_op_kernel_fn f = e ? (bwd ? e[a->op->type].bwd : e[a->op->type].fwd) : NULL;
+    if (!f)
+        return gpp_err_set(err,
+                           "op '%s' (%s): the %s backend has no kernel for it; use backend = "
+                           "\"cpu\" (gpp-train --backend cpu)",
+                           a->op->name, gpp_op_type_name(a->op->type), s->be->name);
+    return f(s, a, err);
+}
+
 static int s_embedding_bag_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
+    if (a->op->update == GPP_TABLE_DENSE) /* a dense gradient: the ext kernel */
+        return s_ext(s, a, 1, err);
     return gpp_embedding_bag_bwd(s, a->x[0], a->dy, a->dsparse, err);
+}
+
+/* Shape checks of the ext ops: inputs and output as the op table derives. */
+static void s_ext_check(gpp_stream_t *s, const gpp_op_args_t *a, int bwd)
+{
+    const gpp_op_t *op = a->op;
+    const gpp_tensor_t *out = bwd ? a->dy : a->y;
+    assert(gpp_optable[op->type].role == GPP_ROLE_LOSS ||
+           (s_f32(out) && out->rows == op->rows && out->cols == op->cols));
+    for (int k = 0; k < op->n_inputs; k++)
+        assert(a->x[k] && (!a->dx || !a->dx[k] || s_same_shape(a->dx[k], a->x[k])));
+    (void)s, (void)out;
+}
+
+static int s_ext_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    s_ext_check(s, a, 0);
+    return s_ext(s, a, 0, err);
+}
+
+static int s_ext_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    s_ext_check(s, a, 1);
+    return s_ext(s, a, 1, err);
+}
+
+int gpp_backend_op_supported(gpp_backend_t *be, const gpp_op_t *op, gpp_err_t *err)
+{
+    const gpp_op_kernel_t *e = be->vt->ext;
+    int need = op->type >= GPP_OP_EMBEDDING ||
+               (op->type == GPP_OP_EMBEDDING_BAG && op->update == GPP_TABLE_DENSE);
+    if (op->type == GPP_OP_OPAQUE || !need)
+        return 1;
+    if (e && e[op->type].fwd && (e[op->type].bwd || op->type == GPP_OP_LOSS_BCE))
+        return 1;
+    if (e && op->type == GPP_OP_EMBEDDING_BAG && e[op->type].bwd)
+        return 1;
+    gpp_err_set(err,
+                "op '%s' (%s%s): the %s backend has no kernel for it (gpp has it on the CPU "
+                "only); use backend = \"cpu\" (gpp-train --backend cpu)",
+                op->name, gpp_op_type_name(op->type),
+                op->type == GPP_OP_EMBEDDING_BAG ? ", update \"dense\"" : "", be->name);
+    return 0;
+}
+
+int gpp_dropout_keep(uint64_t seed, int64_t sample, int op, int64_t e, double p)
+{
+    /* splitmix64 of the four coordinates; 24 bits as a uniform in [0, 1) */
+    uint64_t z = seed ^ 0x9e3779b97f4a7c15ull;
+    uint64_t v[3] = {(uint64_t)sample, (uint64_t)op, (uint64_t)e};
+    for (int k = 0; k < 3; k++) {
+        z += v[k] * 0xbf58476d1ce4e5b9ull + 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+    }
+    double u = (double)(z >> 40) / (double)(1u << 24);
+    return u >= p;
 }
 
 static int s_concat_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
@@ -465,6 +539,19 @@ const gpp_op_kernel_t gpp_op_kernels[] = {
     [GPP_OP_SLICE] = {s_slice_f, s_slice_b},
     [GPP_OP_RESHAPE] = {s_reshape_f, s_reshape_b},
     [GPP_OP_OPAQUE] = {NULL, NULL}, /* costs only */
+    [GPP_OP_EMBEDDING] = {s_ext_f, s_ext_b},
+    [GPP_OP_PARAM_ADD] = {s_ext_f, s_ext_b},
+    [GPP_OP_REDUCE] = {s_ext_f, s_ext_b},
+    [GPP_OP_SIGMOID] = {s_ext_f, s_ext_b},
+    [GPP_OP_TANH] = {s_ext_f, s_ext_b},
+    [GPP_OP_DROPOUT] = {s_ext_f, s_ext_b},
+    [GPP_OP_MATMUL] = {s_ext_f, s_ext_b},
+    [GPP_OP_TRANSPOSE] = {s_ext_f, s_ext_b},
+    [GPP_OP_STACK] = {s_ext_f, s_ext_b},
+    [GPP_OP_TRIU] = {s_ext_f, s_ext_b},
+    [GPP_OP_PATCH_EMBED] = {s_ext_f, s_ext_b},
+    [GPP_OP_CROSS_ATTENTION] = {s_ext_f, s_ext_b},
+    [GPP_OP_LOSS_BCE] = {s_ext_f, NULL}, /* the forward computes dx */
 };
 _Static_assert(sizeof gpp_op_kernels / sizeof gpp_op_kernels[0] == GPP_OP__COUNT,
                "gpp_op_kernels: one entry per gpp_op_type_t");

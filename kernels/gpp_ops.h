@@ -193,6 +193,11 @@ typedef struct {
     const gpp_tensor_t *target;   /* loss: the labels or target */
     float *loss;                  /* loss: device float, overwritten */
     float grad_scale;             /* loss: upstream gradient */
+    /* dropout: its mask is a function of (seed, sample_lo + sample, op id,
+       element); train 0 (evaluation) passes the input through */
+    uint64_t seed;
+    int64_t sample_lo;
+    int train;
 } gpp_op_args_t;
 
 typedef int (*gpp_op_kernel_fn)(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err);
@@ -201,5 +206,18 @@ typedef struct {
 } gpp_op_kernel_t;
 
 extern const gpp_op_kernel_t gpp_op_kernels[GPP_OP__COUNT];
+
+/* ---- the op types of PyTorch modules (docs/graph-format.md) ----
+ * Their kernels exist on the CPU backend only (a backend's `ext` table,
+ * gpp_backend_impl.h); gpp_op_kernels dispatches to it after the shape
+ * checks. An embedding table with update "dense" takes its gradient dense
+ * through the same table. 1 when be has every kernel op needs, else 0 with
+ * a message naming the op and the way out (backend = "cpu"). */
+int gpp_backend_op_supported(gpp_backend_t *be, const gpp_op_t *op, gpp_err_t *err);
+
+/* Dropout's keep decision for element e of sample `sample` of op `op`
+ * (seeded): 1 keep (scaled by 1 / (1 - p)), 0 drop. The same function on
+ * every backend and in tests. */
+int gpp_dropout_keep(uint64_t seed, int64_t sample, int op, int64_t e, double p);
 
 #endif

@@ -43,6 +43,20 @@ typedef enum {
     GPP_OP_RESHAPE,       /* its input's elements in order as another rows x cols per sample
                              (attrs rows, cols; the count kept): [S, C] <-> [1, S*C] */
     GPP_OP_OPAQUE,        /* from a profile file: costs only, not executable */
+    /* PyTorch modules (scripts/gpp-export; CPU kernels only, docs/graph-format.md) */
+    GPP_OP_EMBEDDING,     /* ids [1, L] -> [L, dim] (mode seq) or a bag's sum/mean */
+    GPP_OP_PARAM_ADD,     /* y = x + P, P a learned [rows, cols] (positional) */
+    GPP_OP_REDUCE,        /* over the rows: mean, max or sum -> [1, cols] */
+    GPP_OP_SIGMOID,
+    GPP_OP_TANH,
+    GPP_OP_DROPOUT,       /* attr p; the mask from (seed, sample, op, element) */
+    GPP_OP_MATMUL,        /* per sample a [r, k] x b [k, c] of two activations */
+    GPP_OP_TRANSPOSE,     /* per sample [r, c] -> [c, r] */
+    GPP_OP_STACK,         /* joins rows of inputs of equal cols */
+    GPP_OP_TRIU,          /* [k, k] -> its upper triangle, row by row */
+    GPP_OP_PATCH_EMBED,   /* Conv2d, kernel = stride, as a linear over patches */
+    GPP_OP_CROSS_ATTENTION, /* queries of input 0, keys = values input 1 */
+    GPP_OP_LOSS_BCE,      /* binary cross-entropy on logits; out 1x1 */
     GPP_OP__COUNT
 } gpp_op_type_t;
 
@@ -57,6 +71,16 @@ typedef enum {
     GPP_GELU_TANH = 0, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     GPP_GELU_ERF = 1   /* 0.5 x (1 + erf(x / sqrt 2)), exact: torch's nn.GELU() default */
 } gpp_gelu_form_t;
+
+/* EMBEDDING's output: one row per id (nn.Embedding), or the bag's sum or
+ * mean (nn.EmbeddingBag). */
+typedef enum { GPP_EMBED_SEQ = 0, GPP_EMBED_SUM = 1, GPP_EMBED_MEAN = 2 } gpp_embed_mode_t;
+typedef enum { GPP_REDUCE_MEAN = 0, GPP_REDUCE_MAX = 1, GPP_REDUCE_SUM = 2 } gpp_reduce_mode_t;
+/* How an embedding table's optimizer step treats it: lazy updates only the
+ * rows a mini-batch touched from a row-sparse gradient (torch's
+ * SparseAdam / sparse=True); dense takes a dense gradient and steps every
+ * row as torch's AdamW does (docs/config.md "Optimizer"). */
+typedef enum { GPP_TABLE_LAZY = 0, GPP_TABLE_DENSE = 1 } gpp_table_update_t;
 
 #define GPP_NAME_LEN 64
 
@@ -79,6 +103,13 @@ typedef struct {
     int input_kind;          /* INPUT: gpp_input_kind_t */
     int64_t classes;         /* LOSS_CE: classes = cols of its input */
     int64_t start, width;    /* SLICE: first column taken and how many */
+    int mode;                /* EMBEDDING: gpp_embed_mode_t; REDUCE: gpp_reduce_mode_t */
+    int update;              /* EMBEDDING, EMBEDDING_BAG: gpp_table_update_t */
+    double p;                /* DROPOUT, CROSS_ATTENTION (its probabilities): the probability
+                                of zeroing an element */
+    int offset;              /* TRIU: 1 without the diagonal, 0 with it */
+    int lead;                /* PARAM_ADD: 1 when torch holds P as [1, rows, cols] */
+    int64_t height, patch;   /* PATCH_EMBED: image height (width = cols / height), patch side */
 
     /* derived by gpp_graph_finalize (OPAQUE: given by the profile) */
     int64_t params;          /* trainable parameters (elements) */
@@ -177,6 +208,13 @@ gpp_graph_t *gpp_graph_parse_json(const char *text, const char *origin, gpp_err_
 int gpp_graph_write_json(const gpp_graph_t *g, const char *path, gpp_err_t *err);
 /* Caller owns the returned string (free()). */
 char *gpp_graph_to_json(const gpp_graph_t *g);
+
+/* Initial weights from a safetensors file under torch's state_dict names
+ * and layouts (gpp_op_param_torch): every parameter of finalized g must be
+ * there, F32 and of its shape, and nothing else; replaces init_weights.
+ * A graph file's "weights" key names one (gpp_graph_weights.c). 0, or -1 +
+ * message naming the file and the tensor. */
+int gpp_graph_load_weights(gpp_graph_t *g, const char *path, gpp_err_t *err);
 
 /* The initial value of op's parameter slot k given by the model file
  * (init_weights), or NULL when it is seeded. */

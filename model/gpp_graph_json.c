@@ -193,7 +193,7 @@ gpp_graph_t *gpp_graph_parse_json(const char *text, const char *origin, gpp_err_
             }
             int type = cJSON_IsString(ty) ? gpp_op_type_parse(ty->valuestring) : -1;
             if (type < 0) {
-                char names[256] = "";
+                char names[1024] = "";
                 for (int t = 0; t < GPP_OP__COUNT; t++) {
                     size_t u = strlen(names);
                     snprintf(names + u, sizeof names - u, "%s%s", t ? ", " : "",
@@ -259,6 +259,24 @@ gpp_graph_t *gpp_graph_parse_json(const char *text, const char *origin, gpp_err_
     if (gpp_graph_finalize(g, err)) {
         gpp_err_prefix(err, "%s", origin);
         goto fail;
+    }
+    const cJSON *wf = cJSON_GetObjectItemCaseSensitive(root, "weights");
+    if (wf) { /* initial weights under torch's names, beside the graph file */
+        char wpath[4096];
+        const char *slash = strrchr(origin, '/');
+        if (!cJSON_IsString(wf) || !*wf->valuestring) {
+            gpp_err_set(err, "%s: field 'weights' must be the path of a safetensors file", origin);
+            goto fail;
+        }
+        if (wf->valuestring[0] == '/' || !slash)
+            snprintf(wpath, sizeof wpath, "%s", wf->valuestring);
+        else
+            snprintf(wpath, sizeof wpath, "%.*s/%s", (int)(slash - origin), origin,
+                     wf->valuestring);
+        if (gpp_graph_load_weights(g, wpath, err) < 0) {
+            gpp_err_prefix(err, "%s: weights", origin);
+            goto fail;
+        }
     }
     free(ins);
     free(jo);

@@ -22,8 +22,9 @@
 static const char SUPPORTED[] =
     "gpp maps Gemm, MatMul(+Add bias), Relu, Gelu (and its Erf and tanh forms), "
     "LayerNormalization (and its ReduceMean/Pow/Sqrt form), Concat, Split and Slice (last axis), "
-    "Add, Gather+ReduceSum (embedding "
-    "bag), self-attention "
+    "Add, Gather (nn.Embedding) and Gather+ReduceSum/ReduceMean (embedding "
+    "bag), ReduceMean/ReduceMax/ReduceSum over the sequence (axis 1), Sigmoid, Tanh, "
+    "self-attention "
     "(MatMul, Softmax, MatMul with the heads' Reshape/Transpose; nn.MultiheadAttention's "
     "packed export; either with no mask or a causal one), Reshape/Unsqueeze/Squeeze/"
     "Flatten that keep the batch first and rank 2 or 3 ([N, S, C] <-> [N, S*C]), Shape "
@@ -128,7 +129,9 @@ val_t *gpp_onnx_val(imp_t *im, int node, const char *name, int want)
         gpp_onnx_fail(
             im, node,
             "input '%s' holds integer indices; gpp reads them only through a Gather of an "
-            "embedding table",
+            "embedding table (nn.Embedding; torch exports nn.EmbeddingBag through Shape and "
+            "Loop nodes: export the module with scripts/gpp-export to a .json, or write "
+            "nn.Embedding(...)(ids).sum(dim=1))",
             v->name);
         return NULL;
     }
@@ -387,6 +390,34 @@ int gpp_onnx_shape(imp_t *im, const val_t *x, int64_t *rows, int64_t *cols)
     return 0;
 }
 
+/* Node i's outputs as values made from a node gpp does not map. */
+static int s_outputs_unsup(imp_t *im, int i)
+{
+    const node_t *n = im->gr->node[i];
+    for (size_t k = 0; k < n->n_output; k++)
+        if (n->output[k][0] && !gpp_onnx_find(im, n->output[k])) {
+            val_t *v = gpp_onnx_define(im, i, n->output[k], V_BAD);
+            if (!v)
+                return -1;
+            v->producer = n->name ? n->name : "";
+            v->unsup = 1;
+        }
+    return 0;
+}
+
+/* Records node i as one gpp does not map, with im->err's message (the
+ * reason and the fix), and goes on: every such node is listed at the end. */
+static int s_unsupported(imp_t *im, int i)
+{
+    const char *m = im->err->msg, *at = strstr(m, ": node ");
+    m = at ? at + 2 : m; /* without the file's name: the list's header has it */
+    size_t need = strlen(m) + 4;
+    im->unsup = gpp_xrealloc(im->unsup, im->unsup_len + need + 1);
+    im->unsup_len += (size_t)snprintf(im->unsup + im->unsup_len, need + 1, "\n  %s", m);
+    im->n_unsup++;
+    return s_outputs_unsup(im, i);
+}
+
 static int s_node(imp_t *im, int i)
 {
     const node_t *n = im->gr->node[i];
@@ -404,6 +435,11 @@ static int s_node(imp_t *im, int i)
                                  "imports flat graphs",
                                  n->attribute[k]->name ? n->attribute[k]->name : "");
     int rc;
+    for (size_t k = 0; k < n->n_input; k++) { /* downstream of an unmapped node: listed there */
+        const val_t *v = gpp_onnx_find(im, n->input[k]);
+        if (v && v->kind == V_BAD && v->unsup)
+            return s_outputs_unsup(im, i);
+    }
     if (im->att_at[i])
         return gpp_onnx_attention(im, i, &im->att[im->att_at[i] - 1]);
     int ints = n->n_input && gpp_onnx_is_ints(im, n->input[0]);
@@ -439,7 +475,12 @@ static int s_node(imp_t *im, int i)
     else if (!strcmp(op, "Slice"))
         rc = gpp_onnx_slice(im, i);
     else if (!strcmp(op, "ReduceSum"))
-        rc = gpp_onnx_reducesum(im, i);
+        rc = gpp_onnx_reduce(im, i, GPP_REDUCE_SUM);
+    else if (!strcmp(op, "ReduceMax"))
+        rc = gpp_onnx_reduce(im, i, GPP_REDUCE_MAX);
+    else if (!strcmp(op, "Sigmoid") || !strcmp(op, "Tanh"))
+        rc = gpp_onnx_unary(im, i, op[0] == 'S' ? GPP_OP_SIGMOID : GPP_OP_TANH,
+                            n->n_input ? n->input[0] : "", n->output[0]);
     else if (!strcmp(op, "Identity"))
         rc = gpp_onnx_alias(im, i);
     else if (!strcmp(op, "Constant"))
@@ -448,10 +489,13 @@ static int s_node(imp_t *im, int i)
         rc = rc < 0 ? -1 : 0;
     else if (!strcmp(op, "ReduceMean") && (rc = gpp_onnx_layernorm_parts(im, i)) != 0)
         rc = rc < 0 ? -1 : 0;
+    else if (!strcmp(op, "ReduceMean"))
+        rc = gpp_onnx_reduce(im, i, GPP_REDUCE_MEAN);
     else if ((!strcmp(op, "Mul") || !strcmp(op, "Pow")) && (rc = gpp_onnx_gelu_tanh(im, i)) != 0)
         rc = rc < 0 ? -1 : 0;
     else
-        return gpp_onnx_fail(im, i, "unsupported op %s; %s. %s", op, gpp_onnx_hint(op), SUPPORTED);
+        return gpp_onnx_fail(im, i, "unsupported op %s; %s", op, gpp_onnx_hint(op)),
+               s_unsupported(im, i);
     if (rc < 0)
         return -1;
     /* extra outputs (LayerNormalization's mean, ...) exist but gpp has no
@@ -597,6 +641,25 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
                 h = (h + 1) & im->pmask;
             im->phash[h] = (int)i + 1;
         }
+    /* torch writes one initializer for equal constants and Identity copies
+       for the other readers (a second nn.MultiheadAttention's zero biases):
+       those copies are constants before the attention patterns are sought */
+    for (int pass = 1; pass;) {
+        pass = 0;
+        for (size_t i = 0; i < gr->n_node; i++) {
+            const node_t *n = gr->node[i];
+            const val_t *x = n->n_input == 1 ? gpp_onnx_find(im, n->input[0]) : NULL;
+            if (im->done[i] || !gpp_onnx_is(im, (int)i, "Identity") || !x || x->kind != V_CONST ||
+                n->n_output != 1 || gpp_onnx_find(im, n->output[0]))
+                continue;
+            val_t *v = gpp_onnx_define(im, (int)i, n->output[0], V_CONST);
+            if (!v)
+                return -1;
+            v->t = x->t;
+            im->done[i] = 1;
+            pass = 1; /* an Identity of an Identity */
+        }
+    }
     im->att = gpp_xcalloc(gr->n_node + 1, sizeof *im->att);
     im->att_at = gpp_xcalloc(gr->n_node + 1, sizeof *im->att_at);
     for (size_t i = 0, n = 0; i < gr->n_node; i++)
@@ -607,11 +670,18 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
             im->att_at[gpp_onnx_producer(im, out)] = (int)++n;
         }
     for (size_t i = 0; i < gr->n_node; i++) /* said here: the walk would stop at a Transpose */
-        if (gpp_onnx_is(im, (int)i, "Softmax") && !im->done[i])
-            return gpp_onnx_softmax(im, (int)i);
+        if (gpp_onnx_is(im, (int)i, "Softmax") && !im->done[i]) {
+            gpp_onnx_softmax(im, (int)i);
+            if (s_unsupported(im, (int)i) < 0)
+                return -1;
+            im->done[i] = 1;
+        }
     for (size_t i = 0; i < gr->n_node; i++)
         if (!im->done[i] && s_node(im, (int)i) < 0)
             return -1;
+    if (im->n_unsup)
+        return gpp_onnx_fail(im, -1, "%d node%s gpp does not map:%s\n%s", im->n_unsup,
+                             im->n_unsup > 1 ? "s" : "", im->unsup, SUPPORTED);
     if (!gr->n_output)
         return gpp_onnx_fail(im, -1, "the graph has no outputs");
     for (size_t i = 0; i < gr->n_value_info; i++)
@@ -628,8 +698,11 @@ static int s_import(imp_t *im, const model_t *m, gpp_onnx_loss_t loss)
         char base[GPP_NAME_LEN + 8], name[GPP_NAME_LEN];
         snprintf(base, sizeof base, gr->n_output == 1 ? "loss" : "loss_%.56s", on);
         gpp_onnx_opname(im, base, 0, name);
-        gpp_graph_add(im->g, loss == GPP_ONNX_LOSS_CE ? GPP_OP_LOSS_CE : GPP_OP_LOSS_MSE, name, 1,
-                      &v->op);
+        gpp_graph_add(im->g,
+                      loss == GPP_ONNX_LOSS_CE    ? GPP_OP_LOSS_CE
+                      : loss == GPP_ONNX_LOSS_BCE ? GPP_OP_LOSS_BCE
+                                                  : GPP_OP_LOSS_MSE,
+                      name, 1, &v->op);
     }
     for (int i = 0; i < im->g->n_ops; i++) {
         const gpp_op_t *op = &im->g->ops[i];
@@ -676,6 +749,7 @@ gpp_graph_t *gpp_onnx_parse(const uint8_t *buf, size_t len, const char *origin,
     free(im.att);
     free(im.phash);
     free(im.att_at);
+    free(im.unsup);
     onnx__model_proto__free_unpacked(m, NULL);
     if (rc < 0)
         gpp_graph_destroy(&im.g);
@@ -698,8 +772,11 @@ static int s_spec(const char *spec, char *path, size_t cap, gpp_onnx_loss_t *los
         const char *v = opt + 6;
         if (!strcmp(v, "ce"))
             *loss = GPP_ONNX_LOSS_CE;
+        else if (!strcmp(v, "bce"))
+            *loss = GPP_ONNX_LOSS_BCE;
         else if (strcmp(v, "mse"))
-            return gpp_err_set(err, "model '%s': loss '%s': use loss=mse or loss=ce", spec, v);
+            return gpp_err_set(err, "model '%s': loss '%s': use loss=mse, loss=ce or loss=bce",
+                               spec, v);
     }
     return 0;
 }
@@ -723,8 +800,9 @@ int gpp_onnx_spec_loss(const char *spec, const char *loss, char *out, size_t cap
         snprintf(out, cap, "%s", spec);
         return 0;
     }
-    if (strcmp(loss, "mse") && strcmp(loss, "ce"))
-        return gpp_err_set(err, "--loss '%s': use mse or ce", loss);
+    if (strcmp(loss, "mse") && strcmp(loss, "ce") && strcmp(loss, "bce"))
+        return gpp_err_set(err, "--loss '%s': use mse, ce or bce (binary cross-entropy on logits)",
+                           loss);
     if (!gpp_onnx_is_spec(spec))
         return gpp_err_set(err,
                            "--loss %s: only an ONNX model (FILE.onnx) takes a loss; a zoo "

@@ -6,7 +6,7 @@
  * A model spec names the file and, since an inference graph has no loss,
  * the loss put at each graph output:
  *
- *     [onnx:]FILE.onnx[:loss=mse|ce]          (default loss: mse)
+ *     [onnx:]FILE.onnx[:loss=mse|ce|bce]      (default loss: mse)
  *
  * The file is decoded with protobuf-c from the onnx.proto that Debian's
  * libonnx-dev installs, after a pre-scan that refuses messages nested
@@ -22,7 +22,7 @@
 #include "common/gpp_err.h"
 #include "model/gpp_graph.h"
 
-typedef enum { GPP_ONNX_LOSS_MSE = 0, GPP_ONNX_LOSS_CE = 1 } gpp_onnx_loss_t;
+typedef enum { GPP_ONNX_LOSS_MSE = 0, GPP_ONNX_LOSS_CE = 1, GPP_ONNX_LOSS_BCE = 2 } gpp_onnx_loss_t;
 
 /* Largest ONNX file read (protobuf's own 2 GiB message limit). */
 #define GPP_ONNX_MAX_BYTES ((size_t)2 << 30)
@@ -33,7 +33,7 @@ int gpp_onnx_is_spec(const char *spec);
 
 /* The model spec `spec` with the loss a --loss flag names (NULL: none
  * given; spec is copied): "FILE.onnx" + "ce" -> "FILE.onnx:loss=ce". A loss
- * for a model that is not ONNX, or other than mse|ce: -1 + message. */
+ * for a model that is not ONNX, or other than mse|ce|bce: -1 + message. */
 int gpp_onnx_spec_loss(const char *spec, const char *loss, char *out, size_t cap, gpp_err_t *err);
 
 /* Reads the model a spec names. Caller owns the (not yet finalized) graph;

@@ -40,6 +40,7 @@ typedef struct {
     int64_t sv[SV_MAX];   /* V_SHAPE: the elements */
     int sn;               /* V_SHAPE: their number */
     int scalar;           /* V_SHAPE: a 0-d value (sn = 1) */
+    int unsup;            /* V_BAD: made by (or from) a node gpp does not map */
 } val_t;
 
 typedef struct {
@@ -57,6 +58,9 @@ typedef struct {
     unsigned char *done; /* per node: consumed by a pattern */
     struct att *att;     /* attention patterns found before the walk */
     int *att_at;         /* per node: 1 + the pattern it completes, or 0 */
+    char *unsup;         /* the nodes gpp does not map, one line each (heap) */
+    size_t unsup_len;
+    int n_unsup;
     gpp_err_t *err;
 } imp_t;
 
@@ -184,9 +188,17 @@ int gpp_onnx_split(imp_t *im, int i);
  * starts, ends, axes, steps are constant inputs (opset 10+) or attributes. */
 int gpp_onnx_slice(imp_t *im, int i);
 
+/* The integers of value v (an integer constant of rank 0 or 1, or a folded
+ * shape) into out[cap]; *scalar (may be NULL): v is 0-d. The batch symbol
+ * only where allow_batch. The count, or -1 + message naming what it is. */
+int gpp_onnx_ints(imp_t *im, int i, const val_t *v, const char *what, int64_t *out, int cap,
+                  int *scalar, int allow_batch);
+
 int gpp_onnx_gather(imp_t *im, int i);
 
-int gpp_onnx_reducesum(imp_t *im, int i);
+/* ReduceSum / ReduceMean / ReduceMax (mode gpp_reduce_mode_t): of a Gather,
+ * an embedding bag (sum or mean); of an activation, pooling over axis 1. */
+int gpp_onnx_reduce(imp_t *im, int i, int mode);
 
 int gpp_onnx_alias(imp_t *im, int i);
 

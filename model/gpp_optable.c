@@ -1,6 +1,7 @@
 /* gpp_optable: the op table (see gpp_optable.h). One block per op type:
  * its shape, parameter and cost functions, then its row in gpp_optable[]. */
 #include "model/gpp_optable.h"
+#include "model/gpp_optable_ext.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -76,10 +77,10 @@ static int s_linear_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_param_t
 {
     int64_t in = s_in(g, op, 0)->cols, out = op->out_features;
     float xavier = (float)sqrt(6.0 / ((double)in + (double)out));
-    p[0] = (gpp_param_t){"weight", out, in, 0, GPP_INIT_UNIFORM, xavier};
+    p[0] = (gpp_param_t){"weight", out, in, 0, GPP_INIT_UNIFORM, xavier, NULL, 0, {0}};
     if (!op->bias)
         return 1;
-    p[1] = (gpp_param_t){"bias", 1, out, 0, GPP_INIT_ZERO, 0};
+    p[1] = (gpp_param_t){"bias", 1, out, 0, GPP_INIT_ZERO, 0, NULL, 1, {out}};
     return 2;
 }
 
@@ -123,8 +124,8 @@ size_t gpp_layernorm_stash_bytes(int64_t n, int64_t rows)
 static int s_layernorm_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_param_t *p)
 {
     (void)g;
-    p[0] = (gpp_param_t){"gain", 1, op->cols, 0, GPP_INIT_ONE, 0};
-    p[1] = (gpp_param_t){"bias", 1, op->cols, 0, GPP_INIT_ZERO, 0};
+    p[0] = (gpp_param_t){"gain", 1, op->cols, 0, GPP_INIT_ONE, 0, "weight", 1, {op->cols}};
+    p[1] = (gpp_param_t){"bias", 1, op->cols, 0, GPP_INIT_ZERO, 0, NULL, 1, {op->cols}};
     return 2;
 }
 
@@ -160,10 +161,10 @@ static int s_attention_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_para
     int64_t h = op->cols;
     /* each of Q, K, V is a (hidden, hidden) map: fan_out = hidden for w_qkv too */
     float xavier = (float)sqrt(6.0 / ((double)h + (double)h));
-    p[0] = (gpp_param_t){"w_qkv", 3 * h, h, 0, GPP_INIT_UNIFORM, xavier};
-    p[1] = (gpp_param_t){"b_qkv", 1, 3 * h, 0, GPP_INIT_ZERO, 0};
-    p[2] = (gpp_param_t){"w_o", h, h, 0, GPP_INIT_UNIFORM, xavier};
-    p[3] = (gpp_param_t){"b_o", 1, h, 0, GPP_INIT_ZERO, 0};
+    p[0] = (gpp_param_t){"w_qkv", 3 * h, h, 0, GPP_INIT_UNIFORM, xavier, "in_proj_weight", 0, {0}};
+    p[1] = (gpp_param_t){"b_qkv", 1, 3 * h, 0, GPP_INIT_ZERO, 0, "in_proj_bias", 1, {3 * h}};
+    p[2] = (gpp_param_t){"w_o", h, h, 0, GPP_INIT_UNIFORM, xavier, "out_proj.weight", 0, {0}};
+    p[3] = (gpp_param_t){"b_o", 1, h, 0, GPP_INIT_ZERO, 0, "out_proj.bias", 1, {h}};
     return 4;
 }
 
@@ -198,7 +199,13 @@ static int s_embedding_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_para
 {
     /* N(0, 1/bag): the bag sum has unit variance */
     float sd = 1.0f / sqrtf((float)s_in(g, op, 0)->cols);
-    p[0] = (gpp_param_t){"table", op->table_rows, op->dim, 1, GPP_INIT_NORMAL, sd};
+    p[0] = (gpp_param_t){.name = "table",
+                         .rows = op->table_rows,
+                         .cols = op->dim,
+                         .sparse = op->update == GPP_TABLE_LAZY,
+                         .init = GPP_INIT_NORMAL,
+                         .scale = sd,
+                         .torch = "weight"};
     return 1;
 }
 
@@ -361,8 +368,9 @@ const gpp_op_info_t gpp_optable[] = {
         .bwd_reads_inputs = 1, .fwd_kernels = 5, .fwd_gemms = 4, .bwd_gemms = 8,
         .shape = s_attention_shape, .params = s_attention_params, .cost = s_attention_cost},
     [GPP_OP_EMBEDDING_BAG] = {.name = "embedding_bag", .role = GPP_ROLE_LAYER, .min_inputs = 1,
-        .max_inputs = 1, .n_attrs = 2,
-        .attrs = {I64(table_rows, 1, 0, 1, DIM_MAX), I64(dim, 1, 0, 1, DIM_MAX)},
+        .max_inputs = 1, .n_attrs = 3,
+        .attrs = {I64(table_rows, 1, 0, 1, DIM_MAX), I64(dim, 1, 0, 1, DIM_MAX),
+                  INT(update, 0, GPP_TABLE_LAZY, 0, 1, gpp_table_updates)},
         .takes_indices = 1, .bwd_reads_inputs = 1, .fwd_kernels = 1,
         .shape = s_embedding_shape, .params = s_embedding_params, .cost = s_embedding_cost},
     [GPP_OP_CONCAT] = {.name = "concat", .role = GPP_ROLE_LAYER, .min_inputs = 1,
@@ -388,6 +396,61 @@ const gpp_op_info_t gpp_optable[] = {
         .attrs = {I64(params, 0, 0, 0, INT64_MAX), I64(out_bytes, 0, 0, 0, INT64_MAX),
                   I64(stash_bytes, 0, 0, 0, INT64_MAX), NUM(fwd_flops), NUM(bwd_flops)},
         .takes_indices = 1, .fwd_kernels = 1, .fwd_gemms = 1, .bwd_gemms = 2},
+    [GPP_OP_EMBEDDING] = {.name = "embedding", .role = GPP_ROLE_LAYER, .min_inputs = 1,
+        .max_inputs = 1, .n_attrs = 4,
+        .attrs = {I64(table_rows, 1, 0, 1, DIM_MAX), I64(dim, 1, 0, 1, DIM_MAX),
+                  INT(mode, 0, GPP_EMBED_SEQ, 0, 2, gpp_embed_modes),
+                  INT(update, 0, GPP_TABLE_LAZY, 0, 1, gpp_table_updates)},
+        .takes_indices = 1, .bwd_reads_inputs = 1, .fwd_kernels = 1,
+        .shape = gpp_ext_embedding_shape, .params = gpp_ext_embedding_params,
+        .cost = gpp_ext_embedding_cost},
+    /* no input kept: dx += dy, dP += the batch's sum of dy */
+    [GPP_OP_PARAM_ADD] = {.name = "param_add", .role = GPP_ROLE_LAYER, .min_inputs = 1,
+        .max_inputs = 1, .n_attrs = 1, .attrs = {INT(lead, 0, 0, 0, 1, NULL)},
+        .fwd_kernels = 1, .shape = s_shape_same, .params = gpp_ext_param_add_params,
+        .cost = gpp_ext_param_add_cost},
+    /* max keeps each column's argmax (kernel stash); mean and sum need nothing */
+    [GPP_OP_REDUCE] = {.name = "reduce", .role = GPP_ROLE_LAYER, .min_inputs = 1,
+        .max_inputs = 1, .n_attrs = 1,
+        .attrs = {INT(mode, 0, GPP_REDUCE_MEAN, 0, 2, gpp_reduce_modes)},
+        .fwd_kernels = 1, .shape = gpp_ext_reduce_shape, .cost = gpp_ext_reduce_cost},
+    [GPP_OP_SIGMOID] = {.name = "sigmoid", .role = GPP_ROLE_LAYER, .min_inputs = 1,
+        .max_inputs = 1, .bwd_reads_inputs = 1, .fwd_kernels = 1, .shape = s_shape_same,
+        .cost = gpp_ext_act_cost},
+    [GPP_OP_TANH] = {.name = "tanh", .role = GPP_ROLE_LAYER, .min_inputs = 1, .max_inputs = 1,
+        .bwd_reads_inputs = 1, .fwd_kernels = 1, .shape = s_shape_same, .cost = gpp_ext_act_cost},
+    /* the mask is recomputed in the backward: nothing kept */
+    [GPP_OP_DROPOUT] = {.name = "dropout", .role = GPP_ROLE_LAYER, .min_inputs = 1,
+        .max_inputs = 1, .n_attrs = 1, .attrs = {NUM(p)},
+        .fwd_kernels = 1, .shape = gpp_ext_dropout_shape, .cost = gpp_ext_dropout_cost},
+    [GPP_OP_MATMUL] = {.name = "matmul", .role = GPP_ROLE_LAYER, .min_inputs = 2,
+        .max_inputs = 2, .bwd_reads_inputs = 1, .fwd_kernels = 1, .fwd_gemms = 1,
+        .bwd_gemms = 2, .shape = gpp_ext_matmul_shape, .cost = gpp_ext_matmul_cost},
+    [GPP_OP_TRANSPOSE] = {.name = "transpose", .role = GPP_ROLE_LAYER, .min_inputs = 1,
+        .max_inputs = 1, .fwd_kernels = 1, .shape = gpp_ext_transpose_shape,
+        .cost = gpp_ext_copy_cost},
+    [GPP_OP_STACK] = {.name = "stack", .role = GPP_ROLE_LAYER, .min_inputs = 1,
+        .max_inputs = INT_MAX, .fwd_kernels = 1, .shape = gpp_ext_stack_shape,
+        .cost = gpp_ext_copy_cost},
+    [GPP_OP_TRIU] = {.name = "triu", .role = GPP_ROLE_LAYER, .min_inputs = 1, .max_inputs = 1,
+        .n_attrs = 1, .attrs = {INT(offset, 0, 1, 0, 1, NULL)},
+        .fwd_kernels = 1, .shape = gpp_ext_triu_shape, .cost = gpp_ext_copy_cost},
+    /* patches gathered into the workspace, one GEMM; backward 2 GEMMs and the scatter */
+    [GPP_OP_PATCH_EMBED] = {.name = "patch_embed", .role = GPP_ROLE_LAYER, .min_inputs = 1,
+        .max_inputs = 1, .n_attrs = 3,
+        .attrs = {I64(height, 1, 0, 1, DIM_MAX), I64(patch, 1, 0, 1, DIM_MAX),
+                  I64(out_features, 1, 0, 1, DIM_MAX)},
+        .bwd_reads_inputs = 1, .fwd_kernels = 2, .fwd_gemms = 1, .bwd_gemms = 2,
+        .shape = gpp_ext_patch_shape, .params = gpp_ext_patch_params,
+        .cost = gpp_ext_patch_cost},
+    /* Q GEMM, KV GEMM, scores, softmax, context, output: 6; backward twice that */
+    [GPP_OP_CROSS_ATTENTION] = {.name = "cross_attention", .role = GPP_ROLE_LAYER,
+        .min_inputs = 2, .max_inputs = 2, .n_attrs = 2,
+        .attrs = {INT(heads, 1, 0, 1, INT_MAX, NULL), NUM(p)},
+        .bwd_reads_inputs = 1, .fwd_kernels = 6, .fwd_gemms = 5, .bwd_gemms = 10,
+        .shape = gpp_ext_cross_shape, .params = s_attention_params, .cost = gpp_ext_cross_cost},
+    [GPP_OP_LOSS_BCE] = {.name = "loss_bce", .role = GPP_ROLE_LOSS, .min_inputs = 1,
+        .max_inputs = 1, .fwd_kernels = 2, .shape = s_loss_shape, .cost = s_loss_cost},
 };
 /* clang-format on */
 _Static_assert(GPP_GRAPH_PARAM_SLOTS == GPP_OP_MAX_PARAMS, "init_weights slots");
@@ -519,7 +582,7 @@ int64_t gpp_op_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op)
 int64_t gpp_op_label_bytes(const gpp_graph_t *g, const gpp_op_t *op)
 {
     const gpp_op_t *x = op->n_inputs ? s_in(g, op, 0) : NULL;
-    if (op->type == GPP_OP_LOSS_MSE)
+    if (op->type == GPP_OP_LOSS_MSE || op->type == GPP_OP_LOSS_BCE)
         return x->rows * x->cols * 4;
     if (op->type == GPP_OP_LOSS_CE)
         return x->rows * 4;
@@ -543,6 +606,16 @@ gpp_work_t gpp_op_workspace(const gpp_graph_t *g, const gpp_op_t *op)
         w.fixed = (int64_t)gpp_attention_workspace_bytes(0, op->rows, op->cols);
         w.per_sample = (int64_t)gpp_attention_workspace_bytes(1, op->rows, op->cols) - w.fixed;
     }
+    if (op->type == GPP_OP_CROSS_ATTENTION) {
+        int64_t sk = g->ops[op->inputs[1]].rows;
+        w.fixed = (int64_t)gpp_cross_attention_workspace_bytes(0, op->rows, sk, op->cols);
+        w.per_sample =
+            (int64_t)gpp_cross_attention_workspace_bytes(1, op->rows, sk, op->cols) - w.fixed;
+    }
+    if (op->type == GPP_OP_PATCH_EMBED)
+        w.per_sample = gpp_patch_embed_workspace_bytes(g, op, 1);
+    if (op->type == GPP_OP_EMBEDDING && op->mode == GPP_EMBED_MEAN)
+        w.per_sample = op->cols * 4; /* the bag's gradient divided by its size */
     return w;
 }
 
@@ -554,10 +627,36 @@ int64_t gpp_op_workspace_bytes(const gpp_graph_t *g, const gpp_op_t *op, int64_t
 
 int64_t gpp_op_sparse_cap_rows(const gpp_graph_t *g, const gpp_op_t *op, int64_t batch)
 {
-    if (!op->sparse_params || op->type != GPP_OP_EMBEDDING_BAG)
+    if (!op->sparse_params || (op->type != GPP_OP_EMBEDDING_BAG && op->type != GPP_OP_EMBEDDING))
         return 0;
     int64_t touched = batch * s_in(g, op, 0)->cols;
     return touched < op->table_rows ? touched : op->table_rows;
+}
+
+int64_t gpp_patch_embed_workspace_bytes(const gpp_graph_t *g, const gpp_op_t *op, int64_t n)
+{
+    /* patches [m, C p p] | their gradient | the bias sum's ones [m], m = n P */
+    int64_t c = g->ops[op->inputs[0]].rows;
+    return n * op->rows * (2 * c * op->patch * op->patch + 1) * 4;
+}
+
+int gpp_op_param_torch(const gpp_graph_t *g, const gpp_op_t *op, int k, char *name, size_t cap,
+                       int64_t dims[4])
+{
+    gpp_param_t p[GPP_OP_MAX_PARAMS];
+    int n = gpp_op_params(g, op, p);
+    assert(k >= 0 && k < n);
+    (void)n;
+    const char *t = p[k].torch ? p[k].torch : p[k].name;
+    snprintf(name, cap, "%s%s%s", op->name, *t ? "." : "", t);
+    if (!p[k].tdims) {
+        dims[0] = p[k].rows;
+        dims[1] = p[k].cols;
+        return 2;
+    }
+    for (int d = 0; d < p[k].tdims; d++)
+        dims[d] = p[k].tshape[d];
+    return p[k].tdims;
 }
 
 int64_t gpp_op_param_copy_bytes(const gpp_graph_t *g, const gpp_op_t *op, gpp_alloc_rule_t rule)
@@ -890,7 +989,8 @@ int gpp_op_derive(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err)
         const gpp_op_t *x = s_in(g, op, k);
         if (x->type == GPP_OP_INPUT && x->input_kind == GPP_INPUT_INDICES)
             return s_err(err, op,
-                         "input '%s' holds embedding indices; only embedding_bag can consume it",
+                         "input '%s' holds embedding indices; only embedding and embedding_bag "
+                         "can consume it",
                          x->name);
     }
     if (s_check_attrs(op, err) || (T->shape && T->shape(g, op, err)))

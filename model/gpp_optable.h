@@ -66,6 +66,12 @@ typedef struct {
     int sparse; /* 1: row-sparse gradient (embedding table) */
     gpp_init_t init;
     float scale;
+    /* torch's state_dict key after "<op name>." (NULL: `name`; "": the op's
+     * name alone) and torch's shape (tdims 0: [rows, cols]); the same
+     * elements in the same order (gpp_op_param_torch) */
+    const char *torch;
+    int tdims;
+    int64_t tshape[4];
 } gpp_param_t;
 
 #define GPP_OP_MAX_PARAMS 4
@@ -113,6 +119,12 @@ void gpp_op_attr_set(gpp_op_t *op, const gpp_attr_t *a, double v);
 /* The parameter list of op (of a finalized graph, or one whose inputs are
  * derived); returns its length. */
 int gpp_op_params(const gpp_graph_t *g, const gpp_op_t *op, gpp_param_t out[GPP_OP_MAX_PARAMS]);
+
+/* The state_dict key and shape torch gives op's parameter slot k:
+ * "<op>.in_proj_weight" [3E, E], "<op>.weight" [C] of a layer norm, ...
+ * (docs/graph-format.md, "Name mapping"). Returns the number of dims. */
+int gpp_op_param_torch(const gpp_graph_t *g, const gpp_op_t *op, int k, char *name, size_t cap,
+                       int64_t dims[4]);
 
 /* Stash: the bytes per sample an op holds from its forward to its backward,
  * each tensor counted ONCE, at the op that owns it (gpp_op_t.stash_bytes):
@@ -260,6 +272,13 @@ int gpp_op_has_grad(gpp_op_type_t t);
  * the softmax probabilities [heads, seq, seq] and the context [seq, hidden]. */
 size_t gpp_layernorm_stash_bytes(int64_t n, int64_t rows);
 size_t gpp_attention_stash_bytes(int64_t n, int64_t seq, int64_t hidden, int heads);
+/* cross_attention: q [sq, E], kv [sk, 2E], probabilities [heads, sq, sk],
+ * ctx [sq, E]; its backward's workspace dctx, dq, dkv and one [sq, sk]. */
+size_t gpp_cross_attention_stash_bytes(int64_t n, int64_t sq, int64_t sk, int64_t hidden,
+                                       int heads);
+size_t gpp_cross_attention_workspace_bytes(int64_t n, int64_t sq, int64_t sk, int64_t hidden);
+/* patch_embed's workspace: the patches [P, C p p], their gradient, P ones. */
+int64_t gpp_patch_embed_workspace_bytes(const gpp_graph_t *g, const gpp_op_t *op, int64_t n);
 
 /* Validates op's arity, inputs and attribute ranges, derives its shape and
  * every figure (gpp_op_t's derived fields). Used by gpp_graph_finalize. */

@@ -14,6 +14,7 @@ PKGS=(
   zlib1g-dev                       # crc32 of checkpoints and dataset files
   libncurses-dev                   # gpp-top
   libsystemd-dev                   # sd_notify: Type=notify units (common/gpp_notify.c)
+  libsodium-dev                    # SHA-256 of the weights digest (common/gpp_sha256.c)
   libmicrohttpd-dev                # Prometheus /metrics ([coordinator] http_port)
   python3-prometheus-client tmux   # tests: parse /metrics, drive gpp-top
   systemd                          # tests: systemd-analyze verify|security on the units;
@@ -26,10 +27,10 @@ PKGS=(
                                    # (apt-get install: 18 s on the dev VM, 2026-11)
   python3-onnx                     # ONNX fixtures of the import tests (tests/data/onnx/make_onnx.py; 1.12)
   libonnx-dev                      # onnx/onnx-ml.proto: model/ generates its ONNX decoder from it
+  python3-torch                    # scripts/gpp-export (torch.fx, torch.onnx), the PyTorch parity
+                                   # tests (onnx_torch, torch_corpus) and the CPU speed benchmark;
+                                   # 1.13, about 590 MB installed (apt-get install: 5.5 min here)
 )
-# Benchmark-only: PyTorch on CPU for the training-speed comparison.
-# Also tests/integration/onnx_torch.sh (skipped without it) and scripts/gpp-export.
-if [ "${GPP_BENCH_DEPS:-0}" = 1 ]; then PKGS+=(python3-torch); fi
 # Example-only (examples/digits): scikit-learn's bundled digits data set.
 if [ "${GPP_EXAMPLE_DEPS:-0}" = 1 ]; then PKGS+=(python3-sklearn); fi
 # Coverage-only (make coverage): the line-coverage summary of gcov's counters.

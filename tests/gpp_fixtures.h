@@ -12,10 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 #include "agent/exec/gpp_exec.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_graph.h"
+#include "model/gpp_model.h"
 #include "planner/gpp_plan.h"
 #include "tests/gpp_test.h"
 
@@ -163,7 +164,7 @@ static inline int gpp_fixture_exec_open(gpp_fixture_exec_t *f, const char *spec,
 {
     gpp_err_t err = {0};
     memset(f, 0, sizeof *f);
-    f->g = gpp_zoo_build(spec, &err);
+    f->g = gpp_model_load(spec, &err); /* a zoo spec or a graph file */
     GPP_EXPECT_MSG(f->g != NULL, "%s", err.msg);
     gpp_backend_cfg_t bc = {.kind = GPP_DEVICE_CPU, .cpu_threads = 1};
     f->be = gpp_backend_new(&bc, &err);

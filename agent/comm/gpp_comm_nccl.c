@@ -17,6 +17,7 @@
 #include "agent/comm/gpp_comm_impl.h"
 #include "common/gpp_err.h"
 #include "common/gpp_time.h"
+#include "kernels/cuda/gpp_cuda_check.h"
 
 _Static_assert(GPP_NCCL_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "GPP_NCCL_ID_BYTES is nccl.h's");
 _Static_assert(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES, "ncclUniqueId is its bytes");
@@ -78,16 +79,6 @@ static int s_load(gpp_err_t *err)
     return 0;
 }
 
-int gpp_comm_nccl_load(int *version, gpp_err_t *err)
-{
-    if (s_load(err) < 0)
-        return -1;
-    ncclResult_t r = s_nc.ncclGetVersion(version);
-    if (r != ncclSuccess)
-        return gpp_err_set(err, "ncclGetVersion: %s", s_nc.ncclGetErrorString(r));
-    return 0;
-}
-
 /* ---- objects ---- */
 
 /* A deferred point-to-point operation: launched by s_flush, done when its
@@ -134,29 +125,46 @@ static const gpp_comm_ops_t s_ops;
 
 /* ---- errors and polling ---- */
 
-static int s_nccl_fail(s_comm_t *c, gpp_err_t *err, const char *call, ncclResult_t r)
+/* NCCL's check macros (STYLE rule 5; CUDA's: gpp_cuda_check.h): a failed
+ * call (not ncclSuccess, not ncclInProgress of a non-blocking
+ * communicator) becomes a gpp_err naming the rank (c NULL: none), file:line, the call,
+ * NCCL's message and its last error. S_NCCL_TRY returns -1,
+ * S_NCCL_TRY_GOTO jumps to label; S_NCCL_FAIL is their message for a
+ * result found otherwise (an asynchronous error). */
+static int s_nccl_fail(s_comm_t *c, gpp_err_t *err, const char *file, int line, const char *call,
+                       ncclResult_t r)
 {
     const char *last = s_nc.ncclGetLastError ? s_nc.ncclGetLastError(NULL) : NULL;
-    return gpp_err_set(err, "nccl rank %d (GPU %d): %s: %s%s%s", c->base.rank, c->device, call,
+    const char *base = strrchr(file, '/');
+    char who[64] = "nccl";
+    if (c)
+        snprintf(who, sizeof who, "nccl rank %d (GPU %d)", c->base.rank, c->device);
+    return gpp_err_set(err, "%s: %s:%d: %s: %s%s%s", who, base ? base + 1 : file, line, call,
                        s_nc.ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
 }
-static int s_cuda_fail(s_comm_t *c, gpp_err_t *err, const char *call, cudaError_t e)
-{
-    return gpp_err_set(err, "nccl rank %d (GPU %d): %s: %s (%s)", c->base.rank, c->device, call,
-                       cudaGetErrorString(e), cudaGetErrorName(e));
-}
-#define S_NC(c, call, err)                                                                         \
+#define S_NCCL_FAIL(c, err, call, r) s_nccl_fail((c), (err), __FILE__, __LINE__, (call), (r))
+#define S_NCCL_TRY(c, call, err)                                                                   \
     do {                                                                                           \
         ncclResult_t r_ = (call);                                                                  \
         if (r_ != ncclSuccess && r_ != ncclInProgress)                                             \
-            return s_nccl_fail((c), (err), #call, r_);                                             \
+            return S_NCCL_FAIL((c), (err), #call, r_);                                             \
     } while (0)
-#define S_CU(c, call, err)                                                                         \
+#define S_NCCL_TRY_GOTO(c, call, err, label)                                                       \
     do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            return s_cuda_fail((c), (err), #call, e_);                                             \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess && r_ != ncclInProgress) {                                           \
+            S_NCCL_FAIL((c), (err), #call, r_);                                                    \
+            goto label;                                                                            \
+        }                                                                                          \
     } while (0)
+
+int gpp_comm_nccl_load(int *version, gpp_err_t *err)
+{
+    if (s_load(err) < 0)
+        return -1;
+    S_NCCL_TRY(NULL, s_nc.ncclGetVersion(version), err);
+    return 0;
+}
 
 /* ncclCommAbort on every communicator of the rank (owner thread only: a
  * communicator is not used by two threads at once). Idempotent. */
@@ -213,13 +221,13 @@ static int s_settle(s_comm_t *c, ncclComm_t nc, const char *what, gpp_err_t *err
         ncclResult_t st = ncclInProgress;
         ncclResult_t r = s_nc.ncclCommGetAsyncError(nc, &st);
         if (r != ncclSuccess) {
-            s_nccl_fail(c, err, "ncclCommGetAsyncError", r);
+            S_NCCL_FAIL(c, err, "ncclCommGetAsyncError", r);
             return s_fail_all(c, err);
         }
         if (st == ncclSuccess)
             return 0;
         if (st != ncclInProgress) {
-            s_nccl_fail(c, err, what, st);
+            S_NCCL_FAIL(c, err, what, st);
             return s_fail_all(c, err);
         }
         if (atomic_load(&c->aborted)) {
@@ -250,7 +258,7 @@ static int s_check(s_comm_t *c, ncclComm_t nc, const char *what, gpp_err_t *err)
     ncclResult_t st = ncclSuccess;
     if (nc && s_nc.ncclCommGetAsyncError(nc, &st) == ncclSuccess && st != ncclSuccess &&
         st != ncclInProgress) {
-        s_nccl_fail(c, err, what, st);
+        S_NCCL_FAIL(c, err, what, st);
         return s_fail_all(c, err);
     }
     return 0;
@@ -271,7 +279,7 @@ static int s_wait_event(s_comm_t *c, ncclComm_t nc, cudaEvent_t ev, const char *
         if (e == cudaSuccess)
             return s_check(c, nc, what, err);
         if (e != cudaErrorNotReady) {
-            s_cuda_fail(c, err, "cudaEventQuery", e);
+            gpp_cuda_fail(err, __FILE__, __LINE__, "cudaEventQuery", e);
             return s_fail_all(c, err);
         }
         if (s_check(c, nc, what, err) < 0)
@@ -303,8 +311,8 @@ static int s_after_compute(s_comm_t *c, gpp_err_t *err)
 {
     if (!c->compute)
         return 0;
-    S_CU(c, cudaEventRecord(c->ev_compute, c->compute), err);
-    S_CU(c, cudaStreamWaitEvent(c->cs, c->ev_compute, 0), err);
+    GPP_CUDA_TRY(cudaEventRecord(c->ev_compute, c->compute), err);
+    GPP_CUDA_TRY(cudaStreamWaitEvent(c->cs, c->ev_compute, 0), err);
     return 0;
 }
 
@@ -315,7 +323,7 @@ static int s_init_comm(s_comm_t *c, ncclComm_t *out, const char *key, int n, int
 {
     ncclUniqueId id;
     if (publisher) {
-        S_NC(c, s_nc.ncclGetUniqueId(&id), err);
+        S_NCCL_TRY(c, s_nc.ncclGetUniqueId(&id), err);
         if (gpp_nccl_id_publish(c->rdv, key, &id, sizeof id, c->timeout_ms, err) < 0)
             return -1;
     } else if (gpp_nccl_id_fetch(c->rdv, key, &id, sizeof id, c->timeout_ms, err) < 0) {
@@ -326,7 +334,7 @@ static int s_init_comm(s_comm_t *c, ncclComm_t *out, const char *key, int n, int
     ncclComm_t nc = NULL;
     ncclResult_t r = s_nc.ncclCommInitRankConfig(&nc, n, id, me, &cfg);
     if (r != ncclSuccess && r != ncclInProgress) {
-        s_nccl_fail(c, err, "ncclCommInitRankConfig", r);
+        S_NCCL_FAIL(c, err, "ncclCommInitRankConfig", r);
         if (nc)
             s_nc.ncclCommAbort(nc);
         return -1;
@@ -415,7 +423,7 @@ gpp_comm_t *gpp_comm_nccl_new(gpp_comm_opts_t *o, gpp_err_t *err)
     int n_dev = 0;
     cudaError_t e = cudaGetDeviceCount(&n_dev);
     if (e != cudaSuccess) {
-        s_cuda_fail(c, err, "cudaGetDeviceCount", e);
+        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaGetDeviceCount", e);
         gpp_err_prefix(err, "comm nccl: no usable GPU (run on a machine with an NVIDIA GPU and "
                             "driver, or use the gloo comm)");
         goto fail;
@@ -435,7 +443,7 @@ gpp_comm_t *gpp_comm_nccl_new(gpp_comm_opts_t *o, gpp_err_t *err)
     if (e == cudaSuccess)
         e = cudaEventCreateWithFlags(&c->ev_compute, cudaEventDisableTiming);
     if (e != cudaSuccess) {
-        s_cuda_fail(c, err, "communication stream", e);
+        gpp_cuda_fail(err, __FILE__, __LINE__, "communication stream", e);
         goto fail;
     }
     if (gpp_nccl_id_key(key, sizeof key, c->prefix, NULL, 0, err) < 0 ||
@@ -487,10 +495,10 @@ static int s_flush(gpp_comm_t *base, gpp_err_t *err)
         return 0;
     if (s_live(c, err) < 0)
         return -1;
-    S_CU(c, cudaSetDevice(c->device), err);
+    GPP_CUDA_TRY(cudaSetDevice(c->device), err);
     if (s_after_compute(c, err) < 0)
         return -1;
-    S_NC(c, s_nc.ncclGroupStart(), err);
+    S_NCCL_TRY(c, s_nc.ncclGroupStart(), err);
     ncclResult_t r = ncclSuccess;
     const char *call = "ncclSend";
     for (s_req_t *q = c->pending; q && (r == ncclSuccess || r == ncclInProgress);
@@ -501,19 +509,19 @@ static int s_flush(gpp_comm_t *base, gpp_err_t *err)
     }
     ncclResult_t r_end = s_nc.ncclGroupEnd();
     if (r != ncclSuccess && r != ncclInProgress) {
-        s_nccl_fail(c, err, call, r);
+        S_NCCL_FAIL(c, err, call, r);
         return s_fail_all(c, err);
     }
     if (r_end != ncclSuccess && r_end != ncclInProgress) {
-        s_nccl_fail(c, err, "ncclGroupEnd", r_end);
+        S_NCCL_FAIL(c, err, "ncclGroupEnd", r_end);
         return s_fail_all(c, err);
     }
     if (s_settle(c, c->world, "ncclGroupEnd (point-to-point)", err) < 0)
         return -1;
     while (c->pending) {
         s_req_t *q = c->pending;
-        S_CU(c, cudaEventCreateWithFlags(&q->ev, cudaEventDisableTiming), err);
-        S_CU(c, cudaEventRecord(q->ev, c->cs), err);
+        GPP_CUDA_TRY(cudaEventCreateWithFlags(&q->ev, cudaEventDisableTiming), err);
+        GPP_CUDA_TRY(cudaEventRecord(q->ev, c->cs), err);
         c->pending = q->next_pending;
         q->next_pending = NULL;
     }
@@ -535,7 +543,7 @@ static int s_wait(gpp_comm_t *base, gpp_comm_req_t *req, gpp_err_t *err)
     if (s_wait_event(c, c->world, r->ev, what, err) < 0)
         return -1;
     if (c->compute && !r->send) /* the consumer's later work follows the data */
-        S_CU(c, cudaStreamWaitEvent(c->compute, r->ev, 0), err);
+        GPP_CUDA_TRY(cudaStreamWaitEvent(c->compute, r->ev, 0), err);
     return 0;
 }
 
@@ -552,7 +560,7 @@ static int s_test(gpp_comm_t *base, gpp_comm_req_t *req, int *done, gpp_err_t *e
     if (e == cudaErrorNotReady)
         return 0;
     if (e != cudaSuccess) {
-        s_cuda_fail(c, err, "cudaEventQuery", e);
+        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaEventQuery", e);
         return s_fail_all(c, err);
     }
     if (s_check(c, c->world, "gpp_comm_test", err) < 0) /* as in s_wait_event */
@@ -606,7 +614,7 @@ static gpp_comm_group_t *s_group_new(gpp_comm_t *base, const int *ranks, int n, 
         me++;
     cudaError_t e = cudaSetDevice(c->device);
     if (e != cudaSuccess) {
-        s_cuda_fail(c, err, "cudaSetDevice", e);
+        gpp_cuda_fail(err, __FILE__, __LINE__, "cudaSetDevice", e);
         return NULL;
     }
     ncclComm_t nc = NULL;
@@ -648,10 +656,10 @@ static int s_finish(s_comm_t *c, ncclComm_t nc, const char *what, gpp_err_t *err
     if (s_settle(c, nc, what, err) < 0)
         return -1;
     cudaEvent_t ev;
-    S_CU(c, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), err);
+    GPP_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), err);
     cudaError_t e = cudaEventRecord(ev, c->cs);
     int rc = e == cudaSuccess ? s_wait_event(c, nc, ev, what, err)
-                              : s_cuda_fail(c, err, "cudaEventRecord", e);
+                              : gpp_cuda_fail(err, __FILE__, __LINE__, "cudaEventRecord", e);
     cudaEventDestroy(ev);
     return rc;
 }
@@ -665,21 +673,20 @@ static int s_allreduce(gpp_comm_t *base, gpp_comm_group_t *g, float *buf, size_t
     ncclComm_t nc = s_nc_of(c, g);
     if (!nc)
         return s_aborted_err(c, err);
-    S_CU(c, cudaSetDevice(c->device), err);
+    GPP_CUDA_TRY(cudaSetDevice(c->device), err);
     if (s_after_compute(c, err) < 0)
         return -1;
-    ncclResult_t r = s_nc.ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, nc, c->cs);
-    if (r != ncclSuccess && r != ncclInProgress) {
-        s_nccl_fail(c, err, "ncclAllReduce", r);
-        return s_fail_all(c, err);
-    }
+    S_NCCL_TRY_GOTO(c, s_nc.ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, nc, c->cs), err,
+                    fail_all);
     if (s_finish(c, nc, "ncclAllReduce", err) < 0)
         return -1;
     if (c->compute) {
-        S_CU(c, cudaEventRecord(c->ev_compute, c->cs), err);
-        S_CU(c, cudaStreamWaitEvent(c->compute, c->ev_compute, 0), err);
+        GPP_CUDA_TRY(cudaEventRecord(c->ev_compute, c->cs), err);
+        GPP_CUDA_TRY(cudaStreamWaitEvent(c->compute, c->ev_compute, 0), err);
     }
     return 0;
+fail_all:
+    return s_fail_all(c, err);
 }
 
 static int s_scratch(s_comm_t *c, size_t bytes, gpp_err_t *err)
@@ -690,7 +697,7 @@ static int s_scratch(s_comm_t *c, size_t bytes, gpp_err_t *err)
         cudaFree(c->scratch);
     c->scratch = NULL;
     c->scratch_bytes = 0;
-    S_CU(c, cudaMalloc(&c->scratch, bytes), err);
+    GPP_CUDA_TRY(cudaMalloc(&c->scratch, bytes), err);
     c->scratch_bytes = bytes;
     return 0;
 }
@@ -703,16 +710,16 @@ static int s_gather_fixed(s_comm_t *c, ncclComm_t nc, int n, int me, const void 
     if (s_scratch(c, each * (size_t)n, err) < 0)
         return -1;
     char *d = c->scratch;
-    S_CU(c, cudaMemcpyAsync(d + each * (size_t)me, mine, each, cudaMemcpyHostToDevice, c->cs), err);
-    ncclResult_t r = s_nc.ncclAllGather(d + each * (size_t)me, d, each, ncclUint8, nc, c->cs);
-    if (r != ncclSuccess && r != ncclInProgress) {
-        s_nccl_fail(c, err, "ncclAllGather", r);
-        return s_fail_all(c, err);
-    }
+    GPP_CUDA_TRY(cudaMemcpyAsync(d + each * (size_t)me, mine, each, cudaMemcpyHostToDevice, c->cs),
+                 err);
+    S_NCCL_TRY_GOTO(c, s_nc.ncclAllGather(d + each * (size_t)me, d, each, ncclUint8, nc, c->cs),
+                    err, fail_all);
     if (s_finish(c, nc, "ncclAllGather", err) < 0)
         return -1;
-    S_CU(c, cudaMemcpy(all, d, each * (size_t)n, cudaMemcpyDeviceToHost), err);
+    GPP_CUDA_TRY(cudaMemcpy(all, d, each * (size_t)n, cudaMemcpyDeviceToHost), err);
     return 0;
+fail_all:
+    return s_fail_all(c, err);
 }
 
 static int s_allgatherv(gpp_comm_t *base, gpp_comm_group_t *g, const void *buf, size_t bytes,
@@ -725,7 +732,7 @@ static int s_allgatherv(gpp_comm_t *base, gpp_comm_group_t *g, const void *buf, 
     if (!nc)
         return s_aborted_err(c, err);
     const int n = g ? g->size : base->world_size, me = g ? g->rank : base->rank;
-    S_CU(c, cudaSetDevice(c->device), err);
+    GPP_CUDA_TRY(cudaSetDevice(c->device), err);
     uint64_t mine = bytes, *sizes = gpp_xcalloc((size_t)n, sizeof *sizes);
     int rc = s_gather_fixed(c, nc, n, me, &mine, sizeof mine, sizes, err);
     size_t max = 0, total = 0;
@@ -766,15 +773,15 @@ static int s_barrier(gpp_comm_t *base, gpp_comm_group_t *g, gpp_err_t *err)
     ncclComm_t nc = s_nc_of(c, g);
     if (!nc)
         return s_aborted_err(c, err);
-    S_CU(c, cudaSetDevice(c->device), err);
+    GPP_CUDA_TRY(cudaSetDevice(c->device), err);
     if (s_scratch(c, sizeof(float), err) < 0)
         return -1;
-    ncclResult_t r = s_nc.ncclAllReduce(c->scratch, c->scratch, 1, ncclFloat32, ncclSum, nc, c->cs);
-    if (r != ncclSuccess && r != ncclInProgress) {
-        s_nccl_fail(c, err, "ncclAllReduce (barrier)", r);
-        return s_fail_all(c, err);
-    }
+    S_NCCL_TRY_GOTO(c,
+                    s_nc.ncclAllReduce(c->scratch, c->scratch, 1, ncclFloat32, ncclSum, nc, c->cs),
+                    err, fail_all);
     return s_finish(c, nc, "ncclAllReduce (barrier)", err);
+fail_all:
+    return s_fail_all(c, err);
 }
 
 int gpp_comm_nccl_warmup(gpp_comm_t *base, const int *peers, int n, gpp_err_t *err)
@@ -787,7 +794,7 @@ int gpp_comm_nccl_warmup(gpp_comm_t *base, const int *peers, int n, gpp_err_t *e
         return 0;
     if (s_live(c, err) < 0)
         return -1;
-    S_CU(c, cudaSetDevice(c->device), err);
+    GPP_CUDA_TRY(cudaSetDevice(c->device), err);
     /* one byte each way per peer: [0, n) sent, [n, 2n) received */
     if (s_scratch(c, 2 * (size_t)n, err) < 0)
         return -1;

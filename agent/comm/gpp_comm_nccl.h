@@ -3,7 +3,7 @@
  *
  * Buffers are device memory of opts.device (one GPU per rank: NCCL refuses
  * two ranks on one GPU; agents sharing a GPU use gloo with host staging,
- * agent/exec/gpp_pipeline.c). The world communicator and one communicator
+ * gpp_staging.h). The world communicator and one communicator
  * per group (gpp_comm_group_new: a data-parallel group) are each initialised
  * from a unique id that the group's lowest rank draws (ncclGetUniqueId) and
  * publishes under "<prefix>/nccl/world" or "<prefix>/nccl/g/<r0>.<r1>...";
@@ -48,7 +48,7 @@ extern "C" {
  * or without a usable GPU: NULL and a message saying so. */
 gpp_comm_t *gpp_comm_nccl_new(gpp_comm_opts_t *opts, gpp_err_t *err);
 
-/* The host emulation's NCCL (kernels/cuda/emu/gpp_nccl_emu.cc, docs/gpu.md
+/* The host emulation's NCCL (tests/emu/gpp_nccl_emu.cc, docs/gpu.md
  * "The host emulation"): where a program defines this hook (only the
  * emulated builds of the GPU tests do), gpp_comm_nccl.c takes every NCCL
  * function from it by name instead of dlopen'ing libnccl. */

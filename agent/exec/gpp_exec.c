@@ -1,12 +1,12 @@
-/* gpp_exec: stage executor (see gpp_exec.h for the contract).
+/* gpp_exec: the stage executor's construction and entry points (see
+ * gpp_exec.h for the contract). Each pass runs eagerly (gpp_exec_pass.c)
+ * or as a CUDA graph (gpp_exec_graph.c); memory is gpp_exec_pool.c's, data
+ * gpp_exec_load.c's.
  *
  * Tensors of a stage live in "slots": one per op of the stage (its output)
  * and one per external producer (a boundary input). A micro-batch holds, per
  * slot, the activation and the activation gradient, plus per op the kernel
- * stash. Ops run in ascending id order (topological by the IR's invariant)
- * forward and in reverse backward; gradients from several consumers meet in
- * the producer slot's gradient buffer because every backward kernel
- * accumulates (+=) into dx. */
+ * stash. */
 #include "agent/exec/gpp_exec.h"
 
 #include <assert.h>
@@ -14,104 +14,12 @@
 #include <string.h>
 
 #include "agent/exec/gpp_exec_impl.h"
-#include "agent/exec/gpp_hash.h"
+#include "agent/data/gpp_hash.h"
 #include "common/gpp_time.h"
 #include "kernels/gpp_ops.h"
 #include "model/gpp_optable.h"
 
 #define TAG_PARAM 0x504152
-
-/* ---- memory: a pool of equal-size blocks (micro-batches repeat shapes) ----
- * The op table's gpp_stage_mem walks these allocations in this order: a
- * change here is a change there (test_optable zoo_stage_peak checks). */
-
-void *gpp_exec_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
-{
-    if (bytes == 0)
-        bytes = 4;
-    if (self->pg == PG_REPLAY) /* the recording allocates nothing: a pass it did not make */
-        gpp_exec_pg_leave(self, "an allocation the recorded iteration did not make");
-    void *p = NULL;
-    for (int i = 0; i < self->n_free; i++)
-        if (self->free_blocks[i].bytes == bytes) {
-            p = self->free_blocks[i].p;
-            self->free_blocks[i] = self->free_blocks[--self->n_free];
-            break;
-        }
-    if (!p && self->capture_on) {
-        /* nothing may synchronise or allocate inside a capture; the step ran
-           once at this size, so this is a size it did not use */
-        gpp_err_set(err,
-                    "executor: a CUDA graph capture asked for %zu bytes the pool does not hold",
-                    bytes);
-        return NULL;
-    }
-    if (!p) {
-        /* No cached block of this size: give the cached ones back first, so
-         * that the device holds no more than the live bytes whenever it
-         * grows — its high-water mark is then the executor's
-         * (gpp_stage_mem_peak predicts it). Micro-batches of one size hit
-         * the cache: this runs when sizes change. */
-        if (self->n_free && !self->pool_grow) {
-            gpp_stream_sync(self->s, NULL);
-            for (int i = 0; i < self->n_free; i++)
-                gpp_backend_free(self->be, &self->free_blocks[i].p);
-            self->n_free = 0;
-        }
-        p = gpp_backend_alloc(self->be, bytes, err);
-        if (!p)
-            return NULL;
-        gpp_exec_pg_grew(self, p, bytes);
-    }
-    self->live_bytes += (int64_t)bytes;
-    if (self->live_bytes > self->peak_bytes)
-        self->peak_bytes = self->live_bytes;
-    return p;
-}
-
-void gpp_exec_pool_put(gpp_exec_t *self, void *p, size_t bytes)
-{
-    if (self->n_free == self->cap_free) {
-        self->cap_free = self->cap_free ? 2 * self->cap_free : 64;
-        self->free_blocks =
-            gpp_xrealloc(self->free_blocks, (size_t)self->cap_free * sizeof *self->free_blocks);
-    }
-    self->free_blocks[self->n_free++] = (exec_block_t){p, bytes};
-}
-
-static void s_release(gpp_exec_t *self, void **p_p, size_t bytes)
-{
-    if (!*p_p)
-        return;
-    if (bytes == 0)
-        bytes = 4;
-    /* Stream-ordered reuse: later work on the same stream may take it.
-       Replaying passes, the block stays where the recording put it: the
-       pool is not used (gpp_exec_graph.c). */
-    if (self->pg != PG_REPLAY)
-        gpp_exec_pool_put(self, *p_p, bytes);
-    self->live_bytes -= (int64_t)bytes;
-    *p_p = NULL;
-}
-
-static int s_tensor_new(gpp_exec_t *self, const exec_slot_t *sl, int64_t n, gpp_tensor_t *t,
-                        gpp_err_t *err)
-{
-    *t = gpp_tensor(NULL, sl->dtype, n, sl->rows, sl->cols);
-    t->data = gpp_exec_alloc(self, gpp_tensor_bytes(t), err);
-    return t->data ? 0 : -1;
-}
-
-static void s_tensor_release(gpp_exec_t *self, gpp_tensor_t *t)
-{
-    s_release(self, &t->data, gpp_tensor_bytes(t));
-}
-
-/* Host staging buffer for data going to the device. */
-static void *s_host(gpp_exec_t *self, size_t bytes)
-{
-    return gpp_data_buf_reserve(&self->host, bytes, self->be);
-}
 
 /* ---- construction ---- */
 
@@ -139,6 +47,7 @@ static exec_param_t *s_add_param(gpp_exec_t *self, exec_op_t *eo, const gpp_para
     eo->n_params++;
     snprintf(p->name, sizeof p->name, "%s.%s", eo->op->name, spec->name);
     p->op = eo->op->id;
+    p->slot = eo->n_params - 1;
     p->value = gpp_tensor(NULL, GPP_DTYPE_F32, 1, spec->rows, spec->cols);
     p->grad = p->value;
     p->sparse = spec->sparse ? self->n_sparse++ : -1;
@@ -207,6 +116,11 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         if (i && ids[i] == ids[i - 1]) {
             gpp_err_set(err, "executor: op %d '%s' listed twice in the stage", ids[i],
                         g->ops[ids[i]].name);
+            free(ids);
+            return NULL;
+        }
+        if (!gpp_backend_op_supported(be, &g->ops[ids[i]], err)) {
+            gpp_err_prefix(err, "executor");
             free(ids);
             return NULL;
         }
@@ -363,7 +277,7 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
             }
             /* In chunks: a million-row table needs no second copy on the host. */
             const int64_t chunk = (int64_t)1 << 20;
-            float *h = s_host(self, (size_t)(numel < chunk ? numel : chunk) * 4);
+            float *h = gpp_exec_host(self, (size_t)(numel < chunk ? numel : chunk) * 4);
             for (int64_t first = 0; first < numel; first += chunk) {
                 int64_t m = numel - first < chunk ? numel - first : chunk;
                 s_init_param(self, p, &spec[k], k, first, m, h);
@@ -425,26 +339,11 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
     gpp_backend_free(self->be, (void **)&self->pflat);
     gpp_backend_free(self->be, (void **)&self->gflat);
     gpp_exec_graphs_free(self);
-    for (int i = 0; i < self->n_free; i++)
-        gpp_backend_free(self->be, &self->free_blocks[i].p);
-    free(self->free_blocks);
+    gpp_exec_pool_free(self);
     for (int i = 0; self->tev && i <= self->n_local; i++)
         gpp_event_destroy(&self->tev[i]);
     free(self->tev);
-    if (self->cs) /* the compute stream was synchronised above */
-        gpp_stream_sync(self->cs, NULL);
-    for (int i = 0; i < self->n_ahead; i++) {
-        exec_ahead_t *a = &self->ahead[i];
-        for (int k = 0; k < 2; k++) {
-            gpp_backend_free(self->be, &a->buf[k]);
-            gpp_event_destroy(&a->copied[k]);
-            gpp_event_destroy(&a->read[k]);
-        }
-    }
-    free(self->ahead);
-    if (self->cs)
-        gpp_data_track_free(&self->tr);
-    gpp_stream_destroy(&self->cs);
+    gpp_exec_load_free(self);
     gpp_stream_destroy(&self->s);
     for (int i = 0; i < self->n_local; i++)
         free(self->ops[i].in);
@@ -454,7 +353,6 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
     free(self->inputs);
     free(self->outputs);
     free(self->params);
-    gpp_data_buf_free(&self->host, self->be);
     free(self);
     *self_p = NULL;
 }
@@ -517,44 +415,6 @@ static exec_mb_t *s_mb(gpp_exec_t *self, int mb)
     return &self->mb[mb];
 }
 
-void gpp_exec_mb_arrays(const gpp_exec_t *self, exec_mb_t *x)
-{
-    x->act = gpp_xcalloc((size_t)self->n_slots, sizeof *x->act);
-    x->grad = gpp_xcalloc((size_t)self->n_slots, sizeof *x->grad);
-    x->filled = gpp_xcalloc((size_t)self->n_slots, sizeof *x->filled);
-    x->got_grad = gpp_xcalloc((size_t)self->n_slots, sizeof *x->got_grad);
-    x->stash = gpp_xcalloc((size_t)self->n_local + 1, sizeof *x->stash);
-    x->stash_bytes = gpp_xcalloc((size_t)self->n_local + 1, sizeof *x->stash_bytes);
-}
-
-void gpp_exec_mb_arrays_free(exec_mb_t *x)
-{
-    free(x->act);
-    free(x->grad);
-    free(x->filled);
-    free(x->got_grad);
-    free(x->stash);
-    free(x->stash_bytes);
-    x->act = x->grad = NULL;
-    x->filled = NULL;
-    x->got_grad = NULL;
-    x->stash = NULL;
-    x->stash_bytes = NULL;
-}
-
-void gpp_exec_mb_copy(const gpp_exec_t *self, exec_mb_t *dst, const exec_mb_t *src)
-{
-    size_t ns = (size_t)self->n_slots, nl = (size_t)self->n_local;
-    dst->state = src->state;
-    dst->loss_pending = src->loss_pending;
-    memcpy(dst->act, src->act, ns * sizeof *dst->act);
-    memcpy(dst->grad, src->grad, ns * sizeof *dst->grad);
-    memcpy(dst->filled, src->filled, ns * sizeof *dst->filled);
-    memcpy(dst->got_grad, src->got_grad, ns * sizeof *dst->got_grad);
-    memcpy(dst->stash, src->stash, nl * sizeof *dst->stash);
-    memcpy(dst->stash_bytes, src->stash_bytes, nl * sizeof *dst->stash_bytes);
-}
-
 static exec_slot_t *s_boundary_slot(gpp_exec_t *self, int op, int want_local)
 {
     assert(op >= 0 && op < self->g->n_ops && self->slot_of[op] >= 0);
@@ -586,13 +446,13 @@ void gpp_exec_release(gpp_exec_t *self, int m)
     exec_mb_t *mb = &self->mb[m];
     s_fold_loss(self, mb, NULL);
     for (int k = 0; k < self->n_slots; k++) {
-        s_tensor_release(self, &mb->act[k]);
-        s_tensor_release(self, &mb->grad[k]);
+        gpp_exec_tensor_release(self, &mb->act[k]);
+        gpp_exec_tensor_release(self, &mb->grad[k]);
         mb->filled[k] = 0;
         mb->got_grad[k] = 0;
     }
     for (int i = 0; i < self->n_local; i++)
-        s_release(self, &mb->stash[i], mb->stash_bytes[i]);
+        gpp_exec_pool_release(self, &mb->stash[i], mb->stash_bytes[i]);
     mb->state = MB_FREE;
 }
 
@@ -630,7 +490,7 @@ int gpp_exec_begin(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_er
     /* Buffers for the boundary inputs the caller fills. */
     for (int i = 0; i < self->n_inputs; i++) {
         int k = self->slot_of[self->inputs[i]];
-        if (s_tensor_new(self, &self->slots[k], n, &mb->act[k], err) < 0)
+        if (gpp_exec_tensor_new(self, &self->slots[k], n, &mb->act[k], err) < 0)
             return -1;
     }
     gpp_exec_pg_begun(self, m);
@@ -674,301 +534,6 @@ int gpp_exec_set_input(gpp_exec_t *self, int m, int producer, const gpp_tensor_t
     return 0;
 }
 
-/* Zeroed gradient buffer of slot k, allocated on first use (in block blk
- * when given: a replayed pass's). */
-static gpp_tensor_t *s_grad_in(gpp_exec_t *self, exec_mb_t *mb, int k, void *blk, gpp_err_t *err)
-{
-    gpp_tensor_t *t = &mb->grad[k];
-    if (!t->data) {
-        if (blk) {
-            const exec_slot_t *sl = &self->slots[k];
-            *t = gpp_tensor(blk, sl->dtype, mb->n, sl->rows, sl->cols);
-            size_t b = gpp_tensor_bytes(t);
-            self->live_bytes += (int64_t)(b ? b : 4);
-        } else if (s_tensor_new(self, &self->slots[k], mb->n, t, err) < 0) {
-            return NULL;
-        }
-        if (t->dtype == GPP_DTYPE_I32) /* a gradient is fp32, or bf16 as its activation */
-            t->dtype = GPP_DTYPE_F32;
-        if (gpp_stream_zero(self->s, t->data, gpp_tensor_bytes(t), err) < 0)
-            return NULL;
-    }
-    return t;
-}
-
-static gpp_tensor_t *s_grad(gpp_exec_t *self, exec_mb_t *mb, int k, gpp_err_t *err)
-{
-    return s_grad_in(self, mb, k, NULL, err);
-}
-
-/* Data for an INPUT op's slot (or a loss op's labels), read now: through
- * the host staging buffer, or straight from the data source's prefetched
- * copy. */
-static int s_load_now(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gpp_err_t *err)
-{
-    const void *h = gpp_data_ref(self->data, op, mb->sample_lo, mb->n,
-                                 s_host(self, gpp_tensor_bytes(dst)), err);
-    if (!h)
-        return -1;
-    if (gpp_stream_copy(self->s, dst->data, h, gpp_tensor_bytes(dst), GPP_COPY_H2D, err) < 0)
-        return -1;
-    /* The staging buffer is reused by the next load, the source's copy valid
-     * until its next call: wait for the copy. */
-    return gpp_stream_sync(self->s, err);
-}
-
-/* op's load-ahead entry, made on first use (NULL: no memory for events) */
-static exec_ahead_t *s_ahead_of(gpp_exec_t *self, int op)
-{
-    for (int i = 0; i < self->n_ahead; i++)
-        if (self->ahead[i].op == op)
-            return &self->ahead[i];
-    assert(self->n_ahead < self->n_local + 1);
-    exec_ahead_t *a = &self->ahead[self->n_ahead];
-    memset(a, 0, sizeof *a);
-    a->op = op;
-    for (int k = 0; k < 2; k++) {
-        a->n[k] = -1;
-        if (!(a->copied[k] = gpp_event_new(self->be, NULL)) ||
-            !(a->read[k] = gpp_event_new(self->be, NULL))) {
-            for (int j = 0; j <= k; j++) {
-                gpp_event_destroy(&a->copied[j]);
-                gpp_event_destroy(&a->read[j]);
-            }
-            return NULL;
-        }
-    }
-    self->n_ahead++;
-    return a;
-}
-
-/* Starts filling a's next buffer with samples [lo, lo + n) (bytes) on the
- * copy stream: the tracker's guess of the next micro-batch (a smaller one,
- * the last of a mini-batch, is a part of the buffer). Best
- * effort: on any failure the buffer stays empty, and the load that needs
- * those samples reads them itself, reporting the error. The host waits
- * for the copy itself (the source's memory is reused by its next call),
- * not for the compute stream. */
-static void s_ahead_fill(gpp_exec_t *self, exec_ahead_t *a, int64_t lo, int64_t n, size_t bytes)
-{
-    int k = a->next;
-    a->n[k] = -1;
-    if (n <= 0 || bytes == 0)
-        return;
-    gpp_err_t e;
-    if (a->cap[k] < bytes) { /* the old buffer may still be read or written */
-        if (gpp_event_sync(a->read[k], &e) < 0 || gpp_event_sync(a->copied[k], &e) < 0)
-            return;
-        gpp_backend_free(self->be, &a->buf[k]);
-        a->cap[k] = 0;
-        if (!(a->buf[k] = gpp_backend_alloc(self->be, bytes, &e)))
-            return;
-        a->cap[k] = bytes;
-    }
-    const void *h = gpp_data_ref(self->data, a->op, lo, n, s_host(self, bytes), &e);
-    if (!h || gpp_event_wait(a->read[k], self->cs, &e) < 0 ||
-        gpp_stream_copy(self->cs, a->buf[k], h, bytes, GPP_COPY_H2D, &e) < 0 ||
-        gpp_event_record(a->copied[k], self->cs, &e) < 0 || gpp_event_sync(a->copied[k], &e) < 0)
-        return;
-    a->lo[k] = lo;
-    a->n[k] = n;
-    a->bytes[k] = bytes;
-    a->next = k ^ 1;
-}
-
-/* Starts the fills the loads asked for. Called once the micro-batch's work
- * is enqueued (end of forward, after a replay's launch), so that the host's
- * wait for each copy overlaps the device running that work: a fill started
- * at the load itself would leave the device idle on a fresh queue (and put
- * the copy in the next op's profiled time). */
-void gpp_exec_ahead_flush(gpp_exec_t *self)
-{
-    /* inside a capture nothing runs, and a fill waits for its copy on the
-       host, which the capture refuses: the fills start after the launch */
-    if (self->capture_on)
-        return;
-    /* the loads of a micro-batch share its range; no stride known yet (the
-       first range): the samples that follow */
-    const gpp_data_track_t *t = &self->tr;
-    int64_t lo = t->next >= 0 ? t->next : t->cur_lo + t->cur_n, n = t->next_n;
-    for (int i = 0; i < self->n_ahead; i++) {
-        exec_ahead_t *a = &self->ahead[i];
-        if (a->pend)
-            s_ahead_fill(self, a, lo, n, a->per * (size_t)n);
-        a->pend = 0;
-    }
-}
-
-/* Data for an INPUT op's slot (or a loss op's labels): from the load-ahead
- * buffer when it holds these samples (a device copy, no host wait), else
- * read now; the next micro-batch's samples are then asked for
- * (gpp_exec_ahead_flush starts them). */
-int gpp_exec_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gpp_err_t *err)
-{
-    if (self->capture_on) { /* loaded before the launch into the graph's feed buffer */
-        if (!self->feed || !self->feed[op] || self->feed_bytes[op] < gpp_tensor_bytes(dst))
-            return gpp_err_set(err, "executor: op %d has no graph feed buffer of %zu bytes", op,
-                               gpp_tensor_bytes(dst));
-        return gpp_stream_copy(self->s, dst->data, self->feed[op], gpp_tensor_bytes(dst),
-                               GPP_COPY_D2D, err);
-    }
-    exec_ahead_t *a = self->cs && mb->n > 0 ? s_ahead_of(self, op) : NULL;
-    if (!a)
-        return s_load_now(self, mb, op, dst, err);
-    size_t bytes = gpp_tensor_bytes(dst), per = bytes / (size_t)mb->n;
-    int k = -1; /* a buffer holding samples [lo, lo + n) */
-    for (int j = 0; j < 2; j++)
-        if (a->n[j] > 0 && a->bytes[j] / (size_t)a->n[j] == per && a->lo[j] <= mb->sample_lo &&
-            mb->sample_lo + mb->n <= a->lo[j] + a->n[j])
-            k = j;
-    int rc;
-    if (k >= 0) {
-        const char *src = (const char *)a->buf[k] + (size_t)(mb->sample_lo - a->lo[k]) * per;
-        rc = gpp_event_wait(a->copied[k], self->s, err) < 0 ||
-                     gpp_stream_copy(self->s, dst->data, src, bytes, GPP_COPY_D2D, err) < 0 ||
-                     gpp_event_record(a->read[k], self->s, err) < 0
-                 ? -1
-                 : 0;
-        a->n[k] = -1; /* used: its next fill waits for read[k] */
-        self->ahead_hits++;
-    } else {
-        rc = s_load_now(self, mb, op, dst, err);
-        self->ahead_misses++;
-    }
-    if (rc == 0) {
-        gpp_data_track_note(&self->tr, op, mb->sample_lo, mb->n);
-        a->pend = 1;
-        a->per = per;
-    }
-    return rc;
-}
-
-/* The kernel arguments of op eo common to forward and backward: its
- * inputs, parameter values and gradients (w, dw: [GPP_OP_MAX_PARAMS]). */
-static void s_args(gpp_exec_t *self, exec_mb_t *mb, int i, const gpp_tensor_t **x, gpp_tensor_t *w,
-                   gpp_tensor_t *dw, gpp_op_args_t *a)
-{
-    const exec_op_t *eo = &self->ops[i];
-    const exec_param_t *P = &self->params[eo->first_param];
-    for (int k = 0; k < eo->op->n_inputs; k++)
-        x[k] = &mb->act[eo->in[k]];
-    for (int k = 0; k < eo->n_params; k++) {
-        w[k] = P[k].value;
-        dw[k] = P[k].grad;
-        if (P[k].sparse >= 0)
-            a->dsparse = self->sgrad[P[k].sparse];
-    }
-    a->op = eo->op;
-    a->x = x;
-    a->w = w;
-    a->dw = dw;
-    a->stash = mb->stash[i];
-}
-
-/* Linear i and the activation it feeds in one call: the linear's output
- * (z) first, unless the activation is a ReLU (z never materialised), then
- * the activation's; gpp_stage_mem counts them in this order. */
-static int s_forward_fused(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
-{
-    const exec_op_t *eo = &self->ops[i], *ea = &self->ops[eo->fuse_to];
-    const gpp_op_t *op = eo->op, *act = ea->op;
-    gpp_tensor_t *z = NULL;
-    if (act->type == GPP_OP_GELU) {
-        z = &mb->act[eo->out];
-        if (s_tensor_new(self, &self->slots[eo->out], mb->n, z, err) < 0)
-            return -1;
-    }
-    gpp_tensor_t *y = &mb->act[ea->out];
-    if (s_tensor_new(self, &self->slots[ea->out], mb->n, y, err) < 0)
-        return -1;
-    const exec_param_t *P = &self->params[eo->first_param];
-    return gpp_linear_act_fwd(self->s, &mb->act[eo->in[0]], &P[0].value,
-                              op->bias ? &P[1].value : NULL, act->type, (gpp_gelu_form_t)act->form,
-                              z, y, err);
-}
-
-static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
-{
-    exec_op_t *eo = &self->ops[i];
-    const gpp_op_t *op = eo->op;
-    int64_t n = mb->n;
-    gpp_tensor_t *y = &mb->act[eo->out];
-    if (eo->fused) /* its linear's call computed it */
-        return 0;
-    if (eo->fuse_to >= 0)
-        return s_forward_fused(self, mb, i, err);
-    /* a loss has no output tensor: its value goes to loss_dev */
-    if (eo->loss < 0 && s_tensor_new(self, &self->slots[eo->out], n, y, err) < 0)
-        return -1;
-    if (op->type == GPP_OP_INPUT) /* the data source, not a kernel */
-        return gpp_exec_load(self, mb, op->id, y, err);
-    if (eo->kernel_stash_bytes) {
-        mb->stash_bytes[i] = (size_t)(n * eo->kernel_stash_bytes);
-        if (!(mb->stash[i] = gpp_exec_alloc(self, mb->stash_bytes[i], err)))
-            return -1;
-    }
-    const gpp_tensor_t *x[op->n_inputs];
-    gpp_tensor_t *dx[op->n_inputs];
-    gpp_tensor_t w[GPP_OP_MAX_PARAMS], dw[GPP_OP_MAX_PARAMS];
-    gpp_op_args_t a = {.y = eo->loss < 0 ? y : NULL};
-    s_args(self, mb, i, x, w, dw, &a);
-    if (eo->loss < 0)
-        return gpp_op_kernels[op->type].fwd(self->s, &a, err);
-    /* a loss: labels from the data source; its input's gradient now */
-    gpp_dtype_t dt;
-    int64_t r, c;
-    gpp_data_label_shape(self->g, op->id, &dt, &r, &c);
-    gpp_tensor_t lab = gpp_tensor(NULL, dt, n, r, c);
-    if (!(lab.data = gpp_exec_alloc(self, gpp_tensor_bytes(&lab), err)))
-        return -1;
-    int rc = gpp_exec_load(self, mb, op->id, &lab, err);
-    dx[0] = NULL;
-    if (rc == 0 && self->slots[eo->in[0]].needs_grad && !(dx[0] = s_grad(self, mb, eo->in[0], err)))
-        rc = -1;
-    a.dx = dx;
-    a.target = &lab;
-    a.loss = mb->loss_dev + eo->loss;
-    a.grad_scale = (float)((double)n / (double)self->cfg.batch);
-    if (rc == 0)
-        rc = gpp_op_kernels[op->type].fwd(self->s, &a, err);
-    if (rc == 0 && !self->capture_on) /* a graph's loss is copied after its launch */
-        rc = gpp_stream_copy(self->s, mb->loss_host + eo->loss, a.loss, 4, GPP_COPY_D2H, err);
-    s_release(self, &lab.data, gpp_tensor_bytes(&lab));
-    return rc;
-}
-
-/* ---- the per-op timing hook ----
- * Timed events on the executor's stream: one before the first op and one
- * after each op, so an op's time is the device time from the end of the op
- * before it to its own end (its kernels, plus any wait for the host to
- * launch them, as in training); nothing synchronises between ops. The host
- * clock would time the launch on an asynchronous device. */
-static int s_timing_events(gpp_exec_t *self, gpp_err_t *err)
-{
-    if (self->tev)
-        return 0;
-    gpp_event_t **ev = gpp_xcalloc((size_t)self->n_local + 1, sizeof *ev);
-    for (int i = 0; i <= self->n_local; i++)
-        if (!(ev[i] = gpp_event_new_timed(self->be, err))) {
-            while (i-- > 0)
-                gpp_event_destroy(&ev[i]);
-            free(ev);
-            return gpp_err_prefix(err, "executor: timing events");
-        }
-    self->tev = ev;
-    return 0;
-}
-
-/* Adds the time between events a and b (recorded on the stream) to *acc. */
-static int s_timing_add(gpp_exec_t *self, int a, int b, double *acc, gpp_err_t *err)
-{
-    double ms = 0;
-    if (gpp_event_elapsed_ms(self->tev[a], self->tev[b], &ms, err) < 0)
-        return gpp_err_prefix(err, "executor: op timing");
-    *acc += ms;
-    return 0;
-}
-
 int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
 {
     assert(self && m >= 0);
@@ -995,60 +560,6 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
     if (pg < 0)
         gpp_exec_release(self, m);
     return pg < 0 ? -1 : 0;
-}
-
-int gpp_exec_forward_run(gpp_exec_t *self, int m, gpp_err_t *err)
-{
-    exec_mb_t *mb = &self->mb[m];
-    for (int i = 0; i < self->n_inputs; i++) {
-        int p = self->inputs[i], k = self->slot_of[p];
-        /* data produced elsewhere: regenerate rather than receive */
-        if (mb->filled[k] == 0 && mb->n > 0 && self->g->ops[p].type == GPP_OP_INPUT &&
-            gpp_exec_load(self, mb, p, &mb->act[k], err) < 0)
-            return -1;
-    }
-    /* An empty shard (a data-parallel replica with no samples of this
-     * micro-batch) runs nothing; its outputs and gradients are empty. */
-    int timed = self->timing && mb->n > 0 && self->n_local > 0;
-    if (timed &&
-        (s_timing_events(self, err) < 0 || gpp_event_record(self->tev[0], self->s, err) < 0))
-        goto fail;
-    for (int i = 0; i < self->n_local && mb->n > 0; i++) {
-        if (s_forward_op(self, mb, i, err) < 0) {
-            gpp_err_prefix(err, "forward of op %d '%s'", self->ops[i].op->id,
-                           self->ops[i].op->name);
-            goto fail;
-        }
-        if (timed && gpp_event_record(self->tev[i + 1], self->s, err) < 0)
-            goto fail;
-        /* inputs no backward reads and nobody sends die with their last
-           reader (stream-ordered reuse: later work on the stream may take
-           the block) */
-        for (int k = 0; k < self->ops[i].op->n_inputs; k++) {
-            int in = self->ops[i].in[k];
-            if (!self->slots[in].keep && self->slots[in].last_use == i)
-                s_tensor_release(self, &mb->act[in]);
-        }
-    }
-    /* Keep only what the backward reads or the caller may send. */
-    for (int k = 0; k < self->n_slots; k++) {
-        if (!self->slots[k].keep)
-            s_tensor_release(self, &mb->act[k]);
-        else if (mb->n == 0 && self->slots[k].local)
-            mb->act[k] =
-                gpp_tensor(NULL, self->slots[k].dtype, 0, self->slots[k].rows, self->slots[k].cols);
-    }
-    for (int i = 0; timed && i < self->n_local; i++) {
-        if (s_timing_add(self, i, i + 1, &self->ops[i].fwd_ms, err) < 0)
-            goto fail;
-        self->ops[i].calls++;
-    }
-    mb->loss_pending = self->n_loss > 0 && mb->n > 0;
-    mb->state = MB_FORWARD;
-    gpp_exec_ahead_flush(self);
-    return 0;
-fail:
-    return -1;
 }
 
 const gpp_tensor_t *gpp_exec_output(gpp_exec_t *self, int m, int op)
@@ -1087,10 +598,13 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int m, int op, const gpp_tensor_t
         mb->got_grad[k] = 1; /* an empty shard */
         return 0;
     }
-    /* replaying passes, the block the recording gave it */
+    /* replaying passes, the block the recording gave it; none: the
+       recording did not make this allocation, so the passes run eagerly */
     int fresh = !mb->grad[k].data;
     void *blk = fresh ? gpp_exec_pg_dy_block(self, m, k) : NULL;
-    gpp_tensor_t *g = s_grad_in(self, mb, k, blk, err);
+    if (fresh && !blk && self->pg == PG_REPLAY)
+        gpp_exec_pg_leave(self, "an allocation the recorded iteration did not make");
+    gpp_tensor_t *g = gpp_exec_grad_in(self, mb, k, blk, err);
     if (!g)
         return -1;
     if (fresh && !blk)
@@ -1102,39 +616,6 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int m, int op, const gpp_tensor_t
         return -1;
     mb->got_grad[k] = 1;
     return 0;
-}
-
-/* Input gradient pointer for input k of op eo: NULL when no gradient flows. */
-static int s_dx(gpp_exec_t *self, exec_mb_t *mb, const exec_op_t *eo, int k, gpp_tensor_t **dx,
-                gpp_err_t *err)
-{
-    *dx = NULL;
-    if (!self->slots[eo->in[k]].needs_grad)
-        return 0;
-    *dx = s_grad(self, mb, eo->in[k], err);
-    return *dx ? 0 : -1;
-}
-
-static int s_backward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
-{
-    exec_op_t *eo = &self->ops[i];
-    const gpp_op_t *op = eo->op;
-    const gpp_tensor_t *dy = &mb->grad[eo->out];
-    if (gpp_optable[op->type].role != GPP_ROLE_LAYER || !dy->data)
-        return 0; /* data; losses ran with the forward; no gradient reached this op */
-    const gpp_tensor_t *x[op->n_inputs];
-    gpp_tensor_t *dx[op->n_inputs];
-    gpp_tensor_t w[GPP_OP_MAX_PARAMS], dw[GPP_OP_MAX_PARAMS];
-    gpp_op_args_t a = {0};
-    s_args(self, mb, i, x, w, dw, &a);
-    for (int k = 0; k < op->n_inputs; k++)
-        if (s_dx(self, mb, eo, k, &dx[k], err) < 0)
-            return -1;
-    if (eo->bwd_reads_out) /* a fused ReLU: y > 0 exactly where its input was */
-        x[0] = &mb->act[eo->out];
-    a.dx = dx;
-    a.dy = dy;
-    return gpp_op_kernels[op->type].bwd(self->s, &a, err);
 }
 
 int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
@@ -1159,44 +640,12 @@ int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
     return gpp_exec_backward_run(self, m, err);
 }
 
-int gpp_exec_backward_run(gpp_exec_t *self, int m, gpp_err_t *err)
+int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
 {
-    exec_mb_t *mb = &self->mb[m];
-    /* timing: op i runs from event i + 1 to event i (the ops go backwards) */
-    int timed = self->timing && mb->n > 0 && self->n_local > 0;
-    if (timed && (s_timing_events(self, err) < 0 ||
-                  gpp_event_record(self->tev[self->n_local], self->s, err) < 0))
+    assert(self && m >= 0 && n >= 0 && lo >= 0);
+    if (gpp_exec_begin(self, m, lo, n, err) < 0 || gpp_exec_forward(self, m, err) < 0)
         return -1;
-    for (int i = self->n_local - 1; i >= 0 && mb->n > 0; i--) {
-        if (s_backward_op(self, mb, i, err) < 0) {
-            gpp_err_prefix(err, "backward of op %d '%s'", self->ops[i].op->id,
-                           self->ops[i].op->name);
-            return -1;
-        }
-        if (timed && gpp_event_record(self->tev[i], self->s, err) < 0)
-            return -1;
-        /* its output's gradient has been read: every consumer came first */
-        s_tensor_release(self, &mb->grad[self->ops[i].out]);
-    }
-    for (int i = 0; timed && i < self->n_local; i++)
-        if (s_timing_add(self, i + 1, i, &self->ops[i].bwd_ms, err) < 0)
-            return -1;
-    /* Input gradients stay (the caller sends them); every boundary input
-     * that takes a gradient gets one, zero if nothing reached it. */
-    for (int k = 0; k < self->n_slots; k++) {
-        const exec_slot_t *sl = &self->slots[k];
-        if (!sl->local && sl->needs_grad) {
-            if (!s_grad(self, mb, k, err))
-                return -1;
-        } else {
-            s_tensor_release(self, &mb->grad[k]);
-        }
-        s_tensor_release(self, &mb->act[k]);
-    }
-    for (int i = 0; i < self->n_local; i++)
-        s_release(self, &mb->stash[i], mb->stash_bytes[i]);
-    mb->state = MB_BACKWARD;
-    return 0;
+    return gpp_exec_backward(self, m, err);
 }
 
 const gpp_tensor_t *gpp_exec_input_grad(gpp_exec_t *self, int m, int producer)
@@ -1323,6 +772,8 @@ int gpp_exec_params_foreach(gpp_exec_t *self, gpp_exec_param_fn fn, void *arg, g
         gpp_optim_state_t *st = q->sparse >= 0 ? self->sstate[q->sparse] : self->dense_state;
         int64_t at = q->sparse >= 0 ? 0 : q->offset;
         gpp_exec_param_t p = {.name = q->name,
+                              .op = q->op,
+                              .slot = q->slot,
                               .rows = q->value.rows,
                               .cols = q->value.cols,
                               .n_bufs = 1 + gpp_optim_state_nbufs(st),
@@ -1468,13 +919,4 @@ void gpp_exec_reset_times(gpp_exec_t *self)
         self->ops[i].fwd_ms = self->ops[i].bwd_ms = 0;
         self->ops[i].calls = 0;
     }
-}
-
-void gpp_exec_load_ahead_stats(const gpp_exec_t *self, int64_t *hits, int64_t *misses)
-{
-    assert(self);
-    if (hits)
-        *hits = self->ahead_hits;
-    if (misses)
-        *misses = self->ahead_misses;
 }

@@ -1,78 +1,49 @@
-/* gpp_exec: the stage executor — runs a set of ops of a model (a pipeline
+/* gpp_exec: the stage executor. Runs a set of ops of a model (a pipeline
  * stage, or the whole model) forward and backward on one backend, one
  * micro-batch at a time, and owns the stage's parameters, gradients and
- * optimizer state.
+ * optimizer state (docs/executor.md).
  *
- * Life of an iteration, as a pipeline agent drives it (micro-batch slots
- * `mb` are small integers chosen by the caller; several may be in flight):
- *
- *   gpp_exec_begin(ex, mb, sample_lo, n)       samples [sample_lo, +n)
- *   gpp_exec_set_input(ex, mb, producer, t, lo) for every boundary input
- *        (or write into gpp_exec_input(ex, mb, producer) directly)
+ * An iteration, as a pipeline agent drives it (micro-batch slots `mb` are
+ * small integers the caller picks; several may be in flight):
+ *   gpp_exec_begin(ex, mb, sample_lo, n)         samples [sample_lo, +n)
+ *   gpp_exec_set_input(ex, mb, producer, t, lo)  every boundary input
  *   gpp_exec_forward(ex, mb)
- *   gpp_exec_output(ex, mb, op)                -> send to consumer stages
- *   ... later ...
- *   gpp_exec_add_output_grad(ex, mb, op, dy, lo) for every boundary output,
- *        once per consumer stage / re-sharded piece: they are summed
- *   gpp_exec_backward(ex, mb)                  frees the micro-batch's stash
- *   gpp_exec_input_grad(ex, mb, producer)      -> send to producer stages
- *   gpp_exec_release(ex, mb)                   frees the input gradients
- *   ... after the last micro-batch of the iteration ...
- *   gpp_exec_grads / gpp_exec_sparse_grad      -> all-reduce across replicas
- *   gpp_exec_loss(ex, &loss)                   this replica's loss share
- *   gpp_exec_step(ex)                          optimizer step, zero grads
+ *   gpp_exec_output(ex, mb, op)                  -> consumer stages
+ *   gpp_exec_add_output_grad(ex, mb, op, dy, lo) every boundary output, once
+ *                                                per consumer piece: summed
+ *   gpp_exec_backward(ex, mb)
+ *   gpp_exec_input_grad(ex, mb, producer)        -> producer stages
+ *   gpp_exec_release(ex, mb)
+ *   gpp_exec_grads / _sparse_grad                all-reduce across replicas
+ *   gpp_exec_loss(ex, &loss), gpp_exec_step(ex)
+ * INPUT ops and labels come from the data source by sample index (no data
+ * or label traffic). Parameters are drawn from (seed, op id, slot, element
+ * index), so every process builds the same weights for an op.
  *
- * Boundary inputs are tensors produced by ops outside the stage; INPUT ops
- * inside the stage are read from the data source, and so is an external
- * INPUT producer whose tensor the caller did not set (any replica can
- * regenerate data). Loss ops read their labels from the data source by
- * sample index, so the sink stage needs no label traffic.
+ * Gradient convention: `batch` (B) counts every micro-batch of every
+ * data-parallel replica; a loss over n samples contributes (n / B) x its
+ * mean, so replicas SUM their gradients and gpp_exec_loss shares.
  *
- * GRADIENT CONVENTION. `batch` (B) in the config is the mini-batch size over
- * all micro-batches AND all data-parallel replicas. A loss op over a
- * micro-batch of n samples contributes (n / B) x (its mean over the
- * micro-batch) — i.e. the sum of per-sample losses divided by B — so the
- * accumulated gradient is the gradient of the mini-batch mean whatever the
- * micro-batching. Data-parallel replicas must SUM (not average) their
- * gradients in the all-reduce. Several loss ops add. gpp_exec_loss returns
- * the same share of the loss value: summed over replicas it is the
- * mini-batch mean.
+ * Memory: a micro-batch's activations, stashes and gradients live from its
+ * forward to its backward (the rest dies with its last reader) in a pool
+ * of equal-size blocks; gpp_exec_predict_mem gives the peak from the op
+ * table.
  *
- * Parameters are initialised from (seed, op id, parameter slot, element
- * index) with a counter-based generator (gpp_hash.h), so every process
- * builds identical weights for an op whatever the stage it sits in:
- * linear and attention weights Xavier-uniform, biases 0, LayerNorm gain 1
- * and bias 0, embedding tables N(0, 1/bag).
+ * Errors: run-time failures return -1 with a message; an op id that is not
+ * a boundary of the stage is a programmer error (assert).
  *
- * Memory: activations, stashes and gradients of a micro-batch live from its
- * forward to its backward (only the tensors the backward reads or the caller
- * may send are kept past the forward; the others die with their last reader); a pool reuses freed
- * blocks of equal size. gpp_exec_peak_stash_bytes reports the high-water mark. A block of a size
- * the pool does not hold makes the pool give its blocks back first, so the device never holds more
- * than the executor's live bytes plus its fixed state: gpp_exec_predict_mem gives the peak from the
- * op table.
+ * Streams: everything is enqueued on gpp_exec_stream. Returned tensors are
+ * complete once it is synchronised; tensors passed in must stay unchanged
+ * until then.
  *
- * Errors: run-time failures (data source, backend, a caller that sets an
- * input of the wrong shape, backward before forward, missing boundary
- * gradients) return -1 with a message; passing an op id that is not a
- * boundary of the stage is a programmer error (assert).
- *
- * Threads and streams: everything is enqueued on the executor's stream
- * (gpp_exec_stream). Tensors returned by gpp_exec_output / input_grad are
- * complete once that stream is synchronised (or after an event recorded on
- * it). Tensors passed in (set_input, add_output_grad) are read by work
- * enqueued on the stream: keep them unchanged until the stream is
- * synchronised (the CPU backend completes the work before returning).
- *
- * Ownership: gpp_exec_new returns an executor the caller owns; it borrows
- * the graph, the backend and the data source, which must outlive it.
- * Returned tensors are owned by the executor. */
+ * Ownership: the caller owns the executor; it borrows the graph, the
+ * backend and the data source. Returned tensors belong to the executor. */
 #ifndef GPP_EXEC_H
 #define GPP_EXEC_H
 
 #include <stdint.h>
 
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 #include "common/gpp_err.h"
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_optim.h"
@@ -216,6 +187,8 @@ const gpp_optim_hp_t *gpp_exec_optim(const gpp_exec_t *self);
 typedef struct {
     const char *name; /* "<op name>.<param>" (weight, bias, gain, w_qkv, b_qkv,
                          w_o, b_o, table) */
+    int op, slot;     /* the op's id and the parameter's slot: torch's name and
+                         shape are gpp_op_param_torch's */
     int64_t rows, cols;
     int n_bufs; /* 1 + optimizer state buffers (SGD 1, AdamW 2) */
     /* device memory, rows x cols floats each: buf[0] the value, buf[1 + k]
@@ -254,12 +227,12 @@ int64_t gpp_exec_peak_stash_bytes(const gpp_exec_t *self);
 int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int mb, int op);
 /* Bytes per sample op's forward kernel keeps for its backward on this
  * executor's backend (the op table's figure, or less: CUDA's fused
- * attention), or -1 when op is not in the stage. gpp_profile_write records
- * it ("kernel_stash") for the planner. */
+ * attention), or -1 when op is not in the stage. The profiler
+ * (gpp_profile_measure) records it ("kernel_stash") for the planner. */
 int64_t gpp_exec_kernel_stash_bytes(const gpp_exec_t *self, int op);
 /* The stream workspace op's kernels ask on this executor's backend
- * (gpp_backend_op_workspace), {-1, -1} when op is not in the stage.
- * gpp_profile_write records it ("workspace") for the planner. */
+ * (gpp_backend_op_workspace), {-1, -1} when op is not in the stage. The
+ * profiler (gpp_profile_measure) records it ("workspace") for the planner. */
 gpp_work_t gpp_exec_op_workspace(const gpp_exec_t *self, int op);
 /* The op table's model of this executor's device memory for micro-batches
  * of n samples (gpp_stage_mem: the optimizer and mini-batch of the config,

@@ -66,7 +66,7 @@ static int s_load_shape(const gpp_exec_t *self, int op, int64_t n, gpp_tensor_t 
         return 0;
     gpp_dtype_t dt;
     int64_t r, c;
-    gpp_data_label_shape(self->g, op, &dt, &r, &c);
+    gpp_data_shape_label(self->g, op, &dt, &r, &c);
     *t = gpp_tensor(NULL, dt, n, r, c);
     return 1;
 }
@@ -117,14 +117,6 @@ static int s_feed(gpp_exec_t *self, exec_mb_t *mb, int grow, gpp_err_t *err)
     return 1;
 }
 
-int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
-{
-    assert(self && m >= 0 && n >= 0 && lo >= 0);
-    if (gpp_exec_begin(self, m, lo, n, err) < 0 || gpp_exec_forward(self, m, err) < 0)
-        return -1;
-    return gpp_exec_backward(self, m, err);
-}
-
 /* ---- passes ---- */
 
 /* Warm iterations at most before the pool must have settled. */
@@ -133,23 +125,6 @@ int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
 static int s_pg_on(const gpp_exec_t *self)
 {
     return self->pg == PG_WARM || self->pg == PG_CAPTURE || self->pg == PG_REPLAY;
-}
-
-static void s_reg_add(gpp_exec_t *self, void *p, size_t bytes)
-{
-    if (self->n_reg == self->cap_reg) {
-        self->cap_reg = self->cap_reg ? 2 * self->cap_reg : 64;
-        self->reg = gpp_xrealloc(self->reg, (size_t)self->cap_reg * sizeof *self->reg);
-    }
-    self->reg[self->n_reg++] = (exec_block_t){p, bytes};
-}
-
-void gpp_exec_pg_grew(gpp_exec_t *self, void *p, size_t bytes)
-{
-    if (!s_pg_on(self))
-        return;
-    self->grown++;
-    s_reg_add(self, p, bytes);
 }
 
 static void s_pass_clear(exec_pass_t *P)
@@ -208,21 +183,6 @@ static void s_passes_free(gpp_exec_t *self)
     self->feed_bytes = NULL;
 }
 
-/* 1 when a micro-batch slot holds block p. */
-static int s_held(const gpp_exec_t *self, const void *p)
-{
-    for (int m = 0; m < self->n_mb; m++) {
-        const exec_mb_t *mb = &self->mb[m];
-        for (int k = 0; k < self->n_slots; k++)
-            if (mb->act[k].data == p || mb->grad[k].data == p)
-                return 1;
-        for (int i = 0; i < self->n_local; i++)
-            if (mb->stash[i] == p)
-                return 1;
-    }
-    return 0;
-}
-
 static void s_off(gpp_exec_t *self, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void s_off(gpp_exec_t *self, const char *fmt, ...)
 {
@@ -238,22 +198,9 @@ void gpp_exec_pg_leave(gpp_exec_t *self, const char *why)
 {
     if (!s_pg_on(self))
         return;
-    /* the recordings may still be running on the blocks */
-    gpp_stream_sync(self->s, NULL);
-    self->n_free = 0;
-    self->live_bytes = 0;
-    for (int i = 0; i < self->n_reg; i++) {
-        if (s_held(self, self->reg[i].p))
-            self->live_bytes += (int64_t)self->reg[i].bytes;
-        else
-            gpp_exec_pool_put(self, self->reg[i].p, self->reg[i].bytes);
-    }
-    free(self->reg);
-    self->reg = NULL;
-    self->n_reg = self->cap_reg = 0;
+    gpp_exec_pool_thaw(self); /* an ordinary pool of the blocks no slot holds */
     s_passes_free(self);
     self->pg = PG_OFF;
-    self->pool_grow = 0;
     if (why) {
         snprintf(self->graphs_why, sizeof self->graphs_why, "%s", why);
         self->graphs_off = self->graphs_why;
@@ -272,7 +219,7 @@ int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n)
         self->grown = 0;
         /* blocks of micro-batches run with the timing hook before */
         for (int i = 0; i < self->n_free; i++)
-            s_reg_add(self, self->free_blocks[i].p, self->free_blocks[i].bytes);
+            gpp_exec_pool_register(self, self->free_blocks[i].p, self->free_blocks[i].bytes);
     }
     if (self->pg == PG_CAPTURE) {
         exec_pass_t *P = s_pass(self, m);
@@ -581,9 +528,6 @@ void gpp_exec_pg_step(gpp_exec_t *self)
 void gpp_exec_graphs_free(gpp_exec_t *self)
 {
     s_passes_free(self);
-    free(self->reg);
-    self->reg = NULL;
-    self->n_reg = self->cap_reg = 0;
 }
 
 void gpp_exec_graph_stats(const gpp_exec_t *self, int64_t *captures, int64_t *replays)

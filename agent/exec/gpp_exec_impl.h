@@ -1,17 +1,23 @@
-/* gpp_exec_impl: the executor's private state, shared by its files:
- * gpp_exec.c (stages, micro-batches, memory, parameters) and gpp_exec_graph.c
- * (CUDA graphs). Not for callers: gpp_exec.h is the contract. */
+/* gpp_exec_impl: the executor's private state, shared by its files (not
+ * for callers: gpp_exec.h is the contract). Each file calls only the ones
+ * below it:
+ *   gpp_exec.c        construction, entry points, parameters, measurement
+ *   gpp_exec_graph.c  CUDA graphs of the passes
+ *   gpp_exec_pass.c   a forward or backward run eagerly
+ *   gpp_exec_load.c   data and labels, the load-ahead
+ *   gpp_exec_pool.c   the memory pool */
 #ifndef GPP_EXEC_IMPL_H
 #define GPP_EXEC_IMPL_H
 
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/data/gpp_data.h"
+#include "agent/data/gpp_data_pool.h"
 #include "agent/exec/gpp_exec.h"
 
 enum { MB_FREE = 0, MB_OPEN, MB_FORWARD, MB_BACKWARD };
 
 typedef struct {
     char name[GPP_NAME_LEN + 8];
-    int op;
+    int op, slot;   /* the op's id and its parameter slot (gpp_op_params order) */
     int sparse;     /* index into the sparse arrays, or -1 */
     int64_t offset; /* dense: element offset into pflat / gflat */
     gpp_tensor_t value;
@@ -175,25 +181,51 @@ struct gpp_exec_s {
     int64_t ahead_hits, ahead_misses;
 };
 
-/* ---- gpp_exec.c, for gpp_exec_graph.c ---- */
+/* ---- gpp_exec_pool.c ---- */
 /* A block of the pool (bytes 0: 4), NULL + message; never allocates inside
- * a capture. */
+ * a capture or while recordings replay. While the pool only grows
+ * (pool_grow) every new block is registered. */
 void *gpp_exec_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err);
 void gpp_exec_pool_put(gpp_exec_t *self, void *p, size_t bytes);
+/* Gives *p_p (bytes) back to the pool (not while replaying: the block stays
+ * where the recording put it) and NULLs it. */
+void gpp_exec_pool_release(gpp_exec_t *self, void **p_p, size_t bytes);
+/* A tensor of slot sl for n samples from the pool, and its release. */
+int gpp_exec_tensor_new(gpp_exec_t *self, const exec_slot_t *sl, int64_t n, gpp_tensor_t *t,
+                        gpp_err_t *err);
+void gpp_exec_tensor_release(gpp_exec_t *self, gpp_tensor_t *t);
+/* The host staging buffer of data going to the device (>= bytes). */
+void *gpp_exec_host(gpp_exec_t *self, size_t bytes);
+/* Adds a block to the registry (every block of a pool that only grows). */
+void gpp_exec_pool_register(gpp_exec_t *self, void *p, size_t bytes);
+/* An ordinary pool again: the registered blocks no slot holds become free
+ * blocks, the others live bytes; the registry is dropped. */
+void gpp_exec_pool_thaw(gpp_exec_t *self);
+/* Frees the free blocks, the registry and the host buffer (destroy). */
+void gpp_exec_pool_free(gpp_exec_t *self);
+
+/* ---- gpp_exec_load.c ---- */
 /* Loads op's data (INPUT) or labels (loss) for mb's samples into dst. */
 int gpp_exec_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gpp_err_t *err);
 /* Starts the load-ahead fills the loads asked for (not inside a capture). */
 void gpp_exec_ahead_flush(gpp_exec_t *self);
-/* The bodies of gpp_exec_forward / backward once their checks passed: -1
- * leaves the slot as it stands (the callers release or undo it). */
-int gpp_exec_forward_run(gpp_exec_t *self, int m, gpp_err_t *err);
-int gpp_exec_backward_run(gpp_exec_t *self, int m, gpp_err_t *err);
+/* Frees the load-ahead's buffers, events and copy stream (destroy). */
+void gpp_exec_load_free(gpp_exec_t *self);
+
+/* ---- gpp_exec_pass.c ---- */
 /* A micro-batch slot's host arrays (n_slots / n_local long), made or freed;
  * copy: the host state a pass changes (state, tensors, stashes, fills,
  * loss_pending), not its samples or loss buffers. */
 void gpp_exec_mb_arrays(const gpp_exec_t *self, exec_mb_t *x);
 void gpp_exec_mb_arrays_free(exec_mb_t *x);
 void gpp_exec_mb_copy(const gpp_exec_t *self, exec_mb_t *dst, const exec_mb_t *src);
+/* Slot k's gradient, zeroed, made on first use (in block blk when given:
+ * a replayed pass's); NULL + message. */
+gpp_tensor_t *gpp_exec_grad_in(gpp_exec_t *self, exec_mb_t *mb, int k, void *blk, gpp_err_t *err);
+/* The bodies of gpp_exec_forward / backward once their checks passed: -1
+ * leaves the slot as it stands (the callers release or undo it). */
+int gpp_exec_forward_run(gpp_exec_t *self, int m, gpp_err_t *err);
+int gpp_exec_backward_run(gpp_exec_t *self, int m, gpp_err_t *err);
 
 /* ---- gpp_exec_graph.c ---- */
 /* Frees the passes' recordings and feeds (destroy). */
@@ -217,7 +249,5 @@ void gpp_exec_pg_step(gpp_exec_t *self);
 /* Leaves per-pass graphs for good: the pool becomes an ordinary one again
  * (free: every block no slot holds). why NULL: quietly (destroy). */
 void gpp_exec_pg_leave(gpp_exec_t *self, const char *why);
-/* s_alloc took a new block from the backend (registered while recording). */
-void gpp_exec_pg_grew(gpp_exec_t *self, void *p, size_t bytes);
 
 #endif

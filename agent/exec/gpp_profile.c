@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "agent/exec/gpp_exec.h"
-#include "agent/exec/gpp_hash.h"
+#include "agent/data/gpp_hash.h"
 #include "common/gpp_fault.h"
 #include "common/gpp_time.h"
 

@@ -21,7 +21,7 @@
 #ifndef GPP_EXEC_PROFILE_H
 #define GPP_EXEC_PROFILE_H
 
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 #include "common/gpp_err.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_graph.h"

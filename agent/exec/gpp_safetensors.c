@@ -9,22 +9,12 @@
 
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_codec.h"
+#include "model/gpp_optable.h"
 
 #define CHUNK_BYTES ((size_t)4 << 20)
 
-/* The optable's parameters that are vectors ([1, n] in gpp, [n] in torch). */
-static int s_is_vector(const char *name)
-{
-    static const char *const vec[] = {"bias", "gain", "b_qkv", "b_o"};
-    const char *dot = strrchr(name, '.');
-    const char *p = dot ? dot + 1 : name;
-    for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++)
-        if (strcmp(p, vec[i]) == 0)
-            return 1;
-    return 0;
-}
-
 typedef struct {
+    const gpp_graph_t *g;
     cJSON *hdr;
     int64_t off; /* bytes of data so far */
     gpp_atomic_file_t *f;
@@ -35,14 +25,16 @@ typedef struct {
 static int s_describe(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
 {
     writer_t *w = arg;
-    if (cJSON_GetObjectItemCaseSensitive(w->hdr, p->name))
-        return gpp_err_set(err, "parameter name '%s' appears twice", p->name);
-    cJSON *t = cJSON_AddObjectToObject(w->hdr, p->name);
+    char name[2 * GPP_NAME_LEN];
+    int64_t dims[4];
+    int nd = gpp_op_param_torch(w->g, &w->g->ops[p->op], p->slot, name, sizeof name, dims);
+    if (cJSON_GetObjectItemCaseSensitive(w->hdr, name))
+        return gpp_err_set(err, "parameter name '%s' appears twice", name);
+    cJSON *t = cJSON_AddObjectToObject(w->hdr, name);
     cJSON_AddStringToObject(t, "dtype", "F32");
     cJSON *shape = cJSON_AddArrayToObject(t, "shape");
-    if (!(s_is_vector(p->name) && p->rows == 1))
-        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->rows));
-    cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->cols));
+    for (int d = 0; d < nd; d++)
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)dims[d]));
     int64_t bytes = p->rows * p->cols * 4;
     cJSON *off = cJSON_AddArrayToObject(t, "data_offsets");
     cJSON_AddItemToArray(off, cJSON_CreateNumber((double)w->off));
@@ -72,7 +64,7 @@ static int s_write(void *arg, const gpp_exec_param_t *p, gpp_err_t *err)
 int gpp_safetensors_save(gpp_exec_t *ex, const char *path, gpp_err_t *err)
 {
     assert(ex && path);
-    writer_t w = {.hdr = cJSON_CreateObject(), .s = gpp_exec_stream(ex)};
+    writer_t w = {.g = gpp_exec_graph(ex), .hdr = cJSON_CreateObject(), .s = gpp_exec_stream(ex)};
     char *json = NULL;
     unsigned char *head = NULL;
     int rc = -1;

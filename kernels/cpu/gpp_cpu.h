@@ -119,6 +119,13 @@ int gpp_cpu_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t 
 int gpp_cpu_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t *labels,
                     float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err);
 
+/* the kernels of the PyTorch modules' op types (gpp_cpu_ext.c, gpp_cpu_xattn.c) */
+extern const gpp_op_kernel_t gpp_cpu_ext_kernels[GPP_OP__COUNT];
+int gpp_cpu_cross_attention_fwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err);
+int gpp_cpu_cross_attention_bwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err);
+int gpp_cpu_patch_embed_fwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err);
+int gpp_cpu_patch_embed_bwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err);
+
 int gpp_cpu_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,
                        int64_t step, float *param, const float *grad, gpp_err_t *err);
 int gpp_cpu_optim_step_sparse(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_hp_t *hp,

@@ -220,6 +220,7 @@ const gpp_backend_vt_t gpp_cpu_backend_vt = {
     .event_sync = s_event_sync,
     .event_query = s_event_query,
     .event_elapsed = s_event_elapsed,
+    .ext = gpp_cpu_ext_kernels,
     .linear_fwd = gpp_cpu_linear_fwd,
     .linear_bwd = gpp_cpu_linear_bwd,
     .linear_act_fwd = gpp_cpu_linear_act_fwd,

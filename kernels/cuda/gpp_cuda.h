@@ -16,28 +16,14 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/gpp_cuda_cache.h"
+#include "kernels/cuda/gpp_cuda_check.h"
 #include "kernels/cuda/gpp_cuda_kern.h"
 #include "kernels/gpp_backend_impl.h"
 
-/* Check macros (STYLE rule 5): a failed call becomes a gpp_err naming the
- * call, file:line and the library's own message. */
-int gpp_cuda_fail(gpp_err_t *err, const char *file, int line, const char *call, cudaError_t e);
+/* cuBLASLt's check macro (CUDA's: gpp_cuda_check.h): a failed call becomes
+ * a gpp_err naming file:line, the call and cuBLAS's status string. */
 int gpp_cuda_lt_fail(gpp_err_t *err, const char *file, int line, const char *call,
                      cublasStatus_t st);
-#define GPP_CUDA_TRY(call, err)                                                                    \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            return gpp_cuda_fail((err), __FILE__, __LINE__, #call, e_);                            \
-    } while (0)
-#define GPP_CUDA_TRY_GOTO(call, err, label)                                                        \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            gpp_cuda_fail((err), __FILE__, __LINE__, #call, e_);                                   \
-            goto label;                                                                            \
-        }                                                                                          \
-    } while (0)
 #define GPP_LT_TRY(call, err)                                                                      \
     do {                                                                                           \
         cublasStatus_t s_ = (call);                                                                \
@@ -89,7 +75,7 @@ typedef struct {
 } gpp_cuda_lt_t;
 extern gpp_cuda_lt_t gpp_cuda_lt;
 /* A build that brings its own cuBLASLt (the host emulation,
- * kernels/cuda/emu/) defines this to fill the table, and then nothing is
+ * tests/emu/) defines this to fill the table, and then nothing is
  * dlopen'ed. Weak: undefined, so NULL, in every other build. */
 void gpp_cuda_lt_builtin(gpp_cuda_lt_t *lt) __attribute__((weak));
 /* Loads libcublasLt.so.<major of the headers> once; -1 + message when it

@@ -4,7 +4,7 @@
  * one fixed order (a fixed block shape, a fixed tree), so results are
  * bit-reproducible on a given GPU.
  * Written to gpp_cuda_port.h: nvcc compiles it for the device, and
- * kernels/cuda/emu/gpp_kern_emu.cc for the host emulation. */
+ * tests/emu/gpp_kern_emu.cc for the host emulation. */
 #include "kernels/cuda/gpp_cuda_kern.h"
 #include "kernels/cuda/gpp_cuda_port.h"
 

@@ -2,7 +2,7 @@
  * gpp_cuda_flash.cuh; bf16 on tensor cores: gpp_cuda_flash_tc.cuh; declared
  * in gpp_cuda_kern.h; which one runs: gpp_cuda_attention_core).
  * Written to gpp_cuda_port.h: nvcc compiles it for the device, and
- * kernels/cuda/emu/gpp_kern_emu.cc for the host emulation. */
+ * tests/emu/gpp_kern_emu.cc for the host emulation. */
 #include "kernels/cuda/gpp_cuda_flash_tc.cuh"
 #include "kernels/cuda/gpp_cuda_kern.h"
 #include "kernels/cuda/gpp_cuda_port.h"

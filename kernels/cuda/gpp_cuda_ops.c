@@ -25,8 +25,6 @@
 
 #include "kernels/cuda/gpp_cuda.h"
 
-#define S_LAUNCH(call, err) GPP_CUDA_TRY(call, err)
-
 static float *s_f(const gpp_tensor_t *t)
 {
     return t ? (float *)t->data : NULL;
@@ -68,7 +66,7 @@ static int s_linear_fwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, gpp
     g.bias = NULL;
     if (gpp_cuda_gemm(s, &g, err) < 0)
         return -1;
-    S_LAUNCH(gpp_cuk_bias_rows(gpp_cuda_stream(s), m, out, b, y), err);
+    GPP_CUDA_TRY(gpp_cuk_bias_rows(gpp_cuda_stream(s), m, out, b, y), err);
     return 0;
 }
 
@@ -118,9 +116,9 @@ static int s_linear_bwd(gpp_stream_t *s, int64_t m, int64_t in, int64_t out, gpp
         float *part = gpp_cuda_lt_workspace(s, err); /* stream-ordered scratch */
         if (!part)
             return -1;
-        S_LAUNCH(gpp_cuk_colsum_acc(gpp_cuda_stream(s), m, out, dy, out, db, part,
-                                    (int64_t)(GPP_CUDA_LT_WS_BYTES / sizeof(float))),
-                 err);
+        GPP_CUDA_TRY(gpp_cuk_colsum_acc(gpp_cuda_stream(s), m, out, dy, out, db, part,
+                                        (int64_t)(GPP_CUDA_LT_WS_BYTES / sizeof(float))),
+                     err);
     }
     return 0;
 }
@@ -150,7 +148,8 @@ static int s_linear_act_unfused(gpp_stream_t *s, const gpp_tensor_t *x, const gp
         return gpp_err_prefix(err,
                               act == GPP_OP_RELU ? "linear+relu forward" : "linear+gelu forward");
     if (act == GPP_OP_RELU) {
-        S_LAUNCH(gpp_cuk_relu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(y), s_k(y), s_k(y)), err);
+        GPP_CUDA_TRY(gpp_cuk_relu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(y), s_k(y), s_k(y)),
+                     err);
         return 0;
     }
     return gpp_cuda_gelu_fwd(s, z, form, y, err);
@@ -206,47 +205,47 @@ int gpp_cuda_linear_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor
 
 int gpp_cuda_relu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_relu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_k(x), s_k(y)), err);
+    GPP_CUDA_TRY(gpp_cuk_relu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_k(x), s_k(y)), err);
     return 0;
 }
 
 int gpp_cuda_relu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *dy,
                       gpp_tensor_t *dx, gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_relu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_k(x), s_k(dy), s_k(dx)),
-             err);
+    GPP_CUDA_TRY(
+        gpp_cuk_relu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), s_k(x), s_k(dy), s_k(dx)), err);
     return 0;
 }
 
 int gpp_cuda_gelu_fwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, gpp_tensor_t *y,
                       gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_gelu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), form == GPP_GELU_ERF, s_k(x),
-                              s_k(y)),
-             err);
+    GPP_CUDA_TRY(gpp_cuk_gelu_fwd(gpp_cuda_stream(s), gpp_tensor_numel(x), form == GPP_GELU_ERF,
+                                  s_k(x), s_k(y)),
+                 err);
     return 0;
 }
 
 int gpp_cuda_gelu_bwd(gpp_stream_t *s, const gpp_tensor_t *x, int form, const gpp_tensor_t *dy,
                       gpp_tensor_t *dx, gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_gelu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), form == GPP_GELU_ERF, s_k(x),
-                              s_k(dy), s_k(dx)),
-             err);
+    GPP_CUDA_TRY(gpp_cuk_gelu_bwd(gpp_cuda_stream(s), gpp_tensor_numel(x), form == GPP_GELU_ERF,
+                                  s_k(x), s_k(dy), s_k(dx)),
+                 err);
     return 0;
 }
 
 int gpp_cuda_add(gpp_stream_t *s, const gpp_tensor_t *a, const gpp_tensor_t *b, gpp_tensor_t *y,
                  gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_add(gpp_cuda_stream(s), gpp_tensor_numel(y), s_k(a), s_k(b), s_k(y)), err);
+    GPP_CUDA_TRY(gpp_cuk_add(gpp_cuda_stream(s), gpp_tensor_numel(y), s_k(a), s_k(b), s_k(y)), err);
     return 0;
 }
 
 int gpp_cuda_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y,
                   gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_axpy(gpp_cuda_stream(s), gpp_tensor_numel(y), alpha, s_k(x), s_k(y)), err);
+    GPP_CUDA_TRY(gpp_cuk_axpy(gpp_cuda_stream(s), gpp_tensor_numel(y), alpha, s_k(x), s_k(y)), err);
     return 0;
 }
 
@@ -255,9 +254,9 @@ int gpp_cuda_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tenso
 int gpp_cuda_layernorm_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t *gain,
                            const gpp_tensor_t *bias, gpp_tensor_t *y, void *stash, gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_layernorm_fwd(gpp_cuda_stream(s), x->n * x->rows, x->cols, s_k(x), s_f(gain),
-                                   s_f(bias), s_k(y), stash, GPP_LAYERNORM_EPS),
-             err);
+    GPP_CUDA_TRY(gpp_cuk_layernorm_fwd(gpp_cuda_stream(s), x->n * x->rows, x->cols, s_k(x),
+                                       s_f(gain), s_f(bias), s_k(y), stash, GPP_LAYERNORM_EPS),
+                 err);
     return 0;
 }
 
@@ -273,14 +272,14 @@ int gpp_cuda_layernorm_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_ten
         float *part = gpp_cuda_lt_workspace(s, err);
         if (!part)
             return -1;
-        S_LAUNCH(gpp_cuk_layernorm_bwd_params(st, rows, c, s_k(x), stash, s_k(dy), s_f(dgain),
-                                              s_f(dbias), part,
-                                              (int64_t)(GPP_CUDA_LT_WS_BYTES / sizeof(float))),
-                 err);
+        GPP_CUDA_TRY(gpp_cuk_layernorm_bwd_params(st, rows, c, s_k(x), stash, s_k(dy), s_f(dgain),
+                                                  s_f(dbias), part,
+                                                  (int64_t)(GPP_CUDA_LT_WS_BYTES / sizeof(float))),
+                     err);
     }
     if (dx)
-        S_LAUNCH(gpp_cuk_layernorm_bwd_dx(st, rows, c, s_k(x), s_f(gain), stash, s_k(dy), s_k(dx)),
-                 err);
+        GPP_CUDA_TRY(
+            gpp_cuk_layernorm_bwd_dx(st, rows, c, s_k(x), s_f(gain), stash, s_k(dy), s_k(dx)), err);
     return 0;
 }
 
@@ -472,11 +471,11 @@ static int s_att_fused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
     if (s_linear_fwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), s_f(&p->b_qkv), qkv,
                      err) < 0)
         return -1;
-    S_LAUNCH(gpp_cuk_flash_fwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
-                               a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC, io16,
-                               s_qkv_part(qkv, a, 0), s_qkv_part(qkv, a, 1), s_qkv_part(qkv, a, 2),
-                               ctx.p, lse),
-             err);
+    GPP_CUDA_TRY(gpp_cuk_flash_fwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
+                                   a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC,
+                                   io16, s_qkv_part(qkv, a, 0), s_qkv_part(qkv, a, 1),
+                                   s_qkv_part(qkv, a, 2), ctx.p, lse),
+                 err);
     return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_k(y), err);
 }
 
@@ -515,18 +514,19 @@ static int s_att_unfused_fwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor
                      err) < 0)
         return -1;
     gpp_cuk_t hm = {qkv_hm, bf16};
-    S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, qkv, hm, 1), err);
+    GPP_CUDA_TRY(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, qkv, hm, 1), err);
     /* scores = scale Q K^T, softmax, ctx = P V */
     if (s_att_gemm(s, a, 0, 1, a->seq, a->seq, a->dh, a->scale, q, 0, k, 0, scores, 1, bf16, err) <
         0)
         return -1;
-    S_LAUNCH(bf16 ? gpp_cuk_softmax_fwd_bf16(st, a->batch * a->seq, a->seq, scores, prob, causal)
-                  : gpp_cuk_softmax_fwd(st, a->batch * a->seq, a->seq, scores, causal),
-             err);
+    GPP_CUDA_TRY(bf16
+                     ? gpp_cuk_softmax_fwd_bf16(st, a->batch * a->seq, a->seq, scores, prob, causal)
+                     : gpp_cuk_softmax_fwd(st, a->batch * a->seq, a->seq, scores, causal),
+                 err);
     if (s_att_gemm(s, a, 0, 0, a->seq, a->dh, a->seq, 1.0f, prob, 1, v, 0, ctx_hm, 0, bf16, err) <
         0)
         return -1;
-    S_LAUNCH(
+    GPP_CUDA_TRY(
         gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, gpp_cuk_f32(ctx_hm), ctx, 0),
         err);
     return s_linear_fwd(s, a->m, a->hid, a->hid, ctx, s_f(&p->w_o), s_f(&p->b_o), s_k(y), err);
@@ -586,12 +586,12 @@ static int s_att_fused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor_t
     float *dsum = ws + 4 * mh;
     if (s_att_out_bwd(s, a, p, ctx, dy, dctx, dp, err) < 0)
         return -1;
-    S_LAUNCH(gpp_cuk_flash_bwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
-                               a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC, io16,
-                               s_qkv_part(qkv, a, 0), s_qkv_part(qkv, a, 1), s_qkv_part(qkv, a, 2),
-                               ctx.p, dctx.p, lse, dsum, dqkv.p, (void *)s_qkv_part(dqkv, a, 1),
-                               (void *)s_qkv_part(dqkv, a, 2)),
-             err);
+    GPP_CUDA_TRY(gpp_cuk_flash_bwd(gpp_cuda_stream(s), a->n, a->heads, a->seq, a->dh, 3 * a->hid,
+                                   a->hid, a->scale, causal, s_att_core(s, a) == GPP_CUDA_CORE_TC,
+                                   io16, s_qkv_part(qkv, a, 0), s_qkv_part(qkv, a, 1),
+                                   s_qkv_part(qkv, a, 2), ctx.p, dctx.p, lse, dsum, dqkv.p,
+                                   (void *)s_qkv_part(dqkv, a, 1), (void *)s_qkv_part(dqkv, a, 2)),
+                 err);
     return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), dqkv, s_k(dx),
                         dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
 }
@@ -630,22 +630,23 @@ static int s_att_unfused_bwd(gpp_stream_t *s, const s_att_t *a, const gpp_tensor
     if (s_att_out_bwd(s, a, p, ctx, dy, gpp_cuk_f32(dctx), dp, err) < 0)
         return -1;
     gpp_cuk_t hm = {dctx_hm, bf16};
-    S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, gpp_cuk_f32(dctx), hm, 1),
-             err);
+    GPP_CUDA_TRY(
+        gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 1, gpp_cuk_f32(dctx), hm, 1), err);
     if (s_att_gemm(s, a, 1, 0, a->seq, a->dh, a->seq, 1.0f, prob, 1, dctx_hm, 0, dv, 0, bf16, err) <
             0 ||
         s_att_gemm(s, a, 0, 1, a->seq, a->seq, a->dh, 1.0f, dctx_hm, 0, v, 0, dprob, 1, bf16, err) <
             0)
         return -1;
-    S_LAUNCH(bf16 ? gpp_cuk_softmax_bwd_bf16(st, a->batch * a->seq, a->seq, prob, dprob, ds)
-                  : gpp_cuk_softmax_bwd(st, a->batch * a->seq, a->seq, (const float *)prob, dprob),
-             err);
+    GPP_CUDA_TRY(
+        bf16 ? gpp_cuk_softmax_bwd_bf16(st, a->batch * a->seq, a->seq, prob, dprob, ds)
+             : gpp_cuk_softmax_bwd(st, a->batch * a->seq, a->seq, (const float *)prob, dprob),
+        err);
     if (s_att_gemm(s, a, 0, 0, a->seq, a->dh, a->seq, a->scale, ds, 1, k, 0, dq, 0, bf16, err) <
             0 ||
         s_att_gemm(s, a, 1, 0, a->seq, a->dh, a->seq, a->scale, ds, 1, q, 0, dk, 0, bf16, err) < 0)
         return -1;
-    S_LAUNCH(gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, gpp_cuk_f32(dq), dqkv, 0),
-             err);
+    GPP_CUDA_TRY(
+        gpp_cuk_heads_permute(st, a->n, a->seq, a->heads, a->dh, 3, gpp_cuk_f32(dq), dqkv, 0), err);
     return s_linear_bwd(s, a->m, a->hid, 3 * a->hid, s_k(x), s_f(&p->w_qkv), dqkv, s_k(dx),
                         dp ? s_f(&dp->w_qkv) : NULL, dp ? s_f(&dp->b_qkv) : NULL, err);
 }
@@ -668,10 +669,10 @@ int gpp_cuda_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_att
 int gpp_cuda_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
                                gpp_tensor_t *y, gpp_err_t *err)
 {
-    S_LAUNCH(gpp_cuk_embedding_fwd(gpp_cuda_stream(s), idx->n * idx->rows, idx->cols, table->cols,
-                                   table->rows, idx->data, s_f(table), s_k(y),
-                                   gpp_cuda_st(s)->fault),
-             err);
+    GPP_CUDA_TRY(gpp_cuk_embedding_fwd(gpp_cuda_stream(s), idx->n * idx->rows, idx->cols,
+                                       table->cols, table->rows, idx->data, s_f(table), s_k(y),
+                                       gpp_cuda_st(s)->fault),
+                 err);
     return 0;
 }
 
@@ -738,10 +739,10 @@ static int s_sparse_accum(gpp_stream_t *s, gpp_sparse_grad_t *g, int64_t count,
                             : gpp_stream_workspace(s, scratch_bytes, err);
     if (!scratch)
         return -1;
-    S_LAUNCH(gpp_cuk_sparse_accum(gpp_cuda_stream(s), count, g->dim, g->table_rows, ids_dev, values,
-                                  div, stride, scratch, g->values, g->slot, g->rows, s_dcount(g),
-                                  g->host, gpp_cuda_st(s)->fault),
-             err);
+    GPP_CUDA_TRY(gpp_cuk_sparse_accum(gpp_cuda_stream(s), count, g->dim, g->table_rows, ids_dev,
+                                      values, div, stride, scratch, g->values, g->slot, g->rows,
+                                      s_dcount(g), g->host, gpp_cuda_st(s)->fault),
+                 err);
     g->count = need;
     return 0;
 }
@@ -765,9 +766,9 @@ int gpp_cuda_embedding_bag_bwd(gpp_stream_t *s, const gpp_tensor_t *idx, const g
 int gpp_cuda_sparse_clear(gpp_stream_t *s, gpp_sparse_grad_t *g, gpp_err_t *err)
 {
     if (g->count > 0) /* the host's bound: 0 means the device holds none either */
-        S_LAUNCH(gpp_cuk_sparse_clear(gpp_cuda_stream(s), g->count, s_dcount(g), g->host, g->rows,
-                                      g->slot),
-                 err);
+        GPP_CUDA_TRY(gpp_cuk_sparse_clear(gpp_cuda_stream(s), g->count, s_dcount(g), g->host,
+                                          g->rows, g->slot),
+                     err);
     g->count = 0;
     return 0;
 }
@@ -783,7 +784,7 @@ static int s_block_copy(gpp_stream_t *s, int64_t rows, int64_t c, gpp_cuk_t src,
     if (c <= 0 || rows <= 0)
         return 0;
     if (src.bf16 != dst.bf16) {
-        S_LAUNCH(gpp_cuk_block_copy(gpp_cuda_stream(s), rows, c, src, lds, dst, ldd), err);
+        GPP_CUDA_TRY(gpp_cuk_block_copy(gpp_cuda_stream(s), rows, c, src, lds, dst, ldd), err);
         return 0;
     }
     size_t e = src.bf16 ? 2 : sizeof(float);
@@ -822,9 +823,9 @@ int gpp_cuda_concat_bwd(gpp_stream_t *s, int n_in, const gpp_tensor_t *dy, gpp_t
         }
         int64_t c = dxs[i]->cols;
         if (dxs[i]->data && c > 0 && rows > 0)
-            S_LAUNCH(gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, gpp_cuk_at(s_k(dy), off), cy,
-                                       s_k(dxs[i]), c),
-                     err);
+            GPP_CUDA_TRY(gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, gpp_cuk_at(s_k(dy), off),
+                                           cy, s_k(dxs[i]), c),
+                         err);
         off += c;
     }
     return 0;
@@ -844,9 +845,9 @@ int gpp_cuda_slice_bwd(gpp_stream_t *s, const gpp_tensor_t *dy, int64_t start, g
 {
     int64_t rows = dy->n * dy->rows, c = dy->cols;
     if (c > 0 && rows > 0)
-        S_LAUNCH(gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, s_k(dy), c,
-                                   gpp_cuk_at(s_k(dx), start), dx->cols),
-                 err);
+        GPP_CUDA_TRY(gpp_cuk_block_acc(gpp_cuda_stream(s), rows, c, s_k(dy), c,
+                                       gpp_cuk_at(s_k(dx), start), dx->cols),
+                     err);
     return 0;
 }
 
@@ -863,9 +864,9 @@ int gpp_cuda_loss_mse(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_tensor_t
                       float *loss, float grad_scale, gpp_tensor_t *dx, gpp_err_t *err)
 {
     int64_t n = gpp_tensor_numel(x);
-    S_LAUNCH(gpp_cuk_mse(gpp_cuda_stream(s), n, s_k(x), s_f(target), s_k(dx),
-                         2.0f * grad_scale / (float)n, loss),
-             err);
+    GPP_CUDA_TRY(gpp_cuk_mse(gpp_cuda_stream(s), n, s_k(x), s_f(target), s_k(dx),
+                             2.0f * grad_scale / (float)n, loss),
+                 err);
     return 0;
 }
 
@@ -877,10 +878,10 @@ int gpp_cuda_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tens
     if (!row_loss)
         return gpp_err_prefix(err, "cross-entropy workspace");
     cudaStream_t st = gpp_cuda_stream(s);
-    S_LAUNCH(gpp_cuk_ce_rows(st, rows, logits->cols, s_k(logits), labels->data, s_k(dx),
-                             grad_scale / (float)rows, row_loss, gpp_cuda_st(s)->fault),
-             err);
-    S_LAUNCH(gpp_cuk_mean(st, rows, row_loss, loss), err);
+    GPP_CUDA_TRY(gpp_cuk_ce_rows(st, rows, logits->cols, s_k(logits), labels->data, s_k(dx),
+                                 grad_scale / (float)rows, row_loss, gpp_cuda_st(s)->fault),
+                 err);
+    GPP_CUDA_TRY(gpp_cuk_mean(st, rows, row_loss, loss), err);
     return 0;
 }
 
@@ -897,11 +898,11 @@ int gpp_cuda_optim_step(gpp_stream_t *s, gpp_optim_state_t *st, const gpp_optim_
     cudaStream_t cs = gpp_cuda_stream(s);
     gpp_cuda_wpack_forget(s->be, param, (size_t)st->numel * sizeof(float), 0);
     if (hp->kind == GPP_OPTIM_SGD)
-        S_LAUNCH(gpp_cuk_sgd(cs, st->numel, hp->lr, hp->weight_decay, hp->momentum, param,
-                             st->buf[0], grad),
-                 err);
+        GPP_CUDA_TRY(gpp_cuk_sgd(cs, st->numel, hp->lr, hp->weight_decay, hp->momentum, param,
+                                 st->buf[0], grad),
+                     err);
     else
-        S_LAUNCH(
+        GPP_CUDA_TRY(
             gpp_cuk_adamw(cs, st->numel, s_adamw(hp, step), param, st->buf[0], st->buf[1], grad),
             err);
     return 0;
@@ -914,20 +915,21 @@ int gpp_cuda_optim_step_sparse(gpp_stream_t *s, gpp_optim_state_t *st, const gpp
     cudaStream_t cs = gpp_cuda_stream(s);
     int64_t dim = grad->dim;
     if (hp->kind == GPP_OPTIM_SGD && (hp->momentum != 0.0f || hp->weight_decay != 0.0f)) {
-        S_LAUNCH(gpp_cuk_sgd_table(cs, grad->table_rows, dim, hp->lr, hp->weight_decay,
-                                   hp->momentum, table, st->buf[0], grad->slot, grad->values),
-                 err);
+        GPP_CUDA_TRY(gpp_cuk_sgd_table(cs, grad->table_rows, dim, hp->lr, hp->weight_decay,
+                                       hp->momentum, table, st->buf[0], grad->slot, grad->values),
+                     err);
         return 0;
     }
     if (grad->count == 0)
         return 0;
     if (hp->kind == GPP_OPTIM_SGD)
-        S_LAUNCH(gpp_cuk_sgd_rows(cs, grad->count, s_dcount(grad), dim, hp->lr, hp->weight_decay,
-                                  hp->momentum, table, st->buf[0], grad->rows, grad->values),
-                 err);
+        GPP_CUDA_TRY(gpp_cuk_sgd_rows(cs, grad->count, s_dcount(grad), dim, hp->lr,
+                                      hp->weight_decay, hp->momentum, table, st->buf[0], grad->rows,
+                                      grad->values),
+                     err);
     else
-        S_LAUNCH(gpp_cuk_adamw_rows(cs, grad->count, s_dcount(grad), dim, s_adamw(hp, step), table,
-                                    st->buf[0], st->buf[1], grad->rows, grad->values),
-                 err);
+        GPP_CUDA_TRY(gpp_cuk_adamw_rows(cs, grad->count, s_dcount(grad), dim, s_adamw(hp, step),
+                                        table, st->buf[0], st->buf[1], grad->rows, grad->values),
+                     err);
     return 0;
 }

@@ -19,8 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_ckpt_set.h"
+#include "agent/exec/gpp_exec_ckpt.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_fault.h"
 #include "common/gpp_fs.h"
 #include "tests/gpp_test.h"
@@ -85,7 +85,7 @@ static void s_save_set(s_job_t *j, int n, int keep)
     GPP_EXPECT(gpp_mkdirs(path, 0700, &err) == 0);
     for (int s = 0; s < STAGES; s++) {
         gpp_ckpt_set_stage_path(path, sizeof path, j->dir, n, s);
-        GPP_EXPECT_MSG(gpp_ckpt_save(j->ex[s], path, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_exec_ckpt_save(j->ex[s], path, &err) == 0, "%s", err.msg);
     }
     GPP_EXPECT_MSG(gpp_ckpt_set_commit(j->dir, n, STAGES, keep, &err) == 0, "%s", err.msg);
 }
@@ -149,10 +149,10 @@ static void t_kill_during_save(void)
     GPP_EXPECT(gpp_ckpt_set_check(j.dir, 2, &err) == STAGES);
     /* set 2 loads: saving the loaded state gives its file back byte for byte */
     snprintf(path, sizeof path, "%s/stage0.ckpt", set2);
-    GPP_EXPECT_MSG(gpp_ckpt_load(j.ex[0], path, &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(gpp_exec_ckpt_load(j.ex[0], path, &err) == 0, "%s", err.msg);
     char again[320];
     snprintf(again, sizeof again, "%s/again.ckpt", j.dir);
-    GPP_EXPECT_MSG(gpp_ckpt_save(j.ex[0], again, &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(gpp_exec_ckpt_save(j.ex[0], again, &err) == 0, "%s", err.msg);
     long len1 = 0;
     unsigned char *back = gpp_fixture_slurp(again, &len1);
     GPP_EXPECT(saved0 && back && len0 == len1 && memcmp(saved0, back, (size_t)len0) == 0);
@@ -192,7 +192,7 @@ static void t_incomplete_and_damaged_sets(void)
     gpp_ckpt_set_dir(set6, sizeof set6, j.dir, 6);
     GPP_EXPECT(gpp_mkdirs(set6, 0700, &err) == 0);
     gpp_ckpt_set_stage_path(path, sizeof path, j.dir, 6, 0);
-    GPP_EXPECT(gpp_ckpt_save(j.ex[0], path, &err) == 0);
+    GPP_EXPECT(gpp_exec_ckpt_save(j.ex[0], path, &err) == 0);
     GPP_EXPECT(gpp_ckpt_set_commit(j.dir, 6, STAGES, 10, &err) < 0 &&
                strstr(err.msg, "stage1.ckpt") && strstr(err.msg, "left incomplete"));
     GPP_EXPECT(gpp_ckpt_set_latest(j.dir, &err) == 2);

@@ -1,4 +1,4 @@
-/* fuzz_ckpt: the checkpoint loader (gpp_ckpt_load) into a small DLRM stage
+/* fuzz_ckpt: the checkpoint loader (gpp_exec_ckpt_load) into a small DLRM stage
  * with AdamW state, the model of tests/data/ckpt_v1_dlrm.ckpt (the seed).
  * The input goes to a private temporary file the loader reads by path (in
  * /dev/shm where there is one). An
@@ -7,8 +7,9 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_data.h"
+#include "agent/exec/gpp_exec_ckpt.h"
+#include "ckpt/gpp_ckpt.h"
+#include "agent/data/gpp_data.h"
 #include "kernels/gpp_backend.h"
 #include "tests/fuzz/gpp_fuzz.h"
 
@@ -92,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0)
         abort();
     gpp_err_t err = {{0}};
-    if (gpp_ckpt_load(s_ex, s_path, &err) == 0) {
+    if (gpp_exec_ckpt_load(s_ex, s_path, &err) == 0) {
         int64_t steps = gpp_exec_step_count(s_ex);
         gpp_fuzz_check(steps >= 0 && (uint64_t)steps <= GPP_CKPT_MAX_STEPS, "%lld steps",
                        (long long)steps);

@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 #include "agent/exec/gpp_exec.h"
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_sparse.h"

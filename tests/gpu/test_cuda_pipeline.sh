@@ -172,7 +172,7 @@ else
     fail "cluster.mem_gib below every plan (exit $rc)" "$(tail -5 "$TMP/small.err")"
 fi
 case ${GPP_AGENT:-} in
-*emu*) # the emulated GPU's memory is set by GPP_EMU_MEM_MB (kernels/cuda/emu)
+*emu*) # the emulated GPU's memory is set by GPP_EMU_MEM_MB (tests/emu)
     # a GPU of 64 MiB shared by the 4 agents: no plan fits the share, and
     # the message says what the agents reported and what would fit
     timeout 120 env GPP_EMU_MEM_MB=64 "$COORD" --plan gpp "$(conf gpu-1.toml tiny)" >"$TMP/tiny.out" 2>"$TMP/tiny.err"

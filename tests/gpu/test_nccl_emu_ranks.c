@@ -1,5 +1,5 @@
 /* test_nccl_emu_ranks (label emu): the emulated NCCL
- * (kernels/cuda/emu/gpp_nccl_emu.cc) between two processes, through nccl.h's
+ * (tests/emu/gpp_nccl_emu.cc) between two processes, through nccl.h's
  * own functions: 8 MiB sent each way in one group (neither send waits for
  * the other rank's receive), an all-reduce whose bits are the same on both
  * ranks and equal to the rank-order sum, an all-gather; two ranks on one

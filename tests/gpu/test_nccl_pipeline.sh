@@ -13,7 +13,7 @@
 # fail when the peer's connections end) and every agent is reaped.
 # Label gpu: needs 4 GPUs, else exit 77 (skipped).
 # Label emu: the same on the host emulation (GPP_EMU_DEVICES=4, the emulated
-# gpp-agent and gpp-train: kernels/cuda/emu/, NCCL between the agent
+# gpp-agent and gpp-train: tests/emu/, NCCL between the agent
 # processes over Unix sockets).
 # Usage: test_nccl_pipeline.sh BUILD_DIR
 set -u

@@ -6,7 +6,8 @@
 # the agents it waits for; [metrics] http_port serves /metrics, scraped during
 # a real run and parsed with Debian's prometheus_client; gpp-top watches it
 # over the authenticated control plane (the run directory's monitor key),
-# in tmux too, and over HTTP; a port in use is an exit-2 error naming it.
+# in tmux too, and refuses the HTTP port (exit 2: that is for Prometheus);
+# a port in use is an exit-2 error naming it.
 # Usage: observe.sh BUILD_DIR
 set -u
 . "$(dirname "$0")/lib/gpp_test.sh"
@@ -93,8 +94,8 @@ track $KIDS
     [ "$(cat "$RUNDIR/endpoint")" = "tcp://127.0.0.1:$CPORT" ] &&
     ok "run directory $RUNDIR: 0700, monitor key 0600, the control endpoint" ||
     fail "run directory" "$(ls -la "$RUNDIR" 2>&1)"
-"$TOP" --once "127.0.0.1:$HPORT" 2>&1 | grep -q "^job training  *iteration [1-9]" &&
-    ok "gpp-top --once over HTTP (http_port) sees it too" || fail "gpp-top --once over HTTP"
+expect_fail "gpp-top given the HTTP port: exit 2, naming the control endpoint" \
+    "http_port serves Prometheus scrapers, not gpp-top" "$TOP" --once "127.0.0.1:$HPORT"
 
 if ! $PY -c 'import prometheus_client' 2>/dev/null; then
     fail "python3-prometheus-client is installed (scripts/install-deps.sh)"
@@ -147,10 +148,10 @@ rc=$?
 [ $rc = 1 ] && grep -q "cannot read $RUNDIR/endpoint" "$TMP/top.err" &&
     ok "gpp-top --run-dir of a finished job: exit 1 naming the directory" ||
     fail "gpp-top --run-dir of a finished job (exit $rc)" "$(cat "$TMP/top.err")"
-expect_fail "gpp-top: a bad endpoint" "HOST:PORT" "$TOP" --once nonsense
-"$TOP" --once "127.0.0.1:$HPORT" >/dev/null 2>"$TMP/top.err"
+expect_fail "gpp-top: a bad endpoint" "tcp://HOST:PORT" "$TOP" --once nonsense
+"$TOP" --once "tcp://127.0.0.1:$CPORT" >/dev/null 2>"$TMP/top.err"
 rc=$?
-[ $rc = 1 ] && grep -q "cannot reach http://127.0.0.1:$HPORT/metrics" "$TMP/top.err" \
+[ $rc = 1 ] && grep -q "no answer from tcp://127.0.0.1:$CPORT within 3 s" "$TMP/top.err" \
     && ok "gpp-top --once without a coordinator: exit 1 naming the endpoint" \
     || fail "gpp-top --once without a coordinator" "exit $rc: $(cat "$TMP/top.err")"
 

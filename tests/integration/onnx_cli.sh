@@ -74,7 +74,7 @@ hdr.pop("__metadata__")
 got = {k: np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]], "<f4").reshape(v["shape"])
        for k, v in hdr.items()}
 want = {"fa.weight": W["fa.weight"], "fa.bias": W["fa.bias"], "fb.weight": W["onnx::MatMul_9"].T,
-        "fb.bias": W["fb.bias"], "emb.table": W["emb.weight"], "ln.gain": W["ln.weight"],
+        "fb.bias": W["fb.bias"], "emb.weight": W["emb.weight"], "ln.weight": W["ln.weight"],
         "ln.bias": W["ln.bias"], "head.weight": W["onnx::Gemm_20"].T, "head.bias": W["head.bias"]}
 assert sorted(got) == sorted(want), (sorted(got), sorted(want))
 for k in want:
@@ -123,5 +123,5 @@ expect_fail "the same from gpp-plan" "unsupported op Softmax" "$PLAN" --model "$
     --devices 2 --device a100-80g --batch 8
 expect_fail "a dynamic shape" "dimension 1 is 'feat'" "$TRAIN" --model "$TMP/dynamic.onnx"
 expect_fail "--loss on a zoo model" "only an ONNX model" "$TRAIN" --model mmt --loss ce
-expect_fail "--loss of another kind" "use mse or ce" "$TRAIN" --model "$M" --loss l1
+expect_fail "--loss of another kind" "use mse, ce or bce" "$TRAIN" --model "$M" --loss l1
 gpp_test_end

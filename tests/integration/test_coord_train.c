@@ -30,8 +30,8 @@
 #include <unistd.h>
 
 #include "model/gpp_model.h"
-#include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_ckpt_set.h"
+#include "agent/exec/gpp_exec_ckpt.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "agent/exec/gpp_exec.h"
 #include "planner/gpp_plan_io.h"
 #include "tests/gpp_test.h"
@@ -165,10 +165,11 @@ static double s_compare(const char *model, const char *dir, const char *ref, dou
         gpp_exec_t *a = gpp_exec_new(g, st->n_ops, st->ops, be, data, &ec, &err);
         gpp_exec_t *b = gpp_exec_new(g, st->n_ops, st->ops, be, data, &ec, &err);
         gpp_ckpt_set_stage_path(path, sizeof path, dir, S_ITERS, s);
-        if (!a || !b || gpp_ckpt_load(a, path, &err) < 0 || gpp_ckpt_load(b, ref, &err) < 0) {
+        if (!a || !b || gpp_exec_ckpt_load(a, path, &err) < 0 ||
+            gpp_exec_ckpt_load(b, ref, &err) < 0) {
             fprintf(stderr, "  stage %d: %s\n", s, err.msg);
             worst = INFINITY;
-        } else if (gpp_ckpt_op_digests(a, digests, has, &err) < 0) {
+        } else if (gpp_exec_ckpt_op_digests(a, digests, has, &err) < 0) {
             fprintf(stderr, "  stage %d: %s\n", s, err.msg);
             worst = INFINITY;
         } else {
@@ -348,55 +349,19 @@ static void t_deterministic(void)
     GPP_EXPECT(same);
 }
 
-/* The transfers in the order blocking communication streams run them
- * (Assignment.comm_order, gpp_sched_order_new: what NCCL with one stream per
- * agent needs; GPP_COMM_ORDER=global makes Gloo follow it): the final
- * checkpoint set byte for byte the lists' order's, on plans with a tensor
- * feeding two stages, per-stage micro-batches (re-sharding, a data-parallel
- * all-reduce), zero-byte chain edges, and the sparse sync. The lists'-order
- * runs are the cases above (run here when they did not run). */
-static void t_comm_order(void)
-{
-    static const struct {
-        const char *name, *model, *plan;
-    } c[] = {{"mmt_fanout", S_MMT, "mmt2_fanout.json"},
-             {"mmt_mbs", S_MMT, "mmt2_mbs.json"},
-             {"mmt_chain", S_MMT, "mmt2_chain.json"},
-             {"dlrm_dp", S_DLRM, "dlrm_dp.json"}};
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        char set[700], name[64], ckpt[512], metrics[512];
-        snprintf(set, sizeof set, "%s/%s.ckpt/set-%010d", s_tmp, c[i].name, S_ITERS);
-        if (s_sh("test -d %s", set) != 0)
-            s_case(c[i].name, c[i].model, c[i].plan);
-        snprintf(name, sizeof name, "%s_ordered", c[i].name);
-        snprintf(ckpt, sizeof ckpt, "%s/%s.ckpt", s_tmp, name);
-        snprintf(metrics, sizeof metrics, "%s/%s.jsonl", s_tmp, name);
-        const char *conf = s_conf(name, c[i].model, ckpt, metrics);
-        GPP_EXPECT(conf != NULL);
-        if (!conf)
-            continue;
-        int rc = s_sh("GPP_COMM_ORDER=global timeout 180 %s/coordinator/gpp-coordinator --plan "
-                      "%s/tests/data/plans/%s %s > %s/%s.out 2>&1",
-                      s_bin, s_src, c[i].plan, conf, s_tmp, name);
-        GPP_EXPECT_MSG(rc == 0, "%s: coordinator failed; see %s/%s.out", name, s_tmp, name);
-        int used = s_sh("grep -q 'blocking-stream order' %s/%s.out", s_tmp, name) == 0;
-        int same = s_sh("cd %s && ls stage*.ckpt >/dev/null && for f in stage*.ckpt; do cmp -s $f "
-                        "%s/set-%010d/$f || exit 1; done",
-                        set, ckpt, S_ITERS) == 0;
-        printf("  %-20s comm_order %s; stage checkpoints %s the lists' order's\n", name,
-               used ? "used" : "NOT USED", same ? "byte-identical to" : "DIFFER from");
-        GPP_EXPECT(rc == 0 && used && same);
-    }
-}
-
-static const gpp_test_case_t cases[] = {
-    {"mmt_branches", t_mmt_branches}, {"mmt_dp", t_mmt_dp},
-    {"mmt_fanout", t_mmt_fanout},     {"mmt_mbs", t_mmt_mbs},
-    {"mmt_spp", t_mmt_spp},           {"mmt_chain", t_mmt_chain},
-    {"mmt_auto", t_mmt_auto},         {"dlrm", t_dlrm},
-    {"dlrm_dp", t_dlrm_dp},           {"dlrm_dp_big", t_dlrm_dp_big},
-    {"candle_uno", t_candle_uno},     {"deterministic", t_deterministic},
-    {"comm_order", t_comm_order},     {NULL, NULL}};
+static const gpp_test_case_t cases[] = {{"mmt_branches", t_mmt_branches},
+                                        {"mmt_dp", t_mmt_dp},
+                                        {"mmt_fanout", t_mmt_fanout},
+                                        {"mmt_mbs", t_mmt_mbs},
+                                        {"mmt_spp", t_mmt_spp},
+                                        {"mmt_chain", t_mmt_chain},
+                                        {"mmt_auto", t_mmt_auto},
+                                        {"dlrm", t_dlrm},
+                                        {"dlrm_dp", t_dlrm_dp},
+                                        {"dlrm_dp_big", t_dlrm_dp_big},
+                                        {"candle_uno", t_candle_uno},
+                                        {"deterministic", t_deterministic},
+                                        {NULL, NULL}};
 
 int main(void)
 {

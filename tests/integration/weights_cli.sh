@@ -27,9 +27,9 @@ if /usr/bin/python3 "$SRC/scripts/gpp-weights-compare" "$TMP/ck" "$TMP/w.safeten
 else
     fail "safetensors differ from the checkpoint" "$(cat "$TMP/cmp")"
 fi
-grep -q "^attn.w_qkv: \[48, 16\] ok" "$TMP/cmp" && grep -q "^ln.gain: \[16\] ok" "$TMP/cmp" &&
-    grep -q "^emb.table: \[50, 8\] ok" "$TMP/cmp" && ! grep -q "^pool.bias" "$TMP/cmp" &&
-    ok "torch layouts: [out, in] matrices, 1-d vectors, no bias where bias = 0" ||
+grep -q "^attn.in_proj_weight: \[48, 16\] ok" "$TMP/cmp" && grep -q "^ln.weight: \[16\] ok" "$TMP/cmp" &&
+    grep -q "^emb.weight: \[50, 8\] ok" "$TMP/cmp" && ! grep -q "^pool.bias" "$TMP/cmp" &&
+    ok "torch names and layouts: [out, in] matrices, 1-d vectors, no bias where bias = 0" ||
     fail "names or shapes" "$(cat "$TMP/cmp")"
 cp "$TMP/w.safetensors" "$TMP/keep"
 expect_fail "unwritable weights path" "saving weights /nonexistent-dir/w.safetensors" \

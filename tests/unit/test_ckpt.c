@@ -1,7 +1,7 @@
 /* Tests of checkpoints: save/load restores weights, optimizer state and the
  * step count so that training resumes bit-identically; a stage loads from a
  * whole-model checkpoint, and any stage from the files of another split
- * (gpp_ckpt_load_files, files of one step count only); corrupted, truncated, foreign and mismatched
+ * (gpp_exec_ckpt_load_files, files of one step count only); corrupted, truncated, foreign and mismatched
  * files are rejected with the executor unchanged, and so are crafted ones with a valid CRC (NaN
  * weights, absurd step counts); a failed save leaves the old file intact; files written before
  * gpp_codec and zlib's crc32 load and are written again byte for byte. */
@@ -14,8 +14,9 @@
 
 #include "common/gpp_codec.h"
 #include "common/gpp_fault.h"
-#include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_data.h"
+#include "agent/exec/gpp_exec_ckpt.h"
+#include "ckpt/gpp_ckpt.h"
+#include "agent/data/gpp_data.h"
 #include "agent/exec/gpp_exec.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
@@ -105,9 +106,9 @@ static void t_resume_is_exact(void)
         gpp_exec_t *b = s_exec(&f, f.g->n_ops, f.all, kinds[k], 2); /* other initial weights */
         if (a && b) {
             s_train(a, 3);
-            GPP_EXPECT_MSG(gpp_ckpt_save(a, path, &err) == 0, "%s", err.msg);
+            GPP_EXPECT_MSG(gpp_exec_ckpt_save(a, path, &err) == 0, "%s", err.msg);
             GPP_EXPECT(s_diff(a, b, 0) > 0);
-            GPP_EXPECT_MSG(gpp_ckpt_load(b, path, &err) == 0, "%s", err.msg);
+            GPP_EXPECT_MSG(gpp_exec_ckpt_load(b, path, &err) == 0, "%s", err.msg);
             GPP_EXPECT(s_diff(a, b, 1) == 0);
             GPP_EXPECT(gpp_exec_step_count(b) == 3);
             s_train(a, 2);
@@ -137,8 +138,8 @@ static void t_stage_loads_from_whole_model(void)
     gpp_exec_t *st = s_exec(&f, 2, ops, GPP_OPTIM_ADAMW, 5);
     if (a && st) {
         s_train(a, 2);
-        GPP_EXPECT(gpp_ckpt_save(a, path, &err) == 0);
-        GPP_EXPECT_MSG(gpp_ckpt_load(st, path, &err) == 0, "%s", err.msg);
+        GPP_EXPECT(gpp_exec_ckpt_save(a, path, &err) == 0);
+        GPP_EXPECT_MSG(gpp_exec_ckpt_load(st, path, &err) == 0, "%s", err.msg);
         GPP_EXPECT(s_diff(st, a, 1) == 0);
     }
     gpp_exec_destroy(&a);
@@ -172,26 +173,26 @@ static void t_load_files_any_split(void)
     gpp_exec_t *snap = s_exec(&f, n, f.all, GPP_OPTIM_ADAMW, 4);
     if (a && s0 && s1 && c && sp && snap) {
         s_train(a, 2);
-        GPP_EXPECT(gpp_ckpt_save(a, whole, &err) == 0);
-        GPP_EXPECT(gpp_ckpt_load(s0, whole, &err) == 0 && gpp_ckpt_save(s0, p0, &err) == 0);
-        GPP_EXPECT(gpp_ckpt_load(s1, whole, &err) == 0 && gpp_ckpt_save(s1, p1, &err) == 0);
+        GPP_EXPECT(gpp_exec_ckpt_save(a, whole, &err) == 0);
+        GPP_EXPECT(gpp_exec_ckpt_load(s0, whole, &err) == 0 && gpp_exec_ckpt_save(s0, p0, &err) == 0);
+        GPP_EXPECT(gpp_exec_ckpt_load(s1, whole, &err) == 0 && gpp_exec_ckpt_save(s1, p1, &err) == 0);
         const char *both[] = {p0, p1}, *mixed[] = {p0, later}, *one[] = {p0};
         /* the whole model from the two stage files, and a stage across them */
-        GPP_EXPECT_MSG(gpp_ckpt_load_files(c, both, 2, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_exec_ckpt_load_files(c, both, 2, &err) == 0, "%s", err.msg);
         GPP_EXPECT(s_diff(c, a, 1) == 0 && gpp_exec_step_count(c) == 2);
-        GPP_EXPECT_MSG(gpp_ckpt_load_files(sp, both, 2, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_exec_ckpt_load_files(sp, both, 2, &err) == 0, "%s", err.msg);
         GPP_EXPECT(s_diff(sp, a, 1) == 0 && gpp_exec_step_count(sp) == 2);
         /* refusals: c stays as snap (freshly loaded the same) */
-        GPP_EXPECT(gpp_ckpt_load_files(snap, both, 2, &err) == 0);
+        GPP_EXPECT(gpp_exec_ckpt_load_files(snap, both, 2, &err) == 0);
         s_train(a, 1);
-        GPP_EXPECT(gpp_ckpt_save(a, later, &err) == 0);
+        GPP_EXPECT(gpp_exec_ckpt_save(a, later, &err) == 0);
         struct {
             const char *const *files;
             int n;
             const char *words;
         } bad[] = {{mixed, 2, "optimizer steps"}, {one, 1, "has no tensor"}};
         for (int i = 0; i < 2; i++) {
-            GPP_EXPECT(gpp_ckpt_load_files(c, bad[i].files, bad[i].n, &err) == -1);
+            GPP_EXPECT(gpp_exec_ckpt_load_files(c, bad[i].files, bad[i].n, &err) == -1);
             GPP_EXPECT_MSG(strstr(err.msg, bad[i].words) != NULL, "'%s' lacks '%s'", err.msg,
                            bad[i].words);
             printf("    rejected: %s\n", err.msg);
@@ -203,7 +204,7 @@ static void t_load_files_any_split(void)
         GPP_EXPECT(fp && fseek(fp, 100, SEEK_SET) == 0 && fputc(0x5a, fp) != EOF);
         if (fp)
             fclose(fp);
-        GPP_EXPECT(gpp_ckpt_load_files(c, both, 2, &err) == -1);
+        GPP_EXPECT(gpp_exec_ckpt_load_files(c, both, 2, &err) == -1);
         GPP_EXPECT_MSG(strstr(err.msg, p1) && strstr(err.msg, "checksum"), "%s", err.msg);
         printf("    rejected: %s\n", err.msg);
         GPP_EXPECT(s_diff(c, snap, 1) == 0);
@@ -224,7 +225,7 @@ static void s_expect_load_fails(gpp_exec_t *ex, gpp_exec_t *snapshot, const char
 {
     gpp_err_t err = {0};
     int64_t steps = gpp_exec_step_count(ex);
-    GPP_EXPECT(gpp_ckpt_load(ex, path, &err) == -1);
+    GPP_EXPECT(gpp_exec_ckpt_load(ex, path, &err) == -1);
     GPP_EXPECT_MSG(strstr(err.msg, words) != NULL, "'%s' lacks '%s'", err.msg, words);
     printf("    rejected: %s\n", err.msg);
     GPP_EXPECT(s_diff(ex, snapshot, 1) == 0); /* unchanged */
@@ -248,7 +249,7 @@ static void t_bad_checkpoints_rejected(void)
     if (!a || !b || !b_copy || !sgd || !foreign || !foreign_copy)
         goto done;
     s_train(a, 1);
-    GPP_EXPECT(gpp_ckpt_save(a, path, &err) == 0);
+    GPP_EXPECT(gpp_exec_ckpt_save(a, path, &err) == 0);
     long len = 0;
     unsigned char *orig = gpp_fixture_slurp(path, &len), *c = malloc(len > 0 ? (size_t)len : 1);
 
@@ -275,13 +276,13 @@ static void t_bad_checkpoints_rejected(void)
     /* A failed save leaves the old checkpoint intact and no temp file. */
     s_train(a, 1);
     gpp_fault_arm("atomic_write", len / 2);
-    GPP_EXPECT(gpp_ckpt_save(a, path, &err) == -1);
+    GPP_EXPECT(gpp_exec_ckpt_save(a, path, &err) == -1);
     gpp_fault_arm("atomic_write", -1);
     printf("    failed save: %s\n", err.msg);
     GPP_EXPECT(strstr(err.msg, "untouched") != NULL);
     gpp_fixture_expect_untouched(path, orig, len);
-    GPP_EXPECT(gpp_ckpt_save(a, "/nonexistent/dir/ckpt", &err) == -1);
-    GPP_EXPECT(gpp_ckpt_load(b, path, &err) == 0); /* the old one still loads */
+    GPP_EXPECT(gpp_exec_ckpt_save(a, "/nonexistent/dir/ckpt", &err) == -1);
+    GPP_EXPECT(gpp_exec_ckpt_load(b, path, &err) == 0); /* the old one still loads */
     free(orig);
     free(c);
 done:
@@ -328,9 +329,9 @@ static void t_old_file_reads_the_same(void)
     char *path = gpp_fixture_tmpfile("ckpt");
     gpp_exec_t *ex = s_exec(&f, f.g->n_ops, f.all, GPP_OPTIM_ADAMW, 7);
     if (ex) {
-        GPP_EXPECT_MSG(gpp_ckpt_load(ex, old, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_exec_ckpt_load(ex, old, &err) == 0, "%s", err.msg);
         GPP_EXPECT(gpp_exec_step_count(ex) == 2);
-        GPP_EXPECT_MSG(gpp_ckpt_save(ex, path, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_exec_ckpt_save(ex, path, &err) == 0, "%s", err.msg);
         long n = 0, m = 0;
         unsigned char *a = gpp_fixture_slurp(old, &n), *b = gpp_fixture_slurp(path, &m);
         GPP_EXPECT(a && b && n == m && memcmp(a, b, (size_t)n) == 0);
@@ -359,7 +360,7 @@ static void t_save_is_byte_identical(void)
     gpp_exec_t *b = s_exec(&f, f.g->n_ops, f.all, GPP_OPTIM_ADAMW, 1);
     if (a && b) {
         long n = 0, m = 0;
-        GPP_EXPECT_MSG(gpp_ckpt_save(a, p1, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_exec_ckpt_save(a, p1, &err) == 0, "%s", err.msg);
         unsigned char *x = gpp_fixture_slurp(p1, &n);
         uint32_t crc = x ? (uint32_t)crc32_z(0, x, (size_t)n) : 0;
         printf("    fresh executor: %ld bytes, CRC-32 %08x\n", n, crc);
@@ -367,7 +368,7 @@ static void t_save_is_byte_identical(void)
         free(x);
         s_train(a, 2);
         s_train(b, 2);
-        GPP_EXPECT(gpp_ckpt_save(a, p1, &err) == 0 && gpp_ckpt_save(b, p2, &err) == 0);
+        GPP_EXPECT(gpp_exec_ckpt_save(a, p1, &err) == 0 && gpp_exec_ckpt_save(b, p2, &err) == 0);
         x = gpp_fixture_slurp(p1, &n);
         unsigned char *y = gpp_fixture_slurp(p2, &m);
         GPP_EXPECT(x && y && n == m && memcmp(x, y, (size_t)n) == 0);
@@ -452,7 +453,7 @@ static void t_crafted_checkpoints_rejected(void)
     char name[256] = {0}, want[512];
     memcpy(name, orig + at_entry + 4, name_len < 255 ? name_len : 255);
     snprintf(want, sizeof want, "checkpoint %s: tensor '%s' holds NaN", bad, name);
-    GPP_EXPECT(gpp_ckpt_load(ex, bad, &err) == -1);
+    GPP_EXPECT(gpp_exec_ckpt_load(ex, bad, &err) == -1);
     GPP_EXPECT_MSG(strstr(err.msg, want) != NULL, "'%s' lacks '%s'", err.msg, want);
 done:
     free(orig);

@@ -89,6 +89,22 @@ static void t_all_examples(void)
     GPP_EXPECT(n >= 2);
 }
 
+/* sgd without lr or weight decay: torch.optim.SGD's defaults, as gpp-train's */
+static void t_sgd_defaults(void)
+{
+    gpp_config_t c;
+    gpp_err_t err;
+    int rc = gpp_config_load_string(&c,
+                                    "[job]\nmodel = \"mmt\"\noptimizer = \"sgd\"\n"
+                                    "[[nodes]]\nhost = \"127.0.0.1\"\nslots = 1\n",
+                                    "sgd.toml", &err);
+    GPP_EXPECT_MSG(rc == 0, "%s", err.msg);
+    if (rc)
+        return;
+    GPP_EXPECT(c.job.lr == 0.05 && c.job.weight_decay == 0.0 && c.job.momentum == 0.9);
+    gpp_config_release(&c);
+}
+
 static void t_defaults(void)
 {
     gpp_config_t c;
@@ -99,7 +115,10 @@ static void t_defaults(void)
         return;
     GPP_EXPECT(c.n_nodes == 1 && c.nodes[0].slots == 1);
     GPP_EXPECT(c.job.batch == 32 && c.job.iterations == 20 && c.job.micro_batch == 0);
-    GPP_EXPECT(c.job.optimizer == GPP_OPTIM_SGD && c.job.momentum == 0.9);
+    /* gpp-train's defaults, torch's AdamW (common/gpp_optim_defaults.h) */
+    GPP_EXPECT(c.job.optimizer == GPP_OPTIM_ADAMW && c.job.lr == 1e-3 &&
+               c.job.weight_decay == 0.01 && c.job.momentum == 0.9 && c.job.beta1 == 0.9 &&
+               c.job.beta2 == 0.999 && c.job.eps == 1e-8);
     GPP_EXPECT(strcmp(c.job.planner, "gpp") == 0 && c.job.checkpoint_interval == 0);
     GPP_EXPECT(c.health.heartbeat_ms == 500 && c.health.timeout_ms == 5000);
     GPP_EXPECT(c.metrics.file[0] == '\0' && c.metrics.http_port == 0);
@@ -209,10 +228,15 @@ static void t_env_override(void)
 }
 
 static const gpp_test_case_t cases[] = {
-    {"local_cpu_example", t_local_cpu_example}, {"multi_node_example", t_multi_node_example},
-    {"all_examples", t_all_examples},           {"defaults", t_defaults},
-    {"bad_fixtures", t_bad_fixtures},           {"missing_file", t_missing_file},
-    {"env_override", t_env_override},           {NULL, NULL},
+    {"local_cpu_example", t_local_cpu_example},
+    {"multi_node_example", t_multi_node_example},
+    {"all_examples", t_all_examples},
+    {"defaults", t_defaults},
+    {"sgd_defaults", t_sgd_defaults},
+    {"bad_fixtures", t_bad_fixtures},
+    {"missing_file", t_missing_file},
+    {"env_override", t_env_override},
+    {NULL, NULL},
 };
 
 int main(void)

@@ -19,7 +19,7 @@
 #include "config/gpp_config.h"
 #include "coordinator/gpp_coord.h"
 #include "tests/gpp_coord_fixture.h"
-#include "coordinator/gpp_job.h"
+#include "coordinator/job/gpp_job.h"
 #include "coordinator/gpp_progress.h"
 #include "coordinator/gpp_registry.h"
 #include "tests/gpp_test.h"

@@ -186,11 +186,34 @@ static void t_gemm_split(void)
         gpp_op_type_t t;
         int kernels, fwd_gemms, bwd_gemms;
     } want[] = {
-        {GPP_OP_INPUT, 0, 0, 0},         {GPP_OP_LINEAR, 1, 1, 2},    {GPP_OP_RELU, 1, 0, 0},
-        {GPP_OP_GELU, 1, 0, 0},          {GPP_OP_LAYERNORM, 1, 0, 0}, {GPP_OP_ATTENTION, 5, 4, 8},
-        {GPP_OP_EMBEDDING_BAG, 1, 0, 0}, {GPP_OP_CONCAT, 1, 0, 0},    {GPP_OP_ADD, 1, 0, 0},
-        {GPP_OP_LOSS_MSE, 2, 0, 0},      {GPP_OP_LOSS_CE, 2, 0, 0},   {GPP_OP_SLICE, 1, 0, 0},
-        {GPP_OP_RESHAPE, 1, 0, 0},       {GPP_OP_OPAQUE, 1, 1, 2},
+        {GPP_OP_INPUT, 0, 0, 0},
+        {GPP_OP_LINEAR, 1, 1, 2},
+        {GPP_OP_RELU, 1, 0, 0},
+        {GPP_OP_GELU, 1, 0, 0},
+        {GPP_OP_LAYERNORM, 1, 0, 0},
+        {GPP_OP_ATTENTION, 5, 4, 8},
+        {GPP_OP_EMBEDDING_BAG, 1, 0, 0},
+        {GPP_OP_CONCAT, 1, 0, 0},
+        {GPP_OP_ADD, 1, 0, 0},
+        {GPP_OP_LOSS_MSE, 2, 0, 0},
+        {GPP_OP_LOSS_CE, 2, 0, 0},
+        {GPP_OP_SLICE, 1, 0, 0},
+        {GPP_OP_RESHAPE, 1, 0, 0},
+        {GPP_OP_OPAQUE, 1, 1, 2},
+        /* the PyTorch modules' types (kernels/cpu/gpp_cpu_ext.c, gpp_cpu_xattn.c) */
+        {GPP_OP_EMBEDDING, 1, 0, 0},
+        {GPP_OP_PARAM_ADD, 1, 0, 0},
+        {GPP_OP_REDUCE, 1, 0, 0},
+        {GPP_OP_SIGMOID, 1, 0, 0},
+        {GPP_OP_TANH, 1, 0, 0},
+        {GPP_OP_DROPOUT, 1, 0, 0},
+        {GPP_OP_MATMUL, 1, 1, 2},
+        {GPP_OP_TRANSPOSE, 1, 0, 0},
+        {GPP_OP_STACK, 1, 0, 0},
+        {GPP_OP_TRIU, 1, 0, 0},
+        {GPP_OP_PATCH_EMBED, 2, 1, 2},
+        {GPP_OP_CROSS_ATTENTION, 6, 5, 10},
+        {GPP_OP_LOSS_BCE, 2, 0, 0},
     };
     int n = (int)(sizeof want / sizeof want[0]);
     GPP_EXPECT(n == GPP_OP__COUNT);

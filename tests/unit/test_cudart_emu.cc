@@ -1,4 +1,4 @@
-/* test_cudart_emu: the emulated CUDA runtime (kernels/cuda/emu/
+/* test_cudart_emu: the emulated CUDA runtime (tests/emu/
  * gpp_cudart_emu.cc) keeps the device's rules that the emulated GPU tests
  * rely on: queued work runs only when forced, so a missing wait shows as
  * stale data; copies from pageable memory read the source at the call, from
@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/cuda/emu/gpp_emu_rt.h"
+#include "tests/emu/gpp_emu_rt.h"
 
 static int s_pass, s_fail;
 #define EXPECT(c)                                                                                  \

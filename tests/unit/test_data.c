@@ -10,7 +10,7 @@
 
 #include "common/gpp_codec.h"
 #include "common/gpp_fault.h"
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 #include "model/gpp_graph.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
@@ -93,7 +93,7 @@ static void t_ce_labels_follow_teacher(void)
     int L = s_op(g, "loss");
     gpp_dtype_t dt;
     int64_t rows, cols;
-    gpp_data_label_shape(g, L, &dt, &rows, &cols);
+    gpp_data_shape_label(g, L, &dt, &rows, &cols);
     GPP_EXPECT(dt == GPP_DTYPE_I32 && rows == 4 && cols == 1);
     int32_t lab[200 * 4];
     int count[5] = {0};

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_data.h"
-#include "agent/exec/gpp_data_pool.h"
+#include "agent/data/gpp_data.h"
+#include "agent/data/gpp_data_pool.h"
 #include "model/gpp_graph.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
@@ -35,7 +35,7 @@ static int s_is_loss(const gpp_op_t *op)
 
 static size_t s_bytes(const gpp_graph_t *g, int op, int64_t n)
 {
-    return (size_t)(n * gpp_data_sample_bytes(g, op));
+    return (size_t)(n * gpp_data_shape_bytes(g, op));
 }
 
 /* One call of a pattern: op (-1: every INPUT op then every loss op, as a
@@ -187,7 +187,7 @@ static void s_write_npy_dir(const gpp_graph_t *g, const char *dir)
         gpp_dtype_t dt = GPP_DTYPE_F32;
         int64_t r = op->rows, c = op->cols;
         if (s_is_loss(op))
-            gpp_data_label_shape(g, o, &dt, &r, &c);
+            gpp_data_shape_label(g, o, &dt, &r, &c);
         else if (op->input_kind == GPP_INPUT_INDICES)
             dt = GPP_DTYPE_I32;
         size_t b = s_bytes(g, o, STORED_SAMPLES);

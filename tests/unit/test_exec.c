@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_data.h"
+#include "agent/data/gpp_data.h"
 #include "agent/exec/gpp_exec.h"
 #include "agent/exec/gpp_profile.h"
 #include "kernels/gpp_backend.h"

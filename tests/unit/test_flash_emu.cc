@@ -62,6 +62,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/emu/gpp_emu_port.h" /* first: the port's host half */
+
 #include "kernels/cuda/gpp_cuda_flash_tc.cuh"
 
 namespace

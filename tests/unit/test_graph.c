@@ -219,6 +219,34 @@ static gpp_graph_t *s_every_type(void)
     gpp_op_t *o = gpp_graph_op(g, op);
     o->params = 12, o->out_bytes = 40, o->stash_bytes = 16;
     o->fwd_flops = 1.5e3, o->bwd_flops = 3e3;
+    /* the PyTorch modules' types */
+    int tok = gpp_graph_input_indices(g, "tok", 5, 10);
+    int e = gpp_graph_add(g, GPP_OP_EMBEDDING, "emb2", 1, &tok);
+    g->ops[e].table_rows = 10, g->ops[e].dim = 4, g->ops[e].update = GPP_TABLE_DENSE;
+    int pa = gpp_graph_add(g, GPP_OP_PARAM_ADD, "pos", 1, &e);
+    g->ops[pa].lead = 1;
+    int dr = gpp_graph_add(g, GPP_OP_DROPOUT, "drop", 1, &pa);
+    g->ops[dr].p = 0.25;
+    int ca_in[2] = {dr, x};
+    int img = gpp_graph_input(g, "img", 2, 16);
+    int pe = gpp_graph_add(g, GPP_OP_PATCH_EMBED, "patch", 1, &img);
+    g->ops[pe].height = 4, g->ops[pe].patch = 2, g->ops[pe].out_features = 8;
+    ca_in[0] = pe;
+    int ca = gpp_graph_add(g, GPP_OP_CROSS_ATTENTION, "xattn", 2, ca_in);
+    g->ops[ca].heads = 2;
+    int tr = gpp_graph_add(g, GPP_OP_TRANSPOSE, "tr", 1, &dr);
+    int mm_in[2] = {dr, tr};
+    int mm = gpp_graph_add(g, GPP_OP_MATMUL, "mm", 2, mm_in);
+    int tu = gpp_graph_add(g, GPP_OP_TRIU, "triu", 1, &mm);
+    g->ops[tu].offset = 1;
+    int rd = gpp_graph_add(g, GPP_OP_REDUCE, "pool", 1, &ca);
+    g->ops[rd].mode = GPP_REDUCE_MAX;
+    int sg = gpp_graph_unary(g, GPP_OP_SIGMOID, "sig", rd);
+    int th = gpp_graph_unary(g, GPP_OP_TANH, "tanh", sg);
+    int st_in[2] = {th, th};
+    int st = gpp_graph_add(g, GPP_OP_STACK, "stack", 2, st_in);
+    gpp_graph_unary(g, GPP_OP_LOSS_BCE, "bce", st);
+    gpp_graph_unary(g, GPP_OP_LOSS_MSE, "mse2", tu);
     return g;
 }
 

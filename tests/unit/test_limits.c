@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "config/gpp_config.h"
-#include "coordinator/gpp_job.h"
+#include "coordinator/job/gpp_job.h"
 #include "coordinator/gpp_progress.h"
 #include "tests/gpp_test.h"
 

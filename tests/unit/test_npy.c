@@ -1,5 +1,5 @@
-/* test_npy: NumPy .npy datasets (agent/exec/gpp_npy.c, the .npy source of
- * agent/exec/gpp_data.c), with hand-built files.
+/* test_npy: NumPy .npy datasets (agent/data/gpp_npy.c, the .npy source of
+ * agent/data/gpp_data.c), with hand-built files.
  *
  * The header parser on good files of versions 1, 2 and 3 and on a table of
  * broken ones (each message must name the file and the field); then a model
@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_data.h"
-#include "agent/exec/gpp_npy.h"
+#include "agent/data/gpp_data.h"
+#include "agent/data/gpp_npy.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
 
@@ -415,8 +415,8 @@ static void t_value_range(void)
     if (src) {
         GPP_EXPECT(gpp_data_input(src, s_op(g, "ids"), 0, 17, out, &err) == 0);
         GPP_EXPECT(gpp_data_input(src, s_op(g, "ids"), 0, 18, out, &err) == -1);
-        GPP_EXPECT_MSG(strstr(err.msg, "ids.npy: record 17 element 1: value outside [0, 10)"), "%s",
-                       err.msg);
+        GPP_EXPECT_MSG(strstr(err.msg, "ids.npy: record 17 element 1: value 10 outside [0, 10)"),
+                       "%s", err.msg);
     }
     gpp_data_destroy(&src);
     s_rmdir(d);

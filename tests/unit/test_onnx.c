@@ -550,7 +550,7 @@ static void t_spec(void)
     GPP_EXPECT(gpp_onnx_spec_loss("mmt", "ce", out, sizeof out, &err) < 0 &&
                strstr(err.msg, "only an ONNX model"));
     GPP_EXPECT(gpp_onnx_spec_loss("m.onnx", "hinge", out, sizeof out, &err) < 0 &&
-               strstr(err.msg, "use mse or ce"));
+               strstr(err.msg, "use mse, ce or bce"));
     GPP_EXPECT(gpp_onnx_spec_loss("m.onnx:loss=ce", "mse", out, sizeof out, &err) < 0 &&
                strstr(err.msg, "names a loss already"));
     GPP_EXPECT(gpp_model_load("/nonexistent/m.onnx", &err) == NULL &&

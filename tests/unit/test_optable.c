@@ -67,6 +67,9 @@ static const struct {
     {"case_study", "case_study:branches=2,blocks=2,hidden=16,heads=4,seq=4,ffn=32,classes=4"},
 };
 
+/* Graph files of the op types no zoo model has (the PyTorch modules'). */
+static const char *const s_files[] = {"tests/data/graphs/torch_ops.json"};
+
 static int s_find_param(gpp_exec_t *ex, const char *name)
 {
     for (int i = 0; i < gpp_exec_n_params(ex); i++)
@@ -166,6 +169,8 @@ static void t_zoo_stash_and_params(void)
         if (spec)
             s_check_model(spec);
     }
+    for (size_t k = 0; k < sizeof s_files / sizeof s_files[0]; k++)
+        s_check_model(s_files[k]);
 }
 
 /* Runs ops [lo, hi) of f's model as a stage with `mbs` micro-batches of n
@@ -247,6 +252,22 @@ static void t_zoo_stage_peak(void)
                               {n_ops / 3, n_ops},
                               {0, 2 * n_ops / 3},
                               {2 * n_ops / 3, n_ops}};
+        for (size_t c = 0; c < sizeof cut / sizeof cut[0]; c++)
+            for (int opt = 0; opt < 2; opt++)
+                for (int mbs = 1; mbs <= 3; mbs += 2) {
+                    int64_t d = s_stage_peak(&f, cut[c][0], cut[c][1],
+                                             opt ? GPP_OPTIM_ADAMW : GPP_OPTIM_SGD, mbs, 3);
+                    worst = d > worst ? d : worst;
+                    cases++;
+                }
+        gpp_fixture_exec_close(&f);
+    }
+    for (size_t k = 0; k < sizeof s_files / sizeof s_files[0]; k++) {
+        gpp_fixture_exec_t f;
+        if (gpp_fixture_exec_open(&f, s_files[k], 3) < 0)
+            continue;
+        int n_ops = f.g->n_ops;
+        const int cut[][2] = {{0, n_ops}, {0, n_ops / 2}, {n_ops / 2, n_ops}};
         for (size_t c = 0; c < sizeof cut / sizeof cut[0]; c++)
             for (int opt = 0; opt < 2; opt++)
                 for (int mbs = 1; mbs <= 3; mbs += 2) {

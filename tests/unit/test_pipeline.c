@@ -1,4 +1,4 @@
-/* test_pipeline: the schedule interpreter (agent/exec/gpp_pipeline.h) in
+/* test_pipeline: the schedule interpreter (agent/pipeline/gpp_pipeline.h) in
  * process, one stage on one rank (no communicator): it trains exactly as
  * the executor driven by hand (the same losses and checkpoint bytes),
  * reports per iteration, saves at the interval and resumes from it, stops
@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/exec/gpp_ckpt.h"
-#include "agent/exec/gpp_ckpt_set.h"
+#include "agent/exec/gpp_exec_ckpt.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "agent/exec/gpp_exec.h"
-#include "agent/exec/gpp_pipeline.h"
+#include "agent/pipeline/gpp_pipeline.h"
 #include "tests/gpp_test.h"
 #include "tests/gpp_fixtures.h"
 
@@ -155,7 +155,7 @@ static void s_reference(const gpp_optim_hp_t *hp, int iters, double *loss, const
         GPP_EXPECT(gpp_exec_step(ex, &err) == 0);
     }
     if (ex)
-        GPP_EXPECT_MSG(gpp_ckpt_save(ex, path, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_exec_ckpt_save(ex, path, &err) == 0, "%s", err.msg);
     gpp_exec_destroy(&ex);
     gpp_fixture_exec_close(&f);
 }

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/exec/gpp_ckpt.h"
+#include "agent/exec/gpp_exec_ckpt.h"
+#include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_sha256.h"
 #include "tests/gpp_test.h"
 #include "tests/gpp_fixtures.h"
@@ -68,7 +69,7 @@ static void s_digest(gpp_exec_t **ex, int n, int n_ops, char hex[GPP_SHA256_HEX]
     int *has = calloc((size_t)n_ops, sizeof *has);
     gpp_err_t err = {{0}};
     for (int i = 0; i < n; i++)
-        GPP_EXPECT_MSG(gpp_ckpt_op_digests(ex[i], d, has, &err) == 0, "%s", err.msg);
+        GPP_EXPECT_MSG(gpp_exec_ckpt_op_digests(ex[i], d, has, &err) == 0, "%s", err.msg);
     gpp_ckpt_weights_digest(n_ops, (const unsigned char(*)[GPP_SHA256_BYTES])d, has, out);
     gpp_sha256_hex(out, hex);
     free(d);

@@ -1,0 +1,335 @@
+/* gpp_exec_pass: a stage's forward and backward of one micro-batch, run
+ * eagerly: ops in ascending id order forward and in reverse backward,
+ * activations freed after their last reader, gradients after their op's
+ * backward, stashes after the backward; gradients from several consumers
+ * meet in the producer slot's buffer because every backward kernel
+ * accumulates (+=). gpp_exec.c's entry points and gpp_exec_graph.c's
+ * recordings run these. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/exec/gpp_exec_impl.h"
+#include "kernels/gpp_ops.h"
+#include "model/gpp_optable.h"
+
+void gpp_exec_mb_arrays(const gpp_exec_t *self, exec_mb_t *x)
+{
+    x->act = gpp_xcalloc((size_t)self->n_slots, sizeof *x->act);
+    x->grad = gpp_xcalloc((size_t)self->n_slots, sizeof *x->grad);
+    x->filled = gpp_xcalloc((size_t)self->n_slots, sizeof *x->filled);
+    x->got_grad = gpp_xcalloc((size_t)self->n_slots, sizeof *x->got_grad);
+    x->stash = gpp_xcalloc((size_t)self->n_local + 1, sizeof *x->stash);
+    x->stash_bytes = gpp_xcalloc((size_t)self->n_local + 1, sizeof *x->stash_bytes);
+}
+
+void gpp_exec_mb_arrays_free(exec_mb_t *x)
+{
+    free(x->act);
+    free(x->grad);
+    free(x->filled);
+    free(x->got_grad);
+    free(x->stash);
+    free(x->stash_bytes);
+    x->act = x->grad = NULL;
+    x->filled = NULL;
+    x->got_grad = NULL;
+    x->stash = NULL;
+    x->stash_bytes = NULL;
+}
+
+void gpp_exec_mb_copy(const gpp_exec_t *self, exec_mb_t *dst, const exec_mb_t *src)
+{
+    size_t ns = (size_t)self->n_slots, nl = (size_t)self->n_local;
+    dst->state = src->state;
+    dst->loss_pending = src->loss_pending;
+    memcpy(dst->act, src->act, ns * sizeof *dst->act);
+    memcpy(dst->grad, src->grad, ns * sizeof *dst->grad);
+    memcpy(dst->filled, src->filled, ns * sizeof *dst->filled);
+    memcpy(dst->got_grad, src->got_grad, ns * sizeof *dst->got_grad);
+    memcpy(dst->stash, src->stash, nl * sizeof *dst->stash);
+    memcpy(dst->stash_bytes, src->stash_bytes, nl * sizeof *dst->stash_bytes);
+}
+
+/* Zeroed gradient buffer of slot k, allocated on first use (in block blk
+ * when given: a replayed pass's). */
+gpp_tensor_t *gpp_exec_grad_in(gpp_exec_t *self, exec_mb_t *mb, int k, void *blk, gpp_err_t *err)
+{
+    gpp_tensor_t *t = &mb->grad[k];
+    if (!t->data) {
+        if (blk) {
+            const exec_slot_t *sl = &self->slots[k];
+            *t = gpp_tensor(blk, sl->dtype, mb->n, sl->rows, sl->cols);
+            size_t b = gpp_tensor_bytes(t);
+            self->live_bytes += (int64_t)(b ? b : 4);
+        } else if (gpp_exec_tensor_new(self, &self->slots[k], mb->n, t, err) < 0) {
+            return NULL;
+        }
+        if (t->dtype == GPP_DTYPE_I32) /* a gradient is fp32, or bf16 as its activation */
+            t->dtype = GPP_DTYPE_F32;
+        if (gpp_stream_zero(self->s, t->data, gpp_tensor_bytes(t), err) < 0)
+            return NULL;
+    }
+    return t;
+}
+
+static gpp_tensor_t *s_grad(gpp_exec_t *self, exec_mb_t *mb, int k, gpp_err_t *err)
+{
+    return gpp_exec_grad_in(self, mb, k, NULL, err);
+}
+
+/* The kernel arguments of op eo common to forward and backward: its
+ * inputs, parameter values and gradients (w, dw: [GPP_OP_MAX_PARAMS]). */
+static void s_args(gpp_exec_t *self, exec_mb_t *mb, int i, const gpp_tensor_t **x, gpp_tensor_t *w,
+                   gpp_tensor_t *dw, gpp_op_args_t *a)
+{
+    const exec_op_t *eo = &self->ops[i];
+    const exec_param_t *P = &self->params[eo->first_param];
+    for (int k = 0; k < eo->op->n_inputs; k++)
+        x[k] = &mb->act[eo->in[k]];
+    for (int k = 0; k < eo->n_params; k++) {
+        w[k] = P[k].value;
+        dw[k] = P[k].grad;
+        if (P[k].sparse >= 0)
+            a->dsparse = self->sgrad[P[k].sparse];
+    }
+    a->op = eo->op;
+    a->x = x;
+    a->w = w;
+    a->dw = dw;
+    a->stash = mb->stash[i];
+    a->seed = self->cfg.seed; /* dropout's mask: (seed, sample, op, element) */
+    a->sample_lo = mb->sample_lo;
+    a->train = 1;
+}
+
+/* Linear i and the activation it feeds in one call: the linear's output
+ * (z) first, unless the activation is a ReLU (z never materialised), then
+ * the activation's; gpp_stage_mem counts them in this order. */
+static int s_forward_fused(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
+{
+    const exec_op_t *eo = &self->ops[i], *ea = &self->ops[eo->fuse_to];
+    const gpp_op_t *op = eo->op, *act = ea->op;
+    gpp_tensor_t *z = NULL;
+    if (act->type == GPP_OP_GELU) {
+        z = &mb->act[eo->out];
+        if (gpp_exec_tensor_new(self, &self->slots[eo->out], mb->n, z, err) < 0)
+            return -1;
+    }
+    gpp_tensor_t *y = &mb->act[ea->out];
+    if (gpp_exec_tensor_new(self, &self->slots[ea->out], mb->n, y, err) < 0)
+        return -1;
+    const exec_param_t *P = &self->params[eo->first_param];
+    return gpp_linear_act_fwd(self->s, &mb->act[eo->in[0]], &P[0].value,
+                              op->bias ? &P[1].value : NULL, act->type, (gpp_gelu_form_t)act->form,
+                              z, y, err);
+}
+
+static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
+{
+    exec_op_t *eo = &self->ops[i];
+    const gpp_op_t *op = eo->op;
+    int64_t n = mb->n;
+    gpp_tensor_t *y = &mb->act[eo->out];
+    if (eo->fused) /* its linear's call computed it */
+        return 0;
+    if (eo->fuse_to >= 0)
+        return s_forward_fused(self, mb, i, err);
+    /* a loss has no output tensor: its value goes to loss_dev */
+    if (eo->loss < 0 && gpp_exec_tensor_new(self, &self->slots[eo->out], n, y, err) < 0)
+        return -1;
+    if (op->type == GPP_OP_INPUT) /* the data source, not a kernel */
+        return gpp_exec_load(self, mb, op->id, y, err);
+    if (eo->kernel_stash_bytes) {
+        mb->stash_bytes[i] = (size_t)(n * eo->kernel_stash_bytes);
+        if (!(mb->stash[i] = gpp_exec_alloc(self, mb->stash_bytes[i], err)))
+            return -1;
+    }
+    const gpp_tensor_t *x[op->n_inputs];
+    gpp_tensor_t *dx[op->n_inputs];
+    gpp_tensor_t w[GPP_OP_MAX_PARAMS], dw[GPP_OP_MAX_PARAMS];
+    gpp_op_args_t a = {.y = eo->loss < 0 ? y : NULL};
+    s_args(self, mb, i, x, w, dw, &a);
+    if (eo->loss < 0)
+        return gpp_op_kernels[op->type].fwd(self->s, &a, err);
+    /* a loss: labels from the data source; its input's gradient now */
+    gpp_dtype_t dt;
+    int64_t r, c;
+    gpp_data_shape_label(self->g, op->id, &dt, &r, &c);
+    gpp_tensor_t lab = gpp_tensor(NULL, dt, n, r, c);
+    if (!(lab.data = gpp_exec_alloc(self, gpp_tensor_bytes(&lab), err)))
+        return -1;
+    int rc = gpp_exec_load(self, mb, op->id, &lab, err);
+    dx[0] = NULL;
+    if (rc == 0 && self->slots[eo->in[0]].needs_grad && !(dx[0] = s_grad(self, mb, eo->in[0], err)))
+        rc = -1;
+    a.dx = dx;
+    a.target = &lab;
+    a.loss = mb->loss_dev + eo->loss;
+    a.grad_scale = (float)((double)n / (double)self->cfg.batch);
+    if (rc == 0)
+        rc = gpp_op_kernels[op->type].fwd(self->s, &a, err);
+    if (rc == 0 && !self->capture_on) /* a graph's loss is copied after its launch */
+        rc = gpp_stream_copy(self->s, mb->loss_host + eo->loss, a.loss, 4, GPP_COPY_D2H, err);
+    gpp_exec_pool_release(self, &lab.data, gpp_tensor_bytes(&lab));
+    return rc;
+}
+
+/* ---- the per-op timing hook ----
+ * Timed events on the executor's stream: one before the first op and one
+ * after each op, so an op's time is the device time from the end of the op
+ * before it to its own end (its kernels, plus any wait for the host to
+ * launch them, as in training); nothing synchronises between ops. The host
+ * clock would time the launch on an asynchronous device. */
+static int s_timing_events(gpp_exec_t *self, gpp_err_t *err)
+{
+    if (self->tev)
+        return 0;
+    gpp_event_t **ev = gpp_xcalloc((size_t)self->n_local + 1, sizeof *ev);
+    for (int i = 0; i <= self->n_local; i++)
+        if (!(ev[i] = gpp_event_new_timed(self->be, err))) {
+            while (i-- > 0)
+                gpp_event_destroy(&ev[i]);
+            free(ev);
+            return gpp_err_prefix(err, "executor: timing events");
+        }
+    self->tev = ev;
+    return 0;
+}
+
+/* Adds the time between events a and b (recorded on the stream) to *acc. */
+static int s_timing_add(gpp_exec_t *self, int a, int b, double *acc, gpp_err_t *err)
+{
+    double ms = 0;
+    if (gpp_event_elapsed_ms(self->tev[a], self->tev[b], &ms, err) < 0)
+        return gpp_err_prefix(err, "executor: op timing");
+    *acc += ms;
+    return 0;
+}
+
+int gpp_exec_forward_run(gpp_exec_t *self, int m, gpp_err_t *err)
+{
+    exec_mb_t *mb = &self->mb[m];
+    for (int i = 0; i < self->n_inputs; i++) {
+        int p = self->inputs[i], k = self->slot_of[p];
+        /* data produced elsewhere: regenerate rather than receive */
+        if (mb->filled[k] == 0 && mb->n > 0 && self->g->ops[p].type == GPP_OP_INPUT &&
+            gpp_exec_load(self, mb, p, &mb->act[k], err) < 0)
+            return -1;
+    }
+    /* An empty shard (a data-parallel replica with no samples of this
+     * micro-batch) runs nothing; its outputs and gradients are empty. */
+    int timed = self->timing && mb->n > 0 && self->n_local > 0;
+    if (timed &&
+        (s_timing_events(self, err) < 0 || gpp_event_record(self->tev[0], self->s, err) < 0))
+        goto fail;
+    for (int i = 0; i < self->n_local && mb->n > 0; i++) {
+        if (s_forward_op(self, mb, i, err) < 0) {
+            gpp_err_prefix(err, "forward of op %d '%s'", self->ops[i].op->id,
+                           self->ops[i].op->name);
+            goto fail;
+        }
+        if (timed && gpp_event_record(self->tev[i + 1], self->s, err) < 0)
+            goto fail;
+        /* inputs no backward reads and nobody sends die with their last
+           reader (stream-ordered reuse: later work on the stream may take
+           the block) */
+        for (int k = 0; k < self->ops[i].op->n_inputs; k++) {
+            int in = self->ops[i].in[k];
+            if (!self->slots[in].keep && self->slots[in].last_use == i)
+                gpp_exec_tensor_release(self, &mb->act[in]);
+        }
+    }
+    /* Keep only what the backward reads or the caller may send. */
+    for (int k = 0; k < self->n_slots; k++) {
+        if (!self->slots[k].keep)
+            gpp_exec_tensor_release(self, &mb->act[k]);
+        else if (mb->n == 0 && self->slots[k].local)
+            mb->act[k] =
+                gpp_tensor(NULL, self->slots[k].dtype, 0, self->slots[k].rows, self->slots[k].cols);
+    }
+    for (int i = 0; timed && i < self->n_local; i++) {
+        if (s_timing_add(self, i, i + 1, &self->ops[i].fwd_ms, err) < 0)
+            goto fail;
+        self->ops[i].calls++;
+    }
+    mb->loss_pending = self->n_loss > 0 && mb->n > 0;
+    mb->state = MB_FORWARD;
+    gpp_exec_ahead_flush(self);
+    return 0;
+fail:
+    return -1;
+}
+
+/* Input gradient pointer for input k of op eo: NULL when no gradient flows. */
+static int s_dx(gpp_exec_t *self, exec_mb_t *mb, const exec_op_t *eo, int k, gpp_tensor_t **dx,
+                gpp_err_t *err)
+{
+    *dx = NULL;
+    if (!self->slots[eo->in[k]].needs_grad)
+        return 0;
+    *dx = s_grad(self, mb, eo->in[k], err);
+    return *dx ? 0 : -1;
+}
+
+static int s_backward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
+{
+    exec_op_t *eo = &self->ops[i];
+    const gpp_op_t *op = eo->op;
+    const gpp_tensor_t *dy = &mb->grad[eo->out];
+    if (gpp_optable[op->type].role != GPP_ROLE_LAYER || !dy->data)
+        return 0; /* data; losses ran with the forward; no gradient reached this op */
+    const gpp_tensor_t *x[op->n_inputs];
+    gpp_tensor_t *dx[op->n_inputs];
+    gpp_tensor_t w[GPP_OP_MAX_PARAMS], dw[GPP_OP_MAX_PARAMS];
+    gpp_op_args_t a = {0};
+    s_args(self, mb, i, x, w, dw, &a);
+    for (int k = 0; k < op->n_inputs; k++)
+        if (s_dx(self, mb, eo, k, &dx[k], err) < 0)
+            return -1;
+    if (eo->bwd_reads_out) /* a fused ReLU: y > 0 exactly where its input was */
+        x[0] = &mb->act[eo->out];
+    a.dx = dx;
+    a.dy = dy;
+    return gpp_op_kernels[op->type].bwd(self->s, &a, err);
+}
+
+int gpp_exec_backward_run(gpp_exec_t *self, int m, gpp_err_t *err)
+{
+    exec_mb_t *mb = &self->mb[m];
+    /* timing: op i runs from event i + 1 to event i (the ops go backwards) */
+    int timed = self->timing && mb->n > 0 && self->n_local > 0;
+    if (timed && (s_timing_events(self, err) < 0 ||
+                  gpp_event_record(self->tev[self->n_local], self->s, err) < 0))
+        return -1;
+    for (int i = self->n_local - 1; i >= 0 && mb->n > 0; i--) {
+        if (s_backward_op(self, mb, i, err) < 0) {
+            gpp_err_prefix(err, "backward of op %d '%s'", self->ops[i].op->id,
+                           self->ops[i].op->name);
+            return -1;
+        }
+        if (timed && gpp_event_record(self->tev[i], self->s, err) < 0)
+            return -1;
+        /* its output's gradient has been read: every consumer came first */
+        gpp_exec_tensor_release(self, &mb->grad[self->ops[i].out]);
+    }
+    for (int i = 0; timed && i < self->n_local; i++)
+        if (s_timing_add(self, i + 1, i, &self->ops[i].bwd_ms, err) < 0)
+            return -1;
+    /* Input gradients stay (the caller sends them); every boundary input
+     * that takes a gradient gets one, zero if nothing reached it. */
+    for (int k = 0; k < self->n_slots; k++) {
+        const exec_slot_t *sl = &self->slots[k];
+        if (!sl->local && sl->needs_grad) {
+            if (!s_grad(self, mb, k, err))
+                return -1;
+        } else {
+            gpp_exec_tensor_release(self, &mb->grad[k]);
+        }
+        gpp_exec_tensor_release(self, &mb->act[k]);
+    }
+    for (int i = 0; i < self->n_local; i++)
+        gpp_exec_pool_release(self, &mb->stash[i], mb->stash_bytes[i]);
+    mb->state = MB_BACKWARD;
+    return 0;
+}
