@@ -86,6 +86,7 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
     o->threads = 1;
     int c, idx;
     int64_t v;
+    gpp_device_kind_t kind;
     while ((c = getopt_long(argc, argv, "h", longs, &idx)) != -1) {
         switch (c) {
         case 'c':
@@ -131,14 +132,13 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
             iface = optarg;
             break;
         case 'A':
-            if (strcmp(optarg, "cpu") == 0)
-                o->ctl.backend = GPP__BACKEND__BACKEND_CPU;
-            else if (strcmp(optarg, "cuda") == 0)
-                o->ctl.backend = GPP__BACKEND__BACKEND_CUDA;
-            else {
-                fprintf(stderr, "gpp-agent: --backend: expected cpu or cuda, got '%s'\n", optarg);
+            if (gpp_device_kind_parse(optarg, &kind) < 0) {
+                fprintf(stderr,
+                        "gpp-agent: --backend: expected " GPP_DEVICE_KIND_CHOICES ", got '%s'\n",
+                        optarg);
                 return -1;
             }
+            o->ctl.backend = gpp_msg_backend(kind);
             break;
         case 'g': /* a GPU: the agent is a CUDA agent */
             if (gpp_parse_flag_int64("gpp-agent", "--gpu", optarg, 0, 1023, &v) < 0)

@@ -27,6 +27,7 @@
 #include "model/gpp_graph.h"
 #include "model/gpp_model.h"
 #include "model/gpp_onnx.h"
+#include "planner/gpp_profile_io.h"
 
 typedef struct {
     const char *model;
@@ -235,12 +236,10 @@ static int s_parse(int argc, char **argv, opts_t *o)
                 return -1;
             break;
         case O_OPT:
-            if (strcmp(optarg, "sgd") == 0)
-                o->hp.kind = GPP_OPTIM_SGD;
-            else if (strcmp(optarg, "adamw") == 0)
-                o->hp.kind = GPP_OPTIM_ADAMW;
-            else {
-                fprintf(stderr, "gpp-train: error: --optimizer '%s': use sgd or adamw\n", optarg);
+            if (gpp_optim_kind_parse(optarg, &o->hp.kind) < 0) {
+                fprintf(stderr,
+                        "gpp-train: error: --optimizer '%s': use " GPP_OPTIM_KIND_CHOICES "\n",
+                        optarg);
                 return -1;
             }
             break;
@@ -341,12 +340,10 @@ static int s_parse(int argc, char **argv, opts_t *o)
                 return -1;
             break;
         case O_BACKEND:
-            if (strcmp(optarg, "cpu") == 0)
-                o->backend = GPP_DEVICE_CPU;
-            else if (strcmp(optarg, "cuda") == 0)
-                o->backend = GPP_DEVICE_CUDA;
-            else {
-                fprintf(stderr, "gpp-train: error: --backend '%s': use cpu or cuda\n", optarg);
+            if (gpp_device_kind_parse(optarg, &o->backend) < 0) {
+                fprintf(stderr,
+                        "gpp-train: error: --backend '%s': use " GPP_DEVICE_KIND_CHOICES "\n",
+                        optarg);
                 return -1;
             }
             break;
@@ -357,7 +354,8 @@ static int s_parse(int argc, char **argv, opts_t *o)
             break;
         case O_PRECISION:
             if (gpp_precision_parse(optarg, &o->precision) < 0) {
-                fprintf(stderr, "gpp-train: error: --precision '%s': use fp32, tf32 or bf16\n",
+                fprintf(stderr,
+                        "gpp-train: error: --precision '%s': use " GPP_PRECISION_CHOICES "\n",
                         optarg);
                 return -1;
             }
@@ -513,7 +511,16 @@ int main(int argc, char **argv)
         long long want = o.profile_max_mb ? o.profile_max_mb : o.batch;
         int max_mb = want < 1 << 24 ? (int)want : 1 << 24, largest = 0; /* profile.json's limit */
         gpp_profile_cfg_t pc = {.max_micro_batch = max_mb, .seed = o.seed};
-        if (gpp_profile_write(g, g->n_ops, ops, be, data, &pc, o.profile_out, &largest, &err) < 0)
+        gpp_profile_t *prof = gpp_profile_measure(g, g->n_ops, ops, be, data, &pc, &err);
+        if (!prof) {
+            gpp_err_prefix(&err, "profile %s", o.profile_out);
+            goto fail;
+        }
+        for (size_t i = 0; i < prof->n_rows; i++) /* every op has the same sizes */
+            largest = prof->rows[i].micro_batch > largest ? prof->rows[i].micro_batch : largest;
+        int wrc = gpp_profile_io_write(prof, o.profile_out, &err);
+        gpp_profile_destroy(&prof);
+        if (wrc < 0)
             goto fail;
         printf("wrote profile of %s (%d ops, micro-batch 1..%d) on %s (%s, %s) to %s\n", g->spec,
                g->n_ops, largest, gpp_backend_device_name(be), gpp_backend_name(be),
@@ -555,7 +562,7 @@ int main(int argc, char **argv)
     }
     printf("model %s: %d ops, %lld parameters; batch %lld, micro-batch %lld, %s lr %g, %s\n",
            g->spec, g->n_ops, (long long)gpp_graph_params(g), o.batch, o.micro_batch,
-           o.hp.kind == GPP_OPTIM_SGD ? "sgd" : "adamw", (double)o.hp.lr,
+           gpp_optim_kind_name(o.hp.kind), (double)o.hp.lr,
            o.load ? "resumed" : "fresh");
     double total_ms = 0;
     for (long long i = 0; i < o.iterations; i++) {

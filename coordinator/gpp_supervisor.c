@@ -224,7 +224,7 @@ gpp_supervisor_t *gpp_supervisor_new(const gpp_supervisor_opts_t *opts, gpp_conf
     cc->metrics_path = self->cfg.metrics.file;
     cc->sigfd = opts->sigfd;
     cc->clock_round_trips = opts->trace ? S_CLOCK_ROUND_TRIPS : 0;
-    cc->require_gpu = self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !opts->control_only;
+    cc->require_gpu = self->cfg.job.backend == GPP_DEVICE_CUDA && !opts->control_only;
     cc->agent_restarts = self->restarts;
     *status = s_setup(self);
     if (*status != 0)
@@ -314,7 +314,7 @@ static int s_launch_agents(gpp_supervisor_t *self)
         return -1;
     }
     char ep[512], slot[16], hb[16], to[16], mem[32], bar[16], thr[16], keyfd[16], gpu[16];
-    const int cuda = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA && !o->control_only;
+    const int cuda = cfg->job.backend == GPP_DEVICE_CUDA && !o->control_only;
     /* the cores are shared out among the local agents (one thread at least):
      * a fixed count per run keeps OpenBLAS results reproducible */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

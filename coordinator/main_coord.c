@@ -348,7 +348,7 @@ int main(int argc, char **argv)
     if (o.metrics)
         snprintf(cfg.metrics.file, sizeof cfg.metrics.file, "%s", o.metrics);
 #ifndef GPP_HAVE_CUDA
-    if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.sv.control_only) {
+    if (cfg.job.backend == GPP_DEVICE_CUDA && !o.sv.control_only) {
         fprintf(stderr,
                 "gpp-coordinator: %s: job.backend = \"cuda\": this gpp was built without CUDA "
                 "(its agents cannot open a GPU); rebuild with -DGPP_CUDA=ON on a machine with "

@@ -33,6 +33,8 @@
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_plan_io.h"
+#include "planner/gpp_profile_io.h"
+#include "model/gpp_profile_graph.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
 #include "config/gpp_config.h"
@@ -218,7 +220,8 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
 {
     gpp_err_t err = {{0}};
     char cl_device[64] = ""; /* the --cluster file's device preset */
-    const char *cl_precision = NULL; /* and a cuda job's precision */
+    int has_precision = 0;   /* a cuda job's precision, or --precision */
+    gpp_precision_t precision = GPP_PRECISION_FP32;
     if (a->cluster) {
         if (a->devices || a->device || a->gpus_per_node)
             s_die(EXIT_BAD_INPUT, "--cluster replaces --devices, --device and --gpus-per-node; "
@@ -230,8 +233,10 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         if (gpp_cluster_from_config(&cfg, gpp_config_devices(&cfg), cl, &err) < 0)
             s_die(EXIT_BAD_INPUT, "%s", err.msg);
         snprintf(cl_device, sizeof cl_device, "%s", cfg.cluster.device);
-        if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA)
-            cl_precision = gpp_config_precision_name(cfg.job.precision);
+        if (cfg.job.backend == GPP_DEVICE_CUDA) {
+            precision = cfg.job.precision;
+            has_precision = 1;
+        }
         /* job defaults the flags did not give; strings live as long as the
            process, so the config is deliberately not released */
         static char model[GPP_CONFIG_PATH], profile[GPP_CONFIG_PATH], planner[8];
@@ -272,11 +277,12 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
     if (a->bf16_tensors && strcmp(a->bf16_tensors, "on") && strcmp(a->bf16_tensors, "off"))
         s_die(EXIT_BAD_INPUT, "--bf16-tensors %s: use on or off", a->bf16_tensors);
     int bf16_tensors = a->bf16_tensors ? !strcmp(a->bf16_tensors, "on") : cl->bf16_tensors;
-    const char *precision = a->precision ? a->precision : cl_precision;
-    if (precision &&
-        gpp_cluster_set_precision(cl, a->cluster ? cl_device : a->device, precision,
-                                  bf16_tensors, &err) < 0)
-        s_die(EXIT_BAD_INPUT, "--precision %s: %s", precision, err.msg);
+    if (a->precision && gpp_precision_parse(a->precision, &precision) < 0)
+        s_die(EXIT_BAD_INPUT, "--precision %s: use " GPP_PRECISION_CHOICES, a->precision);
+    has_precision |= a->precision != NULL;
+    if (has_precision && gpp_cluster_set_precision(cl, a->cluster ? cl_device : a->device,
+                                                   precision, bf16_tensors, &err) < 0)
+        s_die(EXIT_BAD_INPUT, "--precision %s: %s", gpp_precision_name(precision), err.msg);
     if (a->cuda_graphs) {
         if (strcmp(a->cuda_graphs, "on") && strcmp(a->cuda_graphs, "off"))
             s_die(EXIT_BAD_INPUT, "--cuda-graphs %s: use on or off", a->cuda_graphs);
@@ -286,16 +292,16 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
     if (a->mem_gib > 0)
         cl->mem_bound_bytes = (int64_t)(a->mem_gib * (double)(1 << 30));
     if (a->optimizer) {
-        if (!strcmp(a->optimizer, "sgd"))
-            cl->optim_bufs = GPP_OPTIM_BUFS_SGD;
-        else if (!strcmp(a->optimizer, "adamw"))
-            cl->optim_bufs = GPP_OPTIM_BUFS_ADAMW;
-        else
-            s_die(EXIT_BAD_INPUT, "--optimizer '%s': use sgd or adamw", a->optimizer);
+        gpp_optim_kind_t k;
+        if (gpp_optim_kind_parse(a->optimizer, &k) < 0)
+            s_die(EXIT_BAD_INPUT, "--optimizer '%s': use " GPP_OPTIM_KIND_CHOICES, a->optimizer);
+        cl->optim_bufs = k == GPP_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
     }
 }
 
-static gpp_graph_t *s_graph(const s_args_t *a)
+/* The model: a zoo spec or ONNX file, a graph JSON file, or the graph of
+ * the profile *prof (read here; the caller owns it). */
+static gpp_graph_t *s_graph(const s_args_t *a, gpp_profile_t **prof)
 {
     gpp_err_t err = {{0}};
     int given = !!a->model + !!a->graph + !!a->profile;
@@ -308,9 +314,11 @@ static gpp_graph_t *s_graph(const s_args_t *a)
         s_die(EXIT_BAD_INPUT, "--loss applies to --model FILE.onnx only");
     if (a->model && gpp_onnx_spec_loss(a->model, a->loss, spec, sizeof spec, &err) < 0)
         s_die(EXIT_BAD_INPUT, "%s", err.msg);
+    if (a->profile && !(*prof = gpp_profile_io_read(a->profile, &err)))
+        s_die(EXIT_BAD_INPUT, "%s", err.msg);
     gpp_graph_t *g = a->model   ? gpp_model_load(spec, &err)
                      : a->graph ? gpp_graph_read_json(a->graph, &err)
-                                : gpp_profile_read_graph(a->profile, &err);
+                                : gpp_profile_graph(*prof, &err);
     if (!g)
         s_die(EXIT_BAD_INPUT, "%s", err.msg);
     if (gpp_graph_finalize(g, &err) < 0)
@@ -432,10 +440,11 @@ int main(int argc, char **argv)
     if (a.micro_batch && a.per_stage_mbs)
         s_die(EXIT_BAD_INPUT, "--micro-batch fixes one size for all stages; drop it or "
                               "--per-stage-mbs");
-    gpp_graph_t *g = s_graph(&a);
+    gpp_profile_t *prof = NULL;
+    gpp_graph_t *g = s_graph(&a, &prof);
     gpp_err_t err = {{0}};
     gpp_cost_t *cost = gpp_cost_new(g, &cl);
-    if (a.profile && gpp_cost_attach_profile(cost, a.profile, &err) < 0)
+    if (prof && gpp_cost_attach_profile(cost, prof, &err) < 0)
         s_die(EXIT_BAD_INPUT, "%s", err.msg);
     char note[512];
     if (gpp_cost_profile_source(cost, note, sizeof note))
@@ -492,6 +501,7 @@ int main(int argc, char **argv)
     gpp_sim_destroy(&sim);
     gpp_plan_destroy(&p);
     gpp_cost_destroy(&cost);
+    gpp_profile_destroy(&prof);
     gpp_graph_destroy(&g);
     return 0;
 }

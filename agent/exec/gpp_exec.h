@@ -227,12 +227,12 @@ int64_t gpp_exec_peak_stash_bytes(const gpp_exec_t *self);
 int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int mb, int op);
 /* Bytes per sample op's forward kernel keeps for its backward on this
  * executor's backend (the op table's figure, or less: CUDA's fused
- * attention), or -1 when op is not in the stage. gpp_profile_write records
- * it ("kernel_stash") for the planner. */
+ * attention), or -1 when op is not in the stage. The profiler
+ * (gpp_profile_measure) records it ("kernel_stash") for the planner. */
 int64_t gpp_exec_kernel_stash_bytes(const gpp_exec_t *self, int op);
 /* The stream workspace op's kernels ask on this executor's backend
- * (gpp_backend_op_workspace), {-1, -1} when op is not in the stage.
- * gpp_profile_write records it ("workspace") for the planner. */
+ * (gpp_backend_op_workspace), {-1, -1} when op is not in the stage. The
+ * profiler (gpp_profile_measure) records it ("workspace") for the planner. */
 gpp_work_t gpp_exec_op_workspace(const gpp_exec_t *self, int op);
 /* The op table's model of this executor's device memory for micro-batches
  * of n samples (gpp_stage_mem: the optimizer and mini-batch of the config,

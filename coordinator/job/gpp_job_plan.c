@@ -143,8 +143,7 @@ static int s_no_fit(const gpp_job_t *self, int64_t min_mem, gpp_err_t *err)
         gpp_job_size(d, sizeof d, cl->device.mem_bytes), self->mem_source,
         gpp_job_size(r, sizeof r, GPP_CONTEXT_BYTES), gpp_job_size(b, sizeof b, bound),
         gpp_job_size(m, sizeof m, min_mem), r, cl->n_devices, self->cfg.job.batch,
-        self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA ? ", fewer agents per GPU (nodes.gpus)"
-                                                         : "");
+        self->cfg.job.backend == GPP_DEVICE_CUDA ? ", fewer agents per GPU (nodes.gpus)" : "");
 }
 
 /* 1 when --plan names a plan file (.json), not a planner. */

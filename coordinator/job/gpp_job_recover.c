@@ -10,6 +10,7 @@
 #include "common/gpp_fs.h"
 #include "coordinator/job/gpp_job_impl.h"
 #include "planner/gpp_plan_io.h"
+#include "planner/gpp_profile_io.h"
 
 /* The first difference between two plans in what the stage checkpoints
  * depend on (the ops of each stage, its devices and the micro-batches the
@@ -213,12 +214,13 @@ int gpp_job_recover_keep(gpp_job_t *self, gpp_err_t *err)
     snprintf(path, sizeof path, "%s/plan.json", cfg->job.checkpoint_dir);
     if (gpp_plan_write_json(self->plan, path, err) < 0)
         return gpp_err_prefix(err, "job.checkpoint_dir");
-    if (self->times == GPP_JOB_TIMES_AGENTS) {
+    if (self->times == GPP_JOB_TIMES_AGENTS && self->prof) {
+        /* the record names the cluster's preset, which the next start
+           compares (gpp_job_profile_kept) */
         snprintf(path, sizeof path, "%s/profile.json", cfg->job.checkpoint_dir);
-        char *text = gpp_cost_profile_json(self->cost, cfg->job.model, cfg->cluster.device);
-        int rc = gpp_write_file_atomic(path, text, strlen(text), err);
-        free(text);
-        if (rc < 0)
+        snprintf(self->prof->meta.device, sizeof self->prof->meta.device, "%s",
+                 cfg->cluster.device);
+        if (gpp_profile_io_write(self->prof, path, err) < 0)
             return gpp_err_prefix(err, "job.checkpoint_dir");
     }
     return 0;

@@ -155,7 +155,7 @@ static void t_planned_keys(void)
                                     "c.toml", &err);
     GPP_EXPECT_MSG(rc == 0, "%s", err.msg);
     if (rc == 0) {
-        GPP_EXPECT(c.job.backend == GPP_CONFIG_BACKEND_CUDA && c.metrics.http_port == 9464);
+        GPP_EXPECT(c.job.backend == GPP_DEVICE_CUDA && c.metrics.http_port == 9464);
         gpp_config_release(&c);
     }
 }
