@@ -31,7 +31,7 @@
 
 typedef struct {
     const char *model;
-    long long iterations, batch, micro_batch, samples, profile_max_mb;
+    long long iterations, batch, micro_batch, samples, profile_max_mb, eval_batches;
     int threads;
     int data_threads;  /* 0: gpp_data_pool_default_threads() */
     int data_prefetch; /* -1: by backend (on for cuda), 0 off, 1 on */
@@ -58,6 +58,9 @@ static void s_usage(FILE *out)
         "  --loss mse|ce|bce     the loss at an ONNX model's outputs (default mse; bce: binary\n"
         "                        cross-entropy on logits, labels 0/1)\n"
         "  --iterations N        optimizer steps (default 10)\n"
+        "  --eval-batches K      after training, the loss of the K mini-batches after the\n"
+        "                        trained ones in evaluation mode (dropout off; no step;\n"
+        "                        torch's model.eval() under no_grad). Default 0\n"
         "  --batch B             mini-batch samples (default 32)\n"
         "  --micro-batch b       samples per micro-batch (default B); gradients accumulate\n"
         "  --optimizer sgd|adamw (default adamw)\n"
@@ -165,6 +168,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_GRAPHS,
         O_BF16T,
         O_EMBUPD,
+        O_EVAL,
         O_HELP
     };
     static const struct option lo[] = {{"model", 1, 0, O_MODEL},
@@ -198,6 +202,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"cuda-graphs", 0, 0, O_GRAPHS},
                                        {"bf16-tensors", 0, 0, O_BF16T},
                                        {"embedding-update", 1, 0, O_EMBUPD},
+                                       {"eval-batches", 1, 0, O_EVAL},
                                        {"help", 0, 0, O_HELP},
                                        {0, 0, 0, 0}};
     o->iterations = 10;
@@ -225,6 +230,10 @@ static int s_parse(int argc, char **argv, opts_t *o)
             break;
         case O_ITER:
             if (s_num("--iterations", optarg, 0, &o->iterations))
+                return -1;
+            break;
+        case O_EVAL:
+            if (s_num("--eval-batches", optarg, 0, &o->eval_batches))
                 return -1;
             break;
         case O_BATCH:
@@ -584,6 +593,23 @@ int main(int argc, char **argv)
                o.iterations, (long long)gpp_exec_step_count(ex),
                (double)o.batch * (double)o.iterations * 1000.0 / total_ms,
                (long long)gpp_exec_peak_stash_bytes(ex));
+    if (o.eval_batches) {
+        /* the samples after the trained ones: [steps B, (steps + K) B) */
+        int64_t st = gpp_exec_step_count(ex);
+        if (o.eval_batches > INT64_MAX / o.batch - st) {
+            gpp_err_set(&err, "--eval-batches %lld: the sample index overflows; lower it",
+                        o.eval_batches);
+            goto fail;
+        }
+        double el = 0;
+        if (gpp_exec_evaluate(ex, st * o.batch, o.eval_batches * o.batch, o.micro_batch, &el,
+                              &err) < 0) {
+            gpp_err_prefix(&err, "--eval-batches");
+            goto fail;
+        }
+        printf("eval: batches=%lld samples=%lld loss=%.6f\n", o.eval_batches,
+               o.eval_batches * o.batch, el);
+    }
     int64_t la_hits = 0, la_misses = 0;
     gpp_exec_load_ahead_stats(ex, &la_hits, &la_misses);
     if (la_hits + la_misses)
