@@ -143,6 +143,7 @@ typedef struct gpp_cost gpp_cost_t;
 gpp_cost_t *gpp_cost_new(const gpp_graph_t *g, const gpp_cluster_t *c);
 void gpp_cost_destroy(gpp_cost_t **self_p);
 const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c);
+const gpp_graph_t *gpp_cost_graph(const gpp_cost_t *c); /* the borrowed graph */
 
 /* Attaches measured runtimes from a profile.json (schema: object keyed by
  * op id string; entry {name, inputs, input_size, weight_size, runtime:
@@ -312,6 +313,8 @@ int64_t gpp_cost_mem_bound(const gpp_cost_t *c, int64_t bytes, int64_t blocks);
 typedef struct {
     double fwd_ms;       /* forward of one micro-batch on one replica */
     double bwd_ms;       /* backward of one micro-batch on one replica */
+    double bwd_w_ms;     /* of bwd_ms, the parameter gradients' (a zero-bubble W pass):
+                            each op's backward times its op table W FLOPs share */
     double comm_ms;      /* boundary activations in/out + their gradients, per
                             micro-batch per replica */
     double allreduce_ms; /* gradient sync per iteration */
@@ -342,6 +345,11 @@ int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int m
  * figure plans report and agents' measurements are compared with. */
 int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                            int micro_batch, int mbs, int batch);
+/* The walk's figures behind gpp_cost_stage_mem (one replica, ceil(b/d)
+ * samples) in *sm; returns the reserved bytes at ceil(b/d). For peaks of
+ * orders that are not 1F1B (gpp_zb_stage_mem). */
+int64_t gpp_cost_stage_mem_parts(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                                 int micro_batch, int batch, gpp_stage_mem_t *sm);
 /* Figures of one op the search sums (see gpp_stage_cost_t), each a
  * gpp_cost_mem_bound: state (its parameters' share of the flat buffers, or
  * an embedding table's own blocks; a loss's value per slot), and per
