@@ -565,11 +565,11 @@ static void s_no_schedule_fits(const gpp_graph_t *g, const gpp_part_opts_t *o, i
             n += snprintf(asked + n, sizeof asked - (size_t)n, "%s%s", n ? " or " : "",
                           gpp_sched_kind_name((gpp_sched_kind_t)k));
     gpp_err_set(err,
-                "no %s plan of '%s' fits %.2f GiB per device on %d devices (batch %d): with it a "
-                "stage needs %.2f GiB at the least; use schedule 1f1b, zb-h1 or auto, or a "
-                "memory bound of %.2f GiB",
+                "no %s plan of '%s' fits %.3f GiB per device on %d devices (batch %d): with it a "
+                "stage needs %.3f GiB at the least; use schedule 1f1b, zb-h1 or auto, or a "
+                "memory bound of %.3f GiB",
                 asked, g->name, (double)bound / (1 << 30), n_dev, o->batch,
-                (double)least_need / (1 << 30), ceil((double)least_need / (1 << 30) * 100) / 100);
+                (double)least_need / (1 << 30), ceil((double)least_need / (1 << 30) * 1000) / 1000);
 }
 
 /* The search; *rank_key gets the returned plan's key by the criterion the
