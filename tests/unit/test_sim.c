@@ -3,6 +3,7 @@
  * the zoo models (hand-cut and from the partitioner) passing C1-C4 and the
  * deadlock check. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -444,6 +445,81 @@ static void t_zb_balanced_chain(void)
         }
 }
 
+/* The memory of a zero-bubble order (gpp_zb_stage_mem) on a plan of the
+ * partitioner (MMT, SPP chain, universal micro-batch): with W delay 0
+ * every stage keeps at least its 1F1B peak and at most that plus one
+ * micro-batch's W-held bytes; zb-h1's and zb-h2's deeper orders keep at
+ * least as much as delay 0; the simulator reports the same figure; under
+ * a bound at the 1F1B peak, zb-h1 lowers its W delays until it fits or
+ * reaches 0, and zb-h2 is refused naming the stage and the schedule. */
+static void t_zb_memory(void)
+{
+    gpp_err_t err = {{0}};
+    gpp_graph_t *g = gpp_zoo_build("mmt:branches=1,layers=4,hidden=128,heads=4,seq=32,ffn=256",
+                                   &err);
+    GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
+    gpp_cluster_t cl;
+    GPP_EXPECT(gpp_cluster_init(&cl, "a100-80g", 4, 4, &err) == 0);
+    gpp_cost_t *cost = gpp_cost_new(g, &cl);
+    gpp_part_opts_t o;
+    gpp_part_opts_default(&o, 64);
+    o.spp = 1;
+    o.micro_batch = 4;
+    int64_t min_mem = 0;
+    gpp_plan_t *p = gpp_part_run(g, cost, &o, &min_mem, &err);
+    GPP_EXPECT_MSG(p && p->n_stages > 1, "%s", err.msg);
+    if (!p || p->n_stages < 2)
+        goto out;
+    int S = p->n_stages;
+    int64_t one[16] = {0}, zero[16] = {0}, most1 = 0;
+    GPP_EXPECT(gpp_sched_build(p, g, &err) == 0);
+    for (int s = 0; s < S && s < 16; s++) {
+        one[s] = gpp_zb_stage_mem(cost, p, s);
+        most1 = one[s] > most1 ? one[s] : most1;
+    }
+    gpp_zb_shape(p, GPP_SCHED_ZB_H1);
+    for (int s = 0; s < S; s++)
+        p->stages[s].w_delay = 0;
+    GPP_EXPECT(gpp_sched_build(p, g, &err) == 0);
+    for (int s = 0; s < S && s < 16; s++) {
+        zero[s] = gpp_zb_stage_mem(cost, p, s);
+        GPP_EXPECT_MSG(zero[s] >= one[s], "stage %d: delay 0 %lld < 1F1B %lld", s,
+                       (long long)zero[s], (long long)one[s]);
+    }
+    for (int kind = GPP_SCHED_ZB_H1; kind < GPP_SCHED__COUNT; kind++) {
+        gpp_zb_shape(p, (gpp_sched_kind_t)kind);
+        int64_t need = 0;
+        GPP_EXPECT(gpp_zb_fit(p, cost, INT64_MAX, &need, &err) == 0);
+        GPP_EXPECT(gpp_sched_lower(p, g, &err) == 0);
+        gpp_sim_t *sim = gpp_sim_new(p, g, cost);
+        GPP_EXPECT_MSG(gpp_sim_run(sim, &err) == 0, "%s", err.msg);
+        for (int s = 0; s < S && s < 16; s++) {
+            int64_t m = gpp_zb_stage_mem(cost, p, s);
+            GPP_EXPECT(m >= zero[s] && m <= need && m == p->stages[s].mem_bytes);
+            GPP_EXPECT(gpp_sim_stage(sim, s)->peak_mem_bytes == m);
+        }
+        printf("  %s: largest stage %.2f MiB (1f1b %.2f MiB)\n",
+               gpp_sched_kind_name((gpp_sched_kind_t)kind), (double)need / (1 << 20),
+               (double)most1 / (1 << 20));
+        gpp_sim_destroy(&sim);
+        /* under the 1F1B peak */
+        gpp_zb_shape(p, (gpp_sched_kind_t)kind);
+        int rc = gpp_zb_fit(p, cost, most1, &need, &err);
+        if (kind == GPP_SCHED_ZB_H1) {
+            for (int s = 0; s < S; s++) /* what still exceeds has no delay left */
+                GPP_EXPECT(p->stages[s].mem_bytes <= most1 || p->stages[s].w_delay == 0);
+        } else if (need > most1) {
+            GPP_EXPECT(rc == -1);
+            GPP_EXPECT_MSG(strstr(err.msg, "per device with zb-h2") && strstr(err.msg, "stage "),
+                           "%s", err.msg);
+        }
+    }
+out:
+    gpp_plan_destroy(&p);
+    gpp_cost_destroy(&cost);
+    gpp_graph_destroy(&g);
+}
+
 static const gpp_test_case_t cases[] = {
     {"balanced_chain_closed_form", t_balanced_chain_closed_form},
     {"balanced_tps_formula", t_balanced_tps_formula},
@@ -455,6 +531,7 @@ static const gpp_test_case_t cases[] = {
     {"zoo_handmade_plans", t_zoo_handmade_plans},
     {"zoo_partitioner_plans", t_zoo_partitioner_plans},
     {"zb_balanced_chain", t_zb_balanced_chain},
+    {"zb_memory", t_zb_memory},
     {NULL, NULL},
 };
 
