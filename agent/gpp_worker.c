@@ -226,10 +226,6 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
     }
     const Gpp__HyperParams *h = as->hyper;
     int cuda = as->backend == GPP__BACKEND__BACKEND_CUDA;
-    if (cuda && self->cfg.gpu < 0)
-        return gpp_err_set(err, "the assignment asks for backend cuda, but this agent registered "
-                                "without a GPU (start it with --gpu N or --backend cuda on a GPU "
-                                "host)");
     for (size_t i = 0; i < as->n_actions; i++) /* zero-bubble B and W passes */
         if (self->actions[i].type == GPP_ACT_BWD_IN || self->actions[i].type == GPP_ACT_BWD_W)
             return gpp_err_set(
@@ -240,6 +236,10 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
                 cuda ? "but the cuda backend has no split backward (B and W passes)"
                      : "which the agents do not run yet",
                 cuda ? ", or backend = \"cpu\"" : "");
+    if (cuda && self->cfg.gpu < 0)
+        return gpp_err_set(err, "the assignment asks for backend cuda, but this agent registered "
+                                "without a GPU (start it with --gpu N or --backend cuda on a GPU "
+                                "host)");
     self->pcfg = (gpp_pipeline_cfg_t){
         .model = as->model,
         .stage = as->stage,
