@@ -80,7 +80,7 @@ typedef struct {
 /* Per-sample figures of an op of known shape. */
 typedef struct {
     double fwd_flops, bwd_flops;
-    double bwd_w_flops; /* of bwd_flops, the parameter gradients' (0 without parameters) */
+    double bwd_w_flops;         /* of bwd_flops, the parameter gradients' (0 without parameters) */
     int64_t io_bytes;           /* activation bytes read + written by fwd + bwd */
     int64_t kernel_stash_bytes; /* what the forward kernel fills for the backward */
 } gpp_op_cost_t;

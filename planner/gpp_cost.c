@@ -538,8 +538,7 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
                            int micro_batch, int mbs, int batch)
 {
     gpp_stage_mem_t sm;
-    int64_t reserved =
-        gpp_cost_stage_mem_parts(c, n_ops, ops, devices, micro_batch, batch, &sm);
+    int64_t reserved = gpp_cost_stage_mem_parts(c, n_ops, ops, devices, micro_batch, batch, &sm);
     int slots = (batch + micro_batch - 1) / micro_batch;
     return gpp_stage_mem_peak(&sm, mbs > 0 ? mbs : 1, slots) + reserved;
 }

@@ -280,7 +280,7 @@ static void s_pick_simulated(const gpp_dp_t *s, s_result_t *res)
     }
     free(order);
     if (best_i < 0 && !(mask & 1u << GPP_SCHED_1F1B))
-        best = NULL; /* no candidate fits with the schedules asked */
+        best = NULL;        /* no candidate fits with the schedules asked */
     if (best && best_shape) /* the winner as it was shaped and fitted */
         s_shape_restore(best, best_shape, best_kind);
     free(best_shape);

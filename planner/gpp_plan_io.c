@@ -277,8 +277,8 @@ static int s_cmp_int(const void *a, const void *b)
 /* Parses "F12" / "B3" / "W3" into stage.compute: B is a whole backward in
  * a 1F1B plan, the input gradients in a zero-bubble one (`zb`), where W
  * passes may come. */
-static int s_parse_schedule(const cJSON *order, gpp_stage_t *st, int zb, const char *origin,
-                            int js, gpp_err_t *err)
+static int s_parse_schedule(const cJSON *order, gpp_stage_t *st, int zb, const char *origin, int js,
+                            gpp_err_t *err)
 {
     if (!cJSON_IsArray(order))
         return gpp_err_set(err, "%s: schedule[%d]: expected an array of \"F<mb>\"/\"B<mb>\"",

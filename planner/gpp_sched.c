@@ -24,7 +24,9 @@ size_t gpp_sched_format(const gpp_actions_t *l, int first, char *buf, size_t siz
             continue;
         char tok[24];
         int n = snprintf(tok, sizeof tok, "%s%c%d", total ? " " : (first > 0 ? "... " : ""),
-                         a->type == GPP_ACT_FWD ? 'F' : a->type == GPP_ACT_BWD_W ? 'W' : 'B',
+                         a->type == GPP_ACT_FWD     ? 'F'
+                         : a->type == GPP_ACT_BWD_W ? 'W'
+                                                    : 'B',
                          a->mb);
         total += (size_t)n;
         if (cut)
@@ -671,9 +673,8 @@ static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const 
         if (!gpp_act_is_pass(a->type))
             continue;
         if (a->type != GPP_ACT_FWD && (a->type == GPP_ACT_BWD) == zb) {
-            gpp_err_set(err,
-                        "C4: stage %d %s: a %s pass in a %s plan (its backwards are %s)", s, what,
-                        gpp_act_type_name(a->type), gpp_sched_kind_name(p->schedule),
+            gpp_err_set(err, "C4: stage %d %s: a %s pass in a %s plan (its backwards are %s)", s,
+                        what, gpp_act_type_name(a->type), gpp_sched_kind_name(p->schedule),
                         zb ? "split into B and W" : "whole");
             return s_err_order(err, l, i);
         }

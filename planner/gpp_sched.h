@@ -66,11 +66,10 @@ int gpp_sched_build(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err);
 int gpp_sched_validate(const gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err);
 
 /* The text form of a pass order: "F0 F1 B0 F2 B1 ..." (FWD and BWD of
- * micro-batch mb, BWD_IN as B and BWD_W as W; other actions are skipped), the passes of l from action
- * `first` on ("... " in front when first > 0). Writes at most size bytes
- * with a NUL (whole passes only; " ..." at the end when they do not all fit)
- * and returns the length of the complete text, like snprintf: pass
- * (NULL, 0) to size a buffer. */
+ * micro-batch mb, BWD_IN as B and BWD_W as W; other actions are skipped), the passes of l from
+ * action `first` on ("... " in front when first > 0). Writes at most size bytes with a NUL (whole
+ * passes only; " ..." at the end when they do not all fit) and returns the length of the complete
+ * text, like snprintf: pass (NULL, 0) to size a buffer. */
 size_t gpp_sched_format(const gpp_actions_t *l, int first, char *buf, size_t size);
 
 /* Samples [*lo, *hi) of micro-batch mb held by replica r of stage st. */

@@ -118,9 +118,9 @@ int64_t gpp_zb_stage_mem(const gpp_cost_t *c, const gpp_plan_t *p, int s)
     if (p->schedule == GPP_SCHED_1F1B) { /* the most micro-batches in flight */
         int live = 0, most = 1;
         for (int i = 0; i < st->compute.n; i++) {
-            live += st->compute.a[i].type == GPP_ACT_FWD ? 1
+            live += st->compute.a[i].type == GPP_ACT_FWD   ? 1
                     : st->compute.a[i].type == GPP_ACT_BWD ? -1
-                                                            : 0;
+                                                           : 0;
             most = live > most ? live : most;
         }
         return gpp_cost_stage_mem(c, st->n_ops, st->ops, st->devices, st->micro_batch, most,

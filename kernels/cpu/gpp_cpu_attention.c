@@ -135,8 +135,8 @@ static void s_attention_bwd_in(const gpp_tensor_t *x, const gpp_attention_params
 
 /* W: dW_o, db_o += from the stashed ctx and dy; dW_qkv, db_qkv += from x and
  * dqkv. ones: m floats equal to 1. */
-static void s_attention_bwd_w(const gpp_tensor_t *x, int heads, const float *stash, const float *dyp,
-                              const float *dqkv, const gpp_attention_params_t *dp,
+static void s_attention_bwd_w(const gpp_tensor_t *x, int heads, const float *stash,
+                              const float *dyp, const float *dqkv, const gpp_attention_params_t *dp,
                               const float *ones)
 {
     int64_t n = x->n, seq = x->rows, hid = x->cols, m = n * seq;

@@ -123,7 +123,7 @@ static int s_case_init(s_case_t *c, const gpp_graph_t *g, const gpp_op_t *op)
             if (s_is_idx(in))
                 for (int64_t i = 0; i < m; i++)
                     ((int32_t *)data)[i] = (int32_t)((s_rng >> 20) % (uint64_t)in->table_rows),
-                                s_uni();
+                              s_uni();
             c->x[mb][k] = gpp_tensor(data, s_is_idx(in) ? GPP_DTYPE_I32 : GPP_DTYPE_F32, N,
                                      in->rows, in->cols);
             for (int k2 = 0; k2 < k; k2++) /* an input read twice is one tensor */
@@ -136,8 +136,8 @@ static int s_case_init(s_case_t *c, const gpp_graph_t *g, const gpp_op_t *op)
             /* non-zero: what other consumers of the tensor already added */
             float *d0 = s_floats(m);
             c->dx[0][mb][k] = gpp_tensor(d0, GPP_DTYPE_F32, N, in->rows, in->cols);
-            c->dx[1][mb][k] = gpp_tensor(s_dup(d0, (size_t)m * 4), GPP_DTYPE_F32, N, in->rows,
-                                         in->cols);
+            c->dx[1][mb][k] =
+                gpp_tensor(s_dup(d0, (size_t)m * 4), GPP_DTYPE_F32, N, in->rows, in->cols);
             for (int k2 = 0; k2 < k; k2++) /* one gradient buffer for a tensor read twice */
                 if (op->inputs[k2] == op->inputs[k])
                     for (int r = 0; r < 2; r++) {
@@ -165,8 +165,8 @@ static int s_case_init(s_case_t *c, const gpp_graph_t *g, const gpp_op_t *op)
         c->wstash[mb] = ws ? calloc((size_t)(N * ws) + 1, 1) : NULL;
         c->y[mb] = gpp_tensor(calloc((size_t)(N * op->rows * op->cols) + 1, 4), GPP_DTYPE_F32, N,
                               op->rows, op->cols);
-        c->dy[mb] = gpp_tensor(s_floats(N * op->rows * op->cols), GPP_DTYPE_F32, N, op->rows,
-                               op->cols);
+        c->dy[mb] =
+            gpp_tensor(s_floats(N * op->rows * op->cols), GPP_DTYPE_F32, N, op->rows, op->cols);
         const gpp_tensor_t *xs[4];
         gpp_tensor_t *dxs[4];
         gpp_op_args_t a;
@@ -242,8 +242,8 @@ static void s_check_graph(const gpp_graph_t *g, const char *what, int *ops, int 
                            (op->params > 0) == (op->bwd_w_flops > 0),
                        "%s: op %s: W FLOPs %g of %g with %lld parameters", what, op->name,
                        op->bwd_w_flops, op->bwd_flops, (long long)op->params);
-        GPP_EXPECT_MSG((gpp_op_wstash_bytes(g, op) > 0) == (op->type == GPP_OP_ATTENTION ||
-                                                             op->type == GPP_OP_CROSS_ATTENTION),
+        GPP_EXPECT_MSG((gpp_op_wstash_bytes(g, op) > 0) ==
+                           (op->type == GPP_OP_ATTENTION || op->type == GPP_OP_CROSS_ATTENTION),
                        "%s: op %s: W stash %lld", what, op->name,
                        (long long)gpp_op_wstash_bytes(g, op));
         s_case_t c;
@@ -258,9 +258,10 @@ static void s_check_graph(const gpp_graph_t *g, const char *what, int *ops, int 
         for (int mb = 0; mb < MBS; mb++)
             s_bwd(&c, 1, mb, GPP_BWD_W);
         int64_t bad = s_diff(&c);
-        GPP_EXPECT_MSG(bad == 0, "%s: op %s (%s): %lld gradients differ between the fused "
-                       "backward and B then W", what, op->name, gpp_op_type_name(op->type),
-                       (long long)bad);
+        GPP_EXPECT_MSG(bad == 0,
+                       "%s: op %s (%s): %lld gradients differ between the fused "
+                       "backward and B then W",
+                       what, op->name, gpp_op_type_name(op->type), (long long)bad);
         (*ops)++;
         *with_w += op->params > 0;
         s_case_free(&c);
@@ -315,7 +316,8 @@ static void t_refusal(void)
     snprintf(fake.name, sizeof fake.name, "cuda");
     GPP_EXPECT(gpp_backend_bwd_split(&fake, &err) == 0);
     GPP_EXPECT_MSG(strstr(err.msg, "cuda backend has no split backward") &&
-                       strstr(err.msg, "schedule = \"1f1b\"") && strstr(err.msg, "backend = \"cpu\""),
+                       strstr(err.msg, "schedule = \"1f1b\"") &&
+                       strstr(err.msg, "backend = \"cpu\""),
                    "%s", err.msg);
 }
 
@@ -328,10 +330,8 @@ int main(void)
     s_st = s_be ? gpp_stream_new(s_be, &err) : NULL;
     if (!s_st)
         return 1;
-    static const gpp_test_case_t cases[] = {{"zoo", t_zoo},
-                                            {"torch_ops", t_torch_ops},
-                                            {"refusal", t_refusal},
-                                            {NULL, NULL}};
+    static const gpp_test_case_t cases[] = {
+        {"zoo", t_zoo}, {"torch_ops", t_torch_ops}, {"refusal", t_refusal}, {NULL, NULL}};
     int rc = gpp_test_run(cases);
     gpp_stream_destroy(&s_st);
     gpp_backend_destroy(&s_be);

@@ -670,8 +670,7 @@ static void t_kfkb_inflight_table(void)
                     inflight[s] = p->stages[s].inflight;
                 gpp_zb_shape(p, GPP_SCHED_1F1B);
                 for (int s = 0; s < S; s++)
-                    GPP_EXPECT(p->stages[s].inflight == inflight[s] &&
-                               p->stages[s].w_delay == 0);
+                    GPP_EXPECT(p->stages[s].inflight == inflight[s] && p->stages[s].w_delay == 0);
                 /* the zero-bubble shapes of the same plan */
                 for (int kind = GPP_SCHED_ZB_H1; kind < GPP_SCHED__COUNT; kind++) {
                     gpp_zb_shape(p, (gpp_sched_kind_t)kind);
@@ -679,8 +678,8 @@ static void t_kfkb_inflight_table(void)
                     if (gpp_sched_build(p, g, &err) < 0) {
                         if (failed++ < 5)
                             fprintf(stderr, "  %s shape %d b=%d,%d,%d,%d k=%d,%d,%d,%d: %s\n",
-                                    gpp_sched_kind_name((gpp_sched_kind_t)kind), shape, b[0],
-                                    b[1], b[2], b[3], k[0], k[1], k[2], k[3], err.msg);
+                                    gpp_sched_kind_name((gpp_sched_kind_t)kind), shape, b[0], b[1],
+                                    b[2], b[3], k[0], k[1], k[2], k[3], err.msg);
                         continue;
                     }
                     int zn = 0;
@@ -690,7 +689,8 @@ static void t_kfkb_inflight_table(void)
                                 b[2], b[3], k[0], k[1], k[2], k[3]);
                     int zbad = s_pair_order_bad(p, &pairs);
                     if (zbad && misordered++ < 5)
-                        fprintf(stderr, "  %s shape %d b=%d,%d,%d,%d k=%d,%d,%d,%d: %d pairs out "
+                        fprintf(stderr,
+                                "  %s shape %d b=%d,%d,%d,%d k=%d,%d,%d,%d: %d pairs out "
                                 "of order\n",
                                 gpp_sched_kind_name((gpp_sched_kind_t)kind), shape, b[0], b[1],
                                 b[2], b[3], k[0], k[1], k[2], k[3], zbad);
@@ -809,11 +809,10 @@ static void t_zb_chain(void)
             const gpp_actions_t *l = &p->stages[1].replica[0];
             for (int i = 0; i + 1 < l->n; i++)
                 if (l->a[i].type == GPP_ACT_BWD_W)
-                    GPP_EXPECT(l->a[i + 1].type == GPP_ACT_FWD ||
-                               l->a[i + 1].type == GPP_ACT_RECV_ACT ||
-                               l->a[i + 1].type == GPP_ACT_RECV_GRAD ||
-                               l->a[i + 1].type == GPP_ACT_BWD_W ||
-                               l->a[i + 1].type == GPP_ACT_STEP);
+                    GPP_EXPECT(
+                        l->a[i + 1].type == GPP_ACT_FWD || l->a[i + 1].type == GPP_ACT_RECV_ACT ||
+                        l->a[i + 1].type == GPP_ACT_RECV_GRAD ||
+                        l->a[i + 1].type == GPP_ACT_BWD_W || l->a[i + 1].type == GPP_ACT_STEP);
         }
         int pairs = 0, naive = 0;
         GPP_EXPECT(s_order_ok(p, &naive) && s_pair_order_bad(p, &pairs) == 0);

@@ -455,8 +455,8 @@ static void t_zb_balanced_chain(void)
 static void t_zb_memory(void)
 {
     gpp_err_t err = {{0}};
-    gpp_graph_t *g = gpp_zoo_build("mmt:branches=1,layers=4,hidden=128,heads=4,seq=32,ffn=256",
-                                   &err);
+    gpp_graph_t *g =
+        gpp_zoo_build("mmt:branches=1,layers=4,hidden=128,heads=4,seq=32,ffn=256", &err);
     GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
     gpp_cluster_t cl;
     GPP_EXPECT(gpp_cluster_init(&cl, "a100-80g", 4, 4, &err) == 0);
