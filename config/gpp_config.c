@@ -41,6 +41,7 @@ typedef struct {
 static const char *const S_DEVICES[] = {"v100-16g",  "v100-32g", "a100-80g", "h100-80g",
                                         "h200-141g", "cpu",      NULL};
 static const char *const S_PLANNERS[] = {"gpp", "spp", NULL};
+static const char *const S_SCHEDULES[] = {"auto", "1f1b", "zb-h1", "zb-h2", NULL};
 static const char *const S_LAUNCHES[] = {"local", "external", NULL};
 static const char *const S_COMMS[] = {"gloo", "nccl", NULL};
 
@@ -96,6 +97,8 @@ static const s_field_t S_FIELDS[] = {
      "a non-negative integer"},
     {"job", "planner", F_STR, C_OFF(job.planner), C_SZ(job.planner), 0, 0, 0, 0, S_PLANNERS, NULL,
      "\"gpp\" or \"spp\""},
+    {"job", "schedule", F_STR, C_OFF(job.schedule), C_SZ(job.schedule), 0, 0, 0, 0, S_SCHEDULES,
+     NULL, "\"auto\", \"1f1b\", \"zb-h1\" or \"zb-h2\""},
     S_INT("job", "micro_batch", job.micro_batch, 0, INT_MAX, NULL,
           "a non-negative integer (0: the planner chooses)"),
     S_STR("job", "checkpoint_dir", job.checkpoint_dir, "GPP_CHECKPOINT_DIR", "a directory path"),
@@ -551,6 +554,7 @@ static void s_defaults(gpp_config_t *c)
     c->job.eps = GPP_OPTIM_DEFAULT_EPS;
     c->job.seed = 1;
     snprintf(c->job.planner, sizeof c->job.planner, "gpp");
+    snprintf(c->job.schedule, sizeof c->job.schedule, "auto");
     c->job.launch = GPP_CONFIG_LAUNCH_LOCAL;
     c->job.backend = GPP_DEVICE_CPU;
     c->job.comm = GPP_CONFIG_COMM_GLOO;

@@ -73,6 +73,7 @@ typedef struct {
         double eps;          /* adamw */
         uint64_t seed;
         char planner[8];                      /* "gpp" | "spp" */
+        char schedule[8];                     /* "auto" | "1f1b" | "zb-h1" | "zb-h2" */
         int micro_batch;                      /* 0 = planner sweeps it */
         char checkpoint_dir[GPP_CONFIG_PATH]; /* "" = no checkpoints */
         char data[GPP_CONFIG_PATH];           /* dataset (gpp_data_open): a directory of

@@ -90,6 +90,8 @@ static void s_split(const Gpp__Assignment *as, const gpp_progress_rank_t *pr, do
         switch (as->actions[i]->type) {
         case GPP__ACTION_TYPE__ACT_FWD:
         case GPP__ACTION_TYPE__ACT_BWD:
+        case GPP__ACTION_TYPE__ACT_BWD_INPUT:
+        case GPP__ACTION_TYPE__ACT_BWD_WEIGHT:
         case GPP__ACTION_TYPE__ACT_STEP:
             comp += pr->action_ms[i];
             break;
@@ -284,7 +286,8 @@ void gpp_expo_schedule(gpp_expo_t *t, const gpp_expo_job_t *v)
         [GPP__ACTION_TYPE__ACT_FWD] = "F",       [GPP__ACTION_TYPE__ACT_BWD] = "B",
         [GPP__ACTION_TYPE__ACT_SEND_ACT] = "SA", [GPP__ACTION_TYPE__ACT_RECV_ACT] = "RA",
         [GPP__ACTION_TYPE__ACT_SEND_GRAD] = "SG", [GPP__ACTION_TYPE__ACT_RECV_GRAD] = "RG",
-        [GPP__ACTION_TYPE__ACT_ALLREDUCE] = "AR", [GPP__ACTION_TYPE__ACT_STEP] = "ST"};
+        [GPP__ACTION_TYPE__ACT_ALLREDUCE] = "AR", [GPP__ACTION_TYPE__ACT_STEP] = "ST",
+        [GPP__ACTION_TYPE__ACT_BWD_INPUT] = "B", [GPP__ACTION_TYPE__ACT_BWD_WEIGHT] = "W"};
     const gpp_progress_layout_t *l = &v->job->layout;
     for (int r = 0; r < l->n_agents; r++) {
         gpp_progress_rank_t pr;

@@ -141,6 +141,11 @@ void gpp_cost_destroy(gpp_cost_t **self_p)
     *self_p = NULL;
 }
 
+const gpp_graph_t *gpp_cost_graph(const gpp_cost_t *c)
+{
+    return c->g;
+}
+
 const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c)
 {
     return &c->cl;
@@ -390,6 +395,8 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
         s_op_ms(c, ops[k], m, &f, &b);
         out->fwd_ms += f;
         out->bwd_ms += b;
+        /* a W pass: the parameter gradients' share of the backward's FLOPs */
+        out->bwd_w_ms += o->bwd_flops > 0 ? b * (o->bwd_w_flops / o->bwd_flops) : 0;
         out->weight_bytes += gpp_cost_op_state_bytes(c, ops[k], batch);
         out->stash_bytes += gpp_cost_op_stash_bound(c, ops[k]);
         out->work_bytes += gpp_cost_op_work_bytes(c, ops[k]);
@@ -507,11 +514,10 @@ int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int m
            gpp_cost_act_bytes(sc->stash_bytes, inflight, micro_batch, devices) + sc->work_bytes * m;
 }
 
-int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
-                           int micro_batch, int mbs, int batch)
+int64_t gpp_cost_stage_mem_parts(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                                 int micro_batch, int batch, gpp_stage_mem_t *sm)
 {
     int m = (micro_batch + devices - 1) / devices;
-    gpp_stage_mem_t sm;
     gpp_stage_dev_t dev = {.kernel_stash = c->kstash,
                            .work = c->work,
                            .out_bytes = c->obytes,
@@ -519,10 +525,18 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
                            .alloc_rule = c->cl.alloc_rule,
                            .load_ahead = c->cl.load_ahead,
                            .graphs = c->cl.graphs};
-    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, &dev, &sm);
+    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, &dev, sm);
     int64_t reserved = 0;
     for (int k = 0; k < n_ops; k++)
         reserved += s_reserved_at(&c->prof[ops[k]], m);
+    return reserved;
+}
+
+int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                           int micro_batch, int mbs, int batch)
+{
+    gpp_stage_mem_t sm;
+    int64_t reserved = gpp_cost_stage_mem_parts(c, n_ops, ops, devices, micro_batch, batch, &sm);
     int slots = (batch + micro_batch - 1) / micro_batch;
     return gpp_stage_mem_peak(&sm, mbs > 0 ? mbs : 1, slots) + reserved;
 }

@@ -110,6 +110,7 @@ gpp_cost_t *gpp_cost_new(const gpp_graph_t *g, const gpp_cluster_t *c);
 gpp_cost_t *gpp_cost_clone(const gpp_cost_t *c, const gpp_cluster_t *cl);
 void gpp_cost_destroy(gpp_cost_t **self_p);
 const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c);
+const gpp_graph_t *gpp_cost_graph(const gpp_cost_t *c); /* the borrowed graph */
 
 /* Attaches a profile's measurements: its ops are matched to the model's by
  * name (ops without one keep their table or the roofline); each op's rows
@@ -189,6 +190,8 @@ int64_t gpp_cost_mem_bound(const gpp_cost_t *c, int64_t bytes, int64_t blocks);
 typedef struct {
     double fwd_ms;       /* forward of one micro-batch on one replica */
     double bwd_ms;       /* backward of one micro-batch on one replica */
+    double bwd_w_ms;     /* of bwd_ms, the parameter gradients' (a zero-bubble W pass):
+                            each op's backward times its op table W FLOPs share */
     double comm_ms;      /* boundary activations in/out + their gradients, per
                             micro-batch per replica */
     double allreduce_ms; /* gradient sync per iteration */
@@ -219,6 +222,11 @@ int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int m
  * are compared with. */
 int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                            int micro_batch, int mbs, int batch);
+/* The walk's figures behind gpp_cost_stage_mem (one replica, ceil(b/d)
+ * samples) in *sm; returns the reserved bytes at ceil(b/d). For peaks of
+ * orders that are not 1F1B (gpp_zb_stage_mem). */
+int64_t gpp_cost_stage_mem_parts(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                                 int micro_batch, int batch, gpp_stage_mem_t *sm);
 /* One op's terms of gpp_stage_cost_t, each a gpp_cost_mem_bound: its state
  * (weights, gradients, optimizer state; a loss's value per slot), and per
  * sample the stash kept (at most 3 blocks a micro-batch) and the work of a

@@ -455,6 +455,8 @@ static int s_check_action(const Gpp__Assignment *a, size_t i, gpp_err_t *err)
     switch (x->type) {
     case GPP__ACTION_TYPE__ACT_FWD:
     case GPP__ACTION_TYPE__ACT_BWD:
+    case GPP__ACTION_TYPE__ACT_BWD_INPUT:
+    case GPP__ACTION_TYPE__ACT_BWD_WEIGHT:
         S_REQUIRE(x->mb >= 0 && x->mb < n_mb,
                   "assignment.actions[%zu].mb: %d outside [0, %d) (batch/micro_batch)", i, x->mb,
                   n_mb);

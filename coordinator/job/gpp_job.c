@@ -94,6 +94,8 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
                     have / 1073741824.0);
         goto fail;
     }
+    if (gpp_job_plan_schedule_check(self, NULL, err) < 0)
+        goto fail;
     if (!cfg->job.model[0]) {
         gpp_err_set(err,
                     "%s: job.model: not set; name a zoo model (\"mmt:branches=2\") or a "

@@ -17,7 +17,9 @@ _Static_assert(GPP_ACT_SEND_GRAD == (int)GPP__ACTION_TYPE__ACT_SEND_GRAD, "actio
 _Static_assert(GPP_ACT_RECV_GRAD == (int)GPP__ACTION_TYPE__ACT_RECV_GRAD, "action enum: RECV_GRAD");
 _Static_assert(GPP_ACT_ALLREDUCE == (int)GPP__ACTION_TYPE__ACT_ALLREDUCE, "action enum: ALLREDUCE");
 _Static_assert(GPP_ACT_STEP == (int)GPP__ACTION_TYPE__ACT_STEP, "action enum: STEP");
-_Static_assert(GPP_ACT__COUNT == GPP_ACT_STEP + 1, "action enum: a new type needs a proto value");
+_Static_assert(GPP_ACT_BWD_IN == (int)GPP__ACTION_TYPE__ACT_BWD_INPUT, "action enum: BWD_IN");
+_Static_assert(GPP_ACT_BWD_W == (int)GPP__ACTION_TYPE__ACT_BWD_WEIGHT, "action enum: BWD_W");
+_Static_assert(GPP_ACT__COUNT == GPP_ACT_BWD_W + 1, "action enum: a new type needs a proto value");
 
 void gpp_job_assign_free(Gpp__Assignment *a)
 {

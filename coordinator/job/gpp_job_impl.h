@@ -113,6 +113,11 @@ int gpp_job_plan_is_file(const gpp_job_t *self);
 /* Makes the plan (partitioner or file), schedules, simulates and prints
  * it, lays it out; gives up between the steps when cancel is set. */
 int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err);
+/* The schedule the agents must run: the config's job.schedule (p NULL) or
+ * plan file p's kind. 0 for 1f1b (and auto, which means 1f1b here); else
+ * -1 naming the setting and the ways out (the agents, and the cuda
+ * backend's kernels, run no B and W passes). */
+int gpp_job_plan_schedule_check(const gpp_job_t *self, const gpp_plan_t *p, gpp_err_t *err);
 /* Each stage's predicted peak device memory for its lowered schedule. */
 void gpp_job_plan_predict_mem(gpp_job_t *self);
 /* The stage table and the simulated iteration time. */
