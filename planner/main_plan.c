@@ -273,7 +273,7 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
             snprintf(schedule, sizeof schedule, "%s", cfg.job.schedule);
             a->schedule = schedule;
         }
-        a->cuda_agents = cfg.job.backend == GPP_CONFIG_BACKEND_CUDA;
+        a->cuda_agents = cfg.job.backend == GPP_DEVICE_CUDA;
         a->cluster_file = 1;
         gpp_config_release(&cfg);
     } else {

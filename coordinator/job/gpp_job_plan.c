@@ -169,7 +169,7 @@ int gpp_job_plan_schedule_check(const gpp_job_t *self, const gpp_plan_t *p, gpp_
         snprintf(what, sizeof what, "plan %s: schedule_kind \"%s\"", self->plan_arg, kind);
     else
         snprintf(what, sizeof what, "%s: job.schedule = \"%s\"", cfg->path, kind);
-    if (cfg->job.backend == GPP_CONFIG_BACKEND_CUDA)
+    if (cfg->job.backend == GPP_DEVICE_CUDA)
         return gpp_err_set(err,
                            "%s: the cuda backend has no split backward (B and W passes); use "
                            "schedule = \"1f1b\" or \"auto\", or backend = \"cpu\"",
