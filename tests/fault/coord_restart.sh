@@ -79,7 +79,9 @@ for p in "${AGENTS[@]}"; do
     bwait "$p" 20
     a_rc+=($?)
 done
-if [ "${a_rc[*]}" = "1 1" ] && grep -q "coordinator" "$TMP/k.a0.err" &&
+# the agent that notices first names the coordinator; the other may see its
+# peer close the connection first (which one is a race under load)
+if [ "${a_rc[*]}" = "1 1" ] && cat "$TMP"/k.a*.err | grep -q "coordinator" &&
     ! grep -q "^iter $ITERS/$ITERS " "$TMP/k.out" && ls "$TMP"/job.ckpt/set-*/MANIFEST.json >/dev/null 2>&1; then
     ok "coordinator SIGKILLed after $(grep -c '^iter' "$TMP/k.out") iterations: both agents gave up (exit 1), a complete set left"
 else

@@ -33,6 +33,7 @@ set -u
 . "$(dirname "$0")/lib/gpp_test.sh"
 gpp_test_begin onnx_torch "${1:-}"
 TRAIN=$BUILD/agent/exec/gpp-train
+export GPP_BUILD=$BUILD # scripts/gpp-export runs gpp's importer from the build under test
 . "$SRC/scripts/blas-env.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then
