@@ -184,24 +184,46 @@ int gpp_curve_keygen(const char *dir, int n_agents, int n_monitors, gpp_err_t *e
     return rc;
 }
 
+/* Whether a key argument is the key's Z85 text rather than a path: a path
+ * when anything by that name exists, or when it names a file in a
+ * directory that exists (a missing key file, reported as such); Z85 text
+ * only when it is 40 Z85 characters and can be neither. The Z85 alphabet
+ * holds '/' and '.', and `mktemp -d` names make DIR/keys/coordinator.key
+ * exactly 40 of them. A leading '/' alone (the root) is no directory part:
+ * keys start with it one time in 85. */
+static int s_key_text(const char *arg)
+{
+    struct stat st;
+    if (!s_z85_ok(arg) || lstat(arg, &st) == 0)
+        return 0;
+    const char *slash = strrchr(arg, '/');
+    if (!slash || slash == arg)
+        return 1;
+    char dir[GPP_CURVE_Z85_LEN + 1];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - arg), arg);
+    return !(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
 int gpp_curve_client_load(gpp_curve_client_t *out, const char *server_key, const char *key_file,
                           gpp_err_t *err)
 {
     assert(out && server_key && key_file);
     memset(out, 0, sizeof *out);
-    if (s_z85_ok(server_key)) {
+    if (s_key_text(server_key)) {
         snprintf(out->server_key, sizeof out->server_key, "%s", server_key);
     } else {
         /* a public cert: zcert_load would prefer a _secret file beside it;
            only its public key is taken */
-        zcert_t *s = access(server_key, R_OK) == 0 ? zcert_load(server_key) : NULL;
+        int readable = access(server_key, R_OK) == 0;
+        const char *why = readable ? "no public-key in it" : strerror(errno);
+        zcert_t *s = readable ? zcert_load(server_key) : NULL;
         if (!s || !s_z85_ok(zcert_public_txt(s))) {
             zcert_destroy(&s);
             return gpp_err_set(err,
-                               "--coordinator-key %s: neither a 40-character Z85 key nor a "
-                               "readable certificate; pass the coordinator.key that "
-                               "gpp-coordinator --keygen made",
-                               server_key);
+                               "--coordinator-key %s: neither a readable certificate (%s) nor "
+                               "a 40-character Z85 key (text that names no file or directory); "
+                               "pass the coordinator.key that gpp-coordinator --keygen made",
+                               server_key, why);
         }
         snprintf(out->server_key, sizeof out->server_key, "%s", zcert_public_txt(s));
         zcert_destroy(&s);

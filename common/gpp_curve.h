@@ -71,7 +71,8 @@ typedef struct {
 int gpp_curve_keygen(const char *dir, int n_agents, int n_monitors, gpp_err_t *err);
 
 /* An agent's keys: server_key is the coordinator's public cert file
- * (DIR/coordinator.key) or its 40-character Z85 key; key_file is the
+ * (DIR/coordinator.key) or its 40-character Z85 key (a path that exists is
+ * always the file; text is a key only where it cannot be a path); key_file is the
  * agent's secret cert (agent-<i>.key_secret), refused when group or others
  * may read it. -1 with a message naming the file and the fix. */
 int gpp_curve_client_load(gpp_curve_client_t *out, const char *server_key, const char *key_file,

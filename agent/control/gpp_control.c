@@ -26,6 +26,7 @@ struct gpp_control_s {
     char endpoint[S_HOST_MAX];
     char host[S_HOST_MAX];
     char data_addr[S_HOST_MAX];
+    char keys_from[2 * S_HOST_MAX]; /* "" or " (keys: --key-dir DIR)" */
     int slot;
     int backend;
     gpp_control_device_t device;
@@ -256,13 +257,13 @@ static int s_on_monitor(zloop_t *loop, zsock_t *mon, void *arg)
                      self->endpoint);
         else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
             gpp_warn("control: the coordinator at %s refused this agent's CURVE key (ZAP status "
-                     "%u): its key_dir's agents/ does not list the public half of our --key",
-                     self->endpoint, value);
+                     "%u): its key_dir's agents/ does not list the public half of our --key%s",
+                     self->endpoint, value, self->keys_from);
         else
             gpp_warn("control: CURVE handshake with the coordinator at %s failed (event 0x%x, "
                      "%u): is --coordinator-key that coordinator's key, and does it run with "
-                     "[coordinator] key_dir?",
-                     self->endpoint, event, value);
+                     "[coordinator] key_dir?%s",
+                     self->endpoint, event, value, self->keys_from);
     }
     zmsg_destroy(&m);
     return 0;
@@ -332,6 +333,8 @@ gpp_control_t *gpp_control_new(const gpp_control_cfg_t *cfg, zloop_t *loop,
     snprintf(self->endpoint, sizeof self->endpoint, "%s", cfg->endpoint);
     snprintf(self->host, sizeof self->host, "%s", cfg->host);
     snprintf(self->data_addr, sizeof self->data_addr, "%s", cfg->data_addr ? cfg->data_addr : "");
+    if (cfg->keys_from && cfg->keys_from[0])
+        snprintf(self->keys_from, sizeof self->keys_from, " (keys: %s)", cfg->keys_from);
     self->slot = cfg->slot;
     self->backend = cfg->backend;
     assert(cfg->device);

@@ -47,6 +47,8 @@ typedef struct {
     const char *data_addr; /* data-plane address, may be NULL */
     int heartbeat_ms;      /* interval between our heartbeats, > 0 */
     int timeout_ms;        /* coordinator silent this long: lost, > heartbeat_ms */
+    const char *keys_from; /* where this process's CURVE keys came from, for messages
+                              ("--key-dir /etc/gpp/keys"); NULL: none given */
 } gpp_control_cfg_t;
 
 typedef struct {

@@ -101,6 +101,30 @@ else
         "$(tail -3 "$TMP/2a0.err")"
 fi
 
+# 2b. keys under a path whose coordinator.key is exactly 40 characters of the
+#     Z85 alphabet (mktemp -d's usual name makes it so): a path that exists
+#     is a file, never a key's text (issue 33)
+D40=$(mktemp -d /tmp/gppck40-XXXXXX)
+"$COORD" --keygen "$D40/keys" --agents 2 >/dev/null 2>&1
+P=$(free_port); C=$(mkconf k40 $P 2 external "key_dir = \"$D40/keys\"")
+"$COORD" --control-only --barriers 2 "$C" >"$TMP/2b.out" 2>"$TMP/2b.err" &
+CP=$!
+"$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 0 --control-barriers 2 \
+    --heartbeat-ms 100 --timeout-ms 3000 --key-dir "$D40/keys" 2>"$TMP/2b0.err" &
+A0=$!
+"$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 1 --control-barriers 2 \
+    --heartbeat-ms 100 --timeout-ms 3000 --coordinator-key "$D40/keys/coordinator.key" \
+    --key "$D40/keys/agent-1.key_secret" 2>"$TMP/2b1.err" &
+A1=$!
+bwait $CP 20; rc=$?; bwait $A0 10; r0=$?; bwait $A1 10; r1=$?
+if [ ${#D40} = 19 ] && [ $rc = 0 ] && [ $r0 = 0 ] && [ $r1 = 0 ]; then
+    ok "a 40-character key path is read as the file (--key-dir and --coordinator-key)"
+else
+    fail "40-character key path ${#D40} (rc $rc, agents $r0 $r1)" "$(tail -3 "$TMP/2b.err")" \
+        "$(tail -3 "$TMP/2b0.err")"
+fi
+rm -rf "$D40"
+
 # 3. key files others may read, and half a key configuration: exit 2 with the fix
 cp "$K/agent-1.key_secret" "$TMP/loose.key_secret"
 chmod 644 "$TMP/loose.key_secret"
@@ -109,7 +133,7 @@ expect_fail "agent: a world-readable secret" "chmod 600 $TMP/loose.key_secret" \
     --key "$TMP/loose.key_secret"
 expect_fail "agent: --coordinator-key without --key" "go together" \
     "$AGENT" --coordinator tcp://127.0.0.1:1 --slot 0 --coordinator-key "$K/coordinator.key"
-expect_fail "agent: a bad --coordinator-key" "neither a 40-character Z85 key" \
+expect_fail "agent: a bad --coordinator-key" "neither a readable certificate (No such file or directory)" \
     "$AGENT" --coordinator tcp://127.0.0.1:1 --slot 0 --coordinator-key "$TMP/none" \
     --key "$K/agent-0.key_secret"
 cp -rp "$K" "$TMP/kloose"
