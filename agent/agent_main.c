@@ -281,6 +281,10 @@ int main(int argc, char **argv)
         return 1;
     }
     int code = gpp_agent_run(agent);
+    if (gpp_agent_abandoned(agent)) { /* a stuck worker thread: leave without it */
+        fflush(NULL);
+        _exit(code);
+    }
     gpp_agent_destroy(&agent);
     return code;
 }

@@ -2,6 +2,8 @@
 #include "agent/gpp_worker.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 #include "agent/data/gpp_data.h"
 #include "agent/pipeline/gpp_pipeline.h"
 #include "agent/exec/gpp_profile.h"
+#include "common/gpp_fault.h"
 #include "common/gpp_sigfd.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_model.h"
@@ -435,6 +438,13 @@ static void *s_thread(void *arg)
     gpp_worker_t *self = arg;
     gpp_sigfd_mask(SIG_BLOCK); /* signals are the loop thread's; Gloo's threads inherit this */
     gpp_err_t err = {{0}};
+    if (self->pipeline && gpp_fault(GPP_FAULT_WORKER_STUCK)) {
+        int64_t ms = gpp_fault_arg(GPP_FAULT_WORKER_STUCK);
+        gpp_warn("worker: fault worker_stuck: blocking %" PRId64 " ms before the data plane", ms);
+        struct timespec left = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&left, &left) < 0 && errno == EINTR)
+            ;
+    }
     int ok = (self->pipeline ? gpp_pipeline_run(self->pipeline, &err) : s_profile(self, &err)) == 0;
     if (!ok && !atomic_load(&self->stopping)) {
         char text[GPP_MSG_STR_MAX];
@@ -553,6 +563,20 @@ void gpp_worker_stop(gpp_worker_t *self, int abort)
 int gpp_worker_done(const gpp_worker_t *self)
 {
     return atomic_load(&((gpp_worker_t *)self)->done);
+}
+
+void gpp_worker_abandon(gpp_worker_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_worker_t *self = *self_p;
+    if (!self->th_started || atomic_load(&self->done)) {
+        gpp_worker_destroy(self_p);
+        return;
+    }
+    *self_p = NULL;
+    zloop_reader_end(self->loop, self->pipe);
+    pthread_detach(self->th);
 }
 
 void gpp_worker_destroy(gpp_worker_t **self_p)
