@@ -42,12 +42,14 @@ void gpp_ckpt_set_stage_path(char *out, size_t len, const char *dir, int iterati
 int gpp_ckpt_set_commit(const char *dir, int iteration, int n_stages, int keep, gpp_err_t *err);
 
 /* Checks set `iteration`: its manifest parses and names that iteration,
- * and every file it lists has the size and CRC it records (the stage
- * files' stored CRC; the agents' load checks their bytes against it). Returns
- * the number of stages, or -1 with a message (incomplete or damaged). */
+ * every file it lists has the size and CRC it records, and every stage
+ * file's data has the CRC the file ends with (a full read). Returns the
+ * number of stages, or -1 with a message naming the file (incomplete or
+ * damaged). */
 int gpp_ckpt_set_check(const char *dir, int iteration, gpp_err_t *err);
 
-/* gpp_ckpt_set_check, and the paths of the set's stage files in manifest
+/* gpp_ckpt_set_check without the stage files' data reads (the agents check
+ * every byte they load), and the paths of the set's stage files in manifest
  * order in *files (NULL-terminated; caller owns: gpp_ckpt_set_files_free).
  * A plan loads any set through them: a stage takes each of its ops'
  * tensors from whichever file holds it. */
@@ -59,10 +61,19 @@ void gpp_ckpt_set_files_free(char ***files_p);
  * agent starts. The agents check the whole file when they load it. */
 int gpp_ckpt_set_header(const char *path, gpp_ckpt_header_t *h, gpp_err_t *err);
 
-/* The newest complete set under dir (gpp_ckpt_set_check passes): its
- * iteration count, 0 when there is none (also when dir does not exist),
- * -1 with a message when dir cannot be read. */
+/* The newest complete set under dir whose every file verifies
+ * (gpp_ckpt_set_check): its iteration count, 0 when there is none (also
+ * when dir does not exist), -1 with a message when dir cannot be read.
+ * Each newer set skipped is logged with the reason. */
 int gpp_ckpt_set_latest(const char *dir, gpp_err_t *err);
+/* from > 0: set `from` when it verifies (gpp_ckpt_set_check), else -1 with
+ * the reason; from == 0: gpp_ckpt_set_latest. */
+int gpp_ckpt_set_pick(const char *dir, int from, gpp_err_t *err);
+/* Moves every set newer than `iteration` (complete, damaged or
+ * incomplete) aside to <set>.superseded-<UTC time>, which no listing
+ * reads and no pruning removes, so that a job resuming from `iteration`
+ * never meets them. Returns how many, or -1 with a message. */
+int gpp_ckpt_set_supersede(const char *dir, int iteration, gpp_err_t *err);
 
 /* Removes the temp files a killed writer left (names with ".tmp." from
  * gpp_atomic_file) in dir and its set directories; the coordinator calls

@@ -158,7 +158,8 @@ static int s_setup(gpp_supervisor_t *self)
         self->job = gpp_job_new(cfg, self->plan, o->reprofile,
                                 !o->resume ? GPP_JOB_FRESH
                                            : GPP_JOB_RESUME | (o->replan ? GPP_JOB_REPLAN : 0) |
-                                                 (o->resume == 2 ? GPP_JOB_AUTO : 0),
+                                                 (o->resume == 2 ? GPP_JOB_AUTO : 0) |
+                                                 GPP_JOB_FROM(o->resume_from),
                                 self->out, &err);
         if (!self->job) {
             gpp_error("%s", err.msg);

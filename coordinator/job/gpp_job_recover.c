@@ -166,7 +166,14 @@ int gpp_job_recover_start(gpp_job_t *self, gpp_job_start_t start, gpp_err_t *err
                                     "checkpoint set to resume from; start without --resume",
                                     cfg->path)
                       : 0;
-    int latest = gpp_ckpt_set_latest(dir, err);
+    const int from = (int)(start >> GPP_JOB_FROM_SHIFT);
+    int latest = resume ? gpp_ckpt_set_pick(dir, from, err) : gpp_ckpt_set_latest(dir, err);
+    if (latest < 0 && from > 0)
+        return gpp_err_prefix(err,
+                              "--resume-from %d: checkpoint set %d in %s (%s) cannot be resumed "
+                              "from; name another set, or use --resume for the newest that "
+                              "verifies",
+                              from, from, dir, cfg->path);
     if (latest < 0)
         return gpp_err_prefix(err, "%s: job.checkpoint_dir", cfg->path);
     if ((start & GPP_JOB_AUTO) && latest == 0) {
@@ -212,6 +219,10 @@ int gpp_job_recover_keep(gpp_job_t *self, gpp_err_t *err)
         return gpp_err_prefix(err, "job.checkpoint_dir");
     snprintf(path, sizeof path, "%s/plan.json", cfg->job.checkpoint_dir);
     if (gpp_plan_write_json(self->plan, path, err) < 0)
+        return gpp_err_prefix(err, "job.checkpoint_dir");
+    /* sets newer than the one resumed from (damaged, or passed over by
+       --resume-from) would meet this run's sets of the same numbers */
+    if (self->start > 0 && gpp_ckpt_set_supersede(cfg->job.checkpoint_dir, self->start, err) < 0)
         return gpp_err_prefix(err, "job.checkpoint_dir");
     if (self->times == GPP_JOB_TIMES_AGENTS) {
         snprintf(path, sizeof path, "%s/profile.json", cfg->job.checkpoint_dir);

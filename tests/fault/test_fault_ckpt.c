@@ -187,6 +187,21 @@ static void t_incomplete_and_damaged_sets(void)
     GPP_EXPECT(gpp_ckpt_set_check(j.dir, 4, &err) < 0 && strstr(err.msg, "stage1.ckpt") &&
                strstr(err.msg, "damaged"));
     GPP_EXPECT(gpp_ckpt_set_latest(j.dir, &err) == 2);
+    /* a byte inside a stage file's data flipped (size, trailer and manifest
+       agree): the data CRC finds it, set 2 is the newest (issue 33, item 4) */
+    s_save_set(&j, 4, 10);
+    GPP_EXPECT(gpp_ckpt_set_latest(j.dir, &err) == 4);
+    b = gpp_fixture_slurp(path, &len);
+    if (b && len > 8) {
+        b[len / 2] ^= 0x10;
+        gpp_fixture_spit(path, b, len);
+    }
+    free(b);
+    GPP_EXPECT(gpp_ckpt_set_check(j.dir, 4, &err) < 0 && strstr(err.msg, "stage1.ckpt") &&
+               strstr(err.msg, "its data has CRC"));
+    GPP_EXPECT(gpp_ckpt_set_pick(j.dir, 4, &err) < 0 && strstr(err.msg, "corrupted"));
+    GPP_EXPECT(gpp_ckpt_set_latest(j.dir, &err) == 2);
+    GPP_EXPECT(gpp_ckpt_set_pick(j.dir, 2, &err) == 2);
     /* a stage file missing: the commit fails and names it, the set stays incomplete */
     char set6[300];
     gpp_ckpt_set_dir(set6, sizeof set6, j.dir, 6);
