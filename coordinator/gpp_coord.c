@@ -134,6 +134,12 @@ void gpp_coord_abort(gpp_coord_t *self, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(self->reason, sizeof self->reason, fmt, ap);
     va_end(ap);
+    if (self->reporters[0]) { /* peers of the agent that went: not the cause */
+        size_t len = strlen(self->reason);
+        snprintf(self->reason + len, sizeof self->reason - len,
+                 "; agent%s %s only reported a broken connection",
+                 strchr(self->reporters, ',') ? "s" : "", self->reporters);
+    }
     self->stopped = -1;
     atomic_store(&self->cancel, 1);
     if (!self->exit_code)
@@ -411,6 +417,28 @@ static void s_on_heartbeat(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Heartbe
         s_ping(self, a);
 }
 
+/* An agent's data plane broke (ERROR_COMM): its peer died or went silent,
+ * or the link between them was cut. The stop waits up to a heartbeat
+ * timeout for the agent that went (seen exiting or silent: the stop names
+ * it), else stops with this first report (s_on_timer). */
+static void s_comm_report(gpp_coord_t *self, gpp_agent_t *a, const char *text, const char *who)
+{
+    size_t len = strlen(self->reporters);
+    snprintf(self->reporters + len, sizeof self->reporters - len, "%s%s", len ? ", " : "", who);
+    a->comm_reported = 1;
+    if (self->blame_ms > 0) {
+        gpp_warn("coordinator: agent %s also reports a broken connection: %s", who, text);
+        return;
+    }
+    self->blame_ms = gpp_now_ms() + self->cfg.timeout_ms + self->cfg.heartbeat_ms;
+    self->agent_failed = 1;
+    snprintf(self->first_report, sizeof self->first_report, "agent %s reported an error: %s", who,
+             text);
+    gpp_warn("coordinator: agent %s reports a broken connection (%s); waiting up to %.1f s for "
+             "the agent that went",
+             who, text, (self->cfg.timeout_ms + self->cfg.heartbeat_ms) / 1000.0);
+}
+
 static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m)
 {
     char who[GPP_REG_HOST_MAX + 64];
@@ -464,6 +492,10 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
         if (!self->stopped && self->failed_peer < 0 && m->error->failed_peer > 0 &&
             m->error->failed_peer <= gpp_registry_size(self->reg))
             self->failed_peer = m->error->failed_peer - 1;
+        if (!self->stopped && m->error->code == GPP__ERROR_CODE__ERROR_COMM) {
+            s_comm_report(self, a, m->error->text, who);
+            return;
+        }
         gpp_coord_abort(self, "agent %s reported an error: %s%s", who, m->error->text,
                         m->error->code == GPP__ERROR_CODE__ERROR_CONFIG
                             ? " (fix the cluster file's [job] and start again)"
@@ -738,6 +770,12 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
             gpp_warn("coordinator: killed the silent local agent %s", who);
         return 0;
     }
+    if (self->blame_ms > 0 && now >= self->blame_ms && !self->stopped) {
+        self->reporters[0] = 0; /* nobody went: the first report is the reason */
+        gpp_coord_abort(self, "%s (no agent died or went silent within %.1f s)", self->first_report,
+                        (self->cfg.timeout_ms + self->cfg.heartbeat_ms) / 1000.0);
+        return 0;
+    }
     for (int r = 0, n = gpp_registry_size(self->reg); r < n; r++) {
         gpp_agent_t *a = gpp_registry_agent(self->reg, r);
         if (a->state == GPP_AGENT_ALIVE)
@@ -781,6 +819,11 @@ static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
         zmq_pollitem_t it = {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 20) > 0 && (it.revents & ZMQ_POLLIN))
             s_on_router(NULL, self->router, self);
+    }
+    if (a->comm_reported && !self->stopped && status != 0 && !WIFSIGNALED(status)) {
+        a->state = GPP_AGENT_EXITED; /* it gave up on a peer that went: wait for that one */
+        gpp_warn("coordinator: agent %s %s after its broken connection", who, st);
+        return;
     }
     a->state = GPP_AGENT_DEAD;
     if (self->stopped) { /* its report (or another) stopped the job */

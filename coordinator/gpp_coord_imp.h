@@ -48,6 +48,13 @@ struct gpp_coord_s {
     int exit_code;
     int agent_failed; /* the stop was an agent's: silent, exited, or its (not config) Error */
     int failed_peer;  /* rank named by the first ERROR_COMM before the stop, -1 none */
+    /* ERROR_COMM reports wait until blame_ms for the agent that died or went
+       silent, whom the stop then names (0: none pending); reporters lists
+       the agents that only reported a broken connection, first_report the
+       first one's words (the reason if nobody is found) */
+    double blame_ms;
+    char reporters[512];
+    char first_report[GPP_ERR_LEN];
     char reason[GPP_ERR_LEN];
     double exit_deadline_ms;
     uint64_t dropped;
