@@ -276,8 +276,8 @@ gpp_agent_t *gpp_agent_new(const gpp_agent_cfg_t *cfg, gpp_err_t *err)
     self->timeout_ms = cfg->ctl.timeout_ms;
     self->control_barriers = cfg->control_barriers;
     self->threads = cfg->threads;
-    self->comm_timeout_ms = cfg->comm_timeout_ms > 0 ? cfg->comm_timeout_ms
-                                                     : GPP_COMM_TIMEOUT_DEFAULT_MS;
+    self->comm_timeout_ms =
+        cfg->comm_timeout_ms > 0 ? cfg->comm_timeout_ms : GPP_COMM_TIMEOUT_DEFAULT_MS;
     self->stop_timer = -1;
     self->loop = zloop_new();
     zloop_set_nonstop(self->loop, true);

@@ -38,15 +38,23 @@ mkconf() {
         -e "s|^endpoint = .*|endpoint = \"tcp://127.0.0.1:$2\"|" \
         -e 's/^\[coordinator\]$/[coordinator]\ninsecure_plaintext = true/' "$TMP/$1.toml"
 }
-# agents NAME PORT: slots 0 and 1, stuck once assigned; pids in A0 A1
+# agents NAME PORT: slots 0 and 1, stuck once assigned; pids in A0 A1. A
+# wrapper waits for each and writes its exit time (ns) to NAME.aSLOT.end
 agents() {
     local s
     for s in 0 1; do
-        GPP_FAULT=worker_stuck:120000 "$AGENT" --coordinator "tcp://127.0.0.1:$2" --host 127.0.0.1 \
-            --slot $s --threads 1 --heartbeat-ms 100 --timeout-ms 1500 --comm-timeout-ms $COMM_MS \
-            >"$TMP/$1.a$s.out" 2>"$TMP/$1.a$s.err" &
-        eval "A$s=$!"
+        (
+            GPP_FAULT=worker_stuck:120000 "$AGENT" --coordinator "tcp://127.0.0.1:$2" --host 127.0.0.1 \
+                --slot $s --threads 1 --heartbeat-ms 100 --timeout-ms 1500 --comm-timeout-ms $COMM_MS \
+                >"$TMP/$1.a$s.out" 2>"$TMP/$1.a$s.err" &
+            echo $! >"$TMP/$1.a$s.pid"
+            wait $!
+            echo "$? $(date +%s%N)" >"$TMP/$1.a$s.end"
+        ) &
         track $!
+        wait_until 5 test -s "$TMP/$1.a$s.pid"
+        eval "A$s=$(cat "$TMP/$1.a$s.pid")"
+        track "$(cat "$TMP/$1.a$s.pid")"
     done
 }
 stuck() { grep -q "fault worker_stuck: blocking" "$TMP/$1.a0.err" && grep -q "fault worker_stuck: blocking" "$TMP/$1.a1.err"; }
@@ -54,12 +62,12 @@ stuck() { grep -q "fault worker_stuck: blocking" "$TMP/$1.a0.err" && grep -q "fa
 # log line PATTERN; prints the time taken
 worst() { [ "$1" -gt $WORST ] && WORST=$1; }
 gone_within() {
-    wait_gone 10 "$3" || {
+    wait_until 10 test -s "$TMP/$1.a$2.end" || {
         echo "still running"
         return 1
     }
     local end t0
-    end=$(ms)
+    end=$(($(cut -d' ' -f2 "$TMP/$1.a$2.end") / 1000000))
     t0=$(log_ms "$TMP/$1.a$2.err" "$4")
     [ -n "$t0" ] || {
         echo "no '$4' in its log"
@@ -139,15 +147,14 @@ else
     else
         fail "c: SIGTERM to a stuck agent: $took" "$(errtail "$TMP/c.a0.err")"
     fi
-    wait $A0
-    rc0=$?
+    rc0=$(cut -d' ' -f1 "$TMP/c.a0.end")
     if running $A1; then
         kill -TERM $A1
         sleep 0.2
         kill -TERM $A1
         t0=$(ms)
-        wait_gone 10 $A1
-        t=$(($(ms) - t0))
+        wait_until 10 test -s "$TMP/c.a1.end"
+        t=$(($(cut -d' ' -f2 "$TMP/c.a1.end") / 1000000 - t0))
         if [ $t -le 1000 ] && grep -q "while stopping; exiting now" "$TMP/c.a1.err"; then
             ok "c: a second SIGTERM ended the other stuck agent $t ms later"
         else
@@ -156,10 +163,7 @@ else
     else
         ok "c: the other agent had already gone (its peer's exit ended the job)"
     fi
-    wait $A1
-    rc1=$?
-    [ $rc0 = 143 ] && ok "c: exit status 143 after SIGTERM" || fail "c: exit status $rc0, want 143"
-    : "$rc1"
+    [ "$rc0" = 143 ] && ok "c: exit status 143 after SIGTERM" || fail "c: exit status $rc0, want 143"
     kill -KILL $CP 2>/dev/null
 fi
 
