@@ -4,6 +4,7 @@
  * the checkpoints (gpp_job_impl.h). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_atomic_file.h"
@@ -167,6 +168,13 @@ int gpp_job_recover_start(gpp_job_t *self, gpp_job_start_t start, gpp_err_t *err
                                     cfg->path)
                       : 0;
     const int from = (int)(start >> GPP_JOB_FROM_SHIFT);
+    struct stat st;
+    if (stat(dir, &st) == 0 && (st.st_mode & S_IWOTH))
+        return gpp_err_set(err,
+                           "%s: job.checkpoint_dir %s is writable by every user (mode %04o): "
+                           "anyone on this host could plant a checkpoint set the agents load; "
+                           "run chmod o-w %s (nothing was changed)",
+                           cfg->path, dir, (unsigned)(st.st_mode & 07777), dir);
     int latest = resume ? gpp_ckpt_set_pick(dir, from, err) : gpp_ckpt_set_latest(dir, err);
     if (latest < 0 && from > 0)
         return gpp_err_prefix(err,

@@ -11,7 +11,8 @@
 #   b. --resume-from 4 (a copy of the directory) resumes from set 4 to the
 #      same weights and moves the newer sets 6 and 8 aside;
 #   c. --resume-from 8 (damaged) and --resume-from 5 (no such set) are
-#      refused with exit 2 naming the set and the file, nothing changed.
+#      refused with exit 2 naming the set and the file, nothing changed;
+#   d. a job.checkpoint_dir every user may write is refused (exit 2).
 # Prints the time from the start of --resume to its first iteration.
 # Usage: resume_damaged.sh BUILD_DIR
 set -u
@@ -106,6 +107,10 @@ expect_fail "--resume-from 5 (no such set)" "--resume-from 5: checkpoint set 5 .
     timeout 60 "$COORD" --resume-from 5 --plan gpp "$CB"
 expect_fail "--resume-from 0" "--resume-from 0: expected a checkpoint set's iteration count" \
     timeout 60 "$COORD" --resume-from 0 --plan gpp "$CB"
+# d. a checkpoint_dir every user may write is refused (as a key_dir is)
+chmod 0777 "$TMP/bad.ckpt"
+expect_fail "a world-writable checkpoint_dir" "job.checkpoint_dir .*bad.ckpt is writable by every user (mode 0777).*chmod o-w" \
+    timeout 60 "$COORD" --resume --plan gpp "$CB"
 [ "$before" = "$(tree_sum "$TMP/bad.ckpt")" ] && ok "refusals changed nothing in the directory" ||
     fail "a refused --resume-from changed the directory"
 
