@@ -5,6 +5,7 @@
 #include <czmq.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -34,6 +35,7 @@
 typedef struct {
     uint8_t key[32];
     char name[80]; /* the ZAP user id: GPP_CURVE_AGENT or GPP_CURVE_MONITOR, then the name */
+    int slot;      /* an agent key's slot (gpp_curve_server_slot), -1 any */
 } s_allowed_t;
 
 struct gpp_curve_server_s {
@@ -138,6 +140,8 @@ static int s_keygen_pair(const char *dir, const char *sub, const char *role, int
     char p[S_PATH_MAX];
     zcert_t *c = zcert_new();
     zcert_set_meta(c, "name", "%s-%d", role, i);
+    if (!strcmp(sub, "agents")) /* the slot it admits (gpp_curve_server_slot) */
+        zcert_set_meta(c, "slot", "%d", i);
     snprintf(p, sizeof p, "%s/%s/%s-%d.key", dir, sub, role, i);
     int rc = s_save(c, p, 0, err);
     snprintf(p, sizeof p, "%s/%s-%d.key_secret", dir, role, i);
@@ -370,6 +374,7 @@ static void s_allow(gpp_curve_server_t *self, const char *z85, const char *role,
     s_allowed_t *a = &self->allowed[self->n_allowed++];
     zmq_z85_decode(a->key, z85);
     snprintf(a->name, sizeof a->name, "%s%s", role, name);
+    a->slot = -1;
 }
 
 static const s_allowed_t *s_find(const gpp_curve_server_t *self, const uint8_t *key)
@@ -534,6 +539,31 @@ gpp_curve_server_t *gpp_curve_server_new_ephemeral(int n_agents, gpp_curve_clien
     return self;
 }
 
+/* The slot an agent key admits: its cert's "slot" metadata (--keygen
+ * writes it), else N of a name agent-<N>, else any slot (said once). */
+static int s_bind_slot(s_allowed_t *a, const char *meta, const char *name, const char *file,
+                       gpp_err_t *err)
+{
+    const char *num = meta ? meta : !strncmp(name, "agent-", 6) ? name + 6 : NULL;
+    char *end = NULL;
+    long v = num && *num ? strtol(num, &end, 10) : -1;
+    if (num && *num && (*end || v < 0 || v > INT_MAX)) {
+        if (meta)
+            return gpp_err_set(err,
+                               "[coordinator] key_dir: %s: slot = \"%s\" is not a slot number; "
+                               "set it to the one slot this key admits",
+                               file, meta);
+        v = -1; /* a name like agent-hosta: no slot in it */
+    }
+    a->slot = (int)v;
+    if (a->slot < 0)
+        gpp_warn("[coordinator] key_dir: %s binds no slot (no slot metadata, not named "
+                 "agent-<N>.key): it admits an agent on any slot; add a line slot = \"N\" "
+                 "under metadata to bind it",
+                 file);
+    return 0;
+}
+
 /* Adds every DIR/<sub>/\*.key as role; a missing <sub> is 0 keys when
  * optional. Returns the count, -1 with a message. */
 static int s_load_list(gpp_curve_server_t *self, const char *dir, const char *sub, const char *role,
@@ -580,6 +610,13 @@ static int s_load_list(gpp_curve_server_t *self, const char *dir, const char *su
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(len - 4 < 60 ? len - 4 : 60), e->d_name);
         s_allow(self, zcert_public_txt(a), role, name);
+        if (!strcmp(role, GPP_CURVE_AGENT) &&
+            s_bind_slot(&self->allowed[self->n_allowed - 1], zcert_meta(a, "slot"), name, f, err) <
+                0) {
+            zcert_destroy(&a);
+            closedir(d);
+            return -1;
+        }
         zcert_destroy(&a);
         n++;
     }
@@ -702,4 +739,14 @@ gpp_curve_role_t gpp_curve_user_role(const char *user_id)
 uint64_t gpp_curve_server_refused(const gpp_curve_server_t *self)
 {
     return atomic_load(&((gpp_curve_server_t *)self)->refused);
+}
+
+int gpp_curve_server_slot(const gpp_curve_server_t *self, const char *user_id)
+{
+    if (!self || !user_id)
+        return -1;
+    for (int i = 0; i < self->n_allowed; i++)
+        if (!strcmp(self->allowed[i].name, user_id))
+            return self->allowed[i].slot;
+    return -1;
 }

@@ -10,7 +10,8 @@
  *   DIR/                      0700
  *   DIR/coordinator.key       the coordinator's public cert (give it to agents)
  *   DIR/coordinator.key_secret  0600, the coordinator's pair
- *   DIR/agents/agent-<i>.key  the admitted agents' public certs (the allow-list)
+ *   DIR/agents/agent-<i>.key  the admitted agents' public certs (the allow-list;
+ *                             agent-<i> admits slot i only, on any host)
  *   DIR/agent-<i>.key_secret  0600, agent i's pair (copy it to that agent's host)
  *   DIR/monitors/monitor-<i>.key  the admitted monitors' public certs (gpp-top)
  *   DIR/monitor-<i>.key_secret  0600, monitor i's pair
@@ -150,6 +151,12 @@ typedef enum {
 /* The role of a ZAP user id (a frame's "User-Id" property, zframe_meta):
  * NONE for NULL (plaintext) or an id that is not one of ours. */
 gpp_curve_role_t gpp_curve_user_role(const char *user_id);
+/* The slot an agent key admits, by its ZAP user id: the "slot" metadata of
+ * its cert in agents/ (--keygen writes slot = i into agent-i.key), else N
+ * of a file named agent-<N>.key; -1 when it admits any slot (another name,
+ * or an ephemeral local-launch key) or user_id is not an agent key. The
+ * coordinator refuses a Register for another slot. */
+int gpp_curve_server_slot(const gpp_curve_server_t *self, const char *user_id);
 /* Handshakes refused so far (unknown key or wrong mechanism/domain). */
 uint64_t gpp_curve_server_refused(const gpp_curve_server_t *self);
 

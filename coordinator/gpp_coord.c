@@ -222,10 +222,18 @@ static void s_refuse(gpp_coord_t *self, const void *id, size_t id_len, const cha
     s_send_reject(self, id, id_len, why);
 }
 
-static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id, size_t id_len)
+static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id, size_t id_len,
+                          const char *user_id)
 {
     gpp_err_t err = {{0}};
-    if (self->state != S_WAITING) {
+    const int bound = gpp_curve_server_slot(self->cfg.curve, user_id); /* -1: any */
+    if (bound >= 0 && bound != m->register_->slot) {
+        gpp_err_set(&err,
+                    "its CURVE key (%s) admits slot %d only, but it registered for slot %d: "
+                    "start it with --slot %d, or give it slot %d's key (agent-%d.key_secret)",
+                    strchr(user_id, ':') + 1, bound, m->register_->slot, bound, m->register_->slot,
+                    m->register_->slot);
+    } else if (self->state != S_WAITING) {
         gpp_err_set(&err, "registration closed: the job is already %s",
                     gpp_coord_state_name[self->state]);
     } else if (m->sender != GPP_MSG_SENDER_UNREGISTERED) {
@@ -569,7 +577,7 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
     } else if (gpp_rdv_is_request(m)) {
         gpp_rdv_handle(self->rdv, id, id_len, m, gpp_now_ms());
     } else if (m->body_case == GPP__ENVELOPE__BODY_REGISTER && !a) {
-        s_on_register(self, m, id, id_len);
+        s_on_register(self, m, id, id_len, zframe_meta(body, "User-Id"));
     } else if (!a) {
         char why[128];
         snprintf(why, sizeof why, "%s before register", gpp_msg_type_name(m->body_case));

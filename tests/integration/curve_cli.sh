@@ -125,6 +125,41 @@ else
 fi
 rm -rf "$D40"
 
+# 2c. an agent key admits the slot its allow-list cert binds (--keygen:
+#     agent-i, slot i): agent-1's key registering for slot 0 is rejected
+#     with the reason, and the real agents of slots 0 and 1 then run the
+#     job (issue 33, item 5)
+if grep -q 'slot = "1"' "$K/agents/agent-1.key"; then
+    ok "keygen binds agent-1's public cert to slot 1 (metadata slot = \"1\")"
+else
+    fail "agent-1.key has no slot metadata" "$(cat "$K/agents/agent-1.key")"
+fi
+P=$(free_port); C=$(mkconf bind $P 2 external "key_dir = \"$K\"")
+"$COORD" --control-only --barriers 2 "$C" >"$TMP/2c.out" 2>"$TMP/2c.err" &
+CP=$!
+"$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 0 --control-barriers 2 \
+    --heartbeat-ms 100 --timeout-ms 3000 --coordinator-key "$K/coordinator.key" \
+    --key "$K/agent-1.key_secret" 2>"$TMP/2cx.err" &
+X1=$!
+bwait $X1 20; rx=$?
+if [ $rx = 1 ] && grep -q "rejected by the coordinator: its CURVE key (agent-1) admits slot 1 only, but it registered for slot 0: start it with --slot 1, or give it slot 0's key (agent-0.key_secret)" "$TMP/2cx.err" &&
+    grep -q "rejected a registration from 127.0.0.1:0" "$TMP/2c.err"; then
+    ok "agent-1's key registering for slot 0 is rejected, both sides say why"
+else
+    fail "a key for the wrong slot (exit $rx)" "$(tail -2 "$TMP/2cx.err")" "$(tail -2 "$TMP/2c.err")"
+fi
+for s in 0 1; do
+    "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot $s --control-barriers 2 \
+        --heartbeat-ms 100 --timeout-ms 3000 --key-dir "$K" 2>"$TMP/2c$s.err" &
+    eval A$s=$!
+done
+bwait $CP 30; rc=$?; bwait $A0 10; r0=$?; bwait $A1 10; r1=$?
+if [ $rc = 0 ] && [ $r0 = 0 ] && [ $r1 = 0 ]; then
+    ok "the real agents of slots 0 and 1 then run the job (exit 0)"
+else
+    fail "agents after a wrong-slot key (rc $rc, agents $r0 $r1)" "$(tail -3 "$TMP/2c.err")"
+fi
+
 # 3. key files others may read, and half a key configuration: exit 2 with the fix
 cp "$K/agent-1.key_secret" "$TMP/loose.key_secret"
 chmod 644 "$TMP/loose.key_secret"
