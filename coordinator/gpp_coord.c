@@ -1035,6 +1035,7 @@ int gpp_coord_run(gpp_coord_t *self)
         self->stopped = -1;
         self->exit_code = 1;
     }
+    s_publish_metrics(self); /* the final state, for scrapes after the end */
     return self->stopped;
 }
 

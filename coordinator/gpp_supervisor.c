@@ -2,6 +2,7 @@
 #include "coordinator/gpp_supervisor.h"
 
 #include <assert.h>
+#include <poll.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -705,6 +706,23 @@ static int s_restart(gpp_supervisor_t *self, const gpp_supervisor_outcome_t *oc)
     return 0;
 }
 
+/* /metrics keeps serving the job's final state for [metrics]
+ * http_linger_ms, so that scrapers see it end; not after a signal, and a
+ * signal meanwhile ends the wait. */
+static void s_linger(gpp_supervisor_t *self, int status)
+{
+    const int ms = self->cfg.metrics.http_linger_ms;
+    if (!self->http || ms <= 0 || status >= 128)
+        return;
+    gpp_info("metrics: serving the job's final state on port %d for %.1f s more "
+             "([metrics] http_linger_ms; a signal ends it)",
+             gpp_http_port(self->http), ms / 1000.0);
+    struct pollfd p = {.fd = self->o.sigfd, .events = POLLIN};
+    for (double end = gpp_now_ms() + ms, now; (now = gpp_now_ms()) < end;)
+        if (poll(&p, self->o.sigfd >= 0 ? 1 : 0, (int)(end - now) + 1) > 0)
+            break;
+}
+
 int gpp_supervisor_run(gpp_supervisor_t *self)
 {
     for (;;) {
@@ -725,6 +743,7 @@ int gpp_supervisor_run(gpp_supervisor_t *self)
                 gpp_notify_status("job finished");
             else
                 gpp_notify_status("job stopped: %s", oc.reason);
+            s_linger(self, oc.status);
             return oc.status;
         }
         gpp_notify_status("restarting: agents died");
