@@ -433,6 +433,28 @@ out:
     return rc;
 }
 
+/* A data-plane bind or connect that found no free port: say which range
+ * ran out (the kernel's ephemeral ports; Gloo binds port 0) and the fix. */
+static void s_port_hint(char *text, size_t cap)
+{
+    if (!strstr(text, "Address already in use") && !strstr(text, "Cannot assign requested address"))
+        return;
+    int lo = 0, hi = -1;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f && fscanf(f, "%d %d", &lo, &hi) != 2)
+        hi = -1;
+    if (f)
+        fclose(f);
+    size_t len = strlen(text);
+    if (hi >= lo)
+        snprintf(text + len, cap - len,
+                 " (no free port: this host's ephemeral range net.ipv4.ip_local_port_range is "
+                 "%d-%d, %d ports; the data plane takes about n*(n+2) for n agents on a host, "
+                 "290 for 16: widen it, e.g. sysctl -w net.ipv4.ip_local_port_range=\"32768 "
+                 "60999\"; docs/operations.md, Ports to open)",
+                 lo, hi, hi - lo + 1);
+}
+
 static void *s_thread(void *arg)
 {
     gpp_worker_t *self = arg;
@@ -453,6 +475,7 @@ static void *s_thread(void *arg)
                      self->pcfg.replica, err.msg);
         else
             snprintf(text, sizeof text, "%s", err.msg);
+        s_port_hint(text, sizeof text);
         gpp_error("worker: %s", text);
         int peer = self->pipeline ? gpp_pipeline_failed_peer(self->pipeline) : -1;
         int code =
