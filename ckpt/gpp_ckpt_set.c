@@ -200,7 +200,8 @@ static void s_prune(const char *dir, int keep)
     free(v);
 }
 
-int gpp_ckpt_set_commit(const char *dir, int iteration, int n_stages, int keep, gpp_err_t *err)
+int gpp_ckpt_set_commit(const char *dir, int iteration, int n_stages, int keep,
+                        const char *weights_sha256, gpp_err_t *err)
 {
     assert(dir && iteration >= 0 && n_stages > 0 && keep >= 1);
     char set[PATH_MAX], path[PATH_MAX];
@@ -231,6 +232,8 @@ int gpp_ckpt_set_commit(const char *dir, int iteration, int n_stages, int keep, 
     cJSON_AddItemToObject(m, "plan", plan);
     cJSON_AddItemToObject(m, "profile", profile ? profile : cJSON_CreateNull());
     cJSON_AddItemToObject(m, "stages", stages);
+    if (weights_sha256)
+        cJSON_AddStringToObject(m, "weights_sha256", weights_sha256);
     text = cJSON_Print(m);
     snprintf(path, sizeof path, "%s/%s", set, GPP_CKPT_MANIFEST);
     if (gpp_write_file_atomic(path, text, strlen(text), err) < 0)
@@ -530,4 +533,27 @@ void gpp_ckpt_weights_digest(int n_ops, const unsigned char (*digests)[GPP_SHA25
         gpp_sha256_update(&s, digests[op], GPP_SHA256_BYTES);
     }
     gpp_sha256_final(&s, out);
+}
+
+int gpp_ckpt_set_digest(const char *dir, int iteration, char hex[65], gpp_err_t *err)
+{
+    char path[PATH_MAX];
+    gpp_ckpt_set_dir(path, sizeof path, dir, iteration);
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/%s", GPP_CKPT_MANIFEST);
+    char *text = gpp_read_file(path, S_MANIFEST_MAX_BYTES, err);
+    cJSON *m = text ? gpp_json_parse(text, path, err) : NULL;
+    free(text);
+    if (!m)
+        return -1;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "weights_sha256");
+    int rc = 0;
+    if (cJSON_IsString(d) && strlen(d->valuestring) == 64 &&
+        strspn(d->valuestring, "0123456789abcdef") == 64) {
+        memcpy(hex, d->valuestring, 65);
+        rc = 1;
+    } else if (d) {
+        rc = gpp_err_set(err, "%s: weights_sha256 is not 64 hex digits", path);
+    }
+    cJSON_Delete(m);
+    return rc;
 }

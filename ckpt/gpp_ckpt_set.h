@@ -9,7 +9,7 @@
  * A set is complete when its MANIFEST.json exists: {"format":
  * "gpp-ckpt-set/1", "iteration": N, "plan": {"file", "bytes", "crc32"},
  * "profile": {...} or null, "stages": [{"stage": S, "file", "bytes",
- * "crc32"}]}, crc32 being the CRC-32 each stage file ends with (of every
+ * "crc32"}], and in the job's last set "weights_sha256"}, crc32 being the CRC-32 each stage file ends with (of every
  * byte before it) and the plain CRC-32 of plan and profile. The
  * coordinator commits a set (gpp_ckpt_set_commit) only once every stage
  * reported the iteration, i.e. after every stage file was made durable
@@ -39,7 +39,15 @@ void gpp_ckpt_set_stage_path(char *out, size_t len, const char *dir, int iterati
  * the newest `keep` (>= 1) complete sets and removes older sets, complete
  * or not. Returns 0, or -1 with a message naming the file (the set is then
  * left incomplete). */
-int gpp_ckpt_set_commit(const char *dir, int iteration, int n_stages, int keep, gpp_err_t *err);
+int gpp_ckpt_set_commit(const char *dir, int iteration, int n_stages, int keep,
+                        const char *weights_sha256, gpp_err_t *err);
+/* weights_sha256 (gpp_ckpt_set_commit; NULL: none): the job's final
+ * weights digest, recorded in the manifest of its last set, so that a
+ * finished job's digest survives its coordinator. */
+
+/* The weights digest set `iteration`'s manifest records, in hex[65]: 1,
+ * 0 when it records none, -1 with a message when it cannot be read. */
+int gpp_ckpt_set_digest(const char *dir, int iteration, char hex[65], gpp_err_t *err);
 
 /* Checks set `iteration`: its manifest parses and names that iteration,
  * every file it lists has the size and CRC it records, and every stage

@@ -12,7 +12,10 @@
 #      same weights and moves the newer sets 6 and 8 aside;
 #   c. --resume-from 8 (damaged) and --resume-from 5 (no such set) are
 #      refused with exit 2 naming the set and the file, nothing changed;
-#   d. a job.checkpoint_dir every user may write is refused (exit 2).
+#   d. a job.checkpoint_dir every user may write is refused (exit 2);
+#   e. the last set's manifest records the final digest; a coordinator
+#      SIGKILLed right after committing it (when the kill comes in time),
+#      then --resume and --resume=auto print the digest and exit 0.
 # Prints the time from the start of --resume to its first iteration.
 # Usage: resume_damaged.sh BUILD_DIR
 set -u
@@ -113,5 +116,33 @@ expect_fail "a world-writable checkpoint_dir" "job.checkpoint_dir .*bad.ckpt is 
     timeout 60 "$COORD" --resume --plan gpp "$CB"
 [ "$before" = "$(tree_sum "$TMP/bad.ckpt")" ] && ok "refusals changed nothing in the directory" ||
     fail "a refused --resume-from changed the directory"
+
+# e. a coordinator SIGKILLed with its agents right after committing the
+#    last set: the set's manifest holds the final digest, so --resume and
+#    --resume=auto print it and exit 0 (issue 33, item 6)
+CF=$(mkconf fin)
+"$COORD" --plan gpp "$CF" >"$TMP/fin.out" 2>"$TMP/fin.err" &
+CP=$!
+track $CP
+wait_until 120 grep -q "checkpoint set 10 committed" "$TMP/fin.err"
+kids=$(pgrep -P $CP || true)
+running $CP && killed=1 || killed=0
+kill -KILL $CP $kids 2>/dev/null
+wait $CP 2>/dev/null
+if grep -q "\"weights_sha256\":[[:space:]]*\"$ref\"" "$(set_of fin 10)/MANIFEST.json"; then
+    ok "set 10's manifest records the final weights digest (committed with the set)"
+else
+    fail "set 10's manifest has no weights_sha256 $ref" "$(tail -5 "$(set_of fin 10)/MANIFEST.json")"
+fi
+for how in --resume --resume=auto; do
+    timeout 60 "$COORD" $how --plan gpp "$CF" >"$TMP/fin2.out" 2>"$TMP/fin2.err"
+    rc=$?
+    if [ $rc = 0 ] && [ "$(digest "$TMP/fin2.out")" = "$ref" ] &&
+        grep -q "^resume: the job finished at iteration 10 (checkpoint set 10)$" "$TMP/fin2.out"; then
+        ok "$how of a job whose coordinator was SIGKILLed after the last set (killed: $killed): exit 0 with the fault-free digest"
+    else
+        fail "$how after the last set (rc $rc, killed $killed)" "$(tail -2 "$TMP/fin2.err")"
+    fi
+done
 
 gpp_test_end

@@ -87,7 +87,7 @@ static void s_save_set(s_job_t *j, int n, int keep)
         gpp_ckpt_set_stage_path(path, sizeof path, j->dir, n, s);
         GPP_EXPECT_MSG(gpp_exec_ckpt_save(j->ex[s], path, &err) == 0, "%s", err.msg);
     }
-    GPP_EXPECT_MSG(gpp_ckpt_set_commit(j->dir, n, STAGES, keep, &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(gpp_ckpt_set_commit(j->dir, n, STAGES, keep, NULL, &err) == 0, "%s", err.msg);
 }
 
 /* Moves every stage on by one optimizer step (zero gradients: AdamW's
@@ -208,7 +208,7 @@ static void t_incomplete_and_damaged_sets(void)
     GPP_EXPECT(gpp_mkdirs(set6, 0700, &err) == 0);
     gpp_ckpt_set_stage_path(path, sizeof path, j.dir, 6, 0);
     GPP_EXPECT(gpp_exec_ckpt_save(j.ex[0], path, &err) == 0);
-    GPP_EXPECT(gpp_ckpt_set_commit(j.dir, 6, STAGES, 10, &err) < 0 &&
+    GPP_EXPECT(gpp_ckpt_set_commit(j.dir, 6, STAGES, 10, NULL, &err) < 0 &&
                strstr(err.msg, "stage1.ckpt") && strstr(err.msg, "left incomplete"));
     GPP_EXPECT(gpp_ckpt_set_latest(j.dir, &err) == 2);
     /* a manifest naming a path outside the set is refused */
