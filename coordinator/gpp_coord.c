@@ -22,11 +22,6 @@
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
 #define S_LINGER_MS 300       /* external agents: let the last messages go out */
 #define S_RCVHWM 16           /* frames queued per peer (gpp_coord_new) */
-/* Long phases (waiting, profiling, planning, bring-up) say where they are
- * this often; the heartbeat timer checks, so the gap between two lines is
- * at most S_PROGRESS_MS + heartbeat_ms: 2 s at the default 500 ms, the
- * most silence docs/operations.md promises. */
-#define S_PROGRESS_MS 1500.0
 
 const char *const gpp_coord_state_name[S_N_STATES] = {
     "waiting", "profiling", "planning", "assigning", "rendezvous", "training", "done"};
@@ -592,74 +587,6 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
 
 /* ---- timers and signals ---- */
 
-/* A progress line every S_PROGRESS_MS while a phase that has nothing else
- * to print goes on: who is still missing, what is being measured, how long
- * planning has run (the search logs its own progress too). */
-static void s_progress_tick(gpp_coord_t *self, double now)
-{
-    if (self->state != self->progress_state || self->progress_phase_ms == 0) {
-        self->progress_state = self->state;
-        self->progress_phase_ms = self->progress_line_ms =
-            self->state == S_WAITING ? self->start_ms : now;
-        return;
-    }
-    if (now - self->progress_line_ms < S_PROGRESS_MS)
-        return;
-    self->progress_line_ms = now;
-    double secs = (now - self->progress_phase_ms) / 1000.0;
-    int n = gpp_registry_size(self->reg);
-    char list[1024];
-    switch (self->state) {
-    case S_WAITING: {
-        gpp_registry_list(self->reg, GPP_AGENT_EXPECTED, 16, list, sizeof list);
-        gpp_info("coordinator: waiting for agents: %d of %d registered after %.1f s (start "
-                 "timeout %.0f s); missing %s",
-                 n - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED), n, secs,
-                 self->cfg.start_timeout_ms / 1000.0, list);
-        break;
-    }
-    case S_PROFILING: {
-        const Gpp__ProfileRequest *pr = self->cfg.profile_req;
-        const gpp_agent_t *a = gpp_registry_agent(self->reg, 0);
-        gpp_info("coordinator: profiling on %s:%d: %.1f s so far (%zu micro-batch sizes up to "
-                 "%d, %d timed repetitions each)",
-                 a->host, a->slot, secs, pr->n_micro_batches,
-                 pr->n_micro_batches ? pr->micro_batches[pr->n_micro_batches - 1] : 0,
-                 pr->iterations);
-        break;
-    }
-    case S_PLANNING:
-        gpp_info("coordinator: planning: %.1f s so far", secs);
-        break;
-    case S_ASSIGNING:
-    case S_RENDEZVOUS: {
-        /* the agents not yet ready (assigning) or not yet in barrier 0 */
-        size_t off = 0;
-        int missing = 0;
-        list[0] = 0;
-        for (int r = 0; r < n; r++) {
-            gpp_agent_t *a = gpp_registry_agent(self->reg, r);
-            int waiting =
-                self->in_job[r] && (self->state == S_ASSIGNING ? !a->ready : a->barrier != 0);
-            if (!waiting)
-                continue;
-            if (++missing <= 16 && off < sizeof list)
-                off += (size_t)snprintf(list + off, sizeof list - off, "%s%s:%d",
-                                        missing > 1 ? ", " : "", a->host, a->slot);
-        }
-        if (missing > 16 && off < sizeof list)
-            snprintf(list + off, sizeof list - off, " and %d more", missing - 16);
-        gpp_info("coordinator: %s: %.1f s, waiting for %d of %d agents: %s",
-                 self->state == S_ASSIGNING ? "agents building their stages and communicators"
-                                            : "entering the first barrier",
-                 secs, missing, self->n_in_job, list);
-        break;
-    }
-    default:
-        break;
-    }
-}
-
 /* The job for /metrics and /schedule (gpp_monitor_render_fn). */
 static void s_render(void *arg, gpp_expo_t *metrics, gpp_expo_t *schedule)
 {
@@ -724,7 +651,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     gpp_rdv_tick(self->rdv, now);
     gpp_notify_tick(
         gpp_coord_state_name[self->state]); /* systemd: watchdog ping, state as STATUS */
-    s_progress_tick(self, now);
+    gpp_coord_progress_tick(self, now);
     s_publish_metrics(self);
     if (self->state == S_DONE) {
         if (self->cfg.launch && gpp_launch_live(self->cfg.launch) == 0)

@@ -82,6 +82,15 @@ if [ $rc = 2 ] && grep -q "the plan to run (--plan gpp) differs from the plan of
 else
     fail "--resume with another plan (rc $rc)"; tail -3 "$TMP/other.err"
 fi
+# the same with --plan auto: planned once the agents profiled, refused the
+# same way (exit 2, not 1; issue 33, item 10)
+timeout 120 "$COORD" --resume --plan auto "$(mkconf other 2 run)" >"$TMP/other2.out" \
+    2>"$TMP/other2.err"; rc=$?
+if [ $rc = 2 ] && grep -q "differs from the plan of checkpoint set 4" "$TMP/other2.err"; then
+    ok "--resume --plan auto with another plan refused (exit 2)"
+else
+    fail "--resume --plan auto with another plan (rc $rc)"; grep -v OpenBLAS "$TMP/other2.err" | tail -3
+fi
 
 # 5. --resume: iterations 5-6 from set 4, the fault-free weights
 timeout 120 "$COORD" --resume --plan gpp "$C" >"$TMP/resume.out" 2>"$TMP/resume.err"; rc=$?
