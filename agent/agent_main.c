@@ -213,6 +213,14 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                         "--keygen DIR makes both)\n");
         return -1;
     }
+    static char keys_from[8300];
+    if (key_dir)
+        snprintf(keys_from, sizeof keys_from, "--key-dir %s: %s and %s", key_dir, dir_server,
+                 dir_key);
+    else if (server_key)
+        snprintf(keys_from, sizeof keys_from, "--coordinator-key %s --key %s", server_key,
+                 key_file);
+    o->ctl.keys_from = keys_from[0] ? keys_from : NULL;
     gpp_err_t err = {{0}};
     if (key_fd >= 0 || server_key) {
         int rc = key_fd >= 0 ? gpp_curve_client_from_fd(&s_keys, key_fd, &err)
@@ -273,6 +281,10 @@ int main(int argc, char **argv)
         return 1;
     }
     int code = gpp_agent_run(agent);
+    if (gpp_agent_abandoned(agent)) { /* a stuck worker thread: leave without it */
+        fflush(NULL);
+        _exit(code);
+    }
     gpp_agent_destroy(&agent);
     return code;
 }

@@ -2,6 +2,9 @@
 #include "agent/gpp_worker.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -11,6 +14,7 @@
 #include "agent/data/gpp_data.h"
 #include "agent/pipeline/gpp_pipeline.h"
 #include "agent/exec/gpp_profile.h"
+#include "common/gpp_fault.h"
 #include "common/gpp_sigfd.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_model.h"
@@ -380,11 +384,40 @@ out:
     return rc;
 }
 
+/* A data-plane bind or connect that found no free port: say which range
+ * ran out (the kernel's ephemeral ports; Gloo binds port 0) and the fix. */
+static void s_port_hint(char *text, size_t cap)
+{
+    if (!strstr(text, "Address already in use") && !strstr(text, "Cannot assign requested address"))
+        return;
+    int lo = 0, hi = -1;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f && fscanf(f, "%d %d", &lo, &hi) != 2)
+        hi = -1;
+    if (f)
+        fclose(f);
+    size_t len = strlen(text);
+    if (hi >= lo)
+        snprintf(text + len, cap - len,
+                 " (no free port: this host's ephemeral range net.ipv4.ip_local_port_range is "
+                 "%d-%d, %d ports; the data plane takes about n*(n+2) for n agents on a host, "
+                 "290 for 16: widen it, e.g. sysctl -w net.ipv4.ip_local_port_range=\"32768 "
+                 "60999\"; docs/operations.md, Ports to open)",
+                 lo, hi, hi - lo + 1);
+}
+
 static void *s_thread(void *arg)
 {
     gpp_worker_t *self = arg;
     gpp_sigfd_mask(SIG_BLOCK); /* signals are the loop thread's; Gloo's threads inherit this */
     gpp_err_t err = {{0}};
+    if (self->pipeline && gpp_fault(GPP_FAULT_WORKER_STUCK)) {
+        int64_t ms = gpp_fault_arg(GPP_FAULT_WORKER_STUCK);
+        gpp_warn("worker: fault worker_stuck: blocking %" PRId64 " ms before the data plane", ms);
+        struct timespec left = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&left, &left) < 0 && errno == EINTR)
+            ;
+    }
     int ok = (self->pipeline ? gpp_pipeline_run(self->pipeline, &err) : s_profile(self, &err)) == 0;
     if (!ok && !atomic_load(&self->stopping)) {
         char text[GPP_MSG_STR_MAX];
@@ -393,6 +426,7 @@ static void *s_thread(void *arg)
                      self->pcfg.replica, err.msg);
         else
             snprintf(text, sizeof text, "%s", err.msg);
+        s_port_hint(text, sizeof text);
         gpp_error("worker: %s", text);
         int peer = self->pipeline ? gpp_pipeline_failed_peer(self->pipeline) : -1;
         int code =
@@ -503,6 +537,20 @@ void gpp_worker_stop(gpp_worker_t *self, int abort)
 int gpp_worker_done(const gpp_worker_t *self)
 {
     return atomic_load(&((gpp_worker_t *)self)->done);
+}
+
+void gpp_worker_abandon(gpp_worker_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_worker_t *self = *self_p;
+    if (!self->th_started || atomic_load(&self->done)) {
+        gpp_worker_destroy(self_p);
+        return;
+    }
+    *self_p = NULL;
+    zloop_reader_end(self->loop, self->pipe);
+    pthread_detach(self->th);
 }
 
 void gpp_worker_destroy(gpp_worker_t **self_p)

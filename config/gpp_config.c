@@ -124,6 +124,8 @@ static const s_field_t S_FIELDS[] = {
     S_STR("metrics", "file", metrics.file, "GPP_METRICS_FILE", "a file path"),
     S_INT("metrics", "http_port", metrics.http_port, 0, 65535, NULL,
           "a TCP port in [0, 65535] (0: off)"),
+    S_INT("metrics", "http_linger_ms", metrics.http_linger_ms, 0, 3600000, NULL,
+          "milliseconds in [0, 3600000]"),
 };
 #define S_N_FIELDS (sizeof S_FIELDS / sizeof S_FIELDS[0])
 
@@ -560,6 +562,7 @@ static void s_defaults(gpp_config_t *c)
     c->job.comm = GPP_CONFIG_COMM_GLOO;
     c->health.heartbeat_ms = 500;
     c->health.timeout_ms = 5000;
+    c->metrics.http_linger_ms = 15000; /* two scrapes at the guide's 5 s interval, and one more */
 }
 
 static int s_load(gpp_config_t *c, gpp_toml_t *doc, const char *name, gpp_err_t *err)

@@ -101,6 +101,7 @@ typedef struct {
     struct {
         char file[GPP_CONFIG_PATH]; /* per-iteration metrics JSON lines; "" = none */
         int http_port;              /* Prometheus /metrics; 0 = off */
+        int http_linger_ms;         /* /metrics served this long after the job ended */
     } metrics;
 } gpp_config_t;
 

@@ -45,7 +45,8 @@ typedef struct {
 /* Makes the job once every agent registered (and profiled), on the
  * planning thread: it may read the agents' registration fields in reg
  * (fixed by then) and nothing else of the coordinator. *cancel turns
- * non-zero when the job stops meanwhile: return -1 soon after. */
+ * non-zero when the job stops meanwhile: return -1 soon after. -2: the
+ * cluster file or command line is at fault (the job stops with exit 2). */
 typedef int(gpp_coord_plan_fn)(void *arg, gpp_registry_t *reg, const atomic_int *cancel,
                                gpp_coord_job_t *job, gpp_err_t *err);
 

@@ -113,7 +113,8 @@ static const char *const s_agent_state[] = {"expected", "alive", "dead", "exited
 
 void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
 {
-    gpp_expo_family(t, "gpp_build_info", "gauge", "The coordinator's build: version and git commit.");
+    gpp_expo_family(t, "gpp_build_info", "gauge",
+                    "The coordinator's build: version and git commit.");
     gpp_expo_sample(t, "gpp_build_info", 1, "version", gpp_version(), "commit", gpp_git_commit(),
                     NULL);
     gpp_expo_family(t, "gpp_coordinator_start_time_seconds", "gauge",
@@ -123,7 +124,8 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
                     "Times the job was started again from its newest checkpoint set after "
                     "agents died (--max-restarts).");
     gpp_expo_sample(t, "gpp_job_restarts_total", v->job_restarts, NULL);
-    gpp_expo_family(t, "gpp_job_state", "gauge", "1 for the job's current state, 0 for the others.");
+    gpp_expo_family(t, "gpp_job_state", "gauge",
+                    "1 for the job's current state, 0 for the others.");
     for (int i = 0; i < v->n_states; i++)
         gpp_expo_sample(t, "gpp_job_state", strcmp(v->state, v->state_names[i]) == 0, "state",
                         v->state_names[i], NULL);
@@ -143,7 +145,8 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
          "device_name the GPU's name (\"cpu\" for CPU agents) once registered."},
         {"gpp_agent_heartbeat_age_seconds", "gauge",
          "Time since the agent's last valid message (registered agents)."},
-        {"gpp_agent_memory_limit_bytes", "gauge", "Device memory the agent reported at registration."},
+        {"gpp_agent_memory_limit_bytes", "gauge",
+         "Device memory the agent reported at registration."},
         {"gpp_agent_memory_high_water_bytes", "gauge",
          "The agent's memory high-water mark in the last complete iteration."},
         {"gpp_agent_compute_seconds", "gauge",
@@ -242,6 +245,26 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
     }
     free(st_sum);
     free(st_n);
+    /* a stage's device memory: the planner's prediction and the same
+       quantity measured (the backend's peak), like with like */
+    static const char *const mfam[][2] = {
+        {"gpp_stage_memory_predicted_bytes",
+         "The stage's peak device memory as the planner's memory model predicts it for its "
+         "schedule, with the backend's own buffers."},
+        {"gpp_stage_memory_peak_bytes",
+         "The stage's measured peak device memory (the backend's high-water mark), highest over "
+         "its replicas."},
+    };
+    for (int f = 0; f < 2; f++) {
+        gpp_expo_family(t, mfam[f][0], "gauge", mfam[f][1]);
+        for (int s = 0; pg && s < n_stages; s++) {
+            int64_t b = f ? gpp_progress_stage_mem(pg, s) : gpp_progress_stage_mem_predicted(pg, s);
+            char stage[16];
+            snprintf(stage, sizeof stage, "%d", s);
+            if (b > 0)
+                gpp_expo_sample(t, mfam[f][0], (double)b, "stage", stage, NULL);
+        }
+    }
 
     /* the job */
     /* counted from the job's iteration 0: a job resumed from checkpoint
@@ -266,7 +289,8 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
                         NULL);
         double loss = gpp_progress_loss(pg, last);
         if (!isnan(loss)) {
-            gpp_expo_family(t, "gpp_loss", "gauge", "Training loss of the last complete iteration.");
+            gpp_expo_family(t, "gpp_loss", "gauge",
+                            "Training loss of the last complete iteration.");
             gpp_expo_sample(t, "gpp_loss", loss, NULL);
         }
     }
@@ -283,8 +307,8 @@ void gpp_expo_schedule(gpp_expo_t *t, const gpp_expo_job_t *v)
     if (last < 0 || !v->job)
         return;
     static const char *const code[] = {
-        [GPP__ACTION_TYPE__ACT_FWD] = "F",       [GPP__ACTION_TYPE__ACT_BWD] = "B",
-        [GPP__ACTION_TYPE__ACT_SEND_ACT] = "SA", [GPP__ACTION_TYPE__ACT_RECV_ACT] = "RA",
+        [GPP__ACTION_TYPE__ACT_FWD] = "F",        [GPP__ACTION_TYPE__ACT_BWD] = "B",
+        [GPP__ACTION_TYPE__ACT_SEND_ACT] = "SA",  [GPP__ACTION_TYPE__ACT_RECV_ACT] = "RA",
         [GPP__ACTION_TYPE__ACT_SEND_GRAD] = "SG", [GPP__ACTION_TYPE__ACT_RECV_GRAD] = "RG",
         [GPP__ACTION_TYPE__ACT_ALLREDUCE] = "AR", [GPP__ACTION_TYPE__ACT_STEP] = "ST",
         [GPP__ACTION_TYPE__ACT_BWD_INPUT] = "B", [GPP__ACTION_TYPE__ACT_BWD_WEIGHT] = "W"};

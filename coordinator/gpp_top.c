@@ -385,7 +385,7 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
     if (view == V_ALL || view == V_AGENTS) {
         s_add(f, "%s", "");
         s_add(f, "%4s  %-22s %-8s %5s  %-5s %8s  %7s / %-7s", "RANK", "AGENT", "DEVICE", "STAGE",
-              "STATE", "HB AGE", "MEM", "LIMIT");
+              "STATE", "HB AGE", "PEAK", "PRED");
         for (int i = 0; i < sc->n; i++) {
             const s_sample_t *x = &sc->s[i];
             if (strcmp(x->name, "gpp_agent_up") != 0)
@@ -393,7 +393,11 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
             const char *rank = s_label(x, "rank");
             const s_sample_t *hw = s_find(sc, "gpp_agent_memory_high_water_bytes", "rank", rank);
             double age = s_value(sc, "gpp_agent_heartbeat_age_seconds", "rank", rank);
-            double lim = s_value(sc, "gpp_agent_memory_limit_bytes", "rank", rank);
+            /* the stage's device memory: measured peak vs the planner's
+               prediction of the same quantity */
+            const char *st = hw ? s_label(hw, "stage") : "";
+            double peak = s_value(sc, "gpp_stage_memory_peak_bytes", "stage", st);
+            double pred = s_value(sc, "gpp_stage_memory_predicted_bytes", "stage", st);
             char who[200], a[16], b[16], agestr[16];
             snprintf(who, sizeof who, "%s:%s", s_label(x, "host"), s_label(x, "slot"));
             if (isnan(age))
@@ -406,7 +410,7 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
                   x->v == 1    ? "up"
                   : isnan(age) ? "wait"
                                : "down",
-                  agestr, s_bytes(hw ? hw->v : NAN, a, sizeof a), s_bytes(lim, b, sizeof b),
+                  agestr, s_bytes(peak, a, sizeof a), s_bytes(pred, b, sizeof b),
                   strcmp(dn, "cpu") ? dn : "");
         }
     }

@@ -202,8 +202,9 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
         if (self->cfg.job.backend == GPP_DEVICE_CUDA && self->cfg.cluster.mem_gib <= 0 &&
             gpp_job_profile_device_mem(self, reg, err) < 0)
             return -1;
-        if (gpp_job_plan_make(self, cancel, err) < 0)
-            return -1;
+        int rc = gpp_job_plan_make(self, cancel, err);
+        if (rc < 0)
+            return rc; /* -2: a --resume the set's plan refuses (exit 2) */
     }
     if (gpp_job_assign_make(self, reg, err) < 0)
         return -1;

@@ -111,7 +111,8 @@ int gpp_job_gpu_sharers(gpp_registry_t *reg, const gpp_agent_t *a);
 /* 1 when --plan names a plan file (.json), not a planner. */
 int gpp_job_plan_is_file(const gpp_job_t *self);
 /* Makes the plan (partitioner or file), schedules, simulates and prints
- * it, lays it out; gives up between the steps when cancel is set. */
+ * it, lays it out; gives up between the steps when cancel is set. -2 when
+ * --resume's set was made with another plan (exit 2), else -1. */
 int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err);
 /* The schedule the agents must run: the config's job.schedule (p NULL) or
  * plan file p's kind. 0 for 1f1b (and auto, which means 1f1b here); else

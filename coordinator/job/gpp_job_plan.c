@@ -251,7 +251,7 @@ int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err)
     if (self->out)
         gpp_job_plan_print(self, self->out);
     if (self->start > 0 && gpp_job_recover_check_plan(self, err) < 0)
-        return -1;
+        return -2; /* the command line's or cluster file's to fix */
     /* the checkpoint directory must take the plan (gpp_job_recover_keep writes it
        once the agents fit it): a directory that cannot is an error now,
        before any agent starts */

@@ -30,6 +30,8 @@ WANT = {
     "gpp_stage_compute_seconds": ("gauge", {"stage"}),
     "gpp_stage_comm_seconds": ("gauge", {"stage"}),
     "gpp_stage_idle_seconds": ("gauge", {"stage"}),
+    "gpp_stage_memory_predicted_bytes": ("gauge", {"stage"}),
+    "gpp_stage_memory_peak_bytes": ("gauge", {"stage"}),
     "gpp_iterations_planned": ("gauge", set()),
     # counters: the parser names the family without _total
     "gpp_iterations_completed": ("counter", set()),
