@@ -591,10 +591,17 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
 static void s_render(void *arg, gpp_expo_t *metrics, gpp_expo_t *schedule)
 {
     gpp_coord_t *self = arg;
-    gpp_expo_job_t v = {.state = gpp_coord_state_name[self->state],
-                        .state_names = gpp_coord_state_name,
-                        .n_states =
-                            (int)(sizeof gpp_coord_state_name / sizeof *gpp_coord_state_name),
+    /* the phases, and "stopped" for a job that ended before it finished */
+    static const char *names[S_N_STATES + 1];
+    if (!names[0]) {
+        memcpy(names, gpp_coord_state_name, sizeof gpp_coord_state_name);
+        names[S_N_STATES] = "stopped";
+    }
+    int stopped = self->stopped && self->state == S_DONE;
+    gpp_expo_job_t v = {.state = stopped ? names[S_N_STATES] : names[self->state],
+                        .state_names = names,
+                        .n_states = S_N_STATES + 1,
+                        .stop_reason = stopped ? self->reason : NULL,
                         .start_time_s = self->start_time_s,
                         .now_ms = gpp_now_ms(),
                         .reg = self->reg,
