@@ -108,6 +108,12 @@ wait_until 120 grep -q "^iter 3/1000000 " "$TMP/crash.out"
 KIDS=$(pgrep -P $CP | tr '\n' ' ')
 track $KIDS
 wait_until 10 grep -q "^job training" "$TMP/crash.top"
+"$TOP" --batch --frames 2 --interval-ms 100 --run-dir "$RUNDIR" >"$TMP/frames.out" 2>&1
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c '^gpp-top  ' "$TMP/frames.out")" = 2 ] &&
+    [ "$(grep -c '^job training' "$TMP/frames.out")" = 2 ] &&
+    ok "gpp-top --batch --frames 2: two frames of the job training, exit 0" ||
+    fail "gpp-top --batch --frames 2 (exit $rc)" "$(head -5 "$TMP/frames.out")"
 # the screen too, in tmux: it keeps the frame under the line, and q quits
 TM="tmux -L gpp_top_end_$$"
 pane() { $TM capture-pane -p >"$TMP/pane.txt" 2>/dev/null; grep -q "$1" "$TMP/pane.txt"; }
