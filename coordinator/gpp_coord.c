@@ -527,7 +527,7 @@ static void s_on_monitor_request(gpp_coord_t *self, const void *id, size_t id_le
     s_send_to(self, id, id_len, 1, &out);
 }
 
-static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
+int gpp_coord_on_router(zloop_t *loop, zsock_t *sock, void *arg)
 {
     (void)loop;
     gpp_coord_t *self = arg;
@@ -591,10 +591,17 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
 static void s_render(void *arg, gpp_expo_t *metrics, gpp_expo_t *schedule)
 {
     gpp_coord_t *self = arg;
-    gpp_expo_job_t v = {.state = gpp_coord_state_name[self->state],
-                        .state_names = gpp_coord_state_name,
-                        .n_states =
-                            (int)(sizeof gpp_coord_state_name / sizeof *gpp_coord_state_name),
+    /* the phases, and "stopped" for a job that ended before it finished */
+    static const char *names[S_N_STATES + 1];
+    if (!names[0]) {
+        memcpy(names, gpp_coord_state_name, sizeof gpp_coord_state_name);
+        names[S_N_STATES] = "stopped";
+    }
+    int stopped = self->stopped && self->state == S_DONE;
+    gpp_expo_job_t v = {.state = stopped ? names[S_N_STATES] : names[self->state],
+                        .state_names = names,
+                        .n_states = S_N_STATES + 1,
+                        .stop_reason = stopped ? self->reason : NULL,
                         .start_time_s = self->start_time_s,
                         .now_ms = gpp_now_ms(),
                         .reg = self->reg,
@@ -684,7 +691,8 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
            anyone is called silent (else an agent whose heartbeats queued
            is blamed for the coordinator's pause, and a dead peer that
            registered later is not: ext_recover saw that on a loaded CI). */
-        if (gpp_zsock_read_queued(self->router, GPP_ZSOCK_QUEUED_MAX, s_on_router, self) < 0)
+        if (gpp_zsock_read_queued(self->router, GPP_ZSOCK_QUEUED_MAX, gpp_coord_on_router, self) <
+            0)
             return -1; /* as the reader would have ended the loop */
         if (self->stopped || self->state == S_DONE)
             return 0;
@@ -753,7 +761,7 @@ static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
     while (status != 0 && !self->stopped && gpp_now_us() < until) {
         zmq_pollitem_t it = {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 20) > 0 && (it.revents & ZMQ_POLLIN))
-            s_on_router(NULL, self->router, self);
+            gpp_coord_on_router(NULL, self->router, self);
     }
     if (a->comm_reported && !self->stopped && status != 0 && !WIFSIGNALED(status)) {
         a->state = GPP_AGENT_EXITED; /* it gave up on a peer that went: wait for that one */
@@ -910,7 +918,7 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
         self->port = -1;
     self->loop = zloop_new();
     zloop_set_nonstop(self->loop, true);
-    if (zloop_reader(self->loop, self->router, s_on_router, self) < 0)
+    if (zloop_reader(self->loop, self->router, gpp_coord_on_router, self) < 0)
         goto fail_loop;
     self->timer_id = zloop_timer(self->loop, (size_t)cfg->heartbeat_ms, 0, s_on_timer, self);
     if (self->timer_id < 0)
@@ -991,6 +999,10 @@ int gpp_coord_agent_failed(const gpp_coord_t *self)
 int gpp_coord_failed_peer(const gpp_coord_t *self)
 {
     return self->failed_peer;
+}
+uint64_t gpp_coord_monitored(const gpp_coord_t *self)
+{
+    return gpp_monitor_answered(self->monitor);
 }
 uint64_t gpp_coord_dropped(const gpp_coord_t *self)
 {

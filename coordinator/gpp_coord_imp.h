@@ -77,6 +77,8 @@ struct gpp_coord_s {
 extern const char *const gpp_coord_state_name[S_N_STATES];
 
 /* gpp_coord.c */
+/* The control ROUTER's reader (a zloop_reader_fn): one message handled. */
+int gpp_coord_on_router(zloop_t *loop, zsock_t *sock, void *arg);
 /* Sends m to a registered agent; -1 (errno set) when it cannot go out. */
 int gpp_coord_send(gpp_coord_t *self, gpp_agent_t *a, gpp_msg_t *m);
 /* Stops the job (once): logs why, sends Abort to the agents, exit code 1. */

@@ -129,6 +129,11 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
     for (int i = 0; i < v->n_states; i++)
         gpp_expo_sample(t, "gpp_job_state", strcmp(v->state, v->state_names[i]) == 0, "state",
                         v->state_names[i], NULL);
+    gpp_expo_family(t, "gpp_job_stop_info", "gauge",
+                    "1, with the reason, once the job stopped before it finished (state "
+                    "stopped); no sample otherwise.");
+    if (v->stop_reason && v->stop_reason[0])
+        gpp_expo_sample(t, "gpp_job_stop_info", 1, "reason", v->stop_reason, NULL);
 
     /* agents */
     int n = gpp_registry_size(v->reg);
@@ -143,6 +148,10 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
         {"gpp_agent_up", "gauge",
          "1 while the agent is registered and heard from; device is cpu:SLOT or cuda:GPU and "
          "device_name the GPU's name (\"cpu\" for CPU agents) once registered."},
+        {"gpp_agent_state", "gauge",
+         "1 for the agent's registry state (expected: not registered yet; alive; dead: it died "
+         "or went silent; exited: told to go, or gave up on a peer that went), 0 for the "
+         "others."},
         {"gpp_agent_heartbeat_age_seconds", "gauge",
          "Time since the agent's last valid message (registered agents)."},
         {"gpp_agent_memory_limit_bytes", "gauge",
@@ -158,7 +167,7 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
         {"gpp_agent_restarts_total", "counter",
          "Times the agent of this rank died and the job was restarted (--max-restarts)."},
     };
-    enum { F_UP, F_AGE, F_LIMIT, F_MEM, F_COMP, F_COMM, F_IDLE, F_RESTARTS, F_N };
+    enum { F_UP, F_STATE, F_AGE, F_LIMIT, F_MEM, F_COMP, F_COMM, F_IDLE, F_RESTARTS, F_N };
     int n_stages = l ? l->n_stages : 0;
     double *st_sum = gpp_xcalloc((size_t)(n_stages ? n_stages : 1) * 3, sizeof *st_sum);
     int *st_n = gpp_xcalloc((size_t)(n_stages ? n_stages : 1), sizeof *st_n);
@@ -189,6 +198,11 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
                                 registered ? a->device_name : "", NULL);
                 break;
             }
+            case F_STATE:
+                for (int k = 0; k < 4; k++)
+                    gpp_expo_sample(t, fam[f][0], (int)a->state == k, "rank", rank, "host", a->host,
+                                    "slot", slot, "state", s_agent_state[k], NULL);
+                break;
             case F_AGE:
                 if (registered)
                     gpp_expo_sample(t, fam[f][0], (v->now_ms - a->last_seen_ms) / 1000.0, "rank",
@@ -311,7 +325,7 @@ void gpp_expo_schedule(gpp_expo_t *t, const gpp_expo_job_t *v)
         [GPP__ACTION_TYPE__ACT_SEND_ACT] = "SA",  [GPP__ACTION_TYPE__ACT_RECV_ACT] = "RA",
         [GPP__ACTION_TYPE__ACT_SEND_GRAD] = "SG", [GPP__ACTION_TYPE__ACT_RECV_GRAD] = "RG",
         [GPP__ACTION_TYPE__ACT_ALLREDUCE] = "AR", [GPP__ACTION_TYPE__ACT_STEP] = "ST",
-        [GPP__ACTION_TYPE__ACT_BWD_INPUT] = "B", [GPP__ACTION_TYPE__ACT_BWD_WEIGHT] = "W"};
+        [GPP__ACTION_TYPE__ACT_BWD_INPUT] = "B",  [GPP__ACTION_TYPE__ACT_BWD_WEIGHT] = "W"};
     const gpp_progress_layout_t *l = &v->job->layout;
     for (int r = 0; r < l->n_agents; r++) {
         gpp_progress_rank_t pr;

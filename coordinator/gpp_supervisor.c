@@ -728,17 +728,27 @@ static int s_restart(gpp_supervisor_t *self, const gpp_supervisor_outcome_t *oc)
     return 0;
 }
 
-/* /metrics keeps serving the job's final state for [metrics]
- * http_linger_ms, so that scrapers see it end; not after a signal, and a
- * signal meanwhile ends the wait. */
+/* /metrics and the control socket's monitors (gpp-top) keep getting the
+ * job's final state for [metrics] http_linger_ms, so that scrapers and
+ * watchers see it end: with http_port, or when a monitor watched this run;
+ * not after a signal, and a signal meanwhile ends the wait. */
 static void s_linger(gpp_supervisor_t *self, int status)
 {
     const int ms = self->cfg.metrics.http_linger_ms;
-    if (!self->http || ms <= 0 || status >= 128)
+    int watched = self->coord && gpp_coord_monitored(self->coord) > 0;
+    if ((!self->http && !watched) || ms <= 0 || status >= 128)
         return;
-    gpp_info("metrics: serving the job's final state on port %d for %.1f s more "
-             "([metrics] http_linger_ms; a signal ends it)",
-             gpp_http_port(self->http), ms / 1000.0);
+    char port[32] = "";
+    if (self->http)
+        snprintf(port, sizeof port, " on port %d", gpp_http_port(self->http));
+    gpp_info("metrics: serving the job's final state%s%s for %.1f s more%s ([metrics] "
+             "http_linger_ms; a signal ends it)",
+             port, self->http ? "" : " to monitors", ms / 1000.0,
+             self->http && self->coord ? ", and to monitors" : "");
+    if (self->coord) {
+        gpp_coord_linger(self->coord, ms, self->o.sigfd);
+        return;
+    }
     struct pollfd p = {.fd = self->o.sigfd, .events = POLLIN};
     for (double end = gpp_now_ms() + ms, now; (now = gpp_now_ms()) < end;)
         if (poll(&p, self->o.sigfd >= 0 ? 1 : 0, (int)(end - now) + 1) > 0)
