@@ -554,7 +554,7 @@ int gpp_exec_forward(gpp_exec_t *self, int m, gpp_err_t *err)
                            m, p, self->g->ops[p].name, (long long)mb->filled[k], (long long)mb->n);
     }
     /* recorded and launched, or replayed, as a CUDA graph (gpp_exec_graph.c) */
-    int pg = self->eval ? 0 : gpp_exec_pg_pass(self, m, 1, err);
+    int pg = gpp_exec_pg_pass(self, m, 1, err);
     if (pg == 0)
         pg = gpp_exec_forward_run(self, m, err) < 0 ? -1 : 1;
     if (pg < 0)
