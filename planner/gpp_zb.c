@@ -62,8 +62,9 @@ static void s_mem_figures(const gpp_cost_t *c, const gpp_plan_t *p, int s, s_mem
     f->reserved = gpp_cost_stage_mem_parts(c, st->n_ops, st->ops, st->devices, st->micro_batch,
                                            p->batch, &f->m);
     f->slots = (p->batch + st->micro_batch - 1) / st->micro_batch;
-    f->base = f->m.state_bytes + f->m.work_bytes + f->slots * f->m.loss_bytes + f->m.ahead_bytes +
-              f->m.feed_bytes + f->reserved;
+    /* what every point of the order holds: the walk's peak less its one
+       running micro-batch */
+    f->base = gpp_stage_mem_peak(&f->m, 1, f->slots) - f->m.run_bytes + f->reserved;
     /* B keeps each parameter op's output gradient and W stash for W */
     int64_t n = (st->micro_batch + st->devices - 1) / st->devices;
     gpp_alloc_rule_t rule = gpp_cost_cluster(c)->alloc_rule;
