@@ -154,19 +154,27 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
     unsigned priced = s_priced(s, res), asked = res->opts && res->opts->schedules
                                                     ? res->opts->schedules
                                                     : 1u << GPP_SCHED_1F1B;
-    int keep = s->simulate && !s->min_tps, depth = 0, first = res->n_cand;
+    int keep = s->simulate && !s->min_tps, depth = 0, first = res->n_cand, used = 0;
+    for (int i = 0; i < s->n_out; i++)
+        used += s->out[i].d;
     double least = INFINITY;
     for (int kind = 0; kind < GPP_SCHED__COUNT; kind++) {
         if (!(priced >> kind & 1))
             continue;
-        gpp_plan_t *p =
-            gpp_part_build_plan(s, planner, universal_b, (gpp_sched_kind_t)kind, err);
+        /* the schedule only places spare devices: without any, the plan
+           already built is this one */
+        int again = keep && used >= s->n_dev && res->n_cand > first;
+        gpp_plan_t *p = again ? res->cand[first]
+                              : gpp_part_build_plan(s, planner, universal_b,
+                                                    (gpp_sched_kind_t)kind, err);
         if (!p)
             return -1;
         depth = p->depth; /* p may be freed below */
         double it = gpp_part_iter_estimate(p, (gpp_sched_kind_t)kind);
-        p->iteration_ms = it;
-        p->throughput = it > 0 ? p->batch / it * 1e3 : 0;
+        if (!again) {
+            p->iteration_ms = it;
+            p->throughput = it > 0 ? p->batch / it * 1e3 : 0;
+        }
         gpp_debug("partitioner: b=%d n_cfg=%d n_levels=%d level %d tps %.6f depth %d %s iter "
                   "%.3f after %lld runs, %lld evals",
                   universal_b, s->n_cfg, s->n_levels, s->out_level, p->bottleneck_tps_ms,
@@ -185,7 +193,7 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
                                     : (it / p->bottleneck_tps_ms - p->batch) / (p->depth - 1);
         }
         unsigned sim = kind == GPP_SCHED_1F1B ? asked : 1u << kind;
-        int dup = -1;
+        int dup = again ? first : -1;
         for (int j = first; keep && j < res->n_cand && dup < 0; j++)
             if (s_same_devices(res->cand[j], p))
                 dup = j;
@@ -193,7 +201,8 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
             res->cand_kinds[dup] |= sim;
             if (key < res->best_iter)
                 res->best_iter = key;
-            gpp_plan_destroy(&p);
+            if (!again)
+                gpp_plan_destroy(&p);
             continue;
         }
         if (keep) {
