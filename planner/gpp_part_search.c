@@ -25,12 +25,12 @@ static double s_out_tps(const gpp_dp_t *s)
 
 typedef struct {
     gpp_plan_t *best;
-    double best_iter;   /* the best plan's key: estimate, or TPS with min_tps */
-    double best_sim_ms; /* with simulate: the best plan's simulated time */
-    gpp_plan_t **cand;  /* with simulate: every plan offered (owned) */
+    double best_iter;     /* the best plan's key: estimate, or TPS with min_tps */
+    double best_sim_ms;   /* with simulate: the best plan's simulated time */
+    gpp_plan_t **cand;    /* with simulate: every plan offered (owned) */
     unsigned *cand_kinds; /* [n_cand]: the schedules each is simulated under */
     int n_cand;
-    double last_iter;     /* best estimate of the latest s_search */
+    double last_iter; /* best estimate of the latest s_search */
     /* Per schedule priced (s_priced): the least key, the least of the
        latest s_search, and the best plan's fill in samples per stage on
        its longest path (the depth descent's bound) */
@@ -164,9 +164,9 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
         /* the schedule only places spare devices: without any, the plan
            already built is this one */
         int again = keep && used >= s->n_dev && res->n_cand > first;
-        gpp_plan_t *p = again ? res->cand[first]
-                              : gpp_part_build_plan(s, planner, universal_b,
-                                                    (gpp_sched_kind_t)kind, err);
+        gpp_plan_t *p =
+            again ? res->cand[first]
+                  : gpp_part_build_plan(s, planner, universal_b, (gpp_sched_kind_t)kind, err);
         if (!p)
             return -1;
         depth = p->depth; /* p may be freed below */
@@ -177,9 +177,8 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
         }
         gpp_debug("partitioner: b=%d n_cfg=%d n_levels=%d level %d tps %.6f depth %d %s iter "
                   "%.3f after %lld runs, %lld evals",
-                  universal_b, s->n_cfg, s->n_levels, s->out_level, p->bottleneck_tps_ms,
-                  p->depth, gpp_sched_kind_name((gpp_sched_kind_t)kind), it, res->runs,
-                  s->n_eval);
+                  universal_b, s->n_cfg, s->n_levels, s->out_level, p->bottleneck_tps_ms, p->depth,
+                  gpp_sched_kind_name((gpp_sched_kind_t)kind), it, res->runs, s->n_eval);
         double key = s->min_tps ? p->bottleneck_tps_ms : it;
         if (key < least)
             least = key;
@@ -207,8 +206,8 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
         }
         if (keep) {
             res->cand = gpp_xrealloc(res->cand, (size_t)(res->n_cand + 1) * sizeof *res->cand);
-            res->cand_kinds = gpp_xrealloc(res->cand_kinds,
-                                           (size_t)(res->n_cand + 1) * sizeof *res->cand_kinds);
+            res->cand_kinds =
+                gpp_xrealloc(res->cand_kinds, (size_t)(res->n_cand + 1) * sizeof *res->cand_kinds);
             res->cand_kinds[res->n_cand] = sim;
             res->cand[res->n_cand++] = p;
         }

@@ -106,9 +106,9 @@ static void s_stage_times(const gpp_dp_t *s, const gpp_stage_t *st, int devices,
     gpp_stage_cost_t sc;
     gpp_cost_stage(s->cost, st->n_ops, st->ops, devices, st->micro_batch, s->batch, &sc);
     *c_ms = sc.fwd_ms + sc.bwd_ms + sc.comm_ms, *sync_ms = sc.allreduce_ms + sc.step_ms;
-    *f_ms = kind == GPP_SCHED_1F1B ? *c_ms
-                                   : gpp_part_fill_ms(kind, sc.fwd_ms, sc.bwd_ms, sc.bwd_w_ms,
-                                                      sc.comm_ms);
+    *f_ms = kind == GPP_SCHED_1F1B
+                ? *c_ms
+                : gpp_part_fill_ms(kind, sc.fwd_ms, sc.bwd_ms, sc.bwd_w_ms, sc.comm_ms);
 }
 
 /* Leftover devices: one at a time to the stage where an extra replica

@@ -141,11 +141,11 @@ static void t_zb_search_not_worse(void)
                 double got = s_sim_as(zb, g, cost, &cl, (gpp_sched_kind_t)kind);
                 printf("  %s %d dev %s: 1f1b search's plan %.3f ms, %s search's %.3f ms\n",
                        s_cases[i].spec, s_cases[i].n_dev,
-                       gpp_sched_kind_name((gpp_sched_kind_t)kind),
-                       base, gpp_sched_kind_name((gpp_sched_kind_t)kind), got);
+                       gpp_sched_kind_name((gpp_sched_kind_t)kind), base,
+                       gpp_sched_kind_name((gpp_sched_kind_t)kind), got);
                 GPP_EXPECT(isfinite(got));
-                GPP_EXPECT_MSG(got <= base * (1 + 1e-9), "%s: %.6f > %.6f", s_cases[i].spec,
-                               got, base);
+                GPP_EXPECT_MSG(got <= base * (1 + 1e-9), "%s: %.6f > %.6f", s_cases[i].spec, got,
+                               base);
             }
             gpp_plan_destroy(&one);
             gpp_plan_destroy(&zb);
