@@ -4,8 +4,10 @@
 # (v100-16g, 4 GPUs per node, the appendix mini-batches; issue 34):
 #   1. MMT, DLRM, CANDLE-Uno and the sequential Transformer at 8/16/32 GPUs:
 #      SPP-1F1B, SPP-ZB, GPP-1F1B, GPP-ZB (1F1B: --schedule 1f1b, today's
-#      planner; ZB: --schedule auto, the planner choosing 1f1b, zb-h1 or zb-h2
-#      per plan by simulated time; the pure zero-bubble pick, the faster of
+#      planner; ZB: --schedule auto, the planner pricing 1f1b, zb-h1 and
+#      zb-h2 in its search and choosing per plan by simulated time
+#      (docs/planner.md "Pricing the schedule in the search"); the pure
+#      zero-bubble pick, the faster of
 #      --schedule zb-h1 and zb-h2, is shown beside it), their ratios, and
 #      each plan's efficiency against the weak-scaling bound:
 #      the same work per GPU as at 4 GPUs, so the bound is the fastest

@@ -58,13 +58,16 @@ typedef struct {
                            (per micro-batch size, per depth), keep the one with
                            the least simulated iteration time (gpp_sched +
                            gpp_sim); 0: the least estimate */
-    unsigned schedules; /* the schedules the pick tries, a mask of (1 << gpp_sched_kind_t)
-                           (GPP_SCHED_AUTO: all); 0 = 1F1B only (the default). Each
-                           candidate plan is shaped, fitted to the memory bound
-                           (gpp_zb_fit) and simulated under each; the least simulated
-                           time wins, a tie to the lower kind (less memory). Without
-                           simulate: the lowest kind asked. No candidate fitting with
-                           any of them: an error naming the least memory that would */
+    unsigned schedules; /* the schedules planned for, a mask of (1 << gpp_sched_kind_t)
+                           (GPP_SCHED_AUTO: all); 0 = 1F1B only (the default). The
+                           search prices each (and 1F1B: its estimates, spare devices
+                           and bounds, docs/planner.md "Pricing the schedule in the
+                           search"); each candidate plan is shaped, fitted to the
+                           memory bound (gpp_zb_fit) and simulated under the ones it
+                           was built for; the least simulated time wins, a tie to the
+                           lower kind (less memory). Without simulate: the lowest kind
+                           asked, priced alone. No candidate fitting with any of them:
+                           an error naming the least memory that would */
     int no_chain;       /* 1: GPP returns the graph-pipeline DP's plan only; 0
                            (default): it also plans the SPP chain and keeps the
                            better of the two by the criterion above (up to

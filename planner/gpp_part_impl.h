@@ -219,11 +219,18 @@ int gpp_dp_infl(const gpp_dp_t *s, int ci, int ctx);
 /* One DP run at target TPS target_ms: 1 with the stages in s->out, or 0. */
 int gpp_dp_run(gpp_dp_t *s, double target_ms, int max_level);
 
-/* gpp_plan_build.c: the plan of s->out (linked, spare devices placed,
- * in-flight, costs, memory); NULL with a message. */
+/* gpp_plan_build.c: the plan of s->out (linked, spare devices placed where
+ * they lower the refined estimate under `kind`, in-flight, costs, memory);
+ * NULL with a message. */
 gpp_plan_t *gpp_part_build_plan(const gpp_dp_t *s, const char *planner, int universal_b,
-                                gpp_err_t *err);
-/* TPS * (B + longest path of micro-batch sizes - b_last), ms. */
-double gpp_part_iter_estimate(const gpp_plan_t *p);
+                                gpp_sched_kind_t kind, gpp_err_t *err);
+/* The fill and drain part of a stage's micro-batch time under `kind`, ms:
+ * 1F1B fwd + bwd + comm; zb-h1 2 bwd_w less, zb-h2 3 bwd_w less, at least
+ * fwd + comm. */
+double gpp_part_fill_ms(gpp_sched_kind_t kind, double fwd_ms, double bwd_ms, double bwd_w_ms,
+                        double comm_ms);
+/* TPS * (B + longest path of micro-batch sizes - b_last), ms, each size
+ * weighted by its stage's gpp_part_fill_ms share under a zero-bubble kind. */
+double gpp_part_iter_estimate(const gpp_plan_t *p, gpp_sched_kind_t kind);
 
 #endif

@@ -25,16 +25,30 @@ static double s_out_tps(const gpp_dp_t *s)
 
 typedef struct {
     gpp_plan_t *best;
-    double best_iter;   /* the best plan's key: estimate, or TPS with min_tps */
-    double best_sim_ms; /* with simulate: the best plan's simulated time */
-    gpp_plan_t **cand;  /* with simulate: every plan offered (owned) */
+    double best_iter;     /* the best plan's key: estimate, or TPS with min_tps */
+    double best_sim_ms;   /* with simulate: the best plan's simulated time */
+    gpp_plan_t **cand;    /* with simulate: every plan offered (owned) */
+    unsigned *cand_kinds; /* [n_cand]: the schedules each is simulated under */
     int n_cand;
-    double last_iter;     /* best estimate of the latest s_search */
+    double last_iter; /* best estimate of the latest s_search */
+    /* Per schedule priced (s_priced): the least key, the least of the
+       latest s_search, and the best plan's fill in samples per stage on
+       its longest path (the depth descent's bound) */
+    double best_k[GPP_SCHED__COUNT], last_k[GPP_SCHED__COUNT], fill_k[GPP_SCHED__COUNT];
     int any_feasible_mem; /* some config set was feasible at t = inf */
     long long evals, runs;
     const gpp_part_opts_t *opts; /* for its on_candidate hook and schedules */
     int64_t least_need; /* the least memory a candidate needed with a schedule that did not fit */
 } s_result_t;
+
+/* An empty result for a search with opts o (NULL: 1F1B only, no hook). */
+static void s_result_init(s_result_t *res, const gpp_part_opts_t *o)
+{
+    memset(res, 0, sizeof *res);
+    res->opts = o;
+    for (int kind = 0; kind < GPP_SCHED__COUNT; kind++)
+        res->best_k[kind] = res->last_k[kind] = INFINITY;
+}
 
 /* Least t (within eps) in (lo, hi] for which gpp_dp_run(t, max_level) succeeds:
  * gallop up from lo (runs below the optimum are cheap, the budget bound
@@ -97,44 +111,135 @@ static int s_bsearch(gpp_dp_t *s, double eps, double lo, double hi, int max_leve
     return 1;
 }
 
-/* Builds the plan in s->out. The estimate (or TPS with min_tps) steers the
- * search (res->best_iter: the least one seen) and picks res->best; with
- * s->simulate every plan is also kept in res->cand for s_pick_simulated. */
+/* The schedules the search prices plans under (a mask of 1 << kind): with
+ * the simulated pick, 1F1B and every schedule it may choose (1F1B steers
+ * as before, so the zero-bubble prices only add candidates: the estimates
+ * miss what the simulation sees, and a plan pruned by a tighter
+ * zero-bubble estimate can simulate faster); else the one the plan gets
+ * (s_schedule_unsimulated: the lowest asked, 1F1B by default). */
+static unsigned s_priced(const gpp_dp_t *s, const s_result_t *res)
+{
+    unsigned mask = res->opts ? res->opts->schedules : 0;
+    if (s->simulate && !s->min_tps)
+        return mask | 1u << GPP_SCHED_1F1B;
+    if (!mask || mask & 1u << GPP_SCHED_1F1B)
+        return 1u << GPP_SCHED_1F1B;
+    unsigned low = 1;
+    while (!(mask & low))
+        low <<= 1;
+    return low;
+}
+
+/* Two plans of one DP result with the same devices per stage. */
+static int s_same_devices(const gpp_plan_t *a, const gpp_plan_t *b)
+{
+    for (int i = 0; i < a->n_stages; i++)
+        if (a->stages[i].devices != b->stages[i].devices)
+            return 0;
+    return 1;
+}
+
+/* Builds the plan in s->out once per schedule priced (the spare devices go
+ * where they lower that schedule's refined estimate; a plan equal to one
+ * already built is not built twice). Its estimate under that schedule (or
+ * TPS with min_tps) is its key: the least key per schedule steers the
+ * search (res->best_k), the least of all picks res->best; with
+ * s->simulate every distinct plan is also kept in res->cand for
+ * s_pick_simulated, to be simulated under every schedule asked when built
+ * for 1F1B (what the search did before pricing zero-bubble orders) and
+ * under the schedules it was built for otherwise. */
 static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_result_t *res,
                         gpp_err_t *err)
 {
-    gpp_plan_t *p = gpp_part_build_plan(s, planner, universal_b, err);
-    if (!p)
-        return -1;
-    int depth = p->depth; /* p may be freed below */
-    double it = gpp_part_iter_estimate(p);
-    p->iteration_ms = it;
-    p->throughput = it > 0 ? p->batch / it * 1e3 : 0;
-    gpp_debug("partitioner: b=%d n_cfg=%d n_levels=%d level %d tps %.6f depth %d iter %.3f after "
-              "%lld runs, "
-              "%lld evals",
-              universal_b, s->n_cfg, s->n_levels, s->out_level, p->bottleneck_tps_ms, p->depth, it,
-              res->runs, s->n_eval);
-    double key = s->min_tps ? p->bottleneck_tps_ms : it;
-    if (key < res->last_iter)
-        res->last_iter = key;
-    int keep = s->simulate && !s->min_tps;
-    if (keep) {
-        res->cand = gpp_xrealloc(res->cand, (size_t)(res->n_cand + 1) * sizeof *res->cand);
-        res->cand[res->n_cand++] = p;
+    unsigned priced = s_priced(s, res), asked = res->opts && res->opts->schedules
+                                                    ? res->opts->schedules
+                                                    : 1u << GPP_SCHED_1F1B;
+    int keep = s->simulate && !s->min_tps, depth = 0, first = res->n_cand, used = 0;
+    for (int i = 0; i < s->n_out; i++)
+        used += s->out[i].d;
+    double least = INFINITY;
+    for (int kind = 0; kind < GPP_SCHED__COUNT; kind++) {
+        if (!(priced >> kind & 1))
+            continue;
+        /* the schedule only places spare devices: without any, the plan
+           already built is this one */
+        int again = keep && used >= s->n_dev && res->n_cand > first;
+        gpp_plan_t *p =
+            again ? res->cand[first]
+                  : gpp_part_build_plan(s, planner, universal_b, (gpp_sched_kind_t)kind, err);
+        if (!p)
+            return -1;
+        depth = p->depth; /* p may be freed below */
+        double it = gpp_part_iter_estimate(p, (gpp_sched_kind_t)kind);
+        if (!again) {
+            p->iteration_ms = it;
+            p->throughput = it > 0 ? p->batch / it * 1e3 : 0;
+        }
+        gpp_debug("partitioner: b=%d n_cfg=%d n_levels=%d level %d tps %.6f depth %d %s iter "
+                  "%.3f after %lld runs, %lld evals",
+                  universal_b, s->n_cfg, s->n_levels, s->out_level, p->bottleneck_tps_ms, p->depth,
+                  gpp_sched_kind_name((gpp_sched_kind_t)kind), it, res->runs, s->n_eval);
+        double key = s->min_tps ? p->bottleneck_tps_ms : it;
+        if (key < least)
+            least = key;
+        if (key < res->last_k[kind])
+            res->last_k[kind] = key;
+        if (key < res->best_k[kind]) {
+            res->best_k[kind] = key;
+            /* samples a stage adds to the fill on the longest path */
+            res->fill_k[kind] = kind == GPP_SCHED_1F1B || p->depth < 2
+                                    ? universal_b
+                                    : (it / p->bottleneck_tps_ms - p->batch) / (p->depth - 1);
+        }
+        unsigned sim = kind == GPP_SCHED_1F1B ? asked : 1u << kind;
+        int dup = again ? first : -1;
+        for (int j = first; keep && j < res->n_cand && dup < 0; j++)
+            if (s_same_devices(res->cand[j], p))
+                dup = j;
+        if (dup >= 0) { /* the same plan: simulate it under this schedule too */
+            res->cand_kinds[dup] |= sim;
+            if (key < res->best_iter)
+                res->best_iter = key;
+            if (!again)
+                gpp_plan_destroy(&p);
+            continue;
+        }
+        if (keep) {
+            res->cand = gpp_xrealloc(res->cand, (size_t)(res->n_cand + 1) * sizeof *res->cand);
+            res->cand_kinds =
+                gpp_xrealloc(res->cand_kinds, (size_t)(res->n_cand + 1) * sizeof *res->cand_kinds);
+            res->cand_kinds[res->n_cand] = sim;
+            res->cand[res->n_cand++] = p;
+        }
+        if (!res->best || key < res->best_iter) {
+            if (!keep)
+                gpp_plan_destroy(&res->best);
+            res->best = p;
+            res->best_iter = key;
+        } else if (!keep) {
+            gpp_plan_destroy(&p);
+        }
     }
-    if (!res->best || key < res->best_iter) {
-        if (!keep)
-            gpp_plan_destroy(&res->best);
-        res->best = p;
-        res->best_iter = key;
-    } else if (!keep) {
-        gpp_plan_destroy(&p);
-    }
+    if (least < res->last_iter)
+        res->last_iter = least;
     if (res->opts && res->opts->on_candidate)
-        res->opts->on_candidate(res->opts->on_candidate_arg, universal_b, depth, it,
+        res->opts->on_candidate(res->opts->on_candidate_arg, universal_b, depth, least,
                                 res->best_iter);
     return 0;
+}
+
+/* The search's cut-off key: a plan none of whose estimates can beat the
+ * best plan of some schedule priced is not worth building; the loosest of
+ * the per-schedule bests, so pricing more schedules prunes nothing a search
+ * for one of them alone would keep. INFINITY until each has a plan. */
+static double s_cut_key(const gpp_dp_t *s, const s_result_t *res)
+{
+    unsigned priced = s_priced(s, res);
+    double cut = 0;
+    for (int kind = 0; kind < GPP_SCHED__COUNT; kind++)
+        if (priced >> kind & 1 && res->best_k[kind] > cut)
+            cut = res->best_k[kind];
+    return cut;
 }
 
 /* Of the kept candidates, the one with the least simulated iteration time
@@ -237,12 +342,13 @@ static void s_pick_simulated(const gpp_dp_t *s, s_result_t *res)
     for (int o = 0; o < res->n_cand; o++) {
         int i = order[o].i;
         gpp_plan_t *p = res->cand[i];
+        unsigned kinds = res->cand_kinds[i] & mask;
         int dup = 0; /* the refining pass often finds the same plan again */
         for (int j = 0; j < i && !dup; j++) {
             const gpp_plan_t *q = res->cand[j];
             dup = q && q->micro_batch == p->micro_batch && q->n_stages == p->n_stages &&
                   q->depth == p->depth && q->bottleneck_tps_ms == p->bottleneck_tps_ms &&
-                  q->iteration_ms == p->iteration_ms;
+                  q->iteration_ms == p->iteration_ms && (res->cand_kinds[j] & kinds) == kinds;
         }
         if (dup)
             continue;
@@ -257,7 +363,7 @@ static void s_pick_simulated(const gpp_dp_t *s, s_result_t *res)
         }
         s_shape_t *partitioner = s_shape_save(p);
         for (int kind = 0; kind < GPP_SCHED__COUNT; kind++) {
-            if (!(mask >> kind & 1))
+            if (!(kinds >> kind & 1))
                 continue;
             int64_t need = 0;
             s_shape_restore(p, partitioner, GPP_SCHED_1F1B);
@@ -288,7 +394,9 @@ static void s_pick_simulated(const gpp_dp_t *s, s_result_t *res)
         if (res->cand[i] != best)
             gpp_plan_destroy(&res->cand[i]);
     free(res->cand);
+    free(res->cand_kinds);
     res->cand = NULL;
+    res->cand_kinds = NULL;
     res->n_cand = 0;
     res->best = best;
     res->best_sim_ms = best_ms;
@@ -362,7 +470,7 @@ static int s_search(gpp_dp_t *s, const gpp_part_opts_t *o, const char *planner, 
         lb = lo_hint;
     if (t_low)
         *t_low = INFINITY;
-    double beat = s->min_tps ? res->best_iter : res->best_iter / s->batch;
+    double beat = s->min_tps ? res->best_iter : s_cut_key(s, res) / s->batch;
     double hi = res->best && beat < cap ? beat : cap;
     double t;
     double t_l = lb;
@@ -381,14 +489,27 @@ static int s_search(gpp_dp_t *s, const gpp_part_opts_t *o, const char *planner, 
         return -1;
     if (!descend || s->min_tps || s->generalized || !universal_b || o->micro_batch)
         return 0; /* a fixed b is Algorithm 1 as is: the least bottleneck TPS */
+    unsigned priced = s_priced(s, res);
     for (int l = level - 1; l >= 1; l--) {
-        double before = res->best_iter;
-        double lim = res->best_iter / (s->batch + (double)(l - 1) * universal_b);
+        /* a plan of depth l beats a schedule's best only below its best key
+           over B plus l - 1 stages of that schedule's fill; the loosest */
+        double before[GPP_SCHED__COUNT], lim = 0;
+        for (int kind = 0; kind < GPP_SCHED__COUNT; kind++) {
+            before[kind] = res->best_k[kind];
+            if (!(priced >> kind & 1))
+                continue;
+            double fill = kind == GPP_SCHED_1F1B ? universal_b : res->fill_k[kind];
+            double k_lim = res->best_k[kind] / (s->batch + (double)(l - 1) * fill);
+            lim = k_lim > lim ? k_lim : lim;
+        }
         if (lim <= tps || !s_bsearch(s, eps, tps, lim, l, &t, NULL, res))
             break;
         if (s_offer_plan(s, planner, universal_b, res, err))
             return -1;
-        if (!(res->best_iter < before))
+        int better = 0;
+        for (int kind = 0; kind < GPP_SCHED__COUNT; kind++)
+            better |= res->best_k[kind] < before[kind];
+        if (!better)
             break;
     }
     return 0;
@@ -427,19 +548,24 @@ static int s_universal(gpp_dp_t *s, const gpp_part_opts_t *o, const char *planne
         return s_search(s, o, planner, o->micro_batch, o->eps, 0, 0, NULL, res, err);
     }
     double eps_c = o->eps < 1e-2 ? 1e-2 : o->eps;
-    double low[GPP_DP_MAX_CFG], est[GPP_DP_MAX_CFG];
+    double low[GPP_DP_MAX_CFG], est[GPP_DP_MAX_CFG][GPP_SCHED__COUNT];
     for (int i = nd - 1; i >= 0; i--) {
         gpp_dp_cfg_t c = {divs[i], 1};
         gpp_dp_configure(s, &c, 1, 0);
         res->last_iter = INFINITY;
+        for (int kind = 0; kind < GPP_SCHED__COUNT; kind++)
+            res->last_k[kind] = INFINITY;
         if (s_search(s, o, planner, divs[i], eps_c, 0, 1, &low[i], res, err))
             return -1;
-        est[i] = res->last_iter;
+        memcpy(est[i], res->last_k, sizeof est[i]);
     }
     if (eps_c <= o->eps)
         return 0;
-    for (int i = nd - 1; i >= 0; i--) {
-        if (!(est[i] < res->best_iter * (1 + 2 * eps_c)) || !isfinite(low[i]))
+    for (int i = nd - 1; i >= 0; i--) { /* within 2 % of the best of some schedule */
+        int near = 0;
+        for (int kind = 0; kind < GPP_SCHED__COUNT; kind++)
+            near |= est[i][kind] < res->best_k[kind] * (1 + 2 * eps_c);
+        if (!near || !isfinite(low[i]))
             continue;
         gpp_dp_cfg_t c = {divs[i], 1};
         gpp_dp_configure(s, &c, 1, 0);
@@ -525,14 +651,15 @@ static int s_least_mem_bound(gpp_dp_t *s, const gpp_part_opts_t *o, const char *
 {
     int64_t lo = mem_bound_bytes > 0 ? mem_bound_bytes : 0;
     int64_t hi = mem_bound_bytes > 0 ? mem_bound_bytes : ((int64_t)1 << 20);
-    s_result_t probe = {0};
+    s_result_t probe;
+    s_result_init(&probe, NULL);
     gpp_part_opts_t q = *o;
     q.simulate = 0; /* feasibility only */
     do {
         hi *= 2;
         s->mem_bound_bytes = hi;
         gpp_plan_destroy(&probe.best);
-        memset(&probe, 0, sizeof probe);
+        s_result_init(&probe, NULL);
         if (s_all(s, &q, planner, &probe, err))
             return -1;
     } while (!probe.any_feasible_mem && hi < ((int64_t)1 << 52));
@@ -540,7 +667,7 @@ static int s_least_mem_bound(gpp_dp_t *s, const gpp_part_opts_t *o, const char *
     while (hi - lo > ((int64_t)1 << 20)) {
         int64_t mid = lo + (hi - lo) / 2;
         s->mem_bound_bytes = mid;
-        memset(&probe, 0, sizeof probe);
+        s_result_init(&probe, NULL);
         q.eps = 0.5; /* feasibility only */
         if (s_all(s, &q, planner, &probe, err))
             return -1;
@@ -605,8 +732,8 @@ static gpp_plan_t *s_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,
     const char *planner = o->spp ? "spp" : "gpp";
     int64_t mem_bound_bytes = gpp_cluster_mem_bound(gpp_cost_cluster(cost));
     gpp_dp_t *s = gpp_dp_new(g, cost, t, o->batch, mem_bound_bytes);
-    s_result_t res = {0};
-    res.opts = o;
+    s_result_t res;
+    s_result_init(&res, o);
     gpp_plan_t *p = NULL;
     if (s_all(s, o, planner, &res, err))
         goto done;
@@ -641,6 +768,7 @@ done:
     for (int i = 0; i < res.n_cand; i++) /* an error left candidates (res.best among them) */
         gpp_plan_destroy(&res.cand[i]);
     free(res.cand);
+    free(res.cand_kinds);
     if (!res.n_cand && res.best != p)
         gpp_plan_destroy(&res.best);
     gpp_dp_destroy(&s);

@@ -1,7 +1,8 @@
 /* gpp_plan_build: a gpp_plan_t from the DP's stages (gpp_dp_t.out): linked
  * into a stage DAG, spare devices placed where they lower the refined
- * iteration estimate, node-aligned, in-flight over the real DAG, costs and
- * memory; and the iteration estimate that ranks plans. */
+ * iteration estimate of the schedule being planned, node-aligned, in-flight
+ * over the real DAG, costs and memory; and the iteration estimate that ranks
+ * plans. */
 #include <assert.h>
 #include <stdlib.h>
 
@@ -21,16 +22,36 @@ static void s_stage_ops(const gpp_dp_t *s, const gpp_dp_stage_t *st, int *ops)
     qsort(ops, (size_t)n, sizeof(int), s_cmp_int);
 }
 
+/* The part of a stage's micro-batch time (fwd + bwd + comm, bwd_w of bwd
+ * the W part) that a micro-batch crossing it adds to the pipeline's fill
+ * and drain under `kind` (docs/planner.md "Pricing the schedule in the
+ * search"): 1F1B the whole of it; the zero-bubble orders fill the drain with
+ * W passes, so (Qi et al.'s per-stage bubbles T_F + T_B - T_W and
+ * T_F + T_B - 2 T_W, T_B the input part) 2 W less for zb-h1 and 3 W less for
+ * zb-h2, never below the forward and its transfers, which nothing fills
+ * since gpp's iterations do not overlap. */
+double gpp_part_fill_ms(gpp_sched_kind_t kind, double fwd_ms, double bwd_ms, double bwd_w_ms,
+                        double comm_ms)
+{
+    double c = fwd_ms + bwd_ms + comm_ms;
+    if (kind == GPP_SCHED_1F1B)
+        return c;
+    double f = c - (kind == GPP_SCHED_ZB_H1 ? 2.0 : 3.0) * bwd_w_ms, floor = fwd_ms + comm_ms;
+    return f > floor ? f : floor;
+}
+
 /* Refined iteration estimate of stages with per-micro-batch time c[i]
- * (fwd + bwd + comm of one micro-batch on one replica), micro-batch b[i] and
+ * (fwd + bwd + comm of one micro-batch on one replica), its fill and drain
+ * part f[i] (gpp_part_fill_ms; f == c under 1F1B), micro-batch b[i] and
  * per-iteration sync ar[i] (all-reduce + optimizer step), over the linked
  * stage DAG p: the steady state repeats the slowest stage (B/b - 1 more
- * micro-batches), the first micro-batch crosses the longest path of c, and
- * the slowest sync ends the iteration (all in ms). Unlike
+ * micro-batches), the first micro-batch crosses the longest path (the fill
+ * and drain parts of the stages before the last one, then the last one's
+ * whole time), and the slowest sync ends the iteration (all in ms). Unlike
  * TPS * (B + (depth - 1) b) it sees a faster non-bottleneck stage on the
  * critical path (what an extra replica buys there). acc: scratch [S]. */
-static double s_refined_estimate(const gpp_plan_t *p, const double *c, const int *b,
-                                 const double *ar, double *acc)
+static double s_refined_estimate(const gpp_plan_t *p, const double *c, const double *f,
+                                 const int *b, const double *ar, double *acc)
 {
     double steady = 0, path = 0, sync = 0;
     for (int i = 0; i < p->n_stages; i++) { /* stages are in topological order */
@@ -38,9 +59,10 @@ static double s_refined_estimate(const gpp_plan_t *p, const double *c, const int
         for (int j = 0; j < p->stages[i].n_pred; j++)
             if (acc[p->stages[i].pred[j]] > best)
                 best = acc[p->stages[i].pred[j]];
-        acc[i] = best + c[i];
-        if (acc[i] > path)
-            path = acc[i];
+        acc[i] = best + f[i];
+        double end = best + c[i];
+        if (end > path)
+            path = end;
         double st = ((double)p->batch / b[i] - 1) * c[i];
         if (st > steady)
             steady = st;
@@ -75,26 +97,33 @@ static gpp_plan_t *s_plan_of_stages(const gpp_dp_t *s, const char *planner, int 
     return p;
 }
 
-/* Per-micro-batch time (fwd + bwd + comm, ms) and per-iteration sync
- * (all-reduce + optimizer step, ms) of stage st with `devices` replicas. */
-static void s_stage_times(const gpp_dp_t *s, const gpp_stage_t *st, int devices, double *c_ms,
-                          double *sync_ms)
+/* Per-micro-batch time (fwd + bwd + comm, ms), its fill and drain part
+ * under `kind` and per-iteration sync (all-reduce + optimizer step, ms) of
+ * stage st with `devices` replicas. */
+static void s_stage_times(const gpp_dp_t *s, const gpp_stage_t *st, int devices,
+                          gpp_sched_kind_t kind, double *c_ms, double *f_ms, double *sync_ms)
 {
     gpp_stage_cost_t sc;
     gpp_cost_stage(s->cost, st->n_ops, st->ops, devices, st->micro_batch, s->batch, &sc);
     *c_ms = sc.fwd_ms + sc.bwd_ms + sc.comm_ms, *sync_ms = sc.allreduce_ms + sc.step_ms;
+    *f_ms = kind == GPP_SCHED_1F1B
+                ? *c_ms
+                : gpp_part_fill_ms(kind, sc.fwd_ms, sc.bwd_ms, sc.bwd_w_ms, sc.comm_ms);
 }
 
 /* Leftover devices: one at a time to the stage where an extra replica
- * lowers the refined estimate most (fewer samples per replica, more
- * all-reduce; memory only shrinks), while one lowers it or keeps it and
- * shortens that stage's micro-batch time. added[] gets the stages in the
- * order they got one; returns how many. */
-static int s_spare_devices(const gpp_dp_t *s, gpp_plan_t *p, int used, int *added)
+ * lowers the refined estimate under `kind` most (fewer samples per replica,
+ * more all-reduce; memory only shrinks), while one lowers it or keeps it
+ * and shortens that stage's micro-batch time. added[] gets the stages in
+ * the order they got one; returns how many. */
+static int s_spare_devices(const gpp_dp_t *s, gpp_plan_t *p, int used, gpp_sched_kind_t kind,
+                           int *added)
 {
     int S = p->n_stages, n_added = 0;
     double *c = gpp_xcalloc((size_t)S, sizeof(double)),
            *ar = gpp_xcalloc((size_t)S, sizeof(double));
+    double *f = gpp_xcalloc((size_t)S, sizeof(double)),
+           *f1 = gpp_xcalloc((size_t)S, sizeof(double));
     double *acc = gpp_xcalloc((size_t)S, sizeof(double));
     double *c1 = gpp_xcalloc((size_t)S, sizeof(double)),
            *ar1 = gpp_xcalloc((size_t)S, sizeof(double));
@@ -102,20 +131,20 @@ static int s_spare_devices(const gpp_dp_t *s, gpp_plan_t *p, int used, int *adde
     for (int i = 0; i < S && used < s->n_dev; i++) {
         const gpp_stage_t *st = &p->stages[i];
         bs[i] = st->micro_batch;
-        s_stage_times(s, st, st->devices, &c[i], &ar[i]);
+        s_stage_times(s, st, st->devices, kind, &c[i], &f[i], &ar[i]);
         if (st->devices + 1 <= st->micro_batch)
-            s_stage_times(s, st, st->devices + 1, &c1[i], &ar1[i]);
+            s_stage_times(s, st, st->devices + 1, kind, &c1[i], &f1[i], &ar1[i]);
     }
     for (; used < s->n_dev; used++) {
-        double now = s_refined_estimate(p, c, bs, ar, acc), best_e = now;
+        double now = s_refined_estimate(p, c, f, bs, ar, acc), best_e = now;
         int best = -1;
         for (int i = 0; i < S; i++) {
             if (p->stages[i].devices + 1 > p->stages[i].micro_batch)
                 continue;
-            double c0 = c[i], a0 = ar[i];
-            c[i] = c1[i], ar[i] = ar1[i];
-            double e = s_refined_estimate(p, c, bs, ar, acc);
-            c[i] = c0, ar[i] = a0;
+            double c0 = c[i], f0 = f[i], a0 = ar[i];
+            c[i] = c1[i], f[i] = f1[i], ar[i] = ar1[i];
+            double e = s_refined_estimate(p, c, f, bs, ar, acc);
+            c[i] = c0, f[i] = f0, ar[i] = a0;
             /* ties count (two equal bottlenecks need a device each), as
                long as the replica lowers the stage's own micro-batch time */
             if (c1[i] < c[i] && (best < 0 ? e <= now : e < best_e))
@@ -126,11 +155,11 @@ static int s_spare_devices(const gpp_dp_t *s, gpp_plan_t *p, int used, int *adde
         gpp_stage_t *st = &p->stages[best];
         st->devices++;
         added[n_added++] = best;
-        c[best] = c1[best], ar[best] = ar1[best];
+        c[best] = c1[best], f[best] = f1[best], ar[best] = ar1[best];
         if (st->devices + 1 <= st->micro_batch)
-            s_stage_times(s, st, st->devices + 1, &c1[best], &ar1[best]);
+            s_stage_times(s, st, st->devices + 1, kind, &c1[best], &f1[best], &ar1[best]);
     }
-    free(c), free(ar), free(acc), free(c1), free(ar1), free(bs);
+    free(c), free(ar), free(f), free(f1), free(acc), free(c1), free(ar1), free(bs);
     return n_added;
 }
 
@@ -210,16 +239,17 @@ static void s_plan_costs(const gpp_dp_t *s, gpp_plan_t *p)
 }
 
 /* Builds the plan from s->out: link, leftover devices where they lower the
- * refined estimate, in-flight over the real stage DAG, costs and memory. */
+ * refined estimate under `kind`, in-flight over the real stage DAG, costs
+ * and memory. */
 gpp_plan_t *gpp_part_build_plan(const gpp_dp_t *s, const char *planner, int universal_b,
-                                gpp_err_t *err)
+                                gpp_sched_kind_t kind, gpp_err_t *err)
 {
     int used;
     gpp_plan_t *p = s_plan_of_stages(s, planner, &used, err);
     if (!p)
         return NULL;
     int *added = gpp_xcalloc((size_t)s->n_dev + 1, sizeof(int));
-    int n_added = s_spare_devices(s, p, used, added);
+    int n_added = s_spare_devices(s, p, used, kind, added);
     s_node_align(s, p, added, n_added);
     free(added);
     for (int i = p->n_stages - 1; i >= 0; i--) { /* reverse topological order */
@@ -233,10 +263,30 @@ gpp_plan_t *gpp_part_build_plan(const gpp_dp_t *s, const char *planner, int univ
     return p;
 }
 
-/* Estimated iteration time: TPS * (B + (longest path of micro-batch sizes) - b_last). */
-double gpp_part_iter_estimate(const gpp_plan_t *p)
+/* Estimated iteration time under `kind`: TPS * (B + fill), fill the
+ * longest path of micro-batch sizes less the last stage's (1F1B), each
+ * stage's size weighted by its fill and drain part of its micro-batch time
+ * (gpp_part_fill_ms, without transfers) under a zero-bubble kind. */
+double gpp_part_iter_estimate(const gpp_plan_t *p, gpp_sched_kind_t kind)
 {
     int S = p->n_stages;
+    if (kind != GPP_SCHED_1F1B) {
+        double *acc = gpp_xcalloc((size_t)S, sizeof(double)), worst = 0;
+        for (int i = 0; i < S; i++) {
+            const gpp_stage_t *st = &p->stages[i];
+            double best = 0, c = st->fwd_ms + st->bwd_ms;
+            for (int j = 0; j < st->n_pred; j++)
+                if (acc[st->pred[j]] > best)
+                    best = acc[st->pred[j]];
+            double rho =
+                c > 0 ? gpp_part_fill_ms(kind, st->fwd_ms, st->bwd_ms, st->bwd_w_ms, 0) / c : 1;
+            acc[i] = best + rho * st->micro_batch;
+            if (st->n_succ == 0 && best > worst)
+                worst = best;
+        }
+        free(acc);
+        return p->bottleneck_tps_ms * ((double)p->batch + worst);
+    }
     int *acc = gpp_xcalloc((size_t)S, sizeof(int));
     int worst = 0;
     for (int i = 0; i < S; i++) {
