@@ -133,12 +133,13 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int mb, int op, const gpp_tensor_
 int gpp_exec_backward(gpp_exec_t *self, int mb, gpp_err_t *err);
 /* The backward in two passes, for zero-bubble schedules (docs/executor.md
  * "The split backward"). GPP_BWD_IN (B): the input gradients, every
- * boundary one readable (gpp_exec_input_grad) at once; what W reads stays
- * held: the inputs and output gradients of the ops with parameters, their
- * kernel stashes and the W stashes B writes (gpp_op_wstash_bytes). The
- * rest is freed as the whole backward frees it. GPP_BWD_W (W): the
- * parameter gradients (+=), then frees what W held; the slot is then as
- * after gpp_exec_backward. B then W give gpp_exec_backward's gradients bit
+ * boundary one readable (gpp_exec_input_grad) at once. Until W the slot
+ * keeps what it held between forward and backward (W reads the inputs and
+ * kernel stashes of the ops with parameters; the memory model,
+ * gpp_zb_stage_mem, holds all of it) plus those ops' output gradients and
+ * the W stashes B writes (gpp_op_wstash_bytes); other gradients are freed.
+ * GPP_BWD_W (W): the parameter gradients (+=), then frees what the slot
+ * held; it is then as after gpp_exec_backward. B then W give gpp_exec_backward's gradients bit
  * for bit; GPP_BWD_ALL is gpp_exec_backward. -1 with a message on W before
  * B, a second B, a backend without the split (gpp_backend_bwd_split) and
  * gpp_exec_backward's errors. Between B and W the slot is in flight:

@@ -4,9 +4,9 @@
  * backward, stashes after the backward; gradients from several consumers
  * meet in the producer slot's buffer because every backward kernel
  * accumulates (+=). The split backward (zero-bubble B and W) runs the same
- * ops' input parts in reverse, then their parameter parts; what a W reads
- * is held from B to W. gpp_exec.c's entry points and gpp_exec_graph.c's
- * recordings run these. */
+ * ops' input parts in reverse, then their parameter parts; the micro-batch
+ * holds its forward's tensors and W's output gradients from B to W. gpp_exec.c's entry points and
+ * gpp_exec_graph.c's recordings run these. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,38 +363,27 @@ static int s_backward_end(gpp_exec_t *self, exec_mb_t *mb, gpp_err_t *err)
 }
 
 /* The end of a B: the boundary input gradients as at the end of a whole
- * backward; held for W: the inputs and output gradient of each op whose W
- * is pending, its kernel stash and W stash. The rest is freed (a pool
- * release: where a micro-batch's memory is held as one piece until its
- * release, nothing). */
+ * backward. Until W the micro-batch keeps what it held between F and B
+ * (activations, kernel stashes: what W reads among them, and the rest as
+ * the memory model walks it, gpp_zb_stage_mem) and, for each op whose W is
+ * pending, its output gradient and W stash; other gradients are freed. */
 static int s_backward_in_end(gpp_exec_t *self, exec_mb_t *mb, gpp_err_t *err)
 {
-    enum { KEEP_ACT = 1, KEEP_GRAD = 2 };
-    char *keep = gpp_xcalloc((size_t)self->n_slots + 1, 1);
-    for (int i = 0; i < self->n_local; i++) {
-        if (!mb->wpend[i])
-            continue;
-        const exec_op_t *eo = &self->ops[i];
-        keep[eo->out] |= KEEP_GRAD;
-        for (int k = 0; k < eo->op->n_inputs; k++)
-            keep[eo->in[k]] |= KEEP_ACT;
-    }
+    char *wdy = gpp_xcalloc((size_t)self->n_slots + 1, 1); /* a pending W reads its gradient */
+    for (int i = 0; i < self->n_local; i++)
+        if (mb->wpend[i])
+            wdy[self->ops[i].out] = 1;
     int rc = 0;
     for (int k = 0; k < self->n_slots && rc == 0; k++) {
         const exec_slot_t *sl = &self->slots[k];
         if (!sl->local && sl->needs_grad) {
             if (!s_grad(self, mb, k, err))
                 rc = -1;
-        } else if (!(keep[k] & KEEP_GRAD)) {
+        } else if (!wdy[k]) {
             gpp_exec_tensor_release(self, &mb->grad[k]);
         }
-        if (!(keep[k] & KEEP_ACT))
-            gpp_exec_tensor_release(self, &mb->act[k]);
     }
-    free(keep);
-    for (int i = 0; i < self->n_local && rc == 0; i++)
-        if (!mb->wpend[i])
-            gpp_exec_pool_release(self, &mb->stash[i], mb->stash_bytes[i]);
+    free(wdy);
     if (rc == 0)
         mb->state = MB_BWD_IN;
     return rc;
