@@ -161,7 +161,7 @@ int gpp_job_plan_schedule_check(const gpp_job_t *self, const gpp_plan_t *p, gpp_
 {
     const gpp_config_t *cfg = &self->cfg;
     const char *kind = p ? gpp_sched_kind_name(p->schedule) : cfg->job.schedule;
-    /* auto: what the backend runs (gpp_job_plan_schedules) */
+    /* auto plans 1f1b (s_schedules) */
     if (p ? p->schedule == GPP_SCHED_1F1B
           : !strcmp(kind, "1f1b") || !strcmp(kind, "auto") || !kind[0])
         return 0;
@@ -180,19 +180,20 @@ int gpp_job_plan_schedule_check(const gpp_job_t *self, const gpp_plan_t *p, gpp_
                        what, p ? " (gpp-plan --schedule 1f1b)" : "");
 }
 
-/* The schedules the partitioner may pick for the agents (a mask of 1 <<
- * gpp_sched_kind_t): job.schedule, where auto is every one the backend
- * runs (cpu: 1f1b, zb-h1, zb-h2 by simulated time; cuda: 1f1b). */
+/* The schedule the partitioner plans for the agents (a mask of 1 <<
+ * gpp_sched_kind_t): job.schedule's (gpp_job_plan_schedule_check refused
+ * a zero-bubble one for cuda). auto is 1f1b: the zero-bubble schedules run
+ * when asked for, and auto considers them once the memory model prices the
+ * split backward as the agents run it (docs/planner.md "Choosing a
+ * schedule"). */
 static unsigned s_schedules(const gpp_config_t *cfg)
 {
-    unsigned mask = GPP_SCHED_AUTO;
+    unsigned mask = 1u << GPP_SCHED_1F1B;
     gpp_err_t ignored = {{0}}; /* the config reader checked the word */
-    if (cfg->job.schedule[0] &&
+    if (cfg->job.schedule[0] && strcmp(cfg->job.schedule, "auto") != 0 &&
         gpp_sched_kind_parse(cfg->job.schedule, "job.schedule", &mask, &ignored) < 0)
         mask = 1u << GPP_SCHED_1F1B;
-    if (cfg->job.backend == GPP_DEVICE_CUDA)
-        mask &= 1u << GPP_SCHED_1F1B;
-    return mask ? mask : 1u << GPP_SCHED_1F1B;
+    return mask;
 }
 
 int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err)
