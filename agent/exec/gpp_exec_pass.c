@@ -5,8 +5,8 @@
  * meet in the producer slot's buffer because every backward kernel
  * accumulates (+=). The split backward (zero-bubble B and W) runs the same
  * ops' input parts in reverse, then their parameter parts; the micro-batch
- * holds its forward's tensors and W's output gradients from B to W. gpp_exec.c's entry points and
- * gpp_exec_graph.c's recordings run these. */
+ * holds its forward's tensors and W's output gradients from B to W.
+ * gpp_exec.c's entry points and gpp_exec_graph.c's recordings run these. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
