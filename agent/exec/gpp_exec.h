@@ -27,7 +27,8 @@
  * mean, so replicas SUM their gradients and gpp_exec_loss shares.
  *
  * Memory: a micro-batch's activations, stashes and gradients live from its
- * forward to its backward (the rest dies with its last reader) in a pool
+ * forward to its backward, or its W pass (gpp_exec_backward_part; the rest
+ * dies with its last reader) in a pool
  * of equal-size blocks; gpp_exec_predict_mem gives the peak from the op
  * table.
  *
