@@ -218,16 +218,14 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
     const Gpp__HyperParams *h = as->hyper;
     const gpp_device_kind_t kind = gpp_msg_backend_of(as->backend);
     const int cuda = kind == GPP_DEVICE_CUDA;
-    for (size_t i = 0; i < as->n_actions; i++) /* zero-bubble B and W passes */
+    for (size_t i = 0; cuda && i < as->n_actions; i++) /* zero-bubble B and W passes */
         if (self->actions[i].type == GPP_ACT_BWD_IN || self->actions[i].type == GPP_ACT_BWD_W)
-            return gpp_err_set(
-                err,
-                "action %zu (%s): the assignment's schedule is zero-bubble (zb-h1/zb-h2), %s; "
-                "use schedule = \"1f1b\" or \"auto\"%s",
-                i, gpp_act_type_name(self->actions[i].type),
-                cuda ? "but the cuda backend has no split backward (B and W passes)"
-                     : "which the agents do not run yet",
-                cuda ? ", or backend = \"cpu\"" : "");
+            return gpp_err_set(err,
+                               "action %zu (%s): the assignment's schedule is zero-bubble "
+                               "(zb-h1/zb-h2), but the cuda backend has no split backward (B "
+                               "and W passes); use schedule = \"1f1b\" or \"auto\", or "
+                               "backend = \"cpu\"",
+                               i, gpp_act_type_name(self->actions[i].type));
     if (cuda && self->cfg.gpu < 0)
         return gpp_err_set(err, "the assignment asks for backend cuda, but this agent registered "
                                 "without a GPU (start it with --gpu N or --backend cuda on a GPU "

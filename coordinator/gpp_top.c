@@ -523,8 +523,9 @@ static void s_gantt(char *text, int width, s_frame_t *f)
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1)
             s_add(f,
-                  "GANTT of iteration %d, %.3f ms across (F forward, B backward, > send, "
-                  ". receive/wait, A all-reduce, S step)",
+                  "GANTT of iteration %d, %.3f ms across (F forward, B backward or its "
+                  "input part, W its parameter part, > send, . receive/wait, A all-reduce, S "
+                  "step)",
                   iteration, max_ms);
         int shown_stage[4096] = {0}; /* first replica of each stage only */
         for (char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
@@ -554,6 +555,7 @@ static void s_gantt(char *text, int width, s_frame_t *f)
                 q += n;
                 char g = code[0] == 'F'                     ? 'F'
                          : code[0] == 'B'                   ? 'B'
+                         : code[0] == 'W'                   ? 'W'
                          : code[0] == 'S' && code[1] == 'T' ? 'S'
                          : code[0] == 'S'                   ? '>'
                          : code[0] == 'R'                   ? '.'

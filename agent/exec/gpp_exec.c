@@ -453,6 +453,7 @@ void gpp_exec_release(gpp_exec_t *self, int m)
     }
     for (int i = 0; i < self->n_local; i++)
         gpp_exec_pool_release(self, &mb->stash[i], mb->stash_bytes[i]);
+    gpp_exec_wstash_release(self, mb);
     mb->state = MB_FREE;
 }
 
@@ -460,11 +461,9 @@ int gpp_exec_begin(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_er
 {
     assert(self && m >= 0 && n >= 0 && sample_lo >= 0);
     exec_mb_t *mb = s_mb(self, m);
-    if (mb->state == MB_OPEN || mb->state == MB_FORWARD)
-        return gpp_err_set(err,
-                           "executor: micro-batch slot %d is still in flight (begun, no "
-                           "backward yet)",
-                           m);
+    if (mb->state == MB_OPEN || mb->state == MB_FORWARD || mb->state == MB_BWD_IN)
+        return gpp_err_set(err, "executor: micro-batch slot %d is still in flight (begun, %s)", m,
+                           mb->state == MB_BWD_IN ? "its W pass pending" : "no backward yet");
     gpp_exec_release(self, m);
     if (!mb->loss_dev && self->n_loss) {
         mb->loss_dev = gpp_backend_alloc(self->be, (size_t)self->n_loss * 4, err);
@@ -618,11 +617,16 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int m, int op, const gpp_tensor_t
     return 0;
 }
 
-int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
+/* A backward (or B) of slot m may run: forwarded, every boundary output's
+ * gradient received. */
+static int s_backward_ready(gpp_exec_t *self, int m, const char *what, gpp_err_t *err)
 {
-    assert(self && m >= 0);
     if (m >= self->n_mb || self->mb[m].state != MB_FORWARD)
-        return gpp_err_set(err, "executor: backward of micro-batch %d without its forward", m);
+        return gpp_err_set(
+            err, "executor: %s of micro-batch %d %s", what, m,
+            m < self->n_mb && self->mb[m].state == MB_BWD_IN ? "after its B pass (run its W pass)"
+            : m < self->n_mb && self->mb[m].state == MB_BACKWARD ? "that already ran its backward"
+                                                                 : "without its forward");
     exec_mb_t *mb = &self->mb[m];
     for (int i = 0; i < self->n_outputs; i++) {
         int op = self->outputs[i], k = self->slot_of[op];
@@ -630,14 +634,44 @@ int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
            for them (a plan's lowering sends none) */
         if (self->slots[k].needs_grad && !mb->got_grad[k] && mb->n > 0)
             return gpp_err_set(err,
-                               "executor: backward of micro-batch %d: no gradient received "
+                               "executor: %s of micro-batch %d: no gradient received "
                                "for output op %d '%s' (consumed by another stage)",
-                               m, op, self->g->ops[op].name);
+                               what, m, op, self->g->ops[op].name);
     }
+    return 0;
+}
+
+int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
+{
+    assert(self && m >= 0);
+    if (s_backward_ready(self, m, "backward", err) < 0)
+        return -1;
     int pg = gpp_exec_pg_pass(self, m, 0, err);
     if (pg != 0)
         return pg < 0 ? -1 : 0;
     return gpp_exec_backward_run(self, m, err);
+}
+
+int gpp_exec_backward_part(gpp_exec_t *self, int m, gpp_bwd_part_t part, gpp_err_t *err)
+{
+    assert(self && m >= 0);
+    if (part == GPP_BWD_ALL)
+        return gpp_exec_backward(self, m, err);
+    if (part == GPP_BWD_W) {
+        if (m >= self->n_mb || self->mb[m].state != MB_BWD_IN)
+            return gpp_err_set(err, "executor: W pass of micro-batch %d without its B pass%s", m,
+                               m < self->n_mb && self->mb[m].state == MB_BACKWARD
+                                   ? " (its W pass already ran)"
+                                   : "");
+        return gpp_exec_backward_part_run(self, m, GPP_BWD_W, err);
+    }
+    if (!gpp_backend_bwd_split(self->be, err))
+        return gpp_err_prefix(err, "executor: B pass of micro-batch %d", m);
+    if (s_backward_ready(self, m, "B pass", err) < 0)
+        return -1;
+    /* a pass recorded as a CUDA graph is a whole backward */
+    gpp_exec_pg_leave(self, "a split backward (zero-bubble B and W passes) ran");
+    return gpp_exec_backward_part_run(self, m, GPP_BWD_IN, err);
 }
 
 int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
@@ -659,9 +693,10 @@ int gpp_exec_evaluate(gpp_exec_t *self, int64_t lo, int64_t n, int64_t micro, do
                                 "in training mode; evaluate without --cuda-graphs");
     for (int m = 0; m < self->n_mb; m++)
         if (self->mb[m].state == MB_OPEN || self->mb[m].state == MB_FORWARD ||
-            self->mb[m].loss_pending)
-            return gpp_err_set(err, "evaluate: micro-batch %d of an iteration is still in "
-                                    "flight; evaluate after the optimizer step",
+            self->mb[m].state == MB_BWD_IN || self->mb[m].loss_pending)
+            return gpp_err_set(err,
+                               "evaluate: micro-batch %d of an iteration is still in "
+                               "flight; evaluate after the optimizer step",
                                m);
     if (self->loss_acc != 0)
         return gpp_err_set(err, "evaluate: an iteration's loss is not stepped yet; evaluate "
@@ -684,7 +719,8 @@ int gpp_exec_evaluate(gpp_exec_t *self, int64_t lo, int64_t n, int64_t micro, do
 
 const gpp_tensor_t *gpp_exec_input_grad(gpp_exec_t *self, int m, int producer)
 {
-    assert(self && m >= 0 && m < self->n_mb && self->mb[m].state == MB_BACKWARD);
+    assert(self && m >= 0 && m < self->n_mb &&
+           (self->mb[m].state == MB_BACKWARD || self->mb[m].state == MB_BWD_IN));
     const exec_slot_t *sl = s_boundary_slot(self, producer, 0);
     if (!sl->needs_grad)
         return NULL;
@@ -730,6 +766,11 @@ int gpp_exec_step(gpp_exec_t *self, gpp_err_t *err)
             return gpp_err_set(err,
                                "executor: optimizer step with micro-batch %d still in "
                                "flight",
+                               m);
+        if (st == MB_BWD_IN)
+            return gpp_err_set(err,
+                               "executor: optimizer step with micro-batch %d's W pass "
+                               "pending (a W pass never crosses an optimizer step)",
                                m);
         if (s_fold_loss(self, &self->mb[m], err) < 0)
             return -1;

@@ -11,8 +11,10 @@
  *   gpp_exec_output(ex, mb, op)                  -> consumer stages
  *   gpp_exec_add_output_grad(ex, mb, op, dy, lo) every boundary output, once
  *                                                per consumer piece: summed
- *   gpp_exec_backward(ex, mb)
+ *   gpp_exec_backward(ex, mb)                    or, zero-bubble schedules:
+ *                                                gpp_exec_backward_part(ex, mb, GPP_BWD_IN)
  *   gpp_exec_input_grad(ex, mb, producer)        -> producer stages
+ *                                                ... gpp_exec_backward_part(ex, mb, GPP_BWD_W)
  *   gpp_exec_release(ex, mb)
  *   gpp_exec_grads / _sparse_grad                all-reduce across replicas
  *   gpp_exec_loss(ex, &loss), gpp_exec_step(ex)
@@ -25,7 +27,8 @@
  * mean, so replicas SUM their gradients and gpp_exec_loss shares.
  *
  * Memory: a micro-batch's activations, stashes and gradients live from its
- * forward to its backward (the rest dies with its last reader) in a pool
+ * forward to its backward, or its W pass (gpp_exec_backward_part; the rest
+ * dies with its last reader) in a pool
  * of equal-size blocks; gpp_exec_predict_mem gives the peak from the op
  * table.
  *
@@ -46,6 +49,7 @@
 #include "agent/data/gpp_data.h"
 #include "common/gpp_err.h"
 #include "kernels/gpp_backend.h"
+#include "kernels/gpp_ops.h"
 #include "kernels/gpp_optim.h"
 #include "kernels/gpp_sparse.h"
 #include "model/gpp_graph.h"
@@ -128,8 +132,24 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int mb, int op, const gpp_tensor_
 /* Runs backward; accumulates parameter gradients; frees activations and
  * stashes. -1 when a boundary output received no gradient. */
 int gpp_exec_backward(gpp_exec_t *self, int mb, gpp_err_t *err);
-/* Gradient [n, rows, cols] of a boundary input after backward; NULL when the
- * producer is an INPUT op (data has no gradient). Valid until release. */
+/* The backward in two passes, for zero-bubble schedules (docs/executor.md
+ * "The split backward"). GPP_BWD_IN (B): the input gradients, every
+ * boundary one readable (gpp_exec_input_grad) at once. Until W the slot
+ * keeps what it held between forward and backward (W reads the inputs and
+ * kernel stashes of the ops with parameters; the memory model,
+ * gpp_zb_stage_mem, holds all of it) plus those ops' output gradients and
+ * the W stashes B writes (gpp_op_wstash_bytes); other gradients are freed.
+ * GPP_BWD_W (W): the parameter gradients (+=), then frees what the slot
+ * held; it is then as after gpp_exec_backward. B then W give gpp_exec_backward's gradients bit
+ * for bit; GPP_BWD_ALL is gpp_exec_backward. -1 with a message on W before
+ * B, a second B, a backend without the split (gpp_backend_bwd_split) and
+ * gpp_exec_backward's errors. Between B and W the slot is in flight:
+ * begin and gpp_exec_step refuse (a W pass never crosses an optimizer
+ * step); gpp_exec_release aborts it. */
+int gpp_exec_backward_part(gpp_exec_t *self, int mb, gpp_bwd_part_t part, gpp_err_t *err);
+/* Gradient [n, rows, cols] of a boundary input after backward (or B);
+ * NULL when the producer is an INPUT op (data has no gradient). Valid
+ * until release. */
 const gpp_tensor_t *gpp_exec_input_grad(gpp_exec_t *self, int mb, int producer);
 /* Frees whatever the slot still holds (also aborts a micro-batch). */
 void gpp_exec_release(gpp_exec_t *self, int mb);
@@ -178,7 +198,7 @@ const char *gpp_exec_graphs_off(const gpp_exec_t *self);
  * ones travel in the same type. */
 void gpp_exec_act_dtypes(const gpp_exec_t *self, int *bf16, int *all);
 /* Optimizer step on every parameter, then zeroes the gradients. -1 when a
- * micro-batch is still in flight. */
+ * micro-batch is still in flight (its W pending included). */
 int gpp_exec_step(gpp_exec_t *self, gpp_err_t *err);
 /* Optimizer steps taken (restored by the checkpoint). */
 int64_t gpp_exec_step_count(const gpp_exec_t *self);

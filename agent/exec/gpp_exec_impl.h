@@ -13,7 +13,8 @@
 #include "agent/data/gpp_data_pool.h"
 #include "agent/exec/gpp_exec.h"
 
-enum { MB_FREE = 0, MB_OPEN, MB_FORWARD, MB_BACKWARD };
+/* MB_BWD_IN: a split backward's B ran, its W is pending (gpp_exec_backward_part) */
+enum { MB_FREE = 0, MB_OPEN, MB_FORWARD, MB_BWD_IN, MB_BACKWARD };
 
 typedef struct {
     char name[GPP_NAME_LEN + 8];
@@ -61,6 +62,11 @@ typedef struct {
     int *got_grad;      /* [n_slots]: boundary output gradient received */
     void **stash;       /* [n_local] */
     size_t *stash_bytes;
+    /* the split backward: [n_local] ops whose W is pending after B, and the
+       W stashes B wrote for them (gpp_op_wstash_bytes x n) */
+    char *wpend;
+    void **wstash;
+    size_t *wstash_bytes;
     float *loss_dev;  /* [n_loss] device */
     float *loss_host; /* [n_loss] host, valid after a stream sync */
     int loss_pending; /* loss_host holds values not yet folded into loss_acc */
@@ -224,9 +230,14 @@ void gpp_exec_mb_copy(const gpp_exec_t *self, exec_mb_t *dst, const exec_mb_t *s
  * a replayed pass's); NULL + message. */
 gpp_tensor_t *gpp_exec_grad_in(gpp_exec_t *self, exec_mb_t *mb, int k, void *blk, gpp_err_t *err);
 /* The bodies of gpp_exec_forward / backward once their checks passed: -1
- * leaves the slot as it stands (the callers release or undo it). */
+ * leaves the slot as it stands (the callers release or undo it). part:
+ * the whole backward, or B then W of gpp_exec_backward_part (B keeps what
+ * W reads; W frees what the whole backward would). */
 int gpp_exec_forward_run(gpp_exec_t *self, int m, gpp_err_t *err);
 int gpp_exec_backward_run(gpp_exec_t *self, int m, gpp_err_t *err);
+int gpp_exec_backward_part_run(gpp_exec_t *self, int m, gpp_bwd_part_t part, gpp_err_t *err);
+/* Frees the W stashes a slot holds (release). */
+void gpp_exec_wstash_release(gpp_exec_t *self, exec_mb_t *mb);
 
 /* ---- gpp_exec_graph.c ---- */
 /* Frees the passes' recordings and feeds (destroy). */

@@ -3,8 +3,10 @@
  * activations freed after their last reader, gradients after their op's
  * backward, stashes after the backward; gradients from several consumers
  * meet in the producer slot's buffer because every backward kernel
- * accumulates (+=). gpp_exec.c's entry points and gpp_exec_graph.c's
- * recordings run these. */
+ * accumulates (+=). The split backward (zero-bubble B and W) runs the same
+ * ops' input parts in reverse, then their parameter parts; the micro-batch
+ * holds its forward's tensors and W's output gradients from B to W.
+ * gpp_exec.c's entry points and gpp_exec_graph.c's recordings run these. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,9 @@ void gpp_exec_mb_arrays(const gpp_exec_t *self, exec_mb_t *x)
     x->got_grad = gpp_xcalloc((size_t)self->n_slots, sizeof *x->got_grad);
     x->stash = gpp_xcalloc((size_t)self->n_local + 1, sizeof *x->stash);
     x->stash_bytes = gpp_xcalloc((size_t)self->n_local + 1, sizeof *x->stash_bytes);
+    x->wpend = gpp_xcalloc((size_t)self->n_local + 1, sizeof *x->wpend);
+    x->wstash = gpp_xcalloc((size_t)self->n_local + 1, sizeof *x->wstash);
+    x->wstash_bytes = gpp_xcalloc((size_t)self->n_local + 1, sizeof *x->wstash_bytes);
 }
 
 void gpp_exec_mb_arrays_free(exec_mb_t *x)
@@ -31,6 +36,12 @@ void gpp_exec_mb_arrays_free(exec_mb_t *x)
     free(x->got_grad);
     free(x->stash);
     free(x->stash_bytes);
+    free(x->wpend);
+    free(x->wstash);
+    free(x->wstash_bytes);
+    x->wpend = NULL;
+    x->wstash = NULL;
+    x->wstash_bytes = NULL;
     x->act = x->grad = NULL;
     x->filled = NULL;
     x->got_grad = NULL;
@@ -49,6 +60,17 @@ void gpp_exec_mb_copy(const gpp_exec_t *self, exec_mb_t *dst, const exec_mb_t *s
     memcpy(dst->got_grad, src->got_grad, ns * sizeof *dst->got_grad);
     memcpy(dst->stash, src->stash, nl * sizeof *dst->stash);
     memcpy(dst->stash_bytes, src->stash_bytes, nl * sizeof *dst->stash_bytes);
+    memcpy(dst->wpend, src->wpend, nl * sizeof *dst->wpend);
+    memcpy(dst->wstash, src->wstash, nl * sizeof *dst->wstash);
+    memcpy(dst->wstash_bytes, src->wstash_bytes, nl * sizeof *dst->wstash_bytes);
+}
+
+void gpp_exec_wstash_release(gpp_exec_t *self, exec_mb_t *mb)
+{
+    for (int i = 0; i < self->n_local; i++) {
+        gpp_exec_pool_release(self, &mb->wstash[i], mb->wstash_bytes[i]);
+        mb->wpend[i] = 0;
+    }
 }
 
 /* Zeroed gradient buffer of slot k, allocated on first use (in block blk
@@ -272,7 +294,19 @@ static int s_dx(gpp_exec_t *self, exec_mb_t *mb, const exec_op_t *eo, int k, gpp
     return *dx ? 0 : -1;
 }
 
-static int s_backward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
+/* 1 when op i's backward has a W part (parameters, gpp_op_bwd's rule) that
+ * runs for mb: a gradient reached its output. */
+static int s_has_w(const gpp_exec_t *self, const exec_mb_t *mb, int i)
+{
+    const exec_op_t *eo = &self->ops[i];
+    return eo->op->params > 0 && gpp_optable[eo->op->type].role == GPP_ROLE_LAYER &&
+           gpp_op_kernels[eo->op->type].bwd && mb->grad[eo->out].data;
+}
+
+/* Part `part` of op i's backward. B (IN) of an op with a W part first takes
+ * its W stash; W writes no input gradient. */
+static int s_backward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_bwd_part_t part,
+                         gpp_err_t *err)
 {
     exec_op_t *eo = &self->ops[i];
     const gpp_op_t *op = eo->op;
@@ -282,42 +316,35 @@ static int s_backward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     const gpp_tensor_t *x[op->n_inputs];
     gpp_tensor_t *dx[op->n_inputs];
     gpp_tensor_t w[GPP_OP_MAX_PARAMS], dw[GPP_OP_MAX_PARAMS];
-    gpp_op_args_t a = {0};
+    gpp_op_args_t a = {.part = part};
     s_args(self, mb, i, x, w, dw, &a);
     for (int k = 0; k < op->n_inputs; k++)
-        if (s_dx(self, mb, eo, k, &dx[k], err) < 0)
+        if (part == GPP_BWD_W)
+            dx[k] = NULL;
+        else if (s_dx(self, mb, eo, k, &dx[k], err) < 0)
             return -1;
     if (eo->bwd_reads_out) /* a fused ReLU: y > 0 exactly where its input was */
         x[0] = &mb->act[eo->out];
+    if (part == GPP_BWD_IN && s_has_w(self, mb, i)) {
+        int64_t wb = gpp_op_wstash_bytes(self->g, op) * mb->n;
+        if (wb > 0 && !mb->wstash[i]) {
+            mb->wstash_bytes[i] = (size_t)wb;
+            if (!(mb->wstash[i] = gpp_exec_alloc(self, mb->wstash_bytes[i], err)))
+                return -1;
+        }
+        mb->wpend[i] = 1;
+    }
     a.dx = dx;
     a.dy = dy;
-    return gpp_op_kernels[op->type].bwd(self->s, &a, err);
+    a.wstash = mb->wstash[i];
+    return gpp_op_bwd(self->s, &a, err);
 }
 
-int gpp_exec_backward_run(gpp_exec_t *self, int m, gpp_err_t *err)
+/* The end of a backward (the whole one, or W): every boundary input that
+ * takes a gradient has one (zero if nothing reached it: the caller sends
+ * it); everything else the slot holds is freed. */
+static int s_backward_end(gpp_exec_t *self, exec_mb_t *mb, gpp_err_t *err)
 {
-    exec_mb_t *mb = &self->mb[m];
-    /* timing: op i runs from event i + 1 to event i (the ops go backwards) */
-    int timed = self->timing && mb->n > 0 && self->n_local > 0;
-    if (timed && (s_timing_events(self, err) < 0 ||
-                  gpp_event_record(self->tev[self->n_local], self->s, err) < 0))
-        return -1;
-    for (int i = self->n_local - 1; i >= 0 && mb->n > 0; i--) {
-        if (s_backward_op(self, mb, i, err) < 0) {
-            gpp_err_prefix(err, "backward of op %d '%s'", self->ops[i].op->id,
-                           self->ops[i].op->name);
-            return -1;
-        }
-        if (timed && gpp_event_record(self->tev[i], self->s, err) < 0)
-            return -1;
-        /* its output's gradient has been read: every consumer came first */
-        gpp_exec_tensor_release(self, &mb->grad[self->ops[i].out]);
-    }
-    for (int i = 0; timed && i < self->n_local; i++)
-        if (s_timing_add(self, i + 1, i, &self->ops[i].bwd_ms, err) < 0)
-            return -1;
-    /* Input gradients stay (the caller sends them); every boundary input
-     * that takes a gradient gets one, zero if nothing reached it. */
     for (int k = 0; k < self->n_slots; k++) {
         const exec_slot_t *sl = &self->slots[k];
         if (!sl->local && sl->needs_grad) {
@@ -330,6 +357,72 @@ int gpp_exec_backward_run(gpp_exec_t *self, int m, gpp_err_t *err)
     }
     for (int i = 0; i < self->n_local; i++)
         gpp_exec_pool_release(self, &mb->stash[i], mb->stash_bytes[i]);
+    gpp_exec_wstash_release(self, mb);
     mb->state = MB_BACKWARD;
     return 0;
+}
+
+/* The end of a B: the boundary input gradients as at the end of a whole
+ * backward. Until W the micro-batch keeps what it held between F and B
+ * (activations, kernel stashes: what W reads among them, and the rest as
+ * the memory model walks it, gpp_zb_stage_mem) and, for each op whose W is
+ * pending, its output gradient and W stash; other gradients are freed. */
+static int s_backward_in_end(gpp_exec_t *self, exec_mb_t *mb, gpp_err_t *err)
+{
+    char *wdy = gpp_xcalloc((size_t)self->n_slots + 1, 1); /* a pending W reads its gradient */
+    for (int i = 0; i < self->n_local; i++)
+        if (mb->wpend[i])
+            wdy[self->ops[i].out] = 1;
+    int rc = 0;
+    for (int k = 0; k < self->n_slots && rc == 0; k++) {
+        const exec_slot_t *sl = &self->slots[k];
+        if (!sl->local && sl->needs_grad) {
+            if (!s_grad(self, mb, k, err))
+                rc = -1;
+        } else if (!wdy[k]) {
+            gpp_exec_tensor_release(self, &mb->grad[k]);
+        }
+    }
+    free(wdy);
+    if (rc == 0)
+        mb->state = MB_BWD_IN;
+    return rc;
+}
+
+int gpp_exec_backward_part_run(gpp_exec_t *self, int m, gpp_bwd_part_t part, gpp_err_t *err)
+{
+    exec_mb_t *mb = &self->mb[m];
+    /* timing: op i runs from event i + 1 to event i (the ops go backwards);
+       B and W both add to the op's backward time */
+    int timed = self->timing && mb->n > 0 && self->n_local > 0;
+    if (timed && (s_timing_events(self, err) < 0 ||
+                  gpp_event_record(self->tev[self->n_local], self->s, err) < 0))
+        return -1;
+    for (int i = self->n_local - 1; i >= 0 && mb->n > 0; i--) {
+        if ((part != GPP_BWD_W || mb->wpend[i]) && s_backward_op(self, mb, i, part, err) < 0) {
+            gpp_err_prefix(err, "%s of op %d '%s'",
+                           part == GPP_BWD_ALL  ? "backward"
+                           : part == GPP_BWD_IN ? "B pass (input gradients)"
+                                                : "W pass (parameter gradients)",
+                           self->ops[i].op->id, self->ops[i].op->name);
+            return -1;
+        }
+        if (timed && gpp_event_record(self->tev[i], self->s, err) < 0)
+            return -1;
+        /* its output's gradient has been read: every consumer came first
+           (a pending W reads it again) */
+        if (part == GPP_BWD_ALL || (part == GPP_BWD_IN && !mb->wpend[i]))
+            gpp_exec_tensor_release(self, &mb->grad[self->ops[i].out]);
+    }
+    for (int i = 0; timed && i < self->n_local; i++)
+        if (s_timing_add(self, i + 1, i, &self->ops[i].bwd_ms, err) < 0)
+            return -1;
+    if (part == GPP_BWD_IN)
+        return s_backward_in_end(self, mb, err);
+    return s_backward_end(self, mb, err);
+}
+
+int gpp_exec_backward_run(gpp_exec_t *self, int m, gpp_err_t *err)
+{
+    return gpp_exec_backward_part_run(self, m, GPP_BWD_ALL, err);
 }

@@ -79,6 +79,18 @@ static int s_is_p2p(gpp_act_type_t t)
     return t >= GPP_ACT_SEND_ACT && t <= GPP_ACT_RECV_GRAD;
 }
 
+/* An action the interpreter runs in the list's order: a pass of a
+ * micro-batch (F, a whole backward, a zero-bubble B or W) or the step. */
+static int s_is_pass(gpp_act_type_t t)
+{
+    return gpp_act_is_pass(t) || t == GPP_ACT_STEP;
+}
+
+static int s_is_split(gpp_act_type_t t)
+{
+    return t == GPP_ACT_BWD_IN || t == GPP_ACT_BWD_W;
+}
+
 gpp_pipeline_t *gpp_pipeline_new(const gpp_pipeline_cfg_t *cfg, const gpp_pipeline_callbacks_t *cb,
                                  gpp_err_t *err)
 {
@@ -102,8 +114,7 @@ gpp_pipeline_t *gpp_pipeline_new(const gpp_pipeline_cfg_t *cfg, const gpp_pipeli
             gpp_err_set(err, "pipeline: action %d: unknown type %d", i, (int)x->type);
             return NULL;
         }
-        if ((x->type == GPP_ACT_FWD || x->type == GPP_ACT_BWD || s_is_p2p(x->type)) &&
-            (x->mb < 0 || x->mb >= n_mb)) {
+        if ((gpp_act_is_pass(x->type) || s_is_p2p(x->type)) && (x->mb < 0 || x->mb >= n_mb)) {
             gpp_err_set(err, "pipeline: action %d (%s): micro-batch %d outside [0, %d)", i,
                         gpp_act_type_name(x->type), x->mb, n_mb);
             return NULL;
@@ -360,6 +371,11 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
     self->ex = gpp_exec_new(self->g, c->n_ops, c->ops, self->be, self->data, &ec, err);
     if (!self->ex)
         return -1;
+    for (int i = 0; i < c->n_actions; i++) /* zero-bubble B and W: the kernels' split */
+        if (s_is_split(c->actions[i].type) && !gpp_backend_bwd_split(self->be, err)) {
+            self->bad_input = 1;
+            return gpp_err_prefix(err, "action %d (%s)", i, gpp_act_type_name(c->actions[i].type));
+        }
     int act_bf16 = 0, act_all = 0;
     gpp_exec_act_dtypes(self->ex, &act_bf16, &act_all);
     if (act_bf16 && c->replica == 0) /* at precision bf16 on cuda (docs/gpu.md "bf16 tensors") */
@@ -594,8 +610,8 @@ static int s_begin(gpp_pipeline_t *self, int i, char *begun, int64_t base, int64
     return 0;
 }
 
-/* Pass action i (FWD, BWD, STEP); FWD begins its micro-batch when no
- * receive did. */
+/* Pass action i (FWD, BWD, BWD_IN, BWD_W, STEP); FWD begins its
+ * micro-batch when no receive did. */
 static int s_pass(gpp_pipeline_t *self, int i, char *begun, int64_t base, double *loss_out,
                   int *has_loss, int64_t *samples, gpp_err_t *err)
 {
@@ -607,6 +623,14 @@ static int s_pass(gpp_pipeline_t *self, int i, char *begun, int64_t base, double
         return gpp_exec_forward(self->ex, a->mb, err) < 0 || s_sync(self, err) < 0 ? -1 : 0;
     case GPP_ACT_BWD:
         return gpp_exec_backward(self->ex, a->mb, err) < 0 || s_sync(self, err) < 0 ? -1 : 0;
+    case GPP_ACT_BWD_IN: /* the input gradients, sendable now; W later */
+        return gpp_exec_backward_part(self->ex, a->mb, GPP_BWD_IN, err) < 0 || s_sync(self, err) < 0
+                   ? -1
+                   : 0;
+    case GPP_ACT_BWD_W:
+        return gpp_exec_backward_part(self->ex, a->mb, GPP_BWD_W, err) < 0 || s_sync(self, err) < 0
+                   ? -1
+                   : 0;
     case GPP_ACT_STEP:
         if (gpp_exec_has_loss(self->ex)) {
             if (gpp_exec_loss(self->ex, loss_out, err) < 0)
@@ -652,7 +676,7 @@ static int s_wait_sends(gpp_pipeline_t *self, double *bubble, gpp_err_t *err)
  * stream (Gloo) has every receive posted when the iteration starts, so a
  * peer's send never waits for this rank to reach it. A pass waits for the
  * receives listed before it. A micro-batch is released once its backward
- * has run and its gradients are sent. */
+ * has run (a split one's W) and its gradients are sent. */
 typedef struct {
     int cur;        /* next entry of comm_order */
     int last_pass;  /* list index of the last pass run, -1 */
@@ -725,7 +749,7 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
     for (int i = 0, last = -1; i < c->n_actions; i++) {
         gpp_act_type_t t = self->acts[i].type;
         k.prev_pass[i] = last;
-        if (t == GPP_ACT_FWD || t == GPP_ACT_BWD || t == GPP_ACT_STEP)
+        if (s_is_pass(t))
             last = i;
         if (t == GPP_ACT_SEND_GRAD)
             grads_left[self->acts[i].mb]++;
@@ -738,7 +762,7 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
     }
     for (int i = 0; i < c->n_actions; i++) {
         s_act_t *a = &self->acts[i];
-        if (a->type != GPP_ACT_FWD && a->type != GPP_ACT_BWD && a->type != GPP_ACT_STEP)
+        if (!s_is_pass(a->type))
             continue; /* the cursor's */
         if (atomic_load(&self->abort)) {
             gpp_err_set(err, "aborted");
@@ -771,7 +795,7 @@ static int s_iteration(gpp_pipeline_t *self, int it, double *loss_out, int *has_
             goto out;
         s_stamp(self, i, t0_us);
         k.last_pass = i;
-        if (a->type == GPP_ACT_BWD)
+        if (a->type == GPP_ACT_BWD || a->type == GPP_ACT_BWD_W) /* a B's W is still to run */
             bwd_done[a->mb] = 1;
         if (s_issue(self, &k, grads_left, err) < 0)
             goto out;

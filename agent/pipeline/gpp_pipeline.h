@@ -6,10 +6,13 @@
  * source and the stage's executor (loading the checkpoint set of
  * start_iteration when resuming), joins the communicator and the
  * data-parallel group, calls on_ready and barrier(0), then runs each
- * iteration: passes in the list's order, transfers and the all-reduce in
- * the transfers' order (cfg.comm_order; a RECV is waited just before the
- * pass that needs it; received pieces land at their sample offsets, so
- * degrees may differ across an edge), every send complete by the end.
+ * iteration: passes in the list's order (a zero-bubble list's B and W
+ * passes too: gradients sent after B, the micro-batch released after W;
+ * refused at setup on a backend without the split backward), transfers
+ * and the all-reduce in the transfers' order (cfg.comm_order; a RECV is
+ * waited just before the pass that needs it; received pieces land at
+ * their sample offsets, so degrees may differ across an edge), every send
+ * complete by the end.
  * After each iteration: on_metrics; at checkpoint_interval and at the end
  * replica 0 saves its stage file into the set (ckpt/gpp_ckpt_set.h) before
  * reporting. The communicator stays up until gpp_pipeline_destroy.

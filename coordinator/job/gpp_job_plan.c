@@ -161,29 +161,39 @@ int gpp_job_plan_schedule_check(const gpp_job_t *self, const gpp_plan_t *p, gpp_
 {
     const gpp_config_t *cfg = &self->cfg;
     const char *kind = p ? gpp_sched_kind_name(p->schedule) : cfg->job.schedule;
+    /* auto plans 1f1b (s_schedules) */
     if (p ? p->schedule == GPP_SCHED_1F1B
           : !strcmp(kind, "1f1b") || !strcmp(kind, "auto") || !kind[0])
-        return 0; /* auto: the agents run 1f1b, the one schedule it considers here */
+        return 0;
+    /* the CPU backend has the split backward (B and W passes), the CUDA one
+       not (gpp_backend_bwd_split) */
+    if (cfg->job.backend != GPP_DEVICE_CUDA)
+        return 0;
     char what[GPP_CONFIG_PATH + 64];
     if (p)
         snprintf(what, sizeof what, "plan %s: schedule_kind \"%s\"", self->plan_arg, kind);
     else
         snprintf(what, sizeof what, "%s: job.schedule = \"%s\"", cfg->path, kind);
-    if (cfg->job.backend == GPP_DEVICE_CUDA)
-        return gpp_err_set(err,
-                           "%s: the cuda backend has no split backward (B and W passes); use "
-                           "schedule = \"1f1b\" or \"auto\", or backend = \"cpu\"",
-                           what);
-    if (p)
-        return gpp_err_set(err,
-                           "%s: the agents do not run the zero-bubble schedules (B and W passes) "
-                           "yet; write the plan with gpp-plan --schedule 1f1b, or use --plan gpp",
-                           what);
     return gpp_err_set(err,
-                       "%s: the agents do not run the zero-bubble schedules (B and W passes) "
-                       "yet; use schedule = \"1f1b\" or \"auto\" (gpp-plan --schedule zb-h1 "
-                       "plans and simulates them)",
-                       what);
+                       "%s: the cuda backend has no split backward (B and W passes); use "
+                       "schedule = \"1f1b\" or \"auto\"%s, or backend = \"cpu\"",
+                       what, p ? " (gpp-plan --schedule 1f1b)" : "");
+}
+
+/* The schedule the partitioner plans for the agents (a mask of 1 <<
+ * gpp_sched_kind_t): job.schedule's (gpp_job_plan_schedule_check refused
+ * a zero-bubble one for cuda). auto is 1f1b: the zero-bubble schedules run
+ * when asked for, and auto considers them once the memory model prices the
+ * split backward as the agents run it (docs/planner.md "Choosing a
+ * schedule"). */
+static unsigned s_schedules(const gpp_config_t *cfg)
+{
+    unsigned mask = 1u << GPP_SCHED_1F1B;
+    gpp_err_t ignored = {{0}}; /* the config reader checked the word */
+    if (cfg->job.schedule[0] && strcmp(cfg->job.schedule, "auto") != 0 &&
+        gpp_sched_kind_parse(cfg->job.schedule, "job.schedule", &mask, &ignored) < 0)
+        mask = 1u << GPP_SCHED_1F1B;
+    return mask;
 }
 
 int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err)
@@ -205,6 +215,7 @@ int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err)
         gpp_part_opts_default(&o, cfg->job.batch);
         o.micro_batch = cfg->job.micro_batch;
         o.spp = which[0] == 's';
+        o.schedules = s_schedules(cfg);
         /* measured tables that miss sizes the search asks for: say so */
         char note[512];
         if (gpp_cost_profile_note(self->cost, o.micro_batch ? o.micro_batch : o.batch, note,
@@ -263,8 +274,8 @@ int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err)
     return 0;
 }
 
-/* The stage table (ops, devices, micro-batch, k, in-flight, agents) and
- * the simulated iteration time. */
+/* The stage table (ops, devices, micro-batch, k, in-flight, agents), the
+ * simulated iteration time and the schedule. */
 void gpp_job_plan_print(const gpp_job_t *self, FILE *out)
 {
     const gpp_plan_t *p = self->plan;
@@ -292,7 +303,7 @@ void gpp_job_plan_print(const gpp_job_t *self, FILE *out)
         fprintf(out, "  %5d  %-19s %-7s %11d  %d  %9d  %s\n", s, ops, ag, st->micro_batch, st->k,
                 st->inflight, st->n_succ ? succ : "-");
     }
-    fprintf(out, "  simulated iteration %.3f ms (%.1f samples/s)\n", p->iteration_ms,
-            p->throughput);
+    fprintf(out, "  simulated iteration %.3f ms (%.1f samples/s), schedule %s\n", p->iteration_ms,
+            p->throughput, gpp_sched_kind_name(p->schedule));
     fflush(out);
 }

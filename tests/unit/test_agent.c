@@ -559,10 +559,11 @@ static void t_abort_while_training(void)
 /* Failures the worker reports: an action on no edge of the assignment
  * (Error config, before any thread), a model that does not build (Error
  * config from the worker: the job's input is at fault, and the coordinator
- * exits 2). Both end the agent with 1. */
+ * exits 2), a zero-bubble list for the cuda backend (no split backward).
+ * All end the agent with 1. */
 static void t_assignment_fails(void)
 {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 3; i++) {
         s_fx_t f;
         s_fx_init(&f);
         s_asg_t s;
@@ -584,18 +585,14 @@ static void t_assignment_fails(void)
             s.a.model = "nosuchmodel:x=1";
             want = "stage 0 replica 0: building stage 0";
             code = GPP__ERROR_CODE__ERROR_CONFIG; /* the job's model: the user's to fix */
-        } else { /* a zero-bubble list: refused at setup, on cuda naming the backend */
+        } else { /* a zero-bubble list on cuda: refused at setup, naming the backend */
             s.act[1].type = GPP__ACTION_TYPE__ACT_BWD_INPUT;
             s.act[4].type = GPP__ACTION_TYPE__ACT_BWD_WEIGHT;
             s.act[4].mb = 0;
-            if (i == 3)
-                s.a.backend = GPP__BACKEND__BACKEND_CUDA;
-            want = i == 2 ? "action 1 (BWD_IN): the assignment's schedule is zero-bubble "
-                            "(zb-h1/zb-h2), which the agents do not run yet; use schedule = "
-                            "\"1f1b\" or \"auto\""
-                          : "action 1 (BWD_IN): the assignment's schedule is zero-bubble "
-                            "(zb-h1/zb-h2), but the cuda backend has no split backward (B and W "
-                            "passes); use schedule = \"1f1b\" or \"auto\", or backend = \"cpu\"";
+            s.a.backend = GPP__BACKEND__BACKEND_CUDA;
+            want = "action 1 (BWD_IN): the assignment's schedule is zero-bubble "
+                   "(zb-h1/zb-h2), but the cuda backend has no split backward (B and W "
+                   "passes); use schedule = \"1f1b\" or \"auto\", or backend = \"cpu\"";
             code = GPP__ERROR_CODE__ERROR_CONFIG;
         }
         if (s_fx_start(&f) == 0) {

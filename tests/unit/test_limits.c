@@ -4,8 +4,8 @@
  * gpp_job_new with a message naming the file, the key and the fix (it used
  * to abort the coordinator after the agents were forked); a count that fits
  * passes. The largest batch gives a finite profile request. A zero-bubble
- * job.schedule, which the agents do not run, is refused naming the key and
- * the ways out. */
+ * job.schedule or plan file is taken for CPU agents and refused for cuda
+ * ones (no split backward), naming the key and the ways out. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,20 +19,28 @@
 #include "planner/gpp_sched.h"
 #include "tests/gpp_test.h"
 
-static gpp_job_t *s_job_sched(int batch, int iterations, const char *plan, const char *schedule,
-                              gpp_err_t *err)
+/* cuda: agents with backend = "cuda" on a GPU preset */
+static gpp_job_t *s_job_on(int batch, int iterations, const char *plan, const char *schedule,
+                           int cuda, gpp_err_t *err)
 {
     char text[512];
     snprintf(text, sizeof text,
-             "[cluster]\ndevice = \"cpu\"\n[[nodes]]\nhost = \"h\"\nslots = 2\n"
+             "[cluster]\ndevice = \"%s\"\n[[nodes]]\nhost = \"h\"\nslots = 2\n"
              "[job]\nmodel = \"mmt:branches=2,layers=1,hidden=64,heads=4,seq=16\"\n"
-             "batch = %d\niterations = %d\nlaunch = \"external\"\nschedule = \"%s\"\n",
-             batch, iterations, schedule);
+             "batch = %d\niterations = %d\nlaunch = \"external\"\nschedule = \"%s\"\n%s",
+             cuda ? "a100-80g" : "cpu", batch, iterations, schedule,
+             cuda ? "backend = \"cuda\"\n" : "");
     gpp_config_t cfg;
     GPP_EXPECT_MSG(gpp_config_load_string(&cfg, text, "limits.toml", err) == 0, "%s", err->msg);
     gpp_job_t *job = gpp_job_new(&cfg, plan, 0, 0, NULL, err);
     gpp_config_release(&cfg);
     return job;
+}
+
+static gpp_job_t *s_job_sched(int batch, int iterations, const char *plan, const char *schedule,
+                              gpp_err_t *err)
+{
+    return s_job_on(batch, iterations, plan, schedule, 0, err);
 }
 
 static gpp_job_t *s_job_of(int batch, int iterations, const char *plan, gpp_err_t *err)
@@ -90,15 +98,20 @@ static void t_schedule(void)
     GPP_EXPECT_MSG(job != NULL, "%s", err.msg);
     gpp_job_destroy(&job);
     job = s_job_sched(8, 2, "gpp", "zb-h1", &err);
+    GPP_EXPECT_MSG(job != NULL, "%s", err.msg);
+    gpp_job_destroy(&job);
+    job = s_job_on(8, 2, "gpp", "zb-h1", 1, &err);
     GPP_EXPECT(job == NULL);
-    GPP_EXPECT_MSG(strstr(err.msg, "limits.toml: job.schedule = \"zb-h1\"") &&
-                       strstr(err.msg, "use schedule = \"1f1b\" or \"auto\""),
+    GPP_EXPECT_MSG(strstr(err.msg, "limits.toml: job.schedule = \"zb-h1\": the cuda backend has "
+                                   "no split backward") &&
+                       strstr(err.msg, "use schedule = \"1f1b\" or \"auto\", or backend = "
+                                       "\"cpu\""),
                    "%s", err.msg);
     gpp_job_destroy(&job);
 }
 
-/* A plan file with W passes (gpp-plan/2): refused at once, naming the file,
- * its kind and the way out. */
+/* A plan file with W passes (gpp-plan/2): taken for CPU agents; for cuda
+ * ones refused at once, naming the file, its kind and the ways out. */
 static void t_schedule_plan_file(void)
 {
     gpp_err_t err = {{0}};
@@ -118,9 +131,13 @@ static void t_schedule_plan_file(void)
     snprintf(path, sizeof path, "%s/plan.json", dir);
     GPP_EXPECT_MSG(p && gpp_plan_write_json(p, path, &err) == 0, "%s", err.msg);
     gpp_job_t *job = s_job_of(8, 2, path, &err);
+    GPP_EXPECT_MSG(job != NULL, "%s", err.msg);
+    gpp_job_destroy(&job);
+    job = s_job_on(8, 2, path, "auto", 1, &err);
     GPP_EXPECT(job == NULL);
     GPP_EXPECT_MSG(strstr(err.msg, "schedule_kind \"zb-h1\"") && strstr(err.msg, path) &&
-                       strstr(err.msg, "gpp-plan --schedule 1f1b"),
+                       strstr(err.msg, "gpp-plan --schedule 1f1b") &&
+                       strstr(err.msg, "backend = \"cpu\""),
                    "%s", err.msg);
     gpp_job_destroy(&job);
     unlink(path);
@@ -130,13 +147,13 @@ static void t_schedule_plan_file(void)
     gpp_graph_destroy(&g);
 }
 
-static const gpp_test_case_t cases[] = {{"schedule", t_schedule},
-                                        {"schedule_plan_file", t_schedule_plan_file},
-                                        {"iterations_beyond_memory", t_iterations_beyond_memory},
-                                        {"iterations_that_fit", t_iterations_that_fit},
-                                        {"batch_int_max_profile_request",
-                                         t_batch_int_max_profile_request},
-                                        {NULL, NULL}};
+static const gpp_test_case_t cases[] = {
+    {"schedule", t_schedule},
+    {"schedule_plan_file", t_schedule_plan_file},
+    {"iterations_beyond_memory", t_iterations_beyond_memory},
+    {"iterations_that_fit", t_iterations_that_fit},
+    {"batch_int_max_profile_request", t_batch_int_max_profile_request},
+    {NULL, NULL}};
 
 int main(void)
 {
