@@ -45,4 +45,19 @@ static inline int64_t gpp_alloc_floor(gpp_alloc_rule_t rule)
     return rule == GPP_ALLOC_CLASSES ? (int64_t)1 << GPP_ALLOC_MIN_SHIFT : 64;
 }
 
+/* Inside one allocation carved into buffers (the executor's arena,
+ * model/gpp_memplan.h) each buffer starts at a multiple of the device's
+ * alignment: 64 bytes on the CPU (the backend's guarantee), 256 on CUDA
+ * (cudaMalloc's, which the kernels and cuBLASLt expect). gpp_alloc_carve
+ * is the bytes a buffer of `bytes` takes there (at least one unit). */
+static inline int64_t gpp_alloc_align(gpp_alloc_rule_t rule)
+{
+    return rule == GPP_ALLOC_CLASSES ? 256 : 64;
+}
+static inline int64_t gpp_alloc_carve(gpp_alloc_rule_t rule, int64_t bytes)
+{
+    int64_t a = gpp_alloc_align(rule);
+    return bytes <= a ? a : (bytes + a - 1) / a * a;
+}
+
 #endif

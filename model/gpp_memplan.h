@@ -1,0 +1,113 @@
+/* gpp_memplan: a stage's device memory, planned once. From the stage's ops,
+ * the micro-batch size n, the micro-batches in flight and the micro-batch
+ * slots it lays out every buffer of a micro-batch (activations, kernel
+ * stashes, gradients, received tensors, labels) and the stage's own
+ * buffers (stream workspace, load-ahead, CUDA graph feeds, loss values) at
+ * fixed offsets in one arena. The planner's stage memory figure
+ * (planner/gpp_cost.c gpp_cost_stage_mem) is this plan's total.
+ *
+ * Layout (docs/executor.md "Memory"): a buffer lives from the step of the
+ * pass that writes it to the step of the pass that last reads it. One that
+ * outlives a pass, or that a caller fills or reads between passes (received
+ * tensors, arriving and leaving gradients), is the micro-batch's own: it
+ * goes into the micro-batch's lane, one per micro-batch in flight, laid out
+ * once for all lanes. One that lives inside one pass only is a transient:
+ * it goes into a hole of the running micro-batch's lane where no buffer of
+ * the lane lives then, else into the scratch every pass shares (a stage's
+ * passes run one at a time on its stream). Both are placed largest first,
+ * each at the lowest offset free for its lifetime. Parameters, gradients
+ * and optimizer state are their own allocations; the total counts them. */
+#ifndef GPP_MEMPLAN_H
+#define GPP_MEMPLAN_H
+
+#include <stdint.h>
+
+#include "common/gpp_alloc_rule.h"
+#include "common/gpp_err.h"
+#include "model/gpp_graph.h"
+#include "model/gpp_optable.h"
+
+/* A pass of one micro-batch: the forward (ops by ascending id), the
+ * backward (descending). A step of a pass: 0 its start (begin, arriving
+ * gradients), 1 .. n_local its ops in pass order, n_local + 1 its end
+ * (after a backward: until the input gradients are sent and the
+ * micro-batch released). */
+typedef enum { GPP_PASS_F = 0, GPP_PASS_B, GPP_PASS__COUNT } gpp_pass_kind_t;
+
+typedef struct {
+    int optim_bufs; /* optimizer state buffers per parameter (GPP_OPTIM_BUFS_*) */
+    int64_t batch;  /* the mini-batch over all replicas (sparse gradients' rows) */
+    int64_t n;      /* samples of the largest micro-batch this replica runs, >= 0 */
+    int inflight;   /* most micro-batches begun and not released at once, >= 1 */
+    int slots;      /* micro-batch slots (each keeps its loss values), >= 0 */
+    /* what the device changes (NULL: the op table's figures, the CPU's
+       64-byte alignment, no load-ahead, no graphs) */
+    const gpp_stage_dev_t *dev;
+} gpp_memplan_cfg_t;
+
+typedef struct gpp_memplan_s gpp_memplan_t;
+
+/* Plans ops `ops[0..n_ops)` of g (finalized, any order, no repeats).
+ * Caller owns the result. NULL + message on a bad configuration. */
+gpp_memplan_t *gpp_memplan_new(const gpp_graph_t *g, int n_ops, const int *ops,
+                               const gpp_memplan_cfg_t *cfg, gpp_err_t *err);
+void gpp_memplan_destroy(gpp_memplan_t **self_p);
+
+/* The plan in figures, bytes. total = state + arena: what the backend
+ * holds for the stage (gpp_backend_mem, less the backend's own buffers). */
+typedef struct {
+    int64_t total_bytes;
+    int64_t state_bytes;   /* parameters, gradients, optimizer state (own allocations) */
+    int64_t arena_bytes;   /* the arena as the allocator rounds it */
+    int64_t arena_raw;     /* the arena's bytes asked */
+    int64_t work_bytes;    /* of the arena: the stream workspace, the largest request */
+    int64_t ahead_bytes;   /* of the arena: the load-ahead buffers (two per SOURCE op, loss) */
+    int64_t feed_bytes;    /* of the arena: the CUDA graph feeds (one per SOURCE op, loss,
+                              received data input) */
+    int64_t loss_bytes;    /* of the arena: the loss values of every slot */
+    int64_t lane_bytes;    /* one micro-batch's lane */
+    int64_t scratch_bytes; /* the transients no lane's hole took */
+    int64_t live_bytes;    /* the most bytes one micro-batch's buffers have alive at
+                              once (a lane and the scratch never hold less) */
+    int lanes;             /* lanes in the arena: the plan's in-flight count */
+    int slots;
+} gpp_memplan_sum_t;
+void gpp_memplan_summary(const gpp_memplan_t *self, gpp_memplan_sum_t *out);
+int64_t gpp_memplan_total(const gpp_memplan_t *self);
+
+/* ---- where each buffer is (the executor) ---- */
+
+/* The buffers of a micro-batch, by kind and op id: an op's output (ACT; a
+ * received tensor under its producer's id) and its gradient (GRAD), an
+ * op's kernel stash (STASH), a loss's labels (LABEL). */
+typedef enum {
+    GPP_BUF_ACT = 0,
+    GPP_BUF_GRAD,
+    GPP_BUF_STASH,
+    GPP_BUF_LABEL,
+    GPP_BUF__COUNT
+} gpp_buf_kind_t;
+
+int gpp_memplan_n_bufs(const gpp_memplan_t *self);
+/* The buffer of that kind and op, or -1 (the stage never makes it). */
+int gpp_memplan_buf(const gpp_memplan_t *self, gpp_buf_kind_t kind, int op);
+void gpp_memplan_buf_info(const gpp_memplan_t *self, int b, gpp_buf_kind_t *kind, int *op);
+/* Its bytes at the plan's n samples (a tensor of <= n samples fits). */
+int64_t gpp_memplan_buf_bytes(const gpp_memplan_t *self, int b);
+/* Birth and death of buffer b: pass kinds and steps (both inclusive). */
+void gpp_memplan_life(const gpp_memplan_t *self, int b, gpp_pass_kind_t *bk, int *bt,
+                      gpp_pass_kind_t *dk, int *dt);
+/* 1 when b is in the scratch every pass shares, not in a lane. */
+int gpp_memplan_in_scratch(const gpp_memplan_t *self, int b);
+/* Where buffer b of the micro-batch in lane l (0 .. lanes - 1) starts in
+ * the arena. */
+int64_t gpp_memplan_at(const gpp_memplan_t *self, int l, int b);
+/* The stream workspace: offset, and its bytes in *bytes (0: none). */
+int64_t gpp_memplan_work_at(const gpp_memplan_t *self, int64_t *bytes);
+/* Load-ahead buffer k (0, 1) of op (a SOURCE op or a loss), or a CUDA
+ * graph feed of op (k -1): offset and bytes; -1 when op has none. */
+int64_t gpp_memplan_data_at(const gpp_memplan_t *self, int op, int k, int64_t *bytes);
+/* The loss values of slot s (4 bytes per loss op), -1 when none. */
+int64_t gpp_memplan_loss_at(const gpp_memplan_t *self, int s);
+
+#endif
