@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/gpp_json.h"
+#include "model/gpp_memplan.h"
 #include "model/gpp_optable.h"
 
 #define PROFILE_MAX_BYTES ((size_t)256 << 20)
@@ -482,11 +483,12 @@ int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op)
 
 int gpp_cost_bnd_copies(const gpp_cost_t *c)
 {
-    /* replayed as CUDA graphs, a waiting micro-batch holds of each size its
-       most in any state, at most what it keeps plus its received inputs
-       (or their gradients) and its sent outputs' gradients: the boundary
-       once more; the running one's gradients of received inputs too */
-    return c->cl.graphs ? 2 : 1;
+    /* each micro-batch in flight has a lane of its own in the stage's
+       memory plan (model/gpp_memplan.h), which holds a boundary tensor and
+       its gradient at once at the end of its backward (a received input's
+       gradient waits there to be sent) */
+    (void)c;
+    return 2;
 }
 
 int64_t gpp_cost_workspace_bound(const gpp_cost_t *c)
@@ -513,7 +515,7 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
                            int micro_batch, int mbs, int batch)
 {
     int m = (micro_batch + devices - 1) / devices;
-    gpp_stage_mem_t sm;
+    int slots = (batch + micro_batch - 1) / micro_batch;
     gpp_stage_dev_t dev = {.kernel_stash = c->kstash,
                            .work = c->work,
                            .out_bytes = c->obytes,
@@ -521,12 +523,23 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
                            .alloc_rule = c->cl.alloc_rule,
                            .load_ahead = c->cl.load_ahead,
                            .graphs = c->cl.graphs};
-    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, &dev, &sm);
+    /* no more micro-batches in flight than there are */
+    int inflight = mbs < 1 ? 1 : slots > 0 && mbs > slots ? slots : mbs;
+    gpp_memplan_cfg_t cfg = {.optim_bufs = gpp_cluster_optim_bufs(&c->cl),
+                             .batch = batch,
+                             .n = m,
+                             .inflight = inflight,
+                             .slots = slots,
+                             .dev = &dev};
+    gpp_err_t err = {{0}};
+    gpp_memplan_t *plan = gpp_memplan_new(c->g, n_ops, ops, &cfg, &err);
+    assert(plan); /* a stage is a set of the graph's ops, its micro-batch >= 1 */
     int64_t reserved = 0;
     for (int k = 0; k < n_ops; k++)
         reserved += s_reserved_at(&c->prof[ops[k]], m);
-    int slots = (batch + micro_batch - 1) / micro_batch;
-    return gpp_stage_mem_peak(&sm, mbs > 0 ? mbs : 1, slots) + reserved;
+    int64_t total = gpp_memplan_total(plan) + reserved;
+    gpp_memplan_destroy(&plan);
+    return total;
 }
 
 /* ---- profile.json ---- */

@@ -18,12 +18,12 @@
  *   fill; element-wise kernels pay the launch only. docs/planner.md
  *   justifies the constants.
  *
- * Memory per device of a stage: the op table's model of what the executor
- * allocates (gpp_stage_mem, docs/executor.md "Memory"): weights, gradients
- * and the state of the run's optimizer (gpp_cluster_t.optim_bufs), each
- * micro-batch in flight's kept activations and received tensors, the
- * running micro-batch's forward or backward, the kernels' workspace; plus
- * reserved bytes from the profile at the stage's per-replica micro-batch.
+ * Memory per device of a stage: the total of the stage's memory plan
+ * (model/gpp_memplan.h, docs/executor.md "Memory"): weights, gradients and
+ * the state of the run's optimizer (gpp_cluster_t.optim_bufs), a lane per
+ * micro-batch in flight, the scratch of the running pass, the kernels'
+ * workspace; plus reserved bytes from the profile at the stage's
+ * per-replica micro-batch.
  *
  * Ownership: gpp_cost_new returns a model the caller owns (free with
  * gpp_cost_destroy); it borrows the graph, which must outlive it, and copies
@@ -336,10 +336,11 @@ int64_t gpp_cost_act_bytes(int64_t stash_bytes, int inflight, int micro_batch, i
  * act_bytes(stash) + work * ceil(b/d). */
 int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int micro_batch,
                                  int devices);
-/* Peak device memory of one replica of the stage as the executor allocates
- * it (gpp_stage_mem_peak at ceil(b/d) samples, `mbs` micro-batches in
- * flight, batch / b micro-batch slots) + reserved bytes at ceil(b/d). The
- * figure plans report and agents' measurements are compared with. */
+/* Device memory of one replica of the stage: the total of its memory plan
+ * (model/gpp_memplan.h) at ceil(b/d) samples, `mbs` micro-batches in
+ * flight (at most the slots), batch / b micro-batch slots, + reserved bytes
+ * at ceil(b/d). The figure plans report and agents' measurements are
+ * compared with. */
 int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                            int micro_batch, int mbs, int batch);
 /* Figures of one op the search sums (see gpp_stage_cost_t), each a
@@ -356,8 +357,9 @@ int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op);
  * largest request for one sample); part of every stage's work_bytes. */
 int64_t gpp_cost_workspace_bound(const gpp_cost_t *c);
 /* How many times the search counts a stage's boundary tensors in what a
- * micro-batch keeps and in what it runs with: 1, or 2 where the agents
- * replay CUDA graphs (gpp_cost_op_work_bytes). */
+ * micro-batch keeps and in what it runs with: 2, a tensor and its gradient
+ * (a micro-batch's lane in the memory plan holds both at the end of its
+ * backward, model/gpp_memplan.h). */
 int gpp_cost_bnd_copies(const gpp_cost_t *c);
 
 #endif
