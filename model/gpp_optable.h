@@ -155,9 +155,11 @@ int gpp_op_output_kept(const gpp_graph_t *g, const gpp_op_t *op);
 int gpp_op_fused_act(const gpp_graph_t *g, const char *in_stage, int op);
 int gpp_op_fused_from(const gpp_graph_t *g, const char *in_stage, int op);
 
-/* ---- device memory of a stage, as the executor allocates it ----
- * ONE model for the planner (gpp_cost_stage_mem) and the executor
- * (gpp_exec_predicted_peak); docs/executor.md "Memory" derives it. */
+/* ---- device memory of a stage, as the executor's pool allocates it ----
+ * The executor's prediction of its pool (gpp_exec_predict_mem);
+ * docs/executor.md "Memory" derives it. The planner reports the stage's
+ * memory plan instead (model/gpp_memplan.h), which lays out the same
+ * buffers in one arena. */
 
 /* Optimizer state buffers per parameter element (kernels/gpp_optim.c): SGD
  * keeps its momentum buffer (also at momentum 0), AdamW m and v. */
