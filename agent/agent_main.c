@@ -86,6 +86,7 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
     o->threads = 1;
     int c, idx;
     int64_t v;
+    gpp_device_kind_t kind;
     while ((c = getopt_long(argc, argv, "h", longs, &idx)) != -1) {
         switch (c) {
         case 'c':
@@ -131,14 +132,13 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
             iface = optarg;
             break;
         case 'A':
-            if (strcmp(optarg, "cpu") == 0)
-                o->ctl.backend = GPP__BACKEND__BACKEND_CPU;
-            else if (strcmp(optarg, "cuda") == 0)
-                o->ctl.backend = GPP__BACKEND__BACKEND_CUDA;
-            else {
-                fprintf(stderr, "gpp-agent: --backend: expected cpu or cuda, got '%s'\n", optarg);
+            if (gpp_device_kind_parse(optarg, &kind) < 0) {
+                fprintf(stderr,
+                        "gpp-agent: --backend: expected " GPP_DEVICE_KIND_CHOICES ", got '%s'\n",
+                        optarg);
                 return -1;
             }
+            o->ctl.backend = gpp_msg_backend(kind);
             break;
         case 'g': /* a GPU: the agent is a CUDA agent */
             if (gpp_parse_flag_int64("gpp-agent", "--gpu", optarg, 0, 1023, &v) < 0)
@@ -213,6 +213,14 @@ static int s_parse(int argc, char **argv, gpp_agent_cfg_t *o)
                         "--keygen DIR makes both)\n");
         return -1;
     }
+    static char keys_from[8300];
+    if (key_dir)
+        snprintf(keys_from, sizeof keys_from, "--key-dir %s: %s and %s", key_dir, dir_server,
+                 dir_key);
+    else if (server_key)
+        snprintf(keys_from, sizeof keys_from, "--coordinator-key %s --key %s", server_key,
+                 key_file);
+    o->ctl.keys_from = keys_from[0] ? keys_from : NULL;
     gpp_err_t err = {{0}};
     if (key_fd >= 0 || server_key) {
         int rc = key_fd >= 0 ? gpp_curve_client_from_fd(&s_keys, key_fd, &err)
@@ -273,6 +281,10 @@ int main(int argc, char **argv)
         return 1;
     }
     int code = gpp_agent_run(agent);
+    if (gpp_agent_abandoned(agent)) { /* a stuck worker thread: leave without it */
+        fflush(NULL);
+        _exit(code);
+    }
     gpp_agent_destroy(&agent);
     return code;
 }

@@ -7,6 +7,7 @@
 
 #include <czmq.h>
 
+#include "agent/comm/gpp_comm.h"
 #include "agent/gpp_device.h"
 #include "agent/gpp_worker.h"
 #include "common/gpp_notify.h"
@@ -31,11 +32,30 @@ struct gpp_agent_s {
     int next_barrier; /* control-only job */
     int exit_code;
     int finished;           /* the loop should end */
+    int stop_timer;         /* the deadline of a stop that waits for a worker; -1 none */
+    int abandoned;          /* the loop ended without a worker that did not stop */
     gpp_worker_t *trainer;  /* the training worker, once assigned */
     gpp_worker_t *profiler; /* the profiling worker, while asked to profile */
 };
 
-/* Ends the agent with `code` (the first reason wins). */
+/* The stop's deadline passed with a worker still running: a thread stuck
+ * in a call nothing can interrupt (a data-plane connect, a kernel, a
+ * disk). The agent ends without it (gpp_agent_abandoned). */
+static int s_on_deadline(zloop_t *loop, int timer_id, void *arg)
+{
+    (void)loop;
+    (void)timer_id;
+    gpp_agent_t *self = arg;
+    self->stop_timer = -1;
+    gpp_error("agent %s:%d: its worker did not stop within %.1f s (--comm-timeout-ms) of the "
+              "stop; exiting without it",
+              self->host, self->slot, self->comm_timeout_ms / 1000.0);
+    self->abandoned = 1;
+    return -1;
+}
+
+/* Ends the agent with `code` (the first reason wins). A running worker is
+ * stopped and waited for at most the comm timeout (s_on_deadline). */
 static int s_end(gpp_agent_t *self, int code)
 {
     if (!self->finished) {
@@ -43,17 +63,18 @@ static int s_end(gpp_agent_t *self, int code)
         self->exit_code = code;
         gpp_notify_stopping();
     }
-    if (self->profiler && !gpp_worker_done(self->profiler)) {
-        gpp_worker_stop(self->profiler, 1); /* the loop ends when it reports done */
-        return 0;
-    }
-    if (self->trainer && !gpp_worker_done(self->trainer)) {
-        /* the worker is still running: stop it (at once unless the job
-         * ended normally); the loop ends when it reports done */
-        gpp_worker_stop(self->trainer, code != 0);
-        return 0;
-    }
-    return -1;
+    gpp_worker_t *w = self->profiler && !gpp_worker_done(self->profiler) ? self->profiler
+                      : self->trainer && !gpp_worker_done(self->trainer) ? self->trainer
+                                                                         : NULL;
+    if (!w)
+        return -1;
+    /* still running: stop it (at once unless the job ended normally); the
+       loop ends when it reports done, or at the deadline */
+    gpp_worker_stop(w, w == self->profiler || code != 0);
+    if (self->stop_timer < 0)
+        self->stop_timer =
+            zloop_timer(self->loop, (size_t)self->comm_timeout_ms, 1, s_on_deadline, self);
+    return 0;
 }
 
 /* The training worker ended: after Shutdown/Abort (finished is set), or by
@@ -187,9 +208,16 @@ static int s_on_lost(gpp_control_t *ctl, double silent_ms, void *arg)
 {
     (void)ctl;
     gpp_agent_t *self = arg;
-    gpp_error("agent %s:%d: coordinator %s silent for %.1f s (timeout %.1f s); giving up",
-              self->host, self->slot, self->endpoint, silent_ms / 1000.0,
-              self->timeout_ms / 1000.0);
+    if (self->finished && silent_ms < 0) /* it went after its Shutdown or Abort: the worker */
+        return 0;                        /* finishes as told, within the stop's deadline */
+    if (silent_ms < 0)
+        gpp_error("agent %s:%d: the connection to the coordinator %s dropped; its registration "
+                  "ended with it (whatever binds that endpoint next is another job): giving up",
+                  self->host, self->slot, self->endpoint);
+    else
+        gpp_error("agent %s:%d: coordinator %s silent for %.1f s (timeout %.1f s); giving up",
+                  self->host, self->slot, self->endpoint, silent_ms / 1000.0,
+                  self->timeout_ms / 1000.0);
     return s_end(self, 1);
 }
 
@@ -212,6 +240,15 @@ static int s_on_signal(zloop_t *loop, zmq_pollitem_t *item, void *arg)
     while ((sig = gpp_sigfd_read(item->fd)) > 0) {
         if (sig == SIGCHLD)
             continue;
+        if (self->finished) { /* already stopping: do not wait for a worker any longer */
+            gpp_warn("agent %s:%d: %s while stopping; exiting now", self->host, self->slot,
+                     strsignal(sig));
+            if (self->exit_code == 0)
+                self->exit_code = 128 + sig;
+            self->abandoned = (self->profiler && !gpp_worker_done(self->profiler)) ||
+                              (self->trainer && !gpp_worker_done(self->trainer));
+            return -1;
+        }
         gpp_warn("agent %s:%d: %s; stopping", self->host, self->slot, strsignal(sig));
         if (s_end(self, 128 + sig) < 0)
             return -1;
@@ -239,7 +276,9 @@ gpp_agent_t *gpp_agent_new(const gpp_agent_cfg_t *cfg, gpp_err_t *err)
     self->timeout_ms = cfg->ctl.timeout_ms;
     self->control_barriers = cfg->control_barriers;
     self->threads = cfg->threads;
-    self->comm_timeout_ms = cfg->comm_timeout_ms;
+    self->comm_timeout_ms =
+        cfg->comm_timeout_ms > 0 ? cfg->comm_timeout_ms : GPP_COMM_TIMEOUT_DEFAULT_MS;
+    self->stop_timer = -1;
     self->loop = zloop_new();
     zloop_set_nonstop(self->loop, true);
     if (cfg->sigfd >= 0) {
@@ -289,12 +328,21 @@ int gpp_agent_run(gpp_agent_t *self)
     assert(self);
     if (!self->finished)
         gpp_sigfd_run_loop(self->loop);
+    if (self->abandoned) { /* a worker that did not stop is left to the process's end */
+        gpp_worker_abandon(&self->profiler);
+        gpp_worker_abandon(&self->trainer);
+    }
     gpp_worker_destroy(&self->profiler); /* join the workers */
     gpp_worker_destroy(&self->trainer);
     if (gpp_control_dropped(self->ctl))
         gpp_warn("agent %s:%d: %llu invalid messages from the coordinator dropped", self->host,
                  self->slot, (unsigned long long)gpp_control_dropped(self->ctl));
     return self->exit_code;
+}
+
+int gpp_agent_abandoned(const gpp_agent_t *self)
+{
+    return self->abandoned;
 }
 
 uint64_t gpp_agent_dropped(const gpp_agent_t *self)

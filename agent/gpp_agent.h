@@ -22,7 +22,10 @@
  * done:       Shutdown lets a trained worker finish and close its
  *             communicator; Abort, a signal or a lost coordinator stop it
  *             at once (blocked waits return). The loop ends when the worker
- *             has ended.
+ *             has ended, or at the latest comm_timeout_ms after the stop or
+ *             at a second signal: a worker stuck in a call nothing
+ *             interrupts is then left behind (gpp_agent_abandoned), so an
+ *             agent that gives up always exits.
  *
  * A second Assignment or ProfileRequest is ignored with a warning; a
  * coordinator's Error is logged. Exit status (gpp_agent_run): 0 after
@@ -51,7 +54,8 @@ typedef struct {
     int control_barriers;  /* control-only job: barriers to run after RegisterAck, >= 0 */
     int threads;           /* CPU backend threads, >= 1 */
     const char *data_host; /* data-plane bind address; NULL: ctl.host */
-    int comm_timeout_ms;   /* data-plane rendezvous and waits; 0: the comm's default */
+    int comm_timeout_ms;   /* data-plane rendezvous and waits, and the most a stop waits
+                              for the worker; 0: the comm's default */
     int sigfd;             /* gpp_sigfd_open()'s fd (or any fd yielding signal bytes), -1: none */
 } gpp_agent_cfg_t;
 
@@ -61,6 +65,10 @@ gpp_agent_t *gpp_agent_new(const gpp_agent_cfg_t *cfg, gpp_err_t *err);
 /* Runs the loop to the end of the job; returns the exit status (above).
  * Joins the worker before it returns. */
 int gpp_agent_run(gpp_agent_t *self);
+/* 1 when gpp_agent_run ended without a worker that did not stop: its
+ * thread still runs, so the process must end with _exit (atexit handlers
+ * would meet its sockets and locks). */
+int gpp_agent_abandoned(const gpp_agent_t *self);
 /* Invalid frames from the coordinator dropped so far. */
 uint64_t gpp_agent_dropped(const gpp_agent_t *self);
 /* Accepts NULL. */

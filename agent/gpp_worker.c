@@ -2,6 +2,8 @@
 #include "agent/gpp_worker.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
 #include <cjson/cJSON.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,16 +14,12 @@
 #include "agent/data/gpp_data.h"
 #include "agent/pipeline/gpp_pipeline.h"
 #include "agent/exec/gpp_profile.h"
+#include "common/gpp_fault.h"
 #include "common/gpp_sigfd.h"
 #include "kernels/gpp_backend.h"
 #include "model/gpp_model.h"
 #include "model/gpp_optable.h"
-
-/* Precision on the wire is gpp_precision_t + 1 (0 is "not set") */
-_Static_assert(GPP__PRECISION__PRECISION_FP32 - 1 == (int)GPP_PRECISION_FP32 &&
-                   GPP__PRECISION__PRECISION_TF32 - 1 == (int)GPP_PRECISION_TF32 &&
-                   GPP__PRECISION__PRECISION_BF16 - 1 == (int)GPP_PRECISION_BF16,
-               "proto Precision and gpp_precision_t drifted apart");
+#include "proto/gpp_msg_profile.h"
 
 #define S_JOIN_GRACE_MS 5000 /* a worker stuck in a rendezvous is left behind after this */
 
@@ -50,13 +48,6 @@ struct gpp_worker_s {
 };
 
 /* ---- worker -> main ---- */
-
-/* The wire's Precision is gpp_precision_t + 1 (proto/gpp.proto: 0 is "not
- * set", which gpp_msg validation refuses). */
-static gpp_precision_t s_precision(Gpp__Precision p)
-{
-    return (gpp_precision_t)(p - GPP__PRECISION__PRECISION_FP32);
-}
 
 static void s_post(gpp_worker_t *self, gpp_msg_t *m)
 {
@@ -225,7 +216,18 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
             return gpp_err_prefix(err, "action %zu", i);
     }
     const Gpp__HyperParams *h = as->hyper;
-    int cuda = as->backend == GPP__BACKEND__BACKEND_CUDA;
+    const gpp_device_kind_t kind = gpp_msg_backend_of(as->backend);
+    const int cuda = kind == GPP_DEVICE_CUDA;
+    for (size_t i = 0; i < as->n_actions; i++) /* zero-bubble B and W passes */
+        if (self->actions[i].type == GPP_ACT_BWD_IN || self->actions[i].type == GPP_ACT_BWD_W)
+            return gpp_err_set(
+                err,
+                "action %zu (%s): the assignment's schedule is zero-bubble (zb-h1/zb-h2), %s; "
+                "use schedule = \"1f1b\" or \"auto\"%s",
+                i, gpp_act_type_name(self->actions[i].type),
+                cuda ? "but the cuda backend has no split backward (B and W passes)"
+                     : "which the agents do not run yet",
+                cuda ? ", or backend = \"cpu\"" : "");
     if (cuda && self->cfg.gpu < 0)
         return gpp_err_set(err, "the assignment asks for backend cuda, but this agent registered "
                                 "without a GPU (start it with --gpu N or --backend cuda on a GPU "
@@ -246,8 +248,7 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .comm_order = as->comm_order,
         .n_comm_order = (int)as->n_comm_order,
         .comm_backend = as->comm->backend,
-        .optim = {.kind = h->optimizer == GPP__OPTIMIZER__OPTIMIZER_SGD ? GPP_OPTIM_SGD
-                                                                        : GPP_OPTIM_ADAMW,
+        .optim = {.kind = gpp_msg_optimizer_of(h->optimizer),
                   .lr = (float)h->lr,
                   .weight_decay = (float)h->weight_decay,
                   .momentum = (float)h->momentum,
@@ -261,9 +262,9 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
         .data = as->data,
         .checkpoint_interval = as->checkpoint_interval,
         .threads = self->cfg.threads,
-        .device_kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
+        .device_kind = kind,
         .device = cuda ? self->cfg.gpu : 0,
-        .precision = s_precision(as->precision),
+        .precision = gpp_msg_precision_of(as->precision),
         .graphs = as->cuda_graphs,
         .bf16_tensors = as->bf16_tensors,
         .rdv_endpoint = as->comm->rdv_endpoint,
@@ -281,17 +282,23 @@ static int s_pipeline_cfg(gpp_worker_t *self, gpp_err_t *err)
 /* ---- the thread ---- */
 
 /* Sends the ProfileResult of rows [n], naming the backend's device. */
-static void s_post_profile(gpp_worker_t *self, gpp_backend_t *be, Gpp__OpProfile **rows, size_t n)
+static void s_post_profile(gpp_worker_t *self, gpp_backend_t *be, const gpp_profile_row_t *rows,
+                           size_t n)
 {
+    Gpp__OpProfile *msgs = gpp_xcalloc(n + 1, sizeof *msgs);
+    Gpp__OpProfile **ptrs = gpp_xcalloc(n + 1, sizeof *ptrs);
+    gpp_msg_profile_pack(rows, n, msgs, ptrs);
     Gpp__ProfileResult res = GPP__PROFILE_RESULT__INIT;
     res.n_ops = n;
-    res.ops = rows;
+    res.ops = ptrs;
     char devname[GPP_MSG_DEVICE_NAME_MAX + 1];
     snprintf(devname, sizeof devname, "%s", gpp_backend_device_name(be));
     res.device_name = devname;
     gpp_msg_t m;
     gpp_msg_wrap(&m, 1, 0, GPP__ENVELOPE__BODY_PROFILE_RESULT, &res);
     s_post(self, &m);
+    free(ptrs);
+    free(msgs);
 }
 
 /* Answers a figures-only ProfileRequest: each executable op's kernel stash
@@ -300,29 +307,23 @@ static void s_post_profile(gpp_worker_t *self, gpp_backend_t *be, Gpp__OpProfile
  * running anything or allocating the model. */
 static void s_figures(gpp_worker_t *self, const gpp_graph_t *g, gpp_backend_t *be)
 {
-    Gpp__OpProfile *rows = gpp_xcalloc((size_t)g->n_ops + 1, sizeof *rows);
-    Gpp__OpProfile **rowp = gpp_xcalloc((size_t)g->n_ops + 1, sizeof *rowp);
+    gpp_profile_row_t *rows = gpp_xcalloc((size_t)g->n_ops + 1, sizeof *rows);
     size_t n = 0;
     for (int i = 0; i < g->n_ops; i++) {
         const gpp_op_t *op = &g->ops[i];
         if (gpp_optable[op->type].role == GPP_ROLE_OPAQUE)
             continue; /* a profile graph's: nothing runs it */
-        Gpp__OpProfile *r = &rows[n];
-        gpp__op_profile__init(r);
-        r->op = i;
-        r->micro_batch = 1;
-        r->kernel_stash_set = 1;
-        r->kernel_stash = gpp_backend_op_kernel_stash(be, g, op);
-        r->out_bytes_set = op->out_bytes > 0;
-        r->out_bytes = gpp_backend_op_out_bytes(be, g, op);
-        gpp_work_t w = gpp_backend_op_workspace(be, g, op);
-        r->workspace_set = 1;
-        r->workspace_fixed = w.fixed;
-        r->workspace_per_sample = w.per_sample;
-        rowp[n++] = r;
+        rows[n++] = (gpp_profile_row_t){.op = i,
+                                        .micro_batch = 1,
+                                        .has_fwd = 1,
+                                        .has_kernel_stash = 1,
+                                        .kernel_stash = gpp_backend_op_kernel_stash(be, g, op),
+                                        .has_out_bytes = op->out_bytes > 0,
+                                        .out_bytes = gpp_backend_op_out_bytes(be, g, op),
+                                        .has_workspace = 1,
+                                        .workspace = gpp_backend_op_workspace(be, g, op)};
     }
-    s_post_profile(self, be, rowp, n);
-    free(rowp);
+    s_post_profile(self, be, rows, n);
     free(rows);
 }
 
@@ -333,8 +334,7 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
 {
     const Gpp__ProfileRequest *rq = self->msg->profile_request;
     int rc = -1, max_mb = 1, *ops = NULL;
-    cJSON *root = NULL;
-    Gpp__OpProfile *rows = NULL, **rowp = NULL;
+    gpp_profile_t *prof = NULL;
     gpp_backend_t *be = NULL;
     gpp_data_t *data = NULL;
     gpp_graph_t *g = gpp_model_load(rq->model, err);
@@ -342,16 +342,17 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
         goto out;
     /* where the job trains: a cuda job's ops are timed on this agent's GPU
      * (CUDA events, gpp_profile.h) at the job's precision */
-    const int cuda = rq->backend == GPP__BACKEND__BACKEND_CUDA;
+    const gpp_device_kind_t kind = gpp_msg_backend_of(rq->backend);
+    const int cuda = kind == GPP_DEVICE_CUDA;
     if (cuda && self->cfg.gpu < 0) {
         gpp_err_set(err, "asked to profile on a GPU, but this agent has none (start it with "
                          "gpp-agent --gpu N, or set backend = \"cpu\" in the cluster file)");
         goto out;
     }
-    gpp_backend_cfg_t bc = {.kind = cuda ? GPP_DEVICE_CUDA : GPP_DEVICE_CPU,
+    gpp_backend_cfg_t bc = {.kind = kind,
                             .device = cuda ? self->cfg.gpu : 0,
                             .cpu_threads = self->cfg.threads,
-                            .precision = s_precision(rq->precision),
+                            .precision = gpp_msg_precision_of(rq->precision),
                             .bf16_tensors = rq->bf16_tensors};
     if (!(be = gpp_backend_new(&bc, err)))
         goto out;
@@ -368,59 +369,12 @@ static int s_profile(gpp_worker_t *self, gpp_err_t *err)
     for (int i = 0; i < g->n_ops; i++)
         ops[i] = i;
     gpp_profile_cfg_t pc = {.max_micro_batch = max_mb, .reps = rq->iterations, .seed = 1};
-    root = gpp_profile_measure(g, g->n_ops, ops, be, data, &pc, err);
-    if (!root)
+    if (!(prof = gpp_profile_measure(g, g->n_ops, ops, be, data, &pc, err)))
         goto out;
-    size_t n = 0, cap = 64;
-    rows = gpp_xcalloc(cap, sizeof *rows);
-    const cJSON *e;
-    cJSON_ArrayForEach(e, root)
-    {
-        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(e, "runtime"), *v;
-        const cJSON *fw = cJSON_GetObjectItemCaseSensitive(e, "forward");
-        const cJSON *ks = cJSON_GetObjectItemCaseSensitive(e, "kernel_stash");
-        const cJSON *ob = cJSON_GetObjectItemCaseSensitive(e, "out_bytes");
-        const cJSON *ws = cJSON_GetObjectItemCaseSensitive(e, "workspace");
-        const cJSON *wf = cJSON_GetObjectItemCaseSensitive(ws, "fixed");
-        const cJSON *wp = cJSON_GetObjectItemCaseSensitive(ws, "per_sample");
-        cJSON_ArrayForEach(v, rt)
-        {
-            const cJSON *f = cJSON_GetObjectItemCaseSensitive(fw, v->string);
-            if (n == cap) {
-                cap *= 2;
-                rows = gpp_xrealloc(rows, cap * sizeof *rows);
-            }
-            gpp__op_profile__init(&rows[n]);
-            rows[n].op = atoi(e->string);
-            rows[n].micro_batch = atoi(v->string);
-            assert(cJSON_IsNumber(f) && f->valuedouble <= v->valuedouble); /* our table */
-            rows[n].fwd_ms = f->valuedouble;
-            rows[n].bwd_ms = v->valuedouble - f->valuedouble;
-            if (cJSON_IsNumber(ks)) { /* what the planner's memory model takes */
-                rows[n].kernel_stash_set = 1;
-                rows[n].kernel_stash = (int64_t)ks->valuedouble;
-            }
-            if (cJSON_IsNumber(ob) && ob->valuedouble > 0) { /* and the output's bytes */
-                rows[n].out_bytes_set = 1;
-                rows[n].out_bytes = (int64_t)ob->valuedouble;
-            }
-            if (cJSON_IsNumber(wf) && cJSON_IsNumber(wp)) { /* and the workspace */
-                rows[n].workspace_set = 1;
-                rows[n].workspace_fixed = (int64_t)wf->valuedouble;
-                rows[n].workspace_per_sample = (int64_t)wp->valuedouble;
-            }
-            n++;
-        }
-    }
-    rowp = gpp_xcalloc(n ? n : 1, sizeof *rowp);
-    for (size_t i = 0; i < n; i++)
-        rowp[i] = &rows[i];
-    s_post_profile(self, be, rowp, n);
+    s_post_profile(self, be, prof->rows, prof->n_rows);
     rc = 0;
 out:
-    cJSON_Delete(root);
-    free(rows);
-    free(rowp);
+    gpp_profile_destroy(&prof);
     free(ops);
     gpp_data_destroy(&data);
     gpp_backend_destroy(&be);
@@ -430,11 +384,40 @@ out:
     return rc;
 }
 
+/* A data-plane bind or connect that found no free port: say which range
+ * ran out (the kernel's ephemeral ports; Gloo binds port 0) and the fix. */
+static void s_port_hint(char *text, size_t cap)
+{
+    if (!strstr(text, "Address already in use") && !strstr(text, "Cannot assign requested address"))
+        return;
+    int lo = 0, hi = -1;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f && fscanf(f, "%d %d", &lo, &hi) != 2)
+        hi = -1;
+    if (f)
+        fclose(f);
+    size_t len = strlen(text);
+    if (hi >= lo)
+        snprintf(text + len, cap - len,
+                 " (no free port: this host's ephemeral range net.ipv4.ip_local_port_range is "
+                 "%d-%d, %d ports; the data plane takes about n*(n+2) for n agents on a host, "
+                 "290 for 16: widen it, e.g. sysctl -w net.ipv4.ip_local_port_range=\"32768 "
+                 "60999\"; docs/operations.md, Ports to open)",
+                 lo, hi, hi - lo + 1);
+}
+
 static void *s_thread(void *arg)
 {
     gpp_worker_t *self = arg;
     gpp_sigfd_mask(SIG_BLOCK); /* signals are the loop thread's; Gloo's threads inherit this */
     gpp_err_t err = {{0}};
+    if (self->pipeline && gpp_fault(GPP_FAULT_WORKER_STUCK)) {
+        int64_t ms = gpp_fault_arg(GPP_FAULT_WORKER_STUCK);
+        gpp_warn("worker: fault worker_stuck: blocking %" PRId64 " ms before the data plane", ms);
+        struct timespec left = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&left, &left) < 0 && errno == EINTR)
+            ;
+    }
     int ok = (self->pipeline ? gpp_pipeline_run(self->pipeline, &err) : s_profile(self, &err)) == 0;
     if (!ok && !atomic_load(&self->stopping)) {
         char text[GPP_MSG_STR_MAX];
@@ -443,6 +426,7 @@ static void *s_thread(void *arg)
                      self->pcfg.replica, err.msg);
         else
             snprintf(text, sizeof text, "%s", err.msg);
+        s_port_hint(text, sizeof text);
         gpp_error("worker: %s", text);
         int peer = self->pipeline ? gpp_pipeline_failed_peer(self->pipeline) : -1;
         int code =
@@ -553,6 +537,20 @@ void gpp_worker_stop(gpp_worker_t *self, int abort)
 int gpp_worker_done(const gpp_worker_t *self)
 {
     return atomic_load(&((gpp_worker_t *)self)->done);
+}
+
+void gpp_worker_abandon(gpp_worker_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    gpp_worker_t *self = *self_p;
+    if (!self->th_started || atomic_load(&self->done)) {
+        gpp_worker_destroy(self_p);
+        return;
+    }
+    *self_p = NULL;
+    zloop_reader_end(self->loop, self->pipe);
+    pthread_detach(self->th);
 }
 
 void gpp_worker_destroy(gpp_worker_t **self_p)

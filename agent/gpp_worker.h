@@ -57,5 +57,10 @@ void gpp_worker_stop(gpp_worker_t *self, int abort);
 int gpp_worker_done(const gpp_worker_t *self);
 /* Aborts a running worker, joins it, frees. Accepts NULL. */
 void gpp_worker_destroy(gpp_worker_t **self_p);
+/* A worker that did not stop (stuck in a call nothing interrupts): its
+ * thread is detached and left running with the object, which is never
+ * freed; the process ends without it (gpp_agent_abandoned). A worker that
+ * has ended is destroyed. NULLs *self_p; accepts NULL. */
+void gpp_worker_abandon(gpp_worker_t **self_p);
 
 #endif

@@ -27,10 +27,11 @@
 #include "model/gpp_graph.h"
 #include "model/gpp_model.h"
 #include "model/gpp_onnx.h"
+#include "planner/gpp_profile_io.h"
 
 typedef struct {
     const char *model;
-    long long iterations, batch, micro_batch, samples, profile_max_mb;
+    long long iterations, batch, micro_batch, samples, profile_max_mb, eval_batches;
     int threads;
     int data_threads;  /* 0: gpp_data_pool_default_threads() */
     int data_prefetch; /* -1: by backend (on for cuda), 0 off, 1 on */
@@ -57,6 +58,9 @@ static void s_usage(FILE *out)
         "  --loss mse|ce|bce     the loss at an ONNX model's outputs (default mse; bce: binary\n"
         "                        cross-entropy on logits, labels 0/1)\n"
         "  --iterations N        optimizer steps (default 10)\n"
+        "  --eval-batches K      after training, the loss of the K mini-batches after the\n"
+        "                        trained ones in evaluation mode (dropout off; no step;\n"
+        "                        torch's model.eval() under no_grad). Default 0\n"
         "  --batch B             mini-batch samples (default 32)\n"
         "  --micro-batch b       samples per micro-batch (default B); gradients accumulate\n"
         "  --optimizer sgd|adamw (default adamw)\n"
@@ -164,6 +168,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
         O_GRAPHS,
         O_BF16T,
         O_EMBUPD,
+        O_EVAL,
         O_HELP
     };
     static const struct option lo[] = {{"model", 1, 0, O_MODEL},
@@ -197,6 +202,7 @@ static int s_parse(int argc, char **argv, opts_t *o)
                                        {"cuda-graphs", 0, 0, O_GRAPHS},
                                        {"bf16-tensors", 0, 0, O_BF16T},
                                        {"embedding-update", 1, 0, O_EMBUPD},
+                                       {"eval-batches", 1, 0, O_EVAL},
                                        {"help", 0, 0, O_HELP},
                                        {0, 0, 0, 0}};
     o->iterations = 10;
@@ -226,6 +232,10 @@ static int s_parse(int argc, char **argv, opts_t *o)
             if (s_num("--iterations", optarg, 0, &o->iterations))
                 return -1;
             break;
+        case O_EVAL:
+            if (s_num("--eval-batches", optarg, 0, &o->eval_batches))
+                return -1;
+            break;
         case O_BATCH:
             if (s_num("--batch", optarg, 1, &o->batch))
                 return -1;
@@ -235,12 +245,10 @@ static int s_parse(int argc, char **argv, opts_t *o)
                 return -1;
             break;
         case O_OPT:
-            if (strcmp(optarg, "sgd") == 0)
-                o->hp.kind = GPP_OPTIM_SGD;
-            else if (strcmp(optarg, "adamw") == 0)
-                o->hp.kind = GPP_OPTIM_ADAMW;
-            else {
-                fprintf(stderr, "gpp-train: error: --optimizer '%s': use sgd or adamw\n", optarg);
+            if (gpp_optim_kind_parse(optarg, &o->hp.kind) < 0) {
+                fprintf(stderr,
+                        "gpp-train: error: --optimizer '%s': use " GPP_OPTIM_KIND_CHOICES "\n",
+                        optarg);
                 return -1;
             }
             break;
@@ -341,12 +349,10 @@ static int s_parse(int argc, char **argv, opts_t *o)
                 return -1;
             break;
         case O_BACKEND:
-            if (strcmp(optarg, "cpu") == 0)
-                o->backend = GPP_DEVICE_CPU;
-            else if (strcmp(optarg, "cuda") == 0)
-                o->backend = GPP_DEVICE_CUDA;
-            else {
-                fprintf(stderr, "gpp-train: error: --backend '%s': use cpu or cuda\n", optarg);
+            if (gpp_device_kind_parse(optarg, &o->backend) < 0) {
+                fprintf(stderr,
+                        "gpp-train: error: --backend '%s': use " GPP_DEVICE_KIND_CHOICES "\n",
+                        optarg);
                 return -1;
             }
             break;
@@ -357,7 +363,8 @@ static int s_parse(int argc, char **argv, opts_t *o)
             break;
         case O_PRECISION:
             if (gpp_precision_parse(optarg, &o->precision) < 0) {
-                fprintf(stderr, "gpp-train: error: --precision '%s': use fp32, tf32 or bf16\n",
+                fprintf(stderr,
+                        "gpp-train: error: --precision '%s': use " GPP_PRECISION_CHOICES "\n",
                         optarg);
                 return -1;
             }
@@ -513,7 +520,16 @@ int main(int argc, char **argv)
         long long want = o.profile_max_mb ? o.profile_max_mb : o.batch;
         int max_mb = want < 1 << 24 ? (int)want : 1 << 24, largest = 0; /* profile.json's limit */
         gpp_profile_cfg_t pc = {.max_micro_batch = max_mb, .seed = o.seed};
-        if (gpp_profile_write(g, g->n_ops, ops, be, data, &pc, o.profile_out, &largest, &err) < 0)
+        gpp_profile_t *prof = gpp_profile_measure(g, g->n_ops, ops, be, data, &pc, &err);
+        if (!prof) {
+            gpp_err_prefix(&err, "profile %s", o.profile_out);
+            goto fail;
+        }
+        for (size_t i = 0; i < prof->n_rows; i++) /* every op has the same sizes */
+            largest = prof->rows[i].micro_batch > largest ? prof->rows[i].micro_batch : largest;
+        int wrc = gpp_profile_io_write(prof, o.profile_out, &err);
+        gpp_profile_destroy(&prof);
+        if (wrc < 0)
             goto fail;
         printf("wrote profile of %s (%d ops, micro-batch 1..%d) on %s (%s, %s) to %s\n", g->spec,
                g->n_ops, largest, gpp_backend_device_name(be), gpp_backend_name(be),
@@ -555,7 +571,7 @@ int main(int argc, char **argv)
     }
     printf("model %s: %d ops, %lld parameters; batch %lld, micro-batch %lld, %s lr %g, %s\n",
            g->spec, g->n_ops, (long long)gpp_graph_params(g), o.batch, o.micro_batch,
-           o.hp.kind == GPP_OPTIM_SGD ? "sgd" : "adamw", (double)o.hp.lr,
+           gpp_optim_kind_name(o.hp.kind), (double)o.hp.lr,
            o.load ? "resumed" : "fresh");
     double total_ms = 0;
     for (long long i = 0; i < o.iterations; i++) {
@@ -577,6 +593,23 @@ int main(int argc, char **argv)
                o.iterations, (long long)gpp_exec_step_count(ex),
                (double)o.batch * (double)o.iterations * 1000.0 / total_ms,
                (long long)gpp_exec_peak_stash_bytes(ex));
+    if (o.eval_batches) {
+        /* the samples after the trained ones: [steps B, (steps + K) B) */
+        int64_t st = gpp_exec_step_count(ex);
+        if (o.eval_batches > INT64_MAX / o.batch - st) {
+            gpp_err_set(&err, "--eval-batches %lld: the sample index overflows; lower it",
+                        o.eval_batches);
+            goto fail;
+        }
+        double el = 0;
+        if (gpp_exec_evaluate(ex, st * o.batch, o.eval_batches * o.batch, o.micro_batch, &el,
+                              &err) < 0) {
+            gpp_err_prefix(&err, "--eval-batches");
+            goto fail;
+        }
+        printf("eval: batches=%lld samples=%lld loss=%.6f\n", o.eval_batches,
+               o.eval_batches * o.batch, el);
+    }
     int64_t la_hits = 0, la_misses = 0;
     gpp_exec_load_ahead_stats(ex, &la_hits, &la_misses);
     if (la_hits + la_misses)

@@ -15,16 +15,15 @@
  * intercept of a line fitted over sizes <= 8) per launched kernel, the
  * measured counterpart of the preset's per-kernel launch (+ fill for the
  * op's GEMM kernels, the GEMMs column). */
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gpp_json.h"
 #include "model/gpp_model.h"
 #include "model/gpp_optable.h"
 #include "planner/gpp_cost.h"
+#include "planner/gpp_profile_io.h"
 
 static int s_cmp(const void *a, const void *b)
 {
@@ -36,25 +35,6 @@ static double s_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, s_cmp);
     return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : NAN;
-}
-
-/* Keeps only key `b` in each entry's runtime and forward tables. */
-static void s_keep_one(cJSON *root, const char *b)
-{
-    cJSON *e;
-    cJSON_ArrayForEach(e, root)
-    {
-        const char *tables[] = {"runtime", "forward"};
-        for (int t = 0; t < 2; t++) {
-            cJSON *tab = cJSON_GetObjectItemCaseSensitive(e, tables[t]);
-            for (cJSON *it = tab ? tab->child : NULL; it;) {
-                cJSON *next = it->next;
-                if (strcmp(it->string, b) != 0)
-                    cJSON_Delete(cJSON_DetachItemViaPointer(tab, it));
-                it = next;
-            }
-        }
-    }
 }
 
 static double s_op_ms(const gpp_cost_t *c, int op, int m)
@@ -78,31 +58,27 @@ int main(int argc, char **argv)
         return 2;
     }
     gpp_cost_t *full = gpp_cost_new(g, &cl), *one = gpp_cost_new(g, &cl);
-    char *text = gpp_read_file(argv[2], (size_t)256 << 20, &err);
-    cJSON *root = text ? gpp_json_parse(text, argv[2], &err) : NULL;
-    if (!root || gpp_cost_attach_profile(full, argv[2], &err) < 0) {
+    gpp_profile_t *prof = gpp_profile_io_read(argv[2], &err);
+    if (!prof || gpp_cost_attach_profile(full, prof, &err) < 0) {
         fprintf(stderr, "bench_curve: %s\n", err.msg);
         return 2;
     }
-    /* the sizes of the profile: the first op entry's runtime keys */
+    /* the sizes of the profile: the first op's rows */
     int sizes[32], n_sizes = 0;
-    const cJSON *first = root->child;
-    while (first && !strcmp(first->string, GPP_PROFILE_META))
-        first = first->next;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(first, "runtime"))
-    {
-        if (n_sizes < 32)
-            sizes[n_sizes++] = atoi(it->string);
-    }
+    for (size_t i = 0; i < prof->n_rows; i++)
+        if (prof->rows[i].op == prof->ops[0].id && n_sizes < 32)
+            sizes[n_sizes++] = prof->rows[i].micro_batch;
     if (b == 0) /* the largest size measured */
         for (int k = 0; k < n_sizes; k++)
             b = sizes[k] > b ? sizes[k] : b;
-    char key[16];
-    snprintf(key, sizeof key, "%d", b);
-    s_keep_one(root, key);
-    char *one_text = cJSON_PrintUnformatted(root);
-    if (gpp_cost_attach_profile_text(one, one_text, "one-size", &err) < 0) {
+    /* only size b of every op: what a one-size profile gives */
+    size_t kept = 0;
+    for (size_t i = 0; i < prof->n_rows; i++)
+        if (prof->rows[i].micro_batch == b)
+            prof->rows[kept++] = prof->rows[i];
+    prof->n_rows = kept;
+    snprintf(prof->origin, sizeof prof->origin, "one-size");
+    if (gpp_cost_attach_profile(one, prof, &err) < 0) {
         fprintf(stderr, "bench_curve: size %d: %s\n", b, err.msg);
         return 2;
     }
@@ -151,9 +127,7 @@ int main(int argc, char **argv)
     }
     free(ec);
     free(el);
-    free(one_text);
-    free(text);
-    cJSON_Delete(root);
+    gpp_profile_destroy(&prof);
     gpp_cost_destroy(&full);
     gpp_cost_destroy(&one);
     gpp_graph_destroy(&g);

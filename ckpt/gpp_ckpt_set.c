@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -62,6 +63,33 @@ static int s_stage_trailer(const char *path, long long *bytes, uint32_t *crc, gp
     if (!ok)
         return gpp_err_set(err, "%s: too short for a checkpoint", path);
     *crc = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    return 0;
+}
+
+/* The CRC-32 of a stage file's first `bytes` bytes (all but its trailer). */
+static int s_data_crc(const char *path, long long bytes, uint32_t *crc, gpp_err_t *err)
+{
+    FILE *f = fopen(path, "rb");
+    GPP_SYS_TRY(f != NULL, err, "%s", path);
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = gpp_xcalloc(1, CHUNK);
+    uLong c = crc32_z(0, NULL, 0);
+    long long left = bytes;
+    while (left > 0) {
+        size_t want = left < CHUNK ? (size_t)left : CHUNK;
+        size_t got = fread(buf, 1, want, f);
+        if (got != want)
+            break;
+        c = crc32_z(c, buf, got);
+        left -= (long long)got;
+    }
+    int bad = ferror(f);
+    free(buf);
+    fclose(f);
+    if (left > 0 || bad)
+        return gpp_err_set(err, "%s: cannot read its %lld bytes%s", path, bytes,
+                           bad ? " (read error)" : " (it shrank)");
+    *crc = (uint32_t)c;
     return 0;
 }
 
@@ -149,6 +177,8 @@ static int *s_list(const char *dir, int *n, gpp_err_t *err)
     return v;
 }
 
+static int s_check(const char *dir, int iteration, char ***files, int deep, gpp_err_t *err);
+
 /* Keeps the newest `keep` complete sets; removes every set older than the
  * oldest of them. */
 static void s_prune(const char *dir, int keep)
@@ -157,7 +187,7 @@ static void s_prune(const char *dir, int keep)
     int n, kept = 0, oldest = -1;
     int *v = s_list(dir, &n, &err);
     for (int i = 0; i < n && kept < keep; i++)
-        if (gpp_ckpt_set_check(dir, v[i], NULL) >= 0) {
+        if (s_check(dir, v[i], NULL, 0, NULL) >= 0) { /* at every commit: no data reads */
             kept++;
             oldest = v[i];
         }
@@ -170,7 +200,8 @@ static void s_prune(const char *dir, int keep)
     free(v);
 }
 
-int gpp_ckpt_set_commit(const char *dir, int iteration, int n_stages, int keep, gpp_err_t *err)
+int gpp_ckpt_set_commit(const char *dir, int iteration, int n_stages, int keep,
+                        const char *weights_sha256, gpp_err_t *err)
 {
     assert(dir && iteration >= 0 && n_stages > 0 && keep >= 1);
     char set[PATH_MAX], path[PATH_MAX];
@@ -201,6 +232,8 @@ int gpp_ckpt_set_commit(const char *dir, int iteration, int n_stages, int keep, 
     cJSON_AddItemToObject(m, "plan", plan);
     cJSON_AddItemToObject(m, "profile", profile ? profile : cJSON_CreateNull());
     cJSON_AddItemToObject(m, "stages", stages);
+    if (weights_sha256)
+        cJSON_AddStringToObject(m, "weights_sha256", weights_sha256);
     text = cJSON_Print(m);
     snprintf(path, sizeof path, "%s/%s", set, GPP_CKPT_MANIFEST);
     if (gpp_write_file_atomic(path, text, strlen(text), err) < 0)
@@ -222,9 +255,10 @@ static int s_plain_name(const cJSON *f)
            !strchr(f->valuestring, '/') && strlen(f->valuestring) < 256;
 }
 
-/* One file entry of a manifest against the file. */
-static int s_check_entry(const char *set, const cJSON *e, int stage_file, const char *where,
-                         gpp_err_t *err)
+/* One file entry of a manifest against the file; deep: a stage file's
+ * bytes against the CRC it ends with, too. */
+static int s_check_entry(const char *set, const cJSON *e, int stage_file, int deep,
+                         const char *where, gpp_err_t *err)
 {
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, "file");
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "bytes");
@@ -254,11 +288,20 @@ static int s_check_entry(const char *set, const cJSON *e, int stage_file, const 
             "CRC %08x: the set is damaged; use an older set",
             path, bytes, crc, b->valuedouble,
             (uint32_t)(c->valuedouble >= 0 && c->valuedouble <= UINT32_MAX ? c->valuedouble : 0));
+    uint32_t data = 0;
+    if (stage_file && deep && s_data_crc(path, bytes - 4, &data, err) < 0)
+        return -1;
+    if (stage_file && deep && data != crc)
+        return gpp_err_set(err,
+                           "%s: its data has CRC %08x, the file's trailer records %08x: "
+                           "the file is corrupted; the set is damaged",
+                           path, data, crc);
     return 0;
 }
 
-/* gpp_ckpt_set_check; with files, also the stage files' paths (caller owns). */
-static int s_check(const char *dir, int iteration, char ***files, gpp_err_t *err)
+/* gpp_ckpt_set_check (deep: every stage file's data CRC too); with files,
+ * also the stage files' paths (caller owns). */
+static int s_check(const char *dir, int iteration, char ***files, int deep, gpp_err_t *err)
 {
     char set[PATH_MAX], path[PATH_MAX];
     gpp_ckpt_set_dir(set, sizeof set, dir, iteration);
@@ -291,8 +334,8 @@ static int s_check(const char *dir, int iteration, char ***files, gpp_err_t *err
         gpp_err_set(err, "%s: field 'stages' must list 1 to %d stages", path, S_MAX_STAGES);
         goto done;
     }
-    if (s_check_entry(set, cJSON_GetObjectItemCaseSensitive(m, "plan"), 0, "plan", err) < 0 ||
-        (!cJSON_IsNull(profile) && s_check_entry(set, profile, 0, "profile", err) < 0))
+    if (s_check_entry(set, cJSON_GetObjectItemCaseSensitive(m, "plan"), 0, 0, "plan", err) < 0 ||
+        (!cJSON_IsNull(profile) && s_check_entry(set, profile, 0, 0, "profile", err) < 0))
         goto done;
     int s = 0;
     const cJSON *e;
@@ -305,7 +348,7 @@ static int s_check(const char *dir, int iteration, char ***files, gpp_err_t *err
             gpp_err_set(err, "%s: %s.stage must be %d", path, where, s);
             goto done;
         }
-        if (s_check_entry(set, e, 1, where, err) < 0)
+        if (s_check_entry(set, e, 1, deep, where, err) < 0)
             goto done;
         s++;
     }
@@ -328,14 +371,14 @@ done:
 
 int gpp_ckpt_set_check(const char *dir, int iteration, gpp_err_t *err)
 {
-    return s_check(dir, iteration, NULL, err);
+    return s_check(dir, iteration, NULL, 1, err);
 }
 
 int gpp_ckpt_set_files(const char *dir, int iteration, char ***files, gpp_err_t *err)
 {
     assert(files);
     *files = NULL;
-    return s_check(dir, iteration, files, err);
+    return s_check(dir, iteration, files, 0, err);
 }
 
 int gpp_ckpt_set_header(const char *path, gpp_ckpt_header_t *h, gpp_err_t *err)
@@ -380,21 +423,58 @@ void gpp_ckpt_set_files_free(char ***files_p)
     *files_p = NULL;
 }
 
-int gpp_ckpt_set_latest(const char *dir, gpp_err_t *err)
+int gpp_ckpt_set_pick(const char *dir, int from, gpp_err_t *err)
 {
+    if (from > 0)
+        return s_check(dir, from, NULL, 1, err) < 0 ? -1 : from;
     int n, best = 0;
     int *v = s_list(dir, &n, err);
     if (n < 0)
         return -1;
     for (int i = 0; i < n && !best; i++) {
         gpp_err_t why = {{0}};
-        if (gpp_ckpt_set_check(dir, v[i], &why) >= 0)
+        if (s_check(dir, v[i], NULL, 1, &why) >= 0)
             best = v[i];
         else
-            gpp_info("checkpoint: skipping set %d: %s", v[i], why.msg);
+            gpp_warn("checkpoint: skipping set %d: %s", v[i], why.msg);
     }
     free(v);
     return best;
+}
+
+int gpp_ckpt_set_latest(const char *dir, gpp_err_t *err)
+{
+    return gpp_ckpt_set_pick(dir, 0, err);
+}
+
+int gpp_ckpt_set_supersede(const char *dir, int iteration, gpp_err_t *err)
+{
+    int n, moved = 0;
+    int *v = s_list(dir, &n, err);
+    if (n < 0)
+        return -1;
+    time_t now = time(NULL);
+    struct tm tm;
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+    for (int i = 0; i < n && v[i] > iteration; i++) {
+        char set[PATH_MAX], to[PATH_MAX + 48];
+        gpp_ckpt_set_dir(set, sizeof set, dir, v[i]);
+        snprintf(to, sizeof to, "%s.superseded-%s", set, stamp);
+        for (int k = 2; access(to, F_OK) == 0 && k < 1000; k++) /* moved aside this second */
+            snprintf(to, sizeof to, "%s.superseded-%s-%d", set, stamp, k);
+        if (rename(set, to) != 0) {
+            free(v);
+            return gpp_sys_fail(err, __FILE__, __LINE__,
+                                "checkpoint set %s: cannot move it aside to %s", set, to);
+        }
+        gpp_warn("checkpoint: set %d is newer than set %d, which the job resumes from: moved "
+                 "aside to %s (nothing removed; delete it when it is not needed)",
+                 v[i], iteration, to);
+        moved++;
+    }
+    free(v);
+    return moved;
 }
 
 /* Unlinks the ".tmp." files directly in d; counts them in *n. */
@@ -453,4 +533,27 @@ void gpp_ckpt_weights_digest(int n_ops, const unsigned char (*digests)[GPP_SHA25
         gpp_sha256_update(&s, digests[op], GPP_SHA256_BYTES);
     }
     gpp_sha256_final(&s, out);
+}
+
+int gpp_ckpt_set_digest(const char *dir, int iteration, char hex[65], gpp_err_t *err)
+{
+    char path[PATH_MAX];
+    gpp_ckpt_set_dir(path, sizeof path, dir, iteration);
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/%s", GPP_CKPT_MANIFEST);
+    char *text = gpp_read_file(path, S_MANIFEST_MAX_BYTES, err);
+    cJSON *m = text ? gpp_json_parse(text, path, err) : NULL;
+    free(text);
+    if (!m)
+        return -1;
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "weights_sha256");
+    int rc = 0;
+    if (cJSON_IsString(d) && strlen(d->valuestring) == 64 &&
+        strspn(d->valuestring, "0123456789abcdef") == 64) {
+        memcpy(hex, d->valuestring, 65);
+        rc = 1;
+    } else if (d) {
+        rc = gpp_err_set(err, "%s: weights_sha256 is not 64 hex digits", path);
+    }
+    cJSON_Delete(m);
+    return rc;
 }

@@ -5,6 +5,7 @@
 #include <czmq.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -34,6 +35,7 @@
 typedef struct {
     uint8_t key[32];
     char name[80]; /* the ZAP user id: GPP_CURVE_AGENT or GPP_CURVE_MONITOR, then the name */
+    int slot;      /* an agent key's slot (gpp_curve_server_slot), -1 any */
 } s_allowed_t;
 
 struct gpp_curve_server_s {
@@ -138,6 +140,8 @@ static int s_keygen_pair(const char *dir, const char *sub, const char *role, int
     char p[S_PATH_MAX];
     zcert_t *c = zcert_new();
     zcert_set_meta(c, "name", "%s-%d", role, i);
+    if (!strcmp(sub, "agents")) /* the slot it admits (gpp_curve_server_slot) */
+        zcert_set_meta(c, "slot", "%d", i);
     snprintf(p, sizeof p, "%s/%s/%s-%d.key", dir, sub, role, i);
     int rc = s_save(c, p, 0, err);
     snprintf(p, sizeof p, "%s/%s-%d.key_secret", dir, role, i);
@@ -184,24 +188,46 @@ int gpp_curve_keygen(const char *dir, int n_agents, int n_monitors, gpp_err_t *e
     return rc;
 }
 
+/* Whether a key argument is the key's Z85 text rather than a path: a path
+ * when anything by that name exists, or when it names a file in a
+ * directory that exists (a missing key file, reported as such); Z85 text
+ * only when it is 40 Z85 characters and can be neither. The Z85 alphabet
+ * holds '/' and '.', and `mktemp -d` names make DIR/keys/coordinator.key
+ * exactly 40 of them. A leading '/' alone (the root) is no directory part:
+ * keys start with it one time in 85. */
+static int s_key_text(const char *arg)
+{
+    struct stat st;
+    if (!s_z85_ok(arg) || lstat(arg, &st) == 0)
+        return 0;
+    const char *slash = strrchr(arg, '/');
+    if (!slash || slash == arg)
+        return 1;
+    char dir[GPP_CURVE_Z85_LEN + 1];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - arg), arg);
+    return !(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
 int gpp_curve_client_load(gpp_curve_client_t *out, const char *server_key, const char *key_file,
                           gpp_err_t *err)
 {
     assert(out && server_key && key_file);
     memset(out, 0, sizeof *out);
-    if (s_z85_ok(server_key)) {
+    if (s_key_text(server_key)) {
         snprintf(out->server_key, sizeof out->server_key, "%s", server_key);
     } else {
         /* a public cert: zcert_load would prefer a _secret file beside it;
            only its public key is taken */
-        zcert_t *s = access(server_key, R_OK) == 0 ? zcert_load(server_key) : NULL;
+        int readable = access(server_key, R_OK) == 0;
+        const char *why = readable ? "no public-key in it" : strerror(errno);
+        zcert_t *s = readable ? zcert_load(server_key) : NULL;
         if (!s || !s_z85_ok(zcert_public_txt(s))) {
             zcert_destroy(&s);
             return gpp_err_set(err,
-                               "--coordinator-key %s: neither a 40-character Z85 key nor a "
-                               "readable certificate; pass the coordinator.key that "
-                               "gpp-coordinator --keygen made",
-                               server_key);
+                               "--coordinator-key %s: neither a readable certificate (%s) nor "
+                               "a 40-character Z85 key (text that names no file or directory); "
+                               "pass the coordinator.key that gpp-coordinator --keygen made",
+                               server_key, why);
         }
         snprintf(out->server_key, sizeof out->server_key, "%s", zcert_public_txt(s));
         zcert_destroy(&s);
@@ -348,6 +374,7 @@ static void s_allow(gpp_curve_server_t *self, const char *z85, const char *role,
     s_allowed_t *a = &self->allowed[self->n_allowed++];
     zmq_z85_decode(a->key, z85);
     snprintf(a->name, sizeof a->name, "%s%s", role, name);
+    a->slot = -1;
 }
 
 static const s_allowed_t *s_find(const gpp_curve_server_t *self, const uint8_t *key)
@@ -512,6 +539,31 @@ gpp_curve_server_t *gpp_curve_server_new_ephemeral(int n_agents, gpp_curve_clien
     return self;
 }
 
+/* The slot an agent key admits: its cert's "slot" metadata (--keygen
+ * writes it), else N of a name agent-<N>, else any slot (said once). */
+static int s_bind_slot(s_allowed_t *a, const char *meta, const char *name, const char *file,
+                       gpp_err_t *err)
+{
+    const char *num = meta ? meta : !strncmp(name, "agent-", 6) ? name + 6 : NULL;
+    char *end = NULL;
+    long v = num && *num ? strtol(num, &end, 10) : -1;
+    if (num && *num && (*end || v < 0 || v > INT_MAX)) {
+        if (meta)
+            return gpp_err_set(err,
+                               "[coordinator] key_dir: %s: slot = \"%s\" is not a slot number; "
+                               "set it to the one slot this key admits",
+                               file, meta);
+        v = -1; /* a name like agent-hosta: no slot in it */
+    }
+    a->slot = (int)v;
+    if (a->slot < 0)
+        gpp_warn("[coordinator] key_dir: %s binds no slot (no slot metadata, not named "
+                 "agent-<N>.key): it admits an agent on any slot; add a line slot = \"N\" "
+                 "under metadata to bind it",
+                 file);
+    return 0;
+}
+
 /* Adds every DIR/<sub>/\*.key as role; a missing <sub> is 0 keys when
  * optional. Returns the count, -1 with a message. */
 static int s_load_list(gpp_curve_server_t *self, const char *dir, const char *sub, const char *role,
@@ -558,6 +610,13 @@ static int s_load_list(gpp_curve_server_t *self, const char *dir, const char *su
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(len - 4 < 60 ? len - 4 : 60), e->d_name);
         s_allow(self, zcert_public_txt(a), role, name);
+        if (!strcmp(role, GPP_CURVE_AGENT) &&
+            s_bind_slot(&self->allowed[self->n_allowed - 1], zcert_meta(a, "slot"), name, f, err) <
+                0) {
+            zcert_destroy(&a);
+            closedir(d);
+            return -1;
+        }
         zcert_destroy(&a);
         n++;
     }
@@ -680,4 +739,14 @@ gpp_curve_role_t gpp_curve_user_role(const char *user_id)
 uint64_t gpp_curve_server_refused(const gpp_curve_server_t *self)
 {
     return atomic_load(&((gpp_curve_server_t *)self)->refused);
+}
+
+int gpp_curve_server_slot(const gpp_curve_server_t *self, const char *user_id)
+{
+    if (!self || !user_id)
+        return -1;
+    for (int i = 0; i < self->n_allowed; i++)
+        if (!strcmp(self->allowed[i].name, user_id))
+            return self->allowed[i].slot;
+    return -1;
 }

@@ -10,7 +10,8 @@
  *   DIR/                      0700
  *   DIR/coordinator.key       the coordinator's public cert (give it to agents)
  *   DIR/coordinator.key_secret  0600, the coordinator's pair
- *   DIR/agents/agent-<i>.key  the admitted agents' public certs (the allow-list)
+ *   DIR/agents/agent-<i>.key  the admitted agents' public certs (the allow-list;
+ *                             agent-<i> admits slot i only, on any host)
  *   DIR/agent-<i>.key_secret  0600, agent i's pair (copy it to that agent's host)
  *   DIR/monitors/monitor-<i>.key  the admitted monitors' public certs (gpp-top)
  *   DIR/monitor-<i>.key_secret  0600, monitor i's pair
@@ -71,7 +72,8 @@ typedef struct {
 int gpp_curve_keygen(const char *dir, int n_agents, int n_monitors, gpp_err_t *err);
 
 /* An agent's keys: server_key is the coordinator's public cert file
- * (DIR/coordinator.key) or its 40-character Z85 key; key_file is the
+ * (DIR/coordinator.key) or its 40-character Z85 key (a path that exists is
+ * always the file; text is a key only where it cannot be a path); key_file is the
  * agent's secret cert (agent-<i>.key_secret), refused when group or others
  * may read it. -1 with a message naming the file and the fix. */
 int gpp_curve_client_load(gpp_curve_client_t *out, const char *server_key, const char *key_file,
@@ -149,6 +151,12 @@ typedef enum {
 /* The role of a ZAP user id (a frame's "User-Id" property, zframe_meta):
  * NONE for NULL (plaintext) or an id that is not one of ours. */
 gpp_curve_role_t gpp_curve_user_role(const char *user_id);
+/* The slot an agent key admits, by its ZAP user id: the "slot" metadata of
+ * its cert in agents/ (--keygen writes slot = i into agent-i.key), else N
+ * of a file named agent-<N>.key; -1 when it admits any slot (another name,
+ * or an ephemeral local-launch key) or user_id is not an agent key. The
+ * coordinator refuses a Register for another slot. */
+int gpp_curve_server_slot(const gpp_curve_server_t *self, const char *user_id);
 /* Handshakes refused so far (unknown key or wrong mechanism/domain). */
 uint64_t gpp_curve_server_refused(const gpp_curve_server_t *self);
 

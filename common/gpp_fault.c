@@ -17,6 +17,7 @@ static const char *const s_names[GPP_FAULT_COUNT] = {
     [GPP_FAULT_PLAN_SLOW] = "plan_slow",
     [GPP_FAULT_CKPT_KILL] = "ckpt_kill",
     [GPP_FAULT_LOOP_STALL] = "loop_stall",
+    [GPP_FAULT_WORKER_STUCK] = "worker_stuck",
 };
 _Static_assert(sizeof s_names / sizeof s_names[0] == GPP_FAULT_COUNT, "a name per fault");
 

@@ -42,6 +42,10 @@ enum gpp_fault_id {
      * agent registered (after its RegisterAck), as a loaded machine can
      * stall it, while the peers' messages queue. */
     GPP_FAULT_LOOP_STALL,
+    /* "worker_stuck": an agent's training worker, before it joins the data
+     * plane, blocks arg milliseconds in a call that neither an abort nor a
+     * signal interrupts, as a Gloo connect to a peer that went can. */
+    GPP_FAULT_WORKER_STUCK,
     GPP_FAULT_COUNT
 };
 

@@ -40,11 +40,9 @@ typedef struct {
 /* every preset of planner/gpp_cost_device.c (keep the two lists equal) */
 static const char *const S_DEVICES[] = {"v100-16g",  "v100-32g", "a100-80g", "h100-80g",
                                         "h200-141g", "cpu",      NULL};
-static const char *const S_OPTIMS[] = {"sgd", "adamw", NULL};
 static const char *const S_PLANNERS[] = {"gpp", "spp", NULL};
+static const char *const S_SCHEDULES[] = {"auto", "1f1b", "zb-h1", "zb-h2", NULL};
 static const char *const S_LAUNCHES[] = {"local", "external", NULL};
-static const char *const S_BACKENDS[] = {"cpu", "cuda", NULL};
-static const char *const S_PRECISIONS[] = {"fp32", "tf32", "bf16", NULL};
 static const char *const S_COMMS[] = {"gloo", "nccl", NULL};
 
 #define C_OFF(m) offsetof(gpp_config_t, m)
@@ -88,7 +86,7 @@ static const s_field_t S_FIELDS[] = {
           "model \"FILE.onnx[:loss=mse|ce]\""),
     S_INT("job", "batch", job.batch, 1, INT_MAX, NULL, "a positive integer"),
     S_INT("job", "iterations", job.iterations, 1, INT_MAX, "GPP_ITERATIONS", "a positive integer"),
-    S_WORDS("job", "optimizer", job.optimizer, S_OPTIMS, NULL),
+    S_WORDS("job", "optimizer", job.optimizer, gpp_optim_kind_names, NULL),
     S_DBL("job", "lr", job.lr, 0, 1, 1e9, 0, "a positive learning rate"),
     S_DBL("job", "momentum", job.momentum, 0, 0, 1, 1, "a number in [0, 1)"),
     S_DBL("job", "weight_decay", job.weight_decay, 0, 0, 1e9, 0, "a number >= 0"),
@@ -99,6 +97,8 @@ static const s_field_t S_FIELDS[] = {
      "a non-negative integer"},
     {"job", "planner", F_STR, C_OFF(job.planner), C_SZ(job.planner), 0, 0, 0, 0, S_PLANNERS, NULL,
      "\"gpp\" or \"spp\""},
+    {"job", "schedule", F_STR, C_OFF(job.schedule), C_SZ(job.schedule), 0, 0, 0, 0, S_SCHEDULES,
+     NULL, "\"auto\", \"1f1b\", \"zb-h1\" or \"zb-h2\""},
     S_INT("job", "micro_batch", job.micro_batch, 0, INT_MAX, NULL,
           "a non-negative integer (0: the planner chooses)"),
     S_STR("job", "checkpoint_dir", job.checkpoint_dir, "GPP_CHECKPOINT_DIR", "a directory path"),
@@ -110,8 +110,8 @@ static const s_field_t S_FIELDS[] = {
     S_INT("job", "checkpoint_keep", job.checkpoint_keep, 1, 1000000, NULL,
           "a positive integer (complete checkpoint sets kept)"),
     S_WORDS("job", "launch", job.launch, S_LAUNCHES, NULL),
-    S_WORDS("job", "backend", job.backend, S_BACKENDS, "GPP_BACKEND"),
-    S_WORDS("job", "precision", job.precision, S_PRECISIONS, "GPP_PRECISION"),
+    S_WORDS("job", "backend", job.backend, gpp_device_kind_names, "GPP_BACKEND"),
+    S_WORDS("job", "precision", job.precision, gpp_precision_names, "GPP_PRECISION"),
     S_WORDS("job", "comm", job.comm, S_COMMS, "GPP_COMM"),
     {"job", "cuda_graphs", F_BOOL, C_OFF(job.cuda_graphs), 0, 0, 0, 0, 0, NULL, "GPP_CUDA_GRAPHS",
      "true or false"},
@@ -124,6 +124,8 @@ static const s_field_t S_FIELDS[] = {
     S_STR("metrics", "file", metrics.file, "GPP_METRICS_FILE", "a file path"),
     S_INT("metrics", "http_port", metrics.http_port, 0, 65535, NULL,
           "a TCP port in [0, 65535] (0: off)"),
+    S_INT("metrics", "http_linger_ms", metrics.http_linger_ms, 0, 3600000, NULL,
+          "milliseconds in [0, 3600000]"),
 };
 #define S_N_FIELDS (sizeof S_FIELDS / sizeof S_FIELDS[0])
 
@@ -507,19 +509,19 @@ static int s_check(s_load_t *L)
     if (c->job.micro_batch > 0 && c->job.batch % c->job.micro_batch)
         return s_fail(L, s_pos_of(L, "job", "micro_batch"), "job", "micro_batch",
                       "%d does not divide job.batch %d", c->job.micro_batch, c->job.batch);
-    if (c->job.backend == GPP_CONFIG_BACKEND_CUDA && strcmp(c->cluster.device, "cpu") == 0)
+    if (c->job.backend == GPP_DEVICE_CUDA && strcmp(c->cluster.device, "cpu") == 0)
         return s_fail(
             L, s_pos_of(L, "job", "backend"), "job", "backend",
             "\"cuda\" with cluster.device \"cpu\"; set a GPU preset or backend = \"cpu\"");
-    if (c->job.comm == GPP_CONFIG_COMM_NCCL && c->job.backend != GPP_CONFIG_BACKEND_CUDA)
+    if (c->job.comm == GPP_CONFIG_COMM_NCCL && c->job.backend != GPP_DEVICE_CUDA)
         return s_fail(L, s_pos_of(L, "job", "comm"), "job", "comm",
                       "\"nccl\" moves device memory between GPUs and needs backend = \"cuda\"; "
                       "set comm = \"gloo\" or backend = \"cuda\"");
-    if (c->job.precision != GPP_CONFIG_PRECISION_FP32 && c->job.backend == GPP_CONFIG_BACKEND_CPU)
+    if (c->job.precision != GPP_PRECISION_FP32 && c->job.backend == GPP_DEVICE_CPU)
         return s_fail(L, s_pos_of(L, "job", "precision"), "job", "precision",
                       "\"%s\" needs backend = \"cuda\" (the CPU backend computes fp32 only); "
                       "set precision = \"fp32\" or backend = \"cuda\"",
-                      gpp_config_precision_name(c->job.precision));
+                      gpp_precision_name(c->job.precision));
     if (c->job.launch == GPP_CONFIG_LAUNCH_LOCAL && c->n_nodes != 1)
         return s_fail(L, s_pos_of(L, "job", "launch"), "job", "launch",
                       "\"local\" starts every agent on this host but %d nodes are listed; list "
@@ -545,7 +547,7 @@ static void s_defaults(gpp_config_t *c)
     c->job.checkpoint_keep = 2;
     /* gpp-train's defaults (common/gpp_optim_defaults.h); lr and weight
        decay depend on the optimizer: -1 until s_load resolves them */
-    c->job.optimizer = GPP_OPTIM_DEFAULT_ADAMW ? GPP_CONFIG_OPTIM_ADAMW : GPP_CONFIG_OPTIM_SGD;
+    c->job.optimizer = GPP_OPTIM_DEFAULT_ADAMW ? GPP_OPTIM_ADAMW : GPP_OPTIM_SGD;
     c->job.lr = -1;
     c->job.weight_decay = -1;
     c->job.momentum = GPP_OPTIM_DEFAULT_MOMENTUM;
@@ -554,11 +556,13 @@ static void s_defaults(gpp_config_t *c)
     c->job.eps = GPP_OPTIM_DEFAULT_EPS;
     c->job.seed = 1;
     snprintf(c->job.planner, sizeof c->job.planner, "gpp");
+    snprintf(c->job.schedule, sizeof c->job.schedule, "auto");
     c->job.launch = GPP_CONFIG_LAUNCH_LOCAL;
-    c->job.backend = GPP_CONFIG_BACKEND_CPU;
+    c->job.backend = GPP_DEVICE_CPU;
     c->job.comm = GPP_CONFIG_COMM_GLOO;
     c->health.heartbeat_ms = 500;
     c->health.timeout_ms = 5000;
+    c->metrics.http_linger_ms = 15000; /* two scrapes at the guide's 5 s interval, and one more */
 }
 
 static int s_load(gpp_config_t *c, gpp_toml_t *doc, const char *name, gpp_err_t *err)
@@ -571,7 +575,7 @@ static int s_load(gpp_config_t *c, gpp_toml_t *doc, const char *name, gpp_err_t 
         goto fail;
     if (s_apply_doc(&L, doc) < 0 || s_apply_env(&L) < 0)
         goto fail;
-    int adamw = c->job.optimizer == GPP_CONFIG_OPTIM_ADAMW;
+    int adamw = c->job.optimizer == GPP_OPTIM_ADAMW;
     if (c->job.lr < 0)
         c->job.lr = gpp_optim_default_lr(adamw);
     if (c->job.weight_decay < 0)
@@ -621,24 +625,12 @@ const char *gpp_config_launch_name(gpp_config_launch_t l)
 {
     return S_LAUNCHES[l];
 }
-const char *gpp_config_backend_name(gpp_config_backend_t b)
-{
-    return S_BACKENDS[b];
-}
-const char *gpp_config_optim_name(gpp_config_optim_t o)
-{
-    return S_OPTIMS[o];
-}
 int gpp_config_bf16_tensors(const gpp_config_t *c)
 {
-    return c->job.backend == GPP_CONFIG_BACKEND_CUDA &&
-           c->job.precision == GPP_CONFIG_PRECISION_BF16 && c->job.bf16_tensors;
+    return c->job.backend == GPP_DEVICE_CUDA && c->job.precision == GPP_PRECISION_BF16 &&
+           c->job.bf16_tensors;
 }
 
-const char *gpp_config_precision_name(gpp_config_precision_t p)
-{
-    return S_PRECISIONS[p];
-}
 const char *gpp_config_comm_name(gpp_config_comm_t c)
 {
     return S_COMMS[c];

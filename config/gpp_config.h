@@ -14,7 +14,10 @@
 
 #include <stdint.h>
 
+#include "common/gpp_device_kind.h"
 #include "common/gpp_err.h"
+#include "common/gpp_optim_kind.h"
+#include "common/gpp_precision.h"
 
 #define GPP_CONFIG_STR 256   /* bytes incl. NUL: hosts, endpoints, presets */
 #define GPP_CONFIG_PATH 1024 /* bytes incl. NUL: file and directory paths */
@@ -23,18 +26,9 @@
 /* Launch mode: local = the coordinator forks one agent per slot on this host;
  * external = agents are started elsewhere (systemd, Slurm) and register. */
 typedef enum { GPP_CONFIG_LAUNCH_LOCAL = 0, GPP_CONFIG_LAUNCH_EXTERNAL } gpp_config_launch_t;
-typedef enum { GPP_CONFIG_BACKEND_CPU = 0, GPP_CONFIG_BACKEND_CUDA } gpp_config_backend_t;
-/* Numerically equal to gpp_precision_t (kernels/gpp_backend.h). */
-typedef enum {
-    GPP_CONFIG_PRECISION_FP32 = 0,
-    GPP_CONFIG_PRECISION_TF32,
-    GPP_CONFIG_PRECISION_BF16
-} gpp_config_precision_t;
 /* The agents' data plane: Gloo (host memory, any placement) or NCCL (device
  * memory; every agent a GPU of its own). */
 typedef enum { GPP_CONFIG_COMM_GLOO = 0, GPP_CONFIG_COMM_NCCL } gpp_config_comm_t;
-/* Numerically equal to gpp_optim_kind_t (kernels/gpp_optim.h). */
-typedef enum { GPP_CONFIG_OPTIM_SGD = 0, GPP_CONFIG_OPTIM_ADAMW } gpp_config_optim_t;
 
 typedef struct {
     char host[GPP_CONFIG_STR]; /* hostname or address agents on it report */
@@ -71,7 +65,7 @@ typedef struct {
         char model[GPP_CONFIG_PATH]; /* zoo spec "mmt:branches=2,..." or graph JSON path */
         int batch;                   /* mini-batch samples per iteration */
         int iterations;
-        gpp_config_optim_t optimizer;
+        gpp_optim_kind_t optimizer;
         double lr;
         double momentum; /* sgd */
         double weight_decay;
@@ -79,6 +73,7 @@ typedef struct {
         double eps;          /* adamw */
         uint64_t seed;
         char planner[8];                      /* "gpp" | "spp" */
+        char schedule[8];                     /* "auto" | "1f1b" | "zb-h1" | "zb-h2" */
         int micro_batch;                      /* 0 = planner sweeps it */
         char checkpoint_dir[GPP_CONFIG_PATH]; /* "" = no checkpoints */
         char data[GPP_CONFIG_PATH];           /* dataset (gpp_data_open): a directory of
@@ -87,15 +82,15 @@ typedef struct {
         int checkpoint_interval;              /* iterations; 0 = none */
         int checkpoint_keep;                  /* complete sets kept, >= 1 */
         gpp_config_launch_t launch;
-        gpp_config_backend_t backend;
-        gpp_config_precision_t precision; /* cuda matrix products: fp32 | tf32 | bf16 */
-        gpp_config_comm_t comm;           /* gloo | nccl (cuda only) */
-        int cuda_graphs;                  /* cuda: each stage records its passes as CUDA
-                                             graphs and replays them (1); 0 off, the
-                                             default (never run on a GPU yet); cpu: ignored */
-        int bf16_tensors;                 /* cuda at precision bf16: activations and their
-                                             gradients kept and sent in bf16 (1); 0 fp32,
-                                             the default (never run on a GPU yet) */
+        gpp_device_kind_t backend;
+        gpp_precision_t precision; /* cuda matrix products: fp32 | tf32 | bf16 */
+        gpp_config_comm_t comm;    /* gloo | nccl (cuda only) */
+        int cuda_graphs;           /* cuda: each stage records its passes as CUDA
+                                      graphs and replays them (1); 0 off, the
+                                      default (never run on a GPU yet); cpu: ignored */
+        int bf16_tensors;          /* cuda at precision bf16: activations and their
+                                      gradients kept and sent in bf16 (1); 0 fp32,
+                                      the default (never run on a GPU yet) */
     } job;
 
     struct {
@@ -106,6 +101,7 @@ typedef struct {
     struct {
         char file[GPP_CONFIG_PATH]; /* per-iteration metrics JSON lines; "" = none */
         int http_port;              /* Prometheus /metrics; 0 = off */
+        int http_linger_ms;         /* /metrics served this long after the job ended */
     } metrics;
 } gpp_config_t;
 
@@ -126,11 +122,9 @@ int gpp_config_devices(const gpp_config_t *c);
 /* The GPU index of slot `slot` of node `node` (gpus: slot % gpus, else slot). */
 int gpp_config_slot_gpu(const gpp_config_t *c, int node, int slot);
 
-/* "local" / "external", "cpu" / "cuda", "sgd" / "adamw", "fp32" / "tf32" / "bf16". */
+/* "local" / "external" (backend, precision, optimizer: the common/ enums'
+ * _name functions). */
 const char *gpp_config_launch_name(gpp_config_launch_t l);
-const char *gpp_config_backend_name(gpp_config_backend_t b);
-const char *gpp_config_optim_name(gpp_config_optim_t o);
-const char *gpp_config_precision_name(gpp_config_precision_t p);
 /* 1 when the job's agents keep bf16 tensors: job.bf16_tensors on a cuda
  * job at precision bf16 (the setting is ignored elsewhere) */
 int gpp_config_bf16_tensors(const gpp_config_t *c);

@@ -22,11 +22,6 @@
 #define S_EXIT_GRACE_MS 10000 /* after Shutdown/Abort, wait this long for local agents */
 #define S_LINGER_MS 300       /* external agents: let the last messages go out */
 #define S_RCVHWM 16           /* frames queued per peer (gpp_coord_new) */
-/* Long phases (waiting, profiling, planning, bring-up) say where they are
- * this often; the heartbeat timer checks, so the gap between two lines is
- * at most S_PROGRESS_MS + heartbeat_ms: 2 s at the default 500 ms, the
- * most silence docs/operations.md promises. */
-#define S_PROGRESS_MS 1500.0
 
 const char *const gpp_coord_state_name[S_N_STATES] = {
     "waiting", "profiling", "planning", "assigning", "rendezvous", "training", "done"};
@@ -134,6 +129,12 @@ void gpp_coord_abort(gpp_coord_t *self, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(self->reason, sizeof self->reason, fmt, ap);
     va_end(ap);
+    if (self->reporters[0]) { /* peers of the agent that went: not the cause */
+        size_t len = strlen(self->reason);
+        snprintf(self->reason + len, sizeof self->reason - len,
+                 "; agent%s %s only reported a broken connection",
+                 strchr(self->reporters, ',') ? "s" : "", self->reporters);
+    }
     self->stopped = -1;
     atomic_store(&self->cancel, 1);
     if (!self->exit_code)
@@ -216,10 +217,18 @@ static void s_refuse(gpp_coord_t *self, const void *id, size_t id_len, const cha
     s_send_reject(self, id, id_len, why);
 }
 
-static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id, size_t id_len)
+static void s_on_register(gpp_coord_t *self, const gpp_msg_t *m, const void *id, size_t id_len,
+                          const char *user_id)
 {
     gpp_err_t err = {{0}};
-    if (self->state != S_WAITING) {
+    const int bound = gpp_curve_server_slot(self->cfg.curve, user_id); /* -1: any */
+    if (bound >= 0 && bound != m->register_->slot) {
+        gpp_err_set(&err,
+                    "its CURVE key (%s) admits slot %d only, but it registered for slot %d: "
+                    "start it with --slot %d, or give it slot %d's key (agent-%d.key_secret)",
+                    strchr(user_id, ':') + 1, bound, m->register_->slot, bound, m->register_->slot,
+                    m->register_->slot);
+    } else if (self->state != S_WAITING) {
         gpp_err_set(&err, "registration closed: the job is already %s",
                     gpp_coord_state_name[self->state]);
     } else if (m->sender != GPP_MSG_SENDER_UNREGISTERED) {
@@ -411,6 +420,28 @@ static void s_on_heartbeat(gpp_coord_t *self, gpp_agent_t *a, const Gpp__Heartbe
         s_ping(self, a);
 }
 
+/* An agent's data plane broke (ERROR_COMM): its peer died or went silent,
+ * or the link between them was cut. The stop waits up to a heartbeat
+ * timeout for the agent that went (seen exiting or silent: the stop names
+ * it), else stops with this first report (s_on_timer). */
+static void s_comm_report(gpp_coord_t *self, gpp_agent_t *a, const char *text, const char *who)
+{
+    size_t len = strlen(self->reporters);
+    snprintf(self->reporters + len, sizeof self->reporters - len, "%s%s", len ? ", " : "", who);
+    a->comm_reported = 1;
+    if (self->blame_ms > 0) {
+        gpp_warn("coordinator: agent %s also reports a broken connection: %s", who, text);
+        return;
+    }
+    self->blame_ms = gpp_now_ms() + self->cfg.timeout_ms + self->cfg.heartbeat_ms;
+    self->agent_failed = 1;
+    snprintf(self->first_report, sizeof self->first_report, "agent %s reported an error: %s", who,
+             text);
+    gpp_warn("coordinator: agent %s reports a broken connection (%s); waiting up to %.1f s for "
+             "the agent that went",
+             who, text, (self->cfg.timeout_ms + self->cfg.heartbeat_ms) / 1000.0);
+}
+
 static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m)
 {
     char who[GPP_REG_HOST_MAX + 64];
@@ -464,6 +495,10 @@ static void s_on_agent_msg(gpp_coord_t *self, gpp_agent_t *a, const gpp_msg_t *m
         if (!self->stopped && self->failed_peer < 0 && m->error->failed_peer > 0 &&
             m->error->failed_peer <= gpp_registry_size(self->reg))
             self->failed_peer = m->error->failed_peer - 1;
+        if (!self->stopped && m->error->code == GPP__ERROR_CODE__ERROR_COMM) {
+            s_comm_report(self, a, m->error->text, who);
+            return;
+        }
         gpp_coord_abort(self, "agent %s reported an error: %s%s", who, m->error->text,
                         m->error->code == GPP__ERROR_CODE__ERROR_CONFIG
                             ? " (fix the cluster file's [job] and start again)"
@@ -492,7 +527,7 @@ static void s_on_monitor_request(gpp_coord_t *self, const void *id, size_t id_le
     s_send_to(self, id, id_len, 1, &out);
 }
 
-static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
+int gpp_coord_on_router(zloop_t *loop, zsock_t *sock, void *arg)
 {
     (void)loop;
     gpp_coord_t *self = arg;
@@ -537,7 +572,7 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
     } else if (gpp_rdv_is_request(m)) {
         gpp_rdv_handle(self->rdv, id, id_len, m, gpp_now_ms());
     } else if (m->body_case == GPP__ENVELOPE__BODY_REGISTER && !a) {
-        s_on_register(self, m, id, id_len);
+        s_on_register(self, m, id, id_len, zframe_meta(body, "User-Id"));
     } else if (!a) {
         char why[128];
         snprintf(why, sizeof why, "%s before register", gpp_msg_type_name(m->body_case));
@@ -552,82 +587,21 @@ static int s_on_router(zloop_t *loop, zsock_t *sock, void *arg)
 
 /* ---- timers and signals ---- */
 
-/* A progress line every S_PROGRESS_MS while a phase that has nothing else
- * to print goes on: who is still missing, what is being measured, how long
- * planning has run (the search logs its own progress too). */
-static void s_progress_tick(gpp_coord_t *self, double now)
-{
-    if (self->state != self->progress_state || self->progress_phase_ms == 0) {
-        self->progress_state = self->state;
-        self->progress_phase_ms = self->progress_line_ms =
-            self->state == S_WAITING ? self->start_ms : now;
-        return;
-    }
-    if (now - self->progress_line_ms < S_PROGRESS_MS)
-        return;
-    self->progress_line_ms = now;
-    double secs = (now - self->progress_phase_ms) / 1000.0;
-    int n = gpp_registry_size(self->reg);
-    char list[1024];
-    switch (self->state) {
-    case S_WAITING: {
-        gpp_registry_list(self->reg, GPP_AGENT_EXPECTED, 16, list, sizeof list);
-        gpp_info("coordinator: waiting for agents: %d of %d registered after %.1f s (start "
-                 "timeout %.0f s); missing %s",
-                 n - gpp_registry_count(self->reg, GPP_AGENT_EXPECTED), n, secs,
-                 self->cfg.start_timeout_ms / 1000.0, list);
-        break;
-    }
-    case S_PROFILING: {
-        const Gpp__ProfileRequest *pr = self->cfg.profile_req;
-        const gpp_agent_t *a = gpp_registry_agent(self->reg, 0);
-        gpp_info("coordinator: profiling on %s:%d: %.1f s so far (%zu micro-batch sizes up to "
-                 "%d, %d timed repetitions each)",
-                 a->host, a->slot, secs, pr->n_micro_batches,
-                 pr->n_micro_batches ? pr->micro_batches[pr->n_micro_batches - 1] : 0,
-                 pr->iterations);
-        break;
-    }
-    case S_PLANNING:
-        gpp_info("coordinator: planning: %.1f s so far", secs);
-        break;
-    case S_ASSIGNING:
-    case S_RENDEZVOUS: {
-        /* the agents not yet ready (assigning) or not yet in barrier 0 */
-        size_t off = 0;
-        int missing = 0;
-        list[0] = 0;
-        for (int r = 0; r < n; r++) {
-            gpp_agent_t *a = gpp_registry_agent(self->reg, r);
-            int waiting =
-                self->in_job[r] && (self->state == S_ASSIGNING ? !a->ready : a->barrier != 0);
-            if (!waiting)
-                continue;
-            if (++missing <= 16 && off < sizeof list)
-                off += (size_t)snprintf(list + off, sizeof list - off, "%s%s:%d",
-                                        missing > 1 ? ", " : "", a->host, a->slot);
-        }
-        if (missing > 16 && off < sizeof list)
-            snprintf(list + off, sizeof list - off, " and %d more", missing - 16);
-        gpp_info("coordinator: %s: %.1f s, waiting for %d of %d agents: %s",
-                 self->state == S_ASSIGNING ? "agents building their stages and communicators"
-                                            : "entering the first barrier",
-                 secs, missing, self->n_in_job, list);
-        break;
-    }
-    default:
-        break;
-    }
-}
-
 /* The job for /metrics and /schedule (gpp_monitor_render_fn). */
 static void s_render(void *arg, gpp_expo_t *metrics, gpp_expo_t *schedule)
 {
     gpp_coord_t *self = arg;
-    gpp_expo_job_t v = {.state = gpp_coord_state_name[self->state],
-                        .state_names = gpp_coord_state_name,
-                        .n_states =
-                            (int)(sizeof gpp_coord_state_name / sizeof *gpp_coord_state_name),
+    /* the phases, and "stopped" for a job that ended before it finished */
+    static const char *names[S_N_STATES + 1];
+    if (!names[0]) {
+        memcpy(names, gpp_coord_state_name, sizeof gpp_coord_state_name);
+        names[S_N_STATES] = "stopped";
+    }
+    int stopped = self->stopped && self->state == S_DONE;
+    gpp_expo_job_t v = {.state = stopped ? names[S_N_STATES] : names[self->state],
+                        .state_names = names,
+                        .n_states = S_N_STATES + 1,
+                        .stop_reason = stopped ? self->reason : NULL,
                         .start_time_s = self->start_time_s,
                         .now_ms = gpp_now_ms(),
                         .reg = self->reg,
@@ -684,7 +658,7 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
     gpp_rdv_tick(self->rdv, now);
     gpp_notify_tick(
         gpp_coord_state_name[self->state]); /* systemd: watchdog ping, state as STATUS */
-    s_progress_tick(self, now);
+    gpp_coord_progress_tick(self, now);
     s_publish_metrics(self);
     if (self->state == S_DONE) {
         if (self->cfg.launch && gpp_launch_live(self->cfg.launch) == 0)
@@ -717,7 +691,8 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
            anyone is called silent (else an agent whose heartbeats queued
            is blamed for the coordinator's pause, and a dead peer that
            registered later is not: ext_recover saw that on a loaded CI). */
-        if (gpp_zsock_read_queued(self->router, GPP_ZSOCK_QUEUED_MAX, s_on_router, self) < 0)
+        if (gpp_zsock_read_queued(self->router, GPP_ZSOCK_QUEUED_MAX, gpp_coord_on_router, self) <
+            0)
             return -1; /* as the reader would have ended the loop */
         if (self->stopped || self->state == S_DONE)
             return 0;
@@ -736,6 +711,12 @@ static int s_on_timer(zloop_t *loop, int timer_id, void *arg)
         pid_t pid = self->cfg.launch ? gpp_launch_kill(self->cfg.launch, silent->rank, SIGKILL) : 0;
         if (pid > 0)
             gpp_warn("coordinator: killed the silent local agent %s", who);
+        return 0;
+    }
+    if (self->blame_ms > 0 && now >= self->blame_ms && !self->stopped) {
+        self->reporters[0] = 0; /* nobody went: the first report is the reason */
+        gpp_coord_abort(self, "%s (no agent died or went silent within %.1f s)", self->first_report,
+                        (self->cfg.timeout_ms + self->cfg.heartbeat_ms) / 1000.0);
         return 0;
     }
     for (int r = 0, n = gpp_registry_size(self->reg); r < n; r++) {
@@ -780,7 +761,12 @@ static void s_on_child_exit(void *arg, int tag, pid_t pid, int status)
     while (status != 0 && !self->stopped && gpp_now_us() < until) {
         zmq_pollitem_t it = {zsock_resolve(self->router), 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 20) > 0 && (it.revents & ZMQ_POLLIN))
-            s_on_router(NULL, self->router, self);
+            gpp_coord_on_router(NULL, self->router, self);
+    }
+    if (a->comm_reported && !self->stopped && status != 0 && !WIFSIGNALED(status)) {
+        a->state = GPP_AGENT_EXITED; /* it gave up on a peer that went: wait for that one */
+        gpp_warn("coordinator: agent %s %s after its broken connection", who, st);
+        return;
     }
     a->state = GPP_AGENT_DEAD;
     if (self->stopped) { /* its report (or another) stopped the job */
@@ -932,7 +918,7 @@ gpp_coord_t *gpp_coord_new(const gpp_coord_cfg_t *cfg, gpp_err_t *err)
         self->port = -1;
     self->loop = zloop_new();
     zloop_set_nonstop(self->loop, true);
-    if (zloop_reader(self->loop, self->router, s_on_router, self) < 0)
+    if (zloop_reader(self->loop, self->router, gpp_coord_on_router, self) < 0)
         goto fail_loop;
     self->timer_id = zloop_timer(self->loop, (size_t)cfg->heartbeat_ms, 0, s_on_timer, self);
     if (self->timer_id < 0)
@@ -984,6 +970,7 @@ int gpp_coord_run(gpp_coord_t *self)
         self->stopped = -1;
         self->exit_code = 1;
     }
+    s_publish_metrics(self); /* the final state, for scrapes after the end */
     return self->stopped;
 }
 
@@ -1012,6 +999,10 @@ int gpp_coord_agent_failed(const gpp_coord_t *self)
 int gpp_coord_failed_peer(const gpp_coord_t *self)
 {
     return self->failed_peer;
+}
+uint64_t gpp_coord_monitored(const gpp_coord_t *self)
+{
+    return gpp_monitor_answered(self->monitor);
 }
 uint64_t gpp_coord_dropped(const gpp_coord_t *self)
 {

@@ -45,7 +45,8 @@ typedef struct {
 /* Makes the job once every agent registered (and profiled), on the
  * planning thread: it may read the agents' registration fields in reg
  * (fixed by then) and nothing else of the coordinator. *cancel turns
- * non-zero when the job stops meanwhile: return -1 soon after. */
+ * non-zero when the job stops meanwhile: return -1 soon after. -2: the
+ * cluster file or command line is at fault (the job stops with exit 2). */
 typedef int(gpp_coord_plan_fn)(void *arg, gpp_registry_t *reg, const atomic_int *cancel,
                                gpp_coord_job_t *job, gpp_err_t *err);
 
@@ -115,6 +116,14 @@ gpp_registry_t *gpp_coord_registry(gpp_coord_t *self);
  * SIGINT). */
 int gpp_coord_run(gpp_coord_t *self);
 const char *gpp_coord_reason(const gpp_coord_t *self);
+/* After gpp_coord_run: the control socket stays open with the job's final
+ * state for ms more, answering monitors (gpp-top) as during the run;
+ * registrations are refused (the job is done) and agents' late messages
+ * handled as at its end. A signal on sigfd (-1: none) other than SIGCHLD
+ * ends the wait: returns 1 then, else 0. gpp_coord_linger.c. */
+int gpp_coord_linger(gpp_coord_t *self, int ms, int sigfd);
+/* Monitor requests answered with a snapshot so far: someone watches. */
+uint64_t gpp_coord_monitored(const gpp_coord_t *self);
 int gpp_coord_exit_code(const gpp_coord_t *self);
 /* 1 when an agent stopped the job: silent past timeout_ms, exited early, or
  * its Error other than ERROR_CONFIG (a broken connection to a dead peer):

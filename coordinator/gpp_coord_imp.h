@@ -48,6 +48,13 @@ struct gpp_coord_s {
     int exit_code;
     int agent_failed; /* the stop was an agent's: silent, exited, or its (not config) Error */
     int failed_peer;  /* rank named by the first ERROR_COMM before the stop, -1 none */
+    /* ERROR_COMM reports wait until blame_ms for the agent that died or went
+       silent, whom the stop then names (0: none pending); reporters lists
+       the agents that only reported a broken connection, first_report the
+       first one's words (the reason if nobody is found) */
+    double blame_ms;
+    char reporters[512];
+    char first_report[GPP_ERR_LEN];
     char reason[GPP_ERR_LEN];
     double exit_deadline_ms;
     uint64_t dropped;
@@ -55,6 +62,8 @@ struct gpp_coord_s {
     s_state_t progress_state; /* the phase the progress lines are about */
     double progress_phase_ms; /* when it began */
     double progress_line_ms;  /* the last progress line (or the phase's start) */
+    int progress_iters;       /* training: iterations done at progress_iter_ms */
+    double progress_iter_ms;  /* when that count was first seen */
     double start_time_s;      /* Unix time of gpp_coord_new, for /metrics */
     gpp_rdv_t *rdv;           /* the job's rendezvous table */
     char rdv_endpoint[512];
@@ -68,10 +77,15 @@ struct gpp_coord_s {
 extern const char *const gpp_coord_state_name[S_N_STATES];
 
 /* gpp_coord.c */
+/* The control ROUTER's reader (a zloop_reader_fn): one message handled. */
+int gpp_coord_on_router(zloop_t *loop, zsock_t *sock, void *arg);
 /* Sends m to a registered agent; -1 (errno set) when it cannot go out. */
 int gpp_coord_send(gpp_coord_t *self, gpp_agent_t *a, gpp_msg_t *m);
 /* Stops the job (once): logs why, sends Abort to the agents, exit code 1. */
 void gpp_coord_abort(gpp_coord_t *self, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* gpp_coord_progress.c: a progress line when a phase (or, training, an
+ * iteration) has run long with nothing else to print. */
+void gpp_coord_progress_tick(gpp_coord_t *self, double now);
 /* Drops a frame from who (counted, logged sparsely) without stopping the job. */
 void gpp_coord_drop(gpp_coord_t *self, const char *who, const char *why);
 /* The job is done: Shutdown to every live agent, then exit. */

@@ -106,6 +106,8 @@ static int s_on_planned(zloop_t *loop, zsock_t *pipe, void *arg)
     gpp_coord_planner_stop(self);    /* it is done: joins at once */
     if (self->state == S_PLANNING) { /* not stopped meanwhile */
         if (rc < 0) {
+            if (rc == -2 && !self->exit_code) /* the cluster file's or command line's */
+                self->exit_code = 2;
             gpp_coord_abort(self, "planning failed: %s",
                             msg ? msg : "no result from the planning thread");
         } else {

@@ -90,6 +90,8 @@ static void s_split(const Gpp__Assignment *as, const gpp_progress_rank_t *pr, do
         switch (as->actions[i]->type) {
         case GPP__ACTION_TYPE__ACT_FWD:
         case GPP__ACTION_TYPE__ACT_BWD:
+        case GPP__ACTION_TYPE__ACT_BWD_INPUT:
+        case GPP__ACTION_TYPE__ACT_BWD_WEIGHT:
         case GPP__ACTION_TYPE__ACT_STEP:
             comp += pr->action_ms[i];
             break;
@@ -111,7 +113,8 @@ static const char *const s_agent_state[] = {"expected", "alive", "dead", "exited
 
 void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
 {
-    gpp_expo_family(t, "gpp_build_info", "gauge", "The coordinator's build: version and git commit.");
+    gpp_expo_family(t, "gpp_build_info", "gauge",
+                    "The coordinator's build: version and git commit.");
     gpp_expo_sample(t, "gpp_build_info", 1, "version", gpp_version(), "commit", gpp_git_commit(),
                     NULL);
     gpp_expo_family(t, "gpp_coordinator_start_time_seconds", "gauge",
@@ -121,10 +124,16 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
                     "Times the job was started again from its newest checkpoint set after "
                     "agents died (--max-restarts).");
     gpp_expo_sample(t, "gpp_job_restarts_total", v->job_restarts, NULL);
-    gpp_expo_family(t, "gpp_job_state", "gauge", "1 for the job's current state, 0 for the others.");
+    gpp_expo_family(t, "gpp_job_state", "gauge",
+                    "1 for the job's current state, 0 for the others.");
     for (int i = 0; i < v->n_states; i++)
         gpp_expo_sample(t, "gpp_job_state", strcmp(v->state, v->state_names[i]) == 0, "state",
                         v->state_names[i], NULL);
+    gpp_expo_family(t, "gpp_job_stop_info", "gauge",
+                    "1, with the reason, once the job stopped before it finished (state "
+                    "stopped); no sample otherwise.");
+    if (v->stop_reason && v->stop_reason[0])
+        gpp_expo_sample(t, "gpp_job_stop_info", 1, "reason", v->stop_reason, NULL);
 
     /* agents */
     int n = gpp_registry_size(v->reg);
@@ -139,9 +148,14 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
         {"gpp_agent_up", "gauge",
          "1 while the agent is registered and heard from; device is cpu:SLOT or cuda:GPU and "
          "device_name the GPU's name (\"cpu\" for CPU agents) once registered."},
+        {"gpp_agent_state", "gauge",
+         "1 for the agent's registry state (expected: not registered yet; alive; dead: it died "
+         "or went silent; exited: told to go, or gave up on a peer that went), 0 for the "
+         "others."},
         {"gpp_agent_heartbeat_age_seconds", "gauge",
          "Time since the agent's last valid message (registered agents)."},
-        {"gpp_agent_memory_limit_bytes", "gauge", "Device memory the agent reported at registration."},
+        {"gpp_agent_memory_limit_bytes", "gauge",
+         "Device memory the agent reported at registration."},
         {"gpp_agent_memory_high_water_bytes", "gauge",
          "The agent's memory high-water mark in the last complete iteration."},
         {"gpp_agent_compute_seconds", "gauge",
@@ -153,7 +167,7 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
         {"gpp_agent_restarts_total", "counter",
          "Times the agent of this rank died and the job was restarted (--max-restarts)."},
     };
-    enum { F_UP, F_AGE, F_LIMIT, F_MEM, F_COMP, F_COMM, F_IDLE, F_RESTARTS, F_N };
+    enum { F_UP, F_STATE, F_AGE, F_LIMIT, F_MEM, F_COMP, F_COMM, F_IDLE, F_RESTARTS, F_N };
     int n_stages = l ? l->n_stages : 0;
     double *st_sum = gpp_xcalloc((size_t)(n_stages ? n_stages : 1) * 3, sizeof *st_sum);
     int *st_n = gpp_xcalloc((size_t)(n_stages ? n_stages : 1), sizeof *st_n);
@@ -184,6 +198,11 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
                                 registered ? a->device_name : "", NULL);
                 break;
             }
+            case F_STATE:
+                for (int k = 0; k < 4; k++)
+                    gpp_expo_sample(t, fam[f][0], (int)a->state == k, "rank", rank, "host", a->host,
+                                    "slot", slot, "state", s_agent_state[k], NULL);
+                break;
             case F_AGE:
                 if (registered)
                     gpp_expo_sample(t, fam[f][0], (v->now_ms - a->last_seen_ms) / 1000.0, "rank",
@@ -240,6 +259,26 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
     }
     free(st_sum);
     free(st_n);
+    /* a stage's device memory: the planner's prediction and the same
+       quantity measured (the backend's peak), like with like */
+    static const char *const mfam[][2] = {
+        {"gpp_stage_memory_predicted_bytes",
+         "The stage's peak device memory as the planner's memory model predicts it for its "
+         "schedule, with the backend's own buffers."},
+        {"gpp_stage_memory_peak_bytes",
+         "The stage's measured peak device memory (the backend's high-water mark), highest over "
+         "its replicas."},
+    };
+    for (int f = 0; f < 2; f++) {
+        gpp_expo_family(t, mfam[f][0], "gauge", mfam[f][1]);
+        for (int s = 0; pg && s < n_stages; s++) {
+            int64_t b = f ? gpp_progress_stage_mem(pg, s) : gpp_progress_stage_mem_predicted(pg, s);
+            char stage[16];
+            snprintf(stage, sizeof stage, "%d", s);
+            if (b > 0)
+                gpp_expo_sample(t, mfam[f][0], (double)b, "stage", stage, NULL);
+        }
+    }
 
     /* the job */
     /* counted from the job's iteration 0: a job resumed from checkpoint
@@ -264,7 +303,8 @@ void gpp_expo_job(gpp_expo_t *t, const gpp_expo_job_t *v)
                         NULL);
         double loss = gpp_progress_loss(pg, last);
         if (!isnan(loss)) {
-            gpp_expo_family(t, "gpp_loss", "gauge", "Training loss of the last complete iteration.");
+            gpp_expo_family(t, "gpp_loss", "gauge",
+                            "Training loss of the last complete iteration.");
             gpp_expo_sample(t, "gpp_loss", loss, NULL);
         }
     }
@@ -281,10 +321,11 @@ void gpp_expo_schedule(gpp_expo_t *t, const gpp_expo_job_t *v)
     if (last < 0 || !v->job)
         return;
     static const char *const code[] = {
-        [GPP__ACTION_TYPE__ACT_FWD] = "F",       [GPP__ACTION_TYPE__ACT_BWD] = "B",
-        [GPP__ACTION_TYPE__ACT_SEND_ACT] = "SA", [GPP__ACTION_TYPE__ACT_RECV_ACT] = "RA",
+        [GPP__ACTION_TYPE__ACT_FWD] = "F",        [GPP__ACTION_TYPE__ACT_BWD] = "B",
+        [GPP__ACTION_TYPE__ACT_SEND_ACT] = "SA",  [GPP__ACTION_TYPE__ACT_RECV_ACT] = "RA",
         [GPP__ACTION_TYPE__ACT_SEND_GRAD] = "SG", [GPP__ACTION_TYPE__ACT_RECV_GRAD] = "RG",
-        [GPP__ACTION_TYPE__ACT_ALLREDUCE] = "AR", [GPP__ACTION_TYPE__ACT_STEP] = "ST"};
+        [GPP__ACTION_TYPE__ACT_ALLREDUCE] = "AR", [GPP__ACTION_TYPE__ACT_STEP] = "ST",
+        [GPP__ACTION_TYPE__ACT_BWD_INPUT] = "B",  [GPP__ACTION_TYPE__ACT_BWD_WEIGHT] = "W"};
     const gpp_progress_layout_t *l = &v->job->layout;
     for (int r = 0; r < l->n_agents; r++) {
         gpp_progress_rank_t pr;

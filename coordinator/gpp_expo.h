@@ -32,6 +32,7 @@ typedef struct {
     const char *state;              /* the job's state now */
     const char *const *state_names; /* [n_states] every state, for the state set */
     int n_states;
+    const char *stop_reason;        /* why the job stopped before it finished; NULL: it did not */
     double start_time_s;            /* when the coordinator started, Unix seconds */
     double now_ms;                  /* gpp_now_ms(): heartbeat ages */
     gpp_registry_t *reg;            /* every agent of the cluster file */

@@ -55,6 +55,7 @@ typedef struct {
     uint64_t bad_clock;    /* round trips with impossible times, ignored */
     int clock_pings;       /* heartbeats sent to it that start a round trip */
     int exit_signal;       /* local launch: the signal that ended it once reaped, 0 none */
+    int comm_reported;     /* it reported a broken data-plane connection (ERROR_COMM) */
 } gpp_agent_t;
 
 typedef struct gpp_registry_s gpp_registry_t;

@@ -2,6 +2,7 @@
 #include "coordinator/gpp_supervisor.h"
 
 #include <assert.h>
+#include <poll.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 struct gpp_supervisor_s {
     gpp_supervisor_opts_t o;
     gpp_config_t cfg; /* owned; --elastic lowers its nodes' slot counts */
+    int finished;     /* --resume of a finished job: nothing to run (s_finished) */
     FILE *out;
     int local; /* launch = "local" and not --external: agents are forked here */
     /* the job's slots in rank order, [n]; --elastic shrinks n */
@@ -125,11 +127,32 @@ static gpp_curve_server_t *s_curve_setup(const gpp_config_t *cfg, int local, int
 }
 
 /* Keys, run directory, job, /metrics: 0, or the exit status (logged). */
+/* --resume of a job whose newest set has every iteration and records the
+ * final weights digest: it finished; say so with the digest (exit 0). */
+static int s_finished(gpp_supervisor_t *self)
+{
+    const char *dir = self->cfg.job.checkpoint_dir;
+    gpp_err_t err = {{0}};
+    char hex[65];
+    int n = !self->o.resume || self->o.resume_from || !dir[0] ? 0 : gpp_ckpt_set_latest(dir, &err);
+    if (n < self->cfg.job.iterations || gpp_ckpt_set_digest(dir, n, hex, &err) != 1)
+        return 0;
+    gpp_info("coordinator: --resume: checkpoint set %d in %s already has all %d iterations: the "
+             "job finished (raise job.iterations or --iterations to train further)",
+             n, dir, self->cfg.job.iterations);
+    fprintf(self->out, "resume: the job finished at iteration %d (checkpoint set %d)\n", n, n);
+    fprintf(self->out, "weights sha256 %s\n", hex);
+    fflush(self->out);
+    return 1;
+}
+
 static int s_setup(gpp_supervisor_t *self)
 {
     gpp_config_t *cfg = &self->cfg;
     const gpp_supervisor_opts_t *o = &self->o;
     gpp_err_t err = {{0}};
+    if (!o->control_only && (self->finished = s_finished(self)))
+        return 0;
     /* keys before anything is planned or written: a bad key_dir is exit 2 */
     int curve_failed = 0;
     /* gpp-top's way in: a local launch always has a run directory */
@@ -158,7 +181,8 @@ static int s_setup(gpp_supervisor_t *self)
         self->job = gpp_job_new(cfg, self->plan, o->reprofile,
                                 !o->resume ? GPP_JOB_FRESH
                                            : GPP_JOB_RESUME | (o->replan ? GPP_JOB_REPLAN : 0) |
-                                                 (o->resume == 2 ? GPP_JOB_AUTO : 0),
+                                                 (o->resume == 2 ? GPP_JOB_AUTO : 0) |
+                                                 GPP_JOB_FROM(o->resume_from),
                                 self->out, &err);
         if (!self->job) {
             gpp_error("%s", err.msg);
@@ -224,7 +248,7 @@ gpp_supervisor_t *gpp_supervisor_new(const gpp_supervisor_opts_t *opts, gpp_conf
     cc->metrics_path = self->cfg.metrics.file;
     cc->sigfd = opts->sigfd;
     cc->clock_round_trips = opts->trace ? S_CLOCK_ROUND_TRIPS : 0;
-    cc->require_gpu = self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !opts->control_only;
+    cc->require_gpu = self->cfg.job.backend == GPP_DEVICE_CUDA && !opts->control_only;
     cc->agent_restarts = self->restarts;
     *status = s_setup(self);
     if (*status != 0)
@@ -314,7 +338,7 @@ static int s_launch_agents(gpp_supervisor_t *self)
         return -1;
     }
     char ep[512], slot[16], hb[16], to[16], mem[32], bar[16], thr[16], keyfd[16], gpu[16];
-    const int cuda = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA && !o->control_only;
+    const int cuda = cfg->job.backend == GPP_DEVICE_CUDA && !o->control_only;
     /* the cores are shared out among the local agents (one thread at least):
      * a fixed count per run keeps OpenBLAS results reproducible */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -704,8 +728,37 @@ static int s_restart(gpp_supervisor_t *self, const gpp_supervisor_outcome_t *oc)
     return 0;
 }
 
+/* /metrics and the control socket's monitors (gpp-top) keep getting the
+ * job's final state for [metrics] http_linger_ms, so that scrapers and
+ * watchers see it end: with http_port, or when a monitor watched this run;
+ * not after a signal, and a signal meanwhile ends the wait. */
+static void s_linger(gpp_supervisor_t *self, int status)
+{
+    const int ms = self->cfg.metrics.http_linger_ms;
+    int watched = self->coord && gpp_coord_monitored(self->coord) > 0;
+    if ((!self->http && !watched) || ms <= 0 || status >= 128)
+        return;
+    char port[32] = "";
+    if (self->http)
+        snprintf(port, sizeof port, " on port %d", gpp_http_port(self->http));
+    gpp_info("metrics: serving the job's final state%s%s for %.1f s more%s ([metrics] "
+             "http_linger_ms; a signal ends it)",
+             port, self->http ? "" : " to monitors", ms / 1000.0,
+             self->http && self->coord ? ", and to monitors" : "");
+    if (self->coord) {
+        gpp_coord_linger(self->coord, ms, self->o.sigfd);
+        return;
+    }
+    struct pollfd p = {.fd = self->o.sigfd, .events = POLLIN};
+    for (double end = gpp_now_ms() + ms, now; (now = gpp_now_ms()) < end;)
+        if (poll(&p, self->o.sigfd >= 0 ? 1 : 0, (int)(end - now) + 1) > 0)
+            break;
+}
+
 int gpp_supervisor_run(gpp_supervisor_t *self)
 {
+    if (self->finished)
+        return 0;
     for (;;) {
         if (self->local) {
             self->launch = gpp_launch_new();
@@ -724,6 +777,7 @@ int gpp_supervisor_run(gpp_supervisor_t *self)
                 gpp_notify_status("job finished");
             else
                 gpp_notify_status("job stopped: %s", oc.reason);
+            s_linger(self, oc.status);
             return oc.status;
         }
         gpp_notify_status("restarting: agents died");

@@ -60,6 +60,7 @@ typedef struct {
     int external;                  /* never launch agents, even with launch = "local" */
     int reprofile;                 /* --plan auto: measure a new profile, not the kept one */
     int resume;                    /* 0 fresh, 1 --resume, 2 --resume=auto */
+    int resume_from;               /* --resume-from: that set; 0 the newest that verifies */
     int replan;                    /* --resume with another plan than the set's: re-shard it */
     int max_restarts;              /* restarts per slot after its agent died */
     int elastic;                   /* drop slots past max_restarts (or not back) and re-plan */

@@ -97,7 +97,7 @@ int gpp_timeline_ranks(const gpp_timeline_t *self)
 
 static int s_busy(gpp_act_type_t t)
 {
-    return t == GPP_ACT_FWD || t == GPP_ACT_BWD || t == GPP_ACT_ALLREDUCE || t == GPP_ACT_STEP;
+    return gpp_act_is_pass(t) || t == GPP_ACT_ALLREDUCE || t == GPP_ACT_STEP;
 }
 
 int gpp_timeline_write(const gpp_timeline_t *self, const gpp_sim_t *sim,

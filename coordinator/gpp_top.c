@@ -5,13 +5,18 @@
  * against an --insecure coordinator. One transport: the [metrics] HTTP port
  * is for Prometheus scrapers. It keeps the samples/s history itself.
  *
- *   gpp-top [--once] [--interval-ms N] [--key-dir DIR | --key FILE --server-key KEY]
- *           tcp://HOST:PORT
- *   gpp-top [--once] [--interval-ms N] --run-dir DIR
+ *   gpp-top [--once | --batch [--frames N]] [--interval-ms N]
+ *           [--key-dir DIR | --key FILE --server-key KEY] tcp://HOST:PORT
+ *   gpp-top [--once | --batch [--frames N]] [--interval-ms N] --run-dir DIR
  *
- * Keys: a agents, s stages, g Gantt, b all, q quit. --once prints one frame
- * as plain text; exit 0, 1 when the coordinator cannot be reached or
- * refuses the key, 2 on a bad command line or key file. docs/operations.md. */
+ * Keys: a agents, s stages, g Gantt, b all, q quit. When the coordinator
+ * stops answering, the screen keeps the last frame with a line saying since
+ * when and what it showed last (the job done or stopped, the iteration),
+ * and asks again every interval. --once prints one frame as plain text;
+ * --batch one per interval, ending with that line's frame (exit 0 when the
+ * job had ended, 1 when it went mid-job). Exit 1 when the coordinator cannot
+ * be reached or refuses the key, 2 on a bad command line or key file.
+ * docs/operations.md. */
 #include <curses.h>
 #include <czmq.h>
 #include <errno.h>
@@ -37,18 +42,27 @@
 
 /* ---- one scrape, parsed ---- */
 
+/* names and label values point into the scrape's text (unescaped in place) */
 typedef struct {
-    char name[96];
+    const char *name;
     int n_labels;
-    char key[S_MAX_LABELS][32];
-    char val[S_MAX_LABELS][128];
+    const char *key[S_MAX_LABELS];
+    const char *val[S_MAX_LABELS];
     double v;
 } s_sample_t;
 
 typedef struct {
+    char *text; /* owned */
     s_sample_t *s;
     int n, cap;
 } s_scrape_t;
+
+static void s_scrape_release(s_scrape_t *sc)
+{
+    free(sc->text);
+    free(sc->s);
+    memset(sc, 0, sizeof *sc);
+}
 
 static const char *s_label(const s_sample_t *x, const char *key)
 {
@@ -75,14 +89,18 @@ static double s_value(const s_scrape_t *sc, const char *name, const char *key, c
 }
 
 /* Parses the text exposition format: sample lines "name{k="v",...} value";
- * comments skipped. -1 with the line when one is malformed. */
+ * comments skipped. Takes text (the scrape's from now on). -1 with the
+ * line when one is malformed. */
 static int s_parse(char *text, s_scrape_t *sc, gpp_err_t *err)
 {
+    free(sc->text);
+    sc->text = text;
     sc->n = 0;
     int line_no = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         line_no++;
-        if (line[0] == '#' || line[0] == 0)
+        if (line[0] == '#')
             continue;
         if (sc->n == sc->cap) {
             sc->cap = sc->cap ? 2 * sc->cap : 256;
@@ -92,45 +110,48 @@ static int s_parse(char *text, s_scrape_t *sc, gpp_err_t *err)
         memset(x, 0, sizeof *x);
         char *p = line;
         size_t nl = strcspn(p, "{ ");
-        if (nl == 0 || nl >= sizeof x->name)
+        if (nl == 0 || !p[nl])
             return gpp_err_set(err, "/metrics line %d: no metric name: %.80s", line_no, line);
-        memcpy(x->name, p, nl);
-        p += nl;
-        if (*p == '{') {
-            p++;
+        char open = p[nl];
+        p[nl] = 0;
+        x->name = line;
+        p += nl + 1;
+        if (open == '{') {
             while (*p && *p != '}') {
                 size_t kl = strcspn(p, "=");
-                if (p[kl] != '=' || p[kl + 1] != '"' || kl >= sizeof x->key[0])
-                    return gpp_err_set(err, "/metrics line %d: bad label: %.80s", line_no, line);
+                if (kl == 0 || p[kl] != '=' || p[kl + 1] != '"')
+                    return gpp_err_set(err, "/metrics line %d (%s): bad label", line_no, x->name);
+                p[kl] = 0;
                 int i = x->n_labels < S_MAX_LABELS ? x->n_labels++ : S_MAX_LABELS - 1;
-                memcpy(x->key[i], p, kl);
-                x->key[i][kl] = 0;
+                x->key[i] = p;
                 p += kl + 2;
-                size_t o = 0;
+                char *o = p; /* unescaped in place: never longer */
+                x->val[i] = o;
                 for (; *p && *p != '"'; p++) {
                     char c = *p;
                     if (c == '\\' && p[1]) {
                         p++;
                         c = *p == 'n' ? '\n' : *p;
                     }
-                    if (o + 1 < sizeof x->val[i])
-                        x->val[i][o++] = c;
+                    *o++ = c;
                 }
-                x->val[i][o] = 0;
                 if (*p != '"')
-                    return gpp_err_set(err, "/metrics line %d: open label value", line_no);
+                    return gpp_err_set(err, "/metrics line %d (%s): open label value", line_no,
+                                       x->name);
                 p++;
+                *o = 0;
                 if (*p == ',')
                     p++;
             }
             if (*p != '}')
-                return gpp_err_set(err, "/metrics line %d: no closing brace", line_no);
+                return gpp_err_set(err, "/metrics line %d (%s): no closing brace", line_no,
+                                   x->name);
             p++;
         }
         char *end;
         x->v = strtod(p, &end);
         if (end == p)
-            return gpp_err_set(err, "/metrics line %d: no value: %.80s", line_no, line);
+            return gpp_err_set(err, "/metrics line %d (%s): no value", line_no, x->name);
         sc->n++;
     }
     return 0;
@@ -309,7 +330,7 @@ static void s_add(s_frame_t *f, const char *fmt, ...)
         f->cap = f->cap ? 2 * f->cap : 64;
         f->line = gpp_xrealloc(f->line, (size_t)f->cap * sizeof *f->line);
     }
-    char buf[512];
+    char buf[1280];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
@@ -355,37 +376,93 @@ static void s_sparkline(const double *h, int n, int width, char *out)
     out[o] = 0;
 }
 
-static void s_render(const s_scrape_t *sc, const char *target, const char *error,
-                     const double *hist, int n_hist, int view, s_frame_t *f)
+/* The label `key` of the first sample of `name` with value 1 whose label
+ * `by` is `val` (NULL: any): the current member of a state set. */
+static const char *s_state_of(const s_scrape_t *sc, const char *name, const char *by,
+                              const char *val, const char *key)
+{
+    for (int i = 0; i < sc->n; i++)
+        if (sc->s[i].v == 1 && strcmp(sc->s[i].name, name) == 0 &&
+            (!by || strcmp(s_label(&sc->s[i], by), val) == 0))
+            return s_label(&sc->s[i], key);
+    return NULL;
+}
+
+/* The job's state and "N/M" iterations of a scrape. */
+static const char *s_job(const s_scrape_t *sc, char *iters, size_t len)
+{
+    const char *state = s_state_of(sc, "gpp_job_state", NULL, NULL, "state");
+    double done = s_value(sc, "gpp_iterations_completed_total", NULL, NULL);
+    double planned = s_value(sc, "gpp_iterations_planned", NULL, NULL);
+    if (isnan(planned))
+        snprintf(iters, len, "%.0f/?", isnan(done) ? 0 : done);
+    else
+        snprintf(iters, len, "%.0f/%.0f", isnan(done) ? 0 : done, planned);
+    return state ? state : "?";
+}
+
+/* An agent's STATE column: its registry state (gpp_agent_state), else
+ * (an older coordinator) what gpp_agent_up and the heartbeat age say. */
+static const char *s_agent_state(const s_scrape_t *sc, const s_sample_t *up, double age)
+{
+    const char *st = s_state_of(sc, "gpp_agent_state", "rank", s_label(up, "rank"), "state");
+    if (!st)
+        return up->v == 1 ? "up" : isnan(age) ? "wait" : "down";
+    return !strcmp(st, "alive")    ? "up"
+           : !strcmp(st, "dead")   ? "down"
+           : !strcmp(st, "exited") ? "exited"
+                                   : "wait";
+}
+
+/* "label: text", cut into lines of at most width characters (0: one line). */
+static void s_add_wrapped(s_frame_t *f, const char *label, const char *text, int width)
+{
+    char buf[1200];
+    snprintf(buf, sizeof buf, "%s: %s", label, text);
+    int n = (int)strlen(buf), w = width > 20 ? width : n ? n : 1;
+    for (int o = 0; o < n; o += w)
+        s_add(f, "%.*s", w, buf + o);
+}
+
+/* The frame of sc, the last scrape answered (n 0: none yet). While the
+ * coordinator does not answer (error set), the last one with a line that
+ * says since when (answered_s, Unix time) and what it showed last. */
+static void s_render(const s_scrape_t *sc, const char *target, const char *error, time_t answered_s,
+                     const double *hist, int n_hist, int view, int width, s_frame_t *f)
 {
     s_frame_clear(f);
-    const char *state = "?";
-    for (int i = 0; i < sc->n; i++)
-        if (strcmp(sc->s[i].name, "gpp_job_state") == 0 && sc->s[i].v == 1)
-            state = s_label(&sc->s[i], "state");
+    char iters[64];
+    const char *state = s_job(sc, iters, sizeof iters);
     const s_sample_t *bi = s_find(sc, "gpp_build_info", NULL, NULL);
     s_add(f, "gpp-top  %s  coordinator %s%s%s", target, bi ? s_label(bi, "version") : "?",
           bi ? " git " : "", bi ? s_label(bi, "commit") : "");
-    if (error)
-        s_add(f, "error: %s", error);
-    double done = s_value(sc, "gpp_iterations_completed_total", NULL, NULL);
-    double planned = s_value(sc, "gpp_iterations_planned", NULL, NULL);
+    if (error && answered_s) {
+        char when[32];
+        struct tm tm;
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime_r(&answered_s, &tm));
+        s_add(f, "coordinator not answering since %s (last seen: %s, iteration %s)", when, state,
+              iters);
+        s_add_wrapped(f, "  why", error, width);
+    } else if (error) {
+        s_add_wrapped(f, "error", error, width);
+    }
     double loss = s_value(sc, "gpp_loss", NULL, NULL);
     double sps = s_value(sc, "gpp_samples_per_second", NULL, NULL);
     double it_s = s_value(sc, "gpp_iteration_seconds", NULL, NULL);
     char spark[S_HISTORY + 1];
     s_sparkline(hist, n_hist, 40, spark);
-    char planned_s[32], loss_s[32];
-    snprintf(planned_s, sizeof planned_s, isnan(planned) ? "?" : "%.0f", planned);
+    char loss_s[32];
     snprintf(loss_s, sizeof loss_s, isnan(loss) ? "-" : "%.6f", loss);
-    s_add(f, "job %-10s  iteration %.0f/%s  loss %s  %.1f samples/s  %.2f ms/iteration", state,
-          isnan(done) ? 0 : done, planned_s, loss_s, isnan(sps) ? 0 : sps,
-          isnan(it_s) ? 0 : it_s * 1000);
+    s_add(f, "job %-10s  iteration %s  loss %s  %.1f samples/s  %.2f ms/iteration", state, iters,
+          loss_s, isnan(sps) ? 0 : sps, isnan(it_s) ? 0 : it_s * 1000);
+    const char *reason = s_state_of(sc, "gpp_job_stop_info", NULL, NULL, "reason");
+    if (reason)
+        s_add_wrapped(f, "stopped", reason, width);
     s_add(f, "samples/s [%-40s]", spark);
     if (view == V_ALL || view == V_AGENTS) {
         s_add(f, "%s", "");
-        s_add(f, "%4s  %-22s %-8s %5s  %-5s %8s  %7s / %-7s", "RANK", "AGENT", "DEVICE", "STAGE",
-              "STATE", "HB AGE", "MEM", "LIMIT");
+        s_add(f, "%4s  %-22s %-8s %5s  %-6s %8s  %7s / %-7s", "RANK", "AGENT", "DEVICE", "STAGE",
+              "STATE", "HB AGE", "PEAK", "PRED");
         for (int i = 0; i < sc->n; i++) {
             const s_sample_t *x = &sc->s[i];
             if (strcmp(x->name, "gpp_agent_up") != 0)
@@ -393,7 +470,11 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
             const char *rank = s_label(x, "rank");
             const s_sample_t *hw = s_find(sc, "gpp_agent_memory_high_water_bytes", "rank", rank);
             double age = s_value(sc, "gpp_agent_heartbeat_age_seconds", "rank", rank);
-            double lim = s_value(sc, "gpp_agent_memory_limit_bytes", "rank", rank);
+            /* the stage's device memory: measured peak vs the planner's
+               prediction of the same quantity */
+            const char *st = hw ? s_label(hw, "stage") : "";
+            double peak = s_value(sc, "gpp_stage_memory_peak_bytes", "stage", st);
+            double pred = s_value(sc, "gpp_stage_memory_predicted_bytes", "stage", st);
             char who[200], a[16], b[16], agestr[16];
             snprintf(who, sizeof who, "%s:%s", s_label(x, "host"), s_label(x, "slot"));
             if (isnan(age))
@@ -401,12 +482,9 @@ static void s_render(const s_scrape_t *sc, const char *target, const char *error
             else
                 snprintf(agestr, sizeof agestr, "%.1fs", age);
             const char *dev = s_label(x, "device"), *dn = s_label(x, "device_name");
-            s_add(f, "%4s  %-22.22s %-8.8s %5s  %-5s %8s  %7s / %-7s  %.40s", rank, who,
-                  dev[0] ? dev : "-", hw ? s_label(hw, "stage") : "-",
-                  x->v == 1    ? "up"
-                  : isnan(age) ? "wait"
-                               : "down",
-                  agestr, s_bytes(hw ? hw->v : NAN, a, sizeof a), s_bytes(lim, b, sizeof b),
+            s_add(f, "%4s  %-22.22s %-8.8s %5s  %-6s %8s  %7s / %-7s  %.40s", rank, who,
+                  dev[0] ? dev : "-", hw ? s_label(hw, "stage") : "-", s_agent_state(sc, x, age),
+                  agestr, s_bytes(peak, a, sizeof a), s_bytes(pred, b, sizeof b),
                   strcmp(dn, "cpu") ? dn : "");
         }
     }
@@ -516,6 +594,9 @@ static void s_usage(FILE *f)
             "  --run-dir DIR       the endpoint and a monitor key a coordinator wrote for this\n"
             "                      run (a local launch says where: 'monitor: gpp-top --run-dir')\n"
             "  --once              print one frame as plain text and exit\n"
+            "  --batch             print a plain-text frame every interval until the\n"
+            "                      coordinator stops answering (that frame says since when)\n"
+            "  --frames N          with --batch: stop after N frames\n"
             "  --interval-ms N     refresh interval (default 1000)\n"
             "  --version, --help\n"
             "keys: a agents, s stages, g Gantt chart, b all, q quit\n");
@@ -584,8 +665,8 @@ int main(int argc, char **argv)
     int start = gpp_main_start("gpp-top", argc, argv);
     if (start >= 0)
         return start;
-    int once = 0;
-    int64_t interval_ms = 1000;
+    int once = 0, batch = 0;
+    int64_t interval_ms = 1000, max_frames = 0;
     const char *target = NULL, *run_dir = NULL, *key_dir = NULL, *key = NULL, *server = NULL;
     for (int i = 1; i < argc; i++) {
         const char **val = !strcmp(argv[i], "--run-dir")      ? &run_dir
@@ -597,7 +678,12 @@ int main(int argc, char **argv)
             *val = argv[++i];
         else if (strcmp(argv[i], "--once") == 0)
             once = 1;
-        else if (strcmp(argv[i], "--interval-ms") == 0 && i + 1 < argc) {
+        else if (strcmp(argv[i], "--batch") == 0)
+            batch = 1;
+        else if (strcmp(argv[i], "--frames") == 0 && i + 1 < argc) {
+            if (gpp_parse_flag_int64("gpp-top", "--frames", argv[++i], 1, INT_MAX, &max_frames) < 0)
+                return 2;
+        } else if (strcmp(argv[i], "--interval-ms") == 0 && i + 1 < argc) {
             if (gpp_parse_flag_int64("gpp-top", "--interval-ms", argv[++i], 100, 3600000,
                                      &interval_ms) < 0)
                 return 2;
@@ -621,6 +707,14 @@ int main(int argc, char **argv)
         }
         target = run_ep;
     }
+    if (once && (batch || max_frames)) {
+        fprintf(stderr, "gpp-top: --once prints one frame; --batch and --frames go without it\n");
+        return 2;
+    }
+    if (max_frames && !batch) {
+        fprintf(stderr, "gpp-top: --frames N goes with --batch\n");
+        return 2;
+    }
     if (!target || (strncmp(target, "tcp://", 6) && strncmp(target, "ipc://", 6))) {
         fprintf(stderr,
                 "gpp-top: %s%s%s: give the coordinator's control endpoint as tcp://HOST:PORT "
@@ -640,27 +734,36 @@ int main(int argc, char **argv)
     snprintf(shown, sizeof shown, "%s%s", target,
              gpp_curve_identity() ? " (CURVE)" : " (plaintext)");
 
-    s_scrape_t sc = {0};
+    /* sc: the last scrape answered, its schedule and when (0: never) */
+    s_scrape_t sc = {0}, next = {0};
+    char *sched = NULL;
+    time_t answered_s = 0;
     s_frame_t f = {0};
     double hist[S_HISTORY];
-    int n_hist = 0, view = V_ALL, rc = 0;
-    if (!once && !isatty(STDOUT_FILENO)) {
-        fprintf(stderr, "gpp-top: stdout is not a terminal; use --once for plain text\n");
+    int n_hist = 0, view = V_ALL, rc = 0, plain = once || batch;
+    if (!plain && !isatty(STDOUT_FILENO)) {
+        fprintf(stderr, "gpp-top: stdout is not a terminal; use --once or --batch for plain "
+                        "text\n");
         return 2;
     }
-    if (!once) {
+    if (!plain) {
         initscr();
         raw(); /* Ctrl-C arrives as a key: quit through endwin, the terminal restored */
         noecho();
         curs_set(0);
         keypad(stdscr, TRUE);
     }
-    for (;;) {
+    for (int64_t frames = 1;; frames++) {
         gpp_err_t err = {{0}};
         char *body = NULL, *text = NULL;
-        int ok = s_ctl_fetch(&ctl, &text, &body, &err) == 0 && s_parse(text, &sc, &err) == 0;
-        free(text);
+        int ok = s_ctl_fetch(&ctl, &text, &body, &err) == 0 && s_parse(text, &next, &err) == 0;
         if (ok) {
+            s_scrape_t t = sc; /* the new scrape is the last one answered */
+            sc = next;
+            next = t;
+            free(sched);
+            sched = body;
+            answered_s = time(NULL);
             double sps = s_value(&sc, "gpp_samples_per_second", NULL, NULL);
             if (!isnan(sps)) {
                 if (n_hist == S_HISTORY)
@@ -668,21 +771,34 @@ int main(int argc, char **argv)
                 hist[n_hist++] = sps;
             }
         } else {
-            sc.n = 0;
+            free(body);
         }
-        s_render(&sc, shown, ok ? NULL : err.msg, hist, n_hist, view, &f);
-        if (ok && (view == V_ALL || view == V_GANTT))
-            s_gantt(body, once ? 80 : (COLS > 24 ? COLS - 16 : 8), &f);
-        free(body);
-        if (once) {
-            if (!ok) {
-                fprintf(stderr, "gpp-top: %s\n", err.msg);
-                rc = 1;
-            } else {
-                for (int i = 0; i < f.n; i++)
-                    printf("%s\n", f.line[i]);
-            }
+        if (!ok && (once || (batch && !answered_s))) {
+            fprintf(stderr, "gpp-top: %s\n", err.msg);
+            rc = 1;
             break;
+        }
+        s_render(&sc, shown, ok ? NULL : err.msg, answered_s, hist, n_hist, view, plain ? 0 : COLS,
+                 &f);
+        if (sched && (view == V_ALL || view == V_GANTT))
+            s_gantt(sched, plain ? 80 : (COLS > 24 ? COLS - 16 : 8), &f);
+        if (plain) {
+            for (int i = 0; i < f.n; i++)
+                printf("%s\n", f.line[i]);
+            if (once)
+                break;
+            if (!ok) { /* the coordinator went: 0 when the job had ended */
+                char iters[64];
+                const char *st = s_job(&sc, iters, sizeof iters);
+                rc = strcmp(st, "done") && strcmp(st, "stopped") ? 1 : 0;
+                break;
+            }
+            if (frames == max_frames)
+                break;
+            printf("\n");
+            fflush(stdout);
+            zclock_sleep((int)interval_ms);
+            continue;
         }
         erase();
         for (int i = 0; i < f.n && i < LINES - 1; i++)
@@ -702,12 +818,14 @@ int main(int argc, char **argv)
         else if (c == 'b')
             view = V_ALL;
     }
-    if (!once)
+    if (!plain)
         endwin();
     s_ctl_close(&ctl);
     gpp_curve_identity_set(NULL);
     s_frame_clear(&f);
     free(f.line);
-    free(sc.s);
+    free(sched);
+    s_scrape_release(&sc);
+    s_scrape_release(&next);
     return rc;
 }

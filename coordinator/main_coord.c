@@ -51,6 +51,8 @@ static void s_usage(FILE *f)
             "                                 checkpoint set in job.checkpoint_dir; =auto:\n"
             "                                 start fresh when it holds none (a service that\n"
             "                                 systemd restarts: gpp-coordinator.service)\n"
+            "  --resume-from N                continue from checkpoint set N (it must verify);\n"
+            "                                 newer sets are moved aside, never removed\n"
             "  --replan                       with --resume: run the plan made now even if it\n"
             "                                 differs from the set's (other devices, planner),\n"
             "                                 re-sharding the set's stage files to its stages\n"
@@ -101,6 +103,7 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                                           {"iterations", required_argument, 0, 'i'},
                                           {"reprofile", no_argument, 0, 'r'},
                                           {"resume", optional_argument, 0, 'R'},
+                                          {"resume-from", required_argument, 0, 'F'},
                                           {"replan", no_argument, 0, 'P'},
                                           {"elastic", no_argument, 0, 'E'},
                                           {"max-restarts", required_argument, 0, 'M'},
@@ -124,8 +127,9 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         long v = 0;
         if (c == 'b' || c == 't' || c == 'i' || c == 'M' || c == 'N' || c == 'I' || c == 'J' ||
-            c == 'O') {
+            c == 'O' || c == 'F') {
             const char *flag = c == 'b'   ? "--barriers"
+                               : c == 'F' ? "--resume-from"
                                : c == 'O' ? "--monitors"
                                : c == 't' ? "--start-timeout-ms"
                                : c == 'J' ? "--rejoin-timeout-ms"
@@ -176,7 +180,29 @@ static int s_parse(int argc, char **argv, s_opts_t *o)
                         optarg);
                 return -1;
             }
-            o->sv.resume = optarg ? 2 : 1;
+            if (optarg && o->sv.resume_from) {
+                fprintf(stderr, "gpp-coordinator: --resume-from names the set; drop "
+                                "--resume=auto\n");
+                return -1;
+            }
+            if (!o->sv.resume_from)
+                o->sv.resume = optarg ? 2 : 1;
+            break;
+        case 'F':
+            if (v < 1) {
+                fprintf(stderr,
+                        "gpp-coordinator: --resume-from %ld: expected a checkpoint set's "
+                        "iteration count, 1 or more (the N of set-N)\n",
+                        v);
+                return -1;
+            }
+            if (o->sv.resume == 2) {
+                fprintf(stderr, "gpp-coordinator: --resume-from names the set; drop "
+                                "--resume=auto\n");
+                return -1;
+            }
+            o->sv.resume = 1;
+            o->sv.resume_from = (int)v;
             break;
         case 'P':
             o->sv.replan = 1;
@@ -348,7 +374,7 @@ int main(int argc, char **argv)
     if (o.metrics)
         snprintf(cfg.metrics.file, sizeof cfg.metrics.file, "%s", o.metrics);
 #ifndef GPP_HAVE_CUDA
-    if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && !o.sv.control_only) {
+    if (cfg.job.backend == GPP_DEVICE_CUDA && !o.sv.control_only) {
         fprintf(stderr,
                 "gpp-coordinator: %s: job.backend = \"cuda\": this gpp was built without CUDA "
                 "(its agents cannot open a GPU); rebuild with -DGPP_CUDA=ON on a machine with "

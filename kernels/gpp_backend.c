@@ -91,30 +91,6 @@ gpp_device_kind_t gpp_backend_kind(const gpp_backend_t *self)
     return self->cfg.kind;
 }
 
-const char *gpp_precision_name(gpp_precision_t p)
-{
-    switch (p) {
-    case GPP_PRECISION_TF32:
-        return "tf32";
-    case GPP_PRECISION_BF16:
-        return "bf16";
-    default:
-        return "fp32";
-    }
-}
-
-int gpp_precision_parse(const char *s, gpp_precision_t *out)
-{
-    static const gpp_precision_t all[] = {GPP_PRECISION_FP32, GPP_PRECISION_TF32,
-                                          GPP_PRECISION_BF16};
-    for (size_t i = 0; s && i < sizeof all / sizeof all[0]; i++)
-        if (strcmp(s, gpp_precision_name(all[i])) == 0) {
-            *out = all[i];
-            return 0;
-        }
-    return -1;
-}
-
 const char *gpp_dtype_name(gpp_dtype_t t)
 {
     switch (t) {
@@ -167,6 +143,13 @@ gpp_precision_t gpp_backend_precision(const gpp_backend_t *self)
 {
     assert(self);
     return self->cfg.kind == GPP_DEVICE_CPU ? GPP_PRECISION_FP32 : self->cfg.precision;
+}
+
+int gpp_backend_bf16_tensors(const gpp_backend_t *self)
+{
+    assert(self);
+    return self->cfg.kind == GPP_DEVICE_CUDA && self->cfg.precision == GPP_PRECISION_BF16 &&
+           self->cfg.bf16_tensors;
 }
 
 void *gpp_backend_alloc(gpp_backend_t *self, size_t bytes, gpp_err_t *err)

@@ -44,33 +44,10 @@
 #include <stdint.h>
 
 #include "common/gpp_alloc_rule.h"
+#include "common/gpp_device_kind.h"
 #include "common/gpp_err.h"
+#include "common/gpp_precision.h"
 #include "model/gpp_optable.h" /* gpp_work_t */
-
-typedef enum {
-    GPP_DEVICE_CPU = 0,
-    GPP_DEVICE_CUDA = 1 /* gpp_backend_new fails with a message when this gpp was
-                           built without CUDA or no usable GPU exists */
-} gpp_device_kind_t;
-
-/* Matrix products on CUDA: fp32 (CUBLAS_COMPUTE_32F) or TF32 tensor cores
- * (CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits, fp32
- * accumulation). The CPU backend computes fp32 whatever is set. */
-/* Matrix-product precision of a CUDA backend. Tensors, weights and the
- * optimizer state stay fp32 in every mode: tf32 and bf16 round the operands
- * of each matrix product to TF32 or bfloat16 on the tensor cores and
- * accumulate in fp32 (cuBLASLt's CUBLAS_COMPUTE_32F_FAST_TF32 and
- * CUBLAS_COMPUTE_32F_FAST_16BF), so the fp32 weights are the master copy. */
-typedef enum {
-    GPP_PRECISION_FP32 = 0,
-    GPP_PRECISION_TF32 = 1,
-    GPP_PRECISION_BF16 = 2
-} gpp_precision_t;
-
-/* "fp32", "tf32", "bf16". */
-const char *gpp_precision_name(gpp_precision_t p);
-/* Parses a precision name; -1 when it is none of them. */
-int gpp_precision_parse(const char *s, gpp_precision_t *out);
 
 /* Element types of tensors. BF16: bfloat16 (2 bytes), written by rounding
  * to nearest even; at precision bf16 the CUDA backend keeps activations and
@@ -132,6 +109,9 @@ const char *gpp_backend_device_name(const gpp_backend_t *self);
 /* The matrix-product precision the backend computes with: the configured
  * one on CUDA, fp32 on the CPU backend (whatever was set). */
 gpp_precision_t gpp_backend_precision(const gpp_backend_t *self);
+/* 1 when the backend keeps bf16 activations: CUDA at precision bf16 with
+ * gpp_backend_cfg_t.bf16_tensors; 0 elsewhere. */
+int gpp_backend_bf16_tensors(const gpp_backend_t *self);
 
 /* Device memory, 64-byte aligned, contents undefined. Caller owns the
  * result. bytes == 0 returns a valid unique pointer. NULL + message when the

@@ -153,6 +153,15 @@ typedef struct gpp_backend_vt_s {
     int (*attention_bwd)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                          int heads, int causal, const void *stash, const gpp_tensor_t *dy,
                          gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err);
+    /* the split backward (gpp_ops.h gpp_attention_bwd_in / _w); both NULL
+     * on a backend without the split (gpp_backend_bwd_split refuses
+     * zero-bubble schedules there) */
+    int (*attention_bwd_in)(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                            int heads, int causal, const void *stash, const gpp_tensor_t *dy,
+                            gpp_tensor_t *dx, void *dqkv, gpp_err_t *err);
+    int (*attention_bwd_w)(gpp_stream_t *s, const gpp_tensor_t *x, int heads, const void *stash,
+                           const gpp_tensor_t *dy, const void *dqkv, gpp_attention_params_t *dp,
+                           gpp_err_t *err);
     int (*embedding_bag_fwd)(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
                              gpp_tensor_t *y, gpp_err_t *err);
     int (*embedding_bag_bwd)(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *dy,

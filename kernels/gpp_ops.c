@@ -183,6 +183,35 @@ int gpp_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attentio
     return s_vt(s)->attention_bwd(s, x, p, heads, causal, stash, dy, dx, dp, err);
 }
 
+int gpp_attention_bwd_in(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                         int heads, int causal, const void *stash, const gpp_tensor_t *dy,
+                         gpp_tensor_t *dx, void *dqkv, gpp_err_t *err)
+{
+    assert(s_act(s, GPP_OP_ATTENTION, x) && s_act(s, GPP_OP_ATTENTION, dy) && s_same_shape(x, dy) &&
+           s_opt_act(s, GPP_OP_ATTENTION, dx, x) && p);
+    assert(heads > 0 && x->cols % heads == 0 && s_attention_params_ok(p, x->cols));
+    assert((stash && dqkv) || x->n * x->rows == 0);
+    if (!s_vt(s)->attention_bwd_in)
+        return gpp_backend_bwd_split(s->be, err) ? 0 : -1;
+    return s_vt(s)->attention_bwd_in(s, x, p, heads, causal, stash, dy, dx, dqkv, err);
+}
+
+int gpp_attention_bwd_w(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                        int heads, const void *stash, const gpp_tensor_t *dy, const void *dqkv,
+                        gpp_attention_params_t *dp, gpp_err_t *err)
+{
+    assert(s_act(s, GPP_OP_ATTENTION, x) && s_act(s, GPP_OP_ATTENTION, dy) && s_same_shape(x, dy) &&
+           p);
+    assert(heads > 0 && x->cols % heads == 0 && s_attention_params_ok(p, x->cols));
+    assert(!dp || !dp->w_qkv.data || s_same_shape(&dp->w_qkv, &p->w_qkv));
+    assert(!dp || !dp->w_o.data || s_same_shape(&dp->w_o, &p->w_o));
+    assert((stash && dqkv) || x->n * x->rows == 0);
+    (void)p; /* its shapes: the checks above */
+    if (!s_vt(s)->attention_bwd_w)
+        return gpp_backend_bwd_split(s->be, err) ? 0 : -1;
+    return s_vt(s)->attention_bwd_w(s, x, heads, stash, dy, dqkv, dp, err);
+}
+
 int gpp_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
                           gpp_tensor_t *y, gpp_err_t *err)
 {
@@ -328,10 +357,22 @@ static int s_linear_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
     return gpp_linear_fwd(s, a->x[0], &a->w[0], a->op->bias ? &a->w[1] : NULL, a->y, err);
 }
 
+/* The input gradient k and parameter gradient k a backward of part a->part
+ * computes: NULL where the part leaves it out. */
+static gpp_tensor_t *s_bdx(const gpp_op_args_t *a, int k)
+{
+    return a->part == GPP_BWD_W || !a->dx ? NULL : a->dx[k];
+}
+
+static gpp_tensor_t *s_bdw(const gpp_op_args_t *a, int k)
+{
+    return a->part == GPP_BWD_IN || !a->dw ? NULL : &a->dw[k];
+}
+
 static int s_linear_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
-    return gpp_linear_bwd(s, a->x[0], &a->w[0], a->dy, a->dx[0], &a->dw[0],
-                          a->op->bias ? &a->dw[1] : NULL, err);
+    return gpp_linear_bwd(s, a->x[0], &a->w[0], a->dy, s_bdx(a, 0), s_bdw(a, 0),
+                          a->op->bias ? s_bdw(a, 1) : NULL, err);
 }
 
 static int s_relu_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
@@ -361,8 +402,8 @@ static int s_layernorm_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err
 
 static int s_layernorm_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
-    return gpp_layernorm_bwd(s, a->x[0], &a->w[0], a->stash, a->dy, a->dx[0], &a->dw[0], &a->dw[1],
-                             err);
+    return gpp_layernorm_bwd(s, a->x[0], &a->w[0], a->stash, a->dy, s_bdx(a, 0), s_bdw(a, 0),
+                             s_bdw(a, 1), err);
 }
 
 static int s_attention_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
@@ -375,6 +416,12 @@ static int s_attention_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err
 {
     gpp_attention_params_t p = {a->w[0], a->w[1], a->w[2], a->w[3]};
     gpp_attention_params_t dp = {a->dw[0], a->dw[1], a->dw[2], a->dw[3]};
+    if (a->part == GPP_BWD_IN)
+        return gpp_attention_bwd_in(s, a->x[0], &p, a->op->heads, a->op->causal, a->stash, a->dy,
+                                    a->dx[0], a->wstash, err);
+    if (a->part == GPP_BWD_W)
+        return gpp_attention_bwd_w(s, a->x[0], &p, a->op->heads, a->stash, a->dy, a->wstash, &dp,
+                                   err);
     return gpp_attention_bwd(s, a->x[0], &p, a->op->heads, a->op->causal, a->stash, a->dy, a->dx[0],
                              &dp, err);
 }
@@ -398,10 +445,15 @@ static int s_ext(gpp_stream_t *s, const gpp_op_args_t *a, int bwd, gpp_err_t *er
     return f(s, a, err);
 }
 
+static int s_ext_part(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err);
+
+/* The table's gradient is all there is (indices take none): a W part. */
 static int s_embedding_bag_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
     if (a->op->update == GPP_TABLE_DENSE) /* a dense gradient: the ext kernel */
-        return s_ext(s, a, 1, err);
+        return s_ext_part(s, a, err);
+    if (a->part == GPP_BWD_IN)
+        return 0;
     return gpp_embedding_bag_bwd(s, a->x[0], a->dy, a->dsparse, err);
 }
 
@@ -423,10 +475,27 @@ static int s_ext_f(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
     return s_ext(s, a, 0, err);
 }
 
+/* A part of an ext op's backward: cross-attention's kernel splits itself
+ * (its W stash); the others' kernels skip absent gradients, so the part is
+ * the whole backward with the other part's gradients left out. */
+static int s_ext_part(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    if (a->part == GPP_BWD_ALL || a->op->type == GPP_OP_CROSS_ATTENTION)
+        return s_ext(s, a, 1, err);
+    gpp_op_args_t b = *a;
+    if (a->part == GPP_BWD_IN) {
+        b.dw = NULL;
+        b.dsparse = NULL;
+    } else {
+        b.dx = NULL;
+    }
+    return s_ext(s, &b, 1, err);
+}
+
 static int s_ext_b(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
 {
     s_ext_check(s, a, 1);
-    return s_ext(s, a, 1, err);
+    return s_ext_part(s, a, err);
 }
 
 int gpp_backend_op_supported(gpp_backend_t *be, const gpp_op_t *op, gpp_err_t *err)
@@ -446,6 +515,32 @@ int gpp_backend_op_supported(gpp_backend_t *be, const gpp_op_t *op, gpp_err_t *e
                 op->name, gpp_op_type_name(op->type),
                 op->type == GPP_OP_EMBEDDING_BAG ? ", update \"dense\"" : "", be->name);
     return 0;
+}
+
+int gpp_backend_bwd_split(gpp_backend_t *be, gpp_err_t *err)
+{
+    if (be->vt->attention_bwd_in && be->vt->attention_bwd_w)
+        return 1;
+    gpp_err_set(err,
+                "the %s backend has no split backward (B and W passes of the zero-bubble "
+                "schedules zb-h1, zb-h2); use schedule = \"1f1b\" or \"auto\", or backend = "
+                "\"cpu\"",
+                be->name);
+    return 0;
+}
+
+int gpp_op_bwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    gpp_op_kernel_fn f = gpp_op_kernels[a->op->type].bwd;
+    if (!f)
+        return 0;
+    if (a->part == GPP_BWD_ALL || a->op->params > 0)
+        return f(s, a, err);
+    if (a->part == GPP_BWD_W) /* no parameters: nothing to do */
+        return 0;
+    gpp_op_args_t b = *a;
+    b.part = GPP_BWD_ALL;
+    return f(s, &b, err);
 }
 
 int gpp_dropout_keep(uint64_t seed, int64_t sample, int op, int64_t e, double p)

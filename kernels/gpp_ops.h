@@ -112,6 +112,17 @@ int gpp_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attentio
 int gpp_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                       int heads, int causal, const void *stash, const gpp_tensor_t *dy,
                       gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err);
+/* The same backward in two passes (zero-bubble schedules): _in does dx +=
+ * ... and writes the gradient of qkv, [n, seq, 3 hidden] floats, into dqkv
+ * (the op's W stash, gpp_op_wstash_bytes; overwritten); _w does *dp += ...
+ * from x, the stash's ctx, dy and dqkv. _in then _w give gpp_attention_bwd's
+ * gradients bit for bit. A backend without them: gpp_backend_bwd_split. */
+int gpp_attention_bwd_in(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                         int heads, int causal, const void *stash, const gpp_tensor_t *dy,
+                         gpp_tensor_t *dx, void *dqkv, gpp_err_t *err);
+int gpp_attention_bwd_w(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                        int heads, const void *stash, const gpp_tensor_t *dy, const void *dqkv,
+                        gpp_attention_params_t *dp, gpp_err_t *err);
 
 /* ---- embedding bag, sum ----
  * idx i32 [n, rows, bag], table [1, table_rows, dim], y [n, rows, dim]:
@@ -172,6 +183,15 @@ int gpp_loss_ce(gpp_stream_t *s, const gpp_tensor_t *logits, const gpp_tensor_t 
  * y += alpha x (same numel; shapes may differ). */
 int gpp_axpy(gpp_stream_t *s, float alpha, const gpp_tensor_t *x, gpp_tensor_t *y, gpp_err_t *err);
 
+/* ---- which part of a backward a call runs (docs/planner.md "Zero-bubble
+ * schedules") ----
+ * ALL: the whole backward; IN (a B pass): the input gradients only; W (a W
+ * pass): the parameter gradients only. IN then W computes ALL's gradients
+ * bit for bit: the same calls on the same values (each gradient is
+ * computed by its own calls; attention's and cross-attention's parameter
+ * gradients read the q/k/v gradient IN wrote into the op's W stash). */
+typedef enum { GPP_BWD_ALL = 0, GPP_BWD_IN, GPP_BWD_W } gpp_bwd_part_t;
+
 /* ---- the kernel entry points of every op type, for the executor ----
  * gpp_op_kernels[type] (indexed like the op table, model/gpp_optable.h)
  * calls the op's kernels above on one micro-batch described by a
@@ -198,6 +218,10 @@ typedef struct {
     uint64_t seed;
     int64_t sample_lo;
     int train;
+    /* backward: the part to run (gpp_op_bwd); the op's W stash of
+       gpp_op_wstash_bytes x n bytes where it has one (IN fills, W reads) */
+    gpp_bwd_part_t part;
+    void *wstash;
 } gpp_op_args_t;
 
 typedef int (*gpp_op_kernel_fn)(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err);
@@ -206,6 +230,17 @@ typedef struct {
 } gpp_op_kernel_t;
 
 extern const gpp_op_kernel_t gpp_op_kernels[GPP_OP__COUNT];
+
+/* The backward of a->op, part a->part, through gpp_op_kernels: an op
+ * without parameters runs its whole backward as IN and nothing as W; an op
+ * without a backward entry (source, loss, opaque) nothing. */
+int gpp_op_bwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err);
+
+/* 1 when be's kernels have the split backward (GPP_BWD_IN / GPP_BWD_W) of
+ * every op type, so its agents can run zero-bubble schedules; else 0 with
+ * a message naming the backend and the ways out (the CPU backend has it,
+ * the CUDA backend not). */
+int gpp_backend_bwd_split(gpp_backend_t *be, gpp_err_t *err);
 
 /* ---- the op types of PyTorch modules (docs/graph-format.md) ----
  * Their kernels exist on the CPU backend only (a backend's `ext` table,

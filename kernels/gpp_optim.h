@@ -33,10 +33,9 @@
 #include <stdint.h>
 
 #include "common/gpp_err.h"
+#include "common/gpp_optim_kind.h"
 #include "kernels/gpp_backend.h"
 #include "kernels/gpp_sparse.h"
-
-typedef enum { GPP_OPTIM_SGD = 0, GPP_OPTIM_ADAMW = 1 } gpp_optim_kind_t;
 
 typedef struct {
     gpp_optim_kind_t kind;

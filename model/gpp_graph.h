@@ -115,6 +115,8 @@ typedef struct {
     int64_t params;          /* trainable parameters (elements) */
     double fwd_flops;        /* per sample */
     double bwd_flops;        /* per sample (input grads + weight grads) */
+    double bwd_w_flops;      /* per sample: of bwd_flops, the parameter gradients' (a W
+                                pass of the zero-bubble schedules) */
     int64_t out_bytes;       /* output tensor bytes per sample */
     int64_t stash_bytes;     /* bytes kept from forward to backward, per sample
                                 (gpp_op_stash_bytes: what the executor allocates) */

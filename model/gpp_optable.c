@@ -89,6 +89,7 @@ static void s_linear_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_
     int64_t r = s_in(g, op, 0)->rows, ci = s_in(g, op, 0)->cols, co = op->out_features;
     c->fwd_flops = 2.0 * (double)(r * ci * co);
     c->bwd_flops = 4.0 * (double)(r * ci * co); /* dX and dW */
+    c->bwd_w_flops = 2.0 * (double)(r * ci * co);
     c->io_bytes = 3 * (r * ci + r * co) * 4;
 }
 
@@ -134,6 +135,7 @@ static void s_layernorm_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_co
     (void)g;
     c->fwd_flops = 8.0 * (double)(op->rows * op->cols);
     c->bwd_flops = 12.0 * (double)(op->rows * op->cols);
+    c->bwd_w_flops = 3.0 * (double)(op->rows * op->cols); /* dgain += dy xhat, dbias += dy */
     c->io_bytes = 5 * op->rows * op->cols * 4;
     c->kernel_stash_bytes = (int64_t)gpp_layernorm_stash_bytes(1, op->rows);
 }
@@ -175,6 +177,7 @@ static void s_attention_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_co
     double s = (double)op->rows, h = (double)op->cols, H = op->heads;
     c->fwd_flops = 8.0 * s * h * h + 4.0 * s * s * h;
     c->bwd_flops = 2.0 * c->fwd_flops;
+    c->bwd_w_flops = 8.0 * s * h * h; /* the q/k/v and output projections' weights */
     c->io_bytes = (int64_t)(3.0 * (10.0 * s * h + 4.0 * H * s * s) * 4.0);
     c->kernel_stash_bytes = (int64_t)gpp_attention_stash_bytes(1, op->rows, op->cols, op->heads);
 }
@@ -213,6 +216,7 @@ static void s_embedding_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_co
 {
     int64_t bag = s_in(g, op, 0)->cols;
     c->fwd_flops = c->bwd_flops = (double)(bag * op->dim);
+    c->bwd_w_flops = c->bwd_flops; /* indices take no gradient: all of it is the table's */
     /* gather the bag's rows fwd; read-modify-write them bwd */
     c->io_bytes = 3 * bag * op->dim * 4 + 2 * op->dim * 4;
 }
@@ -521,6 +525,15 @@ int64_t gpp_op_kernel_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op)
     if (T->cost)
         T->cost(g, op, &c);
     return c.kernel_stash_bytes;
+}
+
+int64_t gpp_op_wstash_bytes(const gpp_graph_t *g, const gpp_op_t *op)
+{
+    if (op->type == GPP_OP_ATTENTION)
+        return op->rows * 3 * op->cols * 4;
+    if (op->type == GPP_OP_CROSS_ATTENTION)
+        return (op->rows * op->cols + g->ops[op->inputs[1]].rows * 2 * op->cols) * 4;
+    return 0;
 }
 
 int gpp_op_fused_act(const gpp_graph_t *g, const char *in_stage, int op)
@@ -1008,9 +1021,12 @@ int gpp_op_derive(const gpp_graph_t *g, gpp_op_t *op, gpp_err_t *err)
         T->cost(g, op, &c);
         op->fwd_flops = c.fwd_flops;
         op->bwd_flops = c.bwd_flops;
+        op->bwd_w_flops = c.bwd_w_flops;
         op->io_bytes = c.io_bytes;
         op->out_bytes = op->rows * op->cols * 4; /* fp32, or int32 indices */
         /* stash_bytes needs the consumers: gpp_graph_finalize sets it */
+    } else { /* costed as a matrix product (FLOPs 1 and 2): dX and dW halve the backward */
+        op->bwd_w_flops = op->params > 0 ? op->bwd_flops / 2 : 0;
     }
     /* read W fwd, read W + write dW bwd; an embedding's touched rows count in io_bytes */
     op->weight_io_bytes = op->sparse_params ? 0 : 3 * op->params * 4;

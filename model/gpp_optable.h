@@ -80,6 +80,7 @@ typedef struct {
 /* Per-sample figures of an op of known shape. */
 typedef struct {
     double fwd_flops, bwd_flops;
+    double bwd_w_flops;         /* of bwd_flops, the parameter gradients' (0 without parameters) */
     int64_t io_bytes;           /* activation bytes read + written by fwd + bwd */
     int64_t kernel_stash_bytes; /* what the forward kernel fills for the backward */
 } gpp_op_cost_t;
@@ -136,6 +137,12 @@ int gpp_op_param_torch(const gpp_graph_t *g, const gpp_op_t *op, int k, char *na
  * Tensors crossing a stage boundary (sent outputs, received inputs) depend
  * on the stage: gpp_stage_mem counts them. Opaque ops: the profile's. */
 int64_t gpp_op_kernel_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op);
+/* The W stash: bytes per sample an op's B pass (its input-gradient part,
+ * zero-bubble schedules) writes for its W pass: the q/k/v gradient of
+ * attention (3 seq hidden floats) and cross-attention (sq E + sk 2E); 0
+ * for every other op (its W reads only its inputs, stash and output
+ * gradient). */
+int64_t gpp_op_wstash_bytes(const gpp_graph_t *g, const gpp_op_t *op);
 int64_t gpp_op_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op);
 /* 1 when op's output is kept for a backward (the whole graph one stage): a
  * consumer's backward reads it, or op is a fused ReLU (its backward reads

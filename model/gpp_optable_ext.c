@@ -76,6 +76,7 @@ void gpp_ext_embedding_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cos
 {
     int64_t ids = s_in(g, op, 0)->cols;
     c->fwd_flops = c->bwd_flops = (double)(ids * op->dim);
+    c->bwd_w_flops = c->bwd_flops; /* ids take no gradient: all of it is the table's */
     /* gather the rows fwd; read-modify-write them bwd; the output and its gradient */
     c->io_bytes = 3 * ids * op->dim * 4 + 2 * op->rows * op->dim * 4;
 }
@@ -95,6 +96,7 @@ void gpp_ext_param_add_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cos
 {
     (void)g;
     s_elt_cost(op, 1, 1, c);
+    c->bwd_w_flops = c->bwd_flops / 2; /* dx += dy and dP += dy: an add per element each */
 }
 
 /* ---- reduce over the rows ---- */
@@ -246,6 +248,7 @@ void gpp_ext_patch_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t 
     int64_t r = op->rows, in = x->rows * op->patch * op->patch, co = op->out_features;
     c->fwd_flops = 2.0 * (double)(r * in * co);
     c->bwd_flops = 4.0 * (double)(r * in * co);
+    c->bwd_w_flops = 2.0 * (double)(r * in * co); /* dW of the product over the patches */
     /* the patches gathered (fwd and bwd), the product's reads and writes */
     c->io_bytes = 3 * (r * in + r * co) * 4 + 4 * r * in * 4;
 }
@@ -294,6 +297,7 @@ void gpp_ext_cross_cost(const gpp_graph_t *g, const gpp_op_t *op, gpp_op_cost_t 
     double H = op->heads;
     c->fwd_flops = 4.0 * sq * h * h + 4.0 * sk * h * h + 4.0 * sq * sk * h;
     c->bwd_flops = 2.0 * c->fwd_flops;
+    c->bwd_w_flops = 4.0 * sq * h * h + 4.0 * sk * h * h; /* the projections' weights */
     c->io_bytes = (int64_t)(3.0 * (6.0 * sq * h + 4.0 * sk * h + 4.0 * H * sq * sk) * 4.0);
     c->kernel_stash_bytes = (int64_t)gpp_cross_attention_stash_bytes(
         1, op->rows, s_in(g, op, 1)->rows, op->cols, op->heads);

@@ -18,9 +18,8 @@ int gpp_cluster_from_config(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, g
     if (gpp_cluster_init(cl, cfg->cluster.device, n, gpn, err) < 0)
         return gpp_err_prefix(err, "%s: cluster.device", cfg->path);
     /* a cuda job's products run at its precision: the roofline's peak */
-    if (cfg->job.backend == GPP_CONFIG_BACKEND_CUDA &&
-        gpp_cluster_set_precision(cl, cfg->cluster.device,
-                                  gpp_config_precision_name(cfg->job.precision),
+    if (cfg->job.backend == GPP_DEVICE_CUDA &&
+        gpp_cluster_set_precision(cl, cfg->cluster.device, cfg->job.precision,
                                   gpp_config_bf16_tensors(cfg), err) < 0)
         return gpp_err_prefix(err, "%s: job.precision", cfg->path);
     if (strcmp(cfg->cluster.device, "cpu") == 0 && cfg->job.launch == GPP_CONFIG_LAUNCH_LOCAL) {
@@ -33,15 +32,14 @@ int gpp_cluster_from_config(const gpp_config_t *cfg, int n, gpp_cluster_t *cl, g
     }
     /* the run's optimizer: its state is part of every stage's memory */
     cl->optim_bufs =
-        cfg->job.optimizer == GPP_CONFIG_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
+        cfg->job.optimizer == GPP_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
     /* cuda agents' executors load ahead (their default on a device) */
-    cl->load_ahead = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA;
+    cl->load_ahead = cfg->job.backend == GPP_DEVICE_CUDA;
     /* and, where the job turns them on, replay their passes as CUDA
        graphs (the pool then keeps the most blocks of each size) */
-    cl->graphs = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA && cfg->job.cuda_graphs;
+    cl->graphs = cfg->job.backend == GPP_DEVICE_CUDA && cfg->job.cuda_graphs;
     /* and round their blocks to the caching allocator's classes */
-    cl->alloc_rule =
-        cfg->job.backend == GPP_CONFIG_BACKEND_CUDA ? GPP_ALLOC_CLASSES : GPP_ALLOC_ALIGN64;
+    cl->alloc_rule = cfg->job.backend == GPP_DEVICE_CUDA ? GPP_ALLOC_CLASSES : GPP_ALLOC_ALIGN64;
     if (cfg->cluster.mem_gib > 0) {
         cl->mem_bound_bytes = (int64_t)(cfg->cluster.mem_gib * 1073741824.0);
         if (cl->device.mem_bytes < cl->mem_bound_bytes)

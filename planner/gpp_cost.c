@@ -1,19 +1,15 @@
-/* gpp_cost: profile-based and roofline op times, stage cost and memory,
- * profile.json reading and writing (devices, links and the roofline are in
- * gpp_cost_device.c). See gpp_cost.h and docs/planner.md. */
+/* gpp_cost: profile-based and roofline op times, stage cost and memory
+ * (devices, links and the roofline are in gpp_cost_device.c; profile.json
+ * in gpp_profile_io.c). See gpp_cost.h and docs/planner.md. */
 #include "planner/gpp_cost.h"
 
 #include <assert.h>
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gpp_json.h"
 #include "model/gpp_memplan.h"
 #include "model/gpp_optable.h"
-
-#define PROFILE_MAX_BYTES ((size_t)256 << 20)
 
 int64_t gpp_cluster_mem_bound(const gpp_cluster_t *c)
 {
@@ -62,8 +58,10 @@ struct gpp_cost {
                               fp32 figure), or NULL when no attached entry has one
                               (gpp_stage_mem's argument) */
     char prof_origin[256]; /* the last attached profile (file or "the agents' profile") */
-    /* its GPP_PROFILE_META record's device and precision ("" when absent) */
-    char prof_device[96], prof_precision[8];
+    /* where it was measured: its record's device ("" unknown) and precision */
+    char prof_device[256];
+    int prof_has_precision;
+    gpp_precision_t prof_precision;
 };
 
 static double s_share(const gpp_cluster_t *c)
@@ -142,6 +140,11 @@ void gpp_cost_destroy(gpp_cost_t **self_p)
     free(self->work);
     free(self);
     *self_p = NULL;
+}
+
+const gpp_graph_t *gpp_cost_graph(const gpp_cost_t *c)
+{
+    return c->g;
 }
 
 const gpp_cluster_t *gpp_cost_cluster(const gpp_cost_t *c)
@@ -393,6 +396,8 @@ void gpp_cost_stage(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
         s_op_ms(c, ops[k], m, &f, &b);
         out->fwd_ms += f;
         out->bwd_ms += b;
+        /* a W pass: the parameter gradients' share of the backward's FLOPs */
+        out->bwd_w_ms += o->bwd_flops > 0 ? b * (o->bwd_w_flops / o->bwd_flops) : 0;
         out->weight_bytes += gpp_cost_op_state_bytes(c, ops[k], batch);
         out->stash_bytes += gpp_cost_op_stash_bound(c, ops[k]);
         out->work_bytes += gpp_cost_op_work_bytes(c, ops[k]);
@@ -511,6 +516,24 @@ int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int m
            gpp_cost_act_bytes(sc->stash_bytes, inflight, micro_batch, devices) + sc->work_bytes * m;
 }
 
+int64_t gpp_cost_stage_mem_parts(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                                 int micro_batch, int batch, gpp_stage_mem_t *sm)
+{
+    int m = (micro_batch + devices - 1) / devices;
+    gpp_stage_dev_t dev = {.kernel_stash = c->kstash,
+                           .work = c->work,
+                           .out_bytes = c->obytes,
+                           .param_copies = c->cl.bf16_tensors,
+                           .alloc_rule = c->cl.alloc_rule,
+                           .load_ahead = c->cl.load_ahead,
+                           .graphs = c->cl.graphs};
+    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, &dev, sm);
+    int64_t reserved = 0;
+    for (int k = 0; k < n_ops; k++)
+        reserved += s_reserved_at(&c->prof[ops[k]], m);
+    return reserved;
+}
+
 int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                            int micro_batch, int mbs, int batch)
 {
@@ -542,377 +565,42 @@ int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int d
     return total;
 }
 
-/* ---- profile.json ---- */
+/* ---- measurements ---- */
 
-typedef struct {
-    int id;          /* the file's id */
-    const char *key; /* the file's key string */
-    cJSON *entry;
-    char name[GPP_NAME_LEN];
-} s_entry_t;
-
-static int s_entry_cmp(const void *a, const void *b)
-{
-    const s_entry_t *x = a, *y = b;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-/* Parses the top level: entries sorted by id, with unique names ("name", or
- * "name#id" when a name repeats). Caller frees *entries_out. */
-static int s_profile_entries(const cJSON *root, const char *origin, s_entry_t **entries_out,
-                             int *n_out, gpp_err_t *err)
-{
-    if (!cJSON_IsObject(root))
-        return gpp_err_set(err, "%s: profile must be a JSON object keyed by op id", origin);
-    int n = cJSON_GetArraySize(root);
-    if (cJSON_GetObjectItemCaseSensitive(root, GPP_PROFILE_META))
-        n--; /* gpp's own record of what was profiled, not an op */
-    if (n < 1)
-        return gpp_err_set(err, "%s: profile has no ops", origin);
-    s_entry_t *e = gpp_xcalloc((size_t)n, sizeof *e);
-    int i = 0;
-    for (cJSON *it = root->child; it; it = it->next, i++) {
-        if (strcmp(it->string, GPP_PROFILE_META) == 0) {
-            i--;
-            continue;
-        }
-        char *end = NULL;
-        long id = strtol(it->string, &end, 10);
-        if (!it->string[0] || *end || id < 0 || id > 1000000000L) {
-            gpp_err_set(err, "%s: op key '%s' is not a non-negative integer id", origin,
-                        it->string);
-            goto fail;
-        }
-        e[i].id = (int)id;
-        e[i].key = it->string;
-        e[i].entry = it;
-        if (!cJSON_IsObject(it)) {
-            gpp_err_set(err, "%s: op %s: entry must be an object", origin, it->string);
-            goto fail;
-        }
-        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
-        if (!cJSON_IsString(nm) || !nm->valuestring[0]) {
-            gpp_err_set(err, "%s: op %s: field 'name' missing or not a non-empty string", origin,
-                        it->string);
-            goto fail;
-        }
-    }
-    qsort(e, (size_t)n, sizeof *e, s_entry_cmp);
-    for (i = 1; i < n; i++)
-        if (e[i].id == e[i - 1].id) {
-            gpp_err_set(err, "%s: op id %d appears twice", origin, e[i].id);
-            goto fail;
-        }
-    for (i = 0; i < n; i++) {
-        const char *nm = cJSON_GetObjectItemCaseSensitive(e[i].entry, "name")->valuestring;
-        int dup = 0;
-        for (int j = 0; j < n && !dup; j++)
-            dup =
-                j != i &&
-                strcmp(nm, cJSON_GetObjectItemCaseSensitive(e[j].entry, "name")->valuestring) == 0;
-        if (dup)
-            snprintf(e[i].name, sizeof e[i].name, "%.*s#%d", GPP_NAME_LEN - 13, nm, e[i].id);
-        else
-            snprintf(e[i].name, sizeof e[i].name, "%s", nm);
-    }
-    *entries_out = e;
-    *n_out = n;
-    return 0;
-fail:
-    free(e);
-    return -1;
-}
-
-/* The largest byte count (weights, per-sample input) a profile may declare:
- * 1 TiB, over ten times the largest device preset's memory, so that every
- * byte figure derived from it (x3 for gradients and optimizer traffic, x4
- * bytes per float) stays exact in int64. */
-#define S_PROFILE_MAX_BYTES 1099511627776.0
-
-static int s_get_nonneg(const cJSON *o, const char *field, int required, double *v,
-                        const char *origin, const char *key, gpp_err_t *err)
-{
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, field);
-    if (!f) {
-        *v = 0;
-        if (required)
-            return gpp_err_set(err, "%s: op %s: field '%s' missing", origin, key, field);
-        return 0;
-    }
-    if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble) || f->valuedouble < 0)
-        return gpp_err_set(err, "%s: op %s: field '%s' must be a non-negative number", origin, key,
-                           field);
-    *v = f->valuedouble;
-    return 0;
-}
-
-static int s_int_cmp(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-/* The one check of an op's measured table, whichever way it came (a
- * profile.json entry or the agents' rows): micro-batch sizes 1..2^24, each
- * once; forward+backward ms[i] finite and >= 0; forward fwd[i] (fwd NULL:
- * none, a third is assumed) between 0 and ms[i]. NaN stands for a missing
- * or non-numeric figure. Fills p sorted by micro-batch size. */
-static int s_prof_set(s_prof_t *p, int n, const int *mbs, const double *ms, const double *fwd,
-                      const char *origin, const char *key, gpp_err_t *err)
-{
-    for (int i = 0; i < n; i++) {
-        if (mbs[i] < 1 || mbs[i] > 1 << 24)
-            return gpp_err_set(err, "%s: op %s: runtime key '%d' is not a micro-batch size >= 1",
-                               origin, key, mbs[i]);
-        if (!isfinite(ms[i]) || ms[i] < 0)
-            return gpp_err_set(err,
-                               "%s: op %s: runtime[\"%d\"] must be a non-negative number of ms",
-                               origin, key, mbs[i]);
-        if (fwd && (!isfinite(fwd[i]) || fwd[i] < 0 || fwd[i] > ms[i] * (1 + 1e-9)))
-            return gpp_err_set(err,
-                               "%s: op %s: forward[\"%d\"] must be a number of ms between 0 "
-                               "and runtime[\"%d\"] (forward is part of forward+backward)",
-                               origin, key, mbs[i], mbs[i]);
-    }
-    int *order = gpp_xcalloc((size_t)n, sizeof(int) * 2); /* (micro-batch, index) pairs */
-    for (int i = 0; i < n; i++) {
-        order[2 * i] = mbs[i];
-        order[2 * i + 1] = i;
-    }
-    qsort(order, (size_t)n, sizeof(int) * 2, s_int_cmp);
-    for (int i = 1; i < n; i++)
-        if (order[2 * i] == order[2 * i - 2]) {
-            int b = order[2 * i];
-            free(order);
-            return gpp_err_set(err, "%s: op %s: runtime lists micro-batch %d twice", origin, key,
-                               b);
-        }
-    s_prof_clear(p);
-    p->n = n;
-    p->mbs = gpp_xcalloc((size_t)n, sizeof(int));
-    p->ms = gpp_xcalloc((size_t)n, sizeof(double));
-    p->fwd = fwd ? gpp_xcalloc((size_t)n, sizeof(double)) : NULL;
-    for (int i = 0; i < n; i++) {
-        int j = order[2 * i + 1];
-        p->mbs[i] = mbs[j];
-        p->ms[i] = ms[j];
-        if (fwd)
-            p->fwd[i] = fwd[j];
-    }
-    free(order);
-    return 0;
-}
-
-/* A JSON number, or NaN (s_prof_set refuses it) for anything else. */
-static double s_json_ms(const cJSON *v)
-{
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-/* Reads an entry's optional reserved_mem into p: a number of bytes (the
- * authors' older files) or an object {"<micro-batch>": bytes} (their current
- * ones); keys and values are checked as runtime's are. */
-static int s_parse_reserved(const cJSON *entry, s_prof_t *p, const char *origin, const char *key,
-                            gpp_err_t *err)
-{
-    const cJSON *rm = cJSON_GetObjectItemCaseSensitive(entry, "reserved_mem");
-    if (!cJSON_IsObject(rm)) {
-        double v = 0;
-        if (s_get_nonneg(entry, "reserved_mem", 0, &v, origin, key, err) || v > S_PROFILE_MAX_BYTES)
-            return gpp_err_set(err,
-                               "%s: op %s: field 'reserved_mem' must be a non-negative number "
-                               "of bytes (at most 1 TiB) or an object {\"<micro-batch>\": bytes}",
-                               origin, key);
-        p->reserved_bytes = (int64_t)v;
-        return 0;
-    }
-    int n = cJSON_GetArraySize(rm), i = 0;
-    if (n < 1)
-        return gpp_err_set(err, "%s: op %s: field 'reserved_mem' is an empty object", origin, key);
-    int *order = gpp_xcalloc((size_t)n, sizeof(int) * 2); /* (micro-batch, index) pairs */
-    double *v = gpp_xcalloc((size_t)n, sizeof *v);
-    for (const cJSON *it = rm->child; it; it = it->next, i++) {
-        char *end = NULL;
-        long b = strtol(it->string, &end, 10);
-        if (!it->string[0] || *end || b < 1 || b > 1 << 24) {
-            gpp_err_set(err, "%s: op %s: reserved_mem key '%s' is not a micro-batch size >= 1",
-                        origin, key, it->string);
-            goto fail;
-        }
-        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0 ||
-            it->valuedouble > S_PROFILE_MAX_BYTES) {
-            gpp_err_set(err,
-                        "%s: op %s: reserved_mem[\"%s\"] must be a non-negative number of bytes "
-                        "(at most 1 TiB)",
-                        origin, key, it->string);
-            goto fail;
-        }
-        order[2 * i] = (int)b;
-        order[2 * i + 1] = i;
-        v[i] = it->valuedouble;
-    }
-    qsort(order, (size_t)n, sizeof(int) * 2, s_int_cmp);
-    for (i = 1; i < n; i++)
-        if (order[2 * i] == order[2 * i - 2]) {
-            gpp_err_set(err, "%s: op %s: reserved_mem lists micro-batch %d twice", origin, key,
-                        order[2 * i]);
-            goto fail;
-        }
-    free(p->rm_mbs);
-    free(p->rm_bytes);
-    p->rm_n = n;
-    p->rm_mbs = gpp_xcalloc((size_t)n, sizeof(int));
-    p->rm_bytes = gpp_xcalloc((size_t)n, sizeof(double));
-    for (i = 0; i < n; i++) {
-        p->rm_mbs[i] = order[2 * i];
-        p->rm_bytes[i] = v[order[2 * i + 1]];
-    }
-    free(order);
-    free(v);
-    return 0;
-fail:
-    free(order);
-    free(v);
-    return -1;
-}
-
-/* The optional "workspace": {"fixed": bytes, "per_sample": bytes}, each a
- * whole number 0..1 TiB. */
-static int s_parse_workspace(const cJSON *entry, s_prof_t *p, const char *origin, const char *key,
-                             gpp_err_t *err)
-{
-    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(entry, "workspace");
-    if (!ws)
-        return 0;
-    double v[2] = {-1, -1};
-    const char *names[2] = {"fixed", "per_sample"};
-    for (int i = 0; i < 2 && cJSON_IsObject(ws); i++) {
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(ws, names[i]);
-        if (cJSON_IsNumber(f) && isfinite(f->valuedouble) && f->valuedouble >= 0 &&
-            f->valuedouble <= S_PROFILE_MAX_BYTES && f->valuedouble == floor(f->valuedouble))
-            v[i] = f->valuedouble;
-    }
-    if (v[0] < 0 || v[1] < 0 || cJSON_GetArraySize(ws) != 2)
-        return gpp_err_set(err,
-                           "%s: op %s: field 'workspace' must be {\"fixed\": bytes, "
-                           "\"per_sample\": bytes}, whole non-negative numbers (at most 1 TiB "
-                           "each): the stream workspace the op's kernels ask for n samples is "
-                           "fixed + n x per_sample; remove it to use the op table's figure",
-                           origin, key);
-    p->work = (gpp_work_t){(int64_t)v[0], (int64_t)v[1]};
-    p->has_work = 1;
-    return 0;
-}
-
-/* The optional whole number of bytes per sample `field` (at least min, at
- * most 1 TiB) into *out, *has set; absent: untouched. what: the field's
- * meaning, for the message. */
-static int s_parse_bytes(const cJSON *entry, const char *field, int min, const char *what,
-                         int64_t *out, int *has, const char *origin, const char *key,
-                         gpp_err_t *err)
-{
-    if (!cJSON_GetObjectItemCaseSensitive(entry, field))
-        return 0;
-    double v = 0;
-    if (s_get_nonneg(entry, field, 1, &v, origin, key, err) || v < min || v > S_PROFILE_MAX_BYTES ||
-        v != floor(v))
-        return gpp_err_set(err,
-                           "%s: op %s: field '%s' must be a whole %s number of bytes per sample "
-                           "(at most 1 TiB): %s",
-                           origin, key, field, min ? "positive" : "non-negative", what);
-    *out = (int64_t)v;
-    *has = 1;
-    return 0;
-}
-
-/* Reads one entry's runtime (and optional forward) table into p. */
-static int s_parse_runtime(const cJSON *entry, s_prof_t *p, const char *origin, const char *key,
-                           gpp_err_t *err)
-{
-    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(entry, "runtime");
-    if (!cJSON_IsObject(rt) || cJSON_GetArraySize(rt) < 1)
-        return gpp_err_set(err,
-                           "%s: op %s: field 'runtime' must be a non-empty object "
-                           "{\"<micro-batch>\": ms}",
-                           origin, key);
-    /* optional "forward": {"<micro-batch>": forward ms} for every runtime key */
-    const cJSON *fw = cJSON_GetObjectItemCaseSensitive(entry, "forward");
-    if (fw && !cJSON_IsObject(fw))
-        return gpp_err_set(err,
-                           "%s: op %s: field 'forward' must be an object "
-                           "{\"<micro-batch>\": forward ms}",
-                           origin, key);
-    int n = cJSON_GetArraySize(rt), i = 0, rc = -1;
-    int *mbs = gpp_xcalloc((size_t)n, sizeof *mbs);
-    double *ms = gpp_xcalloc((size_t)n, sizeof *ms);
-    double *fwd = fw ? gpp_xcalloc((size_t)n, sizeof *fwd) : NULL;
-    for (const cJSON *it = rt->child; it; it = it->next, i++) {
-        char *end = NULL;
-        long b = strtol(it->string, &end, 10);
-        if (!it->string[0] || *end || b < 1 || b > 1 << 24) {
-            gpp_err_set(err, "%s: op %s: runtime key '%s' is not a micro-batch size >= 1", origin,
-                        key, it->string);
-            goto done;
-        }
-        mbs[i] = (int)b;
-        ms[i] = s_json_ms(it);
-        if (fw)
-            fwd[i] = s_json_ms(cJSON_GetObjectItemCaseSensitive(fw, it->string));
-    }
-    if (s_prof_set(p, n, mbs, ms, fwd, origin, key, err) < 0)
-        goto done;
-    if (fw && cJSON_GetArraySize(fw) != n) {
-        gpp_err_set(err,
-                    "%s: op %s: 'forward' must have exactly the micro-batch sizes of 'runtime'",
-                    origin, key);
-        goto done;
-    }
-    if (s_parse_reserved(entry, p, origin, key, err))
-        goto done;
-    if (s_parse_bytes(entry, "kernel_stash", 0,
-                      "what the op's forward kernel keeps for its backward; remove it to use the "
-                      "op table's figure",
-                      &p->kstash, &p->has_kstash, origin, key, err) ||
-        s_parse_bytes(entry, "out_bytes", 1,
-                      "the op's output as the device keeps it; remove it to use the model's fp32 "
-                      "figure",
-                      &p->obytes, &p->has_obytes, origin, key, err))
-        goto done;
-    if (s_parse_workspace(entry, p, origin, key, err))
-        goto done;
-    rc = 0;
-done:
-    free(mbs);
-    free(ms);
-    free(fwd);
-    return rc;
-}
-
-/* Moves the checked tables of tmp (ops with one) into the model; an op with
- * memory figures and no table (gpp_cost_attach_figures) keeps its times and
- * takes the figures. */
+/* Moves the tables of tmp (ops with one) into the model; an op with memory
+ * figures and no table (gpp_cost_attach_figures) keeps its times and takes
+ * the figures. */
 static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
 {
-    int any = 0, any_work = 0;
     for (int k = 0; k < c->g->n_ops; k++) {
         if (tmp[k].n) {
             s_prof_clear(&c->prof[k]);
             c->prof[k] = tmp[k];
             memset(&tmp[k], 0, sizeof tmp[k]);
-        } else {
-            if (tmp[k].has_kstash) {
-                c->prof[k].has_kstash = 1;
-                c->prof[k].kstash = tmp[k].kstash;
-            }
-            if (tmp[k].has_work) {
-                c->prof[k].has_work = 1;
-                c->prof[k].work = tmp[k].work;
-            }
-            if (tmp[k].has_obytes) {
-                c->prof[k].has_obytes = 1;
-                c->prof[k].obytes = tmp[k].obytes;
-            }
+            continue;
         }
+        if (tmp[k].has_kstash) {
+            c->prof[k].has_kstash = 1;
+            c->prof[k].kstash = tmp[k].kstash;
+        }
+        if (tmp[k].has_work) {
+            c->prof[k].has_work = 1;
+            c->prof[k].work = tmp[k].work;
+        }
+        if (tmp[k].has_obytes) {
+            c->prof[k].has_obytes = 1;
+            c->prof[k].obytes = tmp[k].obytes;
+        }
+    }
+}
+
+/* The per-op arrays gpp_stage_mem takes (kstash, stash, work, obytes),
+ * made again from prof[]: NULL where no op has the profile's figure. */
+static void s_derive(gpp_cost_t *c)
+{
+    const int n = c->g->n_ops;
+    int any = 0, any_work = 0;
+    for (int k = 0; k < n; k++) {
         any |= s_kstash(c, k) >= 0;
         any_work |= c->prof[k].has_work;
     }
@@ -920,17 +608,17 @@ static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
     free(c->work);
     c->work = NULL;
     if (any_work) {
-        c->work = gpp_xcalloc((size_t)c->g->n_ops, sizeof *c->work);
-        for (int k = 0; k < c->g->n_ops; k++)
+        c->work = gpp_xcalloc((size_t)n, sizeof *c->work);
+        for (int k = 0; k < n; k++)
             c->work[k] = c->prof[k].has_work ? c->prof[k].work : (gpp_work_t){-1, -1};
     }
     free(c->kstash);
     free(c->stash);
     c->kstash = c->stash = NULL;
     if (any) {
-        c->kstash = gpp_xcalloc((size_t)c->g->n_ops, sizeof *c->kstash);
-        c->stash = gpp_xcalloc((size_t)c->g->n_ops, sizeof *c->stash);
-        for (int k = 0; k < c->g->n_ops; k++) {
+        c->kstash = gpp_xcalloc((size_t)n, sizeof *c->kstash);
+        c->stash = gpp_xcalloc((size_t)n, sizeof *c->stash);
+        for (int k = 0; k < n; k++) {
             const gpp_op_t *o = &c->g->ops[k];
             c->kstash[k] = s_kstash(c, k);
             c->stash[k] = c->kstash[k] < 0
@@ -948,502 +636,174 @@ static void s_prof_free(const gpp_cost_t *c, s_prof_t **tmp_p)
     *tmp_p = NULL;
 }
 
-/* The optional device and precision of a GPP_PROFILE_META record (older
- * files and the authors' have neither; the record itself is optional). */
-static int s_profile_source(const cJSON *root, const char *origin, char *dev, size_t dev_len,
-                            char *prec, size_t prec_len, gpp_err_t *err)
-{
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, GPP_PROFILE_META);
-    if (!m)
-        return 0;
-    if (!cJSON_IsObject(m))
-        return gpp_err_set(err, "%s: field '%s' must be an object", origin, GPP_PROFILE_META);
-    const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "device");
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "precision");
-    if (d && !cJSON_IsString(d))
-        return gpp_err_set(err, "%s: field '%s.device' must be a string (the device's name)",
-                           origin, GPP_PROFILE_META);
-    if (p && (!cJSON_IsString(p) ||
-              (strcmp(p->valuestring, "fp32") != 0 && strcmp(p->valuestring, "tf32") != 0 &&
-               strcmp(p->valuestring, "bf16") != 0)))
-        return gpp_err_set(err, "%s: field '%s.precision' must be \"fp32\", \"tf32\" or \"bf16\"",
-                           origin, GPP_PROFILE_META);
-    if (d)
-        snprintf(dev, dev_len, "%s", d->valuestring);
-    if (p)
-        snprintf(prec, prec_len, "%s", p->valuestring);
-    return 0;
-}
-
 int gpp_cost_profile_source(const gpp_cost_t *c, char *buf, size_t len)
 {
-    if (!c->prof_device[0] && !c->prof_precision[0])
+    if (!c->prof_device[0] && !c->prof_has_precision)
         return 0;
     snprintf(buf, len, "profile %s measured on %s, %s matrix products", c->prof_origin,
              c->prof_device[0] ? c->prof_device : "an unnamed device",
-             c->prof_precision[0] ? c->prof_precision : "fp32");
+             gpp_precision_name(c->prof_has_precision ? c->prof_precision : GPP_PRECISION_FP32));
     return 1;
 }
 
-int gpp_cost_attach_profile_text(gpp_cost_t *c, const char *text, const char *origin,
-                                 gpp_err_t *err)
+static int s_row_cmp(const void *a, const void *b)
 {
-    cJSON *root = gpp_json_parse(text, origin, err);
-    if (!root)
-        return -1;
-    s_entry_t *e = NULL;
-    int n = 0, rc = -1;
-    s_prof_t *tmp = gpp_xcalloc((size_t)c->g->n_ops, sizeof *tmp);
-    if (s_profile_entries(root, origin, &e, &n, err))
-        goto done;
-    for (int i = 0; i < n; i++) {
-        int op = -1;
-        for (int k = 0; k < c->g->n_ops && op < 0; k++)
-            if (strcmp(c->g->ops[k].name, e[i].name) == 0)
-                op = k;
-        if (op < 0) {
-            gpp_err_set(err,
-                        "%s: op %s: name '%s' is not an op of model '%s'; was the profile "
-                        "written for another model?",
-                        origin, e[i].key, e[i].name, c->g->name);
-            goto done;
-        }
-        if (tmp[op].n) {
-            gpp_err_set(err, "%s: op %s: model op '%s' is profiled twice", origin, e[i].key,
-                        e[i].name);
-            goto done;
-        }
-        if (s_parse_runtime(e[i].entry, &tmp[op], origin, e[i].key, err))
-            goto done;
-        if (tmp[op].has_obytes && tmp[op].obytes > c->g->ops[op].out_bytes) {
-            gpp_err_set(err,
-                        "%s: op %s: out_bytes %lld is more than the model's fp32 figure %lld "
-                        "bytes per sample; was the profile written for another model?",
-                        origin, e[i].key, (long long)tmp[op].obytes,
-                        (long long)c->g->ops[op].out_bytes);
-            goto done;
-        }
-    }
-    char dev[sizeof c->prof_device] = "", prec[sizeof c->prof_precision] = "";
-    if (s_profile_source(root, origin, dev, sizeof dev, prec, sizeof prec, err))
-        goto done;
-    s_prof_commit(c, tmp); /* all good: replace */
-    snprintf(c->prof_origin, sizeof c->prof_origin, "%s", origin);
-    snprintf(c->prof_device, sizeof c->prof_device, "%s", dev);
-    snprintf(c->prof_precision, sizeof c->prof_precision, "%s", prec);
-    rc = 0;
-done:
-    s_prof_free(c, &tmp);
-    free(e);
-    cJSON_Delete(root);
-    return rc;
+    const gpp_profile_row_t *x = a, *y = b;
+    if (x->op != y->op)
+        return (x->op > y->op) - (x->op < y->op);
+    return (x->micro_batch > y->micro_batch) - (x->micro_batch < y->micro_batch);
 }
 
-/* gpp_cost_attach_rows, or with figures_only the rows' memory figures
- * alone (gpp_cost_attach_figures). */
-static int s_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_rows,
-                         const char *origin, int figures_only, gpp_err_t *err)
+/* The model op of each of p's ops, matched by name (an agent's profile
+ * names the ops of the graph it ran; a profile-built graph renumbers ids):
+ * [p->n_ops], caller frees; NULL with a message naming the op. */
+static int *s_match(const gpp_cost_t *c, const gpp_profile_t *p, gpp_err_t *err)
 {
     const gpp_graph_t *g = c->g;
-    /* the rows grouped by op: op's rows are by_op[first[op] .. first[op + 1]) */
-    int *first = gpp_xcalloc((size_t)g->n_ops + 1, sizeof *first);
-    for (size_t i = 0; i < n_rows; i++) {
-        if (rows[i].op < 0 || rows[i].op >= g->n_ops) {
-            free(first);
-            return gpp_err_set(err, "%s: row %zu: op %d, but model '%s' has ops 0..%d", origin, i,
-                               rows[i].op, g->name, g->n_ops - 1);
+    int *model_op = gpp_xcalloc((size_t)p->n_ops + 1, sizeof *model_op);
+    char *taken = gpp_xcalloc((size_t)g->n_ops + 1, 1);
+    for (int i = 0; i < p->n_ops; i++) {
+        const gpp_profile_op_t *o = &p->ops[i];
+        int op = o->id < g->n_ops && strcmp(g->ops[o->id].name, o->name) == 0 ? o->id : -1;
+        for (int k = 0; k < g->n_ops && op < 0; k++)
+            if (strcmp(g->ops[k].name, o->name) == 0)
+                op = k;
+        if (op < 0 || taken[op]) {
+            if (op < 0)
+                gpp_err_set(err,
+                            "%s: op %d (%s): name '%s' is not an op of model '%s'; was the "
+                            "profile written for another model?",
+                            p->origin, o->id, o->name, o->name, g->name);
+            else
+                gpp_err_set(err, "%s: op %d (%s): model op '%s' is profiled twice", p->origin,
+                            o->id, o->name, o->name);
+            free(model_op);
+            free(taken);
+            return NULL;
         }
-        first[rows[i].op + 1]++;
+        taken[op] = 1;
+        model_op[i] = op;
     }
-    for (int op = 0; op < g->n_ops; op++)
-        first[op + 1] += first[op];
-    size_t cap = n_rows ? n_rows : 1;
-    int *fill = gpp_xcalloc((size_t)g->n_ops, sizeof *fill);
-    size_t *by_op = gpp_xcalloc(cap, sizeof *by_op);
-    for (size_t i = 0; i < n_rows; i++)
-        by_op[first[rows[i].op] + fill[rows[i].op]++] = i;
-    int *mbs = gpp_xcalloc(cap, sizeof *mbs);
-    double *ms = gpp_xcalloc(cap, sizeof *ms);
-    double *fwd = gpp_xcalloc(cap, sizeof *fwd);
+    free(taken);
+    return model_op;
+}
+
+/* An op's checked rows r[0..n) (ascending sizes; one op) into its table. */
+static void s_prof_table(s_prof_t *t, const gpp_profile_row_t *r, int n)
+{
+    t->n = n;
+    t->mbs = gpp_xcalloc((size_t)n, sizeof *t->mbs);
+    t->ms = gpp_xcalloc((size_t)n, sizeof *t->ms);
+    t->fwd = r[0].has_fwd ? gpp_xcalloc((size_t)n, sizeof *t->fwd) : NULL;
+    for (int i = 0; i < n; i++) {
+        t->mbs[i] = r[i].micro_batch;
+        t->ms[i] = r[i].ms;
+        if (t->fwd)
+            t->fwd[i] = r[i].fwd_ms;
+    }
+}
+
+/* gpp_cost_attach_profile, or with figures_only the rows' memory figures
+ * alone (gpp_cost_attach_figures). */
+static int s_attach(gpp_cost_t *c, const gpp_profile_t *p, int figures_only, gpp_err_t *err)
+{
+    const gpp_graph_t *g = c->g;
+    if (gpp_profile_check(p, err) < 0)
+        return -1;
+    int *model_op = s_match(c, p, err);
+    if (!model_op)
+        return -1;
+    gpp_profile_row_t *rows = gpp_xcalloc(p->n_rows + 1, sizeof *rows);
+    memcpy(rows, p->rows, p->n_rows * sizeof *rows);
+    qsort(rows, p->n_rows, sizeof *rows, s_row_cmp);
     s_prof_t *tmp = gpp_xcalloc((size_t)g->n_ops, sizeof *tmp);
     int rc = 0;
-    for (int op = 0; op < g->n_ops && rc == 0; op++) {
-        int k = 0, ks_rows = 0, ws_rows = 0, ob_rows = 0;
-        int64_t ks = -1, ob = -1;
-        gpp_work_t ws = {-1, -1};
-        char key[GPP_NAME_LEN + 16];
-        snprintf(key, sizeof key, "%d (%s)", op, g->ops[op].name);
-        for (int j = first[op]; j < first[op + 1]; j++, k++) {
-            const gpp_cost_row_t *r = &rows[by_op[j]];
-            mbs[k] = r->micro_batch;
-            ms[k] = r->fwd_ms + r->bwd_ms;
-            fwd[k] = r->fwd_ms;
-            if (r->has_kernel_stash) {
-                if (r->kernel_stash < 0 || r->kernel_stash > (int64_t)S_PROFILE_MAX_BYTES ||
-                    (ks >= 0 && r->kernel_stash != ks))
-                    rc = gpp_err_set(err,
-                                     "%s: op %s: kernel_stash %lld: must be 0..1 TiB bytes per "
-                                     "sample and the same in every row of the op",
-                                     origin, key, (long long)r->kernel_stash);
-                ks = r->kernel_stash;
-                ks_rows++;
-            }
-            if (r->has_workspace && rc == 0) {
-                const gpp_work_t *w = &r->workspace;
-                if (w->fixed < 0 || w->fixed > (int64_t)S_PROFILE_MAX_BYTES || w->per_sample < 0 ||
-                    w->per_sample > (int64_t)S_PROFILE_MAX_BYTES ||
-                    (ws_rows && (w->fixed != ws.fixed || w->per_sample != ws.per_sample)))
-                    rc = gpp_err_set(err,
-                                     "%s: op %s: workspace fixed %lld + per sample %lld bytes: "
-                                     "each must be 0..1 TiB and the same in every row of the op",
-                                     origin, key, (long long)w->fixed, (long long)w->per_sample);
-                ws = *w;
-                ws_rows++;
-            }
-            if (r->has_out_bytes && rc == 0) {
-                if (r->out_bytes < 1 || r->out_bytes > g->ops[op].out_bytes ||
-                    (ob_rows && r->out_bytes != ob))
-                    rc = gpp_err_set(err,
-                                     "%s: op %s: out_bytes %lld: must be 1..%lld (the model's "
-                                     "fp32 figure) bytes per sample and the same in every row "
-                                     "of the op",
-                                     origin, key, (long long)r->out_bytes,
-                                     (long long)g->ops[op].out_bytes);
-                ob = r->out_bytes;
-                ob_rows++;
-            }
+    for (size_t i = 0, j; i < p->n_rows && rc == 0; i = j) {
+        for (j = i + 1; j < p->n_rows && rows[j].op == rows[i].op; j++)
+            ;
+        const gpp_profile_op_t *o = gpp_profile_op(p, rows[i].op);
+        int op = model_op[o - p->ops];
+        const gpp_profile_row_t *r = &rows[i];
+        if (r->has_out_bytes && r->out_bytes > g->ops[op].out_bytes) {
+            rc = gpp_err_set(err,
+                             "%s: op %d (%s): out_bytes %lld is more than the model's fp32 "
+                             "figure %lld bytes per sample; was the profile written for another "
+                             "model?",
+                             p->origin, o->id, o->name, (long long)r->out_bytes,
+                             (long long)g->ops[op].out_bytes);
+            break;
         }
-        if (!k || rc)
+        s_prof_t *t = &tmp[op];
+        t->has_kstash = r->has_kernel_stash;
+        t->kstash = r->kernel_stash;
+        t->has_work = r->has_workspace;
+        t->work = r->workspace;
+        t->has_obytes = r->has_out_bytes;
+        t->obytes = r->out_bytes;
+        if (figures_only)
             continue;
-        if (!figures_only)
-            rc = s_prof_set(&tmp[op], k, mbs, ms, fwd, origin, key, err);
-        if (rc == 0 && ks_rows) {
-            tmp[op].has_kstash = 1;
-            tmp[op].kstash = ks;
-        }
-        if (rc == 0 && ws_rows) {
-            tmp[op].has_work = 1;
-            tmp[op].work = ws;
-        }
-        if (rc == 0 && ob_rows) {
-            tmp[op].has_obytes = 1;
-            tmp[op].obytes = ob;
+        s_prof_table(t, r, (int)(j - i));
+        t->reserved_bytes = o->reserved_bytes;
+        if (o->n_reserved) {
+            t->rm_n = o->n_reserved;
+            t->rm_mbs = gpp_xcalloc((size_t)t->rm_n, sizeof *t->rm_mbs);
+            t->rm_bytes = gpp_xcalloc((size_t)t->rm_n, sizeof *t->rm_bytes);
+            memcpy(t->rm_mbs, o->reserved_mbs, (size_t)t->rm_n * sizeof *t->rm_mbs);
+            memcpy(t->rm_bytes, o->reserved_at, (size_t)t->rm_n * sizeof *t->rm_bytes);
         }
     }
-    if (rc == 0) {
+    if (rc == 0) { /* all good: replace */
         s_prof_commit(c, tmp);
-        if (!figures_only)
-            snprintf(c->prof_origin, sizeof c->prof_origin, "%s", origin);
+        s_derive(c);
+        if (!figures_only) {
+            snprintf(c->prof_origin, sizeof c->prof_origin, "%s", p->origin);
+            snprintf(c->prof_device, sizeof c->prof_device, "%s", p->meta.device);
+            c->prof_has_precision = p->meta.has_precision;
+            c->prof_precision = p->meta.precision;
+        }
     }
     s_prof_free(c, &tmp);
-    free(first);
-    free(fill);
-    free(by_op);
-    free(mbs);
-    free(ms);
-    free(fwd);
+    free(rows);
+    free(model_op);
     return rc;
 }
 
-int gpp_cost_attach_rows(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_rows,
-                         const char *origin, gpp_err_t *err)
+int gpp_cost_attach_profile(gpp_cost_t *c, const gpp_profile_t *p, gpp_err_t *err)
 {
-    return s_attach_rows(c, rows, n_rows, origin, 0, err);
+    return s_attach(c, p, 0, err);
 }
 
-int gpp_cost_attach_figures(gpp_cost_t *c, const gpp_cost_row_t *rows, size_t n_rows,
-                            const char *origin, gpp_err_t *err)
+int gpp_cost_attach_figures(gpp_cost_t *c, const gpp_profile_t *p, gpp_err_t *err)
 {
-    return s_attach_rows(c, rows, n_rows, origin, 1, err);
+    return s_attach(c, p, 1, err);
 }
 
-/* {size: value} with each value printed to 17 significant digits: cJSON's
- * own printer settles for 15 when they parse back within a few ulps, and a
- * kept profile must give the bit-identical costs (so the same plan) when it
- * is read again. Values are finite (the profile checks passed). */
-static cJSON *s_table_json(int n, const int *mbs, const double *v)
+static void *s_dup(const void *src, size_t bytes)
 {
-    cJSON *o = cJSON_CreateObject();
-    for (int i = 0; i < n; i++) {
-        char key[16], num[32];
-        snprintf(key, sizeof key, "%d", mbs[i]);
-        snprintf(num, sizeof num, "%.17g", v[i]);
-        cJSON_AddRawToObject(o, key, num);
-    }
-    return o;
+    if (!src)
+        return NULL;
+    void *d = gpp_xcalloc(1, bytes ? bytes : 1);
+    memcpy(d, src, bytes);
+    return d;
 }
 
-char *gpp_cost_profile_json(const gpp_cost_t *c, const char *model, const char *device)
+gpp_cost_t *gpp_cost_clone(const gpp_cost_t *c, const gpp_cluster_t *cl)
 {
-    const gpp_graph_t *g = c->g;
-    cJSON *root = cJSON_CreateObject();
-    cJSON *meta = cJSON_AddObjectToObject(root, GPP_PROFILE_META);
-    cJSON_AddStringToObject(meta, "model", model);
-    cJSON_AddStringToObject(meta, "device", device);
-    cJSON_AddNumberToObject(meta, "ops", g->n_ops);
-    if (c->prof_precision[0]) /* the attached profile's, kept */
-        cJSON_AddStringToObject(meta, "precision", c->prof_precision);
-    for (int k = 0; k < g->n_ops; k++) {
+    gpp_cost_t *self = gpp_cost_new(c->g, cl);
+    for (int k = 0; k < c->g->n_ops; k++) {
         const s_prof_t *p = &c->prof[k];
-        if (!p->n)
-            continue;
-        const gpp_op_t *o = &g->ops[k];
-        char key[16];
-        snprintf(key, sizeof key, "%d", k);
-        cJSON *e = cJSON_AddObjectToObject(root, key);
-        cJSON_AddStringToObject(e, "name", o->name);
-        cJSON *in = cJSON_AddArrayToObject(e, "inputs");
-        cJSON *sz = cJSON_AddArrayToObject(e, "input_size");
-        for (int j = 0; j < o->n_inputs; j++) {
-            cJSON_AddItemToArray(in, cJSON_CreateNumber(o->inputs[j]));
-            cJSON_AddItemToArray(sz, cJSON_CreateNumber((double)g->ops[o->inputs[j]].out_bytes));
-        }
-        cJSON_AddNumberToObject(e, "weight_size", (double)(o->params * 4));
-        cJSON_AddItemToObject(e, "runtime", s_table_json(p->n, p->mbs, p->ms));
-        if (p->fwd)
-            cJSON_AddItemToObject(e, "forward", s_table_json(p->n, p->mbs, p->fwd));
-        if (p->rm_n)
-            cJSON_AddItemToObject(e, "reserved_mem", s_table_json(p->rm_n, p->rm_mbs, p->rm_bytes));
-        else if (p->reserved_bytes)
-            cJSON_AddNumberToObject(e, "reserved_mem", (double)p->reserved_bytes);
-        if (p->has_kstash)
-            cJSON_AddNumberToObject(e, "kernel_stash", (double)p->kstash);
-        if (p->has_obytes)
-            cJSON_AddNumberToObject(e, "out_bytes", (double)p->obytes);
-        if (p->has_work) {
-            cJSON *ws = cJSON_AddObjectToObject(e, "workspace");
-            cJSON_AddNumberToObject(ws, "fixed", (double)p->work.fixed);
-            cJSON_AddNumberToObject(ws, "per_sample", (double)p->work.per_sample);
-        }
+        s_prof_t *q = &self->prof[k];
+        *q = *p;
+        q->mbs = s_dup(p->mbs, (size_t)p->n * sizeof *p->mbs);
+        q->ms = s_dup(p->ms, (size_t)p->n * sizeof *p->ms);
+        q->fwd = s_dup(p->fwd, (size_t)p->n * sizeof *p->fwd);
+        q->rm_mbs = s_dup(p->rm_mbs, (size_t)p->rm_n * sizeof *p->rm_mbs);
+        q->rm_bytes = s_dup(p->rm_bytes, (size_t)p->rm_n * sizeof *p->rm_bytes);
     }
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    size_t n = strlen(text);
-    char *out = gpp_xrealloc(text, n + 2);
-    out[n] = '\n';
-    out[n + 1] = 0;
-    return out;
-}
-
-void gpp_cost_set_profile_source(gpp_cost_t *c, const char *device_name, const char *precision)
-{
-    snprintf(c->prof_device, sizeof c->prof_device, "%s", device_name ? device_name : "");
-    snprintf(c->prof_precision, sizeof c->prof_precision, "%s", precision ? precision : "");
-}
-
-int gpp_cost_profile_meta(const char *path, char *model, size_t model_len, char *device,
-                          size_t device_len, int *n_ops, char *precision, size_t precision_len,
-                          gpp_err_t *err)
-{
-    char *text = gpp_read_file(path, PROFILE_MAX_BYTES, err);
-    if (!text)
-        return -1;
-    cJSON *root = gpp_json_parse(text, path, err);
-    free(text);
-    if (!root)
-        return -1;
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, GPP_PROFILE_META);
-    const cJSON *mm = cJSON_GetObjectItemCaseSensitive(m, "model");
-    const cJSON *md = cJSON_GetObjectItemCaseSensitive(m, "device");
-    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(m, "ops");
-    const cJSON *mp = cJSON_GetObjectItemCaseSensitive(m, "precision");
-    int rc = 0;
-    if (!cJSON_IsString(mm) || !cJSON_IsString(md) || !cJSON_IsNumber(mo) ||
-        !(mo->valuedouble >= 0 && mo->valuedouble <= INT_MAX))
-        rc = gpp_err_set(err,
-                         "%s: field '%s' missing or not {\"model\": string, \"device\": string, "
-                         "\"ops\": number}",
-                         path, GPP_PROFILE_META);
-    else {
-        snprintf(model, model_len, "%s", mm->valuestring);
-        snprintf(device, device_len, "%s", md->valuestring);
-        *n_ops = (int)mo->valuedouble;
-        snprintf(precision, precision_len, "%s", cJSON_IsString(mp) ? mp->valuestring : "fp32");
-    }
-    cJSON_Delete(root);
-    return rc;
-}
-
-int gpp_cost_attach_profile(gpp_cost_t *c, const char *path, gpp_err_t *err)
-{
-    char *text = gpp_read_file(path, PROFILE_MAX_BYTES, err);
-    if (!text)
-        return -1;
-    int rc = gpp_cost_attach_profile_text(c, text, path, err);
-    free(text);
-    return rc;
-}
-
-gpp_graph_t *gpp_profile_parse_graph(const char *text, const char *origin, gpp_err_t *err)
-{
-    cJSON *root = gpp_json_parse(text, origin, err);
-    if (!root)
-        return NULL;
-    s_entry_t *e = NULL;
-    int n = 0;
-    gpp_graph_t *g = NULL;
-    int **ins = NULL, *nin = NULL, *newid = NULL, *order = NULL, *indeg = NULL;
-    double **insz = NULL;
-    if (s_profile_entries(root, origin, &e, &n, err))
-        goto fail;
-    ins = gpp_xcalloc((size_t)n, sizeof *ins);
-    insz = gpp_xcalloc((size_t)n, sizeof *insz);
-    nin = gpp_xcalloc((size_t)n, sizeof *nin);
-    for (int i = 0; i < n; i++) {
-        const cJSON *in = cJSON_GetObjectItemCaseSensitive(e[i].entry, "inputs");
-        const cJSON *sz = cJSON_GetObjectItemCaseSensitive(e[i].entry, "input_size");
-        if (in && !cJSON_IsArray(in)) {
-            gpp_err_set(err, "%s: op %s: field 'inputs' must be an array of op ids", origin,
-                        e[i].key);
-            goto fail;
-        }
-        nin[i] = in ? cJSON_GetArraySize(in) : 0;
-        ins[i] = gpp_xcalloc((size_t)nin[i] + 1, sizeof(int));
-        insz[i] = gpp_xcalloc((size_t)nin[i] + 1, sizeof(double));
-        int k = 0;
-        for (const cJSON *it = in ? in->child : NULL; it; it = it->next, k++) {
-            int pid = -1;
-            if (cJSON_IsNumber(it) && it->valuedouble >= 0 && it->valuedouble < INT_MAX)
-                pid = (int)it->valuedouble; /* in range: the conversion is defined */
-            else if (cJSON_IsString(it))
-                pid = atoi(it->valuestring);
-            s_entry_t key = {.id = pid};
-            s_entry_t *hit = bsearch(&key, e, (size_t)n, sizeof *e, s_entry_cmp);
-            if (!hit || (!cJSON_IsNumber(it) && !cJSON_IsString(it))) {
-                gpp_err_set(err, "%s: op %s: inputs[%d] does not name an op id of this profile",
-                            origin, e[i].key, k);
-                goto fail;
-            }
-            ins[i][k] = (int)(hit - e);
-            if (ins[i][k] == i) {
-                gpp_err_set(err, "%s: op %s: lists itself as an input", origin, e[i].key);
-                goto fail;
-            }
-        }
-        if (nin[i] > 0) {
-            if (cJSON_IsNumber(sz) && nin[i] == 1 && sz->valuedouble >= 0 &&
-                sz->valuedouble <= S_PROFILE_MAX_BYTES) {
-                insz[i][0] = sz->valuedouble;
-            } else if (!cJSON_IsArray(sz) || cJSON_GetArraySize(sz) != nin[i]) {
-                gpp_err_set(err,
-                            "%s: op %s: field 'input_size' must be an array with one "
-                            "bytes-per-sample figure per input (%d)",
-                            origin, e[i].key, nin[i]);
-                goto fail;
-            } else {
-                k = 0;
-                for (const cJSON *it = sz->child; it; it = it->next, k++) {
-                    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble < 0 ||
-                        it->valuedouble > S_PROFILE_MAX_BYTES) {
-                        gpp_err_set(err,
-                                    "%s: op %s: input_size[%d] must be a number of bytes in "
-                                    "[0, 2^40]",
-                                    origin, e[i].key, k);
-                        goto fail;
-                    }
-                    insz[i][k] = it->valuedouble;
-                }
-            }
-        }
-        double w = 0;
-        if (s_get_nonneg(e[i].entry, "weight_size", 1, &w, origin, e[i].key, err))
-            goto fail;
-        if (w > S_PROFILE_MAX_BYTES) {
-            gpp_err_set(err, "%s: op %s: weight_size %g must be a number of bytes in [0, 2^40]",
-                        origin, e[i].key, w);
-            goto fail;
-        }
-        s_prof_t check = {0};
-        int bad = s_parse_runtime(e[i].entry, &check, origin, e[i].key, err);
-        s_prof_clear(&check);
-        if (bad)
-            goto fail;
-    }
-    /* topological order (Kahn, smallest file id first) */
-    indeg = gpp_xcalloc((size_t)n, sizeof(int));
-    order = gpp_xcalloc((size_t)n, sizeof(int));
-    newid = gpp_xcalloc((size_t)n, sizeof(int));
-    for (int i = 0; i < n; i++)
-        indeg[i] = nin[i];
-    int done = 0;
-    while (done < n) {
-        int pick = -1;
-        for (int i = 0; i < n && pick < 0; i++)
-            if (indeg[i] == 0)
-                pick = i;
-        if (pick < 0) {
-            for (int i = 0; i < n; i++)
-                if (indeg[i] > 0) {
-                    gpp_err_set(err, "%s: op %s: inputs form a cycle", origin, e[i].key);
-                    break;
-                }
-            goto fail;
-        }
-        indeg[pick] = -1;
-        newid[pick] = done;
-        order[done++] = pick;
-        for (int i = 0; i < n; i++)
-            for (int k = 0; k < nin[i]; k++)
-                if (ins[i][k] == pick)
-                    indeg[i]--;
-    }
-    const char *slash = strrchr(origin, '/');
-    g = gpp_graph_new(slash ? slash + 1 : origin); /* the file's name */
-    snprintf(g->spec, sizeof g->spec, "%s", origin);
-    for (int t = 0; t < n; t++) {
-        int i = order[t];
-        int *mapped = gpp_xcalloc((size_t)nin[i] + 1, sizeof(int));
-        for (int k = 0; k < nin[i]; k++)
-            mapped[k] = newid[ins[i][k]];
-        int id = gpp_graph_add(g, GPP_OP_OPAQUE, e[i].name, nin[i], mapped);
-        free(mapped);
-        gpp_op_t *op = gpp_graph_op(g, id);
-        double w = cJSON_GetObjectItemCaseSensitive(e[i].entry, "weight_size")->valuedouble;
-        op->params = (int64_t)(w / 4.0);
-        op->weight_io_bytes = 3 * op->params * 4;
-        op->rows = 1;
-        int64_t stash = 0;
-        for (int k = 0; k < nin[i]; k++)
-            stash += (int64_t)insz[i][k];
-        op->io_bytes = 3 * stash;
-    }
-    /* out_bytes: what consumers declare they read from the op (the largest) */
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < nin[i]; k++) {
-            gpp_op_t *p = gpp_graph_op(g, newid[ins[i][k]]);
-            if ((int64_t)insz[i][k] > p->out_bytes)
-                p->out_bytes = (int64_t)insz[i][k];
-        }
-    for (int i = 0; i < g->n_ops; i++) {
-        gpp_op_t *op = gpp_graph_op(g, i);
-        op->cols = op->out_bytes / 4 > 0 ? op->out_bytes / 4 : 1;
-        op->io_bytes += op->out_bytes * 3;
-        /* each tensor once, at its owner (the authors' count): an op keeps
-           its output for the backward; a tensor read by several ops is not
-           counted per reader (received ones: gpp_cost_stage's boundary) */
-        op->stash_bytes = op->out_bytes;
-    }
-    if (gpp_graph_finalize(g, err)) {
-        gpp_err_prefix(err, "%s", origin);
-        goto fail;
-    }
-    goto done;
-fail:
-    gpp_graph_destroy(&g);
-done:
-    for (int i = 0; ins && i < n; i++)
-        free(ins[i]), free(insz[i]);
-    free(ins), free(insz), free(nin), free(newid), free(order), free(indeg), free(e);
-    cJSON_Delete(root);
-    return g;
-}
-
-gpp_graph_t *gpp_profile_read_graph(const char *path, gpp_err_t *err)
-{
-    char *text = gpp_read_file(path, PROFILE_MAX_BYTES, err);
-    if (!text)
-        return NULL;
-    gpp_graph_t *g = gpp_profile_parse_graph(text, path, err);
-    free(text);
-    return g;
+    s_derive(self);
+    memcpy(self->prof_origin, c->prof_origin, sizeof self->prof_origin);
+    memcpy(self->prof_device, c->prof_device, sizeof self->prof_device);
+    self->prof_has_precision = c->prof_has_precision;
+    self->prof_precision = c->prof_precision;
+    return self;
 }

@@ -3,6 +3,7 @@
  * point-to-point and ring all-reduce times, and the roofline curve every
  * per-op time follows (measured ops beyond their table too). See
  * docs/planner.md "Devices" and "Per-op time". */
+#include <assert.h>
 #include <string.h>
 
 #include "planner/gpp_cost.h"
@@ -194,32 +195,29 @@ void gpp_device_list(FILE *out)
     }
 }
 
-int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, const char *precision,
+int gpp_cluster_set_precision(gpp_cluster_t *c, const char *preset, gpp_precision_t precision,
                               int bf16_tensors, gpp_err_t *err)
 {
-    int prec = strcmp(precision, "fp32") == 0   ? 0
-               : strcmp(precision, "tf32") == 0 ? 1
-               : strcmp(precision, "bf16") == 0 ? 2
-                                                : -1;
-    if (prec < 0)
-        return gpp_err_set(err, "precision '%s': use fp32, tf32 or bf16", precision);
+    assert((unsigned)precision < GPP_PRECISION__COUNT);
     const s_preset_t *p = NULL;
     for (int i = 0; i < N_PRESETS && !p; i++)
         if (strcmp(preset, s_presets[i].name) == 0)
             p = &s_presets[i];
     if (!p)
         return gpp_err_set(err, "unknown device preset '%s'", preset);
-    c->bf16_tensors = prec == 2 && !p->is_cpu && bf16_tensors;
-    if (prec == 0 || p->is_cpu || (prec == 1 && p->tf32_flops <= 0)) {
+    c->bf16_tensors = precision == GPP_PRECISION_BF16 && !p->is_cpu && bf16_tensors;
+    if (precision == GPP_PRECISION_FP32 || p->is_cpu ||
+        (precision == GPP_PRECISION_TF32 && p->tf32_flops <= 0)) {
         /* the fp32 peak, as gpp_cluster_init sets it */
         c->device.peak_flops = p->fp32_flops;
         c->device.eff_max = 0.9;
         snprintf(c->device.name, sizeof c->device.name, "%s", p->name);
         return 0;
     }
-    c->device.peak_flops = prec == 1 ? p->tf32_flops : p->tensor_flops;
+    c->device.peak_flops = precision == GPP_PRECISION_TF32 ? p->tf32_flops : p->tensor_flops;
     c->device.eff_max = 0.8; /* gpp_device_preset's tensor-core figure */
-    snprintf(c->device.name, sizeof c->device.name, "%s+%s", p->name, precision);
+    snprintf(c->device.name, sizeof c->device.name, "%s+%s", p->name,
+             gpp_precision_name(precision));
     return 0;
 }
 

@@ -41,27 +41,34 @@
 #include "planner/gpp_plan.h"
 
 typedef struct {
-    int batch;         /* mini-batch B (samples per iteration) */
-    int micro_batch;   /* universal b; 0 = sweep every divisor of B */
-    int per_stage_mbs; /* 1: each stage picks its own b (divisors of B, at most max_mbs) */
-    int kfkb;          /* 1: each stage picks k in 1..max_k (k*b divides B) */
-    int max_k;         /* default 4 */
-    int max_mbs;       /* cap on candidate micro-batch sizes; 0 = B */
-    double eps;        /* relative binary-search tolerance: stop when
-                          t_r - t_l <= eps * t_r; default 1e-3 */
-    int spp;           /* 1: SPP baseline (graph linearized in topological order) */
-    int min_tps;       /* 1: return the least bottleneck TPS over the candidate
-                          configs (Algorithm 1 as is) instead of the least
-                          estimated iteration time; with per_stage_mbs/kfkb the
-                          universal 1F1B plans are then not candidates */
-    int simulate;      /* 1 (default): of the candidate plans the search yields
-                          (per micro-batch size, per depth), keep the one with
-                          the least simulated iteration time (gpp_sched +
-                          gpp_sim); 0: the least estimate */
-    int no_chain;      /* 1: GPP returns the graph-pipeline DP's plan only; 0
-                          (default): it also plans the SPP chain and keeps the
-                          better of the two by the criterion above (up to
-                          GPP_PART_CHAIN_MAX_DEVICES devices) */
+    int batch;          /* mini-batch B (samples per iteration) */
+    int micro_batch;    /* universal b; 0 = sweep every divisor of B */
+    int per_stage_mbs;  /* 1: each stage picks its own b (divisors of B, at most max_mbs) */
+    int kfkb;           /* 1: each stage picks k in 1..max_k (k*b divides B) */
+    int max_k;          /* default 4 */
+    int max_mbs;        /* cap on candidate micro-batch sizes; 0 = B */
+    double eps;         /* relative binary-search tolerance: stop when
+                           t_r - t_l <= eps * t_r; default 1e-3 */
+    int spp;            /* 1: SPP baseline (graph linearized in topological order) */
+    int min_tps;        /* 1: return the least bottleneck TPS over the candidate
+                           configs (Algorithm 1 as is) instead of the least
+                           estimated iteration time; with per_stage_mbs/kfkb the
+                           universal 1F1B plans are then not candidates */
+    int simulate;       /* 1 (default): of the candidate plans the search yields
+                           (per micro-batch size, per depth), keep the one with
+                           the least simulated iteration time (gpp_sched +
+                           gpp_sim); 0: the least estimate */
+    unsigned schedules; /* the schedules the pick tries, a mask of (1 << gpp_sched_kind_t)
+                           (GPP_SCHED_AUTO: all); 0 = 1F1B only (the default). Each
+                           candidate plan is shaped, fitted to the memory bound
+                           (gpp_zb_fit) and simulated under each; the least simulated
+                           time wins, a tie to the lower kind (less memory). Without
+                           simulate: the lowest kind asked. No candidate fitting with
+                           any of them: an error naming the least memory that would */
+    int no_chain;       /* 1: GPP returns the graph-pipeline DP's plan only; 0
+                           (default): it also plans the SPP chain and keeps the
+                           better of the two by the criterion above (up to
+                           GPP_PART_CHAIN_MAX_DEVICES devices) */
     /* Optional progress for long searches: called on the searching thread
      * with every plan the search finds (its micro-batch size, depth and
      * estimated iteration ms) and the best estimate so far (the TPS with

@@ -11,6 +11,7 @@
 #include "planner/gpp_part_impl.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
+#include "planner/gpp_zb.h"
 
 /* Bottleneck TPS of the emitted stages. */
 static double s_out_tps(const gpp_dp_t *s)
@@ -31,7 +32,8 @@ typedef struct {
     double last_iter;     /* best estimate of the latest s_search */
     int any_feasible_mem; /* some config set was feasible at t = inf */
     long long evals, runs;
-    const gpp_part_opts_t *opts; /* for its on_candidate hook */
+    const gpp_part_opts_t *opts; /* for its on_candidate hook and schedules */
+    int64_t least_need; /* the least memory a candidate needed with a schedule that did not fit */
 } s_result_t;
 
 /* Least t (within eps) in (lo, hi] for which gpp_dp_run(t, max_level) succeeds:
@@ -148,13 +150,53 @@ static int s_offer_plan(gpp_dp_t *s, const char *planner, int universal_b, s_res
  * simulation costs less than one DP run since the simulator keeps its
  * ready devices in a heap, and s_pick_simulated skips those its bound
  * rules out. */
-/* The simulated iteration time of sim's plan p (schedule and lower only:
- * the caller validates the plan it keeps); INFINITY when it cannot be
+/* What a schedule's shape changes in a plan's stages, to go back to the
+ * partitioner's 1F1B figures after trying the zero-bubble ones. */
+typedef struct {
+    int inflight, w_delay;
+    int64_t mem_bytes, act_bytes;
+} s_shape_t;
+
+static s_shape_t *s_shape_save(const gpp_plan_t *p)
+{
+    s_shape_t *v = gpp_xcalloc((size_t)p->n_stages + 1, sizeof *v);
+    for (int i = 0; i < p->n_stages; i++) {
+        const gpp_stage_t *st = &p->stages[i];
+        v[i] = (s_shape_t){st->inflight, st->w_delay, st->mem_bytes, st->act_bytes};
+    }
+    return v;
+}
+
+static void s_shape_restore(gpp_plan_t *p, const s_shape_t *v, gpp_sched_kind_t kind)
+{
+    p->schedule = kind;
+    for (int i = 0; i < p->n_stages; i++) {
+        gpp_stage_t *st = &p->stages[i];
+        st->inflight = v[i].inflight, st->w_delay = v[i].w_delay;
+        st->mem_bytes = v[i].mem_bytes, st->act_bytes = v[i].act_bytes;
+    }
+}
+
+/* Shapes p for `kind` (a 1F1B plan as the partitioner left it) and fits it
+ * to the cluster's memory bound; 0, or -1 when it does not fit (*need:
+ * its largest stage's need). */
+static int s_schedule(gpp_plan_t *p, const gpp_cost_t *cost, gpp_sched_kind_t kind, int64_t *need,
+                      gpp_err_t *err)
+{
+    if (kind != GPP_SCHED_1F1B)
+        gpp_zb_shape(p, kind);
+    return gpp_zb_fit(p, cost, gpp_cluster_mem_bound(gpp_cost_cluster(cost)), need, err);
+}
+
+/* The simulated iteration time of sim's plan p under `kind` (schedule and
+ * lower only: the caller validates the plan it keeps); INFINITY when it
+ * does not fit the memory bound (*need: what it would take) or cannot be
  * simulated. */
-static double s_simulated_ms(gpp_sim_t *sim, gpp_plan_t *p, const gpp_graph_t *g)
+static double s_simulated_ms(gpp_sim_t *sim, gpp_plan_t *p, const gpp_graph_t *g,
+                             const gpp_cost_t *cost, gpp_sched_kind_t kind, int64_t *need)
 {
     gpp_err_t e = {{0}};
-    if (gpp_sched_compute(p, &e) < 0 || gpp_sched_lower(p, g, &e) < 0)
+    if (s_schedule(p, cost, kind, need, &e) < 0 || gpp_sched_lower(p, g, &e) < 0)
         return INFINITY;
     gpp_sim_keep_events(sim, 0); /* only the time is wanted */
     return gpp_sim_run(sim, &e) == 0 ? gpp_sim_iteration_ms(sim) : INFINITY;
@@ -185,6 +227,9 @@ static void s_pick_simulated(const gpp_dp_t *s, s_result_t *res)
     double best_ms = INFINITY;
     gpp_plan_t *best = res->best;
     int best_i = -1;
+    unsigned mask = res->opts->schedules ? res->opts->schedules : 1u << GPP_SCHED_1F1B;
+    gpp_sched_kind_t best_kind = GPP_SCHED_1F1B;
+    s_shape_t *best_shape = NULL;
     s_cand_key_t *order = gpp_xcalloc((size_t)res->n_cand + 1, sizeof *order);
     for (int i = 0; i < res->n_cand; i++)
         order[i] = (s_cand_key_t){res->cand[i]->iteration_ms, i};
@@ -210,14 +255,35 @@ static void s_pick_simulated(const gpp_dp_t *s, s_result_t *res)
             gpp_sim_destroy(&sim);
             continue;
         }
-        double ms = s_simulated_ms(sim, p, s->g);
+        s_shape_t *partitioner = s_shape_save(p);
+        for (int kind = 0; kind < GPP_SCHED__COUNT; kind++) {
+            if (!(mask >> kind & 1))
+                continue;
+            int64_t need = 0;
+            s_shape_restore(p, partitioner, GPP_SCHED_1F1B);
+            double ms = s_simulated_ms(sim, p, s->g, s->cost, (gpp_sched_kind_t)kind, &need);
+            gpp_debug("partitioner: candidate %d (b=%d, depth %d, %s): estimate %.3f ms, "
+                      "simulated %.3f ms",
+                      i, p->micro_batch, p->depth, gpp_sched_kind_name((gpp_sched_kind_t)kind),
+                      p->iteration_ms, ms);
+            if (!isfinite(ms) && need > 0 && (res->least_need == 0 || need < res->least_need))
+                res->least_need = need;
+            if (ms < best_ms || (ms == best_ms && best_i >= 0 && i < best_i)) {
+                best_ms = ms, best = p, best_i = i, best_kind = (gpp_sched_kind_t)kind;
+                free(best_shape);
+                best_shape = s_shape_save(p);
+            }
+        }
+        s_shape_restore(p, partitioner, GPP_SCHED_1F1B);
+        free(partitioner);
         gpp_sim_destroy(&sim);
-        gpp_debug("partitioner: candidate %d (b=%d, depth %d): estimate %.3f ms, simulated %.3f ms",
-                  i, p->micro_batch, p->depth, p->iteration_ms, ms);
-        if (ms < best_ms || (ms == best_ms && best_i >= 0 && i < best_i))
-            best_ms = ms, best = p, best_i = i;
     }
     free(order);
+    if (best_i < 0 && !(mask & 1u << GPP_SCHED_1F1B))
+        best = NULL;        /* no candidate fits with the schedules asked */
+    if (best && best_shape) /* the winner as it was shaped and fitted */
+        s_shape_restore(best, best_shape, best_kind);
+    free(best_shape);
     for (int i = 0; i < res->n_cand; i++)
         if (res->cand[i] != best)
             gpp_plan_destroy(&res->cand[i]);
@@ -226,6 +292,24 @@ static void s_pick_simulated(const gpp_dp_t *s, s_result_t *res)
     res->n_cand = 0;
     res->best = best;
     res->best_sim_ms = best_ms;
+}
+
+/* Without simulation: the lowest schedule asked, fitted to the bound. -1
+ * (the plan freed, res->least_need set) when it does not fit. */
+static int s_schedule_unsimulated(const gpp_dp_t *s, s_result_t *res, gpp_err_t *err)
+{
+    unsigned mask = res->opts->schedules;
+    if (!mask || mask & 1u << GPP_SCHED_1F1B)
+        return 0;
+    gpp_sched_kind_t kind = GPP_SCHED_ZB_H1;
+    while (!(mask >> kind & 1))
+        kind++;
+    int64_t need = 0;
+    if (s_schedule(res->best, s->cost, kind, &need, err) == 0)
+        return 0;
+    res->least_need = need;
+    gpp_plan_destroy(&res->best);
+    return -1;
 }
 
 /* Upper bound on any stage's TPS (every op on one stage at the worst
@@ -470,6 +554,24 @@ static int s_least_mem_bound(gpp_dp_t *s, const gpp_part_opts_t *o, const char *
     return 0;
 }
 
+/* The error when candidates exist but none fits the memory bound with the
+ * schedules asked (the 1F1B plans do: they were searched under it). */
+static void s_no_schedule_fits(const gpp_graph_t *g, const gpp_part_opts_t *o, int n_dev,
+                               int64_t bound, int64_t least_need, gpp_err_t *err)
+{
+    char asked[64] = "";
+    for (int k = 0, n = 0; k < GPP_SCHED__COUNT; k++)
+        if (o->schedules >> k & 1)
+            n += snprintf(asked + n, sizeof asked - (size_t)n, "%s%s", n ? " or " : "",
+                          gpp_sched_kind_name((gpp_sched_kind_t)k));
+    gpp_err_set(err,
+                "no %s plan of '%s' fits %.3f GiB per device on %d devices (batch %d): with it a "
+                "stage needs %.3f GiB at the least; use schedule 1f1b, zb-h1 or auto, or a "
+                "memory bound of %.3f GiB",
+                asked, g->name, (double)bound / (1 << 30), n_dev, o->batch,
+                (double)least_need / (1 << 30), ceil((double)least_need / (1 << 30) * 1000) / 1000);
+}
+
 /* The search; *rank_key gets the returned plan's key by the criterion the
  * search ranks with: the simulated iteration time (o->simulate), the
  * bottleneck TPS (o->min_tps) or the estimate. */
@@ -524,6 +626,12 @@ static gpp_plan_t *s_part_run(const gpp_graph_t *g, const gpp_cost_t *cost,
     }
     if (res.n_cand)
         s_pick_simulated(s, &res);
+    else
+        s_schedule_unsimulated(s, &res, err);
+    if (!res.best) {
+        s_no_schedule_fits(g, o, s->n_dev, mem_bound_bytes, res.least_need, err);
+        goto done;
+    }
     p = res.best;
     *rank_key = o->simulate && !o->min_tps ? res.best_sim_ms : res.best_iter;
     p->search_ms = gpp_now_ms() - t0;

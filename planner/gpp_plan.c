@@ -5,9 +5,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *s_act_names[GPP_ACT__COUNT] = {"FWD",       "BWD",       "SEND_ACT",
-                                                   "RECV_ACT",  "SEND_GRAD", "RECV_GRAD",
-                                                   "ALLREDUCE", "STEP"};
+static const char *s_act_names[GPP_ACT__COUNT] = {
+    "FWD", "BWD", "SEND_ACT", "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "ALLREDUCE", "STEP", "BWD_IN",
+    "BWD_W"};
+
+static const char *s_sched_names[GPP_SCHED__COUNT] = {"1f1b", "zb-h1", "zb-h2"};
+
+const char *gpp_sched_kind_name(gpp_sched_kind_t k)
+{
+    return (k >= 0 && k < GPP_SCHED__COUNT) ? s_sched_names[k] : "?";
+}
+
+int gpp_sched_kind_parse(const char *word, const char *what, unsigned *mask, gpp_err_t *err)
+{
+    if (word && !strcmp(word, "auto")) {
+        *mask = GPP_SCHED_AUTO;
+        return 0;
+    }
+    for (int k = 0; word && k < GPP_SCHED__COUNT; k++)
+        if (!strcmp(word, s_sched_names[k])) {
+            *mask = 1u << k;
+            return 0;
+        }
+    return gpp_err_set(err, "%s '%s': use auto, 1f1b, zb-h1 or zb-h2", what, word ? word : "");
+}
 
 const char *gpp_act_type_name(gpp_act_type_t t)
 {

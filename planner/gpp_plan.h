@@ -34,9 +34,39 @@ typedef enum {
     GPP_ACT_RECV_GRAD, /* gradient of `tensor` for samples [lo,hi) from peer */
     GPP_ACT_ALLREDUCE, /* gradient all-reduce across the stage's replicas */
     GPP_ACT_STEP,      /* optimizer step */
+    GPP_ACT_BWD_IN,    /* zero-bubble B: input gradients of micro-batch mb */
+    GPP_ACT_BWD_W,     /* zero-bubble W: parameter gradients of micro-batch mb */
     GPP_ACT__COUNT
 } gpp_act_type_t;
 
+/* A compute pass of one micro-batch (FWD, BWD, BWD_IN, BWD_W). */
+static inline int gpp_act_is_pass(gpp_act_type_t t)
+{
+    return t == GPP_ACT_FWD || t == GPP_ACT_BWD || t == GPP_ACT_BWD_IN || t == GPP_ACT_BWD_W;
+}
+/* A backward that receives and sends gradients (BWD, or a zero-bubble B). */
+static inline int gpp_act_is_bwd(gpp_act_type_t t)
+{
+    return t == GPP_ACT_BWD || t == GPP_ACT_BWD_IN;
+}
+
+/* The schedule of a plan (docs/planner.md "Zero-bubble schedules"): 1F1B
+ * (kFkB) with whole backwards, or a zero-bubble shape whose backwards are
+ * split into B (BWD_IN) and W (BWD_W) passes. */
+typedef enum {
+    GPP_SCHED_1F1B = 0,
+    GPP_SCHED_ZB_H1, /* 1F1B's in-flight, W delayed by the upstream depth */
+    GPP_SCHED_ZB_H2, /* in-flight with every hop counted twice, W delayed as zb-h1 */
+    GPP_SCHED__COUNT
+} gpp_sched_kind_t;
+
+/* "1f1b", "zb-h1", "zb-h2" ("?" out of range). */
+const char *gpp_sched_kind_name(gpp_sched_kind_t k);
+/* A schedule word: one kind's name, or "auto" for all of them, as a mask
+ * of (1 << kind). 0, or -1 with a message naming `what` (the flag or key)
+ * and the words. */
+int gpp_sched_kind_parse(const char *word, const char *what, unsigned *mask, gpp_err_t *err);
+#define GPP_SCHED_AUTO ((1u << GPP_SCHED__COUNT) - 1)
 typedef struct {
     gpp_act_type_t type;
     int mb;            /* this stage's micro-batch index (FWD/BWD, and the
@@ -67,9 +97,11 @@ typedef struct {
     int micro_batch;   /* samples per micro-batch (split over replicas) */
     int k;             /* kFkB */
     int inflight;      /* samples in flight at most (warm-up forwards = ceil(inflight / micro_batch)) */
+    int w_delay;       /* zero-bubble: W of micro-batch j runs right after B of j + w_delay */
     double tps_ms;     /* time per sample of this stage (compute + its share of comm) */
     double fwd_ms;     /* forward of one micro-batch on one replica */
     double bwd_ms;     /* backward of one micro-batch on one replica */
+    double bwd_w_ms;   /* of bwd_ms, the parameter gradients' (a zero-bubble W pass) */
     double allreduce_ms; /* gradient sync per iteration (0 when devices == 1) */
     int64_t weight_bytes; /* weights + grads + optimizer state per device */
     int64_t act_bytes;    /* the rest of mem_bytes but reserved: micro-batches' tensors */
@@ -93,6 +125,7 @@ typedef struct {
                              stage graph is the chain 0->1->..->n-1 plus the data edges;
                              an edge no tensor flows on is a dependency, succ_dep) */
     int depth;            /* stages on the longest path */
+    gpp_sched_kind_t schedule; /* the stages' orders: 1F1B or zero-bubble */
     double bottleneck_tps_ms;
     double iteration_ms;  /* simulated */
     double throughput;    /* samples/s, simulated */

@@ -193,6 +193,7 @@ static void s_plan_costs(const gpp_dp_t *s, gpp_plan_t *p)
         gpp_cost_stage(s->cost, st->n_ops, st->ops, st->devices, st->micro_batch, s->batch, &sc);
         st->fwd_ms = sc.fwd_ms;
         st->bwd_ms = sc.bwd_ms;
+        st->bwd_w_ms = sc.bwd_w_ms;
         st->allreduce_ms = sc.allreduce_ms;
         st->tps_ms = sc.tps_ms;
         /* the executor's peak (the search checked a bound never below it) */

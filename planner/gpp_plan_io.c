@@ -1,4 +1,4 @@
-/* gpp_plan_io: "gpp-plan/1" JSON writer and validating reader, strategy
+/* gpp_plan_io: "gpp-plan/1" and "/2" JSON writer and validating reader, strategy
  * file and DOT writers. */
 #include "planner/gpp_plan_io.h"
 
@@ -26,7 +26,8 @@ static cJSON *s_int_array(const int *v, int n)
 char *gpp_plan_to_json(const gpp_plan_t *p)
 {
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "format", GPP_PLAN_FORMAT);
+    int zb = p->schedule != GPP_SCHED_1F1B;
+    cJSON_AddStringToObject(root, "format", zb ? GPP_PLAN_FORMAT_ZB : GPP_PLAN_FORMAT);
     cJSON_AddStringToObject(root, "planner", p->planner);
     cJSON *model = cJSON_AddObjectToObject(root, "model");
     cJSON_AddStringToObject(model, "name", p->model);
@@ -40,6 +41,8 @@ char *gpp_plan_to_json(const gpp_plan_t *p)
     cJSON_AddNumberToObject(root, "iteration_ms", p->iteration_ms);
     cJSON_AddNumberToObject(root, "throughput", p->throughput);
     cJSON_AddNumberToObject(root, "search_ms", p->search_ms);
+    if (zb)
+        cJSON_AddStringToObject(root, "schedule_kind", gpp_sched_kind_name(p->schedule));
     cJSON *stages = cJSON_AddArrayToObject(root, "stages");
     cJSON *sched = cJSON_CreateArray();
     for (int s = 0; s < p->n_stages; s++) {
@@ -52,6 +55,8 @@ char *gpp_plan_to_json(const gpp_plan_t *p)
         cJSON_AddNumberToObject(o, "micro_batch", st->micro_batch);
         cJSON_AddNumberToObject(o, "k", st->k);
         cJSON_AddNumberToObject(o, "inflight", st->inflight);
+        if (zb)
+            cJSON_AddNumberToObject(o, "w_delay", st->w_delay);
         cJSON_AddNumberToObject(o, "tps_ms", st->tps_ms);
         cJSON_AddNumberToObject(o, "mem_bytes", (double)st->mem_bytes);
         cJSON_AddItemToObject(o, "succ", s_int_array(st->succ, st->n_succ));
@@ -65,7 +70,11 @@ char *gpp_plan_to_json(const gpp_plan_t *p)
         cJSON *order = cJSON_CreateArray();
         for (int i = 0; i < st->compute.n; i++) {
             char buf[24];
-            snprintf(buf, sizeof buf, "%c%d", st->compute.a[i].type == GPP_ACT_FWD ? 'F' : 'B',
+            gpp_act_type_t t = st->compute.a[i].type;
+            snprintf(buf, sizeof buf, "%c%d",
+                     t == GPP_ACT_FWD     ? 'F'
+                     : t == GPP_ACT_BWD_W ? 'W'
+                                          : 'B',
                      st->compute.a[i].mb);
             cJSON_AddItemToArray(order, cJSON_CreateString(buf));
         }
@@ -265,8 +274,10 @@ static int s_cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Parses "F12" / "B3" into stage.compute. */
-static int s_parse_schedule(const cJSON *order, gpp_stage_t *st, const char *origin, int js,
+/* Parses "F12" / "B3" / "W3" into stage.compute: B is a whole backward in
+ * a 1F1B plan, the input gradients in a zero-bubble one (`zb`), where W
+ * passes may come. */
+static int s_parse_schedule(const cJSON *order, gpp_stage_t *st, int zb, const char *origin, int js,
                             gpp_err_t *err)
 {
     if (!cJSON_IsArray(order))
@@ -280,12 +291,20 @@ static int s_parse_schedule(const cJSON *order, gpp_stage_t *st, const char *ori
         const char *s = cJSON_GetStringValue(v);
         char *end = NULL;
         long mb = -1;
-        if (s && (s[0] == 'F' || s[0] == 'B') && s[1] >= '0' && s[1] <= '9')
+        if (s && (s[0] == 'F' || s[0] == 'B' || s[0] == 'W') && s[1] >= '0' && s[1] <= '9')
             mb = strtol(s + 1, &end, 10);
         if (mb < 0 || mb > INT_MAX || !end || *end)
-            return gpp_err_set(err, "%s: schedule[%d][%d]: expected \"F<mb>\" or \"B<mb>\"", origin,
-                               js, i);
-        gpp_action_t a = {.type = s[0] == 'F' ? GPP_ACT_FWD : GPP_ACT_BWD,
+            return gpp_err_set(err, "%s: schedule[%d][%d]: expected \"F<mb>\"%s or \"B<mb>\"",
+                               origin, js, i, zb ? ", \"W<mb>\"" : "");
+        if (s[0] == 'W' && !zb)
+            return gpp_err_set(err,
+                               "%s: schedule[%d][%d]: a W pass in a 1F1B plan; a zero-bubble "
+                               "plan is format %s with \"schedule_kind\"",
+                               origin, js, i, GPP_PLAN_FORMAT_ZB);
+        gpp_action_t a = {.type = s[0] == 'F'   ? GPP_ACT_FWD
+                                  : s[0] == 'W' ? GPP_ACT_BWD_W
+                                  : zb          ? GPP_ACT_BWD_IN
+                                                : GPP_ACT_BWD,
                           .mb = (int)mb,
                           .peer_stage = -1,
                           .peer_replica = -1,
@@ -312,10 +331,28 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
         goto fail;
     }
     const char *fmt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "format"));
-    if (!fmt || strcmp(fmt, GPP_PLAN_FORMAT) != 0) {
-        gpp_err_set(err, "%s: format '%s' is not '%s'; write plans with gpp-plan --json", origin,
-                    fmt ? fmt : "(missing)", GPP_PLAN_FORMAT);
+    int zb = fmt && strcmp(fmt, GPP_PLAN_FORMAT_ZB) == 0;
+    if (!fmt || (strcmp(fmt, GPP_PLAN_FORMAT) != 0 && !zb)) {
+        gpp_err_set(err, "%s: format '%s' is not '%s' or '%s'; write plans with gpp-plan --json",
+                    origin, fmt ? fmt : "(missing)", GPP_PLAN_FORMAT, GPP_PLAN_FORMAT_ZB);
         goto fail;
+    }
+    gpp_sched_kind_t kind = GPP_SCHED_1F1B;
+    const cJSON *jkind = cJSON_GetObjectItemCaseSensitive(root, "schedule_kind");
+    if (jkind || zb) {
+        unsigned mask = 0;
+        gpp_err_t e2 = {{0}};
+        const char *word = cJSON_GetStringValue(jkind);
+        if (!word || gpp_sched_kind_parse(word, "schedule_kind", &mask, &e2) < 0 ||
+            mask == GPP_SCHED_AUTO || (mask == 1u << GPP_SCHED_1F1B) == zb) {
+            gpp_err_set(err,
+                        "%s: schedule_kind: expected %s for format %s (a plan's schedule, not "
+                        "auto)",
+                        origin, zb ? "\"zb-h1\" or \"zb-h2\"" : "\"1f1b\"", fmt);
+            goto fail;
+        }
+        while (!(mask >> kind & 1))
+            kind++;
     }
     const char *planner = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "planner"));
     if (!planner || (strcmp(planner, "gpp") != 0 && strcmp(planner, "spp") != 0)) {
@@ -345,6 +382,7 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
         goto fail;
     p = gpp_plan_new(planner, g, (int)devices, (int)batch);
     p->micro_batch = (int)mbs;
+    p->schedule = kind;
     /* "chain" is absent in files written before chain plans: those plans keep
        the data edges only, as they were planned and run */
     const cJSON *chain = cJSON_GetObjectItemCaseSensitive(root, "chain");
@@ -411,6 +449,12 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
         st->mem_bytes = (int64_t)mem;
         if (s_num(o, "tps_ms", origin, where, &st->tps_ms, err) < 0)
             goto fail;
+        if (zb) {
+            int64_t d = 0;
+            if (s_int(o, "w_delay", origin, where, 0, batch / mb, &d, err) < 0)
+                goto fail;
+            st->w_delay = (int)d;
+        }
     }
     if (gpp_plan_link(p, g, err) < 0) {
         gpp_err_prefix(err, "%s", origin);
@@ -469,7 +513,7 @@ gpp_plan_t *gpp_plan_parse_json(const char *text, const char *origin, const gpp_
                 goto fail;
             st->first_device = (int)first;
         }
-        if (s_parse_schedule(cJSON_GetArrayItem(sched, js), st, origin, js, err) < 0)
+        if (s_parse_schedule(cJSON_GetArrayItem(sched, js), st, zb, origin, js, err) < 0)
             goto fail;
     }
     if (depth != p->depth) {

@@ -27,7 +27,11 @@
 #include "model/gpp_graph.h"
 #include "planner/gpp_plan.h"
 
+/* 1F1B plans are written as /1; plans with split backwards (zero-bubble
+ * schedules: "schedule_kind", per-stage "w_delay", W tokens) as /2, which
+ * older readers refuse by the format. Readers take both. */
 #define GPP_PLAN_FORMAT "gpp-plan/1"
+#define GPP_PLAN_FORMAT_ZB "gpp-plan/2"
 
 char *gpp_plan_to_json(const gpp_plan_t *p);
 int gpp_plan_write_json(const gpp_plan_t *p, const char *path, gpp_err_t *err);

@@ -20,11 +20,14 @@ size_t gpp_sched_format(const gpp_actions_t *l, int first, char *buf, size_t siz
         buf[0] = 0;
     for (int i = first; i < l->n; i++) {
         const gpp_action_t *a = &l->a[i];
-        if (a->type != GPP_ACT_FWD && a->type != GPP_ACT_BWD)
+        if (!gpp_act_is_pass(a->type))
             continue;
         char tok[24];
         int n = snprintf(tok, sizeof tok, "%s%c%d", total ? " " : (first > 0 ? "... " : ""),
-                         a->type == GPP_ACT_FWD ? 'F' : 'B', a->mb);
+                         a->type == GPP_ACT_FWD     ? 'F'
+                         : a->type == GPP_ACT_BWD_W ? 'W'
+                                                    : 'B',
+                         a->mb);
         total += (size_t)n;
         if (cut)
             continue;
@@ -59,35 +62,49 @@ static void s_push_pass(gpp_actions_t *l, gpp_act_type_t type, int mb)
     gpp_actions_push(l, a);
 }
 
+int gpp_sched_stage_order(gpp_plan_t *p, int s, gpp_err_t *err)
+{
+    gpp_stage_t *st = &p->stages[s];
+    if (st->micro_batch < 1 || p->batch % st->micro_batch != 0)
+        return gpp_err_set(err, "stage %d: micro-batch %d does not divide the batch %d", s,
+                           st->micro_batch, p->batch);
+    if (st->k < 1)
+        return gpp_err_set(err, "stage %d: k = %d; kFkB needs k >= 1", s, st->k);
+    int m = p->batch / st->micro_batch, zb = p->schedule != GPP_SCHED_1F1B;
+    /* holding `inflight` samples takes ceil(inflight / b) micro-batches (as
+       gpp_cost_act_bytes counts them); the appendix table gives counts
+       that are not always multiples of b */
+    int w = (st->inflight + st->micro_batch - 1) / st->micro_batch;
+    if (w < 1)
+        w = 1;
+    if (w > m)
+        w = m;
+    int d = st->w_delay < 0 ? 0 : st->w_delay > m ? m : st->w_delay;
+    gpp_actions_clear(&st->compute);
+    int nf = 0, nb = 0, nw = 0;
+    while (nf < w)
+        s_push_pass(&st->compute, GPP_ACT_FWD, nf++);
+    while (nb < m) {
+        for (int t = 0; t < st->k && nb < nf; t++) {
+            s_push_pass(&st->compute, zb ? GPP_ACT_BWD_IN : GPP_ACT_BWD, nb++);
+            if (zb && nb - 1 >= d) /* W of j - d right after B of j */
+                s_push_pass(&st->compute, GPP_ACT_BWD_W, nw++);
+        }
+        for (int t = 0; t < st->k && nf < m; t++)
+            s_push_pass(&st->compute, GPP_ACT_FWD, nf++);
+    }
+    while (zb && nw < m) /* the last d: after the last B */
+        s_push_pass(&st->compute, GPP_ACT_BWD_W, nw++);
+    return 0;
+}
+
 int gpp_sched_compute(gpp_plan_t *p, gpp_err_t *err)
 {
-    for (int s = 0; s < p->n_stages; s++) {
-        gpp_stage_t *st = &p->stages[s];
-        if (st->micro_batch < 1 || p->batch % st->micro_batch != 0)
-            return gpp_err_set(err, "stage %d: micro-batch %d does not divide the batch %d", s,
-                               st->micro_batch, p->batch);
-        if (st->k < 1)
-            return gpp_err_set(err, "stage %d: k = %d; kFkB needs k >= 1", s, st->k);
-        int m = p->batch / st->micro_batch;
-        /* holding `inflight` samples takes ceil(inflight / b) micro-batches (as
-           gpp_cost_act_bytes counts them); the appendix table gives counts
-           that are not always multiples of b */
-        int w = (st->inflight + st->micro_batch - 1) / st->micro_batch;
-        if (w < 1)
-            w = 1;
-        if (w > m)
-            w = m;
-        gpp_actions_clear(&st->compute);
-        int nf = 0, nb = 0;
-        while (nf < w)
-            s_push_pass(&st->compute, GPP_ACT_FWD, nf++);
-        while (nb < m) {
-            for (int t = 0; t < st->k && nb < nf; t++)
-                s_push_pass(&st->compute, GPP_ACT_BWD, nb++);
-            for (int t = 0; t < st->k && nf < m; t++)
-                s_push_pass(&st->compute, GPP_ACT_FWD, nf++);
-        }
-    }
+    if (p->schedule < 0 || p->schedule >= GPP_SCHED__COUNT)
+        return gpp_err_set(err, "schedule kind %d; use 1f1b, zb-h1 or zb-h2", (int)p->schedule);
+    for (int s = 0; s < p->n_stages; s++)
+        if (gpp_sched_stage_order(p, s, err) < 0)
+            return -1;
     return 0;
 }
 
@@ -238,6 +255,10 @@ int gpp_sched_lower(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err)
             gpp_actions_t *l = &st->replica[r];
             for (int i = 0; i < st->compute.n; i++) {
                 gpp_action_t c = st->compute.a[i];
+                if (c.type == GPP_ACT_BWD_W) { /* no transfers */
+                    gpp_actions_push(l, c);
+                    continue;
+                }
                 int fwd = c.type == GPP_ACT_FWD;
                 s_push_transfers(p, g, st, r, c.mb, fwd ? &in[s] : &out[s],
                                  fwd ? GPP_ACT_RECV_ACT : GPP_ACT_RECV_GRAD, l);
@@ -626,7 +647,7 @@ static int s_err_order(gpp_err_t *err, const gpp_actions_t *l, int at)
     int first = at < l->n ? at : l->n;
     for (int back = 0; first > 0 && back < 8;) {
         first--;
-        back += l->a[first].type == GPP_ACT_FWD || l->a[first].type == GPP_ACT_BWD;
+        back += gpp_act_is_pass(l->a[first].type);
     }
     char order[160];
     gpp_sched_format(l, first, order, sizeof order);
@@ -635,7 +656,10 @@ static int s_err_order(gpp_err_t *err, const gpp_actions_t *l, int at)
     return -1;
 }
 
-/* C4 on one list of passes (FWD/BWD; other actions ignored). */
+/* C4 on one list of passes (FWD, BWD / BWD_IN, BWD_W; other actions
+ * ignored): each kind in micro-batch order, a micro-batch's backward after
+ * its forward and its W after its B, every micro-batch once; a 1F1B plan's
+ * backwards whole, a zero-bubble plan's split. */
 static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const char *what,
                       gpp_err_t *err)
 {
@@ -643,9 +667,17 @@ static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const 
     if (st->micro_batch < 1 || p->batch % st->micro_batch != 0)
         return gpp_err_set(err, "C4: stage %d: micro-batch %d does not divide the batch %d", s,
                            st->micro_batch, p->batch);
-    int m = p->batch / st->micro_batch, nf = 0, nb = 0;
+    int m = p->batch / st->micro_batch, nf = 0, nb = 0, nw = 0, zb = p->schedule != GPP_SCHED_1F1B;
     for (int i = 0; i < l->n; i++) {
         const gpp_action_t *a = &l->a[i];
+        if (!gpp_act_is_pass(a->type))
+            continue;
+        if (a->type != GPP_ACT_FWD && (a->type == GPP_ACT_BWD) == zb) {
+            gpp_err_set(err, "C4: stage %d %s: a %s pass in a %s plan (its backwards are %s)", s,
+                        what, gpp_act_type_name(a->type), gpp_sched_kind_name(p->schedule),
+                        zb ? "split into B and W" : "whole");
+            return s_err_order(err, l, i);
+        }
         if (a->type == GPP_ACT_FWD) {
             if (a->mb != nf) {
                 gpp_err_set(err,
@@ -655,7 +687,18 @@ static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const 
                 return s_err_order(err, l, i);
             }
             nf++;
-        } else if (a->type == GPP_ACT_BWD) {
+        } else if (a->type == GPP_ACT_BWD_W) {
+            if (a->mb != nw)
+                gpp_err_set(err,
+                            "C4: stage %d %s: w_%d comes where w_%d must (W passes in "
+                            "micro-batch order)",
+                            s, what, a->mb, nw);
+            else if (a->mb >= nb)
+                gpp_err_set(err, "C4: stage %d %s: w_%d precedes bw_%d", s, what, a->mb, a->mb);
+            if (a->mb != nw || a->mb >= nb)
+                return s_err_order(err, l, i);
+            nw++;
+        } else {
             if (a->mb != nb)
                 gpp_err_set(err,
                             "C4: stage %d %s: bw_%d comes where bw_%d must (backwards in "
@@ -668,11 +711,17 @@ static int s_check_c4(const gpp_plan_t *p, int s, const gpp_actions_t *l, const 
             nb++;
         }
     }
-    if (nf != m || nb != m) {
-        gpp_err_set(err,
-                    "C4: stage %d %s has %d forwards and %d backwards; the batch has %d "
-                    "micro-batches",
-                    s, what, nf, nb, m);
+    if (nf != m || nb != m || nw != (zb ? m : 0)) {
+        if (zb)
+            gpp_err_set(err,
+                        "C4: stage %d %s has %d forwards, %d B and %d W passes; the batch has %d "
+                        "micro-batches (W passes never cross the optimizer step)",
+                        s, what, nf, nb, nw, m);
+        else
+            gpp_err_set(err,
+                        "C4: stage %d %s has %d forwards and %d backwards; the batch has %d "
+                        "micro-batches",
+                        s, what, nf, nb, m);
         return s_err_order(err, l, l->n);
     }
     return 0;
@@ -687,7 +736,7 @@ static int s_check_replica(const gpp_plan_t *p, int s, int r, gpp_err_t *err)
     int c = 0, ar = 0, step = 0;
     for (int i = 0; i < l->n; i++) {
         const gpp_action_t *a = &l->a[i];
-        int pass = a->type == GPP_ACT_FWD || a->type == GPP_ACT_BWD;
+        int pass = gpp_act_is_pass(a->type);
         if (pass && (c >= st->compute.n || st->compute.a[c].type != a->type ||
                      st->compute.a[c].mb != a->mb))
             return gpp_err_set(err,

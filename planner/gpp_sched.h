@@ -4,11 +4,13 @@
  * 1. gpp_sched_compute() fills stage.compute of every stage with FWD/BWD
  *    actions: warm-up forwards w = clamp(ceil(inflight / micro_batch), 1, m), then
  *    the kFkB steady state (k backwards, k forwards, alternating; 1F1B when
- *    k = 1), then the cool-down backwards. m = batch / micro_batch.
+ *    k = 1), then the cool-down backwards. m = batch / micro_batch. A
+ *    zero-bubble plan's backwards are BWD_IN (B) and BWD_W (W) passes.
  *
  * 2. gpp_sched_lower() fills stage.replica[r] for every replica r:
  *      RECV_ACT*  FWD j  SEND_ACT*      for every FWD of the compute order
- *      RECV_GRAD* BWD j  SEND_GRAD*     for every BWD
+ *      RECV_GRAD* BWD j  SEND_GRAD*     for every BWD (and BWD_IN)
+ *      BWD_W j                          for every BWD_W (no transfers)
  *      ALLREDUCE (devices > 1)  STEP    at the end
  *    There is one transfer per edge tensor (the producer op id of a graph
  *    edge that crosses stages; a tensor read by several ops of one stage is
@@ -42,9 +44,14 @@
 #include "model/gpp_graph.h"
 #include "planner/gpp_plan.h"
 
-/* Fills stage.compute for every stage (replacing what was there). Fails
- * when a stage's micro_batch does not divide the batch or k < 1. */
+/* Fills stage.compute for every stage (replacing what was there), by the
+ * plan's schedule kind (p->schedule; zero-bubble: B and W passes, each W
+ * right after the B of w_delay micro-batches later, the last w_delay after
+ * the last B: docs/planner.md "Zero-bubble schedules"). Fails when a
+ * stage's micro_batch does not divide the batch or k < 1. */
 int gpp_sched_compute(gpp_plan_t *p, gpp_err_t *err);
+/* The same for stage s alone. */
+int gpp_sched_stage_order(gpp_plan_t *p, int s, gpp_err_t *err);
 
 /* Fills stage.replica[0..devices) from stage.compute (replacing what was
  * there). Needs a linked plan (gpp_plan_link). */
@@ -59,11 +66,10 @@ int gpp_sched_build(gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err);
 int gpp_sched_validate(const gpp_plan_t *p, const gpp_graph_t *g, gpp_err_t *err);
 
 /* The text form of a pass order: "F0 F1 B0 F2 B1 ..." (FWD and BWD of
- * micro-batch mb; other actions are skipped), the passes of l from action
- * `first` on ("... " in front when first > 0). Writes at most size bytes
- * with a NUL (whole passes only; " ..." at the end when they do not all fit)
- * and returns the length of the complete text, like snprintf: pass
- * (NULL, 0) to size a buffer. */
+ * micro-batch mb, BWD_IN as B and BWD_W as W; other actions are skipped), the passes of l from
+ * action `first` on ("... " in front when first > 0). Writes at most size bytes with a NUL (whole
+ * passes only; " ..." at the end when they do not all fit) and returns the length of the complete
+ * text, like snprintf: pass (NULL, 0) to size a buffer. */
 size_t gpp_sched_format(const gpp_actions_t *l, int first, char *buf, size_t size);
 
 /* Samples [*lo, *hi) of micro-batch mb held by replica r of stage st. */

@@ -34,7 +34,7 @@ static int s_is_recv(gpp_act_type_t t)
 }
 static int s_is_pass(gpp_act_type_t t)
 {
-    return t == GPP_ACT_FWD || t == GPP_ACT_BWD || t == GPP_ACT_STEP;
+    return gpp_act_is_pass(t) || t == GPP_ACT_STEP;
 }
 /* what a communication stream runs */
 static int s_is_comm(gpp_act_type_t t)

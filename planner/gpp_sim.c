@@ -9,6 +9,7 @@
 #include "common/gpp_json.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_trace.h"
+#include "planner/gpp_zb.h"
 
 struct gpp_sim {
     const gpp_plan_t *p;
@@ -116,6 +117,7 @@ static void s_stage_costs(gpp_sim_t *s, int i, int64_t *stash_per_sample, int64_
     }
     r->fwd_ms = st->fwd_ms;
     r->bwd_ms = st->bwd_ms;
+    r->bwd_w_ms = st->bwd_w_ms;
     r->allreduce_ms = st->devices > 1 ? st->allreduce_ms : 0;
     r->step_ms = 0;
     if (s->cost) {
@@ -126,6 +128,7 @@ static void s_stage_costs(gpp_sim_t *s, int i, int64_t *stash_per_sample, int64_
                            &sc);
             r->fwd_ms = sc.fwd_ms;
             r->bwd_ms = sc.bwd_ms;
+            r->bwd_w_ms = sc.bwd_w_ms;
         }
         r->allreduce_ms = gpp_allreduce_ms(
             gpp_cluster_group_link(cl, st->first_device, st->devices), st->devices, grad_bytes);
@@ -333,9 +336,17 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
         switch (a->type) {
         case GPP_ACT_FWD:
         case GPP_ACT_BWD:
-            dur = a->type == GPP_ACT_FWD ? res->fwd_ms : res->bwd_ms;
+        case GPP_ACT_BWD_IN:
+        case GPP_ACT_BWD_W:
+            dur = a->type == GPP_ACT_FWD      ? res->fwd_ms
+                  : a->type == GPP_ACT_BWD    ? res->bwd_ms
+                  : a->type == GPP_ACT_BWD_IN ? res->bwd_ms - res->bwd_w_ms
+                                              : res->bwd_w_ms;
             s_event(s, dev, 0, si, r, a->mb, t[best], dur, "%c%d",
-                    a->type == GPP_ACT_FWD ? 'F' : 'B', a->mb);
+                    a->type == GPP_ACT_FWD     ? 'F'
+                    : a->type == GPP_ACT_BWD_W ? 'W'
+                                               : 'B',
+                    a->mb);
             break;
         case GPP_ACT_STEP:
             dur = res->step_ms;
@@ -436,7 +447,9 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
             int live_mbs = 0;
             for (int j = 0; j < st->replica[r].n; j++) {
                 const gpp_action_t *a = &st->replica[r].a[j];
-                if (a->type != GPP_ACT_FWD && a->type != GPP_ACT_BWD)
+                /* a micro-batch is live from its forward to its backward, or
+                   to its W pass when the backward is split */
+                if (a->type != GPP_ACT_FWD && a->type != GPP_ACT_BWD && a->type != GPP_ACT_BWD_W)
                     continue;
                 int64_t lo, hi;
                 gpp_sched_replica_range(st, a->mb, r, &lo, &hi);
@@ -451,9 +464,12 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
         }
         res->bubble_ms = s->iteration_ms - res->busy_ms;
         res->peak_mem_bytes = fixed[i] + res->stash_peak_bytes;
-        if (s->cost) /* the executor's peak with the schedule's most micro-batches in flight */
+        if (s->cost && p->schedule == GPP_SCHED_1F1B) /* the executor's peak with the
+                                                          schedule's most micro-batches in flight */
             res->peak_mem_bytes = gpp_cost_stage_mem(s->cost, st->n_ops, st->ops, st->devices,
                                                      st->micro_batch, res->peak_live_mbs, p->batch);
+        else if (s->cost) /* B and W hold different tensors: the walk of the order */
+            res->peak_mem_bytes = gpp_zb_stage_mem(s->cost, p, i);
     }
     rc = 0;
 out:

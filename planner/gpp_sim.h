@@ -4,6 +4,9 @@
  * Every replica is one device that runs its list in order:
  *   FWD / BWD   stage fwd_ms / bwd_ms per micro-batch (from the plan; when
  *               both are 0 and a cost model is given, from gpp_cost_stage)
+ *   BWD_IN      bwd_ms - bwd_w_ms (a zero-bubble B pass)
+ *   BWD_W       bwd_w_ms (a W pass: the op table's parameter-gradient share of
+ *               each op's backward, docs/planner.md "Zero-bubble schedules")
  *   SEND_*      asynchronous: costs the device nothing; the message occupies
  *               the (src device, dst device) link for alpha + bytes / bw,
  *               after the messages sent earlier on that link, with
@@ -41,14 +44,17 @@ typedef struct gpp_sim gpp_sim_t;
 
 typedef struct {
     double fwd_ms, bwd_ms; /* per micro-batch on one replica, as simulated */
+    double bwd_w_ms;       /* of bwd_ms, a W pass (zero-bubble; a B pass is the rest) */
     double busy_ms;        /* compute + all-reduce + step, busiest replica */
     double bubble_ms;      /* iteration_ms - busy_ms */
     double allreduce_ms;   /* all-reduce time, as simulated */
     double step_ms;
-    int peak_live_mbs;        /* most micro-batches stashed at once */
+    int peak_live_mbs;        /* most micro-batches stashed at once (forwarded, and not
+                                 backwarded or, split, not past their W pass) */
     int64_t stash_peak_bytes; /* high-water of stashed activations, busiest replica */
     int64_t peak_mem_bytes;   /* with a cost model: the executor's peak with peak_live_mbs
-                                 in flight (gpp_cost_stage_mem); else weight_bytes +
+                                 in flight (gpp_cost_stage_mem), a zero-bubble plan's the
+                                 walk of its order (gpp_zb_stage_mem); else weight_bytes +
                                  stash_peak_bytes + reserved */
 } gpp_sim_stage_t;
 

@@ -110,7 +110,13 @@ void gpp_trace_action_name(const gpp_action_t *a, char *buf, size_t len)
     switch (a->type) {
     case GPP_ACT_FWD:
     case GPP_ACT_BWD:
-        snprintf(buf, len, "%c%d", a->type == GPP_ACT_FWD ? 'F' : 'B', a->mb);
+    case GPP_ACT_BWD_IN:
+    case GPP_ACT_BWD_W:
+        snprintf(buf, len, "%c%d",
+                 a->type == GPP_ACT_FWD     ? 'F'
+                 : a->type == GPP_ACT_BWD_W ? 'W'
+                                            : 'B',
+                 a->mb);
         return;
     case GPP_ACT_ALLREDUCE:
         snprintf(buf, len, "ALLREDUCE");

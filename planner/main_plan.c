@@ -3,8 +3,8 @@
  *   gpp-plan (--model SPEC | --graph FILE | --profile FILE)
  *            (--devices N --device PRESET [--gpus-per-node G] | --cluster FILE.toml)
  *            --batch B [--micro-batch b] [--mem-gib M] [--planner gpp|spp]
- *            [--per-stage-mbs] [--kfkb] [--json FILE] [--dot FILE]
- *            [--trace FILE] [--strategy FILE]
+ *            [--per-stage-mbs] [--kfkb] [--schedule auto|1f1b|zb-h1|zb-h2]
+ *            [--print-schedule] [--json FILE] [--dot FILE] [--trace FILE] [--strategy FILE]
  *   gpp-plan --list-models
  *
  * Partition (gpp_part), schedule and validate (gpp_sched), simulate one
@@ -33,6 +33,8 @@
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_plan_io.h"
+#include "planner/gpp_profile_io.h"
+#include "model/gpp_profile_graph.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
 #include "config/gpp_config.h"
@@ -46,7 +48,7 @@ static const char s_usage[] =
     "                (--devices N --device PRESET [--gpus-per-node G] | --cluster FILE.toml)\n"
     "                --batch B [--micro-batch b] [--mem-gib M] [--planner gpp|spp]\n"
     "                [--per-stage-mbs] [--kfkb] [--json FILE] [--dot FILE] [--trace FILE]\n"
-    "                [--strategy FILE] [--schedule] [--cuda-graphs on|off]\n"
+    "                [--strategy FILE] [--schedule S] [--print-schedule] [--cuda-graphs on|off]\n"
     "       gpp-plan --list-models | --version\n"
     "  --model SPEC       zoo model, e.g. mmt or mmt:branches=2,layers=2 (--list-models),\n"
     "                     or an ONNX model FILE.onnx (docs/graph-format.md, \"ONNX\")\n"
@@ -72,7 +74,12 @@ static const char s_usage[] =
     "  --planner gpp|spp  graph pipeline (default) or the sequential baseline\n"
     "  --per-stage-mbs    let each stage choose its micro-batch size\n"
     "  --kfkb             let each stage choose a kFkB schedule\n"
-    "  --schedule         also print each stage's pass order (F0 F1 B0 ...)\n"
+    "  --schedule S       auto|1f1b|zb-h1|zb-h2: the pipeline schedule (default auto,\n"
+    "                     or the --cluster file's job.schedule): 1F1B, or zero-bubble\n"
+    "                     (backwards split into B and W, W in the bubbles); auto takes\n"
+    "                     the least simulated time that fits the memory (with --cluster:\n"
+    "                     1f1b, the one its agents run)\n"
+    "  --print-schedule   also print each stage's pass order (F0 F1 B0 ... W0 ...)\n"
     "  --json/--dot/--trace/--strategy FILE   write the plan, the stage DAG, a Chrome\n"
     "                     trace of one simulated iteration, the authors' strategy file\n";
 
@@ -86,7 +93,10 @@ typedef struct {
     const char *cuda_graphs; /* on | off: GPU agents' CUDA graphs in stage memory */
     const char *bf16_tensors; /* on | off: GPU agents' bf16 activations at bf16 */
     const char *precision;   /* fp32 | tf32 | bf16: the GPU agents' products (roofline) */
-    int per_stage_mbs, kfkb, list_models, schedule;
+    const char *schedule;    /* auto | 1f1b | zb-h1 | zb-h2 */
+    int cuda_agents;         /* the --cluster file's agents are cuda: no split backward */
+    int cluster_file;        /* --cluster: auto means what its agents run (1f1b) */
+    int per_stage_mbs, kfkb, list_models, print_schedule;
 } s_args_t;
 
 static void s_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
@@ -150,6 +160,7 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
         {"--cuda-graphs", &a->cuda_graphs, NULL, NULL, 0},
         {"--bf16-tensors", &a->bf16_tensors, NULL, NULL, 0},
         {"--precision", &a->precision, NULL, NULL, 0},
+        {"--schedule", &a->schedule, NULL, NULL, 0},
         {"--devices", NULL, &a->devices, NULL, 1},
         {"--gpus-per-node", NULL, &a->gpus_per_node, NULL, 1},
         {"--batch", NULL, &a->batch, NULL, 1},
@@ -162,7 +173,7 @@ static void s_parse_args(int argc, char **argv, s_args_t *a)
     } switches[] = {{"--per-stage-mbs", &a->per_stage_mbs},
                     {"--kfkb", &a->kfkb},
                     {"--list-models", &a->list_models},
-                    {"--schedule", &a->schedule}};
+                    {"--print-schedule", &a->print_schedule}};
     enum { NF = sizeof flags / sizeof *flags, NS = sizeof switches / sizeof *switches };
     int seen[NF + NS] = {0};
     for (int i = 1; i < argc; i++) {
@@ -218,7 +229,8 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
 {
     gpp_err_t err = {{0}};
     char cl_device[64] = ""; /* the --cluster file's device preset */
-    const char *cl_precision = NULL; /* and a cuda job's precision */
+    int has_precision = 0;   /* a cuda job's precision, or --precision */
+    gpp_precision_t precision = GPP_PRECISION_FP32;
     if (a->cluster) {
         if (a->devices || a->device || a->gpus_per_node)
             s_die(EXIT_BAD_INPUT, "--cluster replaces --devices, --device and --gpus-per-node; "
@@ -230,11 +242,13 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
         if (gpp_cluster_from_config(&cfg, gpp_config_devices(&cfg), cl, &err) < 0)
             s_die(EXIT_BAD_INPUT, "%s", err.msg);
         snprintf(cl_device, sizeof cl_device, "%s", cfg.cluster.device);
-        if (cfg.job.backend == GPP_CONFIG_BACKEND_CUDA)
-            cl_precision = gpp_config_precision_name(cfg.job.precision);
+        if (cfg.job.backend == GPP_DEVICE_CUDA) {
+            precision = cfg.job.precision;
+            has_precision = 1;
+        }
         /* job defaults the flags did not give; strings live as long as the
            process, so the config is deliberately not released */
-        static char model[GPP_CONFIG_PATH], profile[GPP_CONFIG_PATH], planner[8];
+        static char model[GPP_CONFIG_PATH], profile[GPP_CONFIG_PATH], planner[8], schedule[8];
         if (!a->model && !a->graph && !a->profile) {
             if (cfg.cluster.profile[0]) {
                 snprintf(profile, sizeof profile, "%s", cfg.cluster.profile);
@@ -255,6 +269,12 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
             snprintf(planner, sizeof planner, "%s", cfg.job.planner);
             a->planner = planner;
         }
+        if (!a->schedule && cfg.job.schedule[0]) {
+            snprintf(schedule, sizeof schedule, "%s", cfg.job.schedule);
+            a->schedule = schedule;
+        }
+        a->cuda_agents = cfg.job.backend == GPP_DEVICE_CUDA;
+        a->cluster_file = 1;
         gpp_config_release(&cfg);
     } else {
         if (!a->devices || !a->device)
@@ -272,11 +292,12 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
     if (a->bf16_tensors && strcmp(a->bf16_tensors, "on") && strcmp(a->bf16_tensors, "off"))
         s_die(EXIT_BAD_INPUT, "--bf16-tensors %s: use on or off", a->bf16_tensors);
     int bf16_tensors = a->bf16_tensors ? !strcmp(a->bf16_tensors, "on") : cl->bf16_tensors;
-    const char *precision = a->precision ? a->precision : cl_precision;
-    if (precision &&
-        gpp_cluster_set_precision(cl, a->cluster ? cl_device : a->device, precision,
-                                  bf16_tensors, &err) < 0)
-        s_die(EXIT_BAD_INPUT, "--precision %s: %s", precision, err.msg);
+    if (a->precision && gpp_precision_parse(a->precision, &precision) < 0)
+        s_die(EXIT_BAD_INPUT, "--precision %s: use " GPP_PRECISION_CHOICES, a->precision);
+    has_precision |= a->precision != NULL;
+    if (has_precision && gpp_cluster_set_precision(cl, a->cluster ? cl_device : a->device,
+                                                   precision, bf16_tensors, &err) < 0)
+        s_die(EXIT_BAD_INPUT, "--precision %s: %s", gpp_precision_name(precision), err.msg);
     if (a->cuda_graphs) {
         if (strcmp(a->cuda_graphs, "on") && strcmp(a->cuda_graphs, "off"))
             s_die(EXIT_BAD_INPUT, "--cuda-graphs %s: use on or off", a->cuda_graphs);
@@ -286,16 +307,16 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
     if (a->mem_gib > 0)
         cl->mem_bound_bytes = (int64_t)(a->mem_gib * (double)(1 << 30));
     if (a->optimizer) {
-        if (!strcmp(a->optimizer, "sgd"))
-            cl->optim_bufs = GPP_OPTIM_BUFS_SGD;
-        else if (!strcmp(a->optimizer, "adamw"))
-            cl->optim_bufs = GPP_OPTIM_BUFS_ADAMW;
-        else
-            s_die(EXIT_BAD_INPUT, "--optimizer '%s': use sgd or adamw", a->optimizer);
+        gpp_optim_kind_t k;
+        if (gpp_optim_kind_parse(a->optimizer, &k) < 0)
+            s_die(EXIT_BAD_INPUT, "--optimizer '%s': use " GPP_OPTIM_KIND_CHOICES, a->optimizer);
+        cl->optim_bufs = k == GPP_OPTIM_SGD ? GPP_OPTIM_BUFS_SGD : GPP_OPTIM_BUFS_ADAMW;
     }
 }
 
-static gpp_graph_t *s_graph(const s_args_t *a)
+/* The model: a zoo spec or ONNX file, a graph JSON file, or the graph of
+ * the profile *prof (read here; the caller owns it). */
+static gpp_graph_t *s_graph(const s_args_t *a, gpp_profile_t **prof)
 {
     gpp_err_t err = {{0}};
     int given = !!a->model + !!a->graph + !!a->profile;
@@ -308,9 +329,11 @@ static gpp_graph_t *s_graph(const s_args_t *a)
         s_die(EXIT_BAD_INPUT, "--loss applies to --model FILE.onnx only");
     if (a->model && gpp_onnx_spec_loss(a->model, a->loss, spec, sizeof spec, &err) < 0)
         s_die(EXIT_BAD_INPUT, "%s", err.msg);
+    if (a->profile && !(*prof = gpp_profile_io_read(a->profile, &err)))
+        s_die(EXIT_BAD_INPUT, "%s", err.msg);
     gpp_graph_t *g = a->model   ? gpp_model_load(spec, &err)
                      : a->graph ? gpp_graph_read_json(a->graph, &err)
-                                : gpp_profile_read_graph(a->profile, &err);
+                                : gpp_profile_graph(*prof, &err);
     if (!g)
         s_die(EXIT_BAD_INPUT, "%s", err.msg);
     if (gpp_graph_finalize(g, &err) < 0)
@@ -327,10 +350,14 @@ static void s_fit(char *out, size_t n, const char *s)
         snprintf(out, n, "%.*s~", (int)n - 2, s);
 }
 
-/* --schedule: every stage's pass order, "F0 F1 B0 ..." (gpp_sched_format). */
+/* --print-schedule: every stage's pass order, "F0 F1 B0 ..." (gpp_sched_format). */
 static void s_print_schedule(const gpp_plan_t *p)
 {
-    printf("\nschedule (each stage's pass order: F forward, B backward of micro-batch j)\n");
+    if (p->schedule == GPP_SCHED_1F1B)
+        printf("\nschedule (each stage's pass order: F forward, B backward of micro-batch j)\n");
+    else
+        printf("\nschedule (each stage's pass order: F forward, B input gradients, W parameter "
+               "gradients of micro-batch j)\n");
     for (int s = 0; s < p->n_stages; s++) {
         const gpp_actions_t *l = &p->stages[s].compute;
         size_t n = gpp_sched_format(l, 0, NULL, 0) + 1;
@@ -368,6 +395,14 @@ static void s_print(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_sim_t *
     }
     printf("(memory in MiB per device; bound %.1f MiB)\n\n",
            (double)gpp_cluster_mem_bound(cl) / (1 << 20));
+    printf("schedule          %s", gpp_sched_kind_name(p->schedule));
+    if (p->schedule != GPP_SCHED_1F1B) {
+        printf(" (W delay per stage:");
+        for (int s = 0; s < p->n_stages; s++)
+            printf(" %d", p->stages[s].w_delay);
+        printf(")");
+    }
+    printf("\n");
     printf("stages            %d\n", p->n_stages);
     printf("depth             %d\n", p->depth);
     /* stage edges; a chain plan's dependency edges (no tensor flows) as "~>" */
@@ -432,10 +467,11 @@ int main(int argc, char **argv)
     if (a.micro_batch && a.per_stage_mbs)
         s_die(EXIT_BAD_INPUT, "--micro-batch fixes one size for all stages; drop it or "
                               "--per-stage-mbs");
-    gpp_graph_t *g = s_graph(&a);
+    gpp_profile_t *prof = NULL;
+    gpp_graph_t *g = s_graph(&a, &prof);
     gpp_err_t err = {{0}};
     gpp_cost_t *cost = gpp_cost_new(g, &cl);
-    if (a.profile && gpp_cost_attach_profile(cost, a.profile, &err) < 0)
+    if (prof && gpp_cost_attach_profile(cost, prof, &err) < 0)
         s_die(EXIT_BAD_INPUT, "%s", err.msg);
     char note[512];
     if (gpp_cost_profile_source(cost, note, sizeof note))
@@ -449,6 +485,16 @@ int main(int argc, char **argv)
     o.per_stage_mbs = a.per_stage_mbs;
     o.kfkb = a.kfkb;
     o.spp = a.planner && !strcmp(a.planner, "spp");
+    o.schedules = GPP_SCHED_AUTO;
+    if (a.schedule && gpp_sched_kind_parse(a.schedule, "--schedule", &o.schedules, &err) < 0)
+        s_die(EXIT_BAD_INPUT, "%s", err.msg);
+    if (a.cluster_file && o.schedules == GPP_SCHED_AUTO) /* the agents run 1f1b only so far */
+        o.schedules = 1u << GPP_SCHED_1F1B;
+    if (a.cuda_agents && !(o.schedules & 1u << GPP_SCHED_1F1B))
+        s_die(EXIT_BAD_INPUT,
+              "schedule %s: the cuda backend (the --cluster file's job.backend) has no split "
+              "backward (B and W passes); use schedule 1f1b or auto, or backend = \"cpu\"",
+              a.schedule);
     int64_t min_mem = 0;
     gpp_plan_t *p = gpp_part_run(g, cost, &o, &min_mem, &err);
     if (!p) {
@@ -481,7 +527,7 @@ int main(int argc, char **argv)
         printf("idle devices      %d of %d (one more replica on any stage would not lower the "
                "estimated iteration time)\n",
                idle, cl.n_devices);
-    if (a.schedule)
+    if (a.print_schedule)
         s_print_schedule(p);
 
     if ((a.json && gpp_plan_write_json(p, a.json, &err) < 0) ||
@@ -492,6 +538,7 @@ int main(int argc, char **argv)
     gpp_sim_destroy(&sim);
     gpp_plan_destroy(&p);
     gpp_cost_destroy(&cost);
+    gpp_profile_destroy(&prof);
     gpp_graph_destroy(&g);
     return 0;
 }

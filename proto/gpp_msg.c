@@ -26,6 +26,79 @@
             return gpp_err_set(err, __VA_ARGS__);                                                  \
     } while (0)
 
+/* Precision on the wire is gpp_precision_t + 1 (0: not set). */
+_Static_assert(GPP__PRECISION__PRECISION_FP32 == GPP_PRECISION_FP32 + 1 &&
+                   GPP__PRECISION__PRECISION_TF32 == GPP_PRECISION_TF32 + 1 &&
+                   GPP__PRECISION__PRECISION_BF16 == GPP_PRECISION_BF16 + 1,
+               "proto Precision and gpp_precision_t drifted apart");
+_Static_assert(GPP_PRECISION__COUNT == 3, "a new gpp_precision_t needs a proto Precision value");
+
+Gpp__Precision gpp_msg_precision(gpp_precision_t p)
+{
+    assert((unsigned)p < GPP_PRECISION__COUNT);
+    return (Gpp__Precision)((int)p + 1);
+}
+
+/* 1 when the wire's p names a gpp_precision_t (the range check on decode) */
+static int s_precision_ok(Gpp__Precision p)
+{
+    return (int)p >= 1 && (int)p - 1 < GPP_PRECISION__COUNT;
+}
+
+gpp_precision_t gpp_msg_precision_of(Gpp__Precision p)
+{
+    assert(s_precision_ok(p));
+    return s_precision_ok(p) ? (gpp_precision_t)((int)p - 1) : GPP_PRECISION_FP32;
+}
+
+/* Backend on the wire is gpp_device_kind_t + 1 (0: not set). */
+_Static_assert(GPP__BACKEND__BACKEND_CPU == GPP_DEVICE_CPU + 1 &&
+                   GPP__BACKEND__BACKEND_CUDA == GPP_DEVICE_CUDA + 1,
+               "proto Backend and gpp_device_kind_t drifted apart");
+_Static_assert(GPP_DEVICE__COUNT == 2, "a new gpp_device_kind_t needs a proto Backend value");
+
+Gpp__Backend gpp_msg_backend(gpp_device_kind_t k)
+{
+    assert((unsigned)k < GPP_DEVICE__COUNT);
+    return (Gpp__Backend)((int)k + 1);
+}
+
+/* 1 when the wire's b names a gpp_device_kind_t (the range check on decode) */
+static int s_backend_ok(Gpp__Backend b)
+{
+    return (int)b >= 1 && (int)b - 1 < GPP_DEVICE__COUNT;
+}
+
+gpp_device_kind_t gpp_msg_backend_of(Gpp__Backend b)
+{
+    assert(s_backend_ok(b));
+    return s_backend_ok(b) ? (gpp_device_kind_t)((int)b - 1) : GPP_DEVICE_CPU;
+}
+
+/* Optimizer on the wire is gpp_optim_kind_t + 1 (0: not set). */
+_Static_assert(GPP__OPTIMIZER__OPTIMIZER_SGD == GPP_OPTIM_SGD + 1 &&
+                   GPP__OPTIMIZER__OPTIMIZER_ADAMW == GPP_OPTIM_ADAMW + 1,
+               "proto Optimizer and gpp_optim_kind_t drifted apart");
+_Static_assert(GPP_OPTIM__COUNT == 2, "a new gpp_optim_kind_t needs a proto Optimizer value");
+
+Gpp__Optimizer gpp_msg_optimizer(gpp_optim_kind_t k)
+{
+    assert((unsigned)k < GPP_OPTIM__COUNT);
+    return (Gpp__Optimizer)((int)k + 1);
+}
+
+/* 1 when the wire's o names a gpp_optim_kind_t (the range check on decode) */
+static int s_optimizer_ok(Gpp__Optimizer o)
+{
+    return (int)o >= 1 && (int)o - 1 < GPP_OPTIM__COUNT;
+}
+
+gpp_optim_kind_t gpp_msg_optimizer_of(Gpp__Optimizer o)
+{
+    assert(s_optimizer_ok(o));
+    return s_optimizer_ok(o) ? (gpp_optim_kind_t)((int)o - 1) : GPP_OPTIM_ADAMW;
+}
+
 /* Initializes *m: magic, our protocol version, seq, sender; no body. */
 static void s_envelope_init(gpp_msg_t *m, uint64_t seq, int sender)
 {
@@ -185,6 +258,8 @@ static int s_check_register(const Gpp__Register *r, gpp_err_t *err)
     S_REQUIRE(s_nonempty(r->host), "register.host: empty");
     S_REQUIRE(r->slot >= 0, "register.slot: %d is negative", r->slot);
     S_REQUIRE(r->backend != GPP__BACKEND__BACKEND_UNSPECIFIED, "register.backend: not set");
+    S_REQUIRE(s_backend_ok(r->backend), "register.backend: %d names no device kind",
+              (int)r->backend);
     S_REQUIRE(r->mem_bytes > 0, "register.mem_bytes: %lld is not positive",
               (long long)r->mem_bytes);
     S_REQUIRE(r->pid > 0, "register.pid: %d is not positive", r->pid);
@@ -220,12 +295,16 @@ static int s_check_profile_request(const Gpp__ProfileRequest *p, gpp_err_t *err)
                   i, p->micro_batches[i]);
     S_REQUIRE(p->iterations > 0, "profile_request.iterations: %d is not positive", p->iterations);
     S_REQUIRE(p->backend != GPP__BACKEND__BACKEND_UNSPECIFIED, "profile_request.backend: not set");
+    S_REQUIRE(s_backend_ok(p->backend), "profile_request.backend: %d names no device kind",
+              (int)p->backend);
     S_REQUIRE(p->precision != GPP__PRECISION__PRECISION_UNSPECIFIED,
               "profile_request.precision: not set");
+    S_REQUIRE(s_precision_ok(p->precision), "profile_request.precision: %d names no precision",
+              (int)p->precision);
     S_REQUIRE(p->precision == GPP__PRECISION__PRECISION_FP32 ||
                   p->backend == GPP__BACKEND__BACKEND_CUDA,
               "profile_request.precision: %s needs backend cuda (the CPU backend computes fp32)",
-              p->precision == GPP__PRECISION__PRECISION_TF32 ? "tf32" : "bf16");
+              gpp_precision_name(gpp_msg_precision_of(p->precision)));
     S_REQUIRE(!p->bf16_tensors || (p->backend == GPP__BACKEND__BACKEND_CUDA &&
                                    p->precision == GPP__PRECISION__PRECISION_BF16),
               "profile_request.bf16_tensors: set without backend cuda at precision bf16");
@@ -376,6 +455,8 @@ static int s_check_action(const Gpp__Assignment *a, size_t i, gpp_err_t *err)
     switch (x->type) {
     case GPP__ACTION_TYPE__ACT_FWD:
     case GPP__ACTION_TYPE__ACT_BWD:
+    case GPP__ACTION_TYPE__ACT_BWD_INPUT:
+    case GPP__ACTION_TYPE__ACT_BWD_WEIGHT:
         S_REQUIRE(x->mb >= 0 && x->mb < n_mb,
                   "assignment.actions[%zu].mb: %d outside [0, %d) (batch/micro_batch)", i, x->mb,
                   n_mb);
@@ -496,6 +577,8 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
     const Gpp__HyperParams *h = a->hyper;
     S_REQUIRE(h->optimizer != GPP__OPTIMIZER__OPTIMIZER_UNSPECIFIED,
               "assignment.hyper.optimizer: not set");
+    S_REQUIRE(s_optimizer_ok(h->optimizer), "assignment.hyper.optimizer: %d names no optimizer",
+              (int)h->optimizer);
     S_REQUIRE(h->lr > 0, "assignment.hyper.lr: %g is not positive", h->lr);
     S_REQUIRE(h->momentum >= 0 && h->momentum < 1, "assignment.hyper.momentum: %g outside [0, 1)",
               h->momentum);
@@ -513,12 +596,16 @@ static int s_check_assignment(const Gpp__Assignment *a, gpp_err_t *err)
     S_REQUIRE(a->start_iteration >= 0 && a->start_iteration <= a->iterations,
               "assignment.start_iteration: %d outside [0, %d]", a->start_iteration, a->iterations);
     S_REQUIRE(a->backend != GPP__BACKEND__BACKEND_UNSPECIFIED, "assignment.backend: not set");
+    S_REQUIRE(s_backend_ok(a->backend), "assignment.backend: %d names no device kind",
+              (int)a->backend);
     S_REQUIRE(a->precision != GPP__PRECISION__PRECISION_UNSPECIFIED,
               "assignment.precision: not set");
+    S_REQUIRE(s_precision_ok(a->precision), "assignment.precision: %d names no precision",
+              (int)a->precision);
     S_REQUIRE(a->precision == GPP__PRECISION__PRECISION_FP32 ||
                   a->backend == GPP__BACKEND__BACKEND_CUDA,
               "assignment.precision: %s needs backend cuda (the CPU backend computes fp32)",
-              a->precision == GPP__PRECISION__PRECISION_TF32 ? "tf32" : "bf16");
+              gpp_precision_name(gpp_msg_precision_of(a->precision)));
     S_REQUIRE(!a->cuda_graphs || a->backend == GPP__BACKEND__BACKEND_CUDA,
               "assignment.cuda_graphs: set with backend cpu (CUDA graphs need cuda)");
     S_REQUIRE(!a->bf16_tensors || (a->backend == GPP__BACKEND__BACKEND_CUDA &&

@@ -17,7 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/gpp_device_kind.h"
 #include "common/gpp_err.h"
+#include "common/gpp_optim_kind.h"
+#include "common/gpp_precision.h"
 #include "proto/gpp.pb-c.h"
 
 #define GPP_MSG_MAGIC 0x31505047u /* "GPP1" as little-endian bytes */
@@ -79,6 +82,20 @@ void gpp_msg_destroy(gpp_msg_t **self_p);
 /* Both validation passes. Returns 0, or -1 with "<path>: <problem>" in err,
  * e.g. "assignment.actions[3]: lo=8 >= hi=4". */
 int gpp_msg_validate(const gpp_msg_t *m, gpp_err_t *err);
+
+/* The job's precision and device kind as Register, Assignment and
+ * ProfileRequest carry them: proto Precision = gpp_precision_t + 1, proto
+ * Backend = gpp_device_kind_t + 1, 0 being "not set". The one conversion
+ * each way; _of takes a validated message's value (gpp_msg_validate refuses
+ * UNSPECIFIED and any value without a C counterpart). */
+Gpp__Precision gpp_msg_precision(gpp_precision_t p);
+gpp_precision_t gpp_msg_precision_of(Gpp__Precision p);
+Gpp__Backend gpp_msg_backend(gpp_device_kind_t k);
+gpp_device_kind_t gpp_msg_backend_of(Gpp__Backend b);
+/* The optimizer as HyperParams carries it: proto Optimizer =
+ * gpp_optim_kind_t + 1, the same way. */
+Gpp__Optimizer gpp_msg_optimizer(gpp_optim_kind_t k);
+gpp_optim_kind_t gpp_msg_optimizer_of(Gpp__Optimizer o);
 
 /* "register", "assignment", ...; "none" for an unset body, "unknown" else. */
 const char *gpp_msg_type_name(gpp_msg_type_t t);

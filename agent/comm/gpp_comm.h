@@ -37,6 +37,9 @@
 #include "agent/comm/gpp_rdv_client.h"
 #include "common/gpp_err.h"
 
+/* Rendezvous and per-wait timeout when gpp_comm_opts_t.timeout_ms is 0. */
+#define GPP_COMM_TIMEOUT_DEFAULT_MS 300000
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -53,7 +56,7 @@ typedef struct {
     int rank;              /* 0 <= rank < world_size */
     const char *host;      /* address to bind and advertise for the data
                               plane; NULL or "" = this host's name */
-    int timeout_ms;        /* per wait and for rendezvous; 0 = 300000 */
+    int timeout_ms;        /* per wait and for rendezvous; 0 = GPP_COMM_TIMEOUT_DEFAULT_MS */
     int device;            /* nccl: this rank's CUDA device (one GPU per rank) */
     void *compute_stream;  /* nccl: the cudaStream_t that produces and consumes
                               the buffers (launches wait for it); NULL: the

@@ -59,7 +59,7 @@ namespace
 
 using Buffer = gloo::transport::UnboundBuffer;
 constexpr uint64_t kCollSlot = uint64_t(0x20) << 56;
-constexpr int kDefaultTimeoutMs = 300000;
+constexpr int kDefaultTimeoutMs = GPP_COMM_TIMEOUT_DEFAULT_MS;
 
 // gloo::rendezvous::Store over the rendezvous client: the coordinator's
 // table (coordinator/gpp_rdv.h). Errors become exceptions, which

@@ -414,7 +414,7 @@ gpp_comm_t *gpp_comm_nccl_new(gpp_comm_opts_t *o, gpp_err_t *err)
     c->rdv = o->rdv;
     o->rdv = NULL;
     c->prefix = gpp_xstrdup(o->prefix);
-    c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 300000;
+    c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : GPP_COMM_TIMEOUT_DEFAULT_MS;
     c->device = o->device;
     c->compute = (cudaStream_t)o->compute_stream;
     c->pending_tail = &c->pending;

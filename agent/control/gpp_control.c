@@ -26,6 +26,7 @@ struct gpp_control_s {
     char endpoint[S_HOST_MAX];
     char host[S_HOST_MAX];
     char data_addr[S_HOST_MAX];
+    char keys_from[2 * S_HOST_MAX]; /* "" or " (keys: --key-dir DIR)" */
     int slot;
     int backend;
     gpp_control_device_t device;
@@ -39,6 +40,7 @@ struct gpp_control_s {
     int barrier_pending; /* id of the barrier we entered and await, -1 none */
     double last_rx_ms;   /* gpp_now_ms of the last valid message */
     int lost;            /* on_lost was called */
+    int detached;        /* the connection dropped after registration: no more sends */
     int stalled;         /* the loop_stall fault (gpp_fault.h) has run */
     uint64_t dropped;
 };
@@ -52,6 +54,9 @@ static int64_t s_realtime_us(void)
 
 static int s_send_raw(gpp_control_t *self, gpp_msg_t *m, gpp_err_t *err)
 {
+    if (self->detached)
+        return gpp_err_set(err, "control: %s not sent: the connection to %s dropped",
+                           gpp_msg_type_name(m->body_case), self->endpoint);
     m->seq = ++self->seq;
     m->sender = self->rank >= 0 ? self->rank : GPP_MSG_SENDER_UNREGISTERED;
     uint8_t *buf = NULL;
@@ -170,7 +175,7 @@ static int s_check(gpp_control_t *self, const gpp_msg_t *m, gpp_err_t *err)
  * of its clock-offset estimate. Only once registered. */
 static void s_send_heartbeat(gpp_control_t *self, int64_t echo_mono_us, int64_t recv_us)
 {
-    if (self->rank < 0)
+    if (self->rank < 0 || self->detached)
         return;
     Gpp__Heartbeat hb = GPP__HEARTBEAT__INIT;
     hb.timestamp_us = s_realtime_us();
@@ -237,32 +242,58 @@ static int s_on_frame(zloop_t *loop, zsock_t *sock, void *arg)
     return rc;
 }
 
+/* The connection to the coordinator dropped after it registered us: the
+ * registration ended with it (the coordinator's ROUTER knows this socket
+ * by the routing id of that connection, and a process that binds the
+ * endpoint next is another job). The socket is disconnected without
+ * lingering, so that libzmq neither reconnects to a successor nor hands
+ * it what queued meanwhile, and the agent gives up at once. */
+static int s_detach(gpp_control_t *self)
+{
+    if (self->detached || self->rank < 0)
+        return 0;
+    self->detached = 1;
+    zsock_set_linger(self->sock, 0);
+    zsock_disconnect(self->sock, "%s", self->endpoint);
+    if (self->lost)
+        return 0;
+    self->lost = 1;
+    return self->h.on_lost ? self->h.on_lost(self, -1, self->arg) : -1;
+}
+
 /* A failed handshake leaves the agent hearing nothing (libzmq retries
- * quietly), so the first one says what is wrong in words. */
+ * quietly), so the first one says what is wrong in words. A dropped
+ * connection after registration ends it (s_detach). */
 static int s_on_monitor(zloop_t *loop, zsock_t *mon, void *arg)
 {
     (void)loop;
     gpp_control_t *self = arg;
     zmsg_t *m = zmsg_recv(mon);
     zframe_t *f = m ? zmsg_first(m) : NULL;
-    if (f && zframe_size(f) >= 6 && self->handshake_failures++ == 0) {
-        uint16_t event;
-        uint32_t value;
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (f && zframe_size(f) >= 6) {
         memcpy(&event, zframe_data(f), sizeof event);
         memcpy(&value, zframe_data(f) + 2, sizeof value);
+    }
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+        zmsg_destroy(&m);
+        return s_detach(self);
+    }
+    if (event && self->handshake_failures++ == 0) {
         if (!gpp_curve_identity())
             gpp_warn("control: handshake with the coordinator at %s failed: it requires CURVE "
                      "keys; pass --coordinator-key and --key (docs/operations.md, Security)",
                      self->endpoint);
         else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
             gpp_warn("control: the coordinator at %s refused this agent's CURVE key (ZAP status "
-                     "%u): its key_dir's agents/ does not list the public half of our --key",
-                     self->endpoint, value);
+                     "%u): its key_dir's agents/ does not list the public half of our --key%s",
+                     self->endpoint, value, self->keys_from);
         else
             gpp_warn("control: CURVE handshake with the coordinator at %s failed (event 0x%x, "
                      "%u): is --coordinator-key that coordinator's key, and does it run with "
-                     "[coordinator] key_dir?",
-                     self->endpoint, event, value);
+                     "[coordinator] key_dir?%s",
+                     self->endpoint, event, value, self->keys_from);
     }
     zmsg_destroy(&m);
     return 0;
@@ -278,7 +309,7 @@ static int s_monitor(gpp_control_t *self, gpp_err_t *err)
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://gpp-control-monitor-%u", atomic_fetch_add(&s_seq, 1));
     int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_DISCONNECTED;
     if (zmq_socket_monitor(zsock_resolve(self->sock), ep, events) < 0 ||
         !(self->mon = zsock_new(ZMQ_PAIR)) || zsock_connect(self->mon, "%s", ep) < 0 ||
         zloop_reader(self->loop, self->mon, s_on_monitor, self) < 0)
@@ -332,6 +363,8 @@ gpp_control_t *gpp_control_new(const gpp_control_cfg_t *cfg, zloop_t *loop,
     snprintf(self->endpoint, sizeof self->endpoint, "%s", cfg->endpoint);
     snprintf(self->host, sizeof self->host, "%s", cfg->host);
     snprintf(self->data_addr, sizeof self->data_addr, "%s", cfg->data_addr ? cfg->data_addr : "");
+    if (cfg->keys_from && cfg->keys_from[0])
+        snprintf(self->keys_from, sizeof self->keys_from, " (keys: %s)", cfg->keys_from);
     self->slot = cfg->slot;
     self->backend = cfg->backend;
     assert(cfg->device);
@@ -351,6 +384,12 @@ gpp_control_t *gpp_control_new(const gpp_control_cfg_t *cfg, zloop_t *loop,
     }
     zsock_set_sndhwm(self->sock, S_SNDHWM);
     zsock_set_linger(self->sock, 1000);
+    /* never wait in a receive: zloop runs its timers before its readers, so
+       when the heartbeat timer has read what queued (gpp_zsock_read_queued)
+       the reader is still called for the poll that saw it, and a blocking
+       receive would then wait for the next frame forever (the coordinator's
+       ROUTER does the same, gpp_coord_new) */
+    zsock_set_rcvtimeo(self->sock, 0);
     /* the size limit, and CURVE when this process has keys (gpp_curve.h) */
     if (gpp_curve_client_apply(zsock_resolve(self->sock), GPP_MSG_MAX_BYTES, err) < 0 ||
         s_monitor(self, err) < 0)

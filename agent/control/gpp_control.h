@@ -11,7 +11,8 @@
  * for timeout_ms. Every other valid message goes to on_message.
  *
  * Sends never block: a full queue (coordinator gone) drops the message with
- * a logged reason.
+ * a logged reason. Receives never block either (a reader called after the
+ * heartbeat timer drained the socket finds nothing and returns).
  *
  * Ownership: gpp_control_new returns an object the caller owns; it borrows
  * the zloop, which must outlive it. */
@@ -47,6 +48,8 @@ typedef struct {
     const char *data_addr; /* data-plane address, may be NULL */
     int heartbeat_ms;      /* interval between our heartbeats, > 0 */
     int timeout_ms;        /* coordinator silent this long: lost, > heartbeat_ms */
+    const char *keys_from; /* where this process's CURVE keys came from, for messages
+                              ("--key-dir /etc/gpp/keys"); NULL: none given */
 } gpp_control_cfg_t;
 
 typedef struct {
@@ -56,8 +59,11 @@ typedef struct {
      * the caller to free: gpp_control frees whatever is left). Return -1 to
      * end the zloop. */
     int (*on_message)(gpp_control_t *ctl, gpp_msg_t **msg_p, void *arg);
-    /* Nothing valid from the coordinator for silent_ms >= timeout_ms.
-     * Called once. Return -1 to end the zloop. */
+    /* Nothing valid from the coordinator for silent_ms >= timeout_ms, or
+     * (silent_ms < 0) the connection dropped after registration: the
+     * registration ended with it, the socket is disconnected (never
+     * reconnected to whatever binds the endpoint next) and nothing more is
+     * sent. Called once. Return -1 to end the zloop. */
     int (*on_lost)(gpp_control_t *ctl, double silent_ms, void *arg);
 } gpp_control_handlers_t;
 

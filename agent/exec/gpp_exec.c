@@ -648,6 +648,40 @@ int gpp_exec_run(gpp_exec_t *self, int m, int64_t lo, int64_t n, gpp_err_t *err)
     return gpp_exec_backward(self, m, err);
 }
 
+int gpp_exec_evaluate(gpp_exec_t *self, int64_t lo, int64_t n, int64_t micro, double *loss,
+                      gpp_err_t *err)
+{
+    assert(self && loss && lo >= 0 && n > 0 && micro > 0);
+    if (!self->n_loss)
+        return gpp_err_set(err, "evaluate: the stage has no loss op");
+    if (self->pg != PG_IDLE && self->pg != PG_OFF)
+        return gpp_err_set(err, "evaluate: the passes are recorded as CUDA graphs, which run "
+                                "in training mode; evaluate without --cuda-graphs");
+    for (int m = 0; m < self->n_mb; m++)
+        if (self->mb[m].state == MB_OPEN || self->mb[m].state == MB_FORWARD ||
+            self->mb[m].loss_pending)
+            return gpp_err_set(err, "evaluate: micro-batch %d of an iteration is still in "
+                                    "flight; evaluate after the optimizer step",
+                               m);
+    if (self->loss_acc != 0)
+        return gpp_err_set(err, "evaluate: an iteration's loss is not stepped yet; evaluate "
+                                "after the optimizer step");
+    self->eval = 1;
+    int rc = 0;
+    for (int64_t done = 0; done < n && rc == 0; done += micro) {
+        int64_t k = n - done < micro ? n - done : micro;
+        rc = gpp_exec_begin(self, 0, lo + done, k, err) < 0 || gpp_exec_forward(self, 0, err) < 0
+                 ? -1
+                 : s_fold_loss(self, &self->mb[0], err);
+        gpp_exec_release(self, 0);
+    }
+    /* loss_acc weighs a micro-batch by n / batch; the mean over these n */
+    *loss = self->loss_acc * (double)self->cfg.batch / (double)n;
+    self->loss_acc = 0;
+    self->eval = 0;
+    return rc;
+}
+
 const gpp_tensor_t *gpp_exec_input_grad(gpp_exec_t *self, int m, int producer)
 {
     assert(self && m >= 0 && m < self->n_mb && self->mb[m].state == MB_BACKWARD);

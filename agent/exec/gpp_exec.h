@@ -149,6 +149,13 @@ int gpp_exec_loss(gpp_exec_t *self, double *loss, gpp_err_t *err);
 /* begin + forward + backward of micro-batch slot m over samples
  * [sample_lo, sample_lo + n). */
 int gpp_exec_run(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_err_t *err);
+/* Evaluation: the loss over samples [lo, lo + n) in micro-batches of at
+ * most `micro`, forward only, kernels in evaluation mode (dropout passes
+ * its input through), nothing stepped or recorded. Between iterations
+ * only (after gpp_exec_step), on a stage with the loss, without CUDA
+ * graphs recorded. *loss: the mean over the n samples. */
+int gpp_exec_evaluate(gpp_exec_t *self, int64_t lo, int64_t n, int64_t micro, double *loss,
+                      gpp_err_t *err);
 /* CUDA graphs (cfg.graphs on a backend that captures: CUDA; stages without
  * sparse parameters; the timing hook off): when every iteration (calls up
  * to gpp_exec_step) makes the same calls in the same order with the same
@@ -227,12 +234,12 @@ int64_t gpp_exec_peak_stash_bytes(const gpp_exec_t *self);
 int64_t gpp_exec_op_stash_bytes(const gpp_exec_t *self, int mb, int op);
 /* Bytes per sample op's forward kernel keeps for its backward on this
  * executor's backend (the op table's figure, or less: CUDA's fused
- * attention), or -1 when op is not in the stage. gpp_profile_write records
- * it ("kernel_stash") for the planner. */
+ * attention), or -1 when op is not in the stage. The profiler
+ * (gpp_profile_measure) records it ("kernel_stash") for the planner. */
 int64_t gpp_exec_kernel_stash_bytes(const gpp_exec_t *self, int op);
 /* The stream workspace op's kernels ask on this executor's backend
- * (gpp_backend_op_workspace), {-1, -1} when op is not in the stage.
- * gpp_profile_write records it ("workspace") for the planner. */
+ * (gpp_backend_op_workspace), {-1, -1} when op is not in the stage. The
+ * profiler (gpp_profile_measure) records it ("workspace") for the planner. */
 gpp_work_t gpp_exec_op_workspace(const gpp_exec_t *self, int op);
 /* The op table's model of this executor's device memory for micro-batches
  * of n samples (gpp_stage_mem: the optimizer and mini-batch of the config,

@@ -209,7 +209,7 @@ void gpp_exec_pg_leave(gpp_exec_t *self, const char *why)
 
 int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n)
 {
-    if (self->timing)
+    if (self->timing || self->eval) /* evaluation never starts a warm-up */
         return 0;
     if (self->pg == PG_IDLE) { /* the first pass-by-pass micro-batch: warm up */
         self->pg = PG_WARM;

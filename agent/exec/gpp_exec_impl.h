@@ -143,6 +143,7 @@ struct gpp_exec_s {
     int n_mb;
     exec_mb_t *mb;
     double loss_acc;
+    int eval; /* gpp_exec_evaluate running: kernels in evaluation mode, no graphs */
     /* memory */
     int n_free, cap_free;
     exec_block_t *free_blocks;

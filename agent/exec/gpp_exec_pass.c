@@ -100,7 +100,7 @@ static void s_args(gpp_exec_t *self, exec_mb_t *mb, int i, const gpp_tensor_t **
     a->stash = mb->stash[i];
     a->seed = self->cfg.seed; /* dropout's mask: (seed, sample, op, element) */
     a->sample_lo = mb->sample_lo;
-    a->train = 1;
+    a->train = !self->eval;
 }
 
 /* Linear i and the activation it feeds in one call: the linear's output

@@ -8,6 +8,41 @@
 
 #include "agent/exec/gpp_exec_impl.h"
 
+/* Gives every cached block back to the backend. */
+static void s_pool_drop(gpp_exec_t *self)
+{
+    gpp_stream_sync(self->s, NULL);
+    for (int i = 0; i < self->n_free; i++)
+        gpp_backend_free(self->be, &self->free_blocks[i].p);
+    self->n_free = 0;
+}
+
+/* Gives cached blocks back until the backend can take a block of `bytes`
+ * without passing its high-water mark (or none is left): the smallest that
+ * is at least as large, whose memory the new block can take again, else
+ * the largest. */
+static void s_pool_fit(gpp_exec_t *self, size_t bytes)
+{
+    gpp_alloc_rule_t rule = gpp_backend_alloc_rule(self->be);
+    int64_t want = gpp_alloc_bytes(rule, (int64_t)bytes);
+    gpp_backend_mem_t m;
+    gpp_backend_mem(self->be, &m);
+    int synced = 0;
+    while (self->n_free && m.live_bytes + want > m.peak_bytes) {
+        int v = 0;
+        for (int i = 1; i < self->n_free; i++) {
+            size_t bi = self->free_blocks[i].bytes, bv = self->free_blocks[v].bytes;
+            if (bv < bytes ? bi > bv : bi >= bytes && bi < bv)
+                v = i;
+        }
+        if (!synced++)
+            gpp_stream_sync(self->s, NULL);
+        m.live_bytes -= gpp_alloc_bytes(rule, (int64_t)self->free_blocks[v].bytes);
+        gpp_backend_free(self->be, &self->free_blocks[v].p);
+        self->free_blocks[v] = self->free_blocks[--self->n_free];
+    }
+}
+
 void *gpp_exec_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
 {
     if (bytes == 0)
@@ -30,18 +65,20 @@ void *gpp_exec_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err)
         return NULL;
     }
     if (!p) {
-        /* No cached block of this size: give the cached ones back first, so
-         * that the device holds no more than the live bytes whenever it
-         * grows — its high-water mark is then the executor's
-         * (gpp_stage_mem_peak predicts it). Micro-batches of one size hit
-         * the cache: this runs when sizes change. */
-        if (self->n_free && !self->pool_grow) {
-            gpp_stream_sync(self->s, NULL);
-            for (int i = 0; i < self->n_free; i++)
-                gpp_backend_free(self->be, &self->free_blocks[i].p);
-            self->n_free = 0;
+        /* No cached block of this size. Below the backend's high-water mark
+         * the cached blocks stay; to pass it, they go back first, so that
+         * the mark is what is live then (gpp_stage_mem_peak predicts it).
+         * A backward misses at every size change (gradients come as outputs
+         * go): giving them back on each miss made the CPU backend free,
+         * allocate and page-fault every iteration. */
+        if (!self->pool_grow)
+            s_pool_fit(self, bytes);
+        int drop = self->n_free && !self->pool_grow;
+        p = gpp_backend_alloc(self->be, bytes, drop ? NULL : err);
+        if (!p && drop) { /* out of memory with cached blocks: give them back, retry */
+            s_pool_drop(self);
+            p = gpp_backend_alloc(self->be, bytes, err);
         }
-        p = gpp_backend_alloc(self->be, bytes, err);
         if (!p)
             return NULL;
         if (self->pool_grow) {

@@ -7,14 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "agent/exec/gpp_exec.h"
 #include "agent/data/gpp_hash.h"
 #include "common/gpp_fault.h"
-#include "common/gpp_json.h"
 #include "common/gpp_time.h"
-#include "planner/gpp_cost.h"
 
 static int s_cmp_double(const void *a, const void *b)
 {
@@ -77,8 +73,9 @@ static int s_run(gpp_exec_t *ex, int64_t b, const gpp_tensor_t *dys, gpp_err_t *
     return gpp_stream_sync(s, err);
 }
 
-cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
-                           gpp_data_t *data, const gpp_profile_cfg_t *cfg, gpp_err_t *err)
+gpp_profile_t *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops,
+                                   gpp_backend_t *be, gpp_data_t *data,
+                                   const gpp_profile_cfg_t *cfg, gpp_err_t *err)
 {
     assert(g && ops && be && cfg);
     int warmup = cfg->warmup > 0 ? cfg->warmup : GPP_PROFILE_WARMUP_DEFAULT;
@@ -88,9 +85,6 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
         return NULL;
     }
     double budget_ms = cfg->budget_ms > 0 ? cfg->budget_ms : GPP_PROFILE_BUDGET_MS_DEFAULT;
-    cJSON *root = cJSON_CreateObject();
-    cJSON **rt = gpp_xcalloc((size_t)n_ops, sizeof *rt);
-    cJSON **fw = gpp_xcalloc((size_t)n_ops, sizeof *fw);
     int n_max = 0; /* sizes 1, 2, 4, ... up to max_micro_batch; n_sizes of them are timed */
     while ((int64_t)1 << n_max <= cfg->max_micro_batch) /* max_micro_batch < 2^31 */
         n_max++;
@@ -100,26 +94,13 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
     size_t n_cells = (size_t)n_max * (size_t)n_ops * (size_t)reps;
     double *f_ms = gpp_xcalloc(n_cells, sizeof *f_ms);
     double *t_ms = gpp_xcalloc(n_cells, sizeof *t_ms);
+    /* per op: its memory figures on this backend, in every row */
+    gpp_profile_row_t *fig = gpp_xcalloc((size_t)n_ops + 1, sizeof *fig);
+    gpp_profile_row_t *rows = NULL;
+    gpp_profile_t *p = NULL;
     gpp_exec_t *ex = NULL;
     gpp_tensor_t *dys = NULL;
-    int n_dys = 0, rc = -1;
-    char key[32];
-    for (int i = 0; i < n_ops; i++) {
-        const gpp_op_t *op = &g->ops[ops[i]];
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "name", op->name);
-        cJSON *in = cJSON_AddArrayToObject(e, "inputs");
-        cJSON *sz = cJSON_AddArrayToObject(e, "input_size");
-        for (int k = 0; k < op->n_inputs; k++) {
-            cJSON_AddItemToArray(in, cJSON_CreateNumber(op->inputs[k]));
-            cJSON_AddItemToArray(sz, cJSON_CreateNumber((double)g->ops[op->inputs[k]].out_bytes));
-        }
-        cJSON_AddNumberToObject(e, "weight_size", (double)op->params * 4);
-        rt[i] = cJSON_AddObjectToObject(e, "runtime");
-        fw[i] = cJSON_AddObjectToObject(e, "forward");
-        snprintf(key, sizeof key, "%d", op->id);
-        cJSON_AddItemToObject(root, key, e);
-    }
+    int n_dys = 0;
     /* One executor runs every size: a micro-batch may hold fewer samples
      * than the mini-batch (only the loss scale depends on it; lr = 0). */
     gpp_exec_cfg_t ec = {.seed = cfg->seed, .batch = b_max};
@@ -131,15 +112,15 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
        this backend: the planner's memory model uses them instead of the op
        table's layouts */
     for (int i = 0; i < n_ops; i++) {
-        snprintf(key, sizeof key, "%d", g->ops[ops[i]].id);
-        cJSON *e = cJSON_GetObjectItemCaseSensitive(root, key);
-        cJSON_AddNumberToObject(e, "kernel_stash", (double)gpp_exec_kernel_stash_bytes(ex, ops[i]));
-        cJSON_AddNumberToObject(e, "out_bytes",
-                                (double)gpp_backend_op_out_bytes(be, g, &g->ops[ops[i]]));
-        gpp_work_t w = gpp_exec_op_workspace(ex, ops[i]);
-        cJSON *ws = cJSON_AddObjectToObject(e, "workspace");
-        cJSON_AddNumberToObject(ws, "fixed", (double)w.fixed);
-        cJSON_AddNumberToObject(ws, "per_sample", (double)w.per_sample);
+        int64_t ob = gpp_backend_op_out_bytes(be, g, &g->ops[ops[i]]);
+        fig[i] = (gpp_profile_row_t){.op = ops[i],
+                                     .has_fwd = 1,
+                                     .has_kernel_stash = 1,
+                                     .kernel_stash = gpp_exec_kernel_stash_bytes(ex, ops[i]),
+                                     .has_out_bytes = ob > 0,
+                                     .out_bytes = ob,
+                                     .has_workspace = 1,
+                                     .workspace = gpp_exec_op_workspace(ex, ops[i])};
     }
     n_dys = gpp_exec_n_outputs(ex);
     dys = gpp_xcalloc((size_t)n_dys + 1, sizeof *dys);
@@ -200,15 +181,29 @@ cJSON *gpp_profile_measure(const gpp_graph_t *g, int n_ops, const int *ops, gpp_
             }
         }
     }
-    for (int k = 0; k < n_sizes; k++) {
-        snprintf(key, sizeof key, "%lld", (long long)1 << k);
+    rows = gpp_xcalloc((size_t)n_sizes * (size_t)n_ops + 1, sizeof *rows);
+    for (int k = 0; k < n_sizes; k++)
         for (int i = 0; i < n_ops; i++) {
             size_t at = ((size_t)k * (size_t)n_ops + (size_t)i) * (size_t)reps;
-            cJSON_AddNumberToObject(rt[i], key, s_median(&t_ms[at], reps));
-            cJSON_AddNumberToObject(fw[i], key, s_median(&f_ms[at], reps));
+            gpp_profile_row_t *r = &rows[(size_t)k * (size_t)n_ops + (size_t)i];
+            *r = fig[i];
+            r->micro_batch = 1 << k;
+            r->ms = s_median(&t_ms[at], reps);
+            r->fwd_ms = s_median(&f_ms[at], reps);
         }
+    p = gpp_profile_of_graph(g, rows, (size_t)n_sizes * (size_t)n_ops, "the profiler's table", err);
+    if (p) { /* what was measured where */
+        gpp_profile_meta_t *m = &p->meta;
+        m->present = 1;
+        snprintf(m->model, sizeof m->model, "%s", g->spec);
+        snprintf(m->device, sizeof m->device, "%s", gpp_backend_device_name(be));
+        m->n_ops = g->n_ops;
+        snprintf(m->backend, sizeof m->backend, "%s", gpp_backend_name(be));
+        m->has_precision = 1;
+        m->precision = gpp_backend_precision(be);
+        m->has_bf16_tensors = 1;
+        m->bf16_tensors = gpp_backend_bf16_tensors(be);
     }
-    rc = 0;
 done:
     for (int i = 0; dys && i < n_dys; i++)
         gpp_tensor_free(be, &dys[i]);
@@ -216,43 +211,7 @@ done:
     gpp_exec_destroy(&ex);
     free(f_ms);
     free(t_ms);
-    free(rt);
-    free(fw);
-    if (rc < 0)
-        cJSON_Delete(root);
-    return rc < 0 ? NULL : root;
-}
-
-int gpp_profile_write(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
-                      gpp_data_t *data, const gpp_profile_cfg_t *cfg, const char *path,
-                      int *largest_mb, gpp_err_t *err)
-{
-    assert(path);
-    cJSON *root = gpp_profile_measure(g, n_ops, ops, be, data, cfg, err);
-    if (!root)
-        return gpp_err_prefix(err, "profile %s", path);
-    if (largest_mb) { /* every op has the same sizes: the first one's largest */
-        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(root->child, "runtime"), *v;
-        *largest_mb = 0;
-        cJSON_ArrayForEach(v, rt)
-        {
-            if (atoi(v->string) > *largest_mb)
-                *largest_mb = atoi(v->string);
-        }
-    }
-    /* what was measured where (GPP_PROFILE_META, planner/gpp_cost.h) */
-    cJSON *meta = cJSON_CreateObject();
-    cJSON_AddStringToObject(meta, "model", g->spec);
-    cJSON_AddStringToObject(meta, "device", gpp_backend_device_name(be));
-    cJSON_AddNumberToObject(meta, "ops", g->n_ops);
-    cJSON_AddStringToObject(meta, "backend", gpp_backend_name(be));
-    cJSON_AddStringToObject(meta, "precision", gpp_precision_name(gpp_backend_precision(be)));
-    cJSON_AddItemToObject(root, GPP_PROFILE_META, meta);
-    char *text = cJSON_Print(root);
-    int rc = gpp_write_file_atomic(path, text, strlen(text), err);
-    free(text);
-    cJSON_Delete(root);
-    if (rc < 0)
-        gpp_err_prefix(err, "profile %s", path);
-    return rc;
+    free(fig);
+    free(rows);
+    return p;
 }

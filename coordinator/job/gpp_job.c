@@ -11,17 +11,7 @@
 #include "coordinator/job/gpp_job_impl.h"
 #include "model/gpp_model.h"
 #include "planner/gpp_cluster_config.h"
-
-Gpp__Backend gpp_job_wire_backend(const gpp_config_t *c)
-{
-    return c->job.backend == GPP_CONFIG_BACKEND_CUDA ? GPP__BACKEND__BACKEND_CUDA
-                                                     : GPP__BACKEND__BACKEND_CPU;
-}
-
-Gpp__Precision gpp_job_wire_precision(const gpp_config_t *c)
-{
-    return (Gpp__Precision)(GPP__PRECISION__PRECISION_FP32 + (int)c->job.precision);
-}
+#include "planner/gpp_profile_io.h"
 
 int gpp_job_cancelled(const atomic_int *cancel, gpp_err_t *err)
 {
@@ -51,9 +41,13 @@ static int s_cost(gpp_job_t *self, const gpp_config_t *cfg, int reprofile, gpp_e
     self->cluster = cl;
     snprintf(self->mem_source, sizeof self->mem_source, "the %s preset's", cl.device.name);
     self->cost = gpp_cost_new(self->g, &cl);
-    if (cfg->cluster.profile[0] &&
-        gpp_cost_attach_profile(self->cost, cfg->cluster.profile, err) < 0)
-        return -1;
+    if (cfg->cluster.profile[0]) {
+        gpp_profile_t *p = gpp_profile_io_read(cfg->cluster.profile, err);
+        int rc = p ? gpp_cost_attach_profile(self->cost, p, err) : -1;
+        gpp_profile_destroy(&p);
+        if (rc < 0)
+            return -1;
+    }
     self->times = cfg->cluster.profile[0] ? GPP_JOB_TIMES_FILE : GPP_JOB_TIMES_PRESET;
     /* --plan auto without a measured profile: a kept one, else the agents measure */
     if (strcmp(self->plan_arg, "auto") == 0 && !cfg->cluster.profile[0] &&
@@ -100,6 +94,8 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
                     have / 1073741824.0);
         goto fail;
     }
+    if (gpp_job_plan_schedule_check(self, NULL, err) < 0)
+        goto fail;
     if (!cfg->job.model[0]) {
         gpp_err_set(err,
                     "%s: job.model: not set; name a zoo model (\"mmt:branches=2\") or a "
@@ -118,7 +114,7 @@ gpp_job_t *gpp_job_new(const gpp_config_t *cfg, const char *plan, int reprofile,
         goto fail;
     snprintf(self->prefix, sizeof self->prefix, "gpp-%d-%lld/", (int)getpid(),
              (long long)time(NULL));
-    const int cuda = cfg->job.backend == GPP_CONFIG_BACKEND_CUDA;
+    const int cuda = cfg->job.backend == GPP_DEVICE_CUDA;
     if (strcmp(plan, "auto") == 0 && self->times == GPP_JOB_TIMES_PRESET) {
         self->state = GPP_JOB_PROFILING; /* the agents measure a profile first */
     } else if (cuda && self->times == GPP_JOB_TIMES_PRESET) {
@@ -165,7 +161,7 @@ void gpp_job_destroy(gpp_job_t **self_p)
             gpp_job_assign_free(self->assign[r]);
     free(self->assign);
     free(self->preq_mbs);
-    free(self->figs);
+    gpp_profile_destroy(&self->prof);
     free(self->sink);
     free(self->digest);
     free(self->has_digest);
@@ -203,11 +199,12 @@ int gpp_job_plan_fn(void *arg, gpp_registry_t *reg, const atomic_int *cancel, gp
     /* --plan auto with the agents' profile, or a cuda job planned with the
      * agents' device memory: the plan is made here */
     if (self->state == GPP_JOB_AWAIT_AGENTS) {
-        if (self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA && self->cfg.cluster.mem_gib <= 0 &&
+        if (self->cfg.job.backend == GPP_DEVICE_CUDA && self->cfg.cluster.mem_gib <= 0 &&
             gpp_job_profile_device_mem(self, reg, err) < 0)
             return -1;
-        if (gpp_job_plan_make(self, cancel, err) < 0)
-            return -1;
+        int rc = gpp_job_plan_make(self, cancel, err);
+        if (rc < 0)
+            return rc; /* -2: a --resume the set's plan refuses (exit 2) */
     }
     if (gpp_job_assign_make(self, reg, err) < 0)
         return -1;

@@ -9,6 +9,7 @@
 #ifndef GPP_JOB_H
 #define GPP_JOB_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "common/gpp_err.h"
@@ -28,13 +29,19 @@ enum {
     GPP_JOB_REPLAN = 2, /* --replan: the set re-sharded to the plan to run */
     GPP_JOB_AUTO = 4    /* --resume=auto: a fresh start where there is no set */
 };
-typedef int gpp_job_start_t;
+/* --resume-from N: GPP_JOB_RESUME | GPP_JOB_FROM(N) resumes from set N, not
+ * the newest; GPP_JOB_FROM(0) is the newest that verifies. */
+#define GPP_JOB_FROM_SHIFT 8
+#define GPP_JOB_FROM(n) ((gpp_job_start_t)(n) << GPP_JOB_FROM_SHIFT)
+typedef int64_t gpp_job_start_t;
 
 /* Makes the job (no network yet) and prints its plan on out (may be NULL):
  * now, or, when it waits for the agents (an agent profile for --plan auto
  * without cluster.profile or a kept <checkpoint_dir>/profile.json; a cuda
  * job's memory figures or GPU memory), in gpp_job_plan_fn. reprofile
- * ignores a kept profile. resume: from the newest complete set N, whose
+ * ignores a kept profile. resume: from the newest complete set N whose
+ * files verify (or the set GPP_JOB_FROM names; newer sets are moved aside
+ * once the job is assigned, gpp_ckpt_set_supersede), whose
  * stage files must be of job.model and job.optimizer and whose plan.json
  * the plan must match (unless GPP_JOB_REPLAN); the Assignments then start
  * at iteration N. Without resume a checkpoint_dir holding a complete set

@@ -17,7 +17,9 @@ _Static_assert(GPP_ACT_SEND_GRAD == (int)GPP__ACTION_TYPE__ACT_SEND_GRAD, "actio
 _Static_assert(GPP_ACT_RECV_GRAD == (int)GPP__ACTION_TYPE__ACT_RECV_GRAD, "action enum: RECV_GRAD");
 _Static_assert(GPP_ACT_ALLREDUCE == (int)GPP__ACTION_TYPE__ACT_ALLREDUCE, "action enum: ALLREDUCE");
 _Static_assert(GPP_ACT_STEP == (int)GPP__ACTION_TYPE__ACT_STEP, "action enum: STEP");
-_Static_assert(GPP_ACT__COUNT == GPP_ACT_STEP + 1, "action enum: a new type needs a proto value");
+_Static_assert(GPP_ACT_BWD_IN == (int)GPP__ACTION_TYPE__ACT_BWD_INPUT, "action enum: BWD_IN");
+_Static_assert(GPP_ACT_BWD_W == (int)GPP__ACTION_TYPE__ACT_BWD_WEIGHT, "action enum: BWD_W");
+_Static_assert(GPP_ACT__COUNT == GPP_ACT_BWD_W + 1, "action enum: a new type needs a proto value");
 
 void gpp_job_assign_free(Gpp__Assignment *a)
 {
@@ -143,9 +145,7 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->comm->rank = st->first_device + r;
     a->hyper = gpp_xcalloc(1, sizeof *a->hyper);
     gpp__hyper_params__init(a->hyper);
-    a->hyper->optimizer = c->job.optimizer == GPP_CONFIG_OPTIM_SGD
-                              ? GPP__OPTIMIZER__OPTIMIZER_SGD
-                              : GPP__OPTIMIZER__OPTIMIZER_ADAMW;
+    a->hyper->optimizer = gpp_msg_optimizer(c->job.optimizer);
     a->hyper->lr = c->job.lr;
     a->hyper->momentum = c->job.momentum;
     a->hyper->weight_decay = c->job.weight_decay;
@@ -158,9 +158,9 @@ static Gpp__Assignment *s_assignment(gpp_job_t *self, int s, int r)
     a->data = self->cfg.job.data;
     a->checkpoint_interval = c->job.checkpoint_interval;
     a->start_iteration = self->start;
-    a->backend = gpp_job_wire_backend(c);
-    a->precision = gpp_job_wire_precision(c);
-    a->cuda_graphs = c->job.backend == GPP_CONFIG_BACKEND_CUDA && c->job.cuda_graphs;
+    a->backend = gpp_msg_backend(c->job.backend);
+    a->precision = gpp_msg_precision(c->job.precision);
+    a->cuda_graphs = c->job.backend == GPP_DEVICE_CUDA && c->job.cuda_graphs;
     a->bf16_tensors = gpp_config_bf16_tensors(c);
     a->trace = self->trace_iteration >= 0;
     a->trace_iteration = a->trace ? self->trace_iteration - self->start : 0;

@@ -57,12 +57,11 @@ struct gpp_job_s {
     FILE *out;              /* plan table; NULL none */
     gpp_job_start_t resume; /* how gpp_job_new was asked to start */
     int start;              /* iterations of the set resumed from; 0 fresh */
-    gpp_cost_row_t *figs;   /* agent 0's memory figures, [n_figs], for a cost model made
-                               again (gpp_job_profile_device_mem) */
-    size_t n_figs;
-    gpp_cluster_t cluster; /* what the cost model was made from */
-    char mem_source[512];  /* where the cost model's device memory came from, for the
-                              error when no plan fits: the agents' GPU share, or the preset */
+    gpp_profile_t *prof;    /* the agents' profile or agent 0's memory figures, as
+                               attached; kept as <checkpoint_dir>/profile.json */
+    gpp_cluster_t cluster;  /* what the cost model was made from */
+    char mem_source[512];   /* where the cost model's device memory came from, for the
+                               error when no plan fits: the agents' GPU share, or the preset */
     Gpp__ProfileRequest preq;
     int32_t *preq_mbs;
     gpp_graph_t *g;
@@ -87,10 +86,6 @@ struct gpp_job_s {
 };
 
 /* gpp_job.c */
-/* The job's backend and precision as Assignment and ProfileRequest carry
- * them: gpp_config_precision_t 0.. -> Precision 1.. (0 is "not set"). */
-Gpp__Backend gpp_job_wire_backend(const gpp_config_t *c);
-Gpp__Precision gpp_job_wire_precision(const gpp_config_t *c);
 /* 1 with a message when the coordinator stopped the job (cancel may be NULL: never). */
 int gpp_job_cancelled(const atomic_int *cancel, gpp_err_t *err);
 /* bytes as "12.50 GiB", or "496 MiB" below 1 GiB (also negative); returns buf */
@@ -98,9 +93,9 @@ const char *gpp_job_size(char *buf, size_t len, int64_t bytes);
 
 /* gpp_job_profile.c */
 /* --plan auto with a checkpoint_dir: attaches the profile an earlier run
- * kept there when it was measured for this model, device and precision.
- * 1 attached; 0 none to use (the agents profile again); -1 it does not
- * fit the model. */
+ * kept there when it was measured for this model, device, precision and
+ * bf16 tensors. 1 attached; 0 none to use (the agents profile again); -1
+ * it does not fit the model. */
 int gpp_job_profile_kept(gpp_job_t *self, int reprofile, gpp_err_t *err);
 /* Fills self->preq: the job's model, backend and precision, micro-batch
  * sizes 1, 2, 4 .. up to the batch (figures: [1]). */
@@ -116,8 +111,14 @@ int gpp_job_gpu_sharers(gpp_registry_t *reg, const gpp_agent_t *a);
 /* 1 when --plan names a plan file (.json), not a planner. */
 int gpp_job_plan_is_file(const gpp_job_t *self);
 /* Makes the plan (partitioner or file), schedules, simulates and prints
- * it, lays it out; gives up between the steps when cancel is set. */
+ * it, lays it out; gives up between the steps when cancel is set. -2 when
+ * --resume's set was made with another plan (exit 2), else -1. */
 int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err);
+/* The schedule the agents must run: the config's job.schedule (p NULL) or
+ * plan file p's kind. 0 for 1f1b (and auto, which means 1f1b here); else
+ * -1 naming the setting and the ways out (the agents, and the cuda
+ * backend's kernels, run no B and W passes). */
+int gpp_job_plan_schedule_check(const gpp_job_t *self, const gpp_plan_t *p, gpp_err_t *err);
 /* Each stage's predicted peak device memory for its lowered schedule. */
 void gpp_job_plan_predict_mem(gpp_job_t *self);
 /* The stage table and the simulated iteration time. */

@@ -12,6 +12,7 @@
 #include "planner/gpp_plan_io.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
+#include "planner/gpp_zb.h"
 
 /* Most micro-batches a replica of st holds at once as the agents run its
  * lowered actions: from its first RECV_ACT or FWD (the executor's begin)
@@ -49,9 +50,12 @@ void gpp_job_plan_predict_mem(gpp_job_t *self)
         const gpp_stage_t *st = &p->stages[s];
         /* the agents report the bf16 parameter copies with the backend's own
            buffers, which the table adds as measured: not twice */
-        self->mem_predicted[s] = gpp_cost_stage_mem(self->cost, st->n_ops, st->ops, st->devices,
-                                                    st->micro_batch, s_stage_mbs(st), p->batch) -
-                                 gpp_cost_stage_param_copy_bytes(self->cost, st->n_ops, st->ops);
+        int64_t peak = p->schedule == GPP_SCHED_1F1B
+                           ? gpp_cost_stage_mem(self->cost, st->n_ops, st->ops, st->devices,
+                                                st->micro_batch, s_stage_mbs(st), p->batch)
+                           : gpp_zb_stage_mem(self->cost, p, s); /* B and W keep apart */
+        self->mem_predicted[s] =
+            peak - gpp_cost_stage_param_copy_bytes(self->cost, st->n_ops, st->ops);
     }
 }
 
@@ -143,8 +147,7 @@ static int s_no_fit(const gpp_job_t *self, int64_t min_mem, gpp_err_t *err)
         gpp_job_size(d, sizeof d, cl->device.mem_bytes), self->mem_source,
         gpp_job_size(r, sizeof r, GPP_CONTEXT_BYTES), gpp_job_size(b, sizeof b, bound),
         gpp_job_size(m, sizeof m, min_mem), r, cl->n_devices, self->cfg.job.batch,
-        self->cfg.job.backend == GPP_CONFIG_BACKEND_CUDA ? ", fewer agents per GPU (nodes.gpus)"
-                                                         : "");
+        self->cfg.job.backend == GPP_DEVICE_CUDA ? ", fewer agents per GPU (nodes.gpus)" : "");
 }
 
 /* 1 when --plan names a plan file (.json), not a planner. */
@@ -152,6 +155,35 @@ int gpp_job_plan_is_file(const gpp_job_t *self)
 {
     size_t pl = strlen(self->plan_arg);
     return pl > 5 && strcmp(self->plan_arg + pl - 5, ".json") == 0;
+}
+
+int gpp_job_plan_schedule_check(const gpp_job_t *self, const gpp_plan_t *p, gpp_err_t *err)
+{
+    const gpp_config_t *cfg = &self->cfg;
+    const char *kind = p ? gpp_sched_kind_name(p->schedule) : cfg->job.schedule;
+    if (p ? p->schedule == GPP_SCHED_1F1B
+          : !strcmp(kind, "1f1b") || !strcmp(kind, "auto") || !kind[0])
+        return 0; /* auto: the agents run 1f1b, the one schedule it considers here */
+    char what[GPP_CONFIG_PATH + 64];
+    if (p)
+        snprintf(what, sizeof what, "plan %s: schedule_kind \"%s\"", self->plan_arg, kind);
+    else
+        snprintf(what, sizeof what, "%s: job.schedule = \"%s\"", cfg->path, kind);
+    if (cfg->job.backend == GPP_DEVICE_CUDA)
+        return gpp_err_set(err,
+                           "%s: the cuda backend has no split backward (B and W passes); use "
+                           "schedule = \"1f1b\" or \"auto\", or backend = \"cpu\"",
+                           what);
+    if (p)
+        return gpp_err_set(err,
+                           "%s: the agents do not run the zero-bubble schedules (B and W passes) "
+                           "yet; write the plan with gpp-plan --schedule 1f1b, or use --plan gpp",
+                           what);
+    return gpp_err_set(err,
+                       "%s: the agents do not run the zero-bubble schedules (B and W passes) "
+                       "yet; use schedule = \"1f1b\" or \"auto\" (gpp-plan --schedule zb-h1 "
+                       "plans and simulates them)",
+                       what);
 }
 
 int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err)
@@ -163,7 +195,7 @@ int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err)
     size_t pl = strlen(which);
     if (pl > 5 && strcmp(which + pl - 5, ".json") == 0) {
         self->plan = gpp_plan_read_json(which, self->g, err);
-        if (!self->plan)
+        if (!self->plan || gpp_job_plan_schedule_check(self, self->plan, err) < 0)
             return -1;
         if (self->plan->batch != cfg->job.batch)
             return gpp_err_set(err, "plan %s is for batch %d, but %s has job.batch = %d", which,
@@ -219,7 +251,7 @@ int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err)
     if (self->out)
         gpp_job_plan_print(self, self->out);
     if (self->start > 0 && gpp_job_recover_check_plan(self, err) < 0)
-        return -1;
+        return -2; /* the command line's or cluster file's to fix */
     /* the checkpoint directory must take the plan (gpp_job_recover_keep writes it
        once the agents fit it): a directory that cannot is an error now,
        before any agent starts */

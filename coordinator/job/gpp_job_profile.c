@@ -7,11 +7,20 @@
 #include <unistd.h>
 
 #include "coordinator/job/gpp_job_impl.h"
+#include "planner/gpp_profile_io.h"
+#include "proto/gpp_msg_profile.h"
+
+/* "bf16", or "bf16 with bf16 tensors" when the agents keep them */
+static void s_precision_desc(gpp_precision_t p, int bf16_tensors, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s", gpp_precision_name(p), bf16_tensors ? " with bf16 tensors" : "");
+}
 
 /* --plan auto with a checkpoint_dir: plans from the profile a previous run
  * kept there (gpp_job_plan_make) when it was measured for this model on this
- * device. 1: attached; 0: none to use (absent, --reprofile, another model or
- * device: the agents profile again); -1: the file does not fit the model. */
+ * device at this precision, with or without bf16 tensors as this job. 1:
+ * attached; 0: none to use (absent, --reprofile, measured otherwise: the
+ * agents profile again); -1: the file does not fit the model. */
 int gpp_job_profile_kept(gpp_job_t *self, int reprofile, gpp_err_t *err)
 {
     const gpp_config_t *cfg = &self->cfg;
@@ -24,27 +33,45 @@ int gpp_job_profile_kept(gpp_job_t *self, int reprofile, gpp_err_t *err)
             fprintf(self->out, "plan: --reprofile: not using %s; the agents profile again\n", path);
         return 0;
     }
-    char model[GPP_CONFIG_PATH], device[GPP_CONFIG_STR], prec[16];
-    int n_ops = 0;
-    if (gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device, &n_ops, prec,
-                              sizeof prec, err) < 0)
+    gpp_profile_t *kept = gpp_profile_io_read(path, err);
+    if (!kept)
         return gpp_err_prefix(err, "kept profile (gpp-coordinator --reprofile measures a new one)");
-    const char *job_prec = gpp_config_precision_name(cfg->job.precision);
-    if (strcmp(model, cfg->job.model) != 0 || strcmp(device, cfg->cluster.device) != 0 ||
+    const gpp_profile_meta_t *m = &kept->meta;
+    if (!m->present || !m->model[0] || !m->device[0] || m->n_ops < 0) {
+        gpp_profile_destroy(&kept);
+        return gpp_err_set(err,
+                           "%s: field '%s' missing or not {\"model\": string, \"device\": "
+                           "string, \"ops\": number}; gpp-coordinator --reprofile measures a "
+                           "new one",
+                           path, GPP_PROFILE_META);
+    }
+    /* measured as this job runs: the products' precision and whether the
+       agents kept bf16 tensors (older files: fp32, no bf16 tensors) */
+    char prec[32], job_prec[32];
+    s_precision_desc(m->has_precision ? m->precision : GPP_PRECISION_FP32,
+                     m->has_bf16_tensors && m->bf16_tensors, prec, sizeof prec);
+    s_precision_desc(cfg->job.precision, gpp_config_bf16_tensors(cfg), job_prec, sizeof job_prec);
+    if (strcmp(m->model, cfg->job.model) != 0 || strcmp(m->device, cfg->cluster.device) != 0 ||
         strcmp(prec, job_prec) != 0) {
         if (self->out)
             fprintf(self->out,
                     "plan: %s was measured for %s on %s in %s, this job is %s on %s in %s; the "
                     "agents profile again\n",
-                    path, model, device, prec, cfg->job.model, cfg->cluster.device, job_prec);
+                    path, m->model, m->device, prec, cfg->job.model, cfg->cluster.device, job_prec);
+        gpp_profile_destroy(&kept);
         return 0;
     }
-    if (n_ops != self->g->n_ops)
-        return gpp_err_set(err,
-                           "%s: profile of %d ops, but model %s has %d; run gpp-coordinator "
-                           "--reprofile to measure it again",
-                           path, n_ops, self->g->spec, self->g->n_ops);
-    if (gpp_cost_attach_profile(self->cost, path, err) < 0)
+    if (m->n_ops != self->g->n_ops) {
+        gpp_err_set(err,
+                    "%s: profile of %d ops, but model %s has %d; run gpp-coordinator "
+                    "--reprofile to measure it again",
+                    path, m->n_ops, self->g->spec, self->g->n_ops);
+        gpp_profile_destroy(&kept);
+        return -1;
+    }
+    int rc = gpp_cost_attach_profile(self->cost, kept, err);
+    gpp_profile_destroy(&kept);
+    if (rc < 0)
         return gpp_err_prefix(err, "kept profile does not match the model; run gpp-coordinator "
                                    "--reprofile to measure it again");
     if (self->out)
@@ -63,11 +90,11 @@ void gpp_job_profile_request_init(gpp_job_t *self, int figures_only)
     /* measured where the job trains: a cuda job's agent 0 times the ops
      * on its GPU (CUDA events) at the job's precision, or gives their
      * figures there */
-    self->preq.backend = gpp_job_wire_backend(cfg);
-    self->preq.precision = gpp_job_wire_precision(cfg);
+    self->preq.backend = gpp_msg_backend(cfg->job.backend);
+    self->preq.precision = gpp_msg_precision(cfg->job.precision);
     self->preq.bf16_tensors = gpp_config_bf16_tensors(cfg);
     /* powers of two up to the batch and to 2^24, the largest
-     * micro-batch a profile table holds (gpp_cost_attach_rows); int64:
+     * micro-batch a profile table holds (GPP_PROFILE_MAX_MB); int64:
      * doubling past a batch near INT_MAX must not overflow (it used to
      * wrap and loop forever); the figures: [1] */
     int n = 0;
@@ -93,46 +120,44 @@ int gpp_job_profile_fn(void *arg, const Gpp__ProfileResult *res, gpp_err_t *err)
     gpp_job_t *self = arg;
     if (self->state > GPP_JOB_FIGURES)
         return gpp_err_set(err, "a profile the job did not ask for (its plan is made)");
-    gpp_cost_row_t *rows = gpp_xcalloc(res->n_ops ? res->n_ops : 1, sizeof *rows);
-    for (size_t i = 0; i < res->n_ops; i++) {
-        const Gpp__OpProfile *r = res->ops[i];
-        rows[i] = (gpp_cost_row_t){.op = r->op,
-                                   .micro_batch = r->micro_batch,
-                                   .fwd_ms = r->fwd_ms,
-                                   .bwd_ms = r->bwd_ms,
-                                   .has_kernel_stash = r->kernel_stash_set,
-                                   .kernel_stash = r->kernel_stash,
-                                   .has_workspace = r->workspace_set,
-                                   .workspace = {r->workspace_fixed, r->workspace_per_sample},
-                                   .has_out_bytes = r->out_bytes_set,
-                                   .out_bytes = r->out_bytes};
-    }
-    /* memory figures, no times: kept for a cost model made again */
-    if (self->state == GPP_JOB_FIGURES) {
-        int rc =
-            gpp_cost_attach_figures(self->cost, rows, res->n_ops, "agent 0's memory figures", err);
-        if (rc == 0 && self->plan)
-            gpp_job_plan_predict_mem(self); /* a plan file's */
-        if (rc == 0)
-            self->state = self->plan ? GPP_JOB_PLANNED : GPP_JOB_AWAIT_AGENTS;
-        free(self->figs);
-        self->figs = rc == 0 ? rows : NULL;
-        self->n_figs = rc == 0 ? res->n_ops : 0;
-        if (rc < 0)
-            free(rows);
-        return rc;
-    }
-    int rc = gpp_cost_attach_rows(self->cost, rows, res->n_ops, "the agents' profile", err);
-    if (rc == 0) /* kept in <checkpoint_dir>/profile.json's record */
-        gpp_cost_set_profile_source(self->cost,
-                                    res->device_name && res->device_name[0] ? res->device_name : "",
-                                    gpp_config_precision_name(self->cfg.job.precision));
-    if (rc == 0) {
-        self->times = GPP_JOB_TIMES_AGENTS;
-        self->state = GPP_JOB_AWAIT_AGENTS;
-    }
+    const gpp_config_t *cfg = &self->cfg;
+    const int figures = self->state == GPP_JOB_FIGURES;
+    gpp_profile_row_t *rows = gpp_msg_profile_rows(res);
+    gpp_profile_t *p =
+        gpp_profile_of_graph(self->g, rows, res->n_ops,
+                             figures ? "agent 0's memory figures" : "the agents' profile", err);
     free(rows);
-    return rc;
+    if (!p)
+        return -1;
+    /* what was measured where: the GPU's own name; the job's precision */
+    gpp_profile_meta_t *m = &p->meta;
+    m->present = 1;
+    snprintf(m->model, sizeof m->model, "%s", cfg->job.model);
+    snprintf(m->device, sizeof m->device, "%s",
+             res->device_name && res->device_name[0] ? res->device_name : "");
+    m->n_ops = self->g->n_ops;
+    m->has_precision = 1;
+    m->precision = cfg->job.precision;
+    m->has_bf16_tensors = 1;
+    m->bf16_tensors = gpp_config_bf16_tensors(cfg);
+    /* memory figures (no times), or the times kept in <checkpoint_dir>/profile.json */
+    int rc = figures ? gpp_cost_attach_figures(self->cost, p, err)
+                     : gpp_cost_attach_profile(self->cost, p, err);
+    if (rc < 0) {
+        gpp_profile_destroy(&p);
+        return -1;
+    }
+    gpp_profile_destroy(&self->prof);
+    self->prof = p;
+    if (figures) {
+        if (self->plan)
+            gpp_job_plan_predict_mem(self); /* a plan file's */
+        self->state = self->plan ? GPP_JOB_PLANNED : GPP_JOB_AWAIT_AGENTS;
+        return 0;
+    }
+    self->times = GPP_JOB_TIMES_AGENTS;
+    self->state = GPP_JOB_AWAIT_AGENTS;
+    return 0;
 }
 
 /* The agents that run on a's GPU (same host and GPU index), a among them. */
@@ -166,22 +191,7 @@ int gpp_job_profile_device_mem(gpp_job_t *self, gpp_registry_t *reg, gpp_err_t *
         return gpp_err_set(err, "no agent reported a GPU");
     gpp_cluster_t cl = self->cluster;
     cl.device.mem_bytes = least;
-    gpp_cost_t *cost = gpp_cost_new(self->g, &cl);
-    /* the same measurements: the text round-trips exactly */
-    if (self->times != GPP_JOB_TIMES_PRESET) {
-        char *text = gpp_cost_profile_json(self->cost, cfg->job.model, cfg->cluster.device);
-        int rc = gpp_cost_attach_profile_text(cost, text, "the profile planned from", err);
-        free(text);
-        if (rc < 0) {
-            gpp_cost_destroy(&cost);
-            return -1;
-        }
-    }
-    if (self->n_figs && gpp_cost_attach_figures(cost, self->figs, self->n_figs,
-                                                "agent 0's memory figures", err) < 0) {
-        gpp_cost_destroy(&cost);
-        return -1;
-    }
+    gpp_cost_t *cost = gpp_cost_clone(self->cost, &cl); /* the same measurements */
     gpp_cost_destroy(&self->cost);
     self->cost = cost;
     const gpp_agent_t *a = gpp_registry_agent(reg, least_rank);

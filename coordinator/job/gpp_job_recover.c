@@ -4,12 +4,14 @@
  * the checkpoints (gpp_job_impl.h). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ckpt/gpp_ckpt_set.h"
 #include "common/gpp_atomic_file.h"
 #include "common/gpp_fs.h"
 #include "coordinator/job/gpp_job_impl.h"
 #include "planner/gpp_plan_io.h"
+#include "planner/gpp_profile_io.h"
 
 /* The first difference between two plans in what the stage checkpoints
  * depend on (the ops of each stage, its devices and the micro-batches the
@@ -166,7 +168,21 @@ int gpp_job_recover_start(gpp_job_t *self, gpp_job_start_t start, gpp_err_t *err
                                     "checkpoint set to resume from; start without --resume",
                                     cfg->path)
                       : 0;
-    int latest = gpp_ckpt_set_latest(dir, err);
+    const int from = (int)(start >> GPP_JOB_FROM_SHIFT);
+    struct stat st;
+    if (stat(dir, &st) == 0 && (st.st_mode & S_IWOTH))
+        return gpp_err_set(err,
+                           "%s: job.checkpoint_dir %s is writable by every user (mode %04o): "
+                           "anyone on this host could plant a checkpoint set the agents load; "
+                           "run chmod o-w %s (nothing was changed)",
+                           cfg->path, dir, (unsigned)(st.st_mode & 07777), dir);
+    int latest = resume ? gpp_ckpt_set_pick(dir, from, err) : gpp_ckpt_set_latest(dir, err);
+    if (latest < 0 && from > 0)
+        return gpp_err_prefix(err,
+                              "--resume-from %d: checkpoint set %d in %s (%s) cannot be resumed "
+                              "from; name another set, or use --resume for the newest that "
+                              "verifies",
+                              from, from, dir, cfg->path);
     if (latest < 0)
         return gpp_err_prefix(err, "%s: job.checkpoint_dir", cfg->path);
     if ((start & GPP_JOB_AUTO) && latest == 0) {
@@ -213,12 +229,17 @@ int gpp_job_recover_keep(gpp_job_t *self, gpp_err_t *err)
     snprintf(path, sizeof path, "%s/plan.json", cfg->job.checkpoint_dir);
     if (gpp_plan_write_json(self->plan, path, err) < 0)
         return gpp_err_prefix(err, "job.checkpoint_dir");
-    if (self->times == GPP_JOB_TIMES_AGENTS) {
+    /* sets newer than the one resumed from (damaged, or passed over by
+       --resume-from) would meet this run's sets of the same numbers */
+    if (self->start > 0 && gpp_ckpt_set_supersede(cfg->job.checkpoint_dir, self->start, err) < 0)
+        return gpp_err_prefix(err, "job.checkpoint_dir");
+    if (self->times == GPP_JOB_TIMES_AGENTS && self->prof) {
+        /* the record names the cluster's preset, which the next start
+           compares (gpp_job_profile_kept) */
         snprintf(path, sizeof path, "%s/profile.json", cfg->job.checkpoint_dir);
-        char *text = gpp_cost_profile_json(self->cost, cfg->job.model, cfg->cluster.device);
-        int rc = gpp_write_file_atomic(path, text, strlen(text), err);
-        free(text);
-        if (rc < 0)
+        snprintf(self->prof->meta.device, sizeof self->prof->meta.device, "%s",
+                 cfg->cluster.device);
+        if (gpp_profile_io_write(self->prof, path, err) < 0)
             return gpp_err_prefix(err, "job.checkpoint_dir");
     }
     return 0;

@@ -73,8 +73,12 @@ int gpp_job_iteration_fn(void *arg, int done, gpp_err_t *err)
                 (c->job.checkpoint_interval > 0 && done % c->job.checkpoint_interval == 0);
     if (!c->job.checkpoint_dir[0] || !saved)
         return 0;
+    /* the last set records the final weights digest (a resumed finished
+       job prints it: gpp_supervisor) */
+    char hex[GPP_SHA256_HEX];
+    int final = done == c->job.iterations && s_weights_digest(self, hex);
     if (gpp_ckpt_set_commit(c->job.checkpoint_dir, done, self->plan->n_stages,
-                            c->job.checkpoint_keep, err) < 0)
+                            c->job.checkpoint_keep, final ? hex : NULL, err) < 0)
         return -1;
     gpp_info("coordinator: checkpoint set %d committed in %s", done, c->job.checkpoint_dir);
     return 0;

@@ -94,6 +94,13 @@ int gpp_cpu_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_atte
 int gpp_cpu_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
                           int heads, int causal, const void *stash, const gpp_tensor_t *dy,
                           gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err);
+int gpp_cpu_attention_bwd_in(gpp_stream_t *s, const gpp_tensor_t *x,
+                             const gpp_attention_params_t *p, int heads, int causal,
+                             const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                             void *dqkv, gpp_err_t *err);
+int gpp_cpu_attention_bwd_w(gpp_stream_t *s, const gpp_tensor_t *x, int heads, const void *stash,
+                            const gpp_tensor_t *dy, const void *dqkv, gpp_attention_params_t *dp,
+                            gpp_err_t *err);
 
 int gpp_cpu_embedding_bag_fwd(gpp_stream_t *s, const gpp_tensor_t *idx, const gpp_tensor_t *table,
                               gpp_tensor_t *y, gpp_err_t *err);

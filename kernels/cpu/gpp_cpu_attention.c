@@ -100,33 +100,19 @@ int gpp_cpu_attention_fwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_atte
     return 0;
 }
 
-int gpp_cpu_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
-                          int heads, int causal, const void *stash, const gpp_tensor_t *dy,
-                          gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err)
+/* B: dctx = dy W_o (workspace), per (sample, head) the gradient of qkv into
+ * dqkv [m, 3 hid] (overwritten), then dx += dqkv W_qkv. dprob: one [seq,
+ * seq] block of workspace. */
+static void s_attention_bwd_in(const gpp_tensor_t *x, const gpp_attention_params_t *p, int heads,
+                               const float *stash, const float *dyp, float *dctx, float *dprob,
+                               float *dqkv, float *dx)
 {
-    (void)causal; /* the stashed probabilities are zero where masked: dS is too */
     int64_t n = x->n, seq = x->rows, hid = x->cols, dh = hid / heads, m = n * seq;
     const float *qkv = stash;
     const float *prob = qkv + m * 3 * hid;
-    const float *ctx = prob + n * heads * seq * seq;
     float scale = 1.0f / sqrtf((float)dh);
 
-    /* workspace: dctx [m, hid] | dqkv [m, 3 hid] | dprob [seq, seq] | ones [m] */
-    int64_t ws_floats = m * hid + m * 3 * hid + seq * seq;
-    assert((size_t)(ws_floats + m) * sizeof(float) == gpp_attention_workspace_bytes(n, seq, hid));
-    float *dctx = gpp_cpu_workspace_ones(s, ws_floats, m, err);
-    if (!dctx)
-        return gpp_err_prefix(err, "attention backward workspace");
-    const float *ones = dctx + ws_floats;
-    float *dqkv = dctx + m * hid;
-    float *dprob = dqkv + m * 3 * hid;
-
-    /* output projection: dctx = dy W_o (overwritten), dW_o, db_o += */
-    const float *dyp = dy->data;
     gpp_cpu_sgemm(0, 0, m, hid, hid, 1.0f, dyp, hid, p->w_o.data, hid, 0.0f, dctx, hid);
-    gpp_cpu_linear_bwd_raw(m, hid, hid, ctx, p->w_o.data, dyp, NULL, dp ? dp->w_o.data : NULL,
-                           dp ? dp->b_o.data : NULL, ones);
-
     for (int64_t i = 0; i < n; i++) {
         for (int64_t h = 0; h < heads; h++) {
             int64_t off = i * seq * 3 * hid + h * dh;
@@ -143,7 +129,70 @@ int gpp_cpu_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_atte
             gpp_cpu_sgemm(1, 0, seq, dh, seq, scale, dprob, seq, q, 3 * hid, 0.0f, dk, 3 * hid);
         }
     }
-    gpp_cpu_linear_bwd_raw(m, hid, 3 * hid, x->data, p->w_qkv.data, dqkv, dx ? dx->data : NULL,
-                           dp ? dp->w_qkv.data : NULL, dp ? dp->b_qkv.data : NULL, ones);
+    if (dx)
+        gpp_cpu_linear_bwd_raw(m, hid, 3 * hid, x->data, p->w_qkv.data, dqkv, dx, NULL, NULL, NULL);
+}
+
+/* W: dW_o, db_o += from the stashed ctx and dy; dW_qkv, db_qkv += from x and
+ * dqkv. ones: m floats equal to 1. */
+static void s_attention_bwd_w(const gpp_tensor_t *x, int heads, const float *stash,
+                              const float *dyp, const float *dqkv, const gpp_attention_params_t *dp,
+                              const float *ones)
+{
+    int64_t n = x->n, seq = x->rows, hid = x->cols, m = n * seq;
+    const float *ctx = stash + m * 3 * hid + n * heads * seq * seq;
+    if (!dp)
+        return;
+    gpp_cpu_linear_bwd_raw(m, hid, hid, ctx, NULL, dyp, NULL, dp->w_o.data, dp->b_o.data, ones);
+    gpp_cpu_linear_bwd_raw(m, hid, 3 * hid, x->data, NULL, dqkv, NULL, dp->w_qkv.data,
+                           dp->b_qkv.data, ones);
+}
+
+/* The fused backward is B then W, with dqkv in the workspace: the same calls
+ * on the same values as the split passes (gpp_cpu_attention_bwd_in, _w). */
+int gpp_cpu_attention_bwd(gpp_stream_t *s, const gpp_tensor_t *x, const gpp_attention_params_t *p,
+                          int heads, int causal, const void *stash, const gpp_tensor_t *dy,
+                          gpp_tensor_t *dx, gpp_attention_params_t *dp, gpp_err_t *err)
+{
+    (void)causal; /* the stashed probabilities are zero where masked: dS is too */
+    int64_t n = x->n, seq = x->rows, hid = x->cols, m = n * seq;
+    /* workspace: dctx [m, hid] | dqkv [m, 3 hid] | dprob [seq, seq] | ones [m] */
+    int64_t ws_floats = m * hid + m * 3 * hid + seq * seq;
+    assert((size_t)(ws_floats + m) * sizeof(float) == gpp_attention_workspace_bytes(n, seq, hid));
+    float *dctx = gpp_cpu_workspace_ones(s, ws_floats, m, err);
+    if (!dctx)
+        return gpp_err_prefix(err, "attention backward workspace");
+    float *dqkv = dctx + m * hid;
+    s_attention_bwd_in(x, p, heads, stash, dy->data, dctx, dqkv + m * 3 * hid, dqkv,
+                       dx ? dx->data : NULL);
+    s_attention_bwd_w(x, heads, stash, dy->data, dqkv, dp, dctx + ws_floats);
+    return 0;
+}
+
+int gpp_cpu_attention_bwd_in(gpp_stream_t *s, const gpp_tensor_t *x,
+                             const gpp_attention_params_t *p, int heads, int causal,
+                             const void *stash, const gpp_tensor_t *dy, gpp_tensor_t *dx,
+                             void *dqkv, gpp_err_t *err)
+{
+    (void)causal;
+    int64_t n = x->n, seq = x->rows, hid = x->cols, m = n * seq;
+    int64_t ws_floats = m * hid + m * 3 * hid + seq * seq; /* the fused layout; dqkv unused */
+    float *dctx = gpp_cpu_workspace_ones(s, ws_floats, m, err);
+    if (!dctx)
+        return gpp_err_prefix(err, "attention backward workspace");
+    s_attention_bwd_in(x, p, heads, stash, dy->data, dctx, dctx + m * 4 * hid, dqkv,
+                       dx ? dx->data : NULL);
+    return 0;
+}
+
+int gpp_cpu_attention_bwd_w(gpp_stream_t *s, const gpp_tensor_t *x, int heads, const void *stash,
+                            const gpp_tensor_t *dy, const void *dqkv, gpp_attention_params_t *dp,
+                            gpp_err_t *err)
+{
+    int64_t m = x->n * x->rows;
+    float *ones = gpp_cpu_workspace_ones(s, 0, m, err);
+    if (!ones)
+        return gpp_err_prefix(err, "attention backward workspace");
+    s_attention_bwd_w(x, heads, stash, dy->data, dqkv, dp, ones);
     return 0;
 }

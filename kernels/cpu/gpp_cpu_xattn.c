@@ -88,31 +88,21 @@ int gpp_cpu_cross_attention_fwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err
     return 0;
 }
 
-int gpp_cpu_cross_attention_bwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+/* B: dctx = dy W_o (workspace), per (sample, head) the gradients of q and
+ * kv into dq [mq, E] and dkv [mk, 2E] (overwritten), then dxq, dxk += from
+ * them. dprob: one [sq, sk] block of workspace. */
+static void s_cross_bwd_in(const gpp_op_args_t *a, float *dctx, float *dprob, float *dq, float *dkv)
 {
     const gpp_tensor_t *xq = a->x[0], *xk = a->x[1];
     const gpp_tensor_t *w = &a->w[0], *wo = &a->w[2];
     int heads = a->op->heads;
     int64_t n = xq->n, sq = xq->rows, sk = xk->rows, E = xq->cols, dh = E / heads;
-    int64_t mq = n * sq, mk = n * sk, mo = mq > mk ? mq : mk;
+    int64_t mq = n * sq, mk = n * sk;
     const float *q = a->stash, *kv = q + mq * E, *prob = kv + mk * 2 * E;
-    const float *ctx = prob + n * heads * sq * sk;
     float scale = 1.0f / sqrtf((float)dh);
-    int64_t head = 2 * mq * E + 2 * mk * E + sq * sk;
-    assert((size_t)(head + mo) * sizeof(float) ==
-           gpp_cross_attention_workspace_bytes(n, sq, sk, E));
-    float *dctx = gpp_cpu_workspace_ones(s, head, mo, err);
-    if (!dctx)
-        return gpp_err_prefix(err, "cross-attention backward workspace");
-    const float *ones = dctx + head;
-    float *dq = dctx + mq * E, *dkv = dq + mq * E, *dprob = dkv + mk * 2 * E;
-    float *dw = a->dw ? a->dw[0].data : NULL, *db = a->dw ? a->dw[1].data : NULL;
-    float *dwo = a->dw ? a->dw[2].data : NULL, *dbo = a->dw ? a->dw[3].data : NULL;
     float *dxq = a->dx && a->dx[0] ? a->dx[0]->data : NULL;
     float *dxk = a->dx && a->dx[1] ? a->dx[1]->data : NULL;
-    const float *dy = a->dy->data;
-    gpp_cpu_sgemm(0, 0, mq, E, E, 1.0f, dy, E, wo->data, E, 0.0f, dctx, E);
-    gpp_cpu_linear_bwd_raw(mq, E, E, ctx, wo->data, dy, NULL, dwo, dbo, ones);
+    gpp_cpu_sgemm(0, 0, mq, E, E, 1.0f, a->dy->data, E, wo->data, E, 0.0f, dctx, E);
     for (int64_t i = 0; i < n; i++)
         for (int64_t h = 0; h < heads; h++) {
             const float *qh = q + i * sq * E + h * dh;
@@ -139,9 +129,54 @@ int gpp_cpu_cross_attention_bwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err
             gpp_cpu_sgemm(0, 0, sq, dh, sk, scale, dprob, sk, kh, 2 * E, 0.0f, dqh, E);
             gpp_cpu_sgemm(1, 0, sk, dh, sq, scale, dprob, sk, qh, E, 0.0f, dkh, 2 * E);
         }
-    gpp_cpu_linear_bwd_raw(mq, E, E, (const float *)xq->data, w->data, dq, dxq, dw, db, ones);
-    gpp_cpu_linear_bwd_raw(mk, E, 2 * E, (const float *)xk->data, (const float *)w->data + E * E,
-                           dkv, dxk, dw ? dw + E * E : NULL, db ? db + E : NULL, ones);
+    gpp_cpu_linear_bwd_raw(mq, E, E, NULL, w->data, dq, dxq, NULL, NULL, NULL);
+    gpp_cpu_linear_bwd_raw(mk, E, 2 * E, NULL, (const float *)w->data + E * E, dkv, dxk, NULL, NULL,
+                           NULL);
+}
+
+/* W: the output projection's gradients from the stashed ctx and dy, the
+ * in-projection's from the inputs and dq, dkv. ones: max(mq, mk) floats. */
+static void s_cross_bwd_w(const gpp_op_args_t *a, const float *dq, const float *dkv,
+                          const float *ones)
+{
+    const gpp_tensor_t *xq = a->x[0], *xk = a->x[1];
+    int heads = a->op->heads;
+    int64_t n = xq->n, sq = xq->rows, sk = xk->rows, E = xq->cols;
+    int64_t mq = n * sq, mk = n * sk;
+    const float *ctx = (const float *)a->stash + mq * E + mk * 2 * E + n * heads * sq * sk;
+    float *dw = a->dw ? a->dw[0].data : NULL, *db = a->dw ? a->dw[1].data : NULL;
+    float *dwo = a->dw ? a->dw[2].data : NULL, *dbo = a->dw ? a->dw[3].data : NULL;
+    gpp_cpu_linear_bwd_raw(mq, E, E, ctx, NULL, a->dy->data, NULL, dwo, dbo, ones);
+    gpp_cpu_linear_bwd_raw(mq, E, E, (const float *)xq->data, NULL, dq, NULL, dw, db, ones);
+    gpp_cpu_linear_bwd_raw(mk, E, 2 * E, (const float *)xk->data, NULL, dkv, NULL,
+                           dw ? dw + E * E : NULL, db ? db + E : NULL, ones);
+}
+
+/* The whole backward is B then W with dq, dkv in the workspace; a part
+ * (a->part) runs one of them with dq, dkv in the op's W stash (a->wstash:
+ * dq [mq, E] | dkv [mk, 2E], gpp_op_wstash_bytes). */
+int gpp_cpu_cross_attention_bwd(gpp_stream_t *s, const gpp_op_args_t *a, gpp_err_t *err)
+{
+    const gpp_tensor_t *xq = a->x[0], *xk = a->x[1];
+    int64_t n = xq->n, sq = xq->rows, sk = xk->rows, E = xq->cols;
+    int64_t mq = n * sq, mk = n * sk, mo = mq > mk ? mq : mk;
+    int64_t head = 2 * mq * E + 2 * mk * E + sq * sk;
+    assert((size_t)(head + mo) * sizeof(float) ==
+           gpp_cross_attention_workspace_bytes(n, sq, sk, E));
+    float *dctx = gpp_cpu_workspace_ones(s, head, mo, err);
+    if (!dctx)
+        return gpp_err_prefix(err, "cross-attention backward workspace");
+    const float *ones = dctx + head;
+    float *dq = dctx + mq * E, *dkv = dq + mq * E, *dprob = dkv + mk * 2 * E;
+    if (a->part != GPP_BWD_ALL) { /* the W stash holds dq, dkv between the passes */
+        assert(a->wstash || mq + mk == 0);
+        dq = a->wstash;
+        dkv = dq + mq * E;
+    }
+    if (a->part != GPP_BWD_W)
+        s_cross_bwd_in(a, dctx, dprob, dq, dkv);
+    if (a->part != GPP_BWD_IN)
+        s_cross_bwd_w(a, dq, dkv, ones);
     return 0;
 }
 

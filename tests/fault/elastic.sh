@@ -138,7 +138,7 @@ grep "^elastic: planned" "$TMP/el.out" | sed 's/^/     /'
 # 3. a plan file (for 4 devices) and --max-restarts 0: the first death drops
 # the slot and the cluster file's planner re-plans
 "$BUILD/planner/gpp-plan" --model "$MODEL" --devices 4 --device cpu --batch 16 --micro-batch 4 \
-    --mem-gib 2 --json "$TMP/plan4.json" >/dev/null
+    --mem-gib 2 --schedule 1f1b --json "$TMP/plan4.json" >/dev/null
 mkconf file >/dev/null
 run_killing file --plan "$TMP/plan4.json" --max-restarts 0 --elastic
 if [ $rc = 0 ] && [ $kills = 1 ] &&

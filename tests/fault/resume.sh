@@ -11,8 +11,9 @@
 #   - --resume runs iterations 5-6 from set 4, prints the fault-free run's
 #     weights digest and commits a set 6 byte-identical to the fault-free
 #     run's; the metrics file keeps the killed run's lines and goes on;
-#   - --resume of the finished job, or of a directory without a set, is
-#     refused (exit 2);
+#   - --resume of the finished job prints its weights digest (recorded in
+#     the last set's manifest) and exits 0; of a directory without a set
+#     it is refused (exit 2);
 #   - with --max-restarts the coordinator restarts the killed agents itself
 #     from set 4 and ends with the fault-free weights; a fault in every
 #     attempt stops the job after the bounded number of restarts;
@@ -81,6 +82,15 @@ if [ $rc = 2 ] && grep -q "the plan to run (--plan gpp) differs from the plan of
 else
     fail "--resume with another plan (rc $rc)"; tail -3 "$TMP/other.err"
 fi
+# the same with --plan auto: planned once the agents profiled, refused the
+# same way (exit 2, not 1; issue 33, item 10)
+timeout 120 "$COORD" --resume --plan auto "$(mkconf other 2 run)" >"$TMP/other2.out" \
+    2>"$TMP/other2.err"; rc=$?
+if [ $rc = 2 ] && grep -q "differs from the plan of checkpoint set 4" "$TMP/other2.err"; then
+    ok "--resume --plan auto with another plan refused (exit 2)"
+else
+    fail "--resume --plan auto with another plan (rc $rc)"; grep -v OpenBLAS "$TMP/other2.err" | tail -3
+fi
 
 # 5. --resume: iterations 5-6 from set 4, the fault-free weights
 timeout 120 "$COORD" --resume --plan gpp "$C" >"$TMP/resume.out" 2>"$TMP/resume.err"; rc=$?
@@ -114,8 +124,13 @@ else
 fi
 
 # 6. nothing left to resume: the finished job, a directory without sets
-expect_fail "--resume of the finished job" "already has all 6 iterations" \
-    timeout 60 "$COORD" --resume --plan gpp "$C"
+timeout 60 "$COORD" --resume --plan gpp "$C" >"$TMP/fin.out" 2>"$TMP/fin.err"; rc=$?
+if [ $rc = 0 ] && [ "$(digest "$TMP/fin.out")" = "$ref" ] &&
+    grep -q "already has all 6 iterations: the job finished" "$TMP/fin.err"; then
+    ok "--resume of the finished job: exit 0 with its weights digest (from set 6's manifest)"
+else
+    fail "--resume of the finished job (rc $rc)" "$(tail -2 "$TMP/fin.err")"
+fi
 expect_fail "--resume without a set" "holds no complete checkpoint set" \
     timeout 60 "$COORD" --resume --plan gpp "$(mkconf empty 4 empty)"
 # 7. --max-restarts: the same kill, and the coordinator itself stops and

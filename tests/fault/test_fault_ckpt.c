@@ -87,7 +87,7 @@ static void s_save_set(s_job_t *j, int n, int keep)
         gpp_ckpt_set_stage_path(path, sizeof path, j->dir, n, s);
         GPP_EXPECT_MSG(gpp_exec_ckpt_save(j->ex[s], path, &err) == 0, "%s", err.msg);
     }
-    GPP_EXPECT_MSG(gpp_ckpt_set_commit(j->dir, n, STAGES, keep, &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(gpp_ckpt_set_commit(j->dir, n, STAGES, keep, NULL, &err) == 0, "%s", err.msg);
 }
 
 /* Moves every stage on by one optimizer step (zero gradients: AdamW's
@@ -187,13 +187,28 @@ static void t_incomplete_and_damaged_sets(void)
     GPP_EXPECT(gpp_ckpt_set_check(j.dir, 4, &err) < 0 && strstr(err.msg, "stage1.ckpt") &&
                strstr(err.msg, "damaged"));
     GPP_EXPECT(gpp_ckpt_set_latest(j.dir, &err) == 2);
+    /* a byte inside a stage file's data flipped (size, trailer and manifest
+       agree): the data CRC finds it, set 2 is the newest (issue 33, item 4) */
+    s_save_set(&j, 4, 10);
+    GPP_EXPECT(gpp_ckpt_set_latest(j.dir, &err) == 4);
+    b = gpp_fixture_slurp(path, &len);
+    if (b && len > 8) {
+        b[len / 2] ^= 0x10;
+        gpp_fixture_spit(path, b, len);
+    }
+    free(b);
+    GPP_EXPECT(gpp_ckpt_set_check(j.dir, 4, &err) < 0 && strstr(err.msg, "stage1.ckpt") &&
+               strstr(err.msg, "its data has CRC"));
+    GPP_EXPECT(gpp_ckpt_set_pick(j.dir, 4, &err) < 0 && strstr(err.msg, "corrupted"));
+    GPP_EXPECT(gpp_ckpt_set_latest(j.dir, &err) == 2);
+    GPP_EXPECT(gpp_ckpt_set_pick(j.dir, 2, &err) == 2);
     /* a stage file missing: the commit fails and names it, the set stays incomplete */
     char set6[300];
     gpp_ckpt_set_dir(set6, sizeof set6, j.dir, 6);
     GPP_EXPECT(gpp_mkdirs(set6, 0700, &err) == 0);
     gpp_ckpt_set_stage_path(path, sizeof path, j.dir, 6, 0);
     GPP_EXPECT(gpp_exec_ckpt_save(j.ex[0], path, &err) == 0);
-    GPP_EXPECT(gpp_ckpt_set_commit(j.dir, 6, STAGES, 10, &err) < 0 &&
+    GPP_EXPECT(gpp_ckpt_set_commit(j.dir, 6, STAGES, 10, NULL, &err) < 0 &&
                strstr(err.msg, "stage1.ckpt") && strstr(err.msg, "left incomplete"));
     GPP_EXPECT(gpp_ckpt_set_latest(j.dir, &err) == 2);
     /* a manifest naming a path outside the set is refused */

@@ -2,8 +2,9 @@
 # cluster_profile: same inputs, same plan. --plan auto with a checkpoint_dir
 # keeps the agents' profile as <checkpoint_dir>/profile.json; a second start
 # (--resume: the directory holds the first run's checkpoint set) plans from
-# it (says so, no profiling) and writes the same plan.json;
-# --reprofile measures again; a kept profile that does not fit the model is
+# it (says so, no profiling) and writes the same plan.json; a kept profile
+# measured in another precision, or with bf16 tensors when the job has
+# none, is measured again; --reprofile measures again; a kept profile that does not fit the model is
 # an error naming the file and suggesting --reprofile (exit 2).
 # Usage: cluster_profile.sh BUILD_DIR
 set -u
@@ -24,8 +25,8 @@ plan_of >"$TMP/plan1.json" 2>/dev/null
 if [ $rc = 0 ] && grep -q "profiling the model's ops" "$TMP/1.err" &&
     grep -q '"_gpp"' "$CK/profile.json" && grep -q '"runtime"' "$CK/profile.json" &&
     grep -q '"forward"' "$CK/profile.json" &&
-    /usr/bin/python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["_gpp"]; sys.exit(m.get("precision") != "fp32")' "$CK/profile.json"; then
-    ok "first run profiles and keeps profile.json (the record says fp32: a CPU agent measured it)"
+    /usr/bin/python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["_gpp"]; sys.exit(m.get("precision") != "fp32" or m.get("bf16_tensors") is not False)' "$CK/profile.json"; then
+    ok "first run profiles and keeps profile.json (the record says fp32, no bf16 tensors: a CPU agent measured it)"
 else
     fail "first run (rc $rc)"; cat "$TMP/1.out"; grep -v OpenBLAS "$TMP/1.err" | tail -10
 fi
@@ -56,6 +57,18 @@ if [ $rc = 0 ] && grep -q "^plan: $CK/profile.json was measured for .* in bf16, 
     ok "a kept profile of another precision is measured again"
 else
     fail "kept profile of another precision (rc $rc)"; cat "$TMP/2b.out"; grep -v OpenBLAS "$TMP/2b.err" | tail -10
+fi
+
+# 2c. the kept profile was measured with bf16 tensors, which this job does
+# not keep: its memory and transfer figures are not this job's; measured again
+sed -i 's/"bf16_tensors":[[:space:]]*false/"bf16_tensors": true/' "$CK/profile.json"
+rm -rf "$CK"/set-*
+timeout 120 "$COORD" --plan auto "$(mkconf)" >"$TMP/2c.out" 2>"$TMP/2c.err"; rc=$?
+if [ $rc = 0 ] && grep -q "^plan: $CK/profile.json was measured for .* in fp32 with bf16 tensors, this job is .* in fp32; the agents profile again" "$TMP/2c.out" &&
+    grep -q "profiling the model's ops" "$TMP/2c.err" && grep -q '"bf16_tensors":[[:space:]]*false' "$CK/profile.json"; then
+    ok "a kept profile measured with bf16 tensors is measured again"
+else
+    fail "kept profile with bf16 tensors (rc $rc)"; cat "$TMP/2c.out"; grep -v OpenBLAS "$TMP/2c.err" | tail -10
 fi
 
 # 3. --reprofile: the agents measure again (a fresh start: the checkpoint

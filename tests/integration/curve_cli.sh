@@ -101,6 +101,65 @@ else
         "$(tail -3 "$TMP/2a0.err")"
 fi
 
+# 2b. keys under a path whose coordinator.key is exactly 40 characters of the
+#     Z85 alphabet (mktemp -d's usual name makes it so): a path that exists
+#     is a file, never a key's text (issue 33)
+D40=$(mktemp -d /tmp/gppck40-XXXXXX)
+"$COORD" --keygen "$D40/keys" --agents 2 >/dev/null 2>&1
+P=$(free_port); C=$(mkconf k40 $P 2 external "key_dir = \"$D40/keys\"")
+"$COORD" --control-only --barriers 2 "$C" >"$TMP/2b.out" 2>"$TMP/2b.err" &
+CP=$!
+"$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 0 --control-barriers 2 \
+    --heartbeat-ms 100 --timeout-ms 3000 --key-dir "$D40/keys" 2>"$TMP/2b0.err" &
+A0=$!
+"$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 1 --control-barriers 2 \
+    --heartbeat-ms 100 --timeout-ms 3000 --coordinator-key "$D40/keys/coordinator.key" \
+    --key "$D40/keys/agent-1.key_secret" 2>"$TMP/2b1.err" &
+A1=$!
+bwait $CP 20; rc=$?; bwait $A0 10; r0=$?; bwait $A1 10; r1=$?
+if [ ${#D40} = 19 ] && [ $rc = 0 ] && [ $r0 = 0 ] && [ $r1 = 0 ]; then
+    ok "a 40-character key path is read as the file (--key-dir and --coordinator-key)"
+else
+    fail "40-character key path ${#D40} (rc $rc, agents $r0 $r1)" "$(tail -3 "$TMP/2b.err")" \
+        "$(tail -3 "$TMP/2b0.err")"
+fi
+rm -rf "$D40"
+
+# 2c. an agent key admits the slot its allow-list cert binds (--keygen:
+#     agent-i, slot i): agent-1's key registering for slot 0 is rejected
+#     with the reason, and the real agents of slots 0 and 1 then run the
+#     job (issue 33, item 5)
+if grep -q 'slot = "1"' "$K/agents/agent-1.key"; then
+    ok "keygen binds agent-1's public cert to slot 1 (metadata slot = \"1\")"
+else
+    fail "agent-1.key has no slot metadata" "$(cat "$K/agents/agent-1.key")"
+fi
+P=$(free_port); C=$(mkconf bind $P 2 external "key_dir = \"$K\"")
+"$COORD" --control-only --barriers 2 "$C" >"$TMP/2c.out" 2>"$TMP/2c.err" &
+CP=$!
+"$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot 0 --control-barriers 2 \
+    --heartbeat-ms 100 --timeout-ms 3000 --coordinator-key "$K/coordinator.key" \
+    --key "$K/agent-1.key_secret" 2>"$TMP/2cx.err" &
+X1=$!
+bwait $X1 20; rx=$?
+if [ $rx = 1 ] && grep -q "rejected by the coordinator: its CURVE key (agent-1) admits slot 1 only, but it registered for slot 0: start it with --slot 1, or give it slot 0's key (agent-0.key_secret)" "$TMP/2cx.err" &&
+    grep -q "rejected a registration from 127.0.0.1:0" "$TMP/2c.err"; then
+    ok "agent-1's key registering for slot 0 is rejected, both sides say why"
+else
+    fail "a key for the wrong slot (exit $rx)" "$(tail -2 "$TMP/2cx.err")" "$(tail -2 "$TMP/2c.err")"
+fi
+for s in 0 1; do
+    "$AGENT" --coordinator tcp://127.0.0.1:$P --host 127.0.0.1 --slot $s --control-barriers 2 \
+        --heartbeat-ms 100 --timeout-ms 3000 --key-dir "$K" 2>"$TMP/2c$s.err" &
+    eval A$s=$!
+done
+bwait $CP 30; rc=$?; bwait $A0 10; r0=$?; bwait $A1 10; r1=$?
+if [ $rc = 0 ] && [ $r0 = 0 ] && [ $r1 = 0 ]; then
+    ok "the real agents of slots 0 and 1 then run the job (exit 0)"
+else
+    fail "agents after a wrong-slot key (rc $rc, agents $r0 $r1)" "$(tail -3 "$TMP/2c.err")"
+fi
+
 # 3. key files others may read, and half a key configuration: exit 2 with the fix
 cp "$K/agent-1.key_secret" "$TMP/loose.key_secret"
 chmod 644 "$TMP/loose.key_secret"
@@ -109,7 +168,7 @@ expect_fail "agent: a world-readable secret" "chmod 600 $TMP/loose.key_secret" \
     --key "$TMP/loose.key_secret"
 expect_fail "agent: --coordinator-key without --key" "go together" \
     "$AGENT" --coordinator tcp://127.0.0.1:1 --slot 0 --coordinator-key "$K/coordinator.key"
-expect_fail "agent: a bad --coordinator-key" "neither a 40-character Z85 key" \
+expect_fail "agent: a bad --coordinator-key" "neither a readable certificate (No such file or directory)" \
     "$AGENT" --coordinator tcp://127.0.0.1:1 --slot 0 --coordinator-key "$TMP/none" \
     --key "$K/agent-0.key_secret"
 cp -rp "$K" "$TMP/kloose"

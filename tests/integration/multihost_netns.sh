@@ -6,7 +6,8 @@
 # /etc/hosts (/etc/netns/NS/hosts, which `ip netns exec` bind-mounts) that
 # maps the host's own name to 127.0.1.1 as Debian's installer does. The
 # coordinator binds by host name, two agents per agent host connect to it
-# by name and train the main job; the loss curve and the weights digest must
+# by name with CURVE keys (docs/operations.md's multi-host steps: --keygen,
+# key_dir, --coordinator-key and --key per slot) and train the main job; the loss curve and the weights digest must
 # equal those of the same plan on one host. Then the other bind forms
 # (interface, wildcard), the bind errors, and a network partition (hostb cut
 # off mid-run: detected, stopped, resumed to the uninterrupted run's
@@ -98,7 +99,7 @@ conf() {
     cat >"$1" <<EOF
 [coordinator]
 endpoint = "$2"
-insecure_plaintext = $([ "$3" = external ] && echo true || echo false)
+$([ "$3" = external ] && echo "key_dir = \"$TMP/keys\"")
 [cluster]
 device = "cpu"
 mem_gib = 0.03
@@ -131,13 +132,17 @@ slots = 2'
 CORES=$(getconf _NPROCESSORS_ONLN)
 THREADS=$((CORES > 4 ? CORES / 4 : 1))
 MEM=32212254 # mem_gib 0.03 in bytes, as the local launch passes it
+# the keys of docs/operations.md's multi-host steps: one pair per slot
+# index (agent-N admits slot N on any host), shared by the hosts
+"$COORD" --keygen "$TMP/keys" --agents 2 >/dev/null
 # agent HOST PORT SLOT [ARGS]: one agent on HOST, started by hand, connecting
-# to the coordinator by name
+# to the coordinator by name with its slot's key
 agent() {
     local h=$1 p=$2 s=$3
     shift 3
     spawn "$h" "$TMP/$h.$p.$s.out" "$TMP/$h.$p.$s.err" "$AGENT" --coordinator "tcp://coord:$p" \
-        --slot "$s" --threads "$THREADS" --mem-bytes $MEM --heartbeat-ms 250 --timeout-ms 20000 "$@"
+        --slot "$s" --threads "$THREADS" --mem-bytes $MEM --heartbeat-ms 250 --timeout-ms 20000 \
+        --coordinator-key "$TMP/keys/coordinator.key" --key "$TMP/keys/agent-$s.key_secret" "$@"
 }
 losses() { grep -o '"iteration":[0-9]*,"loss":[^,]*' "$1"; }
 digest() { sed -n 's/^{"weights_sha256":"\([0-9a-f]*\)"}$/\1/p' "$1"; }

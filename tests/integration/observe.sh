@@ -155,6 +155,32 @@ rc=$?
     && ok "gpp-top --once without a coordinator: exit 1 naming the endpoint" \
     || fail "gpp-top --once without a coordinator" "exit $rc: $(cat "$TMP/top.err")"
 
+# a job that ends: /metrics serves its final state for [metrics]
+# http_linger_ms after the end (issue 33, item 8), then the coordinator exits 0
+read -r CPORT2 HPORT2 <<<"$(free_port 2 | tr '\n' ' ')"
+C2=$(cpu_job_conf "$TMP/end.toml" 2 4 "" "[metrics]
+http_port = $HPORT2
+http_linger_ms = 4000")
+sed -i "s|^endpoint = .*|endpoint = \"tcp://127.0.0.1:$CPORT2\"|" "$C2"
+"$COORD" --plan gpp "$C2" >"$TMP/end.out" 2>"$TMP/end.err" &
+CP=$!
+track $CP
+wait_until 120 grep -q "serving the job's final state on port $HPORT2 for 4.0 s" "$TMP/end.err"
+sleep 1 # a scrape a moment after the end
+final=$($PY -c 'import sys, urllib.request
+t = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=5).read().decode()
+print(" ".join(l for l in t.splitlines() if l.startswith(("gpp_job_state{state=\"done\"}", "gpp_iterations_completed_total"))))' "$HPORT2" 2>&1)
+running $CP
+alive=$?
+bwait $CP 30
+rc=$?
+if [ $alive = 0 ] && [ $rc = 0 ] && echo "$final" | grep -q 'gpp_job_state{state="done"} 1' &&
+    echo "$final" | grep -q "gpp_iterations_completed_total 4"; then
+    ok "after the job ended /metrics still served its final state ($final), then exit 0"
+else
+    fail "final state on /metrics (alive $alive, rc $rc)" "$final" "$(tail -2 "$TMP/end.err")"
+fi
+
 # a port in use: exit 2 naming it, no agent launched (the holder reuses
 # the address: the scrapes left the port in TIME_WAIT)
 $PY -c 'import socket, sys, time

@@ -33,6 +33,7 @@ set -u
 . "$(dirname "$0")/lib/gpp_test.sh"
 gpp_test_begin onnx_torch "${1:-}"
 TRAIN=$BUILD/agent/exec/gpp-train
+export GPP_BUILD=$BUILD # scripts/gpp-export runs gpp's importer from the build under test
 . "$SRC/scripts/blas-env.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then
@@ -262,11 +263,11 @@ class LN(nn.Module):  # two nn.LayerNorm (weights not 1/0); at opset 13 torch wr
         return s.h(s.n2(torch.relu(s.b(s.n1(torch.relu(s.a(x)))))))
 class LN13(LN):  # the same model; the loop exports it at opset 13 (the written-out form)
     pass
-if __name__ == "__main__":
-    r, B, T, M = np.random.default_rng(3), 16, 20, globals()[sys.argv[1]]
+def train(name, d):  # the data in d, 20 SGD steps of PyTorch, a loss a line
+    r, B, T, M = np.random.default_rng(3), 16, 20, globals()[name]
     x = r.standard_normal((B * T,) + M.IN).astype(np.float32)
     y = r.standard_normal((B * T,) + M.OUT).astype(np.float32)
-    np.save(f"{sys.argv[2]}/x.npy", x); np.save(f"{sys.argv[2]}/loss.npy", y)
+    np.save(f"{d}/x.npy", x); np.save(f"{d}/loss.npy", y)
     net = M()
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     for s in range(T):
@@ -274,8 +275,54 @@ if __name__ == "__main__":
                                       torch.from_numpy(y[s * B:(s + 1) * B]))
         opt.zero_grad(); loss.backward(); opt.step()
         print(f"{loss.item():.9g}")
+# LayerNorms written out (opset 13) that gpp's layernorm cannot be: another
+# epsilon, no weight (refused by gpp-export below)
+class LNeps(LN):
+    def __init__(s):
+        super().__init__()
+        s.n1 = nn.LayerNorm(16, eps=1e-6)
+class LNnoaff(LN):
+    def __init__(s):
+        super().__init__()
+        s.n2 = nn.LayerNorm(16, elementwise_affine=False)
 PYEOF
-mkdir -p "$TMP/ds"
+# One Python process runs every gpp-export call and every PyTorch side below
+# (torch takes seconds to import): batch.py runs the jobs of a file, one a
+# line, "K export ARGS..." (scripts/gpp-export's main in this process) or
+# "K torch MODEL DIR" (shapes.py's train), and keeps each one's stdout,
+# stderr and exit status in $TMP/job.K.{out,err,rc}; `recorded K` gives
+# them back as if the job ran now, so expect_ok / expect_fail read them.
+cat >"$TMP/batch.py" <<'PYEOF'
+import contextlib, importlib.machinery, importlib.util, shlex, sys
+def load(name, path):
+    spec = importlib.util.spec_from_loader(name, importlib.machinery.SourceFileLoader(name, path))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+export, shapes = load("gpp_export", sys.argv[2]), load("shapes", sys.argv[3])
+for line in open(sys.argv[1]):
+    k, what, *args = shlex.split(line)
+    base = f"{sys.argv[4]}/job.{k}"
+    rc = 0
+    with open(base + ".out", "w") as o, open(base + ".err", "w") as e, \
+            contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
+        try:
+            if what == "export":
+                export.main(["gpp-export"] + args)
+            else:
+                shapes.train(*args)
+        except SystemExit as x:
+            rc = x.code if isinstance(x.code, int) else 1
+        except Exception as x:
+            print(f"{type(x).__name__}: {x}", file=sys.stderr)
+            rc = 1
+    open(base + ".rc", "w").write(f"{rc}\n")
+PYEOF
+recorded() {
+    cat "$TMP/job.$1.out"
+    cat "$TMP/job.$1.err" >&2
+    return "$(cat "$TMP/job.$1.rc")"
+}
 # model, ops, parameters, input shape[, loss tolerance]. The GELU models
 # are held to 2e-6: gpp computes the form the file has, and their worst
 # relative differences measured 4.1e-7 (Gelu: nn.GELU(), erf), 3.1e-7
@@ -283,29 +330,44 @@ mkdir -p "$TMP/ds"
 # as the other models' (up to 6.7e-7); gpp's tanh form in place of erf, as
 # before the erf form existed, measured 1.35e-4 (Gelu) and 5.4e-6 (TELgelu),
 # and GeluT's tanh arithmetic was not imported at all.
-for spec in "Split 12 207 10" "Views 6 115 10" "Flat 11 297 4x6" "Attn 5 315 4x8" \
-    "TEL 10 600 4x8" "TELpre 10 600 4x8" "TELgelu 10 600 4x8 2e-6" "Gelu 7 499 10 2e-6" \
-    "GeluT 7 499 10 2e-6" "AttnC 5 315 4x8" "MHAC 8 387 4x8" "LN 9 563 10" "LN13 9 563 10 - 13" \
-    "GeluHF 7 499 10 2e-6" \
-    "MHA 8 387 4x8"; do  # MHA last: the cluster job below reads its data
+SPECS=("Split 12 207 10" "Views 6 115 10" "Flat 11 297 4x6" "Attn 5 315 4x8"
+    "TEL 10 600 4x8" "TELpre 10 600 4x8" "TELgelu 10 600 4x8 2e-6" "Gelu 7 499 10 2e-6"
+    "GeluT 7 499 10 2e-6" "AttnC 5 315 4x8" "MHAC 8 387 4x8" "LN 9 563 10" "LN13 9 563 10 - 13"
+    "GeluHF 7 499 10 2e-6" "MHA 8 387 4x8")
+REFUSED=("LNeps:node .* '/n1/Add' (Add): epsilon 1e-06: gpp's layernorm uses 1e-5"
+    "LNnoaff:'/n2/ReduceMean' (ReduceMean): a LayerNorm written out without a weight")
+: >"$TMP/jobs"
+for spec in "${SPECS[@]}"; do
+    set -- $spec
+    mkdir -p "$TMP/ds-$1"
+    echo "$1.x export --opset ${6:-17} $TMP/shapes.py:$1 $TMP/$1.onnx x=$4" >>"$TMP/jobs"
+    echo "$1.t torch $1 $TMP/ds-$1" >>"$TMP/jobs"
+done
+for m in "${REFUSED[@]}"; do
+    echo "${m%%:*}.x export --opset 13 $TMP/shapes.py:${m%%:*} $TMP/${m%%:*}.onnx x=10" >>"$TMP/jobs"
+done
+echo "nope.x export $TMP/net.py:Nope $TMP/n.onnx x=8" >>"$TMP/jobs"
+echo "opset9.x export --opset 9 $TMP/net.py:Net $TMP/n.onnx x=8" >>"$TMP/jobs"
+$PY "$TMP/batch.py" "$TMP/jobs" "$SRC/scripts/gpp-export" "$TMP/shapes.py" "$TMP" 2>"$TMP/batch.err" ||
+    fail "the Python jobs did not run" "$(tail -5 "$TMP/batch.err")"
+for spec in "${SPECS[@]}"; do
     set -- $spec
     tol=${5:-}
     [ "$tol" = - ] && tol=
-    expect_ok "gpp-export writes the $1 model (opset ${6:-17})" $PY "$SRC/scripts/gpp-export" \
-        --opset "${6:-17}" "$TMP/shapes.py:$1" "$TMP/$1.onnx" x=$4
-    if $PY "$TMP/shapes.py" "$1" "$TMP/ds" >"$TMP/$1.losses" 2>"$TMP/torch.err"; then
+    expect_ok "gpp-export writes the $1 model (opset ${6:-17})" recorded "$1.x"
+    if recorded "$1.t" >"$TMP/$1.losses" 2>"$TMP/torch.err"; then
         ok "PyTorch trains the $1 model"
     else
         fail "PyTorch side of the $1 model" "$(tail -3 "$TMP/torch.err")"
     fi
     expect_ok "gpp-train on the $1 model" "$TRAIN" --model "$TMP/$1.onnx" --loss mse \
-        --data "$TMP/ds" --no-shuffle --iterations 20 --batch 16 --optimizer sgd --lr 0.05 \
+        --data "$TMP/ds-$1" --no-shuffle --iterations 20 --batch 16 --optimizer sgd --lr 0.05 \
         --momentum 0.9 --threads 1
     grep -q "model $TMP/$1.onnx:loss=mse: $2 ops, $3 parameters" "$TMP/out" &&
         ok "$1: $2 ops, $3 parameters" || fail "unexpected $1 model" "$(grep -m1 'ops,' "$TMP/out")"
     s_same_losses "$TMP/$1.losses" "$tol"
 done
-# the nn.MultiheadAttention model (its data still in $TMP/ds) on 4 CPU agents
+# the nn.MultiheadAttention model (its data in $TMP/ds-MHA) on 4 CPU agents
 # through the GPP plan: the losses of one gpp-train process (which shuffles
 # the same way; the cluster has no --no-shuffle) within 1e-4
 COORD=$BUILD/coordinator/gpp-coordinator
@@ -315,7 +377,7 @@ MODEL=$TMP/MHA.onnx
 # end the job (the suite failed in this test once on 2026-11-25, not
 # reproduced in 8 runs under load; the output was lost with the test's
 # temporary folder)
-HEALTH_TIMEOUT_MS=20000 cpu_job_conf "$TMP/c.toml" 4 5 "$TMP/ck" "data = \"$TMP/ds\"
+HEALTH_TIMEOUT_MS=20000 cpu_job_conf "$TMP/c.toml" 4 5 "$TMP/ck" "data = \"$TMP/ds-MHA\"
 micro_batch = 4
 optimizer = \"sgd\"
 lr = 0.05
@@ -327,7 +389,7 @@ nst=$(sed -n 's/^plan gpp for .*: \([0-9]*\) stages, .* of 4 devices.*/\1/p' "$T
 [ -n "$nst" ] && [ "$nst" -ge 2 ] && [ $rc = 0 ] &&
     ok "the MHA model: a $nst-stage GPP job on 4 agents" ||
     fail "cluster job: exit $rc" "$(grep -m3 -i error "$TMP/c.out" "$TMP/c.err")"
-"$TRAIN" --model "$MODEL" --data "$TMP/ds" --iterations 5 --batch 16 --micro-batch 4 \
+"$TRAIN" --model "$MODEL" --data "$TMP/ds-MHA" --iterations 5 --batch 16 --micro-batch 4 \
     --optimizer sgd --lr 0.05 --momentum 0.9 --threads 1 >"$TMP/one.log" 2>&1
 grep -o '^iter [0-9]*/5  loss [0-9.]*' "$TMP/c.out" | awk '{print $4}' >"$TMP/cl.losses"
 grep -o 'iter=[0-9]* loss=[0-9.]*' "$TMP/one.log" | cut -d= -f3 >"$TMP/one.losses"
@@ -336,29 +398,13 @@ worst=$(paste "$TMP/cl.losses" "$TMP/one.losses" | awk '{ d = ($1 - $2) / $2; if
 awk -v w="$worst" 'BEGIN { exit !(w + 0 == w && w <= 1e-4) }' &&
     ok "its 5 losses are gpp-train's (worst relative difference $worst)" ||
     fail "cluster losses differ: $worst" "$(paste "$TMP/cl.losses" "$TMP/one.losses")"
-expect_fail "gpp-export: a missing factory" "has no 'Nope'" $PY "$SRC/scripts/gpp-export" \
-    "$TMP/net.py:Nope" "$TMP/n.onnx" x=8
-expect_fail "gpp-export: an opset torch cannot write" "give 13 to 17" $PY \
-    "$SRC/scripts/gpp-export" --opset 9 "$TMP/net.py:Net" "$TMP/n.onnx" x=8
-# LayerNorms written out (opset 13) that gpp's layernorm cannot be: another
-# epsilon, no weight; each refused by gpp-export (exit 2) naming the node
-# and the fix
-cat >>"$TMP/shapes.py" <<'PYEOF'
-class LNeps(LN):
-    def __init__(s):
-        super().__init__()
-        s.n1 = nn.LayerNorm(16, eps=1e-6)
-class LNnoaff(LN):
-    def __init__(s):
-        super().__init__()
-        s.n2 = nn.LayerNorm(16, elementwise_affine=False)
-PYEOF
-for m in "LNeps:node .* '/n1/Add' (Add): epsilon 1e-06: gpp's layernorm uses 1e-5" \
-    "LNnoaff:'/n2/ReduceMean' (ReduceMean): a LayerNorm written out without a weight"; do
-    # gpp-export runs gpp's importer on what it wrote and keeps nothing gpp refuses
+expect_fail "gpp-export: a missing factory" "has no 'Nope'" recorded nope.x
+expect_fail "gpp-export: an opset torch cannot write" "give 13 to 17" recorded opset9.x
+# the written-out LayerNorms gpp's layernorm cannot be: each refused by
+# gpp-export (exit 2) naming the node and the fix, nothing left behind
+for m in "${REFUSED[@]}"; do
     expect_fail "gpp-export refuses the ${m%%:*} model (opset 13) with gpp's reason" "${m#*:}" \
-        $PY "$SRC/scripts/gpp-export" --opset 13 "$TMP/shapes.py:${m%%:*}" \
-        "$TMP/${m%%:*}.onnx" x=10
+        recorded "${m%%:*}.x"
     [ ! -e "$TMP/${m%%:*}.onnx" ] && ok "no ${m%%:*}.onnx left behind" ||
         fail "gpp-export left ${m%%:*}.onnx"
 done

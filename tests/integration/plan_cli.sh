@@ -19,7 +19,7 @@ grep -q '^mmt' "$TMP/out" && grep -q 'case_study' "$TMP/out" && ok "list-models 
     || fail "list-models names the zoo"
 
 expect_ok "mmt small, all outputs" "$PLAN" --model "$MMT" --devices 4 --device a100-80g --batch 32 \
-    --json "$TMP/p.json" --dot "$TMP/p.dot" --trace "$TMP/t.json" --strategy "$TMP/p.strategy"
+    --schedule 1f1b --json "$TMP/p.json" --dot "$TMP/p.dot" --trace "$TMP/t.json" --strategy "$TMP/p.strategy"
 for want in "depth" "bottleneck TPS" "simulated" "samples/s" "search time" "first .. last"; do
     grep -q "$want" "$TMP/out" && ok "text output has '$want'" || fail "text output has '$want'"
 done
@@ -74,9 +74,9 @@ assert d.startswith("digraph") and d.count("->") == sum(len(s["succ"]) for s in 
 EOF
 then ok "json / strategy / trace / dot shapes"; else fail "json / strategy / trace / dot shapes"; fi
 
-# --schedule: one "stage N  F0 ... B<m-1>" line per stage, as in the JSON's schedule
-expect_ok "schedule" "$PLAN" --model "$MMT" --devices 4 --device a100-80g --batch 32 --schedule \
-    --json "$TMP/s.json"
+# --print-schedule: one "stage N  F0 ... B<m-1>" line per stage, as in the JSON's schedule
+expect_ok "print-schedule" "$PLAN" --model "$MMT" --devices 4 --device a100-80g --batch 32 \
+    --print-schedule --json "$TMP/s.json"
 if python3 - "$TMP/s.json" "$TMP/out" <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -86,6 +86,34 @@ for i, (line, order) in enumerate(zip(text, p["schedule"])):
     assert line.split() == ["stage", str(i)] + order, (line, order)
 EOF
 then ok "schedule text matches the plan"; else fail "schedule text matches the plan"; fi
+
+# --schedule zb-h1: a gpp-plan/2 file with the kind, W delays and W passes,
+# every micro-batch once as F, B and W; the text names the kind
+expect_ok "schedule zb-h1" "$PLAN" --model "$MMT" --devices 4 --device a100-80g --batch 32 \
+    --micro-batch 4 --schedule zb-h1 --print-schedule --json "$TMP/zb.json"
+grep -q "^schedule          zb-h1 (W delay per stage:" "$TMP/out" && ok "text names zb-h1" \
+    || fail "text names zb-h1"
+if python3 - "$TMP/zb.json" "$TMP/out" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["format"] == "gpp-plan/2" and p["schedule_kind"] == "zb-h1"
+B = p["batch"]
+for s, order in zip(p["stages"], p["schedule"]):
+    m = B // s["micro_batch"]
+    assert 0 <= s["w_delay"] <= m
+    assert sorted(order) == sorted(["%s%d" % (c, j) for c in "FBW" for j in range(m)])
+    for j in range(m):
+        assert order.index("F%d" % j) < order.index("B%d" % j) < order.index("W%d" % j)
+text = open(sys.argv[2]).read().split("\nschedule (", 1)[1].splitlines()[1:]
+for i, (line, order) in enumerate(zip(text, p["schedule"])):
+    assert line.split() == ["stage", str(i)] + order, (line, order)
+EOF
+then ok "zb-h1 plan file and text"; else fail "zb-h1 plan file and text"; fi
+# --schedule auto (the default): the least simulated time of the three
+expect_ok "schedule auto" "$PLAN" --model "$MMT" --devices 4 --device a100-80g --batch 32 \
+    --micro-batch 4
+grep -q "^schedule          \(1f1b\|zb-h1\|zb-h2\)" "$TMP/out" && ok "auto names its pick" \
+    || fail "auto names its pick"
 
 expect_ok "spp baseline" "$PLAN" --model "$MMT" --devices 4 --device a100-80g --batch 32 --planner spp \
     --json "$TMP/spp.json"
@@ -137,6 +165,8 @@ printf '{"0": {"name": "x", "inputs": [], "weight_size": 0, "runtime": {"1": "fa
 expect_ok "cluster file" "$PLAN" --cluster "$SRC/config/examples/multi-node-a100.toml" \
     --model "$MMT" --batch 64
 grep -q "a100-80g" "$TMP/out" && ok "cluster file sets the device" || fail "cluster file sets the device"
+grep -q "^schedule          1f1b" "$TMP/out" && ok "cluster file: auto is 1f1b, what its agents run" \
+    || fail "cluster file: auto is 1f1b, what its agents run"
 
 # ---- bad input: exit 2 with a message -------------------------------------------
 A=(--devices 4 --device a100-80g --batch 32)
@@ -144,6 +174,16 @@ expect_fail "no arguments" "give the model" "$PLAN"
 expect_fail "unknown model" "unknown model 'nosuch'" "$PLAN" --model nosuch "${A[@]}"
 expect_fail "unknown model parameter" "unknown parameter 'wings'" "$PLAN" --model mmt:wings=2 "${A[@]}"
 expect_fail "bad model parameter value" "must be an integer" "$PLAN" --model mmt:layers=x "${A[@]}"
+expect_fail "unknown schedule" "--schedule 'zb-v': use auto, 1f1b, zb-h1 or zb-h2" \
+    "$PLAN" --model "$MMT" "${A[@]}" --schedule zb-v
+# zb-h2 holds more than 1F1B: under a bound the 1F1B plan meets (15.7 MiB of
+# 17.4) its stages need 22.7 MiB
+expect_fail "zb-h2 over the memory bound" "no zb-h2 plan of 'mmt' fits .*use schedule 1f1b, zb-h1 or auto" \
+    "$PLAN" --model mmt:branches=2,layers=2,hidden=256,heads=4,seq=64,ffn=512 --devices 4 \
+    --device a100-80g --batch 64 --micro-batch 2 --mem-gib 0.017 --schedule zb-h2
+expect_fail "zero-bubble for cuda agents" "schedule zb-h1: the cuda backend .* has no split backward.*use schedule 1f1b or auto, or backend = \"cpu\"" \
+    "$PLAN" --cluster "$SRC/config/examples/multi-node-a100.toml" --model "$MMT" --batch 64 \
+    --schedule zb-h1
 expect_fail "unknown flag" "unknown argument '--bogus'" "$PLAN" --model "$MMT" "${A[@]}" --bogus
 expect_fail "duplicate flag" "--batch given twice" "$PLAN" --model "$MMT" "${A[@]}" --batch 16
 expect_fail "duplicate switch" "--kfkb given twice" "$PLAN" --model "$MMT" "${A[@]}" --kfkb --kfkb

@@ -184,11 +184,49 @@ def main(argv):
                      st, worst, t_import))
         if cluster:
             run_cluster(src, build, d, gj, fname, getattr(mod, factory), gpp_safetensors)
+        if hasattr(mod, "DROPOUT"):
+            dropout_eval(export, train, build, path, mod, d, ins, lab, gpp_safetensors)
     if table:
         with open(table, "w") as f:
             for name, nops, npar, st, worst, ti in rows:
                 f.write(f"| {name} | {nops} | {npar} | {st} | {worst:.2g} | {ti:.2f} |\n")
     return 1 if failed else 0
+
+
+def dropout_eval(export, train, build, path, mod, d, ins, lab, gpp_safetensors):
+    """The model's Dropout variant (mod.DROPOUT names its factory): gpp's
+    evaluation mode (gpp-train --eval-batches) gives torch's model.eval()
+    loss; a training step's loss (a mask drawn) differs from it."""
+    gj = os.path.join(d, "drop.json")
+    torch.manual_seed(SEED)
+    try:
+        export.main(["gpp-export", "--build", build, "--loss", mod.LOSS,
+                     f"{path}:{mod.DROPOUT}", gj] + mod.INPUTS)
+    except SystemExit as e:
+        ok(False, f"{mod.DROPOUT}: gpp-export", f"exit {e.code}")
+        return
+    model = getattr(mod, mod.DROPOUT)()
+    model.load_state_dict(gpp_safetensors.load_file(os.path.join(d, "drop.safetensors")),
+                          strict=True)
+    model.eval()
+    with torch.no_grad():
+        te = torch_loss(mod.LOSS, model(*[torch.from_numpy(a[:B]) for a in ins]),
+                        torch.from_numpy(lab[:B])).item()
+    common = [train, "--model", gj, "--data", os.path.join(d, "data"), "--no-shuffle",
+              "--batch", str(B), "--threads", "1"]
+    r = subprocess.run(common + ["--iterations", "0", "--eval-batches", "1"],
+                       capture_output=True, text=True)
+    m = re.search(r"eval: batches=1 samples=\d+ loss=([0-9.eE+-]+)", r.stdout)
+    ge = float(m.group(1)) if m else float("nan")
+    ok(m is not None and abs(ge - te) <= TOL * abs(te),
+       f"{mod.DROPOUT}: gpp's evaluation loss is torch's model.eval() one ({ge:.6f}, "
+       f"{te:.6f}): dropout off", r.stdout[-300:] + r.stderr[-300:])
+    r = subprocess.run(common + ["--iterations", "1"], capture_output=True, text=True)
+    m = re.search(r"iter=0 loss=([0-9.eE+-]+)", r.stdout)
+    gt = float(m.group(1)) if m else float("nan")
+    ok(m is not None and abs(gt - ge) > 1e-3 * abs(ge),
+       f"{mod.DROPOUT}: in training the mask is drawn (loss {gt:.6f}, evaluation {ge:.6f})",
+       r.stderr[-300:])
 
 
 def plan8(build, gj):

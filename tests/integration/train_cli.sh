@@ -156,7 +156,7 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 meta = p.pop("_gpp")  # what was measured where
 assert meta == {"model": meta["model"], "device": "cpu", "ops": 39, "backend": "cpu",
-                "precision": "fp32"}, meta
+                "precision": "fp32", "bf16_tensors": False}, meta
 assert meta["model"].startswith("mmt:"), meta
 assert len(p) == 39, len(p)  # every op of the MMT variant
 for k, e in p.items():

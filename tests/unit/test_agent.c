@@ -562,7 +562,7 @@ static void t_abort_while_training(void)
  * exits 2). Both end the agent with 1. */
 static void t_assignment_fails(void)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 4; i++) {
         s_fx_t f;
         s_fx_init(&f);
         s_asg_t s;
@@ -580,10 +580,23 @@ static void t_assignment_fails(void)
             s.act[0].hi = 4;
             want = "action 0: tensor 1 is on no outgoing edge to stage 1";
             code = GPP__ERROR_CODE__ERROR_CONFIG;
-        } else {
+        } else if (i == 1) {
             s.a.model = "nosuchmodel:x=1";
             want = "stage 0 replica 0: building stage 0";
             code = GPP__ERROR_CODE__ERROR_CONFIG; /* the job's model: the user's to fix */
+        } else { /* a zero-bubble list: refused at setup, on cuda naming the backend */
+            s.act[1].type = GPP__ACTION_TYPE__ACT_BWD_INPUT;
+            s.act[4].type = GPP__ACTION_TYPE__ACT_BWD_WEIGHT;
+            s.act[4].mb = 0;
+            if (i == 3)
+                s.a.backend = GPP__BACKEND__BACKEND_CUDA;
+            want = i == 2 ? "action 1 (BWD_IN): the assignment's schedule is zero-bubble "
+                            "(zb-h1/zb-h2), which the agents do not run yet; use schedule = "
+                            "\"1f1b\" or \"auto\""
+                          : "action 1 (BWD_IN): the assignment's schedule is zero-bubble "
+                            "(zb-h1/zb-h2), but the cuda backend has no split backward (B and W "
+                            "passes); use schedule = \"1f1b\" or \"auto\", or backend = \"cpu\"";
+            code = GPP__ERROR_CODE__ERROR_CONFIG;
         }
         if (s_fx_start(&f) == 0) {
             s_register(&f, s.comm.world_size);

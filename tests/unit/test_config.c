@@ -36,10 +36,10 @@ static void t_local_cpu_example(void)
     GPP_EXPECT(c.n_nodes == 1 && c.nodes[0].slots == 4 && gpp_config_devices(&c) == 4);
     GPP_EXPECT(strncmp(c.job.model, "mmt:branches=2,", 15) == 0);
     GPP_EXPECT(c.job.iterations == 20 && c.job.batch == 32 && c.job.seed == 42);
-    GPP_EXPECT(c.job.optimizer == GPP_CONFIG_OPTIM_ADAMW && c.job.lr == 1e-3);
-    GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_LOCAL && c.job.backend == GPP_CONFIG_BACKEND_CPU);
+    GPP_EXPECT(c.job.optimizer == GPP_OPTIM_ADAMW && c.job.lr == 1e-3);
+    GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_LOCAL && c.job.backend == GPP_DEVICE_CPU);
     GPP_EXPECT(strcmp(c.cluster.device, "cpu") == 0 && c.cluster.mem_gib == 0.03);
-    GPP_EXPECT(strcmp(gpp_config_optim_name(c.job.optimizer), "adamw") == 0);
+    GPP_EXPECT(strcmp(gpp_optim_kind_name(c.job.optimizer), "adamw") == 0);
     gpp_config_release(&c);
     GPP_EXPECT(c.nodes == NULL);
 }
@@ -54,8 +54,7 @@ static void t_multi_node_example(void)
         return;
     GPP_EXPECT(c.n_nodes == 4 && gpp_config_devices(&c) == 32);
     GPP_EXPECT(strcmp(c.nodes[3].host, "node-3") == 0);
-    GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_EXTERNAL &&
-               c.job.backend == GPP_CONFIG_BACKEND_CUDA);
+    GPP_EXPECT(c.job.launch == GPP_CONFIG_LAUNCH_EXTERNAL && c.job.backend == GPP_DEVICE_CUDA);
     GPP_EXPECT(c.cluster.inter_gbps == 25 && c.cluster.intra_latency_us == 5);
     /* the defaults: what has run on a GPU (no graphs, fp32 tensors) */
     GPP_EXPECT(c.job.cuda_graphs == 0 && c.job.bf16_tensors == 0);
@@ -117,7 +116,7 @@ static void t_defaults(void)
     GPP_EXPECT(c.n_nodes == 1 && c.nodes[0].slots == 1);
     GPP_EXPECT(c.job.batch == 32 && c.job.iterations == 20 && c.job.micro_batch == 0);
     /* gpp-train's defaults, torch's AdamW (common/gpp_optim_defaults.h) */
-    GPP_EXPECT(c.job.optimizer == GPP_CONFIG_OPTIM_ADAMW && c.job.lr == 1e-3 &&
+    GPP_EXPECT(c.job.optimizer == GPP_OPTIM_ADAMW && c.job.lr == 1e-3 &&
                c.job.weight_decay == 0.01 && c.job.momentum == 0.9 && c.job.beta1 == 0.9 &&
                c.job.beta2 == 0.999 && c.job.eps == 1e-8);
     GPP_EXPECT(strcmp(c.job.planner, "gpp") == 0 && c.job.checkpoint_interval == 0);
@@ -205,7 +204,7 @@ static void t_env_override(void)
     unsetenv("GPP_SEED");
     unsetenv("GPP_CUDA_GRAPHS");
     unsetenv("GPP_BF16_TENSORS");
-    GPP_EXPECT(strcmp(gpp_config_backend_name(GPP_CONFIG_BACKEND_CUDA), "cuda") == 0);
+    GPP_EXPECT(strcmp(gpp_device_kind_name(GPP_DEVICE_CUDA), "cuda") == 0);
     setenv("GPP_HEARTBEAT_MS", "2000", 1);
     memset(&err, 0, sizeof err);
     GPP_EXPECT(gpp_config_load_string(&c, text, "inline.toml", &err) == -1);

@@ -56,6 +56,9 @@ static const s_bad_t S_BAD[] = {
     {"cuda_graphs not a bool",
      MODEL "cuda_graphs = \"yes\"\n",
      {"c.toml:", "job.cuda_graphs: expected true or false, got \"yes\""}},
+    {"schedule word",
+     MODEL "schedule = \"zb-v\"\n",
+     {"c.toml:3:", "job.schedule", "\"auto\", \"1f1b\", \"zb-h1\" or \"zb-h2\""}},
     {"comm word",
      MODEL "comm = \"mpi\"\n",
      {"job.comm: expected one of \"gloo\", \"nccl\", got \"mpi\""}},
@@ -155,7 +158,7 @@ static void t_planned_keys(void)
                                     "c.toml", &err);
     GPP_EXPECT_MSG(rc == 0, "%s", err.msg);
     if (rc == 0) {
-        GPP_EXPECT(c.job.backend == GPP_CONFIG_BACKEND_CUDA && c.metrics.http_port == 9464);
+        GPP_EXPECT(c.job.backend == GPP_DEVICE_CUDA && c.metrics.http_port == 9464);
         gpp_config_release(&c);
     }
 }

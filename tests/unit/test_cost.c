@@ -1,6 +1,7 @@
 /* test_cost: device presets, roofline monotonicity, links and the ring
  * all-reduce formula, profile.json parsing (fixture tests/data/
  * profile_small.json), malformed profiles, stage cost and memory. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,9 @@
 #include "agent/exec/gpp_profile.h"
 #include "model/gpp_memplan.h"
 #include "model/gpp_optable.h"
+#include "model/gpp_profile_graph.h"
 #include "planner/gpp_cost.h"
+#include "planner/gpp_profile_io.h"
 #include "tests/gpp_fixtures.h"
 
 /* The total of the memory plan of ops[0..n_ops) (dev NULL: the op table's). */
@@ -38,6 +41,61 @@ static const char *s_data(const char *name)
     const char *src = getenv("GPP_SRC");
     snprintf(s_path, sizeof s_path, "%s/tests/data/%s", src ? src : ".", name);
     return s_path;
+}
+
+/* profile.json text through the one reader, attached */
+static int s_attach_text(gpp_cost_t *c, const char *text, const char *origin, gpp_err_t *err)
+{
+    gpp_profile_t *p = gpp_profile_io_parse(text, origin, err);
+    int rc = p ? gpp_cost_attach_profile(c, p, err) : -1;
+    gpp_profile_destroy(&p);
+    return rc;
+}
+
+static int s_attach_file(gpp_cost_t *c, const char *path, gpp_err_t *err)
+{
+    gpp_profile_t *p = gpp_profile_io_read(path, err);
+    int rc = p ? gpp_cost_attach_profile(c, p, err) : -1;
+    gpp_profile_destroy(&p);
+    return rc;
+}
+
+/* rows of graph g attached as the coordinator attaches the agents' (their
+ * times, or with figures_only their memory figures) */
+static int s_attach_rows(gpp_cost_t *c, const gpp_graph_t *g, const gpp_profile_row_t *rows,
+                         size_t n, const char *origin, int figures_only, gpp_err_t *err)
+{
+    gpp_profile_t *p = gpp_profile_of_graph(g, rows, n, origin, err);
+    int rc = !p             ? -1
+             : figures_only ? gpp_cost_attach_figures(c, p, err)
+                            : gpp_cost_attach_profile(c, p, err);
+    gpp_profile_destroy(&p);
+    return rc;
+}
+
+/* the graph of a profile file or text alone (gpp-plan --profile) */
+static gpp_graph_t *s_profile_graph(const char *text, const char *path, gpp_err_t *err)
+{
+    gpp_profile_t *p =
+        text ? gpp_profile_io_parse(text, path, err) : gpp_profile_io_read(path, err);
+    gpp_graph_t *g = p ? gpp_profile_graph(p, err) : NULL;
+    gpp_profile_destroy(&p);
+    return g;
+}
+
+/* profile.json text as the writer gives it back after reading it */
+static char *s_rewrite(const char *text, gpp_err_t *err)
+{
+    gpp_profile_t *p = gpp_profile_io_parse(text, "rewrite.json", err);
+    char *out = p ? gpp_profile_io_text(p) : NULL;
+    gpp_profile_destroy(&p);
+    return out;
+}
+
+/* one measured row: forward f and backward b ms */
+static gpp_profile_row_t s_row(int op, int mb, double f, double b)
+{
+    return (gpp_profile_row_t){.op = op, .micro_batch = mb, .ms = f + b, .has_fwd = 1, .fwd_ms = f};
 }
 
 static void t_presets(void)
@@ -259,7 +317,7 @@ static void t_links_allreduce(void)
 static void t_profile_graph(void)
 {
     gpp_err_t err = {{0}};
-    gpp_graph_t *g = gpp_profile_read_graph(s_data("profile_small.json"), &err);
+    gpp_graph_t *g = s_profile_graph(NULL, s_data("profile_small.json"), &err);
     GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
     if (!g)
         return;
@@ -277,8 +335,7 @@ static void t_profile_graph(void)
     gpp_cluster_t c;
     gpp_cluster_init(&c, "v100-16g", 2, 2, &err);
     gpp_cost_t *cost = gpp_cost_new(g, &c);
-    GPP_EXPECT_MSG(gpp_cost_attach_profile(cost, s_data("profile_small.json"), &err) == 0, "%s",
-                   err.msg);
+    GPP_EXPECT_MSG(s_attach_file(cost, s_data("profile_small.json"), &err) == 0, "%s", err.msg);
     /* fc_a: {1: 0.3, 2: 0.4, 8: 1.0} ms fwd+bwd, split 1:2 */
     GPP_EXPECT(gpp_cost_op_profiled(cost, 1));
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 1), 0.1, 1e-12);
@@ -365,7 +422,7 @@ static void t_malformed(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         gpp_err_t err = {{0}};
-        gpp_graph_t *g = gpp_profile_parse_graph(bad[i].text, "bad.json", &err);
+        gpp_graph_t *g = s_profile_graph(bad[i].text, "bad.json", &err);
         GPP_EXPECT_MSG(g == NULL, "case %zu parsed", i);
         GPP_EXPECT_MSG(strstr(err.msg, bad[i].expect) && strstr(err.msg, "bad.json"),
                        "case %zu: '%s' lacks '%s'", i, err.msg, bad[i].expect);
@@ -378,15 +435,15 @@ static void t_malformed(void)
     gpp_cluster_t c;
     gpp_cluster_init(&c, "v100-16g", 2, 2, &err);
     gpp_cost_t *cost = gpp_cost_new(g, &c);
-    GPP_EXPECT(gpp_cost_attach_profile(cost, s_data("profile_small.json"), &err) == -1);
+    GPP_EXPECT(s_attach_file(cost, s_data("profile_small.json"), &err) == -1);
     GPP_EXPECT(strstr(err.msg, "op 0") && strstr(err.msg, "'in'"));
-    GPP_EXPECT(gpp_cost_attach_profile(cost, s_data("no_such_profile.json"), &err) == -1);
+    GPP_EXPECT(s_attach_file(cost, s_data("no_such_profile.json"), &err) == -1);
     /* a good partial profile of this model attaches; others keep the roofline */
     char text[512];
     snprintf(text, sizeof text,
              "{\"3\": {\"name\": \"%s\", \"weight_size\": 0, \"runtime\": {\"4\": 2.0}}}",
              g->ops[3].name);
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ok.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_text(cost, text, "ok.json", &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_op_profiled(cost, 3) && !gpp_cost_op_profiled(cost, 2));
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 3, 2) * 3, 1.0, 1e-12); /* rate below 4 */
     gpp_cost_destroy(&cost);
@@ -439,13 +496,13 @@ static void t_cpu_share(void)
     gpp_cost_destroy(&b);
     gpp_graph_destroy(&g);
 
-    g = gpp_profile_read_graph(s_data("profile_small.json"), &err);
+    g = s_profile_graph(NULL, s_data("profile_small.json"), &err);
     GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
     if (!g)
         return;
     a = gpp_cost_new(g, &whole), b = gpp_cost_new(g, &half);
-    GPP_EXPECT(gpp_cost_attach_profile(a, s_data("profile_small.json"), &err) == 0);
-    GPP_EXPECT(gpp_cost_attach_profile(b, s_data("profile_small.json"), &err) == 0);
+    GPP_EXPECT(s_attach_file(a, s_data("profile_small.json"), &err) == 0);
+    GPP_EXPECT(s_attach_file(b, s_data("profile_small.json"), &err) == 0);
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(b, 1, 1), 2 * gpp_cost_op_fwd_ms(a, 1, 1), 1e-12);
     GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(b, 1, 8), 2 * gpp_cost_op_bwd_ms(a, 1, 8), 1e-12);
     gpp_cost_destroy(&a);
@@ -468,7 +525,7 @@ static void t_profile_forward(void)
     const char *ok = "{\"1\":{\"name\":\"fc\",\"inputs\":[0],\"input_size\":[32],"
                      "\"weight_size\":288,\"runtime\":{\"1\":1.0,\"4\":2.0},"
                      "\"forward\":{\"1\":0.4,\"4\":0.5}}}";
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, ok, "fw.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_text(cost, ok, "fw.json", &err) == 0, "%s", err.msg);
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 1), 0.4, 1e-12);
     GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(cost, 1, 1), 0.6, 1e-12);
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(cost, 1, 2), 0.4 + 0.1 / 3, 1e-12); /* linear 1..4 */
@@ -487,7 +544,7 @@ static void t_profile_forward(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err.msg[0] = 0;
-        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, bad[i][0], "fw.json", &err) == -1 &&
+        GPP_EXPECT_MSG(s_attach_text(cost, bad[i][0], "fw.json", &err) == -1 &&
                            strstr(err.msg, bad[i][1]) && strstr(err.msg, "fw.json"),
                        "case %zu: %s", i, err.msg);
     }
@@ -512,13 +569,13 @@ static void t_reserved_forms(void)
     gpp_cost_t *cost = gpp_cost_new(g, &c);
     const char *num = "{\"1\":{\"name\":\"fc\",\"weight_size\":288,\"runtime\":{\"1\":1.0},"
                       "\"reserved_mem\":1000}}";
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, num, "rm.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_text(cost, num, "rm.json", &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 1) == 1000);
     GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 64) == 1000);
     GPP_EXPECT(gpp_cost_op_reserved_bytes(cost, 1) == 1000);
     const char *obj = "{\"1\":{\"name\":\"fc\",\"weight_size\":288,\"runtime\":{\"1\":1.0},"
                       "\"reserved_mem\":{\"4\":1000,\"2\":600}}}";
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, obj, "rm.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_text(cost, obj, "rm.json", &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 2) == 600);
     GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 3) == 800);  /* linear 2..4 */
     GPP_EXPECT(gpp_cost_op_reserved_at(cost, 1, 1) == 300);  /* rate of 2 below it */
@@ -552,7 +609,7 @@ static void t_reserved_forms(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err.msg[0] = 0;
-        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, bad[i][0], "rm.json", &err) == -1 &&
+        GPP_EXPECT_MSG(s_attach_text(cost, bad[i][0], "rm.json", &err) == -1 &&
                            strstr(err.msg, bad[i][1]) && strstr(err.msg, "rm.json") &&
                            strstr(err.msg, "op 1"),
                        "case %zu: %s", i, err.msg);
@@ -563,8 +620,11 @@ static void t_reserved_forms(void)
     gpp_graph_destroy(&g);
 }
 
-/* The profile the coordinator keeps (gpp_cost_profile_json) attaches back
- * to the same costs exactly, and its "_gpp" record reads back. */
+/* A profile through the one writer reads back to the same costs exactly
+ * (times to 17 digits), with its "_gpp" record (bf16_tensors included);
+ * the agents' rows written as the coordinator keeps them carry the graph's
+ * names, inputs and weight bytes; a cost model cloned for other device
+ * memory holds the same measurements. */
 static void t_profile_keep(void)
 {
     gpp_err_t err = {{0}};
@@ -579,41 +639,75 @@ static void t_profile_keep(void)
                        "\"forward\":{\"1\":0.03,\"3\":0.2},\"reserved_mem\":{\"2\":77}},"
                        "\"2\":{\"name\":\"loss\",\"runtime\":{\"2\":0.123456789012345678},"
                        "\"reserved_mem\":5}}";
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(a, text, "keep.json", &err) == 0, "%s", err.msg);
-    char *kept = gpp_cost_profile_json(a, "keep-model", "cpu");
-    GPP_EXPECT(strstr(kept, "\"_gpp\"") && strstr(kept, "\"weight_size\""));
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(b, kept, "kept.json", &err) == 0, "%s", err.msg);
+    gpp_profile_t *p = gpp_profile_io_parse(text, "keep.json", &err);
+    GPP_EXPECT_MSG(p && gpp_cost_attach_profile(a, p, &err) == 0, "%s", err.msg);
+    if (!p)
+        return;
+    GPP_EXPECT(!p->meta.present); /* an authors' file has no record */
+    p->meta = (gpp_profile_meta_t){.present = 1,
+                                   .model = "keep-model",
+                                   .device = "cpu",
+                                   .n_ops = 3,
+                                   .has_bf16_tensors = 1,
+                                   .bf16_tensors = 1};
+    char *kept = gpp_profile_io_text(p);
+    GPP_EXPECT(strstr(kept, "\"_gpp\"") && strstr(kept, "\"reserved_mem\""));
+    GPP_EXPECT_MSG(s_attach_text(b, kept, "kept.json", &err) == 0, "%s", err.msg);
     GPP_EXPECT(!gpp_cost_op_profiled(b, 0) && gpp_cost_op_profiled(b, 1) &&
                gpp_cost_op_profiled(b, 2));
+    gpp_cluster_t more = c;
+    more.device.mem_bytes *= 2;
+    gpp_cost_t *clone = gpp_cost_clone(a, &more);
+    GPP_EXPECT(gpp_cost_cluster(clone)->device.mem_bytes == 2 * c.device.mem_bytes);
     for (int op = 0; op < 3; op++)
         for (int m = 1; m <= 8; m++) {
             GPP_EXPECT(gpp_cost_op_fwd_ms(a, op, m) == gpp_cost_op_fwd_ms(b, op, m));
             GPP_EXPECT(gpp_cost_op_bwd_ms(a, op, m) == gpp_cost_op_bwd_ms(b, op, m));
             GPP_EXPECT(gpp_cost_op_reserved_at(a, op, m) == gpp_cost_op_reserved_at(b, op, m));
+            GPP_EXPECT(gpp_cost_op_fwd_ms(a, op, m) == gpp_cost_op_fwd_ms(clone, op, m));
+            GPP_EXPECT(gpp_cost_op_bwd_ms(a, op, m) == gpp_cost_op_bwd_ms(clone, op, m));
+            GPP_EXPECT(gpp_cost_op_reserved_at(a, op, m) == gpp_cost_op_reserved_at(clone, op, m));
         }
+    char note[512], note2[512];
+    GPP_EXPECT(gpp_cost_profile_note(a, 8, note, sizeof note) == 1 &&
+               gpp_cost_profile_note(clone, 8, note2, sizeof note2) == 1 &&
+               strcmp(note, note2) == 0 && strstr(note, "keep.json"));
+    gpp_cost_destroy(&clone);
     char path[] = "/tmp/gpp_test_keep_XXXXXX";
     int fd = mkstemp(path);
     GPP_EXPECT(fd >= 0);
     if (fd >= 0) {
-        FILE *f = fdopen(fd, "w");
-        fputs(kept, f);
-        fclose(f);
-        char model[64], device[16], prec[16];
-        int n_ops = 0;
-        GPP_EXPECT_MSG(gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device,
-                                             &n_ops, prec, sizeof prec, &err) == 0,
-                       "%s", err.msg);
-        GPP_EXPECT(strcmp(model, "keep-model") == 0 && strcmp(device, "cpu") == 0 && n_ops == 3);
-        GPP_EXPECT_MSG(strcmp(prec, "fp32") == 0, "%s", prec); /* no precision recorded */
-        f = fopen(path, "w");
-        fputs(text, f); /* an authors' file has no record: named in the error */
-        fclose(f);
-        GPP_EXPECT(gpp_cost_profile_meta(path, model, sizeof model, device, sizeof device, &n_ops,
-                                         prec, sizeof prec, &err) == -1 &&
-                   strstr(err.msg, path) && strstr(err.msg, "_gpp"));
+        close(fd);
+        GPP_EXPECT_MSG(gpp_profile_io_write(p, path, &err) == 0, "%s", err.msg);
+        gpp_profile_t *back = gpp_profile_io_read(path, &err);
+        GPP_EXPECT_MSG(back != NULL, "%s", err.msg);
+        if (back) {
+            const gpp_profile_meta_t *m = &back->meta;
+            GPP_EXPECT(m->present && strcmp(m->model, "keep-model") == 0 &&
+                       strcmp(m->device, "cpu") == 0 && m->n_ops == 3);
+            GPP_EXPECT(!m->has_precision); /* none recorded */
+            GPP_EXPECT(m->has_bf16_tensors && m->bf16_tensors);
+            GPP_EXPECT(back->n_rows == p->n_rows && back->n_ops == p->n_ops);
+        }
+        gpp_profile_destroy(&back);
         unlink(path);
     }
     free(kept);
+    gpp_profile_destroy(&p);
+    /* the agents' rows as the coordinator keeps them: the graph's facts */
+    gpp_profile_row_t rows[2] = {s_row(1, 1, 0.25, 0.5), s_row(1, 2, 0.5, 1)};
+    p = gpp_profile_of_graph(g, rows, 2, "the agents' profile", &err);
+    GPP_EXPECT_MSG(p != NULL, "%s", err.msg);
+    if (p) {
+        kept = gpp_profile_io_text(p);
+        char want[64];
+        snprintf(want, sizeof want, "\"weight_size\":\t%lld", (long long)g->ops[1].params * 4);
+        GPP_EXPECT_MSG(strstr(kept, "\"fc\"") && strstr(kept, want) &&
+                           strstr(kept, "\"input_size\":\t[32]") && !strstr(kept, "_gpp"),
+                       "%s", kept);
+        free(kept);
+    }
+    gpp_profile_destroy(&p);
     gpp_cost_destroy(&a);
     gpp_cost_destroy(&b);
     gpp_graph_destroy(&g);
@@ -634,29 +728,33 @@ static void t_profile_source(void)
     gpp_cost_t *a = gpp_cost_new(g, &c);
     char line[256];
     const char *old = "{\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":0.5}}}";
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(a, old, "old.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_text(a, old, "old.json", &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_profile_source(a, line, sizeof line) == 0);
     const char *gpu = "{\"_gpp\":{\"model\":\"m\",\"device\":\"NVIDIA H100 80GB HBM3\","
                       "\"ops\":3,\"backend\":\"cuda:0\",\"precision\":\"bf16\"},"
                       "\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":0.25}}}";
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(a, gpu, "gpu.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_text(a, gpu, "gpu.json", &err) == 0, "%s", err.msg);
     GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(a, 1, 1) + gpp_cost_op_bwd_ms(a, 1, 1), 0.25, 1e-12);
     GPP_EXPECT(gpp_cost_profile_source(a, line, sizeof line) == 1);
     GPP_EXPECT_MSG(strstr(line, "gpu.json") && strstr(line, "NVIDIA H100 80GB HBM3") &&
                        strstr(line, "bf16"),
                    "%s", line);
-    char *kept = gpp_cost_profile_json(a, "m", "h100-80g");
-    GPP_EXPECT(strstr(kept, "\"precision\"") && strstr(kept, "\"bf16\""));
+    char *kept = s_rewrite(gpu, &err);
+    GPP_EXPECT(kept && strstr(kept, "\"precision\":\t\"bf16\"") &&
+               strstr(kept, "NVIDIA H100 80GB HBM3") && strstr(kept, "\"backend\":\t\"cuda:0\""));
     free(kept);
     static const char *const bad[][2] = {
         {"{\"_gpp\":{\"precision\":\"fp16\"},\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}",
          "_gpp.precision"},
         {"{\"_gpp\":{\"device\":7},\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}", "_gpp.device"},
         {"{\"_gpp\":[1],\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}", "'_gpp'"},
+        {"{\"_gpp\":{\"bf16_tensors\":1},\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}",
+         "_gpp.bf16_tensors"},
+        {"{\"_gpp\":{\"ops\":-1},\"1\":{\"name\":\"fc\",\"runtime\":{\"1\":9}}}", "_gpp.ops"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err.msg[0] = 0;
-        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(a, bad[i][0], "bad.json", &err) == -1 &&
+        GPP_EXPECT_MSG(s_attach_text(a, bad[i][0], "bad.json", &err) == -1 &&
                            strstr(err.msg, bad[i][1]) && strstr(err.msg, "bad.json"),
                        "case %zu: %s", i, err.msg);
     }
@@ -681,7 +779,7 @@ static void t_profile_rows(void)
     c.compute_share = 0.5;
     gpp_cost_t *json = gpp_cost_new(g, &c), *mem = gpp_cost_new(g, &c);
     /* every other op at micro-batch 4, 1, 2 (out of order), odd figures */
-    gpp_cost_row_t rows[3 * 64];
+    gpp_profile_row_t rows[3 * 64];
     size_t n = 0;
     char *text = calloc(1, 1 << 16);
     size_t off = (size_t)snprintf(text, 1 << 16, "{");
@@ -692,19 +790,11 @@ static void t_profile_rows(void)
         char rt[256] = "", fw[256] = "";
         size_t ro = 0, fo = 0;
         for (int k = 0; k < 3; k++) {
-            gpp_cost_row_t r = {op,
-                                mbs[k],
-                                0.1 * (op + 1) * mbs[k] / 3.0,
-                                0.7 * (op + 2) * mbs[k] / 7.0,
-                                0,
-                                0,
-                                0,
-                                {0, 0},
-                                0,
-                                0};
+            gpp_profile_row_t r =
+                s_row(op, mbs[k], 0.1 * (op + 1) * mbs[k] / 3.0, 0.7 * (op + 2) * mbs[k] / 7.0);
             rows[n++] = r;
             ro += (size_t)snprintf(rt + ro, sizeof rt - ro, "%s\"%d\":%.17g", k ? "," : "", mbs[k],
-                                   r.fwd_ms + r.bwd_ms);
+                                   r.ms);
             fo += (size_t)snprintf(fw + fo, sizeof fw - fo, "%s\"%d\":%.17g", k ? "," : "", mbs[k],
                                    r.fwd_ms);
         }
@@ -712,8 +802,8 @@ static void t_profile_rows(void)
                                 rt, fw);
     }
     snprintf(text + off, (1 << 16) - off, "}");
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(json, text, "rows.json", &err) == 0, "%s", err.msg);
-    GPP_EXPECT_MSG(gpp_cost_attach_rows(mem, rows, n, "the agents' profile", &err) == 0, "%s",
+    GPP_EXPECT_MSG(s_attach_text(json, text, "rows.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_rows(mem, g, rows, n, "the agents' profile", 0, &err) == 0, "%s",
                    err.msg);
     int same = 1;
     for (int op = 0; op < g->n_ops; op++) {
@@ -727,20 +817,17 @@ static void t_profile_rows(void)
      * model keeps its tables */
     double before = gpp_cost_op_fwd_ms(mem, 0, 3);
     struct {
-        gpp_cost_row_t row;
+        gpp_profile_row_t row;
         const char *expect;
     } bad[] = {
-        {{0, 0, 1, 1, 0, 0, 0, {0, 0}, 0, 0}, "runtime key '0'"},
-        {{0, 1, NAN, 1, 0, 0, 0, {0, 0}, 0, 0}, "runtime[\"1\"]"},
-        {{0, 1, -1, 2, 0, 0, 0, {0, 0}, 0, 0}, "forward[\"1\"]"},
-        {{0, 1, 2, -1, 0, 0, 0, {0, 0}, 0, 0}, "forward[\"1\"]"},
-        {{0, 4, 1, 1, 0, 0, 0, {0, 0}, 0, 0}, "micro-batch 4 twice"},
-        {{g->n_ops, 1, 1, 1, 0, 0, 0, {0, 0}, 0, 0}, "has ops 0.."},
+        {s_row(0, 0, 1, 1), "runtime key '0'"},     {s_row(0, 1, NAN, 1), "runtime[\"1\"]"},
+        {s_row(0, 1, -1, 2), "forward[\"1\"]"},     {s_row(0, 1, 2, -1), "forward[\"1\"]"},
+        {s_row(0, 4, 1, 1), "micro-batch 4 twice"}, {s_row(g->n_ops, 1, 1, 1), "has ops 0.."},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        gpp_cost_row_t two[2] = {{0, 4, 0.5, 0.5, 0, 0, 0, {0, 0}, 0, 0}, bad[i].row};
+        gpp_profile_row_t two[2] = {s_row(0, 4, 0.5, 0.5), bad[i].row};
         err.msg[0] = 0;
-        GPP_EXPECT_MSG(gpp_cost_attach_rows(mem, two, 2, "agents", &err) == -1 &&
+        GPP_EXPECT_MSG(s_attach_rows(mem, g, two, 2, "agents", 0, &err) == -1 &&
                            strstr(err.msg, bad[i].expect) && strstr(err.msg, "agents"),
                        "case %zu: %s", i, err.msg);
     }
@@ -753,21 +840,13 @@ static void t_profile_rows(void)
 
 /* Every op timed at one size b (fwd_ms(op), twice that backward), as the
  * agents report rows. */
-static int s_rows_at(const gpp_graph_t *g, const int *mbs, int n_mbs, gpp_cost_row_t *rows)
+static int s_rows_at(const gpp_graph_t *g, const int *mbs, int n_mbs, gpp_profile_row_t *rows)
 {
     int n = 0;
     for (int op = 0; op < g->n_ops; op++)
         for (int k = 0; k < n_mbs; k++)
-            rows[n++] = (gpp_cost_row_t){op,
-                                         mbs[k],
-                                         0.01 * (op + 1) * (1 + mbs[k]),
-                                         0.02 * (op + 1) * (1 + mbs[k]),
-                                         0,
-                                         0,
-                                         0,
-                                         {0, 0},
-                                         0,
-                                         0};
+            rows[n++] =
+                s_row(op, mbs[k], 0.01 * (op + 1) * (1 + mbs[k]), 0.02 * (op + 1) * (1 + mbs[k]));
     return n;
 }
 
@@ -785,7 +864,7 @@ static void t_profile_curve(void)
     GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
     if (!g)
         return;
-    gpp_cost_row_t *rows = calloc((size_t)g->n_ops * 3, sizeof *rows);
+    gpp_profile_row_t *rows = calloc((size_t)g->n_ops * 3, sizeof *rows);
     const char *presets[] = {"v100-16g", "cpu"};
     double ratio[2] = {0, 0}; /* fwd(1) / fwd(8) of the first attention op */
     int attn = -1;
@@ -797,11 +876,11 @@ static void t_profile_curve(void)
         GPP_EXPECT(gpp_cluster_init(&c, presets[pi], 4, 4, &err) == 0);
         gpp_cost_t *roof = gpp_cost_new(g, &c), *one = gpp_cost_new(g, &c);
         int eight = 8, n = s_rows_at(g, &eight, 1, rows);
-        GPP_EXPECT_MSG(gpp_cost_attach_rows(one, rows, (size_t)n, "prof8.json", &err) == 0, "%s",
+        GPP_EXPECT_MSG(s_attach_rows(one, g, rows, (size_t)n, "prof8.json", 0, &err) == 0, "%s",
                        err.msg);
         int bad_shape = 0, not_falling = 0;
         for (int op = 0; op < g->n_ops; op++) {
-            double f8 = rows[op].fwd_ms, b8 = rows[op].bwd_ms;
+            double f8 = rows[op].fwd_ms, b8 = rows[op].ms - rows[op].fwd_ms;
             double rf8 = gpp_cost_op_fwd_ms(roof, op, 8), rb8 = gpp_cost_op_bwd_ms(roof, op, 8);
             const int ms[] = {1, 2, 3, 5, 8, 16, 64};
             for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) {
@@ -831,12 +910,12 @@ static void t_profile_curve(void)
         gpp_cost_t *multi = gpp_cost_new(g, &c);
         const int mbs[] = {1, 2, 4};
         n = s_rows_at(g, mbs, 3, rows);
-        GPP_EXPECT_MSG(gpp_cost_attach_rows(multi, rows, (size_t)n, "prof124.json", &err) == 0,
-                       "%s", err.msg);
-        const gpp_cost_row_t *r2 = &rows[3 * attn + 1], *r4 = &rows[3 * attn + 2];
+        GPP_EXPECT_MSG(s_attach_rows(multi, g, rows, (size_t)n, "prof124.json", 0, &err) == 0, "%s",
+                       err.msg);
+        const gpp_profile_row_t *r2 = &rows[3 * attn + 1], *r4 = &rows[3 * attn + 2];
         GPP_EXPECT_NEAR(gpp_cost_op_fwd_ms(multi, attn, 3), 0.5 * (r2->fwd_ms + r4->fwd_ms), 1e-12);
         GPP_EXPECT_NEAR(gpp_cost_op_bwd_ms(multi, attn, 32),
-                        r4->bwd_ms * gpp_cost_op_bwd_ms(roof, attn, 32) /
+                        (r4->ms - r4->fwd_ms) * gpp_cost_op_bwd_ms(roof, attn, 32) /
                             gpp_cost_op_bwd_ms(roof, attn, 4),
                         1e-12);
         GPP_EXPECT(gpp_cost_profile_note(multi, 4, note, sizeof note) == 0); /* covered */
@@ -888,9 +967,8 @@ static void s_expect_bad_field(gpp_cost_t *cost, const gpp_graph_t *g, int op, c
         snprintf(text, sizeof text, "{\"%d\":{\"name\":\"%s\",\"runtime\":{\"1\":1.0},\"%s\":%s}}",
                  op, g->ops[op].name, field, bad[i]);
         gpp_err_t err = {{0}};
-        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "bad.json", &err) == -1 &&
-                           strstr(err.msg, want) && strstr(err.msg, "bad.json") &&
-                           strstr(err.msg, name),
+        GPP_EXPECT_MSG(s_attach_text(cost, text, "bad.json", &err) == -1 && strstr(err.msg, want) &&
+                           strstr(err.msg, "bad.json") && strstr(err.msg, name),
                        "%s: %s", bad[i], err.msg);
     }
 }
@@ -923,7 +1001,7 @@ static void t_kernel_stash(void)
              "{\"%d\":{\"name\":\"%s\",\"weight_size\":%lld,\"runtime\":{\"1\":1.0},"
              "\"kernel_stash\":%lld}}",
              att, a->name, (long long)a->params * 4, (long long)fused);
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ks.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_text(cost, text, "ks.json", &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_op_stash_bytes(cost, att) == a->stash_bytes - table + fused);
     gpp_cost_stage(cost, g->n_ops, all, 1, 4, 8, &after);
     GPP_EXPECT(before.stash_bytes - after.stash_bytes == table - fused);
@@ -931,7 +1009,7 @@ static void t_kernel_stash(void)
     /* two micro-batches of 4 in flight hold the stash: at least 4 x the difference less */
     GPP_EXPECT_MSG(mem_before - mem_after >= 4 * (table - fused), "%lld -> %lld",
                    (long long)mem_before, (long long)mem_after);
-    char *kept = gpp_cost_profile_json(cost, "mmt", "h100-80g");
+    char *kept = s_rewrite(text, &err);
     char want[64];
     snprintf(want, sizeof want, "\"kernel_stash\":\t%lld", (long long)fused);
     GPP_EXPECT_MSG(kept && strstr(kept, want), "kept profile lacks %s", want);
@@ -941,13 +1019,16 @@ static void t_kernel_stash(void)
     GPP_EXPECT(gpp_cost_op_stash_bytes(cost, att) == a->stash_bytes - table + fused);
     /* the agents' rows carry it too (ProfileResult.ops[].kernel_stash) */
     gpp_cost_t *rc = gpp_cost_new(g, &c);
-    gpp_cost_row_t rows[2] = {{att, 1, 0.1, 0.2, 1, fused, 0, {0, 0}, 0, 0},
-                              {att, 2, 0.2, 0.4, 1, fused, 0, {0, 0}, 0, 0}};
-    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == 0, "%s", err.msg);
+    gpp_profile_row_t rows[2] = {s_row(att, 1, 0.1, 0.2), s_row(att, 2, 0.2, 0.4)};
+    for (int i = 0; i < 2; i++) {
+        rows[i].has_kernel_stash = 1;
+        rows[i].kernel_stash = fused;
+    }
+    GPP_EXPECT_MSG(s_attach_rows(rc, g, rows, 2, "rows", 0, &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_op_stash_bytes(rc, att) == a->stash_bytes - table + fused);
     rows[1].kernel_stash = fused + 4; /* one op, two figures */
     err.msg[0] = 0;
-    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == -1 &&
+    GPP_EXPECT_MSG(s_attach_rows(rc, g, rows, 2, "rows", 0, &err) == -1 &&
                        strstr(err.msg, "kernel_stash") && strstr(err.msg, "rows"),
                    "%s", err.msg);
     gpp_cost_destroy(&rc);
@@ -961,8 +1042,8 @@ static void t_kernel_stash(void)
  * half of it on A100/H100/H200 and none on V100 (fp32 stays); bf16 also
  * with the agents' bf16 tensors ([job] bf16_tensors) halves every op's
  * output bytes but data's and the roofline's activation bytes, so a memory-bound op takes half the
- * time; a profile's out_bytes still wins; fp32 puts everything back; a
- * bad name is refused naming it. */
+ * time; a profile's out_bytes still wins; fp32 puts everything back; an
+ * unknown preset is refused naming it; the spellings round-trip. */
 static void t_precision(void)
 {
     gpp_err_t err = {{0}};
@@ -978,7 +1059,7 @@ static void t_precision(void)
             in = i;
     GPP_EXPECT(g->ops[ln].type == GPP_OP_LAYERNORM && in >= 0);
     gpp_cost_t *f = gpp_cost_new(g, &c);
-    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "bf16", 1, &err) == 0);
+    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", GPP_PRECISION_BF16, 1, &err) == 0);
     GPP_EXPECT_NEAR(c.device.peak_flops, 989e12, 1);
     gpp_cost_t *b = gpp_cost_new(g, &c);
     double lf = gpp_cost_op_fwd_ms(f, ln, 65536), lb = gpp_cost_op_fwd_ms(b, ln, 65536);
@@ -1015,23 +1096,31 @@ static void t_precision(void)
     snprintf(text, sizeof text,
              "{\"%d\":{\"name\":\"%s\",\"runtime\":{\"1\":1.0},\"out_bytes\":%lld}}", ln,
              g->ops[ln].name, (long long)g->ops[ln].out_bytes);
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(b, text, "p.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_text(b, text, "p.json", &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_op_out_bytes(b, ln) == g->ops[ln].out_bytes);
     GPP_EXPECT(gpp_cost_op_out_bytes(b, att) == g->ops[att].out_bytes / 2);
-    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "tf32", 1, &err) == 0);
+    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", GPP_PRECISION_TF32, 1, &err) == 0);
     GPP_EXPECT_NEAR(c.device.peak_flops, 494.5e12, 1);
     GPP_EXPECT(!c.bf16_tensors);
     /* bf16 without the agents' bf16 tensors (the default): fp32 activations */
-    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "bf16", 0, &err) == 0);
+    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", GPP_PRECISION_BF16, 0, &err) == 0);
     GPP_EXPECT(!c.bf16_tensors && c.device.peak_flops > 900e12);
-    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", "fp32", 1, &err) == 0);
+    GPP_EXPECT(gpp_cluster_set_precision(&c, "h100-80g", GPP_PRECISION_FP32, 1, &err) == 0);
     GPP_EXPECT_NEAR(c.device.peak_flops, 67e12, 1);
     gpp_cluster_t v;
     GPP_EXPECT(gpp_cluster_init(&v, "v100-16g", 1, 1, &err) == 0);
-    GPP_EXPECT(gpp_cluster_set_precision(&v, "v100-16g", "tf32", 1, &err) == 0);
+    GPP_EXPECT(gpp_cluster_set_precision(&v, "v100-16g", GPP_PRECISION_TF32, 1, &err) == 0);
     GPP_EXPECT_NEAR(v.device.peak_flops, 15.7e12, 1); /* no TF32 on V100 */
-    GPP_EXPECT(gpp_cluster_set_precision(&v, "v100-16g", "fp16", 1, &err) == -1 &&
-               strstr(err.msg, "fp16") && strstr(err.msg, "bf16"));
+    GPP_EXPECT(gpp_cluster_set_precision(&v, "v200-16g", GPP_PRECISION_BF16, 1, &err) == -1 &&
+               strstr(err.msg, "v200-16g"));
+    /* one spelling table: names and values round-trip, others are refused */
+    for (int p = 0; p < GPP_PRECISION__COUNT; p++) {
+        gpp_precision_t back = GPP_PRECISION__COUNT;
+        GPP_EXPECT(gpp_precision_parse(gpp_precision_name((gpp_precision_t)p), &back) == 0 &&
+                   back == (gpp_precision_t)p);
+    }
+    gpp_precision_t fp16 = GPP_PRECISION_FP32;
+    GPP_EXPECT(gpp_precision_parse("fp16", &fp16) == -1 && fp16 == GPP_PRECISION_FP32);
     gpp_cost_destroy(&f);
     gpp_cost_destroy(&b);
     free(all);
@@ -1070,7 +1159,7 @@ static void t_out_bytes(void)
              "{\"%d\":{\"name\":\"%s\",\"weight_size\":%lld,\"runtime\":{\"1\":1.0},"
              "\"out_bytes\":%lld}}",
              op, a->name, (long long)a->params * 4, (long long)a->out_bytes / 2);
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ob.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_text(cost, text, "ob.json", &err) == 0, "%s", err.msg);
     int64_t whole1 = gpp_cost_stage_mem(cost, g->n_ops, all, 1, 4, 2, 8);
     int64_t part1 = gpp_cost_stage_mem(cost, upto, all, 1, 4, 2, 8);
     printf("  out_bytes %lld of %lld: whole stage %lld -> %lld, sending stage %lld -> %lld\n",
@@ -1092,7 +1181,7 @@ static void t_out_bytes(void)
     gpp_stage_mem(g, g->n_ops, all, 1, 8, 4, &d1, &m1);
     GPP_EXPECT(m1.held_bytes < m0.held_bytes && m1.state_bytes == m0.state_bytes);
     free(ob);
-    char *kept = gpp_cost_profile_json(cost, "mmt", "h100-80g");
+    char *kept = s_rewrite(text, &err);
     char want[64];
     snprintf(want, sizeof want, "\"out_bytes\":\t%lld", (long long)a->out_bytes / 2);
     GPP_EXPECT_MSG(kept && strstr(kept, want), "kept profile lacks %s", want);
@@ -1103,19 +1192,22 @@ static void t_out_bytes(void)
              "{\"%d\":{\"name\":\"%s\",\"runtime\":{\"1\":1.0},\"out_bytes\":%lld}}", op, a->name,
              (long long)a->out_bytes + 4);
     err.msg[0] = 0;
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "big.json", &err) == -1 &&
+    GPP_EXPECT_MSG(s_attach_text(cost, text, "big.json", &err) == -1 &&
                        strstr(err.msg, "fp32 figure") && strstr(err.msg, "big.json"),
                    "%s", err.msg);
     GPP_EXPECT(gpp_cost_stage_mem(cost, g->n_ops, all, 1, 4, 2, 8) == whole1);
     /* the agents' rows carry it too (ProfileResult.ops[].out_bytes) */
     gpp_cost_t *rc = gpp_cost_new(g, &c);
-    gpp_cost_row_t rows[2] = {{op, 1, 0.1, 0.2, 0, 0, 0, {0, 0}, 1, a->out_bytes / 2},
-                              {op, 2, 0.2, 0.4, 0, 0, 0, {0, 0}, 1, a->out_bytes / 2}};
-    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == 0, "%s", err.msg);
+    gpp_profile_row_t rows[2] = {s_row(op, 1, 0.1, 0.2), s_row(op, 2, 0.2, 0.4)};
+    for (int i = 0; i < 2; i++) {
+        rows[i].has_out_bytes = 1;
+        rows[i].out_bytes = a->out_bytes / 2;
+    }
+    GPP_EXPECT_MSG(s_attach_rows(rc, g, rows, 2, "rows", 0, &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_stage_mem(rc, g->n_ops, all, 1, 4, 2, 8) == whole1);
     rows[1].out_bytes = a->out_bytes; /* one op, two figures */
     err.msg[0] = 0;
-    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == -1 &&
+    GPP_EXPECT_MSG(s_attach_rows(rc, g, rows, 2, "rows", 0, &err) == -1 &&
                        strstr(err.msg, "out_bytes") && strstr(err.msg, "rows"),
                    "%s", err.msg);
     gpp_cost_destroy(&rc);
@@ -1164,7 +1256,7 @@ static void t_workspace(void)
              "\"workspace\":{\"fixed\":%lld,\"per_sample\":%lld}}}",
              att, a->name, (long long)a->params * 4, (long long)cuda.fixed,
              (long long)cuda.per_sample);
-    GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, text, "ws.json", &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_text(cost, text, "ws.json", &err) == 0, "%s", err.msg);
     t = gpp_cost_op_workspace(cost, att);
     GPP_EXPECT(t.fixed == cuda.fixed && t.per_sample == cuda.per_sample);
     int64_t mem_after = gpp_cost_stage_mem(cost, g->n_ops, all, 1, 4, 2, 8);
@@ -1181,7 +1273,7 @@ static void t_workspace(void)
     int64_t bound = gpp_cost_stage_mem_bound(&after, 8, 4, 1);
     GPP_EXPECT_MSG(bound >= mem_after, "bound %lld below the walk's %lld", (long long)bound,
                    (long long)mem_after);
-    char *kept = gpp_cost_profile_json(cost, "mmt", "h100-80g");
+    char *kept = s_rewrite(text, &err);
     char want_s[64];
     snprintf(want_s, sizeof want_s, "\"per_sample\":\t%lld", (long long)cuda.per_sample);
     GPP_EXPECT_MSG(kept && strstr(kept, "\"workspace\":") && strstr(kept, want_s),
@@ -1199,21 +1291,26 @@ static void t_workspace(void)
     GPP_EXPECT(t.fixed == cuda.fixed && t.per_sample == cuda.per_sample);
     /* the agents' rows carry it too (ProfileResult.ops[].workspace_*) */
     gpp_cost_t *rc = gpp_cost_new(g, &c);
-    gpp_cost_row_t rows[2] = {{att, 1, 0.1, 0.2, 0, 0, 1, cuda, 0, 0},
-                              {att, 2, 0.2, 0.4, 0, 0, 1, cuda, 0, 0}};
-    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == 0, "%s", err.msg);
+    gpp_profile_row_t rows[2] = {s_row(att, 1, 0.1, 0.2), s_row(att, 2, 0.2, 0.4)};
+    for (int i = 0; i < 2; i++) {
+        rows[i].has_workspace = 1;
+        rows[i].workspace = cuda;
+    }
+    GPP_EXPECT_MSG(s_attach_rows(rc, g, rows, 2, "rows", 0, &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_stage_mem(rc, g->n_ops, all, 1, 4, 2, 8) == mem_after);
     rows[1].workspace.per_sample += 4; /* one op, two figures */
     err.msg[0] = 0;
-    GPP_EXPECT_MSG(gpp_cost_attach_rows(rc, rows, 2, "rows", &err) == -1 &&
+    GPP_EXPECT_MSG(s_attach_rows(rc, g, rows, 2, "rows", 0, &err) == -1 &&
                        strstr(err.msg, "workspace") && strstr(err.msg, "rows"),
                    "%s", err.msg);
     gpp_cost_destroy(&rc);
     /* an agent's memory figures alone (ProfileRequest.figures_only): the
        same memory, the op's times the roofline's as before */
     gpp_cost_t *fig = gpp_cost_new(g, &c), *plain = gpp_cost_new(g, &c);
-    gpp_cost_row_t one = {att, 1, 0, 0, 0, 0, 1, cuda, 0, 0};
-    GPP_EXPECT_MSG(gpp_cost_attach_figures(fig, &one, 1, "figures", &err) == 0, "%s", err.msg);
+    gpp_profile_row_t one = s_row(att, 1, 0, 0);
+    one.has_workspace = 1;
+    one.workspace = cuda;
+    GPP_EXPECT_MSG(s_attach_rows(fig, g, &one, 1, "figures", 1, &err) == 0, "%s", err.msg);
     GPP_EXPECT(gpp_cost_stage_mem(fig, g->n_ops, all, 1, 4, 2, 8) == mem_after);
     gpp_stage_cost_t sf, sp;
     gpp_cost_stage(fig, g->n_ops, all, 1, 4, 8, &sf);
@@ -1222,7 +1319,7 @@ static void t_workspace(void)
                    "times %g + %g, roofline %g + %g", sf.fwd_ms, sf.bwd_ms, sp.fwd_ms, sp.bwd_ms);
     one.workspace.fixed = -1; /* checked as rows are */
     err.msg[0] = 0;
-    GPP_EXPECT_MSG(gpp_cost_attach_figures(fig, &one, 1, "figures", &err) == -1 &&
+    GPP_EXPECT_MSG(s_attach_rows(fig, g, &one, 1, "figures", 1, &err) == -1 &&
                        strstr(err.msg, "figures") && strstr(err.msg, "workspace"),
                    "%s", err.msg);
     GPP_EXPECT(gpp_cost_stage_mem(fig, g->n_ops, all, 1, 4, 2, 8) == mem_after);
@@ -1233,10 +1330,26 @@ static void t_workspace(void)
     gpp_graph_destroy(&g);
 }
 
+/* The profiler's table of f's whole model written to path (gpp-train
+ * --profile-out): the largest size timed, or -1. */
+static int s_profile_to(gpp_fixture_exec_t *f, const gpp_profile_cfg_t *pc, const char *path,
+                        gpp_err_t *err)
+{
+    gpp_profile_t *p = gpp_profile_measure(f->g, f->g->n_ops, f->all, f->be, f->data, pc, err);
+    int largest = -1;
+    for (size_t i = 0; p && i < p->n_rows; i++)
+        largest = p->rows[i].micro_batch > largest ? p->rows[i].micro_batch : largest;
+    if (p && gpp_profile_io_write(p, path, err) < 0)
+        largest = -1;
+    gpp_profile_destroy(&p);
+    return largest;
+}
+
 /* The profiler times several micro-batch sizes (1, 2, 4, 8 here) for
  * every op, and only 1 and 2 when its time budget is spent; the planner
- * reads them all (no note: they cover 1..8), and a bad entry in such a
- * file is still an error naming the file, the op and the key. */
+ * reads them all (no note: they cover 1..8), gpp-plan --profile plans from
+ * the file alone, and a bad entry in such a file is still an error naming
+ * the file, the op and the key. */
 static void t_profile_sizes(void)
 {
     gpp_fixture_exec_t f;
@@ -1245,22 +1358,13 @@ static void t_profile_sizes(void)
     char *path = gpp_fixture_tmpfile("sizes");
     gpp_err_t err = {{0}};
     gpp_profile_cfg_t pc = {.max_micro_batch = 8, .warmup = 1, .reps = 1, .seed = 3};
-    int largest = 0;
-    GPP_EXPECT_MSG(
-        gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, &largest, &err) == 0,
-        "%s", err.msg);
-    GPP_EXPECT(largest == 8);
+    GPP_EXPECT_MSG(s_profile_to(&f, &pc, path, &err) == 8, "%s", err.msg);
     /* a budget spent at once still times sizes 1 and 2 (a slope), no more */
     gpp_profile_cfg_t tight = pc;
     tight.budget_ms = 1e-9;
-    int two = 0;
-    GPP_EXPECT_MSG(
-        gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &tight, path, &two, &err) == 0,
-        "%s", err.msg);
-    GPP_EXPECT_MSG(two == 2, "largest size %d under a spent budget", two);
-    GPP_EXPECT_MSG(
-        gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, &largest, &err) == 0,
-        "%s", err.msg);
+    int two = s_profile_to(&f, &tight, path, &err);
+    GPP_EXPECT_MSG(two == 2, "largest size %d under a spent budget: %s", two, err.msg);
+    GPP_EXPECT_MSG(s_profile_to(&f, &pc, path, &err) == 8, "%s", err.msg);
     long len = 0;
     char *text = (char *)gpp_fixture_slurp(path, &len);
     GPP_EXPECT(text && len > 0);
@@ -1293,10 +1397,21 @@ static void t_profile_sizes(void)
     gpp_cluster_t c;
     gpp_cluster_init(&c, "cpu", 1, 1, &err);
     gpp_cost_t *cost = gpp_cost_new(f.g, &c);
-    GPP_EXPECT_MSG(gpp_cost_attach_profile(cost, path, &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(s_attach_file(cost, path, &err) == 0, "%s", err.msg);
     char note[512];
     GPP_EXPECT(gpp_cost_profile_note(cost, 8, note, sizeof note) == 0);
     GPP_EXPECT(gpp_cost_profile_note(cost, 32, note, sizeof note) == 1 && strstr(note, path));
+    /* gpp-plan --profile: the file alone gives a graph its figures fit (a
+       loss has an output though nothing reads it) */
+    gpp_graph_t *pg = s_profile_graph(NULL, path, &err);
+    GPP_EXPECT_MSG(pg != NULL, "%s", err.msg);
+    if (pg) {
+        gpp_cost_t *pcost = gpp_cost_new(pg, &c);
+        GPP_EXPECT_MSG(s_attach_file(pcost, path, &err) == 0, "%s", err.msg);
+        GPP_EXPECT(gpp_cost_op_profiled(pcost, pg->n_ops - 1));
+        gpp_cost_destroy(&pcost);
+        gpp_graph_destroy(&pg);
+    }
     /* a size key of the written file turned bad: file, op id and key named */
     char *at = strstr(text, "\"runtime\"");
     char *key = at ? strstr(at, "\"4\":") : NULL;
@@ -1305,7 +1420,7 @@ static void t_profile_sizes(void)
         key[1] = '0'; /* "4" -> "0" */
         gpp_fixture_spit(path, (unsigned char *)text, len);
         err.msg[0] = 0;
-        GPP_EXPECT(gpp_cost_attach_profile(cost, path, &err) == -1);
+        GPP_EXPECT(s_attach_file(cost, path, &err) == -1);
         GPP_EXPECT_MSG(strstr(err.msg, path) && strstr(err.msg, "op 0") &&
                            strstr(err.msg, "runtime key '0'"),
                        "%s", err.msg);

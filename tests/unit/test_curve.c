@@ -132,6 +132,54 @@ static void t_keygen(void)
     GPP_EXPECT(system(cmd) == 0);
 }
 
+/* A key argument is a file whenever such a file exists: `mktemp -d` names
+ * make DIR/keys/coordinator.key exactly 40 characters of the Z85 alphabet
+ * (issue 33), which was read as a key, not as the file. Z85 text is taken
+ * only where it cannot be a path. */
+static void t_key_path_40(void)
+{
+    char dir[] = "/tmp/tcurve4-XXXXXX"; /* /tmp/ + 14 + /keys/coordinator.key = 40 */
+    GPP_EXPECT(mkdtemp(dir) != NULL);
+    char keys[64], srv[64], sec[128];
+    snprintf(keys, sizeof keys, "%s/keys", dir);
+    snprintf(srv, sizeof srv, "%s/coordinator.key", keys);
+    snprintf(sec, sizeof sec, "%s/agent-0.key_secret", keys);
+    uint8_t raw[32];
+    GPP_EXPECT_MSG(strlen(srv) == 40 && zmq_z85_decode(raw, srv) != NULL,
+                   "%s: the case needs a path that decodes as Z85", srv);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT_MSG(gpp_curve_keygen(keys, 1, 0, &err) == 0, "%s", err.msg);
+    zcert_t *c = zcert_load(srv);
+    GPP_EXPECT(c != NULL);
+    gpp_curve_client_t a;
+    GPP_EXPECT_MSG(gpp_curve_client_load(&a, srv, sec, &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(c && !strcmp(a.server_key, zcert_public_txt(c)), "server key %s, file's %s",
+                   a.server_key, c ? zcert_public_txt(c) : "?");
+    zcert_destroy(&c);
+    /* a missing file in a directory that exists is a missing file, named */
+    char gone[64];
+    snprintf(gone, sizeof gone, "%s/coordinator.kez", keys);
+    GPP_EXPECT(strlen(gone) == 40 && zmq_z85_decode(raw, gone) != NULL);
+    gpp_curve_client_t b;
+    GPP_EXPECT(gpp_curve_client_load(&b, gone, sec, &err) < 0);
+    GPP_EXPECT_MSG(strstr(err.msg, gone) && strstr(err.msg, "No such file"), "%s", err.msg);
+    /* the key's own text still works, also one that starts with '/' */
+    GPP_EXPECT_MSG(gpp_curve_client_load(&b, a.server_key, sec, &err) == 0, "%s", err.msg);
+    GPP_EXPECT(!strcmp(a.server_key, b.server_key));
+    char slash_key[41];
+    for (int k = 0; k < 32; k++)
+        raw[k] = (uint8_t)(0x11 + 7 * k);
+    /* the first 4 bytes big-endian in [69, 70) x 85^4: Z85 digit 69 is '/' */
+    raw[0] = 0xd6, raw[1] = 0xaf, raw[2] = 0xf3, raw[3] = 0xee;
+    zmq_z85_encode(slash_key, raw, 32);
+    GPP_EXPECT(slash_key[0] == '/');
+    GPP_EXPECT_MSG(gpp_curve_client_load(&b, slash_key, sec, &err) == 0, "%s", err.msg);
+    GPP_EXPECT(!strcmp(b.server_key, slash_key));
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    GPP_EXPECT(system(cmd) == 0);
+}
+
 static void t_fd_handover(void)
 {
     gpp_curve_client_t keys[2], got;
@@ -380,6 +428,7 @@ static void t_coord_admission(void)
 }
 
 static const gpp_test_case_t cases[] = {{"keygen", t_keygen},
+                                        {"key_path_40", t_key_path_40},
                                         {"fd_handover", t_fd_handover},
                                         {"coord_admission", t_coord_admission},
                                         {NULL, NULL}};

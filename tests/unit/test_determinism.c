@@ -12,6 +12,7 @@
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_plan_io.h"
+#include "planner/gpp_profile_io.h"
 #include "planner/gpp_sched.h"
 #include "tests/gpp_test.h"
 
@@ -45,10 +46,11 @@ static char *s_plan_json(const char *spec, int devices, int batch, int spp, int 
     GPP_EXPECT(gpp_cluster_init(&cl, "v100-16g", devices, 4, &err) == 0);
     gpp_cost_t *cost = gpp_cost_new(g, &cl);
     if (tie) {
-        char *prof = s_tie_profile(g);
-        GPP_EXPECT_MSG(gpp_cost_attach_profile_text(cost, prof, "tie.json", &err) == 0, "%s",
-                       err.msg);
-        free(prof);
+        char *text = s_tie_profile(g);
+        gpp_profile_t *prof = gpp_profile_io_parse(text, "tie.json", &err);
+        GPP_EXPECT_MSG(prof && gpp_cost_attach_profile(cost, prof, &err) == 0, "%s", err.msg);
+        gpp_profile_destroy(&prof);
+        free(text);
     }
     gpp_part_opts_t o;
     gpp_part_opts_default(&o, batch);

@@ -19,6 +19,7 @@
 #include "agent/exec/gpp_profile.h"
 #include "kernels/gpp_backend.h"
 #include "planner/gpp_cost.h"
+#include "planner/gpp_profile_io.h"
 #include "model/gpp_graph.h"
 #include "model/gpp_optable.h"
 #include "common/gpp_fault.h"
@@ -662,6 +663,17 @@ static void t_bad_calls_fail_cleanly(void)
     gpp_fixture_exec_close(&f);
 }
 
+/* The profiler's table of ops[0..n) written to path as gpp-train
+ * --profile-out writes it: 0 or -1. */
+static int s_profile_to(gpp_fixture_exec_t *f, int n, const int *ops, const gpp_profile_cfg_t *pc,
+                        const char *path, gpp_err_t *err)
+{
+    gpp_profile_t *p = gpp_profile_measure(f->g, n, ops, f->be, f->data, pc, err);
+    int rc = p ? gpp_profile_io_write(p, path, err) : -1;
+    gpp_profile_destroy(&p);
+    return rc;
+}
+
 static void t_profile_readable_by_planner(void)
 {
     gpp_fixture_exec_t f;
@@ -673,13 +685,13 @@ static void t_profile_readable_by_planner(void)
     close(fd);
     gpp_err_t err = {0};
     gpp_profile_cfg_t pc = {.max_micro_batch = 4, .reps = 2, .seed = 3};
-    GPP_EXPECT_MSG(gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, NULL, &err) ==
-                       0,
-                   "%s", err.msg);
+    GPP_EXPECT_MSG(s_profile_to(&f, f.g->n_ops, f.all, &pc, path, &err) == 0, "%s", err.msg);
     gpp_cluster_t cl;
     GPP_EXPECT_MSG(gpp_cluster_init(&cl, "h100-80g", 1, 1, &err) == 0, "%s", err.msg);
     gpp_cost_t *cost = gpp_cost_new(f.g, &cl);
-    GPP_EXPECT_MSG(gpp_cost_attach_profile(cost, path, &err) == 0, "%s", err.msg);
+    gpp_profile_t *prof = gpp_profile_io_read(path, &err);
+    GPP_EXPECT_MSG(prof && gpp_cost_attach_profile(cost, prof, &err) == 0, "%s", err.msg);
+    gpp_profile_destroy(&prof);
     int attn = -1;
     for (int i = 0; i < f.g->n_ops; i++)
         if (f.g->ops[i].type == GPP_OP_ATTENTION)
@@ -698,8 +710,7 @@ static void t_profile_readable_by_planner(void)
     for (int i = 0; i < f.g->n_ops; i++)
         if (strcmp(f.g->ops[i].name, "head") == 0 || strcmp(f.g->ops[i].name, "loss") == 0)
             top[n++] = i;
-    GPP_EXPECT_MSG(gpp_profile_write(f.g, n, top, f.be, f.data, &pc, path, NULL, &err) == 0, "%s",
-                   err.msg);
+    GPP_EXPECT_MSG(s_profile_to(&f, n, top, &pc, path, &err) == 0, "%s", err.msg);
     unlink(path);
     gpp_fixture_exec_close(&f);
 }
@@ -762,9 +773,7 @@ static void t_profile_median_ignores_slow_reps(void)
     } runs[] = {{-1, 0}, {4, 0}, {3, 0}, {2, 1}};
     for (size_t c = 0; c < sizeof runs / sizeof runs[0]; c++) {
         gpp_fault_arm("profile_slow", runs[c].from_rep);
-        GPP_EXPECT_MSG(
-            gpp_profile_write(f.g, f.g->n_ops, f.all, f.be, f.data, &pc, path, NULL, &err) == 0,
-            "%s", err.msg);
+        GPP_EXPECT_MSG(s_profile_to(&f, f.g->n_ops, f.all, &pc, path, &err) == 0, "%s", err.msg);
         double worst = s_profile_max_ms(path, f.g->n_ops, pc.max_micro_batch);
         printf("    slow from repetition %d of 5: largest op fwd+bwd %.4f ms\n", runs[c].from_rep,
                worst);

@@ -146,9 +146,51 @@ static void t_http_serves_snapshot(void)
     GPP_EXPECT(gpp_http_new(70000, &err) == NULL && strstr(err.msg, "1..65535"));
 }
 
+/* A job that ended: "stopped" in the state set with the reason (escaped)
+ * on gpp_job_stop_info, and each agent's registry state on
+ * gpp_agent_state (what gpp-top shows as down and exited); a job that
+ * finished has no gpp_job_stop_info sample. */
+static void t_expo_job_end(void)
+{
+    const char *hosts[] = {"127.0.0.1", "127.0.0.1"};
+    const int slots[] = {0, 1};
+    gpp_registry_t *reg = gpp_registry_new(2, hosts, slots);
+    gpp_registry_agent(reg, 0)->state = GPP_AGENT_EXITED;
+    gpp_registry_agent(reg, 1)->state = GPP_AGENT_DEAD;
+    const char *names[] = {"training", "done", "stopped"};
+    gpp_expo_job_t v = {.state = "stopped",
+                        .state_names = names,
+                        .n_states = 3,
+                        .stop_reason = "agent 127.0.0.1:1 (rank 1) \"killed\" by signal 9",
+                        .reg = reg};
+    gpp_expo_t t = {0};
+    gpp_expo_job(&t, &v);
+    static const char *const want[] = {
+        "\ngpp_job_state{state=\"stopped\"} 1\n",
+        "\ngpp_job_state{state=\"done\"} 0\n",
+        "\ngpp_job_stop_info{reason=\"agent 127.0.0.1:1 (rank 1) \\\"killed\\\" by signal 9\"} 1\n",
+        "\ngpp_agent_state{rank=\"0\",host=\"127.0.0.1\",slot=\"0\",state=\"exited\"} 1\n",
+        "\ngpp_agent_state{rank=\"0\",host=\"127.0.0.1\",slot=\"0\",state=\"alive\"} 0\n",
+        "\ngpp_agent_state{rank=\"1\",host=\"127.0.0.1\",slot=\"1\",state=\"dead\"} 1\n",
+        "\ngpp_agent_state{rank=\"1\",host=\"127.0.0.1\",slot=\"1\",state=\"expected\"} 0\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        GPP_EXPECT_MSG(t.buf && strstr(t.buf, want[i]), "no %s in:\n%s", want[i], t.buf);
+    gpp_expo_release(&t);
+    v.state = "done";
+    v.stop_reason = NULL;
+    gpp_expo_job(&t, &v);
+    GPP_EXPECT_MSG(t.buf && strstr(t.buf, "\ngpp_job_state{state=\"done\"} 1\n") &&
+                       !strstr(t.buf, "\ngpp_job_stop_info{"),
+                   "%s", t.buf);
+    gpp_expo_release(&t);
+    gpp_registry_destroy(&reg);
+}
+
 static const gpp_test_case_t cases[] = {
     {"part_progress_hook", t_part_progress_hook},
     {"expo_text", t_expo_text},
+    {"expo_job_end", t_expo_job_end},
     {"http_serves_snapshot", t_http_serves_snapshot},
     {NULL, NULL},
 };

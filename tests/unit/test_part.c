@@ -19,6 +19,8 @@
 
 #include "tests/gpp_test.h"
 #include "planner/gpp_cost.h"
+#include "model/gpp_profile_graph.h"
+#include "planner/gpp_profile_io.h"
 #include "planner/gpp_part.h"
 #include "planner/gpp_sched.h"
 #include "planner/gpp_sim.h"
@@ -1070,12 +1072,13 @@ static void t_edge_cases(void)
     char path[1024];
     const char *src = getenv("GPP_SRC");
     snprintf(path, sizeof path, "%s/tests/data/profile_small.json", src ? src : ".");
-    g = gpp_profile_read_graph(path, &err);
+    gpp_profile_t *prof = gpp_profile_io_read(path, &err);
+    g = prof ? gpp_profile_graph(prof, &err) : NULL;
     GPP_EXPECT_MSG(g != NULL, "%s", err.msg);
     if (g) {
         gpp_cluster_init(&cl, "v100-16g", 3, 4, &err);
         cost = gpp_cost_new(g, &cl);
-        GPP_EXPECT(gpp_cost_attach_profile(cost, path, &err) == 0);
+        GPP_EXPECT(gpp_cost_attach_profile(cost, prof, &err) == 0);
         gpp_part_opts_default(&o, 8);
         p = gpp_part_run(g, cost, &o, NULL, &err);
         GPP_EXPECT_MSG(p != NULL, "%s", err.msg);
@@ -1085,6 +1088,7 @@ static void t_edge_cases(void)
         gpp_cost_destroy(&cost);
         gpp_graph_destroy(&g);
     }
+    gpp_profile_destroy(&prof);
 }
 
 /* CANDLE-Uno, 8 GPUs, b = 512: the concat feeds a layer worth almost two

@@ -226,7 +226,7 @@ static void t_trains_like_the_executor(void)
     char plan[160];
     snprintf(plan, sizeof plan, "%s/plan.json", j.dir);
     gpp_fixture_spit(plan, (const unsigned char *)"{}", 2);
-    GPP_EXPECT_MSG(gpp_ckpt_set_commit(j.dir, 2, 1, 2, &err) == 0, "%s", err.msg);
+    GPP_EXPECT_MSG(gpp_ckpt_set_commit(j.dir, 2, 1, 2, NULL, &err) == 0, "%s", err.msg);
     free(k.ops);
     s_job_init(&k, j.cfg.n_ops);
     k.cfg.start_iteration = 2;

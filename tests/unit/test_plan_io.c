@@ -1,5 +1,6 @@
 /* test_plan_io: "gpp-plan/1" JSON round trip and the reader's validation
- * errors; strategy file and DOT shapes. */
+ * errors; "gpp-plan/2" (zero-bubble orders) likewise; strategy file and DOT
+ * shapes. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "planner/gpp_plan.h"
 #include "planner/gpp_plan_io.h"
 #include "planner/gpp_sched.h"
+#include "planner/gpp_zb.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
 
@@ -144,9 +146,59 @@ static void t_strategy_and_dot(void)
     gpp_graph_destroy(&g);
 }
 
+/* A zero-bubble plan is written as gpp-plan/2 with its kind, W delays and
+ * W tokens, read back to the same orders, and refused where the kind, the
+ * format and the orders disagree; a 1F1B plan has none of the keys. */
+static void t_zb_round_trip(void)
+{
+    gpp_graph_t *g = gpp_fixture_diamond(16);
+    gpp_plan_t *p = s_plan(g);
+    char *json1 = gpp_plan_to_json(p);
+    GPP_EXPECT(strstr(json1, "gpp-plan/1") && !strstr(json1, "schedule_kind") &&
+               !strstr(json1, "w_delay") && !strstr(json1, "\"W0\""));
+    free(json1);
+    gpp_zb_shape(p, GPP_SCHED_ZB_H1);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
+    char *json = gpp_plan_to_json(p);
+    GPP_EXPECT(strstr(json, "\"gpp-plan/2\"") && strstr(json, "\"schedule_kind\":\t\"zb-h1\"") &&
+               strstr(json, "\"w_delay\"") && strstr(json, "\"W0\""));
+    gpp_plan_t *q = gpp_plan_parse_json(json, "mem", g, &err);
+    GPP_EXPECT_MSG(q != NULL, "%s", err.msg);
+    if (q) {
+        GPP_EXPECT(q->schedule == GPP_SCHED_ZB_H1);
+        for (int s = 0; s < p->n_stages; s++) {
+            const gpp_stage_t *a = &p->stages[s], *b = &q->stages[s];
+            GPP_EXPECT(a->w_delay == b->w_delay);
+            GPP_EXPECT(a->compute.n == b->compute.n &&
+                       !memcmp(a->compute.a, b->compute.a, sizeof *a->compute.a * a->compute.n));
+        }
+        char *again = gpp_plan_to_json(q);
+        GPP_EXPECT(strcmp(json, again) == 0);
+        free(again);
+    }
+    gpp_plan_destroy(&q);
+    s_bad(g, json, "gpp-plan/2", "gpp-plan/1", "schedule_kind: expected \"1f1b\"");
+    s_bad(g, json, "\"zb-h1\"", "\"auto\"", "schedule_kind: expected \"zb-h1\" or \"zb-h2\"");
+    s_bad(g, json, "\"zb-h1\"", "\"1f1b\"", "schedule_kind: expected \"zb-h1\" or \"zb-h2\"");
+    s_bad(g, json, "\"zb-h1\"", "\"zb-v\"", "schedule_kind: expected \"zb-h1\" or \"zb-h2\"");
+    s_bad(g, json, "\"w_delay\":\t", "\"w_delay\":\t9", "stages[0].w_delay");
+    s_bad(g, json, "\"W0\"", "\"B0\"", "C4: stage 0");
+    free(json);
+    /* W tokens in a /1 file */
+    gpp_zb_shape(p, GPP_SCHED_1F1B);
+    GPP_EXPECT(gpp_sched_build(p, g, &err) == 0);
+    json = gpp_plan_to_json(p);
+    s_bad(g, json, "\"B0\"", "\"W0\"", "a W pass in a 1F1B plan");
+    free(json);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
+}
+
 static const gpp_test_case_t cases[] = {
     {"round_trip", t_round_trip},
     {"reader_errors", t_reader_errors},
+    {"zb_round_trip", t_zb_round_trip},
     {"strategy_and_dot", t_strategy_and_dot},
     {NULL, NULL},
 };

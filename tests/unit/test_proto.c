@@ -1157,6 +1157,35 @@ static void t_embedded_nul_and_oversize(void)
     GPP_EXPECT(strstr(err.msg, "magic"));
 }
 
+/* The one precision, device-kind and optimizer conversions: every C value crosses the
+ * wire and back unchanged, and every proto value but "not set" names one. */
+static void t_precision(void)
+{
+    for (int p = 0; p < GPP_PRECISION__COUNT; p++) {
+        Gpp__Precision w = gpp_msg_precision((gpp_precision_t)p);
+        GPP_EXPECT(w != GPP__PRECISION__PRECISION_UNSPECIFIED);
+        GPP_EXPECT(gpp_msg_precision_of(w) == (gpp_precision_t)p);
+    }
+    const ProtobufCEnumDescriptor *d = &gpp__precision__descriptor;
+    GPP_EXPECT_MSG(d->n_values == GPP_PRECISION__COUNT + 1, "proto Precision has %u values",
+                   d->n_values);
+    GPP_EXPECT(gpp_msg_precision(GPP_PRECISION_BF16) == GPP__PRECISION__PRECISION_BF16);
+    /* the device kind likewise */
+    for (int k = 0; k < GPP_DEVICE__COUNT; k++) {
+        Gpp__Backend w = gpp_msg_backend((gpp_device_kind_t)k);
+        GPP_EXPECT(w != GPP__BACKEND__BACKEND_UNSPECIFIED);
+        GPP_EXPECT(gpp_msg_backend_of(w) == (gpp_device_kind_t)k);
+    }
+    GPP_EXPECT(gpp__backend__descriptor.n_values == GPP_DEVICE__COUNT + 1);
+    GPP_EXPECT(gpp_msg_backend(GPP_DEVICE_CUDA) == GPP__BACKEND__BACKEND_CUDA);
+    /* and the optimizer */
+    for (int k = 0; k < GPP_OPTIM__COUNT; k++)
+        GPP_EXPECT(gpp_msg_optimizer_of(gpp_msg_optimizer((gpp_optim_kind_t)k)) ==
+                   (gpp_optim_kind_t)k);
+    GPP_EXPECT(gpp__optimizer__descriptor.n_values == GPP_OPTIM__COUNT + 1);
+    GPP_EXPECT(gpp_msg_optimizer(GPP_OPTIM_SGD) == GPP__OPTIMIZER__OPTIMIZER_SGD);
+}
+
 static const gpp_test_case_t cases[] = {
     {"round_trip_every_type", t_round_trip_every_type},
     {"round_trip_fields", t_round_trip_fields},
@@ -1166,6 +1195,7 @@ static const gpp_test_case_t cases[] = {
     {"mutations", t_mutations},
     {"bad_fields", t_bad_fields},
     {"embedded_nul_and_oversize", t_embedded_nul_and_oversize},
+    {"precision", t_precision},
     {NULL, NULL},
 };
 

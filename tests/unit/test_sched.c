@@ -1,7 +1,8 @@
 /* test_sched: kFkB compute orders, lowering (re-sharding, per-stage
  * micro-batches, multi-consumer tensors), validation of C1-C4 and
  * deadlock freedom on hand-built plans, and the one message order per
- * directed replica pair that NCCL's untagged matching needs. */
+ * directed replica pair that NCCL's untagged matching needs; the same for
+ * the zero-bubble schedules (zb-h1, zb-h2: B and W passes, gpp_zb). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "planner/gpp_part.h"
 #include "planner/gpp_plan.h"
 #include "planner/gpp_sched.h"
+#include "planner/gpp_zb.h"
 #include "tests/gpp_fixtures.h"
 #include "tests/gpp_test.h"
 
@@ -576,6 +578,29 @@ static void t_links(void)
     gpp_graph_destroy(&g);
 }
 
+/* Every W pass of every replica list comes before its ALLREDUCE and STEP
+ * (W never crosses the optimizer step); 1 when they do. */
+static int s_w_before_step(const gpp_plan_t *p)
+{
+    for (int s = 0; s < p->n_stages; s++)
+        for (int r = 0; r < p->stages[s].devices; r++) {
+            const gpp_actions_t *l = &p->stages[s].replica[r];
+            int sync = l->n;
+            for (int i = 0; i < l->n; i++)
+                if (l->a[i].type == GPP_ACT_ALLREDUCE || l->a[i].type == GPP_ACT_STEP) {
+                    sync = i;
+                    break;
+                }
+            for (int i = sync; i < l->n; i++)
+                if (l->a[i].type == GPP_ACT_BWD_W || l->a[i].type == GPP_ACT_BWD_IN)
+                    return 0;
+            if (s_count(l, GPP_ACT_BWD_W) !=
+                (p->schedule == GPP_SCHED_1F1B ? 0 : p->batch / p->stages[s].micro_batch))
+                return 0;
+        }
+    return 1;
+}
+
 /* Every combination of per-stage micro-batch sizes and kFkB schedules, with
  * in-flight counts from the appendix ComputeInFlight table (the maximum over
  * successors), lowers to deadlock-free lists: the scheduler's kFkB orders are
@@ -586,6 +611,7 @@ static void t_kfkb_inflight_table(void)
     static const int bs[] = {1, 2, 4, 8};
     const int B = 48;
     int tried = 0, failed = 0, misordered = 0, pairs = 0, blocked = 0, naive = 0;
+    int zb_tried = 0, w_crossed = 0;
     for (int shape = 0; shape < 2; shape++) {
         gpp_graph_t *g = shape ? gpp_fixture_diamond(8) : gpp_fixture_chain(3, 8);
         int S = shape ? 4 : 3;
@@ -638,6 +664,38 @@ static void t_kfkb_inflight_table(void)
                     fprintf(stderr,
                             "  shape %d b=%d,%d,%d,%d k=%d,%d,%d,%d: %d pairs out of order\n",
                             shape, b[0], b[1], b[2], b[3], k[0], k[1], k[2], k[3], bad);
+                /* gpp_zb_shape's 1F1B in-flight is the table's, as above */
+                int inflight[4];
+                for (int s = 0; s < S; s++)
+                    inflight[s] = p->stages[s].inflight;
+                gpp_zb_shape(p, GPP_SCHED_1F1B);
+                for (int s = 0; s < S; s++)
+                    GPP_EXPECT(p->stages[s].inflight == inflight[s] && p->stages[s].w_delay == 0);
+                /* the zero-bubble shapes of the same plan */
+                for (int kind = GPP_SCHED_ZB_H1; kind < GPP_SCHED__COUNT; kind++) {
+                    gpp_zb_shape(p, (gpp_sched_kind_t)kind);
+                    zb_tried++;
+                    if (gpp_sched_build(p, g, &err) < 0) {
+                        if (failed++ < 5)
+                            fprintf(stderr, "  %s shape %d b=%d,%d,%d,%d k=%d,%d,%d,%d: %s\n",
+                                    gpp_sched_kind_name((gpp_sched_kind_t)kind), shape, b[0], b[1],
+                                    b[2], b[3], k[0], k[1], k[2], k[3], err.msg);
+                        continue;
+                    }
+                    int zn = 0;
+                    if (!s_order_ok(p, &zn) && blocked++ < 5)
+                        fprintf(stderr, "  %s shape %d b=%d,%d,%d,%d k=%d,%d,%d,%d: deadlocks\n",
+                                gpp_sched_kind_name((gpp_sched_kind_t)kind), shape, b[0], b[1],
+                                b[2], b[3], k[0], k[1], k[2], k[3]);
+                    int zbad = s_pair_order_bad(p, &pairs);
+                    if (zbad && misordered++ < 5)
+                        fprintf(stderr,
+                                "  %s shape %d b=%d,%d,%d,%d k=%d,%d,%d,%d: %d pairs out "
+                                "of order\n",
+                                gpp_sched_kind_name((gpp_sched_kind_t)kind), shape, b[0], b[1],
+                                b[2], b[3], k[0], k[1], k[2], k[3], zbad);
+                    w_crossed += !s_w_before_step(p);
+                }
             }
             gpp_plan_destroy(&p);
         }
@@ -649,7 +707,10 @@ static void t_kfkb_inflight_table(void)
     printf("  blocking streams (NCCL, one comm stream per agent): gpp_sched_order runs all but %d; "
            "the lists' own order deadlocks %d\n",
            blocked, naive);
+    printf("  zb-h1 and zb-h2 shapes of the same plans: %d, W passes after the step in %d\n",
+           zb_tried, w_crossed);
     GPP_EXPECT(tried > 1000 && failed == 0 && misordered == 0 && blocked == 0);
+    GPP_EXPECT(zb_tried == 2 * tried && w_crossed == 0);
 }
 
 /* The same order on the partitioner's plans of zoo models, GPP and SPP,
@@ -663,7 +724,7 @@ static void t_zoo_pair_order(void)
         "candle_uno:branches=4,hidden=256,in=256",
     };
     static const int devices[] = {6, 8};
-    int plans = 0, pairs = 0, bad = 0, naive = 0;
+    int plans = 0, pairs = 0, bad = 0, naive = 0, zb = 0;
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
         gpp_err_t err = {{0}};
         gpp_graph_t *g = gpp_zoo_build(specs[i], &err);
@@ -678,11 +739,15 @@ static void t_zoo_pair_order(void)
                 o.spp = mode & 1;
                 o.per_stage_mbs = o.kfkb = (mode & 2) != 0;
                 o.max_mbs = 32;
+                o.schedules = 1u << (mode + (int)d) % GPP_SCHED__COUNT; /* each kind in turn */
                 int64_t min_mem = 0;
                 gpp_plan_t *p = gpp_part_run(g, cost, &o, &min_mem, &err);
                 GPP_EXPECT_MSG(p && gpp_sched_build(p, g, &err) == 0, "%s on %d (mode %d): %s",
                                specs[i], devices[d], mode, err.msg);
+                GPP_EXPECT(!p || o.schedules == 1u << p->schedule);
+                zb += p && p->schedule != GPP_SCHED_1F1B;
                 if (p && p->stages[0].replica) {
+                    GPP_EXPECT(s_w_before_step(p));
                     GPP_EXPECT_MSG(s_order_ok(p, &naive),
                                    "%s on %d (mode %d): the blocking order "
                                    "deadlocks",
@@ -698,9 +763,107 @@ static void t_zoo_pair_order(void)
             }
         gpp_graph_destroy(&g);
     }
-    printf("  %d zoo plans, %d directed replica pairs, %d out of order; on blocking streams "
-           "gpp_sched_order runs every plan, the lists' own order deadlocks %d\n",
-           plans, pairs, bad, naive);
+    printf("  %d zoo plans (%d zb-h1 or zb-h2), %d directed replica pairs, %d out of order; on "
+           "blocking streams gpp_sched_order runs every plan, the lists' own order deadlocks %d\n",
+           plans, zb, pairs, bad, naive);
+    GPP_EXPECT(zb == 15); /* (mode + d) % 3 over 3 models, 2 sizes, 4 modes */
+}
+
+/* A chain of p stages with one micro-batch size: zb-h1 is the paper's
+ * ZB-H1 (warm-up p - i, W delay i on stage i from the source), zb-h2 its
+ * ZB-H2 (warm-up 2(p - i) - 1); both lower to lists whose W passes have no
+ * transfers and come before the STEP, and validate. */
+static void t_zb_chain(void)
+{
+    gpp_graph_t *g = gpp_fixture_chain(5, 8); /* in l1..l5 loss: 7 ops */
+    static const int lohi[4][2] = {{0, 1}, {2, 3}, {4, 5}, {6, 6}};
+    const int P = 4, B = 12;
+    for (int kind = GPP_SCHED_1F1B; kind < GPP_SCHED__COUNT; kind++) {
+        gpp_plan_t *p = gpp_plan_new("spp", g, P, B);
+        for (int s = 0; s < P; s++)
+            s_stage(p, lohi[s][0], lohi[s][1], 1, 1, 1, 0);
+        gpp_err_t err = {{0}};
+        GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
+        gpp_zb_shape(p, (gpp_sched_kind_t)kind);
+        GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s: %s",
+                       gpp_sched_kind_name((gpp_sched_kind_t)kind), err.msg);
+        for (int s = 0; s < P; s++) {
+            const gpp_stage_t *st = &p->stages[s];
+            int warm = kind == GPP_SCHED_ZB_H2 ? 2 * (P - s) - 1 : P - s, nf = 0;
+            while (nf < st->compute.n && st->compute.a[nf].type == GPP_ACT_FWD)
+                nf++;
+            GPP_EXPECT_MSG(nf == warm, "%s stage %d: warm-up %d, want %d",
+                           gpp_sched_kind_name((gpp_sched_kind_t)kind), s, nf, warm);
+            GPP_EXPECT(st->w_delay == (kind == GPP_SCHED_1F1B ? 0 : s));
+            GPP_EXPECT(s_count(&st->compute, GPP_ACT_BWD) == (kind ? 0 : B));
+            GPP_EXPECT(s_count(&st->compute, GPP_ACT_BWD_IN) == (kind ? B : 0));
+        }
+        if (kind) {
+            char buf[256];
+            gpp_sched_format(&p->stages[1].compute, 0, buf, sizeof buf);
+            if (kind == GPP_SCHED_ZB_H1) /* warm-up 3, W delay 1 */
+                GPP_EXPECT_MSG(strncmp(buf, "F0 F1 F2 B0 F3 B1 W0 F4 B2 W1 F5", 32) == 0, "%s",
+                               buf);
+            GPP_EXPECT(s_w_before_step(p));
+            /* a W pass has no transfers around it */
+            const gpp_actions_t *l = &p->stages[1].replica[0];
+            for (int i = 0; i + 1 < l->n; i++)
+                if (l->a[i].type == GPP_ACT_BWD_W)
+                    GPP_EXPECT(
+                        l->a[i + 1].type == GPP_ACT_FWD || l->a[i + 1].type == GPP_ACT_RECV_ACT ||
+                        l->a[i + 1].type == GPP_ACT_RECV_GRAD ||
+                        l->a[i + 1].type == GPP_ACT_BWD_W || l->a[i + 1].type == GPP_ACT_STEP);
+        }
+        int pairs = 0, naive = 0;
+        GPP_EXPECT(s_order_ok(p, &naive) && s_pair_order_bad(p, &pairs) == 0);
+        gpp_plan_destroy(&p);
+    }
+    gpp_graph_destroy(&g);
+}
+
+/* Zero-bubble orders that break C4 are refused naming the pass. */
+static void t_zb_validate(void)
+{
+    gpp_graph_t *g = gpp_fixture_chain(2, 8);
+    gpp_plan_t *p = gpp_plan_new("gpp", g, 2, 4);
+    s_stage(p, 0, 1, 1, 1, 1, 2);
+    s_stage(p, 2, 3, 1, 1, 1, 1);
+    gpp_err_t err = {{0}};
+    GPP_EXPECT(gpp_plan_link(p, g, &err) == 0);
+    gpp_zb_shape(p, GPP_SCHED_ZB_H1);
+    GPP_EXPECT_MSG(gpp_sched_build(p, g, &err) == 0, "%s", err.msg);
+    gpp_actions_t *c = &p->stages[0].compute;
+    int w0 = -1, b0 = -1;
+    for (int i = 0; i < c->n; i++) {
+        if (c->a[i].type == GPP_ACT_BWD_W && c->a[i].mb == 0)
+            w0 = i;
+        if (c->a[i].type == GPP_ACT_BWD_IN && c->a[i].mb == 0)
+            b0 = i;
+    }
+    GPP_EXPECT(w0 > b0 && b0 >= 0);
+    /* W0 before B0 */
+    gpp_action_t t = c->a[w0];
+    memmove(&c->a[b0 + 1], &c->a[b0], (size_t)(w0 - b0) * sizeof t);
+    c->a[b0] = t;
+    GPP_EXPECT(gpp_sched_lower(p, g, &err) == 0);
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "C4") && strstr(err.msg, "w_0 precedes bw_0"), "%s", err.msg);
+    /* a whole backward in a zero-bubble plan */
+    GPP_EXPECT(gpp_sched_compute(p, &err) == 0);
+    c->a[b0].type = GPP_ACT_BWD;
+    GPP_EXPECT(gpp_sched_lower(p, g, &err) == 0);
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "C4") && strstr(err.msg, "a BWD pass in a zb-h1 plan"), "%s",
+                   err.msg);
+    /* a W dropped: the optimizer step would miss it */
+    GPP_EXPECT(gpp_sched_compute(p, &err) == 0);
+    c->n--; /* the last W */
+    GPP_EXPECT(gpp_sched_lower(p, g, &err) == 0);
+    GPP_EXPECT(gpp_sched_validate(p, g, &err) == -1);
+    GPP_EXPECT_MSG(strstr(err.msg, "3 W passes") && strstr(err.msg, "optimizer step"), "%s",
+                   err.msg);
+    gpp_plan_destroy(&p);
+    gpp_graph_destroy(&g);
 }
 
 /* gpp_plan_topo_order: ready stages in ascending id; a cycle leaves its
@@ -732,6 +895,8 @@ static const gpp_test_case_t cases[] = {
     {"links", t_links},
     {"kfkb_inflight_table", t_kfkb_inflight_table},
     {"topo_order", t_topo_order},
+    {"zb_chain", t_zb_chain},
+    {"zb_validate", t_zb_validate},
     {"format", t_format},
     {NULL, NULL},
 };

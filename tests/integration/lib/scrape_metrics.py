@@ -21,6 +21,7 @@ WANT = {
     "gpp_job_state": ("gauge", {"state"}),
     "gpp_agents": ("gauge", {"state"}),
     "gpp_agent_up": ("gauge", {"rank", "host", "slot", "device", "device_name"}),
+    "gpp_agent_state": ("gauge", {"rank", "host", "slot", "state"}),
     "gpp_agent_heartbeat_age_seconds": ("gauge", {"rank", "host", "slot"}),
     "gpp_agent_memory_limit_bytes": ("gauge", {"rank", "host", "slot"}),
     "gpp_agent_memory_high_water_bytes": ("gauge", {"rank", "host", "slot", "stage"}),
@@ -30,6 +31,8 @@ WANT = {
     "gpp_stage_compute_seconds": ("gauge", {"stage"}),
     "gpp_stage_comm_seconds": ("gauge", {"stage"}),
     "gpp_stage_idle_seconds": ("gauge", {"stage"}),
+    "gpp_stage_memory_predicted_bytes": ("gauge", {"stage"}),
+    "gpp_stage_memory_peak_bytes": ("gauge", {"stage"}),
     "gpp_iterations_planned": ("gauge", set()),
     # counters: the parser names the family without _total
     "gpp_iterations_completed": ("counter", set()),
@@ -74,6 +77,9 @@ def check(text):
         return "%d agents, want %d" % (len(fams["gpp_agent_up"].samples), n_agents)
     if any(s.value != 1 for s in fams["gpp_agent_up"].samples):
         return "an agent is down"
+    current = [s.labels["state"] for s in fams["gpp_agent_state"].samples if s.value == 1]
+    if current != ["alive"] * n_agents or len(fams["gpp_agent_state"].samples) != 4 * n_agents:
+        return "agent states %s, want one of 4 per agent, alive" % current
     if fams["gpp_job_restarts"].samples[0].value != 0 or any(
             s.value != 0 for s in fams["gpp_agent_restarts"].samples):
         return "restarts counted in a job that never restarted"
