@@ -220,6 +220,11 @@ int gpp_stream_sync(gpp_stream_t *self, gpp_err_t *err);
  * must not hold a workspace pointer across a kernel call on the same stream.
  * NULL + message when out of memory. */
 void *gpp_stream_workspace(gpp_stream_t *self, size_t bytes, gpp_err_t *err);
+/* Lends the stream `bytes` of device memory at p as its workspace (the
+ * executor's memory plan holds it), freeing one the stream owned: the
+ * stream never frees or grows it, and a larger request is an error. NULL:
+ * none lent, the stream allocates its own again. */
+void gpp_stream_lend_workspace(gpp_stream_t *self, void *p, size_t bytes);
 /* The stream's workspace as it stands (NULL: none yet), without asking for
  * any: a CUDA graph records this pointer, and may only be replayed while it
  * stays. */

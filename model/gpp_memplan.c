@@ -179,7 +179,7 @@ static void s_place(gpp_memplan_t *p)
 /* The micro-batch's buffers and their lifetimes. in: stage flags by op id;
  * li: local index by op id. */
 static void s_buffers(gpp_memplan_t *p, const gpp_graph_t *g, const char *in, const int *li,
-                      int64_t n, const gpp_stage_dev_t *dev)
+                      int64_t n, const gpp_stage_dev_t *dev, int no_fuse)
 {
     const int L = p->L, E = L + 1; /* E: a pass's end */
 #define OB(i) (dev->out_bytes && dev->out_bytes[i] >= 0 ? dev->out_bytes[i] : g->ops[i].out_bytes)
@@ -194,7 +194,7 @@ static void s_buffers(gpp_memplan_t *p, const gpp_graph_t *g, const char *in, co
             continue;
         const gpp_op_t *op = &g->ops[i];
         const gpp_op_info_t *T = &gpp_optable[op->type];
-        int relu_fused = op->type == GPP_OP_RELU && gpp_op_fused_from(g, in, i) >= 0;
+        int relu_fused = !no_fuse && op->type == GPP_OP_RELU && gpp_op_fused_from(g, in, i) >= 0;
         for (int k = 0; k < op->n_inputs; k++) {
             int q = op->inputs[k];
             if (!in[q] && p->index[GPP_BUF_ACT * p->n_ops_g + q] < 0) /* begin takes it */
@@ -214,9 +214,9 @@ static void s_buffers(gpp_memplan_t *p, const gpp_graph_t *g, const char *in, co
             continue;
         const gpp_op_t *op = &g->ops[i];
         const gpp_op_info_t *T = &gpp_optable[op->type];
-        int act = gpp_op_fused_act(g, in, i);
+        int act = no_fuse ? -1 : gpp_op_fused_act(g, in, i);
         int ghost = act >= 0 && g->ops[act].type == GPP_OP_RELU;
-        if (T->role != GPP_ROLE_LOSS && !ghost && gpp_op_fused_from(g, in, i) < 0)
+        if (T->role != GPP_ROLE_LOSS && !ghost && (no_fuse || gpp_op_fused_from(g, in, i) < 0))
             s_add(p, &cap, GPP_BUF_ACT, i, n * OB(i), GPP_PASS_F, FT(i));
         if (act >= 0) /* the linear's call writes it */
             s_add(p, &cap, GPP_BUF_ACT, act, n * OB(act), GPP_PASS_F, FT(i));
@@ -312,7 +312,8 @@ static int64_t s_state(const gpp_graph_t *g, const char *in, const gpp_memplan_c
                      R(c * 4) + R(c * op->dim * 4);
         }
     }
-    return state + (2 + cfg->optim_bufs) * R(dense);
+    /* a stage without dense parameters has no dense optimizer state */
+    return state + (2 + (dense ? cfg->optim_bufs : 0)) * R(dense);
 #undef R
 }
 
@@ -361,7 +362,7 @@ gpp_memplan_t *gpp_memplan_new(const gpp_graph_t *g, int n_ops, const int *ops,
         p->data_at[i] = -1;
     p->state_bytes = s_state(g, in, cfg, dev);
     if (cfg->n > 0)
-        s_buffers(p, g, in, li, cfg->n, dev);
+        s_buffers(p, g, in, li, cfg->n, dev, cfg->no_fuse);
     s_place(p);
     /* the stage's own buffers: workspace, load-ahead, feeds, loss values */
     int64_t at = 0, n = cfg->n;

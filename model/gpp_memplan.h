@@ -40,6 +40,8 @@ typedef struct {
     int64_t n;      /* samples of the largest micro-batch this replica runs, >= 0 */
     int inflight;   /* most micro-batches begun and not released at once, >= 1 */
     int slots;      /* micro-batch slots (each keeps its loss values), >= 0 */
+    int no_fuse;    /* 1: a linear and the ReLU/GELU it feeds run as two ops
+                       (gpp_exec_cfg_t.no_fuse), each with its own output */
     /* what the device changes (NULL: the op table's figures, the CPU's
        64-byte alignment, no load-ahead, no graphs) */
     const gpp_stage_dev_t *dev;
