@@ -1,7 +1,7 @@
 /* gpp_alloc_rule: how a backend's allocator rounds a request — one rule the
- * allocators and the memory model share, so that a prediction
- * (model/gpp_optable.h gpp_stage_mem) counts the bytes a device holds, not
- * the bytes asked for.
+ * allocators and the memory plan share, so that a prediction
+ * (model/gpp_memplan.h) counts the bytes a device holds, not the bytes
+ * asked for.
  *
  * GPP_ALLOC_ALIGN64: the CPU backend (kernels/cpu): multiples of 64 bytes,
  * at least 64. GPP_ALLOC_CLASSES: the CUDA backend's caching allocator

@@ -35,14 +35,18 @@ struct gpp_memplan_s {
 };
 
 /* A buffer's lifetime on one micro-batch's clock: forward steps 0 .. L+1,
- * then backward steps L+2 .. 2L+3. */
+ * then backward steps L+2 .. 2L+3, then W steps 2L+4 .. 3L+5. */
+static int s_clock(const gpp_memplan_t *p, gpp_pass_kind_t k, int t)
+{
+    return (int)k * (p->L + 2) + t;
+}
 static int s_t0(const gpp_memplan_t *p, const s_buf_t *b)
 {
-    return b->bk == GPP_PASS_F ? b->bt : p->L + 2 + b->bt;
+    return s_clock(p, b->bk, b->bt);
 }
 static int s_t1(const gpp_memplan_t *p, const s_buf_t *b)
 {
-    return b->dk == GPP_PASS_F ? b->dt : p->L + 2 + b->dt;
+    return s_clock(p, b->dk, b->dt);
 }
 
 static int s_add(gpp_memplan_t *p, int *cap, gpp_buf_kind_t kind, int op, int64_t bytes,
@@ -69,6 +73,13 @@ static void s_die(gpp_memplan_t *p, int b, gpp_pass_kind_t dk, int dt)
 {
     p->bufs[b].dk = dk;
     p->bufs[b].dt = dt;
+}
+
+/* Buffer b (or none, -1) lives at least until step dt of pass dk. */
+static void s_live_until(gpp_memplan_t *p, int b, gpp_pass_kind_t dk, int dt)
+{
+    if (b >= 0 && s_clock(p, dk, dt) > s_t1(p, &p->bufs[b]))
+        s_die(p, b, dk, dt);
 }
 
 /* ---- placement ---- */
@@ -157,14 +168,14 @@ static void s_place(gpp_memplan_t *p)
             s_insert(p, &scr, order[k]);
         }
     /* the most bytes alive at once on the micro-batch's clock */
-    int64_t *delta = calloc((size_t)(2 * p->L + 6), sizeof *delta), live = 0;
+    int64_t *delta = calloc((size_t)(3 * p->L + 8), sizeof *delta), live = 0;
     assert(delta);
     for (int j = 0; j < nb; j++) {
         delta[s_t0(p, &p->bufs[j])] += p->bufs[j].size;
         delta[s_t1(p, &p->bufs[j]) + 1] -= p->bufs[j].size;
     }
     p->live_bytes = 0;
-    for (int t = 0; t <= 2 * p->L + 3; t++) {
+    for (int t = 0; t <= 3 * p->L + 5; t++) {
         live += delta[t];
         p->live_bytes = live > p->live_bytes ? live : p->live_bytes;
     }
@@ -179,7 +190,7 @@ static void s_place(gpp_memplan_t *p)
 /* The micro-batch's buffers and their lifetimes. in: stage flags by op id;
  * li: local index by op id. */
 static void s_buffers(gpp_memplan_t *p, const gpp_graph_t *g, const char *in, const int *li,
-                      int64_t n, const gpp_stage_dev_t *dev, int no_fuse)
+                      int64_t n, const gpp_stage_dev_t *dev, int no_fuse, int split)
 {
     const int L = p->L, E = L + 1; /* E: a pass's end */
 #define OB(i) (dev->out_bytes && dev->out_bytes[i] >= 0 ? dev->out_bytes[i] : g->ops[i].out_bytes)
@@ -277,6 +288,23 @@ static void s_buffers(gpp_memplan_t *p, const gpp_graph_t *g, const char *in, co
         if (!in[q] && p->index[GPP_BUF_ACT * p->n_ops_g + q] >= 0 &&
             gpp_op_has_grad(g->ops[q].type) && p->index[GPP_BUF_GRAD * p->n_ops_g + q] < 0)
             s_add(p, &cap, GPP_BUF_GRAD, q, n * OB(q), GPP_PASS_B, E);
+    /* the backward split: B keeps for each parameter op's W (descending
+       ids, as B) its inputs, its output gradient and kernel stash, and
+       writes its W stash */
+    for (int i = g->n_ops - 1; split && i >= 0; i--) {
+        const gpp_op_t *op = &g->ops[i];
+        int dy = p->index[GPP_BUF_GRAD * p->n_ops_g + i];
+        if (!in[i] || gpp_optable[op->type].role != GPP_ROLE_LAYER || op->params <= 0 || dy < 0)
+            continue; /* no parameter gradient, or no gradient reaches it */
+        s_live_until(p, dy, GPP_PASS_W, BT(i));
+        s_live_until(p, p->index[GPP_BUF_STASH * p->n_ops_g + i], GPP_PASS_W, BT(i));
+        for (int k = 0; k < op->n_inputs; k++)
+            s_live_until(p, p->index[GPP_BUF_ACT * p->n_ops_g + op->inputs[k]], GPP_PASS_W, BT(i));
+        int64_t ws = gpp_op_wstash_bytes(g, op);
+        if (ws > 0)
+            s_die(p, s_add(p, &cap, GPP_BUF_WSTASH, i, n * ws, GPP_PASS_B, BT(i)), GPP_PASS_W,
+                  BT(i));
+    }
     /* a transient lives inside one pass's ops: nobody outside the pass
        fills or reads it */
     for (int b = 0; b < p->n_bufs; b++) {
@@ -362,7 +390,7 @@ gpp_memplan_t *gpp_memplan_new(const gpp_graph_t *g, int n_ops, const int *ops,
         p->data_at[i] = -1;
     p->state_bytes = s_state(g, in, cfg, dev);
     if (cfg->n > 0)
-        s_buffers(p, g, in, li, cfg->n, dev, cfg->no_fuse);
+        s_buffers(p, g, in, li, cfg->n, dev, cfg->no_fuse, cfg->split);
     s_place(p);
     /* the stage's own buffers: workspace, load-ahead, feeds, loss values */
     int64_t at = 0, n = cfg->n;

@@ -27,12 +27,48 @@
 #include "model/gpp_graph.h"
 #include "model/gpp_optable.h"
 
+/* What the device that runs the stage changes in its plan (a NULL
+ * gpp_stage_dev_t: the op table's stashes, 64-byte blocks, no load-ahead,
+ * no graphs). */
+typedef struct {
+    /* NULL, or per op id the bytes per sample its forward kernel keeps for
+     * the backward on the backend that runs it, -1 for the op table's figure
+     * (gpp_op_kernel_stash_bytes): the CUDA backend's attention cores keep
+     * less than the table's layout (gpp_backend_attention_stash_bytes), and
+     * a profile measured there says so (planner/gpp_cost.h) */
+    const int64_t *kernel_stash;
+    /* NULL, or per op id the stream workspace its kernels ask on the
+     * backend that runs it (gpp_backend_op_workspace; fixed < 0: the op
+     * table's, gpp_op_workspace): the CUDA attention cores ask more than the
+     * CPU's, and a profile measured there says so */
+    const gpp_work_t *work;
+    /* NULL, or per op id the bytes per sample of its output (and of the
+     * output's gradient) as the device keeps it (gpp_backend_op_out_bytes;
+     * a profile's "out_bytes"), -1 for the op table's op->out_bytes (fp32):
+     * at precision bf16 the CUDA backend keeps most activations in bf16,
+     * half the bytes, in the stage that makes them and in the stages that
+     * receive them alike */
+    const int64_t *out_bytes;
+    /* how the device's allocator rounds each block (common/gpp_alloc_rule.h;
+     * gpp_backend_alloc_rule): every figure is in rounded bytes, as
+     * gpp_backend_mem counts them */
+    gpp_alloc_rule_t alloc_rule;
+    int load_ahead;   /* the executor loads ahead: two buffers per SOURCE op and loss */
+    int param_copies; /* the backend keeps bf16 copies of the product weights
+                         (gpp_op_param_copy_bytes) in the state; the planner's
+                         plan for a bf16 cuda job (the executor's own leaves them
+                         to the backend's own bytes, measured) */
+    int graphs;       /* the executor may replay its passes as CUDA graphs: the feeds */
+} gpp_stage_dev_t;
+
 /* A pass of one micro-batch: the forward (ops by ascending id), the
- * backward (descending). A step of a pass: 0 its start (begin, arriving
- * gradients), 1 .. n_local its ops in pass order, n_local + 1 its end
- * (after a backward: until the input gradients are sent and the
- * micro-batch released). */
-typedef enum { GPP_PASS_F = 0, GPP_PASS_B, GPP_PASS__COUNT } gpp_pass_kind_t;
+ * backward (descending) and, with the backward split (zero-bubble
+ * schedules), the W pass after it (descending): B computes the input
+ * gradients, W the parameter gradients from what it kept for it. A step of
+ * a pass: 0 its start (begin, arriving gradients), 1 .. n_local its ops in
+ * pass order, n_local + 1 its end (after the backward: until the input
+ * gradients are sent and the micro-batch released). */
+typedef enum { GPP_PASS_F = 0, GPP_PASS_B, GPP_PASS_W, GPP_PASS__COUNT } gpp_pass_kind_t;
 
 typedef struct {
     int optim_bufs; /* optimizer state buffers per parameter (GPP_OPTIM_BUFS_*) */
@@ -42,6 +78,11 @@ typedef struct {
     int slots;      /* micro-batch slots (each keeps its loss values), >= 0 */
     int no_fuse;    /* 1: a linear and the ReLU/GELU it feeds run as two ops
                        (gpp_exec_cfg_t.no_fuse), each with its own output */
+    int split;      /* 1: the backward split in B and W (GPP_BWD_IN, GPP_BWD_W):
+                       what an op's W reads (its inputs, its output gradient, its
+                       kernel stash, its W stash) lives until its W, and a
+                       micro-batch's lane until its W pass; inflight then counts
+                       micro-batches begun and not past W */
     /* what the device changes (NULL: the op table's figures, the CPU's
        64-byte alignment, no load-ahead, no graphs) */
     const gpp_stage_dev_t *dev;
@@ -81,12 +122,14 @@ int64_t gpp_memplan_total(const gpp_memplan_t *self);
 
 /* The buffers of a micro-batch, by kind and op id: an op's output (ACT; a
  * received tensor under its producer's id) and its gradient (GRAD), an
- * op's kernel stash (STASH), a loss's labels (LABEL). */
+ * op's kernel stash (STASH), a loss's labels (LABEL), with the backward
+ * split an op's W stash (WSTASH: B writes it, W reads it). */
 typedef enum {
     GPP_BUF_ACT = 0,
     GPP_BUF_GRAD,
     GPP_BUF_STASH,
     GPP_BUF_LABEL,
+    GPP_BUF_WSTASH,
     GPP_BUF__COUNT
 } gpp_buf_kind_t;
 

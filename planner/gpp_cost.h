@@ -156,7 +156,7 @@ int64_t gpp_cost_op_stash_bytes(const gpp_cost_t *c, int op);
 gpp_work_t gpp_cost_op_workspace(const gpp_cost_t *c, int op);
 /* Bytes per sample of op's output (and its gradient) on the profiled
  * device: the profile's "out_bytes", half the fp32 figure with the
- * cluster's bf16 tensors, else the graph's. What the memory walk keeps and
+ * cluster's bf16 tensors, else the graph's. What the memory plan keeps and
  * what an edge carries. */
 int64_t gpp_cost_op_out_bytes(const gpp_cost_t *c, int op);
 /* Of gpp_cost_stage_mem for these ops, the bf16 parameter copies the agents
@@ -224,12 +224,12 @@ int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int m
  * compared with. */
 int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                            int micro_batch, int mbs, int batch);
-/* The op table's walk of the executor's pool (one replica, ceil(b/d)
- * samples) in *sm; returns the reserved bytes at ceil(b/d). For peaks of
- * orders that are not 1F1B (gpp_zb_stage_mem), until the memory plan has
- * the split backward's W pass. */
-int64_t gpp_cost_stage_mem_parts(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
-                                 int micro_batch, int batch, gpp_stage_mem_t *sm);
+/* The same with the backward split in B and W (zero-bubble orders,
+ * gpp_zb_stage_mem): mbs micro-batches begun and not past their W. The
+ * reserved bytes alone into *reserved when not NULL. */
+int64_t gpp_cost_stage_mem_split(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                                 int micro_batch, int mbs, int batch, int split,
+                                 int64_t *reserved);
 /* One op's terms of gpp_stage_cost_t, each a gpp_cost_mem_bound: its state
  * (weights, gradients, optimizer state; a loss's value per slot), and per
  * sample the stash kept (at most 3 blocks a micro-batch) and the work of a

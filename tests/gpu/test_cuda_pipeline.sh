@@ -76,9 +76,9 @@ fi
 
 # device memory: agent 0 reported its backend's layouts before the plan
 # file's prediction (no profile from the GPU), so the prediction holds the
-# CUDA attention's own stash and workspace: eager, the walk is the
-# executor's (on the emulation, whose allocator is the backend's, to the
-# byte); with graphs, a bound on the pool (never below the measure)
+# CUDA attention's own stash and workspace: the stage's memory plan is
+# what its executor allocates (on the emulation, whose allocator is the
+# backend's, to the byte, eager; with graphs never below the measure)
 # mem_errs OUT: the error % of each stage of the memory table
 mem_errs() { awk '/^  memory  stage/ { t = 1; next } t && NF == 4 { print $4; next } { t = 0 }' "$1"; }
 eager_exact=$(mem_errs "$TMP/eager.out" | awk '$1 != "+0.00" && $1 != "-0.00" { bad = 1 } END { print NR && !bad }')

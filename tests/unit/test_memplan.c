@@ -1,9 +1,11 @@
 /* Tests of the memory plan (model/gpp_memplan.h): the lifetimes of a small
- * chain's buffers step by step; for every zoo model (small sizes), whole
- * and cut, with 1 to 3 micro-batches in flight, no two buffers that can be
+ * chain's buffers step by step, with the backward whole and split in B and
+ * W; for every zoo model (small sizes), whole and cut, with 1 to 3
+ * micro-batches in flight, whole and split, no two buffers that can be
  * alive at once share a byte, every buffer lies inside its region and the
  * arena, and the figures add up to the total; bad configurations are
- * refused. The planner's figure is this total (test_cost stage_mem). */
+ * refused. The planner's figure is this total (test_cost stage_mem), the
+ * executor's allocation too (test_optable zoo_stage_peak). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +35,7 @@ static void s_life(const gpp_memplan_t *p, gpp_buf_kind_t kind, int op, gpp_pass
     gpp_memplan_life(p, b, &xbk, &xbt, &xdk, &xdt);
     GPP_EXPECT_MSG(xbk == bk && xbt == bt && xdk == dk && xdt == dt,
                    "kind %d of op %d: lives %c%d..%c%d, expected %c%d..%c%d", (int)kind, op,
-                   "FB"[xbk], xbt, "FB"[xdk], xdt, "FB"[bk], bt, "FB"[dk], dt);
+                   "FBW"[xbk], xbt, "FBW"[xdk], xdt, "FBW"[bk], bt, "FBW"[dk], dt);
 }
 
 /* x -> linear -> relu (fused: the linear's output never exists) -> linear
@@ -89,6 +91,24 @@ static void t_chain_lifetimes(void)
     int64_t dense = (8 * 16 + 16 + 16 * 4 + 4) * 4;
     GPP_EXPECT(s.state_bytes == 3 * ((dense + 63) / 64 * 64));
     gpp_memplan_destroy(&p);
+    /* the backward split: l2's and l1's W read their inputs (r, x), output
+       gradients and nothing else (a linear has no stash); W steps as B's */
+    cfg.split = 1;
+    p = gpp_memplan_new(g, 5, all, &cfg, &err);
+    GPP_EXPECT_MSG(p != NULL, "%s", err.msg);
+    if (p) {
+        s_life(p, GPP_BUF_ACT, x, GPP_PASS_F, 1, GPP_PASS_W, 4);
+        s_life(p, GPP_BUF_ACT, r, GPP_PASS_F, 2, GPP_PASS_W, 2);
+        s_life(p, GPP_BUF_GRAD, l2, GPP_PASS_F, 5, GPP_PASS_W, 2);
+        s_life(p, GPP_BUF_GRAD, r, GPP_PASS_B, 2, GPP_PASS_B, 3); /* the ReLU has no W */
+        s_life(p, GPP_BUF_GRAD, l1, GPP_PASS_B, 3, GPP_PASS_W, 4);
+        GPP_EXPECT(gpp_memplan_buf(p, GPP_BUF_WSTASH, l1) < 0);
+        gpp_memplan_sum_t w;
+        gpp_memplan_summary(p, &w);
+        GPP_EXPECT(w.lane_bytes + w.scratch_bytes >= s.lane_bytes + s.scratch_bytes);
+        GPP_EXPECT(w.live_bytes > s.live_bytes);
+    }
+    gpp_memplan_destroy(&p);
     GPP_EXPECT(p == NULL);
     gpp_memplan_destroy(&p);
     gpp_graph_destroy(&g);
@@ -99,14 +119,15 @@ static int s_overlap(int64_t a, int64_t an, int64_t b, int64_t bn)
     return a < b + bn && b < a + an;
 }
 
-/* Lifetimes on one micro-batch's clock: forward 0..L+1, backward L+2.. */
+/* Lifetimes on one micro-batch's clock: forward 0..L+1, backward
+ * L+2..2L+3, W 2L+4.. */
 static void s_clock(const gpp_memplan_t *p, int L, int b, int *t0, int *t1)
 {
     gpp_pass_kind_t bk, dk;
     int bt, dt;
     gpp_memplan_life(p, b, &bk, &bt, &dk, &dt);
-    *t0 = bk == GPP_PASS_F ? bt : L + 2 + bt;
-    *t1 = dk == GPP_PASS_F ? dt : L + 2 + dt;
+    *t0 = (int)bk * (L + 2) + bt;
+    *t1 = (int)dk * (L + 2) + dt;
 }
 
 /* Every invariant of one plan; returns 1 when all hold. */
@@ -184,11 +205,18 @@ static int s_check_plan(const gpp_graph_t *g, int n_ops, const int *ops, const g
     ok &= s.live_bytes <= s.lane_bytes + s.scratch_bytes;
     ok &= gpp_memplan_total(p) == s.total_bytes;
     GPP_EXPECT_MSG(ok, "%s: figures do not add up", what);
-    /* the state is the op table's walk's, buffer for buffer */
-    gpp_stage_mem_t sm;
-    gpp_stage_mem(g, n_ops, ops, cfg->optim_bufs, cfg->batch, cfg->n, cfg->dev, &sm);
-    GPP_EXPECT_MSG(s.state_bytes == sm.state_bytes, "%s: state %lld, the walk's %lld", what,
-                   (long long)s.state_bytes, (long long)sm.state_bytes);
+    /* the state is the op table's per op (gpp_op_state_bytes), each of its
+       allocations rounded up to 64 bytes: the dense ones' flat buffers, an
+       embedding table's value, optimizer state and sparse gradient (3) */
+    int64_t raw = 0, blocks = 2 + cfg->optim_bufs;
+    for (int k = 0; k < n_ops; k++) {
+        const gpp_op_t *op = &g->ops[ops[k]];
+        raw += gpp_op_state_bytes(g, op, cfg->optim_bufs, cfg->batch);
+        blocks += op->sparse_params ? 1 + cfg->optim_bufs + 3 : 0;
+    }
+    GPP_EXPECT_MSG(s.state_bytes >= raw && s.state_bytes < raw + 64 * blocks,
+                   "%s: state %lld, the op table's %lld in %lld blocks", what,
+                   (long long)s.state_bytes, (long long)raw, (long long)blocks);
     return ok;
 }
 
@@ -214,39 +242,47 @@ static void t_zoo_layouts(void)
                                          .batch = 16,
                                          .n = 3,
                                          .inflight = infl,
-                                         .slots = 4};
+                                         .slots = 4,
+                                         .split = infl == 2};
                 gpp_memplan_t *p =
                     gpp_memplan_new(g, cut[c][1] - cut[c][0], all + cut[c][0], &cfg, &err);
                 GPP_EXPECT_MSG(p != NULL, "%s: %s", s_zoo[z], err.msg);
                 if (!p)
                     continue;
                 char what[160];
-                snprintf(what, sizeof what, "%.40s ops [%d, %d) x%d", s_zoo[z], cut[c][0],
-                         cut[c][1], infl);
+                snprintf(what, sizeof what, "%.40s ops [%d, %d) x%d%s", s_zoo[z], cut[c][0],
+                         cut[c][1], infl, cfg.split ? " split" : "");
                 s_check_plan(g, cut[c][1] - cut[c][0], all + cut[c][0], p, &cfg, what);
                 gpp_memplan_sum_t s;
                 gpp_memplan_summary(p, &s);
                 /* how much the layout wastes against the live bytes */
                 int64_t waste = s.lane_bytes + s.scratch_bytes - s.live_bytes;
                 worst = waste > worst ? waste : worst;
-                /* never less than the executor's pool holds at its peak (the
-                   op table's walk of it), the same buffers, rounded alike */
-                gpp_stage_mem_t sm;
-                gpp_stage_mem(g, cut[c][1] - cut[c][0], all + cut[c][0], cfg.optim_bufs, cfg.batch,
-                              cfg.n, NULL, &sm);
-                int64_t pool = gpp_stage_mem_peak(&sm, infl, cfg.slots);
-                GPP_EXPECT_MSG(s.total_bytes >= pool, "%s: plan %lld < the pool's %lld", what,
-                               (long long)s.total_bytes, (long long)pool);
-                double over = pool ? 100.0 * (double)(s.total_bytes - pool) / (double)pool : 0;
-                most_over = over > most_over ? over : most_over;
+                /* the split backward keeps more, never less: the same
+                   buffers living until W, and W stashes */
+                if (cfg.split) {
+                    cfg.split = 0;
+                    gpp_memplan_t *q =
+                        gpp_memplan_new(g, cut[c][1] - cut[c][0], all + cut[c][0], &cfg, &err);
+                    gpp_memplan_sum_t w;
+                    gpp_memplan_summary(q, &w);
+                    GPP_EXPECT_MSG(s.live_bytes >= w.live_bytes && s.state_bytes == w.state_bytes,
+                                   "%s: live %lld, whole backward %lld", what,
+                                   (long long)s.live_bytes, (long long)w.live_bytes);
+                    double over = w.live_bytes ? 100.0 * (double)(s.live_bytes - w.live_bytes) /
+                                                     (double)w.live_bytes
+                                               : 0;
+                    most_over = over > most_over ? over : most_over;
+                    gpp_memplan_destroy(&q);
+                }
                 plans++;
                 gpp_memplan_destroy(&p);
             }
         free(all);
         gpp_graph_destroy(&g);
     }
-    printf("  %d plans: lane + scratch - live bytes at most %lld; total at most %.1f %% above "
-           "the pool's peak\n",
+    printf("  %d plans: lane + scratch - live bytes at most %lld; the split backward's live "
+           "bytes at most %.1f %% above the whole one's\n",
            plans, (long long)worst, most_over);
 }
 
@@ -266,13 +302,25 @@ static void t_device_buffers(void)
         .optim_bufs = 1, .batch = 8, .n = 4, .inflight = 2, .slots = 2, .dev = &dev};
     gpp_memplan_t *p = gpp_memplan_new(g, g->n_ops, all, &cfg, &err);
     GPP_EXPECT(p != NULL);
-    gpp_stage_mem_t sm;
-    gpp_stage_mem(g, g->n_ops, all, 1, 8, 4, &dev, &sm);
     gpp_memplan_sum_t s;
     gpp_memplan_summary(p, &s);
-    GPP_EXPECT(s.ahead_bytes > 0 && s.ahead_bytes == sm.ahead_bytes);
-    GPP_EXPECT(s.feed_bytes > 0 && s.feed_bytes == sm.feed_bytes);
-    GPP_EXPECT(s.work_bytes == sm.work_bytes);
+    /* two load-ahead buffers and a feed of the SOURCE op's samples and the
+       loss's labels, each its own 64-byte blocks; the workspace the
+       largest request at n */
+    int64_t ahead = 0, feed = 0, work = 0;
+    for (int i = 0; i < g->n_ops; i++) {
+        gpp_op_role_t role = gpp_optable[g->ops[i].type].role;
+        int64_t b = role == GPP_ROLE_SOURCE ? 4 * g->ops[i].out_bytes
+                    : role == GPP_ROLE_LOSS ? 4 * gpp_op_label_bytes(g, &g->ops[i])
+                                            : 0;
+        ahead += b ? 2 * ((b + 63) / 64 * 64) : 0;
+        feed += b ? (b + 63) / 64 * 64 : 0;
+        int64_t w = gpp_op_workspace_bytes(g, &g->ops[i], 4);
+        work = w > work ? w : work;
+    }
+    GPP_EXPECT(s.ahead_bytes > 0 && s.ahead_bytes == ahead);
+    GPP_EXPECT(s.feed_bytes > 0 && s.feed_bytes == feed);
+    GPP_EXPECT(s.work_bytes == (work + 63) / 64 * 64);
     s_check_plan(g, g->n_ops, all, p, &cfg, "mmt with load-ahead and graphs");
     gpp_memplan_destroy(&p);
     cfg.n = 0;
