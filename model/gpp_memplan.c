@@ -1,9 +1,10 @@
-/* gpp_memplan: one layout of a stage's device memory (gpp_memplan.h). The
- * lifetimes follow the executor's passes (agent/exec/gpp_exec_pass.c):
- * forward ops in ascending ids, an input nobody keeps dies with its last
- * reader, kept tensors and stashes die at the end of the backward,
- * gradients after their op's backward, received inputs' gradients when the
- * micro-batch is released. */
+/* gpp_memplan: one layout of a stage's device memory (gpp_memplan.h), which
+ * the executor allocates (agent/exec/gpp_exec_mem.c). The lifetimes follow
+ * the executor's passes (agent/exec/gpp_exec_pass.c): forward ops in
+ * ascending ids, an input nobody keeps dies with its last reader, kept
+ * tensors and stashes die at the end of the backward, gradients after
+ * their op's backward, received inputs' gradients when the micro-batch is
+ * released; with the backward split, what an op's W reads dies at its W. */
 #include "model/gpp_memplan.h"
 
 #include <assert.h>

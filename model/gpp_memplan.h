@@ -3,8 +3,9 @@
  * slots it lays out every buffer of a micro-batch (activations, kernel
  * stashes, gradients, received tensors, labels) and the stage's own
  * buffers (stream workspace, load-ahead, CUDA graph feeds, loss values) at
- * fixed offsets in one arena. The planner's stage memory figure
- * (planner/gpp_cost.c gpp_cost_stage_mem) is this plan's total.
+ * fixed offsets in one arena. The executor allocates it (one arena, every
+ * tensor at its offset) and the planner's stage memory figure
+ * (planner/gpp_cost.c gpp_cost_stage_mem) is its total: one computation.
  *
  * Layout (docs/executor.md "Memory"): a buffer lives from the step of the
  * pass that writes it to the step of the pass that last reads it. One that
