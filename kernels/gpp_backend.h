@@ -188,7 +188,7 @@ int gpp_backend_cache_stats(gpp_backend_t *self, gpp_backend_cache_t *out);
 typedef struct {
     int64_t live_bytes, peak_bytes, allocs;
     /* of live_bytes, the backend's own buffers, which no caller asked for
-     * and the op table's model of the executor does not hold (CUDA: the
+     * and the stage's memory plan does not hold (CUDA: the
      * cuBLASLt workspace of each stream that ran a product, the packed bf16
      * operands; CPU: none). They only grow while a stream lives, so
      * peak_bytes - own_bytes is the callers' high-water mark. */
