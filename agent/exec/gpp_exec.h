@@ -172,8 +172,9 @@ int gpp_exec_evaluate(gpp_exec_t *self, int64_t lo, int64_t n, int64_t micro, do
  * sparse parameters; the timing hook off): when every iteration (calls up
  * to gpp_exec_step) makes the same calls in the same order with the same
  * sizes, as a pipeline schedule and gpp-train's micro-batches do, the
- * executor records each forward and backward pass of each slot once its
- * memory has settled (iteration 2 or 3) and replays it from then on: one
+ * executor records each forward and backward pass of each slot after one
+ * eager iteration (in iteration 2; the memory plan fixes every address)
+ * and replays it from then on: one
  * launch instead of one per kernel, the same results bit for bit. Inputs
  * and labels are loaded into feed buffers before each launch (the data
  * source runs on the host as before). Anything the recording did not make
