@@ -482,6 +482,13 @@ int64_t gpp_memplan_total(const gpp_memplan_t *self)
     return s.total_bytes;
 }
 
+int64_t gpp_memplan_total_lanes(const gpp_memplan_t *self, int lanes)
+{
+    assert(lanes >= 1);
+    int64_t raw = self->arena_raw + (int64_t)(lanes - self->lanes) * self->lane_bytes;
+    return self->state_bytes + (raw ? gpp_alloc_bytes(self->rule, raw) : 0);
+}
+
 int gpp_memplan_n_bufs(const gpp_memplan_t *self)
 {
     return self->n_bufs;

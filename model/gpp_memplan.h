@@ -118,6 +118,10 @@ typedef struct {
 } gpp_memplan_sum_t;
 void gpp_memplan_summary(const gpp_memplan_t *self, gpp_memplan_sum_t *out);
 int64_t gpp_memplan_total(const gpp_memplan_t *self);
+/* The total with `lanes` (>= 1) lanes instead of the plan's inflight: the
+ * same layout, the arena longer or shorter by whole lanes (an order's
+ * count, gpp_zb_stage_mem, without planning again). */
+int64_t gpp_memplan_total_lanes(const gpp_memplan_t *self, int lanes);
 
 /* ---- where each buffer is (the executor) ---- */
 

@@ -512,9 +512,9 @@ int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int m
            gpp_cost_act_bytes(sc->stash_bytes, inflight, micro_batch, devices) + sc->work_bytes * m;
 }
 
-int64_t gpp_cost_stage_mem_split(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
-                                 int micro_batch, int mbs, int batch, int split,
-                                 int64_t *reserved_out)
+gpp_memplan_t *gpp_cost_stage_plan(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                                   int micro_batch, int mbs, int batch, int split,
+                                   int64_t *reserved)
 {
     int m = (micro_batch + devices - 1) / devices;
     int slots = (batch + micro_batch - 1) / micro_batch;
@@ -537,20 +537,21 @@ int64_t gpp_cost_stage_mem_split(const gpp_cost_t *c, int n_ops, const int *ops,
     gpp_err_t err = {{0}};
     gpp_memplan_t *plan = gpp_memplan_new(c->g, n_ops, ops, &cfg, &err);
     assert(plan); /* a stage is a set of the graph's ops, its micro-batch >= 1 */
-    int64_t reserved = 0;
+    *reserved = 0;
     for (int k = 0; k < n_ops; k++)
-        reserved += s_reserved_at(&c->prof[ops[k]], m);
-    int64_t total = gpp_memplan_total(plan) + reserved;
-    gpp_memplan_destroy(&plan);
-    if (reserved_out)
-        *reserved_out = reserved;
-    return total;
+        *reserved += s_reserved_at(&c->prof[ops[k]], m);
+    return plan;
 }
 
 int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                            int micro_batch, int mbs, int batch)
 {
-    return gpp_cost_stage_mem_split(c, n_ops, ops, devices, micro_batch, mbs, batch, 0, NULL);
+    int64_t reserved = 0;
+    gpp_memplan_t *plan =
+        gpp_cost_stage_plan(c, n_ops, ops, devices, micro_batch, mbs, batch, 0, &reserved);
+    int64_t total = gpp_memplan_total(plan) + reserved;
+    gpp_memplan_destroy(&plan);
+    return total;
 }
 
 /* ---- measurements ---- */

@@ -22,6 +22,7 @@
 #include "common/gpp_err.h"
 #include "common/gpp_precision.h"
 #include "model/gpp_graph.h"
+#include "model/gpp_memplan.h"
 #include "model/gpp_optable.h" /* gpp_work_t */
 #include "model/gpp_profile.h"
 
@@ -224,12 +225,13 @@ int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int m
  * compared with. */
 int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                            int micro_batch, int mbs, int batch);
-/* The same with the backward split in B and W (zero-bubble orders,
- * gpp_zb_stage_mem): mbs micro-batches begun and not past their W. The
- * reserved bytes alone into *reserved when not NULL. */
-int64_t gpp_cost_stage_mem_split(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
-                                 int micro_batch, int mbs, int batch, int split,
-                                 int64_t *reserved);
+/* The memory plan behind it (caller owns it), with the backward split in
+ * B and W when `split` (zero-bubble orders, gpp_zb_stage_mem: mbs
+ * micro-batches begun and not past their W), and the reserved bytes at
+ * ceil(b/d) into *reserved. */
+gpp_memplan_t *gpp_cost_stage_plan(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                                   int micro_batch, int mbs, int batch, int split,
+                                   int64_t *reserved);
 /* One op's terms of gpp_stage_cost_t, each a gpp_cost_mem_bound: its state
  * (weights, gradients, optimizer state; a loss's value per slot), and per
  * sample the stash kept (at most 3 blocks a micro-batch) and the work of a

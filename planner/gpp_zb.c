@@ -47,15 +47,22 @@ void gpp_zb_shape(gpp_plan_t *p, gpp_sched_kind_t kind)
     free(up);
 }
 
-/* The peak of stage s's order: its memory plan with the backward split,
- * a lane per micro-batch begun and not past its W at once (*reserved: the
- * profile's reserved bytes of it). */
-static int64_t s_order_peak(const gpp_cost_t *c, const gpp_plan_t *p, int s, int64_t *reserved)
+/* Stage s's memory plan with the backward split (*reserved: the profile's
+ * reserved bytes of it); caller owns it. */
+static gpp_memplan_t *s_split_plan(const gpp_cost_t *c, const gpp_plan_t *p, int s,
+                                   int64_t *reserved)
 {
     const gpp_stage_t *st = &p->stages[s];
+    return gpp_cost_stage_plan(c, st->n_ops, st->ops, st->devices, st->micro_batch, 1, p->batch, 1,
+                               reserved);
+}
+
+/* The peak of stage st's order: its split plan with a lane per micro-batch
+ * begun and not past its W at once. */
+static int64_t s_order_peak(const gpp_stage_t *st, const gpp_memplan_t *plan, int64_t reserved)
+{
     int lanes = gpp_actions_inflight(st->compute.a, st->compute.n);
-    return gpp_cost_stage_mem_split(c, st->n_ops, st->ops, st->devices, st->micro_batch, lanes,
-                                    p->batch, 1, reserved);
+    return gpp_memplan_total_lanes(plan, lanes) + reserved;
 }
 
 int64_t gpp_zb_stage_mem(const gpp_cost_t *c, const gpp_plan_t *p, int s)
@@ -72,7 +79,11 @@ int64_t gpp_zb_stage_mem(const gpp_cost_t *c, const gpp_plan_t *p, int s)
         return gpp_cost_stage_mem(c, st->n_ops, st->ops, st->devices, st->micro_batch, most,
                                   p->batch);
     }
-    return s_order_peak(c, p, s, NULL);
+    int64_t reserved = 0;
+    gpp_memplan_t *plan = s_split_plan(c, p, s, &reserved);
+    int64_t peak = s_order_peak(st, plan, reserved);
+    gpp_memplan_destroy(&plan);
+    return peak;
 }
 
 int gpp_zb_fit(gpp_plan_t *p, const gpp_cost_t *c, int64_t bound, int64_t *need, gpp_err_t *err)
@@ -86,13 +97,18 @@ int gpp_zb_fit(gpp_plan_t *p, const gpp_cost_t *c, int64_t bound, int64_t *need,
     int rc = 0;
     for (int s = 0; s < p->n_stages; s++) {
         gpp_stage_t *st = &p->stages[s];
-        int64_t reserved = 0, peak = s_order_peak(c, p, s, &reserved);
+        int64_t reserved = 0;
+        gpp_memplan_t *plan = s_split_plan(c, p, s, &reserved);
+        int64_t peak = s_order_peak(st, plan, reserved);
         while (peak > bound && p->schedule == GPP_SCHED_ZB_H1 && st->w_delay > 0) {
             st->w_delay--;
-            if (gpp_sched_stage_order(p, s, err) < 0)
+            if (gpp_sched_stage_order(p, s, err) < 0) {
+                gpp_memplan_destroy(&plan);
                 return -1;
-            peak = s_order_peak(c, p, s, &reserved);
+            }
+            peak = s_order_peak(st, plan, reserved);
         }
+        gpp_memplan_destroy(&plan);
         st->mem_bytes = peak;
         st->act_bytes = peak - st->weight_bytes - reserved;
         if (st->act_bytes < 0)

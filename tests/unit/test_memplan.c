@@ -255,6 +255,17 @@ static void t_zoo_layouts(void)
                 s_check_plan(g, cut[c][1] - cut[c][0], all + cut[c][0], p, &cfg, what);
                 gpp_memplan_sum_t s;
                 gpp_memplan_summary(p, &s);
+                /* another lane count without planning again: the plan made
+                   for it */
+                cfg.inflight = infl + 1;
+                gpp_memplan_t *more =
+                    gpp_memplan_new(g, cut[c][1] - cut[c][0], all + cut[c][0], &cfg, &err);
+                GPP_EXPECT_MSG(more && gpp_memplan_total_lanes(p, infl + 1) ==
+                                           gpp_memplan_total(more) &&
+                                   gpp_memplan_total_lanes(p, infl) == s.total_bytes,
+                               "%s: %d lanes", what, infl + 1);
+                gpp_memplan_destroy(&more);
+                cfg.inflight = infl;
                 /* how much the layout wastes against the live bytes */
                 int64_t waste = s.lane_bytes + s.scratch_bytes - s.live_bytes;
                 worst = waste > worst ? waste : worst;
