@@ -82,8 +82,8 @@ static void s_usage(FILE *out)
         "  --no-fuse             run each linear and the ReLU/GELU it feeds as two ops (default:\n"
         "                        one call, the activation in the product's epilogue on cuda;\n"
         "                        same results, for comparison)\n"
-        "  --cuda-graphs         with --backend cuda: once the memory settles (iteration 2 or\n"
-        "                        3), record each micro-batch's forward and backward as a CUDA\n"
+        "  --cuda-graphs         with --backend cuda: after one eager iteration, record each\n"
+        "                        micro-batch's forward and backward as a CUDA\n"
         "                        graph and replay them (one launch per pass; not for models\n"
         "                        with embedding tables; docs/gpu.md \"CUDA graphs\"; not yet\n"
         "                        run on a GPU)\n"
@@ -446,8 +446,8 @@ static double s_cpu_ms(void)
 }
 
 /* One iteration: micro-batches of the mini-batch [t B, (t+1) B), micro-batch
- * m in slot m (with --cuda-graphs each slot's passes are recorded once at
- * the size it has every iteration, and replayed). */
+ * m in slot m, one in flight (with --cuda-graphs each slot's passes are
+ * recorded once at the size it has every iteration, and replayed). */
 static int s_iteration(gpp_exec_t *ex, const opts_t *o, int64_t t, double *loss, gpp_err_t *err)
 {
     int64_t lo = t * o->batch;
@@ -455,6 +455,7 @@ static int s_iteration(gpp_exec_t *ex, const opts_t *o, int64_t t, double *loss,
         int64_t n = o->batch - done < o->micro_batch ? o->batch - done : o->micro_batch;
         if (gpp_exec_run(ex, (int)m, lo + done, n, err) < 0)
             return -1;
+        gpp_exec_release(ex, (int)m); /* its lane for the next one */
         done += n;
     }
     if (gpp_exec_loss(ex, loss, err) < 0)
@@ -554,7 +555,10 @@ int main(int argc, char **argv)
                          .batch = o.batch,
                          .no_fuse = o.no_fuse,
                          .graphs = o.graphs,
-                         .load_ahead = o.load_ahead};
+                         .load_ahead = o.load_ahead,
+                         .micro = o.micro_batch,
+                         .inflight = 1,
+                         .slots = (int)((o.batch + o.micro_batch - 1) / o.micro_batch)};
     if (!(ex = gpp_exec_new(g, g->n_ops, ops, be, data, &ec, &err)))
         goto fail;
     if (o.load && gpp_exec_ckpt_load(ex, o.load, &err) < 0)
@@ -627,15 +631,15 @@ int main(int argc, char **argv)
                off ? " off: " : "", off ? off : "");
     }
     if (o.iterations) {
-        /* predicted (the op table's model of the executor, one micro-batch in
-         * flight) vs measured (the backend's high-water mark) */
-        gpp_stage_mem_t pm;
+        /* predicted (the stage's memory plan, one micro-batch in flight) vs
+         * measured (the backend's high-water mark) */
+        gpp_memplan_sum_t pm;
         gpp_backend_mem_t bm;
-        gpp_exec_predict_mem(ex, o.micro_batch, o.batch % o.micro_batch, &pm);
+        gpp_memplan_summary(gpp_exec_plan(ex), &pm);
         gpp_backend_mem(be, &bm);
         /* plus the backend's own buffers (cuBLASLt workspaces), which the
-           model of the executor does not hold */
-        int64_t pred = gpp_stage_mem_peak(&pm, 1, gpp_exec_mb_slots(ex)) + bm.own_bytes;
+           plan does not hold */
+        int64_t pred = pm.total_bytes + bm.own_bytes;
         printf("memory: stage predicted_MiB measured_MiB error_%%\n");
         printf("memory: 0 %.3f %.3f %+.2f\n", (double)pred / (1 << 20),
                (double)bm.peak_bytes / (1 << 20),
@@ -645,10 +649,11 @@ int main(int argc, char **argv)
            OpenBLAS and the binary besides the device memory */
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        printf("memory_bytes: predicted=%lld measured=%lld state=%lld held=%lld run=%lld "
-               "workspace=%lld backend=%lld allocs=%lld rss=%lld\n",
+        printf("memory_bytes: predicted=%lld measured=%lld state=%lld arena=%lld lane=%lld "
+               "scratch=%lld workspace=%lld backend=%lld allocs=%lld rss=%lld\n",
                (long long)pred, (long long)bm.peak_bytes, (long long)pm.state_bytes,
-               (long long)pm.held_bytes, (long long)pm.run_bytes, (long long)pm.work_bytes,
+               (long long)pm.arena_bytes, (long long)pm.lane_bytes, (long long)pm.scratch_bytes,
+               (long long)pm.work_bytes,
                (long long)bm.own_bytes, (long long)bm.allocs, (long long)ru.ru_maxrss * 1024);
     }
     if (s_print_digest(ex, g, &err) < 0)

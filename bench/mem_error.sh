@@ -4,11 +4,11 @@
 #      --plan auto), from the coordinator's closing summary;
 #   2. gpp-train (one stage, one micro-batch in flight) on every zoo model at
 #      a laptop size, with AdamW and SGD, micro-batch 8 of a batch of 32.
-# Predicted: the op table's model of the executor (gpp_stage_mem, the
-# figure plans report); measured: the CPU backend's high-water mark (every
-# block, 64-byte rounding included). Target: |error| <= 10 % per stage; the
-# exit status is 1 when a stage misses it. Results: BENCHMARKS.md "Memory:
-# predicted vs measured".
+# Predicted: the stage's memory plan (model/gpp_memplan.h, the figure
+# plans report, which the executor allocates); measured: the CPU backend's
+# high-water mark (every block, 64-byte rounding included). Target: equal
+# (error 0.00 %) per stage; the exit status is 1 when a stage misses it.
+# Results: BENCHMARKS.md "Memory: predicted vs measured".
 #
 #   bench/mem_error.sh [BUILD_DIR]     (default: build)
 set -u
@@ -23,7 +23,7 @@ BAD=0
 
 # rows "stage predicted_MiB measured_MiB error_%" -> table lines; BAD on a miss
 report() {
-    awk -v what="$1" '{ e = $4 < 0 ? -$4 : $4; ok = e <= 10 && $3 > 0
+    awk -v what="$1" '{ ok = $2 == $3 && $4 == 0 && $3 > 0
         printf "%-58s %5d %12.3f %12.3f %+8.2f %s\n", what, $1, $2, $3, $4, ok ? "" : "MISS"
         if (!ok) bad = 1 } END { exit bad }' || BAD=1
 }

@@ -1,7 +1,7 @@
 /* gpp_alloc_rule: how a backend's allocator rounds a request — one rule the
- * allocators and the memory model share, so that a prediction
- * (model/gpp_optable.h gpp_stage_mem) counts the bytes a device holds, not
- * the bytes asked for.
+ * allocators and the memory plan share, so that a prediction
+ * (model/gpp_memplan.h) counts the bytes a device holds, not the bytes
+ * asked for.
  *
  * GPP_ALLOC_ALIGN64: the CPU backend (kernels/cpu): multiples of 64 bytes,
  * at least 64. GPP_ALLOC_CLASSES: the CUDA backend's caching allocator
@@ -43,6 +43,21 @@ static inline int64_t gpp_alloc_bound(gpp_alloc_rule_t rule, int64_t bytes)
 static inline int64_t gpp_alloc_floor(gpp_alloc_rule_t rule)
 {
     return rule == GPP_ALLOC_CLASSES ? (int64_t)1 << GPP_ALLOC_MIN_SHIFT : 64;
+}
+
+/* Inside one allocation carved into buffers (the executor's arena,
+ * model/gpp_memplan.h) each buffer starts at a multiple of the device's
+ * alignment: 64 bytes on the CPU (the backend's guarantee), 256 on CUDA
+ * (cudaMalloc's, which the kernels and cuBLASLt expect). gpp_alloc_carve
+ * is the bytes a buffer of `bytes` takes there (at least one unit). */
+static inline int64_t gpp_alloc_align(gpp_alloc_rule_t rule)
+{
+    return rule == GPP_ALLOC_CLASSES ? 256 : 64;
+}
+static inline int64_t gpp_alloc_carve(gpp_alloc_rule_t rule, int64_t bytes)
+{
+    int64_t a = gpp_alloc_align(rule);
+    return bytes <= a ? a : (bytes + a - 1) / a * a;
 }
 
 #endif

@@ -262,7 +262,7 @@ void gpp_stream_destroy(gpp_stream_t **self_p)
     const gpp_backend_vt_t *vt = self->be->vt;
     /* Errors of work still in flight have no one left to report to. */
     vt->stream_sync(self, NULL);
-    if (self->ws)
+    if (self->ws && !self->ws_lent)
         vt->free(self->be, self->ws);
     vt->stream_fini(self);
     free(self);
@@ -342,6 +342,14 @@ void *gpp_stream_workspace(gpp_stream_t *self, size_t bytes, gpp_err_t *err)
     assert(self);
     if (bytes <= self->ws_bytes && self->ws)
         return self->ws;
+    if (self->ws_lent) {
+        gpp_err_set(err,
+                    "stream workspace: a kernel asks %zu bytes, the %zu lent to the stream "
+                    "(the stage's memory plan) are less; the backend's op workspace "
+                    "(gpp_backend_op_workspace) understates it",
+                    bytes, self->ws_bytes);
+        return NULL;
+    }
     /* Grow by at least half so that a sequence of slightly larger requests
      * does not reallocate every time. */
     size_t want =
@@ -354,6 +362,16 @@ void *gpp_stream_workspace(gpp_stream_t *self, size_t bytes, gpp_err_t *err)
     self->ws = p;
     self->ws_bytes = want;
     return p;
+}
+
+void gpp_stream_lend_workspace(gpp_stream_t *self, void *p, size_t bytes)
+{
+    assert(self && (p || !bytes));
+    if (self->ws && !self->ws_lent) /* stream-ordered: enqueued work keeps it */
+        self->be->vt->stream_free(self, self->ws);
+    self->ws = p;
+    self->ws_bytes = p ? bytes : 0;
+    self->ws_lent = p != NULL;
 }
 
 void *gpp_stream_workspace_now(const gpp_stream_t *self)

@@ -188,7 +188,7 @@ int gpp_backend_cache_stats(gpp_backend_t *self, gpp_backend_cache_t *out);
 typedef struct {
     int64_t live_bytes, peak_bytes, allocs;
     /* of live_bytes, the backend's own buffers, which no caller asked for
-     * and the op table's model of the executor does not hold (CUDA: the
+     * and the stage's memory plan does not hold (CUDA: the
      * cuBLASLt workspace of each stream that ran a product, the packed bf16
      * operands; CPU: none). They only grow while a stream lives, so
      * peak_bytes - own_bytes is the callers' high-water mark. */
@@ -220,6 +220,11 @@ int gpp_stream_sync(gpp_stream_t *self, gpp_err_t *err);
  * must not hold a workspace pointer across a kernel call on the same stream.
  * NULL + message when out of memory. */
 void *gpp_stream_workspace(gpp_stream_t *self, size_t bytes, gpp_err_t *err);
+/* Lends the stream `bytes` of device memory at p as its workspace (the
+ * executor's memory plan holds it), freeing one the stream owned: the
+ * stream never frees or grows it, and a larger request is an error. NULL:
+ * none lent, the stream allocates its own again. */
+void gpp_stream_lend_workspace(gpp_stream_t *self, void *p, size_t bytes);
 /* The stream's workspace as it stands (NULL: none yet), without asking for
  * any: a CUDA graph records this pointer, and may only be replayed while it
  * stays. */

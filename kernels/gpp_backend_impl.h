@@ -35,8 +35,9 @@ void gpp_backend_account_own(gpp_backend_t *be, int64_t bytes);
 struct gpp_stream_s {
     gpp_backend_t *be;
     void *impl;
-    void *ws; /* workspace, device memory owned by the stream */
+    void *ws; /* workspace, device memory owned by the stream unless lent */
     size_t ws_bytes;
+    int ws_lent; /* gpp_stream_lend_workspace: the caller's memory, never freed here */
 };
 
 struct gpp_event_s {

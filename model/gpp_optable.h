@@ -135,7 +135,7 @@ int gpp_op_param_torch(const gpp_graph_t *g, const gpp_op_t *op, int k, char *na
  * + for a loss, its input's gradient, which its forward computes (none when
  *   the input is data).
  * Tensors crossing a stage boundary (sent outputs, received inputs) depend
- * on the stage: gpp_stage_mem counts them. Opaque ops: the profile's. */
+ * on the stage: its memory plan counts them. Opaque ops: the profile's. */
 int64_t gpp_op_kernel_stash_bytes(const gpp_graph_t *g, const gpp_op_t *op);
 /* The W stash: bytes per sample an op's B pass (its input-gradient part,
  * zero-bubble schedules) writes for its W pass: the q/k/v gradient of
@@ -157,14 +157,13 @@ int gpp_op_output_kept(const gpp_graph_t *g, const gpp_op_t *op);
  * written by the same call and kept, as unfused. in_stage: a flag per op id
  * (NULL: the whole graph is one stage). gpp_op_fused_act gives the
  * activation op linear `op` computes, or -1; gpp_op_fused_from the linear
- * whose call computes activation `op`, or -1. The executor and gpp_stage_mem
- * apply the same rule. */
+ * whose call computes activation `op`, or -1. The executor and the memory
+ * plan apply the same rule. */
 int gpp_op_fused_act(const gpp_graph_t *g, const char *in_stage, int op);
 int gpp_op_fused_from(const gpp_graph_t *g, const char *in_stage, int op);
 
-/* ---- device memory of a stage, as the executor allocates it ----
- * ONE model for the planner (gpp_cost_stage_mem) and the executor
- * (gpp_exec_predicted_peak); docs/executor.md "Memory" derives it. */
+/* ---- device memory figures of ops (the stage's memory plan,
+ * model/gpp_memplan.h, lays them out) ---- */
 
 /* Optimizer state buffers per parameter element (kernels/gpp_optim.c): SGD
  * keeps its momentum buffer (also at momentum 0), AdamW m and v. */
@@ -201,74 +200,6 @@ int64_t gpp_op_param_copy_bytes(const gpp_graph_t *g, const gpp_op_t *op, gpp_al
  * sparse: table x 4 x (1 + optim_bufs) + the sparse gradient (row map
  * table_rows x 4 + cap rows x (1 + dim) x 4). */
 int64_t gpp_op_state_bytes(const gpp_graph_t *g, const gpp_op_t *op, int optim_bufs, int64_t batch);
-
-/* One replica of a stage (ops `ops[0..n_ops)` of g, any order) running
- * micro-batches of n samples, in bytes: */
-typedef struct {
-    int64_t state_bytes; /* parameters, gradients, optimizer state */
-    int64_t held_bytes;  /* one micro-batch between its forward and backward: kept
-                            activations (own outputs once, received inputs a backward
-                            reads, sent outputs), kernel stashes, loss input gradients */
-    int64_t recv_bytes;  /* received tensors of one micro-batch (inputs from other stages) */
-    int64_t run_bytes;   /* the micro-batch being run: max of its forward's peak and its
-                            backward's (held + gradients), as the executor allocates */
-    int64_t work_bytes;  /* stream workspace: the largest kernel request */
-    int64_t loss_bytes;  /* per micro-batch slot: the loss values (4 per loss op) */
-    int64_t ahead_bytes; /* the executor's load-ahead to a device: two micro-batches of
-                            each SOURCE op's samples and each loss's labels in device
-                            buffers of their own (agent/exec, "Load-ahead"); 0 where it
-                            does not load ahead (the CPU backend's default) */
-    int64_t feed_bytes;  /* run as CUDA graphs (gpp_stage_dev_t.graphs): one micro-batch
-                            of each SOURCE op's samples, each loss's labels and each
-                            received data input, in the feed buffers the recordings
-                            read; else 0 */
-} gpp_stage_mem_t;
-/* Run as CUDA graphs, held_bytes and run_bytes count blocks the way the
- * executor's pool then holds them (it only grows: agent/exec/gpp_exec_graph.c):
- * of each block size, run_bytes the most one micro-batch has live while it
- * runs, held_bytes the most a waiting one has in any state it waits in
- * (begun, forwarded, with its output gradients in, backward done). Their
- * sum over sizes is at least the eager figures. */
-
-/* What the device that runs the stage changes in the walk (a NULL
- * gpp_stage_dev_t: the op table's stashes, 64-byte blocks, no load-ahead). */
-typedef struct {
-    /* NULL, or per op id the bytes per sample its forward kernel keeps for
-     * the backward on the backend that runs it, -1 for the op table's figure
-     * (gpp_op_kernel_stash_bytes): the CUDA backend's attention cores keep
-     * less than the table's layout (gpp_backend_attention_stash_bytes), and
-     * a profile measured there says so (planner/gpp_cost.h) */
-    const int64_t *kernel_stash;
-    /* NULL, or per op id the stream workspace its kernels ask on the
-     * backend that runs it (gpp_backend_op_workspace; fixed < 0: the op
-     * table's, gpp_op_workspace): the CUDA attention cores ask more than the
-     * CPU's, and a profile measured there says so */
-    const gpp_work_t *work;
-    /* NULL, or per op id the bytes per sample of its output (and of the
-     * output's gradient) as the device keeps it (gpp_backend_op_out_bytes;
-     * a profile's "out_bytes"), -1 for the op table's op->out_bytes (fp32):
-     * at precision bf16 the CUDA backend keeps most activations in bf16,
-     * half the bytes, in the stage that makes them and in the stages that
-     * receive them alike */
-    const int64_t *out_bytes;
-    /* how the device's allocator rounds each block (common/gpp_alloc_rule.h;
-     * gpp_backend_alloc_rule): every figure is in rounded bytes, as
-     * gpp_backend_mem counts them */
-    gpp_alloc_rule_t alloc_rule;
-    int load_ahead;   /* the executor loads ahead (ahead_bytes; else 0) */
-    int param_copies; /* the backend keeps bf16 copies of the product weights
-                         (gpp_op_param_copy_bytes) in state_bytes; the planner's
-                         walk for a bf16 cuda job (the executor's own prediction
-                         leaves them to the backend's own bytes, measured) */
-    int graphs;       /* the executor replays its passes as CUDA graphs (feed_bytes, and
-                         held_bytes / run_bytes by block size) */
-} gpp_stage_dev_t;
-void gpp_stage_mem(const gpp_graph_t *g, int n_ops, const int *ops, int optim_bufs, int64_t batch,
-                   int64_t n, const gpp_stage_dev_t *dev, gpp_stage_mem_t *out);
-/* Peak of the replica with `mbs` micro-batches in flight at most (>= 1) and
- * `slots` micro-batch slots: state + workspace + slots x loss + ahead + feed +
- * (mbs - 1) x held + run. */
-int64_t gpp_stage_mem_peak(const gpp_stage_mem_t *m, int mbs, int slots);
 
 /* 1 when the output of an op of type t takes a gradient (not data, not a
  * loss's value). */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/gpp_memplan.h"
 #include "model/gpp_optable.h"
 
 int64_t gpp_cluster_mem_bound(const gpp_cluster_t *c)
@@ -48,14 +49,14 @@ struct gpp_cost {
     gpp_cluster_t cl;
     s_prof_t *prof;        /* [n_ops] */
     int64_t *kstash;       /* [n_ops] the profile's kernel stashes (-1: the op table's), or
-                              NULL when no attached entry has one (gpp_stage_mem's argument) */
+                              NULL when no attached entry has one (gpp_stage_dev_t's) */
     int64_t *stash;        /* [n_ops] with kstash: each op's stash with the profile's kernel
                               stash (gpp_cost_op_stash_bytes), made once per attach */
     gpp_work_t *work;      /* [n_ops] the profile's workspaces (fixed -1: the op table's), or
-                              NULL when no attached entry has one (gpp_stage_mem's argument) */
+                              NULL when no attached entry has one (gpp_stage_dev_t's) */
     int64_t *obytes;       /* [n_ops] the profile's output bytes per sample (-1: the graph's
                               fp32 figure), or NULL when no attached entry has one
-                              (gpp_stage_mem's argument) */
+                              (gpp_stage_dev_t's) */
     char prof_origin[256]; /* the last attached profile (file or "the agents' profile") */
     /* where it was measured: its record's device ("" unknown) and precision */
     char prof_device[256];
@@ -466,12 +467,8 @@ int64_t gpp_cost_op_stash_bound(const gpp_cost_t *c, int op)
  * output, label and gradient (the larger of the forward's transients and
  * the backward's gradients is at most their sum over outputs), and, where
  * the agents load ahead, the two device buffers of a SOURCE op's samples or
- * a loss's labels (gpp_stage_mem_t.ahead_bytes). Replayed as CUDA graphs,
- * also the feed buffer of a SOURCE op's samples or a loss's labels; the
- * pool's most blocks of each size stay within the same sum (a size's count
- * while one micro-batch runs is at most what it keeps plus what its
- * forward or its backward allocates of that size, each at most once per
- * output: gpp_cost_bnd_copies has the rest). */
+ * a loss's labels (the memory plan's load-ahead). Replayed as CUDA graphs,
+ * also the feed buffer of a SOURCE op's samples or a loss's labels. */
 int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op)
 {
     const gpp_op_t *o = &c->g->ops[op];
@@ -487,11 +484,12 @@ int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op)
 
 int gpp_cost_bnd_copies(const gpp_cost_t *c)
 {
-    /* replayed as CUDA graphs, a waiting micro-batch holds of each size its
-       most in any state, at most what it keeps plus its received inputs
-       (or their gradients) and its sent outputs' gradients: the boundary
-       once more; the running one's gradients of received inputs too */
-    return c->cl.graphs ? 2 : 1;
+    /* each micro-batch in flight has a lane of its own in the stage's
+       memory plan (model/gpp_memplan.h), which holds a boundary tensor and
+       its gradient at once at the end of its backward (a received input's
+       gradient waits there to be sent) */
+    (void)c;
+    return 2;
 }
 
 int64_t gpp_cost_workspace_bound(const gpp_cost_t *c)
@@ -514,10 +512,12 @@ int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int m
            gpp_cost_act_bytes(sc->stash_bytes, inflight, micro_batch, devices) + sc->work_bytes * m;
 }
 
-int64_t gpp_cost_stage_mem_parts(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
-                                 int micro_batch, int batch, gpp_stage_mem_t *sm)
+gpp_memplan_t *gpp_cost_stage_plan(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                                   int micro_batch, int mbs, int batch, int split,
+                                   int64_t *reserved)
 {
     int m = (micro_batch + devices - 1) / devices;
+    int slots = (batch + micro_batch - 1) / micro_batch;
     gpp_stage_dev_t dev = {.kernel_stash = c->kstash,
                            .work = c->work,
                            .out_bytes = c->obytes,
@@ -525,20 +525,33 @@ int64_t gpp_cost_stage_mem_parts(const gpp_cost_t *c, int n_ops, const int *ops,
                            .alloc_rule = c->cl.alloc_rule,
                            .load_ahead = c->cl.load_ahead,
                            .graphs = c->cl.graphs};
-    gpp_stage_mem(c->g, n_ops, ops, gpp_cluster_optim_bufs(&c->cl), batch, m, &dev, sm);
-    int64_t reserved = 0;
+    /* no more micro-batches in flight than there are */
+    int inflight = mbs < 1 ? 1 : slots > 0 && mbs > slots ? slots : mbs;
+    gpp_memplan_cfg_t cfg = {.optim_bufs = gpp_cluster_optim_bufs(&c->cl),
+                             .batch = batch,
+                             .n = m,
+                             .inflight = inflight,
+                             .slots = slots,
+                             .split = split,
+                             .dev = &dev};
+    gpp_err_t err = {{0}};
+    gpp_memplan_t *plan = gpp_memplan_new(c->g, n_ops, ops, &cfg, &err);
+    assert(plan); /* a stage is a set of the graph's ops, its micro-batch >= 1 */
+    *reserved = 0;
     for (int k = 0; k < n_ops; k++)
-        reserved += s_reserved_at(&c->prof[ops[k]], m);
-    return reserved;
+        *reserved += s_reserved_at(&c->prof[ops[k]], m);
+    return plan;
 }
 
 int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                            int micro_batch, int mbs, int batch)
 {
-    gpp_stage_mem_t sm;
-    int64_t reserved = gpp_cost_stage_mem_parts(c, n_ops, ops, devices, micro_batch, batch, &sm);
-    int slots = (batch + micro_batch - 1) / micro_batch;
-    return gpp_stage_mem_peak(&sm, mbs > 0 ? mbs : 1, slots) + reserved;
+    int64_t reserved = 0;
+    gpp_memplan_t *plan =
+        gpp_cost_stage_plan(c, n_ops, ops, devices, micro_batch, mbs, batch, 0, &reserved);
+    int64_t total = gpp_memplan_total(plan) + reserved;
+    gpp_memplan_destroy(&plan);
+    return total;
 }
 
 /* ---- measurements ---- */
@@ -570,7 +583,7 @@ static void s_prof_commit(gpp_cost_t *c, s_prof_t *tmp)
     }
 }
 
-/* The per-op arrays gpp_stage_mem takes (kstash, stash, work, obytes),
+/* The per-op arrays the memory plan takes (kstash, stash, work, obytes),
  * made again from prof[]: NULL where no op has the profile's figure. */
 static void s_derive(gpp_cost_t *c)
 {

@@ -4,9 +4,10 @@
  * Units are in the names (_ms, _bytes, _flops = FLOP/s). A micro-batch of b
  * samples on a stage of d replicas gives each replica ceil(b/d) samples.
  * Per-op time is a measured profile's (gpp_cost_attach_profile) or the
- * device's roofline (gpp_roofline_ms); stage memory is the op table's walk
- * of what the executor allocates (gpp_stage_mem) plus a profile's reserved
- * bytes. docs/planner.md has the formulas and where each constant comes from.
+ * device's roofline (gpp_roofline_ms); stage memory is the total of the
+ * stage's memory plan (model/gpp_memplan.h, docs/executor.md "Memory") plus
+ * a profile's reserved bytes. docs/planner.md has the formulas and where
+ * each constant comes from.
  *
  * Ownership: gpp_cost_new and gpp_cost_clone return a model the caller owns
  * (gpp_cost_destroy); it borrows the graph, which must outlive it, and
@@ -21,6 +22,7 @@
 #include "common/gpp_err.h"
 #include "common/gpp_precision.h"
 #include "model/gpp_graph.h"
+#include "model/gpp_memplan.h"
 #include "model/gpp_optable.h" /* gpp_work_t */
 #include "model/gpp_profile.h"
 
@@ -155,7 +157,7 @@ int64_t gpp_cost_op_stash_bytes(const gpp_cost_t *c, int op);
 gpp_work_t gpp_cost_op_workspace(const gpp_cost_t *c, int op);
 /* Bytes per sample of op's output (and its gradient) on the profiled
  * device: the profile's "out_bytes", half the fp32 figure with the
- * cluster's bf16 tensors, else the graph's. What the memory walk keeps and
+ * cluster's bf16 tensors, else the graph's. What the memory plan keeps and
  * what an edge carries. */
 int64_t gpp_cost_op_out_bytes(const gpp_cost_t *c, int op);
 /* Of gpp_cost_stage_mem for these ops, the bf16 parameter copies the agents
@@ -216,17 +218,20 @@ int64_t gpp_cost_act_bytes(int64_t stash_bytes, int inflight, int micro_batch, i
  * act_bytes(stash) + work * ceil(b/d). */
 int64_t gpp_cost_stage_mem_bound(const gpp_stage_cost_t *sc, int inflight, int micro_batch,
                                  int devices);
-/* Peak device memory of one replica as the executor allocates it
- * (gpp_stage_mem_peak at ceil(b/d) samples, `mbs` micro-batches in flight,
- * batch / b slots) + reserved bytes: what plans report and agents' peaks
- * are compared with. */
+/* Device memory of one replica of the stage: the total of its memory plan
+ * (model/gpp_memplan.h) at ceil(b/d) samples, `mbs` micro-batches in
+ * flight (at most the slots), batch / b micro-batch slots, + reserved bytes
+ * at ceil(b/d). The figure plans report and agents' measurements are
+ * compared with. */
 int64_t gpp_cost_stage_mem(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
                            int micro_batch, int mbs, int batch);
-/* The walk's figures behind gpp_cost_stage_mem (one replica, ceil(b/d)
- * samples) in *sm; returns the reserved bytes at ceil(b/d). For peaks of
- * orders that are not 1F1B (gpp_zb_stage_mem). */
-int64_t gpp_cost_stage_mem_parts(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
-                                 int micro_batch, int batch, gpp_stage_mem_t *sm);
+/* The memory plan behind it (caller owns it), with the backward split in
+ * B and W when `split` (zero-bubble orders, gpp_zb_stage_mem: mbs
+ * micro-batches begun and not past their W), and the reserved bytes at
+ * ceil(b/d) into *reserved. */
+gpp_memplan_t *gpp_cost_stage_plan(const gpp_cost_t *c, int n_ops, const int *ops, int devices,
+                                   int micro_batch, int mbs, int batch, int split,
+                                   int64_t *reserved);
 /* One op's terms of gpp_stage_cost_t, each a gpp_cost_mem_bound: its state
  * (weights, gradients, optimizer state; a loss's value per slot), and per
  * sample the stash kept (at most 3 blocks a micro-batch) and the work of a
@@ -236,7 +241,10 @@ int64_t gpp_cost_op_stash_bound(const gpp_cost_t *c, int op);
 int64_t gpp_cost_op_work_bytes(const gpp_cost_t *c, int op);
 /* The largest workspace any op asks for one sample: part of every stage's work. */
 int64_t gpp_cost_workspace_bound(const gpp_cost_t *c);
-/* How often the search counts a stage's boundary tensors: 1, or 2 with CUDA graphs. */
+/* How many times the search counts a stage's boundary tensors in what a
+ * micro-batch keeps and in what it runs with: 2, a tensor and its gradient
+ * (a micro-batch's lane in the memory plan holds both at the end of its
+ * backward, model/gpp_memplan.h). */
 int gpp_cost_bnd_copies(const gpp_cost_t *c);
 
 #endif

@@ -30,6 +30,37 @@ int gpp_sched_kind_parse(const char *word, const char *what, unsigned *mask, gpp
     return gpp_err_set(err, "%s '%s': use auto, 1f1b, zb-h1 or zb-h2", what, word ? word : "");
 }
 
+int gpp_actions_inflight(const gpp_action_t *a, int n)
+{
+    int hi = 0, most = 1, live = 0;
+    for (int j = 0; j < n; j++)
+        hi = a[j].mb + 1 > hi ? a[j].mb + 1 : hi;
+    int *end = gpp_xcalloc((size_t)hi + 1, sizeof(int)); /* last action + 1, 0: none */
+    char *begun = gpp_xcalloc((size_t)hi + 1, 1);
+    for (int j = 0; j < n; j++) {
+        gpp_act_type_t t = a[j].type;
+        if (a[j].mb >= 0 && (t == GPP_ACT_BWD || t == GPP_ACT_BWD_IN || t == GPP_ACT_BWD_W ||
+                             t == GPP_ACT_SEND_GRAD))
+            end[a[j].mb] = j + 1;
+    }
+    for (int j = 0; j < n; j++) {
+        int m = a[j].mb;
+        if (m < 0)
+            continue;
+        if ((a[j].type == GPP_ACT_FWD || a[j].type == GPP_ACT_RECV_ACT) && !begun[m]) {
+            begun[m] = 1;
+            most = ++live > most ? live : most;
+        }
+        if (begun[m] == 1 && end[m] == j + 1) {
+            begun[m] = 2;
+            live--;
+        }
+    }
+    free(begun);
+    free(end);
+    return most;
+}
+
 const char *gpp_act_type_name(gpp_act_type_t t)
 {
     return (t >= 0 && t < GPP_ACT__COUNT) ? s_act_names[t] : "?";

@@ -163,6 +163,12 @@ int gpp_plan_place(gpp_plan_t *p, int gpus_per_node);
 
 void gpp_actions_push(gpp_actions_t *l, gpp_action_t a);
 void gpp_actions_clear(gpp_actions_t *l);
+/* Most micro-batches a replica running actions a[0..n) holds at once: each
+ * from its first RECV_ACT or FWD (the executor's begin) to its last
+ * backward pass or gradient send (its release), in list order; >= 1. The
+ * executor's memory plan has that many lanes (the agent's and the
+ * coordinator's prediction count alike). */
+int gpp_actions_inflight(const gpp_action_t *a, int n);
 const char *gpp_act_type_name(gpp_act_type_t t);
 
 #endif

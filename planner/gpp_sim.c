@@ -468,7 +468,7 @@ int gpp_sim_run(gpp_sim_t *s, gpp_err_t *err)
                                                           schedule's most micro-batches in flight */
             res->peak_mem_bytes = gpp_cost_stage_mem(s->cost, st->n_ops, st->ops, st->devices,
                                                      st->micro_batch, res->peak_live_mbs, p->batch);
-        else if (s->cost) /* B and W hold different tensors: the walk of the order */
+        else if (s->cost) /* B and W hold different tensors: the split plan of the order */
             res->peak_mem_bytes = gpp_zb_stage_mem(s->cost, p, i);
     }
     rc = 0;

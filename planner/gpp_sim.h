@@ -53,8 +53,8 @@ typedef struct {
                                  backwarded or, split, not past their W pass) */
     int64_t stash_peak_bytes; /* high-water of stashed activations, busiest replica */
     int64_t peak_mem_bytes;   /* with a cost model: the executor's peak with peak_live_mbs
-                                 in flight (gpp_cost_stage_mem), a zero-bubble plan's the
-                                 walk of its order (gpp_zb_stage_mem); else weight_bytes +
+                                 in flight (gpp_cost_stage_mem), a zero-bubble plan's its
+                                 order's split memory plan (gpp_zb_stage_mem); else weight_bytes +
                                  stash_peak_bytes + reserved */
 } gpp_sim_stage_t;
 

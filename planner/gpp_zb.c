@@ -47,70 +47,22 @@ void gpp_zb_shape(gpp_plan_t *p, gpp_sched_kind_t kind)
     free(up);
 }
 
-/* What one replica of stage s keeps: the walk's figures and the W-held
- * bytes of a micro-batch between its B and its W pass. */
-typedef struct {
-    gpp_stage_mem_t m;
-    int64_t reserved, wheld, base;
-    int slots;
-} s_mem_t;
-
-static void s_mem_figures(const gpp_cost_t *c, const gpp_plan_t *p, int s, s_mem_t *f)
+/* Stage s's memory plan with the backward split (*reserved: the profile's
+ * reserved bytes of it); caller owns it. */
+static gpp_memplan_t *s_split_plan(const gpp_cost_t *c, const gpp_plan_t *p, int s,
+                                   int64_t *reserved)
 {
     const gpp_stage_t *st = &p->stages[s];
-    const gpp_graph_t *g = gpp_cost_graph(c);
-    f->reserved = gpp_cost_stage_mem_parts(c, st->n_ops, st->ops, st->devices, st->micro_batch,
-                                           p->batch, &f->m);
-    f->slots = (p->batch + st->micro_batch - 1) / st->micro_batch;
-    /* what every point of the order holds: the walk's peak less its one
-       running micro-batch */
-    f->base = gpp_stage_mem_peak(&f->m, 1, f->slots) - f->m.run_bytes + f->reserved;
-    /* B keeps each parameter op's output gradient and W stash for W */
-    int64_t n = (st->micro_batch + st->devices - 1) / st->devices;
-    gpp_alloc_rule_t rule = gpp_cost_cluster(c)->alloc_rule;
-    f->wheld = 0;
-    for (int k = 0; k < st->n_ops; k++) {
-        const gpp_op_t *op = &g->ops[st->ops[k]];
-        if (op->params <= 0 || n == 0)
-            continue;
-        f->wheld += gpp_alloc_bytes(rule, n * gpp_cost_op_out_bytes(c, op->id));
-        int64_t ws = gpp_op_wstash_bytes(g, op);
-        if (ws > 0)
-            f->wheld += gpp_alloc_bytes(rule, n * ws);
-    }
+    return gpp_cost_stage_plan(c, st->n_ops, st->ops, st->devices, st->micro_batch, 1, p->batch, 1,
+                               reserved);
 }
 
-/* The peak of stage s's order with figures f. */
-static int64_t s_order_peak(const gpp_stage_t *st, const s_mem_t *f)
+/* The peak of stage st's order: its split plan with a lane per micro-batch
+ * begun and not past its W at once. */
+static int64_t s_order_peak(const gpp_stage_t *st, const gpp_memplan_t *plan, int64_t reserved)
 {
-    const gpp_actions_t *l = &st->compute;
-    int64_t held = f->m.held_bytes, run = f->m.run_bytes, wh = held + f->wheld, peak = 0;
-    int nb = 0, nw = 0; /* others waiting: between F and B, between B and W */
-    for (int i = 0; i < l->n; i++) {
-        int64_t at = 0;
-        switch (l->a[i].type) {
-        case GPP_ACT_FWD:
-            at = nb * held + nw * wh + run;
-            nb++;
-            break;
-        case GPP_ACT_BWD:
-            at = (nb - 1) * held + nw * wh + run;
-            nb--;
-            break;
-        case GPP_ACT_BWD_IN: /* its output gradients and W stash stay */
-            at = (nb - 1) * held + nw * wh + run + f->wheld;
-            nb--, nw++;
-            break;
-        case GPP_ACT_BWD_W:
-            at = nb * held + nw * wh;
-            nw--;
-            break;
-        default:
-            continue;
-        }
-        peak = at > peak ? at : peak;
-    }
-    return f->base + peak;
+    int lanes = gpp_actions_inflight(st->compute.a, st->compute.n);
+    return gpp_memplan_total_lanes(plan, lanes) + reserved;
 }
 
 int64_t gpp_zb_stage_mem(const gpp_cost_t *c, const gpp_plan_t *p, int s)
@@ -127,9 +79,11 @@ int64_t gpp_zb_stage_mem(const gpp_cost_t *c, const gpp_plan_t *p, int s)
         return gpp_cost_stage_mem(c, st->n_ops, st->ops, st->devices, st->micro_batch, most,
                                   p->batch);
     }
-    s_mem_t f;
-    s_mem_figures(c, p, s, &f);
-    return s_order_peak(st, &f);
+    int64_t reserved = 0;
+    gpp_memplan_t *plan = s_split_plan(c, p, s, &reserved);
+    int64_t peak = s_order_peak(st, plan, reserved);
+    gpp_memplan_destroy(&plan);
+    return peak;
 }
 
 int gpp_zb_fit(gpp_plan_t *p, const gpp_cost_t *c, int64_t bound, int64_t *need, gpp_err_t *err)
@@ -143,17 +97,20 @@ int gpp_zb_fit(gpp_plan_t *p, const gpp_cost_t *c, int64_t bound, int64_t *need,
     int rc = 0;
     for (int s = 0; s < p->n_stages; s++) {
         gpp_stage_t *st = &p->stages[s];
-        s_mem_t f;
-        s_mem_figures(c, p, s, &f);
-        int64_t peak = s_order_peak(st, &f);
+        int64_t reserved = 0;
+        gpp_memplan_t *plan = s_split_plan(c, p, s, &reserved);
+        int64_t peak = s_order_peak(st, plan, reserved);
         while (peak > bound && p->schedule == GPP_SCHED_ZB_H1 && st->w_delay > 0) {
             st->w_delay--;
-            if (gpp_sched_stage_order(p, s, err) < 0)
+            if (gpp_sched_stage_order(p, s, err) < 0) {
+                gpp_memplan_destroy(&plan);
                 return -1;
-            peak = s_order_peak(st, &f);
+            }
+            peak = s_order_peak(st, plan, reserved);
         }
+        gpp_memplan_destroy(&plan);
         st->mem_bytes = peak;
-        st->act_bytes = peak - st->weight_bytes - f.reserved;
+        st->act_bytes = peak - st->weight_bytes - reserved;
         if (st->act_bytes < 0)
             st->act_bytes = 0;
         if (need && peak > *need)

@@ -25,13 +25,13 @@
 void gpp_zb_shape(gpp_plan_t *p, gpp_sched_kind_t kind);
 
 /* Peak device memory of one replica of stage s running its compute order
- * (stage.compute, from gpp_sched_compute): at each pass the running
- * micro-batch's own peak plus what the others keep, a micro-batch between
- * F and B its held bytes, one between B and W those and its W-held bytes
- * (the output gradients of the ops with parameters and their W stashes,
- * gpp_op_wstash_bytes); plus state, workspace, loss slots, load-ahead and
- * reserved bytes as gpp_cost_stage_mem. A 1F1B order gives
- * gpp_cost_stage_mem at its most micro-batches in flight. */
+ * (stage.compute, from gpp_sched_compute): its memory plan with the
+ * backward split in B and W (gpp_memplan_cfg_t.split: what an op's W reads,
+ * its inputs, output gradient, kernel and W stash, lives until its W),
+ * a lane per micro-batch begun and not past its W at once
+ * (gpp_actions_inflight of the order), plus reserved bytes as
+ * gpp_cost_stage_mem. A 1F1B order gives gpp_cost_stage_mem at its most
+ * micro-batches in flight. */
 int64_t gpp_zb_stage_mem(const gpp_cost_t *c, const gpp_plan_t *p, int s);
 
 /* Builds the orders of shaped plan p and fits them to `bound` bytes per

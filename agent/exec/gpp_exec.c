@@ -1,7 +1,7 @@
 /* gpp_exec: the stage executor's construction and entry points (see
  * gpp_exec.h for the contract). Each pass runs eagerly (gpp_exec_pass.c)
- * or as a CUDA graph (gpp_exec_graph.c); memory is gpp_exec_pool.c's, data
- * gpp_exec_load.c's.
+ * or as a CUDA graph (gpp_exec_graph.c); memory is the stage's memory plan
+ * (gpp_exec_mem.c), data gpp_exec_load.c's.
  *
  * Tensors of a stage live in "slots": one per op of the stage (its output)
  * and one per external producer (a boundary input). A micro-batch holds, per
@@ -93,6 +93,52 @@ static int s_cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The stage's memory plan as this backend runs it (its kernel stashes,
+ * workspaces, bf16 tensors, allocation rule; the load-ahead and graph
+ * feeds when on) and its arena. */
+static int s_plan(gpp_exec_t *self, gpp_err_t *err)
+{
+    const gpp_graph_t *g = self->g;
+    const gpp_exec_cfg_t *c = &self->cfg;
+    int64_t *ks = gpp_xcalloc((size_t)g->n_ops, sizeof(int64_t));
+    int64_t *ob = gpp_xcalloc((size_t)g->n_ops, sizeof(int64_t));
+    gpp_work_t *work = gpp_xcalloc((size_t)g->n_ops, sizeof *work);
+    for (int i = 0; i < g->n_ops; i++)
+        ks[i] = ob[i] = work[i].fixed = -1;
+    for (int i = 0; i < self->n_local; i++) { /* the backend's */
+        ks[self->ops[i].op->id] = self->ops[i].kernel_stash_bytes;
+        work[self->ops[i].op->id] = self->ops[i].work;
+    }
+    for (int k = 0; k < self->n_slots; k++) { /* the bf16 tensors, received ones too */
+        const exec_slot_t *sl = &self->slots[k];
+        if (sl->dtype == GPP_DTYPE_BF16)
+            ob[sl->producer] = sl->rows * sl->cols * 2;
+    }
+    gpp_stage_dev_t dev = {.kernel_stash = ks,
+                           .work = work,
+                           .out_bytes = ob,
+                           .alloc_rule = gpp_backend_alloc_rule(self->be),
+                           .load_ahead = self->ahead != NULL,
+                           .graphs = self->pg == PG_IDLE};
+    self->plan_n = c->micro > 0 ? c->micro : c->batch;
+    int inflight = c->inflight > 0 ? c->inflight : 1;
+    gpp_memplan_cfg_t pc = {
+        .optim_bufs =
+            c->optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD,
+        .batch = c->batch,
+        .n = self->plan_n,
+        .inflight = inflight,
+        .slots = c->slots > 0 ? c->slots : (int)(c->batch < INT32_MAX ? c->batch : INT32_MAX),
+        .no_fuse = c->no_fuse,
+        .split = c->split != 0,
+        .dev = &dev};
+    int rc = gpp_exec_mem_new(self, &pc, err);
+    free(work);
+    free(ob);
+    free(ks);
+    return rc;
+}
+
 gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_backend_t *be,
                          gpp_data_t *data, const gpp_exec_cfg_t *cfg, gpp_err_t *err)
 {
@@ -102,6 +148,12 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
     if (cfg->batch < 1)
         return gpp_err_set(err, "executor: mini-batch size must be >= 1 (got %lld)",
                            (long long)cfg->batch),
+               NULL;
+    if (cfg->micro < 0 || cfg->inflight < 0 || cfg->slots < 0)
+        return gpp_err_set(err,
+                           "executor: micro-batch samples, micro-batches in flight and slots "
+                           "must be >= 0 (0: the default; got %lld, %d, %d)",
+                           (long long)cfg->micro, cfg->inflight, cfg->slots),
                NULL;
     int *ids = gpp_xcalloc((size_t)n_ops, sizeof(int));
     memcpy(ids, ops, (size_t)n_ops * sizeof(int));
@@ -193,8 +245,8 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         for (int k = 0; k < np; k++)
             s_add_param(self, eo, &spec[k]);
     }
-    /* linear + activation fusion (gpp_op_fused_act; gpp_stage_mem walks the
-       same allocations) */
+    /* linear + activation fusion (gpp_op_fused_act; the memory plan lays
+       out the same buffers) */
     for (int i = 0; i < n_ops; i++) {
         exec_op_t *eo = &self->ops[i];
         eo->fuse_to = -1;
@@ -240,6 +292,15 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         self->ahead = gpp_xcalloc((size_t)self->n_local + 1, sizeof *self->ahead);
         gpp_data_track_init(&self->tr, g->n_ops);
     }
+    if (!cfg->graphs)
+        self->graphs_off = "not asked for";
+    else if (!gpp_backend_can_capture(be))
+        self->graphs_off = "the backend cannot capture (CUDA graphs need cuda)";
+    else if (cfg->split)
+        self->graphs_off = "the stage runs a split backward (zero-bubble B and W passes)";
+    self->pg = self->graphs_off ? PG_OFF : PG_IDLE;
+    if (s_plan(self, err) < 0)
+        goto fail;
 
     /* parameter storage and deterministic init */
     self->pflat = gpp_backend_alloc(be, (size_t)self->dense_numel * 4, err);
@@ -293,11 +354,6 @@ gpp_exec_t *gpp_exec_new(const gpp_graph_t *g, int n_ops, const int *ops, gpp_ba
         goto fail;
     if (gpp_stream_sync(self->s, err) < 0)
         goto fail;
-    if (!cfg->graphs)
-        self->graphs_off = "not asked for";
-    else if (!gpp_backend_can_capture(be))
-        self->graphs_off = "the backend cannot capture (CUDA graphs need cuda)";
-    self->pg = self->graphs_off ? PG_OFF : PG_IDLE;
     return self;
 fail:
     gpp_err_prefix(err, "executor for model %s", g->spec);
@@ -313,12 +369,10 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
         return;
     if (self->s)
         gpp_stream_sync(self->s, NULL);
-    /* an ordinary pool again: the slots' releases put their blocks in it */
     gpp_exec_pg_leave(self, NULL);
     for (int m = 0; m < self->n_mb; m++) {
         gpp_exec_release(self, m);
         exec_mb_t *mb = &self->mb[m];
-        gpp_backend_free(self->be, (void **)&mb->loss_dev);
         free(mb->loss_host);
         gpp_exec_mb_arrays_free(mb);
     }
@@ -339,7 +393,7 @@ void gpp_exec_destroy(gpp_exec_t **self_p)
     gpp_backend_free(self->be, (void **)&self->pflat);
     gpp_backend_free(self->be, (void **)&self->gflat);
     gpp_exec_graphs_free(self);
-    gpp_exec_pool_free(self);
+    gpp_exec_mem_free(self);
     for (int i = 0; self->tev && i <= self->n_local; i++)
         gpp_event_destroy(&self->tev[i]);
     free(self->tev);
@@ -398,9 +452,18 @@ int gpp_exec_has_loss(const gpp_exec_t *self)
 
 /* ---- micro-batches ---- */
 
-static exec_mb_t *s_mb(gpp_exec_t *self, int mb)
+/* Slot mb, made on first use; NULL + message past the plan's slots. */
+static exec_mb_t *s_mb(gpp_exec_t *self, int mb, gpp_err_t *err)
 {
     assert(mb >= 0);
+    gpp_memplan_sum_t ps;
+    gpp_memplan_summary(self->plan, &ps);
+    if (mb >= ps.slots)
+        return gpp_err_set(err,
+                           "executor: micro-batch slot %d: the stage's memory plan has %d "
+                           "slots (gpp_exec_cfg_t.slots)",
+                           mb, ps.slots),
+               NULL;
     if (mb >= self->n_mb) {
         int n = mb + 1;
         self->mb = gpp_xrealloc(self->mb, (size_t)n * sizeof *self->mb);
@@ -408,7 +471,10 @@ static exec_mb_t *s_mb(gpp_exec_t *self, int mb)
         for (int m = self->n_mb; m < n; m++) {
             exec_mb_t *x = &self->mb[m];
             gpp_exec_mb_arrays(self, x);
+            x->lane = -1;
             x->loss_host = gpp_xcalloc((size_t)self->n_loss + 1, sizeof(float));
+            int64_t at = gpp_memplan_loss_at(self->plan, m);
+            x->loss_dev = at < 0 ? NULL : (float *)((char *)self->arena + at);
         }
         self->n_mb = n;
     }
@@ -444,7 +510,6 @@ void gpp_exec_release(gpp_exec_t *self, int m)
     if (m >= self->n_mb)
         return;
     exec_mb_t *mb = &self->mb[m];
-    s_fold_loss(self, mb, NULL);
     for (int k = 0; k < self->n_slots; k++) {
         gpp_exec_tensor_release(self, &mb->act[k]);
         gpp_exec_tensor_release(self, &mb->grad[k]);
@@ -452,47 +517,44 @@ void gpp_exec_release(gpp_exec_t *self, int m)
         mb->got_grad[k] = 0;
     }
     for (int i = 0; i < self->n_local; i++)
-        gpp_exec_pool_release(self, &mb->stash[i], mb->stash_bytes[i]);
+        gpp_exec_block_release(self, &mb->stash[i], mb->stash_bytes[i]);
     gpp_exec_wstash_release(self, mb);
+    gpp_exec_lane_give(self, mb);
     mb->state = MB_FREE;
 }
 
 int gpp_exec_begin(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_err_t *err)
 {
     assert(self && m >= 0 && n >= 0 && sample_lo >= 0);
-    exec_mb_t *mb = s_mb(self, m);
+    exec_mb_t *mb = s_mb(self, m, err);
+    if (!mb)
+        return -1;
     if (mb->state == MB_OPEN || mb->state == MB_FORWARD || mb->state == MB_BWD_IN)
         return gpp_err_set(err, "executor: micro-batch slot %d is still in flight (begun, %s)", m,
                            mb->state == MB_BWD_IN ? "its W pass pending" : "no backward yet");
+    if (n > self->plan_n)
+        return gpp_err_set(err,
+                           "executor: micro-batch slot %d of %lld samples: the stage's memory "
+                           "plan holds %lld (gpp_exec_cfg_t.micro)",
+                           m, (long long)n, (long long)self->plan_n);
+    /* the slot's loss values are about to be overwritten */
+    if (s_fold_loss(self, mb, err) < 0)
+        return -1;
     gpp_exec_release(self, m);
-    if (!mb->loss_dev && self->n_loss) {
-        mb->loss_dev = gpp_backend_alloc(self->be, (size_t)self->n_loss * 4, err);
-        if (!mb->loss_dev)
-            return -1;
-    }
+    if (gpp_exec_lane_take(self, mb, m, err) < 0)
+        return -1;
     mb->sample_lo = sample_lo;
     mb->n = n;
     mb->state = MB_OPEN;
-    /* The kernels' stream workspace at its largest for n samples now, so
-     * that it does not grow step by step inside the backward. */
-    int64_t ws = 0;
-    for (int i = 0; i < self->n_local; i++) {
-        const gpp_work_t *wk = &self->ops[i].work;
-        int64_t w = wk->fixed + n * wk->per_sample;
-        ws = w > ws ? w : ws;
-    }
-    if (ws > 0 && !gpp_stream_workspace(self->s, (size_t)ws, err))
-        return -1;
-    /* Replaying passes, the inputs take their recorded blocks. */
-    if (gpp_exec_pg_begin(self, m, n))
-        return 0;
+    gpp_exec_pg_begin(self, m, n);
     /* Buffers for the boundary inputs the caller fills. */
     for (int i = 0; i < self->n_inputs; i++) {
         int k = self->slot_of[self->inputs[i]];
-        if (gpp_exec_tensor_new(self, &self->slots[k], n, &mb->act[k], err) < 0)
+        if (gpp_exec_tensor_take(self, mb, GPP_BUF_ACT, &self->slots[k], &mb->act[k], err) < 0) {
+            gpp_exec_release(self, m);
             return -1;
+        }
     }
-    gpp_exec_pg_begun(self, m);
     return 0;
 }
 
@@ -597,17 +659,9 @@ int gpp_exec_add_output_grad(gpp_exec_t *self, int m, int op, const gpp_tensor_t
         mb->got_grad[k] = 1; /* an empty shard */
         return 0;
     }
-    /* replaying passes, the block the recording gave it; none: the
-       recording did not make this allocation, so the passes run eagerly */
-    int fresh = !mb->grad[k].data;
-    void *blk = fresh ? gpp_exec_pg_dy_block(self, m, k) : NULL;
-    if (fresh && !blk && self->pg == PG_REPLAY)
-        gpp_exec_pg_leave(self, "an allocation the recorded iteration did not make");
-    gpp_tensor_t *g = gpp_exec_grad_in(self, mb, k, blk, err);
+    gpp_tensor_t *g = gpp_exec_grad_in(self, mb, k, err);
     if (!g)
         return -1;
-    if (fresh && !blk)
-        gpp_exec_pg_dy_noted(self, m, k, g->data);
     gpp_tensor_t part =
         gpp_tensor((char *)g->data + (size_t)(lo * sl->rows * sl->cols) * gpp_dtype_bytes(gdt), gdt,
                    dy->n, sl->rows, sl->cols);
@@ -641,15 +695,29 @@ static int s_backward_ready(gpp_exec_t *self, int m, const char *what, gpp_err_t
     return 0;
 }
 
+/* After a whole backward or W: with no input gradient to send, nothing of
+ * the micro-batch is left, nor its lane. */
+static void s_lane_if_empty(gpp_exec_t *self, exec_mb_t *mb)
+{
+    int held = 0;
+    for (int k = 0; k < self->n_slots && !held; k++)
+        held = mb->act[k].data || mb->grad[k].data;
+    if (!held)
+        gpp_exec_lane_give(self, mb);
+}
+
 int gpp_exec_backward(gpp_exec_t *self, int m, gpp_err_t *err)
 {
     assert(self && m >= 0);
     if (s_backward_ready(self, m, "backward", err) < 0)
         return -1;
     int pg = gpp_exec_pg_pass(self, m, 0, err);
-    if (pg != 0)
-        return pg < 0 ? -1 : 0;
-    return gpp_exec_backward_run(self, m, err);
+    if (pg == 0)
+        pg = gpp_exec_backward_run(self, m, err) < 0 ? -1 : 1;
+    if (pg < 0)
+        return -1;
+    s_lane_if_empty(self, &self->mb[m]);
+    return 0;
 }
 
 int gpp_exec_backward_part(gpp_exec_t *self, int m, gpp_bwd_part_t part, gpp_err_t *err)
@@ -663,10 +731,19 @@ int gpp_exec_backward_part(gpp_exec_t *self, int m, gpp_bwd_part_t part, gpp_err
                                m < self->n_mb && self->mb[m].state == MB_BACKWARD
                                    ? " (its W pass already ran)"
                                    : "");
-        return gpp_exec_backward_part_run(self, m, GPP_BWD_W, err);
+        if (gpp_exec_backward_part_run(self, m, GPP_BWD_W, err) < 0)
+            return -1;
+        s_lane_if_empty(self, &self->mb[m]);
+        return 0;
     }
     if (!gpp_backend_bwd_split(self->be, err))
         return gpp_err_prefix(err, "executor: B pass of micro-batch %d", m);
+    if (!self->cfg.split)
+        return gpp_err_set(err,
+                           "executor: B pass of micro-batch %d, but the stage's memory plan is "
+                           "for the whole backward (create the executor with "
+                           "gpp_exec_cfg_t.split = 1 to run B and W passes)",
+                           m);
     if (s_backward_ready(self, m, "B pass", err) < 0)
         return -1;
     /* a pass recorded as a CUDA graph is a whole backward */
@@ -701,6 +778,11 @@ int gpp_exec_evaluate(gpp_exec_t *self, int64_t lo, int64_t n, int64_t micro, do
     if (self->loss_acc != 0)
         return gpp_err_set(err, "evaluate: an iteration's loss is not stepped yet; evaluate "
                                 "after the optimizer step");
+    /* the lanes of the stepped iteration's micro-batches; chunks the plan holds */
+    for (int m = 0; m < self->n_mb; m++)
+        gpp_exec_release(self, m);
+    if (micro > self->plan_n)
+        micro = self->plan_n;
     self->eval = 1;
     int rc = 0;
     for (int64_t done = 0; done < n && rc == 0; done += micro) {
@@ -910,44 +992,10 @@ gpp_work_t gpp_exec_op_workspace(const gpp_exec_t *self, int op)
     return (gpp_work_t){-1, -1};
 }
 
-void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, int64_t n_last, gpp_stage_mem_t *out)
+const gpp_memplan_t *gpp_exec_plan(const gpp_exec_t *self)
 {
-    assert(self && n >= 0 && n_last >= 0);
-    int *ids = gpp_xcalloc((size_t)self->n_local, sizeof(int));
-    int64_t *ks = gpp_xcalloc((size_t)self->g->n_ops, sizeof(int64_t));
-    int64_t *ob = gpp_xcalloc((size_t)self->g->n_ops, sizeof(int64_t));
-    gpp_work_t *work = gpp_xcalloc((size_t)self->g->n_ops, sizeof *work);
-    for (int i = 0; i < self->g->n_ops; i++)
-        ks[i] = ob[i] = work[i].fixed = -1;
-    for (int i = 0; i < self->n_local; i++) { /* the backend's */
-        ids[i] = self->ops[i].op->id;
-        ks[ids[i]] = self->ops[i].kernel_stash_bytes;
-        work[ids[i]] = self->ops[i].work;
-    }
-    for (int k = 0; k < self->n_slots; k++) { /* the bf16 tensors, received ones too */
-        const exec_slot_t *sl = &self->slots[k];
-        if (sl->dtype == GPP_DTYPE_BF16)
-            ob[sl->producer] = sl->rows * sl->cols * 2;
-    }
-    int bufs = self->cfg.optim.kind == GPP_OPTIM_ADAMW ? GPP_OPTIM_BUFS_ADAMW : GPP_OPTIM_BUFS_SGD;
-    gpp_stage_dev_t dev = {.kernel_stash = ks,
-                           .work = work,
-                           .out_bytes = ob,
-                           .alloc_rule = gpp_backend_alloc_rule(self->be),
-                           .load_ahead = self->ahead != NULL,
-                           /* passes replayed as CUDA graphs (gpp_exec_graph.c):
-                              they were, or may be */
-                           .graphs = self->pg_used || self->pg == PG_IDLE};
-    gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n, &dev, out);
-    if (dev.graphs && n_last > 0 && n_last != n) { /* the pool keeps its blocks too */
-        gpp_stage_mem_t last;
-        gpp_stage_mem(self->g, self->n_local, ids, bufs, self->cfg.batch, n_last, &dev, &last);
-        out->run_bytes += last.run_bytes;
-    }
-    free(work);
-    free(ob);
-    free(ks);
-    free(ids);
+    assert(self);
+    return self->plan;
 }
 
 void gpp_exec_act_dtypes(const gpp_exec_t *self, int *bf16, int *all)

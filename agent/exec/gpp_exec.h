@@ -26,11 +26,13 @@
  * data-parallel replica; a loss over n samples contributes (n / B) x its
  * mean, so replicas SUM their gradients and gpp_exec_loss shares.
  *
- * Memory: a micro-batch's activations, stashes and gradients live from its
- * forward to its backward, or its W pass (gpp_exec_backward_part; the rest
- * dies with its last reader) in a pool
- * of equal-size blocks; gpp_exec_predict_mem gives the peak from the op
- * table.
+ * Memory: the stage's memory plan (model/gpp_memplan.h), built at
+ * creation for micro-batches of at most cfg.micro samples, cfg.inflight of
+ * them begun and not released at once, in slots 0 .. cfg.slots - 1 (with
+ * cfg.split, each held until its W pass): one arena from the backend,
+ * every tensor of a micro-batch at the plan's offset in the lane it takes
+ * at begin and gives back at release. The backend's memory is the plan's
+ * total (gpp_exec_plan) by construction.
  *
  * Errors: run-time failures return -1 with a message; an op id that is not
  * a boundary of the stage is a programmer error (assert).
@@ -53,6 +55,7 @@
 #include "kernels/gpp_optim.h"
 #include "kernels/gpp_sparse.h"
 #include "model/gpp_graph.h"
+#include "model/gpp_memplan.h"
 #include "model/gpp_optable.h"
 
 typedef struct {
@@ -64,13 +67,21 @@ typedef struct {
                              graphs"); ignored where the backend cannot capture */
     int no_fuse;          /* 1: run a linear and the ReLU/GELU it feeds as two ops (a
                              debugging and benchmarking aid; the results are the same,
-                             the memory more than gpp_stage_mem predicts) */
+                             the memory plan holds both outputs) */
     int load_ahead;       /* 0: on where the backend is a device (CUDA), 1: on, -1: off.
                              On: after loading a micro-batch's inputs and labels, the
                              next micro-batch's samples (gpp_data_track_t's guess) are
                              copied to the device on a second stream while the compute
-                             stream works, into two buffers per op outside the pool;
+                             stream works, into two buffers per op of the memory plan;
                              a load they hold is a device copy, with no host wait */
+    /* the memory plan: the samples of the largest micro-batch (0: batch),
+       the most micro-batches begun and not released at once (0: 1), the
+       micro-batch slots (0: batch, one a sample at most); begin refuses more */
+    int64_t micro;
+    int inflight;
+    int slots;
+    int split; /* 1: the stage runs B and W passes (gpp_exec_backward_part): the plan
+                  holds what W reads until W, a lane until W; no CUDA graphs */
 } gpp_exec_cfg_t;
 
 typedef struct gpp_exec_s gpp_exec_t;
@@ -105,9 +116,10 @@ void gpp_exec_load_ahead_stats(const gpp_exec_t *self, int64_t *hits, int64_t *m
 
 /* Opens slot mb (>= 0) for samples [sample_lo, sample_lo + n), n >= 0 (0: an
  * empty data-parallel shard; forward and backward then run nothing and
- * outputs and gradients have n = 0). -1 if the slot is still between
- * forward and backward. A slot whose backward is done is released
- * implicitly. */
+ * outputs and gradients have n = 0); it takes a free lane of the memory
+ * plan. -1 if the slot is still between forward and backward, is past the
+ * plan's slots, n is over its micro-batch or no lane is free. A slot whose
+ * backward is done is released implicitly. */
 int gpp_exec_begin(gpp_exec_t *self, int mb, int64_t sample_lo, int64_t n, gpp_err_t *err);
 /* The device buffer [n, rows, cols] of boundary input `producer` for the
  * caller to fill (e.g. receive into it); marks the input as set. */
@@ -130,7 +142,8 @@ const gpp_tensor_t *gpp_exec_output(gpp_exec_t *self, int mb, int op);
 int gpp_exec_add_output_grad(gpp_exec_t *self, int mb, int op, const gpp_tensor_t *dy, int64_t lo,
                              gpp_err_t *err);
 /* Runs backward; accumulates parameter gradients; frees activations and
- * stashes. -1 when a boundary output received no gradient. */
+ * stashes (a stage with no input gradient to send gives its lane back
+ * here). -1 when a boundary output received no gradient. */
 int gpp_exec_backward(gpp_exec_t *self, int mb, gpp_err_t *err);
 /* The backward in two passes, for zero-bubble schedules (docs/executor.md
  * "The split backward"). GPP_BWD_IN (B): the input gradients, every
@@ -151,7 +164,8 @@ int gpp_exec_backward_part(gpp_exec_t *self, int mb, gpp_bwd_part_t part, gpp_er
  * NULL when the producer is an INPUT op (data has no gradient). Valid
  * until release. */
 const gpp_tensor_t *gpp_exec_input_grad(gpp_exec_t *self, int mb, int producer);
-/* Frees whatever the slot still holds (also aborts a micro-batch). */
+/* Gives back whatever the slot still holds and its lane (also aborts a
+ * micro-batch); its loss values stay until the step. */
 void gpp_exec_release(gpp_exec_t *self, int mb);
 
 /* ---- the iteration ---- */
@@ -170,7 +184,7 @@ int gpp_exec_loss(gpp_exec_t *self, double *loss, gpp_err_t *err);
  * [sample_lo, sample_lo + n). */
 int gpp_exec_run(gpp_exec_t *self, int m, int64_t sample_lo, int64_t n, gpp_err_t *err);
 /* Evaluation: the loss over samples [lo, lo + n) in micro-batches of at
- * most `micro`, forward only, kernels in evaluation mode (dropout passes
+ * most `micro` (and the plan's micro-batch), in slot 0, forward only, kernels in evaluation mode (dropout passes
  * its input through), nothing stepped or recorded. Between iterations
  * only (after gpp_exec_step), on a stage with the loss, without CUDA
  * graphs recorded. *loss: the mean over the n samples. */
@@ -180,8 +194,9 @@ int gpp_exec_evaluate(gpp_exec_t *self, int64_t lo, int64_t n, int64_t micro, do
  * sparse parameters; the timing hook off): when every iteration (calls up
  * to gpp_exec_step) makes the same calls in the same order with the same
  * sizes, as a pipeline schedule and gpp-train's micro-batches do, the
- * executor records each forward and backward pass of each slot once its
- * memory has settled (iteration 2 or 3) and replays it from then on: one
+ * executor records each forward and backward pass of each slot after one
+ * eager iteration (in iteration 2; the memory plan fixes every address)
+ * and replays it from then on: one
  * launch instead of one per kernel, the same results bit for bit. Inputs
  * and labels are loaded into feed buffers before each launch (the data
  * source runs on the host as before). Anything the recording did not make
@@ -261,16 +276,10 @@ int64_t gpp_exec_kernel_stash_bytes(const gpp_exec_t *self, int op);
  * (gpp_backend_op_workspace), {-1, -1} when op is not in the stage. The
  * profiler (gpp_profile_measure) records it ("workspace") for the planner. */
 gpp_work_t gpp_exec_op_workspace(const gpp_exec_t *self, int op);
-/* The op table's model of this executor's device memory for micro-batches
- * of n samples (gpp_stage_mem: the optimizer and mini-batch of the config,
- * the backend's kernel stashes), the last of each mini-batch n_last samples
- * (0 or n: the same). Replaying CUDA graphs, the pool also keeps the
- * smaller micro-batch's blocks (sizes of their own): run_bytes counts both.
- * With the backend's allocations all the executor's, the backend's peak
- * (gpp_backend_mem) is gpp_stage_mem_peak(out, most micro-batches in
- * flight, gpp_exec_mb_slots) up to the backend's rounding, or at most that
- * with graphs. */
-void gpp_exec_predict_mem(const gpp_exec_t *self, int64_t n, int64_t n_last, gpp_stage_mem_t *out);
+/* The stage's memory plan the executor allocated (model/gpp_memplan.h):
+ * with the backend's allocations all the executor's, the backend's peak
+ * (gpp_backend_mem, less own_bytes) is gpp_memplan_total. */
+const gpp_memplan_t *gpp_exec_plan(const gpp_exec_t *self);
 /* Micro-batch slots the executor has opened (each holds its loss values). */
 int gpp_exec_mb_slots(const gpp_exec_t *self);
 /* Per-op timing hook: when on, timed events (gpp_event_new_timed) are

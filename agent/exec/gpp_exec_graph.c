@@ -11,36 +11,31 @@
  * gpp_exec_run's (gpp-train --cuda-graphs: a slot per micro-batch of the
  * mini-batch). An iteration (the calls up to gpp_exec_step) makes the same
  * executor calls in the same order every time (the plan's schedule,
- * gpp-train's micro-batches), and the recordings rely on that:
- * - PG_WARM: iterations run eagerly while the pool only grows (no cached
- *   block goes back to the device), until an iteration takes no new block:
- *   the pool then holds every block the steady state has live at once (the
- *   first iteration has no slots left over from one before it, so it is
- *   never the last warm one).
+ * gpp-train's micro-batches), and the recordings rely on that. Every
+ * address a pass uses is fixed by the stage's memory plan (gpp_exec_mem.c):
+ * a slot's tensors sit in the lane it took, the transients in the shared
+ * scratch, the workspace and the feeds at their own offsets; so a
+ * recording stays valid as long as its slot takes the same lane with the
+ * same samples.
+ * - PG_WARM: the first iteration runs eagerly (the kernels' first calls
+ *   set up what a capture may not).
  * - PG_CAPTURE: one iteration records each pass and launches the recording.
  *   The data a pass loads (an INPUT's samples, a loss's labels) goes first
- *   into a feed buffer per op, outside the recording, which copies it from
- *   there. Kept: the host state after each pass (its tensors, stashes), and
- *   the blocks begin and add_output_grad gave the slot outside the passes.
+ *   into the plan's feed buffer of the op, outside the recording, which
+ *   copies it from there. Kept: the slot's lane and samples, and the host
+ *   state after each pass (its tensors, stashes).
  * - PG_REPLAY: a pass loads its feeds, launches its recording and takes the
- *   host state recorded after it; begin and add_output_grad take the
- *   recorded blocks; a release gives nothing back. Nothing allocates and the
- *   pool is not used: since the calls come in the recorded order on one
- *   stream, each block holds at each point what it held there while
- *   recording. The registry (every block of the pool) is what the slots'
- *   recorded pointers point into.
+ *   host state recorded after it. Since the calls come in the recorded order
+ *   on one stream, each buffer holds at each point what it held there while
+ *   recording.
  * Embedding tables' sparse gradients are accumulated on the device alone; a
  * backward's recording also keeps their blocks and the host's bound of
  * their count, which each replay advances as the recording did.
- * Anything the recording did not make (another size, a slot it did not
- * record, a moved workspace or sparse gradient, an allocation) leaves for
- * good: the stream is synchronised and the pool rebuilt from the registry
- * (every block no slot holds is free), and the stage runs eagerly from
- * there with the same results. A capture the backend refuses undoes the pass's host state
- * (nothing ran) and the pass runs eagerly.
- *
- * The memory this holds (the pool's largest count of each block size, and
- * the feeds) is what gpp_stage_mem predicts with gpp_stage_dev_t.graphs. */
+ * Anything the recording did not make (another size or lane, a slot it did
+ * not record, a moved sparse gradient) leaves for good: the stage runs
+ * eagerly from there on the same memory, with the same results. A capture
+ * the backend refuses undoes the pass's host state (nothing ran) and the
+ * pass runs eagerly. */
 #include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,46 +66,36 @@ static int s_load_shape(const gpp_exec_t *self, int op, int64_t n, gpp_tensor_t 
     return 1;
 }
 
-/* Loads op's samples of mb into its feed buffer, made on first use (with
- * grow) at this size: a recording reads it where it is, so it never moves.
- * 1: loaded, 0: no feed that holds them (none and no grow, or one made
- * smaller), -1: error. */
-static int s_feed_op(gpp_exec_t *self, exec_mb_t *mb, int op, int grow, gpp_err_t *err)
+/* Loads op's samples of mb into its feed buffer in the memory plan: a
+ * recording reads it there. 1: loaded, 0: the plan has no feed that holds
+ * them, -1: error. */
+static int s_feed_op(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_err_t *err)
 {
     gpp_tensor_t t;
     if (!s_load_shape(self, op, mb->n, &t))
         return 1;
-    size_t bytes = gpp_tensor_bytes(&t);
-    if (!self->feed[op] && grow) {
-        if (!(self->feed[op] = gpp_backend_alloc(self->be, bytes ? bytes : 4, err)))
-            return gpp_err_prefix(err, "executor: graph feed buffer of op %d", op);
-        self->feed_bytes[op] = bytes;
-    }
-    if (!self->feed[op] || self->feed_bytes[op] < bytes)
+    int64_t cap = 0, at = gpp_memplan_data_at(self->plan, op, -1, &cap);
+    if (at < 0 || cap < (int64_t)gpp_tensor_bytes(&t))
         return 0;
-    t.data = self->feed[op];
+    t.data = (char *)self->arena + at;
     return gpp_exec_load(self, mb, op, &t, err) < 0 ? -1 : 1;
 }
 
 /* Loads the data the micro-batch's forward reads into the feed buffers, in
  * the order the eager forward loads it: the data inputs it regenerates,
  * then its INPUT ops and losses. Same return as s_feed_op. */
-static int s_feed(gpp_exec_t *self, exec_mb_t *mb, int grow, gpp_err_t *err)
+static int s_feed(gpp_exec_t *self, exec_mb_t *mb, gpp_err_t *err)
 {
-    if (!self->feed) {
-        self->feed = gpp_xcalloc((size_t)self->g->n_ops, sizeof *self->feed);
-        self->feed_bytes = gpp_xcalloc((size_t)self->g->n_ops, sizeof *self->feed_bytes);
-    }
     for (int i = 0; i < self->n_inputs; i++) {
         int p = self->inputs[i], k = self->slot_of[p];
         if (mb->filled[k] == 0 && mb->n > 0 && self->g->ops[p].type == GPP_OP_INPUT) {
-            int rc = s_feed_op(self, mb, p, grow, err);
+            int rc = s_feed_op(self, mb, p, err);
             if (rc <= 0)
                 return rc;
         }
     }
     for (int i = 0; i < self->n_local; i++) {
-        int rc = s_feed_op(self, mb, self->ops[i].op->id, grow, err);
+        int rc = s_feed_op(self, mb, self->ops[i].op->id, err);
         if (rc <= 0)
             return rc;
     }
@@ -118,9 +103,6 @@ static int s_feed(gpp_exec_t *self, exec_mb_t *mb, int grow, gpp_err_t *err)
 }
 
 /* ---- passes ---- */
-
-/* Warm iterations at most before the pool must have settled. */
-#define PG_WARM_MAX 4
 
 static int s_pg_on(const gpp_exec_t *self)
 {
@@ -146,8 +128,7 @@ static exec_pass_t *s_pass(gpp_exec_t *self, int m)
             exec_pass_t *P = &self->pass[i];
             memset(P, 0, sizeof *P);
             P->n = -1;
-            P->in_blk = gpp_xcalloc((size_t)self->n_slots, sizeof *P->in_blk);
-            P->dy_blk = gpp_xcalloc((size_t)self->n_slots, sizeof *P->dy_blk);
+            P->lane = -1;
             P->regen = gpp_xcalloc((size_t)self->n_slots, 1);
             P->sbound = gpp_xcalloc((size_t)(2 * self->n_sparse + 1), sizeof *P->sbound);
             P->sblk = gpp_xcalloc((size_t)(2 * self->n_sparse + 1), sizeof *P->sblk);
@@ -164,8 +145,6 @@ static void s_passes_free(gpp_exec_t *self)
     for (int i = 0; i < self->n_pass; i++) {
         exec_pass_t *P = &self->pass[i];
         s_pass_clear(P);
-        free(P->in_blk);
-        free(P->dy_blk);
         free(P->regen);
         free(P->sbound);
         free(P->sblk);
@@ -175,12 +154,6 @@ static void s_passes_free(gpp_exec_t *self)
     free(self->pass);
     self->pass = NULL;
     self->n_pass = 0;
-    for (int i = 0; self->feed && i < self->g->n_ops; i++)
-        gpp_backend_free(self->be, &self->feed[i]);
-    free(self->feed);
-    free(self->feed_bytes);
-    self->feed = NULL;
-    self->feed_bytes = NULL;
 }
 
 static void s_off(gpp_exec_t *self, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -198,7 +171,7 @@ void gpp_exec_pg_leave(gpp_exec_t *self, const char *why)
 {
     if (!s_pg_on(self))
         return;
-    gpp_exec_pool_thaw(self); /* an ordinary pool of the blocks no slot holds */
+    gpp_stream_sync(self->s, NULL); /* recordings may still be running */
     s_passes_free(self);
     self->pg = PG_OFF;
     if (why) {
@@ -207,69 +180,30 @@ void gpp_exec_pg_leave(gpp_exec_t *self, const char *why)
     }
 }
 
-int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n)
+void gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n)
 {
     if (self->timing || self->eval) /* evaluation never starts a warm-up */
-        return 0;
+        return;
     if (self->pg == PG_IDLE) { /* the first pass-by-pass micro-batch: warm up */
         self->pg = PG_WARM;
-        self->pg_used = 1;
-        self->pool_grow = 1;
-        self->warm_iters = 0;
-        self->grown = 0;
-        /* blocks of micro-batches run with the timing hook before */
-        for (int i = 0; i < self->n_free; i++)
-            gpp_exec_pool_register(self, self->free_blocks[i].p, self->free_blocks[i].bytes);
+        return;
     }
+    int lane = self->mb[m].lane;
     if (self->pg == PG_CAPTURE) {
         exec_pass_t *P = s_pass(self, m);
         s_pass_clear(P);
         P->n = n;
-        return 0;
+        P->lane = lane;
+        return;
     }
     if (self->pg != PG_REPLAY)
-        return 0;
-    exec_pass_t *P = m < self->n_pass ? &self->pass[m] : NULL;
-    if (!P || P->n != n || !P->has_fwd || !P->has_bwd) {
-        s_off(self, "micro-batch slot %d of %lld samples was not recorded (recorded: %lld)", m,
-              (long long)n, (long long)(P ? P->n : -1));
-        return 0;
-    }
-    exec_mb_t *mb = &self->mb[m];
-    for (int i = 0; i < self->n_inputs; i++) {
-        int k = self->slot_of[self->inputs[i]];
-        const exec_slot_t *sl = &self->slots[k];
-        mb->act[k] = gpp_tensor(P->in_blk[k], sl->dtype, n, sl->rows, sl->cols);
-        size_t b = gpp_tensor_bytes(&mb->act[k]);
-        self->live_bytes += (int64_t)(b ? b : 4);
-    }
-    if (self->live_bytes > self->peak_bytes)
-        self->peak_bytes = self->live_bytes;
-    return 1;
-}
-
-void gpp_exec_pg_begun(gpp_exec_t *self, int m)
-{
-    if (self->pg != PG_CAPTURE)
         return;
-    exec_pass_t *P = s_pass(self, m);
-    for (int i = 0; i < self->n_inputs; i++) {
-        int k = self->slot_of[self->inputs[i]];
-        P->in_blk[k] = self->mb[m].act[k].data;
-    }
-}
-
-void *gpp_exec_pg_dy_block(gpp_exec_t *self, int m, int k)
-{
-    if (self->pg != PG_REPLAY || m >= self->n_pass)
-        return NULL;
-    return self->pass[m].dy_blk[k]; /* NULL: allocated, which leaves */
-}
-
-void gpp_exec_pg_dy_noted(gpp_exec_t *self, int m, int k, void *p)
-{
-    if (self->pg == PG_CAPTURE)
-        s_pass(self, m)->dy_blk[k] = p;
+    exec_pass_t *P = m < self->n_pass ? &self->pass[m] : NULL;
+    if (!P || P->n != n || P->lane != lane || !P->has_fwd || !P->has_bwd)
+        s_off(self,
+              "micro-batch slot %d of %lld samples in lane %d was not recorded (recorded: %lld "
+              "samples in lane %d)",
+              m, (long long)n, lane, (long long)(P ? P->n : -1), P ? P->lane : -1);
 }
 
 /* The loss values on their way to the host and the next micro-batch's data
@@ -345,9 +279,6 @@ static int s_capture(gpp_exec_t *self, int m, int fwd, gpp_replay_t **r)
     exec_mb_t *mb = &self->mb[m], undo = {0};
     gpp_exec_mb_arrays(self, &undo);
     gpp_exec_mb_copy(self, &undo, mb);
-    int n_free = self->n_free;
-    exec_block_t *free_blocks = gpp_xcalloc((size_t)n_free + 1, sizeof *free_blocks);
-    memcpy(free_blocks, self->free_blocks, (size_t)n_free * sizeof *free_blocks);
     int64_t live = self->live_bytes, peak = self->peak_bytes;
     gpp_err_t cerr = {{0}}, ignored = {{0}};
     self->capture_on = 1;
@@ -360,15 +291,12 @@ static int s_capture(gpp_exec_t *self, int m, int fwd, gpp_replay_t **r)
     self->capture_on = 0;
     if (rc < 0) { /* nothing ran: the host state as it was */
         gpp_exec_mb_copy(self, mb, &undo);
-        memcpy(self->free_blocks, free_blocks, (size_t)n_free * sizeof *free_blocks);
-        self->n_free = n_free;
         self->live_bytes = live;
         self->peak_bytes = peak;
         snprintf(self->graphs_why, sizeof self->graphs_why,
                  "the %s of micro-batch slot %d could not be recorded: %s",
                  fwd ? "forward" : "backward", m, cerr.msg);
     }
-    free(free_blocks);
     gpp_exec_mb_arrays_free(&undo);
     return rc < 0 ? 0 : 1;
 }
@@ -384,23 +312,16 @@ static int s_pass_record(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
     int64_t live0 = self->live_bytes;
     gpp_replay_t *r = NULL;
     if (mb->n > 0) {
-        void *ws = gpp_stream_workspace_now(self->s);
-        if (!self->pg_ws)
-            self->pg_ws = ws;
-        if (ws != self->pg_ws) {
-            s_off(self, "the stream workspace moved while recording");
-            return 0;
-        }
         if (fwd) {
             for (int i = 0; i < self->n_inputs; i++) {
                 int p = self->inputs[i], k = self->slot_of[p];
                 P->regen[k] = mb->filled[k] == 0 && self->g->ops[p].type == GPP_OP_INPUT;
             }
-            int rc = s_feed(self, mb, 1, err);
+            int rc = s_feed(self, mb, err);
             if (rc < 0)
                 return -1;
-            if (rc == 0) { /* the feeds were made for a smaller micro-batch */
-                s_off(self, "micro-batch slot %d loads more samples than an earlier one", m);
+            if (rc == 0) {
+                s_off(self, "micro-batch slot %d: the memory plan has no feed for its data", m);
                 return 0;
             }
         }
@@ -451,10 +372,6 @@ static int s_pass_replay(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
 {
     exec_mb_t *mb = &self->mb[m];
     exec_pass_t *P = &self->pass[m]; /* begin checked it */
-    if (mb->n > 0 && gpp_stream_workspace_now(self->s) != self->pg_ws) {
-        s_off(self, "the stream workspace moved after recording");
-        return 0;
-    }
     if (fwd && mb->n > 0) {
         for (int i = 0; i < self->n_inputs; i++) {
             int p = self->inputs[i], k = self->slot_of[p];
@@ -465,11 +382,11 @@ static int s_pass_replay(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
                 return 0;
             }
         }
-        int rc = s_feed(self, mb, 0, err);
+        int rc = s_feed(self, mb, err);
         if (rc < 0)
             return -1;
         if (rc == 0) {
-            s_off(self, "micro-batch slot %d loads more samples than recorded", m);
+            s_off(self, "micro-batch slot %d: the memory plan has no feed for its data", m);
             return 0;
         }
     }
@@ -505,14 +422,7 @@ int gpp_exec_pg_pass(gpp_exec_t *self, int m, int fwd, gpp_err_t *err)
 void gpp_exec_pg_step(gpp_exec_t *self)
 {
     if (self->pg == PG_WARM) {
-        self->warm_iters++;
-        if (self->warm_iters >= 2 && self->grown == 0) {
-            self->pg = PG_CAPTURE;
-            self->pg_ws = NULL;
-        } else if (self->warm_iters >= PG_WARM_MAX) {
-            s_off(self, "the stage's memory still grew after %d iterations", self->warm_iters);
-        }
-        self->grown = 0;
+        self->pg = PG_CAPTURE;
     } else if (self->pg == PG_CAPTURE) {
         for (int m = 0; m < self->n_pass; m++) {
             const exec_pass_t *P = &self->pass[m];

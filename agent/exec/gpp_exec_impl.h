@@ -5,13 +5,14 @@
  *   gpp_exec_graph.c  CUDA graphs of the passes
  *   gpp_exec_pass.c   a forward or backward run eagerly
  *   gpp_exec_load.c   data and labels, the load-ahead
- *   gpp_exec_pool.c   the memory pool */
+ *   gpp_exec_mem.c    the arena: the stage's memory plan, lanes */
 #ifndef GPP_EXEC_IMPL_H
 #define GPP_EXEC_IMPL_H
 
 #include "agent/data/gpp_data.h"
 #include "agent/data/gpp_data_pool.h"
 #include "agent/exec/gpp_exec.h"
+#include "model/gpp_memplan.h"
 
 /* MB_BWD_IN: a split backward's B ran, its W is pending (gpp_exec_backward_part) */
 enum { MB_FREE = 0, MB_OPEN, MB_FORWARD, MB_BWD_IN, MB_BACKWARD };
@@ -55,6 +56,7 @@ typedef struct {
 
 typedef struct {
     int state;
+    int lane; /* the memory plan's lane it holds, -1 none */
     int64_t sample_lo, n;
     gpp_tensor_t *act;  /* [n_slots] */
     gpp_tensor_t *grad; /* [n_slots] */
@@ -67,15 +69,10 @@ typedef struct {
     char *wpend;
     void **wstash;
     size_t *wstash_bytes;
-    float *loss_dev;  /* [n_loss] device */
+    float *loss_dev;  /* [n_loss] device: the plan's loss values of the slot */
     float *loss_host; /* [n_loss] host, valid after a stream sync */
     int loss_pending; /* loss_host holds values not yet folded into loss_acc */
 } exec_mb_t;
-
-typedef struct {
-    void *p;
-    size_t bytes;
-} exec_block_t;
 
 /* CUDA graphs of a stage's passes (gpp_exec_forward / backward, as the
  * pipeline and gpp_exec_run drive them; gpp_exec_graph.c, docs/gpu.md "CUDA
@@ -83,19 +80,17 @@ typedef struct {
 typedef enum {
     PG_IDLE = 0, /* allowed; nothing run yet (the first begin starts) */
     PG_OFF,      /* not allowed, or left (graphs_off says why) */
-    PG_WARM,     /* iterations run eagerly while the pool only grows */
+    PG_WARM,     /* one iteration runs eagerly (the kernels' first calls) */
     PG_CAPTURE,  /* this iteration records each pass (and launches the recording) */
-    PG_REPLAY    /* each pass launches its recording; no allocation, no pool */
+    PG_REPLAY    /* each pass launches its recording */
 } exec_pg_t;
 
 /* One micro-batch slot's passes as the capture iteration recorded them. */
 typedef struct {
-    int64_t n;                      /* samples; -1: the slot was not begun in that iteration */
-    int has_fwd, has_bwd;           /* recorded (a pass of n 0 runs nothing: no graph) */
-    gpp_replay_t *fwd, *bwd;        /* the recordings, NULL where nothing runs */
-    void **in_blk;                  /* [n_slots] the block begin gave each boundary input */
-    void **dy_blk;                  /* [n_slots] the block add_output_grad gave each boundary
-                                       output's gradient */
+    int64_t n;               /* samples; -1: the slot was not begun in that iteration */
+    int lane;                /* the lane the slot held: its recorded addresses */
+    int has_fwd, has_bwd;    /* recorded (a pass of n 0 runs nothing: no graph) */
+    gpp_replay_t *fwd, *bwd; /* the recordings, NULL where nothing runs */
     char *regen;                    /* [n_slots] a boundary INPUT the forward loaded itself */
     exec_mb_t after_fwd, after_bwd; /* the slot's host state after each pass */
     int64_t live_fwd, live_bwd;     /* what each pass changed live_bytes by */
@@ -107,10 +102,10 @@ typedef struct {
 /* Load-ahead (gpp_exec_cfg_t.load_ahead): the data of one op (an INPUT,
  * or a loss op's labels) for the micro-batch after the one just loaded,
  * copied to the device on the copy stream while the compute stream works.
- * Two device buffers, outside the pool, used in turn. */
+ * Two device buffers of the memory plan, used in turn. */
 typedef struct {
     int op;
-    void *buf[2];
+    void *buf[2];           /* in the arena (NULL: the plan has none) */
     size_t cap[2], bytes[2];
     int64_t lo[2], n[2];    /* the samples a buffer holds; n < 0: none */
     gpp_event_t *copied[2]; /* copy stream: the buffer is filled */
@@ -150,9 +145,11 @@ struct gpp_exec_s {
     exec_mb_t *mb;
     double loss_acc;
     int eval; /* gpp_exec_evaluate running: kernels in evaluation mode, no graphs */
-    /* memory */
-    int n_free, cap_free;
-    exec_block_t *free_blocks;
+    /* memory: the stage's plan and its arena (gpp_exec_mem.c) */
+    gpp_memplan_t *plan;
+    int64_t plan_n; /* the plan's micro-batch samples: the most a slot may begin */
+    void *arena;
+    int *lane_of; /* [lanes] the slot holding each lane, -1 free */
     int64_t live_bytes, peak_bytes;
     gpp_data_buf_t host; /* staging to the device, page-locked where the backend can */
     int timing;
@@ -160,26 +157,11 @@ struct gpp_exec_s {
     /* CUDA graphs of the passes (gpp_exec_graph.c) */
     const char *graphs_off; /* why passes are not recorded, or NULL */
     char graphs_why[GPP_ERR_LEN];
-    int capture_on; /* inside a capture: nothing may allocate or synchronise */
-    /* the pool only grows (s_alloc gives no cached block back) while passes
-       are warmed for, recorded or replayed: it then holds, of every size, as
-       many blocks as the iteration has live at once, which a capture (no
-       allocation allowed) takes */
-    int pool_grow;
+    int capture_on; /* inside a capture: nothing may synchronise */
     int64_t captures, replays;
     exec_pg_t pg;
-    int pg_used;    /* passes were warmed for or recorded: the pool grew that way */
-    int warm_iters; /* iterations run in PG_WARM */
-    int64_t grown;  /* blocks the pool took from the backend this iteration */
     int n_pass;
     exec_pass_t *pass; /* [n_pass] by micro-batch slot */
-    exec_block_t *reg; /* every block of the pool while passes are recorded or
-                          replayed (it then only grows): free or held */
-    int n_reg, cap_reg;
-    void **feed; /* [g->n_ops] the passes' feed buffers, by op id: a recorded load
-                    copies from there */
-    size_t *feed_bytes;
-    void *pg_ws; /* the stream workspace the passes were recorded with */
     /* load-ahead */
     gpp_stream_t *cs; /* the copy stream; NULL: load-ahead off */
     int n_ahead;
@@ -188,28 +170,27 @@ struct gpp_exec_s {
     int64_t ahead_hits, ahead_misses;
 };
 
-/* ---- gpp_exec_pool.c ---- */
-/* A block of the pool (bytes 0: 4), NULL + message; never allocates inside
- * a capture or while recordings replay. While the pool only grows
- * (pool_grow) every new block is registered. */
-void *gpp_exec_alloc(gpp_exec_t *self, size_t bytes, gpp_err_t *err);
-void gpp_exec_pool_put(gpp_exec_t *self, void *p, size_t bytes);
-/* Gives *p_p (bytes) back to the pool (not while replaying: the block stays
- * where the recording put it) and NULLs it. */
-void gpp_exec_pool_release(gpp_exec_t *self, void **p_p, size_t bytes);
-/* A tensor of slot sl for n samples from the pool, and its release. */
-int gpp_exec_tensor_new(gpp_exec_t *self, const exec_slot_t *sl, int64_t n, gpp_tensor_t *t,
-                        gpp_err_t *err);
+/* ---- gpp_exec_mem.c ---- */
+/* Plans the stage (cfg) and allocates its arena; lends the stream its
+ * workspace there. -1 + message. */
+int gpp_exec_mem_new(gpp_exec_t *self, const gpp_memplan_cfg_t *cfg, gpp_err_t *err);
+/* Frees the arena, the plan and the host buffer (destroy). */
+void gpp_exec_mem_free(gpp_exec_t *self);
+/* A free lane for slot m into mb->lane, or -1 + message; and its return. */
+int gpp_exec_lane_take(gpp_exec_t *self, exec_mb_t *mb, int m, gpp_err_t *err);
+void gpp_exec_lane_give(gpp_exec_t *self, exec_mb_t *mb);
+/* The plan's buffer (kind, op) of mb's lane for `bytes` (at most the
+ * plan's), NULL + message; its release (NULLs *p_p). */
+void *gpp_exec_block_take(gpp_exec_t *self, const exec_mb_t *mb, gpp_buf_kind_t kind, int op,
+                          size_t bytes, gpp_err_t *err);
+void gpp_exec_block_release(gpp_exec_t *self, void **p_p, size_t bytes);
+/* The tensor of slot sl (its output or, kind GRAD, gradient) for mb's
+ * samples, in the plan's buffer; its release. */
+int gpp_exec_tensor_take(gpp_exec_t *self, const exec_mb_t *mb, gpp_buf_kind_t kind,
+                         const exec_slot_t *sl, gpp_tensor_t *t, gpp_err_t *err);
 void gpp_exec_tensor_release(gpp_exec_t *self, gpp_tensor_t *t);
 /* The host staging buffer of data going to the device (>= bytes). */
 void *gpp_exec_host(gpp_exec_t *self, size_t bytes);
-/* Adds a block to the registry (every block of a pool that only grows). */
-void gpp_exec_pool_register(gpp_exec_t *self, void *p, size_t bytes);
-/* An ordinary pool again: the registered blocks no slot holds become free
- * blocks, the others live bytes; the registry is dropped. */
-void gpp_exec_pool_thaw(gpp_exec_t *self);
-/* Frees the free blocks, the registry and the host buffer (destroy). */
-void gpp_exec_pool_free(gpp_exec_t *self);
 
 /* ---- gpp_exec_load.c ---- */
 /* Loads op's data (INPUT) or labels (loss) for mb's samples into dst. */
@@ -226,9 +207,8 @@ void gpp_exec_load_free(gpp_exec_t *self);
 void gpp_exec_mb_arrays(const gpp_exec_t *self, exec_mb_t *x);
 void gpp_exec_mb_arrays_free(exec_mb_t *x);
 void gpp_exec_mb_copy(const gpp_exec_t *self, exec_mb_t *dst, const exec_mb_t *src);
-/* Slot k's gradient, zeroed, made on first use (in block blk when given:
- * a replayed pass's); NULL + message. */
-gpp_tensor_t *gpp_exec_grad_in(gpp_exec_t *self, exec_mb_t *mb, int k, void *blk, gpp_err_t *err);
+/* Slot k's gradient, zeroed, made on first use; NULL + message. */
+gpp_tensor_t *gpp_exec_grad_in(gpp_exec_t *self, exec_mb_t *mb, int k, gpp_err_t *err);
 /* The bodies of gpp_exec_forward / backward once their checks passed: -1
  * leaves the slot as it stands (the callers release or undo it). part:
  * the whole backward, or B then W of gpp_exec_backward_part (B keeps what
@@ -243,23 +223,17 @@ void gpp_exec_wstash_release(gpp_exec_t *self, exec_mb_t *mb);
 /* Frees the passes' recordings and feeds (destroy). */
 void gpp_exec_graphs_free(gpp_exec_t *self);
 /* Per-pass graphs, called by gpp_exec.c at each entry point (a no-op unless
- * the executor records or replays passes). begin: before the slot is begun
- * (1: replayed, the slot's inputs hold their recorded blocks; 0: begin as
- * usual); begun: after an ordinary begin (records its blocks). */
-int gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n);
-void gpp_exec_pg_begun(gpp_exec_t *self, int m);
-/* The block a boundary output's gradient takes in add_output_grad: the
- * recorded one while replaying (else NULL: allocate), noted while recording. */
-void *gpp_exec_pg_dy_block(gpp_exec_t *self, int m, int k);
-void gpp_exec_pg_dy_noted(gpp_exec_t *self, int m, int k, void *p);
+ * the executor records or replays passes). begin: once slot m took its lane
+ * for n samples (recording: notes them; replaying: leaves unless the slot
+ * was recorded with them). */
+void gpp_exec_pg_begin(gpp_exec_t *self, int m, int64_t n);
 /* Runs the pass (forward fwd 1, backward 0) of a begun slot whose checks
  * passed, when the executor records or replays passes: 1 done (recorded and
  * launched, or replayed), 0 not handled (run it eagerly), -1 error. */
 int gpp_exec_pg_pass(gpp_exec_t *self, int m, int fwd, gpp_err_t *err);
 /* The end of an iteration (gpp_exec_step): warm -> capture -> replay. */
 void gpp_exec_pg_step(gpp_exec_t *self);
-/* Leaves per-pass graphs for good: the pool becomes an ordinary one again
- * (free: every block no slot holds). why NULL: quietly (destroy). */
+/* Leaves per-pass graphs for good (why NULL: quietly, destroy). */
 void gpp_exec_pg_leave(gpp_exec_t *self, const char *why);
 
 #endif

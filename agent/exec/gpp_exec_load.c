@@ -35,6 +35,9 @@ static exec_ahead_t *s_ahead_of(gpp_exec_t *self, int op)
     memset(a, 0, sizeof *a);
     a->op = op;
     for (int k = 0; k < 2; k++) {
+        int64_t cap = 0, at = gpp_memplan_data_at(self->plan, op, k, &cap);
+        a->buf[k] = at < 0 ? NULL : (char *)self->arena + at;
+        a->cap[k] = at < 0 ? 0 : (size_t)cap;
         a->n[k] = -1;
         if (!(a->copied[k] = gpp_event_new(self->be, NULL)) ||
             !(a->read[k] = gpp_event_new(self->be, NULL))) {
@@ -51,27 +54,19 @@ static exec_ahead_t *s_ahead_of(gpp_exec_t *self, int op)
 
 /* Starts filling a's next buffer with samples [lo, lo + n) (bytes) on the
  * copy stream: the tracker's guess of the next micro-batch (a smaller one,
- * the last of a mini-batch, is a part of the buffer). Best
- * effort: on any failure the buffer stays empty, and the load that needs
- * those samples reads them itself, reporting the error. The host waits
+ * the last of a mini-batch, is a part of the buffer). Best effort: when the
+ * plan's buffer cannot hold them (an op it plans none for, a guess over
+ * its micro-batch) or on any failure the buffer stays empty, and the load
+ * that needs those samples reads them itself, reporting the error. The host waits
  * for the copy itself (the source's memory is reused by its next call),
  * not for the compute stream. */
 static void s_ahead_fill(gpp_exec_t *self, exec_ahead_t *a, int64_t lo, int64_t n, size_t bytes)
 {
     int k = a->next;
     a->n[k] = -1;
-    if (n <= 0 || bytes == 0)
+    if (n <= 0 || bytes == 0 || a->cap[k] < bytes)
         return;
     gpp_err_t e;
-    if (a->cap[k] < bytes) { /* the old buffer may still be read or written */
-        if (gpp_event_sync(a->read[k], &e) < 0 || gpp_event_sync(a->copied[k], &e) < 0)
-            return;
-        gpp_backend_free(self->be, &a->buf[k]);
-        a->cap[k] = 0;
-        if (!(a->buf[k] = gpp_backend_alloc(self->be, bytes, &e)))
-            return;
-        a->cap[k] = bytes;
-    }
     const void *h = gpp_data_ref(self->data, a->op, lo, n, gpp_exec_host(self, bytes), &e);
     if (!h || gpp_event_wait(a->read[k], self->cs, &e) < 0 ||
         gpp_stream_copy(self->cs, a->buf[k], h, bytes, GPP_COPY_H2D, &e) < 0 ||
@@ -113,11 +108,12 @@ void gpp_exec_ahead_flush(gpp_exec_t *self)
 int gpp_exec_load(gpp_exec_t *self, exec_mb_t *mb, int op, gpp_tensor_t *dst, gpp_err_t *err)
 {
     if (self->capture_on) { /* loaded before the launch into the graph's feed buffer */
-        if (!self->feed || !self->feed[op] || self->feed_bytes[op] < gpp_tensor_bytes(dst))
+        int64_t cap = 0, at = gpp_memplan_data_at(self->plan, op, -1, &cap);
+        if (at < 0 || cap < (int64_t)gpp_tensor_bytes(dst))
             return gpp_err_set(err, "executor: op %d has no graph feed buffer of %zu bytes", op,
                                gpp_tensor_bytes(dst));
-        return gpp_stream_copy(self->s, dst->data, self->feed[op], gpp_tensor_bytes(dst),
-                               GPP_COPY_D2D, err);
+        return gpp_stream_copy(self->s, dst->data, (char *)self->arena + at,
+                               gpp_tensor_bytes(dst), GPP_COPY_D2D, err);
     }
     exec_ahead_t *a = self->cs && mb->n > 0 ? s_ahead_of(self, op) : NULL;
     if (!a)
@@ -165,8 +161,7 @@ void gpp_exec_load_free(gpp_exec_t *self)
         gpp_stream_sync(self->cs, NULL);
     for (int i = 0; i < self->n_ahead; i++) {
         exec_ahead_t *a = &self->ahead[i];
-        for (int k = 0; k < 2; k++) {
-            gpp_backend_free(self->be, &a->buf[k]);
+        for (int k = 0; k < 2; k++) { /* the buffers are the arena's */
             gpp_event_destroy(&a->copied[k]);
             gpp_event_destroy(&a->read[k]);
         }

@@ -68,25 +68,18 @@ void gpp_exec_mb_copy(const gpp_exec_t *self, exec_mb_t *dst, const exec_mb_t *s
 void gpp_exec_wstash_release(gpp_exec_t *self, exec_mb_t *mb)
 {
     for (int i = 0; i < self->n_local; i++) {
-        gpp_exec_pool_release(self, &mb->wstash[i], mb->wstash_bytes[i]);
+        gpp_exec_block_release(self, &mb->wstash[i], mb->wstash_bytes[i]);
         mb->wpend[i] = 0;
     }
 }
 
-/* Zeroed gradient buffer of slot k, allocated on first use (in block blk
- * when given: a replayed pass's). */
-gpp_tensor_t *gpp_exec_grad_in(gpp_exec_t *self, exec_mb_t *mb, int k, void *blk, gpp_err_t *err)
+/* Zeroed gradient buffer of slot k, taken on first use. */
+gpp_tensor_t *gpp_exec_grad_in(gpp_exec_t *self, exec_mb_t *mb, int k, gpp_err_t *err)
 {
     gpp_tensor_t *t = &mb->grad[k];
     if (!t->data) {
-        if (blk) {
-            const exec_slot_t *sl = &self->slots[k];
-            *t = gpp_tensor(blk, sl->dtype, mb->n, sl->rows, sl->cols);
-            size_t b = gpp_tensor_bytes(t);
-            self->live_bytes += (int64_t)(b ? b : 4);
-        } else if (gpp_exec_tensor_new(self, &self->slots[k], mb->n, t, err) < 0) {
+        if (gpp_exec_tensor_take(self, mb, GPP_BUF_GRAD, &self->slots[k], t, err) < 0)
             return NULL;
-        }
         if (t->dtype == GPP_DTYPE_I32) /* a gradient is fp32, or bf16 as its activation */
             t->dtype = GPP_DTYPE_F32;
         if (gpp_stream_zero(self->s, t->data, gpp_tensor_bytes(t), err) < 0)
@@ -97,7 +90,7 @@ gpp_tensor_t *gpp_exec_grad_in(gpp_exec_t *self, exec_mb_t *mb, int k, void *blk
 
 static gpp_tensor_t *s_grad(gpp_exec_t *self, exec_mb_t *mb, int k, gpp_err_t *err)
 {
-    return gpp_exec_grad_in(self, mb, k, NULL, err);
+    return gpp_exec_grad_in(self, mb, k, err);
 }
 
 /* The kernel arguments of op eo common to forward and backward: its
@@ -126,8 +119,8 @@ static void s_args(gpp_exec_t *self, exec_mb_t *mb, int i, const gpp_tensor_t **
 }
 
 /* Linear i and the activation it feeds in one call: the linear's output
- * (z) first, unless the activation is a ReLU (z never materialised), then
- * the activation's; gpp_stage_mem counts them in this order. */
+ * (z), unless the activation is a ReLU (z never materialised), and the
+ * activation's (the memory plan places both at the linear's step). */
 static int s_forward_fused(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
 {
     const exec_op_t *eo = &self->ops[i], *ea = &self->ops[eo->fuse_to];
@@ -135,11 +128,11 @@ static int s_forward_fused(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *er
     gpp_tensor_t *z = NULL;
     if (act->type == GPP_OP_GELU) {
         z = &mb->act[eo->out];
-        if (gpp_exec_tensor_new(self, &self->slots[eo->out], mb->n, z, err) < 0)
+        if (gpp_exec_tensor_take(self, mb, GPP_BUF_ACT, &self->slots[eo->out], z, err) < 0)
             return -1;
     }
     gpp_tensor_t *y = &mb->act[ea->out];
-    if (gpp_exec_tensor_new(self, &self->slots[ea->out], mb->n, y, err) < 0)
+    if (gpp_exec_tensor_take(self, mb, GPP_BUF_ACT, &self->slots[ea->out], y, err) < 0)
         return -1;
     const exec_param_t *P = &self->params[eo->first_param];
     return gpp_linear_act_fwd(self->s, &mb->act[eo->in[0]], &P[0].value,
@@ -158,13 +151,14 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     if (eo->fuse_to >= 0)
         return s_forward_fused(self, mb, i, err);
     /* a loss has no output tensor: its value goes to loss_dev */
-    if (eo->loss < 0 && gpp_exec_tensor_new(self, &self->slots[eo->out], n, y, err) < 0)
+    if (eo->loss < 0 && gpp_exec_tensor_take(self, mb, GPP_BUF_ACT, &self->slots[eo->out], y, err) < 0)
         return -1;
     if (op->type == GPP_OP_INPUT) /* the data source, not a kernel */
         return gpp_exec_load(self, mb, op->id, y, err);
     if (eo->kernel_stash_bytes) {
         mb->stash_bytes[i] = (size_t)(n * eo->kernel_stash_bytes);
-        if (!(mb->stash[i] = gpp_exec_alloc(self, mb->stash_bytes[i], err)))
+        if (!(mb->stash[i] =
+                  gpp_exec_block_take(self, mb, GPP_BUF_STASH, op->id, mb->stash_bytes[i], err)))
             return -1;
     }
     const gpp_tensor_t *x[op->n_inputs];
@@ -179,7 +173,8 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
     int64_t r, c;
     gpp_data_shape_label(self->g, op->id, &dt, &r, &c);
     gpp_tensor_t lab = gpp_tensor(NULL, dt, n, r, c);
-    if (!(lab.data = gpp_exec_alloc(self, gpp_tensor_bytes(&lab), err)))
+    if (!(lab.data = gpp_exec_block_take(self, mb, GPP_BUF_LABEL, op->id, gpp_tensor_bytes(&lab),
+                                         err)))
         return -1;
     int rc = gpp_exec_load(self, mb, op->id, &lab, err);
     dx[0] = NULL;
@@ -193,7 +188,7 @@ static int s_forward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_err_t *err)
         rc = gpp_op_kernels[op->type].fwd(self->s, &a, err);
     if (rc == 0 && !self->capture_on) /* a graph's loss is copied after its launch */
         rc = gpp_stream_copy(self->s, mb->loss_host + eo->loss, a.loss, 4, GPP_COPY_D2H, err);
-    gpp_exec_pool_release(self, &lab.data, gpp_tensor_bytes(&lab));
+    gpp_exec_block_release(self, &lab.data, gpp_tensor_bytes(&lab));
     return rc;
 }
 
@@ -254,8 +249,7 @@ int gpp_exec_forward_run(gpp_exec_t *self, int m, gpp_err_t *err)
         if (timed && gpp_event_record(self->tev[i + 1], self->s, err) < 0)
             goto fail;
         /* inputs no backward reads and nobody sends die with their last
-           reader (stream-ordered reuse: later work on the stream may take
-           the block) */
+           reader (stream-ordered: later work on the stream may write there) */
         for (int k = 0; k < self->ops[i].op->n_inputs; k++) {
             int in = self->ops[i].in[k];
             if (!self->slots[in].keep && self->slots[in].last_use == i)
@@ -329,7 +323,8 @@ static int s_backward_op(gpp_exec_t *self, exec_mb_t *mb, int i, gpp_bwd_part_t 
         int64_t wb = gpp_op_wstash_bytes(self->g, op) * mb->n;
         if (wb > 0 && !mb->wstash[i]) {
             mb->wstash_bytes[i] = (size_t)wb;
-            if (!(mb->wstash[i] = gpp_exec_alloc(self, mb->wstash_bytes[i], err)))
+            if (!(mb->wstash[i] = gpp_exec_block_take(self, mb, GPP_BUF_WSTASH, op->id,
+                                                      mb->wstash_bytes[i], err)))
                 return -1;
         }
         mb->wpend[i] = 1;
@@ -356,7 +351,7 @@ static int s_backward_end(gpp_exec_t *self, exec_mb_t *mb, gpp_err_t *err)
         gpp_exec_tensor_release(self, &mb->act[k]);
     }
     for (int i = 0; i < self->n_local; i++)
-        gpp_exec_pool_release(self, &mb->stash[i], mb->stash_bytes[i]);
+        gpp_exec_block_release(self, &mb->stash[i], mb->stash_bytes[i]);
     gpp_exec_wstash_release(self, mb);
     mb->state = MB_BACKWARD;
     return 0;

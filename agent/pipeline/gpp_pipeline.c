@@ -366,8 +366,26 @@ static int s_setup(gpp_pipeline_t *self, gpp_err_t *err)
     gpp_data_set_threads(self->data, gpp_data_threads(self->data),
                          gpp_backend_kind(self->be) != GPP_DEVICE_CPU);
     gpp_data_set_backend(self->data, self->be);
-    gpp_exec_cfg_t ec = {
-        .seed = c->seed, .optim = c->optim, .batch = c->batch, .graphs = c->graphs};
+    /* the executor's memory plan: this replica's largest share of a
+       micro-batch, its most micro-batches held at once, a slot each */
+    int n_mb = c->batch / c->micro_batch;
+    int64_t most = 1;
+    for (int m = 0; m < n_mb; m++) {
+        int64_t lo, n;
+        s_my_range(c, m, &lo, &n);
+        most = n > most ? n : most;
+    }
+    int split = 0; /* zero-bubble B and W passes: the plan holds a lane until W */
+    for (int i = 0; i < c->n_actions; i++)
+        split |= s_is_split(c->actions[i].type);
+    gpp_exec_cfg_t ec = {.seed = c->seed,
+                         .optim = c->optim,
+                         .batch = c->batch,
+                         .graphs = c->graphs,
+                         .micro = most,
+                         .inflight = gpp_actions_inflight(c->actions, c->n_actions),
+                         .slots = n_mb,
+                         .split = split};
     self->ex = gpp_exec_new(self->g, c->n_ops, c->ops, self->be, self->data, &ec, err);
     if (!self->ex)
         return -1;

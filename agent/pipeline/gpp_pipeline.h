@@ -75,9 +75,9 @@ typedef struct {
     gpp_device_kind_t device_kind;
     int device;
     gpp_precision_t precision;
-    /* CUDA: record each pass as a CUDA graph once the stage's memory has
-     * settled and replay it (gpp_exec_cfg_t.graphs, docs/gpu.md "CUDA
-     * graphs"); ignored on the CPU backend */
+    /* CUDA: record each pass as a CUDA graph after one eager iteration
+     * and replay it (gpp_exec_cfg_t.graphs, docs/gpu.md "CUDA graphs");
+     * ignored on the CPU backend */
     int graphs;
     /* CUDA at precision bf16: activations kept and sent in bf16
      * (gpp_backend_cfg_t.bf16_tensors); 0 fp32 */

@@ -15,29 +15,13 @@
 #include "planner/gpp_zb.h"
 
 /* Most micro-batches a replica of st holds at once as the agents run its
- * lowered actions: from its first RECV_ACT or FWD (the executor's begin)
- * to its BWD. */
+ * lowered actions (the lanes of its executor's memory plan). */
 static int s_stage_mbs(const gpp_stage_t *st)
 {
     int most = 1;
     for (int r = 0; r < st->devices; r++) {
-        const gpp_actions_t *rs = &st->replica[r];
-        int hi = 0, live = 0;
-        for (int j = 0; j < rs->n; j++)
-            hi = rs->a[j].mb + 1 > hi ? rs->a[j].mb + 1 : hi;
-        char *begun = gpp_xcalloc((size_t)hi + 1, 1);
-        for (int j = 0; j < rs->n; j++) {
-            const gpp_action_t *a = &rs->a[j];
-            if (a->mb < 0)
-                continue;
-            if ((a->type == GPP_ACT_FWD || a->type == GPP_ACT_RECV_ACT) && !begun[a->mb]) {
-                begun[a->mb] = 1;
-                most = ++live > most ? live : most;
-            } else if (a->type == GPP_ACT_BWD) {
-                live--;
-            }
-        }
-        free(begun);
+        int k = gpp_actions_inflight(st->replica[r].a, st->replica[r].n);
+        most = k > most ? k : most;
     }
     return most;
 }

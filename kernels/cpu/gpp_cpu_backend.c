@@ -62,46 +62,15 @@ static void s_check_openblas_core(void)
                  openblas_get_corename(), strcmp(better, "SkylakeX") ? "AVX2" : "AVX-512", better);
 }
 
-/* Freed blocks are kept for the next request of their rounded size, as the
- * CUDA backend's caching allocator keeps them, and are not live in the
- * accounting. The executor's pool gives blocks back at its high-water mark
- * and takes the same sizes again within the iteration: freed to glibc, they
- * went back to the kernel (mmap, heap trim) and were page-faulted in again
- * every iteration. The cache holds at most the high-water mark's bytes,
- * the oldest going back to the heap first. A block's header holds its
- * rounded size and, while cached, the list link. Off under AddressSanitizer,
- * which then still sees a use after free. */
-#if defined(__SANITIZE_ADDRESS__)
-#define S_CACHE_ON 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define S_CACHE_ON 0
-#endif
-#endif
-#ifndef S_CACHE_ON
-#define S_CACHE_ON 1
-#endif
-
-typedef struct {
-    char *head;    /* cached block headers, newest first */
-    int64_t bytes; /* their rounded sizes */
-} s_cache_t;
-
 static int s_init(gpp_backend_t *be, gpp_err_t *err)
 {
     (void)err;
     s_check_openblas_core();
-    be->impl = gpp_xcalloc(1, sizeof(s_cache_t));
     if (be->cfg.cpu_threads > 0)
         openblas_set_num_threads(be->cfg.cpu_threads);
     snprintf(be->name, sizeof be->name, "cpu");
     snprintf(be->device_name, sizeof be->device_name, "cpu");
     return 0;
-}
-
-static char **s_link(char *h)
-{
-    return (char **)(void *)(h + sizeof(size_t));
 }
 
 static size_t s_size(const char *h)
@@ -111,55 +80,20 @@ static size_t s_size(const char *h)
     return r;
 }
 
-/* Gives cached blocks back to the heap, the oldest first, until the cache
- * holds at most `keep` bytes. */
-static void s_cache_trim(s_cache_t *c, int64_t keep)
-{
-    while (c->head && c->bytes > keep) {
-        char **l = &c->head;
-        while (*s_link(*l))
-            l = s_link(*l);
-        c->bytes -= (int64_t)s_size(*l);
-        free(*l);
-        *l = NULL;
-    }
-}
-
-/* A cached block of `rounded` bytes (its header), NULL if none. */
-static char *s_cache_take(s_cache_t *c, size_t rounded)
-{
-    for (char **l = &c->head; *l; l = s_link(*l))
-        if (s_size(*l) == rounded) {
-            char *h = *l;
-            *l = *s_link(h);
-            c->bytes -= (int64_t)rounded;
-            return h;
-        }
-    return NULL;
-}
-
 static void s_fini(gpp_backend_t *be)
 {
-    if (be->impl)
-        s_cache_trim(be->impl, 0);
-    free(be->impl);
-    be->impl = NULL;
+    (void)be;
 }
 
 /* Each block carries its rounded size in a header of GPP_CPU_ALIGN bytes
  * (keeps the alignment) so that a free can account for it. The accounting
- * counts the rounded size: what a caller can use. */
+ * counts the rounded size: what a caller can use. Nothing is cached: the
+ * executor allocates its memory plan's arena once, so no block is freed
+ * and taken again per iteration. */
 static void *s_alloc(gpp_backend_t *be, size_t bytes, gpp_err_t *err)
 {
     size_t rounded = (size_t)gpp_alloc_bytes(GPP_ALLOC_ALIGN64, (int64_t)bytes);
-    s_cache_t *c = be->impl;
-    char *p = s_cache_take(c, rounded);
-    if (!p)
-        p = aligned_alloc(GPP_CPU_ALIGN, rounded + GPP_CPU_ALIGN);
-    if (!p && c->head) { /* out of memory: the cached blocks first */
-        s_cache_trim(c, 0);
-        p = aligned_alloc(GPP_CPU_ALIGN, rounded + GPP_CPU_ALIGN);
-    }
+    char *p = aligned_alloc(GPP_CPU_ALIGN, rounded + GPP_CPU_ALIGN);
     if (!p) {
         gpp_err_set(err,
                     "cpu backend: out of memory allocating %zu bytes; reduce the "
@@ -179,15 +113,7 @@ static void s_free(gpp_backend_t *be, void *p)
     char *h = (char *)p - GPP_CPU_ALIGN;
     size_t rounded = s_size(h);
     gpp_backend_account(be, -(int64_t)rounded);
-    if (!S_CACHE_ON) {
-        free(h);
-        return;
-    }
-    s_cache_t *c = be->impl;
-    *s_link(h) = c->head;
-    c->head = h;
-    c->bytes += (int64_t)rounded;
-    s_cache_trim(c, be->mem_peak_bytes);
+    free(h);
 }
 
 /* Work enqueued before has completed already. */

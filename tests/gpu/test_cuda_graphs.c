@@ -14,9 +14,9 @@
  * - each stage, one with embedding tables (their sparse gradients
  *   accumulated on the device) too, recorded each pass of each micro-batch
  *   once and replayed them in the later iterations;
- * - each stage's device memory stays within the op table's prediction for
- *   graphs (gpp_stage_mem with graphs: the pool holds, of each block size,
- *   the most live at once), printed with the eager run's;
+ * - each stage's device memory is its memory plan's total to the byte,
+ *   graphs (with the plan's feeds) and eager alike: the recordings hold
+ *   the plan's fixed addresses, nothing else is allocated;
  * - embedding gradients grown after recording (a peer's rows added, as the
  *   data-parallel sparse sync does): their stages leave at the next
  *   backward, saying so, with the eager run's bits;
@@ -85,7 +85,10 @@ static int s_job_open(job_t *j, const char *spec, const gpp_fixture_rule_t *rule
         j->stage_of[i] = gpp_fixture_stage_of(j->g->ops[i].name, rules);
         GPP_EXPECT_MSG(j->stage_of[i] >= 0, "op %s has no stage", j->g->ops[i].name);
     }
-    gpp_exec_cfg_t c = {.seed = 11, .batch = B, .graphs = graphs};
+    /* micro-batches of at most 4, two in flight; a slot per sample at most
+       (an iteration at a smaller micro-batch takes more slots) */
+    gpp_exec_cfg_t c = {
+        .seed = 11, .batch = B, .graphs = graphs, .micro = 4, .inflight = 2, .slots = (int)B};
     c.optim = (gpp_optim_hp_t){.kind = GPP_OPTIM_ADAMW,
                                .lr = 1e-2f,
                                .weight_decay = 1e-2f,
@@ -216,15 +219,13 @@ static void s_dump(job_t *j, int s, dump_t *d)
 }
 
 /* Device memory of stage s: what the backend's callers held at most, and
- * the op table's prediction for micro-batches of b with two in flight. */
-static void s_mem(job_t *j, int s, int64_t b, int n_mb, int64_t *measured, int64_t *predicted)
+ * the executor's memory plan's total. */
+static void s_mem(job_t *j, int s, int64_t *measured, int64_t *predicted)
 {
     gpp_backend_mem_t bm;
     gpp_backend_mem(j->be[s], &bm);
     *measured = bm.peak_bytes - bm.own_bytes;
-    gpp_stage_mem_t sm;
-    gpp_exec_predict_mem(j->ex[s], b, b, &sm);
-    *predicted = gpp_stage_mem_peak(&sm, 2, n_mb);
+    *predicted = gpp_memplan_total(gpp_exec_plan(j->ex[s]));
 }
 
 /* Adds one more pair than it has room for to every sparse gradient of every
@@ -273,8 +274,7 @@ static int s_grow_sparse(job_t *j, int *moved)
 
 /* B samples an iteration in micro-batches of b: with B % b, the last
  * micro-batch is smaller (each slot keeps its size every iteration, as the
- * recordings need) and the memory prediction for b (uniform micro-batches,
- * as a plan's) does not apply. */
+ * recordings need) and fits the plan's offsets for b. */
 static void s_model(const char *spec, const gpp_fixture_rule_t *rules, int n_stages, int64_t B)
 {
     const int64_t b = 4;
@@ -302,8 +302,8 @@ static void s_model(const char *spec, const gpp_fixture_rule_t *rules, int n_sta
         int64_t cap = 0, rep = 0, mg, pg, me, pe;
         gpp_exec_graph_stats(gr.ex[s], &cap, &rep);
         const char *off = gpp_exec_graphs_off(gr.ex[s]);
-        s_mem(&gr, s, b, n_mb, &mg, &pg);
-        s_mem(&eg, s, b, n_mb, &me, &pe);
+        s_mem(&gr, s, &mg, &pg);
+        s_mem(&eg, s, &me, &pe);
         printf("    stage %d: %lld passes recorded, %lld replayed%s%s; memory graphs %lld "
                "(predicted %lld), eager %lld (predicted %lld)\n",
                s, (long long)cap, (long long)rep, off ? "; off: " : "", off ? off : "",
@@ -314,10 +314,10 @@ static void s_model(const char *spec, const gpp_fixture_rule_t *rules, int n_sta
         GPP_EXPECT_MSG(cap == 2 * n_mb, "stage %d: %lld recordings", s, (long long)cap);
         GPP_EXPECT_MSG(rep >= 3 * 2 * n_mb && rep % (2 * n_mb) == 0, "stage %d: %lld replays", s,
                        (long long)rep);
-        GPP_EXPECT_MSG(mg <= pg || B % b, "stage %d: %lld bytes measured, %lld predicted", s,
+        GPP_EXPECT_MSG(mg == pg, "stage %d: %lld bytes measured, %lld predicted", s,
                        (long long)mg, (long long)pg);
-        GPP_EXPECT_MSG(me <= pe || B % b, "stage %d (eager): %lld bytes measured, %lld predicted",
-                       s, (long long)me, (long long)pe);
+        GPP_EXPECT_MSG(me == pe, "stage %d (eager): %lld bytes measured, %lld predicted", s,
+                       (long long)me, (long long)pe);
     }
     /* embedding gradients that grow after recording (as the data-parallel
        sparse sync's adds can): their stages leave at the next backward */

@@ -76,18 +76,19 @@ fi
 
 # device memory: agent 0 reported its backend's layouts before the plan
 # file's prediction (no profile from the GPU), so the prediction holds the
-# CUDA attention's own stash and workspace: eager, the walk is the
-# executor's (on the emulation, whose allocator is the backend's, to the
-# byte); with graphs, a bound on the pool (never below the measure)
+# CUDA attention's own stash and workspace: the stage's memory plan is
+# what its executor allocates (on the emulation, whose allocator is the
+# backend's, to the byte, eager and with graphs; on a GPU never below it)
 # mem_errs OUT: the error % of each stage of the memory table
 mem_errs() { awk '/^  memory  stage/ { t = 1; next } t && NF == 4 { print $4; next } { t = 0 }' "$1"; }
 eager_exact=$(mem_errs "$TMP/eager.out" | awk '$1 != "+0.00" && $1 != "-0.00" { bad = 1 } END { print NR && !bad }')
 graphs_above=$(mem_errs "$TMP/cuda.out" | awk '$1 < 0 { bad = 1 } END { print NR && !bad }')
+graphs_exact=$(mem_errs "$TMP/cuda.out" | awk '$1 != "+0.00" && $1 != "-0.00" { bad = 1 } END { print NR && !bad }')
 if grep -q "memory figures of [0-9]* ops from" "$TMP/eager.err" && [ "$graphs_above" = 1 ] &&
-    { [ "$eager_exact" = 1 ] || [ "${GPP_AGENT#*emu}" = "${GPP_AGENT:-}" ]; }; then
-    ok "device memory: eager predicted = measured$([ "${GPP_AGENT#*emu}" = "${GPP_AGENT:-}" ] && echo " (not required off the emulation)"), graphs within the prediction"
+    { [ "$eager_exact" = 1 ] && [ "$graphs_exact" = 1 ] || [ "${GPP_AGENT#*emu}" = "${GPP_AGENT:-}" ]; }; then
+    ok "device memory: predicted = measured, eager and with graphs$([ "${GPP_AGENT#*emu}" = "${GPP_AGENT:-}" ] && echo " (not required off the emulation; within the prediction)")"
 else
-    fail "device memory predicted vs measured (eager exact: $eager_exact, graphs within: $graphs_above)" "$(grep -A5 '^  memory  stage' "$TMP/eager.out" "$TMP/cuda.out"; grep figures "$TMP/eager.err")"
+    fail "device memory predicted vs measured (eager exact: $eager_exact, graphs exact: $graphs_exact, within: $graphs_above)" "$(grep -A5 '^  memory  stage' "$TMP/eager.out" "$TMP/cuda.out"; grep figures "$TMP/eager.err")"
 fi
 
 # precision bf16 (eager): inside each stage the agents keep bf16 tensors

@@ -48,10 +48,10 @@ done
 
 # CUDA graphs (--cuda-graphs): the replayed passes give the eager cuda run's
 # losses and weights bit for bit (same kernels, same pointers' contents,
-# same order). Micro-batches 12 + 12 + 8 in three slots: iterations 1 and 2
-# warm the pool (the second takes no new block), the third records each
-# slot's forward and backward (6) and launches them, the last three replay
-# them (18). DLRM too: its embedding gradients are accumulated on the
+# same order). Micro-batches 12 + 12 + 8 in three slots, each at the
+# memory plan's fixed addresses: iteration 1 runs eagerly (the kernels'
+# first calls), the second records each slot's forward and backward (6) and
+# launches them, the last four replay them (24). DLRM too: its embedding gradients are accumulated on the
 # device alone, so its backward passes record like the others.
 for spec in "$MMT" "$CANDLE" "$DLRM"; do
     name=${spec%%:*}
@@ -68,7 +68,7 @@ for spec in "$MMT" "$CANDLE" "$DLRM"; do
         fail "$name: --cuda-graphs differs from eager ($stats)" \
             "$(paste <(losses "$TMP/$name.g.log") <(losses "$TMP/$name.g--cuda-graphs.log"))"
     fi
-    [ "$stats" = "cuda graphs: captured=6 replayed=18" ] &&
+    [ "$stats" = "cuda graphs: captured=6 replayed=24" ] &&
         ok "$name: each slot's passes recorded, replayed after" || fail "$name: graphs line" "$stats"
 done
 
@@ -144,13 +144,12 @@ else
         "$(paste <(losses "$TMP/bf16p.g.log") <(losses "$TMP/bf16p.g--cuda-graphs.log"))"
 fi
 
-# the memory model (gpp_stage_mem with the backend's kernel stashes and
-# stream workspaces, every block rounded as the caching allocator rounds it)
-# gives the backend's peak to the byte: fp32 (the unfused attention core;
-# DLRM's sparse gradient scratch, the cross-entropy's row losses) and bf16 with
-# the fused and the unfused core (docs/executor.md "Memory")
-# (the graphs' pool too: the most blocks of each size, micro-batches of 12
-# and 8)
+# the stage's memory plan (with the backend's kernel stashes and stream
+# workspaces, the arena and state rounded as the caching allocator rounds
+# them) is the backend's peak to the byte: fp32 (the unfused attention core;
+# DLRM's sparse gradient scratch, the cross-entropy's row losses) and bf16
+# with the fused and the unfused core (docs/executor.md "Memory"); with
+# graphs too (the plan's feeds; micro-batches of 12 and 8 in one lane)
 for log in "$TMP/mmt.cuda.log" "$TMP/dlrm.cuda.log" "$TMP/candle_uno.cuda.log" "$TMP"/bf16.*.log \
     "$TMP/mmt.g--cuda-graphs.log" "$TMP/candle_uno.g--cuda-graphs.log" \
     "$TMP/dlrm.g--cuda-graphs.log"; do

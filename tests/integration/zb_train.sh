@@ -6,6 +6,7 @@
 # same weights sha256 (B then W is the whole backward bit for bit, W passes
 # in micro-batch order). The zb-h1 run's measured trace has every rank's
 # F, B and W passes in the plan's order, and the summary names the
+# schedule. Each stage's measured memory equals the prediction under every
 # schedule. Bad input (exit 2, nothing started, the setting named): zb-h1
 # in job.schedule or in a plan file for backend = "cuda".
 # Usage: zb_train.sh BUILD_DIR
@@ -22,6 +23,7 @@ PY=/usr/bin/python3 # Debian's: the python3 first on PATH may be another
 conf() {
     cpu_job_conf "$TMP/$1.toml" 4 3 "$TMP/$1.ckpt" "micro_batch = 4
 ${2:-}" >/dev/null
+    printf '[metrics]\nfile = "%s"\n' "$TMP/$1.jsonl" >>"$TMP/$1.toml"
     echo "$TMP/$1.toml"
 }
 digest() { sed -n 's/^weights sha256 \([0-9a-f]\{64\}\)$/\1/p' "$1"; }
@@ -64,6 +66,20 @@ if [ -n "$ref" ] && [ "$(digest "$TMP/zb-h1.out")" = "$ref" ] && [ "$(digest "$T
 else
     fail "digests differ: 1f1b $ref zb-h1 $(digest "$TMP/zb-h1.out") zb-h2 $(digest "$TMP/zb-h2.out")"
 fi
+
+# 2b. memory: each stage's measured device peak equals the coordinator's
+#     prediction to the byte under every schedule (the agents allocate the
+#     order's memory plan, W passes included); bytes from the metrics file
+for s in 1f1b zb-h1 zb-h2; do
+    pairs=$(grep '"iteration":' "$TMP/run-$s.jsonl" | tail -1 |
+        grep -o '"mem_predicted_bytes":[0-9]*,"mem_measured_bytes":[0-9]*' | tr -c '0-9\n' ' ')
+    if [ "$(echo "$pairs" | grep -c .)" = 4 ] &&
+        echo "$pairs" | awk '{ if (!($1 > 0) || $1 != $2) bad = 1 } END { exit bad }'; then
+        ok "$s memory: predicted = measured on 4 stages ($(echo "$pairs" | awk '{ printf "%s%s", s, $2; s = " " }') bytes)"
+    else
+        fail "$s memory: predicted != measured" "$pairs"
+    fi
+done
 
 # 3. the measured trace: every rank's passes in the plan's order, W included
 if out=$("$PY" - "$TMP/trace.json" "$TMP/zb-h1.json" <<'EOF' 2>&1

@@ -31,10 +31,13 @@
 
 static const char *s_specs[] = {GPP_FIXTURE_MMT, GPP_FIXTURE_DLRM, GPP_FIXTURE_CANDLE, NULL};
 
+/* An executor of ops for mini-batches of B; its memory plan holds B
+ * micro-batches of up to B samples in flight, in B slots (the most any
+ * test here drives). */
 static gpp_exec_t *s_exec(gpp_fixture_exec_t *f, int n, const int *ops, int64_t B)
 {
     gpp_err_t err = {0};
-    gpp_exec_cfg_t c = {.seed = 11, .batch = B};
+    gpp_exec_cfg_t c = {.seed = 11, .batch = B, .inflight = (int)B, .slots = (int)B};
     c.optim.kind = GPP_OPTIM_SGD;
     c.optim.lr = 0.1f; /* momentum 0: the update is lr x gradient */
     gpp_exec_t *ex = gpp_exec_new(f->g, n, ops, f->be, f->data, &c, &err);
@@ -341,8 +344,8 @@ static void t_identical_weights_everywhere(void)
 
 /* Fusion (docs/executor.md "Fusion"): a linear and the ReLU/GELU it feeds
  * run as one call; on the CPU the losses and weights are the unfused ops'
- * bit for bit, the executor allocates less (a fused ReLU's input is never
- * materialised) and exactly what gpp_stage_mem predicts. A second consumer
+ * bit for bit, the executor holds less (a fused ReLU's input is never
+ * materialised; its memory plan is smaller). A second consumer
  * of the linear's output, or a stage cut between the two, leaves them
  * unfused (the cut: stages_equal_whole_model's CANDLE-Uno case). */
 static void t_fusion_same_results(void)
@@ -394,6 +397,10 @@ static void t_fusion_same_results(void)
                    f.g->spec, relu, gelu, same ? "yes" : "NO", (long long)pf, (long long)pu);
             GPP_EXPECT(relu + gelu > 0);
             GPP_EXPECT(relu ? pf < pu : pf == pu);
+            int64_t tf = gpp_memplan_total(gpp_exec_plan(fu)),
+                    tu = gpp_memplan_total(gpp_exec_plan(un));
+            GPP_EXPECT_MSG(relu ? tf < tu : tf <= tu, "plan fused %lld, unfused %lld",
+                           (long long)tf, (long long)tu);
         }
         gpp_exec_destroy(&fu);
         gpp_exec_destroy(&un);
@@ -549,6 +556,38 @@ static void t_run_equals_calls(void)
     }
     gpp_exec_destroy(&calls);
     gpp_exec_destroy(&run);
+    gpp_fixture_exec_close(&f);
+}
+
+/* The memory plan bounds what begin takes: slots past the plan's, a
+ * micro-batch over its samples, more in flight than its lanes are refused
+ * with the setting to change; a smaller micro-batch fits, and a released
+ * slot's lane serves the next one. */
+static void t_plan_refusals(void)
+{
+    gpp_fixture_exec_t f;
+    if (gpp_fixture_exec_open(&f, s_specs[0], 7) < 0)
+        return;
+    gpp_err_t err = {0};
+    gpp_exec_cfg_t c = {.seed = 11, .batch = 8, .micro = 4, .inflight = 1, .slots = 2};
+    gpp_exec_t *ex = gpp_exec_new(f.g, f.g->n_ops, f.all, f.be, f.data, &c, &err);
+    GPP_EXPECT_MSG(ex != NULL, "%s", err.msg);
+    if (ex) {
+        GPP_EXPECT(gpp_exec_begin(ex, 2, 0, 4, &err) == -1 && strstr(err.msg, "slots"));
+        GPP_EXPECT(gpp_exec_begin(ex, 0, 0, 5, &err) == -1 && strstr(err.msg, "cfg_t.micro"));
+        GPP_EXPECT(gpp_exec_begin(ex, 0, 0, 3, &err) == 0 && gpp_exec_forward(ex, 0, &err) == 0);
+        GPP_EXPECT(gpp_exec_begin(ex, 1, 3, 4, &err) == -1 && strstr(err.msg, "lanes"));
+        GPP_EXPECT(gpp_exec_backward(ex, 0, &err) == 0);
+        gpp_exec_release(ex, 0);
+        GPP_EXPECT_MSG(gpp_exec_run(ex, 1, 3, 4, &err) == 0, "%s", err.msg);
+        gpp_exec_release(ex, 1);
+        GPP_EXPECT(gpp_exec_stash_bytes(ex) == 0);
+        GPP_EXPECT(gpp_exec_step(ex, &err) == 0);
+    }
+    gpp_exec_destroy(&ex);
+    c.micro = -1;
+    GPP_EXPECT(gpp_exec_new(f.g, f.g->n_ops, f.all, f.be, f.data, &c, &err) == NULL &&
+               strstr(err.msg, ">= 0"));
     gpp_fixture_exec_close(&f);
 }
 
@@ -798,6 +837,7 @@ static const gpp_test_case_t cases[] = {
     {"load_ahead_same_results", t_load_ahead_same_results},
     {"run_equals_calls", t_run_equals_calls},
     {"stash_accounting", t_stash_accounting},
+    {"plan_refusals", t_plan_refusals},
     {"bad_calls_fail_cleanly", t_bad_calls_fail_cleanly},
     {"profile_readable_by_planner", t_profile_readable_by_planner},
     {"profile_median_ignores_slow_reps", t_profile_median_ignores_slow_reps},

@@ -16,7 +16,7 @@
  * reads); after W as much as after the whole backward. Misuse
  * fails with a message: W before B, B twice, a whole backward after B, a
  * begin or an optimizer step with a W pending, a backend without the
- * split. */
+ * split, an executor whose memory plan is for whole backwards. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,13 +36,19 @@
 #define S_TRANSFORMER "transformer:layers=2,hidden=16,heads=2,seq=4,ffn=32,classes=4"
 #define S_CASE "case_study:branches=2,blocks=2,hidden=16,heads=4,seq=4,ffn=32,classes=4"
 
+/* An executor of ops for mini-batch B in micro-batches of b, all of them
+ * in flight at once; split: planned for B and W passes. */
 static gpp_exec_t *s_exec(gpp_fixture_exec_t *f, gpp_backend_t *be, int n, const int *ops,
-                          int64_t B)
+                          int64_t B, int64_t b, int split)
 {
     gpp_err_t err = {0};
     gpp_exec_cfg_t c = {
         .seed = 11,
         .batch = B,
+        .micro = b,
+        .inflight = (int)(B / b),
+        .slots = (int)(B / b),
+        .split = split,
         .optim = {
             .kind = GPP_OPTIM_ADAMW, .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f}};
     gpp_exec_t *ex = gpp_exec_new(f->g, n, ops, be, f->data, &c, &err);
@@ -107,8 +113,8 @@ static void s_model(gpp_fixture_exec_t *f, const int *stage_of, int n, int64_t B
         for (int i = 0; i < f->g->n_ops; i++)
             if (stage_of[i] == s)
                 ops[k++] = i;
-        whole[s] = s_exec(f, f->be, k, ops, B);
-        split[s] = s_exec(f, f->be, k, ops, B);
+        whole[s] = s_exec(f, f->be, k, ops, B, b, 0);
+        split[s] = s_exec(f, f->be, k, ops, B, b, 1);
         free(ops);
         ok &= whole[s] && split[s];
     }
@@ -204,8 +210,21 @@ static void t_misuse(void)
     gpp_fixture_exec_t f;
     if (gpp_fixture_exec_open(&f, GPP_FIXTURE_MMT, 7) < 0)
         return;
-    gpp_exec_t *ex = s_exec(&f, f.be, f.g->n_ops, f.all, 8);
+    gpp_exec_t *ex = s_exec(&f, f.be, f.g->n_ops, f.all, 8, 4, 0);
     gpp_err_t err = {0};
+    if (ex) { /* planned for whole backwards: no B pass */
+        GPP_EXPECT(gpp_exec_begin(ex, 0, 0, 4, &err) == 0 && gpp_exec_forward(ex, 0, &err) == 0);
+        GPP_EXPECT(gpp_exec_backward_part(ex, 0, GPP_BWD_IN, &err) == -1);
+        GPP_EXPECT_MSG(strstr(err.msg, "memory plan is for the whole backward") &&
+                           strstr(err.msg, "gpp_exec_cfg_t.split = 1"),
+                       "%s", err.msg);
+        GPP_EXPECT(gpp_exec_backward(ex, 0, &err) == 0); /* the slot is as it was */
+        gpp_exec_release(ex, 0);
+        double loss;
+        GPP_EXPECT(gpp_exec_loss(ex, &loss, &err) == 0 && gpp_exec_step(ex, &err) == 0);
+    }
+    gpp_exec_destroy(&ex);
+    ex = s_exec(&f, f.be, f.g->n_ops, f.all, 8, 4, 1);
     if (ex) {
         GPP_EXPECT(gpp_exec_begin(ex, 0, 0, 4, &err) == 0 && gpp_exec_forward(ex, 0, &err) == 0);
         GPP_EXPECT(gpp_exec_backward_part(ex, 0, GPP_BWD_W, &err) == -1);
@@ -246,7 +265,7 @@ static void t_misuse(void)
     struct gpp_backend_s fake = *f.be;
     fake.vt = &vt;
     snprintf(fake.name, sizeof fake.name, "cuda");
-    ex = s_exec(&f, &fake, f.g->n_ops, f.all, 8);
+    ex = s_exec(&f, &fake, f.g->n_ops, f.all, 8, 4, 1);
     if (ex) {
         GPP_EXPECT(gpp_exec_begin(ex, 0, 0, 4, &err) == 0 && gpp_exec_forward(ex, 0, &err) == 0);
         GPP_EXPECT(gpp_exec_backward_part(ex, 0, GPP_BWD_IN, &err) == -1);

@@ -4,14 +4,15 @@
  * every zoo model (small sizes) the planner's stash figure times the
  * micro-batch equals what the executor allocated for that op, and the
  * table's parameters are the executor's, name by name and float by float;
- * and a stage's peak device memory as the backend measures it is the op
- * table's model (gpp_stage_mem) up to the backend's rounding. */
+ * and a stage's peak device memory as the backend measures it is its
+ * memory plan's total (model/gpp_memplan.h), to the byte. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/exec/gpp_exec.h"
 #include "kernels/gpp_ops.h"
 #include "model/gpp_graph.h"
+#include "model/gpp_memplan.h"
 #include "model/gpp_optable.h"
 #include "tests/gpp_test.h"
 #include "tests/gpp_fixtures.h"
@@ -173,18 +174,18 @@ static void t_zoo_stash_and_params(void)
         s_check_model(s_files[k]);
 }
 
-/* Runs ops [lo, hi) of f's model as a stage with `mbs` micro-batches of n
- * samples in flight (all forwards, then all backwards, as a pipeline's
- * warm-up and drain) and compares the backend's high-water mark with
- * gpp_stage_mem_peak. The backend rounds every block up to 64 bytes: the
- * measure may exceed the model by at most 64 per block live at the peak.
+/* Runs ops [lo, hi) of f's model as a stage with `mbs` micro-batches of at
+ * most n samples in flight (all forwards, then all backwards, as a
+ * pipeline's warm-up and drain; the last one smaller, as a mini-batch's
+ * last) and compares the backend's high-water mark with the executor's
+ * memory plan: every buffer in the plan's arena, nothing else allocated.
  * Returns measured - predicted. */
 static int64_t s_stage_peak(gpp_fixture_exec_t *f, int lo, int hi, gpp_optim_kind_t kind, int mbs,
                             int64_t n)
 {
     const gpp_graph_t *g = f->g;
     gpp_err_t err = {0};
-    gpp_exec_cfg_t cfg = {.seed = 5, .batch = 4 * n};
+    gpp_exec_cfg_t cfg = {.seed = 5, .batch = 4 * n, .micro = n, .inflight = mbs, .slots = mbs};
     cfg.optim.kind = kind;
     cfg.optim.lr = 1e-3f;
     gpp_backend_mem_t before;
@@ -197,7 +198,8 @@ static int64_t s_stage_peak(gpp_fixture_exec_t *f, int lo, int hi, gpp_optim_kin
         return 0;
     int ok = 1;
     for (int mb = 0; mb < mbs && ok; mb++) {
-        ok = gpp_exec_begin(ex, mb, mb * n, n, &err) == 0;
+        int64_t k = mb == mbs - 1 && mbs > 1 ? n - 1 : n;
+        ok = gpp_exec_begin(ex, mb, mb * n, k, &err) == 0;
         for (int i = 0; ok && i < gpp_exec_n_inputs(ex); i++) {
             int p = gpp_exec_input_op(ex, i);
             if (g->ops[p].type == GPP_OP_INPUT)
@@ -210,9 +212,10 @@ static int64_t s_stage_peak(gpp_fixture_exec_t *f, int lo, int hi, gpp_optim_kin
     for (int mb = 0; mb < mbs && ok; mb++) {
         for (int i = 0; ok && i < gpp_exec_n_outputs(ex); i++) {
             const gpp_op_t *o = &g->ops[gpp_exec_output_op(ex, i)];
+            int64_t k = mb == mbs - 1 && mbs > 1 ? n - 1 : n;
             /* host memory: the CPU backend reads it, and it stays out of the count */
-            float *dy = calloc((size_t)(n * o->rows * o->cols), sizeof(float));
-            gpp_tensor_t t = gpp_tensor(dy, GPP_DTYPE_F32, n, o->rows, o->cols);
+            float *dy = calloc((size_t)(k * o->rows * o->cols), sizeof(float));
+            gpp_tensor_t t = gpp_tensor(dy, GPP_DTYPE_F32, k, o->rows, o->cols);
             ok = gpp_exec_add_output_grad(ex, mb, o->id, &t, 0, &err) == 0;
             free(dy);
         }
@@ -220,9 +223,7 @@ static int64_t s_stage_peak(gpp_fixture_exec_t *f, int lo, int hi, gpp_optim_kin
         gpp_exec_release(ex, mb); /* input gradients sent */
     }
     GPP_EXPECT_MSG(ok, "%s ops [%d, %d): %s", g->spec, lo, hi, err.msg);
-    gpp_stage_mem_t pm;
-    gpp_exec_predict_mem(ex, n, n, &pm);
-    int64_t pred = gpp_stage_mem_peak(&pm, mbs, gpp_exec_mb_slots(ex));
+    int64_t pred = gpp_memplan_total(gpp_exec_plan(ex));
     gpp_backend_mem_t bm;
     gpp_backend_mem(f->be, &bm);
     /* every block counted as the backend rounds it: to the byte */
@@ -234,11 +235,11 @@ static int64_t s_stage_peak(gpp_fixture_exec_t *f, int lo, int hi, gpp_optim_kin
     return bm.peak_bytes - pred;
 }
 
-/* The op table's memory model is the executor's: for every zoo model, as
- * one stage and cut into two at a third and two thirds of its ops, with
- * SGD and AdamW and 1 or 3 micro-batches in flight, the backend's measured
- * peak equals gpp_stage_mem_peak to the byte (the model rounds each block
- * as the backend does, common/gpp_alloc_rule.h). */
+/* The memory plan is the executor's memory: for every zoo model, as one
+ * stage and cut into two at a third and two thirds of its ops, with SGD and
+ * AdamW and 1 or 3 micro-batches in flight, the backend's measured peak
+ * equals the plan's total to the byte (the plan rounds the arena and each
+ * state buffer as the backend does, common/gpp_alloc_rule.h). */
 static void t_zoo_stage_peak(void)
 {
     int64_t worst = 0, cases = 0;

@@ -445,10 +445,10 @@ static void t_zb_balanced_chain(void)
         }
 }
 
-/* The memory of a zero-bubble order (gpp_zb_stage_mem) on a plan of the
- * partitioner (MMT, SPP chain, universal micro-batch): with W delay 0
- * every stage keeps at least its 1F1B peak and at most that plus one
- * micro-batch's W-held bytes; zb-h1's and zb-h2's deeper orders keep at
+/* The memory of a zero-bubble order (gpp_zb_stage_mem: the stage's memory
+ * plan with the backward split) on a plan of the partitioner (MMT, SPP
+ * chain, universal micro-batch): with W delay 0 every stage keeps at least
+ * its 1F1B peak; zb-h1's and zb-h2's deeper orders keep at
  * least as much as delay 0; the simulator reports the same figure; under
  * a bound at the 1F1B peak, zb-h1 lowers its W delays until it fits or
  * reaches 0, and zb-h2 is refused naming the stage and the schedule. */
