@@ -77,8 +77,9 @@ static const char s_usage[] =
     "  --schedule S       auto|1f1b|zb-h1|zb-h2: the pipeline schedule (default auto,\n"
     "                     or the --cluster file's job.schedule): 1F1B, or zero-bubble\n"
     "                     (backwards split into B and W, W in the bubbles); auto takes\n"
-    "                     the least simulated time that fits the memory (with --cluster:\n"
-    "                     1f1b, the one its agents run)\n"
+    "                     the least simulated time that fits the memory (with a\n"
+    "                     --cluster file whose job.backend is cuda: 1f1b, the one\n"
+    "                     its agents run)\n"
     "  --print-schedule   also print each stage's pass order (F0 F1 B0 ... W0 ...)\n"
     "  --json/--dot/--trace/--strategy FILE   write the plan, the stage DAG, a Chrome\n"
     "                     trace of one simulated iteration, the authors' strategy file\n";
@@ -95,7 +96,6 @@ typedef struct {
     const char *precision;   /* fp32 | tf32 | bf16: the GPU agents' products (roofline) */
     const char *schedule;    /* auto | 1f1b | zb-h1 | zb-h2 */
     int cuda_agents;         /* the --cluster file's agents are cuda: no split backward */
-    int cluster_file;        /* --cluster: auto means what its agents run (1f1b) */
     int per_stage_mbs, kfkb, list_models, print_schedule;
 } s_args_t;
 
@@ -274,7 +274,6 @@ static void s_cluster(s_args_t *a, gpp_cluster_t *cl)
             a->schedule = schedule;
         }
         a->cuda_agents = cfg.job.backend == GPP_DEVICE_CUDA;
-        a->cluster_file = 1;
         gpp_config_release(&cfg);
     } else {
         if (!a->devices || !a->device)
@@ -369,7 +368,7 @@ static void s_print_schedule(const gpp_plan_t *p)
 }
 
 static void s_print(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_sim_t *sim,
-                    const gpp_cluster_t *cl, double estimate_ms, double total_ms)
+                    const gpp_cluster_t *cl, double estimate_ms, double total_ms, int auto_1f1b)
 {
     printf("%s plan of %s (%d ops, %.3g M params) on %d x %s (%d per node), batch %d\n\n",
            p->planner, g->spec[0] ? g->spec : p->model, g->n_ops, (double)gpp_graph_params(g) / 1e6,
@@ -402,6 +401,8 @@ static void s_print(const gpp_plan_t *p, const gpp_graph_t *g, const gpp_sim_t *
             printf(" %d", p->stages[s].w_delay);
         printf(")");
     }
+    if (auto_1f1b)
+        printf(" (auto: the cuda agents have no split backward)");
     printf("\n");
     printf("stages            %d\n", p->n_stages);
     printf("depth             %d\n", p->depth);
@@ -488,7 +489,9 @@ int main(int argc, char **argv)
     o.schedules = GPP_SCHED_AUTO;
     if (a.schedule && gpp_sched_kind_parse(a.schedule, "--schedule", &o.schedules, &err) < 0)
         s_die(EXIT_BAD_INPUT, "%s", err.msg);
-    if (a.cluster_file && o.schedules == GPP_SCHED_AUTO) /* the agents run 1f1b only so far */
+    /* cuda agents have no split backward: auto is 1f1b for them */
+    int auto_1f1b = a.cuda_agents && o.schedules == GPP_SCHED_AUTO;
+    if (auto_1f1b)
         o.schedules = 1u << GPP_SCHED_1F1B;
     if (a.cuda_agents && !(o.schedules & 1u << GPP_SCHED_1F1B))
         s_die(EXIT_BAD_INPUT,
@@ -522,7 +525,7 @@ int main(int argc, char **argv)
         s_die(EXIT_INTERNAL, "internal error: simulation: %s", err.msg);
     p->iteration_ms = gpp_sim_iteration_ms(sim);
     p->throughput = gpp_sim_throughput(sim);
-    s_print(p, g, sim, &cl, estimate_ms, gpp_now_ms() - t0);
+    s_print(p, g, sim, &cl, estimate_ms, gpp_now_ms() - t0, auto_1f1b);
     if (idle > 0)
         printf("idle devices      %d of %d (one more replica on any stage would not lower the "
                "estimated iteration time)\n",

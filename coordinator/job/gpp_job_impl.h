@@ -115,7 +115,7 @@ int gpp_job_plan_is_file(const gpp_job_t *self);
  * --resume's set was made with another plan (exit 2), else -1. */
 int gpp_job_plan_make(gpp_job_t *self, const atomic_int *cancel, gpp_err_t *err);
 /* The schedule the agents must run: the config's job.schedule (p NULL) or
- * plan file p's kind. 0 for 1f1b (and auto, which means 1f1b here); else
+ * plan file p's kind. 0 for 1f1b and auto (1f1b on cuda: s_schedules); else
  * -1 naming the setting and the ways out (the agents, and the cuda
  * backend's kernels, run no B and W passes). */
 int gpp_job_plan_schedule_check(const gpp_job_t *self, const gpp_plan_t *p, gpp_err_t *err);

@@ -145,7 +145,7 @@ int gpp_job_plan_schedule_check(const gpp_job_t *self, const gpp_plan_t *p, gpp_
 {
     const gpp_config_t *cfg = &self->cfg;
     const char *kind = p ? gpp_sched_kind_name(p->schedule) : cfg->job.schedule;
-    /* auto plans 1f1b (s_schedules) */
+    /* auto plans what the backend runs (s_schedules) */
     if (p ? p->schedule == GPP_SCHED_1F1B
           : !strcmp(kind, "1f1b") || !strcmp(kind, "auto") || !kind[0])
         return 0;
@@ -164,18 +164,20 @@ int gpp_job_plan_schedule_check(const gpp_job_t *self, const gpp_plan_t *p, gpp_
                        what, p ? " (gpp-plan --schedule 1f1b)" : "");
 }
 
-/* The schedule the partitioner plans for the agents (a mask of 1 <<
+/* The schedules the partitioner plans for the agents (a mask of 1 <<
  * gpp_sched_kind_t): job.schedule's (gpp_job_plan_schedule_check refused
- * a zero-bubble one for cuda). auto is 1f1b: the zero-bubble schedules run
- * when asked for, and auto considers them once the memory model prices the
- * split backward as the agents run it (docs/planner.md "Choosing a
- * schedule"). */
+ * a zero-bubble one for cuda). auto is all of them on the CPU backend (the
+ * least simulated time under the memory bound, as gpp-plan --schedule auto)
+ * and 1f1b on cuda, which has no split backward (docs/planner.md
+ * "Zero-bubble schedules"). */
 static unsigned s_schedules(const gpp_config_t *cfg)
 {
-    unsigned mask = 1u << GPP_SCHED_1F1B;
+    unsigned mask = GPP_SCHED_AUTO;
     gpp_err_t ignored = {{0}}; /* the config reader checked the word */
-    if (cfg->job.schedule[0] && strcmp(cfg->job.schedule, "auto") != 0 &&
+    if (cfg->job.schedule[0] &&
         gpp_sched_kind_parse(cfg->job.schedule, "job.schedule", &mask, &ignored) < 0)
+        mask = 1u << GPP_SCHED_1F1B;
+    if (mask == GPP_SCHED_AUTO && cfg->job.backend == GPP_DEVICE_CUDA)
         mask = 1u << GPP_SCHED_1F1B;
     return mask;
 }
@@ -287,7 +289,12 @@ void gpp_job_plan_print(const gpp_job_t *self, FILE *out)
         fprintf(out, "  %5d  %-19s %-7s %11d  %d  %9d  %s\n", s, ops, ag, st->micro_batch, st->k,
                 st->inflight, st->n_succ ? succ : "-");
     }
-    fprintf(out, "  simulated iteration %.3f ms (%.1f samples/s), schedule %s\n", p->iteration_ms,
-            p->throughput, gpp_sched_kind_name(p->schedule));
+    /* auto on cuda is 1f1b (s_schedules): say why the zero-bubble ones are out */
+    const char *sched = self->cfg.job.schedule;
+    int auto_1f1b = !gpp_job_plan_is_file(self) && self->cfg.job.backend == GPP_DEVICE_CUDA &&
+                    (!sched[0] || !strcmp(sched, "auto"));
+    fprintf(out, "  simulated iteration %.3f ms (%.1f samples/s), schedule %s%s\n", p->iteration_ms,
+            p->throughput, gpp_sched_kind_name(p->schedule),
+            auto_1f1b ? " (auto: the cuda agents have no split backward)" : "");
     fflush(out);
 }

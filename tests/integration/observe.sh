@@ -112,7 +112,8 @@ fi
 "$TOP" --once --run-dir "$RUNDIR" >"$TMP/top.out" 2>&1
 rows=$(grep -Ec '^ +[0-9]+  127\.0\.0\.1:[0-9] +cpu:[0-9] +[0-9]+  up ' "$TMP/top.out")
 srows=$(grep -Ec '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+%$' "$TMP/top.out")
-grows=$(grep -Ec '^stage +[0-9]+ \|[FB>.AS ]{80}\|$' "$TMP/top.out")
+# W: a zero-bubble plan's parameter-gradient passes (auto may pick one)
+grows=$(grep -Ec '^stage +[0-9]+ \|[FBW>.AS ]{80}\|$' "$TMP/top.out")
 [ "$rows" = 3 ] && [ "$srows" = "${planned:-x}" ] && [ "$grows" = "$srows" ] && grep -q "loss [0-9]" "$TMP/top.out" &&
     grep -Eq '^stage +[0-9]+ \|.*F.*B' "$TMP/top.out" \
     && ok "gpp-top --once: 3 agent rows, $srows stage rows, $grows Gantt rows, the loss" \

@@ -165,8 +165,29 @@ printf '{"0": {"name": "x", "inputs": [], "weight_size": 0, "runtime": {"1": "fa
 expect_ok "cluster file" "$PLAN" --cluster "$SRC/config/examples/multi-node-a100.toml" \
     --model "$MMT" --batch 64
 grep -q "a100-80g" "$TMP/out" && ok "cluster file sets the device" || fail "cluster file sets the device"
-grep -q "^schedule          1f1b" "$TMP/out" && ok "cluster file: auto is 1f1b, what its agents run" \
-    || fail "cluster file: auto is 1f1b, what its agents run"
+grep -q "^schedule          1f1b (auto: the cuda agents have no split backward)$" "$TMP/out" &&
+    ok "cuda cluster file: auto is 1f1b, what its agents run, and says so" ||
+    fail "cuda cluster file: auto is 1f1b, what its agents run, and says so" "$(grep '^schedule' "$TMP/out")"
+# a cpu cluster file: auto plans all three schedules and keeps the least
+# simulated time (each named schedule's plan is one auto considered)
+for s in auto 1f1b zb-h1 zb-h2; do
+    expect_ok "cpu cluster file, schedule $s" "$PLAN" --cluster "$SRC/config/examples/local-cpu.toml" \
+        --schedule "$s"
+    cp "$TMP/out" "$TMP/cpu-$s.out"
+done
+if out=$(python3 - "$TMP" <<'EOF2' 2>&1
+import re, sys
+def get(s):
+    t = open("%s/cpu-%s.out" % (sys.argv[1], s)).read()
+    return (re.search(r"^schedule +(\S+)", t, re.M).group(1),
+            float(re.search(r"^simulated +([0-9.]+) ms/iteration", t, re.M).group(1)))
+pick, ms = get("auto")
+best = min(get(s)[1] for s in ("1f1b", "zb-h1", "zb-h2"))
+assert pick in ("1f1b", "zb-h1", "zb-h2") and ms <= best + 1e-3, (pick, ms, best)
+print("%s, %.3f ms (best named %.3f ms)" % (pick, ms, best))
+EOF2
+); then ok "cpu cluster file: auto picks the least simulated time: $out"
+else fail "cpu cluster file: auto picks the least simulated time" "$out"; fi
 
 # ---- bad input: exit 2 with a message -------------------------------------------
 A=(--devices 4 --device a100-80g --batch 32)

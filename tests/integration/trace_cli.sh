@@ -2,7 +2,8 @@
 # trace_cli: gpp-coordinator --trace FILE on a small CPU job of 4 local
 # agents — the Chrome trace holds every rank's measured actions of the
 # traced iteration (as many as its lowered list, the durations it reported
-# in the metrics file, the plan's compute order) on one time axis starting
+# in the metrics file, the plan's compute order, W passes included when
+# auto picks a zero-bubble schedule) on one time axis starting
 # at 0, no overlap within a row, the simulated stages beside them, and
 # clock offsets within the round trips' error for agents on this host; the
 # summary line; --trace-iteration; bad input (unwritable path, a directory,
@@ -59,11 +60,12 @@ for a in agents:
     for x, y in zip(row, row[1:]):
         assert x["ts"] + x["dur"] <= y["ts"], ("overlap", a["rank"], x, y)
     if a["replica"] == 0:
-        fb = [e["name"] for e in row if e["name"][0] in "FB" and e["name"][1:].isdigit()]
+        # F, B and (under a zero-bubble plan) W passes, as the plan orders them
+        fb = [e["name"] for e in row if e["name"][0] in "FBW" and e["name"][1:].isdigit()]
         assert fb == plan["schedule"][a["stage"]], (fb, plan["schedule"][a["stage"]])
     n_rows += 1
 assert n_rows == len(agents) == plan["devices"] or n_rows == sum(s["devices"] for s in plan["stages"])
-assert all(e["name"] in ("ALLREDUCE", "STEP") or e["name"][0] in "FB" or
+assert all(e["name"] in ("ALLREDUCE", "STEP") or e["name"][0] in "FBW" or
            e["name"].startswith(("send ", "recv ")) for e in meas)
 # one host, one CLOCK_MONOTONIC: each offset is within its round trip's error
 off, dly = t["otherData"]["clock_offset_us"], t["otherData"]["clock_delay_us"]
