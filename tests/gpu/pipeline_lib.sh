@@ -4,8 +4,11 @@
 # job_conf EXAMPLE NAME: config/examples/EXAMPLE with this run's port,
 # $ITERS iterations, checkpoints in $TMP/NAME.ckpt and metrics in
 # $TMP/NAME.jsonl, written to $TMP/NAME.toml; prints that path.
+# The CPU runs' plans are replayed on cuda/nccl agents, which have no split
+# backward: every job here plans 1f1b (auto would pick zero-bubble on CPU).
 job_conf() {
     sed -e "s|^endpoint = .*|endpoint = \"tcp://127.0.0.1:$(free_port 1)\"|" \
+        -e 's|^\[job\]|[job]\nschedule = "1f1b"|' \
         -e "s|^iterations = .*|iterations = $ITERS|" \
         -e "s|^checkpoint_dir = .*|checkpoint_dir = \"$TMP/$2.ckpt\"|" \
         -e "s|^file = .*|file = \"$TMP/$2.jsonl\"|" "$SRC/config/examples/$1" >"$TMP/$2.toml"
